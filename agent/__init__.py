@@ -1,0 +1,7 @@
+"""Chorus: a stateless dialogue-state orchestration agent in the style of DeepPavlov Dream.
+
+Importing this package does nothing else: the server lives in :mod:`agent.api`, the
+service SDK in :mod:`agent.sdk` (which services import without the agent's server).
+"""
+
+__version__ = "0.1.0"

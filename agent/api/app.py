@@ -1,0 +1,69 @@
+"""The agent's FastAPI app. Run it with ``uvicorn --factory agent.api.app:create_app``.
+
+Settings and the pipeline are read and checked when the app is created, so a bad config
+stops the agent before it listens; the store, the one HTTP client and the connectors are
+made in the lifespan and closed after the last request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+import agent
+from agent.api.errors import install_error_handlers
+from agent.api.routes import chat, dialogs, health, ratings
+from agent.connectors.factory import make_batchers
+from agent.connectors.http import make_http_client
+from agent.dialogue import DialogueManager
+from agent.pipeline.config import load_pipeline_config
+from agent.pipeline.executor import Executor
+from agent.pipeline.graph import Pipeline, build_pipeline
+from agent.settings import Settings, load_settings
+from agent.store import open_store
+
+log = logging.getLogger("chorus")
+
+
+def _lifespan(settings: Settings, pipeline: Pipeline):  # type: ignore[no-untyped-def]
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = await open_store(settings.db_url)
+        client = make_http_client()
+        batchers = make_batchers(pipeline, client)
+        app.state.settings = settings
+        app.state.store = store
+        app.state.dialogue = DialogueManager(store, Executor(pipeline, batchers),
+                                             settings.channel_type)
+        log.info("Chorus agent ready: %d services, store %s", len(pipeline.nodes),
+                 settings.db_url.split("://")[0])
+        try:
+            yield
+        finally:
+            for batcher in batchers.values():
+                await batcher.aclose()
+            await client.aclose()
+            await store.close()
+
+    return lifespan
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or load_settings()
+    logging.basicConfig(level=settings.log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per service call is noise
+    pipeline = build_pipeline(load_pipeline_config(settings.pipeline))
+    app = FastAPI(
+        title="Chorus agent", version=agent.__version__,
+        description="Dialogue-state orchestration: a message in, annotators and skills over "
+        "HTTP, one answer out. `POST /` is compatible with DeepPavlov Agent.",
+        lifespan=_lifespan(settings, pipeline),
+    )
+    install_error_handlers(app)
+    for module in (chat, dialogs, ratings, health):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,43 @@
+"""What routes get injected: the objects made once in the lifespan, typed."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request, status
+
+from agent.dialogue import DialogueManager
+from agent.settings import Settings
+from agent.store.base import Store
+
+
+def _store(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+def _dialogue(request: Request) -> DialogueManager:
+    manager: DialogueManager = request.app.state.dialogue
+    return manager
+
+
+def _settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def require_json(request: Request) -> None:
+    """A body that is not JSON gets a 415 that says how to send it."""
+    content_type = request.headers.get("content-type", "")
+    if content_type.split(";")[0].strip().lower() != "application/json":
+        raise HTTPException(
+            status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+            f"send the body as JSON with 'Content-Type: application/json' "
+            f"(got {content_type or 'no Content-Type'})",
+        )
+
+
+StoreDep = Annotated[Store, Depends(_store)]
+DialogueDep = Annotated[DialogueManager, Depends(_dialogue)]
+SettingsDep = Annotated[Settings, Depends(_settings)]
+JsonBody = Depends(require_json)

@@ -1,0 +1,52 @@
+"""How failures look to a client: 4xx that say what to fix, 503 when the database is away.
+
+A service fault never gets here (the executor absorbs it); an unexpected error is logged
+with its cause and answered as a plain 500 without internals.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request, status
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from agent.store.base import StoreUnavailable
+
+log = logging.getLogger("chorus.api")
+
+RETRY_AFTER_SECONDS = 5
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in {"body", "path", "query"}:
+        parts = parts[1:]
+    return ".".join(parts) or "body"
+
+
+async def _invalid(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    message = "; ".join(f"{_where(e['loc'])}: {e['msg']}" for e in errors)
+    return JSONResponse(
+        status_code=status.HTTP_422_UNPROCESSABLE_CONTENT,
+        content={"detail": [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
+                            for e in errors],
+                 "message": message},
+    )
+
+
+async def _store_down(_: Request, exc: Exception) -> JSONResponse:
+    log.error("database unavailable: %s", exc)
+    return JSONResponse(
+        status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
+        content={"detail": "the database is unavailable; retry shortly"},
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(StoreUnavailable, _store_down)

@@ -1,0 +1,33 @@
+"""``POST /``: DeepPavlov Agent's chat endpoint, so its clients work unchanged."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, status
+
+from agent.api.deps import DialogueDep, JsonBody, SettingsDep
+from agent.api.schemas import AgentMessage, AgentReply
+
+router = APIRouter(tags=["chat"])
+
+
+@router.post("/", dependencies=[JsonBody], response_model=AgentReply)
+async def chat(message: AgentMessage, dialogue: DialogueDep,
+               settings: SettingsDep) -> AgentReply:
+    """Send the user's message; get the bot's answer and the skill that gave it.
+
+    ``payload`` ``/start`` or ``/close`` ends the user's open dialog; the next message
+    opens a new one.
+    """
+    if len(message.payload) > settings.max_text_length:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"payload is {len(message.payload)} characters long; the limit is "
+            f"{settings.max_text_length} (CHORUS_MAX_TEXT_LENGTH)",
+        )
+    try:
+        attributes = message.attributes()
+    except ValueError as exc:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
+    reply = await dialogue.handle(message.user_id, message.payload, attributes)
+    return AgentReply(dialog_id=reply.dialog_id, utt_id=reply.utt_id, user_id=reply.user_id,
+                      response=reply.response, active_skill=reply.active_skill)

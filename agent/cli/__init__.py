@@ -1,0 +1,1 @@
+"""The ``chorus`` command line."""

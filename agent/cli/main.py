@@ -1,0 +1,70 @@
+"""``chorus``: run the local stack (more commands join as the project grows)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import uvicorn
+
+from agent.cli import stack
+from agent.pipeline.config import PipelineConfigError, load_pipeline_config
+from agent.pipeline.graph import build_pipeline
+from agent.settings import SettingsError, load_settings
+
+app = typer.Typer(help="Chorus: dialogue orchestration for multi-skill chatbots.",
+                  no_args_is_help=True, add_completion=False)
+
+
+@app.callback()
+def main() -> None:
+    """Chorus command line."""
+
+
+@app.command()
+def run(
+    host: Annotated[str, typer.Option(help="address the agent listens on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port the agent listens on")] = 4242,
+    services_only: Annotated[bool, typer.Option(help="start the services, not the agent")]
+    = False,
+) -> None:
+    """Start the local stack: the pipeline's services from this repository, then the agent.
+
+    Ctrl-C stops everything.
+    """
+    root = Path.cwd()
+    try:
+        settings = load_settings()
+        config = load_pipeline_config(settings.pipeline)
+        build_pipeline(config)
+    except (SettingsError, PipelineConfigError) as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
+    services, elsewhere = stack.local_services(config, root)
+    for remote in elsewhere:
+        typer.secho(f"not started here (must already run): {remote}", fg=typer.colors.YELLOW)
+    processes = []
+    try:
+        for service in services:
+            processes.append(stack.start(service, root))
+        for service, process in zip(services, processes, strict=True):
+            stack.wait_healthy(service, process)
+            typer.echo(f"  {service.name:<20} http://{service.host}:{service.port}")
+        if services_only:
+            typer.echo("services are up; Ctrl-C stops them")
+            processes[0].wait() if processes else None
+            return
+        typer.secho(f"Chorus agent on http://{host}:{port}  (store: {settings.db_url}; "
+                    f"API docs: http://{host}:{port}/docs)", fg=typer.colors.GREEN)
+        os.environ.setdefault("CHORUS_PIPELINE", str(settings.pipeline))
+        uvicorn.run("agent.api.app:create_app", factory=True, host=host, port=port,
+                    log_level="warning")
+    except RuntimeError as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stack.stop(processes)

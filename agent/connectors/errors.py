@@ -1,0 +1,54 @@
+"""Why a service gave no usable output. Every branch carries the service's name.
+
+    ServiceError
+     ├── ServiceTimeout       no answer within the service's timeout (or the turn's deadline)
+     ├── ServiceUnavailable   could not connect, or the connection broke
+     ├── BadServiceStatus     answered with a non-2xx status
+     └── BadServiceResponse   answered 2xx, but not JSON, too big, or the wrong shape
+
+The executor turns each into a :class:`agent.state.ServiceFailure` on the utterance;
+none of them ever reaches the client as a 500.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+FailureKind = Literal["timeout", "unavailable", "bad_status", "bad_response", "refused", "skipped"]
+
+
+class ServiceError(Exception):
+    """Base of all service faults."""
+
+    kind: ClassVar[FailureKind] = "bad_response"
+
+    def __init__(self, service: str, message: str) -> None:
+        super().__init__(f"{service}: {message}")
+        self.service = service
+        self.message = message
+
+
+class ServiceTimeout(ServiceError):
+    kind = "timeout"
+
+
+class ServiceUnavailable(ServiceError):
+    kind = "unavailable"
+
+
+class BadServiceStatus(ServiceError):
+    kind = "bad_status"
+
+    def __init__(self, service: str, status_code: int, body: str) -> None:
+        super().__init__(service, f"answered HTTP {status_code}: {body[:200]}")
+        self.status_code = status_code
+
+
+class BadServiceResponse(ServiceError):
+    kind = "bad_response"
+
+
+class RefusedOutput(ServiceError):
+    """The output tried to write outside the service's own slot; nothing of it is applied."""
+
+    kind = "refused"

@@ -1,0 +1,65 @@
+"""A user's message, taken from arrival to answer: the work behind ``POST /``.
+
+The order is what makes a message impossible to lose: the human utterance is stored before
+any service is called, and everything the pipeline made of it is written in one step at
+the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agent.pipeline.executor import Executor, Turn, TurnResult
+from agent.state.models import HumanUtterance
+from agent.store.base import Store
+
+#: Payloads that end the user's open dialog instead of being answered (as in dp-agent).
+CLOSING_COMMANDS = frozenset({"/start", "/close"})
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What the chat API answers."""
+
+    dialog_id: str | None
+    utt_id: str | None
+    user_id: str
+    response: str
+    active_skill: str | None
+
+
+class DialogueManager:
+    """Ties the store and the executor together for one message at a time."""
+
+    def __init__(self, store: Store, executor: Executor, channel_type: str) -> None:
+        self._store = store
+        self._executor = executor
+        self._channel_type = channel_type
+
+    async def handle(self, user_id: str, text: str, attributes: dict[str, Any]) -> Reply:
+        if text.strip() in CLOSING_COMMANDS:
+            closed = await self._store.close_active_dialog(user_id)
+            return Reply(closed, None, user_id,
+                         "The dialog is closed; your next message starts a new one.", None)
+        result, dialog_id = await self.run_turn(user_id, text, attributes)
+        bot = result.bot_utterance
+        return Reply(dialog_id, bot.utt_id, user_id, bot.text, bot.active_skill)
+
+    async def run_turn(
+        self, user_id: str, text: str, attributes: dict[str, Any]
+    ) -> tuple[TurnResult, str]:
+        store = self._store
+        human = await store.human(user_id)
+        dialog = await store.active_dialog(human, self._channel_type)
+        history = await store.recent_utterances(dialog.dialog_id,
+                                                self._executor.pipeline.history_window)
+        utterance = HumanUtterance(text=text, user=human.model_dump(mode="json"),
+                                   attributes=attributes)
+        await store.add_utterance(dialog.dialog_id, utterance)
+        result = await self._executor.run(
+            Turn(dialog.dialog_id, human, dialog.bot, history, utterance))
+        await store.finish_turn(dialog.dialog_id, human.id, result.utterance,
+                                result.bot_utterance, result.human_attributes,
+                                result.bot_attributes)
+        return result, dialog.dialog_id

@@ -1,0 +1,61 @@
+"""ParlAI's Message (seeds 000-003): a dict that refuses to overwrite a key silently.
+
+The pipeline keeps annotations in Messages, so an annotator's output, once written, cannot
+be replaced by a second write in the same turn: changing it takes an explicit
+:meth:`Message.force_set`, which only the agent calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+class MessageOverwriteError(RuntimeError):
+    """A key of a Message was set a second time without ``force_set``."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            f"Message already contains key `{key}`. If this was intentional, please use the "
+            "function `force_set(key, value)`."
+        )
+        self.key = key
+
+
+class Message(dict[str, Any]):
+    """A dict whose keys are write-once unless forced."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key in self:
+            raise MessageOverwriteError(key)
+        super().__setitem__(key, value)
+
+    def update(  # type: ignore[override]
+        self, other: Mapping[str, Any] | Iterable[tuple[str, Any]] = (), /,
+               **kwargs: Any) -> None:
+        """Like ``dict.update``, but through ``__setitem__``: no silent overwrite either."""
+        items = list(other.items() if isinstance(other, Mapping) else other)
+        for key, value in [*items, *kwargs.items()]:
+            self[key] = value
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def force_set(self, key: str, value: Any) -> None:
+        """Change a key on purpose."""
+        super().__setitem__(key, value)
+
+    def copy(self) -> Message:
+        """A shallow copy that is still a Message."""
+        return type(self)(self)
+
+    @classmethod
+    def padding_example(cls) -> Message:
+        """A Message for batch padding."""
+        return cls({"batch_padding": True, "episode_done": True})
+
+    def is_padding(self) -> bool:
+        """Whether this is a padding example."""
+        return bool(self.get("batch_padding", False))

@@ -1,0 +1,159 @@
+"""The pipeline file: one JSON document in DeepPavlov Dream's vocabulary.
+
+    {
+      "services": {
+        "annotators": {"tokens": {"connector": {"url": "http://127.0.0.1:8101/respond"}}},
+        "skills": {"greeting": {"connector": {"url": "...", "timeout": 1.5},
+                                "context_window": 3}},
+        "response_selectors": {"confidence": {"connector": {"builtin": "highest_confidence"}}}
+      },
+      "turn_timeout": 5.0,
+      "fallback_response": "Sorry, I could not think of an answer."
+    }
+
+Everything is checked when the agent starts; :class:`PipelineConfigError` names the bad entry
+by its path (``services.skills.greeting.connector``) so the fix is obvious.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import (
+    AnyHttpUrl,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
+
+GroupName = Literal[
+    "annotators",
+    "skill_selectors",
+    "skills",
+    "candidate_annotators",
+    "response_selectors",
+    "response_annotators",
+]
+
+#: The order a turn goes through the groups; a service waits for every earlier group.
+GROUPS: tuple[GroupName, ...] = (
+    "annotators",
+    "skill_selectors",
+    "skills",
+    "candidate_annotators",
+    "response_selectors",
+    "response_annotators",
+)
+
+ServiceName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
+BuiltinName = Literal["highest_confidence", "all_skills"]
+
+
+class PipelineConfigError(ValueError):
+    """The pipeline file cannot run; the message names the entry to fix."""
+
+
+class ConnectorConfig(BaseModel):
+    """How the agent reaches a service: an HTTP endpoint, or a built-in in-process one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: AnyHttpUrl | None = None
+    builtin: BuiltinName | None = None
+    timeout: float = Field(default=2.0, gt=0, le=600, description="seconds per call")
+    batch_size: int = Field(default=1, ge=1, le=1024, description="dialogs per HTTP call")
+
+    @model_validator(mode="after")
+    def _one_target(self) -> ConnectorConfig:
+        if self.url is None and self.builtin is None:
+            raise ValueError(
+                'missing url: set "url" to the service\'s HTTP endpoint '
+                '(e.g. "http://127.0.0.1:8101/respond") or "builtin" to a built-in service'
+            )
+        if self.url is not None and self.builtin is not None:
+            raise ValueError('set either "url" or "builtin", not both')
+        return self
+
+
+class ServiceConfig(BaseModel):
+    """One service of the pipeline."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    connector: ConnectorConfig
+    previous_services: list[str] = Field(
+        default_factory=list, description="services or groups that must finish first"
+    )
+    required_previous_services: list[str] = Field(
+        default_factory=list, description="as previous_services, and this one is skipped "
+        "when any of them failed",
+    )
+    context_window: int = Field(default=3, ge=1, le=100, description="utterances sent")
+    is_enabled: bool = True
+    tags: list[str] = Field(default_factory=list)
+
+
+class PipelineConfig(BaseModel):
+    """The whole file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    services: dict[GroupName, dict[ServiceName, ServiceConfig]]
+    turn_timeout: float = Field(default=10.0, gt=0, le=600, description="whole-turn deadline")
+    fallback_response: str = Field(
+        default="Sorry, I don't have an answer for that right now.", min_length=1
+    )
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> PipelineConfig:
+        seen: dict[str, str] = {}
+        for group, services in self.services.items():
+            for name in services:
+                if name in GROUPS:
+                    raise ValueError(f"services.{group}.{name}: a service cannot be named "
+                                     "like a group")
+                if name in seen:
+                    raise ValueError(
+                        f"services.{group}.{name}: the name is already used in "
+                        f"services.{seen[name]}; service names must be unique"
+                    )
+                seen[name] = group
+        return self
+
+
+def _describe(error: ValidationError) -> str:
+    """Pydantic's errors, as one line per bad entry with its dotted path."""
+    lines = []
+    for item in error.errors():
+        path = ".".join(str(part) for part in item["loc"])
+        message = item["msg"].removeprefix("Value error, ")
+        lines.append(f"{path}: {message}" if path else message)
+    return "; ".join(lines)
+
+
+def parse_pipeline_config(data: object, source: str = "pipeline config") -> PipelineConfig:
+    """Validate an already-parsed pipeline document."""
+    try:
+        return PipelineConfig.model_validate(data)
+    except ValidationError as exc:
+        raise PipelineConfigError(f"{source}: {_describe(exc)}") from None
+
+
+def load_pipeline_config(path: Path) -> PipelineConfig:
+    """Read and validate the pipeline file; every failure names the file and the entry."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PipelineConfigError(f"cannot read pipeline config {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PipelineConfigError(
+            f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    return parse_pipeline_config(data, source=str(path))

@@ -1,0 +1,256 @@
+"""Run one turn through the service graph.
+
+Every service runs as soon as what it waits for is done, so independent services overlap
+and a turn lasts as long as its critical path. Each call has its own timeout and the turn
+a deadline; a service that fails loses only its own output, recorded as a
+:class:`ServiceFailure`, and the turn goes on to an answer (the fallback one if no
+hypothesis survives). ``await executor.run(turn)`` returns the finished turn: nothing is
+left running behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.connectors.batching import Batcher
+from agent.connectors.builtin import choose_highest_confidence
+from agent.connectors.errors import RefusedOutput, ServiceError, ServiceTimeout
+from agent.message import Message, MessageOverwriteError
+from agent.pipeline import outputs
+from agent.pipeline.graph import Pipeline, ServiceNode
+from agent.pipeline.views import AnyUtterance, dialog_view
+from agent.sdk.models import DialogView, Selection
+from agent.state.models import (
+    Bot,
+    BotUtterance,
+    Human,
+    HumanUtterance,
+    Hypothesis,
+    ServiceCall,
+    ServiceFailure,
+)
+
+log = logging.getLogger("chorus.executor")
+
+#: ``active_skill`` of the answer given when no hypothesis survived.
+FALLBACK_SKILL = "fallback_response"
+
+
+@dataclass
+class Turn:
+    """What a turn starts from: the stored window and the new, already stored, utterance."""
+
+    dialog_id: str
+    human: Human
+    bot: Bot
+    history: list[AnyUtterance]
+    utterance: HumanUtterance
+
+
+@dataclass
+class TurnResult:
+    """The finished turn: what to store and what to answer."""
+
+    utterance: HumanUtterance
+    bot_utterance: BotUtterance
+    human_attributes: dict[str, Any] = field(default_factory=dict)
+    bot_attributes: dict[str, Any] = field(default_factory=dict)
+
+
+class _Run:
+    """The mutable state of one turn in flight; only the executor touches it."""
+
+    def __init__(self, turn: Turn, pipeline: Pipeline, clock: Callable[[], float]) -> None:
+        self.turn = turn
+        self.clock = clock
+        self.started = clock()
+        self.done = {node.name: asyncio.Event() for node in pipeline}
+        self.ok: set[str] = set()
+        self.selected: set[str] = set()
+        self.selection: Selection | None = None
+        self.skill_order = {n.name: i for i, n in enumerate(pipeline.group("skills"))}
+        turn.utterance.annotations = Message(turn.utterance.annotations)
+        self.bot_utterance: BotUtterance | None = None
+
+    @property
+    def utterance(self) -> HumanUtterance:
+        return self.turn.utterance
+
+    def window(self) -> list[AnyUtterance]:
+        shown: list[AnyUtterance] = [*self.turn.history, self.turn.utterance]
+        if self.bot_utterance is not None:
+            shown.append(self.bot_utterance)
+        return shown
+
+    def view(self, node: ServiceNode) -> DialogView:
+        return dialog_view(self.turn.dialog_id, self.window(), self.turn.human, self.turn.bot,
+                           node.config.context_window)
+
+    def record(self, node: ServiceNode, start: float, outcome: str, batch: int = 1) -> None:
+        self.utterance.trace.append(ServiceCall(
+            service=node.name, group=node.group, start=start - self.started,
+            duration=self.clock() - start, outcome=outcome,
+            batch_size=batch,
+        ))
+
+    def fail(self, node: ServiceNode, kind: str, message: str) -> None:
+        log.warning("service %s (%s): %s: %s", node.name, node.group, kind, message)
+        self.utterance.errors.append(
+            ServiceFailure(service=node.name, kind=kind, message=message)
+        )
+
+
+class Executor:
+    """Runs turns through one pipeline with one connector per service."""
+
+    def __init__(
+        self, pipeline: Pipeline, batchers: Mapping[str, Batcher],
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        missing = {n.name for n in pipeline} - set(batchers)
+        if missing:
+            raise ValueError(f"no connector for {', '.join(sorted(missing))}")
+        self.pipeline = pipeline
+        self._batchers = batchers
+        self._clock = clock
+
+    async def run(self, turn: Turn) -> TurnResult:
+        run = _Run(turn, self.pipeline, self._clock)
+        deadline = run.started + self.pipeline.turn_timeout
+        main = [n for n in self.pipeline if n.group != "response_annotators"]
+        await self._run_nodes(run, main, deadline)
+        bot_utterance = self._answer(run)
+        run.bot_utterance = bot_utterance
+        bot_utterance.annotations = Message()
+        await self._run_nodes(run, self.pipeline.group("response_annotators"), deadline)
+        chosen = self._chosen(run)
+        return TurnResult(
+            utterance=run.utterance, bot_utterance=bot_utterance,
+            human_attributes=dict(chosen.human_attributes) if chosen else {},
+            bot_attributes=dict(chosen.bot_attributes) if chosen else {},
+        )
+
+    async def _run_nodes(self, run: _Run, nodes: list[ServiceNode], deadline: float) -> None:
+        if not nodes:
+            return
+        try:
+            async with asyncio.timeout(max(deadline - self._clock(), 0.0)):
+                async with asyncio.TaskGroup() as group:
+                    for node in nodes:
+                        group.create_task(self._run_node(run, node))
+        except TimeoutError:
+            log.warning("turn deadline of %ss reached", self.pipeline.turn_timeout)
+
+    async def _run_node(self, run: _Run, node: ServiceNode) -> None:
+        start = self._clock()
+        try:
+            for name in node.depends_on:
+                await run.done[name].wait()
+            start = self._clock()
+            skip = self._skip_reason(run, node)
+            if skip is not None:
+                if node.requires - run.ok:
+                    run.fail(node, "skipped", skip)
+                run.record(node, start, "skipped")
+                return
+            await self._call(run, node, start)
+        except asyncio.CancelledError:
+            run.fail(node, "timeout", f"turn deadline of {self.pipeline.turn_timeout}s reached")
+            run.record(node, start, "timeout")
+            raise
+        finally:
+            run.done[node.name].set()
+
+    def _skip_reason(self, run: _Run, node: ServiceNode) -> str | None:
+        failed = node.requires - run.ok
+        if failed:
+            return f"required service(s) {', '.join(sorted(failed))} gave no output"
+        if node.group == "skills" and run.selected and node.name not in run.selected:
+            return "not chosen by the skill selector"
+        if node.group in ("candidate_annotators", "response_selectors") and not (
+            run.utterance.hypotheses
+        ):
+            return "no hypotheses"
+        return None
+
+    async def _call(self, run: _Run, node: ServiceNode, start: float) -> None:
+        batch = 1
+        try:
+            async with asyncio.timeout(node.config.connector.timeout):
+                view = run.view(node)
+                output, batch = await self._batchers[node.name].submit(view)
+            self._apply(run, node, output, view)
+        except TimeoutError:
+            error: ServiceError = ServiceTimeout(
+                node.name, f"no answer within {node.config.connector.timeout}s")
+        except ServiceError as exc:
+            error = exc
+        except Exception as exc:  # a bug in a built-in must not cost the turn either
+            log.exception("service %s crashed in the agent", node.name)
+            error = ServiceError(node.name, f"{type(exc).__name__}: {exc}")
+        else:
+            run.ok.add(node.name)
+            run.record(node, start, "ok", batch)
+            return
+        run.fail(node, error.kind, error.message)
+        run.record(node, start, "timeout" if error.kind == "timeout" else "error", batch)
+
+    def _apply(self, run: _Run, node: ServiceNode, output: Any, view: DialogView) -> None:
+        """Write the output into the service's own slot, and nowhere else."""
+        utterance = run.utterance
+        try:
+            if node.group == "annotators":
+                utterance.annotations[node.name] = output
+            elif node.group == "skill_selectors":
+                run.selected.update(outputs.selected_skills(node.name, output))
+            elif node.group == "skills":
+                utterance.hypotheses.extend(outputs.skill_hypotheses(node.name, output))
+                utterance.hypotheses.sort(key=lambda h: run.skill_order[h.skill_name])
+            elif node.group == "candidate_annotators":
+                shown = view.human_utterance.hypotheses
+                notes = outputs.candidate_annotations(node.name, output, len(shown))
+                for hypothesis, note in zip(utterance.hypotheses, notes, strict=False):
+                    slot = Message(hypothesis.annotations)
+                    slot[node.name] = note
+                    hypothesis.annotations = slot
+            elif node.group == "response_selectors":
+                run.selection = outputs.selection(node.name, output,
+                                                  len(utterance.hypotheses))
+            elif node.group == "response_annotators":
+                assert run.bot_utterance is not None
+                run.bot_utterance.annotations[node.name] = output
+        except MessageOverwriteError as exc:
+            raise RefusedOutput(node.name, f"{exc.key!r} was already written this turn") from None
+
+    def _chosen(self, run: _Run) -> Hypothesis | None:
+        if run.selection is None:
+            return None
+        return run.utterance.hypotheses[run.selection.index]
+
+    def _answer(self, run: _Run) -> BotUtterance:
+        """The bot utterance: the selector's choice, the most confident one if the selector
+        gave none, or the configured fallback when no hypothesis survived."""
+        hypotheses = run.utterance.hypotheses
+        if not hypotheses:
+            return BotUtterance(
+                text=self.pipeline.fallback_response, orig_text=None,
+                active_skill=FALLBACK_SKILL, confidence=0.0,
+                user=run.turn.bot.model_dump(mode="json"),
+                attributes={"selector_reason": "no hypothesis survived"},
+            )
+        if run.selection is None:
+            view = dialog_view(run.turn.dialog_id, run.window(), run.turn.human, run.turn.bot, 1)
+            run.selection = choose_highest_confidence(view)
+            if self.pipeline.group("response_selectors"):
+                run.selection.reason = f"selector gave no choice; {run.selection.reason}"
+        chosen = hypotheses[run.selection.index]
+        return BotUtterance(
+            text=chosen.text, orig_text=chosen.text, active_skill=chosen.skill_name,
+            confidence=chosen.confidence, user=run.turn.bot.model_dump(mode="json"),
+            attributes={"selector_reason": run.selection.reason} if run.selection.reason else {},
+        )

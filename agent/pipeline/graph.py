@@ -1,0 +1,142 @@
+"""The service graph of a pipeline: who waits for whom, checked for sense at start-up.
+
+A service waits for every enabled service of the earlier groups (annotators before skill
+selectors before skills ...) and for its own ``previous_services``, which may name a
+service or a whole group. Anything that would make a turn stall (an unknown or disabled
+dependency, a cycle, two response selectors) is a :class:`PipelineConfigError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from agent.pipeline.config import (
+    GROUPS,
+    GroupName,
+    PipelineConfig,
+    PipelineConfigError,
+    ServiceConfig,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceNode:
+    """A service as the executor runs it."""
+
+    name: str
+    group: GroupName
+    config: ServiceConfig
+    depends_on: frozenset[str]
+    requires: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """The validated graph, in an order where every service comes after what it waits for."""
+
+    nodes: tuple[ServiceNode, ...]
+    turn_timeout: float
+    fallback_response: str
+
+    def group(self, group: GroupName) -> list[ServiceNode]:
+        return [node for node in self.nodes if node.group == group]
+
+    def __iter__(self) -> Iterator[ServiceNode]:
+        return iter(self.nodes)
+
+    @property
+    def history_window(self) -> int:
+        """How many past utterances a turn must read: the widest service window."""
+        return max((node.config.context_window for node in self.nodes), default=1)
+
+
+def _expand(
+    names: list[str], where: str, enabled: dict[str, GroupName], disabled: set[str],
+    by_group: dict[GroupName, list[str]],
+) -> set[str]:
+    result: set[str] = set()
+    for name in names:
+        if name in by_group:
+            result.update(by_group[name])
+        elif name in enabled:
+            result.add(name)
+        elif name in disabled:
+            raise PipelineConfigError(
+                f"{where}: depends on {name!r}, which is disabled (is_enabled: false); "
+                "enable it or remove the dependency"
+            )
+        else:
+            raise PipelineConfigError(
+                f"{where}: unknown service {name!r}; known services: "
+                f"{', '.join(sorted(enabled)) or 'none'}"
+            )
+    return result
+
+
+def _topological(deps: dict[str, set[str]], groups: dict[str, GroupName]) -> list[str]:
+    """Kahn's algorithm; what is left over sits on a cycle, which the error spells out."""
+    order: list[str] = []
+    waiting = {name: set(d) for name, d in deps.items()}
+    while waiting:
+        ready = sorted(n for n, d in waiting.items() if not d)
+        if not ready:
+            raise PipelineConfigError(f"cycle in the pipeline: {_find_cycle(waiting, groups)}")
+        for name in ready:
+            order.append(name)
+            del waiting[name]
+        for d in waiting.values():
+            d.difference_update(ready)
+    return order
+
+
+def _find_cycle(waiting: dict[str, set[str]], groups: dict[str, GroupName]) -> str:
+    start = min(waiting)
+    path = [start]
+    while True:
+        nxt = min(d for d in waiting[path[-1]] if d in waiting)
+        if nxt in path:
+            cycle = [*path[path.index(nxt):], nxt]
+            return " -> ".join(f"services.{groups[n]}.{n}" for n in cycle)
+        path.append(nxt)
+
+
+def build_pipeline(config: PipelineConfig) -> Pipeline:
+    """Turn a parsed config into the graph the executor runs, or say what is wrong."""
+    enabled: dict[str, GroupName] = {}
+    disabled: set[str] = set()
+    by_group: dict[GroupName, list[str]] = {g: [] for g in GROUPS}
+    for group, services in config.services.items():
+        for name, service in services.items():
+            if service.is_enabled:
+                enabled[name] = group
+                by_group[group].append(name)
+            else:
+                disabled.add(name)
+    if len(by_group["response_selectors"]) > 1:
+        raise PipelineConfigError(
+            "services.response_selectors: only one response selector may be enabled, found "
+            + ", ".join(by_group["response_selectors"])
+        )
+    deps: dict[str, set[str]] = {}
+    required: dict[str, set[str]] = {}
+    for name, group in enabled.items():
+        service = config.services[group][name]
+        where = f"services.{group}.{name}"
+        earlier = {n for g in GROUPS[: GROUPS.index(group)] for n in by_group[g]}
+        named = _expand(service.previous_services, f"{where}.previous_services", enabled,
+                        disabled, by_group)
+        required[name] = _expand(service.required_previous_services,
+                                 f"{where}.required_previous_services", enabled, disabled,
+                                 by_group)
+        deps[name] = (earlier | named | required[name]) - {name}
+        if name in named | required[name]:
+            raise PipelineConfigError(f"{where}.previous_services: a service cannot wait for "
+                                      "itself")
+    order = _topological(deps, enabled)
+    nodes = tuple(
+        ServiceNode(n, enabled[n], config.services[enabled[n]][n], frozenset(deps[n]),
+                    frozenset(required[n]))
+        for n in order
+    )
+    return Pipeline(nodes, config.turn_timeout, config.fallback_response)

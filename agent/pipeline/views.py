@@ -1,0 +1,50 @@
+"""What each service is shown: a window of the dialog, built from the state at call time."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agent.sdk.models import BotView, DialogView, HumanView, HypothesisView, UtteranceView
+from agent.state.models import Bot, BotUtterance, Human, HumanUtterance, Hypothesis
+
+AnyUtterance = HumanUtterance | BotUtterance
+
+
+def _hypothesis_view(h: Hypothesis) -> HypothesisView:
+    return HypothesisView.model_validate(h.model_dump(exclude={"human_attributes",
+                                                                "bot_attributes"}))
+
+
+def utterance_view(utterance: AnyUtterance, with_hypotheses: bool = False) -> UtteranceView:
+    """One utterance as services see it (no profile snapshot, no trace)."""
+    if isinstance(utterance, HumanUtterance):
+        image = utterance.attributes.get("image")
+        return UtteranceView.model_construct(
+            speaker="human", utt_id=utterance.utt_id, text=utterance.text,
+            annotations=utterance.annotations, attributes=utterance.attributes,
+            hypotheses=[_hypothesis_view(h) for h in utterance.hypotheses]
+            if with_hypotheses else [],
+            active_skill=None, image=image if isinstance(image, str) else None,
+        )
+    return UtteranceView.model_construct(
+        speaker="bot", utt_id=utterance.utt_id, text=utterance.text,
+        annotations=utterance.annotations, attributes=utterance.attributes, hypotheses=[],
+        active_skill=utterance.active_skill, image=None,
+    )
+
+
+def dialog_view(
+    dialog_id: str, window: Sequence[AnyUtterance], human: Human, bot: Bot,
+    context_window: int,
+) -> DialogView:
+    """The last ``context_window`` utterances and the profiles' attributes; hypotheses are
+    shown on the newest human utterance only (for candidate annotators and selectors)."""
+    shown = list(window)[-context_window:]
+    newest_human = next((u for u in reversed(shown) if isinstance(u, HumanUtterance)), None)
+    return DialogView.model_construct(
+        dialog_id=dialog_id,
+        utterances=[utterance_view(u, with_hypotheses=u is newest_human) for u in shown],
+        human=HumanView.model_construct(id=human.id, attributes=human.attributes,
+                                        profile=human.profile.model_dump(exclude_none=True)),
+        bot=BotView.model_construct(id=bot.id, attributes=bot.attributes, persona=bot.persona),
+    )

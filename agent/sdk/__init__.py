@@ -1,0 +1,29 @@
+"""The service SDK: write an annotator, skill or selector as one typed function.
+
+Importable on its own (it needs pydantic and FastAPI, not the agent's server or store),
+so a service's container carries only ``agent/sdk`` and its own folder.
+"""
+
+from agent.sdk.models import (
+    BotView,
+    DialogView,
+    HumanView,
+    HypothesisView,
+    Selection,
+    ServiceRequest,
+    SkillHypothesis,
+    UtteranceView,
+)
+from agent.sdk.service import Service
+
+__all__ = [
+    "BotView",
+    "DialogView",
+    "HumanView",
+    "HypothesisView",
+    "Selection",
+    "Service",
+    "ServiceRequest",
+    "SkillHypothesis",
+    "UtteranceView",
+]

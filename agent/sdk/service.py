@@ -1,0 +1,142 @@
+"""Build a service from one decorated function.
+
+    service = Service("greeting")
+
+    @service.skill
+    def greet(dialog: DialogView) -> list[SkillHypothesis]:
+        return [SkillHypothesis(text="Hello!", confidence=0.9)]
+
+    app = service.app   # FastAPI: POST /respond (a batch), GET /health
+
+The agent posts ``{"dialogs": [view, ...]}``; the function is called once per dialog (in
+order, async functions concurrently) and the answer is a JSON list, one item per dialog.
+Sync functions run in a worker thread, as FastAPI runs sync endpoints, so a blocking model
+call cannot stall the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from fastapi import FastAPI
+from pydantic import BaseModel, TypeAdapter
+from starlette.concurrency import run_in_threadpool
+
+from agent.sdk.models import DialogView, HypothesisView, Selection, ServiceRequest, SkillHypothesis
+
+Role = Literal["annotator", "skill", "candidate_annotator", "skill_selector", "response_selector"]
+Handler = Callable[..., Any]
+
+_skill_output = TypeAdapter(list[SkillHypothesis])
+_selector_output = TypeAdapter(list[str])
+
+
+def _jsonable(value: Any) -> Any:
+    """Pydantic models leave the service as plain JSON."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_none=False)
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def _normalise(role: Role, output: Any) -> Any:
+    """Check the function kept its role's contract before anything leaves the service."""
+    if role == "skill":
+        if isinstance(output, SkillHypothesis):
+            output = [output]
+        return _jsonable(_skill_output.validate_python(output))
+    if role == "skill_selector":
+        return _selector_output.validate_python(output)
+    if role == "response_selector":
+        if isinstance(output, int):
+            output = Selection(index=output)
+        return _jsonable(Selection.model_validate(output))
+    return _jsonable(output)
+
+
+class Service:
+    """One stateless microservice: a name, a role and the function that does the work."""
+
+    def __init__(self, name: str, *, description: str = "") -> None:
+        self.name = name
+        self.description = description
+        self._role: Role | None = None
+        self._handler: Handler | None = None
+
+    def _register(self, role: Role) -> Callable[[Handler], Handler]:
+        def decorator(fn: Handler) -> Handler:
+            if self._handler is not None:
+                raise RuntimeError(f"service {self.name!r} already has a handler")
+            self._role, self._handler = role, fn
+            return fn
+
+        return decorator
+
+    @property
+    def annotator(self) -> Callable[[Handler], Handler]:
+        """``fn(dialog) -> JSON``: stored under ``annotations[<service name>]``."""
+        return self._register("annotator")
+
+    @property
+    def skill(self) -> Callable[[Handler], Handler]:
+        """``fn(dialog) -> list[SkillHypothesis]`` (or one): response candidates."""
+        return self._register("skill")
+
+    @property
+    def candidate_annotator(self) -> Callable[[Handler], Handler]:
+        """``fn(dialog, hypothesis) -> JSON``: called for every hypothesis of the turn."""
+        return self._register("candidate_annotator")
+
+    @property
+    def skill_selector(self) -> Callable[[Handler], Handler]:
+        """``fn(dialog) -> list[str]``: the names of the skills to run."""
+        return self._register("skill_selector")
+
+    @property
+    def response_selector(self) -> Callable[[Handler], Handler]:
+        """``fn(dialog) -> Selection | int``: which hypothesis answers."""
+        return self._register("response_selector")
+
+    async def _call(self, *args: Any) -> Any:
+        assert self._handler is not None
+        if inspect.iscoroutinefunction(self._handler):
+            return await self._handler(*args)
+        return await run_in_threadpool(self._handler, *args)
+
+    async def _one(self, dialog: DialogView) -> Any:
+        assert self._role is not None
+        if self._role == "candidate_annotator":
+            hypotheses: list[HypothesisView] = dialog.human_utterance.hypotheses
+            outputs = [await self._call(dialog, h) for h in hypotheses]
+            return _jsonable(outputs)
+        return _normalise(self._role, await self._call(dialog))
+
+    async def respond(self, request: ServiceRequest) -> list[Any]:
+        """Answer a batch: one item per dialog, in the order received."""
+        return list(await asyncio.gather(*(self._one(d) for d in request.dialogs)))
+
+    @property
+    def app(self) -> FastAPI:
+        """The FastAPI app: ``POST /respond`` and ``GET /health``."""
+        if self._handler is None or self._role is None:
+            raise RuntimeError(f"service {self.name!r} has no handler: decorate a function first")
+        return build_app(self)
+
+
+def build_app(service: Service) -> FastAPI:
+    """Kept apart from :class:`Service` so the app is built once, on demand."""
+    app = FastAPI(title=service.name, description=service.description or service.name)
+    respond: Callable[[ServiceRequest], Awaitable[list[Any]]] = service.respond
+    app.post("/respond", summary=f"{service._role} {service.name}")(respond)
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok", "service": service.name, "role": str(service._role)}
+
+    return app

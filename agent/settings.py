@@ -1,0 +1,50 @@
+"""The agent's settings, from ``CHORUS_*`` environment variables (or a ``.env`` file).
+
+Bad values stop the agent at start-up with :class:`SettingsError`, naming the variable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "CHORUS_"
+
+
+class SettingsError(ValueError):
+    """A setting is wrong; the message names the environment variable."""
+
+
+class Settings(BaseSettings):
+    """Everything the agent reads from its environment."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_file=".env", extra="ignore")
+
+    db_url: str = Field(default="sqlite:///data/chorus.db",
+                        description="sqlite:///path/file.db, or mongodb://host:27017/chorus")
+    pipeline: Path = Field(default=Path("pipeline.json"), description="pipeline config file")
+    max_text_length: int = Field(default=4096, ge=1, le=1_000_000,
+                                 description="longest accepted user message, in characters")
+    channel_type: str = Field(default="http_client", min_length=1)
+    log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
+
+    @field_validator("db_url")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        if not value.startswith(("sqlite://", "mongodb://", "mongodb+srv://")):
+            raise ValueError("use sqlite:///data/chorus.db or mongodb://host:27017/chorus")
+        return value
+
+
+def load_settings() -> Settings:
+    """Read the settings, or fail with the bad variable's name in the message."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{ENV_PREFIX}{str(e['loc'][0]).upper()}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )
+        raise SettingsError(f"bad settings: {problems}") from None

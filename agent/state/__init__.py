@@ -1,0 +1,27 @@
+"""The dialogue state of seed 004 (DeepPavlov Dream), as pydantic models."""
+
+from agent.state.models import (
+    Bot,
+    BotUtterance,
+    Dialog,
+    Human,
+    HumanUtterance,
+    Hypothesis,
+    Profile,
+    ServiceCall,
+    ServiceFailure,
+    Utterance,
+)
+
+__all__ = [
+    "Bot",
+    "BotUtterance",
+    "Dialog",
+    "Human",
+    "HumanUtterance",
+    "Hypothesis",
+    "Profile",
+    "ServiceCall",
+    "ServiceFailure",
+    "Utterance",
+]

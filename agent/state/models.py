@@ -1,0 +1,143 @@
+"""Dialogue state, modelled on the Dialogue State page of DeepPavlov Dream (seed 004).
+
+These are the stored shapes and the API's schema at once: ``GET /api/dialogs/{id}``
+returns a :class:`Dialog` exactly as the store holds it. Services never see them whole;
+they get a :mod:`agent.sdk.models` view of the last few utterances.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+JsonDict = dict[str, Any]
+
+
+def new_id() -> str:
+    """A random id that is safe in URLs and in MongoDB ``_id`` fields."""
+    return uuid.uuid4().hex
+
+
+def utc_now() -> datetime:
+    """Timestamps are always aware UTC so both stores round-trip them unchanged."""
+    # MongoDB keeps milliseconds: truncate here so a stored date reads back identical.
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+class Profile(BaseModel):
+    """What is known about the person (Dream keeps it apart from attributes)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str | None = None
+    gender: str | None = None
+    birthdate: str | None = None
+    location: str | None = None
+    timezone: str | None = None
+
+
+class Human(BaseModel):
+    """A user; profile and attributes persist across all of that user's dialogs."""
+
+    id: str = Field(default_factory=new_id)
+    user_type: Literal["human"] = "human"
+    user_external_id: str
+    attributes: JsonDict = Field(default_factory=dict)
+    persona: JsonDict = Field(default_factory=dict)
+    profile: Profile = Field(default_factory=Profile)
+
+
+class Bot(BaseModel):
+    """The bot's side of one dialog: its attributes live as long as the dialog."""
+
+    id: str = Field(default_factory=new_id)
+    user_type: Literal["bot"] = "bot"
+    attributes: JsonDict = Field(default_factory=dict)
+    persona: JsonDict = Field(default_factory=dict)
+
+
+class Hypothesis(BaseModel):
+    """A response candidate from one skill; skills may add fields of their own."""
+
+    model_config = ConfigDict(extra="allow")
+
+    skill_name: str
+    text: str
+    confidence: float
+    annotations: JsonDict = Field(default_factory=dict)
+    human_attributes: JsonDict = Field(default_factory=dict)
+    bot_attributes: JsonDict = Field(default_factory=dict)
+
+
+Outcome = Literal["ok", "timeout", "error", "skipped"]
+
+
+class ServiceCall(BaseModel):
+    """One service's part in a turn: the turn's trace, read by tests and the inspector."""
+
+    service: str
+    group: str
+    start: float = Field(description="seconds since the turn's pipeline started")
+    duration: float = Field(description="seconds the call took")
+    outcome: Outcome
+    batch_size: int = 1
+
+
+class ServiceFailure(BaseModel):
+    """Why a service's output is missing from this turn."""
+
+    service: str
+    kind: Literal["timeout", "unavailable", "bad_status", "bad_response", "refused", "skipped"]
+    message: str
+
+
+class HumanUtterance(BaseModel):
+    """What the user said, with everything the pipeline made of it."""
+
+    speaker: Literal["human"] = "human"
+    utt_id: str = Field(default_factory=new_id)
+    text: str
+    user: JsonDict = Field(default_factory=dict, description="the human profile at that time")
+    date_time: datetime = Field(default_factory=utc_now)
+    attributes: JsonDict = Field(default_factory=dict)
+    annotations: JsonDict = Field(default_factory=dict)
+    hypotheses: list[Hypothesis] = Field(default_factory=list)
+    errors: list[ServiceFailure] = Field(default_factory=list)
+    trace: list[ServiceCall] = Field(default_factory=list)
+
+
+class BotUtterance(BaseModel):
+    """The answer; ``orig_text`` keeps the chosen hypothesis' text before any rewrite."""
+
+    speaker: Literal["bot"] = "bot"
+    utt_id: str = Field(default_factory=new_id)
+    text: str
+    orig_text: str | None = None
+    active_skill: str
+    confidence: float
+    user: JsonDict = Field(default_factory=dict, description="the bot profile at that time")
+    date_time: datetime = Field(default_factory=utc_now)
+    attributes: JsonDict = Field(default_factory=dict)
+    annotations: JsonDict = Field(default_factory=dict)
+    rating: float | None = None
+
+
+Utterance = Annotated[HumanUtterance | BotUtterance, Field(discriminator="speaker")]
+
+
+class Dialog(BaseModel):
+    """A whole dialog: what ``GET /api/dialogs/{id}`` answers."""
+
+    dialog_id: str = Field(default_factory=new_id)
+    channel_type: str = "http_client"
+    date_start: datetime = Field(default_factory=utc_now)
+    date_finish: datetime | None = None
+    rating: float | None = None
+    human: Human
+    bot: Bot = Field(default_factory=Bot)
+    utterances: list[Utterance] = Field(default_factory=list)
+    attributes: JsonDict = Field(default_factory=dict)

@@ -1,0 +1,14 @@
+"""Where the dialogue state lives: one :class:`Store` protocol, SQLite and MongoDB behind it."""
+
+from agent.store.base import DialogHead, Store, StoreUnavailable
+
+__all__ = ["DialogHead", "Store", "StoreUnavailable", "open_store"]
+
+
+async def open_store(url: str) -> Store:
+    """The store for a database URL: ``sqlite:///path`` or ``mongodb://...``."""
+    if url.startswith("sqlite://"):
+        from agent.store.sqlite import SqliteStore
+
+        return await SqliteStore.open(url)
+    raise ValueError(f"unsupported database URL {url!r}: use sqlite:///path or mongodb://host")

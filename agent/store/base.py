@@ -1,0 +1,89 @@
+"""The store protocol every backend implements, and passes one contract test suite for.
+
+A turn touches a bounded number of records whatever the dialog's length: it reads the
+dialog's head and its last K utterances, writes the human utterance before any service is
+called, and at the end writes the finished human utterance, the bot utterance and the
+merged attributes. No record grows with the dialog (one record per utterance).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from agent.state.models import Bot, BotUtterance, Dialog, Human, HumanUtterance, Utterance
+
+
+class StoreUnavailable(Exception):
+    """The database cannot be reached; the API answers 503 with Retry-After."""
+
+
+class DialogHead(BaseModel):
+    """A dialog without its utterances: what a turn needs to know about it."""
+
+    dialog_id: str
+    channel_type: str
+    date_start: datetime
+    date_finish: datetime | None = None
+    rating: float | None = None
+    human_id: str
+    bot: Bot
+    attributes: dict[str, Any] = Field(default_factory=dict)
+
+
+class Store(Protocol):
+    """The operations of a turn and of the read API."""
+
+    async def human(self, external_id: str) -> Human:
+        """The user with that external id, created on first contact."""
+        ...
+
+    async def active_dialog(self, human: Human, channel_type: str) -> DialogHead:
+        """The user's open dialog, or a new one."""
+        ...
+
+    async def recent_utterances(self, dialog_id: str, limit: int) -> list[Utterance]:
+        """The last ``limit`` utterances, oldest first."""
+        ...
+
+    async def add_utterance(self, dialog_id: str, utterance: HumanUtterance) -> None:
+        """Store the human utterance before the pipeline runs."""
+        ...
+
+    async def finish_turn(
+        self, dialog_id: str, human_id: str, utterance: HumanUtterance,
+        bot_utterance: BotUtterance, human_attributes: dict[str, Any],
+        bot_attributes: dict[str, Any],
+    ) -> None:
+        """Replace the human utterance with its annotated version, append the bot's, and
+        merge the chosen hypothesis' attributes key by key (a concurrent merge of other
+        keys is never lost)."""
+        ...
+
+    async def close_active_dialog(self, external_id: str) -> str | None:
+        """End the user's open dialog; its id, or None when there was none."""
+        ...
+
+    async def dialog(self, dialog_id: str) -> Dialog | None:
+        """The whole dialog, for reading."""
+        ...
+
+    async def user_dialogs(self, external_id: str) -> list[Dialog] | None:
+        """All dialogs of a user, oldest first; None for an unknown user."""
+        ...
+
+    async def rate_dialog(self, external_id: str, dialog_id: str, rating: float) -> bool:
+        """False when the user has no such dialog."""
+        ...
+
+    async def rate_utterance(self, external_id: str, utt_id: str, rating: float) -> bool:
+        """Rate a bot utterance of one of the user's dialogs; False when there is none."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise :class:`StoreUnavailable` when the database cannot be reached."""
+        ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,1 @@
+"""Chorus annotators: one folder per service, each a small FastAPI app built with agent.sdk."""

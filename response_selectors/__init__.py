@@ -1,0 +1,1 @@
+"""Chorus response selectors: one folder per service, each built with agent.sdk."""

@@ -1,0 +1,1 @@
+"""Chorus skill selectors: one folder per service, each built with agent.sdk."""

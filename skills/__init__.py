@@ -1,0 +1,1 @@
+"""Chorus skills: one folder per service, each a small FastAPI app built with agent.sdk."""

@@ -1,0 +1,51 @@
+"""Shared fixtures: real services on 127.0.0.1 and an agent wired to them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agent.api.app import create_app
+from agent.settings import Settings
+from tests.support.servers import ServerThread, serving
+
+
+@pytest.fixture
+def services() -> Iterator[Callable[[Any], ServerThread]]:
+    """Start apps as real servers; all stop at the end of the test."""
+    with ExitStack() as stack:
+        yield lambda app: stack.enter_context(serving(app))
+
+
+def service_entry(url: str, timeout: float = 2.0, **extra: Any) -> dict[str, Any]:
+    return {"connector": {"url": f"{url}/respond", "timeout": timeout}, **extra}
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    """The store for agent tests; issue #3's suite adds MongoDB."""
+    return f"sqlite:///{tmp_path}/chorus.db"
+
+
+AgentFactory = Callable[..., httpx.Client]
+
+
+@pytest.fixture
+def agent(tmp_path: Path, db_url: str) -> Iterator[AgentFactory]:
+    """``agent(pipeline_dict)`` starts the real agent over HTTP and returns a client to it."""
+    with ExitStack() as stack:
+
+        def start(pipeline: dict[str, Any], **settings: Any) -> httpx.Client:
+            path = tmp_path / f"pipeline-{len(stack._exit_callbacks)}.json"
+            path.write_text(json.dumps(pipeline))
+            app = create_app(Settings(db_url=db_url, pipeline=path, **settings))
+            server = stack.enter_context(serving(app))
+            return stack.enter_context(httpx.Client(base_url=server.url, timeout=30))
+
+        yield start
