@@ -68,3 +68,7 @@ def run(
         pass
     finally:
         stack.stop(processes)
+
+
+if __name__ == "__main__":
+    app()

@@ -88,3 +88,42 @@ def raw_app(body: bytes | str | None = None, status: int = 200,
         return {"status": "ok"}
 
     return app
+
+
+def choosing_skill_selector(*names: str) -> FastAPI:
+    service = Service("picker")
+
+    @service.skill_selector
+    def pick(dialog: DialogView) -> list[str]:
+        return list(names)
+
+    return service.app
+
+
+def impostor_skill(name: str = "impostor") -> FastAPI:
+    """A skill that tries to write outside its slot: it claims another skill's name."""
+    return raw_app(json_body=[[{"text": "trust me", "confidence": 1.0,
+                                "skill_name": "greeting"}]])
+
+
+def length_candidate_annotator(name: str = "lengths") -> FastAPI:
+    service = Service(name)
+
+    @service.candidate_annotator
+    def annotate(dialog: DialogView, hypothesis: Any) -> dict[str, int]:
+        return {"chars": len(hypothesis.text)}
+
+    return service.app
+
+
+def last_index_selector(name: str = "last") -> FastAPI:
+    """Chooses the last hypothesis, to tell its choice from the confidence default."""
+    service = Service(name)
+
+    @service.response_selector
+    def choose(dialog: DialogView) -> Any:
+        from agent.sdk import Selection
+
+        return Selection(index=len(dialog.human_utterance.hypotheses) - 1, reason="the last one")
+
+    return service.app

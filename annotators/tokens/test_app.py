@@ -1,0 +1,23 @@
+"""The tokens annotator over real HTTP."""
+
+import httpx
+
+from annotators.tokens.app import app
+from tests.support.servers import serving
+from tests.support.views import view
+
+
+def test_sentences_and_tokens_per_dialog() -> None:
+    with serving(app) as server:
+        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
+            view("Hi there! I don't know. Really?"), view("ok")]}).json()
+    assert answer[0]["sentences"] == ["Hi there!", "I don't know.", "Really?"]
+    assert answer[0]["tokens"][:5] == ["Hi", "there", "!", "I", "don't"]
+    assert answer[1] == {"sentences": ["ok"], "tokens": ["ok"]}
+
+
+def test_bad_input_is_refused_with_a_message() -> None:
+    with serving(app) as server:
+        response = httpx.post(f"{server.url}/respond", json={"dialogs": []})
+    assert response.status_code == 422
+    assert "at least 1 item" in response.text

@@ -1,0 +1,42 @@
+"""The greeting skill: its whole script lives in the human attributes it returns."""
+
+import httpx
+
+from skills.greeting.app import app, extract_name
+from tests.support.servers import serving
+from tests.support.views import view
+
+
+def ask(*texts: str, **attributes: object) -> list[dict[str, object]]:
+    with serving(app) as server:
+        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
+            view(*texts, human_attributes=attributes)]}).json()
+    result: list[dict[str, object]] = answer[0]
+    return result
+
+
+def test_greets_and_asks_the_name() -> None:
+    (hypothesis,) = ask("Hello!")
+    assert hypothesis["text"] == "Hi! I'm Chorus. What's your name?"
+    assert hypothesis["human_attributes"] == {"greeting_stage": "asked_name"}
+
+
+def test_takes_a_bare_name_after_asking() -> None:
+    (hypothesis,) = ask("Hello!", "What's your name?", "ann", greeting_stage="asked_name")
+    assert hypothesis["human_attributes"] == {"name": "Ann", "greeting_stage": "done"}
+
+
+def test_uses_the_remembered_name() -> None:
+    assert ask("what is my name?", name="Ann")[0]["text"] == "Your name is Ann."
+    assert ask("hi", name="Ann")[0]["text"] == "Hello again, Ann!"
+
+
+def test_stays_silent_off_script() -> None:
+    assert ask("tell me about trains", name="Ann", greeting_stage="done") == []
+
+
+def test_name_extraction() -> None:
+    assert extract_name("my name is bob", bare_word_ok=False) == "Bob"
+    assert extract_name("I'm fine", bare_word_ok=False) is None
+    assert extract_name("just Eve", bare_word_ok=True) is None
+    assert extract_name("Eve", bare_word_ok=True) == "Eve"

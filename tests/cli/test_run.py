@@ -1,0 +1,74 @@
+"""`chorus run` (what `make run` calls): the whole local stack up, one answer, Ctrl-C down."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.support.servers import free_port
+
+
+def wait_for(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:  # readiness probe of a child process
+        assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+        try:
+            if httpx.get(url, timeout=1).is_success:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise AssertionError(f"{url} not ready within {timeout}s")
+
+
+def test_run_starts_every_local_service_and_the_agent_then_stops_them(tmp_path: Path) -> None:
+    shipped = json.loads(Path("pipeline.json").read_text())
+    ports = []
+    for group in shipped["services"].values():
+        for service in group.values():
+            port = free_port()
+            ports.append(port)
+            service["connector"]["url"] = f"http://127.0.0.1:{port}/respond"
+    pipeline = tmp_path / "pipeline.json"
+    pipeline.write_text(json.dumps(shipped))
+    agent_port = free_port()
+    env = {**os.environ, "CHORUS_PIPELINE": str(pipeline),
+           "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent.cli.main", "run", "--port", str(agent_port)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for(f"http://127.0.0.1:{agent_port}/ping", process)
+        reply = httpx.post(f"http://127.0.0.1:{agent_port}/",
+                           json={"user_id": "u", "payload": "hello"}, timeout=10).json()
+        assert reply["active_skill"] == "greeting"
+        assert all(httpx.get(f"http://127.0.0.1:{p}/health").is_success for p in ports)
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=30)
+    assert process.returncode == 0
+    assert b"Chorus agent on" in out
+    for port in [*ports, agent_port]:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
+        except httpx.TransportError:
+            continue
+        raise AssertionError(f"something still listens on {port} after Ctrl-C")
+
+
+def test_run_refuses_a_bad_pipeline_naming_the_entry(tmp_path: Path) -> None:
+    pipeline = tmp_path / "pipeline.json"
+    pipeline.write_text(json.dumps({"services": {"skills": {"s": {"connector": {}}}}}))
+    result = subprocess.run(
+        [sys.executable, "-m", "agent.cli.main", "run"], capture_output=True, text=True,
+        env={**os.environ, "CHORUS_PIPELINE": str(pipeline)}, timeout=60,
+    )
+    assert result.returncode == 2
+    assert "services.skills.s.connector: missing url" in result.stderr
