@@ -152,9 +152,9 @@ class Executor:
             for name in node.depends_on:
                 await run.done[name].wait()
             start = self._clock()
-            skip = self._skip_reason(run, node)
+            skip, is_failure = self._skip_reason(run, node)
             if skip is not None:
-                if node.requires - run.ok:
+                if is_failure:
                     run.fail(node, "skipped", skip)
                 run.record(node, start, "skipped")
                 return
@@ -166,17 +166,18 @@ class Executor:
         finally:
             run.done[node.name].set()
 
-    def _skip_reason(self, run: _Run, node: ServiceNode) -> str | None:
+    def _skip_reason(self, run: _Run, node: ServiceNode) -> tuple[str | None, bool]:
+        """Why the service does not run this turn, and whether that is a failure."""
         failed = node.requires - run.ok
         if failed:
-            return f"required service(s) {', '.join(sorted(failed))} gave no output"
+            return f"required service(s) {', '.join(sorted(failed))} gave no output", True
         if node.group == "skills" and run.selected and node.name not in run.selected:
-            return "not chosen by the skill selector"
+            return "not chosen by the skill selector", False
         if node.group in ("candidate_annotators", "response_selectors") and not (
             run.utterance.hypotheses
         ):
-            return "no hypotheses"
-        return None
+            return "no hypotheses", False
+        return None, False
 
     async def _call(self, run: _Run, node: ServiceNode, start: float) -> None:
         batch = 1

@@ -68,6 +68,7 @@ class Service:
         self.description = description
         self._role: Role | None = None
         self._handler: Handler | None = None
+        self._app: FastAPI | None = None
 
     def _register(self, role: Role) -> Callable[[Handler], Handler]:
         def decorator(fn: Handler) -> Handler:
@@ -126,7 +127,9 @@ class Service:
         """The FastAPI app: ``POST /respond`` and ``GET /health``."""
         if self._handler is None or self._role is None:
             raise RuntimeError(f"service {self.name!r} has no handler: decorate a function first")
-        return build_app(self)
+        if self._app is None:
+            self._app = build_app(self)
+        return self._app
 
 
 def build_app(service: Service) -> FastAPI:
