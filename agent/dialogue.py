@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.pipeline.executor import Executor, Turn, TurnResult
-from agent.state.models import HumanUtterance
+from agent.state.models import BotUtterance, HumanUtterance
 from agent.store.base import Store
 
 #: Payloads that end the user's open dialog instead of being answered (as in dp-agent).
@@ -47,13 +47,20 @@ class DialogueManager:
         return Reply(dialog_id, bot.utt_id, user_id, bot.text, bot.active_skill)
 
     async def run_turn(
-        self, user_id: str, text: str, attributes: dict[str, Any]
+        self, user_id: str, text: str, attributes: dict[str, Any], *,
+        reward: float | None = None, close_after: bool = False,
     ) -> tuple[TurnResult, str]:
+        """One turn; ``reward`` rates the previous bot answer, ``close_after`` ends the
+        dialog once this answer is stored (ParlAI's ``episode_done``)."""
         store = self._store
         human = await store.human(user_id)
         dialog = await store.active_dialog(human, self._channel_type)
         history = await store.recent_utterances(dialog.dialog_id,
                                                 self._executor.pipeline.history_window)
+        if reward is not None:
+            previous = next((u for u in reversed(history) if isinstance(u, BotUtterance)), None)
+            if previous is not None:
+                await store.rate_utterance(user_id, previous.utt_id, reward)
         utterance = HumanUtterance(text=text, user=human.model_dump(mode="json"),
                                    attributes=attributes)
         await store.add_utterance(dialog.dialog_id, utterance)
@@ -62,4 +69,6 @@ class DialogueManager:
         await store.finish_turn(dialog.dialog_id, human.id, result.utterance,
                                 result.bot_utterance, result.human_attributes,
                                 result.bot_attributes)
+        if close_after:
+            await store.close_active_dialog(user_id)
         return result, dialog.dialog_id

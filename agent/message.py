@@ -7,8 +7,24 @@ be replaced by a second write in the same turn: changing it takes an explicit
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+#: Fields that never leave the agent: ParlAI's vectorised tensors, batch padding, and
+#: anything whose name starts with an underscore.
+INTERNAL_FIELDS = frozenset({
+    "text_vec", "labels_vec", "eval_labels_vec", "label_candidates_vecs",
+    "full_text_vec", "batch_padding",
+})
+
+
+def _json_safe(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 class MessageOverwriteError(RuntimeError):
@@ -59,3 +75,12 @@ class Message(dict[str, Any]):
     def is_padding(self) -> bool:
         """Whether this is a padding example."""
         return bool(self.get("batch_padding", False))
+
+    def json_safe_payload(self) -> dict[str, Any]:
+        """A plain dict for a client: internal fields (:data:`INTERNAL_FIELDS`, names
+        starting with ``_``) and values that are not JSON-safe (bytes, sets, objects,
+        NaN or infinite floats) are left out."""
+        return {
+            key: value for key, value in self.items()
+            if key not in INTERNAL_FIELDS and not key.startswith("_") and _json_safe(value)
+        }

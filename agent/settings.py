@@ -27,6 +27,8 @@ class Settings(BaseSettings):
     pipeline: Path = Field(default=Path("pipeline.json"), description="pipeline config file")
     max_text_length: int = Field(default=4096, ge=1, le=1_000_000,
                                  description="longest accepted user message, in characters")
+    max_image_bytes: int = Field(default=1_000_000, ge=0, le=50_000_000,
+                                 description="largest base64 image in an observation")
     channel_type: str = Field(default="http_client", min_length=1)
     log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
 

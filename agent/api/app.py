@@ -15,7 +15,7 @@ from fastapi import FastAPI
 
 import agent
 from agent.api.errors import install_error_handlers
-from agent.api.routes import chat, dialogs, health, ratings
+from agent.api.routes import chat, dialogs, health, observe, ratings
 from agent.connectors.factory import make_batchers
 from agent.connectors.http import make_http_client
 from agent.dialogue import DialogueManager
@@ -64,6 +64,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=_lifespan(settings, pipeline),
     )
     install_error_handlers(app)
-    for module in (chat, dialogs, ratings, health):
+    for module in (chat, observe, dialogs, ratings, health):
         app.include_router(module.router)
     return app

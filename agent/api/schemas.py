@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
+from agent.parlai.metrics import TurnMetrics
 from agent.sdk.models import check_attribute_keys
 
 
@@ -64,3 +65,48 @@ class UtteranceRating(BaseModel):
 
 class Ok(BaseModel):
     status: str = "ok"
+
+
+class Observation(BaseModel):
+    """``POST /api/v1/chat``: a ParlAI observation (seeds 000-003) from a user.
+
+    ``labels`` sent in a live chat are moved to ``eval_labels`` before storage, so they
+    never feed skills; extended fields are kept as the utterance's attributes.
+    """
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"example": {
+        "user_id": "alice", "text": "What is winona afraid of?", "eval_labels": ["sheep"],
+        "label_candidates": ["wolf", "mouse", "cat", "sheep"], "episode_done": False}})
+
+    user_id: ExternalId
+    text: str = Field(min_length=1)
+    id: str | None = Field(default=None, max_length=256, description="the sender's id")
+    labels: list[str] | None = Field(default=None, max_length=100)
+    eval_labels: list[str] | None = Field(default=None, max_length=100)
+    label_candidates: list[str] | None = Field(default=None, max_length=1000)
+    episode_done: bool = False
+    reward: float | None = Field(default=None, ge=-1e6, le=1e6)
+    image: str | None = Field(default=None, description="an http(s) URL or base64 data")
+
+    def attributes(self) -> dict[str, Any]:
+        """What is stored with the utterance: every field but user_id and text."""
+        stored = self.model_dump(exclude={"user_id", "text", "labels"}, exclude_none=True,
+                                 exclude_defaults=False)
+        stored.update(check_attribute_keys(dict(self.model_extra or {})))
+        if self.labels and not self.eval_labels:
+            stored["eval_labels"] = list(self.labels)
+        stored.pop("episode_done", None)
+        return stored
+
+
+class Act(BaseModel):
+    """The bot's answer as a ParlAI act."""
+
+    text: str
+    id: str = Field(description="the active skill")
+    text_candidates: list[str] = Field(description="every surviving hypothesis, best first")
+    episode_done: bool
+    dialog_id: str
+    utt_id: str
+    metrics: TurnMetrics | None = Field(
+        default=None, description="when the observation carried eval_labels")

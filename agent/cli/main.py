@@ -10,6 +10,7 @@ import typer
 import uvicorn
 
 from agent.cli import stack
+from agent.cli.parlai import eval_command, export_command
 from agent.pipeline.config import PipelineConfigError, load_pipeline_config
 from agent.pipeline.graph import build_pipeline
 from agent.settings import SettingsError, load_settings
@@ -21,6 +22,10 @@ app = typer.Typer(help="Chorus: dialogue orchestration for multi-skill chatbots.
 @app.callback()
 def main() -> None:
     """Chorus command line."""
+
+
+app.command("eval")(eval_command)
+app.command("export")(export_command)
 
 
 @app.command()

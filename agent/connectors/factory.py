@@ -10,6 +10,7 @@ from agent.connectors.base import Connector
 from agent.connectors.batching import Batcher
 from agent.connectors.builtin import AllSkillsSelector, HighestConfidenceSelector
 from agent.connectors.http import HttpConnector
+from agent.connectors.parlai import ParlaiConnector
 from agent.pipeline.graph import Pipeline, ServiceNode
 
 _BUILTINS: dict[str, Callable[[str], Connector]] = {
@@ -22,6 +23,8 @@ def make_connector(node: ServiceNode, client: httpx.AsyncClient) -> Connector:
     connector = node.config.connector
     if connector.builtin is not None:
         return _BUILTINS[connector.builtin](node.name)
+    if connector.protocol == "parlai":
+        return ParlaiConnector(node.name, str(connector.url), client, connector.timeout)
     return HttpConnector(node.name, str(connector.url), client, connector.timeout)
 
 

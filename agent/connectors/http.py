@@ -58,6 +58,23 @@ class HttpConnector:
 
     async def call(self, views: list[DialogView]) -> list[Any]:
         body = ServiceRequest.model_construct(dialogs=views).model_dump_json().encode()
+        data = self._parse(await self._post(body))
+        if not isinstance(data, list):
+            raise BadServiceResponse(
+                self.name, f"answer must be a JSON list with one item per dialog, got "
+                f"{type(data).__name__}"
+            )
+        if len(data) != len(views):
+            raise BadServiceResponse(
+                self.name, f"answer has {len(data)} items for {len(views)} dialogs"
+            )
+        return data
+
+    async def post_json(self, payload: Any) -> Any:
+        """POST any JSON and return the parsed answer (for other protocols)."""
+        return self._parse(await self._post(json.dumps(payload).encode()))
+
+    async def _post(self, body: bytes) -> bytes:
         try:
             async with self._client.stream(
                 "POST", self.url, content=body, timeout=self._timeout,
@@ -73,7 +90,7 @@ class HttpConnector:
         if not response.is_success:
             raise BadServiceStatus(self.name, response.status_code,
                                    raw.decode("utf-8", "replace"))
-        return self._parse(raw, len(views))
+        return raw
 
     async def _read_bounded(self, response: httpx.Response) -> bytes:
         declared = response.headers.get("content-length")
@@ -92,21 +109,11 @@ class HttpConnector:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _parse(self, raw: bytes, expected: int) -> list[Any]:
+    def _parse(self, raw: bytes) -> Any:
         try:
-            data = json.loads(raw)
+            return json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise BadServiceResponse(self.name, f"answer is not JSON: {exc}") from None
-        if not isinstance(data, list):
-            raise BadServiceResponse(
-                self.name, f"answer must be a JSON list with one item per dialog, got "
-                f"{type(data).__name__}"
-            )
-        if len(data) != expected:
-            raise BadServiceResponse(
-                self.name, f"answer has {len(data)} items for {expected} dialogs"
-            )
-        return data
 
     async def aclose(self) -> None:
         """The shared client is closed by its owner, the agent's lifespan."""

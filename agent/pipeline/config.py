@@ -67,6 +67,9 @@ class ConnectorConfig(BaseModel):
     builtin: BuiltinName | None = None
     timeout: float = Field(default=2.0, gt=0, le=600, description="seconds per call")
     batch_size: int = Field(default=1, ge=1, le=1024, description="dialogs per HTTP call")
+    protocol: Literal["chorus", "parlai"] = Field(
+        default="chorus", description="chorus: a batch of dialog views per POST; parlai: "
+        "one ParlAI observation per POST, answered by an act (skills only)")
 
     @model_validator(mode="after")
     def _one_target(self) -> ConnectorConfig:
@@ -77,6 +80,8 @@ class ConnectorConfig(BaseModel):
             )
         if self.url is not None and self.builtin is not None:
             raise ValueError('set either "url" or "builtin", not both')
+        if self.protocol == "parlai" and self.url is None:
+            raise ValueError('protocol "parlai" needs a "url"')
         return self
 
 

@@ -30,7 +30,6 @@ from agent.state.models import (
     BotUtterance,
     Human,
     HumanUtterance,
-    Hypothesis,
     ServiceCall,
     ServiceFailure,
 )
@@ -60,6 +59,15 @@ class TurnResult:
     bot_utterance: BotUtterance
     human_attributes: dict[str, Any] = field(default_factory=dict)
     bot_attributes: dict[str, Any] = field(default_factory=dict)
+    chosen: int | None = None
+
+    def ranked_texts(self) -> list[str]:
+        """Every surviving hypothesis' text, the chosen one first, then by confidence."""
+        hypotheses = self.utterance.hypotheses
+        rest = sorted((h for i, h in enumerate(hypotheses) if i != self.chosen),
+                      key=lambda h: -h.confidence)
+        first = [hypotheses[self.chosen]] if self.chosen is not None else []
+        return [h.text for h in [*first, *rest]]
 
 
 class _Run:
@@ -128,11 +136,13 @@ class Executor:
         run.bot_utterance = bot_utterance
         bot_utterance.annotations = Message()
         await self._run_nodes(run, self.pipeline.group("response_annotators"), deadline)
-        chosen = self._chosen(run)
+        index = run.selection.index if run.selection is not None else None
+        chosen = run.utterance.hypotheses[index] if index is not None else None
         return TurnResult(
             utterance=run.utterance, bot_utterance=bot_utterance,
             human_attributes=dict(chosen.human_attributes) if chosen else {},
             bot_attributes=dict(chosen.bot_attributes) if chosen else {},
+            chosen=index,
         )
 
     async def _run_nodes(self, run: _Run, nodes: list[ServiceNode], deadline: float) -> None:
@@ -227,11 +237,6 @@ class Executor:
                 run.bot_utterance.annotations[node.name] = output
         except MessageOverwriteError as exc:
             raise RefusedOutput(node.name, f"{exc.key!r} was already written this turn") from None
-
-    def _chosen(self, run: _Run) -> Hypothesis | None:
-        if run.selection is None:
-            return None
-        return run.utterance.hypotheses[run.selection.index]
 
     def _answer(self, run: _Run) -> BotUtterance:
         """The bot utterance: the selector's choice, the most confident one if the selector

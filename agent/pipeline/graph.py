@@ -118,6 +118,12 @@ def build_pipeline(config: PipelineConfig) -> Pipeline:
             "services.response_selectors: only one response selector may be enabled, found "
             + ", ".join(by_group["response_selectors"])
         )
+    for name, group in enabled.items():
+        if config.services[group][name].connector.protocol == "parlai" and group != "skills":
+            raise PipelineConfigError(
+                f"services.{group}.{name}.connector.protocol: \"parlai\" is for skills only "
+                "(an act is turned into hypotheses)"
+            )
     deps: dict[str, set[str]] = {}
     required: dict[str, set[str]] = {}
     for name, group in enabled.items():

@@ -9,6 +9,16 @@ from agent.state.models import Bot, BotUtterance, Human, HumanUtterance, Hypothe
 
 AnyUtterance = HumanUtterance | BotUtterance
 
+#: Stored with the utterance but never shown to a service: evaluation labels must not
+#: feed skills (ParlAI moves ``labels`` to ``eval_labels`` for the same reason).
+HIDDEN_FROM_SERVICES = frozenset({"eval_labels"})
+
+
+def _shown(attributes: dict[str, object]) -> dict[str, object]:
+    if HIDDEN_FROM_SERVICES.isdisjoint(attributes):
+        return attributes
+    return {k: v for k, v in attributes.items() if k not in HIDDEN_FROM_SERVICES}
+
 
 def _hypothesis_view(h: Hypothesis) -> HypothesisView:
     return HypothesisView.model_validate(h.model_dump(exclude={"human_attributes",
@@ -21,7 +31,7 @@ def utterance_view(utterance: AnyUtterance, with_hypotheses: bool = False) -> Ut
         image = utterance.attributes.get("image")
         return UtteranceView.model_construct(
             speaker="human", utt_id=utterance.utt_id, text=utterance.text,
-            annotations=utterance.annotations, attributes=utterance.attributes,
+            annotations=utterance.annotations, attributes=_shown(utterance.attributes),
             hypotheses=[_hypothesis_view(h) for h in utterance.hypotheses]
             if with_hypotheses else [],
             active_skill=None, image=image if isinstance(image, str) else None,

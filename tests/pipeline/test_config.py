@@ -128,3 +128,9 @@ def test_the_agent_refuses_to_start_with_a_bad_pipeline(tmp_path: Path) -> None:
     path.write_text(json.dumps({"services": {"skills": {"s": {"connector": {}}}}}))
     with pytest.raises(PipelineConfigError, match=r"services\.skills\.s\.connector: missing url"):
         create_app(Settings(db_url=f"sqlite:///{tmp_path}/x.db", pipeline=path))
+
+
+def test_the_parlai_protocol_is_for_skills_only() -> None:
+    message = refused({"annotators": {"a": {"connector": {
+        "url": "http://127.0.0.1:9/act", "protocol": "parlai"}}}})
+    assert 'services.annotators.a.connector.protocol: "parlai" is for skills only' in message

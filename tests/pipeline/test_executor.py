@@ -204,3 +204,19 @@ async def test_concurrent_turns_share_a_batch(services: Services,
     results = await asyncio.gather(*(run.run(turn(f"t{i}")) for i in range(3)))
     assert [calls(r)["s"].batch_size for r in results] == [3, 3, 3]
     assert all(r.bot_utterance.text == "hi" for r in results)
+
+
+async def test_a_second_write_to_an_annotation_slot_is_refused_and_keeps_the_first(
+    services: Services, client: httpx.AsyncClient
+) -> None:
+    from agent.connectors.errors import RefusedOutput
+    from agent.pipeline.executor import _Run
+
+    run_ = executor(client, {"annotators": {"a": service_entry("http://127.0.0.1:9")}})
+    node = run_.pipeline.nodes[0]
+    state = _Run(turn(), run_.pipeline, lambda: 0.0)
+    view = state.view(node)
+    run_._apply(state, node, {"first": True}, view)
+    with pytest.raises(RefusedOutput, match="'a' was already written this turn"):
+        run_._apply(state, node, {"second": True}, view)
+    assert state.utterance.annotations == {"a": {"first": True}}

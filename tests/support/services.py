@@ -40,6 +40,7 @@ def window_reporter(name: str = "reporter") -> FastAPI:
             seen=[u.text for u in dialog.utterances],
             seen_annotations=sorted(dialog.human_utterance.annotations),
             seen_human_attributes=dialog.human.attributes,
+            seen_attributes=dialog.human_utterance.attributes,
         )
 
     return service.app
@@ -127,3 +128,33 @@ def last_index_selector(name: str = "last") -> FastAPI:
         return Selection(index=len(dialog.human_utterance.hypotheses) - 1, reason="the last one")
 
     return service.app
+
+
+def image_annotator(name: str = "vision") -> FastAPI:
+    """Reports what image reached it, as annotators of images would receive it."""
+    service = Service(name)
+
+    @service.annotator
+    def look(dialog: DialogView) -> dict[str, Any]:
+        image = dialog.human_utterance.image
+        return {"image": image[:40] if image else None}
+
+    return service.app
+
+
+def where_is_parlai_agent() -> FastAPI:
+    """A ParlAI-speaking agent for bAbI-like "Where is X?" tasks: it answers the last place
+    mentioned in the history and the text, and ranks the label candidates after it."""
+    import re
+
+    app = FastAPI()
+
+    @app.post("/act")
+    async def act(observation: dict[str, Any]) -> dict[str, Any]:
+        context = "\n".join([*observation.get("history", []), observation["text"]])
+        places = re.findall(r"to the (\w+)", context)
+        answer = places[-1] if places else "nowhere"
+        candidates = [c for c in observation.get("label_candidates", []) if c != answer]
+        return {"text": answer, "text_candidates": [answer, *candidates], "id": "where_is"}
+
+    return app

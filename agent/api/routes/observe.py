@@ -1,0 +1,73 @@
+"""``POST /api/v1/chat``: a ParlAI observation in, a ParlAI act out."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+from fastapi import APIRouter, HTTPException, status
+
+from agent.api.deps import DialogueDep, JsonBody, SettingsDep
+from agent.api.schemas import Act, Observation
+from agent.parlai.metrics import TurnMetrics, rank_label_candidates
+from agent.settings import Settings
+
+router = APIRouter(prefix="/api/v1", tags=["chat"])
+
+_DATA_URL = re.compile(r"^data:[\w/+.-]+;base64,", re.ASCII)
+
+
+def _check_image(image: str, settings: Settings) -> None:
+    """An http(s) URL, or base64 (optionally a data: URL) no larger than the limit."""
+    if len(image) > settings.max_image_bytes * 4 // 3 + 64:
+        raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE,
+                            f"image is over the {settings.max_image_bytes} bytes limit "
+                            "(CHORUS_MAX_IMAGE_BYTES); send a URL instead")
+    if image.startswith(("http://", "https://")):
+        return
+    try:
+        base64.b64decode(_DATA_URL.sub("", image), validate=True)
+    except (binascii.Error, ValueError):
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
+                            "image must be an http(s) URL or base64 data "
+                            "(optionally as a data: URL)") from None
+
+
+def _check_text(text: str, settings: Settings) -> None:
+    if len(text) > settings.max_text_length:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"text is {len(text)} characters long; the limit is {settings.max_text_length} "
+            "(CHORUS_MAX_TEXT_LENGTH)",
+        )
+
+
+@router.post("/chat", dependencies=[JsonBody], response_model=Act,
+             response_model_exclude_none=True)
+async def observe(observation: Observation, dialogue: DialogueDep,
+                  settings: SettingsDep) -> Act:
+    """Answer an observation. ``episode_done`` closes the dialog after the answer;
+    ``reward`` rates the previous answer; with ``eval_labels`` (or ``labels``) the act
+    carries the turn's metrics."""
+    _check_text(observation.text, settings)
+    if observation.image is not None:
+        _check_image(observation.image, settings)
+    try:
+        attributes = observation.attributes()
+    except ValueError as exc:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
+    result, dialog_id = await dialogue.run_turn(
+        observation.user_id, observation.text, attributes, reward=observation.reward,
+        close_after=observation.episode_done,
+    )
+    ranked = result.ranked_texts()
+    labels = observation.eval_labels or observation.labels
+    scores = None
+    if labels:
+        candidates = (rank_label_candidates(observation.label_candidates, ranked)
+                      if observation.label_candidates else ranked)
+        scores = TurnMetrics.score(result.bot_utterance.text, candidates, labels)
+    return Act(text=result.bot_utterance.text, id=result.bot_utterance.active_skill,
+               text_candidates=ranked, episode_done=observation.episode_done,
+               dialog_id=dialog_id, utt_id=result.bot_utterance.utt_id, metrics=scores)

@@ -1,0 +1,82 @@
+"""``chorus eval`` and ``chorus export``: ParlAI datasets against a running agent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import httpx
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from agent.parlai.formats import DatasetError, read_episodes, write_episodes
+from agent.parlai.replay import METRICS, EvalReport, dialog_episode, evaluate, fetch_dialogs
+
+console = Console()
+UrlOption = Annotated[str, typer.Option(help="the running agent")]
+
+
+def _table(report: EvalReport) -> Table:
+    table = Table(title="Evaluation")
+    for column in ("episode", "turns", "scored", *METRICS):
+        table.add_column(column, justify="left" if column == "episode" else "right")
+    for row in [*report.episodes, report.overall]:
+        table.add_row(row.name, str(row.turns), str(row.scored),
+                      *(f"{getattr(row, m):.3f}" for m in METRICS),
+                      style="bold" if row is report.overall else None)
+    return table
+
+
+def eval_command(
+    file: Annotated[Path, typer.Argument(help="ParlAI text format (.txt) or JSONL (.jsonl)",
+                                         exists=True, dir_okay=False)],
+    url: UrlOption = "http://127.0.0.1:4242",
+    json_out: Annotated[Path | None, typer.Option("--json", help="also write the report")]
+    = None,
+) -> None:
+    """Play every episode of FILE as one dialog and print its metrics."""
+    try:
+        episodes = read_episodes(file)
+    except DatasetError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    turns = sum(len(e) for e in episodes)
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=console, transient=True)
+    try:
+        with httpx.Client(base_url=url, timeout=60) as client, progress:
+            task = progress.add_task(f"{len(episodes)} episodes", total=turns)
+            report = evaluate(episodes, client, on_turn=lambda: progress.advance(task))
+    except (httpx.TransportError, RuntimeError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
+    console.print(_table(report))
+    if json_out is not None:
+        json_out.write_text(report.model_dump_json(indent=2))
+
+
+def export_command(
+    out: Annotated[Path, typer.Argument(help="file to write: .jsonl for JSONL, else text")],
+    user: Annotated[list[str] | None, typer.Option(help="a user's dialogs (repeatable)")]
+    = None,
+    dialog: Annotated[list[str] | None, typer.Option(help="one dialog (repeatable)")] = None,
+    url: UrlOption = "http://127.0.0.1:4242",
+) -> None:
+    """Write stored dialogs as ParlAI episodes: each human text labelled with the answer."""
+    if not user and not dialog:
+        console.print("[red]error:[/red] name at least one --user or --dialog")
+        raise typer.Exit(2)
+    try:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            dialogs = fetch_dialogs(client, user or [], dialog or [])
+    except httpx.HTTPStatusError as exc:
+        console.print(f"[red]error:[/red] {exc.request.url}: {exc.response.text[:200]}")
+        raise typer.Exit(1) from None
+    except httpx.TransportError as exc:
+        console.print(f"[red]error:[/red] cannot reach the agent at {url}: {exc}")
+        raise typer.Exit(1) from None
+    episodes = [e for e in (dialog_episode(d) for d in dialogs) if e]
+    lines = write_episodes(episodes, out)
+    console.print(f"wrote {len(episodes)} episodes, {lines} examples to {out}")

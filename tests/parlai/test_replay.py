@@ -1,0 +1,88 @@
+"""`chorus eval` and `chorus export` against a running agent whose skill speaks ParlAI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from agent.cli.main import app
+from agent.parlai.formats import read_episodes
+from tests.conftest import AgentFactory
+from tests.support.services import where_is_parlai_agent
+
+CANDIDATES = "label_candidates:kitchen|bathroom|garden|hallway"
+DATASET = "\n".join([
+    f"id:babi:1\ttext:Mary moved to the bathroom.\\nWhere is Mary?\tlabels:bathroom\t{CANDIDATES}",
+    f"id:babi:1\ttext:John went to the hallway.\\nWhere is Mary?\tlabels:bathroom\t{CANDIDATES}"
+    "\tepisode_done:True",
+    f"id:babi:2\ttext:Sandra journeyed to the garden.\\nWhere is Sandra?\tlabels:garden"
+    f"\t{CANDIDATES}\tepisode_done:True",
+]) + "\n"
+
+
+@pytest.fixture
+def agent_url(services: Any, agent: AgentFactory) -> str:
+    skill = services(where_is_parlai_agent())
+    client = agent({"services": {"skills": {"where_is": {
+        "connector": {"url": f"{skill.url}/act", "protocol": "parlai"}}}}})
+    return str(client.base_url)
+
+
+def test_eval_replays_episodes_and_scores_them_as_computed_by_hand(
+    agent_url: str, tmp_path: Path
+) -> None:
+    dataset = tmp_path / "babi.txt"
+    dataset.write_text(DATASET)
+    report_path = tmp_path / "report.json"
+    result = CliRunner().invoke(app, ["eval", str(dataset), "--url", agent_url,
+                                      "--json", str(report_path)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(report_path.read_text())
+    # Turn 1: "bathroom", right.                        EM 1, F1 1, hits@1 1, MRR 1
+    # Turn 2: "hallway" (last place named); candidates ranked hallway, kitchen, bathroom,
+    #         garden -> the label is 3rd.               EM 0, F1 0, hits@1 0, hits@5 1, MRR 1/3
+    # Turn 3: "garden", right.                          EM 1, F1 1, hits@1 1, MRR 1
+    first, second = report["episodes"]
+    assert (first["turns"], first["scored"]) == (2, 2)
+    assert first["exact_match"] == 0.5 and first["hits_at_1"] == 0.5
+    assert first["hits_at_5"] == 1.0
+    assert first["mrr"] == pytest.approx((1 + 1 / 3) / 2)
+    assert (second["exact_match"], second["f1"], second["mrr"]) == (1.0, 1.0, 1.0)
+    overall = report["overall"]
+    assert overall["turns"] == 3
+    assert overall["exact_match"] == pytest.approx(2 / 3)
+    assert overall["f1"] == pytest.approx(2 / 3)
+    assert overall["hits_at_5"] == 1.0
+    assert overall["mrr"] == pytest.approx(7 / 9)
+    assert "overall" in result.output and "0.778" in result.output
+
+    exported = tmp_path / "export.txt"
+    dialogs = [f"--dialog={e['dialog_id']}" for e in report["episodes"]]
+    result = CliRunner().invoke(app, ["export", str(exported), "--url", agent_url, *dialogs])
+    assert result.exit_code == 0, result.output
+    episodes = read_episodes(exported)
+    assert [[ex["labels"] for ex in ep] for ep in episodes] == [
+        [["bathroom"], ["hallway"]], [["garden"]]]
+    assert episodes[0][1]["text"] == "John went to the hallway.\nWhere is Mary?"
+    assert episodes[0][0]["label_candidates"] == ["kitchen", "bathroom", "garden", "hallway"]
+    assert episodes[0][0]["id"] == "where_is"
+
+
+def test_eval_names_a_bad_line(tmp_path: Path) -> None:
+    dataset = tmp_path / "bad.txt"
+    dataset.write_text("text:ok\tepisode_done:True\nbroken line\n")
+    result = CliRunner().invoke(app, ["eval", str(dataset), "--url", "http://127.0.0.1:9"])
+    assert result.exit_code == 2
+    assert "bad.txt:2" in result.output
+
+
+def test_eval_says_when_the_agent_is_not_there(tmp_path: Path) -> None:
+    dataset = tmp_path / "one.txt"
+    dataset.write_text("text:hi\tlabels:hello\tepisode_done:True\n")
+    result = CliRunner().invoke(app, ["eval", str(dataset), "--url", "http://127.0.0.1:9"])
+    assert result.exit_code == 1
+    assert "error" in result.output
