@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "CHORUS_"
@@ -29,6 +29,13 @@ class Settings(BaseSettings):
                                  description="longest accepted user message, in characters")
     max_image_bytes: int = Field(default=1_000_000, ge=0, le=50_000_000,
                                  description="largest base64 image in an observation")
+    max_body_bytes: int = Field(default=2_000_000, ge=1024, le=100_000_000,
+                                description="largest accepted request body")
+    api_key: SecretStr | None = Field(default=None,
+                                      description="X-API-Key for reading dialogs and users")
+    protect_chat: bool = Field(default=False, description="the chat endpoints need the key too")
+    cors_origins: list[str] = Field(default_factory=list,
+                                    description='origins allowed by CORS, e.g. ["https://x.org"]')
     channel_type: str = Field(default="http_client", min_length=1)
     log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
 
@@ -40,13 +47,28 @@ class Settings(BaseSettings):
         return value
 
 
+    @field_validator("api_key")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("must be at least 16 characters long (e.g. `openssl rand -hex 16`)")
+        return value
+
+    @model_validator(mode="after")
+    def _chat_protection_needs_a_key(self) -> Settings:
+        if self.protect_chat and self.api_key is None:
+            raise ValueError("protect_chat is true but api_key is not set")
+        return self
+
+
 def load_settings() -> Settings:
     """Read the settings, or fail with the bad variable's name in the message."""
     try:
         return Settings()
     except ValidationError as exc:
         problems = "; ".join(
-            f"{ENV_PREFIX}{str(e['loc'][0]).upper()}: {e['msg'].removeprefix('Value error, ')}"
+            f"{ENV_PREFIX}{str(e['loc'][0]).upper() if e['loc'] else 'PROTECT_CHAT'}: "
+            f"{e['msg'].removeprefix('Value error, ')}"
             for e in exc.errors()
         )
         raise SettingsError(f"bad settings: {problems}") from None

@@ -12,9 +12,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 
 import agent
 from agent.api.errors import install_error_handlers
+from agent.api.limits import BodySizeLimit
 from agent.api.routes import chat, dialogs, health, observe, ratings
 from agent.connectors.factory import make_batchers
 from agent.connectors.http import make_http_client
@@ -66,4 +68,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     for module in (chat, observe, dialogs, ratings, health):
         app.include_router(module.router)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
+                           allow_methods=["GET", "POST", "DELETE"],
+                           allow_headers=["Content-Type", "X-API-Key", "Idempotency-Key"])
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    if settings.api_key is None:
+        log.warning("CHORUS_API_KEY is not set: anyone who reaches this agent can read every "
+                    "dialog and user; set it for any deployment beyond your own machine")
     return app

@@ -35,6 +35,11 @@ class ServiceTimeout(ServiceError):
 class ServiceUnavailable(ServiceError):
     kind = "unavailable"
 
+    def __init__(self, service: str, message: str, *, never_connected: bool = False) -> None:
+        super().__init__(service, message)
+        #: the connection could not be opened: the service never saw the request
+        self.never_connected = never_connected
+
 
 class BadServiceStatus(ServiceError):
     kind = "bad_status"

@@ -8,6 +8,7 @@ import httpx
 
 from agent.connectors.base import Connector
 from agent.connectors.batching import Batcher
+from agent.connectors.breaker import CircuitBreaker, GuardedConnector
 from agent.connectors.builtin import AllSkillsSelector, HighestConfidenceSelector
 from agent.connectors.http import HttpConnector
 from agent.connectors.parlai import ParlaiConnector
@@ -20,12 +21,17 @@ _BUILTINS: dict[str, Callable[[str], Connector]] = {
 
 
 def make_connector(node: ServiceNode, client: httpx.AsyncClient) -> Connector:
-    connector = node.config.connector
-    if connector.builtin is not None:
-        return _BUILTINS[connector.builtin](node.name)
-    if connector.protocol == "parlai":
-        return ParlaiConnector(node.name, str(connector.url), client, connector.timeout)
-    return HttpConnector(node.name, str(connector.url), client, connector.timeout)
+    """Built-ins as they are; remote services behind a circuit breaker."""
+    config = node.config.connector
+    if config.builtin is not None:
+        return _BUILTINS[config.builtin](node.name)
+    remote: Connector
+    if config.protocol == "parlai":
+        remote = ParlaiConnector(node.name, str(config.url), client, config.timeout)
+    else:
+        remote = HttpConnector(node.name, str(config.url), client, config.timeout)
+    breaker = CircuitBreaker(node.name, config.breaker_threshold, config.breaker_reset)
+    return GuardedConnector(remote, breaker, config.retries)
 
 
 def make_batchers(pipeline: Pipeline, client: httpx.AsyncClient) -> dict[str, Batcher]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
@@ -41,6 +42,11 @@ def _timed_out(exc: httpx.TransportError) -> bool:
     if cause is not None:
         return isinstance(cause, TimeoutError)
     return isinstance(exc, httpx.TimeoutException)
+
+
+def _never_connected(exc: httpx.TransportError) -> bool:
+    return isinstance(exc.__cause__, aiohttp.ClientConnectorError) or isinstance(
+        exc, httpx.ConnectError)
 
 
 class HttpConnector:
@@ -85,7 +91,8 @@ class HttpConnector:
             if _timed_out(exc):
                 raise ServiceTimeout(self.name, f"no answer within {self._timeout}s") from None
             raise ServiceUnavailable(
-                self.name, f"cannot reach {self.url}: {exc or type(exc).__name__}"
+                self.name, f"cannot reach {self.url}: {exc or type(exc).__name__}",
+                never_connected=_never_connected(exc),
             ) from None
         if not response.is_success:
             raise BadServiceStatus(self.name, response.status_code,

@@ -67,6 +67,12 @@ class ConnectorConfig(BaseModel):
     builtin: BuiltinName | None = None
     timeout: float = Field(default=2.0, gt=0, le=600, description="seconds per call")
     batch_size: int = Field(default=1, ge=1, le=1024, description="dialogs per HTTP call")
+    retries: int = Field(default=1, ge=0, le=3,
+                         description="retries of a call whose connection could not be opened")
+    breaker_threshold: int = Field(default=5, ge=0, le=1000, description="failures in a row "
+                                   "that open the circuit (0: never)")
+    breaker_reset: float = Field(default=10.0, gt=0, le=3600,
+                                 description="seconds an open circuit waits before a trial")
     protocol: Literal["chorus", "parlai"] = Field(
         default="chorus", description="chorus: a batch of dialog views per POST; parlai: "
         "one ParlAI observation per POST, answered by an act (skills only)")

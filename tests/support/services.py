@@ -158,3 +158,17 @@ def where_is_parlai_agent() -> FastAPI:
         return {"text": answer, "text_candidates": [answer, *candidates], "id": "where_is"}
 
     return app
+
+
+def counting_failure(status: int = 503) -> tuple[FastAPI, list[int]]:
+    """Always fails with ``status``; the list counts the requests that reached it."""
+    seen: list[int] = []
+    app = FastAPI()
+
+    @app.post("/respond")
+    async def respond(request: Request) -> PlainTextResponse:
+        await request.body()
+        seen.append(1)
+        return PlainTextResponse("down for maintenance", status_code=status)
+
+    return app, seen

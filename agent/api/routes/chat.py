@@ -6,11 +6,12 @@ from fastapi import APIRouter, HTTPException, status
 
 from agent.api.deps import DialogueDep, JsonBody, SettingsDep
 from agent.api.schemas import AgentMessage, AgentReply
+from agent.api.security import ChatKey
 
 router = APIRouter(tags=["chat"])
 
 
-@router.post("/", dependencies=[JsonBody], response_model=AgentReply)
+@router.post("/", dependencies=[ChatKey, JsonBody], response_model=AgentReply)
 async def chat(message: AgentMessage, dialogue: DialogueDep,
                settings: SettingsDep) -> AgentReply:
     """Send the user's message; get the bot's answer and the skill that gave it.

@@ -7,9 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Path, status
 
 from agent.api.deps import StoreDep
+from agent.api.security import ReaderKey
 from agent.state.models import Dialog
 
-router = APIRouter(prefix="/api", tags=["dialogs"])
+router = APIRouter(prefix="/api", tags=["dialogs"], dependencies=[ReaderKey])
 
 DialogId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 UserId = Annotated[str, Path(pattern=r"^[\w.@:+-]{1,128}$")]

@@ -10,6 +10,7 @@ from fastapi import APIRouter, HTTPException, status
 
 from agent.api.deps import DialogueDep, JsonBody, SettingsDep
 from agent.api.schemas import Act, Observation
+from agent.api.security import ChatKey
 from agent.parlai.metrics import TurnMetrics, rank_label_candidates
 from agent.settings import Settings
 
@@ -43,7 +44,7 @@ def _check_text(text: str, settings: Settings) -> None:
         )
 
 
-@router.post("/chat", dependencies=[JsonBody], response_model=Act,
+@router.post("/chat", dependencies=[ChatKey, JsonBody], response_model=Act,
              response_model_exclude_none=True)
 async def observe(observation: Observation, dialogue: DialogueDep,
                   settings: SettingsDep) -> Act:

@@ -6,8 +6,9 @@ from fastapi import APIRouter, HTTPException, status
 
 from agent.api.deps import JsonBody, StoreDep
 from agent.api.schemas import DialogRating, Ok, UtteranceRating
+from agent.api.security import ChatKey
 
-router = APIRouter(prefix="/rating", tags=["ratings"], dependencies=[JsonBody])
+router = APIRouter(prefix="/rating", tags=["ratings"], dependencies=[ChatKey, JsonBody])
 
 
 @router.post("/dialog", response_model=Ok)

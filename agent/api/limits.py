@@ -1,0 +1,68 @@
+"""Refuse request bodies over the limit with a 413, before they are read whole.
+
+A pure ASGI middleware: it checks ``Content-Length`` up front and counts the bytes of a
+streamed body, so a client cannot make the agent buffer more than the limit.
+"""
+
+from __future__ import annotations
+
+import json
+
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+class BodyTooLarge(HTTPException):
+    """Raised while the body streams in; an HTTPException so FastAPI's body parsing lets it
+    through (it turns other errors into a 400) and answers 413."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(413, _message(max_bytes))
+
+
+def _message(max_bytes: int) -> str:
+    return f"request body is over the {max_bytes} bytes limit (CHORUS_MAX_BODY_BYTES)"
+
+
+class BodySizeLimit:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        seen = 0
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise BodyTooLarge(self.max_bytes)
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except BodyTooLarge:
+            if not started:
+                await self._refuse(send)
+
+    async def _refuse(self, send: Send) -> None:
+        body = json.dumps({"detail": _message(self.max_bytes)}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,48 @@
+"""Who may read what: an API key from the environment guards the state-reading routes.
+
+``CHORUS_API_KEY`` unset (local ``make run``) leaves reads open, with a warning at start-up;
+set, reading dialogs and users needs ``X-API-Key``. The chat endpoints stay open unless
+``CHORUS_PROTECT_CHAT`` is true. Keys are compared in constant time.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import APIKeyHeader
+
+from agent.settings import Settings
+
+_header = APIKeyHeader(name="X-API-Key", auto_error=False,
+                       description="the agent's CHORUS_API_KEY")
+
+
+def _check(settings: Settings, key: str | None) -> None:
+    expected = settings.api_key
+    if expected is None:
+        return
+    if key is None:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED,
+                            "this route needs the agent's API key in the X-API-Key header",
+                            headers={"WWW-Authenticate": "APIKey"})
+    if not secrets.compare_digest(key.encode(), expected.get_secret_value().encode()):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "the X-API-Key header is not the "
+                            "agent's API key")
+
+
+def require_reader(request: Request, key: Annotated[str | None, Depends(_header)]) -> None:
+    """Reading stored dialogs and users."""
+    _check(request.app.state.settings, key)
+
+
+def require_chat(request: Request, key: Annotated[str | None, Depends(_header)]) -> None:
+    """Talking to the bot, when the deployment protects it."""
+    settings: Settings = request.app.state.settings
+    if settings.protect_chat:
+        _check(settings, key)
+
+
+ReaderKey = Depends(require_reader)
+ChatKey = Depends(require_chat)
