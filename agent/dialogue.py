@@ -7,9 +7,11 @@ the end.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
+from agent.metrics import Metrics
 from agent.pipeline.executor import Executor, Turn, TurnResult
 from agent.state.models import BotUtterance, HumanUtterance
 from agent.store.base import Store
@@ -32,10 +34,12 @@ class Reply:
 class DialogueManager:
     """Ties the store and the executor together for one message at a time."""
 
-    def __init__(self, store: Store, executor: Executor, channel_type: str) -> None:
+    def __init__(self, store: Store, executor: Executor, channel_type: str,
+                 metrics: Metrics | None = None) -> None:
         self._store = store
         self._executor = executor
         self._channel_type = channel_type
+        self.metrics = metrics or Metrics()
 
     async def handle(self, user_id: str, text: str, attributes: dict[str, Any]) -> Reply:
         if text.strip() in CLOSING_COMMANDS:
@@ -52,6 +56,16 @@ class DialogueManager:
     ) -> tuple[TurnResult, str]:
         """One turn; ``reward`` rates the previous bot answer, ``close_after`` ends the
         dialog once this answer is stored (ParlAI's ``episode_done``)."""
+        started = time.perf_counter()
+        with self.metrics.in_flight.track_inprogress():
+            result, dialog_id = await self._turn(user_id, text, attributes, reward, close_after)
+        self.metrics.observe_turn(result, time.perf_counter() - started)
+        return result, dialog_id
+
+    async def _turn(
+        self, user_id: str, text: str, attributes: dict[str, Any], reward: float | None,
+        close_after: bool,
+    ) -> tuple[TurnResult, str]:
         store = self._store
         human = await store.human(user_id)
         dialog = await store.active_dialog(human, self._channel_type)

@@ -17,7 +17,7 @@ from fastapi.middleware.cors import CORSMiddleware
 import agent
 from agent.api.errors import install_error_handlers
 from agent.api.limits import BodySizeLimit
-from agent.api.routes import chat, dialogs, health, observe, ratings
+from agent.api.routes import chat, dialogs, health, metrics, observe, ratings
 from agent.connectors.factory import make_batchers
 from agent.connectors.http import make_http_client
 from agent.dialogue import DialogueManager
@@ -66,7 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=_lifespan(settings, pipeline),
     )
     install_error_handlers(app)
-    for module in (chat, observe, dialogs, ratings, health):
+    for module in (chat, observe, dialogs, ratings, health, metrics):
         app.include_router(module.router)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,

@@ -1,0 +1,51 @@
+"""Prometheus metrics of the agent, served at ``GET /metrics``.
+
+Each app has its own registry (no process-global collectors), and everything is derived
+from a finished turn's own record (its trace and errors), so the executor stays unaware of
+metrics and the numbers always agree with what is stored.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from agent.pipeline.executor import FALLBACK_SKILL, TurnResult
+
+_TURN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_CALL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.turns = Counter("chorus_turns", "Turns answered", registry=r)
+        self.turn_seconds = Histogram("chorus_turn_seconds", "Turn latency, arrival to answer",
+                                      buckets=_TURN_BUCKETS, registry=r)
+        self.in_flight = Gauge("chorus_turns_in_flight", "Turns being processed", registry=r)
+        self.call_seconds = Histogram("chorus_service_call_seconds",
+                                      "Service call latency, by service",
+                                      ["service", "group"], buckets=_CALL_BUCKETS, registry=r)
+        self.errors = Counter("chorus_service_errors", "Service failures, by service and kind",
+                              ["service", "kind"], registry=r)
+        self.timeouts = Counter("chorus_service_timeouts", "Service calls that timed out",
+                                ["service"], registry=r)
+        self.fallbacks = Counter("chorus_fallback_answers",
+                                 "Answers given by the fallback response (no hypothesis)",
+                                 registry=r)
+
+    def observe_turn(self, result: TurnResult, seconds: float) -> None:
+        self.turns.inc()
+        self.turn_seconds.observe(seconds)
+        for call in result.utterance.trace:
+            if call.outcome != "skipped":
+                self.call_seconds.labels(call.service, call.group).observe(call.duration)
+        for error in result.utterance.errors:
+            self.errors.labels(error.service, error.kind).inc()
+            if error.kind == "timeout":
+                self.timeouts.labels(error.service).inc()
+        if result.bot_utterance.active_skill == FALLBACK_SKILL:
+            self.fallbacks.inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
