@@ -7,13 +7,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install run test lint typecheck clean
+.PHONY: install run test lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Chorus needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP)
@@ -29,6 +29,9 @@ typecheck: install
 
 test: lint typecheck
 	$(BIN)/pytest
+
+bench: install
+	$(BIN)/python -m bench.run
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache

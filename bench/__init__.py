@@ -1,0 +1,1 @@
+"""Chorus benchmarks: `make bench` runs them all (see bench/run.py)."""

@@ -1,0 +1,256 @@
+"""`make bench`: the agent's throughput, latency, overhead, flatness, fan-out and memory.
+
+Starts the stub services and the agent as separate processes on 127.0.0.1, on the
+embedded store and on MongoDB (``--mongodb-url``, else FerretDB built from tools/ferretdb),
+drives them through ``POST /``, prints a table, and writes ``bench/results/bench.json`` and
+``bench/results/bench.png``. ``--quick`` runs smaller counts (a smoke test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.load import median_ms, run_load
+from bench.stubs import pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{url}: process exited with {process.returncode}")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(url, timeout=1).is_success:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} not ready within {timeout}s")
+
+
+@contextlib.contextmanager
+def process(args: list[str], ready_url: str, env: dict[str, str] | None = None
+            ) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(args, cwd=ROOT, env={**os.environ, **(env or {})})
+    try:
+        wait_ready(ready_url, proc)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextlib.contextmanager
+def stack(db_url: str, skills: int = 3, delay_ms: float = 0, only_skills: bool = False
+          ) -> Iterator[tuple[str, int]]:
+    """Stubs + agent; yields the agent's base URL and its pid."""
+    stub_port, agent_port = free_port(), free_port()
+    config = pipeline(stub_port, skills)
+    if only_skills:
+        config["services"] = {"skills": config["services"]["skills"]}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "pipeline.json"
+        path.write_text(json.dumps(config))
+        stubs = [sys.executable, "-m", "bench.stubs", "--port", str(stub_port),
+                 "--skills", str(skills), "--delay-ms", str(delay_ms)]
+        agent = [sys.executable, "-m", "uvicorn", "--factory", "agent.api.app:create_app",
+                 "--host", "127.0.0.1", "--port", str(agent_port), "--log-level", "warning",
+                 "--no-access-log"]
+        env = {"CHORUS_PIPELINE": str(path), "CHORUS_DB_URL": db_url,
+               "CHORUS_LOG_LEVEL": "WARNING"}
+        with process(stubs, f"http://127.0.0.1:{stub_port}/health"), \
+                process(agent, f"http://127.0.0.1:{agent_port}/ping", env) as proc:
+            yield f"http://127.0.0.1:{agent_port}", proc.pid
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def overhead_ms(base: str, dialog_ids: set[str], latencies: list[float]) -> dict[str, float]:
+    """Turn latency minus the services' critical path (per group, the slowest call), from
+    the traces the executor stored."""
+    critical: list[float] = []
+    with httpx.Client(base_url=base, timeout=30) as client:
+        for dialog_id in list(dialog_ids)[:50]:
+            dialog = client.get(f"/api/dialogs/{dialog_id}").json()
+            for utterance in dialog["utterances"]:
+                if utterance["speaker"] != "human" or not utterance["trace"]:
+                    continue
+                slowest: dict[str, float] = {}
+                for call in utterance["trace"]:
+                    slowest[call["group"]] = max(slowest.get(call["group"], 0.0),
+                                                 call["duration"])
+                critical.append(sum(slowest.values()))
+    service = median_ms(critical)
+    turn = median_ms(latencies)
+    return {"turn_p50_ms": turn, "services_critical_path_p50_ms": service,
+            "agent_overhead_p50_ms": round(turn - service, 2)}
+
+
+async def sequential(base: str, user: str, turns: int) -> list[float]:
+    result = await run_load(f"{base}/", 1, turns, users_per_worker=1, tag=user)
+    return result.latencies
+
+
+def bench_store(name: str, db_url: str, quick: bool) -> dict[str, Any]:
+    levels = (1, 8, 32, 64)
+    turns = {1: 100, 8: 400, 32: 800, 64: 1000} if not quick else dict.fromkeys(levels, 64)
+    out: dict[str, Any] = {"store": name}
+    with stack(db_url) as (base, pid):
+        asyncio.run(run_load(f"{base}/", 8, 80, tag="warmup"))
+        rows = []
+        for level in levels:
+            result = asyncio.run(run_load(f"{base}/", level, turns[level], tag=f"{name}"))
+            rows.append(result.summary())
+            print(f"  {name} C={level}: {rows[-1]}", flush=True)
+            if level == 1:
+                out["overhead"] = overhead_ms(base, result.dialog_ids, result.latencies)
+        out["load"] = rows
+        flat_turns = 300 if not quick else 60
+        lat = asyncio.run(sequential(base, f"{name}-flat", flat_turns))
+        first, last = median_ms(lat[:20]), median_ms(lat[-20:])
+        out["flatness"] = {"turns": flat_turns, "first20_p50_ms": first,
+                           "last20_p50_ms": last, "ratio": round(last / first, 3)}
+        dialogs_small, dialogs_big = (100, 10_000) if not quick else (100, 600)
+        asyncio.run(run_load(f"{base}/", 16, dialogs_small, users_per_worker=10 ** 6,
+                             tag=f"{name}-mem"))
+        before = rss_mb(pid)
+        asyncio.run(run_load(f"{base}/", 16, dialogs_big - dialogs_small,
+                             users_per_worker=10 ** 6, tag=f"{name}-mem2"))
+        after = rss_mb(pid)
+        out["memory"] = {"dialogs_small": dialogs_small, "dialogs_big": dialogs_big,
+                         "rss_small_mb": round(before, 1), "rss_big_mb": round(after, 1),
+                         "growth_mb": round(after - before, 1)}
+    with stack(db_url, skills=10, delay_ms=100, only_skills=True) as (base, _):
+        lat = asyncio.run(sequential(base, f"{name}-fan", 30 if not quick else 10))
+        out["fanout"] = {"skills": 10, "skill_ms": 100, "turn_p50_ms": median_ms(lat[5:])}
+    return out
+
+
+@contextlib.contextmanager
+def mongodb(url: str | None) -> Iterator[str]:
+    if url:
+        yield url
+        return
+    sys.path.insert(0, str(ROOT))
+    from tests.support.mongo_server import running_mongodb
+
+    with running_mongodb() as started:
+        yield started.rstrip("/") + "/chorus_bench"
+
+
+def plot(results: list[dict[str, Any]], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plot (pip install -e '.[bench]')")
+        return
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for result in results:
+        rows = result["load"]
+        conc = [r["concurrency"] for r in rows]
+        left.plot(conc, [r["turns_per_s"] for r in rows], marker="o", label=result["store"])
+        right.plot(conc, [r["p50_ms"] for r in rows], marker="o",
+                   label=f"{result['store']} p50")
+        right.plot(conc, [r["p99_ms"] for r in rows], marker="x", linestyle="--",
+                   label=f"{result['store']} p99")
+    left.set(title="Throughput (7 service calls per turn)", xlabel="concurrency",
+             ylabel="turns/s", xscale="log")
+    right.set(title="Turn latency", xlabel="concurrency", ylabel="ms", xscale="log",
+              yscale="log")
+    for axis in (left, right):
+        axis.legend()
+        axis.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def table(results: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    load = Table(title="Load: POST / through 7 stub services")
+    for column in ("store", "C", "turns", "errors", "turns/s", "p50 ms", "p90 ms", "p99 ms"):
+        load.add_column(column, justify="right")
+    for result in results:
+        for r in result["load"]:
+            load.add_row(result["store"], str(r["concurrency"]), str(r["turns"]),
+                         str(r["errors"]), str(r["turns_per_s"]), str(r["p50_ms"]),
+                         str(r["p90_ms"]), str(r["p99_ms"]))
+    other = Table(title="Overhead, flatness, fan-out, memory")
+    for column in ("store", "agent overhead p50", "flat last20/first20", "10x100ms fan-out",
+                   "RSS growth"):
+        other.add_column(column, justify="right")
+    for r in results:
+        other.add_row(
+            r["store"], f"{r['overhead']['agent_overhead_p50_ms']} ms "
+            f"(turn {r['overhead']['turn_p50_ms']} ms)",
+            f"{r['flatness']['ratio']} ({r['flatness']['first20_p50_ms']} → "
+            f"{r['flatness']['last20_p50_ms']} ms)",
+            f"{r['fanout']['turn_p50_ms']} ms",
+            f"{r['memory']['growth_mb']} MB ({r['memory']['dialogs_small']} → "
+            f"{r['memory']['dialogs_big']} dialogs)")
+    console = Console()
+    console.print(load)
+    console.print(other)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
+    parser.add_argument("--mongodb-url", default=os.environ.get("MONGODB_URL"))
+    parser.add_argument("--stores", default="sqlite,mongodb")
+    args = parser.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    results = []
+    stores = args.stores.split(",")
+    with tempfile.TemporaryDirectory() as tmp:
+        if "sqlite" in stores:
+            print("embedded store (SQLite)...", flush=True)
+            results.append(bench_store("sqlite", f"sqlite:///{tmp}/bench.db", args.quick))
+        if "mongodb" in stores:
+            with mongodb(args.mongodb_url) as url:
+                print(f"MongoDB store ({url.split('@')[-1]})...", flush=True)
+                results.append(bench_store("mongodb", url, args.quick))
+    report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+              "quick": args.quick, "results": results}
+    (RESULTS / "bench.json").write_text(json.dumps(report, indent=2))
+    plot(results, RESULTS / "bench.png")
+    table(results)
+    print(f"wrote {RESULTS / 'bench.json'} and {RESULTS / 'bench.png'}")
+
+
+if __name__ == "__main__":
+    main()
