@@ -1,8 +1,9 @@
 """Near-zero-compute services in the shape of the default pipeline, in one process.
 
 2 annotators, a skill selector, 3 skills and a response selector: 7 service calls per
-turn, each answering at once, so what a benchmark measures is the agent. ``--delay-ms``
-makes the skills sleep (for the fan-out benchmark), ``--skills`` sets how many there are.
+turn. The stubs are a bare ASGI app (no framework, no validation) answering canned JSON,
+so what a benchmark measures is the agent. ``--delay-ms`` makes the skills sleep (for the
+fan-out benchmark), ``--skills`` sets how many there are.
 Run: ``python -m bench.stubs --port 8900 [--skills 3] [--delay-ms 0]``.
 """
 
@@ -10,52 +11,52 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import uvicorn
-from fastapi import FastAPI, Request
-from fastapi.responses import Response
 
 ANNOTATORS = ("stub_ann1", "stub_ann2")
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-def make_app(skills: int, delay_ms: float) -> FastAPI:
-    """Raw JSON in and out (no validation): the stubs must cost next to nothing."""
-    import json
+def _answer(path: str, dialogs: int) -> Any:
+    if path == "/annotate":
+        return [{"ok": True}] * dialogs
+    if path == "/select_skills":
+        return [[]] * dialogs
+    if path == "/select_response":
+        return [{"index": 0, "reason": "stub"}] * dialogs
+    number = int(path.rsplit("/", 1)[1])
+    return [[{"text": f"answer {number}", "confidence": round(0.1 * number, 2),
+              "human_attributes": {"last": number}}]] * dialogs
 
-    app = FastAPI()
 
-    def reply(items: list[Any]) -> Response:
-        return Response(json.dumps(items), media_type="application/json")
+def make_app(delay_ms: float) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        more = True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        path = scope["path"]
+        if path == "/health":
+            payload = b'{"status":"ok"}'
+        else:
+            if delay_ms and path.startswith("/skill/"):
+                await asyncio.sleep(delay_ms / 1000)
+            payload = json.dumps(_answer(path, len(json.loads(body)["dialogs"]))).encode()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(payload)).encode())]})
+        await send({"type": "http.response.body", "body": payload})
 
-    async def count(request: Request) -> int:
-        return len(json.loads(await request.body())["dialogs"])
-
-    @app.post("/annotate")
-    async def annotate(request: Request) -> Response:
-        return reply([{"ok": True}] * await count(request))
-
-    @app.post("/select_skills")
-    async def select_skills(request: Request) -> Response:
-        return reply([[]] * await count(request))
-
-    @app.post("/skill/{number}")
-    async def skill(number: int, request: Request) -> Response:
-        n = await count(request)
-        if delay_ms:
-            await asyncio.sleep(delay_ms / 1000)
-        return reply([[{"text": f"answer {number}", "confidence": 0.1 * number,
-                        "human_attributes": {"last": number}}]] * n)
-
-    @app.post("/select_response")
-    async def select_response(request: Request) -> Response:
-        return reply([{"index": 0, "reason": "stub"}] * await count(request))
-
-    @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
-
-    app.state.skills = skills
     return app
 
 
@@ -83,8 +84,8 @@ def main() -> None:
     parser.add_argument("--skills", type=int, default=3)
     parser.add_argument("--delay-ms", type=float, default=0.0)
     args = parser.parse_args()
-    uvicorn.run(make_app(args.skills, args.delay_ms), host="127.0.0.1", port=args.port,
-                log_level="warning", access_log=False)
+    uvicorn.run(make_app(args.delay_ms), host="127.0.0.1", port=args.port,
+                log_level="warning", access_log=False, lifespan="off")
 
 
 if __name__ == "__main__":
