@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install run test lint typecheck bench clean
+.PHONY: install run test lint typecheck bench clean mongodb-test-server docker-compose
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Chorus needs Python 3.11+"'
@@ -27,7 +27,19 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-test: lint typecheck
+# FerretDB (the MongoDB wire-protocol server of the tests) is built once, before pytest,
+# so its first, two-minute compile is not charged to a test's timeout.
+mongodb-test-server:
+	@if [ -n "$$MONGODB_URL" ]; then echo "MongoDB tests use MONGODB_URL"; \
+	elif command -v go >/dev/null 2>&1; then bash tools/ferretdb/build.sh >/dev/null; \
+	else echo "Go not found: MongoDB tests will be skipped (set MONGODB_URL to run them)"; fi
+
+# Debian's docker-compose validates docker-compose.yml offline (tests/deploy); installed
+# when missing and apt is at hand.
+docker-compose:
+	@sh deploy/ensure-docker-compose.sh
+
+test: lint typecheck mongodb-test-server docker-compose
 	$(BIN)/pytest
 
 bench: install

@@ -1,0 +1,34 @@
+# The Chorus agent: uvicorn --factory agent.api.app:create_app on port 4242.
+# Build with the repository root as the context (docker-compose.yml does):
+#   docker build -f deploy/agent.Dockerfile -t chorus-agent .
+# Configuration comes from CHORUS_* environment variables (agent/settings.py), e.g.
+# CHORUS_DB_URL=mongodb://mongo:27017/chorus and CHORUS_PIPELINE=/app/deploy/pipeline.compose.json.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+
+RUN useradd --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin chorus
+
+WORKDIR /app
+
+# The project and its dependencies (README.md is the package description pyproject.toml names).
+# Only the agent package is installed; the services are images of their own.
+COPY pyproject.toml README.md ./
+COPY agent/ agent/
+RUN pip install --no-cache-dir . \
+    && rm -rf build *.egg-info
+
+# Pipeline configs for the deployment (compose uses deploy/pipeline.compose.json).
+COPY deploy/ deploy/
+
+# The default store is SQLite under data/; let the non-root user write there.
+RUN mkdir -p /app/data && chown chorus:chorus /app/data
+
+USER chorus
+EXPOSE 4242
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:4242/ping', timeout=2)"]
+CMD ["uvicorn", "--factory", "agent.api.app:create_app", "--host", "0.0.0.0", "--port", "4242"]
