@@ -47,7 +47,7 @@ def _lifespan(settings: Settings, pipeline: Pipeline):  # type: ignore[no-untype
         finally:
             for batcher in batchers.values():
                 await batcher.aclose()
-            await client.aclose()
+            await client.close()
             await store.close()
 
     return lifespan
@@ -57,7 +57,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or load_settings()
     logging.basicConfig(level=settings.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per service call is noise
     pipeline = build_pipeline(load_pipeline_config(settings.pipeline))
     app = FastAPI(
         title="Chorus agent", version=agent.__version__,

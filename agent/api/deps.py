@@ -11,22 +11,22 @@ from agent.settings import Settings
 from agent.store.base import Store
 
 
-def _store(request: Request) -> Store:
+async def _store(request: Request) -> Store:
     store: Store = request.app.state.store
     return store
 
 
-def _dialogue(request: Request) -> DialogueManager:
+async def _dialogue(request: Request) -> DialogueManager:
     manager: DialogueManager = request.app.state.dialogue
     return manager
 
 
-def _settings(request: Request) -> Settings:
+async def _settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
 
-def require_json(request: Request) -> None:
+async def require_json(request: Request) -> None:
     """A body that is not JSON gets a 415 that says how to send it."""
     content_type = request.headers.get("content-type", "")
     if content_type.split(";")[0].strip().lower() != "application/json":

@@ -32,12 +32,16 @@ def _check(settings: Settings, key: str | None) -> None:
                             "agent's API key")
 
 
-def require_reader(request: Request, key: Annotated[str | None, Depends(_header)]) -> None:
+async def require_reader(
+    request: Request, key: Annotated[str | None, Depends(_header)]
+) -> None:
     """Reading stored dialogs and users."""
     _check(request.app.state.settings, key)
 
 
-def require_chat(request: Request, key: Annotated[str | None, Depends(_header)]) -> None:
+async def require_chat(
+    request: Request, key: Annotated[str | None, Depends(_header)]
+) -> None:
     """Talking to the bot, when the deployment protects it."""
     settings: Settings = request.app.state.settings
     if settings.protect_chat:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import httpx
+import aiohttp
 
 from agent.connectors.base import Connector
 from agent.connectors.batching import Batcher
@@ -20,7 +20,7 @@ _BUILTINS: dict[str, Callable[[str], Connector]] = {
 }
 
 
-def make_connector(node: ServiceNode, client: httpx.AsyncClient) -> Connector:
+def make_connector(node: ServiceNode, client: aiohttp.ClientSession) -> Connector:
     """Built-ins as they are; remote services behind a circuit breaker."""
     config = node.config.connector
     if config.builtin is not None:
@@ -34,7 +34,7 @@ def make_connector(node: ServiceNode, client: httpx.AsyncClient) -> Connector:
     return GuardedConnector(remote, breaker, config.retries)
 
 
-def make_batchers(pipeline: Pipeline, client: httpx.AsyncClient) -> dict[str, Batcher]:
+def make_batchers(pipeline: Pipeline, client: aiohttp.ClientSession) -> dict[str, Batcher]:
     return {
         node.name: Batcher(make_connector(node, client), node.config.connector.batch_size)
         for node in pipeline

@@ -1,8 +1,10 @@
 """The HTTP connector: POST ``{"dialogs": [...]}``, read a bounded JSON list back.
 
-All connectors share one ``httpx.AsyncClient`` made in the agent's lifespan. Its engine is
-aiohttp (through ``httpx-aiohttp``): DESIGN.md measured httpx's own pool at 115-340 calls/s
-on these machines against 470-620 through the aiohttp transport, and a turn makes ~7 calls.
+httpx is the project's HTTP interface (SDK, CLI, tests), but under the connectors, the
+agent's hot path, the engine is aiohttp, chosen by measurement: on these 2-core machines a
+turn makes 7 service calls, and DESIGN.md measured httpx's own pool at 115-340 calls/s,
+httpx over the aiohttp transport at 470-620, and aiohttp alone at 850-2200. All connectors
+share one ``aiohttp.ClientSession`` made in the agent's lifespan.
 """
 
 from __future__ import annotations
@@ -11,8 +13,6 @@ import json
 from typing import Any
 
 import aiohttp
-import httpx
-from httpx_aiohttp import AiohttpTransport
 
 from agent.connectors.errors import (
     BadServiceResponse,
@@ -25,41 +25,30 @@ from agent.sdk.models import DialogView, ServiceRequest
 #: An answer larger than this is refused without being read whole (a misbehaving service
 #: must not be able to exhaust the agent's memory).
 DEFAULT_MAX_RESPONSE_BYTES = 2 * 1024 * 1024
+_JSON = {"Content-Type": "application/json"}
 
 
-def make_http_client(max_connections: int = 256) -> httpx.AsyncClient:
-    """The one client of the agent; its pool is sized for many turns' fan-out at once."""
-    limits = httpx.Limits(max_connections=max_connections,
-                          max_keepalive_connections=max_connections)
-    return httpx.AsyncClient(transport=AiohttpTransport(limits=limits), limits=limits,
-                             trust_env=False)
+def make_http_client(max_connections: int = 256) -> aiohttp.ClientSession:
+    """The one HTTP session of the agent, its pool sized for many turns' fan-out at once.
 
-
-def _timed_out(exc: httpx.TransportError) -> bool:
-    """httpx-aiohttp 0.2 maps a refused connection to ``ConnectTimeout``; the aiohttp
-    exception it wraps tells the truth."""
-    cause = exc.__cause__
-    if cause is not None:
-        return isinstance(cause, TimeoutError)
-    return isinstance(exc, httpx.TimeoutException)
-
-
-def _never_connected(exc: httpx.TransportError) -> bool:
-    return isinstance(exc.__cause__, aiohttp.ClientConnectorError) or isinstance(
-        exc, httpx.ConnectError)
+    Call it inside the running event loop (the lifespan)."""
+    connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=0,
+                                     keepalive_timeout=30, ttl_dns_cache=60)
+    return aiohttp.ClientSession(connector=connector, trust_env=False,
+                                 skip_auto_headers=("User-Agent",))
 
 
 class HttpConnector:
     """Calls one service's URL."""
 
     def __init__(
-        self, name: str, url: str, client: httpx.AsyncClient, timeout: float,
+        self, name: str, url: str, session: aiohttp.ClientSession, timeout: float,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self.name = name
         self.url = url
-        self._client = client
-        self._timeout = timeout
+        self._session = session
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._max_bytes = max_response_bytes
 
     async def call(self, views: list[DialogView]) -> list[Any]:
@@ -82,39 +71,40 @@ class HttpConnector:
 
     async def _post(self, body: bytes) -> bytes:
         try:
-            async with self._client.stream(
-                "POST", self.url, content=body, timeout=self._timeout,
-                headers={"content-type": "application/json"},
-            ) as response:
+            async with self._session.post(self.url, data=body, headers=_JSON,
+                                          timeout=self._timeout) as response:
                 raw = await self._read_bounded(response)
-        except httpx.TransportError as exc:
-            if _timed_out(exc):
-                raise ServiceTimeout(self.name, f"no answer within {self._timeout}s") from None
+                status = response.status
+        except TimeoutError:
+            raise ServiceTimeout(
+                self.name, f"no answer within {self._timeout.total}s") from None
+        except aiohttp.ClientConnectorError as exc:
+            raise ServiceUnavailable(self.name, f"cannot reach {self.url}: {exc.strerror or exc}",
+                                     never_connected=True) from None
+        except aiohttp.ClientError as exc:
             raise ServiceUnavailable(
-                self.name, f"cannot reach {self.url}: {exc or type(exc).__name__}",
-                never_connected=_never_connected(exc),
+                self.name, f"connection to {self.url} failed: {exc or type(exc).__name__}"
             ) from None
-        if not response.is_success:
-            raise BadServiceStatus(self.name, response.status_code,
-                                   raw.decode("utf-8", "replace"))
+        if not 200 <= status < 300:
+            raise BadServiceStatus(self.name, status, raw.decode("utf-8", "replace"))
         return raw
 
-    async def _read_bounded(self, response: httpx.Response) -> bytes:
-        declared = response.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self._max_bytes:
+    async def _read_bounded(self, response: aiohttp.ClientResponse) -> bytes:
+        declared = response.content_length
+        if declared is not None and declared > self._max_bytes:
             raise BadServiceResponse(
                 self.name, f"answer of {declared} bytes is over the {self._max_bytes} limit"
             )
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > self._max_bytes:
-                raise BadServiceResponse(
-                    self.name, f"answer is over the {self._max_bytes} bytes limit"
-                )
-            chunks.append(chunk)
-        return b"".join(chunks)
+        raw = await response.content.read(self._max_bytes + 1)
+        while len(raw) <= self._max_bytes and not response.content.at_eof():
+            more = await response.content.read(self._max_bytes + 1 - len(raw))
+            if not more:
+                break
+            raw += more
+        if len(raw) > self._max_bytes:
+            raise BadServiceResponse(self.name, f"answer is over the {self._max_bytes} "
+                                     "bytes limit")
+        return raw
 
     def _parse(self, raw: bytes) -> Any:
         try:
@@ -123,4 +113,6 @@ class HttpConnector:
             raise BadServiceResponse(self.name, f"answer is not JSON: {exc}") from None
 
     async def aclose(self) -> None:
-        """The shared client is closed by its owner, the agent's lifespan."""
+        """The shared session is closed by its owner, the agent's lifespan."""
+
+

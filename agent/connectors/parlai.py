@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import httpx
+import aiohttp
 from pydantic import BaseModel, Field, ValidationError
 
 from agent.connectors.errors import BadServiceResponse
@@ -62,7 +62,7 @@ def hypotheses(service: str, act: Any) -> list[dict[str, Any]]:
 class ParlaiConnector:
     """One observation per HTTP POST (ParlAI agents act on one at a time), concurrently."""
 
-    def __init__(self, name: str, url: str, client: httpx.AsyncClient, timeout: float) -> None:
+    def __init__(self, name: str, url: str, client: aiohttp.ClientSession, timeout: float) -> None:
         self.name = name
         self._http = HttpConnector(name, url, client, timeout)
 

@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import httpx
+import aiohttp
 import pytest
 
 from agent.connectors.factory import make_batchers
@@ -34,12 +34,12 @@ Services = Callable[[Any], ServerThread]
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
+async def client() -> AsyncIterator[aiohttp.ClientSession]:
     async with make_http_client() as http:
         yield http
 
 
-def executor(client: httpx.AsyncClient, services: dict[str, Any], **top: Any) -> Executor:
+def executor(client: aiohttp.ClientSession, services: dict[str, Any], **top: Any) -> Executor:
     from agent.pipeline.graph import build_pipeline
 
     pipeline = build_pipeline(parse_pipeline_config({"services": services, **top}))
@@ -55,7 +55,7 @@ def calls(result: TurnResult) -> dict[str, ServiceCall]:
 
 
 async def test_independent_skills_overlap(services: Services,
-                                          client: httpx.AsyncClient) -> None:
+                                          client: aiohttp.ClientSession) -> None:
     run = executor(client, {"skills": {
         "a": service_entry(services(fixed_skill("a", "A", 0.5, delay=0.2)).url),
         "b": service_entry(services(fixed_skill("b", "B", 0.6, delay=0.2)).url),
@@ -70,7 +70,7 @@ async def test_independent_skills_overlap(services: Services,
 
 
 async def test_groups_and_previous_services_run_in_order(services: Services,
-                                                         client: httpx.AsyncClient) -> None:
+                                                         client: aiohttp.ClientSession) -> None:
     run = executor(client, {
         "annotators": {
             "first": service_entry(services(length_annotator("first", delay=0.05)).url),
@@ -87,7 +87,7 @@ async def test_groups_and_previous_services_run_in_order(services: Services,
 
 
 async def test_a_failed_required_service_skips_its_dependants(
-    services: Services, client: httpx.AsyncClient
+    services: Services, client: aiohttp.ClientSession
 ) -> None:
     run = executor(client, {
         "annotators": {"broken": service_entry(services(raw_app(b"x", status=503)).url)},
@@ -105,7 +105,7 @@ async def test_a_failed_required_service_skips_its_dependants(
 
 
 async def test_the_skill_selector_chooses_which_skills_run(
-    services: Services, client: httpx.AsyncClient
+    services: Services, client: aiohttp.ClientSession
 ) -> None:
     run = executor(client, {
         "skill_selectors": {"picker": service_entry(
@@ -122,7 +122,7 @@ async def test_the_skill_selector_chooses_which_skills_run(
 
 
 async def test_a_skill_cannot_write_outside_its_slot(services: Services,
-                                                     client: httpx.AsyncClient) -> None:
+                                                     client: aiohttp.ClientSession) -> None:
     run = executor(client, {"skills": {
         "impostor": service_entry(services(impostor_skill()).url),
         "honest": service_entry(services(fixed_skill("honest", "hi", 0.2)).url),
@@ -135,7 +135,7 @@ async def test_a_skill_cannot_write_outside_its_slot(services: Services,
 
 
 async def test_attribute_keys_that_could_escape_their_slot_are_refused(
-    services: Services, client: httpx.AsyncClient
+    services: Services, client: aiohttp.ClientSession
 ) -> None:
     sneaky = raw_app(json_body=[[{"text": "x", "confidence": 1.0,
                                   "human_attributes": {"$set": {"id": "me"}}}]])
@@ -147,7 +147,7 @@ async def test_attribute_keys_that_could_escape_their_slot_are_refused(
 
 
 async def test_candidate_annotators_and_the_response_selector(
-    services: Services, client: httpx.AsyncClient
+    services: Services, client: aiohttp.ClientSession
 ) -> None:
     run = executor(client, {
         "skills": {
@@ -169,7 +169,7 @@ async def test_candidate_annotators_and_the_response_selector(
 
 
 async def test_a_failing_response_selector_falls_back_to_confidence(
-    services: Services, client: httpx.AsyncClient
+    services: Services, client: aiohttp.ClientSession
 ) -> None:
     run = executor(client, {
         "skills": {
@@ -186,7 +186,7 @@ async def test_a_failing_response_selector_falls_back_to_confidence(
 
 
 async def test_no_hypothesis_gives_the_fallback(services: Services,
-                                                client: httpx.AsyncClient) -> None:
+                                                client: aiohttp.ClientSession) -> None:
     run = executor(client, {"skills": {
         "empty": service_entry(services(raw_app(json_body=[[]])).url)}},
         fallback_response="Nothing to say.")
@@ -197,7 +197,7 @@ async def test_no_hypothesis_gives_the_fallback(services: Services,
 
 
 async def test_concurrent_turns_share_a_batch(services: Services,
-                                              client: httpx.AsyncClient) -> None:
+                                              client: aiohttp.ClientSession) -> None:
     url = services(fixed_skill("s", "hi", 0.5)).url
     run = executor(client, {"skills": {"s": {
         "connector": {"url": f"{url}/respond", "batch_size": 4}}}})
@@ -207,7 +207,7 @@ async def test_concurrent_turns_share_a_batch(services: Services,
 
 
 async def test_a_second_write_to_an_annotation_slot_is_refused_and_keeps_the_first(
-    services: Services, client: httpx.AsyncClient
+    services: Services, client: aiohttp.ClientSession
 ) -> None:
     from agent.connectors.errors import RefusedOutput
     from agent.pipeline.executor import _Run
