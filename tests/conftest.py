@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from agent.api.app import create_app
 from agent.settings import Settings
+from tests.support.mongo_server import mongodb_required, running_mongodb, unavailable_reason
 from tests.support.servers import ServerThread, serving
 
 
@@ -27,10 +29,32 @@ def service_entry(url: str, timeout: float = 2.0, **extra: Any) -> dict[str, Any
     return {"connector": {"url": f"{url}/respond", "timeout": timeout}, **extra}
 
 
-@pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    """The store for agent tests; issue #3's suite adds MongoDB."""
-    return f"sqlite:///{tmp_path}/chorus.db"
+@pytest.fixture(scope="session")
+def mongodb_url() -> Iterator[str]:
+    """A real MongoDB wire-protocol server (MONGODB_URL, or FerretDB built here)."""
+    reason = unavailable_reason()
+    if reason is not None:
+        if mongodb_required():
+            pytest.fail(f"REQUIRE_MONGODB=1 but {reason}")
+        pytest.skip(reason)
+    with running_mongodb() as url:
+        yield url
+
+
+def fresh_database(mongodb_url: str) -> str:
+    """A database of its own for one test, on the shared server."""
+    base = mongodb_url.split("?")[0].rstrip("/")
+    if base.count("/") > 2:  # the URL names a database: replace it
+        base = base.rsplit("/", 1)[0]
+    return f"{base}/chorus_test_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(params=["sqlite", "mongodb"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The agent's store: every agent test runs on SQLite and on MongoDB."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/chorus.db"
+    return fresh_database(request.getfixturevalue("mongodb_url"))
 
 
 AgentFactory = Callable[..., httpx.Client]

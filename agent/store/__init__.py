@@ -11,4 +11,8 @@ async def open_store(url: str) -> Store:
         from agent.store.sqlite import SqliteStore
 
         return await SqliteStore.open(url)
+    if url.startswith(("mongodb://", "mongodb+srv://")):
+        from agent.store.mongo import MongoStore
+
+        return await MongoStore.open(url)
     raise ValueError(f"unsupported database URL {url!r}: use sqlite:///path or mongodb://host")

@@ -1,0 +1,445 @@
+"""The MongoDB store: PyMongo's async API, one document per user, dialog and utterance.
+
+Why it looks the way it does:
+
+* **Bounded turns.** A turn reads the dialog's document and its last K utterances (an
+  indexed ``(dialog_id, seq)`` range, newest first, ``limit K``) and writes a fixed number
+  of documents. The dialog document holds a counter, never the utterances, so no document
+  grows with the dialog (MongoDB refuses documents over 16 MB).
+* **No lost updates without transactions.** Every write that can race is one atomic
+  single-document operation: an utterance's ``seq`` comes from ``$inc`` on the dialog's
+  counter (never "read the max, then insert"), and attributes are merged key by key with
+  ``$set: {"attributes.<key>": value}``, so two turns merging different keys both survive.
+  Nothing relies on multi-document transactions, which FerretDB does not have.
+* **One open dialog per user** is a plain unique index on ``active_key``: ``"h:<human id>"``
+  while the dialog is open, ``"d:<dialog id>"`` once closed. The obvious partial unique
+  index (``{human_id: 1}`` where ``active: true``) is refused by FerretDB 1.x ("Index option
+  partialFilterExpression is not implemented yet") and ``sparse`` is silently ignored there,
+  while an upsert on ``{human_id, active: true}`` alone is not atomic (two racing upserts
+  can both insert, on MongoDB too). A unique key that is always present works everywhere.
+* **Free-form JSON is stored losslessly.** Annotations and attributes come from services;
+  keys containing ``.``, a leading ``$`` or NUL cannot be stored as BSON field names
+  (FerretDB refuses them, MongoDB restricts them), so every key is escaped on the way in
+  (``%`` → ``%25``, ``.`` → ``%2E``, leading ``$`` → ``%24``, NUL → ``%00``) and unescaped on
+  the way out. Our own field names contain none of those, so they are stored as they are.
+* **Dates are BSON dates**: documents are built with ``model_dump()`` in Python mode, and
+  the client is ``tz_aware`` so they read back as aware UTC datetimes.
+* **FerretDB 1.x** (the tests' server) executes an update as "find, change in Go, write
+  the whole document back" with nothing in between, so two updates of one document on two
+  connections can lose one of them (``$inc`` included). When :meth:`MongoStore.open` finds
+  FerretDB (``buildInfo`` has ``ferretdbVersion``) it keeps one connection, so this
+  process's commands run one at a time and each is atomic again; utterance numbers are
+  also guarded by the unique ``(dialog_id, seq)`` index and retried. Several agent
+  replicas on one FerretDB remain unsafe; MongoDB has none of this.
+* **Unreachable database → :class:`StoreUnavailable`** from every method (the API answers
+  503), with a short server-selection timeout so a request fails fast instead of hanging.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from datetime import UTC
+from typing import Any, ParamSpec, TypeVar
+
+from pydantic import TypeAdapter
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReturnDocument
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import ConnectionFailure, DuplicateKeyError
+from pymongo.monitoring import CommandListener
+
+from agent.state.models import (
+    Bot,
+    BotUtterance,
+    Dialog,
+    Human,
+    HumanUtterance,
+    Utterance,
+    new_id,
+    utc_now,
+)
+from agent.store.base import DialogHead, StoreUnavailable
+
+log = logging.getLogger("chorus.store")
+
+Doc = dict[str, Any]
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_utterance: TypeAdapter[Utterance] = TypeAdapter(Utterance)
+
+#: Database used when the URL names none (``mongodb://host:27017``).
+DEFAULT_DATABASE = "chorus"
+#: Milliseconds to find a server / open a connection before a call fails with 503.
+DEFAULT_TIMEOUT_MS = 3000
+#: Attempts of a compare-and-set loop before giving up (each failure means another
+#: writer made progress, so this is only reached under pathological contention).
+_ATTEMPTS = 10
+
+
+def _unavailable_when_unreachable(
+    method: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
+    """Turn PyMongo's connection failures (server selection timeout, lost connection,
+    network timeout: all :class:`ConnectionFailure`) into :class:`StoreUnavailable`, so
+    callers handle one exception whatever the backend."""
+
+    @functools.wraps(method)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await method(*args, **kwargs)
+        except ConnectionFailure as exc:
+            raise StoreUnavailable(f"MongoDB store: {exc}") from exc
+
+    return wrapper
+
+
+def _literal(value: str) -> str:
+    """A value about to go into a query filter must be a string: a dict such as
+    ``{"$ne": None}`` would be read as an operator. Types say so already; this makes it
+    true at run time too, whoever the caller is."""
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string id, got {type(value).__name__}")
+    return value
+
+
+# -- key escaping ---------------------------------------------------------------------
+
+
+def _escape_key(key: str) -> str:
+    key = key.replace("%", "%25").replace(".", "%2E").replace("\x00", "%00")
+    return "%24" + key[1:] if key.startswith("$") else key
+
+
+def _unescape_key(key: str) -> str:
+    if "%" not in key:
+        return key
+    key = key.replace("%2E", ".").replace("%00", "\x00").replace("%24", "$")
+    return key.replace("%25", "%")
+
+
+def _escape(value: Any) -> Any:
+    """The value with every mapping key made storable (see the module docstring)."""
+    if isinstance(value, Mapping):
+        return {_escape_key(str(k)): _escape(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_escape(v) for v in value]
+    return value
+
+
+def _unescape(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {_unescape_key(k): _unescape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unescape(v) for v in value]
+    return value
+
+
+def _merge(prefix: str, updates: Mapping[str, Any]) -> Doc:
+    """``$set`` paths that merge ``updates`` into the sub-document at ``prefix`` key by
+    key: each key is its own atomic field update, so concurrent merges of other keys
+    survive. Keys were checked upstream (non-empty, no '.'); escaping keeps it so."""
+    return {f"{prefix}.{_escape_key(key)}": _escape(value) for key, value in updates.items()}
+
+
+# -- documents ↔ models ---------------------------------------------------------------
+
+
+def _human_doc(human: Human) -> Doc:
+    doc: Doc = _escape(human.model_dump())
+    doc["_id"] = doc.pop("id")
+    return doc
+
+
+def _human(doc: Doc) -> Human:
+    doc = _unescape(doc)
+    doc["id"] = doc.pop("_id")
+    return Human.model_validate(doc)
+
+
+def _active_key(human_id: str) -> str:
+    return "h:" + human_id
+
+
+def _closed_key(dialog_id: str) -> str:
+    return "d:" + dialog_id
+
+
+def _dialog_doc(head: DialogHead) -> Doc:
+    doc: Doc = _escape(head.model_dump())
+    doc["_id"] = doc.pop("dialog_id")
+    doc.update(active=True, active_key=_active_key(head.human_id), utterance_count=0)
+    return doc
+
+
+def _head(doc: Doc) -> DialogHead:
+    doc = _unescape(doc)
+    doc["dialog_id"] = doc.pop("_id")
+    return DialogHead.model_validate(doc)  # active, active_key, utterance_count: ignored
+
+
+def _utterance_body(utterance: HumanUtterance | BotUtterance) -> Doc:
+    """The utterance's fields as stored; its id is the document's ``_id``."""
+    doc: Doc = _escape(utterance.model_dump(exclude={"utt_id"}))
+    return doc
+
+
+def _utterance_from(doc: Doc) -> Utterance:
+    doc = _unescape(doc)
+    doc["utt_id"] = doc.pop("_id")
+    del doc["dialog_id"], doc["seq"]
+    return _utterance.validate_python(doc)
+
+
+@_unavailable_when_unreachable
+async def _is_ferretdb(client: AsyncMongoClient[Doc]) -> bool:
+    info = await client.admin.command("buildInfo")
+    return "ferretdbVersion" in info
+
+
+class MongoStore:
+    """:class:`agent.store.Store` on MongoDB (or a wire-compatible server such as FerretDB)."""
+
+    def __init__(self, client: AsyncMongoClient[Doc], db: AsyncDatabase[Doc]) -> None:
+        self._client = client
+        self._db = db
+        self._users: AsyncCollection[Doc] = db["users"]
+        self._dialogs: AsyncCollection[Doc] = db["dialogs"]
+        self._utterances: AsyncCollection[Doc] = db["utterances"]
+
+    @classmethod
+    async def open(
+        cls, url: str, *, event_listeners: Sequence[CommandListener] = (),
+    ) -> MongoStore:
+        """Connect and create the indexes (idempotent: creating an existing index with the
+        same spec is a no-op). ``event_listeners`` lets tests count the commands sent."""
+        options: dict[str, Any] = {
+            "tz_aware": True, "tzinfo": UTC, "appname": "chorus",
+            "event_listeners": list(event_listeners),
+        }
+        lowered = url.lower()
+        # The URL's own timeouts win; ours only keep a down database from hanging a turn.
+        if "serverselectiontimeoutms" not in lowered:
+            options["serverSelectionTimeoutMS"] = DEFAULT_TIMEOUT_MS
+        if "connecttimeoutms" not in lowered:
+            options["connectTimeoutMS"] = DEFAULT_TIMEOUT_MS
+        client: AsyncMongoClient[Doc] = AsyncMongoClient(url, **options)
+        try:
+            if await _is_ferretdb(client):
+                log.info("FerretDB found: one connection, so its non-atomic updates cannot "
+                         "interleave; do not run several agent replicas on it")
+                await client.close()
+                client = AsyncMongoClient(url, **{**options, "maxPoolSize": 1})
+            store = cls(client, client.get_default_database(DEFAULT_DATABASE))
+            await store._create_indexes()
+        except BaseException:
+            await client.close()
+            raise
+        return store
+
+    @_unavailable_when_unreachable
+    async def _create_indexes(self) -> None:
+        await self._users.create_index([("user_external_id", ASCENDING)], unique=True,
+                                       name="user_external_id")
+        await self._dialogs.create_index([("active_key", ASCENDING)], unique=True,
+                                         name="one_active_dialog")
+        await self._dialogs.create_index([("human_id", ASCENDING), ("date_start", ASCENDING)],
+                                         name="dialogs_by_human")
+        await self._utterances.create_index([("dialog_id", ASCENDING), ("seq", ASCENDING)],
+                                            unique=True, name="dialog_seq")
+
+    async def _human_id(self, external_id: str) -> str | None:
+        doc = await self._users.find_one({"user_external_id": _literal(external_id)},
+                                         projection={"_id": 1})
+        return None if doc is None else str(doc["_id"])
+
+    # -- the turn ---------------------------------------------------------------------
+
+    @_unavailable_when_unreachable
+    async def human(self, external_id: str) -> Human:
+        query = {"user_external_id": _literal(external_id)}
+        doc = await self._users.find_one(query)
+        if doc is None:
+            # DuplicateKeyError: another turn created the user first, so read theirs.
+            with contextlib.suppress(DuplicateKeyError):
+                await self._users.insert_one(_human_doc(Human(user_external_id=external_id)))
+            doc = await self._users.find_one(query)
+            if doc is None:  # pragma: no cover - users are never deleted
+                raise LookupError(f"user {external_id!r} vanished while being created")
+        return _human(doc)
+
+    @_unavailable_when_unreachable
+    async def active_dialog(self, human: Human, channel_type: str) -> DialogHead:
+        query = {"active_key": _active_key(_literal(human.id))}
+        for _ in range(_ATTEMPTS):
+            doc = await self._dialogs.find_one(query)
+            if doc is not None:
+                return _head(doc)
+            head = DialogHead(dialog_id=new_id(), channel_type=channel_type,
+                              date_start=utc_now(), human_id=human.id, bot=Bot())
+            try:
+                await self._dialogs.insert_one(_dialog_doc(head))
+                return head
+            except DuplicateKeyError:  # another turn opened one first: read theirs
+                continue
+        raise RuntimeError(f"could not open a dialog for user {human.id} (contention)")
+
+    @_unavailable_when_unreachable
+    async def recent_utterances(self, dialog_id: str, limit: int) -> list[Utterance]:
+        if limit <= 0:  # MongoDB reads limit 0 as "no limit"
+            return []
+        cursor = self._utterances.find({"dialog_id": _literal(dialog_id)},
+                                       sort=[("seq", DESCENDING)], limit=limit)
+        docs = await cursor.to_list()
+        return [_utterance_from(doc) for doc in reversed(docs)]
+
+    async def _next_seq(self, dialog_id: str, bot_attributes: Mapping[str, Any]) -> int:
+        """Reserve the dialog's next utterance number atomically; the same single-document
+        update merges the bot's attributes, so a turn's end costs one dialog write."""
+        update: Doc = {"$inc": {"utterance_count": 1}}
+        if bot_attributes:
+            update["$set"] = _merge("bot.attributes", bot_attributes)
+        # No projection: FerretDB 1.x refuses findAndModify's "fields" (NotImplemented).
+        # The dialog document is small and bounded, so reading it whole costs little.
+        doc = await self._dialogs.find_one_and_update(
+            {"_id": _literal(dialog_id)}, update, return_document=ReturnDocument.AFTER)
+        if doc is None:
+            raise LookupError(f"no dialog {dialog_id!r}")
+        return int(doc["utterance_count"]) - 1
+
+    async def _insert_utterance(
+        self, dialog_id: str, utterance: HumanUtterance | BotUtterance,
+        bot_attributes: Mapping[str, Any],
+    ) -> None:
+        body = _utterance_body(utterance)
+        for _ in range(_ATTEMPTS):
+            seq = await self._next_seq(dialog_id, bot_attributes)
+            try:
+                await self._utterances.insert_one(
+                    {"_id": _literal(utterance.utt_id), "dialog_id": dialog_id, "seq": seq,
+                     **body})
+                return
+            except DuplicateKeyError:
+                # Either the utterance is already stored (a caller's mistake: say so, as
+                # SQLite does) or the number was taken (only on a server whose $inc is not
+                # atomic): then take the next one, the unique index keeps order and count.
+                if await self._utterances.find_one({"_id": utterance.utt_id},
+                                                   projection={"_id": 1}) is not None:
+                    raise
+        raise RuntimeError(f"no free utterance number in dialog {dialog_id} (contention)")
+
+    @_unavailable_when_unreachable
+    async def add_utterance(self, dialog_id: str, utterance: HumanUtterance) -> None:
+        await self._insert_utterance(dialog_id, utterance, {})
+
+    @_unavailable_when_unreachable
+    async def finish_turn(
+        self, dialog_id: str, human_id: str, utterance: HumanUtterance,
+        bot_utterance: BotUtterance, human_attributes: dict[str, Any],
+        bot_attributes: dict[str, Any],
+    ) -> None:
+        # $set of every field replaces the utterance's content (HumanUtterance has a fixed
+        # set of fields) while keeping its dialog_id and seq, which the model does not hold.
+        await self._utterances.update_one({"_id": _literal(utterance.utt_id)},
+                                          {"$set": _utterance_body(utterance)})
+        await self._insert_utterance(dialog_id, bot_utterance, bot_attributes)
+        if human_attributes:
+            await self._users.update_one({"_id": _literal(human_id)},
+                                         {"$set": _merge("attributes", human_attributes)})
+
+    # -- dialogs ------------------------------------------------------------------------
+
+    @_unavailable_when_unreachable
+    async def close_active_dialog(self, external_id: str) -> str | None:
+        human_id = await self._human_id(external_id)
+        if human_id is None:
+            return None
+        key = _active_key(human_id)
+        for _ in range(_ATTEMPTS):
+            doc = await self._dialogs.find_one({"active_key": key}, projection={"_id": 1})
+            if doc is None:
+                return None
+            dialog_id = str(doc["_id"])
+            result = await self._dialogs.update_one(
+                {"_id": dialog_id, "active_key": key},
+                {"$set": {"active": False, "active_key": _closed_key(dialog_id),
+                          "date_finish": utc_now()}})
+            if result.matched_count:
+                return dialog_id
+            # Closed by someone else in between; look again (a new one may be open).
+        return None
+
+    async def _with_utterances(self, heads: list[Doc], human: Human) -> list[Dialog]:
+        """Whole dialogs: all their utterances in one indexed query, grouped in order."""
+        ids = [head["_id"] for head in heads]
+        by_dialog: dict[str, list[Utterance]] = {i: [] for i in ids}
+        cursor = self._utterances.find({"dialog_id": {"$in": ids}},
+                                       sort=[("dialog_id", ASCENDING), ("seq", ASCENDING)])
+        async for doc in cursor:
+            by_dialog[doc["dialog_id"]].append(_utterance_from(doc))
+        dialogs = []
+        for doc in heads:
+            head = _head(doc)
+            dialogs.append(Dialog(**head.model_dump(exclude={"human_id"}), human=human,
+                                  utterances=by_dialog[head.dialog_id]))
+        return dialogs
+
+    @_unavailable_when_unreachable
+    async def dialog(self, dialog_id: str) -> Dialog | None:
+        head = await self._dialogs.find_one({"_id": _literal(dialog_id)})
+        if head is None:
+            return None
+        user = await self._users.find_one({"_id": head["human_id"]})
+        if user is None:
+            return None
+        (dialog,) = await self._with_utterances([head], _human(user))
+        return dialog
+
+    @_unavailable_when_unreachable
+    async def user_dialogs(self, external_id: str) -> list[Dialog] | None:
+        user = await self._users.find_one({"user_external_id": _literal(external_id)})
+        if user is None:
+            return None
+        cursor = self._dialogs.find({"human_id": user["_id"]},
+                                    sort=[("date_start", ASCENDING), ("_id", ASCENDING)])
+        heads = await cursor.to_list()
+        return await self._with_utterances(heads, _human(user)) if heads else []
+
+    @_unavailable_when_unreachable
+    async def rate_dialog(self, external_id: str, dialog_id: str, rating: float) -> bool:
+        human_id = await self._human_id(external_id)
+        if human_id is None:
+            return False
+        result = await self._dialogs.update_one(
+            {"_id": _literal(dialog_id), "human_id": human_id}, {"$set": {"rating": rating}})
+        return result.matched_count > 0
+
+    @_unavailable_when_unreachable
+    async def rate_utterance(self, external_id: str, utt_id: str, rating: float) -> bool:
+        human_id = await self._human_id(external_id)
+        if human_id is None:
+            return False
+        utterance = await self._utterances.find_one(
+            {"_id": _literal(utt_id), "speaker": "bot"}, projection={"dialog_id": 1})
+        if utterance is None:
+            return False
+        owned = await self._dialogs.find_one(
+            {"_id": utterance["dialog_id"], "human_id": human_id}, projection={"_id": 1})
+        if owned is None:
+            return False
+        result = await self._utterances.update_one({"_id": utt_id},
+                                                   {"$set": {"rating": rating}})
+        return result.matched_count > 0
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    @_unavailable_when_unreachable
+    async def ping(self) -> None:
+        await self._db.command("ping")
+
+    async def close(self) -> None:
+        await self._client.close()
+

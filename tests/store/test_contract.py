@@ -1,0 +1,281 @@
+"""One contract, every store: what the agent relies on, run on SQLite and on MongoDB.
+
+Each test drives the store the way ``agent/dialogue.py`` does and asserts what a later
+read gives back; nothing here knows how a store keeps its records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+from agent.state.models import BotUtterance, HumanUtterance, Hypothesis
+from agent.store import Store
+
+INJECTION = '{"$ne": null}'
+
+
+async def turn(store: Store, user: str, text: str, answer: str = "ok", *,
+               human_attributes: dict[str, Any] | None = None,
+               bot_attributes: dict[str, Any] | None = None,
+               annotations: dict[str, Any] | None = None) -> tuple[str, BotUtterance]:
+    """A whole turn as the agent makes it: human, dialog, stored utterance, finished turn."""
+    human = await store.human(user)
+    dialog = await store.active_dialog(human, "http_client")
+    utterance = HumanUtterance(text=text, user=human.model_dump(mode="json"))
+    await store.add_utterance(dialog.dialog_id, utterance)
+    utterance.annotations = annotations or {"tokens": text.split()}
+    utterance.hypotheses = [Hypothesis(skill_name="echo", text=answer, confidence=0.5,
+                                       annotations={"toxic": False}, mood="calm")]
+    bot = BotUtterance(text=answer, orig_text=answer, active_skill="echo", confidence=0.5)
+    await store.finish_turn(dialog.dialog_id, human.id, utterance, bot,
+                            human_attributes or {}, bot_attributes or {})
+    return dialog.dialog_id, bot
+
+
+# -- users and dialogs ----------------------------------------------------------------
+
+
+async def test_a_user_is_created_once_per_external_id(store: Store) -> None:
+    first = await store.human("alice")
+    assert first.user_external_id == "alice"
+    assert (await store.human("alice")).id == first.id
+    assert (await store.human("bob")).id != first.id
+
+
+async def test_racing_first_contacts_create_one_user(store: Store) -> None:
+    humans = await asyncio.gather(*(store.human("newcomer") for _ in range(8)))
+    assert len({h.id for h in humans}) == 1
+
+
+async def test_a_dialog_is_created_and_loaded(store: Store) -> None:
+    human = await store.human("alice")
+    head = await store.active_dialog(human, "telegram")
+    assert head.human_id == human.id and head.channel_type == "telegram"
+    assert head.date_finish is None and head.bot.attributes == {}
+    dialog = await store.dialog(head.dialog_id)
+    assert dialog is not None
+    assert (dialog.dialog_id, dialog.channel_type, dialog.human.id) == (
+        head.dialog_id, "telegram", human.id)
+    assert dialog.bot.id == head.bot.id and dialog.utterances == []
+    assert await store.dialog("no-such-dialog") is None
+
+
+async def test_the_open_dialog_is_reused_until_closed(store: Store) -> None:
+    human = await store.human("alice")
+    one = await store.active_dialog(human, "http_client")
+    assert (await store.active_dialog(human, "http_client")).dialog_id == one.dialog_id
+    assert await store.close_active_dialog("alice") == one.dialog_id
+    assert await store.close_active_dialog("alice") is None
+    two = await store.active_dialog(human, "http_client")
+    assert two.dialog_id != one.dialog_id
+    closed = await store.dialog(one.dialog_id)
+    assert closed is not None and closed.date_finish is not None
+    assert await store.close_active_dialog("nobody") is None
+
+
+async def test_racing_turns_open_one_dialog(store: Store) -> None:
+    human = await store.human("racer")
+    heads = await asyncio.gather(*(store.active_dialog(human, "x") for _ in range(8)))
+    assert len({h.dialog_id for h in heads}) == 1
+    dialogs = await store.user_dialogs("racer")
+    assert dialogs is not None and len(dialogs) == 1
+
+
+async def test_racing_closes_close_the_dialog_once(store: Store) -> None:
+    dialog_id, _ = await turn(store, "alice", "hi")
+    closed = await asyncio.gather(*(store.close_active_dialog("alice") for _ in range(5)))
+    assert closed.count(dialog_id) == 1 and closed.count(None) == 4
+
+
+async def test_user_dialogs_oldest_first_and_none_for_unknown_users(store: Store) -> None:
+    assert await store.user_dialogs("nobody") is None
+    first, _ = await turn(store, "alice", "one")
+    await store.close_active_dialog("alice")
+    second, _ = await turn(store, "alice", "two")
+    await turn(store, "bob", "not alice's")
+    dialogs = await store.user_dialogs("alice")
+    assert dialogs is not None
+    assert [d.dialog_id for d in dialogs] == [first, second]
+    assert [[u.text for u in d.utterances] for d in dialogs] == [["one", "ok"], ["two", "ok"]]
+    assert all(d.human.user_external_id == "alice" for d in dialogs)
+    await store.human("carol")
+    assert await store.user_dialogs("carol") == []
+
+
+# -- utterances -----------------------------------------------------------------------
+
+
+async def test_the_human_utterance_is_stored_before_the_turn_finishes(store: Store) -> None:
+    human = await store.human("alice")
+    dialog = await store.active_dialog(human, "x")
+    pending = HumanUtterance(text="pending")
+    await store.add_utterance(dialog.dialog_id, pending)
+    (stored,) = await store.recent_utterances(dialog.dialog_id, 5)
+    assert stored == pending
+
+
+async def test_utterances_are_appended_in_order(store: Store) -> None:
+    for i in range(4):
+        dialog_id, _ = await turn(store, "alice", f"message {i}", f"answer {i}")
+    dialog = await store.dialog(dialog_id)
+    assert dialog is not None
+    assert [(u.speaker, u.text) for u in dialog.utterances] == [
+        (speaker, f"{kind} {i}") for i in range(4)
+        for speaker, kind in (("human", "message"), ("bot", "answer"))]
+    window = await store.recent_utterances(dialog_id, 100)
+    assert [u.utt_id for u in window] == [u.utt_id for u in dialog.utterances]
+    assert await store.recent_utterances(dialog_id, 0) == []
+
+
+async def test_concurrent_messages_in_one_dialog_are_all_kept(store: Store) -> None:
+    human = await store.human("alice")
+    dialog = await store.active_dialog(human, "x")
+    sent = [HumanUtterance(text=f"m{i}") for i in range(12)]
+    await asyncio.gather(*(store.add_utterance(dialog.dialog_id, u) for u in sent))
+    stored = await store.recent_utterances(dialog.dialog_id, 100)
+    assert sorted(u.text for u in stored) == sorted(u.text for u in sent)
+
+
+async def test_finish_turn_stores_annotations_hypotheses_and_the_answer(store: Store) -> None:
+    dialog_id, bot = await turn(store, "alice", "hello there", "hi!",
+                                annotations={"ner": [{"text": "there", "type": "LOC"}]})
+    dialog = await store.dialog(dialog_id)
+    assert dialog is not None
+    human, answer = dialog.utterances
+    assert isinstance(human, HumanUtterance) and isinstance(answer, BotUtterance)
+    assert human.annotations == {"ner": [{"text": "there", "type": "LOC"}]}
+    (hypothesis,) = human.hypotheses
+    assert (hypothesis.skill_name, hypothesis.text) == ("echo", "hi!")
+    assert hypothesis.annotations == {"toxic": False}
+    assert hypothesis.model_extra == {"mood": "calm"}
+    assert human.user["user_external_id"] == "alice"
+    assert answer == bot
+    assert [u.utt_id for u in await store.recent_utterances(dialog_id, 2)] == [
+        human.utt_id, bot.utt_id]
+
+
+async def test_free_form_keys_round_trip_unchanged(store: Store) -> None:
+    """Services choose their annotation keys: dots, dollars and percent signs included."""
+    odd = {"v1.2": {"$score": 1, "100%": "a.b", "%2E": [{"x.y": None}]}, "$": {}}
+    dialog_id, _ = await turn(store, "alice", "hi", annotations=odd,
+                              human_attributes={"50%": 1, "$price": 2, "a%2E": 3})
+    dialog = await store.dialog(dialog_id)
+    assert dialog is not None
+    assert dialog.utterances[0].annotations == odd
+    assert dialog.human.attributes == {"50%": 1, "$price": 2, "a%2E": 3}
+
+
+async def test_a_long_dialog_still_reads_only_the_window(store: Store) -> None:
+    for i in range(320):
+        dialog_id, _ = await turn(store, "talker", f"message {i}", f"answer {i}")
+    window = await store.recent_utterances(dialog_id, 3)
+    assert [u.text for u in window] == ["answer 318", "message 319", "answer 319"]
+    assert [u.speaker for u in window] == ["bot", "human", "bot"]
+    dialog = await store.dialog(dialog_id)
+    assert dialog is not None and len(dialog.utterances) == 640
+    assert [u.text for u in dialog.utterances[-3:]] == [u.text for u in window]
+
+
+# -- attributes -----------------------------------------------------------------------
+
+
+async def test_human_attributes_merge_and_outlive_the_dialog(store: Store) -> None:
+    await turn(store, "alice", "a", human_attributes={"name": "Ann", "stage": 1})
+    dialog_id, _ = await turn(store, "alice", "b", human_attributes={"stage": 2})
+    dialog = await store.dialog(dialog_id)
+    assert dialog is not None and dialog.human.attributes == {"name": "Ann", "stage": 2}
+    await store.close_active_dialog("alice")
+    next_dialog, _ = await turn(store, "alice", "c", human_attributes={"mood": {"x": [1]}})
+    assert next_dialog != dialog_id
+    assert (await store.human("alice")).attributes == {
+        "name": "Ann", "stage": 2, "mood": {"x": [1]}}
+
+
+async def test_bot_attributes_merge_within_their_dialog(store: Store) -> None:
+    await turn(store, "alice", "a", bot_attributes={"topic": "cats", "depth": 1})
+    dialog_id, _ = await turn(store, "alice", "b", bot_attributes={"depth": 2})
+    human = await store.human("alice")
+    head = await store.active_dialog(human, "x")
+    assert head.dialog_id == dialog_id and head.bot.attributes == {"topic": "cats", "depth": 2}
+    await store.close_active_dialog("alice")
+    fresh = await store.active_dialog(human, "x")
+    assert fresh.bot.attributes == {}
+
+
+async def test_concurrent_merges_of_different_keys_are_all_kept(store: Store) -> None:
+    await store.human("alice")
+    await asyncio.gather(*(
+        turn(store, "alice", f"t{i}", human_attributes={f"h{i}": i},
+             bot_attributes={f"b{i}": i})
+        for i in range(8)))
+    human = await store.human("alice")
+    assert human.attributes == {f"h{i}": i for i in range(8)}
+    head = await store.active_dialog(human, "x")
+    assert head.bot.attributes == {f"b{i}": i for i in range(8)}
+    assert len(await store.recent_utterances(head.dialog_id, 100)) == 16
+
+
+# -- ratings --------------------------------------------------------------------------
+
+
+async def test_ratings_belong_to_their_user(store: Store) -> None:
+    dialog_id, bot = await turn(store, "alice", "hi")
+    await store.human("mallory")
+    assert await store.rate_dialog("alice", dialog_id, 4.0)
+    assert await store.rate_utterance("alice", bot.utt_id, 1.0)
+    assert not await store.rate_dialog("mallory", dialog_id, 0.0)
+    assert not await store.rate_utterance("mallory", bot.utt_id, 0.0)
+    assert not await store.rate_dialog("nobody", dialog_id, 0.0)
+    assert not await store.rate_dialog("alice", "no-such-dialog", 0.0)
+    assert not await store.rate_utterance("alice", "no-such-utterance", 0.0)
+    dialog = await store.dialog(dialog_id)
+    assert dialog is not None and dialog.rating == 4.0
+    human, answer = dialog.utterances
+    assert isinstance(answer, BotUtterance) and answer.rating == 1.0
+    assert not await store.rate_utterance("alice", human.utt_id, 1.0)  # bot answers only
+
+
+# -- dates and ids --------------------------------------------------------------------
+
+
+async def test_dates_round_trip_as_aware_datetimes(store: Store) -> None:
+    human = await store.human("alice")
+    head = await store.active_dialog(human, "x")
+    plus_two = timezone(timedelta(hours=2))
+    sent = HumanUtterance(text="hi", date_time=datetime(2024, 2, 29, 23, 59, 58, 123000,
+                                                        tzinfo=plus_two))
+    await store.add_utterance(head.dialog_id, sent)
+    bot = BotUtterance(text="ok", active_skill="s", confidence=1.0)
+    await store.finish_turn(head.dialog_id, human.id, sent, bot, {}, {})
+    await store.close_active_dialog("alice")
+    dialog = await store.dialog(head.dialog_id)
+    assert dialog is not None
+    stored_human, stored_bot = dialog.utterances
+    assert dialog.date_start == head.date_start
+    assert stored_human.date_time == sent.date_time and stored_bot.date_time == bot.date_time
+    assert dialog.date_finish is not None and dialog.date_finish >= dialog.date_start
+    for moment in (dialog.date_start, dialog.date_finish, stored_human.date_time,
+                   stored_bot.date_time):
+        assert moment.utcoffset() is not None
+    assert abs(datetime.now(UTC) - dialog.date_finish) < timedelta(minutes=1)
+
+
+async def test_ids_are_literals_never_queries(store: Store) -> None:
+    dialog_id, bot = await turn(store, "alice", "hi")
+    assert await store.user_dialogs(INJECTION) is None
+    assert await store.dialog(INJECTION) is None
+    assert await store.close_active_dialog(INJECTION) is None
+    assert not await store.rate_dialog(INJECTION, dialog_id, 1.0)
+    assert not await store.rate_dialog("alice", INJECTION, 1.0)
+    assert not await store.rate_utterance("alice", INJECTION, 1.0)
+    assert await store.recent_utterances(INJECTION, 5) == []
+    # As an external id it is just a name: a user of its own, nobody else's data.
+    odd = await store.human(INJECTION)
+    assert odd.user_external_id == INJECTION and odd.id != (await store.human("alice")).id
+    assert await store.user_dialogs(INJECTION) == []
+    dialog = await store.dialog(dialog_id)
+    assert dialog is not None and dialog.rating is None
+    assert isinstance(dialog.utterances[1], BotUtterance)
+    assert dialog.utterances[1].rating is None and dialog.utterances[1] == bot

@@ -1,0 +1,158 @@
+"""A turn's cost on MongoDB does not grow with the dialog, shown by the store's own commands.
+
+A command listener on the store's client counts, per turn, the commands sent, the
+documents the server returned (find batches, findAndModify values) and the documents the
+commands wrote (inserts, updates). Turn 500 of one dialog must cost no more than turn 5,
+and no stored document may grow with the dialog.
+"""
+
+from __future__ import annotations
+
+import gc
+import socket
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from bson.codec_options import CodecOptions
+from bson.raw_bson import RawBSONDocument
+from pymongo import AsyncMongoClient
+from pymongo.monitoring import (
+    CommandFailedEvent,
+    CommandListener,
+    CommandStartedEvent,
+    CommandSucceededEvent,
+)
+
+from agent.state.models import BotUtterance, HumanUtterance, Hypothesis
+from agent.store import StoreUnavailable
+from agent.store.mongo import MongoStore
+from tests.store.conftest import mongo_store
+
+TURNS = 500
+WINDOW = 3
+#: Documents counted per write command: what each one carries.
+_WRITTEN = {"insert": "documents", "update": "updates", "delete": "deletes"}
+
+
+@dataclass
+class Cost:
+    commands: int = 0
+    read: int = 0
+    written: int = 0
+    names: list[str] = field(default_factory=list)
+
+
+class Counter(CommandListener):
+    """Tallies the commands of whatever runs between two :meth:`take` calls."""
+
+    def __init__(self) -> None:
+        self.cost = Cost()
+
+    def take(self) -> Cost:
+        cost, self.cost = self.cost, Cost()
+        return cost
+
+    def started(self, event: CommandStartedEvent) -> None:
+        self.cost.commands += 1
+        self.cost.names.append(event.command_name)
+        if event.command_name in _WRITTEN:
+            self.cost.written += len(event.command.get(_WRITTEN[event.command_name], ()))
+        elif event.command_name == "findAndModify":
+            self.cost.written += 1
+
+    def succeeded(self, event: CommandSucceededEvent) -> None:
+        reply: Any = event.reply
+        cursor = reply.get("cursor") or {}
+        self.cost.read += len(cursor.get("firstBatch", ())) + len(cursor.get("nextBatch", ()))
+        if event.command_name == "findAndModify" and reply.get("value") is not None:
+            self.cost.read += 1
+
+    def failed(self, event: CommandFailedEvent) -> None:
+        pass
+
+
+async def agent_turn(store: MongoStore, i: int) -> None:
+    """What agent/dialogue.py does for one message, with fixed-width texts and values so a
+    document's size can only change if the store makes it grow."""
+    human = await store.human("long-talker")
+    dialog = await store.active_dialog(human, "http_client")
+    history = await store.recent_utterances(dialog.dialog_id, WINDOW)
+    assert len(history) == min(WINDOW, 2 * (i - 1))
+    utterance = HumanUtterance(text=f"message {i:04d}", user=human.model_dump(mode="json"))
+    await store.add_utterance(dialog.dialog_id, utterance)
+    utterance.annotations = {"tokens": ["message", f"{i:04d}"]}
+    utterance.hypotheses = [Hypothesis(skill_name="echo", text=f"answer {i:04d}",
+                                       confidence=0.5)]
+    bot = BotUtterance(text=f"answer {i:04d}", active_skill="echo", confidence=0.5)
+    await store.finish_turn(dialog.dialog_id, human.id, utterance, bot,
+                            {"last_turn": i}, {"last_turn": i})
+
+
+async def largest_documents(url: str) -> dict[str, int]:
+    """The BSON size of the largest document of each collection."""
+    raw: CodecOptions[RawBSONDocument] = CodecOptions(document_class=RawBSONDocument)
+    client: AsyncMongoClient[RawBSONDocument] = AsyncMongoClient(
+        url, document_class=RawBSONDocument)
+    try:
+        db = client.get_default_database()
+        sizes = {}
+        for name in ("users", "dialogs", "utterances"):
+            docs = await db.get_collection(name, codec_options=raw).find().to_list()
+            sizes[name] = max(len(doc.raw) for doc in docs)
+        return sizes
+    finally:
+        await client.close()
+
+
+# FerretDB 1.x filters every non-_id query by scanning the collection, so on it the 500
+# turns take minutes, not seconds (MongoDB answers the window from its index).
+@pytest.mark.timeout(900)
+async def test_turn_500_costs_no_more_than_turn_5(mongodb_url: str) -> None:
+    counter = Counter()
+    async with mongo_store(mongodb_url, (counter,)) as (store, url):
+        costs: dict[int, Cost] = {}
+        sizes: dict[int, dict[str, int]] = {}
+        for i in range(1, TURNS + 1):
+            counter.take()
+            await agent_turn(store, i)
+            costs[i] = counter.take()
+            if i in (5, TURNS):
+                sizes[i] = await largest_documents(url)
+
+        early, late = costs[5], costs[TURNS]
+        assert late.commands <= early.commands, (early.names, late.names)
+        assert late.read <= early.read
+        assert late.written <= early.written
+        # The same work each turn: the window is full from turn 3 on.
+        assert late.names == early.names
+        assert early.read == 1 + 1 + WINDOW + 1 + 1  # user, dialog, window, two $inc
+        # No document grew: the dialog keeps a counter, not its utterances.
+        assert sizes[TURNS] == sizes[5]
+        window = await store.recent_utterances((await store.active_dialog(
+            await store.human("long-talker"), "http_client")).dialog_id, WINDOW)
+        assert [u.text for u in window] == [
+            f"answer {TURNS - 1:04d}", f"message {TURNS:04d}", f"answer {TURNS:04d}"]
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def test_an_unreachable_mongodb_fails_fast_as_store_unavailable() -> None:
+    url = f"mongodb://127.0.0.1:{_closed_port()}/chorus?serverSelectionTimeoutMS=300"
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable):
+        await MongoStore.open(url)
+    assert time.monotonic() - started < 5
+    # PyMongo 4.20 leaks the socket of a monitor check cancelled by close() mid-connect
+    # (pool_shared._async_create_connection closes it on OSError and TimeoutError only);
+    # collect it here, quietly, rather than have its ResourceWarning fail a later test.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
