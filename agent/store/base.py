@@ -82,6 +82,10 @@ class Store(Protocol):
         """Rate a bot utterance of one of the user's dialogs; False when there is none."""
         ...
 
+    async def delete_user(self, external_id: str) -> bool:
+        """Erase the user: profile, dialogs and utterances. False for an unknown user."""
+        ...
+
     async def ping(self) -> None:
         """Raise :class:`StoreUnavailable` when the database cannot be reached."""
         ...

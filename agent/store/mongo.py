@@ -434,6 +434,19 @@ class MongoStore:
                                                    {"$set": {"rating": rating}})
         return result.matched_count > 0
 
+    @_unavailable_when_unreachable
+    async def delete_user(self, external_id: str) -> bool:
+        """Utterances first, the user last: an erasure cut short can be run again, and
+        finds the user still there to finish the job."""
+        human_id = await self._human_id(external_id)
+        if human_id is None:
+            return False
+        dialog_ids = await self._dialogs.distinct("_id", {"human_id": human_id})
+        await self._utterances.delete_many({"dialog_id": {"$in": dialog_ids}})
+        await self._dialogs.delete_many({"human_id": human_id})
+        await self._users.delete_one({"_id": human_id})
+        return True
+
     # -- lifecycle ----------------------------------------------------------------------
 
     @_unavailable_when_unreachable

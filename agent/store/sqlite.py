@@ -215,6 +215,16 @@ class SqliteStore:
         ))
         return row is not None
 
+    async def delete_user(self, external_id: str) -> bool:
+        user = "(SELECT id FROM users WHERE external_id = ?)"
+        rows = self._write(
+            (f"DELETE FROM utterances WHERE dialog_id IN (SELECT id FROM dialogs WHERE "
+             f"human_id = {user})", [external_id]),
+            (f"DELETE FROM dialogs WHERE human_id = {user}", [external_id]),
+            ("DELETE FROM users WHERE external_id = ? RETURNING id", [external_id]),
+        )
+        return rows[-1] is not None
+
     async def ping(self) -> None:
         try:
             self._one("SELECT 1")

@@ -90,3 +90,14 @@ def test_bad_settings_name_the_variable(monkeypatch: pytest.MonkeyPatch) -> None
         load_settings()
 
 
+
+
+def test_a_user_can_be_erased_with_the_key(services: Any, agent: AgentFactory) -> None:
+    client = agent(pipeline(services), api_key=KEY)
+    reply = client.post("/", json={"user_id": "gone", "payload": "hi"}).json()
+    key = {"X-API-Key": KEY}
+    assert client.delete("/api/user/gone").status_code == 401
+    assert client.delete("/api/user/gone", headers=key).status_code == 204
+    assert client.get("/api/user/gone", headers=key).status_code == 404
+    assert client.get(f"/api/dialogs/{reply['dialog_id']}", headers=key).status_code == 404
+    assert client.delete("/api/user/gone", headers=key).status_code == 404

@@ -279,3 +279,18 @@ async def test_ids_are_literals_never_queries(store: Store) -> None:
     assert dialog is not None and dialog.rating is None
     assert isinstance(dialog.utterances[1], BotUtterance)
     assert dialog.utterances[1].rating is None and dialog.utterances[1] == bot
+
+
+async def test_erasing_a_user_leaves_nothing_behind(store: Store) -> None:
+    first, _ = await turn(store, "leaver", "one")
+    await store.close_active_dialog("leaver")
+    second, _ = await turn(store, "leaver", "two")
+    kept, _ = await turn(store, "stayer", "three")
+    assert await store.delete_user("leaver")
+    assert await store.user_dialogs("leaver") is None
+    assert await store.dialog(first) is None and await store.dialog(second) is None
+    assert not await store.delete_user("leaver")
+    remaining = await store.dialog(kept)
+    assert remaining is not None and len(remaining.utterances) == 2
+    again = await store.human("leaver")  # a new message starts from nothing
+    assert again.attributes == {}

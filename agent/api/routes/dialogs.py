@@ -26,6 +26,13 @@ async def get_dialog(dialog_id: DialogId, store: StoreDep) -> Dialog:
     return dialog
 
 
+@router.delete("/user/{user_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_user(user_id: UserId, store: StoreDep) -> None:
+    """Erase the user on request: profile, attributes, every dialog and utterance."""
+    if not await store.delete_user(user_id):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no user with id {user_id!r}")
+
+
 @router.get("/user/{user_id}", response_model=list[Dialog])
 async def get_user_dialogs(user_id: UserId, store: StoreDep) -> list[Dialog]:
     """All dialogs of the user with this (client-side) id, oldest first."""
