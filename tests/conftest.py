@@ -41,12 +41,13 @@ def mongodb_url() -> Iterator[str]:
         yield url
 
 
-def fresh_database(mongodb_url: str) -> str:
-    """A database of its own for one test, on the shared server."""
-    base = mongodb_url.split("?")[0].rstrip("/")
-    if base.count("/") > 2:  # the URL names a database: replace it
-        base = base.rsplit("/", 1)[0]
-    return f"{base}/chorus_test_{uuid.uuid4().hex[:12]}"
+def fresh_database(server_url: str) -> str:
+    """The server's URL naming a new database of its own for one test (options such as
+    credentials kept)."""
+    head, sep, options = server_url.partition("?")
+    scheme, rest = head.split("://", 1)
+    hosts = rest.split("/", 1)[0]
+    return f"{scheme}://{hosts}/chorus_test_{uuid.uuid4().hex}{sep}{options}"
 
 
 @pytest.fixture(params=["sqlite", "mongodb"])

@@ -9,7 +9,6 @@ test opens its own client, the way the agent opens one per process.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,14 +20,7 @@ from pymongo.monitoring import CommandListener
 
 from agent.store import Store, open_store
 from agent.store.mongo import MongoStore
-
-
-def fresh_database(server_url: str) -> str:
-    """The server's URL naming a new database (options such as credentials kept)."""
-    head, sep, options = server_url.partition("?")
-    scheme, rest = head.split("://", 1)
-    hosts = rest.split("/", 1)[0]
-    return f"{scheme}://{hosts}/chorus_test_{uuid.uuid4().hex}{sep}{options}"
+from tests.conftest import fresh_database
 
 
 @asynccontextmanager
