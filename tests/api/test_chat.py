@@ -161,3 +161,14 @@ def test_the_turn_deadline_bounds_a_hanging_pipeline(services: Any, agent: Agent
     human = client.get(f"/api/dialogs/{reply['dialog_id']}").json()["utterances"][0]
     assert human["errors"] == [{"service": "hanging", "kind": "timeout",
                                 "message": "turn deadline of 0.5s reached"}]
+
+
+def test_an_oversized_answer_is_refused_and_recorded(services: Any, agent: AgentFactory) -> None:
+    huge = services(raw_app(b"[" + b"1," * 5_000_000 + b"1]"))
+    client = agent(reference_pipeline(services, huge=service_entry(huge.url, timeout=10)))
+    reply = say(client, "hello")
+    assert reply["active_skill"] == "greeting"
+    human = client.get(f"/api/dialogs/{reply['dialog_id']}").json()["utterances"][0]
+    (error,) = human["errors"]
+    assert (error["service"], error["kind"]) == ("huge", "bad_response")
+    assert "over the 2097152" in error["message"]
