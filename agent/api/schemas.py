@@ -90,8 +90,7 @@ class Observation(BaseModel):
 
     def attributes(self) -> dict[str, Any]:
         """What is stored with the utterance: every field but user_id and text."""
-        stored = self.model_dump(exclude={"user_id", "text", "labels"}, exclude_none=True,
-                                 exclude_defaults=False)
+        stored = self.model_dump(exclude={"user_id", "text", "labels"}, exclude_none=True)
         stored.update(check_attribute_keys(dict(self.model_extra or {})))
         if self.labels and not self.eval_labels:
             stored["eval_labels"] = list(self.labels)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -59,11 +58,11 @@ def run(
             typer.echo(f"  {service.name:<20} http://{service.host}:{service.port}")
         if services_only:
             typer.echo("services are up; Ctrl-C stops them")
-            processes[0].wait() if processes else None
+            for process in processes:
+                process.wait()
             return
         typer.secho(f"Chorus agent on http://{host}:{port}  (store: {settings.db_url}; "
                     f"API docs: http://{host}:{port}/docs)", fg=typer.colors.GREEN)
-        os.environ.setdefault("CHORUS_PIPELINE", str(settings.pipeline))
         uvicorn.run("agent.api.app:create_app", factory=True, host=host, port=port,
                     log_level="warning")
     except RuntimeError as exc:
