@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, Header, HTTPException, Request, status
 
 from agent.dialogue import DialogueManager
 from agent.settings import Settings
@@ -37,7 +37,16 @@ async def require_json(request: Request) -> None:
         )
 
 
+async def _idempotency_key(
+    key: Annotated[str | None, Header(alias="Idempotency-Key", pattern=r"^[\w.:-]{1,128}$",
+                                      description="retries with the same key are answered "
+                                      "once")] = None,
+) -> str | None:
+    return key
+
+
 StoreDep = Annotated[Store, Depends(_store)]
+IdempotencyKey = Annotated[str | None, Depends(_idempotency_key)]
 DialogueDep = Annotated[DialogueManager, Depends(_dialogue)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 JsonBody = Depends(require_json)

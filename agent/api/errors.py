@@ -12,6 +12,7 @@ from fastapi import FastAPI, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from agent.idempotency import MessageInFlight
 from agent.store.base import StoreUnavailable
 
 log = logging.getLogger("chorus.api")
@@ -47,6 +48,16 @@ async def _store_down(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _in_flight(_: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse(
+        status_code=status.HTTP_409_CONFLICT,
+        content={"detail": f"message {exc} is being answered right now; retry shortly to "
+                 "get its answer"},
+        headers={"Retry-After": "1"},
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(MessageInFlight, _in_flight)
     app.add_exception_handler(StoreUnavailable, _store_down)

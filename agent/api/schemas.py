@@ -23,6 +23,8 @@ ExternalId = Annotated[
     str, BeforeValidator(_int_as_str),
     StringConstraints(pattern=r"^[\w.@:+-]{1,128}$"),
 ]
+#: A client's id for one message (``message_id`` or the ``Idempotency-Key`` header).
+MessageId = Annotated[str, StringConstraints(pattern=r"^[\w.:-]{1,128}$")]
 #: Ids Chorus makes (hex uuids); the pattern keeps anything else out of queries.
 EntityId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 
@@ -36,6 +38,8 @@ class AgentMessage(BaseModel):
 
     user_id: ExternalId
     payload: str = Field(min_length=1, description="the user's text")
+    message_id: MessageId | None = Field(default=None, description="the client's id for this "
+                                         "message: a retry with the same id is answered once")
 
     def attributes(self) -> dict[str, Any]:
         return check_attribute_keys(dict(self.model_extra or {}))
@@ -87,10 +91,13 @@ class Observation(BaseModel):
     episode_done: bool = False
     reward: float | None = Field(default=None, ge=-1e6, le=1e6)
     image: str | None = Field(default=None, description="an http(s) URL or base64 data")
+    message_id: MessageId | None = Field(default=None, description="the client's id for this "
+                                         "message: a retry with the same id is answered once")
 
     def attributes(self) -> dict[str, Any]:
         """What is stored with the utterance: every field but user_id and text."""
-        stored = self.model_dump(exclude={"user_id", "text", "labels"}, exclude_none=True)
+        stored = self.model_dump(exclude={"user_id", "text", "labels", "message_id"},
+                                 exclude_none=True)
         stored.update(check_attribute_keys(dict(self.model_extra or {})))
         if self.labels and not self.eval_labels:
             stored["eval_labels"] = list(self.labels)

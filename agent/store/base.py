@@ -15,6 +15,8 @@ from pydantic import BaseModel, Field
 
 from agent.state.models import Bot, BotUtterance, Dialog, Human, HumanUtterance, Utterance
 
+JsonDict = dict[str, Any]
+
 
 class StoreUnavailable(Exception):
     """The database cannot be reached; the API answers 503 with Retry-After."""
@@ -80,6 +82,20 @@ class Store(Protocol):
 
     async def rate_utterance(self, external_id: str, utt_id: str, rating: float) -> bool:
         """Rate a bot utterance of one of the user's dialogs; False when there is none."""
+        ...
+
+    async def claim_message(self, external_id: str, key: str) -> tuple[bool, JsonDict | None]:
+        """Claim a client's message id before its turn runs. ``(True, None)``: ours to
+        process; ``(False, reply)``: answered before, here is the answer; ``(False, None)``:
+        another request with that id is being processed right now."""
+        ...
+
+    async def complete_message(self, external_id: str, key: str, reply: JsonDict) -> None:
+        """Remember the answer to a claimed message id."""
+        ...
+
+    async def release_message(self, external_id: str, key: str) -> None:
+        """Give up a claim whose turn failed, so a retry can run it."""
         ...
 
     async def delete_user(self, external_id: str) -> bool:

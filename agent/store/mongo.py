@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC
 from typing import Any, ParamSpec, TypeVar
@@ -171,7 +172,9 @@ def _closed_key(dialog_id: str) -> str:
 def _dialog_doc(head: DialogHead) -> Doc:
     doc: Doc = _escape(head.model_dump())
     doc["_id"] = doc.pop("dialog_id")
-    doc.update(active=True, active_key=_active_key(head.human_id), utterance_count=0)
+    # opened_ns orders dialogs opened within the same millisecond (BSON dates keep ms).
+    doc.update(active=True, active_key=_active_key(head.human_id), utterance_count=0,
+               opened_ns=time.time_ns())
     return doc
 
 
@@ -209,6 +212,7 @@ class MongoStore:
         self._users: AsyncCollection[Doc] = db["users"]
         self._dialogs: AsyncCollection[Doc] = db["dialogs"]
         self._utterances: AsyncCollection[Doc] = db["utterances"]
+        self._messages: AsyncCollection[Doc] = db["messages"]
 
     @classmethod
     async def open(
@@ -404,7 +408,7 @@ class MongoStore:
         if user is None:
             return None
         cursor = self._dialogs.find({"human_id": user["_id"]},
-                                    sort=[("date_start", ASCENDING), ("_id", ASCENDING)])
+                                    sort=[("date_start", ASCENDING), ("opened_ns", ASCENDING)])
         heads = await cursor.to_list()
         return await self._with_utterances(heads, _human(user)) if heads else []
 
@@ -434,10 +438,41 @@ class MongoStore:
                                                    {"$set": {"rating": rating}})
         return result.matched_count > 0
 
+    # -- idempotent retries -------------------------------------------------------------
+
+    @staticmethod
+    def _message_id(external_id: str, key: str) -> str:
+        """One ``_id`` per (user, message id): the unique ``_id`` index makes a claim
+        atomic, and the length prefix keeps ("a:b", "c") apart from ("a", "b:c")."""
+        return f"{len(_literal(external_id))}:{external_id}:{_literal(key)}"
+
+    @_unavailable_when_unreachable
+    async def claim_message(self, external_id: str, key: str) -> tuple[bool, Doc | None]:
+        message_id = self._message_id(external_id, key)
+        try:
+            await self._messages.insert_one({"_id": message_id, "user": external_id,
+                                             "reply": None})
+            return True, None
+        except DuplicateKeyError:
+            doc = await self._messages.find_one({"_id": message_id})
+            reply = None if doc is None else doc.get("reply")
+            return False, None if reply is None else _unescape(reply)
+
+    @_unavailable_when_unreachable
+    async def complete_message(self, external_id: str, key: str, reply: Doc) -> None:
+        await self._messages.update_one({"_id": self._message_id(external_id, key)},
+                                        {"$set": {"reply": _escape(reply)}})
+
+    @_unavailable_when_unreachable
+    async def release_message(self, external_id: str, key: str) -> None:
+        await self._messages.delete_one({"_id": self._message_id(external_id, key),
+                                         "reply": None})
+
     @_unavailable_when_unreachable
     async def delete_user(self, external_id: str) -> bool:
         """Utterances first, the user last: an erasure cut short can be run again, and
         finds the user still there to finish the job."""
+        await self._messages.delete_many({"user": _literal(external_id)})
         human_id = await self._human_id(external_id)
         if human_id is None:
             return False

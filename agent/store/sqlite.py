@@ -29,7 +29,7 @@ from agent.state.models import (
     new_id,
     utc_now,
 )
-from agent.store.base import DialogHead, StoreUnavailable
+from agent.store.base import DialogHead, JsonDict, StoreUnavailable
 
 _utterance: TypeAdapter[Utterance] = TypeAdapter(Utterance)
 Statement = tuple[str, list[Any]]
@@ -41,6 +41,8 @@ CREATE TABLE IF NOT EXISTS dialogs (
     id TEXT PRIMARY KEY, human_id TEXT NOT NULL, active INTEGER NOT NULL, doc TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS dialogs_by_human ON dialogs (human_id, active);
 CREATE UNIQUE INDEX IF NOT EXISTS one_active_dialog ON dialogs (human_id) WHERE active = 1;
+CREATE TABLE IF NOT EXISTS messages (
+    user TEXT NOT NULL, key TEXT NOT NULL, reply TEXT, PRIMARY KEY (user, key));
 CREATE TABLE IF NOT EXISTS utterances (
     dialog_id TEXT NOT NULL, seq INTEGER NOT NULL, utt_id TEXT NOT NULL UNIQUE,
     speaker TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (dialog_id, seq));
@@ -195,7 +197,7 @@ class SqliteStore:
             return None
         human = Human.model_validate_json(user[1])
         rows = self._all("SELECT doc FROM dialogs WHERE human_id = ? "
-                         "ORDER BY json_extract(doc, '$.date_start'), id", [user[0]])
+                         "ORDER BY rowid", [user[0]])  # creation order: dates tie within a ms
         return [self._dialog(row[0], human) for row in rows]
 
     async def rate_dialog(self, external_id: str, dialog_id: str, rating: float) -> bool:
@@ -215,9 +217,28 @@ class SqliteStore:
         ))
         return row is not None
 
+    async def claim_message(self, external_id: str, key: str) -> tuple[bool, JsonDict | None]:
+        (claimed,) = self._write((
+            "INSERT INTO messages (user, key) VALUES (?, ?) ON CONFLICT DO NOTHING "
+            "RETURNING key", [external_id, key]))
+        if claimed is not None:
+            return True, None
+        row = self._one("SELECT reply FROM messages WHERE user = ? AND key = ?",
+                        [external_id, key])
+        return False, None if row is None or row[0] is None else json.loads(row[0])
+
+    async def complete_message(self, external_id: str, key: str, reply: JsonDict) -> None:
+        self._write(("UPDATE messages SET reply = ? WHERE user = ? AND key = ?",
+                     [json.dumps(reply), external_id, key]))
+
+    async def release_message(self, external_id: str, key: str) -> None:
+        self._write(("DELETE FROM messages WHERE user = ? AND key = ? AND reply IS NULL",
+                     [external_id, key]))
+
     async def delete_user(self, external_id: str) -> bool:
         user = "(SELECT id FROM users WHERE external_id = ?)"
         rows = self._write(
+            ("DELETE FROM messages WHERE user = ?", [external_id]),
             (f"DELETE FROM utterances WHERE dialog_id IN (SELECT id FROM dialogs WHERE "
              f"human_id = {user})", [external_id]),
             (f"DELETE FROM dialogs WHERE human_id = {user}", [external_id]),

@@ -294,3 +294,17 @@ async def test_erasing_a_user_leaves_nothing_behind(store: Store) -> None:
     assert remaining is not None and len(remaining.utterances) == 2
     again = await store.human("leaver")  # a new message starts from nothing
     assert again.attributes == {}
+
+
+async def test_a_message_id_is_claimed_once_and_remembers_its_answer(store: Store) -> None:
+    assert await store.claim_message("alice", "m1") == (True, None)
+    assert await store.claim_message("alice", "m1") == (False, None)  # in flight
+    assert await store.claim_message("bob", "m1") == (True, None)  # per user
+    await store.complete_message("alice", "m1", {"response": "hi", "n": [1, {"a.b": 2}]})
+    assert await store.claim_message("alice", "m1") == (
+        False, {"response": "hi", "n": [1, {"a.b": 2}]})
+    await store.release_message("bob", "m1")  # its turn failed: a retry may run it
+    assert await store.claim_message("bob", "m1") == (True, None)
+    await store.release_message("alice", "m1")  # an answered message keeps its answer
+    assert (await store.claim_message("alice", "m1"))[1] == {"response": "hi",
+                                                             "n": [1, {"a.b": 2}]}

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, status
 
-from agent.api.deps import DialogueDep, JsonBody, SettingsDep
+from agent.api.deps import DialogueDep, IdempotencyKey, JsonBody, SettingsDep, StoreDep
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import ChatKey
+from agent.idempotency import answer_once
 
 router = APIRouter(tags=["chat"])
 
 
 @router.post("/", dependencies=[ChatKey, JsonBody], response_model=AgentReply)
-async def chat(message: AgentMessage, dialogue: DialogueDep,
-               settings: SettingsDep) -> AgentReply:
+async def chat(message: AgentMessage, dialogue: DialogueDep, settings: SettingsDep,
+               store: StoreDep, key: IdempotencyKey) -> AgentReply:
     """Send the user's message; get the bot's answer and the skill that gave it.
 
     ``payload`` ``/start`` or ``/close`` ends the user's open dialog; the next message
@@ -29,6 +30,14 @@ async def chat(message: AgentMessage, dialogue: DialogueDep,
         attributes = message.attributes()
     except ValueError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
-    reply = await dialogue.handle(message.user_id, message.payload, attributes)
-    return AgentReply(dialog_id=reply.dialog_id, utt_id=reply.utt_id, user_id=reply.user_id,
-                      response=reply.response, active_skill=reply.active_skill)
+
+    async def answer() -> dict[str, object]:
+        reply = await dialogue.handle(message.user_id, message.payload, attributes)
+        return AgentReply(dialog_id=reply.dialog_id, utt_id=reply.utt_id,
+                          user_id=reply.user_id, response=reply.response,
+                          active_skill=reply.active_skill).model_dump()
+
+    message_key = key or message.message_id
+    scoped = f"chat:{message_key}" if message_key else None
+    return AgentReply.model_validate(
+        await answer_once(store, message.user_id, scoped, answer))

@@ -8,9 +8,10 @@ import re
 
 from fastapi import APIRouter, HTTPException, status
 
-from agent.api.deps import DialogueDep, JsonBody, SettingsDep
+from agent.api.deps import DialogueDep, IdempotencyKey, JsonBody, SettingsDep, StoreDep
 from agent.api.schemas import Act, Observation
 from agent.api.security import ChatKey
+from agent.idempotency import answer_once
 from agent.parlai.metrics import TurnMetrics, rank_label_candidates
 from agent.settings import Settings
 
@@ -46,8 +47,8 @@ def _check_text(text: str, settings: Settings) -> None:
 
 @router.post("/chat", dependencies=[ChatKey, JsonBody], response_model=Act,
              response_model_exclude_none=True)
-async def observe(observation: Observation, dialogue: DialogueDep,
-                  settings: SettingsDep) -> Act:
+async def observe(observation: Observation, dialogue: DialogueDep, settings: SettingsDep,
+                  store: StoreDep, key: IdempotencyKey) -> Act:
     """Answer an observation. ``episode_done`` closes the dialog after the answer;
     ``reward`` rates the previous answer; with ``eval_labels`` (or ``labels``) the act
     carries the turn's metrics."""
@@ -58,17 +59,24 @@ async def observe(observation: Observation, dialogue: DialogueDep,
         attributes = observation.attributes()
     except ValueError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
-    result, dialog_id = await dialogue.run_turn(
-        observation.user_id, observation.text, attributes, reward=observation.reward,
-        close_after=observation.episode_done,
-    )
-    ranked = result.ranked_texts()
-    labels = observation.eval_labels or observation.labels
-    scores = None
-    if labels:
-        candidates = (rank_label_candidates(observation.label_candidates, ranked)
-                      if observation.label_candidates else ranked)
-        scores = TurnMetrics.score(result.bot_utterance.text, candidates, labels)
-    return Act(text=result.bot_utterance.text, id=result.bot_utterance.active_skill,
-               text_candidates=ranked, episode_done=observation.episode_done,
-               dialog_id=dialog_id, utt_id=result.bot_utterance.utt_id, metrics=scores)
+
+    async def answer() -> dict[str, object]:
+        result, dialog_id = await dialogue.run_turn(
+            observation.user_id, observation.text, attributes, reward=observation.reward,
+            close_after=observation.episode_done,
+        )
+        ranked = result.ranked_texts()
+        labels = observation.eval_labels or observation.labels
+        scores = None
+        if labels:
+            candidates = (rank_label_candidates(observation.label_candidates, ranked)
+                          if observation.label_candidates else ranked)
+            scores = TurnMetrics.score(result.bot_utterance.text, candidates, labels)
+        return Act(text=result.bot_utterance.text, id=result.bot_utterance.active_skill,
+                   text_candidates=ranked, episode_done=observation.episode_done,
+                   dialog_id=dialog_id, utt_id=result.bot_utterance.utt_id,
+                   metrics=scores).model_dump()
+
+    message_key = key or observation.message_id
+    scoped = f"observe:{message_key}" if message_key else None
+    return Act.model_validate(await answer_once(store, observation.user_id, scoped, answer))

@@ -1,0 +1,76 @@
+"""Retries with the same message id are answered once and stored once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import AgentFactory, service_entry
+from tests.support.services import counter_skill
+
+
+@pytest.fixture
+def client(services: Any, agent: AgentFactory) -> httpx.Client:
+    return agent({"services": {"skills": {"counter": service_entry(
+        services(counter_skill()).url)}}})
+
+
+def utterances(client: httpx.Client, dialog_id: str) -> list[dict[str, Any]]:
+    result: list[dict[str, Any]] = client.get(f"/api/dialogs/{dialog_id}").json()["utterances"]
+    return result
+
+
+def test_a_retried_message_gets_the_first_answer_and_stores_nothing(
+    client: httpx.Client,
+) -> None:
+    send = {"user_id": "u", "payload": "count"}
+    first = client.post("/", json=send, headers={"Idempotency-Key": "k-1"}).json()
+    retry = client.post("/", json=send, headers={"Idempotency-Key": "k-1"}).json()
+    assert retry == first and first["response"] == "count is 1"
+    by_field = client.post("/", json={**send, "message_id": "k-2"}).json()
+    again = client.post("/", json={**send, "message_id": "k-2"}).json()
+    assert again == by_field and by_field["response"] == "count is 2"
+    assert len(utterances(client, first["dialog_id"])) == 4
+    fresh = client.post("/", json=send).json()  # no key: every message is new
+    assert fresh["response"] == "count is 3"
+
+
+def test_observations_are_idempotent_too(client: httpx.Client) -> None:
+    send = {"user_id": "v", "text": "count", "message_id": "obs-1"}
+    first = client.post("/api/v1/chat", json=send).json()
+    assert client.post("/api/v1/chat", json=send).json() == first
+    assert len(utterances(client, first["dialog_id"])) == 2
+
+
+def test_a_bad_key_is_refused_with_a_message(client: httpx.Client) -> None:
+    response = client.post("/", json={"user_id": "u", "payload": "x"},
+                           headers={"Idempotency-Key": "no spaces allowed"})
+    assert response.status_code == 422
+    assert "Idempotency-Key" in response.json()["message"]
+
+
+def test_a_retry_during_the_first_turn_is_told_to_retry(services: Any,
+                                                        agent: AgentFactory) -> None:
+    import threading
+    import time
+
+    from tests.support.services import fixed_skill
+
+    slow = agent({"services": {"skills": {"slow": service_entry(
+        services(fixed_skill("slow", "done", 0.5, delay=1.0)).url)}}})
+    send = {"user_id": "w", "payload": "hi", "message_id": "once"}
+    answers: list[httpx.Response] = []
+    first = threading.Thread(target=lambda: answers.append(slow.post("/", json=send)))
+    first.start()
+    while "chorus_turns_in_flight 1.0" not in slow.get("/metrics").text:
+        assert first.is_alive()
+        time.sleep(0.01)  # probe until the first turn is in flight
+    retry = slow.post("/", json=send)
+    assert retry.status_code == 409
+    assert retry.headers["retry-after"] == "1"
+    assert "retry shortly" in retry.json()["detail"]
+    first.join(timeout=30)
+    assert answers[0].status_code == 200
+    assert slow.post("/", json=send).json() == answers[0].json()
