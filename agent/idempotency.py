@@ -10,11 +10,8 @@ retry runs it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
-from agent.store.base import Store
-
-JsonDict = dict[str, Any]
+from agent.store.base import JsonDict, Store
 
 
 class MessageInFlight(Exception):
