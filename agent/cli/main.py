@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +17,10 @@ from agent.settings import SettingsError, load_settings
 
 app = typer.Typer(help="Chorus: dialogue orchestration for multi-skill chatbots.",
                   no_args_is_help=True, add_completion=False)
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 @app.callback()
@@ -46,6 +51,10 @@ def run(
     except (SettingsError, PipelineConfigError) as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from None
+    # SIGTERM (docker stop, systemd, a supervisor) must stop the services too: by default
+    # it kills this process outright, and uvicorn re-raises it after its own shutdown, so
+    # the `finally` below would never run. As an exception, it unwinds like Ctrl-C.
+    signal.signal(signal.SIGTERM, _terminate)
     services, elsewhere = stack.local_services(config, root)
     for remote in elsewhere:
         typer.secho(f"not started here (must already run): {remote}", fg=typer.colors.YELLOW)

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.servers import free_port
 
@@ -27,7 +28,10 @@ def wait_for(url: str, process: subprocess.Popen[bytes], timeout: float = 60) ->
     raise AssertionError(f"{url} not ready within {timeout}s")
 
 
-def test_run_starts_every_local_service_and_the_agent_then_stops_them(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+def test_run_starts_every_local_service_and_the_agent_then_stops_them(
+    tmp_path: Path, stop_signal: signal.Signals
+) -> None:
     shipped = json.loads(Path("pipeline.json").read_text())
     ports = []
     for group in shipped["services"].values():
@@ -51,7 +55,7 @@ def test_run_starts_every_local_service_and_the_agent_then_stops_them(tmp_path: 
         assert reply["active_skill"] == "greeting"
         assert all(httpx.get(f"http://127.0.0.1:{p}/health").is_success for p in ports)
     finally:
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop_signal)
         out, _ = process.communicate(timeout=30)
     assert process.returncode == 0
     assert b"Chorus agent on" in out
