@@ -7,9 +7,27 @@ streamed body, so a client cannot make the agent buffer more than the limit.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+def check_text(text: str, max_length: int, field: str) -> None:
+    """A user message over ``CHORUS_MAX_TEXT_LENGTH`` gets a 422 that gives the limit."""
+    if len(text) > max_length:
+        raise HTTPException(422, f"{field} is {len(text)} characters long; the limit is "
+                            f"{max_length} (CHORUS_MAX_TEXT_LENGTH)")
+
+
+def attributes_or_422(attributes: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The extra fields to store with the utterance; a key that could not be stored
+    safely is the client's to fix (422), not a server error."""
+    try:
+        return attributes()
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
 
 
 class BodyTooLarge(HTTPException):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter
 
 from agent.api.deps import DialogueDep, IdempotencyKey, JsonBody, SettingsDep, StoreDep
+from agent.api.limits import attributes_or_422, check_text
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import ChatKey
 from agent.idempotency import answer_once
@@ -20,16 +21,8 @@ async def chat(message: AgentMessage, dialogue: DialogueDep, settings: SettingsD
     ``payload`` ``/start`` or ``/close`` ends the user's open dialog; the next message
     opens a new one.
     """
-    if len(message.payload) > settings.max_text_length:
-        raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_CONTENT,
-            f"payload is {len(message.payload)} characters long; the limit is "
-            f"{settings.max_text_length} (CHORUS_MAX_TEXT_LENGTH)",
-        )
-    try:
-        attributes = message.attributes()
-    except ValueError as exc:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
+    check_text(message.payload, settings.max_text_length, "payload")
+    attributes = attributes_or_422(message.attributes)
 
     async def answer() -> dict[str, object]:
         reply = await dialogue.handle(message.user_id, message.payload, attributes)

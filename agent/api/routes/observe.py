@@ -9,6 +9,7 @@ import re
 from fastapi import APIRouter, HTTPException, status
 
 from agent.api.deps import DialogueDep, IdempotencyKey, JsonBody, SettingsDep, StoreDep
+from agent.api.limits import attributes_or_422, check_text
 from agent.api.schemas import Act, Observation
 from agent.api.security import ChatKey
 from agent.idempotency import answer_once
@@ -36,15 +37,6 @@ def _check_image(image: str, settings: Settings) -> None:
                             "(optionally as a data: URL)") from None
 
 
-def _check_text(text: str, settings: Settings) -> None:
-    if len(text) > settings.max_text_length:
-        raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_CONTENT,
-            f"text is {len(text)} characters long; the limit is {settings.max_text_length} "
-            "(CHORUS_MAX_TEXT_LENGTH)",
-        )
-
-
 @router.post("/chat", dependencies=[ChatKey, JsonBody], response_model=Act,
              response_model_exclude_none=True)
 async def observe(observation: Observation, dialogue: DialogueDep, settings: SettingsDep,
@@ -52,13 +44,10 @@ async def observe(observation: Observation, dialogue: DialogueDep, settings: Set
     """Answer an observation. ``episode_done`` closes the dialog after the answer;
     ``reward`` rates the previous answer; with ``eval_labels`` (or ``labels``) the act
     carries the turn's metrics."""
-    _check_text(observation.text, settings)
+    check_text(observation.text, settings.max_text_length, "text")
     if observation.image is not None:
         _check_image(observation.image, settings)
-    try:
-        attributes = observation.attributes()
-    except ValueError as exc:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
+    attributes = attributes_or_422(observation.attributes)
 
     async def answer() -> dict[str, object]:
         result, dialog_id = await dialogue.run_turn(
