@@ -6,18 +6,22 @@ without a response selector the most confident hypothesis answers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agent.sdk.models import DialogView, Selection
 
 
-def choose_highest_confidence(view: DialogView) -> Selection:
+def highest_confidence(confidences: Sequence[float]) -> Selection:
     """The first of the most confident hypotheses (ties go to the earlier skill)."""
-    hypotheses = view.human_utterance.hypotheses
-    if not hypotheses:
+    if not confidences:
         raise ValueError("no hypotheses to choose from")
-    best = max(range(len(hypotheses)), key=lambda i: (hypotheses[i].confidence, -i))
-    return Selection(index=best, reason=f"highest confidence ({hypotheses[best].confidence:.2f})")
+    best = max(range(len(confidences)), key=lambda i: (confidences[i], -i))
+    return Selection(index=best, reason=f"highest confidence ({confidences[best]:.2f})")
+
+
+def choose_highest_confidence(view: DialogView) -> Selection:
+    return highest_confidence([h.confidence for h in view.human_utterance.hypotheses])
 
 
 class HighestConfidenceSelector:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.connectors.batching import Batcher
-from agent.connectors.builtin import choose_highest_confidence
+from agent.connectors.builtin import highest_confidence
 from agent.connectors.errors import RefusedOutput, ServiceError, ServiceTimeout
 from agent.message import Message, MessageOverwriteError
 from agent.pipeline import outputs
@@ -126,16 +126,18 @@ class Executor:
         self.pipeline = pipeline
         self._batchers = batchers
         self._clock = clock
+        # Response annotators run on the chosen answer, after everything else.
+        self._before_answer = [n for n in pipeline if n.group != "response_annotators"]
+        self._after_answer = pipeline.group("response_annotators")
 
     async def run(self, turn: Turn) -> TurnResult:
         run = _Run(turn, self.pipeline, self._clock)
         deadline = run.started + self.pipeline.turn_timeout
-        main = [n for n in self.pipeline if n.group != "response_annotators"]
-        await self._run_nodes(run, main, deadline)
+        await self._run_nodes(run, self._before_answer, deadline)
         bot_utterance = self._answer(run)
         run.bot_utterance = bot_utterance
         bot_utterance.annotations = Message()
-        await self._run_nodes(run, self.pipeline.group("response_annotators"), deadline)
+        await self._run_nodes(run, self._after_answer, deadline)
         index = run.selection.index if run.selection is not None else None
         chosen = run.utterance.hypotheses[index] if index is not None else None
         return TurnResult(
@@ -250,8 +252,7 @@ class Executor:
                 attributes={"selector_reason": "no hypothesis survived"},
             )
         if run.selection is None:
-            view = dialog_view(run.turn.dialog_id, run.window(), run.turn.human, run.turn.bot, 1)
-            run.selection = choose_highest_confidence(view)
+            run.selection = highest_confidence([h.confidence for h in hypotheses])
             if self.pipeline.group("response_selectors"):
                 run.selection.reason = f"selector gave no choice; {run.selection.reason}"
         chosen = hypotheses[run.selection.index]
