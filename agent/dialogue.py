@@ -2,7 +2,8 @@
 
 The order is what makes a message impossible to lose: the human utterance is stored before
 any service is called, and everything the pipeline made of it is written in one step at
-the end.
+the end. Messages of one user take turns (:mod:`agent.ordering`): each starts after the
+previous one's answer is stored, whichever replica handles it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.metrics import Metrics
+from agent.ordering import UserLines
 from agent.pipeline.executor import Executor, Turn, TurnResult
 from agent.state.models import BotUtterance, HumanUtterance
 from agent.store.base import Store
@@ -35,15 +37,17 @@ class DialogueManager:
     """Ties the store and the executor together for one message at a time."""
 
     def __init__(self, store: Store, executor: Executor, channel_type: str,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, lines: UserLines | None = None) -> None:
         self._store = store
         self._executor = executor
         self._channel_type = channel_type
         self.metrics = metrics or Metrics()
+        self.lines = lines or UserLines(store)
 
     async def handle(self, user_id: str, text: str, attributes: dict[str, Any]) -> Reply:
         if text.strip() in CLOSING_COMMANDS:
-            closed = await self._store.close_active_dialog(user_id)
+            async with self.lines.turn(user_id):
+                closed = await self._store.close_active_dialog(user_id)
             return Reply(closed, None, user_id,
                          "The dialog is closed; your next message starts a new one.", None)
         result, dialog_id = await self.run_turn(user_id, text, attributes)
@@ -58,7 +62,9 @@ class DialogueManager:
         dialog once this answer is stored (ParlAI's ``episode_done``)."""
         started = time.perf_counter()
         with self.metrics.in_flight.track_inprogress():
-            result, dialog_id = await self._turn(user_id, text, attributes, reward, close_after)
+            async with self.lines.turn(user_id):
+                result, dialog_id = await self._turn(user_id, text, attributes, reward,
+                                                     close_after)
         self.metrics.observe_turn(result, time.perf_counter() - started)
         return result, dialog_id
 

@@ -37,6 +37,12 @@ class Settings(BaseSettings):
     cors_origins: list[str] = Field(default_factory=list,
                                     description='origins allowed by CORS, e.g. ["https://x.org"]')
     channel_type: str = Field(default="http_client", min_length=1)
+    turn_lease: float = Field(
+        default=10.0, ge=0.5, le=600, description="seconds a message keeps its place in its "
+        "user's line without a heartbeat: how long an agent that died mid-turn holds up the "
+        "user's next message")
+    line_wait: float = Field(default=60.0, gt=0, le=3600, description="seconds a message "
+                             "waits for the same user's earlier messages before a 503")
     log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
 
     @field_validator("db_url")

@@ -21,6 +21,7 @@ from agent.api.routes import chat, dialogs, health, metrics, observe, ratings
 from agent.connectors.factory import make_batchers
 from agent.connectors.http import make_http_client
 from agent.dialogue import DialogueManager
+from agent.ordering import UserLines
 from agent.pipeline.config import load_pipeline_config
 from agent.pipeline.executor import Executor
 from agent.pipeline.graph import Pipeline, build_pipeline
@@ -38,13 +39,15 @@ def _lifespan(settings: Settings, pipeline: Pipeline):  # type: ignore[no-untype
         batchers = make_batchers(pipeline, client)
         app.state.settings = settings
         app.state.store = store
+        lines = UserLines(store, lease=settings.turn_lease, max_wait=settings.line_wait)
         app.state.dialogue = DialogueManager(store, Executor(pipeline, batchers),
-                                             settings.channel_type)
+                                             settings.channel_type, lines=lines)
         log.info("Chorus agent ready: %d services, store %s", len(pipeline.nodes),
                  settings.db_url.split("://")[0])
         try:
             yield
         finally:
+            await lines.aclose()
             for batcher in batchers.values():
                 await batcher.aclose()
             await client.close()

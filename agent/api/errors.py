@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from agent.idempotency import MessageInFlight
+from agent.ordering import LineTimeout
 from agent.store.base import StoreUnavailable
 
 log = logging.getLogger("chorus.api")
@@ -57,7 +58,17 @@ async def _in_flight(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _line_too_long(_: Request, exc: Exception) -> JSONResponse:
+    log.warning("a message gave up waiting for the user's earlier ones: %s", exc)
+    return JSONResponse(
+        status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
+        content={"detail": str(exc)},
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(LineTimeout, _line_too_long)
     app.add_exception_handler(MessageInFlight, _in_flight)
     app.add_exception_handler(StoreUnavailable, _store_down)

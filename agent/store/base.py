@@ -98,6 +98,25 @@ class Store(Protocol):
         """Give up a claim whose turn failed, so a retry can run it."""
         ...
 
+    async def enqueue(self, external_id: str, lease_until: datetime) -> tuple[int, bool]:
+        """Take the user's next place in line (places only grow, in arrival order). Returns
+        ``(place, first)``; ``first`` means no earlier message of the user is unfinished, so
+        the turn may start without asking :meth:`first_in_line`."""
+        ...
+
+    async def first_in_line(self, external_id: str, place: int, now: datetime) -> bool:
+        """Whether every earlier place of the user is finished. An earlier place whose lease
+        ran out before ``now`` (its agent died) is given up on the way."""
+        ...
+
+    async def renew_places(self, places: list[tuple[str, int]], lease_until: datetime) -> None:
+        """Extend the leases of unfinished places this agent holds (its heartbeat)."""
+        ...
+
+    async def leave(self, external_id: str, place: int) -> None:
+        """Finish a place, so the user's next message can start."""
+        ...
+
     async def delete_user(self, external_id: str) -> bool:
         """Erase the user: profile, dialogs and utterances. False for an unknown user."""
         ...

@@ -42,7 +42,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
 from pydantic import TypeAdapter
@@ -76,6 +76,8 @@ _utterance: TypeAdapter[Utterance] = TypeAdapter(Utterance)
 DEFAULT_DATABASE = "chorus"
 #: Milliseconds to find a server / open a connection before a call fails with 503.
 DEFAULT_TIMEOUT_MS = 3000
+#: How often (in places) :meth:`MongoStore.leave` deletes a user's old done places.
+_QUEUE_SWEEP_EVERY = 32
 #: Attempts of a compare-and-set loop before giving up (each failure means another
 #: writer made progress, so this is only reached under pathological contention).
 _ATTEMPTS = 10
@@ -213,6 +215,7 @@ class MongoStore:
         self._dialogs: AsyncCollection[Doc] = db["dialogs"]
         self._utterances: AsyncCollection[Doc] = db["utterances"]
         self._messages: AsyncCollection[Doc] = db["messages"]
+        self._queue: AsyncCollection[Doc] = db["turn_queue"]
 
     @classmethod
     async def open(
@@ -254,6 +257,8 @@ class MongoStore:
                                          name="dialogs_by_human")
         await self._utterances.create_index([("dialog_id", ASCENDING), ("seq", ASCENDING)],
                                             unique=True, name="dialog_seq")
+        await self._queue.create_index([("user", ASCENDING), ("place", ASCENDING)],
+                                       name="places_by_user")
 
     async def _human_id(self, external_id: str) -> str | None:
         doc = await self._users.find_one({"user_external_id": _literal(external_id)},
@@ -468,11 +473,65 @@ class MongoStore:
         await self._messages.delete_one({"_id": self._message_id(external_id, key),
                                          "reply": None})
 
+    # -- one message of a user at a time ------------------------------------------------
+    #
+    # A place is a document whose ``_id`` holds (user, place): taking one is an insert,
+    # which the unique ``_id`` makes atomic on MongoDB and on FerretDB alike (no ``$inc``,
+    # which FerretDB 1.x cannot make atomic across connections, i.e. across replicas).
+    # Places only grow: the newest is never deleted (only done places below it are), so a
+    # reader always sees the highest place taken, and two racing inserts of the same next
+    # place cannot both succeed. Each other field is written by its owner only, except
+    # ``done`` on a place whose lease ran out.
+
+    @staticmethod
+    def _place_id(external_id: str, place: int) -> str:
+        return f"{len(_literal(external_id))}:{external_id}:{place}"
+
+    @_unavailable_when_unreachable
+    async def enqueue(self, external_id: str, lease_until: datetime) -> tuple[int, bool]:
+        user = _literal(external_id)
+        newest = await self._queue.find_one({"user": user}, sort=[("place", DESCENDING)])
+        busy = await self._queue.find_one({"user": user, "done": False})
+        place = 0 if newest is None else newest["place"] + 1
+        first = busy is None
+        while True:
+            try:
+                await self._queue.insert_one({
+                    "_id": self._place_id(external_id, place), "user": external_id,
+                    "place": place, "done": False, "alive_until": lease_until})
+                return place, first
+            except DuplicateKeyError:  # another message of the user took it just now
+                place, first = place + 1, False
+
+    @_unavailable_when_unreachable
+    async def first_in_line(self, external_id: str, place: int, now: datetime) -> bool:
+        earlier = {"user": _literal(external_id), "done": False, "place": {"$lt": place}}
+        await self._queue.update_many({**earlier, "alive_until": {"$lt": now}},
+                                      {"$set": {"done": True}})
+        return await self._queue.find_one(earlier) is None
+
+    @_unavailable_when_unreachable
+    async def renew_places(self, places: list[tuple[str, int]], lease_until: datetime) -> None:
+        ids = [self._place_id(user, place) for user, place in places]
+        await self._queue.update_many({"_id": {"$in": ids}, "done": False},
+                                      {"$set": {"alive_until": lease_until}})
+
+    @_unavailable_when_unreachable
+    async def leave(self, external_id: str, place: int) -> None:
+        """Done places well below this one are deleted now and then: far enough below that
+        no reader still inserting after an old read can take their number again."""
+        await self._queue.update_one({"_id": self._place_id(external_id, place)},
+                                     {"$set": {"done": True}})
+        if place % _QUEUE_SWEEP_EVERY == 0:
+            await self._queue.delete_many({"user": _literal(external_id), "done": True,
+                                           "place": {"$lt": place - _QUEUE_SWEEP_EVERY}})
+
     @_unavailable_when_unreachable
     async def delete_user(self, external_id: str) -> bool:
         """Utterances first, the user last: an erasure cut short can be run again, and
         finds the user still there to finish the job."""
         await self._messages.delete_many({"user": _literal(external_id)})
+        await self._queue.delete_many({"user": _literal(external_id)})
         human_id = await self._human_id(external_id)
         if human_id is None:
             return False

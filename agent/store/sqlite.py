@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,9 @@ CREATE INDEX IF NOT EXISTS dialogs_by_human ON dialogs (human_id, active);
 CREATE UNIQUE INDEX IF NOT EXISTS one_active_dialog ON dialogs (human_id) WHERE active = 1;
 CREATE TABLE IF NOT EXISTS messages (
     user TEXT NOT NULL, key TEXT NOT NULL, reply TEXT, PRIMARY KEY (user, key));
+CREATE TABLE IF NOT EXISTS turn_queue (
+    user TEXT NOT NULL, place INTEGER NOT NULL, done INTEGER NOT NULL, alive_until REAL NOT NULL,
+    PRIMARY KEY (user, place));
 CREATE TABLE IF NOT EXISTS utterances (
     dialog_id TEXT NOT NULL, seq INTEGER NOT NULL, utt_id TEXT NOT NULL UNIQUE,
     speaker TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (dialog_id, seq));
@@ -235,10 +239,44 @@ class SqliteStore:
         self._write(("DELETE FROM messages WHERE user = ? AND key = ? AND reply IS NULL",
                      [external_id, key]))
 
+    # -- one message of a user at a time ------------------------------------------------
+
+    async def enqueue(self, external_id: str, lease_until: datetime) -> tuple[int, bool]:
+        busy, (place,) = self._write(
+            ("SELECT EXISTS (SELECT 1 FROM turn_queue WHERE user = ? AND done = 0)",
+             [external_id]),
+            ("INSERT INTO turn_queue (user, place, done, alive_until) VALUES (?, (SELECT "
+             "COALESCE(MAX(place), -1) + 1 FROM turn_queue WHERE user = ?), 0, ?) "
+             "RETURNING place", [external_id, external_id, lease_until.timestamp()]),
+        )
+        return place, not busy[0]
+
+    async def first_in_line(self, external_id: str, place: int, now: datetime) -> bool:
+        self._write((
+            "UPDATE turn_queue SET done = 1 WHERE user = ? AND place < ? AND done = 0 "
+            "AND alive_until < ?", [external_id, place, now.timestamp()]))
+        row = self._one("SELECT 1 FROM turn_queue WHERE user = ? AND place < ? AND done = 0 "
+                        "LIMIT 1", [external_id, place])
+        return row is None
+
+    async def renew_places(self, places: list[tuple[str, int]], lease_until: datetime) -> None:
+        self._write(*(("UPDATE turn_queue SET alive_until = ? WHERE user = ? AND place = ? "
+                       "AND done = 0", [lease_until.timestamp(), user, place])
+                      for user, place in places))
+
+    async def leave(self, external_id: str, place: int) -> None:
+        """Done places below the newest are deleted: the newest keeps the count going."""
+        self._write(
+            ("UPDATE turn_queue SET done = 1 WHERE user = ? AND place = ?", [external_id, place]),
+            ("DELETE FROM turn_queue WHERE user = ? AND done = 1 AND place < (SELECT MAX(place) "
+             "FROM turn_queue WHERE user = ?)", [external_id, external_id]),
+        )
+
     async def delete_user(self, external_id: str) -> bool:
         user = "(SELECT id FROM users WHERE external_id = ?)"
         rows = self._write(
             ("DELETE FROM messages WHERE user = ?", [external_id]),
+            ("DELETE FROM turn_queue WHERE user = ?", [external_id]),
             (f"DELETE FROM utterances WHERE dialog_id IN (SELECT id FROM dialogs WHERE "
              f"human_id = {user})", [external_id]),
             (f"DELETE FROM dialogs WHERE human_id = {user}", [external_id]),

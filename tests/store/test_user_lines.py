@@ -1,0 +1,127 @@
+"""The per-user line every store keeps (``enqueue``/``first_in_line``/``leave``), on SQLite
+and on MongoDB, and :class:`agent.ordering.UserLines` built on it."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+
+import pytest
+
+from agent.ordering import LineTimeout, UserLines
+from agent.state.models import utc_now
+from agent.store import Store
+
+
+def soon(seconds: float = 30.0):  # type: ignore[no-untyped-def]
+    return utc_now() + timedelta(seconds=seconds)
+
+
+async def test_places_follow_arrival_and_only_the_first_may_start(store: Store) -> None:
+    first = await store.enqueue("ann", soon())
+    second = await store.enqueue("ann", soon())
+    third = await store.enqueue("ann", soon())
+    assert [first, second, third] == [(0, True), (1, False), (2, False)]
+    assert await store.first_in_line("ann", 0, utc_now())
+    assert not await store.first_in_line("ann", 1, utc_now())
+    await store.leave("ann", 0)
+    assert await store.first_in_line("ann", 1, utc_now())
+    assert not await store.first_in_line("ann", 2, utc_now())
+
+
+async def test_users_have_lines_of_their_own(store: Store) -> None:
+    await store.enqueue("ann", soon())
+    assert (await store.enqueue("bob", soon()))[1] is True
+
+
+async def test_places_keep_growing_after_the_line_empties(store: Store) -> None:
+    for expected in range(40):
+        place, first = await store.enqueue("ann", soon())
+        assert (place, first) == (expected, True)
+        await store.leave("ann", place)
+
+
+async def test_a_place_whose_lease_ran_out_is_given_up(store: Store) -> None:
+    """An agent killed mid-turn never leaves its place; its lease frees the line."""
+    await store.enqueue("ann", utc_now() + timedelta(seconds=2))
+    await store.enqueue("ann", soon())
+    assert not await store.first_in_line("ann", 1, utc_now())
+    assert await store.first_in_line("ann", 1, utc_now() + timedelta(seconds=3))
+
+
+async def test_a_renewed_lease_is_not_given_up(store: Store) -> None:
+    await store.enqueue("ann", utc_now() + timedelta(seconds=2))
+    await store.enqueue("ann", soon())
+    await store.renew_places([("ann", 0)], soon(60))
+    assert not await store.first_in_line("ann", 1, utc_now() + timedelta(seconds=3))
+
+
+async def test_erasing_a_user_empties_their_line(store: Store) -> None:
+    await store.human("ann")
+    await store.enqueue("ann", soon())
+    assert await store.delete_user("ann")
+    assert await store.enqueue("ann", soon()) == (0, True)
+
+
+async def test_racing_enqueues_get_distinct_places(store: Store) -> None:
+    places = await asyncio.gather(*(store.enqueue("ann", soon()) for _ in range(10)))
+    assert sorted(p for p, _ in places) == list(range(10))
+    assert sum(first for _, first in places) == 1
+
+
+class EnqueueSignals:
+    """The real store, telling the test when each message has taken its place."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.enqueued = asyncio.Queue[int]()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    async def enqueue(self, external_id: str, lease_until: datetime) -> tuple[int, bool]:
+        taken = await self._store.enqueue(external_id, lease_until)
+        self.enqueued.put_nowait(taken[0])
+        return taken
+
+
+async def test_user_lines_run_one_turn_at_a_time_in_arrival_order(store: Store) -> None:
+    signals = EnqueueSignals(store)
+    lines = UserLines(signals, lease=5.0)  # type: ignore[arg-type]
+    running: list[int] = []
+    order: list[int] = []
+    release_first = asyncio.Event()
+
+    async def message(i: int) -> None:
+        async with lines.turn("ann"):
+            running.append(i)
+            assert running == [i], f"turns {running} ran at once"
+            if i == 0:
+                await release_first.wait()
+            await asyncio.sleep(0)  # let the others try to get in
+            order.append(i)
+            running.remove(i)
+
+    try:
+        tasks = []
+        for i in range(6):  # each arrives once the previous one has its place
+            tasks.append(asyncio.create_task(message(i)))
+            assert await signals.enqueued.get() == i
+        release_first.set()
+        await asyncio.gather(*tasks)
+    finally:
+        await lines.aclose()
+    assert order == list(range(6))
+
+
+async def test_a_message_stuck_behind_a_live_one_times_out(store: Store) -> None:
+    lines = UserLines(store, lease=30.0, max_wait=0.3)
+    try:
+        async with lines.turn("ann"):
+            with pytest.raises(LineTimeout):
+                async with lines.turn("ann"):
+                    pass
+        async with lines.turn("ann"):  # the line is free again afterwards
+            pass
+    finally:
+        await lines.aclose()
