@@ -7,6 +7,9 @@ that answers garbage, one that answers the wrong shape, one that answers 500.
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -172,3 +175,17 @@ def counting_failure(status: int = 503) -> tuple[FastAPI, list[int]]:
         return PlainTextResponse("down for maintenance", status_code=status)
 
     return app, seen
+
+
+def hanging_skill() -> FastAPI:
+    """Never answers; touches ``$HANGING_SKILL_MARKER`` when a call arrives, so a test knows
+    the agent is waiting on it (run as a process: ``--factory``, then kill it)."""
+    service = Service("hanging")
+
+    @service.skill
+    def hang(dialog: DialogView) -> SkillHypothesis:  # a worker thread, blocked for good
+        Path(os.environ["HANGING_SKILL_MARKER"]).touch()
+        threading.Event().wait()
+        raise AssertionError("unreachable")
+
+    return service.app

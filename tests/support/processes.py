@@ -1,0 +1,57 @@
+"""The agent and services as child processes, for tests that kill them (SIGKILL, SIGTERM)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+
+from tests.support.servers import free_port
+
+
+def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """Readiness probe: poll ``url`` until it answers, failing if the process exits."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            httpx.get(url, timeout=1.0).raise_for_status()
+            return
+        except httpx.TransportError:
+            assert process.poll() is None, f"the process exited with {process.returncode}"
+            assert time.monotonic() < deadline, f"{url} did not come up in {timeout}s"
+            time.sleep(0.05)
+
+
+@contextmanager
+def uvicorn_process(target: str, *, factory: bool = False, env: dict[str, str] | None = None,
+                    ready_path: str = "/health") -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``uvicorn target`` on a free port; yields its base URL and the process, and kills
+    whatever is left of it at the end."""
+    port = free_port()
+    command = [sys.executable, "-m", "uvicorn", target, "--host", "127.0.0.1",
+               "--port", str(port), "--log-level", "warning"]
+    if factory:
+        command.insert(3, "--factory")
+    process = subprocess.Popen(command, env={**os.environ, **(env or {})},
+                               stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_up(base + ready_path, process)
+        yield base, process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+@contextmanager
+def agent_process(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The agent (``create_app`` factory) with ``CHORUS_*`` settings from ``env``."""
+    with uvicorn_process("agent.api.app:create_app", factory=True, env=env,
+                         ready_path="/ping") as running:
+        yield running
