@@ -1,26 +1,136 @@
-"""Response selector: the most confident hypothesis, and why it won.
+"""Response selector: the most confident hypothesis after penalties, and why it won.
 
-Ties go to the earlier skill in the pipeline order. The reason is stored on the bot
-utterance (``attributes.selector_reason``).
+Each hypothesis scores ``confidence - penalties``; the penalties come from its candidate
+annotations and the window, so a skill needs no change to be held back:
+
+- :data:`TOXIC_PENALTY` when ``annotations["toxicity"]["toxic"]`` is true. Confidences lie
+  in 0..1, so a toxic hypothesis never wins over a clean one.
+- :data:`REPEAT_PENALTY` when its text repeats the bot's previous utterance (ignoring case
+  and spacing): saying the same thing twice in a row reads as a stuck bot.
+
+Ties go to the earlier hypothesis (the pipeline's skill order). When every hypothesis is
+toxic the least bad one still answers (the agent needs a choice) and the reason says so.
+The reason is stored on the bot utterance (``attributes.selector_reason``).
 """
 
 from __future__ import annotations
 
-from agent.sdk import DialogView, Selection, Service
+from collections import Counter
+from dataclasses import dataclass
+from typing import Literal
 
-service = Service("confidence", description="Chooses the most confident hypothesis.")
+from fastapi import HTTPException
+
+from agent.sdk import DialogView, HypothesisView, Selection, Service
+
+#: Larger than any confidence: a clean hypothesis always beats a toxic one.
+TOXIC_PENALTY = 1.0
+#: Enough to let a slightly less confident fresh answer win over a repeated one.
+REPEAT_PENALTY = 0.2
+#: Scores are rounded before comparing so that float noise (0.9 - 0.2 vs 0.7) cannot
+#: break a tie against the earlier hypothesis.
+_SCORE_DIGITS = 6
+
+PenaltyKind = Literal["toxic", "repeat"]
+
+
+@dataclass(frozen=True, slots=True)
+class Penalty:
+    kind: PenaltyKind
+    amount: float
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """One hypothesis as ranked: ``label`` names it in the reason."""
+
+    index: int
+    label: str
+    confidence: float
+    penalties: tuple[Penalty, ...]
+
+    @property
+    def score(self) -> float:
+        return round(self.confidence - sum(p.amount for p in self.penalties), _SCORE_DIGITS)
+
+    @property
+    def toxic(self) -> bool:
+        return any(p.kind == "toxic" for p in self.penalties)
+
+
+def _normalised(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def previous_bot_text(dialog: DialogView) -> str | None:
+    """What the bot said last in the window (normalised), if it said anything."""
+    for utterance in reversed(dialog.utterances):
+        if utterance.speaker == "bot":
+            return _normalised(utterance.text)
+    return None
+
+
+def _is_toxic(hypothesis: HypothesisView) -> bool:
+    """Only a well-formed ``{"toxic": true}`` counts; a missing note means no candidate
+    annotator judged it, which is no reason to hold it back."""
+    note = hypothesis.annotations.get("toxicity")
+    return isinstance(note, dict) and note.get("toxic") is True
+
+
+def penalties(hypothesis: HypothesisView, previous: str | None) -> tuple[Penalty, ...]:
+    found: list[Penalty] = []
+    if _is_toxic(hypothesis):
+        found.append(Penalty("toxic", TOXIC_PENALTY))
+    if previous is not None and _normalised(hypothesis.text) == previous:
+        found.append(Penalty("repeat", REPEAT_PENALTY))
+    return tuple(found)
+
+
+def score_all(dialog: DialogView) -> list[Scored]:
+    """Every hypothesis scored; a skill with several is named ``skill#index``."""
+    hypotheses = dialog.human_utterance.hypotheses
+    previous = previous_bot_text(dialog)
+    per_skill = Counter(h.skill_name for h in hypotheses)
+    return [
+        Scored(index=i, confidence=h.confidence, penalties=penalties(h, previous),
+               label=h.skill_name if per_skill[h.skill_name] == 1 else f"{h.skill_name}#{i}")
+        for i, h in enumerate(hypotheses)
+    ]
+
+
+def _others(count: int) -> str:
+    if count == 0:
+        return "as the only hypothesis"
+    return f"over {count} other hypothes{'is' if count == 1 else 'es'}"
+
+
+def reason(winner: Scored, scored: list[Scored]) -> str:
+    """Plain when no penalty applied; otherwise the score and every penalty given."""
+    penalised = [s for s in scored if s.penalties]
+    if not penalised:
+        count = len(scored)
+        return (f"{winner.label} had the highest confidence ({winner.confidence:.2f}) "
+                f"of {count} hypothes{'is' if count == 1 else 'es'}")
+    head = ("every hypothesis was toxic, so the least bad was chosen: "
+            if all(s.toxic for s in scored) else "")
+    listed = ", ".join(f"{s.label} {p.kind} (-{p.amount:.2f})"
+                       for s in penalised for p in s.penalties)
+    return (f"{head}{winner.label} won with score {winner.score:.2f} "
+            f"(confidence {winner.confidence:.2f}) {_others(len(scored) - 1)}; "
+            f"penalised: {listed}")
+
+
+service = Service("confidence", description="Chooses the most confident hypothesis, "
+                  "holding back toxic ones and repeats of the bot's previous utterance.")
 
 
 @service.response_selector
 def choose(dialog: DialogView) -> Selection:
-    hypotheses = dialog.human_utterance.hypotheses
-    best = max(range(len(hypotheses)), key=lambda i: (hypotheses[i].confidence, -i))
-    runners_up = len(hypotheses) - 1
-    return Selection(
-        index=best,
-        reason=f"{hypotheses[best].skill_name} had the highest confidence "
-        f"({hypotheses[best].confidence:.2f}) of {runners_up + 1} hypotheses",
-    )
+    scored = score_all(dialog)
+    if not scored:  # the agent skips the selector then; a direct caller gets told why
+        raise HTTPException(422, "the newest human utterance has no hypotheses to choose from")
+    winner = max(scored, key=lambda s: (s.score, -s.index))
+    return Selection(index=winner.index, reason=reason(winner, scored))
 
 
 app = service.app

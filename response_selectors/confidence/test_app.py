@@ -1,20 +1,107 @@
-"""The confidence selector picks the most confident hypothesis and says why."""
+"""The confidence selector picks the best hypothesis after penalties, and says why."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
+import pytest
 
 from response_selectors.confidence.app import app
 from tests.support.servers import serving
 from tests.support.views import view
 
 
-def hyp(skill: str, confidence: float) -> dict[str, object]:
-    return {"skill_name": skill, "text": skill, "confidence": confidence, "annotations": {}}
-
-
-def test_highest_confidence_wins_and_ties_go_to_the_first() -> None:
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
     with serving(app) as server:
-        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
-            view("x", hypotheses=[hyp("a", 0.2), hyp("b", 0.9), hyp("c", 0.9)]),
-        ]}).json()
-    assert answer[0]["index"] == 1
-    assert answer[0]["reason"] == "b had the highest confidence (0.90) of 3 hypotheses"
+        yield server.url
+
+
+def hyp(skill: str, confidence: float, text: str | None = None,
+        toxic: bool | None = None) -> dict[str, Any]:
+    annotations = {} if toxic is None else {"toxicity": {"toxic": toxic, "words": []}}
+    return {"skill_name": skill, "text": text or skill, "confidence": confidence,
+            "annotations": annotations}
+
+
+def choose(url: str, *dialogs: dict[str, Any]) -> list[dict[str, Any]]:
+    response = httpx.post(f"{url}/respond", json={"dialogs": list(dialogs)})
+    assert response.status_code == 200, response.text
+    answer: list[dict[str, Any]] = response.json()
+    return answer
+
+
+def test_highest_confidence_wins_and_ties_go_to_the_first(url: str) -> None:
+    (answer,) = choose(url, view("x", hypotheses=[hyp("a", 0.2), hyp("b", 0.9), hyp("c", 0.9)]))
+    assert answer == {"index": 1, "reason": "b had the highest confidence (0.90) of 3 hypotheses"}
+
+
+def test_a_toxic_hypothesis_loses_to_a_clean_less_confident_one(url: str) -> None:
+    (answer,) = choose(url, view("hi", hypotheses=[
+        hyp("faq", 0.82, toxic=False), hyp("small_talk", 0.99, toxic=True),
+        hyp("llm", 0.5), hyp("fallback", 0.1)]))
+    assert answer == {"index": 0, "reason": "faq won with score 0.82 (confidence 0.82) over 3 "
+                      "other hypotheses; penalised: small_talk toxic (-1.00)"}
+
+
+def test_repeating_the_previous_bot_utterance_is_held_back(url: str) -> None:
+    (answer,) = choose(url, view(
+        "hello", "Hi! What's your name?", "hello",
+        hypotheses=[hyp("greeting", 0.9, text="hi!  what's your name?"),
+                    hyp("small_talk", 0.8, text="Hello again!")]))
+    assert answer == {"index": 1, "reason": "small_talk won with score 0.80 (confidence 0.80) "
+                      "over 1 other hypothesis; penalised: greeting repeat (-0.20)"}
+
+
+def test_a_repeat_ties_with_a_fresh_answer_and_the_earlier_wins(url: str) -> None:
+    (answer,) = choose(url, view(
+        "ok", "Sure.", "ok",
+        hypotheses=[hyp("faq", 0.7, text="Fine."), hyp("small_talk", 0.9, text="Sure.")]))
+    assert answer["index"] == 0
+
+
+def test_when_every_hypothesis_is_toxic_the_least_bad_answers_and_it_says_so(url: str) -> None:
+    (answer,) = choose(url, view("you idiot", "Idiot.", "you idiot", hypotheses=[
+        hyp("small_talk", 0.7, text="Idiot.", toxic=True), hyp("llm", 0.6, toxic=True)]))
+    assert answer == {"index": 1, "reason": "every hypothesis was toxic, so the least bad was "
+                      "chosen: llm won with score -0.40 (confidence 0.60) over 1 other "
+                      "hypothesis; penalised: small_talk toxic (-1.00), small_talk repeat "
+                      "(-0.20), llm toxic (-1.00)"}
+
+
+def test_several_hypotheses_of_one_skill_are_told_apart(url: str) -> None:
+    (answer,) = choose(url, view("x", hypotheses=[
+        hyp("llm", 0.9, text="a", toxic=True), hyp("llm", 0.4, text="b")]))
+    assert answer == {"index": 1, "reason": "llm#1 won with score 0.40 (confidence 0.40) "
+                      "over 1 other hypothesis; penalised: llm#0 toxic (-1.00)"}
+
+
+def test_a_batch_is_answered_per_dialog_in_order(url: str) -> None:
+    answers = choose(
+        url,
+        view("a", hypotheses=[hyp("faq", 0.3), hyp("llm", 0.6)], dialog_id="d1"),
+        view("b", hypotheses=[hyp("faq", 0.3), hyp("llm", 0.6, toxic=True)], dialog_id="d2"),
+        view("c", hypotheses=[hyp("fallback", 0.1)], dialog_id="d3"),
+    )
+    assert [a["index"] for a in answers] == [1, 0, 0]
+    assert answers[2]["reason"] == "fallback had the highest confidence (0.10) of 1 hypothesis"
+
+
+def test_health(url: str) -> None:
+    assert httpx.get(f"{url}/health").json() == {
+        "status": "ok", "service": "confidence", "role": "response_selector"}
+
+
+def test_a_malformed_body_is_refused_naming_the_field(url: str) -> None:
+    dialog = view("x", hypotheses=[{"skill_name": "faq", "text": "hi"}])
+    response = httpx.post(f"{url}/respond", json={"dialogs": [dialog]})
+    assert response.status_code == 422
+    assert "confidence" in response.text
+
+
+def test_nothing_to_choose_from_is_refused(url: str) -> None:
+    response = httpx.post(f"{url}/respond", json={"dialogs": [view("x")]})
+    assert response.status_code == 422
+    assert "no hypotheses" in response.text
