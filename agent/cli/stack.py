@@ -48,7 +48,7 @@ def local_services(config: PipelineConfig, root: Path) -> tuple[list[LocalServic
     for group, services in config.services.items():
         for name, service in services.items():
             url = service.connector.url
-            if not service.is_enabled or url is None:
+            if service.off_because() is not None or url is None:
                 continue
             folder = GROUP_FOLDERS[group]
             parts = urlsplit(str(url))

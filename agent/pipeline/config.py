@@ -18,6 +18,7 @@ by its path (``services.skills.greeting.connector``) so the fix is obvious.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -106,7 +107,19 @@ class ServiceConfig(BaseModel):
     )
     context_window: int = Field(default=3, ge=1, le=100, description="utterances sent")
     is_enabled: bool = True
+    requires_env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = Field(
+        default_factory=list, description="environment variables that must be set (non-empty) "
+        "for the service to run, e.g. an LLM skill's endpoint: unset, it is off")
     tags: list[str] = Field(default_factory=list)
+
+    def off_because(self) -> str | None:
+        """Why the service is not part of the pipeline now, or None when it is."""
+        if not self.is_enabled:
+            return "is_enabled: false"
+        missing = [name for name in self.requires_env if not os.environ.get(name)]
+        if missing:
+            return f"requires_env: {', '.join(missing)} not set"
+        return None
 
 
 class PipelineConfig(BaseModel):

@@ -52,7 +52,7 @@ class Pipeline:
 
 
 def _expand(
-    names: list[str], where: str, enabled: dict[str, GroupName], disabled: set[str],
+    names: list[str], where: str, enabled: dict[str, GroupName], disabled: dict[str, str],
     by_group: dict[GroupName, list[str]],
 ) -> set[str]:
     result: set[str] = set()
@@ -63,7 +63,7 @@ def _expand(
             result.add(name)
         elif name in disabled:
             raise PipelineConfigError(
-                f"{where}: depends on {name!r}, which is disabled (is_enabled: false); "
+                f"{where}: depends on {name!r}, which is off ({disabled[name]}); "
                 "enable it or remove the dependency"
             )
         else:
@@ -104,15 +104,16 @@ def _find_cycle(waiting: dict[str, set[str]], groups: dict[str, GroupName]) -> s
 def build_pipeline(config: PipelineConfig) -> Pipeline:
     """Turn a parsed config into the graph the executor runs, or say what is wrong."""
     enabled: dict[str, GroupName] = {}
-    disabled: set[str] = set()
+    disabled: dict[str, str] = {}
     by_group: dict[GroupName, list[str]] = {g: [] for g in GROUPS}
     for group, services in config.services.items():
         for name, service in services.items():
-            if service.is_enabled:
+            reason = service.off_because()
+            if reason is None:
                 enabled[name] = group
                 by_group[group].append(name)
             else:
-                disabled.add(name)
+                disabled[name] = reason
     if len(by_group["response_selectors"]) > 1:
         raise PipelineConfigError(
             "services.response_selectors: only one response selector may be enabled, found "

@@ -78,7 +78,25 @@ def test_url_and_builtin_together_are_refused() -> None:
 def test_a_dependency_on_a_disabled_service_is_named() -> None:
     message = refused({"annotators": {"a": svc(is_enabled=False)},
                        "skills": {"s": svc(required_previous_services=["a"])}})
-    assert "depends on 'a', which is disabled" in message
+    assert "depends on 'a', which is off (is_enabled: false)" in message
+
+
+def test_a_service_needing_an_unset_variable_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An LLM skill stays out of the pipeline until its endpoint is configured."""
+    monkeypatch.delenv("CHORUS_TEST_LLM_URL", raising=False)
+    config = parse_pipeline_config({"services": {"skills": {
+        "llm": svc(requires_env=["CHORUS_TEST_LLM_URL"]), "other": svc()}}})
+    assert [n.name for n in build_pipeline(config).nodes] == ["other"]
+    message = refused({"skills": {"llm": svc(requires_env=["CHORUS_TEST_LLM_URL"]),
+                                  "s": svc(required_previous_services=["llm"])}})
+    assert "which is off (requires_env: CHORUS_TEST_LLM_URL not set)" in message
+    monkeypatch.setenv("CHORUS_TEST_LLM_URL", "http://127.0.0.1:9/v1")
+    assert [n.name for n in build_pipeline(config).nodes] == ["llm", "other"]
+
+
+def test_a_bad_variable_name_is_named() -> None:
+    assert "services.skills.s.requires_env.0" in refused(
+        {"skills": {"s": svc(requires_env=["not a name"])}})
 
 
 def test_two_response_selectors_are_refused() -> None:
