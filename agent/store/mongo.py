@@ -29,8 +29,9 @@ Why it looks the way it does:
   connections can lose one of them (``$inc`` included). When :meth:`MongoStore.open` finds
   FerretDB (``buildInfo`` has ``ferretdbVersion``) it keeps one connection, so this
   process's commands run one at a time and each is atomic again; utterance numbers are
-  also guarded by the unique ``(dialog_id, seq)`` index and retried. Several agent
-  replicas on one FerretDB remain unsafe; MongoDB has none of this.
+  also guarded by the unique ``(dialog_id, seq)`` index and retried. Across replicas,
+  turns of one user never overlap (the user's line, below, is built from inserts only), so
+  their updates of the user's documents cannot interleave; MongoDB has none of this.
 * **Unreachable database → :class:`StoreUnavailable`** from every method (the API answers
   503), with a short server-selection timeout so a request fails fast instead of hanging.
 """
