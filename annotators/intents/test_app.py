@@ -1,0 +1,102 @@
+"""The intent catcher over real HTTP, and its data file's validation."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from annotators.intents.app import (
+    CATCHER,
+    INTENTS_FILE,
+    SIMILARITY_THRESHOLD,
+    BadIntentsFile,
+    IntentsFile,
+    app,
+    load,
+)
+from tests.support.servers import serving
+from tests.support.views import view
+
+
+def classify(*texts: str) -> list[dict[str, Any]]:
+    """One single-utterance dialog per text, in one batch."""
+    with serving(app) as server:
+        answer: list[dict[str, Any]] = httpx.post(f"{server.url}/respond", json={
+            "dialogs": [view(t) for t in texts]}).json()
+    return answer
+
+
+def test_patterns_catch_the_listed_intents_in_batch_order() -> None:
+    texts = ["Hello!", "ok bye then", "Thanks a lot", "how are you doing?", "My name is Ann",
+             "what\u2019s my name?", "Are you a robot?", "What can you do?", "yes please",
+             "nope"]
+    answer = classify(*texts)
+    assert [a["intent"] for a in answer] == [
+        "greeting", "farewell", "thanks", "how_are_you", "tell_name", "ask_name",
+        "bot_identity", "abilities", "yes", "no"]
+    assert {(a["confidence"], a["method"]) for a in answer} == {(1.0, "pattern")}
+
+
+def test_the_longest_pattern_match_wins() -> None:
+    answer = classify("hi, how are you?", "of course not", "no, thank you")
+    assert [a["intent"] for a in answer] == ["how_are_you", "no", "no"]
+
+
+def test_a_paraphrase_no_pattern_covers_is_caught_by_similarity() -> None:
+    text = "what sort of things are you able to help me with"
+    assert CATCHER.by_pattern(text) is None  # a premise, else this tests the patterns
+    (answer,) = classify(text)
+    assert answer["intent"] == "abilities"
+    assert answer["method"] == "similarity"
+    assert SIMILARITY_THRESHOLD <= answer["confidence"] < 1.0
+
+
+def test_unrelated_text_has_no_intent_but_reports_its_best_similarity() -> None:
+    answer = classify("The train to Berlin leaves at noon.", "")
+    assert answer[0]["intent"] is None and answer[0]["method"] is None
+    assert 0.0 < answer[0]["confidence"] < SIMILARITY_THRESHOLD
+    assert answer[1] == {"intent": None, "confidence": 0.0, "method": None}
+
+
+def test_classifies_only_the_newest_utterance() -> None:
+    with serving(app) as server:
+        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
+            view("hello", "Hi! What's your name?", "thank you")]}).json()
+    assert answer[0]["intent"] == "thanks"
+
+
+def test_health() -> None:
+    with serving(app) as server:
+        health = httpx.get(f"{server.url}/health").json()
+    assert health == {"status": "ok", "service": "intents", "role": "annotator"}
+
+
+def test_bad_input_is_refused_with_a_message() -> None:
+    bad = view("hi")
+    del bad["utterances"][0]["text"]
+    with serving(app) as server:
+        response = httpx.post(f"{server.url}/respond", json={"dialogs": [bad]})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"][-1] == "text"
+
+
+def test_the_shipped_file_has_8_to_15_examples_per_intent() -> None:
+    intents = IntentsFile.model_validate_json(INTENTS_FILE.read_bytes()).root
+    assert set(intents) == {"greeting", "farewell", "thanks", "how_are_you", "tell_name",
+                            "ask_name", "bot_identity", "abilities", "yes", "no"}
+    assert all(8 <= len(spec.examples) <= 15 for spec in intents.values())
+
+
+@pytest.mark.parametrize(("intents", "place"), [
+    ({"greeting": {"patterns": ["(hi"], "examples": ["hi"]}}, "greeting.patterns"),
+    ({"greeting": {"patterns": ["hi"]}}, "greeting.examples"),
+    ({"greeting": {"patterns": [], "examples": []}}, "greeting.examples"),
+])
+def test_a_bad_data_file_is_refused_naming_the_intent_and_field(
+        tmp_path: Path, intents: dict[str, Any], place: str) -> None:
+    path = tmp_path / "intents.json"
+    path.write_text(json.dumps(intents))
+    with pytest.raises(BadIntentsFile, match=place):
+        load(path)

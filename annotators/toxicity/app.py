@@ -1,0 +1,37 @@
+"""Toxicity of the skills' candidate answers, before one of them is chosen.
+
+A candidate annotator: the agent calls it once per turn with every hypothesis, and stores
+one output per hypothesis under ``hypothesis.annotations["toxicity"]``::
+
+    {"toxic": true, "words": ["idiot"]}
+
+It uses the badwords annotator's list and matcher (:mod:`annotators.badwords.lexicon`), so
+what counts as a bad word is defined once for the user and the bot alike. A response
+selector can then skip a toxic candidate, e.g. an LLM or retrieval skill echoing an insult.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from agent.sdk import DialogView, HypothesisView, Service
+from annotators.badwords.lexicon import BADWORDS_FILE, Lexicon
+
+LEXICON = Lexicon.from_file(BADWORDS_FILE)
+
+
+class Toxicity(BaseModel):
+    toxic: bool
+    words: list[str]
+
+
+service = Service("toxicity", description="Flags skill hypotheses that contain bad words.")
+
+
+@service.candidate_annotator
+def annotate(dialog: DialogView, hypothesis: HypothesisView) -> Toxicity:
+    words = LEXICON.find(hypothesis.text)
+    return Toxicity(toxic=bool(words), words=words)
+
+
+app = service.app

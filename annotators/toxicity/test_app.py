@@ -1,0 +1,56 @@
+"""The toxicity candidate annotator over real HTTP: one annotation per hypothesis."""
+
+from typing import Any
+
+import httpx
+
+from annotators.toxicity.app import app
+from tests.support.servers import serving
+from tests.support.views import view
+
+
+def hypothesis(text: str, skill_name: str = "x") -> dict[str, Any]:
+    return {"skill_name": skill_name, "text": text, "confidence": 0.5}
+
+
+def test_one_annotation_per_hypothesis_in_order() -> None:
+    with serving(app) as server:
+        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
+            view("you are dumb", hypotheses=[
+                hypothesis("Sorry you feel that way.", "small_talk"),
+                hypothesis("No, YOU are the idiot!!! Shut up.", "llm"),
+                hypothesis("Let's talk about something else.", "fallback")]),
+            view("hi", hypotheses=[hypothesis("Hello!")])]}).json()
+    assert answer == [
+        [{"toxic": False, "words": []},
+         {"toxic": True, "words": ["idiot", "shut up"]},
+         {"toxic": False, "words": []}],
+        [{"toxic": False, "words": []}],
+    ]
+
+
+def test_the_human_utterance_is_not_what_is_judged() -> None:
+    with serving(app) as server:
+        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
+            view("shut up, moron", hypotheses=[hypothesis("I'm here to help.")])]}).json()
+    assert answer == [[{"toxic": False, "words": []}]]
+
+
+def test_no_hypotheses_no_annotations() -> None:
+    with serving(app) as server:
+        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [view("hi")]}).json()
+    assert answer == [[]]
+
+
+def test_health() -> None:
+    with serving(app) as server:
+        health = httpx.get(f"{server.url}/health").json()
+    assert health == {"status": "ok", "service": "toxicity", "role": "candidate_annotator"}
+
+
+def test_bad_input_is_refused_with_a_message() -> None:
+    bad = view("hi", hypotheses=[{"skill_name": "x", "confidence": 0.5}])
+    with serving(app) as server:
+        response = httpx.post(f"{server.url}/respond", json={"dialogs": [bad]})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"][-1] == "text"
