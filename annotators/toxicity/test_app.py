@@ -17,7 +17,7 @@ def test_one_annotation_per_hypothesis_in_order() -> None:
     with serving(app) as server:
         answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
             view("you are dumb", hypotheses=[
-                hypothesis("Sorry you feel that way.", "small_talk"),
+                hypothesis("Sorry you feel that way.", "smalltalk"),
                 hypothesis("No, YOU are the idiot!!! Shut up.", "llm"),
                 hypothesis("Let's talk about something else.", "fallback")]),
             view("hi", hypotheses=[hypothesis("Hello!")])]}).json()

@@ -40,34 +40,34 @@ def test_highest_confidence_wins_and_ties_go_to_the_first(url: str) -> None:
 
 def test_a_toxic_hypothesis_loses_to_a_clean_less_confident_one(url: str) -> None:
     (answer,) = choose(url, view("hi", hypotheses=[
-        hyp("faq", 0.82, toxic=False), hyp("small_talk", 0.99, toxic=True),
+        hyp("faq", 0.82, toxic=False), hyp("smalltalk", 0.99, toxic=True),
         hyp("llm", 0.5), hyp("fallback", 0.1)]))
     assert answer == {"index": 0, "reason": "faq won with score 0.82 (confidence 0.82) over 3 "
-                      "other hypotheses; penalised: small_talk toxic (-1.00)"}
+                      "other hypotheses; penalised: smalltalk toxic (-1.00)"}
 
 
 def test_repeating_the_previous_bot_utterance_is_held_back(url: str) -> None:
     (answer,) = choose(url, view(
         "hello", "Hi! What's your name?", "hello",
         hypotheses=[hyp("greeting", 0.9, text="hi!  what's your name?"),
-                    hyp("small_talk", 0.8, text="Hello again!")]))
-    assert answer == {"index": 1, "reason": "small_talk won with score 0.80 (confidence 0.80) "
+                    hyp("smalltalk", 0.8, text="Hello again!")]))
+    assert answer == {"index": 1, "reason": "smalltalk won with score 0.80 (confidence 0.80) "
                       "over 1 other hypothesis; penalised: greeting repeat (-0.20)"}
 
 
 def test_a_repeat_ties_with_a_fresh_answer_and_the_earlier_wins(url: str) -> None:
     (answer,) = choose(url, view(
         "ok", "Sure.", "ok",
-        hypotheses=[hyp("faq", 0.7, text="Fine."), hyp("small_talk", 0.9, text="Sure.")]))
+        hypotheses=[hyp("faq", 0.7, text="Fine."), hyp("smalltalk", 0.9, text="Sure.")]))
     assert answer["index"] == 0
 
 
 def test_when_every_hypothesis_is_toxic_the_least_bad_answers_and_it_says_so(url: str) -> None:
     (answer,) = choose(url, view("you idiot", "Idiot.", "you idiot", hypotheses=[
-        hyp("small_talk", 0.7, text="Idiot.", toxic=True), hyp("llm", 0.6, toxic=True)]))
+        hyp("smalltalk", 0.7, text="Idiot.", toxic=True), hyp("llm", 0.6, toxic=True)]))
     assert answer == {"index": 1, "reason": "every hypothesis was toxic, so the least bad was "
                       "chosen: llm won with score -0.40 (confidence 0.60) over 1 other "
-                      "hypothesis; penalised: small_talk toxic (-1.00), small_talk repeat "
+                      "hypothesis; penalised: smalltalk toxic (-1.00), smalltalk repeat "
                       "(-0.20), llm toxic (-1.00)"}
 
 

@@ -51,9 +51,9 @@ def select(url: str, *dialogs: dict[str, Any]) -> list[list[str]]:
 
 def test_a_confident_intent_runs_its_skills_and_the_always_ones(url: str) -> None:
     assert select(url, said("hello", intent="greeting", toxic=False)) == [
-        ["greeting", "small_talk", "fallback"]]
+        ["greeting", "smalltalk", "fallback"]]
     assert select(url, said("who are you?", intent="bot_identity")) == [
-        ["faq", "small_talk", "llm", "fallback"]]
+        ["faq", "smalltalk", "llm", "fallback"]]
 
 
 def test_a_toxic_utterance_runs_only_the_toxic_skills(url: str) -> None:
@@ -97,10 +97,10 @@ def test_the_greeting_stays_reachable_while_it_waits_for_a_name(url: str) -> Non
         said("Ann", dialog_id="d3", greeting_stage=waiting),
         said("thanks", intent="thanks", dialog_id="d4", greeting_stage="done"),
     ) == [
-        ["small_talk", "fallback", "greeting"],
+        ["smalltalk", "fallback", "greeting"],
         ["greeting", "fallback"],
         EVERY_SKILL,
-        ["small_talk", "fallback"],
+        ["smalltalk", "fallback"],
     ]
 
 
@@ -131,7 +131,7 @@ SHIPPED = json.loads((Path(__file__).parent / "rules.json").read_text(encoding="
     ({"on_toxc": ["fallback"]}, "on_toxc: Extra inputs are not permitted"),
     ({"on_toxic": []}, "on_toxic: List should have at least 1 item"),
     ({"intents": {**SHIPPED["intents"], "thanks": []}}, "intents.thanks: List should have"),
-    ({"intents": {"thanks": "small_talk"}}, "intents.thanks: Input should be a valid array"),
+    ({"intents": {"thanks": "smalltalk"}}, "intents.thanks: Input should be a valid array"),
     ({"min_intent_confidence": 1.5}, "min_intent_confidence: Input should be less than"),
 ])
 def test_a_bad_rules_file_is_refused_naming_the_key(

@@ -1,0 +1,127 @@
+"""Answers questions about Chorus itself from ``faq.json``, by TF-IDF retrieval.
+
+The user's utterance is compared with every FAQ question (cosine similarity of character
+n-gram TF-IDF vectors, robust to plurals and typos: "annotators" finds "annotator"). The
+closest question's answer is the hypothesis, with the similarity as its confidence (capped
+at 0.95, so a scripted skill that is sure of itself still wins). Below :data:`THRESHOLD` the
+skill stays silent: a weak match is a wrong answer, and other skills do small talk better.
+
+The file is validated and the vectorizer fitted once, at import: a turn only transforms one
+short text and takes one dot product per question.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from agent.sdk import DialogView, Service, SkillHypothesis
+
+FAQ_FILE = Path(__file__).parent / "faq.json"
+
+#: Lowest cosine similarity that still answers. Chosen on paraphrases of the shipped
+#: questions ("how can I add a skill" 0.72, "what are skills?" 0.63, "where is my data
+#: stored?" 0.65) and off-topic lines that share only "what is" or "where are" with one
+#: ("what is love" 0.56, "where are you from" 0.53, "where is paris" 0.47).
+THRESHOLD = 0.6
+#: Highest confidence the skill claims, even for an exact match.
+MAX_CONFIDENCE = 0.95
+
+_NOT_WORD = re.compile(r"[^\w\s]+")
+_APOSTROPHES = ("'", "\u2019")
+
+
+class FaqEntry(BaseModel):
+    """One entry of ``faq.json``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1)
+    answer: str = Field(min_length=1)
+
+
+class FaqHypothesis(SkillHypothesis):
+    """A skill hypothesis that also says which FAQ question it answers."""
+
+    faq_question: str
+
+
+def load_faq(path: Path) -> list[FaqEntry]:
+    """Read and validate the FAQ file; a broken file stops the service at start-up."""
+    entries = TypeAdapter(list[FaqEntry]).validate_json(path.read_bytes())
+    if not entries:
+        raise ValueError(f"{path}: the FAQ holds no entry")
+    return entries
+
+
+def normalise(text: str) -> str:
+    """Lowercase, no punctuation: "What's Chorus?" and "whats chorus" look the same."""
+    return _NOT_WORD.sub(lambda m: "" if m.group() in _APOSTROPHES else " ", text.lower())
+
+
+class FaqIndex:
+    """The FAQ questions as TF-IDF vectors, fitted once with scikit-learn.
+
+    A query is weighted here rather than with ``vectorizer.transform``: the same n-grams,
+    sublinear term frequency, IDF and L2 norm, without scikit-learn's per-call validation
+    and sparse-matrix overhead (3 ms per utterance against ~0.1 ms). The test checks that
+    both give the same similarities.
+    """
+
+    def __init__(self, entries: list[FaqEntry]) -> None:
+        self.entries = entries
+        self.vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5),
+                                          sublinear_tf=True, preprocessor=normalise)
+        questions = self.vectorizer.fit_transform([e.question for e in entries])
+        self._questions = questions.toarray()  # rows are L2-normalised
+        self._analyse = self.vectorizer.build_analyzer()
+        self._vocabulary: dict[str, int] = self.vectorizer.vocabulary_
+        self._idf = self.vectorizer.idf_
+
+    def similarities(self, text: str) -> np.ndarray:
+        """Cosine similarity of ``text`` to every question (0..1)."""
+        counts = Counter(g for g in self._analyse(text) if g in self._vocabulary)
+        if not counts:
+            return np.zeros(len(self.entries))
+        columns = np.fromiter((self._vocabulary[g] for g in counts), dtype=np.intp)
+        weights = (1.0 + np.log(np.fromiter(counts.values(), dtype=float))) * self._idf[columns]
+        similarities: np.ndarray = self._questions[:, columns] @ weights
+        similarities /= np.linalg.norm(weights)
+        return similarities
+
+    def best(self, text: str) -> tuple[FaqEntry, float]:
+        """The closest entry to ``text`` and its cosine similarity."""
+        similarities = self.similarities(text)
+        index = int(similarities.argmax())
+        return self.entries[index], float(similarities[index])
+
+
+INDEX = FaqIndex(load_faq(FAQ_FILE))
+
+
+def answer(text: str) -> FaqHypothesis | None:
+    """The FAQ answer to ``text``, or None when no question is close enough."""
+    if not text.strip():
+        return None
+    entry, similarity = INDEX.best(text)
+    if similarity < THRESHOLD:
+        return None
+    return FaqHypothesis(text=entry.answer, confidence=round(min(MAX_CONFIDENCE, similarity), 4),
+                         faq_question=entry.question)
+
+
+service = Service("faq", description="Answers questions about Chorus from faq.json.")
+
+
+@service.skill
+def faq(dialog: DialogView) -> list[SkillHypothesis]:
+    hypothesis = answer(dialog.human_utterance.text)
+    return [hypothesis] if hypothesis else []
+
+
+app = service.app

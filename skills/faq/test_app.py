@@ -1,0 +1,78 @@
+"""The FAQ skill over real HTTP: paraphrases find their question, off-topic lines find none."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from pydantic import ValidationError
+from sklearn.metrics.pairwise import linear_kernel
+
+from skills.faq.app import FAQ_FILE, INDEX, MAX_CONFIDENCE, THRESHOLD, app, load_faq
+from tests.support.servers import serving
+from tests.support.views import view
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    """One server for the module: the skill keeps nothing between requests."""
+    with serving(app) as server:
+        yield server.url
+
+
+def ask(url: str, *texts: str) -> list[list[dict[str, object]]]:
+    """One dialog per text, in one batch."""
+    response = httpx.post(f"{url}/respond", json={"dialogs": [view(text) for text in texts]})
+    response.raise_for_status()
+    answer: list[list[dict[str, object]]] = response.json()
+    return answer
+
+
+def test_paraphrases_find_their_question_in_order(url: str) -> None:
+    deleting, annotators = ask(url, "how can I delete my data", "what are annotators?")
+    assert deleting[0]["faq_question"] == "How do I delete my data?"
+    assert "DELETE /api/user/{user_id}" in str(deleting[0]["text"])
+    assert annotators[0]["faq_question"] == "What is an annotator?"
+    for (hypothesis,) in (deleting, annotators):
+        assert THRESHOLD <= float(str(hypothesis["confidence"])) <= MAX_CONFIDENCE
+
+
+def test_every_shipped_question_answers_itself_with_capped_confidence(url: str) -> None:
+    questions = [entry.question for entry in INDEX.entries]
+    answers = ask(url, *questions)
+    assert [a[0]["faq_question"] for a in answers] == questions
+    assert {a[0]["confidence"] for a in answers} == {MAX_CONFIDENCE}
+    assert [a[0]["text"] for a in answers] == [entry.answer for entry in INDEX.entries]
+
+
+def test_stays_silent_off_topic(url: str) -> None:
+    assert ask(url, "what is love", "hi", "where are you from", "I like pizza", "") == [[]] * 5
+
+
+def test_health_and_bad_body(url: str) -> None:
+    health = httpx.get(f"{url}/health").json()
+    refused = httpx.post(f"{url}/respond", json={"dialog": [view("hi")]})
+    assert health == {"status": "ok", "service": "faq", "role": "skill"}
+    assert refused.status_code == 422
+    assert "dialogs" in refused.text
+
+
+def test_a_broken_faq_file_is_refused_naming_the_field(tmp_path: Path) -> None:
+    broken = tmp_path / "faq.json"
+    broken.write_text('[{"question": "What is Chorus?"}]')
+    with pytest.raises(ValidationError, match="answer"):
+        load_faq(broken)
+    broken.write_text("[]")
+    with pytest.raises(ValueError, match="no entry"):
+        load_faq(broken)
+
+
+def test_the_shipped_file_is_valid() -> None:
+    assert len(load_faq(FAQ_FILE)) >= 15
+
+
+@pytest.mark.parametrize("text", ["How do I delete my data?", "what are annotators", "zzz", ""])
+def test_query_weighting_matches_scikit_learn(text: str) -> None:
+    expected = linear_kernel(INDEX.vectorizer.transform([text]),
+                             INDEX.vectorizer.transform([e.question for e in INDEX.entries]))[0]
+    assert INDEX.similarities(text) == pytest.approx(expected)

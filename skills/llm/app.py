@@ -1,0 +1,282 @@
+"""Answers with a large language model behind any OpenAI-compatible chat-completions API.
+
+The prompt is a system message in the bot's persona (``bot.attributes["persona"]``, else
+``bot.persona``, else a short default) followed by the dialog window as user/assistant
+messages. The model's reply is the hypothesis, with the configured confidence.
+
+Settings come from ``LLM_*`` environment variables (or ``.env``), read once when the app is
+built; without ``LLM_BASE_URL`` the skill answers ``[]`` and ``/health`` still answers.
+
+A failing endpoint is not hidden: a timeout, a non-2xx answer or a body that is not a chat
+completion makes ``/respond`` answer 502 with what went wrong, so the agent records the
+error and loses only this skill's output for the turn.
+
+One ``httpx.AsyncClient`` serves the app's whole life. The SDK builds the FastAPI app and
+offers no lifespan hook, so :func:`create_app` wraps the router's ``lifespan_context``: the
+client opens when the server starts and closes when it stops, in the server's own event
+loop, and the SDK's lifespan still runs inside. A client created lazily on the first
+request would never be closed and would stay bound to the loop that first used it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Literal
+
+import httpx
+from fastapi import FastAPI, HTTPException, status
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agent.sdk import BotView, DialogView, Service, SkillHypothesis
+
+logger = logging.getLogger(__name__)
+
+ENV_PREFIX = "LLM_"
+DEFAULT_SYSTEM_PROMPT = (
+    "You are Chorus, a friendly assistant in a chatbot made of many small skills. "
+    "Answer in one to three short sentences."
+)
+STYLE = "Stay in character and answer in one to three short sentences."
+#: How much of a failing endpoint's body goes into the error message.
+EXCERPT_CHARS = 200
+
+
+class SettingsError(ValueError):
+    """A setting is wrong; the message names the environment variable."""
+
+
+class LLMSettings(BaseSettings):
+    """The endpoint and how to call it. Unset ``LLM_BASE_URL`` disables the skill."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_file=".env", extra="ignore",
+                                      env_ignore_empty=True)
+
+    base_url: str | None = Field(default=None,
+                                 description="e.g. https://api.openai.com/v1; unset: disabled")
+    model: str | None = Field(default=None, min_length=1, description="e.g. gpt-4o-mini")
+    api_key: SecretStr | None = Field(default=None, description="sent as a Bearer token")
+    timeout: float = Field(default=8.0, gt=0, le=300, description="seconds per request")
+    confidence: float = Field(default=0.6, ge=0, le=1, description="of every hypothesis")
+    max_tokens: int = Field(default=200, ge=1, le=100_000)
+    temperature: float = Field(default=0.7, ge=0, le=2)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL, e.g. https://api.openai.com/v1")
+        return value.rstrip("/") if value else value
+
+    @model_validator(mode="after")
+    def _model_named(self) -> LLMSettings:
+        if self.base_url and not self.model:
+            raise ValueError(f"{ENV_PREFIX}MODEL is required when {ENV_PREFIX}BASE_URL is set")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.base_url is not None
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+
+def load_settings() -> LLMSettings:
+    """Read the settings, or fail with the bad variable's name in the message."""
+    try:
+        return LLMSettings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            (f"{ENV_PREFIX}{str(e['loc'][0]).upper()}: " if e["loc"] else "")
+            + e["msg"].removeprefix("Value error, ")
+            for e in exc.errors()
+        )
+        raise SettingsError(f"bad settings: {problems}") from None
+
+
+class ChatMessage(BaseModel):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class _ReplyMessage(BaseModel):
+    content: str | None = None
+
+
+class _Choice(BaseModel):
+    message: _ReplyMessage
+
+
+class ChatCompletion(BaseModel):
+    """The part of OpenAI's chat-completion answer the skill reads."""
+
+    choices: list[_Choice] = Field(min_length=1)
+
+
+class PersonaFacts(BaseModel):
+    """What a persona (the smalltalk skill's format, or any subset) says about the bot."""
+
+    name: str | None = None
+    description: str | None = None
+    lives: str | None = None
+    likes: list[str] = Field(default_factory=list)
+    hobbies: list[str] = Field(default_factory=list)
+    favourites: dict[str, str] = Field(default_factory=dict)
+
+
+class LLMError(Exception):
+    """The endpoint failed: timed out, unreachable, non-2xx, or not a chat completion."""
+
+
+def persona_of(bot: BotView) -> Mapping[str, Any]:
+    stored = bot.attributes.get("persona")
+    return stored if isinstance(stored, Mapping) and stored else bot.persona
+
+
+def persona_prompt(persona: Mapping[str, Any]) -> str | None:
+    """The persona as sentences, or None when it says nothing usable."""
+    try:
+        facts = PersonaFacts.model_validate(persona)
+    except ValidationError:
+        logger.warning("persona ignored: it does not fit the persona format")
+        return None
+    who = ", ".join(part for part in (facts.name, facts.description) if part)
+    sentences = [f"You are {who}."] if who else []
+    if facts.lives:
+        sentences.append(f"You live {facts.lives}.")
+    if facts.likes:
+        sentences.append(f"You like {', '.join(facts.likes)}.")
+    if facts.hobbies:
+        sentences.append(f"Your hobbies: {', '.join(facts.hobbies)}.")
+    if facts.favourites:
+        favourites = "; ".join(f"{thing}: {value}" for thing, value in facts.favourites.items())
+        sentences.append(f"Your favourite things: {favourites}.")
+    return " ".join(sentences) if sentences else None
+
+
+def system_prompt(dialog: DialogView) -> str:
+    """The persona's prompt (or the default), and the user's name when a skill learnt it."""
+    persona = persona_prompt(persona_of(dialog.bot))
+    prompt = f"{persona} {STYLE}" if persona else DEFAULT_SYSTEM_PROMPT
+    name = dialog.human.attributes.get("name")
+    return f"{prompt} The user's name is {name}." if isinstance(name, str) and name else prompt
+
+
+def conversation(dialog: DialogView) -> list[ChatMessage]:
+    """System prompt, then the window's non-empty utterances in order."""
+    turns = [ChatMessage(role="user" if u.speaker == "human" else "assistant", content=u.text)
+             for u in dialog.utterances if u.text.strip()]
+    return [ChatMessage(role="system", content=system_prompt(dialog)), *turns]
+
+
+def _excerpt(response: httpx.Response) -> str:
+    text = response.text.strip().replace("\n", " ")
+    return text[:EXCERPT_CHARS] + ("…" if len(text) > EXCERPT_CHARS else "")
+
+
+class ChatModel:
+    """The endpoint, through one ``httpx.AsyncClient`` that is open while :meth:`open` is."""
+
+    def __init__(self, settings: LLMSettings) -> None:
+        self.settings = settings
+        self._http: httpx.AsyncClient | None = None
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[None]:
+        key = self.settings.api_key
+        headers = {"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}
+        async with httpx.AsyncClient(timeout=self.settings.timeout, headers=headers) as http:
+            self._http = http
+            try:
+                yield
+            finally:
+                self._http = None
+
+    async def complete(self, messages: list[ChatMessage]) -> str | None:
+        """The model's reply (None when it is empty); :class:`LLMError` when the call fails."""
+        body = {"model": self.settings.model, "max_tokens": self.settings.max_tokens,
+                "temperature": self.settings.temperature,
+                "messages": [m.model_dump() for m in messages]}
+        completion = self._parse(await self._post(body))
+        content = completion.choices[0].message.content
+        return content.strip() if content and content.strip() else None
+
+    async def _post(self, body: dict[str, Any]) -> httpx.Response:
+        if self._http is None:
+            raise RuntimeError("the LLM client is not open: run the app with its lifespan")
+        timeout = self.settings.timeout
+        try:
+            # httpx's timeout bounds each phase; this one bounds the whole exchange.
+            async with asyncio.timeout(timeout):
+                response = await self._http.post(self.settings.endpoint, json=body)
+        except (TimeoutError, httpx.TimeoutException):
+            raise LLMError(f"no answer within {timeout:g}s (LLM_TIMEOUT)") from None
+        except httpx.HTTPError as exc:
+            raise LLMError(f"unreachable: {type(exc).__name__}: {exc}") from None
+        if not response.is_success:
+            raise LLMError(f"answered HTTP {response.status_code}: {_excerpt(response)}")
+        return response
+
+    @staticmethod
+    def _parse(response: httpx.Response) -> ChatCompletion:
+        try:
+            return ChatCompletion.model_validate_json(response.content)
+        except ValidationError as exc:
+            problem = exc.errors()[0]["msg"]
+            raise LLMError(f"answered something that is not a chat completion ({problem}): "
+                           f"{_excerpt(response)}") from None
+
+
+def run_while_serving(app: FastAPI,
+                      resource: Callable[[], AbstractAsyncContextManager[None]]) -> None:
+    """Hold ``resource`` open for the server's life, around the app's own lifespan."""
+    app_lifespan = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(running: Any) -> AsyncIterator[Any]:
+        async with resource(), app_lifespan(running) as state:
+            yield state
+
+    app.router.lifespan_context = lifespan
+
+
+class LLMHypothesis(SkillHypothesis):
+    """A hypothesis that names the model that wrote it."""
+
+    llm_model: str
+
+
+def create_app(settings: LLMSettings | None = None) -> FastAPI:
+    """The skill's app for ``settings`` (default: from the environment)."""
+    settings = settings or load_settings()
+    model = ChatModel(settings) if settings.enabled else None
+    service = Service("llm", description="Answers with an OpenAI-compatible chat model.")
+
+    @service.skill
+    async def llm(dialog: DialogView) -> list[SkillHypothesis]:
+        if model is None:
+            return []
+        try:
+            reply = await model.complete(conversation(dialog))
+        except LLMError as exc:
+            logger.warning("dialog %s: LLM endpoint %s %s", dialog.dialog_id,
+                           settings.endpoint, exc)
+            raise HTTPException(status.HTTP_502_BAD_GATEWAY,
+                                detail=f"LLM endpoint {exc}") from None
+        if reply is None:
+            return []
+        return [LLMHypothesis(text=reply, confidence=settings.confidence,
+                              llm_model=str(settings.model))]
+
+    app = service.app
+    if model is not None:
+        run_while_serving(app, model.open)
+    return app
+
+
+app = create_app()

@@ -1,0 +1,304 @@
+"""Small talk in the bot's own voice: how are you, what do you like, favourite things, bye.
+
+Who the bot is comes from a persona (name, description, where it lives, likes, hobbies,
+favourite things, and the templates of its lines). The persona belongs to the bot, so it
+lives in the bot's attributes: when they hold none yet, the skill answers with the shipped
+``persona.json`` and hands it back as ``bot_attributes={"persona": ...}``, which the agent
+stores if this answer is chosen. A deployment customises its bot by putting a (partial)
+persona in the bot's attributes or ``bot.persona``: its keys replace the file's, template by
+template.
+
+What the user said is recognised from ``annotations["intents"]`` when an intents annotator
+ran (how_are_you, thanks, farewell, bot_identity, abilities) and from the skill's own
+patterns, which also cover likes, hobbies, home and favourite things. With nothing matched,
+a negative ``annotations["sentiment"]`` gets an empathetic line. The skill never repeats a
+line the bot already said in the window when the template has another one.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agent.sdk import BotView, DialogView, Service, SkillHypothesis
+
+logger = logging.getLogger(__name__)
+
+PERSONA_FILE = Path(__file__).parent / "persona.json"
+
+Topic = Literal["how_are_you", "thanks", "farewell", "bot_identity", "abilities", "likes",
+                "hobbies", "home", "favourite", "no_favourite", "empathy"]
+
+#: Intent names of ``annotations["intents"]`` that are small talk.
+INTENT_TOPICS: frozenset[str] = frozenset(
+    {"how_are_you", "thanks", "farewell", "bot_identity", "abilities"})
+#: Placeholders a template may use.
+PLACEHOLDERS = frozenset({"name", "description", "lives", "likes", "hobbies", "thing",
+                          "favourite"})
+
+#: Confidences (see README): a pattern scores by the share of the utterance it covers, an
+#: intent by the annotator's confidence; both agreeing is the strongest case.
+PATTERN_BASE, PATTERN_SPAN = 0.65, 0.15
+INTENT_BASE, INTENT_SPAN = 0.6, 0.2
+AGREEMENT_CONFIDENCE = 0.85
+EMPATHY_CONFIDENCE = 0.6
+
+_I = re.IGNORECASE
+#: Checked in this order: the most specific question first ("thanks! what's your favourite
+#: book?" is about the book; "thanks, bye" is a farewell).
+PATTERNS: tuple[tuple[Topic, re.Pattern[str]], ...] = (
+    ("favourite", re.compile(
+        r"\b(?:what(?:'?s|\s+is|\s+are)\s+)?(?:your|you\s+have\s+an?|you\s+got\s+an?)"
+        r"\s+fav(?:ou?rite|e)\s+([a-z]+)", _I)),
+    ("hobbies", re.compile(
+        r"\b(?:what(?:'?s|\s+is|\s+are)\s+your\s+|do\s+you\s+have\s+(?:any\s+|an?\s+)?)?"
+        r"hobb(?:y|ies)\b|\bfor\s+fun\b|\b(?:free|spare)\s+time\b|\bpastimes?\b"
+        r"|\bwhat\s+do\s+you\s+(?:like|love|enjoy)\s+doing\b", _I)),
+    ("home", re.compile(
+        r"\bwhere\s+(?:are|r)\s+(?:you|u)\s+(?:from|based|located)\b"
+        r"|\bwhere\s+do\s+you\s+(?:live|come\s+from)\b|\bwhere(?:'s|\s+is)\s+your\s+home\b", _I)),
+    ("likes", re.compile(
+        r"\bwhat\s+(?:else\s+)?do\s+you\s+(?:like|love|enjoy)\b|\bwhat\s+are\s+you\s+into\b", _I)),
+    ("abilities", re.compile(
+        r"\bwhat\s+(?:can|could)\s+you\s+do\b|\bwhat\s+are\s+you\s+(?:able\s+to\s+do|good\s+at)\b"
+        r"|\bhow\s+can\s+you\s+help\b", _I)),
+    ("bot_identity", re.compile(
+        r"\btell\s+me\s+(?:more\s+)?about\s+yourself\b|\bintroduce\s+yourself\b"
+        r"|\bwho\s+are\s+you\b|\bwhat\s+are\s+you\s*(?:[?!.]|$)"
+        r"|\bwhat(?:'?s|\s+is)\s+your\s+name\b", _I)),
+    ("how_are_you", re.compile(
+        r"\bhow\s+(?:are|r)\s+(?:you|u|ya)\b|\bhow\s+(?:have\s+you\s+been|do\s+you\s+do)\b"
+        r"|\bhow(?:'s|\s+is)\s+(?:it\s+going|your\s+day|life)\b|\bhow\s+are\s+things\b", _I)),
+    ("farewell", re.compile(
+        r"\b(?:bye|goodbye|good\s+bye|bye\s+bye|see\s+(?:you|ya)|good\s+night|farewell"
+        r"|take\s+care|gotta\s+go|talk\s+(?:to\s+you\s+)?later|ttyl)\b", _I)),
+    ("thanks", re.compile(
+        r"\b(?:thanks|thank\s+(?:you|u)|thx|ty|cheers|much\s+appreciated)\b", _I)),
+)
+
+#: Other words for the things a persona has favourites of: "colour" finds "color".
+THING_ALIASES = {"colour": "color", "film": "movie", "song": "music", "band": "music",
+                 "meal": "food", "dish": "food", "pet": "animal"}
+_WORD = re.compile(r"\w+(?:'\w+)*")
+
+
+def _placeholders_known(template: str) -> str:
+    for _, field, _, _ in string.Formatter().parse(template):
+        if field is not None and field not in PLACEHOLDERS:
+            raise ValueError(f"unknown placeholder {{{field}}} in {template!r}; "
+                             f"use {', '.join(sorted(PLACEHOLDERS))}")
+    return template
+
+
+Lines = list[str]
+
+
+class Templates(BaseModel):
+    """The bot's lines per topic; each topic has alternatives so the bot need not repeat."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    how_are_you: Lines = Field(min_length=1)
+    thanks: Lines = Field(min_length=1)
+    farewell: Lines = Field(min_length=1)
+    bot_identity: Lines = Field(min_length=1)
+    abilities: Lines = Field(min_length=1)
+    likes: Lines = Field(min_length=1)
+    hobbies: Lines = Field(min_length=1)
+    home: Lines = Field(min_length=1)
+    favourite: Lines = Field(min_length=1)
+    no_favourite: Lines = Field(min_length=1)
+    empathy: Lines = Field(min_length=1)
+
+    @field_validator("*")
+    @classmethod
+    def _known_placeholders(cls, lines: Lines) -> Lines:
+        return [_placeholders_known(line) for line in lines]
+
+
+class Persona(BaseModel):
+    """Who the bot is. Extra keys are kept: other skills (the llm one) may read them."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(min_length=1)
+    description: str = Field(min_length=1)
+    lives: str = Field(min_length=1)
+    likes: list[str] = Field(min_length=1)
+    hobbies: list[str] = Field(min_length=1)
+    favourites: dict[str, str] = Field(default_factory=dict)
+    templates: Templates
+
+
+def load_persona(path: Path) -> Persona:
+    """Read and validate the persona file; a broken file stops the service at start-up."""
+    return Persona.model_validate_json(path.read_bytes())
+
+
+FILE_PERSONA = load_persona(PERSONA_FILE)
+
+
+def customised(base: Persona, override: Mapping[str, Any]) -> Persona:
+    """``base`` with the keys of ``override`` replacing its own, templates one by one."""
+    templates = override.get("templates") or {}
+    if not isinstance(templates, Mapping):
+        raise ValueError("persona.templates must be an object")
+    merged = base.model_dump() | dict(override)
+    merged["templates"] = base.templates.model_dump() | dict(templates)
+    return Persona.model_validate(merged)
+
+
+def persona_of(bot: BotView) -> tuple[Persona, bool]:
+    """The bot's persona, and whether it must be stored in the bot's attributes.
+
+    The attributes' persona wins, then ``bot.persona``, then the file's. A persona that does
+    not validate is logged and left alone (the file's is used, nothing is overwritten).
+    """
+    stored = bot.attributes.get("persona")
+    override = stored or bot.persona
+    if not override:
+        return FILE_PERSONA, True
+    if not isinstance(override, Mapping):
+        logger.warning("bot %s: persona is not an object; using persona.json", bot.id)
+        return FILE_PERSONA, False
+    try:
+        return customised(FILE_PERSONA, override), not stored
+    except (ValidationError, ValueError) as exc:
+        logger.warning("bot %s: invalid persona (%s); using persona.json", bot.id, exc)
+        return FILE_PERSONA, False
+
+
+@dataclass(frozen=True)
+class Match:
+    """What the user's utterance is about, and how sure the skill is."""
+
+    topic: Topic
+    confidence: float
+    thing: str | None = None
+
+
+def _coverage_confidence(match: re.Match[str], text: str) -> float:
+    """A pattern that is most of the utterance ("how are you?") beats one inside a story."""
+    covered = len(_WORD.findall(match.group()))
+    share = min(1.0, covered / max(1, len(_WORD.findall(text))))
+    return round(PATTERN_BASE + PATTERN_SPAN * share, 3)
+
+
+def match_pattern(text: str, favourites: Mapping[str, str]) -> Match | None:
+    """The first of :data:`PATTERNS` found in ``text``."""
+    for topic, pattern in PATTERNS:
+        found = pattern.search(text)
+        if found is None:
+            continue
+        confidence = _coverage_confidence(found, text)
+        if topic == "favourite":
+            thing = found.group(1).lower()
+            known = favourite_key(thing, favourites)
+            return Match("favourite" if known else "no_favourite", confidence, known or thing)
+        return Match(topic, confidence)
+    return None
+
+
+def favourite_key(thing: str, favourites: Mapping[str, str]) -> str | None:
+    """The persona's key for ``thing``: "colours" and "colour" find "color"."""
+    for word in (thing, thing.removesuffix("s")):
+        key = THING_ALIASES.get(word, word)
+        if key in favourites:
+            return key
+    return None
+
+
+def match_intent(annotations: Mapping[str, Any]) -> Match | None:
+    """A smalltalk intent from the intents annotator, scored by its confidence."""
+    intents = annotations.get("intents")
+    if not isinstance(intents, Mapping) or intents.get("intent") not in INTENT_TOPICS:
+        return None
+    certainty = intents.get("confidence")
+    certainty = float(certainty) if isinstance(certainty, int | float) else 0.0
+    certainty = min(1.0, max(0.0, certainty))
+    return Match(intents["intent"], round(INTENT_BASE + INTENT_SPAN * certainty, 3))
+
+
+def is_negative(annotations: Mapping[str, Any]) -> bool:
+    sentiment = annotations.get("sentiment")
+    return isinstance(sentiment, Mapping) and sentiment.get("label") == "negative"
+
+
+def understand(text: str, annotations: Mapping[str, Any],
+               favourites: Mapping[str, str]) -> Match | None:
+    """Intent and pattern together; a negative mood only when nothing else matched."""
+    by_intent = match_intent(annotations)
+    by_pattern = match_pattern(text.replace("\u2019", "'"), favourites)
+    if by_intent and by_pattern and by_intent.topic == by_pattern.topic:
+        return Match(by_pattern.topic, AGREEMENT_CONFIDENCE, by_pattern.thing)
+    candidates = [m for m in (by_pattern, by_intent) if m is not None]
+    if candidates:
+        return max(candidates, key=lambda m: m.confidence)
+    if is_negative(annotations):
+        return Match("empathy", EMPATHY_CONFIDENCE)
+    return None
+
+
+def join_words(items: list[str]) -> str:
+    """["a", "b", "c"] -> "a, b and c"."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def render(persona: Persona, match: Match) -> list[str]:
+    """Every alternative line of the matched topic, in the persona's words."""
+    thing = match.thing or ""
+    values = {"name": persona.name, "description": persona.description,
+              "lives": persona.lives, "likes": join_words(persona.likes),
+              "hobbies": join_words(persona.hobbies), "thing": thing,
+              "favourite": persona.favourites.get(thing, "")}
+    lines: list[str] = getattr(persona.templates, match.topic)
+    return [line.format_map(values) for line in lines]
+
+
+def pick(lines: list[str], said: list[str]) -> str | None:
+    """The first line the bot has not said in the window; else one unlike its last line."""
+    fresh = [line for line in lines if line not in said]
+    if fresh:
+        return fresh[0]
+    last = said[-1] if said else None
+    return next((line for line in lines if line != last), None)
+
+
+class SmallTalkHypothesis(SkillHypothesis):
+    """A hypothesis that says which smalltalk topic it answers."""
+
+    smalltalk_topic: Topic
+
+
+def respond(dialog: DialogView) -> SmallTalkHypothesis | None:
+    persona, store = persona_of(dialog.bot)
+    human = dialog.human_utterance
+    match = understand(human.text, human.annotations, persona.favourites)
+    if match is None:
+        return None
+    said = [u.text for u in dialog.utterances if u.speaker == "bot"]
+    text = pick(render(persona, match), said)
+    if text is None:
+        return None
+    return SmallTalkHypothesis(
+        text=text, confidence=match.confidence, smalltalk_topic=match.topic,
+        bot_attributes={"persona": persona.model_dump(mode="json")} if store else {})
+
+
+service = Service("smalltalk", description="Small talk in the voice of the bot's persona.")
+
+
+@service.skill
+def smalltalk(dialog: DialogView) -> list[SkillHypothesis]:
+    hypothesis = respond(dialog)
+    return [hypothesis] if hypothesis else []
+
+
+app = service.app
