@@ -37,13 +37,14 @@ def test_run_starts_every_local_service_and_the_agent_then_stops_them(
     for group in shipped["services"].values():
         for service in group.values():
             port = free_port()
-            ports.append(port)
             service["connector"]["url"] = f"http://127.0.0.1:{port}/respond"
+            if not service.get("requires_env"):  # the LLM skill stays off: no endpoint
+                ports.append(port)
     pipeline = tmp_path / "pipeline.json"
     pipeline.write_text(json.dumps(shipped))
     agent_port = free_port()
-    env = {**os.environ, "CHORUS_PIPELINE": str(pipeline),
-           "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db"}
+    env = {**{k: v for k, v in os.environ.items() if k != "LLM_BASE_URL"},
+           "CHORUS_PIPELINE": str(pipeline), "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db"}
     process = subprocess.Popen(
         [sys.executable, "-m", "agent.cli.main", "run", "--port", str(agent_port)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

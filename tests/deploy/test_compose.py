@@ -540,14 +540,21 @@ def test_compose_pipeline_is_the_local_pipeline_with_other_urls() -> None:
     )
 
 
-def test_compose_pipeline_is_valid_for_the_agent() -> None:
+def test_compose_pipeline_is_valid_for_the_agent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every enabled service runs once its required variables are set (the LLM skill's
+    endpoint, which compose passes to the agent as LLM_BASE_URL)."""
     from agent.pipeline.config import load_pipeline_config
     from agent.pipeline.graph import build_pipeline
 
+    entries = pipeline_entries(load_pipeline(COMPOSE_PIPELINE))
+    agent_env = load_compose()["services"]["agent"]["environment"]
+    for _, entry in entries.values():
+        for variable in entry.get("requires_env", []):
+            assert variable in agent_env, f"compose does not pass {variable} to the agent"
+            monkeypatch.setenv(variable, "http://example.invalid/v1")
     pipeline = build_pipeline(load_pipeline_config(COMPOSE_PIPELINE))
     assert {node.name for node in pipeline.nodes} == {
-        name for name, (_, entry) in pipeline_entries(load_pipeline(COMPOSE_PIPELINE)).items()
-        if entry.get("is_enabled", True)}
+        name for name, (_, entry) in entries.items() if entry.get("is_enabled", True)}
 
 
 # -- (c) Dockerfiles and what they copy exist ------------------------------------------------
@@ -590,10 +597,13 @@ def test_dockerignore_keeps_local_state_and_tests_out() -> None:
 def test_service_image_runs_its_module_with_the_sdk_only(service: str, tmp_path: Path) -> None:
     dockerfile = dockerfile_of(service)
     command = uvicorn_command(dockerfile)
-    group, _ = pipeline_entries(load_pipeline(COMPOSE_PIPELINE))[service]
+    from agent.cli.stack import GROUP_FOLDERS
+
+    pipeline_group, _ = pipeline_entries(load_pipeline(COMPOSE_PIPELINE))[service]
+    group = GROUP_FOLDERS[pipeline_group]  # candidate annotators live in annotators/
     assert command.module == f"{group}.{service}.app", (
-        f"{service}: the pipeline's {group}.{service} should run {group}.{service}.app, "
-        f"not {command.module}")
+        f"{service}: the pipeline's {pipeline_group}.{service} should run "
+        f"{group}.{service}.app, not {command.module}")
     assert dockerfile.path == ROOT / group / service / "Dockerfile"
     assert command.port == SERVICE_PORT and not command.factory
 

@@ -117,7 +117,7 @@ def select(rules: Rules, annotations: dict[str, Any],
 
 RULES = load_rules(RULES_FILE)
 
-service = Service("rule_based", description="Chooses the skills to run from intent and "
+service = Service("rules", description="Chooses the skills to run from intent and "
                   "toxicity annotations, by the rules in rules.json.")
 
 

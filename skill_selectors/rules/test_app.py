@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from skill_selectors.rule_based.app import RulesError, app, load_rules
+from skill_selectors.rules.app import RulesError, app, load_rules
 from tests.support.servers import serving
 from tests.support.views import view
 
@@ -115,7 +115,7 @@ def test_a_batch_is_answered_per_dialog_in_order(url: str) -> None:
 
 def test_health(url: str) -> None:
     assert httpx.get(f"{url}/health").json() == {
-        "status": "ok", "service": "rule_based", "role": "skill_selector"}
+        "status": "ok", "service": "rules", "role": "skill_selector"}
 
 
 def test_a_malformed_body_is_refused_naming_the_field(url: str) -> None:
