@@ -147,4 +147,4 @@ def test_a_bad_rules_file_is_refused_naming_the_key(
 def test_the_shipped_rules_load() -> None:
     rules = load_rules(Path(__file__).parent / "rules.json")
     assert rules.on_toxic == ["fallback"]
-    assert rules.min_intent_confidence == 0.5
+    assert rules.min_intent_confidence == 0.7
