@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install run test lint typecheck bench clean mongodb-test-server docker-compose
+.PHONY: install run test lint typecheck bench clean mongodb-test-server docker-compose chromium
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Chorus needs Python 3.11+"'
@@ -39,7 +39,11 @@ mongodb-test-server:
 docker-compose:
 	@sh deploy/ensure-docker-compose.sh
 
-test: lint typecheck mongodb-test-server docker-compose
+# Debian's chromium for the browser tests of the agent's pages (tests/browser).
+chromium:
+	@sh tools/chromium/ensure.sh
+
+test: lint typecheck mongodb-test-server docker-compose chromium
 	$(BIN)/pytest
 
 bench: install

@@ -10,7 +10,9 @@ import typer
 import uvicorn
 
 from agent.cli import stack
+from agent.cli.chat import chat_command
 from agent.cli.parlai import eval_command, export_command
+from agent.cli.scaffold import new_app
 from agent.pipeline.config import PipelineConfigError, load_pipeline_config
 from agent.pipeline.graph import build_pipeline
 from agent.settings import SettingsError, load_settings
@@ -30,6 +32,8 @@ def main() -> None:
 
 app.command("eval")(eval_command)
 app.command("export")(export_command)
+app.command("chat")(chat_command)
+app.add_typer(new_app, name="new")
 
 
 @app.command()

@@ -1,0 +1,474 @@
+"""``chorus new skill NAME``: a working skill in a new folder, registered where it must be.
+
+What it writes, all or nothing (every file is worked out before the first is written; if a
+write fails or the written pipeline does not load, the originals are put back and the new
+folder removed):
+
+* ``skills/NAME/``: ``__init__.py``, ``app.py``, ``test_app.py``, ``Dockerfile``,
+  ``README.md``, from ``templates/skill/``;
+* the local pipeline (``pipeline.json``, ``CHORUS_PIPELINE`` or ``--pipeline``):
+  ``services.skills.NAME`` at ``http://127.0.0.1:<first 82xx port it does not use>/respond``,
+  which ``chorus run`` then starts by folder convention;
+* ``deploy/pipeline.compose.json``: the same entry at ``http://NAME:8000/respond``;
+* ``docker-compose.yml``: a service block and an ``agent.depends_on`` entry, inserted as
+  text so the file's comments and layout stay.
+
+The two compose files go together: when either is missing, neither is touched.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import keyword
+import re
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+import typer
+
+from agent.cli.stack import GROUP_FOLDERS
+from agent.pipeline.config import GROUPS, PipelineConfigError, parse_pipeline_config
+from agent.pipeline.graph import build_pipeline
+from agent.settings import SettingsError, load_settings
+
+#: A Python package name and a host name on the compose network (no ``_``: the compose
+#: tests hold service names to DNS labels), short enough for the template's lines.
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]{0,29}$")
+#: Compose services that are not pipeline services, and the repository's own folders.
+RESERVED = frozenset({"agent", "mongo", "deploy", "docs", "tests", "bench", "tools"})
+SKILL_PORTS = range(8201, 8300)
+SERVICE_PORT = 8000
+COMPOSE_FILE = Path("docker-compose.yml")
+COMPOSE_PIPELINE = Path("deploy") / "pipeline.compose.json"
+TEMPLATE_FILES = ("__init__.py", "app.py", "test_app.py", "Dockerfile", "README.md")
+#: Used when the pipeline has no skill to copy them from.
+DEFAULT_TIMEOUT = 1.0
+DEFAULT_CONTEXT_WINDOW = 3
+JSON_WIDTH = 100
+
+JsonDict = dict[str, Any]
+
+
+class ScaffoldError(Exception):
+    """The skill cannot be added; nothing was changed. Exit code 2 blames the command line,
+    1 the files it would edit."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything ``new skill`` will write, worked out before anything is."""
+
+    name: str
+    folder: Path
+    new_files: dict[str, str]
+    #: file -> its new text, and what changes in it (for the report)
+    edits: dict[Path, str]
+    changes: dict[Path, str]
+    #: the edited pipeline files, read back as the agent will once written
+    pipelines: tuple[Path, ...]
+    notes: list[str] = field(default_factory=list)
+
+
+# -- the name -------------------------------------------------------------------------------
+
+
+def check_name(name: str) -> None:
+    """Refuse a name that is not a clean package and host name, or is reserved."""
+    if not NAME_PATTERN.fullmatch(name):
+        raise ScaffoldError(
+            f"bad skill name {name!r}: use 1-30 lowercase letters and digits, starting with a "
+            "letter (it names a Python package and a docker compose host), e.g. weather",
+            exit_code=2)
+    if keyword.iskeyword(name):
+        raise ScaffoldError(f"bad skill name {name!r}: it is a Python keyword", exit_code=2)
+    if name in RESERVED or name in GROUPS or name in GROUP_FOLDERS.values():
+        raise ScaffoldError(f"bad skill name {name!r}: the name is reserved", exit_code=2)
+
+
+def check_unused(name: str, root: Path, taken: set[str]) -> None:
+    """Refuse a name a folder or a registered service already has: nothing is overwritten."""
+    for folder in sorted(set(GROUP_FOLDERS.values())):
+        if (root / folder / name).exists():
+            raise ScaffoldError(f"{folder}/{name}/ already exists; nothing was changed",
+                                exit_code=2)
+    if name in taken:
+        raise ScaffoldError(f"a service named {name!r} already exists in the pipeline or "
+                            "docker-compose.yml; nothing was changed", exit_code=2)
+
+
+# -- pipeline files -------------------------------------------------------------------------
+
+
+def _flat(value: object) -> bool:
+    """Scalars, and containers of scalars, fit on one line."""
+    if isinstance(value, dict):
+        return all(not isinstance(v, dict | list) or not v for v in value.values())
+    if isinstance(value, list):
+        return all(not isinstance(v, dict | list) or not v for v in value)
+    return True
+
+
+def render_json(value: object, level: int = 0, prefix: int = 0) -> str:
+    """The pipeline files' style: two-space indents, with a flat object or list on one line
+    when it fits (``"connector": {"url": "...", "timeout": 1.0}``). Key order is kept."""
+    inline = json.dumps(value, ensure_ascii=False)
+    fits = 2 * level + prefix + len(inline) < JSON_WIDTH
+    if not isinstance(value, dict | list) or (_flat(value) and fits):
+        return inline
+    pad = "  " * (level + 1)
+    if isinstance(value, dict):
+        items = []
+        for key, item in value.items():
+            shown = json.dumps(key, ensure_ascii=False) + ": "
+            items.append(pad + shown + render_json(item, level + 1, len(shown)))
+        opening, closing = "{", "}"
+    else:
+        items = [pad + render_json(item, level + 1) for item in value]
+        opening, closing = "[", "]"
+    return opening + "\n" + ",\n".join(items) + "\n" + "  " * level + closing
+
+
+def read_pipeline(path: Path) -> JsonDict:
+    """The pipeline document, refused unless the agent would run it as it is."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ScaffoldError(f"cannot read {path}: {exc.strerror}", exit_code=2) from None
+    except json.JSONDecodeError as exc:
+        raise ScaffoldError(f"{path}: not valid JSON at line {exc.lineno}: {exc.msg}",
+                            exit_code=2) from None
+    try:
+        build_pipeline(parse_pipeline_config(data, source=str(path)))
+    except PipelineConfigError as exc:
+        raise ScaffoldError(f"fix the pipeline first: {exc}", exit_code=2) from None
+    result: JsonDict = data
+    return result
+
+
+def service_names(pipeline: JsonDict) -> set[str]:
+    return {name for group in pipeline["services"].values() for name in group}
+
+
+def used_ports(pipeline: JsonDict) -> set[int]:
+    ports: set[int] = set()
+    for group in pipeline["services"].values():
+        for entry in group.values():
+            port = urlsplit(entry["connector"].get("url") or "").port
+            if port is not None:
+                ports.add(port)
+    return ports
+
+
+def free_skill_port(pipeline: JsonDict) -> int:
+    used = used_ports(pipeline)
+    port = next((p for p in SKILL_PORTS if p not in used), None)
+    if port is None:
+        raise ScaffoldError(f"every port {SKILL_PORTS.start}-{SKILL_PORTS.stop - 1} is taken "
+                            "in the pipeline; register the skill by hand")
+    return port
+
+
+def skill_entry(pipeline: JsonDict, url: str) -> JsonDict:
+    """A new entry with the timeout and context window most of its sibling skills use."""
+    skills = pipeline["services"].get("skills", {}).values()
+    timeouts = Counter(e["connector"].get("timeout", DEFAULT_TIMEOUT) for e in skills)
+    windows = Counter(e.get("context_window", DEFAULT_CONTEXT_WINDOW) for e in skills)
+    timeout = timeouts.most_common(1)[0][0] if timeouts else DEFAULT_TIMEOUT
+    window = windows.most_common(1)[0][0] if windows else DEFAULT_CONTEXT_WINDOW
+    return {"connector": {"url": url, "timeout": timeout}, "context_window": window}
+
+
+def with_skill(pipeline: JsonDict, name: str, entry: JsonDict) -> JsonDict:
+    """A copy of the document with the skill last among the skills (the group is created in
+    its place in the turn's order if there is none)."""
+    result = copy.deepcopy(pipeline)
+    services: JsonDict = result["services"]
+    if "skills" not in services:
+        services["skills"] = {}
+        result["services"] = services = {
+            group: services[group] for group in GROUPS if group in services}
+    services["skills"][name] = entry
+    return result
+
+
+def checked(pipeline: JsonDict, source: Path) -> str:
+    """The document as text, once the agent has accepted it."""
+    try:
+        build_pipeline(parse_pipeline_config(pipeline, source=str(source)))
+    except PipelineConfigError as exc:
+        raise ScaffoldError(f"the new entry would break the pipeline: {exc}") from None
+    return render_json(pipeline) + "\n"
+
+
+# -- docker-compose.yml, as text --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """One key of a YAML block mapping: its line and the end of its value's lines."""
+
+    name: str
+    line: int
+    end: int
+    indent: int
+
+
+_KEY = re.compile(r"^(\s*)([A-Za-z0-9_.-]+):(\s|$)")
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _is_content(line: str) -> bool:
+    return bool(line.strip()) and not line.strip().startswith("#")
+
+
+def _children(lines: list[str], parent: int, what: str) -> list[_Key]:
+    """The keys of the block mapping under ``lines[parent]``; anything else (a list, a flow
+    mapping) is an error."""
+    stop = next((i for i in range(parent + 1, len(lines))
+                 if _is_content(lines[i]) and _indent(lines[i]) <= _indent(lines[parent])),
+                len(lines))
+    body = [i for i in range(parent + 1, stop) if _is_content(lines[i])]
+    if not body:
+        raise ScaffoldError(f"{COMPOSE_FILE}: {what} is empty")
+    indent = _indent(lines[body[0]])
+    starts = [i for i in body if _indent(lines[i]) == indent]
+    keys = []
+    for n, start in enumerate(starts):
+        match = _KEY.match(lines[start])
+        if match is None:
+            raise ScaffoldError(f"{COMPOSE_FILE}:{start + 1}: expected `name:` under {what}, "
+                                f"found {lines[start].strip()!r}")
+        following = starts[n + 1] if n + 1 < len(starts) else stop
+        # The value ends at its last deeper line: a comment at the key's own indent before
+        # the next key (`  # skills`) introduces that key.
+        end = max((i for i in range(start, following)
+                   if lines[i].strip() and _indent(lines[i]) > indent), default=start) + 1
+        keys.append(_Key(match.group(2), start, end, indent))
+    return keys
+
+
+def _top_level(lines: list[str], key: str) -> int:
+    found = next((i for i, line in enumerate(lines) if re.match(rf"^{key}:\s*(#.*)?$", line)),
+                 None)
+    if found is None:
+        raise ScaffoldError(f"{COMPOSE_FILE}: no top-level `{key}:`")
+    return found
+
+
+def compose_services(text: str) -> list[str]:
+    lines = text.splitlines()
+    return [key.name for key in _children(lines, _top_level(lines, "services"), "services")]
+
+
+def _step(lines: list[str], key: _Key, default: int = 2) -> int:
+    """How much deeper than the key its value is indented."""
+    deeper = next((_indent(lines[i]) for i in range(key.line + 1, key.end)
+                   if _is_content(lines[i])), None)
+    return deeper - key.indent if deeper is not None else default
+
+
+Insertion = tuple[int, list[str]]
+
+
+def _service_block(lines: list[str], services: list[_Key], name: str) -> Insertion:
+    """The new service, after the last skill's block, sharing the others' ``<<: *anchor``."""
+    body = "\n".join(lines[services[0].line:services[-1].end])
+    anchors = Counter(re.findall(r"<<:\s*\*([A-Za-z0-9_-]+)", body))
+    if not anchors:
+        raise ScaffoldError(f"{COMPOSE_FILE}: no service shares settings through "
+                            "`<<: *anchor`; add the service by hand (docs/deployment.md)")
+    skills = [key for key in services if re.search(r"dockerfile:\s*['\"]?(\./)?skills/",
+                                                   "\n".join(lines[key.line:key.end]))]
+    after = skills[-1] if skills else services[-1]
+    pad, step = " " * after.indent, " " * _step(lines, after)
+    return after.end, ["", f"{pad}{name}:", f"{pad}{step}<<: *{anchors.most_common(1)[0][0]}",
+                       f"{pad}{step}build:", f"{pad}{step * 2}context: .",
+                       f"{pad}{step * 2}dockerfile: skills/{name}/Dockerfile"]
+
+
+def _dependency(lines: list[str], services: list[_Key], name: str,
+                skills: set[str]) -> Insertion:
+    """``agent.depends_on.NAME.condition: service_healthy``, after the last skill's entry."""
+    agent = next((key for key in services if key.name == "agent"), None)
+    depends = next((key for key in _children(lines, agent.line, "agent")
+                    if key.name == "depends_on"), None) if agent else None
+    if depends is None:
+        raise ScaffoldError(f"{COMPOSE_FILE}: the agent service has no `depends_on:` mapping")
+    entries = _children(lines, depends.line, "agent.depends_on")
+    last = ([e for e in entries if e.name in skills] or entries)[-1]
+    pad = " " * last.indent
+    return last.end, [f"{pad}{name}:",
+                      f"{pad}{' ' * _step(lines, last)}condition: service_healthy"]
+
+
+def compose_with_skill(text: str, name: str, skills: set[str]) -> str:
+    """The compose file with the skill's service block and its ``agent.depends_on`` entry,
+    each after the last skill's; every other line as it was."""
+    lines = text.splitlines()
+    services = _children(lines, _top_level(lines, "services"), "services")
+    insertions = [_service_block(lines, services, name),
+                  _dependency(lines, services, name, skills)]
+    for position, new in sorted(insertions, reverse=True):  # the later first: indexes hold
+        lines[position:position] = new
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
+
+# -- the plan and its writing ---------------------------------------------------------------
+
+
+def render_template(file: str, name: str, port: int) -> str:
+    template = files("agent.cli").joinpath("templates", "skill", f"{file}.tmpl")
+    return template.read_text(encoding="utf-8").replace("{{name}}", name).replace(
+        "{{port}}", str(port))
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """The docker compose side: the compose file (as text) and its pipeline."""
+
+    compose_file: Path
+    compose_text: str
+    pipeline_file: Path
+    pipeline: JsonDict
+
+    @property
+    def names(self) -> set[str]:
+        return service_names(self.pipeline) | set(compose_services(self.compose_text))
+
+    def edits(self, name: str, entry: JsonDict, skills: set[str]) -> dict[Path, str]:
+        compose_entry = copy.deepcopy(entry)
+        compose_entry["connector"]["url"] = f"http://{name}:{SERVICE_PORT}/respond"
+        compose_text = compose_with_skill(self.compose_text, name, skills)
+        if name not in compose_services(compose_text):
+            raise ScaffoldError(f"{COMPOSE_FILE}: the new service block did not land")
+        return {self.pipeline_file: checked(with_skill(self.pipeline, name, compose_entry),
+                                            self.pipeline_file),
+                self.compose_file: compose_text}
+
+
+def read_deployment(root: Path, local_pipeline: Path) -> Deployment | None:
+    """Both compose files, or ``None`` when either is missing (neither is edited then)."""
+    compose_file, pipeline_file = root / COMPOSE_FILE, root / COMPOSE_PIPELINE
+    if not (compose_file.is_file() and pipeline_file.is_file()):
+        return None
+    if pipeline_file.resolve() == local_pipeline.resolve():
+        raise ScaffoldError(f"--pipeline names {COMPOSE_PIPELINE}, which follows the local "
+                            "pipeline; name the local one", exit_code=2)
+    return Deployment(compose_file, compose_file.read_text(encoding="utf-8"), pipeline_file,
+                      read_pipeline(pipeline_file))
+
+
+def plan_skill(root: Path, name: str, pipeline_path: Path) -> Plan:
+    """Work out every file ``new skill`` writes, or say why it cannot."""
+    check_name(name)
+    if not (root / "skills").is_dir():
+        raise ScaffoldError(f"no skills/ folder in {root}: run this in the repository root",
+                            exit_code=2)
+    local = read_pipeline(pipeline_path)
+    deployment = read_deployment(root, pipeline_path)
+    check_unused(name, root, service_names(local) | (deployment.names if deployment else set()))
+
+    port = free_skill_port(local)
+    entry = skill_entry(local, f"http://127.0.0.1:{port}/respond")
+    edits = {pipeline_path: checked(with_skill(local, name, entry), pipeline_path)}
+    changes = {pipeline_path: f"services.skills.{name}: {entry['connector']['url']}"}
+    notes = []
+    if deployment is not None:
+        edits |= deployment.edits(name, entry, set(local["services"].get("skills", {})))
+        changes[deployment.pipeline_file] = (f"services.skills.{name}: "
+                                             f"http://{name}:{SERVICE_PORT}/respond")
+        changes[deployment.compose_file] = f"service {name}, which the agent waits for"
+    else:
+        notes.append(f"{COMPOSE_FILE} or {COMPOSE_PIPELINE} not found: docker compose "
+                     "files left alone")
+    if local["services"].get("skill_selectors"):
+        notes.append("The pipeline has a skill selector: the new skill runs on the turns\n"
+                     "where no selector rule names other skills (docs/adding-a-skill.md, 7).")
+    new_files = {f: render_template(f, name, port) for f in TEMPLATE_FILES}
+    pipelines = tuple(p for p in edits if deployment is None or p != deployment.compose_file)
+    return Plan(name, root / "skills" / name, new_files, edits, changes, pipelines, notes)
+
+
+def apply(plan: Plan) -> None:
+    """Write the plan; on any failure, put every file back as it was."""
+    originals = {path: path.read_text(encoding="utf-8") for path in plan.edits}
+    try:
+        plan.folder.mkdir()
+    except OSError as exc:
+        raise ScaffoldError(f"cannot create {plan.folder}: {exc.strerror}") from None
+    try:
+        for file, text in plan.new_files.items():
+            (plan.folder / file).write_text(text, encoding="utf-8")
+        for path, text in plan.edits.items():
+            path.write_text(text, encoding="utf-8")
+        for path in plan.pipelines:
+            read_pipeline(path)
+    except BaseException as exc:
+        for path, text in originals.items():
+            path.write_text(text, encoding="utf-8")
+        shutil.rmtree(plan.folder)
+        if isinstance(exc, OSError | ScaffoldError):
+            raise ScaffoldError(f"{exc}; every change was undone") from exc
+        raise
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+new_app = typer.Typer(help="Create a new service from a template.", no_args_is_help=True)
+
+
+def _shown(path: Path, root: Path) -> str:
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def _report(plan: Plan, root: Path) -> None:
+    folder = _shown(plan.folder, root)
+    typer.secho(f"Created {folder}/: {', '.join(plan.new_files)}", fg=typer.colors.GREEN)
+    typer.echo(f"Registered skill {plan.name!r}:")
+    width = max(len(_shown(path, root)) for path in plan.changes)
+    for path, change in plan.changes.items():
+        typer.echo(f"  {_shown(path, root):<{width}}  {change}")
+    for note in plan.notes:
+        typer.secho(note, fg=typer.colors.YELLOW)
+    typer.echo(f"""
+Next steps:
+  1. Edit {folder}/app.py: your code goes between the "your code here" marks.
+  2. Restart `make run` (Ctrl-C, then `make run`): it starts the new skill with the others.
+  3. Talk to it: `.venv/bin/chorus chat` (another terminal), and mention "{plan.name}".
+  4. Test it: `.venv/bin/pytest {folder}`.
+See docs/adding-a-skill.md.""")
+
+
+@new_app.command("skill")
+def skill_command(
+    name: Annotated[str, typer.Argument(help="the skill's name: lowercase letters and digits")],
+    pipeline: Annotated[Path | None, typer.Option(
+        help="the local pipeline file (default: CHORUS_PIPELINE, else pipeline.json)")] = None,
+) -> None:
+    """Create skills/NAME/ (a working skill, its test, Dockerfile and README) and register it
+    in the local pipeline, deploy/pipeline.compose.json and docker-compose.yml."""
+    root = Path.cwd()
+    try:
+        plan = plan_skill(root, name, pipeline or load_settings().pipeline)
+        apply(plan)
+    except SettingsError as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
+    except ScaffoldError as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(exc.exit_code) from None
+    _report(plan, root)

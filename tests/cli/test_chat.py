@@ -1,0 +1,105 @@
+"""`chorus chat` against a real agent, with piped input as a script would give it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agent.api.app import create_app
+from agent.settings import Settings
+from skills.fallback.app import app as fallback
+from skills.greeting.app import app as greeting
+from tests.support.servers import free_port, serving
+
+API_KEY = "chat-test-key-0123456789"
+
+
+def pipeline(greeting_url: str, fallback_url: str) -> dict[str, Any]:
+    return {"services": {
+        "skills": {"greeting": {"connector": {"url": f"{greeting_url}/respond"}},
+                   "fallback": {"connector": {"url": f"{fallback_url}/respond"}}},
+        "response_selectors": {"best": {"connector": {"builtin": "highest_confidence"}}},
+    }}
+
+
+def start_agent(tmp_path: Path, **settings: Any) -> Iterator[str]:
+    with serving(greeting) as greet, serving(fallback) as last:
+        path = tmp_path / "pipeline.json"
+        path.write_text(json.dumps(pipeline(greet.url, last.url)))
+        app = create_app(Settings(db_url=f"sqlite:///{tmp_path}/chorus.db", pipeline=path,
+                                  **settings))
+        with serving(app) as agent:
+            yield agent.url
+
+
+@pytest.fixture
+def agent_url(tmp_path: Path) -> Iterator[str]:
+    yield from start_agent(tmp_path)
+
+
+@pytest.fixture
+def protected_agent_url(tmp_path: Path) -> Iterator[str]:
+    yield from start_agent(tmp_path, api_key=API_KEY, protect_chat=True)
+
+
+def chat(*args: str, typed: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items()  # plain text, and no agent settings
+             if not k.startswith(("CHORUS_", "TTY_")) and k != "FORCE_COLOR"}
+    return subprocess.run([sys.executable, "-m", "agent.cli.main", "chat", *args],
+                          input=typed, capture_output=True, text=True, timeout=60,
+                          env={**clean, **env}, check=False)
+
+
+def test_answers_show_the_skill_and_new_starts_another_dialog(agent_url: str) -> None:
+    result = chat("--url", agent_url, "--user-id", "ann",
+                  typed="Hello!\nAnn\n\n/new\nhi\n/quit\nnever sent\n")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 6, result.stdout
+    assert lines[1].startswith("bot [greeting]: ") and "name" in lines[1]
+    assert lines[2].startswith("bot [greeting]: ") and "Ann" in lines[2]
+    assert lines[3] == "(your next message starts a new dialog)"
+    assert lines[5].startswith("bot [greeting]: ") and "Ann" in lines[5], (
+        "a new dialog, the same user: the name is remembered")
+    first, second = lines[0], lines[4]
+    assert first.startswith("-- dialog ") and second.startswith("-- dialog ")
+    assert first != second
+
+    dialogs = httpx.get(f"{agent_url}/api/user/ann").json()
+    texts = [[u["text"] for u in d["utterances"]] for d in dialogs]
+    assert [t[0::2] for t in texts] == [["Hello!", "Ann"], ["hi"]], "nothing after /quit"
+    assert [d["dialog_id"] for d in dialogs] == [first.split()[2], second.split()[2]]
+
+
+def test_end_of_input_ends_the_chat(agent_url: str) -> None:
+    result = chat("--url", agent_url, typed="tell me about trains")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[1].startswith("bot [fallback]: ")
+    assert result.stderr == ""
+
+
+def test_unreachable_agent_is_one_line_and_exit_1() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    result = chat("--url", url, typed="hello\n")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: cannot reach the agent at {url}")
+    assert "make run" in line
+
+
+def test_protected_chat_needs_the_key(protected_agent_url: str) -> None:
+    refused = chat("--url", protected_agent_url, typed="hello\n")
+    assert refused.returncode == 1
+    assert "refused the chat (401)" in refused.stderr and "Traceback" not in refused.stderr
+    allowed = chat("--url", protected_agent_url, typed="hello\n", CHORUS_API_KEY=API_KEY)
+    assert allowed.returncode == 0, allowed.stderr
+    assert allowed.stdout.splitlines()[1].startswith("bot [greeting]: ")

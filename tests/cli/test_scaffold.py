@@ -1,0 +1,305 @@
+"""`chorus new skill`: in a copy of the repository, a new skill is written, registered in the
+pipelines and docker compose (which stay valid), passes its own test, and answers through
+the agent."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+import yaml
+from click.testing import Result
+from typer.testing import CliRunner
+
+from agent.api.app import create_app
+from agent.cli import stack
+from agent.cli.main import app as chorus_app
+from agent.cli.scaffold import ScaffoldError, apply, plan_skill
+from agent.pipeline.config import load_pipeline_config
+from agent.settings import Settings
+from tests.deploy import test_compose
+from tests.support.servers import free_port, serving
+
+ROOT = Path(__file__).resolve().parents[2]
+NAME = "tortoise"  # a name no real skill of the repository will take
+PIPELINE, COMPOSE_PIPELINE, COMPOSE = (Path("pipeline.json"),
+                                       Path("deploy/pipeline.compose.json"),
+                                       Path("docker-compose.yml"))
+REGISTRIES = (PIPELINE, COMPOSE_PIPELINE, COMPOSE)
+
+
+def copy_repository(into: Path) -> Path:
+    """The working tree as git sees it (tracked files and new ones it does not ignore)."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                                 "--exclude-standard"], cwd=ROOT, capture_output=True,
+                                check=True)
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout
+        shutil.copytree(ROOT, into, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
+            ".git", ".venv", "data", "build", "*.egg-info", ".*cache", "__pycache__"))
+        return into
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        source = ROOT / name
+        if source.is_file():  # listed but deleted in the working tree: skip
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            (into / name).write_bytes(source.read_bytes())
+    return into
+
+
+runner = CliRunner()
+
+
+def chorus(repo: Path, *args: str) -> Result:
+    """`chorus ...` as run in the copy's root, with no CHORUS_* setting from outside."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(repo)
+        for key in [k for k in os.environ if k.startswith("CHORUS_")]:
+            patch.delenv(key)
+        return runner.invoke(chorus_app, list(args))
+
+
+def texts(repo: Path) -> dict[Path, str]:
+    return {path: (repo / path).read_text() for path in REGISTRIES}
+
+
+def port(entry: dict[str, Any]) -> int:
+    number = urlsplit(entry["connector"]["url"]).port
+    assert number is not None
+    return number
+
+
+def ports(pipeline: dict[str, Any]) -> set[int]:
+    return {port(entry) for _, entry in test_compose.containerised(pipeline).values()}
+
+
+def only_added(old: str, new: str) -> bool:
+    diff = difflib.ndiff(old.splitlines(), new.splitlines())
+    return all(not line.startswith("- ") for line in diff)
+
+
+@dataclasses.dataclass
+class Scaffolded:
+    repo: Path
+    before: dict[Path, str]
+    result: Result
+
+    def read(self, path: Path) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.repo / path).read_text())
+        return data
+
+
+@pytest.fixture(scope="module")
+def scaffolded(tmp_path_factory: pytest.TempPathFactory) -> Scaffolded:
+    repo = copy_repository(tmp_path_factory.mktemp("repo"))
+    before = texts(repo)
+    return Scaffolded(repo, before, chorus(repo, "new", "skill", NAME))
+
+
+def test_writes_the_skill_folder(scaffolded: Scaffolded) -> None:
+    assert scaffolded.result.exit_code == 0, scaffolded.result.output
+    folder = scaffolded.repo / "skills" / NAME
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        ["__init__.py", "app.py", "test_app.py", "Dockerfile", "README.md"])
+    app_lines = (folder / "app.py").read_text().splitlines()
+    start = next(i for i, line in enumerate(app_lines) if "your code here" in line)
+    end = next(i for i, line in enumerate(app_lines) if "end of your code" in line)
+    assert 0 < end - start - 1 < 15, "the user's code is short and marked"
+    assert f'Service("{NAME}"' in "\n".join(app_lines)
+    dockerfile = (folder / "Dockerfile").read_text()
+    greeting = (ROOT / "skills/greeting/Dockerfile").read_text()
+    assert dockerfile == greeting.replace("greeting", NAME), "the greeting skill's pattern"
+    out = scaffolded.result.stdout
+    assert f"pipeline.json                 services.skills.{NAME}: http://127.0.0.1:" in out
+    assert f"skills/{NAME}/app.py" in out and "make run" in out and "chorus chat" in out
+
+
+def test_registers_the_skill_in_both_pipelines(scaffolded: Scaffolded) -> None:
+    before = json.loads(scaffolded.before[PIPELINE])
+    after = scaffolded.read(PIPELINE)
+    entry = after["services"]["skills"].pop(NAME)
+    assert after == before and list(after) == list(before), "nothing else changed"
+    siblings = before["services"]["skills"].values()
+    assert entry["connector"]["url"] == f"http://127.0.0.1:{port(entry)}/respond"
+    assert 8200 <= port(entry) < 8300
+    assert port(entry) not in ports(before)
+    assert entry["connector"]["timeout"] in {s["connector"]["timeout"] for s in siblings}
+    assert entry["context_window"] in {s["context_window"] for s in siblings}
+
+    compose = scaffolded.read(COMPOSE_PIPELINE)
+    assert compose["services"]["skills"][NAME]["connector"]["url"] == (
+        f"http://{NAME}:8000/respond")
+    assert test_compose.without_urls(compose) == test_compose.without_urls(
+        scaffolded.read(PIPELINE))
+    for path in (PIPELINE, COMPOSE_PIPELINE):  # same layout: only the entry's lines added
+        assert only_added(scaffolded.before[path], (scaffolded.repo / path).read_text())
+
+
+def test_registers_the_skill_in_docker_compose(scaffolded: Scaffolded) -> None:
+    text = (scaffolded.repo / COMPOSE).read_text()
+    assert only_added(scaffolded.before[COMPOSE], text), "comments and layout stay"
+    services = yaml.safe_load(text)["services"]
+    new, greeting = services[NAME], services["greeting"]
+    assert new["build"] == {"context": ".", "dockerfile": f"skills/{NAME}/Dockerfile"}
+    assert new["restart"] == greeting["restart"]
+    assert new["healthcheck"] == greeting["healthcheck"]
+    assert services["agent"]["depends_on"][NAME] == {"condition": "service_healthy"}
+    assert f"  {NAME}:\n    <<: *service\n" in text
+
+
+def test_deploy_checks_and_the_skills_own_tests_pass(scaffolded: Scaffolded) -> None:
+    """tests/deploy run on the copy: the new service's cases, and every check across files
+    (`docker-compose config` among them when it is installed). The agent image's check is
+    left out: the agent code did not change, and the compose pipeline's validity is a
+    check of its own."""
+    module = "tests/deploy/test_compose.py"
+    cases = []
+    for name in dir(test_compose):
+        function = getattr(test_compose, name)
+        if not name.startswith("test_") or not callable(function) or "agent_image" in name:
+            continue
+        marks = [m for m in getattr(function, "pytestmark", []) if m.name == "parametrize"]
+        if marks and marks[0].args[0] == "service":  # one case per compose service
+            cases.append(f"{module}::{name}[{NAME}]")
+        else:
+            cases.append(f"{module}::{name}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHORUS_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *cases,
+         f"skills/{NAME}"], cwd=scaffolded.repo, env=env, capture_output=True,
+        text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert " passed" in result.stdout
+    lint = subprocess.run([sys.executable, "-m", "ruff", "check", f"skills/{NAME}"],
+                          cwd=scaffolded.repo, capture_output=True, text=True, check=False)
+    assert lint.returncode == 0, lint.stdout
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+@pytest.fixture
+def new_skill(scaffolded: Scaffolded) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The new skill started as `chorus run` starts it: found by folder convention from the
+    copy's pipeline, on its registered port (another if something here already uses it)."""
+    config = load_pipeline_config(scaffolded.repo / PIPELINE)
+    found, _ = stack.local_services(config, scaffolded.repo)
+    (service,) = [s for s in found if s.name == NAME]
+    assert service.module == f"skills.{NAME}.app:app"
+    if not port_is_free(service.port):
+        service = dataclasses.replace(service, port=free_port())
+    entry = scaffolded.read(PIPELINE)["services"]["skills"][NAME]
+    entry["connector"]["url"] = f"http://127.0.0.1:{service.port}/respond"
+    process = stack.start(service, scaffolded.repo)
+    try:
+        stack.wait_healthy(service, process)
+        yield service.name, entry
+    finally:
+        stack.stop([process])
+
+
+def test_the_new_skill_answers_through_the_agent(
+    new_skill: tuple[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    name, entry = new_skill
+    pipeline = tmp_path / "pipeline.json"
+    pipeline.write_text(json.dumps({"services": {
+        "skills": {name: entry},
+        "response_selectors": {"best": {"connector": {"builtin": "highest_confidence"}}},
+    }}))
+    agent = create_app(Settings(db_url=f"sqlite:///{tmp_path}/chorus.db", pipeline=pipeline))
+    with serving(agent) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+        first = client.post("/", json={"user_id": "u", "payload": f"Hi {NAME}!"}).json()
+        second = client.post("/", json={"user_id": "u", "payload": f"{NAME} again"}).json()
+    assert first["active_skill"] == NAME
+    assert first["response"] == f"This is the {NAME} skill. Mentions so far: 1."
+    assert second["response"] == f"This is the {NAME} skill. Mentions so far: 2.", (
+        "the count came back through the human attributes")
+
+
+# -- refusals ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def repo(scaffolded: Scaffolded) -> Path:
+    return scaffolded.repo
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    (NAME, f"skills/{NAME}/ already exists"),
+    ("greeting", "skills/greeting/ already exists"),
+    ("tokens", "annotators/tokens/ already exists"),
+    ("Weather", "bad skill name 'Weather': use 1-30 lowercase letters and digits"),
+    ("dice_roller", "bad skill name 'dice_roller'"),
+    ("2dice", "bad skill name '2dice'"),
+    ("class", "bad skill name 'class': it is a Python keyword"),
+    ("skills", "bad skill name 'skills': the name is reserved"),
+    ("mongo", "the name is reserved"),
+])
+def test_refuses_a_bad_or_taken_name_touching_nothing(repo: Path, name: str,
+                                                      message: str) -> None:
+    before = texts(repo)
+    folders = sorted(str(p.relative_to(repo)) for p in repo.glob("*/*") if p.is_dir())
+    result = chorus(repo, "new", "skill", name)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert texts(repo) == before
+    assert sorted(str(p.relative_to(repo)) for p in repo.glob("*/*") if p.is_dir()) == folders
+
+
+def test_refuses_a_name_the_pipeline_already_uses(repo: Path, tmp_path: Path) -> None:
+    """A service running elsewhere has no folder here, but its name is still taken."""
+    pipeline = tmp_path / "pipeline.json"
+    pipeline.write_text(json.dumps({"services": {"skills": {"remote": {
+        "connector": {"url": "http://10.0.0.7:9000/respond"}}}}}))
+    result = chorus(repo, "new", "skill", "remote", "--pipeline", str(pipeline))
+    assert result.exit_code == 2
+    assert "a service named 'remote' already exists" in result.stderr
+    assert not (repo / "skills" / "remote").exists()
+
+
+def test_refuses_a_broken_pipeline_naming_the_entry(repo: Path, tmp_path: Path) -> None:
+    pipeline = tmp_path / "pipeline.json"
+    pipeline.write_text(json.dumps({"services": {"skills": {"s": {"connector": {}}}}}))
+    result = chorus(repo, "new", "skill", "dice", "--pipeline", str(pipeline))
+    assert result.exit_code == 2
+    assert "services.skills.s.connector: missing url" in result.stderr
+    assert not (repo / "skills" / "dice").exists()
+
+
+def test_a_pipeline_the_agent_cannot_load_is_rolled_back(repo: Path) -> None:
+    """If a written file does not load, every file is put back and the folder removed."""
+    before = texts(repo)
+    plan = plan_skill(repo, "dice", repo / PIPELINE)
+    broken = {**plan.edits, repo / COMPOSE_PIPELINE: '{"services": {"skills": 1}}\n'}
+    with pytest.raises(ScaffoldError, match="every change was undone"):
+        apply(dataclasses.replace(plan, edits=broken))
+    assert texts(repo) == before
+    assert not (repo / "skills" / "dice").exists()
+
+
+def test_a_second_skill_takes_another_free_port(tmp_path: Path) -> None:
+    repo = copy_repository(tmp_path)
+    taken = ports(json.loads((repo / PIPELINE).read_text()))
+    for name in ("dice", "quiz"):
+        apply(plan_skill(repo, name, repo / PIPELINE))
+    skills = json.loads((repo / PIPELINE).read_text())["services"]["skills"]
+    assert taken.isdisjoint({port(skills["dice"]), port(skills["quiz"])})
+    assert 8200 < port(skills["dice"]) < port(skills["quiz"]) < 8300
