@@ -10,6 +10,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from agent.pipeline.executor import FALLBACK_SKILL, TurnResult
+from agent.pipeline.stats import ServiceStats
 
 _TURN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _CALL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -33,10 +34,13 @@ class Metrics:
         self.fallbacks = Counter("chorus_fallback_answers",
                                  "Answers given by the fallback response (no hypothesis)",
                                  registry=r)
+        #: Exact counts and recent quantiles per service, for the ``/pipeline`` page.
+        self.services = ServiceStats()
 
     def observe_turn(self, result: TurnResult, seconds: float) -> None:
         self.turns.inc()
         self.turn_seconds.observe(seconds)
+        self.services.observe(result.utterance.trace)
         for call in result.utterance.trace:
             if call.outcome != "skipped":
                 self.call_seconds.labels(call.service, call.group).observe(call.duration)

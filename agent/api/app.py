@@ -17,7 +17,16 @@ from fastapi.middleware.cors import CORSMiddleware
 import agent
 from agent.api.errors import install_error_handlers
 from agent.api.limits import BodySizeLimit
-from agent.api.routes import chat, dialogs, health, metrics, observe, ratings
+from agent.api.routes import (
+    chat,
+    dialogs,
+    health,
+    metrics,
+    observe,
+    pages,
+    pipeline_info,
+    ratings,
+)
 from agent.connectors.factory import make_batchers
 from agent.connectors.http import make_http_client
 from agent.dialogue import DialogueManager
@@ -67,9 +76,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "HTTP, one answer out. `POST /` is compatible with DeepPavlov Agent.",
         lifespan=_lifespan(settings, pipeline),
     )
+    app.state.pipeline = pipeline
     install_error_handlers(app)
-    for module in (chat, observe, dialogs, ratings, health, metrics):
+    for module in (chat, observe, dialogs, ratings, health, metrics, pipeline_info, pages):
         app.include_router(module.router)
+    app.mount(pages.ASSETS_PATH, pages.static_files(), name="pages")
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
                            allow_methods=["GET", "POST", "DELETE"],

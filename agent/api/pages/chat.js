@@ -1,0 +1,128 @@
+// /chat: talk to the bot through POST / (DeepPavlov Agent's chat API).
+//
+// The user id is made once and kept in localStorage, so the agent keeps the same user
+// (and their attributes) across visits. "New dialog" sends /close, which ends the open
+// dialog: the next message starts a new one.
+
+import {
+  callApi, describeError, el, installNavigation, keyPrompt, needsKey, replace,
+} from "/pages/common.js";
+
+const USER_STORAGE = "chorus.chat.userId";
+const DIALOG_STORAGE = "chorus.chat.dialogId";
+
+const messages = document.getElementById("messages");
+const form = document.getElementById("send-form");
+const input = document.getElementById("message");
+const sendButton = document.getElementById("send");
+const notice = document.getElementById("notice");
+const inspectLink = document.getElementById("inspect-link");
+const dialogInfo = document.getElementById("dialog-info");
+
+/** A random id matching the API's user_id pattern, made without crypto.randomUUID (which
+ *  plain-http pages other than localhost do not have). */
+function newUserId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(8));
+  return "web-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function userId() {
+  let id = localStorage.getItem(USER_STORAGE);
+  if (!id) {
+    id = newUserId();
+    localStorage.setItem(USER_STORAGE, id);
+  }
+  return id;
+}
+
+function showDialog(dialogId) {
+  if (dialogId) {
+    localStorage.setItem(DIALOG_STORAGE, dialogId);
+    inspectLink.href = `/inspect/${encodeURIComponent(dialogId)}`;
+    inspectLink.hidden = false;
+    replace(dialogInfo, "Dialog ", el("code", { text: dialogId.slice(0, 8), title: dialogId }));
+  } else {
+    localStorage.removeItem(DIALOG_STORAGE);
+    inspectLink.hidden = true;
+    inspectLink.removeAttribute("href");
+    replace(dialogInfo, "No dialog yet: say something.");
+  }
+}
+
+function addMessage(role, text, skill) {
+  const item = el("li", { className: `message ${role}` },
+    el("div", { className: "bubble" },
+      el("span", { className: "text", text }),
+      skill ? el("span", { className: "skill", title: "the skill that answered", text: skill })
+            : null));
+  messages.append(item);
+  item.scrollIntoView({ block: "end" });
+  return item;
+}
+
+function showNotice(...content) {
+  replace(notice, ...content);
+  notice.hidden = content.length === 0;
+}
+
+async function post(payload) {
+  return callApi("/", { method: "POST", body: { user_id: userId(), payload } });
+}
+
+/** Ask for the key when the agent protects its chat (CHORUS_PROTECT_CHAT). */
+function refused(result, retry) {
+  if (needsKey(result)) {
+    showNotice(keyPrompt(result, () => { showNotice(); retry(); }));
+  } else {
+    showNotice(el("p", { className: "error", attrs: { role: "alert" },
+                         text: describeError(result) }));
+  }
+}
+
+async function send(text) {
+  sendButton.disabled = true;
+  showNotice();
+  const pending = addMessage("human", text);
+  const result = await post(text);
+  sendButton.disabled = false;
+  if (!result.ok) {
+    pending.classList.add("failed");
+    refused(result, () => { pending.remove(); send(text); });
+    return;
+  }
+  const reply = result.body;
+  if (reply.active_skill === null) {
+    // "/start" or "/close" typed by hand: the dialog was closed, nothing was answered.
+    addMessage("system", reply.response);
+    showDialog(null);
+    return;
+  }
+  addMessage("bot", reply.response, reply.active_skill);
+  showDialog(reply.dialog_id);
+}
+
+async function newDialog() {
+  const result = await post("/close");
+  if (!result.ok) {
+    refused(result, newDialog);
+    return;
+  }
+  replace(messages);
+  showDialog(null);
+  addMessage("system", "New dialog: your next message starts it.");
+}
+
+form.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const text = input.value;
+  if (!text.trim()) return;
+  input.value = "";
+  send(text);
+  input.focus();
+});
+document.getElementById("new-dialog").addEventListener("click", newDialog);
+
+installNavigation("chat");
+replace(document.getElementById("user-id"), userId());
+showDialog(localStorage.getItem(DIALOG_STORAGE));
+input.focus();

@@ -1,0 +1,180 @@
+"""The pages in a real headless browser, against the real agent and real services.
+
+Playwright's ``expect`` waits for the page to get there (up to its timeout): no sleeps.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import httpx
+
+from tests.browser.conftest import SERVICES
+from tests.conftest import AgentFactory
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Locator, Page
+
+try:
+    from playwright.sync_api import expect
+except ImportError:  # the browser fixture skips (or fails, with REQUIRE_BROWSER=1) and says why
+    expect = None  # type: ignore[assignment]
+
+KEY = "s3cret-key-for-tests-0123"
+XSS = "<img src=x onerror=alert(1)>"
+ALL_SERVICES = [name for names in SERVICES.values() for name in names]
+#: The pipeline page refreshes every 3 s: give a refresh time to land.
+REFRESH_TIMEOUT = 10_000
+
+
+def url(client: httpx.Client, path: str) -> str:
+    return f"{str(client.base_url).rstrip('/')}{path}"
+
+
+def send(page: Page, text: str) -> Locator:
+    """Type a message, send it, and return the bot's answer to it once it is shown."""
+    answers = page.locator(".message.bot")
+    count = answers.count()
+    page.get_by_label("Message").fill(text)
+    page.get_by_role("button", name="Send").click()
+    expect(answers).to_have_count(count + 1)
+    return answers.last
+
+
+def test_chat_answers_with_the_skill_and_links_to_the_inspector(
+    page: Page, stack: AgentFactory
+) -> None:
+    client = stack()
+    page.goto(url(client, "/chat"))
+    answer = send(page, "Hello!")
+    expect(answer.locator(".text")).to_have_text("Hi! I'm Chorus. What's your name?")
+    expect(answer.locator(".skill")).to_have_text("greeting")
+    expect(page.locator(".message.human .text")).to_have_text("Hello!")
+
+    page.get_by_role("link", name="Inspect this dialog").click()
+    expect(page).to_have_url(re.compile(r"/inspect/[0-9a-f]{32}$"))
+    turn = page.locator(".turn").first
+    expect(turn.locator(".utterance.bot .text")).to_have_text(
+        "Hi! I'm Chorus. What's your name?")
+    hypotheses = turn.locator("tr.hypothesis")
+    expect(hypotheses).to_have_count(3)  # greeting, parrot, fallback; broken gave none
+    chosen = turn.locator("tr.hypothesis.chosen")
+    expect(chosen).to_have_count(1)
+    expect(chosen.locator(".skill")).to_have_text("greeting")
+    expect(chosen).to_contain_text("chosen")
+    expect(chosen).to_contain_text('"greeting_stage": "asked_name"')
+    expect(hypotheses.filter(has_text="fallback")).to_contain_text('"chars"')  # lengths
+    expect(turn.locator(".reason")).to_contain_text("greeting had the highest confidence")
+    expect(turn.locator(".annotations-section")).to_contain_text('"tokens": [ "Hello", "!" ]')
+    expect(turn.locator(".errors-section")).to_contain_text("broken")
+    expect(turn.locator(".attributes")).to_contain_text('"greeting_stage": "asked_name"')
+
+    rows = turn.locator(".timeline-row")
+    expect(rows).to_have_count(len(ALL_SERVICES))
+    for name in ALL_SERVICES:
+        outcome = "error" if name == "broken" else "ok"
+        row = turn.locator(f'.timeline-row[data-service="{name}"]')
+        expect(row).to_have_attribute("data-outcome", outcome)
+        expect(row.locator(".timeline-bar")).to_have_attribute(
+            "style", re.compile(r"left: [\d.e-]+%; width: [\d.e-]+%"))
+    expect(turn.locator(".timeline-row.outcome-error")).to_have_count(1)
+
+
+def test_the_user_id_is_kept_and_new_dialog_starts_another(
+    page: Page, stack: AgentFactory
+) -> None:
+    client = stack()
+    page.goto(url(client, "/chat"))
+    user = page.locator("#user-id")
+    expect(user).to_have_text(re.compile(r"^web-[0-9a-f]{16}$"))
+    user_id = user.text_content()
+    send(page, "Hello!")
+    link = page.get_by_role("link", name="Inspect this dialog")
+    first = link.get_attribute("href")
+
+    page.get_by_role("button", name="New dialog").click()
+    expect(page.locator(".message.system")).to_have_text(
+        "New dialog: your next message starts it.")
+    expect(page.locator(".message.bot")).to_have_count(0)
+    expect(link).to_be_hidden()
+    send(page, "Hello again")
+    expect(link).to_be_visible()
+    assert link.get_attribute("href") != first
+
+    page.reload()
+    expect(user).to_have_text(user_id or "")
+    dialogs = client.get(f"/api/user/{user_id}").json()
+    assert len(dialogs) == 2 and dialogs[0]["date_finish"] is not None
+
+
+def test_pipeline_page_shows_every_service_and_live_numbers(
+    page: Page, stack: AgentFactory
+) -> None:
+    client = stack()
+    assert client.post("/", json={"user_id": "u", "payload": "Hello!"}).status_code == 200
+    page.goto(url(client, "/pipeline"))
+    for name in ALL_SERVICES:
+        expect(page.locator(f'svg g.node[data-service="{name}"]')).to_contain_text(name)
+        expect(page.locator(f'#stats tr[data-service="{name}"] [data-field="calls"]')
+               ).to_have_text("1")
+    for group in SERVICES:
+        expect(page.locator(f'svg g.stage[data-group="{group}"]')).to_be_visible()
+    broken = page.locator('#stats tr[data-service="broken"]')
+    expect(broken.locator('[data-field="error_rate"]')).to_have_text("100%")
+    expect(page.locator('svg g.node[data-service="broken"]')).to_have_class(
+        re.compile(r"\bfailing\b"))
+    expect(page.locator('#stats tr[data-service="greeting"] [data-field="p50"]')
+           ).to_have_text(re.compile(r"^[\d.]+ (µs|ms|s)$"))
+    expect(page.locator("#mermaid")).to_contain_text("flowchart LR")
+
+    # The table follows the agent without a reload.
+    assert client.post("/", json={"user_id": "u", "payload": "Hi"}).status_code == 200
+    expect(page.locator('#stats tr[data-service="greeting"] [data-field="calls"]')
+           ).to_have_text("2", timeout=REFRESH_TIMEOUT)
+
+
+def test_markup_in_messages_and_service_output_shows_as_text(
+    page: Page, stack: AgentFactory
+) -> None:
+    client = stack()
+    page.goto(url(client, "/chat"))
+    answer = send(page, XSS)  # the parrot skill says it back: service text too
+    expect(page.locator(".message.human .text")).to_have_text(XSS)
+    expect(answer.locator(".text")).to_have_text(XSS)
+    expect(answer.locator(".skill")).to_have_text("parrot")
+    expect(page.locator("#messages img")).to_have_count(0)
+
+    page.get_by_role("link", name="Inspect this dialog").click()
+    turn = page.locator(".turn").first
+    expect(turn.locator(".utterance.human .text")).to_have_text(XSS)
+    expect(turn.locator("tr.hypothesis.chosen .text")).to_have_text(XSS)
+    expect(turn.locator("tr.hypothesis.chosen")).to_contain_text('"echo": "<img src=x')
+    expect(page.locator("main img")).to_have_count(0)
+    # An alert would have failed the test through the page fixture.
+
+
+def test_with_an_api_key_the_inspector_asks_for_it(page: Page, stack: AgentFactory) -> None:
+    client = stack(api_key=KEY)
+    page.goto(url(client, "/chat"))
+    send(page, "Hello!")  # the chat stays open without the key
+    page.get_by_role("link", name="Inspect this dialog").click()
+    prompt = page.get_by_role("alert")
+    expect(prompt).to_contain_text("Enter the API key")
+    expect(page.locator(".turn")).to_have_count(0)
+
+    page.get_by_label("API key").fill("not-the-key")
+    page.get_by_role("button", name="Use key").click()
+    expect(prompt).to_contain_text("That is not the agent's API key")
+
+    page.get_by_label("API key").fill(KEY)
+    page.get_by_role("button", name="Use key").click()
+    expect(page.locator(".turn")).to_have_count(1)
+    expect(page.locator("tr.hypothesis.chosen .skill")).to_have_text("greeting")
+
+    # The key is kept for the tab: the pipeline page reads with it too.
+    page.get_by_role("link", name="Pipeline").click()
+    expect(page.locator('#stats tr[data-service="greeting"] [data-field="calls"]')
+           ).to_have_text("1")
+    page.get_by_role("button", name="Forget API key").click()
+    expect(page.get_by_role("alert")).to_contain_text("Enter the API key")
