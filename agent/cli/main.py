@@ -60,6 +60,8 @@ def run(
     # the `finally` below would never run. As an exception, it unwinds like Ctrl-C.
     signal.signal(signal.SIGTERM, _terminate)
     services, elsewhere = stack.local_services(config, root)
+    for name, reason in stack.off_services(config):
+        typer.secho(f"  {name:<20} off ({reason})", fg=typer.colors.BRIGHT_BLACK)
     for remote in elsewhere:
         typer.secho(f"not started here (must already run): {remote}", fg=typer.colors.YELLOW)
     processes = []

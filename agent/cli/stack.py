@@ -60,6 +60,13 @@ def local_services(config: PipelineConfig, root: Path) -> tuple[list[LocalServic
     return found, elsewhere
 
 
+def off_services(config: PipelineConfig) -> list[tuple[str, str]]:
+    """Services the pipeline lists but does not run now, and why (to show at start-up)."""
+    return [(name, reason) for services in config.services.values()
+            for name, service in services.items()
+            if (reason := service.off_because()) is not None]
+
+
 def start(service: LocalService, root: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "uvicorn", service.module, "--host", service.host,

@@ -60,6 +60,7 @@ def test_run_starts_every_local_service_and_the_agent_then_stops_them(
         out, _ = process.communicate(timeout=30)
     assert process.returncode == 0
     assert b"Chorus agent on" in out
+    assert b"llm                  off (requires_env: LLM_BASE_URL not set)" in out
     for port in [*ports, agent_port]:
         try:
             httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
