@@ -71,6 +71,14 @@ def local_stack(db_url: str) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
 
 
+async def report_progress(done: list[float], total: int, started: float) -> None:
+    """A line every 10 s, so a long soak shows it is moving (and how fast)."""
+    while True:
+        await asyncio.sleep(10)
+        elapsed = time.perf_counter() - started
+        print(f"  {len(done)}/{total} turns, {len(done) / elapsed:.1f} turns/s", flush=True)
+
+
 async def soak(base: str, users: int, turns: int) -> dict[str, Any]:
     names = [f"soak-{os.getpid()}-{i}" for i in range(users)]
     latencies: list[float] = []
@@ -78,9 +86,11 @@ async def soak(base: str, users: int, turns: int) -> dict[str, Any]:
     async with aiohttp.ClientSession(connector=connector,
                                      timeout=aiohttp.ClientTimeout(total=120)) as session:
         started = time.perf_counter()
+        progress = asyncio.create_task(report_progress(latencies, users * turns, started))
         errors = await asyncio.gather(*(user(session, f"{base}/", n, turns, latencies)
                                         for n in names))
         seconds = time.perf_counter() - started
+        progress.cancel()
     lost, broken = lost_turns(base, names, turns)
     ordered = sorted(latencies)
     return {"users": users, "turns_per_user": turns, "turns": users * turns,
