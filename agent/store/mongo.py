@@ -77,6 +77,10 @@ _utterance: TypeAdapter[Utterance] = TypeAdapter(Utterance)
 DEFAULT_DATABASE = "chorus"
 #: Milliseconds to find a server / open a connection before a call fails with 503.
 DEFAULT_TIMEOUT_MS = 3000
+#: Slots of the ring of newest utterance ids in a dialog document: the widest window a
+#: service can ask for (``context_window`` ≤ 100), so the document stays small however long
+#: the dialog (FerretDB 1.x ignores ``$push``'s ``$slice``, so a list could not be capped).
+RECENT_IDS = 100
 #: How often (in places) :meth:`MongoStore.leave` deletes a user's old done places.
 _QUEUE_SWEEP_EVERY = 32
 #: Attempts of a compare-and-set loop before giving up (each failure means another
@@ -177,14 +181,14 @@ def _dialog_doc(head: DialogHead) -> Doc:
     doc["_id"] = doc.pop("dialog_id")
     # opened_ns orders dialogs opened within the same millisecond (BSON dates keep ms).
     doc.update(active=True, active_key=_active_key(head.human_id), utterance_count=0,
-               opened_ns=time.time_ns())
+               recent_ids={}, opened_ns=time.time_ns())
     return doc
 
 
 def _head(doc: Doc) -> DialogHead:
     doc = _unescape(doc)
     doc["dialog_id"] = doc.pop("_id")
-    return DialogHead.model_validate(doc)  # active, active_key, utterance_count: ignored
+    return DialogHead.model_validate(doc)  # active, active_key, counters, ids: ignored
 
 
 def _utterance_body(utterance: HumanUtterance | BotUtterance) -> Doc:
@@ -209,9 +213,11 @@ async def _is_ferretdb(client: AsyncMongoClient[Doc]) -> bool:
 class MongoStore:
     """:class:`agent.store.Store` on MongoDB (or a wire-compatible server such as FerretDB)."""
 
-    def __init__(self, client: AsyncMongoClient[Doc], db: AsyncDatabase[Doc]) -> None:
+    def __init__(self, client: AsyncMongoClient[Doc], db: AsyncDatabase[Doc], *,
+                 point_reads: bool = False) -> None:
         self._client = client
         self._db = db
+        self._point_reads = point_reads
         self._users: AsyncCollection[Doc] = db["users"]
         self._dialogs: AsyncCollection[Doc] = db["dialogs"]
         self._utterances: AsyncCollection[Doc] = db["utterances"]
@@ -236,12 +242,14 @@ class MongoStore:
             options["connectTimeoutMS"] = DEFAULT_TIMEOUT_MS
         client: AsyncMongoClient[Doc] = AsyncMongoClient(url, **options)
         try:
-            if await _is_ferretdb(client):
+            ferretdb = await _is_ferretdb(client)
+            if ferretdb:
                 log.info("FerretDB found: one connection, so its non-atomic updates cannot "
-                         "interleave; do not run several agent replicas on it")
+                         "interleave, and utterances read by _id")
                 await client.close()
                 client = AsyncMongoClient(url, **{**options, "maxPoolSize": 1})
-            store = cls(client, client.get_default_database(DEFAULT_DATABASE))
+            store = cls(client, client.get_default_database(DEFAULT_DATABASE),
+                        point_reads=ferretdb)
             await store._create_indexes()
         except BaseException:
             await client.close()
@@ -299,12 +307,30 @@ class MongoStore:
 
     @_unavailable_when_unreachable
     async def recent_utterances(self, dialog_id: str, limit: int) -> list[Utterance]:
+        """Read by ``_id``: the dialog document keeps the ids of its newest utterances in a
+        ring of :data:`RECENT_IDS` slots (utterance ``seq`` → slot ``seq % RECENT_IDS``),
+        so the window is one indexed ``$in`` on MongoDB and point reads on FerretDB, which
+        scans the whole collection for any other filter (a second per read at a few
+        thousand utterances). A slot not written yet or overwritten (an interrupted
+        insert) shows as a wrong ``seq``, and the window is then read by its seq range."""
         if limit <= 0:  # MongoDB reads limit 0 as "no limit"
             return []
-        cursor = self._utterances.find({"dialog_id": _literal(dialog_id)},
-                                       sort=[("seq", DESCENDING)], limit=limit)
-        docs = await cursor.to_list()
-        return [_utterance_from(doc) for doc in reversed(docs)]
+        dialog = await self._dialogs.find_one({"_id": _literal(dialog_id)})
+        count = 0 if dialog is None else int(dialog.get("utterance_count", 0))
+        ring: Doc = {} if dialog is None else dialog.get("recent_ids", {})
+        seqs = range(max(0, count - limit), count)
+        ids = [ring[str(seq % RECENT_IDS)] for seq in seqs if str(seq % RECENT_IDS) in ring]
+        if self._point_reads:
+            found = [await self._utterances.find_one({"_id": i}) for i in ids]
+            docs = [doc for doc in found if doc is not None]
+        else:
+            docs = await self._utterances.find({"_id": {"$in": ids}}).to_list()
+        docs.sort(key=lambda doc: int(doc["seq"]))
+        if [doc["seq"] for doc in docs] != list(seqs):
+            cursor = self._utterances.find({"dialog_id": _literal(dialog_id)},
+                                           sort=[("seq", DESCENDING)], limit=limit)
+            docs = list(reversed(await cursor.to_list()))
+        return [_utterance_from(doc) for doc in docs]
 
     async def _next_seq(self, dialog_id: str, bot_attributes: Mapping[str, Any]) -> int:
         """Reserve the dialog's next utterance number atomically; the same single-document
@@ -331,6 +357,9 @@ class MongoStore:
                 await self._utterances.insert_one(
                     {"_id": _literal(utterance.utt_id), "dialog_id": dialog_id, "seq": seq,
                      **body})
+                await self._dialogs.update_one(
+                    {"_id": _literal(dialog_id)},
+                    {"$set": {f"recent_ids.{seq % RECENT_IDS}": utterance.utt_id}})
                 return
             except DuplicateKeyError:
                 # Either the utterance is already stored (a caller's mistake: say so, as

@@ -28,11 +28,13 @@ from pymongo.monitoring import (
 
 from agent.state.models import BotUtterance, HumanUtterance, Hypothesis
 from agent.store import StoreUnavailable
-from agent.store.mongo import MongoStore
+from agent.store.mongo import RECENT_IDS, MongoStore
 from tests.store.conftest import mongo_store
 
 TURNS = 500
 WINDOW = 3
+#: The turn from which the dialog's list of newest ids is full (two utterances a turn).
+FULL = RECENT_IDS // 2 + 1
 #: Documents counted per write command: what each one carries.
 _WRITTEN = {"insert": "documents", "update": "updates", "delete": "deletes"}
 
@@ -107,8 +109,8 @@ async def largest_documents(url: str) -> dict[str, int]:
         await client.close()
 
 
-# FerretDB 1.x filters every non-_id query by scanning the collection, so on it the 500
-# turns take minutes, not seconds (MongoDB answers the window from its index).
+# FerretDB 1.x filters every non-_id query by scanning the collection; the window is read
+# by _id, but the other queries make the 500 turns take a minute there.
 @pytest.mark.timeout(900)
 async def test_turn_500_costs_no_more_than_turn_5(mongodb_url: str) -> None:
     counter = Counter()
@@ -119,7 +121,7 @@ async def test_turn_500_costs_no_more_than_turn_5(mongodb_url: str) -> None:
             counter.take()
             await agent_turn(store, i)
             costs[i] = counter.take()
-            if i in (5, TURNS):
+            if i in (5, FULL, TURNS):
                 sizes[i] = await largest_documents(url)
 
         early, late = costs[5], costs[TURNS]
@@ -128,13 +130,36 @@ async def test_turn_500_costs_no_more_than_turn_5(mongodb_url: str) -> None:
         assert late.written <= early.written
         # The same work each turn: the window is full from turn 3 on.
         assert late.names == early.names
-        assert early.read == 1 + 1 + WINDOW + 1 + 1  # user, dialog, window, two $inc
-        # No document grew: the dialog keeps a counter, not its utterances.
-        assert sizes[TURNS] == sizes[5]
+        # user, dialog, the dialog's newest ids, the window, the dialog twice from $inc
+        assert early.read == 1 + 1 + 1 + WINDOW + 1 + 1
+        # No document grows with the dialog: the dialog keeps a counter and at most
+        # RECENT_IDS utterance ids, not its utterances.
+        assert sizes[TURNS] == sizes[FULL]
+        assert sizes[5]["utterances"] == sizes[TURNS]["utterances"]
         window = await store.recent_utterances((await store.active_dialog(
             await store.human("long-talker"), "http_client")).dialog_id, WINDOW)
         assert [u.text for u in window] == [
             f"answer {TURNS - 1:04d}", f"message {TURNS:04d}", f"answer {TURNS:04d}"]
+
+
+async def test_the_window_survives_a_ring_slot_that_was_never_written(
+    mongodb_url: str,
+) -> None:
+    """An insert interrupted before its slot was written (or a dialog stored before the
+    ring existed) must not shorten or scramble the window services see."""
+    async with mongo_store(mongodb_url) as (store, url):
+        for i in range(1, 4):
+            await agent_turn(store, i)
+        dialog = await store.active_dialog(await store.human("long-talker"), "http_client")
+        client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url)
+        try:
+            await client.get_default_database()["dialogs"].update_one(
+                {"_id": dialog.dialog_id}, {"$unset": {"recent_ids.4": ""}})
+        finally:
+            await client.close()
+        window = await store.recent_utterances(dialog.dialog_id, 4)
+    assert [u.text for u in window] == ["message 0002", "answer 0002", "message 0003",
+                                        "answer 0003"]
 
 
 def _closed_port() -> int:
