@@ -81,8 +81,12 @@ DEFAULT_TIMEOUT_MS = 3000
 #: service can ask for (``context_window`` ≤ 100), so the document stays small however long
 #: the dialog (FerretDB 1.x ignores ``$push``'s ``$slice``, so a list could not be capped).
 RECENT_IDS = 100
-#: How often (in places) :meth:`MongoStore.leave` deletes a user's old done places.
-_QUEUE_SWEEP_EVERY = 32
+#: Every few places :meth:`MongoStore.leave` deletes the user's done places more than
+#: ``_QUEUE_KEPT`` below its own: few documents to scan (FerretDB scans the line on every
+#: check), yet a reader would have to stall through that many whole turns of the same user
+#: between reading the newest place and inserting the next for a number to be taken twice.
+_QUEUE_SWEEP_EVERY = 4
+_QUEUE_KEPT = 8
 #: Attempts of a compare-and-set loop before giving up (each failure means another
 #: writer made progress, so this is only reached under pathological contention).
 _ATTEMPTS = 10
@@ -554,7 +558,7 @@ class MongoStore:
                                      {"$set": {"done": True}})
         if place % _QUEUE_SWEEP_EVERY == 0:
             await self._queue.delete_many({"user": _literal(external_id), "done": True,
-                                           "place": {"$lt": place - _QUEUE_SWEEP_EVERY}})
+                                           "place": {"$lt": place - _QUEUE_KEPT}})
 
     @_unavailable_when_unreachable
     async def delete_user(self, external_id: str) -> bool:
