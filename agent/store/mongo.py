@@ -523,11 +523,12 @@ class MongoStore:
 
     @_unavailable_when_unreachable
     async def enqueue(self, external_id: str, lease_until: datetime) -> tuple[int, bool]:
-        user = _literal(external_id)
-        newest = await self._queue.find_one({"user": user}, sort=[("place", DESCENDING)])
-        busy = await self._queue.find_one({"user": user, "done": False})
-        place = 0 if newest is None else newest["place"] + 1
-        first = busy is None
+        # One read of the user's few places (old ones are swept) gives both the newest
+        # and whether any is unfinished.
+        places = await self._queue.find({"user": _literal(external_id)},
+                                        projection={"place": 1, "done": 1}).to_list()
+        place = max((int(p["place"]) for p in places), default=-1) + 1
+        first = all(p["done"] for p in places)
         while True:
             try:
                 await self._queue.insert_one({
