@@ -11,12 +11,20 @@ Why it looks the way it does:
   counter (never "read the max, then insert"), and attributes are merged key by key with
   ``$set: {"attributes.<key>": value}``, so two turns merging different keys both survive.
   Nothing relies on multi-document transactions, which FerretDB does not have.
+* **Point reads on the hot path.** A user document's ``_id`` is derived from the client's
+  ``user_id`` (:func:`_human_id_for`), and it holds the id of the user's open dialog
+  (``active_dialog``), so a turn finds the user and the dialog by ``_id``: the cheapest read
+  on MongoDB, and the only one FerretDB 1.x answers from an index (it scans the whole
+  collection for any other filter).
 * **One open dialog per user** is a plain unique index on ``active_key``: ``"h:<human id>"``
-  while the dialog is open, ``"d:<dialog id>"`` once closed. The obvious partial unique
-  index (``{human_id: 1}`` where ``active: true``) is refused by FerretDB 1.x ("Index option
-  partialFilterExpression is not implemented yet") and ``sparse`` is silently ignored there,
-  while an upsert on ``{human_id, active: true}`` alone is not atomic (two racing upserts
-  can both insert, on MongoDB too). A unique key that is always present works everywhere.
+  while the dialog is open, ``"d:<dialog id>"`` once closed. The user's ``active_dialog``
+  is only a pointer to it: a pointer that is missing or names a closed dialog (an agent
+  that died between the two writes) is repaired from the index the next time. The
+  obvious partial unique index (``{human_id: 1}`` where ``active: true``) is refused by
+  FerretDB 1.x ("Index option partialFilterExpression is not implemented yet") and
+  ``sparse`` is silently ignored there, while an upsert on ``{human_id, active: true}``
+  alone is not atomic (two racing upserts can both insert, on MongoDB too). A unique key
+  that is always present works everywhere.
 * **Free-form JSON is stored losslessly.** Annotations and attributes come from services;
   keys containing ``.``, a leading ``$`` or NUL cannot be stored as BSON field names
   (FerretDB refuses them, MongoDB restricts them), so every key is escaped on the way in
@@ -42,6 +50,7 @@ import contextlib
 import functools
 import logging
 import time
+import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
@@ -160,6 +169,16 @@ def _merge(prefix: str, updates: Mapping[str, Any]) -> Doc:
 # -- documents ↔ models ---------------------------------------------------------------
 
 
+#: Namespace of the user ids derived from the client's ``user_id``.
+_USER_IDS = uuid.UUID("5b0d8c52-8a4f-4c1e-9a57-1f3e6d2c9b70")
+
+
+def _human_id_for(external_id: str) -> str:
+    """The user document's ``_id``: a fixed function of the client's ``user_id``, so the
+    user is found by ``_id`` (see the module docstring), in the shape of every other id."""
+    return uuid.uuid5(_USER_IDS, _literal(external_id)).hex
+
+
 def _human_doc(human: Human) -> Doc:
     doc: Doc = _escape(human.model_dump())
     doc["_id"] = doc.pop("id")
@@ -274,20 +293,22 @@ class MongoStore:
                                        name="places_by_user")
 
     async def _human_id(self, external_id: str) -> str | None:
-        doc = await self._users.find_one({"user_external_id": _literal(external_id)},
-                                         projection={"_id": 1})
-        return None if doc is None else str(doc["_id"])
+        """The user's id if the user exists."""
+        human_id = _human_id_for(external_id)
+        doc = await self._users.find_one({"_id": human_id}, projection={"_id": 1})
+        return None if doc is None else human_id
 
     # -- the turn ---------------------------------------------------------------------
 
     @_unavailable_when_unreachable
     async def human(self, external_id: str) -> Human:
-        query = {"user_external_id": _literal(external_id)}
+        query = {"_id": _human_id_for(external_id)}
         doc = await self._users.find_one(query)
         if doc is None:
             # DuplicateKeyError: another turn created the user first, so read theirs.
             with contextlib.suppress(DuplicateKeyError):
-                await self._users.insert_one(_human_doc(Human(user_external_id=external_id)))
+                await self._users.insert_one(_human_doc(
+                    Human(id=query["_id"], user_external_id=external_id)))
             doc = await self._users.find_one(query)
             if doc is None:  # pragma: no cover - users are never deleted
                 raise LookupError(f"user {external_id!r} vanished while being created")
@@ -295,19 +316,35 @@ class MongoStore:
 
     @_unavailable_when_unreachable
     async def active_dialog(self, human: Human, channel_type: str) -> DialogHead:
-        query = {"active_key": _active_key(_literal(human.id))}
+        doc = await self._pointed_dialog(_literal(human.id))
+        if doc is not None:
+            return _head(doc)
         for _ in range(_ATTEMPTS):
-            doc = await self._dialogs.find_one(query)
-            if doc is not None:
-                return _head(doc)
             head = DialogHead(dialog_id=new_id(), channel_type=channel_type,
                               date_start=utc_now(), human_id=human.id, bot=Bot())
             try:
                 await self._dialogs.insert_one(_dialog_doc(head))
-                return head
-            except DuplicateKeyError:  # another turn opened one first: read theirs
-                continue
+            except DuplicateKeyError:
+                # An open dialog the pointer does not name (another turn opened it just
+                # now, or its agent died before setting the pointer): point to it.
+                doc = await self._dialogs.find_one({"active_key": _active_key(human.id)})
+                if doc is None:  # closed in between: open one again
+                    continue
+                head = _head(doc)
+            await self._users.update_one({"_id": human.id},
+                                         {"$set": {"active_dialog": head.dialog_id}})
+            return head
         raise RuntimeError(f"could not open a dialog for user {human.id} (contention)")
+
+    async def _pointed_dialog(self, human_id: str) -> Doc | None:
+        """The open dialog the user's pointer names, or None if it names none that is
+        open."""
+        user = await self._users.find_one({"_id": human_id}, projection={"active_dialog": 1})
+        dialog_id = None if user is None else user.get("active_dialog")
+        if not isinstance(dialog_id, str):
+            return None
+        doc = await self._dialogs.find_one({"_id": dialog_id})
+        return doc if doc is not None and doc.get("active") else None
 
     @_unavailable_when_unreachable
     async def recent_utterances(self, dialog_id: str, limit: int) -> list[Utterance]:
@@ -402,7 +439,8 @@ class MongoStore:
             return None
         key = _active_key(human_id)
         for _ in range(_ATTEMPTS):
-            doc = await self._dialogs.find_one({"active_key": key}, projection={"_id": 1})
+            doc = await self._pointed_dialog(human_id) or await self._dialogs.find_one(
+                {"active_key": key}, projection={"_id": 1})
             if doc is None:
                 return None
             dialog_id = str(doc["_id"])
@@ -411,6 +449,9 @@ class MongoStore:
                 {"$set": {"active": False, "active_key": _closed_key(dialog_id),
                           "date_finish": utc_now()}})
             if result.matched_count:
+                # A pointer left behind only costs a read: a closed dialog is not used.
+                await self._users.update_one({"_id": human_id, "active_dialog": dialog_id},
+                                             {"$unset": {"active_dialog": ""}})
                 return dialog_id
             # Closed by someone else in between; look again (a new one may be open).
         return None
@@ -443,7 +484,7 @@ class MongoStore:
 
     @_unavailable_when_unreachable
     async def user_dialogs(self, external_id: str) -> list[Dialog] | None:
-        user = await self._users.find_one({"user_external_id": _literal(external_id)})
+        user = await self._users.find_one({"_id": _human_id_for(external_id)})
         if user is None:
             return None
         cursor = self._dialogs.find({"human_id": user["_id"]},

@@ -130,8 +130,9 @@ async def test_turn_500_costs_no_more_than_turn_5(mongodb_url: str) -> None:
         assert late.written <= early.written
         # The same work each turn: the window is full from turn 3 on.
         assert late.names == early.names
-        # user, dialog, the dialog's newest ids, the window, the dialog twice from $inc
-        assert early.read == 1 + 1 + 1 + WINDOW + 1 + 1
+        # user, its pointer to the open dialog, the dialog, the dialog's newest ids, the
+        # window, the dialog twice from $inc
+        assert early.read == 1 + 1 + 1 + 1 + WINDOW + 1 + 1
         # No document grows with the dialog: the dialog keeps a counter and at most
         # RECENT_IDS utterance ids, not its utterances.
         assert sizes[TURNS] == sizes[FULL]
@@ -160,6 +161,48 @@ async def test_the_window_survives_a_ring_slot_that_was_never_written(
         window = await store.recent_utterances(dialog.dialog_id, 4)
     assert [u.text for u in window] == ["message 0002", "answer 0002", "message 0003",
                                         "answer 0003"]
+
+
+async def _users_collection_update(url: str, query: dict[str, Any],
+                                   update: dict[str, Any]) -> None:
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url)
+    try:
+        await client.get_default_database()["users"].update_one(query, update)
+    finally:
+        await client.close()
+
+
+async def test_a_lost_pointer_to_the_open_dialog_finds_it_again(mongodb_url: str) -> None:
+    """An agent that died between opening a dialog and pointing the user to it must not
+    cost the user their dialog: the next turn goes on in it, and no second one opens."""
+    async with mongo_store(mongodb_url) as (store, url):
+        for i in range(1, 3):
+            await agent_turn(store, i)
+        human = await store.human("long-talker")
+        opened = await store.active_dialog(human, "http_client")
+        await _users_collection_update(url, {"_id": human.id},
+                                       {"$unset": {"active_dialog": ""}})
+        await agent_turn(store, 3)
+        dialogs = await store.user_dialogs("long-talker")
+    assert dialogs is not None and [d.dialog_id for d in dialogs] == [opened.dialog_id]
+    assert [u.text for u in dialogs[0].utterances][-2:] == ["message 0003", "answer 0003"]
+
+
+async def test_a_pointer_to_a_closed_dialog_is_not_used(mongodb_url: str) -> None:
+    """A pointer left behind by a close that did not finish names a closed dialog: the
+    next message opens a new one instead of writing into the closed one."""
+    async with mongo_store(mongodb_url) as (store, url):
+        await agent_turn(store, 1)
+        human = await store.human("long-talker")
+        closed = await store.close_active_dialog("long-talker")
+        await _users_collection_update(url, {"_id": human.id},
+                                       {"$set": {"active_dialog": closed}})
+        opened = await store.active_dialog(human, "http_client")
+        dialogs = await store.user_dialogs("long-talker")
+    assert opened.dialog_id != closed
+    assert dialogs is not None and [d.dialog_id for d in dialogs] == [closed, opened.dialog_id]
+    assert [u.text for u in dialogs[0].utterances] == ["message 0001", "answer 0001"]
+    assert dialogs[0].date_finish is not None and dialogs[1].date_finish is None
 
 
 def _closed_port() -> int:
