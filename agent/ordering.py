@@ -61,16 +61,18 @@ class UserLines:
         self._start_heartbeat()
         place, first = await self._store.enqueue(user_id, self._lease_end())
         self._held.add((user_id, place))
+        served = False
         try:
             if not first:
                 await self._wait(user_id, place)
+            served = True
             yield
         finally:
             self._held.discard((user_id, place))
             # Shielded: a cancelled request (client gone, shutdown) must still free the
             # line; if the store is down, the lease runs out and frees it instead.
             with contextlib.suppress(StoreUnavailable):
-                await asyncio.shield(self._store.leave(user_id, place))
+                await asyncio.shield(self._store.leave(user_id, place, served=served))
             event = self._finished.pop(user_id, None)
             if event is not None:
                 event.set()

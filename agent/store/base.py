@@ -113,8 +113,9 @@ class Store(Protocol):
         """Extend the leases of unfinished places this agent holds (its heartbeat)."""
         ...
 
-    async def leave(self, external_id: str, place: int) -> None:
-        """Finish a place, so the user's next message can start."""
+    async def leave(self, external_id: str, place: int, *, served: bool = True) -> None:
+        """Finish a place, so the user's next message can start. ``served`` says its turn
+        ran (it was first in line); a message that gave up waiting leaves with False."""
         ...
 
     async def delete_user(self, external_id: str) -> bool:

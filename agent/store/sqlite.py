@@ -264,8 +264,9 @@ class SqliteStore:
                        "AND done = 0", [lease_until.timestamp(), user, place])
                       for user, place in places))
 
-    async def leave(self, external_id: str, place: int) -> None:
-        """Done places below the newest are deleted: the newest keeps the count going."""
+    async def leave(self, external_id: str, place: int, *, served: bool = True) -> None:
+        """Done places below the newest are deleted: the newest keeps the count going.
+        (``served`` is not needed here: the line is read with one query.)"""
         self._write(
             ("UPDATE turn_queue SET done = 1 WHERE user = ? AND place = ?", [external_id, place]),
             ("DELETE FROM turn_queue WHERE user = ? AND done = 1 AND place < (SELECT MAX(place) "

@@ -13,6 +13,7 @@ import socket
 import time
 import warnings
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -26,9 +27,9 @@ from pymongo.monitoring import (
     CommandSucceededEvent,
 )
 
-from agent.state.models import BotUtterance, HumanUtterance, Hypothesis
+from agent.state.models import BotUtterance, HumanUtterance, Hypothesis, utc_now
 from agent.store import StoreUnavailable
-from agent.store.mongo import RECENT_IDS, MongoStore
+from agent.store.mongo import _QUEUE_KEPT, RECENT_IDS, MongoStore
 from tests.store.conftest import mongo_store
 
 TURNS = 500
@@ -203,6 +204,29 @@ async def test_a_pointer_to_a_closed_dialog_is_not_used(mongodb_url: str) -> Non
     assert dialogs is not None and [d.dialog_id for d in dialogs] == [closed, opened.dialog_id]
     assert [u.text for u in dialogs[0].utterances] == ["message 0001", "answer 0001"]
     assert dialogs[0].date_finish is not None and dialogs[1].date_finish is None
+
+
+async def test_the_line_stays_small_and_costs_the_same_at_place_100(
+    mongodb_url: str,
+) -> None:
+    """Each message of a user takes a place in the user's line; the line must neither
+    grow with the messages nor get slower to take a place in."""
+    counter = Counter()
+    async with mongo_store(mongodb_url, (counter,)) as (store, url):
+        costs: dict[int, Cost] = {}
+        for expected in range(101):
+            counter.take()
+            place, first = await store.enqueue("long-talker", utc_now() + timedelta(seconds=30))
+            assert (place, first) == (expected, True)
+            await store.leave("long-talker", place)
+            costs[place] = counter.take()
+        client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url)
+        try:
+            kept = await client.get_default_database()["turn_queue"].count_documents({})
+        finally:
+            await client.close()
+    assert kept <= _QUEUE_KEPT + 2  # the newest places and where to take the next one
+    assert costs[100].names == costs[10].names and costs[100].read == costs[10].read
 
 
 def _closed_port() -> int:

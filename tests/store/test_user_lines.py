@@ -49,6 +49,17 @@ async def test_a_place_whose_lease_ran_out_is_given_up(store: Store) -> None:
     assert await store.first_in_line("ann", 1, utc_now() + timedelta(seconds=3))
 
 
+async def test_a_message_that_gave_up_waiting_lets_no_one_jump_the_line(store: Store) -> None:
+    """A message that stopped waiting (timed out, client gone) leaves its place, but the
+    one behind it must still wait for the turn that is running."""
+    for _ in range(3):
+        await store.enqueue("ann", soon())
+    await store.leave("ann", 1, served=False)
+    assert not await store.first_in_line("ann", 2, utc_now())
+    await store.leave("ann", 0)
+    assert await store.first_in_line("ann", 2, utc_now())
+
+
 async def test_a_renewed_lease_is_not_given_up(store: Store) -> None:
     await store.enqueue("ann", utc_now() + timedelta(seconds=2))
     await store.enqueue("ann", soon())
