@@ -21,3 +21,9 @@ def test_bad_input_is_refused_with_a_message() -> None:
         response = httpx.post(f"{server.url}/respond", json={"dialogs": []})
     assert response.status_code == 422
     assert "at least 1 item" in response.text
+
+
+def test_health() -> None:
+    with serving(app) as server:
+        health = httpx.get(f"{server.url}/health").json()
+    assert health == {"status": "ok", "service": "tokens", "role": "annotator"}

@@ -40,3 +40,23 @@ def test_name_extraction() -> None:
     assert extract_name("I'm fine", bare_word_ok=False) is None
     assert extract_name("just Eve", bare_word_ok=True) is None
     assert extract_name("Eve", bare_word_ok=True) == "Eve"
+
+
+def test_a_batch_answers_each_dialog_in_order() -> None:
+    with serving(app) as server:
+        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
+            view("what is my name?", human_attributes={"name": "Ann"}),
+            view("Hello!"),
+            view("tell me about trains", human_attributes={"greeting_stage": "done"}),
+        ]}).json()
+    assert [[h["text"] for h in hypotheses] for hypotheses in answer] == [
+        ["Your name is Ann."], ["Hi! I'm Chorus. What's your name?"], []]
+
+
+def test_health_and_bad_body() -> None:
+    with serving(app) as server:
+        health = httpx.get(f"{server.url}/health").json()
+        refused = httpx.post(f"{server.url}/respond", json={"dialogs": [{"utterances": 3}]})
+    assert health == {"status": "ok", "service": "greeting", "role": "skill"}
+    assert refused.status_code == 422
+    assert "utterances" in refused.text
