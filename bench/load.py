@@ -43,8 +43,10 @@ class LoadResult:
 
 
 async def _worker(session: aiohttp.ClientSession, url: str, prefix: str, users: int,
-                  turns: int, result: LoadResult, fallback: str) -> None:
+                  turns: int, result: LoadResult, fallback: str, stop_at: float) -> None:
     for i in range(turns):
+        if time.perf_counter() > stop_at:
+            return
         user = f"{prefix}-{i % users}"  # made as needed: the memory run has a million
         started = time.perf_counter()
         try:
@@ -60,20 +62,24 @@ async def _worker(session: aiohttp.ClientSession, url: str, prefix: str, users: 
 
 
 async def run_load(url: str, concurrency: int, turns: int, users_per_worker: int = 10,
-                   tag: str = "u", fallback: str = "fallback_response") -> LoadResult:
+                   tag: str = "u", fallback: str = "fallback_response",
+                   deadline: float | None = None) -> LoadResult:
     """``turns`` turns spread over ``concurrency`` workers; each worker owns its users, so
-    no two turns of one dialog are in flight at once."""
+    no two turns of one dialog are in flight at once. With ``deadline`` (seconds), no turn
+    starts after it."""
     per_worker = max(1, turns // concurrency)
     result = LoadResult(concurrency, per_worker * concurrency, 0, 0.0)
     connector = aiohttp.TCPConnector(limit=concurrency + 4)
     timeout = aiohttp.ClientTimeout(total=60)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         started = time.perf_counter()
+        stop_at = started + deadline if deadline is not None else float("inf")
         await asyncio.gather(*(
             _worker(session, url, f"{tag}-c{concurrency}-w{w}", users_per_worker, per_worker,
-                    result, fallback)
+                    result, fallback, stop_at)
             for w in range(concurrency)))
         result.seconds = time.perf_counter() - started
+        result.turns = len(result.latencies)
     return result
 
 
