@@ -455,19 +455,41 @@ class MongoStore:
         return None
 
     async def _with_utterances(self, heads: list[Doc], human: Human) -> list[Dialog]:
-        """Whole dialogs: all their utterances in one indexed query, grouped in order."""
-        ids = [head["_id"] for head in heads]
-        by_dialog: dict[str, list[Utterance]] = {i: [] for i in ids}
-        cursor = self._utterances.find({"dialog_id": {"$in": ids}},
-                                       sort=[("dialog_id", ASCENDING), ("seq", ASCENDING)])
-        async for doc in cursor:
-            by_dialog[doc["dialog_id"]].append(_utterance_from(doc))
+        """Whole dialogs: all their utterances in one indexed query, grouped in order. On
+        FerretDB, a dialog the ring of newest ids covers whole is read by ``_id`` instead
+        (it scans every utterance of every dialog for the query)."""
+        by_dialog: dict[str, list[Doc]] = {}
+        if self._point_reads:
+            for head in heads:
+                docs = await self._utterances_by_ring(head)
+                if docs is not None:
+                    by_dialog[head["_id"]] = docs
+        rest = [head["_id"] for head in heads if head["_id"] not in by_dialog]
+        if rest:
+            by_dialog.update({i: [] for i in rest})
+            cursor = self._utterances.find({"dialog_id": {"$in": rest}},
+                                           sort=[("dialog_id", ASCENDING), ("seq", ASCENDING)])
+            async for doc in cursor:
+                by_dialog[doc["dialog_id"]].append(doc)
         dialogs = []
         for doc in heads:
-            head = _head(doc)
-            dialogs.append(Dialog(**head.model_dump(exclude={"human_id"}), human=human,
-                                  utterances=by_dialog[head.dialog_id]))
+            dialog_head = _head(doc)
+            utterances = [_utterance_from(u) for u in by_dialog[dialog_head.dialog_id]]
+            dialogs.append(Dialog(**dialog_head.model_dump(exclude={"human_id"}), human=human,
+                                  utterances=utterances))
         return dialogs
+
+    async def _utterances_by_ring(self, head: Doc) -> list[Doc] | None:
+        """Every utterance of a dialog short enough for its ring to name them all, read by
+        ``_id``; None when the ring does not (a longer dialog, a slot never written)."""
+        count = int(head.get("utterance_count", 0))
+        ring: Doc = head.get("recent_ids", {})
+        if count > RECENT_IDS or any(str(seq) not in ring for seq in range(count)):
+            return None
+        docs = [await self._utterances.find_one({"_id": ring[str(seq)]}) for seq in range(count)]
+        if [None if d is None else d["seq"] for d in docs] != list(range(count)):
+            return None
+        return [d for d in docs if d is not None]
 
     @_unavailable_when_unreachable
     async def dialog(self, dialog_id: str) -> Dialog | None:

@@ -142,6 +142,10 @@ async def test_turn_500_costs_no_more_than_turn_5(mongodb_url: str) -> None:
             await store.human("long-talker"), "http_client")).dialog_id, WINDOW)
         assert [u.text for u in window] == [
             f"answer {TURNS - 1:04d}", f"message {TURNS:04d}", f"answer {TURNS:04d}"]
+        # Longer than the ring of newest ids: the whole dialog is still read, in order.
+        (whole,) = await store.user_dialogs("long-talker") or []
+        assert [u.text for u in whole.utterances] == [
+            text for i in range(1, TURNS + 1) for text in (f"message {i:04d}", f"answer {i:04d}")]
 
 
 async def test_the_window_survives_a_ring_slot_that_was_never_written(
@@ -160,8 +164,11 @@ async def test_the_window_survives_a_ring_slot_that_was_never_written(
         finally:
             await client.close()
         window = await store.recent_utterances(dialog.dialog_id, 4)
+        whole = await store.dialog(dialog.dialog_id)
     assert [u.text for u in window] == ["message 0002", "answer 0002", "message 0003",
                                         "answer 0003"]
+    assert whole is not None and [u.text for u in whole.utterances] == [
+        text for i in range(1, 4) for text in (f"message {i:04d}", f"answer {i:04d}")]
 
 
 async def _users_collection_update(url: str, query: dict[str, Any],
