@@ -121,10 +121,27 @@ async def sequential(base: str, user: str, turns: int) -> list[float]:
     return result.latencies
 
 
+def server_name(db_url: str) -> str:
+    """What answers at ``db_url``, for the table and the plot: "SQLite", "MongoDB 8.0.4" or
+    "FerretDB v1.24.2" (which speaks MongoDB's protocol but is far slower per command)."""
+    if not db_url.startswith("mongodb"):
+        return "SQLite"
+    from pymongo import MongoClient
+
+    client: MongoClient[dict[str, Any]] = MongoClient(db_url, serverSelectionTimeoutMS=5000)
+    try:
+        info = client.admin.command("buildInfo")
+    finally:
+        client.close()
+    if "ferretdbVersion" in info:
+        return f"FerretDB {info['ferretdbVersion']}"
+    return f"MongoDB {info.get('version', '?')}"
+
+
 def bench_store(name: str, db_url: str, quick: bool) -> dict[str, Any]:
     levels = (1, 8, 32, 64)
     turns = {1: 100, 8: 400, 32: 800, 64: 1000} if not quick else dict.fromkeys(levels, 64)
-    out: dict[str, Any] = {"store": name}
+    out: dict[str, Any] = {"store": name, "server": server_name(db_url)}
     with stack(db_url) as (base, pid):
         asyncio.run(run_load(f"{base}/", 8, 80, tag="warmup"))
         rows = []
@@ -168,6 +185,12 @@ def mongodb(url: str | None) -> Iterator[str]:
         yield started.rstrip("/") + "/chorus_bench"
 
 
+def label(result: dict[str, Any]) -> str:
+    """"sqlite", or "mongodb (FerretDB v1.24.2)": which server the MongoDB figures are of."""
+    server = result.get("server", "")
+    return result["store"] if server in ("", "SQLite") else f"{result['store']} ({server})"
+
+
 def plot(results: list[dict[str, Any]], path: Path) -> None:
     try:
         import matplotlib
@@ -181,11 +204,12 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     for result in results:
         rows = result["load"]
         conc = [r["concurrency"] for r in rows]
-        left.plot(conc, [r["turns_per_s"] for r in rows], marker="o", label=result["store"])
+        name = label(result)
+        left.plot(conc, [r["turns_per_s"] for r in rows], marker="o", label=name)
         right.plot(conc, [r["p50_ms"] for r in rows], marker="o",
-                   label=f"{result['store']} p50")
+                   label=f"{name} p50")
         right.plot(conc, [r["p99_ms"] for r in rows], marker="x", linestyle="--",
-                   label=f"{result['store']} p99")
+                   label=f"{name} p99")
     left.set(title="Throughput (7 service calls per turn)", xlabel="concurrency",
              ylabel="turns/s", xscale="log")
     right.set(title="Turn latency", xlabel="concurrency", ylabel="ms", xscale="log",
@@ -206,7 +230,7 @@ def table(results: list[dict[str, Any]]) -> None:
         load.add_column(column, justify="right")
     for result in results:
         for r in result["load"]:
-            load.add_row(result["store"], str(r["concurrency"]), str(r["turns"]),
+            load.add_row(label(result), str(r["concurrency"]), str(r["turns"]),
                          str(r["errors"]), str(r["turns_per_s"]), str(r["p50_ms"]),
                          str(r["p90_ms"]), str(r["p99_ms"]))
     other = Table(title="Overhead, flatness, fan-out, memory")
@@ -215,7 +239,7 @@ def table(results: list[dict[str, Any]]) -> None:
         other.add_column(column, justify="right")
     for r in results:
         other.add_row(
-            r["store"], f"{r['overhead']['agent_overhead_p50_ms']} ms "
+            label(r), f"{r['overhead']['agent_overhead_p50_ms']} ms "
             f"(turn {r['overhead']['turn_p50_ms']} ms)",
             f"{r['flatness']['ratio']} ({r['flatness']['first20_p50_ms']} → "
             f"{r['flatness']['last20_p50_ms']} ms)",
@@ -232,8 +256,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
     parser.add_argument("--mongodb-url", default=os.environ.get("MONGODB_URL"))
     parser.add_argument("--stores", default="sqlite,mongodb")
+    parser.add_argument("--out", type=Path, default=RESULTS,
+                        help="where bench.json and bench.png go (default: %(default)s)")
     args = parser.parse_args()
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    unknown = set(args.stores.split(",")) - {"sqlite", "mongodb"}
+    if unknown:
+        parser.error(f"--stores: unknown {', '.join(sorted(unknown))} (sqlite, mongodb)")
+    args.out.mkdir(parents=True, exist_ok=True)
     results = []
     stores = args.stores.split(",")
     with tempfile.TemporaryDirectory() as tmp:
@@ -246,11 +275,10 @@ def main() -> None:
                 results.append(bench_store("mongodb", url, args.quick))
     report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
               "quick": args.quick, "results": results}
-    (RESULTS / "bench.json").write_text(json.dumps(report, indent=2))
-    plot(results, RESULTS / "bench.png")
+    (args.out / "bench.json").write_text(json.dumps(report, indent=2))
+    plot(results, args.out / "bench.png")
     table(results)
-    print(f"wrote {RESULTS / 'bench.json'} and {RESULTS / 'bench.png'}")
-
+    print(f"wrote {args.out / 'bench.json'} and {args.out / 'bench.png'}")
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,44 @@
+"""``make bench`` runs end to end: the quick run on SQLite, in its own process, as a user
+would start it, writes a complete report and a plot."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(300)
+def test_the_quick_benchmark_writes_every_figure(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--quick", "--stores", "sqlite",
+         "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=280, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (result,) = json.loads((tmp_path / "bench.json").read_text())["results"]
+    assert result["store"] == "sqlite" and result["server"] == "SQLite"
+    assert [row["concurrency"] for row in result["load"]] == [1, 8, 32, 64]
+    assert all(row["errors"] == 0 and row["turns_per_s"] > 0 for row in result["load"])
+    # the overhead is the turn minus the services' own time, read from stored traces
+    overhead = result["overhead"]
+    assert 0 < overhead["services_critical_path_p50_ms"] < overhead["turn_p50_ms"]
+    assert result["flatness"]["turns"] == 60 and result["flatness"]["ratio"] > 0
+    # ten skills of 100 ms each run side by side: far less than a second in a row
+    assert 100 <= result["fanout"]["turn_p50_ms"] < 1000
+    assert result["memory"]["dialogs_big"] == 600
+    assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Load: POST / through 7 stub services" in done.stdout
+
+
+def test_an_unknown_store_is_refused_by_name(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--stores", "sqlite,postgres", "--out",
+         str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "--stores: unknown postgres" in done.stderr
+    assert not (tmp_path / "bench.json").exists()
