@@ -42,3 +42,15 @@ def test_an_unknown_store_is_refused_by_name(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "--stores: unknown postgres" in done.stderr
     assert not (tmp_path / "bench.json").exists()
+
+
+@pytest.mark.timeout(120)
+def test_the_http_engine_comparison_measures_each_engine(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.http_clients", "--calls", "40", "--levels", "1,4",
+         "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=110, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads((tmp_path / "http_clients.json").read_text())
+    assert set(report["calls_per_s"]) == {"httpx", "httpx+aiohttp", "aiohttp"}
+    assert all(rate > 0 for rates in report["calls_per_s"].values() for rate in rates.values())
