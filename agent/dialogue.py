@@ -73,10 +73,8 @@ class DialogueManager:
         close_after: bool,
     ) -> tuple[TurnResult, str]:
         store = self._store
-        human = await store.human(user_id)
-        dialog = await store.active_dialog(human, self._channel_type)
-        history = await store.recent_utterances(dialog.dialog_id,
-                                                self._executor.pipeline.history_window)
+        human, dialog, history = await store.open_turn(
+            user_id, self._channel_type, self._executor.pipeline.history_window)
         if reward is not None:
             previous = next((u for u in reversed(history) if isinstance(u, BotUtterance)), None)
             if previous is not None:

@@ -49,7 +49,7 @@ from agent.store.mongo import MongoStore  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "store_flatness.json"
 EDGE = 20  # turns at each end compared
-OPERATIONS = ("human", "active_dialog", "recent_utterances", "add_utterance", "finish_turn")
+OPERATIONS = ("open_turn", "add_utterance", "finish_turn")
 
 
 #: Where a write command carries its documents.

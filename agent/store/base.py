@@ -38,6 +38,12 @@ class DialogHead(BaseModel):
 class Store(Protocol):
     """The operations of a turn and of the read API."""
 
+    async def open_turn(self, external_id: str, channel_type: str,
+                        limit: int) -> tuple[Human, DialogHead, list[Utterance]]:
+        """What a turn starts from: :meth:`human`, :meth:`active_dialog` and
+        :meth:`recent_utterances` at once, so a store can read each document once."""
+        ...
+
     async def human(self, external_id: str) -> Human:
         """The user with that external id, created on first contact."""
         ...

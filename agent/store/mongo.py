@@ -299,7 +299,21 @@ class MongoStore:
     # -- the turn ---------------------------------------------------------------------
 
     @_unavailable_when_unreachable
+    async def open_turn(self, external_id: str, channel_type: str,
+                        limit: int) -> tuple[Human, DialogHead, list[Utterance]]:
+        """The user, the open dialog and its window from one read of each document: the
+        user document names the dialog, the dialog document names the window."""
+        user = await self._user_doc(external_id)
+        human = _human(user)
+        dialog = await self._open_dialog_doc(human.id, user.get("active_dialog"), channel_type)
+        return human, _head(dialog), await self._window(dialog, limit)
+
+    @_unavailable_when_unreachable
     async def human(self, external_id: str) -> Human:
+        return _human(await self._user_doc(external_id))
+
+    async def _user_doc(self, external_id: str) -> Doc:
+        """The user's document, created on first contact."""
         query = {"_id": _human_id_for(external_id)}
         doc = await self._users.find_one(query)
         if doc is None:
@@ -310,63 +324,79 @@ class MongoStore:
             doc = await self._users.find_one(query)
             if doc is None:  # pragma: no cover - users are never deleted
                 raise LookupError(f"user {external_id!r} vanished while being created")
-        return _human(doc)
+        return doc
 
     @_unavailable_when_unreachable
     async def active_dialog(self, human: Human, channel_type: str) -> DialogHead:
-        doc = await self._pointed_dialog(_literal(human.id))
+        user = await self._users.find_one({"_id": _literal(human.id)},
+                                          projection={"active_dialog": 1})
+        pointer = None if user is None else user.get("active_dialog")
+        return _head(await self._open_dialog_doc(human.id, pointer, channel_type))
+
+    async def _open_dialog_doc(self, human_id: str, pointer: Any, channel_type: str) -> Doc:
+        """The document of the open dialog the user's pointer names, or of a new one."""
+        doc = await self._if_open(pointer)
         if doc is not None:
-            return _head(doc)
+            return doc
         for _ in range(_ATTEMPTS):
-            head = DialogHead(dialog_id=new_id(), channel_type=channel_type,
-                              date_start=utc_now(), human_id=human.id, bot=Bot())
+            doc = _dialog_doc(DialogHead(dialog_id=new_id(), channel_type=channel_type,
+                                         date_start=utc_now(), human_id=human_id, bot=Bot()))
             try:
-                await self._dialogs.insert_one(_dialog_doc(head))
+                await self._dialogs.insert_one(doc)
             except DuplicateKeyError:
                 # An open dialog the pointer does not name (another turn opened it just
                 # now, or its agent died before setting the pointer): point to it.
-                doc = await self._dialogs.find_one({"active_key": _active_key(human.id)})
-                if doc is None:  # closed in between: open one again
+                found = await self._dialogs.find_one({"active_key": _active_key(human_id)})
+                if found is None:  # closed in between: open one again
                     continue
-                head = _head(doc)
-            await self._users.update_one({"_id": human.id},
-                                         {"$set": {"active_dialog": head.dialog_id}})
-            return head
-        raise RuntimeError(f"could not open a dialog for user {human.id} (contention)")
+                doc = found
+            await self._users.update_one({"_id": human_id},
+                                         {"$set": {"active_dialog": doc["_id"]}})
+            return doc
+        raise RuntimeError(f"could not open a dialog for user {human_id} (contention)")
 
-    async def _pointed_dialog(self, human_id: str) -> Doc | None:
-        """The open dialog the user's pointer names, or None if it names none that is
-        open."""
-        user = await self._users.find_one({"_id": human_id}, projection={"active_dialog": 1})
-        dialog_id = None if user is None else user.get("active_dialog")
+    async def _if_open(self, dialog_id: Any) -> Doc | None:
+        """The dialog's document if ``dialog_id`` names an open dialog."""
         if not isinstance(dialog_id, str):
             return None
         doc = await self._dialogs.find_one({"_id": dialog_id})
         return doc if doc is not None and doc.get("active") else None
 
+    async def _pointed_dialog(self, human_id: str) -> Doc | None:
+        """The open dialog the user's pointer names, or None if it names none that is
+        open."""
+        user = await self._users.find_one({"_id": human_id}, projection={"active_dialog": 1})
+        return await self._if_open(None if user is None else user.get("active_dialog"))
+
     @_unavailable_when_unreachable
     async def recent_utterances(self, dialog_id: str, limit: int) -> list[Utterance]:
-        """Read by ``_id``: the dialog document keeps the ids of its newest utterances in a
-        ring of :data:`RECENT_IDS` slots (utterance ``seq`` → slot ``seq % RECENT_IDS``),
-        so the window is one indexed ``$in`` on MongoDB and point reads on FerretDB, which
-        scans the whole collection for any other filter (a second per read at a few
-        thousand utterances). A slot not written yet or overwritten (an interrupted
-        insert) shows as a wrong ``seq``, and the window is then read by its seq range."""
+        dialog = await self._dialogs.find_one({"_id": _literal(dialog_id)}) if limit > 0 else None
+        return await self._window(dialog or {"_id": dialog_id}, limit)
+
+    async def _window(self, dialog: Doc, limit: int) -> list[Utterance]:
+        """The dialog's last ``limit`` utterances, read by ``_id``: the dialog document
+        keeps the ids of its newest utterances in a ring of :data:`RECENT_IDS` slots
+        (utterance ``seq`` → slot ``seq % RECENT_IDS``), so the window is one indexed
+        ``$in`` on MongoDB and point reads on FerretDB, which scans the whole collection
+        for any other filter (a second per read at a few thousand utterances). A slot not
+        written yet or overwritten (an interrupted insert) shows as a wrong ``seq``, and
+        the window is then read by its seq range."""
         if limit <= 0:  # MongoDB reads limit 0 as "no limit"
             return []
-        dialog = await self._dialogs.find_one({"_id": _literal(dialog_id)})
-        count = 0 if dialog is None else int(dialog.get("utterance_count", 0))
-        ring: Doc = {} if dialog is None else dialog.get("recent_ids", {})
+        count = int(dialog.get("utterance_count", 0))
+        ring: Doc = dialog.get("recent_ids", {})
         seqs = range(max(0, count - limit), count)
         ids = [ring[str(seq % RECENT_IDS)] for seq in seqs if str(seq % RECENT_IDS) in ring]
-        if self._point_reads:
+        if not ids:
+            docs: list[Doc] = []
+        elif self._point_reads:
             found = [await self._utterances.find_one({"_id": i}) for i in ids]
             docs = [doc for doc in found if doc is not None]
         else:
             docs = await self._utterances.find({"_id": {"$in": ids}}).to_list()
         docs.sort(key=lambda doc: int(doc["seq"]))
         if [doc["seq"] for doc in docs] != list(seqs):
-            cursor = self._utterances.find({"dialog_id": _literal(dialog_id)},
+            cursor = self._utterances.find({"dialog_id": _literal(dialog["_id"])},
                                            sort=[("seq", DESCENDING)], limit=limit)
             docs = list(reversed(await cursor.to_list()))
         return [_utterance_from(doc) for doc in docs]

@@ -116,6 +116,12 @@ class SqliteStore:
         self._db.execute("COMMIT")
         return rows
 
+    async def open_turn(self, external_id: str, channel_type: str,
+                        limit: int) -> tuple[Human, DialogHead, list[Utterance]]:
+        human = await self.human(external_id)
+        dialog = await self.active_dialog(human, channel_type)
+        return human, dialog, await self.recent_utterances(dialog.dialog_id, limit)
+
     async def human(self, external_id: str) -> Human:
         row = self._one("SELECT doc FROM users WHERE external_id = ?", [external_id])
         if row is None:

@@ -75,6 +75,22 @@ async def test_the_open_dialog_is_reused_until_closed(store: Store) -> None:
     assert await store.close_active_dialog("nobody") is None
 
 
+async def test_open_turn_is_the_user_the_open_dialog_and_its_window(store: Store) -> None:
+    human, dialog, history = await store.open_turn("alice", "telegram", 3)
+    assert human.user_external_id == "alice" and history == []
+    assert dialog.human_id == human.id and dialog.channel_type == "telegram"
+    for i in range(3):
+        await turn(store, "alice", f"message {i}", f"answer {i}")
+    again = await store.open_turn("alice", "telegram", 3)
+    assert again[0].id == human.id and again[1].dialog_id == dialog.dialog_id
+    assert [u.text for u in again[2]] == [
+        u.text for u in await store.recent_utterances(dialog.dialog_id, 3)]
+    assert [u.text for u in again[2]] == ["answer 1", "message 2", "answer 2"]
+    await store.close_active_dialog("alice")
+    _, reopened, fresh = await store.open_turn("alice", "telegram", 3)
+    assert reopened.dialog_id != dialog.dialog_id and fresh == []
+
+
 async def test_racing_turns_open_one_dialog(store: Store) -> None:
     human = await store.human("racer")
     heads = await asyncio.gather(*(store.active_dialog(human, "x") for _ in range(8)))

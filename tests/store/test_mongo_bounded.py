@@ -80,9 +80,7 @@ class Counter(CommandListener):
 async def agent_turn(store: MongoStore, i: int) -> None:
     """What agent/dialogue.py does for one message, with fixed-width texts and values so a
     document's size can only change if the store makes it grow."""
-    human = await store.human("long-talker")
-    dialog = await store.active_dialog(human, "http_client")
-    history = await store.recent_utterances(dialog.dialog_id, WINDOW)
+    human, dialog, history = await store.open_turn("long-talker", "http_client", WINDOW)
     assert len(history) == min(WINDOW, 2 * (i - 1))
     utterance = HumanUtterance(text=f"message {i:04d}", user=human.model_dump(mode="json"))
     await store.add_utterance(dialog.dialog_id, utterance)
@@ -131,9 +129,9 @@ async def test_turn_500_costs_no_more_than_turn_5(mongodb_url: str) -> None:
         assert late.written <= early.written
         # The same work each turn: the window is full from turn 3 on.
         assert late.names == early.names
-        # user, its pointer to the open dialog, the dialog, the dialog's newest ids, the
+        # the user (naming its open dialog), the dialog (naming its newest utterances), the
         # window, the dialog twice from $inc
-        assert early.read == 1 + 1 + 1 + 1 + WINDOW + 1 + 1
+        assert early.read == 1 + 1 + WINDOW + 1 + 1
         # No document grows with the dialog: the dialog keeps a counter and at most
         # RECENT_IDS utterance ids, not its utterances.
         assert sizes[TURNS] == sizes[FULL]
