@@ -4,19 +4,33 @@ The order is what makes a message impossible to lose: the human utterance is sto
 any service is called, and everything the pipeline made of it is written in one step at
 the end. Messages of one user take turns (:mod:`agent.ordering`): each starts after the
 previous one's answer is stored, whichever replica handles it.
+
+Two failures are absorbed here rather than passed to the client:
+
+* A message sent again after an attempt that stored its utterance but no answer (a 503
+  while the database was away, an agent killed mid-turn) answers that utterance instead
+  of storing it twice, so the dialog keeps alternating human, bot.
+* If the database refuses the finished turn for its content (which the storage bounds
+  should make impossible), the turn is stored without the services' outputs, with the
+  refusal recorded among its errors, and the client still gets its answer.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
+from agent.idempotency import MessageIds
 from agent.metrics import Metrics
 from agent.ordering import UserLines
 from agent.pipeline.executor import Executor, Turn, TurnResult
-from agent.state.models import BotUtterance, HumanUtterance
-from agent.store.base import Store
+from agent.state.models import BotUtterance, HumanUtterance, Utterance
+from agent.store.base import Store, StoreWriteRefused
+
+log = logging.getLogger("chorus.dialogue")
 
 #: Payloads that end the user's open dialog instead of being answered (as in dp-agent).
 CLOSING_COMMANDS = frozenset({"/start", "/close"})
@@ -37,12 +51,15 @@ class DialogueManager:
     """Ties the store and the executor together for one message at a time."""
 
     def __init__(self, store: Store, executor: Executor, channel_type: str,
-                 metrics: Metrics | None = None, lines: UserLines | None = None) -> None:
+                 metrics: Metrics | None = None, lines: UserLines | None = None,
+                 claims: MessageIds | None = None, retry_window: float = 300.0) -> None:
         self._store = store
         self._executor = executor
         self._channel_type = channel_type
+        self._retry_window = timedelta(seconds=retry_window)
         self.metrics = metrics or Metrics()
         self.lines = lines or UserLines(store)
+        self.claims = claims or MessageIds(store)
 
     async def handle(self, user_id: str, text: str, attributes: dict[str, Any]) -> Reply:
         if text.strip() in CLOSING_COMMANDS:
@@ -73,20 +90,44 @@ class DialogueManager:
         close_after: bool,
     ) -> tuple[TurnResult, str]:
         store = self._store
-        human, dialog, history = await store.open_turn(
-            user_id, self._channel_type, self._executor.pipeline.history_window)
+        window = max(self._executor.pipeline.history_window, 1)
+        human, dialog, history = await store.open_turn(user_id, self._channel_type, window)
         if reward is not None:
             previous = next((u for u in reversed(history) if isinstance(u, BotUtterance)), None)
             if previous is not None:
                 await store.rate_utterance(user_id, previous.utt_id, reward)
         utterance = HumanUtterance(text=text, user=human.model_dump(mode="json"),
                                    attributes=attributes)
-        await store.add_utterance(dialog.dialog_id, utterance)
+        pending = self._unanswered(history, utterance)
+        if pending is not None:
+            history = history[:-1]
+            utterance.utt_id, utterance.date_time = pending.utt_id, pending.date_time
+        else:
+            await store.add_utterance(dialog.dialog_id, utterance)
         result = await self._executor.run(
             Turn(dialog.dialog_id, human, dialog.bot, history, utterance))
-        await store.finish_turn(dialog.dialog_id, human.id, result.utterance,
-                                result.bot_utterance, result.human_attributes,
-                                result.bot_attributes)
+        await self._finish(dialog.dialog_id, human.id, result)
         if close_after:
             await store.close_active_dialog(user_id)
         return result, dialog.dialog_id
+
+    def _unanswered(self, history: list[Utterance],
+                    utterance: HumanUtterance) -> HumanUtterance | None:
+        """The stored, unanswered utterance this message repeats, if it is one."""
+        last = history[-1] if history else None
+        if (isinstance(last, HumanUtterance) and last.text == utterance.text
+                and last.attributes == utterance.attributes
+                and utterance.date_time - last.date_time <= self._retry_window):
+            return last
+        return None
+
+    async def _finish(self, dialog_id: str, human_id: str, result: TurnResult) -> None:
+        try:
+            await self._store.finish_turn(dialog_id, human_id, result.utterance,
+                                          result.bot_utterance, result.human_attributes,
+                                          result.bot_attributes)
+        except StoreWriteRefused as exc:
+            log.error("dialog %s: the finished turn was refused (%s); storing it without "
+                      "the services' outputs", dialog_id, exc)
+            utterance, bot_utterance = result.without_outputs(str(exc))
+            await self._store.finish_turn(dialog_id, human_id, utterance, bot_utterance, {}, {})

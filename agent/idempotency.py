@@ -1,37 +1,91 @@
 """Idempotent retries: a client's message id makes a retried message cost nothing.
 
 The id (an ``Idempotency-Key`` header, or a ``message_id`` field) is claimed in the store
-before the turn runs. A retry of an answered message gets the first answer back and
-stores nothing; a retry that arrives while the first is still being processed gets
-:class:`MessageInFlight` (409, retry shortly); a turn that fails gives up its claim, so the
-retry runs it.
+before the turn runs, together with a fingerprint of the request. A retry of an answered
+message gets the first answer back and stores nothing; a retry that arrives while the first
+is still being processed gets :class:`MessageInFlight` (409, retry shortly); a turn that
+fails gives up its claim, so the retry runs it. The same id sent with a different message
+is a client bug that would otherwise silently get the other message's answer:
+:class:`MessageIdReused` (422).
+
+A claim carries a lease that this agent's heartbeat renews while the turn runs: when the
+agent dies mid-turn, nobody gives the claim up, so once the lease runs out a retry takes it
+over and runs the turn (without a lease it would be "in flight" forever).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
 
-from agent.store.base import JsonDict, Store
+from agent.leases import Heartbeat
+from agent.state.models import utc_now
+from agent.store.base import ClaimStatus, JsonDict, Store, StoreUnavailable
 
 
 class MessageInFlight(Exception):
     """Another request with the same message id is being answered right now."""
 
 
-async def answer_once(
-    store: Store, user_id: str, key: str | None, answer: Callable[[], Awaitable[JsonDict]],
-) -> JsonDict:
-    if key is None:
-        return await answer()
-    claimed, reply = await store.claim_message(user_id, key)
-    if not claimed:
-        if reply is None:
+class MessageIdReused(Exception):
+    """The message id was used before for a different message."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"message id {key!r} was already used for a different message; "
+                         "send a new id with each new message")
+
+
+def fingerprint(request: Any) -> str:
+    """A digest of what the client asked, to tell a retry from a reused id."""
+    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str,
+                           ensure_ascii=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class MessageIds:
+    """Claims on clients' message ids, each kept alive by this agent's heartbeat."""
+
+    def __init__(self, store: Store, *, lease: float = 10.0) -> None:
+        self._store = store
+        self._heartbeat: Heartbeat[tuple[str, str]] = Heartbeat(lease, self._renew, "claim")
+
+    async def _renew(self, claims: list[tuple[str, str]], lease_until: datetime) -> None:
+        await self._store.renew_claims(sorted(claims), lease_until)
+
+    async def answer_once(
+        self, user_id: str, key: str | None, request: str,
+        answer: Callable[[], Awaitable[JsonDict]],
+    ) -> JsonDict:
+        """``answer()`` once per ``key``; ``request`` is the request's :func:`fingerprint`."""
+        if key is None:
+            return await answer()
+        self._heartbeat.start()
+        claim = await self._store.claim_message(user_id, key, request,
+                                                self._heartbeat.lease_end(), utc_now())
+        if claim.status is ClaimStatus.ANSWERED:
+            assert claim.reply is not None
+            return claim.reply
+        if claim.status is ClaimStatus.IN_FLIGHT:
             raise MessageInFlight(key)
+        if claim.status is ClaimStatus.OTHER_MESSAGE:
+            raise MessageIdReused(key)
+        held = (user_id, key)
+        self._heartbeat.held.add(held)
+        try:
+            reply = await answer()
+            await self._store.complete_message(user_id, key, reply)
+        except BaseException:
+            # The store may be what failed: then the lease runs out and frees the claim.
+            with contextlib.suppress(StoreUnavailable):
+                await self._store.release_message(user_id, key)
+            raise
+        finally:
+            self._heartbeat.held.discard(held)
         return reply
-    try:
-        reply = await answer()
-    except BaseException:
-        await store.release_message(user_id, key)
-        raise
-    await store.complete_message(user_id, key, reply)
-    return reply
+
+    async def aclose(self) -> None:
+        await self._heartbeat.aclose()

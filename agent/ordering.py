@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta
+from datetime import datetime
 
+from agent.leases import Heartbeat
 from agent.state.models import utc_now
 from agent.store.base import Store, StoreUnavailable
-
-log = logging.getLogger("chorus.ordering")
 
 #: Polling interval for a place that waits on another replica: it starts short (a turn is
 #: milliseconds) and backs off, so a long wait costs few queries.
@@ -45,22 +43,21 @@ class UserLines:
 
     def __init__(self, store: Store, *, lease: float = 10.0, max_wait: float = 60.0) -> None:
         self._store = store
-        self._lease = timedelta(seconds=lease)
-        self._heartbeat_every = lease / 3
         self._max_wait = max_wait
-        self._held: set[tuple[str, int]] = set()
+        self._heartbeat: Heartbeat[tuple[str, int]] = Heartbeat(
+            lease, self._renew, "line")
         self._finished: dict[str, asyncio.Event] = {}
-        self._heartbeat: asyncio.Task[None] | None = None
 
-    def _lease_end(self) -> datetime:
-        return utc_now() + self._lease
+    async def _renew(self, places: list[tuple[str, int]], lease_until: datetime) -> None:
+        await self._store.renew_places(sorted(places), lease_until)
 
     @contextlib.asynccontextmanager
     async def turn(self, user_id: str) -> AsyncIterator[None]:
         """Wait for the user's earlier messages, then hold the line until the block ends."""
-        self._start_heartbeat()
-        place, first = await self._store.enqueue(user_id, self._lease_end())
-        self._held.add((user_id, place))
+        held = self._heartbeat.held
+        self._heartbeat.start()
+        place, first = await self._store.enqueue(user_id, self._heartbeat.lease_end())
+        held.add((user_id, place))
         served = False
         try:
             if not first:
@@ -68,7 +65,7 @@ class UserLines:
             served = True
             yield
         finally:
-            self._held.discard((user_id, place))
+            held.discard((user_id, place))
             # Shielded: a cancelled request (client gone, shutdown) must still free the
             # line; if the store is down, the lease runs out and frees it instead.
             with contextlib.suppress(StoreUnavailable):
@@ -89,25 +86,6 @@ class UserLines:
                 await asyncio.wait_for(event.wait(), poll)
             poll = min(poll * 2, _MAX_POLL)
 
-    def _start_heartbeat(self) -> None:
-        if self._heartbeat is None or self._heartbeat.done():
-            self._heartbeat = asyncio.get_running_loop().create_task(
-                self._renew_forever(), name="chorus-line-heartbeat")
-
-    async def _renew_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self._heartbeat_every)
-            if not self._held:
-                continue
-            try:
-                await self._store.renew_places(sorted(self._held), self._lease_end())
-            except Exception:  # the next beat tries again; a lapse only risks a skip
-                log.warning("could not renew %d place(s) in line", len(self._held),
-                            exc_info=True)
-
     async def aclose(self) -> None:
         """Stop the heartbeat (the lifespan's end)."""
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeat
+        await self._heartbeat.aclose()

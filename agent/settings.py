@@ -5,10 +5,13 @@ Bad values stop the agent at start-up with :class:`SettingsError`, naming the va
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agent.state.limits import StorageLimits
 
 ENV_PREFIX = "CHORUS_"
 
@@ -43,7 +46,35 @@ class Settings(BaseSettings):
         "user's next message")
     line_wait: float = Field(default=60.0, gt=0, le=3600, description="seconds a message "
                              "waits for the same user's earlier messages before a 503")
+    max_json_depth: int = Field(default=32, ge=1, le=64, description="deepest nesting of "
+                                "objects and lists stored from a client or a service")
+    max_json_items: int = Field(default=10_000, ge=1, le=1_000_000, description="most object "
+                                "members and list items in one stored value")
+    max_value_bytes: int = Field(default=262_144, ge=1024, le=8_000_000, description="largest "
+                                 "output one service may have stored per turn, as JSON")
+    max_document_bytes: int = Field(default=4_000_000, ge=65_536, le=12_000_000,
+                                    description="largest stored utterance, as JSON (MongoDB "
+                                    "refuses documents over 16 MB)")
+    max_attribute_keys: int = Field(default=1_000, ge=1, le=100_000, description="most keys "
+                                    "a user's or a bot's attributes may hold")
+    retry_window: float = Field(default=300.0, ge=0, le=86_400, description="seconds during "
+                                "which a message sent again after an unanswered attempt (a "
+                                "503, a dead agent) answers that attempt instead of storing "
+                                "it twice")
     log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
+
+    def storage_limits(self) -> StorageLimits:
+        """The bounds every stored value from a service is held to."""
+        return StorageLimits(max_depth=self.max_json_depth, max_items=self.max_json_items,
+                             max_bytes=self.max_value_bytes,
+                             max_document_bytes=self.max_document_bytes,
+                             max_attribute_keys=self.max_attribute_keys)
+
+    def client_limits(self) -> StorageLimits:
+        """The same bounds for what a client sends, whose size CHORUS_MAX_BODY_BYTES
+        already caps (an observation's image may be larger than one service's output)."""
+        return replace(self.storage_limits(),
+                       max_bytes=max(self.max_value_bytes, self.max_body_bytes))
 
     @field_validator("db_url")
     @classmethod

@@ -30,6 +30,7 @@ from agent.api.routes import (
 from agent.connectors.factory import make_batchers
 from agent.connectors.http import make_http_client
 from agent.dialogue import DialogueManager
+from agent.idempotency import MessageIds
 from agent.ordering import UserLines
 from agent.pipeline.config import load_pipeline_config
 from agent.pipeline.executor import Executor
@@ -49,14 +50,18 @@ def _lifespan(settings: Settings, pipeline: Pipeline):  # type: ignore[no-untype
         app.state.settings = settings
         app.state.store = store
         lines = UserLines(store, lease=settings.turn_lease, max_wait=settings.line_wait)
-        app.state.dialogue = DialogueManager(store, Executor(pipeline, batchers),
-                                             settings.channel_type, lines=lines)
+        claims = MessageIds(store, lease=settings.turn_lease)
+        executor = Executor(pipeline, batchers, limits=settings.storage_limits())
+        app.state.dialogue = DialogueManager(store, executor, settings.channel_type,
+                                             lines=lines, claims=claims,
+                                             retry_window=settings.retry_window)
         log.info("Chorus agent ready: %d services, store %s", len(pipeline.nodes),
                  settings.db_url.split("://")[0])
         try:
             yield
         finally:
             await lines.aclose()
+            await claims.aclose()
             for batcher in batchers.values():
                 await batcher.aclose()
             await client.close()

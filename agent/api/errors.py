@@ -12,9 +12,9 @@ from fastapi import FastAPI, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from agent.idempotency import MessageInFlight
+from agent.idempotency import MessageIdReused, MessageInFlight
 from agent.ordering import LineTimeout
-from agent.store.base import StoreUnavailable
+from agent.store.base import StoreUnavailable, StoreWriteRefused
 
 log = logging.getLogger("chorus.api")
 
@@ -58,6 +58,28 @@ async def _in_flight(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _id_reused(_: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse(status_code=status.HTTP_422_UNPROCESSABLE_CONTENT,
+                        content={"detail": str(exc)})
+
+
+async def _write_refused(_: Request, exc: Exception) -> JSONResponse:
+    log.error("the database refused a write: %s", exc)
+    return JSONResponse(
+        status_code=status.HTTP_500_INTERNAL_SERVER_ERROR,
+        content={"detail": "the database refused to store this turn; it was not stored"},
+        headers={"Connection": "close"},
+    )
+
+
+async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    """A plain 500 that also closes the connection: after an unexpected error nothing
+    says the connection is in a state fit for the client's next request."""
+    log.error("unexpected error", exc_info=exc)
+    return JSONResponse(status_code=status.HTTP_500_INTERNAL_SERVER_ERROR,
+                        content={"detail": "internal error"}, headers={"Connection": "close"})
+
+
 async def _line_too_long(_: Request, exc: Exception) -> JSONResponse:
     log.warning("a message gave up waiting for the user's earlier ones: %s", exc)
     return JSONResponse(
@@ -71,4 +93,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(LineTimeout, _line_too_long)
     app.add_exception_handler(MessageInFlight, _in_flight)
+    app.add_exception_handler(MessageIdReused, _id_reused)
+    app.add_exception_handler(StoreWriteRefused, _write_refused)
+    app.add_exception_handler(Exception, _unexpected)
     app.add_exception_handler(StoreUnavailable, _store_down)

@@ -13,21 +13,33 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agent.state.limits import StorageLimits
+
 
 def check_text(text: str, max_length: int, field: str) -> None:
-    """A user message over ``CHORUS_MAX_TEXT_LENGTH`` gets a 422 that gives the limit."""
+    """A user message over ``CHORUS_MAX_TEXT_LENGTH`` gets a 422 that gives the limit; one
+    that is not valid Unicode (a lone surrogate, which JSON's ``\\ud800`` can carry) could
+    never be stored, so it gets a 422 too."""
     if len(text) > max_length:
         raise HTTPException(422, f"{field} is {len(text)} characters long; the limit is "
                             f"{max_length} (CHORUS_MAX_TEXT_LENGTH)")
-
-
-def attributes_or_422(attributes: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """The extra fields to store with the utterance; a key that could not be stored
-    safely is the client's to fix (422), not a server error."""
     try:
-        return attributes()
-    except ValueError as exc:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise HTTPException(422, f"{field} holds a lone UTF-16 surrogate, which is not valid "
+                            "Unicode text") from None
+
+
+def attributes_or_422(attributes: Callable[[], dict[str, Any]],
+                      limits: StorageLimits) -> dict[str, Any]:
+    """The extra fields to store with the utterance; a key or a value that could not be
+    stored safely, or read back, is the client's to fix (422), not a server error."""
+    try:
+        stored = attributes()
+        limits.measure(stored, "body")
+    except ValueError as exc:  # UnstorableValue included
         raise HTTPException(422, str(exc)) from None
+    return stored
 
 
 class BodyTooLarge(HTTPException):

@@ -9,6 +9,7 @@ share one ``aiohttp.ClientSession`` made in the agent's lifespan.
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
@@ -25,6 +26,7 @@ from agent.sdk.models import DialogView, ServiceRequest
 #: An answer larger than this is refused without being read whole (a misbehaving service
 #: must not be able to exhaust the agent's memory).
 DEFAULT_MAX_RESPONSE_BYTES = 2 * 1024 * 1024
+_STREAMED_BODY_BYTES = 1024 * 1024
 _JSON = {"Content-Type": "application/json"}
 
 
@@ -71,7 +73,10 @@ class HttpConnector:
 
     async def _post(self, body: bytes) -> bytes:
         try:
-            async with self._session.post(self.url, data=body, headers=_JSON,
+            # Over aiohttp's 1 MB mark, raw bytes draw a warning (it would copy them on the
+            # loop); a file-like body is streamed instead.
+            data = body if len(body) < _STREAMED_BODY_BYTES else io.BytesIO(body)
+            async with self._session.post(self.url, data=data, headers=_JSON,
                                           timeout=self._timeout) as response:
                 raw = await self._read_bounded(response)
                 status = response.status

@@ -23,8 +23,10 @@ from agent.connectors.errors import RefusedOutput, ServiceError, ServiceTimeout
 from agent.message import Message, MessageOverwriteError
 from agent.pipeline import outputs
 from agent.pipeline.graph import Pipeline, ServiceNode
+from agent.pipeline.limits import TurnLimits
 from agent.pipeline.views import AnyUtterance, dialog_view
 from agent.sdk.models import DialogView, Selection
+from agent.state.limits import StorageLimits
 from agent.state.models import (
     Bot,
     BotUtterance,
@@ -61,6 +63,22 @@ class TurnResult:
     bot_attributes: dict[str, Any] = field(default_factory=dict)
     chosen: int | None = None
 
+    def without_outputs(self, why: str) -> tuple[HumanUtterance, BotUtterance]:
+        """The turn as stored when the database refused it whole: the texts, the errors
+        (this refusal among them) and the trace, without what the services sent."""
+        utterance = self.utterance.model_copy(update={
+            "annotations": {}, "hypotheses": [],
+            "errors": [*self.utterance.errors, ServiceFailure(
+                service="store", kind="refused",
+                message=f"the services' outputs could not be stored: {why}")],
+        })
+        bot = self.bot_utterance
+        bot_utterance = BotUtterance(
+            utt_id=bot.utt_id, text=bot.text, orig_text=bot.orig_text,
+            active_skill=bot.active_skill, confidence=bot.confidence,
+            date_time=bot.date_time)
+        return utterance, bot_utterance
+
     def ranked_texts(self) -> list[str]:
         """Every surviving hypothesis' text, the chosen one first, then by confidence."""
         hypotheses = self.utterance.hypotheses
@@ -73,7 +91,8 @@ class TurnResult:
 class _Run:
     """The mutable state of one turn in flight; only the executor touches it."""
 
-    def __init__(self, turn: Turn, pipeline: Pipeline, clock: Callable[[], float]) -> None:
+    def __init__(self, turn: Turn, pipeline: Pipeline, clock: Callable[[], float],
+                 limits: TurnLimits | None = None) -> None:
         self.turn = turn
         self.clock = clock
         self.started = clock()
@@ -82,6 +101,8 @@ class _Run:
         self.selected: set[str] = set()
         self.selection: Selection | None = None
         self.skill_order = {n.name: i for i, n in enumerate(pipeline.group("skills"))}
+        self.limits = limits or TurnLimits(StorageLimits())
+        self.stored_bytes = 0
         turn.utterance.annotations = Message(turn.utterance.annotations)
         self.bot_utterance: BotUtterance | None = None
 
@@ -106,6 +127,15 @@ class _Run:
             batch_size=batch,
         ))
 
+    def charge(self, node: ServiceNode, size: int) -> None:
+        """Count an output against the utterance's document budget, or refuse it."""
+        budget = self.limits.storage.max_document_bytes
+        if self.stored_bytes + size > budget:
+            raise RefusedOutput(node.name, f"its output (about {size} bytes) would take the "
+                                f"turn's stored document over {budget} bytes "
+                                "(CHORUS_MAX_DOCUMENT_BYTES)")
+        self.stored_bytes += size
+
     def fail(self, node: ServiceNode, kind: str, message: str) -> None:
         log.warning("service %s (%s): %s: %s", node.name, node.group, kind, message)
         self.utterance.errors.append(
@@ -119,6 +149,7 @@ class Executor:
     def __init__(
         self, pipeline: Pipeline, batchers: Mapping[str, Batcher],
         clock: Callable[[], float] = time.perf_counter,
+        limits: StorageLimits | None = None,
     ) -> None:
         missing = {n.name for n in pipeline} - set(batchers)
         if missing:
@@ -126,12 +157,13 @@ class Executor:
         self.pipeline = pipeline
         self._batchers = batchers
         self._clock = clock
+        self._limits = TurnLimits(limits or StorageLimits())
         # Response annotators run on the chosen answer, after everything else.
         self._before_answer = [n for n in pipeline if n.group != "response_annotators"]
         self._after_answer = pipeline.group("response_annotators")
 
     async def run(self, turn: Turn) -> TurnResult:
-        run = _Run(turn, self.pipeline, self._clock)
+        run = _Run(turn, self.pipeline, self._clock, self._limits)
         deadline = run.started + self.pipeline.turn_timeout
         await self._run_nodes(run, self._before_answer, deadline)
         bot_utterance = self._answer(run)
@@ -140,11 +172,11 @@ class Executor:
         await self._run_nodes(run, self._after_answer, deadline)
         index = run.selection.index if run.selection is not None else None
         chosen = run.utterance.hypotheses[index] if index is not None else None
+        human_attributes, bot_attributes = self._limits.attribute_merges(
+            chosen, run.turn.human, run.turn.bot, run.utterance.errors)
         return TurnResult(
             utterance=run.utterance, bot_utterance=bot_utterance,
-            human_attributes=dict(chosen.human_attributes) if chosen else {},
-            bot_attributes=dict(chosen.bot_attributes) if chosen else {},
-            chosen=index,
+            human_attributes=human_attributes, bot_attributes=bot_attributes, chosen=index,
         )
 
     async def _run_nodes(self, run: _Run, nodes: list[ServiceNode], deadline: float) -> None:
@@ -214,8 +246,10 @@ class Executor:
         run.record(node, start, "timeout" if error.kind == "timeout" else "error", batch)
 
     def _apply(self, run: _Run, node: ServiceNode, output: Any, view: DialogView) -> None:
-        """Write the output into the service's own slot, and nowhere else."""
+        """Write the output into the service's own slot, and nowhere else, once it is known
+        to be storable (:mod:`agent.state.limits`) within the turn's document budget."""
         utterance = run.utterance
+        run.charge(node, self._limits.measure_output(node.name, output))
         try:
             if node.group == "annotators":
                 utterance.annotations[node.name] = output

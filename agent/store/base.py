@@ -8,6 +8,8 @@ merged attributes. No record grows with the dialog (one record per utterance).
 
 from __future__ import annotations
 
+import enum
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -19,7 +21,30 @@ JsonDict = dict[str, Any]
 
 
 class StoreUnavailable(Exception):
-    """The database cannot be reached; the API answers 503 with Retry-After."""
+    """The database cannot be reached, or cannot write (a full disk); the API answers 503
+    with Retry-After, and the client may retry safely."""
+
+
+class StoreWriteRefused(Exception):
+    """The database refused a document for what it holds (too large, not encodable): the
+    data is at fault, not the database, so retrying the same write cannot help. The storage
+    bounds (:mod:`agent.state.limits`) keep this from happening; a store raises it so that
+    the turn can still be kept in a reduced form if it ever does."""
+
+
+class ClaimStatus(enum.Enum):
+    """What claiming a client's message id found."""
+
+    CLAIMED = "claimed"  #: ours to answer (new, or taken over from a dead agent's lease)
+    ANSWERED = "answered"  #: answered before: the reply is in the claim
+    IN_FLIGHT = "in_flight"  #: another live request is answering it right now
+    OTHER_MESSAGE = "other_message"  #: the id was used for a different request
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    status: ClaimStatus
+    reply: JsonDict | None = None
 
 
 class DialogHead(BaseModel):
@@ -90,10 +115,16 @@ class Store(Protocol):
         """Rate a bot utterance of one of the user's dialogs; False when there is none."""
         ...
 
-    async def claim_message(self, external_id: str, key: str) -> tuple[bool, JsonDict | None]:
-        """Claim a client's message id before its turn runs. ``(True, None)``: ours to
-        process; ``(False, reply)``: answered before, here is the answer; ``(False, None)``:
-        another request with that id is being processed right now."""
+    async def claim_message(self, external_id: str, key: str, fingerprint: str,
+                            lease_until: datetime, now: datetime) -> Claim:
+        """Claim a client's message id before its turn runs, until ``lease_until``. A claim
+        whose lease ran out before ``now`` with no answer is taken over; a claim made with
+        another ``fingerprint`` is :attr:`ClaimStatus.OTHER_MESSAGE` (claims stored before
+        fingerprints existed match any)."""
+        ...
+
+    async def renew_claims(self, claims: list[tuple[str, str]], lease_until: datetime) -> None:
+        """Extend the leases of unanswered claims ``(external_id, key)`` this agent holds."""
         ...
 
     async def complete_message(self, external_id: str, key: str, reply: JsonDict) -> None:

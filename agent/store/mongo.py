@@ -28,8 +28,11 @@ Why it looks the way it does:
 * **Free-form JSON is stored losslessly.** Annotations and attributes come from services;
   keys containing ``.``, a leading ``$`` or NUL cannot be stored as BSON field names
   (FerretDB refuses them, MongoDB restricts them), so every key is escaped on the way in
-  (``%`` → ``%25``, ``.`` → ``%2E``, leading ``$`` → ``%24``, NUL → ``%00``) and unescaped on
-  the way out. Our own field names contain none of those, so they are stored as they are.
+  (``%`` → ``%25``, ``.`` → ``%2E``, leading ``$`` → ``%24``, NUL → ``%00``, and whitespace at
+  either end of a key, which FerretDB refuses in update paths) and unescaped on the way
+  out. Our own field names contain none of those, so they are stored as they are.
+  A list directly inside a list is stored as ``{"%a": [...]}`` (FerretDB 1.x refuses nested
+  arrays; MongoDB reads either form back, so data written before this is read as it was).
 * **Dates are BSON dates**: documents are built with ``model_dump()`` in Python mode, and
   the client is ``tz_aware`` so they read back as aware UTC datetimes.
 * **FerretDB 1.x** (the tests' server) executes an update as "find, change in Go, write
@@ -49,17 +52,19 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
+from bson.errors import InvalidDocument
 from pydantic import TypeAdapter
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import ConnectionFailure, DuplicateKeyError
+from pymongo.errors import ConnectionFailure, DocumentTooLarge, DuplicateKeyError, WriteError
 from pymongo.monitoring import CommandListener
 
 from agent.state.models import (
@@ -72,7 +77,13 @@ from agent.state.models import (
     new_id,
     utc_now,
 )
-from agent.store.base import DialogHead, StoreUnavailable
+from agent.store.base import (
+    Claim,
+    ClaimStatus,
+    DialogHead,
+    StoreUnavailable,
+    StoreWriteRefused,
+)
 
 log = logging.getLogger("chorus.store")
 
@@ -103,8 +114,10 @@ def _unavailable_when_unreachable(
     method: Callable[P, Coroutine[Any, Any, R]],
 ) -> Callable[P, Coroutine[Any, Any, R]]:
     """Turn PyMongo's connection failures (server selection timeout, lost connection,
-    network timeout: all :class:`ConnectionFailure`) into :class:`StoreUnavailable`, so
-    callers handle one exception whatever the backend."""
+    network timeout: all :class:`ConnectionFailure`) into :class:`StoreUnavailable`, and a
+    document refused for its content (over 16 MB, not encodable as BSON, a write error
+    other than a duplicate key) into :class:`StoreWriteRefused`, so callers handle one
+    exception per outcome whatever the backend."""
 
     @functools.wraps(method)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -112,6 +125,10 @@ def _unavailable_when_unreachable(
             return await method(*args, **kwargs)
         except ConnectionFailure as exc:
             raise StoreUnavailable(f"MongoDB store: {exc}") from exc
+        except DuplicateKeyError:
+            raise
+        except (DocumentTooLarge, InvalidDocument, OverflowError, WriteError) as exc:
+            raise StoreWriteRefused(f"MongoDB store: {exc}") from exc
 
     return wrapper
 
@@ -128,29 +145,59 @@ def _literal(value: str) -> str:
 # -- key escaping ---------------------------------------------------------------------
 
 
+_ESCAPED_ANYWHERE = re.compile(r"[%.\x00]")
+_ESCAPE_SEQUENCE = re.compile(r"%u([0-9A-F]{4})|%([0-9A-F]{2})")
+
+
+def _percent(char: str) -> str:
+    code = ord(char)
+    return f"%{code:02X}" if code < 256 else f"%u{code:04X}"
+
+
 def _escape_key(key: str) -> str:
-    key = key.replace("%", "%25").replace(".", "%2E").replace("\x00", "%00")
-    return "%24" + key[1:] if key.startswith("$") else key
+    """``%``, ``.`` and NUL anywhere, a leading ``$``, and whitespace at either end (which
+    FerretDB 1.x refuses in an update path) become ``%XX`` / ``%uXXXX``."""
+    if key.isidentifier():  # most keys: nothing to escape
+        return key
+    key = _ESCAPED_ANYWHERE.sub(lambda match: _percent(match.group()), key)
+    if key.startswith("$"):
+        key = "%24" + key[1:]
+    if key != key.strip():
+        start, end = len(key) - len(key.lstrip()), len(key.rstrip())
+        if end == 0:  # whitespace only
+            return "".join(map(_percent, key))
+        key = ("".join(map(_percent, key[:start])) + key[start:end]
+               + "".join(map(_percent, key[end:])))
+    return key
 
 
 def _unescape_key(key: str) -> str:
     if "%" not in key:
         return key
-    key = key.replace("%2E", ".").replace("%00", "\x00").replace("%24", "$")
-    return key.replace("%25", "%")
+    return _ESCAPE_SEQUENCE.sub(
+        lambda match: chr(int(match.group(1) or match.group(2), 16)), key)
 
 
-def _escape(value: Any) -> Any:
-    """The value with every mapping key made storable (see the module docstring)."""
+#: The one key of the object that wraps a list directly inside a list (FerretDB 1.x refuses
+#: nested arrays). No escaped key can be this: an escaped ``%`` is always ``%25``.
+_LIST_IN_LIST = "%a"
+
+
+def _escape(value: Any, in_list: bool = False) -> Any:
+    """The value with every mapping key made storable, and every list that sits directly
+    in a list wrapped (see the module docstring)."""
     if isinstance(value, Mapping):
         return {_escape_key(str(k)): _escape(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_escape(v) for v in value]
+        items = [_escape(v, True) for v in value]
+        return {_LIST_IN_LIST: items} if in_list else items
     return value
 
 
 def _unescape(value: Any) -> Any:
     if isinstance(value, dict):
+        if len(value) == 1 and _LIST_IN_LIST in value:
+            return [_unescape(v) for v in value[_LIST_IN_LIST]]
         return {_unescape_key(k): _unescape(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_unescape(v) for v in value]
@@ -577,16 +624,38 @@ class MongoStore:
         return f"{len(_literal(external_id))}:{external_id}:{_literal(key)}"
 
     @_unavailable_when_unreachable
-    async def claim_message(self, external_id: str, key: str) -> tuple[bool, Doc | None]:
+    async def claim_message(self, external_id: str, key: str, fingerprint: str,
+                            lease_until: datetime, now: datetime) -> Claim:
         message_id = self._message_id(external_id, key)
         try:
             await self._messages.insert_one({"_id": message_id, "user": external_id,
-                                             "reply": None})
-            return True, None
+                                             "reply": None, "fingerprint": fingerprint,
+                                             "alive_until": lease_until})
+            return Claim(ClaimStatus.CLAIMED)
         except DuplicateKeyError:
             doc = await self._messages.find_one({"_id": message_id})
-            reply = None if doc is None else doc.get("reply")
-            return False, None if reply is None else _unescape(reply)
+        if doc is None:  # released in between: the next try claims it
+            return Claim(ClaimStatus.IN_FLIGHT)
+        if doc.get("fingerprint") not in (None, fingerprint):
+            return Claim(ClaimStatus.OTHER_MESSAGE)
+        if doc.get("reply") is not None:
+            return Claim(ClaimStatus.ANSWERED, _unescape(doc["reply"]))
+        alive_until = doc.get("alive_until")
+        if alive_until is not None and alive_until >= now:
+            return Claim(ClaimStatus.IN_FLIGHT)
+        # The claim's agent died: take it over, unless another retry just did (the lease
+        # it read is part of the filter, so only one of them matches).
+        taken = await self._messages.update_one(
+            {"_id": message_id, "reply": None, "alive_until": alive_until},
+            {"$set": {"alive_until": lease_until, "fingerprint": fingerprint}})
+        return Claim(ClaimStatus.CLAIMED if taken.matched_count else ClaimStatus.IN_FLIGHT)
+
+    @_unavailable_when_unreachable
+    async def renew_claims(self, claims: list[tuple[str, str]], lease_until: datetime) -> None:
+        for user, key in claims:  # by _id: FerretDB scans for any other filter
+            await self._messages.update_one(
+                {"_id": self._message_id(user, key), "reply": None},
+                {"$set": {"alive_until": lease_until}})
 
     @_unavailable_when_unreachable
     async def complete_message(self, external_id: str, key: str, reply: Doc) -> None:

@@ -7,6 +7,13 @@ agent's CPU per turn in the profile. No method awaits inside a transaction, so t
 loop cannot interleave their writes; between processes sharing the file, SQLite's own
 locking (``BEGIN IMMEDIATE``) serialises them. Attribute merges are single ``json_set``
 statements, so concurrent merges of different keys never lose each other.
+
+Nothing a client or a service sends is ever part of a statement's text: keys and values
+alike are bound parameters (an attribute key travels inside a bound JSON path). A full
+disk, a locked or unreadable file is :class:`StoreUnavailable` (503, retry later); a
+statement refused for its data is :class:`StoreWriteRefused`. Erased rows are overwritten
+(``secure_delete``) and the write-ahead log is checkpointed after an erasure, so an erased
+user's text does not linger in the files.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from agent.state.models import (
     Bot,
@@ -30,7 +37,14 @@ from agent.state.models import (
     new_id,
     utc_now,
 )
-from agent.store.base import DialogHead, JsonDict, StoreUnavailable
+from agent.store.base import (
+    Claim,
+    ClaimStatus,
+    DialogHead,
+    JsonDict,
+    StoreUnavailable,
+    StoreWriteRefused,
+)
 
 _utterance: TypeAdapter[Utterance] = TypeAdapter(Utterance)
 Statement = tuple[str, list[Any]]
@@ -43,7 +57,8 @@ CREATE TABLE IF NOT EXISTS dialogs (
 CREATE INDEX IF NOT EXISTS dialogs_by_human ON dialogs (human_id, active);
 CREATE UNIQUE INDEX IF NOT EXISTS one_active_dialog ON dialogs (human_id) WHERE active = 1;
 CREATE TABLE IF NOT EXISTS messages (
-    user TEXT NOT NULL, key TEXT NOT NULL, reply TEXT, PRIMARY KEY (user, key));
+    user TEXT NOT NULL, key TEXT NOT NULL, reply TEXT, fingerprint TEXT, alive_until REAL,
+    PRIMARY KEY (user, key));
 CREATE TABLE IF NOT EXISTS turn_queue (
     user TEXT NOT NULL, place INTEGER NOT NULL, done INTEGER NOT NULL, alive_until REAL NOT NULL,
     PRIMARY KEY (user, place));
@@ -51,6 +66,18 @@ CREATE TABLE IF NOT EXISTS utterances (
     dialog_id TEXT NOT NULL, seq INTEGER NOT NULL, utt_id TEXT NOT NULL UNIQUE,
     speaker TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (dialog_id, seq));
 """
+#: Columns added since the first release: (table, column, type), added at open when missing,
+#: so a database written by an earlier release keeps its data and gains them.
+_ADDED_COLUMNS = (("messages", "fingerprint", "TEXT"), ("messages", "alive_until", "REAL"))
+#: Primary result codes that mean the database cannot work right now (a full disk, an I/O
+#: error, a lock held too long, a file that cannot be opened or written), not bad data.
+_UNAVAILABLE_CODES = frozenset({
+    sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PROTOCOL,
+})
+#: Attribute keys per ``json_set`` call: SQLite caps a function's arguments (127 by default),
+#: so a larger merge takes several statements.
+_KEYS_PER_CALL = 50
 _INSERT_UTTERANCE = (
     "INSERT INTO utterances (dialog_id, seq, utt_id, speaker, doc) VALUES (?, "
     "(SELECT COALESCE(MAX(seq), -1) + 1 FROM utterances WHERE dialog_id = ?), ?, ?, ?)"
@@ -65,19 +92,59 @@ def _path_of(url: str) -> Path:
     return Path(path if not url.startswith("sqlite:////") else "/" + path)
 
 
-def _merge(prefix: str, updates: dict[str, Any]) -> tuple[str, list[str]]:
-    """``json_set(doc, '$.attributes."k"', json(?), ...)``: keys were checked at the
-    boundary (no quote, no dot), so each becomes one quoted path element."""
-    parts, args = [], []
-    for key, value in updates.items():
-        parts.append(f"'{prefix}.\"{key}\"', json(?)")
-        args.append(json.dumps(value))
-    return f"json_set(doc, {', '.join(parts)})", args
+def _merges(table: str, prefix: str, updates: dict[str, Any], row_id: str) -> list[Statement]:
+    """``UPDATE table SET doc = json_set(doc, ?, json(?), ...)``: each key goes in a bound
+    JSON path (``$.attributes."key"``), never into the statement's text. SQLite caps a
+    function's arguments, so a large merge is several statements (of one transaction)."""
+    items = list(updates.items())
+    statements: list[Statement] = []
+    for start in range(0, len(items), _KEYS_PER_CALL):
+        chunk = items[start:start + _KEYS_PER_CALL]
+        args: list[Any] = []
+        for key, value in chunk:
+            if '"' in key:  # checked upstream; a quote would end the path's label
+                raise StoreWriteRefused(f"attribute key {key!r} contains '\"'")
+            args += [f'{prefix}."{key}"', _json(value)]
+        pairs = ", ".join(["?, json(?)"] * len(chunk))
+        statements.append((f"UPDATE {table} SET doc = json_set(doc, {pairs}) WHERE id = ?",
+                           [*args, row_id]))
+    return statements
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError as exc:  # NaN, Infinity: checked upstream
+        raise StoreWriteRefused(f"not storable as JSON: {exc}") from None
+
+
+def _document(model: BaseModel) -> str:
+    try:
+        return model.model_dump_json()
+    except ValueError as exc:  # e.g. a lone surrogate: checked upstream
+        raise StoreWriteRefused(f"not storable as JSON: {exc}") from None
+
+
+def _translated(exc: sqlite3.Error) -> Exception:
+    """The store's exception for an SQLite error (see the module docstring)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in _UNAVAILABLE_CODES:
+        return StoreUnavailable(f"SQLite store: {exc}")
+    if isinstance(exc, sqlite3.IntegrityError):
+        return exc
+    return StoreWriteRefused(f"SQLite store: {exc}")
 
 
 def _insert_utterance(dialog_id: str, utterance: HumanUtterance | BotUtterance) -> Statement:
     return (_INSERT_UTTERANCE, [dialog_id, dialog_id, utterance.utt_id, utterance.speaker,
-                                utterance.model_dump_json()])
+                                _document(utterance)])
+
+
+def _add_missing_columns(db: sqlite3.Connection) -> None:
+    for table, column, kind in _ADDED_COLUMNS:
+        present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        if column not in present:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
 class SqliteStore:
@@ -94,26 +161,43 @@ class SqliteStore:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA busy_timeout=2000")
-        db.executescript(_SCHEMA)
+        db.execute("PRAGMA secure_delete=ON")
+        try:
+            db.executescript(_SCHEMA)
+            _add_missing_columns(db)
+        except sqlite3.Error as exc:
+            db.close()
+            raise _translated(exc) from exc
         return cls(db)
 
     def _one(self, sql: str, args: Iterable[Any] = ()) -> Any:
-        return self._db.execute(sql, tuple(args)).fetchone()
+        try:
+            return self._db.execute(sql, tuple(args)).fetchone()
+        except sqlite3.Error as exc:
+            raise _translated(exc) from exc
 
     def _all(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
-        return self._db.execute(sql, tuple(args)).fetchall()
+        try:
+            return self._db.execute(sql, tuple(args)).fetchall()
+        except sqlite3.Error as exc:
+            raise _translated(exc) from exc
 
     def _write(self, *statements: Statement) -> list[Any]:
         """Statements in one transaction; the first row each returned (or None)."""
         rows = []
-        self._db.execute("BEGIN IMMEDIATE")
         try:
-            for sql, args in statements:
-                rows.append(self._db.execute(sql, args).fetchone())
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, args in statements:
+                    rows.append(self._db.execute(sql, args).fetchone())
+                self._db.execute("COMMIT")
+            except BaseException:
+                # SQLite rolls some failures (a full disk) back itself.
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise _translated(exc) from exc
         return rows
 
     async def open_turn(self, external_id: str, channel_type: str,
@@ -163,17 +247,11 @@ class SqliteStore:
     ) -> None:
         statements: list[Statement] = [
             ("UPDATE utterances SET doc = ? WHERE utt_id = ?",
-             [utterance.model_dump_json(), utterance.utt_id]),
+             [_document(utterance), utterance.utt_id]),
             _insert_utterance(dialog_id, bot_utterance),
         ]
-        if human_attributes:
-            merged, args = _merge("$.attributes", human_attributes)
-            statements.append((f"UPDATE users SET doc = {merged} WHERE id = ?",
-                               [*args, human_id]))
-        if bot_attributes:
-            merged, args = _merge("$.bot.attributes", bot_attributes)
-            statements.append((f"UPDATE dialogs SET doc = {merged} WHERE id = ?",
-                               [*args, dialog_id]))
+        statements += _merges("users", "$.attributes", human_attributes, human_id)
+        statements += _merges("dialogs", "$.bot.attributes", bot_attributes, dialog_id)
         self._write(*statements)
 
     async def close_active_dialog(self, external_id: str) -> str | None:
@@ -227,19 +305,37 @@ class SqliteStore:
         ))
         return row is not None
 
-    async def claim_message(self, external_id: str, key: str) -> tuple[bool, JsonDict | None]:
+    async def claim_message(self, external_id: str, key: str, fingerprint: str,
+                            lease_until: datetime, now: datetime) -> Claim:
         (claimed,) = self._write((
-            "INSERT INTO messages (user, key) VALUES (?, ?) ON CONFLICT DO NOTHING "
-            "RETURNING key", [external_id, key]))
+            "INSERT INTO messages (user, key, fingerprint, alive_until) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (user, key) DO UPDATE SET fingerprint = excluded.fingerprint, "
+            "alive_until = excluded.alive_until WHERE messages.reply IS NULL "
+            "AND COALESCE(messages.alive_until, 0) < ? "
+            "AND COALESCE(messages.fingerprint, excluded.fingerprint) = excluded.fingerprint "
+            "RETURNING key", [external_id, key, fingerprint, lease_until.timestamp(),
+                              now.timestamp()]))
         if claimed is not None:
-            return True, None
-        row = self._one("SELECT reply FROM messages WHERE user = ? AND key = ?",
+            return Claim(ClaimStatus.CLAIMED)
+        row = self._one("SELECT reply, fingerprint FROM messages WHERE user = ? AND key = ?",
                         [external_id, key])
-        return False, None if row is None or row[0] is None else json.loads(row[0])
+        if row is None:  # released in between: the next try claims it
+            return Claim(ClaimStatus.IN_FLIGHT)
+        reply, claimed_for = row
+        if claimed_for is not None and claimed_for != fingerprint:
+            return Claim(ClaimStatus.OTHER_MESSAGE)
+        if reply is None:
+            return Claim(ClaimStatus.IN_FLIGHT)
+        return Claim(ClaimStatus.ANSWERED, json.loads(reply))
+
+    async def renew_claims(self, claims: list[tuple[str, str]], lease_until: datetime) -> None:
+        self._write(*(("UPDATE messages SET alive_until = ? WHERE user = ? AND key = ? "
+                       "AND reply IS NULL", [lease_until.timestamp(), user, key])
+                      for user, key in claims))
 
     async def complete_message(self, external_id: str, key: str, reply: JsonDict) -> None:
         self._write(("UPDATE messages SET reply = ? WHERE user = ? AND key = ?",
-                     [json.dumps(reply), external_id, key]))
+                     [_json(reply), external_id, key]))
 
     async def release_message(self, external_id: str, key: str) -> None:
         self._write(("DELETE FROM messages WHERE user = ? AND key = ? AND reply IS NULL",
@@ -289,6 +385,8 @@ class SqliteStore:
             (f"DELETE FROM dialogs WHERE human_id = {user}", [external_id]),
             ("DELETE FROM users WHERE external_id = ? RETURNING id", [external_id]),
         )
+        # Out of the write-ahead log into the (securely overwritten) database file.
+        self._one("PRAGMA wal_checkpoint(TRUNCATE)")
         return rows[-1] is not None
 
     async def ping(self) -> None:

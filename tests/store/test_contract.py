@@ -12,6 +12,7 @@ from typing import Any
 
 from agent.state.models import BotUtterance, HumanUtterance, Hypothesis
 from agent.store import Store
+from agent.store.base import Claim, ClaimStatus
 
 INJECTION = '{"$ne": null}'
 
@@ -312,15 +313,51 @@ async def test_erasing_a_user_leaves_nothing_behind(store: Store) -> None:
     assert again.attributes == {}
 
 
+async def claim(store: Store, user: str, key: str, request: str = "req", *,
+                lease: float = 60, now: datetime | None = None) -> Claim:
+    now = now or datetime.now(UTC)
+    return await store.claim_message(user, key, request, now + timedelta(seconds=lease), now)
+
+
 async def test_a_message_id_is_claimed_once_and_remembers_its_answer(store: Store) -> None:
-    assert await store.claim_message("alice", "m1") == (True, None)
-    assert await store.claim_message("alice", "m1") == (False, None)  # in flight
-    assert await store.claim_message("bob", "m1") == (True, None)  # per user
+    assert await claim(store, "alice", "m1") == Claim(ClaimStatus.CLAIMED)
+    assert await claim(store, "alice", "m1") == Claim(ClaimStatus.IN_FLIGHT)
+    assert await claim(store, "bob", "m1") == Claim(ClaimStatus.CLAIMED)  # per user
     await store.complete_message("alice", "m1", {"response": "hi", "n": [1, {"a.b": 2}]})
-    assert await store.claim_message("alice", "m1") == (
-        False, {"response": "hi", "n": [1, {"a.b": 2}]})
+    assert await claim(store, "alice", "m1") == Claim(
+        ClaimStatus.ANSWERED, {"response": "hi", "n": [1, {"a.b": 2}]})
     await store.release_message("bob", "m1")  # its turn failed: a retry may run it
-    assert await store.claim_message("bob", "m1") == (True, None)
+    assert await claim(store, "bob", "m1") == Claim(ClaimStatus.CLAIMED)
     await store.release_message("alice", "m1")  # an answered message keeps its answer
-    assert (await store.claim_message("alice", "m1"))[1] == {"response": "hi",
-                                                             "n": [1, {"a.b": 2}]}
+    assert (await claim(store, "alice", "m1")).reply == {"response": "hi",
+                                                         "n": [1, {"a.b": 2}]}
+
+
+async def test_a_claim_whose_lease_ran_out_is_taken_over_once(store: Store) -> None:
+    start = datetime.now(UTC)
+    assert (await claim(store, "ann", "m", lease=5, now=start)).status is ClaimStatus.CLAIMED
+    later = start + timedelta(seconds=10)  # its agent died: nobody renewed the lease
+    takers = await asyncio.gather(*(claim(store, "ann", "m", now=later) for _ in range(5)))
+    assert sorted(t.status.value for t in takers) == ["claimed"] + ["in_flight"] * 4
+    await store.complete_message("ann", "m", {"response": "done"})
+    assert await claim(store, "ann", "m", now=later + timedelta(hours=1)) == Claim(
+        ClaimStatus.ANSWERED, {"response": "done"})
+
+
+async def test_a_renewed_claim_is_not_taken_over(store: Store) -> None:
+    start = datetime.now(UTC)
+    await claim(store, "ann", "m", lease=5, now=start)
+    await store.renew_claims([("ann", "m")], start + timedelta(seconds=60))
+    later = start + timedelta(seconds=10)
+    assert (await claim(store, "ann", "m", now=later)).status is ClaimStatus.IN_FLIGHT
+
+
+async def test_a_message_id_reused_for_another_request_is_told_apart(store: Store) -> None:
+    await claim(store, "ann", "m", "first request")
+    assert (await claim(store, "ann", "m", "other request")).status is (
+        ClaimStatus.OTHER_MESSAGE)
+    await store.complete_message("ann", "m", {"response": "to the first"})
+    assert (await claim(store, "ann", "m", "other request")).status is (
+        ClaimStatus.OTHER_MESSAGE)
+    assert (await claim(store, "ann", "m", "first request")).reply == {
+        "response": "to the first"}

@@ -4,25 +4,25 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from agent.api.deps import DialogueDep, IdempotencyKey, JsonBody, SettingsDep, StoreDep
+from agent.api.deps import DialogueDep, IdempotencyKey, JsonBody, SettingsDep
 from agent.api.limits import attributes_or_422, check_text
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import ChatKey
-from agent.idempotency import answer_once
+from agent.idempotency import fingerprint
 
 router = APIRouter(tags=["chat"])
 
 
 @router.post("/", dependencies=[ChatKey, JsonBody], response_model=AgentReply)
 async def chat(message: AgentMessage, dialogue: DialogueDep, settings: SettingsDep,
-               store: StoreDep, key: IdempotencyKey) -> AgentReply:
+               key: IdempotencyKey) -> AgentReply:
     """Send the user's message; get the bot's answer and the skill that gave it.
 
     ``payload`` ``/start`` or ``/close`` ends the user's open dialog; the next message
     opens a new one.
     """
     check_text(message.payload, settings.max_text_length, "payload")
-    attributes = attributes_or_422(message.attributes)
+    attributes = attributes_or_422(message.attributes, settings.client_limits())
 
     async def answer() -> dict[str, object]:
         reply = await dialogue.handle(message.user_id, message.payload, attributes)
@@ -32,5 +32,6 @@ async def chat(message: AgentMessage, dialogue: DialogueDep, settings: SettingsD
 
     message_key = key or message.message_id
     scoped = f"chat:{message_key}" if message_key else None
+    request = fingerprint(message.model_dump(mode="json", exclude={"message_id"}))
     return AgentReply.model_validate(
-        await answer_once(store, message.user_id, scoped, answer))
+        await dialogue.claims.answer_once(message.user_id, scoped, request, answer))

@@ -8,11 +8,11 @@ import re
 
 from fastapi import APIRouter, HTTPException, status
 
-from agent.api.deps import DialogueDep, IdempotencyKey, JsonBody, SettingsDep, StoreDep
+from agent.api.deps import DialogueDep, IdempotencyKey, JsonBody, SettingsDep
 from agent.api.limits import attributes_or_422, check_text
 from agent.api.schemas import Act, Observation
 from agent.api.security import ChatKey
-from agent.idempotency import answer_once
+from agent.idempotency import fingerprint
 from agent.parlai.metrics import TurnMetrics, rank_label_candidates
 from agent.settings import Settings
 
@@ -40,14 +40,14 @@ def _check_image(image: str, settings: Settings) -> None:
 @router.post("/chat", dependencies=[ChatKey, JsonBody], response_model=Act,
              response_model_exclude_none=True)
 async def observe(observation: Observation, dialogue: DialogueDep, settings: SettingsDep,
-                  store: StoreDep, key: IdempotencyKey) -> Act:
+                  key: IdempotencyKey) -> Act:
     """Answer an observation. ``episode_done`` closes the dialog after the answer;
     ``reward`` rates the previous answer; with ``eval_labels`` (or ``labels``) the act
     carries the turn's metrics."""
     check_text(observation.text, settings.max_text_length, "text")
     if observation.image is not None:
         _check_image(observation.image, settings)
-    attributes = attributes_or_422(observation.attributes)
+    attributes = attributes_or_422(observation.attributes, settings.client_limits())
 
     async def answer() -> dict[str, object]:
         result, dialog_id = await dialogue.run_turn(
@@ -68,4 +68,6 @@ async def observe(observation: Observation, dialogue: DialogueDep, settings: Set
 
     message_key = key or observation.message_id
     scoped = f"observe:{message_key}" if message_key else None
-    return Act.model_validate(await answer_once(store, observation.user_id, scoped, answer))
+    request = fingerprint(observation.model_dump(mode="json", exclude={"message_id"}))
+    return Act.model_validate(
+        await dialogue.claims.answer_once(observation.user_id, scoped, request, answer))
