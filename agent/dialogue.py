@@ -14,9 +14,10 @@ from typing import Any
 
 from agent.metrics import Metrics
 from agent.ordering import UserLines
-from agent.pipeline.executor import Executor, Turn, TurnResult
+from agent.pipeline.executor import FALLBACK_SKILL, Executor, Turn, TurnResult
 from agent.state.models import BotUtterance, HumanUtterance
 from agent.store.base import Store
+from agent.telemetry import Telemetry, turn_answered, turn_identified
 
 #: Payloads that end the user's open dialog instead of being answered (as in dp-agent).
 CLOSING_COMMANDS = frozenset({"/start", "/close"})
@@ -37,12 +38,14 @@ class DialogueManager:
     """Ties the store and the executor together for one message at a time."""
 
     def __init__(self, store: Store, executor: Executor, channel_type: str,
-                 metrics: Metrics | None = None, lines: UserLines | None = None) -> None:
+                 metrics: Metrics | None = None, lines: UserLines | None = None,
+                 telemetry: Telemetry | None = None) -> None:
         self._store = store
         self._executor = executor
         self._channel_type = channel_type
         self.metrics = metrics or Metrics()
         self.lines = lines or UserLines(store)
+        self.telemetry = telemetry or Telemetry()
 
     async def handle(self, user_id: str, text: str, attributes: dict[str, Any]) -> Reply:
         if text.strip() in CLOSING_COMMANDS:
@@ -61,10 +64,13 @@ class DialogueManager:
         """One turn; ``reward`` rates the previous bot answer, ``close_after`` ends the
         dialog once this answer is stored (ParlAI's ``episode_done``)."""
         started = time.perf_counter()
-        with self.metrics.in_flight.track_inprogress():
+        with self.metrics.in_flight.track_inprogress(), self.telemetry.turn(user_id):
             async with self.lines.turn(user_id):
                 result, dialog_id = await self._turn(user_id, text, attributes, reward,
                                                      close_after)
+            bot = result.bot_utterance
+            turn_answered(bot.active_skill, "fallback" if bot.active_skill == FALLBACK_SKILL
+                          else "answered", len(result.utterance.errors))
         self.metrics.observe_turn(result, time.perf_counter() - started)
         return result, dialog_id
 
@@ -81,6 +87,7 @@ class DialogueManager:
                 await store.rate_utterance(user_id, previous.utt_id, reward)
         utterance = HumanUtterance(text=text, user=human.model_dump(mode="json"),
                                    attributes=attributes)
+        turn_identified(dialog.dialog_id, utterance.utt_id)
         await store.add_utterance(dialog.dialog_id, utterance)
         result = await self._executor.run(
             Turn(dialog.dialog_id, human, dialog.bot, history, utterance))

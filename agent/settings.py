@@ -6,6 +6,7 @@ Bad values stop the agent at start-up with :class:`SettingsError`, naming the va
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -44,6 +45,15 @@ class Settings(BaseSettings):
     line_wait: float = Field(default=60.0, gt=0, le=3600, description="seconds a message "
                              "waits for the same user's earlier messages before a 503")
     log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="json: one object per line, with the turn's dialog_id, "
+        "utt_id and trace_id (docs/observability.md)")
+    trace_user_ids: Literal["hash", "omit"] = Field(
+        default="hash", description="what a turn's span says of the user: a hash of the id, "
+        "or nothing (tracing itself is set with the standard OTEL_* variables)")
+    ready_services: list[str] = Field(
+        default_factory=list, description='services GET /ready also needs reachable, e.g. '
+        '["tokens"], besides those another service requires (required_previous_services)')
 
     @field_validator("db_url")
     @classmethod

@@ -21,6 +21,7 @@ from agent.connectors.errors import (
     ServiceUnavailable,
 )
 from agent.sdk.models import DialogView, ServiceRequest
+from agent.telemetry import outgoing_headers
 
 #: An answer larger than this is refused without being read whole (a misbehaving service
 #: must not be able to exhaust the agent's memory).
@@ -71,7 +72,7 @@ class HttpConnector:
 
     async def _post(self, body: bytes) -> bytes:
         try:
-            async with self._session.post(self.url, data=body, headers=_JSON,
+            async with self._session.post(self.url, data=body, headers=outgoing_headers(_JSON),
                                           timeout=self._timeout) as response:
                 raw = await self._read_bounded(response)
                 status = response.status
