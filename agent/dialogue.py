@@ -69,8 +69,9 @@ class DialogueManager:
                 result, dialog_id = await self._turn(user_id, text, attributes, reward,
                                                      close_after)
             bot = result.bot_utterance
-            turn_answered(bot.active_skill, "fallback" if bot.active_skill == FALLBACK_SKILL
-                          else "answered", len(result.utterance.errors))
+            turn_answered(bot.utt_id, bot.active_skill,
+                          "fallback" if bot.active_skill == FALLBACK_SKILL else "answered",
+                          len(result.utterance.errors))
         self.metrics.observe_turn(result, time.perf_counter() - started)
         return result, dialog_id
 

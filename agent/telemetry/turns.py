@@ -29,7 +29,9 @@ _NULL: AbstractContextManager[None] = nullcontext()
 
 @dataclass(slots=True)
 class TurnScope:
-    """One turn in flight: its span (None when not tracing) and the ids of its log lines."""
+    """One turn in flight: the ids of its log lines, and its span (None when not tracing;
+    a non-recording one when the sampler left this trace out). ``tracer`` is None unless
+    the turn is recorded, so an unsampled turn makes no child spans at all."""
 
     tracer: Tracer | None
     span: Span | None
@@ -41,7 +43,7 @@ class TurnScope:
     def trace_id(self) -> str:
         """The turn's trace id; without tracing, one made up for the turn, so its log lines
         can still be found together."""
-        if self.span is not None:
+        if self.span is not None and self.span.get_span_context().is_valid:
             return trace.format_trace_id(self.span.get_span_context().trace_id)
         if self._minted is None:
             self._minted = secrets.token_hex(16)
@@ -80,10 +82,14 @@ class Telemetry:
 
     @contextmanager
     def _turn(self, user_id: str) -> Iterator[TurnScope]:
-        if self.tracer is None:
-            token = _scope.set(TurnScope(None, None))
+        request = trace.get_current_span()
+        if self.tracer is None or (request.get_span_context().is_valid
+                                   and not request.is_recording()):
+            # Not tracing, or the sampler left this request out: ids for the logs only.
+            scope = TurnScope(None, request if self.tracer is not None else None)
+            token = _scope.set(scope)
             try:
-                yield _scope.get()  # type: ignore[misc]
+                yield scope
             finally:
                 _scope.reset(token)
             return
@@ -91,7 +97,7 @@ class Telemetry:
         if self._user_ids == "hash":
             attributes["chorus.user_id_hash"] = hashlib.sha256(user_id.encode()).hexdigest()[:16]
         with self.tracer.start_as_current_span("chorus.turn", attributes=attributes) as span:
-            scope = TurnScope(self.tracer, span)
+            scope = TurnScope(self.tracer if span.is_recording() else None, span)
             token = _scope.set(scope)
             try:
                 yield scope
@@ -119,11 +125,14 @@ def turn_identified(dialog_id: str, utt_id: str) -> None:
         scope.span.set_attribute("chorus.utt_id", utt_id)
 
 
-def turn_answered(active_skill: str | None, outcome: str, errors: int) -> None:
-    """How the turn ended: the skill that answered and ``answered`` or ``fallback``."""
+def turn_answered(bot_utt_id: str, active_skill: str | None, outcome: str,
+                  errors: int) -> None:
+    """How the turn ended: the answer's id (the ``utt_id`` the client got), the skill that
+    gave it, ``answered`` or ``fallback``, and how many services failed."""
     scope = _scope.get()
     if scope is None or scope.span is None:
         return
+    scope.span.set_attribute("chorus.bot_utt_id", bot_utt_id)
     if active_skill is not None:
         scope.span.set_attribute("chorus.active_skill", active_skill)
     scope.span.set_attribute("chorus.outcome", outcome)
@@ -167,11 +176,11 @@ def _service_call(tracer: Tracer, service: str, group: str,
 
 
 def outgoing_headers(headers: dict[str, str]) -> dict[str, str]:
-    """``headers`` plus the current span's ``traceparent`` when a turn is being traced (the
-    same dict, untouched, otherwise), for every request to a service."""
+    """``headers`` plus the current span's ``traceparent`` when tracing is on (the same
+    dict, untouched, otherwise), for every request to a service."""
     scope = _scope.get()
-    if scope is None or scope.tracer is None:
+    if scope is None or scope.span is None:
         return headers
-    carrier = dict(headers)
+    carrier = dict(headers)  # an unsampled trace is sent on too, so services leave it out
     propagate.inject(carrier)
     return carrier

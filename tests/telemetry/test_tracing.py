@@ -90,6 +90,7 @@ def test_a_turn_is_one_trace_from_the_caller_through_the_agent_into_its_services
     human = dialog["utterances"][0]
     assert turn.attributes["chorus.dialog_id"] == reply.json()["dialog_id"]
     assert turn.attributes["chorus.utt_id"] == human["utt_id"]
+    assert turn.attributes["chorus.bot_utt_id"] == reply.json()["utt_id"]
     assert turn.attributes["chorus.active_skill"] == "greeting"
     assert turn.attributes["chorus.outcome"] == "answered"
     assert turn.attributes["chorus.service_errors"] == 1
@@ -145,3 +146,19 @@ def test_probes_are_not_traced(traced: tuple[httpx.Client, SpanRecorder, SpanRec
     assert client.get("/api/pipeline", headers={"X-API-Key": API_KEY}).status_code == 200
     spans = agent_spans.wait_for(lambda s: bool(named(s, "GET /api/pipeline")))
     assert [s.name for s in spans] == ["GET /api/pipeline"]
+
+
+def test_a_trace_the_caller_did_not_sample_is_recorded_nowhere(
+        traced: tuple[httpx.Client, SpanRecorder, SpanRecorder]) -> None:
+    client, agent_spans, service_spans = traced
+    unsampled = "1" * 32
+    reply = client.post("/", json={"user_id": "cy", "payload": "hi"},
+                        headers={"traceparent": f"00-{unsampled}-{CALLER_SPAN}-00"})
+    assert reply.status_code == 200, reply.text
+    assert client.post("/", json={"user_id": "cy", "payload": "hi again"},
+                       headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"}
+                       ).status_code == 200
+    spans = agent_spans.wait_for(lambda s: bool(named(s, "POST /")))
+    remote = service_spans.wait_for(lambda s: len(named(s, "POST /respond")) == 3)
+    assert {format_trace_id(s.context.trace_id) for s in spans + remote} == {CALLER_TRACE}
+    assert len(named(spans, "chorus.turn")) == 1
