@@ -241,3 +241,15 @@ def test_the_compose_override_puts_every_replica_behind_the_load_balancer() -> N
     balancer = override["lb"]
     assert balancer["image"].split(":")[0] == "nginx", "the official nginx image"
     assert f"./{SITE.relative_to(ROOT)}:/etc/nginx/conf.d/default.conf:ro" in balancer["volumes"]
+
+
+def test_docker_compose_accepts_the_override_with_the_main_file() -> None:
+    from tests.deploy.test_compose import docker_compose, required_variables
+
+    result = subprocess.run(
+        [docker_compose(), "--file", str(ROOT / "docker-compose.yml"), "--file", str(OVERRIDE),
+         "--project-directory", str(ROOT), "config", "-q"],
+        cwd=ROOT, env={**os.environ, **required_variables()}, capture_output=True, text=True,
+        timeout=60, check=False)
+    assert result.returncode == 0, f"docker-compose config -q:\n{result.stderr}"
+    assert "variable is not set" not in result.stderr, result.stderr
