@@ -7,7 +7,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install run test lint typecheck bench clean mongodb-test-server docker-compose chromium
+.PHONY: install run test lint typecheck bench clean mongodb-test-server docker-compose chromium \
+	nginx
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Chorus needs Python 3.11+"'
@@ -43,7 +44,11 @@ docker-compose:
 chromium:
 	@sh tools/chromium/ensure.sh
 
-test: lint typecheck mongodb-test-server docker-compose chromium
+# Debian's nginx, the load balancer of the rolling-restart test (tests/deploy/test_replicas.py).
+nginx:
+	@sh tools/nginx/ensure.sh
+
+test: lint typecheck mongodb-test-server docker-compose chromium nginx
 	$(BIN)/pytest
 
 bench: install

@@ -26,9 +26,10 @@ from typing import Any
 from agent.idempotency import MessageIds
 from agent.metrics import Metrics
 from agent.ordering import UserLines
-from agent.pipeline.executor import Executor, Turn, TurnResult
+from agent.pipeline.executor import FALLBACK_SKILL, Executor, Turn, TurnResult
 from agent.state.models import BotUtterance, HumanUtterance, Utterance
 from agent.store.base import Store, StoreWriteRefused
+from agent.telemetry import Telemetry, turn_answered, turn_identified
 
 log = logging.getLogger("chorus.dialogue")
 
@@ -52,7 +53,8 @@ class DialogueManager:
 
     def __init__(self, store: Store, executor: Executor, channel_type: str,
                  metrics: Metrics | None = None, lines: UserLines | None = None,
-                 claims: MessageIds | None = None, retry_window: float = 300.0) -> None:
+                 claims: MessageIds | None = None, retry_window: float = 300.0,
+                 telemetry: Telemetry | None = None) -> None:
         self._store = store
         self._executor = executor
         self._channel_type = channel_type
@@ -60,6 +62,7 @@ class DialogueManager:
         self.metrics = metrics or Metrics()
         self.lines = lines or UserLines(store)
         self.claims = claims or MessageIds(store)
+        self.telemetry = telemetry or Telemetry()
 
     async def handle(self, user_id: str, text: str, attributes: dict[str, Any]) -> Reply:
         if text.strip() in CLOSING_COMMANDS:
@@ -78,10 +81,14 @@ class DialogueManager:
         """One turn; ``reward`` rates the previous bot answer, ``close_after`` ends the
         dialog once this answer is stored (ParlAI's ``episode_done``)."""
         started = time.perf_counter()
-        with self.metrics.in_flight.track_inprogress():
+        with self.metrics.in_flight.track_inprogress(), self.telemetry.turn(user_id):
             async with self.lines.turn(user_id):
                 result, dialog_id = await self._turn(user_id, text, attributes, reward,
                                                      close_after)
+            bot = result.bot_utterance
+            turn_answered(bot.utt_id, bot.active_skill,
+                          "fallback" if bot.active_skill == FALLBACK_SKILL else "answered",
+                          len(result.utterance.errors))
         self.metrics.observe_turn(result, time.perf_counter() - started)
         return result, dialog_id
 
@@ -102,7 +109,8 @@ class DialogueManager:
         if pending is not None:
             history = history[:-1]
             utterance.utt_id, utterance.date_time = pending.utt_id, pending.date_time
-        else:
+        turn_identified(dialog.dialog_id, utterance.utt_id)
+        if pending is None:
             await store.add_utterance(dialog.dialog_id, utterance)
         result = await self._executor.run(
             Turn(dialog.dialog_id, human, dialog.bot, history, utterance))

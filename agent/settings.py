@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -62,6 +63,15 @@ class Settings(BaseSettings):
                                 "503, a dead agent) answers that attempt instead of storing "
                                 "it twice")
     log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="json: one object per line, with the turn's dialog_id, "
+        "utt_id and trace_id (docs/observability.md)")
+    trace_user_ids: Literal["hash", "omit"] = Field(
+        default="hash", description="what a turn's span says of the user: a hash of the id, "
+        "or nothing (tracing itself is set with the standard OTEL_* variables)")
+    ready_services: list[str] = Field(
+        default_factory=list, description='services GET /ready also needs reachable, e.g. '
+        '["tokens"], besides those another service requires (required_previous_services)')
 
     def storage_limits(self) -> StorageLimits:
         """The bounds every stored value from a service is held to."""

@@ -66,9 +66,10 @@ def process(args: list[str], ready_url: str, env: dict[str, str] | None = None
 
 
 @contextlib.contextmanager
-def stack(db_url: str, skills: int = 3, delay_ms: float = 0, only_skills: bool = False
-          ) -> Iterator[tuple[str, int]]:
-    """Stubs + agent; yields the agent's base URL and its pid."""
+def stack(db_url: str, skills: int = 3, delay_ms: float = 0, only_skills: bool = False,
+          agent_env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
+    """Stubs + agent (with ``agent_env`` added to its environment); yields the agent's base
+    URL and its pid."""
     stub_port, agent_port = free_port(), free_port()
     config = pipeline(stub_port, skills)
     if only_skills:
@@ -82,7 +83,7 @@ def stack(db_url: str, skills: int = 3, delay_ms: float = 0, only_skills: bool =
                  "--host", "127.0.0.1", "--port", str(agent_port), "--log-level", "warning",
                  "--no-access-log"]
         env = {"CHORUS_PIPELINE": str(path), "CHORUS_DB_URL": db_url,
-               "CHORUS_LOG_LEVEL": "WARNING"}
+               "CHORUS_LOG_LEVEL": "WARNING", **(agent_env or {})}
         with process(stubs, f"http://127.0.0.1:{stub_port}/health"), \
                 process(agent, f"http://127.0.0.1:{agent_port}/ping", env) as proc:
             yield f"http://127.0.0.1:{agent_port}", proc.pid

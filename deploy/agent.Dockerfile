@@ -29,6 +29,7 @@ RUN mkdir -p /app/data && chown chorus:chorus /app/data
 
 USER chorus
 EXPOSE 4242
-HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
-    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:4242/ping', timeout=2)"]
+# /ready: unhealthy while MongoDB or a required service is unreachable (docs/observability.md).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:4242/ready', timeout=3)"]
 CMD ["uvicorn", "--factory", "agent.api.app:create_app", "--host", "0.0.0.0", "--port", "4242"]

@@ -13,10 +13,12 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from opentelemetry.sdk.trace import TracerProvider
 
 import agent
 from agent.api.errors import install_error_handlers
 from agent.api.limits import BodySizeLimit
+from agent.api.readiness import Readiness, required_services
 from agent.api.routes import (
     chat,
     dialogs,
@@ -37,14 +39,26 @@ from agent.pipeline.executor import Executor
 from agent.pipeline.graph import Pipeline, build_pipeline
 from agent.settings import Settings, load_settings
 from agent.store import open_store
+from agent.telemetry import (
+    Telemetry,
+    TraceRequests,
+    configure_logging,
+    traced_store,
+    tracer_provider_from_env,
+)
 
 log = logging.getLogger("chorus")
 
 
-def _lifespan(settings: Settings, pipeline: Pipeline):  # type: ignore[no-untyped-def]
+def _lifespan(settings: Settings, pipeline: Pipeline,  # type: ignore[no-untyped-def]
+              telemetry: Telemetry, owns_telemetry: bool):
+    ready_services = required_services(pipeline, settings.ready_services)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = await open_store(settings.db_url)
+        if telemetry.tracer is not None:
+            store = traced_store(store, telemetry.tracer, settings.db_url)
         client = make_http_client()
         batchers = make_batchers(pipeline, client)
         app.state.settings = settings
@@ -54,7 +68,9 @@ def _lifespan(settings: Settings, pipeline: Pipeline):  # type: ignore[no-untype
         executor = Executor(pipeline, batchers, limits=settings.storage_limits())
         app.state.dialogue = DialogueManager(store, executor, settings.channel_type,
                                              lines=lines, claims=claims,
-                                             retry_window=settings.retry_window)
+                                             retry_window=settings.retry_window,
+                                             telemetry=telemetry)
+        app.state.readiness = Readiness(store, client, ready_services)
         log.info("Chorus agent ready: %d services, store %s", len(pipeline.nodes),
                  settings.db_url.split("://")[0])
         try:
@@ -66,20 +82,27 @@ def _lifespan(settings: Settings, pipeline: Pipeline):  # type: ignore[no-untype
                 await batcher.aclose()
             await client.close()
             await store.close()
+            if owns_telemetry:
+                telemetry.shutdown()
 
     return lifespan
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None,
+               tracer_provider: TracerProvider | None = None) -> FastAPI:
+    """The agent; ``tracer_provider`` overrides the ``OTEL_*`` environment (for tests)."""
     settings = settings or load_settings()
-    logging.basicConfig(level=settings.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_level, settings.log_format)
     pipeline = build_pipeline(load_pipeline_config(settings.pipeline))
+    provider = tracer_provider or tracer_provider_from_env("chorus-agent")
+    telemetry = Telemetry(provider, json_logs=settings.log_format == "json",
+                          user_ids=settings.trace_user_ids)
     app = FastAPI(
         title="Chorus agent", version=agent.__version__,
         description="Dialogue-state orchestration: a message in, annotators and skills over "
         "HTTP, one answer out. `POST /` is compatible with DeepPavlov Agent.",
-        lifespan=_lifespan(settings, pipeline),
+        lifespan=_lifespan(settings, pipeline, telemetry,
+                           owns_telemetry=tracer_provider is None),
     )
     app.state.pipeline = pipeline
     install_error_handlers(app)
@@ -91,6 +114,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                            allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Content-Type", "X-API-Key", "Idempotency-Key"])
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    if telemetry.tracer is not None:  # outermost, so a span covers all the rest
+        app.add_middleware(TraceRequests, tracer=telemetry.tracer)
     if settings.api_key is None:
         log.warning("CHORUS_API_KEY is not set: anyone who reaches this agent can read every "
                     "dialog and user; set it for any deployment beyond your own machine")

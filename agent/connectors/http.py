@@ -22,6 +22,7 @@ from agent.connectors.errors import (
     ServiceUnavailable,
 )
 from agent.sdk.models import DialogView, ServiceRequest
+from agent.telemetry import outgoing_headers
 
 #: An answer larger than this is refused without being read whole (a misbehaving service
 #: must not be able to exhaust the agent's memory).
@@ -76,7 +77,7 @@ class HttpConnector:
             # Over aiohttp's 1 MB mark, raw bytes draw a warning (it would copy them on the
             # loop); a file-like body is streamed instead.
             data = body if len(body) < _STREAMED_BODY_BYTES else io.BytesIO(body)
-            async with self._session.post(self.url, data=data, headers=_JSON,
+            async with self._session.post(self.url, data=data, headers=outgoing_headers(_JSON),
                                           timeout=self._timeout) as response:
                 raw = await self._read_bounded(response)
                 status = response.status

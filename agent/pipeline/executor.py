@@ -35,6 +35,7 @@ from agent.state.models import (
     ServiceCall,
     ServiceFailure,
 )
+from agent.telemetry import service_call_span
 
 log = logging.getLogger("chorus.executor")
 
@@ -202,7 +203,8 @@ class Executor:
                     run.fail(node, "skipped", skip)
                 run.record(node, start, "skipped")
                 return
-            await self._call(run, node, start)
+            with service_call_span(node.name, node.group, run.utterance):
+                await self._call(run, node, start)
         except asyncio.CancelledError:
             run.fail(node, "timeout", f"turn deadline of {self.pipeline.turn_timeout}s reached")
             run.record(node, start, "timeout")

@@ -18,14 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from fastapi import FastAPI
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
 from pydantic import BaseModel, TypeAdapter
 from starlette.concurrency import run_in_threadpool
 
 from agent.sdk.models import DialogView, HypothesisView, Selection, ServiceRequest, SkillHypothesis
+from agent.sdk.tracing import TraceRequests, tracer_provider_from_env
 
 Role = Literal["annotator", "skill", "candidate_annotator", "skill_selector", "response_selector"]
 Handler = Callable[..., Any]
@@ -63,9 +67,13 @@ def _normalise(role: Role, output: Any) -> Any:
 class Service:
     """One stateless microservice: a name, a role and the function that does the work."""
 
-    def __init__(self, name: str, *, description: str = "") -> None:
+    def __init__(self, name: str, *, description: str = "",
+                 tracer_provider: TracerProvider | None = None) -> None:
         self.name = name
         self.description = description
+        #: Traces the service's requests, continuing the agent's trace; by default the
+        #: standard ``OTEL_*`` variables decide (off unless they name an exporter).
+        self.tracer_provider = tracer_provider
         self._role: Role | None = None
         self._handler: Handler | None = None
         self._app: FastAPI | None = None
@@ -120,6 +128,7 @@ class Service:
 
     async def respond(self, request: ServiceRequest) -> list[Any]:
         """Answer a batch: one item per dialog, in the order received."""
+        trace.get_current_span().set_attribute("chorus.batch_size", len(request.dialogs))
         return list(await asyncio.gather(*(self._one(d) for d in request.dialogs)))
 
     @property
@@ -134,7 +143,19 @@ class Service:
 
 def build_app(service: Service) -> FastAPI:
     """Kept apart from :class:`Service` so the app is built once, on demand."""
-    app = FastAPI(title=service.name, description=service.description or service.name)
+    provider = service.tracer_provider or tracer_provider_from_env(service.name)
+    owned = provider if service.tracer_provider is None else None
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if owned is not None:  # send the spans still buffered
+            owned.shutdown()
+
+    app = FastAPI(title=service.name, description=service.description or service.name,
+                  lifespan=lifespan)
+    if provider is not None:
+        app.add_middleware(TraceRequests, tracer=provider.get_tracer("chorus.sdk"))
     respond: Callable[[ServiceRequest], Awaitable[list[Any]]] = service.respond
     app.post("/respond", summary=f"{service._role} {service.name}")(respond)
 

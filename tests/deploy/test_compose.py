@@ -634,7 +634,8 @@ def test_service_image_runs_its_module_with_the_sdk_only(service: str, tmp_path:
 
 def test_service_requirements_are_only_what_the_sdk_needs() -> None:
     names = {normalise(Requirement(r).name) for r in requirement_lines(SERVICE_REQUIREMENTS)}
-    assert names == {"fastapi", "uvicorn", "pydantic"}
+    assert names == {"fastapi", "uvicorn", "pydantic", "opentelemetry-sdk",
+                     "opentelemetry-exporter-otlp-proto-http"}
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     floors = {normalise(Requirement(r).name): Requirement(r).specifier
               for r in pyproject["project"]["dependencies"]}
@@ -676,12 +677,16 @@ def test_agent_image_starts_from_the_compose_environment(tmp_path: Path) -> None
     assert readme is None or (workdir / readme).is_file(), f"copy {readme} next to pyproject.toml"
     blocked = blocked_modules(pyproject["project"]["dependencies"], own={"agent"})
     _, health = healthcheck_url(SERVICES["agent"]["healthcheck"]["test"])
-    found = probe(workdir, command, blocked=blocked, requests=[("GET", health, "")],
+    found = probe(workdir, command, blocked=blocked,
+                  requests=[("GET", "/ping", ""), ("GET", "/openapi.json", "")],
                   env={**env, "CHORUS_PIPELINE": str(staged_pipeline)})
     assert Path(found["agent_file"]).is_relative_to(workdir), found["agent_file"]
     assert not outside_the_image(found, {"agent"}, workdir)
     assert found["app_type"] == "fastapi.applications.FastAPI"
-    assert found["answers"][f"GET {health}"][0] == 200, found["answers"]
+    assert found["answers"]["GET /ping"][0] == 200, found["answers"]
+    # The healthcheck's readiness route needs the lifespan's store (tests/api/test_readiness).
+    status, body = found["answers"]["GET /openapi.json"]
+    assert status == 200 and health in json.loads(body)["paths"], found["answers"]
 
 
 # -- (e) ports, healthchecks, restart, dependencies ------------------------------------------
@@ -707,7 +712,7 @@ def test_service_has_a_healthcheck_that_can_pass(service: str) -> None:
         f"{service}: the slim image has no curl; check with python")
     dockerfile = dockerfile_of(service)
     assert port == uvicorn_command(dockerfile).port, f"{service}: checks a port it does not use"
-    assert path == ("/ping" if service == "agent" else "/health")
+    assert path == ("/ready" if service == "agent" else "/health")
     assert healthcheck_url(dockerfile.healthcheck) == (port, path), (
         f"{dockerfile.path}: its HEALTHCHECK should check what compose checks")
 

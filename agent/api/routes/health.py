@@ -1,13 +1,28 @@
-"""Liveness for load balancers and dp-agent clients."""
+"""Liveness and readiness, for load balancers, orchestrators and dp-agent clients."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response, status
+
+from agent.api.readiness import Readiness, ReadinessReport
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/ping")
 async def ping() -> str:
-    """``"pong"`` while the agent is up."""
+    """``"pong"`` while the agent is up (liveness: restart the agent when this fails)."""
     return "pong"
+
+
+@router.get("/ready", response_model=ReadinessReport,
+            responses={503: {"model": ReadinessReport, "description": "not ready"}})
+async def ready(request: Request, response: Response) -> ReadinessReport:
+    """200 when the store answers and every required service is reachable, else 503 with
+    what is wrong (readiness: send this agent traffic only while it is 200)."""
+    readiness: Readiness = request.app.state.readiness
+    report = await readiness.check()
+    if not report.ready:
+        response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+        response.headers["Retry-After"] = "5"
+    return report

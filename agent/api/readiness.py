@@ -1,0 +1,73 @@
+"""Readiness: can this agent answer turns right now? What ``GET /ready`` reports.
+
+``/ping`` says the process is alive (restart it if not); ``/ready`` says whether to send it
+traffic: the store answers and every *required* service is reachable. Required are the
+services another one lists in ``required_previous_services`` (without them that one is
+skipped) and those named in ``CHORUS_READY_SERVICES``. Other services failing costs only
+their own output, so they do not make the agent unready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+from pydantic import BaseModel, Field
+
+from agent.connectors.probe import unreachable
+from agent.pipeline.graph import Pipeline
+from agent.store.base import Store, StoreUnavailable
+
+OK = "ok"
+
+
+class ReadinessReport(BaseModel):
+    """The body of ``GET /ready``: 200 when ``ready``, else 503."""
+
+    ready: bool
+    store: str = Field(description='"ok", or why the store cannot be used')
+    services: dict[str, str] = Field(description='each required service: "ok", or why not')
+
+
+def required_services(pipeline: Pipeline, named: list[str]) -> dict[str, str]:
+    """The URL of each service readiness waits for; a name not in the pipeline is an error
+    (a typo would otherwise make readiness check nothing)."""
+    nodes = {node.name: node for node in pipeline}
+    unknown = sorted(set(named) - set(nodes))
+    if unknown:
+        raise ValueError(f"CHORUS_READY_SERVICES: {', '.join(unknown)} not in the pipeline "
+                         f"(services: {', '.join(nodes)})")
+    required = {name for node in pipeline for name in node.requires} | set(named)
+    return {name: str(nodes[name].config.connector.url) for name in sorted(required)
+            if nodes[name].config.connector.url is not None}
+
+
+class Readiness:
+    """Checks the store and the required services, all at once, each with a timeout."""
+
+    def __init__(self, store: Store, session: aiohttp.ClientSession,
+                 services: dict[str, str], timeout: float = 2.0) -> None:
+        self._store = store
+        self._session = session
+        self._services = services
+        self._timeout = timeout
+
+    async def check(self) -> ReadinessReport:
+        store, *services = await asyncio.gather(
+            self._store_problem(),
+            *(unreachable(self._session, url, self._timeout)
+              for url in self._services.values()))
+        report = {name: problem or OK for name, problem in zip(self._services, services,
+                                                                strict=True)}
+        return ReadinessReport(ready=store is None and all(p is None for p in services),
+                               store=store or OK, services=report)
+
+    async def _store_problem(self) -> str | None:
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._store.ping()
+        except TimeoutError:
+            return f"no answer within {self._timeout}s"
+        except StoreUnavailable as exc:
+            return str(exc) or "unavailable"
+        return None

@@ -1,0 +1,35 @@
+"""Traces and structured logs: what an operator's own tools read about a turn.
+
+Tracing is OpenTelemetry, off unless the standard ``OTEL_*`` environment variables ask for
+it (:mod:`agent.telemetry.setup`); off, a turn pays one boolean check per hook. On, a
+turn is one span, each service call a child span whose context travels to the service as a
+W3C ``traceparent`` header, and each store operation a span (docs/observability.md).
+
+This package sits at the bottom of the layers, beside :mod:`agent.state` and
+:mod:`agent.sdk`: the API, the message flow, the executor, the connectors and the SDK all
+call into it, and it calls none of them.
+"""
+
+from agent.sdk.tracing import TelemetryConfigError, TraceRequests, tracer_provider_from_env
+from agent.telemetry.logs import configure_logging
+from agent.telemetry.store import traced_store
+from agent.telemetry.turns import (
+    Telemetry,
+    outgoing_headers,
+    service_call_span,
+    turn_answered,
+    turn_identified,
+)
+
+__all__ = [
+    "Telemetry",
+    "TelemetryConfigError",
+    "TraceRequests",
+    "configure_logging",
+    "outgoing_headers",
+    "service_call_span",
+    "traced_store",
+    "tracer_provider_from_env",
+    "turn_answered",
+    "turn_identified",
+]
