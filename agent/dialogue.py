@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from agent.dream.executor import DreamExecutor
 from agent.metrics import Metrics
 from agent.ordering import UserLines
 from agent.pipeline.executor import Executor, Turn, TurnResult
@@ -31,12 +32,14 @@ class Reply:
     user_id: str
     response: str
     active_skill: str | None
+    #: the turn's hypotheses and annotations, for dp-agent's ``debug_output``
+    debug: dict[str, Any] | None = None
 
 
 class DialogueManager:
     """Ties the store and the executor together for one message at a time."""
 
-    def __init__(self, store: Store, executor: Executor, channel_type: str,
+    def __init__(self, store: Store, executor: Executor | DreamExecutor, channel_type: str,
                  metrics: Metrics | None = None, lines: UserLines | None = None) -> None:
         self._store = store
         self._executor = executor
@@ -52,7 +55,12 @@ class DialogueManager:
                          "The dialog is closed; your next message starts a new one.", None)
         result, dialog_id = await self.run_turn(user_id, text, attributes)
         bot = result.bot_utterance
-        return Reply(dialog_id, bot.utt_id, user_id, bot.text, bot.active_skill)
+        debug = None
+        if attributes.get("debug_output"):
+            debug = {"hypotheses": [h.model_dump(mode="json")
+                                    for h in result.utterance.hypotheses],
+                     "annotations": dict(result.utterance.annotations)}
+        return Reply(dialog_id, bot.utt_id, user_id, bot.text, bot.active_skill, debug)
 
     async def run_turn(
         self, user_id: str, text: str, attributes: dict[str, Any], *,

@@ -44,6 +44,11 @@ class Settings(BaseSettings):
     line_wait: float = Field(default=60.0, gt=0, le=3600, description="seconds a message "
                              "waits for the same user's earlier messages before a 503")
     log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
+    # A dp-agent (Dream) pipeline file carries no agent settings of its own: these apply.
+    dream_window: int = Field(default=40, ge=2, le=1000, description="utterances a turn reads "
+                              "for a dp-agent pipeline's formatters (true counts are kept)")
+    dream_turn_timeout: float = Field(default=10.0, gt=0, le=600, description="seconds before "
+                                      "a dp-agent pipeline's timeout service answers")
 
     @field_validator("db_url")
     @classmethod

@@ -30,35 +30,46 @@ from agent.api.routes import (
 from agent.connectors.factory import make_batchers
 from agent.connectors.http import make_http_client
 from agent.dialogue import DialogueManager
+from agent.dream.connectors import check_python_connectors, make_dream_connectors
+from agent.dream.executor import DreamExecutor
+from agent.dream.graph import DreamPipeline
+from agent.dream.loading import load_any_pipeline
 from agent.ordering import UserLines
-from agent.pipeline.config import load_pipeline_config
 from agent.pipeline.executor import Executor
-from agent.pipeline.graph import Pipeline, build_pipeline
+from agent.pipeline.graph import Pipeline
 from agent.settings import Settings, load_settings
 from agent.store import open_store
 
 log = logging.getLogger("chorus")
 
 
-def _lifespan(settings: Settings, pipeline: Pipeline):  # type: ignore[no-untyped-def]
+def _lifespan(settings: Settings, pipeline: Pipeline | DreamPipeline):  # type: ignore[no-untyped-def]
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = await open_store(settings.db_url)
         client = make_http_client()
-        batchers = make_batchers(pipeline, client)
+        executor: Executor | DreamExecutor
+        if isinstance(pipeline, DreamPipeline):
+            connectors = make_dream_connectors(pipeline, client)
+            executor = DreamExecutor(pipeline, connectors, settings.channel_type)
+            closing = list({id(c): c for c in connectors.values()}.values())
+        else:
+            batchers = make_batchers(pipeline, client)
+            executor = Executor(pipeline, batchers)
+            closing = list(batchers.values())  # type: ignore[arg-type]
         app.state.settings = settings
         app.state.store = store
         lines = UserLines(store, lease=settings.turn_lease, max_wait=settings.line_wait)
-        app.state.dialogue = DialogueManager(store, Executor(pipeline, batchers),
-                                             settings.channel_type, lines=lines)
+        app.state.dialogue = DialogueManager(store, executor, settings.channel_type,
+                                             lines=lines)
         log.info("Chorus agent ready: %d services, store %s", len(pipeline.nodes),
                  settings.db_url.split("://")[0])
         try:
             yield
         finally:
             await lines.aclose()
-            for batcher in batchers.values():
-                await batcher.aclose()
+            for connector in closing:
+                await connector.aclose()
             await client.close()
             await store.close()
 
@@ -69,14 +80,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or load_settings()
     logging.basicConfig(level=settings.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    pipeline = build_pipeline(load_pipeline_config(settings.pipeline))
+    pipeline = load_any_pipeline(settings.pipeline, window=settings.dream_window,
+                                 turn_timeout=settings.dream_turn_timeout)
+    if isinstance(pipeline, DreamPipeline):
+        check_python_connectors(pipeline)
     app = FastAPI(
         title="Chorus agent", version=agent.__version__,
         description="Dialogue-state orchestration: a message in, annotators and skills over "
         "HTTP, one answer out. `POST /` is compatible with DeepPavlov Agent.",
         lifespan=_lifespan(settings, pipeline),
     )
-    app.state.pipeline = pipeline
+    # The /pipeline page draws Chorus pipelines; a dp-agent one is listed as empty there.
+    app.state.pipeline = pipeline if isinstance(pipeline, Pipeline) else Pipeline(
+        (), pipeline.turn_timeout, pipeline.fallback_response)
     install_error_handlers(app)
     for module in (chat, observe, dialogs, ratings, health, metrics, pipeline_info, pages):
         app.include_router(module.router)
