@@ -30,7 +30,7 @@ from agent.api.routes import (
 from agent.connectors.factory import make_batchers
 from agent.connectors.http import make_http_client
 from agent.dialogue import DialogueManager
-from agent.dream.connectors import check_python_connectors, make_dream_connectors
+from agent.dream.connectors import make_dream_connectors
 from agent.dream.executor import DreamExecutor
 from agent.dream.graph import DreamPipeline
 from agent.dream.loading import load_any_pipeline
@@ -82,8 +82,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     pipeline = load_any_pipeline(settings.pipeline, window=settings.dream_window,
                                  turn_timeout=settings.dream_turn_timeout)
-    if isinstance(pipeline, DreamPipeline):
-        check_python_connectors(pipeline)
     app = FastAPI(
         title="Chorus agent", version=agent.__version__,
         description="Dialogue-state orchestration: a message in, annotators and skills over "

@@ -21,7 +21,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AnyHttpUrl,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agent.pipeline.config import PipelineConfigError
 
@@ -111,14 +119,14 @@ class DpService(BaseModel):
     workflow_formatter: None = Field(default=None, description="dp-agent's switch to pass "
                                      "the workflow record instead of the dialog; only null")
 
-    @model_validator(mode="after")
-    def _known_method(self) -> DpService:
-        method = self.state_manager_method
+    @field_validator("state_manager_method")
+    @classmethod
+    def _known_method(cls, method: str | None) -> str | None:
         if method is not None and method not in STATE_MANAGER_METHODS:
             known = ", ".join(sorted(STATE_MANAGER_METHODS))
-            raise ValueError(f"state_manager_method {method!r} is not a dp-agent state "
-                             f"manager method; use one of {known}")
-        return self
+            raise ValueError(f"{method!r} is not a dp-agent state manager method; use one "
+                             f"of {known}")
+        return method
 
 
 class DpConfig(BaseModel):

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from agent.dream.config import is_dp_agent_config
+from agent.dream.connectors import check_python_connectors
 from agent.dream.graph import (
     DEFAULT_FALLBACK,
     DEFAULT_TURN_TIMEOUT,
@@ -39,6 +40,12 @@ def load_any_pipeline(
     settings apply to a dp-agent file only (a Chorus file carries its own)."""
     data = read_document(path)
     if is_dp_agent_config(data):
-        return build_dream_pipeline(data, str(path), window=window, turn_timeout=turn_timeout,
-                                    fallback_response=fallback_response)
+        pipeline = build_dream_pipeline(data, str(path), window=window,
+                                        turn_timeout=turn_timeout,
+                                        fallback_response=fallback_response)
+        try:
+            check_python_connectors(pipeline)
+        except PipelineConfigError as exc:
+            raise PipelineConfigError(f"{path}: {exc}") from None
+        return pipeline
     return build_pipeline(parse_pipeline_config(data, source=str(path)))
