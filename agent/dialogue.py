@@ -94,7 +94,8 @@ class DialogueManager:
             Turn(dialog.dialog_id, human, dialog.bot, history, utterance))
         await store.finish_turn(dialog.dialog_id, human.id, result.utterance,
                                 result.bot_utterance, result.human_attributes,
-                                result.bot_attributes)
+                                result.bot_attributes, human_profile=result.human_profile,
+                                replace_human_attributes=result.replace_human_attributes)
         if close_after:
             await store.close_active_dialog(user_id)
         return result, dialog.dialog_id

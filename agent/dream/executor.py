@@ -100,8 +100,11 @@ class DreamExecutor:
                 attributes={"selector_reason": "no service added a bot utterance"})
         chosen = state.chosen_index()
         return TurnResult(utterance=state.utterance, bot_utterance=state.bot_utterance,
-                          human_attributes=state.human_changes,
-                          bot_attributes=state.bot_changes, chosen=chosen)
+                          human_attributes=state.human_attributes if state.attributes_reset
+                          else state.human_changes,
+                          bot_attributes=state.bot_changes, chosen=chosen,
+                          human_profile=state.profile,
+                          replace_human_attributes=state.attributes_reset)
 
     async def _run_graph(self, run: _Run) -> bool:
         """False when the turn's deadline passed first."""

@@ -195,11 +195,13 @@ def _build(config: DpConfig, parsed: list[ParsedService], window: int, turn_time
     def make(service: ParsedService, deps: set[str], requires: set[str]) -> DreamService:
         where, cfg = service.where, service.config
         if isinstance(cfg.connector, str):
-            if cfg.connector not in config.connectors:
+            # dp-agent files it as "connectors.NAME"; the bare NAME is accepted too.
+            ref = cfg.connector.removeprefix("connectors.")
+            if ref not in config.connectors:
                 raise PipelineConfigError(
                     f"{where}.connector: no connector {cfg.connector!r} in the top-level "
                     f"\"connectors\"; known: {', '.join(sorted(config.connectors)) or 'none'}")
-            connector, key = config.connectors[cfg.connector], f"connectors.{cfg.connector}"
+            connector, key = config.connectors[ref], f"connectors.{ref}"
         else:
             connector, key = cfg.connector, service.name
         return DreamService(

@@ -88,7 +88,7 @@ class TurnState:
             if key == "attributes" and isinstance(value, dict):
                 self._set_human(check_attribute_keys(dict(value)))
             elif key == "profile" and isinstance(value, dict):
-                self.profile.update(value)
+                self.profile.update(check_attribute_keys(dict(value)))
             elif key in PROFILE_FIELDS:
                 self.profile[key] = value
             elif key == "persona":

@@ -60,6 +60,10 @@ class TurnResult:
     human_attributes: dict[str, Any] = field(default_factory=dict)
     bot_attributes: dict[str, Any] = field(default_factory=dict)
     chosen: int | None = None
+    #: dp-agent pipelines: profile fields to merge, and whether ``human_attributes``
+    #: replace the user's attributes (the reset on a dialog's first turn)
+    human_profile: dict[str, Any] = field(default_factory=dict)
+    replace_human_attributes: bool = False
 
     def ranked_texts(self) -> list[str]:
         """Every surviving hypothesis' text, the chosen one first, then by confidence."""

@@ -159,15 +159,23 @@ class SqliteStore:
     async def finish_turn(
         self, dialog_id: str, human_id: str, utterance: HumanUtterance,
         bot_utterance: BotUtterance, human_attributes: dict[str, Any],
-        bot_attributes: dict[str, Any],
+        bot_attributes: dict[str, Any], *, human_profile: dict[str, Any] | None = None,
+        replace_human_attributes: bool = False,
     ) -> None:
         statements: list[Statement] = [
             ("UPDATE utterances SET doc = ? WHERE utt_id = ?",
              [utterance.model_dump_json(), utterance.utt_id]),
             _insert_utterance(dialog_id, bot_utterance),
         ]
-        if human_attributes:
+        if replace_human_attributes:
+            statements.append(("UPDATE users SET doc = json_set(doc, '$.attributes', json(?)) "
+                               "WHERE id = ?", [json.dumps(human_attributes), human_id]))
+        elif human_attributes:
             merged, args = _merge("$.attributes", human_attributes)
+            statements.append((f"UPDATE users SET doc = {merged} WHERE id = ?",
+                               [*args, human_id]))
+        if human_profile:
+            merged, args = _merge("$.profile", human_profile)
             statements.append((f"UPDATE users SET doc = {merged} WHERE id = ?",
                                [*args, human_id]))
         if bot_attributes:

@@ -206,6 +206,8 @@ def test_a_dream_config_using_every_key_runs_unchanged(services: Any,
     assert "untouched" not in bot["annotations"]
     # update_human: "name" is a profile field, the rest goes to attributes
     assert dialog["human"]["attributes"]["counter_state"] == {"turns": 1}
+    assert dialog["human"]["profile"]["name"] == "Alice"
+    assert "name" not in dialog["human"]["attributes"]
     assert dialog["bot"]["attributes"] == {"counter_turns": 1}
     traced = {c["service"]: c["outcome"] for c in human["trace"]}
     assert traced["skills.not_chosen"] == "skipped"
@@ -222,6 +224,17 @@ def test_a_dream_config_using_every_key_runs_unchanged(services: Any,
     # add_annotation_prev_bot_utt: shown on the previous bot utterance
     assert human2["attributes"]["_prev_bot_annotations"] == {
         "prev_bot_len": {"length": len("RE: HELLO PLS")}}
+
+    # A new dialog: its first annotation resets the user's attributes (dp-agent's
+    # add_annotation_and_reset_human_attributes_for_first_turn), so the counter starts over.
+    say(client, "/close")
+    third = say(client, "Hi again")
+    assert third["dialog_id"] != first["dialog_id"]
+    dialog = dialog_of(client, third)
+    assert by_text(dialog["utterances"][0], "counter") == "turn 0, 1 utterances, state 1"
+    assert dialog["human"]["attributes"] == {"disliked_skills": [],
+                                             "counter_state": {"turns": 1}}
+    assert dialog["human"]["profile"]["name"] == "Alice"  # the profile is kept
 
 
 def by_text(utterance: dict[str, Any], skill: str) -> str:
