@@ -157,7 +157,10 @@ class DreamExecutor:
             if "responder" in node.tags and run.status.get(node.name) == "ok":
                 run.responded.set()
         except asyncio.CancelledError:
-            if not run.finished_normally and not run.responded.is_set():
+            if run.responded.is_set():  # a responder ended the turn: not a failure
+                run.status[node.name] = "skipped"
+                run.record(node, start, "skipped")
+            elif not run.finished_normally:
                 run.fail(node, "timeout",
                          f"turn deadline of {self.pipeline.turn_timeout}s reached")
                 run.record(node, start, "timeout")

@@ -215,3 +215,22 @@ def test_debug_output_and_a_numeric_user_id_as_dp_agent_clients_expect(
     assert plain["user_id"] == "12345"
     assert plain["dialog_id"] == reply["dialog_id"]  # the same user either way
     assert plain["debug_output"] is None
+
+
+def test_a_responder_ends_the_turn_without_waiting_for_the_rest(services: Any,
+                                                                agent: AgentFactory) -> None:
+    client = agent({"services": {
+        "skills": {"eliza": skill(services(dream.eliza()).url),
+                   "slow": {**skill(services(dream.sleepy(3.0)).url),
+                            "dialog_formatter": f"{F}:last_utt"}},
+        "answer": {"connector": {"protocol": "python",
+                                 "class_name": "ConfidenceResponseSelectorConnector"},
+                   "previous_services": ["skills.eliza"],
+                   "state_manager_method": "add_bot_utterance", "tags": ["responder"]},
+    }}, dream_turn_timeout=10)
+    reply = say(client, "hello")
+    assert reply["active_skill"] == "eliza"
+    human = dialog_of(client, reply)["utterances"][0]
+    outcomes = {c["service"]: c["outcome"] for c in human["trace"]}
+    assert outcomes == {"skills.eliza": "ok", "answer": "ok", "skills.slow": "skipped"}
+    assert human["errors"] == []
