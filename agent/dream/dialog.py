@@ -130,15 +130,9 @@ def utterance_dict(utterance: AnyUtterance,
             "confidence": utterance.confidence}
 
 
-def dialog_dict(
-    *, dialog_id: str, channel_type: str, history: Sequence[AnyUtterance],
-    turn: Sequence[AnyUtterance], counts: Counts, human: dict[str, Any], bot: dict[str, Any],
-    attributes: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The dict a dp-agent formatter is called with: the stored ``history`` window, then
-    ``turn`` (this turn's human utterance, and its bot utterance once one is chosen).
-    ``counts`` are the dialog's true counts before the turn."""
-    window = [*history, *turn]
+def window_dicts(window: Sequence[AnyUtterance]) -> list[dict[str, Any]]:
+    """Each utterance's dict; a bot utterance shows the annotations the next human
+    utterance keeps for it (``add_annotation_prev_bot_utt``)."""
     utterances: list[dict[str, Any]] = []
     for index, utterance in enumerate(window):
         extra = None
@@ -147,6 +141,27 @@ def dialog_dict(
             notes = following.attributes.get(PREV_BOT_ANNOTATIONS_KEY)
             extra = notes if isinstance(notes, dict) else None
         utterances.append(utterance_dict(utterance, extra))
+    return utterances
+
+
+def dialog_dict(
+    *, dialog_id: str, channel_type: str, history: Sequence[AnyUtterance],
+    turn: Sequence[AnyUtterance], counts: Counts, human: dict[str, Any], bot: dict[str, Any],
+    attributes: dict[str, Any] | None = None,
+    history_dicts: Sequence[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The dict a dp-agent formatter is called with: the stored ``history`` window, then
+    ``turn`` (this turn's human utterance, and its bot utterance once one is chosen).
+    ``counts`` are the dialog's true counts before the turn. ``history_dicts``, the
+    history's own dicts made once per turn (they do not change during it), saves building
+    them for every call; each call gets its own copy of each."""
+    window = [*history, *turn]
+    if history_dicts is None:
+        utterances = window_dicts(window)
+    else:
+        last_history = window_dicts([*history[-1:], *turn])[:1] if history else []
+        utterances = [*(dict(d) for d in history_dicts[:-1]), *last_history,
+                      *window_dicts(turn)]
     human_list = [d for d, u in zip(utterances, window, strict=True)
                   if isinstance(u, HumanUtterance)]
     bot_list = [d for d, u in zip(utterances, window, strict=True)

@@ -25,6 +25,7 @@ from agent.dream.dialog import (
     bot_dict,
     dialog_dict,
     human_dict,
+    window_dicts,
 )
 from agent.message import Message, MessageOverwriteError
 from agent.sdk.models import check_attribute_keys
@@ -60,6 +61,8 @@ class TurnState:
         self.human_changes: dict[str, Any] = {}
         self.bot_changes: dict[str, Any] = {}
         self.attributes_reset = False
+        #: the stored window's dicts, made once: formatters read them on every call
+        self._history_dicts = window_dicts(history)
 
     # -- what formatters see --------------------------------------------------------------
 
@@ -72,7 +75,7 @@ class TurnState:
             turn=turn, counts=self.counts,
             human=human_dict(self.human, self.human_attributes, self.profile),
             bot=bot_dict(self.bot, self.bot_attributes),
-            attributes={"pipeline": self.pipeline_names},
+            attributes={"pipeline": self.pipeline_names}, history_dicts=self._history_dicts,
         )
 
     @property
