@@ -139,3 +139,17 @@ def test_batching_merges_payloads_and_splits_answers() -> None:
         answers = asyncio.run(run(server.url))
     assert log.requests == [{"sentences": ["x", "xx", "xxx"]}]
     assert answers == [{"length": 1}, {"length": 2}, {"length": 3}]
+
+
+def test_dp_agents_default_modules_name_formatters_and_connectors(tmp_path: Path) -> None:
+    pipeline = load(tmp_path, {
+        "formatters_module": "tests.dream.formatters",
+        "connectors_module": "tests.dream.connectors",
+        "services": {"chooser": {
+            "connector": {"protocol": "python", "class_name": "AnnotatorChooser",
+                          "annotator_names": ["x"]},
+            "dialog_formatter": "last_utt", "tags": ["selector"]}}})
+    assert isinstance(pipeline, DreamPipeline)
+    (node,) = pipeline.nodes
+    assert node.dialog_formatter is not None
+    assert node.dialog_formatter.__name__ == "last_utt"

@@ -58,6 +58,7 @@ def every_key_config(services: Any, spelling_log: Recorder) -> dict[str, Any]:
                     "dialog_formatter": f"{F}:last_utt",
                     "response_formatter": f"{F}:simple",
                     "previous_services": [],
+                    "tags": ["input"],
                     "state_manager_method":
                         "add_annotation_and_reset_human_attributes_for_first_turn",
                 },
@@ -214,6 +215,7 @@ def test_a_dream_config_using_every_key_runs_unchanged(services: Any,
     assert traced["response_annotators.untouched"] == "skipped"
     assert "annotators.switched_off" not in traced
     assert human["errors"] == []
+    assert client.get("/api/pipeline").status_code == 200  # the page's data still answers
 
     second = say(client, "And again")
     assert second["response"] == "RE: AND AGAIN"
