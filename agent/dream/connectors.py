@@ -184,7 +184,7 @@ class DreamHttp:
         return None
 
 
-_Pending = tuple[Any, "asyncio.Future[Any]"]
+_Pending = tuple[Any, "asyncio.Future[tuple[Any, int]]"]
 
 
 def merge_payloads(payloads: list[Any]) -> Any:
@@ -217,7 +217,12 @@ class BatchingHttp:
         self.sent: list[int] = []
 
     async def send(self, payload: Any) -> Any:
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        answer, _ = await self.send_sized(payload)
+        return answer
+
+    async def send_sized(self, payload: Any) -> tuple[Any, int]:
+        """The answer, and how many tasks shared its request (for the turn's trace)."""
+        future: asyncio.Future[tuple[Any, int]] = asyncio.get_running_loop().create_future()
         self._pending.append((payload, future))
         if len(self._pending) >= self.batch_size:
             self._flush()
@@ -250,7 +255,7 @@ class BatchingHttp:
             return
         for (_, future), answer in zip(batch, answers, strict=False):
             if not future.done():
-                future.set_result(answer)
+                future.set_result((answer, len(batch)))
 
     async def aclose(self) -> None:
         if self._tasks:

@@ -28,7 +28,7 @@ from agent.connectors.errors import (
     ServiceError,
     ServiceTimeout,
 )
-from agent.dream.connectors import DreamConnector
+from agent.dream.connectors import BatchingHttp, DreamConnector
 from agent.dream.dialog import counts_before
 from agent.dream.graph import DreamPipeline, DreamService
 from agent.dream.state import TurnState, selected_labels
@@ -171,10 +171,16 @@ class DreamExecutor:
     async def _call(self, run: _Run, node: DreamService, start: float) -> int:
         """Call the service and apply its answers; its status is ``ok`` or ``failed``."""
         tasks: list[Any] = []
+        batch = 1
         try:
             tasks = self._tasks(node, run.state.dialog())
             connector = self._connectors[node.name]
-            answers = await asyncio.gather(*(connector.send(t) for t in tasks))
+            if isinstance(connector, BatchingHttp):
+                sized = await asyncio.gather(*(connector.send_sized(t) for t in tasks))
+                answers = [answer for answer, _ in sized]
+                batch = max((size for _, size in sized), default=1)
+            else:
+                answers = await asyncio.gather(*(connector.send(t) for t in tasks))
             for ind, answer in enumerate(answers):
                 self._apply(run, node, answer, ind)
         except ServiceError as exc:
@@ -186,12 +192,11 @@ class DreamExecutor:
             error = ServiceError(node.name, f"{type(exc).__name__}: {exc}")
         else:
             run.status[node.name] = "ok"
-            run.record(node, start, "ok", max(len(tasks), 1))
+            run.record(node, start, "ok", batch)
             return len(tasks)
         run.status[node.name] = "failed"
         run.fail(node, error.kind, error.message)
-        run.record(node, start, "timeout" if error.kind == "timeout" else "error",
-                   max(len(tasks), 1))
+        run.record(node, start, "timeout" if error.kind == "timeout" else "error", batch)
         return 0
 
     def _tasks(self, node: DreamService, dialog: dict[str, Any]) -> list[Any]:
