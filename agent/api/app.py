@@ -88,9 +88,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "HTTP, one answer out. `POST /` is compatible with DeepPavlov Agent.",
         lifespan=_lifespan(settings, pipeline),
     )
-    # The /pipeline page draws Chorus pipelines; a dp-agent one is listed as empty there.
-    app.state.pipeline = pipeline if isinstance(pipeline, Pipeline) else Pipeline(
-        (), pipeline.turn_timeout, pipeline.fallback_response)
+    app.state.pipeline = pipeline
     install_error_handlers(app)
     for module in (chat, observe, dialogs, ratings, health, metrics, pipeline_info, pages):
         app.include_router(module.router)

@@ -215,7 +215,18 @@ def test_a_dream_config_using_every_key_runs_unchanged(services: Any,
     assert traced["response_annotators.untouched"] == "skipped"
     assert "annotators.switched_off" not in traced
     assert human["errors"] == []
-    assert client.get("/api/pipeline").status_code == 200  # the page's data still answers
+    # the /pipeline page's data: stages by dependency depth, the fallbacks last
+    info = client.get("/api/pipeline").json()
+    assert [s["group"] for s in info["stages"]][:3] == ["annotators", "skill_selectors",
+                                                        "skills"]
+    fallbacks = info["stages"][-1]
+    assert (fallbacks["group"], fallbacks["services"]) == (
+        "fallbacks", ["last_chance_service", "timeout_service"])
+    by_name = {s["name"]: s for s in info["services"]}
+    assert by_name["skills.counter"]["required_previous_services"] == ["annotators.spelling"]
+    assert by_name["response_annotator_selectors"]["target"] == (
+        "python:tests.dream.connectors:AnnotatorChooser")
+    assert info["stats"]["skills.counter"]["calls"] == 1
 
     second = say(client, "And again")
     assert second["response"] == "RE: AND AGAIN"
