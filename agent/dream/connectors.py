@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from agent.connectors.breaker import CircuitBreaker
-from agent.connectors.errors import BadServiceResponse, ServiceError, ServiceTimeout
+from agent.connectors.errors import BadServiceResponse, ServiceError
 from agent.connectors.http import HttpConnector as ChorusHttp
 from agent.dream.config import HttpConnector, PythonConnector
 from agent.dream.graph import DreamPipeline, DreamService, import_dotted
@@ -290,6 +290,3 @@ def check_python_connectors(pipeline: DreamPipeline) -> None:
     for service in pipeline.all_services():
         if isinstance(service.connector, PythonConnector):
             python_connector(service, service.connector, pipeline.connectors_module)
-
-
-__all__ = ["BUILTINS", "DreamConnector", "ServiceTimeout", "make_dream_connectors"]
