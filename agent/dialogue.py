@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from agent.dream.executor import DreamExecutor
 from agent.idempotency import MessageIds
 from agent.metrics import Metrics
 from agent.ordering import UserLines
@@ -46,12 +47,14 @@ class Reply:
     user_id: str
     response: str
     active_skill: str | None
+    #: the turn's hypotheses and annotations, for dp-agent's ``debug_output``
+    debug: dict[str, Any] | None = None
 
 
 class DialogueManager:
     """Ties the store and the executor together for one message at a time."""
 
-    def __init__(self, store: Store, executor: Executor, channel_type: str,
+    def __init__(self, store: Store, executor: Executor | DreamExecutor, channel_type: str,
                  metrics: Metrics | None = None, lines: UserLines | None = None,
                  claims: MessageIds | None = None, retry_window: float = 300.0,
                  telemetry: Telemetry | None = None) -> None:
@@ -72,7 +75,12 @@ class DialogueManager:
                          "The dialog is closed; your next message starts a new one.", None)
         result, dialog_id = await self.run_turn(user_id, text, attributes)
         bot = result.bot_utterance
-        return Reply(dialog_id, bot.utt_id, user_id, bot.text, bot.active_skill)
+        debug = None
+        if attributes.get("debug_output"):
+            debug = {"hypotheses": [h.model_dump(mode="json")
+                                    for h in result.utterance.hypotheses],
+                     "annotations": dict(result.utterance.annotations)}
+        return Reply(dialog_id, bot.utt_id, user_id, bot.text, bot.active_skill, debug)
 
     async def run_turn(
         self, user_id: str, text: str, attributes: dict[str, Any], *,
@@ -131,9 +139,11 @@ class DialogueManager:
 
     async def _finish(self, dialog_id: str, human_id: str, result: TurnResult) -> None:
         try:
-            await self._store.finish_turn(dialog_id, human_id, result.utterance,
-                                          result.bot_utterance, result.human_attributes,
-                                          result.bot_attributes)
+            await self._store.finish_turn(
+                dialog_id, human_id, result.utterance, result.bot_utterance,
+                result.human_attributes, result.bot_attributes,
+                human_profile=result.human_profile,
+                replace_human_attributes=result.replace_human_attributes)
         except StoreWriteRefused as exc:
             log.error("dialog %s: the finished turn was refused (%s); storing it without "
                       "the services' outputs", dialog_id, exc)

@@ -63,6 +63,12 @@ class Settings(BaseSettings):
                                 "503, a dead agent) answers that attempt instead of storing "
                                 "it twice")
     log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
+    # A dp-agent (Dream) pipeline file carries no agent settings of its own: these apply.
+    dream_window: int = Field(default=40, ge=2, le=1000, description="utterances a turn reads "
+                              "for a dp-agent pipeline's formatters (true counts are kept)")
+    dream_turn_timeout: float = Field(default=10.0, gt=0, le=600, description="seconds before "
+                                      "a dp-agent pipeline's timeout service answers")
+
     log_format: Literal["text", "json"] = Field(
         default="text", description="json: one object per line, with the turn's dialog_id, "
         "utt_id and trace_id (docs/observability.md)")

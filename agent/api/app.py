@@ -32,11 +32,14 @@ from agent.api.routes import (
 from agent.connectors.factory import make_batchers
 from agent.connectors.http import make_http_client
 from agent.dialogue import DialogueManager
+from agent.dream.connectors import make_dream_connectors
+from agent.dream.executor import DreamExecutor
+from agent.dream.graph import DreamPipeline
+from agent.dream.loading import load_any_pipeline
 from agent.idempotency import MessageIds
 from agent.ordering import UserLines
-from agent.pipeline.config import load_pipeline_config
 from agent.pipeline.executor import Executor
-from agent.pipeline.graph import Pipeline, build_pipeline
+from agent.pipeline.graph import Pipeline
 from agent.settings import Settings, load_settings
 from agent.store import open_store
 from agent.telemetry import (
@@ -50,7 +53,7 @@ from agent.telemetry import (
 log = logging.getLogger("chorus")
 
 
-def _lifespan(settings: Settings, pipeline: Pipeline,  # type: ignore[no-untyped-def]
+def _lifespan(settings: Settings, pipeline: Pipeline | DreamPipeline,  # type: ignore[no-untyped-def]
               telemetry: Telemetry, owns_telemetry: bool):
     ready_services = required_services(pipeline, settings.ready_services)
 
@@ -60,12 +63,20 @@ def _lifespan(settings: Settings, pipeline: Pipeline,  # type: ignore[no-untyped
         if telemetry.tracer is not None:
             store = traced_store(store, telemetry.tracer, settings.db_url)
         client = make_http_client()
-        batchers = make_batchers(pipeline, client)
+        executor: Executor | DreamExecutor
+        if isinstance(pipeline, DreamPipeline):
+            connectors = make_dream_connectors(pipeline, client)
+            executor = DreamExecutor(pipeline, connectors, settings.channel_type,
+                                     limits=settings.storage_limits())
+            closing = list({id(c): c for c in connectors.values()}.values())
+        else:
+            batchers = make_batchers(pipeline, client)
+            executor = Executor(pipeline, batchers, limits=settings.storage_limits())
+            closing = list(batchers.values())  # type: ignore[arg-type]
         app.state.settings = settings
         app.state.store = store
         lines = UserLines(store, lease=settings.turn_lease, max_wait=settings.line_wait)
         claims = MessageIds(store, lease=settings.turn_lease)
-        executor = Executor(pipeline, batchers, limits=settings.storage_limits())
         app.state.dialogue = DialogueManager(store, executor, settings.channel_type,
                                              lines=lines, claims=claims,
                                              retry_window=settings.retry_window,
@@ -78,8 +89,8 @@ def _lifespan(settings: Settings, pipeline: Pipeline,  # type: ignore[no-untyped
         finally:
             await lines.aclose()
             await claims.aclose()
-            for batcher in batchers.values():
-                await batcher.aclose()
+            for connector in closing:
+                await connector.aclose()
             await client.close()
             await store.close()
             if owns_telemetry:
@@ -93,7 +104,8 @@ def create_app(settings: Settings | None = None,
     """The agent; ``tracer_provider`` overrides the ``OTEL_*`` environment (for tests)."""
     settings = settings or load_settings()
     configure_logging(settings.log_level, settings.log_format)
-    pipeline = build_pipeline(load_pipeline_config(settings.pipeline))
+    pipeline = load_any_pipeline(settings.pipeline, window=settings.dream_window,
+                                 turn_timeout=settings.dream_turn_timeout)
     provider = tracer_provider or tracer_provider_from_env("chorus-agent")
     telemetry = Telemetry(provider, json_logs=settings.log_format == "json",
                           user_ids=settings.trace_user_ids)

@@ -15,6 +15,8 @@ import aiohttp
 from pydantic import BaseModel, Field
 
 from agent.connectors.probe import unreachable
+from agent.dream.config import HttpConnector as DreamHttpConnector
+from agent.dream.graph import DreamPipeline
 from agent.pipeline.graph import Pipeline
 from agent.store.base import Store, StoreUnavailable
 
@@ -29,17 +31,26 @@ class ReadinessReport(BaseModel):
     services: dict[str, str] = Field(description='each required service: "ok", or why not')
 
 
-def required_services(pipeline: Pipeline, named: list[str]) -> dict[str, str]:
+def required_services(pipeline: Pipeline | DreamPipeline, named: list[str]) -> dict[str, str]:
     """The URL of each service readiness waits for; a name not in the pipeline is an error
     (a typo would otherwise make readiness check nothing)."""
-    nodes = {node.name: node for node in pipeline}
-    unknown = sorted(set(named) - set(nodes))
+    urls = _service_urls(pipeline)
+    names = [node.name for node in pipeline]
+    unknown = sorted(set(named) - set(names))
     if unknown:
         raise ValueError(f"CHORUS_READY_SERVICES: {', '.join(unknown)} not in the pipeline "
-                         f"(services: {', '.join(nodes)})")
+                         f"(services: {', '.join(names)})")
     required = {name for node in pipeline for name in node.requires} | set(named)
-    return {name: str(nodes[name].config.connector.url) for name in sorted(required)
-            if nodes[name].config.connector.url is not None}
+    return {name: urls[name] for name in sorted(required) if name in urls}
+
+
+def _service_urls(pipeline: Pipeline | DreamPipeline) -> dict[str, str]:
+    """Each HTTP service's URL (a dp-agent service with several workers: the first)."""
+    if isinstance(pipeline, DreamPipeline):
+        return {node.name: node.connector.urls[0] for node in pipeline
+                if isinstance(node.connector, DreamHttpConnector)}
+    return {node.name: str(node.config.connector.url) for node in pipeline
+            if node.config.connector.url is not None}
 
 
 class Readiness:

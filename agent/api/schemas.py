@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StringConstraints,
+    model_validator,
+)
 
 from agent.parlai.metrics import TurnMetrics
 from agent.sdk.models import check_attribute_keys
@@ -41,18 +49,40 @@ class AgentMessage(BaseModel):
     message_id: MessageId | None = Field(default=None, description="the client's id for this "
                                          "message: a retry with the same id is answered once")
 
+    #: the client sent ``user_id`` as a number (dp-agent answers it as one)
+    _numeric_user_id: bool = PrivateAttr(default=False)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_id_type(cls, data: Any, handler: Any) -> Any:
+        message = handler(data)
+        user_id = data.get("user_id") if isinstance(data, dict) else None
+        message._numeric_user_id = isinstance(user_id, int) and not isinstance(user_id, bool)
+        return message
+
     def attributes(self) -> dict[str, Any]:
         return check_attribute_keys(dict(self.model_extra or {}))
+
+    def reply_user_id(self) -> str | int:
+        """The user id as the client sent it."""
+        return int(self.user_id) if self._numeric_user_id else self.user_id
 
 
 class AgentReply(BaseModel):
     """The answer to ``POST /``."""
 
+    model_config = ConfigDict(json_schema_extra={"example": {
+        "dialog_id": "5f...", "utt_id": "9c...", "user_id": "alice", "response": "Hi Alice!",
+        "active_skill": "greeting"}})
+
     dialog_id: str | None
     utt_id: str | None
-    user_id: str
+    user_id: str | int = Field(description="as the client sent it: a number stays a number")
     response: str
     active_skill: str | None
+    debug_output: dict[str, Any] | None = Field(
+        default=None, description="the turn's hypotheses and annotations, when the message "
+        "carried \"debug_output\": true (as dp-agent's debug clients send)")
 
 
 class DialogRating(BaseModel):

@@ -13,9 +13,11 @@ from agent.cli import stack
 from agent.cli.chat import chat_command
 from agent.cli.parlai import eval_command, export_command
 from agent.cli.scaffold import new_app
+from agent.dream.config import is_dp_agent_config
+from agent.dream.loading import load_any_pipeline, read_document
 from agent.pipeline.config import PipelineConfigError, load_pipeline_config
 from agent.pipeline.graph import build_pipeline
-from agent.settings import SettingsError, load_settings
+from agent.settings import Settings, SettingsError, load_settings
 
 app = typer.Typer(help="Chorus: dialogue orchestration for multi-skill chatbots.",
                   no_args_is_help=True, add_completion=False)
@@ -50,6 +52,9 @@ def run(
     root = Path.cwd()
     try:
         settings = load_settings()
+        if is_dp_agent_config(read_document(settings.pipeline)):
+            _run_dream(settings, host, port)
+            return
         config = load_pipeline_config(settings.pipeline)
         build_pipeline(config)
     except (SettingsError, PipelineConfigError) as exc:
@@ -87,6 +92,19 @@ def run(
         pass
     finally:
         stack.stop(processes)
+
+
+def _run_dream(settings: Settings, host: str, port: int) -> None:
+    """A dp-agent (Dream) pipeline: its services run in Dream's own compose stack, so only
+    the agent starts here, once the file has loaded (formatters imported, connectors built)."""
+    load_any_pipeline(settings.pipeline, window=settings.dream_window,
+                      turn_timeout=settings.dream_turn_timeout)
+    typer.secho(f"dp-agent pipeline {settings.pipeline}: its services are not started here "
+                "(run them from Dream's compose files)", fg=typer.colors.YELLOW)
+    typer.secho(f"Chorus agent on http://{host}:{port}  (store: {settings.db_url})",
+                fg=typer.colors.GREEN)
+    uvicorn.run("agent.api.app:create_app", factory=True, host=host, port=port,
+                log_level="warning")
 
 
 if __name__ == "__main__":

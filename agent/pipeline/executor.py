@@ -63,6 +63,10 @@ class TurnResult:
     human_attributes: dict[str, Any] = field(default_factory=dict)
     bot_attributes: dict[str, Any] = field(default_factory=dict)
     chosen: int | None = None
+    #: dp-agent pipelines: profile fields to merge, and whether ``human_attributes``
+    #: replace the user's attributes (the reset on a dialog's first turn)
+    human_profile: dict[str, Any] = field(default_factory=dict)
+    replace_human_attributes: bool = False
 
     def without_outputs(self, why: str) -> tuple[HumanUtterance, BotUtterance]:
         """The turn as stored when the database refused it whole: the texts, the errors
@@ -127,15 +131,6 @@ class _Run:
             duration=self.clock() - start, outcome=outcome,
             batch_size=batch,
         ))
-
-    def charge(self, node: ServiceNode, size: int) -> None:
-        """Count an output against the utterance's document budget, or refuse it."""
-        budget = self.limits.storage.max_document_bytes
-        if self.stored_bytes + size > budget:
-            raise RefusedOutput(node.name, f"its output (about {size} bytes) would take the "
-                                f"turn's stored document over {budget} bytes "
-                                "(CHORUS_MAX_DOCUMENT_BYTES)")
-        self.stored_bytes += size
 
     def fail(self, node: ServiceNode, kind: str, message: str) -> None:
         log.warning("service %s (%s): %s: %s", node.name, node.group, kind, message)
@@ -251,7 +246,7 @@ class Executor:
         """Write the output into the service's own slot, and nowhere else, once it is known
         to be storable (:mod:`agent.state.limits`) within the turn's document budget."""
         utterance = run.utterance
-        run.charge(node, self._limits.measure_output(node.name, output))
+        run.stored_bytes = self._limits.charge(node.name, output, run.stored_bytes)
         try:
             if node.group == "annotators":
                 utterance.annotations[node.name] = output

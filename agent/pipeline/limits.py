@@ -32,25 +32,39 @@ class TurnLimits:
         except UnstorableValue as exc:
             raise RefusedOutput(service, f"cannot be stored: {exc}") from None
 
+    def charge(self, service: str, output: Any, spent: int) -> int:
+        """The turn's stored bytes once ``output`` is added, or :class:`RefusedOutput` when
+        it could not be stored or would take the utterance over its document budget."""
+        size = self.measure_output(service, output)
+        budget = self.storage.max_document_bytes
+        if spent + size > budget:
+            raise RefusedOutput(service, f"its output (about {size} bytes) would take the "
+                                f"turn's stored document over {budget} bytes "
+                                "(CHORUS_MAX_DOCUMENT_BYTES)")
+        return spent + size
+
     def attribute_merges(self, chosen: Hypothesis | None, human: Human, bot: Bot,
                          errors: list[ServiceFailure]) -> tuple[JsonDict, JsonDict]:
         """The chosen hypothesis' ``human_attributes`` and ``bot_attributes``, each dropped
         (and the refusal recorded) when merging it would overfill the profile."""
         if chosen is None:
             return {}, {}
-        merges = []
-        for side, current, updates in (("human", human.attributes, chosen.human_attributes),
-                                       ("bot", bot.attributes, chosen.bot_attributes)):
-            problem = self._overfills(current, updates) if updates else None
-            if problem is not None:
-                log.warning("skill %s: %s_attributes not merged: %s", chosen.skill_name, side,
-                            problem)
-                errors.append(ServiceFailure(
-                    service=chosen.skill_name, kind="refused",
-                    message=f"{side}_attributes not merged: {problem}"))
-                updates = {}
-            merges.append(dict(updates))
-        return merges[0], merges[1]
+        return (self.merge_or_refuse("human_attributes", chosen.skill_name, human.attributes,
+                                     chosen.human_attributes, errors),
+                self.merge_or_refuse("bot_attributes", chosen.skill_name, bot.attributes,
+                                     chosen.bot_attributes, errors))
+
+    def merge_or_refuse(self, what: str, service: str, current: JsonDict, updates: JsonDict,
+                        errors: list[ServiceFailure]) -> JsonDict:
+        """``updates`` if merging them into ``current`` stays within the bounds; else
+        nothing, with the refusal recorded as ``service``'s error."""
+        problem = self._overfills(current, updates) if updates else None
+        if problem is None:
+            return dict(updates)
+        log.warning("%s: %s not merged: %s", service, what, problem)
+        errors.append(ServiceFailure(service=service, kind="refused",
+                                     message=f"{what} not merged: {problem}"))
+        return {}
 
     def _overfills(self, current: JsonDict, updates: JsonDict) -> str | None:
         limits = self.storage

@@ -88,11 +88,14 @@ class Store(Protocol):
     async def finish_turn(
         self, dialog_id: str, human_id: str, utterance: HumanUtterance,
         bot_utterance: BotUtterance, human_attributes: dict[str, Any],
-        bot_attributes: dict[str, Any],
+        bot_attributes: dict[str, Any], *, human_profile: dict[str, Any] | None = None,
+        replace_human_attributes: bool = False,
     ) -> None:
         """Replace the human utterance with its annotated version, append the bot's, and
         merge the chosen hypothesis' attributes key by key (a concurrent merge of other
-        keys is never lost)."""
+        keys is never lost). ``human_profile`` is merged into the profile the same way;
+        ``replace_human_attributes`` makes ``human_attributes`` the user's whole attributes
+        (dp-agent's reset on a dialog's first turn)."""
         ...
 
     async def close_active_dialog(self, external_id: str) -> str | None:

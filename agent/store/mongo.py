@@ -494,16 +494,23 @@ class MongoStore:
     async def finish_turn(
         self, dialog_id: str, human_id: str, utterance: HumanUtterance,
         bot_utterance: BotUtterance, human_attributes: dict[str, Any],
-        bot_attributes: dict[str, Any],
+        bot_attributes: dict[str, Any], *, human_profile: dict[str, Any] | None = None,
+        replace_human_attributes: bool = False,
     ) -> None:
         # $set of every field replaces the utterance's content (HumanUtterance has a fixed
         # set of fields) while keeping its dialog_id and seq, which the model does not hold.
         await self._utterances.update_one({"_id": _literal(utterance.utt_id)},
                                           {"$set": _utterance_body(utterance)})
         await self._insert_utterance(dialog_id, bot_utterance, bot_attributes)
-        if human_attributes:
-            await self._users.update_one({"_id": _literal(human_id)},
-                                         {"$set": _merge("attributes", human_attributes)})
+        user: Doc = {}
+        if replace_human_attributes:
+            user["attributes"] = _escape(human_attributes)
+        elif human_attributes:
+            user.update(_merge("attributes", human_attributes))
+        if human_profile:
+            user.update(_merge("profile", human_profile))
+        if user:
+            await self._users.update_one({"_id": _literal(human_id)}, {"$set": user})
 
     # -- dialogs ------------------------------------------------------------------------
 

@@ -243,14 +243,20 @@ class SqliteStore:
     async def finish_turn(
         self, dialog_id: str, human_id: str, utterance: HumanUtterance,
         bot_utterance: BotUtterance, human_attributes: dict[str, Any],
-        bot_attributes: dict[str, Any],
+        bot_attributes: dict[str, Any], *, human_profile: dict[str, Any] | None = None,
+        replace_human_attributes: bool = False,
     ) -> None:
         statements: list[Statement] = [
             ("UPDATE utterances SET doc = ? WHERE utt_id = ?",
              [_document(utterance), utterance.utt_id]),
             _insert_utterance(dialog_id, bot_utterance),
         ]
-        statements += _merges("users", "$.attributes", human_attributes, human_id)
+        if replace_human_attributes:
+            statements.append(("UPDATE users SET doc = json_set(doc, '$.attributes', json(?)) "
+                               "WHERE id = ?", [_json(human_attributes), human_id]))
+        else:
+            statements += _merges("users", "$.attributes", human_attributes, human_id)
+        statements += _merges("users", "$.profile", human_profile or {}, human_id)
         statements += _merges("dialogs", "$.bot.attributes", bot_attributes, dialog_id)
         self._write(*statements)
 

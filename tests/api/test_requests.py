@@ -41,7 +41,12 @@ def test_a_query_object_as_user_id_is_refused(client: httpx.Client) -> None:
 def test_numeric_user_ids_are_accepted_as_dp_agent_clients_send_them(
     client: httpx.Client,
 ) -> None:
-    assert client.post("/", json={"user_id": 12345, "payload": "hi"}).json()["user_id"] == "12345"
+    """dp-agent answers a numeric user_id with a number; it is the same user as "12345"."""
+    numeric = client.post("/", json={"user_id": 12345, "payload": "hi"}).json()
+    assert numeric["user_id"] == 12345
+    text = client.post("/", json={"user_id": "12345", "payload": "hi"}).json()
+    assert text["user_id"] == "12345"
+    assert text["dialog_id"] == numeric["dialog_id"]
 
 
 def test_wrong_content_type_says_how_to_send(client: httpx.Client) -> None:

@@ -27,8 +27,9 @@ async def chat(message: AgentMessage, dialogue: DialogueDep, settings: SettingsD
     async def answer() -> dict[str, object]:
         reply = await dialogue.handle(message.user_id, message.payload, attributes)
         return AgentReply(dialog_id=reply.dialog_id, utt_id=reply.utt_id,
-                          user_id=reply.user_id, response=reply.response,
-                          active_skill=reply.active_skill).model_dump()
+                          user_id=message.reply_user_id(), response=reply.response,
+                          active_skill=reply.active_skill,
+                          debug_output=reply.debug).model_dump()
 
     message_key = key or message.message_id
     scoped = f"chat:{message_key}" if message_key else None

@@ -14,7 +14,8 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
 from agent.api.security import ReaderKey
-from agent.pipeline.config import GROUPS, GroupName, ServiceConfig
+from agent.dream.graph import DreamPipeline
+from agent.pipeline.config import GROUPS, ServiceConfig
 from agent.pipeline.graph import Pipeline, ServiceNode
 from agent.pipeline.stats import ServiceStats, ServiceSummary
 
@@ -25,7 +26,7 @@ class ServiceInfo(BaseModel):
     """One configured service, where the page draws it."""
 
     name: str
-    group: GroupName
+    group: str = Field(description="a Chorus group, or a dp-agent file's group name")
     target: str = Field(description="the URL called (without credentials), or builtin:NAME")
     timeout: float
     batch_size: int
@@ -41,7 +42,7 @@ class ServiceInfo(BaseModel):
 class Stage(BaseModel):
     """A non-empty group, in turn order, and the columns its services take."""
 
-    group: GroupName
+    group: str
     services: list[str]
     first_column: int
     last_column: int
@@ -170,6 +171,10 @@ def describe(pipeline: Pipeline, stats: ServiceStats) -> PipelineInfo:
 async def get_pipeline(request: Request) -> PipelineInfo:
     """The service graph as configured, with each service's calls, p50/p95 latency,
     error rate and timeouts in this agent process."""
-    pipeline: Pipeline = request.app.state.pipeline
+    pipeline: Pipeline | DreamPipeline = request.app.state.pipeline
     stats: ServiceStats = request.app.state.dialogue.metrics.services
+    if isinstance(pipeline, DreamPipeline):
+        from agent.api.routes.dream_info import describe_dream  # it imports this module
+
+        return describe_dream(pipeline, stats)
     return describe(pipeline, stats)

@@ -1,0 +1,251 @@
+"""Run one turn through a dp-agent pipeline, with dp-agent's semantics and Chorus's rules.
+
+A service runs once everything in its ``previous_services`` is finished. Its dialog
+formatter turns the dialog dict into tasks (one request each; none when it returns an empty
+list), each answer goes through the response formatter and then the service's
+``state_manager_method``. A ``selector`` skips the services that wait for it and are not
+named in its answer; a ``responder`` ends the turn; when the graph ends without a bot
+utterance the ``last_chance`` service answers, and when the turn's deadline passes the
+``timeout`` service does (Chorus's fallback text if either is missing or fails).
+
+Unlike dp-agent, a failed service costs only its own output: services waiting for it still
+run unless they list it in ``required_previous_services``. The turn returns the same
+:class:`TurnResult` as Chorus's own executor, so storage, ordering and idempotency are
+unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from agent.connectors.errors import (
+    BadServiceResponse,
+    FailureKind,
+    ServiceError,
+    ServiceTimeout,
+)
+from agent.dream.connectors import BatchingHttp, DreamConnector
+from agent.dream.dialog import counts_before
+from agent.dream.graph import DreamPipeline, DreamService
+from agent.dream.state import TurnState, selected_labels
+from agent.pipeline.executor import FALLBACK_SKILL, Turn, TurnResult
+from agent.pipeline.limits import TurnLimits
+from agent.state.limits import StorageLimits
+from agent.state.models import BotUtterance, Outcome, ServiceCall, ServiceFailure
+
+log = logging.getLogger("chorus.dream")
+
+#: Seconds the timeout service gets once the turn's deadline has passed.
+TIMEOUT_SERVICE_BUDGET = 2.0
+
+
+class _Run:
+    def __init__(self, state: TurnState, pipeline: DreamPipeline,
+                 clock: Callable[[], float]) -> None:
+        self.state = state
+        self.clock = clock
+        self.started = clock()
+        self.done = {node.name: asyncio.Event() for node in pipeline}
+        self.status: dict[str, str] = {}
+        self.selections: dict[str, set[str]] = {}
+        self.responded = asyncio.Event()
+        self.finished_normally = False
+        self.stored_bytes = 0
+
+    def record(self, node: DreamService, start: float, outcome: Outcome,
+               batch: int = 1) -> None:
+        self.state.utterance.trace.append(ServiceCall(
+            service=node.name, group=node.trace_group, start=start - self.started,
+            duration=self.clock() - start, outcome=outcome,
+            batch_size=batch))
+
+    def fail(self, node: DreamService, kind: FailureKind, message: str) -> None:
+        log.warning("service %s: %s: %s", node.name, kind, message)
+        self.state.utterance.errors.append(
+            ServiceFailure(service=node.name, kind=kind, message=message))
+
+
+class DreamExecutor:
+    """Runs turns through one dp-agent pipeline; one connector per service."""
+
+    def __init__(self, pipeline: DreamPipeline, connectors: Mapping[str, DreamConnector],
+                 channel_type: str = "http_client",
+                 clock: Callable[[], float] = time.perf_counter,
+                 limits: StorageLimits | None = None) -> None:
+        missing = {s.name for s in pipeline.all_services()} - set(connectors)
+        if missing:
+            raise ValueError(f"no connector for {', '.join(sorted(missing))}")
+        self.pipeline = pipeline
+        self._connectors = connectors
+        self._channel_type = channel_type
+        self._clock = clock
+        self._names = [s.name for s in pipeline.nodes]
+        self._limits = TurnLimits(limits or StorageLimits())
+
+    async def run(self, turn: Turn) -> TurnResult:
+        state = TurnState(
+            dialog_id=turn.dialog_id, channel_type=self._channel_type, human=turn.human,
+            bot=turn.bot, history=list(turn.history), utterance=turn.utterance,
+            counts=counts_before(turn.history), pipeline_names=self._names)
+        run = _Run(state, self.pipeline, self._clock)
+        timed_out = not await self._run_graph(run)
+        if timed_out and self.pipeline.timeout is not None:
+            await self._special(run, self.pipeline.timeout)
+        if state.bot_utterance is None and self.pipeline.last_chance is not None:
+            await self._special(run, self.pipeline.last_chance)
+        if state.bot_utterance is None:
+            state.bot_utterance = BotUtterance(
+                text=self.pipeline.fallback_response, orig_text=None,
+                active_skill=FALLBACK_SKILL, confidence=0.0,
+                user=turn.bot.model_dump(mode="json"),
+                attributes={"selector_reason": "no service added a bot utterance"})
+        chosen = state.chosen_index()
+        writer, errors = state.bot_utterance.active_skill, state.utterance.errors
+        reset = state.attributes_reset
+        check = self._limits.merge_or_refuse
+        return TurnResult(
+            utterance=state.utterance, bot_utterance=state.bot_utterance,
+            human_attributes=check("human attributes", writer,
+                                   {} if reset else turn.human.attributes,
+                                   state.human_attributes if reset else state.human_changes,
+                                   errors),
+            bot_attributes=check("bot attributes", writer, turn.bot.attributes,
+                                 state.bot_changes, errors),
+            chosen=chosen,
+            human_profile=check("profile", writer, turn.human.profile.model_dump(),
+                                state.profile, errors),
+            replace_human_attributes=reset)
+
+    async def _run_graph(self, run: _Run) -> bool:
+        """False when the turn's deadline passed first."""
+        if not self.pipeline.nodes:
+            return True
+        tasks = [asyncio.create_task(self._run_node(run, node)) for node in self.pipeline]
+        everything: asyncio.Future[Any] = asyncio.gather(*tasks, return_exceptions=True)
+        responder: asyncio.Future[Any] = asyncio.create_task(run.responded.wait())
+        remaining = max(run.started + self.pipeline.turn_timeout - self._clock(), 0.0)
+        try:
+            done, _ = await asyncio.wait([everything, responder], timeout=remaining,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            responder.cancel()
+        in_time = bool(done)
+        if not in_time:
+            log.warning("turn deadline of %ss reached", self.pipeline.turn_timeout)
+        for task in tasks:
+            task.cancel()
+        run.finished_normally = in_time
+        await asyncio.gather(everything, return_exceptions=True)
+        return in_time
+
+    def _skip_reason(self, run: _Run, node: DreamService) -> tuple[str | None, bool]:
+        failed = [n for n in sorted(node.requires) if run.status.get(n) != "ok"]
+        if failed:
+            return f"required service(s) {', '.join(failed)} gave no output", True
+        for dep in node.depends_on:
+            chosen = run.selections.get(dep)
+            if chosen and node.label not in chosen:
+                return f"not chosen by the selector {dep}", False
+        if node.depends_on and all(run.status.get(d) == "skipped" for d in node.depends_on):
+            return "every service it waits for was skipped", False
+        return None, False
+
+    async def _run_node(self, run: _Run, node: DreamService) -> None:
+        start = self._clock()
+        try:
+            for name in node.depends_on:
+                await run.done[name].wait()
+            start = self._clock()
+            skip, is_failure = self._skip_reason(run, node)
+            if skip is not None:
+                if is_failure:
+                    run.fail(node, "skipped", skip)
+                run.status[node.name] = "skipped"
+                run.record(node, start, "skipped")
+                return
+            await self._call(run, node, start)
+            if "responder" in node.tags and run.status.get(node.name) == "ok":
+                run.responded.set()
+        except asyncio.CancelledError:
+            if run.responded.is_set():  # a responder ended the turn: not a failure
+                run.status[node.name] = "skipped"
+                run.record(node, start, "skipped")
+            elif not run.finished_normally:
+                run.fail(node, "timeout",
+                         f"turn deadline of {self.pipeline.turn_timeout}s reached")
+                run.record(node, start, "timeout")
+            raise
+        finally:
+            run.done[node.name].set()
+
+    async def _call(self, run: _Run, node: DreamService, start: float) -> int:
+        """Call the service and apply its answers; its status is ``ok`` or ``failed``."""
+        tasks: list[Any] = []
+        batch = 1
+        try:
+            tasks = self._tasks(node, run.state.dialog())
+            connector = self._connectors[node.name]
+            if isinstance(connector, BatchingHttp):
+                sized = await asyncio.gather(*(connector.send_sized(t) for t in tasks))
+                answers = [answer for answer, _ in sized]
+                batch = max((size for _, size in sized), default=1)
+            else:
+                answers = await asyncio.gather(*(connector.send(t) for t in tasks))
+            for ind, answer in enumerate(answers):
+                self._apply(run, node, answer, ind)
+        except ServiceError as exc:
+            error: ServiceError = exc
+        except TimeoutError:
+            error = ServiceTimeout(node.name, "no answer in time")
+        except Exception as exc:  # a formatter's or python connector's bug costs its service
+            log.exception("service %s failed in the agent", node.name)
+            error = ServiceError(node.name, f"{type(exc).__name__}: {exc}")
+        else:
+            run.status[node.name] = "ok"
+            run.record(node, start, "ok", batch)
+            return len(tasks)
+        run.status[node.name] = "failed"
+        run.fail(node, error.kind, error.message)
+        run.record(node, start, "timeout" if error.kind == "timeout" else "error", batch)
+        return 0
+
+    def _tasks(self, node: DreamService, dialog: dict[str, Any]) -> list[Any]:
+        if node.dialog_formatter is None:
+            return [dialog]
+        try:
+            tasks = node.dialog_formatter(dialog)
+        except Exception as exc:
+            raise BadServiceResponse(node.name, f"dialog_formatter raised "
+                                     f"{type(exc).__name__}: {exc}") from None
+        if not isinstance(tasks, list):
+            raise BadServiceResponse(node.name, "dialog_formatter must return a list of "
+                                     f"payloads, got {type(tasks).__name__}")
+        return tasks
+
+    def _apply(self, run: _Run, node: DreamService, answer: Any, ind: int) -> None:
+        if node.response_formatter is not None:
+            try:
+                answer = node.response_formatter(answer)
+            except Exception as exc:
+                raise BadServiceResponse(node.name, f"response_formatter raised "
+                                         f"{type(exc).__name__}: {exc}") from None
+        # What could not be stored or read back is refused before it touches the state.
+        run.stored_bytes = self._limits.charge(node.name, answer, run.stored_bytes)
+        if "selector" in node.tags and answer:
+            run.selections.setdefault(node.name, set()).update(
+                selected_labels(answer, node.name))
+        run.state.apply(node.state_manager_method, answer, node.label, ind)
+
+    async def _special(self, run: _Run, node: DreamService) -> None:
+        """The timeout or last-chance service, on its own short budget."""
+        start = self._clock()
+        try:
+            async with asyncio.timeout(TIMEOUT_SERVICE_BUDGET):
+                await self._call(run, node, start)
+        except TimeoutError:
+            run.fail(node, "timeout", f"no answer within {TIMEOUT_SERVICE_BUDGET}s")
+            run.record(node, start, "timeout")
