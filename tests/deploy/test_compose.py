@@ -644,6 +644,36 @@ def test_service_requirements_are_only_what_the_sdk_needs() -> None:
             f"{line}: use pyproject.toml's bound ({floors[normalise(requirement.name)]})")
 
 
+def pyproject_floors() -> dict[str, str]:
+    """Each dependency of pyproject.toml (core and extras) and its version bound."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extras = pyproject["project"]["optional-dependencies"].values()
+    lines = [*pyproject["project"]["dependencies"], *(r for extra in extras for r in extra)]
+    floors: dict[str, set[str]] = {}
+    for line in lines:
+        requirement = Requirement(line)
+        floors.setdefault(normalise(requirement.name), set()).add(str(requirement.specifier))
+    several = {name: bounds for name, bounds in floors.items() if len(bounds) > 1}
+    assert not several, f"pyproject.toml names these with different bounds: {several}"
+    return {name: bounds.pop() for name, bounds in floors.items()}
+
+
+def test_every_requirement_file_uses_the_one_floor_of_pyproject() -> None:
+    """A service image must run on what `make run` and the tests install: each requirement
+    file names only dependencies of pyproject.toml, with pyproject's own bound."""
+    floors = pyproject_floors()
+    files = [SERVICE_REQUIREMENTS, *sorted(ROOT.glob("*/*/requirements.txt"))]
+    assert len(files) > 4
+    for path in files:
+        for line in requirement_lines(path):
+            requirement = Requirement(line)
+            name = normalise(requirement.name)
+            where = path.relative_to(ROOT)
+            assert name in floors, f"{where}: {name} is not in pyproject.toml (services extra)"
+            assert str(requirement.specifier) == floors[name], (
+                f"{where}: {line}: use pyproject.toml's bound ({floors[name]})")
+
+
 def test_agent_image_starts_from_the_compose_environment(tmp_path: Path) -> None:
     dockerfile = dockerfile_of("agent")
     command = uvicorn_command(dockerfile)
