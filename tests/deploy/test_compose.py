@@ -720,7 +720,10 @@ def test_agent_image_starts_from_the_compose_environment(tmp_path: Path) -> None
 def test_only_the_agent_publishes_a_port() -> None:
     publishing = sorted(name for name, spec in SERVICES.items() if spec.get("ports"))
     assert publishing == ["agent"]
-    assert [str(p) for p in SERVICES["agent"]["ports"]] == [f"{AGENT_PORT}:{AGENT_PORT}"]
+    # On the loopback interface unless AGENT_PUBLISH_ADDRESS says otherwise: an agent
+    # reachable from the network should be a decision, not a default.
+    assert [interpolate(str(p)) for p in SERVICES["agent"]["ports"]] == [
+        f"127.0.0.1:{AGENT_PORT}:{AGENT_PORT}"]
 
 
 @pytest.mark.parametrize("service", sorted(SERVICES))
@@ -796,3 +799,72 @@ def test_no_compose_pipeline_url_points_outside_compose() -> None:
              if entry["connector"].get("url")}
     assert hosts <= set(PIPELINE_SERVICES), hosts - set(PIPELINE_SERVICES)
     assert not fnmatch.filter(hosts, "127.*") and "localhost" not in hosts
+
+
+# -- (f) docs/deployment.md tells the truth about this compose file and the agent image -----
+
+DEPLOYMENT_DOC = ROOT / "docs" / "deployment.md"
+
+
+def doc_section(title: str) -> str:
+    text = DEPLOYMENT_DOC.read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end >= 0 else None]
+
+
+def test_the_docs_list_exactly_the_compose_containers_and_their_builds() -> None:
+    section = doc_section("The containers")
+    table = section[section.index("| compose service |"):]
+    table = table[:table.index("\n\n")]
+    rows = re.findall(r"^\| `([a-z0-9-]+)` \| ([^|]+) \|", table, flags=re.M)
+    listed = dict(rows)
+    assert sorted(listed) == sorted(SERVICES), (
+        "docs/deployment.md's table of containers is not docker-compose.yml's services")
+    for name, built in listed.items():
+        spec = SERVICES[name]
+        expected = (f"image `{spec['image']}`" if "image" in spec
+                    else f"`{spec['build']['dockerfile']}`")
+        assert built.strip() == expected, f"{name}: the docs say {built.strip()}"
+
+
+def docs_docker_run() -> list[str]:
+    """The ``docker run`` command of the docs' agent-image example, as arguments."""
+    (block,) = [b for b in re.findall(r"```sh\n(.*?)```", DEPLOYMENT_DOC.read_text(), re.S)
+                if "docker run" in b]
+    command = block[block.index("docker run"):].replace("\\\n", " ").splitlines()[0]
+    return shlex.split(command)
+
+
+def test_the_agent_image_runs_without_compose_as_the_docs_show(tmp_path: Path) -> None:
+    """The docs' `docker run` with the image's files: its published address, variables and
+    mounts. The example's database host and generated key are placeholders, so the agent
+    gets an SQLite file and a fixed key here; the mounted pipeline is the repository's."""
+    args = docs_docker_run()
+    assert args[:2] == ["docker", "run"] and args[-1] == "chorus-agent"
+    published = [args[i + 1] for i, a in enumerate(args) if a == "-p"]
+    assert published == [f"127.0.0.1:{AGENT_PORT}:{AGENT_PORT}"]
+    env = dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "-e")
+    from agent.settings import ENV_PREFIX, Settings
+
+    assert set(env) <= {ENV_PREFIX + name.upper() for name in Settings.model_fields}
+    mounts = [args[i + 1].split(":") for i, a in enumerate(args) if a == "-v"]
+
+    dockerfile = dockerfile_of("agent")
+    workdir = stage(dockerfile, tmp_path / "image")
+    for _, inside, *_ in mounts:
+        target = tmp_path / "image" / inside.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / "pipeline.json", target)
+    pipeline = env.get("CHORUS_PIPELINE", "pipeline.json")  # the agent's default
+    staged = (tmp_path / "image" / pipeline.lstrip("/") if pipeline.startswith("/")
+              else workdir / pipeline)
+    assert staged.is_file(), f"the agent would read {pipeline}: neither in the image nor mounted"
+
+    env |= {"CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db",
+            "CHORUS_API_KEY": "0123456789abcdef0123456789abcdef"}
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    blocked = blocked_modules(pyproject["project"]["dependencies"], own={"agent"})
+    found = probe(workdir, uvicorn_command(dockerfile), blocked=blocked,
+                  requests=[("GET", "/ping", "")], env=env)
+    assert found["answers"]["GET /ping"][0] == 200, found["answers"]
