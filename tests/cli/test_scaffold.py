@@ -326,8 +326,9 @@ def doc_block(language: str, containing: str) -> str:
 def test_following_the_docs_keeps_every_test_green(tmp_path: Path) -> None:
     """A newcomer's path through docs/adding-a-skill.md, in a copy of the repository: the
     weather skill scaffolded, its code and first test replaced by the docs', the weather
-    intent added to the intents annotator and routed in rules.json. Then lint and the tests
-    of every service and of the default bot stay green, and the skill answers its tests."""
+    intent added to the intents annotator and routed in rules.json. Then lint, the tests of
+    every service, of the default bot and of the deployment stay green, and the skill passes
+    the test the docs give it."""
     repo = copy_repository(tmp_path / "repo")
     assert chorus(repo, "new", "skill", "weather").exit_code == 0
     skill = repo / "skills" / "weather"
@@ -355,7 +356,8 @@ def test_following_the_docs_keeps_every_test_green(tmp_path: Path) -> None:
     assert lint.returncode == 0, lint.stdout
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "not mongodb",
-         "annotators", "skills", "skill_selectors", "response_selectors", "tests/e2e"],
+         "annotators", "skills", "skill_selectors", "response_selectors", "tests/e2e",
+         "tests/deploy"],
         cwd=repo, env=env, capture_output=True, text=True, timeout=540, check=False)
     assert result.returncode == 0, result.stdout[-4000:]
     assert "skills/weather/test_app.py ...." in result.stdout or " passed" in result.stdout
