@@ -21,7 +21,8 @@ from __future__ import annotations
 import importlib.resources
 import itertools
 import re
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -98,27 +99,50 @@ def load_entries(files: Iterable[tuple[str, str]]) -> list[Entry]:
     return list(entries.values())
 
 
+class _Tfidf:
+    """One TF-IDF view of the statements, fitted once with scikit-learn.
+
+    A query is weighted here rather than with ``vectorizer.transform``, as in the FAQ
+    skill: the same n-grams, sublinear term frequency, IDF and L2 norm, without
+    scikit-learn's per-call validation (0.1 ms per utterance against 0.8 ms). The test
+    checks that both give the same similarities.
+    """
+
+    def __init__(self, statements: list[str], preprocessor: Callable[[str], str]) -> None:
+        self.vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5),
+                                          sublinear_tf=True, preprocessor=preprocessor)
+        self.matrix = self.vectorizer.fit_transform(statements).tocsc()  # rows L2-normalised
+        self._analyse = self.vectorizer.build_analyzer()
+        self._vocabulary: dict[str, int] = self.vectorizer.vocabulary_
+        self._idf = self.vectorizer.idf_
+
+    def similarities(self, text: str) -> np.ndarray:
+        """Cosine similarity of ``text`` to every statement (0..1)."""
+        counts = Counter(g for g in self._analyse(text) if g in self._vocabulary)
+        if not counts:
+            return np.zeros(self.matrix.shape[0])
+        columns = np.fromiter((self._vocabulary[g] for g in counts), dtype=np.intp)
+        weights = (1.0 + np.log(np.fromiter(counts.values(), dtype=float))) * self._idf[columns]
+        similarities: np.ndarray = self.matrix[:, columns] @ weights
+        return similarities / np.linalg.norm(weights)
+
+
 class CorpusIndex:
-    """The statements as two TF-IDF matrices (whole text, content words), fitted once."""
+    """The statements as two TF-IDF views (whole text, content words), fitted once."""
 
     def __init__(self, entries: list[Entry]) -> None:
         self.entries = entries
         statements = [e.statement for e in entries]
-        self._whole = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5),
-                                      sublinear_tf=True, preprocessor=whole_text)
-        self._content = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5),
-                                        sublinear_tf=True, preprocessor=content_words)
-        self._whole_matrix = self._whole.fit_transform(statements)
-        self._content_matrix = self._content.fit_transform(statements)
+        self.whole = _Tfidf(statements, whole_text)
+        self.content = _Tfidf(statements, content_words)
         self._stop_words_only = np.array([not content_words(s) for s in statements])
 
     def similarities(self, text: str) -> np.ndarray:
-        whole = (self._whole_matrix @ self._whole.transform([text]).T).toarray().ravel()
+        whole = self.whole.similarities(text)
         if not content_words(text):
             scores: np.ndarray = whole * self._stop_words_only
             return scores
-        content = (self._content_matrix @ self._content.transform([text]).T).toarray().ravel()
-        scores = np.sqrt(whole * content)
+        scores = np.sqrt(whole * self.content.similarities(text))
         return scores
 
     def best(self, text: str) -> tuple[Entry, float] | None:

@@ -4,6 +4,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 from skills.smalltalk.app import CORPUS, app
@@ -89,3 +90,11 @@ def test_the_persona_speaks_for_itself_before_the_corpus(url: str) -> None:
     assert how[0]["smalltalk_topic"] == "how_are_you"
     (music,) = ask(url, view("Do you like music?"))
     assert music[0]["text"].startswith("My favourite music is")
+
+
+@pytest.mark.parametrize("text", ["Tell me a joke", "How old are you?", "Do you like movies?",
+                                  "zzz qqq", "I'm bored, what's up?"])
+def test_query_weighting_matches_scikit_learn(text: str) -> None:
+    for view_ in (CORPUS.whole, CORPUS.content):
+        expected = (view_.matrix @ view_.vectorizer.transform([text]).T).toarray().ravel()
+        assert np.allclose(view_.similarities(text), expected)
