@@ -40,8 +40,8 @@ logger = logging.getLogger(__name__)
 
 PERSONA_FILE = Path(__file__).parent / "persona.json"
 
-Topic = Literal["how_are_you", "thanks", "farewell", "bot_identity", "abilities", "likes",
-                "hobbies", "home", "favourite", "no_favourite", "empathy"]
+Topic = Literal["how_are_you", "doing_well", "thanks", "farewell", "bot_identity", "abilities",
+                "likes", "hobbies", "home", "favourite", "no_favourite", "empathy"]
 
 #: Intent names of ``annotations["intents"]`` that are small talk.
 INTENT_TOPICS: frozenset[str] = frozenset(
@@ -93,6 +93,11 @@ PATTERNS: tuple[tuple[Topic, re.Pattern[str]], ...] = (
     ("how_are_you", re.compile(
         r"\bhow\s+(?:are|r)\s+(?:you|u|ya)\b|\bhow\s+(?:have\s+you\s+been|do\s+you\s+do)\b"
         r"|\bhow(?:'s|\s+is)\s+(?:it\s+going|your\s+day|life)\b|\bhow\s+are\s+things\b", _I)),
+    # "I'm good, thanks": an answer to "how are you?", not thanks for anything.
+    ("doing_well", re.compile(
+        r"^\W*(?:(?:i'?m|i\s+am|im)\s+(?:doing\s+|feeling\s+)?|doing\s+)?(?:very\s+|really\s+)?"
+        r"(?:good|fine|great|well|ok|okay|alright|not\s+bad)\b(?:\W+(?:thanks|thank\s+you|thx))?"
+        r"\W*(?:(?:and|how\s+about|what\s+about)\s+(?:you|u)\W*)?$", _I)),
     ("farewell", re.compile(
         r"\b(?:bye|goodbye|good\s+bye|bye\s+bye|see\s+(?:you|ya)|good\s+night|farewell"
         r"|take\s+care|gotta\s+go|talk\s+(?:to\s+you\s+)?later|ttyl)\b", _I)),
@@ -123,6 +128,7 @@ class Templates(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     how_are_you: Lines = Field(min_length=1)
+    doing_well: Lines = Field(min_length=1)
     thanks: Lines = Field(min_length=1)
     farewell: Lines = Field(min_length=1)
     bot_identity: Lines = Field(min_length=1)

@@ -85,6 +85,14 @@ def test_the_joke_just_told_is_not_told_again(url: str) -> None:
     assert again[0]["text"] != first[0]["text"]
 
 
+def test_i_am_good_thanks_answers_how_are_you_not_thanks(url: str) -> None:
+    for text in ("I'm good, thanks", "Fine, thank you. And you?", "not bad"):
+        (answer,) = ask(url, view("How are you?", "Pretty well! And you?", text))
+        assert answer[0]["smalltalk_topic"] == "doing_well", text
+    (thanks,) = ask(url, view("thanks!"))
+    assert thanks[0]["smalltalk_topic"] == "thanks"
+
+
 def test_the_persona_speaks_for_itself_before_the_corpus(url: str) -> None:
     (how,) = ask(url, view("How are you?"))
     assert how[0]["smalltalk_topic"] == "how_are_you"

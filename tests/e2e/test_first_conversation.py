@@ -29,7 +29,7 @@ SCRIPT: list[tuple[str, str, str]] = [
     ("Hello!", "greeting", "What's your name?"),
     ("I'm Maria", "greeting", "Nice to meet you, Maria"),
     ("How are you?", "smalltalk", ""),
-    ("I'm good, thanks", "smalltalk", ""),
+    ("I'm good, thanks", "smalltalk", "to hear"),
     ("What's your name?", "smalltalk", "Chorus"),
     ("Who are you?", "smalltalk", ""),
     ("Are you a robot?", "smalltalk", ""),
