@@ -22,7 +22,7 @@ from agent.sdk import DialogView, Service, SkillHypothesis
 ANSWERS = (
     "I'm not sure I follow. Could you tell me a bit more?",
     "Interesting! Tell me more.",
-    "Hmm, I don't know much about that. What else is on your mind?",
+    "Sounds good! I'm listening: what happened next?",
     "That sounds like a story. How did it go?",
     "I see. And how do you feel about that?",
 )
