@@ -22,7 +22,7 @@ from agent.sdk import DialogView, Service, SkillHypothesis
 ANSWERS = (
     "I'm not sure I follow. Could you tell me a bit more?",
     "Interesting! Tell me more.",
-    "Sounds good! I'm listening: what happened next?",
+    "I'm listening. What happened next?",
     "That sounds like a story. How did it go?",
     "I see. And how do you feel about that?",
 )
