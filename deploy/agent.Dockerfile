@@ -3,6 +3,8 @@
 #   docker build -f deploy/agent.Dockerfile -t chorus-agent .
 # Configuration comes from CHORUS_* environment variables (agent/settings.py), e.g.
 # CHORUS_DB_URL=mongodb://mongo:27017/chorus and CHORUS_PIPELINE=/app/deploy/pipeline.compose.json.
+# Without compose, mount your pipeline at /app/pipeline.json, the default path
+# (docs/deployment.md, "The agent image without compose").
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

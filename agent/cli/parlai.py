@@ -12,10 +12,33 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agent.parlai.formats import DatasetError, read_episodes, write_episodes
-from agent.parlai.replay import METRICS, EvalReport, dialog_episode, evaluate, fetch_dialogs
+from agent.parlai.replay import (
+    METRICS,
+    EvalReport,
+    ReplayError,
+    dialog_episode,
+    evaluate,
+    fetch_dialogs,
+)
 
 console = Console()
 UrlOption = Annotated[str, typer.Option(help="the running agent")]
+ApiKeyOption = Annotated[str | None, typer.Option(
+    "--api-key", envvar="CHORUS_API_KEY",
+    help="X-API-Key of an agent that sets CHORUS_API_KEY (docker compose always does)")]
+REFUSED = (401, 403)
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    return {"X-API-Key": api_key} if api_key else {}
+
+
+def _refused_hint(status: int, api_key: str | None) -> str:
+    """What to do about a 401/403: send the key, or check the one sent."""
+    if status not in REFUSED:
+        return ""
+    return (" (the agent wants its API key: pass --api-key or set CHORUS_API_KEY)"
+            if not api_key else " (is --api-key / CHORUS_API_KEY the agent's key?)")
 
 
 def _table(report: EvalReport) -> Table:
@@ -35,8 +58,13 @@ def eval_command(
     url: UrlOption = "http://127.0.0.1:4242",
     json_out: Annotated[Path | None, typer.Option("--json", help="also write the report")]
     = None,
+    api_key: ApiKeyOption = None,
 ) -> None:
-    """Play every episode of FILE as one dialog and print its metrics."""
+    """Play every episode of FILE as one dialog and print its metrics.
+
+    An agent that protects its chat (CHORUS_PROTECT_CHAT) needs its API key: --api-key or
+    CHORUS_API_KEY.
+    """
     try:
         episodes = read_episodes(file)
     except DatasetError as exc:
@@ -46,11 +74,13 @@ def eval_command(
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console, transient=True)
     try:
-        with httpx.Client(base_url=url, timeout=60) as client, progress:
+        with httpx.Client(base_url=url, timeout=60, headers=_headers(api_key)) as client, \
+                progress:
             task = progress.add_task(f"{len(episodes)} episodes", total=turns)
             report = evaluate(episodes, client, on_turn=lambda: progress.advance(task))
     except (httpx.TransportError, RuntimeError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        hint = _refused_hint(exc.status, api_key) if isinstance(exc, ReplayError) else ""
+        console.print(f"[red]error:[/red] {exc}{hint}", highlight=False)
         raise typer.Exit(1) from None
     console.print(_table(report))
     if json_out is not None:
@@ -63,16 +93,22 @@ def export_command(
     = None,
     dialog: Annotated[list[str] | None, typer.Option(help="one dialog (repeatable)")] = None,
     url: UrlOption = "http://127.0.0.1:4242",
+    api_key: ApiKeyOption = None,
 ) -> None:
-    """Write stored dialogs as ParlAI episodes: each human text labelled with the answer."""
+    """Write stored dialogs as ParlAI episodes: each human text labelled with the answer.
+
+    Reading dialogs needs the agent's API key when it sets one (--api-key or CHORUS_API_KEY).
+    """
     if not user and not dialog:
         console.print("[red]error:[/red] name at least one --user or --dialog")
         raise typer.Exit(2)
     try:
-        with httpx.Client(base_url=url, timeout=60) as client:
+        with httpx.Client(base_url=url, timeout=60, headers=_headers(api_key)) as client:
             dialogs = fetch_dialogs(client, user or [], dialog or [])
     except httpx.HTTPStatusError as exc:
-        console.print(f"[red]error:[/red] {exc.request.url}: {exc.response.text[:200]}")
+        hint = _refused_hint(exc.response.status_code, api_key)
+        console.print(f"[red]error:[/red] {exc.request.url}: {exc.response.status_code} "
+                      f"{exc.response.text[:200]}{hint}", highlight=False)
         raise typer.Exit(1) from None
     except httpx.TransportError as exc:
         console.print(f"[red]error:[/red] cannot reach the agent at {url}: {exc}")

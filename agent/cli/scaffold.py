@@ -395,8 +395,9 @@ def plan_skill(root: Path, name: str, pipeline_path: Path) -> Plan:
         notes.append(f"{COMPOSE_FILE} or {COMPOSE_PIPELINE} not found: docker compose "
                      "files left alone")
     if local["services"].get("skill_selectors"):
-        notes.append("The pipeline has a skill selector: the new skill runs on the turns\n"
-                     "where no selector rule names other skills (docs/adding-a-skill.md, 7).")
+        notes.append("The pipeline has a skill selector: its rules apply only to the skills\n"
+                     "they name, so the new skill runs on every turn until a rule names it\n"
+                     "(docs/adding-a-skill.md, 7).")
     new_files = {f: render_template(f, name, port) for f in TEMPLATE_FILES}
     pipelines = tuple(p for p in edits if deployment is None or p != deployment.compose_file)
     return Plan(name, root / "skills" / name, new_files, edits, changes, pipelines, notes)

@@ -54,6 +54,14 @@ def observation(example: Example, user_id: str, last: bool) -> dict[str, Any]:
     return {**sent, "user_id": user_id, "episode_done": last or bool(example.get("episode_done"))}
 
 
+class ReplayError(RuntimeError):
+    """The agent refused a turn; ``status`` is its HTTP status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 def evaluate(
     episodes: list[Episode], client: httpx.Client, *, user_prefix: str = "eval",
     on_turn: Callable[[], None] = lambda: None,
@@ -70,8 +78,9 @@ def evaluate(
             response = client.post("/api/v1/chat", json=observation(
                 example, user_id, last=index == len(episode) - 1))
             if response.status_code != 200:
-                raise RuntimeError(f"episode {number}, turn {index + 1}: the agent answered "
-                                   f"{response.status_code}: {response.text[:300]}")
+                raise ReplayError(response.status_code,
+                                  f"episode {number}, turn {index + 1}: the agent answered "
+                                  f"{response.status_code}: {response.text[:300]}")
             act = response.json()
             dialog_id = act["dialog_id"]
             if act.get("metrics"):

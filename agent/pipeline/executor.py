@@ -34,6 +34,7 @@ from agent.state.models import (
     HumanUtterance,
     ServiceCall,
     ServiceFailure,
+    SkillSelectorDecision,
 )
 from agent.telemetry import service_call_span
 
@@ -104,6 +105,8 @@ class _Run:
         self.done = {node.name: asyncio.Event() for node in pipeline}
         self.ok: set[str] = set()
         self.selected: set[str] = set()
+        #: The skills the selectors decide about (None: every skill).
+        self.decided: set[str] | None = set()
         self.selection: Selection | None = None
         self.skill_order = {n.name: i for i, n in enumerate(pipeline.group("skills"))}
         self.limits = limits or TurnLimits(StorageLimits())
@@ -212,7 +215,9 @@ class Executor:
         failed = node.requires - run.ok
         if failed:
             return f"required service(s) {', '.join(sorted(failed))} gave no output", True
-        if node.group == "skills" and run.selected and node.name not in run.selected:
+        if node.group == "skills" and run.selected and node.name not in run.selected and (
+            run.decided is None or node.name in run.decided
+        ):
             return "not chosen by the skill selector", False
         if node.group in ("candidate_annotators", "response_selectors") and not (
             run.utterance.hypotheses
@@ -251,7 +256,12 @@ class Executor:
             if node.group == "annotators":
                 utterance.annotations[node.name] = output
             elif node.group == "skill_selectors":
-                run.selected.update(outputs.selected_skills(node.name, output))
+                chosen = outputs.selected_skills(node.name, output)
+                run.selected.update(chosen.skills)
+                run.decided = (None if run.decided is None or chosen.decides is None
+                               else run.decided | set(chosen.decides))
+                utterance.skill_selection.append(
+                    SkillSelectorDecision(selector=node.name, **chosen.model_dump()))
             elif node.group == "skills":
                 utterance.hypotheses.extend(outputs.skill_hypotheses(node.name, output))
                 utterance.hypotheses.sort(key=lambda h: run.skill_order[h.skill_name])

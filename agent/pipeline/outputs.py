@@ -11,11 +11,11 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from agent.connectors.errors import BadServiceResponse, RefusedOutput
-from agent.sdk.models import Selection, SkillHypothesis
+from agent.sdk.models import Selection, SkillHypothesis, SkillSelection
 from agent.state.models import Hypothesis
 
 _hypotheses = TypeAdapter(list[SkillHypothesis])
-_skill_names = TypeAdapter(list[str])
+_skill_names = TypeAdapter(list[str] | SkillSelection)
 #: Fields of a stored hypothesis that only the agent sets.
 _AGENT_FIELDS = frozenset({"skill_name", "annotations"})
 
@@ -45,11 +45,15 @@ def skill_hypotheses(service: str, output: Any) -> list[Hypothesis]:
     return result
 
 
-def selected_skills(service: str, output: Any) -> list[str]:
+def selected_skills(service: str, output: Any) -> SkillSelection:
+    """A skill selector answers skill names, or ``{"skills": [...], "reason": "...",
+    "decides": [...]}``; names alone decide about every skill."""
     try:
-        return _skill_names.validate_python(output)
+        chosen = _skill_names.validate_python(output)
     except ValidationError as exc:
-        raise BadServiceResponse(service, f"not a list of skill names: {_short(exc)}") from None
+        raise BadServiceResponse(service, "not a list of skill names nor a skill selection: "
+                                 f"{_short(exc)}") from None
+    return SkillSelection(skills=chosen) if isinstance(chosen, list) else chosen
 
 
 def selection(service: str, output: Any, hypotheses: int) -> Selection:

@@ -12,6 +12,7 @@ from agent.sdk.models import (
     Selection,
     ServiceRequest,
     SkillHypothesis,
+    SkillSelection,
     UtteranceView,
 )
 from agent.sdk.service import Service
@@ -25,5 +26,6 @@ __all__ = [
     "Service",
     "ServiceRequest",
     "SkillHypothesis",
+    "SkillSelection",
     "UtteranceView",
 ]

@@ -3,7 +3,8 @@
 A service sees a :class:`DialogView` per dialog: the last ``context_window`` utterances and
 the profiles' attributes, never the whole history. It answers with one item per dialog,
 whose shape depends on its role (annotator: any JSON; skill: :class:`SkillHypothesis` list;
-skill selector: skill names; response selector: :class:`Selection`).
+skill selector: skill names or a :class:`SkillSelection`; response selector:
+:class:`Selection`).
 """
 
 from __future__ import annotations
@@ -117,6 +118,20 @@ class SkillHypothesis(BaseModel):
     bot_attributes: JsonDict = Field(default_factory=dict)
 
     _check_keys = field_validator("human_attributes", "bot_attributes")(check_attribute_keys)
+
+
+class SkillSelection(BaseModel):
+    """A skill selector's choice: the skills to run, why, and which skills it decides about.
+
+    ``skills`` empty means "run every skill". ``decides`` names the skills the selector has
+    rules for: a skill outside it runs whatever was chosen, so a skill just added to the
+    pipeline answers before anyone writes a rule for it. ``None`` (or a bare list of names
+    as the answer) means the selector decides about every skill.
+    """
+
+    skills: list[str] = Field(default_factory=list)
+    reason: str | None = None
+    decides: list[str] | None = None
 
 
 class Selection(BaseModel):

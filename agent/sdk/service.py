@@ -28,14 +28,21 @@ from opentelemetry.sdk.trace import TracerProvider
 from pydantic import BaseModel, TypeAdapter
 from starlette.concurrency import run_in_threadpool
 
-from agent.sdk.models import DialogView, HypothesisView, Selection, ServiceRequest, SkillHypothesis
+from agent.sdk.models import (
+    DialogView,
+    HypothesisView,
+    Selection,
+    ServiceRequest,
+    SkillHypothesis,
+    SkillSelection,
+)
 from agent.sdk.tracing import TraceRequests, tracer_provider_from_env
 
 Role = Literal["annotator", "skill", "candidate_annotator", "skill_selector", "response_selector"]
 Handler = Callable[..., Any]
 
 _skill_output = TypeAdapter(list[SkillHypothesis])
-_selector_output = TypeAdapter(list[str])
+_selector_output = TypeAdapter(list[str] | SkillSelection)
 
 
 def _jsonable(value: Any) -> Any:
@@ -56,7 +63,7 @@ def _normalise(role: Role, output: Any) -> Any:
             output = [output]
         return _jsonable(_skill_output.validate_python(output))
     if role == "skill_selector":
-        return _selector_output.validate_python(output)
+        return _jsonable(_selector_output.validate_python(output))
     if role == "response_selector":
         if isinstance(output, int):
             output = Selection(index=output)
@@ -104,7 +111,7 @@ class Service:
 
     @property
     def skill_selector(self) -> Callable[[Handler], Handler]:
-        """``fn(dialog) -> list[str]``: the names of the skills to run."""
+        """``fn(dialog) -> list[str] | SkillSelection``: the skills to run (and why)."""
         return self._register("skill_selector")
 
     @property

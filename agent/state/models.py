@@ -95,6 +95,17 @@ class ServiceFailure(BaseModel):
     message: str
 
 
+class SkillSelectorDecision(BaseModel):
+    """What a skill selector chose this turn, and why: read by the inspector to say why a
+    skill did not run."""
+
+    selector: str
+    skills: list[str] = Field(description="the skills chosen; empty: every skill ran")
+    reason: str | None = None
+    decides: list[str] | None = Field(
+        default=None, description="the skills it decides about; null: every skill")
+
+
 class HumanUtterance(BaseModel):
     """What the user said, with everything the pipeline made of it."""
 
@@ -108,6 +119,8 @@ class HumanUtterance(BaseModel):
     hypotheses: list[Hypothesis] = Field(default_factory=list)
     errors: list[ServiceFailure] = Field(default_factory=list)
     trace: list[ServiceCall] = Field(default_factory=list)
+    skill_selection: list[SkillSelectorDecision] = Field(
+        default_factory=list, description="each skill selector's decision (older turns: none)")
 
 
 class BotUtterance(BaseModel):

@@ -82,11 +82,13 @@ def test_bad_input_is_refused_with_a_message() -> None:
     assert response.json()["detail"][0]["loc"][-1] == "text"
 
 
-def test_the_shipped_file_has_8_to_15_examples_per_intent() -> None:
+def test_the_shipped_file_has_8_to_15_examples_per_reference_intent() -> None:
+    """The intents the reference services rely on; a deployment may add its own."""
     intents = IntentsFile.model_validate_json(INTENTS_FILE.read_bytes()).root
-    assert set(intents) == {"greeting", "farewell", "thanks", "how_are_you", "tell_name",
-                            "ask_name", "bot_identity", "abilities", "yes", "no"}
-    assert all(8 <= len(spec.examples) <= 15 for spec in intents.values())
+    reference = {"greeting", "farewell", "thanks", "how_are_you", "tell_name", "ask_name",
+                 "bot_identity", "abilities", "yes", "no"}
+    assert reference <= set(intents)
+    assert all(8 <= len(intents[name].examples) <= 15 for name in reference)
 
 
 @pytest.mark.parametrize(("intents", "place"), [

@@ -2,9 +2,16 @@
 
 Running only the skills an utterance calls for saves their calls and keeps off-topic
 candidates away from the response selector. Whenever the rules have nothing sure to say
-(no confident intent, an intent without a rule, an annotator that failed) the answer is
-``[]``, which the agent reads as "run every skill": a skill just added to the pipeline then
-answers without anyone touching the rules, and a broken annotator never silences the bot.
+(no confident intent, an intent without a rule, an annotator that failed) no skill is
+chosen, which the agent reads as "run every skill", so a broken annotator never silences
+the bot.
+
+The rules apply only to the skills they name: the answer's ``decides`` lists them, and a
+skill of the pipeline that no rule names runs whatever the rules chose, so a skill just
+added answers before anyone writes a rule for it. Only ``on_toxic`` decides about every
+skill: a toxic utterance reaches its skills and no other. Each answer carries its
+``reason`` ("intent thanks (0.95) → smalltalk, fallback"), which the agent stores with the
+turn and the inspector shows beside each skill that did not run.
 
 Reads, on the newest human utterance, ``annotations["badwords"]`` (``{"toxic": bool, ...}``)
 and ``annotations["intents"]`` (``{"intent": str | null, "confidence": float, ...}``), and
@@ -18,7 +25,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from agent.sdk import DialogView, Service
+from agent.sdk import DialogView, Service, SkillSelection
 
 RULES_FILE = Path(__file__).parent / "rules.json"
 
@@ -44,6 +51,12 @@ class Rules(BaseModel):
     intents: dict[SkillName, SkillNames] = Field(description="intent name -> skills to run")
     min_intent_confidence: float = Field(
         ge=0.0, le=1.0, description="below it the intent is ignored and every skill runs")
+
+    def named(self) -> list[str]:
+        """Every skill some rule names: the skills these rules decide about."""
+        names = [*self.always, *self.on_toxic,
+                 *(skill for skills in self.intents.values() for skill in skills)]
+        return list(dict.fromkeys(names))
 
 
 class RulesError(ValueError):
@@ -90,40 +103,54 @@ def _annotation(annotations: dict[str, Any], name: str,
         return None
 
 
-def _intent_skills(rules: Rules, intent: Intent | None) -> list[str]:
-    """The rule's skills plus ``always`` for a confident intent with a rule; else ``[]``."""
-    if intent is None or intent.intent is None:
-        return []
-    if intent.confidence < rules.min_intent_confidence or intent.intent not in rules.intents:
-        return []
-    return [*rules.intents[intent.intent], *rules.always]
+def _intent_skills(rules: Rules, intent: Intent | None) -> tuple[list[str], str]:
+    """The rule's skills plus ``always`` for a confident intent with a rule (else none),
+    and why."""
+    if intent is None:
+        return [], "no intents annotation: every skill runs"
+    if intent.intent is None:
+        return [], "no intent recognised: every skill runs"
+    if intent.confidence < rules.min_intent_confidence:
+        return [], (f"intent {intent.intent} ({intent.confidence:.2f}) is below "
+                    f"{rules.min_intent_confidence:.2f}: every skill runs")
+    if intent.intent not in rules.intents:
+        return [], f"no rule for intent {intent.intent}: every skill runs"
+    skills = list(dict.fromkeys([*rules.intents[intent.intent], *rules.always]))
+    return skills, f"intent {intent.intent} ({intent.confidence:.2f}) → {', '.join(skills)}"
 
 
 def select(rules: Rules, annotations: dict[str, Any],
-           human_attributes: dict[str, Any]) -> list[str]:
-    """The skills to run, in rule order without duplicates; ``[]`` means every skill.
+           human_attributes: dict[str, Any]) -> SkillSelection:
+    """The skills to run, in rule order without duplicates (none: every skill), and why.
 
     A toxic utterance gets ``on_toxic`` only, even mid-greeting: the greeting skill would
     otherwise take a lone swear word for the user's name and remember it.
     """
     badwords = _annotation(annotations, "badwords", Badwords)
     if badwords is not None and badwords.toxic:
-        return list(dict.fromkeys(rules.on_toxic))
-    skills = _intent_skills(rules, _annotation(annotations, "intents", Intent))
-    if skills and human_attributes.get(GREETING_STAGE_KEY) == GREETING_WAITING:
+        skills = list(dict.fromkeys(rules.on_toxic))
+        return SkillSelection(skills=skills, decides=None,
+                              reason=f"toxic utterance → only {', '.join(skills)}")
+    skills, reason = _intent_skills(rules, _annotation(annotations, "intents", Intent))
+    if (skills and human_attributes.get(GREETING_STAGE_KEY) == GREETING_WAITING
+            and GREETING_SKILL not in skills):
         skills.append(GREETING_SKILL)
-    return list(dict.fromkeys(skills))
+        reason += f"; {GREETING_SKILL}: it is waiting for the user's name"
+    return SkillSelection(skills=skills, reason=reason, decides=rules.named())
+
+
+def build_service(rules: Rules) -> Service:
+    """The selector service for these rules (the tests build theirs from their own files)."""
+    service = Service("rules", description="Chooses the skills to run from intent and "
+                      "toxicity annotations, by the rules in rules.json.")
+
+    @service.skill_selector
+    def choose_skills(dialog: DialogView) -> SkillSelection:
+        return select(rules, dialog.human_utterance.annotations, dialog.human.attributes)
+
+    return service
 
 
 RULES = load_rules(RULES_FILE)
-
-service = Service("rules", description="Chooses the skills to run from intent and "
-                  "toxicity annotations, by the rules in rules.json.")
-
-
-@service.skill_selector
-def choose_skills(dialog: DialogView) -> list[str]:
-    return select(RULES, dialog.human_utterance.annotations, dialog.human.attributes)
-
-
+service = build_service(RULES)
 app = service.app

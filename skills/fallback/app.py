@@ -4,10 +4,16 @@ When the badwords annotator flagged the user's utterance as toxic
 (``annotations["badwords"]["toxic"]``), the rule-based skill selector routes the turn to
 this skill alone; it then answers a calm, de-escalating line with a higher confidence (0.3),
 so the bot neither echoes the abuse nor pretends it was not there.
+
+Its ordinary lines come in two kinds: for a question it cannot answer ("What is 17 times
+23?") it says so and offers what it can talk about; for a statement ("I went hiking
+yesterday") it invites the user to go on. It picks a line the bot has not said in the window,
+varied per dialog (seeded by the dialog id and the window, so a replay answers the same).
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +22,15 @@ from agent.sdk import DialogView, Service, SkillHypothesis
 ANSWERS = (
     "I'm not sure I follow. Could you tell me a bit more?",
     "Interesting! Tell me more.",
-    "Hmm, I don't know much about that. What else is on your mind?",
+    "I'm listening. What happened next?",
+    "That sounds like a story. How did it go?",
+    "I see. And how do you feel about that?",
+)
+QUESTION_ANSWERS = (
+    "Good question, but I don't know the answer to that one. Ask me for a joke, or what I can do.",
+    "I'm afraid that's beyond me. We could talk about books, films, food or how I work instead.",
+    "I don't know, sorry. Is there something else you'd like to talk about?",
+    "That one stumps me. Try asking me about myself, or what Chorus is.",
 )
 CALM_ANSWERS = (
     "I'd rather keep our conversation friendly. Shall we talk about something else?",
@@ -33,14 +47,22 @@ def is_toxic(annotations: Mapping[str, Any]) -> bool:
     return isinstance(badwords, Mapping) and badwords.get("toxic") is True
 
 
+def pick(lines: tuple[str, ...], dialog: DialogView) -> str:
+    """A line the bot has not said in the window (any, once it said them all), chosen with
+    a seed of the dialog and its window so consecutive answers differ."""
+    said = {u.text for u in dialog.utterances if u.speaker == "bot"}
+    fresh = [line for line in lines if line not in said] or list(lines)
+    seed = f"{dialog.dialog_id}:{dialog.human_utterance.utt_id}"
+    return random.Random(seed).choice(fresh)
+
+
 @service.skill
 def last_chance(dialog: DialogView) -> SkillHypothesis:
-    # Vary the answer with the dialog's length so the bot does not repeat itself verbatim.
-    turn = len(dialog.utterances) // 2
-    if is_toxic(dialog.human_utterance.annotations):
-        return SkillHypothesis(text=CALM_ANSWERS[turn % len(CALM_ANSWERS)],
-                               confidence=CALM_CONFIDENCE)
-    return SkillHypothesis(text=ANSWERS[turn % len(ANSWERS)], confidence=CONFIDENCE)
+    human = dialog.human_utterance
+    if is_toxic(human.annotations):
+        return SkillHypothesis(text=pick(CALM_ANSWERS, dialog), confidence=CALM_CONFIDENCE)
+    lines = QUESTION_ANSWERS if human.text.rstrip().endswith("?") else ANSWERS
+    return SkillHypothesis(text=pick(lines, dialog), confidence=CONFIDENCE)
 
 
 app = service.app

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
 from agent.sdk import DialogView, Service, SkillHypothesis
 
@@ -104,12 +104,24 @@ class FaqIndex:
 INDEX = FaqIndex(load_faq(FAQ_FILE))
 
 
+def content_words(text: str) -> set[str]:
+    """The words of ``text`` that are not English stop words ("what", "can", "you", "do")."""
+    return set(normalise(text).split()) - ENGLISH_STOP_WORDS
+
+
 def answer(text: str) -> FaqHypothesis | None:
-    """The FAQ answer to ``text``, or None when no question is close enough."""
+    """The FAQ answer to ``text``, or None when no question is close enough.
+
+    A question made only of stop words ("What can you do?") shares its character n-grams
+    with half of everyday talk ("Can you recommend a good book?" scores 0.76 against it), so
+    it answers only utterances that are stop words too ("what can you do for me").
+    """
     if not text.strip():
         return None
     entry, similarity = INDEX.best(text)
     if similarity < THRESHOLD:
+        return None
+    if not content_words(entry.question) and content_words(text):
         return None
     return FaqHypothesis(text=entry.answer, confidence=round(min(MAX_CONFIDENCE, similarity), 4),
                          faq_question=entry.question)

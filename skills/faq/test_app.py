@@ -49,6 +49,15 @@ def test_stays_silent_off_topic(url: str) -> None:
     assert ask(url, "what is love", "hi", "where are you from", "I like pizza", "") == [[]] * 5
 
 
+def test_what_the_bot_can_do_is_answered_and_not_confused_with_small_talk(url: str) -> None:
+    can_do, for_me, book, sing = ask(url, "What can you do?", "what can you do for me",
+                                     "Can you recommend a good book?", "Can you sing?")
+    assert can_do[0]["faq_question"] == for_me[0]["faq_question"] == "What can you do?"
+    assert "joke" in str(can_do[0]["text"])
+    # "What can you do?" is all stop words: it shares "can you" with everything.
+    assert book == sing == []
+
+
 def test_health_and_bad_body(url: str) -> None:
     health = httpx.get(f"{url}/health").json()
     refused = httpx.post(f"{url}/respond", json={"dialog": [view("hi")]})

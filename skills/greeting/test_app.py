@@ -1,6 +1,7 @@
 """The greeting skill: its whole script lives in the human attributes it returns."""
 
 import httpx
+import pytest
 
 from skills.greeting.app import app, extract_name
 from tests.support.servers import serving
@@ -40,6 +41,40 @@ def test_name_extraction() -> None:
     assert extract_name("I'm fine", bare_word_ok=False) is None
     assert extract_name("just Eve", bare_word_ok=True) is None
     assert extract_name("Eve", bare_word_ok=True) == "Eve"
+
+
+@pytest.mark.parametrize("text", [
+    "I'm feeling sad", "I'm feeling a bit sad today", "I'm from Berlin", "I'm good", "I'm 25",
+    "i'm tired", "I am so happy", "It's raining", "This is great", "I'm good, and you?",
+    "I'm a teacher", "Im fine thanks",
+])
+def test_what_is_not_a_name(text: str) -> None:
+    assert extract_name(text, bare_word_ok=False) is None
+    assert ask(text) == []
+
+
+@pytest.mark.parametrize(("text", "name"), [
+    ("I'm Maria", "Maria"), ("Hi, I'm Maria!", "Maria"), ("hello, my name is maria", "Maria"),
+    ("call me Jo", "Jo"), ("This is Ann.", "Ann"), ("I am Zoë, nice to meet you", "Zoë"),
+])
+def test_a_name_given_is_remembered(text: str, name: str) -> None:
+    (hypothesis,) = ask(text)
+    assert hypothesis["human_attributes"] == {"name": name, "greeting_stage": "done"}
+
+
+def test_a_known_name_changes_only_when_the_user_says_so() -> None:
+    for text in ("I'm feeling a bit sad today", "I'm Tired", "I'm Paul", "It's Monday"):
+        assert ask(text, name="Maria", greeting_stage="done") == [], text
+    for text, name in (("Actually, my name is Paul", "Paul"), ("please call me Mo", "Mo")):
+        (hypothesis,) = ask(text, name="Maria", greeting_stage="done")
+        assert hypothesis["human_attributes"]["name"] == name
+        assert hypothesis["text"] == f"Nice to meet you, {name}!"
+
+
+def test_after_asking_a_lowercase_introduction_is_a_name() -> None:
+    (hypothesis,) = ask("Hello!", "What's your name?", "i'm maria", greeting_stage="asked_name")
+    assert hypothesis["human_attributes"] == {"name": "Maria", "greeting_stage": "done"}
+    assert ask("Hello!", "What's your name?", "I'm good", greeting_stage="asked_name") == []
 
 
 def test_a_batch_answers_each_dialog_in_order() -> None:

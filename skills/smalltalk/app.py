@@ -13,11 +13,17 @@ ran (how_are_you, thanks, farewell, bot_identity, abilities) and from the skill'
 patterns, which also cover likes, hobbies, home and favourite things. With nothing matched,
 a negative ``annotations["sentiment"]`` gets an empathetic line. The skill never repeats a
 line the bot already said in the window when the template has another one.
+
+Anything else is looked up in an open dialog corpus (:mod:`skills.smalltalk.corpus`: the
+English ``chatterbot-corpus``, jokes, food, books, films, feelings, ...): the answer of the
+closest statement, scored by its similarity. Only when the corpus has nothing close does a
+negative mood get the empathetic line.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import re
 import string
 from collections.abc import Mapping
@@ -28,13 +34,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.sdk import BotView, DialogView, Service, SkillHypothesis
+from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
 
 logger = logging.getLogger(__name__)
 
 PERSONA_FILE = Path(__file__).parent / "persona.json"
 
-Topic = Literal["how_are_you", "thanks", "farewell", "bot_identity", "abilities", "likes",
-                "hobbies", "home", "favourite", "no_favourite", "empathy"]
+Topic = Literal["how_are_you", "doing_well", "thanks", "farewell", "bot_identity", "abilities",
+                "likes", "hobbies", "home", "favourite", "no_favourite", "empathy"]
 
 #: Intent names of ``annotations["intents"]`` that are small talk.
 INTENT_TOPICS: frozenset[str] = frozenset(
@@ -49,6 +56,11 @@ PATTERN_BASE, PATTERN_SPAN = 0.65, 0.15
 INTENT_BASE, INTENT_SPAN = 0.6, 0.2
 AGREEMENT_CONFIDENCE = 0.85
 EMPATHY_CONFIDENCE = 0.6
+#: A corpus answer scores from CORPUS_BASE (similarity at the threshold) to
+#: CORPUS_BASE + CORPUS_SPAN (an exact match): a close match beats an intent-only guess
+#: at a persona line, a pattern that covers the utterance beats a loose match; above the
+#: fallback's 0.1 and below the FAQ's confident answers.
+CORPUS_BASE, CORPUS_SPAN = 0.5, 0.35
 
 _I = re.IGNORECASE
 #: Checked in this order: the most specific question first ("thanks! what's your favourite
@@ -57,6 +69,11 @@ PATTERNS: tuple[tuple[Topic, re.Pattern[str]], ...] = (
     ("favourite", re.compile(
         r"\b(?:what(?:'?s|\s+is|\s+are)\s+)?(?:your|you\s+have\s+an?|you\s+got\s+an?)"
         r"\s+fav(?:ou?rite|e)\s+([a-z]+)", _I)),
+    # "do you like music?", "recommend a good book": answered only when the persona has a
+    # favourite of that thing (see match_pattern); the corpus talks about the rest.
+    ("favourite", re.compile(
+        r"\b(?:do\s+you\s+(?:like|love|enjoy)|recommend\s+(?:me\s+)?(?:a|an|some|any)"
+        r"\s+(?:good\s+|nice\s+)?)\s*([a-z]+)", _I)),
     ("hobbies", re.compile(
         r"\b(?:what(?:'?s|\s+is|\s+are)\s+your\s+|do\s+you\s+have\s+(?:any\s+|an?\s+)?)?"
         r"hobb(?:y|ies)\b|\bfor\s+fun\b|\b(?:free|spare)\s+time\b|\bpastimes?\b"
@@ -76,6 +93,11 @@ PATTERNS: tuple[tuple[Topic, re.Pattern[str]], ...] = (
     ("how_are_you", re.compile(
         r"\bhow\s+(?:are|r)\s+(?:you|u|ya)\b|\bhow\s+(?:have\s+you\s+been|do\s+you\s+do)\b"
         r"|\bhow(?:'s|\s+is)\s+(?:it\s+going|your\s+day|life)\b|\bhow\s+are\s+things\b", _I)),
+    # "I'm good, thanks": an answer to "how are you?", not thanks for anything.
+    ("doing_well", re.compile(
+        r"^\W*(?:(?:i'?m|i\s+am|im)\s+(?:doing\s+|feeling\s+)?|doing\s+)?(?:very\s+|really\s+)?"
+        r"(?:good|fine|great|well|ok|okay|alright|not\s+bad)\b(?:\W+(?:thanks|thank\s+you|thx))?"
+        r"\W*(?:(?:and|how\s+about|what\s+about)\s+(?:you|u)\W*)?$", _I)),
     ("farewell", re.compile(
         r"\b(?:bye|goodbye|good\s+bye|bye\s+bye|see\s+(?:you|ya)|good\s+night|farewell"
         r"|take\s+care|gotta\s+go|talk\s+(?:to\s+you\s+)?later|ttyl)\b", _I)),
@@ -106,6 +128,7 @@ class Templates(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     how_are_you: Lines = Field(min_length=1)
+    doing_well: Lines = Field(min_length=1)
     thanks: Lines = Field(min_length=1)
     farewell: Lines = Field(min_length=1)
     bot_identity: Lines = Field(min_length=1)
@@ -182,6 +205,8 @@ class Match:
     topic: Topic
     confidence: float
     thing: str | None = None
+    #: Found by an intent only: a close corpus match may know better.
+    intent_only: bool = False
 
 
 def _coverage_confidence(match: re.Match[str], text: str) -> float:
@@ -201,6 +226,8 @@ def match_pattern(text: str, favourites: Mapping[str, str]) -> Match | None:
         if topic == "favourite":
             thing = found.group(1).lower()
             known = favourite_key(thing, favourites)
+            if known is None and "fav" not in found.group().lower():
+                continue
             return Match("favourite" if known else "no_favourite", confidence, known or thing)
         return Match(topic, confidence)
     return None
@@ -223,7 +250,8 @@ def match_intent(annotations: Mapping[str, Any]) -> Match | None:
     certainty = intents.get("confidence")
     certainty = float(certainty) if isinstance(certainty, int | float) else 0.0
     certainty = min(1.0, max(0.0, certainty))
-    return Match(intents["intent"], round(INTENT_BASE + INTENT_SPAN * certainty, 3))
+    return Match(intents["intent"], round(INTENT_BASE + INTENT_SPAN * certainty, 3),
+                 intent_only=True)
 
 
 def is_negative(annotations: Mapping[str, Any]) -> bool:
@@ -277,13 +305,46 @@ class SmallTalkHypothesis(SkillHypothesis):
     smalltalk_topic: Topic
 
 
-def respond(dialog: DialogView) -> SmallTalkHypothesis | None:
+class CorpusHypothesis(SkillHypothesis):
+    """A hypothesis from the corpus: which statement it answers, from which topic file."""
+
+    smalltalk_topic: Literal["corpus"] = "corpus"
+    corpus_statement: str
+    corpus_category: str
+    similarity: float
+
+
+CORPUS: CorpusIndex = build_index()
+
+
+def from_corpus(dialog: DialogView, said: list[str]) -> CorpusHypothesis | None:
+    """The closest corpus statement's answer; among several, one not said lately, varied
+    per dialog and turn (seeded, so a replay gives the same answers)."""
+    found = CORPUS.best(dialog.human_utterance.text)
+    if found is None:
+        return None
+    entry, similarity = found
+    fresh = [a for a in entry.answers if a not in said] or entry.answers
+    seed = f"{dialog.dialog_id}:{dialog.human_utterance.utt_id}"
+    text = random.Random(seed).choice(fresh)
+    share = (similarity - THRESHOLD) / (1.0 - THRESHOLD)
+    return CorpusHypothesis(
+        text=text, confidence=round(CORPUS_BASE + CORPUS_SPAN * min(1.0, share), 3),
+        corpus_statement=entry.statement, corpus_category=entry.category,
+        similarity=round(similarity, 3))
+
+
+def respond(dialog: DialogView) -> SkillHypothesis | None:
     persona, store = persona_of(dialog.bot)
     human = dialog.human_utterance
+    said = [u.text for u in dialog.utterances if u.speaker == "bot"]
     match = understand(human.text, human.annotations, persona.favourites)
+    retrieved = from_corpus(dialog, said)
+    if retrieved is not None and (match is None or match.topic == "empathy" or (
+            match.intent_only and retrieved.confidence > match.confidence)):
+        return retrieved
     if match is None:
         return None
-    said = [u.text for u in dialog.utterances if u.speaker == "bot"]
     text = pick(render(persona, match), said)
     if text is None:
         return None

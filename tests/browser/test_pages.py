@@ -5,13 +5,21 @@ Playwright's ``expect`` waits for the page to get there (up to its timeout): no 
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
+from fastapi import FastAPI
 
-from tests.browser.conftest import SERVICES
-from tests.conftest import AgentFactory
+from response_selectors.confidence.app import app as confidence_app
+from skills.fallback.app import app as fallback_app
+from skills.greeting.app import app as greeting_app
+from tests.browser.conftest import SERVICES, parrot_skill
+from tests.conftest import AgentFactory, service_entry
+from tests.support.servers import ServerThread
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
@@ -178,3 +186,48 @@ def test_with_an_api_key_the_inspector_asks_for_it(page: Page, stack: AgentFacto
            ).to_have_text("1")
     page.get_by_role("button", name="Forget API key").click()
     expect(page.get_by_role("alert")).to_contain_text("Enter the API key")
+
+
+def test_the_inspector_shows_why_each_skill_was_skipped(
+    page: Page, services: Callable[[FastAPI], ServerThread], agent: AgentFactory,
+    tmp_path: Path,
+) -> None:
+    """The real intents annotator and rules selector (on rules of this test): "thanks!"
+    is routed to smalltalk and fallback; greeting is skipped, and the inspector says why.
+    The parrot skill, which no rule names, runs anyway."""
+    from annotators.intents.app import app as intents_app
+    from skill_selectors.rules.app import build_service, load_rules
+    from skills.smalltalk.app import app as smalltalk_app
+
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"on_toxic": ["fallback"], "always": ["fallback"],
+                                 "intents": {"thanks": ["smalltalk"], "greeting": ["greeting"]},
+                                 "min_intent_confidence": 0.7}))
+    apps: dict[str, dict[str, FastAPI]] = {
+        "annotators": {"intents": intents_app},
+        "skill_selectors": {"rules": build_service(load_rules(rules)).app},
+        "skills": {"greeting": greeting_app, "smalltalk": smalltalk_app,
+                   "parrot": parrot_skill(), "fallback": fallback_app},
+        "response_selectors": {"confidence": confidence_app},
+    }
+    client = agent({"services": {
+        group: {name: service_entry(services(app).url) for name, app in named.items()}
+        for group, named in apps.items()}})
+    page.goto(url(client, "/chat"))
+    send(page, "thanks!")
+    page.get_by_role("link", name="Inspect this dialog").click()
+
+    selection = page.locator(".turn").first.locator(".selection-section")
+    decision = selection.locator('.selector-decision[data-selector="rules"]')
+    expect(decision.locator(".chosen-skills")).to_have_text("smalltalk, fallback")
+    expect(decision.locator(".selector-reason")).to_have_text(
+        re.compile(r"^intent thanks \(\d\.\d\d\) → smalltalk, fallback$"))
+    skipped = selection.locator(".skipped-skill")
+    expect(skipped).to_have_count(1)
+    expect(skipped).to_have_attribute("data-skill", "greeting")
+    expect(skipped.locator(".skip-reason")).to_have_text(
+        re.compile(r"^not chosen by rules: intent thanks \(\d\.\d\d\) → smalltalk, fallback$"))
+    greeting_bar = page.locator('.timeline-row[data-service="greeting"] .timeline-bar')
+    expect(greeting_bar).to_have_attribute("title", re.compile("not chosen by rules"))
+    # No rule names the parrot: it ran, and its hypothesis is there.
+    expect(page.locator('tr.hypothesis[data-skill="parrot"]')).to_have_count(1)

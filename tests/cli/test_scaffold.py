@@ -8,6 +8,7 @@ import dataclasses
 import difflib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -303,3 +304,65 @@ def test_a_second_skill_takes_another_free_port(tmp_path: Path) -> None:
     skills = json.loads((repo / PIPELINE).read_text())["services"]["skills"]
     assert taken.isdisjoint({port(skills["dice"]), port(skills["quiz"])})
     assert 8200 < port(skills["dice"]) < port(skills["quiz"]) < 8300
+
+
+# -- the walkthrough of docs/adding-a-skill.md ---------------------------------------------
+
+DOC = ROOT / "docs" / "adding-a-skill.md"
+
+
+def doc_blocks(language: str) -> list[str]:
+    """The fenced code blocks of the walkthrough in ``language``."""
+    text = DOC.read_text(encoding="utf-8")
+    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.S | re.M)
+
+
+def doc_block(language: str, containing: str) -> str:
+    (block,) = [b for b in doc_blocks(language) if containing in b]
+    return block
+
+
+@pytest.mark.timeout(600)
+def test_following_the_docs_keeps_every_test_green(tmp_path: Path) -> None:
+    """A newcomer's path through docs/adding-a-skill.md, in a copy of the repository: the
+    weather skill scaffolded, its code and first test replaced by the docs', the weather
+    intent added to the intents annotator and routed in rules.json. Then lint, the tests of
+    every service, of the default bot and of the deployment stay green, and the skill passes
+    the test the docs give it."""
+    repo = copy_repository(tmp_path / "repo")
+    assert chorus(repo, "new", "skill", "weather").exit_code == 0
+    skill = repo / "skills" / "weather"
+    (skill / "app.py").write_text(doc_block("python", 'Service("weather"'))
+    tests = (skill / "test_app.py").read_text()
+    first = re.search(r"^def test_.*?(?=^def )", tests, flags=re.S | re.M)
+    assert first is not None
+    docs_test = doc_block("python", "def test_tells_the_weather")
+    (skill / "test_app.py").write_text(tests.replace(first.group(), docs_test + "\n\n"))
+
+    intents_path = repo / "annotators" / "intents" / "intents.json"
+    intents = json.loads(intents_path.read_text())
+    intents |= json.loads("{" + doc_block("json", '"weather": {') + "}")
+    intents_path.write_text(json.dumps(intents, indent=2))
+    assert '"weather": ["weather"],' in doc_block("json", '"weather": ["weather"]')
+    rules_path = repo / "skill_selectors" / "rules" / "rules.json"
+    rules = json.loads(rules_path.read_text())
+    rules["intents"]["weather"] = ["weather"]
+    rules_path.write_text(json.dumps(rules, indent=2))
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHORUS_")}
+    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "agent", "annotators",
+                           "skills", "skill_selectors", "response_selectors", "tests"],
+                          cwd=repo, capture_output=True, text=True, check=False)
+    assert lint.returncode == 0, lint.stdout
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "not mongodb",
+         "annotators", "skills", "skill_selectors", "response_selectors", "tests/e2e",
+         "tests/deploy"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=540, check=False)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "skills/weather/test_app.py ...." in result.stdout or " passed" in result.stdout
+    passed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "skills/weather/test_app.py::test_tells_the_weather_and_remembers_the_city"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert passed.returncode == 0, passed.stdout[-2000:]

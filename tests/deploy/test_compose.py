@@ -645,6 +645,36 @@ def test_service_requirements_are_only_what_the_sdk_needs() -> None:
             f"{line}: use pyproject.toml's bound ({floors[normalise(requirement.name)]})")
 
 
+def pyproject_floors() -> dict[str, str]:
+    """Each dependency of pyproject.toml (core and extras) and its version bound."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extras = pyproject["project"]["optional-dependencies"].values()
+    lines = [*pyproject["project"]["dependencies"], *(r for extra in extras for r in extra)]
+    floors: dict[str, set[str]] = {}
+    for line in lines:
+        requirement = Requirement(line)
+        floors.setdefault(normalise(requirement.name), set()).add(str(requirement.specifier))
+    several = {name: bounds for name, bounds in floors.items() if len(bounds) > 1}
+    assert not several, f"pyproject.toml names these with different bounds: {several}"
+    return {name: bounds.pop() for name, bounds in floors.items()}
+
+
+def test_every_requirement_file_uses_the_one_floor_of_pyproject() -> None:
+    """A service image must run on what `make run` and the tests install: each requirement
+    file names only dependencies of pyproject.toml, with pyproject's own bound."""
+    floors = pyproject_floors()
+    files = [SERVICE_REQUIREMENTS, *sorted(ROOT.glob("*/*/requirements.txt"))]
+    assert len(files) > 4
+    for path in files:
+        for line in requirement_lines(path):
+            requirement = Requirement(line)
+            name = normalise(requirement.name)
+            where = path.relative_to(ROOT)
+            assert name in floors, f"{where}: {name} is not in pyproject.toml (services extra)"
+            assert str(requirement.specifier) == floors[name], (
+                f"{where}: {line}: use pyproject.toml's bound ({floors[name]})")
+
+
 def test_agent_image_starts_from_the_compose_environment(tmp_path: Path) -> None:
     dockerfile = dockerfile_of("agent")
     command = uvicorn_command(dockerfile)
@@ -695,7 +725,10 @@ def test_agent_image_starts_from_the_compose_environment(tmp_path: Path) -> None
 def test_only_the_agent_publishes_a_port() -> None:
     publishing = sorted(name for name, spec in SERVICES.items() if spec.get("ports"))
     assert publishing == ["agent"]
-    assert [str(p) for p in SERVICES["agent"]["ports"]] == [f"{AGENT_PORT}:{AGENT_PORT}"]
+    # On the loopback interface unless AGENT_PUBLISH_ADDRESS says otherwise: an agent
+    # reachable from the network should be a decision, not a default.
+    assert [interpolate(str(p)) for p in SERVICES["agent"]["ports"]] == [
+        f"127.0.0.1:{AGENT_PORT}:{AGENT_PORT}"]
 
 
 @pytest.mark.parametrize("service", sorted(SERVICES))
@@ -771,3 +804,80 @@ def test_no_compose_pipeline_url_points_outside_compose() -> None:
              if entry["connector"].get("url")}
     assert hosts <= set(PIPELINE_SERVICES), hosts - set(PIPELINE_SERVICES)
     assert not fnmatch.filter(hosts, "127.*") and "localhost" not in hosts
+
+
+# -- (f) docs/deployment.md tells the truth about this compose file and the agent image -----
+
+DEPLOYMENT_DOC = ROOT / "docs" / "deployment.md"
+
+
+def doc_section(title: str) -> str:
+    text = DEPLOYMENT_DOC.read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end >= 0 else None]
+
+
+def test_the_docs_list_exactly_the_compose_containers_and_their_builds() -> None:
+    section = doc_section("The containers")
+    table = section[section.index("| compose service |"):]
+    table = table[:table.index("\n\n")]
+    rows = re.findall(r"^\| `([a-z0-9-]+)` \| ([^|]+) \|", table, flags=re.M)
+    listed = dict(rows)
+    stale = sorted(set(listed) - set(SERVICES))
+    assert not stale, f"docs/deployment.md lists containers compose does not have: {stale}"
+    # Every container the repository ships is described; one you add (`chorus new skill`)
+    # may be, but need not.
+    from tests.e2e.test_default_pipeline import REFERENCE
+
+    shipped = INFRASTRUCTURE | set().union(*REFERENCE.values())
+    missing = sorted(set(SERVICES) & shipped - set(listed))
+    assert not missing, f"docs/deployment.md does not list compose's {missing}"
+    assert shipped <= set(SERVICES), "the reference services are all in docker-compose.yml"
+    for name, built in listed.items():
+        spec = SERVICES[name]
+        expected = (f"image `{spec['image']}`" if "image" in spec
+                    else f"`{spec['build']['dockerfile']}`")
+        assert built.strip() == expected, f"{name}: the docs say {built.strip()}"
+
+
+def docs_docker_run() -> list[str]:
+    """The ``docker run`` command of the docs' agent-image example, as arguments."""
+    (block,) = [b for b in re.findall(r"```sh\n(.*?)```", DEPLOYMENT_DOC.read_text(), re.S)
+                if "docker run" in b]
+    command = block[block.index("docker run"):].replace("\\\n", " ").splitlines()[0]
+    return shlex.split(command)
+
+
+def test_the_agent_image_runs_without_compose_as_the_docs_show(tmp_path: Path) -> None:
+    """The docs' `docker run` with the image's files: its published address, variables and
+    mounts. The example's database host and generated key are placeholders, so the agent
+    gets an SQLite file and a fixed key here; the mounted pipeline is the repository's."""
+    args = docs_docker_run()
+    assert args[:2] == ["docker", "run"] and args[-1] == "chorus-agent"
+    published = [args[i + 1] for i, a in enumerate(args) if a == "-p"]
+    assert published == [f"127.0.0.1:{AGENT_PORT}:{AGENT_PORT}"]
+    env = dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "-e")
+    from agent.settings import ENV_PREFIX, Settings
+
+    assert set(env) <= {ENV_PREFIX + name.upper() for name in Settings.model_fields}
+    mounts = [args[i + 1].split(":") for i, a in enumerate(args) if a == "-v"]
+
+    dockerfile = dockerfile_of("agent")
+    workdir = stage(dockerfile, tmp_path / "image")
+    for _, inside, *_ in mounts:
+        target = tmp_path / "image" / inside.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / "pipeline.json", target)
+    pipeline = env.get("CHORUS_PIPELINE", "pipeline.json")  # the agent's default
+    staged = (tmp_path / "image" / pipeline.lstrip("/") if pipeline.startswith("/")
+              else workdir / pipeline)
+    assert staged.is_file(), f"the agent would read {pipeline}: neither in the image nor mounted"
+
+    env |= {"CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db",
+            "CHORUS_API_KEY": "0123456789abcdef0123456789abcdef"}
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    blocked = blocked_modules(pyproject["project"]["dependencies"], own={"agent"})
+    found = probe(workdir, uvicorn_command(dockerfile), blocked=blocked,
+                  requests=[("GET", "/ping", "")], env=env)
+    assert found["answers"]["GET /ping"][0] == 200, found["answers"]

@@ -14,17 +14,33 @@ import pytest
 from fastapi import FastAPI, Request
 
 from agent.cli.stack import GROUP_FOLDERS
+from skills.fallback.app import CALM_ANSWERS
 from tests.conftest import AgentFactory
 from tests.support.servers import ServerThread, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+#: The reference services these tests are about. A service you add to pipeline.json
+#: (`chorus new skill`) is tested by its own tests and left out here, so adding one keeps
+#: these tests, which pin what the default bot says, green.
+REFERENCE = {
+    "annotators": {"tokens", "sentiment", "intents", "badwords"},
+    "skill_selectors": {"rules"},
+    "skills": {"greeting", "faq", "smalltalk", "llm", "fallback"},
+    "candidate_annotators": {"toxicity"},
+    "response_selectors": {"confidence"},
+}
+
+
 def shipped_pipeline(services: Callable[[FastAPI], ServerThread],
                      apps: dict[str, FastAPI] | None = None) -> dict[str, Any]:
-    """pipeline.json with each service started here on a free port (``apps`` replaces a
-    service's app, e.g. the LLM skill pointed at a local endpoint)."""
+    """pipeline.json's reference services, each started here on a free port (``apps``
+    replaces a service's app, e.g. the LLM skill pointed at a local endpoint)."""
     pipeline: dict[str, Any] = json.loads((ROOT / "pipeline.json").read_text())
+    for group, entries in pipeline["services"].items():
+        for name in set(entries) - REFERENCE.get(group, set()):
+            del entries[name]
     for group, entries in pipeline["services"].items():
         for name, entry in entries.items():
             module = importlib.import_module(f"{GROUP_FOLDERS[group]}.{name}.app")
@@ -79,7 +95,7 @@ def test_toxic_input_goes_to_the_fallback_only(
     client = agent(shipped_pipeline(services))
     answer = say(client, "you are a stupid idiot")
     assert answer["active_skill"] == "fallback"
-    assert "friendly" in answer["response"]
+    assert answer["response"] in CALM_ANSWERS
     (dialog,) = client.get("/api/user/ann").json()
     human = dialog["utterances"][0]
     assert human["annotations"]["badwords"] == {"toxic": True, "words": ["stupid", "idiot"]}
@@ -120,7 +136,7 @@ def test_the_llm_skill_joins_when_configured_and_a_toxic_hypothesis_loses(
     llm = create_app(LLMSettings(_env_file=None, base_url=base_url, model="test-model"))
     client = agent(shipped_pipeline(services, apps={"llm": llm}))
 
-    answer = say(client, "let's chat about the weather")
+    answer = say(client, "let's chat about the sea")
     assert (answer["active_skill"], answer["response"]) == ("llm", "Happy to chat!")
     assert seen[-1]["model"] == "test-model"
 

@@ -24,12 +24,19 @@ DATASET = "\n".join([
 ]) + "\n"
 
 
-@pytest.fixture
-def agent_url(services: Any, agent: AgentFactory) -> str:
+KEY = "a-key-of-at-least-16-chars"
+
+
+def start_agent(services: Any, agent: AgentFactory, **settings: Any) -> str:
     skill = services(where_is_parlai_agent())
     client = agent({"services": {"skills": {"where_is": {
-        "connector": {"url": f"{skill.url}/act", "protocol": "parlai"}}}}})
+        "connector": {"url": f"{skill.url}/act", "protocol": "parlai"}}}}}, **settings)
     return str(client.base_url)
+
+
+@pytest.fixture
+def agent_url(services: Any, agent: AgentFactory) -> str:
+    return start_agent(services, agent)
 
 
 def test_eval_replays_episodes_and_scores_them_as_computed_by_hand(
@@ -86,3 +93,40 @@ def test_eval_says_when_the_agent_is_not_there(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["eval", str(dataset), "--url", "http://127.0.0.1:9"])
     assert result.exit_code == 1
     assert "error" in result.output
+
+
+def test_eval_and_export_read_a_keyed_deployment_with_the_key(
+    services: Any, agent: AgentFactory, tmp_path: Path
+) -> None:
+    """As docker compose runs the agent: CHORUS_API_KEY set, and here the chat protected
+    too, so `chorus eval` needs the key as much as `chorus export` does."""
+    url = start_agent(services, agent, api_key=KEY, protect_chat=True)
+    dataset = tmp_path / "babi.txt"
+    dataset.write_text(DATASET)
+    report_path = tmp_path / "report.json"
+    runner = CliRunner()
+
+    refused = runner.invoke(app, ["eval", str(dataset), "--url", url])
+    assert refused.exit_code == 1
+    assert "401" in refused.output and "--api-key" in refused.output
+
+    result = runner.invoke(app, ["eval", str(dataset), "--url", url, "--json",
+                                 str(report_path)], env={"CHORUS_API_KEY": KEY})
+    assert result.exit_code == 0, result.output
+    dialogs = [f"--dialog={e['dialog_id']}" for e in
+               json.loads(report_path.read_text())["episodes"]]
+
+    exported = tmp_path / "export.txt"
+    refused = runner.invoke(app, ["export", str(exported), "--url", url, *dialogs],
+                            env={"CHORUS_API_KEY": ""})
+    assert refused.exit_code == 1
+    assert "401" in refused.output and "--api-key" in refused.output
+    wrong = runner.invoke(app, ["export", str(exported), "--url", url, "--api-key",
+                                "not-the-key-at-all", *dialogs])
+    assert wrong.exit_code == 1 and "the agent's key" in wrong.output
+
+    result = runner.invoke(app, ["export", str(exported), "--url", url, "--api-key", KEY,
+                                 *dialogs])
+    assert result.exit_code == 0, result.output
+    assert [[ex["labels"] for ex in ep] for ep in read_episodes(exported)] == [
+        [["bathroom"], ["hallway"]], [["garden"]]]

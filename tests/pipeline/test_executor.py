@@ -22,6 +22,7 @@ from tests.conftest import service_entry
 from tests.support.servers import ServerThread
 from tests.support.services import (
     choosing_skill_selector,
+    deciding_skill_selector,
     fixed_skill,
     impostor_skill,
     last_index_selector,
@@ -119,6 +120,52 @@ async def test_the_skill_selector_chooses_which_skills_run(
     assert calls(result)["loud"].outcome == "skipped"
     assert [h.skill_name for h in result.utterance.hypotheses] == ["quiet"]
     assert result.utterance.errors == []
+
+
+async def test_the_selector_decision_is_stored_and_binds_only_the_skills_it_decides(
+    services: Services, client: aiohttp.ClientSession
+) -> None:
+    selector = deciding_skill_selector(["quiet"], "intent hush → quiet", ["loud", "quiet"])
+    run = executor(client, {
+        "skill_selectors": {"decider": service_entry(services(selector).url)},
+        "skills": {
+            "loud": service_entry(services(fixed_skill("loud", "LOUD", 1.0)).url),
+            "quiet": service_entry(services(fixed_skill("quiet", "psst", 0.1)).url),
+            "new": service_entry(services(fixed_skill("new", "I am new", 0.5)).url),
+        },
+    })
+    result = await run.run(turn())
+    assert calls(result)["loud"].outcome == "skipped"
+    # "new" is no skill the selector decides about: it runs whatever was chosen.
+    assert sorted(h.skill_name for h in result.utterance.hypotheses) == ["new", "quiet"]
+    (decision,) = result.utterance.skill_selection
+    assert decision.model_dump() == {"selector": "decider", "skills": ["quiet"],
+                                     "reason": "intent hush → quiet",
+                                     "decides": ["loud", "quiet"]}
+
+
+async def test_a_bare_list_of_names_decides_about_every_skill(
+    services: Services, client: aiohttp.ClientSession
+) -> None:
+    run = executor(client, {
+        "skill_selectors": {"picker": service_entry(
+            services(choosing_skill_selector("quiet")).url)},
+        "skills": {
+            "quiet": service_entry(services(fixed_skill("quiet", "psst", 0.1)).url),
+            "new": service_entry(services(fixed_skill("new", "I am new", 0.5)).url),
+        },
+    })
+    result = await run.run(turn())
+    assert calls(result)["new"].outcome == "skipped"
+    assert [d.model_dump() for d in result.utterance.skill_selection] == [
+        {"selector": "picker", "skills": ["quiet"], "reason": None, "decides": None}]
+
+
+def test_an_utterance_stored_before_selector_decisions_still_reads() -> None:
+    old = {"speaker": "human", "utt_id": "u1", "text": "hi", "user": {},
+           "date_time": "2026-01-01T00:00:00Z", "attributes": {}, "annotations": {},
+           "hypotheses": [], "errors": [], "trace": []}
+    assert HumanUtterance.model_validate(old).skill_selection == []
 
 
 async def test_a_skill_cannot_write_outside_its_slot(services: Services,

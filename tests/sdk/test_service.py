@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent.sdk import DialogView, Service, SkillHypothesis
+from agent.sdk import DialogView, Service, SkillHypothesis, SkillSelection
 from tests.support.servers import serving
 from tests.support.views import view
 
@@ -52,6 +52,19 @@ def test_sync_handlers_and_other_roles() -> None:
         answer = httpx.post(f"{server.url}/respond",
                             json={"dialogs": [view("hi"), view("bye")]}).json()
         assert answer == [["greeting"], []]
+
+
+def test_a_skill_selector_can_say_why_and_what_it_decides_about() -> None:
+    service = Service("decider")
+
+    @service.skill_selector
+    def pick(dialog: DialogView) -> SkillSelection:
+        return SkillSelection(skills=["greeting"], reason="said hi", decides=["greeting", "faq"])
+
+    with serving(service.app) as server:
+        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [view("hi")]}).json()
+    assert answer == [{"skills": ["greeting"], "reason": "said hi",
+                       "decides": ["greeting", "faq"]}]
 
 
 def test_a_handler_breaking_its_contract_fails_loudly_in_the_service() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from agent.sdk import DialogView, Service, SkillHypothesis
+from agent.sdk import DialogView, Service, SkillHypothesis, SkillSelection
 
 
 def fixed_skill(name: str, text: str, confidence: float, delay: float = 0.0,
@@ -100,6 +100,18 @@ def choosing_skill_selector(*names: str) -> FastAPI:
     @service.skill_selector
     def pick(dialog: DialogView) -> list[str]:
         return list(names)
+
+    return service.app
+
+
+def deciding_skill_selector(skills: list[str], reason: str,
+                            decides: list[str] | None) -> FastAPI:
+    """A selector that says why, and about which skills it decides."""
+    service = Service("decider")
+
+    @service.skill_selector
+    def pick(dialog: DialogView) -> SkillSelection:
+        return SkillSelection(skills=skills, reason=reason, decides=decides)
 
     return service.app
 

@@ -1,6 +1,7 @@
 // /inspect/{dialog_id}: one dialog, turn by turn, from GET /api/dialogs/{id}.
 //
-// For each turn: what the user said and its annotations, every hypothesis with its own
+// For each turn: what the user said and its annotations, the skill selectors' decisions
+// and why each skill that did not run was skipped, every hypothesis with its own
 // annotations (the chosen one highlighted), the selector's reason, the attributes after
 // the turn, the services' errors and a timeline of the service calls from the trace.
 // The API needs the agent's key when CHORUS_API_KEY is set: the page then asks for it.
@@ -108,15 +109,60 @@ function errorList(errors) {
       el("span", { text: error.message }))));
 }
 
+/** Why each skill that did not run this turn was skipped: a required service's failure
+ *  (recorded as an error), or the stored decision of the skill selectors that chose other
+ *  skills and decide about this one. Turns stored before decisions were kept say so. */
+function skipReasons(human) {
+  const decisions = human.skill_selection || [];
+  const reasons = {};
+  for (const call of human.trace) {
+    if (call.group !== "skills" || call.outcome !== "skipped") continue;
+    const failure = human.errors.find(
+      (e) => e.service === call.service && e.kind === "skipped");
+    if (failure) {
+      reasons[call.service] = failure.message;
+      continue;
+    }
+    const binding = decisions.filter((d) => d.skills.length > 0 &&
+      !d.skills.includes(call.service) && (d.decides == null || d.decides.includes(call.service)));
+    reasons[call.service] = binding.length
+      ? binding.map((d) => `not chosen by ${d.selector}: ${d.reason || "no reason given"}`)
+          .join("; ")
+      : "not chosen by the skill selector (no decision stored with this turn)";
+  }
+  return reasons;
+}
+
+/** The skill selectors' decisions, and each skipped skill with the reason. */
+function selectionSection(human) {
+  const decisions = human.skill_selection || [];
+  const reasons = skipReasons(human);
+  const skipped = Object.keys(reasons);
+  if (decisions.length === 0 && skipped.length === 0) return null;
+  return section("Skill selection", "selection-section",
+    el("ul", { className: "selector-decisions" }, decisions.map((d) =>
+      el("li", { className: "selector-decision", dataset: { selector: d.selector } },
+        el("strong", { text: d.selector }), " chose ",
+        el("span", { className: "chosen-skills",
+                     text: d.skills.length ? d.skills.join(", ") : "every skill" }),
+        ": ", el("span", { className: "selector-reason", text: d.reason || "no reason given" })))),
+    skipped.length === 0 ? el("p", { className: "muted", text: "Every skill ran." })
+      : el("ul", { className: "skipped-skills" }, skipped.map((name) =>
+        el("li", { className: "skipped-skill", dataset: { skill: name } },
+          el("strong", { text: name }), " did not run: ",
+          el("span", { className: "skip-reason", text: reasons[name] })))));
+}
+
 /** Bars on one time axis, from the turn's start to its last service's end. */
-function timeline(trace) {
+function timeline(trace, reasons = {}) {
   if (trace.length === 0) return el("p", { className: "muted", text: "No trace recorded." });
   const calls = [...trace].sort((a, b) => a.start - b.start);
   const total = Math.max(...calls.map((c) => c.start + c.duration), 1e-6);
   const rows = calls.map((call) => {
+    const why = reasons[call.service] ? ` (${reasons[call.service]})` : "";
     const bar = el("div", {
       className: "timeline-bar",
-      title: `${call.service}: ${call.outcome}, started at ${duration(call.start)}, ` +
+      title: `${call.service}: ${call.outcome}${why}, started at ${duration(call.start)}, ` +
              `took ${duration(call.duration)}, batch of ${call.batch_size}`,
     });
     bar.style.left = `${(call.start / total) * 100}%`;
@@ -176,10 +222,11 @@ function turnItem(turn, number, after) {
     human ? [
       section("Annotations", "annotations-section", annotationList(human.annotations)),
       human.errors.length ? section("Errors", "errors-section", errorList(human.errors)) : null,
+      selectionSection(human),
       section(`Hypotheses (${human.hypotheses.length})`, "hypotheses-section",
               hypothesesTable(human, bot)),
       attributesSection(turn, after),
-      section("Timeline", "timeline-section", timeline(human.trace)),
+      section("Timeline", "timeline-section", timeline(human.trace, skipReasons(human))),
       isEmpty(human.attributes) ? null
         : section("Message attributes", "message-attributes", jsonBlock(human.attributes)),
     ] : null,

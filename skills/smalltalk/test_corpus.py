@@ -1,0 +1,108 @@
+"""Retrieval from the open dialog corpus: what matches, what does not, and how it varies."""
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from skills.smalltalk.app import CORPUS, app
+from skills.smalltalk.corpus import CATEGORIES, THRESHOLD, CorpusIndex, load_entries
+from tests.support.servers import serving
+from tests.support.views import view
+
+SMALL = """
+categories: [test]
+conversations:
+- - Tell me a joke
+  - Why did the chicken cross the road?
+- - Tell me a joke
+  - 42
+- - How are you?
+  - Fine.
+  - Good to hear.
+- - How old are you?
+  - Old enough.
+"""
+
+
+def test_each_line_answers_the_one_before_and_statements_merge() -> None:
+    entries = {e.statement: e.answers for e in load_entries([("test", SMALL)])}
+    assert entries == {
+        "Tell me a joke": ["Why did the chicken cross the road?", "42"],
+        "How are you?": ["Fine."],
+        "Fine.": ["Good to hear."],
+        "How old are you?": ["Old enough."],
+    }
+
+
+def test_content_words_must_match_not_just_the_small_ones() -> None:
+    index = CorpusIndex(load_entries([("test", SMALL)]))
+    found = index.best("how are you")
+    assert found is not None and found[0].statement == "How are you?"
+    old = index.best("How old are you?")
+    assert old is not None and old[0].statement == "How old are you?"
+    assert index.best("How big are you?") is None
+    assert index.best("?!") is None
+    assert CORPUS.best("tell me about trains") is None
+    assert CORPUS.best("What is 17 times 23?") is None
+
+
+def test_the_installed_corpus_is_loaded_whole() -> None:
+    categories = {e.category for e in CORPUS.entries}
+    assert categories == set(CATEGORIES)
+    assert len(CORPUS.entries) > 500
+    found = CORPUS.best("Do you have feelings?")
+    assert found is not None and found[1] >= THRESHOLD and found[0].category == "emotion"
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with serving(app) as server:
+        yield server.url
+
+
+def ask(url: str, *dialogs: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    response = httpx.post(f"{url}/respond", json={"dialogs": list(dialogs)})
+    response.raise_for_status()
+    answer: list[list[dict[str, Any]]] = response.json()
+    return answer
+
+
+def test_a_joke_comes_from_the_corpus_and_jokes_vary(url: str) -> None:
+    answers = ask(url, *(view("Tell me a joke", dialog_id=f"d{i}") for i in range(12)))
+    assert all(a[0]["smalltalk_topic"] == "corpus" for a in answers)
+    assert all(a[0]["corpus_category"] == "humor" for a in answers)
+    assert len({a[0]["text"] for a in answers}) >= 4
+    exact = answers[0][0]
+    assert exact["confidence"] == 0.85 and exact["similarity"] == 1.0
+
+
+def test_the_joke_just_told_is_not_told_again(url: str) -> None:
+    (first,) = ask(url, view("Tell me a joke"))
+    (again,) = ask(url, view("Tell me a joke", first[0]["text"], "Tell me a joke"))
+    assert again[0]["text"] != first[0]["text"]
+
+
+def test_i_am_good_thanks_answers_how_are_you_not_thanks(url: str) -> None:
+    for text in ("I'm good, thanks", "Fine, thank you. And you?", "not bad"):
+        (answer,) = ask(url, view("How are you?", "Pretty well! And you?", text))
+        assert answer[0]["smalltalk_topic"] == "doing_well", text
+    (thanks,) = ask(url, view("thanks!"))
+    assert thanks[0]["smalltalk_topic"] == "thanks"
+
+
+def test_the_persona_speaks_for_itself_before_the_corpus(url: str) -> None:
+    (how,) = ask(url, view("How are you?"))
+    assert how[0]["smalltalk_topic"] == "how_are_you"
+    (music,) = ask(url, view("Do you like music?"))
+    assert music[0]["text"].startswith("My favourite music is")
+
+
+@pytest.mark.parametrize("text", ["Tell me a joke", "How old are you?", "Do you like movies?",
+                                  "zzz qqq", "I'm bored, what's up?"])
+def test_query_weighting_matches_scikit_learn(text: str) -> None:
+    for view_ in (CORPUS.whole, CORPUS.content):
+        expected = (view_.matrix @ view_.vectorizer.transform([text]).T).toarray().ravel()
+        assert np.allclose(view_.similarities(text), expected)

@@ -1,0 +1,97 @@
+"""A newcomer's first conversation with the default bot (pipeline.json, no LLM), measured.
+
+Forty-odd ordinary messages, as people type them to a chatbot they just met, go through
+the real default stack. Each answer must come from the skill that should give it, and at
+most :data:`MAX_FALLBACK_RATE` of them may fall through to the fallback skill: the bot has
+to hold a conversation, not just survive one. The expected skill is the one a reader of the
+message would pick (a question about Chorus: faq; chat: smalltalk; the user's name:
+greeting); "fallback" is expected only where no skill of the default bot could know the
+answer (arithmetic, today's weather) or where its invitation to go on is the right answer
+(a story about a hike).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import pytest
+from fastapi import FastAPI
+
+from tests.conftest import AgentFactory
+from tests.e2e.test_default_pipeline import say, shipped_pipeline
+from tests.support.servers import ServerThread
+
+MAX_FALLBACK_RATE = 0.10
+
+#: (what the user says, the skill that must answer, a piece of the answer or "").
+SCRIPT: list[tuple[str, str, str]] = [
+    ("Hello!", "greeting", "What's your name?"),
+    ("I'm Maria", "greeting", "Nice to meet you, Maria"),
+    ("How are you?", "smalltalk", ""),
+    ("I'm good, thanks", "smalltalk", "to hear"),
+    ("What's your name?", "smalltalk", "Chorus"),
+    ("Who are you?", "smalltalk", ""),
+    ("Are you a robot?", "smalltalk", ""),
+    ("What can you do?", "faq", "joke"),
+    ("Can you help me?", "faq", ""),
+    ("Tell me a joke", "smalltalk", ""),
+    ("Tell me another joke", "smalltalk", ""),
+    ("Do you like music?", "smalltalk", "chorus"),
+    ("Can you recommend a good book?", "smalltalk", "Hitchhiker"),
+    ("Have you read any good books?", "smalltalk", ""),
+    ("What is your favorite movie?", "smalltalk", "Her"),
+    ("Do you like movies?", "smalltalk", ""),
+    ("What is your favorite food?", "smalltalk", ""),
+    ("Do you eat?", "smalltalk", ""),
+    ("Do you play soccer?", "smalltalk", ""),
+    ("Do you have any hobbies?", "smalltalk", ""),
+    ("What do you do for fun?", "smalltalk", ""),
+    ("Where do you live?", "smalltalk", ""),
+    ("Do you have feelings?", "smalltalk", ""),
+    ("Are you happy?", "smalltalk", ""),
+    ("Do you ever get bored?", "smalltalk", ""),
+    ("I'm feeling a bit sad today", "smalltalk", ""),
+    ("What's my name?", "greeting", "Maria"),
+    ("Do you dream?", "smalltalk", ""),
+    ("What is the meaning of life?", "smalltalk", ""),
+    ("What is your favorite color?", "smalltalk", "teal"),
+    ("Who made you?", "faq", "contributors"),
+    ("What is Chorus?", "faq", "orchestration"),
+    ("How do I add a new skill?", "faq", "chorus new skill"),
+    ("Where are my dialogs stored?", "faq", "SQLite"),
+    ("What is 17 times 23?", "fallback", ""),
+    ("What's the weather like today?", "fallback", ""),
+    ("Yesterday I went hiking in the mountains, the view was amazing", "fallback", ""),
+    ("Nice to meet you", "smalltalk", ""),
+    ("Thank you, that was fun", "smalltalk", ""),
+    ("Call me Mia", "greeting", "Nice to meet you, Mia"),
+    ("what is my name?", "greeting", "Mia"),
+    ("Bye!", "smalltalk", ""),
+]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_first_conversation_is_held_not_fallen_through(
+    agent: AgentFactory, services: Callable[[FastAPI], ServerThread],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("LLM_BASE_URL", raising=False)  # as in `make run` without an endpoint
+    client = agent(shipped_pipeline(services))
+    transcript = []
+    for text, _, _ in SCRIPT:
+        answer = say(client, text, user="maria")
+        transcript.append((text, answer["active_skill"], answer["response"]))
+    shown = "\n".join(f"{text!r} -> [{skill}] {response!r}"
+                      for text, skill, response in transcript)
+
+    assert len(SCRIPT) >= 40
+    fallbacks = [text for text, skill, _ in transcript if skill == "fallback"]
+    assert len(fallbacks) / len(SCRIPT) <= MAX_FALLBACK_RATE, shown
+    wrong = [(text, skill, response) for (text, expected, piece), (_, skill, response)
+             in zip(SCRIPT, transcript, strict=True)
+             if skill != expected or piece.lower() not in response.lower()]
+    assert not wrong, shown
+    # Varied: the bot never says the same line twice in a row.
+    responses = [response for _, _, response in transcript]
+    assert all(a != b for a, b in itertools.pairwise(responses)), shown
