@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from agent.connectors.batching import Batches
 from agent.connectors.breaker import CircuitBreaker
 from agent.connectors.errors import BadServiceResponse, ServiceError
 from agent.connectors.http import HttpConnector as ChorusHttp
@@ -184,7 +185,6 @@ class DreamHttp:
         return None
 
 
-_Pending = tuple[Any, "asyncio.Future[tuple[Any, int]]"]
 
 
 def merge_payloads(payloads: list[Any]) -> Any:
@@ -204,15 +204,14 @@ def merge_payloads(payloads: list[Any]) -> Any:
 
 class BatchingHttp:
     """Tasks that arrive in the same event-loop iteration share one request of up to
-    ``batch_size`` payloads; a lone task goes on the next iteration, never waiting."""
+    ``batch_size`` payloads (merged as dp-agent merges them); a lone task goes on the next
+    iteration, never waiting."""
 
     def __init__(self, http: DreamHttp, batch_size: int) -> None:
         self.name = http.name
         self._http = http
         self.batch_size = batch_size
-        self._pending: list[_Pending] = []
-        self._scheduled = False
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._batches: Batches[Any] = Batches(self._post, batch_size)
         #: the size of every request sent, for tests and the trace
         self.sent: list[int] = []
 
@@ -222,44 +221,23 @@ class BatchingHttp:
 
     async def send_sized(self, payload: Any) -> tuple[Any, int]:
         """The answer, and how many tasks shared its request (for the turn's trace)."""
-        future: asyncio.Future[tuple[Any, int]] = asyncio.get_running_loop().create_future()
-        self._pending.append((payload, future))
-        if len(self._pending) >= self.batch_size:
-            self._flush()
-        elif not self._scheduled:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
-        return await future
+        return await self._batches.submit(payload)
 
-    def _flush(self) -> None:
-        self._scheduled = False
-        while self._pending:
-            batch = self._pending[: self.batch_size]
-            del self._pending[: self.batch_size]
-            task = asyncio.create_task(self._send(batch))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def _send(self, batch: list[_Pending]) -> None:
+    async def _post(self, payloads: list[Any]) -> list[Any]:
+        self.sent.append(len(payloads))
         try:
-            self.sent.append(len(batch))
-            answers = await self._http.post(merge_payloads([p for p, _ in batch]))
-            if len(answers) < len(batch):
-                raise BadServiceResponse(self.name, f"answer has {len(answers)} items for "
-                                         f"{len(batch)} batched requests")
-        except Exception as exc:  # delivered to every waiting task, which records it
-            error = exc if isinstance(exc, ServiceError) else ServiceError(self.name, str(exc))
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(error)
-            return
-        for (_, future), answer in zip(batch, answers, strict=False):
-            if not future.done():
-                future.set_result((answer, len(batch)))
+            answers = await self._http.post(merge_payloads(payloads))
+        except ServiceError:
+            raise
+        except Exception as exc:
+            raise ServiceError(self.name, str(exc)) from exc
+        if len(answers) < len(payloads):
+            raise BadServiceResponse(self.name, f"answer has {len(answers)} items for "
+                                     f"{len(payloads)} batched requests")
+        return list(answers)
 
     async def aclose(self) -> None:
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._batches.drain()
 
 
 def make_dream_connectors(pipeline: DreamPipeline, session: aiohttp.ClientSession

@@ -36,6 +36,7 @@ from agent.pipeline.executor import FALLBACK_SKILL, Turn, TurnResult
 from agent.pipeline.limits import TurnLimits
 from agent.state.limits import StorageLimits
 from agent.state.models import BotUtterance, Outcome, ServiceCall, ServiceFailure
+from agent.telemetry import service_call_span
 
 log = logging.getLogger("chorus.dream")
 
@@ -167,7 +168,8 @@ class DreamExecutor:
                 run.status[node.name] = "skipped"
                 run.record(node, start, "skipped")
                 return
-            await self._call(run, node, start)
+            with service_call_span(node.name, node.trace_group, run.state.utterance):
+                await self._call(run, node, start)
             if "responder" in node.tags and run.status.get(node.name) == "ok":
                 run.responded.set()
         except asyncio.CancelledError:

@@ -234,3 +234,33 @@ def test_a_responder_ends_the_turn_without_waiting_for_the_rest(services: Any,
     outcomes = {c["service"]: c["outcome"] for c in human["trace"]}
     assert outcomes == {"skills.eliza": "ok", "answer": "ok", "skills.slow": "skipped"}
     assert human["errors"] == []
+
+
+def test_what_a_dream_service_sends_is_held_to_the_storage_bounds(
+        services: Any, agent: AgentFactory) -> None:
+    """A dp-agent pipeline gets Chorus's trust boundary too: an annotation nested past
+    CHORUS_MAX_JSON_DEPTH, or holding NaN, is refused and recorded; the turn answers."""
+    from tests.api.test_trust_boundary import nested
+    from tests.support.services import raw_app
+
+    deep = services(raw_app(json_body=[nested(100)])).url
+    nan = services(raw_app(body='[{"score": NaN}]')).url
+    annotator = {"dialog_formatter": f"{F}:last_utt",
+                 "state_manager_method": "add_annotation"}
+    client = agent({"services": {
+        "annotators": {"deep": {"connector": http(deep), **annotator},
+                       "nan": {"connector": http(nan), **annotator}},
+        "skills": {"eliza": skill(services(dream.eliza()).url,
+                                  previous_services=["annotators"])},
+        "response_selector": {
+            "connector": {"protocol": "python",
+                          "class_name": "ConfidenceResponseSelectorConnector"},
+            "previous_services": ["skills"], "state_manager_method": "add_bot_utterance"},
+    }})
+    reply = say(client, "hello")
+    assert reply["active_skill"] == "eliza"
+    human = dialog_of(client, reply)["utterances"][0]
+    assert sorted((e["service"], e["kind"]) for e in human["errors"]) == [
+        ("annotators.deep", "refused"), ("annotators.nan", "refused")]
+    assert human["annotations"] == {}
+    assert say(client, "again")["active_skill"] == "eliza"

@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -162,3 +163,35 @@ def test_a_trace_the_caller_did_not_sample_is_recorded_nowhere(
     remote = service_spans.wait_for(lambda s: len(named(s, "POST /respond")) == 3)
     assert {format_trace_id(s.context.trace_id) for s in spans + remote} == {CALLER_TRACE}
     assert len(named(spans, "chorus.turn")) == 1
+
+
+def test_a_dp_agent_pipeline_turn_has_a_span_per_service_call(tmp_path: Path) -> None:
+    from tests.dream import services as dream
+
+    agent_spans = SpanRecorder("chorus-agent")
+    with ExitStack() as stack:
+        eliza = stack.enter_context(serving(dream.eliza())).url
+        failing = stack.enter_context(serving(dream.failing())).url
+        pipeline = tmp_path / "pipeline_conf.json"
+        formatters = "tests.dream.formatters"
+
+        def skill(url: str) -> dict[str, Any]:
+            return {"connector": {"protocol": "http", "url": f"{url}/respond"},
+                    "dialog_formatter": f"{formatters}:eliza_like",
+                    "response_formatter": f"{formatters}:skill_pair",
+                    "state_manager_method": "add_hypothesis"}
+
+        pipeline.write_text(json.dumps({"services": {"skills": {
+            "eliza": skill(eliza), "down": skill(failing)}}}))
+        settings = Settings(db_url=f"sqlite:///{tmp_path}/chorus.db", pipeline=pipeline)
+        agent = stack.enter_context(
+            serving(create_app(settings, tracer_provider=agent_spans.provider)))
+        client = stack.enter_context(httpx.Client(base_url=agent.url, timeout=30))
+        assert client.post("/", json={"user_id": "ann", "payload": "hi"}).status_code == 200
+        spans = agent_spans.wait_for(lambda s: bool(named(s, "POST /")))
+    turn = one(spans, "chorus.turn")
+    calls = {s.name: s for s in spans if s.name.startswith("call ")}
+    assert set(calls) == {"call skills.eliza", "call skills.down"}
+    assert all(s.parent.span_id == turn.context.span_id for s in calls.values())
+    assert calls["call skills.eliza"].attributes["chorus.outcome"] == "ok"
+    assert calls["call skills.down"].attributes["error.type"] == "bad_status"
