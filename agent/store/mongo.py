@@ -7,10 +7,21 @@ Why it looks the way it does:
   of documents. The dialog document holds a counter, never the utterances, so no document
   grows with the dialog (MongoDB refuses documents over 16 MB).
 * **No lost updates without transactions.** Every write that can race is one atomic
-  single-document operation: an utterance's ``seq`` comes from ``$inc`` on the dialog's
-  counter (never "read the max, then insert"), and attributes are merged key by key with
+  single-document operation, and attributes are merged key by key with
   ``$set: {"attributes.<key>": value}``, so two turns merging different keys both survive.
-  Nothing relies on multi-document transactions, which FerretDB does not have.
+  Inside a turn, an utterance's ``seq`` is the dialog's counter as the turn read it (the
+  user's line runs one turn of a dialog at a time), raised with ``$max`` in the same
+  update that names the utterance in the ring and merges the bot's attributes; outside a
+  turn, or when the unique ``(dialog_id, seq)`` index finds the number taken, it comes
+  from ``$inc`` (never "read the max, then insert"). Nothing relies on multi-document
+  transactions, which FerretDB does not have.
+* **Few round trips.** A steady-state turn sends 12 commands (counted by
+  ``tests/api/test_turn_commands.py``): the line (find, insert; then one ``update`` that
+  leaves the place and raises the hint, and a delete of an old place), the user, the
+  dialog and the window (three finds), the human utterance (the dialog's update, the
+  insert), and the turn's end (the dialog's update, one ``update`` command holding the
+  annotated human utterance and the bot's answer as an insert-only upsert, the user's
+  attribute merges).
 * **Point reads on the hot path.** A user document's ``_id`` is derived from the client's
   ``user_id`` (:func:`_human_id_for`), and it holds the id of the user's open dialog
   (``active_dialog``), so a turn finds the user and the dialog by ``_id``: the cheapest read
@@ -64,7 +75,12 @@ from pydantic import TypeAdapter
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import ConnectionFailure, DocumentTooLarge, DuplicateKeyError, WriteError
+from pymongo.errors import (
+    ConnectionFailure,
+    DocumentTooLarge,
+    DuplicateKeyError,
+    WriteError,
+)
 from pymongo.monitoring import CommandListener
 
 from agent.state.models import (
@@ -108,6 +124,11 @@ _QUEUE_KEPT = 8
 #: Attempts of a compare-and-set loop before giving up (each failure means another
 #: writer made progress, so this is only reached under pathological contention).
 _ATTEMPTS = 10
+#: Utterance numbers kept between a turn's reads and writes; more means turns that failed
+#: in between, whose numbers are dropped (a turn without one asks the dialog for one).
+_NEXT_SEQS_KEPT = 4096
+#: Users whose last served place this process remembers (one number each).
+_SERVED_KEPT = 65536
 
 
 def _unavailable_when_unreachable(
@@ -291,6 +312,10 @@ class MongoStore:
         self._utterances: AsyncCollection[Doc] = db["utterances"]
         self._messages: AsyncCollection[Doc] = db["messages"]
         self._queue: AsyncCollection[Doc] = db["turn_queue"]
+        #: dialog id → the next utterance number, read by this turn (see _write_seq)
+        self._next_seqs: dict[str, int] = {}
+        #: user → the newest place of theirs this process served and saw leave
+        self._served: dict[str, int] = {}
 
     @classmethod
     async def open(
@@ -353,7 +378,16 @@ class MongoStore:
         user = await self._user_doc(external_id)
         human = _human(user)
         dialog = await self._open_dialog_doc(human.id, user.get("active_dialog"), channel_type)
-        return human, _head(dialog), await self._window(dialog, limit)
+        window = await self._window(dialog, limit)
+        self._remember_next_seq(dialog["_id"], int(dialog.get("utterance_count", 0)))
+        return human, _head(dialog), window
+
+    def _remember_next_seq(self, dialog_id: str, seq: int) -> None:
+        """Keep the dialog's next utterance number for the rest of this turn, so its writes
+        need not ask the dialog document for one (see :meth:`_write_seq`)."""
+        if len(self._next_seqs) >= _NEXT_SEQS_KEPT:  # turns that never finished
+            self._next_seqs.clear()
+        self._next_seqs[dialog_id] = seq
 
     @_unavailable_when_unreachable
     async def human(self, external_id: str) -> Human:
@@ -486,8 +520,44 @@ class MongoStore:
                     raise
         raise RuntimeError(f"no free utterance number in dialog {dialog_id} (contention)")
 
+    async def _write_seq(self, dialog_id: str, utterance: HumanUtterance | BotUtterance,
+                         bot_attributes: Mapping[str, Any]) -> int | None:
+        """Point the dialog at ``utterance`` as its next utterance, by the number this
+        turn read (:meth:`open_turn`), in one update that also merges the bot's attributes;
+        None when this turn read no number (a caller outside a turn).
+
+        The user's line runs one turn of a dialog at a time, so the number read at the
+        turn's start is still free; ``$max`` keeps the counter from going back if it is
+        not (a caller outside the line), and the unique ``(dialog_id, seq)`` index then
+        refuses the utterance's insert, which falls back to :meth:`_insert_utterance`.
+        The dialog is written before the utterance, as with ``$inc``: an utterance whose
+        insert was cut short leaves a slot naming nothing, which the window sees."""
+        seq = self._next_seqs.pop(dialog_id, None)
+        if seq is None:
+            return None
+        update: Doc = {"$max": {"utterance_count": seq + 1},
+                       "$set": {f"recent_ids.{seq % RECENT_IDS}": _literal(utterance.utt_id),
+                                **_merge("bot.attributes", bot_attributes)}}
+        await self._dialogs.update_one({"_id": _literal(dialog_id)}, update)
+        return seq
+
+    async def _utterance_exists(self, utt_id: str) -> bool:
+        return await self._utterances.find_one({"_id": utt_id}, projection={"_id": 1}) is not None
+
     @_unavailable_when_unreachable
     async def add_utterance(self, dialog_id: str, utterance: HumanUtterance) -> None:
+        seq = await self._write_seq(dialog_id, utterance, {})
+        if seq is not None:
+            try:
+                await self._utterances.insert_one(
+                    {"_id": _literal(utterance.utt_id), "dialog_id": dialog_id, "seq": seq,
+                     **_utterance_body(utterance)})
+                self._next_seqs[dialog_id] = seq + 1
+                return
+            except DuplicateKeyError:
+                if await self._utterance_exists(utterance.utt_id):
+                    raise
+                # The number was taken by a writer outside the line: take a fresh one.
         await self._insert_utterance(dialog_id, utterance, {})
 
     @_unavailable_when_unreachable
@@ -499,9 +569,19 @@ class MongoStore:
     ) -> None:
         # $set of every field replaces the utterance's content (HumanUtterance has a fixed
         # set of fields) while keeping its dialog_id and seq, which the model does not hold.
-        await self._utterances.update_one({"_id": _literal(utterance.utt_id)},
-                                          {"$set": _utterance_body(utterance)})
-        await self._insert_utterance(dialog_id, bot_utterance, bot_attributes)
+        annotated: Doc = {"q": {"_id": _literal(utterance.utt_id)},
+                          "u": {"$set": _utterance_body(utterance)}}
+        seq = await self._write_seq(dialog_id, bot_utterance, bot_attributes)
+        try:
+            answered = seq is not None and await self._annotate_and_answer(
+                dialog_id, seq, annotated, bot_utterance)
+        except BaseException:
+            if seq is not None:  # refused: a retry of this turn's end writes the same slot
+                self._remember_next_seq(dialog_id, seq)
+            raise
+        if not answered:
+            await self._utterances.update_one(annotated["q"], annotated["u"])
+            await self._insert_utterance(dialog_id, bot_utterance, bot_attributes)
         user: Doc = {}
         if replace_human_attributes:
             user["attributes"] = _escape(human_attributes)
@@ -511,6 +591,34 @@ class MongoStore:
             user.update(_merge("profile", human_profile))
         if user:
             await self._users.update_one({"_id": _literal(human_id)}, {"$set": user})
+
+    async def _annotate_and_answer(self, dialog_id: str, seq: int, annotated: Doc,
+                                   bot_utterance: BotUtterance) -> bool:
+        """The annotated human utterance and the bot's answer in one ``update`` command:
+        the answer is an upsert that only inserts. False when its number was taken (a
+        writer outside the line), after the annotation was written."""
+        answer = {"q": {"_id": _literal(bot_utterance.utt_id)},
+                  "u": {"$setOnInsert": {"dialog_id": dialog_id, "seq": seq,
+                                         **_utterance_body(bot_utterance)}},
+                  "upsert": True}
+        reply, errors = await self._update(self._utterances, [annotated, answer])
+        if errors:
+            if [e.get("index") for e in errors] == [1] and errors[0].get("code") == 11000:
+                return False
+            raise WriteError(str(errors), code=errors[0].get("code"))
+        if not reply.get("upserted"):  # the answer was stored before: a caller's mistake
+            raise DuplicateKeyError(f"utterance {bot_utterance.utt_id} is already stored")
+        return True
+
+    async def _update(self, collection: AsyncCollection[Doc],
+                      statements: list[Doc]) -> tuple[Doc, list[Doc]]:
+        """Several update statements of one collection as one ordered ``update`` command,
+        and the errors of those that failed (the ones after the first failure did not
+        run). Sent as a command rather than with ``bulk_write``, which sends a document
+        over 16 MB to FerretDB and then fails on its reply instead of refusing it."""
+        reply = await self._db.command({"update": collection.name, "updates": statements,
+                                        "ordered": True})
+        return reply, list(reply.get("writeErrors") or [])
 
     # -- dialogs ------------------------------------------------------------------------
 
@@ -682,15 +790,17 @@ class MongoStore:
     # Every read and write names one ``_id`` (FerretDB scans the collection for any other
     # filter: 95 ms per turn at 3,000 places):
     #
-    # * The user's ``next`` document says where to try first. It is raised only after an
-    #   insert succeeded, so it is never ahead of the newest place and numbers have no
-    #   gaps; when it is behind (a racing message, an agent that died in between), the
-    #   insert finds the number taken and tries the next one.
+    # * The user's ``next`` document says where to try first. It is raised when a place
+    #   leaves, in the same ``update`` command that marks the place done, so it is never
+    #   ahead of the newest place and numbers have no gaps; when it is behind (a message
+    #   still running or waiting, an agent that died), the insert finds the number taken
+    #   and tries the next one.
     # * A place is done when its turn ran (``served``) or when it was given up (its
     #   message stopped waiting, or its lease ran out). A served place started only when
     #   every earlier place was done, so whether all earlier places are done is read
     #   downwards from the place just below, stopping at the first served (or deleted)
-    #   one: usually a single read.
+    #   one: usually a single read, and none when this process served the place just
+    #   below and saw it leave (a user's messages mostly reach the same replica).
     # * A served place deletes the place ``_QUEUE_KEPT`` below it, which is done for the
     #   same reason.
 
@@ -716,13 +826,10 @@ class MongoStore:
                 break
             except DuplicateKeyError:  # taken by another message of the user
                 place += 1
-        try:
-            await self._queue.update_one({"_id": next_id},
-                                         {"$max": {"place": place + 1},
-                                          "$setOnInsert": {"user": external_id}},
-                                         upsert=True)
-        except DuplicateKeyError:  # two first messages upserted at once: the other won
-            await self._queue.update_one({"_id": next_id}, {"$max": {"place": place + 1}})
+        if self._served.get(external_id) == place - 1:
+            # This process served the place just below and saw it leave: every earlier
+            # place is done, no need to read it.
+            return place, True
         return place, await self._earlier_done(external_id, place, None)
 
     async def _earlier_done(self, external_id: str, place: int, now: datetime | None) -> bool:
@@ -756,8 +863,26 @@ class MongoStore:
 
     @_unavailable_when_unreachable
     async def leave(self, external_id: str, place: int, *, served: bool = True) -> None:
-        await self._queue.update_one({"_id": self._place_id(external_id, place)},
-                                     {"$set": {"done": True, "served": served}})
+        # The place and where to take the next one, in one command: the hint is raised
+        # only now, so it never names a place that is not there yet.
+        done: Doc = {"q": {"_id": self._place_id(external_id, place)},
+                     "u": {"$set": {"done": True, "served": served}}}
+        hint = {"$max": {"place": place + 1}}
+        next_id = self._next_place_id(external_id)
+        _, errors = await self._update(self._queue, [done, {
+            "q": {"_id": next_id}, "u": {**hint, "$setOnInsert": {"user": external_id}},
+            "upsert": True}])
+        if errors:
+            if [e.get("index") for e in errors] != [1] or errors[0].get("code") != 11000:
+                raise WriteError(str(errors), code=errors[0].get("code"))
+            # Two first places upserted the hint at once: the other won.
+            await self._queue.update_one({"_id": next_id}, hint)
+        if served:
+            if len(self._served) >= _SERVED_KEPT:
+                self._served.clear()
+            self._served[external_id] = place
+        elif self._served.get(external_id) == place - 1:
+            self._served.pop(external_id, None)
         if served and place >= _QUEUE_KEPT:
             await self._queue.delete_one(
                 {"_id": self._place_id(external_id, place - _QUEUE_KEPT)})
@@ -767,6 +892,7 @@ class MongoStore:
         """Utterances first, the user last: an erasure cut short can be run again, and
         finds the user still there to finish the job."""
         await self._messages.delete_many({"user": _literal(external_id)})
+        self._served.pop(external_id, None)
         await self._queue.delete_many({"user": _literal(external_id)})
         human_id = await self._human_id(external_id)
         if human_id is None:

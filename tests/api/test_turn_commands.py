@@ -25,7 +25,7 @@ from tests.conftest import AgentFactory, fresh_database, service_entry
 from tests.support.services import counter_skill
 
 #: Commands a steady-state turn may send today (see docs/deployment.md's storage section).
-MOST_COMMANDS = 17
+MOST_COMMANDS = 12
 EARLY, LATE = 10, 55
 
 
