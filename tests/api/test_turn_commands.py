@@ -26,6 +26,8 @@ from tests.support.services import counter_skill
 
 #: Commands a steady-state turn may send today (see docs/deployment.md's storage section).
 MOST_COMMANDS = 12
+#: Turns compared. From the user's 9th message on, leaving the line also deletes the place
+#: 8 below (the line keeps a few places per user), so turn 10 is the first steady one.
 EARLY, LATE = 10, 55
 
 
