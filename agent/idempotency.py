@@ -24,7 +24,7 @@ from typing import Any
 
 from agent.leases import Heartbeat
 from agent.state.models import utc_now
-from agent.store.base import ClaimStatus, JsonDict, Store, StoreUnavailable
+from agent.store.base import ClaimStatus, ClaimStore, JsonDict, StoreUnavailable
 
 
 class MessageInFlight(Exception):
@@ -49,7 +49,7 @@ def fingerprint(request: Any) -> str:
 class MessageIds:
     """Claims on clients' message ids, each kept alive by this agent's heartbeat."""
 
-    def __init__(self, store: Store, *, lease: float = 10.0) -> None:
+    def __init__(self, store: ClaimStore, *, lease: float = 10.0) -> None:
         self._store = store
         self._heartbeat: Heartbeat[tuple[str, str]] = Heartbeat(lease, self._renew, "claim")
 

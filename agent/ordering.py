@@ -21,7 +21,7 @@ from datetime import datetime
 
 from agent.leases import Heartbeat
 from agent.state.models import utc_now
-from agent.store.base import Store, StoreUnavailable
+from agent.store.base import LineStore, StoreUnavailable
 
 #: Polling interval for a place that waits on another replica: it starts short (a turn is
 #: milliseconds) and backs off, so a long wait costs few queries.
@@ -41,7 +41,8 @@ class LineTimeout(Exception):
 class UserLines:
     """Serialises each user's turns through the store; see the module docstring."""
 
-    def __init__(self, store: Store, *, lease: float = 10.0, max_wait: float = 60.0) -> None:
+    def __init__(self, store: LineStore, *, lease: float = 10.0,
+                 max_wait: float = 60.0) -> None:
         self._store = store
         self._max_wait = max_wait
         self._heartbeat: Heartbeat[tuple[str, int]] = Heartbeat(

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench.load import run_load
-from bench.run import RESULTS, free_port, mongodb, process, stack
+from bench.run import RESULTS, clock_ticks, free_port, mongodb, process, stack
 
 #: Layers, first match wins: (name, substrings of a frame's file path or function).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -46,12 +46,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("json", ("json/",)),
     ("event loop (uvloop / asyncio)", ("uvloop", "asyncio")),
 )
-
-
-def clock_ticks(pid: int) -> int:
-    """User + system CPU time of a process, in clock ticks."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
 
 
 def layer_of(stack: list[str]) -> str:

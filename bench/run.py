@@ -96,6 +96,12 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def clock_ticks(pid: int) -> int:
+    """User + system CPU time of a process, in clock ticks (from ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def overhead_ms(base: str, dialog_ids: set[str], latencies: list[float]) -> dict[str, float]:
     """Turn latency minus the services' critical path (per group, the slowest call), from
     the traces the executor stored."""
@@ -147,8 +153,13 @@ def bench_store(name: str, db_url: str, quick: bool) -> dict[str, Any]:
         asyncio.run(run_load(f"{base}/", 8, 80, tag="warmup"))
         rows = []
         for level in levels:
+            ticks = clock_ticks(pid)
             result = asyncio.run(run_load(f"{base}/", level, turns[level], tag=f"{name}"))
-            rows.append(result.summary())
+            # The agent's own CPU per turn: what a turn costs it, whatever the machine's
+            # other processes (stubs, load generator, database) take.
+            cpu_s = (clock_ticks(pid) - ticks) / os.sysconf("SC_CLK_TCK")
+            rows.append({**result.summary(), "agent_cpu_ms_per_turn": round(
+                1000 * cpu_s / max(result.turns, 1), 2)})
             print(f"  {name} C={level}: {rows[-1]}", flush=True)
             if level == 1:
                 out["overhead"] = overhead_ms(base, result.dialog_ids, result.latencies)
@@ -227,13 +238,15 @@ def table(results: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
     load = Table(title="Load: POST / through 7 stub services")
-    for column in ("store", "C", "turns", "errors", "turns/s", "p50 ms", "p90 ms", "p99 ms"):
+    for column in ("store", "C", "turns", "errors", "turns/s", "p50 ms", "p90 ms", "p99 ms",
+                   "agent CPU ms/turn"):
         load.add_column(column, justify="right")
     for result in results:
         for r in result["load"]:
             load.add_row(label(result), str(r["concurrency"]), str(r["turns"]),
                          str(r["errors"]), str(r["turns_per_s"]), str(r["p50_ms"]),
-                         str(r["p90_ms"]), str(r["p99_ms"]))
+                         str(r["p90_ms"]), str(r["p99_ms"]),
+                         str(r.get("agent_cpu_ms_per_turn", "")))
     other = Table(title="Overhead, flatness, fan-out, memory")
     for column in ("store", "agent overhead p50", "flat last20/first20", "10x100ms fan-out",
                    "RSS growth"):

@@ -1,8 +1,18 @@
-"""Where the dialogue state lives: one :class:`Store` protocol, SQLite and MongoDB behind it."""
+"""Where the dialogue state lives: three narrow protocols (:class:`DialogStore`,
+:class:`ClaimStore`, :class:`LineStore`), one :class:`Store` holding all three, SQLite and
+MongoDB behind it."""
 
-from agent.store.base import DialogHead, Store, StoreUnavailable
+from agent.store.base import (
+    ClaimStore,
+    DialogHead,
+    DialogStore,
+    LineStore,
+    Store,
+    StoreUnavailable,
+)
 
-__all__ = ["DialogHead", "Store", "StoreUnavailable", "open_store"]
+__all__ = ["ClaimStore", "DialogHead", "DialogStore", "LineStore", "Store", "StoreUnavailable",
+           "open_store"]
 
 
 async def open_store(url: str) -> Store:

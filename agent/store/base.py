@@ -60,8 +60,9 @@ class DialogHead(BaseModel):
     attributes: dict[str, Any] = Field(default_factory=dict)
 
 
-class Store(Protocol):
-    """The operations of a turn and of the read API."""
+class DialogStore(Protocol):
+    """The dialogs: the operations of a turn and of the read API, erasure and the
+    connection's life."""
 
     async def open_turn(self, external_id: str, channel_type: str,
                         limit: int) -> tuple[Human, DialogHead, list[Utterance]]:
@@ -118,6 +119,21 @@ class Store(Protocol):
         """Rate a bot utterance of one of the user's dialogs; False when there is none."""
         ...
 
+    async def delete_user(self, external_id: str) -> bool:
+        """Erase the user: profile, dialogs and utterances. False for an unknown user."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise :class:`StoreUnavailable` when the database cannot be reached."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class ClaimStore(Protocol):
+    """Clients' message ids: a claim per id, so a retried message is answered once
+    (:mod:`agent.idempotency`)."""
+
     async def claim_message(self, external_id: str, key: str, fingerprint: str,
                             lease_until: datetime, now: datetime) -> Claim:
         """Claim a client's message id before its turn runs, until ``lease_until``. A claim
@@ -137,6 +153,11 @@ class Store(Protocol):
     async def release_message(self, external_id: str, key: str) -> None:
         """Give up a claim whose turn failed, so a retry can run it."""
         ...
+
+
+class LineStore(Protocol):
+    """The users' line: one message of a user at a time, in arrival order
+    (:mod:`agent.ordering`)."""
 
     async def enqueue(self, external_id: str, lease_until: datetime) -> tuple[int, bool]:
         """Take the user's next place in line (places only grow, in arrival order). Returns
@@ -158,12 +179,7 @@ class Store(Protocol):
         ran (it was first in line); a message that gave up waiting leaves with False."""
         ...
 
-    async def delete_user(self, external_id: str) -> bool:
-        """Erase the user: profile, dialogs and utterances. False for an unknown user."""
-        ...
 
-    async def ping(self) -> None:
-        """Raise :class:`StoreUnavailable` when the database cannot be reached."""
-        ...
-
-    async def close(self) -> None: ...
+class Store(DialogStore, ClaimStore, LineStore, Protocol):
+    """All three, as one object: what :func:`agent.store.open_store` returns and each
+    backend implements. Callers that need one job take the narrow protocol."""

@@ -24,6 +24,8 @@ def test_the_quick_benchmark_writes_every_figure(tmp_path: Path) -> None:
     assert result["store"] == "sqlite" and result["server"] == "SQLite"
     assert [row["concurrency"] for row in result["load"]] == [1, 8, 32, 64]
     assert all(row["errors"] == 0 and row["turns_per_s"] > 0 for row in result["load"])
+    # the agent's own CPU per turn, from /proc: a turn costs it something, never nothing
+    assert all(row["agent_cpu_ms_per_turn"] > 0 for row in result["load"])
     # the overhead is the turn minus the services' own time, read from stored traces
     overhead = result["overhead"]
     assert 0 < overhead["services_critical_path_p50_ms"] < overhead["turn_p50_ms"]

@@ -1,0 +1,152 @@
+"""What the three parts of the SQLite store share: the connection, the schema and
+how statements run."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter
+
+from agent.state.models import BotUtterance, HumanUtterance, Utterance
+from agent.store.base import StoreUnavailable, StoreWriteRefused
+
+_utterance: TypeAdapter[Utterance] = TypeAdapter(Utterance)
+Statement = tuple[str, list[Any]]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS users (
+    id TEXT PRIMARY KEY, external_id TEXT NOT NULL UNIQUE, doc TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS dialogs (
+    id TEXT PRIMARY KEY, human_id TEXT NOT NULL, active INTEGER NOT NULL, doc TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS dialogs_by_human ON dialogs (human_id, active);
+CREATE UNIQUE INDEX IF NOT EXISTS one_active_dialog ON dialogs (human_id) WHERE active = 1;
+CREATE TABLE IF NOT EXISTS messages (
+    user TEXT NOT NULL, key TEXT NOT NULL, reply TEXT, fingerprint TEXT, alive_until REAL,
+    PRIMARY KEY (user, key));
+CREATE TABLE IF NOT EXISTS turn_queue (
+    user TEXT NOT NULL, place INTEGER NOT NULL, done INTEGER NOT NULL, alive_until REAL NOT NULL,
+    PRIMARY KEY (user, place));
+CREATE TABLE IF NOT EXISTS utterances (
+    dialog_id TEXT NOT NULL, seq INTEGER NOT NULL, utt_id TEXT NOT NULL UNIQUE,
+    speaker TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (dialog_id, seq));
+"""
+#: Columns added since the first release: (table, column, type), added at open when missing,
+#: so a database written by an earlier release keeps its data and gains them.
+_ADDED_COLUMNS = (("messages", "fingerprint", "TEXT"), ("messages", "alive_until", "REAL"))
+#: Primary result codes that mean the database cannot work right now (a full disk, an I/O
+#: error, a lock held too long, a file that cannot be opened or written), not bad data.
+_UNAVAILABLE_CODES = frozenset({
+    sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PROTOCOL,
+})
+#: Attribute keys per ``json_set`` call: SQLite caps a function's arguments (127 by default),
+#: so a larger merge takes several statements.
+_KEYS_PER_CALL = 50
+_INSERT_UTTERANCE = (
+    "INSERT INTO utterances (dialog_id, seq, utt_id, speaker, doc) VALUES (?, "
+    "(SELECT COALESCE(MAX(seq), -1) + 1 FROM utterances WHERE dialog_id = ?), ?, ?, ?)"
+)
+
+
+def _path_of(url: str) -> Path:
+    """``sqlite:///data/chorus.db`` is relative, ``sqlite:////var/x.db`` absolute."""
+    path = url.removeprefix("sqlite://").removeprefix("/")
+    if not path:
+        raise ValueError(f"no file in database URL {url!r}: use sqlite:///data/chorus.db")
+    return Path(path if not url.startswith("sqlite:////") else "/" + path)
+
+
+def _merges(table: str, prefix: str, updates: dict[str, Any], row_id: str) -> list[Statement]:
+    """``UPDATE table SET doc = json_set(doc, ?, json(?), ...)``: each key goes in a bound
+    JSON path (``$.attributes."key"``), never into the statement's text. SQLite caps a
+    function's arguments, so a large merge is several statements (of one transaction)."""
+    items = list(updates.items())
+    statements: list[Statement] = []
+    for start in range(0, len(items), _KEYS_PER_CALL):
+        chunk = items[start:start + _KEYS_PER_CALL]
+        args: list[Any] = []
+        for key, value in chunk:
+            if '"' in key:  # checked upstream; a quote would end the path's label
+                raise StoreWriteRefused(f"attribute key {key!r} contains '\"'")
+            args += [f'{prefix}."{key}"', _json(value)]
+        pairs = ", ".join(["?, json(?)"] * len(chunk))
+        statements.append((f"UPDATE {table} SET doc = json_set(doc, {pairs}) WHERE id = ?",
+                           [*args, row_id]))
+    return statements
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError as exc:  # NaN, Infinity: checked upstream
+        raise StoreWriteRefused(f"not storable as JSON: {exc}") from None
+
+
+def _document(model: BaseModel) -> str:
+    try:
+        return model.model_dump_json()
+    except ValueError as exc:  # e.g. a lone surrogate: checked upstream
+        raise StoreWriteRefused(f"not storable as JSON: {exc}") from None
+
+
+def _translated(exc: sqlite3.Error) -> Exception:
+    """The store's exception for an SQLite error (see the module docstring)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in _UNAVAILABLE_CODES:
+        return StoreUnavailable(f"SQLite store: {exc}")
+    if isinstance(exc, sqlite3.IntegrityError):
+        return exc
+    return StoreWriteRefused(f"SQLite store: {exc}")
+
+
+def _insert_utterance(dialog_id: str, utterance: HumanUtterance | BotUtterance) -> Statement:
+    return (_INSERT_UTTERANCE, [dialog_id, dialog_id, utterance.utt_id, utterance.speaker,
+                                _document(utterance)])
+
+
+def _add_missing_columns(db: sqlite3.Connection) -> None:
+    for table, column, kind in _ADDED_COLUMNS:
+        present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        if column not in present:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+
+
+class SqliteBase:
+    """One connection, and statements run on it (see :mod:`agent.store.sqlite`)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def _one(self, sql: str, args: Iterable[Any] = ()) -> Any:
+        try:
+            return self._db.execute(sql, tuple(args)).fetchone()
+        except sqlite3.Error as exc:
+            raise _translated(exc) from exc
+
+    def _all(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
+        try:
+            return self._db.execute(sql, tuple(args)).fetchall()
+        except sqlite3.Error as exc:
+            raise _translated(exc) from exc
+
+    def _write(self, *statements: Statement) -> list[Any]:
+        """Statements in one transaction; the first row each returned (or None)."""
+        rows = []
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, args in statements:
+                    rows.append(self._db.execute(sql, args).fetchone())
+                self._db.execute("COMMIT")
+            except BaseException:
+                # SQLite rolls some failures (a full disk) back itself.
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise _translated(exc) from exc
+        return rows

@@ -1,0 +1,142 @@
+"""The dialogs on SQLite: the turn and the read API."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from agent.state.models import (
+    Bot,
+    BotUtterance,
+    Dialog,
+    Human,
+    HumanUtterance,
+    Utterance,
+    new_id,
+    utc_now,
+)
+from agent.store.base import DialogHead
+from agent.store.sqlite.base import (
+    SqliteBase,
+    Statement,
+    _document,
+    _insert_utterance,
+    _json,
+    _merges,
+    _utterance,
+)
+
+
+class SqliteDialogs(SqliteBase):
+    """:class:`agent.store.DialogStore` on SQLite, but for erasure and the connection."""
+
+    async def open_turn(self, external_id: str, channel_type: str,
+                        limit: int) -> tuple[Human, DialogHead, list[Utterance]]:
+        human = await self.human(external_id)
+        dialog = await self.active_dialog(human, channel_type)
+        return human, dialog, await self.recent_utterances(dialog.dialog_id, limit)
+
+    async def human(self, external_id: str) -> Human:
+        row = self._one("SELECT doc FROM users WHERE external_id = ?", [external_id])
+        if row is None:
+            fresh = Human(user_external_id=external_id)
+            self._write(("INSERT OR IGNORE INTO users (id, external_id, doc) VALUES (?, ?, ?)",
+                         [fresh.id, external_id, fresh.model_dump_json()]))
+            row = self._one("SELECT doc FROM users WHERE external_id = ?", [external_id])
+        return Human.model_validate_json(row[0])
+
+    async def active_dialog(self, human: Human, channel_type: str) -> DialogHead:
+        row = self._one("SELECT doc FROM dialogs WHERE human_id = ? AND active = 1", [human.id])
+        if row is not None:
+            return DialogHead.model_validate_json(row[0])
+        head = DialogHead(dialog_id=new_id(), channel_type=channel_type, date_start=utc_now(),
+                          human_id=human.id, bot=Bot())
+        try:
+            self._write(("INSERT INTO dialogs (id, human_id, active, doc) VALUES (?, ?, 1, ?)",
+                         [head.dialog_id, human.id, head.model_dump_json()]))
+        except sqlite3.IntegrityError:  # another process opened it first: use theirs
+            row = self._one("SELECT doc FROM dialogs WHERE human_id = ? AND active = 1",
+                            [human.id])
+            return DialogHead.model_validate_json(row[0])
+        return head
+
+    async def recent_utterances(self, dialog_id: str, limit: int) -> list[Utterance]:
+        rows = self._all(
+            "SELECT doc FROM utterances WHERE dialog_id = ? ORDER BY seq DESC LIMIT ?",
+            [dialog_id, limit],
+        )
+        return [_utterance.validate_json(row[0]) for row in reversed(rows)]
+
+    async def add_utterance(self, dialog_id: str, utterance: HumanUtterance) -> None:
+        self._write(_insert_utterance(dialog_id, utterance))
+
+    async def finish_turn(
+        self, dialog_id: str, human_id: str, utterance: HumanUtterance,
+        bot_utterance: BotUtterance, human_attributes: dict[str, Any],
+        bot_attributes: dict[str, Any], *, human_profile: dict[str, Any] | None = None,
+        replace_human_attributes: bool = False,
+    ) -> None:
+        statements: list[Statement] = [
+            ("UPDATE utterances SET doc = ? WHERE utt_id = ?",
+             [_document(utterance), utterance.utt_id]),
+            _insert_utterance(dialog_id, bot_utterance),
+        ]
+        if replace_human_attributes:
+            statements.append(("UPDATE users SET doc = json_set(doc, '$.attributes', json(?)) "
+                               "WHERE id = ?", [_json(human_attributes), human_id]))
+        else:
+            statements += _merges("users", "$.attributes", human_attributes, human_id)
+        statements += _merges("users", "$.profile", human_profile or {}, human_id)
+        statements += _merges("dialogs", "$.bot.attributes", bot_attributes, dialog_id)
+        self._write(*statements)
+
+    async def close_active_dialog(self, external_id: str) -> str | None:
+        (row,) = self._write((
+            "UPDATE dialogs SET active = 0, doc = json_set(doc, '$.date_finish', ?) "
+            "WHERE active = 1 AND human_id = (SELECT id FROM users WHERE external_id = ?) "
+            "RETURNING id",
+            [utc_now().isoformat(), external_id],
+        ))
+        return None if row is None else str(row[0])
+
+    def _dialog(self, head_doc: str, human: Human) -> Dialog:
+        head = DialogHead.model_validate_json(head_doc)
+        rows = self._all("SELECT doc FROM utterances WHERE dialog_id = ? ORDER BY seq",
+                         [head.dialog_id])
+        return Dialog(
+            **head.model_dump(exclude={"human_id"}), human=human,
+            utterances=[_utterance.validate_json(row[0]) for row in rows],
+        )
+
+    async def dialog(self, dialog_id: str) -> Dialog | None:
+        row = self._one("SELECT d.doc, u.doc FROM dialogs d JOIN users u ON u.id = d.human_id "
+                        "WHERE d.id = ?", [dialog_id])
+        if row is None:
+            return None
+        return self._dialog(row[0], Human.model_validate_json(row[1]))
+
+    async def user_dialogs(self, external_id: str) -> list[Dialog] | None:
+        user = self._one("SELECT id, doc FROM users WHERE external_id = ?", [external_id])
+        if user is None:
+            return None
+        human = Human.model_validate_json(user[1])
+        rows = self._all("SELECT doc FROM dialogs WHERE human_id = ? "
+                         "ORDER BY rowid", [user[0]])  # creation order: dates tie within a ms
+        return [self._dialog(row[0], human) for row in rows]
+
+    async def rate_dialog(self, external_id: str, dialog_id: str, rating: float) -> bool:
+        (row,) = self._write((
+            "UPDATE dialogs SET doc = json_set(doc, '$.rating', ?) WHERE id = ? AND "
+            "human_id = (SELECT id FROM users WHERE external_id = ?) RETURNING id",
+            [rating, dialog_id, external_id],
+        ))
+        return row is not None
+
+    async def rate_utterance(self, external_id: str, utt_id: str, rating: float) -> bool:
+        (row,) = self._write((
+            "UPDATE utterances SET doc = json_set(doc, '$.rating', ?) WHERE utt_id = ? "
+            "AND speaker = 'bot' AND dialog_id IN (SELECT d.id FROM dialogs d JOIN users u "
+            "ON u.id = d.human_id WHERE u.external_id = ?) RETURNING utt_id",
+            [rating, utt_id, external_id],
+        ))
+        return row is not None

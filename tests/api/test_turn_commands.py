@@ -1,0 +1,103 @@
+"""What a turn costs on MongoDB, counted where it matters: the commands the agent sends.
+
+Every MongoDB command is a round trip, so the number of commands of a steady-state turn
+(through ``POST /``, the line, the idempotency-free path, the dialogue manager and the
+store) is what a remote database makes a turn pay. A PyMongo command listener counts
+them per turn; the count must not grow with the dialog.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+from pymongo import monitoring
+from pymongo.monitoring import (
+    CommandFailedEvent,
+    CommandStartedEvent,
+    CommandSucceededEvent,
+)
+
+from tests.conftest import AgentFactory, fresh_database, service_entry
+from tests.support.services import counter_skill
+
+#: Commands a steady-state turn may send today (see docs/deployment.md's storage section).
+MOST_COMMANDS = 12
+#: Turns compared. From the user's 9th message on, leaving the line also deletes the place
+#: 8 below (the line keeps a few places per user), so turn 10 is the first steady one.
+EARLY, LATE = 10, 55
+
+
+class DatabaseCommands(monitoring.CommandListener):
+    """Commands sent to one database, by any client of this process. PyMongo has no way to
+    unregister a global listener, so the one registered below stays and filters by name."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.database: str | None = None
+        self.names: list[str] = []
+
+    def take(self) -> list[str]:
+        with self._lock:
+            names, self.names = self.names, []
+        return names
+
+    def started(self, event: CommandStartedEvent) -> None:
+        if event.database_name == self.database:
+            with self._lock:
+                name = event.command_name
+                self.names.append(f"{name} {event.command.get(name)}")
+
+    def succeeded(self, event: CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: CommandFailedEvent) -> None:
+        pass
+
+
+_COMMANDS = DatabaseCommands()
+monitoring.register(_COMMANDS)
+
+
+@pytest.fixture
+def db_url(mongodb_url: str) -> str:
+    """Only MongoDB: the count is of MongoDB commands."""
+    return fresh_database(mongodb_url)
+
+
+def as_on_mongodb(commands: list[str]) -> list[str]:
+    """The commands as MongoDB gets them: on FerretDB, whose 1.x scans a collection for
+    any filter but ``_id`` equality, the store reads the window's utterances one by one
+    instead of with one ``$in``; those runs of point reads count as the one ``find``."""
+    merged: list[str] = []
+    for command in commands:
+        if command == "find utterances" and merged and merged[-1] == command:
+            continue
+        merged.append(command)
+    return merged
+
+
+def test_a_steady_state_turn_costs_a_few_commands_at_turn_5_and_turn_55(
+    services: Any, agent: AgentFactory, db_url: str,
+) -> None:
+    _COMMANDS.database = urlparse(db_url).path.lstrip("/")
+    client = agent({"services": {"skills": {"counter": service_entry(
+        services(counter_skill()).url)}}})
+    try:
+        costs: dict[int, list[str]] = {}
+        for turn in range(1, LATE + 1):
+            _COMMANDS.take()
+            reply = client.post("/", json={"user_id": "steady", "payload": "count"})
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["response"] == f"count is {turn}"
+            costs[turn] = _COMMANDS.take()
+    finally:
+        _COMMANDS.database = None
+    early, late = as_on_mongodb(costs[EARLY]), as_on_mongodb(costs[LATE])
+    print(f"turn {EARLY}: {len(early)} commands {dict(Counter(early))} "
+          f"({len(costs[EARLY])} sent)")
+    assert Counter(late) == Counter(early), (early, late)
+    assert len(early) <= MOST_COMMANDS, early
