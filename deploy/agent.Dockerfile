@@ -1,4 +1,5 @@
-# The Chorus agent: uvicorn --factory agent.api.app:create_app on port 4242.
+# The Chorus agent: python -m agent.api.serve (uvicorn serving agent.api.app:create_app) on
+# port 4242.
 # Build with the repository root as the context (docker-compose.yml does):
 #   docker build -f deploy/agent.Dockerfile -t chorus-agent .
 # Configuration comes from CHORUS_* environment variables (agent/settings.py), e.g.
@@ -34,4 +35,4 @@ EXPOSE 4242
 # /ready: unhealthy while MongoDB or a required service is unreachable (docs/observability.md).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:4242/ready', timeout=3)"]
-CMD ["uvicorn", "--factory", "agent.api.app:create_app", "--host", "0.0.0.0", "--port", "4242"]
+CMD ["python", "-m", "agent.api.serve", "--host", "0.0.0.0", "--port", "4242"]

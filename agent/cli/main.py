@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import uvicorn
 
+from agent.api.serve import serve
 from agent.cli import stack
 from agent.cli.chat import chat_command
 from agent.cli.parlai import eval_command, export_command
@@ -83,8 +83,7 @@ def run(
             return
         typer.secho(f"Chorus agent on http://{host}:{port}  (store: {settings.db_url}; "
                     f"API docs: http://{host}:{port}/docs)", fg=typer.colors.GREEN)
-        uvicorn.run("agent.api.app:create_app", factory=True, host=host, port=port,
-                    log_level="warning")
+        serve(host, port, log_level="warning")
     except RuntimeError as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None
@@ -103,8 +102,7 @@ def _run_dream(settings: Settings, host: str, port: int) -> None:
                 "(run them from Dream's compose files)", fg=typer.colors.YELLOW)
     typer.secho(f"Chorus agent on http://{host}:{port}  (store: {settings.db_url})",
                 fg=typer.colors.GREEN)
-    uvicorn.run("agent.api.app:create_app", factory=True, host=host, port=port,
-                log_level="warning")
+    serve(host, port, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -250,3 +250,36 @@ def test_an_unexpected_error_closes_the_connection_and_the_next_request_works(
         assert failed.status_code == 500 and failed.json() == {"detail": "internal error"}
         assert failed.headers["connection"] == "close"
         assert client.post("/", json={"user_id": "u", "payload": "hi"}).status_code == 200
+
+
+def test_the_served_agent_closes_a_connection_that_never_sends_a_request(
+    services: Services, tmp_path: Path,
+) -> None:
+    """``python -m agent.api.serve`` (the image's command, and ``chorus run``'s server):
+    an idle socket is closed after the keep-alive timeout instead of being held for ever."""
+    import socket
+    import sys
+
+    from tests.support.processes import wait_until_up
+    from tests.support.servers import free_port
+    from tests.support.services import fixed_skill
+
+    skill = services(fixed_skill("echo", "ok", 0.5))
+    port = free_port()
+    env = {**os.environ,
+           "CHORUS_PIPELINE": write_pipeline(tmp_path / "pipeline.json",
+                                             {"echo": service_entry(skill.url)}),
+           "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db"}
+    agent = subprocess.Popen([sys.executable, "-m", "agent.api.serve", "--port", str(port),
+                              "--log-level", "warning"], env=env, stderr=subprocess.DEVNULL)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_until_up(f"{base}/ping", agent)
+        with socket.create_connection(("127.0.0.1", port)) as idle:
+            idle.settimeout(30)  # uvicorn's keep-alive timeout is 5 s
+            assert idle.recv(1) == b"", "the idle connection was not closed"
+        answer = httpx.post(f"{base}/", json={"user_id": "ann", "payload": "hi"}, timeout=30)
+        assert answer.status_code == 200 and answer.json()["response"] == "ok"
+    finally:
+        agent.terminate()
+        agent.wait(30)

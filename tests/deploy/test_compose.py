@@ -304,7 +304,13 @@ class Uvicorn:
 
 
 def uvicorn_command(dockerfile: Dockerfile) -> Uvicorn:
+    """What a CMD serves: ``uvicorn [--factory] module:app ...``, or the agent's own
+    ``python -m agent.api.serve ...`` (uvicorn serving ``agent.api.serve.APP``)."""
     cmd = dockerfile.cmd
+    if cmd[:3] == ["python", "-m", "agent.api.serve"]:
+        from agent.api.serve import APP
+
+        cmd = ["uvicorn", "--factory", APP, *cmd[3:]]
     assert cmd and cmd[0] == "uvicorn", f"{dockerfile.path}: CMD {cmd} is not `uvicorn ...`"
     targets = [arg for i, arg in enumerate(cmd[1:], 1)
                if not arg.startswith("-") and cmd[i - 1] not in ("--host", "--port")]
