@@ -1,4 +1,4 @@
-"""ParlAI's Message (seeds 000-003): a dict that refuses to overwrite a key silently.
+"""ParlAI's Message: a dict that refuses to overwrite a key silently.
 
 The pipeline keeps annotations in Messages, so an annotator's output, once written, cannot
 be replaced by a second write in the same turn: changing it takes an explicit

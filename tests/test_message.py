@@ -1,4 +1,4 @@
-"""ParlAI's Message semantics (seeds 000-003)."""
+"""ParlAI's Message semantics."""
 
 from __future__ import annotations
 

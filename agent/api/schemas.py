@@ -102,7 +102,7 @@ class Ok(BaseModel):
 
 
 class Observation(BaseModel):
-    """``POST /api/v1/chat``: a ParlAI observation (seeds 000-003) from a user.
+    """``POST /api/v1/chat``: a ParlAI observation from a user.
 
     ``labels`` sent in a live chat are moved to ``eval_labels`` before storage, so they
     never feed skills; extended fields are kept as the utterance's attributes.

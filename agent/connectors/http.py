@@ -1,10 +1,10 @@
 """The HTTP connector: POST ``{"dialogs": [...]}``, read a bounded JSON list back.
 
 httpx is the project's HTTP interface (SDK, CLI, tests), but under the connectors, the
-agent's hot path, the engine is aiohttp, chosen by measurement: on these 2-core machines a
-turn makes 7 service calls, and DESIGN.md measured httpx's own pool at 115-340 calls/s,
-httpx over the aiohttp transport at 470-620, and aiohttp alone at 850-2200. All connectors
-share one ``aiohttp.ClientSession`` made in the agent's lifespan.
+agent's hot path, the engine is aiohttp, chosen by measurement: a turn makes about 7 service
+calls, and ``bench/http_clients.py`` measures aiohttp at several times httpx's calls per
+second on these 2-core machines (the figures are in the README). All connectors share one
+``aiohttp.ClientSession`` made in the agent's lifespan.
 """
 
 from __future__ import annotations

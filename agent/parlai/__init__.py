@@ -1,1 +1,1 @@
-"""ParlAI at Chorus's edges (seeds 000-003): observations in, acts out, datasets replayed."""
+"""ParlAI at Chorus's edges: observations in, acts out, datasets replayed."""

@@ -1,4 +1,4 @@
-"""The dialogue state of seed 004 (DeepPavlov Dream), as pydantic models."""
+"""The dialogue state of DeepPavlov Dream, as pydantic models."""
 
 from agent.state.models import (
     Bot,

@@ -1,4 +1,4 @@
-"""Dialogue state, modelled on the Dialogue State page of DeepPavlov Dream (seed 004).
+"""Dialogue state, modelled on the Dialogue State page of DeepPavlov Dream.
 
 These are the stored shapes and the API's schema at once: ``GET /api/dialogs/{id}``
 returns a :class:`Dialog` exactly as the store holds it. Services never see them whole;
