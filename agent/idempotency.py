@@ -22,6 +22,8 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
+from pydantic import BaseModel
+
 from agent.leases import Heartbeat
 from agent.state.models import utc_now
 from agent.store.base import ClaimStatus, ClaimStore, JsonDict, StoreUnavailable
@@ -57,14 +59,16 @@ class MessageIds:
         await self._store.renew_claims(sorted(claims), lease_until)
 
     async def answer_once(
-        self, user_id: str, key: str | None, request: str,
+        self, user_id: str, key: str | None, request: BaseModel,
         answer: Callable[[], Awaitable[JsonDict]],
     ) -> JsonDict:
-        """``answer()`` once per ``key``; ``request`` is the request's :func:`fingerprint`."""
+        """``answer()`` once per ``key``; ``request`` (less its ``message_id``) is what a
+        retry must repeat. Without a key nothing is claimed or fingerprinted."""
         if key is None:
             return await answer()
         self._heartbeat.start()
-        claim = await self._store.claim_message(user_id, key, request,
+        sent = fingerprint(request.model_dump(mode="json", exclude={"message_id"}))
+        claim = await self._store.claim_message(user_id, key, sent,
                                                 self._heartbeat.lease_end(), utc_now())
         if claim.status is ClaimStatus.ANSWERED:
             assert claim.reply is not None

@@ -8,7 +8,6 @@ from agent.api.deps import DialogueDep, IdempotencyKey, JsonBody, SettingsDep
 from agent.api.limits import attributes_or_422, check_text
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import ChatKey
-from agent.idempotency import fingerprint
 
 router = APIRouter(tags=["chat"])
 
@@ -33,6 +32,5 @@ async def chat(message: AgentMessage, dialogue: DialogueDep, settings: SettingsD
 
     message_key = key or message.message_id
     scoped = f"chat:{message_key}" if message_key else None
-    request = fingerprint(message.model_dump(mode="json", exclude={"message_id"}))
     return AgentReply.model_validate(
-        await dialogue.claims.answer_once(message.user_id, scoped, request, answer))
+        await dialogue.claims.answer_once(message.user_id, scoped, message, answer))

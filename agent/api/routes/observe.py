@@ -12,7 +12,6 @@ from agent.api.deps import DialogueDep, IdempotencyKey, JsonBody, SettingsDep
 from agent.api.limits import attributes_or_422, check_text
 from agent.api.schemas import Act, Observation
 from agent.api.security import ChatKey
-from agent.idempotency import fingerprint
 from agent.parlai.metrics import TurnMetrics, rank_label_candidates
 from agent.settings import Settings
 
@@ -68,6 +67,5 @@ async def observe(observation: Observation, dialogue: DialogueDep, settings: Set
 
     message_key = key or observation.message_id
     scoped = f"observe:{message_key}" if message_key else None
-    request = fingerprint(observation.model_dump(mode="json", exclude={"message_id"}))
     return Act.model_validate(
-        await dialogue.claims.answer_once(observation.user_id, scoped, request, answer))
+        await dialogue.claims.answer_once(observation.user_id, scoped, observation, answer))
