@@ -1,12 +1,12 @@
-"""Idempotent retries: a client's message id makes a retried message cost nothing.
+"""Idempotent retries: a client's idempotency key makes a retried message cost nothing.
 
-The id (an ``Idempotency-Key`` header, or a ``message_id`` field) is claimed in the store
+The key (an ``Idempotency-Key`` header, or a ``message_id`` field) is claimed in the store
 before the turn runs, together with a fingerprint of the request. A retry of an answered
 message gets the first answer back and stores nothing; a retry that arrives while the first
-is still being processed gets :class:`MessageInFlight` (409, retry shortly); a turn that
-fails gives up its claim, so the retry runs it. The same id sent with a different message
-is a client bug that would otherwise silently get the other message's answer:
-:class:`MessageIdReused` (422).
+is still being processed gets :class:`KeyInFlight` (409, retry shortly); a turn that fails
+gives up its claim, so the retry runs it. The same key sent with a different message is a
+client bug that would otherwise silently get the other message's answer: :class:`KeyReused`
+(422).
 
 A claim carries a lease that this agent's heartbeat renews while the turn runs: when the
 agent dies mid-turn, nobody gives the claim up, so once the lease runs out a retry takes it
@@ -20,21 +20,23 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from agent.leases import Heartbeat
 from agent.state.models import utc_now
-from agent.store.base import ClaimStatus, ClaimStore, JsonDict, StoreUnavailable
+from agent.store.base import ClaimStatus, KeyStore, StoreUnavailable
+
+Reply = TypeVar("Reply", bound=BaseModel)
 
 
-class MessageInFlight(Exception):
-    """Another request with the same message id is being answered right now."""
+class KeyInFlight(Exception):
+    """Another request with the same idempotency key is being answered right now."""
 
 
-class MessageIdReused(Exception):
-    """The message id was used before for a different message."""
+class KeyReused(Exception):
+    """The idempotency key was used before for a different message."""
 
     def __init__(self, key: str) -> None:
         super().__init__(f"message id {key!r} was already used for a different message; "
@@ -48,44 +50,44 @@ def fingerprint(request: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-class MessageIds:
-    """Claims on clients' message ids, each kept alive by this agent's heartbeat."""
+class IdempotencyKeys:
+    """Claims on clients' idempotency keys, each kept alive by this agent's heartbeat."""
 
-    def __init__(self, store: ClaimStore, *, lease: float = 10.0) -> None:
+    def __init__(self, store: KeyStore, *, lease: float = 10.0) -> None:
         self._store = store
         self._heartbeat: Heartbeat[tuple[str, str]] = Heartbeat(lease, self._renew, "claim")
 
     async def _renew(self, claims: list[tuple[str, str]], lease_until: datetime) -> None:
-        await self._store.renew_claims(sorted(claims), lease_until)
+        await self._store.renew_keys(sorted(claims), lease_until)
 
     async def answer_once(
         self, user_id: str, key: str | None, request: BaseModel,
-        answer: Callable[[], Awaitable[JsonDict]],
-    ) -> JsonDict:
+        answer: Callable[[], Awaitable[Reply]], reply_type: type[Reply],
+    ) -> Reply:
         """``answer()`` once per ``key``; ``request`` (less its ``message_id``) is what a
-        retry must repeat. Without a key nothing is claimed or fingerprinted."""
+        retry must repeat. Without a key nothing is claimed or fingerprinted. The reply is
+        stored as JSON, and read back as ``reply_type`` for a retry."""
         if key is None:
             return await answer()
         self._heartbeat.start()
         sent = fingerprint(request.model_dump(mode="json", exclude={"message_id"}))
-        claim = await self._store.claim_message(user_id, key, sent,
-                                                self._heartbeat.lease_end(), utc_now())
+        claim = await self._store.claim_key(user_id, key, sent, self._heartbeat.lease_end(),
+                                            utc_now())
         if claim.status is ClaimStatus.ANSWERED:
-            assert claim.reply is not None
-            return claim.reply
+            return reply_type.model_validate(claim.reply)
         if claim.status is ClaimStatus.IN_FLIGHT:
-            raise MessageInFlight(key)
+            raise KeyInFlight(key)
         if claim.status is ClaimStatus.OTHER_MESSAGE:
-            raise MessageIdReused(key)
+            raise KeyReused(key)
         held = (user_id, key)
         self._heartbeat.held.add(held)
         try:
             reply = await answer()
-            await self._store.complete_message(user_id, key, reply)
+            await self._store.complete_key(user_id, key, reply.model_dump(mode="json"))
         except BaseException:
             # The store may be what failed: then the lease runs out and frees the claim.
             with contextlib.suppress(StoreUnavailable):
-                await self._store.release_message(user_id, key)
+                await self._store.release_key(user_id, key)
             raise
         finally:
             self._heartbeat.held.discard(held)

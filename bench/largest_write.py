@@ -35,7 +35,8 @@ ROUNDS = 5
 async def turn(store: Store, user: str, attributes: dict[str, str]) -> float:
     """One stored turn of ``user`` merging ``attributes``; its seconds."""
     started = time.perf_counter()
-    human, dialog, _ = await store.open_turn(user, "bench", 4)
+    start = await store.open_turn(user, "bench", 4)
+    human, dialog = start.human, start.dialog
     utterance = HumanUtterance(text="hello", user=human.model_dump(mode="json"))
     await store.add_utterance(dialog.dialog_id, utterance)
     bot = BotUtterance(text="hi", orig_text="hi", active_skill="bench", confidence=1.0)

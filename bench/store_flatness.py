@@ -1,6 +1,6 @@
 """Does a turn get slower as its dialog gets longer? The store's share of a turn, measured.
 
-Runs the agent's real turn path (:class:`DialogueManager` over an :class:`Executor`)
+Runs the agent's real turn path (:class:`MessageFlow` over an :class:`Executor`)
 through one dialog of ``--turns`` messages, with a pipeline of one in-process built-in
 service (no network, no model), so what is timed is the store's work per turn: read the
 user, the open dialog and the window, store the human utterance, store the finished turn.
@@ -40,7 +40,7 @@ from pymongo.monitoring import (  # noqa: E402
 
 from agent.connectors.factory import make_batchers  # noqa: E402
 from agent.connectors.http import make_http_client  # noqa: E402
-from agent.dialogue import DialogueManager  # noqa: E402
+from agent.flow import MessageFlow  # noqa: E402
 from agent.pipeline.config import parse_pipeline_config  # noqa: E402
 from agent.pipeline.executor import Executor  # noqa: E402
 from agent.pipeline.graph import build_pipeline  # noqa: E402
@@ -148,19 +148,20 @@ async def run(db_url: str, turns: int, window: int) -> dict[str, Any]:
     counts: list[list[int]] = []
     samples: dict[str, list[float]] = {name: [] for name in OPERATIONS}
     timed(store, samples)
-    manager = DialogueManager(store, Executor(graph, batchers), "bench")
+    flow = MessageFlow(store, Executor(graph, batchers), "bench")
     latencies = []
     try:
         for i in range(1, turns + 1):
             started = time.perf_counter()
-            reply = await manager.handle("bench-user", f"message {i:05d}", {})
+            result, dialog_id = await flow.run_turn("bench-user", f"message {i:05d}", {})
             latencies.append(time.perf_counter() - started)
             counts.append(counter.take())
             if i == 1:
-                print(f"turn 1 answered by {reply.active_skill}: {reply.response!r}")
+                bot = result.bot_utterance
+                print(f"turn 1 answered by {bot.active_skill}: {bot.text!r}")
             if i % 100 == 0:
                 print(f"  {i} turns, last {latencies[-1] * 1000:.1f} ms", flush=True)
-        window_now = await store.recent_utterances(reply.dialog_id or "", window)
+        window_now = await store.recent_utterances(dialog_id, window)
         assert window_now[-2].text == f"message {turns:05d}", "the window is not the last"
     finally:
         await store.close()

@@ -1,1 +1,1 @@
-"""The agent's HTTP API (FastAPI): routes are thin, the work is in the dialogue manager."""
+"""The agent's HTTP API (FastAPI): routes are thin, the work is in the message flow."""

@@ -31,13 +31,13 @@ from agent.api.routes import (
 )
 from agent.connectors.factory import make_batchers
 from agent.connectors.http import make_http_client
-from agent.dialogue import DialogueManager
 from agent.dream.connectors import make_dream_connectors
 from agent.dream.executor import DreamExecutor
 from agent.dream.graph import DreamPipeline
 from agent.dream.loading import load_any_pipeline
-from agent.idempotency import MessageIds
-from agent.ordering import UserLines
+from agent.flow import MessageFlow
+from agent.idempotency import IdempotencyKeys
+from agent.lines import UserLines
 from agent.pipeline.executor import Executor
 from agent.pipeline.graph import Pipeline
 from agent.settings import Settings, load_settings
@@ -76,11 +76,10 @@ def _lifespan(settings: Settings, pipeline: Pipeline | DreamPipeline,  # type: i
         app.state.settings = settings
         app.state.store = store
         lines = UserLines(store, lease=settings.turn_lease, max_wait=settings.line_wait)
-        claims = MessageIds(store, lease=settings.turn_lease)
-        app.state.dialogue = DialogueManager(store, executor, settings.channel_type,
-                                             lines=lines, claims=claims,
-                                             retry_window=settings.retry_window,
-                                             telemetry=telemetry)
+        keys = IdempotencyKeys(store, lease=settings.turn_lease)
+        app.state.flow = MessageFlow(store, executor, settings.channel_type, lines=lines,
+                                     keys=keys, retry_window=settings.retry_window,
+                                     telemetry=telemetry)
         app.state.readiness = Readiness(store, client, ready_services)
         log.info("Chorus agent ready: %d services, store %s", len(pipeline.nodes),
                  settings.db_url.split("://")[0])
@@ -88,7 +87,7 @@ def _lifespan(settings: Settings, pipeline: Pipeline | DreamPipeline,  # type: i
             yield
         finally:
             await lines.aclose()
-            await claims.aclose()
+            await keys.aclose()
             for connector in closing:
                 await connector.aclose()
             await client.close()

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Request, status
 
-from agent.dialogue import DialogueManager
+from agent.flow import MessageFlow
 from agent.settings import Settings
 from agent.store.base import Store
 
@@ -16,9 +16,9 @@ async def _store(request: Request) -> Store:
     return store
 
 
-async def _dialogue(request: Request) -> DialogueManager:
-    manager: DialogueManager = request.app.state.dialogue
-    return manager
+async def _flow(request: Request) -> MessageFlow:
+    flow: MessageFlow = request.app.state.flow
+    return flow
 
 
 async def _settings(request: Request) -> Settings:
@@ -47,6 +47,6 @@ async def _idempotency_key(
 
 StoreDep = Annotated[Store, Depends(_store)]
 IdempotencyKey = Annotated[str | None, Depends(_idempotency_key)]
-DialogueDep = Annotated[DialogueManager, Depends(_dialogue)]
+FlowDep = Annotated[MessageFlow, Depends(_flow)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 JsonBody = Depends(require_json)

@@ -12,8 +12,8 @@ from fastapi import FastAPI, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from agent.idempotency import MessageIdReused, MessageInFlight
-from agent.ordering import LineTimeout
+from agent.idempotency import KeyInFlight, KeyReused
+from agent.lines import LineTimeout
 from agent.store.base import StoreUnavailable, StoreWriteRefused
 
 log = logging.getLogger("chorus.api")
@@ -92,8 +92,8 @@ async def _line_too_long(_: Request, exc: Exception) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(LineTimeout, _line_too_long)
-    app.add_exception_handler(MessageInFlight, _in_flight)
-    app.add_exception_handler(MessageIdReused, _id_reused)
+    app.add_exception_handler(KeyInFlight, _in_flight)
+    app.add_exception_handler(KeyReused, _id_reused)
     app.add_exception_handler(StoreWriteRefused, _write_refused)
     app.add_exception_handler(Exception, _unexpected)
     app.add_exception_handler(StoreUnavailable, _store_down)

@@ -1,18 +1,25 @@
 """Where the dialogue state lives: three narrow protocols (:class:`DialogStore`,
-:class:`ClaimStore`, :class:`LineStore`), one :class:`Store` holding all three, SQLite and
+:class:`KeyStore`, :class:`LineStore`), one :class:`Store` holding all three, SQLite and
 MongoDB behind it."""
 
 from agent.store.base import (
-    ClaimStore,
     DialogHead,
     DialogStore,
+    KeyStore,
     LineStore,
     Store,
     StoreUnavailable,
 )
 
-__all__ = ["ClaimStore", "DialogHead", "DialogStore", "LineStore", "Store", "StoreUnavailable",
-           "open_store"]
+__all__ = [
+    "DialogHead",
+    "DialogStore",
+    "KeyStore",
+    "LineStore",
+    "Store",
+    "StoreUnavailable",
+    "open_store",
+]
 
 
 async def open_store(url: str) -> Store:

@@ -1,16 +1,17 @@
 """The store protocol every backend implements, and passes one contract test suite for.
 
-A turn touches a bounded number of records whatever the dialog's length: it reads the
-dialog's head and its last K utterances, writes the human utterance before any service is
-called, and at the end writes the finished human utterance, the bot utterance and the
-merged attributes. No record grows with the dialog (one record per utterance).
+A turn touches a bounded number of records whatever the dialog's length: it takes the
+user's place in line, reads the user, the dialog's head and its last K utterances, writes
+the human utterance before any service is called, and at the end writes the finished human
+utterance, the bot utterance and the merged attributes, leaving the line in the same
+write. No record grows with the dialog (one record per utterance).
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
@@ -33,18 +34,32 @@ class StoreWriteRefused(Exception):
 
 
 class ClaimStatus(enum.Enum):
-    """What claiming a client's message id found."""
+    """What claiming a client's idempotency key found."""
 
     CLAIMED = "claimed"  #: ours to answer (new, or taken over from a dead agent's lease)
     ANSWERED = "answered"  #: answered before: the reply is in the claim
     IN_FLIGHT = "in_flight"  #: another live request is answering it right now
-    OTHER_MESSAGE = "other_message"  #: the id was used for a different request
+    OTHER_MESSAGE = "other_message"  #: the key was used for a different request
 
 
 @dataclass(frozen=True, slots=True)
 class Claim:
     status: ClaimStatus
     reply: JsonDict | None = None
+
+
+@dataclass(slots=True)
+class Place:
+    """A message's place in its user's line (:class:`LineStore`)."""
+
+    user_id: str
+    number: int
+    #: no earlier message of the user is unfinished: the turn may start at once
+    first: bool
+    #: how long the place is held without a heartbeat (the successor gets as long)
+    lease: timedelta
+    #: the place was given back (by :meth:`LineStore.leave` or with a finished turn)
+    left: bool = False
 
 
 class DialogHead(BaseModel):
@@ -60,18 +75,28 @@ class DialogHead(BaseModel):
     attributes: dict[str, Any] = Field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class TurnStart:
+    """What a turn starts from (:meth:`DialogStore.open_turn`)."""
+
+    human: Human
+    dialog: DialogHead
+    #: the dialog's last utterances, oldest first (an unanswered human utterance left by
+    #: an attempt that failed mid-turn included)
+    history: list[Utterance]
+
+
 class DialogStore(Protocol):
     """The dialogs: the operations of a turn and of the read API, erasure and the
     connection's life."""
 
-    async def open_turn(self, external_id: str, channel_type: str,
-                        limit: int) -> tuple[Human, DialogHead, list[Utterance]]:
-        """What a turn starts from: :meth:`human`, :meth:`active_dialog` and
-        :meth:`recent_utterances` at once, so a store can read each document once."""
+    async def open_turn(self, user_id: str, channel_type: str, limit: int) -> TurnStart:
+        """The user (created on first contact), the open dialog (opened when there is
+        none) and its last ``limit`` utterances, read together."""
         ...
 
-    async def human(self, external_id: str) -> Human:
-        """The user with that external id, created on first contact."""
+    async def human(self, user_id: str) -> Human:
+        """The user with that user id, created on first contact."""
         ...
 
     async def active_dialog(self, human: Human, channel_type: str) -> DialogHead:
@@ -83,23 +108,26 @@ class DialogStore(Protocol):
         ...
 
     async def add_utterance(self, dialog_id: str, utterance: HumanUtterance) -> None:
-        """Store the human utterance before the pipeline runs."""
+        """Store the human utterance before the pipeline runs. A store may give the
+        utterance its id here (``utterance.utt_id`` is then rewritten)."""
         ...
 
     async def finish_turn(
         self, dialog_id: str, human_id: str, utterance: HumanUtterance,
         bot_utterance: BotUtterance, human_attributes: dict[str, Any],
         bot_attributes: dict[str, Any], *, human_profile: dict[str, Any] | None = None,
-        replace_human_attributes: bool = False,
+        replace_human_attributes: bool = False, place: Place | None = None,
     ) -> None:
         """Replace the human utterance with its annotated version, append the bot's, and
         merge the chosen hypothesis' attributes key by key (a concurrent merge of other
         keys is never lost). ``human_profile`` is merged into the profile the same way;
         ``replace_human_attributes`` makes ``human_attributes`` the user's whole attributes
-        (dp-agent's reset on a dialog's first turn)."""
+        (dp-agent's reset on a dialog's first turn). With ``place``, the same write leaves
+        the user's line (and marks the place :attr:`Place.left`). A store may give the bot
+        utterance its id here."""
         ...
 
-    async def close_active_dialog(self, external_id: str) -> str | None:
+    async def close_active_dialog(self, user_id: str) -> str | None:
         """End the user's open dialog; its id, or None when there was none."""
         ...
 
@@ -107,79 +135,82 @@ class DialogStore(Protocol):
         """The whole dialog, for reading."""
         ...
 
-    async def user_dialogs(self, external_id: str) -> list[Dialog] | None:
+    async def user_dialogs(self, user_id: str) -> list[Dialog] | None:
         """All dialogs of a user, oldest first; None for an unknown user."""
         ...
 
-    async def rate_dialog(self, external_id: str, dialog_id: str, rating: float) -> bool:
+    async def rate_dialog(self, user_id: str, dialog_id: str, rating: float) -> bool:
         """False when the user has no such dialog."""
         ...
 
-    async def rate_utterance(self, external_id: str, utt_id: str, rating: float) -> bool:
+    async def rate_utterance(self, user_id: str, utt_id: str, rating: float) -> bool:
         """Rate a bot utterance of one of the user's dialogs; False when there is none."""
         ...
 
-    async def delete_user(self, external_id: str) -> bool:
-        """Erase the user: profile, dialogs and utterances. False for an unknown user."""
+    async def delete_user(self, user_id: str) -> bool:
+        """Erase the user: profile, dialogs, utterances, line and keys. False for an
+        unknown user."""
         ...
 
     async def ping(self) -> None:
-        """Raise :class:`StoreUnavailable` when the database cannot be reached."""
+        """Raise :class:`StoreUnavailable` when the database cannot be reached (``/ready``)."""
         ...
 
     async def close(self) -> None: ...
 
 
-class ClaimStore(Protocol):
-    """Clients' message ids: a claim per id, so a retried message is answered once
+class KeyStore(Protocol):
+    """Clients' idempotency keys: a claim per key, so a retried message is answered once
     (:mod:`agent.idempotency`)."""
 
-    async def claim_message(self, external_id: str, key: str, fingerprint: str,
-                            lease_until: datetime, now: datetime) -> Claim:
-        """Claim a client's message id before its turn runs, until ``lease_until``. A claim
-        whose lease ran out before ``now`` with no answer is taken over; a claim made with
-        another ``fingerprint`` is :attr:`ClaimStatus.OTHER_MESSAGE` (claims stored before
-        fingerprints existed match any)."""
+    async def claim_key(self, user_id: str, key: str, fingerprint: str,
+                        lease_until: datetime, now: datetime) -> Claim:
+        """Claim a client's idempotency key before its turn runs, until ``lease_until``. A
+        claim whose lease ran out before ``now`` with no answer is taken over; a claim made
+        with another ``fingerprint`` is :attr:`ClaimStatus.OTHER_MESSAGE` (claims stored
+        before fingerprints existed match any)."""
         ...
 
-    async def renew_claims(self, claims: list[tuple[str, str]], lease_until: datetime) -> None:
-        """Extend the leases of unanswered claims ``(external_id, key)`` this agent holds."""
+    async def renew_keys(self, claims: list[tuple[str, str]], lease_until: datetime) -> None:
+        """Extend the leases of unanswered claims ``(user_id, key)`` this agent holds."""
         ...
 
-    async def complete_message(self, external_id: str, key: str, reply: JsonDict) -> None:
-        """Remember the answer to a claimed message id."""
+    async def complete_key(self, user_id: str, key: str, reply: JsonDict) -> None:
+        """Remember the answer to a claimed key."""
         ...
 
-    async def release_message(self, external_id: str, key: str) -> None:
+    async def release_key(self, user_id: str, key: str) -> None:
         """Give up a claim whose turn failed, so a retry can run it."""
         ...
 
 
 class LineStore(Protocol):
     """The users' line: one message of a user at a time, in arrival order
-    (:mod:`agent.ordering`)."""
+    (:mod:`agent.lines`)."""
 
-    async def enqueue(self, external_id: str, lease_until: datetime) -> tuple[int, bool]:
-        """Take the user's next place in line (places only grow, in arrival order). Returns
-        ``(place, first)``; ``first`` means no earlier message of the user is unfinished, so
-        the turn may start without asking :meth:`first_in_line`."""
+    async def take_place(self, user_id: str, lease_until: datetime) -> Place:
+        """Take the user's next place in line (places only grow, in arrival order), held
+        until ``lease_until`` unless renewed. :attr:`Place.first` means no earlier message
+        of the user is unfinished, so the turn may start without asking
+        :meth:`first_in_line`."""
         ...
 
-    async def first_in_line(self, external_id: str, place: int, now: datetime) -> bool:
+    async def first_in_line(self, place: Place, now: datetime) -> bool:
         """Whether every earlier place of the user is finished. An earlier place whose lease
         ran out before ``now`` (its agent died) is given up on the way."""
         ...
 
     async def renew_places(self, places: list[tuple[str, int]], lease_until: datetime) -> None:
-        """Extend the leases of unfinished places this agent holds (its heartbeat)."""
+        """Extend the leases of the places ``(user_id, number)`` this agent holds (its
+        heartbeat)."""
         ...
 
-    async def leave(self, external_id: str, place: int, *, served: bool = True) -> None:
+    async def leave(self, place: Place, *, served: bool = True) -> None:
         """Finish a place, so the user's next message can start. ``served`` says its turn
         ran (it was first in line); a message that gave up waiting leaves with False."""
         ...
 
 
-class Store(DialogStore, ClaimStore, LineStore, Protocol):
+class Store(DialogStore, KeyStore, LineStore, Protocol):
     """All three, as one object: what :func:`agent.store.open_store` returns and each
     backend implements. Callers that need one job take the narrow protocol."""

@@ -24,11 +24,11 @@ from pymongo.monitoring import (
 from tests.conftest import AgentFactory, fresh_database, service_entry
 from tests.support.services import counter_skill
 
-#: Commands a steady-state turn may send today (see docs/deployment.md's storage section).
-MOST_COMMANDS = 12
-#: Turns compared. From the user's 9th message on, leaving the line also deletes the place
-#: 8 below (the line keeps a few places per user), so turn 10 is the first steady one.
-EARLY, LATE = 10, 55
+#: Commands a steady-state turn may send on MongoDB 6+ (see docs/deployment.md's storage
+#: section for what each one is).
+MOST_COMMANDS = 6
+#: Turns compared: the window is full from turn 3 on.
+EARLY, LATE = 5, 55
 
 
 class DatabaseCommands(monitoring.CommandListener):

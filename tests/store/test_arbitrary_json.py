@@ -55,7 +55,8 @@ async def turn(store: Store, user: str, text: str, *, extra: dict[str, Any] | No
                annotations: dict[str, Any] | None = None,
                hypothesis_fields: dict[str, Any] | None = None,
                human_attributes: dict[str, Any] | None = None) -> str:
-    human, dialog, _ = await store.open_turn(user, "http_client", 4)
+    start = await store.open_turn(user, "http_client", 4)
+    human, dialog = start.human, start.dialog
     utterance = HumanUtterance(text=text, user=human.model_dump(mode="json"),
                                attributes=extra or {})
     await store.add_utterance(dialog.dialog_id, utterance)

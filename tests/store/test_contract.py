@@ -1,6 +1,6 @@
 """One contract, every store: what the agent relies on, run on SQLite and on MongoDB.
 
-Each test drives the store the way ``agent/dialogue.py`` does and asserts what a later
+Each test drives the store the way ``agent/flow.py`` does and asserts what a later
 read gives back; nothing here knows how a store keeps its records.
 """
 
@@ -38,7 +38,7 @@ async def turn(store: Store, user: str, text: str, answer: str = "ok", *,
 # -- users and dialogs ----------------------------------------------------------------
 
 
-async def test_a_user_is_created_once_per_external_id(store: Store) -> None:
+async def test_a_user_is_created_once_per_user_id(store: Store) -> None:
     first = await store.human("alice")
     assert first.user_external_id == "alice"
     assert (await store.human("alice")).id == first.id
@@ -77,18 +77,20 @@ async def test_the_open_dialog_is_reused_until_closed(store: Store) -> None:
 
 
 async def test_open_turn_is_the_user_the_open_dialog_and_its_window(store: Store) -> None:
-    human, dialog, history = await store.open_turn("alice", "telegram", 3)
+    start = await store.open_turn("alice", "telegram", 3)
+    human, dialog, history = start.human, start.dialog, start.history
     assert human.user_external_id == "alice" and history == []
     assert dialog.human_id == human.id and dialog.channel_type == "telegram"
     for i in range(3):
         await turn(store, "alice", f"message {i}", f"answer {i}")
     again = await store.open_turn("alice", "telegram", 3)
-    assert again[0].id == human.id and again[1].dialog_id == dialog.dialog_id
-    assert [u.text for u in again[2]] == [
+    assert again.human.id == human.id and again.dialog.dialog_id == dialog.dialog_id
+    assert [u.text for u in again.history] == [
         u.text for u in await store.recent_utterances(dialog.dialog_id, 3)]
-    assert [u.text for u in again[2]] == ["answer 1", "message 2", "answer 2"]
+    assert [u.text for u in again.history] == ["answer 1", "message 2", "answer 2"]
     await store.close_active_dialog("alice")
-    _, reopened, fresh = await store.open_turn("alice", "telegram", 3)
+    reopening = await store.open_turn("alice", "telegram", 3)
+    reopened, fresh = reopening.dialog, reopening.history
     assert reopened.dialog_id != dialog.dialog_id and fresh == []
 
 
@@ -316,19 +318,19 @@ async def test_erasing_a_user_leaves_nothing_behind(store: Store) -> None:
 async def claim(store: Store, user: str, key: str, request: str = "req", *,
                 lease: float = 60, now: datetime | None = None) -> Claim:
     now = now or datetime.now(UTC)
-    return await store.claim_message(user, key, request, now + timedelta(seconds=lease), now)
+    return await store.claim_key(user, key, request, now + timedelta(seconds=lease), now)
 
 
 async def test_a_message_id_is_claimed_once_and_remembers_its_answer(store: Store) -> None:
     assert await claim(store, "alice", "m1") == Claim(ClaimStatus.CLAIMED)
     assert await claim(store, "alice", "m1") == Claim(ClaimStatus.IN_FLIGHT)
     assert await claim(store, "bob", "m1") == Claim(ClaimStatus.CLAIMED)  # per user
-    await store.complete_message("alice", "m1", {"response": "hi", "n": [1, {"a.b": 2}]})
+    await store.complete_key("alice", "m1", {"response": "hi", "n": [1, {"a.b": 2}]})
     assert await claim(store, "alice", "m1") == Claim(
         ClaimStatus.ANSWERED, {"response": "hi", "n": [1, {"a.b": 2}]})
-    await store.release_message("bob", "m1")  # its turn failed: a retry may run it
+    await store.release_key("bob", "m1")  # its turn failed: a retry may run it
     assert await claim(store, "bob", "m1") == Claim(ClaimStatus.CLAIMED)
-    await store.release_message("alice", "m1")  # an answered message keeps its answer
+    await store.release_key("alice", "m1")  # an answered message keeps its answer
     assert (await claim(store, "alice", "m1")).reply == {"response": "hi",
                                                          "n": [1, {"a.b": 2}]}
 
@@ -339,7 +341,7 @@ async def test_a_claim_whose_lease_ran_out_is_taken_over_once(store: Store) -> N
     later = start + timedelta(seconds=10)  # its agent died: nobody renewed the lease
     takers = await asyncio.gather(*(claim(store, "ann", "m", now=later) for _ in range(5)))
     assert sorted(t.status.value for t in takers) == ["claimed"] + ["in_flight"] * 4
-    await store.complete_message("ann", "m", {"response": "done"})
+    await store.complete_key("ann", "m", {"response": "done"})
     assert await claim(store, "ann", "m", now=later + timedelta(hours=1)) == Claim(
         ClaimStatus.ANSWERED, {"response": "done"})
 
@@ -347,7 +349,7 @@ async def test_a_claim_whose_lease_ran_out_is_taken_over_once(store: Store) -> N
 async def test_a_renewed_claim_is_not_taken_over(store: Store) -> None:
     start = datetime.now(UTC)
     await claim(store, "ann", "m", lease=5, now=start)
-    await store.renew_claims([("ann", "m")], start + timedelta(seconds=60))
+    await store.renew_keys([("ann", "m")], start + timedelta(seconds=60))
     later = start + timedelta(seconds=10)
     assert (await claim(store, "ann", "m", now=later)).status is ClaimStatus.IN_FLIGHT
 
@@ -356,7 +358,7 @@ async def test_a_message_id_reused_for_another_request_is_told_apart(store: Stor
     await claim(store, "ann", "m", "first request")
     assert (await claim(store, "ann", "m", "other request")).status is (
         ClaimStatus.OTHER_MESSAGE)
-    await store.complete_message("ann", "m", {"response": "to the first"})
+    await store.complete_key("ann", "m", {"response": "to the first"})
     assert (await claim(store, "ann", "m", "other request")).status is (
         ClaimStatus.OTHER_MESSAGE)
     assert (await claim(store, "ann", "m", "first request")).reply == {

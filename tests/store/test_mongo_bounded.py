@@ -29,13 +29,11 @@ from pymongo.monitoring import (
 
 from agent.state.models import BotUtterance, HumanUtterance, Hypothesis, utc_now
 from agent.store import StoreUnavailable
-from agent.store.mongo import _QUEUE_KEPT, RECENT_IDS, MongoStore
+from agent.store.mongo import MongoStore
 from tests.store.conftest import mongo_store
 
 TURNS = 500
 WINDOW = 3
-#: The turn from which the dialog's list of newest ids is full (two utterances a turn).
-FULL = RECENT_IDS // 2 + 1
 #: Documents counted per write command: what each one carries.
 _WRITTEN = {"insert": "documents", "update": "updates", "delete": "deletes"}
 
@@ -78,10 +76,13 @@ class Counter(CommandListener):
 
 
 async def agent_turn(store: MongoStore, i: int) -> None:
-    """What agent/dialogue.py does for one message, with fixed-width texts and values so a
+    """What agent/flow.py does for one message, with fixed-width texts and values so a
     document's size can only change if the store makes it grow."""
-    human, dialog, history = await store.open_turn("long-talker", "http_client", WINDOW)
-    assert len(history) == min(WINDOW, 2 * (i - 1))
+    place = await store.take_place("long-talker", utc_now() + timedelta(seconds=30))
+    assert place.first
+    start = await store.open_turn("long-talker", "http_client", WINDOW)
+    assert len(start.history) == min(WINDOW, 2 * (i - 1))
+    human, dialog = start.human, start.dialog
     utterance = HumanUtterance(text=f"message {i:04d}", user=human.model_dump(mode="json"))
     await store.add_utterance(dialog.dialog_id, utterance)
     utterance.annotations = {"tokens": ["message", f"{i:04d}"]}
@@ -89,7 +90,8 @@ async def agent_turn(store: MongoStore, i: int) -> None:
                                        confidence=0.5)]
     bot = BotUtterance(text=f"answer {i:04d}", active_skill="echo", confidence=0.5)
     await store.finish_turn(dialog.dialog_id, human.id, utterance, bot,
-                            {"last_turn": i}, {"last_turn": i})
+                            {"last_turn": i}, {"last_turn": i}, place=place)
+    assert place.left
 
 
 async def largest_documents(url: str) -> dict[str, int]:
@@ -102,14 +104,14 @@ async def largest_documents(url: str) -> dict[str, int]:
         sizes = {}
         for name in ("users", "dialogs", "utterances"):
             docs = await db.get_collection(name, codec_options=raw).find().to_list()
-            sizes[name] = max(len(doc.raw) for doc in docs)
+            sizes[name] = max((len(doc.raw) for doc in docs), default=0)
         return sizes
     finally:
         await client.close()
 
 
-# FerretDB 1.x filters every non-_id query by scanning the collection; the window is read
-# by _id, but the other queries make the 500 turns take a minute there.
+# FerretDB 1.x filters every non-_id query by scanning the collection; a turn reads by
+# _id only, but the 500 turns take a while there.
 @pytest.mark.timeout(900)
 async def test_turn_500_costs_no_more_than_turn_5(mongodb_url: str) -> None:
     counter = Counter()
@@ -120,7 +122,7 @@ async def test_turn_500_costs_no_more_than_turn_5(mongodb_url: str) -> None:
             counter.take()
             await agent_turn(store, i)
             costs[i] = counter.take()
-            if i in (5, FULL, TURNS):
+            if i in (5, TURNS):
                 sizes[i] = await largest_documents(url)
 
         early, late = costs[5], costs[TURNS]
@@ -129,86 +131,54 @@ async def test_turn_500_costs_no_more_than_turn_5(mongodb_url: str) -> None:
         assert late.written <= early.written
         # The same work each turn: the window is full from turn 3 on.
         assert late.names == early.names
-        # the user (naming its open dialog), the dialog (naming its newest utterances and
-        # the next utterance number, which the turn's writes use), the window
-        assert early.read == 1 + 1 + WINDOW
-        # No document grows with the dialog: the dialog keeps a counter and at most
-        # RECENT_IDS utterance ids, not its utterances.
-        assert sizes[TURNS] == sizes[FULL]
-        assert sizes[5]["utterances"] == sizes[TURNS]["utterances"]
+        # the user's document (returned by taking the place in line), then the window
+        assert early.read == 1 + WINDOW
+        # No document grows with the dialog: the user's document keeps counters and the
+        # open dialog's attributes, the dialog's document its head, never the utterances.
+        # An utterance's id holds its number, so ids are a digit longer at 1000 than at 10.
+        assert {k: v for k, v in sizes[TURNS].items() if k != "utterances"} == {
+            k: v for k, v in sizes[5].items() if k != "utterances"}
+        grown = sizes[TURNS]["utterances"] - sizes[5]["utterances"]
+        assert 0 <= grown <= len(str(2 * TURNS)) - len(str(2 * 5))
         window = await store.recent_utterances((await store.active_dialog(
             await store.human("long-talker"), "http_client")).dialog_id, WINDOW)
         assert [u.text for u in window] == [
             f"answer {TURNS - 1:04d}", f"message {TURNS:04d}", f"answer {TURNS:04d}"]
-        # Longer than the ring of newest ids: the whole dialog is still read, in order.
+        # Longer than a dialog read by _id on FerretDB: the whole dialog is still read.
         (whole,) = await store.user_dialogs("long-talker") or []
         assert [u.text for u in whole.utterances] == [
             text for i in range(1, TURNS + 1) for text in (f"message {i:04d}", f"answer {i:04d}")]
+        assert whole.bot.attributes == {"last_turn": TURNS}
 
 
-async def test_the_window_survives_a_ring_slot_that_was_never_written(
-    mongodb_url: str,
-) -> None:
-    """An insert interrupted before its slot was written (or a dialog stored before the
-    ring existed) must not shorten or scramble the window services see."""
-    async with mongo_store(mongodb_url) as (store, url):
-        for i in range(1, 4):
-            await agent_turn(store, i)
-        dialog = await store.active_dialog(await store.human("long-talker"), "http_client")
-        client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url)
-        try:
-            await client.get_default_database()["dialogs"].update_one(
-                {"_id": dialog.dialog_id}, {"$unset": {"recent_ids.4": ""}})
-        finally:
-            await client.close()
-        window = await store.recent_utterances(dialog.dialog_id, 4)
-        whole = await store.dialog(dialog.dialog_id)
-    assert [u.text for u in window] == ["message 0002", "answer 0002", "message 0003",
-                                        "answer 0003"]
-    assert whole is not None and [u.text for u in whole.utterances] == [
-        text for i in range(1, 4) for text in (f"message {i:04d}", f"answer {i:04d}")]
-
-
-async def _users_collection_update(url: str, query: dict[str, Any],
-                                   update: dict[str, Any]) -> None:
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url)
-    try:
-        await client.get_default_database()["users"].update_one(query, update)
-    finally:
-        await client.close()
-
-
-async def test_a_lost_pointer_to_the_open_dialog_finds_it_again(mongodb_url: str) -> None:
-    """An agent that died between opening a dialog and pointing the user to it must not
-    cost the user their dialog: the next turn goes on in it, and no second one opens."""
-    async with mongo_store(mongodb_url) as (store, url):
-        for i in range(1, 3):
-            await agent_turn(store, i)
-        human = await store.human("long-talker")
-        opened = await store.active_dialog(human, "http_client")
-        await _users_collection_update(url, {"_id": human.id},
-                                       {"$unset": {"active_dialog": ""}})
-        await agent_turn(store, 3)
-        dialogs = await store.user_dialogs("long-talker")
-    assert dialogs is not None and [d.dialog_id for d in dialogs] == [opened.dialog_id]
-    assert [u.text for u in dialogs[0].utterances][-2:] == ["message 0003", "answer 0003"]
-
-
-async def test_a_pointer_to_a_closed_dialog_is_not_used(mongodb_url: str) -> None:
-    """A pointer left behind by a close that did not finish names a closed dialog: the
-    next message opens a new one instead of writing into the closed one."""
-    async with mongo_store(mongodb_url) as (store, url):
+async def test_an_unanswered_utterance_is_in_the_next_window(mongodb_url: str) -> None:
+    """An attempt that stored its human utterance and died before the answer: the next
+    turn sees that utterance (to answer it, or to keep it before the new one), and the
+    dialog keeps every utterance in order."""
+    async with mongo_store(mongodb_url) as (store, _):
         await agent_turn(store, 1)
-        human = await store.human("long-talker")
-        closed = await store.close_active_dialog("long-talker")
-        await _users_collection_update(url, {"_id": human.id},
-                                       {"$set": {"active_dialog": closed}})
-        opened = await store.active_dialog(human, "http_client")
-        dialogs = await store.user_dialogs("long-talker")
-    assert opened.dialog_id != closed
-    assert dialogs is not None and [d.dialog_id for d in dialogs] == [closed, opened.dialog_id]
-    assert [u.text for u in dialogs[0].utterances] == ["message 0001", "answer 0001"]
-    assert dialogs[0].date_finish is not None and dialogs[1].date_finish is None
+        place = await store.take_place("long-talker", utc_now() + timedelta(seconds=30))
+        start = await store.open_turn("long-talker", "http_client", WINDOW)
+        await store.add_utterance(start.dialog.dialog_id, HumanUtterance(text="lost"))
+        await store.leave(place)  # the agent's line was given up; no answer was stored
+        place = await store.take_place("long-talker", utc_now() + timedelta(seconds=30))
+        start = await store.open_turn("long-talker", "http_client", WINDOW)
+        assert [u.text for u in start.history] == ["message 0001", "answer 0001", "lost"]
+        await store.leave(place)
+        await agent_turn_after_loss(store, start.dialog.dialog_id)
+        dialog = await store.dialog(start.dialog.dialog_id)
+    assert dialog is not None
+    assert [u.text for u in dialog.utterances] == [
+        "message 0001", "answer 0001", "lost", "again", "answer"]
+
+
+async def agent_turn_after_loss(store: MongoStore, dialog_id: str) -> None:
+    place = await store.take_place("long-talker", utc_now() + timedelta(seconds=30))
+    start = await store.open_turn("long-talker", "http_client", WINDOW)
+    utterance = HumanUtterance(text="again")
+    await store.add_utterance(dialog_id, utterance)
+    answer = BotUtterance(text="answer", active_skill="echo", confidence=1.0)
+    await store.finish_turn(dialog_id, start.human.id, utterance, answer, {}, {}, place=place)
 
 
 async def test_the_line_stays_small_and_costs_the_same_at_place_100(
@@ -219,19 +189,18 @@ async def test_the_line_stays_small_and_costs_the_same_at_place_100(
     counter = Counter()
     async with mongo_store(mongodb_url, (counter,)) as (store, url):
         costs: dict[int, Cost] = {}
+        sizes: dict[int, int] = {}
         for expected in range(101):
             counter.take()
-            place, first = await store.enqueue("long-talker", utc_now() + timedelta(seconds=30))
-            assert (place, first) == (expected, True)
-            await store.leave("long-talker", place)
-            costs[place] = counter.take()
-        client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url)
-        try:
-            kept = await client.get_default_database()["turn_queue"].count_documents({})
-        finally:
-            await client.close()
-    assert kept <= _QUEUE_KEPT + 2  # the newest places and where to take the next one
-    assert costs[100].names == costs[10].names and costs[100].read == costs[10].read
+            place = await store.take_place("long-talker", utc_now() + timedelta(seconds=30))
+            assert (place.number, place.first) == (expected, True)
+            await store.leave(place)
+            costs[expected] = counter.take()
+            if expected in (10, 100):
+                sizes[expected] = (await largest_documents(url))["users"]
+    assert costs[100].names == costs[10].names == ["findAndModify", "update"]
+    assert costs[100].read == costs[10].read
+    assert sizes[100] == sizes[10]
 
 
 def _closed_port() -> int:

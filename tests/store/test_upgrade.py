@@ -1,7 +1,12 @@
-"""Databases written by the previous release keep working: claims stored before message
-ids had leases and fingerprints. (Keys and nested lists that the MongoDB codec now escapes
-could not be stored on FerretDB before, so no such document exists there; on MongoDB the
-codec reads the old, unescaped forms as they are.)"""
+"""Databases written by the previous release keep working after an upgrade.
+
+``tests/store/releases/0.*`` are databases the previous release's own store wrote (an SQL
+dump of its SQLite file, an extended-JSON dump of its MongoDB collections): a closed
+dialog, an open one, free-form attribute keys, an answered idempotency key, an utterance
+left unanswered by an attempt that died mid-turn, and a place in line of an agent that
+died. Opening them with this release migrates them (``agent.store.*.migrate``); every
+test reads what the old release stored and goes on with it.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +15,21 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bson import json_util
 from pymongo import AsyncMongoClient
 
+from agent.state.models import BotUtterance, HumanUtterance
+from agent.store import Store
 from agent.store.base import ClaimStatus
+from agent.store.mongo import MongoStore
+from agent.store.mongo.migrations import SCHEMA_VERSION, schema_version
 from agent.store.sqlite import SqliteStore
-from tests.store.conftest import mongo_store
+from tests.conftest import fresh_database
 
-#: The previous release's table of message ids.
-_OLD_MESSAGES = ("CREATE TABLE messages (user TEXT NOT NULL, key TEXT NOT NULL, reply TEXT, "
-                 "PRIMARY KEY (user, key))")
+RELEASES = Path(__file__).parent / "releases"
+#: The previous release's table of idempotency keys, before leases and fingerprints.
+_OLDEST_MESSAGES = ("CREATE TABLE messages (user TEXT NOT NULL, key TEXT NOT NULL, "
+                    "reply TEXT, PRIMARY KEY (user, key))")
 
 
 def now_and_later() -> tuple[datetime, datetime]:
@@ -26,12 +37,110 @@ def now_and_later() -> tuple[datetime, datetime]:
     return now, now + timedelta(seconds=30)
 
 
-async def test_sqlite_message_ids_of_the_previous_release_keep_their_meaning(
+async def goes_on_where_it_stopped(store: Store) -> None:
+    """What the previous release stored, read and continued by this one."""
+    dialogs = await store.user_dialogs("ann")
+    assert dialogs is not None and len(dialogs) == 2
+    closed, open_ = dialogs
+    assert [u.text for u in closed.utterances] == ["hello", "hi ann"]
+    assert closed.date_finish is not None and closed.bot.attributes == {"mood": "calm"}
+    assert [u.text for u in open_.utterances] == [
+        text for i in range(3) for text in (f"message {i}", f"answer {i}")]
+    assert open_.utterances[0].annotations == {"tokens": ["message", "0"]}
+    assert open_.date_finish is None and open_.bot.attributes == {"seen": 2}
+    assert open_.human.attributes == {"name": "Ann", "count": 3}
+    bob = await store.user_dialogs("bob")
+    assert bob is not None and bob[0].human.attributes == {"a.b": {"$c": 1}}
+
+    now, later = now_and_later()
+    answered = await store.claim_key("ann", "chat:k1", "fp", later, now)
+    assert (answered.status, answered.reply) == (ClaimStatus.ANSWERED,
+                                                 {"response": "answered before"})
+
+    # The next message of ann: the dead agent's place is given up, the open dialog goes on.
+    place = await store.take_place("ann", later)
+    assert place.first or await store.first_in_line(place, now + timedelta(seconds=60))
+    start = await store.open_turn("ann", "http_client", 3)
+    assert start.dialog.dialog_id == open_.dialog_id
+    assert [u.text for u in start.history] == ["answer 1", "message 2", "answer 2"]
+    assert start.dialog.bot.attributes == {"seen": 2}
+    utterance = HumanUtterance(text="after the upgrade")
+    await store.add_utterance(start.dialog.dialog_id, utterance)
+    bot = BotUtterance(text="still here", active_skill="echo", confidence=1.0)
+    await store.finish_turn(start.dialog.dialog_id, start.human.id, utterance, bot,
+                            {"count": 4}, {"seen": 3}, place=place)
+    assert await store.rate_utterance("ann", bot.utt_id, 1.0)
+    continued = await store.dialog(open_.dialog_id)
+    assert continued is not None
+    assert [u.text for u in continued.utterances][-3:] == [
+        "answer 2", "after the upgrade", "still here"]
+    assert continued.bot.attributes == {"seen": 3}
+    assert continued.human.attributes == {"name": "Ann", "count": 4}
+
+    # bob's unanswered utterance is the last of his window, to be answered by a retry.
+    place = await store.take_place("bob", later)
+    assert place.first or await store.first_in_line(place, now + timedelta(seconds=60))
+    bob_start = await store.open_turn("bob", "http_client", 4)
+    assert [u.text for u in bob_start.history] == ["hey", "hi bob", "lost one"]
+    await store.leave(place)
+
+    assert await store.close_active_dialog("ann") == open_.dialog_id
+    assert await store.delete_user("ann")
+    assert await store.user_dialogs("ann") is None
+
+
+async def test_a_sqlite_database_of_the_previous_release(tmp_path: Path) -> None:
+    path = tmp_path / "previous.db"
+    old = sqlite3.connect(path)
+    old.executescript((RELEASES / "0.sqlite.sql").read_text())
+    old.close()
+    store = await SqliteStore.open(f"sqlite:///{path}")
+    try:
+        await goes_on_where_it_stopped(store)
+    finally:
+        await store.close()
+    migrated = sqlite3.connect(path)
+    try:
+        assert migrated.execute("PRAGMA user_version").fetchone()[0] == 2
+        tables = {row[0] for row in migrated.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        migrated.close()
+    assert {"idempotency_keys", "lines"} <= tables and not {"messages", "turn_queue"} & tables
+
+
+async def test_a_mongodb_database_of_the_previous_release(mongodb_url: str) -> None:
+    url = fresh_database(mongodb_url)
+    dump: dict[str, list[dict[str, Any]]] = json_util.loads(
+        (RELEASES / "0.mongodb.json").read_text())
+    raw: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url, tz_aware=True)
+    try:
+        db = raw.get_default_database()
+        for name, docs in dump.items():
+            await db[name].insert_many(docs)
+        store = await MongoStore.open(url)
+        try:
+            await goes_on_where_it_stopped(store)
+        finally:
+            await store.close()
+        assert await schema_version(db) == SCHEMA_VERSION
+        names = set(await db.list_collection_names())
+        assert "idempotency_keys" in names and not {"messages", "turn_queue"} & names
+        # opening again finds nothing left to do, and changes nothing
+        before = await db["users"].find().to_list()
+        await (await MongoStore.open(url)).close()
+        assert await db["users"].find().to_list() == before
+    finally:
+        await raw.drop_database(raw.get_default_database().name)
+        await raw.close()
+
+
+async def test_sqlite_keys_from_before_leases_and_fingerprints_keep_their_meaning(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "old.db"
+    path = tmp_path / "oldest.db"
     old = sqlite3.connect(path)
-    old.execute(_OLD_MESSAGES)
+    old.execute(_OLDEST_MESSAGES)
     old.execute("INSERT INTO messages VALUES ('ann', 'answered', '{\"response\": \"hi\"}')")
     old.execute("INSERT INTO messages VALUES ('ann', 'abandoned', NULL)")
     old.commit()
@@ -39,31 +148,41 @@ async def test_sqlite_message_ids_of_the_previous_release_keep_their_meaning(
     store = await SqliteStore.open(f"sqlite:///{path}")
     try:
         now, later = now_and_later()
-        answered = await store.claim_message("ann", "answered", "any", later, now)
+        answered = await store.claim_key("ann", "answered", "any", later, now)
         assert (answered.status, answered.reply) == (ClaimStatus.ANSWERED, {"response": "hi"})
         # a claim left by an old agent has no lease: it is taken over, and then held
-        taken = await store.claim_message("ann", "abandoned", "fp", later, now)
+        taken = await store.claim_key("ann", "abandoned", "fp", later, now)
         assert taken.status is ClaimStatus.CLAIMED
-        again = await store.claim_message("ann", "abandoned", "fp", later, now)
+        again = await store.claim_key("ann", "abandoned", "fp", later, now)
         assert again.status is ClaimStatus.IN_FLIGHT
     finally:
         await store.close()
 
 
-async def test_mongodb_documents_of_the_previous_release_read_back(mongodb_url: str) -> None:
-    async with mongo_store(mongodb_url) as (store, url):
-        raw: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url)
+async def test_mongodb_keys_from_before_leases_and_fingerprints_keep_their_meaning(
+    mongodb_url: str,
+) -> None:
+    url = fresh_database(mongodb_url)
+    raw: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url)
+    try:
+        await raw.get_default_database()["messages"].insert_many([
+            {"_id": "3:ann:answered", "user": "ann", "reply": {"response": "hi"}},
+            {"_id": "3:ann:abandoned", "user": "ann", "reply": None}])
+        store = await MongoStore.open(url)
         try:
-            db = raw.get_default_database()
-            await db["messages"].insert_many([
-                {"_id": "3:ann:answered", "user": "ann", "reply": {"response": "hi"}},
-                {"_id": "3:ann:abandoned", "user": "ann", "reply": None}])
+            now, later = now_and_later()
+            answered = await store.claim_key("ann", "answered", "any", later, now)
+            assert (answered.status, answered.reply) == (ClaimStatus.ANSWERED,
+                                                         {"response": "hi"})
+            taken = await store.claim_key("ann", "abandoned", "fp", later, now)
+            assert taken.status is ClaimStatus.CLAIMED
+            again = await store.claim_key("ann", "abandoned", "fp", later, now)
+            assert again.status is ClaimStatus.IN_FLIGHT
+            assert await store.delete_user("ann") is False  # no user, but no keys left
+            assert await raw.get_default_database()["idempotency_keys"].count_documents(
+                {}) == 0
         finally:
-            await raw.close()
-        now, later = now_and_later()
-        answered = await store.claim_message("ann", "answered", "any", later, now)
-        assert (answered.status, answered.reply) == (ClaimStatus.ANSWERED, {"response": "hi"})
-        taken = await store.claim_message("ann", "abandoned", "fp", later, now)
-        assert taken.status is ClaimStatus.CLAIMED
-        again = await store.claim_message("ann", "abandoned", "fp", later, now)
-        assert again.status is ClaimStatus.IN_FLIGHT
+            await store.close()
+    finally:
+        await raw.drop_database(raw.get_default_database().name)
+        await raw.close()

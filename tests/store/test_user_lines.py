@@ -1,5 +1,5 @@
-"""The per-user line every store keeps (``enqueue``/``first_in_line``/``leave``), on SQLite
-and on MongoDB, and :class:`agent.ordering.UserLines` built on it."""
+"""The per-user line every store keeps (``take_place``/``first_in_line``/``leave``), on
+SQLite and on MongoDB, and :class:`agent.lines.UserLines` built on it."""
 
 from __future__ import annotations
 
@@ -8,96 +8,110 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from agent.ordering import LineTimeout, UserLines
+from agent.lines import LineTimeout, UserLines
 from agent.state.models import utc_now
 from agent.store import Store
+from agent.store.base import Place
 
 
 def soon(seconds: float = 30.0):  # type: ignore[no-untyped-def]
     return utc_now() + timedelta(seconds=seconds)
 
 
+async def take(store: Store, user: str, lease_until: datetime | None = None) -> Place:
+    return await store.take_place(user, lease_until or soon())
+
+
 async def test_places_follow_arrival_and_only_the_first_may_start(store: Store) -> None:
-    first = await store.enqueue("ann", soon())
-    second = await store.enqueue("ann", soon())
-    third = await store.enqueue("ann", soon())
-    assert [first, second, third] == [(0, True), (1, False), (2, False)]
-    assert await store.first_in_line("ann", 0, utc_now())
-    assert not await store.first_in_line("ann", 1, utc_now())
-    await store.leave("ann", 0)
-    assert await store.first_in_line("ann", 1, utc_now())
-    assert not await store.first_in_line("ann", 2, utc_now())
+    first, second, third = [await take(store, "ann") for _ in range(3)]
+    assert [(p.number, p.first) for p in (first, second, third)] == [
+        (0, True), (1, False), (2, False)]
+    assert not await store.first_in_line(second, utc_now())
+    await store.leave(first)
+    assert await store.first_in_line(second, utc_now())
+    assert not await store.first_in_line(third, utc_now())
 
 
 async def test_users_have_lines_of_their_own(store: Store) -> None:
-    await store.enqueue("ann", soon())
-    assert (await store.enqueue("bob", soon()))[1] is True
+    await take(store, "ann")
+    assert (await take(store, "bob")).first
 
 
 async def test_places_keep_growing_after_the_line_empties(store: Store) -> None:
     for expected in range(40):
-        place, first = await store.enqueue("ann", soon())
-        assert (place, first) == (expected, True)
-        await store.leave("ann", place)
+        place = await take(store, "ann")
+        assert (place.number, place.first) == (expected, True)
+        await store.leave(place)
 
 
 async def test_a_place_whose_lease_ran_out_is_given_up(store: Store) -> None:
     """An agent killed mid-turn never leaves its place; its lease frees the line."""
-    await store.enqueue("ann", utc_now() + timedelta(seconds=2))
-    await store.enqueue("ann", soon())
-    assert not await store.first_in_line("ann", 1, utc_now())
-    assert await store.first_in_line("ann", 1, utc_now() + timedelta(seconds=3))
+    await take(store, "ann", utc_now() + timedelta(seconds=2))
+    second = await take(store, "ann")
+    assert not await store.first_in_line(second, utc_now())
+    assert await store.first_in_line(second, utc_now() + timedelta(seconds=3))
 
 
 async def test_a_message_that_gave_up_waiting_lets_no_one_jump_the_line(store: Store) -> None:
     """A message that stopped waiting (timed out, client gone) leaves its place, but the
     one behind it must still wait for the turn that is running."""
-    for _ in range(3):
-        await store.enqueue("ann", soon())
-    await store.leave("ann", 1, served=False)
-    assert not await store.first_in_line("ann", 2, utc_now())
-    await store.leave("ann", 0)
-    assert await store.first_in_line("ann", 2, utc_now())
+    first, second, third = [await take(store, "ann") for _ in range(3)]
+    await store.leave(second, served=False)
+    assert not await store.first_in_line(third, utc_now())
+    await store.leave(first)
+    assert await store.first_in_line(third, utc_now())
+
+
+async def test_a_message_that_gave_up_as_its_turn_came_lets_the_next_one_in(
+    store: Store,
+) -> None:
+    first, second, third = [await take(store, "ann") for _ in range(3)]
+    await store.leave(first)
+    await store.leave(second, served=False)
+    assert await store.first_in_line(third, utc_now())
+    await store.leave(third)
+    assert (await take(store, "ann")).first
 
 
 async def test_a_renewed_lease_is_not_given_up(store: Store) -> None:
-    await store.enqueue("ann", utc_now() + timedelta(seconds=2))
-    await store.enqueue("ann", soon())
+    await take(store, "ann", utc_now() + timedelta(seconds=2))
+    second = await take(store, "ann")
     await store.renew_places([("ann", 0)], soon(60))
-    assert not await store.first_in_line("ann", 1, utc_now() + timedelta(seconds=3))
+    assert not await store.first_in_line(second, utc_now() + timedelta(seconds=3))
 
 
 async def test_erasing_a_user_empties_their_line(store: Store) -> None:
     await store.human("ann")
-    await store.enqueue("ann", soon())
+    await take(store, "ann")
     assert await store.delete_user("ann")
-    assert await store.enqueue("ann", soon()) == (0, True)
+    place = await take(store, "ann")
+    assert (place.number, place.first) == (0, True)
 
 
-async def test_racing_enqueues_get_distinct_places(store: Store) -> None:
-    places = await asyncio.gather(*(store.enqueue("ann", soon()) for _ in range(10)))
-    assert sorted(p for p, _ in places) == list(range(10))
-    assert sum(first for _, first in places) == 1
+async def test_racing_places_are_distinct_and_one_is_first(store: Store) -> None:
+    places = await asyncio.gather(*(take(store, "ann") for _ in range(10)))
+    assert sorted(p.number for p in places) == list(range(10))
+    assert sum(p.first for p in places) == 1
 
 
-class EnqueueSignals:
+class PlaceSignals:
     """The real store, telling the test when each message has taken its place."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self.enqueued = asyncio.Queue[int]()
+        self.taken = asyncio.Queue[int]()
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._store, name)
 
-    async def enqueue(self, external_id: str, lease_until: datetime) -> tuple[int, bool]:
-        taken = await self._store.enqueue(external_id, lease_until)
-        self.enqueued.put_nowait(taken[0])
-        return taken
+    async def take_place(self, user_id: str, lease_until: datetime) -> Place:
+        place = await self._store.take_place(user_id, lease_until)
+        self.taken.put_nowait(place.number)
+        return place
 
 
 async def test_user_lines_run_one_turn_at_a_time_in_arrival_order(store: Store) -> None:
-    signals = EnqueueSignals(store)
+    signals = PlaceSignals(store)
     lines = UserLines(signals, lease=5.0)  # type: ignore[arg-type]
     running: list[int] = []
     order: list[int] = []
@@ -117,7 +131,7 @@ async def test_user_lines_run_one_turn_at_a_time_in_arrival_order(store: Store) 
         tasks = []
         for i in range(6):  # each arrives once the previous one has its place
             tasks.append(asyncio.create_task(message(i)))
-            assert await signals.enqueued.get() == i
+            assert await signals.taken.get() == i
         release_first.set()
         await asyncio.gather(*tasks)
     finally:

@@ -8,7 +8,7 @@
 # and build cache are used). A cold build takes about 2 minutes on 2 CPUs; later ones are
 # instant.
 #
-# One fix is applied at build time (to a copy of the module in .cache/; nothing of FerretDB
+# Two fixes are applied at build time (to a copy of the module in .cache/; nothing of FerretDB
 # is copied into this repository): FerretDB 1.24's SQLite backend looks documents up by
 # `_ferretdb_sjson->'$._id'` while its unique _id index is on `_ferretdb_sjson->"_id"`.
 # SQLite matches an index to a query by the expression's text, so every read, update and
@@ -64,6 +64,32 @@ if ! grep -q 'IDColumn = DefaultColumn + `->"_id"`' "$metadata"; then
     echo "build.sh: FerretDB $version no longer has the _id lookup this script fixes" \
          "(internal/backends/sqlite/metadata/metadata.go): check whether it still needs" \
          "the fix, then update build.sh" >&2
+    exit 1
+fi
+# The second fix: FerretDB 1.x runs an update as "find, change in Go, write back" with nothing
+# in between, so two updates of one document on two connections could lose one of them
+# (`$inc` included), where MongoDB makes every single-document write atomic. One mutex around
+# the read-modify-write commands (update, findAndModify, delete) gives them MongoDB's
+# atomicity; SQLite runs one writer at a time anyway, so nothing is lost in throughput.
+handler="$work/FerretDB/internal/handler"
+cat > "$handler/chorus_atomic_writes.go" <<'GO'
+package handler
+
+import "sync"
+
+// writeMu makes each read-modify-write command atomic, as on MongoDB (see tools/ferretdb).
+var writeMu sync.Mutex
+GO
+sed -i 's|^\tmatched, modified, upserted, err := h.updateDocument(connCtx, params)$|\twriteMu.Lock(); matched, modified, upserted, err := h.updateDocument(connCtx, params); writeMu.Unlock()|' \
+    "$handler/msg_update.go"
+sed -i 's|^\tres, err := h.findAndModifyDocument(connCtx, params)$|\twriteMu.Lock(); res, err := h.findAndModifyDocument(connCtx, params); writeMu.Unlock()|' \
+    "$handler/msg_findandmodify.go"
+sed -i 's|^\t\td, err = h.execDelete(connCtx, c, \&p)$|\t\twriteMu.Lock(); d, err = h.execDelete(connCtx, c, \&p); writeMu.Unlock()|' \
+    "$handler/msg_delete.go"
+if [[ "$(cat "$handler/msg_update.go" "$handler/msg_findandmodify.go" "$handler/msg_delete.go" \
+        | grep -c 'writeMu.Lock()')" != 3 ]]; then
+    echo "build.sh: FerretDB $version no longer has the update, findAndModify and delete" \
+         "calls this script makes atomic (internal/handler/msg_*.go): update build.sh" >&2
     exit 1
 fi
 { cat "$here/go.mod"; echo "replace github.com/FerretDB/FerretDB => $work/FerretDB"; } \

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from agent.api.deps import DialogueDep, IdempotencyKey, JsonBody, SettingsDep
+from agent.api.deps import FlowDep, IdempotencyKey, JsonBody, SettingsDep
 from agent.api.limits import attributes_or_422, check_text
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import ChatKey
+from agent.flow import CLOSED, Answer
 
 router = APIRouter(tags=["chat"])
 
 
 @router.post("/", dependencies=[ChatKey, JsonBody], response_model=AgentReply)
-async def chat(message: AgentMessage, dialogue: DialogueDep, settings: SettingsDep,
+async def chat(message: AgentMessage, flow: FlowDep, settings: SettingsDep,
                key: IdempotencyKey) -> AgentReply:
     """Send the user's message; get the bot's answer and the skill that gave it.
 
@@ -23,14 +24,20 @@ async def chat(message: AgentMessage, dialogue: DialogueDep, settings: SettingsD
     check_text(message.payload, settings.max_text_length, "payload")
     attributes = attributes_or_422(message.attributes, settings.client_limits())
 
-    async def answer() -> dict[str, object]:
-        reply = await dialogue.handle(message.user_id, message.payload, attributes)
-        return AgentReply(dialog_id=reply.dialog_id, utt_id=reply.utt_id,
-                          user_id=message.reply_user_id(), response=reply.response,
-                          active_skill=reply.active_skill,
-                          debug_output=reply.debug).model_dump()
+    def shape(answer: Answer) -> AgentReply:
+        if answer.result is None:
+            return AgentReply(dialog_id=answer.dialog_id, utt_id=None,
+                              user_id=message.reply_user_id(), response=CLOSED,
+                              active_skill=None)
+        bot = answer.result.bot_utterance
+        return AgentReply(dialog_id=answer.dialog_id, utt_id=bot.utt_id,
+                          user_id=message.reply_user_id(), response=bot.text,
+                          active_skill=bot.active_skill,
+                          debug_output=answer.debug() if attributes.get("debug_output")
+                          else None)
 
     message_key = key or message.message_id
-    scoped = f"chat:{message_key}" if message_key else None
-    return AgentReply.model_validate(
-        await dialogue.claims.answer_once(message.user_id, scoped, message, answer))
+    return await flow.reply(message.user_id, message.payload, attributes,
+                            key=f"chat:{message_key}" if message_key else None,
+                            request=message, shape=shape, reply_type=AgentReply,
+                            closing_commands=True)

@@ -12,5 +12,5 @@ router = APIRouter(tags=["observability"])
 async def metrics(request: Request) -> Response:
     """Turns, turn latency, per-service call latency, errors by kind, timeouts, fallback
     answers and turns in flight."""
-    return Response(request.app.state.dialogue.metrics.render(),
+    return Response(request.app.state.flow.metrics.render(),
                     media_type=CONTENT_TYPE_LATEST)

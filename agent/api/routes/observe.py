@@ -8,10 +8,11 @@ import re
 
 from fastapi import APIRouter, HTTPException, status
 
-from agent.api.deps import DialogueDep, IdempotencyKey, JsonBody, SettingsDep
+from agent.api.deps import FlowDep, IdempotencyKey, JsonBody, SettingsDep
 from agent.api.limits import attributes_or_422, check_text
 from agent.api.schemas import Act, Observation
 from agent.api.security import ChatKey
+from agent.flow import Answer
 from agent.parlai.metrics import TurnMetrics, rank_label_candidates
 from agent.settings import Settings
 
@@ -38,7 +39,7 @@ def _check_image(image: str, settings: Settings) -> None:
 
 @router.post("/chat", dependencies=[ChatKey, JsonBody], response_model=Act,
              response_model_exclude_none=True)
-async def observe(observation: Observation, dialogue: DialogueDep, settings: SettingsDep,
+async def observe(observation: Observation, flow: FlowDep, settings: SettingsDep,
                   key: IdempotencyKey) -> Act:
     """Answer an observation. ``episode_done`` closes the dialog after the answer;
     ``reward`` rates the previous answer; with ``eval_labels`` (or ``labels``) the act
@@ -48,11 +49,9 @@ async def observe(observation: Observation, dialogue: DialogueDep, settings: Set
         _check_image(observation.image, settings)
     attributes = attributes_or_422(observation.attributes, settings.client_limits())
 
-    async def answer() -> dict[str, object]:
-        result, dialog_id = await dialogue.run_turn(
-            observation.user_id, observation.text, attributes, reward=observation.reward,
-            close_after=observation.episode_done,
-        )
+    def shape(answer: Answer) -> Act:
+        result = answer.result
+        assert result is not None  # no closing commands here
         ranked = result.ranked_texts()
         labels = observation.eval_labels or observation.labels
         scores = None
@@ -62,10 +61,11 @@ async def observe(observation: Observation, dialogue: DialogueDep, settings: Set
             scores = TurnMetrics.score(result.bot_utterance.text, candidates, labels)
         return Act(text=result.bot_utterance.text, id=result.bot_utterance.active_skill,
                    text_candidates=ranked, episode_done=observation.episode_done,
-                   dialog_id=dialog_id, utt_id=result.bot_utterance.utt_id,
-                   metrics=scores).model_dump()
+                   dialog_id=answer.dialog_id, utt_id=result.bot_utterance.utt_id,
+                   metrics=scores)
 
     message_key = key or observation.message_id
-    scoped = f"observe:{message_key}" if message_key else None
-    return Act.model_validate(
-        await dialogue.claims.answer_once(observation.user_id, scoped, observation, answer))
+    return await flow.reply(observation.user_id, observation.text, attributes,
+                            key=f"observe:{message_key}" if message_key else None,
+                            request=observation, shape=shape, reply_type=Act,
+                            reward=observation.reward, close_after=observation.episode_done)

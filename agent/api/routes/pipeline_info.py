@@ -172,7 +172,7 @@ async def get_pipeline(request: Request) -> PipelineInfo:
     """The service graph as configured, with each service's calls, p50/p95 latency,
     error rate and timeouts in this agent process."""
     pipeline: Pipeline | DreamPipeline = request.app.state.pipeline
-    stats: ServiceStats = request.app.state.dialogue.metrics.services
+    stats: ServiceStats = request.app.state.flow.metrics.services
     if isinstance(pipeline, DreamPipeline):
         from agent.api.routes.dream_info import describe_dream  # it imports this module
 

@@ -1,47 +1,43 @@
 """The MongoDB store: PyMongo's async API, one document per user, dialog and utterance.
 
 One module per job: :mod:`.dialogs` (the turn and the read API, :class:`DialogStore`),
-:mod:`.claims` (clients' message ids, :class:`ClaimStore`), :mod:`.lines` (the users'
+:mod:`.keys` (clients' idempotency keys, :class:`KeyStore`), :mod:`.lines` (the users'
 line, :class:`LineStore`), :mod:`.codec` (the key codec), :mod:`.documents` (documents ↔
-models) and :mod:`.errors` (PyMongo's failures as the store's exceptions);
-:class:`MongoStore` is the three over one client.
+models), :mod:`.migrations` (databases of earlier releases) and :mod:`.errors` (PyMongo's
+failures as the store's exceptions); :class:`MongoStore` is the three over one client.
 
 Why it looks the way it does:
 
-* **Bounded turns.** A turn reads the dialog's document and its last K utterances (an
-  indexed ``(dialog_id, seq)`` range, newest first, ``limit K``) and writes a fixed number
-  of documents. The dialog document holds a counter, never the utterances, so no document
-  grows with the dialog (MongoDB refuses documents over 16 MB).
+* **A turn in five commands** (counted by ``tests/api/test_turn_commands.py``):
+
+  1. take the user's place in line: one ``findAndModify`` on the user's document, which
+     returns that document, holding the user, the line and the open dialog's changing part
+     (the bot and its attributes, the utterance count);
+  2. read the window: the last K utterances by ``_id`` (``<dialog id>-<seq>``, numbers known
+     from the count), one ``find``;
+  3. insert the human utterance, before any service is called;
+  4. one ``update`` on utterances: the annotated human utterance and the bot's answer (an
+     upsert that only inserts);
+  5. one ``update`` on the user's document: the attribute merges, the dialog's count and
+     bot attributes, and leaving the line.
+
+  A new dialog costs two more writes, closing two; idempotency keys cost an insert and an
+  update when used, nothing otherwise.
+* **Bounded documents.** No document grows with the dialog (MongoDB refuses documents
+  over 16 MB): one document per utterance; the user's document holds attributes (bounded
+  by the storage limits), the line's counters and the open dialog's head.
 * **No lost updates without transactions.** Every write that can race is one atomic
   single-document operation, and attributes are merged key by key with
   ``$set: {"attributes.<key>": value}``, so two turns merging different keys both survive.
-  Inside a turn, an utterance's ``seq`` is the dialog's counter as the turn read it (the
-  user's line runs one turn of a dialog at a time), raised with ``$max`` in the same
-  update that names the utterance in the ring and merges the bot's attributes; outside a
-  turn, or when the unique ``(dialog_id, seq)`` index finds the number taken, it comes
-  from ``$inc`` (never "read the max, then insert"). Nothing relies on multi-document
-  transactions, which FerretDB does not have.
-* **Few round trips.** A steady-state turn sends 12 commands (counted by
-  ``tests/api/test_turn_commands.py``): the line (find, insert; then one ``update`` that
-  leaves the place and raises the hint, and a delete of an old place), the user, the
-  dialog and the window (three finds), the human utterance (the dialog's update, the
-  insert), and the turn's end (the dialog's update, one ``update`` command holding the
-  annotated human utterance and the bot's answer as an insert-only upsert, the user's
-  attribute merges).
+  Turns of one user never overlap (the line, :mod:`.lines`), so an utterance's number is
+  the count the turn read; the unique ``(dialog_id, seq)`` index and ``_id`` keep writers
+  outside the line (tests, tools) from taking the same number. Nothing relies on
+  multi-document transactions, which FerretDB does not have.
 * **Point reads on the hot path.** A user document's ``_id`` is derived from the client's
-  ``user_id`` (:func:`_human_id_for`), and it holds the id of the user's open dialog
-  (``active_dialog``), so a turn finds the user and the dialog by ``_id``: the cheapest read
-  on MongoDB, and the only one FerretDB 1.x answers from an index (it scans the whole
-  collection for any other filter).
-* **One open dialog per user** is a plain unique index on ``active_key``: ``"h:<human id>"``
-  while the dialog is open, ``"d:<dialog id>"`` once closed. The user's ``active_dialog``
-  is only a pointer to it: a pointer that is missing or names a closed dialog (an agent
-  that died between the two writes) is repaired from the index the next time. The
-  obvious partial unique index (``{human_id: 1}`` where ``active: true``) is refused by
-  FerretDB 1.x ("Index option partialFilterExpression is not implemented yet") and
-  ``sparse`` is silently ignored there, while an upsert on ``{human_id, active: true}``
-  alone is not atomic (two racing upserts can both insert, on MongoDB too). A unique key
-  that is always present works everywhere.
+  ``user_id`` (:func:`_human_id_for`), and utterance ids from their dialog and number, so a
+  turn reads and writes only by ``_id``: the cheapest read on MongoDB, and the only one
+  FerretDB 1.x answers from an index (it scans the whole collection for any other filter;
+  there the window is read one ``_id`` at a time).
 * **Free-form JSON is stored losslessly.** Annotations and attributes come from services;
   keys containing ``.``, a leading ``$`` or NUL cannot be stored as BSON field names
   (FerretDB refuses them, MongoDB restricts them), so every key is escaped on the way in
@@ -52,14 +48,12 @@ Why it looks the way it does:
   arrays; MongoDB reads either form back, so data written before this is read as it was).
 * **Dates are BSON dates**: documents are built with ``model_dump()`` in Python mode, and
   the client is ``tz_aware`` so they read back as aware UTC datetimes.
-* **FerretDB 1.x** (the tests' server) executes an update as "find, change in Go, write
-  the whole document back" with nothing in between, so two updates of one document on two
-  connections can lose one of them (``$inc`` included). When :meth:`MongoStore.open` finds
-  FerretDB (``buildInfo`` has ``ferretdbVersion``) it keeps one connection, so this
-  process's commands run one at a time and each is atomic again; utterance numbers are
-  also guarded by the unique ``(dialog_id, seq)`` index and retried. Across replicas,
-  turns of one user never overlap (the user's line, below, is built from inserts only), so
-  their updates of the user's documents cannot interleave; MongoDB has none of this.
+* **FerretDB 1.x** executes an update as "find, change in Go, write the whole document
+  back", so stock FerretDB can lose one of two updates of one document made at once on
+  two connections (``$inc`` included), which the line relies on across replicas. The
+  FerretDB that ``tools/ferretdb/build.sh`` builds for the tests makes those commands
+  atomic; with a stock FerretDB, :meth:`MongoStore.open` keeps one connection, so one agent
+  is safe, and several agents sharing it are not (docs/deployment.md).
 * **Unreachable database → :class:`StoreUnavailable`** from every method (the API answers
   503), with a short server-selection timeout so a request fails fast instead of hanging.
 """
@@ -74,14 +68,15 @@ from typing import Any
 from pymongo import ASCENDING, AsyncMongoClient
 from pymongo.monitoring import CommandListener
 
-from agent.store.mongo.claims import MongoClaims
 from agent.store.mongo.codec import _escape, _escape_key, _literal, _unescape, _unescape_key
-from agent.store.mongo.dialogs import RECENT_IDS, MongoDialogs
+from agent.store.mongo.dialogs import MongoDialogs
+from agent.store.mongo.documents import _human_id_for
 from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
-from agent.store.mongo.lines import _QUEUE_KEPT, MongoLines
+from agent.store.mongo.keys import MongoKeys
+from agent.store.mongo.lines import MongoLines
+from agent.store.mongo.migrations import migrate
 
-__all__ = ["RECENT_IDS", "_QUEUE_KEPT", "MongoStore", "_escape", "_escape_key", "_unescape",
-           "_unescape_key"]
+__all__ = ["MongoStore", "_escape", "_escape_key", "_unescape", "_unescape_key"]
 
 log = logging.getLogger("chorus.store")
 
@@ -97,9 +92,9 @@ async def _is_ferretdb(client: AsyncMongoClient[Doc]) -> bool:
     return "ferretdbVersion" in info
 
 
-class MongoStore(MongoDialogs, MongoClaims, MongoLines):
+class MongoStore(MongoDialogs, MongoKeys, MongoLines):
     """:class:`agent.store.Store` on MongoDB (or a wire-compatible server such as FerretDB):
-    the dialogs, the claims and the line, each in its own module, over one client."""
+    the dialogs, the idempotency keys and the line, each in its own module, over one client."""
 
     @classmethod
     async def open(
@@ -127,6 +122,7 @@ class MongoStore(MongoDialogs, MongoClaims, MongoLines):
                 client = AsyncMongoClient(url, **{**options, "maxPoolSize": 1})
             store = cls(client, client.get_default_database(DEFAULT_DATABASE),
                         point_reads=ferretdb)
+            await migrate(store._db)
             await store._create_indexes()
         except BaseException:
             await client.close()
@@ -143,20 +139,22 @@ class MongoStore(MongoDialogs, MongoClaims, MongoLines):
                                          name="dialogs_by_human")
         await self._utterances.create_index([("dialog_id", ASCENDING), ("seq", ASCENDING)],
                                             unique=True, name="dialog_seq")
-        await self._queue.create_index([("user", ASCENDING), ("place", ASCENDING)],
-                                       name="places_by_user")
+        await self._keys.create_index([("user_id", ASCENDING)], name="keys_by_user")
 
     @_unavailable_when_unreachable
-    async def delete_user(self, external_id: str) -> bool:
+    async def delete_user(self, user_id: str) -> bool:
         """Utterances first, the user last: an erasure cut short can be run again, and
         finds the user still there to finish the job."""
-        await self._messages.delete_many({"user": _literal(external_id)})
-        self._served.pop(external_id, None)
-        await self._queue.delete_many({"user": _literal(external_id)})
-        human_id = await self._human_id(external_id)
-        if human_id is None:
+        await self._keys.delete_many({"user_id": _literal(user_id)})
+        self._snapshots.pop(user_id, None)
+        human_id = _human_id_for(user_id)
+        if await self._users.find_one({"_id": human_id}, projection={"_id": 1}) is None:
             return False
         dialog_ids = await self._dialogs.distinct("_id", {"human_id": human_id})
+        user = await self._users.find_one({"_id": human_id}, projection={"dialog.id": 1})
+        open_id = ((user or {}).get("dialog") or {}).get("id")
+        if open_id is not None and open_id not in dialog_ids:
+            dialog_ids.append(open_id)
         await self._utterances.delete_many({"dialog_id": {"$in": dialog_ids}})
         await self._dialogs.delete_many({"human_id": human_id})
         await self._users.delete_one({"_id": human_id})

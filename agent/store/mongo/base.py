@@ -1,12 +1,18 @@
-"""What the three parts of the MongoDB store share: the database and its collections."""
+"""What the three parts of the MongoDB store share: the database, its collections and what
+this process remembers between a turn's reads and writes."""
 
 from __future__ import annotations
 
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import WriteError
 
 from agent.store.mongo.errors import Doc
+
+#: Entries kept in each of the per-turn memories below: more means turns that stopped
+#: between their reads and writes (their entries are dropped, and read again if needed).
+_KEPT = 4096
 
 
 class MongoBase:
@@ -20,12 +26,22 @@ class MongoBase:
         self._users: AsyncCollection[Doc] = db["users"]
         self._dialogs: AsyncCollection[Doc] = db["dialogs"]
         self._utterances: AsyncCollection[Doc] = db["utterances"]
-        self._messages: AsyncCollection[Doc] = db["messages"]
-        self._queue: AsyncCollection[Doc] = db["turn_queue"]
-        #: dialog id → the next utterance number, read by this turn (see _write_seq)
+        self._keys: AsyncCollection[Doc] = db["idempotency_keys"]
+        #: user id → their document as taking the first place in line returned it (see
+        #: :meth:`MongoLines.take_place`): the turn's start, read once
+        self._snapshots: dict[str, Doc] = {}
+        #: dialog id → the next utterance number, as this turn read it (see open_turn)
         self._next_seqs: dict[str, int] = {}
-        #: user → the newest place of theirs this process served and saw leave
-        self._served: dict[str, int] = {}
+
+    def _keep_snapshot(self, user_id: str, doc: Doc) -> None:
+        if len(self._snapshots) >= _KEPT:
+            self._snapshots.clear()
+        self._snapshots[user_id] = doc
+
+    def _keep_next_seq(self, dialog_id: str, seq: int) -> None:
+        if len(self._next_seqs) >= _KEPT:
+            self._next_seqs.clear()
+        self._next_seqs[dialog_id] = seq
 
     async def _update(self, collection: AsyncCollection[Doc],
                       statements: list[Doc]) -> tuple[Doc, list[Doc]]:
@@ -36,3 +52,9 @@ class MongoBase:
         reply = await self._db.command({"update": collection.name, "updates": statements,
                                         "ordered": True})
         return reply, list(reply.get("writeErrors") or [])
+
+    async def _update_users(self, statements: list[Doc]) -> None:
+        """Statements on users' documents, in one command; any failure is raised."""
+        _, errors = await self._update(self._users, statements)
+        if errors:
+            raise WriteError(str(errors), code=errors[0].get("code"))

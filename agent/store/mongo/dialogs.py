@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING, ReturnDocument
+from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import DuplicateKeyError, WriteError
 
 from agent.state.models import (
@@ -19,257 +18,167 @@ from agent.state.models import (
     new_id,
     utc_now,
 )
-from agent.store.base import DialogHead
+from agent.store.base import DialogHead, Place, TurnStart
 from agent.store.mongo.base import MongoBase
 from agent.store.mongo.codec import _escape, _literal, _merge
 from agent.store.mongo.documents import (
-    _active_key,
-    _closed_key,
     _dialog_doc,
     _head,
     _human,
     _human_doc,
     _human_id_for,
+    _open_dialog_state,
+    _open_head,
     _utterance_body,
     _utterance_from,
+    _utterance_id,
 )
 from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
+from agent.store.mongo.lines import _leaving
 
-#: Slots of the ring of newest utterance ids in a dialog document: the widest window a
-#: service can ask for (``context_window`` ≤ 100), so the document stays small however long
-#: the dialog (FerretDB 1.x ignores ``$push``'s ``$slice``, so a list could not be capped).
-RECENT_IDS = 100
-#: Attempts of a compare-and-set loop before giving up (each failure means another
-#: writer made progress, so this is only reached under pathological contention).
-_ATTEMPTS = 10
-#: Utterance numbers kept between a turn's reads and writes; more means turns that failed
-#: in between, whose numbers are dropped (a turn without one asks the dialog for one).
-_NEXT_SEQS_KEPT = 4096
+#: Attempts at a free utterance number outside a turn (each failure means another writer
+#: took the number: only writers outside the user's line compete).
+_ATTEMPTS = 64
+#: Dialogs read whole by ``_id`` (point reads) on FerretDB when no longer than this.
+_POINT_READ_DIALOG = 200
 
 
 class MongoDialogs(MongoBase):
     """:class:`agent.store.DialogStore` on MongoDB, but for erasure and the connection."""
 
-    async def _human_id(self, external_id: str) -> str | None:
-        """The user's id if the user exists."""
-        human_id = _human_id_for(external_id)
-        doc = await self._users.find_one({"_id": human_id}, projection={"_id": 1})
-        return None if doc is None else human_id
+    # -- the user and the open dialog -------------------------------------------------
 
-    # -- the turn ---------------------------------------------------------------------
-
-    @_unavailable_when_unreachable
-    async def open_turn(self, external_id: str, channel_type: str,
-                        limit: int) -> tuple[Human, DialogHead, list[Utterance]]:
-        """The user, the open dialog and its window from one read of each document: the
-        user document names the dialog, the dialog document names the window."""
-        user = await self._user_doc(external_id)
-        human = _human(user)
-        dialog = await self._open_dialog_doc(human.id, user.get("active_dialog"), channel_type)
-        window = await self._window(dialog, limit)
-        self._remember_next_seq(dialog["_id"], int(dialog.get("utterance_count", 0)))
-        return human, _head(dialog), window
-
-    def _remember_next_seq(self, dialog_id: str, seq: int) -> None:
-        """Keep the dialog's next utterance number for the rest of this turn, so its writes
-        need not ask the dialog document for one (see :meth:`_write_seq`)."""
-        if len(self._next_seqs) >= _NEXT_SEQS_KEPT:  # turns that never finished
-            self._next_seqs.clear()
-        self._next_seqs[dialog_id] = seq
-
-    @_unavailable_when_unreachable
-    async def human(self, external_id: str) -> Human:
-        return _human(await self._user_doc(external_id))
-
-    async def _user_doc(self, external_id: str) -> Doc:
+    async def _user_doc(self, user_id: str) -> Doc:
         """The user's document, created on first contact."""
-        query = {"_id": _human_id_for(external_id)}
-        doc = await self._users.find_one(query)
+        human_id = _human_id_for(user_id)
+        doc = await self._users.find_one({"_id": human_id})
         if doc is None:
-            # DuplicateKeyError: another turn created the user first, so read theirs.
+            # DuplicateKeyError: another message created the user first
             with contextlib.suppress(DuplicateKeyError):
                 await self._users.insert_one(_human_doc(
-                    Human(id=query["_id"], user_external_id=external_id)))
-            doc = await self._users.find_one(query)
-            if doc is None:  # pragma: no cover - users are never deleted
-                raise LookupError(f"user {external_id!r} vanished while being created")
+                    Human(id=human_id, user_external_id=user_id)))
+            doc = await self._users.find_one({"_id": human_id})
+            if doc is None:  # pragma: no cover - erased while being created
+                raise LookupError(f"user {user_id!r} vanished while being created")
         return doc
+
+    async def _open_dialog(self, user: Doc, channel_type: str) -> tuple[DialogHead, int]:
+        """The user's open dialog and its utterance count, opening one when none is."""
+        head = _open_head(user)
+        if head is not None:
+            return head, int(user["dialog"].get("count", 0))
+        human_id = str(user["_id"])
+        head = DialogHead(dialog_id=new_id(), channel_type=channel_type,
+                          date_start=utc_now(), human_id=human_id, bot=Bot())
+        opened = await self._users.update_one({"_id": human_id, "dialog": {"$exists": False}},
+                                              {"$set": {"dialog": _open_dialog_state(head)}})
+        if not opened.matched_count:  # another message opened one first: use theirs
+            raced = _open_head(await self._users.find_one({"_id": human_id}) or {})
+            if raced is not None:
+                return raced, 0
+            return await self._open_dialog({"_id": human_id}, channel_type)
+        await self._dialogs.insert_one(_dialog_doc(head))
+        return head, 0
+
+    @_unavailable_when_unreachable
+    async def open_turn(self, user_id: str, channel_type: str, limit: int) -> TurnStart:
+        """The user's document as taking the place in line returned it (no read), else
+        read; then the window, by ids computed from the dialog's utterance count."""
+        user = self._snapshots.pop(user_id, None) or await self._user_doc(user_id)
+        head, count = await self._open_dialog(user, channel_type)
+        history = await self._window(head.dialog_id, count, limit)
+        return TurnStart(_human(user), head, history)
+
+    @_unavailable_when_unreachable
+    async def human(self, user_id: str) -> Human:
+        return _human(await self._user_doc(user_id))
 
     @_unavailable_when_unreachable
     async def active_dialog(self, human: Human, channel_type: str) -> DialogHead:
-        user = await self._users.find_one({"_id": _literal(human.id)},
-                                          projection={"active_dialog": 1})
-        pointer = None if user is None else user.get("active_dialog")
-        return _head(await self._open_dialog_doc(human.id, pointer, channel_type))
+        user = await self._users.find_one({"_id": _literal(human.id)}) or {"_id": human.id}
+        head, _ = await self._open_dialog(user, channel_type)
+        return head
 
-    async def _open_dialog_doc(self, human_id: str, pointer: Any, channel_type: str) -> Doc:
-        """The document of the open dialog the user's pointer names, or of a new one."""
-        doc = await self._if_open(pointer)
-        if doc is not None:
-            return doc
+    # -- utterances ---------------------------------------------------------------------
+
+    async def _by_ids(self, ids: list[str]) -> list[Doc]:
+        """Utterances by ``_id``, in no particular order: one ``$in`` on MongoDB, point
+        reads on FerretDB (which scans the whole collection for any other filter)."""
+        if not ids:
+            return []
+        if self._point_reads:
+            found = [await self._utterances.find_one({"_id": i}) for i in ids]
+            return [doc for doc in found if doc is not None]
+        return await self._utterances.find({"_id": {"$in": ids}}).to_list()
+
+    async def _window(self, dialog_id: str, count: int, limit: int) -> list[Utterance]:
+        """The dialog's last ``limit`` utterances. ``count`` is the number the user's
+        document holds, raised when a turn finishes: an attempt that stored its human
+        utterance and then failed left it at number ``count``, so that one is read too
+        (and answered by the retry, or kept before the next message). Utterances stored
+        before ids were numbered are read by their ``(dialog_id, seq)`` index instead."""
+        if limit <= 0:
+            self._keep_next_seq(dialog_id, count)
+            return []
+        seqs = range(max(0, count - limit), count + 1)
+        docs = sorted(await self._by_ids([_utterance_id(dialog_id, s) for s in seqs]),
+                      key=lambda doc: int(doc["seq"]))
+        if [doc["seq"] for doc in docs if doc["seq"] < count] != list(seqs)[:-1]:
+            cursor = self._utterances.find({"dialog_id": _literal(dialog_id)},
+                                           sort=[("seq", DESCENDING)], limit=limit + 1)
+            docs = list(reversed(await cursor.to_list()))
+        self._keep_next_seq(dialog_id, max([count - 1, *(int(d["seq"]) for d in docs)]) + 1)
+        return [_utterance_from(doc) for doc in docs[-limit:]]
+
+    async def _free_seq(self, dialog_id: str) -> int:
+        """The next utterance number, for a writer outside a turn: one past the highest."""
+        cursor = self._utterances.find({"dialog_id": _literal(dialog_id)},
+                                       sort=[("seq", DESCENDING)], limit=1,
+                                       projection={"seq": 1})
+        newest = await cursor.to_list()
+        return int(newest[0]["seq"]) + 1 if newest else 0
+
+    async def _insert(self, dialog_id: str, utterance: HumanUtterance | BotUtterance) -> int:
+        """Insert at the number this turn read, or the next free one; the id follows."""
+        seq = self._next_seqs.pop(dialog_id, None)
         for _ in range(_ATTEMPTS):
-            doc = _dialog_doc(DialogHead(dialog_id=new_id(), channel_type=channel_type,
-                                         date_start=utc_now(), human_id=human_id, bot=Bot()))
+            if seq is None:
+                seq = await self._free_seq(dialog_id)
+            utterance.utt_id = _utterance_id(dialog_id, seq)
             try:
-                await self._dialogs.insert_one(doc)
-            except DuplicateKeyError:
-                # An open dialog the pointer does not name (another turn opened it just
-                # now, or its agent died before setting the pointer): point to it.
-                found = await self._dialogs.find_one({"active_key": _active_key(human_id)})
-                if found is None:  # closed in between: open one again
-                    continue
-                doc = found
-            await self._users.update_one({"_id": human_id},
-                                         {"$set": {"active_dialog": doc["_id"]}})
-            return doc
-        raise RuntimeError(f"could not open a dialog for user {human_id} (contention)")
-
-    async def _if_open(self, dialog_id: Any) -> Doc | None:
-        """The dialog's document if ``dialog_id`` names an open dialog."""
-        if not isinstance(dialog_id, str):
-            return None
-        doc = await self._dialogs.find_one({"_id": dialog_id})
-        return doc if doc is not None and doc.get("active") else None
-
-    async def _pointed_dialog(self, human_id: str) -> Doc | None:
-        """The open dialog the user's pointer names, or None if it names none that is
-        open."""
-        user = await self._users.find_one({"_id": human_id}, projection={"active_dialog": 1})
-        return await self._if_open(None if user is None else user.get("active_dialog"))
+                await self._utterances.insert_one(
+                    {"_id": utterance.utt_id, "dialog_id": dialog_id, "seq": seq,
+                     **_utterance_body(utterance)})
+            except DuplicateKeyError:  # taken by a writer outside the line
+                seq = None
+                continue
+            self._keep_next_seq(dialog_id, seq + 1)
+            return seq
+        raise RuntimeError(f"no free utterance number in dialog {dialog_id} (contention)")
 
     @_unavailable_when_unreachable
     async def recent_utterances(self, dialog_id: str, limit: int) -> list[Utterance]:
-        dialog = await self._dialogs.find_one({"_id": _literal(dialog_id)}) if limit > 0 else None
-        return await self._window(dialog or {"_id": dialog_id}, limit)
-
-    async def _window(self, dialog: Doc, limit: int) -> list[Utterance]:
-        """The dialog's last ``limit`` utterances, read by ``_id``: the dialog document
-        keeps the ids of its newest utterances in a ring of :data:`RECENT_IDS` slots
-        (utterance ``seq`` → slot ``seq % RECENT_IDS``), so the window is one indexed
-        ``$in`` on MongoDB and point reads on FerretDB, which scans the whole collection
-        for any other filter (a second per read at a few thousand utterances). A slot not
-        written yet or overwritten (an interrupted insert) shows as a wrong ``seq``, and
-        the window is then read by its seq range."""
         if limit <= 0:  # MongoDB reads limit 0 as "no limit"
             return []
-        count = int(dialog.get("utterance_count", 0))
-        ring: Doc = dialog.get("recent_ids", {})
-        seqs = range(max(0, count - limit), count)
-        ids = [ring[str(seq % RECENT_IDS)] for seq in seqs if str(seq % RECENT_IDS) in ring]
-        if not ids:
-            docs: list[Doc] = []
-        elif self._point_reads:
-            found = [await self._utterances.find_one({"_id": i}) for i in ids]
-            docs = [doc for doc in found if doc is not None]
-        else:
-            docs = await self._utterances.find({"_id": {"$in": ids}}).to_list()
-        docs.sort(key=lambda doc: int(doc["seq"]))
-        if [doc["seq"] for doc in docs] != list(seqs):
-            cursor = self._utterances.find({"dialog_id": _literal(dialog["_id"])},
-                                           sort=[("seq", DESCENDING)], limit=limit)
-            docs = list(reversed(await cursor.to_list()))
-        return [_utterance_from(doc) for doc in docs]
-
-    async def _next_seq(self, dialog_id: str, bot_attributes: Mapping[str, Any]) -> int:
-        """Reserve the dialog's next utterance number atomically; the same single-document
-        update merges the bot's attributes, so a turn's end costs one dialog write."""
-        update: Doc = {"$inc": {"utterance_count": 1}}
-        if bot_attributes:
-            update["$set"] = _merge("bot.attributes", bot_attributes)
-        # No projection: FerretDB 1.x refuses findAndModify's "fields" (NotImplemented).
-        # The dialog document is small and bounded, so reading it whole costs little.
-        doc = await self._dialogs.find_one_and_update(
-            {"_id": _literal(dialog_id)}, update, return_document=ReturnDocument.AFTER)
-        if doc is None:
-            raise LookupError(f"no dialog {dialog_id!r}")
-        return int(doc["utterance_count"]) - 1
-
-    async def _insert_utterance(
-        self, dialog_id: str, utterance: HumanUtterance | BotUtterance,
-        bot_attributes: Mapping[str, Any],
-    ) -> None:
-        body = _utterance_body(utterance)
-        for _ in range(_ATTEMPTS):
-            seq = await self._next_seq(dialog_id, bot_attributes)
-            try:
-                await self._utterances.insert_one(
-                    {"_id": _literal(utterance.utt_id), "dialog_id": dialog_id, "seq": seq,
-                     **body})
-                await self._dialogs.update_one(
-                    {"_id": _literal(dialog_id)},
-                    {"$set": {f"recent_ids.{seq % RECENT_IDS}": utterance.utt_id}})
-                return
-            except DuplicateKeyError:
-                # Either the utterance is already stored (a caller's mistake: say so, as
-                # SQLite does) or the number was taken (only on a server whose $inc is not
-                # atomic): then take the next one, the unique index keeps order and count.
-                if await self._utterances.find_one({"_id": utterance.utt_id},
-                                                   projection={"_id": 1}) is not None:
-                    raise
-        raise RuntimeError(f"no free utterance number in dialog {dialog_id} (contention)")
-
-    async def _write_seq(self, dialog_id: str, utterance: HumanUtterance | BotUtterance,
-                         bot_attributes: Mapping[str, Any]) -> int | None:
-        """Point the dialog at ``utterance`` as its next utterance, by the number this
-        turn read (:meth:`open_turn`), in one update that also merges the bot's attributes;
-        None when this turn read no number (a caller outside a turn).
-
-        The user's line runs one turn of a dialog at a time, so the number read at the
-        turn's start is still free; ``$max`` keeps the counter from going back if it is
-        not (a caller outside the line), and the unique ``(dialog_id, seq)`` index then
-        refuses the utterance's insert, which falls back to :meth:`_insert_utterance`.
-        The dialog is written before the utterance, as with ``$inc``: an utterance whose
-        insert was cut short leaves a slot naming nothing, which the window sees."""
-        seq = self._next_seqs.pop(dialog_id, None)
-        if seq is None:
-            return None
-        update: Doc = {"$max": {"utterance_count": seq + 1},
-                       "$set": {f"recent_ids.{seq % RECENT_IDS}": _literal(utterance.utt_id),
-                                **_merge("bot.attributes", bot_attributes)}}
-        await self._dialogs.update_one({"_id": _literal(dialog_id)}, update)
-        return seq
-
-    async def _utterance_exists(self, utt_id: str) -> bool:
-        return await self._utterances.find_one({"_id": utt_id}, projection={"_id": 1}) is not None
+        cursor = self._utterances.find({"dialog_id": _literal(dialog_id)},
+                                       sort=[("seq", DESCENDING)], limit=limit)
+        return [_utterance_from(doc) for doc in reversed(await cursor.to_list())]
 
     @_unavailable_when_unreachable
     async def add_utterance(self, dialog_id: str, utterance: HumanUtterance) -> None:
-        seq = await self._write_seq(dialog_id, utterance, {})
-        if seq is not None:
-            try:
-                await self._utterances.insert_one(
-                    {"_id": _literal(utterance.utt_id), "dialog_id": dialog_id, "seq": seq,
-                     **_utterance_body(utterance)})
-                self._next_seqs[dialog_id] = seq + 1
-                return
-            except DuplicateKeyError:
-                if await self._utterance_exists(utterance.utt_id):
-                    raise
-                # The number was taken by a writer outside the line: take a fresh one.
-        await self._insert_utterance(dialog_id, utterance, {})
+        await self._insert(dialog_id, utterance)
 
     @_unavailable_when_unreachable
     async def finish_turn(
         self, dialog_id: str, human_id: str, utterance: HumanUtterance,
         bot_utterance: BotUtterance, human_attributes: dict[str, Any],
         bot_attributes: dict[str, Any], *, human_profile: dict[str, Any] | None = None,
-        replace_human_attributes: bool = False,
+        replace_human_attributes: bool = False, place: Place | None = None,
     ) -> None:
-        # $set of every field replaces the utterance's content (HumanUtterance has a fixed
-        # set of fields) while keeping its dialog_id and seq, which the model does not hold.
-        annotated: Doc = {"q": {"_id": _literal(utterance.utt_id)},
-                          "u": {"$set": _utterance_body(utterance)}}
-        seq = await self._write_seq(dialog_id, bot_utterance, bot_attributes)
-        try:
-            answered = seq is not None and await self._annotate_and_answer(
-                dialog_id, seq, annotated, bot_utterance)
-        except BaseException:
-            if seq is not None:  # refused: a retry of this turn's end writes the same slot
-                self._remember_next_seq(dialog_id, seq)
-            raise
-        if not answered:
-            await self._utterances.update_one(annotated["q"], annotated["u"])
-            await self._insert_utterance(dialog_id, bot_utterance, bot_attributes)
+        seq = await self._answer(dialog_id, utterance, bot_utterance)
+        # Kept until the turn's end is stored: a retry of a refused end (with the services'
+        # outputs dropped) writes the same answer again (see _answer).
+        self._keep_next_seq(dialog_id, seq)
         user: Doc = {}
         if replace_human_attributes:
             user["attributes"] = _escape(human_attributes)
@@ -277,61 +186,93 @@ class MongoDialogs(MongoBase):
             user.update(_merge("attributes", human_attributes))
         if human_profile:
             user.update(_merge("profile", human_profile))
+        statements: list[Doc] = []
         if user:
-            await self._users.update_one({"_id": _literal(human_id)}, {"$set": user})
+            statements.append({"q": {"_id": _literal(human_id)}, "u": {"$set": user}})
+        dialog: Doc = {"$max": {"dialog.count": seq + 1}}
+        if bot_attributes:
+            dialog["$set"] = _merge("dialog.bot.attributes", bot_attributes)
+        statements.append({"q": {"_id": _literal(human_id), "dialog.id": dialog_id},
+                           "u": dialog})
+        if place is not None:
+            statements += _leaving(place, True, utc_now())
+        await self._update_users(statements)
+        self._next_seqs.pop(dialog_id, None)
+        if place is not None:
+            place.left = True
 
-    async def _annotate_and_answer(self, dialog_id: str, seq: int, annotated: Doc,
-                                   bot_utterance: BotUtterance) -> bool:
+    async def _answer(self, dialog_id: str, utterance: HumanUtterance,
+                      bot_utterance: BotUtterance) -> int:
         """The annotated human utterance and the bot's answer in one ``update`` command:
-        the answer is an upsert that only inserts. False when its number was taken (a
-        writer outside the line), after the annotation was written."""
-        answer = {"q": {"_id": _literal(bot_utterance.utt_id)},
-                  "u": {"$setOnInsert": {"dialog_id": dialog_id, "seq": seq,
-                                         **_utterance_body(bot_utterance)}},
-                  "upsert": True}
-        reply, errors = await self._update(self._utterances, [annotated, answer])
-        if errors:
-            if [e.get("index") for e in errors] == [1] and errors[0].get("code") == 11000:
-                return False
-            raise WriteError(str(errors), code=errors[0].get("code"))
-        if not reply.get("upserted"):  # the answer was stored before: a caller's mistake
-            raise DuplicateKeyError(f"utterance {bot_utterance.utt_id} is already stored")
-        return True
+        the answer is an upsert that only inserts, at the number after the human's. Its
+        number, found again if a writer outside the line took it."""
+        seq = self._next_seqs.pop(dialog_id, None)
+        if seq is None:
+            seq = await self._free_seq(dialog_id)
+        annotated: Doc = {"q": {"_id": _literal(utterance.utt_id)},
+                          "u": {"$set": _utterance_body(utterance)}}
+        for _ in range(_ATTEMPTS):
+            bot_utterance.utt_id = _utterance_id(dialog_id, seq)
+            body = _utterance_body(bot_utterance)
+            answer = {"q": {"_id": bot_utterance.utt_id},
+                      "u": {"$setOnInsert": {"dialog_id": dialog_id, "seq": seq, **body}},
+                      "upsert": True}
+            reply, errors = await self._update(self._utterances,
+                                               [annotated, answer] if annotated else [answer])
+            if errors:
+                raise WriteError(str(errors), code=errors[0].get("code"))
+            if reply.get("upserted"):
+                return seq
+            annotated = {}
+            taken = await self._utterances.find_one({"_id": bot_utterance.utt_id})
+            if taken is not None and taken.get("speaker") == "bot" \
+                    and taken.get("text") == bot_utterance.text:
+                # This turn's own answer, stored by an attempt whose end was refused.
+                await self._utterances.update_one({"_id": bot_utterance.utt_id},
+                                                  {"$set": body})
+                return seq
+            seq += 1
+        raise RuntimeError(f"no free utterance number in dialog {dialog_id} (contention)")
 
     # -- dialogs ------------------------------------------------------------------------
 
     @_unavailable_when_unreachable
-    async def close_active_dialog(self, external_id: str) -> str | None:
-        human_id = await self._human_id(external_id)
-        if human_id is None:
+    async def close_active_dialog(self, user_id: str) -> str | None:
+        user = await self._users.find_one({"_id": _human_id_for(user_id)})
+        head = None if user is None else _open_head(user)
+        if user is None or head is None:
             return None
-        key = _active_key(human_id)
-        for _ in range(_ATTEMPTS):
-            doc = await self._pointed_dialog(human_id) or await self._dialogs.find_one(
-                {"active_key": key}, projection={"_id": 1})
-            if doc is None:
-                return None
-            dialog_id = str(doc["_id"])
-            result = await self._dialogs.update_one(
-                {"_id": dialog_id, "active_key": key},
-                {"$set": {"active": False, "active_key": _closed_key(dialog_id),
-                          "date_finish": utc_now()}})
-            if result.matched_count:
-                # A pointer left behind only costs a read: a closed dialog is not used.
-                await self._users.update_one({"_id": human_id, "active_dialog": dialog_id},
-                                             {"$unset": {"active_dialog": ""}})
-                return dialog_id
-            # Closed by someone else in between; look again (a new one may be open).
-        return None
+        count = int(user["dialog"].get("count", 0))
+        closed = _dialog_doc(head, count=count, active=False)
+        closed.update(date_finish=utc_now())
+        del closed["_id"], closed["opened_ns"]
+        # The dialog's document first: a close cut short leaves the dialog open, and
+        # closing it again finishes the job.
+        await self._dialogs.update_one({"_id": head.dialog_id},
+                                       {"$set": closed, "$setOnInsert": {"opened_ns": 0}},
+                                       upsert=True)
+        released = await self._users.update_one(
+            {"_id": user["_id"], "dialog.id": head.dialog_id}, {"$unset": {"dialog": ""}})
+        return head.dialog_id if released.modified_count else None
 
-    async def _with_utterances(self, heads: list[Doc], human: Human) -> list[Dialog]:
+    def _as_read(self, doc: Doc, user: Doc) -> DialogHead:
+        """A dialog's head for reading: while it is open, what changes lives with the user."""
+        head = _head(doc)
+        open_head = _open_head(user)
+        if open_head is not None and open_head.dialog_id == head.dialog_id:
+            return head.model_copy(update={"bot": open_head.bot,
+                                           "attributes": open_head.attributes})
+        return head
+
+    async def _with_utterances(self, heads: list[Doc], user: Doc) -> list[Dialog]:
         """Whole dialogs: all their utterances in one indexed query, grouped in order. On
-        FerretDB, a dialog the ring of newest ids covers whole is read by ``_id`` instead
-        (it scans every utterance of every dialog for the query)."""
+        FerretDB, a short dialog is read by ``_id`` instead (it scans every utterance of
+        every dialog for the query)."""
+        human = _human(user)
         by_dialog: dict[str, list[Doc]] = {}
         if self._point_reads:
             for head in heads:
-                docs = await self._utterances_by_ring(head)
+                docs = await self._by_number(head["_id"], self._count(head, user))
                 if docs is not None:
                     by_dialog[head["_id"]] = docs
         rest = [head["_id"] for head in heads if head["_id"] not in by_dialog]
@@ -343,23 +284,34 @@ class MongoDialogs(MongoBase):
                 by_dialog[doc["dialog_id"]].append(doc)
         dialogs = []
         for doc in heads:
-            dialog_head = _head(doc)
-            utterances = [_utterance_from(u) for u in by_dialog[dialog_head.dialog_id]]
-            dialogs.append(Dialog(**dialog_head.model_dump(exclude={"human_id"}), human=human,
+            read = self._as_read(doc, user)
+            utterances = [_utterance_from(u) for u in by_dialog[read.dialog_id]]
+            dialogs.append(Dialog(**read.model_dump(exclude={"human_id"}), human=human,
                                   utterances=utterances))
         return dialogs
 
-    async def _utterances_by_ring(self, head: Doc) -> list[Doc] | None:
-        """Every utterance of a dialog short enough for its ring to name them all, read by
-        ``_id``; None when the ring does not (a longer dialog, a slot never written)."""
-        count = int(head.get("utterance_count", 0))
-        ring: Doc = head.get("recent_ids", {})
-        if count > RECENT_IDS or any(str(seq) not in ring for seq in range(count)):
+    @staticmethod
+    def _count(head: Doc, user: Doc) -> int:
+        state = user.get("dialog")
+        if isinstance(state, dict) and state.get("id") == head["_id"]:
+            return int(state.get("count", 0))
+        return int(head.get("utterance_count", 0))
+
+    async def _by_number(self, dialog_id: str, count: int) -> list[Doc] | None:
+        """Every utterance of a short dialog, read by ``_id`` (plus any stored past the
+        count by an unfinished turn); None when the ids do not name them all (a longer
+        dialog, or one stored before ids were numbered)."""
+        if count > _POINT_READ_DIALOG:
             return None
-        docs = [await self._utterances.find_one({"_id": ring[str(seq)]}) for seq in range(count)]
-        if [None if d is None else d["seq"] for d in docs] != list(range(count)):
+        docs = sorted(await self._by_ids([_utterance_id(dialog_id, s) for s in range(count)]),
+                      key=lambda doc: int(doc["seq"]))
+        if [doc["seq"] for doc in docs] != list(range(count)):
             return None
-        return [d for d in docs if d is not None]
+        while (extra := await self._utterances.find_one(
+                {"_id": _utterance_id(dialog_id, count)})) is not None:
+            docs.append(extra)
+            count += 1
+        return docs
 
     @_unavailable_when_unreachable
     async def dialog(self, dialog_id: str) -> Dialog | None:
@@ -369,41 +321,39 @@ class MongoDialogs(MongoBase):
         user = await self._users.find_one({"_id": head["human_id"]})
         if user is None:
             return None
-        (dialog,) = await self._with_utterances([head], _human(user))
+        (dialog,) = await self._with_utterances([head], user)
         return dialog
 
     @_unavailable_when_unreachable
-    async def user_dialogs(self, external_id: str) -> list[Dialog] | None:
-        user = await self._users.find_one({"_id": _human_id_for(external_id)})
+    async def user_dialogs(self, user_id: str) -> list[Dialog] | None:
+        user = await self._users.find_one({"_id": _human_id_for(user_id)})
         if user is None:
             return None
         cursor = self._dialogs.find({"human_id": user["_id"]},
                                     sort=[("date_start", ASCENDING), ("opened_ns", ASCENDING)])
         heads = await cursor.to_list()
-        return await self._with_utterances(heads, _human(user)) if heads else []
+        return await self._with_utterances(heads, user) if heads else []
 
     @_unavailable_when_unreachable
-    async def rate_dialog(self, external_id: str, dialog_id: str, rating: float) -> bool:
-        human_id = await self._human_id(external_id)
-        if human_id is None:
-            return False
+    async def rate_dialog(self, user_id: str, dialog_id: str, rating: float) -> bool:
         result = await self._dialogs.update_one(
-            {"_id": _literal(dialog_id), "human_id": human_id}, {"$set": {"rating": rating}})
+            {"_id": _literal(dialog_id), "human_id": _human_id_for(user_id)},
+            {"$set": {"rating": rating}})
         return result.matched_count > 0
 
     @_unavailable_when_unreachable
-    async def rate_utterance(self, external_id: str, utt_id: str, rating: float) -> bool:
-        human_id = await self._human_id(external_id)
-        if human_id is None:
-            return False
+    async def rate_utterance(self, user_id: str, utt_id: str, rating: float) -> bool:
         utterance = await self._utterances.find_one(
             {"_id": _literal(utt_id), "speaker": "bot"}, projection={"dialog_id": 1})
         if utterance is None:
             return False
         owned = await self._dialogs.find_one(
-            {"_id": utterance["dialog_id"], "human_id": human_id}, projection={"_id": 1})
+            {"_id": utterance["dialog_id"], "human_id": _human_id_for(user_id)},
+            projection={"_id": 1})
         if owned is None:
             return False
         result = await self._utterances.update_one({"_id": utt_id},
                                                    {"$set": {"rating": rating}})
         return result.matched_count > 0
+
+

@@ -19,10 +19,17 @@ _utterance: TypeAdapter[Utterance] = TypeAdapter(Utterance)
 _USER_IDS = uuid.UUID("5b0d8c52-8a4f-4c1e-9a57-1f3e6d2c9b70")
 
 
-def _human_id_for(external_id: str) -> str:
+def _human_id_for(user_id: str) -> str:
     """The user document's ``_id``: a fixed function of the client's ``user_id``, so the
-    user is found by ``_id`` (see the module docstring), in the shape of every other id."""
-    return uuid.uuid5(_USER_IDS, _literal(external_id)).hex
+    user is found by ``_id`` (see the package docstring), in the shape of every other id."""
+    return uuid.uuid5(_USER_IDS, _literal(user_id)).hex
+
+
+def _utterance_id(dialog_id: str, seq: int) -> str:
+    """An utterance's id (its document's ``_id``): the dialog's id and the utterance's
+    number, so the ids of a dialog's last K utterances are known without reading any
+    index, and an utterance is read, rated or replaced by ``_id``."""
+    return f"{dialog_id}-{seq}"
 
 
 def _human_doc(human: Human) -> Doc:
@@ -37,27 +44,45 @@ def _human(doc: Doc) -> Human:
     return Human.model_validate(doc)
 
 
-def _active_key(human_id: str) -> str:
-    return "h:" + human_id
-
-
-def _closed_key(dialog_id: str) -> str:
+def _dialog_key(dialog_id: str) -> str:
+    """The dialog's ``active_key`` (unique; databases of the first release kept
+    ``"h:<human id>"`` there while a dialog was open)."""
     return "d:" + dialog_id
 
 
-def _dialog_doc(head: DialogHead) -> Doc:
+def _dialog_doc(head: DialogHead, *, count: int = 0, active: bool = True) -> Doc:
     doc: Doc = _escape(head.model_dump())
     doc["_id"] = doc.pop("dialog_id")
     # opened_ns orders dialogs opened within the same millisecond (BSON dates keep ms).
-    doc.update(active=True, active_key=_active_key(head.human_id), utterance_count=0,
-               recent_ids={}, opened_ns=time.time_ns())
+    doc.update(active=active, active_key=_dialog_key(head.dialog_id), utterance_count=count,
+               opened_ns=time.time_ns())
     return doc
 
 
 def _head(doc: Doc) -> DialogHead:
     doc = _unescape(doc)
     doc["dialog_id"] = doc.pop("_id")
-    return DialogHead.model_validate(doc)  # active, active_key, counters, ids: ignored
+    return DialogHead.model_validate(doc)  # active, active_key, counters: ignored
+
+
+def _open_dialog_state(head: DialogHead) -> Doc:
+    """The open dialog as the user's document holds it (``dialog``): what a turn reads and
+    changes (the bot and its attributes, the utterance count) lives with the user, so a
+    turn reads and writes one document for both. Its ``dialogs`` document is written when
+    it opens and again when it closes."""
+    doc: Doc = _escape(head.model_dump(exclude={"human_id", "rating", "date_finish"}))
+    doc["id"] = doc.pop("dialog_id")
+    doc["count"] = 0
+    return doc
+
+
+def _open_head(user: Doc) -> DialogHead | None:
+    """The user's open dialog, from their document; None when none is open."""
+    state = user.get("dialog")
+    if not isinstance(state, dict):
+        return None
+    doc = _unescape({k: v for k, v in state.items() if k not in ("id", "count")})
+    return DialogHead.model_validate({**doc, "dialog_id": state["id"], "human_id": user["_id"]})
 
 
 def _utterance_body(utterance: HumanUtterance | BotUtterance) -> Doc:

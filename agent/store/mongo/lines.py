@@ -1,127 +1,146 @@
-"""The users' line on MongoDB, built from inserts only (see :class:`MongoLines`)."""
+"""The users' line on MongoDB: a ticket lock in the user's document (see :class:`MongoLines`)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from pymongo.errors import DuplicateKeyError, WriteError
+from pymongo import ReturnDocument
+from pymongo.errors import DuplicateKeyError
 
+from agent.state.models import Human, utc_now
+from agent.store.base import Place
 from agent.store.mongo.base import MongoBase
-from agent.store.mongo.codec import _literal
+from agent.store.mongo.documents import _human_doc, _human_id_for
 from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
 
-#: When a served place leaves, the place this far below it is deleted: the line keeps a
-#: few documents per user, yet a message would have to read a stale newest place across
-#: that many whole turns of the same user to take a number twice.
-_QUEUE_KEPT = 8
-#: Users whose last served place this process remembers (one number each).
-_SERVED_KEPT = 65536
+#: Tries at taking a place for a user created at that very moment by another message.
+_ATTEMPTS = 3
 
 
 class MongoLines(MongoBase):
-    """:class:`agent.store.LineStore` on MongoDB."""
+    """:class:`agent.store.LineStore` on MongoDB.
 
-    # -- one message of a user at a time ------------------------------------------------
-    #
-    # A place is a document whose ``_id`` holds (user, place): taking one is an insert,
-    # which the unique ``_id`` makes atomic on MongoDB and on FerretDB alike (no ``$inc``,
-    # which FerretDB 1.x cannot make atomic across connections, i.e. across replicas).
-    # Every read and write names one ``_id`` (FerretDB scans the collection for any other
-    # filter: 95 ms per turn at 3,000 places):
-    #
-    # * The user's ``next`` document says where to try first. It is raised when a place
-    #   leaves, in the same ``update`` command that marks the place done, so it is never
-    #   ahead of the newest place and numbers have no gaps; when it is behind (a message
-    #   still running or waiting, an agent that died), the insert finds the number taken
-    #   and tries the next one.
-    # * A place is done when its turn ran (``served``) or when it was given up (its
-    #   message stopped waiting, or its lease ran out). A served place started only when
-    #   every earlier place was done, so whether all earlier places are done is read
-    #   downwards from the place just below, stopping at the first served (or deleted)
-    #   one: usually a single read, and none when this process served the place just
-    #   below and saw it leave (a user's messages mostly reach the same replica).
-    # * A served place deletes the place ``_QUEUE_KEPT`` below it, which is done for the
-    #   same reason.
+    The line is a ticket lock in the user's document, ``line``: ``taken`` counts the places
+    ever taken (``$inc``, atomic), ``done`` is the place being served (every place below it
+    is finished), ``alive_until`` the lease of that place, ``gave_up`` the places whose
+    message stopped waiting, and ``free`` says nobody is in line. So:
 
-    @staticmethod
-    def _place_id(external_id: str, place: int) -> str:
-        return f"{len(_literal(external_id))}:{external_id}:{place}"
+    * **Taking a place when the line is free** is one ``findAndModify`` that matches
+      ``free: true``, counts the place and sets its lease, and returns the user's whole
+      document: the turn needs no other read of the user (:meth:`open_turn` uses it).
+      Otherwise the place is counted without the condition and the message waits.
+    * **Leaving** raises ``done`` (only if it is still this place: a place given up for a
+      lapsed lease must not move the line back) and grants the next place a lease, and
+      sets ``free`` when nobody took a place since. These are statements of the same
+      ``update`` command that writes the finished turn's attributes.
+    * **Waiting** reads the document: the place is first when ``done`` reaches it. A place
+      that gave up, or whose lease ran out (its agent died), is passed over with a
+      compare-and-set on ``done``, so only one waiter moves the line.
 
-    @staticmethod
-    def _next_place_id(external_id: str) -> str:
-        return f"{len(_literal(external_id))}:{external_id}:next"
+    Every write is a single-document update, atomic on MongoDB; FerretDB 1.x is atomic
+    only as built by ``tools/ferretdb`` (see docs/deployment.md).
+    """
 
     @_unavailable_when_unreachable
-    async def enqueue(self, external_id: str, lease_until: datetime) -> tuple[int, bool]:
-        next_id = self._next_place_id(external_id)
-        hint = await self._queue.find_one({"_id": next_id})
-        place = 0 if hint is None else int(hint["place"])
-        while True:
+    async def take_place(self, user_id: str, lease_until: datetime) -> Place:
+        lease = lease_until - utc_now()
+        human_id = _human_id_for(user_id)
+        doc = await self._users.find_one_and_update(
+            {"_id": human_id, "line.free": True},
+            {"$inc": {"line.taken": 1},
+             "$set": {"line.free": False, "line.alive_until": lease_until}},
+            return_document=ReturnDocument.AFTER)
+        if doc is not None:
+            place = Place(user_id, int(doc["line"]["taken"]) - 1, True, lease)
+            self._keep_snapshot(user_id, doc)
+            return place
+        doc = await self._count_place(user_id, human_id, lease_until)
+        number = int(doc["line"]["taken"]) - 1
+        place = Place(user_id, number, False, lease)
+        if int(doc["line"].get("done", 0)) == number:  # first, but the lease is not ours yet
+            place.first = await self._hold(human_id, number, lease_until)
+            if place.first:
+                self._keep_snapshot(user_id, doc)
+        return place
+
+    async def _count_place(self, user_id: str, human_id: str, lease_until: datetime) -> Doc:
+        """Count a place without waiting for a free line, creating the user if needed."""
+        new_user = _human_doc(Human(id=human_id, user_external_id=user_id))
+        del new_user["_id"]
+        new_user.update({"line.free": False, "line.alive_until": lease_until})
+        # $max: a user of a release before the line moved here has no line yet.
+        update = {"$inc": {"line.taken": 1}, "$max": {"line.done": 0}, "$setOnInsert": new_user}
+        for _ in range(_ATTEMPTS):
             try:
-                await self._queue.insert_one({
-                    "_id": self._place_id(external_id, place), "user": external_id,
-                    "place": place, "done": False, "served": False,
-                    "alive_until": lease_until})
-                break
-            except DuplicateKeyError:  # taken by another message of the user
-                place += 1
-        if self._served.get(external_id) == place - 1:
-            # This process served the place just below and saw it leave: every earlier
-            # place is done, no need to read it.
-            return place, True
-        return place, await self._earlier_done(external_id, place, None)
-
-    async def _earlier_done(self, external_id: str, place: int, now: datetime | None) -> bool:
-        """Whether every place below ``place`` is done; with ``now``, places whose lease
-        ran out before it are given up on the way."""
-        for earlier in range(place - 1, -1, -1):
-            doc = await self._queue.find_one({"_id": self._place_id(external_id, earlier)})
-            if doc is None or doc.get("served"):
-                return True
-            if doc["done"]:
+                doc = await self._users.find_one_and_update(
+                    {"_id": human_id}, update,
+                    upsert=True, return_document=ReturnDocument.AFTER)
+            except DuplicateKeyError:  # created by a racing first message: count again
                 continue
-            if now is None or doc["alive_until"] >= now:
-                return False
-            await self._queue.update_one({"_id": doc["_id"]}, {"$set": {"done": True}})
-        return True
+            if doc is not None:
+                return doc
+        raise RuntimeError(f"could not take a place in line for user {user_id!r}")
+
+    async def _hold(self, human_id: str, number: int, lease_until: datetime) -> bool:
+        """Put this place's lease on the line, if the line is still at this place."""
+        held = await self._users.update_one(
+            {"_id": human_id, "line.done": number},
+            {"$set": {"line.alive_until": lease_until, "line.free": False}})
+        return held.matched_count > 0
 
     @_unavailable_when_unreachable
-    async def first_in_line(self, external_id: str, place: int, now: datetime) -> bool:
-        return await self._earlier_done(external_id, place, now)
+    async def first_in_line(self, place: Place, now: datetime) -> bool:
+        human_id = _human_id_for(place.user_id)
+        for _ in range(place.number + 2):
+            doc = await self._users.find_one({"_id": human_id})
+            line: Doc = (doc or {}).get("line", {})
+            served = int(line.get("done", 0))
+            if served == place.number:
+                if await self._hold(human_id, place.number, now + place.lease):
+                    assert doc is not None
+                    self._keep_snapshot(place.user_id, doc)
+                    return True
+                continue
+            if served > place.number:  # passed over: its lease lapsed while it waited
+                return False
+            alive_until = line.get("alive_until")
+            if str(served) not in line.get("gave_up", {}) and alive_until is not None \
+                    and alive_until >= now:
+                return False
+            # The place being served gave up or its agent died: move the line past it.
+            await self._users.update_one(
+                {"_id": human_id, "line.done": served},
+                {"$set": {"line.done": served + 1, "line.alive_until": now + place.lease},
+                 "$unset": {f"line.gave_up.{served}": ""}})
+        return False
 
     @_unavailable_when_unreachable
     async def renew_places(self, places: list[tuple[str, int]], lease_until: datetime) -> None:
-        # A done place may be renewed too: harmless, a lease only matters while not done.
-        update = {"$set": {"alive_until": lease_until}}
-        ids = [self._place_id(user, place) for user, place in places]
-        if self._point_reads:
-            for place_id in ids:
-                await self._queue.update_one({"_id": place_id}, update)
-        else:
-            await self._queue.update_many({"_id": {"$in": ids}}, update)
+        for user_id, number in places:  # only the place being served holds a lease
+            await self._users.update_one(
+                {"_id": _human_id_for(user_id), "line.done": number},
+                {"$set": {"line.alive_until": lease_until}})
 
     @_unavailable_when_unreachable
-    async def leave(self, external_id: str, place: int, *, served: bool = True) -> None:
-        # The place and where to take the next one, in one command: the hint is raised
-        # only now, so it never names a place that is not there yet.
-        done: Doc = {"q": {"_id": self._place_id(external_id, place)},
-                     "u": {"$set": {"done": True, "served": served}}}
-        hint = {"$max": {"place": place + 1}}
-        next_id = self._next_place_id(external_id)
-        _, errors = await self._update(self._queue, [done, {
-            "q": {"_id": next_id}, "u": {**hint, "$setOnInsert": {"user": external_id}},
-            "upsert": True}])
-        if errors:
-            if [e.get("index") for e in errors] != [1] or errors[0].get("code") != 11000:
-                raise WriteError(str(errors), code=errors[0].get("code"))
-            # Two first places upserted the hint at once: the other won.
-            await self._queue.update_one({"_id": next_id}, hint)
-        if served:
-            if len(self._served) >= _SERVED_KEPT:
-                self._served.clear()
-            self._served[external_id] = place
-        elif self._served.get(external_id) == place - 1:
-            self._served.pop(external_id, None)
-        if served and place >= _QUEUE_KEPT:
-            await self._queue.delete_one(
-                {"_id": self._place_id(external_id, place - _QUEUE_KEPT)})
+    async def leave(self, place: Place, *, served: bool = True) -> None:
+        if place.left:
+            return
+        await self._update_users(_leaving(place, served, utc_now()))
+        place.left = True
+
+
+def _leaving(place: Place, served: bool, now: datetime) -> list[Doc]:
+    """The ``update`` statements that take ``place`` out of its user's line."""
+    human_id = _human_id_for(place.user_id)
+    number, gave_up = place.number, f"line.gave_up.{place.number}"
+    statements: list[Doc] = []
+    if not served:  # still waiting: whoever reaches this place passes it over
+        statements.append({"q": {"_id": human_id}, "u": {"$set": {gave_up: True}}})
+    statements += [
+        {"q": {"_id": human_id, "line.done": number},
+         "u": {"$set": {"line.done": number + 1, "line.alive_until": now + place.lease},
+               "$unset": {gave_up: ""}}},
+        {"q": {"_id": human_id, "line.done": number + 1, "line.taken": number + 1},
+         "u": {"$set": {"line.free": True}}},
+    ]
+    return statements

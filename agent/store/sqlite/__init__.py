@@ -1,6 +1,6 @@
 """The embedded store: one SQLite file, so ``make run`` needs no database server.
 
-One module per job: :mod:`.dialogs`, :mod:`.claims` and :mod:`.lines` (the three
+One module per job: :mod:`.dialogs`, :mod:`.keys` and :mod:`.lines` (the three
 protocols of :mod:`agent.store.base`), :mod:`.base` (the connection and the schema).
 
 Records are JSON documents in three tables (users, dialogs, utterances), one row per
@@ -24,17 +24,17 @@ from __future__ import annotations
 import sqlite3
 
 from agent.store.base import StoreUnavailable
-from agent.store.sqlite.base import _SCHEMA, _add_missing_columns, _path_of, _translated
-from agent.store.sqlite.claims import SqliteClaims
+from agent.store.sqlite.base import _path_of, _translated, migrate
 from agent.store.sqlite.dialogs import SqliteDialogs
+from agent.store.sqlite.keys import SqliteKeys
 from agent.store.sqlite.lines import SqliteLines
 
 __all__ = ["SqliteStore"]
 
 
-class SqliteStore(SqliteDialogs, SqliteClaims, SqliteLines):
-    """:class:`agent.store.Store` on a local SQLite file: the dialogs, the claims and the
-    line, each in its own module, over one connection."""
+class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines):
+    """:class:`agent.store.Store` on a local SQLite file: the dialogs, the idempotency keys
+    and the line, each in its own module, over one connection."""
 
     @classmethod
     async def open(cls, url: str) -> SqliteStore:
@@ -46,22 +46,21 @@ class SqliteStore(SqliteDialogs, SqliteClaims, SqliteLines):
         db.execute("PRAGMA busy_timeout=2000")
         db.execute("PRAGMA secure_delete=ON")
         try:
-            db.executescript(_SCHEMA)
-            _add_missing_columns(db)
+            migrate(db)
         except sqlite3.Error as exc:
             db.close()
             raise _translated(exc) from exc
         return cls(db)
 
-    async def delete_user(self, external_id: str) -> bool:
-        user = "(SELECT id FROM users WHERE external_id = ?)"
+    async def delete_user(self, user_id: str) -> bool:
+        user = "(SELECT id FROM users WHERE user_id = ?)"
         rows = self._write(
-            ("DELETE FROM messages WHERE user = ?", [external_id]),
-            ("DELETE FROM turn_queue WHERE user = ?", [external_id]),
+            ("DELETE FROM idempotency_keys WHERE user_id = ?", [user_id]),
+            ("DELETE FROM lines WHERE user_id = ?", [user_id]),
             (f"DELETE FROM utterances WHERE dialog_id IN (SELECT id FROM dialogs WHERE "
-             f"human_id = {user})", [external_id]),
-            (f"DELETE FROM dialogs WHERE human_id = {user}", [external_id]),
-            ("DELETE FROM users WHERE external_id = ? RETURNING id", [external_id]),
+             f"human_id = {user})", [user_id]),
+            (f"DELETE FROM dialogs WHERE human_id = {user}", [user_id]),
+            ("DELETE FROM users WHERE user_id = ? RETURNING id", [user_id]),
         )
         # Out of the write-ahead log into the (securely overwritten) database file.
         self._one("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -12,31 +12,39 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 
 from agent.state.models import BotUtterance, HumanUtterance, Utterance
-from agent.store.base import StoreUnavailable, StoreWriteRefused
+from agent.store.base import Place, StoreUnavailable, StoreWriteRefused
 
 _utterance: TypeAdapter[Utterance] = TypeAdapter(Utterance)
 Statement = tuple[str, list[Any]]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS users (
-    id TEXT PRIMARY KEY, external_id TEXT NOT NULL UNIQUE, doc TEXT NOT NULL);
+    id TEXT PRIMARY KEY, user_id TEXT NOT NULL UNIQUE, doc TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS dialogs (
     id TEXT PRIMARY KEY, human_id TEXT NOT NULL, active INTEGER NOT NULL, doc TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS dialogs_by_human ON dialogs (human_id, active);
 CREATE UNIQUE INDEX IF NOT EXISTS one_active_dialog ON dialogs (human_id) WHERE active = 1;
-CREATE TABLE IF NOT EXISTS messages (
-    user TEXT NOT NULL, key TEXT NOT NULL, reply TEXT, fingerprint TEXT, alive_until REAL,
-    PRIMARY KEY (user, key));
-CREATE TABLE IF NOT EXISTS turn_queue (
-    user TEXT NOT NULL, place INTEGER NOT NULL, done INTEGER NOT NULL, alive_until REAL NOT NULL,
-    PRIMARY KEY (user, place));
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    user_id TEXT NOT NULL, key TEXT NOT NULL, reply TEXT, fingerprint TEXT, alive_until REAL,
+    PRIMARY KEY (user_id, key));
+CREATE TABLE IF NOT EXISTS lines (
+    user_id TEXT NOT NULL, place INTEGER NOT NULL, done INTEGER NOT NULL,
+    alive_until REAL NOT NULL, PRIMARY KEY (user_id, place));
 CREATE TABLE IF NOT EXISTS utterances (
     dialog_id TEXT NOT NULL, seq INTEGER NOT NULL, utt_id TEXT NOT NULL UNIQUE,
     speaker TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (dialog_id, seq));
 """
-#: Columns added since the first release: (table, column, type), added at open when missing,
-#: so a database written by an earlier release keeps its data and gains them.
-_ADDED_COLUMNS = (("messages", "fingerprint", "TEXT"), ("messages", "alive_until", "REAL"))
+#: The schema's version, kept in ``PRAGMA user_version``: 0 is a database written before
+#: versions were kept, which :func:`migrate` brings up to date.
+SCHEMA_VERSION = 2
+#: Version 2's renames, to one name per idea (docs/glossary.md): (old table, new table,
+#: columns renamed as (old, new)).
+_RENAMED = (("messages", "idempotency_keys", (("user", "user_id"),)),
+            ("turn_queue", "lines", (("user", "user_id"),)),
+            ("users", "users", (("external_id", "user_id"),)))
+#: Columns added since the first release: (table, column, type), added when missing.
+_ADDED_COLUMNS = (("idempotency_keys", "fingerprint", "TEXT"),
+                  ("idempotency_keys", "alive_until", "REAL"))
 #: Primary result codes that mean the database cannot work right now (a full disk, an I/O
 #: error, a lock held too long, a file that cannot be opened or written), not bad data.
 _UNAVAILABLE_CODES = frozenset({
@@ -108,11 +116,47 @@ def _insert_utterance(dialog_id: str, utterance: HumanUtterance | BotUtterance) 
                                 _document(utterance)])
 
 
-def _add_missing_columns(db: sqlite3.Connection) -> None:
-    for table, column, kind in _ADDED_COLUMNS:
-        present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
-        if column not in present:
-            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Bring a database written by an earlier release to :data:`SCHEMA_VERSION`, in one
+    transaction (a migration cut short leaves the database as it was), then create what
+    is missing. Renames keep every row; nothing is copied."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            for old, new, columns in _RENAMED:
+                if old != new and _columns(db, old) and not _columns(db, new):
+                    db.execute(f"ALTER TABLE {old} RENAME TO {new}")
+                present = _columns(db, new)
+                for old_column, new_column in columns:
+                    if old_column in present and new_column not in present:
+                        db.execute(f"ALTER TABLE {new} RENAME COLUMN {old_column} "
+                                   f"TO {new_column}")
+            for table, column, kind in _ADDED_COLUMNS:
+                present = _columns(db, table)
+                if present and column not in present:
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
+def _leaving(place: Place) -> list[Statement]:
+    """Leave the line (see :mod:`agent.store.sqlite.lines`): done places below the
+    newest are deleted, the newest keeps the count going."""
+    return [("UPDATE lines SET done = 1 WHERE user_id = ? AND place = ?",
+             [place.user_id, place.number]),
+            ("DELETE FROM lines WHERE user_id = ? AND done = 1 AND place < (SELECT MAX(place) "
+             "FROM lines WHERE user_id = ?)", [place.user_id, place.user_id])]
 
 
 class SqliteBase:

@@ -15,13 +15,14 @@ from agent.state.models import (
     new_id,
     utc_now,
 )
-from agent.store.base import DialogHead
+from agent.store.base import DialogHead, Place, TurnStart
 from agent.store.sqlite.base import (
     SqliteBase,
     Statement,
     _document,
     _insert_utterance,
     _json,
+    _leaving,
     _merges,
     _utterance,
 )
@@ -30,19 +31,18 @@ from agent.store.sqlite.base import (
 class SqliteDialogs(SqliteBase):
     """:class:`agent.store.DialogStore` on SQLite, but for erasure and the connection."""
 
-    async def open_turn(self, external_id: str, channel_type: str,
-                        limit: int) -> tuple[Human, DialogHead, list[Utterance]]:
-        human = await self.human(external_id)
+    async def open_turn(self, user_id: str, channel_type: str, limit: int) -> TurnStart:
+        human = await self.human(user_id)
         dialog = await self.active_dialog(human, channel_type)
-        return human, dialog, await self.recent_utterances(dialog.dialog_id, limit)
+        return TurnStart(human, dialog, await self.recent_utterances(dialog.dialog_id, limit))
 
-    async def human(self, external_id: str) -> Human:
-        row = self._one("SELECT doc FROM users WHERE external_id = ?", [external_id])
+    async def human(self, user_id: str) -> Human:
+        row = self._one("SELECT doc FROM users WHERE user_id = ?", [user_id])
         if row is None:
-            fresh = Human(user_external_id=external_id)
-            self._write(("INSERT OR IGNORE INTO users (id, external_id, doc) VALUES (?, ?, ?)",
-                         [fresh.id, external_id, fresh.model_dump_json()]))
-            row = self._one("SELECT doc FROM users WHERE external_id = ?", [external_id])
+            fresh = Human(user_external_id=user_id)
+            self._write(("INSERT OR IGNORE INTO users (id, user_id, doc) VALUES (?, ?, ?)",
+                         [fresh.id, user_id, fresh.model_dump_json()]))
+            row = self._one("SELECT doc FROM users WHERE user_id = ?", [user_id])
         return Human.model_validate_json(row[0])
 
     async def active_dialog(self, human: Human, channel_type: str) -> DialogHead:
@@ -74,7 +74,7 @@ class SqliteDialogs(SqliteBase):
         self, dialog_id: str, human_id: str, utterance: HumanUtterance,
         bot_utterance: BotUtterance, human_attributes: dict[str, Any],
         bot_attributes: dict[str, Any], *, human_profile: dict[str, Any] | None = None,
-        replace_human_attributes: bool = False,
+        replace_human_attributes: bool = False, place: Place | None = None,
     ) -> None:
         statements: list[Statement] = [
             ("UPDATE utterances SET doc = ? WHERE utt_id = ?",
@@ -88,14 +88,18 @@ class SqliteDialogs(SqliteBase):
             statements += _merges("users", "$.attributes", human_attributes, human_id)
         statements += _merges("users", "$.profile", human_profile or {}, human_id)
         statements += _merges("dialogs", "$.bot.attributes", bot_attributes, dialog_id)
+        if place is not None:
+            statements += _leaving(place)
         self._write(*statements)
+        if place is not None:
+            place.left = True
 
-    async def close_active_dialog(self, external_id: str) -> str | None:
+    async def close_active_dialog(self, user_id: str) -> str | None:
         (row,) = self._write((
             "UPDATE dialogs SET active = 0, doc = json_set(doc, '$.date_finish', ?) "
-            "WHERE active = 1 AND human_id = (SELECT id FROM users WHERE external_id = ?) "
+            "WHERE active = 1 AND human_id = (SELECT id FROM users WHERE user_id = ?) "
             "RETURNING id",
-            [utc_now().isoformat(), external_id],
+            [utc_now().isoformat(), user_id],
         ))
         return None if row is None else str(row[0])
 
@@ -115,8 +119,8 @@ class SqliteDialogs(SqliteBase):
             return None
         return self._dialog(row[0], Human.model_validate_json(row[1]))
 
-    async def user_dialogs(self, external_id: str) -> list[Dialog] | None:
-        user = self._one("SELECT id, doc FROM users WHERE external_id = ?", [external_id])
+    async def user_dialogs(self, user_id: str) -> list[Dialog] | None:
+        user = self._one("SELECT id, doc FROM users WHERE user_id = ?", [user_id])
         if user is None:
             return None
         human = Human.model_validate_json(user[1])
@@ -124,19 +128,19 @@ class SqliteDialogs(SqliteBase):
                          "ORDER BY rowid", [user[0]])  # creation order: dates tie within a ms
         return [self._dialog(row[0], human) for row in rows]
 
-    async def rate_dialog(self, external_id: str, dialog_id: str, rating: float) -> bool:
+    async def rate_dialog(self, user_id: str, dialog_id: str, rating: float) -> bool:
         (row,) = self._write((
             "UPDATE dialogs SET doc = json_set(doc, '$.rating', ?) WHERE id = ? AND "
-            "human_id = (SELECT id FROM users WHERE external_id = ?) RETURNING id",
-            [rating, dialog_id, external_id],
+            "human_id = (SELECT id FROM users WHERE user_id = ?) RETURNING id",
+            [rating, dialog_id, user_id],
         ))
         return row is not None
 
-    async def rate_utterance(self, external_id: str, utt_id: str, rating: float) -> bool:
+    async def rate_utterance(self, user_id: str, utt_id: str, rating: float) -> bool:
         (row,) = self._write((
             "UPDATE utterances SET doc = json_set(doc, '$.rating', ?) WHERE utt_id = ? "
             "AND speaker = 'bot' AND dialog_id IN (SELECT d.id FROM dialogs d JOIN users u "
-            "ON u.id = d.human_id WHERE u.external_id = ?) RETURNING utt_id",
-            [rating, utt_id, external_id],
+            "ON u.id = d.human_id WHERE u.user_id = ?) RETURNING utt_id",
+            [rating, utt_id, user_id],
         ))
         return row is not None

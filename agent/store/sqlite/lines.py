@@ -4,40 +4,38 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from agent.store.sqlite.base import SqliteBase
+from agent.state.models import utc_now
+from agent.store.base import Place
+from agent.store.sqlite.base import SqliteBase, _leaving
 
 
 class SqliteLines(SqliteBase):
     """:class:`agent.store.LineStore` on SQLite."""
 
-    async def enqueue(self, external_id: str, lease_until: datetime) -> tuple[int, bool]:
-        busy, (place,) = self._write(
-            ("SELECT EXISTS (SELECT 1 FROM turn_queue WHERE user = ? AND done = 0)",
-             [external_id]),
-            ("INSERT INTO turn_queue (user, place, done, alive_until) VALUES (?, (SELECT "
-             "COALESCE(MAX(place), -1) + 1 FROM turn_queue WHERE user = ?), 0, ?) "
-             "RETURNING place", [external_id, external_id, lease_until.timestamp()]),
+    async def take_place(self, user_id: str, lease_until: datetime) -> Place:
+        busy, (number,) = self._write(
+            ("SELECT EXISTS (SELECT 1 FROM lines WHERE user_id = ? AND done = 0)", [user_id]),
+            ("INSERT INTO lines (user_id, place, done, alive_until) VALUES (?, (SELECT "
+             "COALESCE(MAX(place), -1) + 1 FROM lines WHERE user_id = ?), 0, ?) "
+             "RETURNING place", [user_id, user_id, lease_until.timestamp()]),
         )
-        return place, not busy[0]
+        return Place(user_id, number, not busy[0], lease_until - utc_now())
 
-    async def first_in_line(self, external_id: str, place: int, now: datetime) -> bool:
+    async def first_in_line(self, place: Place, now: datetime) -> bool:
         self._write((
-            "UPDATE turn_queue SET done = 1 WHERE user = ? AND place < ? AND done = 0 "
-            "AND alive_until < ?", [external_id, place, now.timestamp()]))
-        row = self._one("SELECT 1 FROM turn_queue WHERE user = ? AND place < ? AND done = 0 "
-                        "LIMIT 1", [external_id, place])
+            "UPDATE lines SET done = 1 WHERE user_id = ? AND place < ? AND done = 0 "
+            "AND alive_until < ?", [place.user_id, place.number, now.timestamp()]))
+        row = self._one("SELECT 1 FROM lines WHERE user_id = ? AND place < ? AND done = 0 "
+                        "LIMIT 1", [place.user_id, place.number])
         return row is None
 
     async def renew_places(self, places: list[tuple[str, int]], lease_until: datetime) -> None:
-        self._write(*(("UPDATE turn_queue SET alive_until = ? WHERE user = ? AND place = ? "
-                       "AND done = 0", [lease_until.timestamp(), user, place])
-                      for user, place in places))
+        self._write(*(("UPDATE lines SET alive_until = ? WHERE user_id = ? AND place = ? "
+                       "AND done = 0", [lease_until.timestamp(), user, number])
+                      for user, number in places))
 
-    async def leave(self, external_id: str, place: int, *, served: bool = True) -> None:
-        """Done places below the newest are deleted: the newest keeps the count going.
-        (``served`` is not needed here: the line is read with one query.)"""
-        self._write(
-            ("UPDATE turn_queue SET done = 1 WHERE user = ? AND place = ?", [external_id, place]),
-            ("DELETE FROM turn_queue WHERE user = ? AND done = 1 AND place < (SELECT MAX(place) "
-             "FROM turn_queue WHERE user = ?)", [external_id, external_id]),
-        )
+    async def leave(self, place: Place, *, served: bool = True) -> None:
+        """(``served`` is not needed here: the line is read with one query.)"""
+        if not place.left:
+            self._write(*_leaving(place))
+            place.left = True

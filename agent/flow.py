@@ -1,9 +1,12 @@
-"""A user's message, taken from arrival to answer: the work behind ``POST /``.
+"""The message flow: a user's message taken from arrival to reply, the work behind the chat
+endpoints, in one object (:class:`MessageFlow`): claim the idempotency key, take the
+user's place in line, run the turn, remember the reply.
 
 The order is what makes a message impossible to lose: the human utterance is stored before
 any service is called, and everything the pipeline made of it is written in one step at
-the end. Messages of one user take turns (:mod:`agent.ordering`): each starts after the
-previous one's answer is stored, whichever replica handles it.
+the end, together with leaving the line. Messages of one user take turns
+(:mod:`agent.lines`): each starts after the previous one's answer is stored, whichever
+replica handles it.
 
 Two failures are absorbed here rather than passed to the client:
 
@@ -19,44 +22,55 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from pydantic import BaseModel
+
 from agent.dream.executor import DreamExecutor
-from agent.idempotency import MessageIds
+from agent.idempotency import IdempotencyKeys, Reply
+from agent.lines import UserLines
 from agent.metrics import Metrics
-from agent.ordering import UserLines
 from agent.pipeline.executor import FALLBACK_SKILL, Executor, Turn, TurnResult
 from agent.state.models import BotUtterance, HumanUtterance, Utterance
-from agent.store.base import Store, StoreWriteRefused
+from agent.store.base import Place, Store, StoreWriteRefused
 from agent.telemetry import Telemetry, turn_answered, turn_identified
 
-log = logging.getLogger("chorus.dialogue")
+log = logging.getLogger("chorus.flow")
 
 #: Payloads that end the user's open dialog instead of being answered (as in dp-agent).
 CLOSING_COMMANDS = frozenset({"/start", "/close"})
 
 
 @dataclass(frozen=True, slots=True)
-class Reply:
-    """What the chat API answers."""
+class Answer:
+    """What the flow made of a message, for a route to shape into its reply."""
 
     dialog_id: str | None
-    utt_id: str | None
-    user_id: str
-    response: str
-    active_skill: str | None
-    #: the turn's hypotheses and annotations, for dp-agent's ``debug_output``
-    debug: dict[str, Any] | None = None
+    #: the turn; None when the message was a closing command
+    result: TurnResult | None
+
+    def debug(self) -> dict[str, Any]:
+        """The turn's hypotheses and annotations, for dp-agent's ``debug_output``."""
+        if self.result is None:
+            return {}
+        utterance = self.result.utterance
+        return {"hypotheses": [h.model_dump(mode="json") for h in utterance.hypotheses],
+                "annotations": dict(utterance.annotations)}
 
 
-class DialogueManager:
-    """Ties the store and the executor together for one message at a time."""
+#: What a closing command answers.
+CLOSED = "The dialog is closed; your next message starts a new one."
+
+
+class MessageFlow:
+    """Takes one message of a user from claim to reply; see the module docstring."""
 
     def __init__(self, store: Store, executor: Executor | DreamExecutor, channel_type: str,
                  metrics: Metrics | None = None, lines: UserLines | None = None,
-                 claims: MessageIds | None = None, retry_window: float = 300.0,
+                 keys: IdempotencyKeys | None = None, retry_window: float = 300.0,
                  telemetry: Telemetry | None = None) -> None:
         self._store = store
         self._executor = executor
@@ -64,23 +78,35 @@ class DialogueManager:
         self._retry_window = timedelta(seconds=retry_window)
         self.metrics = metrics or Metrics()
         self.lines = lines or UserLines(store)
-        self.claims = claims or MessageIds(store)
+        self.keys = keys or IdempotencyKeys(store)
         self.telemetry = telemetry or Telemetry()
 
-    async def handle(self, user_id: str, text: str, attributes: dict[str, Any]) -> Reply:
-        if text.strip() in CLOSING_COMMANDS:
-            async with self.lines.turn(user_id):
-                closed = await self._store.close_active_dialog(user_id)
-            return Reply(closed, None, user_id,
-                         "The dialog is closed; your next message starts a new one.", None)
-        result, dialog_id = await self.run_turn(user_id, text, attributes)
-        bot = result.bot_utterance
-        debug = None
-        if attributes.get("debug_output"):
-            debug = {"hypotheses": [h.model_dump(mode="json")
-                                    for h in result.utterance.hypotheses],
-                     "annotations": dict(result.utterance.annotations)}
-        return Reply(dialog_id, bot.utt_id, user_id, bot.text, bot.active_skill, debug)
+    async def reply(
+        self, user_id: str, text: str, attributes: dict[str, Any], *,
+        key: str | None, request: BaseModel, shape: Callable[[Answer], Reply],
+        reply_type: type[Reply], reward: float | None = None, close_after: bool = False,
+        closing_commands: bool = False,
+    ) -> Reply:
+        """The reply to one message: answered once per idempotency ``key`` (``request`` is
+        what a retry must repeat), in the user's line, shaped by ``shape``. ``reward``
+        rates the previous bot answer; ``close_after`` ends the dialog once this answer is
+        stored (ParlAI's ``episode_done``); with ``closing_commands``, ``/start`` and
+        ``/close`` end the open dialog instead of being answered (as in dp-agent)."""
+
+        async def answer() -> Reply:
+            if closing_commands and text.strip() in CLOSING_COMMANDS:
+                return shape(await self.close(user_id))
+            result, dialog_id = await self.run_turn(user_id, text, attributes, reward=reward,
+                                                    close_after=close_after)
+            return shape(Answer(dialog_id, result))
+
+        return await self.keys.answer_once(user_id, key, request, answer, reply_type)
+
+    async def close(self, user_id: str) -> Answer:
+        """End the user's open dialog, in the user's line."""
+        async with self.lines.turn(user_id):
+            closed = await self._store.close_active_dialog(user_id)
+        return Answer(closed, None)
 
     async def run_turn(
         self, user_id: str, text: str, attributes: dict[str, Any], *,
@@ -90,9 +116,9 @@ class DialogueManager:
         dialog once this answer is stored (ParlAI's ``episode_done``)."""
         started = time.perf_counter()
         with self.metrics.in_flight.track_inprogress(), self.telemetry.turn(user_id):
-            async with self.lines.turn(user_id):
+            async with self.lines.turn(user_id) as place:
                 result, dialog_id = await self._turn(user_id, text, attributes, reward,
-                                                     close_after)
+                                                     close_after, place)
             bot = result.bot_utterance
             turn_answered(bot.utt_id, bot.active_skill,
                           "fallback" if bot.active_skill == FALLBACK_SKILL else "answered",
@@ -102,11 +128,12 @@ class DialogueManager:
 
     async def _turn(
         self, user_id: str, text: str, attributes: dict[str, Any], reward: float | None,
-        close_after: bool,
+        close_after: bool, place: Place,
     ) -> tuple[TurnResult, str]:
         store = self._store
         window = max(self._executor.pipeline.history_window, 1)
-        human, dialog, history = await store.open_turn(user_id, self._channel_type, window)
+        start = await store.open_turn(user_id, self._channel_type, window)
+        human, dialog, history = start.human, start.dialog, start.history
         if reward is not None:
             previous = next((u for u in reversed(history) if isinstance(u, BotUtterance)), None)
             if previous is not None:
@@ -117,12 +144,14 @@ class DialogueManager:
         if pending is not None:
             history = history[:-1]
             utterance.utt_id, utterance.date_time = pending.utt_id, pending.date_time
-        turn_identified(dialog.dialog_id, utterance.utt_id)
-        if pending is None:
+        if pending is None:  # the store may give the utterance its id
             await store.add_utterance(dialog.dialog_id, utterance)
+        turn_identified(dialog.dialog_id, utterance.utt_id)
         result = await self._executor.run(
             Turn(dialog.dialog_id, human, dialog.bot, history, utterance))
-        await self._finish(dialog.dialog_id, human.id, result)
+        # The turn's last write leaves the line too, unless the dialog is closed after it.
+        await self._finish(dialog.dialog_id, human.id, result,
+                           None if close_after else place)
         if close_after:
             await store.close_active_dialog(user_id)
         return result, dialog.dialog_id
@@ -137,15 +166,19 @@ class DialogueManager:
             return last
         return None
 
-    async def _finish(self, dialog_id: str, human_id: str, result: TurnResult) -> None:
+    async def _finish(self, dialog_id: str, human_id: str, result: TurnResult,
+                      place: Place | None) -> None:
         try:
             await self._store.finish_turn(
                 dialog_id, human_id, result.utterance, result.bot_utterance,
                 result.human_attributes, result.bot_attributes,
                 human_profile=result.human_profile,
-                replace_human_attributes=result.replace_human_attributes)
+                replace_human_attributes=result.replace_human_attributes, place=place)
         except StoreWriteRefused as exc:
             log.error("dialog %s: the finished turn was refused (%s); storing it without "
                       "the services' outputs", dialog_id, exc)
             utterance, bot_utterance = result.without_outputs(str(exc))
-            await self._store.finish_turn(dialog_id, human_id, utterance, bot_utterance, {}, {})
+            await self._store.finish_turn(dialog_id, human_id, utterance, bot_utterance, {}, {},
+                                          place=place)
+            # The store may have given the answer its id: the client gets that one.
+            result.bot_utterance.utt_id = bot_utterance.utt_id

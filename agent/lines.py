@@ -3,7 +3,8 @@
 Two messages of one user that overlap would read the same history and attributes and
 interleave their utterances (human, human, bot, bot), and one attribute update would
 overwrite the other. So each message takes a numbered place in the user's line in the
-store (:meth:`Store.enqueue`) and starts its turn only when every earlier place is done.
+store (:meth:`LineStore.take_place`) and starts its turn only when every earlier place is
+done.
 
 The line lives in the database, not in this process, so replicas sharing one MongoDB
 see the same line. What this process keeps is only a wake-up hint (a message finished
@@ -21,7 +22,7 @@ from datetime import datetime
 
 from agent.leases import Heartbeat
 from agent.state.models import utc_now
-from agent.store.base import LineStore, StoreUnavailable
+from agent.store.base import LineStore, Place, StoreUnavailable
 
 #: Polling interval for a place that waits on another replica: it starts short (a turn is
 #: milliseconds) and backs off, so a long wait costs few queries.
@@ -53,36 +54,40 @@ class UserLines:
         await self._store.renew_places(sorted(places), lease_until)
 
     @contextlib.asynccontextmanager
-    async def turn(self, user_id: str) -> AsyncIterator[None]:
-        """Wait for the user's earlier messages, then hold the line until the block ends."""
+    async def turn(self, user_id: str) -> AsyncIterator[Place]:
+        """Wait for the user's earlier messages, then hold the line until the block ends.
+        The place is yielded so that the turn's last write can leave the line too
+        (:meth:`DialogStore.finish_turn`); otherwise it is left here."""
         held = self._heartbeat.held
         self._heartbeat.start()
-        place, first = await self._store.enqueue(user_id, self._heartbeat.lease_end())
-        held.add((user_id, place))
+        place = await self._store.take_place(user_id, self._heartbeat.lease_end())
+        holding = (user_id, place.number)
+        held.add(holding)
         served = False
         try:
-            if not first:
-                await self._wait(user_id, place)
+            if not place.first:
+                await self._wait(place)
             served = True
-            yield
+            yield place
         finally:
-            held.discard((user_id, place))
+            held.discard(holding)
             # Shielded: a cancelled request (client gone, shutdown) must still free the
             # line; if the store is down, the lease runs out and frees it instead.
-            with contextlib.suppress(StoreUnavailable):
-                await asyncio.shield(self._store.leave(user_id, place, served=served))
+            if not place.left:
+                with contextlib.suppress(StoreUnavailable):
+                    await asyncio.shield(self._store.leave(place, served=served))
             event = self._finished.pop(user_id, None)
             if event is not None:
                 event.set()
 
-    async def _wait(self, user_id: str, place: int) -> None:
+    async def _wait(self, place: Place) -> None:
         loop = asyncio.get_running_loop()
         started, poll = loop.time(), _FIRST_POLL
-        while not await self._store.first_in_line(user_id, place, utc_now()):
+        while not await self._store.first_in_line(place, utc_now()):
             waited = loop.time() - started
             if waited > self._max_wait:
                 raise LineTimeout(waited)
-            event = self._finished.setdefault(user_id, asyncio.Event())
+            event = self._finished.setdefault(place.user_id, asyncio.Event())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), poll)
             poll = min(poll * 2, _MAX_POLL)

@@ -1,0 +1,97 @@
+"""Databases written by an earlier release, brought up to date when the store opens.
+
+The schema's version is one document, ``{_id: "schema", version: N}`` in ``chorus_meta``.
+Every step is idempotent and safe to run again, so a migration cut short (a crash, two
+agents starting at once) is finished by the next start. Progress is logged, because a
+large database takes a while.
+
+Version 2 (this release):
+
+* ``messages`` is renamed ``idempotency_keys``, its ``user`` field ``user_id``;
+* the users' line moved into the user's document: ``turn_queue`` is dropped (the places
+  in it belonged to turns of agents that are no longer running);
+* an open dialog's changing part (the bot, its attributes and the utterance count) moved
+  into the user's document (``dialog``), which used to point at it (``active_dialog``).
+  Utterances keep their ids; those stored before are read by their ``(dialog_id, seq)``
+  index, those stored after have ids numbered by the dialog (``<dialog id>-<seq>``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import OperationFailure
+
+from agent.store.mongo.documents import _head, _open_dialog_state
+from agent.store.mongo.errors import Doc
+
+log = logging.getLogger("chorus.store")
+
+SCHEMA_VERSION = 2
+#: Log a line every this many documents migrated.
+_PROGRESS_EVERY = 1000
+
+
+async def schema_version(db: AsyncDatabase[Doc]) -> int:
+    """The version the database was written with: 0 before versions were kept, or for an
+    empty database (whose migration finds nothing to do)."""
+    doc = await db["chorus_meta"].find_one({"_id": "schema"})
+    return 0 if doc is None else int(doc["version"])
+
+
+async def migrate(db: AsyncDatabase[Doc]) -> None:
+    """Bring the database to :data:`SCHEMA_VERSION`."""
+    version = await schema_version(db)
+    if version >= SCHEMA_VERSION:
+        return
+    if version > 0 or await db["users"].find_one({}, projection={"_id": 1}) is not None:
+        log.info("migrating the MongoDB database from schema version %d to %d",
+                 version, SCHEMA_VERSION)
+    await _rename_keys(db)
+    await db["turn_queue"].drop()
+    await _embed_open_dialogs(db)
+    await db["chorus_meta"].update_one({"_id": "schema"},
+                                       {"$set": {"version": SCHEMA_VERSION}}, upsert=True)
+
+
+async def _rename_keys(db: AsyncDatabase[Doc]) -> None:
+    names = set(await db.list_collection_names())
+    if "messages" in names and "idempotency_keys" not in names:
+        await db["messages"].rename("idempotency_keys")
+    keys = db["idempotency_keys"]
+    try:
+        await keys.update_many({"user": {"$exists": True}}, {"$rename": {"user": "user_id"}})
+    except OperationFailure:  # a server without $rename: one document at a time
+        async for doc in keys.find({"user": {"$exists": True}}):
+            await keys.update_one({"_id": doc["_id"]},
+                                  {"$set": {"user_id": doc["user"]}, "$unset": {"user": ""}})
+
+
+async def _embed_open_dialogs(db: AsyncDatabase[Doc]) -> None:
+    """Each open dialog's changing part into its user's document."""
+    users, dialogs = db["users"], db["dialogs"]
+    done = 0
+    async for doc in dialogs.find({"active": True}):
+        user = await users.find_one({"_id": doc["human_id"]})
+        if user is None or "dialog" in user:
+            continue
+        pointer = user.get("active_dialog")
+        if pointer not in (None, doc["_id"]):
+            pointed = await dialogs.find_one({"_id": pointer})
+            if pointed is not None and pointed.get("active"):
+                continue  # the user's pointer names another open dialog: that one is used
+        state = _open_dialog_state(_head(doc))
+        state["count"] = int(doc.get("utterance_count", 0))
+        await users.update_one({"_id": user["_id"], "dialog": {"$exists": False}},
+                               {"$set": {"dialog": state}})
+        await dialogs.update_one({"_id": doc["_id"]},
+                                 {"$set": {"active_key": "d:" + doc["_id"]}})
+        done += 1
+        if done % _PROGRESS_EVERY == 0:
+            log.info("migration: %d open dialogs moved into their users' documents", done)
+    # Dialogs left open that no user uses (a crash between two writes of the old layout).
+    await dialogs.update_many({"active": True, "active_key": {"$regex": "^h:"}},
+                              {"$set": {"active": False}})
+    await users.update_many({"active_dialog": {"$exists": True}},
+                            {"$unset": {"active_dialog": ""}})
