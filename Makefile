@@ -38,15 +38,15 @@ mongodb-test-server:
 # Debian's docker-compose validates docker-compose.yml offline (tests/deploy); installed
 # when missing and apt is at hand.
 docker-compose:
-	@sh deploy/ensure-docker-compose.sh
+	@sh tools/ensure.sh docker-compose
 
 # Debian's chromium for the browser tests of the agent's pages (tests/browser).
 chromium:
-	@sh tools/chromium/ensure.sh
+	@sh tools/ensure.sh chromium
 
 # Debian's nginx, the load balancer of the rolling-restart test (tests/deploy/test_replicas.py).
 nginx:
-	@sh tools/nginx/ensure.sh
+	@sh tools/ensure.sh nginx
 
 test: lint typecheck mongodb-test-server docker-compose chromium nginx
 	$(BIN)/pytest

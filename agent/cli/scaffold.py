@@ -4,8 +4,8 @@ What it writes, all or nothing (every file is worked out before the first is wri
 write fails or the written pipeline does not load, the originals are put back and the new
 folder removed):
 
-* ``skills/NAME/``: ``__init__.py``, ``app.py``, ``test_app.py``, ``Dockerfile``,
-  ``README.md``, from ``templates/skill/``;
+* ``skills/NAME/``: ``__init__.py``, ``app.py``, ``test_app.py``, ``README.md``, from
+  ``templates/skill/`` (its image is ``deploy/service.Dockerfile``, as for every service);
 * the local pipeline (``pipeline.json``, ``CHORUS_PIPELINE`` or ``--pipeline``):
   ``services.skills.NAME`` at ``http://127.0.0.1:<first 82xx port it does not use>/respond``,
   which ``chorus run`` then starts by folder convention;
@@ -46,7 +46,7 @@ SKILL_PORTS = range(8201, 8300)
 SERVICE_PORT = 8000
 COMPOSE_FILE = Path("docker-compose.yml")
 COMPOSE_PIPELINE = Path("deploy") / "pipeline.compose.json"
-TEMPLATE_FILES = ("__init__.py", "app.py", "test_app.py", "Dockerfile", "README.md")
+TEMPLATE_FILES = ("__init__.py", "app.py", "test_app.py", "README.md")
 #: Used when the pipeline has no skill to copy them from.
 DEFAULT_TIMEOUT = 1.0
 DEFAULT_CONTEXT_WINDOW = 3
@@ -290,13 +290,14 @@ def _service_block(lines: list[str], services: list[_Key], name: str) -> Inserti
     if not anchors:
         raise ScaffoldError(f"{COMPOSE_FILE}: no service shares settings through "
                             "`<<: *anchor`; add the service by hand (docs/deployment.md)")
-    skills = [key for key in services if re.search(r"dockerfile:\s*['\"]?(\./)?skills/",
+    skills = [key for key in services if re.search(r"SERVICE:\s*['\"]?skills/",
                                                    "\n".join(lines[key.line:key.end]))]
     after = skills[-1] if skills else services[-1]
     pad, step = " " * after.indent, " " * _step(lines, after)
     return after.end, ["", f"{pad}{name}:", f"{pad}{step}<<: *{anchors.most_common(1)[0][0]}",
                        f"{pad}{step}build:", f"{pad}{step * 2}context: .",
-                       f"{pad}{step * 2}dockerfile: skills/{name}/Dockerfile"]
+                       f"{pad}{step * 2}dockerfile: deploy/service.Dockerfile",
+                       f"{pad}{step * 2}args:", f"{pad}{step * 3}SERVICE: skills/{name}"]
 
 
 def _dependency(lines: list[str], services: list[_Key], name: str,
@@ -460,7 +461,7 @@ def skill_command(
     pipeline: Annotated[Path | None, typer.Option(
         help="the local pipeline file (default: CHORUS_PIPELINE, else pipeline.json)")] = None,
 ) -> None:
-    """Create skills/NAME/ (a working skill, its test, Dockerfile and README) and register it
+    """Create skills/NAME/ (a working skill, its test and README) and register it
     in the local pipeline, deploy/pipeline.compose.json and docker-compose.yml."""
     root = Path.cwd()
     try:

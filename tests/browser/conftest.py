@@ -1,6 +1,6 @@
 """A real headless browser for the page tests: Debian's Chromium driven by Playwright.
 
-Why Debian's Chromium (``/usr/bin/chromium``, installed by ``tools/chromium/ensure.sh``)
+Why Debian's Chromium (``/usr/bin/chromium``, installed by ``tools/ensure.sh chromium``)
 and not ``playwright install``: the browser must come from somewhere this machine can
 reach. Playwright drives it through ``executable_path``.
 
@@ -43,7 +43,7 @@ def unavailable_reason() -> str | None:
                 ".venv/bin/pip install 'playwright>=1.65' (only the Python package: the "
                 "browser is Debian's chromium, no `playwright install`)")
     if not os.access(CHROMIUM, os.X_OK):
-        return (f"no Chromium at {CHROMIUM}: run `sh tools/chromium/ensure.sh` (installs "
+        return (f"no Chromium at {CHROMIUM}: run `sh tools/ensure.sh chromium` (installs "
                 "Debian's chromium with apt-get) or set CHROMIUM=/path/to/chromium")
     return None
 

@@ -31,6 +31,7 @@ from agent.cli.scaffold import ScaffoldError, apply, plan_skill
 from agent.pipeline.config import load_pipeline_config
 from agent.settings import Settings
 from tests.deploy import test_compose
+from tests.support.compose import containerised, without_urls
 from tests.support.servers import free_port, serving
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +83,7 @@ def port(entry: dict[str, Any]) -> int:
 
 
 def ports(pipeline: dict[str, Any]) -> set[int]:
-    return {port(entry) for _, entry in test_compose.containerised(pipeline).values()}
+    return {port(entry) for _, entry in containerised(pipeline).values()}
 
 
 def only_added(old: str, new: str) -> bool:
@@ -112,15 +113,12 @@ def test_writes_the_skill_folder(scaffolded: Scaffolded) -> None:
     assert scaffolded.result.exit_code == 0, scaffolded.result.output
     folder = scaffolded.repo / "skills" / NAME
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        ["__init__.py", "app.py", "test_app.py", "Dockerfile", "README.md"])
+        ["__init__.py", "app.py", "test_app.py", "README.md"])
     app_lines = (folder / "app.py").read_text().splitlines()
     start = next(i for i, line in enumerate(app_lines) if "your code here" in line)
     end = next(i for i, line in enumerate(app_lines) if "end of your code" in line)
     assert 0 < end - start - 1 < 15, "the user's code is short and marked"
     assert f'Service("{NAME}"' in "\n".join(app_lines)
-    dockerfile = (folder / "Dockerfile").read_text()
-    greeting = (ROOT / "skills/greeting/Dockerfile").read_text()
-    assert dockerfile == greeting.replace("greeting", NAME), "the greeting skill's pattern"
     out = scaffolded.result.stdout
     assert f"pipeline.json                 services.skills.{NAME}: http://127.0.0.1:" in out
     assert f"skills/{NAME}/app.py" in out and "make run" in out and "chorus chat" in out
@@ -141,7 +139,7 @@ def test_registers_the_skill_in_both_pipelines(scaffolded: Scaffolded) -> None:
     compose = scaffolded.read(COMPOSE_PIPELINE)
     assert compose["services"]["skills"][NAME]["connector"]["url"] == (
         f"http://{NAME}:8000/respond")
-    assert test_compose.without_urls(compose) == test_compose.without_urls(
+    assert without_urls(compose) == without_urls(
         scaffolded.read(PIPELINE))
     for path in (PIPELINE, COMPOSE_PIPELINE):  # same layout: only the entry's lines added
         assert only_added(scaffolded.before[path], (scaffolded.repo / path).read_text())
@@ -152,7 +150,10 @@ def test_registers_the_skill_in_docker_compose(scaffolded: Scaffolded) -> None:
     assert only_added(scaffolded.before[COMPOSE], text), "comments and layout stay"
     services = yaml.safe_load(text)["services"]
     new, greeting = services[NAME], services["greeting"]
-    assert new["build"] == {"context": ".", "dockerfile": f"skills/{NAME}/Dockerfile"}
+    assert new["build"] == {"context": ".", "dockerfile": "deploy/service.Dockerfile",
+                            "args": {"SERVICE": f"skills/{NAME}"}}, "no Dockerfile of its own"
+    assert new["build"] == {**greeting["build"], "args": {"SERVICE": f"skills/{NAME}"}}, (
+        "the greeting skill's pattern")
     assert new["restart"] == greeting["restart"]
     assert new["healthcheck"] == greeting["healthcheck"]
     assert services["agent"]["depends_on"][NAME] == {"condition": "service_healthy"}

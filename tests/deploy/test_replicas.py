@@ -7,7 +7,7 @@ agent in turn gets SIGTERM and is started again. Afterwards every acknowledged m
 stored exactly once, in the order it was sent, with its answer after it; the only client
 error allowed is a documented 503.
 
-nginx comes from tools/nginx/ensure.sh (``make test`` runs it); without it the test is
+nginx comes from ``tools/ensure.sh nginx`` (``make test`` runs it); without it the test is
 skipped, unless ``REQUIRE_NGINX=1``, which makes it a failure.
 """
 
@@ -47,7 +47,7 @@ ATTEMPTS = 5         # a 503 is retried with the same Idempotency-Key, this many
 def nginx_or_skip() -> str:
     if os.access(NGINX, os.X_OK):
         return NGINX
-    reason = f"{NGINX} not found: run tools/nginx/ensure.sh (`make test` does)"
+    reason = f"{NGINX} not found: run `sh tools/ensure.sh nginx` (`make test` does)"
     if os.environ.get("REQUIRE_NGINX") == "1":
         pytest.fail(f"REQUIRE_NGINX=1 but {reason}")
     pytest.skip(reason)
@@ -244,7 +244,7 @@ def test_the_compose_override_puts_every_replica_behind_the_load_balancer() -> N
 
 
 def test_docker_compose_accepts_the_override_with_the_main_file() -> None:
-    from tests.deploy.test_compose import docker_compose, required_variables
+    from tests.support.compose import docker_compose, required_variables
 
     result = subprocess.run(
         [docker_compose(), "--file", str(ROOT / "docker-compose.yml"), "--file", str(OVERRIDE),

@@ -1,0 +1,50 @@
+# One image for any pipeline service (annotator, skill selector, skill, response selector):
+# the FastAPI app <SERVICE>.app:app on port 8000, where the build argument SERVICE names the
+# service's folder. Build with the repository root as the context (docker-compose.yml does):
+#   docker build -f deploy/service.Dockerfile --build-arg SERVICE=skills/faq -t chorus-faq .
+# The image holds only the service SDK (agent/__init__.py, agent/sdk/), the four group
+# packages' __init__.py and the service's folder, plus deploy/service-requirements.txt and the
+# folder's requirements.txt if it has one. ALSO names one more folder the service imports
+# from (the toxicity annotator reads annotators/badwords' lexicon); left unset, the service's
+# own folder is named again, which adds nothing.
+FROM python:3.11-slim
+
+ARG SERVICE
+ARG ALSO
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    SERVICE=${SERVICE}
+
+RUN test -n "$SERVICE" || { echo "build with --build-arg SERVICE=<group>/<name>" >&2; exit 1; } \
+    && useradd --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin chorus
+
+WORKDIR /app
+
+# Dependencies first, so editing the code reuses this layer. The wildcard makes the service's
+# own requirements.txt optional: a COPY succeeds when at least one of its sources matches.
+COPY deploy/service-requirements.txt ${SERVICE}/requirements*.txt /tmp/requirements/
+RUN set -- -r /tmp/requirements/service-requirements.txt \
+    && if [ -f /tmp/requirements/requirements.txt ]; then \
+           set -- "$@" -r /tmp/requirements/requirements.txt; \
+       fi \
+    && pip install --no-cache-dir "$@" \
+    && rm -rf /tmp/requirements
+
+COPY agent/__init__.py agent/
+COPY agent/sdk/ agent/sdk/
+COPY annotators/__init__.py annotators/
+COPY skill_selectors/__init__.py skill_selectors/
+COPY skills/__init__.py skills/
+COPY response_selectors/__init__.py response_selectors/
+COPY ${ALSO:-${SERVICE}}/ ${ALSO:-${SERVICE}}/
+COPY ${SERVICE}/ ${SERVICE}/
+
+USER chorus
+EXPOSE 8000
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=2)"]
+# skills/faq serves skills.faq.app:app; exec makes uvicorn PID 1, so it gets SIGTERM.
+CMD ["sh", "-c", "exec uvicorn \"$(echo \"$SERVICE\" | tr / .).app:app\" --host 0.0.0.0 --port 8000"]
