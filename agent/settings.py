@@ -12,12 +12,13 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from agent.sdk.errors import ConfigError
 from agent.state.limits import StorageLimits
 
 ENV_PREFIX = "CHORUS_"
 
 
-class SettingsError(ValueError):
+class SettingsError(ConfigError):
     """A setting is wrong; the message names the environment variable."""
 
 

@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 from urllib.parse import urlsplit
 
 import typer
@@ -35,6 +35,8 @@ import typer
 from agent.cli.stack import GROUP_FOLDERS
 from agent.pipeline.config import GROUPS, PipelineConfigError, parse_pipeline_config
 from agent.pipeline.graph import build_pipeline
+from agent.sdk.errors import ChorusError
+from agent.sdk.models import JsonDict
 from agent.settings import SettingsError, load_settings
 
 #: A Python package name and a host name on the compose network (no ``_``: the compose
@@ -52,10 +54,9 @@ DEFAULT_TIMEOUT = 1.0
 DEFAULT_CONTEXT_WINDOW = 3
 JSON_WIDTH = 100
 
-JsonDict = dict[str, Any]
 
 
-class ScaffoldError(Exception):
+class ScaffoldError(ChorusError):
     """The skill cannot be added; nothing was changed. Exit code 2 blames the command line,
     1 the files it would edit."""
 

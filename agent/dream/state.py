@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent.connectors.errors import BadServiceResponse, RefusedOutput
+from agent.connectors.errors import BadServiceResponse
 from agent.dream.dialog import (
     COUNTS_KEY,
     PREV_BOT_ANNOTATIONS_KEY,
@@ -28,6 +28,7 @@ from agent.dream.dialog import (
     window_dicts,
 )
 from agent.message import Message, MessageOverwriteError
+from agent.pipeline.outputs import RefusedOutput
 from agent.sdk.models import check_attribute_keys
 from agent.state.models import Bot, BotUtterance, Human, HumanUtterance, Hypothesis
 

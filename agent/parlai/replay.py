@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from agent.parlai.formats import Episode, Example
 from agent.parlai.metrics import TurnMetrics
+from agent.sdk.errors import ChorusError
 
 METRICS = ("exact_match", "f1", "hits_at_1", "hits_at_5", "mrr")
 _SENT_FIELDS = ("text", "id", "label_candidates", "reward", "image")
@@ -54,7 +55,7 @@ def observation(example: Example, user_id: str, last: bool) -> dict[str, Any]:
     return {**sent, "user_id": user_id, "episode_done": last or bool(example.get("episode_done"))}
 
 
-class ReplayError(RuntimeError):
+class ReplayError(ChorusError, RuntimeError):
     """The agent refused a turn; ``status`` is its HTTP status."""
 
     def __init__(self, status: int, message: str) -> None:

@@ -32,6 +32,8 @@ from pydantic import (
     model_validator,
 )
 
+from agent.sdk.errors import ConfigError
+
 GroupName = Literal[
     "annotators",
     "skill_selectors",
@@ -55,7 +57,7 @@ ServiceName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_-]{
 BuiltinName = Literal["highest_confidence", "all_skills"]
 
 
-class PipelineConfigError(ValueError):
+class PipelineConfigError(ConfigError):
     """The pipeline file cannot run; the message names the entry to fix."""
 
 

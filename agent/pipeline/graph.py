@@ -8,7 +8,7 @@ dependency, a cycle, two response selectors) is a :class:`PipelineConfigError`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from agent.pipeline.config import (
@@ -74,14 +74,18 @@ def _expand(
     return result
 
 
-def _topological(deps: dict[str, set[str]], groups: dict[str, GroupName]) -> list[str]:
-    """Kahn's algorithm; what is left over sits on a cycle, which the error spells out."""
+def topological_order(deps: Mapping[str, set[str]], where: Callable[[str], str]) -> list[str]:
+    """Every service after what it waits for (Kahn's algorithm); what is left over sits on a
+    cycle, which the error spells out with ``where(name)`` for each service on it. Both
+    pipeline formats (this one and :mod:`agent.dream.graph`) order their services here."""
     order: list[str] = []
     waiting = {name: set(d) for name, d in deps.items()}
     while waiting:
         ready = sorted(n for n, d in waiting.items() if not d)
         if not ready:
-            raise PipelineConfigError(f"cycle in the pipeline: {_find_cycle(waiting, groups)}")
+            cycle = _find_cycle(waiting)
+            raise PipelineConfigError("cycle in the pipeline: "
+                                      + " -> ".join(where(n) for n in cycle))
         for name in ready:
             order.append(name)
             del waiting[name]
@@ -90,14 +94,14 @@ def _topological(deps: dict[str, set[str]], groups: dict[str, GroupName]) -> lis
     return order
 
 
-def _find_cycle(waiting: dict[str, set[str]], groups: dict[str, GroupName]) -> str:
+def _find_cycle(waiting: dict[str, set[str]]) -> list[str]:
+    """One cycle among services that all wait for one another, first name first."""
     start = min(waiting)
     path = [start]
     while True:
         nxt = min(d for d in waiting[path[-1]] if d in waiting)
         if nxt in path:
-            cycle = [*path[path.index(nxt):], nxt]
-            return " -> ".join(f"services.{groups[n]}.{n}" for n in cycle)
+            return [*path[path.index(nxt):], nxt]
         path.append(nxt)
 
 
@@ -140,7 +144,7 @@ def build_pipeline(config: PipelineConfig) -> Pipeline:
         if name in named | required[name]:
             raise PipelineConfigError(f"{where}.previous_services: a service cannot wait for "
                                       "itself")
-    order = _topological(deps, enabled)
+    order = topological_order(deps, lambda n: f"services.{enabled[n]}.{n}")
     nodes = tuple(
         ServiceNode(n, enabled[n], config.services[enabled[n]][n], frozenset(deps[n]),
                     frozenset(required[n]))

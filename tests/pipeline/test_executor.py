@@ -256,8 +256,8 @@ async def test_concurrent_turns_share_a_batch(services: Services,
 async def test_a_second_write_to_an_annotation_slot_is_refused_and_keeps_the_first(
     services: Services, client: aiohttp.ClientSession
 ) -> None:
-    from agent.connectors.errors import RefusedOutput
     from agent.pipeline.executor import _Run
+    from agent.pipeline.outputs import RefusedOutput
 
     run_ = executor(client, {"annotators": {"a": service_entry("http://127.0.0.1:9")}})
     node = run_.pipeline.nodes[0]
