@@ -28,10 +28,10 @@ from agent.dream.dialog import counts_before
 from agent.dream.graph import DreamPipeline, DreamService
 from agent.dream.state import TurnState, selected_labels
 from agent.pipeline.calls import Skip, TurnTrace, contained
-from agent.pipeline.executor import FALLBACK_SKILL, Turn, TurnResult
+from agent.pipeline.executor import Turn, TurnResult
 from agent.pipeline.limits import TurnLimits
 from agent.state.limits import StorageLimits
-from agent.state.models import BotUtterance, FailureKind, Outcome
+from agent.state.models import FALLBACK_SKILL, BotUtterance, FailureKind, Outcome
 from agent.telemetry import service_call_span
 
 log = logging.getLogger("chorus.dream")

@@ -28,6 +28,7 @@ from agent.pipeline.outputs import RefusedOutput
 from agent.pipeline.views import AnyUtterance, dialog_view
 from agent.sdk.models import DialogView, Selection
 from agent.state.limits import StorageLimits
+from agent.state.models import FALLBACK_SKILL as FALLBACK_SKILL  # the flow reads it here
 from agent.state.models import (
     Bot,
     BotUtterance,
@@ -39,9 +40,6 @@ from agent.state.models import (
 from agent.telemetry import service_call_span
 
 log = logging.getLogger("chorus.executor")
-
-#: ``active_skill`` of the answer given when no hypothesis survived.
-FALLBACK_SKILL = "fallback_response"
 
 
 @dataclass

@@ -75,6 +75,9 @@ class Hypothesis(BaseModel):
 
 Outcome = Literal["ok", "timeout", "error", "skipped"]
 
+#: ``active_skill`` of the answer given when no hypothesis survived.
+FALLBACK_SKILL = "fallback_response"
+
 #: Why a service's output is missing: each :class:`agent.connectors.ServiceError` has one,
 #: ``skipped`` is a required service having failed before it.
 FailureKind = Literal["timeout", "unavailable", "bad_status", "bad_response", "refused", "skipped"]

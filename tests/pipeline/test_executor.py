@@ -13,11 +13,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from agent.connectors.factory import make_batchers
 from agent.connectors.http import make_http_client
 from agent.pipeline.config import parse_pipeline_config
-from agent.pipeline.executor import FALLBACK_SKILL, Executor, Turn, TurnResult
-from agent.state.models import Bot, Human, HumanUtterance, ServiceCall
+from agent.pipeline.connectors import make_batchers
+from agent.pipeline.executor import Executor, Turn, TurnResult
+from agent.state.models import FALLBACK_SKILL, Bot, Human, HumanUtterance, ServiceCall
 from tests.conftest import service_entry
 from tests.support.servers import ServerThread
 from tests.support.services import (

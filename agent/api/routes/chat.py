@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from agent.api.deps import DialogueDep, IdempotencyKey, JsonBody, SettingsDep
+from agent.api.deps import FlowDep, IdempotencyKey, JsonBody, SettingsDep
 from agent.api.limits import attributes_or_422, check_text
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import ChatKey
@@ -13,7 +13,7 @@ router = APIRouter(tags=["chat"])
 
 
 @router.post("/", dependencies=[ChatKey, JsonBody], response_model=AgentReply)
-async def chat(message: AgentMessage, dialogue: DialogueDep, settings: SettingsDep,
+async def chat(message: AgentMessage, flow: FlowDep, settings: SettingsDep,
                key: IdempotencyKey) -> AgentReply:
     """Send the user's message; get the bot's answer and the skill that gave it.
 
@@ -24,7 +24,7 @@ async def chat(message: AgentMessage, dialogue: DialogueDep, settings: SettingsD
     attributes = attributes_or_422(message.attributes, settings.client_limits())
 
     async def answer() -> dict[str, object]:
-        reply = await dialogue.handle(message.user_id, message.payload, attributes)
+        reply = await flow.handle(message.user_id, message.payload, attributes)
         return AgentReply(dialog_id=reply.dialog_id, utt_id=reply.utt_id,
                           user_id=message.reply_user_id(), response=reply.response,
                           active_skill=reply.active_skill,
@@ -33,4 +33,4 @@ async def chat(message: AgentMessage, dialogue: DialogueDep, settings: SettingsD
     message_key = key or message.message_id
     scoped = f"chat:{message_key}" if message_key else None
     return AgentReply.model_validate(
-        await dialogue.claims.answer_once(message.user_id, scoped, message, answer))
+        await flow.claims.answer_once(message.user_id, scoped, message, answer))

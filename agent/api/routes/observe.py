@@ -8,7 +8,7 @@ import re
 
 from fastapi import APIRouter, HTTPException, status
 
-from agent.api.deps import DialogueDep, IdempotencyKey, JsonBody, SettingsDep
+from agent.api.deps import FlowDep, IdempotencyKey, JsonBody, SettingsDep
 from agent.api.limits import attributes_or_422, check_text
 from agent.api.schemas import Act, Observation
 from agent.api.security import ChatKey
@@ -38,7 +38,7 @@ def _check_image(image: str, settings: Settings) -> None:
 
 @router.post("/chat", dependencies=[ChatKey, JsonBody], response_model=Act,
              response_model_exclude_none=True)
-async def observe(observation: Observation, dialogue: DialogueDep, settings: SettingsDep,
+async def observe(observation: Observation, flow: FlowDep, settings: SettingsDep,
                   key: IdempotencyKey) -> Act:
     """Answer an observation. ``episode_done`` closes the dialog after the answer;
     ``reward`` rates the previous answer; with ``eval_labels`` (or ``labels``) the act
@@ -49,7 +49,7 @@ async def observe(observation: Observation, dialogue: DialogueDep, settings: Set
     attributes = attributes_or_422(observation.attributes, settings.client_limits())
 
     async def answer() -> dict[str, object]:
-        result, dialog_id = await dialogue.run_turn(
+        result, dialog_id = await flow.run_turn(
             observation.user_id, observation.text, attributes, reward=observation.reward,
             close_after=observation.episode_done,
         )
@@ -68,4 +68,4 @@ async def observe(observation: Observation, dialogue: DialogueDep, settings: Set
     message_key = key or observation.message_id
     scoped = f"observe:{message_key}" if message_key else None
     return Act.model_validate(
-        await dialogue.claims.answer_once(observation.user_id, scoped, observation, answer))
+        await flow.claims.answer_once(observation.user_id, scoped, observation, answer))

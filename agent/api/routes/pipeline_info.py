@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from agent.api.deps import MetricsDep, PipelineDep
 from agent.api.security import ReaderKey
 from agent.dream.graph import DreamPipeline
+from agent.metrics.services import ServiceStats, ServiceSummary
 from agent.pipeline.config import GROUPS, ServiceConfig
 from agent.pipeline.graph import Pipeline, ServiceNode
-from agent.pipeline.stats import ServiceStats, ServiceSummary
 
 router = APIRouter(prefix="/api", tags=["pipeline"], dependencies=[ReaderKey])
 
@@ -168,11 +169,10 @@ def describe(pipeline: Pipeline, stats: ServiceStats) -> PipelineInfo:
 
 
 @router.get("/pipeline", response_model=PipelineInfo)
-async def get_pipeline(request: Request) -> PipelineInfo:
+async def get_pipeline(pipeline: PipelineDep, metrics: MetricsDep) -> PipelineInfo:
     """The service graph as configured, with each service's calls, p50/p95 latency,
     error rate and timeouts in this agent process."""
-    pipeline: Pipeline | DreamPipeline = request.app.state.pipeline
-    stats: ServiceStats = request.app.state.dialogue.metrics.services
+    stats = metrics.services
     if isinstance(pipeline, DreamPipeline):
         from agent.api.routes.dream_info import describe_dream  # it imports this module
 
