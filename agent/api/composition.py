@@ -82,9 +82,9 @@ async def assembled(settings: Settings, pipeline: Pipeline | DreamPipeline,
         client = make_http_client()
         stack.push_async_callback(client.close)
         executor = _executor(settings, pipeline, client, stack)
-        claims = MessageIds(store, lease=settings.turn_lease)
+        claims = MessageIds(store, lease=settings.line_lease)
         stack.push_async_callback(claims.aclose)
-        lines = UserLines(store, lease=settings.turn_lease, max_wait=settings.line_wait)
+        lines = UserLines(store, lease=settings.line_lease, max_wait=settings.line_wait)
         stack.push_async_callback(lines.aclose)
         metrics = Metrics()
         flow = DialogueManager(store, executor, settings.channel_type, metrics=metrics,

@@ -33,10 +33,11 @@ from urllib.parse import urlsplit
 import typer
 
 from agent.cli.stack import GROUP_FOLDERS
-from agent.pipeline.config import GROUPS, PipelineConfigError, parse_pipeline_config
+from agent.pipeline.config import PipelineConfigError, parse_pipeline_config
 from agent.pipeline.graph import build_pipeline
 from agent.sdk.errors import ChorusError
 from agent.sdk.models import JsonDict
+from agent.sdk.roles import ROLES
 from agent.settings import SettingsError, load_settings
 
 #: A Python package name and a host name on the compose network (no ``_``: the compose
@@ -92,7 +93,7 @@ def check_name(name: str) -> None:
             exit_code=2)
     if keyword.iskeyword(name):
         raise ScaffoldError(f"bad skill name {name!r}: it is a Python keyword", exit_code=2)
-    if name in RESERVED or name in GROUPS or name in GROUP_FOLDERS.values():
+    if name in RESERVED or name in ROLES or name in GROUP_FOLDERS.values():
         raise ScaffoldError(f"bad skill name {name!r}: the name is reserved", exit_code=2)
 
 
@@ -197,7 +198,7 @@ def with_skill(pipeline: JsonDict, name: str, entry: JsonDict) -> JsonDict:
     if "skills" not in services:
         services["skills"] = {}
         result["services"] = services = {
-            group: services[group] for group in GROUPS if group in services}
+            group: services[group] for group in ROLES if group in services}
     services["skills"][name] = entry
     return result
 

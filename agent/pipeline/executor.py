@@ -25,7 +25,7 @@ from agent.pipeline.calls import Skip, TurnTrace, contained
 from agent.pipeline.graph import Pipeline, ServiceNode
 from agent.pipeline.limits import TurnLimits
 from agent.pipeline.outputs import RefusedOutput
-from agent.pipeline.views import AnyUtterance, dialog_view
+from agent.pipeline.views import dialog_view
 from agent.sdk.models import DialogView, Selection
 from agent.state.limits import StorageLimits
 from agent.state.models import FALLBACK_SKILL as FALLBACK_SKILL  # the flow reads it here
@@ -36,6 +36,7 @@ from agent.state.models import (
     HumanUtterance,
     ServiceFailure,
     SkillSelectorDecision,
+    Utterance,
 )
 from agent.telemetry import service_call_span
 
@@ -49,7 +50,7 @@ class Turn:
     dialog_id: str
     human: Human
     bot: Bot
-    history: list[AnyUtterance]
+    history: list[Utterance]
     utterance: HumanUtterance
 
 
@@ -116,8 +117,8 @@ class _Run:
     def utterance(self) -> HumanUtterance:
         return self.turn.utterance
 
-    def window(self) -> list[AnyUtterance]:
-        shown: list[AnyUtterance] = [*self.turn.history, self.turn.utterance]
+    def window(self) -> list[Utterance]:
+        shown: list[Utterance] = [*self.turn.history, self.turn.utterance]
         if self.bot_utterance is not None:
             shown.append(self.bot_utterance)
         return shown

@@ -11,13 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from agent.pipeline.config import (
-    GROUPS,
-    GroupName,
-    PipelineConfig,
-    PipelineConfigError,
-    ServiceConfig,
-)
+from agent.pipeline.config import PipelineConfig, PipelineConfigError, ServiceConfig
+from agent.sdk.roles import ROLES, Role
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +20,7 @@ class ServiceNode:
     """A service as the executor runs it."""
 
     name: str
-    group: GroupName
+    group: Role
     config: ServiceConfig
     depends_on: frozenset[str]
     requires: frozenset[str]
@@ -39,7 +34,7 @@ class Pipeline:
     turn_timeout: float
     fallback_response: str
 
-    def group(self, group: GroupName) -> list[ServiceNode]:
+    def group(self, group: Role) -> list[ServiceNode]:
         return [node for node in self.nodes if node.group == group]
 
     def __iter__(self) -> Iterator[ServiceNode]:
@@ -52,8 +47,8 @@ class Pipeline:
 
 
 def _expand(
-    names: list[str], where: str, enabled: dict[str, GroupName], disabled: dict[str, str],
-    by_group: dict[GroupName, list[str]],
+    names: list[str], where: str, enabled: dict[str, Role], disabled: dict[str, str],
+    by_group: dict[Role, list[str]],
 ) -> set[str]:
     result: set[str] = set()
     for name in names:
@@ -107,9 +102,9 @@ def _find_cycle(waiting: dict[str, set[str]]) -> list[str]:
 
 def build_pipeline(config: PipelineConfig) -> Pipeline:
     """Turn a parsed config into the graph the executor runs, or say what is wrong."""
-    enabled: dict[str, GroupName] = {}
+    enabled: dict[str, Role] = {}
     disabled: dict[str, str] = {}
-    by_group: dict[GroupName, list[str]] = {g: [] for g in GROUPS}
+    by_group: dict[Role, list[str]] = {g: [] for g in ROLES}
     for group, services in config.services.items():
         for name, service in services.items():
             reason = service.off_because()
@@ -134,7 +129,7 @@ def build_pipeline(config: PipelineConfig) -> Pipeline:
     for name, group in enabled.items():
         service = config.services[group][name]
         where = f"services.{group}.{name}"
-        earlier = {n for g in GROUPS[: GROUPS.index(group)] for n in by_group[g]}
+        earlier = {n for g in ROLES[: ROLES.index(group)] for n in by_group[g]}
         named = _expand(service.previous_services, f"{where}.previous_services", enabled,
                         disabled, by_group)
         required[name] = _expand(service.required_previous_services,

@@ -45,6 +45,7 @@ class Human(BaseModel):
 
     id: str = Field(default_factory=new_id)
     user_type: Literal["human"] = "human"
+    #: The client's user id (``user_id`` at the API), under Dream's name for it.
     user_external_id: str
     attributes: JsonDict = Field(default_factory=dict)
     persona: JsonDict = Field(default_factory=dict)

@@ -12,7 +12,7 @@ from agent.api.deps import FlowDep, IdempotencyKey, JsonBody, SettingsDep
 from agent.api.limits import attributes_or_422, check_text
 from agent.api.schemas import Act, Observation
 from agent.api.security import ChatKey
-from agent.parlai.metrics import TurnMetrics, rank_label_candidates
+from agent.parlai.scores import TurnScores, rank_label_candidates
 from agent.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["chat"])
@@ -42,7 +42,7 @@ async def observe(observation: Observation, flow: FlowDep, settings: SettingsDep
                   key: IdempotencyKey) -> Act:
     """Answer an observation. ``episode_done`` closes the dialog after the answer;
     ``reward`` rates the previous answer; with ``eval_labels`` (or ``labels``) the act
-    carries the turn's metrics."""
+    carries the turn's scores (in ParlAI's ``metrics`` field)."""
     check_text(observation.text, settings.max_text_length, "text")
     if observation.image is not None:
         _check_image(observation.image, settings)
@@ -59,7 +59,7 @@ async def observe(observation: Observation, flow: FlowDep, settings: SettingsDep
         if labels:
             candidates = (rank_label_candidates(observation.label_candidates, ranked)
                           if observation.label_candidates else ranked)
-            scores = TurnMetrics.score(result.bot_utterance.text, candidates, labels)
+            scores = TurnScores.score(result.bot_utterance.text, candidates, labels)
         return Act(text=result.bot_utterance.text, id=result.bot_utterance.active_skill,
                    text_candidates=ranked, episode_done=observation.episode_done,
                    dialog_id=dialog_id, utt_id=result.bot_utterance.utt_id,

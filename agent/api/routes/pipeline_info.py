@@ -17,8 +17,9 @@ from agent.api.deps import MetricsDep, PipelineDep
 from agent.api.security import ReaderKey
 from agent.dream.graph import DreamPipeline
 from agent.metrics.services import ServiceStats, ServiceSummary
-from agent.pipeline.config import GROUPS, ServiceConfig
+from agent.pipeline.config import ServiceConfig
 from agent.pipeline.graph import Pipeline, ServiceNode
+from agent.sdk.roles import ROLES
 
 router = APIRouter(prefix="/api", tags=["pipeline"], dependencies=[ReaderKey])
 
@@ -80,7 +81,7 @@ def _expand(names: list[str], pipeline: Pipeline) -> list[str]:
     """Service names, with a group name standing for its enabled services."""
     found: list[str] = []
     for name in names:
-        group = next((g for g in GROUPS if g == name), None)
+        group = next((g for g in ROLES if g == name), None)
         members = [n.name for n in pipeline.group(group)] if group else [name]
         found.extend(m for m in members if m not in found)
     return found
@@ -107,7 +108,7 @@ def _layout(pipeline: Pipeline, edges: list[Edge]) -> tuple[list[Stage], dict[st
     stages: list[Stage] = []
     column: dict[str, int] = {}
     next_column = 0
-    for group in GROUPS:
+    for group in ROLES:
         nodes = pipeline.group(group)
         if not nodes:
             continue
