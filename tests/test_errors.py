@@ -46,12 +46,19 @@ def _qualified(cls: type[BaseException]) -> str:
 
 def test_the_walk_finds_the_errors_of_every_layer() -> None:
     names = {cls.__name__ for cls in CLASSES}
-    assert {"ServiceTimeout", "RefusedOutput", "SettingsError", "UnstorableValue",
-            "BodyTooLarge", "ScaffoldError"} <= names
+    assert {
+        "ServiceTimeout",
+        "RefusedOutput",
+        "SettingsError",
+        "UnstorableValue",
+        "BodyTooLarge",
+        "ScaffoldError",
+    } <= names
 
 
-@pytest.mark.parametrize("cls", [c for c in CLASSES if _qualified(c) not in NOT_YET_IN_THE_TREE],
-                         ids=_qualified)
+@pytest.mark.parametrize(
+    "cls", [c for c in CLASSES if _qualified(c) not in NOT_YET_IN_THE_TREE], ids=_qualified
+)
 def test_every_error_derives_from_chorus_error(cls: type[BaseException]) -> None:
     assert issubclass(cls, ChorusError)
 
@@ -62,8 +69,9 @@ def test_the_list_of_errors_outside_the_tree_is_not_stale() -> None:
     assert outside == NOT_YET_IN_THE_TREE
 
 
-@pytest.mark.parametrize("cls", [c for c in CLASSES if not c.__name__.startswith("_")],
-                         ids=_qualified)
+@pytest.mark.parametrize(
+    "cls", [c for c in CLASSES if not c.__name__.startswith("_")], ids=_qualified
+)
 def test_every_public_error_is_drawn_in_the_map(cls: type[BaseException]) -> None:
     assert errors.__doc__ is not None
     name = RENAMED.get(cls.__name__, cls.__name__)

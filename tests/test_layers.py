@@ -1,5 +1,5 @@
 """Imports point down the layers: a module may import its own layer and the ones below it,
-never one above. This is the one place the order is declared; README's layout follows it.
+never one above. This is the one place the order is declared.
 
 An upward import is how a small change starts to ripple through the whole agent (the
 connectors needing the pipeline, metrics needing the executor); this test names each one.
@@ -18,8 +18,17 @@ AGENT = Path(__file__).resolve().parent.parent / "agent"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("command line", ("agent.cli",)),
     ("API and composition root", ("agent.api",)),
-    ("message flow", ("agent.dialogue", "agent.flow", "agent.lines", "agent.ordering",
-                      "agent.idempotency", "agent.leases")),
+    (
+        "message flow",
+        (
+            "agent.dialogue",
+            "agent.flow",
+            "agent.lines",
+            "agent.ordering",
+            "agent.idempotency",
+            "agent.leases",
+        ),
+    ),
     ("pipeline", ("agent.pipeline", "agent.dream")),
     ("connectors", ("agent.connectors",)),
     ("infrastructure", ("agent.metrics", "agent.telemetry", "agent.settings")),
@@ -62,10 +71,11 @@ def upward_imports() -> list[str]:
     for path in sorted(AGENT.rglob("*.py")):
         importer = _module_name(path)
         for imported in _imports(path):
-            if (layer_of(imported) < layer_of(importer)
-                    and (importer, imported) not in KNOWN_UPWARD):
-                problems.append(f"{importer} ({LAYERS[layer_of(importer)][0]}) imports "
-                                f"{imported} ({LAYERS[layer_of(imported)][0]})")
+            if layer_of(imported) < layer_of(importer) and (importer, imported) not in KNOWN_UPWARD:
+                problems.append(
+                    f"{importer} ({LAYERS[layer_of(importer)][0]}) imports "
+                    f"{imported} ({LAYERS[layer_of(imported)][0]})"
+                )
     return problems
 
 
@@ -74,17 +84,25 @@ def test_imports_point_down_the_layers() -> None:
 
 
 def test_no_relative_imports_hide_from_the_check() -> None:
-    relative = [str(path.relative_to(AGENT.parent)) for path in AGENT.rglob("*.py")
-                if any(isinstance(n, ast.ImportFrom) and n.level > 0
-                       for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))))]
+    relative = [
+        str(path.relative_to(AGENT.parent))
+        for path in AGENT.rglob("*.py")
+        if any(
+            isinstance(n, ast.ImportFrom) and n.level > 0
+            for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        )
+    ]
     assert relative == []
 
 
-@pytest.mark.parametrize(("importer", "imported"), [
-    ("agent.connectors.http", "agent.pipeline.graph"),
-    ("agent.metrics", "agent.pipeline.executor"),
-    ("agent.store.base", "agent.api.deps"),
-])
+@pytest.mark.parametrize(
+    ("importer", "imported"),
+    [
+        ("agent.connectors.http", "agent.pipeline.graph"),
+        ("agent.metrics", "agent.pipeline.executor"),
+        ("agent.store.base", "agent.api.deps"),
+    ],
+)
 def test_an_upward_import_is_caught(importer: str, imported: str) -> None:
     assert layer_of(imported) < layer_of(importer)
 

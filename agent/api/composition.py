@@ -52,15 +52,20 @@ class Components:
     readiness: Readiness
 
 
-def _executor(settings: Settings, pipeline: Pipeline | DreamPipeline,
-              client: aiohttp.ClientSession, stack: AsyncExitStack) -> Executor | DreamExecutor:
+def _executor(
+    settings: Settings,
+    pipeline: Pipeline | DreamPipeline,
+    client: aiohttp.ClientSession,
+    stack: AsyncExitStack,
+) -> Executor | DreamExecutor:
     """The executor for the pipeline's format, its connectors closed with the stack."""
     if isinstance(pipeline, DreamPipeline):
         connectors = make_dream_connectors(pipeline, client)
         for connector in {id(c): c for c in connectors.values()}.values():  # shared ones once
             stack.push_async_callback(connector.aclose)
-        return DreamExecutor(pipeline, connectors, settings.channel_type,
-                             limits=settings.storage_limits())
+        return DreamExecutor(
+            pipeline, connectors, settings.channel_type, limits=settings.storage_limits()
+        )
     batchers = make_batchers(pipeline, client)
     for batcher in batchers.values():
         stack.push_async_callback(batcher.aclose)
@@ -68,9 +73,12 @@ def _executor(settings: Settings, pipeline: Pipeline | DreamPipeline,
 
 
 @asynccontextmanager
-async def assembled(settings: Settings, pipeline: Pipeline | DreamPipeline,
-                    telemetry: Telemetry, ready_services: dict[str, str],
-                    ) -> AsyncIterator[Components]:
+async def assembled(
+    settings: Settings,
+    pipeline: Pipeline | DreamPipeline,
+    telemetry: Telemetry,
+    ready_services: dict[str, str],
+) -> AsyncIterator[Components]:
     """Open the store and the HTTP client, build everything on them, and close it all.
     ``ready_services`` (:func:`agent.api.readiness.required_services`) is checked when the
     app is created, so a typo in it stops the agent before it listens."""
@@ -87,11 +95,23 @@ async def assembled(settings: Settings, pipeline: Pipeline | DreamPipeline,
         lines = UserLines(store, lease=settings.line_lease, max_wait=settings.line_wait)
         stack.push_async_callback(lines.aclose)
         metrics = Metrics()
-        flow = DialogueManager(store, executor, settings.channel_type, metrics=metrics,
-                               lines=lines, claims=claims, retry_window=settings.retry_window,
-                               telemetry=telemetry)
+        flow = DialogueManager(
+            store,
+            executor,
+            settings.channel_type,
+            metrics=metrics,
+            lines=lines,
+            claims=claims,
+            retry_window=settings.retry_window,
+            telemetry=telemetry,
+        )
         yield Components(
-            settings=settings, pipeline=pipeline, store=store, client=client,
-            executor=executor, metrics=metrics, flow=flow,
+            settings=settings,
+            pipeline=pipeline,
+            store=store,
+            client=client,
+            executor=executor,
+            metrics=metrics,
+            flow=flow,
             readiness=Readiness(store, client, ready_services),
         )

@@ -57,8 +57,9 @@ def contained(service: str, timeout_message: str) -> Iterator[CallEnd]:
         end.failure = ServiceFailure(service=service, kind=exc.kind, message=exc.message)
     except Exception as exc:  # a bug in a built-in or formatter must not cost the turn
         log.exception("service %s failed in the agent", service)
-        end.failure = ServiceFailure(service=service, kind=ServiceError.kind,
-                                     message=f"{type(exc).__name__}: {exc}")
+        end.failure = ServiceFailure(
+            service=service, kind=ServiceError.kind, message=f"{type(exc).__name__}: {exc}"
+        )
 
 
 class TurnTrace:
@@ -69,19 +70,27 @@ class TurnTrace:
         self.clock = clock
         self.started = clock()
 
-    def record(self, service: str, group: str, start: float, outcome: Outcome,
-               batch: int = 1) -> None:
-        self.utterance.trace.append(ServiceCall(
-            service=service, group=group, start=start - self.started,
-            duration=self.clock() - start, outcome=outcome, batch_size=batch,
-        ))
+    def record(
+        self, service: str, group: str, start: float, outcome: Outcome, batch: int = 1
+    ) -> None:
+        self.utterance.trace.append(
+            ServiceCall(
+                service=service,
+                group=group,
+                start=start - self.started,
+                duration=self.clock() - start,
+                outcome=outcome,
+                batch_size=batch,
+            )
+        )
 
     def fail(self, service: str, group: str, kind: FailureKind, message: str) -> None:
         self.add_failure(group, ServiceFailure(service=service, kind=kind, message=message))
 
     def add_failure(self, group: str, failure: ServiceFailure) -> None:
-        log.warning("service %s (%s): %s: %s", failure.service, group, failure.kind,
-                    failure.message)
+        log.warning(
+            "service %s (%s): %s: %s", failure.service, group, failure.kind, failure.message
+        )
         self.utterance.errors.append(failure)
 
     def skipped(self, service: str, group: str, start: float, skip: Skip) -> None:
