@@ -33,8 +33,8 @@ from agent.dream.executor import DreamExecutor
 from agent.idempotency import IdempotencyKeys, Reply
 from agent.lines import UserLines
 from agent.metrics import Metrics
-from agent.pipeline.executor import FALLBACK_SKILL, Executor, Turn, TurnResult
-from agent.state.models import BotUtterance, HumanUtterance, Utterance
+from agent.pipeline.executor import Executor, Turn, TurnResult
+from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance, Utterance
 from agent.store.base import Place, Store, StoreWriteRefused
 from agent.telemetry import Telemetry, turn_answered, turn_identified
 

@@ -25,17 +25,18 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from agent.leases import Heartbeat
+from agent.sdk.errors import ChorusError
 from agent.state.models import utc_now
 from agent.store.base import ClaimStatus, KeyStore, StoreUnavailable
 
 Reply = TypeVar("Reply", bound=BaseModel)
 
 
-class KeyInFlight(Exception):
+class KeyInFlight(ChorusError):
     """Another request with the same idempotency key is being answered right now."""
 
 
-class KeyReused(Exception):
+class KeyReused(ChorusError):
     """The idempotency key was used before for a different message."""
 
     def __init__(self, key: str) -> None:

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 
 from agent.leases import Heartbeat
+from agent.sdk.errors import ChorusError
 from agent.state.models import utc_now
 from agent.store.base import LineStore, Place, StoreUnavailable
 
@@ -30,7 +31,7 @@ _FIRST_POLL = 0.005
 _MAX_POLL = 0.1
 
 
-class LineTimeout(Exception):
+class LineTimeout(ChorusError):
     """The user's earlier messages did not finish within the wait limit."""
 
     def __init__(self, waited: float) -> None:

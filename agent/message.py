@@ -11,6 +11,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from agent.sdk.errors import ChorusError
+
 #: Fields that never leave the agent: ParlAI's vectorised tensors, batch padding, and
 #: anything whose name starts with an underscore.
 INTERNAL_FIELDS = frozenset({
@@ -27,7 +29,7 @@ def _json_safe(value: Any) -> bool:
     return True
 
 
-class MessageOverwriteError(RuntimeError):
+class MessageOverwriteError(ChorusError, RuntimeError):
     """A key of a Message was set a second time without ``force_set``."""
 
     def __init__(self, key: str) -> None:

@@ -5,6 +5,7 @@ Bad values stop the agent at start-up with :class:`SettingsError`, naming the va
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal
@@ -12,12 +13,13 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from agent.sdk.errors import ConfigError
 from agent.state.limits import StorageLimits
 
 ENV_PREFIX = "CHORUS_"
 
 
-class SettingsError(ValueError):
+class SettingsError(ConfigError):
     """A setting is wrong; the message names the environment variable."""
 
 
@@ -41,10 +43,13 @@ class Settings(BaseSettings):
     cors_origins: list[str] = Field(default_factory=list,
                                     description='origins allowed by CORS, e.g. ["https://x.org"]')
     channel_type: str = Field(default="http_client", min_length=1)
-    turn_lease: float = Field(
+    line_lease: float = Field(
         default=10.0, ge=0.5, le=600, description="seconds a message keeps its place in its "
         "user's line without a heartbeat: how long an agent that died mid-turn holds up the "
         "user's next message")
+    turn_lease: float | None = Field(
+        default=None, ge=0.5, le=600, description="deprecated: the old name of line_lease, "
+        "still read (with a DeprecationWarning) when line_lease is not set")
     line_wait: float = Field(default=60.0, gt=0, le=3600, description="seconds a message "
                              "waits for the same user's earlier messages before a 503")
     max_json_depth: int = Field(default=32, ge=1, le=64, description="deepest nesting of "
@@ -106,6 +111,16 @@ class Settings(BaseSettings):
         if value is not None and len(value.get_secret_value()) < 16:
             raise ValueError("must be at least 16 characters long (e.g. `openssl rand -hex 16`)")
         return value
+
+    @model_validator(mode="after")
+    def _old_names(self) -> Settings:
+        """Settings renamed to the glossary's words still work, with a warning."""
+        if self.turn_lease is not None:
+            warnings.warn("CHORUS_TURN_LEASE is deprecated: set CHORUS_LINE_LEASE instead "
+                          "(same meaning)", DeprecationWarning, stacklevel=2)
+            if "line_lease" not in self.model_fields_set:
+                self.line_lease = self.turn_lease
+        return self
 
     @model_validator(mode="after")
     def _chat_protection_needs_a_key(self) -> Settings:

@@ -38,10 +38,10 @@ from pymongo.monitoring import (  # noqa: E402
     CommandSucceededEvent,
 )
 
-from agent.connectors.factory import make_batchers  # noqa: E402
 from agent.connectors.http import make_http_client  # noqa: E402
 from agent.flow import MessageFlow  # noqa: E402
 from agent.pipeline.config import parse_pipeline_config  # noqa: E402
+from agent.pipeline.connectors import make_batchers  # noqa: E402
 from agent.pipeline.executor import Executor  # noqa: E402
 from agent.pipeline.graph import build_pipeline  # noqa: E402
 from agent.store import Store, open_store  # noqa: E402

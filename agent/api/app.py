@@ -1,8 +1,9 @@
 """The agent's FastAPI app. Run it with ``uvicorn --factory agent.api.app:create_app``.
 
 Settings and the pipeline are read and checked when the app is created, so a bad config
-stops the agent before it listens; the store, the one HTTP client and the connectors are
-made in the lifespan and closed after the last request.
+stops the agent before it listens; everything else (the store, the one HTTP client, the
+connectors, the message flow) is made in the lifespan by :mod:`agent.api.composition` and
+closed after the last request.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from fastapi.middleware.cors import CORSMiddleware
 from opentelemetry.sdk.trace import TracerProvider
 
 import agent
+from agent.api.composition import assembled
 from agent.api.errors import install_error_handlers
 from agent.api.limits import BodySizeLimit
-from agent.api.readiness import Readiness, required_services
+from agent.api.readiness import required_services
 from agent.api.routes import (
     chat,
     dialogs,
@@ -29,24 +31,14 @@ from agent.api.routes import (
     pipeline_info,
     ratings,
 )
-from agent.connectors.factory import make_batchers
-from agent.connectors.http import make_http_client
-from agent.dream.connectors import make_dream_connectors
-from agent.dream.executor import DreamExecutor
 from agent.dream.graph import DreamPipeline
 from agent.dream.loading import load_any_pipeline
-from agent.flow import MessageFlow
-from agent.idempotency import IdempotencyKeys
-from agent.lines import UserLines
-from agent.pipeline.executor import Executor
 from agent.pipeline.graph import Pipeline
 from agent.settings import Settings, load_settings
-from agent.store import open_store
 from agent.telemetry import (
     Telemetry,
     TraceRequests,
     configure_logging,
-    traced_store,
     tracer_provider_from_env,
 )
 
@@ -59,39 +51,13 @@ def _lifespan(settings: Settings, pipeline: Pipeline | DreamPipeline,  # type: i
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = await open_store(settings.db_url)
-        if telemetry.tracer is not None:
-            store = traced_store(store, telemetry.tracer, settings.db_url)
-        client = make_http_client()
-        executor: Executor | DreamExecutor
-        if isinstance(pipeline, DreamPipeline):
-            connectors = make_dream_connectors(pipeline, client)
-            executor = DreamExecutor(pipeline, connectors, settings.channel_type,
-                                     limits=settings.storage_limits())
-            closing = list({id(c): c for c in connectors.values()}.values())
-        else:
-            batchers = make_batchers(pipeline, client)
-            executor = Executor(pipeline, batchers, limits=settings.storage_limits())
-            closing = list(batchers.values())  # type: ignore[arg-type]
-        app.state.settings = settings
-        app.state.store = store
-        lines = UserLines(store, lease=settings.turn_lease, max_wait=settings.line_wait)
-        keys = IdempotencyKeys(store, lease=settings.turn_lease)
-        app.state.flow = MessageFlow(store, executor, settings.channel_type, lines=lines,
-                                     keys=keys, retry_window=settings.retry_window,
-                                     telemetry=telemetry)
-        app.state.readiness = Readiness(store, client, ready_services)
-        log.info("Chorus agent ready: %d services, store %s", len(pipeline.nodes),
-                 settings.db_url.split("://")[0])
         try:
-            yield
+            async with assembled(settings, pipeline, telemetry, ready_services) as components:
+                app.state.components = components
+                log.info("Chorus agent ready: %d services, store %s", len(pipeline.nodes),
+                         settings.db_url.split("://")[0])
+                yield
         finally:
-            await lines.aclose()
-            await keys.aclose()
-            for connector in closing:
-                await connector.aclose()
-            await client.close()
-            await store.close()
             if owns_telemetry:
                 telemetry.shutdown()
 
@@ -115,7 +81,6 @@ def create_app(settings: Settings | None = None,
         lifespan=_lifespan(settings, pipeline, telemetry,
                            owns_telemetry=tracer_provider is None),
     )
-    app.state.pipeline = pipeline
     install_error_handlers(app)
     for module in (chat, observe, dialogs, ratings, health, metrics, pipeline_info, pages):
         app.include_router(module.router)

@@ -1,4 +1,8 @@
-"""What routes get injected: the objects made once in the lifespan, typed."""
+"""What routes get injected: the parts :mod:`agent.api.composition` made, typed.
+
+This is the only module that reads them off the app: a route names what it needs
+(``store: StoreDep``) and never touches ``app.state``.
+"""
 
 from __future__ import annotations
 
@@ -6,24 +10,46 @@ from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Request, status
 
+from agent.api.composition import Components
+from agent.api.readiness import Readiness
+from agent.dream.graph import DreamPipeline
 from agent.flow import MessageFlow
+from agent.metrics import Metrics
+from agent.pipeline.graph import Pipeline
 from agent.settings import Settings
 from agent.store.base import Store
 
 
-async def _store(request: Request) -> Store:
-    store: Store = request.app.state.store
-    return store
+def _components(request: Request) -> Components:
+    components: Components = request.app.state.components
+    return components
 
 
-async def _flow(request: Request) -> MessageFlow:
-    flow: MessageFlow = request.app.state.flow
-    return flow
+ComponentsDep = Annotated[Components, Depends(_components)]
 
 
-async def _settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
+async def _store(components: ComponentsDep) -> Store:
+    return components.store
+
+
+async def _flow(components: ComponentsDep) -> MessageFlow:
+    return components.flow
+
+
+async def _settings(components: ComponentsDep) -> Settings:
+    return components.settings
+
+
+async def _metrics(components: ComponentsDep) -> Metrics:
+    return components.metrics
+
+
+async def _pipeline(components: ComponentsDep) -> Pipeline | DreamPipeline:
+    return components.pipeline
+
+
+async def _readiness(components: ComponentsDep) -> Readiness:
+    return components.readiness
 
 
 async def require_json(request: Request) -> None:
@@ -49,4 +75,7 @@ StoreDep = Annotated[Store, Depends(_store)]
 IdempotencyKey = Annotated[str | None, Depends(_idempotency_key)]
 FlowDep = Annotated[MessageFlow, Depends(_flow)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
+MetricsDep = Annotated[Metrics, Depends(_metrics)]
+PipelineDep = Annotated[Pipeline | DreamPipeline, Depends(_pipeline)]
+ReadinessDep = Annotated[Readiness, Depends(_readiness)]
 JsonBody = Depends(require_json)

@@ -13,6 +13,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agent.sdk.errors import ChorusError
 from agent.state.limits import StorageLimits
 
 
@@ -42,7 +43,7 @@ def attributes_or_422(attributes: Callable[[], dict[str, Any]],
     return stored
 
 
-class BodyTooLarge(HTTPException):
+class BodyTooLarge(ChorusError, HTTPException):
     """Raised while the body streams in; an HTTPException so FastAPI's body parsing lets it
     through (it turns other errors into a 400) and answers 413."""
 

@@ -14,7 +14,7 @@ from pydantic import (
     model_validator,
 )
 
-from agent.parlai.metrics import TurnMetrics
+from agent.parlai.scores import TurnScores
 from agent.sdk.models import check_attribute_keys
 
 
@@ -144,5 +144,6 @@ class Act(BaseModel):
     episode_done: bool
     dialog_id: str
     utt_id: str
-    metrics: TurnMetrics | None = Field(
-        default=None, description="when the observation carried eval_labels")
+    metrics: TurnScores | None = Field(
+        default=None, description="the turn's scores (exact match, F1, hits@k, MRR), when "
+        "the observation carried eval_labels")

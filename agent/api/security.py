@@ -10,9 +10,10 @@ from __future__ import annotations
 import secrets
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, HTTPException, status
 from fastapi.security import APIKeyHeader
 
+from agent.api.deps import SettingsDep
 from agent.settings import Settings
 
 _header = APIKeyHeader(name="X-API-Key", auto_error=False,
@@ -33,17 +34,16 @@ def _check(settings: Settings, key: str | None) -> None:
 
 
 async def require_reader(
-    request: Request, key: Annotated[str | None, Depends(_header)]
+    settings: SettingsDep, key: Annotated[str | None, Depends(_header)]
 ) -> None:
     """Reading stored dialogs and users."""
-    _check(request.app.state.settings, key)
+    _check(settings, key)
 
 
 async def require_chat(
-    request: Request, key: Annotated[str | None, Depends(_header)]
+    settings: SettingsDep, key: Annotated[str | None, Depends(_header)]
 ) -> None:
     """Talking to the bot, when the deployment protects it."""
-    settings: Settings = request.app.state.settings
     if settings.protect_chat:
         _check(settings, key)
 

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.text import Text
 
 from agent.api.schemas import AgentReply
+from agent.sdk.errors import ChorusError
 
 NEW_DIALOG = "/start"
 QUIT = frozenset({"/quit", "/exit"})
@@ -34,7 +35,7 @@ errors = Console(stderr=True, soft_wrap=True, highlight=False, markup=False)
 PROMPT = Text("you: ", style="bold blue")
 
 
-class ChatError(Exception):
+class ChatError(ChorusError):
     """The chat cannot go on (the agent is gone, or refuses this client)."""
 
 

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from agent.parlai.formats import DatasetError, read_episodes, write_episodes
 from agent.parlai.replay import (
-    METRICS,
+    SCORES,
     EvalReport,
     ReplayError,
     dialog_episode,
@@ -43,11 +43,11 @@ def _refused_hint(status: int, api_key: str | None) -> str:
 
 def _table(report: EvalReport) -> Table:
     table = Table(title="Evaluation")
-    for column in ("episode", "turns", "scored", *METRICS):
+    for column in ("episode", "turns", "scored", *SCORES):
         table.add_column(column, justify="left" if column == "episode" else "right")
     for row in [*report.episodes, report.overall]:
         table.add_row(row.name, str(row.turns), str(row.scored),
-                      *(f"{getattr(row, m):.3f}" for m in METRICS),
+                      *(f"{getattr(row, m):.3f}" for m in SCORES),
                       style="bold" if row is report.overall else None)
     return table
 
@@ -60,7 +60,7 @@ def eval_command(
     = None,
     api_key: ApiKeyOption = None,
 ) -> None:
-    """Play every episode of FILE as one dialog and print its metrics.
+    """Play every episode of FILE as one dialog and print its scores.
 
     An agent that protects its chat (CHORUS_PROTECT_CHAT) needs its API key: --api-key or
     CHORUS_API_KEY.

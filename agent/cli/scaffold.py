@@ -27,14 +27,17 @@ from collections import Counter
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 from urllib.parse import urlsplit
 
 import typer
 
 from agent.cli.stack import GROUP_FOLDERS
-from agent.pipeline.config import GROUPS, PipelineConfigError, parse_pipeline_config
+from agent.pipeline.config import PipelineConfigError, parse_pipeline_config
 from agent.pipeline.graph import build_pipeline
+from agent.sdk.errors import ChorusError
+from agent.sdk.models import JsonDict
+from agent.sdk.roles import ROLES
 from agent.settings import SettingsError, load_settings
 
 #: A Python package name and a host name on the compose network (no ``_``: the compose
@@ -52,10 +55,9 @@ DEFAULT_TIMEOUT = 1.0
 DEFAULT_CONTEXT_WINDOW = 3
 JSON_WIDTH = 100
 
-JsonDict = dict[str, Any]
 
 
-class ScaffoldError(Exception):
+class ScaffoldError(ChorusError):
     """The skill cannot be added; nothing was changed. Exit code 2 blames the command line,
     1 the files it would edit."""
 
@@ -91,7 +93,7 @@ def check_name(name: str) -> None:
             exit_code=2)
     if keyword.iskeyword(name):
         raise ScaffoldError(f"bad skill name {name!r}: it is a Python keyword", exit_code=2)
-    if name in RESERVED or name in GROUPS or name in GROUP_FOLDERS.values():
+    if name in RESERVED or name in ROLES or name in GROUP_FOLDERS.values():
         raise ScaffoldError(f"bad skill name {name!r}: the name is reserved", exit_code=2)
 
 
@@ -196,7 +198,7 @@ def with_skill(pipeline: JsonDict, name: str, entry: JsonDict) -> JsonDict:
     if "skills" not in services:
         services["skills"] = {}
         result["services"] = services = {
-            group: services[group] for group in GROUPS if group in services}
+            group: services[group] for group in ROLES if group in services}
     services["skills"][name] = entry
     return result
 

@@ -17,9 +17,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from agent.pipeline.config import GroupName, PipelineConfig
+from agent.pipeline.config import PipelineConfig
+from agent.sdk.roles import Role
 
-GROUP_FOLDERS: dict[GroupName, str] = {
+GROUP_FOLDERS: dict[Role, str] = {
     "annotators": "annotators",
     "candidate_annotators": "annotators",
     "response_annotators": "annotators",

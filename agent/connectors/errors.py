@@ -4,20 +4,23 @@
      ├── ServiceTimeout       no answer within the service's timeout (or the turn's deadline)
      ├── ServiceUnavailable   could not connect, or the connection broke
      ├── BadServiceStatus     answered with a non-2xx status
-     └── BadServiceResponse   answered 2xx, but not JSON, too big, or the wrong shape
+     ├── BadServiceResponse   answered 2xx, but not JSON, too big, or the wrong shape
+     └── RefusedOutput        (agent/pipeline/outputs.py) the output broke a rule of the state
 
 The executor turns each into a :class:`agent.state.ServiceFailure` on the utterance;
-none of them ever reaches the client as a 500.
+none of them ever reaches the client as a 500. The whole tree of Chorus's errors is drawn
+in :mod:`agent.sdk.errors`.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar
 
-FailureKind = Literal["timeout", "unavailable", "bad_status", "bad_response", "refused", "skipped"]
+from agent.sdk.errors import ChorusError
+from agent.state.models import FailureKind
 
 
-class ServiceError(Exception):
+class ServiceError(ChorusError):
     """Base of all service faults."""
 
     kind: ClassVar[FailureKind] = "bad_response"
@@ -51,9 +54,3 @@ class BadServiceStatus(ServiceError):
 
 class BadServiceResponse(ServiceError):
     kind = "bad_response"
-
-
-class RefusedOutput(ServiceError):
-    """The output tried to write outside the service's own slot; nothing of it is applied."""
-
-    kind = "refused"

@@ -13,9 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agent.state.models import Bot, BotUtterance, Human, HumanUtterance
-
-AnyUtterance = HumanUtterance | BotUtterance
+from agent.state.models import Bot, BotUtterance, Human, HumanUtterance, Utterance
 
 #: Where a human utterance keeps how many utterances (of each kind) came before it.
 COUNTS_KEY = "_dp_agent_counts"
@@ -53,7 +51,7 @@ class CountedList(list[Any]):
 Counts = dict[str, int]
 
 
-def _counts_of(utterance: AnyUtterance) -> Counts | None:
+def _counts_of(utterance: Utterance) -> Counts | None:
     if not isinstance(utterance, HumanUtterance):
         return None
     counts = utterance.attributes.get(COUNTS_KEY)
@@ -63,12 +61,12 @@ def _counts_of(utterance: AnyUtterance) -> Counts | None:
     return None
 
 
-def counts_before(history: Sequence[AnyUtterance]) -> Counts:
+def counts_before(history: Sequence[Utterance]) -> Counts:
     """How many utterances, human and bot ones, the dialog had before the new one: from the
     newest counted human utterance of the window and what came after it; without one (a
     dialog begun before the Dream pipeline), the window's own counts."""
     start: Counts = {"utterances": 0, "human": 0, "bot": 0}
-    tail: Sequence[AnyUtterance] = history
+    tail: Sequence[Utterance] = history
     for index in range(len(history) - 1, -1, -1):
         counts = _counts_of(history[index])
         if counts is not None:
@@ -112,7 +110,7 @@ def hypothesis_dict(hypothesis: Any) -> dict[str, Any]:
     return data
 
 
-def utterance_dict(utterance: AnyUtterance,
+def utterance_dict(utterance: Utterance,
                    extra_annotations: dict[str, Any] | None = None) -> dict[str, Any]:
     """dp-agent's ``to_dict()`` of an utterance (``user`` is the profile at that time)."""
     annotations = dict(utterance.annotations)
@@ -130,7 +128,7 @@ def utterance_dict(utterance: AnyUtterance,
             "confidence": utterance.confidence}
 
 
-def window_dicts(window: Sequence[AnyUtterance]) -> list[dict[str, Any]]:
+def window_dicts(window: Sequence[Utterance]) -> list[dict[str, Any]]:
     """Each utterance's dict; a bot utterance shows the annotations the next human
     utterance keeps for it (``add_annotation_prev_bot_utt``)."""
     utterances: list[dict[str, Any]] = []
@@ -145,8 +143,8 @@ def window_dicts(window: Sequence[AnyUtterance]) -> list[dict[str, Any]]:
 
 
 def dialog_dict(
-    *, dialog_id: str, channel_type: str, history: Sequence[AnyUtterance],
-    turn: Sequence[AnyUtterance], counts: Counts, human: dict[str, Any], bot: dict[str, Any],
+    *, dialog_id: str, channel_type: str, history: Sequence[Utterance],
+    turn: Sequence[Utterance], counts: Counts, human: dict[str, Any], bot: dict[str, Any],
     attributes: dict[str, Any] | None = None,
     history_dicts: Sequence[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:

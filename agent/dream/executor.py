@@ -22,20 +22,16 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent.connectors.errors import (
-    BadServiceResponse,
-    FailureKind,
-    ServiceError,
-    ServiceTimeout,
-)
+from agent.connectors.errors import BadServiceResponse
 from agent.dream.connectors import BatchingHttp, DreamConnector
 from agent.dream.dialog import counts_before
 from agent.dream.graph import DreamPipeline, DreamService
 from agent.dream.state import TurnState, selected_labels
-from agent.pipeline.executor import FALLBACK_SKILL, Turn, TurnResult
+from agent.pipeline.calls import Skip, TurnTrace, contained
+from agent.pipeline.executor import Turn, TurnResult
 from agent.pipeline.limits import TurnLimits
 from agent.state.limits import StorageLimits
-from agent.state.models import BotUtterance, Outcome, ServiceCall, ServiceFailure
+from agent.state.models import FALLBACK_SKILL, BotUtterance, FailureKind, Outcome
 from agent.telemetry import service_call_span
 
 log = logging.getLogger("chorus.dream")
@@ -48,8 +44,8 @@ class _Run:
     def __init__(self, state: TurnState, pipeline: DreamPipeline,
                  clock: Callable[[], float]) -> None:
         self.state = state
-        self.clock = clock
-        self.started = clock()
+        self.trace = TurnTrace(state.utterance, clock)
+        self.started = self.trace.started
         self.done = {node.name: asyncio.Event() for node in pipeline}
         self.status: dict[str, str] = {}
         self.selections: dict[str, set[str]] = {}
@@ -57,17 +53,11 @@ class _Run:
         self.finished_normally = False
         self.stored_bytes = 0
 
-    def record(self, node: DreamService, start: float, outcome: Outcome,
-               batch: int = 1) -> None:
-        self.state.utterance.trace.append(ServiceCall(
-            service=node.name, group=node.trace_group, start=start - self.started,
-            duration=self.clock() - start, outcome=outcome,
-            batch_size=batch))
+    def record(self, node: DreamService, start: float, outcome: Outcome) -> None:
+        self.trace.record(node.name, node.trace_group, start, outcome)
 
     def fail(self, node: DreamService, kind: FailureKind, message: str) -> None:
-        log.warning("service %s: %s: %s", node.name, kind, message)
-        self.state.utterance.errors.append(
-            ServiceFailure(service=node.name, kind=kind, message=message))
+        self.trace.fail(node.name, node.trace_group, kind, message)
 
 
 class DreamExecutor:
@@ -143,17 +133,19 @@ class DreamExecutor:
         await asyncio.gather(everything, return_exceptions=True)
         return in_time
 
-    def _skip_reason(self, run: _Run, node: DreamService) -> tuple[str | None, bool]:
+    def _skip(self, run: _Run, node: DreamService) -> Skip | None:
+        """Why the service does not run this turn (None: it runs)."""
         failed = [n for n in sorted(node.requires) if run.status.get(n) != "ok"]
         if failed:
-            return f"required service(s) {', '.join(failed)} gave no output", True
+            return Skip(f"required service(s) {', '.join(failed)} gave no output",
+                        failure=True)
         for dep in node.depends_on:
             chosen = run.selections.get(dep)
             if chosen and node.label not in chosen:
-                return f"not chosen by the selector {dep}", False
+                return Skip(f"not chosen by the selector {dep}")
         if node.depends_on and all(run.status.get(d) == "skipped" for d in node.depends_on):
-            return "every service it waits for was skipped", False
-        return None, False
+            return Skip("every service it waits for was skipped")
+        return None
 
     async def _run_node(self, run: _Run, node: DreamService) -> None:
         start = self._clock()
@@ -161,12 +153,10 @@ class DreamExecutor:
             for name in node.depends_on:
                 await run.done[name].wait()
             start = self._clock()
-            skip, is_failure = self._skip_reason(run, node)
+            skip = self._skip(run, node)
             if skip is not None:
-                if is_failure:
-                    run.fail(node, "skipped", skip)
                 run.status[node.name] = "skipped"
-                run.record(node, start, "skipped")
+                run.trace.skipped(node.name, node.trace_group, start, skip)
                 return
             with service_call_span(node.name, node.trace_group, run.state.utterance):
                 await self._call(run, node, start)
@@ -187,33 +177,21 @@ class DreamExecutor:
     async def _call(self, run: _Run, node: DreamService, start: float) -> int:
         """Call the service and apply its answers; its status is ``ok`` or ``failed``."""
         tasks: list[Any] = []
-        batch = 1
-        try:
+        # A formatter's or python connector's bug costs its service only, as a fault does.
+        with contained(node.name, "no answer in time") as end:
             tasks = self._tasks(node, run.state.dialog())
             connector = self._connectors[node.name]
             if isinstance(connector, BatchingHttp):
                 sized = await asyncio.gather(*(connector.send_sized(t) for t in tasks))
                 answers = [answer for answer, _ in sized]
-                batch = max((size for _, size in sized), default=1)
+                end.batch = max((size for _, size in sized), default=1)
             else:
                 answers = await asyncio.gather(*(connector.send(t) for t in tasks))
             for ind, answer in enumerate(answers):
                 self._apply(run, node, answer, ind)
-        except ServiceError as exc:
-            error: ServiceError = exc
-        except TimeoutError:
-            error = ServiceTimeout(node.name, "no answer in time")
-        except Exception as exc:  # a formatter's or python connector's bug costs its service
-            log.exception("service %s failed in the agent", node.name)
-            error = ServiceError(node.name, f"{type(exc).__name__}: {exc}")
-        else:
-            run.status[node.name] = "ok"
-            run.record(node, start, "ok", batch)
-            return len(tasks)
-        run.status[node.name] = "failed"
-        run.fail(node, error.kind, error.message)
-        run.record(node, start, "timeout" if error.kind == "timeout" else "error", batch)
-        return 0
+        run.status[node.name] = "ok" if end.failure is None else "failed"
+        run.trace.ended(node.name, node.trace_group, start, end)
+        return len(tasks) if end.failure is None else 0
 
     def _tasks(self, node: DreamService, dialog: dict[str, Any]) -> list[Any]:
         if node.dialog_formatter is None:

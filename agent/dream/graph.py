@@ -23,6 +23,7 @@ from agent.dream.config import (
     parse_dp_config,
 )
 from agent.pipeline.config import PipelineConfigError
+from agent.pipeline.graph import topological_order
 
 log = logging.getLogger("chorus.dream")
 
@@ -141,22 +142,6 @@ def _resolve(names: list[str], where: str, services: dict[str, ParsedService],
     return result
 
 
-def _order(deps: dict[str, set[str]]) -> list[str]:
-    order: list[str] = []
-    waiting = {n: set(d) for n, d in deps.items()}
-    while waiting:
-        ready = sorted(n for n, d in waiting.items() if not d)
-        if not ready:
-            raise PipelineConfigError("cycle in the pipeline among services."
-                                      + ", services.".join(sorted(waiting)))
-        for name in ready:
-            order.append(name)
-            del waiting[name]
-        for d in waiting.values():
-            d.difference_update(ready)
-    return order
-
-
 def build_dream_pipeline(
     data: object, source: str = "pipeline config", *, window: int = DEFAULT_WINDOW,
     turn_timeout: float = DEFAULT_TURN_TIMEOUT, fallback_response: str = DEFAULT_FALLBACK,
@@ -229,7 +214,7 @@ def _build(config: DpConfig, parsed: list[ParsedService], window: int, turn_time
             raise PipelineConfigError(f"{where}.previous_services: a service cannot wait for "
                                       "itself (through its own group either)")
         deps[name] = named | required[name]
-    order = _order(deps)
+    order = topological_order(deps, lambda n: graph[n].where)
     nodes = tuple(make(graph[n], deps[n], required[n]) for n in order)
     last_chance = timeout = None
     for service in special.values():

@@ -15,12 +15,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent.connectors.errors import BadServiceResponse, RefusedOutput
+from agent.connectors.errors import BadServiceResponse
 from agent.dream.dialog import (
     COUNTS_KEY,
     PREV_BOT_ANNOTATIONS_KEY,
     PROFILE_FIELDS,
-    AnyUtterance,
     Counts,
     bot_dict,
     dialog_dict,
@@ -28,8 +27,9 @@ from agent.dream.dialog import (
     window_dicts,
 )
 from agent.message import Message, MessageOverwriteError
+from agent.pipeline.outputs import RefusedOutput
 from agent.sdk.models import check_attribute_keys
-from agent.state.models import Bot, BotUtterance, Human, HumanUtterance, Hypothesis
+from agent.state.models import Bot, BotUtterance, Human, HumanUtterance, Hypothesis, Utterance
 
 #: Fields of the user and bot records a service never writes.
 ID_FIELDS = frozenset({"id", "user_external_id", "user_type", "_id"})
@@ -41,7 +41,7 @@ class TurnState:
     """The dialog as this turn's services change it."""
 
     def __init__(self, *, dialog_id: str, channel_type: str, human: Human, bot: Bot,
-                 history: list[AnyUtterance], utterance: HumanUtterance, counts: Counts,
+                 history: list[Utterance], utterance: HumanUtterance, counts: Counts,
                  pipeline_names: list[str]) -> None:
         self.dialog_id = dialog_id
         self.channel_type = channel_type
@@ -67,7 +67,7 @@ class TurnState:
     # -- what formatters see --------------------------------------------------------------
 
     def dialog(self) -> dict[str, Any]:
-        turn: list[AnyUtterance] = [self.utterance]
+        turn: list[Utterance] = [self.utterance]
         if self.bot_utterance is not None:
             turn.append(self.bot_utterance)
         return dialog_dict(
@@ -79,7 +79,7 @@ class TurnState:
         )
 
     @property
-    def last(self) -> AnyUtterance:
+    def last(self) -> Utterance:
         return self.bot_utterance if self.bot_utterance is not None else self.utterance
 
     # -- attribute merges (dp-agent's update_human / update_bot) ----------------------------

@@ -14,12 +14,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from agent.sdk.errors import ChorusError
+
 LIST_FIELDS = frozenset({"labels", "eval_labels", "label_candidates", "text_candidates"})
 Example = dict[str, Any]
 Episode = list[Example]
 
 
-class DatasetError(ValueError):
+class DatasetError(ChorusError, ValueError):
     """A line of a dataset file cannot be read; the message gives the file and line."""
 
 

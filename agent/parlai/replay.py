@@ -12,9 +12,10 @@ import httpx
 from pydantic import BaseModel
 
 from agent.parlai.formats import Episode, Example
-from agent.parlai.metrics import TurnMetrics
+from agent.parlai.scores import TurnScores
+from agent.sdk.errors import ChorusError
 
-METRICS = ("exact_match", "f1", "hits_at_1", "hits_at_5", "mrr")
+SCORES = ("exact_match", "f1", "hits_at_1", "hits_at_5", "mrr")
 _SENT_FIELDS = ("text", "id", "label_candidates", "reward", "image")
 
 
@@ -32,11 +33,11 @@ class EpisodeScore(BaseModel):
     mrr: float = 0.0
 
     @classmethod
-    def of(cls, name: str, turns: int, metrics: list[TurnMetrics],
+    def of(cls, name: str, turns: int, scored: list[TurnScores],
            dialog_id: str | None = None) -> EpisodeScore:
-        means = {m: sum(getattr(t, m) for t in metrics) / len(metrics) if metrics else 0.0
-                 for m in METRICS}
-        return cls(name=name, dialog_id=dialog_id, turns=turns, scored=len(metrics), **means)
+        means = {m: sum(getattr(t, m) for t in scored) / len(scored) if scored else 0.0
+                 for m in SCORES}
+        return cls(name=name, dialog_id=dialog_id, turns=turns, scored=len(scored), **means)
 
 
 class EvalReport(BaseModel):
@@ -54,7 +55,7 @@ def observation(example: Example, user_id: str, last: bool) -> dict[str, Any]:
     return {**sent, "user_id": user_id, "episode_done": last or bool(example.get("episode_done"))}
 
 
-class ReplayError(RuntimeError):
+class ReplayError(ChorusError, RuntimeError):
     """The agent refused a turn; ``status`` is its HTTP status."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -69,10 +70,10 @@ def evaluate(
     """Each episode is one dialog of a fresh user; a failed request stops with its error."""
     run = uuid.uuid4().hex[:8]
     scores: list[EpisodeScore] = []
-    every: list[TurnMetrics] = []
+    every: list[TurnScores] = []
     for number, episode in enumerate(episodes, start=1):
         user_id = f"{user_prefix}-{run}-{number}"
-        metrics: list[TurnMetrics] = []
+        turn_scores: list[TurnScores] = []
         dialog_id = None
         for index, example in enumerate(episode):
             response = client.post("/api/v1/chat", json=observation(
@@ -83,12 +84,13 @@ def evaluate(
                                   f"{response.status_code}: {response.text[:300]}")
             act = response.json()
             dialog_id = act["dialog_id"]
-            if act.get("metrics"):
-                metrics.append(TurnMetrics.model_validate(act["metrics"]))
+            if act.get("metrics"):  # ParlAI's wire name for the scores
+                turn_scores.append(TurnScores.model_validate(act["metrics"]))
             on_turn()
-        every.extend(metrics)
+        every.extend(turn_scores)
         name = str(episode[0].get("id", f"episode {number}"))
-        scores.append(EpisodeScore.of(f"{number}: {name}", len(episode), metrics, dialog_id))
+        scores.append(EpisodeScore.of(f"{number}: {name}", len(episode), turn_scores,
+                                     dialog_id))
     total = EpisodeScore.of("overall", sum(s.turns for s in scores), every)
     return EvalReport(episodes=scores, overall=total)
 

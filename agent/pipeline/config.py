@@ -32,30 +32,14 @@ from pydantic import (
     model_validator,
 )
 
-GroupName = Literal[
-    "annotators",
-    "skill_selectors",
-    "skills",
-    "candidate_annotators",
-    "response_selectors",
-    "response_annotators",
-]
-
-#: The order a turn goes through the groups; a service waits for every earlier group.
-GROUPS: tuple[GroupName, ...] = (
-    "annotators",
-    "skill_selectors",
-    "skills",
-    "candidate_annotators",
-    "response_selectors",
-    "response_annotators",
-)
+from agent.sdk.errors import ConfigError
+from agent.sdk.roles import ROLES, Role
 
 ServiceName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
 BuiltinName = Literal["highest_confidence", "all_skills"]
 
 
-class PipelineConfigError(ValueError):
+class PipelineConfigError(ConfigError):
     """The pipeline file cannot run; the message names the entry to fix."""
 
 
@@ -127,7 +111,7 @@ class PipelineConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    services: dict[GroupName, dict[ServiceName, ServiceConfig]]
+    services: dict[Role, dict[ServiceName, ServiceConfig]]
     turn_timeout: float = Field(default=10.0, gt=0, le=600, description="whole-turn deadline")
     fallback_response: str = Field(
         default="Sorry, I don't have an answer for that right now.", min_length=1
@@ -138,7 +122,7 @@ class PipelineConfig(BaseModel):
         seen: dict[str, str] = {}
         for group, services in self.services.items():
             for name in services:
-                if name in GROUPS:
+                if name in ROLES:
                     raise ValueError(f"services.{group}.{name}: a service cannot be named "
                                      "like a group")
                 if name in seen:

@@ -19,29 +19,28 @@ from typing import Any
 
 from agent.connectors.batching import Batcher
 from agent.connectors.builtin import highest_confidence
-from agent.connectors.errors import RefusedOutput, ServiceError, ServiceTimeout
 from agent.message import Message, MessageOverwriteError
 from agent.pipeline import outputs
+from agent.pipeline.calls import Skip, TurnTrace, contained
 from agent.pipeline.graph import Pipeline, ServiceNode
 from agent.pipeline.limits import TurnLimits
-from agent.pipeline.views import AnyUtterance, dialog_view
+from agent.pipeline.outputs import RefusedOutput
+from agent.pipeline.views import dialog_view
 from agent.sdk.models import DialogView, Selection
 from agent.state.limits import StorageLimits
 from agent.state.models import (
+    FALLBACK_SKILL,
     Bot,
     BotUtterance,
     Human,
     HumanUtterance,
-    ServiceCall,
     ServiceFailure,
     SkillSelectorDecision,
+    Utterance,
 )
 from agent.telemetry import service_call_span
 
 log = logging.getLogger("chorus.executor")
-
-#: ``active_skill`` of the answer given when no hypothesis survived.
-FALLBACK_SKILL = "fallback_response"
 
 
 @dataclass
@@ -51,7 +50,7 @@ class Turn:
     dialog_id: str
     human: Human
     bot: Bot
-    history: list[AnyUtterance]
+    history: list[Utterance]
     utterance: HumanUtterance
 
 
@@ -100,8 +99,8 @@ class _Run:
     def __init__(self, turn: Turn, pipeline: Pipeline, clock: Callable[[], float],
                  limits: TurnLimits | None = None) -> None:
         self.turn = turn
-        self.clock = clock
-        self.started = clock()
+        self.trace = TurnTrace(turn.utterance, clock)
+        self.started = self.trace.started
         self.done = {node.name: asyncio.Event() for node in pipeline}
         self.ok: set[str] = set()
         self.selected: set[str] = set()
@@ -118,8 +117,8 @@ class _Run:
     def utterance(self) -> HumanUtterance:
         return self.turn.utterance
 
-    def window(self) -> list[AnyUtterance]:
-        shown: list[AnyUtterance] = [*self.turn.history, self.turn.utterance]
+    def window(self) -> list[Utterance]:
+        shown: list[Utterance] = [*self.turn.history, self.turn.utterance]
         if self.bot_utterance is not None:
             shown.append(self.bot_utterance)
         return shown
@@ -128,18 +127,6 @@ class _Run:
         return dialog_view(self.turn.dialog_id, self.window(), self.turn.human, self.turn.bot,
                            node.config.context_window)
 
-    def record(self, node: ServiceNode, start: float, outcome: str, batch: int = 1) -> None:
-        self.utterance.trace.append(ServiceCall(
-            service=node.name, group=node.group, start=start - self.started,
-            duration=self.clock() - start, outcome=outcome,
-            batch_size=batch,
-        ))
-
-    def fail(self, node: ServiceNode, kind: str, message: str) -> None:
-        log.warning("service %s (%s): %s: %s", node.name, node.group, kind, message)
-        self.utterance.errors.append(
-            ServiceFailure(service=node.name, kind=kind, message=message)
-        )
 
 
 class Executor:
@@ -195,57 +182,46 @@ class Executor:
             for name in node.depends_on:
                 await run.done[name].wait()
             start = self._clock()
-            skip, is_failure = self._skip_reason(run, node)
+            skip = self._skip(run, node)
             if skip is not None:
-                if is_failure:
-                    run.fail(node, "skipped", skip)
-                run.record(node, start, "skipped")
+                run.trace.skipped(node.name, node.group, start, skip)
                 return
             with service_call_span(node.name, node.group, run.utterance):
                 await self._call(run, node, start)
         except asyncio.CancelledError:
-            run.fail(node, "timeout", f"turn deadline of {self.pipeline.turn_timeout}s reached")
-            run.record(node, start, "timeout")
+            run.trace.fail(node.name, node.group, "timeout",
+                           f"turn deadline of {self.pipeline.turn_timeout}s reached")
+            run.trace.record(node.name, node.group, start, "timeout")
             raise
         finally:
             run.done[node.name].set()
 
-    def _skip_reason(self, run: _Run, node: ServiceNode) -> tuple[str | None, bool]:
-        """Why the service does not run this turn, and whether that is a failure."""
+    def _skip(self, run: _Run, node: ServiceNode) -> Skip | None:
+        """Why the service does not run this turn (None: it runs)."""
         failed = node.requires - run.ok
         if failed:
-            return f"required service(s) {', '.join(sorted(failed))} gave no output", True
+            return Skip(f"required service(s) {', '.join(sorted(failed))} gave no output",
+                        failure=True)
         if node.group == "skills" and run.selected and node.name not in run.selected and (
             run.decided is None or node.name in run.decided
         ):
-            return "not chosen by the skill selector", False
+            return Skip("not chosen by the skill selector")
         if node.group in ("candidate_annotators", "response_selectors") and not (
             run.utterance.hypotheses
         ):
-            return "no hypotheses", False
-        return None, False
+            return Skip("no hypotheses")
+        return None
 
     async def _call(self, run: _Run, node: ServiceNode, start: float) -> None:
-        batch = 1
-        try:
-            async with asyncio.timeout(node.config.connector.timeout):
+        timeout = node.config.connector.timeout
+        with contained(node.name, f"no answer within {timeout}s") as end:
+            async with asyncio.timeout(timeout):
                 view = run.view(node)
-                output, batch = await self._batchers[node.name].submit(view)
+                output, end.batch = await self._batchers[node.name].submit(view)
             self._apply(run, node, output, view)
-        except TimeoutError:
-            error: ServiceError = ServiceTimeout(
-                node.name, f"no answer within {node.config.connector.timeout}s")
-        except ServiceError as exc:
-            error = exc
-        except Exception as exc:  # a bug in a built-in must not cost the turn either
-            log.exception("service %s crashed in the agent", node.name)
-            error = ServiceError(node.name, f"{type(exc).__name__}: {exc}")
-        else:
+        if end.failure is None:
             run.ok.add(node.name)
-            run.record(node, start, "ok", batch)
-            return
-        run.fail(node, error.kind, error.message)
-        run.record(node, start, "timeout" if error.kind == "timeout" else "error", batch)
+        run.trace.ended(node.name, node.group, start, end)
 
     def _apply(self, run: _Run, node: ServiceNode, output: Any, view: DialogView) -> None:
         """Write the output into the service's own slot, and nowhere else, once it is known

@@ -8,16 +8,11 @@ dependency, a cycle, two response selectors) is a :class:`PipelineConfigError`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from agent.pipeline.config import (
-    GROUPS,
-    GroupName,
-    PipelineConfig,
-    PipelineConfigError,
-    ServiceConfig,
-)
+from agent.pipeline.config import PipelineConfig, PipelineConfigError, ServiceConfig
+from agent.sdk.roles import ROLES, Role
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +20,7 @@ class ServiceNode:
     """A service as the executor runs it."""
 
     name: str
-    group: GroupName
+    group: Role
     config: ServiceConfig
     depends_on: frozenset[str]
     requires: frozenset[str]
@@ -39,7 +34,7 @@ class Pipeline:
     turn_timeout: float
     fallback_response: str
 
-    def group(self, group: GroupName) -> list[ServiceNode]:
+    def group(self, group: Role) -> list[ServiceNode]:
         return [node for node in self.nodes if node.group == group]
 
     def __iter__(self) -> Iterator[ServiceNode]:
@@ -52,8 +47,8 @@ class Pipeline:
 
 
 def _expand(
-    names: list[str], where: str, enabled: dict[str, GroupName], disabled: dict[str, str],
-    by_group: dict[GroupName, list[str]],
+    names: list[str], where: str, enabled: dict[str, Role], disabled: dict[str, str],
+    by_group: dict[Role, list[str]],
 ) -> set[str]:
     result: set[str] = set()
     for name in names:
@@ -74,14 +69,18 @@ def _expand(
     return result
 
 
-def _topological(deps: dict[str, set[str]], groups: dict[str, GroupName]) -> list[str]:
-    """Kahn's algorithm; what is left over sits on a cycle, which the error spells out."""
+def topological_order(deps: Mapping[str, set[str]], where: Callable[[str], str]) -> list[str]:
+    """Every service after what it waits for (Kahn's algorithm); what is left over sits on a
+    cycle, which the error spells out with ``where(name)`` for each service on it. Both
+    pipeline formats (this one and :mod:`agent.dream.graph`) order their services here."""
     order: list[str] = []
     waiting = {name: set(d) for name, d in deps.items()}
     while waiting:
         ready = sorted(n for n, d in waiting.items() if not d)
         if not ready:
-            raise PipelineConfigError(f"cycle in the pipeline: {_find_cycle(waiting, groups)}")
+            cycle = _find_cycle(waiting)
+            raise PipelineConfigError("cycle in the pipeline: "
+                                      + " -> ".join(where(n) for n in cycle))
         for name in ready:
             order.append(name)
             del waiting[name]
@@ -90,22 +89,22 @@ def _topological(deps: dict[str, set[str]], groups: dict[str, GroupName]) -> lis
     return order
 
 
-def _find_cycle(waiting: dict[str, set[str]], groups: dict[str, GroupName]) -> str:
+def _find_cycle(waiting: dict[str, set[str]]) -> list[str]:
+    """One cycle among services that all wait for one another, first name first."""
     start = min(waiting)
     path = [start]
     while True:
         nxt = min(d for d in waiting[path[-1]] if d in waiting)
         if nxt in path:
-            cycle = [*path[path.index(nxt):], nxt]
-            return " -> ".join(f"services.{groups[n]}.{n}" for n in cycle)
+            return [*path[path.index(nxt):], nxt]
         path.append(nxt)
 
 
 def build_pipeline(config: PipelineConfig) -> Pipeline:
     """Turn a parsed config into the graph the executor runs, or say what is wrong."""
-    enabled: dict[str, GroupName] = {}
+    enabled: dict[str, Role] = {}
     disabled: dict[str, str] = {}
-    by_group: dict[GroupName, list[str]] = {g: [] for g in GROUPS}
+    by_group: dict[Role, list[str]] = {g: [] for g in ROLES}
     for group, services in config.services.items():
         for name, service in services.items():
             reason = service.off_because()
@@ -130,7 +129,7 @@ def build_pipeline(config: PipelineConfig) -> Pipeline:
     for name, group in enabled.items():
         service = config.services[group][name]
         where = f"services.{group}.{name}"
-        earlier = {n for g in GROUPS[: GROUPS.index(group)] for n in by_group[g]}
+        earlier = {n for g in ROLES[: ROLES.index(group)] for n in by_group[g]}
         named = _expand(service.previous_services, f"{where}.previous_services", enabled,
                         disabled, by_group)
         required[name] = _expand(service.required_previous_services,
@@ -140,7 +139,7 @@ def build_pipeline(config: PipelineConfig) -> Pipeline:
         if name in named | required[name]:
             raise PipelineConfigError(f"{where}.previous_services: a service cannot wait for "
                                       "itself")
-    order = _topological(deps, enabled)
+    order = topological_order(deps, lambda n: f"services.{enabled[n]}.{n}")
     nodes = tuple(
         ServiceNode(n, enabled[n], config.services[enabled[n]][n], frozenset(deps[n]),
                     frozenset(required[n]))

@@ -12,9 +12,10 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from agent.connectors.errors import RefusedOutput
+from agent.pipeline.outputs import RefusedOutput
+from agent.sdk.models import JsonDict
 from agent.state.limits import StorageLimits, UnstorableValue
-from agent.state.models import Bot, Human, Hypothesis, JsonDict, ServiceFailure
+from agent.state.models import Bot, Human, Hypothesis, ServiceFailure
 
 log = logging.getLogger("chorus.executor")
 

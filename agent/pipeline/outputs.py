@@ -10,9 +10,18 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from agent.connectors.errors import BadServiceResponse, RefusedOutput
+from agent.connectors.errors import BadServiceResponse, ServiceError
 from agent.sdk.models import Selection, SkillHypothesis, SkillSelection
 from agent.state.models import Hypothesis
+
+
+class RefusedOutput(ServiceError):
+    """The output broke a rule of the state: it tried to write outside the service's own
+    slot, or could not be stored within the storage bounds. Nothing of it is applied; the
+    pipeline raises it, and like any :class:`ServiceError` it costs only that output."""
+
+    kind = "refused"
+
 
 _hypotheses = TypeAdapter(list[SkillHypothesis])
 _skill_names = TypeAdapter(list[str] | SkillSelection)

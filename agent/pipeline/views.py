@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agent.sdk.models import BotView, DialogView, HumanView, HypothesisView, UtteranceView
-from agent.state.models import Bot, BotUtterance, Human, HumanUtterance, Hypothesis
-
-AnyUtterance = HumanUtterance | BotUtterance
+from agent.state.models import Bot, Human, HumanUtterance, Hypothesis, Utterance
 
 #: Stored with the utterance but never shown to a service: evaluation labels must not
 #: feed skills (ParlAI moves ``labels`` to ``eval_labels`` for the same reason).
@@ -25,7 +23,7 @@ def _hypothesis_view(h: Hypothesis) -> HypothesisView:
                                                                 "bot_attributes"}))
 
 
-def utterance_view(utterance: AnyUtterance, with_hypotheses: bool = False) -> UtteranceView:
+def utterance_view(utterance: Utterance, with_hypotheses: bool = False) -> UtteranceView:
     """One utterance as services see it (no profile snapshot, no trace)."""
     if isinstance(utterance, HumanUtterance):
         image = utterance.attributes.get("image")
@@ -44,7 +42,7 @@ def utterance_view(utterance: AnyUtterance, with_hypotheses: bool = False) -> Ut
 
 
 def dialog_view(
-    dialog_id: str, window: Sequence[AnyUtterance], human: Human, bot: Bot,
+    dialog_id: str, window: Sequence[Utterance], human: Human, bot: Bot,
     context_window: int,
 ) -> DialogView:
     """The last ``context_window`` utterances and the profiles' attributes; hypotheses are

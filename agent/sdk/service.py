@@ -20,7 +20,7 @@ import asyncio
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import FastAPI
 from opentelemetry import trace
@@ -36,9 +36,9 @@ from agent.sdk.models import (
     SkillHypothesis,
     SkillSelection,
 )
+from agent.sdk.roles import Role, singular
 from agent.sdk.tracing import TraceRequests, tracer_provider_from_env
 
-Role = Literal["annotator", "skill", "candidate_annotator", "skill_selector", "response_selector"]
 Handler = Callable[..., Any]
 
 _skill_output = TypeAdapter(list[SkillHypothesis])
@@ -58,13 +58,13 @@ def _jsonable(value: Any) -> Any:
 
 def _normalise(role: Role, output: Any) -> Any:
     """Check the function kept its role's contract before anything leaves the service."""
-    if role == "skill":
+    if role == "skills":
         if isinstance(output, SkillHypothesis):
             output = [output]
         return _jsonable(_skill_output.validate_python(output))
-    if role == "skill_selector":
+    if role == "skill_selectors":
         return _jsonable(_selector_output.validate_python(output))
-    if role == "response_selector":
+    if role == "response_selectors":
         if isinstance(output, int):
             output = Selection(index=output)
         return _jsonable(Selection.model_validate(output))
@@ -97,27 +97,27 @@ class Service:
     @property
     def annotator(self) -> Callable[[Handler], Handler]:
         """``fn(dialog) -> JSON``: stored under ``annotations[<service name>]``."""
-        return self._register("annotator")
+        return self._register("annotators")
 
     @property
     def skill(self) -> Callable[[Handler], Handler]:
         """``fn(dialog) -> list[SkillHypothesis]`` (or one): response candidates."""
-        return self._register("skill")
+        return self._register("skills")
 
     @property
     def candidate_annotator(self) -> Callable[[Handler], Handler]:
         """``fn(dialog, hypothesis) -> JSON``: called for every hypothesis of the turn."""
-        return self._register("candidate_annotator")
+        return self._register("candidate_annotators")
 
     @property
     def skill_selector(self) -> Callable[[Handler], Handler]:
         """``fn(dialog) -> list[str] | SkillSelection``: the skills to run (and why)."""
-        return self._register("skill_selector")
+        return self._register("skill_selectors")
 
     @property
     def response_selector(self) -> Callable[[Handler], Handler]:
         """``fn(dialog) -> Selection | int``: which hypothesis answers."""
-        return self._register("response_selector")
+        return self._register("response_selectors")
 
     async def _call(self, *args: Any) -> Any:
         assert self._handler is not None
@@ -127,7 +127,7 @@ class Service:
 
     async def _one(self, dialog: DialogView) -> Any:
         assert self._role is not None
-        if self._role == "candidate_annotator":
+        if self._role == "candidate_annotators":
             hypotheses: list[HypothesisView] = dialog.human_utterance.hypotheses
             outputs = [await self._call(dialog, h) for h in hypotheses]
             return _jsonable(outputs)
@@ -164,10 +164,12 @@ def build_app(service: Service) -> FastAPI:
     if provider is not None:
         app.add_middleware(TraceRequests, tracer=provider.get_tracer("chorus.sdk"))
     respond: Callable[[ServiceRequest], Awaitable[list[Any]]] = service.respond
-    app.post("/respond", summary=f"{service._role} {service.name}")(respond)
+    assert service._role is not None
+    role = singular(service._role)
+    app.post("/respond", summary=f"{role} {service.name}")(respond)
 
     @app.get("/health")
     async def health() -> dict[str, str]:
-        return {"status": "ok", "service": service.name, "role": str(service._role)}
+        return {"status": "ok", "service": service.name, "role": role}
 
     return app

@@ -37,11 +37,13 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agent.sdk.errors import ConfigError
+
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 _PROTOCOLS = ("OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
 
 
-class TelemetryConfigError(ValueError):
+class TelemetryConfigError(ConfigError):
     """An ``OTEL_*`` variable asks for something this build cannot do; names the variable."""
 
 

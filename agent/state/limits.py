@@ -24,12 +24,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from agent.sdk.errors import ChorusError
+
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 #: Bytes a number, ``true``, ``false`` or ``null`` is counted as (its JSON text at most).
 _SCALAR_BYTES = 24
 
 
-class UnstorableValue(ValueError):
+class UnstorableValue(ChorusError, ValueError):
     """A value breaks one of the storage bounds; the message says where and which."""
 
     def __init__(self, where: str, problem: str) -> None:
@@ -38,7 +40,7 @@ class UnstorableValue(ValueError):
         self.problem = problem
 
 
-class _Problem(Exception):
+class _Problem(ChorusError):
     """Raised deep in the walk; each level on the way up adds its key to the path."""
 
     def __init__(self, problem: str) -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-JsonDict = dict[str, Any]
+from agent.sdk.models import JsonDict
 
 
 def new_id() -> str:
@@ -45,6 +45,7 @@ class Human(BaseModel):
 
     id: str = Field(default_factory=new_id)
     user_type: Literal["human"] = "human"
+    #: The client's user id (``user_id`` at the API), under Dream's name for it.
     user_external_id: str
     attributes: JsonDict = Field(default_factory=dict)
     persona: JsonDict = Field(default_factory=dict)
@@ -75,6 +76,13 @@ class Hypothesis(BaseModel):
 
 Outcome = Literal["ok", "timeout", "error", "skipped"]
 
+#: ``active_skill`` of the answer given when no hypothesis survived.
+FALLBACK_SKILL = "fallback_response"
+
+#: Why a service's output is missing: each :class:`agent.connectors.ServiceError` has one,
+#: ``skipped`` is a required service having failed before it.
+FailureKind = Literal["timeout", "unavailable", "bad_status", "bad_response", "refused", "skipped"]
+
 
 class ServiceCall(BaseModel):
     """One service's part in a turn: the turn's trace, read by tests and the inspector."""
@@ -91,7 +99,7 @@ class ServiceFailure(BaseModel):
     """Why a service's output is missing from this turn."""
 
     service: str
-    kind: Literal["timeout", "unavailable", "bad_status", "bad_response", "refused", "skipped"]
+    kind: FailureKind
     message: str
 
 

@@ -16,17 +16,17 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from agent.sdk.errors import ChorusError
+from agent.sdk.models import JsonDict
 from agent.state.models import Bot, BotUtterance, Dialog, Human, HumanUtterance, Utterance
 
-JsonDict = dict[str, Any]
 
-
-class StoreUnavailable(Exception):
+class StoreUnavailable(ChorusError):
     """The database cannot be reached, or cannot write (a full disk); the API answers 503
     with Retry-After, and the client may retry safely."""
 
 
-class StoreWriteRefused(Exception):
+class StoreWriteRefused(ChorusError):
     """The database refused a document for what it holds (too large, not encodable): the
     data is at fault, not the database, so retrying the same write cannot help. The storage
     bounds (:mod:`agent.state.limits`) keep this from happening; a store raises it so that

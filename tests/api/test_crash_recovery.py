@@ -75,7 +75,7 @@ def test_an_agent_killed_mid_turn_leaves_the_dialog_usable(
     skill = services(gated_skill(arrived, gate))
     env = {"CHORUS_PIPELINE": write_pipeline(tmp_path / "pipeline.json", {
                "skill": service_entry(skill.url, timeout=20)}),
-           "CHORUS_DB_URL": db_url, "CHORUS_TURN_LEASE": "1"}
+           "CHORUS_DB_URL": db_url, "CHORUS_LINE_LEASE": "1"}
     try:
         with agent_process(env) as (base, agent):
             lost: list[BaseException] = []

@@ -100,6 +100,14 @@ def test_a_bad_entry_stops_the_agent_naming_it(tmp_path: Path, path: str, value:
     assert "pipeline_conf.json" in str(error.value)
 
 
+def test_a_cycle_is_spelled_out_as_in_chorus_pipelines(tmp_path: Path) -> None:
+    data = change("services.annotators.spelling.previous_services", ["skills.eliza"])
+    with pytest.raises(PipelineConfigError) as error:
+        load(tmp_path, data)
+    assert ("cycle in the pipeline: services.annotators.spelling -> services.skills.eliza "
+            "-> services.annotators.spelling") in str(error.value)
+
+
 def test_a_name_reused_in_two_groups_is_kept_apart(tmp_path: Path) -> None:
     data = copy.deepcopy(BASE)
     data["services"]["response_annotators"] = {

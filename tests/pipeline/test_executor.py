@@ -13,11 +13,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from agent.connectors.factory import make_batchers
 from agent.connectors.http import make_http_client
 from agent.pipeline.config import parse_pipeline_config
-from agent.pipeline.executor import FALLBACK_SKILL, Executor, Turn, TurnResult
-from agent.state.models import Bot, Human, HumanUtterance, ServiceCall
+from agent.pipeline.connectors import make_batchers
+from agent.pipeline.executor import Executor, Turn, TurnResult
+from agent.state.models import FALLBACK_SKILL, Bot, Human, HumanUtterance, ServiceCall
 from tests.conftest import service_entry
 from tests.support.servers import ServerThread
 from tests.support.services import (
@@ -256,8 +256,8 @@ async def test_concurrent_turns_share_a_batch(services: Services,
 async def test_a_second_write_to_an_annotation_slot_is_refused_and_keeps_the_first(
     services: Services, client: aiohttp.ClientSession
 ) -> None:
-    from agent.connectors.errors import RefusedOutput
     from agent.pipeline.executor import _Run
+    from agent.pipeline.outputs import RefusedOutput
 
     run_ = executor(client, {"annotators": {"a": service_entry("http://127.0.0.1:9")}})
     node = run_.pipeline.nodes[0]

@@ -8,7 +8,7 @@
 # and build cache are used). A cold build takes about 2 minutes on 2 CPUs; later ones are
 # instant.
 #
-# Three fixes are applied at build time (to a copy of the module in .cache/; nothing of FerretDB
+# Four fixes are applied at build time (to a copy of the module in .cache/; nothing of FerretDB
 # is copied into this repository): FerretDB 1.24's SQLite backend looks documents up by
 # `_ferretdb_sjson->'$._id'` while its unique _id index is on `_ferretdb_sjson->"_id"`.
 # SQLite matches an index to a query by the expression's text, so every read, update and
@@ -104,11 +104,59 @@ if ! grep -q '^	if params.Filter.Len() >= 1 {$' "$collection"; then
          "(internal/backends/sqlite/collection.go): update build.sh" >&2
     exit 1
 fi
+# The fourth: a filter {_id: {$in: [...]}} (a dialog's window, read in one command) is
+# narrowed to those rows too, instead of reading the whole collection.
+sed -i '0,/^\t\tcase string, types.ObjectID:$/s//\t\tcase *types.Document:\n\t\t\twhereClause, args = chorusIDsIn(v.(*types.Document))\n\t\tcase string, types.ObjectID:/' \
+    "$collection"
+cat > "$(dirname "$collection")/chorus_ids_in.go" <<'GO'
+package sqlite
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/FerretDB/FerretDB/internal/backends/sqlite/metadata"
+	"github.com/FerretDB/FerretDB/internal/handler/sjson"
+	"github.com/FerretDB/FerretDB/internal/types"
+	"github.com/FerretDB/FerretDB/internal/util/must"
+)
+
+// chorusIDsIn narrows {$in: [strings]} on _id to those rows (see tools/ferretdb/build.sh);
+// anything else is left to the handler's filter.
+func chorusIDsIn(cond *types.Document) (string, []any) {
+	in, err := cond.Get("$in")
+	if err != nil || cond.Len() != 1 {
+		return "", nil
+	}
+	ids, ok := in.(*types.Array)
+	if !ok || ids.Len() == 0 {
+		return "", nil
+	}
+	marks := make([]string, 0, ids.Len())
+	args := make([]any, 0, ids.Len())
+	for i := 0; i < ids.Len(); i++ {
+		id, ok := must.NotFail(ids.Get(i)).(string)
+		if !ok {
+			return "", nil
+		}
+		marks = append(marks, "?")
+		args = append(args, string(must.NotFail(sjson.MarshalSingleValue(id))))
+	}
+	return fmt.Sprintf(` WHERE %s IN (%s)`, metadata.IDColumn, strings.Join(marks, ", ")), args
+}
+GO
+if [[ "$(grep -c 'chorusIDsIn(v.(\*types.Document))' "$collection")" != 1 ]]; then
+    echo "build.sh: FerretDB $version no longer has the _id pushdown this script extends" \
+         "(internal/backends/sqlite/collection.go): update build.sh" >&2
+    exit 1
+fi
 { cat "$here/go.mod"; echo "replace github.com/FerretDB/FerretDB => $work/FerretDB"; } \
     > "$work/go.mod"
 cp "$here/go.sum" "$work/go.sum"
+# The build says it has these fixes in its version ("v1.24.2+chorus-fixes"): the agent
+# then trusts it as it trusts MongoDB (several connections, one $in for the window).
 (cd "$here" && CGO_ENABLED=0 go build -buildvcs=false -trimpath -modfile "$work/go.mod" \
-    -o "$tmp" .)
+    -ldflags "-X main.fixes=chorus-fixes" -o "$tmp" .)
 mv -f "$tmp" "$out"
 echo "build.sh: built in $((SECONDS - start))s" >&2
 echo "$out"

@@ -33,6 +33,11 @@ import (
 
 const module = "github.com/FerretDB/FerretDB"
 
+// fixes is set by build.sh (-ldflags "-X main.fixes=...") once it has applied its fixes to
+// FerretDB (atomic read-modify-write commands, reads narrowed by _id), and is reported in
+// the version, so a client can tell this build from a stock one.
+var fixes string
+
 func main() {
 	addr := flag.String("listen-addr", "127.0.0.1:27017", "TCP address to listen on")
 	stateDir := flag.String("state-dir", "", "directory for the SQLite databases (created if missing)")
@@ -73,6 +78,9 @@ func main() {
 		for _, dep := range bi.Deps {
 			if dep.Path == module {
 				version.Get().Version = dep.Version
+				if fixes != "" {
+					version.Get().Version += "+" + fixes
+				}
 			}
 		}
 	}

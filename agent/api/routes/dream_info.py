@@ -14,7 +14,7 @@ from collections import Counter
 from agent.api.routes.pipeline_info import Edge, PipelineInfo, ServiceInfo, Stage, mermaid
 from agent.dream.config import HttpConnector
 from agent.dream.graph import DreamPipeline, DreamService
-from agent.pipeline.stats import ServiceStats
+from agent.metrics.services import ServiceStats
 
 
 def _target(service: DreamService) -> str:

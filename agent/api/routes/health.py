@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, Response, status
 
-from agent.api.readiness import Readiness, ReadinessReport
+from agent.api.deps import ReadinessDep
+from agent.api.readiness import ReadinessReport
 
 router = APIRouter(tags=["health"])
 
@@ -17,10 +18,9 @@ async def ping() -> str:
 
 @router.get("/ready", response_model=ReadinessReport,
             responses={503: {"model": ReadinessReport, "description": "not ready"}})
-async def ready(request: Request, response: Response) -> ReadinessReport:
+async def ready(readiness: ReadinessDep, response: Response) -> ReadinessReport:
     """200 when the store answers and every required service is reachable, else 503 with
     what is wrong (readiness: send this agent traffic only while it is 200)."""
-    readiness: Readiness = request.app.state.readiness
     report = await readiness.check()
     if not report.ready:
         response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST
+
+from agent.api.deps import MetricsDep
 
 router = APIRouter(tags=["observability"])
 
 
 @router.get("/metrics", response_class=Response)
-async def metrics(request: Request) -> Response:
+async def metrics(metrics: MetricsDep) -> Response:
     """Turns, turn latency, per-service call latency, errors by kind, timeouts, fallback
     answers and turns in flight."""
-    return Response(request.app.state.flow.metrics.render(),
+    return Response(metrics.render(),
                     media_type=CONTENT_TYPE_LATEST)

@@ -13,7 +13,7 @@ from agent.api.limits import attributes_or_422, check_text
 from agent.api.schemas import Act, Observation
 from agent.api.security import ChatKey
 from agent.flow import Answer
-from agent.parlai.metrics import TurnMetrics, rank_label_candidates
+from agent.parlai.scores import TurnScores, rank_label_candidates
 from agent.settings import Settings
 
 router = APIRouter(prefix="/api/v1", tags=["chat"])
@@ -58,7 +58,7 @@ async def observe(observation: Observation, flow: FlowDep, settings: SettingsDep
         if labels:
             candidates = (rank_label_candidates(observation.label_candidates, ranked)
                           if observation.label_candidates else ranked)
-            scores = TurnMetrics.score(result.bot_utterance.text, candidates, labels)
+            scores = TurnScores.score(result.bot_utterance.text, candidates, labels)
         return Act(text=result.bot_utterance.text, id=result.bot_utterance.active_skill,
                    text_candidates=ranked, episode_done=observation.episode_done,
                    dialog_id=answer.dialog_id, utt_id=result.bot_utterance.utt_id,

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from agent.api.deps import MetricsDep, PipelineDep
 from agent.api.security import ReaderKey
 from agent.dream.graph import DreamPipeline
-from agent.pipeline.config import GROUPS, ServiceConfig
+from agent.metrics.services import ServiceStats, ServiceSummary
+from agent.pipeline.config import ServiceConfig
 from agent.pipeline.graph import Pipeline, ServiceNode
-from agent.pipeline.stats import ServiceStats, ServiceSummary
+from agent.sdk.roles import ROLES
 
 router = APIRouter(prefix="/api", tags=["pipeline"], dependencies=[ReaderKey])
 
@@ -79,7 +81,7 @@ def _expand(names: list[str], pipeline: Pipeline) -> list[str]:
     """Service names, with a group name standing for its enabled services."""
     found: list[str] = []
     for name in names:
-        group = next((g for g in GROUPS if g == name), None)
+        group = next((g for g in ROLES if g == name), None)
         members = [n.name for n in pipeline.group(group)] if group else [name]
         found.extend(m for m in members if m not in found)
     return found
@@ -106,7 +108,7 @@ def _layout(pipeline: Pipeline, edges: list[Edge]) -> tuple[list[Stage], dict[st
     stages: list[Stage] = []
     column: dict[str, int] = {}
     next_column = 0
-    for group in GROUPS:
+    for group in ROLES:
         nodes = pipeline.group(group)
         if not nodes:
             continue
@@ -168,11 +170,10 @@ def describe(pipeline: Pipeline, stats: ServiceStats) -> PipelineInfo:
 
 
 @router.get("/pipeline", response_model=PipelineInfo)
-async def get_pipeline(request: Request) -> PipelineInfo:
+async def get_pipeline(pipeline: PipelineDep, metrics: MetricsDep) -> PipelineInfo:
     """The service graph as configured, with each service's calls, p50/p95 latency,
     error rate and timeouts in this agent process."""
-    pipeline: Pipeline | DreamPipeline = request.app.state.pipeline
-    stats: ServiceStats = request.app.state.flow.metrics.services
+    stats = metrics.services
     if isinstance(pipeline, DreamPipeline):
         from agent.api.routes.dream_info import describe_dream  # it imports this module
 

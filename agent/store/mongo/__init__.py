@@ -50,10 +50,12 @@ Why it looks the way it does:
   the client is ``tz_aware`` so they read back as aware UTC datetimes.
 * **FerretDB 1.x** executes an update as "find, change in Go, write the whole document
   back", so stock FerretDB can lose one of two updates of one document made at once on
-  two connections (``$inc`` included), which the line relies on across replicas. The
-  FerretDB that ``tools/ferretdb/build.sh`` builds for the tests makes those commands
-  atomic; with a stock FerretDB, :meth:`MongoStore.open` keeps one connection, so one agent
-  is safe, and several agents sharing it are not (docs/deployment.md).
+  two connections (``$inc`` included), which the line relies on across replicas; and it
+  reads a whole collection for any filter but ``{_id: x}``. The FerretDB that
+  ``tools/ferretdb/build.sh`` builds for the tests fixes both and says so in its version
+  (:data:`FIXED_FERRETDB`): the store then treats it as MongoDB. With a stock FerretDB,
+  :meth:`MongoStore.open` keeps one connection (one agent is safe; several sharing it are
+  not) and reads the window one ``_id`` at a time (docs/storage.md).
 * **Unreachable database → :class:`StoreUnavailable`** from every method (the API answers
   503), with a short server-selection timeout so a request fails fast instead of hanging.
 """
@@ -86,10 +88,19 @@ DEFAULT_DATABASE = "chorus"
 DEFAULT_TIMEOUT_MS = 3000
 
 
+#: What a FerretDB build says in its version when it has the fixes that
+#: ``tools/ferretdb/build.sh`` applies: MongoDB's atomic single-document writes, and reads
+#: narrowed by ``_id`` for any filter naming one (or an ``$in`` of them).
+FIXED_FERRETDB = "+chorus-fixes"
+
+
 @_unavailable_when_unreachable
-async def _is_ferretdb(client: AsyncMongoClient[Doc]) -> bool:
+async def _stock_ferretdb(client: AsyncMongoClient[Doc]) -> bool:
+    """Whether the server is a FerretDB without those fixes, which the store must treat
+    with care (see the package docstring)."""
     info = await client.admin.command("buildInfo")
-    return "ferretdbVersion" in info
+    version = info.get("ferretdbVersion")
+    return isinstance(version, str) and not version.endswith(FIXED_FERRETDB)
 
 
 class MongoStore(MongoDialogs, MongoKeys, MongoLines):
@@ -114,14 +125,15 @@ class MongoStore(MongoDialogs, MongoKeys, MongoLines):
             options["connectTimeoutMS"] = DEFAULT_TIMEOUT_MS
         client: AsyncMongoClient[Doc] = AsyncMongoClient(url, **options)
         try:
-            ferretdb = await _is_ferretdb(client)
-            if ferretdb:
-                log.info("FerretDB found: one connection, so its non-atomic updates cannot "
-                         "interleave, and utterances read by _id")
+            stock = await _stock_ferretdb(client)
+            if stock:
+                log.warning("FerretDB found: one connection, so its non-atomic updates cannot "
+                            "interleave, and utterances read one by one; several agents "
+                            "must not share it (docs/storage.md)")
                 await client.close()
                 client = AsyncMongoClient(url, **{**options, "maxPoolSize": 1})
             store = cls(client, client.get_default_database(DEFAULT_DATABASE),
-                        point_reads=ferretdb)
+                        point_reads=stock)
             await migrate(store._db)
             await store._create_indexes()
         except BaseException:

@@ -15,6 +15,9 @@ from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
 
 #: Tries at taking a place for a user created at that very moment by another message.
 _ATTEMPTS = 3
+#: Places one look at the line may pass over (given up, or their agent died); more are
+#: passed over at the next look.
+_PASSED_PER_LOOK = 64
 
 
 class MongoLines(MongoBase):
@@ -91,7 +94,7 @@ class MongoLines(MongoBase):
     @_unavailable_when_unreachable
     async def first_in_line(self, place: Place, now: datetime) -> bool:
         human_id = _human_id_for(place.user_id)
-        for _ in range(place.number + 2):
+        for _ in range(_PASSED_PER_LOOK):
             doc = await self._users.find_one({"_id": human_id})
             line: Doc = (doc or {}).get("line", {})
             served = int(line.get("done", 0))

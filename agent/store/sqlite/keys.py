@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from agent.store.base import Claim, ClaimStatus, JsonDict
+from agent.sdk.models import JsonDict
+from agent.store.base import Claim, ClaimStatus
 from agent.store.sqlite.base import SqliteBase, _json
 
 

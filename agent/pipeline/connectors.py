@@ -1,4 +1,8 @@
-"""One connector per pipeline service, from its config."""
+"""One connector per pipeline service, from its config.
+
+It lives in the pipeline, not in :mod:`agent.connectors`, because it reads the pipeline's
+config: connectors know nothing of pipelines (imports point down the layers).
+"""
 
 from __future__ import annotations
 

@@ -2,18 +2,32 @@
 
 Each app has its own registry (no process-global collectors), and everything is derived
 from a finished turn's own record (its trace and errors), so the executor stays unaware of
-metrics and the numbers always agree with what is stored.
+metrics and the numbers always agree with what is stored. :mod:`agent.metrics.services`
+keeps the exact per-service numbers of the ``/pipeline`` page.
 """
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from agent.pipeline.executor import FALLBACK_SKILL, TurnResult
-from agent.pipeline.stats import ServiceStats
+from agent.metrics.services import ServiceStats
+from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance
 
 _TURN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _CALL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+class FinishedTurn(Protocol):
+    """What metrics read of a finished turn (the executors' ``TurnResult``): its stored
+    utterances, whose trace and errors say everything that happened."""
+
+    @property
+    def utterance(self) -> HumanUtterance: ...
+
+    @property
+    def bot_utterance(self) -> BotUtterance: ...
 
 
 class Metrics:
@@ -37,7 +51,7 @@ class Metrics:
         #: Exact counts and recent quantiles per service, for the ``/pipeline`` page.
         self.services = ServiceStats()
 
-    def observe_turn(self, result: TurnResult, seconds: float) -> None:
+    def observe_turn(self, result: FinishedTurn, seconds: float) -> None:
         self.turns.inc()
         self.turn_seconds.observe(seconds)
         self.services.observe(result.utterance.trace)

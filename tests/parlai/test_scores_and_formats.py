@@ -1,4 +1,4 @@
-"""ParlAI metrics and dataset formats, against values worked out by hand."""
+"""ParlAI scores and dataset formats, against values worked out by hand."""
 
 from __future__ import annotations
 
@@ -7,20 +7,20 @@ from pathlib import Path
 import pytest
 
 from agent.parlai.formats import DatasetError, read_episodes, write_episodes
-from agent.parlai.metrics import TurnMetrics, normalize_answer, rank_label_candidates
+from agent.parlai.scores import TurnScores, normalize_answer, rank_label_candidates
 
 
 def test_normalize_answer_as_parlai() -> None:
     assert normalize_answer("The  Cat's hat!") == "cat s hat"
 
 
-def test_turn_metrics_by_hand() -> None:
+def test_turn_scores_by_hand() -> None:
     # "red big ball" vs "the big red ball": 3 common tokens of 3 and 3 (article dropped)
-    scores = TurnMetrics.score("red big ball", ["x", "y", "big red ball"], ["big red ball"])
+    scores = TurnScores.score("red big ball", ["x", "y", "big red ball"], ["big red ball"])
     assert scores.exact_match == 0.0
     assert scores.f1 == pytest.approx(1.0)
     assert (scores.hits_at_1, scores.hits_at_5, scores.mrr) == (0.0, 1.0, pytest.approx(1 / 3))
-    partial = TurnMetrics.score("a red ball", ["a red ball"], ["red car"])
+    partial = TurnScores.score("a red ball", ["a red ball"], ["red car"])
     # tokens [red, ball] vs [red, car]: precision 1/2, recall 1/2
     assert partial.f1 == pytest.approx(0.5)
     assert partial.mrr == 0.0

@@ -1,4 +1,8 @@
-"""Per-turn metrics as ParlAI computes them: exact match, token F1, hits@k and MRR.
+"""Per-turn scores as ParlAI computes them: exact match, token F1, hits@k and MRR.
+
+ParlAI sends them in an act's ``metrics`` field (that wire name is kept); in Chorus they are
+*scores*, so they are never confused with the agent's Prometheus metrics
+(:mod:`agent.metrics`).
 
 Answers are compared after ParlAI's ``normalize_answer``: lower case, punctuation and
 the articles a/an/the removed, whitespace collapsed.
@@ -55,8 +59,8 @@ def hits_at(k: int, ranked: Sequence[str], labels: Sequence[str]) -> float:
     return float(rr > 0)
 
 
-class TurnMetrics(BaseModel):
-    """The metrics of one answered observation that carried ``eval_labels``."""
+class TurnScores(BaseModel):
+    """The scores of one answered observation that carried ``eval_labels``."""
 
     exact_match: float
     f1: float
@@ -65,7 +69,7 @@ class TurnMetrics(BaseModel):
     mrr: float
 
     @classmethod
-    def score(cls, answer: str, ranked: Sequence[str], labels: Sequence[str]) -> TurnMetrics:
+    def score(cls, answer: str, ranked: Sequence[str], labels: Sequence[str]) -> TurnScores:
         return cls(
             exact_match=exact_match(answer, labels), f1=token_f1(answer, labels),
             hits_at_1=hits_at(1, ranked, labels), hits_at_5=hits_at(5, ranked, labels),

@@ -1,0 +1,104 @@
+"""What both executors do around one service call: skip it, contain its failure, trace it.
+
+Chorus's executor and the Dream executor differ in how a turn moves through the graph, but
+a single call ends the same way in both: it is skipped (and maybe that is a failure), or it
+fails (a :class:`ServiceError`, a timeout, or a bug in the agent's own code for it, such as
+a built-in or a formatter) and costs only that service's output, or it succeeds. Each end
+is written to the human utterance's ``trace`` and ``errors``, which is all that metrics,
+the inspector and the tests read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from agent.connectors.errors import ServiceError
+from agent.state.models import FailureKind, HumanUtterance, Outcome, ServiceCall, ServiceFailure
+
+log = logging.getLogger("chorus.executor")
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """Why a service does not run this turn; ``failure``: it is recorded as an error too
+    (a service it requires gave no output), not only left out of the trace."""
+
+    reason: str
+    failure: bool = False
+
+
+@dataclass(slots=True)
+class CallEnd:
+    """How a call ended, filled in by :func:`contained`: ``failure`` is None on success."""
+
+    batch: int = 1
+    failure: ServiceFailure | None = None
+
+    @property
+    def outcome(self) -> Outcome:
+        if self.failure is None:
+            return "ok"
+        return "timeout" if self.failure.kind == "timeout" else "error"
+
+
+@contextmanager
+def contained(service: str, timeout_message: str) -> Iterator[CallEnd]:
+    """Run the block as the call of ``service``; whatever it raises short of a cancellation
+    becomes the call's failure instead of the turn's."""
+    end = CallEnd()
+    try:
+        yield end
+    except TimeoutError:
+        end.failure = ServiceFailure(service=service, kind="timeout", message=timeout_message)
+    except ServiceError as exc:
+        end.failure = ServiceFailure(service=service, kind=exc.kind, message=exc.message)
+    except Exception as exc:  # a bug in a built-in or formatter must not cost the turn
+        log.exception("service %s failed in the agent", service)
+        end.failure = ServiceFailure(
+            service=service, kind=ServiceError.kind, message=f"{type(exc).__name__}: {exc}"
+        )
+
+
+class TurnTrace:
+    """The utterance's trace and errors, written as the turn's calls end."""
+
+    def __init__(self, utterance: HumanUtterance, clock: Callable[[], float]) -> None:
+        self.utterance = utterance
+        self.clock = clock
+        self.started = clock()
+
+    def record(
+        self, service: str, group: str, start: float, outcome: Outcome, batch: int = 1
+    ) -> None:
+        self.utterance.trace.append(
+            ServiceCall(
+                service=service,
+                group=group,
+                start=start - self.started,
+                duration=self.clock() - start,
+                outcome=outcome,
+                batch_size=batch,
+            )
+        )
+
+    def fail(self, service: str, group: str, kind: FailureKind, message: str) -> None:
+        self.add_failure(group, ServiceFailure(service=service, kind=kind, message=message))
+
+    def add_failure(self, group: str, failure: ServiceFailure) -> None:
+        log.warning(
+            "service %s (%s): %s: %s", failure.service, group, failure.kind, failure.message
+        )
+        self.utterance.errors.append(failure)
+
+    def skipped(self, service: str, group: str, start: float, skip: Skip) -> None:
+        if skip.failure:
+            self.fail(service, group, "skipped", skip.reason)
+        self.record(service, group, start, "skipped")
+
+    def ended(self, service: str, group: str, start: float, end: CallEnd) -> None:
+        if end.failure is not None:
+            self.add_failure(group, end.failure)
+        self.record(service, group, start, end.outcome, end.batch)

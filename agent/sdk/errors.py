@@ -1,0 +1,49 @@
+"""Every error Chorus raises on purpose derives from :class:`ChorusError`.
+
+Each error is defined next to the layer that raises it (so a reader meets it where it
+happens); this docstring is the map of all of them. ``except ChorusError`` catches every
+fault Chorus knows about and nothing else: a bug is never mistaken for a known failure.
+Errors that callers test for with ``except ValueError`` (a bad setting, an unstorable
+value) or ``except RuntimeError`` keep that base too.
+
+    ChorusError
+     ├── ConfigError [ValueError]     the agent cannot start as configured
+     │    ├── SettingsError            agent/settings.py        a CHORUS_* variable
+     │    ├── PipelineConfigError      agent/pipeline/config.py the pipeline file
+     │    └── TelemetryConfigError     agent/sdk/tracing.py     an OTEL_* variable
+     ├── ServiceError                 agent/connectors/errors.py: a service's output is lost
+     │    ├── ServiceTimeout           no answer in time
+     │    ├── ServiceUnavailable       could not connect, or the connection broke
+     │    ├── BadServiceStatus         answered a non-2xx status
+     │    ├── BadServiceResponse       answered 2xx, but not the right shape
+     │    └── RefusedOutput            agent/pipeline/outputs.py: the output broke a rule of
+     │                                 the state (another's slot, the storage bounds)
+     ├── StoreUnavailable             agent/store/base.py      the database is away: 503
+     ├── StoreWriteRefused            agent/store/base.py      the database refused a document
+     ├── LineTimeout                  agent/lines.py           the user's line did not move: 503
+     ├── KeyInFlight                  agent/idempotency.py     the key's message is running: 409
+     ├── KeyReused                    agent/idempotency.py     the key named another message: 422
+     ├── UnstorableValue [ValueError] agent/state/limits.py    a value breaks the storage bounds
+     ├── MessageOverwriteError [RuntimeError]  agent/message.py  a key written twice
+     ├── BodyTooLarge [HTTPException] agent/api/limits.py      a request body too big: 413
+     ├── DatasetError [ValueError]    agent/parlai/formats.py  a ParlAI dataset file is wrong
+     ├── ReplayError [RuntimeError]   agent/parlai/replay.py   the agent answered a replay badly
+     ├── ChatError                    agent/cli/chat.py        ``chorus chat`` cannot go on
+     └── ScaffoldError                agent/cli/scaffold.py    ``chorus new`` cannot write
+
+The base lives in the service SDK, the lowest layer, because a service's container carries
+only ``agent/sdk`` and the SDK's own errors belong to the tree too.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ChorusError", "ConfigError"]
+
+
+class ChorusError(Exception):
+    """Base of every error Chorus raises on purpose."""
+
+
+class ConfigError(ChorusError, ValueError):
+    """Something configured cannot run; the message names the setting or entry to fix.
+    Raised at start-up, so a bad configuration stops the agent before it listens."""
