@@ -20,7 +20,7 @@ from agent.settings import Settings
 from agent.store.base import Store
 
 
-def _components(request: Request) -> Components:
+async def _components(request: Request) -> Components:
     components: Components = request.app.state.components
     return components
 
