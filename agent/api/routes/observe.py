@@ -12,6 +12,7 @@ from agent.api.deps import DialogueDep, IdempotencyKey, JsonBody, SettingsDep
 from agent.api.limits import attributes_or_422, check_text
 from agent.api.schemas import Act, Observation
 from agent.api.security import ChatKey
+from agent.message import Message
 from agent.parlai.metrics import TurnMetrics, rank_label_candidates
 from agent.settings import Settings
 
@@ -60,10 +61,11 @@ async def observe(observation: Observation, dialogue: DialogueDep, settings: Set
             candidates = (rank_label_candidates(observation.label_candidates, ranked)
                           if observation.label_candidates else ranked)
             scores = TurnMetrics.score(result.bot_utterance.text, candidates, labels)
-        return Act(text=result.bot_utterance.text, id=result.bot_utterance.active_skill,
-                   text_candidates=ranked, episode_done=observation.episode_done,
-                   dialog_id=dialog_id, utt_id=result.bot_utterance.utt_id,
-                   metrics=scores).model_dump()
+        act = Act(text=result.bot_utterance.text, id=result.bot_utterance.active_skill,
+                  text_candidates=ranked, episode_done=observation.episode_done,
+                  dialog_id=dialog_id, utt_id=result.bot_utterance.utt_id, metrics=scores)
+        # As ParlAI sends every act to a client: JSON-safe, internal fields left out.
+        return Message(act.model_dump()).json_safe_payload()
 
     message_key = key or observation.message_id
     scoped = f"observe:{message_key}" if message_key else None
