@@ -48,11 +48,15 @@ chromium:
 nginx:
 	@sh tools/ensure.sh nginx
 
+# pytest prints the coverage of agent/ and the services (pyproject.toml's [tool.coverage]);
+# the floor sits a little under the measured figure (94.6 % on 2026-11-23, with MongoDB).
+COVERAGE_FLOOR := 92
+
 test: lint typecheck mongodb-test-server docker-compose chromium nginx
-	$(BIN)/pytest
+	$(BIN)/pytest --cov --cov-fail-under=$(COVERAGE_FLOOR)
 
 bench: install
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.*

@@ -1,8 +1,9 @@
 """ParlAI's Message: a dict that refuses to overwrite a key silently.
 
 The pipeline keeps annotations in Messages, so an annotator's output, once written, cannot
-be replaced by a second write in the same turn: changing it takes an explicit
-:meth:`Message.force_set`, which only the agent calls.
+be replaced by a second write in the same turn. Every ParlAI act or observation Chorus
+sends is shaped by :meth:`Message.json_safe_payload`, as ParlAI shapes what it sends to a
+client.
 """
 
 from __future__ import annotations
@@ -30,13 +31,10 @@ def _json_safe(value: Any) -> bool:
 
 
 class MessageOverwriteError(ChorusError, RuntimeError):
-    """A key of a Message was set a second time without ``force_set``."""
+    """A key of a Message was set a second time."""
 
     def __init__(self, key: str) -> None:
-        super().__init__(
-            f"Message already contains key `{key}`. If this was intentional, please use the "
-            "function `force_set(key, value)`."
-        )
+        super().__init__(f"Message already contains key `{key}`: a key is written once")
         self.key = key
 
 
@@ -61,22 +59,9 @@ class Message(dict[str, Any]):
             self[key] = default
         return self[key]
 
-    def force_set(self, key: str, value: Any) -> None:
-        """Change a key on purpose."""
-        super().__setitem__(key, value)
-
     def copy(self) -> Message:
         """A shallow copy that is still a Message."""
         return type(self)(self)
-
-    @classmethod
-    def padding_example(cls) -> Message:
-        """A Message for batch padding."""
-        return cls({"batch_padding": True, "episode_done": True})
-
-    def is_padding(self) -> bool:
-        """Whether this is a padding example."""
-        return bool(self.get("batch_padding", False))
 
     def json_safe_payload(self) -> dict[str, Any]:
         """A plain dict for a client: internal fields (:data:`INTERNAL_FIELDS`, names

@@ -22,7 +22,7 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -84,8 +84,8 @@ async def with_httpx_over_aiohttp(url: str, concurrency: int, calls: int) -> flo
     return await with_httpx(url, concurrency, calls, transport)
 
 
-def engines() -> dict[str, Callable[[str, int, int], Awaitable[float]]]:
-    found: dict[str, Callable[[str, int, int], Awaitable[float]]] = {"httpx": with_httpx}
+def engines() -> dict[str, Callable[[str, int, int], Coroutine[Any, Any, float]]]:
+    found: dict[str, Callable[[str, int, int], Coroutine[Any, Any, float]]] = {"httpx": with_httpx}
     try:
         import httpx_aiohttp  # noqa: F401
     except ImportError:

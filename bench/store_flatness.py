@@ -153,11 +153,11 @@ async def run(db_url: str, turns: int, window: int) -> dict[str, Any]:
     try:
         for i in range(1, turns + 1):
             started = time.perf_counter()
-            result, dialog_id = await flow.run_turn("bench-user", f"message {i:05d}", {})
+            answered, dialog_id = await flow.run_turn("bench-user", f"message {i:05d}", {})
             latencies.append(time.perf_counter() - started)
             counts.append(counter.take())
             if i == 1:
-                bot = result.bot_utterance
+                bot = answered.bot_utterance
                 print(f"turn 1 answered by {bot.active_skill}: {bot.text!r}")
             if i % 100 == 0:
                 print(f"  {i} turns, last {latencies[-1] * 1000:.1f} ms", flush=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from collections.abc import Callable, Iterator
@@ -64,10 +65,11 @@ AgentFactory = Callable[..., httpx.Client]
 @pytest.fixture
 def agent(tmp_path: Path, db_url: str) -> Iterator[AgentFactory]:
     """``agent(pipeline_dict)`` starts the real agent over HTTP and returns a client to it."""
+    started = itertools.count()
     with ExitStack() as stack:
 
         def start(pipeline: dict[str, Any], **settings: Any) -> httpx.Client:
-            path = tmp_path / f"pipeline-{len(stack._exit_callbacks)}.json"
+            path = tmp_path / f"pipeline-{next(started)}.json"
             path.write_text(json.dumps(pipeline))
             app = create_app(Settings(db_url=db_url, pipeline=path, **settings))
             server = stack.enter_context(serving(app))

@@ -55,7 +55,7 @@ def _module_name(path: Path) -> str:
 
 def _imports(path: Path) -> list[str]:
     """Every ``agent`` module the file imports, wherever the import statement is."""
-    found = []
+    found: list[str] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found.extend(alias.name for alias in node.names)

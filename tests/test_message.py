@@ -17,13 +17,6 @@ def test_setting_an_existing_key_is_refused_and_leaves_the_value() -> None:
     assert message["text"] == "hello"
 
 
-def test_new_keys_and_force_set() -> None:
-    message = Message()
-    message["text"] = "hi"
-    message.force_set("text", "bye")
-    assert message == {"text": "bye"}
-
-
 def test_update_and_setdefault_cannot_overwrite_either() -> None:
     message = Message({"id": "a"})
     with pytest.raises(MessageOverwriteError):
@@ -42,12 +35,6 @@ def test_copy_is_a_message_and_shallow() -> None:
     with pytest.raises(MessageOverwriteError):
         copy["labels"] = []
     assert copy["labels"] is original["labels"]
-
-
-def test_padding() -> None:
-    padding = Message.padding_example()
-    assert padding.is_padding() and padding["episode_done"] is True
-    assert not Message({"text": "x"}).is_padding()
 
 
 def test_json_safe_payload_strips_internal_and_unsafe_fields() -> None:

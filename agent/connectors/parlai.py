@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from agent.connectors.errors import BadServiceResponse
 from agent.connectors.http import HttpConnector
+from agent.message import Message
 from agent.sdk.models import DialogView
 
 DEFAULT_CONFIDENCE = 0.5
@@ -35,18 +36,18 @@ class ParlaiAct(BaseModel):
 
 
 def observation(view: DialogView) -> dict[str, Any]:
-    """The observation of the newest human utterance."""
+    """The observation of the newest human utterance, JSON-safe as ParlAI sends a Message."""
     utterance = view.human_utterance
-    observed: dict[str, Any] = {
+    observed = Message({
         "text": utterance.text, "id": "chorus", "episode_done": False,
         "history": [u.text for u in view.utterances[:-1]],
-    }
+    })
     candidates = utterance.attributes.get("label_candidates")
     if isinstance(candidates, list):
         observed["label_candidates"] = candidates
     if utterance.image:
         observed["image"] = utterance.image
-    return observed
+    return observed.json_safe_payload()
 
 
 def hypotheses(service: str, act: Any) -> list[dict[str, Any]]:

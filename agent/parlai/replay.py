@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
+from agent.message import Message
 from agent.parlai.formats import Episode, Example
 from agent.parlai.scores import TurnScores
 from agent.sdk.errors import ChorusError
@@ -47,12 +48,14 @@ class EvalReport(BaseModel):
 
 def observation(example: Example, user_id: str, last: bool) -> dict[str, Any]:
     """The observation for one example; labels travel as eval_labels, and the episode's
-    last example closes the dialog."""
-    sent = {k: example[k] for k in _SENT_FIELDS if k in example}
+    last example closes the dialog. Sent as ParlAI sends a Message: JSON-safe, so a value
+    JSON cannot carry (a dataset's ``reward:nan``) is left out instead of failing the run."""
+    sent = Message({k: example[k] for k in _SENT_FIELDS if k in example})
     labels = example.get("eval_labels") or example.get("labels")
     if labels:
         sent["eval_labels"] = labels
-    return {**sent, "user_id": user_id, "episode_done": last or bool(example.get("episode_done"))}
+    sent.update(user_id=user_id, episode_done=last or bool(example.get("episode_done")))
+    return sent.json_safe_payload()
 
 
 class ReplayError(ChorusError, RuntimeError):

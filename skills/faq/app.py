@@ -33,6 +33,8 @@ THRESHOLD = 0.6
 MAX_CONFIDENCE = 0.95
 
 _NOT_WORD = re.compile(r"[^\w\s]+")
+#: scikit-learn's English stop words, typed (scikit-learn ships no types).
+_STOP_WORDS: frozenset[str] = ENGLISH_STOP_WORDS
 _APOSTROPHES = ("'", "\u2019")
 
 
@@ -106,7 +108,7 @@ INDEX = FaqIndex(load_faq(FAQ_FILE))
 
 def content_words(text: str) -> set[str]:
     """The words of ``text`` that are not English stop words ("what", "can", "you", "do")."""
-    return set(normalise(text).split()) - ENGLISH_STOP_WORDS
+    return set(normalise(text).split()) - _STOP_WORDS
 
 
 def answer(text: str) -> FaqHypothesis | None:

@@ -1,5 +1,7 @@
 """The greeting skill: its whole script lives in the human attributes it returns."""
 
+from typing import Any
+
 import httpx
 import pytest
 
@@ -8,11 +10,11 @@ from tests.support.servers import serving
 from tests.support.views import view
 
 
-def ask(*texts: str, **attributes: object) -> list[dict[str, object]]:
+def ask(*texts: str, **attributes: object) -> list[dict[str, Any]]:
     with serving(app) as server:
         answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
             view(*texts, human_attributes=attributes)]}).json()
-    result: list[dict[str, object]] = answer[0]
+    result: list[dict[str, Any]] = answer[0]
     return result
 
 

@@ -124,7 +124,7 @@ class _Tfidf:
         columns = np.fromiter((self._vocabulary[g] for g in counts), dtype=np.intp)
         weights = (1.0 + np.log(np.fromiter(counts.values(), dtype=float))) * self._idf[columns]
         similarities: np.ndarray = self.matrix[:, columns] @ weights
-        return similarities / np.linalg.norm(weights)
+        return similarities / float(np.linalg.norm(weights))
 
 
 class CorpusIndex:

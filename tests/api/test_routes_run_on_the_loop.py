@@ -28,8 +28,10 @@ def _calls(dependant: Dependant) -> Iterator[Callable[..., Any]]:
 
 
 def _runs_on_the_loop(call: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(
-        getattr(call, "__call__", None))
+    """A coroutine function, or an object whose ``__call__`` is one (FastAPI's security
+    schemes)."""
+    return inspect.iscoroutinefunction(call) or (
+        not inspect.isfunction(call) and inspect.iscoroutinefunction(type(call).__call__))
 
 
 def _api_routes(routes: list[Any]) -> Iterator[APIRoute]:

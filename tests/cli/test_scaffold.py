@@ -21,8 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 import yaml
-from click.testing import Result
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from agent.api.app import create_app
 from agent.cli import stack
@@ -77,7 +76,7 @@ def texts(repo: Path) -> dict[Path, str]:
 
 
 def port(entry: dict[str, Any]) -> int:
-    number = urlsplit(entry["connector"]["url"]).port
+    number = urlsplit(str(entry["connector"]["url"])).port
     assert number is not None
     return number
 

@@ -15,14 +15,16 @@ class AnnotatorChooser:
 
     def __init__(self, annotator_names: list[str]) -> None:
         self.annotator_names = set(annotator_names)
+        self._answering: set[asyncio.Future[None]] = set()  # referenced until done
 
     async def send(self, payload: dict[str, Any], callback: Callable[..., Awaitable[None]]
                    ) -> None:
         bots = payload["payload"]["bot_utterances"]
         done = set(bots[-1]["annotations"]) if bots else set()
         response = sorted(self.annotator_names - done)
-        asyncio.get_running_loop().create_task(
-            callback(task_id=payload["task_id"], response=response))
+        answer = asyncio.ensure_future(callback(task_id=payload["task_id"], response=response))
+        self._answering.add(answer)
+        answer.add_done_callback(self._answering.discard)
 
 
 class Exploding:

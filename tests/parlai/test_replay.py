@@ -130,3 +130,29 @@ def test_eval_and_export_read_a_keyed_deployment_with_the_key(
     assert result.exit_code == 0, result.output
     assert [[ex["labels"] for ex in ep] for ep in read_episodes(exported)] == [
         [["bathroom"], ["hallway"]], [["garden"]]]
+
+
+def test_eval_leaves_out_what_json_cannot_carry(
+    services: Any, agent: AgentFactory, tmp_path: Path
+) -> None:
+    """A text dataset's ``reward:nan`` is a float JSON cannot carry: the observation is sent
+    JSON-safe (as ParlAI's ``Message.json_safe_payload``), so the turn is played and the
+    previous answer left unrated, while a finite reward still rates its answer."""
+    skill = services(where_is_parlai_agent())
+    client = agent({"services": {"skills": {"where_is": {
+        "connector": {"url": f"{skill.url}/act", "protocol": "parlai"}}}}})
+    dataset = tmp_path / "rewards.txt"
+    dataset.write_text("text:Mary moved to the bathroom.\tlabels:bathroom\n"
+                       "text:John went to the hallway.\treward:nan\tlabels:hallway\n"
+                       "text:Where is John?\treward:1\tlabels:hallway\tepisode_done:True\n")
+    report_path = tmp_path / "report.json"
+    result = CliRunner().invoke(app, ["eval", str(dataset), "--url", str(client.base_url),
+                                      "--json", str(report_path)])
+    assert result.exit_code == 0, result.output
+    (episode,) = json.loads(report_path.read_text())["episodes"]
+    assert (episode["turns"], episode["scored"], episode["exact_match"]) == (3, 3, 1.0)
+    dialog = client.get(f"/api/dialogs/{episode['dialog_id']}").json()
+    bots = [u for u in dialog["utterances"] if u["speaker"] == "bot"]
+    assert [b["rating"] for b in bots] == [None, 1.0, None]
+    humans = [u for u in dialog["utterances"] if u["speaker"] == "human"]
+    assert "reward" not in humans[1]["attributes"]

@@ -54,7 +54,7 @@ def containerised(pipeline: dict[str, Any]) -> dict[str, tuple[str, dict[str, An
 
 
 def without_urls(pipeline: dict[str, Any]) -> dict[str, Any]:
-    copy = json.loads(json.dumps(pipeline))
+    copy: dict[str, Any] = json.loads(json.dumps(pipeline))
     for _, entry in pipeline_entries(copy).values():
         entry["connector"].pop("url", None)
     return copy

@@ -9,7 +9,7 @@ def view(*texts: str, human_attributes: dict[str, Any] | None = None,
          hypotheses: list[dict[str, Any]] | None = None, dialog_id: str = "d1") -> dict[str, Any]:
     """Alternating human/bot utterances ending with the human's ``texts[-1]``."""
     speakers = ["human" if (len(texts) - i) % 2 else "bot" for i in range(len(texts))]
-    utterances = [
+    utterances: list[dict[str, Any]] = [
         {"speaker": s, "utt_id": f"u{i}", "text": t, "annotations": {}, "attributes": {},
          "hypotheses": [], "active_skill": "x" if s == "bot" else None}
         for i, (s, t) in enumerate(zip(speakers, texts, strict=True))

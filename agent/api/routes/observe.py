@@ -13,6 +13,7 @@ from agent.api.limits import attributes_or_422, check_text
 from agent.api.schemas import Act, Observation
 from agent.api.security import ChatKey
 from agent.flow import Answer
+from agent.message import Message
 from agent.parlai.scores import TurnScores, rank_label_candidates
 from agent.settings import Settings
 
@@ -59,10 +60,12 @@ async def observe(observation: Observation, flow: FlowDep, settings: SettingsDep
             candidates = (rank_label_candidates(observation.label_candidates, ranked)
                           if observation.label_candidates else ranked)
             scores = TurnScores.score(result.bot_utterance.text, candidates, labels)
-        return Act(text=result.bot_utterance.text, id=result.bot_utterance.active_skill,
-                   text_candidates=ranked, episode_done=observation.episode_done,
-                   dialog_id=answer.dialog_id, utt_id=result.bot_utterance.utt_id,
-                   metrics=scores)
+        act = Act(text=result.bot_utterance.text, id=result.bot_utterance.active_skill,
+                  text_candidates=ranked, episode_done=observation.episode_done,
+                  dialog_id=answer.dialog_id, utt_id=result.bot_utterance.utt_id,
+                  metrics=scores)
+        # As ParlAI sends every act to a client: JSON-safe, internal fields left out.
+        return Act.model_validate(Message(act.model_dump()).json_safe_payload())
 
     message_key = key or observation.message_id
     return await flow.reply(observation.user_id, observation.text, attributes,
