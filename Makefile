@@ -22,8 +22,12 @@ install: $(STAMP)
 run: install
 	$(BIN)/chorus run
 
+PYTHON_DIRS := agent annotators skills skill_selectors response_selectors tests bench
+
+# The linter, and the formatter as a check: code is formatted by `ruff format`, not by hand.
 lint: install
-	$(BIN)/ruff check agent annotators skills skill_selectors response_selectors tests bench
+	$(BIN)/ruff check $(PYTHON_DIRS)
+	$(BIN)/ruff format --check $(PYTHON_DIRS)
 
 typecheck: install
 	$(BIN)/mypy

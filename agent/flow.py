@@ -57,8 +57,10 @@ class Answer:
         if self.result is None:
             return {}
         utterance = self.result.utterance
-        return {"hypotheses": [h.model_dump(mode="json") for h in utterance.hypotheses],
-                "annotations": dict(utterance.annotations)}
+        return {
+            "hypotheses": [h.model_dump(mode="json") for h in utterance.hypotheses],
+            "annotations": dict(utterance.annotations),
+        }
 
 
 #: What a closing command answers.
@@ -68,10 +70,17 @@ CLOSED = "The dialog is closed; your next message starts a new one."
 class MessageFlow:
     """Takes one message of a user from claim to reply; see the module docstring."""
 
-    def __init__(self, store: Store, executor: Executor | DreamExecutor, channel_type: str,
-                 metrics: Metrics | None = None, lines: UserLines | None = None,
-                 keys: IdempotencyKeys | None = None, retry_window: float = 300.0,
-                 telemetry: Telemetry | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        executor: Executor | DreamExecutor,
+        channel_type: str,
+        metrics: Metrics | None = None,
+        lines: UserLines | None = None,
+        keys: IdempotencyKeys | None = None,
+        retry_window: float = 300.0,
+        telemetry: Telemetry | None = None,
+    ) -> None:
         self._store = store
         self._executor = executor
         self._channel_type = channel_type
@@ -82,9 +91,17 @@ class MessageFlow:
         self.telemetry = telemetry or Telemetry()
 
     async def reply(
-        self, user_id: str, text: str, attributes: dict[str, Any], *,
-        key: str | None, request: BaseModel, shape: Callable[[Answer], Reply],
-        reply_type: type[Reply], reward: float | None = None, close_after: bool = False,
+        self,
+        user_id: str,
+        text: str,
+        attributes: dict[str, Any],
+        *,
+        key: str | None,
+        request: BaseModel,
+        shape: Callable[[Answer], Reply],
+        reply_type: type[Reply],
+        reward: float | None = None,
+        close_after: bool = False,
         closing_commands: bool = False,
     ) -> Reply:
         """The reply to one message: answered once per idempotency ``key`` (``request`` is
@@ -96,8 +113,9 @@ class MessageFlow:
         async def answer() -> Reply:
             if closing_commands and text.strip() in CLOSING_COMMANDS:
                 return shape(await self.close(user_id))
-            result, dialog_id = await self.run_turn(user_id, text, attributes, reward=reward,
-                                                    close_after=close_after)
+            result, dialog_id = await self.run_turn(
+                user_id, text, attributes, reward=reward, close_after=close_after
+            )
             return shape(Answer(dialog_id, result))
 
         return await self.keys.answer_once(user_id, key, request, answer, reply_type)
@@ -109,26 +127,40 @@ class MessageFlow:
         return Answer(closed, None)
 
     async def run_turn(
-        self, user_id: str, text: str, attributes: dict[str, Any], *,
-        reward: float | None = None, close_after: bool = False,
+        self,
+        user_id: str,
+        text: str,
+        attributes: dict[str, Any],
+        *,
+        reward: float | None = None,
+        close_after: bool = False,
     ) -> tuple[TurnResult, str]:
         """One turn; ``reward`` rates the previous bot answer, ``close_after`` ends the
         dialog once this answer is stored (ParlAI's ``episode_done``)."""
         started = time.perf_counter()
         with self.metrics.in_flight.track_inprogress(), self.telemetry.turn(user_id):
             async with self.lines.turn(user_id) as place:
-                result, dialog_id = await self._turn(user_id, text, attributes, reward,
-                                                     close_after, place)
+                result, dialog_id = await self._turn(
+                    user_id, text, attributes, reward, close_after, place
+                )
             bot = result.bot_utterance
-            turn_answered(bot.utt_id, bot.active_skill,
-                          "fallback" if bot.active_skill == FALLBACK_SKILL else "answered",
-                          len(result.utterance.errors))
+            turn_answered(
+                bot.utt_id,
+                bot.active_skill,
+                "fallback" if bot.active_skill == FALLBACK_SKILL else "answered",
+                len(result.utterance.errors),
+            )
         self.metrics.observe_turn(result, time.perf_counter() - started)
         return result, dialog_id
 
     async def _turn(
-        self, user_id: str, text: str, attributes: dict[str, Any], reward: float | None,
-        close_after: bool, place: Place,
+        self,
+        user_id: str,
+        text: str,
+        attributes: dict[str, Any],
+        reward: float | None,
+        close_after: bool,
+        place: Place,
     ) -> tuple[TurnResult, str]:
         store = self._store
         window = max(self._executor.pipeline.history_window, 1)
@@ -138,8 +170,9 @@ class MessageFlow:
             previous = next((u for u in reversed(history) if isinstance(u, BotUtterance)), None)
             if previous is not None:
                 await store.rate_utterance(user_id, previous.utt_id, reward)
-        utterance = HumanUtterance(text=text, user=human.model_dump(mode="json"),
-                                   attributes=attributes)
+        utterance = HumanUtterance(
+            text=text, user=human.model_dump(mode="json"), attributes=attributes
+        )
         pending = self._unanswered(history, utterance)
         if pending is not None:
             history = history[:-1]
@@ -148,37 +181,53 @@ class MessageFlow:
             await store.add_utterance(dialog.dialog_id, utterance)
         turn_identified(dialog.dialog_id, utterance.utt_id)
         result = await self._executor.run(
-            Turn(dialog.dialog_id, human, dialog.bot, history, utterance))
+            Turn(dialog.dialog_id, human, dialog.bot, history, utterance)
+        )
         # The turn's last write leaves the line too, unless the dialog is closed after it.
-        await self._finish(dialog.dialog_id, human.id, result,
-                           None if close_after else place)
+        await self._finish(dialog.dialog_id, human.id, result, None if close_after else place)
         if close_after:
             await store.close_active_dialog(user_id)
         return result, dialog.dialog_id
 
-    def _unanswered(self, history: list[Utterance],
-                    utterance: HumanUtterance) -> HumanUtterance | None:
+    def _unanswered(
+        self, history: list[Utterance], utterance: HumanUtterance
+    ) -> HumanUtterance | None:
         """The stored, unanswered utterance this message repeats, if it is one."""
         last = history[-1] if history else None
-        if (isinstance(last, HumanUtterance) and last.text == utterance.text
-                and last.attributes == utterance.attributes
-                and utterance.date_time - last.date_time <= self._retry_window):
+        if (
+            isinstance(last, HumanUtterance)
+            and last.text == utterance.text
+            and last.attributes == utterance.attributes
+            and utterance.date_time - last.date_time <= self._retry_window
+        ):
             return last
         return None
 
-    async def _finish(self, dialog_id: str, human_id: str, result: TurnResult,
-                      place: Place | None) -> None:
+    async def _finish(
+        self, dialog_id: str, human_id: str, result: TurnResult, place: Place | None
+    ) -> None:
         try:
             await self._store.finish_turn(
-                dialog_id, human_id, result.utterance, result.bot_utterance,
-                result.human_attributes, result.bot_attributes,
+                dialog_id,
+                human_id,
+                result.utterance,
+                result.bot_utterance,
+                result.human_attributes,
+                result.bot_attributes,
                 human_profile=result.human_profile,
-                replace_human_attributes=result.replace_human_attributes, place=place)
+                replace_human_attributes=result.replace_human_attributes,
+                place=place,
+            )
         except StoreWriteRefused as exc:
-            log.error("dialog %s: the finished turn was refused (%s); storing it without "
-                      "the services' outputs", dialog_id, exc)
+            log.error(
+                "dialog %s: the finished turn was refused (%s); storing it without "
+                "the services' outputs",
+                dialog_id,
+                exc,
+            )
             utterance, bot_utterance = result.without_outputs(str(exc))
-            await self._store.finish_turn(dialog_id, human_id, utterance, bot_utterance, {}, {},
-                                          place=place)
+            await self._store.finish_turn(
+                dialog_id, human_id, utterance, bot_utterance, {}, {}, place=place
+            )
             # The store may have given the answer its id: the client gets that one.
             result.bot_utterance.utt_id = bot_utterance.utt_id

@@ -40,14 +40,17 @@ class KeyReused(ChorusError):
     """The idempotency key was used before for a different message."""
 
     def __init__(self, key: str) -> None:
-        super().__init__(f"message id {key!r} was already used for a different message; "
-                         "send a new id with each new message")
+        super().__init__(
+            f"message id {key!r} was already used for a different message; "
+            "send a new id with each new message"
+        )
 
 
 def fingerprint(request: Any) -> str:
     """A digest of what the client asked, to tell a retry from a reused id."""
-    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str,
-                           ensure_ascii=True)
+    canonical = json.dumps(
+        request, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=True
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -62,8 +65,12 @@ class IdempotencyKeys:
         await self._store.renew_keys(sorted(claims), lease_until)
 
     async def answer_once(
-        self, user_id: str, key: str | None, request: BaseModel,
-        answer: Callable[[], Awaitable[Reply]], reply_type: type[Reply],
+        self,
+        user_id: str,
+        key: str | None,
+        request: BaseModel,
+        answer: Callable[[], Awaitable[Reply]],
+        reply_type: type[Reply],
     ) -> Reply:
         """``answer()`` once per ``key``; ``request`` (less its ``message_id``) is what a
         retry must repeat. Without a key nothing is claimed or fingerprinted. The reply is
@@ -72,8 +79,9 @@ class IdempotencyKeys:
             return await answer()
         self._heartbeat.start()
         sent = fingerprint(request.model_dump(mode="json", exclude={"message_id"}))
-        claim = await self._store.claim_key(user_id, key, sent, self._heartbeat.lease_end(),
-                                            utc_now())
+        claim = await self._store.claim_key(
+            user_id, key, sent, self._heartbeat.lease_end(), utc_now()
+        )
         if claim.status is ClaimStatus.ANSWERED:
             return reply_type.model_validate(claim.reply)
         if claim.status is ClaimStatus.IN_FLIGHT:

@@ -25,8 +25,9 @@ Held = TypeVar("Held", bound=Hashable)
 class Heartbeat(Generic[Held]):
     """Renews the leases of everything in :attr:`held` every third of a lease."""
 
-    def __init__(self, lease: float, renew: Callable[[list[Held], datetime], Awaitable[None]],
-                 name: str) -> None:
+    def __init__(
+        self, lease: float, renew: Callable[[list[Held], datetime], Awaitable[None]], name: str
+    ) -> None:
         self.lease = timedelta(seconds=lease)
         self.held: set[Held] = set()
         self._renew = renew
@@ -41,7 +42,8 @@ class Heartbeat(Generic[Held]):
         """Start beating (idempotent); called on first use, inside the event loop."""
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
-                self._beat_forever(), name=f"chorus-{self._name}-heartbeat")
+                self._beat_forever(), name=f"chorus-{self._name}-heartbeat"
+            )
 
     async def _beat_forever(self) -> None:
         while True:
@@ -52,8 +54,7 @@ class Heartbeat(Generic[Held]):
             try:
                 await self._renew(held, self.lease_end())
             except Exception:  # the next beat tries again; a lapse only risks a takeover
-                log.warning("could not renew %d %s lease(s)", len(held), self._name,
-                            exc_info=True)
+                log.warning("could not renew %d %s lease(s)", len(held), self._name, exc_info=True)
 
     async def aclose(self) -> None:
         """Stop beating (the lifespan's end)."""

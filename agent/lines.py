@@ -35,20 +35,20 @@ class LineTimeout(ChorusError):
     """The user's earlier messages did not finish within the wait limit."""
 
     def __init__(self, waited: float) -> None:
-        super().__init__(f"earlier messages of this user are still being answered after "
-                         f"{waited:.0f}s; retry shortly")
+        super().__init__(
+            f"earlier messages of this user are still being answered after "
+            f"{waited:.0f}s; retry shortly"
+        )
         self.waited = waited
 
 
 class UserLines:
     """Serialises each user's turns through the store; see the module docstring."""
 
-    def __init__(self, store: LineStore, *, lease: float = 10.0,
-                 max_wait: float = 60.0) -> None:
+    def __init__(self, store: LineStore, *, lease: float = 10.0, max_wait: float = 60.0) -> None:
         self._store = store
         self._max_wait = max_wait
-        self._heartbeat: Heartbeat[tuple[str, int]] = Heartbeat(
-            lease, self._renew, "line")
+        self._heartbeat: Heartbeat[tuple[str, int]] = Heartbeat(lease, self._renew, "line")
         self._finished: dict[str, asyncio.Event] = {}
 
     async def _renew(self, places: list[tuple[str, int]], lease_until: datetime) -> None:

@@ -16,10 +16,16 @@ from agent.sdk.errors import ChorusError
 
 #: Fields that never leave the agent: ParlAI's vectorised tensors, batch padding, and
 #: anything whose name starts with an underscore.
-INTERNAL_FIELDS = frozenset({
-    "text_vec", "labels_vec", "eval_labels_vec", "label_candidates_vecs",
-    "full_text_vec", "batch_padding",
-})
+INTERNAL_FIELDS = frozenset(
+    {
+        "text_vec",
+        "labels_vec",
+        "eval_labels_vec",
+        "label_candidates_vecs",
+        "full_text_vec",
+        "batch_padding",
+    }
+)
 
 
 def _json_safe(value: Any) -> bool:
@@ -47,8 +53,8 @@ class Message(dict[str, Any]):
         super().__setitem__(key, value)
 
     def update(  # type: ignore[override]
-        self, other: Mapping[str, Any] | Iterable[tuple[str, Any]] = (), /,
-               **kwargs: Any) -> None:
+        self, other: Mapping[str, Any] | Iterable[tuple[str, Any]] = (), /, **kwargs: Any
+    ) -> None:
         """Like ``dict.update``, but through ``__setitem__``: no silent overwrite either."""
         items = list(other.items() if isinstance(other, Mapping) else other)
         for key, value in [*items, *kwargs.items()]:
@@ -68,6 +74,7 @@ class Message(dict[str, Any]):
         starting with ``_``) and values that are not JSON-safe (bytes, sets, objects,
         NaN or infinite floats) are left out."""
         return {
-            key: value for key, value in self.items()
+            key: value
+            for key, value in self.items()
             if key not in INTERNAL_FIELDS and not key.startswith("_") and _json_safe(value)
         }

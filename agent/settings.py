@@ -28,74 +28,136 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_file=".env", extra="ignore")
 
-    db_url: str = Field(default="sqlite:///data/chorus.db",
-                        description="sqlite:///path/file.db, or mongodb://host:27017/chorus")
+    db_url: str = Field(
+        default="sqlite:///data/chorus.db",
+        description="sqlite:///path/file.db, or mongodb://host:27017/chorus",
+    )
     pipeline: Path = Field(default=Path("pipeline.json"), description="pipeline config file")
-    max_text_length: int = Field(default=4096, ge=1, le=1_000_000,
-                                 description="longest accepted user message, in characters")
-    max_image_bytes: int = Field(default=1_000_000, ge=0, le=50_000_000,
-                                 description="largest base64 image in an observation")
-    max_body_bytes: int = Field(default=2_000_000, ge=1024, le=100_000_000,
-                                description="largest accepted request body")
-    api_key: SecretStr | None = Field(default=None,
-                                      description="X-API-Key for reading dialogs and users")
+    max_text_length: int = Field(
+        default=4096, ge=1, le=1_000_000, description="longest accepted user message, in characters"
+    )
+    max_image_bytes: int = Field(
+        default=1_000_000, ge=0, le=50_000_000, description="largest base64 image in an observation"
+    )
+    max_body_bytes: int = Field(
+        default=2_000_000, ge=1024, le=100_000_000, description="largest accepted request body"
+    )
+    api_key: SecretStr | None = Field(
+        default=None, description="X-API-Key for reading dialogs and users"
+    )
     protect_chat: bool = Field(default=False, description="the chat endpoints need the key too")
-    cors_origins: list[str] = Field(default_factory=list,
-                                    description='origins allowed by CORS, e.g. ["https://x.org"]')
+    cors_origins: list[str] = Field(
+        default_factory=list, description='origins allowed by CORS, e.g. ["https://x.org"]'
+    )
     channel_type: str = Field(default="http_client", min_length=1)
     line_lease: float = Field(
-        default=10.0, ge=0.5, le=600, description="seconds a message keeps its place in its "
+        default=10.0,
+        ge=0.5,
+        le=600,
+        description="seconds a message keeps its place in its "
         "user's line without a heartbeat: how long an agent that died mid-turn holds up the "
-        "user's next message")
+        "user's next message",
+    )
     turn_lease: float | None = Field(
-        default=None, ge=0.5, le=600, description="deprecated: the old name of line_lease, "
-        "still read (with a DeprecationWarning) when line_lease is not set")
-    line_wait: float = Field(default=60.0, gt=0, le=3600, description="seconds a message "
-                             "waits for the same user's earlier messages before a 503")
-    max_json_depth: int = Field(default=32, ge=1, le=64, description="deepest nesting of "
-                                "objects and lists stored from a client or a service")
-    max_json_items: int = Field(default=10_000, ge=1, le=1_000_000, description="most object "
-                                "members and list items in one stored value")
-    max_value_bytes: int = Field(default=262_144, ge=1024, le=8_000_000, description="largest "
-                                 "output one service may have stored per turn, as JSON")
-    max_document_bytes: int = Field(default=4_000_000, ge=65_536, le=12_000_000,
-                                    description="largest stored utterance, as JSON (MongoDB "
-                                    "refuses documents over 16 MB)")
-    max_attribute_keys: int = Field(default=1_000, ge=1, le=100_000, description="most keys "
-                                    "a user's or a bot's attributes may hold")
-    retry_window: float = Field(default=300.0, ge=0, le=86_400, description="seconds during "
-                                "which a message sent again after an unanswered attempt (a "
-                                "503, a dead agent) answers that attempt instead of storing "
-                                "it twice")
+        default=None,
+        ge=0.5,
+        le=600,
+        description="deprecated: the old name of line_lease, "
+        "still read (with a DeprecationWarning) when line_lease is not set",
+    )
+    line_wait: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="seconds a message waits for the same user's earlier messages before a 503",
+    )
+    max_json_depth: int = Field(
+        default=32,
+        ge=1,
+        le=64,
+        description="deepest nesting of objects and lists stored from a client or a service",
+    )
+    max_json_items: int = Field(
+        default=10_000,
+        ge=1,
+        le=1_000_000,
+        description="most object members and list items in one stored value",
+    )
+    max_value_bytes: int = Field(
+        default=262_144,
+        ge=1024,
+        le=8_000_000,
+        description="largest output one service may have stored per turn, as JSON",
+    )
+    max_document_bytes: int = Field(
+        default=4_000_000,
+        ge=65_536,
+        le=12_000_000,
+        description="largest stored utterance, as JSON (MongoDB refuses documents over 16 MB)",
+    )
+    max_attribute_keys: int = Field(
+        default=1_000,
+        ge=1,
+        le=100_000,
+        description="most keys a user's or a bot's attributes may hold",
+    )
+    retry_window: float = Field(
+        default=300.0,
+        ge=0,
+        le=86_400,
+        description="seconds during "
+        "which a message sent again after an unanswered attempt (a "
+        "503, a dead agent) answers that attempt instead of storing "
+        "it twice",
+    )
     log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
     # A dp-agent (Dream) pipeline file carries no agent settings of its own: these apply.
-    dream_window: int = Field(default=40, ge=2, le=1000, description="utterances a turn reads "
-                              "for a dp-agent pipeline's formatters (true counts are kept)")
-    dream_turn_timeout: float = Field(default=10.0, gt=0, le=600, description="seconds before "
-                                      "a dp-agent pipeline's timeout service answers")
+    dream_window: int = Field(
+        default=40,
+        ge=2,
+        le=1000,
+        description="utterances a turn reads "
+        "for a dp-agent pipeline's formatters (true counts are kept)",
+    )
+    dream_turn_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="seconds before a dp-agent pipeline's timeout service answers",
+    )
 
     log_format: Literal["text", "json"] = Field(
-        default="text", description="json: one object per line, with the turn's dialog_id, "
-        "utt_id and trace_id (docs/observability.md)")
+        default="text",
+        description="json: one object per line, with the turn's dialog_id, "
+        "utt_id and trace_id (docs/observability.md)",
+    )
     trace_user_ids: Literal["hash", "omit"] = Field(
-        default="hash", description="what a turn's span says of the user: a hash of the id, "
-        "or nothing (tracing itself is set with the standard OTEL_* variables)")
+        default="hash",
+        description="what a turn's span says of the user: a hash of the id, "
+        "or nothing (tracing itself is set with the standard OTEL_* variables)",
+    )
     ready_services: list[str] = Field(
-        default_factory=list, description='services GET /ready also needs reachable, e.g. '
-        '["tokens"], besides those another service requires (required_previous_services)')
+        default_factory=list,
+        description="services GET /ready also needs reachable, e.g. "
+        '["tokens"], besides those another service requires (required_previous_services)',
+    )
 
     def storage_limits(self) -> StorageLimits:
         """The bounds every stored value from a service is held to."""
-        return StorageLimits(max_depth=self.max_json_depth, max_items=self.max_json_items,
-                             max_bytes=self.max_value_bytes,
-                             max_document_bytes=self.max_document_bytes,
-                             max_attribute_keys=self.max_attribute_keys)
+        return StorageLimits(
+            max_depth=self.max_json_depth,
+            max_items=self.max_json_items,
+            max_bytes=self.max_value_bytes,
+            max_document_bytes=self.max_document_bytes,
+            max_attribute_keys=self.max_attribute_keys,
+        )
 
     def client_limits(self) -> StorageLimits:
         """The same bounds for what a client sends, whose size CHORUS_MAX_BODY_BYTES
         already caps (an observation's image may be larger than one service's output)."""
-        return replace(self.storage_limits(),
-                       max_bytes=max(self.max_value_bytes, self.max_body_bytes))
+        return replace(
+            self.storage_limits(), max_bytes=max(self.max_value_bytes, self.max_body_bytes)
+        )
 
     @field_validator("db_url")
     @classmethod
@@ -103,7 +165,6 @@ class Settings(BaseSettings):
         if not value.startswith(("sqlite://", "mongodb://", "mongodb+srv://")):
             raise ValueError("use sqlite:///data/chorus.db or mongodb://host:27017/chorus")
         return value
-
 
     @field_validator("api_key")
     @classmethod
@@ -116,8 +177,11 @@ class Settings(BaseSettings):
     def _old_names(self) -> Settings:
         """Settings renamed to the glossary's words still work, with a warning."""
         if self.turn_lease is not None:
-            warnings.warn("CHORUS_TURN_LEASE is deprecated: set CHORUS_LINE_LEASE instead "
-                          "(same meaning)", DeprecationWarning, stacklevel=2)
+            warnings.warn(
+                "CHORUS_TURN_LEASE is deprecated: set CHORUS_LINE_LEASE instead (same meaning)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
             if "line_lease" not in self.model_fields_set:
                 self.line_lease = self.turn_lease
         return self

@@ -25,15 +25,33 @@ def window(size: int, human: Human, bot: Bot) -> list[HumanUtterance | BotUttera
     history: list[HumanUtterance | BotUtterance] = []
     for i in range(size // 2):
         said = HumanUtterance(
-            text=f"message {i} " * 5, user=human.model_dump(mode="json"),
-            annotations={"spelling": "x" * 40, "ner": [{"text": "a", "type": "PER"}] * 3,
-                         "intents": {"yes": {"confidence": 0.1, "detected": 0}}})
-        said.hypotheses = [Hypothesis(skill_name=f"skill{k}", text="an answer " * 3,
-                                      confidence=0.5, annotations={"toxic": {"x": 0.1}})
-                           for k in range(6)]
-        history += [said, BotUtterance(text="answer " * 6, active_skill="skill1",
-                                       confidence=0.5, user=bot.model_dump(mode="json"),
-                                       annotations={"sentseg": {"segments": ["a", "b"]}})]
+            text=f"message {i} " * 5,
+            user=human.model_dump(mode="json"),
+            annotations={
+                "spelling": "x" * 40,
+                "ner": [{"text": "a", "type": "PER"}] * 3,
+                "intents": {"yes": {"confidence": 0.1, "detected": 0}},
+            },
+        )
+        said.hypotheses = [
+            Hypothesis(
+                skill_name=f"skill{k}",
+                text="an answer " * 3,
+                confidence=0.5,
+                annotations={"toxic": {"x": 0.1}},
+            )
+            for k in range(6)
+        ]
+        history += [
+            said,
+            BotUtterance(
+                text="answer " * 6,
+                active_skill="skill1",
+                confidence=0.5,
+                user=bot.model_dump(mode="json"),
+                annotations={"sentseg": {"segments": ["a", "b"]}},
+            ),
+        ]
     return history
 
 
@@ -44,20 +62,36 @@ def main() -> None:
     args = parser.parse_args()
     human, bot = Human(user_external_id="bench"), Bot()
     history = window(args.window, human, bot)
-    state = TurnState(dialog_id="d", channel_type="http_client", human=human, bot=bot,
-                      history=history, utterance=HumanUtterance(text="now"),
-                      counts=counts_before(history), pipeline_names=["s"] * 30)
+    state = TurnState(
+        dialog_id="d",
+        channel_type="http_client",
+        human=human,
+        bot=bot,
+        history=history,
+        utterance=HumanUtterance(text="now"),
+        counts=counts_before(history),
+        pipeline_names=["s"] * 30,
+    )
     started = time.perf_counter()
     for _ in range(args.calls):
         state.dialog()
     cached = (time.perf_counter() - started) / args.calls * 1000
     started = time.perf_counter()
     for _ in range(args.calls):
-        dialog_dict(dialog_id="d", channel_type="http_client", history=history,
-                    turn=[state.utterance], counts=state.counts, human={}, bot={})
+        dialog_dict(
+            dialog_id="d",
+            channel_type="http_client",
+            history=history,
+            turn=[state.utterance],
+            counts=state.counts,
+            human={},
+            bot={},
+        )
     uncached = (time.perf_counter() - started) / args.calls * 1000
-    print(f"dialog dict, window {args.window}: {cached:.3f} ms per call "
-          f"(history built every call: {uncached:.3f} ms)")
+    print(
+        f"dialog dict, window {args.window}: {cached:.3f} ms per call "
+        f"(history built every call: {uncached:.3f} ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -31,9 +31,20 @@ import httpx
 
 from bench.run import RESULTS, free_port, process
 
-BODY = json.dumps({"dialogs": [{"dialog_id": "d", "utterances": [
-    {"speaker": "human", "utt_id": "u", "text": "hello there", "annotations": {}}],
-    "human": {"attributes": {}}, "bot": {"attributes": {}}}]}).encode()
+BODY = json.dumps(
+    {
+        "dialogs": [
+            {
+                "dialog_id": "d",
+                "utterances": [
+                    {"speaker": "human", "utt_id": "u", "text": "hello there", "annotations": {}}
+                ],
+                "human": {"attributes": {}},
+                "bot": {"attributes": {}},
+            }
+        ]
+    }
+).encode()
 HEADERS = {"Content-Type": "application/json"}
 
 Call = Callable[[], Awaitable[None]]
@@ -53,10 +64,12 @@ async def calls_per_second(call: Call, concurrency: int, calls: int) -> float:
     return per_worker * concurrency / (time.perf_counter() - started)
 
 
-async def with_httpx(url: str, concurrency: int, calls: int,
-                     transport: httpx.AsyncBaseTransport | None = None) -> float:
+async def with_httpx(
+    url: str, concurrency: int, calls: int, transport: httpx.AsyncBaseTransport | None = None
+) -> float:
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(limits=limits, transport=transport, timeout=30) as client:
+
         async def call() -> None:
             response = await client.post(url, content=BODY, headers=HEADERS)
             response.raise_for_status()
@@ -68,6 +81,7 @@ async def with_httpx(url: str, concurrency: int, calls: int,
 async def with_aiohttp(url: str, concurrency: int, calls: int) -> float:
     connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector) as session:
+
         async def call() -> None:
             async with session.post(url, data=BODY, headers=HEADERS) as response:
                 response.raise_for_status()
@@ -97,12 +111,17 @@ def engines() -> dict[str, Callable[[str, int, int], Coroutine[Any, Any, float]]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--calls", type=int, default=2000, help="calls per engine and level")
     parser.add_argument("--levels", default="1,8,32", help="concurrencies, comma-separated")
-    parser.add_argument("--out", type=Path, default=RESULTS,
-                        help="where http_clients.json goes (default: %(default)s)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=RESULTS,
+        help="where http_clients.json goes (default: %(default)s)",
+    )
     args = parser.parse_args()
     levels = [int(level) for level in args.levels.split(",")]
     port = free_port()

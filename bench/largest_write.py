@@ -54,15 +54,18 @@ async def measure(url: str, keys: int) -> dict[str, float]:
         for round_ in range(ROUNDS):
             alone.append(await turn(store, f"bystander-{round_}", {}))
             heavy = {f"k{round_}-{i}": value for i in range(keys)}
-            big, small = await asyncio.gather(turn(store, f"heavy-{round_}", heavy),
-                                              turn(store, f"other-{round_}", {}))
+            big, small = await asyncio.gather(
+                turn(store, f"heavy-{round_}", heavy), turn(store, f"other-{round_}", {})
+            )
             large.append(big)
             beside.append(small)
     finally:
         await store.close()
-    return {"ordinary turn alone, ms": statistics.median(alone) * 1000,
-            "the large turn, ms": statistics.median(large) * 1000,
-            "ordinary turn beside it, ms": statistics.median(beside) * 1000}
+    return {
+        "ordinary turn alone, ms": statistics.median(alone) * 1000,
+        "the large turn, ms": statistics.median(large) * 1000,
+        "ordinary turn beside it, ms": statistics.median(beside) * 1000,
+    }
 
 
 @contextmanager

@@ -35,15 +35,27 @@ class LoadResult:
         return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
     def summary(self) -> dict[str, Any]:
-        return {"concurrency": self.concurrency, "turns": self.turns, "errors": self.errors,
-                "turns_per_s": round(self.throughput, 1),
-                "p50_ms": round(self.percentile(50) * 1000, 2),
-                "p90_ms": round(self.percentile(90) * 1000, 2),
-                "p99_ms": round(self.percentile(99) * 1000, 2)}
+        return {
+            "concurrency": self.concurrency,
+            "turns": self.turns,
+            "errors": self.errors,
+            "turns_per_s": round(self.throughput, 1),
+            "p50_ms": round(self.percentile(50) * 1000, 2),
+            "p90_ms": round(self.percentile(90) * 1000, 2),
+            "p99_ms": round(self.percentile(99) * 1000, 2),
+        }
 
 
-async def _worker(session: aiohttp.ClientSession, url: str, prefix: str, users: int,
-                  turns: int, result: LoadResult, fallback: str, stop_at: float) -> None:
+async def _worker(
+    session: aiohttp.ClientSession,
+    url: str,
+    prefix: str,
+    users: int,
+    turns: int,
+    result: LoadResult,
+    fallback: str,
+    stop_at: float,
+) -> None:
     for i in range(turns):
         if time.perf_counter() > stop_at:
             return
@@ -61,9 +73,15 @@ async def _worker(session: aiohttp.ClientSession, url: str, prefix: str, users: 
             result.dialog_ids.add(body["dialog_id"])
 
 
-async def run_load(url: str, concurrency: int, turns: int, users_per_worker: int = 10,
-                   tag: str = "u", fallback: str = "fallback_response",
-                   deadline: float | None = None) -> LoadResult:
+async def run_load(
+    url: str,
+    concurrency: int,
+    turns: int,
+    users_per_worker: int = 10,
+    tag: str = "u",
+    fallback: str = "fallback_response",
+    deadline: float | None = None,
+) -> LoadResult:
     """``turns`` turns spread over ``concurrency`` workers; each worker owns its users, so
     no two turns of one dialog are in flight at once. With ``deadline`` (seconds), no turn
     starts after it."""
@@ -74,10 +92,21 @@ async def run_load(url: str, concurrency: int, turns: int, users_per_worker: int
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         started = time.perf_counter()
         stop_at = started + deadline if deadline is not None else float("inf")
-        await asyncio.gather(*(
-            _worker(session, url, f"{tag}-c{concurrency}-w{w}", users_per_worker, per_worker,
-                    result, fallback, stop_at)
-            for w in range(concurrency)))
+        await asyncio.gather(
+            *(
+                _worker(
+                    session,
+                    url,
+                    f"{tag}-c{concurrency}-w{w}",
+                    users_per_worker,
+                    per_worker,
+                    result,
+                    fallback,
+                    stop_at,
+                )
+                for w in range(concurrency)
+            )
+        )
         result.seconds = time.perf_counter() - started
         result.turns = len(result.latencies)
     return result

@@ -31,8 +31,14 @@ def spans_of(request: ExportTraceServiceRequest) -> list[dict[str, Any]]:
     """Every span, flattened, with its resource's service.name."""
     found = []
     for resource in MessageToDict(request).get("resourceSpans", []):
-        service = next((a["value"].get("stringValue") for a in resource["resource"]
-                        .get("attributes", []) if a["key"] == "service.name"), None)
+        service = next(
+            (
+                a["value"].get("stringValue")
+                for a in resource["resource"].get("attributes", [])
+                if a["key"] == "service.name"
+            ),
+            None,
+        )
         for scope in resource.get("scopeSpans", []):
             for span in scope.get("spans", []):
                 found.append({"service.name": service, **span})
@@ -47,8 +53,9 @@ def make_app(dump: Path | None) -> Starlette:
         message.ParseFromString(await request.body())
         count["requests"] += 1
         if dump is None:
-            count["spans"] += sum(len(s.spans) for r in message.resource_spans
-                                  for s in r.scope_spans)
+            count["spans"] += sum(
+                len(s.spans) for r in message.resource_spans for s in r.scope_spans
+            )
         else:
             spans = spans_of(message)
             count["spans"] += len(spans)
@@ -59,18 +66,19 @@ def make_app(dump: Path | None) -> Starlette:
     async def stats(_: Request) -> Response:
         return JSONResponse(count)
 
-    return Starlette(routes=[Route("/v1/traces", traces, methods=["POST"]),
-                             Route("/stats", stats)])
+    return Starlette(routes=[Route("/v1/traces", traces, methods=["POST"]), Route("/stats", stats)])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--port", type=int, default=4318)
     parser.add_argument("--dump", type=Path, default=None, help="write each span as JSON")
     args = parser.parse_args()
-    uvicorn.run(make_app(args.dump), host="127.0.0.1", port=args.port, log_level="warning",
-                access_log=False)
+    uvicorn.run(
+        make_app(args.dump), host="127.0.0.1", port=args.port, log_level="warning", access_log=False
+    )
 
 
 if __name__ == "__main__":

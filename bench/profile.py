@@ -33,9 +33,17 @@ from bench.run import RESULTS, clock_ticks, free_port, mongodb, process, stack
 
 #: Layers, first match wins: (name, substrings of a frame's file path or function).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("tracing (OpenTelemetry and its export)", ("opentelemetry", "agent/telemetry/",
-                                                "agent/sdk/tracing", "google/protobuf",
-                                                "requests/", "urllib3")),
+    (
+        "tracing (OpenTelemetry and its export)",
+        (
+            "opentelemetry",
+            "agent/telemetry/",
+            "agent/sdk/tracing",
+            "google/protobuf",
+            "requests/",
+            "urllib3",
+        ),
+    ),
     ("agent: store", ("agent/store/", "pymongo", "bson", "sqlite3")),
     ("agent: pipeline and connectors", ("agent/pipeline/", "agent/connectors/")),
     ("agent: API, line, dialogue", ("agent/",)),
@@ -78,9 +86,24 @@ def summarise(raw: str) -> dict[str, object]:
 def sampling(pid: int, seconds: int, out: Path) -> Iterator[None]:
     """py-spy on ``pid`` for ``seconds`` while the block runs."""
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    proc = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--duration", str(seconds),
-                             "--rate", "250", "--format", "raw", "--output", str(out),
-                             "--nonblocking"], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            py_spy,
+            "record",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(seconds),
+            "--rate",
+            "250",
+            "--format",
+            "raw",
+            "--output",
+            str(out),
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     try:
         yield
     finally:
@@ -94,46 +117,68 @@ def collector() -> Iterator[dict[str, str]]:
     port = free_port()
     sink = [sys.executable, "-m", "bench.otlp_sink", "--port", str(port)]
     with process(sink, f"http://127.0.0.1:{port}/stats"):
-        yield {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
-               "OTEL_SERVICE_NAME": "chorus-agent"}
+        yield {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+            "OTEL_SERVICE_NAME": "chorus-agent",
+        }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--store", choices=("sqlite", "mongodb"), default="sqlite")
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--seconds", type=int, default=15)
-    parser.add_argument("--tracing", action="store_true",
-                        help="trace every turn, exporting OTLP/HTTP to bench.otlp_sink")
+    parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="trace every turn, exporting OTLP/HTTP to bench.otlp_sink",
+    )
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = f"profile-{args.store}{'-tracing' if args.tracing else ''}"
     raw_path = RESULTS / f"{name}.txt"
     with contextlib.ExitStack() as stacks:
         tmp = stacks.enter_context(tempfile.TemporaryDirectory())
-        db_url = (f"sqlite:///{tmp}/profile.db" if args.store == "sqlite"
-                  else stacks.enter_context(mongodb(os.environ.get("MONGODB_URL"))))
+        db_url = (
+            f"sqlite:///{tmp}/profile.db"
+            if args.store == "sqlite"
+            else stacks.enter_context(mongodb(os.environ.get("MONGODB_URL")))
+        )
         agent_env = stacks.enter_context(collector()) if args.tracing else {}
         base, pid = stacks.enter_context(stack(db_url, agent_env=agent_env))
         asyncio.run(run_load(f"{base}/", 8, 80, tag="warmup"))
         before = clock_ticks(pid)
         with sampling(pid, args.seconds, raw_path):
             # Enough turns to outlast the sampler; whatever is left runs unsampled.
-            result = asyncio.run(run_load(f"{base}/", args.concurrency,
-                                          args.concurrency * 400, tag="profile",
-                                          deadline=args.seconds))
+            result = asyncio.run(
+                run_load(
+                    f"{base}/",
+                    args.concurrency,
+                    args.concurrency * 400,
+                    tag="profile",
+                    deadline=args.seconds,
+                )
+            )
         cpu_s = (clock_ticks(pid) - before) / os.sysconf("SC_CLK_TCK")
     report = summarise(raw_path.read_text())
-    report.update(store=args.store, tracing=args.tracing, concurrency=args.concurrency,
-                  turns=result.turns,
-                  turns_per_s=round(result.throughput, 1), errors=result.errors,
-                  agent_cpu_ms_per_turn=round(1000 * cpu_s / max(result.turns, 1), 2))
+    report.update(
+        store=args.store,
+        tracing=args.tracing,
+        concurrency=args.concurrency,
+        turns=result.turns,
+        turns_per_s=round(result.throughput, 1),
+        errors=result.errors,
+        agent_cpu_ms_per_turn=round(1000 * cpu_s / max(result.turns, 1), 2),
+    )
     (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2))
-    print(f"{report['turns']} turns at C={args.concurrency} on {args.store}"
-          f"{' with tracing' if args.tracing else ''}: "
-          f"{report['turns_per_s']} turns/s, agent CPU {report['agent_cpu_ms_per_turn']} ms "
-          f"per turn, {report['samples']} samples")
+    print(
+        f"{report['turns']} turns at C={args.concurrency} on {args.store}"
+        f"{' with tracing' if args.tracing else ''}: "
+        f"{report['turns_per_s']} turns/s, agent CPU {report['agent_cpu_ms_per_turn']} ms "
+        f"per turn, {report['samples']} samples"
+    )
     for name, percent in report["layers_percent"].items():  # type: ignore[attr-defined]
         print(f"  {percent:5.1f}%  {name}")
     print("most samples of their own:")

@@ -51,8 +51,9 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60) 
 
 
 @contextlib.contextmanager
-def process(args: list[str], ready_url: str, env: dict[str, str] | None = None
-            ) -> Iterator[subprocess.Popen[bytes]]:
+def process(
+    args: list[str], ready_url: str, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(args, cwd=ROOT, env={**os.environ, **(env or {})})
     try:
         wait_ready(ready_url, proc)
@@ -66,8 +67,13 @@ def process(args: list[str], ready_url: str, env: dict[str, str] | None = None
 
 
 @contextlib.contextmanager
-def stack(db_url: str, skills: int = 3, delay_ms: float = 0, only_skills: bool = False,
-          agent_env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
+def stack(
+    db_url: str,
+    skills: int = 3,
+    delay_ms: float = 0,
+    only_skills: bool = False,
+    agent_env: dict[str, str] | None = None,
+) -> Iterator[tuple[str, int]]:
     """Stubs + agent (with ``agent_env`` added to its environment); yields the agent's base
     URL and its pid."""
     stub_port, agent_port = free_port(), free_port()
@@ -77,15 +83,41 @@ def stack(db_url: str, skills: int = 3, delay_ms: float = 0, only_skills: bool =
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "pipeline.json"
         path.write_text(json.dumps(config))
-        stubs = [sys.executable, "-m", "bench.stubs", "--port", str(stub_port),
-                 "--skills", str(skills), "--delay-ms", str(delay_ms)]
-        agent = [sys.executable, "-m", "uvicorn", "--factory", "agent.api.app:create_app",
-                 "--host", "127.0.0.1", "--port", str(agent_port), "--log-level", "warning",
-                 "--no-access-log"]
-        env = {"CHORUS_PIPELINE": str(path), "CHORUS_DB_URL": db_url,
-               "CHORUS_LOG_LEVEL": "WARNING", **(agent_env or {})}
-        with process(stubs, f"http://127.0.0.1:{stub_port}/health"), \
-                process(agent, f"http://127.0.0.1:{agent_port}/ping", env) as proc:
+        stubs = [
+            sys.executable,
+            "-m",
+            "bench.stubs",
+            "--port",
+            str(stub_port),
+            "--skills",
+            str(skills),
+            "--delay-ms",
+            str(delay_ms),
+        ]
+        agent = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--factory",
+            "agent.api.app:create_app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(agent_port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ]
+        env = {
+            "CHORUS_PIPELINE": str(path),
+            "CHORUS_DB_URL": db_url,
+            "CHORUS_LOG_LEVEL": "WARNING",
+            **(agent_env or {}),
+        }
+        with (
+            process(stubs, f"http://127.0.0.1:{stub_port}/health"),
+            process(agent, f"http://127.0.0.1:{agent_port}/ping", env) as proc,
+        ):
             yield f"http://127.0.0.1:{agent_port}", proc.pid
 
 
@@ -114,13 +146,15 @@ def overhead_ms(base: str, dialog_ids: set[str], latencies: list[float]) -> dict
                     continue
                 slowest: dict[str, float] = {}
                 for call in utterance["trace"]:
-                    slowest[call["group"]] = max(slowest.get(call["group"], 0.0),
-                                                 call["duration"])
+                    slowest[call["group"]] = max(slowest.get(call["group"], 0.0), call["duration"])
                 critical.append(sum(slowest.values()))
     service = median_ms(critical)
     turn = median_ms(latencies)
-    return {"turn_p50_ms": turn, "services_critical_path_p50_ms": service,
-            "agent_overhead_p50_ms": round(turn - service, 2)}
+    return {
+        "turn_p50_ms": turn,
+        "services_critical_path_p50_ms": service,
+        "agent_overhead_p50_ms": round(turn - service, 2),
+    }
 
 
 async def sequential(base: str, user: str, turns: int) -> list[float]:
@@ -158,8 +192,12 @@ def bench_store(name: str, db_url: str, quick: bool) -> dict[str, Any]:
             # The agent's own CPU per turn: what a turn costs it, whatever the machine's
             # other processes (stubs, load generator, database) take.
             cpu_s = (clock_ticks(pid) - ticks) / os.sysconf("SC_CLK_TCK")
-            rows.append({**result.summary(), "agent_cpu_ms_per_turn": round(
-                1000 * cpu_s / max(result.turns, 1), 2)})
+            rows.append(
+                {
+                    **result.summary(),
+                    "agent_cpu_ms_per_turn": round(1000 * cpu_s / max(result.turns, 1), 2),
+                }
+            )
             print(f"  {name} C={level}: {rows[-1]}", flush=True)
             if level == 1:
                 out["overhead"] = overhead_ms(base, result.dialog_ids, result.latencies)
@@ -167,18 +205,34 @@ def bench_store(name: str, db_url: str, quick: bool) -> dict[str, Any]:
         flat_turns = 300 if not quick else 60
         lat = asyncio.run(sequential(base, f"{name}-flat", flat_turns))
         first, last = median_ms(lat[:20]), median_ms(lat[-20:])
-        out["flatness"] = {"turns": flat_turns, "first20_p50_ms": first,
-                           "last20_p50_ms": last, "ratio": round(last / first, 3)}
+        out["flatness"] = {
+            "turns": flat_turns,
+            "first20_p50_ms": first,
+            "last20_p50_ms": last,
+            "ratio": round(last / first, 3),
+        }
         dialogs_small, dialogs_big = (100, 10_000) if not quick else (100, 600)
-        asyncio.run(run_load(f"{base}/", 16, dialogs_small, users_per_worker=10 ** 6,
-                             tag=f"{name}-mem"))
+        asyncio.run(
+            run_load(f"{base}/", 16, dialogs_small, users_per_worker=10**6, tag=f"{name}-mem")
+        )
         before = rss_mb(pid)
-        asyncio.run(run_load(f"{base}/", 16, dialogs_big - dialogs_small,
-                             users_per_worker=10 ** 6, tag=f"{name}-mem2"))
+        asyncio.run(
+            run_load(
+                f"{base}/",
+                16,
+                dialogs_big - dialogs_small,
+                users_per_worker=10**6,
+                tag=f"{name}-mem2",
+            )
+        )
         after = rss_mb(pid)
-        out["memory"] = {"dialogs_small": dialogs_small, "dialogs_big": dialogs_big,
-                         "rss_small_mb": round(before, 1), "rss_big_mb": round(after, 1),
-                         "growth_mb": round(after - before, 1)}
+        out["memory"] = {
+            "dialogs_small": dialogs_small,
+            "dialogs_big": dialogs_big,
+            "rss_small_mb": round(before, 1),
+            "rss_big_mb": round(after, 1),
+            "growth_mb": round(after - before, 1),
+        }
     with stack(db_url, skills=10, delay_ms=100, only_skills=True) as (base, _):
         lat = asyncio.run(sequential(base, f"{name}-fan", 30 if not quick else 10))
         out["fanout"] = {"skills": 10, "skill_ms": 100, "turn_p50_ms": median_ms(lat[5:])}
@@ -198,7 +252,7 @@ def mongodb(url: str | None) -> Iterator[str]:
 
 
 def label(result: dict[str, Any]) -> str:
-    """"sqlite", or "mongodb (FerretDB v1.24.2)": which server the MongoDB figures are of."""
+    """ "sqlite", or "mongodb (FerretDB v1.24.2)": which server the MongoDB figures are of."""
     server = result.get("server", "")
     return result["store"] if server in ("", "SQLite") else f"{result['store']} ({server})"
 
@@ -218,14 +272,17 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
         conc = [r["concurrency"] for r in rows]
         name = label(result)
         left.plot(conc, [r["turns_per_s"] for r in rows], marker="o", label=name)
-        right.plot(conc, [r["p50_ms"] for r in rows], marker="o",
-                   label=f"{name} p50")
-        right.plot(conc, [r["p99_ms"] for r in rows], marker="x", linestyle="--",
-                   label=f"{name} p99")
-    left.set(title="Throughput (7 service calls per turn)", xlabel="concurrency",
-             ylabel="turns/s", xscale="log")
-    right.set(title="Turn latency", xlabel="concurrency", ylabel="ms", xscale="log",
-              yscale="log")
+        right.plot(conc, [r["p50_ms"] for r in rows], marker="o", label=f"{name} p50")
+        right.plot(
+            conc, [r["p99_ms"] for r in rows], marker="x", linestyle="--", label=f"{name} p99"
+        )
+    left.set(
+        title="Throughput (7 service calls per turn)",
+        xlabel="concurrency",
+        ylabel="turns/s",
+        xscale="log",
+    )
+    right.set(title="Turn latency", xlabel="concurrency", ylabel="ms", xscale="log", yscale="log")
     for axis in (left, right):
         axis.legend()
         axis.grid(True, alpha=0.3)
@@ -238,28 +295,50 @@ def table(results: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
     load = Table(title="Load: POST / through 7 stub services")
-    for column in ("store", "C", "turns", "errors", "turns/s", "p50 ms", "p90 ms", "p99 ms",
-                   "agent CPU ms/turn"):
+    for column in (
+        "store",
+        "C",
+        "turns",
+        "errors",
+        "turns/s",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "agent CPU ms/turn",
+    ):
         load.add_column(column, justify="right")
     for result in results:
         for r in result["load"]:
-            load.add_row(label(result), str(r["concurrency"]), str(r["turns"]),
-                         str(r["errors"]), str(r["turns_per_s"]), str(r["p50_ms"]),
-                         str(r["p90_ms"]), str(r["p99_ms"]),
-                         str(r.get("agent_cpu_ms_per_turn", "")))
+            load.add_row(
+                label(result),
+                str(r["concurrency"]),
+                str(r["turns"]),
+                str(r["errors"]),
+                str(r["turns_per_s"]),
+                str(r["p50_ms"]),
+                str(r["p90_ms"]),
+                str(r["p99_ms"]),
+                str(r.get("agent_cpu_ms_per_turn", "")),
+            )
     other = Table(title="Overhead, flatness, fan-out, memory")
-    for column in ("store", "agent overhead p50", "flat last20/first20", "10x100ms fan-out",
-                   "RSS growth"):
+    for column in (
+        "store",
+        "agent overhead p50",
+        "flat last20/first20",
+        "10x100ms fan-out",
+        "RSS growth",
+    ):
         other.add_column(column, justify="right")
     for r in results:
         other.add_row(
-            label(r), f"{r['overhead']['agent_overhead_p50_ms']} ms "
-            f"(turn {r['overhead']['turn_p50_ms']} ms)",
+            label(r),
+            f"{r['overhead']['agent_overhead_p50_ms']} ms (turn {r['overhead']['turn_p50_ms']} ms)",
             f"{r['flatness']['ratio']} ({r['flatness']['first20_p50_ms']} → "
             f"{r['flatness']['last20_p50_ms']} ms)",
             f"{r['fanout']['turn_p50_ms']} ms",
             f"{r['memory']['growth_mb']} MB ({r['memory']['dialogs_small']} → "
-            f"{r['memory']['dialogs_big']} dialogs)")
+            f"{r['memory']['dialogs_big']} dialogs)",
+        )
     console = Console()
     console.print(load)
     console.print(other)
@@ -270,8 +349,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
     parser.add_argument("--mongodb-url", default=os.environ.get("MONGODB_URL"))
     parser.add_argument("--stores", default="sqlite,mongodb")
-    parser.add_argument("--out", type=Path, default=RESULTS,
-                        help="where bench.json and bench.png go (default: %(default)s)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=RESULTS,
+        help="where bench.json and bench.png go (default: %(default)s)",
+    )
     args = parser.parse_args()
     unknown = set(args.stores.split(",")) - {"sqlite", "mongodb"}
     if unknown:
@@ -287,12 +370,16 @@ def main() -> None:
             with mongodb(args.mongodb_url) as url:
                 print(f"MongoDB store ({url.split('@')[-1]})...", flush=True)
                 results.append(bench_store("mongodb", url, args.quick))
-    report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-              "quick": args.quick, "results": results}
+    report = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "quick": args.quick,
+        "results": results,
+    }
     (args.out / "bench.json").write_text(json.dumps(report, indent=2))
     plot(results, args.out / "bench.png")
     table(results)
     print(f"wrote {args.out / 'bench.json'} and {args.out / 'bench.png'}")
+
 
 if __name__ == "__main__":
     main()

@@ -32,14 +32,16 @@ from bench.run import RESULTS, ROOT, free_port, mongodb, process
 LINES = ("hello", "my name is Sam", "what is my name?", "tell me something", "ok")
 
 
-async def user(session: aiohttp.ClientSession, url: str, name: str, turns: int,
-               latencies: list[float]) -> int:
+async def user(
+    session: aiohttp.ClientSession, url: str, name: str, turns: int, latencies: list[float]
+) -> int:
     errors = 0
     for i in range(turns):
         started = time.perf_counter()
         try:
-            async with session.post(url, json={"user_id": name,
-                                               "payload": LINES[i % len(LINES)]}) as r:
+            async with session.post(
+                url, json={"user_id": name, "payload": LINES[i % len(LINES)]}
+            ) as r:
                 ok = r.status == 200 and (await r.json())["active_skill"] != "fallback_response"
         except (aiohttp.ClientError, TimeoutError):
             ok = False
@@ -54,8 +56,11 @@ def lost_turns(base: str, users: list[str], turns: int) -> tuple[int, int]:
     with httpx.Client(base_url=base, timeout=60) as client:
         for name in users:
             response = client.get(f"/api/user/{name}")
-            utterances = ([u for d in response.json() for u in d["utterances"]]
-                          if response.status_code == 200 else [])
+            utterances = (
+                [u for d in response.json() for u in d["utterances"]]
+                if response.status_code == 200
+                else []
+            )
             speakers = [u["speaker"] for u in utterances]
             lost += max(0, turns - speakers.count("bot"))
             broken += speakers != ["human", "bot"] * (len(speakers) // 2)
@@ -66,8 +71,11 @@ def lost_turns(base: str, users: list[str], turns: int) -> tuple[int, int]:
 def local_stack(db_url: str) -> Iterator[str]:
     port = free_port()
     env = {"CHORUS_DB_URL": db_url, "CHORUS_LOG_LEVEL": "WARNING"}
-    with process([sys.executable, "-m", "agent.cli.main", "run", "--port", str(port)],
-                 f"http://127.0.0.1:{port}/ping", env):
+    with process(
+        [sys.executable, "-m", "agent.cli.main", "run", "--port", str(port)],
+        f"http://127.0.0.1:{port}/ping",
+        env,
+    ):
         yield f"http://127.0.0.1:{port}"
 
 
@@ -83,21 +91,30 @@ async def soak(base: str, users: int, turns: int) -> dict[str, Any]:
     names = [f"soak-{os.getpid()}-{i}" for i in range(users)]
     latencies: list[float] = []
     connector = aiohttp.TCPConnector(limit=users + 4)
-    async with aiohttp.ClientSession(connector=connector,
-                                     timeout=aiohttp.ClientTimeout(total=120)) as session:
+    async with aiohttp.ClientSession(
+        connector=connector, timeout=aiohttp.ClientTimeout(total=120)
+    ) as session:
         started = time.perf_counter()
         progress = asyncio.create_task(report_progress(latencies, users * turns, started))
-        errors = await asyncio.gather(*(user(session, f"{base}/", n, turns, latencies)
-                                        for n in names))
+        errors = await asyncio.gather(
+            *(user(session, f"{base}/", n, turns, latencies) for n in names)
+        )
         seconds = time.perf_counter() - started
         progress.cancel()
     lost, broken = lost_turns(base, names, turns)
     ordered = sorted(latencies)
-    return {"users": users, "turns_per_user": turns, "turns": users * turns,
-            "errors": sum(errors), "lost_turns": lost, "dialogs_out_of_order": broken,
-            "seconds": round(seconds, 1), "turns_per_s": round(users * turns / seconds, 1),
-            "p50_ms": median_ms(latencies),
-            "p99_ms": round(ordered[int(0.99 * (len(ordered) - 1))] * 1000, 1)}
+    return {
+        "users": users,
+        "turns_per_user": turns,
+        "turns": users * turns,
+        "errors": sum(errors),
+        "lost_turns": lost,
+        "dialogs_out_of_order": broken,
+        "seconds": round(seconds, 1),
+        "turns_per_s": round(users * turns / seconds, 1),
+        "p50_ms": median_ms(latencies),
+        "p99_ms": round(ordered[int(0.99 * (len(ordered) - 1))] * 1000, 1),
+    }
 
 
 def main() -> None:
@@ -111,8 +128,10 @@ def main() -> None:
         db_url = args.db_url or stack.enter_context(mongodb(os.environ.get("MONGODB_URL")))
         os.environ.setdefault("CHORUS_PIPELINE", str(Path(ROOT, "pipeline.json")))
         base = stack.enter_context(local_stack(db_url))
-        print(f"soaking {args.users} users x {args.turns} turns on "
-              f"{db_url.split('://')[0]}...", flush=True)
+        print(
+            f"soaking {args.users} users x {args.turns} turns on {db_url.split('://')[0]}...",
+            flush=True,
+        )
         report = asyncio.run(soak(base, args.users, args.turns))
     report["store"] = db_url.split("://")[0]
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -89,8 +89,13 @@ class Counter(CommandListener):
 def pipeline(window: int) -> dict[str, Any]:
     """One built-in skill selector reading ``window`` utterances; no skill answers, so
     every turn ends with the fallback response after the full store round."""
-    return {"services": {"skill_selectors": {
-        "all": {"connector": {"builtin": "all_skills"}, "context_window": window}}}}
+    return {
+        "services": {
+            "skill_selectors": {
+                "all": {"connector": {"builtin": "all_skills"}, "context_window": window}
+            }
+        }
+    }
 
 
 def timed(store: Store, samples: dict[str, list[float]]) -> None:
@@ -98,8 +103,9 @@ def timed(store: Store, samples: dict[str, list[float]]) -> None:
     for name in OPERATIONS:
         method: Callable[..., Awaitable[Any]] = getattr(store, name)
 
-        async def wrapper(*args: Any, _method: Any = method, _name: str = name,
-                          **kwargs: Any) -> Any:
+        async def wrapper(
+            *args: Any, _method: Any = method, _name: str = name, **kwargs: Any
+        ) -> Any:
             started = time.perf_counter()
             try:
                 return await _method(*args, **kwargs)
@@ -112,8 +118,7 @@ def timed(store: Store, samples: dict[str, list[float]]) -> None:
 def edges(values: list[float]) -> dict[str, float]:
     first = statistics.median(values[:EDGE]) * 1000
     last = statistics.median(values[-EDGE:]) * 1000
-    return {"first_ms": round(first, 3), "last_ms": round(last, 3),
-            "ratio": round(last / first, 2)}
+    return {"first_ms": round(first, 3), "last_ms": round(last, 3), "ratio": round(last / first, 2)}
 
 
 async def server_info(url: str) -> str:
@@ -168,14 +173,20 @@ async def run(db_url: str, turns: int, window: int) -> dict[str, Any]:
         for batcher in batchers.values():
             await batcher.aclose()
         await client.close()
-    result = {"turns": turns, "window": window, "edge_turns": EDGE,
-              "turn": edges(latencies),
-              "operations": {name: edges(values) for name, values in samples.items()}}
+    result = {
+        "turns": turns,
+        "window": window,
+        "edge_turns": EDGE,
+        "turn": edges(latencies),
+        "operations": {name: edges(values) for name, values in samples.items()},
+    }
     if db_url.startswith("mongodb"):
         result["commands_per_turn"] = {
-            which: dict(zip(("commands", "documents_read", "documents_written"),
-                            counts[at], strict=True))
-            for which, at in (("turn_5", 4), (f"turn_{turns}", turns - 1))}
+            which: dict(
+                zip(("commands", "documents_read", "documents_written"), counts[at], strict=True)
+            )
+            for which, at in (("turn_5", 4), (f"turn_{turns}", turns - 1))
+        }
     return result
 
 
@@ -220,20 +231,27 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             "FerretDB 1.x with SQLite filters in Go after a full table scan for anything but "
             "_id equality, and even _id lookups scan (its _id index expression does not match "
             "its queries), so latency grows with the collection on it; the per-turn command "
-            "and document counts are the store's own cost. MongoDB serves both from indexes.")
+            "and document counts are the store's own cost. MongoDB serves both from indexes."
+        )
     return {"store": kind, **result}
 
 
 def report(result: dict[str, Any]) -> None:
     turn, n, e = result["turn"], result["turns"], EDGE
-    print(f"\nmedian turn latency, turns 1-{e}: {turn['first_ms']:.2f} ms; "
-          f"turns {n - e + 1}-{n}: {turn['last_ms']:.2f} ms; ratio {turn['ratio']:.2f}")
+    print(
+        f"\nmedian turn latency, turns 1-{e}: {turn['first_ms']:.2f} ms; "
+        f"turns {n - e + 1}-{n}: {turn['last_ms']:.2f} ms; ratio {turn['ratio']:.2f}"
+    )
     for name, figures in result["operations"].items():
-        print(f"  {name:<18} {figures['first_ms']:8.2f} ms -> {figures['last_ms']:8.2f} ms"
-              f"  (x{figures['ratio']:.2f})")
+        print(
+            f"  {name:<18} {figures['first_ms']:8.2f} ms -> {figures['last_ms']:8.2f} ms"
+            f"  (x{figures['ratio']:.2f})"
+        )
     for which, figures in result.get("commands_per_turn", {}).items():
-        print(f"  {which}: {figures['commands']} commands, {figures['documents_read']} "
-              f"documents read, {figures['documents_written']} written")
+        print(
+            f"  {which}: {figures['commands']} commands, {figures['documents_read']} "
+            f"documents read, {figures['documents_written']} written"
+        )
 
 
 if __name__ == "__main__":

@@ -31,8 +31,15 @@ def _answer(path: str, dialogs: int) -> Any:
     if path == "/select_response":
         return [{"index": 0, "reason": "stub"}] * dialogs
     number = int(path.rsplit("/", 1)[1])
-    return [[{"text": f"answer {number}", "confidence": round(0.1 * number, 2),
-              "human_attributes": {"last": number}}]] * dialogs
+    return [
+        [
+            {
+                "text": f"answer {number}",
+                "confidence": round(0.1 * number, 2),
+                "human_attributes": {"last": number},
+            }
+        ]
+    ] * dialogs
 
 
 def make_app(delay_ms: float) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
@@ -52,9 +59,16 @@ def make_app(delay_ms: float) -> Callable[[Scope, Receive, Send], Awaitable[None
             if delay_ms and path.startswith("/skill/"):
                 await asyncio.sleep(delay_ms / 1000)
             payload = json.dumps(_answer(path, len(json.loads(body)["dialogs"]))).encode()
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(payload)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(payload)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": payload})
 
     return app
@@ -84,8 +98,14 @@ def main() -> None:
     parser.add_argument("--skills", type=int, default=3)
     parser.add_argument("--delay-ms", type=float, default=0.0)
     args = parser.parse_args()
-    uvicorn.run(make_app(args.delay_ms), host="127.0.0.1", port=args.port,
-                log_level="warning", access_log=False, lifespan="off")
+    uvicorn.run(
+        make_app(args.delay_ms),
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+    )
 
 
 if __name__ == "__main__":

@@ -44,9 +44,7 @@ def test_the_walk_finds_the_errors_of_every_layer() -> None:
     } <= names
 
 
-@pytest.mark.parametrize(
-    "cls", CLASSES, ids=_qualified
-)
+@pytest.mark.parametrize("cls", CLASSES, ids=_qualified)
 def test_every_error_derives_from_chorus_error(cls: type[BaseException]) -> None:
     assert issubclass(cls, ChorusError)
 

@@ -38,12 +38,26 @@ def test_copy_is_a_message_and_shallow() -> None:
 
 
 def test_json_safe_payload_strips_internal_and_unsafe_fields() -> None:
-    message = Message({
-        "text": "hi", "id": "bot", "text_candidates": ["a", "b"], "episode_done": False,
-        "text_vec": [1, 2], "_private": 1, "blob": b"\x00", "tags": {"a"},
-        "score": math.nan, "nested": {"ok": [1, 2.5, None]},
-    })
+    message = Message(
+        {
+            "text": "hi",
+            "id": "bot",
+            "text_candidates": ["a", "b"],
+            "episode_done": False,
+            "text_vec": [1, 2],
+            "_private": 1,
+            "blob": b"\x00",
+            "tags": {"a"},
+            "score": math.nan,
+            "nested": {"ok": [1, 2.5, None]},
+        }
+    )
     payload = message.json_safe_payload()
-    assert payload == {"text": "hi", "id": "bot", "text_candidates": ["a", "b"],
-                       "episode_done": False, "nested": {"ok": [1, 2.5, None]}}
+    assert payload == {
+        "text": "hi",
+        "id": "bot",
+        "text_candidates": ["a", "b"],
+        "episode_done": False,
+        "nested": {"ok": [1, 2.5, None]},
+    }
     assert type(payload) is dict

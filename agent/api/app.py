@@ -9,8 +9,8 @@ closed after the last request.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -45,8 +45,12 @@ from agent.telemetry import (
 log = logging.getLogger("chorus")
 
 
-def _lifespan(settings: Settings, pipeline: Pipeline | DreamPipeline,  # type: ignore[no-untyped-def]
-              telemetry: Telemetry, owns_telemetry: bool):
+def _lifespan(
+    settings: Settings,
+    pipeline: Pipeline | DreamPipeline,
+    telemetry: Telemetry,
+    owns_telemetry: bool,
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     ready_services = required_services(pipeline, settings.ready_services)
 
     @asynccontextmanager
@@ -54,8 +58,11 @@ def _lifespan(settings: Settings, pipeline: Pipeline | DreamPipeline,  # type: i
         try:
             async with assembled(settings, pipeline, telemetry, ready_services) as components:
                 app.state.components = components
-                log.info("Chorus agent ready: %d services, store %s", len(pipeline.nodes),
-                         settings.db_url.split("://")[0])
+                log.info(
+                    "Chorus agent ready: %d services, store %s",
+                    len(pipeline.nodes),
+                    settings.db_url.split("://")[0],
+                )
                 yield
         finally:
             if owns_telemetry:
@@ -64,35 +71,43 @@ def _lifespan(settings: Settings, pipeline: Pipeline | DreamPipeline,  # type: i
     return lifespan
 
 
-def create_app(settings: Settings | None = None,
-               tracer_provider: TracerProvider | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, tracer_provider: TracerProvider | None = None
+) -> FastAPI:
     """The agent; ``tracer_provider`` overrides the ``OTEL_*`` environment (for tests)."""
     settings = settings or load_settings()
     configure_logging(settings.log_level, settings.log_format)
-    pipeline = load_any_pipeline(settings.pipeline, window=settings.dream_window,
-                                 turn_timeout=settings.dream_turn_timeout)
+    pipeline = load_any_pipeline(
+        settings.pipeline, window=settings.dream_window, turn_timeout=settings.dream_turn_timeout
+    )
     provider = tracer_provider or tracer_provider_from_env("chorus-agent")
-    telemetry = Telemetry(provider, json_logs=settings.log_format == "json",
-                          user_ids=settings.trace_user_ids)
+    telemetry = Telemetry(
+        provider, json_logs=settings.log_format == "json", user_ids=settings.trace_user_ids
+    )
     app = FastAPI(
-        title="Chorus agent", version=agent.__version__,
+        title="Chorus agent",
+        version=agent.__version__,
         description="Dialogue-state orchestration: a message in, annotators and skills over "
         "HTTP, one answer out. `POST /` is compatible with DeepPavlov Agent.",
-        lifespan=_lifespan(settings, pipeline, telemetry,
-                           owns_telemetry=tracer_provider is None),
+        lifespan=_lifespan(settings, pipeline, telemetry, owns_telemetry=tracer_provider is None),
     )
     install_error_handlers(app)
     for module in (chat, observe, dialogs, ratings, health, metrics, pipeline_info, pages):
         app.include_router(module.router)
     app.mount(pages.ASSETS_PATH, pages.static_files(), name="pages")
     if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
-                           allow_methods=["GET", "POST", "DELETE"],
-                           allow_headers=["Content-Type", "X-API-Key", "Idempotency-Key"])
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Content-Type", "X-API-Key", "Idempotency-Key"],
+        )
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     if telemetry.tracer is not None:  # outermost, so a span covers all the rest
         app.add_middleware(TraceRequests, tracer=telemetry.tracer)
     if settings.api_key is None:
-        log.warning("CHORUS_API_KEY is not set: anyone who reaches this agent can read every "
-                    "dialog and user; set it for any deployment beyond your own machine")
+        log.warning(
+            "CHORUS_API_KEY is not set: anyone who reaches this agent can read every "
+            "dialog and user; set it for any deployment beyond your own machine"
+        )
     return app

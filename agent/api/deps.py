@@ -64,9 +64,14 @@ async def require_json(request: Request) -> None:
 
 
 async def _idempotency_key(
-    key: Annotated[str | None, Header(alias="Idempotency-Key", pattern=r"^[\w.:-]{1,128}$",
-                                      description="retries with the same key are answered "
-                                      "once")] = None,
+    key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            pattern=r"^[\w.:-]{1,128}$",
+            description="retries with the same key are answered once",
+        ),
+    ] = None,
 ) -> str | None:
     return key
 

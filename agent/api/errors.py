@@ -34,9 +34,10 @@ async def _invalid(_: Request, exc: Exception) -> JSONResponse:
     message = "; ".join(f"{_where(e['loc'])}: {e['msg']}" for e in errors)
     return JSONResponse(
         status_code=status.HTTP_422_UNPROCESSABLE_CONTENT,
-        content={"detail": [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
-                            for e in errors],
-                 "message": message},
+        content={
+            "detail": [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errors],
+            "message": message,
+        },
     )
 
 
@@ -52,15 +53,17 @@ async def _store_down(_: Request, exc: Exception) -> JSONResponse:
 async def _in_flight(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(
         status_code=status.HTTP_409_CONFLICT,
-        content={"detail": f"message {exc} is being answered right now; retry shortly to "
-                 "get its answer"},
+        content={
+            "detail": f"message {exc} is being answered right now; retry shortly to get its answer"
+        },
         headers={"Retry-After": "1"},
     )
 
 
 async def _id_reused(_: Request, exc: Exception) -> JSONResponse:
-    return JSONResponse(status_code=status.HTTP_422_UNPROCESSABLE_CONTENT,
-                        content={"detail": str(exc)})
+    return JSONResponse(
+        status_code=status.HTTP_422_UNPROCESSABLE_CONTENT, content={"detail": str(exc)}
+    )
 
 
 async def _write_refused(_: Request, exc: Exception) -> JSONResponse:
@@ -76,8 +79,11 @@ async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
     """A plain 500 that also closes the connection: after an unexpected error nothing
     says the connection is in a state fit for the client's next request."""
     log.error("unexpected error", exc_info=exc)
-    return JSONResponse(status_code=status.HTTP_500_INTERNAL_SERVER_ERROR,
-                        content={"detail": "internal error"}, headers={"Connection": "close"})
+    return JSONResponse(
+        status_code=status.HTTP_500_INTERNAL_SERVER_ERROR,
+        content={"detail": "internal error"},
+        headers={"Connection": "close"},
+    )
 
 
 async def _line_too_long(_: Request, exc: Exception) -> JSONResponse:

@@ -22,17 +22,22 @@ def check_text(text: str, max_length: int, field: str) -> None:
     that is not valid Unicode (a lone surrogate, which JSON's ``\\ud800`` can carry) could
     never be stored, so it gets a 422 too."""
     if len(text) > max_length:
-        raise HTTPException(422, f"{field} is {len(text)} characters long; the limit is "
-                            f"{max_length} (CHORUS_MAX_TEXT_LENGTH)")
+        raise HTTPException(
+            422,
+            f"{field} is {len(text)} characters long; the limit is "
+            f"{max_length} (CHORUS_MAX_TEXT_LENGTH)",
+        )
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise HTTPException(422, f"{field} holds a lone UTF-16 surrogate, which is not valid "
-                            "Unicode text") from None
+        raise HTTPException(
+            422, f"{field} holds a lone UTF-16 surrogate, which is not valid Unicode text"
+        ) from None
 
 
-def attributes_or_422(attributes: Callable[[], dict[str, Any]],
-                      limits: StorageLimits) -> dict[str, Any]:
+def attributes_or_422(
+    attributes: Callable[[], dict[str, Any]], limits: StorageLimits
+) -> dict[str, Any]:
     """The extra fields to store with the utterance; a key or a value that could not be
     stored safely, or read back, is the client's to fix (422), not a server error."""
     try:
@@ -93,7 +98,14 @@ class BodySizeLimit:
 
     async def _refuse(self, send: Send) -> None:
         body = json.dumps({"detail": _message(self.max_bytes)}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

@@ -38,8 +38,10 @@ def required_services(pipeline: Pipeline | DreamPipeline, named: list[str]) -> d
     names = [node.name for node in pipeline]
     unknown = sorted(set(named) - set(names))
     if unknown:
-        raise ValueError(f"CHORUS_READY_SERVICES: {', '.join(unknown)} not in the pipeline "
-                         f"(services: {', '.join(names)})")
+        raise ValueError(
+            f"CHORUS_READY_SERVICES: {', '.join(unknown)} not in the pipeline "
+            f"(services: {', '.join(names)})"
+        )
     required = {name for node in pipeline for name in node.requires} | set(named)
     return {name: urls[name] for name in sorted(required) if name in urls}
 
@@ -47,17 +49,28 @@ def required_services(pipeline: Pipeline | DreamPipeline, named: list[str]) -> d
 def _service_urls(pipeline: Pipeline | DreamPipeline) -> dict[str, str]:
     """Each HTTP service's URL (a dp-agent service with several workers: the first)."""
     if isinstance(pipeline, DreamPipeline):
-        return {node.name: node.connector.urls[0] for node in pipeline
-                if isinstance(node.connector, DreamHttpConnector)}
-    return {node.name: str(node.config.connector.url) for node in pipeline
-            if node.config.connector.url is not None}
+        return {
+            node.name: node.connector.urls[0]
+            for node in pipeline
+            if isinstance(node.connector, DreamHttpConnector)
+        }
+    return {
+        node.name: str(node.config.connector.url)
+        for node in pipeline
+        if node.config.connector.url is not None
+    }
 
 
 class Readiness:
     """Checks the store and the required services, all at once, each with a timeout."""
 
-    def __init__(self, store: Store, session: aiohttp.ClientSession,
-                 services: dict[str, str], timeout: float = 2.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        session: aiohttp.ClientSession,
+        services: dict[str, str],
+        timeout: float = 2.0,
+    ) -> None:
         self._store = store
         self._session = session
         self._services = services
@@ -66,12 +79,16 @@ class Readiness:
     async def check(self) -> ReadinessReport:
         store, *services = await asyncio.gather(
             self._store_problem(),
-            *(unreachable(self._session, url, self._timeout)
-              for url in self._services.values()))
-        report = {name: problem or OK for name, problem in zip(self._services, services,
-                                                                strict=True)}
-        return ReadinessReport(ready=store is None and all(p is None for p in services),
-                               store=store or OK, services=report)
+            *(unreachable(self._session, url, self._timeout) for url in self._services.values()),
+        )
+        report = {
+            name: problem or OK for name, problem in zip(self._services, services, strict=True)
+        }
+        return ReadinessReport(
+            ready=store is None and all(p is None for p in services),
+            store=store or OK,
+            services=report,
+        )
 
     async def _store_problem(self) -> str | None:
         try:

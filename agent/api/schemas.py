@@ -28,7 +28,8 @@ def _int_as_str(value: Any) -> Any:
 
 #: A client's own id for its user: letters, digits and ``_ . @ : + -``.
 ExternalId = Annotated[
-    str, BeforeValidator(_int_as_str),
+    str,
+    BeforeValidator(_int_as_str),
     StringConstraints(pattern=r"^[\w.@:+-]{1,128}$"),
 ]
 #: A client's id for one message (``message_id`` or the ``Idempotency-Key`` header).
@@ -40,14 +41,17 @@ EntityId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 class AgentMessage(BaseModel):
     """``POST /``, as DeepPavlov Agent takes it; extra keys become utterance attributes."""
 
-    model_config = ConfigDict(extra="allow",
-                              json_schema_extra={"example": {"user_id": "alice",
-                                                             "payload": "Hi, I'm Alice"}})
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={"example": {"user_id": "alice", "payload": "Hi, I'm Alice"}},
+    )
 
     user_id: ExternalId
     payload: str = Field(min_length=1, description="the user's text")
-    message_id: MessageId | None = Field(default=None, description="the client's id for this "
-                                         "message: a retry with the same id is answered once")
+    message_id: MessageId | None = Field(
+        default=None,
+        description="the client's id for this message: a retry with the same id is answered once",
+    )
 
     #: the client sent ``user_id`` as a number (dp-agent answers it as one)
     _numeric_user_id: bool = PrivateAttr(default=False)
@@ -71,9 +75,17 @@ class AgentMessage(BaseModel):
 class AgentReply(BaseModel):
     """The answer to ``POST /``."""
 
-    model_config = ConfigDict(json_schema_extra={"example": {
-        "dialog_id": "5f...", "utt_id": "9c...", "user_id": "alice", "response": "Hi Alice!",
-        "active_skill": "greeting"}})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "example": {
+                "dialog_id": "5f...",
+                "utt_id": "9c...",
+                "user_id": "alice",
+                "response": "Hi Alice!",
+                "active_skill": "greeting",
+            }
+        }
+    )
 
     dialog_id: str | None
     utt_id: str | None
@@ -81,8 +93,10 @@ class AgentReply(BaseModel):
     response: str
     active_skill: str | None
     debug_output: dict[str, Any] | None = Field(
-        default=None, description="the turn's hypotheses and annotations, when the message "
-        "carried \"debug_output\": true (as dp-agent's debug clients send)")
+        default=None,
+        description="the turn's hypotheses and annotations, when the message "
+        'carried "debug_output": true (as dp-agent\'s debug clients send)',
+    )
 
 
 class DialogRating(BaseModel):
@@ -108,9 +122,18 @@ class Observation(BaseModel):
     never feed skills; extended fields are kept as the utterance's attributes.
     """
 
-    model_config = ConfigDict(extra="allow", json_schema_extra={"example": {
-        "user_id": "alice", "text": "What is winona afraid of?", "eval_labels": ["sheep"],
-        "label_candidates": ["wolf", "mouse", "cat", "sheep"], "episode_done": False}})
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "example": {
+                "user_id": "alice",
+                "text": "What is winona afraid of?",
+                "eval_labels": ["sheep"],
+                "label_candidates": ["wolf", "mouse", "cat", "sheep"],
+                "episode_done": False,
+            }
+        },
+    )
 
     user_id: ExternalId
     text: str = Field(min_length=1)
@@ -121,13 +144,16 @@ class Observation(BaseModel):
     episode_done: bool = False
     reward: float | None = Field(default=None, ge=-1e6, le=1e6)
     image: str | None = Field(default=None, description="an http(s) URL or base64 data")
-    message_id: MessageId | None = Field(default=None, description="the client's id for this "
-                                         "message: a retry with the same id is answered once")
+    message_id: MessageId | None = Field(
+        default=None,
+        description="the client's id for this message: a retry with the same id is answered once",
+    )
 
     def attributes(self) -> dict[str, Any]:
         """What is stored with the utterance: every field but user_id and text."""
-        stored = self.model_dump(exclude={"user_id", "text", "labels", "message_id"},
-                                 exclude_none=True)
+        stored = self.model_dump(
+            exclude={"user_id", "text", "labels", "message_id"}, exclude_none=True
+        )
         stored.update(check_attribute_keys(dict(self.model_extra or {})))
         if self.labels and not self.eval_labels:
             stored["eval_labels"] = list(self.labels)
@@ -145,5 +171,7 @@ class Act(BaseModel):
     dialog_id: str
     utt_id: str
     metrics: TurnScores | None = Field(
-        default=None, description="the turn's scores (exact match, F1, hits@k, MRR), when "
-        "the observation carried eval_labels")
+        default=None,
+        description="the turn's scores (exact match, F1, hits@k, MRR), when "
+        "the observation carried eval_labels",
+    )

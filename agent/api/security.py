@@ -16,8 +16,7 @@ from fastapi.security import APIKeyHeader
 from agent.api.deps import SettingsDep
 from agent.settings import Settings
 
-_header = APIKeyHeader(name="X-API-Key", auto_error=False,
-                       description="the agent's CHORUS_API_KEY")
+_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="the agent's CHORUS_API_KEY")
 
 
 def _check(settings: Settings, key: str | None) -> None:
@@ -25,12 +24,15 @@ def _check(settings: Settings, key: str | None) -> None:
     if expected is None:
         return
     if key is None:
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED,
-                            "this route needs the agent's API key in the X-API-Key header",
-                            headers={"WWW-Authenticate": "APIKey"})
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            "this route needs the agent's API key in the X-API-Key header",
+            headers={"WWW-Authenticate": "APIKey"},
+        )
     if not secrets.compare_digest(key.encode(), expected.get_secret_value().encode()):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "the X-API-Key header is not the "
-                            "agent's API key")
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN, "the X-API-Key header is not the agent's API key"
+        )
 
 
 async def require_reader(
@@ -40,9 +42,7 @@ async def require_reader(
     _check(settings, key)
 
 
-async def require_chat(
-    settings: SettingsDep, key: Annotated[str | None, Depends(_header)]
-) -> None:
+async def require_chat(settings: SettingsDep, key: Annotated[str | None, Depends(_header)]) -> None:
     """Talking to the bot, when the deployment protects it."""
     if settings.protect_chat:
         _check(settings, key)

@@ -25,12 +25,12 @@ class IdleClosingHttp(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self.timeout_keep_alive_task = self.loop.call_later(
-            self.timeout_keep_alive, self.timeout_keep_alive_handler)
+            self.timeout_keep_alive, self.timeout_keep_alive_handler
+        )
 
 
 def serve(host: str, port: int, log_level: str = "info") -> None:
-    uvicorn.run(APP, factory=True, host=host, port=port, log_level=log_level,
-                http=IdleClosingHttp)
+    uvicorn.run(APP, factory=True, host=host, port=port, log_level=log_level, http=IdleClosingHttp)
 
 
 def main() -> None:

@@ -75,16 +75,19 @@ def send(client: httpx.Client, user_id: str, text: str) -> AgentReply | None:
     except httpx.TransportError as exc:
         raise ChatError(f"lost the agent at {client.base_url}: {_reason(exc)}") from None
     if response.status_code in (401, 403):
-        raise ChatError(f"the agent refused the chat ({response.status_code}): set "
-                        "--api-key (or CHORUS_API_KEY)")
+        raise ChatError(
+            f"the agent refused the chat ({response.status_code}): set "
+            "--api-key (or CHORUS_API_KEY)"
+        )
     if not response.is_success:
         errors.print(f"error: {response.status_code} {response.text[:300]}", style="red")
         return None
     try:
         return AgentReply.model_validate_json(response.content)
     except ValidationError:
-        raise ChatError(f"{client.base_url} is not a Chorus agent: it answered "
-                        f"{response.text[:100]!r}") from None
+        raise ChatError(
+            f"{client.base_url} is not a Chorus agent: it answered {response.text[:100]!r}"
+        ) from None
 
 
 def show(reply: AgentReply) -> None:
@@ -118,16 +121,21 @@ def check_reachable(client: httpx.Client) -> None:
     try:
         client.get("/ping")
     except httpx.TransportError as exc:
-        raise ChatError(f"cannot reach the agent at {client.base_url}: {_reason(exc)} "
-                        "(is it running? `make run` starts it)") from None
+        raise ChatError(
+            f"cannot reach the agent at {client.base_url}: {_reason(exc)} "
+            "(is it running? `make run` starts it)"
+        ) from None
 
 
 def chat_command(
     url: Annotated[str, typer.Option(help="the running agent")] = "http://127.0.0.1:4242",
-    user_id: Annotated[str | None, typer.Option(
-        help="who you are to the agent (default: terminal-<your login>)")] = None,
-    api_key: Annotated[str | None, typer.Option(
-        envvar="CHORUS_API_KEY", help="X-API-Key, if the agent protects its chat")] = None,
+    user_id: Annotated[
+        str | None, typer.Option(help="who you are to the agent (default: terminal-<your login>)")
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(envvar="CHORUS_API_KEY", help="X-API-Key, if the agent protects its chat"),
+    ] = None,
 ) -> None:
     """Chat with a running agent: each answer shows the skill that gave it.
 
@@ -140,8 +148,10 @@ def chat_command(
         with httpx.Client(base_url=url, timeout=TIMEOUT, headers=headers) as client:
             check_reachable(client)
             if interactive:
-                console.print(f"Chatting with {url} as {who}. /new starts a new dialog, "
-                              "/quit exits.", style="dim")
+                console.print(
+                    f"Chatting with {url} as {who}. /new starts a new dialog, /quit exits.",
+                    style="dim",
+                )
             converse(client, who, _lines(interactive))
     except ChatError as exc:
         errors.print(f"error: {exc}", style="red")

@@ -19,8 +19,11 @@ from agent.pipeline.config import PipelineConfigError, load_pipeline_config
 from agent.pipeline.graph import build_pipeline
 from agent.settings import Settings, SettingsError, load_settings
 
-app = typer.Typer(help="Chorus: dialogue orchestration for multi-skill chatbots.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="Chorus: dialogue orchestration for multi-skill chatbots.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -42,8 +45,7 @@ app.add_typer(new_app, name="new")
 def run(
     host: Annotated[str, typer.Option(help="address the agent listens on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port the agent listens on")] = 4242,
-    services_only: Annotated[bool, typer.Option(help="start the services, not the agent")]
-    = False,
+    services_only: Annotated[bool, typer.Option(help="start the services, not the agent")] = False,
 ) -> None:
     """Start the local stack: the pipeline's services from this repository, then the agent.
 
@@ -81,8 +83,11 @@ def run(
             for process in processes:
                 process.wait()
             return
-        typer.secho(f"Chorus agent on http://{host}:{port}  (store: {settings.db_url}; "
-                    f"API docs: http://{host}:{port}/docs)", fg=typer.colors.GREEN)
+        typer.secho(
+            f"Chorus agent on http://{host}:{port}  (store: {settings.db_url}; "
+            f"API docs: http://{host}:{port}/docs)",
+            fg=typer.colors.GREEN,
+        )
         serve(host, port, log_level="warning")
     except RuntimeError as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
@@ -96,12 +101,17 @@ def run(
 def _run_dream(settings: Settings, host: str, port: int) -> None:
     """A dp-agent (Dream) pipeline: its services run in Dream's own compose stack, so only
     the agent starts here, once the file has loaded (formatters imported, connectors built)."""
-    load_any_pipeline(settings.pipeline, window=settings.dream_window,
-                      turn_timeout=settings.dream_turn_timeout)
-    typer.secho(f"dp-agent pipeline {settings.pipeline}: its services are not started here "
-                "(run them from Dream's compose files)", fg=typer.colors.YELLOW)
-    typer.secho(f"Chorus agent on http://{host}:{port}  (store: {settings.db_url})",
-                fg=typer.colors.GREEN)
+    load_any_pipeline(
+        settings.pipeline, window=settings.dream_window, turn_timeout=settings.dream_turn_timeout
+    )
+    typer.secho(
+        f"dp-agent pipeline {settings.pipeline}: its services are not started here "
+        "(run them from Dream's compose files)",
+        fg=typer.colors.YELLOW,
+    )
+    typer.secho(
+        f"Chorus agent on http://{host}:{port}  (store: {settings.db_url})", fg=typer.colors.GREEN
+    )
     serve(host, port, log_level="warning")
 
 

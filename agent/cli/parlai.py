@@ -23,9 +23,14 @@ from agent.parlai.replay import (
 
 console = Console()
 UrlOption = Annotated[str, typer.Option(help="the running agent")]
-ApiKeyOption = Annotated[str | None, typer.Option(
-    "--api-key", envvar="CHORUS_API_KEY",
-    help="X-API-Key of an agent that sets CHORUS_API_KEY (docker compose always does)")]
+ApiKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key",
+        envvar="CHORUS_API_KEY",
+        help="X-API-Key of an agent that sets CHORUS_API_KEY (docker compose always does)",
+    ),
+]
 REFUSED = (401, 403)
 
 
@@ -37,8 +42,11 @@ def _refused_hint(status: int, api_key: str | None) -> str:
     """What to do about a 401/403: send the key, or check the one sent."""
     if status not in REFUSED:
         return ""
-    return (" (the agent wants its API key: pass --api-key or set CHORUS_API_KEY)"
-            if not api_key else " (is --api-key / CHORUS_API_KEY the agent's key?)")
+    return (
+        " (the agent wants its API key: pass --api-key or set CHORUS_API_KEY)"
+        if not api_key
+        else " (is --api-key / CHORUS_API_KEY the agent's key?)"
+    )
 
 
 def _table(report: EvalReport) -> Table:
@@ -46,18 +54,25 @@ def _table(report: EvalReport) -> Table:
     for column in ("episode", "turns", "scored", *SCORES):
         table.add_column(column, justify="left" if column == "episode" else "right")
     for row in [*report.episodes, report.overall]:
-        table.add_row(row.name, str(row.turns), str(row.scored),
-                      *(f"{getattr(row, m):.3f}" for m in SCORES),
-                      style="bold" if row is report.overall else None)
+        table.add_row(
+            row.name,
+            str(row.turns),
+            str(row.scored),
+            *(f"{getattr(row, m):.3f}" for m in SCORES),
+            style="bold" if row is report.overall else None,
+        )
     return table
 
 
 def eval_command(
-    file: Annotated[Path, typer.Argument(help="ParlAI text format (.txt) or JSONL (.jsonl)",
-                                         exists=True, dir_okay=False)],
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="ParlAI text format (.txt) or JSONL (.jsonl)", exists=True, dir_okay=False
+        ),
+    ],
     url: UrlOption = "http://127.0.0.1:4242",
-    json_out: Annotated[Path | None, typer.Option("--json", help="also write the report")]
-    = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="also write the report")] = None,
     api_key: ApiKeyOption = None,
 ) -> None:
     """Play every episode of FILE as one dialog and print its scores.
@@ -71,11 +86,16 @@ def eval_command(
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     turns = sum(len(e) for e in episodes)
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=console, transient=True)
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
     try:
-        with httpx.Client(base_url=url, timeout=60, headers=_headers(api_key)) as client, \
-                progress:
+        with httpx.Client(base_url=url, timeout=60, headers=_headers(api_key)) as client, progress:
             task = progress.add_task(f"{len(episodes)} episodes", total=turns)
             report = evaluate(episodes, client, on_turn=lambda: progress.advance(task))
     except (httpx.TransportError, RuntimeError) as exc:
@@ -89,8 +109,7 @@ def eval_command(
 
 def export_command(
     out: Annotated[Path, typer.Argument(help="file to write: .jsonl for JSONL, else text")],
-    user: Annotated[list[str] | None, typer.Option(help="a user's dialogs (repeatable)")]
-    = None,
+    user: Annotated[list[str] | None, typer.Option(help="a user's dialogs (repeatable)")] = None,
     dialog: Annotated[list[str] | None, typer.Option(help="one dialog (repeatable)")] = None,
     url: UrlOption = "http://127.0.0.1:4242",
     api_key: ApiKeyOption = None,
@@ -107,8 +126,11 @@ def export_command(
             dialogs = fetch_dialogs(client, user or [], dialog or [])
     except httpx.HTTPStatusError as exc:
         hint = _refused_hint(exc.response.status_code, api_key)
-        console.print(f"[red]error:[/red] {exc.request.url}: {exc.response.status_code} "
-                      f"{exc.response.text[:200]}{hint}", highlight=False)
+        console.print(
+            f"[red]error:[/red] {exc.request.url}: {exc.response.status_code} "
+            f"{exc.response.text[:200]}{hint}",
+            highlight=False,
+        )
         raise typer.Exit(1) from None
     except httpx.TransportError as exc:
         console.print(f"[red]error:[/red] cannot reach the agent at {url}: {exc}")

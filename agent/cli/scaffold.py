@@ -56,7 +56,6 @@ DEFAULT_CONTEXT_WINDOW = 3
 JSON_WIDTH = 100
 
 
-
 class ScaffoldError(ChorusError):
     """The skill cannot be added; nothing was changed. Exit code 2 blames the command line,
     1 the files it would edit."""
@@ -90,7 +89,8 @@ def check_name(name: str) -> None:
         raise ScaffoldError(
             f"bad skill name {name!r}: use 1-30 lowercase letters and digits, starting with a "
             "letter (it names a Python package and a docker compose host), e.g. weather",
-            exit_code=2)
+            exit_code=2,
+        )
     if keyword.iskeyword(name):
         raise ScaffoldError(f"bad skill name {name!r}: it is a Python keyword", exit_code=2)
     if name in RESERVED or name in ROLES or name in GROUP_FOLDERS.values():
@@ -101,11 +101,15 @@ def check_unused(name: str, root: Path, taken: set[str]) -> None:
     """Refuse a name a folder or a registered service already has: nothing is overwritten."""
     for folder in sorted(set(GROUP_FOLDERS.values())):
         if (root / folder / name).exists():
-            raise ScaffoldError(f"{folder}/{name}/ already exists; nothing was changed",
-                                exit_code=2)
+            raise ScaffoldError(
+                f"{folder}/{name}/ already exists; nothing was changed", exit_code=2
+            )
     if name in taken:
-        raise ScaffoldError(f"a service named {name!r} already exists in the pipeline or "
-                            "docker-compose.yml; nothing was changed", exit_code=2)
+        raise ScaffoldError(
+            f"a service named {name!r} already exists in the pipeline or "
+            "docker-compose.yml; nothing was changed",
+            exit_code=2,
+        )
 
 
 # -- pipeline files -------------------------------------------------------------------------
@@ -147,8 +151,9 @@ def read_pipeline(path: Path) -> JsonDict:
     except OSError as exc:
         raise ScaffoldError(f"cannot read {path}: {exc.strerror}", exit_code=2) from None
     except json.JSONDecodeError as exc:
-        raise ScaffoldError(f"{path}: not valid JSON at line {exc.lineno}: {exc.msg}",
-                            exit_code=2) from None
+        raise ScaffoldError(
+            f"{path}: not valid JSON at line {exc.lineno}: {exc.msg}", exit_code=2
+        ) from None
     try:
         build_pipeline(parse_pipeline_config(data, source=str(path)))
     except PipelineConfigError as exc:
@@ -175,8 +180,10 @@ def free_skill_port(pipeline: JsonDict) -> int:
     used = used_ports(pipeline)
     port = next((p for p in SKILL_PORTS if p not in used), None)
     if port is None:
-        raise ScaffoldError(f"every port {SKILL_PORTS.start}-{SKILL_PORTS.stop - 1} is taken "
-                            "in the pipeline; register the skill by hand")
+        raise ScaffoldError(
+            f"every port {SKILL_PORTS.start}-{SKILL_PORTS.stop - 1} is taken "
+            "in the pipeline; register the skill by hand"
+        )
     return port
 
 
@@ -198,7 +205,8 @@ def with_skill(pipeline: JsonDict, name: str, entry: JsonDict) -> JsonDict:
     if "skills" not in services:
         services["skills"] = {}
         result["services"] = services = {
-            group: services[group] for group in ROLES if group in services}
+            group: services[group] for group in ROLES if group in services
+        }
     services["skills"][name] = entry
     return result
 
@@ -239,9 +247,14 @@ def _is_content(line: str) -> bool:
 def _children(lines: list[str], parent: int, what: str) -> list[_Key]:
     """The keys of the block mapping under ``lines[parent]``; anything else (a list, a flow
     mapping) is an error."""
-    stop = next((i for i in range(parent + 1, len(lines))
-                 if _is_content(lines[i]) and _indent(lines[i]) <= _indent(lines[parent])),
-                len(lines))
+    stop = next(
+        (
+            i
+            for i in range(parent + 1, len(lines))
+            if _is_content(lines[i]) and _indent(lines[i]) <= _indent(lines[parent])
+        ),
+        len(lines),
+    )
     body = [i for i in range(parent + 1, stop) if _is_content(lines[i])]
     if not body:
         raise ScaffoldError(f"{COMPOSE_FILE}: {what} is empty")
@@ -251,20 +264,30 @@ def _children(lines: list[str], parent: int, what: str) -> list[_Key]:
     for n, start in enumerate(starts):
         match = _KEY.match(lines[start])
         if match is None:
-            raise ScaffoldError(f"{COMPOSE_FILE}:{start + 1}: expected `name:` under {what}, "
-                                f"found {lines[start].strip()!r}")
+            raise ScaffoldError(
+                f"{COMPOSE_FILE}:{start + 1}: expected `name:` under {what}, "
+                f"found {lines[start].strip()!r}"
+            )
         following = starts[n + 1] if n + 1 < len(starts) else stop
         # The value ends at its last deeper line: a comment at the key's own indent before
         # the next key (`  # skills`) introduces that key.
-        end = max((i for i in range(start, following)
-                   if lines[i].strip() and _indent(lines[i]) > indent), default=start) + 1
+        end = (
+            max(
+                (
+                    i
+                    for i in range(start, following)
+                    if lines[i].strip() and _indent(lines[i]) > indent
+                ),
+                default=start,
+            )
+            + 1
+        )
         keys.append(_Key(match.group(2), start, end, indent))
     return keys
 
 
 def _top_level(lines: list[str], key: str) -> int:
-    found = next((i for i, line in enumerate(lines) if re.match(rf"^{key}:\s*(#.*)?$", line)),
-                 None)
+    found = next((i for i, line in enumerate(lines) if re.match(rf"^{key}:\s*(#.*)?$", line)), None)
     if found is None:
         raise ScaffoldError(f"{COMPOSE_FILE}: no top-level `{key}:`")
     return found
@@ -277,8 +300,9 @@ def compose_services(text: str) -> list[str]:
 
 def _step(lines: list[str], key: _Key, default: int = 2) -> int:
     """How much deeper than the key its value is indented."""
-    deeper = next((_indent(lines[i]) for i in range(key.line + 1, key.end)
-                   if _is_content(lines[i])), None)
+    deeper = next(
+        (_indent(lines[i]) for i in range(key.line + 1, key.end) if _is_content(lines[i])), None
+    )
     return deeper - key.indent if deeper is not None else default
 
 
@@ -287,34 +311,48 @@ Insertion = tuple[int, list[str]]
 
 def _service_block(lines: list[str], services: list[_Key], name: str) -> Insertion:
     """The new service, after the last skill's block, sharing the others' ``<<: *anchor``."""
-    body = "\n".join(lines[services[0].line:services[-1].end])
+    body = "\n".join(lines[services[0].line : services[-1].end])
     anchors = Counter(re.findall(r"<<:\s*\*([A-Za-z0-9_-]+)", body))
     if not anchors:
-        raise ScaffoldError(f"{COMPOSE_FILE}: no service shares settings through "
-                            "`<<: *anchor`; add the service by hand (docs/deployment.md)")
-    skills = [key for key in services if re.search(r"SERVICE:\s*['\"]?skills/",
-                                                   "\n".join(lines[key.line:key.end]))]
+        raise ScaffoldError(
+            f"{COMPOSE_FILE}: no service shares settings through "
+            "`<<: *anchor`; add the service by hand (docs/deployment.md)"
+        )
+    skills = [
+        key
+        for key in services
+        if re.search(r"SERVICE:\s*['\"]?skills/", "\n".join(lines[key.line : key.end]))
+    ]
     after = skills[-1] if skills else services[-1]
     pad, step = " " * after.indent, " " * _step(lines, after)
-    return after.end, ["", f"{pad}{name}:", f"{pad}{step}<<: *{anchors.most_common(1)[0][0]}",
-                       f"{pad}{step}build:", f"{pad}{step * 2}context: .",
-                       f"{pad}{step * 2}dockerfile: deploy/service.Dockerfile",
-                       f"{pad}{step * 2}args:", f"{pad}{step * 3}SERVICE: skills/{name}"]
+    return after.end, [
+        "",
+        f"{pad}{name}:",
+        f"{pad}{step}<<: *{anchors.most_common(1)[0][0]}",
+        f"{pad}{step}build:",
+        f"{pad}{step * 2}context: .",
+        f"{pad}{step * 2}dockerfile: deploy/service.Dockerfile",
+        f"{pad}{step * 2}args:",
+        f"{pad}{step * 3}SERVICE: skills/{name}",
+    ]
 
 
-def _dependency(lines: list[str], services: list[_Key], name: str,
-                skills: set[str]) -> Insertion:
+def _dependency(lines: list[str], services: list[_Key], name: str, skills: set[str]) -> Insertion:
     """``agent.depends_on.NAME.condition: service_healthy``, after the last skill's entry."""
     agent = next((key for key in services if key.name == "agent"), None)
-    depends = next((key for key in _children(lines, agent.line, "agent")
-                    if key.name == "depends_on"), None) if agent else None
+    depends = (
+        next(
+            (key for key in _children(lines, agent.line, "agent") if key.name == "depends_on"), None
+        )
+        if agent
+        else None
+    )
     if depends is None:
         raise ScaffoldError(f"{COMPOSE_FILE}: the agent service has no `depends_on:` mapping")
     entries = _children(lines, depends.line, "agent.depends_on")
     last = ([e for e in entries if e.name in skills] or entries)[-1]
     pad = " " * last.indent
-    return last.end, [f"{pad}{name}:",
-                      f"{pad}{' ' * _step(lines, last)}condition: service_healthy"]
+    return last.end, [f"{pad}{name}:", f"{pad}{' ' * _step(lines, last)}condition: service_healthy"]
 
 
 def compose_with_skill(text: str, name: str, skills: set[str]) -> str:
@@ -322,8 +360,7 @@ def compose_with_skill(text: str, name: str, skills: set[str]) -> str:
     each after the last skill's; every other line as it was."""
     lines = text.splitlines()
     services = _children(lines, _top_level(lines, "services"), "services")
-    insertions = [_service_block(lines, services, name),
-                  _dependency(lines, services, name, skills)]
+    insertions = [_service_block(lines, services, name), _dependency(lines, services, name, skills)]
     for position, new in sorted(insertions, reverse=True):  # the later first: indexes hold
         lines[position:position] = new
     return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
@@ -334,8 +371,11 @@ def compose_with_skill(text: str, name: str, skills: set[str]) -> str:
 
 def render_template(file: str, name: str, port: int) -> str:
     template = files("agent.cli").joinpath("templates", "skill", f"{file}.tmpl")
-    return template.read_text(encoding="utf-8").replace("{{name}}", name).replace(
-        "{{port}}", str(port))
+    return (
+        template.read_text(encoding="utf-8")
+        .replace("{{name}}", name)
+        .replace("{{port}}", str(port))
+    )
 
 
 @dataclass(frozen=True)
@@ -357,9 +397,12 @@ class Deployment:
         compose_text = compose_with_skill(self.compose_text, name, skills)
         if name not in compose_services(compose_text):
             raise ScaffoldError(f"{COMPOSE_FILE}: the new service block did not land")
-        return {self.pipeline_file: checked(with_skill(self.pipeline, name, compose_entry),
-                                            self.pipeline_file),
-                self.compose_file: compose_text}
+        return {
+            self.pipeline_file: checked(
+                with_skill(self.pipeline, name, compose_entry), self.pipeline_file
+            ),
+            self.compose_file: compose_text,
+        }
 
 
 def read_deployment(root: Path, local_pipeline: Path) -> Deployment | None:
@@ -368,18 +411,26 @@ def read_deployment(root: Path, local_pipeline: Path) -> Deployment | None:
     if not (compose_file.is_file() and pipeline_file.is_file()):
         return None
     if pipeline_file.resolve() == local_pipeline.resolve():
-        raise ScaffoldError(f"--pipeline names {COMPOSE_PIPELINE}, which follows the local "
-                            "pipeline; name the local one", exit_code=2)
-    return Deployment(compose_file, compose_file.read_text(encoding="utf-8"), pipeline_file,
-                      read_pipeline(pipeline_file))
+        raise ScaffoldError(
+            f"--pipeline names {COMPOSE_PIPELINE}, which follows the local "
+            "pipeline; name the local one",
+            exit_code=2,
+        )
+    return Deployment(
+        compose_file,
+        compose_file.read_text(encoding="utf-8"),
+        pipeline_file,
+        read_pipeline(pipeline_file),
+    )
 
 
 def plan_skill(root: Path, name: str, pipeline_path: Path) -> Plan:
     """Work out every file ``new skill`` writes, or say why it cannot."""
     check_name(name)
     if not (root / "skills").is_dir():
-        raise ScaffoldError(f"no skills/ folder in {root}: run this in the repository root",
-                            exit_code=2)
+        raise ScaffoldError(
+            f"no skills/ folder in {root}: run this in the repository root", exit_code=2
+        )
     local = read_pipeline(pipeline_path)
     deployment = read_deployment(root, pipeline_path)
     check_unused(name, root, service_names(local) | (deployment.names if deployment else set()))
@@ -391,16 +442,20 @@ def plan_skill(root: Path, name: str, pipeline_path: Path) -> Plan:
     notes = []
     if deployment is not None:
         edits |= deployment.edits(name, entry, set(local["services"].get("skills", {})))
-        changes[deployment.pipeline_file] = (f"services.skills.{name}: "
-                                             f"http://{name}:{SERVICE_PORT}/respond")
+        changes[deployment.pipeline_file] = (
+            f"services.skills.{name}: http://{name}:{SERVICE_PORT}/respond"
+        )
         changes[deployment.compose_file] = f"service {name}, which the agent waits for"
     else:
-        notes.append(f"{COMPOSE_FILE} or {COMPOSE_PIPELINE} not found: docker compose "
-                     "files left alone")
+        notes.append(
+            f"{COMPOSE_FILE} or {COMPOSE_PIPELINE} not found: docker compose files left alone"
+        )
     if local["services"].get("skill_selectors"):
-        notes.append("The pipeline has a skill selector: its rules apply only to the skills\n"
-                     "they name, so the new skill runs on every turn until a rule names it\n"
-                     "(docs/adding-a-skill.md, 7).")
+        notes.append(
+            "The pipeline has a skill selector: its rules apply only to the skills\n"
+            "they name, so the new skill runs on every turn until a rule names it\n"
+            "(docs/adding-a-skill.md, 7)."
+        )
     new_files = {f: render_template(f, name, port) for f in TEMPLATE_FILES}
     pipelines = tuple(p for p in edits if deployment is None or p != deployment.compose_file)
     return Plan(name, root / "skills" / name, new_files, edits, changes, pipelines, notes)
@@ -460,8 +515,10 @@ See docs/adding-a-skill.md.""")
 @new_app.command("skill")
 def skill_command(
     name: Annotated[str, typer.Argument(help="the skill's name: lowercase letters and digits")],
-    pipeline: Annotated[Path | None, typer.Option(
-        help="the local pipeline file (default: CHORUS_PIPELINE, else pipeline.json)")] = None,
+    pipeline: Annotated[
+        Path | None,
+        typer.Option(help="the local pipeline file (default: CHORUS_PIPELINE, else pipeline.json)"),
+    ] = None,
 ) -> None:
     """Create skills/NAME/ (a working skill, its test and README) and register it
     in the local pipeline, deploy/pipeline.compose.json and docker-compose.yml."""

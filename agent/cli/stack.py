@@ -54,8 +54,14 @@ def local_services(config: PipelineConfig, root: Path) -> tuple[list[LocalServic
             folder = GROUP_FOLDERS[group]
             parts = urlsplit(str(url))
             if parts.hostname in LOCAL_HOSTS and (root / folder / name / "app.py").is_file():
-                found.append(LocalService(name, f"{folder}.{name}.app:app",
-                                          parts.hostname or "127.0.0.1", parts.port or 80))
+                found.append(
+                    LocalService(
+                        name,
+                        f"{folder}.{name}.app:app",
+                        parts.hostname or "127.0.0.1",
+                        parts.port or 80,
+                    )
+                )
             else:
                 elsewhere.append(f"{name} ({url})")
     return found, elsewhere
@@ -63,21 +69,36 @@ def local_services(config: PipelineConfig, root: Path) -> tuple[list[LocalServic
 
 def off_services(config: PipelineConfig) -> list[tuple[str, str]]:
     """Services the pipeline lists but does not run now, and why (to show at start-up)."""
-    return [(name, reason) for services in config.services.values()
-            for name, service in services.items()
-            if (reason := service.off_because()) is not None]
+    return [
+        (name, reason)
+        for services in config.services.values()
+        for name, service in services.items()
+        if (reason := service.off_because()) is not None
+    ]
 
 
 def start(service: LocalService, root: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", service.module, "--host", service.host,
-         "--port", str(service.port), "--log-level", "warning", "--no-access-log"],
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            service.module,
+            "--host",
+            service.host,
+            "--port",
+            str(service.port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
         cwd=root,
     )
 
 
-def wait_healthy(service: LocalService, process: subprocess.Popen[bytes],
-                 timeout: float = 30.0) -> None:
+def wait_healthy(
+    service: LocalService, process: subprocess.Popen[bytes], timeout: float = 30.0
+) -> None:
     """Poll the health route until it answers (a readiness probe for a child process)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -89,8 +110,9 @@ def wait_healthy(service: LocalService, process: subprocess.Popen[bytes],
         except httpx.TransportError:
             pass
         time.sleep(0.1)
-    raise RuntimeError(f"service {service.name} did not answer {service.health_url} "
-                       f"within {timeout:.0f}s")
+    raise RuntimeError(
+        f"service {service.name} did not answer {service.health_url} within {timeout:.0f}s"
+    )
 
 
 def stop(processes: list[subprocess.Popen[bytes]]) -> None:

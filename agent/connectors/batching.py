@@ -23,8 +23,9 @@ class Batches(Generic[Item]):
     """:meth:`submit` answers one item and tells how many shared its request; ``send``
     answers a list of items with a list of answers in the same order."""
 
-    def __init__(self, send: Callable[[list[Item]], Awaitable[Sequence[Any]]],
-                 batch_size: int) -> None:
+    def __init__(
+        self, send: Callable[[list[Item]], Awaitable[Sequence[Any]]], batch_size: int
+    ) -> None:
         self.batch_size = batch_size
         self._send_batch = send
         self._pending: list[tuple[Item, asyncio.Future[tuple[Any, int]]]] = []

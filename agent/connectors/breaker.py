@@ -26,8 +26,13 @@ RETRY_DELAY = 0.05
 
 
 class CircuitBreaker:
-    def __init__(self, name: str, threshold: int, reset_after: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        name: str,
+        threshold: int,
+        reset_after: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.name = name
         self.threshold = threshold
         self.reset_after = reset_after
@@ -47,8 +52,10 @@ class CircuitBreaker:
         waited = self._clock() - self._opened_at
         if waited < self.reset_after or self._trial_running:
             raise ServiceUnavailable(
-                self.name, f"circuit open after {self._failures} failures in a row; next try "
-                f"in {max(self.reset_after - waited, 0):.1f}s")
+                self.name,
+                f"circuit open after {self._failures} failures in a row; next try "
+                f"in {max(self.reset_after - waited, 0):.1f}s",
+            )
         self._trial_running = True
 
     def record(self, ok: bool) -> None:
@@ -61,8 +68,12 @@ class CircuitBreaker:
         self._failures += 1
         if self.threshold and self._failures >= self.threshold:
             if self._opened_at is None:
-                log.warning("service %s failed %d times in a row: circuit open for %.0fs",
-                            self.name, self._failures, self.reset_after)
+                log.warning(
+                    "service %s failed %d times in a row: circuit open for %.0fs",
+                    self.name,
+                    self._failures,
+                    self.reset_after,
+                )
             self._opened_at = self._clock()
 
 

@@ -35,17 +35,23 @@ def make_http_client(max_connections: int = 256) -> aiohttp.ClientSession:
     """The one HTTP session of the agent, its pool sized for many turns' fan-out at once.
 
     Call it inside the running event loop (the lifespan)."""
-    connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=0,
-                                     keepalive_timeout=30, ttl_dns_cache=60)
-    return aiohttp.ClientSession(connector=connector, trust_env=False,
-                                 skip_auto_headers=("User-Agent",))
+    connector = aiohttp.TCPConnector(
+        limit=max_connections, limit_per_host=0, keepalive_timeout=30, ttl_dns_cache=60
+    )
+    return aiohttp.ClientSession(
+        connector=connector, trust_env=False, skip_auto_headers=("User-Agent",)
+    )
 
 
 class HttpConnector:
     """Calls one service's URL."""
 
     def __init__(
-        self, name: str, url: str, session: aiohttp.ClientSession, timeout: float,
+        self,
+        name: str,
+        url: str,
+        session: aiohttp.ClientSession,
+        timeout: float,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self.name = name
@@ -59,8 +65,8 @@ class HttpConnector:
         data = self._parse(await self._post(body))
         if not isinstance(data, list):
             raise BadServiceResponse(
-                self.name, f"answer must be a JSON list with one item per dialog, got "
-                f"{type(data).__name__}"
+                self.name,
+                f"answer must be a JSON list with one item per dialog, got {type(data).__name__}",
             )
         if len(data) != len(views):
             raise BadServiceResponse(
@@ -77,16 +83,17 @@ class HttpConnector:
             # Over aiohttp's 1 MB mark, raw bytes draw a warning (it would copy them on the
             # loop); a file-like body is streamed instead.
             data = body if len(body) < _STREAMED_BODY_BYTES else io.BytesIO(body)
-            async with self._session.post(self.url, data=data, headers=outgoing_headers(_JSON),
-                                          timeout=self._timeout) as response:
+            async with self._session.post(
+                self.url, data=data, headers=outgoing_headers(_JSON), timeout=self._timeout
+            ) as response:
                 raw = await self._read_bounded(response)
                 status = response.status
         except TimeoutError:
-            raise ServiceTimeout(
-                self.name, f"no answer within {self._timeout.total}s") from None
+            raise ServiceTimeout(self.name, f"no answer within {self._timeout.total}s") from None
         except aiohttp.ClientConnectorError as exc:
-            raise ServiceUnavailable(self.name, f"cannot reach {self.url}: {exc.strerror or exc}",
-                                     never_connected=True) from None
+            raise ServiceUnavailable(
+                self.name, f"cannot reach {self.url}: {exc.strerror or exc}", never_connected=True
+            ) from None
         except aiohttp.ClientError as exc:
             raise ServiceUnavailable(
                 self.name, f"connection to {self.url} failed: {exc or type(exc).__name__}"
@@ -108,8 +115,7 @@ class HttpConnector:
                 break
             raw += more
         if len(raw) > self._max_bytes:
-            raise BadServiceResponse(self.name, f"answer is over the {self._max_bytes} "
-                                     "bytes limit")
+            raise BadServiceResponse(self.name, f"answer is over the {self._max_bytes} bytes limit")
         return raw
 
     def _parse(self, raw: bytes) -> Any:
@@ -120,5 +126,3 @@ class HttpConnector:
 
     async def aclose(self) -> None:
         """The shared session is closed by its owner, the agent's lifespan."""
-
-

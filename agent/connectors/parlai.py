@@ -38,10 +38,14 @@ class ParlaiAct(BaseModel):
 def observation(view: DialogView) -> dict[str, Any]:
     """The observation of the newest human utterance, JSON-safe as ParlAI sends a Message."""
     utterance = view.human_utterance
-    observed = Message({
-        "text": utterance.text, "id": "chorus", "episode_done": False,
-        "history": [u.text for u in view.utterances[:-1]],
-    })
+    observed = Message(
+        {
+            "text": utterance.text,
+            "id": "chorus",
+            "episode_done": False,
+            "history": [u.text for u in view.utterances[:-1]],
+        }
+    )
     candidates = utterance.attributes.get("label_candidates")
     if isinstance(candidates, list):
         observed["label_candidates"] = candidates
@@ -56,8 +60,10 @@ def hypotheses(service: str, act: Any) -> list[dict[str, Any]]:
     except ValidationError as exc:
         raise BadServiceResponse(service, f"not a ParlAI act: {exc.errors()[0]['msg']}") from None
     texts = [parsed.text, *(t for t in parsed.text_candidates if t and t != parsed.text)]
-    return [{"text": text, "confidence": parsed.confidence / (rank + 1)}
-            for rank, text in enumerate(texts)]
+    return [
+        {"text": text, "confidence": parsed.confidence / (rank + 1)}
+        for rank, text in enumerate(texts)
+    ]
 
 
 class ParlaiConnector:

@@ -13,8 +13,9 @@ import aiohttp
 async def unreachable(session: aiohttp.ClientSession, url: str, within: float) -> str | None:
     """None when ``url`` answers within ``within`` seconds, else why not."""
     try:
-        async with session.get(url, allow_redirects=False,
-                               timeout=aiohttp.ClientTimeout(total=within)):
+        async with session.get(
+            url, allow_redirects=False, timeout=aiohttp.ClientTimeout(total=within)
+        ):
             return None
     except TimeoutError:
         return f"no answer from {url} within {within}s"

@@ -34,14 +34,23 @@ from pydantic import (
 from agent.pipeline.config import PipelineConfigError
 
 #: dp-agent's StateManager / ExtendedStateManager methods a service may name.
-STATE_MANAGER_METHODS = frozenset({
-    "add_annotation", "add_annotation_prev_bot_utt", "add_hypothesis",
-    "add_hypothesis_annotation", "add_hypothesis_annotation_batch", "add_text",
-    "add_bot_utterance", "add_bot_utterance_last_chance",
-    "add_bot_utterance_last_chance_overwrite", "add_failure_bot_utterance",
-    "update_attributes", "add_annotation_and_reset_human_attributes_for_first_turn",
-    "save_dialog",
-})
+STATE_MANAGER_METHODS = frozenset(
+    {
+        "add_annotation",
+        "add_annotation_prev_bot_utt",
+        "add_hypothesis",
+        "add_hypothesis_annotation",
+        "add_hypothesis_annotation_batch",
+        "add_text",
+        "add_bot_utterance",
+        "add_bot_utterance_last_chance",
+        "add_bot_utterance_last_chance_overwrite",
+        "add_failure_bot_utterance",
+        "update_attributes",
+        "add_annotation_and_reset_human_attributes_for_first_turn",
+        "save_dialog",
+    }
+)
 
 Tag = Literal["selector", "responder", "input", "last_chance", "timeout"]
 
@@ -54,8 +63,9 @@ class HttpConnector(BaseModel):
     protocol: Literal["http"]
     url: AnyHttpUrl | None = None
     urllist: list[AnyHttpUrl] | None = Field(default=None, min_length=1)
-    timeout: float = Field(default=0, ge=0, le=600,
-                           description="seconds per call; 0: only the turn's deadline")
+    timeout: float = Field(
+        default=0, ge=0, le=600, description="seconds per call; 0: only the turn's deadline"
+    )
     batch_size: int = Field(default=1, ge=1, le=1024)
     num_workers: int = Field(default=1, ge=1, le=64)
     connector_name: str | None = None
@@ -116,16 +126,20 @@ class DpService(BaseModel):
     tags: list[Tag] = Field(default_factory=list)
     is_enabled: bool = True
     source: Any = Field(default=None, description="Dream's build metadata; ignored")
-    workflow_formatter: None = Field(default=None, description="dp-agent's switch to pass "
-                                     "the workflow record instead of the dialog; only null")
+    workflow_formatter: None = Field(
+        default=None,
+        description="dp-agent's switch to pass "
+        "the workflow record instead of the dialog; only null",
+    )
 
     @field_validator("state_manager_method")
     @classmethod
     def _known_method(cls, method: str | None) -> str | None:
         if method is not None and method not in STATE_MANAGER_METHODS:
             known = ", ".join(sorted(STATE_MANAGER_METHODS))
-            raise ValueError(f"{method!r} is not a dp-agent state manager method; use one "
-                             f"of {known}")
+            raise ValueError(
+                f"{method!r} is not a dp-agent state manager method; use one of {known}"
+            )
         return method
 
 
@@ -202,8 +216,10 @@ def _describe(error: ValidationError, prefix: str) -> str:
 def connector_model(data: Any, where: str) -> Connector:
     """One connector definition, checked by the model its ``protocol`` names."""
     if not isinstance(data, dict):
-        raise PipelineConfigError(f"{where}: a connector must be an object with a "
-                                  "\"protocol\", or the name of a top-level connector")
+        raise PipelineConfigError(
+            f"{where}: a connector must be an object with a "
+            '"protocol", or the name of a top-level connector'
+        )
     protocol = data.get("protocol")
     model: type[HttpConnector] | type[PythonConnector]
     if protocol == "http":
@@ -212,8 +228,9 @@ def connector_model(data: Any, where: str) -> Connector:
         model = PythonConnector
     else:
         raise PipelineConfigError(
-            f"{where}.protocol: {protocol!r} is not supported; use \"http\" (a service's "
-            "URL) or \"python\" (a class_name)")
+            f'{where}.protocol: {protocol!r} is not supported; use "http" (a service\'s '
+            'URL) or "python" (a class_name)'
+        )
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -222,10 +239,12 @@ def connector_model(data: Any, where: str) -> Connector:
 
 def _service(data: Any, where: str) -> DpService:
     if not isinstance(data, dict):
-        raise PipelineConfigError(f"{where}: a service must be an object with a \"connector\"")
+        raise PipelineConfigError(f'{where}: a service must be an object with a "connector"')
     if "connector" not in data:
-        raise PipelineConfigError(f"{where}.connector: missing; give the service a connector "
-                                  "(an object, or the name of a top-level connector)")
+        raise PipelineConfigError(
+            f"{where}.connector: missing; give the service a connector "
+            "(an object, or the name of a top-level connector)"
+        )
     if not isinstance(data["connector"], str):
         data = {**data, "connector": connector_model(data["connector"], f"{where}.connector")}
     try:
@@ -238,9 +257,13 @@ def parse_dp_config(data: object, source: str) -> tuple[DpConfig, list[ParsedSer
     """Validate the document; every service with its group, in file order."""
     try:
         if isinstance(data, dict) and isinstance(data.get("connectors"), dict):
-            data = {**data, "connectors": {
-                name: connector_model(connector, f"connectors.{name}")
-                for name, connector in data["connectors"].items()}}
+            data = {
+                **data,
+                "connectors": {
+                    name: connector_model(connector, f"connectors.{name}")
+                    for name, connector in data["connectors"].items()
+                },
+            }
         config = DpConfig.model_validate(data)
     except ValidationError as exc:
         raise PipelineConfigError(f"{source}: {_describe(exc, '')}") from None
@@ -250,13 +273,13 @@ def parse_dp_config(data: object, source: str) -> tuple[DpConfig, list[ParsedSer
     try:
         for key, entry in config.services.items():
             if "connector" in entry:
-                services.append(ParsedService(group=None, label=key,
-                                              config=_service(entry, f"services.{key}")))
+                services.append(
+                    ParsedService(group=None, label=key, config=_service(entry, f"services.{key}"))
+                )
                 continue
             for label, item in entry.items():
                 where = f"services.{key}.{label}"
-                services.append(ParsedService(group=key, label=label,
-                                              config=_service(item, where)))
+                services.append(ParsedService(group=key, label=label, config=_service(item, where)))
     except PipelineConfigError as exc:
         raise PipelineConfigError(f"{source}: {exc}") from None
     return config, services

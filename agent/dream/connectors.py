@@ -58,9 +58,10 @@ class PredefinedTextConnector:
         self.annotations = annotations or {}
 
     async def send(self, payload: dict[str, Any], callback: Callback) -> None:
-        await callback(task_id=payload["task_id"],
-                       response={"text": self.response_text,
-                                 "annotations": dict(self.annotations)})
+        await callback(
+            task_id=payload["task_id"],
+            response={"text": self.response_text, "annotations": dict(self.annotations)},
+        )
 
 
 class PredefinedOutputConnector:
@@ -112,8 +113,9 @@ class PythonAdapter:
         try:
             await self._instance.send({"task_id": task_id, "payload": payload}, callback)
         except Exception as exc:
-            raise ServiceError(self.name, f"python connector raised {type(exc).__name__}: "
-                               f"{exc}") from None
+            raise ServiceError(
+                self.name, f"python connector raised {type(exc).__name__}: {exc}"
+            ) from None
         response = await future
         if isinstance(response, Exception):
             raise ServiceError(self.name, f"{type(response).__name__}: {response}")
@@ -123,38 +125,47 @@ class PythonAdapter:
         return None
 
 
-def python_connector(service: DreamService, config: PythonConnector,
-                     connectors_module: str | None) -> PythonAdapter:
+def python_connector(
+    service: DreamService, config: PythonConnector, connectors_module: str | None
+) -> PythonAdapter:
     """Instantiate the class now, so a bad name or argument stops the agent at start-up."""
-    where = f"{service.connector_key}.class_name" if service.connector_key.startswith(
-        "connectors.") else f"services.{service.name}.connector.class_name"
+    where = (
+        f"{service.connector_key}.class_name"
+        if service.connector_key.startswith("connectors.")
+        else f"services.{service.name}.connector.class_name"
+    )
     if ":" not in config.class_name and config.class_name in BUILTINS:
         cls: Any = BUILTINS[config.class_name]
     elif ":" not in config.class_name and connectors_module is None:
         raise PipelineConfigError(
             f"{where}: {config.class_name!r} is not one of dp-agent's built-in connectors "
-            f"({', '.join(sorted(BUILTINS))}); write module:Class for your own")
+            f"({', '.join(sorted(BUILTINS))}); write module:Class for your own"
+        )
     else:
         cls = import_dotted(config.class_name, where, connectors_module)
     try:
         instance = cls(**config.kwargs())
     except Exception as exc:
-        raise PipelineConfigError(f"{where}: {config.class_name}(...) failed with the "
-                                  f"connector's other keys: {type(exc).__name__}: {exc}") \
-            from None
+        raise PipelineConfigError(
+            f"{where}: {config.class_name}(...) failed with the "
+            f"connector's other keys: {type(exc).__name__}: {exc}"
+        ) from None
     if not callable(getattr(instance, "send", None)):
-        raise PipelineConfigError(f"{where}: {config.class_name} has no send(payload, "
-                                  "callback) method")
+        raise PipelineConfigError(
+            f"{where}: {config.class_name} has no send(payload, callback) method"
+        )
     return PythonAdapter(service.name, instance)
 
 
 # -- http --------------------------------------------------------------------------------
 
+
 class DreamHttp:
     """POST one payload; the answer is a JSON list whose first item is the task's."""
 
-    def __init__(self, name: str, config: HttpConnector, session: aiohttp.ClientSession,
-                 turn_timeout: float) -> None:
+    def __init__(
+        self, name: str, config: HttpConnector, session: aiohttp.ClientSession, turn_timeout: float
+    ) -> None:
         self.name = name
         timeout = config.timeout or turn_timeout
         self._clients = [ChorusHttp(name, url, session, timeout) for url in config.urls]
@@ -174,8 +185,9 @@ class DreamHttp:
         self._breaker.record(ok=True)
         if not isinstance(answer, list) or not answer:
             got = "an empty list" if answer == [] else type(answer).__name__
-            raise BadServiceResponse(self.name, f"answer must be a JSON list with one item "
-                                     f"per request, got {got}")
+            raise BadServiceResponse(
+                self.name, f"answer must be a JSON list with one item per request, got {got}"
+            )
         return answer
 
     async def send(self, payload: Any) -> Any:
@@ -183,8 +195,6 @@ class DreamHttp:
 
     async def aclose(self) -> None:
         return None
-
-
 
 
 def merge_payloads(payloads: list[Any]) -> Any:
@@ -232,16 +242,18 @@ class BatchingHttp:
         except Exception as exc:
             raise ServiceError(self.name, str(exc)) from exc
         if len(answers) < len(payloads):
-            raise BadServiceResponse(self.name, f"answer has {len(answers)} items for "
-                                     f"{len(payloads)} batched requests")
+            raise BadServiceResponse(
+                self.name, f"answer has {len(answers)} items for {len(payloads)} batched requests"
+            )
         return list(answers)
 
     async def aclose(self) -> None:
         await self._batches.drain()
 
 
-def make_dream_connectors(pipeline: DreamPipeline, session: aiohttp.ClientSession
-                          ) -> dict[str, DreamConnector]:
+def make_dream_connectors(
+    pipeline: DreamPipeline, session: aiohttp.ClientSession
+) -> dict[str, DreamConnector]:
     """One connector per service; services naming the same top-level connector share it
     (and so its batches), as in dp-agent."""
     shared: dict[str, DreamConnector] = {}

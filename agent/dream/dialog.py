@@ -24,8 +24,16 @@ PREV_BOT_ANNOTATIONS_KEY = "_prev_bot_annotations"
 HIDDEN_ATTRIBUTES = frozenset({COUNTS_KEY, PREV_BOT_ANNOTATIONS_KEY, "eval_labels"})
 
 #: dp-agent's ``USER_PROFILE``: the fields ``update_human`` writes to the profile.
-PROFILE_FIELDS = ("name", "gender", "birthdate", "location", "home_coordinates",
-                  "work_coordinates", "occupation", "income_per_year")
+PROFILE_FIELDS = (
+    "name",
+    "gender",
+    "birthdate",
+    "location",
+    "home_coordinates",
+    "work_coordinates",
+    "occupation",
+    "income_per_year",
+)
 
 
 class CountedList(list[Any]):
@@ -55,8 +63,9 @@ def _counts_of(utterance: Utterance) -> Counts | None:
     if not isinstance(utterance, HumanUtterance):
         return None
     counts = utterance.attributes.get(COUNTS_KEY)
-    if isinstance(counts, dict) and all(isinstance(counts.get(k), int)
-                                        for k in ("utterances", "human", "bot")):
+    if isinstance(counts, dict) and all(
+        isinstance(counts.get(k), int) for k in ("utterances", "human", "bot")
+    ):
         return {k: int(counts[k]) for k in ("utterances", "human", "bot")}
     return None
 
@@ -86,22 +95,30 @@ def _attributes(attributes: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in attributes.items() if k not in HIDDEN_ATTRIBUTES}
 
 
-def human_dict(human: Human, attributes: dict[str, Any] | None = None,
-               profile: dict[str, Any] | None = None) -> dict[str, Any]:
+def human_dict(
+    human: Human, attributes: dict[str, Any] | None = None, profile: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """dp-agent's ``Human.to_dict()``; the profile has every ``USER_PROFILE`` field."""
     full_profile: dict[str, Any] = dict.fromkeys(PROFILE_FIELDS)
     full_profile.update(human.profile.model_dump())
     full_profile.update(profile or {})
-    return {"id": human.id, "user_external_id": human.user_external_id,
-            "persona": dict(human.persona), "profile": full_profile,
-            "attributes": dict(human.attributes if attributes is None else attributes),
-            "user_type": "human"}
+    return {
+        "id": human.id,
+        "user_external_id": human.user_external_id,
+        "persona": dict(human.persona),
+        "profile": full_profile,
+        "attributes": dict(human.attributes if attributes is None else attributes),
+        "user_type": "human",
+    }
 
 
 def bot_dict(bot: Bot, attributes: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"id": bot.id, "persona": dict(bot.persona),
-            "attributes": dict(bot.attributes if attributes is None else attributes),
-            "user_type": "bot"}
+    return {
+        "id": bot.id,
+        "persona": dict(bot.persona),
+        "attributes": dict(bot.attributes if attributes is None else attributes),
+        "user_type": "bot",
+    }
 
 
 def hypothesis_dict(hypothesis: Any) -> dict[str, Any]:
@@ -110,22 +127,31 @@ def hypothesis_dict(hypothesis: Any) -> dict[str, Any]:
     return data
 
 
-def utterance_dict(utterance: Utterance,
-                   extra_annotations: dict[str, Any] | None = None) -> dict[str, Any]:
+def utterance_dict(
+    utterance: Utterance, extra_annotations: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """dp-agent's ``to_dict()`` of an utterance (``user`` is the profile at that time)."""
     annotations = dict(utterance.annotations)
     if extra_annotations:
         annotations.update(extra_annotations)
     common: dict[str, Any] = {
-        "utt_id": utterance.utt_id, "text": utterance.text, "user": dict(utterance.user),
-        "annotations": annotations, "date_time": str(utterance.date_time),
-        "attributes": _attributes(utterance.attributes)}
+        "utt_id": utterance.utt_id,
+        "text": utterance.text,
+        "user": dict(utterance.user),
+        "annotations": annotations,
+        "date_time": str(utterance.date_time),
+        "attributes": _attributes(utterance.attributes),
+    }
     if isinstance(utterance, HumanUtterance):
         common["user"].setdefault("user_type", "human")
         return {**common, "hypotheses": [hypothesis_dict(h) for h in utterance.hypotheses]}
     common["user"].setdefault("user_type", "bot")
-    return {**common, "orig_text": utterance.orig_text, "active_skill": utterance.active_skill,
-            "confidence": utterance.confidence}
+    return {
+        **common,
+        "orig_text": utterance.orig_text,
+        "active_skill": utterance.active_skill,
+        "confidence": utterance.confidence,
+    }
 
 
 def window_dicts(window: Sequence[Utterance]) -> list[dict[str, Any]]:
@@ -143,8 +169,14 @@ def window_dicts(window: Sequence[Utterance]) -> list[dict[str, Any]]:
 
 
 def dialog_dict(
-    *, dialog_id: str, channel_type: str, history: Sequence[Utterance],
-    turn: Sequence[Utterance], counts: Counts, human: dict[str, Any], bot: dict[str, Any],
+    *,
+    dialog_id: str,
+    channel_type: str,
+    history: Sequence[Utterance],
+    turn: Sequence[Utterance],
+    counts: Counts,
+    human: dict[str, Any],
+    bot: dict[str, Any],
     attributes: dict[str, Any] | None = None,
     history_dicts: Sequence[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
@@ -158,21 +190,24 @@ def dialog_dict(
         utterances = window_dicts(window)
     else:
         last_history = window_dicts([*history[-1:], *turn])[:1] if history else []
-        utterances = [*(dict(d) for d in history_dicts[:-1]), *last_history,
-                      *window_dicts(turn)]
-    human_list = [d for d, u in zip(utterances, window, strict=True)
-                  if isinstance(u, HumanUtterance)]
-    bot_list = [d for d, u in zip(utterances, window, strict=True)
-                if isinstance(u, BotUtterance)]
+        utterances = [*(dict(d) for d in history_dicts[:-1]), *last_history, *window_dicts(turn)]
+    human_list = [
+        d for d, u in zip(utterances, window, strict=True) if isinstance(u, HumanUtterance)
+    ]
+    bot_list = [d for d, u in zip(utterances, window, strict=True) if isinstance(u, BotUtterance)]
     new_humans = sum(isinstance(u, HumanUtterance) for u in turn)
     starts_here = counts["utterances"] == len(history)
     return {
-        "dialog_id": dialog_id, "_id": dialog_id,
+        "dialog_id": dialog_id,
+        "_id": dialog_id,
         "utterances": CountedList(utterances, counts["utterances"] + len(turn)),
         "human_utterances": CountedList(human_list, counts["human"] + new_humans),
         "bot_utterances": CountedList(bot_list, counts["bot"] + len(turn) - new_humans),
-        "human": human, "bot": bot, "channel_type": channel_type,
+        "human": human,
+        "bot": bot,
+        "channel_type": channel_type,
         "date_start": str(window[0].date_time) if window and starts_here else "None",
-        "date_finish": "None", "_active": "True",
+        "date_finish": "None",
+        "_active": "True",
         "attributes": dict(attributes or {}),
     }

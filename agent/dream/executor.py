@@ -41,8 +41,9 @@ TIMEOUT_SERVICE_BUDGET = 2.0
 
 
 class _Run:
-    def __init__(self, state: TurnState, pipeline: DreamPipeline,
-                 clock: Callable[[], float]) -> None:
+    def __init__(
+        self, state: TurnState, pipeline: DreamPipeline, clock: Callable[[], float]
+    ) -> None:
         self.state = state
         self.trace = TurnTrace(state.utterance, clock)
         self.started = self.trace.started
@@ -63,10 +64,14 @@ class _Run:
 class DreamExecutor:
     """Runs turns through one dp-agent pipeline; one connector per service."""
 
-    def __init__(self, pipeline: DreamPipeline, connectors: Mapping[str, DreamConnector],
-                 channel_type: str = "http_client",
-                 clock: Callable[[], float] = time.perf_counter,
-                 limits: StorageLimits | None = None) -> None:
+    def __init__(
+        self,
+        pipeline: DreamPipeline,
+        connectors: Mapping[str, DreamConnector],
+        channel_type: str = "http_client",
+        clock: Callable[[], float] = time.perf_counter,
+        limits: StorageLimits | None = None,
+    ) -> None:
         missing = {s.name for s in pipeline.all_services()} - set(connectors)
         if missing:
             raise ValueError(f"no connector for {', '.join(sorted(missing))}")
@@ -79,9 +84,15 @@ class DreamExecutor:
 
     async def run(self, turn: Turn) -> TurnResult:
         state = TurnState(
-            dialog_id=turn.dialog_id, channel_type=self._channel_type, human=turn.human,
-            bot=turn.bot, history=list(turn.history), utterance=turn.utterance,
-            counts=counts_before(turn.history), pipeline_names=self._names)
+            dialog_id=turn.dialog_id,
+            channel_type=self._channel_type,
+            human=turn.human,
+            bot=turn.bot,
+            history=list(turn.history),
+            utterance=turn.utterance,
+            counts=counts_before(turn.history),
+            pipeline_names=self._names,
+        )
         run = _Run(state, self.pipeline, self._clock)
         timed_out = not await self._run_graph(run)
         if timed_out and self.pipeline.timeout is not None:
@@ -90,26 +101,36 @@ class DreamExecutor:
             await self._special(run, self.pipeline.last_chance)
         if state.bot_utterance is None:
             state.bot_utterance = BotUtterance(
-                text=self.pipeline.fallback_response, orig_text=None,
-                active_skill=FALLBACK_SKILL, confidence=0.0,
+                text=self.pipeline.fallback_response,
+                orig_text=None,
+                active_skill=FALLBACK_SKILL,
+                confidence=0.0,
                 user=turn.bot.model_dump(mode="json"),
-                attributes={"selector_reason": "no service added a bot utterance"})
+                attributes={"selector_reason": "no service added a bot utterance"},
+            )
         chosen = state.chosen_index()
         writer, errors = state.bot_utterance.active_skill, state.utterance.errors
         reset = state.attributes_reset
         check = self._limits.merge_or_refuse
         return TurnResult(
-            utterance=state.utterance, bot_utterance=state.bot_utterance,
-            human_attributes=check("human attributes", writer,
-                                   {} if reset else turn.human.attributes,
-                                   state.human_attributes if reset else state.human_changes,
-                                   errors),
-            bot_attributes=check("bot attributes", writer, turn.bot.attributes,
-                                 state.bot_changes, errors),
+            utterance=state.utterance,
+            bot_utterance=state.bot_utterance,
+            human_attributes=check(
+                "human attributes",
+                writer,
+                {} if reset else turn.human.attributes,
+                state.human_attributes if reset else state.human_changes,
+                errors,
+            ),
+            bot_attributes=check(
+                "bot attributes", writer, turn.bot.attributes, state.bot_changes, errors
+            ),
             chosen=chosen,
-            human_profile=check("profile", writer, turn.human.profile.model_dump(),
-                                state.profile, errors),
-            replace_human_attributes=reset)
+            human_profile=check(
+                "profile", writer, turn.human.profile.model_dump(), state.profile, errors
+            ),
+            replace_human_attributes=reset,
+        )
 
     async def _run_graph(self, run: _Run) -> bool:
         """False when the turn's deadline passed first."""
@@ -120,8 +141,9 @@ class DreamExecutor:
         responder: asyncio.Future[Any] = asyncio.create_task(run.responded.wait())
         remaining = max(run.started + self.pipeline.turn_timeout - self._clock(), 0.0)
         try:
-            done, _ = await asyncio.wait([everything, responder], timeout=remaining,
-                                         return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                [everything, responder], timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
             responder.cancel()
         in_time = bool(done)
@@ -137,8 +159,7 @@ class DreamExecutor:
         """Why the service does not run this turn (None: it runs)."""
         failed = [n for n in sorted(node.requires) if run.status.get(n) != "ok"]
         if failed:
-            return Skip(f"required service(s) {', '.join(failed)} gave no output",
-                        failure=True)
+            return Skip(f"required service(s) {', '.join(failed)} gave no output", failure=True)
         for dep in node.depends_on:
             chosen = run.selections.get(dep)
             if chosen and node.label not in chosen:
@@ -167,8 +188,7 @@ class DreamExecutor:
                 run.status[node.name] = "skipped"
                 run.record(node, start, "skipped")
             elif not run.finished_normally:
-                run.fail(node, "timeout",
-                         f"turn deadline of {self.pipeline.turn_timeout}s reached")
+                run.fail(node, "timeout", f"turn deadline of {self.pipeline.turn_timeout}s reached")
                 run.record(node, start, "timeout")
             raise
         finally:
@@ -199,11 +219,14 @@ class DreamExecutor:
         try:
             tasks = node.dialog_formatter(dialog)
         except Exception as exc:
-            raise BadServiceResponse(node.name, f"dialog_formatter raised "
-                                     f"{type(exc).__name__}: {exc}") from None
+            raise BadServiceResponse(
+                node.name, f"dialog_formatter raised {type(exc).__name__}: {exc}"
+            ) from None
         if not isinstance(tasks, list):
-            raise BadServiceResponse(node.name, "dialog_formatter must return a list of "
-                                     f"payloads, got {type(tasks).__name__}")
+            raise BadServiceResponse(
+                node.name,
+                f"dialog_formatter must return a list of payloads, got {type(tasks).__name__}",
+            )
         return tasks
 
     def _apply(self, run: _Run, node: DreamService, answer: Any, ind: int) -> None:
@@ -211,13 +234,13 @@ class DreamExecutor:
             try:
                 answer = node.response_formatter(answer)
             except Exception as exc:
-                raise BadServiceResponse(node.name, f"response_formatter raised "
-                                         f"{type(exc).__name__}: {exc}") from None
+                raise BadServiceResponse(
+                    node.name, f"response_formatter raised {type(exc).__name__}: {exc}"
+                ) from None
         # What could not be stored or read back is refused before it touches the state.
         run.stored_bytes = self._limits.charge(node.name, answer, run.stored_bytes)
         if "selector" in node.tags and answer:
-            run.selections.setdefault(node.name, set()).update(
-                selected_labels(answer, node.name))
+            run.selections.setdefault(node.name, set()).update(selected_labels(answer, node.name))
         run.state.apply(node.state_manager_method, answer, node.label, ind)
 
     async def _special(self, run: _Run, node: DreamService) -> None:

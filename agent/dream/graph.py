@@ -84,8 +84,10 @@ def import_dotted(ref: str, where: str, default_module: str | None = None) -> An
     module_name, sep, attribute = ref.partition(":")
     if not sep:
         if default_module is None:
-            raise PipelineConfigError(f"{where}: {ref!r} must be written as module:name "
-                                      "(e.g. state_formatters.dp_formatters:full_dialog)")
+            raise PipelineConfigError(
+                f"{where}: {ref!r} must be written as module:name "
+                "(e.g. state_formatters.dp_formatters:full_dialog)"
+            )
         module_name, attribute = default_module, ref
     if not module_name or not attribute or ":" in attribute:
         raise PipelineConfigError(f"{where}: {ref!r} must be written as module:name")
@@ -94,16 +96,17 @@ def import_dotted(ref: str, where: str, default_module: str | None = None) -> An
     except Exception as exc:  # an ImportError, or the module failing as it loads
         raise PipelineConfigError(
             f"{where}: cannot import {module_name!r} ({type(exc).__name__}: {exc}); run the "
-            "agent with the module's folder on PYTHONPATH (a Dream checkout's root)") from None
+            "agent with the module's folder on PYTHONPATH (a Dream checkout's root)"
+        ) from None
     try:
         return getattr(module, attribute)
     except AttributeError:
-        raise PipelineConfigError(f"{where}: module {module_name!r} has no {attribute!r}") \
-            from None
+        raise PipelineConfigError(f"{where}: module {module_name!r} has no {attribute!r}") from None
 
 
-def _formatter(ref: str | FormatterRef | None, where: str,
-               default_module: str | None) -> Formatter | None:
+def _formatter(
+    ref: str | FormatterRef | None, where: str, default_module: str | None
+) -> Formatter | None:
     if ref is None:
         return None
     if isinstance(ref, str):
@@ -117,9 +120,14 @@ def _formatter(ref: str | FormatterRef | None, where: str,
     return partial(function, **kwargs) if kwargs else function
 
 
-def _resolve(names: list[str], where: str, services: dict[str, ParsedService],
-             groups: dict[str, list[str]], labels: dict[str, list[str]],
-             disabled: set[str]) -> set[str]:
+def _resolve(
+    names: list[str],
+    where: str,
+    services: dict[str, ParsedService],
+    groups: dict[str, list[str]],
+    labels: dict[str, list[str]],
+    disabled: set[str],
+) -> set[str]:
     """Service names behind ``previous_services`` entries: a group, ``group.service``, a
     top-level service, or a service's own name when only one service has it."""
     result: set[str] = set()
@@ -133,8 +141,9 @@ def _resolve(names: list[str], where: str, services: dict[str, ParsedService],
         elif len(labels.get(name, [])) == 1:
             result.add(labels[name][0])
         elif name in labels:
-            raise PipelineConfigError(f"{where}: {name!r} is ambiguous; write one of "
-                                      f"{', '.join(sorted(labels[name]))}")
+            raise PipelineConfigError(
+                f"{where}: {name!r} is ambiguous; write one of {', '.join(sorted(labels[name]))}"
+            )
         else:
             # dp-agent drops such links with a printed warning, and Dream's own
             # distributions have some (a service removed, its name left behind).
@@ -143,8 +152,12 @@ def _resolve(names: list[str], where: str, services: dict[str, ParsedService],
 
 
 def build_dream_pipeline(
-    data: object, source: str = "pipeline config", *, window: int = DEFAULT_WINDOW,
-    turn_timeout: float = DEFAULT_TURN_TIMEOUT, fallback_response: str = DEFAULT_FALLBACK,
+    data: object,
+    source: str = "pipeline config",
+    *,
+    window: int = DEFAULT_WINDOW,
+    turn_timeout: float = DEFAULT_TURN_TIMEOUT,
+    fallback_response: str = DEFAULT_FALLBACK,
 ) -> DreamPipeline:
     """Validate a dp-agent document and resolve everything a turn needs, or say what is
     wrong and where."""
@@ -155,8 +168,13 @@ def build_dream_pipeline(
         raise PipelineConfigError(f"{source}: {exc}") from None
 
 
-def _build(config: DpConfig, parsed: list[ParsedService], window: int, turn_timeout: float,
-           fallback_response: str) -> DreamPipeline:
+def _build(
+    config: DpConfig,
+    parsed: list[ParsedService],
+    window: int,
+    turn_timeout: float,
+    fallback_response: str,
+) -> DreamPipeline:
     seen: set[str] = set()
     for service in parsed:
         if service.name in seen:
@@ -164,8 +182,7 @@ def _build(config: DpConfig, parsed: list[ParsedService], window: int, turn_time
         seen.add(service.name)
     enabled = {s.name: s for s in parsed if s.config.is_enabled}
     disabled = {s.name for s in parsed if not s.config.is_enabled}
-    special = {n: s for n, s in enabled.items()
-               if {"last_chance", "timeout"} & set(s.config.tags)}
+    special = {n: s for n, s in enabled.items() if {"last_chance", "timeout"} & set(s.config.tags)}
     graph = {n: s for n, s in enabled.items() if n not in special}
     groups: dict[str, list[str]] = {}
     labels: dict[str, list[str]] = {}
@@ -185,34 +202,54 @@ def _build(config: DpConfig, parsed: list[ParsedService], window: int, turn_time
             if ref not in config.connectors:
                 raise PipelineConfigError(
                     f"{where}.connector: no connector {cfg.connector!r} in the top-level "
-                    f"\"connectors\"; known: {', '.join(sorted(config.connectors)) or 'none'}")
+                    f'"connectors"; known: {", ".join(sorted(config.connectors)) or "none"}'
+                )
             connector, key = config.connectors[ref], f"connectors.{ref}"
         else:
             connector, key = cfg.connector, service.name
         return DreamService(
-            name=service.name, label=service.label, group=service.group,
-            connector=connector, connector_key=key,
-            dialog_formatter=_formatter(cfg.dialog_formatter, f"{where}.dialog_formatter",
-                                        config.formatters_module),
-            response_formatter=_formatter(cfg.response_formatter,
-                                          f"{where}.response_formatter",
-                                          config.formatters_module),
-            state_manager_method=cfg.state_manager_method, tags=frozenset(cfg.tags),
-            depends_on=frozenset(deps), requires=frozenset(requires),
+            name=service.name,
+            label=service.label,
+            group=service.group,
+            connector=connector,
+            connector_key=key,
+            dialog_formatter=_formatter(
+                cfg.dialog_formatter, f"{where}.dialog_formatter", config.formatters_module
+            ),
+            response_formatter=_formatter(
+                cfg.response_formatter, f"{where}.response_formatter", config.formatters_module
+            ),
+            state_manager_method=cfg.state_manager_method,
+            tags=frozenset(cfg.tags),
+            depends_on=frozenset(deps),
+            requires=frozenset(requires),
         )
 
     deps: dict[str, set[str]] = {}
     required: dict[str, set[str]] = {}
     for name, service in graph.items():
         where = service.where
-        named = _resolve(service.config.previous_services, f"{where}.previous_services",
-                         graph, groups, labels, disabled | set(special))
-        required[name] = _resolve(service.config.required_previous_services,
-                                  f"{where}.required_previous_services", graph, groups,
-                                  labels, disabled | set(special))
+        named = _resolve(
+            service.config.previous_services,
+            f"{where}.previous_services",
+            graph,
+            groups,
+            labels,
+            disabled | set(special),
+        )
+        required[name] = _resolve(
+            service.config.required_previous_services,
+            f"{where}.required_previous_services",
+            graph,
+            groups,
+            labels,
+            disabled | set(special),
+        )
         if name in named | required[name]:
-            raise PipelineConfigError(f"{where}.previous_services: a service cannot wait for "
-                                      "itself (through its own group either)")
+            raise PipelineConfigError(
+                f"{where}.previous_services: a service cannot wait for "
+                "itself (through its own group either)"
+            )
         deps[name] = named | required[name]
     order = topological_order(deps, lambda n: graph[n].where)
     nodes = tuple(make(graph[n], deps[n], required[n]) for n in order)
@@ -221,18 +258,25 @@ def _build(config: DpConfig, parsed: list[ParsedService], window: int, turn_time
         node = make(service, set(), set())
         if "last_chance" in service.config.tags:
             if last_chance is not None:
-                raise PipelineConfigError(f"{service.where}.tags: a second last_chance "
-                                          f"service (the first is {last_chance.name})")
+                raise PipelineConfigError(
+                    f"{service.where}.tags: a second last_chance "
+                    f"service (the first is {last_chance.name})"
+                )
             last_chance = node
         if "timeout" in service.config.tags:
             if timeout is not None:
-                raise PipelineConfigError(f"{service.where}.tags: a second timeout service "
-                                          f"(the first is {timeout.name})")
+                raise PipelineConfigError(
+                    f"{service.where}.tags: a second timeout service (the first is {timeout.name})"
+                )
             timeout = node
     return DreamPipeline(
-        nodes=nodes, last_chance=last_chance, timeout=timeout,
-        connectors_module=config.connectors_module, history_window=window,
-        turn_timeout=turn_timeout, fallback_response=fallback_response,
+        nodes=nodes,
+        last_chance=last_chance,
+        timeout=timeout,
+        connectors_module=config.connectors_module,
+        history_window=window,
+        turn_timeout=turn_timeout,
+        fallback_response=fallback_response,
         metadata=config.metadata,
         disabled={n: "is_enabled: false" for n in sorted(disabled)},
     )

@@ -33,16 +33,23 @@ def read_document(path: Path) -> object:
 
 
 def load_any_pipeline(
-    path: Path, *, window: int = DEFAULT_WINDOW, turn_timeout: float = DEFAULT_TURN_TIMEOUT,
+    path: Path,
+    *,
+    window: int = DEFAULT_WINDOW,
+    turn_timeout: float = DEFAULT_TURN_TIMEOUT,
     fallback_response: str = DEFAULT_FALLBACK,
 ) -> Pipeline | DreamPipeline:
     """The pipeline the file describes, in whichever format it is written; the dp-agent
     settings apply to a dp-agent file only (a Chorus file carries its own)."""
     data = read_document(path)
     if is_dp_agent_config(data):
-        pipeline = build_dream_pipeline(data, str(path), window=window,
-                                        turn_timeout=turn_timeout,
-                                        fallback_response=fallback_response)
+        pipeline = build_dream_pipeline(
+            data,
+            str(path),
+            window=window,
+            turn_timeout=turn_timeout,
+            fallback_response=fallback_response,
+        )
         try:
             check_python_connectors(pipeline)
         except PipelineConfigError as exc:

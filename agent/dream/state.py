@@ -40,9 +40,18 @@ KEPT_ON_RESET = "disliked_skills"
 class TurnState:
     """The dialog as this turn's services change it."""
 
-    def __init__(self, *, dialog_id: str, channel_type: str, human: Human, bot: Bot,
-                 history: list[Utterance], utterance: HumanUtterance, counts: Counts,
-                 pipeline_names: list[str]) -> None:
+    def __init__(
+        self,
+        *,
+        dialog_id: str,
+        channel_type: str,
+        human: Human,
+        bot: Bot,
+        history: list[Utterance],
+        utterance: HumanUtterance,
+        counts: Counts,
+        pipeline_names: list[str],
+    ) -> None:
         self.dialog_id = dialog_id
         self.channel_type = channel_type
         self.human = human
@@ -71,11 +80,15 @@ class TurnState:
         if self.bot_utterance is not None:
             turn.append(self.bot_utterance)
         return dialog_dict(
-            dialog_id=self.dialog_id, channel_type=self.channel_type, history=self.history,
-            turn=turn, counts=self.counts,
+            dialog_id=self.dialog_id,
+            channel_type=self.channel_type,
+            history=self.history,
+            turn=turn,
+            counts=self.counts,
             human=human_dict(self.human, self.human_attributes, self.profile),
             bot=bot_dict(self.bot, self.bot_attributes),
-            attributes={"pipeline": self.pipeline_names}, history_dicts=self._history_dicts,
+            attributes={"pipeline": self.pipeline_names},
+            history_dicts=self._history_dicts,
         )
 
     @property
@@ -130,8 +143,9 @@ class TurnState:
         except MessageOverwriteError as exc:
             raise RefusedOutput(label, f"{exc.key!r} was already written this turn") from None
         except (KeyError, TypeError, AttributeError, IndexError) as exc:
-            raise BadServiceResponse(label, f"{method}: the answer does not fit "
-                                     f"({type(exc).__name__}: {exc})") from None
+            raise BadServiceResponse(
+                label, f"{method}: the answer does not fit ({type(exc).__name__}: {exc})"
+            ) from None
 
     def _methods(self) -> dict[str, Callable[[Any, str, int], None]]:
         return {
@@ -143,12 +157,12 @@ class TurnState:
             "add_text": self.add_text,
             "add_bot_utterance": self.add_bot_utterance,
             "add_bot_utterance_last_chance": self.add_bot_utterance_last_chance,
-            "add_bot_utterance_last_chance_overwrite":
-                self.add_bot_utterance_last_chance_overwrite,
+            "add_bot_utterance_last_chance_overwrite": self.add_bot_utterance_last_chance_overwrite,
             "add_failure_bot_utterance": self.add_failure_bot_utterance,
             "update_attributes": self.update_attributes,
-            "add_annotation_and_reset_human_attributes_for_first_turn":
-                self.add_annotation_and_reset,
+            "add_annotation_and_reset_human_attributes_for_first_turn": (
+                self.add_annotation_and_reset
+            ),
         }
 
     def add_annotation(self, payload: Any, label: str, ind: int) -> None:
@@ -168,8 +182,9 @@ class TurnState:
             return
         notes = self.utterance.attributes.setdefault(PREV_BOT_ANNOTATIONS_KEY, {})
         if label in notes or label in self.history[-1].annotations:
-            raise RefusedOutput(label, f"{label!r} was already written on the previous bot "
-                                "utterance")
+            raise RefusedOutput(
+                label, f"{label!r} was already written on the previous bot utterance"
+            )
         notes[label] = payload
 
     def add_hypothesis(self, payload: Any, label: str, ind: int) -> None:
@@ -178,29 +193,35 @@ class TurnState:
         if isinstance(payload, dict):
             payload = [payload]
         if not isinstance(payload, list):
-            raise BadServiceResponse(label, f"add_hypothesis: expected a list of hypotheses, "
-                                     f"got {type(payload).__name__}")
+            raise BadServiceResponse(
+                label,
+                f"add_hypothesis: expected a list of hypotheses, got {type(payload).__name__}",
+            )
         added = []
         for item in payload:
             if not isinstance(item, dict):
-                raise BadServiceResponse(label, "add_hypothesis: a hypothesis must be an "
-                                         f"object, got {type(item).__name__}")
+                raise BadServiceResponse(
+                    label,
+                    f"add_hypothesis: a hypothesis must be an object, got {type(item).__name__}",
+                )
             fields = {k: v for k, v in item.items() if k not in ("skill_name", "annotations")}
             try:
                 hypothesis = Hypothesis.model_validate({"skill_name": label, **fields})
                 check_attribute_keys(hypothesis.human_attributes)
                 check_attribute_keys(hypothesis.bot_attributes)
             except (ValidationError, ValueError) as exc:
-                raise BadServiceResponse(label, f"add_hypothesis: not a hypothesis: "
-                                         f"{_first(exc)}") from None
+                raise BadServiceResponse(
+                    label, f"add_hypothesis: not a hypothesis: {_first(exc)}"
+                ) from None
             added.append(hypothesis)
         self.utterance.hypotheses.extend(added)
 
     def add_hypothesis_annotation(self, payload: Any, label: str, ind: int) -> None:
         hypotheses = self.utterance.hypotheses
         if not 0 <= ind < len(hypotheses):
-            raise BadServiceResponse(label, f"task {ind} has no hypothesis (there are "
-                                     f"{len(hypotheses)})")
+            raise BadServiceResponse(
+                label, f"task {ind} has no hypothesis (there are {len(hypotheses)})"
+            )
         _annotate(hypotheses[ind], label, payload)
 
     def add_hypothesis_annotation_batch(self, payload: Any, label: str, ind: int) -> None:
@@ -208,8 +229,9 @@ class TurnState:
             return
         batch = payload["batch"]
         if not isinstance(batch, list):
-            raise BadServiceResponse(label, "add_hypothesis_annotation_batch: \"batch\" must "
-                                     "be a list")
+            raise BadServiceResponse(
+                label, 'add_hypothesis_annotation_batch: "batch" must be a list'
+            )
         hypotheses = self.utterance.hypotheses
         if len(batch) != len(hypotheses):  # dp-agent's rule: an empty note on every one
             batch = [{} for _ in hypotheses]
@@ -218,8 +240,9 @@ class TurnState:
 
     def add_text(self, payload: Any, label: str, ind: int) -> None:
         if not isinstance(payload, str):
-            raise BadServiceResponse(label, f"add_text: expected a string, got "
-                                     f"{type(payload).__name__}")
+            raise BadServiceResponse(
+                label, f"add_text: expected a string, got {type(payload).__name__}"
+            )
         self.last.text = payload
 
     def add_bot_utterance(self, payload: Any, label: str, ind: int) -> None:
@@ -230,11 +253,14 @@ class TurnState:
         self.update_bot(payload.get("bot_attributes", {}), label)
         attributes = payload.get("attributes", {})
         self.bot_utterance = BotUtterance(
-            text=payload["text"], orig_text=payload["text"], active_skill=payload["skill_name"],
-            confidence=payload["confidence"], annotations=Message(payload.get("annotations")
-                                                                   or {}),
+            text=payload["text"],
+            orig_text=payload["text"],
+            active_skill=payload["skill_name"],
+            confidence=payload["confidence"],
+            annotations=Message(payload.get("annotations") or {}),
             user=bot_dict(self.bot, self.bot_attributes),
-            attributes=check_attribute_keys(dict(attributes)) if isinstance(attributes, dict)
+            attributes=check_attribute_keys(dict(attributes))
+            if isinstance(attributes, dict)
             else {},
         )
 
@@ -243,16 +269,20 @@ class TurnState:
         if not isinstance(text, str):
             raise BadServiceResponse(label, "the answer's text must be a string")
         annotations = {} if isinstance(payload, str) else payload.get("annotations") or {}
-        return BotUtterance(text=text, orig_text=text, active_skill=label, confidence=0.0,
-                            annotations=Message(annotations),
-                            user=bot_dict(self.bot, self.bot_attributes))
+        return BotUtterance(
+            text=text,
+            orig_text=text,
+            active_skill=label,
+            confidence=0.0,
+            annotations=Message(annotations),
+            user=bot_dict(self.bot, self.bot_attributes),
+        )
 
     def add_bot_utterance_last_chance(self, payload: Any, label: str, ind: int) -> None:
         if self.bot_utterance is None:
             self.bot_utterance = self._bot_from_text(payload, label)
 
-    def add_bot_utterance_last_chance_overwrite(self, payload: Any, label: str,
-                                                ind: int) -> None:
+    def add_bot_utterance_last_chance_overwrite(self, payload: Any, label: str, ind: int) -> None:
         new = self._bot_from_text(payload, label)
         if self.bot_utterance is not None:
             new.utt_id = self.bot_utterance.utt_id
@@ -296,22 +326,29 @@ def selector_answer(payload: Any, label: str) -> dict[str, Any]:
     """A response selector's answer as a dict: Dream's ``[skill_name, text, confidence(,
     human_attributes, bot_attributes(, attributes))]`` or the dict itself."""
     if isinstance(payload, list | tuple):
-        keys = ("skill_name", "text", "confidence", "human_attributes", "bot_attributes",
-                "attributes")
+        keys = (
+            "skill_name",
+            "text",
+            "confidence",
+            "human_attributes",
+            "bot_attributes",
+            "attributes",
+        )
         if len(payload) not in (3, 5, 6):
-            raise BadServiceResponse(label, "a response selector answers [skill_name, text, "
-                                     "confidence] (3, 5 or 6 items), got "
-                                     f"{len(payload)} items")
+            raise BadServiceResponse(
+                label,
+                "a response selector answers [skill_name, text, "
+                "confidence] (3, 5 or 6 items), got "
+                f"{len(payload)} items",
+            )
         payload = dict(zip(keys, payload, strict=False))
     if not isinstance(payload, dict):
         raise BadServiceResponse(label, f"not a selection: got {type(payload).__name__}")
-    if not isinstance(payload.get("text"), str) or not isinstance(payload.get("skill_name"),
-                                                                  str):
-        raise BadServiceResponse(label, "a selection needs a string \"skill_name\" and "
-                                 "\"text\"")
+    if not isinstance(payload.get("text"), str) or not isinstance(payload.get("skill_name"), str):
+        raise BadServiceResponse(label, 'a selection needs a string "skill_name" and "text"')
     confidence = payload.get("confidence")
     if not isinstance(confidence, int | float) or isinstance(confidence, bool):
-        raise BadServiceResponse(label, "a selection needs a numeric \"confidence\"")
+        raise BadServiceResponse(label, 'a selection needs a numeric "confidence"')
     return payload
 
 

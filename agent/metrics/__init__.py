@@ -35,19 +35,34 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.turns = Counter("chorus_turns", "Turns answered", registry=r)
-        self.turn_seconds = Histogram("chorus_turn_seconds", "Turn latency, arrival to answer",
-                                      buckets=_TURN_BUCKETS, registry=r)
+        self.turn_seconds = Histogram(
+            "chorus_turn_seconds",
+            "Turn latency, arrival to answer",
+            buckets=_TURN_BUCKETS,
+            registry=r,
+        )
         self.in_flight = Gauge("chorus_turns_in_flight", "Turns being processed", registry=r)
-        self.call_seconds = Histogram("chorus_service_call_seconds",
-                                      "Service call latency, by service",
-                                      ["service", "group"], buckets=_CALL_BUCKETS, registry=r)
-        self.errors = Counter("chorus_service_errors", "Service failures, by service and kind",
-                              ["service", "kind"], registry=r)
-        self.timeouts = Counter("chorus_service_timeouts", "Service calls that timed out",
-                                ["service"], registry=r)
-        self.fallbacks = Counter("chorus_fallback_answers",
-                                 "Answers given by the fallback response (no hypothesis)",
-                                 registry=r)
+        self.call_seconds = Histogram(
+            "chorus_service_call_seconds",
+            "Service call latency, by service",
+            ["service", "group"],
+            buckets=_CALL_BUCKETS,
+            registry=r,
+        )
+        self.errors = Counter(
+            "chorus_service_errors",
+            "Service failures, by service and kind",
+            ["service", "kind"],
+            registry=r,
+        )
+        self.timeouts = Counter(
+            "chorus_service_timeouts", "Service calls that timed out", ["service"], registry=r
+        )
+        self.fallbacks = Counter(
+            "chorus_fallback_answers",
+            "Answers given by the fallback response (no hypothesis)",
+            registry=r,
+        )
         #: Exact counts and recent quantiles per service, for the ``/pipeline`` page.
         self.services = ServiceStats()
 

@@ -32,8 +32,10 @@ class ServiceSummary(BaseModel):
     calls: int = Field(description="calls made (skipped ones not counted)")
     errors: int = Field(description="calls that failed, timeouts included")
     timeouts: int = Field(description="calls that ran out of time")
-    skipped: int = Field(description="turns the service did not run in (not selected, "
-                         "no hypotheses, a required service failed)")
+    skipped: int = Field(
+        description="turns the service did not run in (not selected, "
+        "no hypotheses, a required service failed)"
+    )
     error_rate: float | None = Field(description="errors / calls; null before any call")
     p50_seconds: float | None = Field(description="median latency of the recent calls")
     p95_seconds: float | None = Field(description="95th percentile latency of the recent calls")
@@ -70,10 +72,13 @@ class _Service:
     def summary(self) -> ServiceSummary:
         durations = sorted(self.recent)
         return ServiceSummary(
-            calls=self.calls, errors=self.errors, timeouts=self.timeouts,
+            calls=self.calls,
+            errors=self.errors,
+            timeouts=self.timeouts,
             skipped=self.skipped,
             error_rate=self.errors / self.calls if self.calls else None,
-            p50_seconds=quantile(durations, 0.5), p95_seconds=quantile(durations, 0.95),
+            p50_seconds=quantile(durations, 0.5),
+            p95_seconds=quantile(durations, 0.95),
             window=len(durations),
         )
 

@@ -103,8 +103,11 @@ def write_episodes(episodes: Iterable[Episode], path: Path) -> int:
     with path.open("w", encoding="utf-8") as out:
         for episode in episodes:
             for example in episode:
-                line = (json.dumps(example, ensure_ascii=False) if path.suffix == ".jsonl"
-                        else format_text_line(example))
+                line = (
+                    json.dumps(example, ensure_ascii=False)
+                    if path.suffix == ".jsonl"
+                    else format_text_line(example)
+                )
                 out.write(line + "\n")
                 count += 1
     return count

@@ -34,10 +34,12 @@ class EpisodeScore(BaseModel):
     mrr: float = 0.0
 
     @classmethod
-    def of(cls, name: str, turns: int, scored: list[TurnScores],
-           dialog_id: str | None = None) -> EpisodeScore:
-        means = {m: sum(getattr(t, m) for t in scored) / len(scored) if scored else 0.0
-                 for m in SCORES}
+    def of(
+        cls, name: str, turns: int, scored: list[TurnScores], dialog_id: str | None = None
+    ) -> EpisodeScore:
+        means = {
+            m: sum(getattr(t, m) for t in scored) / len(scored) if scored else 0.0 for m in SCORES
+        }
         return cls(name=name, dialog_id=dialog_id, turns=turns, scored=len(scored), **means)
 
 
@@ -67,7 +69,10 @@ class ReplayError(ChorusError, RuntimeError):
 
 
 def evaluate(
-    episodes: list[Episode], client: httpx.Client, *, user_prefix: str = "eval",
+    episodes: list[Episode],
+    client: httpx.Client,
+    *,
+    user_prefix: str = "eval",
     on_turn: Callable[[], None] = lambda: None,
 ) -> EvalReport:
     """Each episode is one dialog of a fresh user; a failed request stops with its error."""
@@ -79,12 +84,15 @@ def evaluate(
         turn_scores: list[TurnScores] = []
         dialog_id = None
         for index, example in enumerate(episode):
-            response = client.post("/api/v1/chat", json=observation(
-                example, user_id, last=index == len(episode) - 1))
+            response = client.post(
+                "/api/v1/chat", json=observation(example, user_id, last=index == len(episode) - 1)
+            )
             if response.status_code != 200:
-                raise ReplayError(response.status_code,
-                                  f"episode {number}, turn {index + 1}: the agent answered "
-                                  f"{response.status_code}: {response.text[:300]}")
+                raise ReplayError(
+                    response.status_code,
+                    f"episode {number}, turn {index + 1}: the agent answered "
+                    f"{response.status_code}: {response.text[:300]}",
+                )
             act = response.json()
             dialog_id = act["dialog_id"]
             if act.get("metrics"):  # ParlAI's wire name for the scores
@@ -92,8 +100,7 @@ def evaluate(
             on_turn()
         every.extend(turn_scores)
         name = str(episode[0].get("id", f"episode {number}"))
-        scores.append(EpisodeScore.of(f"{number}: {name}", len(episode), turn_scores,
-                                     dialog_id))
+        scores.append(EpisodeScore.of(f"{number}: {name}", len(episode), turn_scores, dialog_id))
     total = EpisodeScore.of("overall", sum(s.turns for s in scores), every)
     return EvalReport(episodes=scores, overall=total)
 
@@ -105,8 +112,11 @@ def dialog_episode(dialog: dict[str, Any]) -> Episode:
     for human, bot in pairwise(utterances):
         if human["speaker"] != "human" or bot["speaker"] != "bot":
             continue
-        example: Example = {"id": bot["active_skill"], "text": human["text"],
-                            "labels": [bot["text"]]}
+        example: Example = {
+            "id": bot["active_skill"],
+            "text": human["text"],
+            "labels": [bot["text"]],
+        }
         candidates = human.get("attributes", {}).get("label_candidates")
         if candidates:
             example["label_candidates"] = candidates
@@ -117,8 +127,9 @@ def dialog_episode(dialog: dict[str, Any]) -> Episode:
     return examples
 
 
-def fetch_dialogs(client: httpx.Client, users: Iterable[str],
-                  dialogs: Iterable[str]) -> list[dict[str, Any]]:
+def fetch_dialogs(
+    client: httpx.Client, users: Iterable[str], dialogs: Iterable[str]
+) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for user in users:
         response = client.get(f"/api/user/{user}")

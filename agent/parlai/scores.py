@@ -71,20 +71,24 @@ class TurnScores(BaseModel):
     @classmethod
     def score(cls, answer: str, ranked: Sequence[str], labels: Sequence[str]) -> TurnScores:
         return cls(
-            exact_match=exact_match(answer, labels), f1=token_f1(answer, labels),
-            hits_at_1=hits_at(1, ranked, labels), hits_at_5=hits_at(5, ranked, labels),
+            exact_match=exact_match(answer, labels),
+            f1=token_f1(answer, labels),
+            hits_at_1=hits_at(1, ranked, labels),
+            hits_at_5=hits_at(5, ranked, labels),
             mrr=reciprocal_rank(ranked, labels),
         )
 
 
-def rank_label_candidates(label_candidates: Sequence[str],
-                          ranked_answers: Sequence[str]) -> list[str]:
+def rank_label_candidates(
+    label_candidates: Sequence[str], ranked_answers: Sequence[str]
+) -> list[str]:
     """The dataset's candidates in the order of the pipeline's ranking: those a hypothesis
     matches come first, best hypothesis first; the rest keep the dataset's order."""
     position: dict[str, int] = {}
     for rank, answer in enumerate(ranked_answers):
         position.setdefault(normalize_answer(answer), rank)
-    order = sorted(range(len(label_candidates)),
-                   key=lambda i: (position.get(normalize_answer(label_candidates[i]),
-                                               len(ranked_answers)), i))
+    order = sorted(
+        range(len(label_candidates)),
+        key=lambda i: (position.get(normalize_answer(label_candidates[i]), len(ranked_answers)), i),
+    )
     return [label_candidates[i] for i in order]

@@ -52,15 +52,20 @@ class ConnectorConfig(BaseModel):
     builtin: BuiltinName | None = None
     timeout: float = Field(default=2.0, gt=0, le=600, description="seconds per call")
     batch_size: int = Field(default=1, ge=1, le=1024, description="dialogs per HTTP call")
-    retries: int = Field(default=1, ge=0, le=3,
-                         description="retries of a call whose connection could not be opened")
-    breaker_threshold: int = Field(default=5, ge=0, le=1000, description="failures in a row "
-                                   "that open the circuit (0: never)")
-    breaker_reset: float = Field(default=10.0, gt=0, le=3600,
-                                 description="seconds an open circuit waits before a trial")
+    retries: int = Field(
+        default=1, ge=0, le=3, description="retries of a call whose connection could not be opened"
+    )
+    breaker_threshold: int = Field(
+        default=5, ge=0, le=1000, description="failures in a row that open the circuit (0: never)"
+    )
+    breaker_reset: float = Field(
+        default=10.0, gt=0, le=3600, description="seconds an open circuit waits before a trial"
+    )
     protocol: Literal["chorus", "parlai"] = Field(
-        default="chorus", description="chorus: a batch of dialog views per POST; parlai: "
-        "one ParlAI observation per POST, answered by an act (skills only)")
+        default="chorus",
+        description="chorus: a batch of dialog views per POST; parlai: "
+        "one ParlAI observation per POST, answered by an act (skills only)",
+    )
 
     @model_validator(mode="after")
     def _one_target(self) -> ConnectorConfig:
@@ -86,14 +91,16 @@ class ServiceConfig(BaseModel):
         default_factory=list, description="services or groups that must finish first"
     )
     required_previous_services: list[str] = Field(
-        default_factory=list, description="as previous_services, and this one is skipped "
-        "when any of them failed",
+        default_factory=list,
+        description="as previous_services, and this one is skipped when any of them failed",
     )
     context_window: int = Field(default=3, ge=1, le=100, description="utterances sent")
     is_enabled: bool = True
     requires_env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = Field(
-        default_factory=list, description="environment variables that must be set (non-empty) "
-        "for the service to run, e.g. an LLM skill's endpoint: unset, it is off")
+        default_factory=list,
+        description="environment variables that must be set (non-empty) "
+        "for the service to run, e.g. an LLM skill's endpoint: unset, it is off",
+    )
     tags: list[str] = Field(default_factory=list)
 
     def off_because(self) -> str | None:
@@ -123,8 +130,9 @@ class PipelineConfig(BaseModel):
         for group, services in self.services.items():
             for name in services:
                 if name in ROLES:
-                    raise ValueError(f"services.{group}.{name}: a service cannot be named "
-                                     "like a group")
+                    raise ValueError(
+                        f"services.{group}.{name}: a service cannot be named like a group"
+                    )
                 if name in seen:
                     raise ValueError(
                         f"services.{group}.{name}: the name is already used in "

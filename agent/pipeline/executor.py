@@ -71,24 +71,37 @@ class TurnResult:
     def without_outputs(self, why: str) -> tuple[HumanUtterance, BotUtterance]:
         """The turn as stored when the database refused it whole: the texts, the errors
         (this refusal among them) and the trace, without what the services sent."""
-        utterance = self.utterance.model_copy(update={
-            "annotations": {}, "hypotheses": [],
-            "errors": [*self.utterance.errors, ServiceFailure(
-                service="store", kind="refused",
-                message=f"the services' outputs could not be stored: {why}")],
-        })
+        utterance = self.utterance.model_copy(
+            update={
+                "annotations": {},
+                "hypotheses": [],
+                "errors": [
+                    *self.utterance.errors,
+                    ServiceFailure(
+                        service="store",
+                        kind="refused",
+                        message=f"the services' outputs could not be stored: {why}",
+                    ),
+                ],
+            }
+        )
         bot = self.bot_utterance
         bot_utterance = BotUtterance(
-            utt_id=bot.utt_id, text=bot.text, orig_text=bot.orig_text,
-            active_skill=bot.active_skill, confidence=bot.confidence,
-            date_time=bot.date_time)
+            utt_id=bot.utt_id,
+            text=bot.text,
+            orig_text=bot.orig_text,
+            active_skill=bot.active_skill,
+            confidence=bot.confidence,
+            date_time=bot.date_time,
+        )
         return utterance, bot_utterance
 
     def ranked_texts(self) -> list[str]:
         """Every surviving hypothesis' text, the chosen one first, then by confidence."""
         hypotheses = self.utterance.hypotheses
-        rest = sorted((h for i, h in enumerate(hypotheses) if i != self.chosen),
-                      key=lambda h: -h.confidence)
+        rest = sorted(
+            (h for i, h in enumerate(hypotheses) if i != self.chosen), key=lambda h: -h.confidence
+        )
         first = [hypotheses[self.chosen]] if self.chosen is not None else []
         return [h.text for h in [*first, *rest]]
 
@@ -96,8 +109,13 @@ class TurnResult:
 class _Run:
     """The mutable state of one turn in flight; only the executor touches it."""
 
-    def __init__(self, turn: Turn, pipeline: Pipeline, clock: Callable[[], float],
-                 limits: TurnLimits | None = None) -> None:
+    def __init__(
+        self,
+        turn: Turn,
+        pipeline: Pipeline,
+        clock: Callable[[], float],
+        limits: TurnLimits | None = None,
+    ) -> None:
         self.turn = turn
         self.trace = TurnTrace(turn.utterance, clock)
         self.started = self.trace.started
@@ -124,16 +142,22 @@ class _Run:
         return shown
 
     def view(self, node: ServiceNode) -> DialogView:
-        return dialog_view(self.turn.dialog_id, self.window(), self.turn.human, self.turn.bot,
-                           node.config.context_window)
-
+        return dialog_view(
+            self.turn.dialog_id,
+            self.window(),
+            self.turn.human,
+            self.turn.bot,
+            node.config.context_window,
+        )
 
 
 class Executor:
     """Runs turns through one pipeline with one connector per service."""
 
     def __init__(
-        self, pipeline: Pipeline, batchers: Mapping[str, Batcher],
+        self,
+        pipeline: Pipeline,
+        batchers: Mapping[str, Batcher],
         clock: Callable[[], float] = time.perf_counter,
         limits: StorageLimits | None = None,
     ) -> None:
@@ -159,10 +183,14 @@ class Executor:
         index = run.selection.index if run.selection is not None else None
         chosen = run.utterance.hypotheses[index] if index is not None else None
         human_attributes, bot_attributes = self._limits.attribute_merges(
-            chosen, run.turn.human, run.turn.bot, run.utterance.errors)
+            chosen, run.turn.human, run.turn.bot, run.utterance.errors
+        )
         return TurnResult(
-            utterance=run.utterance, bot_utterance=bot_utterance,
-            human_attributes=human_attributes, bot_attributes=bot_attributes, chosen=index,
+            utterance=run.utterance,
+            bot_utterance=bot_utterance,
+            human_attributes=human_attributes,
+            bot_attributes=bot_attributes,
+            chosen=index,
         )
 
     async def _run_nodes(self, run: _Run, nodes: list[ServiceNode], deadline: float) -> None:
@@ -189,8 +217,12 @@ class Executor:
             with service_call_span(node.name, node.group, run.utterance):
                 await self._call(run, node, start)
         except asyncio.CancelledError:
-            run.trace.fail(node.name, node.group, "timeout",
-                           f"turn deadline of {self.pipeline.turn_timeout}s reached")
+            run.trace.fail(
+                node.name,
+                node.group,
+                "timeout",
+                f"turn deadline of {self.pipeline.turn_timeout}s reached",
+            )
             run.trace.record(node.name, node.group, start, "timeout")
             raise
         finally:
@@ -200,10 +232,14 @@ class Executor:
         """Why the service does not run this turn (None: it runs)."""
         failed = node.requires - run.ok
         if failed:
-            return Skip(f"required service(s) {', '.join(sorted(failed))} gave no output",
-                        failure=True)
-        if node.group == "skills" and run.selected and node.name not in run.selected and (
-            run.decided is None or node.name in run.decided
+            return Skip(
+                f"required service(s) {', '.join(sorted(failed))} gave no output", failure=True
+            )
+        if (
+            node.group == "skills"
+            and run.selected
+            and node.name not in run.selected
+            and (run.decided is None or node.name in run.decided)
         ):
             return Skip("not chosen by the skill selector")
         if node.group in ("candidate_annotators", "response_selectors") and not (
@@ -234,10 +270,14 @@ class Executor:
             elif node.group == "skill_selectors":
                 chosen = outputs.selected_skills(node.name, output)
                 run.selected.update(chosen.skills)
-                run.decided = (None if run.decided is None or chosen.decides is None
-                               else run.decided | set(chosen.decides))
+                run.decided = (
+                    None
+                    if run.decided is None or chosen.decides is None
+                    else run.decided | set(chosen.decides)
+                )
                 utterance.skill_selection.append(
-                    SkillSelectorDecision(selector=node.name, **chosen.model_dump()))
+                    SkillSelectorDecision(selector=node.name, **chosen.model_dump())
+                )
             elif node.group == "skills":
                 utterance.hypotheses.extend(outputs.skill_hypotheses(node.name, output))
                 utterance.hypotheses.sort(key=lambda h: run.skill_order[h.skill_name])
@@ -249,8 +289,7 @@ class Executor:
                     slot[node.name] = note
                     hypothesis.annotations = slot
             elif node.group == "response_selectors":
-                run.selection = outputs.selection(node.name, output,
-                                                  len(utterance.hypotheses))
+                run.selection = outputs.selection(node.name, output, len(utterance.hypotheses))
             elif node.group == "response_annotators":
                 assert run.bot_utterance is not None
                 run.bot_utterance.annotations[node.name] = output
@@ -263,8 +302,10 @@ class Executor:
         hypotheses = run.utterance.hypotheses
         if not hypotheses:
             return BotUtterance(
-                text=self.pipeline.fallback_response, orig_text=None,
-                active_skill=FALLBACK_SKILL, confidence=0.0,
+                text=self.pipeline.fallback_response,
+                orig_text=None,
+                active_skill=FALLBACK_SKILL,
+                confidence=0.0,
                 user=run.turn.bot.model_dump(mode="json"),
                 attributes={"selector_reason": "no hypothesis survived"},
             )
@@ -274,7 +315,10 @@ class Executor:
                 run.selection.reason = f"selector gave no choice; {run.selection.reason}"
         chosen = hypotheses[run.selection.index]
         return BotUtterance(
-            text=chosen.text, orig_text=chosen.text, active_skill=chosen.skill_name,
-            confidence=chosen.confidence, user=run.turn.bot.model_dump(mode="json"),
+            text=chosen.text,
+            orig_text=chosen.text,
+            active_skill=chosen.skill_name,
+            confidence=chosen.confidence,
+            user=run.turn.bot.model_dump(mode="json"),
             attributes={"selector_reason": run.selection.reason} if run.selection.reason else {},
         )

@@ -47,7 +47,10 @@ class Pipeline:
 
 
 def _expand(
-    names: list[str], where: str, enabled: dict[str, Role], disabled: dict[str, str],
+    names: list[str],
+    where: str,
+    enabled: dict[str, Role],
+    disabled: dict[str, str],
     by_group: dict[Role, list[str]],
 ) -> set[str]:
     result: set[str] = set()
@@ -79,8 +82,9 @@ def topological_order(deps: Mapping[str, set[str]], where: Callable[[str], str])
         ready = sorted(n for n, d in waiting.items() if not d)
         if not ready:
             cycle = _find_cycle(waiting)
-            raise PipelineConfigError("cycle in the pipeline: "
-                                      + " -> ".join(where(n) for n in cycle))
+            raise PipelineConfigError(
+                "cycle in the pipeline: " + " -> ".join(where(n) for n in cycle)
+            )
         for name in ready:
             order.append(name)
             del waiting[name]
@@ -96,7 +100,7 @@ def _find_cycle(waiting: dict[str, set[str]]) -> list[str]:
     while True:
         nxt = min(d for d in waiting[path[-1]] if d in waiting)
         if nxt in path:
-            return [*path[path.index(nxt):], nxt]
+            return [*path[path.index(nxt) :], nxt]
         path.append(nxt)
 
 
@@ -121,7 +125,7 @@ def build_pipeline(config: PipelineConfig) -> Pipeline:
     for name, group in enabled.items():
         if config.services[group][name].connector.protocol == "parlai" and group != "skills":
             raise PipelineConfigError(
-                f"services.{group}.{name}.connector.protocol: \"parlai\" is for skills only "
+                f'services.{group}.{name}.connector.protocol: "parlai" is for skills only '
                 "(an act is turned into hypotheses)"
             )
     deps: dict[str, set[str]] = {}
@@ -130,19 +134,30 @@ def build_pipeline(config: PipelineConfig) -> Pipeline:
         service = config.services[group][name]
         where = f"services.{group}.{name}"
         earlier = {n for g in ROLES[: ROLES.index(group)] for n in by_group[g]}
-        named = _expand(service.previous_services, f"{where}.previous_services", enabled,
-                        disabled, by_group)
-        required[name] = _expand(service.required_previous_services,
-                                 f"{where}.required_previous_services", enabled, disabled,
-                                 by_group)
+        named = _expand(
+            service.previous_services, f"{where}.previous_services", enabled, disabled, by_group
+        )
+        required[name] = _expand(
+            service.required_previous_services,
+            f"{where}.required_previous_services",
+            enabled,
+            disabled,
+            by_group,
+        )
         deps[name] = (earlier | named | required[name]) - {name}
         if name in named | required[name]:
-            raise PipelineConfigError(f"{where}.previous_services: a service cannot wait for "
-                                      "itself")
+            raise PipelineConfigError(
+                f"{where}.previous_services: a service cannot wait for itself"
+            )
     order = topological_order(deps, lambda n: f"services.{enabled[n]}.{n}")
     nodes = tuple(
-        ServiceNode(n, enabled[n], config.services[enabled[n]][n], frozenset(deps[n]),
-                    frozenset(required[n]))
+        ServiceNode(
+            n,
+            enabled[n],
+            config.services[enabled[n]][n],
+            frozenset(deps[n]),
+            frozenset(required[n]),
+        )
         for n in order
     )
     return Pipeline(nodes, config.turn_timeout, config.fallback_response)

@@ -39,40 +39,61 @@ class TurnLimits:
         size = self.measure_output(service, output)
         budget = self.storage.max_document_bytes
         if spent + size > budget:
-            raise RefusedOutput(service, f"its output (about {size} bytes) would take the "
-                                f"turn's stored document over {budget} bytes "
-                                "(CHORUS_MAX_DOCUMENT_BYTES)")
+            raise RefusedOutput(
+                service,
+                f"its output (about {size} bytes) would take the "
+                f"turn's stored document over {budget} bytes "
+                "(CHORUS_MAX_DOCUMENT_BYTES)",
+            )
         return spent + size
 
-    def attribute_merges(self, chosen: Hypothesis | None, human: Human, bot: Bot,
-                         errors: list[ServiceFailure]) -> tuple[JsonDict, JsonDict]:
+    def attribute_merges(
+        self, chosen: Hypothesis | None, human: Human, bot: Bot, errors: list[ServiceFailure]
+    ) -> tuple[JsonDict, JsonDict]:
         """The chosen hypothesis' ``human_attributes`` and ``bot_attributes``, each dropped
         (and the refusal recorded) when merging it would overfill the profile."""
         if chosen is None:
             return {}, {}
-        return (self.merge_or_refuse("human_attributes", chosen.skill_name, human.attributes,
-                                     chosen.human_attributes, errors),
-                self.merge_or_refuse("bot_attributes", chosen.skill_name, bot.attributes,
-                                     chosen.bot_attributes, errors))
+        return (
+            self.merge_or_refuse(
+                "human_attributes",
+                chosen.skill_name,
+                human.attributes,
+                chosen.human_attributes,
+                errors,
+            ),
+            self.merge_or_refuse(
+                "bot_attributes", chosen.skill_name, bot.attributes, chosen.bot_attributes, errors
+            ),
+        )
 
-    def merge_or_refuse(self, what: str, service: str, current: JsonDict, updates: JsonDict,
-                        errors: list[ServiceFailure]) -> JsonDict:
+    def merge_or_refuse(
+        self,
+        what: str,
+        service: str,
+        current: JsonDict,
+        updates: JsonDict,
+        errors: list[ServiceFailure],
+    ) -> JsonDict:
         """``updates`` if merging them into ``current`` stays within the bounds; else
         nothing, with the refusal recorded as ``service``'s error."""
         problem = self._overfills(current, updates) if updates else None
         if problem is None:
             return dict(updates)
         log.warning("%s: %s not merged: %s", service, what, problem)
-        errors.append(ServiceFailure(service=service, kind="refused",
-                                     message=f"{what} not merged: {problem}"))
+        errors.append(
+            ServiceFailure(service=service, kind="refused", message=f"{what} not merged: {problem}")
+        )
         return {}
 
     def _overfills(self, current: JsonDict, updates: JsonDict) -> str | None:
         limits = self.storage
         keys = len(current.keys() | updates.keys())
         if keys > limits.max_attribute_keys:
-            return (f"the attributes would hold {keys} keys; the limit is "
-                    f"{limits.max_attribute_keys} (CHORUS_MAX_ATTRIBUTE_KEYS)")
+            return (
+                f"the attributes would hold {keys} keys; the limit is "
+                f"{limits.max_attribute_keys} (CHORUS_MAX_ATTRIBUTE_KEYS)"
+            )
         merged = {**current, **updates}
         try:
             replace(limits, max_bytes=limits.max_document_bytes).measure(merged, "attributes")

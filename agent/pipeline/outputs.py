@@ -48,8 +48,9 @@ def skill_hypotheses(service: str, output: Any) -> list[Hypothesis]:
     for hypothesis in parsed:
         reserved = _AGENT_FIELDS & set(hypothesis.model_extra or {})
         if reserved:
-            raise RefusedOutput(service, f"a skill cannot set {', '.join(sorted(reserved))} "
-                                "on its hypothesis")
+            raise RefusedOutput(
+                service, f"a skill cannot set {', '.join(sorted(reserved))} on its hypothesis"
+            )
         result.append(Hypothesis(skill_name=service, **hypothesis.model_dump()))
     return result
 
@@ -60,8 +61,9 @@ def selected_skills(service: str, output: Any) -> SkillSelection:
     try:
         chosen = _skill_names.validate_python(output)
     except ValidationError as exc:
-        raise BadServiceResponse(service, "not a list of skill names nor a skill selection: "
-                                 f"{_short(exc)}") from None
+        raise BadServiceResponse(
+            service, f"not a list of skill names nor a skill selection: {_short(exc)}"
+        ) from None
     return SkillSelection(skills=chosen) if isinstance(chosen, list) else chosen
 
 
@@ -82,6 +84,7 @@ def candidate_annotations(service: str, output: Any, hypotheses: int) -> list[An
     """A candidate annotator answers one annotation per hypothesis, in order."""
     if not isinstance(output, list) or len(output) != hypotheses:
         got = f"{len(output)} items" if isinstance(output, list) else type(output).__name__
-        raise BadServiceResponse(service, f"expected a list of {hypotheses} annotations, "
-                                 f"one per hypothesis; got {got}")
+        raise BadServiceResponse(
+            service, f"expected a list of {hypotheses} annotations, one per hypothesis; got {got}"
+        )
     return output

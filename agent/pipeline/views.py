@@ -19,8 +19,9 @@ def _shown(attributes: dict[str, object]) -> dict[str, object]:
 
 
 def _hypothesis_view(h: Hypothesis) -> HypothesisView:
-    return HypothesisView.model_validate(h.model_dump(exclude={"human_attributes",
-                                                                "bot_attributes"}))
+    return HypothesisView.model_validate(
+        h.model_dump(exclude={"human_attributes", "bot_attributes"})
+    )
 
 
 def utterance_view(utterance: Utterance, with_hypotheses: bool = False) -> UtteranceView:
@@ -28,21 +29,34 @@ def utterance_view(utterance: Utterance, with_hypotheses: bool = False) -> Utter
     if isinstance(utterance, HumanUtterance):
         image = utterance.attributes.get("image")
         return UtteranceView.model_construct(
-            speaker="human", utt_id=utterance.utt_id, text=utterance.text,
-            annotations=utterance.annotations, attributes=_shown(utterance.attributes),
+            speaker="human",
+            utt_id=utterance.utt_id,
+            text=utterance.text,
+            annotations=utterance.annotations,
+            attributes=_shown(utterance.attributes),
             hypotheses=[_hypothesis_view(h) for h in utterance.hypotheses]
-            if with_hypotheses else [],
-            active_skill=None, image=image if isinstance(image, str) else None,
+            if with_hypotheses
+            else [],
+            active_skill=None,
+            image=image if isinstance(image, str) else None,
         )
     return UtteranceView.model_construct(
-        speaker="bot", utt_id=utterance.utt_id, text=utterance.text,
-        annotations=utterance.annotations, attributes=utterance.attributes, hypotheses=[],
-        active_skill=utterance.active_skill, image=None,
+        speaker="bot",
+        utt_id=utterance.utt_id,
+        text=utterance.text,
+        annotations=utterance.annotations,
+        attributes=utterance.attributes,
+        hypotheses=[],
+        active_skill=utterance.active_skill,
+        image=None,
     )
 
 
 def dialog_view(
-    dialog_id: str, window: Sequence[Utterance], human: Human, bot: Bot,
+    dialog_id: str,
+    window: Sequence[Utterance],
+    human: Human,
+    bot: Bot,
     context_window: int,
 ) -> DialogView:
     """The last ``context_window`` utterances and the profiles' attributes; hypotheses are
@@ -52,7 +66,10 @@ def dialog_view(
     return DialogView.model_construct(
         dialog_id=dialog_id,
         utterances=[utterance_view(u, with_hypotheses=u is newest_human) for u in shown],
-        human=HumanView.model_construct(id=human.id, attributes=human.attributes,
-                                        profile=human.profile.model_dump(exclude_none=True)),
+        human=HumanView.model_construct(
+            id=human.id,
+            attributes=human.attributes,
+            profile=human.profile.model_dump(exclude_none=True),
+        ),
         bot=BotView.model_construct(id=bot.id, attributes=bot.attributes, persona=bot.persona),
     )

@@ -18,14 +18,16 @@ JsonDict = dict[str, Any]
 #: Attribute keys become MongoDB field paths: a dot or a leading ``$`` would address
 #: something other than the key itself, so they are refused at the boundary.
 _FORBIDDEN_KEY_START = "$"
-_FORBIDDEN_KEY_CHARS = ('.', '"', "\x00")
+_FORBIDDEN_KEY_CHARS = (".", '"', "\x00")
 
 
 def check_attribute_keys(attributes: JsonDict) -> JsonDict:
     """Refuse keys that could escape the attributes slot once stored."""
     for key in attributes:
-        if not key or key.startswith(_FORBIDDEN_KEY_START) or any(
-            c in key for c in _FORBIDDEN_KEY_CHARS
+        if (
+            not key
+            or key.startswith(_FORBIDDEN_KEY_START)
+            or any(c in key for c in _FORBIDDEN_KEY_CHARS)
         ):
             raise ValueError(
                 f"attribute key {key!r} is not allowed: keys must be non-empty and "

@@ -74,8 +74,9 @@ def _normalise(role: Role, output: Any) -> Any:
 class Service:
     """One stateless microservice: a name, a role and the function that does the work."""
 
-    def __init__(self, name: str, *, description: str = "",
-                 tracer_provider: TracerProvider | None = None) -> None:
+    def __init__(
+        self, name: str, *, description: str = "", tracer_provider: TracerProvider | None = None
+    ) -> None:
         self.name = name
         self.description = description
         #: Traces the service's requests, continuing the agent's trace; by default the
@@ -159,8 +160,9 @@ def build_app(service: Service) -> FastAPI:
         if owned is not None:  # send the spans still buffered
             owned.shutdown()
 
-    app = FastAPI(title=service.name, description=service.description or service.name,
-                  lifespan=lifespan)
+    app = FastAPI(
+        title=service.name, description=service.description or service.name, lifespan=lifespan
+    )
     if provider is not None:
         app.add_middleware(TraceRequests, tracer=provider.get_tracer("chorus.sdk"))
     respond: Callable[[ServiceRequest], Awaitable[list[Any]]] = service.respond

@@ -51,8 +51,9 @@ def exporter_names(environ: Mapping[str, str]) -> list[str]:
     """The exporters the environment asks for; empty means tracing is off."""
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return []
-    names = [n.strip().lower() for n in environ.get("OTEL_TRACES_EXPORTER", "").split(",")
-             if n.strip()]
+    names = [
+        n.strip().lower() for n in environ.get("OTEL_TRACES_EXPORTER", "").split(",") if n.strip()
+    ]
     if not names and any(environ.get(name) for name in _ENDPOINTS):
         names = ["otlp"]
     return [name for name in names if name != "none"]
@@ -67,16 +68,17 @@ def _exporter(name: str, environ: Mapping[str, str]) -> SpanExporter:
             if protocol != "http/protobuf":
                 raise TelemetryConfigError(
                     f"{variable}={protocol}: Chorus exports OTLP over HTTP only; set it to "
-                    "http/protobuf (collectors listen for it on port 4318)")
+                    "http/protobuf (collectors listen for it on port 4318)"
+                )
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         return OTLPSpanExporter()
-    raise TelemetryConfigError(
-        f"OTEL_TRACES_EXPORTER={name}: use otlp, console or none")
+    raise TelemetryConfigError(f"OTEL_TRACES_EXPORTER={name}: use otlp, console or none")
 
 
-def tracer_provider_from_env(default_service_name: str,
-                             environ: Mapping[str, str] | None = None) -> TracerProvider | None:
+def tracer_provider_from_env(
+    default_service_name: str, environ: Mapping[str, str] | None = None
+) -> TracerProvider | None:
     """A provider exporting in the background as the environment says, or None when tracing
     is off. ``default_service_name`` names the process unless ``OTEL_SERVICE_NAME`` (or
     ``service.name`` in ``OTEL_RESOURCE_ATTRIBUTES``) does."""
@@ -102,8 +104,9 @@ _PROPAGATED = (b"traceparent", b"tracestate", b"baggage")
 class TraceRequests:
     """Wraps an ASGI app; each HTTP request but probes becomes a ``SERVER`` span."""
 
-    def __init__(self, app: ASGIApp, tracer: Tracer,
-                 untraced: Collection[str] = UNTRACED_PATHS) -> None:
+    def __init__(
+        self, app: ASGIApp, tracer: Tracer, untraced: Collection[str] = UNTRACED_PATHS
+    ) -> None:
         self.app = app
         self.tracer = tracer
         self.untraced = frozenset(untraced)
@@ -112,8 +115,11 @@ class TraceRequests:
         if scope["type"] != "http" or scope["path"] in self.untraced:
             await self.app(scope, receive, send)
             return
-        carrier = {key.decode("latin-1"): value.decode("latin-1")
-                   for key, value in scope["headers"] if key in _PROPAGATED}
+        carrier = {
+            key.decode("latin-1"): value.decode("latin-1")
+            for key, value in scope["headers"]
+            if key in _PROPAGATED
+        }
         method = scope["method"]
         status = 500
 
@@ -124,7 +130,8 @@ class TraceRequests:
             await send(message)
 
         with self.tracer.start_as_current_span(
-            f"{method} {scope['path']}", context=propagate.extract(carrier),
+            f"{method} {scope['path']}",
+            context=propagate.extract(carrier),
             kind=SpanKind.SERVER,
             attributes={"http.request.method": method, "url.path": scope["path"]},
         ) as span:

@@ -55,8 +55,9 @@ def _check_text(text: str) -> int:
     try:
         return len(text.encode("utf-8")) + 2
     except UnicodeEncodeError:
-        raise _Problem("a string holds a lone UTF-16 surrogate, which is not valid "
-                       "Unicode text") from None
+        raise _Problem(
+            "a string holds a lone UTF-16 surrogate, which is not valid Unicode text"
+        ) from None
 
 
 def _short(key: object) -> str:
@@ -84,8 +85,11 @@ class StorageLimits:
             path = "".join(reversed(problem.path))
             raise UnstorableValue(f"{where}{path}", problem.problem) from None
         if size > self.max_bytes:
-            raise UnstorableValue(where, f"is about {size} bytes as JSON; the limit is "
-                                  f"{self.max_bytes} (CHORUS_MAX_VALUE_BYTES)")
+            raise UnstorableValue(
+                where,
+                f"is about {size} bytes as JSON; the limit is "
+                f"{self.max_bytes} (CHORUS_MAX_VALUE_BYTES)",
+            )
         return size
 
 
@@ -115,16 +119,18 @@ class _Walk:
             return self._container(value, depth + 1)
         raise _Problem(f"a {type(value).__name__} is not JSON")
 
-    def _container(self, value: dict[Any, Any] | list[Any] | tuple[Any, ...],
-                   depth: int) -> int:
+    def _container(self, value: dict[Any, Any] | list[Any] | tuple[Any, ...], depth: int) -> int:
         limits = self.limits
         if depth > limits.max_depth:
-            raise _Problem(f"nested more than {limits.max_depth} levels deep "
-                           "(CHORUS_MAX_JSON_DEPTH)")
+            raise _Problem(
+                f"nested more than {limits.max_depth} levels deep (CHORUS_MAX_JSON_DEPTH)"
+            )
         self.items += len(value)
         if self.items > limits.max_items:
-            raise _Problem(f"more than {limits.max_items} object members and list items "
-                           "(CHORUS_MAX_JSON_ITEMS)")
+            raise _Problem(
+                f"more than {limits.max_items} object members and list items "
+                "(CHORUS_MAX_JSON_ITEMS)"
+            )
         size = 2
         if isinstance(value, dict):
             for key, item in value.items():

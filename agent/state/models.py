@@ -111,7 +111,8 @@ class SkillSelectorDecision(BaseModel):
     skills: list[str] = Field(description="the skills chosen; empty: every skill ran")
     reason: str | None = None
     decides: list[str] | None = Field(
-        default=None, description="the skills it decides about; null: every skill")
+        default=None, description="the skills it decides about; null: every skill"
+    )
 
 
 class HumanUtterance(BaseModel):
@@ -128,7 +129,8 @@ class HumanUtterance(BaseModel):
     errors: list[ServiceFailure] = Field(default_factory=list)
     trace: list[ServiceCall] = Field(default_factory=list)
     skill_selection: list[SkillSelectorDecision] = Field(
-        default_factory=list, description="each skill selector's decision (older turns: none)")
+        default_factory=list, description="each skill selector's decision (older turns: none)"
+    )
 
 
 class BotUtterance(BaseModel):

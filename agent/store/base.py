@@ -113,10 +113,17 @@ class DialogStore(Protocol):
         ...
 
     async def finish_turn(
-        self, dialog_id: str, human_id: str, utterance: HumanUtterance,
-        bot_utterance: BotUtterance, human_attributes: dict[str, Any],
-        bot_attributes: dict[str, Any], *, human_profile: dict[str, Any] | None = None,
-        replace_human_attributes: bool = False, place: Place | None = None,
+        self,
+        dialog_id: str,
+        human_id: str,
+        utterance: HumanUtterance,
+        bot_utterance: BotUtterance,
+        human_attributes: dict[str, Any],
+        bot_attributes: dict[str, Any],
+        *,
+        human_profile: dict[str, Any] | None = None,
+        replace_human_attributes: bool = False,
+        place: Place | None = None,
     ) -> None:
         """Replace the human utterance with its annotated version, append the bot's, and
         merge the chosen hypothesis' attributes key by key (a concurrent merge of other
@@ -163,8 +170,9 @@ class KeyStore(Protocol):
     """Clients' idempotency keys: a claim per key, so a retried message is answered once
     (:mod:`agent.idempotency`)."""
 
-    async def claim_key(self, user_id: str, key: str, fingerprint: str,
-                        lease_until: datetime, now: datetime) -> Claim:
+    async def claim_key(
+        self, user_id: str, key: str, fingerprint: str, lease_until: datetime, now: datetime
+    ) -> Claim:
         """Claim a client's idempotency key before its turn runs, until ``lease_until``. A
         claim whose lease ran out before ``now`` with no answer is taken over; a claim made
         with another ``fingerprint`` is :attr:`ClaimStatus.OTHER_MESSAGE` (claims stored

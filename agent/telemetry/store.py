@@ -44,8 +44,9 @@ class _TracedStore:
         async def operation(*args: Any, **kwargs: Any) -> Any:
             if not trace.get_current_span().is_recording():
                 return await target(*args, **kwargs)
-            with tracer.start_as_current_span(f"store.{name}", kind=SpanKind.CLIENT,
-                                              attributes=attributes):
+            with tracer.start_as_current_span(
+                f"store.{name}", kind=SpanKind.CLIENT, attributes=attributes
+            ):
                 return await target(*args, **kwargs)
 
         return operation

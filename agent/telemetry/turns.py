@@ -63,8 +63,13 @@ class Telemetry:
     context (when ``json_logs``). ``user_ids`` says whether spans carry a hash of the user
     id or nothing of it; the raw id never leaves the agent in a span."""
 
-    def __init__(self, provider: TracerProvider | None = None, *, json_logs: bool = False,
-                 user_ids: UserIds = "hash") -> None:
+    def __init__(
+        self,
+        provider: TracerProvider | None = None,
+        *,
+        json_logs: bool = False,
+        user_ids: UserIds = "hash",
+    ) -> None:
         self.provider = provider
         self.tracer = provider.get_tracer("chorus.agent") if provider is not None else None
         self._json_logs = json_logs
@@ -83,8 +88,9 @@ class Telemetry:
     @contextmanager
     def _turn(self, user_id: str) -> Iterator[TurnScope]:
         request = trace.get_current_span()
-        if self.tracer is None or (request.get_span_context().is_valid
-                                   and not request.is_recording()):
+        if self.tracer is None or (
+            request.get_span_context().is_valid and not request.is_recording()
+        ):
             # Not tracing, or the sampler left this request out: ids for the logs only.
             scope = TurnScope(None, request if self.tracer is not None else None)
             token = _scope.set(scope)
@@ -125,8 +131,7 @@ def turn_identified(dialog_id: str, utt_id: str) -> None:
         scope.span.set_attribute("chorus.utt_id", utt_id)
 
 
-def turn_answered(bot_utt_id: str, active_skill: str | None, outcome: str,
-                  errors: int) -> None:
+def turn_answered(bot_utt_id: str, active_skill: str | None, outcome: str, errors: int) -> None:
     """How the turn ended: the answer's id (the ``utt_id`` the client got), the skill that
     gave it, ``answered`` or ``fallback``, and how many services failed."""
     scope = _scope.get()
@@ -139,8 +144,9 @@ def turn_answered(bot_utt_id: str, active_skill: str | None, outcome: str,
     scope.span.set_attribute("chorus.service_errors", errors)
 
 
-def service_call_span(service: str, group: str,
-                      utterance: HumanUtterance) -> AbstractContextManager[None]:
+def service_call_span(
+    service: str, group: str, utterance: HumanUtterance
+) -> AbstractContextManager[None]:
     """A child span of the turn around one service call. Its attributes are read from what
     the executor recorded for the call (the :class:`ServiceCall` and any
     :class:`ServiceFailure`), so the span and the stored trace always agree."""
@@ -151,10 +157,13 @@ def service_call_span(service: str, group: str,
 
 
 @contextmanager
-def _service_call(tracer: Tracer, service: str, group: str,
-                  utterance: HumanUtterance) -> Iterator[None]:
+def _service_call(
+    tracer: Tracer, service: str, group: str, utterance: HumanUtterance
+) -> Iterator[None]:
     with tracer.start_as_current_span(
-        f"call {service}", kind=SpanKind.CLIENT, record_exception=False,
+        f"call {service}",
+        kind=SpanKind.CLIENT,
+        record_exception=False,
         set_status_on_exception=False,
         attributes={"chorus.service": service, "chorus.group": group},
     ) as span:

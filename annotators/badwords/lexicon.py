@@ -60,8 +60,9 @@ def _scanner(entries: list[str]) -> re.Pattern[str]:
     by_letter: dict[str, list[str]] = {}
     for index, entry in enumerate(entries):
         by_letter.setdefault(entry[0], []).append(f"(?P<e{index}>{_entry_pattern(entry)})")
-    bundles = [f"(?={re.escape(letter)})(?:{'|'.join(group)})"
-               for letter, group in by_letter.items()]
+    bundles = [
+        f"(?={re.escape(letter)})(?:{'|'.join(group)})" for letter, group in by_letter.items()
+    ]
     if not bundles:
         return re.compile("(?!)")  # an empty list matches nothing
     return re.compile(rf"(?<!\w)(?:{'|'.join(bundles)})")

@@ -12,16 +12,19 @@ from tests.support.views import view
 
 def test_flags_each_dialog_in_order() -> None:
     with serving(app) as server:
-        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
-            view("You are an IDIOT!!! Shut up."), view("Tell me about trains.")]}).json()
-    assert answer == [{"toxic": True, "words": ["idiot", "shut up"]},
-                      {"toxic": False, "words": []}]
+        answer = httpx.post(
+            f"{server.url}/respond",
+            json={"dialogs": [view("You are an IDIOT!!! Shut up."), view("Tell me about trains.")]},
+        ).json()
+    assert answer == [{"toxic": True, "words": ["idiot", "shut up"]}, {"toxic": False, "words": []}]
 
 
 def test_checks_only_the_newest_utterance() -> None:
     with serving(app) as server:
-        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
-            view("you moron", "That was rude.", "sorry, I take it back")]}).json()
+        answer = httpx.post(
+            f"{server.url}/respond",
+            json={"dialogs": [view("you moron", "That was rude.", "sorry, I take it back")]},
+        ).json()
     assert answer == [{"toxic": False, "words": []}]
 
 

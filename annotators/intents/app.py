@@ -86,12 +86,16 @@ class IntentCatcher:
     """Patterns first, then similarity to the examples; fitted once, then read-only."""
 
     def __init__(self, intents: dict[str, IntentSpec]) -> None:
-        self._patterns = [(name, re.compile(p, re.IGNORECASE))
-                          for name, spec in intents.items() for p in spec.patterns]
+        self._patterns = [
+            (name, re.compile(p, re.IGNORECASE))
+            for name, spec in intents.items()
+            for p in spec.patterns
+        ]
         self._labels = [name for name, spec in intents.items() for _ in spec.examples]
         examples = [e for spec in intents.values() for e in spec.examples]
-        self._word = TfidfVectorizer(analyzer="word", ngram_range=(1, 2),
-                                     token_pattern=r"(?u)\b\w+\b", sublinear_tf=True)
+        self._word = TfidfVectorizer(
+            analyzer="word", ngram_range=(1, 2), token_pattern=r"(?u)\b\w+\b", sublinear_tf=True
+        )
         self._char = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True)
         self._word_examples = self._word.fit_transform(examples).T.tocsr()
         self._char_examples = self._char.fit_transform(examples).T.tocsr()
@@ -122,8 +126,9 @@ class IntentCatcher:
         # the time per call) are skipped; config_context is thread-local.
         with config_context(assume_finite=True, skip_parameter_validation=True):
             word, char = self._word.transform([text]), self._char.transform([text])
-        similarities = (WORD_WEIGHT * (word @ self._word_examples)
-                        + CHAR_WEIGHT * (char @ self._char_examples))
+        similarities = WORD_WEIGHT * (word @ self._word_examples) + CHAR_WEIGHT * (
+            char @ self._char_examples
+        )
         dense = similarities.toarray()[0]
         best = int(dense.argmax())
         return self._labels[best], round(min(1.0, max(0.0, float(dense[best]))), 4)
@@ -144,8 +149,10 @@ def load(path: Path) -> IntentCatcher:
 
 CATCHER = load(INTENTS_FILE)
 
-service = Service("intents", description="Intent of the newest utterance: patterns, then "
-                                         "TF-IDF similarity to examples.")
+service = Service(
+    "intents",
+    description="Intent of the newest utterance: patterns, then TF-IDF similarity to examples.",
+)
 
 
 @service.annotator

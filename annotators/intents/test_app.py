@@ -23,19 +23,38 @@ from tests.support.views import view
 def classify(*texts: str) -> list[dict[str, Any]]:
     """One single-utterance dialog per text, in one batch."""
     with serving(app) as server:
-        answer: list[dict[str, Any]] = httpx.post(f"{server.url}/respond", json={
-            "dialogs": [view(t) for t in texts]}).json()
+        answer: list[dict[str, Any]] = httpx.post(
+            f"{server.url}/respond", json={"dialogs": [view(t) for t in texts]}
+        ).json()
     return answer
 
 
 def test_patterns_catch_the_listed_intents_in_batch_order() -> None:
-    texts = ["Hello!", "ok bye then", "Thanks a lot", "how are you doing?", "My name is Ann",
-             "what\u2019s my name?", "Are you a robot?", "What can you do?", "yes please",
-             "nope"]
+    texts = [
+        "Hello!",
+        "ok bye then",
+        "Thanks a lot",
+        "how are you doing?",
+        "My name is Ann",
+        "what\u2019s my name?",
+        "Are you a robot?",
+        "What can you do?",
+        "yes please",
+        "nope",
+    ]
     answer = classify(*texts)
     assert [a["intent"] for a in answer] == [
-        "greeting", "farewell", "thanks", "how_are_you", "tell_name", "ask_name",
-        "bot_identity", "abilities", "yes", "no"]
+        "greeting",
+        "farewell",
+        "thanks",
+        "how_are_you",
+        "tell_name",
+        "ask_name",
+        "bot_identity",
+        "abilities",
+        "yes",
+        "no",
+    ]
     assert {(a["confidence"], a["method"]) for a in answer} == {(1.0, "pattern")}
 
 
@@ -62,8 +81,10 @@ def test_unrelated_text_has_no_intent_but_reports_its_best_similarity() -> None:
 
 def test_classifies_only_the_newest_utterance() -> None:
     with serving(app) as server:
-        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
-            view("hello", "Hi! What's your name?", "thank you")]}).json()
+        answer = httpx.post(
+            f"{server.url}/respond",
+            json={"dialogs": [view("hello", "Hi! What's your name?", "thank you")]},
+        ).json()
     assert answer[0]["intent"] == "thanks"
 
 
@@ -85,19 +106,33 @@ def test_bad_input_is_refused_with_a_message() -> None:
 def test_the_shipped_file_has_8_to_15_examples_per_reference_intent() -> None:
     """The intents the reference services rely on; a deployment may add its own."""
     intents = IntentsFile.model_validate_json(INTENTS_FILE.read_bytes()).root
-    reference = {"greeting", "farewell", "thanks", "how_are_you", "tell_name", "ask_name",
-                 "bot_identity", "abilities", "yes", "no"}
+    reference = {
+        "greeting",
+        "farewell",
+        "thanks",
+        "how_are_you",
+        "tell_name",
+        "ask_name",
+        "bot_identity",
+        "abilities",
+        "yes",
+        "no",
+    }
     assert reference <= set(intents)
     assert all(8 <= len(intents[name].examples) <= 15 for name in reference)
 
 
-@pytest.mark.parametrize(("intents", "place"), [
-    ({"greeting": {"patterns": ["(hi"], "examples": ["hi"]}}, "greeting.patterns"),
-    ({"greeting": {"patterns": ["hi"]}}, "greeting.examples"),
-    ({"greeting": {"patterns": [], "examples": []}}, "greeting.examples"),
-])
+@pytest.mark.parametrize(
+    ("intents", "place"),
+    [
+        ({"greeting": {"patterns": ["(hi"], "examples": ["hi"]}}, "greeting.patterns"),
+        ({"greeting": {"patterns": ["hi"]}}, "greeting.examples"),
+        ({"greeting": {"patterns": [], "examples": []}}, "greeting.examples"),
+    ],
+)
 def test_a_bad_data_file_is_refused_naming_the_intent_and_field(
-        tmp_path: Path, intents: dict[str, Any], place: str) -> None:
+    tmp_path: Path, intents: dict[str, Any], place: str
+) -> None:
     path = tmp_path / "intents.json"
     path.write_text(json.dumps(intents))
     with pytest.raises(BadIntentsFile, match=place):

@@ -49,8 +49,13 @@ def label_of(compound: float) -> Label:
 
 def score(text: str) -> Sentiment:
     scores = _ANALYZER.polarity_scores(text)
-    return Sentiment(label=label_of(scores["compound"]), compound=scores["compound"],
-                     positive=scores["pos"], neutral=scores["neu"], negative=scores["neg"])
+    return Sentiment(
+        label=label_of(scores["compound"]),
+        compound=scores["compound"],
+        positive=scores["pos"],
+        neutral=scores["neu"],
+        negative=scores["neg"],
+    )
 
 
 service = Service("sentiment", description="Sentiment of the newest utterance (VADER).")

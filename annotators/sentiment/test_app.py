@@ -9,27 +9,43 @@ from tests.support.views import view
 
 def test_labels_each_dialog_in_order() -> None:
     with serving(app) as server:
-        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
-            view("I love this, thank you!"), view("I HATE trains!!!"),
-            view("The train leaves at noon.")]}).json()
+        answer = httpx.post(
+            f"{server.url}/respond",
+            json={
+                "dialogs": [
+                    view("I love this, thank you!"),
+                    view("I HATE trains!!!"),
+                    view("The train leaves at noon."),
+                ]
+            },
+        ).json()
     assert [a["label"] for a in answer] == ["positive", "negative", "neutral"]
     assert answer[0]["compound"] > 0.5 > answer[0]["negative"]
     assert answer[1]["compound"] < -0.5
-    assert answer[2] == {"label": "neutral", "compound": 0.0, "positive": 0.0,
-                         "neutral": 1.0, "negative": 0.0}
+    assert answer[2] == {
+        "label": "neutral",
+        "compound": 0.0,
+        "positive": 0.0,
+        "neutral": 1.0,
+        "negative": 0.0,
+    }
 
 
 def test_scores_only_the_newest_utterance() -> None:
     with serving(app) as server:
-        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
-            view("This is awful.", "Sorry to hear that.", "Now it is great!")]}).json()
+        answer = httpx.post(
+            f"{server.url}/respond",
+            json={"dialogs": [view("This is awful.", "Sorry to hear that.", "Now it is great!")]},
+        ).json()
     assert answer[0]["label"] == "positive"
 
 
 def test_negation_flips_the_label() -> None:
     with serving(app) as server:
-        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
-            view("this is good"), view("this is not good at all")]}).json()
+        answer = httpx.post(
+            f"{server.url}/respond",
+            json={"dialogs": [view("this is good"), view("this is not good at all")]},
+        ).json()
     assert [a["label"] for a in answer] == ["positive", "negative"]
 
 

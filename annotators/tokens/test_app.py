@@ -9,8 +9,10 @@ from tests.support.views import view
 
 def test_sentences_and_tokens_per_dialog() -> None:
     with serving(app) as server:
-        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
-            view("Hi there! I don't know. Really?"), view("ok")]}).json()
+        answer = httpx.post(
+            f"{server.url}/respond",
+            json={"dialogs": [view("Hi there! I don't know. Really?"), view("ok")]},
+        ).json()
     assert answer[0]["sentences"] == ["Hi there!", "I don't know.", "Really?"]
     assert answer[0]["tokens"][:5] == ["Hi", "there", "!", "I", "don't"]
     assert answer[1] == {"sentences": ["ok"], "tokens": ["ok"]}

@@ -15,24 +15,40 @@ def hypothesis(text: str, skill_name: str = "x") -> dict[str, Any]:
 
 def test_one_annotation_per_hypothesis_in_order() -> None:
     with serving(app) as server:
-        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
-            view("you are dumb", hypotheses=[
-                hypothesis("Sorry you feel that way.", "smalltalk"),
-                hypothesis("No, YOU are the idiot!!! Shut up.", "llm"),
-                hypothesis("Let's talk about something else.", "fallback")]),
-            view("hi", hypotheses=[hypothesis("Hello!")])]}).json()
+        answer = httpx.post(
+            f"{server.url}/respond",
+            json={
+                "dialogs": [
+                    view(
+                        "you are dumb",
+                        hypotheses=[
+                            hypothesis("Sorry you feel that way.", "smalltalk"),
+                            hypothesis("No, YOU are the idiot!!! Shut up.", "llm"),
+                            hypothesis("Let's talk about something else.", "fallback"),
+                        ],
+                    ),
+                    view("hi", hypotheses=[hypothesis("Hello!")]),
+                ]
+            },
+        ).json()
     assert answer == [
-        [{"toxic": False, "words": []},
-         {"toxic": True, "words": ["idiot", "shut up"]},
-         {"toxic": False, "words": []}],
+        [
+            {"toxic": False, "words": []},
+            {"toxic": True, "words": ["idiot", "shut up"]},
+            {"toxic": False, "words": []},
+        ],
         [{"toxic": False, "words": []}],
     ]
 
 
 def test_the_human_utterance_is_not_what_is_judged() -> None:
     with serving(app) as server:
-        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
-            view("shut up, moron", hypotheses=[hypothesis("I'm here to help.")])]}).json()
+        answer = httpx.post(
+            f"{server.url}/respond",
+            json={
+                "dialogs": [view("shut up, moron", hypotheses=[hypothesis("I'm here to help.")])]
+            },
+        ).json()
     assert answer == [[{"toxic": False, "words": []}]]
 
 

@@ -92,8 +92,12 @@ def score_all(dialog: DialogView) -> list[Scored]:
     previous = previous_bot_text(dialog)
     per_skill = Counter(h.skill_name for h in hypotheses)
     return [
-        Scored(index=i, confidence=h.confidence, penalties=penalties(h, previous),
-               label=h.skill_name if per_skill[h.skill_name] == 1 else f"{h.skill_name}#{i}")
+        Scored(
+            index=i,
+            confidence=h.confidence,
+            penalties=penalties(h, previous),
+            label=h.skill_name if per_skill[h.skill_name] == 1 else f"{h.skill_name}#{i}",
+        )
         for i, h in enumerate(hypotheses)
     ]
 
@@ -109,19 +113,30 @@ def reason(winner: Scored, scored: list[Scored]) -> str:
     penalised = [s for s in scored if s.penalties]
     if not penalised:
         count = len(scored)
-        return (f"{winner.label} had the highest confidence ({winner.confidence:.2f}) "
-                f"of {count} hypothes{'is' if count == 1 else 'es'}")
-    head = ("every hypothesis was toxic, so the least bad was chosen: "
-            if all(s.toxic for s in scored) else "")
-    listed = ", ".join(f"{s.label} {p.kind} (-{p.amount:.2f})"
-                       for s in penalised for p in s.penalties)
-    return (f"{head}{winner.label} won with score {winner.score:.2f} "
-            f"(confidence {winner.confidence:.2f}) {_others(len(scored) - 1)}; "
-            f"penalised: {listed}")
+        return (
+            f"{winner.label} had the highest confidence ({winner.confidence:.2f}) "
+            f"of {count} hypothes{'is' if count == 1 else 'es'}"
+        )
+    head = (
+        "every hypothesis was toxic, so the least bad was chosen: "
+        if all(s.toxic for s in scored)
+        else ""
+    )
+    listed = ", ".join(
+        f"{s.label} {p.kind} (-{p.amount:.2f})" for s in penalised for p in s.penalties
+    )
+    return (
+        f"{head}{winner.label} won with score {winner.score:.2f} "
+        f"(confidence {winner.confidence:.2f}) {_others(len(scored) - 1)}; "
+        f"penalised: {listed}"
+    )
 
 
-service = Service("confidence", description="Chooses the most confident hypothesis, "
-                  "holding back toxic ones and repeats of the bot's previous utterance.")
+service = Service(
+    "confidence",
+    description="Chooses the most confident hypothesis, "
+    "holding back toxic ones and repeats of the bot's previous utterance.",
+)
 
 
 @service.response_selector

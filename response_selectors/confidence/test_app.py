@@ -19,11 +19,16 @@ def url() -> Iterator[str]:
         yield server.url
 
 
-def hyp(skill: str, confidence: float, text: str | None = None,
-        toxic: bool | None = None) -> dict[str, Any]:
+def hyp(
+    skill: str, confidence: float, text: str | None = None, toxic: bool | None = None
+) -> dict[str, Any]:
     annotations = {} if toxic is None else {"toxicity": {"toxic": toxic, "words": []}}
-    return {"skill_name": skill, "text": text or skill, "confidence": confidence,
-            "annotations": annotations}
+    return {
+        "skill_name": skill,
+        "text": text or skill,
+        "confidence": confidence,
+        "annotations": annotations,
+    }
 
 
 def choose(url: str, *dialogs: dict[str, Any]) -> list[dict[str, Any]]:
@@ -39,43 +44,90 @@ def test_highest_confidence_wins_and_ties_go_to_the_first(url: str) -> None:
 
 
 def test_a_toxic_hypothesis_loses_to_a_clean_less_confident_one(url: str) -> None:
-    (answer,) = choose(url, view("hi", hypotheses=[
-        hyp("faq", 0.82, toxic=False), hyp("smalltalk", 0.99, toxic=True),
-        hyp("llm", 0.5), hyp("fallback", 0.1)]))
-    assert answer == {"index": 0, "reason": "faq won with score 0.82 (confidence 0.82) over 3 "
-                      "other hypotheses; penalised: smalltalk toxic (-1.00)"}
+    (answer,) = choose(
+        url,
+        view(
+            "hi",
+            hypotheses=[
+                hyp("faq", 0.82, toxic=False),
+                hyp("smalltalk", 0.99, toxic=True),
+                hyp("llm", 0.5),
+                hyp("fallback", 0.1),
+            ],
+        ),
+    )
+    assert answer == {
+        "index": 0,
+        "reason": "faq won with score 0.82 (confidence 0.82) over 3 "
+        "other hypotheses; penalised: smalltalk toxic (-1.00)",
+    }
 
 
 def test_repeating_the_previous_bot_utterance_is_held_back(url: str) -> None:
-    (answer,) = choose(url, view(
-        "hello", "Hi! What's your name?", "hello",
-        hypotheses=[hyp("greeting", 0.9, text="hi!  what's your name?"),
-                    hyp("smalltalk", 0.8, text="Hello again!")]))
-    assert answer == {"index": 1, "reason": "smalltalk won with score 0.80 (confidence 0.80) "
-                      "over 1 other hypothesis; penalised: greeting repeat (-0.20)"}
+    (answer,) = choose(
+        url,
+        view(
+            "hello",
+            "Hi! What's your name?",
+            "hello",
+            hypotheses=[
+                hyp("greeting", 0.9, text="hi!  what's your name?"),
+                hyp("smalltalk", 0.8, text="Hello again!"),
+            ],
+        ),
+    )
+    assert answer == {
+        "index": 1,
+        "reason": "smalltalk won with score 0.80 (confidence 0.80) "
+        "over 1 other hypothesis; penalised: greeting repeat (-0.20)",
+    }
 
 
 def test_a_repeat_ties_with_a_fresh_answer_and_the_earlier_wins(url: str) -> None:
-    (answer,) = choose(url, view(
-        "ok", "Sure.", "ok",
-        hypotheses=[hyp("faq", 0.7, text="Fine."), hyp("smalltalk", 0.9, text="Sure.")]))
+    (answer,) = choose(
+        url,
+        view(
+            "ok",
+            "Sure.",
+            "ok",
+            hypotheses=[hyp("faq", 0.7, text="Fine."), hyp("smalltalk", 0.9, text="Sure.")],
+        ),
+    )
     assert answer["index"] == 0
 
 
 def test_when_every_hypothesis_is_toxic_the_least_bad_answers_and_it_says_so(url: str) -> None:
-    (answer,) = choose(url, view("you idiot", "Idiot.", "you idiot", hypotheses=[
-        hyp("smalltalk", 0.7, text="Idiot.", toxic=True), hyp("llm", 0.6, toxic=True)]))
-    assert answer == {"index": 1, "reason": "every hypothesis was toxic, so the least bad was "
-                      "chosen: llm won with score -0.40 (confidence 0.60) over 1 other "
-                      "hypothesis; penalised: smalltalk toxic (-1.00), smalltalk repeat "
-                      "(-0.20), llm toxic (-1.00)"}
+    (answer,) = choose(
+        url,
+        view(
+            "you idiot",
+            "Idiot.",
+            "you idiot",
+            hypotheses=[
+                hyp("smalltalk", 0.7, text="Idiot.", toxic=True),
+                hyp("llm", 0.6, toxic=True),
+            ],
+        ),
+    )
+    assert answer == {
+        "index": 1,
+        "reason": "every hypothesis was toxic, so the least bad was "
+        "chosen: llm won with score -0.40 (confidence 0.60) over 1 other "
+        "hypothesis; penalised: smalltalk toxic (-1.00), smalltalk repeat "
+        "(-0.20), llm toxic (-1.00)",
+    }
 
 
 def test_several_hypotheses_of_one_skill_are_told_apart(url: str) -> None:
-    (answer,) = choose(url, view("x", hypotheses=[
-        hyp("llm", 0.9, text="a", toxic=True), hyp("llm", 0.4, text="b")]))
-    assert answer == {"index": 1, "reason": "llm#1 won with score 0.40 (confidence 0.40) "
-                      "over 1 other hypothesis; penalised: llm#0 toxic (-1.00)"}
+    (answer,) = choose(
+        url,
+        view("x", hypotheses=[hyp("llm", 0.9, text="a", toxic=True), hyp("llm", 0.4, text="b")]),
+    )
+    assert answer == {
+        "index": 1,
+        "reason": "llm#1 won with score 0.40 (confidence 0.40) "
+        "over 1 other hypothesis; penalised: llm#0 toxic (-1.00)",
+    }
 
 
 def test_a_batch_is_answered_per_dialog_in_order(url: str) -> None:
@@ -91,7 +143,10 @@ def test_a_batch_is_answered_per_dialog_in_order(url: str) -> None:
 
 def test_health(url: str) -> None:
     assert httpx.get(f"{url}/health").json() == {
-        "status": "ok", "service": "confidence", "role": "response_selector"}
+        "status": "ok",
+        "service": "confidence",
+        "role": "response_selector",
+    }
 
 
 def test_a_malformed_body_is_refused_naming_the_field(url: str) -> None:

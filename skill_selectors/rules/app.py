@@ -46,16 +46,21 @@ class Rules(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     always: list[SkillName] = Field(
-        default_factory=list, description="added to every intent rule's skills")
+        default_factory=list, description="added to every intent rule's skills"
+    )
     on_toxic: SkillNames = Field(description="the only skills run for a toxic utterance")
     intents: dict[SkillName, SkillNames] = Field(description="intent name -> skills to run")
     min_intent_confidence: float = Field(
-        ge=0.0, le=1.0, description="below it the intent is ignored and every skill runs")
+        ge=0.0, le=1.0, description="below it the intent is ignored and every skill runs"
+    )
 
     def named(self) -> list[str]:
         """Every skill some rule names: the skills these rules decide about."""
-        names = [*self.always, *self.on_toxic,
-                 *(skill for skills in self.intents.values() for skill in skills)]
+        names = [
+            *self.always,
+            *self.on_toxic,
+            *(skill for skills in self.intents.values() for skill in skills),
+        ]
         return list(dict.fromkeys(names))
 
 
@@ -94,8 +99,9 @@ class Intent(BaseModel):
 AnnotationT = TypeVar("AnnotationT", bound=BaseModel)
 
 
-def _annotation(annotations: dict[str, Any], name: str,
-                model: type[AnnotationT]) -> AnnotationT | None:
+def _annotation(
+    annotations: dict[str, Any], name: str, model: type[AnnotationT]
+) -> AnnotationT | None:
     """A failed annotator leaves its slot empty (or, if buggy, malformed): both read as absent."""
     try:
         return model.model_validate(annotations[name])
@@ -111,16 +117,19 @@ def _intent_skills(rules: Rules, intent: Intent | None) -> tuple[list[str], str]
     if intent.intent is None:
         return [], "no intent recognised: every skill runs"
     if intent.confidence < rules.min_intent_confidence:
-        return [], (f"intent {intent.intent} ({intent.confidence:.2f}) is below "
-                    f"{rules.min_intent_confidence:.2f}: every skill runs")
+        return [], (
+            f"intent {intent.intent} ({intent.confidence:.2f}) is below "
+            f"{rules.min_intent_confidence:.2f}: every skill runs"
+        )
     if intent.intent not in rules.intents:
         return [], f"no rule for intent {intent.intent}: every skill runs"
     skills = list(dict.fromkeys([*rules.intents[intent.intent], *rules.always]))
     return skills, f"intent {intent.intent} ({intent.confidence:.2f}) → {', '.join(skills)}"
 
 
-def select(rules: Rules, annotations: dict[str, Any],
-           human_attributes: dict[str, Any]) -> SkillSelection:
+def select(
+    rules: Rules, annotations: dict[str, Any], human_attributes: dict[str, Any]
+) -> SkillSelection:
     """The skills to run, in rule order without duplicates (none: every skill), and why.
 
     A toxic utterance gets ``on_toxic`` only, even mid-greeting: the greeting skill would
@@ -129,11 +138,15 @@ def select(rules: Rules, annotations: dict[str, Any],
     badwords = _annotation(annotations, "badwords", Badwords)
     if badwords is not None and badwords.toxic:
         skills = list(dict.fromkeys(rules.on_toxic))
-        return SkillSelection(skills=skills, decides=None,
-                              reason=f"toxic utterance → only {', '.join(skills)}")
+        return SkillSelection(
+            skills=skills, decides=None, reason=f"toxic utterance → only {', '.join(skills)}"
+        )
     skills, reason = _intent_skills(rules, _annotation(annotations, "intents", Intent))
-    if (skills and human_attributes.get(GREETING_STAGE_KEY) == GREETING_WAITING
-            and GREETING_SKILL not in skills):
+    if (
+        skills
+        and human_attributes.get(GREETING_STAGE_KEY) == GREETING_WAITING
+        and GREETING_SKILL not in skills
+    ):
         skills.append(GREETING_SKILL)
         reason += f"; {GREETING_SKILL}: it is waiting for the user's name"
     return SkillSelection(skills=skills, reason=reason, decides=rules.named())
@@ -141,8 +154,11 @@ def select(rules: Rules, annotations: dict[str, Any],
 
 def build_service(rules: Rules) -> Service:
     """The selector service for these rules (the tests build theirs from their own files)."""
-    service = Service("rules", description="Chooses the skills to run from intent and "
-                      "toxicity annotations, by the rules in rules.json.")
+    service = Service(
+        "rules",
+        description="Chooses the skills to run from intent and "
+        "toxicity annotations, by the rules in rules.json.",
+    )
 
     @service.skill_selector
     def choose_skills(dialog: DialogView) -> SkillSelection:

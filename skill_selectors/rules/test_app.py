@@ -45,16 +45,23 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield server.url
 
 
-def annotated(text: str, annotations: dict[str, Any], dialog_id: str = "d1",
-              **attributes: Any) -> dict[str, Any]:
+def annotated(
+    text: str, annotations: dict[str, Any], dialog_id: str = "d1", **attributes: Any
+) -> dict[str, Any]:
     """A one-utterance dialog whose human utterance carries these annotations."""
     dialog = view(text, human_attributes=attributes, dialog_id=dialog_id)
     dialog["utterances"][-1]["annotations"] = annotations
     return dialog
 
 
-def said(text: str, *, intent: str | None = None, toxic: bool | None = None,
-         dialog_id: str = "d1", **attributes: Any) -> dict[str, Any]:
+def said(
+    text: str,
+    *,
+    intent: str | None = None,
+    toxic: bool | None = None,
+    dialog_id: str = "d1",
+    **attributes: Any,
+) -> dict[str, Any]:
     """As the intents and badwords annotators would annotate it (``None``: that one failed)."""
     annotations: dict[str, Any] = {}
     if intent is not None:
@@ -77,9 +84,11 @@ def select(url: str, *dialogs: dict[str, Any]) -> list[list[str]]:
 
 def test_a_confident_intent_runs_its_skills_and_the_always_ones(url: str) -> None:
     assert select(url, said("hello", intent="greeting", toxic=False)) == [
-        ["greeting", "smalltalk", "fallback"]]
+        ["greeting", "smalltalk", "fallback"]
+    ]
     assert select(url, said("who are you?", intent="bot_identity")) == [
-        ["faq", "smalltalk", "llm", "fallback"]]
+        ["faq", "smalltalk", "llm", "fallback"]
+    ]
 
 
 def test_a_toxic_utterance_runs_only_the_toxic_skills(url: str) -> None:
@@ -91,23 +100,33 @@ def test_a_toxic_answer_to_the_name_question_does_not_reach_the_greeting(url: st
     assert select(url, dialog) == [["fallback"]]
 
 
-@pytest.mark.parametrize("annotations", [
-    {"intents": {"intent": "greeting", "confidence": 0.3, "method": "similarity"}},
-    {"intents": {"intent": "yes", "confidence": 1.0, "method": "pattern"}},
-    {"intents": {"intent": None, "confidence": 0.0, "method": None},
-     "badwords": {"toxic": False, "words": []}},
-], ids=["unsure intent", "intent without a rule", "no intent"])
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        {"intents": {"intent": "greeting", "confidence": 0.3, "method": "similarity"}},
+        {"intents": {"intent": "yes", "confidence": 1.0, "method": "pattern"}},
+        {
+            "intents": {"intent": None, "confidence": 0.0, "method": None},
+            "badwords": {"toxic": False, "words": []},
+        },
+    ],
+    ids=["unsure intent", "intent without a rule", "no intent"],
+)
 def test_every_skill_runs_when_the_rules_have_nothing_sure_to_say(
     url: str, annotations: dict[str, Any]
 ) -> None:
     assert select(url, annotated("hmm", annotations)) == [EVERY_SKILL]
 
 
-@pytest.mark.parametrize("annotations", [
-    {},
-    {"intents": None, "badwords": None},
-    {"intents": "greeting", "badwords": {"words": []}},
-], ids=["missing", "null", "malformed"])
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        {},
+        {"intents": None, "badwords": None},
+        {"intents": "greeting", "badwords": {"words": []}},
+    ],
+    ids=["missing", "null", "malformed"],
+)
 def test_failed_annotators_mean_every_skill_not_an_error(
     url: str, annotations: dict[str, Any]
 ) -> None:
@@ -141,7 +160,10 @@ def test_a_batch_is_answered_per_dialog_in_order(url: str) -> None:
 
 def test_health(url: str) -> None:
     assert httpx.get(f"{url}/health").json() == {
-        "status": "ok", "service": "rules", "role": "skill_selector"}
+        "status": "ok",
+        "service": "rules",
+        "role": "skill_selector",
+    }
 
 
 def test_a_malformed_body_is_refused_naming_the_field(url: str) -> None:
@@ -167,8 +189,7 @@ def test_each_decision_says_why(url: str) -> None:
 
 
 def test_the_rules_decide_only_about_the_skills_they_name(url: str) -> None:
-    thanks, toxic = decisions(url, said("thanks", intent="thanks"),
-                              said("you idiot", toxic=True))
+    thanks, toxic = decisions(url, said("thanks", intent="thanks"), said("you idiot", toxic=True))
     # A skill no rule names ("weather", just added) runs whatever the rules chose...
     assert thanks["decides"] == NAMED
     # ...except for a toxic utterance, which reaches only the on_toxic skills.
@@ -178,13 +199,16 @@ def test_the_rules_decide_only_about_the_skills_they_name(url: str) -> None:
 SHIPPED = json.loads(RULES_FILE.read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize(("change", "named"), [
-    ({"on_toxc": ["fallback"]}, "on_toxc: Extra inputs are not permitted"),
-    ({"on_toxic": []}, "on_toxic: List should have at least 1 item"),
-    ({"intents": {"thanks": []}}, "intents.thanks: List should have"),
-    ({"intents": {"thanks": "smalltalk"}}, "intents.thanks: Input should be a valid array"),
-    ({"min_intent_confidence": 1.5}, "min_intent_confidence: Input should be less than"),
-])
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"on_toxc": ["fallback"]}, "on_toxc: Extra inputs are not permitted"),
+        ({"on_toxic": []}, "on_toxic: List should have at least 1 item"),
+        ({"intents": {"thanks": []}}, "intents.thanks: List should have"),
+        ({"intents": {"thanks": "smalltalk"}}, "intents.thanks: Input should be a valid array"),
+        ({"min_intent_confidence": 1.5}, "min_intent_confidence: Input should be less than"),
+    ],
+)
 def test_a_bad_rules_file_is_refused_naming_the_key(
     tmp_path: Path, change: dict[str, Any], named: str
 ) -> None:

@@ -47,8 +47,10 @@ def test_the_answers_vary_and_never_repeat_the_window() -> None:
 
 
 def test_a_toxic_utterance_gets_a_calm_line() -> None:
-    first, later = respond(flagged(view("you idiot"), toxic=True),
-                           flagged(view("a", CALM_ANSWERS[0], "idiot"), toxic=True))
+    first, later = respond(
+        flagged(view("you idiot"), toxic=True),
+        flagged(view("a", CALM_ANSWERS[0], "idiot"), toxic=True),
+    )
     assert first[0]["text"] in CALM_ANSWERS
     assert first[0]["confidence"] == 0.3
     assert later[0]["text"] == CALM_ANSWERS[1]

@@ -77,8 +77,9 @@ class FaqIndex:
 
     def __init__(self, entries: list[FaqEntry]) -> None:
         self.entries = entries
-        self.vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5),
-                                          sublinear_tf=True, preprocessor=normalise)
+        self.vectorizer = TfidfVectorizer(
+            analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, preprocessor=normalise
+        )
         questions = self.vectorizer.fit_transform([e.question for e in entries])
         self._questions = questions.toarray()  # rows are L2-normalised
         self._analyse = self.vectorizer.build_analyzer()
@@ -125,8 +126,11 @@ def answer(text: str) -> FaqHypothesis | None:
         return None
     if not content_words(entry.question) and content_words(text):
         return None
-    return FaqHypothesis(text=entry.answer, confidence=round(min(MAX_CONFIDENCE, similarity), 4),
-                         faq_question=entry.question)
+    return FaqHypothesis(
+        text=entry.answer,
+        confidence=round(min(MAX_CONFIDENCE, similarity), 4),
+        faq_question=entry.question,
+    )
 
 
 service = Service("faq", description="Answers questions about Chorus from faq.json.")

@@ -50,8 +50,13 @@ def test_stays_silent_off_topic(url: str) -> None:
 
 
 def test_what_the_bot_can_do_is_answered_and_not_confused_with_small_talk(url: str) -> None:
-    can_do, for_me, book, sing = ask(url, "What can you do?", "what can you do for me",
-                                     "Can you recommend a good book?", "Can you sing?")
+    can_do, for_me, book, sing = ask(
+        url,
+        "What can you do?",
+        "what can you do for me",
+        "Can you recommend a good book?",
+        "Can you sing?",
+    )
     assert can_do[0]["faq_question"] == for_me[0]["faq_question"] == "What can you do?"
     assert "joke" in str(can_do[0]["text"])
     # "What can you do?" is all stop words: it shares "can you" with everything.
@@ -82,6 +87,8 @@ def test_the_shipped_file_is_valid() -> None:
 
 @pytest.mark.parametrize("text", ["How do I delete my data?", "what are annotators", "zzz", ""])
 def test_query_weighting_matches_scikit_learn(text: str) -> None:
-    expected = linear_kernel(INDEX.vectorizer.transform([text]),
-                             INDEX.vectorizer.transform([e.question for e in INDEX.entries]))[0]
+    expected = linear_kernel(
+        INDEX.vectorizer.transform([text]),
+        INDEX.vectorizer.transform([e.question for e in INDEX.entries]),
+    )[0]
     assert INDEX.similarities(text) == pytest.approx(expected)

@@ -17,14 +17,44 @@ _WORD = r"([A-Za-zÀ-ÿ'-]{2,30})"
 _SAYS_NAME = re.compile(rf"\b(?:my name is|my name's|call me|you can call me)\s+{_WORD}", re.I)
 #: Phrases that introduce a name or anything else ("I'm from Berlin", "I'm feeling sad"):
 #: a name only when one word ends the clause (see :func:`extract_name`).
-_MAYBE_NAME = re.compile(rf"(?:^|[.!?,;]\s*|\b(?:and|hi|hello|hey)\s+)"
-                         rf"(?:i am|i'm|im|it's|this is)\s+{_WORD}\s*(?=$|[.!?,;]|and\b)",
-                         re.I)
+_MAYBE_NAME = re.compile(
+    rf"(?:^|[.!?,;]\s*|\b(?:and|hi|hello|hey)\s+)"
+    rf"(?:i am|i'm|im|it's|this is)\s+{_WORD}\s*(?=$|[.!?,;]|and\b)",
+    re.I,
+)
 _ASK_NAME = re.compile(r"\b(what'?s|what is|do you (know|remember)) my name\b", re.I)
 #: Words that answer "how are you" rather than "who are you" ("I'm fine", "I'm good").
-_NOT_NAMES = {"fine", "good", "ok", "okay", "well", "great", "not", "here", "back", "so", "very",
-              "alright", "bored", "busy", "tired", "sad", "happy", "sorry", "ready", "done",
-              "sure", "home", "awesome", "cool", "excellent", "bad", "glad", "hungry", "sick"}
+_NOT_NAMES = {
+    "fine",
+    "good",
+    "ok",
+    "okay",
+    "well",
+    "great",
+    "not",
+    "here",
+    "back",
+    "so",
+    "very",
+    "alright",
+    "bored",
+    "busy",
+    "tired",
+    "sad",
+    "happy",
+    "sorry",
+    "ready",
+    "done",
+    "sure",
+    "home",
+    "awesome",
+    "cool",
+    "excellent",
+    "bad",
+    "glad",
+    "hungry",
+    "sick",
+}
 
 
 def _name(word: str) -> str | None:
@@ -69,18 +99,27 @@ def respond(text: str, attributes: dict[str, object]) -> SkillHypothesis | None:
             )
     found = extract_name(text, bare_word_ok=False, name_known=bool(name))
     if found and found != name:
-        return SkillHypothesis(text=f"Nice to meet you, {found}!", confidence=0.9,
-                               human_attributes={"name": found, "greeting_stage": "done"})
+        return SkillHypothesis(
+            text=f"Nice to meet you, {found}!",
+            confidence=0.9,
+            human_attributes={"name": found, "greeting_stage": "done"},
+        )
     if _ASK_NAME.search(text):
         if name:
             return SkillHypothesis(text=f"Your name is {name}.", confidence=0.95)
-        return SkillHypothesis(text="I don't know your name yet. What is it?", confidence=0.9,
-                               human_attributes={"greeting_stage": "asked_name"})
+        return SkillHypothesis(
+            text="I don't know your name yet. What is it?",
+            confidence=0.9,
+            human_attributes={"greeting_stage": "asked_name"},
+        )
     if _GREETING.search(text):
         if name:
             return SkillHypothesis(text=f"Hello again, {name}!", confidence=0.9)
-        return SkillHypothesis(text="Hi! I'm Chorus. What's your name?", confidence=0.9,
-                               human_attributes={"greeting_stage": "asked_name"})
+        return SkillHypothesis(
+            text="Hi! I'm Chorus. What's your name?",
+            confidence=0.9,
+            human_attributes={"greeting_stage": "asked_name"},
+        )
     return None
 
 

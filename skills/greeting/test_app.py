@@ -12,8 +12,9 @@ from tests.support.views import view
 
 def ask(*texts: str, **attributes: object) -> list[dict[str, Any]]:
     with serving(app) as server:
-        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
-            view(*texts, human_attributes=attributes)]}).json()
+        answer = httpx.post(
+            f"{server.url}/respond", json={"dialogs": [view(*texts, human_attributes=attributes)]}
+        ).json()
     result: list[dict[str, Any]] = answer[0]
     return result
 
@@ -45,20 +46,39 @@ def test_name_extraction() -> None:
     assert extract_name("Eve", bare_word_ok=True) == "Eve"
 
 
-@pytest.mark.parametrize("text", [
-    "I'm feeling sad", "I'm feeling a bit sad today", "I'm from Berlin", "I'm good", "I'm 25",
-    "i'm tired", "I am so happy", "It's raining", "This is great", "I'm good, and you?",
-    "I'm a teacher", "Im fine thanks",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I'm feeling sad",
+        "I'm feeling a bit sad today",
+        "I'm from Berlin",
+        "I'm good",
+        "I'm 25",
+        "i'm tired",
+        "I am so happy",
+        "It's raining",
+        "This is great",
+        "I'm good, and you?",
+        "I'm a teacher",
+        "Im fine thanks",
+    ],
+)
 def test_what_is_not_a_name(text: str) -> None:
     assert extract_name(text, bare_word_ok=False) is None
     assert ask(text) == []
 
 
-@pytest.mark.parametrize(("text", "name"), [
-    ("I'm Maria", "Maria"), ("Hi, I'm Maria!", "Maria"), ("hello, my name is maria", "Maria"),
-    ("call me Jo", "Jo"), ("This is Ann.", "Ann"), ("I am Zoë, nice to meet you", "Zoë"),
-])
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("I'm Maria", "Maria"),
+        ("Hi, I'm Maria!", "Maria"),
+        ("hello, my name is maria", "Maria"),
+        ("call me Jo", "Jo"),
+        ("This is Ann.", "Ann"),
+        ("I am Zoë, nice to meet you", "Zoë"),
+    ],
+)
 def test_a_name_given_is_remembered(text: str, name: str) -> None:
     (hypothesis,) = ask(text)
     assert hypothesis["human_attributes"] == {"name": name, "greeting_stage": "done"}
@@ -81,13 +101,21 @@ def test_after_asking_a_lowercase_introduction_is_a_name() -> None:
 
 def test_a_batch_answers_each_dialog_in_order() -> None:
     with serving(app) as server:
-        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [
-            view("what is my name?", human_attributes={"name": "Ann"}),
-            view("Hello!"),
-            view("tell me about trains", human_attributes={"greeting_stage": "done"}),
-        ]}).json()
+        answer = httpx.post(
+            f"{server.url}/respond",
+            json={
+                "dialogs": [
+                    view("what is my name?", human_attributes={"name": "Ann"}),
+                    view("Hello!"),
+                    view("tell me about trains", human_attributes={"greeting_stage": "done"}),
+                ]
+            },
+        ).json()
     assert [[h["text"] for h in hypotheses] for hypotheses in answer] == [
-        ["Your name is Ann."], ["Hi! I'm Chorus. What's your name?"], []]
+        ["Your name is Ann."],
+        ["Hi! I'm Chorus. What's your name?"],
+        [],
+    ]
 
 
 def test_health_and_bad_body() -> None:

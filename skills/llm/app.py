@@ -52,11 +52,13 @@ class SettingsError(ValueError):
 class LLMSettings(BaseSettings):
     """The endpoint and how to call it. Unset ``LLM_BASE_URL`` disables the skill."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_file=".env", extra="ignore",
-                                      env_ignore_empty=True)
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_file=".env", extra="ignore", env_ignore_empty=True
+    )
 
-    base_url: str | None = Field(default=None,
-                                 description="e.g. https://api.openai.com/v1; unset: disabled")
+    base_url: str | None = Field(
+        default=None, description="e.g. https://api.openai.com/v1; unset: disabled"
+    )
     model: str | None = Field(default=None, min_length=1, description="e.g. gpt-4o-mini")
     api_key: SecretStr | None = Field(default=None, description="sent as a Bearer token")
     timeout: float = Field(default=8.0, gt=0, le=300, description="seconds per request")
@@ -169,8 +171,11 @@ def system_prompt(dialog: DialogView) -> str:
 
 def conversation(dialog: DialogView) -> list[ChatMessage]:
     """System prompt, then the window's non-empty utterances in order."""
-    turns = [ChatMessage(role="user" if u.speaker == "human" else "assistant", content=u.text)
-             for u in dialog.utterances if u.text.strip()]
+    turns = [
+        ChatMessage(role="user" if u.speaker == "human" else "assistant", content=u.text)
+        for u in dialog.utterances
+        if u.text.strip()
+    ]
     return [ChatMessage(role="system", content=system_prompt(dialog)), *turns]
 
 
@@ -199,9 +204,12 @@ class ChatModel:
 
     async def complete(self, messages: list[ChatMessage]) -> str | None:
         """The model's reply (None when it is empty); :class:`LLMError` when the call fails."""
-        body = {"model": self.settings.model, "max_tokens": self.settings.max_tokens,
-                "temperature": self.settings.temperature,
-                "messages": [m.model_dump() for m in messages]}
+        body = {
+            "model": self.settings.model,
+            "max_tokens": self.settings.max_tokens,
+            "temperature": self.settings.temperature,
+            "messages": [m.model_dump() for m in messages],
+        }
         completion = self._parse(await self._post(body))
         content = completion.choices[0].message.content
         return content.strip() if content and content.strip() else None
@@ -228,12 +236,15 @@ class ChatModel:
             return ChatCompletion.model_validate_json(response.content)
         except ValidationError as exc:
             problem = exc.errors()[0]["msg"]
-            raise LLMError(f"answered something that is not a chat completion ({problem}): "
-                           f"{_excerpt(response)}") from None
+            raise LLMError(
+                f"answered something that is not a chat completion ({problem}): "
+                f"{_excerpt(response)}"
+            ) from None
 
 
-def run_while_serving(app: FastAPI,
-                      resource: Callable[[], AbstractAsyncContextManager[None]]) -> None:
+def run_while_serving(
+    app: FastAPI, resource: Callable[[], AbstractAsyncContextManager[None]]
+) -> None:
     """Hold ``resource`` open for the server's life, around the app's own lifespan."""
     app_lifespan = app.router.lifespan_context
 
@@ -264,14 +275,15 @@ def create_app(settings: LLMSettings | None = None) -> FastAPI:
         try:
             reply = await model.complete(conversation(dialog))
         except LLMError as exc:
-            logger.warning("dialog %s: LLM endpoint %s %s", dialog.dialog_id,
-                           settings.endpoint, exc)
-            raise HTTPException(status.HTTP_502_BAD_GATEWAY,
-                                detail=f"LLM endpoint {exc}") from None
+            logger.warning(
+                "dialog %s: LLM endpoint %s %s", dialog.dialog_id, settings.endpoint, exc
+            )
+            raise HTTPException(status.HTTP_502_BAD_GATEWAY, detail=f"LLM endpoint {exc}") from None
         if reply is None:
             return []
-        return [LLMHypothesis(text=reply, confidence=settings.confidence,
-                              llm_model=str(settings.model))]
+        return [
+            LLMHypothesis(text=reply, confidence=settings.confidence, llm_model=str(settings.model))
+        ]
 
     app = service.app
     if model is not None:

@@ -33,10 +33,20 @@ PERSONA = {"name": "Robo", "description": "a cheerful robot", "likes": ["puns"]}
 
 
 def completion(content: str | None) -> dict[str, Any]:
-    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "test-model",
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": content}}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "test-model",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": content},
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
 
 
 def echo(body: dict[str, Any]) -> dict[str, Any]:
@@ -64,8 +74,7 @@ class FakeOpenAI:
 
 
 @contextmanager
-def llm_against(fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch,
-                **env: str) -> Iterator[str]:
+def llm_against(fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, **env: str) -> Iterator[str]:
     """The fake endpoint and the skill configured for it; yields the skill's URL."""
     with serving(fake.app) as upstream:
         monkeypatch.setenv("LLM_BASE_URL", f"{upstream.url}/v1/")
@@ -83,30 +92,56 @@ def respond(url: str, *dialogs: dict[str, Any]) -> httpx.Response:
     return httpx.post(f"{url}/respond", json={"dialogs": list(dialogs)}, timeout=10)
 
 
-def with_bot(dialog: dict[str, Any], *, attributes: dict[str, Any] | None = None,
-             persona: dict[str, Any] | None = None) -> dict[str, Any]:
+def with_bot(
+    dialog: dict[str, Any],
+    *,
+    attributes: dict[str, Any] | None = None,
+    persona: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     dialog["bot"] = {"id": "b1", "attributes": attributes or {}, "persona": persona or {}}
     return dialog
 
 
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("BASE_URL", "MODEL", "API_KEY", "TIMEOUT", "CONFIDENCE", "MAX_TOKENS",
-                 "TEMPERATURE"):
+    for name in (
+        "BASE_URL",
+        "MODEL",
+        "API_KEY",
+        "TIMEOUT",
+        "CONFIDENCE",
+        "MAX_TOKENS",
+        "TEMPERATURE",
+    ):
         monkeypatch.delenv(f"LLM_{name}", raising=False)
 
 
 def test_prompt_persona_turns_and_key(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeOpenAI(lambda body: completion("  Why did the robot cross the road?  "))
-    dialog = with_bot(view("Hello!", "Hi! I'm Chorus. What's your name?", "Tell me a joke",
-                           human_attributes={"name": "Ann"}),
-                      attributes={"persona": PERSONA})
-    with llm_against(fake, monkeypatch, LLM_API_KEY="sk-test", LLM_CONFIDENCE="0.75",
-                     LLM_MAX_TOKENS="50") as url:
+    dialog = with_bot(
+        view(
+            "Hello!",
+            "Hi! I'm Chorus. What's your name?",
+            "Tell me a joke",
+            human_attributes={"name": "Ann"},
+        ),
+        attributes={"persona": PERSONA},
+    )
+    with llm_against(
+        fake, monkeypatch, LLM_API_KEY="sk-test", LLM_CONFIDENCE="0.75", LLM_MAX_TOKENS="50"
+    ) as url:
         answer = respond(url, dialog).json()
-    assert answer == [[{"text": "Why did the robot cross the road?", "confidence": 0.75,
-                        "human_attributes": {}, "bot_attributes": {},
-                        "llm_model": "test-model"}]]
+    assert answer == [
+        [
+            {
+                "text": "Why did the robot cross the road?",
+                "confidence": 0.75,
+                "human_attributes": {},
+                "bot_attributes": {},
+                "llm_model": "test-model",
+            }
+        ]
+    ]
     ((headers, body),) = fake.requests
     assert headers["authorization"] == "Bearer sk-test"
     assert body["model"] == "test-model"
@@ -117,20 +152,24 @@ def test_prompt_persona_turns_and_key(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "You are Robo, a cheerful robot." in system["content"]
     assert "puns" in system["content"]
     assert "The user's name is Ann." in system["content"]
-    assert turns == [{"role": "user", "content": "Hello!"},
-                     {"role": "assistant", "content": "Hi! I'm Chorus. What's your name?"},
-                     {"role": "user", "content": "Tell me a joke"}]
+    assert turns == [
+        {"role": "user", "content": "Hello!"},
+        {"role": "assistant", "content": "Hi! I'm Chorus. What's your name?"},
+        {"role": "user", "content": "Tell me a joke"},
+    ]
 
 
 def test_a_batch_answers_in_order_with_each_bots_persona(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeOpenAI()
     with llm_against(fake, monkeypatch) as url:
-        answer = respond(url, with_bot(view("first"), persona={"name": "Ada"}),
-                         view("second")).json()
+        answer = respond(
+            url, with_bot(view("first"), persona={"name": "Ada"}), view("second")
+        ).json()
     assert [a[0]["text"] for a in answer] == ["echo: first", "echo: second"]
     assert all(a[0]["confidence"] == 0.6 for a in answer)
-    prompts = {body["messages"][-1]["content"]: body["messages"][0]["content"]
-               for _, body in fake.requests}
+    prompts = {
+        body["messages"][-1]["content"]: body["messages"][0]["content"] for _, body in fake.requests
+    }
     assert prompts["first"].startswith("You are Ada.")
     assert prompts["second"] == DEFAULT_SYSTEM_PROMPT
     assert all("authorization" not in headers for headers, _ in fake.requests)
@@ -141,14 +180,18 @@ def test_an_empty_reply_is_no_hypothesis(monkeypatch: pytest.MonkeyPatch) -> Non
         assert respond(url, view("hi")).json() == [[]]
 
 
-@pytest.mark.parametrize(("answer", "message"), [
-    (Response("upstream exploded", status_code=500), "answered HTTP 500: upstream exploded"),
-    (Response("not json", media_type="text/plain"), "not a chat completion"),
-    ({"choices": []}, "not a chat completion"),
-    ("slow", "no answer within 0.3s (LLM_TIMEOUT)"),
-])
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (Response("upstream exploded", status_code=500), "answered HTTP 500: upstream exploded"),
+        (Response("not json", media_type="text/plain"), "not a chat completion"),
+        ({"choices": []}, "not a chat completion"),
+        ("slow", "no answer within 0.3s (LLM_TIMEOUT)"),
+    ],
+)
 def test_a_failing_endpoint_is_a_502_with_the_reason(
-        monkeypatch: pytest.MonkeyPatch, answer: Any, message: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, answer: Any, message: str
+) -> None:
     with llm_against(FakeOpenAI(lambda body: answer), monkeypatch, LLM_TIMEOUT="0.3") as url:
         response = respond(url, view("hi"))
     assert response.status_code == 502
@@ -175,14 +218,18 @@ def test_unconfigured_it_answers_nothing_and_stays_healthy() -> None:
     assert "dialogs" in refused.text
 
 
-@pytest.mark.parametrize(("env", "named"), [
-    ({"LLM_BASE_URL": "https://api.example.org/v1"}, "LLM_MODEL is required"),
-    ({"LLM_BASE_URL": "api.example.org", "LLM_MODEL": "m"}, "LLM_BASE_URL: must be an http"),
-    ({"LLM_TIMEOUT": "0"}, "LLM_TIMEOUT"),
-    ({"LLM_CONFIDENCE": "2"}, "LLM_CONFIDENCE"),
-])
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"LLM_BASE_URL": "https://api.example.org/v1"}, "LLM_MODEL is required"),
+        ({"LLM_BASE_URL": "api.example.org", "LLM_MODEL": "m"}, "LLM_BASE_URL: must be an http"),
+        ({"LLM_TIMEOUT": "0"}, "LLM_TIMEOUT"),
+        ({"LLM_CONFIDENCE": "2"}, "LLM_CONFIDENCE"),
+    ],
+)
 def test_bad_settings_are_refused_naming_the_variable(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, env: dict[str, str], named: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, env: dict[str, str], named: str
+) -> None:
     monkeypatch.chdir(tmp_path)  # no .env here
     for name, value in env.items():
         monkeypatch.setenv(name, value)

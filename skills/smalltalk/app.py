@@ -40,15 +40,27 @@ logger = logging.getLogger(__name__)
 
 PERSONA_FILE = Path(__file__).parent / "persona.json"
 
-Topic = Literal["how_are_you", "doing_well", "thanks", "farewell", "bot_identity", "abilities",
-                "likes", "hobbies", "home", "favourite", "no_favourite", "empathy"]
+Topic = Literal[
+    "how_are_you",
+    "doing_well",
+    "thanks",
+    "farewell",
+    "bot_identity",
+    "abilities",
+    "likes",
+    "hobbies",
+    "home",
+    "favourite",
+    "no_favourite",
+    "empathy",
+]
 
 #: Intent names of ``annotations["intents"]`` that are small talk.
 INTENT_TOPICS: frozenset[str] = frozenset(
-    {"how_are_you", "thanks", "farewell", "bot_identity", "abilities"})
+    {"how_are_you", "thanks", "farewell", "bot_identity", "abilities"}
+)
 #: Placeholders a template may use.
-PLACEHOLDERS = frozenset({"name", "description", "lives", "likes", "hobbies", "thing",
-                          "favourite"})
+PLACEHOLDERS = frozenset({"name", "description", "lives", "likes", "hobbies", "thing", "favourite"})
 
 #: Confidences (see README): a pattern scores by the share of the utterance it covers, an
 #: intent by the annotator's confidence; both agreeing is the strongest case.
@@ -66,56 +78,116 @@ _I = re.IGNORECASE
 #: Checked in this order: the most specific question first ("thanks! what's your favourite
 #: book?" is about the book; "thanks, bye" is a farewell).
 PATTERNS: tuple[tuple[Topic, re.Pattern[str]], ...] = (
-    ("favourite", re.compile(
-        r"\b(?:what(?:'?s|\s+is|\s+are)\s+)?(?:your|you\s+have\s+an?|you\s+got\s+an?)"
-        r"\s+fav(?:ou?rite|e)\s+([a-z]+)", _I)),
+    (
+        "favourite",
+        re.compile(
+            r"\b(?:what(?:'?s|\s+is|\s+are)\s+)?(?:your|you\s+have\s+an?|you\s+got\s+an?)"
+            r"\s+fav(?:ou?rite|e)\s+([a-z]+)",
+            _I,
+        ),
+    ),
     # "do you like music?", "recommend a good book": answered only when the persona has a
     # favourite of that thing (see match_pattern); the corpus talks about the rest.
-    ("favourite", re.compile(
-        r"\b(?:do\s+you\s+(?:like|love|enjoy)|recommend\s+(?:me\s+)?(?:a|an|some|any)"
-        r"\s+(?:good\s+|nice\s+)?)\s*([a-z]+)", _I)),
-    ("hobbies", re.compile(
-        r"\b(?:what(?:'?s|\s+is|\s+are)\s+your\s+|do\s+you\s+have\s+(?:any\s+|an?\s+)?)?"
-        r"hobb(?:y|ies)\b|\bfor\s+fun\b|\b(?:free|spare)\s+time\b|\bpastimes?\b"
-        r"|\bwhat\s+do\s+you\s+(?:like|love|enjoy)\s+doing\b", _I)),
-    ("home", re.compile(
-        r"\bwhere\s+(?:are|r)\s+(?:you|u)\s+(?:from|based|located)\b"
-        r"|\bwhere\s+do\s+you\s+(?:live|come\s+from)\b|\bwhere(?:'s|\s+is)\s+your\s+home\b", _I)),
-    ("likes", re.compile(
-        r"\bwhat\s+(?:else\s+)?do\s+you\s+(?:like|love|enjoy)\b|\bwhat\s+are\s+you\s+into\b", _I)),
-    ("abilities", re.compile(
-        r"\bwhat\s+(?:can|could)\s+you\s+do\b|\bwhat\s+are\s+you\s+(?:able\s+to\s+do|good\s+at)\b"
-        r"|\bhow\s+can\s+you\s+help\b", _I)),
-    ("bot_identity", re.compile(
-        r"\btell\s+me\s+(?:more\s+)?about\s+yourself\b|\bintroduce\s+yourself\b"
-        r"|\bwho\s+are\s+you\b|\bwhat\s+are\s+you\s*(?:[?!.]|$)"
-        r"|\bwhat(?:'?s|\s+is)\s+your\s+name\b", _I)),
-    ("how_are_you", re.compile(
-        r"\bhow\s+(?:are|r)\s+(?:you|u|ya)\b|\bhow\s+(?:have\s+you\s+been|do\s+you\s+do)\b"
-        r"|\bhow(?:'s|\s+is)\s+(?:it\s+going|your\s+day|life)\b|\bhow\s+are\s+things\b", _I)),
+    (
+        "favourite",
+        re.compile(
+            r"\b(?:do\s+you\s+(?:like|love|enjoy)|recommend\s+(?:me\s+)?(?:a|an|some|any)"
+            r"\s+(?:good\s+|nice\s+)?)\s*([a-z]+)",
+            _I,
+        ),
+    ),
+    (
+        "hobbies",
+        re.compile(
+            r"\b(?:what(?:'?s|\s+is|\s+are)\s+your\s+|do\s+you\s+have\s+(?:any\s+|an?\s+)?)?"
+            r"hobb(?:y|ies)\b|\bfor\s+fun\b|\b(?:free|spare)\s+time\b|\bpastimes?\b"
+            r"|\bwhat\s+do\s+you\s+(?:like|love|enjoy)\s+doing\b",
+            _I,
+        ),
+    ),
+    (
+        "home",
+        re.compile(
+            r"\bwhere\s+(?:are|r)\s+(?:you|u)\s+(?:from|based|located)\b"
+            r"|\bwhere\s+do\s+you\s+(?:live|come\s+from)\b|\bwhere(?:'s|\s+is)\s+your\s+home\b",
+            _I,
+        ),
+    ),
+    (
+        "likes",
+        re.compile(
+            r"\bwhat\s+(?:else\s+)?do\s+you\s+(?:like|love|enjoy)\b|\bwhat\s+are\s+you\s+into\b", _I
+        ),
+    ),
+    (
+        "abilities",
+        re.compile(
+            r"\bwhat\s+(?:can|could)\s+you\s+do\b|\bwhat\s+are\s+you\s+(?:able\s+to\s+do|good\s+at)\b"
+            r"|\bhow\s+can\s+you\s+help\b",
+            _I,
+        ),
+    ),
+    (
+        "bot_identity",
+        re.compile(
+            r"\btell\s+me\s+(?:more\s+)?about\s+yourself\b|\bintroduce\s+yourself\b"
+            r"|\bwho\s+are\s+you\b|\bwhat\s+are\s+you\s*(?:[?!.]|$)"
+            r"|\bwhat(?:'?s|\s+is)\s+your\s+name\b",
+            _I,
+        ),
+    ),
+    (
+        "how_are_you",
+        re.compile(
+            r"\bhow\s+(?:are|r)\s+(?:you|u|ya)\b|\bhow\s+(?:have\s+you\s+been|do\s+you\s+do)\b"
+            r"|\bhow(?:'s|\s+is)\s+(?:it\s+going|your\s+day|life)\b|\bhow\s+are\s+things\b",
+            _I,
+        ),
+    ),
     # "I'm good, thanks": an answer to "how are you?", not thanks for anything.
-    ("doing_well", re.compile(
-        r"^\W*(?:(?:i'?m|i\s+am|im)\s+(?:doing\s+|feeling\s+)?|doing\s+)?(?:very\s+|really\s+)?"
-        r"(?:good|fine|great|well|ok|okay|alright|not\s+bad)\b(?:\W+(?:thanks|thank\s+you|thx))?"
-        r"\W*(?:(?:and|how\s+about|what\s+about)\s+(?:you|u)\W*)?$", _I)),
-    ("farewell", re.compile(
-        r"\b(?:bye|goodbye|good\s+bye|bye\s+bye|see\s+(?:you|ya)|good\s+night|farewell"
-        r"|take\s+care|gotta\s+go|talk\s+(?:to\s+you\s+)?later|ttyl)\b", _I)),
-    ("thanks", re.compile(
-        r"\b(?:thanks|thank\s+(?:you|u)|thx|ty|cheers|much\s+appreciated)\b", _I)),
+    (
+        "doing_well",
+        re.compile(
+            r"^\W*(?:(?:i'?m|i\s+am|im)\s+(?:doing\s+|feeling\s+)?|doing\s+)?(?:very\s+|really\s+)?"
+            r"(?:good|fine|great|well|ok|okay|alright|not\s+bad)\b(?:\W+(?:thanks|thank\s+you|thx))?"
+            r"\W*(?:(?:and|how\s+about|what\s+about)\s+(?:you|u)\W*)?$",
+            _I,
+        ),
+    ),
+    (
+        "farewell",
+        re.compile(
+            r"\b(?:bye|goodbye|good\s+bye|bye\s+bye|see\s+(?:you|ya)|good\s+night|farewell"
+            r"|take\s+care|gotta\s+go|talk\s+(?:to\s+you\s+)?later|ttyl)\b",
+            _I,
+        ),
+    ),
+    (
+        "thanks",
+        re.compile(r"\b(?:thanks|thank\s+(?:you|u)|thx|ty|cheers|much\s+appreciated)\b", _I),
+    ),
 )
 
 #: Other words for the things a persona has favourites of: "colour" finds "color".
-THING_ALIASES = {"colour": "color", "film": "movie", "song": "music", "band": "music",
-                 "meal": "food", "dish": "food", "pet": "animal"}
+THING_ALIASES = {
+    "colour": "color",
+    "film": "movie",
+    "song": "music",
+    "band": "music",
+    "meal": "food",
+    "dish": "food",
+    "pet": "animal",
+}
 _WORD = re.compile(r"\w+(?:'\w+)*")
 
 
 def _placeholders_known(template: str) -> str:
     for _, field, _, _ in string.Formatter().parse(template):
         if field is not None and field not in PLACEHOLDERS:
-            raise ValueError(f"unknown placeholder {{{field}}} in {template!r}; "
-                             f"use {', '.join(sorted(PLACEHOLDERS))}")
+            raise ValueError(
+                f"unknown placeholder {{{field}}} in {template!r}; "
+                f"use {', '.join(sorted(PLACEHOLDERS))}"
+            )
     return template
 
 
@@ -250,8 +322,9 @@ def match_intent(annotations: Mapping[str, Any]) -> Match | None:
     certainty = intents.get("confidence")
     certainty = float(certainty) if isinstance(certainty, int | float) else 0.0
     certainty = min(1.0, max(0.0, certainty))
-    return Match(intents["intent"], round(INTENT_BASE + INTENT_SPAN * certainty, 3),
-                 intent_only=True)
+    return Match(
+        intents["intent"], round(INTENT_BASE + INTENT_SPAN * certainty, 3), intent_only=True
+    )
 
 
 def is_negative(annotations: Mapping[str, Any]) -> bool:
@@ -259,8 +332,9 @@ def is_negative(annotations: Mapping[str, Any]) -> bool:
     return isinstance(sentiment, Mapping) and sentiment.get("label") == "negative"
 
 
-def understand(text: str, annotations: Mapping[str, Any],
-               favourites: Mapping[str, str]) -> Match | None:
+def understand(
+    text: str, annotations: Mapping[str, Any], favourites: Mapping[str, str]
+) -> Match | None:
     """Intent and pattern together; a negative mood only when nothing else matched."""
     by_intent = match_intent(annotations)
     by_pattern = match_pattern(text.replace("\u2019", "'"), favourites)
@@ -282,10 +356,15 @@ def join_words(items: list[str]) -> str:
 def render(persona: Persona, match: Match) -> list[str]:
     """Every alternative line of the matched topic, in the persona's words."""
     thing = match.thing or ""
-    values = {"name": persona.name, "description": persona.description,
-              "lives": persona.lives, "likes": join_words(persona.likes),
-              "hobbies": join_words(persona.hobbies), "thing": thing,
-              "favourite": persona.favourites.get(thing, "")}
+    values = {
+        "name": persona.name,
+        "description": persona.description,
+        "lives": persona.lives,
+        "likes": join_words(persona.likes),
+        "hobbies": join_words(persona.hobbies),
+        "thing": thing,
+        "favourite": persona.favourites.get(thing, ""),
+    }
     lines: list[str] = getattr(persona.templates, match.topic)
     return [line.format_map(values) for line in lines]
 
@@ -329,9 +408,12 @@ def from_corpus(dialog: DialogView, said: list[str]) -> CorpusHypothesis | None:
     text = random.Random(seed).choice(fresh)
     share = (similarity - THRESHOLD) / (1.0 - THRESHOLD)
     return CorpusHypothesis(
-        text=text, confidence=round(CORPUS_BASE + CORPUS_SPAN * min(1.0, share), 3),
-        corpus_statement=entry.statement, corpus_category=entry.category,
-        similarity=round(similarity, 3))
+        text=text,
+        confidence=round(CORPUS_BASE + CORPUS_SPAN * min(1.0, share), 3),
+        corpus_statement=entry.statement,
+        corpus_category=entry.category,
+        similarity=round(similarity, 3),
+    )
 
 
 def respond(dialog: DialogView) -> SkillHypothesis | None:
@@ -340,8 +422,11 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
     said = [u.text for u in dialog.utterances if u.speaker == "bot"]
     match = understand(human.text, human.annotations, persona.favourites)
     retrieved = from_corpus(dialog, said)
-    if retrieved is not None and (match is None or match.topic == "empathy" or (
-            match.intent_only and retrieved.confidence > match.confidence)):
+    if retrieved is not None and (
+        match is None
+        or match.topic == "empathy"
+        or (match.intent_only and retrieved.confidence > match.confidence)
+    ):
         return retrieved
     if match is None:
         return None
@@ -349,8 +434,11 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
     if text is None:
         return None
     return SmallTalkHypothesis(
-        text=text, confidence=match.confidence, smalltalk_topic=match.topic,
-        bot_attributes={"persona": persona.model_dump(mode="json")} if store else {})
+        text=text,
+        confidence=match.confidence,
+        smalltalk_topic=match.topic,
+        bot_attributes={"persona": persona.model_dump(mode="json")} if store else {},
+    )
 
 
 service = Service("smalltalk", description="Small talk in the voice of the bot's persona.")

@@ -33,8 +33,21 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 #: (a thousand lines of one help-desk script), trivia and coding (quiz answers, not talk),
 #: history and politics (dated opinions stated as facts).
 CATEGORIES: tuple[str, ...] = (
-    "greetings", "conversations", "humor", "botprofile", "emotion", "psychology", "ai",
-    "food", "literature", "movies", "sports", "science", "health", "money", "computers",
+    "greetings",
+    "conversations",
+    "humor",
+    "botprofile",
+    "emotion",
+    "psychology",
+    "ai",
+    "food",
+    "literature",
+    "movies",
+    "sports",
+    "science",
+    "health",
+    "money",
+    "computers",
     "gossip",
 )
 #: Lowest combined similarity that still answers, chosen on the scripted first
@@ -109,8 +122,9 @@ class _Tfidf:
     """
 
     def __init__(self, statements: list[str], preprocessor: Callable[[str], str]) -> None:
-        self.vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5),
-                                          sublinear_tf=True, preprocessor=preprocessor)
+        self.vectorizer = TfidfVectorizer(
+            analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, preprocessor=preprocessor
+        )
         self.matrix = self.vectorizer.fit_transform(statements).tocsc()  # rows L2-normalised
         self._analyse = self.vectorizer.build_analyzer()
         self._vocabulary: dict[str, int] = self.vectorizer.vocabulary_

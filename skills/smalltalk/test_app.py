@@ -16,9 +16,12 @@ from tests.support.views import view
 FILE_LINES = FILE_PERSONA.templates
 
 
-def dialog(*texts: str, annotations: dict[str, Any] | None = None,
-           bot_attributes: dict[str, Any] | None = None,
-           bot_persona: dict[str, Any] | None = None) -> dict[str, Any]:
+def dialog(
+    *texts: str,
+    annotations: dict[str, Any] | None = None,
+    bot_attributes: dict[str, Any] | None = None,
+    bot_persona: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """A view whose newest human utterance carries ``annotations``."""
     built = view(*texts)
     built["utterances"][-1]["annotations"] = annotations or {}
@@ -53,8 +56,11 @@ def test_answers_in_order_and_hands_the_file_persona_to_the_bot(url: str) -> Non
 
 def test_the_persona_in_the_bot_attributes_is_used_and_kept(url: str) -> None:
     custom = {"name": "Robo", "lives": "on the moon"}
-    home, identity = ask(url, dialog("Where are you from?", bot_attributes={"persona": custom}),
-                         dialog("tell me about yourself", bot_attributes={"persona": custom}))
+    home, identity = ask(
+        url,
+        dialog("Where are you from?", bot_attributes={"persona": custom}),
+        dialog("tell me about yourself", bot_attributes={"persona": custom}),
+    )
     assert home[0]["text"] == "I live on the moon."
     assert identity[0]["text"].startswith("I'm Robo, a friendly chatbot")
     assert home[0]["bot_attributes"] == identity[0]["bot_attributes"] == {}
@@ -74,8 +80,9 @@ def test_an_invalid_stored_persona_is_neither_used_nor_overwritten(url: str) -> 
 
 
 def test_favourite_things_from_the_persona(url: str) -> None:
-    colour, car = ask(url, dialog("What's your favourite colour?"),
-                      dialog("do you have a fave car?"))
+    colour, car = ask(
+        url, dialog("What's your favourite colour?"), dialog("do you have a fave car?")
+    )
     teal = FILE_PERSONA.favourites["color"]
     assert colour[0]["text"] == f"My favourite color is {teal}. What's yours?"
     assert car[0]["text"] == "I don't have a favourite car, to be honest. What's yours?"
@@ -90,7 +97,8 @@ def test_the_intents_annotation_is_understood_and_agreement_is_most_confident(ur
         url,
         dialog("much obliged", annotations=intent("thanks", 1.0)),
         dialog("thank you", annotations=intent("thanks", 0.9)),
-        dialog("much obliged", annotations=intent("greeting", 1.0)))
+        dialog("much obliged", annotations=intent("greeting", 1.0)),
+    )
     assert only_intent[0]["text"] == FILE_LINES.thanks[0]
     assert only_intent[0]["confidence"] == 0.8
     assert agreeing[0]["confidence"] == 0.85
@@ -98,16 +106,27 @@ def test_the_intents_annotation_is_understood_and_agreement_is_most_confident(ur
 
 
 def test_a_longer_utterance_matches_less_confidently(url: str) -> None:
-    short, long = ask(url, dialog("how are you"),
-                      dialog("hey there, how are you doing on this fine day?"))
+    short, long = ask(
+        url, dialog("how are you"), dialog("hey there, how are you doing on this fine day?")
+    )
     assert 0.6 <= long[0]["confidence"] < short[0]["confidence"] <= 0.85
 
 
 def test_negative_mood_gets_empathy_only_when_nothing_else_matches(url: str) -> None:
-    sad = {"sentiment": {"label": "negative", "compound": -0.7, "positive": 0.0,
-                         "neutral": 0.3, "negative": 0.7}}
-    empathy, farewell = ask(url, dialog("my day was awful", annotations=sad),
-                            dialog("this was awful, bye", annotations=sad))
+    sad = {
+        "sentiment": {
+            "label": "negative",
+            "compound": -0.7,
+            "positive": 0.0,
+            "neutral": 0.3,
+            "negative": 0.7,
+        }
+    }
+    empathy, farewell = ask(
+        url,
+        dialog("my day was awful", annotations=sad),
+        dialog("this was awful, bye", annotations=sad),
+    )
     assert empathy[0]["text"] == FILE_LINES.empathy[0]
     assert empathy[0]["confidence"] == 0.6
     assert farewell[0]["smalltalk_topic"] == "farewell"
@@ -120,8 +139,12 @@ def test_does_not_repeat_what_the_bot_just_said(url: str) -> None:
 
 
 def test_stays_silent_off_topic(url: str) -> None:
-    assert ask(url, dialog("tell me about trains"), dialog("my favourite color is blue"),
-               dialog("where are my dialogs stored?")) == [[], [], []]
+    assert ask(
+        url,
+        dialog("tell me about trains"),
+        dialog("my favourite color is blue"),
+        dialog("where are my dialogs stored?"),
+    ) == [[], [], []]
 
 
 def test_health_and_bad_body(url: str) -> None:

@@ -100,8 +100,16 @@ def test_the_persona_speaks_for_itself_before_the_corpus(url: str) -> None:
     assert music[0]["text"].startswith("My favourite music is")
 
 
-@pytest.mark.parametrize("text", ["Tell me a joke", "How old are you?", "Do you like movies?",
-                                  "zzz qqq", "I'm bored, what's up?"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Tell me a joke",
+        "How old are you?",
+        "Do you like movies?",
+        "zzz qqq",
+        "I'm bored, what's up?",
+    ],
+)
 def test_query_weighting_matches_scikit_learn(text: str) -> None:
     for view_ in (CORPUS.whole, CORPUS.content):
         expected = (view_.matrix @ view_.vectorizer.transform([text]).T).toarray().ravel()

@@ -90,8 +90,6 @@ def test_bad_settings_name_the_variable(monkeypatch: pytest.MonkeyPatch) -> None
         load_settings()
 
 
-
-
 def test_a_user_can_be_erased_with_the_key(services: Any, agent: AgentFactory) -> None:
     client = agent(pipeline(services), api_key=KEY)
     reply = client.post("/", json={"user_id": "gone", "payload": "hi"}).json()

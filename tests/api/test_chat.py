@@ -57,8 +57,12 @@ def test_a_turn_stores_annotations_hypotheses_and_the_chosen_answer(
     assert bot["text"] == reply["response"]
     assert "greeting had the highest confidence" in bot["attributes"]["selector_reason"]
     assert dialog["human"]["user_external_id"] == "alice"
-    assert {c["service"] for c in human["trace"]} == {"tokens", "greeting", "fallback",
-                                                      "confidence"}
+    assert {c["service"] for c in human["trace"]} == {
+        "tokens",
+        "greeting",
+        "fallback",
+        "confidence",
+    }
 
 
 def test_attributes_of_the_chosen_hypothesis_are_remembered_on_the_next_turns(
@@ -92,7 +96,8 @@ def test_services_see_only_their_window_and_the_profiles_attributes(
     services: Any, agent: AgentFactory
 ) -> None:
     pipeline = reference_pipeline(
-        services, reporter=service_entry(services(window_reporter()).url, context_window=3))
+        services, reporter=service_entry(services(window_reporter()).url, context_window=3)
+    )
     client = agent(pipeline)
     for text in ["one", "two", "three"]:
         reply = say(client, text, mood="calm")
@@ -139,8 +144,12 @@ def test_no_surviving_hypothesis_gives_the_configured_fallback(
     services: Any, agent: AgentFactory
 ) -> None:
     down_url = f"http://127.0.0.1:{free_port()}"
-    client = agent({"services": {"skills": {"down": service_entry(down_url)}},
-                    "fallback_response": "Nobody could answer."})
+    client = agent(
+        {
+            "services": {"skills": {"down": service_entry(down_url)}},
+            "fallback_response": "Nobody could answer.",
+        }
+    )
     reply = say(client, "hello")
     assert reply["response"] == "Nobody could answer."
     assert reply["active_skill"] == "fallback_response"
@@ -152,15 +161,23 @@ def test_the_turn_deadline_bounds_a_hanging_pipeline(services: Any, agent: Agent
     from tests.support.services import fixed_skill
 
     hanging = services(fixed_skill("hanging", "never", 1.0, delay=5.0))
-    client = agent({"services": {"skills": {
-        "quick": service_entry(services(fixed_skill("quick", "quick one", 0.2)).url),
-        "hanging": service_entry(hanging.url, timeout=10.0),
-    }}, "turn_timeout": 0.5})
+    client = agent(
+        {
+            "services": {
+                "skills": {
+                    "quick": service_entry(services(fixed_skill("quick", "quick one", 0.2)).url),
+                    "hanging": service_entry(hanging.url, timeout=10.0),
+                }
+            },
+            "turn_timeout": 0.5,
+        }
+    )
     reply = say(client, "hello")
     assert reply["response"] == "quick one"
     human = client.get(f"/api/dialogs/{reply['dialog_id']}").json()["utterances"][0]
-    assert human["errors"] == [{"service": "hanging", "kind": "timeout",
-                                "message": "turn deadline of 0.5s reached"}]
+    assert human["errors"] == [
+        {"service": "hanging", "kind": "timeout", "message": "turn deadline of 0.5s reached"}
+    ]
 
 
 def test_an_oversized_answer_is_refused_and_recorded(services: Any, agent: AgentFactory) -> None:

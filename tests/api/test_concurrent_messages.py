@@ -18,8 +18,10 @@ from tests.support.services import counter_skill
 
 
 def pipeline(url: str, timeout: float = 5.0) -> dict[str, Any]:
-    return {"services": {"skills": {"skill": service_entry(url, timeout=timeout)}},
-            "turn_timeout": timeout + 5}
+    return {
+        "services": {"skills": {"skill": service_entry(url, timeout=timeout)}},
+        "turn_timeout": timeout + 5,
+    }
 
 
 def dialog_of(client: httpx.Client, user: str) -> list[dict[str, Any]]:
@@ -29,7 +31,8 @@ def dialog_of(client: httpx.Client, user: str) -> list[dict[str, Any]]:
 
 
 def test_concurrent_messages_at_two_agents_take_turns(
-    agent: AgentFactory, services: Callable[[FastAPI], ServerThread],
+    agent: AgentFactory,
+    services: Callable[[FastAPI], ServerThread],
 ) -> None:
     url = services(counter_skill("skill")).url
     replicas = [agent(pipeline(url)), agent(pipeline(url))]
@@ -43,13 +46,15 @@ def test_concurrent_messages_at_two_agents_take_turns(
 
     assert [a.status_code for a in answers] == [200] * messages
     assert sorted(a.json()["response"] for a in answers) == sorted(
-        f"count is {k}" for k in range(1, messages + 1))
+        f"count is {k}" for k in range(1, messages + 1)
+    )
     utterances = dialog_of(replicas[0], "ann")
     assert len(utterances) == 2 * messages
     assert [u["speaker"] for u in utterances] == ["human", "bot"] * messages
     # each answer follows its own message, and every increment built on the previous one
     assert [u["text"] for u in utterances[1::2]] == [
-        f"count is {k}" for k in range(1, messages + 1)]
+        f"count is {k}" for k in range(1, messages + 1)
+    ]
     human = replicas[1].get("/api/user/ann").json()[0]["human"]
     assert human["attributes"]["count"] == messages
 
@@ -77,7 +82,8 @@ def in_flight(client: httpx.Client) -> float:
 
 
 def test_a_message_arriving_mid_turn_waits_for_the_answer_before_it(
-    agent: AgentFactory, services: Callable[[FastAPI], ServerThread],
+    agent: AgentFactory,
+    services: Callable[[FastAPI], ServerThread],
 ) -> None:
     arrived, gate = threading.Event(), threading.Event()
     url = services(gated_skill(arrived, gate)).url
@@ -92,4 +98,8 @@ def test_a_message_arriving_mid_turn_waits_for_the_answer_before_it(
         assert first.result().json()["response"] == "answer to first"
         assert second.result().json()["response"] == "answer to second"
     assert [u["text"] for u in dialog_of(one, "ann")] == [
-        "first", "answer to first", "second", "answer to second"]
+        "first",
+        "answer to first",
+        "second",
+        "answer to second",
+    ]

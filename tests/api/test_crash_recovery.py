@@ -35,20 +35,28 @@ def write_pipeline(path: Path, skills: dict[str, Any]) -> str:
 
 
 def test_a_skill_killed_mid_call_costs_only_its_own_output(
-    services: Callable[[FastAPI], ServerThread], tmp_path: Path, db_url: str,
+    services: Callable[[FastAPI], ServerThread],
+    tmp_path: Path,
+    db_url: str,
 ) -> None:
     marker = tmp_path / "called"
     steady = services(fixed_skill("steady", "still here", 0.5))
-    with uvicorn_process("tests.support.services:hanging_skill", factory=True,
-                         env={"HANGING_SKILL_MARKER": str(marker)}) as (skill_url, skill):
-        pipeline = write_pipeline(tmp_path / "pipeline.json", {
-            "hanging": service_entry(skill_url, timeout=20),
-            "steady": service_entry(steady.url)})
-        with agent_process({"CHORUS_PIPELINE": pipeline, "CHORUS_DB_URL": db_url}) as (
-                base, _):
+    with uvicorn_process(
+        "tests.support.services:hanging_skill",
+        factory=True,
+        env={"HANGING_SKILL_MARKER": str(marker)},
+    ) as (skill_url, skill):
+        pipeline = write_pipeline(
+            tmp_path / "pipeline.json",
+            {"hanging": service_entry(skill_url, timeout=20), "steady": service_entry(steady.url)},
+        )
+        with agent_process({"CHORUS_PIPELINE": pipeline, "CHORUS_DB_URL": db_url}) as (base, _):
             answers: list[httpx.Response] = []
-            chat = threading.Thread(target=lambda: answers.append(httpx.post(
-                f"{base}/", json={"user_id": "ann", "payload": "hello"}, timeout=30)))
+            chat = threading.Thread(
+                target=lambda: answers.append(
+                    httpx.post(f"{base}/", json={"user_id": "ann", "payload": "hello"}, timeout=30)
+                )
+            )
             chat.start()
             wait_for(marker.exists, "the agent called the hanging skill")
             skill.send_signal(signal.SIGKILL)
@@ -57,33 +65,41 @@ def test_a_skill_killed_mid_call_costs_only_its_own_output(
             assert answer.status_code == 200
             assert answer.json()["response"] == "still here"
             # the next turn finds the skill gone (connection refused) and answers anyway
-            again = httpx.post(f"{base}/", json={"user_id": "ann", "payload": "again"},
-                               timeout=30)
+            again = httpx.post(f"{base}/", json={"user_id": "ann", "payload": "again"}, timeout=30)
             assert again.json()["response"] == "still here"
             (dialog,) = httpx.get(f"{base}/api/user/ann").json()
     first, second = dialog["utterances"][0], dialog["utterances"][2]
     assert [(e["service"], e["kind"]) for e in first["errors"]] == [("hanging", "unavailable")]
     assert [(e["service"], e["kind"]) for e in second["errors"]] == [("hanging", "unavailable")]
-    assert [u["text"] for u in dialog["utterances"]] == ["hello", "still here", "again",
-                                                         "still here"]
+    assert [u["text"] for u in dialog["utterances"]] == [
+        "hello",
+        "still here",
+        "again",
+        "still here",
+    ]
 
 
 def test_an_agent_killed_mid_turn_leaves_the_dialog_usable(
-    services: Callable[[FastAPI], ServerThread], tmp_path: Path, db_url: str,
+    services: Callable[[FastAPI], ServerThread],
+    tmp_path: Path,
+    db_url: str,
 ) -> None:
     arrived, gate = threading.Event(), threading.Event()
     skill = services(gated_skill(arrived, gate))
-    env = {"CHORUS_PIPELINE": write_pipeline(tmp_path / "pipeline.json", {
-               "skill": service_entry(skill.url, timeout=20)}),
-           "CHORUS_DB_URL": db_url, "CHORUS_LINE_LEASE": "1"}
+    env = {
+        "CHORUS_PIPELINE": write_pipeline(
+            tmp_path / "pipeline.json", {"skill": service_entry(skill.url, timeout=20)}
+        ),
+        "CHORUS_DB_URL": db_url,
+        "CHORUS_LINE_LEASE": "1",
+    }
     try:
         with agent_process(env) as (base, agent):
             lost: list[BaseException] = []
 
             def send_first() -> None:
                 try:
-                    httpx.post(f"{base}/", json={"user_id": "ann", "payload": "first"},
-                               timeout=30)
+                    httpx.post(f"{base}/", json={"user_id": "ann", "payload": "first"}, timeout=30)
                 except httpx.TransportError as exc:
                     lost.append(exc)
 
@@ -97,8 +113,7 @@ def test_an_agent_killed_mid_turn_leaves_the_dialog_usable(
     finally:
         gate.set()  # the skill's held call ends; nobody is listening for it any more
     with agent_process(env) as (base, _):
-        answer = httpx.post(f"{base}/", json={"user_id": "ann", "payload": "second"},
-                            timeout=30)
+        answer = httpx.post(f"{base}/", json={"user_id": "ann", "payload": "second"}, timeout=30)
         assert answer.status_code == 200, answer.text
         assert answer.json()["response"] == "answer to second"
         (dialog,) = httpx.get(f"{base}/api/user/ann").json()

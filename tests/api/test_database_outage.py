@@ -18,15 +18,17 @@ from tests.support.mongo_server import mongodb_required, running_ferretdb, unava
 from tests.support.servers import serving
 
 pytestmark = pytest.mark.skipif(
-    unavailable_reason() is not None and not mongodb_required(),
-    reason=unavailable_reason() or "")
+    unavailable_reason() is not None and not mongodb_required(), reason=unavailable_reason() or ""
+)
 
 
-def test_a_database_outage_is_a_503_and_the_agent_recovers(services: Any,
-                                                            tmp_path: Path) -> None:
+def test_a_database_outage_is_a_503_and_the_agent_recovers(services: Any, tmp_path: Path) -> None:
     pipeline = tmp_path / "pipeline.json"
-    pipeline.write_text(json.dumps({"services": {"skills": {
-        "greeting": service_entry(services(greeting_app).url)}}}))
+    pipeline.write_text(
+        json.dumps(
+            {"services": {"skills": {"greeting": service_entry(services(greeting_app).url)}}}
+        )
+    )
     with running_ferretdb() as db:
         app = create_app(Settings(db_url=f"{db.url}chorus_outage", pipeline=pipeline))
         with serving(app) as agent, httpx.Client(base_url=agent.url, timeout=30) as client:

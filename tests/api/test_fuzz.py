@@ -23,8 +23,9 @@ def agent_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     tmp = tmp_path_factory.mktemp("fuzz")
     with serving(greeting_app) as skill:
         pipeline = tmp / "pipeline.json"
-        pipeline.write_text(json.dumps({"services": {"skills": {
-            "greeting": service_entry(skill.url)}}}))
+        pipeline.write_text(
+            json.dumps({"services": {"skills": {"greeting": service_entry(skill.url)}}})
+        )
         app = create_app(Settings(db_url=f"sqlite:///{tmp}/fuzz.db", pipeline=Path(pipeline)))
         with serving(app) as agent:
             yield schemathesis.openapi.from_url(f"{agent.url}/openapi.json")
@@ -39,13 +40,16 @@ def test_no_input_causes_a_server_error(agent_schema: Any) -> None:
     for operation in operations:
 
         @given(case=operation.as_strategy())
-        @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck),
-                  database=None)
+        @settings(
+            max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None
+        )
         def fuzz(case: Any) -> None:
             response = case.call(timeout=30)
             if response.status_code >= 500:
-                failures.append(f"{case.method} {case.formatted_path} {case.body!r:.200}: "
-                                f"{response.status_code} {response.text[:200]}")
+                failures.append(
+                    f"{case.method} {case.formatted_path} {case.body!r:.200}: "
+                    f"{response.status_code} {response.text[:200]}"
+                )
 
         fuzz()
     assert failures == []

@@ -13,8 +13,9 @@ from tests.support.services import counter_skill
 
 @pytest.fixture
 def client(services: Any, agent: AgentFactory) -> httpx.Client:
-    return agent({"services": {"skills": {"counter": service_entry(
-        services(counter_skill()).url)}}})
+    return agent(
+        {"services": {"skills": {"counter": service_entry(services(counter_skill()).url)}}}
+    )
 
 
 def utterances(client: httpx.Client, dialog_id: str) -> list[dict[str, Any]]:
@@ -45,21 +46,28 @@ def test_observations_are_idempotent_too(client: httpx.Client) -> None:
 
 
 def test_a_bad_key_is_refused_with_a_message(client: httpx.Client) -> None:
-    response = client.post("/", json={"user_id": "u", "payload": "x"},
-                           headers={"Idempotency-Key": "no spaces allowed"})
+    response = client.post(
+        "/", json={"user_id": "u", "payload": "x"}, headers={"Idempotency-Key": "no spaces allowed"}
+    )
     assert response.status_code == 422
     assert "Idempotency-Key" in response.json()["message"]
 
 
-def test_a_retry_during_the_first_turn_is_told_to_retry(services: Any,
-                                                        agent: AgentFactory) -> None:
+def test_a_retry_during_the_first_turn_is_told_to_retry(services: Any, agent: AgentFactory) -> None:
     import threading
     import time
 
     from tests.support.services import fixed_skill
 
-    slow = agent({"services": {"skills": {"slow": service_entry(
-        services(fixed_skill("slow", "done", 0.5, delay=1.0)).url)}}})
+    slow = agent(
+        {
+            "services": {
+                "skills": {
+                    "slow": service_entry(services(fixed_skill("slow", "done", 0.5, delay=1.0)).url)
+                }
+            }
+        }
+    )
     send = {"user_id": "w", "payload": "hi", "message_id": "once"}
     answers: list[httpx.Response] = []
     first = threading.Thread(target=lambda: answers.append(slow.post("/", json=send)))

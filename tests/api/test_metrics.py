@@ -12,19 +12,29 @@ from tests.support.services import fixed_skill, raw_app
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def test_metrics_count_turns_errors_timeouts_and_fallbacks(
     services: Any, agent: AgentFactory
 ) -> None:
-    client = agent({"services": {"skills": {
-        "good": service_entry(services(fixed_skill("good", "fine", 0.5)).url),
-        "garbage": service_entry(services(raw_app(b"not json")).url),
-        "slow": service_entry(services(fixed_skill("slow", "late", 0.9, delay=1.0)).url,
-                              timeout=0.2),
-    }}})
+    client = agent(
+        {
+            "services": {
+                "skills": {
+                    "good": service_entry(services(fixed_skill("good", "fine", 0.5)).url),
+                    "garbage": service_entry(services(raw_app(b"not json")).url),
+                    "slow": service_entry(
+                        services(fixed_skill("slow", "late", 0.9, delay=1.0)).url, timeout=0.2
+                    ),
+                }
+            }
+        }
+    )
     for _ in range(3):
         assert client.post("/", json={"user_id": "u", "payload": "hi"}).status_code == 200
     response = client.get("/metrics")
@@ -33,21 +43,26 @@ def test_metrics_count_turns_errors_timeouts_and_fallbacks(
     assert values[("chorus_turns_total", ())] == 3
     assert values[("chorus_turn_seconds_count", ())] == 3
     assert values[("chorus_turns_in_flight", ())] == 0
-    assert values[("chorus_service_errors_total",
-                   (("kind", "bad_response"), ("service", "garbage")))] == 3
-    assert values[("chorus_service_errors_total",
-                   (("kind", "timeout"), ("service", "slow")))] == 3
+    assert (
+        values[("chorus_service_errors_total", (("kind", "bad_response"), ("service", "garbage")))]
+        == 3
+    )
+    assert values[("chorus_service_errors_total", (("kind", "timeout"), ("service", "slow")))] == 3
     assert values[("chorus_service_timeouts_total", (("service", "slow"),))] == 3
-    assert values[("chorus_service_call_seconds_count",
-                   (("group", "skills"), ("service", "good")))] == 3
+    assert (
+        values[("chorus_service_call_seconds_count", (("group", "skills"), ("service", "good")))]
+        == 3
+    )
     assert values[("chorus_fallback_answers_total", ())] == 0
 
 
 def test_fallback_answers_are_counted(services: Any, agent: AgentFactory) -> None:
-    client = agent({"services": {"skills": {"down": service_entry(
-        f"http://127.0.0.1:{free_port()}")}}})
+    client = agent(
+        {"services": {"skills": {"down": service_entry(f"http://127.0.0.1:{free_port()}")}}}
+    )
     client.post("/", json={"user_id": "u", "payload": "hi"})
     values = samples(client.get("/metrics").text)
     assert values[("chorus_fallback_answers_total", ())] == 1
-    assert values[("chorus_service_errors_total",
-                   (("kind", "unavailable"), ("service", "down")))] == 1
+    assert (
+        values[("chorus_service_errors_total", (("kind", "unavailable"), ("service", "down")))] == 1
+    )

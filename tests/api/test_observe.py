@@ -14,14 +14,19 @@ from tests.support.services import fixed_skill, image_annotator, window_reporter
 
 @pytest.fixture
 def client(services: Any, agent: AgentFactory) -> httpx.Client:
-    return agent({"services": {
-        "annotators": {"vision": service_entry(services(image_annotator()).url)},
-        "skills": {
-            "sure": service_entry(services(fixed_skill("sure", "sheep", 0.9)).url),
-            "unsure": service_entry(services(fixed_skill("unsure", "wolf", 0.3)).url),
-            "reporter": service_entry(services(window_reporter()).url),
+    return agent(
+        {
+            "services": {
+                "annotators": {"vision": service_entry(services(image_annotator()).url)},
+                "skills": {
+                    "sure": service_entry(services(fixed_skill("sure", "sheep", 0.9)).url),
+                    "unsure": service_entry(services(fixed_skill("unsure", "wolf", 0.3)).url),
+                    "reporter": service_entry(services(window_reporter()).url),
+                },
+            }
         },
-    }}, max_image_bytes=1000)
+        max_image_bytes=1000,
+    )
 
 
 def observe(client: httpx.Client, **fields: Any) -> dict[str, Any]:
@@ -48,10 +53,20 @@ def test_an_act_answers_with_the_active_skill_and_ranked_candidates(
 
 
 def test_labels_become_eval_labels_and_never_reach_skills(client: httpx.Client) -> None:
-    act = observe(client, text="What is winona afraid of?", labels=["sheep"],
-                  label_candidates=["wolf", "mouse", "cat", "sheep"], story="bAbI")
-    assert act["metrics"] == {"exact_match": 1.0, "f1": 1.0, "hits_at_1": 1.0,
-                              "hits_at_5": 1.0, "mrr": 1.0}
+    act = observe(
+        client,
+        text="What is winona afraid of?",
+        labels=["sheep"],
+        label_candidates=["wolf", "mouse", "cat", "sheep"],
+        story="bAbI",
+    )
+    assert act["metrics"] == {
+        "exact_match": 1.0,
+        "f1": 1.0,
+        "hits_at_1": 1.0,
+        "hits_at_5": 1.0,
+        "mrr": 1.0,
+    }
     human = stored_turn(client, act)["utterances"][0]
     assert human["attributes"]["eval_labels"] == ["sheep"]
     assert "labels" not in human["attributes"]
@@ -62,11 +77,20 @@ def test_labels_become_eval_labels_and_never_reach_skills(client: httpx.Client) 
 
 
 def test_metrics_of_a_wrong_answer_rank_the_label_candidates(client: httpx.Client) -> None:
-    act = observe(client, text="What is emily afraid of?", eval_labels=["wolf"],
-                  label_candidates=["mouse", "wolf", "cat", "sheep"])
+    act = observe(
+        client,
+        text="What is emily afraid of?",
+        eval_labels=["wolf"],
+        label_candidates=["mouse", "wolf", "cat", "sheep"],
+    )
     # ranked answers: sheep, "I saw..", wolf -> candidates: sheep, wolf, mouse, cat
-    assert act["metrics"] == {"exact_match": 0.0, "f1": 0.0, "hits_at_1": 0.0,
-                              "hits_at_5": 1.0, "mrr": 0.5}
+    assert act["metrics"] == {
+        "exact_match": 0.0,
+        "f1": 0.0,
+        "hits_at_1": 0.0,
+        "hits_at_5": 1.0,
+        "mrr": 0.5,
+    }
 
 
 def test_episode_done_closes_the_dialog_after_the_answer(client: httpx.Client) -> None:
@@ -92,12 +116,12 @@ def test_an_image_reaches_annotators(client: httpx.Client) -> None:
     assert human["annotations"]["vision"] == {"image": data[:40]}
     url_act = observe(client, text="and this?", image="https://example.org/cat.png")
     assert stored_turn(client, url_act)["utterances"][-2]["annotations"]["vision"] == {
-        "image": "https://example.org/cat.png"}
+        "image": "https://example.org/cat.png"
+    }
 
 
 def test_bad_images_are_refused_with_what_to_do(client: httpx.Client) -> None:
-    big = client.post("/api/v1/chat", json={"user_id": "ann", "text": "x",
-                                            "image": "A" * 5000})
+    big = client.post("/api/v1/chat", json={"user_id": "ann", "text": "x", "image": "A" * 5000})
     assert big.status_code == 413
     assert "CHORUS_MAX_IMAGE_BYTES" in big.json()["detail"]
     bad = client.post("/api/v1/chat", json={"user_id": "ann", "text": "x", "image": "%%%"})
@@ -106,8 +130,10 @@ def test_bad_images_are_refused_with_what_to_do(client: httpx.Client) -> None:
 
 
 def test_bad_observations_are_named(client: httpx.Client) -> None:
-    response = client.post("/api/v1/chat", json={"user_id": "ann", "text": "x",
-                                                 "labels": "sheep", "episode_done": "maybe"})
+    response = client.post(
+        "/api/v1/chat",
+        json={"user_id": "ann", "text": "x", "labels": "sheep", "episode_done": "maybe"},
+    )
     assert response.status_code == 422
     message = response.json()["message"]
     assert "labels: Input should be a valid list" in message

@@ -30,16 +30,19 @@ def pipeline(services: Any) -> dict[str, Any]:
         "services": {
             "annotators": {
                 "first": service_entry(services(length_annotator("first")).url),
-                "second": service_entry(services(length_annotator("second")).url,
-                                        previous_services=["first"]),
+                "second": service_entry(
+                    services(length_annotator("second")).url, previous_services=["first"]
+                ),
             },
             "skills": {
                 "greeting": service_entry(services(greeting_app).url),
-                "fallback": service_entry(services(fallback_app).url,
-                                          required_previous_services=["second"]),
+                "fallback": service_entry(
+                    services(fallback_app).url, required_previous_services=["second"]
+                ),
                 "broken": service_entry(services(raw_app("down", status=500)).url),
-                "slow": service_entry(services(fixed_skill("slow", "late", 0.9, delay=1.0)).url,
-                                      timeout=0.2),
+                "slow": service_entry(
+                    services(fixed_skill("slow", "late", 0.9, delay=1.0)).url, timeout=0.2
+                ),
             },
             "response_selectors": {"confidence": service_entry(services(confidence_app).url)},
         },
@@ -89,8 +92,15 @@ def test_the_pipeline_is_described_stage_by_stage(services: Any, agent: AgentFac
     info = agent(pipeline(services)).get("/api/pipeline").json()
     assert [s["group"] for s in info["stages"]] == ["annotators", "skills", "response_selectors"]
     by_name = {s["name"]: s for s in info["services"]}
-    assert set(by_name) == {"first", "second", "greeting", "fallback", "broken", "slow",
-                            "confidence"}
+    assert set(by_name) == {
+        "first",
+        "second",
+        "greeting",
+        "fallback",
+        "broken",
+        "slow",
+        "confidence",
+    }
     assert by_name["second"]["previous_services"] == ["first"]
     assert by_name["slow"]["timeout"] == 0.2
     assert by_name["greeting"]["target"].startswith("http://127.0.0.1:")
@@ -100,9 +110,15 @@ def test_the_pipeline_is_described_stage_by_stage(services: Any, agent: AgentFac
     assert {by_name[s]["column"] for s in ("greeting", "fallback", "broken", "slow")} == {2}
     assert by_name["confidence"]["column"] == 3
     assert sorted(by_name[s]["row"] for s in ("greeting", "fallback", "broken", "slow")) == [
-        0, 1, 2, 3]
+        0,
+        1,
+        2,
+        3,
+    ]
     assert {(e["source"], e["target"], e["required"]) for e in info["edges"]} == {
-        ("first", "second", False), ("second", "fallback", True)}
+        ("first", "second", False),
+        ("second", "fallback", True),
+    }
     mermaid = info["mermaid"]
     assert mermaid.startswith("flowchart LR\n")
     for name in by_name:
@@ -111,15 +127,20 @@ def test_the_pipeline_is_described_stage_by_stage(services: Any, agent: AgentFac
     assert "==>" in mermaid and "-.->" in mermaid
 
 
-def test_pipeline_stats_count_calls_errors_and_timeouts(
-    services: Any, agent: AgentFactory
-) -> None:
+def test_pipeline_stats_count_calls_errors_and_timeouts(services: Any, agent: AgentFactory) -> None:
     client = agent(pipeline(services))
     before = client.get("/api/pipeline").json()
     assert before["turns"] == 0
     assert before["stats"]["broken"] == {
-        "calls": 0, "errors": 0, "timeouts": 0, "skipped": 0, "error_rate": None,
-        "p50_seconds": None, "p95_seconds": None, "window": 0}
+        "calls": 0,
+        "errors": 0,
+        "timeouts": 0,
+        "skipped": 0,
+        "error_rate": None,
+        "p50_seconds": None,
+        "p95_seconds": None,
+        "window": 0,
+    }
     for _ in range(3):
         say(client, "Hello!")
     stats = client.get("/api/pipeline").json()
@@ -136,12 +157,20 @@ def test_pipeline_stats_count_calls_errors_and_timeouts(
 def test_a_service_skipped_for_a_failed_requirement_is_counted_as_skipped(
     services: Any, agent: AgentFactory
 ) -> None:
-    client = agent({"services": {
-        "annotators": {"down": service_entry(services(raw_app("x", status=503)).url)},
-        "skills": {"needs": service_entry(services(fixed_skill("needs", "hi", 0.5)).url,
-                                          required_previous_services=["down"]),
-                   "greeting": service_entry(services(greeting_app).url)},
-    }})
+    client = agent(
+        {
+            "services": {
+                "annotators": {"down": service_entry(services(raw_app("x", status=503)).url)},
+                "skills": {
+                    "needs": service_entry(
+                        services(fixed_skill("needs", "hi", 0.5)).url,
+                        required_previous_services=["down"],
+                    ),
+                    "greeting": service_entry(services(greeting_app).url),
+                },
+            }
+        }
+    )
     say(client, "Hello!")
     stats = client.get("/api/pipeline").json()["stats"]
     assert (stats["down"]["calls"], stats["down"]["errors"]) == (1, 1)

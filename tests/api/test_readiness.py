@@ -20,8 +20,8 @@ from tests.support.mongo_server import mongodb_required, running_ferretdb, unava
 from tests.support.servers import free_port, serving
 
 needs_mongodb = pytest.mark.skipif(
-    unavailable_reason() is not None and not mongodb_required(),
-    reason=unavailable_reason() or "")
+    unavailable_reason() is not None and not mongodb_required(), reason=unavailable_reason() or ""
+)
 
 
 def ready_until(client: httpx.Client, status: int, within: float = 30.0) -> httpx.Response:
@@ -36,10 +36,14 @@ def ready_until(client: httpx.Client, status: int, within: float = 30.0) -> http
 
 @needs_mongodb
 def test_ready_is_503_while_the_database_is_down_and_200_when_it_returns(
-        services: Any, tmp_path: Path) -> None:
+    services: Any, tmp_path: Path
+) -> None:
     pipeline = tmp_path / "pipeline.json"
-    pipeline.write_text(json.dumps({"services": {"skills": {
-        "greeting": service_entry(services(greeting_app).url)}}}))
+    pipeline.write_text(
+        json.dumps(
+            {"services": {"skills": {"greeting": service_entry(services(greeting_app).url)}}}
+        )
+    )
     with running_ferretdb() as db:
         app = create_app(Settings(db_url=f"{db.url}chorus_ready", pipeline=pipeline))
         with serving(app) as agent, httpx.Client(base_url=agent.url, timeout=30) as client:
@@ -59,8 +63,9 @@ def test_ready_is_503_while_the_database_is_down_and_200_when_it_returns(
             assert turn.status_code == 200, turn.text
 
 
-def test_ready_is_503_while_a_required_service_is_unreachable(services: Any,
-                                                              tmp_path: Path) -> None:
+def test_ready_is_503_while_a_required_service_is_unreachable(
+    services: Any, tmp_path: Path
+) -> None:
     tokens = Service("tokens")
 
     @tokens.annotator
@@ -70,14 +75,28 @@ def test_ready_is_503_while_a_required_service_is_unreachable(services: Any,
     port = free_port()
     optional_port = free_port()  # nothing ever listens here: not required, so no matter
     pipeline = tmp_path / "pipeline.json"
-    pipeline.write_text(json.dumps({"services": {
-        "annotators": {"tokens": service_entry(f"http://127.0.0.1:{port}"),
-                       "extra": service_entry(f"http://127.0.0.1:{optional_port}")},
-        "skills": {"greeting": service_entry(services(greeting_app).url,
-                                             required_previous_services=["tokens"])}}}))
+    pipeline.write_text(
+        json.dumps(
+            {
+                "services": {
+                    "annotators": {
+                        "tokens": service_entry(f"http://127.0.0.1:{port}"),
+                        "extra": service_entry(f"http://127.0.0.1:{optional_port}"),
+                    },
+                    "skills": {
+                        "greeting": service_entry(
+                            services(greeting_app).url, required_previous_services=["tokens"]
+                        )
+                    },
+                }
+            }
+        )
+    )
     settings = Settings(db_url=f"sqlite:///{tmp_path}/chorus.db", pipeline=pipeline)
-    with serving(create_app(settings)) as agent, \
-         httpx.Client(base_url=agent.url, timeout=30) as client:
+    with (
+        serving(create_app(settings)) as agent,
+        httpx.Client(base_url=agent.url, timeout=30) as client,
+    ):
         down = client.get("/ready")
         assert down.status_code == 503
         assert down.json()["store"] == "ok"
@@ -92,9 +111,11 @@ def test_ready_is_503_while_a_required_service_is_unreachable(services: Any,
 
 def test_ready_services_must_name_services_of_the_pipeline(tmp_path: Path) -> None:
     pipeline = tmp_path / "pipeline.json"
-    pipeline.write_text(json.dumps({"services": {"skills": {
-        "greeting": service_entry("http://127.0.0.1:9")}}}))
-    settings = Settings(db_url=f"sqlite:///{tmp_path}/chorus.db", pipeline=pipeline,
-                        ready_services=["greting"])
+    pipeline.write_text(
+        json.dumps({"services": {"skills": {"greeting": service_entry("http://127.0.0.1:9")}}})
+    )
+    settings = Settings(
+        db_url=f"sqlite:///{tmp_path}/chorus.db", pipeline=pipeline, ready_services=["greting"]
+    )
     with pytest.raises(ValueError, match="CHORUS_READY_SERVICES: greting not in the pipeline"):
         create_app(settings)

@@ -13,16 +13,24 @@ from tests.conftest import AgentFactory, service_entry
 
 @pytest.fixture
 def client(services: Any, agent: AgentFactory) -> httpx.Client:
-    return agent({"services": {"skills": {"greeting": service_entry(
-        services(greeting_app).url)}}}, max_text_length=50)
+    return agent(
+        {"services": {"skills": {"greeting": service_entry(services(greeting_app).url)}}},
+        max_text_length=50,
+    )
 
 
 def test_ping_and_openapi(client: httpx.Client) -> None:
     assert client.get("/ping").json() == "pong"
     assert client.get("/docs").status_code == 200
     schema = client.get("/openapi.json").json()
-    assert {"/", "/api/dialogs/{dialog_id}", "/api/user/{user_id}", "/rating/dialog",
-            "/rating/utterance", "/ping"} <= set(schema["paths"])
+    assert {
+        "/",
+        "/api/dialogs/{dialog_id}",
+        "/api/user/{user_id}",
+        "/rating/dialog",
+        "/rating/utterance",
+        "/ping",
+    } <= set(schema["paths"])
     assert "HumanUtterance" in schema["components"]["schemas"]
 
 
@@ -50,15 +58,19 @@ def test_numeric_user_ids_are_accepted_as_dp_agent_clients_send_them(
 
 
 def test_wrong_content_type_says_how_to_send(client: httpx.Client) -> None:
-    response = client.post("/", content="user_id=a&payload=hi",
-                           headers={"content-type": "application/x-www-form-urlencoded"})
+    response = client.post(
+        "/",
+        content="user_id=a&payload=hi",
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
     assert response.status_code == 415
     assert "Content-Type: application/json" in response.json()["detail"]
 
 
 def test_malformed_json_is_a_422(client: httpx.Client) -> None:
-    response = client.post("/", content=b'{"user_id": ', headers={"content-type":
-                                                                   "application/json"})
+    response = client.post(
+        "/", content=b'{"user_id": ', headers={"content-type": "application/json"}
+    )
     assert response.status_code == 422
     assert "JSON decode error" in response.json()["message"]
 
@@ -88,19 +100,22 @@ def test_unknown_dialog_and_user_are_404(client: httpx.Client) -> None:
 
 def test_ratings(client: httpx.Client) -> None:
     reply = client.post("/", json={"user_id": "rater", "payload": "hello"}).json()
-    ok = client.post("/rating/dialog", json={"user_id": "rater", "dialog_id": reply["dialog_id"],
-                                             "rating": 5})
+    ok = client.post(
+        "/rating/dialog", json={"user_id": "rater", "dialog_id": reply["dialog_id"], "rating": 5}
+    )
     assert ok.json() == {"status": "ok"}
-    client.post("/rating/utterance",
-                json={"user_id": "rater", "utt_id": reply["utt_id"], "rating": 1}
-                ).raise_for_status()
+    client.post(
+        "/rating/utterance", json={"user_id": "rater", "utt_id": reply["utt_id"], "rating": 1}
+    ).raise_for_status()
     dialog = client.get(f"/api/dialogs/{reply['dialog_id']}").json()
     assert dialog["rating"] == 5
     assert dialog["utterances"][1]["rating"] == 1
-    stranger = client.post("/rating/dialog", json={"user_id": "someone", "rating": 1,
-                                                   "dialog_id": reply["dialog_id"]})
+    stranger = client.post(
+        "/rating/dialog", json={"user_id": "someone", "rating": 1, "dialog_id": reply["dialog_id"]}
+    )
     assert stranger.status_code == 404
     human_utt = dialog["utterances"][0]["utt_id"]
-    not_bot = client.post("/rating/utterance",
-                          json={"user_id": "rater", "utt_id": human_utt, "rating": 1})
+    not_bot = client.post(
+        "/rating/utterance", json={"user_id": "rater", "utt_id": human_utt, "rating": 1}
+    )
     assert not_bot.status_code == 404

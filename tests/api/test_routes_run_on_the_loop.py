@@ -31,7 +31,8 @@ def _runs_on_the_loop(call: Callable[..., Any]) -> bool:
     """A coroutine function, or an object whose ``__call__`` is one (FastAPI's security
     schemes)."""
     return inspect.iscoroutinefunction(call) or (
-        not inspect.isfunction(call) and inspect.iscoroutinefunction(type(call).__call__))
+        not inspect.isfunction(call) and inspect.iscoroutinefunction(type(call).__call__)
+    )
 
 
 def _api_routes(routes: list[Any]) -> Iterator[APIRoute]:
@@ -50,7 +51,12 @@ def test_no_route_or_dependency_runs_in_a_worker_thread(tmp_path: Path) -> None:
     app = create_app(Settings(db_url=f"sqlite:///{tmp_path}/db.sqlite", pipeline=pipeline))
     routes = list(_api_routes(app.routes))
     assert len(routes) > 10
-    threaded = sorted({f"{route.path}: {getattr(call, '__qualname__', call)}"
-                       for route in routes for call in _calls(route.dependant)
-                       if not _runs_on_the_loop(call)})
+    threaded = sorted(
+        {
+            f"{route.path}: {getattr(call, '__qualname__', call)}"
+            for route in routes
+            for call in _calls(route.dependant)
+            if not _runs_on_the_loop(call)
+        }
+    )
     assert threaded == []

@@ -22,15 +22,32 @@ from tests.support.services import fixed_skill
 def test_sigterm_finishes_the_turn_in_flight(services: Any, tmp_path: Path) -> None:
     slow = services(fixed_skill("slow", "worth the wait", 0.9, delay=1.5))
     pipeline = tmp_path / "pipeline.json"
-    pipeline.write_text(json.dumps({"services": {"skills": {
-        "slow": service_entry(slow.url, timeout=5)}}}))
+    pipeline.write_text(
+        json.dumps({"services": {"skills": {"slow": service_entry(slow.url, timeout=5)}}})
+    )
     port = free_port()
-    env = {**os.environ, "CHORUS_PIPELINE": str(pipeline),
-           "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db"}
+    env = {
+        **os.environ,
+        "CHORUS_PIPELINE": str(pipeline),
+        "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db",
+    }
     agent = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--factory", "agent.api.app:create_app",
-         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-        env=env, stderr=subprocess.PIPE)
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--factory",
+            "agent.api.app:create_app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stderr=subprocess.PIPE,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -42,8 +59,11 @@ def test_sigterm_finishes_the_turn_in_flight(services: Any, tmp_path: Path) -> N
                 assert time.monotonic() < deadline and agent.poll() is None
                 time.sleep(0.05)
         answers: list[httpx.Response] = []
-        chat = threading.Thread(target=lambda: answers.append(httpx.post(
-            f"{base}/", json={"user_id": "u", "payload": "hi"}, timeout=30)))
+        chat = threading.Thread(
+            target=lambda: answers.append(
+                httpx.post(f"{base}/", json={"user_id": "u", "payload": "hi"}, timeout=30)
+            )
+        )
         chat.start()
         while "chorus_turns_in_flight 1.0" not in httpx.get(f"{base}/metrics").text:
             assert chat.is_alive(), "the turn ended before the signal could be sent"

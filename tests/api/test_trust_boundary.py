@@ -25,9 +25,29 @@ Services = Callable[[FastAPI], ServerThread]
 #: Keys an attacker would try on an SQL or MongoDB store: quotes, comments, SQL functions,
 #: JSON path syntax, escapes of the MongoDB codec, whitespace, non-Latin text.
 HOSTILE_KEYS = [
-    "it's", "x'); DROP TABLE users; --", "a', '$', 'pwned", "' || char(39) || '",
-    "--", "/*", "]", "[0]", "[#]", "\\", "\\'", "a$b", "%24x", "%2E", "50%", " ", " padded ",
-    "ключ", "🔑 key", "a\tb", "\u2003", "{}", "'); SELECT json_set(doc, '$', 1); --",
+    "it's",
+    "x'); DROP TABLE users; --",
+    "a', '$', 'pwned",
+    "' || char(39) || '",
+    "--",
+    "/*",
+    "]",
+    "[0]",
+    "[#]",
+    "\\",
+    "\\'",
+    "a$b",
+    "%24x",
+    "%2E",
+    "50%",
+    " ",
+    " padded ",
+    "ключ",
+    "🔑 key",
+    "a\tb",
+    "\u2003",
+    "{}",
+    "'); SELECT json_set(doc, '$', 1); --",
 ]
 #: Keys that would address something other than themselves in a path: refused.
 REFUSED_KEYS = ["a.b", "$set", 'say "hi"', ""]
@@ -73,11 +93,11 @@ def errors_of(utterance: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def test_hostile_attribute_keys_are_stored_as_plain_keys(
-    services: Services, agent: AgentFactory,
+    services: Services,
+    agent: AgentFactory,
 ) -> None:
     attributes = {key: index for index, key in enumerate(HOSTILE_KEYS)}
-    skill = services(attacker_skill({"human_attributes": attributes,
-                                     "bot_attributes": attributes}))
+    skill = services(attacker_skill({"human_attributes": attributes, "bot_attributes": attributes}))
     client = agent({"services": {"skills": {"hostile": service_entry(skill.url)}}})
     assert client.post("/", json={"user_id": "victim", "payload": "hi"}).status_code == 200
     victim_before = user_dialog(client, "victim")["human"]
@@ -96,8 +116,9 @@ def test_hostile_attribute_keys_are_stored_as_plain_keys(
         assert again.status_code == 200 and again.json()["response"] == "plain"
 
 
-def test_a_client_cannot_inject_through_its_extra_fields(agent: AgentFactory,
-                                                         services: Services) -> None:
+def test_a_client_cannot_inject_through_its_extra_fields(
+    agent: AgentFactory, services: Services
+) -> None:
     skill = services(fixed_skill("echo", "ok", 0.5))
     client = agent({"services": {"skills": {"echo": service_entry(skill.url)}}})
     extra = {key: key for key in HOSTILE_KEYS if key.strip() and not key.startswith("$")}
@@ -107,16 +128,18 @@ def test_a_client_cannot_inject_through_its_extra_fields(agent: AgentFactory,
     assert human["attributes"] == extra
 
 
-def test_keys_that_would_be_paths_are_refused(services: Services,
-                                             agent: AgentFactory) -> None:
-    skills = {f"s{i}": service_entry(services(attacker_skill(
-        {"human_attributes": {key: 1}})).url) for i, key in enumerate(REFUSED_KEYS)}
+def test_keys_that_would_be_paths_are_refused(services: Services, agent: AgentFactory) -> None:
+    skills = {
+        f"s{i}": service_entry(services(attacker_skill({"human_attributes": {key: 1}})).url)
+        for i, key in enumerate(REFUSED_KEYS)
+    }
     client = agent({"services": {"skills": skills}})
     answer = client.post("/", json={"user_id": "mallory", "payload": "attack"})
     assert answer.status_code == 200 and answer.json()["active_skill"] == "fallback_response"
     dialog = user_dialog(client, "mallory")
     assert sorted(errors_of(dialog["utterances"][0])) == [
-        (name, "bad_response") for name in sorted(skills)]
+        (name, "bad_response") for name in sorted(skills)
+    ]
     assert dialog["human"]["attributes"] == {}
 
 
@@ -124,48 +147,65 @@ def test_keys_that_would_be_paths_are_refused(services: Services,
 
 
 def test_a_deeply_nested_extra_field_is_refused_and_the_dialog_goes_on(
-    services: Services, agent: AgentFactory,
+    services: Services,
+    agent: AgentFactory,
 ) -> None:
     skill = services(fixed_skill("echo", "ok", 0.5))
     client = agent({"services": {"skills": {"echo": service_entry(skill.url)}}})
     assert client.post("/", json={"user_id": "ann", "payload": "hi"}).status_code == 200
     for depth in (40, 300):
-        refused = client.post("/", json={"user_id": "ann", "payload": "x",
-                                         "deep": nested(depth)})
+        refused = client.post("/", json={"user_id": "ann", "payload": "x", "deep": nested(depth)})
         assert refused.status_code == 422, refused.text
         assert "CHORUS_MAX_JSON_DEPTH" in refused.text and "deep" in refused.text
     later = client.post("/", json={"user_id": "ann", "payload": "still here?"})
     assert later.status_code == 200 and later.json()["response"] == "ok"
     assert [u["text"] for u in user_dialog(client, "ann")["utterances"]] == [
-        "hi", "ok", "still here?", "ok"]
+        "hi",
+        "ok",
+        "still here?",
+        "ok",
+    ]
 
 
 def test_unstorable_service_outputs_are_refused_and_recorded(
-    services: Services, agent: AgentFactory,
+    services: Services,
+    agent: AgentFactory,
 ) -> None:
     """Each hostile output costs only its own service's part of the turn."""
     deep_annotator = services(raw_app(json_body=[nested(300)]))
     nan_annotator = services(raw_app(body='[{"score": NaN}]'))
     huge_number = services(raw_app(body='[{"score": 1e400}]'))
     surrogate = services(raw_app(body='[{"label": "\\ud800"}]'))
-    many_keys = services(attacker_skill({"human_attributes": {
-        f"k{i}": i for i in range(30_000)}}))
+    many_keys = services(attacker_skill({"human_attributes": {f"k{i}": i for i in range(30_000)}}))
     honest = services(fixed_skill("honest", "fine", 0.5))
-    client = agent({"services": {
-        "annotators": {"deep": service_entry(deep_annotator.url),
-                       "nan": service_entry(nan_annotator.url),
-                       "huge": service_entry(huge_number.url),
-                       "surrogate": service_entry(surrogate.url)},
-        "skills": {"hostile": service_entry(many_keys.url),
-                   "honest": service_entry(honest.url)}}})
+    client = agent(
+        {
+            "services": {
+                "annotators": {
+                    "deep": service_entry(deep_annotator.url),
+                    "nan": service_entry(nan_annotator.url),
+                    "huge": service_entry(huge_number.url),
+                    "surrogate": service_entry(surrogate.url),
+                },
+                "skills": {
+                    "hostile": service_entry(many_keys.url),
+                    "honest": service_entry(honest.url),
+                },
+            }
+        }
+    )
     answer = client.post("/", json={"user_id": "ann", "payload": "attack"})
     assert answer.status_code == 200, answer.text
     assert answer.json()["response"] == "fine"
     dialog = user_dialog(client, "ann")
     human = dialog["utterances"][0]
-    assert sorted(errors_of(human)) == [("deep", "refused"), ("hostile", "refused"),
-                                        ("huge", "refused"), ("nan", "refused"),
-                                        ("surrogate", "refused")]
+    assert sorted(errors_of(human)) == [
+        ("deep", "refused"),
+        ("hostile", "refused"),
+        ("huge", "refused"),
+        ("nan", "refused"),
+        ("surrogate", "refused"),
+    ]
     messages = {e["service"]: e["message"] for e in human["errors"]}
     assert "CHORUS_MAX_JSON_DEPTH" in messages["deep"]
     assert "NaN and Infinity are refused" in messages["nan"]
@@ -181,7 +221,8 @@ def test_unstorable_service_outputs_are_refused_and_recorded(
 
 
 def test_non_json_numbers_and_lone_surrogates_from_a_client_are_a_422(
-    services: Services, agent: AgentFactory,
+    services: Services,
+    agent: AgentFactory,
 ) -> None:
     skill = services(fixed_skill("echo", "ok", 0.5))
     client = agent({"services": {"skills": {"echo": service_entry(skill.url)}}})
@@ -190,8 +231,7 @@ def test_non_json_numbers_and_lone_surrogates_from_a_client_are_a_422(
         '{"user_id": "ann", "payload": "hi", "score": NaN}': "nan",
         '{"user_id": "ann", "payload": "hi", "score": Infinity}': "inf",
         '{"user_id": "ann", "payload": "hi", "score": 1e400}': "inf",
-        '{"user_id": "ann", "payload": "hi", "big": 123456789012345678901234567890}':
-            "64-bit",
+        '{"user_id": "ann", "payload": "hi", "big": 123456789012345678901234567890}': "64-bit",
         '{"user_id": "ann", "payload": "\\ud800"}': "unicode",
         '{"user_id": "ann", "payload": "hi", "note": "\\udc00"}': "unicode",
         '{"user_id": "ann", "payload": "hi", "\\ud800": 1}': "unicode",
@@ -200,8 +240,11 @@ def test_non_json_numbers_and_lone_surrogates_from_a_client_are_a_422(
         refused = client.post("/", content=body, headers=headers)
         assert refused.status_code == 422, (body, refused.text)
         assert reason in refused.text.lower(), (body, refused.text)
-    observation = client.post("/api/v1/chat", content='{"user_id": "ann", "text": "hi", '
-                              '"label_candidates": ["\\ud800"]}', headers=headers)
+    observation = client.post(
+        "/api/v1/chat",
+        content='{"user_id": "ann", "text": "hi", "label_candidates": ["\\ud800"]}',
+        headers=headers,
+    )
     assert observation.status_code == 422 and "unicode" in observation.text.lower()
     fine = client.post("/", json={"user_id": "ann", "payload": "hi"})
     assert fine.status_code == 200
@@ -209,7 +252,8 @@ def test_non_json_numbers_and_lone_surrogates_from_a_client_are_a_422(
 
 
 def test_an_attribute_merge_of_many_keys_is_stored_whole(
-    services: Services, agent: AgentFactory,
+    services: Services,
+    agent: AgentFactory,
 ) -> None:
     """SQLite caps a function's arguments; a merge of more keys than that still lands."""
     attributes = {f"key{i}": {"n": i} for i in range(500)}
@@ -221,11 +265,13 @@ def test_an_attribute_merge_of_many_keys_is_stored_whole(
 
 
 def test_attributes_cannot_grow_past_their_key_limit(
-    services: Services, agent: AgentFactory,
+    services: Services,
+    agent: AgentFactory,
 ) -> None:
     skill = services(counting_keys_skill())
-    client = agent({"services": {"skills": {"keys": service_entry(skill.url)}}},
-                   max_attribute_keys=25)
+    client = agent(
+        {"services": {"skills": {"keys": service_entry(skill.url)}}}, max_attribute_keys=25
+    )
     for turn in range(3):  # 10 new keys a turn: the third merge would make 30
         answer = client.post("/", json={"user_id": "ann", "payload": f"turn {turn}"})
         assert answer.status_code == 200, answer.text
@@ -242,24 +288,28 @@ def counting_keys_skill() -> FastAPI:
     @service.skill
     def answer(dialog: DialogView) -> SkillHypothesis:
         start = len(dialog.human.attributes)
-        return SkillHypothesis(text=f"now {start + 10}", confidence=0.9,
-                               human_attributes={f"k{start + i}": i for i in range(10)})
+        return SkillHypothesis(
+            text=f"now {start + 10}",
+            confidence=0.9,
+            human_attributes={f"k{start + i}": i for i in range(10)},
+        )
 
     return service.app
 
 
 def test_a_turn_over_the_document_budget_keeps_its_answer(
-    services: Services, agent: AgentFactory,
+    services: Services,
+    agent: AgentFactory,
 ) -> None:
     """Each output fits, together they would not: the last ones are refused, the turn
     is stored and answered."""
     blob = "x" * 40_000
-    annotators = {f"a{i}": service_entry(services(raw_app(json_body=[blob])).url)
-                  for i in range(3)}
+    annotators = {f"a{i}": service_entry(services(raw_app(json_body=[blob])).url) for i in range(3)}
     skill = services(fixed_skill("echo", "ok", 0.5))
-    client = agent({"services": {"annotators": annotators,
-                                 "skills": {"echo": service_entry(skill.url)}}},
-                   max_document_bytes=100_000)
+    client = agent(
+        {"services": {"annotators": annotators, "skills": {"echo": service_entry(skill.url)}}},
+        max_document_bytes=100_000,
+    )
     answer = client.post("/", json={"user_id": "ann", "payload": "hi"})
     assert answer.status_code == 200 and answer.json()["response"] == "ok"
     human = user_dialog(client, "ann")["utterances"][0]
@@ -269,20 +319,31 @@ def test_a_turn_over_the_document_budget_keeps_its_answer(
 
 
 def test_a_document_the_database_refuses_is_stored_without_the_outputs(
-    services: Services, agent: AgentFactory, db_url: str,
+    services: Services,
+    agent: AgentFactory,
+    db_url: str,
 ) -> None:
     """With the bounds opened wide, three annotators make an utterance of over 16 MB:
     MongoDB refuses it, and the turn is kept without the services' outputs, the refusal
     recorded; SQLite stores it whole."""
     many = [["a"] for _ in range(300_000)]  # small as JSON, large as BSON
-    annotators = {f"a{i}": service_entry(services(raw_app(json_body=[many])).url,
-                                         timeout=60) for i in range(3)}
+    annotators = {
+        f"a{i}": service_entry(services(raw_app(json_body=[many])).url, timeout=60)
+        for i in range(3)
+    }
     skill = services(fixed_skill("echo", "ok", 0.5))
-    client = agent({"services": {"annotators": annotators,
-                                 "skills": {"echo": service_entry(skill.url, timeout=60)}},
-                    "turn_timeout": 90},
-                   max_value_bytes=8_000_000, max_document_bytes=12_000_000,
-                   max_json_items=1_000_000)
+    client = agent(
+        {
+            "services": {
+                "annotators": annotators,
+                "skills": {"echo": service_entry(skill.url, timeout=60)},
+            },
+            "turn_timeout": 90,
+        },
+        max_value_bytes=8_000_000,
+        max_document_bytes=12_000_000,
+        max_json_items=1_000_000,
+    )
     answer = client.post("/", json={"user_id": "ann", "payload": "hi"})
     assert answer.status_code == 200, answer.text
     assert answer.json()["response"] == "ok"
@@ -293,4 +354,3 @@ def test_a_document_the_database_refuses_is_stored_without_the_outputs(
         assert human["annotations"] == {} and human["hypotheses"] == []
         assert errors_of(human) == [("store", "refused")]
     assert client.post("/", json={"user_id": "ann", "payload": "next"}).status_code == 200
-

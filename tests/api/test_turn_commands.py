@@ -71,11 +71,14 @@ def db_url(mongodb_url: str) -> str:
 
 
 def test_a_steady_state_turn_costs_a_few_commands_at_turn_5_and_turn_55(
-    services: Any, agent: AgentFactory, db_url: str,
+    services: Any,
+    agent: AgentFactory,
+    db_url: str,
 ) -> None:
     _COMMANDS.database = urlparse(db_url).path.lstrip("/")
-    client = agent({"services": {"skills": {"counter": service_entry(
-        services(counter_skill()).url)}}})
+    client = agent(
+        {"services": {"skills": {"counter": service_entry(services(counter_skill()).url)}}}
+    )
     try:
         costs: dict[int, list[str]] = {}
         for turn in range(1, LATE + 1):

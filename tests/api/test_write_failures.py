@@ -39,8 +39,7 @@ def texts(client: httpx.Client | str, user: str) -> list[str]:
     return [u["text"] for u in dialogs[-1]["utterances"]]
 
 
-def send_in_background(post: Callable[[], httpx.Response]) -> tuple[threading.Thread,
-                                                                      list[Any]]:
+def send_in_background(post: Callable[[], httpx.Response]) -> tuple[threading.Thread, list[Any]]:
     results: list[Any] = []
 
     def run() -> None:
@@ -65,7 +64,8 @@ def until_not_busy(post: Callable[[], httpx.Response], timeout: float = 30.0) ->
 
 
 def test_a_retry_after_a_failed_write_answers_the_stored_message_once_sqlite(
-    services: Services, tmp_path: Path,
+    services: Services,
+    tmp_path: Path,
 ) -> None:
     """Another process holds the SQLite file's write lock when the turn ends: the client
     gets a 503, and its retry (no message id) answers the stored utterance instead of
@@ -73,10 +73,12 @@ def test_a_retry_after_a_failed_write_answers_the_stored_message_once_sqlite(
     arrived, gate = threading.Event(), threading.Event()
     skill = services(gated_skill(arrived, gate))
     database = tmp_path / "chorus.db"
-    pipeline = write_pipeline(tmp_path / "pipeline.json",
-                              {"skill": service_entry(skill.url, timeout=20)})
-    app = create_app(Settings(db_url=f"sqlite:///{database}", pipeline=Path(pipeline),
-                              line_lease=1.0))
+    pipeline = write_pipeline(
+        tmp_path / "pipeline.json", {"skill": service_entry(skill.url, timeout=20)}
+    )
+    app = create_app(
+        Settings(db_url=f"sqlite:///{database}", pipeline=Path(pipeline), line_lease=1.0)
+    )
     with serving(app) as agent, httpx.Client(base_url=agent.url, timeout=30) as client:
         first = lambda: client.post("/", json={"user_id": "ann", "payload": "first"})  # noqa: E731
         thread, results = send_in_background(first)
@@ -95,24 +97,28 @@ def test_a_retry_after_a_failed_write_answers_the_stored_message_once_sqlite(
         assert texts(client, "ann") == ["first", "answer to first"]
 
 
-@pytest.mark.skipif(unavailable_reason() is not None and not mongodb_required(),
-                    reason=unavailable_reason() or "")
+@pytest.mark.skipif(
+    unavailable_reason() is not None and not mongodb_required(), reason=unavailable_reason() or ""
+)
 def test_a_retry_after_the_database_went_away_answers_the_stored_message_once_mongodb(
-    services: Services, tmp_path: Path,
+    services: Services,
+    tmp_path: Path,
 ) -> None:
     """The MongoDB server stops mid-turn: 503; it comes back and the client retries with
     the same message id: one human utterance, one answer."""
     arrived, gate = threading.Event(), threading.Event()
     skill = services(gated_skill(arrived, gate))
-    pipeline = write_pipeline(tmp_path / "pipeline.json",
-                              {"skill": service_entry(skill.url, timeout=20)})
+    pipeline = write_pipeline(
+        tmp_path / "pipeline.json", {"skill": service_entry(skill.url, timeout=20)}
+    )
     with running_ferretdb() as db:
-        app = create_app(Settings(db_url=f"{db.url}chorus_retry", pipeline=Path(pipeline),
-                                  line_lease=1.0))
+        app = create_app(
+            Settings(db_url=f"{db.url}chorus_retry", pipeline=Path(pipeline), line_lease=1.0)
+        )
         with serving(app) as agent, httpx.Client(base_url=agent.url, timeout=30) as client:
             first = lambda: client.post(  # noqa: E731
-                "/", json={"user_id": "ann", "payload": "first"},
-                headers={"Idempotency-Key": "m-1"})
+                "/", json={"user_id": "ann", "payload": "first"}, headers={"Idempotency-Key": "m-1"}
+            )
             thread, results = send_in_background(first)
             assert arrived.wait(30), "the message never reached the skill"
             db.stop()
@@ -129,20 +135,27 @@ def test_a_retry_after_the_database_went_away_answers_the_stored_message_once_mo
 
 
 def test_a_dead_agents_message_id_is_answered_by_a_retry(
-    services: Services, tmp_path: Path, db_url: str,
+    services: Services,
+    tmp_path: Path,
+    db_url: str,
 ) -> None:
     """An agent killed mid-turn holds a claim nobody gives up: its lease runs out and the
     client's retry runs the turn (once); the same id with another message is a 422."""
     arrived, gate = threading.Event(), threading.Event()
     skill = services(gated_skill(arrived, gate))
-    env = {"CHORUS_PIPELINE": write_pipeline(tmp_path / "pipeline.json", {
-               "skill": service_entry(skill.url, timeout=20)}),
-           "CHORUS_DB_URL": db_url, "CHORUS_LINE_LEASE": "1"}
+    env = {
+        "CHORUS_PIPELINE": write_pipeline(
+            tmp_path / "pipeline.json", {"skill": service_entry(skill.url, timeout=20)}
+        ),
+        "CHORUS_DB_URL": db_url,
+        "CHORUS_LINE_LEASE": "1",
+    }
     message = {"user_id": "ann", "payload": "first", "message_id": "m-1"}
     try:
         with agent_process(env) as (base, agent):
             thread, results = send_in_background(
-                lambda: httpx.post(f"{base}/", json=message, timeout=30))
+                lambda: httpx.post(f"{base}/", json=message, timeout=30)
+            )
             assert arrived.wait(30), "the message never reached the skill"
             agent.send_signal(signal.SIGKILL)
             agent.wait()
@@ -163,8 +176,11 @@ def test_a_dead_agents_message_id_is_answered_by_a_retry(
 @contextlib.contextmanager
 def small_disk(path: Path, size: str) -> Iterator[Path]:
     path.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
-                              str(path)], capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {mounted.stderr}")
     try:
@@ -188,12 +204,15 @@ def test_a_full_disk_is_a_503_and_nothing_is_lost(services: Services, tmp_path: 
 
     skill = services(fixed_skill("echo", "ok", 0.5))
     with small_disk(tmp_path / "disk", "4m") as disk:
-        env = {"CHORUS_PIPELINE": write_pipeline(tmp_path / "pipeline.json", {
-                   "echo": service_entry(skill.url)}),
-               "CHORUS_DB_URL": f"sqlite:///{disk}/chorus.db", "CHORUS_LINE_LEASE": "1"}
+        env = {
+            "CHORUS_PIPELINE": write_pipeline(
+                tmp_path / "pipeline.json", {"echo": service_entry(skill.url)}
+            ),
+            "CHORUS_DB_URL": f"sqlite:///{disk}/chorus.db",
+            "CHORUS_LINE_LEASE": "1",
+        }
         with agent_process(env) as (base, _):
-            hello = httpx.post(f"{base}/", json={"user_id": "ann", "payload": "hello"},
-                               timeout=30)
+            hello = httpx.post(f"{base}/", json={"user_id": "ann", "payload": "hello"}, timeout=30)
             assert hello.status_code == 200
             filler = fill(disk)
             # a large extra field makes the write grow the files on the full disk
@@ -210,7 +229,8 @@ def test_a_full_disk_is_a_503_and_nothing_is_lost(services: Services, tmp_path: 
 
 
 def test_an_erased_users_text_does_not_linger_in_the_sqlite_files(
-    services: Services, tmp_path: Path,
+    services: Services,
+    tmp_path: Path,
 ) -> None:
     from tests.support.services import fixed_skill
 
@@ -233,7 +253,8 @@ def test_an_erased_users_text_does_not_linger_in_the_sqlite_files(
 
 
 def test_an_unexpected_error_closes_the_connection_and_the_next_request_works(
-    services: Services, tmp_path: Path,
+    services: Services,
+    tmp_path: Path,
 ) -> None:
     from tests.support.services import fixed_skill
 
@@ -253,7 +274,8 @@ def test_an_unexpected_error_closes_the_connection_and_the_next_request_works(
 
 
 def test_the_served_agent_closes_a_connection_that_never_sends_a_request(
-    services: Services, tmp_path: Path,
+    services: Services,
+    tmp_path: Path,
 ) -> None:
     """``python -m agent.api.serve`` (the image's command, and ``chorus run``'s server):
     an idle socket is closed after the keep-alive timeout instead of being held for ever."""
@@ -266,12 +288,18 @@ def test_the_served_agent_closes_a_connection_that_never_sends_a_request(
 
     skill = services(fixed_skill("echo", "ok", 0.5))
     port = free_port()
-    env = {**os.environ,
-           "CHORUS_PIPELINE": write_pipeline(tmp_path / "pipeline.json",
-                                             {"echo": service_entry(skill.url)}),
-           "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db"}
-    agent = subprocess.Popen([sys.executable, "-m", "agent.api.serve", "--port", str(port),
-                              "--log-level", "warning"], env=env, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "CHORUS_PIPELINE": write_pipeline(
+            tmp_path / "pipeline.json", {"echo": service_entry(skill.url)}
+        ),
+        "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db",
+    }
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "agent.api.serve", "--port", str(port), "--log-level", "warning"],
+        env=env,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         wait_until_up(f"{base}/ping", agent)

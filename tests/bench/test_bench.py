@@ -16,9 +16,22 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.timeout(300)
 def test_the_quick_benchmark_writes_every_figure(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "bench.run", "--quick", "--stores", "sqlite",
-         "--out", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=280, check=False)
+        [
+            sys.executable,
+            "-m",
+            "bench.run",
+            "--quick",
+            "--stores",
+            "sqlite",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     (result,) = json.loads((tmp_path / "bench.json").read_text())["results"]
     assert result["store"] == "sqlite" and result["server"] == "SQLite"
@@ -39,8 +52,13 @@ def test_the_quick_benchmark_writes_every_figure(tmp_path: Path) -> None:
 
 def test_an_unknown_store_is_refused_by_name(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "bench.run", "--stores", "sqlite,postgres", "--out",
-         str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+        [sys.executable, "-m", "bench.run", "--stores", "sqlite,postgres", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2
     assert "--stores: unknown postgres" in done.stderr
     assert not (tmp_path / "bench.json").exists()
@@ -49,9 +67,23 @@ def test_an_unknown_store_is_refused_by_name(tmp_path: Path) -> None:
 @pytest.mark.timeout(120)
 def test_the_http_engine_comparison_measures_each_engine(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "bench.http_clients", "--calls", "40", "--levels", "1,4",
-         "--out", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=110, check=False)
+        [
+            sys.executable,
+            "-m",
+            "bench.http_clients",
+            "--calls",
+            "40",
+            "--levels",
+            "1,4",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads((tmp_path / "http_clients.json").read_text())
     assert set(report["calls_per_s"]) == {"httpx", "httpx+aiohttp", "aiohttp"}

@@ -19,11 +19,14 @@ def test_the_sink_decodes_and_counts_exported_spans(tmp_path: Path) -> None:
     dump = tmp_path / "spans.jsonl"
     with serving(make_app(dump)) as sink:
         provider = TracerProvider(resource=Resource({SERVICE_NAME: "probe"}))
-        provider.add_span_processor(SimpleSpanProcessor(
-            OTLPSpanExporter(endpoint=f"{sink.url}/v1/traces")))
+        provider.add_span_processor(
+            SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{sink.url}/v1/traces"))
+        )
         tracer = provider.get_tracer("test")
-        with tracer.start_as_current_span("outer"), \
-             tracer.start_as_current_span("inner", attributes={"chorus.service": "x"}):
+        with (
+            tracer.start_as_current_span("outer"),
+            tracer.start_as_current_span("inner", attributes={"chorus.service": "x"}),
+        ):
             pass
         provider.shutdown()
         stats = httpx.get(f"{sink.url}/stats").json()
@@ -31,6 +34,5 @@ def test_the_sink_decodes_and_counts_exported_spans(tmp_path: Path) -> None:
     spans = [json.loads(line) for line in dump.read_text().splitlines()]
     assert [s["name"] for s in spans] == ["inner", "outer"]
     assert {s["service.name"] for s in spans} == {"probe"}
-    assert spans[0]["attributes"] == [{"key": "chorus.service",
-                                       "value": {"stringValue": "x"}}]
+    assert spans[0]["attributes"] == [{"key": "chorus.service", "value": {"stringValue": "x"}}]
     assert spans[0]["parentSpanId"] == spans[1]["spanId"]

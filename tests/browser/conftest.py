@@ -39,12 +39,16 @@ CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 def unavailable_reason() -> str | None:
     """Why no browser can be driven here (with how to get one), or None if one can."""
     if importlib.util.find_spec("playwright") is None:
-        return ("Playwright for Python is not installed: "
-                ".venv/bin/pip install 'playwright>=1.65' (only the Python package: the "
-                "browser is Debian's chromium, no `playwright install`)")
+        return (
+            "Playwright for Python is not installed: "
+            ".venv/bin/pip install 'playwright>=1.65' (only the Python package: the "
+            "browser is Debian's chromium, no `playwright install`)"
+        )
     if not os.access(CHROMIUM, os.X_OK):
-        return (f"no Chromium at {CHROMIUM}: run `sh tools/ensure.sh chromium` (installs "
-                "Debian's chromium with apt-get) or set CHROMIUM=/path/to/chromium")
+        return (
+            f"no Chromium at {CHROMIUM}: run `sh tools/ensure.sh chromium` (installs "
+            "Debian's chromium with apt-get) or set CHROMIUM=/path/to/chromium"
+        )
     return None
 
 
@@ -125,14 +129,20 @@ def pipeline(services: Any) -> dict[str, Any]:
     """The reference services, an echoing skill, a broken one (HTTP 500) and a candidate
     annotator: every part of the inspector and of the pipeline page has something."""
     apps: dict[str, FastAPI] = {
-        "tokens": tokens_app, "greeting": greeting_app, "parrot": parrot_skill(),
-        "fallback": fallback_app, "broken": raw_app("down", status=500),
-        "lengths": length_candidate_annotator(), "confidence": confidence_app,
+        "tokens": tokens_app,
+        "greeting": greeting_app,
+        "parrot": parrot_skill(),
+        "fallback": fallback_app,
+        "broken": raw_app("down", status=500),
+        "lengths": length_candidate_annotator(),
+        "confidence": confidence_app,
     }
-    return {"services": {
-        group: {name: service_entry(services(apps[name]).url) for name in names}
-        for group, names in SERVICES.items()
-    }}
+    return {
+        "services": {
+            group: {name: service_entry(services(apps[name]).url) for name in names}
+            for group, names in SERVICES.items()
+        }
+    }
 
 
 @pytest.fixture

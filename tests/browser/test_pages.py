@@ -63,8 +63,7 @@ def test_chat_answers_with_the_skill_and_links_to_the_inspector(
     page.get_by_role("link", name="Inspect this dialog").click()
     expect(page).to_have_url(re.compile(r"/inspect/[0-9a-f]{32}$"))
     turn = page.locator(".turn").first
-    expect(turn.locator(".utterance.bot .text")).to_have_text(
-        "Hi! I'm Chorus. What's your name?")
+    expect(turn.locator(".utterance.bot .text")).to_have_text("Hi! I'm Chorus. What's your name?")
     hypotheses = turn.locator("tr.hypothesis")
     expect(hypotheses).to_have_count(3)  # greeting, parrot, fallback; broken gave none
     chosen = turn.locator("tr.hypothesis.chosen")
@@ -85,13 +84,12 @@ def test_chat_answers_with_the_skill_and_links_to_the_inspector(
         row = turn.locator(f'.timeline-row[data-service="{name}"]')
         expect(row).to_have_attribute("data-outcome", outcome)
         expect(row.locator(".timeline-bar")).to_have_attribute(
-            "style", re.compile(r"left: [\d.e-]+%; width: [\d.e-]+%"))
+            "style", re.compile(r"left: [\d.e-]+%; width: [\d.e-]+%")
+        )
     expect(turn.locator(".timeline-row.outcome-error")).to_have_count(1)
 
 
-def test_the_user_id_is_kept_and_new_dialog_starts_another(
-    page: Page, stack: AgentFactory
-) -> None:
+def test_the_user_id_is_kept_and_new_dialog_starts_another(page: Page, stack: AgentFactory) -> None:
     client = stack()
     page.goto(url(client, "/chat"))
     user = page.locator("#user-id")
@@ -102,8 +100,7 @@ def test_the_user_id_is_kept_and_new_dialog_starts_another(
     first = link.get_attribute("href")
 
     page.get_by_role("button", name="New dialog").click()
-    expect(page.locator(".message.system")).to_have_text(
-        "New dialog: your next message starts it.")
+    expect(page.locator(".message.system")).to_have_text("New dialog: your next message starts it.")
     expect(page.locator(".message.bot")).to_have_count(0)
     expect(link).to_be_hidden()
     send(page, "Hello again")
@@ -124,22 +121,26 @@ def test_pipeline_page_shows_every_service_and_live_numbers(
     page.goto(url(client, "/pipeline"))
     for name in ALL_SERVICES:
         expect(page.locator(f'svg g.node[data-service="{name}"]')).to_contain_text(name)
-        expect(page.locator(f'#stats tr[data-service="{name}"] [data-field="calls"]')
-               ).to_have_text("1")
+        expect(page.locator(f'#stats tr[data-service="{name}"] [data-field="calls"]')).to_have_text(
+            "1"
+        )
     for group in SERVICES:
         expect(page.locator(f'svg g.stage[data-group="{group}"]')).to_be_visible()
     broken = page.locator('#stats tr[data-service="broken"]')
     expect(broken.locator('[data-field="error_rate"]')).to_have_text("100%")
     expect(page.locator('svg g.node[data-service="broken"]')).to_have_class(
-        re.compile(r"\bfailing\b"))
-    expect(page.locator('#stats tr[data-service="greeting"] [data-field="p50"]')
-           ).to_have_text(re.compile(r"^[\d.]+ (µs|ms|s)$"))
+        re.compile(r"\bfailing\b")
+    )
+    expect(page.locator('#stats tr[data-service="greeting"] [data-field="p50"]')).to_have_text(
+        re.compile(r"^[\d.]+ (µs|ms|s)$")
+    )
     expect(page.locator("#mermaid")).to_contain_text("flowchart LR")
 
     # The table follows the agent without a reload.
     assert client.post("/", json={"user_id": "u", "payload": "Hi"}).status_code == 200
-    expect(page.locator('#stats tr[data-service="greeting"] [data-field="calls"]')
-           ).to_have_text("2", timeout=REFRESH_TIMEOUT)
+    expect(page.locator('#stats tr[data-service="greeting"] [data-field="calls"]')).to_have_text(
+        "2", timeout=REFRESH_TIMEOUT
+    )
 
 
 def test_markup_in_messages_and_service_output_shows_as_text(
@@ -182,14 +183,17 @@ def test_with_an_api_key_the_inspector_asks_for_it(page: Page, stack: AgentFacto
 
     # The key is kept for the tab: the pipeline page reads with it too.
     page.get_by_role("link", name="Pipeline").click()
-    expect(page.locator('#stats tr[data-service="greeting"] [data-field="calls"]')
-           ).to_have_text("1")
+    expect(page.locator('#stats tr[data-service="greeting"] [data-field="calls"]')).to_have_text(
+        "1"
+    )
     page.get_by_role("button", name="Forget API key").click()
     expect(page.get_by_role("alert")).to_contain_text("Enter the API key")
 
 
 def test_the_inspector_shows_why_each_skill_was_skipped(
-    page: Page, services: Callable[[FastAPI], ServerThread], agent: AgentFactory,
+    page: Page,
+    services: Callable[[FastAPI], ServerThread],
+    agent: AgentFactory,
     tmp_path: Path,
 ) -> None:
     """The real intents annotator and rules selector (on rules of this test): "thanks!"
@@ -200,19 +204,35 @@ def test_the_inspector_shows_why_each_skill_was_skipped(
     from skills.smalltalk.app import app as smalltalk_app
 
     rules = tmp_path / "rules.json"
-    rules.write_text(json.dumps({"on_toxic": ["fallback"], "always": ["fallback"],
-                                 "intents": {"thanks": ["smalltalk"], "greeting": ["greeting"]},
-                                 "min_intent_confidence": 0.7}))
+    rules.write_text(
+        json.dumps(
+            {
+                "on_toxic": ["fallback"],
+                "always": ["fallback"],
+                "intents": {"thanks": ["smalltalk"], "greeting": ["greeting"]},
+                "min_intent_confidence": 0.7,
+            }
+        )
+    )
     apps: dict[str, dict[str, FastAPI]] = {
         "annotators": {"intents": intents_app},
         "skill_selectors": {"rules": build_service(load_rules(rules)).app},
-        "skills": {"greeting": greeting_app, "smalltalk": smalltalk_app,
-                   "parrot": parrot_skill(), "fallback": fallback_app},
+        "skills": {
+            "greeting": greeting_app,
+            "smalltalk": smalltalk_app,
+            "parrot": parrot_skill(),
+            "fallback": fallback_app,
+        },
         "response_selectors": {"confidence": confidence_app},
     }
-    client = agent({"services": {
-        group: {name: service_entry(services(app).url) for name, app in named.items()}
-        for group, named in apps.items()}})
+    client = agent(
+        {
+            "services": {
+                group: {name: service_entry(services(app).url) for name, app in named.items()}
+                for group, named in apps.items()
+            }
+        }
+    )
     page.goto(url(client, "/chat"))
     send(page, "thanks!")
     page.get_by_role("link", name="Inspect this dialog").click()
@@ -221,12 +241,14 @@ def test_the_inspector_shows_why_each_skill_was_skipped(
     decision = selection.locator('.selector-decision[data-selector="rules"]')
     expect(decision.locator(".chosen-skills")).to_have_text("smalltalk, fallback")
     expect(decision.locator(".selector-reason")).to_have_text(
-        re.compile(r"^intent thanks \(\d\.\d\d\) → smalltalk, fallback$"))
+        re.compile(r"^intent thanks \(\d\.\d\d\) → smalltalk, fallback$")
+    )
     skipped = selection.locator(".skipped-skill")
     expect(skipped).to_have_count(1)
     expect(skipped).to_have_attribute("data-skill", "greeting")
     expect(skipped.locator(".skip-reason")).to_have_text(
-        re.compile(r"^not chosen by rules: intent thanks \(\d\.\d\d\) → smalltalk, fallback$"))
+        re.compile(r"^not chosen by rules: intent thanks \(\d\.\d\d\) → smalltalk, fallback$")
+    )
     greeting_bar = page.locator('.timeline-row[data-service="greeting"] .timeline-bar')
     expect(greeting_bar).to_have_attribute("title", re.compile("not chosen by rules"))
     # No rule names the parrot: it ran, and its hypothesis is there.

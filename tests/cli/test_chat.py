@@ -23,19 +23,24 @@ API_KEY = "chat-test-key-0123456789"
 
 
 def pipeline(greeting_url: str, fallback_url: str) -> dict[str, Any]:
-    return {"services": {
-        "skills": {"greeting": {"connector": {"url": f"{greeting_url}/respond"}},
-                   "fallback": {"connector": {"url": f"{fallback_url}/respond"}}},
-        "response_selectors": {"best": {"connector": {"builtin": "highest_confidence"}}},
-    }}
+    return {
+        "services": {
+            "skills": {
+                "greeting": {"connector": {"url": f"{greeting_url}/respond"}},
+                "fallback": {"connector": {"url": f"{fallback_url}/respond"}},
+            },
+            "response_selectors": {"best": {"connector": {"builtin": "highest_confidence"}}},
+        }
+    }
 
 
 def start_agent(tmp_path: Path, **settings: Any) -> Iterator[str]:
     with serving(greeting) as greet, serving(fallback) as last:
         path = tmp_path / "pipeline.json"
         path.write_text(json.dumps(pipeline(greet.url, last.url)))
-        app = create_app(Settings(db_url=f"sqlite:///{tmp_path}/chorus.db", pipeline=path,
-                                  **settings))
+        app = create_app(
+            Settings(db_url=f"sqlite:///{tmp_path}/chorus.db", pipeline=path, **settings)
+        )
         with serving(app) as agent:
             yield agent.url
 
@@ -51,16 +56,26 @@ def protected_agent_url(tmp_path: Path) -> Iterator[str]:
 
 
 def chat(*args: str, typed: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items()  # plain text, and no agent settings
-             if not k.startswith(("CHORUS_", "TTY_")) and k != "FORCE_COLOR"}
-    return subprocess.run([sys.executable, "-m", "agent.cli.main", "chat", *args],
-                          input=typed, capture_output=True, text=True, timeout=60,
-                          env={**clean, **env}, check=False)
+    clean = {
+        k: v
+        for k, v in os.environ.items()  # plain text, and no agent settings
+        if not k.startswith(("CHORUS_", "TTY_")) and k != "FORCE_COLOR"
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli.main", "chat", *args],
+        input=typed,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**clean, **env},
+        check=False,
+    )
 
 
 def test_answers_show_the_skill_and_new_starts_another_dialog(agent_url: str) -> None:
-    result = chat("--url", agent_url, "--user-id", "ann",
-                  typed="Hello!\nAnn\n\n/new\nhi\n/quit\nnever sent\n")
+    result = chat(
+        "--url", agent_url, "--user-id", "ann", typed="Hello!\nAnn\n\n/new\nhi\n/quit\nnever sent\n"
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == 6, result.stdout
@@ -68,7 +83,8 @@ def test_answers_show_the_skill_and_new_starts_another_dialog(agent_url: str) ->
     assert lines[2].startswith("bot [greeting]: ") and "Ann" in lines[2]
     assert lines[3] == "(your next message starts a new dialog)"
     assert lines[5].startswith("bot [greeting]: ") and "Ann" in lines[5], (
-        "a new dialog, the same user: the name is remembered")
+        "a new dialog, the same user: the name is remembered"
+    )
     first, second = lines[0], lines[4]
     assert first.startswith("-- dialog ") and second.startswith("-- dialog ")
     assert first != second

@@ -43,16 +43,22 @@ def test_run_starts_every_local_service_and_the_agent_then_stops_them(
     pipeline = tmp_path / "pipeline.json"
     pipeline.write_text(json.dumps(shipped))
     agent_port = free_port()
-    env = {**{k: v for k, v in os.environ.items() if k != "LLM_BASE_URL"},
-           "CHORUS_PIPELINE": str(pipeline), "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db"}
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "LLM_BASE_URL"},
+        "CHORUS_PIPELINE": str(pipeline),
+        "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db",
+    }
     process = subprocess.Popen(
         [sys.executable, "-m", "agent.cli.main", "run", "--port", str(agent_port)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         wait_for(f"http://127.0.0.1:{agent_port}/ping", process)
-        reply = httpx.post(f"http://127.0.0.1:{agent_port}/",
-                           json={"user_id": "u", "payload": "hello"}, timeout=10).json()
+        reply = httpx.post(
+            f"http://127.0.0.1:{agent_port}/", json={"user_id": "u", "payload": "hello"}, timeout=10
+        ).json()
         assert reply["active_skill"] == "greeting"
         assert all(httpx.get(f"http://127.0.0.1:{p}/health").is_success for p in ports)
     finally:
@@ -73,8 +79,11 @@ def test_run_refuses_a_bad_pipeline_naming_the_entry(tmp_path: Path) -> None:
     pipeline = tmp_path / "pipeline.json"
     pipeline.write_text(json.dumps({"services": {"skills": {"s": {"connector": {}}}}}))
     result = subprocess.run(
-        [sys.executable, "-m", "agent.cli.main", "run"], capture_output=True, text=True,
-        env={**os.environ, "CHORUS_PIPELINE": str(pipeline)}, timeout=60,
+        [sys.executable, "-m", "agent.cli.main", "run"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CHORUS_PIPELINE": str(pipeline)},
+        timeout=60,
     )
     assert result.returncode == 2
     assert "services.skills.s.connector: missing url" in result.stderr

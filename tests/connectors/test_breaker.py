@@ -91,11 +91,22 @@ async def test_only_unopened_connections_are_retried() -> None:
 
 def test_an_open_circuit_spares_a_failing_service(services: Any, agent: AgentFactory) -> None:
     failing, seen = counting_failure()
-    client = agent({"services": {"skills": {
-        "failing": {"connector": {"url": f"{services(failing).url}/respond",
-                                  "breaker_threshold": 2, "breaker_reset": 600}},
-        "steady": service_entry(services(fixed_skill("steady", "still here", 0.5)).url),
-    }}})
+    client = agent(
+        {
+            "services": {
+                "skills": {
+                    "failing": {
+                        "connector": {
+                            "url": f"{services(failing).url}/respond",
+                            "breaker_threshold": 2,
+                            "breaker_reset": 600,
+                        }
+                    },
+                    "steady": service_entry(services(fixed_skill("steady", "still here", 0.5)).url),
+                }
+            }
+        }
+    )
     kinds = []
     for _ in range(4):
         reply = client.post("/", json={"user_id": "u", "payload": "hi"}).json()

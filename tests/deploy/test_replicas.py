@@ -39,9 +39,9 @@ OVERRIDE = ROOT / "docker-compose.replicas.yml"
 NGINX = os.environ.get("NGINX", "/usr/sbin/nginx")
 API_KEY = "r" * 32
 USERS = 24
-MIN_MESSAGES = 4     # each user sends at least this many, and goes on while agents restart
-MAX_MESSAGES = 40    # ... but never more (a bounded test even if restarts stall)
-ATTEMPTS = 5         # a 503 is retried with the same Idempotency-Key, this many times
+MIN_MESSAGES = 4  # each user sends at least this many, and goes on while agents restart
+MAX_MESSAGES = 40  # ... but never more (a bounded test even if restarts stall)
+ATTEMPTS = 5  # a 503 is retried with the same Idempotency-Key, this many times
 
 
 def nginx_or_skip() -> str:
@@ -72,19 +72,25 @@ def nginx_config(folder: Path, listen: int, agents: list[int]) -> Path:
     assert servers, f"{SITE}: no upstream servers"
     first = f"server {servers[0]}"
     ours = "\n".join(f"    server 127.0.0.1:{port} max_fails=0;" for port in agents)
-    lines = [line for line in site.splitlines()
-             if not re.match(r"^\s*server\s+[\w.-]+:\d+", line) or first in line]
+    lines = [
+        line
+        for line in site.splitlines()
+        if not re.match(r"^\s*server\s+[\w.-]+:\d+", line) or first in line
+    ]
     site = "\n".join(ours if first in line else line for line in lines)
     assert "listen 8080;" in site
     site = site.replace("listen 8080;", f"listen 127.0.0.1:{listen};")
-    temp = "\n".join(f"    {kind}_temp_path {folder}/{kind};"
-                     for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    temp = "\n".join(
+        f"    {kind}_temp_path {folder}/{kind};"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
     config = folder / "nginx.conf"
     config.write_text(
         f"worker_processes 1;\ndaemon off;\npid {folder}/nginx.pid;\n"
         f"{'user root;' if os.geteuid() == 0 else ''}\n"
         "events { worker_connections 1024; }\n"
-        f"http {{\n    access_log off;\n{temp}\n{site}\n}}\n")
+        f"http {{\n    access_log off;\n{temp}\n{site}\n}}\n"
+    )
     return config
 
 
@@ -100,9 +106,23 @@ class Replica:
     def start(self) -> None:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "--factory", "agent.api.app:create_app",
-                 "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
-                 "--no-access-log"], env=self.env, stderr=log)
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "--factory",
+                    "agent.api.app:create_app",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--log-level",
+                    "warning",
+                    "--no-access-log",
+                ],
+                env=self.env,
+                stderr=log,
+            )
         wait_until_up(f"http://127.0.0.1:{self.port}/ping", self.process)
 
     def stop(self) -> None:
@@ -123,11 +143,16 @@ def replicas(mongodb_url: str, tmp_path: Path) -> Iterator[tuple[str, list[Repli
     nginx = nginx_or_skip()
     with serving(echo.app) as skill:
         pipeline = tmp_path / "pipeline.json"
-        pipeline.write_text(json.dumps({"services": {"skills": {
-            "echo": service_entry(skill.url, timeout=5.0)}}}))
-        env = {**os.environ, "CHORUS_DB_URL": fresh_database(mongodb_url),
-               "CHORUS_PIPELINE": str(pipeline), "CHORUS_API_KEY": API_KEY,
-               "CHORUS_LOG_LEVEL": "WARNING"}
+        pipeline.write_text(
+            json.dumps({"services": {"skills": {"echo": service_entry(skill.url, timeout=5.0)}}})
+        )
+        env = {
+            **os.environ,
+            "CHORUS_DB_URL": fresh_database(mongodb_url),
+            "CHORUS_PIPELINE": str(pipeline),
+            "CHORUS_API_KEY": API_KEY,
+            "CHORUS_LOG_LEVEL": "WARNING",
+        }
         agents = [Replica(env, tmp_path / f"agent-{i}.log") for i in range(3)]
         listen = free_port()
         config = nginx_config(tmp_path, listen, [agent.port for agent in agents])
@@ -136,8 +161,9 @@ def replicas(mongodb_url: str, tmp_path: Path) -> Iterator[tuple[str, list[Repli
             for agent in agents:
                 agent.start()
             with (tmp_path / "nginx.log").open("ab") as log:
-                balancer = subprocess.Popen([nginx, "-p", str(tmp_path), "-c", str(config),
-                                             "-e", "stderr"], stderr=log)
+                balancer = subprocess.Popen(
+                    [nginx, "-p", str(tmp_path), "-c", str(config), "-e", "stderr"], stderr=log
+                )
             wait_until_up(f"http://127.0.0.1:{listen}/ping", balancer)
             yield f"http://127.0.0.1:{listen}", agents
         finally:
@@ -154,8 +180,8 @@ class Traffic:
     def __init__(self) -> None:
         self.acknowledged: dict[str, list[str]] = {}
         self.unavailable = 0
-        self.warm = asyncio.Event()        # enough turns went through: start restarting
-        self.restarted = asyncio.Event()   # every agent was restarted once
+        self.warm = asyncio.Event()  # enough turns went through: start restarting
+        self.restarted = asyncio.Event()  # every agent was restarted once
 
     def ack(self, user: str, text: str) -> None:
         self.acknowledged.setdefault(user, []).append(text)
@@ -170,8 +196,11 @@ async def talk(client: httpx.AsyncClient, user: str, traffic: Traffic) -> None:
             return
         text = f"{user} says {n}"
         for _ in range(ATTEMPTS):
-            reply = await client.post("/", json={"user_id": user, "payload": text},
-                                      headers={"Idempotency-Key": f"{user}-{n}"})
+            reply = await client.post(
+                "/",
+                json={"user_id": user, "payload": text},
+                headers={"Idempotency-Key": f"{user}-{n}"},
+            )
             if reply.status_code != 503:
                 break
             traffic.unavailable += 1
@@ -191,8 +220,10 @@ async def restart_one_at_a_time(agents: list[Replica], traffic: Traffic) -> None
 async def drive(base: str, agents: list[Replica]) -> Traffic:
     traffic = Traffic()
     limits = httpx.Limits(max_connections=USERS)
-    async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client, \
-               asyncio.TaskGroup() as group:
+    async with (
+        httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client,
+        asyncio.TaskGroup() as group,
+    ):
         group.create_task(restart_one_at_a_time(agents, traffic))
         for i in range(USERS):
             group.create_task(talk(client, f"user-{i}", traffic))
@@ -200,7 +231,8 @@ async def drive(base: str, agents: list[Replica]) -> Traffic:
 
 
 def test_every_acknowledged_turn_is_stored_once_in_order_across_rolling_restarts(
-        replicas: tuple[str, list[Replica]]) -> None:
+    replicas: tuple[str, list[Replica]],
+) -> None:
     base, agents = replicas
     traffic = asyncio.run(drive(base, agents))
     assert traffic.restarted.is_set()
@@ -215,10 +247,13 @@ def test_every_acknowledged_turn_is_stored_once_in_order_across_rolling_restarts
             assert humans == sent, f"{user}: stored {humans}, acknowledged {sent}"
             assert [u["speaker"] for u in utterances] == ["human", "bot"] * len(sent)
             assert [u["text"] for u in utterances if u["speaker"] == "bot"] == [
-                f"You said: {text}" for text in sent]
+                f"You said: {text}" for text in sent
+            ]
     assert sum(map(len, traffic.acknowledged.values())) >= USERS * MIN_MESSAGES
-    print(f"{sum(map(len, traffic.acknowledged.values()))} turns, "
-          f"{traffic.unavailable} answered 503 and retried")
+    print(
+        f"{sum(map(len, traffic.acknowledged.values()))} turns, "
+        f"{traffic.unavailable} answered 503 and retried"
+    )
 
 
 # -- the compose override that runs the same thing in containers ----------------------------
@@ -235,7 +270,8 @@ def test_the_compose_override_puts_every_replica_behind_the_load_balancer() -> N
         replica = override[name]
         assert replica["build"] == base["agent"]["build"], f"{name}: the agent's image"
         assert replica["environment"] == base["agent"]["environment"], (
-            f"{name}: the agent's environment, so replicas behave alike")
+            f"{name}: the agent's environment, so replicas behave alike"
+        )
         assert "ports" not in replica, f"{name}: reached through the load balancer only"
         assert "/ready" in " ".join(replica["healthcheck"]["test"])
     balancer = override["lb"]
@@ -247,9 +283,23 @@ def test_docker_compose_accepts_the_override_with_the_main_file() -> None:
     from tests.support.compose import docker_compose, required_variables
 
     result = subprocess.run(
-        [docker_compose(), "--file", str(ROOT / "docker-compose.yml"), "--file", str(OVERRIDE),
-         "--project-directory", str(ROOT), "config", "-q"],
-        cwd=ROOT, env={**os.environ, **required_variables()}, capture_output=True, text=True,
-        timeout=60, check=False)
+        [
+            docker_compose(),
+            "--file",
+            str(ROOT / "docker-compose.yml"),
+            "--file",
+            str(OVERRIDE),
+            "--project-directory",
+            str(ROOT),
+            "config",
+            "-q",
+        ],
+        cwd=ROOT,
+        env={**os.environ, **required_variables()},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, f"docker-compose config -q:\n{result.stderr}"
     assert "variable is not set" not in result.stderr, result.stderr

@@ -17,8 +17,7 @@ class AnnotatorChooser:
         self.annotator_names = set(annotator_names)
         self._answering: set[asyncio.Future[None]] = set()  # referenced until done
 
-    async def send(self, payload: dict[str, Any], callback: Callable[..., Awaitable[None]]
-                   ) -> None:
+    async def send(self, payload: dict[str, Any], callback: Callable[..., Awaitable[None]]) -> None:
         bots = payload["payload"]["bot_utterances"]
         done = set(bots[-1]["annotations"]) if bots else set()
         response = sorted(self.annotator_names - done)
@@ -30,6 +29,5 @@ class AnnotatorChooser:
 class Exploding:
     """Answers an exception through the callback, as dp-agent's connectors report faults."""
 
-    async def send(self, payload: dict[str, Any], callback: Callable[..., Awaitable[None]]
-                   ) -> None:
+    async def send(self, payload: dict[str, Any], callback: Callable[..., Awaitable[None]]) -> None:
         await callback(task_id=payload["task_id"], response=RuntimeError("out of order"))

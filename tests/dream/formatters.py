@@ -23,14 +23,16 @@ def dff_like(dialog: dict[str, Any], skill: str = "counter") -> list[dict[str, A
     """Like Dream's ``dff_formatter``: ``len(human_utterances) - 1`` is the turn's index, and
     the skill's state comes from the human attributes."""
     attributes = dialog["human"]["attributes"]
-    return [{
-        "human_utter_index_batch": [len(dialog["human_utterances"]) - 1],
-        "utterances_count_batch": [len(dialog["utterances"])],
-        "window_batch": [[u["text"] for u in dialog["utterances"]]],
-        f"{skill}_state_batch": [attributes.get(f"{skill}_state", {})],
-        "dialog_id_batch": [dialog["dialog_id"]],
-        "profile_batch": [dialog["human"]["profile"]],
-    }]
+    return [
+        {
+            "human_utter_index_batch": [len(dialog["human_utterances"]) - 1],
+            "utterances_count_batch": [len(dialog["utterances"])],
+            "window_batch": [[u["text"] for u in dialog["utterances"]]],
+            f"{skill}_state_batch": [attributes.get(f"{skill}_state", {})],
+            "dialog_id_batch": [dialog["dialog_id"]],
+            "profile_batch": [dialog["human"]["profile"]],
+        }
+    ]
 
 
 def full_dialog(dialog: dict[str, Any]) -> list[dict[str, Any]]:
@@ -77,8 +79,15 @@ def skill_pair(payload: Any) -> list[dict[str, Any]]:
 def skill_with_attributes(payload: Any) -> list[dict[str, Any]]:
     """``[text, confidence, human_attributes, bot_attributes, attributes]``."""
     text, confidence, human, bot, extra = payload
-    return [{"text": text, "confidence": confidence, "human_attributes": human,
-             "bot_attributes": bot, **extra}]
+    return [
+        {
+            "text": text,
+            "confidence": confidence,
+            "human_attributes": human,
+            "bot_attributes": bot,
+            **extra,
+        }
+    ]
 
 
 def broken(dialog: dict[str, Any]) -> list[dict[str, Any]]:

@@ -39,9 +39,12 @@ def eliza() -> FastAPI:
     @app.post("/respond")
     async def respond(request: Request) -> list[list[Any]]:
         body = await request.json()
-        return [[f"Why do you say '{text}'? ({len(history)} said)", 0.6]
-                for text, history in zip(body["last_utterance_batch"],
-                                         body["human_utterance_history_batch"], strict=True)]
+        return [
+            [f"Why do you say '{text}'? ({len(history)} said)", 0.6]
+            for text, history in zip(
+                body["last_utterance_batch"], body["human_utterance_history_batch"], strict=True
+            )
+        ]
 
     return app
 
@@ -60,13 +63,22 @@ def counter(recorder: Recorder | None = None, delay: float = 0.0) -> FastAPI:
         if delay:
             await asyncio.sleep(delay)
         answers = []
-        for index, count, state in zip(body["human_utter_index_batch"],
-                                       body["utterances_count_batch"],
-                                       body["counter_state_batch"], strict=True):
+        for index, count, state in zip(
+            body["human_utter_index_batch"],
+            body["utterances_count_batch"],
+            body["counter_state_batch"],
+            strict=True,
+        ):
             seen = state.get("turns", 0) + 1
-            answers.append([f"turn {index}, {count} utterances, state {seen}", 0.9,
-                            {"counter_state": {"turns": seen}, "name": "Alice"},
-                            {"counter_turns": seen}, {"can_continue": "yes"}])
+            answers.append(
+                [
+                    f"turn {index}, {count} utterances, state {seen}",
+                    0.9,
+                    {"counter_state": {"turns": seen}, "name": "Alice"},
+                    {"counter_turns": seen},
+                    {"can_continue": "yes"},
+                ]
+            )
         return answers
 
     return app
@@ -95,8 +107,7 @@ def response_selector(extra: int = 0) -> FastAPI:
         body = await request.json()
         answers = []
         for dialog in body["dialogs"]:
-            best = max(dialog["human_utterances"][-1]["hypotheses"],
-                       key=lambda h: h["confidence"])
+            best = max(dialog["human_utterances"][-1]["hypotheses"], key=lambda h: h["confidence"])
             answer = [best["skill_name"], best["text"], best["confidence"]]
             if extra >= 2:
                 answer += [best.get("human_attributes", {}), best.get("bot_attributes", {})]

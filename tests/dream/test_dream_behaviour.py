@@ -12,34 +12,57 @@ from tests.dream.services import Recorder
 from tests.dream.test_dream_pipeline import F, dialog_of, http, say
 
 LAST_CHANCE = {
-    "connector": {"protocol": "python", "class_name": "PredefinedTextConnector",
-                  "response_text": "Sorry, something went wrong inside."},
-    "state_manager_method": "add_bot_utterance_last_chance", "tags": ["last_chance"]}
+    "connector": {
+        "protocol": "python",
+        "class_name": "PredefinedTextConnector",
+        "response_text": "Sorry, something went wrong inside.",
+    },
+    "state_manager_method": "add_bot_utterance_last_chance",
+    "tags": ["last_chance"],
+}
 TIMEOUT = {
-    "connector": {"protocol": "python", "class_name": "PredefinedTextConnector",
-                  "response_text": "Sorry, I need to think more on that."},
-    "state_manager_method": "add_bot_utterance_last_chance", "tags": ["timeout"]}
+    "connector": {
+        "protocol": "python",
+        "class_name": "PredefinedTextConnector",
+        "response_text": "Sorry, I need to think more on that.",
+    },
+    "state_manager_method": "add_bot_utterance_last_chance",
+    "tags": ["timeout"],
+}
 
 
 def skill(url: str, **extra: Any) -> dict[str, Any]:
-    return {"connector": http(url), "dialog_formatter": f"{F}:eliza_like",
-            "response_formatter": f"{F}:skill_pair", "state_manager_method": "add_hypothesis",
-            **extra}
+    return {
+        "connector": http(url),
+        "dialog_formatter": f"{F}:eliza_like",
+        "response_formatter": f"{F}:skill_pair",
+        "state_manager_method": "add_hypothesis",
+        **extra,
+    }
 
 
 def selector(url: str, **extra: Any) -> dict[str, Any]:
-    return {"connector": http(url), "dialog_formatter": f"{F}:full_dialog",
-            "previous_services": ["skills"], "state_manager_method": "add_bot_utterance",
-            **extra}
+    return {
+        "connector": http(url),
+        "dialog_formatter": f"{F}:full_dialog",
+        "previous_services": ["skills"],
+        "state_manager_method": "add_bot_utterance",
+        **extra,
+    }
 
 
-def test_last_chance_answers_when_no_bot_utterance_is_made(services: Any,
-                                                           agent: AgentFactory) -> None:
-    client = agent({"services": {
-        "last_chance_service": LAST_CHANCE,
-        "skills": {"broken": skill(services(dream.failing()).url)},
-        "response_selectors": {"rs": selector(services(dream.response_selector()).url)},
-    }})
+def test_last_chance_answers_when_no_bot_utterance_is_made(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(
+        {
+            "services": {
+                "last_chance_service": LAST_CHANCE,
+                "skills": {"broken": skill(services(dream.failing()).url)},
+                "response_selectors": {"rs": selector(services(dream.response_selector()).url)},
+            }
+        }
+    )
     reply = say(client, "hello")
     assert reply["response"] == "Sorry, something went wrong inside."
     assert reply["active_skill"] == "last_chance_service"
@@ -49,13 +72,24 @@ def test_last_chance_answers_when_no_bot_utterance_is_made(services: Any,
     assert failures == {"skills.broken": "bad_status", "response_selectors.rs": "bad_status"}
 
 
-def test_the_timeout_service_answers_when_the_deadline_passes(services: Any,
-                                                              agent: AgentFactory) -> None:
-    client = agent({"services": {
-        "last_chance_service": LAST_CHANCE, "timeout_service": TIMEOUT,
-        "skills": {"slow": {**skill(services(dream.sleepy(3.0)).url),
-                            "dialog_formatter": f"{F}:last_utt"}},
-    }}, dream_turn_timeout=0.5)
+def test_the_timeout_service_answers_when_the_deadline_passes(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(
+        {
+            "services": {
+                "last_chance_service": LAST_CHANCE,
+                "timeout_service": TIMEOUT,
+                "skills": {
+                    "slow": {
+                        **skill(services(dream.sleepy(3.0)).url),
+                        "dialog_formatter": f"{F}:last_utt",
+                    }
+                },
+            }
+        },
+        dream_turn_timeout=0.5,
+    )
     reply = say(client, "hello")
     assert reply["response"] == "Sorry, I need to think more on that."
     assert reply["active_skill"] == "timeout_service"
@@ -64,22 +98,34 @@ def test_the_timeout_service_answers_when_the_deadline_passes(services: Any,
 
 
 def test_without_fallback_services_chorus_answers_its_fallback_text(
-        services: Any, agent: AgentFactory) -> None:
+    services: Any, agent: AgentFactory
+) -> None:
     client = agent({"services": {"skills": {"broken": skill(services(dream.failing()).url)}}})
     reply = say(client, "hello")
     assert reply["active_skill"] == "fallback_response"
 
 
 @pytest.mark.parametrize("extra", [0, 2, 3])
-def test_response_selector_answers_in_every_dream_shape(services: Any, agent: AgentFactory,
-                                                        extra: int) -> None:
-    client = agent({"services": {
-        "skills": {"counter": {"connector": http(services(dream.counter()).url),
-                               "dialog_formatter": f"{F}:dff_like",
-                               "response_formatter": f"{F}:skill_with_attributes",
-                               "state_manager_method": "add_hypothesis"}},
-        "response_selectors": {"rs": selector(services(dream.response_selector(extra)).url)},
-    }})
+def test_response_selector_answers_in_every_dream_shape(
+    services: Any, agent: AgentFactory, extra: int
+) -> None:
+    client = agent(
+        {
+            "services": {
+                "skills": {
+                    "counter": {
+                        "connector": http(services(dream.counter()).url),
+                        "dialog_formatter": f"{F}:dff_like",
+                        "response_formatter": f"{F}:skill_with_attributes",
+                        "state_manager_method": "add_hypothesis",
+                    }
+                },
+                "response_selectors": {
+                    "rs": selector(services(dream.response_selector(extra)).url)
+                },
+            }
+        }
+    )
     reply = say(client, "hello")
     assert reply["response"] == "turn 0, 1 utterances, state 1"
     dialog = dialog_of(client, reply)
@@ -87,22 +133,36 @@ def test_response_selector_answers_in_every_dream_shape(services: Any, agent: Ag
     expected = {"counter_state": {"turns": 1}} if extra else {}
     assert dialog["human"]["attributes"] == expected
     assert dialog["utterances"][1]["attributes"] == (
-        {"chosen_by": "test selector"} if extra == 3 else {})
+        {"chosen_by": "test selector"} if extra == 3 else {}
+    )
 
 
-def test_the_builtin_confidence_selector_and_an_http_skill(services: Any,
-                                                           agent: AgentFactory) -> None:
-    client = agent({"services": {
-        "skills": {"eliza": skill(services(dream.eliza()).url),
-                   "counter": {"connector": http(services(dream.counter()).url),
-                               "dialog_formatter": f"{F}:dff_like",
-                               "response_formatter": f"{F}:skill_with_attributes",
-                               "state_manager_method": "add_hypothesis"}},
-        "response_selector": {
-            "connector": {"protocol": "python",
-                          "class_name": "ConfidenceResponseSelectorConnector"},
-            "previous_services": ["skills"], "state_manager_method": "add_bot_utterance"},
-    }})
+def test_the_builtin_confidence_selector_and_an_http_skill(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(
+        {
+            "services": {
+                "skills": {
+                    "eliza": skill(services(dream.eliza()).url),
+                    "counter": {
+                        "connector": http(services(dream.counter()).url),
+                        "dialog_formatter": f"{F}:dff_like",
+                        "response_formatter": f"{F}:skill_with_attributes",
+                        "state_manager_method": "add_hypothesis",
+                    },
+                },
+                "response_selector": {
+                    "connector": {
+                        "protocol": "python",
+                        "class_name": "ConfidenceResponseSelectorConnector",
+                    },
+                    "previous_services": ["skills"],
+                    "state_manager_method": "add_bot_utterance",
+                },
+            }
+        }
+    )
     reply = say(client, "hello")
     assert reply["active_skill"] == "counter"
     # the chosen hypothesis' attributes were merged as dp-agent's update_human does
@@ -111,34 +171,61 @@ def test_the_builtin_confidence_selector_and_an_http_skill(services: Any,
     assert dialog["bot"]["attributes"] == {"counter_turns": 1}
 
 
-def test_true_counts_reach_formatters_past_the_window(services: Any,
-                                                      agent: AgentFactory) -> None:
+def test_true_counts_reach_formatters_past_the_window(services: Any, agent: AgentFactory) -> None:
     log = Recorder()
-    client = agent({"services": {"skills": {"counter": {
-        "connector": http(services(dream.counter(log)).url),
-        "dialog_formatter": f"{F}:dff_like",
-        "response_formatter": f"{F}:skill_with_attributes",
-        "state_manager_method": "add_hypothesis"}},
-        "rs": selector(services(dream.response_selector(2)).url)}}, dream_window=4)
+    client = agent(
+        {
+            "services": {
+                "skills": {
+                    "counter": {
+                        "connector": http(services(dream.counter(log)).url),
+                        "dialog_formatter": f"{F}:dff_like",
+                        "response_formatter": f"{F}:skill_with_attributes",
+                        "state_manager_method": "add_hypothesis",
+                    }
+                },
+                "rs": selector(services(dream.response_selector(2)).url),
+            }
+        },
+        dream_window=4,
+    )
     for turn in range(6):
         reply = say(client, f"message {turn}")
         assert reply["response"].startswith(f"turn {turn}, {2 * turn + 1} utterances")
     # the formatter saw a window of at most 4 stored utterances and this turn's
-    assert log.requests[-1]["window_batch"] == [[
-        "message 3", "turn 3, 7 utterances, state 4", "message 4",
-        "turn 4, 9 utterances, state 5", "message 5"]]
+    assert log.requests[-1]["window_batch"] == [
+        [
+            "message 3",
+            "turn 3, 7 utterances, state 4",
+            "message 4",
+            "turn 4, 9 utterances, state 5",
+            "message 5",
+        ]
+    ]
 
 
-def test_a_python_connector_failure_costs_only_its_service(services: Any,
-                                                           agent: AgentFactory) -> None:
-    client = agent({"services": {
-        "annotators": {"broken": {
-            "connector": {"protocol": "python",
-                          "class_name": "tests.dream.connectors:Exploding"},
-            "state_manager_method": "add_annotation"}},
-        "skills": {"eliza": skill(services(dream.eliza()).url,
-                                  previous_services=["annotators"])},
-        "rs": selector(services(dream.response_selector()).url)}})
+def test_a_python_connector_failure_costs_only_its_service(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(
+        {
+            "services": {
+                "annotators": {
+                    "broken": {
+                        "connector": {
+                            "protocol": "python",
+                            "class_name": "tests.dream.connectors:Exploding",
+                        },
+                        "state_manager_method": "add_annotation",
+                    }
+                },
+                "skills": {
+                    "eliza": skill(services(dream.eliza()).url, previous_services=["annotators"])
+                },
+                "rs": selector(services(dream.response_selector()).url),
+            }
+        }
+    )
     reply = say(client, "hello")
     assert reply["active_skill"] == "eliza"
     human = dialog_of(client, reply)["utterances"][0]
@@ -146,16 +233,27 @@ def test_a_python_connector_failure_costs_only_its_service(services: Any,
     assert "out of order" in human["errors"][0]["message"]
 
 
-def test_required_previous_services_skip_when_it_failed(services: Any,
-                                                        agent: AgentFactory) -> None:
-    client = agent({"services": {
-        "last_chance_service": LAST_CHANCE,
-        "annotators": {"spelling": {"connector": http(services(dream.failing()).url),
-                                    "dialog_formatter": f"{F}:last_utt",
-                                    "state_manager_method": "add_annotation"}},
-        "skills": {"eliza": skill(services(dream.eliza()).url,
-                                  required_previous_services=["annotators"])},
-        "rs": selector(services(dream.response_selector()).url)}})
+def test_required_previous_services_skip_when_it_failed(services: Any, agent: AgentFactory) -> None:
+    client = agent(
+        {
+            "services": {
+                "last_chance_service": LAST_CHANCE,
+                "annotators": {
+                    "spelling": {
+                        "connector": http(services(dream.failing()).url),
+                        "dialog_formatter": f"{F}:last_utt",
+                        "state_manager_method": "add_annotation",
+                    }
+                },
+                "skills": {
+                    "eliza": skill(
+                        services(dream.eliza()).url, required_previous_services=["annotators"]
+                    )
+                },
+                "rs": selector(services(dream.response_selector()).url),
+            }
+        }
+    )
     reply = say(client, "hello")
     assert reply["active_skill"] == "last_chance_service"
     human = dialog_of(client, reply)["utterances"][0]
@@ -166,28 +264,53 @@ def test_required_previous_services_skip_when_it_failed(services: Any,
 def test_other_state_manager_methods(services: Any, agent: AgentFactory) -> None:
     """update_attributes, add_failure_bot_utterance, the overwriting last chance, an
     attribute that names an id (refused), and save_dialog."""
-    client = agent({"services": {
-        "last_chance_service": {**LAST_CHANCE,
-                                "state_manager_method":
-                                    "add_bot_utterance_last_chance_overwrite"},
-        "attrs": {"connector": {"protocol": "python", "class_name": "PredefinedOutputConnector",
-                                "output": {"human_attributes": {"mood": "good",
-                                                                "location": "Paris"},
-                                           "bot_attributes": {"topic": "travel"}}},
-                  "state_manager_method": "update_attributes"},
-        "bad_attrs": {"connector": {"protocol": "python",
-                                    "class_name": "PredefinedOutputConnector",
-                                    "output": {"human_attributes": {"id": "someone-else"}}},
-                      "state_manager_method": "update_attributes"},
-        "failure": {"connector": {"protocol": "python",
-                                  "class_name": "PredefinedOutputConnector",
-                                  "output": "I failed politely."},
+    client = agent(
+        {
+            "services": {
+                "last_chance_service": {
+                    **LAST_CHANCE,
+                    "state_manager_method": "add_bot_utterance_last_chance_overwrite",
+                },
+                "attrs": {
+                    "connector": {
+                        "protocol": "python",
+                        "class_name": "PredefinedOutputConnector",
+                        "output": {
+                            "human_attributes": {"mood": "good", "location": "Paris"},
+                            "bot_attributes": {"topic": "travel"},
+                        },
+                    },
+                    "state_manager_method": "update_attributes",
+                },
+                "bad_attrs": {
+                    "connector": {
+                        "protocol": "python",
+                        "class_name": "PredefinedOutputConnector",
+                        "output": {"human_attributes": {"id": "someone-else"}},
+                    },
+                    "state_manager_method": "update_attributes",
+                },
+                "failure": {
+                    "connector": {
+                        "protocol": "python",
+                        "class_name": "PredefinedOutputConnector",
+                        "output": "I failed politely.",
+                    },
                     "previous_services": ["attrs"],
-                    "state_manager_method": "add_failure_bot_utterance"},
-        "saver": {"connector": {"protocol": "python", "class_name": "PredefinedOutputConnector",
-                                "output": None},
-                  "previous_services": ["failure"], "state_manager_method": "save_dialog"},
-    }})
+                    "state_manager_method": "add_failure_bot_utterance",
+                },
+                "saver": {
+                    "connector": {
+                        "protocol": "python",
+                        "class_name": "PredefinedOutputConnector",
+                        "output": None,
+                    },
+                    "previous_services": ["failure"],
+                    "state_manager_method": "save_dialog",
+                },
+            }
+        }
+    )
     reply = say(client, "hello")
     assert reply["response"] == "I failed politely."
     assert reply["active_skill"] == "failure"
@@ -200,13 +323,23 @@ def test_other_state_manager_methods(services: Any, agent: AgentFactory) -> None
 
 
 def test_debug_output_and_a_numeric_user_id_as_dp_agent_clients_expect(
-        services: Any, agent: AgentFactory) -> None:
-    client = agent({"services": {
-        "annotators": {"spelling": {"connector": http(services(dream.spelling()).url),
-                                    "dialog_formatter": f"{F}:last_utt",
-                                    "state_manager_method": "add_annotation"}},
-        "skills": {"eliza": skill(services(dream.eliza()).url)},
-        "rs": selector(services(dream.response_selector()).url)}})
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(
+        {
+            "services": {
+                "annotators": {
+                    "spelling": {
+                        "connector": http(services(dream.spelling()).url),
+                        "dialog_formatter": f"{F}:last_utt",
+                        "state_manager_method": "add_annotation",
+                    }
+                },
+                "skills": {"eliza": skill(services(dream.eliza()).url)},
+                "rs": selector(services(dream.response_selector()).url),
+            }
+        }
+    )
     reply = say(client, "Hi pls", user=12345, debug_output=True)
     assert reply["user_id"] == 12345
     assert reply["debug_output"]["annotations"] == {"spelling": "hi please"}
@@ -217,17 +350,32 @@ def test_debug_output_and_a_numeric_user_id_as_dp_agent_clients_expect(
     assert plain["debug_output"] is None
 
 
-def test_a_responder_ends_the_turn_without_waiting_for_the_rest(services: Any,
-                                                                agent: AgentFactory) -> None:
-    client = agent({"services": {
-        "skills": {"eliza": skill(services(dream.eliza()).url),
-                   "slow": {**skill(services(dream.sleepy(3.0)).url),
-                            "dialog_formatter": f"{F}:last_utt"}},
-        "answer": {"connector": {"protocol": "python",
-                                 "class_name": "ConfidenceResponseSelectorConnector"},
-                   "previous_services": ["skills.eliza"],
-                   "state_manager_method": "add_bot_utterance", "tags": ["responder"]},
-    }}, dream_turn_timeout=10)
+def test_a_responder_ends_the_turn_without_waiting_for_the_rest(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(
+        {
+            "services": {
+                "skills": {
+                    "eliza": skill(services(dream.eliza()).url),
+                    "slow": {
+                        **skill(services(dream.sleepy(3.0)).url),
+                        "dialog_formatter": f"{F}:last_utt",
+                    },
+                },
+                "answer": {
+                    "connector": {
+                        "protocol": "python",
+                        "class_name": "ConfidenceResponseSelectorConnector",
+                    },
+                    "previous_services": ["skills.eliza"],
+                    "state_manager_method": "add_bot_utterance",
+                    "tags": ["responder"],
+                },
+            }
+        },
+        dream_turn_timeout=10,
+    )
     reply = say(client, "hello")
     assert reply["active_skill"] == "eliza"
     human = dialog_of(client, reply)["utterances"][0]
@@ -237,7 +385,8 @@ def test_a_responder_ends_the_turn_without_waiting_for_the_rest(services: Any,
 
 
 def test_what_a_dream_service_sends_is_held_to_the_storage_bounds(
-        services: Any, agent: AgentFactory) -> None:
+    services: Any, agent: AgentFactory
+) -> None:
     """A dp-agent pipeline gets Chorus's trust boundary too: an annotation nested past
     CHORUS_MAX_JSON_DEPTH, or holding NaN, is refused and recorded; the turn answers."""
     from tests.api.test_trust_boundary import nested
@@ -245,22 +394,34 @@ def test_what_a_dream_service_sends_is_held_to_the_storage_bounds(
 
     deep = services(raw_app(json_body=[nested(100)])).url
     nan = services(raw_app(body='[{"score": NaN}]')).url
-    annotator = {"dialog_formatter": f"{F}:last_utt",
-                 "state_manager_method": "add_annotation"}
-    client = agent({"services": {
-        "annotators": {"deep": {"connector": http(deep), **annotator},
-                       "nan": {"connector": http(nan), **annotator}},
-        "skills": {"eliza": skill(services(dream.eliza()).url,
-                                  previous_services=["annotators"])},
-        "response_selector": {
-            "connector": {"protocol": "python",
-                          "class_name": "ConfidenceResponseSelectorConnector"},
-            "previous_services": ["skills"], "state_manager_method": "add_bot_utterance"},
-    }})
+    annotator = {"dialog_formatter": f"{F}:last_utt", "state_manager_method": "add_annotation"}
+    client = agent(
+        {
+            "services": {
+                "annotators": {
+                    "deep": {"connector": http(deep), **annotator},
+                    "nan": {"connector": http(nan), **annotator},
+                },
+                "skills": {
+                    "eliza": skill(services(dream.eliza()).url, previous_services=["annotators"])
+                },
+                "response_selector": {
+                    "connector": {
+                        "protocol": "python",
+                        "class_name": "ConfidenceResponseSelectorConnector",
+                    },
+                    "previous_services": ["skills"],
+                    "state_manager_method": "add_bot_utterance",
+                },
+            }
+        }
+    )
     reply = say(client, "hello")
     assert reply["active_skill"] == "eliza"
     human = dialog_of(client, reply)["utterances"][0]
     assert sorted((e["service"], e["kind"]) for e in human["errors"]) == [
-        ("annotators.deep", "refused"), ("annotators.nan", "refused")]
+        ("annotators.deep", "refused"),
+        ("annotators.nan", "refused"),
+    ]
     assert human["annotations"] == {}
     assert say(client, "again")["active_skill"] == "eliza"

@@ -27,15 +27,22 @@ from tests.support.servers import serving
 BASE: dict[str, Any] = {
     "connectors": {"shared": {"protocol": "http", "url": "http://127.0.0.1:1/respond"}},
     "services": {
-        "annotators": {"spelling": {"connector": "shared",
-                                    "dialog_formatter": f"{F}:last_utt",
-                                    "state_manager_method": "add_annotation"}},
-        "skills": {"eliza": {"connector": {"protocol": "http",
-                                           "url": "http://127.0.0.1:1/respond"},
-                             "dialog_formatter": f"{F}:eliza_like",
-                             "response_formatter": f"{F}:skill_pair",
-                             "previous_services": ["annotators"],
-                             "state_manager_method": "add_hypothesis"}},
+        "annotators": {
+            "spelling": {
+                "connector": "shared",
+                "dialog_formatter": f"{F}:last_utt",
+                "state_manager_method": "add_annotation",
+            }
+        },
+        "skills": {
+            "eliza": {
+                "connector": {"protocol": "http", "url": "http://127.0.0.1:1/respond"},
+                "dialog_formatter": f"{F}:eliza_like",
+                "response_formatter": f"{F}:skill_pair",
+                "previous_services": ["annotators"],
+                "state_manager_method": "add_hypothesis",
+            }
+        },
     },
     "metadata": {"display_name": "test"},
 }
@@ -52,8 +59,10 @@ def test_the_format_is_recognised_by_content(tmp_path: Path) -> None:
     assert isinstance(pipeline, DreamPipeline)
     assert [n.name for n in pipeline.nodes] == ["annotators.spelling", "skills.eliza"]
     assert pipeline.nodes[1].depends_on == {"annotators.spelling"}
-    chorus = load(tmp_path, {"services": {"skills": {"s": {"connector": {
-        "url": "http://127.0.0.1:1/respond"}}}}})
+    chorus = load(
+        tmp_path,
+        {"services": {"skills": {"s": {"connector": {"url": "http://127.0.0.1:1/respond"}}}}},
+    )
     assert isinstance(chorus, Pipeline)
     assert not is_dp_agent_config({"services": {"skills": {}}})
 
@@ -68,32 +77,59 @@ def change(path: str, value: Any) -> dict[str, Any]:
     return data
 
 
-@pytest.mark.parametrize(("path", "value", "message"), [
-    ("services.skills.eliza.connector", "nowhere",
-     "services.skills.eliza.connector: no connector 'nowhere'"),
-    ("services.skills.eliza.dialog_formatter", "tests.dream.formatters:missing",
-     "services.skills.eliza.dialog_formatter: module 'tests.dream.formatters' has no "
-     "'missing'"),
-    ("services.skills.eliza.response_formatter", "no_such_module.x:f",
-     "services.skills.eliza.response_formatter: cannot import 'no_such_module.x'"),
-    ("services.skills.eliza.state_manager_method", "add_everything",
-     "services.skills.eliza.state_manager_method"),
-    ("services.skills.eliza.connector", {"protocol": "AMQP"},
-     "services.skills.eliza.connector.protocol: 'AMQP' is not supported"),
-    ("services.skills.eliza.connector", {"protocol": "http"},
-     "services.skills.eliza.connector: missing url"),
-    ("services.skills.eliza.connector", {"protocol": "python", "class_name": "NoSuch"},
-     "services.skills.eliza.connector.class_name: 'NoSuch' is not one of dp-agent's"),
-    ("services.skills.eliza.connector",
-     {"protocol": "python", "class_name": "PredefinedTextConnector", "wrong": 1},
-     "services.skills.eliza.connector.class_name: PredefinedTextConnector(...) failed"),
-    ("services.skills.eliza.tags", ["selectorr"], "services.skills.eliza.tags.0"),
-    ("services.skills.eliza.previous_services", ["skills"], "cannot wait for itself"),
-    ("services.skills.eliza.timeout", 3, "services.skills.eliza.timeout: Extra inputs"),
-    ("connectors.shared.url", "not a url", "connectors.shared.url"),
-])
-def test_a_bad_entry_stops_the_agent_naming_it(tmp_path: Path, path: str, value: Any,
-                                               message: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (
+            "services.skills.eliza.connector",
+            "nowhere",
+            "services.skills.eliza.connector: no connector 'nowhere'",
+        ),
+        (
+            "services.skills.eliza.dialog_formatter",
+            "tests.dream.formatters:missing",
+            "services.skills.eliza.dialog_formatter: module 'tests.dream.formatters' has no "
+            "'missing'",
+        ),
+        (
+            "services.skills.eliza.response_formatter",
+            "no_such_module.x:f",
+            "services.skills.eliza.response_formatter: cannot import 'no_such_module.x'",
+        ),
+        (
+            "services.skills.eliza.state_manager_method",
+            "add_everything",
+            "services.skills.eliza.state_manager_method",
+        ),
+        (
+            "services.skills.eliza.connector",
+            {"protocol": "AMQP"},
+            "services.skills.eliza.connector.protocol: 'AMQP' is not supported",
+        ),
+        (
+            "services.skills.eliza.connector",
+            {"protocol": "http"},
+            "services.skills.eliza.connector: missing url",
+        ),
+        (
+            "services.skills.eliza.connector",
+            {"protocol": "python", "class_name": "NoSuch"},
+            "services.skills.eliza.connector.class_name: 'NoSuch' is not one of dp-agent's",
+        ),
+        (
+            "services.skills.eliza.connector",
+            {"protocol": "python", "class_name": "PredefinedTextConnector", "wrong": 1},
+            "services.skills.eliza.connector.class_name: PredefinedTextConnector(...) failed",
+        ),
+        ("services.skills.eliza.tags", ["selectorr"], "services.skills.eliza.tags.0"),
+        ("services.skills.eliza.previous_services", ["skills"], "cannot wait for itself"),
+        ("services.skills.eliza.timeout", 3, "services.skills.eliza.timeout: Extra inputs"),
+        ("connectors.shared.url", "not a url", "connectors.shared.url"),
+    ],
+)
+def test_a_bad_entry_stops_the_agent_naming_it(
+    tmp_path: Path, path: str, value: Any, message: str
+) -> None:
     with pytest.raises(PipelineConfigError) as error:
         load(tmp_path, change(path, value))
     assert message in str(error.value)
@@ -104,19 +140,24 @@ def test_a_cycle_is_spelled_out_as_in_chorus_pipelines(tmp_path: Path) -> None:
     data = change("services.annotators.spelling.previous_services", ["skills.eliza"])
     with pytest.raises(PipelineConfigError) as error:
         load(tmp_path, data)
-    assert ("cycle in the pipeline: services.annotators.spelling -> services.skills.eliza "
-            "-> services.annotators.spelling") in str(error.value)
+    assert (
+        "cycle in the pipeline: services.annotators.spelling -> services.skills.eliza "
+        "-> services.annotators.spelling"
+    ) in str(error.value)
 
 
 def test_a_name_reused_in_two_groups_is_kept_apart(tmp_path: Path) -> None:
     data = copy.deepcopy(BASE)
     data["services"]["response_annotators"] = {
-        "spelling": {**data["services"]["annotators"]["spelling"],
-                     "previous_services": ["skills"]}}
+        "spelling": {**data["services"]["annotators"]["spelling"], "previous_services": ["skills"]}
+    }
     pipeline = load(tmp_path, data)
     assert isinstance(pipeline, DreamPipeline)
     assert [n.name for n in pipeline.nodes] == [
-        "annotators.spelling", "skills.eliza", "response_annotators.spelling"]
+        "annotators.spelling",
+        "skills.eliza",
+        "response_annotators.spelling",
+    ]
     assert {n.label for n in pipeline.nodes} == {"spelling", "eliza"}
 
 
@@ -136,8 +177,9 @@ def test_batching_merges_payloads_and_splits_answers() -> None:
         try:
             config = HttpConnector(protocol="http", url=f"{url}/respond", batch_size=8)
             connector = BatchingHttp(DreamHttp("lengths", config, session, 5.0), 8)
-            answers = await asyncio.gather(*(connector.send({"sentences": ["x" * n]})
-                                             for n in (1, 2, 3)))
+            answers = await asyncio.gather(
+                *(connector.send({"sentences": ["x" * n]}) for n in (1, 2, 3))
+            )
             assert connector.sent == [3]
             return list(answers)
         finally:
@@ -150,13 +192,24 @@ def test_batching_merges_payloads_and_splits_answers() -> None:
 
 
 def test_dp_agents_default_modules_name_formatters_and_connectors(tmp_path: Path) -> None:
-    pipeline = load(tmp_path, {
-        "formatters_module": "tests.dream.formatters",
-        "connectors_module": "tests.dream.connectors",
-        "services": {"chooser": {
-            "connector": {"protocol": "python", "class_name": "AnnotatorChooser",
-                          "annotator_names": ["x"]},
-            "dialog_formatter": "last_utt", "tags": ["selector"]}}})
+    pipeline = load(
+        tmp_path,
+        {
+            "formatters_module": "tests.dream.formatters",
+            "connectors_module": "tests.dream.connectors",
+            "services": {
+                "chooser": {
+                    "connector": {
+                        "protocol": "python",
+                        "class_name": "AnnotatorChooser",
+                        "annotator_names": ["x"],
+                    },
+                    "dialog_formatter": "last_utt",
+                    "tags": ["selector"],
+                }
+            },
+        },
+    )
     assert isinstance(pipeline, DreamPipeline)
     (node,) = pipeline.nodes
     assert node.dialog_formatter is not None

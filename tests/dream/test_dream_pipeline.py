@@ -40,15 +40,22 @@ def every_key_config(services: Any, spelling_log: Recorder) -> dict[str, Any]:
         },
         "services": {
             "last_chance_service": {
-                "connector": {"protocol": "python", "class_name": "PredefinedTextConnector",
-                              "response_text": "Sorry, something went wrong inside."},
+                "connector": {
+                    "protocol": "python",
+                    "class_name": "PredefinedTextConnector",
+                    "response_text": "Sorry, something went wrong inside.",
+                },
                 "state_manager_method": "add_bot_utterance_last_chance",
-                "tags": ["last_chance"], "is_enabled": True,
+                "tags": ["last_chance"],
+                "is_enabled": True,
                 "source": {"component": "components/last_chance.yml"},
             },
             "timeout_service": {
-                "connector": {"protocol": "python", "class_name": "PredefinedTextConnector",
-                              "response_text": "Sorry, I need to think more on that."},
+                "connector": {
+                    "protocol": "python",
+                    "class_name": "PredefinedTextConnector",
+                    "response_text": "Sorry, I need to think more on that.",
+                },
                 "state_manager_method": "add_bot_utterance_last_chance",
                 "tags": ["timeout"],
             },
@@ -59,8 +66,9 @@ def every_key_config(services: Any, spelling_log: Recorder) -> dict[str, Any]:
                     "response_formatter": f"{F}:simple",
                     "previous_services": [],
                     "tags": ["input"],
-                    "state_manager_method":
-                        "add_annotation_and_reset_human_attributes_for_first_turn",
+                    "state_manager_method": (
+                        "add_annotation_and_reset_human_attributes_for_first_turn"
+                    ),
                 },
                 "prev_bot_len": {
                     "connector": "lengths",
@@ -70,7 +78,8 @@ def every_key_config(services: Any, spelling_log: Recorder) -> dict[str, Any]:
                 },
                 "switched_off": {
                     "connector": http("http://127.0.0.1:9/none"),
-                    "state_manager_method": "add_annotation", "is_enabled": False,
+                    "state_manager_method": "add_annotation",
+                    "is_enabled": False,
                 },
             },
             "skill_selectors": {
@@ -132,9 +141,11 @@ def every_key_config(services: Any, spelling_log: Recorder) -> dict[str, Any]:
                 },
             },
             "response_annotator_selectors": {
-                "connector": {"protocol": "python",
-                              "class_name": "tests.dream.connectors:AnnotatorChooser",
-                              "annotator_names": ["bot_len", "shout"]},
+                "connector": {
+                    "protocol": "python",
+                    "class_name": "tests.dream.connectors:AnnotatorChooser",
+                    "annotator_names": ["bot_len", "shout"],
+                },
                 "previous_services": ["response_selectors"],
                 "tags": ["selector"],
             },
@@ -163,8 +174,11 @@ def every_key_config(services: Any, spelling_log: Recorder) -> dict[str, Any]:
                     "state_manager_method": "add_text",
                 },
                 "saver": {
-                    "connector": {"protocol": "python",
-                                  "class_name": "PredefinedOutputConnector", "output": {}},
+                    "connector": {
+                        "protocol": "python",
+                        "class_name": "PredefinedOutputConnector",
+                        "output": {},
+                    },
                     "previous_services": ["post.shout"],
                     "state_manager_method": "save_dialog",
                     "tags": ["responder"],
@@ -175,8 +189,7 @@ def every_key_config(services: Any, spelling_log: Recorder) -> dict[str, Any]:
     }
 
 
-def test_a_dream_config_using_every_key_runs_unchanged(services: Any,
-                                                       agent: AgentFactory) -> None:
+def test_a_dream_config_using_every_key_runs_unchanged(services: Any, agent: AgentFactory) -> None:
     spelling_log = Recorder()
     client = agent(every_key_config(services, spelling_log))
 
@@ -194,8 +207,10 @@ def test_a_dream_config_using_every_key_runs_unchanged(services: Any,
     by_skill = {h["skill_name"]: h for h in human["hypotheses"]}
     eliza_text = "Why do you say 'hello please'? (1 said)"
     assert by_skill["eliza"]["text"] == eliza_text
-    assert by_skill["eliza"]["annotations"] == {"hyp_len": {"length": len(eliza_text)},
-                                                "hyp_len_batch": {"length": len(eliza_text)}}
+    assert by_skill["eliza"]["annotations"] == {
+        "hyp_len": {"length": len(eliza_text)},
+        "hyp_len_batch": {"length": len(eliza_text)},
+    }
     assert by_skill["counter"]["can_continue"] == "yes"  # a skill's own field is kept
     assert by_skill["counter"]["text"] == "turn 0, 1 utterances, state 1"
     assert bot["orig_text"] == "turn 0, 1 utterances, state 1"
@@ -217,15 +232,17 @@ def test_a_dream_config_using_every_key_runs_unchanged(services: Any,
     assert human["errors"] == []
     # the /pipeline page's data: stages by dependency depth, the fallbacks last
     info = client.get("/api/pipeline").json()
-    assert [s["group"] for s in info["stages"]][:3] == ["annotators", "skill_selectors",
-                                                        "skills"]
+    assert [s["group"] for s in info["stages"]][:3] == ["annotators", "skill_selectors", "skills"]
     fallbacks = info["stages"][-1]
     assert (fallbacks["group"], fallbacks["services"]) == (
-        "fallbacks", ["last_chance_service", "timeout_service"])
+        "fallbacks",
+        ["last_chance_service", "timeout_service"],
+    )
     by_name = {s["name"]: s for s in info["services"]}
     assert by_name["skills.counter"]["required_previous_services"] == ["annotators.spelling"]
     assert by_name["response_annotator_selectors"]["target"] == (
-        "python:tests.dream.connectors:AnnotatorChooser")
+        "python:tests.dream.connectors:AnnotatorChooser"
+    )
     assert info["stats"]["skills.counter"]["calls"] == 1
 
     second = say(client, "And again")
@@ -236,7 +253,8 @@ def test_a_dream_config_using_every_key_runs_unchanged(services: Any,
     assert by_text(human2, "counter").startswith("turn 1, 3 utterances, state 2")
     # add_annotation_prev_bot_utt: shown on the previous bot utterance
     assert human2["attributes"]["_prev_bot_annotations"] == {
-        "prev_bot_len": {"length": len("RE: HELLO PLS")}}
+        "prev_bot_len": {"length": len("RE: HELLO PLS")}
+    }
 
     # A new dialog: its first annotation resets the user's attributes (dp-agent's
     # add_annotation_and_reset_human_attributes_for_first_turn), so the counter starts over.
@@ -245,8 +263,7 @@ def test_a_dream_config_using_every_key_runs_unchanged(services: Any,
     assert third["dialog_id"] != first["dialog_id"]
     dialog = dialog_of(client, third)
     assert by_text(dialog["utterances"][0], "counter") == "turn 0, 1 utterances, state 1"
-    assert dialog["human"]["attributes"] == {"disliked_skills": [],
-                                             "counter_state": {"turns": 1}}
+    assert dialog["human"]["attributes"] == {"disliked_skills": [], "counter_state": {"turns": 1}}
     assert dialog["human"]["profile"]["name"] == "Alice"  # the profile is kept
 
 

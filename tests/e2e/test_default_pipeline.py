@@ -33,8 +33,9 @@ REFERENCE = {
 }
 
 
-def shipped_pipeline(services: Callable[[FastAPI], ServerThread],
-                     apps: dict[str, FastAPI] | None = None) -> dict[str, Any]:
+def shipped_pipeline(
+    services: Callable[[FastAPI], ServerThread], apps: dict[str, FastAPI] | None = None
+) -> dict[str, Any]:
     """pipeline.json's reference services, each started here on a free port (``apps``
     replaces a service's app, e.g. the LLM skill pointed at a local endpoint)."""
     pipeline: dict[str, Any] = json.loads((ROOT / "pipeline.json").read_text())
@@ -57,7 +58,8 @@ def say(client: httpx.Client, text: str, user: str = "ann") -> dict[str, Any]:
 
 
 def test_a_conversation_through_the_default_pipeline(
-    agent: AgentFactory, services: Callable[[FastAPI], ServerThread],
+    agent: AgentFactory,
+    services: Callable[[FastAPI], ServerThread],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("LLM_BASE_URL", raising=False)  # as in `make run` without an endpoint
@@ -88,7 +90,8 @@ def test_a_conversation_through_the_default_pipeline(
 
 
 def test_toxic_input_goes_to_the_fallback_only(
-    agent: AgentFactory, services: Callable[[FastAPI], ServerThread],
+    agent: AgentFactory,
+    services: Callable[[FastAPI], ServerThread],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("LLM_BASE_URL", raising=False)
@@ -117,17 +120,28 @@ def chat_completions() -> Iterator[tuple[str, list[dict[str, Any]]]]:
         seen.append(body)
         said = body["messages"][-1]["content"]
         reply = "Only an idiot talks about trains." if "train" in said else "Happy to chat!"
-        return {"id": "x", "object": "chat.completion", "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": reply}}]}
+        return {
+            "id": "x",
+            "object": "chat.completion",
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": reply},
+                }
+            ],
+        }
 
     with serving(app) as server:
         yield f"{server.url}/v1", seen
 
 
 def test_the_llm_skill_joins_when_configured_and_a_toxic_hypothesis_loses(
-    agent: AgentFactory, services: Callable[[FastAPI], ServerThread],
-    monkeypatch: pytest.MonkeyPatch, chat_completions: tuple[str, list[dict[str, Any]]],
+    agent: AgentFactory,
+    services: Callable[[FastAPI], ServerThread],
+    monkeypatch: pytest.MonkeyPatch,
+    chat_completions: tuple[str, list[dict[str, Any]]],
 ) -> None:
     from skills.llm.app import LLMSettings, create_app
 

@@ -73,7 +73,8 @@ SCRIPT: list[tuple[str, str, str]] = [
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_a_first_conversation_is_held_not_fallen_through(
-    agent: AgentFactory, services: Callable[[FastAPI], ServerThread],
+    agent: AgentFactory,
+    services: Callable[[FastAPI], ServerThread],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("LLM_BASE_URL", raising=False)  # as in `make run` without an endpoint
@@ -82,15 +83,16 @@ def test_a_first_conversation_is_held_not_fallen_through(
     for text, _, _ in SCRIPT:
         answer = say(client, text, user="maria")
         transcript.append((text, answer["active_skill"], answer["response"]))
-    shown = "\n".join(f"{text!r} -> [{skill}] {response!r}"
-                      for text, skill, response in transcript)
+    shown = "\n".join(f"{text!r} -> [{skill}] {response!r}" for text, skill, response in transcript)
 
     assert len(SCRIPT) >= 40
     fallbacks = [text for text, skill, _ in transcript if skill == "fallback"]
     assert len(fallbacks) / len(SCRIPT) <= MAX_FALLBACK_RATE, shown
-    wrong = [(text, skill, response) for (text, expected, piece), (_, skill, response)
-             in zip(SCRIPT, transcript, strict=True)
-             if skill != expected or piece.lower() not in response.lower()]
+    wrong = [
+        (text, skill, response)
+        for (text, expected, piece), (_, skill, response) in zip(SCRIPT, transcript, strict=True)
+        if skill != expected or piece.lower() not in response.lower()
+    ]
     assert not wrong, shown
     # Varied: the bot never says the same line twice in a row.
     responses = [response for _, _, response in transcript]

@@ -15,13 +15,20 @@ from tests.conftest import AgentFactory
 from tests.support.services import where_is_parlai_agent
 
 CANDIDATES = "label_candidates:kitchen|bathroom|garden|hallway"
-DATASET = "\n".join([
-    f"id:babi:1\ttext:Mary moved to the bathroom.\\nWhere is Mary?\tlabels:bathroom\t{CANDIDATES}",
-    f"id:babi:1\ttext:John went to the hallway.\\nWhere is Mary?\tlabels:bathroom\t{CANDIDATES}"
-    "\tepisode_done:True",
-    f"id:babi:2\ttext:Sandra journeyed to the garden.\\nWhere is Sandra?\tlabels:garden"
-    f"\t{CANDIDATES}\tepisode_done:True",
-]) + "\n"
+DATASET = (
+    "\n".join(
+        [
+            "id:babi:1\ttext:Mary moved to the bathroom.\\nWhere is Mary?\tlabels:bathroom"
+            f"\t{CANDIDATES}",
+            "id:babi:1\ttext:John went to the hallway.\\nWhere is Mary?\tlabels:bathroom"
+            f"\t{CANDIDATES}"
+            "\tepisode_done:True",
+            f"id:babi:2\ttext:Sandra journeyed to the garden.\\nWhere is Sandra?\tlabels:garden"
+            f"\t{CANDIDATES}\tepisode_done:True",
+        ]
+    )
+    + "\n"
+)
 
 
 KEY = "a-key-of-at-least-16-chars"
@@ -29,8 +36,16 @@ KEY = "a-key-of-at-least-16-chars"
 
 def start_agent(services: Any, agent: AgentFactory, **settings: Any) -> str:
     skill = services(where_is_parlai_agent())
-    client = agent({"services": {"skills": {"where_is": {
-        "connector": {"url": f"{skill.url}/act", "protocol": "parlai"}}}}}, **settings)
+    client = agent(
+        {
+            "services": {
+                "skills": {
+                    "where_is": {"connector": {"url": f"{skill.url}/act", "protocol": "parlai"}}
+                }
+            }
+        },
+        **settings,
+    )
     return str(client.base_url)
 
 
@@ -45,8 +60,9 @@ def test_eval_replays_episodes_and_scores_them_as_computed_by_hand(
     dataset = tmp_path / "babi.txt"
     dataset.write_text(DATASET)
     report_path = tmp_path / "report.json"
-    result = CliRunner().invoke(app, ["eval", str(dataset), "--url", agent_url,
-                                      "--json", str(report_path)])
+    result = CliRunner().invoke(
+        app, ["eval", str(dataset), "--url", agent_url, "--json", str(report_path)]
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(report_path.read_text())
     # Turn 1: "bathroom", right.                        EM 1, F1 1, hits@1 1, MRR 1
@@ -73,7 +89,9 @@ def test_eval_replays_episodes_and_scores_them_as_computed_by_hand(
     assert result.exit_code == 0, result.output
     episodes = read_episodes(exported)
     assert [[ex["labels"] for ex in ep] for ep in episodes] == [
-        [["bathroom"], ["hallway"]], [["garden"]]]
+        [["bathroom"], ["hallway"]],
+        [["garden"]],
+    ]
     assert episodes[0][1]["text"] == "John went to the hallway.\nWhere is Mary?"
     assert episodes[0][0]["label_candidates"] == ["kitchen", "bathroom", "garden", "hallway"]
     assert episodes[0][0]["id"] == "where_is"
@@ -110,26 +128,33 @@ def test_eval_and_export_read_a_keyed_deployment_with_the_key(
     assert refused.exit_code == 1
     assert "401" in refused.output and "--api-key" in refused.output
 
-    result = runner.invoke(app, ["eval", str(dataset), "--url", url, "--json",
-                                 str(report_path)], env={"CHORUS_API_KEY": KEY})
+    result = runner.invoke(
+        app,
+        ["eval", str(dataset), "--url", url, "--json", str(report_path)],
+        env={"CHORUS_API_KEY": KEY},
+    )
     assert result.exit_code == 0, result.output
-    dialogs = [f"--dialog={e['dialog_id']}" for e in
-               json.loads(report_path.read_text())["episodes"]]
+    dialogs = [
+        f"--dialog={e['dialog_id']}" for e in json.loads(report_path.read_text())["episodes"]
+    ]
 
     exported = tmp_path / "export.txt"
-    refused = runner.invoke(app, ["export", str(exported), "--url", url, *dialogs],
-                            env={"CHORUS_API_KEY": ""})
+    refused = runner.invoke(
+        app, ["export", str(exported), "--url", url, *dialogs], env={"CHORUS_API_KEY": ""}
+    )
     assert refused.exit_code == 1
     assert "401" in refused.output and "--api-key" in refused.output
-    wrong = runner.invoke(app, ["export", str(exported), "--url", url, "--api-key",
-                                "not-the-key-at-all", *dialogs])
+    wrong = runner.invoke(
+        app, ["export", str(exported), "--url", url, "--api-key", "not-the-key-at-all", *dialogs]
+    )
     assert wrong.exit_code == 1 and "the agent's key" in wrong.output
 
-    result = runner.invoke(app, ["export", str(exported), "--url", url, "--api-key", KEY,
-                                 *dialogs])
+    result = runner.invoke(app, ["export", str(exported), "--url", url, "--api-key", KEY, *dialogs])
     assert result.exit_code == 0, result.output
     assert [[ex["labels"] for ex in ep] for ep in read_episodes(exported)] == [
-        [["bathroom"], ["hallway"]], [["garden"]]]
+        [["bathroom"], ["hallway"]],
+        [["garden"]],
+    ]
 
 
 def test_eval_leaves_out_what_json_cannot_carry(
@@ -139,15 +164,25 @@ def test_eval_leaves_out_what_json_cannot_carry(
     JSON-safe (as ParlAI's ``Message.json_safe_payload``), so the turn is played and the
     previous answer left unrated, while a finite reward still rates its answer."""
     skill = services(where_is_parlai_agent())
-    client = agent({"services": {"skills": {"where_is": {
-        "connector": {"url": f"{skill.url}/act", "protocol": "parlai"}}}}})
+    client = agent(
+        {
+            "services": {
+                "skills": {
+                    "where_is": {"connector": {"url": f"{skill.url}/act", "protocol": "parlai"}}
+                }
+            }
+        }
+    )
     dataset = tmp_path / "rewards.txt"
-    dataset.write_text("text:Mary moved to the bathroom.\tlabels:bathroom\n"
-                       "text:John went to the hallway.\treward:nan\tlabels:hallway\n"
-                       "text:Where is John?\treward:1\tlabels:hallway\tepisode_done:True\n")
+    dataset.write_text(
+        "text:Mary moved to the bathroom.\tlabels:bathroom\n"
+        "text:John went to the hallway.\treward:nan\tlabels:hallway\n"
+        "text:Where is John?\treward:1\tlabels:hallway\tepisode_done:True\n"
+    )
     report_path = tmp_path / "report.json"
-    result = CliRunner().invoke(app, ["eval", str(dataset), "--url", str(client.base_url),
-                                      "--json", str(report_path)])
+    result = CliRunner().invoke(
+        app, ["eval", str(dataset), "--url", str(client.base_url), "--json", str(report_path)]
+    )
     assert result.exit_code == 0, result.output
     (episode,) = json.loads(report_path.read_text())["episodes"]
     assert (episode["turns"], episode["scored"], episode["exact_match"]) == (3, 3, 1.0)

@@ -27,11 +27,17 @@ def refused(services: dict[str, Any], **top: Any) -> str:
 
 
 def test_a_sound_pipeline_orders_groups_and_previous_services() -> None:
-    pipeline = build_pipeline(parse_pipeline_config({"services": {
-        "annotators": {"b": svc(previous_services=["a"]), "a": svc()},
-        "skills": {"s1": svc(context_window=5), "s2": svc()},
-        "response_selectors": {"rs": {"connector": {"builtin": "highest_confidence"}}},
-    }}))
+    pipeline = build_pipeline(
+        parse_pipeline_config(
+            {
+                "services": {
+                    "annotators": {"b": svc(previous_services=["a"]), "a": svc()},
+                    "skills": {"s1": svc(context_window=5), "s2": svc()},
+                    "response_selectors": {"rs": {"connector": {"builtin": "highest_confidence"}}},
+                }
+            }
+        )
+    )
     order = [n.name for n in pipeline]
     assert order.index("a") < order.index("b") < order.index("s1") < order.index("rs")
     nodes = {n.name: n for n in pipeline}
@@ -51,16 +57,22 @@ def test_unknown_required_service_is_named() -> None:
 
 
 def test_a_cycle_is_spelled_out() -> None:
-    message = refused({"annotators": {
-        "a": svc(previous_services=["b"]), "b": svc(previous_services=["a"]),
-    }})
+    message = refused(
+        {
+            "annotators": {
+                "a": svc(previous_services=["b"]),
+                "b": svc(previous_services=["a"]),
+            }
+        }
+    )
     assert message.startswith("cycle in the pipeline:")
     assert "services.annotators.a -> services.annotators.b -> services.annotators.a" in message
 
 
 def test_waiting_on_a_later_group_is_a_cycle() -> None:
-    message = refused({"annotators": {"a": svc(previous_services=["skills"])},
-                       "skills": {"s": svc()}})
+    message = refused(
+        {"annotators": {"a": svc(previous_services=["skills"])}, "skills": {"s": svc()}}
+    )
     assert "cycle in the pipeline" in message and "services.skills.s" in message
 
 
@@ -70,25 +82,41 @@ def test_missing_url_names_the_connector() -> None:
 
 
 def test_url_and_builtin_together_are_refused() -> None:
-    message = refused({"response_selectors": {"rs": {"connector": {
-        "url": "http://x/respond", "builtin": "highest_confidence"}}}})
+    message = refused(
+        {
+            "response_selectors": {
+                "rs": {"connector": {"url": "http://x/respond", "builtin": "highest_confidence"}}
+            }
+        }
+    )
     assert "services.response_selectors.rs.connector: set either" in message
 
 
 def test_a_dependency_on_a_disabled_service_is_named() -> None:
-    message = refused({"annotators": {"a": svc(is_enabled=False)},
-                       "skills": {"s": svc(required_previous_services=["a"])}})
+    message = refused(
+        {
+            "annotators": {"a": svc(is_enabled=False)},
+            "skills": {"s": svc(required_previous_services=["a"])},
+        }
+    )
     assert "depends on 'a', which is off (is_enabled: false)" in message
 
 
 def test_a_service_needing_an_unset_variable_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
     """An LLM skill stays out of the pipeline until its endpoint is configured."""
     monkeypatch.delenv("CHORUS_TEST_LLM_URL", raising=False)
-    config = parse_pipeline_config({"services": {"skills": {
-        "llm": svc(requires_env=["CHORUS_TEST_LLM_URL"]), "other": svc()}}})
+    config = parse_pipeline_config(
+        {"services": {"skills": {"llm": svc(requires_env=["CHORUS_TEST_LLM_URL"]), "other": svc()}}}
+    )
     assert [n.name for n in build_pipeline(config).nodes] == ["other"]
-    message = refused({"skills": {"llm": svc(requires_env=["CHORUS_TEST_LLM_URL"]),
-                                  "s": svc(required_previous_services=["llm"])}})
+    message = refused(
+        {
+            "skills": {
+                "llm": svc(requires_env=["CHORUS_TEST_LLM_URL"]),
+                "s": svc(required_previous_services=["llm"]),
+            }
+        }
+    )
     assert "which is off (requires_env: CHORUS_TEST_LLM_URL not set)" in message
     monkeypatch.setenv("CHORUS_TEST_LLM_URL", "http://127.0.0.1:9/v1")
     assert [n.name for n in build_pipeline(config).nodes] == ["llm", "other"]
@@ -96,7 +124,8 @@ def test_a_service_needing_an_unset_variable_is_off(monkeypatch: pytest.MonkeyPa
 
 def test_a_bad_variable_name_is_named() -> None:
     assert "services.skills.s.requires_env.0" in refused(
-        {"skills": {"s": svc(requires_env=["not a name"])}})
+        {"skills": {"s": svc(requires_env=["not a name"])}}
+    )
 
 
 def test_two_response_selectors_are_refused() -> None:
@@ -112,7 +141,8 @@ def test_a_name_used_twice_is_refused() -> None:
 def test_unknown_group_and_unknown_key_are_named() -> None:
     assert "services.skils" in refused({"skils": {"s": svc()}})
     assert "services.skills.s.timeout: Extra inputs are not permitted" in refused(
-        {"skills": {"s": svc(timeout=3)}})
+        {"skills": {"s": svc(timeout=3)}}
+    )
 
 
 def test_bad_values_are_named() -> None:
@@ -149,6 +179,11 @@ def test_the_agent_refuses_to_start_with_a_bad_pipeline(tmp_path: Path) -> None:
 
 
 def test_the_parlai_protocol_is_for_skills_only() -> None:
-    message = refused({"annotators": {"a": {"connector": {
-        "url": "http://127.0.0.1:9/act", "protocol": "parlai"}}}})
+    message = refused(
+        {
+            "annotators": {
+                "a": {"connector": {"url": "http://127.0.0.1:9/act", "protocol": "parlai"}}
+            }
+        }
+    )
     assert 'services.annotators.a.connector.protocol: "parlai" is for skills only' in message

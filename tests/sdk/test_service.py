@@ -27,10 +27,17 @@ def test_a_batch_gets_one_answer_per_dialog_in_order() -> None:
         body = {"dialogs": [view("one"), view("two"), view("three")]}
         answer = httpx.post(f"{server.url}/respond", json=body).json()
         assert [a[0]["text"] for a in answer] == ["ONE", "TWO", "THREE"]
-        assert answer[0][0] == {"text": "ONE", "confidence": 0.5, "human_attributes": {},
-                                "bot_attributes": {}}
+        assert answer[0][0] == {
+            "text": "ONE",
+            "confidence": 0.5,
+            "human_attributes": {},
+            "bot_attributes": {},
+        }
         assert httpx.get(f"{server.url}/health").json() == {
-            "status": "ok", "service": "echo", "role": "skill"}
+            "status": "ok",
+            "service": "echo",
+            "role": "skill",
+        }
 
 
 def test_bad_input_is_a_422_that_names_the_field() -> None:
@@ -49,8 +56,9 @@ def test_sync_handlers_and_other_roles() -> None:
         return ["greeting"] if "hi" in dialog.last_utterance.text else []
 
     with serving(service.app) as server:
-        answer = httpx.post(f"{server.url}/respond",
-                            json={"dialogs": [view("hi"), view("bye")]}).json()
+        answer = httpx.post(
+            f"{server.url}/respond", json={"dialogs": [view("hi"), view("bye")]}
+        ).json()
         assert answer == [["greeting"], []]
 
 
@@ -63,8 +71,7 @@ def test_a_skill_selector_can_say_why_and_what_it_decides_about() -> None:
 
     with serving(service.app) as server:
         answer = httpx.post(f"{server.url}/respond", json={"dialogs": [view("hi")]}).json()
-    assert answer == [{"skills": ["greeting"], "reason": "said hi",
-                       "decides": ["greeting", "faq"]}]
+    assert answer == [{"skills": ["greeting"], "reason": "said hi", "decides": ["greeting", "faq"]}]
 
 
 def test_a_handler_breaking_its_contract_fails_loudly_in_the_service() -> None:
@@ -92,8 +99,9 @@ def test_the_sdk_does_not_import_the_agent_server() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, agent.sdk; bad = [m for m in sys.modules if m.startswith('agent.') "
-            "and not m.startswith('agent.sdk')]; print(bad)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    code = (
+        "import sys, agent.sdk; bad = [m for m in sys.modules if m.startswith('agent.') "
+        "and not m.startswith('agent.sdk')]; print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -15,18 +15,23 @@ def exporters(provider: TracerProvider) -> list[type]:
     return [type(p.span_exporter) for p in processors]  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("environ", [
-    {}, {"OTEL_TRACES_EXPORTER": "none"},
-    {"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"},
-    {"OTEL_SERVICE_NAME": "x"},
-])
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {},
+        {"OTEL_TRACES_EXPORTER": "none"},
+        {"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"},
+        {"OTEL_SERVICE_NAME": "x"},
+    ],
+)
 def test_tracing_is_off_unless_an_exporter_or_endpoint_is_named(environ: dict[str, str]) -> None:
     assert tracer_provider_from_env("chorus-agent", environ) is None
 
 
 def test_an_otlp_endpoint_alone_turns_on_otlp_over_http() -> None:
     provider = tracer_provider_from_env(
-        "chorus-agent", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"})
+        "chorus-agent", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
+    )
     assert provider is not None
     try:
         assert exporters(provider) == [OTLPSpanExporter]
@@ -35,8 +40,7 @@ def test_an_otlp_endpoint_alone_turns_on_otlp_over_http() -> None:
         provider.shutdown()
 
 
-def test_exporters_can_be_listed_and_the_service_name_set(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_exporters_can_be_listed_and_the_service_name_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_SERVICE_NAME", "agent-eu-1")  # read by the SDK's Resource
     provider = tracer_provider_from_env("chorus-agent", {"OTEL_TRACES_EXPORTER": "console"})
     assert provider is not None
@@ -47,12 +51,18 @@ def test_exporters_can_be_listed_and_the_service_name_set(
         provider.shutdown()
 
 
-@pytest.mark.parametrize(("environ", "message"), [
-    ({"OTEL_TRACES_EXPORTER": "zipkin"}, "OTEL_TRACES_EXPORTER=zipkin: use otlp, console"),
-    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
-     "OTEL_EXPORTER_OTLP_PROTOCOL=grpc: Chorus exports OTLP over HTTP only"),
-])
-def test_what_cannot_be_done_is_refused_naming_the_variable(environ: dict[str, str],
-                                                           message: str) -> None:
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"OTEL_TRACES_EXPORTER": "zipkin"}, "OTEL_TRACES_EXPORTER=zipkin: use otlp, console"),
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+            "OTEL_EXPORTER_OTLP_PROTOCOL=grpc: Chorus exports OTLP over HTTP only",
+        ),
+    ],
+)
+def test_what_cannot_be_done_is_refused_naming_the_variable(
+    environ: dict[str, str], message: str
+) -> None:
     with pytest.raises(TelemetryConfigError, match=message):
         tracer_provider_from_env("chorus-agent", environ)

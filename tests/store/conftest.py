@@ -25,7 +25,8 @@ from tests.conftest import fresh_database
 
 @asynccontextmanager
 async def mongo_store(
-    server_url: str, listeners: tuple[CommandListener, ...] = (),
+    server_url: str,
+    listeners: tuple[CommandListener, ...] = (),
 ) -> AsyncIterator[tuple[MongoStore, str]]:
     """A :class:`MongoStore` on a fresh database of the server, dropped on exit."""
     url = fresh_database(server_url)
@@ -52,4 +53,3 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         return
     async with mongo_store(request.getfixturevalue("mongodb_url")) as (mongo, _):
         yield mongo
-

@@ -31,8 +31,7 @@ _json = st.recursive(
     max_leaves=40,
 )
 # Deep values on purpose, beyond the depth bound.
-_deep = st.integers(min_value=1, max_value=20).map(
-    lambda n: _nest(n))
+_deep = st.integers(min_value=1, max_value=20).map(lambda n: _nest(n))
 
 
 def _nest(depth: int) -> Any:
@@ -51,46 +50,63 @@ def storable(value: Any) -> bool:
     return True
 
 
-async def turn(store: Store, user: str, text: str, *, extra: dict[str, Any] | None = None,
-               annotations: dict[str, Any] | None = None,
-               hypothesis_fields: dict[str, Any] | None = None,
-               human_attributes: dict[str, Any] | None = None) -> str:
+async def turn(
+    store: Store,
+    user: str,
+    text: str,
+    *,
+    extra: dict[str, Any] | None = None,
+    annotations: dict[str, Any] | None = None,
+    hypothesis_fields: dict[str, Any] | None = None,
+    human_attributes: dict[str, Any] | None = None,
+) -> str:
     start = await store.open_turn(user, "http_client", 4)
     human, dialog = start.human, start.dialog
-    utterance = HumanUtterance(text=text, user=human.model_dump(mode="json"),
-                               attributes=extra or {})
+    utterance = HumanUtterance(
+        text=text, user=human.model_dump(mode="json"), attributes=extra or {}
+    )
     await store.add_utterance(dialog.dialog_id, utterance)
     utterance.annotations = annotations or {}
-    utterance.hypotheses = [Hypothesis(skill_name="echo", text="ok", confidence=0.5,
-                                       **(hypothesis_fields or {}))]
+    utterance.hypotheses = [
+        Hypothesis(skill_name="echo", text="ok", confidence=0.5, **(hypothesis_fields or {}))
+    ]
     bot = BotUtterance(text="ok", orig_text="ok", active_skill="echo", confidence=0.5)
-    await store.finish_turn(dialog.dialog_id, human.id, utterance, bot,
-                            human_attributes or {}, {})
+    await store.finish_turn(dialog.dialog_id, human.id, utterance, bot, human_attributes or {}, {})
     return dialog.dialog_id
 
 
 @pytest.mark.parametrize("slot", ["annotation", "attribute", "hypothesis", "extra"])
 @given(value=_json | _deep)
-@settings(max_examples=30, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=30,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 async def test_accepted_json_reads_back_equal_and_refused_json_harms_nothing(
-    store: Store, slot: str, value: Any,
+    store: Store,
+    slot: str,
+    value: Any,
 ) -> None:
     user = f"user-{slot}"
     if storable({"k": value}):
-        placed = {"annotation": {"annotations": {"svc": value}},
-                  "attribute": {"human_attributes": check_attribute_keys({"k": value})},
-                  "hypothesis": {"hypothesis_fields": {"mine": value}},
-                  "extra": {"extra": {"k": value}}}[slot]
+        placed = {
+            "annotation": {"annotations": {"svc": value}},
+            "attribute": {"human_attributes": check_attribute_keys({"k": value})},
+            "hypothesis": {"hypothesis_fields": {"mine": value}},
+            "extra": {"extra": {"k": value}},
+        }[slot]
         dialog_id = await turn(store, user, "store this", **placed)
         dialog = await store.dialog(dialog_id)
         assert dialog is not None
         human_utterance = dialog.utterances[-2]
         assert isinstance(human_utterance, HumanUtterance)
-        stored = {"annotation": human_utterance.annotations.get("svc"),
-                  "attribute": dialog.human.attributes.get("k"),
-                  "hypothesis": (human_utterance.hypotheses[0].model_extra or {}).get("mine"),
-                  "extra": human_utterance.attributes.get("k")}[slot]
+        stored = {
+            "annotation": human_utterance.annotations.get("svc"),
+            "attribute": dialog.human.attributes.get("k"),
+            "hypothesis": (human_utterance.hypotheses[0].model_extra or {}).get("mine"),
+            "extra": human_utterance.attributes.get("k"),
+        }[slot]
         assert stored == value
     # Either way, the user's next turn works and the whole dialog reads back.
     dialog_id = await turn(store, user, "and then")
@@ -99,10 +115,15 @@ async def test_accepted_json_reads_back_equal_and_refused_json_harms_nothing(
 
 
 @given(keys=st.lists(_text, min_size=1, max_size=8))
-@settings(max_examples=30, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=30,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 async def test_any_accepted_attribute_key_is_stored_as_a_plain_key(
-    store: Store, keys: list[str],
+    store: Store,
+    keys: list[str],
 ) -> None:
     updates = {key: index for index, key in enumerate(keys)}
     try:

@@ -17,21 +17,35 @@ from agent.store.base import Claim, ClaimStatus
 INJECTION = '{"$ne": null}'
 
 
-async def turn(store: Store, user: str, text: str, answer: str = "ok", *,
-               human_attributes: dict[str, Any] | None = None,
-               bot_attributes: dict[str, Any] | None = None,
-               annotations: dict[str, Any] | None = None) -> tuple[str, BotUtterance]:
+async def turn(
+    store: Store,
+    user: str,
+    text: str,
+    answer: str = "ok",
+    *,
+    human_attributes: dict[str, Any] | None = None,
+    bot_attributes: dict[str, Any] | None = None,
+    annotations: dict[str, Any] | None = None,
+) -> tuple[str, BotUtterance]:
     """A whole turn as the agent makes it: human, dialog, stored utterance, finished turn."""
     human = await store.human(user)
     dialog = await store.active_dialog(human, "http_client")
     utterance = HumanUtterance(text=text, user=human.model_dump(mode="json"))
     await store.add_utterance(dialog.dialog_id, utterance)
     utterance.annotations = annotations or {"tokens": text.split()}
-    utterance.hypotheses = [Hypothesis(skill_name="echo", text=answer, confidence=0.5,
-                                       annotations={"toxic": False}, mood="calm")]
+    utterance.hypotheses = [
+        Hypothesis(
+            skill_name="echo",
+            text=answer,
+            confidence=0.5,
+            annotations={"toxic": False},
+            mood="calm",
+        )
+    ]
     bot = BotUtterance(text=answer, orig_text=answer, active_skill="echo", confidence=0.5)
-    await store.finish_turn(dialog.dialog_id, human.id, utterance, bot,
-                            human_attributes or {}, bot_attributes or {})
+    await store.finish_turn(
+        dialog.dialog_id, human.id, utterance, bot, human_attributes or {}, bot_attributes or {}
+    )
     return dialog.dialog_id, bot
 
 
@@ -58,7 +72,10 @@ async def test_a_dialog_is_created_and_loaded(store: Store) -> None:
     dialog = await store.dialog(head.dialog_id)
     assert dialog is not None
     assert (dialog.dialog_id, dialog.channel_type, dialog.human.id) == (
-        head.dialog_id, "telegram", human.id)
+        head.dialog_id,
+        "telegram",
+        human.id,
+    )
     assert dialog.bot.id == head.bot.id and dialog.utterances == []
     assert await store.dialog("no-such-dialog") is None
 
@@ -86,7 +103,8 @@ async def test_open_turn_is_the_user_the_open_dialog_and_its_window(store: Store
     again = await store.open_turn("alice", "telegram", 3)
     assert again.human.id == human.id and again.dialog.dialog_id == dialog.dialog_id
     assert [u.text for u in again.history] == [
-        u.text for u in await store.recent_utterances(dialog.dialog_id, 3)]
+        u.text for u in await store.recent_utterances(dialog.dialog_id, 3)
+    ]
     assert [u.text for u in again.history] == ["answer 1", "message 2", "answer 2"]
     await store.close_active_dialog("alice")
     reopening = await store.open_turn("alice", "telegram", 3)
@@ -141,8 +159,10 @@ async def test_utterances_are_appended_in_order(store: Store) -> None:
     dialog = await store.dialog(dialog_id)
     assert dialog is not None
     assert [(u.speaker, u.text) for u in dialog.utterances] == [
-        (speaker, f"{kind} {i}") for i in range(4)
-        for speaker, kind in (("human", "message"), ("bot", "answer"))]
+        (speaker, f"{kind} {i}")
+        for i in range(4)
+        for speaker, kind in (("human", "message"), ("bot", "answer"))
+    ]
     window = await store.recent_utterances(dialog_id, 100)
     assert [u.utt_id for u in window] == [u.utt_id for u in dialog.utterances]
     assert await store.recent_utterances(dialog_id, 0) == []
@@ -158,8 +178,13 @@ async def test_concurrent_messages_in_one_dialog_are_all_kept(store: Store) -> N
 
 
 async def test_finish_turn_stores_annotations_hypotheses_and_the_answer(store: Store) -> None:
-    dialog_id, bot = await turn(store, "alice", "hello there", "hi!",
-                                annotations={"ner": [{"text": "there", "type": "LOC"}]})
+    dialog_id, bot = await turn(
+        store,
+        "alice",
+        "hello there",
+        "hi!",
+        annotations={"ner": [{"text": "there", "type": "LOC"}]},
+    )
     dialog = await store.dialog(dialog_id)
     assert dialog is not None
     human, answer = dialog.utterances
@@ -172,14 +197,17 @@ async def test_finish_turn_stores_annotations_hypotheses_and_the_answer(store: S
     assert human.user["user_external_id"] == "alice"
     assert answer == bot
     assert [u.utt_id for u in await store.recent_utterances(dialog_id, 2)] == [
-        human.utt_id, bot.utt_id]
+        human.utt_id,
+        bot.utt_id,
+    ]
 
 
 async def test_free_form_keys_round_trip_unchanged(store: Store) -> None:
     """Services choose their annotation keys: dots, dollars and percent signs included."""
     odd = {"v1.2": {"$score": 1, "100%": "a.b", "%2E": [{"x.y": None}]}, "$": {}}
-    dialog_id, _ = await turn(store, "alice", "hi", annotations=odd,
-                              human_attributes={"50%": 1, "$price": 2, "a%2E": 3})
+    dialog_id, _ = await turn(
+        store, "alice", "hi", annotations=odd, human_attributes={"50%": 1, "$price": 2, "a%2E": 3}
+    )
     dialog = await store.dialog(dialog_id)
     assert dialog is not None
     assert dialog.utterances[0].annotations == odd
@@ -209,7 +237,10 @@ async def test_human_attributes_merge_and_outlive_the_dialog(store: Store) -> No
     next_dialog, _ = await turn(store, "alice", "c", human_attributes={"mood": {"x": [1]}})
     assert next_dialog != dialog_id
     assert (await store.human("alice")).attributes == {
-        "name": "Ann", "stage": 2, "mood": {"x": [1]}}
+        "name": "Ann",
+        "stage": 2,
+        "mood": {"x": [1]},
+    }
 
 
 async def test_bot_attributes_merge_within_their_dialog(store: Store) -> None:
@@ -225,10 +256,14 @@ async def test_bot_attributes_merge_within_their_dialog(store: Store) -> None:
 
 async def test_concurrent_merges_of_different_keys_are_all_kept(store: Store) -> None:
     await store.human("alice")
-    await asyncio.gather(*(
-        turn(store, "alice", f"t{i}", human_attributes={f"h{i}": i},
-             bot_attributes={f"b{i}": i})
-        for i in range(8)))
+    await asyncio.gather(
+        *(
+            turn(
+                store, "alice", f"t{i}", human_attributes={f"h{i}": i}, bot_attributes={f"b{i}": i}
+            )
+            for i in range(8)
+        )
+    )
     human = await store.human("alice")
     assert human.attributes == {f"h{i}": i for i in range(8)}
     head = await store.active_dialog(human, "x")
@@ -263,8 +298,9 @@ async def test_dates_round_trip_as_aware_datetimes(store: Store) -> None:
     human = await store.human("alice")
     head = await store.active_dialog(human, "x")
     plus_two = timezone(timedelta(hours=2))
-    sent = HumanUtterance(text="hi", date_time=datetime(2024, 2, 29, 23, 59, 58, 123000,
-                                                        tzinfo=plus_two))
+    sent = HumanUtterance(
+        text="hi", date_time=datetime(2024, 2, 29, 23, 59, 58, 123000, tzinfo=plus_two)
+    )
     await store.add_utterance(head.dialog_id, sent)
     bot = BotUtterance(text="ok", active_skill="s", confidence=1.0)
     await store.finish_turn(head.dialog_id, human.id, sent, bot, {}, {})
@@ -275,8 +311,12 @@ async def test_dates_round_trip_as_aware_datetimes(store: Store) -> None:
     assert dialog.date_start == head.date_start
     assert stored_human.date_time == sent.date_time and stored_bot.date_time == bot.date_time
     assert dialog.date_finish is not None and dialog.date_finish >= dialog.date_start
-    for moment in (dialog.date_start, dialog.date_finish, stored_human.date_time,
-                   stored_bot.date_time):
+    for moment in (
+        dialog.date_start,
+        dialog.date_finish,
+        stored_human.date_time,
+        stored_bot.date_time,
+    ):
         assert moment.utcoffset() is not None
     assert abs(datetime.now(UTC) - dialog.date_finish) < timedelta(minutes=1)
 
@@ -315,8 +355,15 @@ async def test_erasing_a_user_leaves_nothing_behind(store: Store) -> None:
     assert again.attributes == {}
 
 
-async def claim(store: Store, user: str, key: str, request: str = "req", *,
-                lease: float = 60, now: datetime | None = None) -> Claim:
+async def claim(
+    store: Store,
+    user: str,
+    key: str,
+    request: str = "req",
+    *,
+    lease: float = 60,
+    now: datetime | None = None,
+) -> Claim:
     now = now or datetime.now(UTC)
     return await store.claim_key(user, key, request, now + timedelta(seconds=lease), now)
 
@@ -327,12 +374,12 @@ async def test_a_message_id_is_claimed_once_and_remembers_its_answer(store: Stor
     assert await claim(store, "bob", "m1") == Claim(ClaimStatus.CLAIMED)  # per user
     await store.complete_key("alice", "m1", {"response": "hi", "n": [1, {"a.b": 2}]})
     assert await claim(store, "alice", "m1") == Claim(
-        ClaimStatus.ANSWERED, {"response": "hi", "n": [1, {"a.b": 2}]})
+        ClaimStatus.ANSWERED, {"response": "hi", "n": [1, {"a.b": 2}]}
+    )
     await store.release_key("bob", "m1")  # its turn failed: a retry may run it
     assert await claim(store, "bob", "m1") == Claim(ClaimStatus.CLAIMED)
     await store.release_key("alice", "m1")  # an answered message keeps its answer
-    assert (await claim(store, "alice", "m1")).reply == {"response": "hi",
-                                                         "n": [1, {"a.b": 2}]}
+    assert (await claim(store, "alice", "m1")).reply == {"response": "hi", "n": [1, {"a.b": 2}]}
 
 
 async def test_a_claim_whose_lease_ran_out_is_taken_over_once(store: Store) -> None:
@@ -343,7 +390,8 @@ async def test_a_claim_whose_lease_ran_out_is_taken_over_once(store: Store) -> N
     assert sorted(t.status.value for t in takers) == ["claimed"] + ["in_flight"] * 4
     await store.complete_key("ann", "m", {"response": "done"})
     assert await claim(store, "ann", "m", now=later + timedelta(hours=1)) == Claim(
-        ClaimStatus.ANSWERED, {"response": "done"})
+        ClaimStatus.ANSWERED, {"response": "done"}
+    )
 
 
 async def test_a_renewed_claim_is_not_taken_over(store: Store) -> None:
@@ -356,10 +404,7 @@ async def test_a_renewed_claim_is_not_taken_over(store: Store) -> None:
 
 async def test_a_message_id_reused_for_another_request_is_told_apart(store: Store) -> None:
     await claim(store, "ann", "m", "first request")
-    assert (await claim(store, "ann", "m", "other request")).status is (
-        ClaimStatus.OTHER_MESSAGE)
+    assert (await claim(store, "ann", "m", "other request")).status is (ClaimStatus.OTHER_MESSAGE)
     await store.complete_key("ann", "m", {"response": "to the first"})
-    assert (await claim(store, "ann", "m", "other request")).status is (
-        ClaimStatus.OTHER_MESSAGE)
-    assert (await claim(store, "ann", "m", "first request")).reply == {
-        "response": "to the first"}
+    assert (await claim(store, "ann", "m", "other request")).status is (ClaimStatus.OTHER_MESSAGE)
+    assert (await claim(store, "ann", "m", "first request")).reply == {"response": "to the first"}

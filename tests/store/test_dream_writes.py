@@ -8,15 +8,29 @@ from agent.state.models import BotUtterance, HumanUtterance
 from agent.store import Store
 
 
-async def finish(store: Store, user: str, attributes: dict[str, object], *,
-                 profile: dict[str, object] | None = None, replace: bool = False) -> None:
+async def finish(
+    store: Store,
+    user: str,
+    attributes: dict[str, object],
+    *,
+    profile: dict[str, object] | None = None,
+    replace: bool = False,
+) -> None:
     human = await store.human(user)
     dialog = await store.active_dialog(human, "http_client")
     utterance = HumanUtterance(text="hi")
     await store.add_utterance(dialog.dialog_id, utterance)
     bot = BotUtterance(text="ok", active_skill="echo", confidence=1.0)
-    await store.finish_turn(dialog.dialog_id, human.id, utterance, bot, attributes, {},
-                            human_profile=profile, replace_human_attributes=replace)
+    await store.finish_turn(
+        dialog.dialog_id,
+        human.id,
+        utterance,
+        bot,
+        attributes,
+        {},
+        human_profile=profile,
+        replace_human_attributes=replace,
+    )
 
 
 async def test_profile_fields_merge_into_the_profile(store: Store) -> None:

@@ -86,11 +86,11 @@ async def agent_turn(store: MongoStore, i: int) -> None:
     utterance = HumanUtterance(text=f"message {i:04d}", user=human.model_dump(mode="json"))
     await store.add_utterance(dialog.dialog_id, utterance)
     utterance.annotations = {"tokens": ["message", f"{i:04d}"]}
-    utterance.hypotheses = [Hypothesis(skill_name="echo", text=f"answer {i:04d}",
-                                       confidence=0.5)]
+    utterance.hypotheses = [Hypothesis(skill_name="echo", text=f"answer {i:04d}", confidence=0.5)]
     bot = BotUtterance(text=f"answer {i:04d}", active_skill="echo", confidence=0.5)
-    await store.finish_turn(dialog.dialog_id, human.id, utterance, bot,
-                            {"last_turn": i}, {"last_turn": i}, place=place)
+    await store.finish_turn(
+        dialog.dialog_id, human.id, utterance, bot, {"last_turn": i}, {"last_turn": i}, place=place
+    )
     assert place.left
 
 
@@ -98,7 +98,8 @@ async def largest_documents(url: str) -> dict[str, int]:
     """The BSON size of the largest document of each collection."""
     raw: CodecOptions[RawBSONDocument] = CodecOptions(document_class=RawBSONDocument)
     client: AsyncMongoClient[RawBSONDocument] = AsyncMongoClient(
-        url, document_class=RawBSONDocument)
+        url, document_class=RawBSONDocument
+    )
     try:
         db = client.get_default_database()
         sizes = {}
@@ -137,17 +138,24 @@ async def test_turn_500_costs_no_more_than_turn_5(mongodb_url: str) -> None:
         # open dialog's attributes, the dialog's document its head, never the utterances.
         # An utterance's id holds its number, so ids are a digit longer at 1000 than at 10.
         assert {k: v for k, v in sizes[TURNS].items() if k != "utterances"} == {
-            k: v for k, v in sizes[5].items() if k != "utterances"}
+            k: v for k, v in sizes[5].items() if k != "utterances"
+        }
         grown = sizes[TURNS]["utterances"] - sizes[5]["utterances"]
         assert 0 <= grown <= len(str(2 * TURNS)) - len(str(2 * 5))
-        window = await store.recent_utterances((await store.active_dialog(
-            await store.human("long-talker"), "http_client")).dialog_id, WINDOW)
+        window = await store.recent_utterances(
+            (await store.active_dialog(await store.human("long-talker"), "http_client")).dialog_id,
+            WINDOW,
+        )
         assert [u.text for u in window] == [
-            f"answer {TURNS - 1:04d}", f"message {TURNS:04d}", f"answer {TURNS:04d}"]
+            f"answer {TURNS - 1:04d}",
+            f"message {TURNS:04d}",
+            f"answer {TURNS:04d}",
+        ]
         # Longer than a dialog read by _id on FerretDB: the whole dialog is still read.
         (whole,) = await store.user_dialogs("long-talker") or []
         assert [u.text for u in whole.utterances] == [
-            text for i in range(1, TURNS + 1) for text in (f"message {i:04d}", f"answer {i:04d}")]
+            text for i in range(1, TURNS + 1) for text in (f"message {i:04d}", f"answer {i:04d}")
+        ]
         assert whole.bot.attributes == {"last_turn": TURNS}
 
 
@@ -169,7 +177,12 @@ async def test_an_unanswered_utterance_is_in_the_next_window(mongodb_url: str) -
         dialog = await store.dialog(start.dialog.dialog_id)
     assert dialog is not None
     assert [u.text for u in dialog.utterances] == [
-        "message 0001", "answer 0001", "lost", "again", "answer"]
+        "message 0001",
+        "answer 0001",
+        "lost",
+        "again",
+        "answer",
+    ]
 
 
 async def agent_turn_after_loss(store: MongoStore, dialog_id: str) -> None:

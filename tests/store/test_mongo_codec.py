@@ -7,8 +7,23 @@ from agent.store.mongo import _escape, _escape_key, _unescape, _unescape_key
 
 
 def test_keys_that_mongodb_or_ferretdb_would_misread_round_trip() -> None:
-    for key in ["a.b", "$set", "%", "%2E", "a\x00b", " lead", "trail ", "\r", "\u2003x",
-                "$", ".", "ok", "with space", "%u2003", "%24"]:
+    for key in [
+        "a.b",
+        "$set",
+        "%",
+        "%2E",
+        "a\x00b",
+        " lead",
+        "trail ",
+        "\r",
+        "\u2003x",
+        "$",
+        ".",
+        "ok",
+        "with space",
+        "%u2003",
+        "%24",
+    ]:
         escaped = _escape_key(key)
         assert "." not in escaped and not escaped.startswith("$")
         assert escaped == escaped.strip() and "\x00" not in escaped

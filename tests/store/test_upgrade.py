@@ -28,8 +28,10 @@ from tests.conftest import fresh_database
 
 RELEASES = Path(__file__).parent / "releases"
 #: The previous release's table of idempotency keys, before leases and fingerprints.
-_OLDEST_MESSAGES = ("CREATE TABLE messages (user TEXT NOT NULL, key TEXT NOT NULL, "
-                    "reply TEXT, PRIMARY KEY (user, key))")
+_OLDEST_MESSAGES = (
+    "CREATE TABLE messages (user TEXT NOT NULL, key TEXT NOT NULL, "
+    "reply TEXT, PRIMARY KEY (user, key))"
+)
 
 
 def now_and_later() -> tuple[datetime, datetime]:
@@ -45,7 +47,8 @@ async def goes_on_where_it_stopped(store: Store) -> None:
     assert [u.text for u in closed.utterances] == ["hello", "hi ann"]
     assert closed.date_finish is not None and closed.bot.attributes == {"mood": "calm"}
     assert [u.text for u in open_.utterances] == [
-        text for i in range(3) for text in (f"message {i}", f"answer {i}")]
+        text for i in range(3) for text in (f"message {i}", f"answer {i}")
+    ]
     assert open_.utterances[0].annotations == {"tokens": ["message", "0"]}
     assert open_.date_finish is None and open_.bot.attributes == {"seen": 2}
     assert open_.human.attributes == {"name": "Ann", "count": 3}
@@ -54,8 +57,10 @@ async def goes_on_where_it_stopped(store: Store) -> None:
 
     now, later = now_and_later()
     answered = await store.claim_key("ann", "chat:k1", "fp", later, now)
-    assert (answered.status, answered.reply) == (ClaimStatus.ANSWERED,
-                                                 {"response": "answered before"})
+    assert (answered.status, answered.reply) == (
+        ClaimStatus.ANSWERED,
+        {"response": "answered before"},
+    )
 
     # The next message of ann: the dead agent's place is given up, the open dialog goes on.
     place = await store.take_place("ann", later)
@@ -67,13 +72,23 @@ async def goes_on_where_it_stopped(store: Store) -> None:
     utterance = HumanUtterance(text="after the upgrade")
     await store.add_utterance(start.dialog.dialog_id, utterance)
     bot = BotUtterance(text="still here", active_skill="echo", confidence=1.0)
-    await store.finish_turn(start.dialog.dialog_id, start.human.id, utterance, bot,
-                            {"count": 4}, {"seen": 3}, place=place)
+    await store.finish_turn(
+        start.dialog.dialog_id,
+        start.human.id,
+        utterance,
+        bot,
+        {"count": 4},
+        {"seen": 3},
+        place=place,
+    )
     assert await store.rate_utterance("ann", bot.utt_id, 1.0)
     continued = await store.dialog(open_.dialog_id)
     assert continued is not None
     assert [u.text for u in continued.utterances][-3:] == [
-        "answer 2", "after the upgrade", "still here"]
+        "answer 2",
+        "after the upgrade",
+        "still here",
+    ]
     assert continued.bot.attributes == {"seen": 3}
     assert continued.human.attributes == {"name": "Ann", "count": 4}
 
@@ -102,8 +117,10 @@ async def test_a_sqlite_database_of_the_previous_release(tmp_path: Path) -> None
     migrated = sqlite3.connect(path)
     try:
         assert migrated.execute("PRAGMA user_version").fetchone()[0] == 2
-        tables = {row[0] for row in migrated.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        tables = {
+            row[0]
+            for row in migrated.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
     finally:
         migrated.close()
     assert {"idempotency_keys", "lines"} <= tables and not {"messages", "turn_queue"} & tables
@@ -112,7 +129,8 @@ async def test_a_sqlite_database_of_the_previous_release(tmp_path: Path) -> None
 async def test_a_mongodb_database_of_the_previous_release(mongodb_url: str) -> None:
     url = fresh_database(mongodb_url)
     dump: dict[str, list[dict[str, Any]]] = json_util.loads(
-        (RELEASES / "0.mongodb.json").read_text())
+        (RELEASES / "0.mongodb.json").read_text()
+    )
     raw: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url, tz_aware=True)
     try:
         db = raw.get_default_database()
@@ -165,22 +183,23 @@ async def test_mongodb_keys_from_before_leases_and_fingerprints_keep_their_meani
     url = fresh_database(mongodb_url)
     raw: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url)
     try:
-        await raw.get_default_database()["messages"].insert_many([
-            {"_id": "3:ann:answered", "user": "ann", "reply": {"response": "hi"}},
-            {"_id": "3:ann:abandoned", "user": "ann", "reply": None}])
+        await raw.get_default_database()["messages"].insert_many(
+            [
+                {"_id": "3:ann:answered", "user": "ann", "reply": {"response": "hi"}},
+                {"_id": "3:ann:abandoned", "user": "ann", "reply": None},
+            ]
+        )
         store = await MongoStore.open(url)
         try:
             now, later = now_and_later()
             answered = await store.claim_key("ann", "answered", "any", later, now)
-            assert (answered.status, answered.reply) == (ClaimStatus.ANSWERED,
-                                                         {"response": "hi"})
+            assert (answered.status, answered.reply) == (ClaimStatus.ANSWERED, {"response": "hi"})
             taken = await store.claim_key("ann", "abandoned", "fp", later, now)
             assert taken.status is ClaimStatus.CLAIMED
             again = await store.claim_key("ann", "abandoned", "fp", later, now)
             assert again.status is ClaimStatus.IN_FLIGHT
             assert await store.delete_user("ann") is False  # no user, but no keys left
-            assert await raw.get_default_database()["idempotency_keys"].count_documents(
-                {}) == 0
+            assert await raw.get_default_database()["idempotency_keys"].count_documents({}) == 0
         finally:
             await store.close()
     finally:

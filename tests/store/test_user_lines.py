@@ -25,7 +25,10 @@ async def take(store: Store, user: str, lease_until: datetime | None = None) -> 
 async def test_places_follow_arrival_and_only_the_first_may_start(store: Store) -> None:
     first, second, third = [await take(store, "ann") for _ in range(3)]
     assert [(p.number, p.first) for p in (first, second, third)] == [
-        (0, True), (1, False), (2, False)]
+        (0, True),
+        (1, False),
+        (2, False),
+    ]
     assert not await store.first_in_line(second, utc_now())
     await store.leave(first)
     assert await store.first_in_line(second, utc_now())

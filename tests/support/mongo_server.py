@@ -212,9 +212,12 @@ class FerretDB:
         self.process = subprocess.Popen(
             [
                 str(self.binary),
-                "-listen-addr", f"127.0.0.1:{self.port}",
-                "-state-dir", str(self.state_dir),
-                "-log-level", "warn",
+                "-listen-addr",
+                f"127.0.0.1:{self.port}",
+                "-state-dir",
+                str(self.state_dir),
+                "-log-level",
+                "warn",
                 # Our end of its stdin closes when this process dies, however it dies: the
                 # server then stops too instead of outliving the tests.
                 "-exit-on-stdin-eof",

@@ -28,17 +28,33 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 3
 
 
 @contextmanager
-def uvicorn_process(target: str, *, factory: bool = False, env: dict[str, str] | None = None,
-                    ready_path: str = "/health") -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def uvicorn_process(
+    target: str,
+    *,
+    factory: bool = False,
+    env: dict[str, str] | None = None,
+    ready_path: str = "/health",
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``uvicorn target`` on a free port; yields its base URL and the process, and kills
     whatever is left of it at the end."""
     port = free_port()
-    command = [sys.executable, "-m", "uvicorn", target, "--host", "127.0.0.1",
-               "--port", str(port), "--log-level", "warning"]
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        target,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     if factory:
         command.insert(3, "--factory")
-    process = subprocess.Popen(command, env={**os.environ, **(env or {})},
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        command, env={**os.environ, **(env or {})}, stderr=subprocess.DEVNULL
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until_up(base + ready_path, process)
@@ -52,6 +68,7 @@ def uvicorn_process(target: str, *, factory: bool = False, env: dict[str, str] |
 @contextmanager
 def agent_process(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """The agent (``create_app`` factory) with ``CHORUS_*`` settings from ``env``."""
-    with uvicorn_process("agent.api.app:create_app", factory=True, env=env,
-                         ready_path="/ping") as running:
+    with uvicorn_process(
+        "agent.api.app:create_app", factory=True, env=env, ready_path="/ping"
+    ) as running:
         yield running

@@ -27,8 +27,14 @@ class ServerThread:
 
     def __init__(self, app: Any, port: int | None = None) -> None:
         self.port = port or free_port()
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                access_log=False, lifespan="on")
+        config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

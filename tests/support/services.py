@@ -18,8 +18,9 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from agent.sdk import DialogView, Service, SkillHypothesis, SkillSelection
 
 
-def fixed_skill(name: str, text: str, confidence: float, delay: float = 0.0,
-                **attributes: Any) -> FastAPI:
+def fixed_skill(
+    name: str, text: str, confidence: float, delay: float = 0.0, **attributes: Any
+) -> FastAPI:
     """Answers ``text`` after ``delay`` seconds; ``human_attributes`` from kwargs."""
     service = Service(name)
 
@@ -39,7 +40,8 @@ def window_reporter(name: str = "reporter") -> FastAPI:
     @service.skill
     def report(dialog: DialogView) -> SkillHypothesis:
         return SkillHypothesis(
-            text=f"I saw {len(dialog.utterances)} utterances", confidence=0.5,
+            text=f"I saw {len(dialog.utterances)} utterances",
+            confidence=0.5,
             seen=[u.text for u in dialog.utterances],
             seen_annotations=sorted(dialog.human_utterance.annotations),
             seen_human_attributes=dialog.human.attributes,
@@ -56,9 +58,12 @@ def counter_skill(name: str = "counter", confidence: float = 0.99) -> FastAPI:
     @service.skill
     def count(dialog: DialogView) -> SkillHypothesis:
         current = int(dialog.human.attributes.get("count", 0))
-        return SkillHypothesis(text=f"count is {current + 1}", confidence=confidence,
-                               human_attributes={"count": current + 1},
-                               bot_attributes={"last_count": current + 1})
+        return SkillHypothesis(
+            text=f"count is {current + 1}",
+            confidence=confidence,
+            human_attributes={"count": current + 1},
+            bot_attributes={"last_count": current + 1},
+        )
 
     return service.app
 
@@ -75,8 +80,7 @@ def length_annotator(name: str = "length", delay: float = 0.0) -> FastAPI:
     return service.app
 
 
-def raw_app(body: bytes | str | None = None, status: int = 200,
-            json_body: Any = None) -> FastAPI:
+def raw_app(body: bytes | str | None = None, status: int = 200, json_body: Any = None) -> FastAPI:
     """A server whose /respond answers exactly what it is told to, whatever was asked."""
     app = FastAPI()
 
@@ -104,8 +108,7 @@ def choosing_skill_selector(*names: str) -> FastAPI:
     return service.app
 
 
-def deciding_skill_selector(skills: list[str], reason: str,
-                            decides: list[str] | None) -> FastAPI:
+def deciding_skill_selector(skills: list[str], reason: str, decides: list[str] | None) -> FastAPI:
     """A selector that says why, and about which skills it decides."""
     service = Service("decider")
 
@@ -118,8 +121,7 @@ def deciding_skill_selector(skills: list[str], reason: str,
 
 def impostor_skill(name: str = "impostor") -> FastAPI:
     """A skill that tries to write outside its slot: it claims another skill's name."""
-    return raw_app(json_body=[[{"text": "trust me", "confidence": 1.0,
-                                "skill_name": "greeting"}]])
+    return raw_app(json_body=[[{"text": "trust me", "confidence": 1.0, "skill_name": "greeting"}]])
 
 
 def length_candidate_annotator(name: str = "lengths") -> FastAPI:

@@ -30,11 +30,13 @@ class SpanRecorder(InMemorySpanExporter):
             self._arrived.notify_all()
         return result
 
-    def wait_for(self, done: Callable[[list[ReadableSpan]], bool],
-                 timeout: float = 10.0) -> list[ReadableSpan]:
+    def wait_for(
+        self, done: Callable[[list[ReadableSpan]], bool], timeout: float = 10.0
+    ) -> list[ReadableSpan]:
         with self._arrived:
-            assert self._arrived.wait_for(lambda: done(list(self.get_finished_spans())),
-                                          timeout), "the expected spans never ended"
+            assert self._arrived.wait_for(lambda: done(list(self.get_finished_spans())), timeout), (
+                "the expected spans never ended"
+            )
         return list(self.get_finished_spans())
 
 

@@ -81,7 +81,8 @@ async def test_inc_returns_the_document_after(db: Any) -> None:
     await db.dialogs.insert_one({"_id": "d1", "utterance_count": 0})
     for expected in (1, 2, 3):
         after = await db.dialogs.find_one_and_update(
-            {"_id": "d1"}, {"$inc": {"utterance_count": 1}},
+            {"_id": "d1"},
+            {"$inc": {"utterance_count": 1}},
             return_document=ReturnDocument.AFTER,
         )
         assert after == {"_id": "d1", "utterance_count": expected}

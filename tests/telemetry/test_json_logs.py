@@ -38,25 +38,56 @@ def _skip_space(text: str, at: int) -> int:
 def test_json_log_lines_carry_the_turn_ids_and_its_trace_id(tmp_path: Path) -> None:
     with serving(greeting_app) as greeting:
         pipeline = tmp_path / "pipeline.json"
-        pipeline.write_text(json.dumps({"services": {"skills": {
-            "greeting": service_entry(greeting.url),
-            "gone": service_entry(f"http://127.0.0.1:{free_port()}")}}}))
+        pipeline.write_text(
+            json.dumps(
+                {
+                    "services": {
+                        "skills": {
+                            "greeting": service_entry(greeting.url),
+                            "gone": service_entry(f"http://127.0.0.1:{free_port()}"),
+                        }
+                    }
+                }
+            )
+        )
         port = free_port()
-        env = {**os.environ, "CHORUS_LOG_FORMAT": "json", "CHORUS_API_KEY": API_KEY,
-               "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db",
-               "CHORUS_PIPELINE": str(pipeline), "OTEL_TRACES_EXPORTER": "console"}
+        env = {
+            **os.environ,
+            "CHORUS_LOG_FORMAT": "json",
+            "CHORUS_API_KEY": API_KEY,
+            "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db",
+            "CHORUS_PIPELINE": str(pipeline),
+            "OTEL_TRACES_EXPORTER": "console",
+        }
         stderr, stdout = tmp_path / "stderr.log", tmp_path / "stdout.log"
         with stderr.open("wb") as err, stdout.open("wb") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "--factory", "agent.api.app:create_app",
-                 "--host", "127.0.0.1", "--port", str(port)], env=env, stdout=out, stderr=err)
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "--factory",
+                    "agent.api.app:create_app",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                ],
+                env=env,
+                stdout=out,
+                stderr=err,
+            )
             try:
                 base = f"http://127.0.0.1:{port}"
                 wait_until_up(base + "/ping", process)
-                reply = httpx.post(base + "/", json={"user_id": "ann", "payload": "hi"},
-                                   timeout=30).json()
-                dialog = httpx.get(f"{base}/api/dialogs/{reply['dialog_id']}", timeout=30,
-                                   headers={"X-API-Key": API_KEY}).json()
+                reply = httpx.post(
+                    base + "/", json={"user_id": "ann", "payload": "hi"}, timeout=30
+                ).json()
+                dialog = httpx.get(
+                    f"{base}/api/dialogs/{reply['dialog_id']}",
+                    timeout=30,
+                    headers={"X-API-Key": API_KEY},
+                ).json()
             finally:
                 process.send_signal(signal.SIGTERM)
                 assert process.wait(timeout=30) in (0, -signal.SIGTERM)
@@ -66,8 +97,9 @@ def test_json_log_lines_carry_the_turn_ids_and_its_trace_id(tmp_path: Path) -> N
     assert any(line["logger"] == "uvicorn.error" for line in lines), "server lines are JSON"
     in_turn = [line for line in lines if "gone" in str(line["message"])]
     assert in_turn, "the unreachable service's failure should be logged"
-    turn_span = next(span for span in json_objects(stdout.read_text())
-                     if span.get("name") == "chorus.turn")
+    turn_span = next(
+        span for span in json_objects(stdout.read_text()) if span.get("name") == "chorus.turn"
+    )
     trace_id = str(turn_span["context"]["trace_id"]).removeprefix("0x")  # type: ignore[index]
     for line in in_turn:
         assert line["level"] == "WARNING"

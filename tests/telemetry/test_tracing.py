@@ -50,28 +50,46 @@ def traced(tmp_path: Path) -> Iterator[tuple[httpx.Client, SpanRecorder, SpanRec
     """The agent and three SDK services on 127.0.0.1, each side with its own recorder."""
     agent_spans, service_spans = SpanRecorder("chorus-agent"), SpanRecorder("services")
     with ExitStack() as stack:
-        urls = {name: stack.enter_context(serving(service.app)).url
-                for name, service in sdk_services(service_spans).items()}
+        urls = {
+            name: stack.enter_context(serving(service.app)).url
+            for name, service in sdk_services(service_spans).items()
+        }
         pipeline = tmp_path / "pipeline.json"
-        pipeline.write_text(json.dumps({"services": {
-            "annotators": {"tokens": service_entry(urls["tokens"])},
-            "skills": {"greeting": service_entry(urls["greeting"]),
-                       "broken": service_entry(urls["broken"])},
-            "response_selectors": {"pick": {"connector": {"builtin": "highest_confidence"}}},
-        }}))
-        settings = Settings(db_url=f"sqlite:///{tmp_path}/chorus.db", pipeline=pipeline,
-                            api_key=API_KEY)
+        pipeline.write_text(
+            json.dumps(
+                {
+                    "services": {
+                        "annotators": {"tokens": service_entry(urls["tokens"])},
+                        "skills": {
+                            "greeting": service_entry(urls["greeting"]),
+                            "broken": service_entry(urls["broken"]),
+                        },
+                        "response_selectors": {
+                            "pick": {"connector": {"builtin": "highest_confidence"}}
+                        },
+                    }
+                }
+            )
+        )
+        settings = Settings(
+            db_url=f"sqlite:///{tmp_path}/chorus.db", pipeline=pipeline, api_key=API_KEY
+        )
         agent = stack.enter_context(
-            serving(create_app(settings, tracer_provider=agent_spans.provider)))
+            serving(create_app(settings, tracer_provider=agent_spans.provider))
+        )
         client = stack.enter_context(httpx.Client(base_url=agent.url, timeout=30))
         yield client, agent_spans, service_spans
 
 
 def test_a_turn_is_one_trace_from_the_caller_through_the_agent_into_its_services(
-        traced: tuple[httpx.Client, SpanRecorder, SpanRecorder]) -> None:
+    traced: tuple[httpx.Client, SpanRecorder, SpanRecorder],
+) -> None:
     client, agent_spans, service_spans = traced
-    reply = client.post("/", json={"user_id": "ann@example.org", "payload": "hi there"},
-                        headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"})
+    reply = client.post(
+        "/",
+        json={"user_id": "ann@example.org", "payload": "hi there"},
+        headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"},
+    )
     assert reply.status_code == 200, reply.text
     assert reply.json()["response"] == "Hello!"
 
@@ -86,8 +104,9 @@ def test_a_turn_is_one_trace_from_the_caller_through_the_agent_into_its_services
 
     turn = one(spans, "chorus.turn")
     assert turn.parent.span_id == request.context.span_id
-    dialog = client.get(f"/api/dialogs/{reply.json()['dialog_id']}",
-                        headers={"X-API-Key": API_KEY}).json()
+    dialog = client.get(
+        f"/api/dialogs/{reply.json()['dialog_id']}", headers={"X-API-Key": API_KEY}
+    ).json()
     human = dialog["utterances"][0]
     assert turn.attributes["chorus.dialog_id"] == reply.json()["dialog_id"]
     assert turn.attributes["chorus.utt_id"] == human["utt_id"]
@@ -104,8 +123,11 @@ def test_a_turn_is_one_trace_from_the_caller_through_the_agent_into_its_services
     for name, call in calls.items():
         assert call.kind == SpanKind.CLIENT and call.parent.span_id == turn.context.span_id
         assert call.attributes["chorus.batch_size"] == 1
-        group = "response_selectors" if name == "pick" else (
-            "annotators" if name == "tokens" else "skills")
+        group = (
+            "response_selectors"
+            if name == "pick"
+            else ("annotators" if name == "tokens" else "skills")
+        )
         assert call.attributes["chorus.group"] == group
     assert calls["greeting"].attributes["chorus.outcome"] == "ok"
     assert "error.type" not in calls["greeting"].attributes
@@ -117,13 +139,17 @@ def test_a_turn_is_one_trace_from_the_caller_through_the_agent_into_its_services
         assert served.resource.attributes["service.name"] == "services"
         assert served.attributes["chorus.batch_size"] == 1
 
-    stored = {s.name for s in spans if s.name.startswith("store.")
-              and s.parent.span_id == turn.context.span_id}
+    stored = {
+        s.name
+        for s in spans
+        if s.name.startswith("store.") and s.parent.span_id == turn.context.span_id
+    }
     assert {"store.open_turn", "store.add_utterance", "store.finish_turn"} <= stored
 
 
 def test_a_failing_service_call_span_says_what_went_wrong(
-        traced: tuple[httpx.Client, SpanRecorder, SpanRecorder]) -> None:
+    traced: tuple[httpx.Client, SpanRecorder, SpanRecorder],
+) -> None:
     client, agent_spans, service_spans = traced
     assert client.post("/", json={"user_id": "bob", "payload": "hi"}).status_code == 200
     spans = agent_spans.wait_for(lambda s: bool(named(s, "POST /")))
@@ -150,15 +176,24 @@ def test_probes_are_not_traced(traced: tuple[httpx.Client, SpanRecorder, SpanRec
 
 
 def test_a_trace_the_caller_did_not_sample_is_recorded_nowhere(
-        traced: tuple[httpx.Client, SpanRecorder, SpanRecorder]) -> None:
+    traced: tuple[httpx.Client, SpanRecorder, SpanRecorder],
+) -> None:
     client, agent_spans, service_spans = traced
     unsampled = "1" * 32
-    reply = client.post("/", json={"user_id": "cy", "payload": "hi"},
-                        headers={"traceparent": f"00-{unsampled}-{CALLER_SPAN}-00"})
+    reply = client.post(
+        "/",
+        json={"user_id": "cy", "payload": "hi"},
+        headers={"traceparent": f"00-{unsampled}-{CALLER_SPAN}-00"},
+    )
     assert reply.status_code == 200, reply.text
-    assert client.post("/", json={"user_id": "cy", "payload": "hi again"},
-                       headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"}
-                       ).status_code == 200
+    assert (
+        client.post(
+            "/",
+            json={"user_id": "cy", "payload": "hi again"},
+            headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"},
+        ).status_code
+        == 200
+    )
     spans = agent_spans.wait_for(lambda s: bool(named(s, "POST /")))
     remote = service_spans.wait_for(lambda s: len(named(s, "POST /respond")) == 3)
     assert {format_trace_id(s.context.trace_id) for s in spans + remote} == {CALLER_TRACE}
@@ -176,16 +211,20 @@ def test_a_dp_agent_pipeline_turn_has_a_span_per_service_call(tmp_path: Path) ->
         formatters = "tests.dream.formatters"
 
         def skill(url: str) -> dict[str, Any]:
-            return {"connector": {"protocol": "http", "url": f"{url}/respond"},
-                    "dialog_formatter": f"{formatters}:eliza_like",
-                    "response_formatter": f"{formatters}:skill_pair",
-                    "state_manager_method": "add_hypothesis"}
+            return {
+                "connector": {"protocol": "http", "url": f"{url}/respond"},
+                "dialog_formatter": f"{formatters}:eliza_like",
+                "response_formatter": f"{formatters}:skill_pair",
+                "state_manager_method": "add_hypothesis",
+            }
 
-        pipeline.write_text(json.dumps({"services": {"skills": {
-            "eliza": skill(eliza), "down": skill(failing)}}}))
+        pipeline.write_text(
+            json.dumps({"services": {"skills": {"eliza": skill(eliza), "down": skill(failing)}}})
+        )
         settings = Settings(db_url=f"sqlite:///{tmp_path}/chorus.db", pipeline=pipeline)
         agent = stack.enter_context(
-            serving(create_app(settings, tracer_provider=agent_spans.provider)))
+            serving(create_app(settings, tracer_provider=agent_spans.provider))
+        )
         client = stack.enter_context(httpx.Client(base_url=agent.url, timeout=30))
         assert client.post("/", json={"user_id": "ann", "payload": "hi"}).status_code == 200
         spans = agent_spans.wait_for(lambda s: bool(named(s, "POST /")))

@@ -14,8 +14,9 @@ router = APIRouter(tags=["chat"])
 
 
 @router.post("/", dependencies=[ChatKey, JsonBody], response_model=AgentReply)
-async def chat(message: AgentMessage, flow: FlowDep, settings: SettingsDep,
-               key: IdempotencyKey) -> AgentReply:
+async def chat(
+    message: AgentMessage, flow: FlowDep, settings: SettingsDep, key: IdempotencyKey
+) -> AgentReply:
     """Send the user's message; get the bot's answer and the skill that gave it.
 
     ``payload`` ``/start`` or ``/close`` ends the user's open dialog; the next message
@@ -26,18 +27,31 @@ async def chat(message: AgentMessage, flow: FlowDep, settings: SettingsDep,
 
     def shape(answer: Answer) -> AgentReply:
         if answer.result is None:
-            return AgentReply(dialog_id=answer.dialog_id, utt_id=None,
-                              user_id=message.reply_user_id(), response=CLOSED,
-                              active_skill=None)
+            return AgentReply(
+                dialog_id=answer.dialog_id,
+                utt_id=None,
+                user_id=message.reply_user_id(),
+                response=CLOSED,
+                active_skill=None,
+            )
         bot = answer.result.bot_utterance
-        return AgentReply(dialog_id=answer.dialog_id, utt_id=bot.utt_id,
-                          user_id=message.reply_user_id(), response=bot.text,
-                          active_skill=bot.active_skill,
-                          debug_output=answer.debug() if attributes.get("debug_output")
-                          else None)
+        return AgentReply(
+            dialog_id=answer.dialog_id,
+            utt_id=bot.utt_id,
+            user_id=message.reply_user_id(),
+            response=bot.text,
+            active_skill=bot.active_skill,
+            debug_output=answer.debug() if attributes.get("debug_output") else None,
+        )
 
     message_key = key or message.message_id
-    return await flow.reply(message.user_id, message.payload, attributes,
-                            key=f"chat:{message_key}" if message_key else None,
-                            request=message, shape=shape, reply_type=AgentReply,
-                            closing_commands=True)
+    return await flow.reply(
+        message.user_id,
+        message.payload,
+        attributes,
+        key=f"chat:{message_key}" if message_key else None,
+        request=message,
+        shape=shape,
+        reply_type=AgentReply,
+        closing_commands=True,
+    )

@@ -20,8 +20,11 @@ from agent.metrics.services import ServiceStats
 def _target(service: DreamService) -> str:
     config = service.connector
     if isinstance(config, HttpConnector):
-        url = config.url if config.url is not None else (
-            config.urllist[0] if config.urllist else None)
+        url = (
+            config.url
+            if config.url is not None
+            else (config.urllist[0] if config.urllist else None)
+        )
         if url is not None:
             port = f":{url.port}" if url.port is not None else ""
             return f"{url.scheme}://{url.host}{port}{url.path or ''}"
@@ -56,22 +59,43 @@ def describe_dream(pipeline: DreamPipeline, stats: ServiceStats) -> PipelineInfo
     for column in range(max(depth.values(), default=-1) + 1):
         here = [n for n in nodes if depth[n.name] == column]
         label = _label(here, fallbacks=column == last and bool(extra))
-        stages.append(Stage(group=label, services=[n.name for n in here],
-                            first_column=column, last_column=column))
+        stages.append(
+            Stage(
+                group=label,
+                services=[n.name for n in here],
+                first_column=column,
+                last_column=column,
+            )
+        )
         for row, node in enumerate(here):
             config = node.connector
-            services.append(ServiceInfo(
-                name=node.name, group=node.group or "services", target=_target(node),
-                timeout=getattr(config, "timeout", 0) or pipeline.turn_timeout,
-                batch_size=getattr(config, "batch_size", 1),
-                context_window=pipeline.history_window,
-                previous_services=sorted(node.depends_on - node.requires),
-                required_previous_services=sorted(node.requires),
-                tags=sorted(node.tags), column=column, row=row))
-    edges = [Edge(source=dep, target=node.name, required=dep in node.requires)
-             for node in pipeline.nodes for dep in sorted(node.depends_on)]
+            services.append(
+                ServiceInfo(
+                    name=node.name,
+                    group=node.group or "services",
+                    target=_target(node),
+                    timeout=getattr(config, "timeout", 0) or pipeline.turn_timeout,
+                    batch_size=getattr(config, "batch_size", 1),
+                    context_window=pipeline.history_window,
+                    previous_services=sorted(node.depends_on - node.requires),
+                    required_previous_services=sorted(node.requires),
+                    tags=sorted(node.tags),
+                    column=column,
+                    row=row,
+                )
+            )
+    edges = [
+        Edge(source=dep, target=node.name, required=dep in node.requires)
+        for node in pipeline.nodes
+        for dep in sorted(node.depends_on)
+    ]
     ids = {service.name: f"s{i}" for i, service in enumerate(services)}
     return PipelineInfo(
-        stages=stages, services=services, edges=edges, mermaid=mermaid(stages, edges, ids),
-        turn_timeout=pipeline.turn_timeout, turns=stats.turns,
-        stats=stats.summary(s.name for s in services))
+        stages=stages,
+        services=services,
+        edges=edges,
+        mermaid=mermaid(stages, edges, ids),
+        turn_timeout=pipeline.turn_timeout,
+        turns=stats.turns,
+        stats=stats.summary(s.name for s in services),
+    )

@@ -16,8 +16,11 @@ async def ping() -> str:
     return "pong"
 
 
-@router.get("/ready", response_model=ReadinessReport,
-            responses={503: {"model": ReadinessReport, "description": "not ready"}})
+@router.get(
+    "/ready",
+    response_model=ReadinessReport,
+    responses={503: {"model": ReadinessReport, "description": "not ready"}},
+)
 async def ready(readiness: ReadinessDep, response: Response) -> ReadinessReport:
     """200 when the store answers and every required service is reachable, else 503 with
     what is wrong (readiness: send this agent traffic only while it is 200)."""

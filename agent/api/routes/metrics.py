@@ -14,5 +14,4 @@ router = APIRouter(tags=["observability"])
 async def metrics(metrics: MetricsDep) -> Response:
     """Turns, turn latency, per-service call latency, errors by kind, timeouts, fallback
     answers and turns in flight."""
-    return Response(metrics.render(),
-                    media_type=CONTENT_TYPE_LATEST)
+    return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -25,23 +25,28 @@ _DATA_URL = re.compile(r"^data:[\w/+.-]+;base64,", re.ASCII)
 def _check_image(image: str, settings: Settings) -> None:
     """An http(s) URL, or base64 (optionally a data: URL) no larger than the limit."""
     if len(image) > settings.max_image_bytes * 4 // 3 + 64:
-        raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE,
-                            f"image is over the {settings.max_image_bytes} bytes limit "
-                            "(CHORUS_MAX_IMAGE_BYTES); send a URL instead")
+        raise HTTPException(
+            status.HTTP_413_CONTENT_TOO_LARGE,
+            f"image is over the {settings.max_image_bytes} bytes limit "
+            "(CHORUS_MAX_IMAGE_BYTES); send a URL instead",
+        )
     if image.startswith(("http://", "https://")):
         return
     try:
         base64.b64decode(_DATA_URL.sub("", image), validate=True)
     except (binascii.Error, ValueError):
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
-                            "image must be an http(s) URL or base64 data "
-                            "(optionally as a data: URL)") from None
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            "image must be an http(s) URL or base64 data (optionally as a data: URL)",
+        ) from None
 
 
-@router.post("/chat", dependencies=[ChatKey, JsonBody], response_model=Act,
-             response_model_exclude_none=True)
-async def observe(observation: Observation, flow: FlowDep, settings: SettingsDep,
-                  key: IdempotencyKey) -> Act:
+@router.post(
+    "/chat", dependencies=[ChatKey, JsonBody], response_model=Act, response_model_exclude_none=True
+)
+async def observe(
+    observation: Observation, flow: FlowDep, settings: SettingsDep, key: IdempotencyKey
+) -> Act:
     """Answer an observation. ``episode_done`` closes the dialog after the answer;
     ``reward`` rates the previous answer; with ``eval_labels`` (or ``labels``) the act
     carries the turn's metrics."""
@@ -57,18 +62,33 @@ async def observe(observation: Observation, flow: FlowDep, settings: SettingsDep
         labels = observation.eval_labels or observation.labels
         scores = None
         if labels:
-            candidates = (rank_label_candidates(observation.label_candidates, ranked)
-                          if observation.label_candidates else ranked)
+            candidates = (
+                rank_label_candidates(observation.label_candidates, ranked)
+                if observation.label_candidates
+                else ranked
+            )
             scores = TurnScores.score(result.bot_utterance.text, candidates, labels)
-        act = Act(text=result.bot_utterance.text, id=result.bot_utterance.active_skill,
-                  text_candidates=ranked, episode_done=observation.episode_done,
-                  dialog_id=answer.dialog_id, utt_id=result.bot_utterance.utt_id,
-                  metrics=scores)
+        act = Act(
+            text=result.bot_utterance.text,
+            id=result.bot_utterance.active_skill,
+            text_candidates=ranked,
+            episode_done=observation.episode_done,
+            dialog_id=answer.dialog_id,
+            utt_id=result.bot_utterance.utt_id,
+            metrics=scores,
+        )
         # As ParlAI sends every act to a client: JSON-safe, internal fields left out.
         return Act.model_validate(Message(act.model_dump()).json_safe_payload())
 
     message_key = key or observation.message_id
-    return await flow.reply(observation.user_id, observation.text, attributes,
-                            key=f"observe:{message_key}" if message_key else None,
-                            request=observation, shape=shape, reply_type=Act,
-                            reward=observation.reward, close_after=observation.episode_done)
+    return await flow.reply(
+        observation.user_id,
+        observation.text,
+        attributes,
+        key=f"observe:{message_key}" if message_key else None,
+        request=observation,
+        shape=shape,
+        reply_type=Act,
+        reward=observation.reward,
+        close_after=observation.episode_done,
+    )

@@ -42,8 +42,9 @@ DialogId = Annotated[str, PathParam(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 
 
 def _page(name: str) -> FileResponse:
-    return FileResponse(PAGES_DIR / f"{name}.html", media_type="text/html; charset=utf-8",
-                        headers=SECURITY_HEADERS)
+    return FileResponse(
+        PAGES_DIR / f"{name}.html", media_type="text/html; charset=utf-8", headers=SECURITY_HEADERS
+    )
 
 
 def static_files() -> StaticFiles:

@@ -33,8 +33,9 @@ class ServiceInfo(BaseModel):
     timeout: float
     batch_size: int
     context_window: int
-    previous_services: list[str] = Field(description="services it waits for by config "
-                                         "(groups expanded); earlier stages are implied")
+    previous_services: list[str] = Field(
+        description="services it waits for by config (groups expanded); earlier stages are implied"
+    )
     required_previous_services: list[str]
     tags: list[str]
     column: int
@@ -65,8 +66,9 @@ class PipelineInfo(BaseModel):
     mermaid: str = Field(description="the graph as a Mermaid flowchart")
     turn_timeout: float
     turns: int = Field(description="turns answered by this agent process")
-    stats: dict[str, ServiceSummary] = Field(description="by service name; this agent "
-                                             "process's calls since it started")
+    stats: dict[str, ServiceSummary] = Field(
+        description="by service name; this agent process's calls since it started"
+    )
 
 
 def _target(config: ServiceConfig) -> str:
@@ -113,12 +115,17 @@ def _layout(pipeline: Pipeline, edges: list[Edge]) -> tuple[list[Stage], dict[st
         if not nodes:
             continue
         for node in nodes:
-            same_stage = [column[s] for s in waits_for.get(node.name, [])
-                          if group_of[s] == group]
+            same_stage = [column[s] for s in waits_for.get(node.name, []) if group_of[s] == group]
             column[node.name] = max(same_stage, default=next_column - 1) + 1
         last = max(column[n.name] for n in nodes)
-        stages.append(Stage(group=group, services=[n.name for n in nodes],
-                            first_column=next_column, last_column=last))
+        stages.append(
+            Stage(
+                group=group,
+                services=[n.name for n in nodes],
+                first_column=next_column,
+                last_column=last,
+            )
+        )
         next_column = last + 1
     return stages, column
 
@@ -133,20 +140,26 @@ def mermaid(stages: list[Stage], edges: list[Edge], ids: dict[str, str]) -> str:
         lines.extend(f'        {ids[name]}["{name}"]' for name in stage.services)
         lines.append("    end")
     lines.extend(f"    {a.group} --> {b.group}" for a, b in pairwise(stages))
-    lines.extend(f"    {ids[e.source]} {'==>' if e.required else '-.->'} {ids[e.target]}"
-                 for e in edges)
+    lines.extend(
+        f"    {ids[e.source]} {'==>' if e.required else '-.->'} {ids[e.target]}" for e in edges
+    )
     return "\n".join(lines) + "\n"
 
 
 def _service(node: ServiceNode, column: int, row: int, pipeline: Pipeline) -> ServiceInfo:
     config = node.config
     return ServiceInfo(
-        name=node.name, group=node.group, target=_target(config),
-        timeout=config.connector.timeout, batch_size=config.connector.batch_size,
+        name=node.name,
+        group=node.group,
+        target=_target(config),
+        timeout=config.connector.timeout,
+        batch_size=config.connector.batch_size,
         context_window=config.context_window,
         previous_services=_expand(config.previous_services, pipeline),
         required_previous_services=_expand(config.required_previous_services, pipeline),
-        tags=config.tags, column=column, row=row,
+        tags=config.tags,
+        column=column,
+        row=row,
     )
 
 
@@ -163,8 +176,12 @@ def describe(pipeline: Pipeline, stats: ServiceStats) -> PipelineInfo:
             services.append(_service(nodes[name], columns[name], row, pipeline))
     ids = {service.name: f"s{i}" for i, service in enumerate(services)}
     return PipelineInfo(
-        stages=stages, services=services, edges=edges, mermaid=mermaid(stages, edges, ids),
-        turn_timeout=pipeline.turn_timeout, turns=stats.turns,
+        stages=stages,
+        services=services,
+        edges=edges,
+        mermaid=mermaid(stages, edges, ids),
+        turn_timeout=pipeline.turn_timeout,
+        turns=stats.turns,
         stats=stats.summary(s.name for s in services),
     )
 

@@ -109,12 +109,17 @@ class MongoStore(MongoDialogs, MongoKeys, MongoLines):
 
     @classmethod
     async def open(
-        cls, url: str, *, event_listeners: Sequence[CommandListener] = (),
+        cls,
+        url: str,
+        *,
+        event_listeners: Sequence[CommandListener] = (),
     ) -> MongoStore:
         """Connect and create the indexes (idempotent: creating an existing index with the
         same spec is a no-op). ``event_listeners`` lets tests count the commands sent."""
         options: dict[str, Any] = {
-            "tz_aware": True, "tzinfo": UTC, "appname": "chorus",
+            "tz_aware": True,
+            "tzinfo": UTC,
+            "appname": "chorus",
             "event_listeners": list(event_listeners),
         }
         lowered = url.lower()
@@ -127,13 +132,14 @@ class MongoStore(MongoDialogs, MongoKeys, MongoLines):
         try:
             stock = await _stock_ferretdb(client)
             if stock:
-                log.warning("FerretDB found: one connection, so its non-atomic updates cannot "
-                            "interleave, and utterances read one by one; several agents "
-                            "must not share it (docs/storage.md)")
+                log.warning(
+                    "FerretDB found: one connection, so its non-atomic updates cannot "
+                    "interleave, and utterances read one by one; several agents "
+                    "must not share it (docs/storage.md)"
+                )
                 await client.close()
                 client = AsyncMongoClient(url, **{**options, "maxPoolSize": 1})
-            store = cls(client, client.get_default_database(DEFAULT_DATABASE),
-                        point_reads=stock)
+            store = cls(client, client.get_default_database(DEFAULT_DATABASE), point_reads=stock)
             await migrate(store._db)
             await store._create_indexes()
         except BaseException:
@@ -143,14 +149,18 @@ class MongoStore(MongoDialogs, MongoKeys, MongoLines):
 
     @_unavailable_when_unreachable
     async def _create_indexes(self) -> None:
-        await self._users.create_index([("user_external_id", ASCENDING)], unique=True,
-                                       name="user_external_id")
-        await self._dialogs.create_index([("active_key", ASCENDING)], unique=True,
-                                         name="one_active_dialog")
-        await self._dialogs.create_index([("human_id", ASCENDING), ("date_start", ASCENDING)],
-                                         name="dialogs_by_human")
-        await self._utterances.create_index([("dialog_id", ASCENDING), ("seq", ASCENDING)],
-                                            unique=True, name="dialog_seq")
+        await self._users.create_index(
+            [("user_external_id", ASCENDING)], unique=True, name="user_external_id"
+        )
+        await self._dialogs.create_index(
+            [("active_key", ASCENDING)], unique=True, name="one_active_dialog"
+        )
+        await self._dialogs.create_index(
+            [("human_id", ASCENDING), ("date_start", ASCENDING)], name="dialogs_by_human"
+        )
+        await self._utterances.create_index(
+            [("dialog_id", ASCENDING), ("seq", ASCENDING)], unique=True, name="dialog_seq"
+        )
         await self._keys.create_index([("user_id", ASCENDING)], name="keys_by_user")
 
     @_unavailable_when_unreachable
@@ -180,4 +190,3 @@ class MongoStore(MongoDialogs, MongoKeys, MongoLines):
 
     async def close(self) -> None:
         await self._client.close()
-

@@ -18,8 +18,9 @@ _KEPT = 4096
 class MongoBase:
     """The collections the three parts of the store share."""
 
-    def __init__(self, client: AsyncMongoClient[Doc], db: AsyncDatabase[Doc], *,
-                 point_reads: bool = False) -> None:
+    def __init__(
+        self, client: AsyncMongoClient[Doc], db: AsyncDatabase[Doc], *, point_reads: bool = False
+    ) -> None:
         self._client = client
         self._db = db
         self._point_reads = point_reads
@@ -43,14 +44,16 @@ class MongoBase:
             self._next_seqs.clear()
         self._next_seqs[dialog_id] = seq
 
-    async def _update(self, collection: AsyncCollection[Doc],
-                      statements: list[Doc]) -> tuple[Doc, list[Doc]]:
+    async def _update(
+        self, collection: AsyncCollection[Doc], statements: list[Doc]
+    ) -> tuple[Doc, list[Doc]]:
         """Several update statements of one collection as one ordered ``update`` command,
         and the errors of those that failed (the ones after the first failure did not
         run). Sent as a command rather than with ``bulk_write``, which sends a document
         over 16 MB to FerretDB and then fails on its reply instead of refusing it."""
-        reply = await self._db.command({"update": collection.name, "updates": statements,
-                                        "ordered": True})
+        reply = await self._db.command(
+            {"update": collection.name, "updates": statements, "ordered": True}
+        )
         return reply, list(reply.get("writeErrors") or [])
 
     async def _update_users(self, statements: list[Doc]) -> None:

@@ -42,16 +42,16 @@ def _escape_key(key: str) -> str:
         start, end = len(key) - len(key.lstrip()), len(key.rstrip())
         if end == 0:  # whitespace only
             return "".join(map(_percent, key))
-        key = ("".join(map(_percent, key[:start])) + key[start:end]
-               + "".join(map(_percent, key[end:])))
+        key = (
+            "".join(map(_percent, key[:start])) + key[start:end] + "".join(map(_percent, key[end:]))
+        )
     return key
 
 
 def _unescape_key(key: str) -> str:
     if "%" not in key:
         return key
-    return _ESCAPE_SEQUENCE.sub(
-        lambda match: chr(int(match.group(1) or match.group(2), 16)), key)
+    return _ESCAPE_SEQUENCE.sub(lambda match: chr(int(match.group(1) or match.group(2), 16)), key)
 
 
 #: The one key of the object that wraps a list directly inside a list (FerretDB 1.x refuses

@@ -55,8 +55,9 @@ class MongoDialogs(MongoBase):
         if doc is None:
             # DuplicateKeyError: another message created the user first
             with contextlib.suppress(DuplicateKeyError):
-                await self._users.insert_one(_human_doc(
-                    Human(id=human_id, user_external_id=user_id)))
+                await self._users.insert_one(
+                    _human_doc(Human(id=human_id, user_external_id=user_id))
+                )
             doc = await self._users.find_one({"_id": human_id})
             if doc is None:  # pragma: no cover - erased while being created
                 raise LookupError(f"user {user_id!r} vanished while being created")
@@ -68,10 +69,17 @@ class MongoDialogs(MongoBase):
         if head is not None:
             return head, int(user["dialog"].get("count", 0))
         human_id = str(user["_id"])
-        head = DialogHead(dialog_id=new_id(), channel_type=channel_type,
-                          date_start=utc_now(), human_id=human_id, bot=Bot())
-        opened = await self._users.update_one({"_id": human_id, "dialog": {"$exists": False}},
-                                              {"$set": {"dialog": _open_dialog_state(head)}})
+        head = DialogHead(
+            dialog_id=new_id(),
+            channel_type=channel_type,
+            date_start=utc_now(),
+            human_id=human_id,
+            bot=Bot(),
+        )
+        opened = await self._users.update_one(
+            {"_id": human_id, "dialog": {"$exists": False}},
+            {"$set": {"dialog": _open_dialog_state(head)}},
+        )
         if not opened.matched_count:  # another message opened one first: use theirs
             raced = _open_head(await self._users.find_one({"_id": human_id}) or {})
             if raced is not None:
@@ -121,20 +129,26 @@ class MongoDialogs(MongoBase):
             self._keep_next_seq(dialog_id, count)
             return []
         seqs = range(max(0, count - limit), count + 1)
-        docs = sorted(await self._by_ids([_utterance_id(dialog_id, s) for s in seqs]),
-                      key=lambda doc: int(doc["seq"]))
+        docs = sorted(
+            await self._by_ids([_utterance_id(dialog_id, s) for s in seqs]),
+            key=lambda doc: int(doc["seq"]),
+        )
         if [doc["seq"] for doc in docs if doc["seq"] < count] != list(seqs)[:-1]:
-            cursor = self._utterances.find({"dialog_id": _literal(dialog_id)},
-                                           sort=[("seq", DESCENDING)], limit=limit + 1)
+            cursor = self._utterances.find(
+                {"dialog_id": _literal(dialog_id)}, sort=[("seq", DESCENDING)], limit=limit + 1
+            )
             docs = list(reversed(await cursor.to_list()))
         self._keep_next_seq(dialog_id, max([count - 1, *(int(d["seq"]) for d in docs)]) + 1)
         return [_utterance_from(doc) for doc in docs[-limit:]]
 
     async def _free_seq(self, dialog_id: str) -> int:
         """The next utterance number, for a writer outside a turn: one past the highest."""
-        cursor = self._utterances.find({"dialog_id": _literal(dialog_id)},
-                                       sort=[("seq", DESCENDING)], limit=1,
-                                       projection={"seq": 1})
+        cursor = self._utterances.find(
+            {"dialog_id": _literal(dialog_id)},
+            sort=[("seq", DESCENDING)],
+            limit=1,
+            projection={"seq": 1},
+        )
         newest = await cursor.to_list()
         return int(newest[0]["seq"]) + 1 if newest else 0
 
@@ -147,8 +161,13 @@ class MongoDialogs(MongoBase):
             utterance.utt_id = _utterance_id(dialog_id, seq)
             try:
                 await self._utterances.insert_one(
-                    {"_id": utterance.utt_id, "dialog_id": dialog_id, "seq": seq,
-                     **_utterance_body(utterance)})
+                    {
+                        "_id": utterance.utt_id,
+                        "dialog_id": dialog_id,
+                        "seq": seq,
+                        **_utterance_body(utterance),
+                    }
+                )
             except DuplicateKeyError:  # taken by a writer outside the line
                 seq = None
                 continue
@@ -160,8 +179,9 @@ class MongoDialogs(MongoBase):
     async def recent_utterances(self, dialog_id: str, limit: int) -> list[Utterance]:
         if limit <= 0:  # MongoDB reads limit 0 as "no limit"
             return []
-        cursor = self._utterances.find({"dialog_id": _literal(dialog_id)},
-                                       sort=[("seq", DESCENDING)], limit=limit)
+        cursor = self._utterances.find(
+            {"dialog_id": _literal(dialog_id)}, sort=[("seq", DESCENDING)], limit=limit
+        )
         return [_utterance_from(doc) for doc in reversed(await cursor.to_list())]
 
     @_unavailable_when_unreachable
@@ -170,10 +190,17 @@ class MongoDialogs(MongoBase):
 
     @_unavailable_when_unreachable
     async def finish_turn(
-        self, dialog_id: str, human_id: str, utterance: HumanUtterance,
-        bot_utterance: BotUtterance, human_attributes: dict[str, Any],
-        bot_attributes: dict[str, Any], *, human_profile: dict[str, Any] | None = None,
-        replace_human_attributes: bool = False, place: Place | None = None,
+        self,
+        dialog_id: str,
+        human_id: str,
+        utterance: HumanUtterance,
+        bot_utterance: BotUtterance,
+        human_attributes: dict[str, Any],
+        bot_attributes: dict[str, Any],
+        *,
+        human_profile: dict[str, Any] | None = None,
+        replace_human_attributes: bool = False,
+        place: Place | None = None,
     ) -> None:
         seq = await self._answer(dialog_id, utterance, bot_utterance)
         # Kept until the turn's end is stored: a retry of a refused end (with the services'
@@ -192,8 +219,7 @@ class MongoDialogs(MongoBase):
         dialog: Doc = {"$max": {"dialog.count": seq + 1}}
         if bot_attributes:
             dialog["$set"] = _merge("dialog.bot.attributes", bot_attributes)
-        statements.append({"q": {"_id": _literal(human_id), "dialog.id": dialog_id},
-                           "u": dialog})
+        statements.append({"q": {"_id": _literal(human_id), "dialog.id": dialog_id}, "u": dialog})
         if place is not None:
             statements += _leaving(place, True, utc_now())
         await self._update_users(statements)
@@ -201,35 +227,43 @@ class MongoDialogs(MongoBase):
         if place is not None:
             place.left = True
 
-    async def _answer(self, dialog_id: str, utterance: HumanUtterance,
-                      bot_utterance: BotUtterance) -> int:
+    async def _answer(
+        self, dialog_id: str, utterance: HumanUtterance, bot_utterance: BotUtterance
+    ) -> int:
         """The annotated human utterance and the bot's answer in one ``update`` command:
         the answer is an upsert that only inserts, at the number after the human's. Its
         number, found again if a writer outside the line took it."""
         seq = self._next_seqs.pop(dialog_id, None)
         if seq is None:
             seq = await self._free_seq(dialog_id)
-        annotated: Doc = {"q": {"_id": _literal(utterance.utt_id)},
-                          "u": {"$set": _utterance_body(utterance)}}
+        annotated: Doc = {
+            "q": {"_id": _literal(utterance.utt_id)},
+            "u": {"$set": _utterance_body(utterance)},
+        }
         for _ in range(_ATTEMPTS):
             bot_utterance.utt_id = _utterance_id(dialog_id, seq)
             body = _utterance_body(bot_utterance)
-            answer = {"q": {"_id": bot_utterance.utt_id},
-                      "u": {"$setOnInsert": {"dialog_id": dialog_id, "seq": seq, **body}},
-                      "upsert": True}
-            reply, errors = await self._update(self._utterances,
-                                               [annotated, answer] if annotated else [answer])
+            answer = {
+                "q": {"_id": bot_utterance.utt_id},
+                "u": {"$setOnInsert": {"dialog_id": dialog_id, "seq": seq, **body}},
+                "upsert": True,
+            }
+            reply, errors = await self._update(
+                self._utterances, [annotated, answer] if annotated else [answer]
+            )
             if errors:
                 raise WriteError(str(errors), code=errors[0].get("code"))
             if reply.get("upserted"):
                 return seq
             annotated = {}
             taken = await self._utterances.find_one({"_id": bot_utterance.utt_id})
-            if taken is not None and taken.get("speaker") == "bot" \
-                    and taken.get("text") == bot_utterance.text:
+            if (
+                taken is not None
+                and taken.get("speaker") == "bot"
+                and taken.get("text") == bot_utterance.text
+            ):
                 # This turn's own answer, stored by an attempt whose end was refused.
-                await self._utterances.update_one({"_id": bot_utterance.utt_id},
-                                                  {"$set": body})
+                await self._utterances.update_one({"_id": bot_utterance.utt_id}, {"$set": body})
                 return seq
             seq += 1
         raise RuntimeError(f"no free utterance number in dialog {dialog_id} (contention)")
@@ -248,11 +282,12 @@ class MongoDialogs(MongoBase):
         del closed["_id"], closed["opened_ns"]
         # The dialog's document first: a close cut short leaves the dialog open, and
         # closing it again finishes the job.
-        await self._dialogs.update_one({"_id": head.dialog_id},
-                                       {"$set": closed, "$setOnInsert": {"opened_ns": 0}},
-                                       upsert=True)
+        await self._dialogs.update_one(
+            {"_id": head.dialog_id}, {"$set": closed, "$setOnInsert": {"opened_ns": 0}}, upsert=True
+        )
         released = await self._users.update_one(
-            {"_id": user["_id"], "dialog.id": head.dialog_id}, {"$unset": {"dialog": ""}})
+            {"_id": user["_id"], "dialog.id": head.dialog_id}, {"$unset": {"dialog": ""}}
+        )
         return head.dialog_id if released.modified_count else None
 
     def _as_read(self, doc: Doc, user: Doc) -> DialogHead:
@@ -260,8 +295,9 @@ class MongoDialogs(MongoBase):
         head = _head(doc)
         open_head = _open_head(user)
         if open_head is not None and open_head.dialog_id == head.dialog_id:
-            return head.model_copy(update={"bot": open_head.bot,
-                                           "attributes": open_head.attributes})
+            return head.model_copy(
+                update={"bot": open_head.bot, "attributes": open_head.attributes}
+            )
         return head
 
     async def _with_utterances(self, heads: list[Doc], user: Doc) -> list[Dialog]:
@@ -278,16 +314,18 @@ class MongoDialogs(MongoBase):
         rest = [head["_id"] for head in heads if head["_id"] not in by_dialog]
         if rest:
             by_dialog.update({i: [] for i in rest})
-            cursor = self._utterances.find({"dialog_id": {"$in": rest}},
-                                           sort=[("dialog_id", ASCENDING), ("seq", ASCENDING)])
+            cursor = self._utterances.find(
+                {"dialog_id": {"$in": rest}}, sort=[("dialog_id", ASCENDING), ("seq", ASCENDING)]
+            )
             async for doc in cursor:
                 by_dialog[doc["dialog_id"]].append(doc)
         dialogs = []
         for doc in heads:
             read = self._as_read(doc, user)
             utterances = [_utterance_from(u) for u in by_dialog[read.dialog_id]]
-            dialogs.append(Dialog(**read.model_dump(exclude={"human_id"}), human=human,
-                                  utterances=utterances))
+            dialogs.append(
+                Dialog(**read.model_dump(exclude={"human_id"}), human=human, utterances=utterances)
+            )
         return dialogs
 
     @staticmethod
@@ -303,12 +341,15 @@ class MongoDialogs(MongoBase):
         dialog, or one stored before ids were numbered)."""
         if count > _POINT_READ_DIALOG:
             return None
-        docs = sorted(await self._by_ids([_utterance_id(dialog_id, s) for s in range(count)]),
-                      key=lambda doc: int(doc["seq"]))
+        docs = sorted(
+            await self._by_ids([_utterance_id(dialog_id, s) for s in range(count)]),
+            key=lambda doc: int(doc["seq"]),
+        )
         if [doc["seq"] for doc in docs] != list(range(count)):
             return None
-        while (extra := await self._utterances.find_one(
-                {"_id": _utterance_id(dialog_id, count)})) is not None:
+        while (
+            extra := await self._utterances.find_one({"_id": _utterance_id(dialog_id, count)})
+        ) is not None:
             docs.append(extra)
             count += 1
         return docs
@@ -329,8 +370,9 @@ class MongoDialogs(MongoBase):
         user = await self._users.find_one({"_id": _human_id_for(user_id)})
         if user is None:
             return None
-        cursor = self._dialogs.find({"human_id": user["_id"]},
-                                    sort=[("date_start", ASCENDING), ("opened_ns", ASCENDING)])
+        cursor = self._dialogs.find(
+            {"human_id": user["_id"]}, sort=[("date_start", ASCENDING), ("opened_ns", ASCENDING)]
+        )
         heads = await cursor.to_list()
         return await self._with_utterances(heads, user) if heads else []
 
@@ -338,22 +380,22 @@ class MongoDialogs(MongoBase):
     async def rate_dialog(self, user_id: str, dialog_id: str, rating: float) -> bool:
         result = await self._dialogs.update_one(
             {"_id": _literal(dialog_id), "human_id": _human_id_for(user_id)},
-            {"$set": {"rating": rating}})
+            {"$set": {"rating": rating}},
+        )
         return result.matched_count > 0
 
     @_unavailable_when_unreachable
     async def rate_utterance(self, user_id: str, utt_id: str, rating: float) -> bool:
         utterance = await self._utterances.find_one(
-            {"_id": _literal(utt_id), "speaker": "bot"}, projection={"dialog_id": 1})
+            {"_id": _literal(utt_id), "speaker": "bot"}, projection={"dialog_id": 1}
+        )
         if utterance is None:
             return False
         owned = await self._dialogs.find_one(
             {"_id": utterance["dialog_id"], "human_id": _human_id_for(user_id)},
-            projection={"_id": 1})
+            projection={"_id": 1},
+        )
         if owned is None:
             return False
-        result = await self._utterances.update_one({"_id": utt_id},
-                                                   {"$set": {"rating": rating}})
+        result = await self._utterances.update_one({"_id": utt_id}, {"$set": {"rating": rating}})
         return result.matched_count > 0
-
-

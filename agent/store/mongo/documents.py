@@ -54,8 +54,12 @@ def _dialog_doc(head: DialogHead, *, count: int = 0, active: bool = True) -> Doc
     doc: Doc = _escape(head.model_dump())
     doc["_id"] = doc.pop("dialog_id")
     # opened_ns orders dialogs opened within the same millisecond (BSON dates keep ms).
-    doc.update(active=active, active_key=_dialog_key(head.dialog_id), utterance_count=count,
-               opened_ns=time.time_ns())
+    doc.update(
+        active=active,
+        active_key=_dialog_key(head.dialog_id),
+        utterance_count=count,
+        opened_ns=time.time_ns(),
+    )
     return doc
 
 

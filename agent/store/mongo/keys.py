@@ -22,13 +22,20 @@ class MongoKeys(MongoBase):
         return f"{len(_literal(user_id))}:{user_id}:{_literal(key)}"
 
     @_unavailable_when_unreachable
-    async def claim_key(self, user_id: str, key: str, fingerprint: str,
-                        lease_until: datetime, now: datetime) -> Claim:
+    async def claim_key(
+        self, user_id: str, key: str, fingerprint: str, lease_until: datetime, now: datetime
+    ) -> Claim:
         claim_id = self._claim_id(user_id, key)
         try:
-            await self._keys.insert_one({"_id": claim_id, "user_id": user_id, "reply": None,
-                                         "fingerprint": fingerprint,
-                                         "alive_until": lease_until})
+            await self._keys.insert_one(
+                {
+                    "_id": claim_id,
+                    "user_id": user_id,
+                    "reply": None,
+                    "fingerprint": fingerprint,
+                    "alive_until": lease_until,
+                }
+            )
             return Claim(ClaimStatus.CLAIMED)
         except DuplicateKeyError:
             doc = await self._keys.find_one({"_id": claim_id})
@@ -45,7 +52,8 @@ class MongoKeys(MongoBase):
         # it read is part of the filter, so only one of them matches).
         taken = await self._keys.update_one(
             {"_id": claim_id, "reply": None, "alive_until": alive_until},
-            {"$set": {"alive_until": lease_until, "fingerprint": fingerprint}})
+            {"$set": {"alive_until": lease_until, "fingerprint": fingerprint}},
+        )
         return Claim(ClaimStatus.CLAIMED if taken.matched_count else ClaimStatus.IN_FLIGHT)
 
     @_unavailable_when_unreachable
@@ -53,12 +61,14 @@ class MongoKeys(MongoBase):
         for user_id, key in claims:  # by _id: FerretDB scans for any other filter
             await self._keys.update_one(
                 {"_id": self._claim_id(user_id, key), "reply": None},
-                {"$set": {"alive_until": lease_until}})
+                {"$set": {"alive_until": lease_until}},
+            )
 
     @_unavailable_when_unreachable
     async def complete_key(self, user_id: str, key: str, reply: Doc) -> None:
-        await self._keys.update_one({"_id": self._claim_id(user_id, key)},
-                                    {"$set": {"reply": _escape(reply)}})
+        await self._keys.update_one(
+            {"_id": self._claim_id(user_id, key)}, {"$set": {"reply": _escape(reply)}}
+        )
 
     @_unavailable_when_unreachable
     async def release_key(self, user_id: str, key: str) -> None:

@@ -50,9 +50,12 @@ class MongoLines(MongoBase):
         human_id = _human_id_for(user_id)
         doc = await self._users.find_one_and_update(
             {"_id": human_id, "line.free": True},
-            {"$inc": {"line.taken": 1},
-             "$set": {"line.free": False, "line.alive_until": lease_until}},
-            return_document=ReturnDocument.AFTER)
+            {
+                "$inc": {"line.taken": 1},
+                "$set": {"line.free": False, "line.alive_until": lease_until},
+            },
+            return_document=ReturnDocument.AFTER,
+        )
         if doc is not None:
             place = Place(user_id, int(doc["line"]["taken"]) - 1, True, lease)
             self._keep_snapshot(user_id, doc)
@@ -76,8 +79,8 @@ class MongoLines(MongoBase):
         for _ in range(_ATTEMPTS):
             try:
                 doc = await self._users.find_one_and_update(
-                    {"_id": human_id}, update,
-                    upsert=True, return_document=ReturnDocument.AFTER)
+                    {"_id": human_id}, update, upsert=True, return_document=ReturnDocument.AFTER
+                )
             except DuplicateKeyError:  # created by a racing first message: count again
                 continue
             if doc is not None:
@@ -88,7 +91,8 @@ class MongoLines(MongoBase):
         """Put this place's lease on the line, if the line is still at this place."""
         held = await self._users.update_one(
             {"_id": human_id, "line.done": number},
-            {"$set": {"line.alive_until": lease_until, "line.free": False}})
+            {"$set": {"line.alive_until": lease_until, "line.free": False}},
+        )
         return held.matched_count > 0
 
     @_unavailable_when_unreachable
@@ -107,14 +111,20 @@ class MongoLines(MongoBase):
             if served > place.number:  # passed over: its lease lapsed while it waited
                 return False
             alive_until = line.get("alive_until")
-            if str(served) not in line.get("gave_up", {}) and alive_until is not None \
-                    and alive_until >= now:
+            if (
+                str(served) not in line.get("gave_up", {})
+                and alive_until is not None
+                and alive_until >= now
+            ):
                 return False
             # The place being served gave up or its agent died: move the line past it.
             await self._users.update_one(
                 {"_id": human_id, "line.done": served},
-                {"$set": {"line.done": served + 1, "line.alive_until": now + place.lease},
-                 "$unset": {f"line.gave_up.{served}": ""}})
+                {
+                    "$set": {"line.done": served + 1, "line.alive_until": now + place.lease},
+                    "$unset": {f"line.gave_up.{served}": ""},
+                },
+            )
         return False
 
     @_unavailable_when_unreachable
@@ -122,7 +132,8 @@ class MongoLines(MongoBase):
         for user_id, number in places:  # only the place being served holds a lease
             await self._users.update_one(
                 {"_id": _human_id_for(user_id), "line.done": number},
-                {"$set": {"line.alive_until": lease_until}})
+                {"$set": {"line.alive_until": lease_until}},
+            )
 
     @_unavailable_when_unreachable
     async def leave(self, place: Place, *, served: bool = True) -> None:
@@ -140,10 +151,16 @@ def _leaving(place: Place, served: bool, now: datetime) -> list[Doc]:
     if not served:  # still waiting: whoever reaches this place passes it over
         statements.append({"q": {"_id": human_id}, "u": {"$set": {gave_up: True}}})
     statements += [
-        {"q": {"_id": human_id, "line.done": number},
-         "u": {"$set": {"line.done": number + 1, "line.alive_until": now + place.lease},
-               "$unset": {gave_up: ""}}},
-        {"q": {"_id": human_id, "line.done": number + 1, "line.taken": number + 1},
-         "u": {"$set": {"line.free": True}}},
+        {
+            "q": {"_id": human_id, "line.done": number},
+            "u": {
+                "$set": {"line.done": number + 1, "line.alive_until": now + place.lease},
+                "$unset": {gave_up: ""},
+            },
+        },
+        {
+            "q": {"_id": human_id, "line.done": number + 1, "line.taken": number + 1},
+            "u": {"$set": {"line.free": True}},
+        },
     ]
     return statements

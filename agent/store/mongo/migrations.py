@@ -46,13 +46,15 @@ async def migrate(db: AsyncDatabase[Doc]) -> None:
     if version >= SCHEMA_VERSION:
         return
     if version > 0 or await db["users"].find_one({}, projection={"_id": 1}) is not None:
-        log.info("migrating the MongoDB database from schema version %d to %d",
-                 version, SCHEMA_VERSION)
+        log.info(
+            "migrating the MongoDB database from schema version %d to %d", version, SCHEMA_VERSION
+        )
     await _rename_keys(db)
     await db["turn_queue"].drop()
     await _embed_open_dialogs(db)
-    await db["chorus_meta"].update_one({"_id": "schema"},
-                                       {"$set": {"version": SCHEMA_VERSION}}, upsert=True)
+    await db["chorus_meta"].update_one(
+        {"_id": "schema"}, {"$set": {"version": SCHEMA_VERSION}}, upsert=True
+    )
 
 
 async def _rename_keys(db: AsyncDatabase[Doc]) -> None:
@@ -64,8 +66,9 @@ async def _rename_keys(db: AsyncDatabase[Doc]) -> None:
         await keys.update_many({"user": {"$exists": True}}, {"$rename": {"user": "user_id"}})
     except OperationFailure:  # a server without $rename: one document at a time
         async for doc in keys.find({"user": {"$exists": True}}):
-            await keys.update_one({"_id": doc["_id"]},
-                                  {"$set": {"user_id": doc["user"]}, "$unset": {"user": ""}})
+            await keys.update_one(
+                {"_id": doc["_id"]}, {"$set": {"user_id": doc["user"]}, "$unset": {"user": ""}}
+            )
 
 
 async def _embed_open_dialogs(db: AsyncDatabase[Doc]) -> None:
@@ -83,15 +86,15 @@ async def _embed_open_dialogs(db: AsyncDatabase[Doc]) -> None:
                 continue  # the user's pointer names another open dialog: that one is used
         state = _open_dialog_state(_head(doc))
         state["count"] = int(doc.get("utterance_count", 0))
-        await users.update_one({"_id": user["_id"], "dialog": {"$exists": False}},
-                               {"$set": {"dialog": state}})
-        await dialogs.update_one({"_id": doc["_id"]},
-                                 {"$set": {"active_key": "d:" + doc["_id"]}})
+        await users.update_one(
+            {"_id": user["_id"], "dialog": {"$exists": False}}, {"$set": {"dialog": state}}
+        )
+        await dialogs.update_one({"_id": doc["_id"]}, {"$set": {"active_key": "d:" + doc["_id"]}})
         done += 1
         if done % _PROGRESS_EVERY == 0:
             log.info("migration: %d open dialogs moved into their users' documents", done)
     # Dialogs left open that no user uses (a crash between two writes of the old layout).
-    await dialogs.update_many({"active": True, "active_key": {"$regex": "^h:"}},
-                              {"$set": {"active": False}})
-    await users.update_many({"active_dialog": {"$exists": True}},
-                            {"$unset": {"active_dialog": ""}})
+    await dialogs.update_many(
+        {"active": True, "active_key": {"$regex": "^h:"}}, {"$set": {"active": False}}
+    )
+    await users.update_many({"active_dialog": {"$exists": True}}, {"$unset": {"active_dialog": ""}})

@@ -57,8 +57,11 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines):
         rows = self._write(
             ("DELETE FROM idempotency_keys WHERE user_id = ?", [user_id]),
             ("DELETE FROM lines WHERE user_id = ?", [user_id]),
-            (f"DELETE FROM utterances WHERE dialog_id IN (SELECT id FROM dialogs WHERE "
-             f"human_id = {user})", [user_id]),
+            (
+                f"DELETE FROM utterances WHERE dialog_id IN (SELECT id FROM dialogs WHERE "
+                f"human_id = {user})",
+                [user_id],
+            ),
             (f"DELETE FROM dialogs WHERE human_id = {user}", [user_id]),
             ("DELETE FROM users WHERE user_id = ? RETURNING id", [user_id]),
         )

@@ -39,18 +39,30 @@ CREATE TABLE IF NOT EXISTS utterances (
 SCHEMA_VERSION = 2
 #: Version 2's renames, to one name per idea (docs/glossary.md): (old table, new table,
 #: columns renamed as (old, new)).
-_RENAMED = (("messages", "idempotency_keys", (("user", "user_id"),)),
-            ("turn_queue", "lines", (("user", "user_id"),)),
-            ("users", "users", (("external_id", "user_id"),)))
+_RENAMED = (
+    ("messages", "idempotency_keys", (("user", "user_id"),)),
+    ("turn_queue", "lines", (("user", "user_id"),)),
+    ("users", "users", (("external_id", "user_id"),)),
+)
 #: Columns added since the first release: (table, column, type), added when missing.
-_ADDED_COLUMNS = (("idempotency_keys", "fingerprint", "TEXT"),
-                  ("idempotency_keys", "alive_until", "REAL"))
+_ADDED_COLUMNS = (
+    ("idempotency_keys", "fingerprint", "TEXT"),
+    ("idempotency_keys", "alive_until", "REAL"),
+)
 #: Primary result codes that mean the database cannot work right now (a full disk, an I/O
 #: error, a lock held too long, a file that cannot be opened or written), not bad data.
-_UNAVAILABLE_CODES = frozenset({
-    sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_READONLY,
-    sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PROTOCOL,
-})
+_UNAVAILABLE_CODES = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_NOMEM,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_PROTOCOL,
+    }
+)
 #: Attribute keys per ``json_set`` call: SQLite caps a function's arguments (127 by default),
 #: so a larger merge takes several statements.
 _KEYS_PER_CALL = 50
@@ -75,15 +87,16 @@ def _merges(table: str, prefix: str, updates: dict[str, Any], row_id: str) -> li
     items = list(updates.items())
     statements: list[Statement] = []
     for start in range(0, len(items), _KEYS_PER_CALL):
-        chunk = items[start:start + _KEYS_PER_CALL]
+        chunk = items[start : start + _KEYS_PER_CALL]
         args: list[Any] = []
         for key, value in chunk:
             if '"' in key:  # checked upstream; a quote would end the path's label
                 raise StoreWriteRefused(f"attribute key {key!r} contains '\"'")
             args += [f'{prefix}."{key}"', _json(value)]
         pairs = ", ".join(["?, json(?)"] * len(chunk))
-        statements.append((f"UPDATE {table} SET doc = json_set(doc, {pairs}) WHERE id = ?",
-                           [*args, row_id]))
+        statements.append(
+            (f"UPDATE {table} SET doc = json_set(doc, {pairs}) WHERE id = ?", [*args, row_id])
+        )
     return statements
 
 
@@ -112,8 +125,10 @@ def _translated(exc: sqlite3.Error) -> Exception:
 
 
 def _insert_utterance(dialog_id: str, utterance: HumanUtterance | BotUtterance) -> Statement:
-    return (_INSERT_UTTERANCE, [dialog_id, dialog_id, utterance.utt_id, utterance.speaker,
-                                _document(utterance)])
+    return (
+        _INSERT_UTTERANCE,
+        [dialog_id, dialog_id, utterance.utt_id, utterance.speaker, _document(utterance)],
+    )
 
 
 def _columns(db: sqlite3.Connection, table: str) -> set[str]:
@@ -133,8 +148,7 @@ def migrate(db: sqlite3.Connection) -> None:
                 present = _columns(db, new)
                 for old_column, new_column in columns:
                     if old_column in present and new_column not in present:
-                        db.execute(f"ALTER TABLE {new} RENAME COLUMN {old_column} "
-                                   f"TO {new_column}")
+                        db.execute(f"ALTER TABLE {new} RENAME COLUMN {old_column} TO {new_column}")
             for table, column, kind in _ADDED_COLUMNS:
                 present = _columns(db, table)
                 if present and column not in present:
@@ -153,10 +167,17 @@ def migrate(db: sqlite3.Connection) -> None:
 def _leaving(place: Place) -> list[Statement]:
     """Leave the line (see :mod:`agent.store.sqlite.lines`): done places below the
     newest are deleted, the newest keeps the count going."""
-    return [("UPDATE lines SET done = 1 WHERE user_id = ? AND place = ?",
-             [place.user_id, place.number]),
-            ("DELETE FROM lines WHERE user_id = ? AND done = 1 AND place < (SELECT MAX(place) "
-             "FROM lines WHERE user_id = ?)", [place.user_id, place.user_id])]
+    return [
+        (
+            "UPDATE lines SET done = 1 WHERE user_id = ? AND place = ?",
+            [place.user_id, place.number],
+        ),
+        (
+            "DELETE FROM lines WHERE user_id = ? AND done = 1 AND place < (SELECT MAX(place) "
+            "FROM lines WHERE user_id = ?)",
+            [place.user_id, place.user_id],
+        ),
+    ]
 
 
 class SqliteBase:

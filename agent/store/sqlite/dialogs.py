@@ -40,8 +40,12 @@ class SqliteDialogs(SqliteBase):
         row = self._one("SELECT doc FROM users WHERE user_id = ?", [user_id])
         if row is None:
             fresh = Human(user_external_id=user_id)
-            self._write(("INSERT OR IGNORE INTO users (id, user_id, doc) VALUES (?, ?, ?)",
-                         [fresh.id, user_id, fresh.model_dump_json()]))
+            self._write(
+                (
+                    "INSERT OR IGNORE INTO users (id, user_id, doc) VALUES (?, ?, ?)",
+                    [fresh.id, user_id, fresh.model_dump_json()],
+                )
+            )
             row = self._one("SELECT doc FROM users WHERE user_id = ?", [user_id])
         return Human.model_validate_json(row[0])
 
@@ -49,14 +53,22 @@ class SqliteDialogs(SqliteBase):
         row = self._one("SELECT doc FROM dialogs WHERE human_id = ? AND active = 1", [human.id])
         if row is not None:
             return DialogHead.model_validate_json(row[0])
-        head = DialogHead(dialog_id=new_id(), channel_type=channel_type, date_start=utc_now(),
-                          human_id=human.id, bot=Bot())
+        head = DialogHead(
+            dialog_id=new_id(),
+            channel_type=channel_type,
+            date_start=utc_now(),
+            human_id=human.id,
+            bot=Bot(),
+        )
         try:
-            self._write(("INSERT INTO dialogs (id, human_id, active, doc) VALUES (?, ?, 1, ?)",
-                         [head.dialog_id, human.id, head.model_dump_json()]))
+            self._write(
+                (
+                    "INSERT INTO dialogs (id, human_id, active, doc) VALUES (?, ?, 1, ?)",
+                    [head.dialog_id, human.id, head.model_dump_json()],
+                )
+            )
         except sqlite3.IntegrityError:  # another process opened it first: use theirs
-            row = self._one("SELECT doc FROM dialogs WHERE human_id = ? AND active = 1",
-                            [human.id])
+            row = self._one("SELECT doc FROM dialogs WHERE human_id = ? AND active = 1", [human.id])
             return DialogHead.model_validate_json(row[0])
         return head
 
@@ -71,19 +83,32 @@ class SqliteDialogs(SqliteBase):
         self._write(_insert_utterance(dialog_id, utterance))
 
     async def finish_turn(
-        self, dialog_id: str, human_id: str, utterance: HumanUtterance,
-        bot_utterance: BotUtterance, human_attributes: dict[str, Any],
-        bot_attributes: dict[str, Any], *, human_profile: dict[str, Any] | None = None,
-        replace_human_attributes: bool = False, place: Place | None = None,
+        self,
+        dialog_id: str,
+        human_id: str,
+        utterance: HumanUtterance,
+        bot_utterance: BotUtterance,
+        human_attributes: dict[str, Any],
+        bot_attributes: dict[str, Any],
+        *,
+        human_profile: dict[str, Any] | None = None,
+        replace_human_attributes: bool = False,
+        place: Place | None = None,
     ) -> None:
         statements: list[Statement] = [
-            ("UPDATE utterances SET doc = ? WHERE utt_id = ?",
-             [_document(utterance), utterance.utt_id]),
+            (
+                "UPDATE utterances SET doc = ? WHERE utt_id = ?",
+                [_document(utterance), utterance.utt_id],
+            ),
             _insert_utterance(dialog_id, bot_utterance),
         ]
         if replace_human_attributes:
-            statements.append(("UPDATE users SET doc = json_set(doc, '$.attributes', json(?)) "
-                               "WHERE id = ?", [_json(human_attributes), human_id]))
+            statements.append(
+                (
+                    "UPDATE users SET doc = json_set(doc, '$.attributes', json(?)) WHERE id = ?",
+                    [_json(human_attributes), human_id],
+                )
+            )
         else:
             statements += _merges("users", "$.attributes", human_attributes, human_id)
         statements += _merges("users", "$.profile", human_profile or {}, human_id)
@@ -95,26 +120,32 @@ class SqliteDialogs(SqliteBase):
             place.left = True
 
     async def close_active_dialog(self, user_id: str) -> str | None:
-        (row,) = self._write((
-            "UPDATE dialogs SET active = 0, doc = json_set(doc, '$.date_finish', ?) "
-            "WHERE active = 1 AND human_id = (SELECT id FROM users WHERE user_id = ?) "
-            "RETURNING id",
-            [utc_now().isoformat(), user_id],
-        ))
+        (row,) = self._write(
+            (
+                "UPDATE dialogs SET active = 0, doc = json_set(doc, '$.date_finish', ?) "
+                "WHERE active = 1 AND human_id = (SELECT id FROM users WHERE user_id = ?) "
+                "RETURNING id",
+                [utc_now().isoformat(), user_id],
+            )
+        )
         return None if row is None else str(row[0])
 
     def _dialog(self, head_doc: str, human: Human) -> Dialog:
         head = DialogHead.model_validate_json(head_doc)
-        rows = self._all("SELECT doc FROM utterances WHERE dialog_id = ? ORDER BY seq",
-                         [head.dialog_id])
+        rows = self._all(
+            "SELECT doc FROM utterances WHERE dialog_id = ? ORDER BY seq", [head.dialog_id]
+        )
         return Dialog(
-            **head.model_dump(exclude={"human_id"}), human=human,
+            **head.model_dump(exclude={"human_id"}),
+            human=human,
             utterances=[_utterance.validate_json(row[0]) for row in rows],
         )
 
     async def dialog(self, dialog_id: str) -> Dialog | None:
-        row = self._one("SELECT d.doc, u.doc FROM dialogs d JOIN users u ON u.id = d.human_id "
-                        "WHERE d.id = ?", [dialog_id])
+        row = self._one(
+            "SELECT d.doc, u.doc FROM dialogs d JOIN users u ON u.id = d.human_id WHERE d.id = ?",
+            [dialog_id],
+        )
         if row is None:
             return None
         return self._dialog(row[0], Human.model_validate_json(row[1]))
@@ -124,23 +155,28 @@ class SqliteDialogs(SqliteBase):
         if user is None:
             return None
         human = Human.model_validate_json(user[1])
-        rows = self._all("SELECT doc FROM dialogs WHERE human_id = ? "
-                         "ORDER BY rowid", [user[0]])  # creation order: dates tie within a ms
+        rows = self._all(
+            "SELECT doc FROM dialogs WHERE human_id = ? ORDER BY rowid", [user[0]]
+        )  # creation order: dates tie within a ms
         return [self._dialog(row[0], human) for row in rows]
 
     async def rate_dialog(self, user_id: str, dialog_id: str, rating: float) -> bool:
-        (row,) = self._write((
-            "UPDATE dialogs SET doc = json_set(doc, '$.rating', ?) WHERE id = ? AND "
-            "human_id = (SELECT id FROM users WHERE user_id = ?) RETURNING id",
-            [rating, dialog_id, user_id],
-        ))
+        (row,) = self._write(
+            (
+                "UPDATE dialogs SET doc = json_set(doc, '$.rating', ?) WHERE id = ? AND "
+                "human_id = (SELECT id FROM users WHERE user_id = ?) RETURNING id",
+                [rating, dialog_id, user_id],
+            )
+        )
         return row is not None
 
     async def rate_utterance(self, user_id: str, utt_id: str, rating: float) -> bool:
-        (row,) = self._write((
-            "UPDATE utterances SET doc = json_set(doc, '$.rating', ?) WHERE utt_id = ? "
-            "AND speaker = 'bot' AND dialog_id IN (SELECT d.id FROM dialogs d JOIN users u "
-            "ON u.id = d.human_id WHERE u.user_id = ?) RETURNING utt_id",
-            [rating, utt_id, user_id],
-        ))
+        (row,) = self._write(
+            (
+                "UPDATE utterances SET doc = json_set(doc, '$.rating', ?) WHERE utt_id = ? "
+                "AND speaker = 'bot' AND dialog_id IN (SELECT d.id FROM dialogs d JOIN users u "
+                "ON u.id = d.human_id WHERE u.user_id = ?) RETURNING utt_id",
+                [rating, utt_id, user_id],
+            )
+        )
         return row is not None

@@ -15,24 +15,39 @@ class SqliteLines(SqliteBase):
     async def take_place(self, user_id: str, lease_until: datetime) -> Place:
         busy, (number,) = self._write(
             ("SELECT EXISTS (SELECT 1 FROM lines WHERE user_id = ? AND done = 0)", [user_id]),
-            ("INSERT INTO lines (user_id, place, done, alive_until) VALUES (?, (SELECT "
-             "COALESCE(MAX(place), -1) + 1 FROM lines WHERE user_id = ?), 0, ?) "
-             "RETURNING place", [user_id, user_id, lease_until.timestamp()]),
+            (
+                "INSERT INTO lines (user_id, place, done, alive_until) VALUES (?, (SELECT "
+                "COALESCE(MAX(place), -1) + 1 FROM lines WHERE user_id = ?), 0, ?) "
+                "RETURNING place",
+                [user_id, user_id, lease_until.timestamp()],
+            ),
         )
         return Place(user_id, number, not busy[0], lease_until - utc_now())
 
     async def first_in_line(self, place: Place, now: datetime) -> bool:
-        self._write((
-            "UPDATE lines SET done = 1 WHERE user_id = ? AND place < ? AND done = 0 "
-            "AND alive_until < ?", [place.user_id, place.number, now.timestamp()]))
-        row = self._one("SELECT 1 FROM lines WHERE user_id = ? AND place < ? AND done = 0 "
-                        "LIMIT 1", [place.user_id, place.number])
+        self._write(
+            (
+                "UPDATE lines SET done = 1 WHERE user_id = ? AND place < ? AND done = 0 "
+                "AND alive_until < ?",
+                [place.user_id, place.number, now.timestamp()],
+            )
+        )
+        row = self._one(
+            "SELECT 1 FROM lines WHERE user_id = ? AND place < ? AND done = 0 LIMIT 1",
+            [place.user_id, place.number],
+        )
         return row is None
 
     async def renew_places(self, places: list[tuple[str, int]], lease_until: datetime) -> None:
-        self._write(*(("UPDATE lines SET alive_until = ? WHERE user_id = ? AND place = ? "
-                       "AND done = 0", [lease_until.timestamp(), user, number])
-                      for user, number in places))
+        self._write(
+            *(
+                (
+                    "UPDATE lines SET alive_until = ? WHERE user_id = ? AND place = ? AND done = 0",
+                    [lease_until.timestamp(), user, number],
+                )
+                for user, number in places
+            )
+        )
 
     async def leave(self, place: Place, *, served: bool = True) -> None:
         """(``served`` is not needed here: the line is read with one query.)"""
