@@ -241,6 +241,9 @@ class MongoDialogs(MongoBase):
             "u": {"$set": _utterance_body(utterance)},
         }
         for _ in range(_ATTEMPTS):
+            # An answer whose id is already this number was given it by an attempt of this
+            # turn whose end was refused: this one writes it again, reduced.
+            again = bot_utterance.utt_id == _utterance_id(dialog_id, seq)
             bot_utterance.utt_id = _utterance_id(dialog_id, seq)
             body = _utterance_body(bot_utterance)
             answer = {
@@ -248,24 +251,23 @@ class MongoDialogs(MongoBase):
                 "u": {"$setOnInsert": {"dialog_id": dialog_id, "seq": seq, **body}},
                 "upsert": True,
             }
-            reply, errors = await self._update(
-                self._utterances, [annotated, answer] if annotated else [answer]
-            )
-            if errors:
+            statements = [annotated, answer] if annotated else [answer]
+            reply, errors = await self._update(self._utterances, statements)
+            # A duplicate key: another writer inserted the answer's number at the same time
+            # (FerretDB does not always say which statement failed, so the annotation,
+            # idempotent, is written again on its own).
+            raced = bool(errors) and all(e.get("code") == 11000 for e in errors)
+            if errors and not raced:
                 raise WriteError(str(errors), code=errors[0].get("code"))
+            if raced and annotated:
+                await self._utterances.update_one(annotated["q"], annotated["u"])
             if reply.get("upserted"):
                 return seq
             annotated = {}
-            taken = await self._utterances.find_one({"_id": bot_utterance.utt_id})
-            if (
-                taken is not None
-                and taken.get("speaker") == "bot"
-                and taken.get("text") == bot_utterance.text
-            ):
-                # This turn's own answer, stored by an attempt whose end was refused.
+            if again and not raced:
                 await self._utterances.update_one({"_id": bot_utterance.utt_id}, {"$set": body})
                 return seq
-            seq += 1
+            seq += 1  # taken by a writer outside the line
         raise RuntimeError(f"no free utterance number in dialog {dialog_id} (contention)")
 
     # -- dialogs ------------------------------------------------------------------------
