@@ -170,11 +170,11 @@ class MongoStore(MongoDialogs, MongoKeys, MongoLines):
         await self._keys.delete_many({"user_id": _literal(user_id)})
         self._snapshots.pop(user_id, None)
         human_id = _human_id_for(user_id)
-        if await self._users.find_one({"_id": human_id}, projection={"_id": 1}) is None:
+        user = await self._users.find_one({"_id": human_id}, projection={"dialog.id": 1})
+        if user is None:
             return False
         dialog_ids = await self._dialogs.distinct("_id", {"human_id": human_id})
-        user = await self._users.find_one({"_id": human_id}, projection={"dialog.id": 1})
-        open_id = ((user or {}).get("dialog") or {}).get("id")
+        open_id = (user.get("dialog") or {}).get("id")
         if open_id is not None and open_id not in dialog_ids:
             dialog_ids.append(open_id)
         await self._utterances.delete_many({"dialog_id": {"$in": dialog_ids}})

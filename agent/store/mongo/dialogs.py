@@ -25,8 +25,8 @@ from agent.store.mongo.documents import (
     _dialog_doc,
     _head,
     _human,
-    _human_doc,
     _human_id_for,
+    _new_user_doc,
     _open_dialog_state,
     _open_head,
     _utterance_body,
@@ -55,9 +55,7 @@ class MongoDialogs(MongoBase):
         if doc is None:
             # DuplicateKeyError: another message created the user first
             with contextlib.suppress(DuplicateKeyError):
-                await self._users.insert_one(
-                    _human_doc(Human(id=human_id, user_external_id=user_id))
-                )
+                await self._users.insert_one(_new_user_doc(user_id))
             doc = await self._users.find_one({"_id": human_id})
             if doc is None:  # pragma: no cover - erased while being created
                 raise LookupError(f"user {user_id!r} vanished while being created")

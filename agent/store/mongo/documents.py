@@ -32,7 +32,9 @@ def _utterance_id(dialog_id: str, seq: int) -> str:
     return f"{dialog_id}-{seq}"
 
 
-def _human_doc(human: Human) -> Doc:
+def _new_user_doc(user_id: str) -> Doc:
+    """The document of a user at first contact."""
+    human = Human(id=_human_id_for(user_id), user_external_id=user_id)
     doc: Doc = _escape(human.model_dump())
     doc["_id"] = doc.pop("id")
     return doc

@@ -7,10 +7,10 @@ from datetime import datetime
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
-from agent.state.models import Human, utc_now
+from agent.state.models import utc_now
 from agent.store.base import Place
 from agent.store.mongo.base import MongoBase
-from agent.store.mongo.documents import _human_doc, _human_id_for
+from agent.store.mongo.documents import _human_id_for, _new_user_doc
 from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
 
 #: Tries at taking a place for a user created at that very moment by another message.
@@ -71,7 +71,7 @@ class MongoLines(MongoBase):
 
     async def _count_place(self, user_id: str, human_id: str, lease_until: datetime) -> Doc:
         """Count a place without waiting for a free line, creating the user if needed."""
-        new_user = _human_doc(Human(id=human_id, user_external_id=user_id))
+        new_user = _new_user_doc(user_id)
         del new_user["_id"]
         new_user.update({"line.free": False, "line.alive_until": lease_until})
         # $max: a user of a release before the line moved here has no line yet.
