@@ -15,7 +15,12 @@ import pytest
 
 from agent.api.app import create_app
 from agent.settings import Settings
-from tests.support.mongo_server import mongodb_required, running_mongodb, unavailable_reason
+from tests.support.mongo_server import (
+    mongodb_required,
+    running_mongodb,
+    running_mongodb_8,
+    unavailable_reason,
+)
 from tests.support.servers import ServerThread, serving
 
 
@@ -42,6 +47,15 @@ def mongodb_url() -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="session")
+def mongodb_8_url(mongodb_url: str) -> Iterator[str]:
+    """A server with MongoDB 8's client-level ``bulkWrite`` (MONGODB_URL when it is
+    MongoDB 8, else a FerretDB started with ``-bulk-write``), where a turn's end is one
+    command."""
+    with running_mongodb_8() as url:
+        yield url
+
+
 def fresh_database(server_url: str) -> str:
     """The server's URL naming a new database of its own for one test (options such as
     credentials kept)."""
@@ -53,10 +67,13 @@ def fresh_database(server_url: str) -> str:
 
 @pytest.fixture(params=["sqlite", "mongodb"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The agent's store: every agent test runs on SQLite and on MongoDB."""
+    """The agent's store: every agent test runs on SQLite and on MongoDB; a test that
+    concerns how a turn's end is written also on MongoDB 8, with
+    ``@pytest.mark.parametrize("db_url", [..., "mongodb-8"], indirect=True)``."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/chorus.db"
-    return fresh_database(request.getfixturevalue("mongodb_url"))
+    server = "mongodb_8_url" if request.param == "mongodb-8" else "mongodb_url"
+    return fresh_database(request.getfixturevalue(server))
 
 
 AgentFactory = Callable[..., httpx.Client]

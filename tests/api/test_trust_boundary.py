@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
@@ -51,6 +52,10 @@ HOSTILE_KEYS = [
 ]
 #: Keys that would address something other than themselves in a path: refused.
 REFUSED_KEYS = ["a.b", "$set", 'say "hi"', ""]
+
+
+#: A turn's end is written differently on MongoDB 8 (one bulkWrite): these run there too.
+ALL_STORES = pytest.mark.parametrize("db_url", ["sqlite", "mongodb", "mongodb-8"], indirect=True)
 
 
 def nested(depth: int) -> Any:
@@ -297,6 +302,7 @@ def counting_keys_skill() -> FastAPI:
     return service.app
 
 
+@ALL_STORES
 def test_a_turn_over_the_document_budget_keeps_its_answer(
     services: Services,
     agent: AgentFactory,
@@ -318,6 +324,7 @@ def test_a_turn_over_the_document_budget_keeps_its_answer(
     assert refused["kind"] == "refused" and "CHORUS_MAX_DOCUMENT_BYTES" in refused["message"]
 
 
+@ALL_STORES
 def test_a_document_the_database_refuses_is_stored_without_the_outputs(
     services: Services,
     agent: AgentFactory,

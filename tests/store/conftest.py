@@ -1,10 +1,11 @@
-"""The ``store`` fixture: each contract test runs against SQLite and against MongoDB.
+"""The ``store`` fixture: each contract test runs against SQLite, MongoDB, and MongoDB 8.
 
-The MongoDB server is the session's one (``mongodb_url`` in ``tests/conftest.py``:
-``MONGODB_URL`` or a FerretDB started here, skipped with the reason when neither can be
-had, a failure under ``REQUIRE_MONGODB=1``). Each test gets a database of its own, dropped
-afterwards, so tests never see each other's users. The fixture is function-scoped: every
-test opens its own client, the way the agent opens one per process.
+The MongoDB servers are the session's (``mongodb_url`` and ``mongodb_8_url`` in
+``tests/conftest.py``: ``MONGODB_URL`` or a FerretDB started here, skipped with the reason
+when neither can be had, a failure under ``REQUIRE_MONGODB=1``). Each test gets a
+database of its own, dropped afterwards, so tests never see each other's users. The
+fixture is function-scoped: every test opens its own client, the way the agent opens one
+per process.
 """
 
 from __future__ import annotations
@@ -42,14 +43,38 @@ async def mongo_store(
             await admin.close()
 
 
-@pytest.fixture(params=["sqlite", "mongodb"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+@pytest.fixture(params=["sqlite", "mongodb", "mongodb-8"])
+async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh database on SQLite; MongoDB 6 and 7 (a turn's end in two commands);
+    MongoDB 8 (in one ``bulkWrite``). A MongoDB database is dropped afterwards."""
     if request.param == "sqlite":
-        opened = await open_store(f"sqlite:///{tmp_path}/contract.db")
-        try:
-            yield opened
-        finally:
-            await opened.close()
+        yield f"sqlite:///{tmp_path}/contract.db"
         return
-    async with mongo_store(request.getfixturevalue("mongodb_url")) as (mongo, _):
-        yield mongo
+    server = "mongodb_8_url" if request.param == "mongodb-8" else "mongodb_url"
+    url = fresh_database(request.getfixturevalue(server))
+    yield url
+    admin: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url)
+    try:
+        await admin.drop_database(admin.get_default_database().name)
+    finally:
+        await admin.close()
+
+
+@pytest.fixture
+async def store(store_url: str) -> AsyncIterator[Store]:
+    opened = await open_store(store_url)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+async def another_agent_store(store_url: str) -> AsyncIterator[Store]:
+    """A second store on the same database, with memory of its own: what another agent
+    process sharing the database writes through."""
+    opened = await open_store(store_url)
+    try:
+        yield opened
+    finally:
+        await opened.close()

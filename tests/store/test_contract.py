@@ -408,3 +408,33 @@ async def test_a_message_id_reused_for_another_request_is_told_apart(store: Stor
     await store.complete_key("ann", "m", {"response": "to the first"})
     assert (await claim(store, "ann", "m", "other request")).status is (ClaimStatus.OTHER_MESSAGE)
     assert (await claim(store, "ann", "m", "first request")).reply == {"response": "to the first"}
+
+
+async def test_an_answer_whose_number_another_agent_took_is_kept_after_it(
+    store: Store, another_agent_store: Store
+) -> None:
+    """A writer outside the user's line (another agent, a tool) may store an utterance at
+    the number this turn's answer was to take: both are kept, the answer after it."""
+    human = await store.human("alice")
+    dialog = await store.active_dialog(human, "http_client")
+    utterance = HumanUtterance(text="hello", user=human.model_dump(mode="json"))
+    await store.add_utterance(dialog.dialog_id, utterance)
+    outside = HumanUtterance(text="from elsewhere")
+    await another_agent_store.add_utterance(dialog.dialog_id, outside)
+    utterance.annotations = {"tokens": ["hello"]}
+    bot = BotUtterance(text="hi!", orig_text="hi!", active_skill="echo", confidence=0.5)
+    await store.finish_turn(dialog.dialog_id, human.id, utterance, bot, {"seen": True}, {})
+
+    stored = await store.dialog(dialog.dialog_id)
+    assert stored is not None
+    assert [(u.speaker, u.text) for u in stored.utterances] == [
+        ("human", "hello"),
+        ("human", "from elsewhere"),
+        ("bot", "hi!"),
+    ]
+    assert stored.utterances[0].annotations == {"tokens": ["hello"]}
+    assert stored.utterances[-1].utt_id == bot.utt_id
+    assert stored.human.attributes == {"seen": True}
+    # The next turn sees all three in its window.
+    window = await store.recent_utterances(dialog.dialog_id, 10)
+    assert [u.text for u in window] == ["hello", "from elsewhere", "hi!"]

@@ -181,10 +181,19 @@ class FerretDB:
     as outage tests need: clients keep their URL and find the data they wrote.
     """
 
-    def __init__(self, binary: Path, state_dir: str | Path, port: int | None = None) -> None:
+    def __init__(
+        self,
+        binary: Path,
+        state_dir: str | Path,
+        port: int | None = None,
+        *,
+        bulk_write: bool = False,
+    ) -> None:
         self.binary = binary
         self.state_dir = Path(state_dir)
         self.port = port or free_port()
+        #: Answer MongoDB 8's ``bulkWrite`` and report its wire version (``-bulk-write``)
+        self.bulk_write = bulk_write
         self.process: subprocess.Popen[bytes] | None = None
         self._stdout: _Output | None = None
         self._stderr: _Output | None = None
@@ -221,6 +230,7 @@ class FerretDB:
                 # Our end of its stdin closes when this process dies, however it dies: the
                 # server then stops too instead of outliving the tests.
                 "-exit-on-stdin-eof",
+                *(["-bulk-write"] if self.bulk_write else []),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -331,11 +341,11 @@ def start_ferretdb(state_dir: str | Path, port: int | None = None) -> FerretDB:
 
 
 @contextmanager
-def running_ferretdb() -> Iterator[FerretDB]:
+def running_ferretdb(*, bulk_write: bool = False) -> Iterator[FerretDB]:
     """A FerretDB with a temporary data directory, stopped and removed afterwards."""
     binary = build_ferretdb()
     with tempfile.TemporaryDirectory(prefix="chorus-ferretdb-") as state_dir:
-        server = FerretDB(binary, state_dir).start()
+        server = FerretDB(binary, state_dir, bulk_write=bulk_write).start()
         try:
             yield server
         finally:
@@ -354,4 +364,29 @@ def running_mongodb() -> Iterator[str]:
         yield configured
         return
     with running_ferretdb() as server:
+        yield server.url
+
+
+#: The wire version of MongoDB 8.0, whose servers answer the client-level ``bulkWrite``.
+MONGODB_8_WIRE_VERSION = 25
+
+
+def wire_version(url: str) -> int:
+    """The highest wire version the server at ``url`` speaks."""
+    client: MongoClient[dict[str, Any]] = MongoClient(url, serverSelectionTimeoutMS=10_000)
+    try:
+        return int(client.admin.command("hello").get("maxWireVersion", 0))
+    finally:
+        client.close()
+
+
+@contextmanager
+def running_mongodb_8() -> Iterator[str]:
+    """A URL of a server with MongoDB 8's ``bulkWrite``: ``MONGODB_URL`` when that server
+    is MongoDB 8 or later, else a FerretDB started with ``-bulk-write``."""
+    configured = os.environ.get("MONGODB_URL")
+    if configured and wire_version(configured) >= MONGODB_8_WIRE_VERSION:
+        yield configured
+        return
+    with running_ferretdb(bulk_write=True) as server:
         yield server.url

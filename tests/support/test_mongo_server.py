@@ -14,17 +14,28 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pymongo import ASCENDING, AsyncMongoClient, MongoClient, ReturnDocument
-from pymongo.errors import DuplicateKeyError
+from pymongo import (
+    ASCENDING,
+    AsyncMongoClient,
+    DeleteOne,
+    InsertOne,
+    MongoClient,
+    ReturnDocument,
+    UpdateOne,
+)
+from pymongo.errors import ClientBulkWriteException, DuplicateKeyError, OperationFailure
 
 from tests.support.mongo_server import (
+    MONGODB_8_WIRE_VERSION,
     FerretDB,
     MongoServerError,
     ferretdb_available,
     mongodb_required,
     running_mongodb,
+    running_mongodb_8,
     start_ferretdb,
     unavailable_reason,
+    wire_version,
 )
 
 Doc = dict[str, Any]
@@ -140,3 +151,61 @@ def test_a_server_that_cannot_start_says_why(ferretdb: FerretDB) -> None:
         assert client.admin.command("ping")["ok"] == 1
     finally:
         client.close()
+
+
+def test_the_mongodb_8_server_answers_pymongos_client_bulk_write() -> None:
+    """The MongoDB 8 test server (a real MongoDB 8, or FerretDB with ``-bulk-write``) runs
+    PyMongo's own client-level ``bulk_write`` the way MongoDB 8 does: in order, across
+    collections, stopping at the first error of an ordered batch."""
+    with running_mongodb_8() as url:
+        client: MongoClient[Doc] = MongoClient(url)
+        name = f"chorus_probe_{uuid.uuid4().hex[:12]}"
+        try:
+            assert wire_version(url) >= MONGODB_8_WIRE_VERSION
+            done = client.bulk_write(
+                [
+                    InsertOne({"_id": 1, "n": 1}, namespace=f"{name}.a"),
+                    UpdateOne({"_id": "u"}, {"$set": {"v": 2}}, upsert=True, namespace=f"{name}.b"),
+                    UpdateOne({"_id": 1}, {"$inc": {"n": 1}}, namespace=f"{name}.a"),
+                    DeleteOne({"_id": "absent"}, namespace=f"{name}.b"),
+                ],
+                verbose_results=True,
+            )
+            assert (done.inserted_count, done.upserted_count) == (1, 1)
+            assert (done.matched_count, done.modified_count, done.deleted_count) == (1, 1, 0)
+            assert done.update_results[1].upserted_id == "u"
+            with pytest.raises(ClientBulkWriteException) as refused:
+                client.bulk_write(
+                    [
+                        InsertOne({"_id": 1}, namespace=f"{name}.a"),
+                        UpdateOne({"_id": 1}, {"$inc": {"n": 10}}, namespace=f"{name}.a"),
+                    ]
+                )
+            # PyMongo types them as WriteError; they are the server's error documents.
+            errors: list[Any] = list(refused.value.write_errors or [])
+            assert [(error["idx"], error["code"]) for error in errors] == [(0, 11000)]
+            assert list(client[name].a.find()) == [{"_id": 1, "n": 2}]
+            assert list(client[name].b.find()) == [{"_id": "u", "v": 2}]
+        finally:
+            client.drop_database(name)
+            client.close()
+
+
+@needs_ferretdb
+def test_without_its_flag_ferretdb_is_a_mongodb_7_without_bulk_write(tmp_path: Path) -> None:
+    """The 5-command turn of MongoDB 6 and 7 is tested on a server that, like them, has no
+    client-level bulkWrite."""
+    with start_ferretdb(tmp_path / "state") as server:
+        assert wire_version(server.url) < MONGODB_8_WIRE_VERSION
+        client: MongoClient[Doc] = MongoClient(server.url)
+        try:
+            with pytest.raises(OperationFailure, match="bulkWrite"):
+                client.admin.command(
+                    {
+                        "bulkWrite": 1,
+                        "ops": [{"insert": 0, "document": {"_id": 1}}],
+                        "nsInfo": [{"ns": "chorus_probe.a"}],
+                    }
+                )
+        finally:
+            client.close()

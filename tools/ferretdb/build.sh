@@ -8,7 +8,7 @@
 # and build cache are used). A cold build takes about 2 minutes on 2 CPUs; later ones are
 # instant.
 #
-# Four fixes are applied at build time (to a copy of the module in .cache/; nothing of FerretDB
+# Six changes are applied at build time (to a copy of the module in .cache/; nothing of FerretDB
 # is copied into this repository): FerretDB 1.24's SQLite backend looks documents up by
 # `_ferretdb_sjson->'$._id'` while its unique _id index is on `_ferretdb_sjson->"_id"`.
 # SQLite matches an index to a query by the expression's text, so every read, update and
@@ -37,7 +37,8 @@ fi
 out="$root/.cache/ferretdb/ferretdb-$version"
 
 fresh=1
-for src in "$here/main.go" "$here/go.mod" "$here/go.sum" "$here/build.sh"; do
+for src in "$here/main.go" "$here/go.mod" "$here/go.sum" "$here/build.sh" \
+    "$here/patches/bulk_write.go.in"; do
     [[ -x "$out" && "$out" -nt "$src" ]] || fresh=0
 done
 if (( fresh )); then
@@ -148,6 +149,32 @@ GO
 if [[ "$(grep -c 'chorusIDsIn(v.(\*types.Document))' "$collection")" != 1 ]]; then
     echo "build.sh: FerretDB $version no longer has the _id pushdown this script extends" \
          "(internal/backends/sqlite/collection.go): update build.sh" >&2
+    exit 1
+fi
+# The fifth: MongoDB 8's client-level bulkWrite (patches/bulk_write.go.in), answered only
+# when the binary runs with -bulk-write, which also makes hello report wire version 25:
+# the tests run the agent's 4-command turn of MongoDB 8 against it, and its 5-command turn
+# of MongoDB 6 and 7 against the server without the flag.
+cp "$here/patches/bulk_write.go.in" "$handler/chorus_bulk_write.go"
+sed -i 's|^\t\t"buildInfo": {$|\t\t"bulkWrite": {\n\t\t\tHandler: h.MsgChorusBulkWrite,\n\t\t\tHelp:    "Runs inserts, updates and deletes in order.",\n\t\t},\n&|' \
+    "$handler/commands.go"
+sed -i 's|^\tres.Set("maxWireVersion", common.MaxWireVersion)$|\tres.Set("maxWireVersion", chorusMaxWireVersion())|' \
+    "$handler/msg_hello.go"
+if ! grep -q 'h.MsgChorusBulkWrite' "$handler/commands.go" \
+        || ! grep -q 'chorusMaxWireVersion()' "$handler/msg_hello.go"; then
+    echo "build.sh: FerretDB $version no longer has the command table or the hello reply" \
+         "this script extends (internal/handler/commands.go, msg_hello.go): update build.sh" >&2
+    exit 1
+fi
+# The sixth: FerretDB records the creator's stack of every cursor and iterator it opens, in
+# a pprof profile, to find leaks in its own tests: a tenth of the server's CPU under load.
+# Track and Untrack return at once.
+resource="$work/FerretDB/internal/util/resource/resource.go"
+sed -i 's|^func Track(obj any, token \*Token) {$|&\n\treturn|; s|^func Untrack(obj any, token \*Token) {$|&\n\treturn|' \
+    "$resource"
+if [[ "$(grep -A1 '^func \(Track\|Untrack\)(obj any, token \*Token) {$' "$resource" | grep -c return)" != 2 ]]; then
+    echo "build.sh: FerretDB $version no longer has the resource tracking this script turns" \
+         "off (internal/util/resource/resource.go): update build.sh" >&2
     exit 1
 fi
 { cat "$here/go.mod"; echo "replace github.com/FerretDB/FerretDB => $work/FerretDB"; } \

@@ -8,7 +8,7 @@ failures as the store's exceptions); :class:`MongoStore` is the three over one c
 
 Why it looks the way it does:
 
-* **A turn in five commands** (counted by ``tests/api/test_turn_commands.py``):
+* **A turn in five commands, four on MongoDB 8** (counted by ``tests/api/test_turn_commands.py``):
 
   1. take the user's place in line: one ``findAndModify`` on the user's document, which
      returns that document, holding the user, the line and the open dialog's changing part
@@ -21,6 +21,8 @@ Why it looks the way it does:
   5. one ``update`` on the user's document: the attribute merges, the dialog's count and
      bot attributes, and leaving the line.
 
+  On MongoDB 8 (wire version 25, detected when the store opens) the last two are one
+  client-level ``bulkWrite``, with the answer a plain insert: **four commands**.
   A new dialog costs two more writes, closing two; idempotency keys cost an insert and an
   update when used, nothing otherwise.
 * **Bounded documents.** No document grows with the dialog (MongoDB refuses documents
@@ -103,6 +105,18 @@ async def _stock_ferretdb(client: AsyncMongoClient[Doc]) -> bool:
     return isinstance(version, str) and not version.endswith(FIXED_FERRETDB)
 
 
+#: The wire version of MongoDB 8.0, the first with the client-level ``bulkWrite`` command.
+BULK_WRITE_WIRE_VERSION = 25
+
+
+@_unavailable_when_unreachable
+async def _has_bulk_write(client: AsyncMongoClient[Doc]) -> bool:
+    """Whether the server answers MongoDB 8's ``bulkWrite`` (it says so by its wire
+    version)."""
+    hello = await client.admin.command("hello")
+    return int(hello.get("maxWireVersion", 0)) >= BULK_WRITE_WIRE_VERSION
+
+
 class MongoStore(MongoDialogs, MongoKeys, MongoLines):
     """:class:`agent.store.Store` on MongoDB (or a wire-compatible server such as FerretDB):
     the dialogs, the idempotency keys and the line, each in its own module, over one client."""
@@ -139,7 +153,12 @@ class MongoStore(MongoDialogs, MongoKeys, MongoLines):
                 )
                 await client.close()
                 client = AsyncMongoClient(url, **{**options, "maxPoolSize": 1})
-            store = cls(client, client.get_default_database(DEFAULT_DATABASE), point_reads=stock)
+            store = cls(
+                client,
+                client.get_default_database(DEFAULT_DATABASE),
+                point_reads=stock,
+                bulk_write=await _has_bulk_write(client),
+            )
             await migrate(store._db)
             await store._create_indexes()
         except BaseException:

@@ -19,11 +19,19 @@ class MongoBase:
     """The collections the three parts of the store share."""
 
     def __init__(
-        self, client: AsyncMongoClient[Doc], db: AsyncDatabase[Doc], *, point_reads: bool = False
+        self,
+        client: AsyncMongoClient[Doc],
+        db: AsyncDatabase[Doc],
+        *,
+        point_reads: bool = False,
+        bulk_write: bool = False,
     ) -> None:
         self._client = client
         self._db = db
         self._point_reads = point_reads
+        #: The server has MongoDB 8's client-level ``bulkWrite``: a turn's end, in two
+        #: collections, is one command instead of two
+        self._bulk_write = bulk_write
         self._users: AsyncCollection[Doc] = db["users"]
         self._dialogs: AsyncCollection[Doc] = db["dialogs"]
         self._utterances: AsyncCollection[Doc] = db["utterances"]

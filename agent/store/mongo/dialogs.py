@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING
-from pymongo.errors import DuplicateKeyError, WriteError
+from pymongo.errors import DocumentTooLarge, DuplicateKeyError, WriteError
 
 from agent.state.models import (
     Bot,
@@ -39,6 +40,8 @@ from agent.store.mongo.lines import _leaving
 #: Attempts at a free utterance number outside a turn (each failure means another writer
 #: took the number: only writers outside the user's line compete).
 _ATTEMPTS = 64
+#: MongoDB's error code for a duplicate key.
+_DUPLICATE_KEY = 11000
 #: Dialogs read whole by ``_id`` (point reads) on FerretDB when no longer than this.
 _POINT_READ_DIALOG = 200
 
@@ -200,10 +203,6 @@ class MongoDialogs(MongoBase):
         replace_human_attributes: bool = False,
         place: Place | None = None,
     ) -> None:
-        seq = await self._answer(dialog_id, utterance, bot_utterance)
-        # Kept until the turn's end is stored: a retry of a refused end (with the services'
-        # outputs dropped) writes the same answer again (see _answer).
-        self._keep_next_seq(dialog_id, seq)
         user: Doc = {}
         if replace_human_attributes:
             user["attributes"] = _escape(human_attributes)
@@ -211,19 +210,84 @@ class MongoDialogs(MongoBase):
             user.update(_merge("attributes", human_attributes))
         if human_profile:
             user.update(_merge("profile", human_profile))
-        statements: list[Doc] = []
-        if user:
-            statements.append({"q": {"_id": _literal(human_id)}, "u": {"$set": user}})
-        dialog: Doc = {"$max": {"dialog.count": seq + 1}}
-        if bot_attributes:
-            dialog["$set"] = _merge("dialog.bot.attributes", bot_attributes)
-        statements.append({"q": {"_id": _literal(human_id), "dialog.id": dialog_id}, "u": dialog})
-        if place is not None:
-            statements += _leaving(place, True, utc_now())
-        await self._update_users(statements)
+
+        def on_users(seq: int) -> list[Doc]:
+            """The statements on the user's document, once the answer's number is known."""
+            statements: list[Doc] = []
+            if user:
+                statements.append({"q": {"_id": _literal(human_id)}, "u": {"$set": user}})
+            dialog: Doc = {"$max": {"dialog.count": seq + 1}}
+            if bot_attributes:
+                dialog["$set"] = _merge("dialog.bot.attributes", bot_attributes)
+            statements.append(
+                {"q": {"_id": _literal(human_id), "dialog.id": dialog_id}, "u": dialog}
+            )
+            if place is not None:
+                statements += _leaving(place, True, utc_now())
+            return statements
+
+        if not (
+            self._bulk_write
+            and await self._finish_at_once(dialog_id, utterance, bot_utterance, on_users)
+        ):
+            seq = await self._answer(dialog_id, utterance, bot_utterance)
+            # Kept until the turn's end is stored: a retry of a refused end (with the
+            # services' outputs dropped) writes the same answer again (see _answer).
+            self._keep_next_seq(dialog_id, seq)
+            await self._update_users(on_users(seq))
         self._next_seqs.pop(dialog_id, None)
         if place is not None:
             place.left = True
+
+    async def _finish_at_once(
+        self,
+        dialog_id: str,
+        utterance: HumanUtterance,
+        bot_utterance: BotUtterance,
+        on_users: Callable[[int], list[Doc]],
+    ) -> bool:
+        """MongoDB 8: the annotated human utterance, the answer (a plain insert at the
+        number this turn read) and the statements on the user's document in one ordered
+        ``bulkWrite``. False, with nothing of the turn's end lost, when the long way must
+        do it: the number is not known, this is the retry of a refused end, the answer's
+        number was taken by a writer outside the line, or the three together are too large
+        for one command while each alone may not be."""
+        seq = self._next_seqs.get(dialog_id)
+        if seq is None or bot_utterance.utt_id == _utterance_id(dialog_id, seq):
+            return False
+        given = bot_utterance.utt_id
+        bot_utterance.utt_id = _utterance_id(dialog_id, seq)
+        answer = {"_id": bot_utterance.utt_id, "dialog_id": dialog_id, "seq": seq}
+        ops: list[Doc] = [
+            {
+                "update": 0,
+                "filter": {"_id": _literal(utterance.utt_id)},
+                "updateMods": {"$set": _utterance_body(utterance)},
+            },
+            {"insert": 0, "document": {**answer, **_utterance_body(bot_utterance)}},
+        ]
+        ops += [
+            {"update": 1, "filter": statement["q"], "updateMods": statement["u"]}
+            for statement in on_users(seq)
+        ]
+        namespaces = [{"ns": f"{self._db.name}.{c.name}"} for c in (self._utterances, self._users)]
+        command = {"bulkWrite": 1, "ops": ops, "nsInfo": namespaces, "errorsOnly": True}
+        try:
+            reply = await self._client.admin.command(command)
+        except DocumentTooLarge:
+            bot_utterance.utt_id = given
+            return False
+        errors: list[Doc] = reply["cursor"]["firstBatch"]
+        if not errors:
+            return True
+        failed = errors[0]
+        if failed.get("idx") == 1 and failed.get("code") == _DUPLICATE_KEY:
+            # The answer's number was taken: the long way writes the annotation again
+            # (idempotent) and the answer at the next free number.
+            bot_utterance.utt_id = given
+            self._next_seqs[dialog_id] = seq + 1
+            return False
+        raise WriteError(str(failed.get("errmsg")), code=failed.get("code"))
 
     async def _answer(
         self, dialog_id: str, utterance: HumanUtterance, bot_utterance: BotUtterance
@@ -254,7 +318,7 @@ class MongoDialogs(MongoBase):
             # A duplicate key: another writer inserted the answer's number at the same time
             # (FerretDB does not always say which statement failed, so the annotation,
             # idempotent, is written again on its own).
-            raced = bool(errors) and all(e.get("code") == 11000 for e in errors)
+            raced = bool(errors) and all(e.get("code") == _DUPLICATE_KEY for e in errors)
             if errors and not raced:
                 raise WriteError(str(errors), code=errors[0].get("code"))
             if raced and annotated:
