@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING
-from pymongo.errors import DocumentTooLarge, DuplicateKeyError, WriteError
+from pymongo.errors import DocumentTooLarge, DuplicateKeyError, OperationFailure, WriteError
 
 from agent.state.models import (
     Bot,
@@ -37,11 +38,14 @@ from agent.store.mongo.documents import (
 from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
 from agent.store.mongo.lines import _leaving
 
+log = logging.getLogger("chorus.store")
+
 #: Attempts at a free utterance number outside a turn (each failure means another writer
 #: took the number: only writers outside the user's line compete).
 _ATTEMPTS = 64
-#: MongoDB's error code for a duplicate key.
+#: MongoDB's error codes for a duplicate key and an unknown command.
 _DUPLICATE_KEY = 11000
+_COMMAND_NOT_FOUND = 59
 #: Dialogs read whole by ``_id`` (point reads) on FerretDB when no longer than this.
 _POINT_READ_DIALOG = 200
 
@@ -275,6 +279,18 @@ class MongoDialogs(MongoBase):
         try:
             reply = await self._client.admin.command(command)
         except DocumentTooLarge:
+            bot_utterance.utt_id = given
+            return False
+        except OperationFailure as exc:
+            if exc.code != _COMMAND_NOT_FOUND:
+                raise
+            # A server that reports MongoDB 8's wire version without its bulkWrite (a
+            # proxy, a compatible service): every turn's end goes the long way from now on.
+            log.warning(
+                "the database reports MongoDB 8 but has no bulkWrite: a turn's end is "
+                "written in two commands"
+            )
+            self._bulk_write = False
             bot_utterance.utt_id = given
             return False
         errors: list[Doc] = reply["cursor"]["firstBatch"]
