@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Build the FerretDB test server (tools/ferretdb, the version pinned in go.mod) once and cache
 # it as .cache/ferretdb/ferretdb-<version> (git-ignored). Idempotent: when that binary is
-# newer than main.go, go.mod, go.sum and this script, nothing is built.
+# newer than main.go, go.mod, go.sum, patches/ and this script, nothing is built.
 #
 # Prints the binary's path as the last line of stdout; progress goes to stderr.
 # Needs Go 1.24+ (modules come from the Go module proxy; the default GOPATH, module cache
 # and build cache are used). A cold build takes about 2 minutes on 2 CPUs; later ones are
 # instant.
 #
-# Six changes are applied at build time (to a copy of the module in .cache/; nothing of FerretDB
-# is copied into this repository): FerretDB 1.24's SQLite backend looks documents up by
-# `_ferretdb_sjson->'$._id'` while its unique _id index is on `_ferretdb_sjson->"_id"`.
+# Six changes are applied at build time, to a copy of the module in .cache/ (nothing of
+# FerretDB is copied into this repository; patches/ holds code of ours that the build adds):
+# 1. _id lookups use the index, 2. update, findAndModify and delete are atomic, 3. and 4.
+# filters naming _ids read only those rows, 5. MongoDB 8's bulkWrite (with -bulk-write),
+# 6. no leak tracking. Each is explained where it is made. The first: FerretDB 1.24's
+# SQLite backend looks documents up by `_ferretdb_sjson->'$._id'` while its unique _id
+# index is on `_ferretdb_sjson->"_id"`.
 # SQLite matches an index to a query by the expression's text, so every read, update and
 # delete by _id scanned the whole table, parsing each document's JSON: 11 ms per lookup
 # at 1,250 utterances instead of 0.007 ms, growing with the data. Both spellings mean the
