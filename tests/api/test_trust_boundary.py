@@ -324,7 +324,6 @@ def test_a_turn_over_the_document_budget_keeps_its_answer(
     assert refused["kind"] == "refused" and "CHORUS_MAX_DOCUMENT_BYTES" in refused["message"]
 
 
-@ALL_STORES
 def test_a_document_the_database_refuses_is_stored_without_the_outputs(
     services: Services,
     agent: AgentFactory,

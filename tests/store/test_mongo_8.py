@@ -46,3 +46,26 @@ async def test_a_server_claiming_mongodb_8_without_bulk_write_still_stores_turns
             assert [u.text for u in stored.utterances] == ["hello 0", "hi 0", "hello 1", "hi 1"]
         finally:
             await client.close()
+
+
+async def test_a_turn_end_too_large_for_one_command_is_written_in_two(
+    mongodb_8_url: str,
+) -> None:
+    """The annotated utterance and the user's attributes each under MongoDB's 16 MB, the
+    two together over it: one ``bulkWrite`` cannot carry them, two commands can, and the
+    turn is kept whole."""
+    async with mongo_store(mongodb_8_url) as (store, _):
+        human = await store.human("alice")
+        dialog = await store.active_dialog(human, "http_client")
+        utterance = HumanUtterance(text="hello", user=human.model_dump(mode="json"))
+        await store.add_utterance(dialog.dialog_id, utterance)
+        utterance.annotations = {"summary": "a" * 9_000_000}
+        bot = BotUtterance(text="hi", orig_text="hi", active_skill="echo", confidence=1)
+        notes = {"notes": "n" * 8_000_000}
+        await store.finish_turn(dialog.dialog_id, human.id, utterance, bot, notes, {})
+        stored = await store.dialog(dialog.dialog_id)
+        assert stored is not None
+        annotated, answer = stored.utterances
+        assert annotated.annotations == {"summary": "a" * 9_000_000}
+        assert answer.text == "hi" and answer.utt_id == bot.utt_id
+        assert stored.human.attributes == notes

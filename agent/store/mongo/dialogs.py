@@ -254,8 +254,9 @@ class MongoDialogs(MongoBase):
         number this turn read) and the statements on the user's document in one ordered
         ``bulkWrite``. False, with nothing of the turn's end lost, when the long way must
         do it: the number is not known, this is the retry of a refused end, the answer's
-        number was taken by a writer outside the line, or the three together are too large
-        for one command while each alone may not be."""
+        number was taken by a writer outside the line, the server has no ``bulkWrite``
+        after all, or the whole end is too large for one command (the long way sends the
+        utterances and the user's statements in two)."""
         seq = self._next_seqs.get(dialog_id)
         if seq is None or bot_utterance.utt_id == _utterance_id(dialog_id, seq):
             return False
