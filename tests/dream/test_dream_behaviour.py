@@ -335,7 +335,11 @@ def test_debug_output_and_a_numeric_user_id_as_dp_agent_clients_expect(
                         "state_manager_method": "add_annotation",
                     }
                 },
-                "skills": {"eliza": skill(services(dream.eliza()).url)},
+                # After the annotators, as in Dream: else the response selector could
+                # end the turn before the spelling annotator answers.
+                "skills": {
+                    "eliza": skill(services(dream.eliza()).url, previous_services=["annotators"])
+                },
                 "rs": selector(services(dream.response_selector()).url),
             }
         }
