@@ -56,6 +56,13 @@ def mongodb_8_url(mongodb_url: str) -> Iterator[str]:
         yield url
 
 
+def fresh_mongodb_database(request: pytest.FixtureRequest, server: str) -> str:
+    """A new database on the session's MongoDB server named by a fixture parameter:
+    ``"mongodb"`` (MongoDB 6 and 7) or ``"mongodb-8"`` (with ``bulkWrite``)."""
+    fixture = "mongodb_8_url" if server == "mongodb-8" else "mongodb_url"
+    return fresh_database(request.getfixturevalue(fixture))
+
+
 def fresh_database(server_url: str) -> str:
     """The server's URL naming a new database of its own for one test (options such as
     credentials kept)."""
@@ -72,8 +79,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     ``@pytest.mark.parametrize("db_url", [..., "mongodb-8"], indirect=True)``."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/chorus.db"
-    server = "mongodb_8_url" if request.param == "mongodb-8" else "mongodb_url"
-    return fresh_database(request.getfixturevalue(server))
+    return fresh_mongodb_database(request, request.param)
 
 
 AgentFactory = Callable[..., httpx.Client]

@@ -23,7 +23,7 @@ from pymongo.monitoring import (
     CommandSucceededEvent,
 )
 
-from tests.conftest import AgentFactory, fresh_database, service_entry
+from tests.conftest import AgentFactory, fresh_mongodb_database, service_entry
 from tests.support.services import counter_skill
 
 #: Commands a steady-state turn may send, by server (docs/storage.md says what each one
@@ -73,8 +73,7 @@ monitoring.register(_COMMANDS)
 @pytest.fixture(params=["mongodb", "mongodb-8"])
 def db_url(request: pytest.FixtureRequest) -> str:
     """Only MongoDB: the count is of MongoDB commands."""
-    server = "mongodb_8_url" if request.param == "mongodb-8" else "mongodb_url"
-    return fresh_database(request.getfixturevalue(server))
+    return fresh_mongodb_database(request, request.param)
 
 
 def test_a_steady_state_turn_costs_a_few_commands_at_turn_5_and_turn_55(

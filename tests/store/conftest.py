@@ -21,7 +21,7 @@ from pymongo.monitoring import CommandListener
 
 from agent.store import Store, open_store
 from agent.store.mongo import MongoStore
-from tests.conftest import fresh_database
+from tests.conftest import fresh_database, fresh_mongodb_database
 
 
 @asynccontextmanager
@@ -36,11 +36,25 @@ async def mongo_store(
         yield store, url
     finally:
         await store.close()
-        admin: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url)
-        try:
-            await admin.drop_database(admin.get_default_database().name)
-        finally:
-            await admin.close()
+        await _drop(url)
+
+
+async def _drop(url: str) -> None:
+    """Drop the database ``url`` names."""
+    admin: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url)
+    try:
+        await admin.drop_database(admin.get_default_database().name)
+    finally:
+        await admin.close()
+
+
+@asynccontextmanager
+async def _opened(url: str) -> AsyncIterator[Store]:
+    store = await open_store(url)
+    try:
+        yield store
+    finally:
+        await store.close()
 
 
 @pytest.fixture(params=["sqlite", "mongodb", "mongodb-8"])
@@ -50,31 +64,20 @@ async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path}/contract.db"
         return
-    server = "mongodb_8_url" if request.param == "mongodb-8" else "mongodb_url"
-    url = fresh_database(request.getfixturevalue(server))
+    url = fresh_mongodb_database(request, request.param)
     yield url
-    admin: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url)
-    try:
-        await admin.drop_database(admin.get_default_database().name)
-    finally:
-        await admin.close()
+    await _drop(url)
 
 
 @pytest.fixture
 async def store(store_url: str) -> AsyncIterator[Store]:
-    opened = await open_store(store_url)
-    try:
+    async with _opened(store_url) as opened:
         yield opened
-    finally:
-        await opened.close()
 
 
 @pytest.fixture
 async def another_agent_store(store_url: str) -> AsyncIterator[Store]:
     """A second store on the same database, with memory of its own: what another agent
     process sharing the database writes through."""
-    opened = await open_store(store_url)
-    try:
+    async with _opened(store_url) as opened:
         yield opened
-    finally:
-        await opened.close()

@@ -40,6 +40,8 @@ from typing import IO, Any
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
+from agent.store.mongo import BULK_WRITE_WIRE_VERSION
+
 ROOT = Path(__file__).resolve().parents[2]
 FERRETDB_DIR = ROOT / "tools" / "ferretdb"
 BUILD_SCRIPT = FERRETDB_DIR / "build.sh"
@@ -367,10 +369,6 @@ def running_mongodb() -> Iterator[str]:
         yield server.url
 
 
-#: The wire version of MongoDB 8.0, whose servers answer the client-level ``bulkWrite``.
-MONGODB_8_WIRE_VERSION = 25
-
-
 def wire_version(url: str) -> int:
     """The highest wire version the server at ``url`` speaks."""
     client: MongoClient[dict[str, Any]] = MongoClient(url, serverSelectionTimeoutMS=10_000)
@@ -385,7 +383,7 @@ def running_mongodb_8() -> Iterator[str]:
     """A URL of a server with MongoDB 8's ``bulkWrite``: ``MONGODB_URL`` when that server
     is MongoDB 8 or later, else a FerretDB started with ``-bulk-write``."""
     configured = os.environ.get("MONGODB_URL")
-    if configured and wire_version(configured) >= MONGODB_8_WIRE_VERSION:
+    if configured and wire_version(configured) >= BULK_WRITE_WIRE_VERSION:
         yield configured
         return
     with running_ferretdb(bulk_write=True) as server:

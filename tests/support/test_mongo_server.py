@@ -25,8 +25,8 @@ from pymongo import (
 )
 from pymongo.errors import ClientBulkWriteException, DuplicateKeyError, OperationFailure
 
+from agent.store.mongo import BULK_WRITE_WIRE_VERSION
 from tests.support.mongo_server import (
-    MONGODB_8_WIRE_VERSION,
     FerretDB,
     MongoServerError,
     ferretdb_available,
@@ -161,7 +161,7 @@ def test_the_mongodb_8_server_answers_pymongos_client_bulk_write() -> None:
         client: MongoClient[Doc] = MongoClient(url)
         name = f"chorus_probe_{uuid.uuid4().hex[:12]}"
         try:
-            assert wire_version(url) >= MONGODB_8_WIRE_VERSION
+            assert wire_version(url) >= BULK_WRITE_WIRE_VERSION
             done = client.bulk_write(
                 [
                     InsertOne({"_id": 1, "n": 1}, namespace=f"{name}.a"),
@@ -196,7 +196,7 @@ def test_without_its_flag_ferretdb_is_a_mongodb_7_without_bulk_write(tmp_path: P
     """The 5-command turn of MongoDB 6 and 7 is tested on a server that, like them, has no
     client-level bulkWrite."""
     with start_ferretdb(tmp_path / "state") as server:
-        assert wire_version(server.url) < MONGODB_8_WIRE_VERSION
+        assert wire_version(server.url) < BULK_WRITE_WIRE_VERSION
         client: MongoClient[Doc] = MongoClient(server.url)
         try:
             with pytest.raises(OperationFailure, match="bulkWrite"):

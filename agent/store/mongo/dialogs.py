@@ -24,6 +24,7 @@ from agent.store.base import DialogHead, Place, TurnStart
 from agent.store.mongo.base import MongoBase
 from agent.store.mongo.codec import _escape, _literal, _merge
 from agent.store.mongo.documents import (
+    _annotated,
     _dialog_doc,
     _head,
     _human,
@@ -32,6 +33,7 @@ from agent.store.mongo.documents import (
     _open_dialog_state,
     _open_head,
     _utterance_body,
+    _utterance_doc,
     _utterance_from,
     _utterance_id,
 )
@@ -165,14 +167,7 @@ class MongoDialogs(MongoBase):
                 seq = await self._free_seq(dialog_id)
             utterance.utt_id = _utterance_id(dialog_id, seq)
             try:
-                await self._utterances.insert_one(
-                    {
-                        "_id": utterance.utt_id,
-                        "dialog_id": dialog_id,
-                        "seq": seq,
-                        **_utterance_body(utterance),
-                    }
-                )
+                await self._utterances.insert_one(_utterance_doc(dialog_id, seq, utterance))
             except DuplicateKeyError:  # taken by a writer outside the line
                 seq = None
                 continue
@@ -262,18 +257,15 @@ class MongoDialogs(MongoBase):
             return False
         given = bot_utterance.utt_id
         bot_utterance.utt_id = _utterance_id(dialog_id, seq)
-        answer = {"_id": bot_utterance.utt_id, "dialog_id": dialog_id, "seq": seq}
+
+        def update(collection: int, statement: Doc) -> Doc:
+            """An ``update`` statement as a ``bulkWrite`` operation."""
+            return {"update": collection, "filter": statement["q"], "updateMods": statement["u"]}
+
         ops: list[Doc] = [
-            {
-                "update": 0,
-                "filter": {"_id": _literal(utterance.utt_id)},
-                "updateMods": {"$set": _utterance_body(utterance)},
-            },
-            {"insert": 0, "document": {**answer, **_utterance_body(bot_utterance)}},
-        ]
-        ops += [
-            {"update": 1, "filter": statement["q"], "updateMods": statement["u"]}
-            for statement in on_users(seq)
+            update(0, _annotated(utterance)),
+            {"insert": 0, "document": _utterance_doc(dialog_id, seq, bot_utterance)},
+            *(update(1, statement) for statement in on_users(seq)),
         ]
         namespaces = [{"ns": f"{self._db.name}.{c.name}"} for c in (self._utterances, self._users)]
         command = {"bulkWrite": 1, "ops": ops, "nsInfo": namespaces, "errorsOnly": True}
@@ -315,10 +307,7 @@ class MongoDialogs(MongoBase):
         seq = self._next_seqs.pop(dialog_id, None)
         if seq is None:
             seq = await self._free_seq(dialog_id)
-        annotated: Doc = {
-            "q": {"_id": _literal(utterance.utt_id)},
-            "u": {"$set": _utterance_body(utterance)},
-        }
+        annotated: Doc = _annotated(utterance)
         for _ in range(_ATTEMPTS):
             # An answer whose id is already this number was given it by an attempt of this
             # turn whose end was refused: this one writes it again, reduced.

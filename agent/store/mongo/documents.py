@@ -97,6 +97,21 @@ def _utterance_body(utterance: HumanUtterance | BotUtterance) -> Doc:
     return doc
 
 
+def _utterance_doc(dialog_id: str, seq: int, utterance: HumanUtterance | BotUtterance) -> Doc:
+    """The document inserted for an utterance whose id is already its number's."""
+    return {
+        "_id": utterance.utt_id,
+        "dialog_id": dialog_id,
+        "seq": seq,
+        **_utterance_body(utterance),
+    }
+
+
+def _annotated(utterance: HumanUtterance) -> Doc:
+    """The ``update`` statement that stores the human utterance as the services left it."""
+    return {"q": {"_id": _literal(utterance.utt_id)}, "u": {"$set": _utterance_body(utterance)}}
+
+
 def _utterance_from(doc: Doc) -> Utterance:
     doc = _unescape(doc)
     doc["utt_id"] = doc.pop("_id")
