@@ -13,6 +13,10 @@ Two failures are absorbed here rather than passed to the client:
 * A message sent again after an attempt that stored its utterance but no answer (a 503
   while the database was away, an agent killed mid-turn) answers that utterance instead
   of storing it twice, so the dialog keeps alternating human, bot.
+* A message with an idempotency key sent again after an attempt that stored its whole
+  turn but could not record the reply under the key (the database went away between the
+  two writes) gets the stored answer back: the turn is not run or stored again. The key
+  is kept on the stored human utterance (``message_key``) for that.
 * If the database refuses the finished turn for its content (which the storage bounds
   should make impossible), the turn is stored without the services' outputs, with the
   refusal recorded among its errors, and the client still gets its answer.
@@ -114,7 +118,7 @@ class MessageFlow:
             if closing_commands and text.strip() in CLOSING_COMMANDS:
                 return shape(await self.close(user_id))
             result, dialog_id = await self.run_turn(
-                user_id, text, attributes, reward=reward, close_after=close_after
+                user_id, text, attributes, reward=reward, close_after=close_after, key=key
             )
             return shape(Answer(dialog_id, result))
 
@@ -134,14 +138,16 @@ class MessageFlow:
         *,
         reward: float | None = None,
         close_after: bool = False,
+        key: str | None = None,
     ) -> tuple[TurnResult, str]:
         """One turn; ``reward`` rates the previous bot answer, ``close_after`` ends the
-        dialog once this answer is stored (ParlAI's ``episode_done``)."""
+        dialog once this answer is stored (ParlAI's ``episode_done``), ``key`` is the
+        client's idempotency key, stored with the utterance."""
         started = time.perf_counter()
         with self.metrics.in_flight.track_inprogress(), self.telemetry.turn(user_id):
             async with self.lines.turn(user_id) as place:
                 result, dialog_id = await self._turn(
-                    user_id, text, attributes, reward, close_after, place
+                    user_id, text, attributes, reward, close_after, key, place
                 )
             bot = result.bot_utterance
             turn_answered(
@@ -160,18 +166,32 @@ class MessageFlow:
         attributes: dict[str, Any],
         reward: float | None,
         close_after: bool,
+        key: str | None,
         place: Place,
     ) -> tuple[TurnResult, str]:
         store = self._store
         window = max(self._executor.pipeline.history_window, 1)
-        start = await store.open_turn(user_id, self._channel_type, window)
-        human, dialog, history = start.human, start.dialog, start.history
+        # A keyed message reads at least the last turn, to find an earlier attempt's answer.
+        start = await store.open_turn(user_id, self._channel_type, max(window, 2 if key else 1))
+        human, dialog = start.human, start.dialog
+        answered = self._answered(start.history, key)
+        if answered is not None:
+            log.warning(
+                "dialog %s: message %r was answered before but its reply was not recorded; "
+                "sending the stored answer again",
+                dialog.dialog_id,
+                key,
+            )
+            if close_after:
+                await store.close_active_dialog(user_id)
+            return answered, dialog.dialog_id
+        history = start.history[-window:]
         if reward is not None:
             previous = next((u for u in reversed(history) if isinstance(u, BotUtterance)), None)
             if previous is not None:
                 await store.rate_utterance(user_id, previous.utt_id, reward)
         utterance = HumanUtterance(
-            text=text, user=human.model_dump(mode="json"), attributes=attributes
+            text=text, user=human.model_dump(mode="json"), attributes=attributes, message_key=key
         )
         pending = self._unanswered(history, utterance)
         if pending is not None:
@@ -189,14 +209,32 @@ class MessageFlow:
             await store.close_active_dialog(user_id)
         return result, dialog.dialog_id
 
+    @staticmethod
+    def _answered(history: list[Utterance], key: str | None) -> TurnResult | None:
+        """The stored turn of this keyed message's earlier attempt, if it is the last."""
+        if key is None or len(history) < 2:
+            return None
+        human, bot = history[-2], history[-1]
+        if (
+            isinstance(human, HumanUtterance)
+            and isinstance(bot, BotUtterance)
+            and human.message_key == key
+        ):
+            return TurnResult(utterance=human, bot_utterance=bot)
+        return None
+
     def _unanswered(
         self, history: list[Utterance], utterance: HumanUtterance
     ) -> HumanUtterance | None:
-        """The stored, unanswered utterance this message repeats, if it is one."""
+        """The stored, unanswered utterance this message repeats, if it is one: the one
+        stored with its key, or the same text sent again shortly."""
         last = history[-1] if history else None
+        if not isinstance(last, HumanUtterance):
+            return None
+        if last.message_key is not None and last.message_key == utterance.message_key:
+            return last
         if (
-            isinstance(last, HumanUtterance)
-            and last.text == utterance.text
+            last.text == utterance.text
             and last.attributes == utterance.attributes
             and utterance.date_time - last.date_time <= self._retry_window
         ):

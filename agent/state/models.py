@@ -131,6 +131,11 @@ class HumanUtterance(BaseModel):
     skill_selection: list[SkillSelectorDecision] = Field(
         default_factory=list, description="each skill selector's decision (older turns: none)"
     )
+    message_key: str | None = Field(
+        default=None,
+        description="the idempotency key the message was answered under (its route and the "
+        "client's message id), when the client sent one",
+    )
 
 
 class BotUtterance(BaseModel):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 import httpx
 import pytest
+from pymongo import MongoClient
 
 from tests.conftest import AgentFactory, service_entry
 from tests.support.services import counter_skill
@@ -36,6 +38,68 @@ def test_a_retried_message_gets_the_first_answer_and_stores_nothing(
     assert len(utterances(client, first["dialog_id"])) == 4
     fresh = client.post("/", json=send).json()  # no key: every message is new
     assert fresh["response"] == "count is 3"
+
+
+def forget_replies(db_url: str) -> None:
+    """Leave the store as a database that went away between storing a keyed turn and
+    recording its reply leaves it: the turn stored, no reply under the key (the agent
+    gave its claim up, or the claim's lease ran out)."""
+    if db_url.startswith("sqlite:///"):
+        with sqlite3.connect(db_url.removeprefix("sqlite:///")) as db:
+            db.execute("DELETE FROM idempotency_keys")
+        return
+    mongo: MongoClient[dict[str, Any]]
+    with MongoClient(db_url) as mongo:
+        mongo.get_default_database()["idempotency_keys"].delete_many({})
+
+
+def test_a_retry_whose_first_reply_was_not_recorded_gets_the_stored_answer(
+    client: httpx.Client, db_url: str
+) -> None:
+    send = {"user_id": "u", "payload": "count", "message_id": "k-lost"}
+    first = client.post("/", json=send).json()
+    assert first["response"] == "count is 1"
+    forget_replies(db_url)
+    retry = client.post("/", json=send)
+    assert retry.status_code == 200, retry.text
+    assert retry.json()["response"] == "count is 1"
+    assert retry.json()["utt_id"] == first["utt_id"]
+    stored = utterances(client, first["dialog_id"])
+    assert [u["text"] for u in stored] == ["count", "count is 1"]
+    assert stored[0]["message_key"] == "chat:k-lost"
+    # The counter ran once: the next message counts 2.
+    assert client.post("/", json={"user_id": "u", "payload": "count"}).json()["response"] == (
+        "count is 2"
+    )
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_reply_the_database_refuses_to_record_is_answered_once_on_retry(
+    services: Any, agent: AgentFactory, db_url: str
+) -> None:
+    """The real failure (an SQLite trigger): the database refuses the write that records
+    the reply under the key, after the turn itself was stored."""
+    client = agent(
+        {"services": {"skills": {"counter": service_entry(services(counter_skill()).url)}}}
+    )
+    client.post("/", json={"user_id": "u", "payload": "count"})  # the tables exist
+    path = db_url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TRIGGER refuse_replies BEFORE UPDATE OF reply ON idempotency_keys "
+            "BEGIN SELECT RAISE(ABORT, 'refused for the test'); END"
+        )
+    send = {"user_id": "u", "payload": "count", "message_id": "k-refused"}
+    failed = client.post("/", json=send)
+    assert failed.status_code >= 500
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TRIGGER refuse_replies")
+    retry = client.post("/", json=send)
+    assert retry.status_code == 200, retry.text
+    assert retry.json()["response"] == "count is 2"
+    stored = utterances(client, retry.json()["dialog_id"])
+    assert [u["text"] for u in stored] == ["count", "count is 1", "count", "count is 2"]
+    assert client.post("/", json=send).json() == retry.json()
 
 
 def test_observations_are_idempotent_too(client: httpx.Client) -> None:
