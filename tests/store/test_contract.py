@@ -243,6 +243,25 @@ async def test_human_attributes_merge_and_outlive_the_dialog(store: Store) -> No
     }
 
 
+async def test_a_turn_whose_dialog_was_closed_meanwhile_keeps_the_users_attributes(
+    store: Store,
+) -> None:
+    human = await store.human("alice")
+    dialog = await store.active_dialog(human, "http_client")
+    utterance = HumanUtterance(text="bye", user=human.model_dump(mode="json"))
+    await store.add_utterance(dialog.dialog_id, utterance)
+    await store.close_active_dialog("alice")  # by another message, say
+    answer = BotUtterance(text="ok", active_skill="echo", confidence=0.5)
+    await store.finish_turn(
+        dialog.dialog_id, human.id, utterance, answer, {"name": "Ann"}, {"topic": "cats"}
+    )
+    assert (await store.human("alice")).attributes == {"name": "Ann"}
+    closed = await store.dialog(dialog.dialog_id)
+    assert closed is not None and [u.text for u in closed.utterances] == ["bye", "ok"]
+    fresh = await store.active_dialog(human, "http_client")
+    assert fresh.dialog_id != dialog.dialog_id and fresh.bot.attributes == {}
+
+
 async def test_bot_attributes_merge_within_their_dialog(store: Store) -> None:
     await turn(store, "alice", "a", bot_attributes={"topic": "cats", "depth": 1})
     dialog_id, _ = await turn(store, "alice", "b", bot_attributes={"depth": 2})

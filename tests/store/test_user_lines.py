@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from agent.lines import LineTimeout, UserLines
-from agent.state.models import utc_now
+from agent.state.models import BotUtterance, HumanUtterance, utc_now
 from agent.store import Store
 from agent.store.base import Place
 
@@ -153,3 +153,33 @@ async def test_a_message_stuck_behind_a_live_one_times_out(store: Store) -> None
             pass
     finally:
         await lines.aclose()
+
+
+async def test_a_turn_whose_place_was_passed_over_is_stored_whole(store: Store) -> None:
+    """An agent that stalled past its lease finishes its turn after the next message took
+    the line over: the turn is kept whole, and the line is neither moved back nor freed."""
+    stalled = await take(store, "ann", utc_now() + timedelta(seconds=2))
+    start = await store.open_turn("ann", "http_client", 2)
+    utterance = HumanUtterance(text="slow", user=start.human.model_dump(mode="json"))
+    await store.add_utterance(start.dialog.dialog_id, utterance)
+    behind = await take(store, "ann")
+    assert await store.first_in_line(behind, utc_now() + timedelta(seconds=3))
+    answer = BotUtterance(text="late", active_skill="echo", confidence=0.5)
+    await store.finish_turn(
+        start.dialog.dialog_id,
+        start.human.id,
+        utterance,
+        answer,
+        {"mood": "late"},
+        {"topic": "cats"},
+        place=stalled,
+    )
+    human = await store.human("ann")
+    assert human.attributes == {"mood": "late"}
+    assert (await store.active_dialog(human, "http_client")).bot.attributes == {"topic": "cats"}
+    dialog = await store.dialog(start.dialog.dialog_id)
+    assert dialog is not None and [u.text for u in dialog.utterances] == ["slow", "late"]
+    after = await take(store, "ann")
+    assert not after.first and not await store.first_in_line(after, utc_now())
+    await store.leave(behind)
+    assert await store.first_in_line(after, utc_now())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING
@@ -38,7 +39,7 @@ from agent.store.mongo.documents import (
     _utterance_id,
 )
 from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
-from agent.store.mongo.lines import _leaving
+from agent.store.mongo.lines import _finishing, _leaving
 
 log = logging.getLogger("chorus.store")
 
@@ -50,6 +51,16 @@ _DUPLICATE_KEY = 11000
 _COMMAND_NOT_FOUND = 59
 #: Dialogs read whole by ``_id`` (point reads) on FerretDB when no longer than this.
 _POINT_READ_DIALOG = 200
+
+
+@dataclass(frozen=True, slots=True)
+class UserWrites:
+    """A finished turn's statements on the user's document: ``at_once`` writes the usual
+    case (the dialog still open, the place still served) in one matching statement; when
+    none of them matches, ``long_way`` holds in every case, a statement per change."""
+
+    at_once: list[Doc]
+    long_way: list[Doc]
 
 
 class MongoDialogs(MongoBase):
@@ -210,20 +221,28 @@ class MongoDialogs(MongoBase):
         if human_profile:
             user.update(_merge("profile", human_profile))
 
-        def on_users(seq: int) -> list[Doc]:
+        bot: Doc = _merge("dialog.bot.attributes", bot_attributes) if bot_attributes else {}
+
+        def on_users(seq: int) -> UserWrites:
             """The statements on the user's document, once the answer's number is known."""
-            statements: list[Doc] = []
-            if user:
-                statements.append({"q": {"_id": _literal(human_id)}, "u": {"$set": user}})
             dialog: Doc = {"$max": {"dialog.count": seq + 1}}
-            if bot_attributes:
-                dialog["$set"] = _merge("dialog.bot.attributes", bot_attributes)
-            statements.append(
-                {"q": {"_id": _literal(human_id), "dialog.id": dialog_id}, "u": dialog}
+            if bot:
+                dialog["$set"] = bot
+            in_dialog = {"_id": _literal(human_id), "dialog.id": dialog_id}
+            # The usual case: the dialog still open, the place still served.
+            together: Doc = {**dialog, "$set": {**user, **bot}} if user or bot else dialog
+            at_once = (
+                [{"q": in_dialog, "u": together}]
+                if place is None
+                else _finishing(place, utc_now(), in_dialog, together)
             )
+            long_way: list[Doc] = []
+            if user:
+                long_way.append({"q": {"_id": _literal(human_id)}, "u": {"$set": user}})
+            long_way.append({"q": in_dialog, "u": dialog})
             if place is not None:
-                statements += _leaving(place, True, utc_now())
-            return statements
+                long_way += _leaving(place, True, utc_now())
+            return UserWrites(at_once, long_way)
 
         if not (
             self._bulk_write
@@ -233,7 +252,12 @@ class MongoDialogs(MongoBase):
             # Kept until the turn's end is stored: a retry of a refused end (with the
             # services' outputs dropped) writes the same answer again (see _answer).
             self._keep_next_seq(dialog_id, seq)
-            await self._update_users(on_users(seq))
+            writes = on_users(seq)
+            reply, errors = await self._update(self._users, writes.at_once)
+            if errors:
+                raise WriteError(str(errors), code=errors[0].get("code"))
+            if not reply.get("n"):
+                await self._update_users(writes.long_way)
         self._next_seqs.pop(dialog_id, None)
         if place is not None:
             place.left = True
@@ -243,7 +267,7 @@ class MongoDialogs(MongoBase):
         dialog_id: str,
         utterance: HumanUtterance,
         bot_utterance: BotUtterance,
-        on_users: Callable[[int], list[Doc]],
+        on_users: Callable[[int], UserWrites],
     ) -> bool:
         """MongoDB 8: the annotated human utterance, the answer (a plain insert at the
         number this turn read) and the statements on the user's document in one ordered
@@ -262,10 +286,11 @@ class MongoDialogs(MongoBase):
             """An ``update`` statement as a ``bulkWrite`` operation."""
             return {"update": collection, "filter": statement["q"], "updateMods": statement["u"]}
 
+        writes = on_users(seq)
         ops: list[Doc] = [
             update(0, _annotated(utterance)),
             {"insert": 0, "document": _utterance_doc(dialog_id, seq, bot_utterance)},
-            *(update(1, statement) for statement in on_users(seq)),
+            *(update(1, statement) for statement in writes.at_once),
         ]
         namespaces = [{"ns": f"{self._db.name}.{c.name}"} for c in (self._utterances, self._users)]
         command = {"bulkWrite": 1, "ops": ops, "nsInfo": namespaces, "errorsOnly": True}
@@ -288,6 +313,11 @@ class MongoDialogs(MongoBase):
             return False
         errors: list[Doc] = reply["cursor"]["firstBatch"]
         if not errors:
+            # Both updates matched (the annotation's and the user's), or the user's
+            # statements go the long way; they are idempotent, so an unmatched annotation
+            # (the utterance erased meanwhile) costs a second write, nothing more.
+            if int(reply.get("nMatched", 0)) < 2:
+                await self._update_users(writes.long_way)
             return True
         failed = errors[0]
         if failed.get("idx") == 1 and failed.get("code") == _DUPLICATE_KEY:

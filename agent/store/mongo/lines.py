@@ -164,3 +164,29 @@ def _leaving(place: Place, served: bool, now: datetime) -> list[Doc]:
         },
     ]
     return statements
+
+
+def _finishing(place: Place, now: datetime, query: Doc, update: Doc) -> list[Doc]:
+    """``update`` of the user's document (matching ``query``) and leaving ``place``, as
+    one write: two ``update`` statements that each move the line past the place, so only
+    the first that matches runs. Nobody took a place since: the line is free again;
+    somebody did: it is not. Neither matches when ``query`` does not, or when the place
+    was passed over (its lease ran out): the caller then goes the long way, the turn's own
+    statements and :func:`_leaving`, which hold in every case."""
+    number = place.number
+    left = {"line.done": number + 1, "line.alive_until": now + place.lease}
+    unset = {**update.get("$unset", {}), f"line.gave_up.{number}": ""}
+
+    def statement(nobody_behind: bool) -> Doc:
+        condition = {"line.taken": number + 1} if nobody_behind else {}
+        changes = {
+            **update.get("$set", {}),
+            **left,
+            **({"line.free": True} if nobody_behind else {}),
+        }
+        return {
+            "q": {**query, "line.done": number, **condition},
+            "u": {**update, "$set": changes, "$unset": unset},
+        }
+
+    return [statement(True), statement(False)]
