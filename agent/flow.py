@@ -172,7 +172,9 @@ class MessageFlow:
         store = self._store
         window = max(self._executor.pipeline.history_window, 1)
         # A keyed message reads at least the last turn, to find an earlier attempt's answer.
-        start = await store.open_turn(user_id, self._channel_type, max(window, 2 if key else 1))
+        start = await store.open_turn(
+            user_id, self._channel_type, max(window, 2) if key else window
+        )
         human, dialog = start.human, start.dialog
         answered = self._answered(start.history, key)
         if answered is not None:

@@ -64,8 +64,10 @@ class MongoBase:
         )
         return reply, list(reply.get("writeErrors") or [])
 
-    async def _update_users(self, statements: list[Doc]) -> None:
-        """Statements on users' documents, in one command; any failure is raised."""
-        _, errors = await self._update(self._users, statements)
+    async def _update_users(self, statements: list[Doc]) -> Doc:
+        """Statements on users' documents, in one command; any failure is raised. The
+        reply tells how many statements matched (``n``)."""
+        reply, errors = await self._update(self._users, statements)
         if errors:
             raise WriteError(str(errors), code=errors[0].get("code"))
+        return reply

@@ -253,10 +253,7 @@ class MongoDialogs(MongoBase):
             # services' outputs dropped) writes the same answer again (see _answer).
             self._keep_next_seq(dialog_id, seq)
             writes = on_users(seq)
-            reply, errors = await self._update(self._users, writes.at_once)
-            if errors:
-                raise WriteError(str(errors), code=errors[0].get("code"))
-            if not reply.get("n"):
+            if not (await self._update_users(writes.at_once)).get("n"):
                 await self._update_users(writes.long_way)
         self._next_seqs.pop(dialog_id, None)
         if place is not None:

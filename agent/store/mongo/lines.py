@@ -119,11 +119,7 @@ class MongoLines(MongoBase):
                 return False
             # The place being served gave up or its agent died: move the line past it.
             await self._users.update_one(
-                {"_id": human_id, "line.done": served},
-                {
-                    "$set": {"line.done": served + 1, "line.alive_until": now + place.lease},
-                    "$unset": {f"line.gave_up.{served}": ""},
-                },
+                {"_id": human_id, "line.done": served}, _moving_past(served, now + place.lease)
             )
         return False
 
@@ -143,6 +139,15 @@ class MongoLines(MongoBase):
         place.left = True
 
 
+def _moving_past(number: int, lease_until: datetime) -> Doc:
+    """The update that moves the line past place ``number`` (the caller's query checks the
+    line is still at it) and grants the next place a lease until ``lease_until``."""
+    return {
+        "$set": {"line.done": number + 1, "line.alive_until": lease_until},
+        "$unset": {f"line.gave_up.{number}": ""},
+    }
+
+
 def _leaving(place: Place, served: bool, now: datetime) -> list[Doc]:
     """The ``update`` statements that take ``place`` out of its user's line."""
     human_id = _human_id_for(place.user_id)
@@ -151,13 +156,7 @@ def _leaving(place: Place, served: bool, now: datetime) -> list[Doc]:
     if not served:  # still waiting: whoever reaches this place passes it over
         statements.append({"q": {"_id": human_id}, "u": {"$set": {gave_up: True}}})
     statements += [
-        {
-            "q": {"_id": human_id, "line.done": number},
-            "u": {
-                "$set": {"line.done": number + 1, "line.alive_until": now + place.lease},
-                "$unset": {gave_up: ""},
-            },
-        },
+        {"q": {"_id": human_id, "line.done": number}, "u": _moving_past(number, now + place.lease)},
         {
             "q": {"_id": human_id, "line.done": number + 1, "line.taken": number + 1},
             "u": {"$set": {"line.free": True}},
@@ -174,14 +173,14 @@ def _finishing(place: Place, now: datetime, query: Doc, update: Doc) -> list[Doc
     was passed over (its lease ran out): the caller then goes the long way, the turn's own
     statements and :func:`_leaving`, which hold in every case."""
     number = place.number
-    left = {"line.done": number + 1, "line.alive_until": now + place.lease}
-    unset = {**update.get("$unset", {}), f"line.gave_up.{number}": ""}
+    past = _moving_past(number, now + place.lease)
+    unset = {**update.get("$unset", {}), **past["$unset"]}
 
     def statement(nobody_behind: bool) -> Doc:
         condition = {"line.taken": number + 1} if nobody_behind else {}
         changes = {
             **update.get("$set", {}),
-            **left,
+            **past["$set"],
             **({"line.free": True} if nobody_behind else {}),
         }
         return {
