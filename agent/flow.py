@@ -8,15 +8,20 @@ the end, together with leaving the line. Messages of one user take turns
 (:mod:`agent.lines`): each starts after the previous one's answer is stored, whichever
 replica handles it.
 
-Two failures are absorbed here rather than passed to the client:
+Failures of an earlier attempt are absorbed here rather than passed to the client:
 
 * A message sent again after an attempt that stored its utterance but no answer (a 503
   while the database was away, an agent killed mid-turn) answers that utterance instead
-  of storing it twice, so the dialog keeps alternating human, bot.
-* A message with an idempotency key sent again after an attempt that stored its whole
-  turn but could not record the reply under the key (the database went away between the
-  two writes) gets the stored answer back: the turn is not run or stored again. The key
-  is kept on the stored human utterance (``message_key``) for that.
+  of storing it twice, so the dialog keeps alternating human, bot. A retry is the same
+  idempotency key, or, without keys, the same text and attributes within the retry
+  window; a message with another key is another message, even with the same text.
+* A message sent again after an attempt that stored its whole turn but whose client never
+  got the reply gets the stored answer back: the turn is not run or stored again. With an
+  idempotency key that is any stored turn of that key (the key is kept on the stored human
+  utterance, ``message_key``); without one, the last turn when the store had to complete
+  its end (:attr:`TurnStart.completed_last_turn`: the attempt died between its writes).
+* A keyed message whose earlier attempt stored it unanswered, after which a later message
+  was answered, is refused (:class:`KeySuperseded`): it stays where it is, unanswered.
 * If the database refuses the finished turn for its content (which the storage bounds
   should make impossible), the turn is stored without the services' outputs, with the
   refusal recorded among its errors, and the client still gets its answer.
@@ -24,6 +29,7 @@ Two failures are absorbed here rather than passed to the client:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -34,12 +40,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from agent.dream.executor import DreamExecutor
-from agent.idempotency import IdempotencyKeys, Reply
+from agent.idempotency import IdempotencyKeys, KeySuperseded, Reply
 from agent.lines import UserLines
 from agent.metrics import Metrics
 from agent.pipeline.executor import Executor, Turn, TurnResult
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance, Utterance
-from agent.store.base import Place, Store, StoreWriteRefused
+from agent.store.base import Place, Store, StoreUnavailable, StoreWriteRefused, TurnStart
 from agent.telemetry import Telemetry, turn_answered, turn_identified
 
 log = logging.getLogger("chorus.flow")
@@ -84,11 +90,13 @@ class MessageFlow:
         keys: IdempotencyKeys | None = None,
         retry_window: float = 300.0,
         telemetry: Telemetry | None = None,
+        end_retry: float = 10.0,
     ) -> None:
         self._store = store
         self._executor = executor
         self._channel_type = channel_type
         self._retry_window = timedelta(seconds=retry_window)
+        self._end_retry = end_retry
         self.metrics = metrics or Metrics()
         self.lines = lines or UserLines(store)
         self.keys = keys or IdempotencyKeys(store)
@@ -114,11 +122,17 @@ class MessageFlow:
         stored (ParlAI's ``episode_done``); with ``closing_commands``, ``/start`` and
         ``/close`` end the open dialog instead of being answered (as in dp-agent)."""
 
-        async def answer() -> Reply:
+        async def answer(retried: bool) -> Reply:
             if closing_commands and text.strip() in CLOSING_COMMANDS:
                 return shape(await self.close(user_id))
             result, dialog_id = await self.run_turn(
-                user_id, text, attributes, reward=reward, close_after=close_after, key=key
+                user_id,
+                text,
+                attributes,
+                reward=reward,
+                close_after=close_after,
+                key=key,
+                retried=retried,
             )
             return shape(Answer(dialog_id, result))
 
@@ -139,15 +153,17 @@ class MessageFlow:
         reward: float | None = None,
         close_after: bool = False,
         key: str | None = None,
+        retried: bool = False,
     ) -> tuple[TurnResult, str]:
         """One turn; ``reward`` rates the previous bot answer, ``close_after`` ends the
         dialog once this answer is stored (ParlAI's ``episode_done``), ``key`` is the
-        client's idempotency key, stored with the utterance."""
+        client's idempotency key, stored with the utterance; ``retried``: an earlier
+        attempt with this key did not finish."""
         started = time.perf_counter()
         with self.metrics.in_flight.track_inprogress(), self.telemetry.turn(user_id):
             async with self.lines.turn(user_id) as place:
                 result, dialog_id = await self._turn(
-                    user_id, text, attributes, reward, close_after, key, place
+                    user_id, text, attributes, reward, close_after, key, retried, place
                 )
             bot = result.bot_utterance
             turn_answered(
@@ -167,6 +183,7 @@ class MessageFlow:
         reward: float | None,
         close_after: bool,
         key: str | None,
+        retried: bool,
         place: Place,
     ) -> tuple[TurnResult, str]:
         store = self._store
@@ -176,7 +193,12 @@ class MessageFlow:
             user_id, self._channel_type, max(window, 2) if key else window
         )
         human, dialog = start.human, start.dialog
-        answered = self._answered(start.history, key)
+        utterance = HumanUtterance(
+            text=text, user=human.model_dump(mode="json"), attributes=attributes, message_key=key
+        )
+        answered = self._answered(start, utterance)
+        if answered is None and retried and key is not None:
+            answered = await self._answered_earlier(start, key)
         if answered is not None:
             log.warning(
                 "dialog %s: message %r was answered before but its reply was not recorded; "
@@ -192,9 +214,6 @@ class MessageFlow:
             previous = next((u for u in reversed(history) if isinstance(u, BotUtterance)), None)
             if previous is not None:
                 await store.rate_utterance(user_id, previous.utt_id, reward)
-        utterance = HumanUtterance(
-            text=text, user=human.model_dump(mode="json"), attributes=attributes, message_key=key
-        )
         pending = self._unanswered(history, utterance)
         if pending is not None:
             history = history[:-1]
@@ -211,40 +230,86 @@ class MessageFlow:
             await store.close_active_dialog(user_id)
         return result, dialog.dialog_id
 
-    @staticmethod
-    def _answered(history: list[Utterance], key: str | None) -> TurnResult | None:
-        """The stored turn of this keyed message's earlier attempt, if it is the last."""
-        if key is None or len(history) < 2:
+    def _answered(self, start: TurnStart, utterance: HumanUtterance) -> TurnResult | None:
+        """The stored last turn of this message's earlier attempt, if it is one: its key's,
+        or, without keys, the same message's when the store just completed that turn's end
+        (the attempt died before its client got the reply)."""
+        history = start.history
+        if len(history) < 2:
             return None
         human, bot = history[-2], history[-1]
-        if (
-            isinstance(human, HumanUtterance)
-            and isinstance(bot, BotUtterance)
-            and human.message_key == key
-        ):
+        if not (isinstance(human, HumanUtterance) and isinstance(bot, BotUtterance)):
+            return None
+        retry = utterance.message_key is not None or start.completed_last_turn
+        if retry and self._repeats(human, utterance):
             return TurnResult(utterance=human, bot_utterance=bot)
         return None
+
+    async def _answered_earlier(self, start: TurnStart, key: str) -> TurnResult | None:
+        """An earlier attempt of this keyed message, wherever the dialog holds it: its
+        stored turn, None when it is not stored or is the last utterance (answered now),
+        :class:`KeySuperseded` when a later message came after it."""
+        found = await self._store.keyed_turn(start.dialog.dialog_id, key)
+        if not found or len(found) == 1:
+            return None
+        human, after = found
+        if isinstance(human, HumanUtterance) and isinstance(after, BotUtterance):
+            return TurnResult(utterance=human, bot_utterance=after)
+        raise KeySuperseded(key)
 
     def _unanswered(
         self, history: list[Utterance], utterance: HumanUtterance
     ) -> HumanUtterance | None:
-        """The stored, unanswered utterance this message repeats, if it is one: the one
-        stored with its key, or the same text sent again shortly."""
+        """The stored, unanswered utterance this message repeats, if it is one."""
         last = history[-1] if history else None
-        if not isinstance(last, HumanUtterance):
-            return None
-        if last.message_key is not None and last.message_key == utterance.message_key:
-            return last
-        if (
-            last.text == utterance.text
-            and last.attributes == utterance.attributes
-            and utterance.date_time - last.date_time <= self._retry_window
-        ):
+        if isinstance(last, HumanUtterance) and self._repeats(last, utterance):
             return last
         return None
 
+    def _repeats(self, stored: HumanUtterance, utterance: HumanUtterance) -> bool:
+        """Whether ``utterance`` is ``stored`` sent again: the same idempotency key, or,
+        when neither has one, the same text and attributes within the retry window."""
+        if stored.message_key is not None or utterance.message_key is not None:
+            return stored.message_key == utterance.message_key
+        return (
+            stored.text == utterance.text
+            and stored.attributes == utterance.attributes
+            and utterance.date_time - stored.date_time <= self._retry_window
+        )
+
     async def _finish(
         self, dialog_id: str, human_id: str, result: TurnResult, place: Place | None
+    ) -> None:
+        """Store the turn's end. When the database goes away in the middle of it, the end is
+        written again (the store completes what was stored and writes nothing twice) until
+        it is stored or ``end_retry`` seconds have passed: a client told 503 could not know
+        whether its message was answered, and without an idempotency key its retry could
+        not be told from the same text sent again."""
+        deadline = time.monotonic() + self._end_retry
+        again, pause = False, 0.1
+        while True:
+            try:
+                await self._write_end(dialog_id, human_id, result, place, again)
+                return
+            except StoreUnavailable as exc:
+                if time.monotonic() + pause > deadline:
+                    raise
+                log.warning(
+                    "dialog %s: the database went away while the turn's end was written "
+                    "(%s); writing it again",
+                    dialog_id,
+                    exc,
+                )
+            await asyncio.sleep(pause)  # back-off while the database comes back
+            again, pause = True, min(pause * 2, 1.0)
+
+    async def _write_end(
+        self,
+        dialog_id: str,
+        human_id: str,
+        result: TurnResult,
+        place: Place | None,
+        again: bool,
     ) -> None:
         try:
             await self._store.finish_turn(
@@ -257,6 +322,7 @@ class MessageFlow:
                 human_profile=result.human_profile,
                 replace_human_attributes=result.replace_human_attributes,
                 place=place,
+                again=again,
             )
         except StoreWriteRefused as exc:
             log.error(

@@ -4,9 +4,12 @@ The key (an ``Idempotency-Key`` header, or a ``message_id`` field) is claimed in
 before the turn runs, together with a fingerprint of the request. A retry of an answered
 message gets the first answer back and stores nothing; a retry that arrives while the first
 is still being processed gets :class:`KeyInFlight` (409, retry shortly); a turn that fails
-gives up its claim, so the retry runs it. The same key sent with a different message is a
+gives up its claim, so the retry runs it, told that an attempt came before (it may have
+stored the message, or its whole turn). The same key sent with a different message is a
 client bug that would otherwise silently get the other message's answer: :class:`KeyReused`
-(422).
+(422). A retry of a message that an earlier attempt stored but never answered, after a later
+message was answered, is :class:`KeySuperseded` (409): answering it now would put its answer
+after the later one's.
 
 A claim carries a lease that this agent's heartbeat renews while the turn runs: when the
 agent dies mid-turn, nobody gives the claim up, so once the lease runs out a retry takes it
@@ -34,6 +37,19 @@ Reply = TypeVar("Reply", bound=BaseModel)
 
 class KeyInFlight(ChorusError):
     """Another request with the same idempotency key is being answered right now."""
+
+
+class KeySuperseded(ChorusError):
+    """The key's message was stored by an attempt that did not finish, and a later message
+    of the user was answered since: it stays in the dialog, unanswered, and is not stored
+    or answered again."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            f"message id {key!r} was stored but not answered, and a later message was "
+            "answered since; it is kept unanswered. Send it again with a new id to get an "
+            "answer"
+        )
 
 
 class KeyReused(ChorusError):
@@ -69,14 +85,15 @@ class IdempotencyKeys:
         user_id: str,
         key: str | None,
         request: BaseModel,
-        answer: Callable[[], Awaitable[Reply]],
+        answer: Callable[[bool], Awaitable[Reply]],
         reply_type: type[Reply],
     ) -> Reply:
-        """``answer()`` once per ``key``; ``request`` (less its ``message_id``) is what a
-        retry must repeat. Without a key nothing is claimed or fingerprinted. The reply is
-        stored as JSON, and read back as ``reply_type`` for a retry."""
+        """``answer(retried)`` once per ``key``; ``request`` (less its ``message_id``) is
+        what a retry must repeat; ``retried`` says an earlier attempt did not finish. Without
+        a key nothing is claimed or fingerprinted. The reply is stored as JSON, and read back
+        as ``reply_type`` for a retry."""
         if key is None:
-            return await answer()
+            return await answer(False)
         self._heartbeat.start()
         sent = fingerprint(request.model_dump(mode="json", exclude={"message_id"}))
         claim = await self._store.claim_key(
@@ -91,7 +108,7 @@ class IdempotencyKeys:
         held = (user_id, key)
         self._heartbeat.held.add(held)
         try:
-            reply = await answer()
+            reply = await answer(claim.status is ClaimStatus.RECLAIMED)
             await self._store.complete_key(user_id, key, reply.model_dump(mode="json"))
         except BaseException:
             # The store may be what failed: then the lease runs out and frees the claim.

@@ -110,6 +110,14 @@ class Settings(BaseSettings):
         "503, a dead agent) answers that attempt instead of storing "
         "it twice",
     )
+    end_retry: float = Field(
+        default=10.0,
+        ge=0,
+        le=300,
+        description="seconds during which a turn's end that the database going away cut "
+        "short is written again (completing what it stored, never twice) before the "
+        "client gets 503",
+    )
     log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
     # A dp-agent (Dream) pipeline file carries no agent settings of its own: these apply.
     dream_window: int = Field(

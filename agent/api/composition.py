@@ -103,6 +103,7 @@ async def assembled(
             lines=lines,
             keys=keys,
             retry_window=settings.retry_window,
+            end_retry=settings.end_retry,
             telemetry=telemetry,
         )
         yield Components(

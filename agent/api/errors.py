@@ -12,7 +12,7 @@ from fastapi import FastAPI, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from agent.idempotency import KeyInFlight, KeyReused
+from agent.idempotency import KeyInFlight, KeyReused, KeySuperseded
 from agent.lines import LineTimeout
 from agent.store.base import StoreUnavailable, StoreWriteRefused
 
@@ -60,6 +60,11 @@ async def _in_flight(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _superseded(_: Request, exc: Exception) -> JSONResponse:
+    """No Retry-After: the same request can never succeed."""
+    return JSONResponse(status_code=status.HTTP_409_CONFLICT, content={"detail": str(exc)})
+
+
 async def _id_reused(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(
         status_code=status.HTTP_422_UNPROCESSABLE_CONTENT, content={"detail": str(exc)}
@@ -100,6 +105,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(LineTimeout, _line_too_long)
     app.add_exception_handler(KeyInFlight, _in_flight)
     app.add_exception_handler(KeyReused, _id_reused)
+    app.add_exception_handler(KeySuperseded, _superseded)
     app.add_exception_handler(StoreWriteRefused, _write_refused)
     app.add_exception_handler(Exception, _unexpected)
     app.add_exception_handler(StoreUnavailable, _store_down)

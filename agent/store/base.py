@@ -36,7 +36,10 @@ class StoreWriteRefused(ChorusError):
 class ClaimStatus(enum.Enum):
     """What claiming a client's idempotency key found."""
 
-    CLAIMED = "claimed"  #: ours to answer (new, or taken over from a dead agent's lease)
+    CLAIMED = "claimed"  #: ours to answer: nobody tried before
+    #: ours to answer, after an attempt that did not finish (a dead agent's lease ran out,
+    #: or its turn failed): that attempt may have stored the message, or all of its turn
+    RECLAIMED = "reclaimed"
     ANSWERED = "answered"  #: answered before: the reply is in the claim
     IN_FLIGHT = "in_flight"  #: another live request is answering it right now
     OTHER_MESSAGE = "other_message"  #: the key was used for a different request
@@ -84,6 +87,10 @@ class TurnStart:
     #: the dialog's last utterances, oldest first (an unanswered human utterance left by
     #: an attempt that failed mid-turn included)
     history: list[Utterance]
+    #: the last turn's answer was stored but the rest of its end was not (the database or
+    #: the agent died in between): the store completed that end just now, so the last
+    #: turn is whole, and its client never got the answer
+    completed_last_turn: bool = False
 
 
 class DialogStore(Protocol):
@@ -107,6 +114,13 @@ class DialogStore(Protocol):
         """The last ``limit`` utterances, oldest first."""
         ...
 
+    async def keyed_turn(self, dialog_id: str, key: str) -> list[Utterance]:
+        """The human utterance stored with ``message_key`` ``key`` and the utterance after
+        it, if any (empty: none is stored): where an unfinished attempt of a keyed message
+        left it. Only read when an attempt did not finish (:attr:`ClaimStatus.RECLAIMED`),
+        so it may cost a scan of the dialog."""
+        ...
+
     async def add_utterance(self, dialog_id: str, utterance: HumanUtterance) -> None:
         """Store the human utterance before the pipeline runs. A store may give the
         utterance its id here (``utterance.utt_id`` is then rewritten)."""
@@ -124,6 +138,7 @@ class DialogStore(Protocol):
         human_profile: dict[str, Any] | None = None,
         replace_human_attributes: bool = False,
         place: Place | None = None,
+        again: bool = False,
     ) -> None:
         """Replace the human utterance with its annotated version, append the bot's, and
         merge the chosen hypothesis' attributes key by key (a concurrent merge of other
@@ -131,7 +146,9 @@ class DialogStore(Protocol):
         ``replace_human_attributes`` makes ``human_attributes`` the user's whole attributes
         (dp-agent's reset on a dialog's first turn). With ``place``, the same write leaves
         the user's line (and marks the place :attr:`Place.left`). A store may give the bot
-        utterance its id here."""
+        utterance its id here. ``again``: an earlier call for this turn raised
+        :class:`StoreUnavailable`, so part of it may be stored: what is stored is completed,
+        nothing is written twice."""
         ...
 
     async def close_active_dialog(self, user_id: str) -> str | None:
@@ -174,7 +191,8 @@ class KeyStore(Protocol):
         self, user_id: str, key: str, fingerprint: str, lease_until: datetime, now: datetime
     ) -> Claim:
         """Claim a client's idempotency key before its turn runs, until ``lease_until``. A
-        claim whose lease ran out before ``now`` with no answer is taken over; a claim made
+        claim whose lease ran out before ``now`` with no answer (or that was released) is
+        taken over (:attr:`ClaimStatus.RECLAIMED`); a claim made
         with another ``fingerprint`` is :attr:`ClaimStatus.OTHER_MESSAGE` (claims stored
         before fingerprints existed match any)."""
         ...
@@ -188,7 +206,8 @@ class KeyStore(Protocol):
         ...
 
     async def release_key(self, user_id: str, key: str) -> None:
-        """Give up a claim whose turn failed, so a retry can run it."""
+        """Give up a claim whose turn failed, so a retry can run it (and is told it is a
+        retry: :attr:`ClaimStatus.RECLAIMED`)."""
         ...
 
 

@@ -3,6 +3,7 @@ own output; an agent killed by SIGKILL leaves the dialog usable after a restart.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import threading
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from tests.api.test_concurrent_messages import gated_skill
@@ -119,3 +121,76 @@ def test_an_agent_killed_mid_turn_leaves_the_dialog_usable(
         (dialog,) = httpx.get(f"{base}/api/user/ann").json()
     # the interrupted message is kept; the dialog goes on after it
     assert [u["text"] for u in dialog["utterances"]] == ["first", "second", "answer to second"]
+
+
+def retried(post: Callable[[], httpx.Response], timeout: float = 30.0) -> httpx.Response:
+    """Send until the dead agent's claim and place are given up (409 until their leases
+    run out), as a client told "retry shortly" would."""
+    deadline = time.monotonic() + timeout
+    while (response := post()).status_code == 409 and "retry-after" in response.headers:
+        assert time.monotonic() < deadline, "the dead agent's claim was never given up"
+        time.sleep(0.1)
+    return response
+
+
+@pytest.fixture
+def dead_agents_message(
+    services: Callable[[FastAPI], ServerThread], tmp_path: Path, db_url: str
+) -> dict[str, str]:
+    """An agent killed by SIGKILL while the skill held "first" (key k-1) of user ann: the
+    message is stored unanswered and its key claimed by the dead agent. The settings of
+    the agent to start next."""
+    arrived, gate = threading.Event(), threading.Event()
+    skill = services(gated_skill(arrived, gate))
+    env = {
+        "CHORUS_PIPELINE": write_pipeline(
+            tmp_path / "pipeline.json", {"skill": service_entry(skill.url, timeout=20)}
+        ),
+        "CHORUS_DB_URL": db_url,
+        "CHORUS_LINE_LEASE": "1",
+    }
+    first = {"user_id": "ann", "payload": "first", "message_id": "k-1"}
+    try:
+        with agent_process(env) as (base, agent):
+
+            def send_first() -> None:
+                with contextlib.suppress(httpx.TransportError):  # the agent dies meanwhile
+                    httpx.post(f"{base}/", json=first, timeout=30)
+
+            chat = threading.Thread(target=send_first)
+            chat.start()
+            assert arrived.wait(30), "the message never reached the skill"
+            agent.send_signal(signal.SIGKILL)
+            agent.wait()
+            chat.join(30)
+    finally:
+        gate.set()
+    return env
+
+
+def test_a_keyed_retry_after_a_later_message_is_refused_not_stored_twice(
+    dead_agents_message: dict[str, str],
+) -> None:
+    first = {"user_id": "ann", "payload": "first", "message_id": "k-1"}
+    with agent_process(dead_agents_message) as (base, _):
+        later = retried(lambda: httpx.post(f"{base}/", json={"user_id": "ann", "payload": "b"}))
+        assert later.json()["response"] == "answer to b"
+        retry = retried(lambda: httpx.post(f"{base}/", json=first, timeout=30))
+        assert retry.status_code == 409, retry.text
+        assert "k-1" in retry.json()["detail"] and "new id" in retry.json()["detail"]
+        assert "retry-after" not in retry.headers
+        (dialog,) = httpx.get(f"{base}/api/user/ann").json()
+    # the first message is kept once, unanswered, before the later one
+    assert [u["text"] for u in dialog["utterances"]] == ["first", "b", "answer to b"]
+
+
+def test_a_message_with_another_key_is_another_message_even_with_the_same_text(
+    dead_agents_message: dict[str, str],
+) -> None:
+    other = {"user_id": "ann", "payload": "first", "message_id": "k-2"}
+    with agent_process(dead_agents_message) as (base, _):
+        answer = retried(lambda: httpx.post(f"{base}/", json=other, timeout=30))
+        assert answer.json()["response"] == "answer to first"
+        (dialog,) = httpx.get(f"{base}/api/user/ann").json()
+    stored = [(u["text"], u.get("message_key")) for u in dialog["utterances"]]
+    assert stored == [("first", "chat:k-1"), ("first", "chat:k-2"), ("answer to first", None)]

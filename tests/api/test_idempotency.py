@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import pytest
 from pymongo import MongoClient
+from pymongo.collection import Collection
 
 from tests.conftest import AgentFactory, service_entry
 from tests.support.services import counter_skill
@@ -146,3 +147,56 @@ def test_a_retry_during_the_first_turn_is_told_to_retry(services: Any, agent: Ag
     first.join(timeout=30)
     assert answers[0].status_code == 200
     assert slow.post("/", json=send).json() == answers[0].json()
+
+
+def lose_the_end_of_the_last_turn(db_url: str, user_id: str, attributes: dict[str, Any]) -> None:
+    """Leave a MongoDB store as a crash between a turn's two writes leaves it: the annotated
+    human utterance and the answer stored, the user's document as before the turn (its
+    utterance count two lower, its attributes as they were)."""
+    mongo: MongoClient[dict[str, Any]]
+    with MongoClient(db_url) as mongo:
+        users: Collection[dict[str, Any]] = mongo.get_default_database()["users"]
+        user = users.find_one({"user_external_id": user_id})
+        assert user is not None
+        changes = {f"attributes.{k}": v for k, v in attributes.items()}
+        users.update_one(
+            {"_id": user["_id"]}, {"$set": {"dialog.count": user["dialog"]["count"] - 2, **changes}}
+        )
+
+
+@pytest.mark.parametrize("db_url", ["mongodb", "mongodb-8"], indirect=True)
+def test_an_answer_stored_without_the_rest_of_its_turn_is_not_run_again(
+    client: httpx.Client, db_url: str
+) -> None:
+    """The client got 503 for that turn; its retry (no key: the same text) gets the stored
+    answer, the turn's attribute update is applied once, and the dialog alternates."""
+    send = {"user_id": "u", "payload": "count"}
+    assert client.post("/", json=send).json()["response"] == "count is 1"
+    second = client.post("/", json=send).json()
+    assert second["response"] == "count is 2"
+    lose_the_end_of_the_last_turn(db_url, "u", {"count": 1})
+    retry = client.post("/", json=send)
+    assert retry.status_code == 200, retry.text
+    assert (retry.json()["response"], retry.json()["utt_id"]) == ("count is 2", second["utt_id"])
+    assert [u["text"] for u in utterances(client, second["dialog_id"])] == [
+        "count",
+        "count is 1",
+        "count",
+        "count is 2",
+    ]
+    assert client.get("/api/user/u").json()[-1]["human"]["attributes"] == {"count": 2}
+    assert client.post("/", json=send).json()["response"] == "count is 3"
+
+
+@pytest.mark.parametrize("db_url", ["mongodb"], indirect=True)
+def test_a_new_message_after_an_answer_stored_without_its_turn_comes_after_it(
+    client: httpx.Client, db_url: str
+) -> None:
+    send = {"user_id": "u", "payload": "count"}
+    client.post("/", json=send)
+    client.post("/", json=send)
+    lose_the_end_of_the_last_turn(db_url, "u", {"count": 1})
+    nxt = client.post("/", json={**send, "payload": "count again"}).json()
+    assert nxt["response"] == "count is 3"  # the lost turn's update was applied first
+    texts = [u["text"] for u in utterances(client, nxt["dialog_id"])]
+    assert texts == ["count", "count is 1", "count", "count is 2", "count again", "count is 3"]

@@ -395,8 +395,8 @@ async def test_a_message_id_is_claimed_once_and_remembers_its_answer(store: Stor
     assert await claim(store, "alice", "m1") == Claim(
         ClaimStatus.ANSWERED, {"response": "hi", "n": [1, {"a.b": 2}]}
     )
-    await store.release_key("bob", "m1")  # its turn failed: a retry may run it
-    assert await claim(store, "bob", "m1") == Claim(ClaimStatus.CLAIMED)
+    await store.release_key("bob", "m1")  # its turn failed: a retry may run it, as a retry
+    assert await claim(store, "bob", "m1") == Claim(ClaimStatus.RECLAIMED)
     await store.release_key("alice", "m1")  # an answered message keeps its answer
     assert (await claim(store, "alice", "m1")).reply == {"response": "hi", "n": [1, {"a.b": 2}]}
 
@@ -406,7 +406,7 @@ async def test_a_claim_whose_lease_ran_out_is_taken_over_once(store: Store) -> N
     assert (await claim(store, "ann", "m", lease=5, now=start)).status is ClaimStatus.CLAIMED
     later = start + timedelta(seconds=10)  # its agent died: nobody renewed the lease
     takers = await asyncio.gather(*(claim(store, "ann", "m", now=later) for _ in range(5)))
-    assert sorted(t.status.value for t in takers) == ["claimed"] + ["in_flight"] * 4
+    assert sorted(t.status.value for t in takers) == ["in_flight"] * 4 + ["reclaimed"]
     await store.complete_key("ann", "m", {"response": "done"})
     assert await claim(store, "ann", "m", now=later + timedelta(hours=1)) == Claim(
         ClaimStatus.ANSWERED, {"response": "done"}
@@ -457,3 +457,38 @@ async def test_an_answer_whose_number_another_agent_took_is_kept_after_it(
     # The next turn sees all three in its window.
     window = await store.recent_utterances(dialog.dialog_id, 10)
     assert [u.text for u in window] == ["hello", "from elsewhere", "hi!"]
+
+
+# -- what an unfinished attempt left ----------------------------------------------------
+
+
+async def test_a_turns_end_written_again_is_stored_once(store: Store) -> None:
+    """The flow writes a turn's end again when the database went away in the middle of it:
+    whatever of it had landed, the answer is stored once and the attributes once."""
+    start = await store.open_turn("ann", "http_client", 2)
+    utterance = HumanUtterance(text="hi", user=start.human.model_dump(mode="json"))
+    await store.add_utterance(start.dialog.dialog_id, utterance)
+    bot = BotUtterance(text="hello", active_skill="echo", confidence=1)
+    for again in (False, True, True):
+        await store.finish_turn(
+            start.dialog.dialog_id, start.human.id, utterance, bot, {"n": 1}, {}, again=again
+        )
+    after = await store.open_turn("ann", "http_client", 5)
+    assert [u.text for u in after.history] == ["hi", "hello"]
+    assert after.human.attributes == {"n": 1} and not after.completed_last_turn
+
+
+async def test_a_keyed_utterance_is_found_with_what_came_after_it(store: Store) -> None:
+    start = await store.open_turn("ann", "http_client", 2)
+    dialog_id = start.dialog.dialog_id
+    unanswered = HumanUtterance(text="first", message_key="chat:k-1")
+    await store.add_utterance(dialog_id, unanswered)
+    assert [u.text for u in await store.keyed_turn(dialog_id, "chat:k-1")] == ["first"]
+    later = HumanUtterance(text="second", message_key="chat:k-2")
+    await store.add_utterance(dialog_id, later)
+    bot = BotUtterance(text="answer", active_skill="echo", confidence=1)
+    await store.finish_turn(dialog_id, start.human.id, later, bot, {}, {})
+    assert [u.text for u in await store.keyed_turn(dialog_id, "chat:k-1")] == ["first", "second"]
+    assert [u.text for u in await store.keyed_turn(dialog_id, "chat:k-2")] == ["second", "answer"]
+    assert await store.keyed_turn(dialog_id, "chat:k-3") == []
+    assert await store.keyed_turn(dialog_id, INJECTION) == []

@@ -170,7 +170,7 @@ async def test_sqlite_keys_from_before_leases_and_fingerprints_keep_their_meanin
         assert (answered.status, answered.reply) == (ClaimStatus.ANSWERED, {"response": "hi"})
         # a claim left by an old agent has no lease: it is taken over, and then held
         taken = await store.claim_key("ann", "abandoned", "fp", later, now)
-        assert taken.status is ClaimStatus.CLAIMED
+        assert taken.status is ClaimStatus.RECLAIMED
         again = await store.claim_key("ann", "abandoned", "fp", later, now)
         assert again.status is ClaimStatus.IN_FLIGHT
     finally:
@@ -195,7 +195,7 @@ async def test_mongodb_keys_from_before_leases_and_fingerprints_keep_their_meani
             answered = await store.claim_key("ann", "answered", "any", later, now)
             assert (answered.status, answered.reply) == (ClaimStatus.ANSWERED, {"response": "hi"})
             taken = await store.claim_key("ann", "abandoned", "fp", later, now)
-            assert taken.status is ClaimStatus.CLAIMED
+            assert taken.status is ClaimStatus.RECLAIMED
             again = await store.claim_key("ann", "abandoned", "fp", later, now)
             assert again.status is ClaimStatus.IN_FLIGHT
             assert await store.delete_user("ann") is False  # no user, but no keys left

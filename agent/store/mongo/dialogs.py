@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING
+from pymongo import ASCENDING, DESCENDING, ReturnDocument
 from pymongo.errors import DocumentTooLarge, DuplicateKeyError, OperationFailure, WriteError
 
 from agent.state.models import (
@@ -25,6 +25,7 @@ from agent.store.base import DialogHead, Place, TurnStart
 from agent.store.mongo.base import MongoBase
 from agent.store.mongo.codec import _escape, _literal, _merge
 from agent.store.mongo.documents import (
+    _TURN_END,
     _annotated,
     _dialog_doc,
     _head,
@@ -33,6 +34,8 @@ from agent.store.mongo.documents import (
     _new_user_doc,
     _open_dialog_state,
     _open_head,
+    _turn_end,
+    _turn_end_changes,
     _utterance_body,
     _utterance_doc,
     _utterance_from,
@@ -109,11 +112,37 @@ class MongoDialogs(MongoBase):
     @_unavailable_when_unreachable
     async def open_turn(self, user_id: str, channel_type: str, limit: int) -> TurnStart:
         """The user's document as taking the place in line returned it (no read), else
-        read; then the window, by ids computed from the dialog's utterance count."""
+        read; then the window, by ids computed from the dialog's utterance count. A last
+        turn whose answer is stored but whose end on the user's document is not is
+        completed first (:func:`~agent.store.mongo.documents._turn_end`)."""
         user = self._snapshots.pop(user_id, None) or await self._user_doc(user_id)
         head, count = await self._open_dialog(user, channel_type)
-        history = await self._window(head.dialog_id, count, limit)
-        return TurnStart(_human(user), head, history)
+        docs = await self._window(head.dialog_id, count, limit)
+        answer = next((d for d in docs if d["seq"] == count + 1 and d["speaker"] == "bot"), None)
+        if answer is not None:
+            user = await self._complete_end(user, head.dialog_id, count, answer)
+            head, _ = await self._open_dialog(user, channel_type)
+        history = [_utterance_from(doc) for doc in docs[-limit:]] if limit > 0 else []
+        return TurnStart(_human(user), head, history, completed_last_turn=answer is not None)
+
+    async def _complete_end(self, user: Doc, dialog_id: str, count: int, answer: Doc) -> Doc:
+        """Apply the end an answer kept of its turn (its attribute merges and the dialog's
+        count) to the user's document, once: the count it read is part of the filter. The
+        user's document as it is now."""
+        log.warning(
+            "dialog %s: the last turn's answer was stored but not the rest of its end; "
+            "completing it",
+            dialog_id,
+        )
+        update: Doc = {"$max": {"dialog.count": count + 2}}
+        if changes := _turn_end_changes(answer):
+            update["$set"] = changes
+        done = await self._users.find_one_and_update(
+            {"_id": user["_id"], "dialog.id": dialog_id, "dialog.count": count},
+            update,
+            return_document=ReturnDocument.AFTER,
+        )
+        return done or await self._users.find_one({"_id": user["_id"]}) or user
 
     @_unavailable_when_unreachable
     async def human(self, user_id: str) -> Human:
@@ -137,27 +166,36 @@ class MongoDialogs(MongoBase):
             return [doc for doc in found if doc is not None]
         return await self._utterances.find({"_id": {"$in": ids}}).to_list()
 
-    async def _window(self, dialog_id: str, count: int, limit: int) -> list[Utterance]:
-        """The dialog's last ``limit`` utterances. ``count`` is the number the user's
-        document holds, raised when a turn finishes: an attempt that stored its human
-        utterance and then failed left it at number ``count``, so that one is read too
-        (and answered by the retry, or kept before the next message). Utterances stored
-        before ids were numbered are read by their ``(dialog_id, seq)`` index instead."""
+    async def _window(self, dialog_id: str, count: int, limit: int) -> list[Doc]:
+        """The documents of the dialog's last ``limit`` utterances, and of those stored past
+        ``count``. ``count`` is the number the user's document holds, raised when a turn
+        finishes: an attempt that stored its human utterance and then failed left it at
+        number ``count``, so that one is read too (and answered by the retry, or kept
+        before the next message); one that stored its answer too and then failed left that
+        at ``count + 1``, read too where the human one is. Utterances stored before ids
+        were numbered are read by their ``(dialog_id, seq)`` index instead."""
         if limit <= 0:
             self._keep_next_seq(dialog_id, count)
             return []
         seqs = range(max(0, count - limit), count + 1)
-        docs = sorted(
-            await self._by_ids([_utterance_id(dialog_id, s) for s in seqs]),
-            key=lambda doc: int(doc["seq"]),
+        ids = [_utterance_id(dialog_id, s) for s in seqs]
+        # MongoDB reads one more id in the same command; point reads (FerretDB) read it
+        # only when an unfinished turn's human utterance is there.
+        docs = await self._by_ids(
+            ids if self._point_reads else [*ids, _utterance_id(dialog_id, count + 1)]
         )
+        if self._point_reads and any(doc["seq"] == count for doc in docs):
+            docs += await self._by_ids([_utterance_id(dialog_id, count + 1)])
+        docs.sort(key=lambda doc: int(doc["seq"]))
         if [doc["seq"] for doc in docs if doc["seq"] < count] != list(seqs)[:-1]:
             cursor = self._utterances.find(
-                {"dialog_id": _literal(dialog_id)}, sort=[("seq", DESCENDING)], limit=limit + 1
+                {"dialog_id": _literal(dialog_id)}, sort=[("seq", DESCENDING)], limit=limit + 2
             )
             docs = list(reversed(await cursor.to_list()))
+        if not any(d["seq"] == count and d.get("speaker") == "human" for d in docs):
+            docs = [d for d in docs if d["seq"] != count + 1]  # no unfinished turn's answer
         self._keep_next_seq(dialog_id, max([count - 1, *(int(d["seq"]) for d in docs)]) + 1)
-        return [_utterance_from(doc) for doc in docs[-limit:]]
+        return docs
 
     async def _free_seq(self, dialog_id: str) -> int:
         """The next utterance number, for a writer outside a turn: one past the highest."""
@@ -196,6 +234,18 @@ class MongoDialogs(MongoBase):
         return [_utterance_from(doc) for doc in reversed(await cursor.to_list())]
 
     @_unavailable_when_unreachable
+    async def keyed_turn(self, dialog_id: str, key: str) -> list[Utterance]:
+        human = await self._utterances.find_one(
+            {"dialog_id": _literal(dialog_id), "message_key": _literal(key)}
+        )
+        if human is None:
+            return []
+        after = await self._utterances.find_one(
+            {"dialog_id": dialog_id, "seq": int(human["seq"]) + 1}
+        )
+        return [_utterance_from(doc) for doc in (human, after) if doc is not None]
+
+    @_unavailable_when_unreachable
     async def add_utterance(self, dialog_id: str, utterance: HumanUtterance) -> None:
         await self._insert(dialog_id, utterance)
 
@@ -212,7 +262,10 @@ class MongoDialogs(MongoBase):
         human_profile: dict[str, Any] | None = None,
         replace_human_attributes: bool = False,
         place: Place | None = None,
+        again: bool = False,
     ) -> None:
+        if again and await self._end_completed(dialog_id, human_id, bot_utterance, place):
+            return
         user: Doc = {}
         if replace_human_attributes:
             user["attributes"] = _escape(human_attributes)
@@ -222,6 +275,7 @@ class MongoDialogs(MongoBase):
             user.update(_merge("profile", human_profile))
 
         bot: Doc = _merge("dialog.bot.attributes", bot_attributes) if bot_attributes else {}
+        end = _turn_end({**user, **bot})
 
         def on_users(seq: int) -> UserWrites:
             """The statements on the user's document, once the answer's number is known."""
@@ -246,9 +300,9 @@ class MongoDialogs(MongoBase):
 
         if not (
             self._bulk_write
-            and await self._finish_at_once(dialog_id, utterance, bot_utterance, on_users)
+            and await self._finish_at_once(dialog_id, utterance, bot_utterance, end, on_users)
         ):
-            seq = await self._answer(dialog_id, utterance, bot_utterance)
+            seq = await self._answer(dialog_id, utterance, bot_utterance, end)
             # Kept until the turn's end is stored: a retry of a refused end (with the
             # services' outputs dropped) writes the same answer again (see _answer).
             self._keep_next_seq(dialog_id, seq)
@@ -259,11 +313,37 @@ class MongoDialogs(MongoBase):
         if place is not None:
             place.left = True
 
+    async def _end_completed(
+        self, dialog_id: str, human_id: str, bot_utterance: BotUtterance, place: Place | None
+    ) -> bool:
+        """After a turn's end was cut short: if its answer is stored, complete the rest as
+        the next turn would (:meth:`_complete_end`, at most once), leave the line, and say
+        True; False when the answer is not stored (the end is then written whole; its
+        other statements are idempotent)."""
+        stored = await self._utterances.find_one({"_id": _literal(bot_utterance.utt_id)})
+        if stored is None or stored.get("speaker") != "bot" or stored.get("dialog_id") != dialog_id:
+            return False
+        user = await self._users.find_one({"_id": _literal(human_id)}) or {}
+        state = user.get("dialog")
+        seq = int(stored["seq"])
+        if (
+            isinstance(state, dict)
+            and state.get("id") == dialog_id
+            and int(state.get("count", 0)) == seq - 1
+        ):
+            await self._complete_end(user, dialog_id, seq - 1, stored)
+        if place is not None:
+            await self._update_users(_leaving(place, True, utc_now()))
+            place.left = True
+        self._next_seqs.pop(dialog_id, None)
+        return True
+
     async def _finish_at_once(
         self,
         dialog_id: str,
         utterance: HumanUtterance,
         bot_utterance: BotUtterance,
+        end: Doc | None,
         on_users: Callable[[int], UserWrites],
     ) -> bool:
         """MongoDB 8: the annotated human utterance, the answer (a plain insert at the
@@ -286,7 +366,7 @@ class MongoDialogs(MongoBase):
         writes = on_users(seq)
         ops: list[Doc] = [
             update(0, _annotated(utterance)),
-            {"insert": 0, "document": _utterance_doc(dialog_id, seq, bot_utterance)},
+            {"insert": 0, "document": _utterance_doc(dialog_id, seq, bot_utterance, end)},
             *(update(1, statement) for statement in writes.at_once),
         ]
         namespaces = [{"ns": f"{self._db.name}.{c.name}"} for c in (self._utterances, self._users)]
@@ -326,11 +406,15 @@ class MongoDialogs(MongoBase):
         raise WriteError(str(failed.get("errmsg")), code=failed.get("code"))
 
     async def _answer(
-        self, dialog_id: str, utterance: HumanUtterance, bot_utterance: BotUtterance
+        self,
+        dialog_id: str,
+        utterance: HumanUtterance,
+        bot_utterance: BotUtterance,
+        end: Doc | None,
     ) -> int:
-        """The annotated human utterance and the bot's answer in one ``update`` command:
-        the answer is an upsert that only inserts, at the number after the human's. Its
-        number, found again if a writer outside the line took it."""
+        """The annotated human utterance and the bot's answer (with its turn's ``end``) in
+        one ``update`` command: the answer is an upsert that only inserts, at the number
+        after the human's. Its number, found again if a writer outside the line took it."""
         seq = self._next_seqs.pop(dialog_id, None)
         if seq is None:
             seq = await self._free_seq(dialog_id)
@@ -341,13 +425,14 @@ class MongoDialogs(MongoBase):
             again = bot_utterance.utt_id == _utterance_id(dialog_id, seq)
             bot_utterance.utt_id = _utterance_id(dialog_id, seq)
             body = _utterance_body(bot_utterance)
+            if end:
+                body[_TURN_END] = end
             answer = {
                 "q": {"_id": bot_utterance.utt_id},
                 "u": {"$setOnInsert": {"dialog_id": dialog_id, "seq": seq, **body}},
                 "upsert": True,
             }
-            statements = [annotated, answer] if annotated else [answer]
-            reply, errors = await self._update(self._utterances, statements)
+            reply, errors = await self._annotate_and_answer(annotated, answer)
             # A duplicate key: another writer inserted the answer's number at the same time
             # (FerretDB does not always say which statement failed, so the annotation,
             # idempotent, is written again on its own).
@@ -360,10 +445,25 @@ class MongoDialogs(MongoBase):
                 return seq
             annotated = {}
             if again and not raced:
-                await self._utterances.update_one({"_id": bot_utterance.utt_id}, {"$set": body})
+                update: Doc = {"$set": body} if end else {"$set": body, "$unset": {_TURN_END: ""}}
+                await self._utterances.update_one({"_id": bot_utterance.utt_id}, update)
                 return seq
             seq += 1  # taken by a writer outside the line
         raise RuntimeError(f"no free utterance number in dialog {dialog_id} (contention)")
+
+    async def _annotate_and_answer(self, annotated: Doc, answer: Doc) -> tuple[Doc, list[Doc]]:
+        """The two statements in one command, or in two when together they are over
+        MongoDB's 16 MB (each is under it: the storage bounds see to that). The answer's
+        reply and errors."""
+        if not annotated:
+            return await self._update(self._utterances, [answer])
+        try:
+            return await self._update(self._utterances, [annotated, answer])
+        except DocumentTooLarge:
+            reply, errors = await self._update(self._utterances, [annotated])
+            if errors:
+                return reply, errors
+            return await self._update(self._utterances, [answer])
 
     # -- dialogs ------------------------------------------------------------------------
 

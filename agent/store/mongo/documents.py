@@ -97,14 +97,43 @@ def _utterance_body(utterance: HumanUtterance | BotUtterance) -> Doc:
     return doc
 
 
-def _utterance_doc(dialog_id: str, seq: int, utterance: HumanUtterance | BotUtterance) -> Doc:
-    """The document inserted for an utterance whose id is already its number's."""
+def _utterance_doc(
+    dialog_id: str, seq: int, utterance: HumanUtterance | BotUtterance, end: Doc | None = None
+) -> Doc:
+    """The document inserted for an utterance whose id is already its number's; an answer
+    carries its turn's ``end`` (:func:`_turn_end`)."""
     return {
         "_id": utterance.utt_id,
         "dialog_id": dialog_id,
         "seq": seq,
         **_utterance_body(utterance),
+        **({_TURN_END: end} if end else {}),
     }
+
+
+#: The field of an answer's document that holds the ``$set`` of its turn's end on the
+#: user's document (never read into the model).
+_TURN_END = "turn_end"
+
+
+def _turn_end(changes: Doc) -> Doc | None:
+    """What an answer keeps of its turn's end on the user's document: the ``$set`` paths
+    (attributes, profile, the bot's attributes) as a list, since paths are no field names.
+    Without a transaction, the answer and the user's document are two writes: if only the
+    first is stored, the next turn finds the answer and applies this (see
+    ``MongoDialogs.open_turn``), so no attribute update is lost and the turn is not run
+    again."""
+    if not changes:
+        return None
+    return {"set": [{"path": path, "value": value} for path, value in changes.items()]}
+
+
+def _turn_end_changes(doc: Doc) -> Doc:
+    """The ``$set`` an answer's document keeps for its turn's end (empty: none)."""
+    end = doc.get(_TURN_END)
+    if not isinstance(end, dict):
+        return {}
+    return {item["path"]: item["value"] for item in end.get("set", [])}
 
 
 def _annotated(utterance: HumanUtterance) -> Doc:
@@ -116,4 +145,5 @@ def _utterance_from(doc: Doc) -> Utterance:
     doc = _unescape(doc)
     doc["utt_id"] = doc.pop("_id")
     del doc["dialog_id"], doc["seq"]
+    doc.pop(_TURN_END, None)
     return _utterance.validate_python(doc)

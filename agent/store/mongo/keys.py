@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from pymongo.errors import DuplicateKeyError
 
@@ -10,6 +10,9 @@ from agent.store.base import Claim, ClaimStatus
 from agent.store.mongo.base import MongoBase
 from agent.store.mongo.codec import _escape, _literal, _unescape
 from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
+
+#: The lease of a released claim: over long ago.
+_RELEASED = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class MongoKeys(MongoBase):
@@ -54,7 +57,7 @@ class MongoKeys(MongoBase):
             {"_id": claim_id, "reply": None, "alive_until": alive_until},
             {"$set": {"alive_until": lease_until, "fingerprint": fingerprint}},
         )
-        return Claim(ClaimStatus.CLAIMED if taken.matched_count else ClaimStatus.IN_FLIGHT)
+        return Claim(ClaimStatus.RECLAIMED if taken.matched_count else ClaimStatus.IN_FLIGHT)
 
     @_unavailable_when_unreachable
     async def renew_keys(self, claims: list[tuple[str, str]], lease_until: datetime) -> None:
@@ -72,4 +75,9 @@ class MongoKeys(MongoBase):
 
     @_unavailable_when_unreachable
     async def release_key(self, user_id: str, key: str) -> None:
-        await self._keys.delete_one({"_id": self._claim_id(user_id, key), "reply": None})
+        """The claim's lease ends now, rather than the claim going: the retry that takes it
+        over knows an attempt came before it."""
+        await self._keys.update_one(
+            {"_id": self._claim_id(user_id, key), "reply": None},
+            {"$set": {"alive_until": _RELEASED}},
+        )

@@ -79,6 +79,15 @@ class SqliteDialogs(SqliteBase):
         )
         return [_utterance.validate_json(row[0]) for row in reversed(rows)]
 
+    async def keyed_turn(self, dialog_id: str, key: str) -> list[Utterance]:
+        rows = self._all(
+            "SELECT doc FROM utterances WHERE dialog_id = ? AND seq >= (SELECT seq FROM "
+            "utterances WHERE dialog_id = ? AND speaker = 'human' "
+            "AND json_extract(doc, '$.message_key') = ? LIMIT 1) ORDER BY seq LIMIT 2",
+            [dialog_id, dialog_id, key],
+        )
+        return [_utterance.validate_json(row[0]) for row in rows]
+
     async def add_utterance(self, dialog_id: str, utterance: HumanUtterance) -> None:
         self._write(_insert_utterance(dialog_id, utterance))
 
@@ -94,7 +103,13 @@ class SqliteDialogs(SqliteBase):
         human_profile: dict[str, Any] | None = None,
         replace_human_attributes: bool = False,
         place: Place | None = None,
+        again: bool = False,
     ) -> None:
+        # One transaction: an earlier call stored all of the turn's end, or nothing.
+        if again and self._one("SELECT 1 FROM utterances WHERE utt_id = ?", [bot_utterance.utt_id]):
+            if place is not None:
+                place.left = True
+            return
         statements: list[Statement] = [
             (
                 "UPDATE utterances SET doc = ? WHERE utt_id = ?",

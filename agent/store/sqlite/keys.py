@@ -16,7 +16,9 @@ class SqliteKeys(SqliteBase):
     async def claim_key(
         self, user_id: str, key: str, fingerprint: str, lease_until: datetime, now: datetime
     ) -> Claim:
-        (claimed,) = self._write(
+        # One transaction: whether a claim was there before, then the claim.
+        earlier, claimed = self._write(
+            ("SELECT 1 FROM idempotency_keys WHERE user_id = ? AND key = ?", [user_id, key]),
             (
                 "INSERT INTO idempotency_keys (user_id, key, fingerprint, alive_until) "
                 "VALUES (?, ?, ?, ?) "
@@ -27,10 +29,10 @@ class SqliteKeys(SqliteBase):
                 "= excluded.fingerprint "
                 "RETURNING key",
                 [user_id, key, fingerprint, lease_until.timestamp(), now.timestamp()],
-            )
+            ),
         )
         if claimed is not None:
-            return Claim(ClaimStatus.CLAIMED)
+            return Claim(ClaimStatus.CLAIMED if earlier is None else ClaimStatus.RECLAIMED)
         row = self._one(
             "SELECT reply, fingerprint FROM idempotency_keys WHERE user_id = ? AND key = ?",
             [user_id, key],
@@ -65,9 +67,12 @@ class SqliteKeys(SqliteBase):
         )
 
     async def release_key(self, user_id: str, key: str) -> None:
+        """The claim's lease ends now, rather than the claim going: the retry that takes it
+        over knows an attempt came before it."""
         self._write(
             (
-                "DELETE FROM idempotency_keys WHERE user_id = ? AND key = ? AND reply IS NULL",
+                "UPDATE idempotency_keys SET alive_until = 0 WHERE user_id = ? AND key = ? "
+                "AND reply IS NULL",
                 [user_id, key],
             )
         )

@@ -1,0 +1,200 @@
+"""A crash while 32 users talk: the database server or the agent is killed with SIGKILL in
+the middle of their turns and started again, every client retries what failed as a client
+told "retry" would, and every user's stored dialog reads back with each message once, its
+answer once, in order, and every turn's attribute update applied once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from agent.sdk import DialogView, Service, SkillHypothesis
+from tests.api.test_crash_recovery import write_pipeline
+from tests.conftest import service_entry
+from tests.support.mongo_server import (
+    FerretDB,
+    mongodb_required,
+    running_ferretdb,
+    unavailable_reason,
+)
+from tests.support.processes import agent_process
+from tests.support.servers import ServerThread
+
+USERS = 32
+TURNS = 6
+#: How long one message may take to be answered, retries included (a restart takes ~2 s).
+PATIENCE = 60.0
+
+
+def counting_echo() -> FastAPI:
+    """Answers "answer to <text>" and counts its turns in the human attributes, so an
+    attribute update lost or applied twice shows in the count."""
+    service = Service("echo")
+
+    @service.skill
+    def answer(dialog: DialogView) -> SkillHypothesis:
+        turns = int(dialog.human.attributes.get("turns", 0))
+        return SkillHypothesis(
+            text=f"answer to {dialog.human_utterance.text}",
+            confidence=0.9,
+            human_attributes={"turns": turns + 1},
+        )
+
+    return service.app
+
+
+@dataclass
+class Talk:
+    """The users' conversation: where the agent is, and how far they got."""
+
+    base: str
+    answered: int = 0
+    failures: int = 0
+    wrong: list[str] = field(default_factory=list)
+    halfway: asyncio.Event = field(default_factory=asyncio.Event)
+    failed_once: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def payload(user: str, turn: int) -> str:
+    return f"{user} says {turn}"
+
+
+async def user(talk: Talk, client: httpx.AsyncClient, name: str, keyed: bool) -> None:
+    """One user's messages, one after another; each retried until it is answered."""
+    for turn in range(TURNS):
+        body = {"user_id": name, "payload": payload(name, turn)}
+        headers = {"Idempotency-Key": f"{name}-{turn}"} if keyed else {}
+        deadline = asyncio.get_running_loop().time() + PATIENCE
+        while True:
+            assert asyncio.get_running_loop().time() < deadline, f"{name} never got turn {turn}"
+            try:
+                response = await client.post(f"{talk.base}/", json=body, headers=headers)
+            except httpx.TransportError:
+                response = None
+            if response is not None and response.status_code == 200:
+                break
+            if response is not None and response.status_code not in (409, 503):
+                talk.wrong.append(f"{name}: {response.status_code} {response.text}")
+                return
+            talk.failures += 1
+            talk.failed_once.set()
+            await asyncio.sleep(0.05)  # a client's back-off before its retry
+        if response.json()["response"] != f"answer to {body['payload']}":
+            talk.wrong.append(f"{name}: {body['payload']!r} got {response.json()['response']!r}")
+        talk.answered += 1
+        if talk.answered >= USERS * TURNS // 3:
+            talk.halfway.set()
+
+
+async def converse(talk: Talk, crash: Callable[[Talk], None], keyed: Callable[[int], bool]) -> None:
+    limits = httpx.Limits(max_connections=USERS)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as client:
+        users = [
+            asyncio.create_task(user(talk, client, f"user{n}", keyed(n))) for n in range(USERS)
+        ]
+
+        async def crash_halfway() -> None:
+            await talk.halfway.wait()
+            await asyncio.to_thread(crash, talk)
+
+        await asyncio.gather(*users, crash_halfway())
+
+
+def read_back(base: str) -> list[str]:
+    """What is wrong with each user's stored dialogs (empty: nothing)."""
+    problems = []
+    with httpx.Client(base_url=base, timeout=30) as client:
+        for n in range(USERS):
+            name = f"user{n}"
+            dialogs = client.get(f"/api/user/{name}").json()
+            texts = [u["text"] for d in dialogs for u in d["utterances"]]
+            sent = [payload(name, i) for i in range(TURNS)]
+            expected = [t for text in sent for t in (text, f"answer to {text}")]
+            if texts != expected:
+                problems.append(f"{name}: {texts}")
+            turns = dialogs[-1]["human"]["attributes"].get("turns")
+            if turns != TURNS:
+                problems.append(f"{name}: {turns} turns counted in the attributes")
+    return problems
+
+
+def run_and_check(talk: Talk, crash: Callable[[Talk], None], keyed: Callable[[int], bool]) -> None:
+    asyncio.run(converse(talk, crash, keyed))
+    assert not talk.wrong, talk.wrong
+    assert talk.failures, "the crash happened after every turn was answered"
+    assert talk.answered == USERS * TURNS
+    problems = read_back(talk.base)
+    assert not problems, "\n".join(problems)
+
+
+needs_ferretdb = pytest.mark.skipif(
+    bool(os.environ.get("MONGODB_URL"))
+    or (unavailable_reason() is not None and not mongodb_required()),
+    reason="needs a FerretDB built here, which the test kills (MONGODB_URL is not killed)",
+)
+
+
+@contextlib.contextmanager
+def ferretdb(bulk_write: bool) -> Iterator[FerretDB]:
+    with running_ferretdb(bulk_write=bulk_write) as db:
+        yield db
+
+
+@needs_ferretdb
+@pytest.mark.parametrize("bulk_write", [False, True], ids=["mongodb", "mongodb-8"])
+def test_a_database_killed_while_32_users_talk_loses_and_doubles_nothing(
+    services: Callable[[FastAPI], ServerThread], tmp_path: Path, bulk_write: bool
+) -> None:
+    """FerretDB is SIGKILLed mid-turns and restarted on the same data: half the users send
+    idempotency keys, half do not (their retries are recognised by their text)."""
+    skill = services(counting_echo())
+    pipeline = write_pipeline(tmp_path / "pipeline.json", {"echo": service_entry(skill.url)})
+    with ferretdb(bulk_write) as db:
+        env = {
+            "CHORUS_PIPELINE": pipeline,
+            "CHORUS_DB_URL": f"{db.url}chorus_crash",
+            "CHORUS_LINE_LEASE": "1",
+        }
+        with agent_process(env) as (base, _):
+            talk = Talk(base)
+
+            def crash(talk: Talk) -> None:
+                db.kill()
+                db.start()
+
+            run_and_check(talk, crash, keyed=lambda n: n % 2 == 0)
+
+
+def test_an_agent_killed_while_32_users_talk_loses_and_doubles_nothing(
+    services: Callable[[FastAPI], ServerThread], tmp_path: Path, db_url: str
+) -> None:
+    """The agent is SIGKILLed mid-turns and another started on the same store; the users
+    send idempotency keys (without one, a message whose turn was stored but whose reply
+    was lost cannot be told from the same text sent again)."""
+    skill = services(counting_echo())
+    env = {
+        "CHORUS_PIPELINE": write_pipeline(
+            tmp_path / "pipeline.json", {"echo": service_entry(skill.url)}
+        ),
+        "CHORUS_DB_URL": db_url,
+        "CHORUS_LINE_LEASE": "1",
+    }
+    with contextlib.ExitStack() as stack:
+        base, process = stack.enter_context(agent_process(env))
+
+        def kill_then_restart(talk: Talk) -> None:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            stack.close()
+            talk.base, _ = stack.enter_context(agent_process(env))
+
+        run_and_check(Talk(base), kill_then_restart, keyed=lambda n: True)
