@@ -134,6 +134,20 @@ class Settings(BaseSettings):
         description="seconds before a dp-agent pipeline's timeout service answers",
     )
 
+    max_user_id_length: int = Field(
+        default=256,
+        ge=1,
+        le=4096,
+        description="longest accepted user id, in characters (dp-agent sets none); any "
+        "printable text up to it is a user id",
+    )
+    dialog_view: Literal["chorus", "dp-agent"] = Field(
+        default="chorus",
+        description="the shape GET /api/dialogs/{id} and /api/user/{id} answer in when the "
+        "request does not say (?view=): Chorus's typed state, or dp-agent's as its clients "
+        "and Dream's tools read it (docs/dream.md)",
+    )
+
     log_format: Literal["text", "json"] = Field(
         default="text",
         description="json: one object per line, with the turn's dialog_id, "

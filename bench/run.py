@@ -140,7 +140,7 @@ def overhead_ms(base: str, dialog_ids: set[str], latencies: list[float]) -> dict
     critical: list[float] = []
     with httpx.Client(base_url=base, timeout=30) as client:
         for dialog_id in list(dialog_ids)[:50]:
-            dialog = client.get(f"/api/dialogs/{dialog_id}").json()
+            dialog = client.get(f"/api/dialogs/{dialog_id}", params={"view": "chorus"}).json()
             for utterance in dialog["utterances"]:
                 if utterance["speaker"] != "human" or not utterance["trace"]:
                     continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -26,11 +27,24 @@ def _int_as_str(value: Any) -> Any:
     return value
 
 
-#: A client's own id for its user: letters, digits and ``_ . @ : + -``.
+def _printable(value: str) -> str:
+    """Any text a person could read is a user id, as in dp-agent (spaces, slashes, ``+``
+    in e-mail addresses); control characters and lone surrogates are not."""
+    if not value.isprintable():
+        raise ValueError("a user id must be printable text (no control characters)")
+    return value
+
+
+#: The most characters a user id can be configured to take (CHORUS_MAX_USER_ID_LENGTH
+#: sets the limit, checked by :func:`agent.api.limits.check_user_id`).
+USER_ID_CAP = 4096
+
+#: A client's own id for its user: any printable text (a number is taken as its digits).
 ExternalId = Annotated[
     str,
     BeforeValidator(_int_as_str),
-    StringConstraints(pattern=r"^[\w.@:+-]{1,128}$"),
+    StringConstraints(min_length=1, max_length=USER_ID_CAP),
+    AfterValidator(_printable),
 ]
 #: A client's id for one message (``message_id`` or the ``Idempotency-Key`` header).
 MessageId = Annotated[str, StringConstraints(pattern=r"^[\w.:-]{1,128}$")]
@@ -99,16 +113,33 @@ class AgentReply(BaseModel):
     )
 
 
+#: A rating as dp-agent takes it: any JSON value ("good", 5, {"stars": 4}).
+RatingValue = Annotated[
+    Any,
+    Field(
+        description="any JSON value; a number from -1000 to 1000 "
+        "also sets the numeric rating when user_id is the owner's"
+    ),
+]
+#: A dialog's id as the client knows it: Chorus's (dp-agent's ``dialog_id``) or the
+#: 24-hex ``_id`` dp-agent shows.
+DialogRef = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+
+
 class DialogRating(BaseModel):
-    user_id: ExternalId
-    dialog_id: EntityId
-    rating: float = Field(ge=-1000, le=1000)
+    """``POST /rating/dialog``, as dp-agent takes it: ``user_id`` may be left out."""
+
+    user_id: ExternalId | None = Field(default=None, description="who rates (kept with it)")
+    dialog_id: DialogRef
+    rating: RatingValue
 
 
 class UtteranceRating(BaseModel):
-    user_id: ExternalId
+    """``POST /rating/utterance``, as dp-agent takes it: ``user_id`` may be left out."""
+
+    user_id: ExternalId | None = Field(default=None, description="who rates (kept with it)")
     utt_id: EntityId
-    rating: float = Field(ge=-1000, le=1000)
+    rating: RatingValue
 
 
 class Ok(BaseModel):

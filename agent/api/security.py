@@ -19,7 +19,8 @@ from agent.settings import Settings
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="the agent's CHORUS_API_KEY")
 
 
-def _check(settings: Settings, key: str | None) -> None:
+def check_reader_key(settings: Settings, key: str | None) -> None:
+    """401/403 unless ``key`` is the agent's API key (or none is set)."""
     expected = settings.api_key
     if expected is None:
         return
@@ -39,13 +40,13 @@ async def require_reader(
     settings: SettingsDep, key: Annotated[str | None, Depends(_header)]
 ) -> None:
     """Reading stored dialogs and users."""
-    _check(settings, key)
+    check_reader_key(settings, key)
 
 
 async def require_chat(settings: SettingsDep, key: Annotated[str | None, Depends(_header)]) -> None:
     """Talking to the bot, when the deployment protects it."""
     if settings.protect_chat:
-        _check(settings, key)
+        check_reader_key(settings, key)
 
 
 ReaderKey = Depends(require_reader)

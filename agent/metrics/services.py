@@ -99,3 +99,12 @@ class ServiceStats:
     def summary(self, names: Iterable[str]) -> dict[str, ServiceSummary]:
         """A row for each named service, zeros for one that has not been called yet."""
         return {name: self._services.get(name, _Service()).summary() for name in names}
+
+    def mean_seconds(self, names: Iterable[str]) -> dict[str, float]:
+        """The mean latency of each named service's recent calls (0 before any call): the
+        ``response_time`` of dp-agent's ``/debug/current_load``."""
+        means = {}
+        for name in names:
+            recent = self._services.get(name, _Service()).recent
+            means[name] = sum(recent) / len(recent) if recent else 0.0
+        return means

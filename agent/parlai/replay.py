@@ -136,7 +136,7 @@ def fetch_dialogs(
         response.raise_for_status()
         found.extend(response.json())
     for dialog_id in dialogs:
-        response = client.get(f"/api/dialogs/{dialog_id}")
+        response = client.get(f"/api/dialogs/{dialog_id}", params={"view": "chorus"})
         response.raise_for_status()
         found.append(response.json())
     return found

@@ -171,6 +171,27 @@ class DialogStore(Protocol):
         """Rate a bot utterance of one of the user's dialogs; False when there is none."""
         ...
 
+    async def list_dialog_ids(self, offset: int, limit: int, active: bool | None) -> list[str]:
+        """Dialog ids in the order the dialogs were opened, from ``offset``, at most
+        ``limit``; ``active`` True/False: only open/closed dialogs (dp-agent's
+        ``GET /api/dialogs/``)."""
+        ...
+
+    async def dialog_ids_starting(self, prefix: str) -> list[str]:
+        """The ids of the dialogs whose id starts with ``prefix`` (a few at most): how a
+        dp-agent ``_id`` (:mod:`agent.state.dp_agent`) is found."""
+        ...
+
+    async def add_dialog_rating(self, dialog_id: str, entry: dict[str, Any]) -> bool:
+        """Append ``entry`` to the dialog's ``attributes.ratings`` (dp-agent's stored form
+        of a rating, whoever sent it); False when there is no such dialog."""
+        ...
+
+    async def add_utterance_rating(self, utt_id: str, entry: dict[str, Any]) -> bool:
+        """Append ``entry`` to a bot utterance's ``attributes.ratings``; False when there is
+        no such bot utterance."""
+        ...
+
     async def delete_user(self, user_id: str) -> bool:
         """Erase the user: profile, dialogs, utterances, line and keys. False for an
         unknown user."""

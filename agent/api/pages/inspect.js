@@ -272,7 +272,7 @@ function render(dialog) {
 
 async function load() {
   showNotice(el("p", { className: "muted", text: "Loading…" }));
-  const result = await callApi(`/api/dialogs/${encodeURIComponent(dialogId)}`);
+  const result = await callApi(`/api/dialogs/${encodeURIComponent(dialogId)}?view=chorus`);
   if (needsKey(result)) {
     showNotice(keyPrompt(result, load));
     return;

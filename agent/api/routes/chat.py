@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from agent.api.deps import FlowDep, IdempotencyKey, JsonBody, SettingsDep
-from agent.api.limits import attributes_or_422, check_text
+from agent.api.limits import attributes_or_422, check_text, check_user_id
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import ChatKey
 from agent.flow import CLOSED, Answer
@@ -22,6 +22,7 @@ async def chat(
     ``payload`` ``/start`` or ``/close`` ends the user's open dialog; the next message
     opens a new one.
     """
+    check_user_id(message.user_id, settings.max_user_id_length)
     check_text(message.payload, settings.max_text_length, "payload")
     attributes = attributes_or_422(message.attributes, settings.client_limits())
 

@@ -1,42 +1,145 @@
-"""Reading the stored state: one dialog, or all of a user's."""
+"""Reading the stored state: one dialog, all of a user's, or a page of dialog ids.
+
+Each dialog read answers in one of two shapes (``?view=``, default
+``CHORUS_DIALOG_VIEW``): Chorus's typed state (:class:`agent.state.models.Dialog`, ISO
+dates), or dp-agent's (:mod:`agent.api.dp_agent_view`), which its clients and Dream's
+tools parse. ``GET /api/dialogs/`` is dp-agent's alone: Chorus had no list before.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
 
-from fastapi import APIRouter, HTTPException, Path, status
+from fastapi import APIRouter, HTTPException, Path, Query, status
+from pydantic import BaseModel, Field
 
-from agent.api.deps import StoreDep
+from agent.api.deps import PipelineDep, SettingsDep, StoreDep
+from agent.api.dp_agent_view import dp_agent_dialog
+from agent.api.limits import check_user_id
+from agent.api.schemas import USER_ID_CAP
 from agent.api.security import ReaderKey
+from agent.state.dp_agent import dialog_id_prefix, is_object_id, object_id
 from agent.state.models import Dialog
+from agent.store.base import DialogStore
 
 router = APIRouter(prefix="/api", tags=["dialogs"], dependencies=[ReaderKey])
 
+#: Chorus's dialog id, or dp-agent's 24-hex ``_id`` of it.
 DialogId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
-UserId = Annotated[str, Path(pattern=r"^[\w.@:+-]{1,128}$")]
+#: Any printable user id; ``:path`` in the routes lets it hold ``/`` (sent as ``%2F``).
+UserId = Annotated[str, Path(min_length=1, max_length=USER_ID_CAP)]
+View = Literal["chorus", "dp-agent"]
+ViewParam = Annotated[
+    View | None,
+    Query(
+        description="chorus: Chorus's typed state; dp-agent: as dp-agent answers "
+        "(default: CHORUS_DIALOG_VIEW)"
+    ),
+]
+#: The most ids one page of ``GET /api/dialogs/`` holds; a larger ``limit`` is served in
+#: pages of this size (``next`` says where the following one starts).
+PAGE_CAP = 1000
 
 
-@router.get("/dialogs/{dialog_id}", response_model=Dialog)
-async def get_dialog(dialog_id: DialogId, store: StoreDep) -> Dialog:
+class DialogIdPage(BaseModel):
+    """dp-agent's answer to ``GET /api/dialogs/``."""
+
+    dialog_ids: list[str] = Field(description="in the order the dialogs were opened")
+    next: str | None = Field(
+        description="the query of the next page (``?offset=...&limit=...``), or null on the last"
+    )
+
+
+def _pipeline_names(pipeline: PipelineDep) -> list[str]:
+    return [node.name for node in pipeline.nodes]
+
+
+async def find_dialog(store: DialogStore, dialog_id: str) -> Dialog | None:
+    """A dialog by Chorus's id or by the 24-hex ``_id`` dp-agent shows for it."""
+    if not is_object_id(dialog_id):
+        return await store.dialog(dialog_id)
+    for candidate in await store.dialog_ids_starting(dialog_id_prefix(dialog_id)):
+        dialog = await store.dialog(candidate)
+        if (
+            dialog is not None
+            and object_id(dialog.dialog_id, dialog.date_start) == dialog_id.lower()
+        ):
+            return dialog
+    return None
+
+
+@router.get("/dialogs/", response_model=DialogIdPage)
+async def list_dialogs(
+    store: StoreDep,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, description=f"at most {PAGE_CAP} are served")] = 100,
+    active: Annotated[
+        str | None,
+        Query(
+            alias="_active",
+            pattern="^(0|1|True|False|true|false)$",
+            description="1: open dialogs only; 0: closed ones only",
+        ),
+    ] = None,
+) -> DialogIdPage:
+    """Dialog ids, a page at a time, as dp-agent (and Dream's ``utils/dumper``) reads them."""
+    limit = min(limit, PAGE_CAP)
+    only = None if active is None else active in ("1", "True", "true")
+    ids = await store.list_dialog_ids(offset, limit, only)
+    if len(ids) < limit:
+        return DialogIdPage(dialog_ids=ids, next=None)
+    query: dict[str, Any] = {"offset": offset + limit, "limit": limit}
+    if only is not None:
+        query["_active"] = int(only)
+    return DialogIdPage(dialog_ids=ids, next="?" + urlencode(query))
+
+
+@router.get("/dialogs/{dialog_id}", response_model=Dialog | dict[str, Any])
+async def get_dialog(
+    dialog_id: DialogId,
+    store: StoreDep,
+    settings: SettingsDep,
+    pipeline: PipelineDep,
+    view: ViewParam = None,
+) -> Dialog | dict[str, Any]:
     """The whole dialog state: profiles, every utterance with its annotations and
-    hypotheses, errors and trace."""
-    dialog = await store.dialog(dialog_id)
+    hypotheses (and, in Chorus's view, errors and trace). The id may be dp-agent's
+    24-hex ``_id``."""
+    dialog = await find_dialog(store, dialog_id)
     if dialog is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no dialog with id {dialog_id!r}")
+    if (view or settings.dialog_view) == "dp-agent":
+        return dp_agent_dialog(dialog, _pipeline_names(pipeline))
     return dialog
 
 
-@router.delete("/user/{user_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_user(user_id: UserId, store: StoreDep) -> None:
+@router.delete("/user/{user_id:path}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_user(user_id: UserId, store: StoreDep, settings: SettingsDep) -> None:
     """Erase the user on request: profile, attributes, every dialog and utterance."""
+    check_user_id(user_id, settings.max_user_id_length)
     if not await store.delete_user(user_id):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no user with id {user_id!r}")
 
 
-@router.get("/user/{user_id}", response_model=list[Dialog])
-async def get_user_dialogs(user_id: UserId, store: StoreDep) -> list[Dialog]:
-    """All dialogs of the user with this (client-side) id, oldest first."""
+@router.get("/user/{user_id:path}", response_model=list[Dialog] | list[dict[str, Any]])
+async def get_user_dialogs(
+    user_id: UserId,
+    store: StoreDep,
+    settings: SettingsDep,
+    pipeline: PipelineDep,
+    view: ViewParam = None,
+) -> list[Dialog] | list[dict[str, Any]]:
+    """All dialogs of the user with this (client-side) id, oldest first. An unknown user
+    is a 404 in Chorus's view and no dialogs (``[]``) in dp-agent's, as dp-agent answers."""
+    check_user_id(user_id, settings.max_user_id_length)
+    dp_agent = (view or settings.dialog_view) == "dp-agent"
     dialogs = await store.user_dialogs(user_id)
     if dialogs is None:
+        if dp_agent:
+            return []
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no user with id {user_id!r}")
+    if dp_agent:
+        names = _pipeline_names(pipeline)
+        return [dp_agent_dialog(dialog, names) for dialog in dialogs]
     return dialogs

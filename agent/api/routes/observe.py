@@ -9,7 +9,7 @@ import re
 from fastapi import APIRouter, HTTPException, status
 
 from agent.api.deps import FlowDep, IdempotencyKey, JsonBody, SettingsDep
-from agent.api.limits import attributes_or_422, check_text
+from agent.api.limits import attributes_or_422, check_text, check_user_id
 from agent.api.schemas import Act, Observation
 from agent.api.security import ChatKey
 from agent.flow import Answer
@@ -50,6 +50,7 @@ async def observe(
     """Answer an observation. ``episode_done`` closes the dialog after the answer;
     ``reward`` rates the previous answer; with ``eval_labels`` (or ``labels``) the act
     carries the turn's metrics."""
+    check_user_id(observation.user_id, settings.max_user_id_length)
     check_text(observation.text, settings.max_text_length, "text")
     if observation.image is not None:
         _check_image(observation.image, settings)

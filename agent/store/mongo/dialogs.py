@@ -23,7 +23,7 @@ from agent.state.models import (
 )
 from agent.store.base import DialogHead, Place, TurnStart
 from agent.store.mongo.base import MongoBase
-from agent.store.mongo.codec import _escape, _literal, _merge
+from agent.store.mongo.codec import _escape, _literal, _merge, _unescape
 from agent.store.mongo.documents import (
     _TURN_END,
     _annotated,
@@ -492,10 +492,10 @@ class MongoDialogs(MongoBase):
         head = _head(doc)
         open_head = _open_head(user)
         if open_head is not None and open_head.dialog_id == head.dialog_id:
-            return head.model_copy(
+            head = head.model_copy(
                 update={"bot": open_head.bot, "attributes": open_head.attributes}
             )
-        return head
+        return _with_ratings(head, doc)
 
     async def _with_utterances(self, heads: list[Doc], user: Doc) -> list[Dialog]:
         """Whole dialogs: all their utterances in one indexed query, grouped in order. On
@@ -596,3 +596,65 @@ class MongoDialogs(MongoBase):
             return False
         result = await self._utterances.update_one({"_id": utt_id}, {"$set": {"rating": rating}})
         return result.matched_count > 0
+
+    @_unavailable_when_unreachable
+    async def list_dialog_ids(self, offset: int, limit: int, active: bool | None) -> list[str]:
+        cursor = self._dialogs.find(
+            {} if active is None else {"active": active},
+            projection={"_id": 1},
+            sort=[("date_start", ASCENDING), ("opened_ns", ASCENDING)],
+            skip=offset,
+            limit=limit,
+        )
+        return [str(doc["_id"]) async for doc in cursor]
+
+    @_unavailable_when_unreachable
+    async def dialog_ids_starting(self, prefix: str) -> list[str]:
+        cursor = self._dialogs.find(
+            {"_id": {"$gte": _literal(prefix), "$lt": prefix + "\U0010ffff"}},
+            projection={"_id": 1},
+            limit=10,
+        )
+        return [str(doc["_id"]) async for doc in cursor]
+
+    @_unavailable_when_unreachable
+    async def add_dialog_rating(self, dialog_id: str, entry: dict[str, Any]) -> bool:
+        # Not in ``attributes``: while the dialog is open those live with the user and are
+        # written over the dialog's document when it closes. Reads merge them back.
+        result = await self._dialogs.update_one(
+            {"_id": _literal(dialog_id)}, {"$push": {_RATINGS: _escape(entry)}}
+        )
+        return result.matched_count > 0
+
+    @_unavailable_when_unreachable
+    async def add_utterance_rating(self, utt_id: str, entry: dict[str, Any]) -> bool:
+        query = {"_id": _literal(utt_id), "speaker": "bot"}
+        try:
+            result = await self._utterances.update_one(
+                query, {"$push": {"attributes.ratings": _escape(entry)}}
+            )
+        except WriteError:  # a service left a value there that is not a list: keep it first
+            doc = await self._utterances.find_one(query, projection={"attributes.ratings": 1})
+            if doc is None:
+                return False
+            kept = doc.get("attributes", {}).get("ratings")
+            result = await self._utterances.update_one(
+                {**query, "attributes.ratings": kept},
+                {"$set": {"attributes.ratings": [kept, _escape(entry)]}},
+            )
+        return result.matched_count > 0
+
+
+#: The dialog document's field with the ratings given in dp-agent's form.
+_RATINGS = "dp_agent_ratings"
+
+
+def _with_ratings(head: DialogHead, doc: Doc) -> DialogHead:
+    """The head with the dialog's dp-agent ratings at the end of ``attributes.ratings``."""
+    added = doc.get(_RATINGS)
+    if not isinstance(added, list) or not added:
+        return head
+    kept = head.attributes.get("ratings")
+    ratings = kept if isinstance(kept, list) else ([] if kept is None else [kept])
+    attributes = {**head.attributes, "ratings": [*ratings, *_unescape(added)]}
+    return head.model_copy(update={"attributes": attributes})

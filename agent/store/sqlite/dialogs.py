@@ -195,3 +195,50 @@ class SqliteDialogs(SqliteBase):
             )
         )
         return row is not None
+
+    async def list_dialog_ids(self, offset: int, limit: int, active: bool | None) -> list[str]:
+        where, args = ("", []) if active is None else ("WHERE active = ? ", [int(active)])
+        rows = self._all(
+            f"SELECT id FROM dialogs {where}ORDER BY rowid LIMIT ? OFFSET ?",
+            [*args, limit, offset],
+        )
+        return [str(row[0]) for row in rows]
+
+    async def dialog_ids_starting(self, prefix: str) -> list[str]:
+        # A range on the primary key (LIKE would scan: it ignores case).
+        rows = self._all(
+            "SELECT id FROM dialogs WHERE id >= ? AND id < ? ORDER BY id LIMIT 10",
+            [prefix, prefix + "\U0010ffff"],
+        )
+        return [str(row[0]) for row in rows]
+
+    async def add_dialog_rating(self, dialog_id: str, entry: dict[str, Any]) -> bool:
+        (row,) = self._write(
+            (
+                f"UPDATE dialogs SET doc = json_set(doc, '$.attributes.ratings', "
+                f"{_APPENDED}) WHERE id = ? RETURNING id",
+                [_json(entry), dialog_id],
+            )
+        )
+        return row is not None
+
+    async def add_utterance_rating(self, utt_id: str, entry: dict[str, Any]) -> bool:
+        (row,) = self._write(
+            (
+                f"UPDATE utterances SET doc = json_set(doc, '$.attributes.ratings', "
+                f"{_APPENDED}) WHERE utt_id = ? AND speaker = 'bot' RETURNING utt_id",
+                [_json(entry), utt_id],
+            )
+        )
+        return row is not None
+
+
+#: ``attributes.ratings`` with one more item (the bound JSON): a list grows; a value a
+#: service left there that is not a list becomes the list's first item, so nothing is lost.
+_APPENDED = (
+    "json_insert(CASE WHEN json_type(doc, '$.attributes.ratings') = 'array' "
+    "THEN json_extract(doc, '$.attributes.ratings') "
+    "WHEN json_type(doc, '$.attributes.ratings') IN ('null') "
+    "OR json_type(doc, '$.attributes.ratings') IS NULL THEN json_array() "
+    "ELSE json_array(json_extract(doc, '$.attributes.ratings')) END, '$[#]', json(?))"
+)
