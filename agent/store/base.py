@@ -177,9 +177,9 @@ class DialogStore(Protocol):
         ``GET /api/dialogs/``)."""
         ...
 
-    async def dialog_ids_starting(self, prefix: str) -> list[str]:
-        """The ids of the dialogs whose id starts with ``prefix`` (a few at most): how a
-        dp-agent ``_id`` (:mod:`agent.state.dp_agent`) is found."""
+    async def dialog_starts(self, prefix: str) -> dict[str, datetime]:
+        """The ids and starts of the dialogs whose id starts with ``prefix`` (a few at most):
+        how a dp-agent ``_id`` (:mod:`agent.state.dp_agent`) is found."""
         ...
 
     async def add_dialog_rating(self, dialog_id: str, entry: dict[str, Any]) -> bool:

@@ -55,18 +55,20 @@ def _pipeline_names(pipeline: PipelineDep) -> list[str]:
     return [node.name for node in pipeline.nodes]
 
 
+async def resolve_dialog_id(store: DialogStore, dialog_id: str) -> str | None:
+    """Chorus's id of a dialog named by it or by the 24-hex ``_id`` dp-agent shows for it
+    (None: no dialog has that ``_id``)."""
+    if not is_object_id(dialog_id):
+        return dialog_id
+    wanted = dialog_id.lower()
+    starts = await store.dialog_starts(dialog_id_prefix(wanted))
+    return next((i for i, start in starts.items() if object_id(i, start) == wanted), None)
+
+
 async def find_dialog(store: DialogStore, dialog_id: str) -> Dialog | None:
     """A dialog by Chorus's id or by the 24-hex ``_id`` dp-agent shows for it."""
-    if not is_object_id(dialog_id):
-        return await store.dialog(dialog_id)
-    for candidate in await store.dialog_ids_starting(dialog_id_prefix(dialog_id)):
-        dialog = await store.dialog(candidate)
-        if (
-            dialog is not None
-            and object_id(dialog.dialog_id, dialog.date_start) == dialog_id.lower()
-        ):
-            return dialog
-    return None
+    resolved = await resolve_dialog_id(store, dialog_id)
+    return None if resolved is None else await store.dialog(resolved)
 
 
 @router.get("/dialogs/", response_model=DialogIdPage)

@@ -16,7 +16,7 @@ from fastapi import APIRouter, HTTPException, status
 
 from agent.api.deps import JsonBody, SettingsDep, StoreDep
 from agent.api.limits import attributes_or_422, check_user_id
-from agent.api.routes.dialogs import find_dialog
+from agent.api.routes.dialogs import resolve_dialog_id
 from agent.api.schemas import DialogRating, Ok, UtteranceRating
 from agent.api.security import ChatKey
 from agent.settings import Settings
@@ -48,12 +48,12 @@ def _numeric(value: Any) -> float | None:
 @router.post("/dialog", response_model=Ok)
 async def rate_dialog(body: DialogRating, store: StoreDep, settings: SettingsDep) -> Ok:
     entry = _entry(body, settings)
-    dialog = await find_dialog(store, body.dialog_id)
-    if dialog is None or not await store.add_dialog_rating(dialog.dialog_id, entry):
+    dialog_id = await resolve_dialog_id(store, body.dialog_id)
+    if dialog_id is None or not await store.add_dialog_rating(dialog_id, entry):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no dialog {body.dialog_id!r}")
     number = _numeric(body.rating)
     if number is not None and body.user_id is not None:
-        await store.rate_dialog(body.user_id, dialog.dialog_id, number)  # the owner's only
+        await store.rate_dialog(body.user_id, dialog_id, number)  # the owner's only
     return Ok()
 
 

@@ -177,6 +177,9 @@ class MongoStore(MongoDialogs, MongoKeys, MongoLines):
         await self._dialogs.create_index(
             [("human_id", ASCENDING), ("date_start", ASCENDING)], name="dialogs_by_human"
         )
+        await self._dialogs.create_index(
+            [("date_start", ASCENDING), ("opened_ns", ASCENDING)], name="dialogs_by_start"
+        )  # GET /api/dialogs/: pages in the order dialogs were opened
         await self._utterances.create_index(
             [("dialog_id", ASCENDING), ("seq", ASCENDING)], unique=True, name="dialog_seq"
         )

@@ -6,6 +6,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, ReturnDocument
@@ -609,13 +610,13 @@ class MongoDialogs(MongoBase):
         return [str(doc["_id"]) async for doc in cursor]
 
     @_unavailable_when_unreachable
-    async def dialog_ids_starting(self, prefix: str) -> list[str]:
+    async def dialog_starts(self, prefix: str) -> dict[str, datetime]:
         cursor = self._dialogs.find(
             {"_id": {"$gte": _literal(prefix), "$lt": prefix + "\U0010ffff"}},
-            projection={"_id": 1},
+            projection={"date_start": 1},
             limit=10,
         )
-        return [str(doc["_id"]) async for doc in cursor]
+        return {str(doc["_id"]): _aware(doc["date_start"]) async for doc in cursor}
 
     @_unavailable_when_unreachable
     async def add_dialog_rating(self, dialog_id: str, entry: dict[str, Any]) -> bool:
@@ -658,3 +659,8 @@ def _with_ratings(head: DialogHead, doc: Doc) -> DialogHead:
     ratings = kept if isinstance(kept, list) else ([] if kept is None else [kept])
     attributes = {**head.attributes, "ratings": [*ratings, *_unescape(added)]}
     return head.model_copy(update={"attributes": attributes})
+
+
+def _aware(moment: datetime) -> datetime:
+    """A date as stored (PyMongo reads BSON dates naive unless told): aware UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from datetime import datetime
 from typing import Any
 
 from agent.state.models import (
@@ -204,13 +205,14 @@ class SqliteDialogs(SqliteBase):
         )
         return [str(row[0]) for row in rows]
 
-    async def dialog_ids_starting(self, prefix: str) -> list[str]:
+    async def dialog_starts(self, prefix: str) -> dict[str, datetime]:
         # A range on the primary key (LIKE would scan: it ignores case).
         rows = self._all(
-            "SELECT id FROM dialogs WHERE id >= ? AND id < ? ORDER BY id LIMIT 10",
+            "SELECT doc FROM dialogs WHERE id >= ? AND id < ? ORDER BY id LIMIT 10",
             [prefix, prefix + "\U0010ffff"],
         )
-        return [str(row[0]) for row in rows]
+        heads = [DialogHead.model_validate_json(row[0]) for row in rows]
+        return {head.dialog_id: head.date_start for head in heads}
 
     async def add_dialog_rating(self, dialog_id: str, entry: dict[str, Any]) -> bool:
         (row,) = self._write(
