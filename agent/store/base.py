@@ -182,14 +182,19 @@ class DialogStore(Protocol):
         how a dp-agent ``_id`` (:mod:`agent.state.dp_agent`) is found."""
         ...
 
-    async def add_dialog_rating(self, dialog_id: str, entry: dict[str, Any]) -> bool:
+    async def add_dialog_rating(
+        self, dialog_id: str, entry: dict[str, Any], user_id: str | None = None
+    ) -> bool:
         """Append ``entry`` to the dialog's ``attributes.ratings`` (dp-agent's stored form
-        of a rating, whoever sent it); False when there is no such dialog."""
+        of a rating); False when there is no such dialog, or, with ``user_id``, when it is
+        not that user's (a rating without a user id is taken, as dp-agent takes it)."""
         ...
 
-    async def add_utterance_rating(self, utt_id: str, entry: dict[str, Any]) -> bool:
+    async def add_utterance_rating(
+        self, utt_id: str, entry: dict[str, Any], user_id: str | None = None
+    ) -> bool:
         """Append ``entry`` to a bot utterance's ``attributes.ratings``; False when there is
-        no such bot utterance."""
+        no such bot utterance, or, with ``user_id``, none in that user's dialogs."""
         ...
 
     async def delete_user(self, user_id: str) -> bool:

@@ -61,7 +61,9 @@ def test_the_dialog_list_pages_as_dp_agent_and_the_dumper_read_it(
     assert all_ids(client, "") == [first, second, third]
     assert all_ids(client, "?_active=1&limit=1") == [second, third]
     assert client.get("/api/dialogs/?_active=0").json() == {"dialog_ids": [first], "next": None}
-    assert client.get("/api/dialogs/?offset=-1").status_code == 422
+    for bad in ("offset=-1", f"offset={2**64}", "limit=0", "limit=abc", "_active=2"):
+        assert client.get(f"/api/dialogs/?{bad}").status_code == 422
+    assert client.get(f"/api/dialogs/?offset={2**62}").json() == {"dialog_ids": [], "next": None}
 
 
 def test_the_dp_agent_view_has_dp_agent_fields_dates_and_ids(
@@ -115,43 +117,37 @@ def test_ratings_are_taken_and_stored_in_dp_agent_form(services: Any, agent: Age
     client = start(services, agent)
     reply = say(client, "ann")
     dialog_id, utt_id = reply["dialog_id"], reply["utt_id"]
-    assert (
-        client.post("/rating/dialog", json={"dialog_id": dialog_id, "rating": "good"}).status_code
-        == 200
-    )
-    assert (
-        client.post(
-            "/rating/dialog", json={"user_id": "ann", "dialog_id": dialog_id, "rating": 5}
-        ).status_code
-        == 200
-    )
-    assert (
-        client.post(
-            "/rating/utterance", json={"user_id": "eve", "utt_id": utt_id, "rating": "like"}
-        ).status_code
-        == 200
-    )
-    assert client.post("/rating/utterance", json={"utt_id": utt_id, "rating": 2}).status_code == 200
+
+    def rate(route: str, **body: Any) -> int:
+        return client.post(f"/rating/{route}", json=body).status_code
+
+    assert rate("dialog", dialog_id=dialog_id, rating="good") == 200  # no user_id
+    assert rate("dialog", user_id="ann", dialog_id=dialog_id, rating=5) == 200
+    assert rate("utterance", user_id="ann", utt_id=utt_id, rating="like") == 200
+    assert rate("utterance", utt_id=utt_id, rating=2) == 200
     dialog = client.get(f"/api/dialogs/{dialog_id}").json()
     ratings = dialog["attributes"]["ratings"]
     assert [(r["rating"], r["user_external_id"]) for r in ratings] == [("good", None), (5, "ann")]
     for rating in ratings:
         datetime.strptime(rating["datetime"], DUMPER_DATE)
-    assert dialog["rating"] == 5  # the owner's number is Chorus's rating too
+    assert dialog["rating"] == 5  # the user's own number is Chorus's rating too
     bot = dialog["utterances"][1]
     assert [(r["rating"], r["user_external_id"]) for r in bot["attributes"]["ratings"]] == [
-        ("like", "eve"),
+        ("like", "ann"),
         (2, None),
     ]
-    assert bot["rating"] is None  # a number without the owner's id is only appended
-    object_id = client.get(f"/api/dialogs/{dialog_id}?view=dp-agent").json()["_id"]
-    assert (
-        client.post("/rating/dialog", json={"dialog_id": object_id, "rating": 1}).status_code == 200
-    )
-    missing = client.post("/rating/dialog", json={"dialog_id": "f" * 32, "rating": 1})
-    assert missing.status_code == 404
-    assert client.post("/rating/utterance", json={"utt_id": "nope", "rating": 1}).status_code == 404
-    assert client.post("/rating/dialog", json={"dialog_id": dialog_id}).status_code == 422
+    assert bot["rating"] is None  # a number without the user's id is only appended
+    dp_agent = client.get(f"/api/dialogs/{dialog_id}?view=dp-agent").json()
+    assert dp_agent["attributes"]["ratings"] == ratings
+    assert rate("dialog", dialog_id=dp_agent["_id"], rating={"stars": 4}) == 200
+    assert rate("dialog", user_id="eve", dialog_id=dialog_id, rating="bad") == 404
+    assert rate("utterance", user_id="eve", utt_id=utt_id, rating="bad") == 404
+    assert rate("dialog", dialog_id="f" * 32, rating=1) == 404
+    assert rate("utterance", utt_id="nope", rating=1) == 404
+    assert rate("dialog", dialog_id=dialog_id) == 422
+    after = client.get(f"/api/dialogs/{dialog_id}").json()
+    assert [r["rating"] for r in after["attributes"]["ratings"]] == ["good", 5, {"stars": 4}]
+    assert len(after["utterances"][1]["attributes"]["ratings"]) == 2
 
 
 def test_any_printable_user_id_works_on_every_route(services: Any, agent: AgentFactory) -> None:

@@ -53,7 +53,8 @@ async def test_dialog_ratings_survive_turns_and_the_close(store: Store) -> None:
     dialog_id, _ = await answered(store, "ann")
     assert await store.add_dialog_rating(dialog_id, entry("good"))
     await answered(store, "ann")
-    assert await store.add_dialog_rating(dialog_id, entry({"stars.count": 5}, "ann"))
+    assert await store.add_dialog_rating(dialog_id, entry({"stars.count": 5}, "ann"), "ann")
+    assert not await store.add_dialog_rating(dialog_id, entry(1, "eve"), "eve")
     await store.close_active_dialog("ann")
     dialog = await store.dialog(dialog_id)
     assert dialog is not None
@@ -67,10 +68,11 @@ async def test_utterance_ratings_are_appended_and_keep_an_earlier_value(store: S
     human_utt_id = (await store.recent_utterances(dialog_id, 10))[0].utt_id
     for utt_id in (plain, kept):
         assert await store.add_utterance_rating(utt_id, entry("like"))
-        assert await store.add_utterance_rating(utt_id, entry(2, "eve"))
+        assert await store.add_utterance_rating(utt_id, entry(2, "ann"), "ann")
+        assert not await store.add_utterance_rating(utt_id, entry(3, "eve"), "eve")
     assert not await store.add_utterance_rating(human_utt_id, entry(1))  # bot answers only
     assert not await store.add_utterance_rating("nope", entry(1))
     utterances = await store.recent_utterances(dialog_id, 10)
     by_id = {u.utt_id: u.attributes.get("ratings") for u in utterances}
-    assert by_id[plain] == [entry("like"), entry(2, "eve")]
-    assert by_id[kept] == ["from a skill", entry("like"), entry(2, "eve")]
+    assert by_id[plain] == [entry("like"), entry(2, "ann")]
+    assert by_id[kept] == ["from a skill", entry("like"), entry(2, "ann")]

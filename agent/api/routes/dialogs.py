@@ -40,6 +40,8 @@ ViewParam = Annotated[
 #: The most ids one page of ``GET /api/dialogs/`` holds; a larger ``limit`` is served in
 #: pages of this size (``next`` says where the following one starts).
 PAGE_CAP = 1000
+#: The largest ``offset`` (both stores take 64-bit integers; no database holds more dialogs).
+MAX_OFFSET = 2**62
 
 
 class DialogIdPage(BaseModel):
@@ -74,7 +76,7 @@ async def find_dialog(store: DialogStore, dialog_id: str) -> Dialog | None:
 @router.get("/dialogs/", response_model=DialogIdPage)
 async def list_dialogs(
     store: StoreDep,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, description=f"at most {PAGE_CAP} are served")] = 100,
     active: Annotated[
         str | None,

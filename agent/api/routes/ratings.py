@@ -1,10 +1,12 @@
 """Ratings of a dialog or of one bot answer, as DeepPavlov Agent takes them.
 
-As dp-agent does, every rating is appended to the rated dialog's or utterance's
+As dp-agent does, a rating is appended to the rated dialog's or utterance's
 ``attributes.ratings`` as ``{"rating", "user_external_id", "datetime"}``, whatever its value
-("good", 5, a dict) and whoever sent it (``user_id`` may be left out: it is then null).
-Chorus's numeric ``rating`` field is set too when the rating is a number from -1000 to 1000
-and ``user_id`` is the dialog's own user, so Chorus's typed API keeps working.
+("good", 5, a dict); ``user_id`` may be left out (it is then null). With a ``user_id``, the
+dialog must be that user's (404 otherwise, as for Chorus's numeric rating): a user rates
+their own dialogs; a rater that is not the dialog's user sends none. Chorus's numeric
+``rating`` field is set too when the rating is a number from -1000 to 1000 sent with the
+user's id, so Chorus's typed API keeps working.
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ def _entry(body: DialogRating | UtteranceRating, settings: Settings) -> dict[str
     return attributes_or_422(lambda: entry, settings.client_limits())
 
 
+def _missing(what: str, rated: str, body: DialogRating | UtteranceRating) -> str:
+    if body.user_id is None:
+        return f"no {what} {rated!r}"
+    return f"user {body.user_id!r} has no {what} {rated!r}"
+
+
 def _numeric(value: Any) -> float | None:
     """The rating as Chorus's numeric rating, when it is one."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -49,20 +57,20 @@ def _numeric(value: Any) -> float | None:
 async def rate_dialog(body: DialogRating, store: StoreDep, settings: SettingsDep) -> Ok:
     entry = _entry(body, settings)
     dialog_id = await resolve_dialog_id(store, body.dialog_id)
-    if dialog_id is None or not await store.add_dialog_rating(dialog_id, entry):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no dialog {body.dialog_id!r}")
+    if dialog_id is None or not await store.add_dialog_rating(dialog_id, entry, body.user_id):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, _missing("dialog", body.dialog_id, body))
     number = _numeric(body.rating)
     if number is not None and body.user_id is not None:
-        await store.rate_dialog(body.user_id, dialog_id, number)  # the owner's only
+        await store.rate_dialog(body.user_id, dialog_id, number)
     return Ok()
 
 
 @router.post("/utterance", response_model=Ok)
 async def rate_utterance(body: UtteranceRating, store: StoreDep, settings: SettingsDep) -> Ok:
     entry = _entry(body, settings)
-    if not await store.add_utterance_rating(body.utt_id, entry):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no bot utterance {body.utt_id!r}")
+    if not await store.add_utterance_rating(body.utt_id, entry, body.user_id):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, _missing("bot utterance", body.utt_id, body))
     number = _numeric(body.rating)
     if number is not None and body.user_id is not None:
-        await store.rate_utterance(body.user_id, body.utt_id, number)  # the owner's only
+        await store.rate_utterance(body.user_id, body.utt_id, number)
     return Ok()

@@ -619,17 +619,30 @@ class MongoDialogs(MongoBase):
         return {str(doc["_id"]): _aware(doc["date_start"]) async for doc in cursor}
 
     @_unavailable_when_unreachable
-    async def add_dialog_rating(self, dialog_id: str, entry: dict[str, Any]) -> bool:
+    async def add_dialog_rating(
+        self, dialog_id: str, entry: dict[str, Any], user_id: str | None = None
+    ) -> bool:
         # Not in ``attributes``: while the dialog is open those live with the user and are
         # written over the dialog's document when it closes. Reads merge them back.
-        result = await self._dialogs.update_one(
-            {"_id": _literal(dialog_id)}, {"$push": {_RATINGS: _escape(entry)}}
-        )
+        query: Doc = {"_id": _literal(dialog_id)}
+        if user_id is not None:
+            query["human_id"] = _human_id_for(user_id)
+        result = await self._dialogs.update_one(query, {"$push": {_RATINGS: _escape(entry)}})
         return result.matched_count > 0
 
     @_unavailable_when_unreachable
-    async def add_utterance_rating(self, utt_id: str, entry: dict[str, Any]) -> bool:
+    async def add_utterance_rating(
+        self, utt_id: str, entry: dict[str, Any], user_id: str | None = None
+    ) -> bool:
         query = {"_id": _literal(utt_id), "speaker": "bot"}
+        if user_id is not None:
+            utterance = await self._utterances.find_one(query, projection={"dialog_id": 1})
+            owned = utterance is not None and await self._dialogs.find_one(
+                {"_id": utterance["dialog_id"], "human_id": _human_id_for(user_id)},
+                projection={"_id": 1},
+            )
+            if not owned:
+                return False
         try:
             result = await self._utterances.update_one(
                 query, {"$push": {"attributes.ratings": _escape(entry)}}

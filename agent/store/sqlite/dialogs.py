@@ -214,25 +214,46 @@ class SqliteDialogs(SqliteBase):
         heads = [DialogHead.model_validate_json(row[0]) for row in rows]
         return {head.dialog_id: head.date_start for head in heads}
 
-    async def add_dialog_rating(self, dialog_id: str, entry: dict[str, Any]) -> bool:
+    async def add_dialog_rating(
+        self, dialog_id: str, entry: dict[str, Any], user_id: str | None = None
+    ) -> bool:
+        owned, args = _owned_by("human_id", user_id)
         (row,) = self._write(
             (
                 f"UPDATE dialogs SET doc = json_set(doc, '$.attributes.ratings', "
-                f"{_APPENDED}) WHERE id = ? RETURNING id",
-                [_json(entry), dialog_id],
+                f"{_APPENDED}) WHERE id = ?{owned} RETURNING id",
+                [_json(entry), dialog_id, *args],
             )
         )
         return row is not None
 
-    async def add_utterance_rating(self, utt_id: str, entry: dict[str, Any]) -> bool:
+    async def add_utterance_rating(
+        self, utt_id: str, entry: dict[str, Any], user_id: str | None = None
+    ) -> bool:
+        owned, args = (
+            ("", [])
+            if user_id is None
+            else (
+                " AND dialog_id IN (SELECT d.id FROM dialogs d JOIN users u ON u.id = d.human_id "
+                "WHERE u.user_id = ?)",
+                [user_id],
+            )
+        )
         (row,) = self._write(
             (
                 f"UPDATE utterances SET doc = json_set(doc, '$.attributes.ratings', "
-                f"{_APPENDED}) WHERE utt_id = ? AND speaker = 'bot' RETURNING utt_id",
-                [_json(entry), utt_id],
+                f"{_APPENDED}) WHERE utt_id = ? AND speaker = 'bot'{owned} RETURNING utt_id",
+                [_json(entry), utt_id, *args],
             )
         )
         return row is not None
+
+
+def _owned_by(column: str, user_id: str | None) -> tuple[str, list[Any]]:
+    """The condition that the row's user (``column``) is the one with ``user_id``."""
+    if user_id is None:
+        return "", []
+    return f" AND {column} = (SELECT id FROM users WHERE user_id = ?)", [user_id]
 
 
 #: ``attributes.ratings`` with one more item (the bound JSON): a list grows; a value a
