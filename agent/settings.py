@@ -136,6 +136,12 @@ class Settings(BaseSettings):
         description="what a turn's span says of the user: a hash of the id, "
         "or nothing (tracing itself is set with the standard OTEL_* variables)",
     )
+    trace_id_key: SecretStr | None = Field(
+        default=None,
+        description="the secret key of the user id hash in traces (HMAC-SHA256), the same "
+        "on every replica so a user's hash is one across them; unset, each process makes a "
+        "random one (docs/observability.md)",
+    )
     ready_services: list[str] = Field(
         default_factory=list,
         description="services GET /ready also needs reachable, e.g. "
@@ -166,7 +172,12 @@ class Settings(BaseSettings):
             raise ValueError("use sqlite:///data/chorus.db or mongodb://host:27017/chorus")
         return value
 
-    @field_validator("api_key")
+    def trace_id_key_bytes(self) -> bytes | None:
+        """``CHORUS_TRACE_ID_KEY`` as the HMAC's key, or None when it is unset."""
+        key = self.trace_id_key
+        return None if key is None else key.get_secret_value().encode()
+
+    @field_validator("api_key", "trace_id_key")
     @classmethod
     def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and len(value.get_secret_value()) < 16:
