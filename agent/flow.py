@@ -40,7 +40,7 @@ from agent.metrics import Metrics
 from agent.pipeline.executor import Executor, Turn, TurnResult
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance, Utterance
 from agent.store.base import Place, Store, StoreWriteRefused
-from agent.telemetry import Telemetry, turn_answered, turn_identified
+from agent.telemetry import Telemetry, printable, turn_answered, turn_identified
 
 log = logging.getLogger("chorus.flow")
 
@@ -179,10 +179,10 @@ class MessageFlow:
         answered = self._answered(start.history, key)
         if answered is not None:
             log.warning(
-                "dialog %s: message %r was answered before but its reply was not recorded; "
+                "dialog %s: message %s was answered before but its reply was not recorded; "
                 "sending the stored answer again",
                 dialog.dialog_id,
-                key,
+                printable(repr(key)),
             )
             if close_after:
                 await store.close_active_dialog(user_id)
@@ -263,7 +263,7 @@ class MessageFlow:
                 "dialog %s: the finished turn was refused (%s); storing it without "
                 "the services' outputs",
                 dialog_id,
-                exc,
+                printable(exc),
             )
             utterance, bot_utterance = result.without_outputs(str(exc))
             await self._store.finish_turn(
