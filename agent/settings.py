@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent.sdk.errors import ConfigError
 from agent.state.limits import StorageLimits
+from agent.store.base import DEFAULT_KEY_RETENTION
 
 ENV_PREFIX = "CHORUS_"
 
@@ -109,6 +110,13 @@ class Settings(BaseSettings):
         "which a message sent again after an unanswered attempt (a "
         "503, a dead agent) answers that attempt instead of storing "
         "it twice",
+    )
+    key_retention: float = Field(
+        default=DEFAULT_KEY_RETENTION,
+        gt=0,
+        le=30 * 86_400,
+        description="seconds an idempotency key and its copy of the reply are kept; after "
+        "that the same key is a new message (keep it well above how long clients retry)",
     )
     log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
     # A dp-agent (Dream) pipeline file carries no agent settings of its own: these apply.

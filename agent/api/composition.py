@@ -97,7 +97,7 @@ async def assembled(
         client = make_http_client()
         stack.push_async_callback(client.close)
         executor = _executor(settings, pipeline, client, stack)
-        keys = IdempotencyKeys(store, lease=settings.line_lease)
+        keys = IdempotencyKeys(store, lease=settings.line_lease, keep_for=settings.key_retention)
         stack.push_async_callback(keys.aclose)
         lines = UserLines(store, lease=settings.line_lease, max_wait=settings.line_wait)
         stack.push_async_callback(lines.aclose)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from urllib.parse import urlparse
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx
 import pytest
