@@ -156,8 +156,8 @@ def stored_keys(db_url: str) -> dict[str, Any]:
         return dict(rows)
     mongo: MongoClient[dict[str, Any]]
     with MongoClient(db_url) as mongo:
-        docs = mongo.get_default_database()["idempotency_keys"].find()
-        return {str(doc["_id"]).rsplit(":", 1)[-1]: doc.get("expires_at") for doc in docs}
+        found: list[dict[str, Any]] = list(mongo.get_default_database()["idempotency_keys"].find())
+    return {str(doc["_id"]).rsplit(":", 1)[-1]: doc.get("expires_at") for doc in found}
 
 
 def test_a_key_is_kept_only_for_its_retention_then_it_is_a_new_message(
@@ -187,7 +187,6 @@ def test_a_key_is_kept_only_for_its_retention_then_it_is_a_new_message(
         return
     mongo: MongoClient[dict[str, Any]]
     with MongoClient(db_url) as mongo:
-        db = mongo.get_default_database()
-        indexes = db["idempotency_keys"].index_information()
+        indexes = mongo.get_default_database()["idempotency_keys"].index_information()
         ferretdb = "ferretdbVersion" in mongo.admin.command("buildInfo")
     assert ferretdb or indexes["keys_expire"]["expireAfterSeconds"] == 0, indexes
