@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent.sdk.errors import ConfigError
 from agent.state.limits import StorageLimits
+from agent.store.base import DEFAULT_KEY_RETENTION
 
 ENV_PREFIX = "CHORUS_"
 
@@ -118,6 +119,13 @@ class Settings(BaseSettings):
         "short is written again (completing what it stored, never twice) before the "
         "client gets 503",
     )
+    key_retention: float = Field(
+        default=DEFAULT_KEY_RETENTION,
+        gt=0,
+        le=30 * 86_400,
+        description="seconds an idempotency key and its copy of the reply are kept; after "
+        "that the same key is a new message (keep it well above how long clients retry)",
+    )
     log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
     # A dp-agent (Dream) pipeline file carries no agent settings of its own: these apply.
     dream_window: int = Field(
@@ -143,6 +151,12 @@ class Settings(BaseSettings):
         default="hash",
         description="what a turn's span says of the user: a hash of the id, "
         "or nothing (tracing itself is set with the standard OTEL_* variables)",
+    )
+    trace_id_key: SecretStr | None = Field(
+        default=None,
+        description="the secret key of the user id hash in traces (HMAC-SHA256), the same "
+        "on every replica so a user's hash is one across them; unset, each process makes a "
+        "random one (docs/observability.md)",
     )
     ready_services: list[str] = Field(
         default_factory=list,
@@ -174,7 +188,12 @@ class Settings(BaseSettings):
             raise ValueError("use sqlite:///data/chorus.db or mongodb://host:27017/chorus")
         return value
 
-    @field_validator("api_key")
+    def trace_id_key_bytes(self) -> bytes | None:
+        """``CHORUS_TRACE_ID_KEY`` as the HMAC's key, or None when it is unset."""
+        key = self.trace_id_key
+        return None if key is None else key.get_secret_value().encode()
+
+    @field_validator("api_key", "trace_id_key")
     @classmethod
     def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and len(value.get_secret_value()) < 16:

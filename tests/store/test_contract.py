@@ -421,6 +421,30 @@ async def test_a_renewed_claim_is_not_taken_over(store: Store) -> None:
     assert (await claim(store, "ann", "m", now=later)).status is ClaimStatus.IN_FLIGHT
 
 
+async def test_a_claim_past_its_expiry_counts_as_absent_unless_its_turn_runs(
+    store: Store,
+) -> None:
+    """Expiry is decided on reading, whatever the database deletes: an answered key read
+    after it is claimed anew (another request may then use it), once among concurrent
+    retries; a claim whose turn still holds a live lease keeps it, expiry or not."""
+    start = datetime.now(UTC)
+    keep = start + timedelta(seconds=60)
+
+    async def claim_kept(key: str, request: str, now: datetime, lease: float = 10) -> Claim:
+        lease_until = now + timedelta(seconds=lease)
+        return await store.claim_key("ann", key, request, lease_until, now, keep_until=keep)
+
+    assert (await claim_kept("m", "first", start)).status is ClaimStatus.CLAIMED
+    await store.complete_key("ann", "m", {"response": "hi"})
+    assert (await claim_kept("m", "first", keep - timedelta(seconds=1))).reply == {"response": "hi"}
+    after = keep + timedelta(seconds=1)
+    retries = await asyncio.gather(*(claim_kept("m", "other", after) for _ in range(4)))
+    assert sorted(r.status.value for r in retries) == ["claimed"] + ["in_flight"] * 3
+
+    assert (await claim_kept("busy", "req", start, lease=3600)).status is ClaimStatus.CLAIMED
+    assert (await claim_kept("busy", "req", after)).status is ClaimStatus.IN_FLIGHT
+
+
 async def test_a_message_id_reused_for_another_request_is_told_apart(store: Store) -> None:
     await claim(store, "ann", "m", "first request")
     assert (await claim(store, "ann", "m", "other request")).status is (ClaimStatus.OTHER_MESSAGE)

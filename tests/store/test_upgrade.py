@@ -116,7 +116,11 @@ async def test_a_sqlite_database_of_the_previous_release(tmp_path: Path) -> None
         await store.close()
     migrated = sqlite3.connect(path)
     try:
-        assert migrated.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert migrated.execute("PRAGMA user_version").fetchone()[0] == 3
+        # keys kept for ever before expiry existed get a day from the upgrade
+        assert migrated.execute(
+            "SELECT COUNT(*) FROM idempotency_keys WHERE expires_at IS NULL"
+        ).fetchone() == (0,)
         tables = {
             row[0]
             for row in migrated.execute("SELECT name FROM sqlite_master WHERE type = 'table'")

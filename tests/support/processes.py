@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import IO
 
 import httpx
 
@@ -34,9 +35,10 @@ def uvicorn_process(
     factory: bool = False,
     env: dict[str, str] | None = None,
     ready_path: str = "/health",
+    stderr: IO[bytes] | int = subprocess.DEVNULL,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``uvicorn target`` on a free port; yields its base URL and the process, and kills
-    whatever is left of it at the end."""
+    whatever is left of it at the end. Its log goes to ``stderr`` (a file to read it)."""
     port = free_port()
     command = [
         sys.executable,
@@ -52,9 +54,7 @@ def uvicorn_process(
     ]
     if factory:
         command.insert(3, "--factory")
-    process = subprocess.Popen(
-        command, env={**os.environ, **(env or {})}, stderr=subprocess.DEVNULL
-    )
+    process = subprocess.Popen(command, env={**os.environ, **(env or {})}, stderr=stderr)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until_up(base + ready_path, process)
@@ -66,9 +66,11 @@ def uvicorn_process(
 
 
 @contextmanager
-def agent_process(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def agent_process(
+    env: dict[str, str], stderr: IO[bytes] | int = subprocess.DEVNULL
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """The agent (``create_app`` factory) with ``CHORUS_*`` settings from ``env``."""
     with uvicorn_process(
-        "agent.api.app:create_app", factory=True, env=env, ready_path="/ping"
+        "agent.api.app:create_app", factory=True, env=env, ready_path="/ping", stderr=stderr
     ) as running:
         yield running

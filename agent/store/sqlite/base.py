@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 
 from agent.state.models import BotUtterance, HumanUtterance, Utterance
-from agent.store.base import Place, StoreUnavailable, StoreWriteRefused
+from agent.store.base import DEFAULT_KEY_RETENTION, Place, StoreUnavailable, StoreWriteRefused
 
 _utterance: TypeAdapter[Utterance] = TypeAdapter(Utterance)
 Statement = tuple[str, list[Any]]
@@ -26,7 +27,8 @@ CREATE INDEX IF NOT EXISTS dialogs_by_human ON dialogs (human_id, active);
 CREATE UNIQUE INDEX IF NOT EXISTS one_active_dialog ON dialogs (human_id) WHERE active = 1;
 CREATE TABLE IF NOT EXISTS idempotency_keys (
     user_id TEXT NOT NULL, key TEXT NOT NULL, reply TEXT, fingerprint TEXT, alive_until REAL,
-    PRIMARY KEY (user_id, key));
+    expires_at REAL, PRIMARY KEY (user_id, key));
+CREATE INDEX IF NOT EXISTS idempotency_keys_by_expiry ON idempotency_keys (expires_at);
 CREATE TABLE IF NOT EXISTS lines (
     user_id TEXT NOT NULL, place INTEGER NOT NULL, done INTEGER NOT NULL,
     alive_until REAL NOT NULL, PRIMARY KEY (user_id, place));
@@ -35,8 +37,9 @@ CREATE TABLE IF NOT EXISTS utterances (
     speaker TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (dialog_id, seq));
 """
 #: The schema's version, kept in ``PRAGMA user_version``: 0 is a database written before
-#: versions were kept, which :func:`migrate` brings up to date.
-SCHEMA_VERSION = 2
+#: versions were kept, which :func:`migrate` brings up to date. Version 3 added the expiry
+#: of idempotency keys (``expires_at``, and its index).
+SCHEMA_VERSION = 3
 #: Version 2's renames, to one name per idea (docs/glossary.md): (old table, new table,
 #: columns renamed as (old, new)).
 _RENAMED = (
@@ -48,6 +51,7 @@ _RENAMED = (
 _ADDED_COLUMNS = (
     ("idempotency_keys", "fingerprint", "TEXT"),
     ("idempotency_keys", "alive_until", "REAL"),
+    ("idempotency_keys", "expires_at", "REAL"),
 )
 #: Primary result codes that mean the database cannot work right now (a full disk, an I/O
 #: error, a lock held too long, a file that cannot be opened or written), not bad data.
@@ -153,6 +157,11 @@ def migrate(db: sqlite3.Connection) -> None:
                 present = _columns(db, table)
                 if present and column not in present:
                     db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            if _columns(db, "idempotency_keys"):  # keys kept for ever until now: a day more
+                db.execute(
+                    "UPDATE idempotency_keys SET expires_at = ? WHERE expires_at IS NULL",
+                    [time.time() + DEFAULT_KEY_RETENTION],
+                )
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 db.execute(statement)
