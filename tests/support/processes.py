@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 
@@ -72,3 +73,37 @@ def agent_process(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[b
         "agent.api.app:create_app", factory=True, env=env, ready_path="/ping"
     ) as running:
         yield running
+
+
+@contextmanager
+def served_agent(
+    env: dict[str, str], stderr: Path | None = None
+) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """The agent as the image and ``chorus run`` serve it (``python -m agent.api.serve``,
+    whose HTTP protocol carries the server's limits), with ``CHORUS_*`` settings from
+    ``env`` and its stderr in the file ``stderr``; yields its port and the process."""
+    port = free_port()
+    with open(stderr or os.devnull, "wb") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agent.api.serve",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            env={**os.environ, **env},
+            stderr=log,
+        )
+        try:
+            wait_until_up(f"http://127.0.0.1:{port}/ping", process)
+            yield port, process
+        finally:
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
