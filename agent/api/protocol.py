@@ -121,6 +121,8 @@ class LimitedHttp(HttpToolsProtocol):
             self._header_deadline = self.loop.call_later(
                 self.limits.header_timeout, self._headers_too_slow
             )
+        # Counted per read: the start of a request pipelined behind another in one read is
+        # not counted, so such a request may hold up to one read (256 KiB) more.
         room = self.limits.max_header_bytes - self._header_bytes
         if len(data) <= room:
             self._header_bytes += len(data)

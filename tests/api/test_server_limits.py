@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from agent.api.serve import RESERVED_DESCRIPTORS
 from tests.api.test_crash_recovery import write_pipeline
 from tests.conftest import service_entry
 from tests.support.processes import served_agent
@@ -155,6 +156,26 @@ def test_connections_past_the_cap_get_503_while_those_open_are_served(tmp_path: 
     warnings = [line for line in log.read_text().splitlines() if "CHORUS_MAX_CONNECTIONS" in line]
     assert len(warnings) == 1, warnings  # two refused, one line (at most one a minute)
     assert "WARNING" in warnings[0] and "5 connections open" in warnings[0]
+
+
+def test_the_default_cap_leaves_room_under_the_open_file_limit(tmp_path: Path) -> None:
+    """At ``ulimit -n`` 480, the agent takes 480 - 452 = 28 connections, the rest of its
+    descriptors kept for its database, services and files; the 29th gets 503."""
+    cap = 480 - RESERVED_DESCRIPTORS
+    with served_agent(agent_env(tmp_path), open_files=480) as (port, _):
+        held: list[socket.socket] = []
+        try:
+            for _ in range(cap):
+                sock = socket.create_connection(("127.0.0.1", port))
+                held.append(sock)
+                sock.sendall(PING)
+                assert one_answer(sock).startswith(b"HTTP/1.1 200 ")
+            with socket.create_connection(("127.0.0.1", port)) as extra:
+                extra.sendall(PING)
+                assert until_closed(extra).startswith(b"HTTP/1.1 503 ")
+        finally:
+            for sock in held:
+                sock.close()
 
 
 @pytest.mark.parametrize(
