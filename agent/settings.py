@@ -43,6 +43,25 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         default=2_000_000, ge=1024, le=100_000_000, description="largest accepted request body"
     )
+    max_header_bytes: int = Field(
+        default=65_536,
+        ge=4096,
+        le=1_048_576,
+        description="largest request line plus headers; larger ones get 431",
+    )
+    header_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="seconds a request's headers may take from their first byte; then a 408",
+    )
+    max_connections: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="open connections per agent process; past it new ones get 503 "
+        "(unset: the open-file limit less room for the agent's own sockets, at most 4096)",
+    )
     api_key: SecretStr | None = Field(
         default=None, description="X-API-Key for reading dialogs and users"
     )

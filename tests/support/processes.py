@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import IO
 
 import httpx
@@ -74,3 +76,37 @@ def agent_process(
         "agent.api.app:create_app", factory=True, env=env, ready_path="/ping", stderr=stderr
     ) as running:
         yield running
+
+
+@contextmanager
+def served_agent(
+    env: dict[str, str], stderr: Path | None = None, open_files: int | None = None
+) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """The agent as the image and ``chorus run`` serve it (``python -m agent.api.serve``,
+    whose HTTP protocol carries the server's limits), with ``CHORUS_*`` settings from
+    ``env``, its stderr in the file ``stderr`` and, given ``open_files``, that open-file
+    limit (``ulimit -n``); yields its port and the process."""
+    port = free_port()
+    command = [sys.executable, "-m", "agent.api.serve", "--port", str(port)]
+
+    def limit_open_files() -> None:
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
+    with open(stderr or os.devnull, "wb") as log:
+        process = subprocess.Popen(
+            [*command, "--log-level", "warning"],
+            env={**os.environ, **env},
+            stderr=log,
+            preexec_fn=limit_open_files,
+        )
+        try:
+            wait_until_up(f"http://127.0.0.1:{port}/ping", process)
+            yield port, process
+        finally:
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
