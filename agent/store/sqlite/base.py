@@ -3,7 +3,6 @@ how statements run."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
@@ -13,6 +12,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from agent.state.models import BotUtterance, HumanUtterance, Utterance
 from agent.store.base import Place, StoreUnavailable, StoreWriteRefused
+from agent.store.sqlite.jsontext import MERGE_FUNCTION, canonical, needs_escaping, repair
 
 _utterance: TypeAdapter[Utterance] = TypeAdapter(Utterance)
 Statement = tuple[str, list[Any]]
@@ -35,8 +35,12 @@ CREATE TABLE IF NOT EXISTS utterances (
     speaker TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (dialog_id, seq));
 """
 #: The schema's version, kept in ``PRAGMA user_version``: 0 is a database written before
-#: versions were kept, which :func:`migrate` brings up to date.
-SCHEMA_VERSION = 2
+#: versions were kept, which :func:`migrate` brings up to date. Version 3 rewrites the
+#: documents earlier releases left with duplicate keys (:func:`jsontext.repair`).
+SCHEMA_VERSION = 3
+#: Tables whose documents get attribute merges, so may hold keys an earlier release
+#: appended again on every merge instead of replacing them.
+_MERGED_TABLES = ("users", "dialogs")
 #: Version 2's renames, to one name per idea (docs/glossary.md): (old table, new table,
 #: columns renamed as (old, new)).
 _RENAMED = (
@@ -80,29 +84,46 @@ def _path_of(url: str) -> Path:
     return Path(path if not url.startswith("sqlite:////") else "/" + path)
 
 
-def _merges(table: str, prefix: str, updates: dict[str, Any], row_id: str) -> list[Statement]:
-    """``UPDATE table SET doc = json_set(doc, ?, json(?), ...)``: each key goes in a bound
-    JSON path (``$.attributes."key"``), never into the statement's text. SQLite caps a
-    function's arguments, so a large merge is several statements (of one transaction)."""
-    items = list(updates.items())
+def _merges(
+    table: str, path: tuple[str, ...], updates: dict[str, Any], row_id: str
+) -> list[Statement]:
+    """Merge ``updates`` into the object at ``path`` of the row's document.
+
+    Plain keys: ``UPDATE table SET doc = json_set(doc, ?, json(?), ...)``, each key in a
+    bound JSON path (``$.attributes."key"``), never in the statement's text. SQLite caps a
+    function's arguments, so a large merge is several statements (of one transaction). A
+    key a path cannot address (a ``\\`` or a control character: see
+    :mod:`agent.store.sqlite.jsontext`) goes in one ``chorus_json_merge`` call instead, so
+    it replaces its stored copy rather than adding another one."""
+    plain = [(key, value) for key, value in updates.items() if not needs_escaping(key)]
+    escaped = {key: value for key, value in updates.items() if needs_escaping(key)}
+    prefix = "$" + "".join(f".{part}" for part in path)
     statements: list[Statement] = []
-    for start in range(0, len(items), _KEYS_PER_CALL):
-        chunk = items[start : start + _KEYS_PER_CALL]
+    for start in range(0, len(plain), _KEYS_PER_CALL):
+        chunk = plain[start : start + _KEYS_PER_CALL]
         args: list[Any] = []
         for key, value in chunk:
-            if '"' in key:  # checked upstream; a quote would end the path's label
-                raise StoreWriteRefused(f"attribute key {key!r} contains '\"'")
             args += [f'{prefix}."{key}"', _json(value)]
         pairs = ", ".join(["?, json(?)"] * len(chunk))
         statements.append(
             (f"UPDATE {table} SET doc = json_set(doc, {pairs}) WHERE id = ?", [*args, row_id])
+        )
+    if escaped:
+        for key in escaped:
+            if '"' in key:  # checked upstream: it would address something else on MongoDB
+                raise StoreWriteRefused(f"attribute key {key!r} contains '\"'")
+        statements.append(
+            (
+                f"UPDATE {table} SET doc = {MERGE_FUNCTION}(doc, ?, ?) WHERE id = ?",
+                [canonical(list(path)), _json(escaped), row_id],
+            )
         )
     return statements
 
 
 def _json(value: Any) -> str:
     try:
-        return json.dumps(value, allow_nan=False)
+        return canonical(value)
     except ValueError as exc:  # NaN, Infinity: checked upstream
         raise StoreWriteRefused(f"not storable as JSON: {exc}") from None
 
@@ -138,7 +159,8 @@ def _columns(db: sqlite3.Connection, table: str) -> set[str]:
 def migrate(db: sqlite3.Connection) -> None:
     """Bring a database written by an earlier release to :data:`SCHEMA_VERSION`, in one
     transaction (a migration cut short leaves the database as it was), then create what
-    is missing. Renames keep every row; nothing is copied."""
+    is missing. Renames keep every row; nothing is copied. Documents an earlier release left
+    with duplicate keys are rewritten once, reading back as before (:func:`repair`)."""
     db.execute("BEGIN IMMEDIATE")
     try:
         if db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
@@ -153,6 +175,9 @@ def migrate(db: sqlite3.Connection) -> None:
                 present = _columns(db, table)
                 if present and column not in present:
                     db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            for table in _MERGED_TABLES:
+                if _columns(db, table):
+                    repair(db, table)
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 db.execute(statement)
