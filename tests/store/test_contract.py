@@ -273,6 +273,35 @@ async def test_bot_attributes_merge_within_their_dialog(store: Store) -> None:
     assert fresh.bot.attributes == {}
 
 
+async def test_keys_json_escapes_replace_their_values_like_any_other(store: Store) -> None:
+    """A backslash, a tab, a control character, non-ASCII text: each key is replaced whole
+    by its next value (an object is not merged into the old one, a null inside is kept),
+    in the user's attributes and profile and the bot's attributes, after a replacement of
+    all the user's attributes too."""
+    keys = ["k\\", "tab\there", "\x01", "é", "plain"]
+    human = await store.human("alice")
+    dialog = await store.active_dialog(human, "http_client")
+    for n, replace in ((1, True), (2, False), (3, False)):
+        utterance = HumanUtterance(text=f"t{n}")
+        await store.add_utterance(dialog.dialog_id, utterance)
+        values = {key: {f"v{n}": [n, None]} for key in keys}
+        await store.finish_turn(
+            dialog.dialog_id,
+            human.id,
+            utterance,
+            BotUtterance(text="ok", active_skill="echo", confidence=0.5),
+            values,
+            values,
+            human_profile=values,
+            replace_human_attributes=replace,
+        )
+    expected = {key: {"v3": [3, None]} for key in keys}
+    read = await store.dialog(dialog.dialog_id)
+    assert read is not None
+    assert read.human.attributes == expected and read.bot.attributes == expected
+    assert read.human.profile.model_extra == expected
+
+
 async def test_concurrent_merges_of_different_keys_are_all_kept(store: Store) -> None:
     await store.human("alice")
     await asyncio.gather(
