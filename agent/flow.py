@@ -46,7 +46,7 @@ from agent.metrics import Metrics
 from agent.pipeline.executor import Executor, Turn, TurnResult
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance, Utterance
 from agent.store.base import Place, Store, StoreUnavailable, StoreWriteRefused, TurnStart
-from agent.telemetry import Telemetry, turn_answered, turn_identified
+from agent.telemetry import Telemetry, printable, turn_answered, turn_identified
 
 log = logging.getLogger("chorus.flow")
 
@@ -201,10 +201,10 @@ class MessageFlow:
             answered = await self._answered_earlier(start, key)
         if answered is not None:
             log.warning(
-                "dialog %s: message %r was answered before but its reply was not recorded; "
+                "dialog %s: message %s was answered before but its reply was not recorded; "
                 "sending the stored answer again",
                 dialog.dialog_id,
-                key,
+                printable(repr(key)),
             )
             if close_after:
                 await store.close_active_dialog(user_id)
@@ -298,7 +298,7 @@ class MessageFlow:
                     "dialog %s: the database went away while the turn's end was written "
                     "(%s); writing it again",
                     dialog_id,
-                    exc,
+                    printable(exc),
                 )
             await asyncio.sleep(pause)  # back-off while the database comes back
             again, pause = True, min(pause * 2, 1.0)
@@ -329,7 +329,7 @@ class MessageFlow:
                 "dialog %s: the finished turn was refused (%s); storing it without "
                 "the services' outputs",
                 dialog_id,
-                exc,
+                printable(exc),
             )
             utterance, bot_utterance = result.without_outputs(str(exc))
             await self._store.finish_turn(

@@ -14,6 +14,10 @@ after the later one's.
 A claim carries a lease that this agent's heartbeat renews while the turn runs: when the
 agent dies mid-turn, nobody gives the claim up, so once the lease runs out a retry takes it
 over and runs the turn (without a lease it would be "in flight" forever).
+
+A key is kept for ``keep_for`` seconds (``CHORUS_KEY_RETENTION``, a day by default): each
+record holds a copy of its reply, so keeping them for ever would grow the database with
+every keyed message. After that, the same key is a new message.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -30,7 +34,7 @@ from pydantic import BaseModel
 from agent.leases import Heartbeat
 from agent.sdk.errors import ChorusError
 from agent.state.models import utc_now
-from agent.store.base import ClaimStatus, KeyStore, StoreUnavailable
+from agent.store.base import DEFAULT_KEY_RETENTION, ClaimStatus, KeyStore, StoreUnavailable
 
 Reply = TypeVar("Reply", bound=BaseModel)
 
@@ -73,8 +77,11 @@ def fingerprint(request: Any) -> str:
 class IdempotencyKeys:
     """Claims on clients' idempotency keys, each kept alive by this agent's heartbeat."""
 
-    def __init__(self, store: KeyStore, *, lease: float = 10.0) -> None:
+    def __init__(
+        self, store: KeyStore, *, lease: float = 10.0, keep_for: float = DEFAULT_KEY_RETENTION
+    ) -> None:
         self._store = store
+        self._keep_for = timedelta(seconds=keep_for)
         self._heartbeat: Heartbeat[tuple[str, str]] = Heartbeat(lease, self._renew, "claim")
 
     async def _renew(self, claims: list[tuple[str, str]], lease_until: datetime) -> None:
@@ -96,8 +103,9 @@ class IdempotencyKeys:
             return await answer(False)
         self._heartbeat.start()
         sent = fingerprint(request.model_dump(mode="json", exclude={"message_id"}))
+        now = utc_now()
         claim = await self._store.claim_key(
-            user_id, key, sent, self._heartbeat.lease_end(), utc_now()
+            user_id, key, sent, self._heartbeat.lease_end(), now, keep_until=now + self._keep_for
         )
         if claim.status is ClaimStatus.ANSWERED:
             return reply_type.model_validate(claim.reply)

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent.sdk.errors import ConfigError
 from agent.state.limits import StorageLimits
+from agent.store.base import DEFAULT_KEY_RETENTION
 
 ENV_PREFIX = "CHORUS_"
 
@@ -41,6 +42,25 @@ class Settings(BaseSettings):
     )
     max_body_bytes: int = Field(
         default=2_000_000, ge=1024, le=100_000_000, description="largest accepted request body"
+    )
+    max_header_bytes: int = Field(
+        default=65_536,
+        ge=4096,
+        le=1_048_576,
+        description="largest request line plus headers; larger ones get 431",
+    )
+    header_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="seconds a request's headers may take from their first byte; then a 408",
+    )
+    max_connections: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="open connections per agent process; past it new ones get 503 "
+        "(unset: the open-file limit less room for the agent's own sockets, at most 4096)",
     )
     api_key: SecretStr | None = Field(
         default=None, description="X-API-Key for reading dialogs and users"
@@ -118,6 +138,13 @@ class Settings(BaseSettings):
         "short is written again (completing what it stored, never twice) before the "
         "client gets 503",
     )
+    key_retention: float = Field(
+        default=DEFAULT_KEY_RETENTION,
+        gt=0,
+        le=30 * 86_400,
+        description="seconds an idempotency key and its copy of the reply are kept; after "
+        "that the same key is a new message (keep it well above how long clients retry)",
+    )
     log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
     # A dp-agent (Dream) pipeline file carries no agent settings of its own: these apply.
     dream_window: int = Field(
@@ -158,6 +185,12 @@ class Settings(BaseSettings):
         description="what a turn's span says of the user: a hash of the id, "
         "or nothing (tracing itself is set with the standard OTEL_* variables)",
     )
+    trace_id_key: SecretStr | None = Field(
+        default=None,
+        description="the secret key of the user id hash in traces (HMAC-SHA256), the same "
+        "on every replica so a user's hash is one across them; unset, each process makes a "
+        "random one (docs/observability.md)",
+    )
     ready_services: list[str] = Field(
         default_factory=list,
         description="services GET /ready also needs reachable, e.g. "
@@ -188,7 +221,12 @@ class Settings(BaseSettings):
             raise ValueError("use sqlite:///data/chorus.db or mongodb://host:27017/chorus")
         return value
 
-    @field_validator("api_key")
+    def trace_id_key_bytes(self) -> bytes | None:
+        """``CHORUS_TRACE_ID_KEY`` as the HMAC's key, or None when it is unset."""
+        key = self.trace_id_key
+        return None if key is None else key.get_secret_value().encode()
+
+    @field_validator("api_key", "trace_id_key")
     @classmethod
     def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and len(value.get_secret_value()) < 16:

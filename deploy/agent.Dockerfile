@@ -1,5 +1,5 @@
-# The Chorus agent: python -m agent.api.serve (uvicorn serving agent.api.app:create_app) on
-# port 4242.
+# The Chorus agent: python -m agent.api.serve (uvicorn serving agent.api.app:create_app, with
+# the HTTP server's limits of docs/trust-boundary.md) on port 4242.
 # Build with the repository root as the context (docker-compose.yml does):
 #   docker build -f deploy/agent.Dockerfile -t chorus-agent .
 # Configuration comes from CHORUS_* environment variables (agent/settings.py), e.g.

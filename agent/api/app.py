@@ -83,7 +83,10 @@ def create_app(
     )
     provider = tracer_provider or tracer_provider_from_env("chorus-agent")
     telemetry = Telemetry(
-        provider, json_logs=settings.log_format == "json", user_ids=settings.trace_user_ids
+        provider,
+        json_logs=settings.log_format == "json",
+        user_ids=settings.trace_user_ids,
+        user_id_key=settings.trace_id_key_bytes(),
     )
     app = FastAPI(
         title="Chorus agent",

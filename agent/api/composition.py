@@ -72,6 +72,13 @@ def _executor(
     return Executor(pipeline, batchers, limits=settings.storage_limits())
 
 
+def _service_names(pipeline: Pipeline | DreamPipeline) -> list[str]:
+    """Every service the pipeline may call, a dp-agent pipeline's fallbacks included."""
+    if isinstance(pipeline, DreamPipeline):
+        return [service.name for service in pipeline.all_services()]
+    return [node.name for node in pipeline]
+
+
 @asynccontextmanager
 async def assembled(
     settings: Settings,
@@ -90,11 +97,11 @@ async def assembled(
         client = make_http_client()
         stack.push_async_callback(client.close)
         executor = _executor(settings, pipeline, client, stack)
-        keys = IdempotencyKeys(store, lease=settings.line_lease)
+        keys = IdempotencyKeys(store, lease=settings.line_lease, keep_for=settings.key_retention)
         stack.push_async_callback(keys.aclose)
         lines = UserLines(store, lease=settings.line_lease, max_wait=settings.line_wait)
         stack.push_async_callback(lines.aclose)
-        metrics = Metrics()
+        metrics = Metrics(services=_service_names(pipeline))
         flow = MessageFlow(
             store,
             executor,

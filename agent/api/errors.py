@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from agent.idempotency import KeyInFlight, KeyReused, KeySuperseded
 from agent.lines import LineTimeout
 from agent.store.base import StoreUnavailable, StoreWriteRefused
+from agent.telemetry import printable
 
 log = logging.getLogger("chorus.api")
 
@@ -42,7 +43,7 @@ async def _invalid(_: Request, exc: Exception) -> JSONResponse:
 
 
 async def _store_down(_: Request, exc: Exception) -> JSONResponse:
-    log.error("database unavailable: %s", exc)
+    log.error("database unavailable: %s", printable(exc))
     return JSONResponse(
         status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
         content={"detail": "the database is unavailable; retry shortly"},
@@ -72,7 +73,8 @@ async def _id_reused(_: Request, exc: Exception) -> JSONResponse:
 
 
 async def _write_refused(_: Request, exc: Exception) -> JSONResponse:
-    log.error("the database refused a write: %s", exc)
+    # The database's error may quote the document: what a client or a service sent.
+    log.error("the database refused a write: %s", printable(exc))
     return JSONResponse(
         status_code=status.HTTP_500_INTERNAL_SERVER_ERROR,
         content={"detail": "the database refused to store this turn; it was not stored"},
@@ -92,7 +94,7 @@ async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
 
 
 async def _line_too_long(_: Request, exc: Exception) -> JSONResponse:
-    log.warning("a message gave up waiting for the user's earlier ones: %s", exc)
+    log.warning("a message gave up waiting for the user's earlier ones: %s", printable(exc))
     return JSONResponse(
         status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
         content={"detail": str(exc)},

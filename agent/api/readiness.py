@@ -21,6 +21,8 @@ from agent.pipeline.graph import Pipeline
 from agent.store.base import Store, StoreUnavailable
 
 OK = "ok"
+#: What a caller without the API key reads instead of a problem's details.
+DOWN = "down"
 
 
 class ReadinessReport(BaseModel):
@@ -29,6 +31,17 @@ class ReadinessReport(BaseModel):
     ready: bool
     store: str = Field(description='"ok", or why the store cannot be used')
     services: dict[str, str] = Field(description='each required service: "ok", or why not')
+
+    def summary(self) -> ReadinessReport:
+        """The report for a caller without the API key: ``"ok"`` or ``"down"`` for the
+        store and each service, by name. The details (a driver's error naming the
+        database's host and port, a service's URL) map the deployment's insides, so they
+        go only to callers with the key."""
+        return ReadinessReport(
+            ready=self.ready,
+            store=OK if self.store == OK else DOWN,
+            services={name: OK if state == OK else DOWN for name, state in self.services.items()},
+        )
 
 
 def required_services(pipeline: Pipeline | DreamPipeline, named: list[str]) -> dict[str, str]:

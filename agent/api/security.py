@@ -19,6 +19,17 @@ from agent.settings import Settings
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="the agent's CHORUS_API_KEY")
 
 
+def holds_key(settings: Settings, key: str | None) -> bool:
+    """Whether the caller may see what only the key's holders see: always when no key is
+    set (everything is open then), else when ``key`` is the key."""
+    expected = settings.api_key
+    if expected is None:
+        return True
+    return key is not None and secrets.compare_digest(
+        key.encode(), expected.get_secret_value().encode()
+    )
+
+
 def check_reader_key(settings: Settings, key: str | None) -> None:
     """401/403 unless ``key`` is the agent's API key (or none is set)."""
     expected = settings.api_key
@@ -49,5 +60,14 @@ async def require_chat(settings: SettingsDep, key: Annotated[str | None, Depends
         check_reader_key(settings, key)
 
 
+async def reader_key_held(
+    settings: SettingsDep, key: Annotated[str | None, Depends(_header)]
+) -> bool:
+    """For a route open to all that tells the key's holders more (``GET /ready``): never
+    refuses, only says whether the caller holds the key."""
+    return holds_key(settings, key)
+
+
 ReaderKey = Depends(require_reader)
+KeyHeld = Annotated[bool, Depends(reader_key_held)]
 ChatKey = Depends(require_chat)

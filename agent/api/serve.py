@@ -1,36 +1,78 @@
 """Serve the agent with uvicorn: ``python -m agent.api.serve --host 0.0.0.0 --port 4242``.
 
-One thing differs from ``uvicorn --factory agent.api.app:create_app``: a connection that
-never sends a request is closed after the keep-alive timeout. uvicorn starts that timer
-only once a first response is sent, so a client could otherwise hold any number of idle
-sockets open for ever (each one a file descriptor of the agent).
+The image and ``chorus run`` serve the agent this way, never with ``uvicorn --factory
+agent.api.app:create_app`` alone: the difference is :class:`agent.api.protocol.LimitedHttp`,
+which bounds what a client can hold of the agent (an idle socket, a huge or never-ending
+request header, any number of connections), with limits from the ``CHORUS_*`` settings.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import logging
+import resource
+import sys
 
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from agent.api.protocol import REFUSALS_ANSWERED, ServerLimits, limited_http
+from agent.connectors.http import DEFAULT_POOL_SIZE
+from agent.settings import Settings, SettingsError, load_settings
 
 #: What the agent image and ``chorus run`` serve.
 APP = "agent.api.app:create_app"
 
+#: Descriptors an agent process needs besides its clients' connections: the HTTP client's
+#: pool to the services, MongoDB's default pool of 100, the connections being refused past the
+#: cap, and some for the listening socket, the SQLite files, logs and the rest.
+RESERVED_DESCRIPTORS = DEFAULT_POOL_SIZE + 100 + REFUSALS_ANSWERED + 64
 
-class IdleClosingHttp(HttpToolsProtocol):
-    """uvicorn's httptools protocol, with the keep-alive timer running from the connection's
-    first moment (the first bytes of a request stop it, as between requests)."""
+#: The default cap never goes past this, however high the open-file limit: each connection
+#: may hold up to CHORUS_MAX_HEADER_BYTES of unfinished headers, so the cap bounds memory too.
+DEFAULT_MAX_CONNECTIONS = 4096
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self.timeout_keep_alive_task = self.loop.call_later(
-            self.timeout_keep_alive, self.timeout_keep_alive_handler
-        )
+log = logging.getLogger("chorus.server")
 
 
-def serve(host: str, port: int, log_level: str = "info") -> None:
-    uvicorn.run(APP, factory=True, host=host, port=port, log_level=log_level, http=IdleClosingHttp)
+def default_max_connections() -> int:
+    """The open-file limit (soft) less :data:`RESERVED_DESCRIPTORS`, within 16..4096."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return DEFAULT_MAX_CONNECTIONS
+    return max(16, min(DEFAULT_MAX_CONNECTIONS, soft - RESERVED_DESCRIPTORS))
+
+
+def server_limits(settings: Settings) -> ServerLimits:
+    """The HTTP server's limits from the settings; a cap the open-file limit cannot hold
+    is kept (the operator chose it), with a warning."""
+    cap = settings.max_connections
+    if cap is None:
+        cap = default_max_connections()
+    else:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and cap > soft - RESERVED_DESCRIPTORS:
+            log.warning(
+                "CHORUS_MAX_CONNECTIONS=%d leaves fewer than %d of the %d open files "
+                "(ulimit -n) for the database and the services",
+                cap,
+                RESERVED_DESCRIPTORS,
+                soft,
+            )
+    return ServerLimits(
+        max_header_bytes=settings.max_header_bytes,
+        header_timeout=settings.header_timeout,
+        max_connections=cap,
+    )
+
+
+def serve(host: str, port: int, log_level: str = "info", settings: Settings | None = None) -> None:
+    """Serve the app on ``host:port``. The app reads the settings again when uvicorn creates
+    it (``APP`` is a factory), from the same environment: ``settings`` only saves reading
+    them twice here when the caller already has them."""
+    limits = server_limits(settings or load_settings())
+    uvicorn.run(
+        APP, factory=True, host=host, port=port, log_level=log_level, http=limited_http(limits)
+    )
 
 
 def main() -> None:
@@ -39,7 +81,11 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=4242)
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args()
-    serve(args.host, args.port, args.log_level)
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        sys.exit(f"error: {exc}")
+    serve(args.host, args.port, args.log_level, settings)
 
 
 if __name__ == "__main__":

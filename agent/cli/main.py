@@ -88,7 +88,7 @@ def run(
             f"API docs: http://{host}:{port}/docs)",
             fg=typer.colors.GREEN,
         )
-        serve(host, port, log_level="warning")
+        serve(host, port, log_level="warning", settings=settings)
     except RuntimeError as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None
@@ -112,7 +112,7 @@ def _run_dream(settings: Settings, host: str, port: int) -> None:
     typer.secho(
         f"Chorus agent on http://{host}:{port}  (store: {settings.db_url})", fg=typer.colors.GREEN
     )
-    serve(host, port, log_level="warning")
+    serve(host, port, log_level="warning", settings=settings)
 
 
 if __name__ == "__main__":

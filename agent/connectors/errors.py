@@ -18,6 +18,7 @@ from typing import ClassVar
 
 from agent.sdk.errors import ChorusError
 from agent.state.models import FailureKind
+from agent.telemetry import printable
 
 
 class ServiceError(ChorusError):
@@ -48,7 +49,7 @@ class BadServiceStatus(ServiceError):
     kind = "bad_status"
 
     def __init__(self, service: str, status_code: int, body: str) -> None:
-        super().__init__(service, f"answered HTTP {status_code}: {body[:200]}")
+        super().__init__(service, f"answered HTTP {status_code}: {printable(body, 200)}")
         self.status_code = status_code
 
 

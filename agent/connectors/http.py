@@ -28,10 +28,13 @@ from agent.telemetry import outgoing_headers
 #: must not be able to exhaust the agent's memory).
 DEFAULT_MAX_RESPONSE_BYTES = 2 * 1024 * 1024
 _STREAMED_BODY_BYTES = 1024 * 1024
+#: Connections the agent's one session keeps to the services at most (the server sets aside
+#: as many open files for them: agent/api/serve.py).
+DEFAULT_POOL_SIZE = 256
 _JSON = {"Content-Type": "application/json"}
 
 
-def make_http_client(max_connections: int = 256) -> aiohttp.ClientSession:
+def make_http_client(max_connections: int = DEFAULT_POOL_SIZE) -> aiohttp.ClientSession:
     """The one HTTP session of the agent, its pool sized for many turns' fan-out at once.
 
     Call it inside the running event loop (the lifespan)."""

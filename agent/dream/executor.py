@@ -241,7 +241,12 @@ class DreamExecutor:
         run.stored_bytes = self._limits.charge(node.name, answer, run.stored_bytes)
         if "selector" in node.tags and answer:
             run.selections.setdefault(node.name, set()).update(selected_labels(answer, node.name))
-        run.state.apply(node.state_manager_method, answer, node.label, ind)
+        try:
+            run.state.apply(node.state_manager_method, answer, node.label, ind)
+        finally:
+            for message in run.state.refusals:  # parts refused, the rest applied
+                run.fail(node, "refused", message)
+            run.state.refusals.clear()
 
     async def _special(self, run: _Run, node: DreamService) -> None:
         """The timeout or last-chance service, on its own short budget."""

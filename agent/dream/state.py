@@ -29,7 +29,15 @@ from agent.dream.dialog import (
 from agent.message import Message, MessageOverwriteError
 from agent.pipeline.outputs import RefusedOutput
 from agent.sdk.models import check_attribute_keys
-from agent.state.models import Bot, BotUtterance, Human, HumanUtterance, Hypothesis, Utterance
+from agent.state.models import (
+    Bot,
+    BotUtterance,
+    Human,
+    HumanUtterance,
+    Hypothesis,
+    Utterance,
+    profile_field_problem,
+)
 
 #: Fields of the user and bot records a service never writes.
 ID_FIELDS = frozenset({"id", "user_external_id", "user_type", "_id"})
@@ -70,6 +78,8 @@ class TurnState:
         self.human_changes: dict[str, Any] = {}
         self.bot_changes: dict[str, Any] = {}
         self.attributes_reset = False
+        #: why parts of the answer being applied were not (its service's errors)
+        self.refusals: list[str] = []
         #: the stored window's dicts, made once: formatters read them on every call
         self._history_dicts = window_dicts(history)
 
@@ -104,9 +114,9 @@ class TurnState:
             if key == "attributes" and isinstance(value, dict):
                 self._set_human(check_attribute_keys(dict(value)))
             elif key == "profile" and isinstance(value, dict):
-                self.profile.update(check_attribute_keys(dict(value)))
+                self._set_profile(check_attribute_keys(dict(value)), service)
             elif key in PROFILE_FIELDS:
-                self.profile[key] = value
+                self._set_profile({key: value}, service)
             elif key == "persona":
                 raise RefusedOutput(service, "human_attributes cannot replace the persona")
             else:
@@ -126,6 +136,18 @@ class TurnState:
     def _set_human(self, values: dict[str, Any]) -> None:
         self.human_attributes.update(values)
         self.human_changes.update(values)
+
+    def _set_profile(self, values: dict[str, Any], service: str) -> None:
+        """A typed profile field (``location``, ``name``, ...) given a value of another type
+        is not merged: stored, it would make the user unreadable. Why is kept in
+        :attr:`refusals` for the executor to record as the service's error; the rest of
+        the service's output is kept."""
+        for key, value in values.items():
+            problem = profile_field_problem(key, value)
+            if problem is None:
+                self.profile[key] = value
+            else:
+                self.refusals.append(f"profile field {key!r} not merged: {problem}")
 
     def _set_bot(self, values: dict[str, Any]) -> None:
         self.bot_attributes.update(values)

@@ -8,6 +8,7 @@ keeps the exact per-service numbers of the ``/pipeline`` page.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -17,6 +18,12 @@ from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance
 
 _TURN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _CALL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+#: The ``service`` label of a failure recorded under a name that is not the pipeline's (no
+#: service name can start with a parenthesis in Chorus's format).
+UNKNOWN_SERVICE = "(unknown)"
+#: Names that are not services but record failures of their own: ``store``, a turn whose
+#: outputs the database refused.
+_AGENT_PARTS = frozenset({"store"})
 
 
 class FinishedTurn(Protocol):
@@ -31,7 +38,14 @@ class FinishedTurn(Protocol):
 
 
 class Metrics:
-    def __init__(self) -> None:
+    """The agent's Prometheus metrics. ``services`` are the pipeline's service names, the
+    only values the ``service`` label takes (besides ``store`` and :data:`UNKNOWN_SERVICE`):
+    a failure can be recorded under a name a service chose (a Dream response selector names
+    the skill whose attributes were refused), and a label per such name would make a new
+    series each turn a selector invents one, without bound."""
+
+    def __init__(self, services: Iterable[str] = ()) -> None:
+        self._services = frozenset(services) | _AGENT_PARTS
         self.registry = CollectorRegistry()
         r = self.registry
         self.turns = Counter("chorus_turns", "Turns answered", registry=r)
@@ -72,13 +86,18 @@ class Metrics:
         self.services.observe(result.utterance.trace)
         for call in result.utterance.trace:
             if call.outcome != "skipped":
-                self.call_seconds.labels(call.service, call.group).observe(call.duration)
+                service = self._label(call.service)
+                self.call_seconds.labels(service, call.group).observe(call.duration)
         for error in result.utterance.errors:
-            self.errors.labels(error.service, error.kind).inc()
+            service = self._label(error.service)
+            self.errors.labels(service, error.kind).inc()
             if error.kind == "timeout":
-                self.timeouts.labels(error.service).inc()
+                self.timeouts.labels(service).inc()
         if result.bot_utterance.active_skill == FALLBACK_SKILL:
             self.fallbacks.inc()
+
+    def _label(self, service: str) -> str:
+        return service if service in self._services else UNKNOWN_SERVICE
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from agent.connectors.errors import ServiceError
 from agent.state.models import FailureKind, HumanUtterance, Outcome, ServiceCall, ServiceFailure
+from agent.telemetry import printable
 
 log = logging.getLogger("chorus.executor")
 
@@ -88,8 +89,13 @@ class TurnTrace:
         self.add_failure(group, ServiceFailure(service=service, kind=kind, message=message))
 
     def add_failure(self, group: str, failure: ServiceFailure) -> None:
+        # The message quotes the service (its error body, its exception): kept on one line.
         log.warning(
-            "service %s (%s): %s: %s", failure.service, group, failure.kind, failure.message
+            "service %s (%s): %s: %s",
+            printable(failure.service),
+            group,
+            failure.kind,
+            printable(failure.message),
         )
         self.utterance.errors.append(failure)
 

@@ -16,6 +16,7 @@ from agent.pipeline.outputs import RefusedOutput
 from agent.sdk.models import JsonDict
 from agent.state.limits import StorageLimits, UnstorableValue
 from agent.state.models import Bot, Human, Hypothesis, ServiceFailure
+from agent.telemetry import printable
 
 log = logging.getLogger("chorus.executor")
 
@@ -80,7 +81,8 @@ class TurnLimits:
         problem = self._overfills(current, updates) if updates else None
         if problem is None:
             return dict(updates)
-        log.warning("%s: %s not merged: %s", service, what, problem)
+        # ``service`` may be a name a selector made up (a Dream selector names the skill).
+        log.warning("%s: %s not merged: %s", printable(service), what, printable(problem))
         errors.append(
             ServiceFailure(service=service, kind="refused", message=f"{what} not merged: {problem}")
         )

@@ -7,13 +7,16 @@ they get a :mod:`agent.sdk.models` view of the last few utterances.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from agent.sdk.models import JsonDict
+
+log = logging.getLogger("chorus.state")
 
 
 def new_id() -> str:
@@ -38,6 +41,68 @@ class Profile(BaseModel):
     birthdate: str | None = None
     location: str | None = None
     timezone: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wrong_types_aside(cls, data: Any) -> Any:
+        """A typed field stored with another type (an older release merged whatever a
+        service sent, e.g. ``location: {"city": "Paris"}``) would make the whole user
+        unreadable, every turn and ``GET /api/user`` a 500. It is read back under
+        :data:`INVALID_PROFILE_FIELDS` instead, so nothing is lost and the user is served."""
+        if not isinstance(data, dict):
+            return data
+        wrong = {
+            key: data[key]
+            for key in cls.model_fields
+            if key in data and profile_field_problem(key, data[key]) is not None
+        }
+        if not wrong:
+            return data
+        log.warning(
+            "profile field(s) %s hold(s) a value of another type: read under %r",
+            ", ".join(sorted(wrong)),
+            INVALID_PROFILE_FIELDS,
+        )
+        kept = {key: value for key, value in data.items() if key not in wrong}
+        aside = kept.get(INVALID_PROFILE_FIELDS)
+        earlier = aside if isinstance(aside, dict) else {} if aside is None else {"": aside}
+        kept[INVALID_PROFILE_FIELDS] = {**earlier, **wrong}
+        return kept
+
+
+#: Where a profile read back keeps the typed fields whose stored value has another type.
+INVALID_PROFILE_FIELDS = "invalid_fields"
+#: The profile's typed fields, each with its type (the rest of the profile is free JSON).
+_PROFILE_TYPES = {
+    name: (
+        TypeAdapter(Any if field.annotation is None else field.annotation),
+        str(field.annotation),
+    )
+    for name, field in Profile.model_fields.items()
+}
+#: How a refusal names a value's type (JSON's names).
+_JSON_TYPES = {
+    dict: "an object",
+    list: "a list",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+}
+
+
+def profile_field_problem(key: str, value: Any) -> str | None:
+    """Why ``value`` cannot be the profile's field ``key`` (None: it can). Only the typed
+    fields are checked; any other key holds any JSON value."""
+    typed = _PROFILE_TYPES.get(key)
+    if typed is None:
+        return None
+    adapter, expected = typed
+    try:
+        adapter.validate_python(value, strict=True)
+    except ValidationError:
+        got = _JSON_TYPES.get(type(value), type(value).__name__)
+        return f"expected {expected}, got {got}"
+    return None
 
 
 class Human(BaseModel):

@@ -33,6 +33,12 @@ class StoreWriteRefused(ChorusError):
     the turn can still be kept in a reduced form if it ever does."""
 
 
+#: Seconds an idempotency key and its copy of the reply are kept by default (a day): far
+#: beyond the minutes over which clients retry, and what a database upgraded from a release
+#: without expiry gives the keys it already holds (``CHORUS_KEY_RETENTION``).
+DEFAULT_KEY_RETENTION = 86_400.0
+
+
 class ClaimStatus(enum.Enum):
     """What claiming a client's idempotency key found."""
 
@@ -214,13 +220,25 @@ class KeyStore(Protocol):
     (:mod:`agent.idempotency`)."""
 
     async def claim_key(
-        self, user_id: str, key: str, fingerprint: str, lease_until: datetime, now: datetime
+        self,
+        user_id: str,
+        key: str,
+        fingerprint: str,
+        lease_until: datetime,
+        now: datetime,
+        keep_until: datetime | None = None,
     ) -> Claim:
         """Claim a client's idempotency key before its turn runs, until ``lease_until``. A
         claim whose lease ran out before ``now`` with no answer (or that was released) is
         taken over (:attr:`ClaimStatus.RECLAIMED`); a claim made
         with another ``fingerprint`` is :attr:`ClaimStatus.OTHER_MESSAGE` (claims stored
-        before fingerprints existed match any)."""
+        before fingerprints existed match any).
+
+        The claim, and the reply once recorded, is kept until ``keep_until`` (None: for
+        ever). A claim read after that counts as absent, answered or not (unless its lease
+        still runs: its turn is being answered), so expiry never depends on the database
+        deleting it; each store also deletes expired claims (MongoDB: a TTL index;
+        SQLite: a few on each claim)."""
         ...
 
     async def renew_keys(self, claims: list[tuple[str, str]], lease_until: datetime) -> None:

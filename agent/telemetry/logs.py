@@ -4,12 +4,20 @@ JSON lines carry the turn's ``dialog_id``, ``utt_id`` and ``trace_id`` when logg
 turn, so "every line of this slow turn" is one query, and the trace id leads to the trace.
 A formatter of our own rather than a JSON-logging package: the turn's ids come from
 :mod:`agent.telemetry.turns` either way, and what is left is ``json.dumps`` of a dict.
+
+Text a service or a client chose (an error body, an exception's message, a skill name a
+selector made up, a database error quoting a document) goes into a line through
+:func:`printable`: a newline in it would otherwise start a line of its own, which a reader
+or a log shipper takes for a line the agent wrote (``FORGED ... ERROR chorus ...``). The
+text formatter also indents every line after a record's first (a traceback's), so nothing
+a record carries can start a line as a new record does.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -19,6 +27,37 @@ from agent.telemetry.turns import current_turn
 
 LogFormat = Literal["text", "json"]
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+#: Characters of outside text logged at most, per value: a 2 MB error body is not a line.
+LOGGED_TEXT_LIMIT = 500
+#: Line breaks, other control characters, and the invisible ones that reorder or hide text
+#: on a terminal (bidirectional overrides, zero-width characters, the byte order mark).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+#: What starts a new line for a reader of a text log (``str.splitlines``' breaks).
+_LINE_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+_CONTINUED = "\n    "
+
+
+def printable(value: object, limit: int = LOGGED_TEXT_LIMIT) -> str:
+    """``value`` as text that stays on its log line: control and invisible characters
+    written as escapes (``\\n``, ``\\x1b``, ``\\u2028``), and at most ``limit``
+    characters of it, the cut said."""
+    text = str(value)
+    if len(text) > limit:
+        text = f"{text[:limit]}... ({len(text) - limit} more characters)"
+    return _UNPRINTABLE.sub(lambda found: repr(found.group())[1:-1], text)
+
+
+class TextFormatter(logging.Formatter):
+    """:data:`TEXT_FORMAT`, each line after a record's first indented: a traceback stays
+    readable, and no text in a record can start a line that looks like another record."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return _LINE_BREAK.sub(_CONTINUED, super().format(record))
+
+
 #: uvicorn's own loggers have handlers of their own; JSON mode reformats them too.
 _SERVER_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
@@ -50,10 +89,11 @@ class JsonFormatter(logging.Formatter):
 def configure_logging(level: str, log_format: LogFormat) -> None:
     """The root logger at ``level``, writing to stderr in ``log_format``; in JSON mode the
     server's own lines (uvicorn's) become JSON too, so every line of the process parses."""
-    if log_format == "text":
-        logging.basicConfig(level=level, format=TEXT_FORMAT)
-        return
     handler = logging.StreamHandler()
+    if log_format == "text":
+        handler.setFormatter(TextFormatter())
+        logging.basicConfig(level=level, handlers=[handler])
+        return
     handler.setFormatter(JsonFormatter())
     logging.basicConfig(level=level, handlers=[handler])
     for name in _SERVER_LOGGERS:

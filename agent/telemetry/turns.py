@@ -9,6 +9,7 @@ and every hook here returns after one context-variable read.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -58,10 +59,21 @@ def current_turn() -> TurnScope | None:
     return _scope.get()
 
 
+def user_id_hash(key: bytes, user_id: str) -> str:
+    """What a turn's span says of its user: the first 16 hex digits of the id's
+    HMAC-SHA256 under ``key``. Keyed, because many user ids are guessable (a Telegram id is
+    a number, an e-mail address has a known shape): a plain hash of one is recovered by
+    hashing every candidate, a keyed one not without the key."""
+    return hmac.new(key, user_id.encode(), hashlib.sha256).hexdigest()[:16]
+
+
 class Telemetry:
     """What a turn records beyond the store: spans (when ``provider`` is given) and the log
-    context (when ``json_logs``). ``user_ids`` says whether spans carry a hash of the user
-    id or nothing of it; the raw id never leaves the agent in a span."""
+    context (when ``json_logs``). ``user_ids`` says whether spans carry a keyed hash of the
+    user id (:func:`user_id_hash`) or nothing of it; the raw id never leaves the agent in a
+    span. ``user_id_key`` is ``CHORUS_TRACE_ID_KEY``; without one a random key is made for
+    this process, so one user's turns still share a hash within it (but not across
+    replicas or restarts, and nobody can compute it from an id)."""
 
     def __init__(
         self,
@@ -69,11 +81,13 @@ class Telemetry:
         *,
         json_logs: bool = False,
         user_ids: UserIds = "hash",
+        user_id_key: bytes | None = None,
     ) -> None:
         self.provider = provider
         self.tracer = provider.get_tracer("chorus.agent") if provider is not None else None
         self._json_logs = json_logs
         self._user_ids = user_ids
+        self._user_id_key = user_id_key or secrets.token_bytes(32)
 
     @property
     def active(self) -> bool:
@@ -101,7 +115,7 @@ class Telemetry:
             return
         attributes = {}
         if self._user_ids == "hash":
-            attributes["chorus.user_id_hash"] = hashlib.sha256(user_id.encode()).hexdigest()[:16]
+            attributes["chorus.user_id_hash"] = user_id_hash(self._user_id_key, user_id)
         with self.tracer.start_as_current_span("chorus.turn", attributes=attributes) as span:
             scope = TurnScope(self.tracer if span.is_recording() else None, span)
             token = _scope.set(scope)

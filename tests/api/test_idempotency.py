@@ -200,3 +200,47 @@ def test_a_new_message_after_an_answer_stored_without_its_turn_comes_after_it(
     assert nxt["response"] == "count is 3"  # the lost turn's update was applied first
     texts = [u["text"] for u in utterances(client, nxt["dialog_id"])]
     assert texts == ["count", "count is 1", "count", "count is 2", "count again", "count is 3"]
+
+
+def stored_keys(db_url: str) -> dict[str, Any]:
+    """The idempotency records as stored: key -> its expiry (SQLite: a timestamp)."""
+    if db_url.startswith("sqlite:///"):
+        with sqlite3.connect(db_url.removeprefix("sqlite:///")) as db:
+            rows = db.execute("SELECT key, expires_at FROM idempotency_keys").fetchall()
+        return dict(rows)
+    mongo: MongoClient[dict[str, Any]]
+    with MongoClient(db_url) as mongo:
+        found: list[dict[str, Any]] = list(mongo.get_default_database()["idempotency_keys"].find())
+    return {str(doc["_id"]).rsplit(":", 1)[-1]: doc.get("expires_at") for doc in found}
+
+
+def test_a_key_is_kept_only_for_its_retention_then_it_is_a_new_message(
+    services: Any, agent: AgentFactory, db_url: str
+) -> None:
+    """With CHORUS_KEY_RETENTION a thousandth of a second, every request comes after the
+    key it repeats expired: the key is a new message (when the keyed turn is no longer the
+    last, whose stored answer a retry gets either way). SQLite deletes expired records on
+    later claims; MongoDB by a TTL index, where the server has them."""
+    client = agent(
+        {"services": {"skills": {"counter": service_entry(services(counter_skill()).url)}}},
+        key_retention=0.001,
+    )
+    send = {"user_id": "u", "payload": "count"}
+    first = client.post("/", json=send, headers={"Idempotency-Key": "k"}).json()
+    assert first["response"] == "count is 1"
+    assert client.post("/", json=send).json()["response"] == "count is 2"
+    again = client.post("/", json=send, headers={"Idempotency-Key": "k"}).json()
+    assert again["response"] == "count is 3"  # not the first answer again
+    assert len(utterances(client, first["dialog_id"])) == 6
+    stored = stored_keys(db_url)
+    assert list(stored) == ["k" if db_url.startswith("mongodb") else "chat:k"]
+    assert stored[next(iter(stored))] is not None  # it has an expiry
+    assert client.post("/", json=send, headers={"Idempotency-Key": "k2"}).status_code == 200
+    if db_url.startswith("sqlite:///"):
+        assert list(stored_keys(db_url)) == ["chat:k2"]  # the expired record is gone
+        return
+    mongo: MongoClient[dict[str, Any]]
+    with MongoClient(db_url) as mongo:
+        indexes = mongo.get_default_database()["idempotency_keys"].index_information()
+        ferretdb = "ferretdbVersion" in mongo.admin.command("buildInfo")
+    assert ferretdb or indexes["keys_expire"]["expireAfterSeconds"] == 0, indexes

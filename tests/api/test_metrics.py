@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fastapi import FastAPI, Request
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import AgentFactory, service_entry
@@ -66,3 +67,53 @@ def test_fallback_answers_are_counted(services: Any, agent: AgentFactory) -> Non
     assert (
         values[("chorus_service_errors_total", (("kind", "unavailable"), ("service", "down")))] == 1
     )
+
+
+def inventing_selector() -> FastAPI:
+    """A dp-agent response selector that credits its answer to a new skill name each turn,
+    with human attributes over the agent's bound, so each turn records a refusal under
+    that name."""
+    app = FastAPI()
+    turns = iter(range(1_000_000))
+
+    @app.post("/respond")
+    async def respond(request: Request) -> list[list[Any]]:
+        body = await request.json()
+        return [
+            [f"invented-{next(turns)}", "an answer", 0.9, {"a": 1, "b": 2}, {}]
+            for _ in body["dialogs"]
+        ]
+
+    return app
+
+
+def test_service_labels_are_the_pipelines_whatever_names_a_selector_invents(
+    services: Any, agent: AgentFactory
+) -> None:
+    from tests.dream import services as dream
+    from tests.dream.test_dream_behaviour import selector, skill
+
+    client = agent(
+        {
+            "services": {
+                "skills": {"eliza": skill(services(dream.eliza()).url)},
+                "response_selector": selector(services(inventing_selector()).url),
+            }
+        },
+        max_attribute_keys=1,
+    )
+    for turn in range(20):
+        reply = client.post("/", json={"user_id": "u", "payload": f"hi {turn}"})
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["active_skill"] == f"invented-{turn}"
+    dialog = client.get(f"/api/dialogs/{reply.json()['dialog_id']}").json()
+    assert dialog["utterances"][-2]["errors"][0]["service"] == "invented-19"  # kept as sent
+    found = samples(client.get("/metrics").text)
+    errors = {
+        dict(labels)["service"]: value
+        for (name, labels), value in found.items()
+        if name == "chorus_service_errors_total"
+    }
+    assert errors == {"(unknown)": 20}
+    series = {labels for (name, labels) in found if name.startswith("chorus_service_")}
+    assert len(series) < 40, series

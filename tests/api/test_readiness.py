@@ -7,6 +7,7 @@ import json
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx
 import pytest
@@ -119,3 +120,47 @@ def test_ready_services_must_name_services_of_the_pipeline(tmp_path: Path) -> No
     )
     with pytest.raises(ValueError, match="CHORUS_READY_SERVICES: greting not in the pipeline"):
         create_app(settings)
+
+
+@needs_mongodb
+def test_ready_without_the_api_key_says_what_is_down_but_not_where(
+    services: Any, tmp_path: Path
+) -> None:
+    """The database's error names its host and port, a service's problem its URL: a
+    caller without the key (a probe) reads only "down" and the service's name; the key's
+    holder reads why."""
+    port = free_port()
+    pipeline = tmp_path / "pipeline.json"
+    pipeline.write_text(
+        json.dumps(
+            {
+                "services": {
+                    "annotators": {"tokens": service_entry(f"http://127.0.0.1:{port}")},
+                    "skills": {
+                        "greeting": service_entry(
+                            services(greeting_app).url, required_previous_services=["tokens"]
+                        )
+                    },
+                }
+            }
+        )
+    )
+    key = "k" * 32
+    with running_ferretdb() as db:
+        db_port = str(urlparse(db.url).port)
+        app = create_app(Settings(db_url=f"{db.url}chorus_ready", pipeline=pipeline, api_key=key))
+        with serving(app) as agent, httpx.Client(base_url=agent.url, timeout=30) as client:
+            db.stop()
+            for headers in ({}, {"X-API-Key": "wrong" * 4}):
+                brief = client.get("/ready", headers=headers)
+                assert brief.status_code == 503
+                assert brief.json() == {
+                    "ready": False,
+                    "store": "down",
+                    "services": {"tokens": "down"},
+                }
+                assert db_port not in brief.text and str(port) not in brief.text
+            detailed = client.get("/ready", headers={"X-API-Key": key})
+            assert detailed.status_code == 503
+            assert detailed.json()["store"] not in ("ok", "down")  # the driver's words
+            assert f"127.0.0.1:{port}" in detailed.json()["services"]["tokens"]

@@ -103,3 +103,33 @@ def test_a_steady_state_turn_costs_a_few_commands_at_turn_5_and_turn_55(
     assert len(early) <= MOST_COMMANDS[server], early
     # MongoDB 8's turn ends in one bulkWrite, and only there.
     assert any(name.startswith("bulkWrite") for name in early) == (server == "mongodb-8"), early
+
+
+def test_rating_another_users_answer_costs_what_rating_a_missing_one_does(
+    services: Any, agent: AgentFactory, db_url: str
+) -> None:
+    """A rating that names someone else's answer and one that names nothing send the same
+    commands (one update matching the answer and its owner), so how long the 404 takes
+    does not tell whether the id exists; the owner's own rating takes that path too."""
+    client = agent(
+        {"services": {"skills": {"counter": service_entry(services(counter_skill()).url)}}}
+    )
+    theirs = client.post("/", json={"user_id": "owner", "payload": "count"}).json()
+    client.post("/", json={"user_id": "rater", "payload": "count"}).raise_for_status()
+    _COMMANDS.database = urlparse(db_url).path.lstrip("/")
+    try:
+        costs = {}
+        for case, user, utt_id in [
+            ("other user's", "rater", theirs["utt_id"]),
+            ("missing", "rater", theirs["dialog_id"] + "-99"),
+            ("own", "owner", theirs["utt_id"]),
+        ]:
+            _COMMANDS.take()
+            rated = client.post(
+                "/rating/utterance", json={"user_id": user, "utt_id": utt_id, "rating": 1}
+            )
+            assert rated.status_code == (200 if case == "own" else 404), rated.text
+            costs[case] = [name.split()[0] for name in _COMMANDS.take()]
+    finally:
+        _COMMANDS.database = None
+    assert costs["other user's"] == costs["missing"] == costs["own"], costs

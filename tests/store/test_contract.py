@@ -273,6 +273,35 @@ async def test_bot_attributes_merge_within_their_dialog(store: Store) -> None:
     assert fresh.bot.attributes == {}
 
 
+async def test_keys_json_escapes_replace_their_values_like_any_other(store: Store) -> None:
+    """A backslash, a tab, a control character, non-ASCII text: each key is replaced whole
+    by its next value (an object is not merged into the old one, a null inside is kept),
+    in the user's attributes and profile and the bot's attributes, after a replacement of
+    all the user's attributes too."""
+    keys = ["k\\", "tab\there", "\x01", "é", "plain"]
+    human = await store.human("alice")
+    dialog = await store.active_dialog(human, "http_client")
+    for n, replace in ((1, True), (2, False), (3, False)):
+        utterance = HumanUtterance(text=f"t{n}")
+        await store.add_utterance(dialog.dialog_id, utterance)
+        values = {key: {f"v{n}": [n, None]} for key in keys}
+        await store.finish_turn(
+            dialog.dialog_id,
+            human.id,
+            utterance,
+            BotUtterance(text="ok", active_skill="echo", confidence=0.5),
+            values,
+            values,
+            human_profile=values,
+            replace_human_attributes=replace,
+        )
+    expected = {key: {"v3": [3, None]} for key in keys}
+    read = await store.dialog(dialog.dialog_id)
+    assert read is not None
+    assert read.human.attributes == expected and read.bot.attributes == expected
+    assert read.human.profile.model_extra == expected
+
+
 async def test_concurrent_merges_of_different_keys_are_all_kept(store: Store) -> None:
     await store.human("alice")
     await asyncio.gather(
@@ -419,6 +448,30 @@ async def test_a_renewed_claim_is_not_taken_over(store: Store) -> None:
     await store.renew_keys([("ann", "m")], start + timedelta(seconds=60))
     later = start + timedelta(seconds=10)
     assert (await claim(store, "ann", "m", now=later)).status is ClaimStatus.IN_FLIGHT
+
+
+async def test_a_claim_past_its_expiry_counts_as_absent_unless_its_turn_runs(
+    store: Store,
+) -> None:
+    """Expiry is decided on reading, whatever the database deletes: an answered key read
+    after it is claimed anew (another request may then use it), once among concurrent
+    retries; a claim whose turn still holds a live lease keeps it, expiry or not."""
+    start = datetime.now(UTC)
+    keep = start + timedelta(seconds=60)
+
+    async def claim_kept(key: str, request: str, now: datetime, lease: float = 10) -> Claim:
+        lease_until = now + timedelta(seconds=lease)
+        return await store.claim_key("ann", key, request, lease_until, now, keep_until=keep)
+
+    assert (await claim_kept("m", "first", start)).status is ClaimStatus.CLAIMED
+    await store.complete_key("ann", "m", {"response": "hi"})
+    assert (await claim_kept("m", "first", keep - timedelta(seconds=1))).reply == {"response": "hi"}
+    after = keep + timedelta(seconds=1)
+    retries = await asyncio.gather(*(claim_kept("m", "other", after) for _ in range(4)))
+    assert sorted(r.status.value for r in retries) == ["claimed"] + ["in_flight"] * 3
+
+    assert (await claim_kept("busy", "req", start, lease=3600)).status is ClaimStatus.CLAIMED
+    assert (await claim_kept("busy", "req", after)).status is ClaimStatus.IN_FLIGHT
 
 
 async def test_a_message_id_reused_for_another_request_is_told_apart(store: Store) -> None:

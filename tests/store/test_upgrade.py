@@ -10,6 +10,7 @@ test reads what the old release stored and goes on with it.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,12 +19,13 @@ from typing import Any
 from bson import json_util
 from pymongo import AsyncMongoClient
 
-from agent.state.models import BotUtterance, HumanUtterance
+from agent.state.models import BotUtterance, Human, HumanUtterance
 from agent.store import Store
 from agent.store.base import ClaimStatus
 from agent.store.mongo import MongoStore
 from agent.store.mongo.migrations import SCHEMA_VERSION, schema_version
 from agent.store.sqlite import SqliteStore
+from agent.store.sqlite.base import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
 from tests.conftest import fresh_database
 
 RELEASES = Path(__file__).parent / "releases"
@@ -116,7 +118,11 @@ async def test_a_sqlite_database_of_the_previous_release(tmp_path: Path) -> None
         await store.close()
     migrated = sqlite3.connect(path)
     try:
-        assert migrated.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert migrated.execute("PRAGMA user_version").fetchone()[0] == SQLITE_SCHEMA_VERSION
+        # keys kept for ever before expiry existed get a day from the upgrade
+        assert migrated.execute(
+            "SELECT COUNT(*) FROM idempotency_keys WHERE expires_at IS NULL"
+        ).fetchone() == (0,)
         tables = {
             row[0]
             for row in migrated.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
@@ -205,3 +211,83 @@ async def test_mongodb_keys_from_before_leases_and_fingerprints_keep_their_meani
     finally:
         await raw.drop_database(raw.get_default_database().name)
         await raw.close()
+
+
+async def test_sqlite_rows_bloated_by_escaped_keys_are_repaired(tmp_path: Path) -> None:
+    """Releases up to 3 appended a key JSON must escape (``k\\``, a tab) again on every merge, and
+    spelled a replaced attribute's non-ASCII key ``\\u00e9``, which the next merge of
+    ``é`` did not match either. The upgrade rewrites those rows: one copy of each key, the
+    last (as reads took it), and everything reads back as before."""
+    path = tmp_path / "bloated.db"
+    url = f"sqlite:///{path}"
+    store = await SqliteStore.open(url)
+    try:
+        human = await store.human("ann")
+        dialog = await store.active_dialog(human, "http_client")
+        await store.human("bob")
+    finally:
+        await store.close()
+    old = sqlite3.connect(path, isolation_level=None)
+    # What release 2's merges did, statement for statement.
+    old.execute(
+        "UPDATE users SET doc = json_set(doc, '$.attributes', json(?)) WHERE user_id = 'ann'",
+        [json.dumps({"é": 0, "kept": [1, {"x": None}]})],
+    )
+    for n in range(1, 6):
+        value = json.dumps({"n": n, "text": "x" * 1000})
+        for table, prefix, row_id in (
+            ("users", "$.attributes", human.id),
+            ("dialogs", "$.bot.attributes", dialog.dialog_id),
+        ):
+            old.execute(
+                f"UPDATE {table} SET doc = json_set(doc, ?, json(?), ?, json(?), ?, json(?)) "
+                "WHERE id = ?",
+                [f'{prefix}."k\\"', value, f'{prefix}."tab\there"', n, f'{prefix}."é"', n, row_id],
+            )
+    old.execute("PRAGMA user_version = 3")  # the release before the repair
+    (bloated,) = old.execute("SELECT doc FROM users WHERE id = ?", [human.id]).fetchone()
+    (bob_before,) = old.execute("SELECT doc FROM users WHERE user_id = 'bob'").fetchone()
+    old.close()
+    assert bloated.count('"k\\\\"') == 5 and len(bloated) > 5000  # the bug, reproduced
+    expected = {
+        "é": 5,
+        "kept": [1, {"x": None}],
+        "k\\": {"n": 5, "text": "x" * 1000},
+        "tab\there": 5,
+    }
+    assert Human.model_validate_json(bloated).attributes == expected  # reads took the last
+
+    store = await SqliteStore.open(url)
+    try:
+        after = await store.open_turn("ann", "http_client", 3)
+        assert after.human.attributes == expected
+        assert after.dialog.bot.attributes == {k: v for k, v in expected.items() if k != "kept"}
+        # and the next merge replaces each key instead of adding a copy
+        await store.finish_turn(
+            dialog.dialog_id,
+            human.id,
+            *await _stored_turn(store, dialog.dialog_id),
+            {"k\\": 6, "é": 6},
+            {},
+        )
+        assert (await store.human("ann")).attributes == {**expected, "k\\": 6, "é": 6}
+    finally:
+        await store.close()
+    repaired = sqlite3.connect(path)
+    try:
+        (doc,) = repaired.execute("SELECT doc FROM users WHERE id = ?", [human.id]).fetchone()
+        (bob_after,) = repaired.execute("SELECT doc FROM users WHERE user_id = 'bob'").fetchone()
+        (dialog_doc,) = repaired.execute(
+            "SELECT doc FROM dialogs WHERE id = ?", [dialog.dialog_id]
+        ).fetchone()
+    finally:
+        repaired.close()
+    assert len(doc) < 300 and "\\u00e9" not in doc
+    assert dialog_doc.count("tab\\t") == 1 and len(dialog_doc) < 1500
+    assert bob_after == bob_before  # rows without escapes are not rewritten
+
+
+async def _stored_turn(store: Store, dialog_id: str) -> tuple[HumanUtterance, BotUtterance]:
+    utterance = HumanUtterance(text="after the upgrade")
+    await store.add_utterance(dialog_id, utterance)
+    return utterance, BotUtterance(text="ok", active_skill="echo", confidence=1.0)

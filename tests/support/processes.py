@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -34,9 +37,10 @@ def uvicorn_process(
     factory: bool = False,
     env: dict[str, str] | None = None,
     ready_path: str = "/health",
+    stderr: IO[bytes] | int = subprocess.DEVNULL,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``uvicorn target`` on a free port; yields its base URL and the process, and kills
-    whatever is left of it at the end."""
+    whatever is left of it at the end. Its log goes to ``stderr`` (a file to read it)."""
     port = free_port()
     command = [
         sys.executable,
@@ -52,9 +56,7 @@ def uvicorn_process(
     ]
     if factory:
         command.insert(3, "--factory")
-    process = subprocess.Popen(
-        command, env={**os.environ, **(env or {})}, stderr=subprocess.DEVNULL
-    )
+    process = subprocess.Popen(command, env={**os.environ, **(env or {})}, stderr=stderr)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until_up(base + ready_path, process)
@@ -66,9 +68,45 @@ def uvicorn_process(
 
 
 @contextmanager
-def agent_process(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def agent_process(
+    env: dict[str, str], stderr: IO[bytes] | int = subprocess.DEVNULL
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """The agent (``create_app`` factory) with ``CHORUS_*`` settings from ``env``."""
     with uvicorn_process(
-        "agent.api.app:create_app", factory=True, env=env, ready_path="/ping"
+        "agent.api.app:create_app", factory=True, env=env, ready_path="/ping", stderr=stderr
     ) as running:
         yield running
+
+
+@contextmanager
+def served_agent(
+    env: dict[str, str], stderr: Path | None = None, open_files: int | None = None
+) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """The agent as the image and ``chorus run`` serve it (``python -m agent.api.serve``,
+    whose HTTP protocol carries the server's limits), with ``CHORUS_*`` settings from
+    ``env``, its stderr in the file ``stderr`` and, given ``open_files``, that open-file
+    limit (``ulimit -n``); yields its port and the process."""
+    port = free_port()
+    command = [sys.executable, "-m", "agent.api.serve", "--port", str(port)]
+
+    def limit_open_files() -> None:
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
+    with open(stderr or os.devnull, "wb") as log:
+        process = subprocess.Popen(
+            [*command, "--log-level", "warning"],
+            env={**os.environ, **env},
+            stderr=log,
+            preexec_fn=limit_open_files,
+        )
+        try:
+            wait_until_up(f"http://127.0.0.1:{port}/ping", process)
+            yield port, process
+        finally:
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()

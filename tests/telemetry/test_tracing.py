@@ -166,6 +166,47 @@ def test_a_failing_service_call_span_says_what_went_wrong(
     assert one(spans, "POST /").parent is None
 
 
+def user_hashes(tmp_path: Path, user_ids: list[str], **settings: Any) -> list[str]:
+    """The ``chorus.user_id_hash`` of one turn per user id, through a fresh agent."""
+    from skills.greeting.app import app as greeting_app
+
+    spans = SpanRecorder("chorus-agent")
+    tmp_path.mkdir()
+    with ExitStack() as stack:
+        pipeline = tmp_path / "pipeline.json"
+        url = stack.enter_context(serving(greeting_app)).url
+        pipeline.write_text(json.dumps({"services": {"skills": {"greeting": service_entry(url)}}}))
+        app = create_app(
+            Settings(db_url=f"sqlite:///{tmp_path}/chorus.db", pipeline=pipeline, **settings),
+            tracer_provider=spans.provider,
+        )
+        client = stack.enter_context(httpx.Client(base_url=stack.enter_context(serving(app)).url))
+        for user_id in user_ids:
+            client.post("/", json={"user_id": user_id, "payload": "hi"}).raise_for_status()
+        turns = spans.wait_for(lambda s: len(named(s, "chorus.turn")) == len(user_ids))
+    return [str(turn.attributes["chorus.user_id_hash"]) for turn in named(turns, "chorus.turn")]
+
+
+def test_the_user_id_hash_is_keyed_so_a_guessable_id_is_not_recovered(tmp_path: Path) -> None:
+    """A numeric id (a Telegram user's) hashed without a secret is found by hashing every
+    number; keyed with CHORUS_TRACE_ID_KEY it is the id's HMAC, the same for each turn of
+    the user; without the setting, a key made for the process."""
+    import hashlib
+    import hmac
+
+    telegram_id = "123456789"
+    plain = hashlib.sha256(telegram_id.encode()).hexdigest()[:16]
+    key = "trace-id-key-" + "x" * 20
+    keyed = user_hashes(tmp_path / "keyed", [telegram_id, telegram_id], trace_id_key=key)
+    expected = hmac.new(key.encode(), telegram_id.encode(), hashlib.sha256).hexdigest()[:16]
+    assert keyed == [expected, expected]
+    unkeyed = user_hashes(tmp_path / "unkeyed", [telegram_id, telegram_id])
+    assert unkeyed[0] == unkeyed[1]
+    assert plain not in {*keyed, *unkeyed} and unkeyed[0] != expected
+    with pytest.raises(ValueError, match="at least 16 characters"):
+        Settings(trace_id_key="short")
+
+
 def test_probes_are_not_traced(traced: tuple[httpx.Client, SpanRecorder, SpanRecorder]) -> None:
     client, agent_spans, _ = traced
     assert client.get("/ping").status_code == 200

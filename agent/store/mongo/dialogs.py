@@ -584,18 +584,14 @@ class MongoDialogs(MongoBase):
 
     @_unavailable_when_unreachable
     async def rate_utterance(self, user_id: str, utt_id: str, rating: float) -> bool:
-        utterance = await self._utterances.find_one(
-            {"_id": _literal(utt_id), "speaker": "bot"}, projection={"dialog_id": 1}
+        """One update that matches the utterance and its owner together, after reading the
+        user's dialogs: a rating of another user's utterance and of a missing one send the
+        same two commands, so the answer's timing does not tell which ids exist."""
+        owned = await self._dialogs.distinct("_id", {"human_id": _human_id_for(user_id)})
+        result = await self._utterances.update_one(
+            {"_id": _literal(utt_id), "speaker": "bot", "dialog_id": {"$in": owned}},
+            {"$set": {"rating": rating}},
         )
-        if utterance is None:
-            return False
-        owned = await self._dialogs.find_one(
-            {"_id": utterance["dialog_id"], "human_id": _human_id_for(user_id)},
-            projection={"_id": 1},
-        )
-        if owned is None:
-            return False
-        result = await self._utterances.update_one({"_id": utt_id}, {"$set": {"rating": rating}})
         return result.matched_count > 0
 
     @_unavailable_when_unreachable

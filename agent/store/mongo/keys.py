@@ -1,4 +1,9 @@
-"""Clients' idempotency keys on MongoDB: one document per claim, ``_id`` from user and key."""
+"""Clients' idempotency keys on MongoDB: one document per claim, ``_id`` from user and key.
+
+A claim expires at ``expires_at``, where a TTL index has MongoDB delete it (within a minute
+or so). The index is a help, not the rule: FerretDB 1.x has no TTL indexes, and MongoDB's
+monitor runs late, so a claim read past its expiry counts as absent and is claimed anew.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,22 @@ from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
 _RELEASED = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+def _expired_filter(now: datetime) -> Doc:
+    """:func:`_expired` as a filter."""
+    return {
+        "expires_at": {"$lt": now},
+        "$or": [{"reply": {"$ne": None}}, {"alive_until": None}, {"alive_until": {"$lt": now}}],
+    }
+
+
+def _expired(doc: Doc, now: datetime) -> bool:
+    """Past its expiry, and answered or its lease run out (a live turn keeps its claim)."""
+    expires_at, alive_until = doc.get("expires_at"), doc.get("alive_until")
+    if expires_at is None or expires_at >= now:
+        return False
+    return doc.get("reply") is not None or alive_until is None or alive_until < now
+
+
 class MongoKeys(MongoBase):
     """:class:`agent.store.KeyStore` on MongoDB."""
 
@@ -26,24 +47,35 @@ class MongoKeys(MongoBase):
 
     @_unavailable_when_unreachable
     async def claim_key(
-        self, user_id: str, key: str, fingerprint: str, lease_until: datetime, now: datetime
+        self,
+        user_id: str,
+        key: str,
+        fingerprint: str,
+        lease_until: datetime,
+        now: datetime,
+        keep_until: datetime | None = None,
     ) -> Claim:
         claim_id = self._claim_id(user_id, key)
+        claim = {
+            "_id": claim_id,
+            "user_id": user_id,
+            "reply": None,
+            "fingerprint": fingerprint,
+            "alive_until": lease_until,
+            "expires_at": keep_until,
+        }
         try:
-            await self._keys.insert_one(
-                {
-                    "_id": claim_id,
-                    "user_id": user_id,
-                    "reply": None,
-                    "fingerprint": fingerprint,
-                    "alive_until": lease_until,
-                }
-            )
+            await self._keys.insert_one(claim)
             return Claim(ClaimStatus.CLAIMED)
         except DuplicateKeyError:
             doc = await self._keys.find_one({"_id": claim_id})
         if doc is None:  # released in between: the next try claims it
             return Claim(ClaimStatus.IN_FLIGHT)
+        if _expired(doc, now):
+            # As if it were gone: claimed anew, unless another retry just did (the filter
+            # says "still expired", which a fresh claim is not, so only one matches).
+            renewed = await self._keys.replace_one({"_id": claim_id, **_expired_filter(now)}, claim)
+            return Claim(ClaimStatus.CLAIMED if renewed.matched_count else ClaimStatus.IN_FLIGHT)
         if doc.get("fingerprint") not in (None, fingerprint):
             return Claim(ClaimStatus.OTHER_MESSAGE)
         if doc.get("reply") is not None:

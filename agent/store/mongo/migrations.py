@@ -5,7 +5,12 @@ Every step is idempotent and safe to run again, so a migration cut short (a cras
 agents starting at once) is finished by the next start. Progress is logged, because a
 large database takes a while.
 
-Version 2 (this release):
+Version 3 (this release): idempotency keys expire. Each claim gets ``expires_at`` (those
+stored before get a day from the upgrade) and a TTL index on it (``keys_expire``) where the
+server has TTL indexes; FerretDB 1.x has none, and the agent's reads ignore expired claims
+there (:mod:`agent.store.mongo.keys`), so only their space is not given back.
+
+Version 2:
 
 * ``messages`` is renamed ``idempotency_keys``, its ``user`` field ``user_id``;
 * the users' line moved into the user's document: ``turn_queue`` is dropped (the places
@@ -19,16 +24,22 @@ Version 2 (this release):
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
+from pymongo import ASCENDING
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import OperationFailure
 
+from agent.state.models import utc_now
+from agent.store.base import DEFAULT_KEY_RETENTION
 from agent.store.mongo.documents import _head, _open_dialog_state
 from agent.store.mongo.errors import Doc
 
 log = logging.getLogger("chorus.store")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+#: The server's answer to an index option it does not have (FerretDB 1.x: TTL indexes).
+_NOT_IMPLEMENTED = 238
 #: Log a line every this many documents migrated.
 _PROGRESS_EVERY = 1000
 
@@ -49,9 +60,11 @@ async def migrate(db: AsyncDatabase[Doc]) -> None:
         log.info(
             "migrating the MongoDB database from schema version %d to %d", version, SCHEMA_VERSION
         )
-    await _rename_keys(db)
-    await db["turn_queue"].drop()
-    await _embed_open_dialogs(db)
+    if version < 2:
+        await _rename_keys(db)
+        await db["turn_queue"].drop()
+        await _embed_open_dialogs(db)
+    await _expire_keys(db)
     await db["chorus_meta"].update_one(
         {"_id": "schema"}, {"$set": {"version": SCHEMA_VERSION}}, upsert=True
     )
@@ -69,6 +82,26 @@ async def _rename_keys(db: AsyncDatabase[Doc]) -> None:
             await keys.update_one(
                 {"_id": doc["_id"]}, {"$set": {"user_id": doc["user"]}, "$unset": {"user": ""}}
             )
+
+
+async def _expire_keys(db: AsyncDatabase[Doc]) -> None:
+    """Version 3: every claim expires; MongoDB deletes expired ones by a TTL index."""
+    keys = db["idempotency_keys"]
+    await keys.update_many(
+        {"expires_at": {"$exists": False}},
+        {"$set": {"expires_at": utc_now() + timedelta(seconds=DEFAULT_KEY_RETENTION)}},
+    )
+    try:
+        await keys.create_index(
+            [("expires_at", ASCENDING)], name="keys_expire", expireAfterSeconds=0
+        )
+    except OperationFailure as exc:
+        if exc.code != _NOT_IMPLEMENTED:
+            raise
+        log.info(
+            "the database has no TTL indexes (FerretDB 1.x): expired idempotency keys are "
+            "ignored, and their space is not given back (docs/storage.md)"
+        )
 
 
 async def _embed_open_dialogs(db: AsyncDatabase[Doc]) -> None:

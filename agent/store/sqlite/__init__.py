@@ -9,7 +9,9 @@ per commit), and handing them to a thread, as aiosqlite does, cost more than hal
 agent's CPU per turn in the profile. No method awaits inside a transaction, so turns on one
 loop cannot interleave their writes; between processes sharing the file, SQLite's own
 locking (``BEGIN IMMEDIATE``) serialises them. Attribute merges are single ``json_set``
-statements, so concurrent merges of different keys never lose each other.
+statements, so concurrent merges of different keys never lose each other; a key a JSON path
+cannot address (a ``\\`` or a control character) is merged by one ``chorus_json_merge``
+call in the same transaction instead (:mod:`.jsontext`).
 
 Nothing a client or a service sends is ever part of a statement's text: keys and values
 alike are bound parameters (an attribute key travels inside a bound JSON path). A full
@@ -26,6 +28,7 @@ import sqlite3
 from agent.store.base import StoreUnavailable
 from agent.store.sqlite.base import _path_of, _translated, migrate
 from agent.store.sqlite.dialogs import SqliteDialogs
+from agent.store.sqlite.jsontext import register
 from agent.store.sqlite.keys import SqliteKeys
 from agent.store.sqlite.lines import SqliteLines
 
@@ -45,6 +48,7 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines):
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA busy_timeout=2000")
         db.execute("PRAGMA secure_delete=ON")
+        register(db)
         try:
             migrate(db)
         except sqlite3.Error as exc:

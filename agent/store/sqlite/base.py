@@ -3,8 +3,8 @@ how statements run."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -12,7 +12,8 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 
 from agent.state.models import BotUtterance, HumanUtterance, Utterance
-from agent.store.base import Place, StoreUnavailable, StoreWriteRefused
+from agent.store.base import DEFAULT_KEY_RETENTION, Place, StoreUnavailable, StoreWriteRefused
+from agent.store.sqlite.jsontext import MERGE_FUNCTION, canonical, needs_escaping, repair
 
 _utterance: TypeAdapter[Utterance] = TypeAdapter(Utterance)
 Statement = tuple[str, list[Any]]
@@ -26,7 +27,8 @@ CREATE INDEX IF NOT EXISTS dialogs_by_human ON dialogs (human_id, active);
 CREATE UNIQUE INDEX IF NOT EXISTS one_active_dialog ON dialogs (human_id) WHERE active = 1;
 CREATE TABLE IF NOT EXISTS idempotency_keys (
     user_id TEXT NOT NULL, key TEXT NOT NULL, reply TEXT, fingerprint TEXT, alive_until REAL,
-    PRIMARY KEY (user_id, key));
+    expires_at REAL, PRIMARY KEY (user_id, key));
+CREATE INDEX IF NOT EXISTS idempotency_keys_by_expiry ON idempotency_keys (expires_at);
 CREATE TABLE IF NOT EXISTS lines (
     user_id TEXT NOT NULL, place INTEGER NOT NULL, done INTEGER NOT NULL,
     alive_until REAL NOT NULL, PRIMARY KEY (user_id, place));
@@ -35,8 +37,13 @@ CREATE TABLE IF NOT EXISTS utterances (
     speaker TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (dialog_id, seq));
 """
 #: The schema's version, kept in ``PRAGMA user_version``: 0 is a database written before
-#: versions were kept, which :func:`migrate` brings up to date.
-SCHEMA_VERSION = 2
+#: versions were kept, which :func:`migrate` brings up to date. Version 3 added the expiry
+#: of idempotency keys (``expires_at``, and its index); version 4 rewrites the documents
+#: earlier releases left with duplicate keys (:func:`jsontext.repair`).
+SCHEMA_VERSION = 4
+#: Tables whose documents get attribute merges, so may hold keys an earlier release
+#: appended again on every merge instead of replacing them.
+_MERGED_TABLES = ("users", "dialogs")
 #: Version 2's renames, to one name per idea (docs/glossary.md): (old table, new table,
 #: columns renamed as (old, new)).
 _RENAMED = (
@@ -48,6 +55,7 @@ _RENAMED = (
 _ADDED_COLUMNS = (
     ("idempotency_keys", "fingerprint", "TEXT"),
     ("idempotency_keys", "alive_until", "REAL"),
+    ("idempotency_keys", "expires_at", "REAL"),
 )
 #: Primary result codes that mean the database cannot work right now (a full disk, an I/O
 #: error, a lock held too long, a file that cannot be opened or written), not bad data.
@@ -80,29 +88,46 @@ def _path_of(url: str) -> Path:
     return Path(path if not url.startswith("sqlite:////") else "/" + path)
 
 
-def _merges(table: str, prefix: str, updates: dict[str, Any], row_id: str) -> list[Statement]:
-    """``UPDATE table SET doc = json_set(doc, ?, json(?), ...)``: each key goes in a bound
-    JSON path (``$.attributes."key"``), never into the statement's text. SQLite caps a
-    function's arguments, so a large merge is several statements (of one transaction)."""
-    items = list(updates.items())
+def _merges(
+    table: str, path: tuple[str, ...], updates: dict[str, Any], row_id: str
+) -> list[Statement]:
+    """Merge ``updates`` into the object at ``path`` of the row's document.
+
+    Plain keys: ``UPDATE table SET doc = json_set(doc, ?, json(?), ...)``, each key in a
+    bound JSON path (``$.attributes."key"``), never in the statement's text. SQLite caps a
+    function's arguments, so a large merge is several statements (of one transaction). A
+    key a path cannot address (a ``\\`` or a control character: see
+    :mod:`agent.store.sqlite.jsontext`) goes in one ``chorus_json_merge`` call instead, so
+    it replaces its stored copy rather than adding another one."""
+    plain = [(key, value) for key, value in updates.items() if not needs_escaping(key)]
+    escaped = {key: value for key, value in updates.items() if needs_escaping(key)}
+    prefix = "$" + "".join(f".{part}" for part in path)
     statements: list[Statement] = []
-    for start in range(0, len(items), _KEYS_PER_CALL):
-        chunk = items[start : start + _KEYS_PER_CALL]
+    for start in range(0, len(plain), _KEYS_PER_CALL):
+        chunk = plain[start : start + _KEYS_PER_CALL]
         args: list[Any] = []
         for key, value in chunk:
-            if '"' in key:  # checked upstream; a quote would end the path's label
-                raise StoreWriteRefused(f"attribute key {key!r} contains '\"'")
             args += [f'{prefix}."{key}"', _json(value)]
         pairs = ", ".join(["?, json(?)"] * len(chunk))
         statements.append(
             (f"UPDATE {table} SET doc = json_set(doc, {pairs}) WHERE id = ?", [*args, row_id])
+        )
+    if escaped:
+        for key in escaped:
+            if '"' in key:  # checked upstream: it would address something else on MongoDB
+                raise StoreWriteRefused(f"attribute key {key!r} contains '\"'")
+        statements.append(
+            (
+                f"UPDATE {table} SET doc = {MERGE_FUNCTION}(doc, ?, ?) WHERE id = ?",
+                [canonical(list(path)), _json(escaped), row_id],
+            )
         )
     return statements
 
 
 def _json(value: Any) -> str:
     try:
-        return json.dumps(value, allow_nan=False)
+        return canonical(value)
     except ValueError as exc:  # NaN, Infinity: checked upstream
         raise StoreWriteRefused(f"not storable as JSON: {exc}") from None
 
@@ -138,10 +163,12 @@ def _columns(db: sqlite3.Connection, table: str) -> set[str]:
 def migrate(db: sqlite3.Connection) -> None:
     """Bring a database written by an earlier release to :data:`SCHEMA_VERSION`, in one
     transaction (a migration cut short leaves the database as it was), then create what
-    is missing. Renames keep every row; nothing is copied."""
+    is missing. Renames keep every row; nothing is copied. Documents an earlier release left
+    with duplicate keys are rewritten once, reading back as before (:func:`repair`)."""
     db.execute("BEGIN IMMEDIATE")
     try:
-        if db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version < SCHEMA_VERSION:
             for old, new, columns in _RENAMED:
                 if old != new and _columns(db, old) and not _columns(db, new):
                     db.execute(f"ALTER TABLE {old} RENAME TO {new}")
@@ -153,6 +180,14 @@ def migrate(db: sqlite3.Connection) -> None:
                 present = _columns(db, table)
                 if present and column not in present:
                     db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            if version < 3 and _columns(db, "idempotency_keys"):  # kept for ever: a day more
+                db.execute(
+                    "UPDATE idempotency_keys SET expires_at = ? WHERE expires_at IS NULL",
+                    [time.time() + DEFAULT_KEY_RETENTION],
+                )
+            for table in _MERGED_TABLES:
+                if version < 4 and _columns(db, table):
+                    repair(db, table)
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 db.execute(statement)

@@ -126,9 +126,9 @@ class SqliteDialogs(SqliteBase):
                 )
             )
         else:
-            statements += _merges("users", "$.attributes", human_attributes, human_id)
-        statements += _merges("users", "$.profile", human_profile or {}, human_id)
-        statements += _merges("dialogs", "$.bot.attributes", bot_attributes, dialog_id)
+            statements += _merges("users", ("attributes",), human_attributes, human_id)
+        statements += _merges("users", ("profile",), human_profile or {}, human_id)
+        statements += _merges("dialogs", ("bot", "attributes"), bot_attributes, dialog_id)
         if place is not None:
             statements += _leaving(place)
         self._write(*statements)
