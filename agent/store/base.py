@@ -169,10 +169,6 @@ class DialogStore(Protocol):
         """All dialogs of a user, oldest first; None for an unknown user."""
         ...
 
-    async def rate_dialog(self, user_id: str, dialog_id: str, rating: float) -> bool:
-        """False when the user has no such dialog."""
-        ...
-
     async def rate_utterance(self, user_id: str, utt_id: str, rating: float) -> bool:
         """Rate a bot utterance of one of the user's dialogs; False when there is none."""
         ...
@@ -189,18 +185,29 @@ class DialogStore(Protocol):
         ...
 
     async def add_dialog_rating(
-        self, dialog_id: str, entry: dict[str, Any], user_id: str | None = None
+        self,
+        dialog_id: str,
+        entry: dict[str, Any],
+        user_id: str | None = None,
+        rating: float | None = None,
     ) -> bool:
         """Append ``entry`` to the dialog's ``attributes.ratings`` (dp-agent's stored form
-        of a rating); False when there is no such dialog, or, with ``user_id``, when it is
-        not that user's (a rating without a user id is taken, as dp-agent takes it)."""
+        of a rating) and set Chorus's numeric ``rating`` when given, in one write; False
+        when there is no such dialog, or, with ``user_id``, when it is not that user's (a
+        rating without a user id is taken, as dp-agent takes it)."""
         ...
 
     async def add_utterance_rating(
-        self, utt_id: str, entry: dict[str, Any], user_id: str | None = None
+        self,
+        utt_id: str,
+        entry: dict[str, Any],
+        user_id: str | None = None,
+        rating: float | None = None,
     ) -> bool:
-        """Append ``entry`` to a bot utterance's ``attributes.ratings``; False when there is
-        no such bot utterance, or, with ``user_id``, none in that user's dialogs."""
+        """Append ``entry`` to a bot utterance's ``attributes.ratings`` and set its numeric
+        ``rating`` when given, in one write; False when there is no such bot utterance, or,
+        with ``user_id``, none in that user's dialogs. Another user's answer and a missing
+        one take the same path, so the time a refusal takes does not tell ids apart."""
         ...
 
     async def delete_user(self, user_id: str) -> bool:

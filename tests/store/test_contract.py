@@ -325,12 +325,12 @@ async def test_concurrent_merges_of_different_keys_are_all_kept(store: Store) ->
 async def test_ratings_belong_to_their_user(store: Store) -> None:
     dialog_id, bot = await turn(store, "alice", "hi")
     await store.human("mallory")
-    assert await store.rate_dialog("alice", dialog_id, 4.0)
+    assert await store.add_dialog_rating(dialog_id, {"rating": 4.0}, "alice", 4.0)
     assert await store.rate_utterance("alice", bot.utt_id, 1.0)
-    assert not await store.rate_dialog("mallory", dialog_id, 0.0)
+    assert not await store.add_dialog_rating(dialog_id, {"rating": 0.0}, "mallory", 0.0)
     assert not await store.rate_utterance("mallory", bot.utt_id, 0.0)
-    assert not await store.rate_dialog("nobody", dialog_id, 0.0)
-    assert not await store.rate_dialog("alice", "no-such-dialog", 0.0)
+    assert not await store.add_dialog_rating(dialog_id, {"rating": 0.0}, "nobody", 0.0)
+    assert not await store.add_dialog_rating("no-such-dialog", {"rating": 0.0}, "alice", 0.0)
     assert not await store.rate_utterance("alice", "no-such-utterance", 0.0)
     dialog = await store.dialog(dialog_id)
     assert dialog is not None and dialog.rating == 4.0
@@ -374,8 +374,8 @@ async def test_ids_are_literals_never_queries(store: Store) -> None:
     assert await store.user_dialogs(INJECTION) is None
     assert await store.dialog(INJECTION) is None
     assert await store.close_active_dialog(INJECTION) is None
-    assert not await store.rate_dialog(INJECTION, dialog_id, 1.0)
-    assert not await store.rate_dialog("alice", INJECTION, 1.0)
+    assert not await store.add_dialog_rating(dialog_id, {"rating": 1.0}, INJECTION, 1.0)
+    assert not await store.add_dialog_rating(INJECTION, {"rating": 1.0}, "alice", 1.0)
     assert not await store.rate_utterance("alice", INJECTION, 1.0)
     assert await store.recent_utterances(INJECTION, 5) == []
     # As an external id it is just a name: a user of its own, nobody else's data.

@@ -46,9 +46,10 @@ def _missing(what: str, rated: str, body: DialogRating | UtteranceRating) -> str
     return f"user {body.user_id!r} has no {what} {rated!r}"
 
 
-def _numeric(value: Any) -> float | None:
-    """The rating as Chorus's numeric rating, when it is one."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+def _numeric(body: DialogRating | UtteranceRating) -> float | None:
+    """The rating as Chorus's numeric rating, when it is one sent with the user's id."""
+    value = body.rating
+    if body.user_id is None or isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if math.isfinite(value) and -1000 <= value <= 1000 else None
 
@@ -57,20 +58,16 @@ def _numeric(value: Any) -> float | None:
 async def rate_dialog(body: DialogRating, store: StoreDep, settings: SettingsDep) -> Ok:
     entry = _entry(body, settings)
     dialog_id = await resolve_dialog_id(store, body.dialog_id)
-    if dialog_id is None or not await store.add_dialog_rating(dialog_id, entry, body.user_id):
+    if dialog_id is None or not await store.add_dialog_rating(
+        dialog_id, entry, body.user_id, _numeric(body)
+    ):
         raise HTTPException(status.HTTP_404_NOT_FOUND, _missing("dialog", body.dialog_id, body))
-    number = _numeric(body.rating)
-    if number is not None and body.user_id is not None:
-        await store.rate_dialog(body.user_id, dialog_id, number)
     return Ok()
 
 
 @router.post("/utterance", response_model=Ok)
 async def rate_utterance(body: UtteranceRating, store: StoreDep, settings: SettingsDep) -> Ok:
     entry = _entry(body, settings)
-    if not await store.add_utterance_rating(body.utt_id, entry, body.user_id):
+    if not await store.add_utterance_rating(body.utt_id, entry, body.user_id, _numeric(body)):
         raise HTTPException(status.HTTP_404_NOT_FOUND, _missing("bot utterance", body.utt_id, body))
-    number = _numeric(body.rating)
-    if number is not None and body.user_id is not None:
-        await store.rate_utterance(body.user_id, body.utt_id, number)
     return Ok()

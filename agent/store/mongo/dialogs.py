@@ -575,14 +575,6 @@ class MongoDialogs(MongoBase):
         return await self._with_utterances(heads, user) if heads else []
 
     @_unavailable_when_unreachable
-    async def rate_dialog(self, user_id: str, dialog_id: str, rating: float) -> bool:
-        result = await self._dialogs.update_one(
-            {"_id": _literal(dialog_id), "human_id": _human_id_for(user_id)},
-            {"$set": {"rating": rating}},
-        )
-        return result.matched_count > 0
-
-    @_unavailable_when_unreachable
     async def rate_utterance(self, user_id: str, utt_id: str, rating: float) -> bool:
         """One update that matches the utterance and its owner together, after reading the
         user's dialogs: a rating of another user's utterance and of a missing one send the
@@ -616,33 +608,41 @@ class MongoDialogs(MongoBase):
 
     @_unavailable_when_unreachable
     async def add_dialog_rating(
-        self, dialog_id: str, entry: dict[str, Any], user_id: str | None = None
+        self,
+        dialog_id: str,
+        entry: dict[str, Any],
+        user_id: str | None = None,
+        rating: float | None = None,
     ) -> bool:
         # Not in ``attributes``: while the dialog is open those live with the user and are
         # written over the dialog's document when it closes. Reads merge them back.
         query: Doc = {"_id": _literal(dialog_id)}
         if user_id is not None:
             query["human_id"] = _human_id_for(user_id)
-        result = await self._dialogs.update_one(query, {"$push": {_RATINGS: _escape(entry)}})
+        update: Doc = {"$push": {_RATINGS: _escape(entry)}}
+        if rating is not None:
+            update["$set"] = {"rating": rating}
+        result = await self._dialogs.update_one(query, update)
         return result.matched_count > 0
 
     @_unavailable_when_unreachable
     async def add_utterance_rating(
-        self, utt_id: str, entry: dict[str, Any], user_id: str | None = None
+        self,
+        utt_id: str,
+        entry: dict[str, Any],
+        user_id: str | None = None,
+        rating: float | None = None,
     ) -> bool:
-        query = {"_id": _literal(utt_id), "speaker": "bot"}
-        if user_id is not None:
-            utterance = await self._utterances.find_one(query, projection={"dialog_id": 1})
-            owned = utterance is not None and await self._dialogs.find_one(
-                {"_id": utterance["dialog_id"], "human_id": _human_id_for(user_id)},
-                projection={"_id": 1},
-            )
-            if not owned:
-                return False
+        query: Doc = {"_id": _literal(utt_id), "speaker": "bot"}
+        if user_id is not None:  # one update matching the answer and its owner together
+            owned = await self._dialogs.distinct("_id", {"human_id": _human_id_for(user_id)})
+            query["dialog_id"] = {"$in": owned}
+        numeric: Doc = {} if rating is None else {"rating": rating}
         try:
-            result = await self._utterances.update_one(
-                query, {"$push": {"attributes.ratings": _escape(entry)}}
-            )
+            update: Doc = {"$push": {"attributes.ratings": _escape(entry)}}
+            if numeric:
+                update["$set"] = numeric
+            result = await self._utterances.update_one(query, update)
         except WriteError:  # a service left a value there that is not a list: keep it first
             doc = await self._utterances.find_one(query, projection={"attributes.ratings": 1})
             if doc is None:
@@ -650,7 +650,7 @@ class MongoDialogs(MongoBase):
             kept = doc.get("attributes", {}).get("ratings")
             result = await self._utterances.update_one(
                 {**query, "attributes.ratings": kept},
-                {"$set": {"attributes.ratings": [kept, _escape(entry)]}},
+                {"$set": {"attributes.ratings": [kept, _escape(entry)], **numeric}},
             )
         return result.matched_count > 0
 

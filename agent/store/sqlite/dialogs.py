@@ -176,16 +176,6 @@ class SqliteDialogs(SqliteBase):
         )  # creation order: dates tie within a ms
         return [self._dialog(row[0], human) for row in rows]
 
-    async def rate_dialog(self, user_id: str, dialog_id: str, rating: float) -> bool:
-        (row,) = self._write(
-            (
-                "UPDATE dialogs SET doc = json_set(doc, '$.rating', ?) WHERE id = ? AND "
-                "human_id = (SELECT id FROM users WHERE user_id = ?) RETURNING id",
-                [rating, dialog_id, user_id],
-            )
-        )
-        return row is not None
-
     async def rate_utterance(self, user_id: str, utt_id: str, rating: float) -> bool:
         (row,) = self._write(
             (
@@ -215,20 +205,29 @@ class SqliteDialogs(SqliteBase):
         return {head.dialog_id: head.date_start for head in heads}
 
     async def add_dialog_rating(
-        self, dialog_id: str, entry: dict[str, Any], user_id: str | None = None
+        self,
+        dialog_id: str,
+        entry: dict[str, Any],
+        user_id: str | None = None,
+        rating: float | None = None,
     ) -> bool:
         owned, args = _owned_by("human_id", user_id)
+        number, number_args = _numeric(rating)
         (row,) = self._write(
             (
                 f"UPDATE dialogs SET doc = json_set(doc, '$.attributes.ratings', "
-                f"{_APPENDED}) WHERE id = ?{owned} RETURNING id",
-                [_json(entry), dialog_id, *args],
+                f"{_APPENDED}{number}) WHERE id = ?{owned} RETURNING id",
+                [_json(entry), *number_args, dialog_id, *args],
             )
         )
         return row is not None
 
     async def add_utterance_rating(
-        self, utt_id: str, entry: dict[str, Any], user_id: str | None = None
+        self,
+        utt_id: str,
+        entry: dict[str, Any],
+        user_id: str | None = None,
+        rating: float | None = None,
     ) -> bool:
         owned, args = (
             ("", [])
@@ -239,14 +238,21 @@ class SqliteDialogs(SqliteBase):
                 [user_id],
             )
         )
+        number, number_args = _numeric(rating)
         (row,) = self._write(
             (
                 f"UPDATE utterances SET doc = json_set(doc, '$.attributes.ratings', "
-                f"{_APPENDED}) WHERE utt_id = ? AND speaker = 'bot'{owned} RETURNING utt_id",
-                [_json(entry), utt_id, *args],
+                f"{_APPENDED}{number}) WHERE utt_id = ? AND speaker = 'bot'{owned} "
+                "RETURNING utt_id",
+                [_json(entry), *number_args, utt_id, *args],
             )
         )
         return row is not None
+
+
+def _numeric(rating: float | None) -> tuple[str, list[Any]]:
+    """The ``json_set`` arguments that set Chorus's numeric rating too, when there is one."""
+    return ("", []) if rating is None else (", '$.rating', ?", [rating])
 
 
 def _owned_by(column: str, user_id: str | None) -> tuple[str, list[Any]]:
