@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
@@ -15,7 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent.sdk.errors import ConfigError
 from agent.state.limits import StorageLimits
-from agent.store.base import DEFAULT_KEY_RETENTION
+from agent.store.base import DEFAULT_KEY_RETENTION, Retention
 
 ENV_PREFIX = "CHORUS_"
 
@@ -145,6 +146,42 @@ class Settings(BaseSettings):
         description="seconds an idempotency key and its copy of the reply are kept; after "
         "that the same key is a new message (keep it well above how long clients retry)",
     )
+    retain_closed_dialogs: float | None = Field(
+        default=None,
+        gt=0,
+        le=100 * 365 * 86_400,
+        description="seconds a closed dialog is kept, then deleted whole (the dialog, its "
+        "utterances and their ratings); unset: for ever",
+    )
+    close_idle_dialogs: float | None = Field(
+        default=None,
+        gt=0,
+        le=100 * 365 * 86_400,
+        description="seconds an open dialog may go without a message before it is closed "
+        "(the user's next message opens a new one); unset: never",
+    )
+    compact_turns_after: float | None = Field(
+        default=None,
+        gt=0,
+        le=100 * 365 * 86_400,
+        description="seconds after which a stored turn loses every hypothesis but the "
+        "chosen one, its annotations, trace and errors (texts, the chosen answer, its skill "
+        "and ratings stay); unset: never",
+    )
+    sweep_interval: float = Field(
+        default=60.0,
+        ge=0.01,
+        le=86_400,
+        description="seconds between two passes of the data lifecycle's sweep (only runs "
+        "when a retention setting is set)",
+    )
+    sweep_batch: int = Field(
+        default=200,
+        ge=1,
+        le=100_000,
+        description="records each rule of the sweep looks at per pass: the bound of one "
+        "pass's cost (docs/storage.md, Data lifecycle)",
+    )
     log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
     # A dp-agent (Dream) pipeline file carries no agent settings of its own: these apply.
     dream_window: int = Field(
@@ -205,6 +242,18 @@ class Settings(BaseSettings):
             max_bytes=self.max_value_bytes,
             max_document_bytes=self.max_document_bytes,
             max_attribute_keys=self.max_attribute_keys,
+        )
+
+    def retention(self) -> Retention:
+        """The data lifecycle's rules (each None: that rule is off)."""
+
+        def span(seconds: float | None) -> timedelta | None:
+            return None if seconds is None else timedelta(seconds=seconds)
+
+        return Retention(
+            closed_dialogs=span(self.retain_closed_dialogs),
+            idle_dialogs=span(self.close_idle_dialogs),
+            compact_turns=span(self.compact_turns_after),
         )
 
     def client_limits(self) -> StorageLimits:

@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "agent.lines",
             "agent.idempotency",
             "agent.leases",
+            "agent.lifecycle",
         ),
     ),
     ("pipeline", ("agent.pipeline", "agent.dream")),

@@ -3,6 +3,7 @@
     settings ─► store (traced) ─────────────┬─► the user's lines, idempotency keys ─┐
     pipeline ─► HTTP client ─► connectors ─► executor ──────────────────────────────┼─► message
                 metrics ─────────────────────────────────────────────────────────────┘   flow
+                lifecycle sweep (store, metrics)
                 readiness (store, HTTP client, required services)
 
 The app's lifespan opens :func:`assembled` once and keeps the :class:`Components` on the
@@ -27,6 +28,7 @@ from agent.dream.executor import DreamExecutor
 from agent.dream.graph import DreamPipeline
 from agent.flow import MessageFlow
 from agent.idempotency import IdempotencyKeys
+from agent.lifecycle import Sweeper
 from agent.lines import UserLines
 from agent.metrics import Metrics
 from agent.pipeline.connectors import make_batchers
@@ -102,6 +104,15 @@ async def assembled(
         lines = UserLines(store, lease=settings.line_lease, max_wait=settings.line_wait)
         stack.push_async_callback(lines.aclose)
         metrics = Metrics(services=_service_names(pipeline))
+        sweeper = Sweeper(
+            store,
+            settings.retention(),
+            metrics,
+            interval=settings.sweep_interval,
+            batch=settings.sweep_batch,
+        )
+        sweeper.start()
+        stack.push_async_callback(sweeper.aclose)
         flow = MessageFlow(
             store,
             executor,

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from agent.metrics.services import ServiceStats
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance
+from agent.store.base import Swept
 
 _TURN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _CALL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -77,6 +78,18 @@ class Metrics:
             "Answers given by the fallback response (no hypothesis)",
             registry=r,
         )
+        self.lifecycle = Counter(
+            "chorus_lifecycle_records",
+            "Records the data lifecycle removed or compacted, by rule and record",
+            ["rule", "record"],
+            registry=r,
+        )
+        self.store_records = Gauge(
+            "chorus_store_records",
+            "Documents or rows per collection or table, at the end of the last sweep round",
+            ["collection"],
+            registry=r,
+        )
         #: Exact counts and recent quantiles per service, for the ``/pipeline`` page.
         self.services = ServiceStats()
 
@@ -95,6 +108,20 @@ class Metrics:
                 self.timeouts.labels(service).inc()
         if result.bot_utterance.active_skill == FALLBACK_SKILL:
             self.fallbacks.inc()
+
+    def observe_sweep(self, swept: Swept) -> None:
+        """What one pass of the data lifecycle's sweep did, by rule."""
+        for rule, record, count in (
+            ("closed_dialogs", "dialogs_deleted", swept.dialogs_deleted),
+            ("closed_dialogs", "utterances_deleted", swept.utterances_deleted),
+            ("idle_dialogs", "dialogs_closed", swept.dialogs_closed),
+            ("compact_turns", "utterances_compacted", swept.utterances_compacted),
+        ):
+            self.lifecycle.labels(rule, record).inc(count)
+
+    def observe_sizes(self, sizes: dict[str, int]) -> None:
+        for collection, count in sizes.items():
+            self.store_records.labels(collection).set(count)
 
     def _label(self, service: str) -> str:
         return service if service in self._services else UNKNOWN_SERVICE

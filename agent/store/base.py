@@ -289,6 +289,56 @@ class LineStore(Protocol):
         ...
 
 
-class Store(DialogStore, KeyStore, LineStore, Protocol):
-    """All three, as one object: what :func:`agent.store.open_store` returns and each
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """What the data lifecycle removes, and when (``CHORUS_RETAIN_*``); None keeps for ever,
+    so the default keeps everything, and each rule works alone."""
+
+    #: a closed dialog is deleted whole (the dialog, its utterances and their ratings) this
+    #: long after it was closed
+    closed_dialogs: timedelta | None = None
+    #: an open dialog none of whose utterances is newer than this is closed
+    idle_dialogs: timedelta | None = None
+    #: an answered turn this old loses its bulky parts (every hypothesis but the chosen one,
+    #: annotations, trace, errors); its texts, the chosen answer, its skill and ratings stay
+    compact_turns: timedelta | None = None
+
+    @property
+    def any(self) -> bool:
+        return any(
+            rule is not None
+            for rule in (self.closed_dialogs, self.idle_dialogs, self.compact_turns)
+        )
+
+
+@dataclass(slots=True)
+class Swept:
+    """What one pass of :meth:`LifecycleStore.sweep` did."""
+
+    dialogs_deleted: int = 0
+    utterances_deleted: int = 0
+    dialogs_closed: int = 0
+    utterances_compacted: int = 0
+    #: every rule has looked at every record since the round began: a round is over
+    round_done: bool = False
+
+
+class LifecycleStore(Protocol):
+    """The data lifecycle: a sweep at bounded cost per pass, and the store's size."""
+
+    async def sweep(self, retention: Retention, now: datetime, batch: int) -> Swept:
+        """Look at the next ``batch`` records for each rule of ``retention`` (records are
+        walked in a fixed order, from where the previous pass stopped, starting over after
+        the last), and apply the rule as of ``now``. Never touches an open dialog's window
+        but by closing it when idle, never a user's profile or attributes, never a dialog
+        whose user has a message in line (a turn in flight), nor a turn not yet answered."""
+        ...
+
+    async def sizes(self) -> dict[str, int]:
+        """Records per table or collection."""
+        ...
+
+
+class Store(DialogStore, KeyStore, LineStore, LifecycleStore, Protocol):
+    """All of them, as one object: what :func:`agent.store.open_store` returns and each
     backend implements. Callers that need one job take the narrow protocol."""

@@ -77,6 +77,7 @@ from agent.store.mongo.dialogs import MongoDialogs
 from agent.store.mongo.documents import _human_id_for
 from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
 from agent.store.mongo.keys import MongoKeys
+from agent.store.mongo.lifecycle import MongoLifecycle
 from agent.store.mongo.lines import MongoLines
 from agent.store.mongo.migrations import migrate
 
@@ -117,7 +118,7 @@ async def _has_bulk_write(client: AsyncMongoClient[Doc]) -> bool:
     return int(hello.get("maxWireVersion", 0)) >= BULK_WRITE_WIRE_VERSION
 
 
-class MongoStore(MongoDialogs, MongoKeys, MongoLines):
+class MongoStore(MongoDialogs, MongoKeys, MongoLines, MongoLifecycle):
     """:class:`agent.store.Store` on MongoDB (or a wire-compatible server such as FerretDB):
     the dialogs, the idempotency keys and the line, each in its own module, over one client."""
 

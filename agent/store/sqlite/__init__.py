@@ -1,7 +1,7 @@
 """The embedded store: one SQLite file, so ``make run`` needs no database server.
 
-One module per job: :mod:`.dialogs`, :mod:`.keys` and :mod:`.lines` (the three
-protocols of :mod:`agent.store.base`), :mod:`.base` (the connection and the schema).
+One module per job: :mod:`.dialogs`, :mod:`.keys`, :mod:`.lines` and :mod:`.lifecycle`
+(the protocols of :mod:`agent.store.base`), :mod:`.base` (the connection and the schema).
 
 Records are JSON documents in three tables (users, dialogs, utterances), one row per
 utterance. Queries run directly on the event loop: each takes microseconds (WAL, no fsync
@@ -30,12 +30,13 @@ from agent.store.sqlite.base import _path_of, _translated, migrate
 from agent.store.sqlite.dialogs import SqliteDialogs
 from agent.store.sqlite.jsontext import register
 from agent.store.sqlite.keys import SqliteKeys
+from agent.store.sqlite.lifecycle import SqliteLifecycle
 from agent.store.sqlite.lines import SqliteLines
 
 __all__ = ["SqliteStore"]
 
 
-class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines):
+class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
     """:class:`agent.store.Store` on a local SQLite file: the dialogs, the idempotency keys
     and the line, each in its own module, over one connection."""
 

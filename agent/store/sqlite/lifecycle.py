@@ -1,0 +1,166 @@
+"""The data lifecycle on SQLite: a sweep the agent runs in the background.
+
+Each rule walks its table by ``rowid`` from where its previous pass stopped, ``batch``
+rows at a time, and starts over after the last row: a pass reads at most ``batch`` rows
+per rule and writes in one short transaction, whatever the tables hold, so it holds the
+event loop (the store runs on it, see :mod:`agent.store.sqlite`) for a bounded time. No
+index or column is needed, so the schema is unchanged. Where a pass stopped is kept in
+memory: an agent started again starts a new round.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from agent.store.base import Retention, Swept
+from agent.store.compaction import compacted
+from agent.store.sqlite.base import SqliteBase, Statement
+
+#: Tables whose rows ``sizes`` counts.
+_TABLES = ("users", "dialogs", "utterances", "idempotency_keys", "lines")
+#: The dialog's user has a place in line not yet finished: a turn in flight (or one a dead
+#: agent left, given up when the user's next message comes).
+_IN_LINE = (
+    "EXISTS (SELECT 1 FROM lines l JOIN users u ON u.user_id = l.user_id "
+    "WHERE u.id = dialogs.human_id AND l.done = 0)"
+)
+
+
+def _at(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
+
+
+class SqliteLifecycle(SqliteBase):
+    """:class:`agent.store.base.LifecycleStore` on SQLite."""
+
+    _cursors: dict[str, int]
+
+    def _rows(self, rule: str, sql: str, batch: int) -> tuple[list[Any], bool]:
+        """The next ``batch`` rows of the rule's walk (``sql`` selects ``rowid`` first and
+        takes the cursor and the batch as its last two arguments); whether the walk ended."""
+        if not hasattr(self, "_cursors"):
+            self._cursors = {}
+        rows = self._all(sql, [self._cursors.get(rule, 0), batch])
+        ended = len(rows) < batch
+        self._cursors[rule] = 0 if ended else int(rows[-1][0])
+        return rows, ended
+
+    async def sweep(self, retention: Retention, now: datetime, batch: int) -> Swept:
+        swept = Swept(round_done=True)
+        statements: list[Statement] = []
+        if retention.closed_dialogs is not None:
+            swept.round_done &= self._expire(now - retention.closed_dialogs, batch, swept)
+        if retention.idle_dialogs is not None:
+            ended = self._close_idle(now - retention.idle_dialogs, now, batch, swept, statements)
+            swept.round_done &= ended
+        if retention.compact_turns is not None:
+            ended = self._compact(now - retention.compact_turns, batch, swept, statements)
+            swept.round_done &= ended
+        if statements:
+            rows = self._write(*statements)
+            swept.dialogs_closed = sum(
+                1
+                for (sql, _), row in zip(statements, rows, strict=True)
+                if sql.startswith("UPDATE dialogs") and row is not None
+            )
+        return swept
+
+    def _expire(self, before: datetime, batch: int, swept: Swept) -> bool:
+        """Delete dialogs closed before ``before``: their utterances first, at most
+        ``batch`` of them a pass, then the dialog in the same transaction once none is
+        left. A dialog with more is taken up again by the next pass, so nothing is ever
+        left without its dialog."""
+        rows, ended = self._rows(
+            "closed",
+            "SELECT rowid, id, json_extract(doc, '$.date_finish') FROM dialogs "
+            f"WHERE rowid > ? AND active = 0 AND NOT {_IN_LINE} ORDER BY rowid LIMIT ?",
+            batch,
+        )
+        budget = batch
+        for rowid, dialog_id, finish in rows:
+            finished = _at(finish)
+            if finished is None or finished >= before:
+                continue
+            changes = self._db.total_changes
+            (_, gone) = self._write(
+                (
+                    "DELETE FROM utterances WHERE rowid IN (SELECT rowid FROM utterances "
+                    "WHERE dialog_id = ? LIMIT ?)",
+                    [dialog_id, budget],
+                ),
+                (
+                    "DELETE FROM dialogs WHERE id = ? AND active = 0 AND NOT EXISTS "
+                    "(SELECT 1 FROM utterances WHERE dialog_id = ?) RETURNING id",
+                    [dialog_id, dialog_id],
+                ),
+            )
+            deleted = self._db.total_changes - changes - (gone is not None)
+            swept.utterances_deleted += deleted
+            budget -= deleted
+            if gone is None:  # more utterances than this pass may delete: the next one
+                self._cursors["closed"] = rowid - 1
+                return False
+            swept.dialogs_deleted += 1
+            if budget <= 0:
+                self._cursors["closed"] = rowid
+                return False
+        return ended
+
+    def _close_idle(
+        self, before: datetime, now: datetime, batch: int, swept: Swept, out: list[Statement]
+    ) -> bool:
+        """Close open dialogs whose last utterance (or start) is older than ``before``,
+        unless their user has a message in line."""
+        rows, ended = self._rows(
+            "idle",
+            "SELECT d.rowid, d.id, json_extract(d.doc, '$.date_start'), (SELECT "
+            "json_extract(u.doc, '$.date_time') FROM utterances u WHERE u.dialog_id = d.id "
+            "ORDER BY u.seq DESC LIMIT 1) FROM dialogs d WHERE d.rowid > ? AND d.active = 1 "
+            "ORDER BY d.rowid LIMIT ?",
+            batch,
+        )
+        for _, dialog_id, start, last in rows:
+            latest = _at(last) or _at(start)
+            if latest is None or latest >= before:
+                continue
+            out.append(
+                (
+                    "UPDATE dialogs SET active = 0, doc = json_set(doc, '$.date_finish', ?) "
+                    f"WHERE id = ? AND active = 1 AND NOT {_IN_LINE} RETURNING id",
+                    [now.isoformat(), dialog_id],
+                )
+            )
+        return ended
+
+    def _compact(self, before: datetime, batch: int, swept: Swept, out: list[Statement]) -> bool:
+        """Compact answered turns older than ``before``: the human utterance with its
+        answer's skill read alongside (an unanswered one is left alone: a turn in flight)."""
+        rows, ended = self._rows(
+            "compact",
+            "SELECT u.rowid, u.doc, (SELECT json_extract(b.doc, '$.active_skill') FROM "
+            "utterances b WHERE b.dialog_id = u.dialog_id AND b.seq = u.seq + 1 AND "
+            "b.speaker = 'bot') FROM utterances u WHERE u.rowid > ? ORDER BY u.rowid LIMIT ?",
+            batch,
+        )
+        for rowid, text, chosen_skill in rows:
+            doc = json.loads(text)
+            at = _at(doc.get("date_time"))
+            if at is None or at >= before:
+                continue
+            if doc.get("speaker") == "human" and chosen_skill is None:
+                continue
+            smaller = compacted(doc, chosen_skill)
+            if smaller is not None:
+                out.append(
+                    (
+                        "UPDATE utterances SET doc = ? WHERE rowid = ?",
+                        [json.dumps(smaller, ensure_ascii=False, separators=(",", ":")), rowid],
+                    )
+                )
+                swept.utterances_compacted += 1
+        return ended
+
+    async def sizes(self) -> dict[str, int]:
+        return {table: int(self._one(f"SELECT COUNT(*) FROM {table}")[0]) for table in _TABLES}
