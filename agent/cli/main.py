@@ -13,6 +13,7 @@ from agent.cli import stack
 from agent.cli.chat import chat_command
 from agent.cli.parlai import eval_command, export_command
 from agent.cli.scaffold import new_app
+from agent.cli.stats import stats_command
 from agent.dream.config import is_dp_agent_config
 from agent.dream.loading import load_any_pipeline, read_document
 from agent.pipeline.config import PipelineConfigError, load_pipeline_config
@@ -38,6 +39,7 @@ def main() -> None:
 app.command("eval")(eval_command)
 app.command("export")(export_command)
 app.command("chat")(chat_command)
+app.command("stats")(stats_command)
 app.add_typer(new_app, name="new")
 
 
