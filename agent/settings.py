@@ -176,7 +176,7 @@ class Settings(BaseSettings):
         "when a retention setting is set)",
     )
     sweep_batch: int = Field(
-        default=200,
+        default=100,
         ge=1,
         le=100_000,
         description="records each rule of the sweep looks at per pass: the bound of one "

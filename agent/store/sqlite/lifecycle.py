@@ -28,6 +28,18 @@ _IN_LINE = (
 )
 
 
+#: The utterance (``u``) has something compaction removes: checked by SQLite, so a row
+#: compacted earlier costs its next round no JSON parsing in Python.
+_BULKY = (
+    "(json_extract(u.doc, '$.annotations') NOT IN ('{}') "
+    "OR json_array_length(u.doc, '$.hypotheses') > 1 "
+    "OR json_array_length(u.doc, '$.trace') > 0 "
+    "OR json_array_length(u.doc, '$.errors') > 0 "
+    "OR json_array_length(u.doc, '$.skill_selection') > 0 "
+    "OR json_extract(u.doc, '$.hypotheses[0].annotations') NOT IN ('{}'))"
+)
+
+
 def _at(text: str | None) -> datetime | None:
     return None if text is None else datetime.fromisoformat(text)
 
@@ -68,44 +80,54 @@ class SqliteLifecycle(SqliteBase):
         return swept
 
     def _expire(self, before: datetime, batch: int, swept: Swept) -> bool:
-        """Delete dialogs closed before ``before``: their utterances first, at most
-        ``batch`` of them a pass, then the dialog in the same transaction once none is
-        left. A dialog with more is taken up again by the next pass, so nothing is ever
-        left without its dialog."""
+        """Delete dialogs closed before ``before``: their utterances, at most ``batch`` of
+        them a pass, and the dialog in the same transaction once none is left. A dialog
+        with more is taken up again by the next pass, so no utterance outlives its
+        dialog."""
         rows, ended = self._rows(
             "closed",
             "SELECT rowid, id, json_extract(doc, '$.date_finish') FROM dialogs "
             f"WHERE rowid > ? AND active = 0 AND NOT {_IN_LINE} ORDER BY rowid LIMIT ?",
             batch,
         )
-        budget = batch
+        budget, statements = batch, []
         for rowid, dialog_id, finish in rows:
             finished = _at(finish)
             if finished is None or finished >= before:
                 continue
-            changes = self._db.total_changes
-            (_, gone) = self._write(
+            if budget <= 0:  # this one and the rest next pass
+                self._cursors["closed"], ended = rowid - 1, False
+                break
+            (held,) = self._one(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM utterances WHERE dialog_id = ? LIMIT ?)",
+                [dialog_id, budget + 1],
+            )
+            statements.append(
                 (
                     "DELETE FROM utterances WHERE rowid IN (SELECT rowid FROM utterances "
                     "WHERE dialog_id = ? LIMIT ?)",
                     [dialog_id, budget],
-                ),
+                )
+            )
+            swept.utterances_deleted += min(held, budget)
+            if held > budget:  # more than this pass may delete: the rest next pass
+                self._cursors["closed"], ended = rowid - 1, False
+                break
+            budget -= held
+            statements.append(
                 (
                     "DELETE FROM dialogs WHERE id = ? AND active = 0 AND NOT EXISTS "
                     "(SELECT 1 FROM utterances WHERE dialog_id = ?) RETURNING id",
                     [dialog_id, dialog_id],
-                ),
+                )
             )
-            deleted = self._db.total_changes - changes - (gone is not None)
-            swept.utterances_deleted += deleted
-            budget -= deleted
-            if gone is None:  # more utterances than this pass may delete: the next one
-                self._cursors["closed"] = rowid - 1
-                return False
-            swept.dialogs_deleted += 1
-            if budget <= 0:
-                self._cursors["closed"] = rowid
-                return False
+        if statements:  # one transaction: a few milliseconds, whatever the dialogs hold
+            returned = self._write(*statements)
+            swept.dialogs_deleted += sum(
+                1
+                for (sql, _), row in zip(statements, returned, strict=True)
+                if sql.startswith("DELETE FROM dialogs") and row is not None
+            )
         return ended
 
     def _close_idle(
@@ -139,12 +161,15 @@ class SqliteLifecycle(SqliteBase):
         answer's skill read alongside (an unanswered one is left alone: a turn in flight)."""
         rows, ended = self._rows(
             "compact",
-            "SELECT u.rowid, u.doc, (SELECT json_extract(b.doc, '$.active_skill') FROM "
-            "utterances b WHERE b.dialog_id = u.dialog_id AND b.seq = u.seq + 1 AND "
-            "b.speaker = 'bot') FROM utterances u WHERE u.rowid > ? ORDER BY u.rowid LIMIT ?",
+            f"SELECT u.rowid, CASE WHEN {_BULKY} THEN u.doc END, (SELECT "
+            "json_extract(b.doc, '$.active_skill') FROM utterances b WHERE b.dialog_id = "
+            "u.dialog_id AND b.seq = u.seq + 1 AND b.speaker = 'bot') FROM utterances u "
+            "WHERE u.rowid > ? ORDER BY u.rowid LIMIT ?",
             batch,
         )
         for rowid, text, chosen_skill in rows:
+            if text is None:  # compact already: not read into Python
+                continue
             doc = json.loads(text)
             at = _at(doc.get("date_time"))
             if at is None or at >= before:

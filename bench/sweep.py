@@ -1,0 +1,216 @@
+"""What the data lifecycle's sweep costs: per 10,000 expired utterances, and to the turns
+answered while it runs.
+
+1. **Cost.** A store filled with 10,000 utterances in closed dialogs (turns with two
+   hypotheses, annotations, a trace and an error each) is swept, one round per rule, a year
+   ahead of the clock: compaction, then the expiry of closed dialogs. Printed per rule: the
+   round's time, the passes it took and the longest pass, which on SQLite is how long the
+   sweep held the agent's event loop at once (its queries run on the loop).
+2. **Turn latency.** The real agent (in this process, services stubbed) answers load
+   from 8 concurrent clients, once with no retention setting and once with every rule on, a
+   sweep every second (``--interval``), over a store holding another 10,000 expired utterances: turn
+   latency p50/p99 of both, and what the sweep removed meanwhile.
+
+    .venv/bin/python bench/sweep.py --sqlite
+    .venv/bin/python bench/sweep.py                  # FerretDB, started here
+    .venv/bin/python bench/sweep.py --mongodb-url mongodb://127.0.0.1:27017
+
+Writes ``bench/results/sweep-<store>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import aiohttp  # noqa: E402
+
+from agent.api.app import create_app  # noqa: E402
+from agent.lifecycle import Sweeper  # noqa: E402
+from agent.metrics import Metrics  # noqa: E402
+from agent.settings import Settings  # noqa: E402
+from agent.state.models import (  # noqa: E402
+    BotUtterance,
+    HumanUtterance,
+    Hypothesis,
+    ServiceCall,
+    ServiceFailure,
+    utc_now,
+)
+from agent.store import Store, open_store  # noqa: E402
+from agent.store.base import Retention  # noqa: E402
+from bench.load import run_load  # noqa: E402
+from bench.stubs import make_app, pipeline  # noqa: E402
+
+UTTERANCES = 10_000
+TURNS_PER_DIALOG = 10  # 20 utterances a dialog
+YEAR = timedelta(days=365)
+
+
+async def fill(store: Store, utterances: int, tag: str) -> None:
+    """Closed dialogs holding ``utterances`` utterances, each turn with everything
+    compaction removes."""
+    for d in range(utterances // (2 * TURNS_PER_DIALOG)):
+        user = f"{tag}-{d}"
+        human = await store.human(user)
+        dialog = await store.active_dialog(human, "http_client")
+        for t in range(TURNS_PER_DIALOG):
+            said = HumanUtterance(text=f"message {t} of {user}")
+            await store.add_utterance(dialog.dialog_id, said)
+            said.annotations = {"tokens": said.text.split(), "ner": [{"span": "x" * 200}]}
+            said.hypotheses = [
+                Hypothesis(skill_name=f"skill{k}", text=f"answer {k}", confidence=0.1 * k)
+                for k in range(3)
+            ]
+            said.trace = [
+                ServiceCall(service="s", group="skills", start=0, duration=0.01, outcome="ok")
+            ]
+            said.errors = [ServiceFailure(service="e", kind="timeout", message="slow")]
+            answer = BotUtterance(text="answer 2", active_skill="skill2", confidence=0.2)
+            await store.finish_turn(dialog.dialog_id, human.id, said, answer, {}, {})
+        await store.close_active_dialog(user)
+
+
+async def round_of(store: Store, retention: Retention, batch: int) -> dict[str, Any]:
+    sweeper = Sweeper(
+        store, retention, Metrics(), interval=0, batch=batch, clock=lambda: utc_now() + YEAR
+    )
+    passes: list[float] = []
+    done, touched = False, 0
+    started = time.perf_counter()
+    while not done:
+        began = time.perf_counter()
+        swept = await sweeper.run_pass()
+        passes.append((time.perf_counter() - began) * 1000)
+        done = swept.round_done
+        touched += swept.utterances_deleted + swept.utterances_compacted
+    passes.sort()
+    return {
+        "utterances": touched,
+        "round_s": round(time.perf_counter() - started, 3),
+        "passes": len(passes),
+        "pass_median_ms": round(statistics.median(passes), 2),
+        "pass_p90_ms": round(passes[int(0.9 * (len(passes) - 1))], 2),
+        "pass_max_ms": round(passes[-1], 2),
+    }
+
+
+async def cost(url: str, batch: int) -> dict[str, Any]:
+    store = await open_store(url)
+    try:
+        await fill(store, UTTERANCES, "cost")
+        compaction = await round_of(store, Retention(compact_turns=timedelta(days=1)), batch)
+        expiry = await round_of(store, Retention(closed_dialogs=timedelta(days=1)), batch)
+    finally:
+        await store.close()
+    return {"batch": batch, "compaction": compaction, "expiry": expiry}
+
+
+def serving(app: Any) -> Any:
+    from tests.support.servers import serving as serve
+
+    return serve(app)
+
+
+async def latency(url: str, turns: int, sweeping: bool, interval: float) -> dict[str, Any]:
+    store = await open_store(url)
+    try:
+        await fill(store, UTTERANCES, f"lat{int(sweeping)}")
+    finally:
+        await store.close()
+    rules: dict[str, Any] = (
+        {
+            "retain_closed_dialogs": 1.0,
+            "compact_turns_after": 1.0,
+            "close_idle_dialogs": 3600.0,
+            "sweep_interval": interval,
+        }
+        if sweeping
+        else {}
+    )
+    with tempfile.TemporaryDirectory() as tmp, serving(make_app(0.0)) as stubs:
+        path = Path(tmp) / "pipeline.json"
+        path.write_text(json.dumps(pipeline(stubs.port)))
+        app = create_app(Settings(db_url=url, pipeline=path, **rules))
+        with serving(app) as agent:
+            await run_load(agent.url, 8, 60 * 8, tag=f"load{int(sweeping)}")  # warm up
+            result = await run_load(agent.url, 8, turns, tag=f"run{int(sweeping)}")
+            removed = {}
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(f"{agent.url}/metrics") as response,
+            ):
+                for line in (await response.text()).splitlines():
+                    if line.startswith("chorus_lifecycle_records_total{"):
+                        name, value = line.rsplit(" ", 1)
+                        removed[name.split("{", 1)[1].rstrip("}")] = float(value)
+    return {**result.summary(), "swept": removed}
+
+
+@contextmanager
+def database(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
+    if args.sqlite:
+        with tempfile.TemporaryDirectory(prefix="chorus-sweep-") as tmp:
+            yield f"sqlite:///{tmp}/sweep.db", "sqlite"
+        return
+    if args.mongodb_url:
+        yield args.mongodb_url, "mongodb"
+        return
+    from tests.support.mongo_server import running_mongodb, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason is not None:
+        sys.exit(f"sweep: {reason} (or pass --sqlite)")
+    with running_mongodb() as url:
+        yield url, "ferretdb"
+
+
+def fresh(url: str) -> str:
+    if url.startswith("sqlite"):
+        return url.replace(".db", f"-{uuid.uuid4().hex[:6]}.db")
+    head, sep, options = url.partition("?")
+    scheme, rest = head.split("://", 1)
+    name = f"chorus_sweep_{uuid.uuid4().hex[:12]}"
+    return f"{scheme}://{rest.split('/', 1)[0]}/{name}{sep}{options}"
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    with database(args) as (url, kind):
+        result: dict[str, Any] = {"store": kind}
+        result["cost_per_10000"] = await cost(fresh(url), args.batch)
+        print(json.dumps(result, indent=2))
+        result["without_sweep"] = await latency(fresh(url), args.turns, False, args.interval)
+        result["with_sweep"] = await latency(fresh(url), args.turns, True, args.interval)
+    return result
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sqlite", action="store_true", help="measure the embedded store")
+    parser.add_argument("--mongodb-url", help="use this server instead of starting FerretDB")
+    parser.add_argument("--batch", type=int, default=100, help="CHORUS_SWEEP_BATCH")
+    parser.add_argument(
+        "--interval", type=float, default=1.0, help="CHORUS_SWEEP_INTERVAL under load"
+    )
+    parser.add_argument("--turns", type=int, default=2000, help="turns of each load run")
+    arguments = parser.parse_args()
+    outcome = asyncio.run(main(arguments))
+    print(json.dumps(outcome, indent=2))
+    output = ROOT / "bench" / "results" / f"sweep-{outcome['store']}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(outcome, indent=2) + "\n")
+    print(f"written to {output}")
