@@ -38,7 +38,10 @@ class MongoLifecycle(MongoBase):
     async def _next(
         self, rule: str, collection: Any, query: Doc, batch: int, projection: Doc | None = None
     ) -> tuple[list[Doc], bool]:
-        """The next ``batch`` documents of the rule's walk; whether the walk ended."""
+        """The next ``batch`` documents of the rule's walk; whether the walk ended. The
+        walk filters on nothing but ``_id`` (the rule filters in Python), so a pass reads
+        ``batch`` index entries however few match: a filter on another field would have
+        the server skip over every document that does not match to fill the batch."""
         if not hasattr(self, "_cursors"):
             self._cursors: dict[str, Any] = {}
         after = self._cursors.get(rule)
@@ -78,11 +81,15 @@ class MongoLifecycle(MongoBase):
         docs, ended = await self._next(
             "closed",
             self._dialogs,
-            {"active": False},
+            {},
             batch,
-            projection={"date_finish": 1, "human_id": 1},
+            projection={"date_finish": 1, "human_id": 1, "active": 1},
         )
-        expired = [d for d in docs if (_aware(d.get("date_finish")) or before) < before]
+        expired = [
+            d
+            for d in docs
+            if d.get("active") is False and (_aware(d.get("date_finish")) or before) < before
+        ]
         busy = await self._busy([d["human_id"] for d in expired]) if expired else set()
         budget = batch
         for doc in expired:
@@ -115,10 +122,11 @@ class MongoLifecycle(MongoBase):
         users, ended = await self._next(
             "idle",
             self._users,
-            {"dialog": {"$exists": True}},
+            {},
             batch,
             projection={"dialog": 1, "line": 1},
         )
+        users = [u for u in users if isinstance(u.get("dialog"), dict)]
         last_ids = {
             _utterance_id(u["dialog"]["id"], int(u["dialog"].get("count", 0)) - 1): u
             for u in users
@@ -176,8 +184,18 @@ class MongoLifecycle(MongoBase):
     async def _compact(self, before: datetime, batch: int, swept: Swept) -> bool:
         """Compact answered turns older than ``before`` (an unanswered human utterance is
         a turn in flight, left alone)."""
-        docs, ended = await self._next(
-            "compact", self._utterances, {"date_time": {"$lt": before}}, batch
+        walked, ended = await self._next(
+            "compact",
+            self._utterances,
+            {},
+            batch,
+            projection={"date_time": 1},
+        )
+        old = [d["_id"] for d in walked if (_aware(d.get("date_time")) or before) < before]
+        docs = (
+            await self._utterances.find({"_id": {"$in": old}}, sort=[("_id", 1)]).to_list()
+            if old
+            else []
         )
         answers = (
             {
