@@ -1,11 +1,13 @@
 """The data lifecycle on SQLite: a sweep the agent runs in the background.
 
 Each rule walks its table by ``rowid`` from where its previous pass stopped, ``batch``
-rows at a time, and starts over after the last row: a pass reads at most ``batch`` rows
-per rule and writes in one short transaction, whatever the tables hold, so it holds the
-event loop (the store runs on it, see :mod:`agent.store.sqlite`) for a bounded time. No
-index or column is needed, so the schema is unchanged. Where a pass stopped is kept in
-memory: an agent started again starts a new round.
+rows at a time, and starts over after the last row. The walk filters on nothing but
+``rowid`` (a filter in its ``WHERE`` would have SQLite skip every row that does not match
+to fill the batch); each row's test is a column of the query instead. So a pass reads at
+most ``batch`` rows per rule and writes in short transactions, whatever the tables hold,
+and holds the event loop (the store runs on it, see :mod:`agent.store.sqlite`) for a
+bounded time. No index or column is needed, so the schema is unchanged. Where a pass
+stopped is kept in memory: an agent started again starts a new round.
 """
 
 from __future__ import annotations
@@ -86,13 +88,14 @@ class SqliteLifecycle(SqliteBase):
         dialog."""
         rows, ended = self._rows(
             "closed",
-            "SELECT rowid, id, json_extract(doc, '$.date_finish') FROM dialogs "
-            f"WHERE rowid > ? AND active = 0 AND NOT {_IN_LINE} ORDER BY rowid LIMIT ?",
+            "SELECT rowid, id, CASE WHEN active = 0 AND NOT "
+            f"{_IN_LINE} THEN json_extract(doc, '$.date_finish') END FROM dialogs "
+            "WHERE rowid > ? ORDER BY rowid LIMIT ?",
             batch,
         )
         budget, statements = batch, []
         for rowid, dialog_id, finish in rows:
-            finished = _at(finish)
+            finished = _at(finish)  # None: open, or its user has a message in line
             if finished is None or finished >= before:
                 continue
             if budget <= 0:  # this one and the rest next pass
@@ -137,10 +140,10 @@ class SqliteLifecycle(SqliteBase):
         unless their user has a message in line."""
         rows, ended = self._rows(
             "idle",
-            "SELECT d.rowid, d.id, json_extract(d.doc, '$.date_start'), (SELECT "
-            "json_extract(u.doc, '$.date_time') FROM utterances u WHERE u.dialog_id = d.id "
-            "ORDER BY u.seq DESC LIMIT 1) FROM dialogs d WHERE d.rowid > ? AND d.active = 1 "
-            "ORDER BY d.rowid LIMIT ?",
+            "SELECT d.rowid, d.id, CASE WHEN d.active = 1 THEN json_extract(d.doc, "
+            "'$.date_start') END, CASE WHEN d.active = 1 THEN (SELECT json_extract(u.doc, "
+            "'$.date_time') FROM utterances u WHERE u.dialog_id = d.id ORDER BY u.seq DESC "
+            "LIMIT 1) END FROM dialogs d WHERE d.rowid > ? ORDER BY d.rowid LIMIT ?",
             batch,
         )
         for _, dialog_id, start, last in rows:
