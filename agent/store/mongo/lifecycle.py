@@ -155,15 +155,17 @@ class MongoLifecycle(MongoBase):
     async def _close_if_still(self, user: Doc, dialog_id: str, count: int, now: datetime) -> bool:
         """Close the dialog if it is still open with ``count`` utterances and nobody in
         line; the dialog's document first (as ``close_active_dialog`` does), put back
-        open if a message came meanwhile."""
+        open if a message came meanwhile and the dialog is still the user's open one."""
         head = _open_head(user)
         assert head is not None
         closed = _dialog_doc(head, count=count, active=False)
         closed.update(date_finish=now)
         del closed["_id"], closed["opened_ns"]
-        await self._dialogs.update_one(
-            {"_id": dialog_id}, {"$set": closed, "$setOnInsert": {"opened_ns": 0}}, upsert=True
-        )
+        written = await self._dialogs.update_one(
+            {"_id": dialog_id, "active": True}, {"$set": closed}
+        )  # no upsert: a dialog erased meanwhile stays erased
+        if not written.matched_count:
+            return False
         released = await self._users.update_one(
             {
                 "_id": user["_id"],
@@ -175,6 +177,11 @@ class MongoLifecycle(MongoBase):
         )
         if released.modified_count:
             return True
+        still = await self._users.find_one(
+            {"_id": user["_id"], "dialog.id": dialog_id}, projection={"_id": 1}
+        )
+        if still is None:  # closed by its user, or erased, meanwhile: theirs stands
+            return False
         await self._dialogs.update_one(
             {"_id": dialog_id},
             {"$set": {"active": True, "date_finish": None, "active_key": closed["active_key"]}},
