@@ -12,7 +12,7 @@ answered while it runs.
    latency p50/p99 of both, and what the sweep removed meanwhile.
 
     .venv/bin/python bench/sweep.py --sqlite
-    .venv/bin/python bench/sweep.py                  # FerretDB, started here
+    .venv/bin/python bench/sweep.py --utterances 2000 --turns 400   # FerretDB, started here
     .venv/bin/python bench/sweep.py --mongodb-url mongodb://127.0.0.1:27017
 
 Writes ``bench/results/sweep-<store>.json``.
@@ -109,15 +109,18 @@ async def round_of(store: Store, retention: Retention, batch: int) -> dict[str, 
     }
 
 
-async def cost(url: str, batch: int) -> dict[str, Any]:
+async def cost(url: str, batch: int, utterances: int) -> dict[str, Any]:
     store = await open_store(url)
     try:
-        await fill(store, UTTERANCES, "cost")
+        await fill(store, utterances, "cost")
         compaction = await round_of(store, Retention(compact_turns=timedelta(days=1)), batch)
         expiry = await round_of(store, Retention(closed_dialogs=timedelta(days=1)), batch)
     finally:
         await store.close()
-    return {"batch": batch, "compaction": compaction, "expiry": expiry}
+    per_10000 = UTTERANCES / utterances
+    for figures in (compaction, expiry):
+        figures["round_s_per_10000"] = round(figures["round_s"] * per_10000, 3)
+    return {"batch": batch, "filled": utterances, "compaction": compaction, "expiry": expiry}
 
 
 def serving(app: Any) -> Any:
@@ -126,10 +129,12 @@ def serving(app: Any) -> Any:
     return serve(app)
 
 
-async def latency(url: str, turns: int, sweeping: bool, interval: float) -> dict[str, Any]:
+async def latency(
+    url: str, turns: int, sweeping: bool, interval: float, utterances: int
+) -> dict[str, Any]:
     store = await open_store(url)
     try:
-        await fill(store, UTTERANCES, f"lat{int(sweeping)}")
+        await fill(store, utterances, f"lat{int(sweeping)}")
     finally:
         await store.close()
     rules: dict[str, Any] = (
@@ -191,10 +196,14 @@ def fresh(url: str) -> str:
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     with database(args) as (url, kind):
         result: dict[str, Any] = {"store": kind}
-        result["cost_per_10000"] = await cost(fresh(url), args.batch)
+        result["cost"] = await cost(fresh(url), args.batch, args.utterances)
         print(json.dumps(result, indent=2))
-        result["without_sweep"] = await latency(fresh(url), args.turns, False, args.interval)
-        result["with_sweep"] = await latency(fresh(url), args.turns, True, args.interval)
+        result["without_sweep"] = await latency(
+            fresh(url), args.turns, False, args.interval, args.utterances
+        )
+        result["with_sweep"] = await latency(
+            fresh(url), args.turns, True, args.interval, args.utterances
+        )
     return result
 
 
@@ -207,6 +216,12 @@ if __name__ == "__main__":
         "--interval", type=float, default=1.0, help="CHORUS_SWEEP_INTERVAL under load"
     )
     parser.add_argument("--turns", type=int, default=2000, help="turns of each load run")
+    parser.add_argument(
+        "--utterances",
+        type=int,
+        default=UTTERANCES,
+        help="expired utterances stored (FerretDB: fewer, its writes slow down as it fills)",
+    )
     arguments = parser.parse_args()
     outcome = asyncio.run(main(arguments))
     print(json.dumps(outcome, indent=2))
