@@ -21,8 +21,9 @@ from agent.connectors.errors import (
     ServiceTimeout,
     ServiceUnavailable,
 )
+from agent.sdk.contracts import CONTRACT_HEADER
 from agent.sdk.models import DialogView, ServiceRequest
-from agent.telemetry import outgoing_headers
+from agent.telemetry import outgoing_headers, printable
 
 #: An answer larger than this is refused without being read whole (a misbehaving service
 #: must not be able to exhaust the agent's memory).
@@ -91,6 +92,7 @@ class HttpConnector:
             ) as response:
                 raw = await self._read_bounded(response)
                 status = response.status
+                broken_contract = CONTRACT_HEADER in response.headers
         except TimeoutError:
             raise ServiceTimeout(self.name, f"no answer within {self._timeout.total}s") from None
         except aiohttp.ClientConnectorError as exc:
@@ -101,6 +103,8 @@ class HttpConnector:
             raise ServiceUnavailable(
                 self.name, f"connection to {self.url} failed: {exc or type(exc).__name__}"
             ) from None
+        if broken_contract:
+            raise BadServiceResponse(self.name, _contract_message(raw))
         if not 200 <= status < 300:
             raise BadServiceStatus(self.name, status, raw.decode("utf-8", "replace"))
         return raw
@@ -129,3 +133,12 @@ class HttpConnector:
 
     async def aclose(self) -> None:
         """The shared session is closed by its owner, the agent's lifespan."""
+
+
+def _contract_message(raw: bytes) -> str:
+    """What an SDK service said its handler broke (agent/sdk/contracts.py), bounded."""
+    try:
+        message = json.loads(raw)["message"]
+    except (ValueError, KeyError, TypeError):
+        message = raw.decode("utf-8", "replace")
+    return printable(str(message), 500)

@@ -18,16 +18,30 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from agent.sdk.contracts import (
+    CONTRACT_HEADER,
+    AnnotatorHandler,
+    CandidateAnnotatorHandler,
+    ContractError,
+    ResponseSelectorHandler,
+    SkillHandler,
+    SkillSelectorHandler,
+    check_signature,
+    describe_validation,
+    handler_name,
+)
 from agent.sdk.models import (
     DialogView,
     HypothesisView,
@@ -40,6 +54,13 @@ from agent.sdk.roles import Role, singular
 from agent.sdk.tracing import TraceRequests, tracer_provider_from_env
 
 Handler = Callable[..., Any]
+_Annotator = TypeVar("_Annotator", bound=AnnotatorHandler)
+_Skill = TypeVar("_Skill", bound=SkillHandler)
+_Candidate = TypeVar("_Candidate", bound=CandidateAnnotatorHandler)
+_SkillSelector = TypeVar("_SkillSelector", bound=SkillSelectorHandler)
+_ResponseSelector = TypeVar("_ResponseSelector", bound=ResponseSelectorHandler)
+
+log = logging.getLogger("chorus.sdk")
 
 _skill_output = TypeAdapter(list[SkillHypothesis])
 _selector_output = TypeAdapter(list[str] | SkillSelection)
@@ -86,39 +107,43 @@ class Service:
         self._handler: Handler | None = None
         self._app: FastAPI | None = None
 
-    def _register(self, role: Role) -> Callable[[Handler], Handler]:
-        def decorator(fn: Handler) -> Handler:
-            if self._handler is not None:
-                raise RuntimeError(f"service {self.name!r} already has a handler")
-            self._role, self._handler = role, fn
-            return fn
+    def _register(self, role: Role, fn: Handler) -> None:
+        """Check the function fits its role now, so a broken handler stops the import."""
+        if self._handler is not None:
+            raise RuntimeError(f"service {self.name!r} already has a handler")
+        check_signature(self.name, role, fn)
+        self._role, self._handler = role, fn
 
-        return decorator
-
-    @property
-    def annotator(self) -> Callable[[Handler], Handler]:
+    def annotator(self, fn: _Annotator) -> _Annotator:
         """``fn(dialog) -> JSON``: stored under ``annotations[<service name>]``."""
-        return self._register("annotators")
+        self._register("annotators", fn)
+        return fn
 
-    @property
-    def skill(self) -> Callable[[Handler], Handler]:
+    def skill(self, fn: _Skill) -> _Skill:
         """``fn(dialog) -> list[SkillHypothesis]`` (or one): response candidates."""
-        return self._register("skills")
+        self._register("skills", fn)
+        return fn
 
-    @property
-    def candidate_annotator(self) -> Callable[[Handler], Handler]:
+    def candidate_annotator(self, fn: _Candidate) -> _Candidate:
         """``fn(dialog, hypothesis) -> JSON``: called for every hypothesis of the turn."""
-        return self._register("candidate_annotators")
+        self._register("candidate_annotators", fn)
+        return fn
 
-    @property
-    def skill_selector(self) -> Callable[[Handler], Handler]:
+    def skill_selector(self, fn: _SkillSelector) -> _SkillSelector:
         """``fn(dialog) -> list[str] | SkillSelection``: the skills to run (and why)."""
-        return self._register("skill_selectors")
+        self._register("skill_selectors", fn)
+        return fn
 
-    @property
-    def response_selector(self) -> Callable[[Handler], Handler]:
+    def response_selector(self, fn: _ResponseSelector) -> _ResponseSelector:
         """``fn(dialog) -> Selection | int``: which hypothesis answers."""
-        return self._register("response_selectors")
+        self._register("response_selectors", fn)
+        return fn
+
+    def response_annotator(self, fn: _Annotator) -> _Annotator:
+        """``fn(dialog) -> JSON``: annotates the bot's answer once it is chosen (the
+        dialog's last utterance is the bot's); stored on that utterance."""
+        self._register("response_annotators", fn)
+        return fn
 
     async def _call(self, *args: Any) -> Any:
         assert self._handler is not None
@@ -132,7 +157,13 @@ class Service:
             hypotheses: list[HypothesisView] = dialog.human_utterance.hypotheses
             outputs = [await self._call(dialog, h) for h in hypotheses]
             return _jsonable(outputs)
-        return _normalise(self._role, await self._call(dialog))
+        output = await self._call(dialog)
+        try:
+            return _normalise(self._role, output)
+        except ValidationError as exc:
+            raise ContractError(
+                self.name, self._role, handler_name(self._handler), describe_validation(exc)
+            ) from exc
 
     async def respond(self, request: ServiceRequest) -> list[Any]:
         """Answer a batch: one item per dialog, in the order received."""
@@ -169,6 +200,17 @@ def build_app(service: Service) -> FastAPI:
     assert service._role is not None
     role = singular(service._role)
     app.post("/respond", summary=f"{role} {service.name}")(respond)
+
+    @app.exception_handler(ContractError)
+    async def broken_contract(_: Request, exc: ContractError) -> JSONResponse:
+        # A 500: the service is at fault, not the request. The header tells the agent the
+        # message is the handler's own account, to record as the service's bad response.
+        log.error("%s", exc.message)
+        return JSONResponse(
+            status_code=500,
+            content={"message": exc.message, "detail": exc.message},
+            headers={CONTRACT_HEADER: "1"},
+        )
 
     @app.get("/health")
     async def health() -> dict[str, str]:
