@@ -94,24 +94,21 @@ export async function callApi(path, { method = "GET", body } = {}) {
       method, headers, body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch (error) {
-    return { status: 0, ok: false, body: { detail: `the agent did not answer (${error})` } };
+    return { status: 0, ok: false, body: { message: `the agent did not answer (${error})` } };
   }
   let parsed = null;
   try {
     parsed = await response.json();
   } catch {
-    parsed = { detail: `${response.status} ${response.statusText}` };
+    parsed = { message: `${response.status} ${response.statusText}` };
   }
   return { status: response.status, ok: response.ok, body: parsed };
 }
 
-/** A readable sentence from an error body (FastAPI's detail is a string or a list). */
+/** A readable sentence from an error body: every error's `message` (docs/api.md). */
 export function describeError(result) {
-  const detail = result.body && result.body.detail;
-  if (Array.isArray(detail)) {
-    return detail.map((d) => `${(d.loc || []).join(".")}: ${d.msg}`).join("; ");
-  }
-  return detail ? String(detail) : `the agent answered ${result.status}`;
+  const message = result.body && result.body.message;
+  return message ? String(message) : `the agent answered ${result.status}`;
 }
 
 /** Whether the agent refused for want of the right API key. */
