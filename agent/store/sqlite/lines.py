@@ -13,7 +13,7 @@ class SqliteLines(SqliteBase):
     """:class:`agent.store.LineStore` on SQLite."""
 
     async def take_place(self, user_id: str, lease_until: datetime) -> Place:
-        busy, (number,) = self._write(
+        busy, (number,) = await self._write(
             ("SELECT EXISTS (SELECT 1 FROM lines WHERE user_id = ? AND done = 0)", [user_id]),
             (
                 "INSERT INTO lines (user_id, place, done, alive_until) VALUES (?, (SELECT "
@@ -25,21 +25,21 @@ class SqliteLines(SqliteBase):
         return Place(user_id, number, not busy[0], lease_until - utc_now())
 
     async def first_in_line(self, place: Place, now: datetime) -> bool:
-        self._write(
+        await self._write(
             (
                 "UPDATE lines SET done = 1 WHERE user_id = ? AND place < ? AND done = 0 "
                 "AND alive_until < ?",
                 [place.user_id, place.number, now.timestamp()],
             )
         )
-        row = self._one(
+        row = await self._one(
             "SELECT 1 FROM lines WHERE user_id = ? AND place < ? AND done = 0 LIMIT 1",
             [place.user_id, place.number],
         )
         return row is None
 
     async def renew_places(self, places: list[tuple[str, int]], lease_until: datetime) -> None:
-        self._write(
+        await self._write(
             *(
                 (
                     "UPDATE lines SET alive_until = ? WHERE user_id = ? AND place = ? AND done = 0",
@@ -52,5 +52,5 @@ class SqliteLines(SqliteBase):
     async def leave(self, place: Place, *, served: bool = True) -> None:
         """(``served`` is not needed here: the line is read with one query.)"""
         if not place.left:
-            self._write(*_leaving(place))
+            await self._write(*_leaving(place))
             place.left = True
