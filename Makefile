@@ -19,8 +19,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# `make run RUN_ARGS="--port 5000"` moves the agent (docs/configuration.md, "Moving make
+# run's ports"); the services' ports are their URLs in the pipeline file.
+RUN_ARGS ?=
+
 run: install
-	$(BIN)/chorus run
+	$(BIN)/chorus run $(RUN_ARGS)
 
 PYTHON_DIRS := agent annotators skills skill_selectors response_selectors tests bench
 

@@ -23,6 +23,8 @@ app = typer.Typer(
     help="Chorus: dialogue orchestration for multi-skill chatbots.",
     no_args_is_help=True,
     add_completion=False,
+    # Click's plain help: every option's help as written, no "<bool>" type column.
+    rich_markup_mode=None,
 )
 
 
@@ -43,13 +45,25 @@ app.add_typer(new_app, name="new")
 
 @app.command()
 def run(
-    host: Annotated[str, typer.Option(help="address the agent listens on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port the agent listens on")] = 4242,
-    services_only: Annotated[bool, typer.Option(help="start the services, not the agent")] = False,
+    host: Annotated[
+        str, typer.Option(metavar="ADDRESS", help="The address the agent listens on.")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int,
+        typer.Option(
+            metavar="PORT",
+            help="The port the agent listens on; the services' ports are those of their "
+            "URLs in the pipeline file.",
+        ),
+    ] = 4242,
+    services_only: Annotated[
+        bool, typer.Option(help="Start the services only, not the agent.")
+    ] = False,
 ) -> None:
-    """Start the local stack: the pipeline's services from this repository, then the agent.
+    """Start the local stack: the services, then the agent.
 
-    Ctrl-C stops everything.
+    Every service of the pipeline file found in this repository is started on the port of
+    its URL, then the agent. Ctrl-C stops everything.
     """
     root = Path.cwd()
     try:

@@ -97,6 +97,24 @@ def test_eval_replays_episodes_and_scores_them_as_computed_by_hand(
     assert episodes[0][0]["id"] == "where_is"
 
 
+def test_the_shipped_sample_replays_as_the_docs_say(
+    agent_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/parlai.md's `chorus eval tasks/babi.txt`, run from the repository's root."""
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    episodes = read_episodes(Path("tasks/babi.txt"))
+    assert [len(episode) for episode in episodes] == [3, 2, 3]
+    report_path = tmp_path / "report.json"
+    result = CliRunner().invoke(
+        app, ["eval", "tasks/babi.txt", "--url", agent_url, "--json", str(report_path)]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(report_path.read_text())
+    assert [episode["scored"] for episode in report["episodes"]] == [3, 2, 3]
+    assert report["overall"]["turns"] == 8
+    assert report["overall"]["exact_match"] > 0  # the where-is skill gets some right
+
+
 def test_eval_names_a_bad_line(tmp_path: Path) -> None:
     dataset = tmp_path / "bad.txt"
     dataset.write_text("text:ok\tepisode_done:True\nbroken line\n")
