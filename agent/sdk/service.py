@@ -12,6 +12,11 @@ The agent posts ``{"dialogs": [view, ...]}``; the function is called once per di
 order, async functions concurrently) and the answer is a JSON list, one item per dialog.
 Sync functions run in a worker thread, as FastAPI runs sync endpoints, so a blocking model
 call cannot stall the server.
+
+The contract is checked at both ends (agent/sdk/contracts.py): a function its role cannot
+call is refused when it is decorated, so the service fails at import naming it; an answer
+outside the role's shape is a 500 carrying pydantic's words, which the agent records as the
+service's ``bad_response``. ``agent.sdk.testing`` calls a service in-process for its tests.
 """
 
 from __future__ import annotations
