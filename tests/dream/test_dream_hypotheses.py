@@ -1,5 +1,6 @@
-"""Hypotheses reach formatters and dp-agent's tools as the skills returned them, and a dp-agent
-skill selector's decision is recorded, through the agent over HTTP on both stores."""
+"""Hypotheses reach formatters and dp-agent's tools as the skills returned them, a dp-agent
+skill selector's decision is recorded, and what Chorus keeps for a dp-agent pipeline is shown
+in the dp-agent view where dp-agent keeps it; through the agent over HTTP on both stores."""
 
 from __future__ import annotations
 
@@ -23,6 +24,14 @@ def config(services: Any, seen: Recorder) -> dict[str, Any]:
 
     return {
         "services": {
+            "annotators": {
+                "prev_bot_len": {
+                    "connector": http(services(dream.lengths()).url),
+                    "dialog_formatter": f"{F}:previous_bot",
+                    "response_formatter": f"{F}:simple",
+                    "state_manager_method": "add_annotation_prev_bot_utt",
+                },
+            },
             "skill_selectors": {
                 "rule_based_selector": {
                     "connector": http(services(dream.skill_selector("eliza", "counter")).url),
@@ -104,3 +113,22 @@ def test_a_dp_agent_skill_selectors_decision_is_recorded(
         }
     ]
     assert {h["skill_name"] for h in human["hypotheses"]} == {"counter", "eliza"}
+
+
+def test_the_dp_agent_view_shows_previous_bot_annotations_where_dp_agent_keeps_them(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(config(services, Recorder()))
+    first = say(client, "hello")
+    say(client, "again")
+    url = f"/api/dialogs/{first['dialog_id']}"
+    dialog = client.get(url, params={"view": "dp-agent"}).json()
+    bot = dialog["bot_utterances"][0]
+    # annotated on the second turn, shown on the first turn's bot utterance, as dp-agent has it
+    assert bot["annotations"] == {"prev_bot_len": {"length": len(bot["text"])}}
+    for human in dialog["human_utterances"]:
+        assert human["attributes"] == {}, "Chorus's bookkeeping stays out of dp-agent's view"
+    # Chorus's own view keeps where it is stored
+    chorus = client.get(url, params={"view": "chorus"}).json()["utterances"]
+    assert chorus[1]["annotations"] == {}
+    assert chorus[2]["attributes"]["_prev_bot_annotations"] == bot["annotations"]
