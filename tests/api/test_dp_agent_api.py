@@ -234,3 +234,20 @@ def test_the_current_load_websocket_needs_the_readers_key(
     headers = {"X-API-Key": "s3cret-key-for-readers"}
     with ws_connect(ws_url(client), additional_headers=headers, open_timeout=10) as socket:
         assert json.loads(socket.recv(timeout=10))["current_load"] == {"agent": 0}
+
+
+def test_closing_commands_answer_an_empty_object_when_asked_to(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = start(services, agent, command_reply="dp-agent")
+    first = say(client, "ann")["dialog_id"]
+    for command in ("/close", "/start"):
+        response = client.post("/", json={"user_id": "ann", "payload": command})
+        assert response.status_code == 200 and response.json() == {}
+    second = say(client, "ann")["dialog_id"]
+    assert second != first  # the command closed the open dialog, as on dp-agent
+    assert client.get(f"/api/dialogs/{first}").json()["date_finish"] is not None
+    # Chorus's own reply by default
+    chorus = start(services, agent)
+    closed = chorus.post("/", json={"user_id": "bob", "payload": "/close"}).json()
+    assert closed["utt_id"] is None and "closed" in closed["response"]
