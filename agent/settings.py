@@ -168,6 +168,11 @@ class Settings(BaseSettings):
         description="longest accepted user id, in characters (dp-agent sets none); any "
         "printable text up to it is a user id",
     )
+    command_reply: Literal["chorus", "dp-agent"] = Field(
+        default="chorus",
+        description="what POST / answers to /start and /close: Chorus's reply naming the "
+        "closed dialog, or dp-agent's empty object {} (docs/dream.md)",
+    )
     dialog_view: Literal["chorus", "dp-agent"] = Field(
         default="chorus",
         description="the shape GET /api/dialogs/{id} and /api/user/{id} answer in when the "

@@ -26,6 +26,7 @@ from agent.api.routes import (
     debug,
     dialogs,
     health,
+    load_ws,
     metrics,
     observe,
     pages,
@@ -96,7 +97,18 @@ def create_app(
         lifespan=_lifespan(settings, pipeline, telemetry, owns_telemetry=tracer_provider is None),
     )
     install_error_handlers(app)
-    for module in (chat, observe, dialogs, ratings, health, metrics, pipeline_info, debug, pages):
+    for module in (
+        chat,
+        observe,
+        dialogs,
+        ratings,
+        health,
+        metrics,
+        pipeline_info,
+        debug,
+        load_ws,
+        pages,
+    ):
         app.include_router(module.router)
     app.mount(pages.ASSETS_PATH, pages.static_files(), name="pages")
     if settings.cors_origins:

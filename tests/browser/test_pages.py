@@ -253,3 +253,16 @@ def test_the_inspector_shows_why_each_skill_was_skipped(
     expect(greeting_bar).to_have_attribute("title", re.compile("not chosen by rules"))
     # No rule names the parrot: it ran, and its hypothesis is there.
     expect(page.locator('tr.hypothesis[data-skill="parrot"]')).to_have_count(1)
+
+
+def test_the_load_page_reads_dp_agents_websocket(page: Page, stack: AgentFactory) -> None:
+    client = stack()
+    client.post("/", json={"user_id": "ann", "payload": "Hello!"})
+    sockets: list[str] = []
+    page.on("websocket", lambda socket: sockets.append(socket.url))
+    page.goto(url(client, "/debug/current_load"))
+    rows = page.locator("#rows tr")
+    expect(rows.filter(has_text="agent").locator("td").nth(1)).to_have_text("0")
+    expect(rows.filter(has_text="greeting")).to_have_count(1)  # a service's mean time
+    assert sockets == [url(client, "/debug/current_load/ws").replace("http://", "ws://", 1)]
+    expect(page.locator("#status")).to_have_text("")
