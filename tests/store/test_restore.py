@@ -1,0 +1,67 @@
+"""Restoring from a backup, on every store: a dialog is stored whole and once, the stored
+user is kept, an open dialog stays open unless the user has another, and a restored open
+dialog takes the next turn."""
+
+from __future__ import annotations
+
+from agent.state.models import Dialog, Human, Profile
+from agent.store import Store
+from agent.store.base import Restored
+from tests.store.test_contract import turn
+
+
+async def backed_up(store: Store, user: str) -> Dialog:
+    """A dialog of two turns with ratings and attributes, as a backup holds it."""
+    dialog_id, bot = await turn(store, user, "hello", human_attributes={"seen": 1})
+    await turn(store, user, "again", bot_attributes={"mood": "calm"})
+    await store.add_utterance_rating(bot.utt_id, {"rating": "good"}, user_id=user, rating=5)
+    await store.add_dialog_rating(dialog_id, {"rating": 3}, rating=3)
+    dialog = await store.dialog(dialog_id)
+    assert dialog is not None
+    return dialog
+
+
+async def test_a_restored_dialog_reads_back_as_it_was_and_is_stored_once(
+    store: Store, another_agent_store: Store
+) -> None:
+    dialog = await backed_up(store, "ann")
+    await store.delete_user("ann")
+    assert await store.restore_user(dialog.human)
+    assert not await store.restore_user(dialog.human.model_copy(update={"attributes": {}}))
+    assert await store.restore_dialog("ann", dialog, active=True) is Restored.STORED
+    assert await store.restore_dialog("ann", dialog, active=True) is Restored.PRESENT
+    read = await another_agent_store.dialog(dialog.dialog_id)
+    assert read is not None
+    assert read.model_dump(exclude={"human": {"id"}}) == dialog.model_dump(
+        exclude={"human": {"id"}}
+    )
+    assert await store.user_dialogs("ann") == [read]
+    # It is the user's open dialog: the next turn continues it, after its utterances.
+    continued, _ = await turn(another_agent_store, "ann", "and now")
+    assert continued == dialog.dialog_id
+    after = await store.dialog(dialog.dialog_id)
+    assert after is not None
+    assert [u.text for u in after.utterances] == ["hello", "ok", "again", "ok", "and now", "ok"]
+
+
+async def test_an_open_dialog_is_restored_closed_beside_the_users_own_open_one(
+    store: Store,
+) -> None:
+    dialog = await backed_up(store, "ann")
+    await store.delete_user("ann")
+    newer, _ = await turn(store, "ann", "I am back")
+    human = Human(user_external_id="ann", profile=Profile(name="Ann"))
+    assert not await store.restore_user(human)  # the stored user is newer: kept
+    assert await store.restore_dialog("ann", dialog, active=True) is Restored.STORED_CLOSED
+    restored = await store.dialog(dialog.dialog_id)
+    assert restored is not None and restored.date_finish is not None
+    assert restored.human.profile.name is None
+    assert (await store.active_dialog(await store.human("ann"), "http_client")).dialog_id == newer
+
+
+async def test_a_dialog_restored_for_an_unknown_user_creates_them(store: Store) -> None:
+    dialog = await backed_up(store, "ann")
+    moved = dialog.model_copy(update={"dialog_id": dialog.dialog_id + "x", "utterances": []})
+    assert await store.restore_dialog("bob", moved, active=False) is Restored.STORED
+    dialogs = await store.user_dialogs("bob")
+    assert dialogs is not None and [d.dialog_id for d in dialogs] == [moved.dialog_id]
