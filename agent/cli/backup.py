@@ -32,6 +32,7 @@ from agent.settings import Settings
 from agent.store import Store, StoreUnavailable, open_store
 from agent.store.backup import (
     BackupError,
+    DialogRecord,
     ImportReport,
     Selection,
     aware,
@@ -41,6 +42,7 @@ from agent.store.backup import (
     restore,
 )
 from agent.store.base import StoreWriteRefused
+from agent.store.dp_agent_source import DpAgentSource
 
 err = Console(stderr=True, soft_wrap=True)
 DEFAULT_DB = Settings.model_fields["db_url"].default
@@ -159,41 +161,82 @@ async def _export(url: str, selection: Selection, target: IO[str]) -> int:
 
 def import_command(
     file: Annotated[
-        Path,
+        Path | None,
         typer.Argument(help="A backup written by `chorus export`.", exists=True, dir_okay=False),
-    ],
+    ] = None,
+    from_dp_agent: Annotated[
+        str | None,
+        typer.Option(
+            "--from-dp-agent",
+            metavar="URL",
+            help="Read DeepPavlov Agent's own database instead of a file: its MongoDB URL "
+            "with the database's name, e.g. mongodb://localhost:27017/dp_agent.",
+        ),
+    ] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Restore a backup written by `chorus export` into a store of either kind.
+    """Restore a backup written by `chorus export`, or dp-agent's dialogs, into a store of
+    either kind.
 
-    The whole file is checked first: a line that is wrong stops the import before anything
-    is written, with its line number and what to fix. Then each dialog is stored whole.
-    Users and dialogs already in the store are kept as they are, so importing the same file
-    twice stores it once, and the store's other users stay. A progress bar is shown on
-    standard error.
+    A backup file is checked whole first: a line that is wrong stops the import before
+    anything is written, with its line number and what to fix. Then each dialog is stored
+    whole. Users and dialogs already in the store are kept as they are, so importing the
+    same file (or the same dp-agent database) twice stores it once, and the store's other
+    users stay. A progress bar is shown on standard error.
     """
-    size = file.stat().st_size
+    if (file is None) == (from_dp_agent is None):
+        raise _fail("name a backup FILE, or a dp-agent database with --from-dp-agent", 2)
     try:
-        with _progress(DownloadColumn()) as progress:
-            task = progress.add_task("checking", total=size)
-            for _ in read_records(_lines(file, lambda n: progress.advance(task, n))):
-                pass
+        if from_dp_agent is not None:
+            report = asyncio.run(_import_dp_agent(db, from_dp_agent))
+            source = from_dp_agent
+        else:
+            assert file is not None
+            _check(file)
+            report = asyncio.run(_import(db, file, file.stat().st_size))
+            source = str(file)
     except BackupError as exc:
-        raise _fail(f"{file}: {exc}; nothing was imported", 2) from None
-    except UnicodeDecodeError as exc:
-        raise _fail(f"{file}: not UTF-8 text ({exc}); nothing was imported", 2) from None
-    try:
-        report = asyncio.run(_import(db, file, size))
+        raise _fail(f"{exc}; nothing was imported", 2) from None
     except StoreUnavailable as exc:
         raise _fail(
-            f"the store cannot be written: {exc}; what was imported before stays, and "
-            "importing the file again finishes the job"
+            f"a database cannot be reached: {exc}; what was imported before stays, and "
+            "importing again finishes the job"
         ) from None
     except StoreWriteRefused as exc:
         raise _fail(f"{exc}; the dialogs before it are imported") from None
-    err.print(f"imported {file}: {report.summary()}", highlight=False)
+    err.print(f"imported {source}: {report.summary()}", highlight=False)
     for dialog_id in report.dialogs_closed:
         err.print(f"  stored closed: {dialog_id}", highlight=False)
+
+
+def _check(file: Path) -> None:
+    """Read the whole backup without writing: :class:`BackupError` at its first bad line."""
+    try:
+        with _progress(DownloadColumn()) as progress:
+            task = progress.add_task("checking", total=file.stat().st_size)
+            for _ in read_records(_lines(file, lambda n: progress.advance(task, n))):
+                pass
+    except BackupError as exc:
+        raise BackupError(f"{file}: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise BackupError(f"{file}: not UTF-8 text ({exc})") from None
+
+
+async def _import_dp_agent(url: str, source_url: str) -> ImportReport:
+    report = ImportReport()
+    source = DpAgentSource(source_url)
+    try:
+        total = await source.count_dialogs()
+        async with _opened(url) as store:
+            with _progress(MofNCompleteColumn()) as progress:
+                task = progress.add_task("importing dp-agent's dialogs", total=total)
+                async for record in source.records():
+                    await restore(store, record, report)
+                    if isinstance(record, DialogRecord):
+                        progress.advance(task)
+    finally:
+        await source.close()
+    return report
 
 
 async def _import(url: str, file: Path, size: int) -> ImportReport:
