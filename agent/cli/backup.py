@@ -223,6 +223,7 @@ def _check(file: Path) -> None:
 
 
 async def _import_dp_agent(url: str, source_url: str) -> ImportReport:
+    """dp-agent's dialogs into the store; one it cannot read is skipped and named."""
     report = ImportReport()
     source = DpAgentSource(source_url)
     try:
@@ -236,6 +237,8 @@ async def _import_dp_agent(url: str, source_url: str) -> ImportReport:
                         progress.advance(task)
     finally:
         await source.close()
+    for dialog_id, why in source.skipped:
+        err.print(f"[yellow]skipped[/yellow] dp-agent dialog {dialog_id}: {why}", highlight=False)
     return report
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from bson import ObjectId
 from bson.decimal128 import Decimal128
+from pydantic import ValidationError
 from pymongo import ASCENDING, AsyncMongoClient
 from pymongo.errors import PyMongoError
 
@@ -113,10 +114,23 @@ def _human(doc: Doc) -> Human:
     )
 
 
+def _why(exc: Exception) -> str:
+    """What is wrong with a dialog dp-agent stored, in one sentence."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return f"{where}: {first['msg']}" if where else str(first["msg"])
+    if isinstance(exc, KeyError):
+        return f"no field {exc}"
+    return str(exc)
+
+
 class DpAgentSource:
     """A dp-agent database (``mongodb://host/dp_agent``), read dialog by dialog."""
 
     def __init__(self, url: str) -> None:
+        #: dialogs that could not be read (their id, and why): skipped, the rest imported
+        self.skipped: list[tuple[str, str]] = []
         self._client: AsyncMongoClient[Doc] = AsyncMongoClient(
             url, tz_aware=True, tzinfo=UTC, serverSelectionTimeoutMS=_TIMEOUT_MS
         )
@@ -146,10 +160,16 @@ class DpAgentSource:
                 user = await self._db[USERS].find_one({"_id": head.get("_human_id")})
                 if user is None:
                     continue  # a dialog whose user is gone: dp-agent cannot show it either
-                if user["_id"] not in seen:
+                try:
+                    human = _human(user) if user["_id"] not in seen else None
+                    dialog = await self._dialog(head, str(user["external_id"]))
+                except (ValidationError, KeyError, TypeError, ValueError) as exc:
+                    self.skipped.append((str(head.get("dialog_id") or head["_id"]), _why(exc)))
+                    continue
+                if human is not None:
                     seen.add(user["_id"])
-                    yield UserRecord(user=_human(user))
-                yield await self._dialog(head, str(user["external_id"]))
+                    yield UserRecord(user=human)
+                yield dialog
         except PyMongoError as exc:
             raise StoreUnavailable(f"dp-agent's database: {exc}") from exc
 

@@ -111,3 +111,19 @@ def test_a_database_that_is_not_dp_agents_is_refused(mongodb_url: str, tmp_path:
     )
     assert result.exit_code == 2
     assert "no 'dialog' collection" in " ".join(result.output.split())
+
+
+def test_a_dialog_dp_agent_stored_that_cannot_be_read_is_skipped_and_named(
+    dp_agent_db: str, tmp_path: Path
+) -> None:
+    """One utterance spoiled after dp-agent wrote it (a confidence that is no number): that
+    dialog is named and skipped, the others come along."""
+    client: MongoClient[dict[str, Any]] = MongoClient(dp_agent_db)
+    spoiled = dumped("dialog")[2]
+    client.get_default_database()["bot_utterance"].update_one(
+        {"_dialog_id": spoiled["_id"]}, {"$set": {"confidence": "high"}}
+    )
+    client.close()
+    output = import_from(dp_agent_db, f"sqlite:///{tmp_path}/chorus.db")
+    assert f"skipped dp-agent dialog {spoiled['dialog_id']}: could not convert" in output
+    assert "2 dialog(s) stored" in output
