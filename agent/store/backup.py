@@ -158,16 +158,51 @@ async def count_dialogs(store: DialogStore, selection: Selection) -> int | None:
     return total
 
 
+async def all_dialog_ids(store: DialogStore, page: int = _PAGE) -> AsyncIterator[str]:
+    """Every dialog id, in the order the dialogs were opened, a page at a time, while the
+    agent goes on serving. New dialogs come after the last one, so they are read too; an
+    erased user's dialogs move the later ones back, which a plain offset would skip. So each
+    page starts one id early and must begin with the last id read; when it does not, the
+    last id is looked for a page further back at a time, or (erased itself) the list is read
+    again from the start: a dialog read twice is harmless, since importing keeps the first
+    copy, where a dialog missed would be lost from the backup."""
+    offset, last = 0, None  # where the next id is, and the id before it
+    while True:
+        if last is None:
+            ids = await store.list_dialog_ids(offset, page, None)
+        else:
+            ids = await store.list_dialog_ids(offset - 1, page + 1, None)
+            if ids and ids[0] == last:
+                ids = ids[1:]
+            else:  # dialogs before it were erased
+                offset = await _find_back(store, last, offset - 1, page)
+                ids = await store.list_dialog_ids(offset, page, None)
+        if not ids:
+            return
+        for dialog_id in ids:
+            yield dialog_id
+        offset += len(ids)
+        last = ids[-1]
+
+
+async def _find_back(store: DialogStore, last: str, start: int, page: int) -> int:
+    """Where to go on after ``last`` once the ids before ``start`` shrank: just after it,
+    found a page further back at a time; the start when it was erased itself."""
+    while start > 0:
+        start = max(0, start - page)
+        window = await store.list_dialog_ids(start, 2 * page, None)
+        if last in window:
+            return start + window.index(last) + 1
+    return 0
+
+
 async def _selected_dialogs(store: DialogStore, selection: Selection) -> AsyncIterator[Dialog]:
     """The selected dialogs one at a time (the store's whole content never in memory)."""
     if selection.everything:
-        offset = 0
-        while page := await store.list_dialog_ids(offset, _PAGE, None):
-            offset += len(page)
-            for dialog_id in page:
-                dialog = await store.dialog(dialog_id)
-                if dialog is not None:  # erased since the page was read
-                    yield dialog
+        async for dialog_id in all_dialog_ids(store):
+            dialog = await store.dialog(dialog_id)
+            if dialog is not None:  # erased since its id was read
+                yield dialog
         return
     for user_id in selection.users:
         dialogs = await store.user_dialogs(user_id)

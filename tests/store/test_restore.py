@@ -11,6 +11,7 @@ from pymongo import AsyncMongoClient
 
 from agent.state.models import Dialog, Human, Profile
 from agent.store import Store
+from agent.store.backup import all_dialog_ids
 from agent.store.base import Restored
 from tests.store.test_contract import turn
 
@@ -91,3 +92,22 @@ async def test_a_restore_cut_short_on_mongodb_is_finished_by_running_it_again(
     assert await store.restore_dialog("ann", dialog, active=False) is Restored.STORED
     read = await store.dialog(dialog.dialog_id)
     assert read is not None and read.utterances == dialog.utterances
+
+
+async def test_an_export_of_a_store_in_use_misses_no_dialog_when_users_are_erased(
+    store: Store,
+) -> None:
+    """Dialogs opened during the export are read; an erasure moves the later dialogs back
+    in the list, and none of them is skipped (one read twice is harmless on import)."""
+    opened = [(await turn(store, f"user-{n}", "hi"))[0] for n in range(9)]
+    read: list[str] = []
+    async for dialog_id in all_dialog_ids(store, page=2):
+        read.append(dialog_id)
+        if len(read) == 3:
+            await store.delete_user("user-0")
+            await store.delete_user("user-1")
+        if len(read) == 5:
+            await store.delete_user("user-4")  # the last id read, erased itself
+            opened.append((await turn(store, "late", "hi"))[0])
+    assert set(opened[5:]) <= set(read)
+    assert read[:5] == opened[:5]
