@@ -238,18 +238,3 @@ def test_export_and_import_say_what_to_fix(db_url: str, tmp_path: Path) -> None:
         assert "--db" in run(command, "--help").output
     neither = run("import", "--db", db_url)
     assert neither.exit_code == 2 and "name a backup FILE" in neither.output
-
-
-def test_a_database_that_cannot_be_reached_is_named(tmp_path: Path) -> None:
-    down = "mongodb://127.0.0.1:9/chorus?serverSelectionTimeoutMS=200"
-    exported = run("export", "--all", "--db", down)
-    assert exported.exit_code == 1 and "the store cannot be read" in exported.output
-    backup = tmp_path / "backup.jsonl"
-    assert (
-        run("export", "--all", "-o", str(backup), "--db", f"sqlite:///{tmp_path}/a.db").exit_code
-        == 0
-    )
-    imported = run("import", str(backup), "--db", down)
-    assert imported.exit_code == 1 and "importing again finishes the job" in " ".join(
-        imported.output.split()
-    )
