@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from agent.api.serve import serve
-from agent.cli import stack
+from agent.cli import backup, stack
 from agent.cli.chat import chat_command
 from agent.cli.parlai import eval_command, export_command
 from agent.cli.scaffold import new_app
@@ -36,7 +36,9 @@ def main() -> None:
 
 
 app.command("eval")(eval_command)
-app.command("export")(export_command)
+app.command("export")(backup.export_command)
+app.command("import")(backup.import_command)
+app.command("export-parlai")(export_command)
 app.command("chat")(chat_command)
 app.add_typer(new_app, name="new")
 

@@ -18,7 +18,15 @@ from pydantic import BaseModel, Field
 
 from agent.sdk.errors import ChorusError
 from agent.sdk.models import JsonDict
-from agent.state.models import Bot, BotUtterance, Dialog, Human, HumanUtterance, Utterance
+from agent.state.models import (
+    Bot,
+    BotUtterance,
+    Dialog,
+    Human,
+    HumanUtterance,
+    Utterance,
+    utc_now,
+)
 
 
 class StoreUnavailable(ChorusError):
@@ -97,6 +105,24 @@ class TurnStart:
     #: the agent died in between): the store completed that end just now, so the last
     #: turn is whole, and its client never got the answer
     completed_last_turn: bool = False
+
+
+class Restored(enum.Enum):
+    """What restoring a dialog from a backup did (:meth:`DialogStore.restore_dialog`)."""
+
+    STORED = "stored"
+    #: stored, but closed: the user has another open dialog in this store
+    STORED_CLOSED = "stored_closed"
+    PRESENT = "present"  #: a dialog with that id was stored already: left as it is
+
+
+def restored_head(dialog: Dialog, human_id: str, *, closed: bool) -> DialogHead:
+    """The head of a dialog read from a backup, as a store keeps it; ``closed``: it was open
+    but is stored closed (the user has another open dialog), so it gets its end now."""
+    head = DialogHead(**dialog.model_dump(exclude={"human", "utterances"}), human_id=human_id)
+    if closed and head.date_finish is None:
+        head.date_finish = utc_now()
+    return head
 
 
 class DialogStore(Protocol):
@@ -208,6 +234,22 @@ class DialogStore(Protocol):
         ``rating`` when given, in one write; False when there is no such bot utterance, or,
         with ``user_id``, none in that user's dialogs. Another user's answer and a missing
         one take the same path, so the time a refusal takes does not tell ids apart."""
+        ...
+
+    async def restore_user(self, human: Human) -> bool:
+        """Store a user read from a backup (``chorus import``), with their profile and
+        attributes, unless a user with that user id is already stored: the stored one is
+        newer and is kept as it is. True when stored. The store may give the user another
+        internal ``id`` (MongoDB derives it from the user id)."""
+        ...
+
+    async def restore_dialog(self, user_id: str, dialog: Dialog, active: bool) -> Restored:
+        """Store a dialog read from a backup, whole, with its utterances' ids, for the user
+        with ``user_id`` (created, empty, when missing). A dialog whose id is stored already
+        is left as it is (importing twice stores once). ``active``: it was the user's open
+        dialog; it is stored closed when the user has another open dialog here. Atomic on
+        SQLite; on MongoDB the dialog's document is written last, so a restore cut short
+        is finished by running it again."""
         ...
 
     async def delete_user(self, user_id: str) -> bool:
