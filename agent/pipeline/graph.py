@@ -11,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from agent.pipeline.config import PipelineConfig, PipelineConfigError, ServiceConfig
+from agent.pipeline.config import (
+    DoubleTexting,
+    PipelineConfig,
+    PipelineConfigError,
+    ServiceConfig,
+)
 from agent.sdk.roles import ROLES, Role
 
 
@@ -44,6 +49,7 @@ class Pipeline:
     turn_timeout: float
     fallback_response: str
     disabled: tuple[DisabledService, ...] = ()
+    double_texting: DoubleTexting = "enqueue"
 
     def group(self, group: Role) -> list[ServiceNode]:
         return [node for node in self.nodes if node.group == group]
@@ -173,4 +179,6 @@ def build_pipeline(config: PipelineConfig) -> Pipeline:
         )
         for n in order
     )
-    return Pipeline(nodes, config.turn_timeout, config.fallback_response, tuple(off))
+    return Pipeline(
+        nodes, config.turn_timeout, config.fallback_response, tuple(off), config.double_texting
+    )

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from agent.api.deps import FlowDep, IdempotencyKey, JsonBody, SettingsDep
+from agent.api.deps import (
+    DoubleTextingPolicy,
+    FlowDep,
+    IdempotencyKey,
+    JsonBody,
+    SettingsDep,
+)
 from agent.api.limits import attributes_or_422, check_text, check_user_id
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import ChatKey
@@ -15,7 +21,11 @@ router = APIRouter(tags=["chat"])
 
 @router.post("/", dependencies=[ChatKey, JsonBody], response_model=AgentReply)
 async def chat(
-    message: AgentMessage, flow: FlowDep, settings: SettingsDep, key: IdempotencyKey
+    message: AgentMessage,
+    flow: FlowDep,
+    settings: SettingsDep,
+    key: IdempotencyKey,
+    double_texting: DoubleTextingPolicy,
 ) -> AgentReply:
     """Send the user's message; get the bot's answer and the skill that gave it.
 
@@ -55,4 +65,5 @@ async def chat(
         shape=shape,
         reply_type=AgentReply,
         closing_commands=True,
+        double_texting=double_texting,
     )
