@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from tests.api.test_concurrent_messages import dialog_of, gated_skill, in_flight, pipeline
@@ -78,16 +79,18 @@ def test_reject_refuses_the_second_message_naming_the_running_turn(
     assert say(two, "third").json()["response"] == "answer to third"
 
 
+@pytest.mark.parametrize("where", ["another replica", "the same agent"])
 def test_interrupt_cancels_the_running_turn_and_answers_the_new_message(
-    agent: Any, services: Any
+    agent: Any, services: Any, where: str
 ) -> None:
     arrived, gate = threading.Event(), threading.Event()
     one, two = two_replicas(agent, services, arrived, gate, "interrupt")
+    interrupter = two if where == "another replica" else one
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:
             first = pool.submit(say, one, "first")
             assert arrived.wait(30), "the first message never reached the skill"
-            second = say(two, "second")  # answered while the skill still holds "first"
+            second = say(interrupter, "second")  # answered while the skill holds "first"
             interrupted = first.result()
     finally:
         gate.set()
