@@ -10,9 +10,10 @@ A message that arrives while an earlier one of its user is being answered follow
 pipeline's (or its request's) policy (:data:`DoubleTexting`): ``enqueue`` waits its turn;
 ``reject`` gives its place back at once and is refused (:class:`TurnRunning`), naming the
 running turn's utterance; ``interrupt`` asks the running turn to stop through the store
-(:meth:`LineStore.interrupt`) and then waits its turn. The agent serving that turn, this
-one or another replica, notices within :data:`INTERRUPT_POLL` (at once when it is this
-one), cancels the pipeline and raises :class:`TurnInterrupted`.
+(:meth:`LineStore.interrupt`) and then waits its turn. The agent serving that turn
+notices at once when it is this one; another replica looks every :data:`INTERRUPT_POLL`
+at its turns older than :data:`INTERRUPT_GRACE`. It cancels the pipeline and raises
+:class:`TurnInterrupted`.
 
 The line lives in the database, not in this process, so replicas sharing one MongoDB
 see the same line. What this process keeps is only a wake-up hint (a message finished
