@@ -18,6 +18,8 @@ Both sides fail in their own ways, and neither may lose a message or answer one 
 * An update is acknowledged (the next ``getUpdates`` offset passes it) only once it is
   answered, so a client restarted mid-batch answers the rest; the agent's key keeps a
   message answered before the restart from being run again.
+* An answer the Bot API refuses for its chat (403: the user blocked the bot) is logged
+  and dropped; only ``getUpdates`` refusing (a bad token) stops the client.
 
 A batch of updates is answered concurrently across users and in order within a user.
 """
@@ -179,7 +181,10 @@ class TelegramChannel:
             answer = await self._agent.answer(user_id, text, f"telegram-{update['update_id']}")
             if text.strip() == START:
                 answer = START_REPLY
-            await self._bot.send_message(message["chat"]["id"], answer)
+            try:
+                await self._bot.send_message(message["chat"]["id"], answer)
+            except TelegramError as exc:  # e.g. 403: this user blocked the bot
+                log.warning("update %s: answer not delivered: %s", update["update_id"], exc)
 
 
 async def run_channel(settings: TelegramSettings, stop: Callable[[], bool] = lambda: False) -> None:

@@ -26,6 +26,8 @@ from skills.greeting.app import app as greeting_app
 from tests.conftest import AgentFactory, service_entry
 
 TOKEN = "123456:test-token"
+#: A user who blocked the bot: the Bot API refuses to send them anything (403).
+BLOCKED = 13
 
 
 class FakeBotApi:
@@ -39,6 +41,7 @@ class FakeBotApi:
         self.updates: list[dict[str, Any]] = []
         self.sent: list[tuple[int, str]] = []
         self.calls: Counter[str] = Counter()
+        self.blocked = 0
         self.done = threading.Event()
         self._answered = True
         self._news: asyncio.Event | None = None
@@ -99,12 +102,25 @@ class FakeBotApi:
                         },
                         429,
                     )
-                self.sent.append((int(body["chat_id"]), str(body["text"])))
                 self._answered = True
-                if len(self.sent) == len(self.script):
-                    self.done.set()
                 self._news.set()
-                return JSONResponse({"ok": True, "result": {"message_id": len(self.sent)}})
+                chat = int(body["chat_id"])
+                if chat == BLOCKED:
+                    self.blocked += 1
+                    reply = JSONResponse(
+                        {
+                            "ok": False,
+                            "error_code": 403,
+                            "description": "Forbidden: bot was blocked by the user",
+                        },
+                        403,
+                    )
+                else:
+                    self.sent.append((chat, str(body["text"])))
+                    reply = JSONResponse({"ok": True, "result": {"message_id": len(self.sent)}})
+                if len(self.sent) + self.blocked == len(self.script):
+                    self.done.set()
+                return reply
             return JSONResponse({"ok": False, "error_code": 404, "description": "Not Found"}, 404)
 
         return app
@@ -141,6 +157,7 @@ def test_the_bot_answers_a_scripted_conversation(services: Any, agent: AgentFact
             (ann, "Hello!"),
             (ann, "Ann"),
             (bob, "Hello!"),
+            (BLOCKED, "Hello!"),
             (ann, "what is my name?"),
         ]
     )
@@ -154,8 +171,10 @@ def test_the_bot_answers_a_scripted_conversation(services: Any, agent: AgentFact
     assert "Ann" in texts[2]
     assert texts[3] == "Hi! I'm Chorus. What's your name?"  # another user, another dialog
     assert "Ann" in texts[4]
-    # The 502 and the 429 were tried again; every answer was sent once.
+    # The 502 and the 429 were tried again; every answer was sent once; the blocked user's
+    # refusal cost only that answer.
     assert fake.calls["sendMessage"] == len(fake.script) + 1
+    assert fake.blocked == 1
     # The Telegram user is the agent's user: their dialog holds the conversation.
     (dialog,) = client.get(f"/api/user/{ann}").json()
     assert [u["text"] for u in dialog["utterances"][::2]] == ["Hello!", "Ann", "what is my name?"]
