@@ -13,8 +13,9 @@ Both sides fail in their own ways, and neither may lose a message or answer one 
   retry after a network error, a 503 or a 409 "being answered" gets the first answer.
 * The Bot API's rate limit (HTTP 429 with ``parameters.retry_after``) is waited out and
   the call made again; a network error or a 5xx is retried with back-off
-  (``CHORUS_TELEGRAM_RETRIES`` times); anything else (a bad token: 401) stops the client
-  with the Bot API's description.
+  (``CHORUS_TELEGRAM_RETRIES`` times, and polling goes on after that, so the bot
+  outlives an outage); anything else (a bad token: 401) stops the client with the Bot
+  API's description.
 * An update is acknowledged (the next ``getUpdates`` offset passes it) only once it is
   answered, so a client restarted mid-batch answers the rest; the agent's key keeps a
   message answered before the restart from being run again.
@@ -50,7 +51,12 @@ MAX_RETRY_AFTER = 600
 
 
 class TelegramError(ChorusError):
-    """The Bot API refused a call in a way retrying cannot fix, or kept failing."""
+    """The Bot API refused a call in a way retrying cannot fix, or kept failing
+    (``lasting``: it may work later, as after a network outage)."""
+
+    def __init__(self, message: str, *, lasting: bool = False) -> None:
+        super().__init__(message)
+        self.lasting = lasting
 
 
 def _text(reply: httpx.Response) -> str:
@@ -97,7 +103,9 @@ class BotApi:
                 problem = f"HTTP {reply.status_code}: {_text(reply)}"
             failures += 1
             if failures > self._retries:
-                raise TelegramError(f"{method}: failed {failures} times, last: {problem}")
+                raise TelegramError(
+                    f"{method}: failed {failures} times, last: {problem}", lasting=True
+                )
             log.warning("%s: %s; trying again in %.1fs", method, problem, backoff)
             await asyncio.sleep(backoff)  # back-off before trying again
             backoff = min(backoff * 2, MAX_BACKOFF)
@@ -162,7 +170,15 @@ class TelegramChannel:
         """Poll until ``stop()`` says so (checked between polls) or the Bot API refuses."""
         offset: int | None = None
         while not stop():
-            updates = await self._bot.get_updates(offset)
+            try:
+                updates = await self._bot.get_updates(offset)
+            except TelegramError as exc:
+                if not exc.lasting:
+                    raise
+                # A network or Bot API outage outlasted the retries: keep polling, a bot
+                # must come back by itself (each call backs off again).
+                log.error("%s; polling on", exc)
+                continue
             if not updates:
                 continue
             by_user: dict[str, list[dict[str, Any]]] = {}

@@ -36,8 +36,9 @@ class FakeBotApi:
     waits for the reply. The first ``getUpdates`` fails (502) and the first
     ``sendMessage`` is rate limited (429, retry_after 1)."""
 
-    def __init__(self, script: list[tuple[int, str]]) -> None:
+    def __init__(self, script: list[tuple[int, str]], failing_polls: int = 1) -> None:
         self.script = script
+        self.failing_polls = failing_polls
         self.updates: list[dict[str, Any]] = []
         self.sent: list[tuple[int, str]] = []
         self.calls: Counter[str] = Counter()
@@ -79,7 +80,7 @@ class FakeBotApi:
             if self._news is None:
                 self._news = asyncio.Event()
             if method == "getUpdates":
-                if self.calls[method] == 1:
+                if self.calls[method] <= self.failing_polls:
                     return JSONResponse({"ok": False, "description": "Bad Gateway"}, 502)
                 offset = int(body.get("offset", 0))
                 self._release()
@@ -137,13 +138,15 @@ def pipeline(services: Any) -> dict[str, Any]:
     }
 
 
-def settings(api_url: str, agent_url: str, token: str = TOKEN) -> TelegramSettings:
+def settings(
+    api_url: str, agent_url: str, token: str = TOKEN, retries: int = 3
+) -> TelegramSettings:
     return TelegramSettings(
         token=token,
         api_url=api_url,
         agent_url=agent_url,
         poll_timeout=1,
-        retries=3,
+        retries=retries,
         _env_file=None,
     )
 
@@ -179,6 +182,18 @@ def test_the_bot_answers_a_scripted_conversation(services: Any, agent: AgentFact
     (dialog,) = client.get(f"/api/user/{ann}").json()
     assert [u["text"] for u in dialog["utterances"][::2]] == ["Hello!", "Ann", "what is my name?"]
     assert [u["text"] for u in dialog["utterances"][1::2]] == texts[1:3] + texts[4:]
+
+
+def test_polling_goes_on_after_an_outage_longer_than_the_retries(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(pipeline(services))
+    fake = FakeBotApi([(42, "Hello!")], failing_polls=4)  # retries=1: two calls fail each
+    telegram = services(fake.app())
+    config = settings(telegram.url, str(client.base_url), retries=1)
+    asyncio.run(run_channel(config, stop=fake.done.is_set))
+    assert fake.sent == [(42, "Hi! I'm Chorus. What's your name?")]
+    assert fake.calls["getUpdates"] >= 5
 
 
 def test_a_bad_token_stops_the_bot_with_the_bot_apis_reason(
