@@ -63,6 +63,17 @@ def _text(reply: httpx.Response) -> str:
     return reply.text[:200].replace("\n", " ")
 
 
+def _reason(reply: httpx.Response) -> str:
+    """What the agent's 4xx says to fix (its ``message``, else ``detail``)."""
+    try:
+        body = reply.json()
+    except ValueError:
+        return _text(reply)
+    if isinstance(body, dict):
+        return str(body.get("message") or body.get("detail") or _text(reply))
+    return _text(reply)
+
+
 class BotApi:
     """The two Bot API methods the channel uses, with retries and the rate limit."""
 
@@ -148,8 +159,7 @@ class AgentClient:
                 if reply.is_success:
                     return str(reply.json()["response"])
                 if reply.status_code not in (409, 503) and reply.status_code < 500:
-                    detail = reply.json().get("message") or reply.json().get("detail")
-                    return f"Sorry, I could not take that message: {detail}"
+                    return f"Sorry, I could not take that message: {_reason(reply)}"
                 problem = f"HTTP {reply.status_code}: {_text(reply)}"
             failures += 1
             if failures > self._retries:

@@ -196,6 +196,19 @@ def test_polling_goes_on_after_an_outage_longer_than_the_retries(
     assert fake.calls["getUpdates"] >= 5
 
 
+def test_a_message_the_agent_refuses_is_answered_with_what_to_fix(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(pipeline(services), max_text_length=10)
+    fake = FakeBotApi([(42, "a message longer than ten characters")])
+    telegram = services(fake.app())
+    asyncio.run(run_channel(settings(telegram.url, str(client.base_url)), stop=fake.done.is_set))
+    ((chat, text),) = fake.sent
+    assert chat == 42
+    assert text.startswith("Sorry, I could not take that message: ")
+    assert "the limit is 10" in text
+
+
 def test_a_bad_token_stops_the_bot_with_the_bot_apis_reason(
     services: Any, agent: AgentFactory
 ) -> None:
