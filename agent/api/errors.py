@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from agent.idempotency import KeyInFlight, KeyReused, KeySuperseded
-from agent.lines import LineTimeout
+from agent.lines import LineTimeout, TurnInterrupted, TurnRunning
 from agent.store.base import StoreUnavailable, StoreWriteRefused
 from agent.telemetry import printable
 
@@ -102,10 +102,21 @@ async def _line_too_long(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _turn_running(_: Request, exc: Exception) -> JSONResponse:
+    """Double texting: ``reject`` refuses, ``interrupt`` tells the cancelled turn's client;
+    both name the utterance concerned."""
+    assert isinstance(exc, TurnRunning | TurnInterrupted)
+    return JSONResponse(
+        status_code=status.HTTP_409_CONFLICT, content={"detail": str(exc), "utt_id": exc.utt_id}
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(LineTimeout, _line_too_long)
     app.add_exception_handler(KeyInFlight, _in_flight)
+    app.add_exception_handler(TurnRunning, _turn_running)
+    app.add_exception_handler(TurnInterrupted, _turn_running)
     app.add_exception_handler(KeyReused, _id_reused)
     app.add_exception_handler(KeySuperseded, _superseded)
     app.add_exception_handler(StoreWriteRefused, _write_refused)

@@ -226,6 +226,11 @@ class HumanUtterance(BaseModel):
         description="the idempotency key the message was answered under (its route and the "
         "client's message id), when the client sent one",
     )
+    interrupted: bool = Field(
+        default=False,
+        description="its turn was cancelled by a later message of the user (double texting "
+        "policy interrupt): it has no answer",
+    )
 
 
 class BotUtterance(BaseModel):

@@ -79,6 +79,15 @@ class Place:
     left: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class RunningTurn:
+    """The place being served in a user's line, and the human utterance it answers."""
+
+    number: int
+    #: None for the moment between taking the place and storing the utterance
+    utt_id: str | None
+
+
 class DialogHead(BaseModel):
     """A dialog without its utterances: what a turn needs to know about it."""
 
@@ -181,6 +190,11 @@ class DialogStore(Protocol):
         utterance its id here. ``again``: an earlier call for this turn raised
         :class:`StoreUnavailable`, so part of it may be stored: what is stored is completed,
         nothing is written twice."""
+        ...
+
+    async def mark_interrupted(self, utt_id: str) -> None:
+        """Mark a stored human utterance ``interrupted``: its turn was cancelled by a later
+        message of the user, so it stays in the dialog without an answer."""
         ...
 
     async def close_active_dialog(self, user_id: str) -> str | None:
@@ -328,6 +342,25 @@ class LineStore(Protocol):
     async def leave(self, place: Place, *, served: bool = True) -> None:
         """Finish a place, so the user's next message can start. ``served`` says its turn
         ran (it was first in line); a message that gave up waiting leaves with False."""
+        ...
+
+    async def note_turn(self, place: Place, utt_id: str) -> None:
+        """Record the human utterance the place being served answers: what a message
+        refused or interrupting while it runs is told (docs/turns.md, a second message)."""
+        ...
+
+    async def running_turn(self, user_id: str) -> RunningTurn | None:
+        """The place being served for the user and its utterance (None until
+        :meth:`note_turn`), or None when no message of the user is unfinished."""
+        ...
+
+    async def interrupt(self, user_id: str, number: int) -> None:
+        """Ask whichever agent serves place ``number`` to cancel its turn (a later message
+        interrupts it); nothing when that place is no longer served."""
+        ...
+
+    async def interrupted(self, places: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Of the places ``(user_id, number)`` this agent serves, those asked to cancel."""
         ...
 
 

@@ -9,15 +9,16 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from response_selectors.confidence.app import app as confidence_app
 from skills.fallback.app import app as fallback_app
 from skills.greeting.app import app as greeting_app
-from tests.browser.conftest import SERVICES, parrot_skill
+from tests.browser.conftest import SERVICES, parrot_skill, pipeline
 from tests.conftest import AgentFactory, service_entry
 from tests.support.servers import ServerThread
 
@@ -141,6 +142,22 @@ def test_pipeline_page_shows_every_service_and_live_numbers(
     expect(page.locator('#stats tr[data-service="greeting"] [data-field="calls"]')).to_have_text(
         "2", timeout=REFRESH_TIMEOUT
     )
+
+
+def test_pipeline_page_lists_a_disabled_service_and_why(
+    page: Page, services: Any, agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LLM_BASE_URL", raising=False)
+    config = pipeline(services)
+    config["services"]["skills"]["llm"] = service_entry(
+        "http://127.0.0.1:9/respond", requires_env=["LLM_BASE_URL"]
+    )
+    client = agent(config)
+    page.goto(url(client, "/pipeline"))
+    row = page.locator('#disabled tr[data-service="llm"]')
+    expect(row).to_contain_text("requires_env: LLM_BASE_URL not set")
+    expect(page.locator("#disabled-section")).to_be_visible()
+    expect(page.locator('svg g.node[data-service="llm"]')).to_have_count(0)
 
 
 def test_markup_in_messages_and_service_output_shows_as_text(

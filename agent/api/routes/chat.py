@@ -5,7 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from agent.api.deps import FlowDep, IdempotencyKey, JsonBody, SettingsDep
+from agent.api.deps import (
+    DoubleTextingPolicy,
+    FlowDep,
+    IdempotencyKey,
+    JsonBody,
+    SettingsDep,
+)
 from agent.api.limits import attributes_or_422, check_text, check_user_id
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import ChatKey
@@ -25,7 +31,11 @@ router = APIRouter(tags=["chat"])
     },
 )
 async def chat(
-    message: AgentMessage, flow: FlowDep, settings: SettingsDep, key: IdempotencyKey
+    message: AgentMessage,
+    flow: FlowDep,
+    settings: SettingsDep,
+    key: IdempotencyKey,
+    double_texting: DoubleTextingPolicy,
 ) -> AgentReply | JSONResponse:
     """Send the user's message; get the bot's answer and the skill that gave it.
 
@@ -65,6 +75,7 @@ async def chat(
         shape=shape,
         reply_type=AgentReply,
         closing_commands=True,
+        double_texting=double_texting,
     )
     if reply.utt_id is None and settings.command_reply == "dp-agent":
         # dp-agent answers a closing command with an empty object; its clients test for it

@@ -99,6 +99,15 @@ class SqliteDialogs(SqliteBase):
     async def add_utterance(self, dialog_id: str, utterance: HumanUtterance) -> None:
         self._write(_insert_utterance(dialog_id, utterance))
 
+    async def mark_interrupted(self, utt_id: str) -> None:
+        self._write(
+            (
+                "UPDATE utterances SET doc = json_set(doc, '$.interrupted', json('true')) "
+                "WHERE utt_id = ? AND speaker = 'human'",
+                [utt_id],
+            )
+        )
+
     async def finish_turn(
         self,
         dialog_id: str,
