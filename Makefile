@@ -69,7 +69,7 @@ nginx:
 COVERAGE_FLOOR := 92
 
 test: lint typecheck mongodb-test-server docker-compose chromium nginx
-	$(BIN)/pytest --cov --cov-fail-under=$(COVERAGE_FLOOR)
+	$(BIN)/pytest --cov --cov-fail-under=$(COVERAGE_FLOOR) --durations=15
 
 bench: install
 	$(BIN)/python -m bench.run

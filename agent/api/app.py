@@ -26,6 +26,7 @@ from agent.api.routes import (
     debug,
     dialogs,
     health,
+    load_ws,
     metrics,
     observe,
     pages,
@@ -97,7 +98,18 @@ def create_app(
         responses=ERROR_RESPONSES,
     )
     install_error_handlers(app)
-    for module in (chat, observe, dialogs, ratings, health, metrics, pipeline_info, debug, pages):
+    for module in (
+        chat,
+        observe,
+        dialogs,
+        ratings,
+        health,
+        metrics,
+        pipeline_info,
+        debug,
+        load_ws,
+        pages,
+    ):
         app.include_router(module.router)
     app.mount(pages.ASSETS_PATH, pages.static_files(), name="pages")
     if settings.cors_origins:

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
 from agent.idempotency import KeyInFlight, KeyReused, KeySuperseded
-from agent.lines import LineTimeout
+from agent.lines import LineTimeout, TurnInterrupted, TurnRunning
 from agent.store.base import StoreUnavailable, StoreWriteRefused
 from agent.telemetry import printable
 
@@ -181,11 +181,21 @@ async def _line_too_long(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _turn_running(_: Request, exc: Exception) -> JSONResponse:
+    """Double texting: ``reject`` refuses, ``interrupt`` tells the cancelled turn's client;
+    both name the utterance concerned."""
+    assert isinstance(exc, TurnRunning | TurnInterrupted)
+    body = {**envelope(status.HTTP_409_CONFLICT, str(exc)), "utt_id": exc.utt_id}
+    return JSONResponse(status_code=status.HTTP_409_CONFLICT, content=body)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(HTTPException, _http)
     app.add_exception_handler(LineTimeout, _line_too_long)
     app.add_exception_handler(KeyInFlight, _in_flight)
+    app.add_exception_handler(TurnRunning, _turn_running)
+    app.add_exception_handler(TurnInterrupted, _turn_running)
     app.add_exception_handler(KeyReused, _key_reused)
     app.add_exception_handler(KeySuperseded, _superseded)
     app.add_exception_handler(StoreWriteRefused, _write_refused)

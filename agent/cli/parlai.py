@@ -1,4 +1,4 @@
-"""``chorus eval`` and ``chorus export``: ParlAI datasets against a running agent."""
+"""``chorus eval`` and ``chorus export-parlai``: ParlAI datasets against a running agent."""
 
 from __future__ import annotations
 

@@ -37,6 +37,9 @@ from agent.sdk.roles import ROLES, Role
 
 ServiceName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
 BuiltinName = Literal["highest_confidence", "all_skills"]
+#: What a message does when it arrives while an earlier one of its user is being answered
+#: (docs/turns.md): wait its turn, be refused (409), or cancel the running turn.
+DoubleTexting = Literal["enqueue", "reject", "interrupt"]
 
 
 class PipelineConfigError(ConfigError):
@@ -122,6 +125,11 @@ class PipelineConfig(BaseModel):
     turn_timeout: float = Field(default=10.0, gt=0, le=600, description="whole-turn deadline")
     fallback_response: str = Field(
         default="Sorry, I don't have an answer for that right now.", min_length=1
+    )
+    double_texting: DoubleTexting = Field(
+        default="enqueue",
+        description="a message arriving while one of its user is answered: enqueue (wait), "
+        "reject (409), interrupt (cancel the running turn)",
     )
 
     @model_validator(mode="after")

@@ -135,3 +135,17 @@ def test_a_bad_data_file_is_refused_naming_the_intent_and_field(
     path.write_text(json.dumps(intents))
     with pytest.raises(BadIntentsFile, match=place):
         load(path)
+
+
+def test_questions_about_other_things_are_no_intent_however_alike_their_words() -> None:
+    """Wording alone read these as how_are_you, bot_identity or abilities, and the bot
+    answered "How old are you?" with "I'm doing great, thanks for asking!"."""
+    texts = [
+        "Have you ever been to Japan?",
+        "How old are you?",
+        "What kind of music do you like?",
+        "Do you have any pets?",
+        "Have you seen any good movies lately?",
+        "Do you know any facts about space?",
+    ]
+    assert [answer["intent"] for answer in classify(*texts)] == [None] * len(texts)

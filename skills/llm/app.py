@@ -5,7 +5,11 @@ The prompt is a system message in the bot's persona (``bot.attributes["persona"]
 messages. The model's reply is the hypothesis, with the configured confidence.
 
 Settings come from ``LLM_*`` environment variables (or ``.env``), read once when the app is
-built; without ``LLM_BASE_URL`` the skill answers ``[]`` and ``/health`` still answers.
+built; without ``LLM_BASE_URL`` the skill answers ``[]`` and ``/health`` still answers. Bad
+settings never stop the process (``chorus run`` would lose its whole stack to one skill):
+the skill logs one line naming the variable, stays healthy, and answers every ``/respond``
+with a 503 carrying that line, so the agent records it in each turn's ``errors`` and the
+other skills answer as usual.
 
 A failing endpoint is not hidden: a timeout, a non-2xx answer or a body that is not a chat
 completion makes ``/respond`` answer 502 with what went wrong, so the agent records the
@@ -76,7 +80,11 @@ class LLMSettings(BaseSettings):
     @model_validator(mode="after")
     def _model_named(self) -> LLMSettings:
         if self.base_url and not self.model:
-            raise ValueError(f"{ENV_PREFIX}MODEL is required when {ENV_PREFIX}BASE_URL is set")
+            raise ValueError(
+                f"{ENV_PREFIX}MODEL is required when {ENV_PREFIX}BASE_URL is set: the model's "
+                "name on that server, e.g. llama3.2 (Ollama) or the one vLLM or llama.cpp's "
+                "server was started with"
+            )
         return self
 
     @property
@@ -291,4 +299,29 @@ def create_app(settings: LLMSettings | None = None) -> FastAPI:
     return app
 
 
-app = create_app()
+def misconfigured_app(problem: str) -> FastAPI:
+    """A healthy skill that refuses every turn with ``problem`` (503): the agent records it
+    as this skill's error and the rest of the pipeline answers."""
+    service = Service("llm", description="Answers with an OpenAI-compatible chat model.")
+
+    @service.skill
+    async def llm(dialog: DialogView) -> list[SkillHypothesis]:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE, detail=f"LLM skill is misconfigured: {problem}"
+        )
+
+    return service.app
+
+
+def app_from_environment() -> FastAPI:
+    """The app for the environment's settings; bad settings give :func:`misconfigured_app`
+    and one log line naming the variable, never a traceback that stops the process."""
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        logger.error("llm skill is misconfigured, every turn records it as an error: %s", exc)
+        return misconfigured_app(str(exc))
+    return create_app(settings)
+
+
+app = app_from_environment()

@@ -24,6 +24,7 @@ from skills.llm.app import (
     DEFAULT_SYSTEM_PROMPT,
     LLMSettings,
     SettingsError,
+    app_from_environment,
     create_app,
     load_settings,
 )
@@ -238,3 +239,19 @@ def test_bad_settings_are_refused_naming_the_variable(
         monkeypatch.setenv(name, value)
     with pytest.raises(SettingsError, match=named):
         load_settings()
+
+
+def test_misconfigured_it_stays_healthy_and_each_turn_gets_the_one_line_reason(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no .env here
+    monkeypatch.delenv("LLM_MODEL", raising=False)
+    monkeypatch.setenv("LLM_BASE_URL", "http://127.0.0.1:11434/v1")
+    with ServiceClient(app_from_environment(), raise_server_exceptions=False) as skill:
+        health = skill.get("/health")
+        answer = respond(skill, view("hi"))
+    assert health.is_success
+    assert answer.status_code == 503
+    detail = answer.json()["detail"]
+    assert detail.startswith("LLM skill is misconfigured: bad settings: LLM_MODEL is required")
+    assert "\n" not in detail

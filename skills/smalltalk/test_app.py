@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from agent.sdk.testing import ServiceClient, view
-from skills.smalltalk.app import FILE_PERSONA, PERSONA_FILE, app, load_persona
+from skills.smalltalk.app import FILE_PERSONA, PERSONA_FILE, RECENT, app, load_persona
 
 FILE_LINES = FILE_PERSONA.templates
 
@@ -48,7 +48,10 @@ def test_answers_in_order_and_hands_the_file_persona_to_the_bot(client: ServiceC
     assert thanks[0]["text"] == FILE_LINES.thanks[0]
     assert how[0]["confidence"] == thanks[0]["confidence"] == 0.8
     assert how[0]["smalltalk_topic"] == "how_are_you"
-    assert how[0]["bot_attributes"] == {"persona": json.loads(PERSONA_FILE.read_text())}
+    assert how[0]["bot_attributes"] == {
+        "persona": json.loads(PERSONA_FILE.read_text()),
+        RECENT: [how[0]["text"]],  # the lines it said, so they do not come back soon
+    }
     assert how[0]["human_attributes"] == {}
 
 
@@ -61,7 +64,8 @@ def test_the_persona_in_the_bot_attributes_is_used_and_kept(client: ServiceClien
     )
     assert home[0]["text"] == "I live on the moon."
     assert identity[0]["text"].startswith("I'm Robo, a friendly chatbot")
-    assert home[0]["bot_attributes"] == identity[0]["bot_attributes"] == {}
+    assert "persona" not in home[0]["bot_attributes"]  # stored already: not handed back
+    assert "persona" not in identity[0]["bot_attributes"]
 
 
 def test_a_persona_in_bot_persona_customises_and_is_stored(client: ServiceClient) -> None:
@@ -74,7 +78,7 @@ def test_an_invalid_stored_persona_is_neither_used_nor_overwritten(client: Servi
     broken = {"name": "Robo", "templates": {"thanks": ["Thanks, {user}!"]}}
     (hypothesis,) = ask(client, dialog("thank you", bot_attributes={"persona": broken}))[0]
     assert hypothesis["text"] == FILE_LINES.thanks[0]
-    assert hypothesis["bot_attributes"] == {}
+    assert "persona" not in hypothesis["bot_attributes"]
 
 
 def test_favourite_things_from_the_persona(client: ServiceClient) -> None:

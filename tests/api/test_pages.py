@@ -199,3 +199,19 @@ def test_an_unknown_dialog_is_a_404_with_a_message(services: Any, agent: AgentFa
     assert "0123abcd" in missing.json()["message"]
     dialog_id = say(client, "Hello!")["dialog_id"]
     assert client.get(f"/api/dialogs/{dialog_id}").status_code == 200
+
+
+def test_a_disabled_service_is_shown_as_disabled_with_why(
+    services: Any, agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LLM_BASE_URL", raising=False)
+    config = pipeline(services)
+    skills = config["services"]["skills"]
+    skills["llm"] = service_entry("http://127.0.0.1:9/respond", requires_env=["LLM_BASE_URL"])
+    skills["retired"] = service_entry("http://127.0.0.1:9/respond", is_enabled=False)
+    info = agent(config).get("/api/pipeline").json()
+    assert {s["name"] for s in info["services"]}.isdisjoint({"llm", "retired"})
+    assert info["disabled"] == [
+        {"name": "llm", "group": "skills", "reason": "requires_env: LLM_BASE_URL not set"},
+        {"name": "retired", "group": "skills", "reason": "is_enabled: false"},
+    ]

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+from fastapi.responses import JSONResponse
 
-from agent.api.deps import FlowDep, IdempotencyKey, JsonBody, SettingsDep
+from agent.api.deps import (
+    DoubleTextingPolicy,
+    FlowDep,
+    IdempotencyKey,
+    JsonBody,
+    SettingsDep,
+)
 from agent.api.limits import attributes_or_422, check_text, check_user_id
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import ChatKey
@@ -13,10 +20,23 @@ from agent.flow import CLOSED, Answer
 router = APIRouter(tags=["chat"])
 
 
-@router.post("/", dependencies=[ChatKey, JsonBody], response_model=AgentReply)
+@router.post(
+    "/",
+    dependencies=[ChatKey, JsonBody],
+    response_model=AgentReply,
+    responses={
+        200: {
+            "description": "the answer; {} to /start and /close with CHORUS_COMMAND_REPLY=dp-agent"
+        }
+    },
+)
 async def chat(
-    message: AgentMessage, flow: FlowDep, settings: SettingsDep, key: IdempotencyKey
-) -> AgentReply:
+    message: AgentMessage,
+    flow: FlowDep,
+    settings: SettingsDep,
+    key: IdempotencyKey,
+    double_texting: DoubleTextingPolicy,
+) -> AgentReply | JSONResponse:
     """Send the user's message; get the bot's answer and the skill that gave it.
 
     ``payload`` ``/start`` or ``/close`` ends the user's open dialog; the next message
@@ -46,7 +66,7 @@ async def chat(
         )
 
     message_key = key or message.message_id
-    return await flow.reply(
+    reply = await flow.reply(
         message.user_id,
         message.payload,
         attributes,
@@ -55,4 +75,9 @@ async def chat(
         shape=shape,
         reply_type=AgentReply,
         closing_commands=True,
+        double_texting=double_texting,
     )
+    if reply.utt_id is None and settings.command_reply == "dp-agent":
+        # dp-agent answers a closing command with an empty object; its clients test for it
+        return JSONResponse({})
+    return reply

@@ -8,7 +8,13 @@ import re
 
 from fastapi import APIRouter, HTTPException, status
 
-from agent.api.deps import FlowDep, IdempotencyKey, JsonBody, SettingsDep
+from agent.api.deps import (
+    DoubleTextingPolicy,
+    FlowDep,
+    IdempotencyKey,
+    JsonBody,
+    SettingsDep,
+)
 from agent.api.limits import attributes_or_422, check_text, check_user_id
 from agent.api.schemas import Act, Observation
 from agent.api.security import ChatKey
@@ -45,7 +51,11 @@ def _check_image(image: str, settings: Settings) -> None:
     "/chat", dependencies=[ChatKey, JsonBody], response_model=Act, response_model_exclude_none=True
 )
 async def observe(
-    observation: Observation, flow: FlowDep, settings: SettingsDep, key: IdempotencyKey
+    observation: Observation,
+    flow: FlowDep,
+    settings: SettingsDep,
+    key: IdempotencyKey,
+    double_texting: DoubleTextingPolicy,
 ) -> Act:
     """Answer an observation. ``episode_done`` closes the dialog after the answer;
     ``reward`` rates the previous answer; with ``eval_labels`` (or ``labels``) the act
@@ -92,4 +102,5 @@ async def observe(
         reply_type=Act,
         reward=observation.reward,
         close_after=observation.episode_done,
+        double_texting=double_texting,
     )

@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
 CREATE INDEX IF NOT EXISTS idempotency_keys_by_expiry ON idempotency_keys (expires_at);
 CREATE TABLE IF NOT EXISTS lines (
     user_id TEXT NOT NULL, place INTEGER NOT NULL, done INTEGER NOT NULL,
-    alive_until REAL NOT NULL, PRIMARY KEY (user_id, place));
+    alive_until REAL NOT NULL, utt_id TEXT, interrupt INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (user_id, place));
 CREATE TABLE IF NOT EXISTS utterances (
     dialog_id TEXT NOT NULL, seq INTEGER NOT NULL, utt_id TEXT NOT NULL UNIQUE,
     speaker TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (dialog_id, seq));
@@ -47,8 +48,9 @@ CREATE TABLE IF NOT EXISTS utterances (
 #: The schema's version, kept in ``PRAGMA user_version``: 0 is a database written before
 #: versions were kept, which :func:`migrate` brings up to date. Version 3 added the expiry
 #: of idempotency keys (``expires_at``, and its index); version 4 rewrites the documents
-#: earlier releases left with duplicate keys (:func:`jsontext.repair`).
-SCHEMA_VERSION = 4
+#: earlier releases left with duplicate keys (:func:`jsontext.repair`); version 5 gives each
+#: place in line the utterance it answers and an interrupt flag (a second message's policy).
+SCHEMA_VERSION = 5
 #: Tables whose documents get attribute merges, so may hold keys an earlier release
 #: appended again on every merge instead of replacing them.
 _MERGED_TABLES = ("users", "dialogs")
@@ -64,6 +66,8 @@ _ADDED_COLUMNS = (
     ("idempotency_keys", "fingerprint", "TEXT"),
     ("idempotency_keys", "alive_until", "REAL"),
     ("idempotency_keys", "expires_at", "REAL"),
+    ("lines", "utt_id", "TEXT"),
+    ("lines", "interrupt", "INTEGER NOT NULL DEFAULT 0"),
 )
 #: Primary result codes that mean the database cannot work right now (a full disk, an I/O
 #: error, a lock held too long, a file that cannot be opened or written), not bad data.

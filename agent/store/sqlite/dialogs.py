@@ -16,7 +16,14 @@ from agent.state.models import (
     new_id,
     utc_now,
 )
-from agent.store.base import DialogHead, Place, TurnStart
+from agent.store.base import (
+    DialogHead,
+    Place,
+    Restored,
+    StoreWriteRefused,
+    TurnStart,
+    restored_head,
+)
 from agent.store.sqlite.base import (
     SqliteBase,
     Statement,
@@ -95,6 +102,15 @@ class SqliteDialogs(SqliteBase):
 
     async def add_utterance(self, dialog_id: str, utterance: HumanUtterance) -> None:
         await self._write(_insert_utterance(dialog_id, utterance))
+
+    async def mark_interrupted(self, utt_id: str) -> None:
+        await self._write(
+            (
+                "UPDATE utterances SET doc = json_set(doc, '$.interrupted', json('true')) "
+                "WHERE utt_id = ? AND speaker = 'human'",
+                [utt_id],
+            )
+        )
 
     async def finish_turn(
         self,
@@ -254,6 +270,51 @@ class SqliteDialogs(SqliteBase):
             )
         )
         return row is not None
+
+    async def restore_user(self, human: Human) -> bool:
+        user_id = human.user_external_id
+        if await self._one("SELECT 1 FROM users WHERE user_id = ?", [user_id]) is not None:
+            return False
+        taken = await self._one("SELECT 1 FROM users WHERE id = ?", [human.id]) is not None
+        stored = human.model_copy(update={"id": new_id()}) if taken else human
+        (row,) = await self._write(
+            (
+                "INSERT OR IGNORE INTO users (id, user_id, doc) VALUES (?, ?, ?) RETURNING id",
+                [stored.id, user_id, _document(stored)],
+            )
+        )
+        return row is not None
+
+    async def restore_dialog(self, user_id: str, dialog: Dialog, active: bool) -> Restored:
+        if await self._one("SELECT 1 FROM dialogs WHERE id = ?", [dialog.dialog_id]) is not None:
+            return Restored.PRESENT
+        human = await self.human(user_id)
+        stays_open = active and (
+            await self._one("SELECT 1 FROM dialogs WHERE human_id = ? AND active = 1", [human.id])
+            is None
+        )
+        head = restored_head(dialog, human.id, closed=active and not stays_open)
+        statements: list[Statement] = [
+            (
+                "INSERT INTO dialogs (id, human_id, active, doc) VALUES (?, ?, ?, ?)",
+                [head.dialog_id, human.id, int(stays_open), _document(head)],
+            )
+        ]
+        statements += [
+            (
+                "INSERT INTO utterances (dialog_id, seq, utt_id, speaker, doc) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [dialog.dialog_id, seq, u.utt_id, u.speaker, _document(u)],
+            )
+            for seq, u in enumerate(dialog.utterances)
+        ]
+        try:
+            await self._write(*statements)
+        except sqlite3.IntegrityError as exc:  # one transaction: nothing of it is stored
+            raise StoreWriteRefused(
+                f"dialog {dialog.dialog_id}: an utterance id is stored in another dialog ({exc})"
+            ) from None
+        return Restored.STORED_CLOSED if active and not stays_open else Restored.STORED
 
 
 def _numeric(rating: float | None) -> tuple[str, list[Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from agent.state.models import utc_now
-from agent.store.base import Place
+from agent.store.base import Place, RunningTurn
 from agent.store.sqlite.base import SqliteBase, _leaving
 
 
@@ -54,3 +54,38 @@ class SqliteLines(SqliteBase):
         if not place.left:
             await self._write(*_leaving(place))
             place.left = True
+
+    async def note_turn(self, place: Place, utt_id: str) -> None:
+        await self._write(
+            (
+                "UPDATE lines SET utt_id = ? WHERE user_id = ? AND place = ?",
+                [utt_id, place.user_id, place.number],
+            )
+        )
+
+    async def running_turn(self, user_id: str) -> RunningTurn | None:
+        row = await self._one(
+            "SELECT place, utt_id FROM lines WHERE user_id = ? AND done = 0 "
+            "AND alive_until >= ? ORDER BY place LIMIT 1",
+            [user_id, utc_now().timestamp()],
+        )
+        return None if row is None else RunningTurn(int(row[0]), row[1])
+
+    async def interrupt(self, user_id: str, number: int) -> None:
+        await self._write(
+            (
+                "UPDATE lines SET interrupt = 1 WHERE user_id = ? AND place = ? AND done = 0",
+                [user_id, number],
+            )
+        )
+
+    async def interrupted(self, places: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        if not places:
+            return []
+        which = " OR ".join(["(user_id = ? AND place = ?)"] * len(places))
+        args = [part for place in places for part in place]
+        rows = await self._all(
+            f"SELECT user_id, place FROM lines WHERE interrupt = 1 AND done = 0 AND ({which})",
+            args,
+        )
+        return [(str(user), int(number)) for user, number in rows]
