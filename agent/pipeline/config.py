@@ -102,6 +102,18 @@ class ServiceConfig(BaseModel):
         "for the service to run, e.g. an LLM skill's endpoint: unset, it is off",
     )
     tags: list[str] = Field(default_factory=list)
+    stream: bool = Field(
+        default=False,
+        description="a skill that streams its text (an async generator with the SDK): "
+        "called for a streamed answer, its tokens reach a listening client when its "
+        "answer is certain to be chosen",
+    )
+
+    @model_validator(mode="after")
+    def _stream_over_http(self) -> ServiceConfig:
+        if self.stream and (self.connector.url is None or self.connector.protocol != "chorus"):
+            raise ValueError('"stream": true needs a "url" with the chorus protocol')
+        return self
 
     def off_because(self) -> str | None:
         """Why the service is not part of the pipeline now, or None when it is."""

@@ -39,6 +39,7 @@ from agent.state.models import (
     Utterance,
 )
 from agent.telemetry import service_call_span
+from agent.telemetry.events import emit, listening
 
 log = logging.getLogger("chorus.executor")
 
@@ -253,11 +254,35 @@ class Executor:
         with contained(node.name, f"no answer within {timeout}s") as end:
             async with asyncio.timeout(timeout):
                 view = run.view(node)
-                output, end.batch = await self._batchers[node.name].submit(view)
+                if node.config.stream:
+                    output = await self._streamed(run, node, view)
+                else:
+                    output, end.batch = await self._batchers[node.name].submit(view)
             self._apply(run, node, output, view)
         if end.failure is None:
             run.ok.add(node.name)
         run.trace.ended(node.name, node.group, start, end)
+
+    async def _streamed(self, run: _Run, node: ServiceNode, view: DialogView) -> Any:
+        """A streaming skill's output, called alone (never batched); its tokens go to the
+        turn's listener when its answer is certain to be chosen. The output is the same
+        ``end`` list a JSON call returns, so the stored turn does not depend on it."""
+        connector: Any = self._batchers[node.name].connector
+        forward = listening() and self._certain(run, node)
+        async for kind, value in connector.stream(view):
+            if kind == "token" and forward and value:
+                emit("token", text=value, skill=node.name)
+            elif kind == "end":
+                return value
+        raise RuntimeError("a stream ends with its end line")  # the connector checks it
+
+    def _certain(self, run: _Run, node: ServiceNode) -> bool:
+        """Whether this skill's answer will be the turn's, as far as can be known before it
+        answers: every other skill is left out by the skill selectors this turn (or there
+        is none). Its answer can still be lost (the skill fails, a required service
+        skips it): the final answer, not the tokens, is what was stored."""
+        others = [n for n in self.pipeline.group("skills") if n.name != node.name]
+        return all(self._skip(run, other) is not None for other in others)
 
     def _apply(self, run: _Run, node: ServiceNode, output: Any, view: DialogView) -> None:
         """Write the output into the service's own slot, and nowhere else, once it is known

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
 
 from agent.api.deps import FlowDep, IdempotencyKey, JsonBody, SettingsDep
+from agent.api.events import stream_turn, wants_events
 from agent.api.limits import attributes_or_422, check_text, check_user_id
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import ChatKey
@@ -15,9 +17,16 @@ router = APIRouter(tags=["chat"])
 
 @router.post("/", dependencies=[ChatKey, JsonBody], response_model=AgentReply)
 async def chat(
-    message: AgentMessage, flow: FlowDep, settings: SettingsDep, key: IdempotencyKey
-) -> AgentReply:
+    message: AgentMessage,
+    flow: FlowDep,
+    settings: SettingsDep,
+    key: IdempotencyKey,
+    request: Request,
+) -> AgentReply | Response:
     """Send the user's message; get the bot's answer and the skill that gave it.
+
+    With ``Accept: text/event-stream`` the answer is the turn's events (Server-Sent
+    Events: ``accepted``, ``progress``, ``token``, then ``answer`` or ``error``).
 
     ``payload`` ``/start`` or ``/close`` ends the user's open dialog; the next message
     opens a new one.
@@ -46,7 +55,7 @@ async def chat(
         )
 
     message_key = key or message.message_id
-    return await flow.reply(
+    work = flow.reply(
         message.user_id,
         message.payload,
         attributes,
@@ -56,3 +65,6 @@ async def chat(
         reply_type=AgentReply,
         closing_commands=True,
     )
+    if wants_events(request):
+        return await stream_turn(request, work)
+    return await work
