@@ -23,6 +23,7 @@ from agent.api.limits import BodySizeLimit
 from agent.api.readiness import required_services
 from agent.api.routes import (
     chat,
+    chat_ws,
     debug,
     dialogs,
     health,
@@ -96,7 +97,18 @@ def create_app(
         lifespan=_lifespan(settings, pipeline, telemetry, owns_telemetry=tracer_provider is None),
     )
     install_error_handlers(app)
-    for module in (chat, observe, dialogs, ratings, health, metrics, pipeline_info, debug, pages):
+    for module in (
+        chat,
+        chat_ws,
+        observe,
+        dialogs,
+        ratings,
+        health,
+        metrics,
+        pipeline_info,
+        debug,
+        pages,
+    ):
         app.include_router(module.router)
     app.mount(pages.ASSETS_PATH, pages.static_files(), name="pages")
     if settings.cors_origins:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Request, status
+from starlette.requests import HTTPConnection
 
 from agent.api.composition import Components
 from agent.api.readiness import Readiness
@@ -20,8 +21,9 @@ from agent.settings import Settings
 from agent.store.base import Store
 
 
-async def _components(request: Request) -> Components:
-    components: Components = request.app.state.components
+async def _components(connection: HTTPConnection) -> Components:
+    """For HTTP routes and WebSocket routes alike."""
+    components: Components = connection.app.state.components
     return components
 
 

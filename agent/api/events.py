@@ -24,6 +24,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
+from starlette.requests import HTTPConnection
 
 from agent.telemetry.events import TurnEvent, TurnEvents
 
@@ -46,13 +47,13 @@ def sse(event: TurnEvent) -> bytes:
     return f"event: {event.kind}\ndata: {data}\n\n".encode()
 
 
-async def error_body(request: Request, exc: BaseException) -> dict[str, Any]:
+async def error_body(connection: HTTPConnection, exc: BaseException) -> dict[str, Any]:
     """The JSON error a client would have got for ``exc``, with its ``status``."""
-    handlers = request.app.exception_handlers
+    handlers = connection.app.exception_handlers
     handler = next((handlers[c] for c in type(exc).__mro__ if c in handlers), None)
     if handler is None or not isinstance(exc, Exception):
         return {"status": 500, "detail": "internal error"}
-    response = await handler(request, exc)
+    response = await handler(connection, exc)
     body = json.loads(bytes(response.body)) if isinstance(response, JSONResponse) else {}
     return {"status": response.status_code, **body}
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
@@ -13,6 +16,39 @@ from agent.api.security import ChatKey
 from agent.flow import CLOSED, Answer
 
 router = APIRouter(tags=["chat"])
+
+
+def reply_shape(
+    message: AgentMessage, attributes: dict[str, Any]
+) -> Callable[[Answer], AgentReply]:
+    """How the flow's answer becomes dp-agent's reply (also the WebSocket chat's)."""
+
+    def shape(answer: Answer) -> AgentReply:
+        if answer.result is None:
+            return AgentReply(
+                dialog_id=answer.dialog_id,
+                utt_id=None,
+                user_id=message.reply_user_id(),
+                response=CLOSED,
+                active_skill=None,
+            )
+        bot = answer.result.bot_utterance
+        return AgentReply(
+            dialog_id=answer.dialog_id,
+            utt_id=bot.utt_id,
+            user_id=message.reply_user_id(),
+            response=bot.text,
+            active_skill=bot.active_skill,
+            debug_output=answer.debug() if attributes.get("debug_output") else None,
+        )
+
+    return shape
+
+
+def message_key(message: AgentMessage, key: str | None) -> str | None:
+    """The idempotency key a chat message is answered once by."""
+    chosen = key or message.message_id
+    return f"chat:{chosen}" if chosen else None
 
 
 @router.post("/", dependencies=[ChatKey, JsonBody], response_model=AgentReply)
@@ -35,31 +71,12 @@ async def chat(
     check_text(message.payload, settings.max_text_length, "payload")
     attributes = attributes_or_422(message.attributes, settings.client_limits())
 
-    def shape(answer: Answer) -> AgentReply:
-        if answer.result is None:
-            return AgentReply(
-                dialog_id=answer.dialog_id,
-                utt_id=None,
-                user_id=message.reply_user_id(),
-                response=CLOSED,
-                active_skill=None,
-            )
-        bot = answer.result.bot_utterance
-        return AgentReply(
-            dialog_id=answer.dialog_id,
-            utt_id=bot.utt_id,
-            user_id=message.reply_user_id(),
-            response=bot.text,
-            active_skill=bot.active_skill,
-            debug_output=answer.debug() if attributes.get("debug_output") else None,
-        )
-
-    message_key = key or message.message_id
+    shape = reply_shape(message, attributes)
     work = flow.reply(
         message.user_id,
         message.payload,
         attributes,
-        key=f"chat:{message_key}" if message_key else None,
+        key=message_key(message, key),
         request=message,
         shape=shape,
         reply_type=AgentReply,
