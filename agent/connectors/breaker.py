@@ -115,13 +115,17 @@ class GuardedConnector:
         if stream is None:
             raise TypeError(f"connector {self.name!r} cannot stream")
         self.breaker.before_call()
+        ended = False
         try:
-            async for item in stream(view):
-                yield item
+            async for kind, value in stream(view):
+                if kind == "end":
+                    ended = True
+                    self.breaker.record(ok=True)
+                yield kind, value
         except (ServiceError, asyncio.CancelledError, GeneratorExit):
-            self.breaker.record(ok=False)
+            if not ended:  # a stream given up before its end line failed
+                self.breaker.record(ok=False)
             raise
-        self.breaker.record(ok=True)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

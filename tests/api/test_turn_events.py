@@ -205,3 +205,15 @@ def test_the_llm_skill_streams_an_openai_compatible_endpoint_to_the_client(
     stored = client.get(f"/api/dialogs/{answer['dialog_id']}").json()["utterances"]
     assert stored[1]["text"] == answer["response"]
     assert stored[0]["hypotheses"][0]["llm_model"] == "tiny"
+
+
+def test_streamed_calls_that_succeed_keep_the_skills_circuit_closed(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(streaming_pipeline(services, "story"))
+    for turn in range(7):  # more than the breaker's threshold of failures in a row
+        body = {"user_id": "bob", "payload": f"Story {turn}"}
+        reply = (
+            follow(client, "/", body)[1][-1][1] if turn % 2 else client.post("/", json=body).json()
+        )
+        assert reply["active_skill"] == "story", reply
