@@ -6,20 +6,17 @@ shows in between can only have come from the streamed events (no sleeps, no timi
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from fastapi import FastAPI
 
-from agent.sdk import DialogView, Service, StreamStart
 from annotators.tokens.app import app as tokens_app
 from skills.fallback.app import app as fallback_app
 from tests.browser.test_pages import url
 from tests.conftest import AgentFactory, service_entry
-from tests.support.services import choosing_skill_selector
+from tests.support.services import choosing_skill_selector, gated_story
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -35,21 +32,6 @@ def gate() -> Iterator[threading.Event]:
     opened = threading.Event()
     yield opened
     opened.set()  # never leave the skill waiting
-
-
-def gated_story(gate: threading.Event) -> FastAPI:
-    """Streams "Once upon ", waits for ``gate``, then "a time."."""
-    service = Service("story")
-
-    @service.skill
-    async def tell(dialog: DialogView) -> AsyncIterator[StreamStart | str]:
-        yield StreamStart(confidence=0.9)
-        yield "Once "
-        yield "upon "
-        await asyncio.to_thread(gate.wait, 20)
-        yield "a time."
-
-    return service.app
 
 
 def test_the_chat_shows_progress_and_tokens_as_they_arrive(

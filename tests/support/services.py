@@ -222,3 +222,18 @@ def streaming_skill(
             yield piece
 
     return service.app
+
+
+def gated_story(gate: threading.Event) -> FastAPI:
+    """Streams "Once upon ", waits for ``gate``, then "a time."."""
+    service = Service("story")
+
+    @service.skill
+    async def tell(dialog: DialogView) -> AsyncIterator[StreamStart | str]:
+        yield StreamStart(confidence=0.9)
+        yield "Once "
+        yield "upon "
+        await asyncio.to_thread(gate.wait, 20)
+        yield "a time."
+
+    return service.app
