@@ -109,10 +109,21 @@ class ServiceConfig(BaseModel):
         "answer is certain to be chosen",
     )
 
+    stream_min_confidence: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="a streaming skill that announces at least this confidence before its "
+        "text answers the turn (the first to announce, if several do): its tokens reach a "
+        "listening client and the response selector is not asked",
+    )
+
     @model_validator(mode="after")
     def _stream_over_http(self) -> ServiceConfig:
         if self.stream and (self.connector.url is None or self.connector.protocol != "chorus"):
             raise ValueError('"stream": true needs a "url" with the chorus protocol')
+        if self.stream_min_confidence is not None and not self.stream:
+            raise ValueError('"stream_min_confidence" needs "stream": true')
         return self
 
     def off_because(self) -> str | None:

@@ -131,6 +131,9 @@ class _Run:
         self.stored_bytes = 0
         turn.utterance.annotations = Message(turn.utterance.annotations)
         self.bot_utterance: BotUtterance | None = None
+        #: The streaming skill whose announced confidence met its stream_min_confidence
+        #: first, and why: its hypothesis answers the turn.
+        self.claimed: tuple[str, str] | None = None
 
     @property
     def utterance(self) -> HumanUtterance:
@@ -247,6 +250,8 @@ class Executor:
             run.utterance.hypotheses
         ):
             return Skip("no hypotheses")
+        if node.group == "response_selectors" and self._claimed(run) is not None:
+            return Skip("a streaming skill's announced confidence chose the answer")
         return None
 
     async def _call(self, run: _Run, node: ServiceNode, start: float) -> None:
@@ -272,17 +277,46 @@ class Executor:
         output: Any = None
         # Read to its end: a stream left open would count as a failure of the service.
         async for kind, value in connector.stream(view):
-            if kind == "token" and forward and value:
+            if kind == "start" and self._claims(run, node, value):
+                forward = listening()
+            elif kind == "token" and forward and value:
                 emit("token", text=value, skill=node.name)
             elif kind == "end":
                 output = value
         return output
 
+    def _claims(self, run: _Run, node: ServiceNode, start: Any) -> bool:
+        """Whether this skill's start line claims the turn's answer: it announces at least
+        its ``stream_min_confidence``, and no other skill claimed it before."""
+        rule = node.config.stream_min_confidence
+        announced = start.get("confidence") if isinstance(start, dict) else None
+        if rule is None or run.claimed is not None or not isinstance(announced, int | float):
+            return False
+        if announced < rule:
+            return False
+        run.claimed = (
+            node.name,
+            f"{node.name} announced confidence {announced:g}, at least its "
+            f"stream_min_confidence {rule:g}",
+        )
+        return True
+
+    def _claimed(self, run: _Run) -> Selection | None:
+        """The claiming skill's hypothesis as the turn's choice, if it gave one."""
+        if run.claimed is None:
+            return None
+        name, reason = run.claimed
+        for index, hypothesis in enumerate(run.utterance.hypotheses):
+            if hypothesis.skill_name == name:
+                return Selection(index=index, reason=reason)
+        return None
+
     def _certain(self, run: _Run, node: ServiceNode) -> bool:
         """Whether this skill's answer will be the turn's, as far as can be known before it
         answers: every other skill is left out by the skill selectors this turn (or there
-        is none). Its answer can still be lost (the skill fails, a required service
-        skips it): the final answer, not the tokens, is what was stored."""
+        is none); its ``stream_min_confidence`` can make it so later (:meth:`_claims`).
+        Its answer can still be lost (the skill fails, a required service skips it): the
+        final answer, not the tokens, is what was stored."""
         others = [n for n in self.pipeline.group("skills") if n.name != node.name]
         return all(self._skip(run, other) is not None for other in others)
 
@@ -336,6 +370,8 @@ class Executor:
                 user=run.turn.bot.model_dump(mode="json"),
                 attributes={"selector_reason": "no hypothesis survived"},
             )
+        if run.selection is None:
+            run.selection = self._claimed(run)
         if run.selection is None:
             run.selection = highest_confidence([h.confidence for h in hypotheses])
             if self.pipeline.group("response_selectors"):

@@ -14,7 +14,12 @@ from skills.llm.app import create_app as llm_app
 from tests.conftest import AgentFactory, service_entry
 from tests.support.events import follow, kinds
 from tests.support.openai_stream import StreamingOpenAI
-from tests.support.services import choosing_skill_selector, streaming_skill
+from tests.support.services import (
+    choosing_skill_selector,
+    fixed_skill,
+    last_index_selector,
+    streaming_skill,
+)
 
 PIECES = ["Once ", "upon ", "a ", "time", "."]
 
@@ -217,3 +222,48 @@ def test_streamed_calls_that_succeed_keep_the_skills_circuit_closed(
             follow(client, "/", body)[1][-1][1] if turn % 2 else client.post("/", json=body).json()
         )
         assert reply["active_skill"] == "story", reply
+
+
+def claiming_pipeline(services: Any, min_confidence: float) -> dict[str, Any]:
+    """``story`` (announces 0.9) with a stream rule, ``tale``, and a response selector that
+    always picks the last hypothesis (``tale``'s, as the executor orders them)."""
+    story = services(streaming_skill("story", PIECES, confidence=0.9)).url
+    return {
+        "services": {
+            "skills": {
+                "story": service_entry(story, stream=True, stream_min_confidence=min_confidence),
+                "tale": service_entry(services(fixed_skill("tale", "Something.", 0.3)).url),
+            },
+            "response_selectors": {"last": service_entry(services(last_index_selector()).url)},
+        }
+    }
+
+
+def test_a_skill_announcing_its_minimum_confidence_streams_and_answers(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(claiming_pipeline(services, 0.8))
+    json_reply = client.post("/", json={"user_id": "ann", "payload": "Tell me a story"}).json()
+    _, events = follow(client, "/", {"user_id": "bob", "payload": "Tell me a story"})
+    assert [d["text"] for k, d in events if k == "token"] == PIECES
+    answer = events[-1][1]
+    assert answer["active_skill"] == json_reply["active_skill"] == "story"
+    progress = {d["service"]: d["outcome"] for k, d in events if k == "progress"}
+    assert progress["last"] == "skipped"
+    stored = [
+        client.get(f"/api/dialogs/{reply['dialog_id']}").json() for reply in (json_reply, answer)
+    ]
+    assert comparable(stored[0]) == comparable(stored[1])
+    bot = stored[1]["utterances"][1]
+    assert bot["attributes"]["selector_reason"] == (
+        "story announced confidence 0.9, at least its stream_min_confidence 0.8"
+    )
+
+
+def test_below_its_minimum_the_selector_chooses_as_always(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(claiming_pipeline(services, 0.95))
+    _, events = follow(client, "/", {"user_id": "bob", "payload": "Tell me a story"})
+    assert "token" not in kinds(events)
+    assert events[-1][1]["active_skill"] == "tale"
