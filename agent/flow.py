@@ -48,6 +48,7 @@ from agent.pipeline.executor import Executor, Turn, TurnResult
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance, Utterance
 from agent.store.base import Place, Store, StoreUnavailable, StoreWriteRefused, TurnStart
 from agent.telemetry import Telemetry, printable, turn_answered, turn_identified
+from agent.telemetry.events import emit
 
 log = logging.getLogger("chorus.flow")
 
@@ -214,6 +215,7 @@ class MessageFlow:
                 dialog.dialog_id,
                 printable(repr(key)),
             )
+            emit("accepted", dialog_id=dialog.dialog_id, utt_id=answered.utterance.utt_id)
             if close_after:
                 await store.close_active_dialog(user_id)
             return answered, dialog.dialog_id
@@ -230,6 +232,7 @@ class MessageFlow:
             await store.add_utterance(dialog.dialog_id, utterance)
         turn_identified(dialog.dialog_id, utterance.utt_id)
         await self.lines.note(place, utterance.utt_id)
+        emit("accepted", dialog_id=dialog.dialog_id, utt_id=utterance.utt_id)
         try:
             result = await self.lines.interruptible(
                 place,

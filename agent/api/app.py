@@ -23,6 +23,7 @@ from agent.api.limits import BodySizeLimit
 from agent.api.readiness import required_services
 from agent.api.routes import (
     chat,
+    chat_ws,
     debug,
     dialogs,
     health,
@@ -100,6 +101,7 @@ def create_app(
     install_error_handlers(app)
     for module in (
         chat,
+        chat_ws,
         observe,
         dialogs,
         ratings,

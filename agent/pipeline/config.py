@@ -105,6 +105,29 @@ class ServiceConfig(BaseModel):
         "for the service to run, e.g. an LLM skill's endpoint: unset, it is off",
     )
     tags: list[str] = Field(default_factory=list)
+    stream: bool = Field(
+        default=False,
+        description="a skill that streams its text (an async generator with the SDK): "
+        "called for a streamed answer, its tokens reach a listening client when its "
+        "answer is certain to be chosen",
+    )
+
+    stream_min_confidence: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="a streaming skill that announces at least this confidence before its "
+        "text answers the turn (the first to announce, if several do): its tokens reach a "
+        "listening client and the response selector is not asked",
+    )
+
+    @model_validator(mode="after")
+    def _stream_over_http(self) -> ServiceConfig:
+        if self.stream and (self.connector.url is None or self.connector.protocol != "chorus"):
+            raise ValueError('"stream": true needs a "url" with the chorus protocol')
+        if self.stream_min_confidence is not None and not self.stream:
+            raise ValueError('"stream_min_confidence" needs "stream": true')
+        return self
 
     def off_because(self) -> str | None:
         """Why the service is not part of the pipeline now, or None when it is."""

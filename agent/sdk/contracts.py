@@ -14,7 +14,7 @@ fit its role is a mypy error too.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from agent.sdk.errors import ChorusError
 from agent.sdk.models import DialogView, HypothesisView, Selection, SkillHypothesis, SkillSelection
 from agent.sdk.roles import Role, singular
+from agent.sdk.streaming import StreamStart
 
 #: Set on a service's answer when its handler broke the role's contract; the body's
 #: ``message`` says how.
@@ -48,7 +49,8 @@ class AnnotatorHandler(Protocol):
 
 
 class SkillHandler(Protocol):
-    """A skill: its hypotheses (or one), or an awaitable of them."""
+    """A skill: its hypotheses (or one), an awaitable of them, or an async generator that
+    streams one hypothesis (a ``StreamStart``, then its text in pieces)."""
 
     def __call__(
         self, dialog: DialogView, /
@@ -57,6 +59,7 @@ class SkillHandler(Protocol):
         | SkillHypothesis
         | Awaitable[list[SkillHypothesis]]
         | Awaitable[SkillHypothesis]
+        | AsyncIterator[StreamStart | str]
     ): ...
 
 
