@@ -5,22 +5,34 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: install run test lint typecheck bench clean mongodb-test-server docker-compose chromium \
-	nginx
+.PHONY: install lock run test lint typecheck bench clean mongodb-test-server docker-compose \
+	chromium nginx
 
-$(STAMP): pyproject.toml
+# constraints.txt pins every package (the tools too) at the versions `make test` passed
+# with, so a fresh clone installs those and a dependency's new release changes nothing until
+# `make lock` writes the file again.
+$(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Chorus needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench,services]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench,services]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP)
 
+# After changing pyproject.toml's dependencies: install without the old pins, test, lock.
+lock:
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench,services]'
+	$(BIN)/python tools/lock.py
+
+# `make run RUN_ARGS="--port 5000"` moves the agent (docs/configuration.md, "Moving make
+# run's ports"); the services' ports are their URLs in the pipeline file.
+RUN_ARGS ?=
+
 run: install
-	$(BIN)/chorus run
+	$(BIN)/chorus run $(RUN_ARGS)
 
 PYTHON_DIRS := agent annotators skills skill_selectors response_selectors tests bench
 
@@ -57,7 +69,7 @@ nginx:
 COVERAGE_FLOOR := 92
 
 test: lint typecheck mongodb-test-server docker-compose chromium nginx
-	$(BIN)/pytest --cov --cov-fail-under=$(COVERAGE_FLOOR)
+	$(BIN)/pytest --cov --cov-fail-under=$(COVERAGE_FLOOR) --durations=15
 
 bench: install
 	$(BIN)/python -m bench.run

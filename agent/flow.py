@@ -41,12 +41,14 @@ from pydantic import BaseModel
 
 from agent.dream.executor import DreamExecutor
 from agent.idempotency import IdempotencyKeys, KeySuperseded, Reply
-from agent.lines import UserLines
+from agent.lines import TurnInterrupted, UserLines
 from agent.metrics import Metrics
+from agent.pipeline.config import DoubleTexting
 from agent.pipeline.executor import Executor, Turn, TurnResult
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance, Utterance
 from agent.store.base import Place, Store, StoreUnavailable, StoreWriteRefused, TurnStart
 from agent.telemetry import Telemetry, printable, turn_answered, turn_identified
+from agent.telemetry.events import emit
 
 log = logging.getLogger("chorus.flow")
 
@@ -115,16 +117,20 @@ class MessageFlow:
         reward: float | None = None,
         close_after: bool = False,
         closing_commands: bool = False,
+        double_texting: DoubleTexting | None = None,
     ) -> Reply:
         """The reply to one message: answered once per idempotency ``key`` (``request`` is
         what a retry must repeat), in the user's line, shaped by ``shape``. ``reward``
         rates the previous bot answer; ``close_after`` ends the dialog once this answer is
         stored (ParlAI's ``episode_done``); with ``closing_commands``, ``/start`` and
-        ``/close`` end the open dialog instead of being answered (as in dp-agent)."""
+        ``/close`` end the open dialog instead of being answered (as in dp-agent).
+        ``double_texting`` overrides the pipeline's policy for a message that arrives
+        while another of the user's is answered."""
+        policy = double_texting or self._executor.pipeline.double_texting
 
         async def answer(retried: bool) -> Reply:
             if closing_commands and text.strip() in CLOSING_COMMANDS:
-                return shape(await self.close(user_id))
+                return shape(await self.close(user_id, policy))
             result, dialog_id = await self.run_turn(
                 user_id,
                 text,
@@ -133,14 +139,15 @@ class MessageFlow:
                 close_after=close_after,
                 key=key,
                 retried=retried,
+                policy=policy,
             )
             return shape(Answer(dialog_id, result))
 
         return await self.keys.answer_once(user_id, key, request, answer, reply_type)
 
-    async def close(self, user_id: str) -> Answer:
+    async def close(self, user_id: str, policy: DoubleTexting = "enqueue") -> Answer:
         """End the user's open dialog, in the user's line."""
-        async with self.lines.turn(user_id):
+        async with self.lines.turn(user_id, policy):
             closed = await self._store.close_active_dialog(user_id)
         return Answer(closed, None)
 
@@ -154,14 +161,16 @@ class MessageFlow:
         close_after: bool = False,
         key: str | None = None,
         retried: bool = False,
+        policy: DoubleTexting = "enqueue",
     ) -> tuple[TurnResult, str]:
         """One turn; ``reward`` rates the previous bot answer, ``close_after`` ends the
         dialog once this answer is stored (ParlAI's ``episode_done``), ``key`` is the
         client's idempotency key, stored with the utterance; ``retried``: an earlier
-        attempt with this key did not finish."""
+        attempt with this key did not finish; ``policy``: what this message does when
+        another of the user's is being answered."""
         started = time.perf_counter()
         with self.metrics.in_flight.track_inprogress(), self.telemetry.turn(user_id):
-            async with self.lines.turn(user_id) as place:
+            async with self.lines.turn(user_id, policy) as place:
                 result, dialog_id = await self._turn(
                     user_id, text, attributes, reward, close_after, key, retried, place
                 )
@@ -206,6 +215,7 @@ class MessageFlow:
                 dialog.dialog_id,
                 printable(repr(key)),
             )
+            emit("accepted", dialog_id=dialog.dialog_id, utt_id=answered.utterance.utt_id)
             if close_after:
                 await store.close_active_dialog(user_id)
             return answered, dialog.dialog_id
@@ -221,9 +231,18 @@ class MessageFlow:
         if pending is None:  # the store may give the utterance its id
             await store.add_utterance(dialog.dialog_id, utterance)
         turn_identified(dialog.dialog_id, utterance.utt_id)
-        result = await self._executor.run(
-            Turn(dialog.dialog_id, human, dialog.bot, history, utterance)
-        )
+        await self.lines.note(place, utterance.utt_id)
+        emit("accepted", dialog_id=dialog.dialog_id, utt_id=utterance.utt_id)
+        try:
+            result = await self.lines.interruptible(
+                place,
+                self._executor.run(Turn(dialog.dialog_id, human, dialog.bot, history, utterance)),
+            )
+        except TurnInterrupted:
+            # Kept without an answer, and marked so; the line is left on the way out.
+            await asyncio.shield(store.mark_interrupted(utterance.utt_id))
+            log.info("dialog %s: turn %s interrupted", dialog.dialog_id, utterance.utt_id)
+            raise TurnInterrupted(utterance.utt_id) from None
         # The turn's last write leaves the line too, unless the dialog is closed after it.
         await self._finish(dialog.dialog_id, human.id, result, None if close_after else place)
         if close_after:
@@ -262,7 +281,11 @@ class MessageFlow:
     ) -> HumanUtterance | None:
         """The stored, unanswered utterance this message repeats, if it is one."""
         last = history[-1] if history else None
-        if isinstance(last, HumanUtterance) and self._repeats(last, utterance):
+        if (
+            isinstance(last, HumanUtterance)
+            and not last.interrupted  # cancelled on purpose: never answered later
+            and self._repeats(last, utterance)
+        ):
             return last
         return None
 

@@ -39,8 +39,20 @@ from agent.store.base import DEFAULT_KEY_RETENTION, ClaimStatus, KeyStore, Store
 Reply = TypeVar("Reply", bound=BaseModel)
 
 
+def client_key(key: str) -> str:
+    """The key as the client sent it: the routes prefix it with their kind (``chat:``,
+    ``observe:``) so the two never collide, which a client never needs to see."""
+    return key.split(":", 1)[1] if ":" in key else key
+
+
 class KeyInFlight(ChorusError):
     """Another request with the same idempotency key is being answered right now."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            f"the message with idempotency key {client_key(key)!r} is being answered right "
+            "now; retry shortly to get its answer"
+        )
 
 
 class KeySuperseded(ChorusError):
@@ -50,9 +62,9 @@ class KeySuperseded(ChorusError):
 
     def __init__(self, key: str) -> None:
         super().__init__(
-            f"message id {key!r} was stored but not answered, and a later message was "
-            "answered since; it is kept unanswered. Send it again with a new id to get an "
-            "answer"
+            f"the message with idempotency key {client_key(key)!r} was stored but not "
+            "answered, and a later message was answered since; it is kept unanswered. Send "
+            "it again with a new key to get an answer"
         )
 
 
@@ -61,8 +73,8 @@ class KeyReused(ChorusError):
 
     def __init__(self, key: str) -> None:
         super().__init__(
-            f"message id {key!r} was already used for a different message; "
-            "send a new id with each new message"
+            f"idempotency key {client_key(key)!r} was already used for a different "
+            "message; send a new key with each new message"
         )
 
 

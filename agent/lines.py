@@ -6,6 +6,15 @@ overwrite the other. So each message takes a numbered place in the user's line i
 store (:meth:`LineStore.take_place`) and starts its turn only when every earlier place is
 done.
 
+A message that arrives while an earlier one of its user is being answered follows the
+pipeline's (or its request's) policy (:data:`DoubleTexting`): ``enqueue`` waits its turn;
+``reject`` gives its place back at once and is refused (:class:`TurnRunning`), naming the
+running turn's utterance; ``interrupt`` asks the running turn to stop through the store
+(:meth:`LineStore.interrupt`) and then waits its turn. The agent serving that turn
+notices at once when it is this one; another replica looks every :data:`INTERRUPT_POLL`
+at its turns older than :data:`INTERRUPT_GRACE`. It cancels the pipeline and raises
+:class:`TurnInterrupted`.
+
 The line lives in the database, not in this process, so replicas sharing one MongoDB
 see the same line. What this process keeps is only a wake-up hint (a message finished
 here, so its successor waiting here need not wait for its next poll) and the places it
@@ -17,18 +26,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Awaitable
 from datetime import datetime
+from typing import TypeVar
 
 from agent.leases import Heartbeat
+from agent.pipeline.config import DoubleTexting
 from agent.sdk.errors import ChorusError
 from agent.state.models import utc_now
-from agent.store.base import LineStore, Place, StoreUnavailable
+from agent.store.base import LineStore, Place, RunningTurn, StoreUnavailable
+
+log = logging.getLogger("chorus.lines")
+T = TypeVar("T")
 
 #: Polling interval for a place that waits on another replica: it starts short (a turn is
 #: milliseconds) and backs off, so a long wait costs few queries.
 _FIRST_POLL = 0.005
 _MAX_POLL = 0.1
+#: Seconds between two looks at the store for interrupts of the turns this agent serves
+#: (one query for all of them, only while it serves one): how long a turn interrupted
+#: from another replica may go on.
+INTERRUPT_POLL = 0.1
+#: Seconds a turn runs before the store is asked whether another replica interrupted it:
+#: a turn shorter than that ends about as soon as it could be stopped, and costs no query
+#: (a steady-state turn's commands stay as docs/storage.md counts them). An interrupt
+#: from this agent stops it at once.
+INTERRUPT_GRACE = 0.5
+#: Seconds a refused message waits for the running turn to name its utterance (it does so
+#: right after storing it, milliseconds after taking its place).
+_NAME_WAIT = 2.0
 
 
 class LineTimeout(ChorusError):
@@ -42,6 +69,30 @@ class LineTimeout(ChorusError):
         self.waited = waited
 
 
+class TurnRunning(ChorusError):
+    """A message refused because an earlier one of its user is being answered (policy
+    ``reject``)."""
+
+    def __init__(self, utt_id: str | None) -> None:
+        super().__init__(
+            f"a message of this user is being answered (utterance {utt_id}); send this one "
+            "after its answer, or with double_texting=enqueue or interrupt"
+        )
+        self.utt_id = utt_id
+
+
+class TurnInterrupted(ChorusError):
+    """The turn was cancelled by a later message of its user (policy ``interrupt``): its
+    human utterance is kept, marked interrupted, without an answer."""
+
+    def __init__(self, utt_id: str | None) -> None:
+        super().__init__(
+            f"this message (utterance {utt_id}) was interrupted by a later message of the "
+            "same user, which is answered instead"
+        )
+        self.utt_id = utt_id
+
+
 class UserLines:
     """Serialises each user's turns through the store; see the module docstring."""
 
@@ -50,14 +101,20 @@ class UserLines:
         self._max_wait = max_wait
         self._heartbeat: Heartbeat[tuple[str, int]] = Heartbeat(lease, self._renew, "line")
         self._finished: dict[str, asyncio.Event] = {}
+        #: the places this agent serves, each with the event that interrupts its turn
+        self._serving: dict[tuple[str, int], asyncio.Event] = {}
+        #: when each of them started being served (the event loop's clock)
+        self._since: dict[tuple[str, int], float] = {}
+        self._watcher: asyncio.Task[None] | None = None
 
     async def _renew(self, places: list[tuple[str, int]], lease_until: datetime) -> None:
         await self._store.renew_places(sorted(places), lease_until)
 
     @contextlib.asynccontextmanager
-    async def turn(self, user_id: str) -> AsyncIterator[Place]:
-        """Wait for the user's earlier messages, then hold the line until the block ends.
-        The place is yielded so that the turn's last write can leave the line too
+    async def turn(self, user_id: str, policy: DoubleTexting = "enqueue") -> AsyncIterator[Place]:
+        """Wait for the user's earlier messages (or, by ``policy``, refuse to, or interrupt
+        the running one first), then hold the line until the block ends. The place is
+        yielded so that the turn's last write can leave the line too
         (:meth:`DialogStore.finish_turn`); otherwise it is left here."""
         held = self._heartbeat.held
         self._heartbeat.start()
@@ -67,10 +124,17 @@ class UserLines:
         served = False
         try:
             if not place.first:
+                if policy != "enqueue":
+                    await self._before_waiting(place, policy)
                 await self._wait(place)
             served = True
+            self._serving[holding] = asyncio.Event()
+            self._since[holding] = asyncio.get_running_loop().time()
+            self._watch()
             yield place
         finally:
+            self._serving.pop(holding, None)
+            self._since.pop(holding, None)
             held.discard(holding)
             # Shielded: a cancelled request (client gone, shutdown) must still free the
             # line; if the store is down, the lease runs out and frees it instead.
@@ -80,6 +144,86 @@ class UserLines:
             event = self._finished.pop(user_id, None)
             if event is not None:
                 event.set()
+
+    async def _before_waiting(self, place: Place, policy: DoubleTexting) -> None:
+        """``reject``: refuse the message while another of its user runs; ``interrupt``:
+        ask the running turn to stop. Nothing when the line moved on meanwhile."""
+        running = await self._running(place)
+        if running is None:
+            return
+        if policy == "reject":
+            raise TurnRunning(running.utt_id)
+        local = self._serving.get((place.user_id, running.number))
+        if local is not None:
+            local.set()
+        await self._store.interrupt(place.user_id, running.number)
+
+    async def _running(self, place: Place) -> RunningTurn | None:
+        """The turn being served before ``place``, once it has named its utterance (or
+        after :data:`_NAME_WAIT`, unnamed)."""
+        loop = asyncio.get_running_loop()
+        deadline, poll = loop.time() + _NAME_WAIT, _FIRST_POLL
+        while True:
+            running = await self._store.running_turn(place.user_id)
+            if running is None or running.number >= place.number:
+                return None
+            if running.utt_id is not None or loop.time() > deadline:
+                return running
+            await asyncio.sleep(poll)  # polling the store: the other turn may be elsewhere
+            poll = min(poll * 2, _MAX_POLL)
+
+    async def note(self, place: Place, utt_id: str) -> None:
+        """Record the utterance the place answers, for a message refused or interrupting."""
+        await self._store.note_turn(place, utt_id)
+
+    async def interruptible(self, place: Place, work: Awaitable[T]) -> T:
+        """``work`` (the pipeline), cancelled when a later message interrupts the place's
+        turn: :class:`TurnInterrupted` is raised then."""
+        event = self._serving.get((place.user_id, place.number))
+        task = asyncio.ensure_future(work)
+        if event is None:
+            return await task
+        waiter = asyncio.ensure_future(event.wait())
+        try:
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if task.cancelled():
+            raise TurnInterrupted(None)
+        return task.result()
+
+    def _watch(self) -> None:
+        """Start the interrupt watcher if it is not running (it stops when idle)."""
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.get_running_loop().create_task(
+                self._watch_interrupts(), name="chorus-line-interrupts"
+            )
+
+    async def _watch_interrupts(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._serving:
+            await asyncio.sleep(INTERRUPT_POLL)  # polling the store: interrupts come from anywhere
+            old_enough = loop.time() - INTERRUPT_GRACE
+            serving = [
+                p
+                for p, event in self._serving.items()
+                if not event.is_set() and self._since.get(p, old_enough) <= old_enough
+            ]
+            if not serving:
+                continue
+            try:
+                flagged = await self._store.interrupted(serving)
+            except StoreUnavailable:  # the next look tries again
+                log.warning("could not look for interrupted turns", exc_info=True)
+                continue
+            for holding in flagged:
+                event = self._serving.get(holding)
+                if event is not None:
+                    event.set()
 
     async def _wait(self, place: Place) -> None:
         loop = asyncio.get_running_loop()
@@ -94,5 +238,9 @@ class UserLines:
             poll = min(poll * 2, _MAX_POLL)
 
     async def aclose(self) -> None:
-        """Stop the heartbeat (the lifespan's end)."""
+        """Stop the heartbeat and the interrupt watcher (the lifespan's end)."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
         await self._heartbeat.aclose()

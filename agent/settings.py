@@ -205,6 +205,11 @@ class Settings(BaseSettings):
         description="longest accepted user id, in characters (dp-agent sets none); any "
         "printable text up to it is a user id",
     )
+    command_reply: Literal["chorus", "dp-agent"] = Field(
+        default="chorus",
+        description="what POST / answers to /start and /close: Chorus's reply naming the "
+        "closed dialog, or dp-agent's empty object {} (docs/dream.md)",
+    )
     dialog_view: Literal["chorus", "dp-agent"] = Field(
         default="chorus",
         description="the shape GET /api/dialogs/{id} and /api/user/{id} answer in when the "
@@ -310,6 +315,52 @@ def load_settings() -> Settings:
         problems = "; ".join(
             f"{ENV_PREFIX}{str(e['loc'][0]).upper() if e['loc'] else 'PROTECT_CHAT'}: "
             f"{e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )
+        raise SettingsError(f"bad settings: {problems}") from None
+
+
+TELEGRAM_PREFIX = "CHORUS_TELEGRAM_"
+
+
+class TelegramSettings(BaseSettings):
+    """What ``chorus telegram`` reads: the bot's token, where the Bot API and the agent are."""
+
+    model_config = SettingsConfigDict(env_prefix=TELEGRAM_PREFIX, env_file=".env", extra="ignore")
+
+    token: SecretStr = Field(description="the bot's token, from @BotFather")
+    api_url: str = Field(
+        default="https://api.telegram.org",
+        description="the Bot API's base URL (a local Bot API server, or a test's)",
+    )
+    agent_url: str = Field(default="http://127.0.0.1:4242", description="the agent to talk to")
+    api_key: SecretStr | None = Field(
+        default=None, description="the agent's X-API-Key, when it protects its chat"
+    )
+    poll_timeout: int = Field(
+        default=25, ge=0, le=50, description="seconds a getUpdates long poll waits for news"
+    )
+    retries: int = Field(
+        default=5, ge=0, le=100, description="tries again after a network error or a 5xx"
+    )
+
+    @field_validator("api_url", "agent_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/")
+
+
+def load_telegram_settings() -> TelegramSettings:
+    """Read ``chorus telegram``'s settings, or fail naming the bad variable."""
+    try:
+        return TelegramSettings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{TELEGRAM_PREFIX}{str(e['loc'][0]).upper()}: "
+            + ("required: the bot's token from @BotFather" if e["type"] == "missing" else "")
+            + (e["msg"].removeprefix("Value error, ") if e["type"] != "missing" else "")
             for e in exc.errors()
         )
         raise SettingsError(f"bad settings: {problems}") from None

@@ -19,9 +19,10 @@ WORKDIR /app
 
 # The project and its dependencies (README.md is the package description pyproject.toml names).
 # Only the agent package is installed; the services are images of their own.
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY agent/ agent/
-RUN pip install --no-cache-dir . \
+# The versions `make test` passed with (constraints.txt, written by `make lock`).
+RUN pip install --no-cache-dir -c constraints.txt . \
     && rm -rf build *.egg-info
 
 # Pipeline configs for the deployment (compose uses deploy/pipeline.compose.json).

@@ -33,22 +33,35 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("infrastructure", ("agent.metrics", "agent.telemetry", "agent.settings")),
     ("store", ("agent.store",)),
     ("state and messages", ("agent.state", "agent.message", "agent.parlai")),
-    ("service SDK", ("agent.sdk", "agent")),
+    ("service SDK", ("agent.sdk",)),
+    # The package itself (agent/__init__.py: its docstring and __version__), and nothing
+    # under it: a new top-level module must be given its layer above.
+    ("package root", ("agent",)),
 ]
 
 #: Upward imports known and accepted, as (importer, imported): none today.
 KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 
+#: Names that stand for that module alone, not for the modules under it.
+EXACT = frozenset({"agent"})
+
+
+def in_layer(module: str, name: str) -> bool:
+    if name in EXACT:
+        return module == name
+    return module == name or module.startswith(name + ".")
+
+
 def layer_of(module: str) -> int:
     for index, (_, prefixes) in enumerate(LAYERS):
-        if any(module == p or module.startswith(p + ".") for p in prefixes):
+        if any(in_layer(module, p) for p in prefixes):
             return index
     raise AssertionError(f"{module} is in no layer: add it to LAYERS in {__file__}")
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(AGENT.parent).with_suffix("").parts)
+def _module_name(path: Path, root: Path = AGENT) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -56,8 +69,14 @@ def _module_name(path: Path) -> str:
 
 def _imports(path: Path) -> list[str]:
     """Every ``agent`` module the file imports, wherever the import statement is."""
+    return imports_in(path.read_text(encoding="utf-8"))
+
+
+def imports_in(source: str) -> list[str]:
+    """Every ``agent`` module a source text imports, at any depth (a function's body too);
+    ``from agent.x import y`` counts as importing ``agent.x``."""
     found: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -65,10 +84,10 @@ def _imports(path: Path) -> list[str]:
     return [name for name in found if name == "agent" or name.startswith("agent.")]
 
 
-def upward_imports() -> list[str]:
+def upward_imports(root: Path = AGENT) -> list[str]:
     problems = []
-    for path in sorted(AGENT.rglob("*.py")):
-        importer = _module_name(path)
+    for path in sorted(root.rglob("*.py")):
+        importer = _module_name(path, root)
         for imported in _imports(path):
             if layer_of(imported) < layer_of(importer) and (importer, imported) not in KNOWN_UPWARD:
                 problems.append(
@@ -109,3 +128,55 @@ def test_an_upward_import_is_caught(importer: str, imported: str) -> None:
 def test_every_module_has_a_layer() -> None:
     for path in AGENT.rglob("*.py"):
         layer_of(_module_name(path))
+
+
+def test_a_module_outside_every_layer_is_named() -> None:
+    """The package root's layer covers agent/__init__.py alone: a new top-level module or
+    package fails until LAYERS gives it a place."""
+    with pytest.raises(AssertionError, match=r"agent\.newthing is in no layer"):
+        layer_of("agent.newthing")
+    with pytest.raises(AssertionError, match=r"agent\.newpackage\.x is in no layer"):
+        layer_of("agent.newpackage.x")
+    assert LAYERS[layer_of("agent")][0] == "package root"
+    assert LAYERS[layer_of("agent.sdk.testing")][0] == "service SDK"
+    assert LAYERS[layer_of("agent.flow")][0] == "message flow"
+    with pytest.raises(AssertionError, match=r"agent\.flowers is in no layer"):
+        layer_of("agent.flowers")  # a prefix is a whole name, not its first letters
+
+
+def test_the_scanner_finds_imports_wherever_they_are() -> None:
+    source = """
+import agent.store.base
+import json, agent.pipeline as pipe
+from agent.sdk.models import DialogView
+from . import sibling
+from fastapi import FastAPI
+
+def later() -> None:
+    from agent.api.deps import Components
+
+class Lazy:
+    def method(self) -> None:
+        import agent.cli.main
+"""
+    assert sorted(imports_in(source)) == [
+        "agent.api.deps",
+        "agent.cli.main",
+        "agent.pipeline",
+        "agent.sdk.models",
+        "agent.store.base",
+    ]
+
+
+def test_the_scanner_reports_an_upward_import_in_a_tree(tmp_path: Path) -> None:
+    """upward_imports over a small tree of files: the one upward import is reported with
+    both modules and their layers, a downward one is not."""
+    package = tmp_path / "agent"
+    (package / "store").mkdir(parents=True)
+    (package / "api").mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "store" / "__init__.py").write_text("from agent.api.deps import x\n")
+    (package / "api" / "__init__.py").write_text("from agent.store.base import y\n")
+    assert upward_imports(package) == [
+        "agent.store (store) imports agent.api.deps (API and composition root)"
+    ]

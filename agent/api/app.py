@@ -18,14 +18,16 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import agent
 from agent.api.composition import assembled
-from agent.api.errors import install_error_handlers
+from agent.api.errors import ERROR_RESPONSES, install_error_handlers
 from agent.api.limits import BodySizeLimit
 from agent.api.readiness import required_services
 from agent.api.routes import (
     chat,
+    chat_ws,
     debug,
     dialogs,
     health,
+    load_ws,
     metrics,
     observe,
     pages,
@@ -94,9 +96,22 @@ def create_app(
         description="Dialogue-state orchestration: a message in, annotators and skills over "
         "HTTP, one answer out. `POST /` is compatible with DeepPavlov Agent.",
         lifespan=_lifespan(settings, pipeline, telemetry, owns_telemetry=tracer_provider is None),
+        responses=ERROR_RESPONSES,
     )
     install_error_handlers(app)
-    for module in (chat, observe, dialogs, ratings, health, metrics, pipeline_info, debug, pages):
+    for module in (
+        chat,
+        chat_ws,
+        observe,
+        dialogs,
+        ratings,
+        health,
+        metrics,
+        pipeline_info,
+        debug,
+        load_ws,
+        pages,
+    ):
         app.include_router(module.router)
     app.mount(pages.ASSETS_PATH, pages.static_files(), name="pages")
     if settings.cors_origins:

@@ -8,20 +8,23 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header, HTTPException, Request, status
+from fastapi import Depends, Header, HTTPException, Query, Request, status
+from starlette.requests import HTTPConnection
 
 from agent.api.composition import Components
 from agent.api.readiness import Readiness
 from agent.dream.graph import DreamPipeline
 from agent.flow import MessageFlow
 from agent.metrics import Metrics
+from agent.pipeline.config import DoubleTexting
 from agent.pipeline.graph import Pipeline
 from agent.settings import Settings
 from agent.store.base import Store
 
 
-async def _components(request: Request) -> Components:
-    components: Components = request.app.state.components
+async def _components(connection: HTTPConnection) -> Components:
+    """The app's parts, for an HTTP request and a WebSocket alike."""
+    components: Components = connection.app.state.components
     return components
 
 
@@ -76,7 +79,20 @@ async def _idempotency_key(
     return key
 
 
+async def _double_texting(
+    double_texting: Annotated[
+        DoubleTexting | None,
+        Query(
+            description="if a message of this user is being answered: enqueue (wait for "
+            "it), reject (409 naming it) or interrupt (cancel it); default: the pipeline's"
+        ),
+    ] = None,
+) -> DoubleTexting | None:
+    return double_texting
+
+
 StoreDep = Annotated[Store, Depends(_store)]
+DoubleTextingPolicy = Annotated[DoubleTexting | None, Depends(_double_texting)]
 IdempotencyKey = Annotated[str | None, Depends(_idempotency_key)]
 FlowDep = Annotated[MessageFlow, Depends(_flow)]
 SettingsDep = Annotated[Settings, Depends(_settings)]

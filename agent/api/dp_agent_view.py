@@ -7,7 +7,10 @@ What dp-agent's clients and Dream's tools (``utils/dumper``) read: ``_id`` (24 h
 and last utterance (dp-agent sets them on every save, so an open dialog has a
 ``date_finish`` too), the profile with every ``USER_PROFILE`` key and
 ``attributes.pipeline``. Chorus's own fields (errors, trace, skill selection, the numeric
-rating) stay in Chorus's view (``?view=chorus``); this one has dp-agent's fields only.
+rating) stay in Chorus's view (``?view=chorus``); this one has dp-agent's fields only. What
+a dp-agent pipeline keeps on a human utterance because Chorus never rewrites an earlier
+record is shown where dp-agent keeps it: the annotations ``add_annotation_prev_bot_utt``
+made of the previous bot utterance on that utterance, and the utterance counts not at all.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agent.dream.dialog import COUNTS_KEY, PREV_BOT_ANNOTATIONS_KEY
 from agent.state.dp_agent import USER_PROFILE, dp_date, object_id, short_id
 from agent.state.models import Bot, BotUtterance, Dialog, Human, HumanUtterance
 
@@ -59,18 +63,30 @@ def _human_utterance(utterance: HumanUtterance, human: dict[str, Any]) -> dict[s
         "annotations": utterance.annotations,
         "hypotheses": [h.model_dump(mode="json") for h in utterance.hypotheses],
         "date_time": dp_date(utterance.date_time),
-        "attributes": utterance.attributes,
+        "attributes": {
+            k: v for k, v in utterance.attributes.items() if k not in _KEPT_FOR_DP_AGENT
+        },
     }
 
 
-def _bot_utterance(utterance: BotUtterance, bot: dict[str, Any]) -> dict[str, Any]:
+#: Human utterance attributes a dp-agent pipeline keeps for Chorus (:mod:`agent.dream.dialog`).
+_KEPT_FOR_DP_AGENT = frozenset({COUNTS_KEY, PREV_BOT_ANNOTATIONS_KEY})
+
+
+def _bot_utterance(
+    utterance: BotUtterance, bot: dict[str, Any], following: HumanUtterance | None
+) -> dict[str, Any]:
+    annotations = utterance.annotations
+    later = following.attributes.get(PREV_BOT_ANNOTATIONS_KEY) if following else None
+    if isinstance(later, dict) and later:
+        annotations = {**annotations, **later}
     return {
         "utt_id": utterance.utt_id,
         "text": utterance.text,
         "orig_text": utterance.orig_text,
         "active_skill": utterance.active_skill,
         "confidence": utterance.confidence,
-        "annotations": utterance.annotations,
+        "annotations": annotations,
         "date_time": dp_date(utterance.date_time),
         "user": _snapshot(utterance.user, Bot, bot),
         "attributes": utterance.attributes,
@@ -82,10 +98,15 @@ def dp_agent_dialog(dialog: Dialog, pipeline: list[str]) -> dict[str, Any]:
     running pipeline's service names (dp-agent keeps them as ``attributes.pipeline``)."""
     human = _human(dialog.human)
     bot = _bot(dialog.bot)
-    utterances = [
-        _human_utterance(u, human) if isinstance(u, HumanUtterance) else _bot_utterance(u, bot)
-        for u in dialog.utterances
-    ]
+    stored = dialog.utterances
+    utterances = []
+    for index, utterance in enumerate(stored):
+        if isinstance(utterance, HumanUtterance):
+            utterances.append(_human_utterance(utterance, human))
+            continue
+        following = stored[index + 1] if index + 1 < len(stored) else None
+        after = following if isinstance(following, HumanUtterance) else None
+        utterances.append(_bot_utterance(utterance, bot, after))
     first = dialog.utterances[0].date_time if dialog.utterances else dialog.date_start
     last = dialog.utterances[-1].date_time if dialog.utterances else dialog.date_start
     return {

@@ -13,6 +13,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agent.api.errors import envelope
 from agent.sdk.errors import ChorusError
 from agent.state.limits import StorageLimits
 
@@ -108,7 +109,7 @@ class BodySizeLimit:
                 await self._refuse(send)
 
     async def _refuse(self, send: Send) -> None:
-        body = json.dumps({"detail": _message(self.max_bytes)}).encode()
+        body = json.dumps(envelope(413, _message(self.max_bytes))).encode()
         await send(
             {
                 "type": "http.response.start",

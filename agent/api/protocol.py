@@ -21,6 +21,7 @@ service sockets (see docs/trust-boundary.md).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from asyncio import TimerHandle
@@ -28,6 +29,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from agent.api.errors import envelope
 
 log = logging.getLogger("chorus.server")
 
@@ -189,13 +192,13 @@ class LimitedHttp(HttpToolsProtocol):
         self._linger = self.loop.call_later(LINGER_SECONDS, self.transport.close)
 
     def _answer(self, status: int, message: str, extra: bytes = b"") -> None:
-        body = (message + "\n").encode("utf-8")
+        body = json.dumps(envelope(status, message)).encode("utf-8")
         head = [STATUS_LINE[status]]
         for name, value in self.server_state.default_headers:
             head.extend([name, b": ", value, b"\r\n"])
         head.extend(
             [
-                b"content-type: text/plain; charset=utf-8\r\n",
+                b"content-type: application/json\r\n",
                 b"content-length: %d\r\n" % len(body),
                 b"connection: close\r\n",
                 extra,

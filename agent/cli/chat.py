@@ -128,18 +128,31 @@ def check_reachable(client: httpx.Client) -> None:
 
 
 def chat_command(
-    url: Annotated[str, typer.Option(help="the running agent")] = "http://127.0.0.1:4242",
+    url: Annotated[
+        str, typer.Option(metavar="URL", help="The address of the running agent.")
+    ] = "http://127.0.0.1:4242",
     user_id: Annotated[
-        str | None, typer.Option(help="who you are to the agent (default: terminal-<your login>)")
+        str | None,
+        typer.Option(
+            metavar="ID",
+            help="Who you are to the agent, which remembers you by it (by default "
+            "terminal-LOGIN, LOGIN being yours).",
+        ),
     ] = None,
     api_key: Annotated[
         str | None,
-        typer.Option(envvar="CHORUS_API_KEY", help="X-API-Key, if the agent protects its chat"),
+        typer.Option(
+            envvar="CHORUS_API_KEY",
+            metavar="KEY",
+            help="The agent's API key, sent as X-API-Key; needed when the agent protects "
+            "its chat (CHORUS_PROTECT_CHAT).",
+        ),
     ] = None,
 ) -> None:
-    """Chat with a running agent: each answer shows the skill that gave it.
+    """Chat with a running agent in the terminal.
 
-    /new starts a new dialog, /quit (or Ctrl-D) exits. Input may be piped.
+    Each answer shows the skill that gave it. /new starts a new dialog, and /quit (or
+    Ctrl-D) exits. Input may be piped, to script a chat.
     """
     who = user_id or default_user_id()
     interactive = sys.stdin.isatty()

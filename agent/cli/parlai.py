@@ -1,4 +1,4 @@
-"""``chorus eval`` and ``chorus export``: ParlAI datasets against a running agent."""
+"""``chorus eval`` and ``chorus export-parlai``: ParlAI datasets against a running agent."""
 
 from __future__ import annotations
 
@@ -22,13 +22,15 @@ from agent.parlai.replay import (
 )
 
 console = Console()
-UrlOption = Annotated[str, typer.Option(help="the running agent")]
+UrlOption = Annotated[str, typer.Option(metavar="URL", help="The address of the running agent.")]
 ApiKeyOption = Annotated[
     str | None,
     typer.Option(
         "--api-key",
         envvar="CHORUS_API_KEY",
-        help="X-API-Key of an agent that sets CHORUS_API_KEY (docker compose always does)",
+        metavar="KEY",
+        help="The agent's API key, sent as X-API-Key; needed when the agent sets "
+        "CHORUS_API_KEY, as docker compose always does.",
     ),
 ]
 REFUSED = (401, 403)
@@ -68,14 +70,23 @@ def eval_command(
     file: Annotated[
         Path,
         typer.Argument(
-            help="ParlAI text format (.txt) or JSONL (.jsonl)", exists=True, dir_okay=False
+            metavar="FILE",
+            help="The dataset: ParlAI's text format (.txt) or JSONL (.jsonl).",
+            exists=True,
+            dir_okay=False,
         ),
     ],
     url: UrlOption = "http://127.0.0.1:4242",
-    json_out: Annotated[Path | None, typer.Option("--json", help="also write the report")] = None,
+    json_out: Annotated[
+        Path | None,
+        typer.Option("--json", metavar="PATH", help="Also write the report to PATH, as JSON."),
+    ] = None,
     api_key: ApiKeyOption = None,
 ) -> None:
-    """Play every episode of FILE as one dialog and print its scores.
+    """Replay a ParlAI dataset through the agent and score the answers.
+
+    Every episode of FILE is played as one dialog, and its scores are printed per episode
+    and overall.
 
     An agent that protects its chat (CHORUS_PROTECT_CHAT) needs its API key: --api-key or
     CHORUS_API_KEY.
@@ -108,13 +119,26 @@ def eval_command(
 
 
 def export_command(
-    out: Annotated[Path, typer.Argument(help="file to write: .jsonl for JSONL, else text")],
-    user: Annotated[list[str] | None, typer.Option(help="a user's dialogs (repeatable)")] = None,
-    dialog: Annotated[list[str] | None, typer.Option(help="one dialog (repeatable)")] = None,
+    out: Annotated[
+        Path,
+        typer.Argument(
+            metavar="OUT", help="The file to write: JSONL if it ends in .jsonl, else text."
+        ),
+    ],
+    user: Annotated[
+        list[str] | None,
+        typer.Option(metavar="ID", help="Export every dialog of this user; may be repeated."),
+    ] = None,
+    dialog: Annotated[
+        list[str] | None,
+        typer.Option(metavar="ID", help="Export this dialog; may be repeated."),
+    ] = None,
     url: UrlOption = "http://127.0.0.1:4242",
     api_key: ApiKeyOption = None,
 ) -> None:
-    """Write stored dialogs as ParlAI episodes: each human text labelled with the answer.
+    """Write stored dialogs as a ParlAI dataset.
+
+    Each human text becomes an example labelled with the bot's answer.
 
     Reading dialogs needs the agent's API key when it sets one (--api-key or CHORUS_API_KEY).
     """

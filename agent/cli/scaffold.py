@@ -487,7 +487,9 @@ def apply(plan: Plan) -> None:
 # -- the command ------------------------------------------------------------------------------
 
 
-new_app = typer.Typer(help="Create a new service from a template.", no_args_is_help=True)
+new_app = typer.Typer(
+    help="Create a new service from a template.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 def _shown(path: Path, root: Path) -> str:
@@ -514,14 +516,27 @@ See docs/adding-a-skill.md.""")
 
 @new_app.command("skill")
 def skill_command(
-    name: Annotated[str, typer.Argument(help="the skill's name: lowercase letters and digits")],
+    name: Annotated[
+        str,
+        typer.Argument(
+            metavar="NAME",
+            help="The skill's name: 1-30 lowercase letters and digits, starting with a letter.",
+        ),
+    ],
     pipeline: Annotated[
         Path | None,
-        typer.Option(help="the local pipeline file (default: CHORUS_PIPELINE, else pipeline.json)"),
+        typer.Option(
+            metavar="PATH",
+            help="The local pipeline file to register the skill in (by default "
+            "CHORUS_PIPELINE, else pipeline.json).",
+        ),
     ] = None,
 ) -> None:
-    """Create skills/NAME/ (a working skill, its test and README) and register it
-    in the local pipeline, deploy/pipeline.compose.json and docker-compose.yml."""
+    """Create a skill and register it wherever it runs.
+
+    Writes skills/NAME/ (a working skill, its test and its README) and registers the skill
+    in the local pipeline, deploy/pipeline.compose.json and docker-compose.yml.
+    """
     root = Path.cwd()
     try:
         plan = plan_skill(root, name, pipeline or load_settings().pipeline)

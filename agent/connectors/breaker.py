@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from agent.connectors.base import Connector
@@ -107,6 +107,25 @@ class GuardedConnector:
                 raise
             self.breaker.record(ok=True)
             return result
+
+    async def stream(self, view: DialogView) -> AsyncIterator[tuple[str, Any]]:
+        """The inner connector's streamed answer (it must have ``stream``), behind the
+        breaker; no retries: a streamed call is made once."""
+        stream = getattr(self.inner, "stream", None)
+        if stream is None:
+            raise TypeError(f"connector {self.name!r} cannot stream")
+        self.breaker.before_call()
+        ended = False
+        try:
+            async for kind, value in stream(view):
+                if kind == "end":
+                    ended = True
+                    self.breaker.record(ok=True)
+                yield kind, value
+        except (ServiceError, asyncio.CancelledError, GeneratorExit):
+            if not ended:  # a stream given up before its end line failed
+                self.breaker.record(ok=False)
+            raise
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -21,8 +22,10 @@ from agent.connectors.errors import (
     ServiceTimeout,
     ServiceUnavailable,
 )
+from agent.sdk.contracts import CONTRACT_HEADER
 from agent.sdk.models import DialogView, ServiceRequest
-from agent.telemetry import outgoing_headers
+from agent.sdk.streaming import STREAM_MEDIA_TYPE, LineKind, parse_line
+from agent.telemetry import outgoing_headers, printable
 
 #: An answer larger than this is refused without being read whole (a misbehaving service
 #: must not be able to exhaust the agent's memory).
@@ -65,17 +68,70 @@ class HttpConnector:
 
     async def call(self, views: list[DialogView]) -> list[Any]:
         body = ServiceRequest.model_construct(dialogs=views).model_dump_json().encode()
-        data = self._parse(await self._post(body))
+        return self._one_item(self._parse(await self._post(body)), len(views))
+
+    def _one_item(self, data: Any, views: int) -> list[Any]:
+        """The answer, checked to be a list with one item per dialog."""
         if not isinstance(data, list):
             raise BadServiceResponse(
                 self.name,
                 f"answer must be a JSON list with one item per dialog, got {type(data).__name__}",
             )
-        if len(data) != len(views):
-            raise BadServiceResponse(
-                self.name, f"answer has {len(data)} items for {len(views)} dialogs"
-            )
+        if len(data) != views:
+            raise BadServiceResponse(self.name, f"answer has {len(data)} items for {views} dialogs")
         return data
+
+    async def stream(self, view: DialogView) -> AsyncIterator[tuple[LineKind, Any]]:
+        """One dialog's answer as a streaming skill sends it (:mod:`agent.sdk.streaming`):
+        ``start``, ``token``... as they arrive, ``end`` with the one output. A service
+        that answers plain JSON instead is read as usual and ends the same way; an
+        ``error`` line, a broken line or a stream without ``end`` raise a service error."""
+        body = ServiceRequest.model_construct(dialogs=[view]).model_dump_json().encode()
+        headers = outgoing_headers({**_JSON, "Accept": f"{STREAM_MEDIA_TYPE}, application/json"})
+        try:
+            async with self._session.post(
+                self.url, data=body, headers=headers, timeout=self._timeout
+            ) as response:
+                if not 200 <= response.status < 300:
+                    raw = await self._read_bounded(response)
+                    raise BadServiceStatus(
+                        self.name, response.status, raw.decode("utf-8", "replace")
+                    )
+                if response.content_type != STREAM_MEDIA_TYPE:
+                    (output,) = self._one_item(self._parse(await self._read_bounded(response)), 1)
+                    yield "end", output
+                    return
+                read = 0
+                async for raw_line in response.content:
+                    read += len(raw_line)
+                    if read > self._max_bytes:
+                        raise BadServiceResponse(
+                            self.name, f"answer is over the {self._max_bytes} bytes limit"
+                        )
+                    if not raw_line.strip():
+                        continue
+                    try:
+                        kind, value = parse_line(raw_line)
+                    except ValueError as exc:
+                        raise BadServiceResponse(self.name, str(exc)) from None
+                    if kind == "error":
+                        raise BadServiceResponse(self.name, f"failed while streaming: {value}")
+                    if kind == "end":
+                        (output,) = self._one_item([value], 1)
+                        yield "end", output
+                        return
+                    yield kind, value
+        except TimeoutError:
+            raise ServiceTimeout(self.name, f"no answer within {self._timeout.total}s") from None
+        except aiohttp.ClientConnectorError as exc:
+            raise ServiceUnavailable(
+                self.name, f"cannot reach {self.url}: {exc.strerror or exc}", never_connected=True
+            ) from None
+        except aiohttp.ClientError as exc:
+            raise ServiceUnavailable(
+                self.name, f"connection to {self.url} failed: {exc or type(exc).__name__}"
+            ) from None
+        raise BadServiceResponse(self.name, "the streamed answer ended without its end line")
 
     async def post_json(self, payload: Any) -> Any:
         """POST any JSON and return the parsed answer (for other protocols)."""
@@ -91,6 +147,7 @@ class HttpConnector:
             ) as response:
                 raw = await self._read_bounded(response)
                 status = response.status
+                broken_contract = CONTRACT_HEADER in response.headers
         except TimeoutError:
             raise ServiceTimeout(self.name, f"no answer within {self._timeout.total}s") from None
         except aiohttp.ClientConnectorError as exc:
@@ -101,6 +158,8 @@ class HttpConnector:
             raise ServiceUnavailable(
                 self.name, f"connection to {self.url} failed: {exc or type(exc).__name__}"
             ) from None
+        if broken_contract:
+            raise BadServiceResponse(self.name, _contract_message(raw))
         if not 200 <= status < 300:
             raise BadServiceStatus(self.name, status, raw.decode("utf-8", "replace"))
         return raw
@@ -129,3 +188,12 @@ class HttpConnector:
 
     async def aclose(self) -> None:
         """The shared session is closed by its owner, the agent's lifespan."""
+
+
+def _contract_message(raw: bytes) -> str:
+    """What an SDK service said its handler broke (agent/sdk/contracts.py), bounded."""
+    try:
+        message = json.loads(raw)["message"]
+    except (ValueError, KeyError, TypeError):
+        message = raw.decode("utf-8", "replace")
+    return printable(str(message), 500)

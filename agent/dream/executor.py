@@ -31,7 +31,13 @@ from agent.pipeline.calls import Skip, TurnTrace, contained
 from agent.pipeline.executor import Turn, TurnResult
 from agent.pipeline.limits import TurnLimits
 from agent.state.limits import StorageLimits
-from agent.state.models import FALLBACK_SKILL, BotUtterance, FailureKind, Outcome
+from agent.state.models import (
+    FALLBACK_SKILL,
+    BotUtterance,
+    FailureKind,
+    Outcome,
+    SkillSelectorDecision,
+)
 from agent.telemetry import service_call_span
 
 log = logging.getLogger("chorus.dream")
@@ -239,14 +245,33 @@ class DreamExecutor:
                 ) from None
         # What could not be stored or read back is refused before it touches the state.
         run.stored_bytes = self._limits.charge(node.name, answer, run.stored_bytes)
-        if "selector" in node.tags and answer:
-            run.selections.setdefault(node.name, set()).update(selected_labels(answer, node.name))
+        if "selector" in node.tags:
+            self._record_selection(run, node, answer)
         try:
             run.state.apply(node.state_manager_method, answer, node.label, ind)
         finally:
             for message in run.state.refusals:  # parts refused, the rest applied
                 run.fail(node, "refused", message)
             run.state.refusals.clear()
+
+    def _record_selection(self, run: _Run, node: DreamService, answer: Any) -> None:
+        """A selector's answer narrows the services waiting for it (an empty one leaves
+        them all to run, as in dp-agent) and is recorded in the turn's ``skill_selection``,
+        as a Chorus skill selector's is, for the inspector and ``GET /api/dialogs``."""
+        chosen = selected_labels(answer, node.name) if answer else set()
+        if chosen:
+            run.selections.setdefault(node.name, set()).update(chosen)
+        waiting = sorted({s.label for s in self.pipeline if node.name in s.depends_on})
+        decisions = run.state.utterance.skill_selection
+        earlier = next((d for d in decisions if d.selector == node.name), None)
+        if earlier is None:
+            decisions.append(
+                SkillSelectorDecision(
+                    selector=node.name, skills=sorted(chosen), decides=waiting or None
+                )
+            )
+        else:  # one answer per task: the decision is their union
+            earlier.skills = sorted(set(earlier.skills) | chosen)
 
     async def _special(self, run: _Run, node: DreamService) -> None:
         """The timeout or last-chance service, on its own short budget."""

@@ -22,7 +22,7 @@ from agent.dream.config import (
     ParsedService,
     parse_dp_config,
 )
-from agent.pipeline.config import PipelineConfigError
+from agent.pipeline.config import DoubleTexting, PipelineConfigError
 from agent.pipeline.graph import topological_order
 
 log = logging.getLogger("chorus.dream")
@@ -70,6 +70,8 @@ class DreamPipeline:
     fallback_response: str = DEFAULT_FALLBACK
     metadata: Any = None
     disabled: dict[str, str] = field(default_factory=dict)
+    #: a dp-agent file has no such setting: a request may still ask for another policy
+    double_texting: DoubleTexting = "enqueue"
 
     def __iter__(self) -> Iterator[DreamService]:
         return iter(self.nodes)

@@ -1,5 +1,5 @@
 """Play ParlAI episodes through a running agent and score the answers (``chorus eval``),
-and turn stored dialogs back into episodes (``chorus export``)."""
+and turn stored dialogs back into episodes (``chorus export-parlai``)."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from agent.connectors.errors import ServiceError
 from agent.state.models import FailureKind, HumanUtterance, Outcome, ServiceCall, ServiceFailure
 from agent.telemetry import printable
+from agent.telemetry.events import emit
 
 log = logging.getLogger("chorus.executor")
 
@@ -84,6 +85,7 @@ class TurnTrace:
                 batch_size=batch,
             )
         )
+        emit("progress", service=service, group=group, outcome=outcome)
 
     def fail(self, service: str, group: str, kind: FailureKind, message: str) -> None:
         self.add_failure(group, ServiceFailure(service=service, kind=kind, message=message))

@@ -37,6 +37,9 @@ from agent.sdk.roles import ROLES, Role
 
 ServiceName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
 BuiltinName = Literal["highest_confidence", "all_skills"]
+#: What a message does when it arrives while an earlier one of its user is being answered
+#: (docs/turns.md): wait its turn, be refused (409), or cancel the running turn.
+DoubleTexting = Literal["enqueue", "reject", "interrupt"]
 
 
 class PipelineConfigError(ConfigError):
@@ -102,6 +105,29 @@ class ServiceConfig(BaseModel):
         "for the service to run, e.g. an LLM skill's endpoint: unset, it is off",
     )
     tags: list[str] = Field(default_factory=list)
+    stream: bool = Field(
+        default=False,
+        description="a skill that streams its text (an async generator with the SDK): "
+        "called for a streamed answer, its tokens reach a listening client when its "
+        "answer is certain to be chosen",
+    )
+
+    stream_min_confidence: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="a streaming skill that announces at least this confidence before its "
+        "text answers the turn (the first to announce, if several do): its tokens reach a "
+        "listening client and the response selector is not asked",
+    )
+
+    @model_validator(mode="after")
+    def _stream_over_http(self) -> ServiceConfig:
+        if self.stream and (self.connector.url is None or self.connector.protocol != "chorus"):
+            raise ValueError('"stream": true needs a "url" with the chorus protocol')
+        if self.stream_min_confidence is not None and not self.stream:
+            raise ValueError('"stream_min_confidence" needs "stream": true')
+        return self
 
     def off_because(self) -> str | None:
         """Why the service is not part of the pipeline now, or None when it is."""
@@ -122,6 +148,11 @@ class PipelineConfig(BaseModel):
     turn_timeout: float = Field(default=10.0, gt=0, le=600, description="whole-turn deadline")
     fallback_response: str = Field(
         default="Sorry, I don't have an answer for that right now.", min_length=1
+    )
+    double_texting: DoubleTexting = Field(
+        default="enqueue",
+        description="a message arriving while one of its user is answered: enqueue (wait), "
+        "reject (409), interrupt (cancel the running turn)",
     )
 
     @model_validator(mode="after")

@@ -39,6 +39,7 @@ from agent.state.models import (
     Utterance,
 )
 from agent.telemetry import service_call_span
+from agent.telemetry.events import emit, listening
 
 log = logging.getLogger("chorus.executor")
 
@@ -130,6 +131,9 @@ class _Run:
         self.stored_bytes = 0
         turn.utterance.annotations = Message(turn.utterance.annotations)
         self.bot_utterance: BotUtterance | None = None
+        #: The streaming skill whose announced confidence met its stream_min_confidence
+        #: first, and why: its hypothesis answers the turn.
+        self.claimed: tuple[str, str] | None = None
 
     @property
     def utterance(self) -> HumanUtterance:
@@ -246,6 +250,8 @@ class Executor:
             run.utterance.hypotheses
         ):
             return Skip("no hypotheses")
+        if node.group == "response_selectors" and self._claimed(run) is not None:
+            return Skip("a streaming skill's announced confidence chose the answer")
         return None
 
     async def _call(self, run: _Run, node: ServiceNode, start: float) -> None:
@@ -253,11 +259,66 @@ class Executor:
         with contained(node.name, f"no answer within {timeout}s") as end:
             async with asyncio.timeout(timeout):
                 view = run.view(node)
-                output, end.batch = await self._batchers[node.name].submit(view)
+                if node.config.stream:
+                    output = await self._streamed(run, node, view)
+                else:
+                    output, end.batch = await self._batchers[node.name].submit(view)
             self._apply(run, node, output, view)
         if end.failure is None:
             run.ok.add(node.name)
         run.trace.ended(node.name, node.group, start, end)
+
+    async def _streamed(self, run: _Run, node: ServiceNode, view: DialogView) -> Any:
+        """A streaming skill's output, called alone (never batched); its tokens go to the
+        turn's listener when its answer is certain to be chosen. The output is the same
+        ``end`` list a JSON call returns, so the stored turn does not depend on it."""
+        connector: Any = self._batchers[node.name].connector
+        forward = listening() and self._certain(run, node)
+        output: Any = None
+        # Read to its end: a stream left open would count as a failure of the service.
+        async for kind, value in connector.stream(view):
+            if kind == "start" and self._claims(run, node, value):
+                forward = listening()
+            elif kind == "token" and forward and value:
+                emit("token", text=value, skill=node.name)
+            elif kind == "end":
+                output = value
+        return output
+
+    def _claims(self, run: _Run, node: ServiceNode, start: Any) -> bool:
+        """Whether this skill's start line claims the turn's answer: it announces at least
+        its ``stream_min_confidence``, and no other skill claimed it before."""
+        rule = node.config.stream_min_confidence
+        announced = start.get("confidence") if isinstance(start, dict) else None
+        if rule is None or run.claimed is not None or not isinstance(announced, int | float):
+            return False
+        if announced < rule:
+            return False
+        run.claimed = (
+            node.name,
+            f"{node.name} announced confidence {announced:g}, at least its "
+            f"stream_min_confidence {rule:g}",
+        )
+        return True
+
+    def _claimed(self, run: _Run) -> Selection | None:
+        """The claiming skill's hypothesis as the turn's choice, if it gave one."""
+        if run.claimed is None:
+            return None
+        name, reason = run.claimed
+        for index, hypothesis in enumerate(run.utterance.hypotheses):
+            if hypothesis.skill_name == name:
+                return Selection(index=index, reason=reason)
+        return None
+
+    def _certain(self, run: _Run, node: ServiceNode) -> bool:
+        """Whether this skill's answer will be the turn's, as far as can be known before it
+        answers: every other skill is left out by the skill selectors this turn (or there
+        is none); its ``stream_min_confidence`` can make it so later (:meth:`_claims`).
+        Its answer can still be lost (the skill fails, a required service skips it): the
+        final answer, not the tokens, is what was stored."""
+        others = [n for n in self.pipeline.group("skills") if n.name != node.name]
+        return all(self._skip(run, other) is not None for other in others)
 
     def _apply(self, run: _Run, node: ServiceNode, output: Any, view: DialogView) -> None:
         """Write the output into the service's own slot, and nowhere else, once it is known
@@ -309,6 +370,8 @@ class Executor:
                 user=run.turn.bot.model_dump(mode="json"),
                 attributes={"selector_reason": "no hypothesis survived"},
             )
+        if run.selection is None:
+            run.selection = self._claimed(run)
         if run.selection is None:
             run.selection = highest_confidence([h.confidence for h in hypotheses])
             if self.pipeline.group("response_selectors"):

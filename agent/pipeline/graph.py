@@ -11,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from agent.pipeline.config import PipelineConfig, PipelineConfigError, ServiceConfig
+from agent.pipeline.config import (
+    DoubleTexting,
+    PipelineConfig,
+    PipelineConfigError,
+    ServiceConfig,
+)
 from agent.sdk.roles import ROLES, Role
 
 
@@ -27,12 +32,24 @@ class ServiceNode:
 
 
 @dataclass(frozen=True, slots=True)
+class DisabledService:
+    """A service the file lists but the pipeline leaves out now, and why: kept so that
+    ``/pipeline`` can show it as off instead of hiding it."""
+
+    name: str
+    group: Role
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Pipeline:
     """The validated graph, in an order where every service comes after what it waits for."""
 
     nodes: tuple[ServiceNode, ...]
     turn_timeout: float
     fallback_response: str
+    disabled: tuple[DisabledService, ...] = ()
+    double_texting: DoubleTexting = "enqueue"
 
     def group(self, group: Role) -> list[ServiceNode]:
         return [node for node in self.nodes if node.group == group]
@@ -108,6 +125,7 @@ def build_pipeline(config: PipelineConfig) -> Pipeline:
     """Turn a parsed config into the graph the executor runs, or say what is wrong."""
     enabled: dict[str, Role] = {}
     disabled: dict[str, str] = {}
+    off: list[DisabledService] = []
     by_group: dict[Role, list[str]] = {g: [] for g in ROLES}
     for group, services in config.services.items():
         for name, service in services.items():
@@ -117,6 +135,7 @@ def build_pipeline(config: PipelineConfig) -> Pipeline:
                 by_group[group].append(name)
             else:
                 disabled[name] = reason
+                off.append(DisabledService(name, group, reason))
     if len(by_group["response_selectors"]) > 1:
         raise PipelineConfigError(
             "services.response_selectors: only one response selector may be enabled, found "
@@ -160,4 +179,6 @@ def build_pipeline(config: PipelineConfig) -> Pipeline:
         )
         for n in order
     )
-    return Pipeline(nodes, config.turn_timeout, config.fallback_response)
+    return Pipeline(
+        nodes, config.turn_timeout, config.fallback_response, tuple(off), config.double_texting
+    )

@@ -16,6 +16,7 @@ from agent.sdk.models import (
     UtteranceView,
 )
 from agent.sdk.service import Service
+from agent.sdk.streaming import StreamStart
 
 __all__ = [
     "BotView",
@@ -27,5 +28,6 @@ __all__ = [
     "ServiceRequest",
     "SkillHypothesis",
     "SkillSelection",
+    "StreamStart",
     "UtteranceView",
 ]

@@ -11,6 +11,10 @@ value) or ``except RuntimeError`` keep that base too.
      │    ├── SettingsError            agent/settings.py        a CHORUS_* variable
      │    ├── PipelineConfigError      agent/pipeline/config.py the pipeline file
      │    └── TelemetryConfigError     agent/sdk/tracing.py     an OTEL_* variable
+     ├── HandlerSignatureError [TypeError]  agent/sdk/contracts.py  a service's handler cannot
+     │                                 be called as its role calls it: refused when decorated
+     ├── ContractError [ValueError]   agent/sdk/contracts.py   a handler answered outside its
+     │                                 role's contract: the service answers 500 with the why
      ├── ServiceError                 agent/connectors/errors.py: a service's output is lost
      │    ├── ServiceTimeout           no answer in time
      │    ├── ServiceUnavailable       could not connect, or the connection broke

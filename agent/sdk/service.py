@@ -11,23 +11,49 @@
 The agent posts ``{"dialogs": [view, ...]}``; the function is called once per dialog (in
 order, async functions concurrently) and the answer is a JSON list, one item per dialog.
 Sync functions run in a worker thread, as FastAPI runs sync endpoints, so a blocking model
-call cannot stall the server.
+call cannot stall the server. A skill may be an async generator that streams its text
+(:mod:`agent.sdk.streaming` has the wire format):
+
+    @service.skill
+    async def tell(dialog: DialogView) -> AsyncIterator[StreamStart | str]:
+        yield StreamStart(confidence=0.8)
+        async for piece in model.stream(dialog):
+            yield piece
+
+The contract is checked at both ends (agent/sdk/contracts.py): a function its role cannot
+call is refused when it is decorated, so the service fails at import naming it; an answer
+outside the role's shape is a 500 carrying pydantic's words, which the agent records as the
+service's ``bad_response``. ``agent.sdk.testing`` calls a service in-process for its tests.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
+import logging
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from agent.sdk.contracts import (
+    CONTRACT_HEADER,
+    AnnotatorHandler,
+    CandidateAnnotatorHandler,
+    ContractError,
+    ResponseSelectorHandler,
+    SkillHandler,
+    SkillSelectorHandler,
+    check_signature,
+    describe_validation,
+    handler_name,
+)
 from agent.sdk.models import (
     DialogView,
     HypothesisView,
@@ -37,9 +63,17 @@ from agent.sdk.models import (
     SkillSelection,
 )
 from agent.sdk.roles import Role, singular
+from agent.sdk.streaming import STREAM_MEDIA_TYPE, StreamStart, line
 from agent.sdk.tracing import TraceRequests, tracer_provider_from_env
 
 Handler = Callable[..., Any]
+_Annotator = TypeVar("_Annotator", bound=AnnotatorHandler)
+_Skill = TypeVar("_Skill", bound=SkillHandler)
+_Candidate = TypeVar("_Candidate", bound=CandidateAnnotatorHandler)
+_SkillSelector = TypeVar("_SkillSelector", bound=SkillSelectorHandler)
+_ResponseSelector = TypeVar("_ResponseSelector", bound=ResponseSelectorHandler)
+
+log = logging.getLogger("chorus.sdk")
 
 _skill_output = TypeAdapter(list[SkillHypothesis])
 _selector_output = TypeAdapter(list[str] | SkillSelection)
@@ -86,39 +120,43 @@ class Service:
         self._handler: Handler | None = None
         self._app: FastAPI | None = None
 
-    def _register(self, role: Role) -> Callable[[Handler], Handler]:
-        def decorator(fn: Handler) -> Handler:
-            if self._handler is not None:
-                raise RuntimeError(f"service {self.name!r} already has a handler")
-            self._role, self._handler = role, fn
-            return fn
+    def _register(self, role: Role, fn: Handler) -> None:
+        """Check the function fits its role now, so a broken handler stops the import."""
+        if self._handler is not None:
+            raise RuntimeError(f"service {self.name!r} already has a handler")
+        check_signature(self.name, role, fn)
+        self._role, self._handler = role, fn
 
-        return decorator
-
-    @property
-    def annotator(self) -> Callable[[Handler], Handler]:
+    def annotator(self, fn: _Annotator) -> _Annotator:
         """``fn(dialog) -> JSON``: stored under ``annotations[<service name>]``."""
-        return self._register("annotators")
+        self._register("annotators", fn)
+        return fn
 
-    @property
-    def skill(self) -> Callable[[Handler], Handler]:
+    def skill(self, fn: _Skill) -> _Skill:
         """``fn(dialog) -> list[SkillHypothesis]`` (or one): response candidates."""
-        return self._register("skills")
+        self._register("skills", fn)
+        return fn
 
-    @property
-    def candidate_annotator(self) -> Callable[[Handler], Handler]:
+    def candidate_annotator(self, fn: _Candidate) -> _Candidate:
         """``fn(dialog, hypothesis) -> JSON``: called for every hypothesis of the turn."""
-        return self._register("candidate_annotators")
+        self._register("candidate_annotators", fn)
+        return fn
 
-    @property
-    def skill_selector(self) -> Callable[[Handler], Handler]:
+    def skill_selector(self, fn: _SkillSelector) -> _SkillSelector:
         """``fn(dialog) -> list[str] | SkillSelection``: the skills to run (and why)."""
-        return self._register("skill_selectors")
+        self._register("skill_selectors", fn)
+        return fn
 
-    @property
-    def response_selector(self) -> Callable[[Handler], Handler]:
+    def response_selector(self, fn: _ResponseSelector) -> _ResponseSelector:
         """``fn(dialog) -> Selection | int``: which hypothesis answers."""
-        return self._register("response_selectors")
+        self._register("response_selectors", fn)
+        return fn
+
+    def response_annotator(self, fn: _Annotator) -> _Annotator:
+        """``fn(dialog) -> JSON``: annotates the bot's answer once it is chosen (the
+        dialog's last utterance is the bot's); stored on that utterance."""
+        self._register("response_annotators", fn)
+        return fn
 
     async def _call(self, *args: Any) -> Any:
         assert self._handler is not None
@@ -126,13 +164,84 @@ class Service:
             return await self._handler(*args)
         return await run_in_threadpool(self._handler, *args)
 
+    @property
+    def streams(self) -> bool:
+        """Whether the handler streams its text (an async generator skill)."""
+        return self._role == "skills" and inspect.isasyncgenfunction(self._handler)
+
+    async def _pieces(self, dialog: DialogView) -> AsyncIterator[StreamStart | str]:
+        """A streaming skill's yields, checked: a :class:`StreamStart` first, then text."""
+        assert self._handler is not None
+        first = True
+        async for item in self._handler(dialog):
+            if first and not isinstance(item, StreamStart):
+                raise TypeError(
+                    f"skill {self.name!r} must yield a StreamStart (its confidence) before "
+                    f"its text, got {type(item).__name__}"
+                )
+            if not first and not isinstance(item, str):
+                raise TypeError(
+                    f"skill {self.name!r} yielded {type(item).__name__} after its StreamStart: "
+                    "only str pieces of the text may follow"
+                )
+            first = False
+            yield item
+
+    @staticmethod
+    def _hypotheses(start: StreamStart | None, text: str) -> Any:
+        """The JSON answer a streamed text makes: one hypothesis, or none without text."""
+        if start is None or not text.strip():
+            return []
+        fields = start.model_dump(mode="json")
+        return _normalise("skills", [SkillHypothesis(text=text, **fields)])
+
+    async def _collected(self, dialog: DialogView) -> Any:
+        start: StreamStart | None = None
+        pieces: list[str] = []
+        async for item in self._pieces(dialog):
+            if isinstance(item, StreamStart):
+                start = item
+            else:
+                pieces.append(item)
+        return self._hypotheses(start, "".join(pieces))
+
+    async def stream(self, dialog: DialogView) -> AsyncIterator[bytes]:
+        """One dialog's answer as streamed lines; the first item is awaited before the
+        first line, so a failure that early is the request's (an HTTP status)."""
+        pieces = self._pieces(dialog)
+        start = await anext(pieces, None)
+        assert start is None or isinstance(start, StreamStart)
+
+        async def lines() -> AsyncIterator[bytes]:
+            text: list[str] = []
+            try:
+                if start is not None:
+                    yield line("start", start.model_dump(mode="json"))
+                    async for piece in pieces:
+                        assert isinstance(piece, str)
+                        text.append(piece)
+                        yield line("token", piece)
+                yield line("end", self._hypotheses(start, "".join(text)))
+            except Exception as exc:  # the status is sent: the failure goes in the stream
+                yield line("error", f"{type(exc).__name__}: {exc}")
+
+        return lines()
+
     async def _one(self, dialog: DialogView) -> Any:
         assert self._role is not None
+        if self.streams:
+            return await self._collected(dialog)
         if self._role == "candidate_annotators":
             hypotheses: list[HypothesisView] = dialog.human_utterance.hypotheses
             outputs = [await self._call(dialog, h) for h in hypotheses]
             return _jsonable(outputs)
-        return _normalise(self._role, await self._call(dialog))
+        output = await self._call(dialog)
+        try:
+            return _normalise(self._role, output)
+        except ValidationError as exc:
+            raise ContractError(
+                self.name, self._role, handler_name(self._handler), describe_validation(exc)
+            ) from exc
 
     async def respond(self, request: ServiceRequest) -> list[Any]:
         """Answer a batch: one item per dialog, in the order received."""
@@ -165,10 +274,27 @@ def build_app(service: Service) -> FastAPI:
     )
     if provider is not None:
         app.add_middleware(TraceRequests, tracer=provider.get_tracer("chorus.sdk"))
-    respond: Callable[[ServiceRequest], Awaitable[list[Any]]] = service.respond
     assert service._role is not None
     role = singular(service._role)
-    app.post("/respond", summary=f"{role} {service.name}")(respond)
+
+    @app.post("/respond", summary=f"{role} {service.name}", response_model=None)
+    async def respond(body: ServiceRequest, request: Request) -> list[Any] | Response:
+        streamed = STREAM_MEDIA_TYPE in request.headers.get("accept", "")
+        if service.streams and streamed and len(body.dialogs) == 1:
+            lines = await service.stream(body.dialogs[0])
+            return StreamingResponse(lines, media_type=STREAM_MEDIA_TYPE)
+        return await service.respond(body)
+
+    @app.exception_handler(ContractError)
+    async def broken_contract(_: Request, exc: ContractError) -> JSONResponse:
+        # A 500: the service is at fault, not the request. The header tells the agent the
+        # message is the handler's own account, to record as the service's bad response.
+        log.error("%s", exc.message)
+        return JSONResponse(
+            status_code=500,
+            content={"message": exc.message, "detail": exc.message},
+            headers={CONTRACT_HEADER: "1"},
+        )
 
     @app.get("/health")
     async def health() -> dict[str, str]:

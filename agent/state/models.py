@@ -12,7 +12,16 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from agent.sdk.models import JsonDict
 
@@ -138,6 +147,22 @@ class Hypothesis(BaseModel):
     human_attributes: JsonDict = Field(default_factory=dict)
     bot_attributes: JsonDict = Field(default_factory=dict)
 
+    @model_serializer(mode="wrap")
+    def _as_returned(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """``human_attributes`` and ``bot_attributes`` only when the skill sent them: a
+        dp-agent skill's hypothesis is stored, shown to formatters and read back by
+        dp-agent's tools exactly as the service returned it (dp-agent adds nothing but
+        ``skill_name`` and ``annotations``)."""
+        data: dict[str, Any] = handler(self)
+        for key in _UNSET_LEFT_OUT:
+            if key not in self.model_fields_set:
+                data.pop(key, None)
+        return data
+
+
+#: The fields of a :class:`Hypothesis` written only when the skill sent them.
+_UNSET_LEFT_OUT = ("human_attributes", "bot_attributes")
+
 
 Outcome = Literal["ok", "timeout", "error", "skipped"]
 
@@ -200,6 +225,11 @@ class HumanUtterance(BaseModel):
         default=None,
         description="the idempotency key the message was answered under (its route and the "
         "client's message id), when the client sent one",
+    )
+    interrupted: bool = Field(
+        default=False,
+        description="its turn was cancelled by a later message of the user (double texting "
+        "policy interrupt): it has no answer",
     )
 
 

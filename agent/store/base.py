@@ -18,7 +18,15 @@ from pydantic import BaseModel, Field
 
 from agent.sdk.errors import ChorusError
 from agent.sdk.models import JsonDict
-from agent.state.models import Bot, BotUtterance, Dialog, Human, HumanUtterance, Utterance
+from agent.state.models import (
+    Bot,
+    BotUtterance,
+    Dialog,
+    Human,
+    HumanUtterance,
+    Utterance,
+    utc_now,
+)
 
 
 class StoreUnavailable(ChorusError):
@@ -71,6 +79,15 @@ class Place:
     left: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class RunningTurn:
+    """The place being served in a user's line, and the human utterance it answers."""
+
+    number: int
+    #: None for the moment between taking the place and storing the utterance
+    utt_id: str | None
+
+
 class DialogHead(BaseModel):
     """A dialog without its utterances: what a turn needs to know about it."""
 
@@ -97,6 +114,24 @@ class TurnStart:
     #: the agent died in between): the store completed that end just now, so the last
     #: turn is whole, and its client never got the answer
     completed_last_turn: bool = False
+
+
+class Restored(enum.Enum):
+    """What restoring a dialog from a backup did (:meth:`DialogStore.restore_dialog`)."""
+
+    STORED = "stored"
+    #: stored, but closed: the user has another open dialog in this store
+    STORED_CLOSED = "stored_closed"
+    PRESENT = "present"  #: a dialog with that id was stored already: left as it is
+
+
+def restored_head(dialog: Dialog, human_id: str, *, closed: bool) -> DialogHead:
+    """The head of a dialog read from a backup, as a store keeps it; ``closed``: it was open
+    but is stored closed (the user has another open dialog), so it gets its end now."""
+    head = DialogHead(**dialog.model_dump(exclude={"human", "utterances"}), human_id=human_id)
+    if closed and head.date_finish is None:
+        head.date_finish = utc_now()
+    return head
 
 
 class DialogStore(Protocol):
@@ -157,6 +192,11 @@ class DialogStore(Protocol):
         nothing is written twice."""
         ...
 
+    async def mark_interrupted(self, utt_id: str) -> None:
+        """Mark a stored human utterance ``interrupted``: its turn was cancelled by a later
+        message of the user, so it stays in the dialog without an answer."""
+        ...
+
     async def close_active_dialog(self, user_id: str) -> str | None:
         """End the user's open dialog; its id, or None when there was none."""
         ...
@@ -208,6 +248,22 @@ class DialogStore(Protocol):
         ``rating`` when given, in one write; False when there is no such bot utterance, or,
         with ``user_id``, none in that user's dialogs. Another user's answer and a missing
         one take the same path, so the time a refusal takes does not tell ids apart."""
+        ...
+
+    async def restore_user(self, human: Human) -> bool:
+        """Store a user read from a backup (``chorus import``), with their profile and
+        attributes, unless a user with that user id is already stored: the stored one is
+        newer and is kept as it is. True when stored. The store may give the user another
+        internal ``id`` (MongoDB derives it from the user id)."""
+        ...
+
+    async def restore_dialog(self, user_id: str, dialog: Dialog, active: bool) -> Restored:
+        """Store a dialog read from a backup, whole, with its utterances' ids, for the user
+        with ``user_id`` (created, empty, when missing). A dialog whose id is stored already
+        is left as it is (importing twice stores once). ``active``: it was the user's open
+        dialog; it is stored closed when the user has another open dialog here. Atomic on
+        SQLite; on MongoDB the dialog's document is written last, so a restore cut short
+        is finished by running it again."""
         ...
 
     async def delete_user(self, user_id: str) -> bool:
@@ -286,6 +342,25 @@ class LineStore(Protocol):
     async def leave(self, place: Place, *, served: bool = True) -> None:
         """Finish a place, so the user's next message can start. ``served`` says its turn
         ran (it was first in line); a message that gave up waiting leaves with False."""
+        ...
+
+    async def note_turn(self, place: Place, utt_id: str) -> None:
+        """Record the human utterance the place being served answers: what a message
+        refused or interrupting while it runs is told (docs/turns.md, a second message)."""
+        ...
+
+    async def running_turn(self, user_id: str) -> RunningTurn | None:
+        """The place being served for the user and its utterance (None until
+        :meth:`note_turn`), or None when no message of the user is unfinished."""
+        ...
+
+    async def interrupt(self, user_id: str, number: int) -> None:
+        """Ask whichever agent serves place ``number`` to cancel its turn (a later message
+        interrupts it); nothing when that place is no longer served."""
+        ...
+
+    async def interrupted(self, places: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Of the places ``(user_id, number)`` this agent serves, those asked to cancel."""
         ...
 
 

@@ -2,43 +2,40 @@
 
 from pathlib import Path
 
-import httpx
-
+from agent.sdk.testing import ServiceClient, view
 from annotators.badwords.app import LEXICON, app
 from annotators.badwords.lexicon import Lexicon
-from tests.support.servers import serving
-from tests.support.views import view
 
 
 def test_flags_each_dialog_in_order() -> None:
-    with serving(app) as server:
-        answer = httpx.post(
-            f"{server.url}/respond",
+    with ServiceClient(app) as client:
+        answer = client.post(
+            "/respond",
             json={"dialogs": [view("You are an IDIOT!!! Shut up."), view("Tell me about trains.")]},
         ).json()
     assert answer == [{"toxic": True, "words": ["idiot", "shut up"]}, {"toxic": False, "words": []}]
 
 
 def test_checks_only_the_newest_utterance() -> None:
-    with serving(app) as server:
-        answer = httpx.post(
-            f"{server.url}/respond",
+    with ServiceClient(app) as client:
+        answer = client.post(
+            "/respond",
             json={"dialogs": [view("you moron", "That was rude.", "sorry, I take it back")]},
         ).json()
     assert answer == [{"toxic": False, "words": []}]
 
 
 def test_health() -> None:
-    with serving(app) as server:
-        health = httpx.get(f"{server.url}/health").json()
+    with ServiceClient(app) as client:
+        health = client.get("/health").json()
     assert health == {"status": "ok", "service": "badwords", "role": "annotator"}
 
 
 def test_bad_input_is_refused_with_a_message() -> None:
     bad = view("hi")
     bad["utterances"][0]["speaker"] = "robot"
-    with serving(app) as server:
-        response = httpx.post(f"{server.url}/respond", json={"dialogs": [bad]})
+    with ServiceClient(app) as client:
+        response = client.post("/respond", json={"dialogs": [bad]})
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"][-1] == "speaker"
 

@@ -4,9 +4,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from agent.sdk.testing import ServiceClient, view
 from annotators.intents.app import (
     CATCHER,
     INTENTS_FILE,
@@ -16,15 +16,13 @@ from annotators.intents.app import (
     app,
     load,
 )
-from tests.support.servers import serving
-from tests.support.views import view
 
 
 def classify(*texts: str) -> list[dict[str, Any]]:
     """One single-utterance dialog per text, in one batch."""
-    with serving(app) as server:
-        answer: list[dict[str, Any]] = httpx.post(
-            f"{server.url}/respond", json={"dialogs": [view(t) for t in texts]}
+    with ServiceClient(app) as client:
+        answer: list[dict[str, Any]] = client.post(
+            "/respond", json={"dialogs": [view(t) for t in texts]}
         ).json()
     return answer
 
@@ -80,25 +78,25 @@ def test_unrelated_text_has_no_intent_but_reports_its_best_similarity() -> None:
 
 
 def test_classifies_only_the_newest_utterance() -> None:
-    with serving(app) as server:
-        answer = httpx.post(
-            f"{server.url}/respond",
+    with ServiceClient(app) as client:
+        answer = client.post(
+            "/respond",
             json={"dialogs": [view("hello", "Hi! What's your name?", "thank you")]},
         ).json()
     assert answer[0]["intent"] == "thanks"
 
 
 def test_health() -> None:
-    with serving(app) as server:
-        health = httpx.get(f"{server.url}/health").json()
+    with ServiceClient(app) as client:
+        health = client.get("/health").json()
     assert health == {"status": "ok", "service": "intents", "role": "annotator"}
 
 
 def test_bad_input_is_refused_with_a_message() -> None:
     bad = view("hi")
     del bad["utterances"][0]["text"]
-    with serving(app) as server:
-        response = httpx.post(f"{server.url}/respond", json={"dialogs": [bad]})
+    with ServiceClient(app) as client:
+        response = client.post("/respond", json={"dialogs": [bad]})
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"][-1] == "text"
 
@@ -137,3 +135,17 @@ def test_a_bad_data_file_is_refused_naming_the_intent_and_field(
     path.write_text(json.dumps(intents))
     with pytest.raises(BadIntentsFile, match=place):
         load(path)
+
+
+def test_questions_about_other_things_are_no_intent_however_alike_their_words() -> None:
+    """Wording alone read these as how_are_you, bot_identity or abilities, and the bot
+    answered "How old are you?" with "I'm doing great, thanks for asking!"."""
+    texts = [
+        "Have you ever been to Japan?",
+        "How old are you?",
+        "What kind of music do you like?",
+        "Do you have any pets?",
+        "Have you seen any good movies lately?",
+        "Do you know any facts about space?",
+    ]
+    assert [answer["intent"] for answer in classify(*texts)] == [None] * len(texts)

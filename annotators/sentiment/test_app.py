@@ -1,16 +1,13 @@
 """The sentiment annotator over real HTTP."""
 
-import httpx
-
+from agent.sdk.testing import ServiceClient, view
 from annotators.sentiment.app import app
-from tests.support.servers import serving
-from tests.support.views import view
 
 
 def test_labels_each_dialog_in_order() -> None:
-    with serving(app) as server:
-        answer = httpx.post(
-            f"{server.url}/respond",
+    with ServiceClient(app) as client:
+        answer = client.post(
+            "/respond",
             json={
                 "dialogs": [
                     view("I love this, thank you!"),
@@ -32,31 +29,31 @@ def test_labels_each_dialog_in_order() -> None:
 
 
 def test_scores_only_the_newest_utterance() -> None:
-    with serving(app) as server:
-        answer = httpx.post(
-            f"{server.url}/respond",
+    with ServiceClient(app) as client:
+        answer = client.post(
+            "/respond",
             json={"dialogs": [view("This is awful.", "Sorry to hear that.", "Now it is great!")]},
         ).json()
     assert answer[0]["label"] == "positive"
 
 
 def test_negation_flips_the_label() -> None:
-    with serving(app) as server:
-        answer = httpx.post(
-            f"{server.url}/respond",
+    with ServiceClient(app) as client:
+        answer = client.post(
+            "/respond",
             json={"dialogs": [view("this is good"), view("this is not good at all")]},
         ).json()
     assert [a["label"] for a in answer] == ["positive", "negative"]
 
 
 def test_health() -> None:
-    with serving(app) as server:
-        health = httpx.get(f"{server.url}/health").json()
+    with ServiceClient(app) as client:
+        health = client.get("/health").json()
     assert health == {"status": "ok", "service": "sentiment", "role": "annotator"}
 
 
 def test_bad_input_is_refused_with_a_message() -> None:
-    with serving(app) as server:
-        response = httpx.post(f"{server.url}/respond", json={"dialog": [view("hi")]})
+    with ServiceClient(app) as client:
+        response = client.post("/respond", json={"dialog": [view("hi")]})
     assert response.status_code == 422
     assert "dialogs" in response.text

@@ -1,16 +1,13 @@
 """The tokens annotator over real HTTP."""
 
-import httpx
-
+from agent.sdk.testing import ServiceClient, view
 from annotators.tokens.app import app
-from tests.support.servers import serving
-from tests.support.views import view
 
 
 def test_sentences_and_tokens_per_dialog() -> None:
-    with serving(app) as server:
-        answer = httpx.post(
-            f"{server.url}/respond",
+    with ServiceClient(app) as client:
+        answer = client.post(
+            "/respond",
             json={"dialogs": [view("Hi there! I don't know. Really?"), view("ok")]},
         ).json()
     assert answer[0]["sentences"] == ["Hi there!", "I don't know.", "Really?"]
@@ -19,13 +16,13 @@ def test_sentences_and_tokens_per_dialog() -> None:
 
 
 def test_bad_input_is_refused_with_a_message() -> None:
-    with serving(app) as server:
-        response = httpx.post(f"{server.url}/respond", json={"dialogs": []})
+    with ServiceClient(app) as client:
+        response = client.post("/respond", json={"dialogs": []})
     assert response.status_code == 422
     assert "at least 1 item" in response.text
 
 
 def test_health() -> None:
-    with serving(app) as server:
-        health = httpx.get(f"{server.url}/health").json()
+    with ServiceClient(app) as client:
+        health = client.get("/health").json()
     assert health == {"status": "ok", "service": "tokens", "role": "annotator"}

@@ -2,11 +2,8 @@
 
 from typing import Any
 
-import httpx
-
+from agent.sdk.testing import ServiceClient, view
 from annotators.toxicity.app import app
-from tests.support.servers import serving
-from tests.support.views import view
 
 
 def hypothesis(text: str, skill_name: str = "x") -> dict[str, Any]:
@@ -14,9 +11,9 @@ def hypothesis(text: str, skill_name: str = "x") -> dict[str, Any]:
 
 
 def test_one_annotation_per_hypothesis_in_order() -> None:
-    with serving(app) as server:
-        answer = httpx.post(
-            f"{server.url}/respond",
+    with ServiceClient(app) as client:
+        answer = client.post(
+            "/respond",
             json={
                 "dialogs": [
                     view(
@@ -42,9 +39,9 @@ def test_one_annotation_per_hypothesis_in_order() -> None:
 
 
 def test_the_human_utterance_is_not_what_is_judged() -> None:
-    with serving(app) as server:
-        answer = httpx.post(
-            f"{server.url}/respond",
+    with ServiceClient(app) as client:
+        answer = client.post(
+            "/respond",
             json={
                 "dialogs": [view("shut up, moron", hypotheses=[hypothesis("I'm here to help.")])]
             },
@@ -53,20 +50,20 @@ def test_the_human_utterance_is_not_what_is_judged() -> None:
 
 
 def test_no_hypotheses_no_annotations() -> None:
-    with serving(app) as server:
-        answer = httpx.post(f"{server.url}/respond", json={"dialogs": [view("hi")]}).json()
+    with ServiceClient(app) as client:
+        answer = client.post("/respond", json={"dialogs": [view("hi")]}).json()
     assert answer == [[]]
 
 
 def test_health() -> None:
-    with serving(app) as server:
-        health = httpx.get(f"{server.url}/health").json()
+    with ServiceClient(app) as client:
+        health = client.get("/health").json()
     assert health == {"status": "ok", "service": "toxicity", "role": "candidate_annotator"}
 
 
 def test_bad_input_is_refused_with_a_message() -> None:
     bad = view("hi", hypotheses=[{"skill_name": "x", "confidence": 0.5}])
-    with serving(app) as server:
-        response = httpx.post(f"{server.url}/respond", json={"dialogs": [bad]})
+    with ServiceClient(app) as client:
+        response = client.post("/respond", json={"dialogs": [bad]})
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"][-1] == "text"

@@ -5,18 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
+from agent.sdk.testing import ServiceClient, view
 from response_selectors.confidence.app import app
-from tests.support.servers import serving
-from tests.support.views import view
 
 
 @pytest.fixture(scope="module")
-def url() -> Iterator[str]:
-    with serving(app) as server:
-        yield server.url
+def client() -> Iterator[ServiceClient]:
+    with ServiceClient(app) as client:
+        yield client
 
 
 def hyp(
@@ -31,21 +29,21 @@ def hyp(
     }
 
 
-def choose(url: str, *dialogs: dict[str, Any]) -> list[dict[str, Any]]:
-    response = httpx.post(f"{url}/respond", json={"dialogs": list(dialogs)})
+def choose(client: ServiceClient, *dialogs: dict[str, Any]) -> list[dict[str, Any]]:
+    response = client.post("/respond", json={"dialogs": list(dialogs)})
     assert response.status_code == 200, response.text
     answer: list[dict[str, Any]] = response.json()
     return answer
 
 
-def test_highest_confidence_wins_and_ties_go_to_the_first(url: str) -> None:
-    (answer,) = choose(url, view("x", hypotheses=[hyp("a", 0.2), hyp("b", 0.9), hyp("c", 0.9)]))
+def test_highest_confidence_wins_and_ties_go_to_the_first(client: ServiceClient) -> None:
+    (answer,) = choose(client, view("x", hypotheses=[hyp("a", 0.2), hyp("b", 0.9), hyp("c", 0.9)]))
     assert answer == {"index": 1, "reason": "b had the highest confidence (0.90) of 3 hypotheses"}
 
 
-def test_a_toxic_hypothesis_loses_to_a_clean_less_confident_one(url: str) -> None:
+def test_a_toxic_hypothesis_loses_to_a_clean_less_confident_one(client: ServiceClient) -> None:
     (answer,) = choose(
-        url,
+        client,
         view(
             "hi",
             hypotheses=[
@@ -63,9 +61,9 @@ def test_a_toxic_hypothesis_loses_to_a_clean_less_confident_one(url: str) -> Non
     }
 
 
-def test_repeating_the_previous_bot_utterance_is_held_back(url: str) -> None:
+def test_repeating_the_previous_bot_utterance_is_held_back(client: ServiceClient) -> None:
     (answer,) = choose(
-        url,
+        client,
         view(
             "hello",
             "Hi! What's your name?",
@@ -83,9 +81,9 @@ def test_repeating_the_previous_bot_utterance_is_held_back(url: str) -> None:
     }
 
 
-def test_a_repeat_ties_with_a_fresh_answer_and_the_earlier_wins(url: str) -> None:
+def test_a_repeat_ties_with_a_fresh_answer_and_the_earlier_wins(client: ServiceClient) -> None:
     (answer,) = choose(
-        url,
+        client,
         view(
             "ok",
             "Sure.",
@@ -96,9 +94,11 @@ def test_a_repeat_ties_with_a_fresh_answer_and_the_earlier_wins(url: str) -> Non
     assert answer["index"] == 0
 
 
-def test_when_every_hypothesis_is_toxic_the_least_bad_answers_and_it_says_so(url: str) -> None:
+def test_when_every_hypothesis_is_toxic_the_least_bad_answers_and_it_says_so(
+    client: ServiceClient,
+) -> None:
     (answer,) = choose(
-        url,
+        client,
         view(
             "you idiot",
             "Idiot.",
@@ -118,9 +118,9 @@ def test_when_every_hypothesis_is_toxic_the_least_bad_answers_and_it_says_so(url
     }
 
 
-def test_several_hypotheses_of_one_skill_are_told_apart(url: str) -> None:
+def test_several_hypotheses_of_one_skill_are_told_apart(client: ServiceClient) -> None:
     (answer,) = choose(
-        url,
+        client,
         view("x", hypotheses=[hyp("llm", 0.9, text="a", toxic=True), hyp("llm", 0.4, text="b")]),
     )
     assert answer == {
@@ -130,9 +130,9 @@ def test_several_hypotheses_of_one_skill_are_told_apart(url: str) -> None:
     }
 
 
-def test_a_batch_is_answered_per_dialog_in_order(url: str) -> None:
+def test_a_batch_is_answered_per_dialog_in_order(client: ServiceClient) -> None:
     answers = choose(
-        url,
+        client,
         view("a", hypotheses=[hyp("faq", 0.3), hyp("llm", 0.6)], dialog_id="d1"),
         view("b", hypotheses=[hyp("faq", 0.3), hyp("llm", 0.6, toxic=True)], dialog_id="d2"),
         view("c", hypotheses=[hyp("fallback", 0.1)], dialog_id="d3"),
@@ -141,22 +141,22 @@ def test_a_batch_is_answered_per_dialog_in_order(url: str) -> None:
     assert answers[2]["reason"] == "fallback had the highest confidence (0.10) of 1 hypothesis"
 
 
-def test_health(url: str) -> None:
-    assert httpx.get(f"{url}/health").json() == {
+def test_health(client: ServiceClient) -> None:
+    assert client.get("/health").json() == {
         "status": "ok",
         "service": "confidence",
         "role": "response_selector",
     }
 
 
-def test_a_malformed_body_is_refused_naming_the_field(url: str) -> None:
+def test_a_malformed_body_is_refused_naming_the_field(client: ServiceClient) -> None:
     dialog = view("x", hypotheses=[{"skill_name": "faq", "text": "hi"}])
-    response = httpx.post(f"{url}/respond", json={"dialogs": [dialog]})
+    response = client.post("/respond", json={"dialogs": [dialog]})
     assert response.status_code == 422
     assert "confidence" in response.text
 
 
-def test_nothing_to_choose_from_is_refused(url: str) -> None:
-    response = httpx.post(f"{url}/respond", json={"dialogs": [view("x")]})
+def test_nothing_to_choose_from_is_refused(client: ServiceClient) -> None:
+    response = client.post("/respond", json={"dialogs": [view("x")]})
     assert response.status_code == 422
     assert "no hypotheses" in response.text

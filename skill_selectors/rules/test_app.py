@@ -13,12 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from agent.sdk.testing import ServiceClient, view
 from skill_selectors.rules.app import RULES_FILE, Rules, RulesError, build_service, load_rules
-from tests.support.servers import serving
-from tests.support.views import view
 
 EVERY_SKILL: list[str] = []
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,11 +36,11 @@ NAMED = ["fallback", "greeting", "smalltalk", "faq", "llm"]
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceClient]:
     path = tmp_path_factory.mktemp("rules") / "rules.json"
     path.write_text(json.dumps(TEST_RULES))
-    with serving(build_service(load_rules(path)).app) as server:
-        yield server.url
+    with ServiceClient(build_service(load_rules(path)).app) as client:
+        yield client
 
 
 def annotated(
@@ -71,33 +69,35 @@ def said(
     return annotated(text, annotations, dialog_id, **attributes)
 
 
-def decisions(url: str, *dialogs: dict[str, Any]) -> list[dict[str, Any]]:
-    response = httpx.post(f"{url}/respond", json={"dialogs": list(dialogs)})
+def decisions(client: ServiceClient, *dialogs: dict[str, Any]) -> list[dict[str, Any]]:
+    response = client.post("/respond", json={"dialogs": list(dialogs)})
     assert response.status_code == 200, response.text
     answer: list[dict[str, Any]] = response.json()
     return answer
 
 
-def select(url: str, *dialogs: dict[str, Any]) -> list[list[str]]:
-    return [decision["skills"] for decision in decisions(url, *dialogs)]
+def select(client: ServiceClient, *dialogs: dict[str, Any]) -> list[list[str]]:
+    return [decision["skills"] for decision in decisions(client, *dialogs)]
 
 
-def test_a_confident_intent_runs_its_skills_and_the_always_ones(url: str) -> None:
-    assert select(url, said("hello", intent="greeting", toxic=False)) == [
+def test_a_confident_intent_runs_its_skills_and_the_always_ones(client: ServiceClient) -> None:
+    assert select(client, said("hello", intent="greeting", toxic=False)) == [
         ["greeting", "smalltalk", "fallback"]
     ]
-    assert select(url, said("who are you?", intent="bot_identity")) == [
+    assert select(client, said("who are you?", intent="bot_identity")) == [
         ["faq", "smalltalk", "llm", "fallback"]
     ]
 
 
-def test_a_toxic_utterance_runs_only_the_toxic_skills(url: str) -> None:
-    assert select(url, said("hello, idiot", intent="greeting", toxic=True)) == [["fallback"]]
+def test_a_toxic_utterance_runs_only_the_toxic_skills(client: ServiceClient) -> None:
+    assert select(client, said("hello, idiot", intent="greeting", toxic=True)) == [["fallback"]]
 
 
-def test_a_toxic_answer_to_the_name_question_does_not_reach_the_greeting(url: str) -> None:
+def test_a_toxic_answer_to_the_name_question_does_not_reach_the_greeting(
+    client: ServiceClient,
+) -> None:
     dialog = said("idiot", toxic=True, greeting_stage="asked_name")
-    assert select(url, dialog) == [["fallback"]]
+    assert select(client, dialog) == [["fallback"]]
 
 
 @pytest.mark.parametrize(
@@ -113,9 +113,9 @@ def test_a_toxic_answer_to_the_name_question_does_not_reach_the_greeting(url: st
     ids=["unsure intent", "intent without a rule", "no intent"],
 )
 def test_every_skill_runs_when_the_rules_have_nothing_sure_to_say(
-    url: str, annotations: dict[str, Any]
+    client: ServiceClient, annotations: dict[str, Any]
 ) -> None:
-    assert select(url, annotated("hmm", annotations)) == [EVERY_SKILL]
+    assert select(client, annotated("hmm", annotations)) == [EVERY_SKILL]
 
 
 @pytest.mark.parametrize(
@@ -128,15 +128,15 @@ def test_every_skill_runs_when_the_rules_have_nothing_sure_to_say(
     ids=["missing", "null", "malformed"],
 )
 def test_failed_annotators_mean_every_skill_not_an_error(
-    url: str, annotations: dict[str, Any]
+    client: ServiceClient, annotations: dict[str, Any]
 ) -> None:
-    assert select(url, annotated("hello", annotations)) == [EVERY_SKILL]
+    assert select(client, annotated("hello", annotations)) == [EVERY_SKILL]
 
 
-def test_the_greeting_stays_reachable_while_it_waits_for_a_name(url: str) -> None:
+def test_the_greeting_stays_reachable_while_it_waits_for_a_name(client: ServiceClient) -> None:
     waiting = "asked_name"
     assert select(
-        url,
+        client,
         said("thanks", intent="thanks", greeting_stage=waiting),
         said("my name is Ann", intent="tell_name", dialog_id="d2", greeting_stage=waiting),
         said("Ann", dialog_id="d3", greeting_stage=waiting),
@@ -149,32 +149,32 @@ def test_the_greeting_stays_reachable_while_it_waits_for_a_name(url: str) -> Non
     ]
 
 
-def test_a_batch_is_answered_per_dialog_in_order(url: str) -> None:
+def test_a_batch_is_answered_per_dialog_in_order(client: ServiceClient) -> None:
     assert select(
-        url,
+        client,
         said("what can you do?", intent="abilities", dialog_id="a"),
         said("you idiot", toxic=True, dialog_id="b"),
         said("trains", dialog_id="c"),
     ) == [["faq", "llm", "fallback"], ["fallback"], EVERY_SKILL]
 
 
-def test_health(url: str) -> None:
-    assert httpx.get(f"{url}/health").json() == {
+def test_health(client: ServiceClient) -> None:
+    assert client.get("/health").json() == {
         "status": "ok",
         "service": "rules",
         "role": "skill_selector",
     }
 
 
-def test_a_malformed_body_is_refused_naming_the_field(url: str) -> None:
-    response = httpx.post(f"{url}/respond", json={"dialogs": [{"dialog_id": "d1"}]})
+def test_a_malformed_body_is_refused_naming_the_field(client: ServiceClient) -> None:
+    response = client.post("/respond", json={"dialogs": [{"dialog_id": "d1"}]})
     assert response.status_code == 422
     assert "utterances" in response.text
 
 
-def test_each_decision_says_why(url: str) -> None:
+def test_each_decision_says_why(client: ServiceClient) -> None:
     thanks, toxic, unsure, unknown, waiting = decisions(
-        url,
+        client,
         said("thanks", intent="thanks"),
         said("you idiot", toxic=True),
         annotated("hmm", {"intents": {"intent": "greeting", "confidence": 0.3}}),
@@ -188,8 +188,10 @@ def test_each_decision_says_why(url: str) -> None:
     assert waiting["reason"].endswith("greeting: it is waiting for the user's name")
 
 
-def test_the_rules_decide_only_about_the_skills_they_name(url: str) -> None:
-    thanks, toxic = decisions(url, said("thanks", intent="thanks"), said("you idiot", toxic=True))
+def test_the_rules_decide_only_about_the_skills_they_name(client: ServiceClient) -> None:
+    thanks, toxic = decisions(
+        client, said("thanks", intent="thanks"), said("you idiot", toxic=True)
+    )
     # A skill no rule names ("weather", just added) runs whatever the rules chose...
     assert thanks["decides"] == NAMED
     # ...except for a toxic utterance, which reaches only the on_toxic skills.

@@ -31,6 +31,10 @@ QUESTION_ANSWERS = (
     "I'm afraid that's beyond me. We could talk about books, films, food or how I work instead.",
     "I don't know, sorry. Is there something else you'd like to talk about?",
     "That one stumps me. Try asking me about myself, or what Chorus is.",
+    "Honestly, I have no idea. I'm better at small talk than at facts like that.",
+    "I can't look that up, I'm afraid: I only know what my skills know. Anything else?",
+    "No clue, to be honest! Ask me about music, pets or travel instead?",
+    "That's outside what I know. Want to hear a fun fact instead?",
 )
 CALM_ANSWERS = (
     "I'd rather keep our conversation friendly. Shall we talk about something else?",
@@ -47,10 +51,21 @@ def is_toxic(annotations: Mapping[str, Any]) -> bool:
     return isinstance(badwords, Mapping) and badwords.get("toxic") is True
 
 
+#: The bot attribute with the lines this skill said last (kept when its answer is chosen),
+#: so a line does not come back once the dialog has moved past the window.
+RECENT = "fallback_recent"
+
+
+def recently_said(dialog: DialogView) -> set[str]:
+    kept = dialog.bot.attributes.get(RECENT)
+    earlier = {line for line in kept if isinstance(line, str)} if isinstance(kept, list) else set()
+    return earlier | {u.text for u in dialog.utterances if u.speaker == "bot"}
+
+
 def pick(lines: tuple[str, ...], dialog: DialogView) -> str:
-    """A line the bot has not said in the window (any, once it said them all), chosen with
-    a seed of the dialog and its window so consecutive answers differ."""
-    said = {u.text for u in dialog.utterances if u.speaker == "bot"}
+    """A line the bot has not said lately (any, once it said them all), chosen with a seed
+    of the dialog and its window so consecutive answers differ."""
+    said = recently_said(dialog)
     fresh = [line for line in lines if line not in said] or list(lines)
     seed = f"{dialog.dialog_id}:{dialog.human_utterance.utt_id}"
     return random.Random(seed).choice(fresh)
@@ -62,7 +77,14 @@ def last_chance(dialog: DialogView) -> SkillHypothesis:
     if is_toxic(human.annotations):
         return SkillHypothesis(text=pick(CALM_ANSWERS, dialog), confidence=CALM_CONFIDENCE)
     lines = QUESTION_ANSWERS if human.text.rstrip().endswith("?") else ANSWERS
-    return SkillHypothesis(text=pick(lines, dialog), confidence=CONFIDENCE)
+    text = pick(lines, dialog)
+    kept = dialog.bot.attributes.get(RECENT)
+    earlier = [line for line in kept if isinstance(line, str)] if isinstance(kept, list) else []
+    # the lines of one kind, at most: once all were said, the oldest may come back
+    recent = [line for line in earlier if line != text][-(len(QUESTION_ANSWERS) - 1) :]
+    return SkillHypothesis(
+        text=text, confidence=CONFIDENCE, bot_attributes={RECENT: [*recent, text]}
+    )
 
 
 app = service.app

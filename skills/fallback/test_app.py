@@ -2,11 +2,8 @@
 
 from typing import Any
 
-import httpx
-
+from agent.sdk.testing import ServiceClient, view
 from skills.fallback.app import ANSWERS, CALM_ANSWERS, QUESTION_ANSWERS, app
-from tests.support.servers import serving
-from tests.support.views import view
 
 
 def flagged(dialog: dict[str, Any], *, toxic: bool) -> dict[str, Any]:
@@ -16,8 +13,8 @@ def flagged(dialog: dict[str, Any], *, toxic: bool) -> dict[str, Any]:
 
 
 def respond(*dialogs: dict[str, Any]) -> list[list[dict[str, Any]]]:
-    with serving(app) as server:
-        response = httpx.post(f"{server.url}/respond", json={"dialogs": list(dialogs)})
+    with ServiceClient(app) as client:
+        response = client.post("/respond", json={"dialogs": list(dialogs)})
     response.raise_for_status()
     answer: list[list[dict[str, Any]]] = response.json()
     return answer
@@ -57,9 +54,9 @@ def test_a_toxic_utterance_gets_a_calm_line() -> None:
 
 
 def test_health_and_bad_body() -> None:
-    with serving(app) as server:
-        health = httpx.get(f"{server.url}/health").json()
-        refused = httpx.post(f"{server.url}/respond", json={})
+    with ServiceClient(app) as client:
+        health = client.get("/health").json()
+        refused = client.post("/respond", json={})
     assert health == {"status": "ok", "service": "fallback", "role": "skill"}
     assert refused.status_code == 422
     assert "dialogs" in refused.text

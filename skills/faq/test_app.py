@@ -3,33 +3,31 @@
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from pydantic import ValidationError
 from sklearn.metrics.pairwise import linear_kernel
 
+from agent.sdk.testing import ServiceClient, view
 from skills.faq.app import FAQ_FILE, INDEX, MAX_CONFIDENCE, THRESHOLD, app, load_faq
-from tests.support.servers import serving
-from tests.support.views import view
 
 
 @pytest.fixture(scope="module")
-def url() -> Iterator[str]:
-    """One server for the module: the skill keeps nothing between requests."""
-    with serving(app) as server:
-        yield server.url
+def client() -> Iterator[ServiceClient]:
+    """One client for the module: the skill keeps nothing between requests."""
+    with ServiceClient(app) as client:
+        yield client
 
 
-def ask(url: str, *texts: str) -> list[list[dict[str, object]]]:
+def ask(client: ServiceClient, *texts: str) -> list[list[dict[str, object]]]:
     """One dialog per text, in one batch."""
-    response = httpx.post(f"{url}/respond", json={"dialogs": [view(text) for text in texts]})
+    response = client.post("/respond", json={"dialogs": [view(text) for text in texts]})
     response.raise_for_status()
     answer: list[list[dict[str, object]]] = response.json()
     return answer
 
 
-def test_paraphrases_find_their_question_in_order(url: str) -> None:
-    deleting, annotators = ask(url, "how can I delete my data", "what are annotators?")
+def test_paraphrases_find_their_question_in_order(client: ServiceClient) -> None:
+    deleting, annotators = ask(client, "how can I delete my data", "what are annotators?")
     assert deleting[0]["faq_question"] == "How do I delete my data?"
     assert "DELETE /api/user/{user_id}" in str(deleting[0]["text"])
     assert annotators[0]["faq_question"] == "What is an annotator?"
@@ -37,21 +35,25 @@ def test_paraphrases_find_their_question_in_order(url: str) -> None:
         assert THRESHOLD <= float(str(hypothesis["confidence"])) <= MAX_CONFIDENCE
 
 
-def test_every_shipped_question_answers_itself_with_capped_confidence(url: str) -> None:
+def test_every_shipped_question_answers_itself_with_capped_confidence(
+    client: ServiceClient,
+) -> None:
     questions = [entry.question for entry in INDEX.entries]
-    answers = ask(url, *questions)
+    answers = ask(client, *questions)
     assert [a[0]["faq_question"] for a in answers] == questions
     assert {a[0]["confidence"] for a in answers} == {MAX_CONFIDENCE}
     assert [a[0]["text"] for a in answers] == [entry.answer for entry in INDEX.entries]
 
 
-def test_stays_silent_off_topic(url: str) -> None:
-    assert ask(url, "what is love", "hi", "where are you from", "I like pizza", "") == [[]] * 5
+def test_stays_silent_off_topic(client: ServiceClient) -> None:
+    assert ask(client, "what is love", "hi", "where are you from", "I like pizza", "") == [[]] * 5
 
 
-def test_what_the_bot_can_do_is_answered_and_not_confused_with_small_talk(url: str) -> None:
+def test_what_the_bot_can_do_is_answered_and_not_confused_with_small_talk(
+    client: ServiceClient,
+) -> None:
     can_do, for_me, book, sing = ask(
-        url,
+        client,
         "What can you do?",
         "what can you do for me",
         "Can you recommend a good book?",
@@ -63,9 +65,9 @@ def test_what_the_bot_can_do_is_answered_and_not_confused_with_small_talk(url: s
     assert book == sing == []
 
 
-def test_health_and_bad_body(url: str) -> None:
-    health = httpx.get(f"{url}/health").json()
-    refused = httpx.post(f"{url}/respond", json={"dialog": [view("hi")]})
+def test_health_and_bad_body(client: ServiceClient) -> None:
+    health = client.get("/health").json()
+    refused = client.post("/respond", json={"dialog": [view("hi")]})
     assert health == {"status": "ok", "service": "faq", "role": "skill"}
     assert refused.status_code == 422
     assert "dialogs" in refused.text

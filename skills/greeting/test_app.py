@@ -2,18 +2,16 @@
 
 from typing import Any
 
-import httpx
 import pytest
 
+from agent.sdk.testing import ServiceClient, view
 from skills.greeting.app import app, extract_name
-from tests.support.servers import serving
-from tests.support.views import view
 
 
 def ask(*texts: str, **attributes: object) -> list[dict[str, Any]]:
-    with serving(app) as server:
-        answer = httpx.post(
-            f"{server.url}/respond", json={"dialogs": [view(*texts, human_attributes=attributes)]}
+    with ServiceClient(app) as client:
+        answer = client.post(
+            "/respond", json={"dialogs": [view(*texts, human_attributes=attributes)]}
         ).json()
     result: list[dict[str, Any]] = answer[0]
     return result
@@ -100,9 +98,9 @@ def test_after_asking_a_lowercase_introduction_is_a_name() -> None:
 
 
 def test_a_batch_answers_each_dialog_in_order() -> None:
-    with serving(app) as server:
-        answer = httpx.post(
-            f"{server.url}/respond",
+    with ServiceClient(app) as client:
+        answer = client.post(
+            "/respond",
             json={
                 "dialogs": [
                     view("what is my name?", human_attributes={"name": "Ann"}),
@@ -119,9 +117,9 @@ def test_a_batch_answers_each_dialog_in_order() -> None:
 
 
 def test_health_and_bad_body() -> None:
-    with serving(app) as server:
-        health = httpx.get(f"{server.url}/health").json()
-        refused = httpx.post(f"{server.url}/respond", json={"dialogs": [{"utterances": 3}]})
+    with ServiceClient(app) as client:
+        health = client.get("/health").json()
+        refused = client.post("/respond", json={"dialogs": [{"utterances": 3}]})
     assert health == {"status": "ok", "service": "greeting", "role": "skill"}
     assert refused.status_code == 422
     assert "utterances" in refused.text

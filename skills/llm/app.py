@@ -4,8 +4,18 @@ The prompt is a system message in the bot's persona (``bot.attributes["persona"]
 ``bot.persona``, else a short default) followed by the dialog window as user/assistant
 messages. The model's reply is the hypothesis, with the configured confidence.
 
+The reply is streamed: the skill asks the endpoint for ``stream: true`` (OpenAI's
+``data: {chunk}`` Server-Sent Events, ending ``data: [DONE]``) and yields each piece as it
+comes, so an agent that calls the skill for a streamed answer can pass the tokens on to the
+user while the model still writes (``LLM_STREAM=false`` asks for whole completions, for
+an endpoint that cannot stream; one that answers a whole completion anyway is read too).
+
 Settings come from ``LLM_*`` environment variables (or ``.env``), read once when the app is
-built; without ``LLM_BASE_URL`` the skill answers ``[]`` and ``/health`` still answers.
+built; without ``LLM_BASE_URL`` the skill answers ``[]`` and ``/health`` still answers. Bad
+settings never stop the process (``chorus run`` would lose its whole stack to one skill):
+the skill logs one line naming the variable, stays healthy, and answers every ``/respond``
+with a 503 carrying that line, so the agent records it in each turn's ``errors`` and the
+other skills answer as usual.
 
 A failing endpoint is not hidden: a timeout, a non-2xx answer or a body that is not a chat
 completion makes ``/respond`` answer 502 with what went wrong, so the agent records the
@@ -22,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal
@@ -31,7 +42,7 @@ from fastapi import FastAPI, HTTPException, status
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from agent.sdk import BotView, DialogView, Service, SkillHypothesis
+from agent.sdk import BotView, DialogView, Service, SkillHypothesis, StreamStart
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +76,7 @@ class LLMSettings(BaseSettings):
     confidence: float = Field(default=0.6, ge=0, le=1, description="of every hypothesis")
     max_tokens: int = Field(default=200, ge=1, le=100_000)
     temperature: float = Field(default=0.7, ge=0, le=2)
+    stream: bool = Field(default=True, description="ask the endpoint for stream: true")
 
     @field_validator("base_url")
     @classmethod
@@ -76,7 +88,11 @@ class LLMSettings(BaseSettings):
     @model_validator(mode="after")
     def _model_named(self) -> LLMSettings:
         if self.base_url and not self.model:
-            raise ValueError(f"{ENV_PREFIX}MODEL is required when {ENV_PREFIX}BASE_URL is set")
+            raise ValueError(
+                f"{ENV_PREFIX}MODEL is required when {ENV_PREFIX}BASE_URL is set: the model's "
+                "name on that server, e.g. llama3.2 (Ollama) or the one vLLM or llama.cpp's "
+                "server was started with"
+            )
         return self
 
     @property
@@ -118,6 +134,21 @@ class ChatCompletion(BaseModel):
     """The part of OpenAI's chat-completion answer the skill reads."""
 
     choices: list[_Choice] = Field(min_length=1)
+
+
+class _Delta(BaseModel):
+    content: str | None = None
+
+
+class _ChunkChoice(BaseModel):
+    delta: _Delta = Field(default_factory=_Delta)
+
+
+class ChatCompletionChunk(BaseModel):
+    """The part of a streamed chunk (``chat.completion.chunk``) the skill reads; the last
+    chunks may have no choices (usage only)."""
+
+    choices: list[_ChunkChoice] = Field(default_factory=list)
 
 
 class PersonaFacts(BaseModel):
@@ -214,6 +245,72 @@ class ChatModel:
         content = completion.choices[0].message.content
         return content.strip() if content and content.strip() else None
 
+    async def stream(self, messages: list[ChatMessage]) -> AsyncIterator[str]:
+        """The model's reply in pieces as the endpoint sends them (leading whitespace
+        dropped); :class:`LLMError` when the call fails, before or during the reply.
+
+        ``LLM_TIMEOUT`` bounds each read and the whole reply, checked as pieces arrive: an
+        ``asyncio.timeout`` cannot span the yields, which the SDK may resume in another
+        task."""
+        if not self.settings.stream:
+            whole = await self.complete(messages)
+            if whole:
+                yield whole
+            return
+        if self._http is None:
+            raise RuntimeError("the LLM client is not open: run the app with its lifespan")
+        body = {
+            "model": self.settings.model,
+            "max_tokens": self.settings.max_tokens,
+            "temperature": self.settings.temperature,
+            "messages": [m.model_dump() for m in messages],
+            "stream": True,
+        }
+        timeout = self.settings.timeout
+        deadline = time.monotonic() + timeout
+        started = False
+        try:
+            async with self._http.stream("POST", self.settings.endpoint, json=body) as response:
+                if not response.is_success:
+                    await response.aread()
+                    raise LLMError(f"answered HTTP {response.status_code}: {_excerpt(response)}")
+                if "text/event-stream" not in response.headers.get("content-type", ""):
+                    await response.aread()  # a whole completion: the endpoint does not stream
+                    content = self._parse(response).choices[0].message.content
+                    if content and content.strip():
+                        yield content.strip()
+                    return
+                async for event_line in response.aiter_lines():
+                    if time.monotonic() > deadline:
+                        raise LLMError(f"reply not complete within {timeout:g}s (LLM_TIMEOUT)")
+                    data = event_line.removeprefix("data:").strip()
+                    if not event_line.startswith("data:") or not data:
+                        continue
+                    if data == "[DONE]":
+                        return
+                    piece = self._piece(data)
+                    if not started:
+                        piece = piece.lstrip()
+                    if piece:
+                        started = True
+                        yield piece
+        except httpx.TimeoutException:
+            raise LLMError(f"no answer within {timeout:g}s (LLM_TIMEOUT)") from None
+        except httpx.HTTPError as exc:
+            raise LLMError(f"unreachable: {type(exc).__name__}: {exc}") from None
+
+    @staticmethod
+    def _piece(data: str) -> str:
+        try:
+            chunk = ChatCompletionChunk.model_validate_json(data)
+        except ValidationError as exc:
+            problem = exc.errors()[0]["msg"]
+            excerpt = data[:EXCERPT_CHARS] + ("…" if len(data) > EXCERPT_CHARS else "")
+            raise LLMError(
+                f"streamed something that is not a chunk ({problem}): {excerpt}"
+            ) from None
+        return "".join(c.delta.content or "" for c in chunk.choices[:1])
+
     async def _post(self, body: dict[str, Any]) -> httpx.Response:
         if self._http is None:
             raise RuntimeError("the LLM client is not open: run the app with its lifespan")
@@ -256,12 +353,6 @@ def run_while_serving(
     app.router.lifespan_context = lifespan
 
 
-class LLMHypothesis(SkillHypothesis):
-    """A hypothesis that names the model that wrote it."""
-
-    llm_model: str
-
-
 def create_app(settings: LLMSettings | None = None) -> FastAPI:
     """The skill's app for ``settings`` (default: from the environment)."""
     settings = settings or load_settings()
@@ -269,21 +360,25 @@ def create_app(settings: LLMSettings | None = None) -> FastAPI:
     service = Service("llm", description="Answers with an OpenAI-compatible chat model.")
 
     @service.skill
-    async def llm(dialog: DialogView) -> list[SkillHypothesis]:
+    async def llm(dialog: DialogView) -> AsyncIterator[StreamStart | str]:
         if model is None:
-            return []
+            return
+        pieces = model.stream(conversation(dialog))
         try:
-            reply = await model.complete(conversation(dialog))
+            # The first piece before the start: a failing endpoint is the request's 502,
+            # and an empty reply is no hypothesis.
+            first = await anext(pieces, None)
+            if first is None:
+                return
+            yield StreamStart(confidence=settings.confidence, llm_model=str(settings.model))
+            yield first
+            async for piece in pieces:
+                yield piece
         except LLMError as exc:
             logger.warning(
                 "dialog %s: LLM endpoint %s %s", dialog.dialog_id, settings.endpoint, exc
             )
             raise HTTPException(status.HTTP_502_BAD_GATEWAY, detail=f"LLM endpoint {exc}") from None
-        if reply is None:
-            return []
-        return [
-            LLMHypothesis(text=reply, confidence=settings.confidence, llm_model=str(settings.model))
-        ]
 
     app = service.app
     if model is not None:
@@ -291,4 +386,29 @@ def create_app(settings: LLMSettings | None = None) -> FastAPI:
     return app
 
 
-app = create_app()
+def misconfigured_app(problem: str) -> FastAPI:
+    """A healthy skill that refuses every turn with ``problem`` (503): the agent records it
+    as this skill's error and the rest of the pipeline answers."""
+    service = Service("llm", description="Answers with an OpenAI-compatible chat model.")
+
+    @service.skill
+    async def llm(dialog: DialogView) -> list[SkillHypothesis]:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE, detail=f"LLM skill is misconfigured: {problem}"
+        )
+
+    return service.app
+
+
+def app_from_environment() -> FastAPI:
+    """The app for the environment's settings; bad settings give :func:`misconfigured_app`
+    and one log line naming the variable, never a traceback that stops the process."""
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        logger.error("llm skill is misconfigured, every turn records it as an error: %s", exc)
+        return misconfigured_app(str(exc))
+    return create_app(settings)
+
+
+app = app_from_environment()

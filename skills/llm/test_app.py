@@ -19,15 +19,16 @@ import pytest
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
+from agent.sdk.testing import ServiceClient, view
 from skills.llm.app import (
     DEFAULT_SYSTEM_PROMPT,
     LLMSettings,
     SettingsError,
+    app_from_environment,
     create_app,
     load_settings,
 )
 from tests.support.servers import free_port, serving
-from tests.support.views import view
 
 PERSONA = {"name": "Robo", "description": "a cheerful robot", "likes": ["puns"]}
 
@@ -74,22 +75,25 @@ class FakeOpenAI:
 
 
 @contextmanager
-def llm_against(fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, **env: str) -> Iterator[str]:
-    """The fake endpoint and the skill configured for it; yields the skill's URL."""
+def llm_against(
+    fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, **env: str
+) -> Iterator[ServiceClient]:
+    """The fake endpoint (a real server: the skill calls it over HTTP) and the skill
+    configured for it, in-process; yields a client to the skill."""
     with serving(fake.app) as upstream:
         monkeypatch.setenv("LLM_BASE_URL", f"{upstream.url}/v1/")
         monkeypatch.setenv("LLM_MODEL", "test-model")
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         try:
-            with serving(create_app(LLMSettings(_env_file=None))) as skill:
-                yield skill.url
+            with ServiceClient(create_app(LLMSettings(_env_file=None))) as skill:
+                yield skill
         finally:
             fake.release.set()
 
 
-def respond(url: str, *dialogs: dict[str, Any]) -> httpx.Response:
-    return httpx.post(f"{url}/respond", json={"dialogs": list(dialogs)}, timeout=10)
+def respond(skill: ServiceClient, *dialogs: dict[str, Any]) -> httpx.Response:
+    return skill.post("/respond", json={"dialogs": list(dialogs)}, timeout=10)
 
 
 def with_bot(
@@ -129,8 +133,8 @@ def test_prompt_persona_turns_and_key(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     with llm_against(
         fake, monkeypatch, LLM_API_KEY="sk-test", LLM_CONFIDENCE="0.75", LLM_MAX_TOKENS="50"
-    ) as url:
-        answer = respond(url, dialog).json()
+    ) as skill:
+        answer = respond(skill, dialog).json()
     assert answer == [
         [
             {
@@ -161,9 +165,9 @@ def test_prompt_persona_turns_and_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_batch_answers_in_order_with_each_bots_persona(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeOpenAI()
-    with llm_against(fake, monkeypatch) as url:
+    with llm_against(fake, monkeypatch) as skill:
         answer = respond(
-            url, with_bot(view("first"), persona={"name": "Ada"}), view("second")
+            skill, with_bot(view("first"), persona={"name": "Ada"}), view("second")
         ).json()
     assert [a[0]["text"] for a in answer] == ["echo: first", "echo: second"]
     assert all(a[0]["confidence"] == 0.6 for a in answer)
@@ -176,8 +180,8 @@ def test_a_batch_answers_in_order_with_each_bots_persona(monkeypatch: pytest.Mon
 
 
 def test_an_empty_reply_is_no_hypothesis(monkeypatch: pytest.MonkeyPatch) -> None:
-    with llm_against(FakeOpenAI(lambda body: completion(None)), monkeypatch) as url:
-        assert respond(url, view("hi")).json() == [[]]
+    with llm_against(FakeOpenAI(lambda body: completion(None)), monkeypatch) as skill:
+        assert respond(skill, view("hi")).json() == [[]]
 
 
 @pytest.mark.parametrize(
@@ -192,8 +196,8 @@ def test_an_empty_reply_is_no_hypothesis(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_a_failing_endpoint_is_a_502_with_the_reason(
     monkeypatch: pytest.MonkeyPatch, answer: Any, message: str
 ) -> None:
-    with llm_against(FakeOpenAI(lambda body: answer), monkeypatch, LLM_TIMEOUT="0.3") as url:
-        response = respond(url, view("hi"))
+    with llm_against(FakeOpenAI(lambda body: answer), monkeypatch, LLM_TIMEOUT="0.3") as skill:
+        response = respond(skill, view("hi"))
     assert response.status_code == 502
     assert message in response.json()["detail"]
 
@@ -201,17 +205,17 @@ def test_a_failing_endpoint_is_a_502_with_the_reason(
 def test_an_unreachable_endpoint_is_a_502(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LLM_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
     monkeypatch.setenv("LLM_MODEL", "test-model")
-    with serving(create_app(LLMSettings(_env_file=None))) as skill:
-        response = respond(skill.url, view("hi"))
+    with ServiceClient(create_app(LLMSettings(_env_file=None))) as skill:
+        response = respond(skill, view("hi"))
     assert response.status_code == 502
     assert "unreachable: ConnectError" in response.json()["detail"]
 
 
 def test_unconfigured_it_answers_nothing_and_stays_healthy() -> None:
-    with serving(create_app(LLMSettings(_env_file=None))) as skill:
-        health = httpx.get(f"{skill.url}/health").json()
-        answer = respond(skill.url, view("hi"), view("there")).json()
-        refused = respond(skill.url)
+    with ServiceClient(create_app(LLMSettings(_env_file=None))) as skill:
+        health = skill.get("/health").json()
+        answer = respond(skill, view("hi"), view("there")).json()
+        refused = respond(skill)
     assert health == {"status": "ok", "service": "llm", "role": "skill"}
     assert answer == [[], []]
     assert refused.status_code == 422
@@ -235,3 +239,19 @@ def test_bad_settings_are_refused_naming_the_variable(
         monkeypatch.setenv(name, value)
     with pytest.raises(SettingsError, match=named):
         load_settings()
+
+
+def test_misconfigured_it_stays_healthy_and_each_turn_gets_the_one_line_reason(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no .env here
+    monkeypatch.delenv("LLM_MODEL", raising=False)
+    monkeypatch.setenv("LLM_BASE_URL", "http://127.0.0.1:11434/v1")
+    with ServiceClient(app_from_environment(), raise_server_exceptions=False) as skill:
+        health = skill.get("/health")
+        answer = respond(skill, view("hi"))
+    assert health.is_success
+    assert answer.status_code == 503
+    detail = answer.json()["detail"]
+    assert detail.startswith("LLM skill is misconfigured: bad settings: LLM_MODEL is required")
+    assert "\n" not in detail

@@ -34,7 +34,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.sdk import BotView, DialogView, Service, SkillHypothesis
+from skills.smalltalk import topics
 from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
+from skills.smalltalk.topics import TopicSpec
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +75,9 @@ EMPATHY_CONFIDENCE = 0.6
 #: at a persona line, a pattern that covers the utterance beats a loose match; above the
 #: fallback's 0.1 and below the FAQ's confident answers.
 CORPUS_BASE, CORPUS_SPAN = 0.5, 0.35
+#: A persona topic found by meaning (:mod:`skills.smalltalk.topics`) scores like a corpus
+#: answer: from TOPIC_BASE at the threshold to TOPIC_BASE + TOPIC_SPAN for an example's twin.
+TOPIC_BASE, TOPIC_SPAN = 0.55, 0.3
 
 _I = re.IGNORECASE
 #: Checked in this order: the most specific question first ("thanks! what's your favourite
@@ -230,6 +235,8 @@ class Persona(BaseModel):
     hobbies: list[str] = Field(min_length=1)
     favourites: dict[str, str] = Field(default_factory=dict)
     templates: Templates
+    #: Everyday topics the bot has a word on, recognised by meaning (see topics.py).
+    topics: dict[str, TopicSpec] = Field(default_factory=dict)
 
 
 def load_persona(path: Path) -> Persona:
@@ -241,12 +248,14 @@ FILE_PERSONA = load_persona(PERSONA_FILE)
 
 
 def customised(base: Persona, override: Mapping[str, Any]) -> Persona:
-    """``base`` with the keys of ``override`` replacing its own, templates one by one."""
-    templates = override.get("templates") or {}
-    if not isinstance(templates, Mapping):
-        raise ValueError("persona.templates must be an object")
+    """``base`` with the keys of ``override`` replacing its own, templates and topics one
+    by one."""
     merged = base.model_dump() | dict(override)
-    merged["templates"] = base.templates.model_dump() | dict(templates)
+    for key in ("templates", "topics"):
+        replaced = override.get(key) or {}
+        if not isinstance(replaced, Mapping):
+            raise ValueError(f"persona.{key} must be an object")
+        merged[key] = base.model_dump()[key] | dict(replaced)
     return Persona.model_validate(merged)
 
 
@@ -416,18 +425,70 @@ def from_corpus(dialog: DialogView, said: list[str]) -> CorpusHypothesis | None:
     )
 
 
+class TopicHypothesis(SkillHypothesis):
+    """A hypothesis on one of the persona's everyday topics, found by meaning."""
+
+    smalltalk_topic: Literal["topic"] = "topic"
+    topic: str
+    similarity: float
+
+
+def from_topics(dialog: DialogView, persona: Persona, said: list[str]) -> TopicHypothesis | None:
+    """The persona's line on the topic closest in meaning, one not said lately."""
+    found = topics.closest(dialog.human_utterance.text, persona.topics)
+    if found is None:
+        return None
+    name, similarity = found
+    text = pick(persona.topics[name].lines, said)
+    if text is None:
+        return None
+    share = (similarity - topics.THRESHOLD) / (1.0 - topics.THRESHOLD)
+    return TopicHypothesis(
+        text=text,
+        confidence=round(TOPIC_BASE + TOPIC_SPAN * min(1.0, share), 3),
+        topic=name,
+        similarity=round(similarity, 3),
+    )
+
+
+#: The bot attribute with the lines this skill said last, so a line does not come back
+#: while the dialog has moved past the window the skill is sent; and how many it keeps.
+RECENT = "smalltalk_recent"
+RECENT_KEPT = 20
+
+
+def recently_said(dialog: DialogView) -> list[str]:
+    """What this skill said lately and what the bot said in the window, oldest first, each
+    line once (at its latest place)."""
+    kept = dialog.bot.attributes.get(RECENT)
+    earlier = [line for line in kept if isinstance(line, str)] if isinstance(kept, list) else []
+    lines = earlier + [u.text for u in dialog.utterances if u.speaker == "bot"]
+    return list(reversed(dict.fromkeys(reversed(lines))))
+
+
 def respond(dialog: DialogView) -> SkillHypothesis | None:
     persona, store = persona_of(dialog.bot)
+    said = recently_said(dialog)
+    chosen = _respond(dialog, persona, store, said)
+    if chosen is not None:  # remembered only if this answer is the one the bot gives
+        recent = [line for line in said if line != chosen.text][-(RECENT_KEPT - 1) :]
+        chosen.bot_attributes = {**chosen.bot_attributes, RECENT: [*recent, chosen.text]}
+    return chosen
+
+
+def _respond(
+    dialog: DialogView, persona: Persona, store: bool, said: list[str]
+) -> SkillHypothesis | None:
     human = dialog.human_utterance
-    said = [u.text for u in dialog.utterances if u.speaker == "bot"]
     match = understand(human.text, human.annotations, persona.favourites)
-    retrieved = from_corpus(dialog, said)
-    if retrieved is not None and (
-        match is None
-        or match.topic == "empathy"
-        or (match.intent_only and retrieved.confidence > match.confidence)
-    ):
-        return retrieved
+    if match is None or match.topic == "empathy" or match.intent_only:
+        # what the corpus or a persona topic says, when a pattern did not decide
+        found = [h for h in (from_corpus(dialog, said), from_topics(dialog, persona, said)) if h]
+        best = max(found, key=lambda h: h.confidence, default=None)
+        if best is not None and (
+            match is None or match.topic == "empathy" or best.confidence > match.confidence
+        ):
+            return best
     if match is None:
         return None
     text = pick(render(persona, match), said)

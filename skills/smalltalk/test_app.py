@@ -5,13 +5,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from pydantic import ValidationError
 
-from skills.smalltalk.app import FILE_PERSONA, PERSONA_FILE, app, load_persona
-from tests.support.servers import serving
-from tests.support.views import view
+from agent.sdk.testing import ServiceClient, view
+from skills.smalltalk.app import FILE_PERSONA, PERSONA_FILE, RECENT, app, load_persona
 
 FILE_LINES = FILE_PERSONA.templates
 
@@ -31,57 +29,61 @@ def dialog(
 
 
 @pytest.fixture(scope="module")
-def url() -> Iterator[str]:
-    """One server for the module: the skill keeps nothing between requests."""
-    with serving(app) as server:
-        yield server.url
+def client() -> Iterator[ServiceClient]:
+    """One client for the module: the skill keeps nothing between requests."""
+    with ServiceClient(app) as client:
+        yield client
 
 
-def ask(url: str, *dialogs: dict[str, Any]) -> list[list[dict[str, Any]]]:
-    response = httpx.post(f"{url}/respond", json={"dialogs": list(dialogs)})
+def ask(client: ServiceClient, *dialogs: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    response = client.post("/respond", json={"dialogs": list(dialogs)})
     response.raise_for_status()
     answer: list[list[dict[str, Any]]] = response.json()
     return answer
 
 
-def test_answers_in_order_and_hands_the_file_persona_to_the_bot(url: str) -> None:
-    how, thanks = ask(url, dialog("How are you?"), dialog("thanks!"))
+def test_answers_in_order_and_hands_the_file_persona_to_the_bot(client: ServiceClient) -> None:
+    how, thanks = ask(client, dialog("How are you?"), dialog("thanks!"))
     assert how[0]["text"] == FILE_LINES.how_are_you[0]
     assert thanks[0]["text"] == FILE_LINES.thanks[0]
     assert how[0]["confidence"] == thanks[0]["confidence"] == 0.8
     assert how[0]["smalltalk_topic"] == "how_are_you"
-    assert how[0]["bot_attributes"] == {"persona": json.loads(PERSONA_FILE.read_text())}
+    assert how[0]["bot_attributes"] == {
+        "persona": json.loads(PERSONA_FILE.read_text()),
+        RECENT: [how[0]["text"]],  # the lines it said, so they do not come back soon
+    }
     assert how[0]["human_attributes"] == {}
 
 
-def test_the_persona_in_the_bot_attributes_is_used_and_kept(url: str) -> None:
+def test_the_persona_in_the_bot_attributes_is_used_and_kept(client: ServiceClient) -> None:
     custom = {"name": "Robo", "lives": "on the moon"}
     home, identity = ask(
-        url,
+        client,
         dialog("Where are you from?", bot_attributes={"persona": custom}),
         dialog("tell me about yourself", bot_attributes={"persona": custom}),
     )
     assert home[0]["text"] == "I live on the moon."
     assert identity[0]["text"].startswith("I'm Robo, a friendly chatbot")
-    assert home[0]["bot_attributes"] == identity[0]["bot_attributes"] == {}
+    assert "persona" not in home[0]["bot_attributes"]  # stored already: not handed back
+    assert "persona" not in identity[0]["bot_attributes"]
 
 
-def test_a_persona_in_bot_persona_customises_and_is_stored(url: str) -> None:
-    (hypothesis,) = ask(url, dialog("what's your name?", bot_persona={"name": "Ada"}))[0]
+def test_a_persona_in_bot_persona_customises_and_is_stored(client: ServiceClient) -> None:
+    (hypothesis,) = ask(client, dialog("what's your name?", bot_persona={"name": "Ada"}))[0]
     assert hypothesis["text"].startswith("I'm Ada,")
     assert hypothesis["bot_attributes"]["persona"]["name"] == "Ada"
 
 
-def test_an_invalid_stored_persona_is_neither_used_nor_overwritten(url: str) -> None:
+def test_an_invalid_stored_persona_is_neither_used_nor_overwritten(client: ServiceClient) -> None:
     broken = {"name": "Robo", "templates": {"thanks": ["Thanks, {user}!"]}}
-    (hypothesis,) = ask(url, dialog("thank you", bot_attributes={"persona": broken}))[0]
+    (hypothesis,) = ask(client, dialog("thank you", bot_attributes={"persona": broken}))[0]
     assert hypothesis["text"] == FILE_LINES.thanks[0]
-    assert hypothesis["bot_attributes"] == {}
+    assert "persona" not in hypothesis["bot_attributes"]
 
 
-def test_favourite_things_from_the_persona(url: str) -> None:
+def test_favourite_things_from_the_persona(client: ServiceClient) -> None:
     colour, car = ask(
-        url, dialog("What's your favourite colour?"), dialog("do you have a fave car?")
+        client, dialog("What's your favourite colour?"), dialog("do you have a fave car?")
     )
     teal = FILE_PERSONA.favourites["color"]
     assert colour[0]["text"] == f"My favourite color is {teal}. What's yours?"
@@ -89,12 +91,14 @@ def test_favourite_things_from_the_persona(url: str) -> None:
     assert car[0]["smalltalk_topic"] == "no_favourite"
 
 
-def test_the_intents_annotation_is_understood_and_agreement_is_most_confident(url: str) -> None:
+def test_the_intents_annotation_is_understood_and_agreement_is_most_confident(
+    client: ServiceClient,
+) -> None:
     def intent(name: str, confidence: float) -> dict[str, Any]:
         return {"intents": {"intent": name, "confidence": confidence, "method": "similarity"}}
 
     only_intent, agreeing, other_intent = ask(
-        url,
+        client,
         dialog("much obliged", annotations=intent("thanks", 1.0)),
         dialog("thank you", annotations=intent("thanks", 0.9)),
         dialog("much obliged", annotations=intent("greeting", 1.0)),
@@ -105,14 +109,14 @@ def test_the_intents_annotation_is_understood_and_agreement_is_most_confident(ur
     assert other_intent == []
 
 
-def test_a_longer_utterance_matches_less_confidently(url: str) -> None:
+def test_a_longer_utterance_matches_less_confidently(client: ServiceClient) -> None:
     short, long = ask(
-        url, dialog("how are you"), dialog("hey there, how are you doing on this fine day?")
+        client, dialog("how are you"), dialog("hey there, how are you doing on this fine day?")
     )
     assert 0.6 <= long[0]["confidence"] < short[0]["confidence"] <= 0.85
 
 
-def test_negative_mood_gets_empathy_only_when_nothing_else_matches(url: str) -> None:
+def test_negative_mood_gets_empathy_only_when_nothing_else_matches(client: ServiceClient) -> None:
     sad = {
         "sentiment": {
             "label": "negative",
@@ -123,7 +127,7 @@ def test_negative_mood_gets_empathy_only_when_nothing_else_matches(url: str) -> 
         }
     }
     empathy, farewell = ask(
-        url,
+        client,
         dialog("my day was awful", annotations=sad),
         dialog("this was awful, bye", annotations=sad),
     )
@@ -132,24 +136,24 @@ def test_negative_mood_gets_empathy_only_when_nothing_else_matches(url: str) -> 
     assert farewell[0]["smalltalk_topic"] == "farewell"
 
 
-def test_does_not_repeat_what_the_bot_just_said(url: str) -> None:
+def test_does_not_repeat_what_the_bot_just_said(client: ServiceClient) -> None:
     first = FILE_LINES.how_are_you[0]
-    (hypothesis,) = ask(url, dialog("how are you?", first, "how are you?"))[0]
+    (hypothesis,) = ask(client, dialog("how are you?", first, "how are you?"))[0]
     assert hypothesis["text"] == FILE_LINES.how_are_you[1]
 
 
-def test_stays_silent_off_topic(url: str) -> None:
+def test_stays_silent_off_topic(client: ServiceClient) -> None:
     assert ask(
-        url,
+        client,
         dialog("tell me about trains"),
         dialog("my favourite color is blue"),
         dialog("where are my dialogs stored?"),
     ) == [[], [], []]
 
 
-def test_health_and_bad_body(url: str) -> None:
-    health = httpx.get(f"{url}/health").json()
-    refused = httpx.post(f"{url}/respond", json={"dialogs": [{"dialog_id": "d"}]})
+def test_health_and_bad_body(client: ServiceClient) -> None:
+    health = client.get("/health").json()
+    refused = client.post("/respond", json={"dialogs": [{"dialog_id": "d"}]})
     assert health == {"status": "ok", "service": "smalltalk", "role": "skill"}
     assert refused.status_code == 422
     assert "utterances" in refused.text

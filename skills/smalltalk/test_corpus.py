@@ -3,14 +3,12 @@
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import numpy as np
 import pytest
 
+from agent.sdk.testing import ServiceClient, view
 from skills.smalltalk.app import CORPUS, app
 from skills.smalltalk.corpus import CATEGORIES, THRESHOLD, CorpusIndex, load_entries
-from tests.support.servers import serving
-from tests.support.views import view
 
 SMALL = """
 categories: [test]
@@ -58,20 +56,20 @@ def test_the_installed_corpus_is_loaded_whole() -> None:
 
 
 @pytest.fixture(scope="module")
-def url() -> Iterator[str]:
-    with serving(app) as server:
-        yield server.url
+def client() -> Iterator[ServiceClient]:
+    with ServiceClient(app) as client:
+        yield client
 
 
-def ask(url: str, *dialogs: dict[str, Any]) -> list[list[dict[str, Any]]]:
-    response = httpx.post(f"{url}/respond", json={"dialogs": list(dialogs)})
+def ask(client: ServiceClient, *dialogs: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    response = client.post("/respond", json={"dialogs": list(dialogs)})
     response.raise_for_status()
     answer: list[list[dict[str, Any]]] = response.json()
     return answer
 
 
-def test_a_joke_comes_from_the_corpus_and_jokes_vary(url: str) -> None:
-    answers = ask(url, *(view("Tell me a joke", dialog_id=f"d{i}") for i in range(12)))
+def test_a_joke_comes_from_the_corpus_and_jokes_vary(client: ServiceClient) -> None:
+    answers = ask(client, *(view("Tell me a joke", dialog_id=f"d{i}") for i in range(12)))
     assert all(a[0]["smalltalk_topic"] == "corpus" for a in answers)
     assert all(a[0]["corpus_category"] == "humor" for a in answers)
     assert len({a[0]["text"] for a in answers}) >= 4
@@ -79,24 +77,24 @@ def test_a_joke_comes_from_the_corpus_and_jokes_vary(url: str) -> None:
     assert exact["confidence"] == 0.85 and exact["similarity"] == 1.0
 
 
-def test_the_joke_just_told_is_not_told_again(url: str) -> None:
-    (first,) = ask(url, view("Tell me a joke"))
-    (again,) = ask(url, view("Tell me a joke", first[0]["text"], "Tell me a joke"))
+def test_the_joke_just_told_is_not_told_again(client: ServiceClient) -> None:
+    (first,) = ask(client, view("Tell me a joke"))
+    (again,) = ask(client, view("Tell me a joke", first[0]["text"], "Tell me a joke"))
     assert again[0]["text"] != first[0]["text"]
 
 
-def test_i_am_good_thanks_answers_how_are_you_not_thanks(url: str) -> None:
+def test_i_am_good_thanks_answers_how_are_you_not_thanks(client: ServiceClient) -> None:
     for text in ("I'm good, thanks", "Fine, thank you. And you?", "not bad"):
-        (answer,) = ask(url, view("How are you?", "Pretty well! And you?", text))
+        (answer,) = ask(client, view("How are you?", "Pretty well! And you?", text))
         assert answer[0]["smalltalk_topic"] == "doing_well", text
-    (thanks,) = ask(url, view("thanks!"))
+    (thanks,) = ask(client, view("thanks!"))
     assert thanks[0]["smalltalk_topic"] == "thanks"
 
 
-def test_the_persona_speaks_for_itself_before_the_corpus(url: str) -> None:
-    (how,) = ask(url, view("How are you?"))
+def test_the_persona_speaks_for_itself_before_the_corpus(client: ServiceClient) -> None:
+    (how,) = ask(client, view("How are you?"))
     assert how[0]["smalltalk_topic"] == "how_are_you"
-    (music,) = ask(url, view("Do you like music?"))
+    (music,) = ask(client, view("Do you like music?"))
     assert music[0]["text"].startswith("My favourite music is")
 
 

@@ -23,7 +23,7 @@ def test_reads_need_the_key_when_one_is_set(services: Any, agent: AgentFactory) 
     path = f"/api/dialogs/{reply['dialog_id']}"
     missing = client.get(path)
     assert missing.status_code == 401
-    assert "X-API-Key" in missing.json()["detail"]
+    assert "X-API-Key" in missing.json()["message"]
     assert client.get(path, headers={"X-API-Key": "wrong"}).status_code == 403
     assert client.get("/api/user/u", headers={"X-API-Key": "wrong"}).status_code == 403
     ok = client.get(path, headers={"X-API-Key": KEY})
@@ -50,7 +50,7 @@ def test_oversized_bodies_get_a_413(services: Any, agent: AgentFactory) -> None:
     client = agent(pipeline(services), max_body_bytes=2048)
     big = client.post("/", json={"user_id": "u", "payload": "x" * 5000})
     assert big.status_code == 413
-    assert "CHORUS_MAX_BODY_BYTES" in big.json()["detail"]
+    assert "CHORUS_MAX_BODY_BYTES" in big.json()["message"]
 
     def chunks() -> Any:
         yield b'{"user_id": "u", "payload": "'

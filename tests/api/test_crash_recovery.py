@@ -177,7 +177,7 @@ def test_a_keyed_retry_after_a_later_message_is_refused_not_stored_twice(
         assert later.json()["response"] == "answer to b"
         retry = retried(lambda: httpx.post(f"{base}/", json=first, timeout=30))
         assert retry.status_code == 409, retry.text
-        assert "k-1" in retry.json()["detail"] and "new id" in retry.json()["detail"]
+        assert "k-1" in retry.json()["message"] and "new key" in retry.json()["message"]
         assert "retry-after" not in retry.headers
         (dialog,) = httpx.get(f"{base}/api/user/ann").json()
     # the first message is kept once, unanswered, before the later one

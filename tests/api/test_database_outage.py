@@ -39,7 +39,7 @@ def test_a_database_outage_is_a_503_and_the_agent_recovers(services: Any, tmp_pa
             down = client.post("/", json={"user_id": "u", "payload": "hello"})
             assert down.status_code == 503
             assert down.headers["retry-after"].isdigit()
-            assert "database is unavailable" in down.json()["detail"]
+            assert "database is unavailable" in down.json()["message"]
             assert time.monotonic() - started < 10
             assert client.get("/api/user/u").status_code == 503
             db.start()

@@ -4,12 +4,16 @@ and ``/debug/current_load``."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
 import httpx
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect as ws_connect
 
 from skills.fallback.app import app as fallback_app
 from tests.conftest import AgentFactory, service_entry
@@ -197,3 +201,53 @@ def test_current_load_answers_as_dp_agent(services: Any, agent: AgentFactory) ->
     assert load["response_time"]["agent"] > 0
     assert len(load["response_time"]) == 2 and all(v > 0 for v in load["response_time"].values())
     assert client.get("/debug/current_load?format=json").json()["current_load"] == {"agent": 0}
+
+
+def ws_url(client: httpx.Client) -> str:
+    return str(client.base_url).replace("http://", "ws://").rstrip("/") + "/debug/current_load/ws"
+
+
+def test_the_current_load_websocket_sends_dp_agents_messages(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = start(services, agent)
+    say(client, "ann")
+    with ws_connect(ws_url(client), open_timeout=10) as socket:
+        # a message now and then every half second, as dp-agent's WSstatsHandler sends them
+        for _ in range(2):
+            load = json.loads(socket.recv(timeout=10))
+            assert set(load) == {"current_load", "response_time"}
+            assert load["current_load"] == {"agent": 0}
+            assert load["response_time"]["agent"] > 0
+            assert len(load["response_time"]) == 2
+    # the client left: the agent goes on serving
+    assert client.get("/debug/current_load?format=json").status_code == 200
+
+
+def test_the_current_load_websocket_needs_the_readers_key(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = start(services, agent, api_key="s3cret-key-for-readers")
+    with pytest.raises(InvalidStatus) as refused:
+        ws_connect(ws_url(client), open_timeout=10)
+    assert refused.value.response.status_code == 403
+    headers = {"X-API-Key": "s3cret-key-for-readers"}
+    with ws_connect(ws_url(client), additional_headers=headers, open_timeout=10) as socket:
+        assert json.loads(socket.recv(timeout=10))["current_load"] == {"agent": 0}
+
+
+def test_closing_commands_answer_an_empty_object_when_asked_to(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = start(services, agent, command_reply="dp-agent")
+    first = say(client, "ann")["dialog_id"]
+    for command in ("/close", "/start"):
+        response = client.post("/", json={"user_id": "ann", "payload": command})
+        assert response.status_code == 200 and response.json() == {}
+    second = say(client, "ann")["dialog_id"]
+    assert second != first  # the command closed the open dialog, as on dp-agent
+    assert client.get(f"/api/dialogs/{first}").json()["date_finish"] is not None
+    # Chorus's own reply by default
+    chorus = start(services, agent)
+    closed = chorus.post("/", json={"user_id": "bob", "payload": "/close"}).json()
+    assert closed["utt_id"] is None and "closed" in closed["response"]

@@ -143,7 +143,7 @@ def test_a_retry_during_the_first_turn_is_told_to_retry(services: Any, agent: Ag
     retry = slow.post("/", json=send)
     assert retry.status_code == 409
     assert retry.headers["retry-after"] == "1"
-    assert "retry shortly" in retry.json()["detail"]
+    assert "retry shortly" in retry.json()["message"]
     first.join(timeout=30)
     assert answers[0].status_code == 200
     assert slow.post("/", json=send).json() == answers[0].json()

@@ -123,10 +123,10 @@ def test_an_image_reaches_annotators(client: httpx.Client) -> None:
 def test_bad_images_are_refused_with_what_to_do(client: httpx.Client) -> None:
     big = client.post("/api/v1/chat", json={"user_id": "ann", "text": "x", "image": "A" * 5000})
     assert big.status_code == 413
-    assert "CHORUS_MAX_IMAGE_BYTES" in big.json()["detail"]
+    assert "CHORUS_MAX_IMAGE_BYTES" in big.json()["message"]
     bad = client.post("/api/v1/chat", json={"user_id": "ann", "text": "x", "image": "%%%"})
     assert bad.status_code == 422
-    assert "http(s) URL or base64" in bad.json()["detail"]
+    assert "http(s) URL or base64" in bad.json()["message"]
 
 
 def test_bad_observations_are_named(client: httpx.Client) -> None:

@@ -184,7 +184,7 @@ def test_the_json_the_pages_read_needs_the_key(
     client = agent(pipeline(services), api_key=KEY)
     missing = client.get(path)
     assert missing.status_code == 401
-    assert "X-API-Key" in missing.json()["detail"]
+    assert "X-API-Key" in missing.json()["message"]
     assert client.get(path, headers={"X-API-Key": "wrong"}).status_code == 403
     assert client.get(path, headers={"X-API-Key": KEY}).status_code in (200, 404)
     # The pages themselves hold no data: they load, and ask for the key when reading.
@@ -196,6 +196,22 @@ def test_an_unknown_dialog_is_a_404_with_a_message(services: Any, agent: AgentFa
     client = agent(pipeline(services))
     missing = client.get("/api/dialogs/0123abcd")
     assert missing.status_code == 404
-    assert "0123abcd" in missing.json()["detail"]
+    assert "0123abcd" in missing.json()["message"]
     dialog_id = say(client, "Hello!")["dialog_id"]
     assert client.get(f"/api/dialogs/{dialog_id}").status_code == 200
+
+
+def test_a_disabled_service_is_shown_as_disabled_with_why(
+    services: Any, agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LLM_BASE_URL", raising=False)
+    config = pipeline(services)
+    skills = config["services"]["skills"]
+    skills["llm"] = service_entry("http://127.0.0.1:9/respond", requires_env=["LLM_BASE_URL"])
+    skills["retired"] = service_entry("http://127.0.0.1:9/respond", is_enabled=False)
+    info = agent(config).get("/api/pipeline").json()
+    assert {s["name"] for s in info["services"]}.isdisjoint({"llm", "retired"})
+    assert info["disabled"] == [
+        {"name": "llm", "group": "skills", "reason": "requires_env: LLM_BASE_URL not set"},
+        {"name": "retired", "group": "skills", "reason": "is_enabled: false"},
+    ]

@@ -64,7 +64,7 @@ def test_wrong_content_type_says_how_to_send(client: httpx.Client) -> None:
         headers={"content-type": "application/x-www-form-urlencoded"},
     )
     assert response.status_code == 415
-    assert "Content-Type: application/json" in response.json()["detail"]
+    assert "Content-Type: application/json" in response.json()["message"]
 
 
 def test_malformed_json_is_a_422(client: httpx.Client) -> None:
@@ -78,7 +78,7 @@ def test_malformed_json_is_a_422(client: httpx.Client) -> None:
 def test_too_long_and_empty_payloads(client: httpx.Client) -> None:
     long = client.post("/", json={"user_id": "a", "payload": "x" * 51})
     assert long.status_code == 422
-    assert "limit is 50" in long.json()["detail"]
+    assert "limit is 50" in long.json()["message"]
     empty = client.post("/", json={"user_id": "a", "payload": ""})
     assert empty.status_code == 422
     assert empty.json()["message"].startswith("payload: String should have at least 1")
@@ -87,13 +87,13 @@ def test_too_long_and_empty_payloads(client: httpx.Client) -> None:
 def test_extra_keys_that_would_be_field_paths_are_refused(client: httpx.Client) -> None:
     response = client.post("/", json={"user_id": "a", "payload": "hi", "a.b": 1})
     assert response.status_code == 422
-    assert "'a.b' is not allowed" in response.json()["detail"]
+    assert "'a.b' is not allowed" in response.json()["message"]
 
 
 def test_unknown_dialog_and_user_are_404(client: httpx.Client) -> None:
     missing = client.get("/api/dialogs/0123456789abcdef")
     assert missing.status_code == 404
-    assert missing.json()["detail"] == "no dialog with id '0123456789abcdef'"
+    assert missing.json()["message"] == "no dialog with id '0123456789abcdef'"
     assert client.get("/api/user/nobody").status_code == 404
     assert client.get("/api/dialogs/bad%20id").status_code == 422
 
@@ -119,3 +119,71 @@ def test_ratings(client: httpx.Client) -> None:
         "/rating/utterance", json={"user_id": "rater", "utt_id": human_utt, "rating": 1}
     )
     assert not_bot.status_code == 404
+
+
+def test_every_error_has_one_envelope(services: Any, agent: AgentFactory) -> None:
+    """Whatever refuses a request (the schema, a length check, the idempotency keys, the
+    routing, the body limit, the key guard) the body is {error, message, fields}."""
+    client = agent(
+        {"services": {"skills": {"greeting": service_entry(services(greeting_app).url)}}},
+        max_text_length=50,
+        max_body_bytes=2048,
+        api_key="0123456789abcdef0123",
+    )
+    assert client.post("/", json={"user_id": "a", "payload": "hi", "message_id": "k1"}).is_success
+    errors = {
+        "schema": client.post("/", json={"payload": "hi"}),
+        "length": client.post("/", json={"user_id": "a", "payload": "x" * 51}),
+        "key reused": client.post(
+            "/", json={"user_id": "a", "payload": "another", "message_id": "k1"}
+        ),
+        "not found": client.get("/nowhere"),
+        "method": client.put("/ping"),
+        "content type": client.post("/", content=b"x", headers={"content-type": "text/plain"}),
+        "too large": client.post("/", json={"user_id": "a", "payload": "x" * 4096}),
+        "no key": client.get("/api/dialogs/0123456789abcdef"),
+        "wrong key": client.get("/api/dialogs/0123456789abcdef", headers={"X-API-Key": "x"}),
+    }
+    statuses = {name: response.status_code for name, response in errors.items()}
+    assert statuses == {
+        "schema": 422,
+        "length": 422,
+        "key reused": 422,
+        "not found": 404,
+        "method": 405,
+        "content type": 415,
+        "too large": 413,
+        "no key": 401,
+        "wrong key": 403,
+    }
+    for name, response in errors.items():
+        body = response.json()
+        assert set(body) == {"error", "message", "fields"}, name
+        assert isinstance(body["message"], str) and body["message"], name
+        assert isinstance(body["fields"], list), name
+    assert errors["schema"].json() == {
+        "error": "invalid_request",
+        "message": "user_id: Field required",
+        "fields": [{"loc": ["body", "user_id"], "msg": "Field required", "type": "missing"}],
+    }
+    assert errors["length"].json()["error"] == "invalid_request"
+    assert errors["not found"].json()["error"] == "not_found"
+    assert errors["no key"].headers["www-authenticate"] == "APIKey"
+    reused = errors["key reused"].json()["message"]
+    assert reused == (
+        "idempotency key 'k1' was already used for a different message; "
+        "send a new key with each new message"
+    )
+    assert "chat:" not in reused and "message id" not in reused
+
+
+def test_the_schema_documents_the_error_envelope(client: httpx.Client) -> None:
+    schema = client.get("/openapi.json").json()
+    chat = schema["paths"]["/"]["post"]["responses"]
+    assert "422" not in chat  # FastAPI's own 422 shape is not what the agent sends
+    assert chat["4XX"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
+    assert set(schema["components"]["schemas"]["ErrorBody"]["properties"]) == {
+        "error",
+        "message",
+        "fields",
+    }

@@ -5,6 +5,7 @@ small through its environment variable."""
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import socket
@@ -90,11 +91,13 @@ def test_a_header_over_the_limit_gets_431_without_being_read_or_stalling_others(
             answer = until_closed(big)
         _, peak = peak_rss_kib(agent.pid)
         assert answer.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
-        assert answer.endswith(
-            b"request line and headers are over the 4096 bytes limit "
-            b"(CHORUS_MAX_HEADER_BYTES): send fewer or smaller headers (cookies, tokens) "
-            b"or a shorter URL\n"
-        )
+        assert json.loads(answer.split(b"\r\n\r\n", 1)[1]) == {
+            "error": "request_header_fields_too_large",
+            "message": "request line and headers are over the 4096 bytes limit "
+            "(CHORUS_MAX_HEADER_BYTES): send fewer or smaller headers (cookies, tokens) "
+            "or a shorter URL",
+            "fields": [],
+        }
         assert peak - before < 10_000, f"a 20 MB header grew the agent by {peak - before} KiB"
         assert httpx.get(f"{base}/ping").status_code == 200
 
@@ -118,9 +121,11 @@ def test_headers_trickling_in_are_cut_off_at_the_header_timeout(tmp_path: Path) 
                 received += chunk
         assert trickled >= 2, "the headers did not trickle"
         assert received.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
-        assert received.endswith(
-            b"request headers were not complete within 1 s (CHORUS_HEADER_TIMEOUT)\n"
-        )
+        assert json.loads(received.split(b"\r\n\r\n", 1)[1]) == {
+            "error": "request_timeout",
+            "message": "request headers were not complete within 1 s (CHORUS_HEADER_TIMEOUT)",
+            "fields": [],
+        }
 
 
 def test_connections_past_the_cap_get_503_while_those_open_are_served(tmp_path: Path) -> None:
@@ -141,7 +146,9 @@ def test_connections_past_the_cap_get_503_while_those_open_are_served(tmp_path: 
                     refused = until_closed(extra)
                 assert refused.startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
                 assert b"\r\nretry-after: 1\r\n" in refused
-                assert refused.endswith(b"too many open connections; try again shortly\n")
+                assert refused.endswith(
+                    b'"message": "too many open connections; try again shortly", "fields": []}'
+                )
             held[0].sendall(b"Host: x\r\n\r\n")  # a user already connected finishes a request
             assert one_answer(held[0]).startswith(b"HTTP/1.1 200 ")
             for sock in held[:2]:

@@ -169,7 +169,7 @@ def test_a_dead_agents_message_id_is_answered_by_a_retry(
         assert retried.json()["response"] == "answer to first"
         reused = httpx.post(f"{base}/", json={**message, "payload": "other"}, timeout=30)
         assert reused.status_code == 422
-        assert "m-1" in reused.json()["detail"] and "different message" in reused.text
+        assert "m-1" in reused.json()["message"] and "different message" in reused.text
         assert texts(base, "ann") == ["first", "answer to first"]
 
 
@@ -220,7 +220,7 @@ def test_a_full_disk_is_a_503_and_nothing_is_lost(services: Services, tmp_path: 
             full = httpx.post(f"{base}/", json=big, timeout=30)
             assert full.status_code == 503, full.text
             assert full.headers["retry-after"].isdigit()
-            assert "database" in full.json()["detail"]
+            assert "database" in full.json()["message"]
             filler.unlink()
             retried = until_not_busy(lambda: httpx.post(f"{base}/", json=big, timeout=30))
             assert retried.status_code == 200, retried.text
@@ -268,7 +268,12 @@ def test_an_unexpected_error_closes_the_connection_and_the_next_request_works(
     app.add_api_route("/broken", broken)
     with serving(app) as agent, httpx.Client(base_url=agent.url, timeout=30) as client:
         failed = client.get("/broken")
-        assert failed.status_code == 500 and failed.json() == {"detail": "internal error"}
+        assert failed.status_code == 500
+        assert failed.json() == {
+            "error": "internal_error",
+            "message": "internal error; it is logged on the agent",
+            "fields": [],
+        }
         assert failed.headers["connection"] == "close"
         assert client.post("/", json={"user_id": "u", "payload": "hi"}).status_code == 200
 

@@ -9,15 +9,16 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from response_selectors.confidence.app import app as confidence_app
 from skills.fallback.app import app as fallback_app
 from skills.greeting.app import app as greeting_app
-from tests.browser.conftest import SERVICES, parrot_skill
+from tests.browser.conftest import SERVICES, parrot_skill, pipeline
 from tests.conftest import AgentFactory, service_entry
 from tests.support.servers import ServerThread
 
@@ -143,6 +144,22 @@ def test_pipeline_page_shows_every_service_and_live_numbers(
     )
 
 
+def test_pipeline_page_lists_a_disabled_service_and_why(
+    page: Page, services: Any, agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LLM_BASE_URL", raising=False)
+    config = pipeline(services)
+    config["services"]["skills"]["llm"] = service_entry(
+        "http://127.0.0.1:9/respond", requires_env=["LLM_BASE_URL"]
+    )
+    client = agent(config)
+    page.goto(url(client, "/pipeline"))
+    row = page.locator('#disabled tr[data-service="llm"]')
+    expect(row).to_contain_text("requires_env: LLM_BASE_URL not set")
+    expect(page.locator("#disabled-section")).to_be_visible()
+    expect(page.locator('svg g.node[data-service="llm"]')).to_have_count(0)
+
+
 def test_markup_in_messages_and_service_output_shows_as_text(
     page: Page, stack: AgentFactory
 ) -> None:
@@ -253,3 +270,16 @@ def test_the_inspector_shows_why_each_skill_was_skipped(
     expect(greeting_bar).to_have_attribute("title", re.compile("not chosen by rules"))
     # No rule names the parrot: it ran, and its hypothesis is there.
     expect(page.locator('tr.hypothesis[data-skill="parrot"]')).to_have_count(1)
+
+
+def test_the_load_page_reads_dp_agents_websocket(page: Page, stack: AgentFactory) -> None:
+    client = stack()
+    client.post("/", json={"user_id": "ann", "payload": "Hello!"})
+    sockets: list[str] = []
+    page.on("websocket", lambda socket: sockets.append(socket.url))
+    page.goto(url(client, "/debug/current_load"))
+    rows = page.locator("#rows tr")
+    expect(rows.filter(has_text="agent").locator("td").nth(1)).to_have_text("0")
+    expect(rows.filter(has_text="greeting")).to_have_count(1)  # a service's mean time
+    assert sockets == [url(client, "/debug/current_load/ws").replace("http://", "ws://", 1)]
+    expect(page.locator("#status")).to_have_text("")

@@ -87,3 +87,44 @@ def test_run_refuses_a_bad_pipeline_naming_the_entry(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "services.skills.s.connector: missing url" in result.stderr
+
+
+def test_a_misconfigured_llm_skill_costs_only_its_own_output(tmp_path: Path) -> None:
+    """Only LLM_BASE_URL set (no LLM_MODEL): the stack still comes up and answers, the llm
+    skill's one-line reason is in the turn's errors, and nothing prints a traceback."""
+    shipped = json.loads(Path("pipeline.json").read_text())
+    for group in shipped["services"].values():
+        for service in group.values():
+            service["connector"]["url"] = f"http://127.0.0.1:{free_port()}/respond"
+    pipeline = tmp_path / "pipeline.json"
+    pipeline.write_text(json.dumps(shipped))
+    agent_port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("LLM_")},
+        "LLM_BASE_URL": "http://127.0.0.1:9/v1",
+        "CHORUS_PIPELINE": str(pipeline),
+        "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent.cli.main", "run", "--port", str(agent_port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for(f"http://127.0.0.1:{agent_port}/ping", process)
+        base = f"http://127.0.0.1:{agent_port}"
+        reply = httpx.post(f"{base}/", json={"user_id": "u", "payload": "hello"}, timeout=10)
+        assert reply.json()["active_skill"] == "greeting"
+        # No rule decides about this one, so every skill runs, the llm skill included.
+        question = {"user_id": "u", "payload": "What is 17 times 23?"}
+        assert httpx.post(f"{base}/", json=question, timeout=10).json()["response"]
+        (dialog,) = httpx.get(f"{base}/api/user/u", timeout=10).json()
+        errors = {e["service"]: e for e in dialog["utterances"][2]["errors"]}
+        assert "LLM_MODEL is required" in errors["llm"]["message"]
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 0
+    assert b"Traceback" not in out + err
+    assert err.count(b"llm skill is misconfigured") == 1  # one line at start-up

@@ -214,6 +214,29 @@ def test_deploy_checks_and_the_skills_own_tests_pass(scaffolded: Scaffolded) -> 
         assert lint.returncode == 0, lint.stdout
 
 
+def test_the_skills_own_tests_pass_without_the_repositorys_tests_folder(tmp_path: Path) -> None:
+    """An author outside this repository has the SDK, not our ``tests/support``: the
+    generated tests use only ``agent.sdk.testing``, so they pass in a copy with no tests/."""
+    repo = copy_repository(tmp_path / "repo")
+    shutil.rmtree(repo / "tests")
+    assert chorus(repo, "new", "skill", NAME).exit_code == 0
+    generated = (repo / "skills" / NAME / "test_app.py").read_text()
+    assert "tests.support" not in generated
+    assert "from agent.sdk.testing import" in generated
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHORUS_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"skills/{NAME}"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "4 passed" in result.stdout
+
+
 def port_is_free(port: int) -> bool:
     with socket.socket() as sock:
         try:
@@ -449,3 +472,36 @@ def test_following_the_docs_keeps_every_test_green(tmp_path: Path) -> None:
         check=False,
     )
     assert passed.returncode == 0, passed.stdout[-2000:]
+    routed = subprocess.run(
+        [sys.executable, "-c", UMBRELLA_THROUGH_THE_SERVICES],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert routed.returncode == 0, routed.stderr[-2000:]
+    intent, decision, answer = json.loads(routed.stdout)
+    assert intent["intent"] == "weather"
+    assert intent["confidence"] >= rules["min_intent_confidence"]
+    assert "weather" in decision["skills"]
+    assert [h["text"] for h in answer] == ["Which city? I know Paris, London and Tokyo."]
+
+
+#: The docs' question without the word "weather", through the services of a turn as the
+#: agent chains them: the intents annotator, the rules, the weather skill.
+UMBRELLA_THROUGH_THE_SERVICES = """
+import json
+from agent.sdk.testing import ServiceClient, view
+from annotators.intents.app import app as intents
+from skill_selectors.rules.app import app as rules
+from skills.weather.app import app as weather
+text = "do I need an umbrella"
+with ServiceClient(intents) as i, ServiceClient(rules) as r, ServiceClient(weather) as w:
+    (intent,) = i.respond(view(text))
+    said = view(text, annotations={"intents": intent, "badwords": {"toxic": False}})
+    (decision,) = r.respond(said)
+    (answer,) = w.respond(said)
+print(json.dumps([intent, decision, answer]))
+"""

@@ -303,3 +303,38 @@ def test_docker_compose_accepts_the_override_with_the_main_file() -> None:
     )
     assert result.returncode == 0, f"docker-compose config -q:\n{result.stderr}"
     assert "variable is not set" not in result.stderr, result.stderr
+
+
+def test_the_override_publishes_only_on_this_hosts_loopback() -> None:
+    """README and docs/deployment.md promise nothing is published beyond 127.0.0.1: the
+    ports as docker-compose resolves the two files together say so too."""
+    from tests.support.compose import docker_compose, required_variables
+
+    result = subprocess.run(
+        [
+            docker_compose(),
+            "--file",
+            str(ROOT / "docker-compose.yml"),
+            "--file",
+            str(OVERRIDE),
+            "--project-directory",
+            str(ROOT),
+            "config",
+        ],
+        cwd=ROOT,
+        env={**os.environ, **required_variables()},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, f"docker-compose config:\n{result.stderr}"
+    services = yaml.safe_load(result.stdout)["services"]
+    published = {
+        name: [str(port) for port in spec.get("ports", [])] for name, spec in services.items()
+    }
+    published = {name: ports for name, ports in published.items() if ports}
+    assert published == {
+        "agent": ["127.0.0.1:4242:4242/tcp"],
+        "lb": ["127.0.0.1:8080:8080/tcp"],
+    }

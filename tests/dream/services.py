@@ -96,7 +96,7 @@ def skill_selector(*names: str) -> FastAPI:
     return app
 
 
-def response_selector(extra: int = 0) -> FastAPI:
+def response_selector(extra: int = 0, recorder: Recorder | None = None) -> FastAPI:
     """Like response_selectors/confidence_based_response_selector: the most confident
     hypothesis as ``[skill_name, text, confidence(, human_attributes, bot_attributes(,
     attributes))]``; ``extra`` (0, 2 or 3) says how many of the optional items it adds."""
@@ -105,6 +105,8 @@ def response_selector(extra: int = 0) -> FastAPI:
     @app.post("/respond")
     async def respond(request: Request) -> list[list[Any]]:
         body = await request.json()
+        if recorder is not None:
+            recorder.requests.append(body)
         answers = []
         for dialog in body["dialogs"]:
             best = max(dialog["human_utterances"][-1]["hypotheses"], key=lambda h: h["confidence"])

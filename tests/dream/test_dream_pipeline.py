@@ -244,6 +244,9 @@ def test_a_dream_config_using_every_key_runs_unchanged(services: Any, agent: Age
         "python:tests.dream.connectors:AnnotatorChooser"
     )
     assert info["stats"]["skills.counter"]["calls"] == 1
+    assert info["disabled"] == [
+        {"name": "annotators.switched_off", "group": "annotators", "reason": "is_enabled: false"}
+    ]
 
     second = say(client, "And again")
     assert second["response"] == "RE: AND AGAIN"

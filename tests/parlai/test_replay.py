@@ -1,4 +1,4 @@
-"""`chorus eval` and `chorus export` against a running agent whose skill speaks ParlAI."""
+"""`chorus eval` and `chorus export-parlai` against a running agent whose skill speaks ParlAI."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def test_eval_replays_episodes_and_scores_them_as_computed_by_hand(
 
     exported = tmp_path / "export.txt"
     dialogs = [f"--dialog={e['dialog_id']}" for e in report["episodes"]]
-    result = CliRunner().invoke(app, ["export", str(exported), "--url", agent_url, *dialogs])
+    result = CliRunner().invoke(app, ["export-parlai", str(exported), "--url", agent_url, *dialogs])
     assert result.exit_code == 0, result.output
     episodes = read_episodes(exported)
     assert [[ex["labels"] for ex in ep] for ep in episodes] == [
@@ -95,6 +95,24 @@ def test_eval_replays_episodes_and_scores_them_as_computed_by_hand(
     assert episodes[0][1]["text"] == "John went to the hallway.\nWhere is Mary?"
     assert episodes[0][0]["label_candidates"] == ["kitchen", "bathroom", "garden", "hallway"]
     assert episodes[0][0]["id"] == "where_is"
+
+
+def test_the_shipped_sample_replays_as_the_docs_say(
+    agent_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/parlai.md's `chorus eval tasks/babi.txt`, run from the repository's root."""
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    episodes = read_episodes(Path("tasks/babi.txt"))
+    assert [len(episode) for episode in episodes] == [3, 2, 3]
+    report_path = tmp_path / "report.json"
+    result = CliRunner().invoke(
+        app, ["eval", "tasks/babi.txt", "--url", agent_url, "--json", str(report_path)]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(report_path.read_text())
+    assert [episode["scored"] for episode in report["episodes"]] == [3, 2, 3]
+    assert report["overall"]["turns"] == 8
+    assert report["overall"]["exact_match"] > 0  # the where-is skill gets some right
 
 
 def test_eval_names_a_bad_line(tmp_path: Path) -> None:
@@ -117,7 +135,7 @@ def test_eval_and_export_read_a_keyed_deployment_with_the_key(
     services: Any, agent: AgentFactory, tmp_path: Path
 ) -> None:
     """As docker compose runs the agent: CHORUS_API_KEY set, and here the chat protected
-    too, so `chorus eval` needs the key as much as `chorus export` does."""
+    too, so `chorus eval` needs the key as much as `chorus export-parlai` does."""
     url = start_agent(services, agent, api_key=KEY, protect_chat=True)
     dataset = tmp_path / "babi.txt"
     dataset.write_text(DATASET)
@@ -140,16 +158,19 @@ def test_eval_and_export_read_a_keyed_deployment_with_the_key(
 
     exported = tmp_path / "export.txt"
     refused = runner.invoke(
-        app, ["export", str(exported), "--url", url, *dialogs], env={"CHORUS_API_KEY": ""}
+        app, ["export-parlai", str(exported), "--url", url, *dialogs], env={"CHORUS_API_KEY": ""}
     )
     assert refused.exit_code == 1
     assert "401" in refused.output and "--api-key" in refused.output
     wrong = runner.invoke(
-        app, ["export", str(exported), "--url", url, "--api-key", "not-the-key-at-all", *dialogs]
+        app,
+        ["export-parlai", str(exported), "--url", url, "--api-key", "not-the-key-at-all", *dialogs],
     )
     assert wrong.exit_code == 1 and "the agent's key" in wrong.output
 
-    result = runner.invoke(app, ["export", str(exported), "--url", url, "--api-key", KEY, *dialogs])
+    result = runner.invoke(
+        app, ["export-parlai", str(exported), "--url", url, "--api-key", KEY, *dialogs]
+    )
     assert result.exit_code == 0, result.output
     assert [[ex["labels"] for ex in ep] for ep in read_episodes(exported)] == [
         [["bathroom"], ["hallway"]],

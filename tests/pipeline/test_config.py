@@ -187,3 +187,13 @@ def test_the_parlai_protocol_is_for_skills_only() -> None:
         }
     )
     assert 'services.annotators.a.connector.protocol: "parlai" is for skills only' in message
+
+
+def test_the_double_texting_policy_is_checked_and_kept() -> None:
+    services = {"skills": {"s": svc()}}
+    message = refused(services, double_texting="shout")
+    assert message.startswith("pipeline config: double_texting: Input should be 'enqueue'")
+    config = parse_pipeline_config({"services": services, "double_texting": "interrupt"})
+    assert build_pipeline(config).double_texting == "interrupt"
+    default = parse_pipeline_config({"services": services})
+    assert build_pipeline(default).double_texting == "enqueue"

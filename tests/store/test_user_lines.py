@@ -183,3 +183,31 @@ async def test_a_turn_whose_place_was_passed_over_is_stored_whole(store: Store) 
     assert not after.first and not await store.first_in_line(after, utc_now())
     await store.leave(behind)
     assert await store.first_in_line(after, utc_now())
+
+
+async def test_the_running_turn_is_named_and_can_be_asked_to_stop(store: Store) -> None:
+    """What double texting reads and writes (docs/turns.md): the served place and its
+    human utterance, and an interrupt that only the served place's agent sees."""
+    assert await store.running_turn("ann") is None
+    first = await take(store, "ann")
+    start = await store.open_turn("ann", "http_client", 2)
+    utterance = HumanUtterance(text="first")
+    await store.add_utterance(start.dialog.dialog_id, utterance)
+    await store.note_turn(first, utterance.utt_id)
+    second = await take(store, "ann")
+    running = await store.running_turn("ann")
+    assert running is not None and running.number == first.number
+    assert running.utt_id == utterance.utt_id
+    assert await store.interrupted([("ann", first.number)]) == []
+    await store.interrupt("ann", first.number)
+    assert await store.interrupted([("ann", first.number), ("bob", 0)]) == [("ann", first.number)]
+    await store.mark_interrupted(utterance.utt_id)
+    await store.leave(first)
+    assert await store.first_in_line(second, utc_now())
+    assert await store.interrupted([("ann", second.number)]) == []  # only the place asked
+    history = (await store.open_turn("ann", "http_client", 2)).history
+    assert [(u.text, isinstance(u, HumanUtterance) and u.interrupted) for u in history] == [
+        ("first", True)
+    ]
+    await store.leave(second)
+    assert await store.running_turn("ann") is None

@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from agent.sdk import DialogView, Service, SkillHypothesis, SkillSelection
+from agent.sdk import DialogView, Service, SkillHypothesis, SkillSelection, StreamStart
 
 
 def fixed_skill(
@@ -201,5 +202,38 @@ def hanging_skill() -> FastAPI:
         Path(os.environ["HANGING_SKILL_MARKER"]).touch()
         threading.Event().wait()
         raise AssertionError("unreachable")
+
+    return service.app
+
+
+def streaming_skill(
+    name: str, pieces: list[str], confidence: float = 0.9, fail_after: int | None = None
+) -> FastAPI:
+    """Streams ``pieces`` (an async generator skill, as the SDK lets one be written);
+    ``fail_after``: raises after that many pieces."""
+    service = Service(name)
+
+    @service.skill
+    async def tell(dialog: DialogView) -> AsyncIterator[StreamStart | str]:
+        yield StreamStart(confidence=confidence, told=len(pieces))
+        for index, piece in enumerate(pieces):
+            if index == fail_after:
+                raise RuntimeError("the story generator broke")
+            yield piece
+
+    return service.app
+
+
+def gated_story(gate: threading.Event) -> FastAPI:
+    """Streams "Once upon ", waits for ``gate``, then "a time."."""
+    service = Service("story")
+
+    @service.skill
+    async def tell(dialog: DialogView) -> AsyncIterator[StreamStart | str]:
+        yield StreamStart(confidence=0.9)
+        yield "Once "
+        yield "upon "
+        await asyncio.to_thread(gate.wait, 20)
+        yield "a time."
 
     return service.app

@@ -1,11 +1,14 @@
-// /chat: talk to the bot through POST / (DeepPavlov Agent's chat API).
+// /chat: talk to the bot through POST / (DeepPavlov Agent's chat API), following each
+// turn's events: the services ticked off as they answer, and the answer's text as a
+// streaming skill writes it (docs/api.md, turn events). The final answer replaces what
+// was streamed: it is what the agent stored.
 //
 // The user id is made once and kept in localStorage, so the agent keeps the same user
 // (and their attributes) across visits. "New dialog" sends /close, which ends the open
 // dialog: the next message starts a new one.
 
 import {
-  callApi, describeError, el, installNavigation, keyPrompt, needsKey, replace,
+  callApi, describeError, el, installNavigation, keyPrompt, needsKey, replace, streamApi,
 } from "/pages/common.js";
 
 const USER_STORAGE = "chorus.chat.userId";
@@ -79,11 +82,37 @@ function refused(result, retry) {
   }
 }
 
+/** The bot's answer while the turn runs: its text so far and the services done. */
+function liveAnswer() {
+  const text = el("span", { className: "text" });
+  const progress = el("span", { className: "progress", attrs: { role: "status" },
+                                text: "thinking…" });
+  const item = el("li", { className: "message live" }, el("div", { className: "bubble" },
+    text, progress));
+  messages.append(item);
+  item.scrollIntoView({ block: "end" });
+  const done = [];
+  return {
+    item,
+    event(kind, data) {
+      if (kind === "token") {
+        text.textContent += data.text;
+        item.scrollIntoView({ block: "end" });
+      } else if (kind === "progress") {
+        done.push(data.outcome === "ok" ? data.service : `${data.service} (${data.outcome})`);
+        progress.textContent = done.join(" · ");
+      }
+    },
+  };
+}
+
 async function send(text) {
   sendButton.disabled = true;
   showNotice();
   const pending = addMessage("human", text);
-  const result = await post(text);
+  const live = liveAnswer();
+  const result = await streamApi("/", { user_id: userId(), payload: text }, live.event);
+  live.item.remove();
   sendButton.disabled = false;
   if (!result.ok) {
     pending.classList.add("failed");

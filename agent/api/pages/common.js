@@ -94,24 +94,69 @@ export async function callApi(path, { method = "GET", body } = {}) {
       method, headers, body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch (error) {
-    return { status: 0, ok: false, body: { detail: `the agent did not answer (${error})` } };
+    return { status: 0, ok: false, body: { message: `the agent did not answer (${error})` } };
   }
   let parsed = null;
   try {
     parsed = await response.json();
   } catch {
-    parsed = { detail: `${response.status} ${response.statusText}` };
+    parsed = { message: `${response.status} ${response.statusText}` };
   }
   return { status: response.status, ok: response.ok, body: parsed };
 }
 
-/** A readable sentence from an error body (FastAPI's detail is a string or a list). */
-export function describeError(result) {
-  const detail = result.body && result.body.detail;
-  if (Array.isArray(detail)) {
-    return detail.map((d) => `${(d.loc || []).join(".")}: ${d.msg}`).join("; ");
+/** POST ``body`` to a chat endpoint asking for the turn's events (Server-Sent Events),
+ *  calling ``onEvent(kind, data)`` for each as it arrives. Resolves to ``callApi``'s shape:
+ *  the ``answer`` event's data as the body, or the error (a refusal before the turn, or the
+ *  ``error`` event, which carries the HTTP error's body and its status). */
+export async function streamApi(path, body, onEvent) {
+  const headers = { Accept: "text/event-stream", "Content-Type": "application/json" };
+  const key = apiKey.get();
+  if (key) headers["X-API-Key"] = key;
+  let response;
+  try {
+    response = await fetch(path, { method: "POST", headers, body: JSON.stringify(body) });
+  } catch (error) {
+    return { status: 0, ok: false, body: { message: `the agent did not answer (${error})` } };
   }
-  return detail ? String(detail) : `the agent answered ${result.status}`;
+  if (!(response.headers.get("content-type") || "").startsWith("text/event-stream")) {
+    let parsed;
+    try {
+      parsed = await response.json();
+    } catch {
+      parsed = { message: `${response.status} ${response.statusText}` };
+    }
+    return { status: response.status, ok: response.ok, body: parsed };
+  }
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  let last = { status: 0, ok: false, body: { message: "the agent's answer ended early" } };
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return last;
+    buffer += value;
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let kind = "message";
+      let data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) kind = line.slice(6).trim();
+        else if (line.startsWith("data:")) data += line.slice(5).trim();
+      }
+      const parsed = data ? JSON.parse(data) : {};
+      if (kind === "answer") last = { status: 200, ok: true, body: parsed };
+      else if (kind === "error") last = { status: parsed.status, ok: false, body: parsed };
+      else onEvent(kind, parsed);
+    }
+  }
+}
+
+/** A readable sentence from an error body: every error's `message` (docs/api.md). */
+export function describeError(result) {
+  const message = result.body && result.body.message;
+  return message ? String(message) : `the agent answered ${result.status}`;
 }
 
 /** Whether the agent refused for want of the right API key. */

@@ -21,6 +21,8 @@ const graph = document.getElementById("graph");
 const statsBody = document.querySelector("#stats tbody");
 const updated = document.getElementById("updated");
 const mermaidBox = document.getElementById("mermaid");
+const disabledSection = document.getElementById("disabled-section");
+const disabledBody = document.querySelector("#disabled tbody");
 
 let drawnShape = null; // the graph as last drawn, to redraw only when the config changed
 
@@ -153,12 +155,22 @@ function updateStats(info) {
     `this agent process; p50/p95 over each service's last calls (up to 1000).`;
 }
 
+function disabledRow(service) {
+  return el("tr", { className: "disabled", dataset: { service: service.name } },
+    el("td", { className: "service", text: service.name }),
+    el("td", { text: service.group.replace(/_/g, " ") }),
+    el("td", { text: service.reason }));
+}
+
 function draw(info) {
-  const shape = JSON.stringify([info.stages, info.services, info.edges]);
+  const disabled = info.disabled || [];
+  const shape = JSON.stringify([info.stages, info.services, info.edges, disabled]);
   if (shape === drawnShape) return;
   drawnShape = shape;
   drawGraph(info);
   replace(statsBody, info.services.map(statsRow));
+  replace(disabledBody, disabled.map(disabledRow));
+  disabledSection.hidden = disabled.length === 0;
   mermaidBox.textContent = info.mermaid;
 }
 

@@ -2,8 +2,9 @@
 
 dp-agent answers the path with an HTML page that reads
 ``{"current_load": {service: calls in flight}, "response_time": {service: mean seconds}}``
-from a WebSocket (``/debug/current_load/ws``) twice a second. The agent's server has no
-WebSocket library, so here the page polls the same object over HTTP: ask for it with
+from a WebSocket (``/debug/current_load/ws``, :mod:`agent.api.routes.load_ws`) twice a
+second; so does this one, and where the socket cannot be opened (a proxy without
+WebSocket upgrades) it polls the same object over HTTP: ask for it with
 ``Accept: application/json`` (or ``?format=json``). ``agent`` is the whole turn, as in
 dp-agent; the services' mean is over their recent calls (:mod:`agent.metrics.services`).
 The numbers need the reader's API key, as ``/api/pipeline`` does; the page itself holds none.
@@ -37,31 +38,38 @@ _PAGE = """<!doctype html>
 <table><thead><tr><th>service</th><th>in flight</th><th>mean response time, s</th></tr></thead>
 <tbody id="rows"></tbody></table><p id="status"></p>
 <script>
+function show(load) {
+  const names = [...new Set([...Object.keys(load.current_load),
+                             ...Object.keys(load.response_time)])];
+  const rows = document.getElementById("rows");
+  rows.replaceChildren(...names.map((name) => {
+    const row = document.createElement("tr");
+    for (const cell of [name, load.current_load[name] ?? 0,
+                        (load.response_time[name] ?? 0).toFixed(3)]) {
+      const td = document.createElement("td");
+      td.textContent = cell;
+      row.append(td);
+    }
+    return row;
+  }));
+  document.getElementById("status").textContent = "";
+}
 async function poll() {
   try {
     const response = await fetch("/debug/current_load?format=json");
     if (!response.ok) throw new Error(response.status + " " + response.statusText);
-    const load = await response.json();
-    const names = [...new Set([...Object.keys(load.current_load),
-                               ...Object.keys(load.response_time)])];
-    const rows = document.getElementById("rows");
-    rows.replaceChildren(...names.map((name) => {
-      const row = document.createElement("tr");
-      for (const cell of [name, load.current_load[name] ?? 0,
-                          (load.response_time[name] ?? 0).toFixed(3)]) {
-        const td = document.createElement("td");
-        td.textContent = cell;
-        row.append(td);
-      }
-      return row;
-    }));
-    document.getElementById("status").textContent = "";
+    show(await response.json());
   } catch (error) {
     document.getElementById("status").textContent = "cannot read the load: " + error.message;
   }
 }
-poll();
-setInterval(poll, 500);
+let polling = null;
+const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+const socket = new WebSocket(scheme + location.host + "/debug/current_load/ws");
+socket.onmessage = (event) => show(JSON.parse(event.data));
+socket.onclose = () => {
+  if (polling === null) { poll(); polling = setInterval(poll, 500); }
+};
 </script></body></html>
 """
 

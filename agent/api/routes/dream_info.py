@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from agent.api.routes.pipeline_info import Edge, PipelineInfo, ServiceInfo, Stage, mermaid
+from agent.api.routes.pipeline_info import (
+    DisabledInfo,
+    Edge,
+    PipelineInfo,
+    ServiceInfo,
+    Stage,
+    mermaid,
+)
 from agent.dream.config import HttpConnector
 from agent.dream.graph import DreamPipeline, DreamService
 from agent.metrics.services import ServiceStats
@@ -93,6 +100,10 @@ def describe_dream(pipeline: DreamPipeline, stats: ServiceStats) -> PipelineInfo
     return PipelineInfo(
         stages=stages,
         services=services,
+        disabled=[
+            DisabledInfo(name=name, group=name.rpartition(".")[0] or "services", reason=reason)
+            for name, reason in pipeline.disabled.items()
+        ],
         edges=edges,
         mermaid=mermaid(stages, edges, ids),
         turn_timeout=pipeline.turn_timeout,

@@ -6,9 +6,17 @@ import base64
 import binascii
 import re
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter, HTTPException, Request, status
+from fastapi.responses import Response
 
-from agent.api.deps import FlowDep, IdempotencyKey, JsonBody, SettingsDep
+from agent.api.deps import (
+    DoubleTextingPolicy,
+    FlowDep,
+    IdempotencyKey,
+    JsonBody,
+    SettingsDep,
+)
+from agent.api.events import stream_turn, wants_events
 from agent.api.limits import attributes_or_422, check_text, check_user_id
 from agent.api.schemas import Act, Observation
 from agent.api.security import ChatKey
@@ -45,11 +53,17 @@ def _check_image(image: str, settings: Settings) -> None:
     "/chat", dependencies=[ChatKey, JsonBody], response_model=Act, response_model_exclude_none=True
 )
 async def observe(
-    observation: Observation, flow: FlowDep, settings: SettingsDep, key: IdempotencyKey
-) -> Act:
+    observation: Observation,
+    flow: FlowDep,
+    settings: SettingsDep,
+    key: IdempotencyKey,
+    double_texting: DoubleTextingPolicy,
+    request: Request,
+) -> Act | Response:
     """Answer an observation. ``episode_done`` closes the dialog after the answer;
     ``reward`` rates the previous answer; with ``eval_labels`` (or ``labels``) the act
-    carries the turn's metrics."""
+    carries the turn's metrics. With ``Accept: text/event-stream`` the answer is the
+    turn's events, the act last (``answer``)."""
     check_user_id(observation.user_id, settings.max_user_id_length)
     check_text(observation.text, settings.max_text_length, "text")
     if observation.image is not None:
@@ -82,7 +96,7 @@ async def observe(
         return Act.model_validate(Message(act.model_dump()).json_safe_payload())
 
     message_key = key or observation.message_id
-    return await flow.reply(
+    work = flow.reply(
         observation.user_id,
         observation.text,
         attributes,
@@ -92,4 +106,10 @@ async def observe(
         reply_type=Act,
         reward=observation.reward,
         close_after=observation.episode_done,
+        double_texting=double_texting,
     )
+    if wants_events(request):
+        return await stream_turn(
+            request, work, lambda act: act.model_dump(mode="json", exclude_none=True)
+        )
+    return await work

@@ -59,9 +59,20 @@ class Edge(BaseModel):
     required: bool
 
 
+class DisabledInfo(BaseModel):
+    """A service the pipeline file lists but the agent does not call now."""
+
+    name: str
+    group: str
+    reason: str = Field(description='e.g. "requires_env: LLM_BASE_URL not set"')
+
+
 class PipelineInfo(BaseModel):
     stages: list[Stage]
     services: list[ServiceInfo]
+    disabled: list[DisabledInfo] = Field(
+        default_factory=list, description="listed in the file, off now (is_enabled, requires_env)"
+    )
     edges: list[Edge]
     mermaid: str = Field(description="the graph as a Mermaid flowchart")
     turn_timeout: float
@@ -178,6 +189,9 @@ def describe(pipeline: Pipeline, stats: ServiceStats) -> PipelineInfo:
     return PipelineInfo(
         stages=stages,
         services=services,
+        disabled=[
+            DisabledInfo(name=d.name, group=d.group, reason=d.reason) for d in pipeline.disabled
+        ],
         edges=edges,
         mermaid=mermaid(stages, edges, ids),
         turn_timeout=pipeline.turn_timeout,

@@ -2,9 +2,10 @@
 
 One module per job: :mod:`.dialogs` (the turn and the read API, :class:`DialogStore`),
 :mod:`.keys` (clients' idempotency keys, :class:`KeyStore`), :mod:`.lines` (the users'
-line, :class:`LineStore`), :mod:`.codec` (the key codec), :mod:`.documents` (documents ↔
-models), :mod:`.migrations` (databases of earlier releases) and :mod:`.errors` (PyMongo's
-failures as the store's exceptions); :class:`MongoStore` is the three over one client.
+line, :class:`LineStore`), :mod:`.restore` (backups read back), :mod:`.codec` (the key
+codec), :mod:`.documents` (documents ↔ models), :mod:`.migrations` (databases of earlier
+releases) and :mod:`.errors` (PyMongo's failures as the store's exceptions);
+:class:`MongoStore` is the three over one client.
 
 Why it looks the way it does:
 
@@ -80,6 +81,7 @@ from agent.store.mongo.keys import MongoKeys
 from agent.store.mongo.lifecycle import MongoLifecycle
 from agent.store.mongo.lines import MongoLines
 from agent.store.mongo.migrations import migrate
+from agent.store.mongo.restore import MongoRestore
 
 __all__ = ["MongoStore", "_escape", "_escape_key", "_unescape", "_unescape_key"]
 
@@ -118,7 +120,7 @@ async def _has_bulk_write(client: AsyncMongoClient[Doc]) -> bool:
     return int(hello.get("maxWireVersion", 0)) >= BULK_WRITE_WIRE_VERSION
 
 
-class MongoStore(MongoDialogs, MongoKeys, MongoLines, MongoLifecycle):
+class MongoStore(MongoDialogs, MongoKeys, MongoLines, MongoLifecycle, MongoRestore):
     """:class:`agent.store.Store` on MongoDB (or a wire-compatible server such as FerretDB):
     the dialogs, the idempotency keys and the line, each in its own module, over one client."""
 

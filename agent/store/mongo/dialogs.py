@@ -575,6 +575,12 @@ class MongoDialogs(MongoBase):
         return await self._with_utterances(heads, user) if heads else []
 
     @_unavailable_when_unreachable
+    async def mark_interrupted(self, utt_id: str) -> None:
+        await self._utterances.update_one(
+            {"_id": _literal(utt_id), "speaker": "human"}, {"$set": {"interrupted": True}}
+        )
+
+    @_unavailable_when_unreachable
     async def rate_utterance(self, user_id: str, utt_id: str, rating: float) -> bool:
         """One update that matches the utterance and its owner together, after reading the
         user's dialogs: a rating of another user's utterance and of a missing one send the

@@ -8,7 +8,7 @@ from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from agent.state.models import utc_now
-from agent.store.base import Place
+from agent.store.base import Place, RunningTurn
 from agent.store.mongo.base import MongoBase
 from agent.store.mongo.documents import _human_id_for, _new_user_doc
 from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
@@ -39,6 +39,12 @@ class MongoLines(MongoBase):
     * **Waiting** reads the document: the place is first when ``done`` reaches it. A place
       that gave up, or whose lease ran out (its agent died), is passed over with a
       compare-and-set on ``done``, so only one waiter moves the line.
+
+    ``interrupt`` names the place a later message asked to cancel; it counts only while
+    that place is being served (``done``), so it never needs clearing. The utterance a
+    running turn answers is not written on the line (a turn's commands stay five: see
+    docs/storage.md): :meth:`running_turn` finds it in the open dialog instead, as the
+    newest human utterance past the dialog's stored count (the turn's end raises it).
 
     Every write is a single-document update, atomic on MongoDB; FerretDB 1.x is atomic
     only as built by ``tools/ferretdb`` (see docs/deployment.md).
@@ -137,6 +143,56 @@ class MongoLines(MongoBase):
             return
         await self._update_users(_leaving(place, served, utc_now()))
         place.left = True
+
+    async def note_turn(self, place: Place, utt_id: str) -> None:
+        """Nothing to write: :meth:`running_turn` reads the utterance from the dialog."""
+
+    @_unavailable_when_unreachable
+    async def running_turn(self, user_id: str) -> RunningTurn | None:
+        doc = await self._users.find_one(
+            {"_id": _human_id_for(user_id)}, {"line": 1, "dialog.id": 1, "dialog.count": 1}
+        )
+        line: Doc = (doc or {}).get("line", {})
+        if not line or line.get("free", True):
+            return None
+        served = int(line.get("done", 0))
+        alive_until = line.get("alive_until")
+        if str(served) in line.get("gave_up", {}) or alive_until is None or alive_until < utc_now():
+            return None  # nobody is answering it: the next look at the line passes it over
+        dialog: Doc = (doc or {}).get("dialog") or {}
+        if "id" not in dialog:
+            return RunningTurn(served, None)
+        newest = await self._utterances.find_one(
+            {
+                "dialog_id": dialog["id"],
+                "seq": {"$gte": int(dialog.get("count", 0))},
+                "speaker": "human",
+            },
+            {"_id": 1},
+            sort=[("seq", -1)],
+        )
+        return RunningTurn(served, None if newest is None else str(newest["_id"]))
+
+    @_unavailable_when_unreachable
+    async def interrupt(self, user_id: str, number: int) -> None:
+        await self._users.update_one(
+            {"_id": _human_id_for(user_id), "line.done": number},
+            {"$set": {"line.interrupt": number}},
+        )
+
+    @_unavailable_when_unreachable
+    async def interrupted(self, places: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        if not places:
+            return []
+        users = {_human_id_for(user): (user, number) for user, number in places}
+        cursor = self._users.find({"_id": {"$in": list(users)}}, {"line": 1})
+        found = []
+        async for doc in cursor:
+            user, number = users[doc["_id"]]
+            line = doc.get("line", {})
+            if line.get("interrupt") == number and int(line.get("done", -1)) == number:
+                found.append((user, number))
+        return found
 
 
 def _moving_past(number: int, lease_until: datetime) -> Doc:

@@ -8,10 +8,12 @@ utterance. Queries run directly on the event loop: each takes microseconds (WAL,
 per commit), and handing them to a thread, as aiosqlite does, cost more than half the
 agent's CPU per turn in the profile. No method awaits inside a transaction, so turns on one
 loop cannot interleave their writes; between processes sharing the file, SQLite's own
-locking (``BEGIN IMMEDIATE``) serialises them. Attribute merges are single ``json_set``
-statements, so concurrent merges of different keys never lose each other; a key a JSON path
-cannot address (a ``\\`` or a control character) is merged by one ``chorus_json_merge``
-call in the same transaction instead (:mod:`.jsontext`).
+locking (``BEGIN IMMEDIATE``) serialises them, and a statement that meets another
+process's lock is tried again around an ``await`` (never by SQLite sleeping on the loop).
+Attribute merges are single ``json_set`` statements, so concurrent merges of different
+keys never lose each other; a key a JSON path cannot address (a ``\\`` or a control
+character) is merged by one ``chorus_json_merge`` call in the same transaction instead
+(:mod:`.jsontext`).
 
 Nothing a client or a service sends is ever part of a statement's text: keys and values
 alike are bound parameters (an attribute key travels inside a bound JSON path). A full
@@ -26,7 +28,7 @@ from __future__ import annotations
 import sqlite3
 
 from agent.store.base import StoreUnavailable
-from agent.store.sqlite.base import _path_of, _translated, migrate
+from agent.store.sqlite.base import BUSY_BUDGET, _path_of, _translated, migrate
 from agent.store.sqlite.dialogs import SqliteDialogs
 from agent.store.sqlite.jsontext import register
 from agent.store.sqlite.keys import SqliteKeys
@@ -45,9 +47,9 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
         path = _path_of(url)
         path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        db.execute(f"PRAGMA busy_timeout={int(BUSY_BUDGET * 1000)}")  # start-up may wait
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
-        db.execute("PRAGMA busy_timeout=2000")
         db.execute("PRAGMA secure_delete=ON")
         register(db)
         try:
@@ -55,11 +57,14 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
         except sqlite3.Error as exc:
             db.close()
             raise _translated(exc) from exc
+        # Serving: never wait inside a call on the loop; a busy statement is retried
+        # around an await instead (SqliteBase._busy_retried).
+        db.execute("PRAGMA busy_timeout=0")
         return cls(db)
 
     async def delete_user(self, user_id: str) -> bool:
         user = "(SELECT id FROM users WHERE user_id = ?)"
-        rows = self._write(
+        rows = await self._write(
             ("DELETE FROM idempotency_keys WHERE user_id = ?", [user_id]),
             ("DELETE FROM lines WHERE user_id = ?", [user_id]),
             (
@@ -71,12 +76,12 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
             ("DELETE FROM users WHERE user_id = ? RETURNING id", [user_id]),
         )
         # Out of the write-ahead log into the (securely overwritten) database file.
-        self._one("PRAGMA wal_checkpoint(TRUNCATE)")
+        await self._one("PRAGMA wal_checkpoint(TRUNCATE)")
         return rows[-1] is not None
 
     async def ping(self) -> None:
         try:
-            self._one("SELECT 1")
+            await self._one("SELECT 1")
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"SQLite store: {exc}") from exc
 

@@ -3,11 +3,12 @@ how statements run."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
 
@@ -16,6 +17,13 @@ from agent.store.base import DEFAULT_KEY_RETENTION, Place, StoreUnavailable, Sto
 from agent.store.sqlite.jsontext import MERGE_FUNCTION, canonical, needs_escaping, repair
 
 _utterance: TypeAdapter[Utterance] = TypeAdapter(Utterance)
+T = TypeVar("T")
+#: How long a statement keeps trying while another process holds the database's write
+#: lock, before the store counts as unavailable (503, retry later).
+BUSY_BUDGET = 2.0
+#: The first wait before trying a busy statement again, doubled up to the last.
+_FIRST_BUSY_DELAY = 0.001
+_LAST_BUSY_DELAY = 0.025
 Statement = tuple[str, list[Any]]
 
 _SCHEMA = """
@@ -31,7 +39,8 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
 CREATE INDEX IF NOT EXISTS idempotency_keys_by_expiry ON idempotency_keys (expires_at);
 CREATE TABLE IF NOT EXISTS lines (
     user_id TEXT NOT NULL, place INTEGER NOT NULL, done INTEGER NOT NULL,
-    alive_until REAL NOT NULL, PRIMARY KEY (user_id, place));
+    alive_until REAL NOT NULL, utt_id TEXT, interrupt INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (user_id, place));
 CREATE TABLE IF NOT EXISTS utterances (
     dialog_id TEXT NOT NULL, seq INTEGER NOT NULL, utt_id TEXT NOT NULL UNIQUE,
     speaker TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (dialog_id, seq));
@@ -39,8 +48,9 @@ CREATE TABLE IF NOT EXISTS utterances (
 #: The schema's version, kept in ``PRAGMA user_version``: 0 is a database written before
 #: versions were kept, which :func:`migrate` brings up to date. Version 3 added the expiry
 #: of idempotency keys (``expires_at``, and its index); version 4 rewrites the documents
-#: earlier releases left with duplicate keys (:func:`jsontext.repair`).
-SCHEMA_VERSION = 4
+#: earlier releases left with duplicate keys (:func:`jsontext.repair`); version 5 gives each
+#: place in line the utterance it answers and an interrupt flag (a second message's policy).
+SCHEMA_VERSION = 5
 #: Tables whose documents get attribute merges, so may hold keys an earlier release
 #: appended again on every merge instead of replacing them.
 _MERGED_TABLES = ("users", "dialogs")
@@ -56,6 +66,8 @@ _ADDED_COLUMNS = (
     ("idempotency_keys", "fingerprint", "TEXT"),
     ("idempotency_keys", "alive_until", "REAL"),
     ("idempotency_keys", "expires_at", "REAL"),
+    ("lines", "utt_id", "TEXT"),
+    ("lines", "interrupt", "INTEGER NOT NULL DEFAULT 0"),
 )
 #: Primary result codes that mean the database cannot work right now (a full disk, an I/O
 #: error, a lock held too long, a file that cannot be opened or written), not bad data.
@@ -216,37 +228,59 @@ def _leaving(place: Place) -> list[Statement]:
 
 
 class SqliteBase:
-    """One connection, and statements run on it (see :mod:`agent.store.sqlite`)."""
+    """One connection, and statements run on it (see :mod:`agent.store.sqlite`).
+
+    The connection's ``busy_timeout`` is 0: SQLite's own wait for a lock another process
+    holds is a sleep inside the call, which on the event loop stalls every turn of this
+    agent (up to the whole timeout). A statement that finds the database busy is tried
+    again after an ``asyncio.sleep`` instead (:meth:`_busy_retried`), within
+    :data:`BUSY_BUDGET` seconds, after which the store is unavailable (503). A retry
+    happens before a transaction starts (``BEGIN IMMEDIATE`` is what meets another
+    writer), so no transaction ever spans an ``await``."""
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
 
-    def _one(self, sql: str, args: Iterable[Any] = ()) -> Any:
-        try:
-            return self._db.execute(sql, tuple(args)).fetchone()
-        except sqlite3.Error as exc:
-            raise _translated(exc) from exc
-
-    def _all(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
-        try:
-            return self._db.execute(sql, tuple(args)).fetchall()
-        except sqlite3.Error as exc:
-            raise _translated(exc) from exc
-
-    def _write(self, *statements: Statement) -> list[Any]:
-        """Statements in one transaction; the first row each returned (or None)."""
-        rows = []
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
+    async def _busy_retried(self, attempt: Callable[[], T]) -> T:
+        deadline = time.monotonic() + BUSY_BUDGET
+        delay = _FIRST_BUSY_DELAY
+        while True:
             try:
-                for sql, args in statements:
-                    rows.append(self._db.execute(sql, args).fetchone())
-                self._db.execute("COMMIT")
-            except BaseException:
-                # SQLite rolls some failures (a full disk) back itself.
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as exc:
-            raise _translated(exc) from exc
+                return attempt()
+            except sqlite3.OperationalError as exc:
+                busy = exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+                if not busy or time.monotonic() + delay > deadline:
+                    raise _translated(exc) from exc
+            except sqlite3.Error as exc:
+                raise _translated(exc) from exc
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _LAST_BUSY_DELAY)
+
+    async def _one(self, sql: str, args: Iterable[Any] = ()) -> Any:
+        return await self._busy_retried(lambda: self._db.execute(sql, tuple(args)).fetchone())
+
+    async def _all(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
+        rows: list[Any] = await self._busy_retried(
+            lambda: self._db.execute(sql, tuple(args)).fetchall()
+        )
+        return rows
+
+    async def _write(self, *statements: Statement) -> list[Any]:
+        """Statements in one transaction; the first row each returned (or None)."""
+        return await self._busy_retried(lambda: self._transaction(statements))
+
+    def _transaction(self, statements: Iterable[Statement]) -> list[Any]:
+        """One attempt, on the loop and without an await: ``BEGIN IMMEDIATE`` fails at
+        once (busy) while another process writes, and nothing has been done then."""
+        rows = []
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for sql, args in statements:
+                rows.append(self._db.execute(sql, args).fetchone())
+            self._db.execute("COMMIT")
+        except BaseException:
+            # SQLite rolls some failures (a full disk) back itself.
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
         return rows

@@ -16,7 +16,14 @@ from agent.state.models import (
     new_id,
     utc_now,
 )
-from agent.store.base import DialogHead, Place, TurnStart
+from agent.store.base import (
+    DialogHead,
+    Place,
+    Restored,
+    StoreWriteRefused,
+    TurnStart,
+    restored_head,
+)
 from agent.store.sqlite.base import (
     SqliteBase,
     Statement,
@@ -38,20 +45,22 @@ class SqliteDialogs(SqliteBase):
         return TurnStart(human, dialog, await self.recent_utterances(dialog.dialog_id, limit))
 
     async def human(self, user_id: str) -> Human:
-        row = self._one("SELECT doc FROM users WHERE user_id = ?", [user_id])
+        row = await self._one("SELECT doc FROM users WHERE user_id = ?", [user_id])
         if row is None:
             fresh = Human(user_external_id=user_id)
-            self._write(
+            await self._write(
                 (
                     "INSERT OR IGNORE INTO users (id, user_id, doc) VALUES (?, ?, ?)",
                     [fresh.id, user_id, fresh.model_dump_json()],
                 )
             )
-            row = self._one("SELECT doc FROM users WHERE user_id = ?", [user_id])
+            row = await self._one("SELECT doc FROM users WHERE user_id = ?", [user_id])
         return Human.model_validate_json(row[0])
 
     async def active_dialog(self, human: Human, channel_type: str) -> DialogHead:
-        row = self._one("SELECT doc FROM dialogs WHERE human_id = ? AND active = 1", [human.id])
+        row = await self._one(
+            "SELECT doc FROM dialogs WHERE human_id = ? AND active = 1", [human.id]
+        )
         if row is not None:
             return DialogHead.model_validate_json(row[0])
         head = DialogHead(
@@ -62,26 +71,28 @@ class SqliteDialogs(SqliteBase):
             bot=Bot(),
         )
         try:
-            self._write(
+            await self._write(
                 (
                     "INSERT INTO dialogs (id, human_id, active, doc) VALUES (?, ?, 1, ?)",
                     [head.dialog_id, human.id, head.model_dump_json()],
                 )
             )
         except sqlite3.IntegrityError:  # another process opened it first: use theirs
-            row = self._one("SELECT doc FROM dialogs WHERE human_id = ? AND active = 1", [human.id])
+            row = await self._one(
+                "SELECT doc FROM dialogs WHERE human_id = ? AND active = 1", [human.id]
+            )
             return DialogHead.model_validate_json(row[0])
         return head
 
     async def recent_utterances(self, dialog_id: str, limit: int) -> list[Utterance]:
-        rows = self._all(
+        rows = await self._all(
             "SELECT doc FROM utterances WHERE dialog_id = ? ORDER BY seq DESC LIMIT ?",
             [dialog_id, limit],
         )
         return [_utterance.validate_json(row[0]) for row in reversed(rows)]
 
     async def keyed_turn(self, dialog_id: str, key: str) -> list[Utterance]:
-        rows = self._all(
+        rows = await self._all(
             "SELECT doc FROM utterances WHERE dialog_id = ? AND seq >= (SELECT seq FROM "
             "utterances WHERE dialog_id = ? AND speaker = 'human' "
             "AND json_extract(doc, '$.message_key') = ? LIMIT 1) ORDER BY seq LIMIT 2",
@@ -90,7 +101,16 @@ class SqliteDialogs(SqliteBase):
         return [_utterance.validate_json(row[0]) for row in rows]
 
     async def add_utterance(self, dialog_id: str, utterance: HumanUtterance) -> None:
-        self._write(_insert_utterance(dialog_id, utterance))
+        await self._write(_insert_utterance(dialog_id, utterance))
+
+    async def mark_interrupted(self, utt_id: str) -> None:
+        await self._write(
+            (
+                "UPDATE utterances SET doc = json_set(doc, '$.interrupted', json('true')) "
+                "WHERE utt_id = ? AND speaker = 'human'",
+                [utt_id],
+            )
+        )
 
     async def finish_turn(
         self,
@@ -107,7 +127,9 @@ class SqliteDialogs(SqliteBase):
         again: bool = False,
     ) -> None:
         # One transaction: an earlier call stored all of the turn's end, or nothing.
-        if again and self._one("SELECT 1 FROM utterances WHERE utt_id = ?", [bot_utterance.utt_id]):
+        if again and await self._one(
+            "SELECT 1 FROM utterances WHERE utt_id = ?", [bot_utterance.utt_id]
+        ):
             if place is not None:
                 place.left = True
             return
@@ -131,12 +153,12 @@ class SqliteDialogs(SqliteBase):
         statements += _merges("dialogs", ("bot", "attributes"), bot_attributes, dialog_id)
         if place is not None:
             statements += _leaving(place)
-        self._write(*statements)
+        await self._write(*statements)
         if place is not None:
             place.left = True
 
     async def close_active_dialog(self, user_id: str) -> str | None:
-        (row,) = self._write(
+        (row,) = await self._write(
             (
                 "UPDATE dialogs SET active = 0, doc = json_set(doc, '$.date_finish', ?) "
                 "WHERE active = 1 AND human_id = (SELECT id FROM users WHERE user_id = ?) "
@@ -146,9 +168,9 @@ class SqliteDialogs(SqliteBase):
         )
         return None if row is None else str(row[0])
 
-    def _dialog(self, head_doc: str, human: Human) -> Dialog:
+    async def _dialog(self, head_doc: str, human: Human) -> Dialog:
         head = DialogHead.model_validate_json(head_doc)
-        rows = self._all(
+        rows = await self._all(
             "SELECT doc FROM utterances WHERE dialog_id = ? ORDER BY seq", [head.dialog_id]
         )
         return Dialog(
@@ -158,26 +180,26 @@ class SqliteDialogs(SqliteBase):
         )
 
     async def dialog(self, dialog_id: str) -> Dialog | None:
-        row = self._one(
+        row = await self._one(
             "SELECT d.doc, u.doc FROM dialogs d JOIN users u ON u.id = d.human_id WHERE d.id = ?",
             [dialog_id],
         )
         if row is None:
             return None
-        return self._dialog(row[0], Human.model_validate_json(row[1]))
+        return await self._dialog(row[0], Human.model_validate_json(row[1]))
 
     async def user_dialogs(self, user_id: str) -> list[Dialog] | None:
-        user = self._one("SELECT id, doc FROM users WHERE user_id = ?", [user_id])
+        user = await self._one("SELECT id, doc FROM users WHERE user_id = ?", [user_id])
         if user is None:
             return None
         human = Human.model_validate_json(user[1])
-        rows = self._all(
+        rows = await self._all(
             "SELECT doc FROM dialogs WHERE human_id = ? ORDER BY rowid", [user[0]]
         )  # creation order: dates tie within a ms
-        return [self._dialog(row[0], human) for row in rows]
+        return [await self._dialog(row[0], human) for row in rows]
 
     async def rate_utterance(self, user_id: str, utt_id: str, rating: float) -> bool:
-        (row,) = self._write(
+        (row,) = await self._write(
             (
                 "UPDATE utterances SET doc = json_set(doc, '$.rating', ?) WHERE utt_id = ? "
                 "AND speaker = 'bot' AND dialog_id IN (SELECT d.id FROM dialogs d JOIN users u "
@@ -189,7 +211,7 @@ class SqliteDialogs(SqliteBase):
 
     async def list_dialog_ids(self, offset: int, limit: int, active: bool | None) -> list[str]:
         where, args = ("", []) if active is None else ("WHERE active = ? ", [int(active)])
-        rows = self._all(
+        rows = await self._all(
             f"SELECT id FROM dialogs {where}ORDER BY rowid LIMIT ? OFFSET ?",
             [*args, limit, offset],
         )
@@ -197,7 +219,7 @@ class SqliteDialogs(SqliteBase):
 
     async def dialog_starts(self, prefix: str) -> dict[str, datetime]:
         # A range on the primary key (LIKE would scan: it ignores case).
-        rows = self._all(
+        rows = await self._all(
             "SELECT doc FROM dialogs WHERE id >= ? AND id < ? ORDER BY id LIMIT 10",
             [prefix, prefix + "\U0010ffff"],
         )
@@ -213,7 +235,7 @@ class SqliteDialogs(SqliteBase):
     ) -> bool:
         owned, args = _owned_by("human_id", user_id)
         number, number_args = _numeric(rating)
-        (row,) = self._write(
+        (row,) = await self._write(
             (
                 f"UPDATE dialogs SET doc = json_set(doc, '$.attributes.ratings', "
                 f"{_APPENDED}{number}) WHERE id = ?{owned} RETURNING id",
@@ -239,7 +261,7 @@ class SqliteDialogs(SqliteBase):
             )
         )
         number, number_args = _numeric(rating)
-        (row,) = self._write(
+        (row,) = await self._write(
             (
                 f"UPDATE utterances SET doc = json_set(doc, '$.attributes.ratings', "
                 f"{_APPENDED}{number}) WHERE utt_id = ? AND speaker = 'bot'{owned} "
@@ -248,6 +270,51 @@ class SqliteDialogs(SqliteBase):
             )
         )
         return row is not None
+
+    async def restore_user(self, human: Human) -> bool:
+        user_id = human.user_external_id
+        if await self._one("SELECT 1 FROM users WHERE user_id = ?", [user_id]) is not None:
+            return False
+        taken = await self._one("SELECT 1 FROM users WHERE id = ?", [human.id]) is not None
+        stored = human.model_copy(update={"id": new_id()}) if taken else human
+        (row,) = await self._write(
+            (
+                "INSERT OR IGNORE INTO users (id, user_id, doc) VALUES (?, ?, ?) RETURNING id",
+                [stored.id, user_id, _document(stored)],
+            )
+        )
+        return row is not None
+
+    async def restore_dialog(self, user_id: str, dialog: Dialog, active: bool) -> Restored:
+        if await self._one("SELECT 1 FROM dialogs WHERE id = ?", [dialog.dialog_id]) is not None:
+            return Restored.PRESENT
+        human = await self.human(user_id)
+        stays_open = active and (
+            await self._one("SELECT 1 FROM dialogs WHERE human_id = ? AND active = 1", [human.id])
+            is None
+        )
+        head = restored_head(dialog, human.id, closed=active and not stays_open)
+        statements: list[Statement] = [
+            (
+                "INSERT INTO dialogs (id, human_id, active, doc) VALUES (?, ?, ?, ?)",
+                [head.dialog_id, human.id, int(stays_open), _document(head)],
+            )
+        ]
+        statements += [
+            (
+                "INSERT INTO utterances (dialog_id, seq, utt_id, speaker, doc) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [dialog.dialog_id, seq, u.utt_id, u.speaker, _document(u)],
+            )
+            for seq, u in enumerate(dialog.utterances)
+        ]
+        try:
+            await self._write(*statements)
+        except sqlite3.IntegrityError as exc:  # one transaction: nothing of it is stored
+            raise StoreWriteRefused(
+                f"dialog {dialog.dialog_id}: an utterance id is stored in another dialog ({exc})"
+            ) from None
+        return Restored.STORED_CLOSED if active and not stays_open else Restored.STORED
 
 
 def _numeric(rating: float | None) -> tuple[str, list[Any]]:

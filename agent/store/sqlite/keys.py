@@ -37,7 +37,7 @@ class SqliteKeys(SqliteBase):
     ) -> Claim:
         at = now.timestamp()
         # One transaction: whether an unexpired claim was there before, then the claim.
-        earlier, claimed, _ = self._write(
+        earlier, claimed, _ = await self._write(
             (
                 "SELECT 1 FROM idempotency_keys WHERE user_id = ? AND key = ? AND NOT "
                 "COALESCE(" + _EXPIRED.format(t="") + ", 0)",
@@ -72,7 +72,7 @@ class SqliteKeys(SqliteBase):
         )
         if claimed is not None:
             return Claim(ClaimStatus.CLAIMED if earlier is None else ClaimStatus.RECLAIMED)
-        row = self._one(
+        row = await self._one(
             "SELECT reply, fingerprint FROM idempotency_keys WHERE user_id = ? AND key = ?",
             [user_id, key],
         )
@@ -86,7 +86,7 @@ class SqliteKeys(SqliteBase):
         return Claim(ClaimStatus.ANSWERED, json.loads(reply))
 
     async def renew_keys(self, claims: list[tuple[str, str]], lease_until: datetime) -> None:
-        self._write(
+        await self._write(
             *(
                 (
                     "UPDATE idempotency_keys SET alive_until = ? WHERE user_id = ? AND key = ? "
@@ -98,7 +98,7 @@ class SqliteKeys(SqliteBase):
         )
 
     async def complete_key(self, user_id: str, key: str, reply: JsonDict) -> None:
-        self._write(
+        await self._write(
             (
                 "UPDATE idempotency_keys SET reply = ? WHERE user_id = ? AND key = ?",
                 [_json(reply), user_id, key],
@@ -108,7 +108,7 @@ class SqliteKeys(SqliteBase):
     async def release_key(self, user_id: str, key: str) -> None:
         """The claim's lease ends now, rather than the claim going: the retry that takes it
         over knows an attempt came before it."""
-        self._write(
+        await self._write(
             (
                 "UPDATE idempotency_keys SET alive_until = 0 WHERE user_id = ? AND key = ? "
                 "AND reply IS NULL",

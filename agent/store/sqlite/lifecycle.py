@@ -51,12 +51,12 @@ class SqliteLifecycle(SqliteBase):
 
     _cursors: dict[str, int]
 
-    def _rows(self, rule: str, sql: str, batch: int) -> tuple[list[Any], bool]:
+    async def _rows(self, rule: str, sql: str, batch: int) -> tuple[list[Any], bool]:
         """The next ``batch`` rows of the rule's walk (``sql`` selects ``rowid`` first and
         takes the cursor and the batch as its last two arguments); whether the walk ended."""
         if not hasattr(self, "_cursors"):
             self._cursors = {}
-        rows = self._all(sql, [self._cursors.get(rule, 0), batch])
+        rows = await self._all(sql, [self._cursors.get(rule, 0), batch])
         ended = len(rows) < batch
         self._cursors[rule] = 0 if ended else int(rows[-1][0])
         return rows, ended
@@ -65,15 +65,17 @@ class SqliteLifecycle(SqliteBase):
         swept = Swept(round_done=True)
         statements: list[Statement] = []
         if retention.closed_dialogs is not None:
-            swept.round_done &= self._expire(now - retention.closed_dialogs, batch, swept)
+            swept.round_done &= await self._expire(now - retention.closed_dialogs, batch, swept)
         if retention.idle_dialogs is not None:
-            ended = self._close_idle(now - retention.idle_dialogs, now, batch, swept, statements)
+            ended = await self._close_idle(
+                now - retention.idle_dialogs, now, batch, swept, statements
+            )
             swept.round_done &= ended
         if retention.compact_turns is not None:
-            ended = self._compact(now - retention.compact_turns, batch, swept, statements)
+            ended = await self._compact(now - retention.compact_turns, batch, swept, statements)
             swept.round_done &= ended
         if statements:
-            rows = self._write(*statements)
+            rows = await self._write(*statements)
             swept.dialogs_closed = sum(
                 1
                 for (sql, _), row in zip(statements, rows, strict=True)
@@ -81,12 +83,12 @@ class SqliteLifecycle(SqliteBase):
             )
         return swept
 
-    def _expire(self, before: datetime, batch: int, swept: Swept) -> bool:
+    async def _expire(self, before: datetime, batch: int, swept: Swept) -> bool:
         """Delete dialogs closed before ``before``: their utterances, at most ``batch`` of
         them a pass, and the dialog in the same transaction once none is left. A dialog
         with more is taken up again by the next pass, so no utterance outlives its
         dialog."""
-        rows, ended = self._rows(
+        rows, ended = await self._rows(
             "closed",
             "SELECT rowid, id, CASE WHEN active = 0 AND NOT "
             f"{_IN_LINE} THEN json_extract(doc, '$.date_finish') END FROM dialogs "
@@ -101,7 +103,7 @@ class SqliteLifecycle(SqliteBase):
             if budget <= 0:  # this one and the rest next pass
                 self._cursors["closed"], ended = rowid - 1, False
                 break
-            (held,) = self._one(
+            (held,) = await self._one(
                 "SELECT COUNT(*) FROM (SELECT 1 FROM utterances WHERE dialog_id = ? LIMIT ?)",
                 [dialog_id, budget + 1],
             )
@@ -125,7 +127,7 @@ class SqliteLifecycle(SqliteBase):
                 )
             )
         if statements:  # one transaction: a few milliseconds, whatever the dialogs hold
-            returned = self._write(*statements)
+            returned = await self._write(*statements)
             swept.dialogs_deleted += sum(
                 1
                 for (sql, _), row in zip(statements, returned, strict=True)
@@ -133,12 +135,12 @@ class SqliteLifecycle(SqliteBase):
             )
         return ended
 
-    def _close_idle(
+    async def _close_idle(
         self, before: datetime, now: datetime, batch: int, swept: Swept, out: list[Statement]
     ) -> bool:
         """Close open dialogs whose last utterance (or start) is older than ``before``,
         unless their user has a message in line."""
-        rows, ended = self._rows(
+        rows, ended = await self._rows(
             "idle",
             "SELECT d.rowid, d.id, CASE WHEN d.active = 1 THEN json_extract(d.doc, "
             "'$.date_start') END, CASE WHEN d.active = 1 THEN (SELECT json_extract(u.doc, "
@@ -159,10 +161,12 @@ class SqliteLifecycle(SqliteBase):
             )
         return ended
 
-    def _compact(self, before: datetime, batch: int, swept: Swept, out: list[Statement]) -> bool:
+    async def _compact(
+        self, before: datetime, batch: int, swept: Swept, out: list[Statement]
+    ) -> bool:
         """Compact answered turns older than ``before``: the human utterance with its
         answer's skill read alongside (an unanswered one is left alone: a turn in flight)."""
-        rows, ended = self._rows(
+        rows, ended = await self._rows(
             "compact",
             f"SELECT u.rowid, CASE WHEN {_BULKY} THEN u.doc END, (SELECT "
             "json_extract(b.doc, '$.active_skill') FROM utterances b WHERE b.dialog_id = "
@@ -191,4 +195,6 @@ class SqliteLifecycle(SqliteBase):
         return ended
 
     async def sizes(self) -> dict[str, int]:
-        return {table: int(self._one(f"SELECT COUNT(*) FROM {table}")[0]) for table in _TABLES}
+        return {
+            table: int((await self._one(f"SELECT COUNT(*) FROM {table}"))[0]) for table in _TABLES
+        }

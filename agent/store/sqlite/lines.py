@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from agent.state.models import utc_now
-from agent.store.base import Place
+from agent.store.base import Place, RunningTurn
 from agent.store.sqlite.base import SqliteBase, _leaving
 
 
@@ -13,7 +13,7 @@ class SqliteLines(SqliteBase):
     """:class:`agent.store.LineStore` on SQLite."""
 
     async def take_place(self, user_id: str, lease_until: datetime) -> Place:
-        busy, (number,) = self._write(
+        busy, (number,) = await self._write(
             ("SELECT EXISTS (SELECT 1 FROM lines WHERE user_id = ? AND done = 0)", [user_id]),
             (
                 "INSERT INTO lines (user_id, place, done, alive_until) VALUES (?, (SELECT "
@@ -25,21 +25,21 @@ class SqliteLines(SqliteBase):
         return Place(user_id, number, not busy[0], lease_until - utc_now())
 
     async def first_in_line(self, place: Place, now: datetime) -> bool:
-        self._write(
+        await self._write(
             (
                 "UPDATE lines SET done = 1 WHERE user_id = ? AND place < ? AND done = 0 "
                 "AND alive_until < ?",
                 [place.user_id, place.number, now.timestamp()],
             )
         )
-        row = self._one(
+        row = await self._one(
             "SELECT 1 FROM lines WHERE user_id = ? AND place < ? AND done = 0 LIMIT 1",
             [place.user_id, place.number],
         )
         return row is None
 
     async def renew_places(self, places: list[tuple[str, int]], lease_until: datetime) -> None:
-        self._write(
+        await self._write(
             *(
                 (
                     "UPDATE lines SET alive_until = ? WHERE user_id = ? AND place = ? AND done = 0",
@@ -52,5 +52,40 @@ class SqliteLines(SqliteBase):
     async def leave(self, place: Place, *, served: bool = True) -> None:
         """(``served`` is not needed here: the line is read with one query.)"""
         if not place.left:
-            self._write(*_leaving(place))
+            await self._write(*_leaving(place))
             place.left = True
+
+    async def note_turn(self, place: Place, utt_id: str) -> None:
+        await self._write(
+            (
+                "UPDATE lines SET utt_id = ? WHERE user_id = ? AND place = ?",
+                [utt_id, place.user_id, place.number],
+            )
+        )
+
+    async def running_turn(self, user_id: str) -> RunningTurn | None:
+        row = await self._one(
+            "SELECT place, utt_id FROM lines WHERE user_id = ? AND done = 0 "
+            "AND alive_until >= ? ORDER BY place LIMIT 1",
+            [user_id, utc_now().timestamp()],
+        )
+        return None if row is None else RunningTurn(int(row[0]), row[1])
+
+    async def interrupt(self, user_id: str, number: int) -> None:
+        await self._write(
+            (
+                "UPDATE lines SET interrupt = 1 WHERE user_id = ? AND place = ? AND done = 0",
+                [user_id, number],
+            )
+        )
+
+    async def interrupted(self, places: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        if not places:
+            return []
+        which = " OR ".join(["(user_id = ? AND place = ?)"] * len(places))
+        args = [part for place in places for part in place]
+        rows = await self._all(
+            f"SELECT user_id, place FROM lines WHERE interrupt = 1 AND done = 0 AND ({which})",
+            args,
+        )
+        return [(str(user), int(number)) for user, number in rows]

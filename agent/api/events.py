@@ -1,0 +1,115 @@
+"""Turn events over Server-Sent Events: the chat endpoints' answer to
+``Accept: text/event-stream``.
+
+The turn runs as it would for a JSON client, listened to by a
+:class:`~agent.telemetry.events.TurnEvents`; the response starts only once the turn has
+started (its ``accepted`` event), so whatever refuses a message before that (a bad
+request, an idempotency key in flight, the user's line timing out, the database down) is
+the same plain 4xx or 503 a JSON client gets. After that the status is 200 and sent: a
+failure is an ``error`` event carrying the JSON error's body and its ``status``, made by
+the very handler that would have answered the JSON client.
+
+The turn is not tied to the connection: a client that goes away mid-stream leaves the
+turn to finish and be stored, as a JSON client that hangs up does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel
+from starlette.requests import HTTPConnection
+
+from agent.api.errors import envelope
+from agent.telemetry.events import TurnEvent, TurnEvents
+
+log = logging.getLogger("chorus.api")
+
+EVENT_STREAM = "text/event-stream"
+
+#: Turns whose client went away, kept referenced until they end.
+_orphans: set[asyncio.Task[Any]] = set()
+
+
+def wants_events(request: Request) -> bool:
+    """Whether the client asked for the turn's events instead of one JSON reply."""
+    return EVENT_STREAM in request.headers.get("accept", "").lower()
+
+
+def sse(event: TurnEvent) -> bytes:
+    """One event in the Server-Sent Events form (one ``data`` line: JSON has no newline)."""
+    data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
+    return f"event: {event.kind}\ndata: {data}\n\n".encode()
+
+
+async def error_body(connection: HTTPConnection, exc: BaseException) -> dict[str, Any]:
+    """The JSON error a client would have got for ``exc``, with its ``status``."""
+    handlers = connection.app.exception_handlers
+    handler = next((handlers[c] for c in type(exc).__mro__ if c in handlers), None)
+    if handler is None or not isinstance(exc, Exception):
+        return {"status": 500, **envelope(500, "internal error")}
+    response = await handler(connection, exc)
+    body = json.loads(bytes(response.body)) if isinstance(response, JSONResponse) else {}
+    return {"status": response.status_code, **body}
+
+
+async def follow_turn(
+    events: TurnEvents,
+    task: asyncio.Task[BaseModel],
+    dump: Callable[[BaseModel], dict[str, Any]],
+    on_error: Callable[[BaseException], Awaitable[dict[str, Any]]],
+) -> AsyncIterator[TurnEvent]:
+    """The turn's events, then ``answer`` with the reply or ``error`` with its failure.
+    Shared by every channel that follows turns (SSE here, the WebSocket chat)."""
+    async for event in events:
+        yield event
+    try:
+        reply = await task
+    except Exception as exc:
+        yield TurnEvent("error", await on_error(exc))
+        return
+    yield TurnEvent("answer", dump(reply))
+
+
+async def started(events: TurnEvents, task: asyncio.Task[Any]) -> TurnEvent | None:
+    """The turn's first event; raises what the work raised when it failed before one."""
+    first = await events.first()
+    if first is None:
+        await task  # raises the refusal; a reply with no event is answered below
+    return first
+
+
+async def stream_turn(
+    request: Request,
+    work: Awaitable[BaseModel],
+    dump: Callable[[BaseModel], dict[str, Any]] = lambda reply: reply.model_dump(mode="json"),
+) -> StreamingResponse:
+    """Run ``work`` (a chat route's ``flow.reply(...)``) and answer with its events."""
+    events = TurnEvents()
+    task = events.start(work)
+    first = await started(events, task)
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            if first is not None:
+                yield sse(first)
+            async for event in follow_turn(
+                events, task, dump, lambda exc: error_body(request, exc)
+            ):
+                yield sse(event)
+        finally:
+            if not task.done():  # the client went away: the turn still ends and is stored
+                _orphans.add(task)
+                task.add_done_callback(_orphans.discard)
+
+    return StreamingResponse(
+        body(),
+        media_type=EVENT_STREAM,
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

@@ -1,0 +1,87 @@
+"""Dialogs and users read from a backup, stored as the turn would have stored them
+(``chorus import``; see :meth:`agent.store.DialogStore.restore_dialog`).
+
+Without transactions (FerretDB has none) a restore is several writes, ordered so that one
+cut short is finished by running it again: the user first, then the utterances (each
+upserted by its ``_id``, which is its id in the backup), then the open dialog's part of the
+user's document, and the dialog's own document last, which is what marks the dialog
+stored."""
+
+from __future__ import annotations
+
+import contextlib
+
+from pymongo.errors import DuplicateKeyError
+
+from agent.state.models import Dialog, Human
+from agent.store.base import Restored, StoreWriteRefused, restored_head
+from agent.store.mongo.base import MongoBase
+from agent.store.mongo.codec import _escape, _literal
+from agent.store.mongo.documents import (
+    _dialog_doc,
+    _human_id_for,
+    _new_user_doc,
+    _open_dialog_state,
+    _utterance_doc,
+)
+from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
+
+#: Utterances upserted per ``update`` command.
+_BATCH = 100
+
+
+class MongoRestore(MongoBase):
+    """:meth:`restore_user` and :meth:`restore_dialog` on MongoDB."""
+
+    @_unavailable_when_unreachable
+    async def restore_user(self, human: Human) -> bool:
+        doc: Doc = _escape(human.model_dump())
+        doc.pop("id")
+        doc["_id"] = _human_id_for(human.user_external_id)
+        try:
+            await self._users.insert_one(doc)
+        except DuplicateKeyError:  # stored already: the stored user is kept
+            return False
+        return True
+
+    @_unavailable_when_unreachable
+    async def restore_dialog(self, user_id: str, dialog: Dialog, active: bool) -> Restored:
+        dialog_id = _literal(dialog.dialog_id)
+        if await self._dialogs.find_one({"_id": dialog_id}, projection={"_id": 1}) is not None:
+            return Restored.PRESENT
+        human_id = _human_id_for(user_id)
+        with contextlib.suppress(DuplicateKeyError):
+            await self._users.insert_one(_new_user_doc(user_id))
+        count = len(dialog.utterances)
+        for start in range(0, count, _BATCH):
+            statements = [
+                {
+                    "q": {"_id": _literal(u.utt_id)},
+                    "u": _utterance_doc(dialog_id, seq, u),
+                    "upsert": True,
+                }
+                for seq, u in enumerate(dialog.utterances[start : start + _BATCH], start)
+            ]
+            _, errors = await self._update(self._utterances, statements)
+            if errors:
+                raise StoreWriteRefused(f"dialog {dialog_id}: utterances not stored: {errors[0]}")
+        stays_open = False
+        if active:
+            head = restored_head(dialog, human_id, closed=False)
+            state = _open_dialog_state(head)
+            state["count"] = count
+            opened = await self._users.update_one(
+                {
+                    "_id": human_id,
+                    "$or": [{"dialog": {"$exists": False}}, {"dialog.id": dialog_id}],
+                },
+                {"$set": {"dialog": state}},
+            )
+            stays_open = opened.matched_count > 0
+        head = restored_head(dialog, human_id, closed=active and not stays_open)
+        doc = _dialog_doc(head, count=count, active=stays_open)
+        try:
+            await self._dialogs.insert_one(doc)
+        except DuplicateKeyError:  # restored at the same time by another import
+            return Restored.PRESENT
+        return Restored.STORED_CLOSED if active and not stays_open else Restored.STORED

@@ -1,0 +1,84 @@
+"""The persona's everyday topics, found by meaning, and lines that do not come back."""
+
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from agent.sdk.testing import view
+from skills.smalltalk.app import FILE_PERSONA, RECENT, app
+from skills.smalltalk.topics import TopicSpec, closest
+
+#: Questions people ask a bot they just met, none of them an example of persona.json,
+#: and the topic each is about.
+ON_TOPIC = [
+    ("Do you have any pets?", "pets"),
+    ("Do you own any animals?", "pets"),
+    ("What kind of music do you like?", "music"),
+    ("Do you listen to jazz?", "music"),
+    ("Could you tell me a random fact?", "facts"),
+    ("Which films have you enjoyed recently?", "movies"),
+    ("Do you know how to bake?", "cooking"),
+    ("How old were you last year?", "age"),
+    ("Where would you go if you could go anywhere?", "travel"),
+]
+#: Questions on none of the topics: a line about pets or music would be about something else.
+OFF_TOPIC = [
+    "What's the weather like in Paris?",
+    "What is the capital of France?",
+    "Is it going to rain?",
+    "Who won the world cup?",
+    "What is 2 plus 2?",
+    "Where are my dialogs stored?",
+]
+
+
+def test_questions_are_matched_to_their_topic_by_meaning() -> None:
+    found = {text: closest(text, FILE_PERSONA.topics) for text, _ in ON_TOPIC}
+    assert {text: hit and hit[0] for text, hit in found.items()} == dict(ON_TOPIC)
+
+
+def test_questions_about_something_else_match_no_topic() -> None:
+    assert {text: closest(text, FILE_PERSONA.topics) for text in OFF_TOPIC} == dict.fromkeys(
+        OFF_TOPIC
+    )
+
+
+def respond(client: TestClient, dialog: dict[str, Any]) -> dict[str, Any] | None:
+    response = client.post("/respond", json={"dialogs": [dialog]})
+    assert response.status_code == 200, response.text
+    (answer,) = response.json()
+    return answer[0] if answer else None
+
+
+def test_a_deployments_persona_brings_its_own_topics() -> None:
+    dialog = view("Do you like gardening?")
+    with TestClient(app) as client:
+        assert respond(client, dialog) is None  # no topic, no corpus line on it
+        dialog["bot"]["persona"] = {
+            "topics": {
+                "garden": TopicSpec(
+                    examples=["do you like gardening", "do you grow plants"],
+                    lines=["I grow tomatoes in a spreadsheet."],
+                ).model_dump()
+            }
+        }
+        answer = respond(client, dialog)
+    assert answer is not None
+    assert (answer["text"], answer["topic"]) == ("I grow tomatoes in a spreadsheet.", "garden")
+
+
+def test_a_line_said_before_the_window_does_not_come_back_while_others_remain() -> None:
+    """The skill remembers its last lines in the bot's attributes: a topic asked again
+    twenty turns later gets its other line, not the same one."""
+    said: list[str] = []
+    attributes: dict[str, Any] = {}
+    with TestClient(app) as client:
+        for _ in range(2):
+            dialog = view("Do you like to travel?")  # the window: this question alone
+            dialog["bot"]["attributes"] = attributes
+            answer = respond(client, dialog)
+            assert answer is not None and answer["topic"] == "travel"
+            said.append(answer["text"])
+            attributes = {**attributes, **answer["bot_attributes"]}
+    assert said[0] != said[1]
+    assert attributes[RECENT][-2:] == said

@@ -1,0 +1,98 @@
+"""``/chat/ws``: dp-agent's chat protocol over a real WebSocket against the agent with real
+services, and the turn's events for clients that ask for them (both stores)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import ClientConnection, connect
+
+from tests.api.test_turn_events import PIECES, comparable, pipeline, streaming_pipeline
+from tests.conftest import AgentFactory
+
+
+def socket(client: httpx.Client, query: str = "", **headers: str) -> ClientConnection:
+    url = str(client.base_url).replace("http://", "ws://").rstrip("/")
+    return connect(f"{url}/chat/ws{query}", additional_headers=headers, open_timeout=10)
+
+
+def ask(ws: ClientConnection, message: dict[str, Any] | str) -> Any:
+    ws.send(message if isinstance(message, str) else json.dumps(message))
+    return json.loads(ws.recv(timeout=30))
+
+
+def turn_frames(ws: ClientConnection, message: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every frame of one turn, up to its answer or error."""
+    ws.send(json.dumps(message))
+    frames = [json.loads(ws.recv(timeout=30))]
+    while frames[-1]["event"] not in ("answer", "error"):
+        frames.append(json.loads(ws.recv(timeout=30)))
+    return frames
+
+
+def test_dp_agents_protocol_answers_each_message_as_post_does(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(pipeline(services))
+    plain = client.post("/", json={"user_id": "ann", "payload": "Hello!"}).json()
+    with socket(client) as ws:
+        reply = ask(ws, {"user_id": "bob", "payload": "Hello!"})
+        assert set(reply) == set(plain)
+        assert (reply["response"], reply["active_skill"], reply["user_id"]) == (
+            plain["response"],
+            plain["active_skill"],
+            "bob",
+        )
+        refused = ask(ws, {"user_id": "bob"})  # no payload: the same 422 as POST /
+        assert refused["status"] == 422 and "payload" in refused["message"]
+        assert ask(ws, "not json")["status"] == 400
+        assert ask(ws, {"user_id": "bob", "payload": "/start"}) == "command_performed"
+        again = ask(ws, {"user_id": "bob", "payload": "Hello!"})
+        assert again["dialog_id"] != reply["dialog_id"]  # /start closed the first dialog
+    dialog = client.get(f"/api/dialogs/{reply['dialog_id']}").json()
+    assert [u["text"] for u in dialog["utterances"]] == ["Hello!", reply["response"]]
+
+
+def test_events_stream_a_chosen_skills_tokens_and_store_the_turn_as_json_does(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(streaming_pipeline(services, "story"))
+    json_reply = client.post("/", json={"user_id": "ann", "payload": "Tell me a story"}).json()
+    with socket(client, "?events=true") as ws:
+        frames = turn_frames(ws, {"user_id": "bob", "payload": "Tell me a story"})
+        order = [f["event"] for f in frames]
+        assert order[0] == "accepted" and order[-1] == "answer"
+        assert [f["data"]["text"] for f in frames if f["event"] == "token"] == PIECES
+        story_done = next(
+            i
+            for i, f in enumerate(frames)
+            if f["event"] == "progress" and f["data"]["service"] == "story"
+        )
+        assert max(i for i, kind in enumerate(order) if kind == "token") < story_done
+        refused = turn_frames(ws, {"user_id": "bob", "payload": ""})
+        assert refused == [{"event": "error", "data": refused[0]["data"]}]
+        assert refused[0]["data"]["status"] == 422
+    answer = frames[-1]["data"]
+    assert set(answer) == set(json_reply)
+    assert answer["response"] == json_reply["response"] == "".join(PIECES)
+    streamed = client.get(f"/api/dialogs/{answer['dialog_id']}").json()
+    plain = client.get(f"/api/dialogs/{json_reply['dialog_id']}").json()
+    assert comparable(streamed) == comparable(plain)
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_protected_chat_needs_the_key_on_the_socket_too(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(pipeline(services), api_key="s3cret-key-for-tests", protect_chat=True)
+    with pytest.raises(InvalidStatus) as refused:
+        socket(client)
+    assert refused.value.response.status_code == 403
+    with socket(client, "?api_key=s3cret-key-for-tests") as ws:
+        assert ask(ws, {"user_id": "bob", "payload": "Hello!"})["active_skill"] == "greeting"
+    with socket(client, **{"X-API-Key": "s3cret-key-for-tests"}) as ws:
+        assert ask(ws, {"user_id": "bob", "payload": "Hello!"})["user_id"] == "bob"

@@ -1,0 +1,269 @@
+"""Following a turn live: ``Accept: text/event-stream`` on the chat endpoints, over real
+HTTP against the agent with real services, on both stores."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from annotators.tokens.app import app as tokens_app
+from response_selectors.confidence.app import app as confidence_app
+from skills.fallback.app import app as fallback_app
+from skills.greeting.app import app as greeting_app
+from skills.llm.app import LLMSettings
+from skills.llm.app import create_app as llm_app
+from tests.conftest import AgentFactory, service_entry
+from tests.support.events import follow, kinds
+from tests.support.openai_stream import StreamingOpenAI
+from tests.support.services import (
+    choosing_skill_selector,
+    fixed_skill,
+    last_index_selector,
+    streaming_skill,
+)
+
+PIECES = ["Once ", "upon ", "a ", "time", "."]
+
+
+def pipeline(services: Any, **skills: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "services": {
+            "annotators": {"tokens": service_entry(services(tokens_app).url)},
+            "skills": skills
+            or {
+                "greeting": service_entry(services(greeting_app).url),
+                "fallback": service_entry(services(fallback_app).url),
+            },
+            "response_selectors": {"confidence": service_entry(services(confidence_app).url)},
+        },
+        "fallback_response": "Nobody could answer.",
+    }
+
+
+def streaming_pipeline(services: Any, *chosen: str) -> dict[str, Any]:
+    """A streaming skill ``story`` and the fallback skill; the selector runs ``chosen``."""
+    config = pipeline(
+        services,
+        story=service_entry(services(streaming_skill("story", PIECES)).url, stream=True),
+        fallback=service_entry(services(fallback_app).url),
+    )
+    config["services"]["skill_selectors"] = {
+        "picker": service_entry(services(choosing_skill_selector(*chosen)).url)
+    }
+    return config
+
+
+def comparable(dialog: dict[str, Any]) -> list[dict[str, Any]]:
+    """A stored dialog's utterances without what differs between any two turns (ids,
+    times, the user, call durations)."""
+    volatile = {"utt_id", "date_time", "user", "trace"}
+    return [{k: v for k, v in u.items() if k not in volatile} for u in dialog["utterances"]]
+
+
+def test_the_events_end_with_the_json_reply_and_without_the_header_nothing_changes(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(pipeline(services))
+    plain = client.post("/", json={"user_id": "ann", "payload": "Hello!"})
+    assert plain.headers["content-type"] == "application/json"
+    response, events = follow(client, "/", {"user_id": "bob", "payload": "Hello!"})
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+
+    assert kinds(events)[0] == "accepted" and kinds(events)[-1] == "answer"
+    accepted, answer = events[0][1], events[-1][1]
+    progress = [data for kind, data in events if kind == "progress"]
+    assert {p["service"] for p in progress} == {"tokens", "greeting", "fallback", "confidence"}
+    assert all(p["outcome"] == "ok" for p in progress)
+    assert set(answer) == set(plain.json())
+    expected = {**plain.json(), "user_id": "bob"}
+    assert {k: answer[k] for k in ("response", "active_skill", "user_id")} == {
+        k: expected[k] for k in ("response", "active_skill", "user_id")
+    }
+    dialog = client.get(f"/api/dialogs/{answer['dialog_id']}").json()
+    human, bot = dialog["utterances"]
+    assert accepted == {"dialog_id": answer["dialog_id"], "utt_id": human["utt_id"]}
+    assert bot["utt_id"] == answer["utt_id"] and bot["text"] == answer["response"]
+
+
+def test_the_parlai_endpoint_streams_its_act(services: Any, agent: AgentFactory) -> None:
+    client = agent(pipeline(services))
+    plain = client.post("/api/v1/chat", json={"user_id": "ann", "text": "Hello!"}).json()
+    _, events = follow(client, "/api/v1/chat", {"user_id": "bob", "text": "Hello!"})
+    assert kinds(events)[0] == "accepted"
+    kind, act = events[-1]
+    assert kind == "answer"
+    assert set(act) == set(plain)
+    assert (act["text"], act["id"]) == (plain["text"], plain["id"])
+
+
+def test_a_request_refused_before_the_turn_is_a_plain_error(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(pipeline(services))
+    response, events = follow(client, "/", {"user_id": "bob"})
+    assert response.status_code == 422
+    assert response.headers["content-type"] == "application/json"
+    assert events == []
+    missing = client.post(
+        "/", content=b"{}", headers={"Accept": "text/event-stream", "Content-Type": "text/plain"}
+    )
+    assert missing.status_code == 415
+
+
+def test_an_idempotency_key_is_answered_once_as_for_json(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(pipeline(services))
+    body = {"user_id": "bob", "payload": "Hello!"}
+    _, first = follow(client, "/", body, **{"Idempotency-Key": "k-1"})
+    _, again = follow(client, "/", body, **{"Idempotency-Key": "k-1"})
+    assert again[-1] == first[-1]
+    json_retry = client.post("/", json=body, headers={"Idempotency-Key": "k-1"}).json()
+    assert json_retry == first[-1][1]
+    dialog = client.get(f"/api/dialogs/{first[-1][1]['dialog_id']}").json()
+    assert len(dialog["utterances"]) == 2
+
+
+def test_a_chosen_streaming_skill_streams_its_tokens_before_the_turn_ends(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(streaming_pipeline(services, "story"))
+    _, events = follow(client, "/", {"user_id": "bob", "payload": "Tell me a story"})
+    tokens = [data for kind, data in events if kind == "token"]
+    assert tokens == [{"text": piece, "skill": "story"} for piece in PIECES]
+    order = kinds(events)
+    story_done = next(
+        i
+        for i, (kind, data) in enumerate(events)
+        if kind == "progress" and data["service"] == "story"
+    )
+    # Every token came while the skill was still answering, before the selector and reply.
+    assert max(i for i, kind in enumerate(order) if kind == "token") < story_done
+    assert order[-1] == "answer"
+    answer = events[-1][1]
+    assert answer["response"] == "".join(PIECES) and answer["active_skill"] == "story"
+
+
+def test_a_streaming_skill_that_may_not_be_chosen_sends_no_tokens(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(streaming_pipeline(services, "story", "fallback"))
+    _, events = follow(client, "/", {"user_id": "bob", "payload": "Tell me a story"})
+    assert "token" not in kinds(events)
+    assert events[-1][1]["response"] == "".join(PIECES)
+
+
+def test_a_streamed_turn_is_stored_as_a_json_turn_is(services: Any, agent: AgentFactory) -> None:
+    client = agent(streaming_pipeline(services, "story"))
+    dialogs = []
+    for user in ("ann", "bob"):
+        for text in ("Tell me a story", "Another one"):
+            body = {"user_id": user, "payload": text}
+            if user == "ann":
+                reply = client.post("/", json=body).json()
+            else:
+                reply = follow(client, "/", body)[1][-1][1]
+        dialogs.append(client.get(f"/api/dialogs/{reply['dialog_id']}").json())
+    json_turns, streamed_turns = (comparable(d) for d in dialogs)
+    assert streamed_turns == json_turns
+    hypothesis = streamed_turns[0]["hypotheses"][0]
+    assert hypothesis["text"] == "".join(PIECES) and hypothesis["told"] == len(PIECES)
+    assert dialogs[0]["human"]["attributes"] == dialogs[1]["human"]["attributes"]
+
+
+def test_a_skill_failing_mid_stream_costs_only_its_own_answer(
+    services: Any, agent: AgentFactory
+) -> None:
+    config = streaming_pipeline(services, "story")
+    broken = streaming_skill("story", ["Once ", "upon "], fail_after=1)
+    config["services"]["skills"]["story"] = service_entry(services(broken).url, stream=True)
+    client = agent(config)
+    _, events = follow(client, "/", {"user_id": "bob", "payload": "Tell me a story"})
+    assert [d["text"] for k, d in events if k == "token"] == ["Once "]
+    kind, answer = events[-1]
+    assert kind == "answer" and answer["response"] == "Nobody could answer."
+    human = client.get(f"/api/dialogs/{answer['dialog_id']}").json()["utterances"][0]
+    (error,) = human["errors"]
+    assert error["service"] == "story" and "failed while streaming" in error["message"]
+
+
+def test_the_llm_skill_streams_an_openai_compatible_endpoint_to_the_client(
+    services: Any, agent: AgentFactory
+) -> None:
+    model = StreamingOpenAI(["Robots ", "cross ", "roads ", "carefully."])
+    upstream = services(model.app)
+    skill = llm_app(LLMSettings(_env_file=None, base_url=f"{upstream.url}/v1", model="tiny"))
+    config = pipeline(
+        services,
+        llm=service_entry(services(skill).url, stream=True),
+        fallback=service_entry(services(fallback_app).url),
+    )
+    config["services"]["skill_selectors"] = {
+        "picker": service_entry(services(choosing_skill_selector("llm")).url)
+    }
+    client = agent(config)
+    _, events = follow(client, "/", {"user_id": "bob", "payload": "Tell me a joke"})
+    assert [d["text"] for k, d in events if k == "token"] == model.tokens
+    assert model.requests[0]["stream"] is True
+    kind, answer = events[-1]
+    assert (kind, answer["response"]) == ("answer", "Robots cross roads carefully.")
+    stored = client.get(f"/api/dialogs/{answer['dialog_id']}").json()["utterances"]
+    assert stored[1]["text"] == answer["response"]
+    assert stored[0]["hypotheses"][0]["llm_model"] == "tiny"
+
+
+def test_streamed_calls_that_succeed_keep_the_skills_circuit_closed(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(streaming_pipeline(services, "story"))
+    for turn in range(7):  # more than the breaker's threshold of failures in a row
+        body = {"user_id": "bob", "payload": f"Story {turn}"}
+        reply = (
+            follow(client, "/", body)[1][-1][1] if turn % 2 else client.post("/", json=body).json()
+        )
+        assert reply["active_skill"] == "story", reply
+
+
+def claiming_pipeline(services: Any, min_confidence: float) -> dict[str, Any]:
+    """``story`` (announces 0.9) with a stream rule, ``tale``, and a response selector that
+    always picks the last hypothesis (``tale``'s, as the executor orders them)."""
+    story = services(streaming_skill("story", PIECES, confidence=0.9)).url
+    return {
+        "services": {
+            "skills": {
+                "story": service_entry(story, stream=True, stream_min_confidence=min_confidence),
+                "tale": service_entry(services(fixed_skill("tale", "Something.", 0.3)).url),
+            },
+            "response_selectors": {"last": service_entry(services(last_index_selector()).url)},
+        }
+    }
+
+
+def test_a_skill_announcing_its_minimum_confidence_streams_and_answers(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(claiming_pipeline(services, 0.8))
+    json_reply = client.post("/", json={"user_id": "ann", "payload": "Tell me a story"}).json()
+    _, events = follow(client, "/", {"user_id": "bob", "payload": "Tell me a story"})
+    assert [d["text"] for k, d in events if k == "token"] == PIECES
+    answer = events[-1][1]
+    assert answer["active_skill"] == json_reply["active_skill"] == "story"
+    progress = {d["service"]: d["outcome"] for k, d in events if k == "progress"}
+    assert progress["last"] == "skipped"
+    stored = [
+        client.get(f"/api/dialogs/{reply['dialog_id']}").json() for reply in (json_reply, answer)
+    ]
+    assert comparable(stored[0]) == comparable(stored[1])
+    bot = stored[1]["utterances"][1]
+    assert bot["attributes"]["selector_reason"] == (
+        "story announced confidence 0.9, at least its stream_min_confidence 0.8"
+    )
+
+
+def test_below_its_minimum_the_selector_chooses_as_always(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(claiming_pipeline(services, 0.95))
+    _, events = follow(client, "/", {"user_id": "bob", "payload": "Tell me a story"})
+    assert "token" not in kinds(events)
+    assert events[-1][1]["active_skill"] == "tale"

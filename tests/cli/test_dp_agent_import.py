@@ -1,0 +1,129 @@
+"""`chorus import --from-dp-agent`: a database DeepPavlov Agent 2.2.0 wrote itself
+(tests/data/dp_agent, made by tools/dp_agent_fixture.py with dp-agent's own state manager)
+loaded into a MongoDB server, imported into each store, and read back through the agent's
+API in both of its views."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from bson import json_util
+from pymongo import MongoClient
+from typer.testing import CliRunner
+
+from agent.cli.main import app
+from skills.fallback.app import app as fallback_app
+from tests.conftest import AgentFactory, fresh_database, service_entry
+
+DUMP = Path(__file__).resolve().parent.parent / "data" / "dp_agent"
+COLLECTIONS = ("user", "bot", "dialog", "human_utterance", "bot_utterance")
+
+
+def dumped(name: str) -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = json_util.loads((DUMP / f"{name}.json").read_text())
+    return docs
+
+
+@pytest.fixture
+def dp_agent_db(mongodb_url: str) -> Iterator[str]:
+    """dp-agent's database, as dp-agent left it, on the session's MongoDB server."""
+    url = fresh_database(mongodb_url)
+    client: MongoClient[dict[str, Any]] = MongoClient(url)
+    db = client.get_default_database()
+    for name in COLLECTIONS:
+        db[name].insert_many(dumped(name))
+    yield url
+    client.drop_database(db.name)
+    client.close()
+
+
+def import_from(dp_agent_db: str, db_url: str) -> str:
+    result = CliRunner().invoke(app, ["import", "--from-dp-agent", dp_agent_db, "--db", db_url])
+    assert result.exit_code == 0, result.output
+    return " ".join(result.output.split())
+
+
+def test_dp_agents_dialogs_come_along_once_and_read_back_in_both_views(
+    dp_agent_db: str, db_url: str, services: Any, agent: AgentFactory
+) -> None:
+    assert "3 dialog(s) stored, 0 already there" in import_from(dp_agent_db, db_url)
+    assert "0 dialog(s) stored, 3 already there" in import_from(dp_agent_db, db_url)
+    client: httpx.Client = agent(
+        {"services": {"skills": {"fallback": service_entry(services(fallback_app).url)}}}
+    )
+    dialogs, humans, bots = dumped("dialog"), dumped("human_utterance"), dumped("bot_utterance")
+    closed, open_ann, open_bob = dialogs
+
+    ann = client.get("/api/user/ann").json()
+    assert [d["dialog_id"] for d in ann] == [closed["dialog_id"], open_ann["dialog_id"]]
+    first = ann[0]
+    in_order = sorted(
+        (u for u in [*humans, *bots] if u["_dialog_id"] == closed["_id"]),
+        key=lambda u: u["_in_dialog_id"],
+    )
+    assert [u["utt_id"] for u in first["utterances"]] == [u["utt_id"] for u in in_order]
+    assert [u["text"] for u in first["utterances"]] == [u["text"] for u in in_order]
+    hello = first["utterances"][0]
+    assert hello["annotations"] == in_order[0]["annotations"]
+    # Every field the skills returned; Chorus's model adds empty human_attributes and
+    # bot_attributes to a hypothesis that had none (issue 24 item 3 is about that).
+    for read, written in zip(hello["hypotheses"], in_order[0]["hypotheses"], strict=True):
+        assert {key: read[key] for key in written} == written
+    answer = first["utterances"][1]
+    assert answer["active_skill"] == in_order[1]["active_skill"]
+    assert answer["attributes"]["ratings"][0]["rating"] == 5
+    assert first["attributes"]["ratings"][0]["rating"] == "good"
+    assert first["date_finish"] is not None and ann[1]["date_finish"] is None
+    assert first["human"]["profile"]["name"] == "Ann"
+    assert first["human"]["attributes"] == {"greeted": True, "likes": ["music"]}
+
+    view = client.get(f"/api/dialogs/{first['dialog_id']}", params={"view": "dp-agent"}).json()
+    assert view["dialog_id"] == closed["dialog_id"] and view["_active"] == "False"
+    asked = [in_order[0]["utt_id"], in_order[2]["utt_id"]]
+    assert [u["utt_id"] for u in view["human_utterances"]] == asked
+    assert view["human"]["profile"]["income_per_year"] is None  # dp-agent's whole profile
+    assert view["human"]["user_external_id"] == "ann"
+
+    # The open dialogs stay open: the next message continues where dp-agent left off.
+    reply = client.post("/", json={"user_id": "ann", "payload": "still there?"}).json()
+    assert reply["dialog_id"] == open_ann["dialog_id"]
+    bob = client.get("/api/user/bob smith/1").json()
+    assert [d["dialog_id"] for d in bob] == [open_bob["dialog_id"]]
+    # dp-agent's utterance ids keep working for ratings.
+    rated = client.post("/rating/utterance", json={"utt_id": answer["utt_id"], "rating": "like"})
+    assert rated.status_code == 200, rated.text
+
+
+def test_a_database_that_is_not_dp_agents_is_refused(mongodb_url: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        [
+            "import",
+            "--from-dp-agent",
+            fresh_database(mongodb_url),
+            "--db",
+            f"sqlite:///{tmp_path}/x.db",
+        ],
+    )
+    assert result.exit_code == 2
+    assert "no 'dialog' collection" in " ".join(result.output.split())
+
+
+def test_a_dialog_dp_agent_stored_that_cannot_be_read_is_skipped_and_named(
+    dp_agent_db: str, tmp_path: Path
+) -> None:
+    """One utterance spoiled after dp-agent wrote it (a confidence that is no number): that
+    dialog is named and skipped, the others come along."""
+    client: MongoClient[dict[str, Any]] = MongoClient(dp_agent_db)
+    spoiled = dumped("dialog")[2]
+    client.get_default_database()["bot_utterance"].update_one(
+        {"_dialog_id": spoiled["_id"]}, {"$set": {"confidence": "high"}}
+    )
+    client.close()
+    output = import_from(dp_agent_db, f"sqlite:///{tmp_path}/chorus.db")
+    assert f"skipped dp-agent dialog {spoiled['dialog_id']}: could not convert" in output
+    assert "2 dialog(s) stored" in output

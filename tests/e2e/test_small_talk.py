@@ -1,0 +1,70 @@
+"""Ordinary first questions to the default bot (pipeline.json, no LLM), through the agent.
+
+Not the scripted first conversation (test_first_conversation.py) but what people ask a bot
+they just met about everything else: travel, pets, music, films, food, facts, its age. No
+phrasing here is an example of the persona's topics. Each answer must be on the topic asked
+(a question is never answered with a line about something else), the ones no skill of the
+default bot can know get the fallback's honest "I don't know" in varied words, and no line
+comes back in the conversation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from fastapi import FastAPI
+
+from tests.conftest import AgentFactory
+from tests.e2e.test_default_pipeline import say, shipped_pipeline
+from tests.support.servers import ServerThread
+
+#: (what the user says, the skill that must answer, the persona topic of the answer or "").
+SCRIPT: list[tuple[str, str, str]] = [
+    ("Hi there", "greeting", ""),
+    ("I'm Tom", "greeting", ""),
+    ("Do you like going abroad?", "smalltalk", "travel"),
+    ("How old were you last year?", "smalltalk", "age"),
+    ("What's the weather like in Paris?", "fallback", ""),
+    ("Could you tell me a random fact?", "smalltalk", "facts"),
+    ("What is the capital of France?", "fallback", ""),
+    ("I play the guitar in a band", "smalltalk", "music"),
+    ("Do you listen to jazz?", "smalltalk", "music"),
+    ("Do you own any animals?", "smalltalk", "pets"),
+    ("I love dogs", "smalltalk", "pets"),
+    ("Which films have you enjoyed recently?", "smalltalk", "movies"),
+    ("Where would you go if you could go anywhere?", "smalltalk", "travel"),
+    ("Teach me something I don't know", "smalltalk", "facts"),
+    ("Do you know how to bake?", "smalltalk", "cooking"),
+    ("Who won the world cup?", "fallback", ""),
+]
+MAX_FALLBACK_RATE = 0.2
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_ordinary_questions_get_answers_on_their_topic_and_no_line_twice(
+    agent: AgentFactory,
+    services: Callable[[FastAPI], ServerThread],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("LLM_BASE_URL", raising=False)  # as in `make run` without an endpoint
+    client = agent(shipped_pipeline(services))
+    answers = [say(client, text, user="tom") for text, _, _ in SCRIPT]
+    shown = "\n".join(
+        f"{text!r} -> [{a['active_skill']}] {a['response']!r}"
+        for (text, _, _), a in zip(SCRIPT, answers, strict=True)
+    )
+
+    (dialog,) = client.get("/api/user/tom").json()
+    asked = [u for u in dialog["utterances"] if u["speaker"] == "human"]  # with hypotheses
+    got = []
+    for answer, utterance in zip(answers, asked, strict=True):
+        topics = [
+            h.get("topic", "") for h in utterance["hypotheses"] if h["text"] == answer["response"]
+        ]
+        got.append((answer["active_skill"], topics[0] if topics else ""))
+    assert got == [(skill, topic) for _, skill, topic in SCRIPT], shown
+    responses = [a["response"] for a in answers]
+    assert len(set(responses)) == len(responses), shown
+    fallbacks = sum(a["active_skill"] == "fallback" for a in answers)
+    assert fallbacks / len(SCRIPT) <= MAX_FALLBACK_RATE, shown

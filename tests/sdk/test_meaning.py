@@ -1,0 +1,23 @@
+"""Similarity by meaning (agent.sdk.meaning): the packaged model, offline."""
+
+import numpy as np
+
+from agent.sdk import meaning
+
+
+def test_a_paraphrase_is_closer_in_meaning_than_a_question_sharing_its_words() -> None:
+    rows = meaning.embed(["what is your age", "how are you doing"])
+    age, how_are_you = meaning.similarities("How old are you?", rows)
+    assert age > how_are_you + 0.1  # "how ... are you" shares its words with the other
+
+
+def test_case_is_ignored() -> None:
+    rows = meaning.embed(["how are you?"])
+    assert meaning.similarities("HOW ARE YOU?", rows)[0] > 0.999
+
+
+def test_an_empty_text_is_close_to_nothing() -> None:
+    rows = meaning.embed(["", "hello"])
+    assert np.isfinite(rows).all() and not rows[0].any()
+    assert meaning.similarities("", rows).tolist() == [0.0, 0.0]
+    assert meaning.embed([]).shape == (0, 256)

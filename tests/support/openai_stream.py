@@ -1,0 +1,66 @@
+"""A local server speaking OpenAI's streamed chat completions (``stream: true``).
+
+The real endpoints are third-party cloud APIs (or a local Ollama, llama.cpp or vLLM the
+tests cannot assume), so the LLM skill's streaming is tested, and benchmarked, against
+this: ``POST /v1/chat/completions`` answers ``data: {chunk}`` events, one per token, at a
+fixed rate, then ``data: [DONE]``; a request without ``stream: true`` gets the whole
+completion as JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+
+
+def chunk(content: str | None, finish: str | None = None) -> dict[str, Any]:
+    delta = {} if content is None else {"content": content}
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "test-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+class StreamingOpenAI:
+    """Answers ``tokens`` one every ``interval`` seconds; records the request bodies.
+    ``fail_after``: the stream breaks (a chunk that is not JSON) after that many tokens."""
+
+    def __init__(
+        self, tokens: list[str], interval: float = 0.0, fail_after: int | None = None
+    ) -> None:
+        self.tokens = tokens
+        self.interval = interval
+        self.fail_after = fail_after
+        self.requests: list[dict[str, Any]] = []
+        self.app = FastAPI()
+        self.app.post("/v1/chat/completions")(self.complete)
+
+    async def complete(self, request: Request) -> Response:
+        body = await request.json()
+        self.requests.append(body)
+        if not body.get("stream"):
+            text = "".join(self.tokens)
+            return JSONResponse(
+                {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
+            )
+        return StreamingResponse(self._events(), media_type="text/event-stream")
+
+    async def _events(self) -> AsyncIterator[bytes]:
+        yield b"data: " + json.dumps(chunk(None)).encode() + b"\n\n"  # the role chunk
+        for index, token in enumerate(self.tokens):
+            if self.fail_after is not None and index == self.fail_after:
+                yield b"data: {broken\n\n"
+                return
+            if self.interval:
+                await asyncio.sleep(self.interval)  # the model's token rate
+            yield b"data: " + json.dumps(chunk(token)).encode() + b"\n\n"
+        yield b"data: " + json.dumps(chunk(None, "stop")).encode() + b"\n\n"
+        yield b"data: [DONE]\n\n"
