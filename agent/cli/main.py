@@ -40,12 +40,14 @@ def main() -> None:
     """Chorus command line."""
 
 
-app.command("eval")(eval_command)
-app.command("export")(backup.export_command)
-app.command("import")(backup.import_command)
-app.command("export-parlai")(export_command)
-app.command("chat")(chat_command)
-app.command("stats")(stats_command)
+# Short summaries for `chorus --help`: Click cuts a docstring's first sentence to the
+# width its longest command name leaves.
+app.command("eval", short_help="Replay a ParlAI dataset and score the answers.")(eval_command)
+app.command("export", short_help="Back up dialogs and users as JSON Lines.")(backup.export_command)
+app.command("import", short_help="Restore a backup, or dp-agent's dialogs.")(backup.import_command)
+app.command("export-parlai", short_help="Write stored dialogs as a ParlAI dataset.")(export_command)
+app.command("chat", short_help="Chat with a running agent in the terminal.")(chat_command)
+app.command("stats", short_help="Count the records of the agent's store.")(stats_command)
 app.add_typer(new_app, name="new")
 
 
@@ -128,12 +130,12 @@ def run(
         stack.stop(processes)
 
 
-@app.command()
+@app.command(short_help="Run a Telegram bot for a running agent.")
 def telegram() -> None:
-    """Run a Telegram bot for a running agent: long-polls the Bot API and answers each
-    message through the agent (CHORUS_TELEGRAM_TOKEN, CHORUS_TELEGRAM_AGENT_URL, ...).
+    """Run a Telegram bot for a running agent.
 
-    Ctrl-C stops it.
+    It long-polls the Telegram Bot API and answers each message through the agent; the
+    CHORUS_TELEGRAM_* settings configure it (docs/deployment.md). Ctrl-C stops it.
     """
     try:
         settings = load_telegram_settings()

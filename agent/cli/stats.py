@@ -28,9 +28,9 @@ async def _sizes(db_url: str) -> dict[str, int]:
 def stats_command(
     db_url: Annotated[
         str | None,
-        typer.Option(help="the store to count (default: CHORUS_DB_URL, as the agent reads it)"),
+        typer.Option(help="The store to count (default: CHORUS_DB_URL, as the agent reads it)."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="one JSON object")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Records per table (SQLite) or collection (MongoDB) of the agent's store. Opening
     the store brings it to the current schema version, as the agent does."""
