@@ -25,6 +25,11 @@ value) or ``except RuntimeError`` keep that base too.
      ├── StoreUnavailable             agent/store/base.py      the database is away: 503
      ├── StoreWriteRefused            agent/store/base.py      the database refused a document
      ├── LineTimeout                  agent/lines.py           the user's line did not move: 503
+     ├── TurnRunning                  agent/lines.py           a message of the user is being
+     │                                                         answered (double texting
+     │                                                         ``reject``): 409
+     ├── TurnInterrupted              agent/lines.py           a later message cancelled the
+     │                                                         turn (``interrupt``): 409
      ├── KeyInFlight                  agent/idempotency.py     the key's message is running: 409
      ├── KeyReused                    agent/idempotency.py     the key named another message: 422
      ├── KeySuperseded                agent/idempotency.py     the key's message was passed by a
@@ -33,8 +38,10 @@ value) or ``except RuntimeError`` keep that base too.
      ├── MessageOverwriteError [RuntimeError]  agent/message.py  a key written twice
      ├── BodyTooLarge [HTTPException] agent/api/limits.py      a request body too big: 413
      ├── DatasetError [ValueError]    agent/parlai/formats.py  a ParlAI dataset file is wrong
+     ├── BackupError                  agent/store/backup.py    a backup file cannot be read
      ├── ReplayError [RuntimeError]   agent/parlai/replay.py   the agent answered a replay badly
      ├── ChatError                    agent/cli/chat.py        ``chorus chat`` cannot go on
+     ├── TelegramError                agent/cli/telegram.py    the Bot API refused for good
      └── ScaffoldError                agent/cli/scaffold.py    ``chorus new`` cannot write
 
 The base lives in the service SDK, the lowest layer, because a service's container carries
