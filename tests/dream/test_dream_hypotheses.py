@@ -38,6 +38,9 @@ def config(services: Any, seen: Recorder) -> dict[str, Any]:
                     "dialog_formatter": f"{F}:full_dialog",
                     "response_formatter": f"{F}:simple",
                     "tags": ["selector"],
+                    # as in Dream's configs: the turn waits for the annotators (without
+                    # this the annotator races the turn's end, and its output may be lost)
+                    "previous_services": ["annotators"],
                 },
             },
             "skills": {
