@@ -121,17 +121,22 @@ class HttpConnector:
                         yield "end", output
                         return
                     yield kind, value
-        except TimeoutError:
-            raise ServiceTimeout(self.name, f"no answer within {self._timeout.total}s") from None
-        except aiohttp.ClientConnectorError as exc:
-            raise ServiceUnavailable(
-                self.name, f"cannot reach {self.url}: {exc.strerror or exc}", never_connected=True
-            ) from None
-        except aiohttp.ClientError as exc:
-            raise ServiceUnavailable(
-                self.name, f"connection to {self.url} failed: {exc or type(exc).__name__}"
-            ) from None
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise self._transport_error(exc) from None
         raise BadServiceResponse(self.name, "the streamed answer ended without its end line")
+
+    def _transport_error(self, exc: TimeoutError | aiohttp.ClientError) -> Exception:
+        """The service error for a call that failed on the way (no answer in time, no
+        connection, a broken one), whether its answer was read whole or streamed."""
+        if isinstance(exc, TimeoutError):
+            return ServiceTimeout(self.name, f"no answer within {self._timeout.total}s")
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            return ServiceUnavailable(
+                self.name, f"cannot reach {self.url}: {exc.strerror or exc}", never_connected=True
+            )
+        return ServiceUnavailable(
+            self.name, f"connection to {self.url} failed: {exc or type(exc).__name__}"
+        )
 
     async def post_json(self, payload: Any) -> Any:
         """POST any JSON and return the parsed answer (for other protocols)."""
@@ -148,16 +153,8 @@ class HttpConnector:
                 raw = await self._read_bounded(response)
                 status = response.status
                 broken_contract = CONTRACT_HEADER in response.headers
-        except TimeoutError:
-            raise ServiceTimeout(self.name, f"no answer within {self._timeout.total}s") from None
-        except aiohttp.ClientConnectorError as exc:
-            raise ServiceUnavailable(
-                self.name, f"cannot reach {self.url}: {exc.strerror or exc}", never_connected=True
-            ) from None
-        except aiohttp.ClientError as exc:
-            raise ServiceUnavailable(
-                self.name, f"connection to {self.url} failed: {exc or type(exc).__name__}"
-            ) from None
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise self._transport_error(exc) from None
         if broken_contract:
             raise BadServiceResponse(self.name, _contract_message(raw))
         if not 200 <= status < 300:
