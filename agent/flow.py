@@ -39,12 +39,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agent.dream.executor import DreamExecutor
 from agent.idempotency import IdempotencyKeys, KeySuperseded, Reply
 from agent.lines import TurnInterrupted, UserLines
 from agent.metrics import Metrics
 from agent.pipeline.config import DoubleTexting
-from agent.pipeline.executor import Executor, Turn, TurnResult
+from agent.pipeline.engine import TurnExecutor
+from agent.pipeline.executor import Turn, TurnResult
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance, Utterance
 from agent.store.base import Place, Store, StoreUnavailable, StoreWriteRefused, TurnStart
 from agent.telemetry import Telemetry, printable, turn_answered, turn_identified
@@ -85,7 +85,7 @@ class MessageFlow:
     def __init__(
         self,
         store: Store,
-        executor: Executor | DreamExecutor,
+        executor: TurnExecutor,
         channel_type: str,
         metrics: Metrics | None = None,
         lines: UserLines | None = None,

@@ -34,9 +34,8 @@ from agent.api.routes import (
     pipeline_info,
     ratings,
 )
-from agent.dream.graph import DreamPipeline
 from agent.dream.loading import load_any_pipeline
-from agent.pipeline.graph import Pipeline
+from agent.pipeline.engine import LoadedPipeline
 from agent.settings import Settings, load_settings
 from agent.telemetry import (
     Telemetry,
@@ -50,7 +49,7 @@ log = logging.getLogger("chorus")
 
 def _lifespan(
     settings: Settings,
-    pipeline: Pipeline | DreamPipeline,
+    pipeline: LoadedPipeline,
     telemetry: Telemetry,
     owns_telemetry: bool,
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
@@ -63,7 +62,7 @@ def _lifespan(
                 app.state.components = components
                 log.info(
                     "Chorus agent ready: %d services, store %s",
-                    len(pipeline.nodes),
+                    len(pipeline.service_names()),
                     settings.db_url.split("://")[0],
                 )
                 yield

@@ -23,17 +23,12 @@ import aiohttp
 
 from agent.api.readiness import Readiness
 from agent.connectors.http import make_http_client
-from agent.dream.connectors import make_dream_connectors
-from agent.dream.executor import DreamExecutor
-from agent.dream.graph import DreamPipeline
 from agent.flow import MessageFlow
 from agent.idempotency import IdempotencyKeys
 from agent.lifecycle import Sweeper
 from agent.lines import UserLines
 from agent.metrics import Metrics
-from agent.pipeline.connectors import make_batchers
-from agent.pipeline.executor import Executor
-from agent.pipeline.graph import Pipeline
+from agent.pipeline.engine import LoadedPipeline, TurnExecutor
 from agent.settings import Settings
 from agent.store import open_store
 from agent.store.base import Store
@@ -45,46 +40,19 @@ class Components:
     """The agent's parts, made once per app and shared by every request."""
 
     settings: Settings
-    pipeline: Pipeline | DreamPipeline
+    pipeline: LoadedPipeline
     store: Store
     client: aiohttp.ClientSession
-    executor: Executor | DreamExecutor
+    executor: TurnExecutor
     metrics: Metrics
     flow: MessageFlow
     readiness: Readiness
 
 
-def _executor(
-    settings: Settings,
-    pipeline: Pipeline | DreamPipeline,
-    client: aiohttp.ClientSession,
-    stack: AsyncExitStack,
-) -> Executor | DreamExecutor:
-    """The executor for the pipeline's format, its connectors closed with the stack."""
-    if isinstance(pipeline, DreamPipeline):
-        connectors = make_dream_connectors(pipeline, client)
-        for connector in {id(c): c for c in connectors.values()}.values():  # shared ones once
-            stack.push_async_callback(connector.aclose)
-        return DreamExecutor(
-            pipeline, connectors, settings.channel_type, limits=settings.storage_limits()
-        )
-    batchers = make_batchers(pipeline, client)
-    for batcher in batchers.values():
-        stack.push_async_callback(batcher.aclose)
-    return Executor(pipeline, batchers, limits=settings.storage_limits())
-
-
-def _service_names(pipeline: Pipeline | DreamPipeline) -> list[str]:
-    """Every service the pipeline may call, a dp-agent pipeline's fallbacks included."""
-    if isinstance(pipeline, DreamPipeline):
-        return [service.name for service in pipeline.all_services()]
-    return [node.name for node in pipeline]
-
-
 @asynccontextmanager
 async def assembled(
     settings: Settings,
-    pipeline: Pipeline | DreamPipeline,
+    pipeline: LoadedPipeline,
     telemetry: Telemetry,
     ready_services: dict[str, str],
 ) -> AsyncIterator[Components]:
@@ -98,12 +66,14 @@ async def assembled(
         stack.push_async_callback(store.close)
         client = make_http_client()
         stack.push_async_callback(client.close)
-        executor = _executor(settings, pipeline, client, stack)
+        executor = pipeline.executor(
+            client, stack, channel_type=settings.channel_type, limits=settings.storage_limits()
+        )
         keys = IdempotencyKeys(store, lease=settings.line_lease, keep_for=settings.key_retention)
         stack.push_async_callback(keys.aclose)
         lines = UserLines(store, lease=settings.line_lease, max_wait=settings.line_wait)
         stack.push_async_callback(lines.aclose)
-        metrics = Metrics(services=_service_names(pipeline))
+        metrics = Metrics(services=pipeline.service_names(fallbacks=True))
         sweeper = Sweeper(
             store,
             settings.retention(),

@@ -13,11 +13,10 @@ from starlette.requests import HTTPConnection
 
 from agent.api.composition import Components
 from agent.api.readiness import Readiness
-from agent.dream.graph import DreamPipeline
 from agent.flow import MessageFlow
 from agent.metrics import Metrics
 from agent.pipeline.config import DoubleTexting
-from agent.pipeline.graph import Pipeline
+from agent.pipeline.engine import LoadedPipeline
 from agent.settings import Settings
 from agent.store.base import Store
 
@@ -47,7 +46,7 @@ async def _metrics(components: ComponentsDep) -> Metrics:
     return components.metrics
 
 
-async def _pipeline(components: ComponentsDep) -> Pipeline | DreamPipeline:
+async def _pipeline(components: ComponentsDep) -> LoadedPipeline:
     return components.pipeline
 
 
@@ -97,6 +96,6 @@ IdempotencyKey = Annotated[str | None, Depends(_idempotency_key)]
 FlowDep = Annotated[MessageFlow, Depends(_flow)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 MetricsDep = Annotated[Metrics, Depends(_metrics)]
-PipelineDep = Annotated[Pipeline | DreamPipeline, Depends(_pipeline)]
+PipelineDep = Annotated[LoadedPipeline, Depends(_pipeline)]
 ReadinessDep = Annotated[Readiness, Depends(_readiness)]
 JsonBody = Depends(require_json)

@@ -15,9 +15,7 @@ import aiohttp
 from pydantic import BaseModel, Field
 
 from agent.connectors.probe import unreachable
-from agent.dream.config import HttpConnector as DreamHttpConnector
-from agent.dream.graph import DreamPipeline
-from agent.pipeline.graph import Pipeline
+from agent.pipeline.engine import LoadedPipeline
 from agent.store.base import Store, StoreUnavailable
 
 OK = "ok"
@@ -44,34 +42,19 @@ class ReadinessReport(BaseModel):
         )
 
 
-def required_services(pipeline: Pipeline | DreamPipeline, named: list[str]) -> dict[str, str]:
+def required_services(pipeline: LoadedPipeline, named: list[str]) -> dict[str, str]:
     """The URL of each service readiness waits for; a name not in the pipeline is an error
     (a typo would otherwise make readiness check nothing)."""
-    urls = _service_urls(pipeline)
-    names = [node.name for node in pipeline]
+    urls = pipeline.service_urls()
+    names = pipeline.service_names()
     unknown = sorted(set(named) - set(names))
     if unknown:
         raise ValueError(
             f"CHORUS_READY_SERVICES: {', '.join(unknown)} not in the pipeline "
             f"(services: {', '.join(names)})"
         )
-    required = {name for node in pipeline for name in node.requires} | set(named)
+    required = pipeline.required_names() | set(named)
     return {name: urls[name] for name in sorted(required) if name in urls}
-
-
-def _service_urls(pipeline: Pipeline | DreamPipeline) -> dict[str, str]:
-    """Each HTTP service's URL (a dp-agent service with several workers: the first)."""
-    if isinstance(pipeline, DreamPipeline):
-        return {
-            node.name: node.connector.urls[0]
-            for node in pipeline
-            if isinstance(node.connector, DreamHttpConnector)
-        }
-    return {
-        node.name: str(node.config.connector.url)
-        for node in pipeline
-        if node.config.connector.url is not None
-    }
 
 
 class Readiness:

@@ -11,9 +11,12 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
 
 from agent.dream.config import (
     Connector,
@@ -22,8 +25,15 @@ from agent.dream.config import (
     ParsedService,
     parse_dp_config,
 )
+from agent.dream.config import HttpConnector as HttpConnectorConfig
+from agent.metrics.services import ServiceStats
 from agent.pipeline.config import DoubleTexting, PipelineConfigError
 from agent.pipeline.graph import topological_order
+from agent.state.limits import StorageLimits
+
+if TYPE_CHECKING:
+    from agent.pipeline.engine import TurnExecutor
+    from agent.pipeline.info import PipelineInfo
 
 log = logging.getLogger("chorus.dream")
 
@@ -79,6 +89,48 @@ class DreamPipeline:
     def all_services(self) -> list[DreamService]:
         extra = [s for s in (self.last_chance, self.timeout) if s is not None]
         return [*self.nodes, *extra]
+
+    # -- what the layers above ask of any pipeline (agent.pipeline.engine.LoadedPipeline) --
+
+    def service_names(self, *, fallbacks: bool = False) -> list[str]:
+        services = self.all_services() if fallbacks else self.nodes
+        return [service.name for service in services]
+
+    def service_urls(self) -> dict[str, str]:
+        """An HTTP service's URL (one with several workers: the first)."""
+        return {
+            node.name: node.connector.urls[0]
+            for node in self.nodes
+            if isinstance(node.connector, HttpConnectorConfig)
+        }
+
+    def required_names(self) -> set[str]:
+        return {name for node in self.nodes for name in node.requires}
+
+    def describe(self, stats: ServiceStats) -> PipelineInfo:
+        # Imported here: the description's module reads this one's graph.
+        from agent.dream.info import describe_dream
+
+        return describe_dream(self, stats)
+
+    def executor(
+        self,
+        client: aiohttp.ClientSession,
+        closing: AsyncExitStack,
+        *,
+        channel_type: str,
+        limits: StorageLimits,
+    ) -> TurnExecutor:
+        """A :class:`~agent.dream.executor.DreamExecutor`; services naming one top-level
+        connector share it, and it is closed once."""
+        # Imported here: the executor and the connectors are built on this module's graph.
+        from agent.dream.connectors import make_dream_connectors
+        from agent.dream.executor import DreamExecutor
+
+        connectors = make_dream_connectors(self, client)
+        for connector in {id(c): c for c in connectors.values()}.values():
+            closing.push_async_callback(connector.aclose)
+        return DreamExecutor(self, connectors, channel_type, limits=limits)
 
 
 def import_dotted(ref: str, where: str, default_module: str | None = None) -> Any:

@@ -1,5 +1,8 @@
 """``CHORUS_PIPELINE`` may name a Chorus pipeline file or a dp-agent ``pipeline_conf.json``:
-the format is told by the content, and each is validated by its own model."""
+the format is told by the content, and each is validated by its own model.
+
+This is the one place that knows both kinds of pipeline: everything above it holds a
+:class:`~agent.pipeline.engine.LoadedPipeline` and asks it, never which kind it is."""
 
 from __future__ import annotations
 
@@ -12,11 +15,11 @@ from agent.dream.graph import (
     DEFAULT_FALLBACK,
     DEFAULT_TURN_TIMEOUT,
     DEFAULT_WINDOW,
-    DreamPipeline,
     build_dream_pipeline,
 )
 from agent.pipeline.config import PipelineConfigError, parse_pipeline_config
-from agent.pipeline.graph import Pipeline, build_pipeline
+from agent.pipeline.engine import LoadedPipeline
+from agent.pipeline.graph import build_pipeline
 
 
 def read_document(path: Path) -> object:
@@ -38,7 +41,7 @@ def load_any_pipeline(
     window: int = DEFAULT_WINDOW,
     turn_timeout: float = DEFAULT_TURN_TIMEOUT,
     fallback_response: str = DEFAULT_FALLBACK,
-) -> Pipeline | DreamPipeline:
+) -> LoadedPipeline:
     """The pipeline the file describes, in whichever format it is written; the dp-agent
     settings apply to a dp-agent file only (a Chorus file carries its own)."""
     data = read_document(path)

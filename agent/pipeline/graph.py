@@ -9,8 +9,13 @@ dependency, a cycle, two response selectors) is a :class:`PipelineConfigError`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+import aiohttp
+
+from agent.metrics.services import ServiceStats
 from agent.pipeline.config import (
     DoubleTexting,
     PipelineConfig,
@@ -18,6 +23,11 @@ from agent.pipeline.config import (
     ServiceConfig,
 )
 from agent.sdk.roles import ROLES, Role
+from agent.state.limits import StorageLimits
+
+if TYPE_CHECKING:
+    from agent.pipeline.engine import TurnExecutor
+    from agent.pipeline.info import PipelineInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +71,47 @@ class Pipeline:
     def history_window(self) -> int:
         """How many past utterances a turn must read: the widest service window."""
         return max((node.config.context_window for node in self.nodes), default=1)
+
+    # -- what the layers above ask of any pipeline (agent.pipeline.engine.LoadedPipeline) --
+
+    def service_names(self, *, fallbacks: bool = False) -> list[str]:
+        """Every service, in run order (a Chorus pipeline has no fallback services)."""
+        return [node.name for node in self.nodes]
+
+    def service_urls(self) -> dict[str, str]:
+        return {
+            node.name: str(node.config.connector.url)
+            for node in self.nodes
+            if node.config.connector.url is not None
+        }
+
+    def required_names(self) -> set[str]:
+        return {name for node in self.nodes for name in node.requires}
+
+    def describe(self, stats: ServiceStats) -> PipelineInfo:
+        # Imported here: the description's module reads this one's graph.
+        from agent.pipeline.info import describe
+
+        return describe(self, stats)
+
+    def executor(
+        self,
+        client: aiohttp.ClientSession,
+        closing: AsyncExitStack,
+        *,
+        channel_type: str,
+        limits: StorageLimits,
+    ) -> TurnExecutor:
+        """An :class:`~agent.pipeline.executor.Executor` with a batcher per service (the
+        channel plays no part in a Chorus pipeline's requests)."""
+        # Imported here: the executor and the connectors are built on this module's graph.
+        from agent.pipeline.connectors import make_batchers
+        from agent.pipeline.executor import Executor
+
+        batchers = make_batchers(self, client)
+        for batcher in batchers.values():
+            closing.push_async_callback(batcher.aclose)
+        return Executor(self, batchers, limits=limits)
 
 
 def _expand(

@@ -18,6 +18,7 @@ from agent.dream.dialog import CountedList
 from agent.dream.graph import DreamPipeline
 from agent.dream.loading import load_any_pipeline
 from agent.pipeline.config import PipelineConfigError
+from agent.pipeline.engine import LoadedPipeline
 from agent.pipeline.graph import Pipeline
 from tests.dream import services as dream
 from tests.dream.services import Recorder
@@ -48,7 +49,7 @@ BASE: dict[str, Any] = {
 }
 
 
-def load(tmp_path: Path, data: dict[str, Any]) -> Pipeline | DreamPipeline:
+def load(tmp_path: Path, data: dict[str, Any]) -> LoadedPipeline:
     path = tmp_path / "pipeline_conf.json"
     path.write_text(json.dumps(data))
     return load_any_pipeline(path)

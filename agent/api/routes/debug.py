@@ -79,7 +79,7 @@ def current_load(metrics: MetricsDep, pipeline: PipelineDep) -> CurrentLoad:
     in_flight = registry.get_sample_value("chorus_turns_in_flight") or 0.0
     turns = registry.get_sample_value("chorus_turn_seconds_count") or 0.0
     total = registry.get_sample_value("chorus_turn_seconds_sum") or 0.0
-    names = [node.name for node in pipeline.nodes]
+    names = pipeline.service_names()
     response_time = {"agent": total / turns if turns else 0.0}
     response_time.update(metrics.services.mean_seconds(names))
     return CurrentLoad(current_load={"agent": int(in_flight)}, response_time=response_time)

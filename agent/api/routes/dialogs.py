@@ -54,7 +54,7 @@ class DialogIdPage(BaseModel):
 
 
 def _pipeline_names(pipeline: PipelineDep) -> list[str]:
-    return [node.name for node in pipeline.nodes]
+    return pipeline.service_names()
 
 
 async def resolve_dialog_id(store: DialogStore, dialog_id: str) -> str | None:

@@ -1,212 +1,23 @@
 """``GET /api/pipeline``: the configured service graph and each service's live numbers.
 
-What the ``/pipeline`` page draws and polls. The graph comes with a layout (a column and a
-row per service: stages left to right, a service after those of its own stage it waits
-for) so the page only has to draw boxes, and with its Mermaid source for documents.
-Debug data (service URLs, error rates): it needs the reader's API key like the dialogs.
+What the ``/pipeline`` page draws and polls; the pipeline describes itself
+(:mod:`agent.pipeline.info`), whichever kind it is. Debug data (service URLs, error rates):
+it needs the reader's API key like the dialogs.
 """
 
 from __future__ import annotations
 
-from itertools import pairwise
-
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
 
 from agent.api.deps import MetricsDep, PipelineDep
 from agent.api.security import ReaderKey
-from agent.dream.graph import DreamPipeline
-from agent.metrics.services import ServiceStats, ServiceSummary
-from agent.pipeline.config import ServiceConfig
-from agent.pipeline.graph import Pipeline, ServiceNode
-from agent.sdk.roles import ROLES
+from agent.pipeline.info import PipelineInfo
 
 router = APIRouter(prefix="/api", tags=["pipeline"], dependencies=[ReaderKey])
-
-
-class ServiceInfo(BaseModel):
-    """One configured service, where the page draws it."""
-
-    name: str
-    group: str = Field(description="a Chorus group, or a dp-agent file's group name")
-    target: str = Field(description="the URL called (without credentials), or builtin:NAME")
-    timeout: float
-    batch_size: int
-    context_window: int
-    previous_services: list[str] = Field(
-        description="services it waits for by config (groups expanded); earlier stages are implied"
-    )
-    required_previous_services: list[str]
-    tags: list[str]
-    column: int
-    row: int
-
-
-class Stage(BaseModel):
-    """A non-empty group, in turn order, and the columns its services take."""
-
-    group: str
-    services: list[str]
-    first_column: int
-    last_column: int
-
-
-class Edge(BaseModel):
-    """``source`` must finish before ``target``; ``required``: or ``target`` is skipped."""
-
-    source: str
-    target: str
-    required: bool
-
-
-class DisabledInfo(BaseModel):
-    """A service the pipeline file lists but the agent does not call now."""
-
-    name: str
-    group: str
-    reason: str = Field(description='e.g. "requires_env: LLM_BASE_URL not set"')
-
-
-class PipelineInfo(BaseModel):
-    stages: list[Stage]
-    services: list[ServiceInfo]
-    disabled: list[DisabledInfo] = Field(
-        default_factory=list, description="listed in the file, off now (is_enabled, requires_env)"
-    )
-    edges: list[Edge]
-    mermaid: str = Field(description="the graph as a Mermaid flowchart")
-    turn_timeout: float
-    turns: int = Field(description="turns answered by this agent process")
-    stats: dict[str, ServiceSummary] = Field(
-        description="by service name; this agent process's calls since it started"
-    )
-
-
-def _target(config: ServiceConfig) -> str:
-    url = config.connector.url
-    if url is None:
-        return f"builtin:{config.connector.builtin}"
-    port = f":{url.port}" if url.port is not None else ""
-    return f"{url.scheme}://{url.host}{port}{url.path or ''}"
-
-
-def _expand(names: list[str], pipeline: Pipeline) -> list[str]:
-    """Service names, with a group name standing for its enabled services."""
-    found: list[str] = []
-    for name in names:
-        group = next((g for g in ROLES if g == name), None)
-        members = [n.name for n in pipeline.group(group)] if group else [name]
-        found.extend(m for m in members if m not in found)
-    return found
-
-
-def _edges(pipeline: Pipeline) -> list[Edge]:
-    edges: dict[tuple[str, str], Edge] = {}
-    for node in pipeline:
-        for source in _expand(node.config.previous_services, pipeline):
-            edges[source, node.name] = Edge(source=source, target=node.name, required=False)
-        for source in _expand(node.config.required_previous_services, pipeline):
-            edges[source, node.name] = Edge(source=source, target=node.name, required=True)
-    return list(edges.values())
-
-
-def _layout(pipeline: Pipeline, edges: list[Edge]) -> tuple[list[Stage], dict[str, int]]:
-    """Columns: one stage after another; within a stage, a service goes one column right
-    of the latest service of the same stage it waits for (the nodes are in dependency
-    order, so those are placed already)."""
-    waits_for: dict[str, list[str]] = {}
-    for edge in edges:
-        waits_for.setdefault(edge.target, []).append(edge.source)
-    group_of = {node.name: node.group for node in pipeline}
-    stages: list[Stage] = []
-    column: dict[str, int] = {}
-    next_column = 0
-    for group in ROLES:
-        nodes = pipeline.group(group)
-        if not nodes:
-            continue
-        for node in nodes:
-            same_stage = [column[s] for s in waits_for.get(node.name, []) if group_of[s] == group]
-            column[node.name] = max(same_stage, default=next_column - 1) + 1
-        last = max(column[n.name] for n in nodes)
-        stages.append(
-            Stage(
-                group=group,
-                services=[n.name for n in nodes],
-                first_column=next_column,
-                last_column=last,
-            )
-        )
-        next_column = last + 1
-    return stages, column
-
-
-def mermaid(stages: list[Stage], edges: list[Edge], ids: dict[str, str]) -> str:
-    """A flowchart: a subgraph per stage, an arrow from stage to stage, and the
-    configured waits (dotted; thick when required). Nodes get neutral ids (``s0``...)
-    so no service name can collide with Mermaid's keywords."""
-    lines = ["flowchart LR"]
-    for stage in stages:
-        lines.append(f"    subgraph {stage.group} [{stage.group}]")
-        lines.extend(f'        {ids[name]}["{name}"]' for name in stage.services)
-        lines.append("    end")
-    lines.extend(f"    {a.group} --> {b.group}" for a, b in pairwise(stages))
-    lines.extend(
-        f"    {ids[e.source]} {'==>' if e.required else '-.->'} {ids[e.target]}" for e in edges
-    )
-    return "\n".join(lines) + "\n"
-
-
-def _service(node: ServiceNode, column: int, row: int, pipeline: Pipeline) -> ServiceInfo:
-    config = node.config
-    return ServiceInfo(
-        name=node.name,
-        group=node.group,
-        target=_target(config),
-        timeout=config.connector.timeout,
-        batch_size=config.connector.batch_size,
-        context_window=config.context_window,
-        previous_services=_expand(config.previous_services, pipeline),
-        required_previous_services=_expand(config.required_previous_services, pipeline),
-        tags=config.tags,
-        column=column,
-        row=row,
-    )
-
-
-def describe(pipeline: Pipeline, stats: ServiceStats) -> PipelineInfo:
-    """The page's whole payload."""
-    edges = _edges(pipeline)
-    stages, columns = _layout(pipeline, edges)
-    nodes = {node.name: node for node in pipeline}
-    rows: dict[int, int] = {}
-    services = []
-    for stage in stages:
-        for name in stage.services:
-            row = rows[columns[name]] = rows.get(columns[name], -1) + 1
-            services.append(_service(nodes[name], columns[name], row, pipeline))
-    ids = {service.name: f"s{i}" for i, service in enumerate(services)}
-    return PipelineInfo(
-        stages=stages,
-        services=services,
-        disabled=[
-            DisabledInfo(name=d.name, group=d.group, reason=d.reason) for d in pipeline.disabled
-        ],
-        edges=edges,
-        mermaid=mermaid(stages, edges, ids),
-        turn_timeout=pipeline.turn_timeout,
-        turns=stats.turns,
-        stats=stats.summary(s.name for s in services),
-    )
 
 
 @router.get("/pipeline", response_model=PipelineInfo)
 async def get_pipeline(pipeline: PipelineDep, metrics: MetricsDep) -> PipelineInfo:
     """The service graph as configured, with each service's calls, p50/p95 latency,
     error rate and timeouts in this agent process."""
-    stats = metrics.services
-    if isinstance(pipeline, DreamPipeline):
-        from agent.api.routes.dream_info import describe_dream  # it imports this module
-
-        return describe_dream(pipeline, stats)
-    return describe(pipeline, stats)
+    return pipeline.describe(metrics.services)

@@ -1,6 +1,6 @@
-"""``GET /api/pipeline`` for a dp-agent (Dream) pipeline: the same payload as for a Chorus
-pipeline, laid out by dependency depth, since dp-agent orders services only by
-``previous_services`` (its groups are names, not stages).
+"""What ``GET /api/pipeline`` shows of a dp-agent (Dream) pipeline: the same payload as for a
+Chorus pipeline (:mod:`agent.pipeline.info`), laid out by dependency depth, since dp-agent
+orders services only by ``previous_services`` (its groups are names, not stages).
 
 A stage is one depth: every service in it waits only for services of earlier stages. It is
 labelled by the group most of its services belong to; the last-chance and timeout services
@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from agent.api.routes.pipeline_info import (
+from agent.dream.config import HttpConnector
+from agent.dream.graph import DreamPipeline, DreamService
+from agent.metrics.services import ServiceStats
+from agent.pipeline.info import (
     DisabledInfo,
     Edge,
     PipelineInfo,
@@ -19,9 +22,6 @@ from agent.api.routes.pipeline_info import (
     Stage,
     mermaid,
 )
-from agent.dream.config import HttpConnector
-from agent.dream.graph import DreamPipeline, DreamService
-from agent.metrics.services import ServiceStats
 
 
 def _target(service: DreamService) -> str:
