@@ -146,7 +146,7 @@ def overhead_ms(base: str, dialog_ids: set[str], latencies: list[float]) -> dict
                     continue
                 slowest: dict[str, float] = {}
                 for call in utterance["trace"]:
-                    slowest[call["group"]] = max(slowest.get(call["group"], 0.0), call["duration"])
+                    slowest[call["role"]] = max(slowest.get(call["role"], 0.0), call["duration"])
                 critical.append(sum(slowest.values()))
     service = median_ms(critical)
     turn = median_ms(latencies)

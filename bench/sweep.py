@@ -77,7 +77,7 @@ async def fill(store: Store, utterances: int, tag: str) -> None:
                 for k in range(3)
             ]
             said.trace = [
-                ServiceCall(service="s", group="skills", start=0, duration=0.01, outcome="ok")
+                ServiceCall(service="s", role="skills", start=0, duration=0.01, outcome="ok")
             ]
             said.errors = [ServiceFailure(service="e", kind="timeout", message="slow")]
             answer = BotUtterance(text="answer 2", active_skill="skill2", confidence=0.2)

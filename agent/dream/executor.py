@@ -61,10 +61,10 @@ class _Run:
         self.stored_bytes = 0
 
     def record(self, node: DreamService, start: float, outcome: Outcome) -> None:
-        self.trace.record(node.name, node.trace_group, start, outcome)
+        self.trace.record(node.name, node.role, start, outcome, dream_group=node.dream_group)
 
     def fail(self, node: DreamService, kind: FailureKind, message: str) -> None:
-        self.trace.fail(node.name, node.trace_group, kind, message)
+        self.trace.fail(node.name, node.role, kind, message)
 
 
 class DreamExecutor:
@@ -183,9 +183,9 @@ class DreamExecutor:
             skip = self._skip(run, node)
             if skip is not None:
                 run.status[node.name] = "skipped"
-                run.trace.skipped(node.name, node.trace_group, start, skip)
+                run.trace.skipped(node.name, node.role, start, skip, dream_group=node.dream_group)
                 return
-            with service_call_span(node.name, node.trace_group, run.state.utterance):
+            with service_call_span(node.name, node.role, run.state.utterance, node.dream_group):
                 await self._call(run, node, start)
             if "responder" in node.tags and run.status.get(node.name) == "ok":
                 run.responded.set()
@@ -216,7 +216,7 @@ class DreamExecutor:
             for ind, answer in enumerate(answers):
                 self._apply(run, node, answer, ind)
         run.status[node.name] = "ok" if end.failure is None else "failed"
-        run.trace.ended(node.name, node.trace_group, start, end)
+        run.trace.ended(node.name, node.role, start, end, dream_group=node.dream_group)
         return len(tasks) if end.failure is None else 0
 
     def _tasks(self, node: DreamService, dialog: dict[str, Any]) -> list[Any]:

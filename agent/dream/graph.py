@@ -29,7 +29,9 @@ from agent.dream.config import HttpConnector as HttpConnectorConfig
 from agent.metrics.services import ServiceStats
 from agent.pipeline.config import DoubleTexting, PipelineConfigError
 from agent.pipeline.graph import topological_order
+from agent.sdk.roles import ROLES
 from agent.state.limits import StorageLimits
+from agent.state.models import SERVICES_ROLE
 
 if TYPE_CHECKING:
     from agent.pipeline.engine import TurnExecutor
@@ -44,6 +46,14 @@ Formatter = Callable[..., Any]
 DEFAULT_WINDOW = 40
 DEFAULT_TURN_TIMEOUT = 10.0
 DEFAULT_FALLBACK = "Sorry, I don't have an answer for that right now."
+#: The role a dp-agent tag tells, for a service whose group is not a role's name; the
+#: last-chance and timeout services answer when the graph does not: ``fallbacks``.
+TAG_ROLES = (
+    ("selector", "skill_selectors"),
+    ("responder", "response_selectors"),
+    ("last_chance", "fallbacks"),
+    ("timeout", "fallbacks"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +62,8 @@ class DreamService:
 
     name: str
     label: str
-    group: str | None
+    #: dp-agent's group (the pipeline file's key it is under), None at the top level
+    dream_group: str | None
     connector: Connector
     connector_key: str
     dialog_formatter: Formatter | None
@@ -63,8 +74,13 @@ class DreamService:
     requires: frozenset[str]
 
     @property
-    def trace_group(self) -> str:
-        return self.group or "services"
+    def role(self) -> str:
+        """What the service is, as Chorus's roles name it: its group when that is a role's
+        name (Dream's own files group services so), else what its tags tell, else
+        ``services``. dp-agent's group itself is only a name (:attr:`dream_group`)."""
+        if self.dream_group in ROLES:
+            return self.dream_group
+        return next((role for tag, role in TAG_ROLES if tag in self.tags), SERVICES_ROLE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +280,7 @@ def _build(
         return DreamService(
             name=service.name,
             label=service.label,
-            group=service.group,
+            dream_group=service.group,
             connector=connector,
             connector_key=key,
             dialog_formatter=_formatter(

@@ -3,8 +3,8 @@ Chorus pipeline (:mod:`agent.pipeline.info`), laid out by dependency depth, sinc
 orders services only by ``previous_services`` (its groups are names, not stages).
 
 A stage is one depth: every service in it waits only for services of earlier stages. It is
-labelled by the group most of its services belong to; the last-chance and timeout services
-make the last stage, "fallbacks".
+labelled by the role most of its services play; the last-chance and timeout services make
+the last stage, "fallbacks".
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from agent.pipeline.info import (
     Stage,
     mermaid,
 )
+from agent.sdk.roles import ROLES
+from agent.state.models import SERVICES_ROLE
 
 
 def _target(service: DreamService) -> str:
@@ -46,11 +48,18 @@ def _depths(pipeline: DreamPipeline) -> dict[str, int]:
 
 
 def _label(stage: list[DreamService], fallbacks: bool) -> str:
-    """The group most of the stage's services belong to (the page has room for one)."""
+    """The role most of the stage's services play (the page has room for one)."""
     if fallbacks:
         return "fallbacks"
-    groups = [n.group for n in stage if n.group is not None]
-    return Counter(groups).most_common(1)[0][0] if groups else "services"
+    roles = [n.role for n in stage]
+    return Counter(roles).most_common(1)[0][0] if roles else SERVICES_ROLE
+
+
+def _disabled_role(name: str) -> tuple[str, str | None]:
+    """A disabled service is known by its name only (``group.service``): its group is a
+    role's name, or nothing says its role."""
+    group = name.rpartition(".")[0] or None
+    return (group if group in ROLES else SERVICES_ROLE), group
 
 
 def describe_dream(pipeline: DreamPipeline, stats: ServiceStats) -> PipelineInfo:
@@ -68,7 +77,7 @@ def describe_dream(pipeline: DreamPipeline, stats: ServiceStats) -> PipelineInfo
         label = _label(here, fallbacks=column == last and bool(extra))
         stages.append(
             Stage(
-                group=label,
+                role=label,
                 services=[n.name for n in here],
                 first_column=column,
                 last_column=column,
@@ -79,7 +88,8 @@ def describe_dream(pipeline: DreamPipeline, stats: ServiceStats) -> PipelineInfo
             services.append(
                 ServiceInfo(
                     name=node.name,
-                    group=node.group or "services",
+                    role=node.role,
+                    dream_group=node.dream_group,
                     target=_target(node),
                     timeout=getattr(config, "timeout", 0) or pipeline.turn_timeout,
                     batch_size=getattr(config, "batch_size", 1),
@@ -101,8 +111,9 @@ def describe_dream(pipeline: DreamPipeline, stats: ServiceStats) -> PipelineInfo
         stages=stages,
         services=services,
         disabled=[
-            DisabledInfo(name=name, group=name.rpartition(".")[0] or "services", reason=reason)
+            DisabledInfo(name=name, role=role, dream_group=group, reason=reason)
             for name, reason in pipeline.disabled.items()
+            for role, group in [_disabled_role(name)]
         ],
         edges=edges,
         mermaid=mermaid(stages, edges, ids),

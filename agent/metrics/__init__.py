@@ -60,7 +60,7 @@ class Metrics:
         self.call_seconds = Histogram(
             "chorus_service_call_seconds",
             "Service call latency, by service",
-            ["service", "group"],
+            ["service", "role"],
             buckets=_CALL_BUCKETS,
             registry=r,
         )
@@ -100,7 +100,7 @@ class Metrics:
         for call in result.utterance.trace:
             if call.outcome != "skipped":
                 service = self._label(call.service)
-                self.call_seconds.labels(service, call.group).observe(call.duration)
+                self.call_seconds.labels(service, call.role).observe(call.duration)
         for error in result.utterance.errors:
             service = self._label(error.service)
             self.errors.labels(service, error.kind).inc()

@@ -65,7 +65,12 @@ def contained(service: str, timeout_message: str) -> Iterator[CallEnd]:
 
 
 class TurnTrace:
-    """The utterance's trace and errors, written as the turn's calls end."""
+    """The utterance's trace and errors, written as the turn's calls end.
+
+    Each call is recorded with its service's ``role`` (what it is: ``annotators``,
+    ``skills``...; a dp-agent service's is told by its group and tags) and, for a dp-agent
+    pipeline, ``dream_group``: the group the pipeline file files it under, which is a name
+    only (it need not be a role)."""
 
     def __init__(self, utterance: HumanUtterance, clock: Callable[[], float]) -> None:
         self.utterance = utterance
@@ -73,40 +78,53 @@ class TurnTrace:
         self.started = clock()
 
     def record(
-        self, service: str, group: str, start: float, outcome: Outcome, batch: int = 1
+        self,
+        service: str,
+        role: str,
+        start: float,
+        outcome: Outcome,
+        batch: int = 1,
+        *,
+        dream_group: str | None = None,
     ) -> None:
         self.utterance.trace.append(
             ServiceCall(
                 service=service,
-                group=group,
+                role=role,
+                dream_group=dream_group,
                 start=start - self.started,
                 duration=self.clock() - start,
                 outcome=outcome,
                 batch_size=batch,
             )
         )
-        emit("progress", service=service, group=group, outcome=outcome)
+        where = {"dream_group": dream_group} if dream_group is not None else {}
+        emit("progress", service=service, role=role, **where, outcome=outcome)
 
-    def fail(self, service: str, group: str, kind: FailureKind, message: str) -> None:
-        self.add_failure(group, ServiceFailure(service=service, kind=kind, message=message))
+    def fail(self, service: str, role: str, kind: FailureKind, message: str) -> None:
+        self.add_failure(role, ServiceFailure(service=service, kind=kind, message=message))
 
-    def add_failure(self, group: str, failure: ServiceFailure) -> None:
+    def add_failure(self, role: str, failure: ServiceFailure) -> None:
         # The message quotes the service (its error body, its exception): kept on one line.
         log.warning(
             "service %s (%s): %s: %s",
             printable(failure.service),
-            group,
+            role,
             failure.kind,
             printable(failure.message),
         )
         self.utterance.errors.append(failure)
 
-    def skipped(self, service: str, group: str, start: float, skip: Skip) -> None:
+    def skipped(
+        self, service: str, role: str, start: float, skip: Skip, *, dream_group: str | None = None
+    ) -> None:
         if skip.failure:
-            self.fail(service, group, "skipped", skip.reason)
-        self.record(service, group, start, "skipped")
+            self.fail(service, role, "skipped", skip.reason)
+        self.record(service, role, start, "skipped", dream_group=dream_group)
 
-    def ended(self, service: str, group: str, start: float, end: CallEnd) -> None:
+    def ended(
+        self, service: str, role: str, start: float, end: CallEnd, *, dream_group: str | None = None
+    ) -> None:
         if end.failure is not None:
-            self.add_failure(group, end.failure)
-        self.record(service, group, start, end.outcome, end.batch)
+            self.add_failure(role, end.failure)
+        self.record(service, role, start, end.outcome, end.batch, dream_group=dream_group)

@@ -126,7 +126,7 @@ class _Run:
         #: The skills the selectors decide about (None: every skill).
         self.decided: set[str] | None = set()
         self.selection: Selection | None = None
-        self.skill_order = {n.name: i for i, n in enumerate(pipeline.group("skills"))}
+        self.skill_order = {n.name: i for i, n in enumerate(pipeline.services_of("skills"))}
         self.limits = limits or TurnLimits(StorageLimits())
         self.stored_bytes = 0
         turn.utterance.annotations = Message(turn.utterance.annotations)
@@ -173,8 +173,8 @@ class Executor:
         self._clock = clock
         self._limits = TurnLimits(limits or StorageLimits())
         # Response annotators run on the chosen answer, after everything else.
-        self._before_answer = [n for n in pipeline if n.group != "response_annotators"]
-        self._after_answer = pipeline.group("response_annotators")
+        self._before_answer = [n for n in pipeline if n.role != "response_annotators"]
+        self._after_answer = pipeline.services_of("response_annotators")
 
     async def run(self, turn: Turn) -> TurnResult:
         run = _Run(turn, self.pipeline, self._clock, self._limits)
@@ -216,18 +216,18 @@ class Executor:
             start = self._clock()
             skip = self._skip(run, node)
             if skip is not None:
-                run.trace.skipped(node.name, node.group, start, skip)
+                run.trace.skipped(node.name, node.role, start, skip)
                 return
-            with service_call_span(node.name, node.group, run.utterance):
+            with service_call_span(node.name, node.role, run.utterance):
                 await self._call(run, node, start)
         except asyncio.CancelledError:
             run.trace.fail(
                 node.name,
-                node.group,
+                node.role,
                 "timeout",
                 f"turn deadline of {self.pipeline.turn_timeout}s reached",
             )
-            run.trace.record(node.name, node.group, start, "timeout")
+            run.trace.record(node.name, node.role, start, "timeout")
             raise
         finally:
             run.done[node.name].set()
@@ -240,17 +240,17 @@ class Executor:
                 f"required service(s) {', '.join(sorted(failed))} gave no output", failure=True
             )
         if (
-            node.group == "skills"
+            node.role == "skills"
             and run.selected
             and node.name not in run.selected
             and (run.decided is None or node.name in run.decided)
         ):
             return Skip("not chosen by the skill selector")
-        if node.group in ("candidate_annotators", "response_selectors") and not (
+        if node.role in ("candidate_annotators", "response_selectors") and not (
             run.utterance.hypotheses
         ):
             return Skip("no hypotheses")
-        if node.group == "response_selectors" and self._claimed(run) is not None:
+        if node.role == "response_selectors" and self._claimed(run) is not None:
             return Skip("a streaming skill's announced confidence chose the answer")
         return None
 
@@ -266,7 +266,7 @@ class Executor:
             self._apply(run, node, output, view)
         if end.failure is None:
             run.ok.add(node.name)
-        run.trace.ended(node.name, node.group, start, end)
+        run.trace.ended(node.name, node.role, start, end)
 
     async def _streamed(self, run: _Run, node: ServiceNode, view: DialogView) -> Any:
         """A streaming skill's output, called alone (never batched); its tokens go to the
@@ -317,7 +317,7 @@ class Executor:
         is none); its ``stream_min_confidence`` can make it so later (:meth:`_claims`).
         Its answer can still be lost (the skill fails, a required service skips it): the
         final answer, not the tokens, is what was stored."""
-        others = [n for n in self.pipeline.group("skills") if n.name != node.name]
+        others = [n for n in self.pipeline.services_of("skills") if n.name != node.name]
         return all(self._skip(run, other) is not None for other in others)
 
     def _apply(self, run: _Run, node: ServiceNode, output: Any, view: DialogView) -> None:
@@ -326,9 +326,9 @@ class Executor:
         utterance = run.utterance
         run.stored_bytes = self._limits.charge(node.name, output, run.stored_bytes)
         try:
-            if node.group == "annotators":
+            if node.role == "annotators":
                 utterance.annotations[node.name] = output
-            elif node.group == "skill_selectors":
+            elif node.role == "skill_selectors":
                 chosen = outputs.selected_skills(node.name, output)
                 run.selected.update(chosen.skills)
                 run.decided = (
@@ -339,19 +339,19 @@ class Executor:
                 utterance.skill_selection.append(
                     SkillSelectorDecision(selector=node.name, **chosen.model_dump())
                 )
-            elif node.group == "skills":
+            elif node.role == "skills":
                 utterance.hypotheses.extend(outputs.skill_hypotheses(node.name, output))
                 utterance.hypotheses.sort(key=lambda h: run.skill_order[h.skill_name])
-            elif node.group == "candidate_annotators":
+            elif node.role == "candidate_annotators":
                 shown = view.human_utterance.hypotheses
                 notes = outputs.candidate_annotations(node.name, output, len(shown))
                 for hypothesis, note in zip(utterance.hypotheses, notes, strict=False):
                     slot = Message(hypothesis.annotations)
                     slot[node.name] = note
                     hypothesis.annotations = slot
-            elif node.group == "response_selectors":
+            elif node.role == "response_selectors":
                 run.selection = outputs.selection(node.name, output, len(utterance.hypotheses))
-            elif node.group == "response_annotators":
+            elif node.role == "response_annotators":
                 assert run.bot_utterance is not None
                 run.bot_utterance.annotations[node.name] = output
         except MessageOverwriteError as exc:
@@ -374,7 +374,7 @@ class Executor:
             run.selection = self._claimed(run)
         if run.selection is None:
             run.selection = highest_confidence([h.confidence for h in hypotheses])
-            if self.pipeline.group("response_selectors"):
+            if self.pipeline.services_of("response_selectors"):
                 run.selection.reason = f"selector gave no choice; {run.selection.reason}"
         chosen = hypotheses[run.selection.index]
         return BotUtterance(

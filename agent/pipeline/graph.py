@@ -35,7 +35,7 @@ class ServiceNode:
     """A service as the executor runs it."""
 
     name: str
-    group: Role
+    role: Role
     config: ServiceConfig
     depends_on: frozenset[str]
     requires: frozenset[str]
@@ -47,7 +47,7 @@ class DisabledService:
     ``/pipeline`` can show it as off instead of hiding it."""
 
     name: str
-    group: Role
+    role: Role
     reason: str
 
 
@@ -61,8 +61,8 @@ class Pipeline:
     disabled: tuple[DisabledService, ...] = ()
     double_texting: DoubleTexting = "enqueue"
 
-    def group(self, group: Role) -> list[ServiceNode]:
-        return [node for node in self.nodes if node.group == group]
+    def services_of(self, role: Role) -> list[ServiceNode]:
+        return [node for node in self.nodes if node.role == role]
 
     def __iter__(self) -> Iterator[ServiceNode]:
         return iter(self.nodes)

@@ -24,7 +24,13 @@ class ServiceInfo(BaseModel):
     """One configured service, where the page draws it."""
 
     name: str
-    group: str = Field(description="a Chorus group, or a dp-agent file's group name")
+    role: str = Field(
+        description="what the service is (annotators, skills...); a dp-agent service's as "
+        "its group and tags tell, else services"
+    )
+    dream_group: str | None = Field(
+        default=None, description="a dp-agent service's group in the pipeline file"
+    )
     target: str = Field(description="the URL called (without credentials), or builtin:NAME")
     timeout: float
     batch_size: int
@@ -39,9 +45,10 @@ class ServiceInfo(BaseModel):
 
 
 class Stage(BaseModel):
-    """A non-empty group, in turn order, and the columns its services take."""
+    """A column range of the graph: a Chorus pipeline's non-empty role, in turn order; a
+    dp-agent pipeline's dependency depth, named by the role most of its services play."""
 
-    group: str
+    role: str
     services: list[str]
     first_column: int
     last_column: int
@@ -59,7 +66,8 @@ class DisabledInfo(BaseModel):
     """A service the pipeline file lists but the agent does not call now."""
 
     name: str
-    group: str
+    role: str
+    dream_group: str | None = None
     reason: str = Field(description='e.g. "requires_env: LLM_BASE_URL not set"')
 
 
@@ -87,11 +95,11 @@ def _target(config: ServiceConfig) -> str:
 
 
 def _expand(names: list[str], pipeline: Pipeline) -> list[str]:
-    """Service names, with a group name standing for its enabled services."""
+    """Service names, with a role's name standing for its enabled services."""
     found: list[str] = []
     for name in names:
-        group = next((g for g in ROLES if g == name), None)
-        members = [n.name for n in pipeline.group(group)] if group else [name]
+        role = next((r for r in ROLES if r == name), None)
+        members = [n.name for n in pipeline.services_of(role)] if role else [name]
         found.extend(m for m in members if m not in found)
     return found
 
@@ -113,21 +121,21 @@ def _layout(pipeline: Pipeline, edges: list[Edge]) -> tuple[list[Stage], dict[st
     waits_for: dict[str, list[str]] = {}
     for edge in edges:
         waits_for.setdefault(edge.target, []).append(edge.source)
-    group_of = {node.name: node.group for node in pipeline}
+    role_of = {node.name: node.role for node in pipeline}
     stages: list[Stage] = []
     column: dict[str, int] = {}
     next_column = 0
-    for group in ROLES:
-        nodes = pipeline.group(group)
+    for role in ROLES:
+        nodes = pipeline.services_of(role)
         if not nodes:
             continue
         for node in nodes:
-            same_stage = [column[s] for s in waits_for.get(node.name, []) if group_of[s] == group]
+            same_stage = [column[s] for s in waits_for.get(node.name, []) if role_of[s] == role]
             column[node.name] = max(same_stage, default=next_column - 1) + 1
         last = max(column[n.name] for n in nodes)
         stages.append(
             Stage(
-                group=group,
+                role=role,
                 services=[n.name for n in nodes],
                 first_column=next_column,
                 last_column=last,
@@ -143,10 +151,10 @@ def mermaid(stages: list[Stage], edges: list[Edge], ids: dict[str, str]) -> str:
     so no service name can collide with Mermaid's keywords."""
     lines = ["flowchart LR"]
     for stage in stages:
-        lines.append(f"    subgraph {stage.group} [{stage.group}]")
+        lines.append(f"    subgraph {stage.role} [{stage.role}]")
         lines.extend(f'        {ids[name]}["{name}"]' for name in stage.services)
         lines.append("    end")
-    lines.extend(f"    {a.group} --> {b.group}" for a, b in pairwise(stages))
+    lines.extend(f"    {a.role} --> {b.role}" for a, b in pairwise(stages))
     lines.extend(
         f"    {ids[e.source]} {'==>' if e.required else '-.->'} {ids[e.target]}" for e in edges
     )
@@ -157,7 +165,7 @@ def _service(node: ServiceNode, column: int, row: int, pipeline: Pipeline) -> Se
     config = node.config
     return ServiceInfo(
         name=node.name,
-        group=node.group,
+        role=node.role,
         target=_target(config),
         timeout=config.connector.timeout,
         batch_size=config.connector.batch_size,
@@ -186,7 +194,7 @@ def describe(pipeline: Pipeline, stats: ServiceStats) -> PipelineInfo:
         stages=stages,
         services=services,
         disabled=[
-            DisabledInfo(name=d.name, group=d.group, reason=d.reason) for d in pipeline.disabled
+            DisabledInfo(name=d.name, role=d.role, reason=d.reason) for d in pipeline.disabled
         ],
         edges=edges,
         mermaid=mermaid(stages, edges, ids),

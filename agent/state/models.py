@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from agent.sdk.models import JsonDict
+from agent.sdk.roles import ROLES
 
 log = logging.getLogger("chorus.state")
 
@@ -174,15 +175,57 @@ FALLBACK_SKILL = "fallback_response"
 FailureKind = Literal["timeout", "unavailable", "bad_status", "bad_response", "refused", "skipped"]
 
 
+#: The role of a dp-agent service that nothing (group, tags) says more about.
+SERVICES_ROLE = "services"
+
+
+def split_stored_group(group: str) -> tuple[str, str | None]:
+    """``(role, dream_group)`` for a trace entry written with ``group`` (schema 5 on SQLite,
+    3 on MongoDB, and an agent of that release still running during a rolling upgrade).
+
+    ``group`` was a Chorus service's role, or a dp-agent service's group name (``services``
+    when it had none). A role's name is kept as the role (a dp-agent group of that name
+    played that role too); any other name can only be a dp-agent group, whose role the
+    stored entry does not tell: ``services``."""
+    if group in ROLES or group == SERVICES_ROLE:
+        return group, None
+    return SERVICES_ROLE, group
+
+
+def call_with_role(call: Any) -> Any:
+    """A stored trace entry as this release writes it: ``group`` replaced by ``role`` and
+    ``dream_group`` (:func:`split_stored_group`); anything else as it is. What the store
+    migrations write, and how a read takes an entry an older agent wrote."""
+    if not isinstance(call, dict) or "group" not in call:
+        return call
+    renamed = {key: value for key, value in call.items() if key != "group"}
+    if "role" not in renamed:
+        renamed["role"], renamed["dream_group"] = split_stored_group(str(call["group"]))
+    return renamed
+
+
 class ServiceCall(BaseModel):
     """One service's part in a turn: the turn's trace, read by tests and the inspector."""
 
     service: str
-    group: str
+    role: str = Field(
+        description="what the service is: annotators, skills... (a Chorus pipeline's "
+        "roles); a dp-agent service's as its group and tags tell, else services"
+    )
+    dream_group: str | None = Field(
+        default=None, description="the dp-agent group the pipeline file files it under"
+    )
     start: float = Field(description="seconds since the turn's pipeline started")
     duration: float = Field(description="seconds the call took")
     outcome: Outcome
     batch_size: int = 1
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_group(cls, data: Any) -> Any:
+        """A trace entry written by the previous release, with ``group``, reads as
+        :func:`split_stored_group` says."""
+        return call_with_role(data)
 
 
 class ServiceFailure(BaseModel):

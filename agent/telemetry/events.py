@@ -9,7 +9,8 @@ inside :meth:`TurnEvents.listen` and reads them from the same object, in order.
 The kinds (docs/api.md has the wire form):
 
 - ``accepted``: the human utterance is stored (``dialog_id``, ``utt_id``);
-- ``progress``: one service's call ended (``service``, ``group``, ``outcome``);
+- ``progress``: one service's call ended (``service``, ``role``, ``outcome``, and in a
+  dp-agent pipeline ``dream_group`` when its service has one);
 - ``token``: a piece of the answer's text, from a skill whose answer is certain to be
   chosen (``text``, ``skill``);
 - ``answer`` / ``error``: the channel's own last event, the reply or the failure.

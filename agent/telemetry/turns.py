@@ -159,7 +159,7 @@ def turn_answered(bot_utt_id: str, active_skill: str | None, outcome: str, error
 
 
 def service_call_span(
-    service: str, group: str, utterance: HumanUtterance
+    service: str, role: str, utterance: HumanUtterance, dream_group: str | None = None
 ) -> AbstractContextManager[None]:
     """A child span of the turn around one service call. Its attributes are read from what
     the executor recorded for the call (the :class:`ServiceCall` and any
@@ -167,19 +167,22 @@ def service_call_span(
     scope = _scope.get()
     if scope is None or scope.tracer is None:
         return _NULL
-    return _service_call(scope.tracer, service, group, utterance)
+    attributes = {"chorus.service": service, "chorus.role": role}
+    if dream_group is not None:
+        attributes["chorus.dream_group"] = dream_group
+    return _service_call(scope.tracer, service, attributes, utterance)
 
 
 @contextmanager
 def _service_call(
-    tracer: Tracer, service: str, group: str, utterance: HumanUtterance
+    tracer: Tracer, service: str, attributes: dict[str, str], utterance: HumanUtterance
 ) -> Iterator[None]:
     with tracer.start_as_current_span(
         f"call {service}",
         kind=SpanKind.CLIENT,
         record_exception=False,
         set_status_on_exception=False,
-        attributes={"chorus.service": service, "chorus.group": group},
+        attributes=attributes,
     ) as span:
         try:
             yield

@@ -57,11 +57,11 @@ def test_a_turn_stores_annotations_hypotheses_and_the_chosen_answer(
     assert bot["text"] == reply["response"]
     assert "greeting had the highest confidence" in bot["attributes"]["selector_reason"]
     assert dialog["human"]["user_external_id"] == "alice"
-    assert {c["service"] for c in human["trace"]} == {
-        "tokens",
-        "greeting",
-        "fallback",
-        "confidence",
+    assert {(c["service"], c["role"], c["dream_group"]) for c in human["trace"]} == {
+        ("tokens", "annotators", None),
+        ("greeting", "skills", None),
+        ("fallback", "skills", None),
+        ("confidence", "response_selectors", None),
     }
 
 

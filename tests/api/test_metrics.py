@@ -51,7 +51,7 @@ def test_metrics_count_turns_errors_timeouts_and_fallbacks(
     assert values[("chorus_service_errors_total", (("kind", "timeout"), ("service", "slow")))] == 3
     assert values[("chorus_service_timeouts_total", (("service", "slow"),))] == 3
     assert (
-        values[("chorus_service_call_seconds_count", (("group", "skills"), ("service", "good")))]
+        values[("chorus_service_call_seconds_count", (("role", "skills"), ("service", "good")))]
         == 3
     )
     assert values[("chorus_fallback_answers_total", ())] == 0

@@ -90,7 +90,7 @@ def test_pages_stay_out_of_the_api_schema(services: Any, agent: AgentFactory) ->
 
 def test_the_pipeline_is_described_stage_by_stage(services: Any, agent: AgentFactory) -> None:
     info = agent(pipeline(services)).get("/api/pipeline").json()
-    assert [s["group"] for s in info["stages"]] == ["annotators", "skills", "response_selectors"]
+    assert [s["role"] for s in info["stages"]] == ["annotators", "skills", "response_selectors"]
     by_name = {s["name"]: s for s in info["services"]}
     assert set(by_name) == {
         "first",
@@ -100,6 +100,15 @@ def test_the_pipeline_is_described_stage_by_stage(services: Any, agent: AgentFac
         "broken",
         "slow",
         "confidence",
+    }
+    assert {(s["name"], s["role"], s["dream_group"]) for s in info["services"]} == {
+        ("first", "annotators", None),
+        ("second", "annotators", None),
+        ("greeting", "skills", None),
+        ("fallback", "skills", None),
+        ("broken", "skills", None),
+        ("slow", "skills", None),
+        ("confidence", "response_selectors", None),
     }
     assert by_name["second"]["previous_services"] == ["first"]
     assert by_name["slow"]["timeout"] == 0.2
@@ -212,6 +221,11 @@ def test_a_disabled_service_is_shown_as_disabled_with_why(
     info = agent(config).get("/api/pipeline").json()
     assert {s["name"] for s in info["services"]}.isdisjoint({"llm", "retired"})
     assert info["disabled"] == [
-        {"name": "llm", "group": "skills", "reason": "requires_env: LLM_BASE_URL not set"},
-        {"name": "retired", "group": "skills", "reason": "is_enabled: false"},
+        {
+            "name": "llm",
+            "role": "skills",
+            "dream_group": None,
+            "reason": "requires_env: LLM_BASE_URL not set",
+        },
+        {"name": "retired", "role": "skills", "dream_group": None, "reason": "is_enabled: false"},
     ]

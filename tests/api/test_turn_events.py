@@ -72,8 +72,13 @@ def test_the_events_end_with_the_json_reply_and_without_the_header_nothing_chang
     assert kinds(events)[0] == "accepted" and kinds(events)[-1] == "answer"
     accepted, answer = events[0][1], events[-1][1]
     progress = [data for kind, data in events if kind == "progress"]
-    assert {p["service"] for p in progress} == {"tokens", "greeting", "fallback", "confidence"}
-    assert all(p["outcome"] == "ok" for p in progress)
+    assert {p["service"]: p["role"] for p in progress} == {
+        "tokens": "annotators",
+        "greeting": "skills",
+        "fallback": "skills",
+        "confidence": "response_selectors",
+    }
+    assert all(p["outcome"] == "ok" and set(p) == {"service", "role", "outcome"} for p in progress)
     assert set(answer) == set(plain.json())
     expected = {**plain.json(), "user_id": "bob"}
     assert {k: answer[k] for k in ("response", "active_skill", "user_id")} == {

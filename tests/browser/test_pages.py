@@ -125,8 +125,8 @@ def test_pipeline_page_shows_every_service_and_live_numbers(
         expect(page.locator(f'#stats tr[data-service="{name}"] [data-field="calls"]')).to_have_text(
             "1"
         )
-    for group in SERVICES:
-        expect(page.locator(f'svg g.stage[data-group="{group}"]')).to_be_visible()
+    for role in SERVICES:
+        expect(page.locator(f'svg g.stage[data-role="{role}"]')).to_be_visible()
     broken = page.locator('#stats tr[data-service="broken"]')
     expect(broken.locator('[data-field="error_rate"]')).to_have_text("100%")
     expect(page.locator('svg g.node[data-service="broken"]')).to_have_class(

@@ -229,23 +229,51 @@ def test_a_dream_config_using_every_key_runs_unchanged(services: Any, agent: Age
     assert traced["skills.not_chosen"] == "skipped"
     assert traced["response_annotators.untouched"] == "skipped"
     assert "annotators.switched_off" not in traced
+    # role: the group when it is a role's name, else what the tags say, else "services";
+    # dream_group: the file's group, a name only.
+    roles = {c["service"]: (c["role"], c["dream_group"]) for c in human["trace"]}
+    assert {name: roles[name] for name in roles if name != "last_chance_service"} == {
+        "annotators.spelling": ("annotators", "annotators"),
+        "annotators.prev_bot_len": ("annotators", "annotators"),
+        "skill_selectors.rule_based_selector": ("skill_selectors", "skill_selectors"),
+        "skills.counter": ("skills", "skills"),
+        "skills.eliza": ("skills", "skills"),
+        "skills.not_chosen": ("skills", "skills"),
+        "candidate_annotators.hyp_len": ("candidate_annotators", "candidate_annotators"),
+        "candidate_annotators.hyp_len_batch": ("candidate_annotators", "candidate_annotators"),
+        "response_selectors.response_selector": ("response_selectors", "response_selectors"),
+        "response_annotator_selectors": ("skill_selectors", None),
+        "response_annotators.bot_len": ("response_annotators", "response_annotators"),
+        "response_annotators.untouched": ("response_annotators", "response_annotators"),
+        "post.shout": ("services", "post"),
+        "post.saver": ("response_selectors", "post"),
+    }
     assert human["errors"] == []
     # the /pipeline page's data: stages by dependency depth, the fallbacks last
     info = client.get("/api/pipeline").json()
-    assert [s["group"] for s in info["stages"]][:3] == ["annotators", "skill_selectors", "skills"]
+    assert [s["role"] for s in info["stages"]][:3] == ["annotators", "skill_selectors", "skills"]
     fallbacks = info["stages"][-1]
-    assert (fallbacks["group"], fallbacks["services"]) == (
+    assert (fallbacks["role"], fallbacks["services"]) == (
         "fallbacks",
         ["last_chance_service", "timeout_service"],
     )
     by_name = {s["name"]: s for s in info["services"]}
     assert by_name["skills.counter"]["required_previous_services"] == ["annotators.spelling"]
+    placed = {name: (s["role"], s["dream_group"]) for name, s in by_name.items()}
+    assert placed["post.shout"] == ("services", "post")
+    assert placed["post.saver"] == ("response_selectors", "post")
+    assert placed["last_chance_service"] == ("fallbacks", None)
     assert by_name["response_annotator_selectors"]["target"] == (
         "python:tests.dream.connectors:AnnotatorChooser"
     )
     assert info["stats"]["skills.counter"]["calls"] == 1
     assert info["disabled"] == [
-        {"name": "annotators.switched_off", "group": "annotators", "reason": "is_enabled: false"}
+        {
+            "name": "annotators.switched_off",
+            "role": "annotators",
+            "dream_group": "annotators",
+            "reason": "is_enabled: false",
+        }
     ]
 
     second = say(client, "And again")

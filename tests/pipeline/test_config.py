@@ -165,7 +165,7 @@ def test_a_missing_file_is_named(tmp_path: Path) -> None:
 
 def test_the_shipped_pipeline_is_valid() -> None:
     pipeline = build_pipeline(load_pipeline_config(Path("pipeline.json")))
-    assert {n.group for n in pipeline} >= {"annotators", "skills", "response_selectors"}
+    assert {n.role for n in pipeline} >= {"annotators", "skills", "response_selectors"}
 
 
 def test_the_agent_refuses_to_start_with_a_bad_pipeline(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ async def rich_turn(store: Store, user: str, text: str) -> tuple[str, BotUtteran
         Hypothesis(skill_name="echo", text=text, confidence=0.5, annotations={"toxic": False}),
     ]
     utterance.trace = [
-        ServiceCall(service="echo", group="skills", start=0, duration=0.1, outcome="ok")
+        ServiceCall(service="echo", role="skills", start=0, duration=0.1, outcome="ok")
     ]
     utterance.errors = [ServiceFailure(service="ner", kind="timeout", message="slow")]
     answer = BotUtterance(

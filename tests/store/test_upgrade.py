@@ -1,11 +1,13 @@
 """Databases written by the previous release keep working after an upgrade.
 
-``tests/store/releases/0.*`` are databases the previous release's own store wrote (an SQL
+``tests/store/releases/0.*`` are databases the first release's own store wrote (an SQL
 dump of its SQLite file, an extended-JSON dump of its MongoDB collections): a closed
 dialog, an open one, free-form attribute keys, an answered idempotency key, an utterance
 left unanswered by an attempt that died mid-turn, and a place in line of an agent that
-died. Opening them with this release migrates them (``agent.store.*.migrate``); every
-test reads what the old release stored and goes on with it.
+died. ``releases/1.*`` (SQLite schema 5, MongoDB schema 3) hold turns whose traces say
+``group``, written by ``python -m tests.store.releases.write_release 1``. Opening them with
+this release migrates them (``agent.store.*.migrate``); every test reads what the old
+release stored and goes on with it.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 from bson import json_util
-from pymongo import AsyncMongoClient
+from pymongo import AsyncMongoClient, MongoClient
 
 from agent.state.models import BotUtterance, Human, HumanUtterance
 from agent.store import Store
@@ -26,7 +29,7 @@ from agent.store.mongo import MongoStore
 from agent.store.mongo.migrations import SCHEMA_VERSION, schema_version
 from agent.store.sqlite import SqliteStore
 from agent.store.sqlite.base import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
-from tests.conftest import fresh_database
+from tests.conftest import AgentFactory, fresh_database
 
 RELEASES = Path(__file__).parent / "releases"
 #: The previous release's table of idempotency keys, before leases and fingerprints.
@@ -291,3 +294,118 @@ async def _stored_turn(store: Store, dialog_id: str) -> tuple[HumanUtterance, Bo
     utterance = HumanUtterance(text="after the upgrade")
     await store.add_utterance(dialog_id, utterance)
     return utterance, BotUtterance(text="ok", active_skill="echo", confidence=1.0)
+
+
+#: What release 1 (SQLite schema 5, MongoDB schema 3) stored with ``group``
+#: (:mod:`tests.store.releases.write_release`), as (service, role, dream_group) once read.
+RELEASE_1_TRACES = [
+    [
+        ("tokens", "annotators", None),
+        ("greeting", "skills", None),
+        ("broken", "skills", None),
+        ("confidence", "response_selectors", None),
+    ],
+    [
+        ("skills.eliza", "skills", None),
+        ("sentiment.classifier", "services", "sentiment"),
+        ("bot_checker", "services", None),
+    ],
+]
+#: Any pipeline: the upgrade is checked through the API, which does not call services.
+_PIPELINE = {"services": {"response_selectors": {"pick": {"connector": {"builtin": "all_skills"}}}}}
+
+
+def _load_release(db_url: str, release: str) -> None:
+    """The release's database where ``db_url`` points, as that release left it."""
+    if db_url.startswith("sqlite"):
+        db = sqlite3.connect(db_url.removeprefix("sqlite:///"))
+        db.executescript((RELEASES / f"{release}.sqlite.sql").read_text())
+        db.close()
+        return
+    dump: dict[str, list[dict[str, Any]]] = json_util.loads(
+        (RELEASES / f"{release}.mongodb.json").read_text()
+    )
+    raw: MongoClient[dict[str, Any]] = MongoClient(db_url, tz_aware=True)
+    with raw:
+        for name, docs in dump.items():
+            if docs:
+                raw.get_default_database()[name].insert_many(docs)
+
+
+def _stored_traces(db_url: str) -> list[list[dict[str, Any]]]:
+    """Every human utterance's trace as the database holds it, oldest first."""
+    if db_url.startswith("sqlite"):
+        db = sqlite3.connect(db_url.removeprefix("sqlite:///"))
+        try:
+            rows = db.execute(
+                "SELECT json_extract(doc, '$.trace') FROM utterances WHERE speaker = 'human' "
+                "ORDER BY seq"
+            ).fetchall()
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+        finally:
+            db.close()
+        assert version == SQLITE_SCHEMA_VERSION
+        return [json.loads(trace) for (trace,) in rows]
+    raw: MongoClient[dict[str, Any]] = MongoClient(db_url)
+    with raw:
+        mongo = raw.get_default_database()
+        assert mongo["chorus_meta"].find_one({"_id": "schema"}) == {
+            "_id": "schema",
+            "version": SCHEMA_VERSION,
+        }
+        docs = mongo["utterances"].find({"speaker": "human"}).sort("seq", 1)
+        return [doc["trace"] for doc in docs]
+
+
+def _write_old_trace(db_url: str, text: str, trace: list[dict[str, Any]]) -> None:
+    """What an agent of release 1 still running beside this one writes: ``group``."""
+    if db_url.startswith("sqlite"):
+        db = sqlite3.connect(db_url.removeprefix("sqlite:///"))
+        with db:
+            db.execute(
+                "UPDATE utterances SET doc = json_set(doc, '$.trace', json(?)) "
+                "WHERE json_extract(doc, '$.text') = ?",
+                [json.dumps(trace), text],
+            )
+        db.close()
+        return
+    raw: MongoClient[dict[str, Any]] = MongoClient(db_url)
+    with raw:
+        raw.get_default_database()["utterances"].update_one(
+            {"text": text}, {"$set": {"trace": trace}}
+        )
+
+
+def _read_traces(client: httpx.Client) -> list[list[tuple[str, str, str | None]]]:
+    response = client.get("/api/user/cat")
+    assert response.status_code == 200, response.text
+    (dialog,) = response.json()
+    return [
+        [(c["service"], c["role"], c["dream_group"]) for c in u["trace"]]
+        for u in dialog["utterances"]
+        if u["speaker"] == "human"
+    ]
+
+
+def test_traces_of_release_1_are_renamed_to_role_and_read_back_through_the_api(
+    db_url: str, agent: AgentFactory
+) -> None:
+    """SQLite schema 5 and MongoDB schema 3 wrote each traced call's ``group``: the Chorus
+    role, or a dp-agent group (``services`` when it had none). The upgrade rewrites them to
+    ``role`` (and ``dream_group`` for a group that is no role's name), and the API, the
+    inspector's source, shows them so."""
+    _load_release(db_url, "1")
+    client = agent(_PIPELINE)
+    assert _read_traces(client) == RELEASE_1_TRACES
+    stored = _stored_traces(db_url)
+    assert [[(c["service"], c["role"], c["dream_group"]) for c in t] for t in stored] == (
+        RELEASE_1_TRACES
+    )
+    assert not any("group" in call for trace in stored for call in trace)
+    assert [c["outcome"] for c in stored[0]] == ["ok", "ok", "error", "ok"]
+
+    # An agent of release 1 still running (a rolling upgrade) writes ``group``: read alike.
+    old = [{"service": "sentiment.classifier", "group": "sentiment", "start": 0.0,
+            "duration": 0.1, "outcome": "ok", "batch_size": 1}]  # fmt: skip
+    _write_old_trace(db_url, "dream turn", old)
+    assert _read_traces(client)[1] == [("sentiment.classifier", "services", "sentiment")]

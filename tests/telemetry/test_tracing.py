@@ -123,12 +123,14 @@ def test_a_turn_is_one_trace_from_the_caller_through_the_agent_into_its_services
     for name, call in calls.items():
         assert call.kind == SpanKind.CLIENT and call.parent.span_id == turn.context.span_id
         assert call.attributes["chorus.batch_size"] == 1
-        group = (
+        role = (
             "response_selectors"
             if name == "pick"
             else ("annotators" if name == "tokens" else "skills")
         )
-        assert call.attributes["chorus.group"] == group
+        assert call.attributes["chorus.role"] == role
+        assert "chorus.group" not in call.attributes
+        assert "chorus.dream_group" not in call.attributes  # a Chorus pipeline's call
     assert calls["greeting"].attributes["chorus.outcome"] == "ok"
     assert "error.type" not in calls["greeting"].attributes
 

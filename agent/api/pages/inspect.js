@@ -109,6 +109,12 @@ function errorList(errors) {
       el("span", { text: error.message }))));
 }
 
+/** A call's role, and a dp-agent service's group when it says more ("services · sentiment"). */
+function roleText(call) {
+  const group = call.dream_group && call.dream_group !== call.role ? ` · ${call.dream_group}` : "";
+  return `${call.role}${group}`;
+}
+
 /** Why each skill that did not run this turn was skipped: a required service's failure
  *  (recorded as an error), or the stored decision of the skill selectors that chose other
  *  skills and decide about this one. Turns stored before decisions were kept say so. */
@@ -116,7 +122,7 @@ function skipReasons(human) {
   const decisions = human.skill_selection || [];
   const reasons = {};
   for (const call of human.trace) {
-    if (call.group !== "skills" || call.outcome !== "skipped") continue;
+    if (call.role !== "skills" || call.outcome !== "skipped") continue;
     const failure = human.errors.find(
       (e) => e.service === call.service && e.kind === "skipped");
     if (failure) {
@@ -171,7 +177,7 @@ function timeline(trace, reasons = {}) {
     return el("div", { className: `timeline-row outcome-${call.outcome}`,
                        dataset: { service: call.service, outcome: call.outcome } },
       el("span", { className: "timeline-label" }, el("span", { text: call.service }),
-         el("small", { text: call.group })),
+         el("small", { text: roleText(call) })),
       el("div", { className: "timeline-track" }, bar),
       el("span", { className: "timeline-value",
                    text: `${duration(call.duration)}${batch} · ${call.outcome}` }));

@@ -41,7 +41,7 @@ function shortTarget(target) {
 function nodeWidth(info) {
   const text = Math.max(...info.services.map((s) => Math.max(s.name.length,
                                                              shortTarget(s.target).length * 0.85)));
-  const label = Math.max(...info.stages.map((s) => s.group.length * 8.5 - 2 * STAGE_PAD));
+  const label = Math.max(...info.stages.map((s) => s.role.length * 8.5 - 2 * STAGE_PAD));
   return Math.min(Math.max(140, text * 8 + 28, label), 300);
 }
 
@@ -78,9 +78,9 @@ function drawGraph(info) {
   const stages = info.stages.map((stage) => {
     const left = x(stage.first_column) - STAGE_PAD + 2;
     const right = x(stage.last_column) + width + STAGE_PAD - 2;
-    return svg("g", { className: "stage", dataset: { group: stage.group } },
+    return svg("g", { className: "stage", dataset: { role: stage.role } },
       svg("rect", { attrs: { x: left, y: 2, width: right - left, height: height - 4, rx: 10 } }),
-      svg("text", { className: "stage-label", text: stage.group.replace(/_/g, " "),
+      svg("text", { className: "stage-label", text: stage.role.replace(/_/g, " "),
                     attrs: { x: (left + right) / 2, y: 20, "text-anchor": "middle" } }));
   });
   const flow = info.stages.slice(1).map((stage) => {
@@ -103,7 +103,7 @@ function drawGraph(info) {
   const nodes = info.services.map((service) => {
     const { x: left, y: top } = position.get(service.name);
     return svg("g", { className: "node", dataset: { service: service.name } },
-      svg("title", { text: `${service.name} (${service.group}): ${service.target}, ` +
+      svg("title", { text: `${service.name} (${roleText(service)}): ${service.target}, ` +
                            `timeout ${service.timeout}s, batch ${service.batch_size}` }),
       svg("rect", { attrs: { x: left, y: top, width, height: NODE_H, rx: 6 } }),
       svg("text", { className: "node-name", text: service.name,
@@ -121,11 +121,18 @@ function drawGraph(info) {
   }, defs, stages, flow, edges, nodes));
 }
 
+/** A service's role, and a dp-agent service's group when it says more. */
+function roleText(service) {
+  const group = service.dream_group && service.dream_group !== service.role
+    ? ` · ${service.dream_group}` : "";
+  return `${service.role.replace(/_/g, " ")}${group}`;
+}
+
 function statsRow(service) {
   const cell = (field, className = "number") => el("td", { className, dataset: { field } });
   return el("tr", { dataset: { service: service.name } },
     el("td", { className: "service", text: service.name }),
-    el("td", { text: service.group.replace(/_/g, " ") }),
+    el("td", { text: roleText(service) }),
     el("td", { className: "target", text: service.target }),
     cell("calls"), cell("p50"), cell("p95"), cell("error_rate"), cell("timeouts"),
     cell("skipped"));
@@ -158,7 +165,7 @@ function updateStats(info) {
 function disabledRow(service) {
   return el("tr", { className: "disabled", dataset: { service: service.name } },
     el("td", { className: "service", text: service.name }),
-    el("td", { text: service.group.replace(/_/g, " ") }),
+    el("td", { text: roleText(service) }),
     el("td", { text: service.reason }));
 }
 

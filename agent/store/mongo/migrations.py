@@ -5,7 +5,13 @@ Every step is idempotent and safe to run again, so a migration cut short (a cras
 agents starting at once) is finished by the next start. Progress is logged, because a
 large database takes a while.
 
-Version 3 (this release): idempotency keys expire. Each claim gets ``expires_at`` (those
+Version 4 (this release): a traced call names the service's ``role`` and, in a dp-agent
+pipeline, its ``dream_group``, where it used to say ``group`` for either
+(:func:`~agent.state.models.call_with_role`). Human utterances are read in bounded batches
+and their traces rewritten a batch at a time; an entry with ``group`` written meanwhile by
+an agent of the previous release (a rolling upgrade) reads the same way.
+
+Version 3: idempotency keys expire. Each claim gets ``expires_at`` (those
 stored before get a day from the upgrade) and a TTL index on it (``keys_expire``) where the
 server has TTL indexes; FerretDB 1.x has none, and the agent's reads ignore expired claims
 there (:mod:`agent.store.mongo.keys`), so only their space is not given back.
@@ -26,22 +32,24 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from pymongo import ASCENDING
+from pymongo import ASCENDING, UpdateOne
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import OperationFailure
 
-from agent.state.models import utc_now
+from agent.state.models import call_with_role, utc_now
 from agent.store.base import DEFAULT_KEY_RETENTION
 from agent.store.mongo.documents import _head, _open_dialog_state
 from agent.store.mongo.errors import Doc
 
 log = logging.getLogger("chorus.store")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: The server's answer to an index option it does not have (FerretDB 1.x: TTL indexes).
 _NOT_IMPLEMENTED = 238
 #: Log a line every this many documents migrated.
 _PROGRESS_EVERY = 1000
+#: Utterances read, and their rewrites sent, per step of a migration that rewrites them.
+_BATCH = 500
 
 
 async def schema_version(db: AsyncDatabase[Doc]) -> int:
@@ -64,7 +72,9 @@ async def migrate(db: AsyncDatabase[Doc]) -> None:
         await _rename_keys(db)
         await db["turn_queue"].drop()
         await _embed_open_dialogs(db)
-    await _expire_keys(db)
+    if version < 3:
+        await _expire_keys(db)
+    await _roles_from_groups(db)
     await db["chorus_meta"].update_one(
         {"_id": "schema"}, {"$set": {"version": SCHEMA_VERSION}}, upsert=True
     )
@@ -102,6 +112,31 @@ async def _expire_keys(db: AsyncDatabase[Doc]) -> None:
             "the database has no TTL indexes (FerretDB 1.x): expired idempotency keys are "
             "ignored, and their space is not given back (docs/storage.md)"
         )
+
+
+async def _roles_from_groups(db: AsyncDatabase[Doc]) -> None:
+    """Version 4: every traced call's ``group`` becomes ``role`` (and ``dream_group``)."""
+    utterances = db["utterances"]
+    seen = rewritten = 0
+    pending: list[UpdateOne] = []
+    cursor = utterances.find({"speaker": "human"}, projection={"trace": 1}, batch_size=_BATCH)
+    async for doc in cursor:
+        seen += 1
+        trace = doc.get("trace") or []
+        if any(isinstance(call, dict) and "group" in call for call in trace):
+            renamed = [call_with_role(call) for call in trace]
+            pending.append(UpdateOne({"_id": doc["_id"]}, {"$set": {"trace": renamed}}))
+        if len(pending) >= _BATCH:
+            await utterances.bulk_write(pending, ordered=False)
+            rewritten += len(pending)
+            pending = []
+        if seen % (_PROGRESS_EVERY * 10) == 0:
+            log.info("migration: %d human utterances looked at, %d traces renamed", seen, rewritten)
+    if pending:
+        await utterances.bulk_write(pending, ordered=False)
+        rewritten += len(pending)
+    if rewritten:
+        log.info("migration: %d traces renamed group to role", rewritten)
 
 
 async def _embed_open_dialogs(db: AsyncDatabase[Doc]) -> None:

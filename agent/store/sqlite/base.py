@@ -4,6 +4,8 @@ how statements run."""
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
@@ -12,9 +14,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
 
-from agent.state.models import BotUtterance, HumanUtterance, Utterance
+from agent.state.models import BotUtterance, HumanUtterance, Utterance, call_with_role
 from agent.store.base import DEFAULT_KEY_RETENTION, Place, StoreUnavailable, StoreWriteRefused
 from agent.store.sqlite.jsontext import MERGE_FUNCTION, canonical, needs_escaping, repair
+
+log = logging.getLogger("chorus.store")
 
 _utterance: TypeAdapter[Utterance] = TypeAdapter(Utterance)
 T = TypeVar("T")
@@ -49,8 +53,14 @@ CREATE TABLE IF NOT EXISTS utterances (
 #: versions were kept, which :func:`migrate` brings up to date. Version 3 added the expiry
 #: of idempotency keys (``expires_at``, and its index); version 4 rewrites the documents
 #: earlier releases left with duplicate keys (:func:`jsontext.repair`); version 5 gives each
-#: place in line the utterance it answers and an interrupt flag (a second message's policy).
-SCHEMA_VERSION = 5
+#: place in line the utterance it answers and an interrupt flag (a second message's policy);
+#: version 6 names each traced call's ``role`` and ``dream_group`` where it said ``group``
+#: (:func:`_roles_from_groups`).
+SCHEMA_VERSION = 6
+#: Utterances read per step of a migration that rewrites documents, and how often (in
+#: utterances looked at) its progress is logged.
+_MIGRATION_BATCH = 500
+_PROGRESS_EVERY = 10_000
 #: Tables whose documents get attribute merges, so may hold keys an earlier release
 #: appended again on every merge instead of replacing them.
 _MERGED_TABLES = ("users", "dialogs")
@@ -200,6 +210,8 @@ def migrate(db: sqlite3.Connection) -> None:
             for table in _MERGED_TABLES:
                 if version < 4 and _columns(db, table):
                     repair(db, table)
+            if version < 6 and _columns(db, "utterances"):
+                _roles_from_groups(db)
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 db.execute(statement)
@@ -209,6 +221,35 @@ def migrate(db: sqlite3.Connection) -> None:
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise
+
+
+def _roles_from_groups(db: sqlite3.Connection) -> None:
+    """Version 6: each traced call's ``group`` becomes ``role`` and, for a dp-agent group
+    that is no role's name, ``dream_group`` (:func:`~agent.state.models.call_with_role`).
+    Human utterances are read in bounded batches by rowid, and only their trace is
+    rewritten (``json_set``); the whole migration stays one transaction."""
+    last, seen, rewritten = 0, 0, 0
+    while True:
+        rows = db.execute(
+            "SELECT rowid, json_extract(doc, '$.trace') FROM utterances "
+            "WHERE rowid > ? AND speaker = 'human' ORDER BY rowid LIMIT ?",
+            [last, _MIGRATION_BATCH],
+        ).fetchall()
+        if not rows:
+            break
+        for rowid, trace_text in rows:
+            trace = json.loads(trace_text) if trace_text else []
+            if any(isinstance(c, dict) and "group" in c for c in trace):
+                db.execute(
+                    "UPDATE utterances SET doc = json_set(doc, '$.trace', json(?)) WHERE rowid = ?",
+                    [canonical([call_with_role(c) for c in trace]), rowid],
+                )
+                rewritten += 1
+        before, seen, last = seen, seen + len(rows), rows[-1][0]
+        if seen // _PROGRESS_EVERY > before // _PROGRESS_EVERY:
+            log.info("migration: %d human utterances looked at, %d traces renamed", seen, rewritten)
+    if rewritten:
+        log.info("migration: %d traces renamed group to role", rewritten)
 
 
 def _leaving(place: Place) -> list[Statement]:
