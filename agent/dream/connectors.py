@@ -29,6 +29,7 @@ from agent.connectors.errors import BadServiceResponse, ServiceError
 from agent.connectors.http import HttpConnector as ChorusHttp
 from agent.dream.config import HttpConnector, PythonConnector
 from agent.dream.graph import DreamPipeline, DreamService, import_dotted
+from agent.pipeline.calls import log_agent_failure
 from agent.pipeline.config import PipelineConfigError
 
 #: Circuit breaker settings for Dream's HTTP services (Chorus's defaults).
@@ -112,13 +113,14 @@ class PythonAdapter:
 
         try:
             await self._instance.send({"task_id": task_id, "payload": payload}, callback)
-        except Exception as exc:
+        except Exception as exc:  # a bug of the connector, which runs in the agent
+            log_agent_failure(self.name)
             raise ServiceError(
                 self.name, f"python connector raised {type(exc).__name__}: {exc}"
-            ) from None
+            ) from exc
         response = await future
-        if isinstance(response, Exception):
-            raise ServiceError(self.name, f"{type(response).__name__}: {response}")
+        if isinstance(response, Exception):  # the connector's failure, as it reported it
+            raise ServiceError(self.name, f"{type(response).__name__}: {response}") from response
         return response
 
     async def aclose(self) -> None:

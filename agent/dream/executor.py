@@ -27,7 +27,7 @@ from agent.dream.connectors import BatchingHttp, DreamConnector
 from agent.dream.dialog import counts_before
 from agent.dream.graph import DreamPipeline, DreamService
 from agent.dream.state import TurnState, selected_labels
-from agent.pipeline.calls import Skip, TurnTrace, contained
+from agent.pipeline.calls import Skip, TurnTrace, contained, log_agent_failure
 from agent.pipeline.executor import Turn, TurnResult
 from agent.pipeline.limits import TurnLimits
 from agent.state.limits import StorageLimits
@@ -224,10 +224,11 @@ class DreamExecutor:
             return [dialog]
         try:
             tasks = node.dialog_formatter(dialog)
-        except Exception as exc:
+        except Exception as exc:  # a bug of the formatter, the agent's own code
+            log_agent_failure(node.name)
             raise BadServiceResponse(
                 node.name, f"dialog_formatter raised {type(exc).__name__}: {exc}"
-            ) from None
+            ) from exc
         if not isinstance(tasks, list):
             raise BadServiceResponse(
                 node.name,
@@ -239,10 +240,11 @@ class DreamExecutor:
         if node.response_formatter is not None:
             try:
                 answer = node.response_formatter(answer)
-            except Exception as exc:
+            except Exception as exc:  # a bug of the formatter, the agent's own code
+                log_agent_failure(node.name)
                 raise BadServiceResponse(
                     node.name, f"response_formatter raised {type(exc).__name__}: {exc}"
-                ) from None
+                ) from exc
         # What could not be stored or read back is refused before it touches the state.
         run.stored_bytes = self._limits.charge(node.name, answer, run.stored_bytes)
         if "selector" in node.tags:

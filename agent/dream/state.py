@@ -163,11 +163,11 @@ class TurnState:
         try:
             handler(payload, label, ind)
         except MessageOverwriteError as exc:
-            raise RefusedOutput(label, f"{exc.key!r} was already written this turn") from None
+            raise RefusedOutput(label, f"{exc.key!r} was already written this turn") from exc
         except (KeyError, TypeError, AttributeError, IndexError) as exc:
             raise BadServiceResponse(
                 label, f"{method}: the answer does not fit ({type(exc).__name__}: {exc})"
-            ) from None
+            ) from exc
 
     def _methods(self) -> dict[str, Callable[[Any, str, int], None]]:
         return {
@@ -234,7 +234,7 @@ class TurnState:
             except (ValidationError, ValueError) as exc:
                 raise BadServiceResponse(
                     label, f"add_hypothesis: not a hypothesis: {_first(exc)}"
-                ) from None
+                ) from exc
             added.append(hypothesis)
         self.utterance.hypotheses.extend(added)
 
@@ -389,7 +389,7 @@ def _attributes(value: Any, service: str, what: str) -> dict[str, Any]:
     try:
         return check_attribute_keys(dict(value))
     except ValueError as exc:
-        raise RefusedOutput(service, f"{what}: {exc}") from None
+        raise RefusedOutput(service, f"{what}: {exc}") from exc
 
 
 def _annotate(hypothesis: Hypothesis, label: str, note: Any) -> None:

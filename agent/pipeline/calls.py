@@ -46,6 +46,14 @@ class CallEnd:
         return "timeout" if self.failure.kind == "timeout" else "error"
 
 
+def log_agent_failure(service: str, exc: BaseException | None = None) -> None:
+    """Log a bug in the agent's own code for ``service`` (a built-in, a dp-agent formatter
+    or python connector) with its traceback: ``exc``, else the exception being handled.
+    The turn records only its message, which is no help in finding the bug; both pipeline
+    kinds log it here, so it reads the same whichever runs."""
+    log.error("service %s failed in the agent", service, exc_info=exc or True)
+
+
 @contextmanager
 def contained(service: str, timeout_message: str) -> Iterator[CallEnd]:
     """Run the block as the call of ``service``; whatever it raises short of a cancellation
@@ -58,7 +66,7 @@ def contained(service: str, timeout_message: str) -> Iterator[CallEnd]:
     except ServiceError as exc:
         end.failure = ServiceFailure(service=service, kind=exc.kind, message=exc.message)
     except Exception as exc:  # a bug in a built-in or formatter must not cost the turn
-        log.exception("service %s failed in the agent", service)
+        log_agent_failure(service)
         end.failure = ServiceFailure(
             service=service, kind=ServiceError.kind, message=f"{type(exc).__name__}: {exc}"
         )

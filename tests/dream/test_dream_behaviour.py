@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -231,6 +232,50 @@ def test_a_python_connector_failure_costs_only_its_service(
     human = dialog_of(client, reply)["utterances"][0]
     assert human["errors"][0]["service"] == "annotators.broken"
     assert "out of order" in human["errors"][0]["message"]
+
+
+def test_a_formatter_bug_is_logged_with_its_traceback_and_costs_only_its_service(
+    services: Any, agent: AgentFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A formatter is the agent's own code: its exception is logged as a built-in's is (the
+    same logger and line, with the traceback that finds the bug), the turn records its
+    message for the service alone, and the turn still answers."""
+    eliza = services(dream.eliza()).url
+    client = agent(
+        {
+            "services": {
+                "annotators": {
+                    "asking": {
+                        "connector": http(eliza),
+                        "dialog_formatter": f"{F}:broken",
+                        "state_manager_method": "add_annotation",
+                    },
+                    "answered": skill(eliza, response_formatter=f"{F}:broken"),
+                },
+                "skills": {"eliza": skill(eliza, previous_services=["annotators"])},
+                "rs": selector(services(dream.response_selector()).url),
+            }
+        }
+    )
+    with caplog.at_level(logging.ERROR, logger="chorus.executor"):
+        reply = say(client, "hello")
+    assert reply["active_skill"] == "eliza"
+    human = dialog_of(client, reply)["utterances"][0]
+    raised = "raised KeyError: 'no such annotation'"
+    assert sorted((e["service"], e["kind"], e["message"]) for e in human["errors"]) == [
+        ("annotators.answered", "bad_response", f"response_formatter {raised}"),
+        ("annotators.asking", "bad_response", f"dialog_formatter {raised}"),
+    ]
+    logged = sorted(
+        (r.getMessage(), r.exc_info[0] if r.exc_info else None)
+        for r in caplog.records
+        if r.name == "chorus.executor" and r.levelno == logging.ERROR
+    )
+    assert logged == [
+        ("service annotators.answered failed in the agent", KeyError),
+        ("service annotators.asking failed in the agent", KeyError),
+    ]
+    assert 'raise KeyError("no such annotation")' in caplog.text  # the formatter's own line
 
 
 def test_required_previous_services_skip_when_it_failed(services: Any, agent: AgentFactory) -> None:
