@@ -13,12 +13,14 @@ release stored and goes on with it.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from bson import json_util
 from pymongo import AsyncMongoClient, MongoClient
 
@@ -26,8 +28,10 @@ from agent.state.models import BotUtterance, Human, HumanUtterance
 from agent.store import Store
 from agent.store.base import ClaimStatus
 from agent.store.mongo import MongoStore
+from agent.store.mongo import migrations as mongo_migrations
 from agent.store.mongo.migrations import SCHEMA_VERSION, schema_version
 from agent.store.sqlite import SqliteStore
+from agent.store.sqlite import base as sqlite_base
 from agent.store.sqlite.base import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
 from tests.conftest import AgentFactory, fresh_database
 
@@ -388,14 +392,23 @@ def _read_traces(client: httpx.Client) -> list[list[tuple[str, str, str | None]]
 
 
 def test_traces_of_release_1_are_renamed_to_role_and_read_back_through_the_api(
-    db_url: str, agent: AgentFactory
+    db_url: str,
+    agent: AgentFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """SQLite schema 5 and MongoDB schema 3 wrote each traced call's ``group``: the Chorus
     role, or a dp-agent group (``services`` when it had none). The upgrade rewrites them to
-    ``role`` (and ``dream_group`` for a group that is no role's name), and the API, the
-    inspector's source, shows them so."""
+    ``role`` (and ``dream_group`` for a group that is no role's name), a batch at a time
+    (one utterance per batch here, so that the batches' seams are crossed), and the API,
+    the inspector's source, shows them so."""
+    monkeypatch.setattr(sqlite_base, "_MIGRATION_BATCH", 1)
+    monkeypatch.setattr(mongo_migrations, "_BATCH", 1)
+    monkeypatch.setattr(mongo_migrations, "_WRITES_PER_COMMAND", 1)
     _load_release(db_url, "1")
-    client = agent(_PIPELINE)
+    with caplog.at_level(logging.INFO, logger="chorus.store"):
+        client = agent(_PIPELINE)
+    assert "migration: 2 traces renamed group to role" in caplog.messages
     assert _read_traces(client) == RELEASE_1_TRACES
     stored = _stored_traces(db_url)
     assert [[(c["service"], c["role"], c["dream_group"]) for c in t] for t in stored] == (

@@ -7,9 +7,9 @@ large database takes a while.
 
 Version 4 (this release): a traced call names the service's ``role`` and, in a dp-agent
 pipeline, its ``dream_group``, where it used to say ``group`` for either
-(:func:`~agent.state.models.call_with_role`). Human utterances are read in bounded batches
-and their traces rewritten a batch at a time; an entry with ``group`` written meanwhile by
-an agent of the previous release (a rolling upgrade) reads the same way.
+(:func:`~agent.state.models.call_with_role`). Human utterances are read 500 at a time
+and their traces rewritten 50 to a command; an entry with ``group`` written
+meanwhile by an agent of the previous release (a rolling upgrade) reads the same way.
 
 Version 3: idempotency keys expire. Each claim gets ``expires_at`` (those
 stored before get a day from the upgrade) and a TTL index on it (``keys_expire``) where the
@@ -48,8 +48,11 @@ SCHEMA_VERSION = 4
 _NOT_IMPLEMENTED = 238
 #: Log a line every this many documents migrated.
 _PROGRESS_EVERY = 1000
-#: Utterances read, and their rewrites sent, per step of a migration that rewrites them.
+#: Utterances read per step of a migration that rewrites them.
 _BATCH = 500
+#: Updates per write command: FerretDB 1.x (1.24) never answers an ``update`` command of
+#: 100 statements or more (99 take 0.14 s), so rewrites go in commands of 50.
+_WRITES_PER_COMMAND = 50
 
 
 async def schema_version(db: AsyncDatabase[Doc]) -> int:
@@ -115,7 +118,12 @@ async def _expire_keys(db: AsyncDatabase[Doc]) -> None:
 
 
 async def _roles_from_groups(db: AsyncDatabase[Doc]) -> None:
-    """Version 4: every traced call's ``group`` becomes ``role`` (and ``dream_group``)."""
+    """Version 4: every traced call's ``group`` becomes ``role`` (and ``dream_group``).
+
+    One pass of a cursor over the human utterances, read 500 at a time; the rewrites go
+    out as they gather. A page by page query sorted by ``_id`` would be simpler to resume,
+    but FerretDB sorts every page itself (1.6 s a page over 2,000 utterances), which makes
+    the whole pass quadratic; a pass cut short is finished by the next start anyway."""
     utterances = db["utterances"]
     seen = rewritten = 0
     pending: list[UpdateOne] = []
@@ -126,10 +134,9 @@ async def _roles_from_groups(db: AsyncDatabase[Doc]) -> None:
         if any(isinstance(call, dict) and "group" in call for call in trace):
             renamed = [call_with_role(call) for call in trace]
             pending.append(UpdateOne({"_id": doc["_id"]}, {"$set": {"trace": renamed}}))
-        if len(pending) >= _BATCH:
+        if len(pending) >= _WRITES_PER_COMMAND:
             await utterances.bulk_write(pending, ordered=False)
-            rewritten += len(pending)
-            pending = []
+            rewritten, pending = rewritten + len(pending), []
         if seen % (_PROGRESS_EVERY * 10) == 0:
             log.info("migration: %d human utterances looked at, %d traces renamed", seen, rewritten)
     if pending:
