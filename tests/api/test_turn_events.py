@@ -272,3 +272,45 @@ def test_below_its_minimum_the_selector_chooses_as_always(
     _, events = follow(client, "/", {"user_id": "bob", "payload": "Tell me a story"})
     assert "token" not in kinds(events)
     assert events[-1][1]["active_skill"] == "tale"
+
+
+def test_a_dp_agent_pipeline_reports_each_service_with_its_role_and_group(
+    services: Any, agent: AgentFactory
+) -> None:
+    """A dp-agent service's progress event says its role and, apart, the group the file
+    puts it under; a top-level service has none."""
+    from tests.dream import services as dream
+    from tests.dream.test_dream_behaviour import selector, skill
+
+    eliza = services(dream.eliza()).url
+    client = agent(
+        {
+            "services": {
+                "skills": {"eliza": skill(eliza)},
+                "chatter": {"echo": skill(eliza)},
+                "response_selector": selector(services(dream.response_selector()).url),
+            }
+        }
+    )
+    response, events = follow(client, "/", {"user_id": "ann", "payload": "hello"})
+    assert response.status_code == 200
+    progress = {d["service"]: d for k, d in events if k == "progress"}
+    assert progress == {
+        "skills.eliza": {
+            "service": "skills.eliza",
+            "role": "skills",
+            "dream_group": "skills",
+            "outcome": "ok",
+        },
+        "chatter.echo": {
+            "service": "chatter.echo",
+            "role": "services",
+            "dream_group": "chatter",
+            "outcome": "ok",
+        },
+        "response_selector": {
+            "service": "response_selector",
+            "role": "services",
+            "outcome": "ok",
+        },
+    }

@@ -277,3 +277,8 @@ def test_a_dp_agent_pipeline_turn_has_a_span_per_service_call(tmp_path: Path) ->
     assert all(s.parent.span_id == turn.context.span_id for s in calls.values())
     assert calls["call skills.eliza"].attributes["chorus.outcome"] == "ok"
     assert calls["call skills.down"].attributes["error.type"] == "bad_status"
+    for call in calls.values():  # the role, and dp-agent's group it is filed under
+        assert (call.attributes["chorus.role"], call.attributes["chorus.dream_group"]) == (
+            "skills",
+            "skills",
+        )
