@@ -35,6 +35,10 @@ FORMAT: Literal["chorus-backup"] = "chorus-backup"
 FORMAT_VERSION = 1
 #: Dialog ids read per page when exporting the whole store.
 _PAGE = 200
+#: Dialogs read at once when exporting the whole store (:meth:`DialogStore.dialogs`): on
+#: MongoDB one query for all their utterances, which FerretDB answers by reading every
+#: utterance stored; memory holds this many dialogs at most.
+GROUP = 50
 
 
 class BackupError(ChorusError):
@@ -197,12 +201,18 @@ async def _find_back(store: DialogStore, last: str, start: int, page: int) -> in
 
 
 async def _selected_dialogs(store: DialogStore, selection: Selection) -> AsyncIterator[Dialog]:
-    """The selected dialogs one at a time (the store's whole content never in memory)."""
+    """The selected dialogs one at a time, read a :data:`GROUP` at a time (the store's
+    whole content never in memory)."""
     if selection.everything:
+        group: list[str] = []
         async for dialog_id in all_dialog_ids(store):
-            dialog = await store.dialog(dialog_id)
-            if dialog is not None:  # erased since its id was read
-                yield dialog
+            group.append(dialog_id)
+            if len(group) == GROUP:
+                for dialog in await store.dialogs(group):  # less those erased meanwhile
+                    yield dialog
+                group = []
+        for dialog in await store.dialogs(group):
+            yield dialog
         return
     for user_id in selection.users:
         dialogs = await store.user_dialogs(user_id)
