@@ -27,7 +27,9 @@ database file by a thread, not in the commits on the loop (:mod:`.checkpoint`).
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
+import time
 
 from agent.store.base import StoreUnavailable
 from agent.store.sqlite.base import BUSY_BUDGET, _path_of, _translated, migrate
@@ -39,6 +41,11 @@ from agent.store.sqlite.lifecycle import SqliteLifecycle
 from agent.store.sqlite.lines import SqliteLines
 
 __all__ = ["SqliteStore"]
+
+log = logging.getLogger("chorus.store")
+
+#: Seconds between two attempts at truncating the write-ahead log after an erasure.
+_TRUNCATE_RETRY = 0.005
 
 
 class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
@@ -85,8 +92,15 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
             (f"DELETE FROM dialogs WHERE human_id = {user}", [user_id]),
             ("DELETE FROM users WHERE user_id = ? RETURNING id", [user_id]),
         )
-        # Out of the write-ahead log into the (securely overwritten) database file.
-        await self._one("PRAGMA wal_checkpoint(TRUNCATE)")
+        # Out of the write-ahead log into the (securely overwritten) database file. The
+        # checkpoint thread may be copying the log at that moment (the pragma then answers
+        # busy and truncates nothing): tried again around an await until it is done.
+        deadline = time.monotonic() + BUSY_BUDGET
+        while (await self._one("PRAGMA wal_checkpoint(TRUNCATE)"))[0] == 1:
+            if time.monotonic() > deadline:  # another process keeps reading the log
+                log.warning("write-ahead log not truncated after an erasure: in use")
+                break
+            await asyncio.sleep(_TRUNCATE_RETRY)
         return rows[-1] is not None
 
     async def ping(self) -> None:
