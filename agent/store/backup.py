@@ -5,9 +5,11 @@ A backup is a header line (:class:`Header`: the format and its version), then on
 record: a user (:class:`UserRecord`: profile and attributes) before that user's first
 dialog, and a dialog (:class:`DialogRecord`) with all its utterances, exactly as
 ``GET /api/dialogs/{id}`` reads them (annotations, hypotheses, errors, traces, skill
-selection, ratings, idempotency keys). One dialog per line keeps memory bounded by the
-longest dialog, whatever the store's size, on both sides; and a dialog is the unit a store
-writes at once, so an import stops between two dialogs, never inside one.
+selection, ratings, idempotency keys). One dialog per line keeps memory bounded whatever
+the store's size: an import holds one dialog, an export a :data:`GROUP` of them (read at
+once: on MongoDB one query for their utterances, which FerretDB answers by reading all
+utterances stored). A dialog is the unit a store writes at once, so an import stops
+between two dialogs, never inside one.
 
 Importing is idempotent: a user or a dialog already stored (same user id, same dialog id)
 is kept as it is, so importing a file twice, or a file that overlaps the store, stores
