@@ -30,8 +30,7 @@ sys.path.insert(0, str(ROOT))
 from agent.state.models import BotUtterance, HumanUtterance, Hypothesis  # noqa: E402
 from agent.store import Store, open_store  # noqa: E402
 from agent.store.backup import ImportReport, Selection, export_lines, read_records, restore  # noqa: E402
-from tests.conftest import fresh_database  # noqa: E402
-from tests.support.mongo_server import running_mongodb  # noqa: E402
+from bench.servers import mongodb_server, new_database  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "backup.json"
 
@@ -93,7 +92,7 @@ async def run(dialogs: int, turns: int, mongodb_url: str, scratch: Path) -> dict
     await source.close()
     for name, url in (
         ("import_sqlite", f"sqlite:///{scratch}/target.db"),
-        ("import_mongodb", fresh_database(mongodb_url)),
+        ("import_mongodb", new_database(mongodb_url)),
     ):
         target = await open_store(url)
         seconds, peak = await measured(lambda t=target: import_into(t, backup))  # type: ignore[misc]
@@ -114,7 +113,7 @@ def main() -> None:
     parser.add_argument("--mongodb-url")
     args = parser.parse_args()
     with ExitStack() as stack:
-        url = args.mongodb_url or stack.enter_context(running_mongodb())
+        url = stack.enter_context(mongodb_server(args.mongodb_url, "backup"))
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         figures = asyncio.run(run(args.dialogs, args.turns, url, scratch))
     for key, value in figures.items():

@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from agent.settings import Settings  # noqa: E402
 from agent.state.models import BotUtterance, HumanUtterance  # noqa: E402
 from agent.store import Store, open_store  # noqa: E402
+from bench.servers import mongodb_server  # noqa: E402
 
 ROUNDS = 5
 
@@ -77,13 +78,8 @@ def stores(mongodb_url: str | None, which: list[str]) -> Iterator[dict[str, str]
         if "mongodb" not in which:
             yield urls
             return
-        if mongodb_url:
-            yield {**urls, "mongodb": mongodb_url}
-            return
-        from tests.support.mongo_server import running_mongodb
-
-        with running_mongodb() as url:
-            yield {**urls, "mongodb": f"{url}chorus_largest_write"}
+        with mongodb_server(mongodb_url, "largest_write") as url:
+            yield {**urls, "mongodb": url if mongodb_url else f"{url}chorus_largest_write"}
 
 
 def main() -> None:

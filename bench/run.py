@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 
 from bench.load import median_ms, run_load
+from bench.servers import mongodb_server
 from bench.stubs import pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -241,14 +242,8 @@ def bench_store(name: str, db_url: str, quick: bool) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def mongodb(url: str | None) -> Iterator[str]:
-    if url:
-        yield url
-        return
-    sys.path.insert(0, str(ROOT))
-    from tests.support.mongo_server import running_mongodb
-
-    with running_mongodb() as started:
-        yield started.rstrip("/") + "/chorus_bench"
+    with mongodb_server(url, "run") as started:
+        yield started if url else started.rstrip("/") + "/chorus_bench"
 
 
 def label(result: dict[str, Any]) -> str:

@@ -19,9 +19,7 @@ import asyncio
 import json
 import statistics
 import sys
-import tempfile
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,6 +44,7 @@ from agent.pipeline.executor import Executor  # noqa: E402
 from agent.pipeline.graph import build_pipeline  # noqa: E402
 from agent.store import Store, open_store  # noqa: E402
 from agent.store.mongo import MongoStore  # noqa: E402
+from bench.servers import mongodb_server, new_database, sqlite_file  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "store_flatness.json"
 EDGE = 20  # turns at each end compared
@@ -194,31 +193,17 @@ async def run(db_url: str, turns: int, window: int) -> dict[str, Any]:
 def database(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
     """(store URL, description) for the chosen backend, torn down afterwards."""
     if args.sqlite:
-        with tempfile.TemporaryDirectory(prefix="chorus-bench-") as tmp:
-            yield f"sqlite:///{tmp}/bench.db", "SQLite (embedded store)"
+        with sqlite_file("bench") as url:
+            yield url, "SQLite (embedded store)"
         return
-    if args.mongodb_url:
-        yield args.mongodb_url, ""
-        return
-    from tests.support.mongo_server import running_mongodb, unavailable_reason
-
-    reason = unavailable_reason()
-    if reason is not None:
-        sys.exit(f"store_flatness: {reason} (or pass --sqlite)")
-    with running_mongodb() as url:
+    with mongodb_server(args.mongodb_url, "store_flatness") as url:
         yield url, ""
-
-
-def with_database(server_url: str, name: str) -> str:
-    head, sep, options = server_url.partition("?")
-    scheme, rest = head.split("://", 1)
-    return f"{scheme}://{rest.split('/', 1)[0]}/{name}{sep}{options}"
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     with database(args) as (url, kind):
         if url.startswith("mongodb"):
-            url = with_database(url, f"chorus_bench_{uuid.uuid4().hex[:12]}")
+            url = new_database(url)
             kind = await server_info(url)
         print(f"{args.turns} turns through one dialog on {kind}, window {args.window}")
         try:

@@ -5,9 +5,11 @@ A backup is a header line (:class:`Header`: the format and its version), then on
 record: a user (:class:`UserRecord`: profile and attributes) before that user's first
 dialog, and a dialog (:class:`DialogRecord`) with all its utterances, exactly as
 ``GET /api/dialogs/{id}`` reads them (annotations, hypotheses, errors, traces, skill
-selection, ratings, idempotency keys). One dialog per line keeps memory bounded by the
-longest dialog, whatever the store's size, on both sides; and a dialog is the unit a store
-writes at once, so an import stops between two dialogs, never inside one.
+selection, ratings, idempotency keys). One dialog per line keeps memory bounded whatever
+the store's size: an import holds one dialog, an export a :data:`GROUP` of them (read at
+once: on MongoDB one query for their utterances, which FerretDB answers by reading all
+utterances stored). A dialog is the unit a store writes at once, so an import stops
+between two dialogs, never inside one.
 
 Importing is idempotent: a user or a dialog already stored (same user id, same dialog id)
 is kept as it is, so importing a file twice, or a file that overlaps the store, stores
@@ -35,6 +37,10 @@ FORMAT: Literal["chorus-backup"] = "chorus-backup"
 FORMAT_VERSION = 1
 #: Dialog ids read per page when exporting the whole store.
 _PAGE = 200
+#: Dialogs read at once when exporting the whole store (:meth:`DialogStore.dialogs`): on
+#: MongoDB one query for all their utterances, which FerretDB answers by reading every
+#: utterance stored; memory holds this many dialogs at most.
+GROUP = 50
 
 
 class BackupError(ChorusError):
@@ -197,12 +203,18 @@ async def _find_back(store: DialogStore, last: str, start: int, page: int) -> in
 
 
 async def _selected_dialogs(store: DialogStore, selection: Selection) -> AsyncIterator[Dialog]:
-    """The selected dialogs one at a time (the store's whole content never in memory)."""
+    """The selected dialogs one at a time, read a :data:`GROUP` at a time (the store's
+    whole content never in memory)."""
     if selection.everything:
+        group: list[str] = []
         async for dialog_id in all_dialog_ids(store):
-            dialog = await store.dialog(dialog_id)
-            if dialog is not None:  # erased since its id was read
-                yield dialog
+            group.append(dialog_id)
+            if len(group) == GROUP:
+                for dialog in await store.dialogs(group):  # less those erased meanwhile
+                    yield dialog
+                group = []
+        for dialog in await store.dialogs(group):
+            yield dialog
         return
     for user_id in selection.users:
         dialogs = await store.user_dialogs(user_id)

@@ -10,6 +10,7 @@ write. No record grows with the dialog (one record per utterance).
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -203,6 +204,12 @@ class DialogStore(Protocol):
 
     async def dialog(self, dialog_id: str) -> Dialog | None:
         """The whole dialog, for reading."""
+        ...
+
+    async def dialogs(self, dialog_ids: Sequence[str]) -> list[Dialog]:
+        """The whole dialogs of these ids, in their order, those that do not exist left
+        out: how an export reads a store, a group of dialogs at a time (on MongoDB, one
+        query for all their utterances rather than one per dialog)."""
         ...
 
     async def user_dialogs(self, user_id: str) -> list[Dialog] | None:

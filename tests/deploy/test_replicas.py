@@ -279,10 +279,12 @@ def test_the_compose_override_puts_every_replica_behind_the_load_balancer() -> N
     assert f"./{SITE.relative_to(ROOT)}:/etc/nginx/conf.d/default.conf:ro" in balancer["volumes"]
 
 
-def test_docker_compose_accepts_the_override_with_the_main_file() -> None:
+def compose_config(*options: str) -> subprocess.CompletedProcess[str]:
+    """``docker-compose config`` of the main file and the override together, as an operator
+    runs them."""
     from tests.support.compose import docker_compose, required_variables
 
-    result = subprocess.run(
+    return subprocess.run(
         [
             docker_compose(),
             "--file",
@@ -292,7 +294,7 @@ def test_docker_compose_accepts_the_override_with_the_main_file() -> None:
             "--project-directory",
             str(ROOT),
             "config",
-            "-q",
+            *options,
         ],
         cwd=ROOT,
         env={**os.environ, **required_variables()},
@@ -301,6 +303,10 @@ def test_docker_compose_accepts_the_override_with_the_main_file() -> None:
         timeout=60,
         check=False,
     )
+
+
+def test_docker_compose_accepts_the_override_with_the_main_file() -> None:
+    result = compose_config("-q")
     assert result.returncode == 0, f"docker-compose config -q:\n{result.stderr}"
     assert "variable is not set" not in result.stderr, result.stderr
 
@@ -308,26 +314,7 @@ def test_docker_compose_accepts_the_override_with_the_main_file() -> None:
 def test_the_override_publishes_only_on_this_hosts_loopback() -> None:
     """README and docs/deployment.md promise nothing is published beyond 127.0.0.1: the
     ports as docker-compose resolves the two files together say so too."""
-    from tests.support.compose import docker_compose, required_variables
-
-    result = subprocess.run(
-        [
-            docker_compose(),
-            "--file",
-            str(ROOT / "docker-compose.yml"),
-            "--file",
-            str(OVERRIDE),
-            "--project-directory",
-            str(ROOT),
-            "config",
-        ],
-        cwd=ROOT,
-        env={**os.environ, **required_variables()},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = compose_config()
     assert result.returncode == 0, f"docker-compose config:\n{result.stderr}"
     services = yaml.safe_load(result.stdout)["services"]
     published = {

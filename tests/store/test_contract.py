@@ -141,6 +141,23 @@ async def test_user_dialogs_oldest_first_and_none_for_unknown_users(store: Store
     assert await store.user_dialogs("carol") == []
 
 
+async def test_dialogs_are_read_a_group_at_once_in_the_order_asked(store: Store) -> None:
+    first, _ = await turn(store, "alice", "one")
+    await store.close_active_dialog("alice")
+    second, _ = await turn(store, "alice", "two")
+    other, _ = await turn(store, "bob", "not alice's")
+    read = await store.dialogs([other, "no-such-dialog", first, second, first])
+    assert [d.dialog_id for d in read] == [other, first, second]
+    assert [[u.text for u in d.utterances] for d in read] == [
+        ["not alice's", "ok"],
+        ["one", "ok"],
+        ["two", "ok"],
+    ]
+    assert [d.human.user_external_id for d in read] == ["bob", "alice", "alice"]
+    assert read[1] == await store.dialog(first)
+    assert await store.dialogs([]) == []
+
+
 # -- utterances -----------------------------------------------------------------------
 
 

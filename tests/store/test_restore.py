@@ -4,14 +4,15 @@ dialog takes the next turn."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from pymongo import AsyncMongoClient
 
-from agent.state.models import Dialog, Human, Profile
+from agent.state.models import Dialog, Human, HumanUtterance, Profile
 from agent.store import Store
-from agent.store.backup import all_dialog_ids
+from agent.store.backup import GROUP, Selection, all_dialog_ids, export_lines
 from agent.store.base import Restored
 from tests.store.test_contract import turn
 
@@ -111,3 +112,24 @@ async def test_an_export_of_a_store_in_use_misses_no_dialog_when_users_are_erase
             opened.append((await turn(store, "late", "hi"))[0])
     assert set(opened[5:]) <= set(read)
     assert read[:5] == opened[:5]
+
+
+async def test_an_export_of_more_dialogs_than_it_reads_at_once_has_each_once_in_order(
+    store: Store,
+) -> None:
+    opened = []
+    for number in range(GROUP + 2):
+        user = f"user{number % 7}"
+        head = await store.active_dialog(await store.human(user), "http_client")
+        if number % 10 == 0:
+            await store.add_utterance(head.dialog_id, HumanUtterance(text=f"hi {number}"))
+        await store.close_active_dialog(user)
+        opened.append(head.dialog_id)
+    exported = [
+        json.loads(line) async for line, is_dialog in export_lines(store, Selection()) if is_dialog
+    ]
+    assert [record["dialog"]["dialog_id"] for record in exported] == opened
+    for number, record in enumerate(exported):
+        texts = [u["text"] for u in record["dialog"]["utterances"]]
+        assert texts == ([f"hi {number}"] if number % 10 == 0 else [])
+        assert record["user_id"] == f"user{number % 7}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -498,14 +498,14 @@ class MongoDialogs(MongoBase):
             )
         return _with_ratings(head, doc)
 
-    async def _with_utterances(self, heads: list[Doc], user: Doc) -> list[Dialog]:
-        """Whole dialogs: all their utterances in one indexed query, grouped in order. On
-        FerretDB, a short dialog is read by ``_id`` instead (it scans every utterance of
-        every dialog for the query)."""
-        human = _human(user)
+    async def _with_utterances(self, heads: list[Doc], users: dict[str, Doc]) -> list[Dialog]:
+        """Whole dialogs (each head's user in ``users``, by ``_id``): all their utterances
+        in one indexed query, grouped in order. On FerretDB, a short dialog is read by
+        ``_id`` instead (it scans every utterance of every dialog for the query)."""
         by_dialog: dict[str, list[Doc]] = {}
         if self._point_reads:
             for head in heads:
+                user = users[head["human_id"]]
                 docs = await self._by_number(head["_id"], self._count(head, user))
                 if docs is not None:
                     by_dialog[head["_id"]] = docs
@@ -519,10 +519,15 @@ class MongoDialogs(MongoBase):
                 by_dialog[doc["dialog_id"]].append(doc)
         dialogs = []
         for doc in heads:
+            user = users[doc["human_id"]]
             read = self._as_read(doc, user)
             utterances = [_utterance_from(u) for u in by_dialog[read.dialog_id]]
             dialogs.append(
-                Dialog(**read.model_dump(exclude={"human_id"}), human=human, utterances=utterances)
+                Dialog(
+                    **read.model_dump(exclude={"human_id"}),
+                    human=_human(user),
+                    utterances=utterances,
+                )
             )
         return dialogs
 
@@ -560,8 +565,22 @@ class MongoDialogs(MongoBase):
         user = await self._users.find_one({"_id": head["human_id"]})
         if user is None:
             return None
-        (dialog,) = await self._with_utterances([head], user)
+        (dialog,) = await self._with_utterances([head], {user["_id"]: user})
         return dialog
+
+    @_unavailable_when_unreachable
+    async def dialogs(self, dialog_ids: Sequence[str]) -> list[Dialog]:
+        """Three queries whatever the number: the heads and their users by ``_id``, and
+        every utterance of them by ``dialog_id`` (on FerretDB, one scan of the utterances
+        for the group instead of one per dialog)."""
+        ids = [_literal(i) for i in dict.fromkeys(dialog_ids)]
+        if not ids:
+            return []
+        found = {doc["_id"]: doc async for doc in self._dialogs.find({"_id": {"$in": ids}})}
+        owners = list({doc["human_id"] for doc in found.values()})
+        users = {doc["_id"]: doc async for doc in self._users.find({"_id": {"$in": owners}})}
+        heads = [found[i] for i in ids if i in found and found[i]["human_id"] in users]
+        return await self._with_utterances(heads, users) if heads else []
 
     @_unavailable_when_unreachable
     async def user_dialogs(self, user_id: str) -> list[Dialog] | None:
@@ -572,7 +591,7 @@ class MongoDialogs(MongoBase):
             {"human_id": user["_id"]}, sort=[("date_start", ASCENDING), ("opened_ns", ASCENDING)]
         )
         heads = await cursor.to_list()
-        return await self._with_utterances(heads, user) if heads else []
+        return await self._with_utterances(heads, {user["_id"]: user}) if heads else []
 
     @_unavailable_when_unreachable
     async def mark_interrupted(self, utt_id: str) -> None:

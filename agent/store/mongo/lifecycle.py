@@ -77,7 +77,11 @@ class MongoLifecycle(MongoBase):
     async def _expire(self, before: datetime, batch: int, swept: Swept) -> bool:
         """Delete dialogs closed before ``before``: their utterances first (at most
         ``batch`` a pass), the dialog once none is left, so an erasure cut short is
-        finished by a later pass and no utterance outlives its dialog."""
+        finished by a later pass and no utterance outlives its dialog. The utterances of
+        all the pass's dialogs are found by one query (FerretDB answers it by reading every
+        utterance stored, so one query per dialog cost a pass that many reads of the whole
+        collection), in the walk's order and one more than the pass may delete: the dialog
+        that one belongs to is taken up again by the next pass."""
         docs, ended = await self._next(
             "closed",
             self._dialogs,
@@ -91,29 +95,31 @@ class MongoLifecycle(MongoBase):
             if d.get("active") is False and (_aware(d.get("date_finish")) or before) < before
         ]
         busy = await self._busy([d["human_id"] for d in expired]) if expired else set()
-        budget = batch
-        for doc in expired:
-            if doc["human_id"] in busy:
-                continue
-            ids = [
-                u["_id"]
-                for u in await self._utterances.find(
-                    {"dialog_id": doc["_id"]}, projection={"_id": 1}, limit=budget + 1
-                ).to_list()
-            ]
-            chunk = ids[:budget]
-            if chunk:
-                deleted = await self._utterances.delete_many({"_id": {"$in": chunk}})
+        expired = [d for d in expired if d["human_id"] not in busy]
+        if not expired:
+            return ended
+        found = await self._utterances.find(
+            {"dialog_id": {"$in": [d["_id"] for d in expired]}},
+            projection={"_id": 1, "dialog_id": 1},
+            sort=[("dialog_id", 1), ("seq", 1)],
+            limit=batch + 1,
+        ).to_list()
+        held: dict[str, list[str]] = {}
+        for utterance in found[:batch]:
+            held.setdefault(utterance["dialog_id"], []).append(utterance["_id"])
+        # The dialog whose utterances go past the pass's share: listed in part, and the
+        # last this pass reaches (the ones after it in the walk are not listed at all).
+        cut = found[batch]["dialog_id"] if len(found) > batch else None
+        for doc in expired:  # in ``_id`` order, as the utterances were sorted
+            ids = held.get(doc["_id"], [])
+            if ids:
+                deleted = await self._utterances.delete_many({"_id": {"$in": ids}})
                 swept.utterances_deleted += deleted.deleted_count
-                budget -= len(chunk)
-            if len(ids) > len(chunk):  # the rest next pass
+            if doc["_id"] == cut:  # the rest next pass
                 self._cursors["closed"] = _before(doc["_id"])
                 return False
             gone = await self._dialogs.delete_one({"_id": doc["_id"], "active": False})
             swept.dialogs_deleted += gone.deleted_count
-            if budget <= 0:
-                self._cursors["closed"] = doc["_id"]
-                return False
         return ended
 
     async def _close_idle(self, before: datetime, now: datetime, batch: int, swept: Swept) -> bool:

@@ -20,15 +20,20 @@ alike are bound parameters (an attribute key travels inside a bound JSON path). 
 disk, a locked or unreadable file is :class:`StoreUnavailable` (503, retry later); a
 statement refused for its data is :class:`StoreWriteRefused`. Erased rows are overwritten
 (``secure_delete``) and the write-ahead log is checkpointed after an erasure, so an erased
-user's text does not linger in the files.
+user's text does not linger in the files. The write-ahead log is copied back into the
+database file by a thread, not in the commits on the loop (:mod:`.checkpoint`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import sqlite3
+import time
 
 from agent.store.base import StoreUnavailable
 from agent.store.sqlite.base import BUSY_BUDGET, _path_of, _translated, migrate
+from agent.store.sqlite.checkpoint import Checkpointer
 from agent.store.sqlite.dialogs import SqliteDialogs
 from agent.store.sqlite.jsontext import register
 from agent.store.sqlite.keys import SqliteKeys
@@ -37,10 +42,17 @@ from agent.store.sqlite.lines import SqliteLines
 
 __all__ = ["SqliteStore"]
 
+log = logging.getLogger("chorus.store")
+
+#: Seconds between two attempts at truncating the write-ahead log after an erasure.
+_TRUNCATE_RETRY = 0.005
+
 
 class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
     """:class:`agent.store.Store` on a local SQLite file: the dialogs, the idempotency keys
     and the line, each in its own module, over one connection."""
+
+    _checkpointer: Checkpointer | None = None
 
     @classmethod
     async def open(cls, url: str) -> SqliteStore:
@@ -58,9 +70,14 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
             db.close()
             raise _translated(exc) from exc
         # Serving: never wait inside a call on the loop; a busy statement is retried
-        # around an await instead (SqliteBase._busy_retried).
+        # around an await instead (SqliteBase._busy_retried). Nor copy the log back into
+        # the file in a commit: a thread does it (agent.store.sqlite.checkpoint).
         db.execute("PRAGMA busy_timeout=0")
-        return cls(db)
+        db.execute("PRAGMA wal_autocheckpoint=0")
+        store = cls(db)
+        store._checkpointer = Checkpointer(path)
+        store._checkpointer.start()
+        return store
 
     async def delete_user(self, user_id: str) -> bool:
         user = "(SELECT id FROM users WHERE user_id = ?)"
@@ -75,8 +92,15 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
             (f"DELETE FROM dialogs WHERE human_id = {user}", [user_id]),
             ("DELETE FROM users WHERE user_id = ? RETURNING id", [user_id]),
         )
-        # Out of the write-ahead log into the (securely overwritten) database file.
-        await self._one("PRAGMA wal_checkpoint(TRUNCATE)")
+        # Out of the write-ahead log into the (securely overwritten) database file. The
+        # checkpoint thread may be copying the log at that moment (the pragma then answers
+        # busy and truncates nothing): tried again around an await until it is done.
+        deadline = time.monotonic() + BUSY_BUDGET
+        while (await self._one("PRAGMA wal_checkpoint(TRUNCATE)"))[0] == 1:
+            if time.monotonic() > deadline:  # another process keeps reading the log
+                log.warning("write-ahead log not truncated after an erasure: in use")
+                break
+            await asyncio.sleep(_TRUNCATE_RETRY)
         return rows[-1] is not None
 
     async def ping(self) -> None:
@@ -86,4 +110,6 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
             raise StoreUnavailable(f"SQLite store: {exc}") from exc
 
     async def close(self) -> None:
+        if self._checkpointer is not None:
+            await asyncio.to_thread(self._checkpointer.stop)
         self._db.close()

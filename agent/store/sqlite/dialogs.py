@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -187,6 +188,16 @@ class SqliteDialogs(SqliteBase):
         if row is None:
             return None
         return await self._dialog(row[0], Human.model_validate_json(row[1]))
+
+    async def dialogs(self, dialog_ids: Sequence[str]) -> list[Dialog]:
+        """One dialog at a time: each is an indexed read, and reading a group at once would
+        hold the event loop for the whole group (see :mod:`agent.store.sqlite`)."""
+        found = []
+        for dialog_id in dict.fromkeys(dialog_ids):
+            dialog = await self.dialog(dialog_id)
+            if dialog is not None:
+                found.append(dialog)
+        return found
 
     async def user_dialogs(self, user_id: str) -> list[Dialog] | None:
         user = await self._one("SELECT id, doc FROM users WHERE user_id = ?", [user_id])
