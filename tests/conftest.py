@@ -20,8 +20,10 @@ happened, or needs a fresh store keeps its own.
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
+import os
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
@@ -41,6 +43,24 @@ from tests.support.mongo_server import (
     unavailable_reason,
 )
 from tests.support.servers import ServerThread, serving
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """A test marked ``one_at_a_time(NAME)`` runs, in a parallel run (``pytest -n``), while
+    no other test marked with the same NAME does: each waits for a lock file of the run's
+    workers. Such tests keep the CPUs busy themselves (a whole stack of processes, pytest
+    run again), and two at once starve each other and the tests beside them. The lock is
+    taken around the whole test, outside pytest-timeout's clock, so the wait does not
+    count against a test's timeout."""
+    mark = item.get_closest_marker("one_at_a_time")
+    if mark is None or "PYTEST_XDIST_WORKER" not in os.environ:
+        return (yield)
+    # A worker's base temporary directory is in the run's, which pytest cleans up later.
+    run = Path(item.config.getoption("basetemp")).parent
+    with (run / f"one-at-a-time-{mark.args[0]}.lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file is closed
+        return (yield)
 
 
 @pytest.fixture

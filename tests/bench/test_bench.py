@@ -10,6 +10,11 @@ from pathlib import Path
 
 import pytest
 
+# Each test starts a whole stack of processes: one at a time (another waits), so that in
+# `make test`'s parallel run two of them do not starve each other of CPU
+# (docs/development.md).
+pytestmark = pytest.mark.one_at_a_time("stack")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

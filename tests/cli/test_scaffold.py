@@ -33,6 +33,11 @@ from tests.deploy import test_compose
 from tests.support.compose import containerised, without_urls
 from tests.support.servers import free_port, serving
 
+# Tests that run pytest again in a copy of the repository: one at a time (another waits), so
+# that in `make test`'s parallel run two of them do not starve each other of CPU
+# (docs/development.md).
+pytestmark = pytest.mark.one_at_a_time("copies")
+
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "tortoise"  # a name no real skill of the repository will take
 PIPELINE, COMPOSE_PIPELINE, COMPOSE = (
