@@ -23,7 +23,6 @@ from __future__ import annotations
 import fcntl
 import itertools
 import json
-import os
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
@@ -54,7 +53,9 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     taken around the whole test, outside pytest-timeout's clock, so the wait does not
     count against a test's timeout."""
     mark = item.get_closest_marker("one_at_a_time")
-    if mark is None or "PYTEST_XDIST_WORKER" not in os.environ:
+    # Only in an xdist worker (which has ``workerinput``), not in a pytest it runs, which
+    # inherits its environment.
+    if mark is None or not hasattr(item.config, "workerinput"):
         return (yield)
     # A worker's base temporary directory is in the run's, which pytest cleans up later.
     run = Path(item.config.getoption("basetemp")).parent
