@@ -67,9 +67,16 @@ nginx:
 # pytest prints the coverage of agent/ and the services (pyproject.toml's [tool.coverage]);
 # the floor sits a little under the measured figure (94.6 % on 2026-11-23, with MongoDB).
 COVERAGE_FLOOR := 92
+# pytest-xdist's worker processes: a test spends much of its time waiting for servers and
+# child processes, so more workers than the 2 CPUs of a small machine pay; `make test
+# TEST_WORKERS=0` runs the tests in one process. worksteal: a worker that runs out of tests
+# takes some of another's. The tests that keep the CPUs busy themselves run one at a time
+# (`one_at_a_time` in tests/conftest.py).
+TEST_WORKERS ?= 3
 
 test: lint typecheck mongodb-test-server docker-compose chromium nginx
-	$(BIN)/pytest --cov --cov-fail-under=$(COVERAGE_FLOOR) --durations=15
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --cov --cov-fail-under=$(COVERAGE_FLOOR) \
+		--durations=15
 
 bench: install
 	$(BIN)/python -m bench.run

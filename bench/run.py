@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from bench.load import median_ms, run_load
+from bench.load import LoadResult, median_ms, run_load
 from bench.servers import mongodb_server
 from bench.stubs import pipeline
 
@@ -158,9 +158,29 @@ def overhead_ms(base: str, dialog_ids: set[str], latencies: list[float]) -> dict
     }
 
 
-async def sequential(base: str, user: str, turns: int) -> list[float]:
-    result = await run_load(f"{base}/", 1, turns, users_per_worker=1, tag=user)
-    return result.latencies
+async def sequential(base: str, user: str, turns: int) -> LoadResult:
+    return await run_load(f"{base}/", 1, turns, users_per_worker=1, tag=user)
+
+
+def skills_side_by_side_ms(base: str, dialog_ids: set[str]) -> dict[str, float]:
+    """Per turn, from the stored traces: the time from the first skill's start to the last
+    one's end, and the sum of the skills' own times. Side by side, the first is about one
+    skill's time; one after another, it is the sum. Both come from the same turn, so a busy
+    machine stretches them alike."""
+    spans: list[float] = []
+    sums: list[float] = []
+    with httpx.Client(base_url=base, timeout=30) as client:
+        for dialog_id in dialog_ids:
+            dialog = client.get(f"/api/dialogs/{dialog_id}", params={"view": "chorus"}).json()
+            for utterance in dialog["utterances"]:
+                calls = [c for c in utterance.get("trace") or [] if c["role"] == "skills"]
+                if utterance["speaker"] != "human" or not calls:
+                    continue
+                spans.append(
+                    max(c["start"] + c["duration"] for c in calls) - min(c["start"] for c in calls)
+                )
+                sums.append(sum(c["duration"] for c in calls))
+    return {"skills_span_p50_ms": median_ms(spans), "skills_sum_p50_ms": median_ms(sums)}
 
 
 def server_name(db_url: str) -> str:
@@ -204,7 +224,7 @@ def bench_store(name: str, db_url: str, quick: bool) -> dict[str, Any]:
                 out["overhead"] = overhead_ms(base, result.dialog_ids, result.latencies)
         out["load"] = rows
         flat_turns = 300 if not quick else 60
-        lat = asyncio.run(sequential(base, f"{name}-flat", flat_turns))
+        lat = asyncio.run(sequential(base, f"{name}-flat", flat_turns)).latencies
         first, last = median_ms(lat[:20]), median_ms(lat[-20:])
         out["flatness"] = {
             "turns": flat_turns,
@@ -235,8 +255,13 @@ def bench_store(name: str, db_url: str, quick: bool) -> dict[str, Any]:
             "growth_mb": round(after - before, 1),
         }
     with stack(db_url, skills=10, delay_ms=100, only_skills=True) as (base, _):
-        lat = asyncio.run(sequential(base, f"{name}-fan", 30 if not quick else 10))
-        out["fanout"] = {"skills": 10, "skill_ms": 100, "turn_p50_ms": median_ms(lat[5:])}
+        fan = asyncio.run(sequential(base, f"{name}-fan", 30 if not quick else 10))
+        out["fanout"] = {
+            "skills": 10,
+            "skill_ms": 100,
+            "turn_p50_ms": median_ms(fan.latencies[5:]),
+            **skills_side_by_side_ms(base, fan.dialog_ids),
+        }
     return out
 
 
@@ -330,7 +355,8 @@ def table(results: list[dict[str, Any]]) -> None:
             f"{r['overhead']['agent_overhead_p50_ms']} ms (turn {r['overhead']['turn_p50_ms']} ms)",
             f"{r['flatness']['ratio']} ({r['flatness']['first20_p50_ms']} → "
             f"{r['flatness']['last20_p50_ms']} ms)",
-            f"{r['fanout']['turn_p50_ms']} ms",
+            f"{r['fanout']['turn_p50_ms']} ms (skills {r['fanout']['skills_span_p50_ms']} ms "
+            f"of {r['fanout']['skills_sum_p50_ms']} ms)",
             f"{r['memory']['growth_mb']} MB ({r['memory']['dialogs_small']} → "
             f"{r['memory']['dialogs_big']} dialogs)",
         )

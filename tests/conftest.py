@@ -1,12 +1,32 @@
-"""Shared fixtures: real services on 127.0.0.1 and an agent wired to them."""
+"""Shared fixtures: real services on 127.0.0.1 and an agent wired to them.
+
+Which tests run on both stores: an agent test runs on SQLite and on MongoDB (``db_url``
+is parametrised over both) when it reads or writes dialog state through the store, which
+is any test that sends a turn, reads a dialog or a user (a 404 included), rates, erases,
+exports or imports. A test that never does (it is decided before the store is reached:
+request validation and its 4xx, the API key, CORS and the body limit, the pages and their
+files, ``/api/pipeline``'s description, start-up warnings) is marked
+``@pytest.mark.store_agnostic`` and runs once, on SQLite: running it on MongoDB too would
+repeat the same code path. The rule is what the test exercises, not how long it takes. The
+mark is checked: a store-agnostic test that leaves anything in its SQLite database fails,
+saying to remove the mark.
+
+Which tests share servers: ``agent`` and ``services`` start servers for one test. A
+module's store-agnostic tests that only read (pages, the pipeline's description, refused
+requests) share an agent instead: a module fixture calls ``shared_agent`` once with
+``shared_services``. A test that kills, restarts or reconfigures a server, counts what
+happened, or needs a fresh store keeps its own.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
+import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +42,26 @@ from tests.support.mongo_server import (
     unavailable_reason,
 )
 from tests.support.servers import ServerThread, serving
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """A test marked ``one_at_a_time(NAME)`` runs, in a parallel run (``pytest -n``), while
+    no other test marked with the same NAME does: each waits for a lock file of the run's
+    workers. Such tests keep the CPUs busy themselves (a whole stack of processes, pytest
+    run again), and two at once starve each other and the tests beside them. The lock is
+    taken around the whole test, outside pytest-timeout's clock, so the wait does not
+    count against a test's timeout."""
+    mark = item.get_closest_marker("one_at_a_time")
+    # Only in an xdist worker (which has ``workerinput``), not in a pytest it runs, which
+    # inherits its environment.
+    if mark is None or not hasattr(item.config, "workerinput"):
+        return (yield)
+    # A worker's base temporary directory is in the run's, which pytest cleans up later.
+    run = Path(item.config.getoption("basetemp")).parent
+    with (run / f"one-at-a-time-{mark.args[0]}.lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file is closed
+        return (yield)
 
 
 @pytest.fixture
@@ -72,30 +112,95 @@ def fresh_database(server_url: str) -> str:
     return f"{scheme}://{hosts}/chorus_test_{uuid.uuid4().hex}{sep}{options}"
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A ``store_agnostic`` test gets ``db_url`` on SQLite only (the module's docstring):
+    as a ``parametrize`` mark, added before pytest reads the marks and the fixtures'
+    params, so that it replaces ``db_url``'s own params as a written mark would."""
+    definition = metafunc.definition
+    if "db_url" in metafunc.fixturenames and definition.get_closest_marker("store_agnostic"):
+        definition.add_marker(pytest.mark.parametrize("db_url", ["sqlite"], indirect=True))
+
+
 @pytest.fixture(params=["sqlite", "mongodb"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The agent's store: every agent test runs on SQLite and on MongoDB; a test that
-    concerns how a turn's end is written also on MongoDB 8, with
-    ``@pytest.mark.parametrize("db_url", [..., "mongodb-8"], indirect=True)``."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/chorus.db"
-    return fresh_mongodb_database(request, request.param)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The agent's store: an agent test runs on SQLite and on MongoDB (a ``store_agnostic``
+    one on SQLite only); a test that concerns how a turn's end is written also on MongoDB
+    8, with ``@pytest.mark.parametrize("db_url", [..., "mongodb-8"], indirect=True)``."""
+    if request.param != "sqlite":
+        yield fresh_mongodb_database(request, request.param)
+        return
+    path = tmp_path / "chorus.db"
+    yield f"sqlite:///{path}"
+    if request.node.get_closest_marker("store_agnostic") is not None:
+        assert_nothing_stored(path, request.node.nodeid)
+
+
+def assert_nothing_stored(path: Path, test: str) -> None:
+    """Fail ``test`` (store-agnostic, or sharing an agent) if it left rows in the SQLite
+    database at ``path``: it wrote dialog state, so it belongs on both stores."""
+    if not path.exists():
+        return
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as database:
+        listed = database.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        tables = [row[0] for row in listed]
+        kept = {
+            table: count
+            for table in tables
+            if (count := database.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
+        }
+    if kept:
+        pytest.fail(
+            f"{test} is store_agnostic but left rows in the store ({kept}): it writes "
+            "dialog state, so it must run on both stores (`agent` without the mark)"
+        )
 
 
 AgentFactory = Callable[..., httpx.Client]
 
 
-@pytest.fixture
-def agent(tmp_path: Path, db_url: str) -> Iterator[AgentFactory]:
-    """``agent(pipeline_dict)`` starts the real agent over HTTP and returns a client to it."""
+@contextmanager
+def agents(folder: Path, db_url: str) -> Iterator[AgentFactory]:
+    """A factory of real agents on ``db_url``, their pipeline files in ``folder``: each call
+    starts one and returns an HTTP client to it; all stop on exit."""
     started = itertools.count()
     with ExitStack() as stack:
 
         def start(pipeline: dict[str, Any], **settings: Any) -> httpx.Client:
-            path = tmp_path / f"pipeline-{next(started)}.json"
+            path = folder / f"pipeline-{next(started)}.json"
             path.write_text(json.dumps(pipeline))
             app = create_app(Settings(db_url=db_url, pipeline=path, **settings))
             server = stack.enter_context(serving(app))
             return stack.enter_context(httpx.Client(base_url=server.url, timeout=30))
 
         yield start
+
+
+@pytest.fixture
+def agent(tmp_path: Path, db_url: str) -> Iterator[AgentFactory]:
+    """``agent(pipeline_dict)`` starts the real agent over HTTP and returns a client to it."""
+    with agents(tmp_path, db_url) as start:
+        yield start
+
+
+@pytest.fixture(scope="module")
+def shared_services() -> Iterator[Callable[[Any], ServerThread]]:
+    """``services`` started once for a module's tests that share them (with
+    :func:`shared_agent`), stopped after its last test."""
+    with ExitStack() as stack:
+        yield lambda app: stack.enter_context(serving(app))
+
+
+@pytest.fixture(scope="module")
+def shared_agent(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AgentFactory]:
+    """``agent`` for a module's ``store_agnostic`` tests that only read (pages, the
+    pipeline's description, requests refused with a 4xx): a module fixture calls it once
+    and its tests share that agent, on SQLite, instead of starting one each. A test that
+    kills, restarts or reconfigures an agent, or needs a fresh store, keeps ``agent``.
+    Checked at the end: the shared agents stored nothing."""
+    folder = tmp_path_factory.mktemp("shared-agent")
+    with agents(folder, f"sqlite:///{folder}/chorus.db") as start:
+        yield start
+    assert_nothing_stored(folder / "chorus.db", f"a test of {request.module.__name__}")

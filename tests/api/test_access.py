@@ -38,6 +38,7 @@ def test_chat_can_be_protected_too(services: Any, agent: AgentFactory) -> None:
     assert ok.status_code == 200
 
 
+@pytest.mark.store_agnostic
 def test_open_reads_are_warned_about_at_start_up(
     services: Any, agent: AgentFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -46,6 +47,7 @@ def test_open_reads_are_warned_about_at_start_up(
     assert any("CHORUS_API_KEY is not set" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.store_agnostic
 def test_oversized_bodies_get_a_413(services: Any, agent: AgentFactory) -> None:
     client = agent(pipeline(services), max_body_bytes=2048)
     big = client.post("/", json={"user_id": "u", "payload": "x" * 5000})
@@ -62,6 +64,7 @@ def test_oversized_bodies_get_a_413(services: Any, agent: AgentFactory) -> None:
     assert streamed.status_code == 413
 
 
+@pytest.mark.store_agnostic
 def test_cors_is_off_by_default_and_allows_only_configured_origins(
     services: Any, agent: AgentFactory
 ) -> None:

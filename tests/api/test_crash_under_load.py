@@ -29,6 +29,11 @@ from tests.support.mongo_server import (
 from tests.support.processes import agent_process
 from tests.support.servers import ServerThread
 
+# Each test starts a whole stack of processes: one at a time (another waits), so that in
+# `make test`'s parallel run two of them do not starve each other of CPU
+# (docs/development.md).
+pytestmark = pytest.mark.one_at_a_time("stack")
+
 USERS = 32
 TURNS = 6
 #: How long one message may take to be answered, retries included (a restart takes ~2 s).

@@ -224,6 +224,7 @@ def test_the_current_load_websocket_sends_dp_agents_messages(
     assert client.get("/debug/current_load?format=json").status_code == 200
 
 
+@pytest.mark.store_agnostic
 def test_the_current_load_websocket_needs_the_readers_key(
     services: Any, agent: AgentFactory
 ) -> None:

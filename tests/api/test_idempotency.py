@@ -110,6 +110,7 @@ def test_observations_are_idempotent_too(client: httpx.Client) -> None:
     assert len(utterances(client, first["dialog_id"])) == 2
 
 
+@pytest.mark.store_agnostic
 def test_a_bad_key_is_refused_with_a_message(client: httpx.Client) -> None:
     response = client.post(
         "/", json={"user_id": "u", "payload": "x"}, headers={"Idempotency-Key": "no spaces allowed"}

@@ -12,21 +12,28 @@ from tests.conftest import AgentFactory, service_entry
 from tests.support.services import fixed_skill, image_annotator, window_reporter
 
 
+def pipeline(services: Any) -> dict[str, Any]:
+    return {
+        "services": {
+            "annotators": {"vision": service_entry(services(image_annotator()).url)},
+            "skills": {
+                "sure": service_entry(services(fixed_skill("sure", "sheep", 0.9)).url),
+                "unsure": service_entry(services(fixed_skill("unsure", "wolf", 0.3)).url),
+                "reporter": service_entry(services(window_reporter()).url),
+            },
+        }
+    }
+
+
 @pytest.fixture
 def client(services: Any, agent: AgentFactory) -> httpx.Client:
-    return agent(
-        {
-            "services": {
-                "annotators": {"vision": service_entry(services(image_annotator()).url)},
-                "skills": {
-                    "sure": service_entry(services(fixed_skill("sure", "sheep", 0.9)).url),
-                    "unsure": service_entry(services(fixed_skill("unsure", "wolf", 0.3)).url),
-                    "reporter": service_entry(services(window_reporter()).url),
-                },
-            }
-        },
-        max_image_bytes=1000,
-    )
+    return agent(pipeline(services), max_image_bytes=1000)
+
+
+@pytest.fixture(scope="module")
+def shared_client(shared_services: Any, shared_agent: AgentFactory) -> httpx.Client:
+    """The same agent, shared by the tests of observations refused before the store."""
+    return shared_agent(pipeline(shared_services), max_image_bytes=1000)
 
 
 def observe(client: httpx.Client, **fields: Any) -> dict[str, Any]:
@@ -120,17 +127,21 @@ def test_an_image_reaches_annotators(client: httpx.Client) -> None:
     }
 
 
-def test_bad_images_are_refused_with_what_to_do(client: httpx.Client) -> None:
-    big = client.post("/api/v1/chat", json={"user_id": "ann", "text": "x", "image": "A" * 5000})
+@pytest.mark.store_agnostic
+def test_bad_images_are_refused_with_what_to_do(shared_client: httpx.Client) -> None:
+    big = shared_client.post(
+        "/api/v1/chat", json={"user_id": "ann", "text": "x", "image": "A" * 5000}
+    )
     assert big.status_code == 413
     assert "CHORUS_MAX_IMAGE_BYTES" in big.json()["message"]
-    bad = client.post("/api/v1/chat", json={"user_id": "ann", "text": "x", "image": "%%%"})
+    bad = shared_client.post("/api/v1/chat", json={"user_id": "ann", "text": "x", "image": "%%%"})
     assert bad.status_code == 422
     assert "http(s) URL or base64" in bad.json()["message"]
 
 
-def test_bad_observations_are_named(client: httpx.Client) -> None:
-    response = client.post(
+@pytest.mark.store_agnostic
+def test_bad_observations_are_named(shared_client: httpx.Client) -> None:
+    response = shared_client.post(
         "/api/v1/chat",
         json={"user_id": "ann", "text": "x", "labels": "sheep", "episode_done": "maybe"},
     )

@@ -49,6 +49,13 @@ def pipeline(services: Any) -> dict[str, Any]:
     }
 
 
+@pytest.fixture(scope="module")
+def shared_client(shared_services: Any, shared_agent: AgentFactory) -> httpx.Client:
+    """An agent on :func:`pipeline`, shared by the tests that only read its pages and its
+    description."""
+    return shared_agent(pipeline(shared_services))
+
+
 def say(client: httpx.Client, text: str) -> dict[str, Any]:
     response = client.post("/", json={"user_id": "page-user", "payload": text})
     assert response.status_code == 200, response.text
@@ -56,8 +63,9 @@ def say(client: httpx.Client, text: str) -> dict[str, Any]:
     return body
 
 
-def test_pages_and_everything_they_load_are_served(services: Any, agent: AgentFactory) -> None:
-    client = agent(pipeline(services))
+@pytest.mark.store_agnostic
+def test_pages_and_everything_they_load_are_served(shared_client: httpx.Client) -> None:
+    client = shared_client
     for path in PAGES:
         page = client.get(path)
         assert page.status_code == 200, path
@@ -82,14 +90,16 @@ def test_a_browser_at_the_root_lands_on_the_chat(services: Any, agent: AgentFact
     assert say(client, "Hello!")["active_skill"] == "greeting"  # POST / is still the chat
 
 
-def test_pages_stay_out_of_the_api_schema(services: Any, agent: AgentFactory) -> None:
-    paths = agent(pipeline(services)).get("/openapi.json").json()["paths"]
+@pytest.mark.store_agnostic
+def test_pages_stay_out_of_the_api_schema(shared_client: httpx.Client) -> None:
+    paths = shared_client.get("/openapi.json").json()["paths"]
     assert "/api/pipeline" in paths
     assert not {"/chat", "/pipeline", "/inspect/{dialog_id}"} & set(paths)
 
 
-def test_the_pipeline_is_described_stage_by_stage(services: Any, agent: AgentFactory) -> None:
-    info = agent(pipeline(services)).get("/api/pipeline").json()
+@pytest.mark.store_agnostic
+def test_the_pipeline_is_described_stage_by_stage(shared_client: httpx.Client) -> None:
+    info = shared_client.get("/api/pipeline").json()
     assert [s["role"] for s in info["stages"]] == ["annotators", "skills", "response_selectors"]
     by_name = {s["name"]: s for s in info["services"]}
     assert set(by_name) == {
@@ -210,6 +220,7 @@ def test_an_unknown_dialog_is_a_404_with_a_message(services: Any, agent: AgentFa
     assert client.get(f"/api/dialogs/{dialog_id}").status_code == 200
 
 
+@pytest.mark.store_agnostic
 def test_a_disabled_service_is_shown_as_disabled_with_why(
     services: Any, agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,18 +11,27 @@ from skills.greeting.app import app as greeting_app
 from tests.conftest import AgentFactory, service_entry
 
 
+def pipeline(services: Any) -> dict[str, Any]:
+    return {"services": {"skills": {"greeting": service_entry(services(greeting_app).url)}}}
+
+
 @pytest.fixture
 def client(services: Any, agent: AgentFactory) -> httpx.Client:
-    return agent(
-        {"services": {"skills": {"greeting": service_entry(services(greeting_app).url)}}},
-        max_text_length=50,
-    )
+    return agent(pipeline(services), max_text_length=50)
 
 
-def test_ping_and_openapi(client: httpx.Client) -> None:
-    assert client.get("/ping").json() == "pong"
-    assert client.get("/docs").status_code == 200
-    schema = client.get("/openapi.json").json()
+@pytest.fixture(scope="module")
+def shared_client(shared_services: Any, shared_agent: AgentFactory) -> httpx.Client:
+    """The same agent, shared by the tests of requests refused (or answered) before the
+    store."""
+    return shared_agent(pipeline(shared_services), max_text_length=50)
+
+
+@pytest.mark.store_agnostic
+def test_ping_and_openapi(shared_client: httpx.Client) -> None:
+    assert shared_client.get("/ping").json() == "pong"
+    assert shared_client.get("/docs").status_code == 200
+    schema = shared_client.get("/openapi.json").json()
     assert {
         "/",
         "/api/dialogs/{dialog_id}",
@@ -34,14 +43,16 @@ def test_ping_and_openapi(client: httpx.Client) -> None:
     assert "HumanUtterance" in schema["components"]["schemas"]
 
 
-def test_missing_user_id_is_named(client: httpx.Client) -> None:
-    response = client.post("/", json={"payload": "hi"})
+@pytest.mark.store_agnostic
+def test_missing_user_id_is_named(shared_client: httpx.Client) -> None:
+    response = shared_client.post("/", json={"payload": "hi"})
     assert response.status_code == 422
     assert response.json()["message"] == "user_id: Field required"
 
 
-def test_a_query_object_as_user_id_is_refused(client: httpx.Client) -> None:
-    response = client.post("/", json={"user_id": {"$ne": None}, "payload": "hi"})
+@pytest.mark.store_agnostic
+def test_a_query_object_as_user_id_is_refused(shared_client: httpx.Client) -> None:
+    response = shared_client.post("/", json={"user_id": {"$ne": None}, "payload": "hi"})
     assert response.status_code == 422
     assert "user_id" in response.json()["message"]
 
@@ -57,8 +68,9 @@ def test_numeric_user_ids_are_accepted_as_dp_agent_clients_send_them(
     assert text["dialog_id"] == numeric["dialog_id"]
 
 
-def test_wrong_content_type_says_how_to_send(client: httpx.Client) -> None:
-    response = client.post(
+@pytest.mark.store_agnostic
+def test_wrong_content_type_says_how_to_send(shared_client: httpx.Client) -> None:
+    response = shared_client.post(
         "/",
         content="user_id=a&payload=hi",
         headers={"content-type": "application/x-www-form-urlencoded"},
@@ -67,25 +79,28 @@ def test_wrong_content_type_says_how_to_send(client: httpx.Client) -> None:
     assert "Content-Type: application/json" in response.json()["message"]
 
 
-def test_malformed_json_is_a_422(client: httpx.Client) -> None:
-    response = client.post(
+@pytest.mark.store_agnostic
+def test_malformed_json_is_a_422(shared_client: httpx.Client) -> None:
+    response = shared_client.post(
         "/", content=b'{"user_id": ', headers={"content-type": "application/json"}
     )
     assert response.status_code == 422
     assert "JSON decode error" in response.json()["message"]
 
 
-def test_too_long_and_empty_payloads(client: httpx.Client) -> None:
-    long = client.post("/", json={"user_id": "a", "payload": "x" * 51})
+@pytest.mark.store_agnostic
+def test_too_long_and_empty_payloads(shared_client: httpx.Client) -> None:
+    long = shared_client.post("/", json={"user_id": "a", "payload": "x" * 51})
     assert long.status_code == 422
     assert "limit is 50" in long.json()["message"]
-    empty = client.post("/", json={"user_id": "a", "payload": ""})
+    empty = shared_client.post("/", json={"user_id": "a", "payload": ""})
     assert empty.status_code == 422
     assert empty.json()["message"].startswith("payload: String should have at least 1")
 
 
-def test_extra_keys_that_would_be_field_paths_are_refused(client: httpx.Client) -> None:
-    response = client.post("/", json={"user_id": "a", "payload": "hi", "a.b": 1})
+@pytest.mark.store_agnostic
+def test_extra_keys_that_would_be_field_paths_are_refused(shared_client: httpx.Client) -> None:
+    response = shared_client.post("/", json={"user_id": "a", "payload": "hi", "a.b": 1})
     assert response.status_code == 422
     assert "'a.b' is not allowed" in response.json()["message"]
 
@@ -177,8 +192,9 @@ def test_every_error_has_one_envelope(services: Any, agent: AgentFactory) -> Non
     assert "chat:" not in reused and "message id" not in reused
 
 
-def test_the_schema_documents_the_error_envelope(client: httpx.Client) -> None:
-    schema = client.get("/openapi.json").json()
+@pytest.mark.store_agnostic
+def test_the_schema_documents_the_error_envelope(shared_client: httpx.Client) -> None:
+    schema = shared_client.get("/openapi.json").json()
     chat = schema["paths"]["/"]["post"]["responses"]
     assert "422" not in chat  # FastAPI's own 422 shape is not what the agent sends
     assert chat["4XX"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from annotators.tokens.app import app as tokens_app
 from response_selectors.confidence.app import app as confidence_app
 from skills.fallback.app import app as fallback_app
@@ -101,6 +103,7 @@ def test_the_parlai_endpoint_streams_its_act(services: Any, agent: AgentFactory)
     assert (act["text"], act["id"]) == (plain["text"], plain["id"])
 
 
+@pytest.mark.store_agnostic
 def test_a_request_refused_before_the_turn_is_a_plain_error(
     services: Any, agent: AgentFactory
 ) -> None:

@@ -10,6 +10,11 @@ from pathlib import Path
 
 import pytest
 
+# Each test starts a whole stack of processes: one at a time (another waits), so that in
+# `make test`'s parallel run two of them do not starve each other of CPU
+# (docs/development.md).
+pytestmark = pytest.mark.one_at_a_time("stack")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -43,8 +48,12 @@ def test_the_quick_benchmark_writes_every_figure(tmp_path: Path) -> None:
     overhead = result["overhead"]
     assert 0 < overhead["services_critical_path_p50_ms"] < overhead["turn_p50_ms"]
     assert result["flatness"]["turns"] == 60 and result["flatness"]["ratio"] > 0
-    # ten skills of 100 ms each run side by side: far less than a second in a row
-    assert 100 <= result["fanout"]["turn_p50_ms"] < 1000
+    # ten skills of 100 ms each run side by side: in each stored trace, the skills' calls
+    # overlap (first start to last end well under the sum of their times), however busy
+    # the machine is; and no turn is faster than one skill
+    fanout = result["fanout"]
+    assert fanout["turn_p50_ms"] >= 100
+    assert 100 <= fanout["skills_span_p50_ms"] < fanout["skills_sum_p50_ms"] / 3
     assert result["memory"]["dialogs_big"] == 600
     assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Load: POST / through 7 stub services" in done.stdout

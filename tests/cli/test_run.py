@@ -15,6 +15,11 @@ import pytest
 
 from tests.support.servers import free_port
 
+# Each test starts a whole stack of processes: one at a time (another waits), so that in
+# `make test`'s parallel run two of them do not starve each other of CPU
+# (docs/development.md).
+pytestmark = pytest.mark.one_at_a_time("stack")
+
 
 def wait_for(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout

@@ -33,6 +33,11 @@ from tests.deploy import test_compose
 from tests.support.compose import containerised, without_urls
 from tests.support.servers import free_port, serving
 
+# Tests that run pytest again in a copy of the repository: one at a time (another waits), so
+# that in `make test`'s parallel run two of them do not starve each other of CPU
+# (docs/development.md).
+pytestmark = pytest.mark.one_at_a_time("copies")
+
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "tortoise"  # a name no real skill of the repository will take
 PIPELINE, COMPOSE_PIPELINE, COMPOSE = (
@@ -390,13 +395,33 @@ def doc_block(language: str, containing: str) -> str:
     return block
 
 
+SERVICE_GROUPS = ("annotators", "skills", "skill_selectors", "response_selectors")
+
+
+def changed_services(repo: Path) -> list[str]:
+    """The service folders of the copy ``repo`` that differ from this checkout's (new ones
+    included), as paths relative to it."""
+    changed = []
+    for group in SERVICE_GROUPS:
+        for folder in sorted(p for p in (repo / group).iterdir() if p.is_dir()):
+            files = [f for f in folder.rglob("*") if f.is_file() and "__pycache__" not in f.parts]
+            for copied in files:
+                ours = ROOT / copied.relative_to(repo)
+                if not ours.is_file() or ours.read_bytes() != copied.read_bytes():
+                    changed.append(str(folder.relative_to(repo)))
+                    break
+    return changed
+
+
 @pytest.mark.timeout(600)
 def test_following_the_docs_keeps_every_test_green(tmp_path: Path) -> None:
     """A newcomer's path through docs/adding-a-skill.md, in a copy of the repository: the
     weather skill scaffolded, its code and first test replaced by the docs', the weather
     intent added to the intents annotator and routed in rules.json. Then lint, the tests of
-    every service, of the default bot and of the compose file stay green, and the skill passes
-    the test the docs give it."""
+    every service the path changed, of the default bot and of the compose file stay green,
+    and the skill passes the test the docs give it. A service the path leaves as it is runs
+    the same tests in this suite (its tests import only its own folder), so they are not
+    run a second time here: that was most of the slowest test of the suite."""
     repo = copy_repository(tmp_path / "repo")
     assert chorus(repo, "new", "skill", "weather").exit_code == 0
     skill = repo / "skills" / "weather"
@@ -418,7 +443,7 @@ def test_following_the_docs_keeps_every_test_green(tmp_path: Path) -> None:
     rules_path.write_text(json.dumps(rules, indent=2))
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHORUS_")}
-    folders = ["agent", "annotators", "skills", "skill_selectors", "response_selectors", "tests"]
+    folders = ["agent", *SERVICE_GROUPS, "tests"]
     for check in (["check"], ["format", "--check"]):  # as `make lint` runs them
         lint = subprocess.run(
             [sys.executable, "-m", "ruff", *check, *folders],
@@ -438,10 +463,7 @@ def test_following_the_docs_keeps_every_test_green(tmp_path: Path) -> None:
             "no:cacheprovider",
             "-k",
             "not mongodb",
-            "annotators",
-            "skills",
-            "skill_selectors",
-            "response_selectors",
+            *changed_services(repo),
             "tests/e2e",
             "tests/deploy/test_compose.py",  # the skill in compose (replicas: unrelated)
         ],
@@ -454,6 +476,10 @@ def test_following_the_docs_keeps_every_test_green(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout[-4000:]
     assert "skills/weather/test_app.py ...." in result.stdout or " passed" in result.stdout
+    # The services the path edits are among those tested (a sign the comparison works).
+    assert {"skills/weather", "annotators/intents", "skill_selectors/rules"} <= set(
+        changed_services(repo)
+    )
     passed = subprocess.run(
         [
             sys.executable,

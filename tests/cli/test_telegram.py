@@ -209,6 +209,7 @@ def test_a_message_the_agent_refuses_is_answered_with_what_to_fix(
     assert "the limit is 10" in text
 
 
+@pytest.mark.store_agnostic
 def test_a_bad_token_stops_the_bot_with_the_bot_apis_reason(
     services: Any, agent: AgentFactory
 ) -> None:

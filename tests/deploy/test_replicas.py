@@ -33,6 +33,11 @@ from tests.conftest import fresh_database, service_entry
 from tests.support.processes import wait_until_up
 from tests.support.servers import free_port, serving
 
+# Each test starts a whole stack of processes: one at a time (another waits), so that in
+# `make test`'s parallel run two of them do not starve each other of CPU
+# (docs/development.md).
+pytestmark = pytest.mark.one_at_a_time("stack")
+
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "deploy" / "nginx" / "chorus.conf"
 OVERRIDE = ROOT / "docker-compose.replicas.yml"

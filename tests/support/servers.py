@@ -88,10 +88,22 @@ class _PromptServer(uvicorn.Server):
 
 
 class ServerThread:
-    """A uvicorn server for one ASGI app, running in a daemon thread."""
+    """A uvicorn server for one ASGI app, running in a daemon thread.
+
+    Without a ``port`` it listens on a socket bound here to a port the kernel picks, and
+    keeps it: a port looked up free and bound later could be taken in between by another
+    process (the tests run in parallel, ``pytest -n``). With a ``port`` (a restart on the
+    same one) uvicorn binds it.
+    """
 
     def __init__(self, app: Any, port: int | None = None) -> None:
-        self.port = port or free_port()
+        self._sockets: list[socket.socket] | None = None
+        if port is None:
+            listener = socket.socket()
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+            listener.bind(("127.0.0.1", 0))
+            self._sockets, port = [listener], listener.getsockname()[1]
+        self.port: int = port
         config = uvicorn.Config(
             app,
             host="127.0.0.1",
@@ -101,7 +113,9 @@ class ServerThread:
             lifespan="on",
         )
         self.server = _PromptServer(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": self._sockets}, daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -114,15 +128,22 @@ class ServerThread:
         # lifespan has run.
         while not self.server.started:
             if not self.thread.is_alive():
+                self._close_sockets()
                 raise RuntimeError(f"server on port {self.port} failed to start")
             if time.monotonic() > deadline:
+                self.stop()
                 raise RuntimeError(f"server on port {self.port} did not start in {timeout}s")
             time.sleep(0.01)
         return self
 
+    def _close_sockets(self) -> None:
+        for listener in self._sockets or ():
+            listener.close()
+
     def stop(self) -> None:
         self.server.stop_soon()
         self.thread.join(timeout=15)
+        self._close_sockets()  # closed with the server already; not when it never started
 
 
 @contextmanager
