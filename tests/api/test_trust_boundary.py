@@ -350,7 +350,9 @@ def test_a_document_the_database_refuses_is_stored_without_the_outputs(
         max_document_bytes=12_000_000,
         max_json_items=1_000_000,
     )
-    answer = client.post("/", json={"user_id": "ann", "payload": "hi"})
+    # the client waits as long as the turn may take (its 30 s default is less than the
+    # turn_timeout opened wide above: on a busy machine the 16 MB turn takes longer)
+    answer = client.post("/", json={"user_id": "ann", "payload": "hi"}, timeout=120)
     assert answer.status_code == 200, answer.text
     assert answer.json()["response"] == "ok"
     human = user_dialog(client, "ann")["utterances"][0]
@@ -359,4 +361,5 @@ def test_a_document_the_database_refuses_is_stored_without_the_outputs(
     else:
         assert human["annotations"] == {} and human["hypotheses"] == []
         assert errors_of(human) == [("store", "refused")]
-    assert client.post("/", json={"user_id": "ann", "payload": "next"}).status_code == 200
+    next_turn = client.post("/", json={"user_id": "ann", "payload": "next"}, timeout=120)
+    assert next_turn.status_code == 200
