@@ -64,6 +64,8 @@ class Talk:
     base: str
     answered: int = 0
     failures: int = 0
+    #: How many messages were answered when the crash began (None: it has not yet).
+    answered_at_crash: int | None = None
     wrong: list[str] = field(default_factory=list)
     halfway: asyncio.Event = field(default_factory=asyncio.Event)
     failed_once: asyncio.Event = field(default_factory=asyncio.Event)
@@ -109,6 +111,7 @@ async def converse(talk: Talk, crash: Callable[[Talk], None], keyed: Callable[[i
 
         async def crash_halfway() -> None:
             await talk.halfway.wait()
+            talk.answered_at_crash = talk.answered
             await asyncio.to_thread(crash, talk)
 
         await asyncio.gather(*users, crash_halfway())
@@ -135,7 +138,11 @@ def read_back(base: str) -> list[str]:
 def run_and_check(talk: Talk, crash: Callable[[Talk], None], keyed: Callable[[int], bool]) -> None:
     asyncio.run(converse(talk, crash, keyed))
     assert not talk.wrong, talk.wrong
-    assert talk.failures, "the crash happened after every turn was answered"
+    # The crash must fall among the turns. Whether a client sees it depends on what was
+    # killed: a killed agent drops its connections, but a database back within the driver's
+    # server-selection wait is invisible (the agent's calls wait and go on).
+    assert talk.answered_at_crash is not None
+    assert talk.answered_at_crash < USERS * TURNS, "the crash happened after every turn"
     assert talk.answered == USERS * TURNS
     problems = read_back(talk.base)
     assert not problems, "\n".join(problems)
@@ -202,4 +209,6 @@ def test_an_agent_killed_while_32_users_talk_loses_and_doubles_nothing(
             stack.close()
             talk.base, _ = stack.enter_context(agent_process(env))
 
-        run_and_check(Talk(base), kill_then_restart, keyed=lambda n: True)
+        talk = Talk(base)
+        run_and_check(talk, kill_then_restart, keyed=lambda n: True)
+        assert talk.failures, "no client saw the agent go away"
