@@ -202,11 +202,12 @@ def probe(
 ) -> dict[str, Any]:
     """Import the CMD's module in a fresh interpreter run in the staged WORKDIR (first on
     sys.path, as for uvicorn there) with the ``blocked`` modules unimportable, build the app
-    and send it the ``(method, path, body)`` requests."""
+    and send it the ``(method, path, body)`` requests. Coverage does not measure it: the
+    staged files are copies of ones the suite measures where they are."""
     clean = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("CHORUS_") and k not in ("PYTHONPATH", "PYTHONSAFEPATH")
+        if not k.startswith(("CHORUS_", "COVERAGE_")) and k not in ("PYTHONPATH", "PYTHONSAFEPATH")
     }
     result = subprocess.run(
         [
