@@ -232,13 +232,17 @@ async def test_free_form_keys_round_trip_unchanged(store: Store) -> None:
 
 
 async def test_a_long_dialog_still_reads_only_the_window(store: Store) -> None:
-    for i in range(320):
+    """220 utterances: past the 200 up to which MongoDB reads a dialog by its utterances'
+    ids (agent/store/mongo/dialogs.py), so the long dialog's other read is the one tested."""
+    turns = 110
+    for i in range(turns):
         dialog_id, _ = await turn(store, "talker", f"message {i}", f"answer {i}")
     window = await store.recent_utterances(dialog_id, 3)
-    assert [u.text for u in window] == ["answer 318", "message 319", "answer 319"]
+    last = turns - 1
+    assert [u.text for u in window] == [f"answer {last - 1}", f"message {last}", f"answer {last}"]
     assert [u.speaker for u in window] == ["bot", "human", "bot"]
     dialog = await store.dialog(dialog_id)
-    assert dialog is not None and len(dialog.utterances) == 640
+    assert dialog is not None and len(dialog.utterances) == 2 * turns
     assert [u.text for u in dialog.utterances[-3:]] == [u.text for u in window]
 
 
