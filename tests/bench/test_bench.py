@@ -4,12 +4,13 @@ would start it, writes a complete report and a plot."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.processes import unmeasured_environment
 
 # Each test starts a whole stack of processes: one at a time (another waits), so that in
 # `make test`'s parallel run two of them do not starve each other of CPU
@@ -17,9 +18,6 @@ import pytest
 pytestmark = pytest.mark.one_at_a_time("stack")
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The benchmark runs as a user runs it: not measured by coverage, whose tracing would
-#: slow the agent it measures (and the code it runs is measured by the other tests).
-UNMEASURED = {k: v for k, v in os.environ.items() if not k.startswith("COVERAGE_")}
 
 
 @pytest.mark.timeout(300)
@@ -36,7 +34,7 @@ def test_the_quick_benchmark_writes_every_figure(tmp_path: Path) -> None:
             str(tmp_path),
         ],
         cwd=ROOT,
-        env=UNMEASURED,
+        env=unmeasured_environment(),  # as a user runs it, not slowed by tracing
         capture_output=True,
         text=True,
         timeout=280,

@@ -31,6 +31,7 @@ from agent.pipeline.config import load_pipeline_config
 from agent.settings import Settings
 from tests.deploy import test_compose
 from tests.support.compose import containerised, without_urls
+from tests.support.processes import unmeasured_environment
 from tests.support.servers import free_port, serving
 
 # Tests that run pytest again in a copy of the repository: one at a time (another waits), so
@@ -104,14 +105,6 @@ def ports(pipeline: dict[str, Any]) -> set[int]:
 def only_added(old: str, new: str) -> bool:
     diff = difflib.ndiff(old.splitlines(), new.splitlines())
     return all(not line.startswith("- ") for line in diff)
-
-
-def copy_env() -> dict[str, str]:
-    """The environment of a command run in a copy of the repository: none of this run's
-    CHORUS_ settings, and no coverage measurement. The copy's code is this repository's own,
-    measured where this suite runs it; measured again in the copy, under other paths, it
-    only doubled the time of the suite's slowest test."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(("CHORUS_", "COVERAGE_"))}
 
 
 @dataclasses.dataclass
@@ -204,7 +197,7 @@ def test_deploy_checks_and_the_skills_own_tests_pass(scaffolded: Scaffolded) -> 
             cases.append(f"{module}::{name}[{NAME}]")
         else:
             cases.append(f"{module}::{name}")
-    env = copy_env()
+    env = unmeasured_environment("CHORUS_")  # a copy of the repository
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *cases, f"skills/{NAME}"],
         cwd=scaffolded.repo,
@@ -236,7 +229,7 @@ def test_the_skills_own_tests_pass_without_the_repositorys_tests_folder(tmp_path
     generated = (repo / "skills" / NAME / "test_app.py").read_text()
     assert "tests.support" not in generated
     assert "from agent.sdk.testing import" in generated
-    env = copy_env()
+    env = unmeasured_environment("CHORUS_")  # a copy of the repository
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"skills/{NAME}"],
         cwd=repo,
@@ -450,7 +443,7 @@ def test_following_the_docs_keeps_every_test_green(tmp_path: Path) -> None:
     rules["intents"]["weather"] = ["weather"]
     rules_path.write_text(json.dumps(rules, indent=2))
 
-    env = copy_env()
+    env = unmeasured_environment("CHORUS_")  # a copy of the repository
     folders = ["agent", *SERVICE_GROUPS, "tests"]
     for check in (["check"], ["format", "--check"]):  # as `make lint` runs them
         lint = subprocess.run(

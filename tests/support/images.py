@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import re
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from typing import Any
 from packaging.requirements import Requirement
 
 from tests.support.dockerfiles import ROOT, Dockerfile
+from tests.support.processes import unmeasured_environment
 
 #: Stands in for uvicorn on PATH: prints the arguments the CMD gives it, NUL-separated.
 _UVICORN_STAND_IN = "#!/bin/sh\nprintf '%s\\0' uvicorn \"$@\"\n"
@@ -206,8 +206,8 @@ def probe(
     staged files are copies of ones the suite measures where they are."""
     clean = {
         k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("CHORUS_", "COVERAGE_")) and k not in ("PYTHONPATH", "PYTHONSAFEPATH")
+        for k, v in unmeasured_environment("CHORUS_").items()
+        if k not in ("PYTHONPATH", "PYTHONSAFEPATH")
     }
     result = subprocess.run(
         [

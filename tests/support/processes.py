@@ -17,6 +17,16 @@ import httpx
 from tests.support.servers import free_port
 
 
+def unmeasured_environment(*dropped: str) -> dict[str, str]:
+    """This process's environment for a child that coverage does not measure: without the
+    ``COVERAGE_*`` variables (``patch = subprocess`` in pyproject.toml measures every child
+    that has them) and without the variables starting with any of ``dropped``. For a child
+    running copies of the repository's files, measured where the suite runs them, or a
+    benchmark, which tracing would only slow."""
+    prefixes = ("COVERAGE_", *dropped)
+    return {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+
+
 def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
     """Readiness probe: poll ``url`` until it answers, failing if the process exits."""
     deadline = time.monotonic() + timeout
