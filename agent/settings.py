@@ -122,6 +122,19 @@ class Settings(BaseSettings):
         le=100_000,
         description="most keys a user's or a bot's attributes may hold",
     )
+    max_rating_bytes: int = Field(
+        default=4096,
+        ge=16,
+        le=8192,
+        description="largest rating value POST /rating/* takes, as JSON",
+    )
+    max_ratings: int = Field(
+        default=100,
+        ge=1,
+        le=500,
+        description="most ratings kept per dialog and per bot answer; past it a rating "
+        "gets 409 (nothing stored is dropped)",
+    )
     retry_window: float = Field(
         default=300.0,
         ge=0,
