@@ -5,8 +5,9 @@ Starts the stub services and the agent on SQLite (``bench.run.stack``), a local 
 speaking the Bot API with ``--updates`` messages waiting, each from its own user, which
 sends every waiting update on each ``getUpdates`` whatever its ``limit`` (as an
 overloaded or misbehaving server may), and ``chorus telegram`` as a user runs it. Reports
-when the first answer arrived, how many were answered within ``--within`` seconds, and
-how long the bot took to exit after SIGTERM (it is killed after 30 s).
+when the first answer arrived, how many were answered within ``--within`` seconds, how
+long the bot took to exit after SIGTERM (it is killed after 30 s), and how many updates
+it had answered and acknowledged (what a restart would not be sent again) by then.
 
     .venv/bin/python -m bench.telegram_batch --updates 3000 --within 40
     .venv/bin/python -m bench.telegram_batch --updates 10000 --within 100
@@ -40,7 +41,7 @@ class WaitingUpdates:
     """The Bot API with ``count`` messages waiting; counts the answers as they come."""
 
     def __init__(self, count: int) -> None:
-        self.updates = [
+        self.updates: list[dict[str, Any]] = [
             {
                 "update_id": n + 1,
                 "message": {
@@ -56,6 +57,7 @@ class WaitingUpdates:
         self.answered = 0
         self.first_answer: float | None = None
         self.limits: set[Any] = set()
+        self.offset = 1  # the highest offset polled: updates before it are acknowledged
         self.lock = threading.Lock()
 
     def app(self) -> FastAPI:
@@ -67,6 +69,7 @@ class WaitingUpdates:
             if method == "getUpdates":
                 self.limits.add(body.get("limit"))
                 offset = int(body.get("offset", 0))
+                self.offset = max(self.offset, offset)
                 return JSONResponse(
                     {"ok": True, "result": [u for u in self.updates if u["update_id"] >= offset]}
                 )
@@ -123,6 +126,8 @@ def run(updates: int, within: float, tree: Path) -> dict[str, Any]:
         "all_answered_s": None if all_answered is None else round(all_answered, 2),
         "exit_after_sigterm_s": None if exit_s is None else round(exit_s, 2),
         "limits_sent": sorted(str(limit) for limit in server.limits),
+        "answered_at_exit": server.answered,
+        "acknowledged_at_exit": server.offset - 1,
     }
 
 

@@ -67,6 +67,8 @@ FIRST_BACKOFF, MAX_BACKOFF = 0.5, 30.0
 #: Longest ``retry_after`` honoured before giving up on a call (Telegram asks for seconds to
 #: minutes; a bot told to wait an hour has a problem a person must look at).
 MAX_RETRY_AFTER = 600
+#: Seconds a stopping bot gives the Bot API to take its last acknowledgement.
+ACKNOWLEDGE_WAIT = 5.0
 
 
 class TelegramError(ChorusError):
@@ -165,6 +167,19 @@ class BotApi:
         if offset is not None:
             payload["offset"] = offset
         return await self.call("getUpdates", payload, request_timeout=self._poll_timeout + 10)
+
+    async def acknowledge(self, offset: int, acknowledged: int | None) -> None:
+        """Tell the Bot API that the updates before ``offset`` are done (a ``getUpdates``
+        with that offset that does not wait), when that is news; best effort, bounded by
+        :data:`ACKNOWLEDGE_WAIT`: the bot is stopping."""
+        if acknowledged is not None and offset <= acknowledged:
+            return
+        payload = {"offset": offset, "limit": 1, "timeout": 0, "allowed_updates": ["message"]}
+        try:
+            async with asyncio.timeout(ACKNOWLEDGE_WAIT):
+                await self.call("getUpdates", payload, request_timeout=ACKNOWLEDGE_WAIT)
+        except (TelegramError, TimeoutError) as exc:
+            log.warning("updates before %d not acknowledged: %s", offset, exc)
 
     async def send_message(self, chat_id: int, text: str) -> None:
         await self.call("sendMessage", {"chat_id": chat_id, "text": text})
@@ -288,27 +303,41 @@ class TelegramChannel:
             backoff = FIRST_BACKOFF
             if highest is None:
                 continue
-            await self._answer_batch(updates)
+            to_answer = [(u.update_id, m) for u in updates if (m := _answerable(u)) is not None]
+            answered: set[int] = set()
+            try:
+                await self._answer_batch(to_answer, answered)
+            except asyncio.CancelledError:
+                # Stopped mid-batch: acknowledge what was answered before the first update
+                # that was not, so the next start neither loses one nor answers one twice.
+                waiting = [number for number, _ in to_answer if number not in answered]
+                await self._bot.acknowledge(min(waiting, default=highest + 1), offset)
+                raise
             offset = highest + 1
 
-    async def _answer_batch(self, updates: list[Update]) -> None:
+    async def _answer_batch(self, to_answer: list[tuple[int, Message]], answered: set[int]) -> None:
         """Each user's messages in order, :attr:`_concurrency` users at a time: a batch of
-        thousands queues on the workers, not as thousands of requests on one HTTP pool."""
+        thousands queues on the workers, not as thousands of requests on one HTTP pool.
+        The update ids answered are added to ``answered`` as they are."""
         by_user: dict[int, list[tuple[int, Message]]] = {}
-        for update in updates:
-            message = update.message
-            if message is None or message.sender is None:
-                continue
-            if message.text is None and not message.has_media():
-                continue  # a sticker, a location, a document: passed over
-            by_user.setdefault(message.sender.id, []).append((update.update_id, message))
+        for update_id, message in to_answer:
+            assert message.sender is not None  # see _answerable
+            by_user.setdefault(message.sender.id, []).append((update_id, message))
         queue = deque(by_user.items())
 
         async def worker() -> None:
             while queue:
                 user_id, messages = queue.popleft()
                 for update_id, message in messages:
-                    await self._answer(str(user_id), update_id, message)
+                    try:
+                        await self._answer(str(user_id), update_id, message)
+                    except (ChorusError, httpx.HTTPError, ValueError) as exc:
+                        # Costs this message only; acknowledged with its batch all the same,
+                        # or every restart would fail on it again.
+                        log.error(
+                            "update %d not answered: %s: %s", update_id, type(exc).__name__, exc
+                        )
+                    answered.add(update_id)
 
         async with asyncio.TaskGroup() as workers:
             for _ in range(min(self._concurrency, len(queue))):
@@ -326,12 +355,24 @@ class TelegramChannel:
             log.warning("update %s: answer not delivered: %s", update_id, exc)
 
 
+def _answerable(update: Update) -> Message | None:
+    """The update's message when the channel answers it: a user's text or media (a
+    sticker, a location, a document, a channel post are passed over)."""
+    message = update.message
+    if message is None or message.sender is None:
+        return None
+    if message.text is None and not message.has_media():
+        return None
+    return message
+
+
 async def run_channel(settings: TelegramSettings, stop: Callable[[], bool] = lambda: False) -> None:
     """Run :class:`TelegramChannel` with its HTTP clients, until ``stop()`` or SIGTERM.
 
-    SIGTERM (``docker stop``) cancels what is under way at once: an update being answered
-    is not acknowledged, so the next start answers it, and the agent's idempotency key
-    gives it the answer already made rather than a second turn."""
+    SIGTERM (``docker stop``) cancels what is under way at once; the batch's updates
+    answered before the first one that was not are acknowledged as it stops. The rest are
+    answered at the next start, where the agent's idempotency key gives a message already
+    answered the answer already made rather than a second turn."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     terminated = False
