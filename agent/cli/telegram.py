@@ -295,7 +295,7 @@ class TelegramChannel:
                 # must come back by itself (each call backs off again).
                 log.error("%s; polling on", exc)
                 continue
-            except ValueError as exc:  # a result that is not a list of updates
+            except ValueError as exc:  # not a list of updates, or none with an update_id
                 log.error("%s; polling again in %.1fs", exc, backoff)
                 await asyncio.sleep(backoff)  # the same poll would get the same answer
                 backoff = min(backoff * 2, MAX_BACKOFF)
@@ -316,9 +316,9 @@ class TelegramChannel:
             offset = highest + 1
 
     async def _answer_batch(self, to_answer: list[tuple[int, Message]], answered: set[int]) -> None:
-        """Each user's messages in order, :attr:`_concurrency` users at a time: a batch of
-        thousands queues on the workers, not as thousands of requests on one HTTP pool.
-        The update ids answered are added to ``answered`` as they are."""
+        """Each user's messages in order, :attr:`_concurrency` users at a time: the
+        requests under way are the workers', never one per user of the batch on one HTTP
+        pool. The update ids answered are added to ``answered`` as they are."""
         by_user: dict[int, list[tuple[int, Message]]] = {}
         for update_id, message in to_answer:
             assert message.sender is not None  # see _answerable

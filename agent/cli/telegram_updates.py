@@ -97,7 +97,8 @@ def parse_updates(result: Any, limit: int) -> tuple[list[Update], int | None]:
     """The well-formed updates among the first ``limit`` of a ``getUpdates`` result, in
     order, and the highest ``update_id`` among those (malformed updates included, so the
     offset passes them). A server that sends more than it was asked for gets the rest
-    asked for again: a batch's work stays bounded whatever comes back."""
+    asked for again: a batch's work stays bounded whatever comes back. A result that is
+    not a list, or whose updates all lack a numeric ``update_id``, is a ``ValueError``."""
     if not isinstance(result, list):
         raise ValueError(f"getUpdates: result is a {type(result).__name__}, not a list")
     numbered: list[tuple[int, Any]] = []
@@ -106,6 +107,8 @@ def parse_updates(result: Any, limit: int) -> tuple[list[Update], int | None]:
             numbered.append((_Numbered.model_validate(raw).update_id, raw))
         except ValidationError:
             log.error("getUpdates: skipped an update without a numeric update_id: %.200r", raw)
+    if result and not numbered:  # polling on at once would get the same again
+        raise ValueError("getUpdates: no update of the result has a numeric update_id")
     numbered.sort(key=lambda pair: pair[0])
     numbered = numbered[:limit]
     updates: list[Update] = []
