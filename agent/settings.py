@@ -11,7 +11,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent.sdk.errors import ConfigError
@@ -121,6 +128,19 @@ class Settings(BaseSettings):
         ge=1,
         le=100_000,
         description="most keys a user's or a bot's attributes may hold",
+    )
+    max_rating_bytes: int = Field(
+        default=4096,
+        ge=16,
+        le=8192,
+        description="largest rating value POST /rating/* takes, as JSON",
+    )
+    max_ratings: int = Field(
+        default=100,
+        ge=1,
+        le=500,
+        description="most ratings kept per dialog and per bot answer; past it a rating "
+        "gets 409 (nothing stored is dropped)",
     )
     retry_window: float = Field(
         default=300.0,
@@ -326,7 +346,9 @@ TELEGRAM_PREFIX = "CHORUS_TELEGRAM_"
 class TelegramSettings(BaseSettings):
     """What ``chorus telegram`` reads: the bot's token, where the Bot API and the agent are."""
 
-    model_config = SettingsConfigDict(env_prefix=TELEGRAM_PREFIX, env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix=TELEGRAM_PREFIX, env_file=".env", extra="ignore", populate_by_name=True
+    )
 
     token: SecretStr = Field(description="the bot's token, from @BotFather")
     api_url: str = Field(
@@ -343,13 +365,43 @@ class TelegramSettings(BaseSettings):
     retries: int = Field(
         default=5, ge=0, le=100, description="tries again after a network error or a 5xx"
     )
+    batch: int = Field(
+        default=100,
+        ge=1,
+        le=100,
+        description="updates one getUpdates asks for (its limit; the Bot API's most is 100)",
+    )
+    concurrency: int = Field(
+        default=8, ge=1, le=100, description="users of a batch answered at once"
+    )
+    file_server_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices(f"{TELEGRAM_PREFIX}FILE_SERVER_URL", "FILE_SERVER_URL"),
+        description="the file server photos, voice and video are uploaded to (as Dream's "
+        "FILE_SERVER_URL, also read); unset: media messages are sent without them",
+    )
+    max_file_bytes: int = Field(
+        default=20_000_000,
+        ge=1024,
+        le=2_000_000_000,
+        description="largest media file fetched from Telegram (the Bot API's own is 20 MB)",
+    )
 
-    @field_validator("api_url", "agent_url")
+    @field_validator("api_url", "agent_url", "file_server_url")
     @classmethod
-    def _http_url(cls, value: str) -> str:
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         if not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value.rstrip("/")
+
+
+def _telegram_variable(field: str) -> str:
+    """The variable a setting is read from (the file server's has Dream's name too)."""
+    if field.upper().endswith("FILE_SERVER_URL"):
+        return f"{TELEGRAM_PREFIX}FILE_SERVER_URL (or FILE_SERVER_URL)"
+    return f"{TELEGRAM_PREFIX}{field.upper()}"
 
 
 def load_telegram_settings() -> TelegramSettings:
@@ -358,7 +410,7 @@ def load_telegram_settings() -> TelegramSettings:
         return TelegramSettings()
     except ValidationError as exc:
         problems = "; ".join(
-            f"{TELEGRAM_PREFIX}{str(e['loc'][0]).upper()}: "
+            f"{_telegram_variable(str(e['loc'][0]))}: "
             + ("required: the bot's token from @BotFather" if e["type"] == "missing" else "")
             + (e["msg"].removeprefix("Value error, ") if e["type"] != "missing" else "")
             for e in exc.errors()

@@ -1,39 +1,58 @@
 """``chorus telegram``: a Telegram bot that talks to a running agent.
 
-A long-polling client of the Telegram Bot API (``getUpdates``, ``sendMessage``): each text
+A long-polling client of the Telegram Bot API (``getUpdates``, ``sendMessage``): each
 message becomes a message to the agent's ``POST /`` from user ``str(from.id)`` (the
 Telegram user, as dp-agent's Telegram channel names them), and the answer is sent back to
-the chat. ``/start`` (what Telegram sends when a user opens the bot) and ``/close`` end the
-user's open dialog, as they do on dp-agent's chat API; ``/start`` is answered with
-:data:`START_REPLY`. Other updates (stickers, edits, photos) are passed over.
+the chat. Its text is the message's text, else its caption, else ``''``; its photo, voice
+and video go to the services as attributes, as dp-agent's channel sends them (see
+:mod:`agent.cli.telegram_media`). ``/start`` (what Telegram sends when a user opens the
+bot) and ``/close`` end the user's open dialog, as they do on dp-agent's chat API;
+``/start`` is answered with :data:`START_REPLY`. Other updates (stickers, edits,
+documents) are passed over.
 
 Both sides fail in their own ways, and neither may lose a message or answer one twice:
 
 * The agent is sent each message with the idempotency key ``telegram-<update_id>``, so a
   retry after a network error, a 503 or a 409 "being answered" gets the first answer.
 * The Bot API's rate limit (HTTP 429 with ``parameters.retry_after``) is waited out and
-  the call made again; a network error or a 5xx is retried with back-off
-  (``CHORUS_TELEGRAM_RETRIES`` times, and polling goes on after that, so the bot
-  outlives an outage); anything else (a bad token: 401) stops the client with the Bot
-  API's description.
+  the call made again; a network error, a 5xx or a reply that is not the Bot API's is
+  retried with back-off (``CHORUS_TELEGRAM_RETRIES`` times, and polling goes on after
+  that, so the bot outlives an outage); anything else (a bad token: 401) stops the client
+  with the Bot API's description.
 * An update is acknowledged (the next ``getUpdates`` offset passes it) only once it is
   answered, so a client restarted mid-batch answers the rest; the agent's key keeps a
-  message answered before the restart from being run again.
+  message answered before the restart from being run again. A malformed update is logged
+  and skipped, and acknowledged with its batch, so a restart does not meet it again.
 * An answer the Bot API refuses for its chat (403: the user blocked the bot) is logged
   and dropped; only ``getUpdates`` refusing (a bad token) stops the client.
 
-A batch of updates is answered concurrently across users and in order within a user.
+A batch is at most ``CHORUS_TELEGRAM_BATCH`` updates (the ``limit`` of ``getUpdates``),
+answered ``CHORUS_TELEGRAM_CONCURRENCY`` users at a time and in order within a user: the
+work under way, and what SIGTERM has to cancel, stays that small however many updates
+are waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import httpx
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from agent.cli.telegram_media import FileServer, MediaError, media_attributes
+from agent.cli.telegram_updates import (
+    FileInfo,
+    Message,
+    Parameters,
+    Reply,
+    Update,
+    parse_updates,
+)
 from agent.sdk.errors import ChorusError
 from agent.settings import TelegramSettings
 
@@ -48,6 +67,8 @@ FIRST_BACKOFF, MAX_BACKOFF = 0.5, 30.0
 #: Longest ``retry_after`` honoured before giving up on a call (Telegram asks for seconds to
 #: minutes; a bot told to wait an hour has a problem a person must look at).
 MAX_RETRY_AFTER = 600
+#: Seconds a stopping bot gives the Bot API to take its last acknowledgement.
+ACKNOWLEDGE_WAIT = 5.0
 
 
 class TelegramError(ChorusError):
@@ -75,43 +96,57 @@ def _reason(reply: httpx.Response) -> str:
 
 
 class BotApi:
-    """The two Bot API methods the channel uses, with retries and the rate limit."""
+    """The Bot API methods the channel uses, with retries and the rate limit."""
 
     def __init__(self, http: httpx.AsyncClient, settings: TelegramSettings) -> None:
         self._http = http
-        self._base = f"{settings.api_url}/bot{settings.token.get_secret_value()}"
+        token = settings.token.get_secret_value()
+        self._base = f"{settings.api_url}/bot{token}"
+        self._files = f"{settings.api_url}/file/bot{token}"
         self._retries = settings.retries
         self._poll_timeout = settings.poll_timeout
+        self._max_file_bytes = settings.max_file_bytes
+        #: updates one ``getUpdates`` asks for, and the most a batch answers
+        self.batch = settings.batch
 
-    async def call(self, method: str, payload: dict[str, Any], wait: float = 30.0) -> Any:
-        """``result`` of one Bot API call; retried after a 429 (as long as it says), a 5xx
-        or a network error (with back-off); :class:`TelegramError` otherwise."""
+    async def call(
+        self, method: str, payload: dict[str, Any], request_timeout: float = 30.0
+    ) -> Any:
+        """``result`` of one Bot API call; retried after a 429 (as long as it says), a 5xx,
+        a network error or a reply that is not the Bot API's (with back-off);
+        :class:`TelegramError` otherwise. ``request_timeout`` bounds each HTTP request, whatever
+        the rate limit asks to wait."""
         failures, backoff = 0, FIRST_BACKOFF
         while True:
             try:
-                reply = await self._http.post(f"{self._base}/{method}", json=payload, timeout=wait)
-                body = (
-                    reply.json()
-                    if reply.headers.get("content-type", "").startswith("application/json")
-                    else {}
+                response = await self._http.post(
+                    f"{self._base}/{method}", json=payload, timeout=request_timeout
                 )
-            except (httpx.TransportError, ValueError) as exc:  # ValueError: broken JSON
-                problem = f"{type(exc).__name__}: {exc}"
+                reply = (
+                    Reply.model_validate_json(response.content)
+                    if response.headers.get("content-type", "").startswith("application/json")
+                    else Reply()
+                )
+            except (httpx.TransportError, ValidationError) as exc:
+                problem = f"{type(exc).__name__}: {str(exc)[:200]}"
             else:
-                if reply.status_code == 429:
-                    wait = int((body.get("parameters") or {}).get("retry_after", 1))
-                    if wait > MAX_RETRY_AFTER:
-                        raise TelegramError(f"{method}: told to wait {wait}s (rate limit)")
-                    log.warning("%s: rate limited, waiting %ds as the Bot API asks", method, wait)
-                    await asyncio.sleep(wait)  # the Bot API's own rule: wait, then try again
+                if response.status_code == 429:
+                    retry_after = (reply.parameters or Parameters()).retry_after
+                    pause = max(0, 1 if retry_after is None else retry_after)
+                    if pause > MAX_RETRY_AFTER:
+                        raise TelegramError(f"{method}: told to wait {pause}s (rate limit)")
+                    log.warning("%s: rate limited, waiting %ds as the Bot API asks", method, pause)
+                    await asyncio.sleep(pause)  # the Bot API's own rule: wait, then try again
                     continue
-                if reply.is_success and body.get("ok"):
-                    return body.get("result")
-                if reply.status_code < 500:
-                    description = body.get("description") or _text(reply)
-                    hint = " (check CHORUS_TELEGRAM_TOKEN)" if reply.status_code == 401 else ""
-                    raise TelegramError(f"{method}: HTTP {reply.status_code}: {description}{hint}")
-                problem = f"HTTP {reply.status_code}: {_text(reply)}"
+                if response.is_success and reply.ok:
+                    return reply.result
+                if response.status_code < 500:
+                    description = reply.description or _text(response)
+                    hint = " (check CHORUS_TELEGRAM_TOKEN)" if response.status_code == 401 else ""
+                    raise TelegramError(
+                        f"{method}: HTTP {response.status_code}: {description}{hint}"
+                    )
+                problem = f"HTTP {response.status_code}: {_text(response)}"
             failures += 1
             if failures > self._retries:
                 raise TelegramError(
@@ -121,15 +156,69 @@ class BotApi:
             await asyncio.sleep(backoff)  # back-off before trying again
             backoff = min(backoff * 2, MAX_BACKOFF)
 
-    async def get_updates(self, offset: int | None) -> list[dict[str, Any]]:
-        payload: dict[str, Any] = {"timeout": self._poll_timeout, "allowed_updates": ["message"]}
+    async def get_updates(self, offset: int | None) -> Any:
+        """The raw ``result`` of one long poll of at most :attr:`batch` updates (checked by
+        :func:`~agent.cli.telegram_updates.parse_updates`, one update at a time)."""
+        payload: dict[str, Any] = {
+            "timeout": self._poll_timeout,
+            "limit": self.batch,
+            "allowed_updates": ["message"],
+        }
         if offset is not None:
             payload["offset"] = offset
-        result = await self.call("getUpdates", payload, wait=self._poll_timeout + 10)
-        return [u for u in result or [] if isinstance(u, dict) and "update_id" in u]
+        return await self.call("getUpdates", payload, request_timeout=self._poll_timeout + 10)
+
+    async def acknowledge(self, offset: int, acknowledged: int | None) -> None:
+        """Tell the Bot API that the updates before ``offset`` are done (a ``getUpdates``
+        with that offset that does not wait), when that is news; best effort, bounded by
+        :data:`ACKNOWLEDGE_WAIT`: the bot is stopping."""
+        if acknowledged is not None and offset <= acknowledged:
+            return
+        payload = {"offset": offset, "limit": 1, "timeout": 0, "allowed_updates": ["message"]}
+        try:
+            async with asyncio.timeout(ACKNOWLEDGE_WAIT):
+                await self.call("getUpdates", payload, request_timeout=ACKNOWLEDGE_WAIT)
+        except (TelegramError, TimeoutError) as exc:
+            log.warning("updates before %d not acknowledged: %s", offset, exc)
 
     async def send_message(self, chat_id: int, text: str) -> None:
         await self.call("sendMessage", {"chat_id": chat_id, "text": text})
+
+    async def download(self, file_id: str) -> tuple[str, bytes]:
+        """A file a user sent: its ``file_path`` on Telegram and its content, at most
+        ``CHORUS_TELEGRAM_MAX_FILE_BYTES``; :class:`MediaError` otherwise."""
+        limit = self._max_file_bytes
+        try:
+            info = FileInfo.model_validate(await self.call("getFile", {"file_id": file_id}))
+        except (TelegramError, ValidationError) as exc:
+            raise MediaError(f"getFile: {exc}") from None
+        if info.file_size is not None and info.file_size > limit:
+            raise MediaError(f"the file is {info.file_size} bytes; the limit is {limit}{_LIMIT}")
+        content = bytearray()
+        try:
+            async with self._http.stream(
+                "GET", f"{self._files}/{info.file_path}", timeout=60.0
+            ) as response:
+                if not response.is_success:
+                    raise MediaError(f"download: HTTP {response.status_code}")
+                async for chunk in response.aiter_bytes():
+                    content += chunk
+                    if len(content) > limit:
+                        raise MediaError(f"the file is over the {limit} bytes limit{_LIMIT}")
+        except httpx.HTTPError as exc:
+            raise MediaError(f"download: {type(exc).__name__}: {exc}") from None
+        return info.file_path, bytes(content)
+
+
+_LIMIT = " (CHORUS_TELEGRAM_MAX_FILE_BYTES)"
+
+
+class AgentAnswer(BaseModel):
+    """What the channel reads of the agent's reply to ``POST /``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    response: str
 
 
 class AgentClient:
@@ -142,14 +231,17 @@ class AgentClient:
         key = settings.api_key
         self._headers = {"X-API-Key": key.get_secret_value()} if key else {}
 
-    async def answer(self, user_id: str, text: str, key: str) -> str:
-        """The agent's answer, or what to tell the user when it refuses the message."""
+    async def answer(
+        self, user_id: str, text: str, key: str, attributes: dict[str, Any] | None = None
+    ) -> str:
+        """The agent's answer, or what to tell the user when it refuses the message.
+        ``attributes`` go with the text, as the utterance's (a photo's ``image``)."""
         failures, backoff = 0, FIRST_BACKOFF
         while True:
             try:
                 reply = await self._http.post(
                     self._url,
-                    json={"user_id": user_id, "payload": text},
+                    json={**(attributes or {}), "user_id": user_id, "payload": text},
                     headers={**self._headers, "Idempotency-Key": key},
                     timeout=120.0,
                 )
@@ -157,10 +249,14 @@ class AgentClient:
                 problem = f"{type(exc).__name__}: {exc}"
             else:
                 if reply.is_success:
-                    return str(reply.json()["response"])
-                if reply.status_code not in (409, 503) and reply.status_code < 500:
+                    try:
+                        return AgentAnswer.model_validate_json(reply.content).response
+                    except ValidationError:
+                        problem = f"HTTP {reply.status_code} without an answer: {_text(reply)}"
+                elif reply.status_code not in (409, 503) and reply.status_code < 500:
                     return f"Sorry, I could not take that message: {_reason(reply)}"
-                problem = f"HTTP {reply.status_code}: {_text(reply)}"
+                else:
+                    problem = f"HTTP {reply.status_code}: {_text(reply)}"
             failures += 1
             if failures > self._retries:
                 log.error("agent: message %s not answered: %s", key, problem)
@@ -172,16 +268,26 @@ class AgentClient:
 class TelegramChannel:
     """The loop: poll updates, answer each through the agent, send the answers back."""
 
-    def __init__(self, bot: BotApi, agent: AgentClient) -> None:
+    def __init__(
+        self,
+        bot: BotApi,
+        agent: AgentClient,
+        files: FileServer | None = None,
+        concurrency: int = 8,
+    ) -> None:
         self._bot = bot
         self._agent = agent
+        self._files = files
+        self._concurrency = concurrency
 
     async def run(self, stop: Callable[[], bool] = lambda: False) -> None:
         """Poll until ``stop()`` says so (checked between polls) or the Bot API refuses."""
         offset: int | None = None
+        backoff = FIRST_BACKOFF
         while not stop():
             try:
-                updates = await self._bot.get_updates(offset)
+                result = await self._bot.get_updates(offset)
+                updates, highest = parse_updates(result, self._bot.batch)
             except TelegramError as exc:
                 if not exc.lasting:
                     raise
@@ -189,32 +295,121 @@ class TelegramChannel:
                 # must come back by itself (each call backs off again).
                 log.error("%s; polling on", exc)
                 continue
-            if not updates:
+            except ValueError as exc:  # not a list of updates, or none with an update_id
+                log.error("%s; polling again in %.1fs", exc, backoff)
+                await asyncio.sleep(backoff)  # the same poll would get the same answer
+                backoff = min(backoff * 2, MAX_BACKOFF)
                 continue
-            by_user: dict[str, list[dict[str, Any]]] = {}
-            for update in sorted(updates, key=lambda u: int(u["update_id"])):
-                message = update.get("message") or {}
-                sender = message.get("from") or {}
-                if isinstance(message.get("text"), str) and "id" in sender:
-                    by_user.setdefault(str(sender["id"]), []).append(update)
-            await asyncio.gather(*(self._answer_all(u, us) for u, us in by_user.items()))
-            offset = max(int(u["update_id"]) for u in updates) + 1
-
-    async def _answer_all(self, user_id: str, updates: list[dict[str, Any]]) -> None:
-        for update in updates:
-            message = update["message"]
-            text = message["text"]
-            answer = await self._agent.answer(user_id, text, f"telegram-{update['update_id']}")
-            if text.strip() == START:
-                answer = START_REPLY
+            backoff = FIRST_BACKOFF
+            if highest is None:
+                continue
+            to_answer = [(u.update_id, m) for u in updates if (m := _answerable(u)) is not None]
+            answered: set[int] = set()
             try:
-                await self._bot.send_message(message["chat"]["id"], answer)
-            except TelegramError as exc:  # e.g. 403: this user blocked the bot
-                log.warning("update %s: answer not delivered: %s", update["update_id"], exc)
+                await self._answer_batch(to_answer, answered)
+            except asyncio.CancelledError:
+                # Stopped mid-batch: acknowledge what was answered before the first update
+                # that was not, so the next start neither loses one nor answers one twice.
+                waiting = [number for number, _ in to_answer if number not in answered]
+                await self._bot.acknowledge(min(waiting, default=highest + 1), offset)
+                raise
+            offset = highest + 1
+
+    async def _answer_batch(self, to_answer: list[tuple[int, Message]], answered: set[int]) -> None:
+        """Each user's messages in order, :attr:`_concurrency` users at a time: the
+        requests under way are the workers', never one per user of the batch on one HTTP
+        pool. The update ids answered are added to ``answered`` as they are."""
+        by_user: dict[int, list[tuple[int, Message]]] = {}
+        for update_id, message in to_answer:
+            assert message.sender is not None  # see _answerable
+            by_user.setdefault(message.sender.id, []).append((update_id, message))
+        queue = deque(by_user.items())
+
+        async def worker() -> None:
+            while queue:
+                user_id, messages = queue.popleft()
+                for update_id, message in messages:
+                    try:
+                        await self._answer(str(user_id), update_id, message)
+                    except (ChorusError, httpx.HTTPError, ValueError) as exc:
+                        # Costs this message only; acknowledged with its batch all the same,
+                        # or every restart would fail on it again.
+                        log.error(
+                            "update %d not answered: %s: %s", update_id, type(exc).__name__, exc
+                        )
+                    answered.add(update_id)
+
+        async with asyncio.TaskGroup() as workers:
+            for _ in range(min(self._concurrency, len(queue))):
+                workers.create_task(worker())
+
+    async def _answer(self, user_id: str, update_id: int, message: Message) -> None:
+        text = message.said()
+        attributes = await media_attributes(message, self._bot.download, self._files)
+        answer = await self._agent.answer(user_id, text, f"telegram-{update_id}", attributes)
+        if text.strip() == START:
+            answer = START_REPLY
+        try:
+            await self._bot.send_message(message.chat.id, answer)
+        except TelegramError as exc:  # e.g. 403: this user blocked the bot
+            log.warning("update %s: answer not delivered: %s", update_id, exc)
+
+
+def _answerable(update: Update) -> Message | None:
+    """The update's message when the channel answers it: a user's text or media (a
+    sticker, a location, a document, a channel post are passed over)."""
+    message = update.message
+    if message is None or message.sender is None:
+        return None
+    if message.text is None and not message.has_media():
+        return None
+    return message
 
 
 async def run_channel(settings: TelegramSettings, stop: Callable[[], bool] = lambda: False) -> None:
-    """Run :class:`TelegramChannel` with its two HTTP clients."""
-    async with httpx.AsyncClient() as telegram, httpx.AsyncClient() as agent:
-        channel = TelegramChannel(BotApi(telegram, settings), AgentClient(agent, settings))
-        await channel.run(stop)
+    """Run :class:`TelegramChannel` with its HTTP clients, until ``stop()`` or SIGTERM.
+
+    SIGTERM (``docker stop``) cancels what is under way at once; the batch's updates
+    answered before the first one that was not are acknowledged as it stops. The rest are
+    answered at the next start, where the agent's idempotency key gives a message already
+    answered the answer already made rather than a second turn."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    terminated = False
+
+    def terminate() -> None:
+        nonlocal terminated
+        terminated = True
+        log.info("SIGTERM: stopping")
+        if task is not None:
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, terminate)
+        handles_sigterm = True
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, Windows
+        handles_sigterm = False
+    try:
+        async with (
+            httpx.AsyncClient() as telegram,
+            httpx.AsyncClient() as agent,
+            httpx.AsyncClient() as files,
+        ):
+            server = (
+                None
+                if settings.file_server_url is None
+                else FileServer(files, settings.file_server_url)
+            )
+            channel = TelegramChannel(
+                BotApi(telegram, settings),
+                AgentClient(agent, settings),
+                server,
+                concurrency=settings.concurrency,
+            )
+            await channel.run(stop)
+    except asyncio.CancelledError:
+        if not terminated:
+            raise
+    finally:
+        if handles_sigterm:
+            loop.remove_signal_handler(signal.SIGTERM)

@@ -42,6 +42,17 @@ class StoreWriteRefused(ChorusError):
     the turn can still be kept in a reduced form if it ever does."""
 
 
+class RatingsFull(ChorusError):
+    """The dialog or the bot answer already holds the most ratings kept
+    (``CHORUS_MAX_RATINGS``): a rating is refused rather than one stored dropped."""
+
+    def __init__(self, what: str, kept: int) -> None:
+        super().__init__(
+            f"{what} already holds {kept} ratings, the most kept (CHORUS_MAX_RATINGS); "
+            "this one was not stored"
+        )
+
+
 #: Seconds an idempotency key and its copy of the reply are kept by default (a day): far
 #: beyond the minutes over which clients retry, and what a database upgraded from a release
 #: without expiry gives the keys it already holds (``CHORUS_KEY_RETENTION``).
@@ -237,11 +248,13 @@ class DialogStore(Protocol):
         entry: dict[str, Any],
         user_id: str | None = None,
         rating: float | None = None,
+        max_ratings: int | None = None,
     ) -> bool:
         """Append ``entry`` to the dialog's ``attributes.ratings`` (dp-agent's stored form
         of a rating) and set Chorus's numeric ``rating`` when given, in one write; False
         when there is no such dialog, or, with ``user_id``, when it is not that user's (a
-        rating without a user id is taken, as dp-agent takes it)."""
+        rating without a user id is taken, as dp-agent takes it); :class:`RatingsFull`
+        when it already holds ``max_ratings`` of them (nothing is written then)."""
         ...
 
     async def add_utterance_rating(
@@ -250,11 +263,13 @@ class DialogStore(Protocol):
         entry: dict[str, Any],
         user_id: str | None = None,
         rating: float | None = None,
+        max_ratings: int | None = None,
     ) -> bool:
         """Append ``entry`` to a bot utterance's ``attributes.ratings`` and set its numeric
         ``rating`` when given, in one write; False when there is no such bot utterance, or,
         with ``user_id``, none in that user's dialogs. Another user's answer and a missing
-        one take the same path, so the time a refusal takes does not tell ids apart."""
+        one take the same path, so the time a refusal takes does not tell ids apart;
+        :class:`RatingsFull` when it already holds ``max_ratings`` of them."""
         ...
 
     async def restore_user(self, human: Human) -> bool:

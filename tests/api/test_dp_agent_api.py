@@ -154,6 +154,39 @@ def test_ratings_are_taken_and_stored_in_dp_agent_form(services: Any, agent: Age
     assert len(after["utterances"][1]["attributes"]["ratings"]) == 2
 
 
+def test_ratings_are_bounded_in_size_and_number(services: Any, agent: AgentFactory) -> None:
+    client = start(services, agent, max_rating_bytes=64, max_ratings=3)
+    reply = say(client, "ann")
+    dialog_id, utt_id = reply["dialog_id"], reply["utt_id"]
+    big = {"comment": "x" * 100}
+    for route, target in (("dialog", {"dialog_id": dialog_id}), ("utterance", {"utt_id": utt_id})):
+        refused = client.post(f"/rating/{route}", json={**target, "rating": big})
+        assert refused.status_code == 422
+        assert "the limit is 64 (CHORUS_MAX_RATING_BYTES)" in refused.json()["message"]
+        for number in range(3):
+            body = {**target, "rating": number}
+            assert client.post(f"/rating/{route}", json=body).status_code == 200
+        full = client.post(f"/rating/{route}", json={**target, "rating": 9, "user_id": "ann"})
+        assert full.status_code == 409
+        assert "already holds 3 ratings" in full.json()["message"]
+        assert "CHORUS_MAX_RATINGS" in full.json()["message"]
+        # Another user's dialog, or none, is still a 404: the bound tells no ids apart.
+        eve = client.post(f"/rating/{route}", json={**target, "rating": 1, "user_id": "eve"})
+        assert eve.status_code == 404
+        missing = {"dialog_id": "f" * 32} if route == "dialog" else {"utt_id": "nope"}
+        assert client.post(f"/rating/{route}", json={**missing, "rating": 1}).status_code == 404
+    dialog = client.get(f"/api/dialogs/{dialog_id}").json()
+    assert [r["rating"] for r in dialog["attributes"]["ratings"]] == [0, 1, 2]
+    assert [r["rating"] for r in dialog["utterances"][1]["attributes"]["ratings"]] == [0, 1, 2]
+    assert dialog["rating"] is None  # the refused 9 was not taken as Chorus's rating either
+    say(client, "ann", "/close")  # closing keeps them (on MongoDB they move with the dialog)
+    closed = client.get(f"/api/dialogs/{dialog_id}").json()
+    assert [r["rating"] for r in closed["attributes"]["ratings"]] == [0, 1, 2]
+    assert (
+        client.post("/rating/dialog", json={"dialog_id": dialog_id, "rating": 3}).status_code == 409
+    )
+
+
 def test_any_printable_user_id_works_on_every_route(services: Any, agent: AgentFactory) -> None:
     client = start(services, agent)
     for user in ("user 1", "a/b", "x+tag@example.org", "ü" * 129, "../..", 42):

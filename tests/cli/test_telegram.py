@@ -8,18 +8,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import threading
 from collections import Counter
+from email.parser import BytesParser
+from email.policy import default
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from agent.cli.telegram import START_REPLY, TelegramError, run_channel
+from agent.sdk import DialogView, Service, SkillHypothesis
 from agent.settings import SettingsError, TelegramSettings, load_telegram_settings
 from skills.fallback.app import app as fallback_app
 from skills.greeting.app import app as greeting_app
@@ -244,3 +249,338 @@ def test_chorus_telegram_without_a_token_says_which_variable(tmp_path: Any) -> N
     assert result.returncode == 2
     assert "CHORUS_TELEGRAM_TOKEN: required" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+class BatchBotApi:
+    """The Bot API with updates already waiting, as after a bot was down: each
+    ``getUpdates`` gets those from its offset on, all of them unless ``honours_limit``
+    (as a misbehaving or overloaded server may); ``getFile`` and the file download serve
+    ``files``. ``first_send`` is the first ``sendMessage``'s reply (a 429, say)."""
+
+    def __init__(
+        self,
+        updates: list[Any],
+        expected: int,
+        *,
+        honours_limit: bool = True,
+        files: dict[str, bytes] | None = None,
+        first_send: tuple[int, dict[str, Any]] | None = None,
+    ) -> None:
+        self.updates = updates
+        self.expected = expected
+        self.honours_limit = honours_limit
+        self.files = files or {}
+        self.first_send = first_send
+        self.polls: list[dict[str, Any]] = []
+        self.sent: list[tuple[int, str]] = []
+        self.calls: Counter[str] = Counter()
+        self.done = threading.Event()
+        self.answering = threading.Event()  # set at the first answer
+
+    def pending(self, offset: int, limit: int) -> list[Any]:
+        waiting = [
+            u
+            for u in self.updates
+            if not isinstance(u, dict)
+            or not isinstance(u.get("update_id"), int)
+            or u["update_id"] >= offset
+        ]
+        return waiting[:limit] if self.honours_limit else waiting
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.get("/file/bot{token}/{path:path}")
+        async def download(token: str, path: str) -> Response:
+            if token != TOKEN or path not in self.files:
+                return Response(status_code=404)
+            return Response(self.files[path], media_type="application/octet-stream")
+
+        @app.post("/bot{token}/{method}")
+        async def call(token: str, method: str, request: Request) -> JSONResponse:
+            self.calls[method] += 1
+            body = await request.json()
+            if method == "getUpdates":
+                self.polls.append(body)
+                offset = int(body.get("offset", 0))
+                pending = self.pending(offset, int(body.get("limit", 100)))
+                if not pending:
+                    await asyncio.sleep(0.05)  # an empty long poll (not a synchronisation)
+                return JSONResponse({"ok": True, "result": pending})
+            if method == "getFile":
+                file_id = body["file_id"]
+                path = f"voice/{file_id}.oga" if file_id.startswith("voice") else f"{file_id}.bin"
+                return JSONResponse({"ok": True, "result": {"file_id": file_id, "file_path": path}})
+            if method == "sendMessage":
+                if self.calls[method] == 1 and self.first_send is not None:
+                    status, reply = self.first_send
+                    return JSONResponse(reply, status)
+                self.sent.append((int(body["chat_id"]), str(body["text"])))
+                self.answering.set()
+                if len(self.sent) >= self.expected:
+                    self.done.set()
+                return JSONResponse({"ok": True, "result": {"message_id": len(self.sent)}})
+            return JSONResponse({"ok": False, "error_code": 404, "description": "Not Found"}, 404)
+
+        return app
+
+
+def message(update_id: int, user: int, text: str | None = None, **fields: Any) -> dict[str, Any]:
+    """An update with a private message from ``user``."""
+    body: dict[str, Any] = {
+        "message_id": update_id,
+        "from": {"id": user, "is_bot": False, "first_name": f"user{user}"},
+        "chat": {"id": user, "type": "private"},
+        "date": 1700000000,
+        **fields,
+    }
+    if text is not None:
+        body["text"] = text
+    return {"update_id": update_id, "message": body}
+
+
+def echo_app() -> FastAPI:
+    """A skill that answers what the user said and the media it was shown: it fetches a
+    photo's ``image`` link as a Dream service would and tells its size."""
+    service = Service("echo")
+
+    @service.skill
+    async def echo(dialog: DialogView) -> SkillHypothesis:
+        said = dialog.human_utterance
+        parts = [f"said {said.text!r}"]
+        image = said.attributes.get("image")
+        if isinstance(image, str):
+            async with httpx.AsyncClient() as http:
+                fetched = await http.get(image)
+            parts.append(f"image {len(fetched.content)} bytes")
+        for key in ("sound_type", "sound_duration", "video_type", "video_duration"):
+            if key in said.attributes:
+                parts.append(f"{key}={said.attributes[key]}")
+        for key in ("sound_path", "video_path"):
+            if isinstance(said.attributes.get(key), str):
+                async with httpx.AsyncClient() as http:
+                    parts.append(f"{key} {len((await http.get(said.attributes[key])).content)}")
+        return SkillHypothesis(text="; ".join(parts), confidence=1.0)
+
+    return service.app
+
+
+class FileServer:
+    """Dream's file server (``files``): ``POST /`` with a multipart ``file`` is answered
+    with its ``downloadLink``, which names the server as the compose network does
+    (``http://files:3000``), not as the bot reaches it; ``GET /file?file=`` serves it."""
+
+    def __init__(self, failing: bool = False) -> None:
+        self.failing = failing
+        self.stored: dict[str, tuple[str, bytes]] = {}
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.post("/")
+        async def upload(request: Request) -> JSONResponse:
+            if self.failing:
+                return JSONResponse({"error": "disk full"}, 500)
+            form = BytesParser(policy=default).parsebytes(
+                b"Content-Type: "
+                + request.headers["content-type"].encode()
+                + b"\r\n\r\n"
+                + await request.body()
+            )
+            for part in form.iter_parts():
+                if part.get_param("name", header="content-disposition") == "file":
+                    name = str(part.get_filename())
+                    key = f"{len(self.stored)}-{name.replace('/', '_')}"
+                    content = part.get_payload(decode=True)
+                    assert isinstance(content, bytes)
+                    self.stored[key] = (part.get_content_type(), content)
+                    return JSONResponse({"downloadLink": f"http://files:3000/file?file={key}"})
+            return JSONResponse({"error": "no file"}, 400)
+
+        @app.get("/file")
+        async def serve(file: str) -> Response:
+            if file not in self.stored:
+                return Response(status_code=404)
+            content_type, content = self.stored[file]
+            return Response(content, media_type=content_type)
+
+        return app
+
+
+def media_settings(api_url: str, agent_url: str, files_url: str | None) -> TelegramSettings:
+    return TelegramSettings(
+        token=TOKEN,
+        api_url=api_url,
+        agent_url=agent_url,
+        file_server_url=files_url,
+        poll_timeout=1,
+        retries=2,
+        _env_file=None,
+    )
+
+
+PHOTO = b"\xff\xd8" + b"p" * 3000  # the largest size of the photo
+VOICE = b"OggS" + b"v" * 700
+VIDEO = b"OggS" + b"w" * 1200
+
+
+def media_updates() -> list[Any]:
+    sizes = [{"file_id": "thumb", "width": 90, "height": 90}, {"file_id": "photo", "width": 800}]
+    return [
+        message(1, 42, caption="look at this", photo=sizes),
+        message(2, 42, caption="hear me", voice={"file_id": "voice1", "duration": 3}),
+        message(3, 7, caption="a clip", video={"file_id": "video1", "duration": 12}),
+        message(4, 7, "plain text"),
+    ]
+
+
+SOUND = "sound_type=voice_message; sound_duration=3"
+VIDEO_ATTRIBUTES = "video_type=video_attachment; video_duration=12"
+MEDIA_FILES = {"photo.bin": PHOTO, "thumb.bin": b"small", "voice/voice1.oga": VOICE}
+MEDIA_FILES["video1.bin"] = VIDEO
+
+
+def test_photos_voice_and_video_reach_the_services_as_dp_agents_channel_sends_them(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent({"services": {"skills": {"echo": service_entry(services(echo_app()).url)}}})
+    files = FileServer()
+    fake = BatchBotApi(media_updates(), 4, files=MEDIA_FILES)
+    telegram, file_server = services(fake.app()), services(files.app())
+    config = media_settings(telegram.url, str(client.base_url), file_server.url)
+    asyncio.run(run_channel(config, stop=fake.done.is_set))
+
+    assert sorted(fake.sent) == sorted(
+        [
+            (42, f"said 'look at this'; image {len(PHOTO)} bytes"),
+            (42, f"said 'hear me'; {SOUND}; sound_path {len(VOICE)}"),
+            (7, f"said 'a clip'; {VIDEO_ATTRIBUTES}; video_path {len(VIDEO)}"),
+            (7, "said 'plain text'"),
+        ]
+    )
+    # The largest size of the photo was uploaded, as dp-agent names and types it.
+    uploads = sorted(files.stored.values(), key=lambda item: len(item[1]))
+    assert [content_type for content_type, _ in uploads] == ["audio/ogg", "video/ogg", "image/jpg"]
+    (dialog,) = client.get("/api/user/42").json()
+    image = dialog["utterances"][0]["attributes"]["image"]
+    assert image.startswith(file_server.url + "/file?file=")  # the link as the bot reaches it
+    assert dialog["utterances"][0]["text"] == "look at this"
+
+
+def test_a_file_server_that_fails_costs_only_the_media(services: Any, agent: AgentFactory) -> None:
+    client = agent({"services": {"skills": {"echo": service_entry(services(echo_app()).url)}}})
+    fake = BatchBotApi(media_updates()[:1], 1, files=MEDIA_FILES)
+    telegram, file_server = services(fake.app()), services(FileServer(failing=True).app())
+    config = media_settings(telegram.url, str(client.base_url), file_server.url)
+    asyncio.run(run_channel(config, stop=fake.done.is_set))
+    assert fake.sent == [(42, "said 'look at this'")]
+
+
+def test_malformed_updates_are_skipped_and_acknowledged(services: Any, agent: AgentFactory) -> None:
+    client = agent(pipeline(services))
+    no_chat = message(3, 42, "lost")
+    del no_chat["message"]["chat"]
+    updates = [
+        message(1, 42, "Hello!"),
+        {"update_id": "abc", "message": {"text": "hi"}},
+        no_chat,
+        {"update_id": 4, "message": "a string"},
+        {"update_id": 5, "message": {"message_id": 5, "chat": {"id": "x"}, "text": "hi"}},
+        message(6, 7, "Hello!"),
+    ]
+    # The first answer is rate limited with a retry_after that is not a number, the
+    # second with 0: each is tried again and delivered.
+    fake = BatchBotApi(
+        updates,
+        2,
+        first_send=(429, {"ok": False, "error_code": 429, "parameters": {"retry_after": "soon"}}),
+    )
+    telegram = services(fake.app())
+    config = settings(telegram.url, str(client.base_url), retries=2)
+    asyncio.run(run_channel(config, stop=lambda: fake.done.is_set() and len(fake.polls) >= 2))
+    assert sorted(fake.sent) == [(7, GREETING), (42, GREETING)]
+    # The next poll passes every update of the batch, the malformed ones too, so a
+    # restarted bot does not meet them again.
+    assert [poll.get("offset") for poll in fake.polls[:2]] == [None, 7]
+
+
+def test_a_rate_limit_of_zero_seconds_leaves_the_next_tries_their_timeout(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(pipeline(services))
+    fake = BatchBotApi(
+        [message(1, 42, "Hello!")],
+        1,
+        first_send=(429, {"ok": False, "error_code": 429, "parameters": {"retry_after": 0}}),
+    )
+    telegram = services(fake.app())
+    asyncio.run(run_channel(settings(telegram.url, str(client.base_url)), stop=fake.done.is_set))
+    assert fake.sent == [(42, GREETING)]
+    assert fake.calls["sendMessage"] == 2
+
+
+def test_a_large_batch_is_answered_in_bounded_steps_in_order_per_user(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent({"services": {"skills": {"echo": service_entry(services(echo_app()).url)}}})
+    users, rounds = 40, 3
+    updates = [message(n + 1, 100 + n % users, f"m{n // users}") for n in range(users * rounds)]
+    # The server sends every waiting update whatever the limit: the bot still takes them
+    # 16 at a time, 4 users at once.
+    fake = BatchBotApi(updates, len(updates), honours_limit=False)
+    telegram = services(fake.app())
+    config = settings(telegram.url, str(client.base_url)).model_copy(
+        update={"batch": 16, "concurrency": 4}
+    )
+    asyncio.run(run_channel(config, stop=fake.done.is_set))
+    assert {poll["limit"] for poll in fake.polls} == {16}
+    offsets = [poll.get("offset") for poll in fake.polls]
+    assert offsets[: len(updates) // 16 + 1] == [None, *range(17, len(updates) + 1, 16)]
+    for user in range(100, 100 + users):
+        said = [text for chat, text in fake.sent if chat == user]
+        assert said == [f"said 'm{n}'" for n in range(rounds)]
+
+
+def test_sigterm_stops_a_bot_with_thousands_of_updates_waiting(
+    services: Any, agent: AgentFactory, tmp_path: Path
+) -> None:
+    client = agent(pipeline(services))
+    updates = [message(n + 1, 1000 + n, "Hello!") for n in range(3000)]
+    fake = BatchBotApi(updates, len(updates), honours_limit=False)
+    telegram = services(fake.app())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHORUS_TELEGRAM_")}
+    env |= {
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        "CHORUS_TELEGRAM_TOKEN": TOKEN,
+        "CHORUS_TELEGRAM_API_URL": telegram.url,
+        "CHORUS_TELEGRAM_AGENT_URL": str(client.base_url).rstrip("/"),
+        "CHORUS_TELEGRAM_POLL_TIMEOUT": "1",
+    }
+    bot = subprocess.Popen(
+        [sys.executable, "-m", "agent.cli.main", "telegram"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    try:
+        answering = fake.answering.wait(90)
+        bot.send_signal(signal.SIGTERM)
+        _, stderr = bot.communicate(timeout=60)
+    finally:
+        if bot.poll() is None:
+            bot.kill()
+            bot.wait()
+    assert answering, "no update of the 3,000 was answered"
+    assert bot.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    assert len(fake.sent) < len(updates)  # it stopped mid-way, as asked
+    assert {poll["limit"] for poll in fake.polls} <= {100, 1}  # 1: the last acknowledgement
+    # What the bot acknowledged last (the offset a restart starts from) was all answered:
+    # stopping loses no message.
+    acknowledged = max(poll.get("offset", 1) for poll in fake.polls)
+    assert {1000 + n for n in range(acknowledged - 1)} <= {chat for chat, _ in fake.sent}
+
+
+GREETING = "Hi! I'm Chorus. What's your name?"

@@ -51,18 +51,23 @@ DREAM_OVERRIDE = {
 }
 
 
-def snippet() -> str:
+def snippet(marker: str = MARKER) -> str:
     text = DOCS.read_text()
-    assert MARKER in text, "docs/dream.md lost the compose block this test validates"
-    return text.split(MARKER, 1)[1].split("```", 1)[0]
+    assert marker in text, "docs/dream.md lost the compose block this test validates"
+    return text.split(marker, 1)[1].split("```", 1)[0]
 
 
-def merged(tmp_path: Path, **env: str) -> dict[str, Any]:
+def merged(tmp_path: Path, *more: str, **env: str) -> dict[str, Any]:
+    """The compose configuration of Dream's files, the agent's block and ``more`` files
+    already written in ``tmp_path``."""
     (tmp_path / "docker-compose.yml").write_text(yaml.safe_dump(DREAM_BASE))
     (tmp_path / "override.yml").write_text(yaml.safe_dump(DREAM_OVERRIDE))
     (tmp_path / "chorus-agent.yml").write_text(snippet())
-    (tmp_path / ".env").write_text("DP_WIKIDATA_URL=http://wiki:8077/model\n")
+    (tmp_path / ".env").write_text(
+        "DP_WIKIDATA_URL=http://wiki:8077/model\nFILE_SERVER_URL=http://files:3000\n"
+    )
     files = ["-f", "docker-compose.yml", "-f", "override.yml", "-f", "chorus-agent.yml"]
+    files += [arg for name in more for arg in ("-f", name)]
     result = subprocess.run(
         [docker_compose(), *files, "config"],
         cwd=tmp_path,
@@ -97,6 +102,23 @@ def test_the_compose_snippet_passes_the_api_key_on(tmp_path: Path) -> None:
     key = "0123456789abcdef0123"
     env = merged(tmp_path, CHORUS_API_KEY=key)["services"]["chorus-agent"]["environment"]
     assert env["CHORUS_API_KEY"] == key
+
+
+def test_the_telegram_block_runs_chorus_telegram_for_the_agent_with_dreams_settings(
+    tmp_path: Path,
+) -> None:
+    marker = "<!-- tests/deploy/test_dream_compose.py validates this Telegram block -->\n```yaml\n"
+    (tmp_path / "chorus-telegram.yml").write_text(snippet(marker))
+    config = merged(tmp_path, "chorus-telegram.yml", TG_TOKEN="123456:abc")
+    bot = config["services"]["chorus-telegram"]
+    assert bot["image"] == "chorus-agent-dream"
+    assert bot["command"][-1] == "telegram"
+    assert bot["environment"]["CHORUS_TELEGRAM_TOKEN"] == "123456:abc"
+    assert bot["environment"]["FILE_SERVER_URL"] == "http://files:3000"  # from Dream's .env
+    agent_url = bot["environment"]["CHORUS_TELEGRAM_AGENT_URL"]
+    assert agent_url.split("//")[1].split(":")[0] in config["services"]  # a service name
+    assert bot["healthcheck"] == {"test": ["NONE"]}  # how compose writes "disable: true"
+    assert "ports" not in bot  # a client: it listens on nothing
 
 
 def test_the_dream_image_is_the_agent_image_with_the_formatters_packages() -> None:

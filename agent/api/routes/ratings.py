@@ -7,6 +7,11 @@ dialog must be that user's (404 otherwise, as for Chorus's numeric rating): a us
 their own dialogs; a rater that is not the dialog's user sends none. Chorus's numeric
 ``rating`` field is set too when the rating is a number from -1000 to 1000 sent with the
 user's id, so Chorus's typed API keeps working.
+
+Unlike dp-agent, both are bounded, so that ratings cannot grow a dialog without end: a
+rating is at most ``CHORUS_MAX_RATING_BYTES`` as JSON (422 past it), and a dialog or a bot
+answer keeps at most ``CHORUS_MAX_RATINGS`` (409 past it: a stored rating is never dropped
+to make room).
 """
 
 from __future__ import annotations
@@ -24,14 +29,26 @@ from agent.api.security import ChatKey
 from agent.settings import Settings
 from agent.state.dp_agent import dp_date
 from agent.state.models import utc_now
+from agent.store.base import RatingsFull
 
 router = APIRouter(prefix="/rating", tags=["ratings"], dependencies=[ChatKey, JsonBody])
 
 
 def _entry(body: DialogRating | UtteranceRating, settings: Settings) -> dict[str, Any]:
-    """dp-agent's stored form of a rating (its ``datetime`` in dp-agent's date form)."""
+    """dp-agent's stored form of a rating (its ``datetime`` in dp-agent's date form); a
+    rating over ``CHORUS_MAX_RATING_BYTES`` gets a 422 that gives the limit."""
     if body.user_id is not None:
         check_user_id(body.user_id, settings.max_user_id_length)
+    try:
+        size = settings.client_limits().measure(body.rating, "rating")
+    except ValueError as exc:  # UnstorableValue: too deep, NaN, ...
+        raise HTTPException(422, str(exc)) from None
+    if size > settings.max_rating_bytes:
+        raise HTTPException(
+            422,
+            f"rating is about {size} bytes as JSON; the limit is "
+            f"{settings.max_rating_bytes} (CHORUS_MAX_RATING_BYTES)",
+        )
     entry = {
         "rating": body.rating,
         "user_external_id": body.user_id,
@@ -58,9 +75,13 @@ def _numeric(body: DialogRating | UtteranceRating) -> float | None:
 async def rate_dialog(body: DialogRating, store: StoreDep, settings: SettingsDep) -> Ok:
     entry = _entry(body, settings)
     dialog_id = await resolve_dialog_id(store, body.dialog_id)
-    if dialog_id is None or not await store.add_dialog_rating(
-        dialog_id, entry, body.user_id, _numeric(body)
-    ):
+    try:
+        rated = dialog_id is not None and await store.add_dialog_rating(
+            dialog_id, entry, body.user_id, _numeric(body), settings.max_ratings
+        )
+    except RatingsFull as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+    if not rated:
         raise HTTPException(status.HTTP_404_NOT_FOUND, _missing("dialog", body.dialog_id, body))
     return Ok()
 
@@ -68,6 +89,12 @@ async def rate_dialog(body: DialogRating, store: StoreDep, settings: SettingsDep
 @router.post("/utterance", response_model=Ok)
 async def rate_utterance(body: UtteranceRating, store: StoreDep, settings: SettingsDep) -> Ok:
     entry = _entry(body, settings)
-    if not await store.add_utterance_rating(body.utt_id, entry, body.user_id, _numeric(body)):
+    try:
+        rated = await store.add_utterance_rating(
+            body.utt_id, entry, body.user_id, _numeric(body), settings.max_ratings
+        )
+    except RatingsFull as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+    if not rated:
         raise HTTPException(status.HTTP_404_NOT_FOUND, _missing("bot utterance", body.utt_id, body))
     return Ok()

@@ -22,7 +22,7 @@ from agent.state.models import (
     new_id,
     utc_now,
 )
-from agent.store.base import DialogHead, Place, TurnStart
+from agent.store.base import DialogHead, Place, RatingsFull, TurnStart
 from agent.store.mongo.base import MongoBase
 from agent.store.mongo.codec import _escape, _literal, _merge, _unescape
 from agent.store.mongo.documents import (
@@ -638,6 +638,7 @@ class MongoDialogs(MongoBase):
         entry: dict[str, Any],
         user_id: str | None = None,
         rating: float | None = None,
+        max_ratings: int | None = None,
     ) -> bool:
         # Not in ``attributes``: while the dialog is open those live with the user and are
         # written over the dialog's document when it closes. Reads merge them back.
@@ -647,7 +648,13 @@ class MongoDialogs(MongoBase):
         update: Doc = {"$push": {_RATINGS: _escape(entry)}}
         if rating is not None:
             update["$set"] = {"rating": rating}
-        result = await self._dialogs.update_one(query, update)
+        result = await self._dialogs.update_one({**query, **_room(_RATINGS, max_ratings)}, update)
+        if (
+            result.matched_count == 0
+            and max_ratings is not None
+            and await self._dialogs.find_one(query, projection={"_id": 1}) is not None
+        ):
+            raise RatingsFull(f"dialog {dialog_id!r}", max_ratings)
         return result.matched_count > 0
 
     @_unavailable_when_unreachable
@@ -657,11 +664,13 @@ class MongoDialogs(MongoBase):
         entry: dict[str, Any],
         user_id: str | None = None,
         rating: float | None = None,
+        max_ratings: int | None = None,
     ) -> bool:
-        query: Doc = {"_id": _literal(utt_id), "speaker": "bot"}
+        owner: Doc = {"_id": _literal(utt_id), "speaker": "bot"}
         if user_id is not None:  # one update matching the answer and its owner together
             owned = await self._dialogs.distinct("_id", {"human_id": _human_id_for(user_id)})
-            query["dialog_id"] = {"$in": owned}
+            owner["dialog_id"] = {"$in": owned}
+        query = {**owner, **_room("attributes.ratings", max_ratings)}
         numeric: Doc = {} if rating is None else {"rating": rating}
         try:
             update: Doc = {"$push": {"attributes.ratings": _escape(entry)}}
@@ -677,7 +686,19 @@ class MongoDialogs(MongoBase):
                 {**query, "attributes.ratings": kept},
                 {"$set": {"attributes.ratings": [kept, _escape(entry)], **numeric}},
             )
+        if (
+            result.matched_count == 0
+            and max_ratings is not None
+            and await self._utterances.find_one(owner, projection={"_id": 1}) is not None
+        ):
+            raise RatingsFull(f"bot utterance {utt_id!r}", max_ratings)
         return result.matched_count > 0
+
+
+def _room(field: str, max_ratings: int | None) -> Doc:
+    """The condition that the list ``field`` has room for one more item: its item number
+    ``max_ratings - 1`` does not exist, checked in the same update as the append."""
+    return {} if max_ratings is None else {f"{field}.{max_ratings - 1}": {"$exists": False}}
 
 
 #: The dialog document's field with the ratings given in dp-agent's form.

@@ -20,6 +20,7 @@ from agent.state.models import (
 from agent.store.base import (
     DialogHead,
     Place,
+    RatingsFull,
     Restored,
     StoreWriteRefused,
     TurnStart,
@@ -243,16 +244,24 @@ class SqliteDialogs(SqliteBase):
         entry: dict[str, Any],
         user_id: str | None = None,
         rating: float | None = None,
+        max_ratings: int | None = None,
     ) -> bool:
         owned, args = _owned_by("human_id", user_id)
         number, number_args = _numeric(rating)
+        room, room_args = _room(max_ratings)
         (row,) = await self._write(
             (
                 f"UPDATE dialogs SET doc = json_set(doc, '$.attributes.ratings', "
-                f"{_APPENDED}{number}) WHERE id = ?{owned} RETURNING id",
-                [_json(entry), *number_args, dialog_id, *args],
+                f"{_APPENDED}{number}) WHERE id = ?{owned}{room} RETURNING id",
+                [_json(entry), *number_args, dialog_id, *args, *room_args],
             )
         )
+        if (
+            row is None
+            and max_ratings is not None
+            and await self._one(f"SELECT 1 FROM dialogs WHERE id = ?{owned}", [dialog_id, *args])
+        ):
+            raise RatingsFull(f"dialog {dialog_id!r}", max_ratings)
         return row is not None
 
     async def add_utterance_rating(
@@ -261,6 +270,7 @@ class SqliteDialogs(SqliteBase):
         entry: dict[str, Any],
         user_id: str | None = None,
         rating: float | None = None,
+        max_ratings: int | None = None,
     ) -> bool:
         owned, args = (
             ("", [])
@@ -272,14 +282,24 @@ class SqliteDialogs(SqliteBase):
             )
         )
         number, number_args = _numeric(rating)
+        room, room_args = _room(max_ratings)
         (row,) = await self._write(
             (
                 f"UPDATE utterances SET doc = json_set(doc, '$.attributes.ratings', "
-                f"{_APPENDED}{number}) WHERE utt_id = ? AND speaker = 'bot'{owned} "
+                f"{_APPENDED}{number}) WHERE utt_id = ? AND speaker = 'bot'{owned}{room} "
                 "RETURNING utt_id",
-                [_json(entry), *number_args, utt_id, *args],
+                [_json(entry), *number_args, utt_id, *args, *room_args],
             )
         )
+        if (
+            row is None
+            and max_ratings is not None
+            and await self._one(
+                f"SELECT 1 FROM utterances WHERE utt_id = ? AND speaker = 'bot'{owned}",
+                [utt_id, *args],
+            )
+        ):
+            raise RatingsFull(f"bot utterance {utt_id!r}", max_ratings)
         return row is not None
 
     async def restore_user(self, human: Human) -> bool:
@@ -331,6 +351,19 @@ class SqliteDialogs(SqliteBase):
 def _numeric(rating: float | None) -> tuple[str, list[Any]]:
     """The ``json_set`` arguments that set Chorus's numeric rating too, when there is one."""
     return ("", []) if rating is None else (", '$.rating', ?", [rating])
+
+
+def _room(max_ratings: int | None) -> tuple[str, list[Any]]:
+    """The condition that the row's ``attributes.ratings`` has room for one more (a value
+    that is not a list counts as one)."""
+    if max_ratings is None:
+        return "", []
+    return (
+        " AND (CASE coalesce(json_type(doc, '$.attributes.ratings'), 'null') "
+        "WHEN 'array' THEN json_array_length(doc, '$.attributes.ratings') "
+        "WHEN 'null' THEN 0 ELSE 1 END) < ?",
+        [max_ratings],
+    )
 
 
 def _owned_by(column: str, user_id: str | None) -> tuple[str, list[Any]]:
