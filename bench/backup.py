@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from agent.state.models import BotUtterance, HumanUtterance, Hypothesis  # noqa: E402
 from agent.store import Store, open_store  # noqa: E402
 from agent.store.backup import ImportReport, Selection, export_lines, read_records, restore  # noqa: E402
+from agent.store.import_checks import ImportRules, check_backup  # noqa: E402
 from bench.servers import mongodb_server, new_database  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "backup.json"
@@ -63,6 +64,9 @@ async def export(store: Store, path: Path) -> int:
 
 
 async def import_into(store: Store, path: Path) -> ImportReport:
+    """As `chorus import` does: the whole file checked against the store, then stored."""
+    with path.open(encoding="utf-8") as lines:
+        await check_backup(store, read_records(lines), ImportRules())
     report = ImportReport()
     with path.open(encoding="utf-8") as lines:
         for _, record in read_records(lines):

@@ -28,13 +28,14 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from agent.settings import Settings
+from agent.settings import Settings, SettingsError, load_settings
 from agent.store import Store, StoreUnavailable, open_store
 from agent.store.backup import (
     BackupError,
     DialogRecord,
     ImportReport,
     Selection,
+    UserRecord,
     aware,
     count_dialogs,
     export_lines,
@@ -43,6 +44,14 @@ from agent.store.backup import (
 )
 from agent.store.base import StoreWriteRefused
 from agent.store.dp_agent_source import DpAgentSource
+from agent.store.import_checks import (
+    ImportRules,
+    RecordRefused,
+    check_against_store,
+    check_backup,
+    check_dialog,
+    check_user,
+)
 
 err = Console(stderr=True, soft_wrap=True)
 DEFAULT_DB = Settings.model_fields["db_url"].default
@@ -178,7 +187,8 @@ def import_command(
     """Restore a backup written by `chorus export`, or dp-agent's dialogs, into a store of
     either kind.
 
-    A backup file is checked whole first: a line that is wrong stops the import before
+    A backup file is checked whole first: a line that is wrong, a value over the API's
+    bounds (CHORUS_MAX_*), or an utterance id another dialog holds stops the import before
     anything is written, with its line number and what to fix. Then each dialog is stored
     whole. Users and dialogs already in the store are kept as they are, so importing the
     same file (or the same dp-agent database) twice stores it once, and the store's other
@@ -187,13 +197,16 @@ def import_command(
     if (file is None) == (from_dp_agent is None):
         raise _fail("name a backup FILE, or a dp-agent database with --from-dp-agent", 2)
     try:
+        rules = _rules()
+    except SettingsError as exc:
+        raise _fail(str(exc), 2) from None
+    try:
         if from_dp_agent is not None:
-            report = asyncio.run(_import_dp_agent(db, from_dp_agent))
+            report = asyncio.run(_import_dp_agent(db, from_dp_agent, rules))
             source = from_dp_agent
         else:
             assert file is not None
-            _check(file)
-            report = asyncio.run(_import(db, file, file.stat().st_size))
+            report = asyncio.run(_import(db, file, file.stat().st_size, rules))
             source = str(file)
     except BackupError as exc:
         raise _fail(f"{exc}; nothing was imported", 2) from None
@@ -209,30 +222,48 @@ def import_command(
         err.print(f"  stored closed: {dialog_id}", highlight=False)
 
 
-def _check(file: Path) -> None:
-    """Read the whole backup without writing: :class:`BackupError` at its first bad line."""
+def _rules() -> ImportRules:
+    """The API's bounds, from the same ``CHORUS_*`` settings the agent reads."""
+    settings = load_settings()
+    return ImportRules(
+        limits=settings.client_limits(),
+        max_user_id_length=settings.max_user_id_length,
+        max_text_length=settings.max_text_length,
+    )
+
+
+async def _check(store: Store, file: Path, size: int, rules: ImportRules) -> None:
+    """Read the whole backup without writing: :class:`BackupError` at its first bad line,
+    record, or utterance id that another dialog holds (:mod:`agent.store.import_checks`)."""
     try:
         with _progress(DownloadColumn()) as progress:
-            task = progress.add_task("checking", total=file.stat().st_size)
-            for _ in read_records(_lines(file, lambda n: progress.advance(task, n))):
-                pass
+            task = progress.add_task("checking", total=size)
+            lines = _lines(file, lambda n: progress.advance(task, n))
+            await check_backup(store, read_records(lines), rules)
     except BackupError as exc:
         raise BackupError(f"{file}: {exc}") from None
     except UnicodeDecodeError as exc:
         raise BackupError(f"{file}: not UTF-8 text ({exc})") from None
 
 
-async def _import_dp_agent(url: str, source_url: str) -> ImportReport:
-    """dp-agent's dialogs into the store; one it cannot read is skipped and named."""
+async def _import_dp_agent(url: str, source_url: str, rules: ImportRules) -> ImportReport:
+    """dp-agent's dialogs into the store; one it cannot read, or that breaks the checks a
+    backup's dialogs are held to, is skipped and named (a user that does: with their
+    dialogs)."""
     report = ImportReport()
     source = DpAgentSource(source_url)
+    refused: dict[str, str] = {}  # user id -> why their user record was refused
     try:
         total = await source.count_dialogs()
         async with _opened(url) as store:
             with _progress(MofNCompleteColumn()) as progress:
                 task = progress.add_task("importing dp-agent's dialogs", total=total)
                 async for record in source.records():
-                    await restore(store, record, report)
+                    why = await _dp_agent_problem(store, record, rules, refused)
+                    if why is None:
+                        await restore(store, record, report)
+                    elif isinstance(record, DialogRecord):
+                        source.skipped.append((record.dialog.dialog_id, why))
                     if isinstance(record, DialogRecord):
                         progress.advance(task)
     finally:
@@ -242,9 +273,31 @@ async def _import_dp_agent(url: str, source_url: str) -> ImportReport:
     return report
 
 
-async def _import(url: str, file: Path, size: int) -> ImportReport:
+async def _dp_agent_problem(
+    store: Store, record: UserRecord | DialogRecord, rules: ImportRules, refused: dict[str, str]
+) -> str | None:
+    """Why a record read from dp-agent is not imported (None: it is), by a backup's
+    checks; a refused user is remembered in ``refused``, and their dialogs are refused."""
+    try:
+        if isinstance(record, UserRecord):
+            check_user(0, record, rules)
+            return None
+        if (why := refused.get(record.user_id)) is not None:
+            return f"its user was refused: {why}"
+        check_dialog(0, record, rules)
+        await check_against_store(store, 0, record)
+    except RecordRefused as exc:
+        if isinstance(record, UserRecord):
+            refused[record.user.user_external_id] = exc.problem
+        return exc.problem
+    return None
+
+
+async def _import(url: str, file: Path, size: int, rules: ImportRules) -> ImportReport:
+    """Check the whole file against the store, then store it record by record."""
     report = ImportReport()
     async with _opened(url) as store:
+        await _check(store, file, size, rules)
         with _progress(DownloadColumn()) as progress:
             task = progress.add_task("importing", total=size)
             lines = _lines(file, lambda n: progress.advance(task, n))

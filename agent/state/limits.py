@@ -76,8 +76,11 @@ class StorageLimits:
     max_document_bytes: int = 4_000_000
     max_attribute_keys: int = 1_000
 
-    def measure(self, value: Any, where: str = "value") -> int:
-        """The value's estimated size in bytes as JSON, or :class:`UnstorableValue`."""
+    def measure(
+        self, value: Any, where: str = "value", setting: str = "CHORUS_MAX_VALUE_BYTES"
+    ) -> int:
+        """The value's estimated size in bytes as JSON, or :class:`UnstorableValue`;
+        ``setting`` is the one a refusal names for ``max_bytes``."""
         walk = _Walk(self)
         try:
             size = walk.visit(value, 0)
@@ -87,8 +90,7 @@ class StorageLimits:
         if size > self.max_bytes:
             raise UnstorableValue(
                 where,
-                f"is about {size} bytes as JSON; the limit is "
-                f"{self.max_bytes} (CHORUS_MAX_VALUE_BYTES)",
+                f"is about {size} bytes as JSON; the limit is {self.max_bytes} ({setting})",
             )
         return size
 

@@ -279,13 +279,25 @@ class DialogStore(Protocol):
         internal ``id`` (MongoDB derives it from the user id)."""
         ...
 
+    async def stored_dialog_ids(self, dialog_ids: Sequence[str]) -> set[str]:
+        """Of these dialog ids, those stored (each read by its id): what an import checks
+        before it writes (:mod:`agent.store.import_checks`)."""
+        ...
+
+    async def utterance_dialogs(self, utt_ids: Sequence[str]) -> dict[str, str]:
+        """Of these utterance ids, those stored, each with the id of the dialog that holds
+        it (each read by its id): an import refuses an utterance id another dialog holds."""
+        ...
+
     async def restore_dialog(self, user_id: str, dialog: Dialog, active: bool) -> Restored:
         """Store a dialog read from a backup, whole, with its utterances' ids, for the user
         with ``user_id`` (created, empty, when missing). A dialog whose id is stored already
         is left as it is (importing twice stores once). ``active``: it was the user's open
         dialog; it is stored closed when the user has another open dialog here. Atomic on
         SQLite; on MongoDB the dialog's document is written last, so a restore cut short
-        is finished by running it again."""
+        is finished by running it again. An utterance id stored in another dialog (or twice
+        in this one) is never overwritten: :class:`StoreWriteRefused`, with nothing of the
+        dialog kept."""
         ...
 
     async def delete_user(self, user_id: str) -> bool:

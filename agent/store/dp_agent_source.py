@@ -58,8 +58,28 @@ def plain(value: Any) -> Any:
     return value
 
 
-def _utc(moment: datetime) -> datetime:
+def _utc(moment: Any) -> datetime:
+    """A date dp-agent stored, in UTC; anything else stored where a date belongs makes the
+    dialog unreadable (a ValueError: it is skipped, and named)."""
+    if not isinstance(moment, datetime):
+        raise ValueError(f"{_shown(moment)} is where a date belongs")
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _created(object_id: Any) -> datetime:
+    """When dp-agent made a document, which its ObjectId tells: the start of a dialog that
+    has no date of its own. An ``_id`` of another type tells nothing (a ValueError)."""
+    if not isinstance(object_id, ObjectId):
+        raise ValueError(
+            f"it has no date_start, and its _id {_shown(object_id)} is no ObjectId to "
+            "tell when it began"
+        )
+    return _utc(object_id.generation_time)
+
+
+def _shown(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 42 else shown[:39] + "..."
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -163,7 +183,7 @@ class DpAgentSource:
                 try:
                     human = _human(user) if user["_id"] not in seen else None
                     dialog = await self._dialog(head, str(user["external_id"]))
-                except (ValidationError, KeyError, TypeError, ValueError) as exc:
+                except (ValidationError, KeyError, TypeError, ValueError, AttributeError) as exc:
                     self.skipped.append((str(head.get("dialog_id") or head["_id"]), _why(exc)))
                     continue
                 if human is not None:
@@ -193,7 +213,7 @@ class DpAgentSource:
         data = DialogData(
             dialog_id=str(head.get("dialog_id") or head["_id"]),
             channel_type=str(head.get("channel_type") or "http_client"),
-            date_start=_utc(start) if start is not None else _utc(head["_id"].generation_time),
+            date_start=_utc(start) if start is not None else _created(head["_id"]),
             # Chorus marks the open dialog by having no end (dp-agent sets one every turn)
             date_finish=None if active or finish is None else _utc(finish),
             bot=bot,

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from bson import json_util
+from bson import ObjectId, json_util
 from pymongo import MongoClient
 from typer.testing import CliRunner
 
@@ -127,3 +127,66 @@ def test_a_dialog_dp_agent_stored_that_cannot_be_read_is_skipped_and_named(
     output = import_from(dp_agent_db, f"sqlite:///{tmp_path}/chorus.db")
     assert f"skipped dp-agent dialog {spoiled['dialog_id']}: could not convert" in output
     assert "2 dialog(s) stored" in output
+
+
+def test_a_dp_agent_dialog_that_breaks_a_backups_checks_is_skipped_and_named(
+    dp_agent_db: str, db_url: str, services: Any, agent: AgentFactory
+) -> None:
+    """A dialog whose ``_id`` is a string and that has no date, one whose user id holds a
+    line break, and one reusing another dialog's utterance ids: each is named and skipped,
+    and the dialog whose ids were reused reads as dp-agent stored it."""
+    dialogs, humans = dumped("dialog"), dumped("human_utterance")
+    closed = dialogs[0]
+    client: MongoClient[dict[str, Any]] = MongoClient(dp_agent_db)
+    db = client.get_default_database()
+    db["dialog"].insert_one(
+        {
+            "_id": "not-an-object-id",
+            "dialog_id": "stringiddialog",
+            "_human_id": closed["_human_id"],
+            "_bot_id": closed["_bot_id"],
+            "_active": False,
+        }
+    )
+    eve = ObjectId("ffffffffffffffffffffff01")
+    db["user"].insert_one({"_id": eve, "external_id": "eve\nforged line", "profile": {}})
+    thief = ObjectId("ffffffffffffffffffffff02")
+    for _id, human_id, dialog_id in (
+        (eve, eve, "evesdialog"),
+        (thief, closed["_human_id"], "thiefdialog"),
+    ):
+        db["dialog"].insert_one(
+            {
+                "_id": _id,
+                "dialog_id": dialog_id,
+                "_human_id": human_id,
+                "_bot_id": closed["_bot_id"],
+                "_active": False,
+                "date_start": closed["date_start"],
+            }
+        )
+    stolen = next(u for u in humans if u["_dialog_id"] == closed["_id"])
+    db["human_utterance"].insert_one(
+        stolen | {"_id": ObjectId(), "_dialog_id": thief, "text": "overwritten"}
+    )
+    client.close()
+
+    output = import_from(dp_agent_db, db_url)
+    assert (
+        "skipped dp-agent dialog stringiddialog: it has no date_start, and its _id "
+        "'not-an-object-id' is no ObjectId" in output
+    )
+    assert "skipped dp-agent dialog evesdialog: its user was refused:" in output
+    assert "is not printable text" in output
+    assert (
+        f"skipped dp-agent dialog thiefdialog: utterance id {stolen['utt_id']!r} is stored "
+        f"in another dialog ({closed['dialog_id']})" in output
+    )
+    assert "3 dialog(s) stored" in output
+
+    api: httpx.Client = agent(
+        {"services": {"skills": {"fallback": service_entry(services(fallback_app).url)}}}
+    )
+    read = api.get(f"/api/dialogs/{closed['dialog_id']}").json()
+    assert read["utterances"][0]["text"] == stolen["text"]
+    assert api.get("/api/dialogs/thiefdialog").status_code == 404

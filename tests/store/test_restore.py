@@ -13,7 +13,7 @@ from pymongo import AsyncMongoClient
 from agent.state.models import Dialog, Human, HumanUtterance, Profile
 from agent.store import Store
 from agent.store.backup import GROUP, Selection, all_dialog_ids, export_lines
-from agent.store.base import Restored
+from agent.store.base import Restored, StoreWriteRefused
 from tests.store.test_contract import turn
 
 
@@ -133,3 +133,28 @@ async def test_an_export_of_more_dialogs_than_it_reads_at_once_has_each_once_in_
         texts = [u["text"] for u in record["dialog"]["utterances"]]
         assert texts == ([f"hi {number}"] if number % 10 == 0 else [])
         assert record["user_id"] == f"user{number % 7}"
+
+
+async def test_a_restore_never_overwrites_another_dialogs_utterances(store: Store) -> None:
+    """Even past an import's checks (another writer between them and the write): an
+    utterance id another dialog holds refuses the restore, the other dialog's utterance
+    stays as it was, and nothing of the refused dialog is kept."""
+    victim = await backed_up(store, "ann")
+    fresh = [HumanUtterance(text="first"), HumanUtterance(text="second")]
+    stolen = [u.model_copy(update={"text": "stolen"}) for u in victim.utterances]
+    thief = victim.model_copy(
+        update={"dialog_id": victim.dialog_id + "x", "utterances": [*fresh, *stolen]}
+    )
+    with pytest.raises(StoreWriteRefused, match="an utterance id is stored in another dialog"):
+        await store.restore_dialog("mallory", thief, active=False)
+    assert await store.dialog(victim.dialog_id) == victim
+    assert await store.dialog(thief.dialog_id) is None
+    assert await store.utterance_dialogs([u.utt_id for u in thief.utterances]) == {
+        u.utt_id: victim.dialog_id for u in victim.utterances
+    }
+    twice = victim.model_copy(
+        update={"dialog_id": victim.dialog_id + "y", "utterances": [fresh[0], fresh[0]]}
+    )
+    with pytest.raises(StoreWriteRefused):
+        await store.restore_dialog("mallory", twice, active=False)
+    assert await store.dialog(twice.dialog_id) is None

@@ -167,6 +167,21 @@ class MongoDialogs(MongoBase):
             return [doc for doc in found if doc is not None]
         return await self._utterances.find({"_id": {"$in": ids}}).to_list()
 
+    async def _numbered(self, dialog_id: str, seqs: Sequence[int]) -> list[Doc]:
+        """The dialog's utterances at these numbers, read by their ids: an id of the
+        dialog's numbering that another dialog holds (a restored backup can carry any id)
+        is not one of them."""
+        docs = await self._by_ids([_utterance_id(dialog_id, s) for s in seqs])
+        return [doc for doc in docs if doc.get("dialog_id") == dialog_id]
+
+    async def _held_elsewhere(self, dialog_id: str, seq: int) -> bool:
+        """Whether the utterance id of this number is held by another dialog: then the
+        number is never free, and skipping it is no contention."""
+        doc = await self._utterances.find_one(
+            {"_id": _utterance_id(dialog_id, seq)}, projection={"dialog_id": 1}
+        )
+        return doc is not None and doc.get("dialog_id") != dialog_id
+
     async def _window(self, dialog_id: str, count: int, limit: int) -> list[Doc]:
         """The documents of the dialog's last ``limit`` utterances, and of those stored past
         ``count``. ``count`` is the number the user's document holds, raised when a turn
@@ -179,14 +194,11 @@ class MongoDialogs(MongoBase):
             self._keep_next_seq(dialog_id, count)
             return []
         seqs = range(max(0, count - limit), count + 1)
-        ids = [_utterance_id(dialog_id, s) for s in seqs]
         # MongoDB reads one more id in the same command; point reads (FerretDB) read it
         # only when an unfinished turn's human utterance is there.
-        docs = await self._by_ids(
-            ids if self._point_reads else [*ids, _utterance_id(dialog_id, count + 1)]
-        )
+        docs = await self._numbered(dialog_id, seqs if self._point_reads else [*seqs, count + 1])
         if self._point_reads and any(doc["seq"] == count for doc in docs):
-            docs += await self._by_ids([_utterance_id(dialog_id, count + 1)])
+            docs += await self._numbered(dialog_id, [count + 1])
         docs.sort(key=lambda doc: int(doc["seq"]))
         if [doc["seq"] for doc in docs if doc["seq"] < count] != list(seqs)[:-1]:
             cursor = self._utterances.find(
@@ -210,16 +222,21 @@ class MongoDialogs(MongoBase):
         return int(newest[0]["seq"]) + 1 if newest else 0
 
     async def _insert(self, dialog_id: str, utterance: HumanUtterance | BotUtterance) -> int:
-        """Insert at the number this turn read, or the next free one; the id follows."""
+        """Insert at the number this turn read, or the next free one; the id follows. A
+        number whose id another dialog holds is skipped, without counting as an attempt:
+        it is taken for good, and the numbers after it are free."""
         seq = self._next_seqs.pop(dialog_id, None)
-        for _ in range(_ATTEMPTS):
+        attempts = 0
+        while attempts < _ATTEMPTS:
             if seq is None:
                 seq = await self._free_seq(dialog_id)
             utterance.utt_id = _utterance_id(dialog_id, seq)
             try:
                 await self._utterances.insert_one(_utterance_doc(dialog_id, seq, utterance))
-            except DuplicateKeyError:  # taken by a writer outside the line
-                seq = None
+            except DuplicateKeyError:  # taken by a writer outside the line, or elsewhere
+                if not await self._held_elsewhere(dialog_id, seq):
+                    attempts += 1
+                seq = max(await self._free_seq(dialog_id), seq + 1)
                 continue
             self._keep_next_seq(dialog_id, seq + 1)
             return seq
@@ -420,7 +437,8 @@ class MongoDialogs(MongoBase):
         if seq is None:
             seq = await self._free_seq(dialog_id)
         annotated: Doc = _annotated(utterance)
-        for _ in range(_ATTEMPTS):
+        attempts = 0
+        while attempts < _ATTEMPTS:
             # An answer whose id is already this number was given it by an attempt of this
             # turn whose end was refused: this one writes it again, reduced.
             again = bot_utterance.utt_id == _utterance_id(dialog_id, seq)
@@ -449,7 +467,11 @@ class MongoDialogs(MongoBase):
                 update: Doc = {"$set": body} if end else {"$set": body, "$unset": {_TURN_END: ""}}
                 await self._utterances.update_one({"_id": bot_utterance.utt_id}, update)
                 return seq
-            seq += 1  # taken by a writer outside the line
+            # Taken by a writer outside the line, or held by another dialog (for good:
+            # no contention, see _insert).
+            if not await self._held_elsewhere(dialog_id, seq):
+                attempts += 1
+            seq += 1
         raise RuntimeError(f"no free utterance number in dialog {dialog_id} (contention)")
 
     async def _annotate_and_answer(self, annotated: Doc, answer: Doc) -> tuple[Doc, list[Doc]]:
@@ -545,13 +567,14 @@ class MongoDialogs(MongoBase):
         if count > _POINT_READ_DIALOG:
             return None
         docs = sorted(
-            await self._by_ids([_utterance_id(dialog_id, s) for s in range(count)]),
-            key=lambda doc: int(doc["seq"]),
+            await self._numbered(dialog_id, range(count)), key=lambda doc: int(doc["seq"])
         )
         if [doc["seq"] for doc in docs] != list(range(count)):
             return None
         while (
-            extra := await self._utterances.find_one({"_id": _utterance_id(dialog_id, count)})
+            extra := await self._utterances.find_one(
+                {"_id": _utterance_id(dialog_id, count), "dialog_id": dialog_id}
+            )
         ) is not None:
             docs.append(extra)
             count += 1

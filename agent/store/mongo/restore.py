@@ -3,14 +3,17 @@
 
 Without transactions (FerretDB has none) a restore is several writes, ordered so that one
 cut short is finished by running it again: the user first, then the utterances (each
-upserted by its ``_id``, which is its id in the backup), then the open dialog's part of the
-user's document, and the dialog's own document last, which is what marks the dialog
-stored."""
+upserted by its ``_id``, which is its id in the backup, and the dialog's id: an utterance
+of another dialog with that ``_id`` is never matched, so the upsert fails on the duplicate
+key instead of overwriting it), then the open dialog's part of the user's document, and
+the dialog's own document last, which is what marks the dialog stored."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 
+from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError
 
 from agent.state.models import Dialog, Human
@@ -26,12 +29,37 @@ from agent.store.mongo.documents import (
 )
 from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
 
-#: Utterances upserted per ``update`` command.
+#: Utterances upserted per ``update`` command, and ids looked up per ``find``.
 _BATCH = 100
+#: MongoDB's error code for a duplicate key.
+_DUPLICATE_KEY = 11000
 
 
 class MongoRestore(MongoBase):
-    """:meth:`restore_user` and :meth:`restore_dialog` on MongoDB."""
+    """:meth:`restore_user` and :meth:`restore_dialog` on MongoDB, and what an import
+    checks before it writes."""
+
+    async def _by_id(self, collection: AsyncCollection[Doc], ids: Sequence[str]) -> list[Doc]:
+        """Documents by ``_id``: one ``$in`` per :data:`_BATCH` on MongoDB, point reads on
+        FerretDB (which scans the whole collection for an ``$in``)."""
+        wanted = [_literal(i) for i in dict.fromkeys(ids)]
+        if self._point_reads:
+            found = [await collection.find_one({"_id": i}) for i in wanted]
+            return [doc for doc in found if doc is not None]
+        docs: list[Doc] = []
+        for start in range(0, len(wanted), _BATCH):
+            chunk = wanted[start : start + _BATCH]
+            docs += await collection.find({"_id": {"$in": chunk}}).to_list()
+        return docs
+
+    @_unavailable_when_unreachable
+    async def stored_dialog_ids(self, dialog_ids: Sequence[str]) -> set[str]:
+        return {str(doc["_id"]) for doc in await self._by_id(self._dialogs, dialog_ids)}
+
+    @_unavailable_when_unreachable
+    async def utterance_dialogs(self, utt_ids: Sequence[str]) -> dict[str, str]:
+        docs = await self._by_id(self._utterances, utt_ids)
+        return {str(doc["_id"]): str(doc.get("dialog_id")) for doc in docs}
 
     @_unavailable_when_unreachable
     async def restore_user(self, human: Human) -> bool:
@@ -49,6 +77,9 @@ class MongoRestore(MongoBase):
         dialog_id = _literal(dialog.dialog_id)
         if await self._dialogs.find_one({"_id": dialog_id}, projection={"_id": 1}) is not None:
             return Restored.PRESENT
+        ids = [_literal(u.utt_id) for u in dialog.utterances]
+        if len(set(ids)) < len(ids):
+            raise StoreWriteRefused(f"dialog {dialog_id}: an utterance id is in it twice")
         human_id = _human_id_for(user_id)
         with contextlib.suppress(DuplicateKeyError):
             await self._users.insert_one(_new_user_doc(user_id))
@@ -56,7 +87,8 @@ class MongoRestore(MongoBase):
         for start in range(0, count, _BATCH):
             statements = [
                 {
-                    "q": {"_id": _literal(u.utt_id)},
+                    # The dialog's id too: another dialog's utterance is never matched.
+                    "q": {"_id": _literal(u.utt_id), "dialog_id": dialog_id},
                     "u": _utterance_doc(dialog_id, seq, u),
                     "upsert": True,
                 }
@@ -64,6 +96,11 @@ class MongoRestore(MongoBase):
             ]
             _, errors = await self._update(self._utterances, statements)
             if errors:
+                await self._forget(dialog_id, ids)
+                if all(e.get("code") == _DUPLICATE_KEY for e in errors):
+                    raise StoreWriteRefused(
+                        f"dialog {dialog_id}: an utterance id is stored in another dialog"
+                    )
                 raise StoreWriteRefused(f"dialog {dialog_id}: utterances not stored: {errors[0]}")
         stays_open = False
         if active:
@@ -85,3 +122,11 @@ class MongoRestore(MongoBase):
         except DuplicateKeyError:  # restored at the same time by another import
             return Restored.PRESENT
         return Restored.STORED_CLOSED if active and not stays_open else Restored.STORED
+
+    async def _forget(self, dialog_id: str, ids: list[str]) -> None:
+        """Delete what a refused restore wrote of the dialog: its document is not written,
+        so nothing reads these utterances, and they would only hold their ids."""
+        for start in range(0, len(ids), _BATCH):
+            await self._utterances.delete_many(
+                {"_id": {"$in": ids[start : start + _BATCH]}, "dialog_id": dialog_id}
+            )

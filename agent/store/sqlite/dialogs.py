@@ -316,6 +316,24 @@ class SqliteDialogs(SqliteBase):
         )
         return row is not None
 
+    async def stored_dialog_ids(self, dialog_ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for chunk in _chunks(list(dict.fromkeys(dialog_ids))):
+            marks = ", ".join("?" * len(chunk))
+            rows = await self._all(f"SELECT id FROM dialogs WHERE id IN ({marks})", chunk)
+            found.update(str(row[0]) for row in rows)
+        return found
+
+    async def utterance_dialogs(self, utt_ids: Sequence[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for chunk in _chunks(list(dict.fromkeys(utt_ids))):
+            marks = ", ".join("?" * len(chunk))
+            rows = await self._all(
+                f"SELECT utt_id, dialog_id FROM utterances WHERE utt_id IN ({marks})", chunk
+            )
+            found.update((str(row[0]), str(row[1])) for row in rows)
+        return found
+
     async def restore_dialog(self, user_id: str, dialog: Dialog, active: bool) -> Restored:
         if await self._one("SELECT 1 FROM dialogs WHERE id = ?", [dialog.dialog_id]) is not None:
             return Restored.PRESENT
@@ -343,9 +361,18 @@ class SqliteDialogs(SqliteBase):
             await self._write(*statements)
         except sqlite3.IntegrityError as exc:  # one transaction: nothing of it is stored
             raise StoreWriteRefused(
-                f"dialog {dialog.dialog_id}: an utterance id is stored in another dialog ({exc})"
+                f"dialog {dialog.dialog_id}: an utterance id is stored in another dialog, "
+                f"or is in this one twice ({exc})"
             ) from None
         return Restored.STORED_CLOSED if active and not stays_open else Restored.STORED
+
+
+#: Ids looked up per query (SQLite binds at most 32,766 parameters).
+_CHUNK = 500
+
+
+def _chunks(ids: list[str]) -> list[list[str]]:
+    return [ids[start : start + _CHUNK] for start in range(0, len(ids), _CHUNK)]
 
 
 def _numeric(rating: float | None) -> tuple[str, list[Any]]:
