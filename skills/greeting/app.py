@@ -73,6 +73,10 @@ _NOT_NAMES = {
     "uh",
     "guess",
     "later",
+    "maybe",
+    "tomorrow",
+    "now",
+    "anytime",
     "whatever",
     "nobody",
     "anonymous",
@@ -92,6 +96,37 @@ _NOT_NAMES = {
 FEELING_WORDS: frozenset[str] = frozenset(
     {*SentimentIntensityAnalyzer().lexicon, *NEGATE, *BOOSTER_DICT}
 )
+#: Words of that lexicon that are first names too, and taken as names: the first names of
+#: the US 1990 census lists (5,163 of them, as the ``names`` package ships them) that the
+#: lexicon holds, less those that are replies as well ("ok", "ha", "ty", "love", "miss").
+NAMES_IN_LEXICON: frozenset[str] = frozenset(
+    {
+        "chance",
+        "charity",
+        "diamond",
+        "earnest",
+        "faith",
+        "freeman",
+        "glory",
+        "grace",
+        "grant",
+        "harmony",
+        "hope",
+        "jewel",
+        "joy",
+        "kia",
+        "liberty",
+        "mercy",
+        "merry",
+        "mia",
+        "noble",
+        "precious",
+        "rich",
+        "rob",
+        "sunny",
+        "tia",
+    }
+)
 #: An intent the intents annotator is this sure of ("Thanks!" is thanks, "Yes" is yes)
 #: means the reply is not a bare name. The skill selector's own floor.
 INTENT_FLOOR = 0.7
@@ -106,7 +141,7 @@ def _name(word: str) -> str | None:
 def is_common_word(word: str) -> bool:
     """Whether ``word`` has a meaning of its own that a bare reply would carry."""
     lowered = word.lower()
-    return lowered in _NOT_NAMES or lowered in FEELING_WORDS
+    return lowered in _NOT_NAMES or (lowered in FEELING_WORDS and lowered not in NAMES_IN_LEXICON)
 
 
 def recognised_intent(annotations: Mapping[str, Any]) -> str | None:

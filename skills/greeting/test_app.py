@@ -170,6 +170,9 @@ def test_a_reply_to_the_question_that_is_no_name_is_not_taken_for_one(reply: str
         ("Call me Bob", "Bob"),
         ("It's Ann", "Ann"),
         ("Siobhán!", "Siobhán"),
+        ("Mia", "Mia"),  # "mia" (missing in action) is slang in VADER's lexicon: a name here
+        ("Grace", "Grace"),
+        ("Call me Mia", "Mia"),
         ("My name is Joy", "Joy"),  # a word of feeling, but said to be the name
     ],
 )
