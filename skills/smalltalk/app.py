@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.sdk import BotView, DialogView, Service, SkillHypothesis
-from skills.smalltalk import topics
+from skills.smalltalk import jokes, topics
 from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
 from skills.smalltalk.topics import TopicSpec
 
@@ -55,6 +55,8 @@ Topic = Literal[
     "favourite",
     "no_favourite",
     "empathy",
+    "glad",
+    "opinion",
 ]
 
 #: Intent names of ``annotations["intents"]`` that are small talk.
@@ -70,6 +72,18 @@ PATTERN_BASE, PATTERN_SPAN = 0.65, 0.15
 INTENT_BASE, INTENT_SPAN = 0.6, 0.2
 AGREEMENT_CONFIDENCE = 0.85
 EMPATHY_CONFIDENCE = 0.6
+#: Good news about the user ("I'm happy today") scores as a bad mood does.
+GLAD_CONFIDENCE = 0.6
+#: "Do you like X?" on a thing the persona has nothing on: an honest "I haven't made up my
+#: mind about X", the least sure answer of the skill (any corpus line or persona topic
+#: beats it), above the fallback's 0.1.
+OPINION_CONFIDENCE = 0.4
+#: A joke asked for ("Tell me a joke", or "Another one?" after one): as sure as an intent
+#: and a pattern agreeing.
+JOKE_CONFIDENCE = 0.85
+#: The topics a corpus line or a persona topic answers better, whatever their score: the
+#: skill's guesses from the mood, and its all-purpose opinion.
+WEAK_TOPICS: frozenset[str] = frozenset({"empathy", "glad", "opinion"})
 #: A corpus answer scores from CORPUS_BASE (similarity at the threshold) to
 #: CORPUS_BASE + CORPUS_SPAN (an exact match): a close match beats an intent-only guess
 #: at a persona line, a pattern that covers the utterance beats a loose match; above the
@@ -216,6 +230,8 @@ class Templates(BaseModel):
     favourite: Lines = Field(min_length=1)
     no_favourite: Lines = Field(min_length=1)
     empathy: Lines = Field(min_length=1)
+    glad: Lines = Field(min_length=1)
+    opinion: Lines = Field(min_length=1)
 
     @field_validator("*")
     @classmethod
@@ -336,25 +352,98 @@ def match_intent(annotations: Mapping[str, Any]) -> Match | None:
     )
 
 
-def is_negative(annotations: Mapping[str, Any]) -> bool:
+def mood(annotations: Mapping[str, Any]) -> str | None:
+    """The sentiment annotator's label ("positive", "neutral", "negative"), if it ran."""
     sentiment = annotations.get("sentiment")
-    return isinstance(sentiment, Mapping) and sentiment.get("label") == "negative"
+    label = sentiment.get("label") if isinstance(sentiment, Mapping) else None
+    return label if isinstance(label, str) else None
+
+
+#: "Do you like sports?", "What do you think about computers?", "How do you feel about
+#: jazz?", "Are you into chess?": the thing asked about ends the question.
+OPINION = re.compile(
+    r"^\W*(?:so|and|but|well|hey|ok(?:ay)?)?\W*"
+    r"(?:do\s+(?:you|u)\s+(?:like|love|enjoy)|what\s+do\s+(?:you|u)\s+think\s+(?:about|of)"
+    r"|how\s+do\s+(?:you|u)\s+feel\s+about|are\s+(?:you|u)\s+(?:into|a\s+fan\s+of)"
+    r"|what(?:'?s|\s+is)\s+your\s+(?:opinion|view|take)\s+(?:on|of|about))"
+    r"\s+(?P<thing>[a-z][a-z'-]*(?:\s+[a-z][a-z'-]*){0,3})\s*[?.!]*\s*$",
+    _I,
+)
+#: Words that make the thing the bot or the user themselves ("Do you like me?"), or a verb
+#: ("Do you like to dance?"): the opinion line would not fit.
+_NOT_THINGS = frozenset(
+    {
+        "me",
+        "you",
+        "u",
+        "yourself",
+        "your",
+        "it",
+        "this",
+        "that",
+        "them",
+        "him",
+        "her",
+        "us",
+        "to",
+        "being",
+        "what",
+        "how",
+        "when",
+        "where",
+        "who",
+        "i",
+        "i'm",
+        "we",
+        "they",
+    }
+)
+#: The user speaks of their own mood ("I'm happy today", "I feel great", "I had a lovely
+#: day"), a statement and not a question.
+ABOUT_ME = re.compile(
+    r"^\W*(?:(?:well|so|oh|today|actually)\W+)?(?:i'?m|im|i\s+am|i\s+feel|i\s+felt|i'?ve\s+been"
+    r"|i\s+was|i\s+had|i'?ve\s+had|feeling|my\s+day)\b[^?]*$",
+    _I,
+)
+
+
+def match_opinion(text: str) -> Match | None:
+    """An opinion asked on a thing: "Do you like sports?" -> "sports"."""
+    found = OPINION.search(text)
+    if found is None:
+        return None
+    thing = found.group("thing").lower()
+    words = thing.split()
+    if words[0] in _NOT_THINGS or any(w in {"you", "your", "yourself", "u"} for w in words):
+        return None
+    thing = " ".join("your" if w == "my" else w for w in words)
+    return Match("opinion", OPINION_CONFIDENCE, thing)
+
+
+def match_mood(text: str, annotations: Mapping[str, Any]) -> Match | None:
+    """Empathy for a bad mood; for good news about the user, gladness."""
+    label = mood(annotations)
+    if label == "negative":
+        return Match("empathy", EMPATHY_CONFIDENCE)
+    if label == "positive" and ABOUT_ME.search(text):
+        return Match("glad", GLAD_CONFIDENCE)
+    return None
 
 
 def understand(
     text: str, annotations: Mapping[str, Any], favourites: Mapping[str, str]
 ) -> Match | None:
-    """Intent and pattern together; a negative mood only when nothing else matched."""
+    """Intent and pattern together; an opinion asked, or the user's mood, only when
+    nothing else matched."""
+    text = text.replace("\u2019", "'")
     by_intent = match_intent(annotations)
-    by_pattern = match_pattern(text.replace("\u2019", "'"), favourites)
+    by_pattern = match_pattern(text, favourites)
     if by_intent and by_pattern and by_intent.topic == by_pattern.topic:
         return Match(by_pattern.topic, AGREEMENT_CONFIDENCE, by_pattern.thing)
     candidates = [m for m in (by_pattern, by_intent) if m is not None]
     if candidates:
         return max(candidates, key=lambda m: m.confidence)
-    if is_negative(annotations):
-        return Match("empathy", EMPATHY_CONFIDENCE)
-    return None
+    return match_opinion(text) or match_mood(text, annotations)
 
 
 def join_words(items: list[str]) -> str:
@@ -391,6 +480,21 @@ class SmallTalkHypothesis(SkillHypothesis):
     """A hypothesis that says which smalltalk topic it answers."""
 
     smalltalk_topic: Topic
+
+
+class JokeHypothesis(SkillHypothesis):
+    """A joke of :mod:`skills.smalltalk.jokes`."""
+
+    smalltalk_topic: Literal["joke"] = "joke"
+
+
+def tell_joke(dialog: DialogView, said: list[str]) -> JokeHypothesis | None:
+    """A joke not told lately, when the user asks for one (or for more after one)."""
+    earlier = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
+    if not jokes.wanted(dialog.human_utterance.text, earlier[-1] if earlier else None):
+        return None
+    seed = f"{dialog.dialog_id}:{dialog.human_utterance.utt_id}"
+    return JokeHypothesis(text=jokes.pick(said, seed), confidence=JOKE_CONFIDENCE)
 
 
 class CorpusHypothesis(SkillHypothesis):
@@ -480,13 +584,16 @@ def _respond(
     dialog: DialogView, persona: Persona, store: bool, said: list[str]
 ) -> SkillHypothesis | None:
     human = dialog.human_utterance
+    joke = tell_joke(dialog, said)
+    if joke is not None:
+        return joke
     match = understand(human.text, human.annotations, persona.favourites)
-    if match is None or match.topic == "empathy" or match.intent_only:
+    if match is None or match.topic in WEAK_TOPICS or match.intent_only:
         # what the corpus or a persona topic says, when a pattern did not decide
         found = [h for h in (from_corpus(dialog, said), from_topics(dialog, persona, said)) if h]
         best = max(found, key=lambda h: h.confidence, default=None)
         if best is not None and (
-            match is None or match.topic == "empathy" or best.confidence > match.confidence
+            match is None or match.topic in WEAK_TOPICS or best.confidence > match.confidence
         ):
             return best
     if match is None:
