@@ -29,6 +29,7 @@ from skills.llm.app import (
     load_settings,
 )
 from tests.support.servers import free_port, serving
+from tests.support.strict_chat import StrictChat
 
 PERSONA = {"name": "Robo", "description": "a cheerful robot", "likes": ["puns"]}
 
@@ -76,7 +77,7 @@ class FakeOpenAI:
 
 @contextmanager
 def llm_against(
-    fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, **env: str
+    fake: FakeOpenAI | StrictChat, monkeypatch: pytest.MonkeyPatch, **env: str
 ) -> Iterator[ServiceClient]:
     """The fake endpoint (a real server: the skill calls it over HTTP) and the skill
     configured for it, in-process; yields a client to the skill."""
@@ -89,7 +90,8 @@ def llm_against(
             with ServiceClient(create_app(LLMSettings(_env_file=None))) as skill:
                 yield skill
         finally:
-            fake.release.set()
+            if isinstance(fake, FakeOpenAI):
+                fake.release.set()
 
 
 def respond(skill: ServiceClient, *dialogs: dict[str, Any]) -> httpx.Response:
@@ -163,39 +165,17 @@ def test_prompt_persona_turns_and_key(monkeypatch: pytest.MonkeyPatch) -> None:
     ]
 
 
-def strict_template(body: dict[str, Any]) -> Any:
-    """As a server with a strict chat template (Llama's, Mistral's) answers: a conversation
-    that is not system, then user and assistant in turn ending with the user, is refused
-    with vLLM's 400 and words."""
-    roles = [message["role"] for message in body["messages"]]
-    turns = roles[1:]
-    alternating = all(
-        role == ("user" if i % 2 == 0 else "assistant") for i, role in enumerate(turns)
-    )
-    if roles[:1] != ["system"] or not turns or not alternating or turns[-1] != "user":
-        return JSONResponse(
-            {
-                "object": "error",
-                "message": "Conversation roles must alternate user/assistant/user/assistant/...",
-                "type": "BadRequestError",
-                "code": 400,
-            },
-            status_code=400,
-        )
-    return echo(body)
-
-
 @pytest.mark.parametrize("window", range(1, 9))
 def test_the_request_begins_with_system_then_user_however_the_window_falls(
     monkeypatch: pytest.MonkeyPatch, window: int
 ) -> None:
     lines = [f"{'user' if i % 2 == 0 else 'bot'} line {i}" for i in range(9)]  # the user's last
-    fake = FakeOpenAI(strict_template)
-    with llm_against(fake, monkeypatch) as skill:
+    strict = StrictChat()
+    with llm_against(strict, monkeypatch) as skill:
         response = respond(skill, view(*lines[-window:]))
     assert response.status_code == 200, response.text
     assert response.json()[0][0]["text"] == "echo: user line 8"
-    ((_, body),) = fake.requests
+    (body,) = strict.requests
     sent = [message["content"] for message in body["messages"][1:]]
     # every line of the window but a bot line that would come first
     assert sent == [line for line in lines[-window:] if line != lines[-window] or "user" in line]
@@ -204,11 +184,11 @@ def test_the_request_begins_with_system_then_user_however_the_window_falls(
 def test_a_skipped_empty_bot_line_does_not_leave_two_user_messages_in_a_row(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    fake = FakeOpenAI(strict_template)
-    with llm_against(fake, monkeypatch) as skill:
+    strict = StrictChat()
+    with llm_against(strict, monkeypatch) as skill:
         response = respond(skill, view("Hello!", " ", "Tell me a joke"))
     assert response.status_code == 200, response.text
-    ((_, body),) = fake.requests
+    (body,) = strict.requests
     assert body["messages"][1:] == [{"role": "user", "content": "Hello!\nTell me a joke"}]
 
 
