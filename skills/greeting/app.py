@@ -28,8 +28,9 @@ _MAYBE_NAME = re.compile(
 )
 _ASK_NAME = re.compile(r"\b(what'?s|what is|do you (know|remember)) my name\b", re.I)
 #: Words that say something else than a name: how the user is ("I'm fine", "I'm home"),
-#: where a reply to "what's your name?" dodges it ("Why?", "Guess", "Later"), and the
-#: greetings and goodbyes the intents annotator may not be there to recognise. The
+#: where a reply to "what's your name?" dodges it ("Why?", "Guess", "Later", "Pass"),
+#: replies VADER's lexicon lacks ("Right", "Oops", "Yup"), and the greetings and goodbyes
+#: the intents annotator may not be there to recognise. The
 #: feelings, interjections and negations ("Thanks", "Cool", "Wow", "Nope") come from VADER's
 #: lexicon (:data:`FEELING_WORDS`).
 _NOT_NAMES = {
@@ -81,6 +82,23 @@ _NOT_NAMES = {
     "nobody",
     "anonymous",
     "secret",
+    "pass",
+    "skip",
+    "dunno",
+    "idk",
+    "nevermind",
+    "anyway",
+    "right",
+    "exactly",
+    "indeed",
+    "yup",
+    "hehe",
+    "oops",
+    "omg",
+    "test",
+    "robot",
+    "human",
+    "bot",
     "me",
     "you",
     "hi",

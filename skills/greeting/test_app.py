@@ -150,6 +150,9 @@ ASKED = ("Hello!", "Hi! I'm Chorus. What's your name?")
         "Ann?",
         "Great!",
         "Yes",
+        "Pass",
+        "Oops",
+        "Right",
     ],
 )
 def test_a_reply_to_the_question_that_is_no_name_is_not_taken_for_one(reply: str) -> None:
