@@ -57,6 +57,8 @@ Topic = Literal[
     "empathy",
     "glad",
     "opinion",
+    "user_likes",
+    "laughed",
 ]
 
 #: Intent names of ``annotations["intents"]`` that are small talk.
@@ -81,9 +83,12 @@ OPINION_CONFIDENCE = 0.4
 #: A joke asked for ("Tell me a joke", or "Another one?" after one): as sure as an intent
 #: and a pattern agreeing.
 JOKE_CONFIDENCE = 0.85
+#: "I like pizza" with nothing else to say on pizza: asking what they like about it.
+USER_LIKES_CONFIDENCE = 0.4
 #: The topics a corpus line or a persona topic answers better, whatever their score: the
-#: skill's guesses from the mood, and its all-purpose opinion.
-WEAK_TOPICS: frozenset[str] = frozenset({"empathy", "glad", "opinion"})
+#: skill's guesses from the mood, its all-purpose opinion and interest in what the user
+#: likes.
+WEAK_TOPICS: frozenset[str] = frozenset({"empathy", "glad", "opinion", "user_likes"})
 #: A corpus answer scores from CORPUS_BASE (similarity at the threshold) to
 #: CORPUS_BASE + CORPUS_SPAN (an exact match): a close match beats an intent-only guess
 #: at a persona line, a pattern that covers the utterance beats a loose match; above the
@@ -232,6 +237,8 @@ class Templates(BaseModel):
     empathy: Lines = Field(min_length=1)
     glad: Lines = Field(min_length=1)
     opinion: Lines = Field(min_length=1)
+    user_likes: Lines = Field(min_length=1)
+    laughed: Lines = Field(min_length=1)
 
     @field_validator("*")
     @classmethod
@@ -407,17 +414,37 @@ ABOUT_ME = re.compile(
 )
 
 
+#: "I like pizza", "I really love old films": something the user likes, and what.
+USER_LIKES = re.compile(
+    r"^\W*(?:(?:well|oh|and|also)\W+)?i\s+(?:really\s+|just\s+|also\s+)?(?:like|love|enjoy|adore)"
+    r"\s+(?P<thing>[a-z][a-z'-]*(?:\s+[a-z][a-z'-]*){0,3})\s*[.!]*\s*$",
+    _I,
+)
+
+
+def _thing(words: str) -> str | None:
+    """The thing as the user wrote it, "my" made "your"; None when it is the bot, the user
+    or a verb ("you", "me", "to dance"), which the lines would not fit."""
+    split = words.split()
+    lowered = [w.lower() for w in split]
+    if lowered[0] in _NOT_THINGS or any(w in {"you", "your", "yourself", "u"} for w in lowered):
+        return None
+    return " ".join("your" if w == "my" else word for word, w in zip(split, lowered, strict=True))
+
+
 def match_opinion(text: str) -> Match | None:
-    """An opinion asked on a thing: "Do you like sports?" -> "sports"."""
-    found = OPINION.search(text)
-    if found is None:
-        return None
-    thing = found.group("thing").lower()
-    words = thing.split()
-    if words[0] in _NOT_THINGS or any(w in {"you", "your", "yourself", "u"} for w in words):
-        return None
-    thing = " ".join("your" if w == "my" else w for w in words)
-    return Match("opinion", OPINION_CONFIDENCE, thing)
+    """An opinion asked on a thing ("Do you like sports?" -> "sports"), or something the
+    user likes ("I like pizza" -> "pizza")."""
+    matchers: tuple[tuple[Topic, re.Pattern[str], float], ...] = (
+        ("opinion", OPINION, OPINION_CONFIDENCE),
+        ("user_likes", USER_LIKES, USER_LIKES_CONFIDENCE),
+    )
+    for topic, pattern, confidence in matchers:
+        found = pattern.search(text)
+        thing = _thing(found.group("thing")) if found else None
+        if thing is not None:
+            return Match(topic, confidence, thing)
+    return None
 
 
 def match_mood(text: str, annotations: Mapping[str, Any]) -> Match | None:
@@ -488,13 +515,22 @@ class JokeHypothesis(SkillHypothesis):
     smalltalk_topic: Literal["joke"] = "joke"
 
 
-def tell_joke(dialog: DialogView, said: list[str]) -> JokeHypothesis | None:
-    """A joke not told lately, when the user asks for one (or for more after one)."""
+def tell_joke(dialog: DialogView, persona: Persona, said: list[str]) -> SkillHypothesis | None:
+    """A joke not told lately when the user asks for one (or for more after one, or says
+    yes to the offer of another); the offer of another when they laugh at one."""
+    text = dialog.human_utterance.text
     earlier = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
-    if not jokes.wanted(dialog.human_utterance.text, earlier[-1] if earlier else None):
-        return None
-    seed = f"{dialog.dialog_id}:{dialog.human_utterance.utt_id}"
-    return JokeHypothesis(text=jokes.pick(said, seed), confidence=JOKE_CONFIDENCE)
+    offers = render(persona, Match("laughed", JOKE_CONFIDENCE))
+    if jokes.wanted(text, earlier, offers):
+        seed = f"{dialog.dialog_id}:{dialog.human_utterance.utt_id}"
+        return JokeHypothesis(text=jokes.pick(said, seed), confidence=JOKE_CONFIDENCE)
+    if jokes.laughs(text, earlier):
+        line = pick(offers, said)
+        if line is not None:
+            return SmallTalkHypothesis(
+                text=line, confidence=JOKE_CONFIDENCE, smalltalk_topic="laughed"
+            )
+    return None
 
 
 class CorpusHypothesis(SkillHypothesis):
@@ -584,7 +620,7 @@ def _respond(
     dialog: DialogView, persona: Persona, store: bool, said: list[str]
 ) -> SkillHypothesis | None:
     human = dialog.human_utterance
-    joke = tell_joke(dialog, said)
+    joke = tell_joke(dialog, persona, said)
     if joke is not None:
         return joke
     match = understand(human.text, human.annotations, persona.favourites)

@@ -7,13 +7,16 @@ them are a quotation ("It is better to be silent and be thought a fool...") and 
 ("I'm a not a comedian."), so a request for a joke is answered here and never from it.
 
 "Another one?", "one more" or "again" are a request for a joke only right after one: the
-bot's last line is a joke of this list.
+bot's last line is a joke of this list, or its offer of another ("Glad you liked it! Want
+another one?"), which a "yes" takes up too. Laughter right after a joke ("Haha", "That's
+funny") is answered by that offer (the persona's ``laughed`` lines).
 """
 
 from __future__ import annotations
 
 import random
 import re
+from collections.abc import Collection
 
 import pyjokes
 
@@ -45,16 +48,42 @@ MORE = re.compile(
 )
 
 
+#: "Yes", "sure", "go on": taking up the bot's offer of another joke.
+YES = re.compile(
+    r"^\W*(?:yes|yeah|yep|yup|sure|ok(?:ay)?|please|go\s+(?:on|ahead)|why\s+not|of\s+course)"
+    r"(?:\W+(?:please|go\s+on|thanks|tell\s+me))*\W*$",
+    _I,
+)
+#: Laughter or praise right after a joke.
+LAUGH = re.compile(
+    r"^\W*(?:(?:ha(?:ha)+|he(?:he)+|lol|lmao|rofl|xd)\W*)+$"
+    r"|^\W*(?:(?:ha(?:ha)+|lol)\W+)?(?:that'?s|that\s+is|it'?s|very|so)?\s*"
+    r"(?:so\s+|really\s+|very\s+)?(?:funny|hilarious|good\s+one|nice\s+one|a\s+good\s+one)\W*$",
+    _I,
+)
+
+
 def is_joke(line: str) -> bool:
     return line in _KNOWN
 
 
-def wanted(text: str, last_bot_line: str | None) -> bool:
-    """Whether the user asks for a joke: outright, or for more right after one."""
+def wanted(text: str, bot_lines: list[str], offers: Collection[str] = ()) -> bool:
+    """Whether the user asks for a joke: outright, for more right after one, or by taking
+    up the bot's offer of another (``offers``: the lines that make it)."""
     text = text.replace("\u2019", "'")
     if ASKS.search(text):
         return True
-    return last_bot_line is not None and is_joke(last_bot_line) and bool(MORE.search(text))
+    last = bot_lines[-1] if bot_lines else None
+    if last is None:
+        return False
+    if is_joke(last) and MORE.search(text):
+        return True
+    return last in offers and bool(MORE.search(text) or YES.search(text))
+
+
+def laughs(text: str, bot_lines: list[str]) -> bool:
+    """Whether the user laughs at the joke the bot just told."""
+    return bool(bot_lines) and is_joke(bot_lines[-1]) and bool(LAUGH.search(text))
 
 
 def pick(said: list[str], seed: str) -> str:

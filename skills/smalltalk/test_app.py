@@ -193,11 +193,31 @@ def test_an_opinion_on_a_thing_it_has_nothing_on_is_honest_and_names_it(
 
 
 @pytest.mark.parametrize(
-    "text", ["Do you like me?", "Do you like to dance?", "What do you think about yourself?"]
+    ("text", "thing"),
+    [("I like pizza", "pizza"), ("I really love old films!", "old films"), ("i enjoy Go", "Go")],
+)
+def test_something_the_user_likes_gets_interest_in_it(
+    client: ServiceClient, text: str, thing: str
+) -> None:
+    ((answer,),) = ask(client, dialog(text))
+    assert answer["smalltalk_topic"] == "user_likes"
+    assert answer["text"] in [line.format(thing=thing) for line in FILE_LINES.user_likes]
+    assert answer["confidence"] == 0.4
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Do you like me?",
+        "Do you like to dance?",
+        "What do you think about yourself?",
+        "I love you",
+        "I like to dance",
+    ],
 )
 def test_no_opinion_line_where_it_would_not_fit(client: ServiceClient, text: str) -> None:
     (answer,) = ask(client, dialog(text))
-    assert not [h for h in answer if h["smalltalk_topic"] == "opinion"], answer
+    assert not [h for h in answer if h["smalltalk_topic"] in {"opinion", "user_likes"}], answer
 
 
 @pytest.mark.parametrize(

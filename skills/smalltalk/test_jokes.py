@@ -85,3 +85,22 @@ def test_a_joke_told_lately_is_not_told_again(client: ServiceClient) -> None:
         told.append(answer["text"])
         attributes = {**attributes, **answer["bot_attributes"]}
     assert len(set(told)) == len(told), told
+
+
+@pytest.mark.parametrize("laugh", ["Haha", "lol", "That's funny!", "good one"])
+def test_laughing_at_a_joke_gets_the_offer_of_another_and_yes_takes_it(
+    client: ServiceClient, laugh: str
+) -> None:
+    ((joke,),) = ask(client, view("Tell me a joke"))
+    ((offer,),) = ask(client, view("Tell me a joke", joke["text"], laugh))
+    assert offer["smalltalk_topic"] == "laughed" and "another" in offer["text"], offer
+    window = ("Tell me a joke", joke["text"], laugh, offer["text"])
+    for reply in ("Yes", "sure, go on", "Another one"):
+        ((again,),) = ask(client, view(*window, reply))
+        assert again["smalltalk_topic"] == "joke" and again["text"] in JOKES, (reply, again)
+
+
+def test_laughter_or_yes_without_a_joke_before_is_no_joke(client: ServiceClient) -> None:
+    for text in ("Haha", "Yes"):
+        (answer,) = ask(client, view("How are you?", "Pretty well! And you?", text))
+        assert not [h for h in answer if h["smalltalk_topic"] in {"joke", "laughed"}], answer
