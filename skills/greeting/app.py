@@ -3,6 +3,10 @@
 The skill keeps nothing: where the script stands (``greeting_stage``) and the user's
 ``name`` travel in the human attributes, which the agent merges only when this skill's
 answer is the one chosen.
+
+A name is stored for good, and every later answer may use it, so the skill takes one only
+when the user gives one: "Thanks!" or "Cool" in reply to "What's your name?" is not a name
+(see :func:`extract_name`).
 """
 
 from __future__ import annotations
@@ -30,9 +34,8 @@ _ASK_NAME = re.compile(r"\b(what'?s|what is|do you (know|remember)) my name\b", 
 #: Words that say something else than a name: how the user is ("I'm fine", "I'm home"),
 #: where a reply to "what's your name?" dodges it ("Why?", "Guess", "Later", "Pass"),
 #: replies VADER's lexicon lacks ("Right", "Oops", "Yup"), and the greetings and goodbyes
-#: the intents annotator may not be there to recognise. The
-#: feelings, interjections and negations ("Thanks", "Cool", "Wow", "Nope") come from VADER's
-#: lexicon (:data:`FEELING_WORDS`).
+#: the intents annotator may not be there to recognise. The feelings, interjections and
+#: negations ("Thanks", "Cool", "Wow", "Nope") come from VADER (:data:`FEELING_WORDS`).
 _NOT_NAMES = {
     "fine",
     "good",
