@@ -14,8 +14,13 @@ patterns, which also cover likes, hobbies, home and favourite things. With nothi
 a negative ``annotations["sentiment"]`` gets an empathetic line. The skill never repeats a
 line the bot already said in the window when the template has another one.
 
+A joke is told when asked for (:mod:`skills.smalltalk.jokes`), before anything else. With
+no pattern matched, an opinion asked on a thing or a thing the user likes
+(:mod:`skills.smalltalk.things`) gets a line that names it, good news about the user a glad
+one; a corpus line or a persona topic beats these.
+
 Anything else is looked up in an open dialog corpus (:mod:`skills.smalltalk.corpus`: the
-English ``chatterbot-corpus``, jokes, food, books, films, feelings, ...): the answer of the
+English ``chatterbot-corpus``: food, books, films, feelings, ...): the answer of the
 closest statement, scored by its similarity. Only when the corpus has nothing close does a
 negative mood get the empathetic line.
 """
@@ -34,7 +39,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.sdk import BotView, DialogView, Service, SkillHypothesis
-from skills.smalltalk import jokes, topics
+from skills.smalltalk import jokes, things, topics
 from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
 from skills.smalltalk.topics import TopicSpec
 
@@ -366,85 +371,14 @@ def mood(annotations: Mapping[str, Any]) -> str | None:
     return label if isinstance(label, str) else None
 
 
-#: "Do you like sports?", "What do you think about computers?", "How do you feel about
-#: jazz?", "Are you into chess?": the thing asked about ends the question.
-OPINION = re.compile(
-    r"^\W*(?:so|and|but|well|hey|ok(?:ay)?)?\W*"
-    r"(?:do\s+(?:you|u)\s+(?:like|love|enjoy)|what\s+do\s+(?:you|u)\s+think\s+(?:about|of)"
-    r"|how\s+do\s+(?:you|u)\s+feel\s+about|are\s+(?:you|u)\s+(?:into|a\s+fan\s+of)"
-    r"|what(?:'?s|\s+is)\s+your\s+(?:opinion|view|take)\s+(?:on|of|about))"
-    r"\s+(?P<thing>[a-z][a-z'-]*(?:\s+[a-z][a-z'-]*){0,3})\s*[?.!]*\s*$",
-    _I,
-)
-#: Words that make the thing the bot or the user themselves ("Do you like me?"), or a verb
-#: ("Do you like to dance?"): the opinion line would not fit.
-_NOT_THINGS = frozenset(
-    {
-        "me",
-        "you",
-        "u",
-        "yourself",
-        "your",
-        "it",
-        "this",
-        "that",
-        "them",
-        "him",
-        "her",
-        "us",
-        "to",
-        "being",
-        "what",
-        "how",
-        "when",
-        "where",
-        "who",
-        "i",
-        "i'm",
-        "we",
-        "they",
-    }
-)
-#: The user speaks of their own mood ("I'm happy today", "I feel great", "I had a lovely
-#: day"), a statement and not a question.
-ABOUT_ME = re.compile(
-    r"^\W*(?:(?:well|so|oh|today|actually)\W+)?(?:i'?m|im|i\s+am|i\s+feel|i\s+felt|i'?ve\s+been"
-    r"|i\s+was|i\s+had|i'?ve\s+had|feeling|my\s+day)\b[^?]*$",
-    _I,
-)
-
-
-#: "I like pizza", "I really love old films": something the user likes, and what.
-USER_LIKES = re.compile(
-    r"^\W*(?:(?:well|oh|and|also)\W+)?i\s+(?:really\s+|just\s+|also\s+)?(?:like|love|enjoy|adore)"
-    r"\s+(?P<thing>[a-z][a-z'-]*(?:\s+[a-z][a-z'-]*){0,3})\s*[.!]*\s*$",
-    _I,
-)
-
-
-def _thing(words: str) -> str | None:
-    """The thing as the user wrote it, "my" made "your"; None when it is the bot, the user
-    or a verb ("you", "me", "to dance"), which the lines would not fit."""
-    split = words.split()
-    lowered = [w.lower() for w in split]
-    if lowered[0] in _NOT_THINGS or any(w in {"you", "your", "yourself", "u"} for w in lowered):
-        return None
-    return " ".join("your" if w == "my" else word for word, w in zip(split, lowered, strict=True))
-
-
 def match_opinion(text: str) -> Match | None:
     """An opinion asked on a thing ("Do you like sports?" -> "sports"), or something the
     user likes ("I like pizza" -> "pizza")."""
-    matchers: tuple[tuple[Topic, re.Pattern[str], float], ...] = (
-        ("opinion", OPINION, OPINION_CONFIDENCE),
-        ("user_likes", USER_LIKES, USER_LIKES_CONFIDENCE),
-    )
-    for topic, pattern, confidence in matchers:
-        found = pattern.search(text)
-        thing = _thing(found.group("thing")) if found else None
-        if thing is not None:
-            return Match(topic, confidence, thing)
-    return None
+    asked = things.asked_about(text)
+    if asked is not None:
+        return Match("opinion", OPINION_CONFIDENCE, asked)
+    liked = things.liked(text)
+    return Match("user_likes", USER_LIKES_CONFIDENCE, liked) if liked is not None else None
 
 
 def match_mood(text: str, annotations: Mapping[str, Any]) -> Match | None:
@@ -452,7 +386,7 @@ def match_mood(text: str, annotations: Mapping[str, Any]) -> Match | None:
     label = mood(annotations)
     if label == "negative":
         return Match("empathy", EMPATHY_CONFIDENCE)
-    if label == "positive" and ABOUT_ME.search(text):
+    if label == "positive" and things.about_themselves(text):
         return Match("glad", GLAD_CONFIDENCE)
     return None
 
