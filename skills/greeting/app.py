@@ -3,18 +3,26 @@
 The skill keeps nothing: where the script stands (``greeting_stage``) and the user's
 ``name`` travel in the human attributes, which the agent merges only when this skill's
 answer is the one chosen.
+
+A name is stored for good, and every later answer may use it, so the skill takes one only
+when the user gives one: "Thanks!" or "Cool" in reply to "What's your name?" is not a name
+(see :func:`extract_name`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
+
+from vaderSentiment.vaderSentiment import BOOSTER_DICT, NEGATE, SentimentIntensityAnalyzer
 
 from agent.sdk import DialogView, Service, SkillHypothesis
 
 _GREETING = re.compile(r"^\s*(hi|hello|hey|good (morning|afternoon|evening)|howdy)\b", re.I)
 _WORD = r"([A-Za-zÀ-ÿ'-]{2,30})"
 #: Phrases that can only introduce a name: they also change a name already known.
-_SAYS_NAME = re.compile(rf"\b(?:my name is|my name's|call me|you can call me)\s+{_WORD}", re.I)
+_SAYS_NAME = re.compile(rf"\b(my name is|my name's|call me|you can call me)\s+{_WORD}", re.I)
 #: Phrases that introduce a name or anything else ("I'm from Berlin", "I'm feeling sad"):
 #: a name only when one word ends the clause (see :func:`extract_name`).
 _MAYBE_NAME = re.compile(
@@ -23,7 +31,11 @@ _MAYBE_NAME = re.compile(
     re.I,
 )
 _ASK_NAME = re.compile(r"\b(what'?s|what is|do you (know|remember)) my name\b", re.I)
-#: Words that answer "how are you" rather than "who are you" ("I'm fine", "I'm good").
+#: Words that say something else than a name: how the user is ("I'm fine", "I'm home"),
+#: where a reply to "what's your name?" dodges it ("Why?", "Guess", "Later", "Pass"),
+#: replies VADER's lexicon lacks ("Right", "Oops", "Yup"), and the greetings and goodbyes
+#: the intents annotator may not be there to recognise. The feelings, interjections and
+#: negations ("Thanks", "Cool", "Wow", "Nope") come from VADER (:data:`FEELING_WORDS`).
 _NOT_NAMES = {
     "fine",
     "good",
@@ -31,30 +43,114 @@ _NOT_NAMES = {
     "okay",
     "well",
     "great",
-    "not",
-    "here",
-    "back",
-    "so",
-    "very",
     "alright",
     "bored",
-    "busy",
     "tired",
     "sad",
     "happy",
     "sorry",
     "ready",
-    "done",
     "sure",
-    "home",
     "awesome",
     "cool",
     "excellent",
     "bad",
     "glad",
-    "hungry",
     "sick",
+    "not",
+    "here",
+    "back",
+    "so",
+    "very",
+    "busy",
+    "done",
+    "home",
+    "hungry",
+    "why",
+    "what",
+    "who",
+    "how",
+    "huh",
+    "hmm",
+    "hm",
+    "um",
+    "uh",
+    "guess",
+    "later",
+    "maybe",
+    "tomorrow",
+    "now",
+    "anytime",
+    "whatever",
+    "nobody",
+    "anonymous",
+    "secret",
+    "pass",
+    "skip",
+    "dunno",
+    "idk",
+    "nevermind",
+    "anyway",
+    "right",
+    "exactly",
+    "indeed",
+    "yup",
+    "hehe",
+    "oops",
+    "omg",
+    "test",
+    "robot",
+    "human",
+    "bot",
+    "me",
+    "you",
+    "hi",
+    "hello",
+    "hey",
+    "bye",
+    "goodbye",
 }
+#: The words of VADER's sentiment lexicon (7,500 feelings, interjections and slang:
+#: "thanks", "ok", "yes", "sure", "cool", "wow", "lol", "nah"), its negations ("nope",
+#: "nothing", "never") and its intensifiers ("really", "totally"): a reply made of one of
+#: them says how the user feels about the question, not what they are called.
+FEELING_WORDS: frozenset[str] = frozenset(
+    {*SentimentIntensityAnalyzer().lexicon, *NEGATE, *BOOSTER_DICT}
+)
+#: Words of that lexicon that are first names too, and taken as names: the first names of
+#: the US 1990 census lists (5,163 of them, as the ``names`` package ships them) that the
+#: lexicon holds, less those that are replies as well ("ok", "ha", "ty", "love", "miss").
+NAMES_IN_LEXICON: frozenset[str] = frozenset(
+    {
+        "chance",
+        "charity",
+        "diamond",
+        "earnest",
+        "faith",
+        "freeman",
+        "glory",
+        "grace",
+        "grant",
+        "harmony",
+        "hope",
+        "jewel",
+        "joy",
+        "kia",
+        "liberty",
+        "mercy",
+        "merry",
+        "mia",
+        "noble",
+        "precious",
+        "rich",
+        "rob",
+        "sunny",
+        "tia",
+    }
+)
+#: An intent the intents annotator is this sure of ("Thanks!" is thanks, "Yes" is yes)
+#: means the reply is not a bare name. The skill selector's own floor.
+INTENT_FLOOR = 0.7
 
 
 def _name(word: str) -> str | None:
@@ -63,33 +159,73 @@ def _name(word: str) -> str | None:
     return word[0].upper() + word[1:]
 
 
+def is_common_word(word: str) -> bool:
+    """Whether ``word`` has a meaning of its own that a bare reply would carry."""
+    lowered = word.lower()
+    return lowered in _NOT_NAMES or (lowered in FEELING_WORDS and lowered not in NAMES_IN_LEXICON)
+
+
+def recognised_intent(annotations: Mapping[str, Any]) -> str | None:
+    """The intent the intents annotator is sure the utterance has, other than giving a name."""
+    intents = annotations.get("intents")
+    if not isinstance(intents, Mapping):
+        return None
+    intent, confidence = intents.get("intent"), intents.get("confidence")
+    if not isinstance(intent, str) or intent == "tell_name":
+        return None
+    return intent if isinstance(confidence, int | float) and confidence >= INTENT_FLOOR else None
+
+
 def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> str | None:
     """The name the user gives, if they give one.
 
-    "My name is Ann" and "call me Ann" always do. "I'm Ann" does only while no name is
-    known, when "Ann" ends the clause ("I'm from Berlin", "I'm feeling sad" do not) and is
-    capitalised, or right after the bot asked (``bare_word_ok``, when a bare "Ann" does too).
+    "My name is Ann" always does; "call me Ann" too, but not "call me later". "I'm Ann"
+    does only while no name is known, when "Ann" ends the clause ("I'm from Berlin", "I'm
+    feeling sad" do not) and is capitalised, or right after the bot asked (``bare_word_ok``,
+    when a bare "Ann" does too). After asking, a lowercase "i'm ..." or a bare word is a name
+    only when it is not a common word (:func:`is_common_word`): "Thanks!", "Cool", "Why?" and
+    "Nope" are not names. A reply that asks something back ("Ann?", "Why?") gives none.
     """
     text = text.replace("\u2019", "'").strip()
     says = _SAYS_NAME.search(text)
     if says:
-        return _name(says.group(1))
+        word = says.group(2)
+        if says.group(1).lower().startswith("my name") or not is_common_word(word):
+            return _name(word)
+        return None
     if name_known:
         return None
     maybe = _MAYBE_NAME.search(text)
-    if maybe and (bare_word_ok or maybe.group(1)[0].isupper()):
-        return _name(maybe.group(1))
-    if bare_word_ok:
+    if maybe:
+        word = maybe.group(1)
+        if word[0].isupper() or (bare_word_ok and not is_common_word(word)):
+            return _name(word)
+    if bare_word_ok and not text.endswith("?"):
         words = re.findall(r"[A-Za-zÀ-ÿ'-]{2,30}|\S+", text.rstrip(".!"))
-        if len(words) == 1 and re.fullmatch(_WORD, words[0]):
+        if len(words) == 1 and re.fullmatch(_WORD, words[0]) and not is_common_word(words[0]):
             return _name(words[0])
     return None
 
 
-def respond(text: str, attributes: dict[str, object]) -> SkillHypothesis | None:
+#: The bot's line just asked for the user's name ("What's your name?", "What is it?").
+_ASKED = re.compile(r"\bname\b[^.!]*\?\s*$|\bwhat is it\?\s*$", re.I)
+
+
+def respond(
+    text: str,
+    attributes: Mapping[str, object],
+    annotations: Mapping[str, Any] | None = None,
+    asked: bool = True,
+) -> SkillHypothesis | None:
+    """The greeting's answer to ``text``, or None.
+
+    A bare reply is read as a name only right after the bot asked for one (``asked``: the
+    bot's last line is the question, and the script is at ``asked_name``), and not when the
+    intents annotator is sure it says something else ("Thanks!", "Yes", "Bye").
+    """
     stage = attributes.get("greeting_stage")
     name = attributes.get("name")
-    if stage == "asked_name":
+    if stage == "asked_name" and asked and recognised_intent(annotations or {}) is None:
         found = extract_name(text, bare_word_ok=True, name_known=bool(name))
         if found:
             return SkillHypothesis(
@@ -128,7 +264,10 @@ service = Service("greeting", description="Greets, asks the user's name, remembe
 
 @service.skill
 def greet(dialog: DialogView) -> list[SkillHypothesis]:
-    hypothesis = respond(dialog.human_utterance.text, dialog.human.attributes)
+    said = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
+    human = dialog.human_utterance
+    asked = not said or bool(_ASKED.search(said[-1]))
+    hypothesis = respond(human.text, dialog.human.attributes, human.annotations, asked)
     return [hypothesis] if hypothesis else []
 
 

@@ -201,12 +201,26 @@ def system_prompt(dialog: DialogView) -> str:
 
 
 def conversation(dialog: DialogView) -> list[ChatMessage]:
-    """System prompt, then the window's non-empty utterances in order."""
-    turns = [
-        ChatMessage(role="user" if u.speaker == "human" else "assistant", content=u.text)
-        for u in dialog.utterances
-        if u.text.strip()
-    ]
+    """System prompt, then the window's non-empty utterances in order, as strict chat
+    templates (Llama's, Mistral's, Gemma's) take them: the first turn is the user's and the
+    roles alternate.
+
+    The window is the newest utterances, so once it slides it can begin with the bot's line
+    (a window of 6 is bot, human, bot, human, bot, human): that line is left out, since such
+    templates refuse the whole request. Two lines of one speaker in a row (the bot's empty
+    answer between them is skipped) become one message.
+    """
+    turns: list[ChatMessage] = []
+    for utterance in dialog.utterances:
+        if not utterance.text.strip():
+            continue
+        role: Literal["user", "assistant"] = "user" if utterance.speaker == "human" else "assistant"
+        if not turns and role == "assistant":
+            continue
+        if turns and turns[-1].role == role:
+            turns[-1] = ChatMessage(role=role, content=f"{turns[-1].content}\n{utterance.text}")
+        else:
+            turns.append(ChatMessage(role=role, content=utterance.text))
     return [ChatMessage(role="system", content=system_prompt(dialog)), *turns]
 
 
@@ -361,9 +375,10 @@ def create_app(settings: LLMSettings | None = None) -> FastAPI:
 
     @service.skill
     async def llm(dialog: DialogView) -> AsyncIterator[StreamStart | str]:
-        if model is None:
+        messages = conversation(dialog)
+        if model is None or messages[-1].role != "user":  # nothing of the user's to answer
             return
-        pieces = model.stream(conversation(dialog))
+        pieces = model.stream(messages)
         try:
             # The first piece before the start: a failing endpoint is the request's 502,
             # and an empty reply is no hypothesis.

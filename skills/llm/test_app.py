@@ -29,6 +29,7 @@ from skills.llm.app import (
     load_settings,
 )
 from tests.support.servers import free_port, serving
+from tests.support.strict_chat import StrictChat
 
 PERSONA = {"name": "Robo", "description": "a cheerful robot", "likes": ["puns"]}
 
@@ -76,7 +77,7 @@ class FakeOpenAI:
 
 @contextmanager
 def llm_against(
-    fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, **env: str
+    fake: FakeOpenAI | StrictChat, monkeypatch: pytest.MonkeyPatch, **env: str
 ) -> Iterator[ServiceClient]:
     """The fake endpoint (a real server: the skill calls it over HTTP) and the skill
     configured for it, in-process; yields a client to the skill."""
@@ -89,7 +90,8 @@ def llm_against(
             with ServiceClient(create_app(LLMSettings(_env_file=None))) as skill:
                 yield skill
         finally:
-            fake.release.set()
+            if isinstance(fake, FakeOpenAI):
+                fake.release.set()
 
 
 def respond(skill: ServiceClient, *dialogs: dict[str, Any]) -> httpx.Response:
@@ -161,6 +163,33 @@ def test_prompt_persona_turns_and_key(monkeypatch: pytest.MonkeyPatch) -> None:
         {"role": "assistant", "content": "Hi! I'm Chorus. What's your name?"},
         {"role": "user", "content": "Tell me a joke"},
     ]
+
+
+@pytest.mark.parametrize("window", range(1, 9))
+def test_the_request_begins_with_system_then_user_however_the_window_falls(
+    monkeypatch: pytest.MonkeyPatch, window: int
+) -> None:
+    lines = [f"{'user' if i % 2 == 0 else 'bot'} line {i}" for i in range(9)]  # the user's last
+    strict = StrictChat()
+    with llm_against(strict, monkeypatch) as skill:
+        response = respond(skill, view(*lines[-window:]))
+    assert response.status_code == 200, response.text
+    assert response.json()[0][0]["text"] == "echo: user line 8"
+    (body,) = strict.requests
+    sent = [message["content"] for message in body["messages"][1:]]
+    # every line of the window but a bot line that would come first
+    assert sent == [line for line in lines[-window:] if line != lines[-window] or "user" in line]
+
+
+def test_a_skipped_empty_bot_line_does_not_leave_two_user_messages_in_a_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    strict = StrictChat()
+    with llm_against(strict, monkeypatch) as skill:
+        response = respond(skill, view("Hello!", " ", "Tell me a joke"))
+    assert response.status_code == 200, response.text
+    (body,) = strict.requests
+    assert body["messages"][1:] == [{"role": "user", "content": "Hello!\nTell me a joke"}]
 
 
 def test_a_batch_answers_in_order_with_each_bots_persona(monkeypatch: pytest.MonkeyPatch) -> None:

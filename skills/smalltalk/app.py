@@ -14,8 +14,13 @@ patterns, which also cover likes, hobbies, home and favourite things. With nothi
 a negative ``annotations["sentiment"]`` gets an empathetic line. The skill never repeats a
 line the bot already said in the window when the template has another one.
 
+A joke is told when asked for (:mod:`skills.smalltalk.jokes`), before anything else. With
+no pattern matched, an opinion asked on a thing or a thing the user likes
+(:mod:`skills.smalltalk.things`) gets a line that names it, good news about the user a glad
+one; a corpus line or a persona topic beats these.
+
 Anything else is looked up in an open dialog corpus (:mod:`skills.smalltalk.corpus`: the
-English ``chatterbot-corpus``, jokes, food, books, films, feelings, ...): the answer of the
+English ``chatterbot-corpus``: food, books, films, feelings, ...): the answer of the
 closest statement, scored by its similarity. Only when the corpus has nothing close does a
 negative mood get the empathetic line.
 """
@@ -34,7 +39,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.sdk import BotView, DialogView, Service, SkillHypothesis
-from skills.smalltalk import topics
+from skills.smalltalk import jokes, things, topics
 from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
 from skills.smalltalk.topics import TopicSpec
 
@@ -55,6 +60,10 @@ Topic = Literal[
     "favourite",
     "no_favourite",
     "empathy",
+    "glad",
+    "opinion",
+    "user_likes",
+    "laughed",
 ]
 
 #: Intent names of ``annotations["intents"]`` that are small talk.
@@ -70,6 +79,21 @@ PATTERN_BASE, PATTERN_SPAN = 0.65, 0.15
 INTENT_BASE, INTENT_SPAN = 0.6, 0.2
 AGREEMENT_CONFIDENCE = 0.85
 EMPATHY_CONFIDENCE = 0.6
+#: Good news about the user ("I'm happy today") scores as a bad mood does.
+GLAD_CONFIDENCE = 0.6
+#: "Do you like X?" on a thing the persona has nothing on: an honest "I haven't made up my
+#: mind about X", the least sure answer of the skill (any corpus line or persona topic
+#: beats it), above the fallback's 0.1.
+OPINION_CONFIDENCE = 0.4
+#: A joke asked for ("Tell me a joke", or "Another one?" after one): as sure as an intent
+#: and a pattern agreeing.
+JOKE_CONFIDENCE = 0.85
+#: "I like pizza" with nothing else to say on pizza: asking what they like about it.
+USER_LIKES_CONFIDENCE = 0.4
+#: The topics a corpus line or a persona topic answers better, whatever their score: the
+#: skill's guesses from the mood, its all-purpose opinion and interest in what the user
+#: likes.
+WEAK_TOPICS: frozenset[str] = frozenset({"empathy", "glad", "opinion", "user_likes"})
 #: A corpus answer scores from CORPUS_BASE (similarity at the threshold) to
 #: CORPUS_BASE + CORPUS_SPAN (an exact match): a close match beats an intent-only guess
 #: at a persona line, a pattern that covers the utterance beats a loose match; above the
@@ -216,6 +240,10 @@ class Templates(BaseModel):
     favourite: Lines = Field(min_length=1)
     no_favourite: Lines = Field(min_length=1)
     empathy: Lines = Field(min_length=1)
+    glad: Lines = Field(min_length=1)
+    opinion: Lines = Field(min_length=1)
+    user_likes: Lines = Field(min_length=1)
+    laughed: Lines = Field(min_length=1)
 
     @field_validator("*")
     @classmethod
@@ -336,25 +364,47 @@ def match_intent(annotations: Mapping[str, Any]) -> Match | None:
     )
 
 
-def is_negative(annotations: Mapping[str, Any]) -> bool:
+def mood(annotations: Mapping[str, Any]) -> str | None:
+    """The sentiment annotator's label ("positive", "neutral", "negative"), if it ran."""
     sentiment = annotations.get("sentiment")
-    return isinstance(sentiment, Mapping) and sentiment.get("label") == "negative"
+    label = sentiment.get("label") if isinstance(sentiment, Mapping) else None
+    return label if isinstance(label, str) else None
+
+
+def match_opinion(text: str) -> Match | None:
+    """An opinion asked on a thing ("Do you like sports?" -> "sports"), or something the
+    user likes ("I like pizza" -> "pizza")."""
+    asked = things.asked_about(text)
+    if asked is not None:
+        return Match("opinion", OPINION_CONFIDENCE, asked)
+    liked = things.liked(text)
+    return Match("user_likes", USER_LIKES_CONFIDENCE, liked) if liked is not None else None
+
+
+def match_mood(text: str, annotations: Mapping[str, Any]) -> Match | None:
+    """Empathy for a bad mood; for good news about the user, gladness."""
+    label = mood(annotations)
+    if label == "negative":
+        return Match("empathy", EMPATHY_CONFIDENCE)
+    if label == "positive" and things.about_themselves(text):
+        return Match("glad", GLAD_CONFIDENCE)
+    return None
 
 
 def understand(
     text: str, annotations: Mapping[str, Any], favourites: Mapping[str, str]
 ) -> Match | None:
-    """Intent and pattern together; a negative mood only when nothing else matched."""
+    """Intent and pattern together; an opinion asked, or the user's mood, only when
+    nothing else matched."""
+    text = text.replace("\u2019", "'")
     by_intent = match_intent(annotations)
-    by_pattern = match_pattern(text.replace("\u2019", "'"), favourites)
+    by_pattern = match_pattern(text, favourites)
     if by_intent and by_pattern and by_intent.topic == by_pattern.topic:
         return Match(by_pattern.topic, AGREEMENT_CONFIDENCE, by_pattern.thing)
     candidates = [m for m in (by_pattern, by_intent) if m is not None]
     if candidates:
         return max(candidates, key=lambda m: m.confidence)
-    if is_negative(annotations):
-        return Match("empathy", EMPATHY_CONFIDENCE)
-    return None
+    return match_opinion(text) or match_mood(text, annotations)
 
 
 def join_words(items: list[str]) -> str:
@@ -391,6 +441,30 @@ class SmallTalkHypothesis(SkillHypothesis):
     """A hypothesis that says which smalltalk topic it answers."""
 
     smalltalk_topic: Topic
+
+
+class JokeHypothesis(SkillHypothesis):
+    """A joke of :mod:`skills.smalltalk.jokes`."""
+
+    smalltalk_topic: Literal["joke"] = "joke"
+
+
+def tell_joke(dialog: DialogView, persona: Persona, said: list[str]) -> SkillHypothesis | None:
+    """A joke not told lately when the user asks for one (or for more after one, or says
+    yes to the offer of another); the offer of another when they laugh at one."""
+    text = dialog.human_utterance.text
+    earlier = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
+    offers = render(persona, Match("laughed", JOKE_CONFIDENCE))
+    if jokes.wanted(text, earlier, offers):
+        seed = f"{dialog.dialog_id}:{dialog.human_utterance.utt_id}"
+        return JokeHypothesis(text=jokes.pick(said, seed), confidence=JOKE_CONFIDENCE)
+    if jokes.laughs(text, earlier):
+        line = pick(offers, said)
+        if line is not None:
+            return SmallTalkHypothesis(
+                text=line, confidence=JOKE_CONFIDENCE, smalltalk_topic="laughed"
+            )
+    return None
 
 
 class CorpusHypothesis(SkillHypothesis):
@@ -480,13 +554,16 @@ def _respond(
     dialog: DialogView, persona: Persona, store: bool, said: list[str]
 ) -> SkillHypothesis | None:
     human = dialog.human_utterance
+    joke = tell_joke(dialog, persona, said)
+    if joke is not None:
+        return joke
     match = understand(human.text, human.annotations, persona.favourites)
-    if match is None or match.topic == "empathy" or match.intent_only:
+    if match is None or match.topic in WEAK_TOPICS or match.intent_only:
         # what the corpus or a persona topic says, when a pattern did not decide
         found = [h for h in (from_corpus(dialog, said), from_topics(dialog, persona, said)) if h]
         best = max(found, key=lambda h: h.confidence, default=None)
         if best is not None and (
-            match is None or match.topic == "empathy" or best.confidence > match.confidence
+            match is None or match.topic in WEAK_TOPICS or best.confidence > match.confidence
         ):
             return best
     if match is None:

@@ -136,6 +136,105 @@ def test_negative_mood_gets_empathy_only_when_nothing_else_matches(client: Servi
     assert farewell[0]["smalltalk_topic"] == "farewell"
 
 
+GLAD = {
+    "sentiment": {
+        "label": "positive",
+        "compound": 0.57,
+        "positive": 0.65,
+        "neutral": 0.35,
+        "negative": 0.0,
+    }
+}
+
+
+def test_good_news_about_the_user_gets_gladness(client: ServiceClient) -> None:
+    answers = ask(
+        client,
+        dialog("I'm happy today", annotations=GLAD),
+        dialog("I feel great!", annotations=GLAD),
+        dialog("Today I had a lovely day", annotations=GLAD),
+    )
+    for answer in answers:
+        assert answer[0]["smalltalk_topic"] == "glad", answer
+        assert answer[0]["text"] in FILE_LINES.glad
+        assert answer[0]["confidence"] == 0.6
+
+
+def test_gladness_is_only_for_what_the_user_says_of_themselves(client: ServiceClient) -> None:
+    """A happy word in a question, or in a story about something else, is not the user's
+    mood; without the sentiment annotator nothing says the mood is good."""
+    answers = ask(
+        client,
+        dialog("Am I happy today?", annotations=GLAD),
+        dialog("The view from the mountain was amazing", annotations=GLAD),
+        dialog("I'm happy today"),
+    )
+    for answer in answers:
+        assert not [h for h in answer if h["smalltalk_topic"] == "glad"], answer
+
+
+@pytest.mark.parametrize(
+    ("text", "thing"),
+    [
+        ("Do you like gardening?", "gardening"),
+        ("What do you think about cars?", "cars"),
+        ("How do you feel about modern art?", "modern art"),
+        ("are you into chess", "chess"),
+        ("What's your opinion on my haircut?", "your haircut"),
+    ],
+)
+def test_an_opinion_on_a_thing_it_has_nothing_on_is_honest_and_names_it(
+    client: ServiceClient, text: str, thing: str
+) -> None:
+    ((answer,),) = ask(client, dialog(text))
+    assert answer["smalltalk_topic"] == "opinion"
+    assert answer["text"] in [line.format(thing=thing) for line in FILE_LINES.opinion]
+    assert answer["confidence"] == 0.4
+
+
+@pytest.mark.parametrize(
+    ("text", "thing"),
+    [("I like pizza", "pizza"), ("I really love old films!", "old films"), ("i enjoy Go", "Go")],
+)
+def test_something_the_user_likes_gets_interest_in_it(
+    client: ServiceClient, text: str, thing: str
+) -> None:
+    ((answer,),) = ask(client, dialog(text))
+    assert answer["smalltalk_topic"] == "user_likes"
+    assert answer["text"] in [line.format(thing=thing) for line in FILE_LINES.user_likes]
+    assert answer["confidence"] == 0.4
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Do you like me?",
+        "Do you like to dance?",
+        "What do you think about yourself?",
+        "I love you",
+        "I like to dance",
+    ],
+)
+def test_no_opinion_line_where_it_would_not_fit(client: ServiceClient, text: str) -> None:
+    (answer,) = ask(client, dialog(text))
+    assert not [h for h in answer if h["smalltalk_topic"] in {"opinion", "user_likes"}], answer
+
+
+@pytest.mark.parametrize(
+    ("text", "topic"),
+    [
+        ("Do you like sports?", "sports"),
+        ("What do you think about computers?", "computers"),
+        ("Do you like technology?", "computers"),
+    ],
+)
+def test_a_persona_topic_beats_the_all_purpose_opinion(
+    client: ServiceClient, text: str, topic: str
+) -> None:
+    ((answer,),) = ask(client, dialog(text))
+    assert (answer["smalltalk_topic"], answer.get("topic")) == ("topic", topic)
+
+
 def test_does_not_repeat_what_the_bot_just_said(client: ServiceClient) -> None:
     first = FILE_LINES.how_are_you[0]
     (hypothesis,) = ask(client, dialog("how are you?", first, "how are you?"))[0]

@@ -68,19 +68,10 @@ def ask(client: ServiceClient, *dialogs: dict[str, Any]) -> list[list[dict[str, 
     return answer
 
 
-def test_a_joke_comes_from_the_corpus_and_jokes_vary(client: ServiceClient) -> None:
-    answers = ask(client, *(view("Tell me a joke", dialog_id=f"d{i}") for i in range(12)))
-    assert all(a[0]["smalltalk_topic"] == "corpus" for a in answers)
-    assert all(a[0]["corpus_category"] == "humor" for a in answers)
-    assert len({a[0]["text"] for a in answers}) >= 4
-    exact = answers[0][0]
-    assert exact["confidence"] == 0.85 and exact["similarity"] == 1.0
-
-
-def test_the_joke_just_told_is_not_told_again(client: ServiceClient) -> None:
-    (first,) = ask(client, view("Tell me a joke"))
-    (again,) = ask(client, view("Tell me a joke", first[0]["text"], "Tell me a joke"))
-    assert again[0]["text"] != first[0]["text"]
+def test_the_corpus_answers_what_its_statements_say(client: ServiceClient) -> None:
+    (answer,) = ask(client, view("Are you happy?"))
+    assert answer[0]["smalltalk_topic"] == "corpus"
+    assert answer[0]["corpus_category"] in {"emotion", "botprofile", "ai"}
 
 
 def test_i_am_good_thanks_answers_how_are_you_not_thanks(client: ServiceClient) -> None:

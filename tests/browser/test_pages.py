@@ -283,3 +283,30 @@ def test_the_load_page_reads_dp_agents_websocket(page: Page, stack: AgentFactory
     expect(rows.filter(has_text="greeting")).to_have_count(1)  # a service's mean time
     assert sockets == [url(client, "/debug/current_load/ws").replace("http://", "ws://", 1)]
     expect(page.locator("#status")).to_have_text("")
+
+
+def test_the_newest_answer_stays_above_the_send_box_once_the_page_fills(
+    page: Page, stack: AgentFactory
+) -> None:
+    client = stack()
+    page.goto(url(client, "/chat"))
+    box = page.locator("#send-form")
+    viewport = page.viewport_size or {"height": 0}
+    listed = page.locator("#messages")
+    answer = send(page, "Hello!")
+    for number in range(1, 40):
+        answer = send(page, f"Message number {number}, a line to fill the page with.")
+        first = page.locator(".message").first.bounding_box()
+        top = listed.bounding_box()
+        assert first is not None and top is not None
+        if first["y"] < max(0.0, top["y"]):  # the conversation no longer fits: it scrolled
+            break
+    else:
+        pytest.fail("forty messages did not fill the page")
+    expect(answer.locator(".text")).to_have_text(re.compile("Message number"))
+    bubble = answer.locator(".bubble").bounding_box()
+    form = box.bounding_box()
+    assert bubble is not None and form is not None
+    assert bubble["y"] >= 0, (bubble, form)  # in view, not scrolled past
+    assert bubble["y"] + bubble["height"] <= form["y"], (bubble, form)
+    assert form["y"] + form["height"] <= viewport["height"], (form, viewport)

@@ -1,4 +1,4 @@
-"""A newcomer's first conversation with the default bot (pipeline.json, no LLM), measured.
+"""A newcomer's first conversations with the default bot (pipeline.json, no LLM), measured.
 
 Forty-odd ordinary messages, as people type them to a chatbot they just met, go through
 the real default stack. Each answer must come from the skill that should give it, and at
@@ -18,6 +18,7 @@ from collections.abc import Callable
 import pytest
 from fastapi import FastAPI
 
+from skills.smalltalk.jokes import JOKES
 from tests.conftest import AgentFactory
 from tests.e2e.test_default_pipeline import say, shipped_pipeline
 from tests.support.servers import ServerThread
@@ -97,3 +98,60 @@ def test_a_first_conversation_is_held_not_fallen_through(
     # Varied: the bot never says the same line twice in a row.
     responses = [response for _, _, response in transcript]
     assert all(a != b for a, b in itertools.pairwise(responses)), shown
+
+
+#: An ordinary first conversation of 16 turns: (what the user says, the skill that must
+#: answer, what the answer must be about). "about" is the chosen hypothesis's smalltalk
+#: topic or persona topic, or a piece of the answer; "" where any answer of that skill is
+#: on topic. The weather is the one thing no skill of the default bot can know.
+ORDINARY: list[tuple[str, str, str]] = [
+    ("Hello!", "greeting", "What's your name?"),
+    ("Thanks!", "smalltalk", "thanks"),  # not a name
+    ("I'm Marta.", "greeting", "Nice to meet you, Marta"),
+    ("How are you?", "smalltalk", "how_are_you"),
+    ("I'm happy today", "smalltalk", "glad"),
+    ("What can you do?", "faq", "joke"),
+    ("Tell me a joke", "smalltalk", "joke"),
+    ("Another one?", "smalltalk", "joke"),
+    ("What do you think about computers?", "smalltalk", "computers"),
+    ("Do you like sports?", "smalltalk", "sports"),
+    ("Do you like music?", "smalltalk", "chorus"),
+    ("Where do you live?", "smalltalk", "home"),
+    ("What's the weather like today?", "fallback", ""),
+    ("What is my name?", "greeting", "Your name is Marta."),
+    ("What is Chorus?", "faq", "orchestration"),
+    ("Bye!", "smalltalk", "farewell"),
+]
+MAX_ORDINARY_FALLBACKS = 3
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_an_ordinary_first_conversation_falls_back_at_most_three_times(
+    agent: AgentFactory,
+    services: Callable[[FastAPI], ServerThread],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("LLM_BASE_URL", raising=False)  # as in `make run` without an endpoint
+    client = agent(shipped_pipeline(services))
+    answers = [say(client, text, user="marta") for text, _, _ in ORDINARY]
+    shown = "\n".join(
+        f"{text!r} -> [{a['active_skill']}] {a['response']!r}"
+        for (text, _, _), a in zip(ORDINARY, answers, strict=True)
+    )
+    (dialog,) = client.get("/api/user/marta").json()
+    asked = [u for u in dialog["utterances"] if u["speaker"] == "human"]
+
+    assert len(ORDINARY) == 16
+    fallbacks = [a for a in answers if a["active_skill"] == "fallback"]
+    assert len(fallbacks) <= MAX_ORDINARY_FALLBACKS, shown
+    wrong = []
+    for (text, skill, about), answer, utterance in zip(ORDINARY, answers, asked, strict=True):
+        (chosen,) = [h for h in utterance["hypotheses"] if h["text"] == answer["response"]][:1]
+        topics = {chosen.get("smalltalk_topic"), chosen.get("topic")}
+        on_topic = about in topics or about.lower() in answer["response"].lower()
+        if answer["active_skill"] != skill or not on_topic:
+            wrong.append((text, answer["active_skill"], answer["response"]))
+    assert not wrong, shown
+    first_joke, another = (a["response"] for a in answers[6:8])
+    assert first_joke in JOKES and another in JOKES and first_joke != another, shown
+    assert dialog["human"]["attributes"]["name"] == "Marta"

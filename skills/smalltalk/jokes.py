@@ -1,0 +1,94 @@
+"""Jokes, when the user asks for one, and another one when they ask for more.
+
+The jokes are ``pyjokes``' (a package on PyPI, BSD-licensed, kept since 2014): one-line
+jokes about programming and computers, which suit a bot made of services. Its "neutral"
+category only, in English. The open corpus's "Tell me a joke" has answers too, but among
+them are a quotation ("It is better to be silent and be thought a fool...") and refusals
+("I'm a not a comedian."), so a request for a joke is answered here and never from it.
+
+"Another one?", "one more" or "again" are a request for a joke only right after one: the
+bot's last line is a joke of this list, or its offer of another ("Glad you liked it! Want
+another one?"), which a "yes" takes up too. Laughter right after a joke ("Haha", "That's
+funny") is answered by that offer (the persona's ``laughed`` lines).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Collection
+
+import pyjokes
+
+JOKES: tuple[str, ...] = tuple(dict.fromkeys(pyjokes.get_jokes(language="en", category="neutral")))
+_KNOWN = frozenset(JOKES)
+
+_I = re.IGNORECASE
+#: "Tell me a joke", "Do you know any jokes?", "Got a joke for me?", "Joke please",
+#: "Make me laugh", "Do you like jokes?" (the answer is one). Not "I have a joke for you"
+#: or "That's a bad joke": the user asks the bot for one.
+ASKS = re.compile(
+    r"\btell\s+(?:me|us)\b[^.?!]*\bjokes?\b"
+    r"|\b(?:tell|say|share|give\s+me)\s+(?:a|an|another|one\s+more|some|any)\b[^.?!]*\bjokes?\b"
+    r"|\b(?:you|u)\s+(?:know|have|got)\b[^.?!]*\bjokes?\b"
+    r"|\b(?:got|know)\s+(?:any|a|another)\b[^.?!]*\bjokes?\b"
+    r"|\b(?:want|need|wanna)\s+(?:to\s+hear\s+)?(?:a|another|some)\s+(?:\w+\s+)?jokes?\b"
+    r"|^\W*(?:a\s+|another\s+|one\s+more\s+)?jokes?(?:\s+please|\s+pls)?\W*$"
+    r"|\bdo\s+(?:you|u)\s+(?:like|love|enjoy)\s+jokes\b"
+    r"|\bjoke\s+(?:please|pls)\b|\bmake\s+me\s+laugh\b|\b(?:tell|say)\s+me\s+something\s+funny\b",
+    _I,
+)
+#: "Another one?", "One more!", "haha, more please", "again": a joke only after a joke.
+MORE = re.compile(
+    r"^\W*(?:(?:ha(?:ha)+|lol|lmao|nice|good\s+one|ok(?:ay)?|funny)\W+)*"
+    r"(?:(?:tell\s+me\s+|give\s+me\s+|how\s+about\s+|and\s+)?"
+    r"(?:another(?:\s+one)?|one\s+more|more|again|some\s+more)"
+    r"|(?:tell|say)\s+(?:it|one)\s+again)(?:\s+please|\s+pls)?\W*$",
+    _I,
+)
+
+
+#: "Yes", "sure", "go on": taking up the bot's offer of another joke.
+YES = re.compile(
+    r"^\W*(?:yes|yeah|yep|yup|sure|ok(?:ay)?|please|go\s+(?:on|ahead)|why\s+not|of\s+course)"
+    r"(?:\W+(?:please|go\s+on|thanks|tell\s+me))*\W*$",
+    _I,
+)
+#: Laughter or praise right after a joke.
+LAUGH = re.compile(
+    r"^\W*(?:(?:ha(?:ha)+|he(?:he)+|lol|lmao|rofl|xd)\W*)+$"
+    r"|^\W*(?:(?:ha(?:ha)+|lol)\W+)?(?:that'?s|that\s+is|it'?s|very|so)?\s*"
+    r"(?:so\s+|really\s+|very\s+)?(?:funny|hilarious|good\s+one|nice\s+one|a\s+good\s+one)\W*$",
+    _I,
+)
+
+
+def is_joke(line: str) -> bool:
+    return line in _KNOWN
+
+
+def wanted(text: str, bot_lines: list[str], offers: Collection[str] = ()) -> bool:
+    """Whether the user asks for a joke: outright, for more right after one, or by taking
+    up the bot's offer of another (``offers``: the lines that make it)."""
+    text = text.replace("\u2019", "'")
+    if ASKS.search(text):
+        return True
+    last = bot_lines[-1] if bot_lines else None
+    if last is None:
+        return False
+    if is_joke(last) and MORE.search(text):
+        return True
+    return last in offers and bool(MORE.search(text) or YES.search(text))
+
+
+def laughs(text: str, bot_lines: list[str]) -> bool:
+    """Whether the user laughs at the joke the bot just told."""
+    return bool(bot_lines) and is_joke(bot_lines[-1]) and bool(LAUGH.search(text))
+
+
+def pick(said: list[str], seed: str) -> str:
+    """A joke the bot has not said lately (any, once it has told them all), chosen with
+    ``seed`` so a replay tells the same one."""
+    recent = set(said)
+    fresh = [joke for joke in JOKES if joke not in recent] or list(JOKES)
+    return random.Random(seed).choice(fresh)

@@ -1,0 +1,106 @@
+"""Jokes when asked for, another one on "Another one?", never a quotation from the corpus."""
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agent.sdk.testing import ServiceClient, view
+from skills.smalltalk.app import app
+from skills.smalltalk.jokes import JOKES
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[ServiceClient]:
+    with ServiceClient(app) as client:
+        yield client
+
+
+def ask(client: ServiceClient, *dialogs: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    response = client.post("/respond", json={"dialogs": list(dialogs)})
+    response.raise_for_status()
+    answer: list[list[dict[str, Any]]] = response.json()
+    return answer
+
+
+def test_tell_me_a_joke_gets_a_joke_and_jokes_vary(client: ServiceClient) -> None:
+    answers = ask(client, *(view("Tell me a joke", dialog_id=f"d{i}") for i in range(12)))
+    texts = [a[0]["text"] for a in answers]
+    assert all(a[0]["smalltalk_topic"] == "joke" for a in answers), answers
+    assert all(text in JOKES for text in texts), texts
+    # the corpus's "Tell me a joke" answers hold a quotation and a refusal: never them
+    assert not [t for t in texts if "better to be silent" in t or "not a comedian" in t]
+    assert len(set(texts)) >= 4
+    assert answers[0][0]["confidence"] == 0.85
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "tell me a joke please",
+        "Can you tell me a funny joke?",
+        "Do you know any jokes?",
+        "Tell me another joke",
+        "joke please",
+        "A joke!",
+        "I want to hear a joke",
+        "Make me laugh",
+        "Do you like jokes?",
+    ],
+)
+def test_ways_to_ask_for_a_joke(client: ServiceClient, text: str) -> None:
+    ((answer,),) = ask(client, view(text))
+    assert answer["smalltalk_topic"] == "joke" and answer["text"] in JOKES, answer
+
+
+@pytest.mark.parametrize(
+    "text", ["I have a joke for you", "That's a bad joke", "You are a joke", "Another one?"]
+)
+def test_what_is_not_a_request_for_a_joke(client: ServiceClient, text: str) -> None:
+    (answer,) = ask(client, view(text))
+    assert not [h for h in answer if h["smalltalk_topic"] == "joke"], answer
+
+
+@pytest.mark.parametrize("more", ["Another one?", "one more", "Haha, another!", "More please"])
+def test_another_one_after_a_joke_gets_another_joke(client: ServiceClient, more: str) -> None:
+    ((first,),) = ask(client, view("Tell me a joke"))
+    ((again,),) = ask(client, view("Tell me a joke", first["text"], more))
+    assert again["smalltalk_topic"] == "joke" and again["text"] in JOKES
+    assert again["text"] != first["text"]
+
+
+def test_another_one_after_something_else_is_no_joke(client: ServiceClient) -> None:
+    (answer,) = ask(client, view("How are you?", "Pretty well! And you?", "Another one?"))
+    assert not [h for h in answer if h["smalltalk_topic"] == "joke"], answer
+
+
+def test_a_joke_told_lately_is_not_told_again(client: ServiceClient) -> None:
+    """Ten requests in one dialog, each with what the skill remembers: ten jokes."""
+    attributes: dict[str, Any] = {}
+    told: list[str] = []
+    for turn in range(10):
+        dialog = view("Tell me a joke", dialog_id="same", bot_attributes=attributes)
+        dialog["utterances"][-1]["utt_id"] = f"u{turn}"
+        ((answer,),) = ask(client, dialog)
+        told.append(answer["text"])
+        attributes = {**attributes, **answer["bot_attributes"]}
+    assert len(set(told)) == len(told), told
+
+
+@pytest.mark.parametrize("laugh", ["Haha", "lol", "That's funny!", "good one"])
+def test_laughing_at_a_joke_gets_the_offer_of_another_and_yes_takes_it(
+    client: ServiceClient, laugh: str
+) -> None:
+    ((joke,),) = ask(client, view("Tell me a joke"))
+    ((offer,),) = ask(client, view("Tell me a joke", joke["text"], laugh))
+    assert offer["smalltalk_topic"] == "laughed" and "another" in offer["text"], offer
+    window = ("Tell me a joke", joke["text"], laugh, offer["text"])
+    for reply in ("Yes", "sure, go on", "Another one"):
+        ((again,),) = ask(client, view(*window, reply))
+        assert again["smalltalk_topic"] == "joke" and again["text"] in JOKES, (reply, again)
+
+
+def test_laughter_or_yes_without_a_joke_before_is_no_joke(client: ServiceClient) -> None:
+    for text in ("Haha", "Yes"):
+        (answer,) = ask(client, view("How are you?", "Pretty well! And you?", text))
+        assert not [h for h in answer if h["smalltalk_topic"] in {"joke", "laughed"}], answer
