@@ -88,6 +88,11 @@ class Settings(BaseSettings):
     api_key: SecretStr | None = Field(
         default=None, description="X-API-Key for reading dialogs and users"
     )
+    metrics_public: bool = Field(
+        default=False,
+        description="GET /metrics and the load numbers of /debug/current_load (JSON and its "
+        "WebSocket) are open to all; false: they need api_key, when it is set",
+    )
     protect_chat: bool = Field(default=False, description="the chat endpoints need the key too")
     cors_origins: list[str] = Field(
         default_factory=list, description='origins allowed by CORS, e.g. ["https://x.org"]'
