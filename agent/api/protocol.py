@@ -13,8 +13,9 @@ headers held its socket (a file descriptor) for ever. Per connection:
   are answered with 408; bytes trickling in do not move that deadline (slowloris);
 
 and per process, **connections**: past ``max_connections`` open ones, a new connection first
-makes room by closing the connection that has waited longest for a request, if it has
-waited :data:`CROWDED_GRACE` seconds (idle, or its headers still coming: a 408 then);
+makes room by closing the connection that has held its place longest without a whole
+request, if for :data:`CROWDED_GRACE` seconds (nothing sent since it connected, or its
+headers still coming: a 408 then);
 with none such it is answered with 503 and closed (past :data:`REFUSALS_ANSWERED` more,
 closed unanswered), so the descriptors left stay with the users already connected and with
 the database and service sockets (see docs/trust-boundary.md).
@@ -57,11 +58,13 @@ REFUSALS_ANSWERED = 32
 #: The connection cap's WARNING is logged at most once in this many seconds.
 CAP_WARNING_INTERVAL = 60.0
 
-#: At the cap, a connection that has waited this long for a request (idle, or its headers
-#: still coming) is closed to let a new one in. Short enough that a flood of half-sent
-#: requests locks new clients out for about this long rather than the header timeout;
-#: long enough for an honest client's headers, which take one round trip: only a client
-#: slower than this, and only while the agent is full, loses its connection (a 408).
+#: At the cap, a connection that has held its place this long without a whole request
+#: (nothing sent since it connected, or its headers still coming) is closed to let a new
+#: one in. Short enough that a flood of half-sent requests locks new clients out for about
+#: this long rather than the header timeout; long enough for an honest client's headers,
+#: which come in one packet: only a client slower than this, and only while the agent is
+#: full, loses its connection (a 408). Connections kept alive after an answer are pooled
+#: by their clients and left to the keep-alive timeout.
 CROWDED_GRACE = 1.0
 
 
@@ -117,7 +120,7 @@ class LimitedHttp(HttpToolsProtocol):
         self._header_deadline: TimerHandle | None = None
         self._linger: TimerHandle | None = None
         self._refused = False
-        self._waiting_since = self.loop.time()  # for a request: since connected or answered
+        self._waiting_since = self.loop.time()  # connected, or its headers' first byte
         over = len(self.connections) - self.limits.max_connections
         if over > 0 and self._make_room():
             over = 0
@@ -145,6 +148,7 @@ class LimitedHttp(HttpToolsProtocol):
             super().data_received(data)
             return
         if self._header_deadline is None:
+            self._waiting_since = self.loop.time()
             self._header_deadline = self.loop.call_later(
                 self.limits.header_timeout, self._headers_too_slow
             )
@@ -185,10 +189,6 @@ class LimitedHttp(HttpToolsProtocol):
         super().on_message_complete()
         self._in_headers = True  # what comes next is the next request
 
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        self._waiting_since = self.loop.time()
-
     def handle_websocket_upgrade(self) -> None:
         """Upgrade, unless WebSockets already hold their share of the cap: 503 then, so
         idle sockets can never leave plain HTTP clients without a connection."""
@@ -203,24 +203,28 @@ class LimitedHttp(HttpToolsProtocol):
             return
         super().handle_websocket_upgrade()
 
-    def _waiting_for_request(self) -> bool:
-        """Idle or receiving headers, nothing being answered: closing it loses no work."""
+    def _holding_a_place(self) -> bool:
+        """Its headers are still coming, or it never sent any, and nothing is being
+        answered: closing it loses no work. A connection kept alive after an answer is
+        left to the keep-alive timeout (its client pools it)."""
         return (
             self._in_headers
             and not self._refused
             and (self.cycle is None or self.cycle.response_complete)
+            and (self._header_deadline is not None or self._headers_done == 0)
             and not self.transport.is_closing()
         )
 
     def _make_room(self) -> bool:
-        """At the cap: close the connection that has waited longest for a request, if it
-        has waited :data:`CROWDED_GRACE` seconds; whether one was closed."""
+        """At the cap: close the connection that has held its place longest without a
+        whole request (connected with nothing sent, or its headers still coming), if for
+        :data:`CROWDED_GRACE` seconds; whether one was closed."""
         oldest: LimitedHttp | None = None
         for other in self.connections:
             if (
                 isinstance(other, LimitedHttp)
                 and other is not self
-                and other._waiting_for_request()
+                and other._holding_a_place()
                 and (oldest is None or other._waiting_since < oldest._waiting_since)
             ):
                 oldest = other
@@ -230,9 +234,9 @@ class LimitedHttp(HttpToolsProtocol):
         return True
 
     def _make_way(self) -> None:
-        """Closed for a new connection: an idle one as keep-alive closes it, one whose
-        headers are coming with a 408 that says why."""
-        if self._header_bytes == 0 and self._header_deadline is None:
+        """Closed for a new connection: one that never sent a byte as keep-alive closes
+        it, one whose headers are coming with a 408 that says why."""
+        if self._header_deadline is None:
             self.transport.close()
             return
         self._refused = True
