@@ -240,10 +240,8 @@ class LimitedHttp(HttpToolsProtocol):
             self.transport.close()
             return
         self._refused = True
-        self._unset_keepalive_if_required()
-        if self._header_deadline is not None:
-            self._header_deadline.cancel()
-            self._header_deadline = None
+        self._header_deadline.cancel()
+        self._header_deadline = None
         self._answer(
             408,
             f"request headers were not complete within {CROWDED_GRACE:g} s while the agent "
