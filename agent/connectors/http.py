@@ -34,8 +34,8 @@ DEFAULT_MAX_RESPONSE_BYTES = 2 * 1024 * 1024
 _STREAMED_BODY_BYTES = 1024 * 1024
 #: A streamed answer's reader hands the event loop back after this many lines, or this many
 #: bytes of them, whichever comes first: lines already buffered are read without waiting,
-#: so without it one buffer of a skill's short lines (130,000 in 2 MB) held every other
-#: user's requests until it was all parsed. Either bound keeps a hold to a few ms.
+#: so a socket read full of a skill's short lines (130,000 fit in 2 MB) would hold every
+#: other user's requests until all were parsed. Either bound keeps a hold to a few ms.
 YIELD_EVERY_LINES = 64
 YIELD_EVERY_BYTES = 64 * 1024
 #: Connections the agent's one session keeps to the services at most (the server sets aside
