@@ -16,6 +16,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -70,8 +71,28 @@ class Settings(BaseSettings):
         description="open connections per agent process; past it new ones get 503 "
         "(unset: the open-file limit less room for the agent's own sockets, at most 4096)",
     )
+    max_websockets: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="WebSockets open at once per agent process, a share of max_connections "
+        "kept from plain HTTP clients; past it an upgrade gets 503 (unset: half of "
+        "max_connections)",
+    )
+    websocket_idle_timeout: float = Field(
+        default=300.0,
+        gt=0,
+        le=86_400,
+        description="seconds a WebSocket may go without a message either way while the "
+        "agent waits for the client (pings do not count); then it is closed with 1001",
+    )
     api_key: SecretStr | None = Field(
         default=None, description="X-API-Key for reading dialogs and users"
+    )
+    metrics_public: bool = Field(
+        default=False,
+        description="GET /metrics and the load numbers of /debug/current_load (JSON and its "
+        "WebSocket) are open to all; false: they need api_key, when it is set",
     )
     protect_chat: bool = Field(default=False, description="the chat endpoints need the key too")
     cors_origins: list[str] = Field(
@@ -299,6 +320,17 @@ class Settings(BaseSettings):
         """``CHORUS_TRACE_ID_KEY`` as the HMAC's key, or None when it is unset."""
         key = self.trace_id_key
         return None if key is None else key.get_secret_value().encode()
+
+    @field_validator("max_websockets")
+    @classmethod
+    def _room_for_http(cls, value: int | None, info: ValidationInfo) -> int | None:
+        connections = info.data.get("max_connections")
+        if value is not None and connections is not None and value >= connections:
+            raise ValueError(
+                f"{value} would leave none of the {connections} connections "
+                "(CHORUS_MAX_CONNECTIONS) to plain HTTP clients; set it lower"
+            )
+        return value
 
     @field_validator("api_key", "trace_id_key")
     @classmethod

@@ -55,3 +55,18 @@ def test_a_bad_retention_setting_stops_the_agent_naming_it(
     monkeypatch.setenv("CHORUS_SWEEP_BATCH", "0")
     with pytest.raises(SettingsError, match="CHORUS_SWEEP_BATCH"):
         load_settings()
+
+
+def test_websockets_may_not_hold_the_whole_connection_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CHORUS_MAX_CONNECTIONS", "100")
+    monkeypatch.setenv("CHORUS_MAX_WEBSOCKETS", "100")
+    with pytest.raises(SettingsError) as refused:
+        load_settings()
+    assert str(refused.value) == (
+        "bad settings: CHORUS_MAX_WEBSOCKETS: 100 would leave none of the 100 connections "
+        "(CHORUS_MAX_CONNECTIONS) to plain HTTP clients; set it lower"
+    )
+    monkeypatch.setenv("CHORUS_MAX_WEBSOCKETS", "99")
+    assert load_settings().max_websockets == 99

@@ -2,7 +2,9 @@
 
 ``CHORUS_API_KEY`` unset (local ``make run``) leaves reads open, with a warning at start-up;
 set, reading dialogs and users needs ``X-API-Key``. The chat endpoints stay open unless
-``CHORUS_PROTECT_CHAT`` is true. Keys are compared in constant time.
+``CHORUS_PROTECT_CHAT`` is true. The agent's own figures (``/metrics`` and the load numbers
+of ``/debug/current_load``) need the key too unless ``CHORUS_METRICS_PUBLIC`` is true. Keys
+are compared in constant time.
 """
 
 from __future__ import annotations
@@ -47,6 +49,14 @@ def check_reader_key(settings: Settings, key: str | None) -> None:
         )
 
 
+def check_metrics_key(settings: Settings, key: str | None) -> None:
+    """The agent's figures: open to all when ``CHORUS_METRICS_PUBLIC`` is true, else as
+    :func:`check_reader_key`. One rule for ``/metrics`` and the load numbers, which carry
+    the same counts."""
+    if not settings.metrics_public:
+        check_reader_key(settings, key)
+
+
 async def require_reader(
     settings: SettingsDep, key: Annotated[str | None, Depends(_header)]
 ) -> None:
@@ -68,6 +78,14 @@ async def reader_key_held(
     return holds_key(settings, key)
 
 
+async def require_metrics_reader(
+    settings: SettingsDep, key: Annotated[str | None, Depends(_header)]
+) -> None:
+    """Reading the agent's figures (``/metrics``)."""
+    check_metrics_key(settings, key)
+
+
 ReaderKey = Depends(require_reader)
+MetricsKey = Depends(require_metrics_reader)
 KeyHeld = Annotated[bool, Depends(reader_key_held)]
 ChatKey = Depends(require_chat)

@@ -3,7 +3,9 @@
 The image and ``chorus run`` serve the agent this way, never with ``uvicorn --factory
 agent.api.app:create_app`` alone: the difference is :class:`agent.api.protocol.LimitedHttp`,
 which bounds what a client can hold of the agent (an idle socket, a huge or never-ending
-request header, any number of connections), with limits from the ``CHORUS_*`` settings.
+request header, any number of connections), and :class:`agent.api.protocol.LimitedWebSocket`
+(WebSockets: their share of the connections, their idle time, their messages' size), with
+limits from the ``CHORUS_*`` settings.
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ import sys
 
 import uvicorn
 
-from agent.api.protocol import REFUSALS_ANSWERED, ServerLimits, limited_http
+from agent.api.protocol import (
+    REFUSALS_ANSWERED,
+    ServerLimits,
+    limited_http,
+    limited_websocket,
+)
 from agent.connectors.http import DEFAULT_POOL_SIZE
 from agent.settings import Settings, SettingsError, load_settings
 
@@ -44,7 +51,8 @@ def default_max_connections() -> int:
 
 def server_limits(settings: Settings) -> ServerLimits:
     """The HTTP server's limits from the settings; a cap the open-file limit cannot hold
-    is kept (the operator chose it), with a warning."""
+    is kept (the operator chose it), with a warning. WebSockets may hold half the cap
+    unless ``CHORUS_MAX_WEBSOCKETS`` says otherwise, and never all of it."""
     cap = settings.max_connections
     if cap is None:
         cap = default_max_connections()
@@ -58,10 +66,25 @@ def server_limits(settings: Settings) -> ServerLimits:
                 RESERVED_DESCRIPTORS,
                 soft,
             )
+    websockets = settings.max_websockets
+    if websockets is None:
+        websockets = max(1, cap // 2)
+    elif websockets >= cap:
+        log.warning(
+            "CHORUS_MAX_WEBSOCKETS=%d would leave none of the %d connections the open-file "
+            "limit allows to plain HTTP clients: %d WebSockets at most",
+            websockets,
+            cap,
+            max(1, cap - 1),
+        )
+        websockets = max(1, cap - 1)
     return ServerLimits(
         max_header_bytes=settings.max_header_bytes,
         header_timeout=settings.header_timeout,
         max_connections=cap,
+        max_websockets=websockets,
+        websocket_idle_timeout=settings.websocket_idle_timeout,
+        max_message_bytes=settings.max_body_bytes,
     )
 
 
@@ -71,7 +94,14 @@ def serve(host: str, port: int, log_level: str = "info", settings: Settings | No
     them twice here when the caller already has them."""
     limits = server_limits(settings or load_settings())
     uvicorn.run(
-        APP, factory=True, host=host, port=port, log_level=log_level, http=limited_http(limits)
+        APP,
+        factory=True,
+        host=host,
+        port=port,
+        log_level=log_level,
+        http=limited_http(limits),
+        ws=limited_websocket(limits),
+        ws_max_size=limits.max_message_bytes,
     )
 
 

@@ -9,6 +9,7 @@ second on these 2-core machines (the figures are in the README). All connectors 
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from collections.abc import AsyncIterator
@@ -31,6 +32,12 @@ from agent.telemetry import outgoing_headers, printable
 #: must not be able to exhaust the agent's memory).
 DEFAULT_MAX_RESPONSE_BYTES = 2 * 1024 * 1024
 _STREAMED_BODY_BYTES = 1024 * 1024
+#: A streamed answer's reader hands the event loop back after this many lines, or this many
+#: bytes of them, whichever comes first: lines already buffered are read without waiting,
+#: so a socket read full of a skill's short lines (130,000 fit in 2 MB) would hold every
+#: other user's requests until all were parsed. Either bound keeps a hold to a few ms.
+YIELD_EVERY_LINES = 64
+YIELD_EVERY_BYTES = 64 * 1024
 #: Connections the agent's one session keeps to the services at most (the server sets aside
 #: as many open files for them: agent/api/serve.py).
 DEFAULT_POOL_SIZE = 256
@@ -102,8 +109,11 @@ class HttpConnector:
                     yield "end", output
                     return
                 read = 0
+                since_yield = _Since()
                 async for raw_line in response.content:
                     read += len(raw_line)
+                    if since_yield.count(len(raw_line)):
+                        await asyncio.sleep(0)
                     if read > self._max_bytes:
                         raise BadServiceResponse(
                             self.name, f"answer is over the {self._max_bytes} bytes limit"
@@ -185,6 +195,26 @@ class HttpConnector:
 
     async def aclose(self) -> None:
         """The shared session is closed by its owner, the agent's lifespan."""
+
+
+class _Since:
+    """Lines and bytes read since the loop was last handed back."""
+
+    __slots__ = ("bytes", "lines")
+
+    def __init__(self) -> None:
+        self.lines = 0
+        self.bytes = 0
+
+    def count(self, size: int) -> bool:
+        """Count one line of ``size`` bytes; True (and start again) when it is time to
+        hand the loop back."""
+        self.lines += 1
+        self.bytes += size
+        if self.lines < YIELD_EVERY_LINES and self.bytes < YIELD_EVERY_BYTES:
+            return False
+        self.lines = self.bytes = 0
+        return True
 
 
 def _contract_message(raw: bytes) -> str:

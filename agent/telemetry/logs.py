@@ -61,6 +61,39 @@ class TextFormatter(logging.Formatter):
 #: uvicorn's own loggers have handlers of their own; JSON mode reformats them too.
 _SERVER_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
+#: The API key in a URL's query (``?api_key=``: a browser cannot set headers on a
+#: WebSocket), its name as sent or percent-encoded, up to the next parameter.
+_KEY_IN_QUERY = re.compile(r"([?&]api(?:_|%5f)key=)[^&\s\"]*", re.IGNORECASE)
+REDACTED = "[redacted]"
+
+
+def redact_query(text: str) -> str:
+    """``text`` with the value of any ``api_key`` query parameter replaced."""
+    return _KEY_IN_QUERY.sub(lambda found: found.group(1) + REDACTED, text)
+
+
+class RedactKeys(logging.Filter):
+    """uvicorn logs each request's and each WebSocket's path with its query (the access
+    line, ``"WebSocket /chat/ws?api_key=..." [accepted]``): the key is taken out of the
+    record's arguments before any handler formats it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                redact_query(arg) if isinstance(arg, str) else arg for arg in record.args
+            )
+        if isinstance(record.msg, str):
+            record.msg = redact_query(record.msg)
+        return True
+
+
+def redact_server_logs() -> None:
+    """Add :class:`RedactKeys` to uvicorn's loggers, once."""
+    for name in _SERVER_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactKeys) for f in logger.filters):
+            logger.addFilter(RedactKeys())
+
 
 class JsonFormatter(logging.Formatter):
     """``{"time", "level", "logger", "message", ...}`` on one line, plus the turn's ids and,
@@ -88,7 +121,9 @@ class JsonFormatter(logging.Formatter):
 
 def configure_logging(level: str, log_format: LogFormat) -> None:
     """The root logger at ``level``, writing to stderr in ``log_format``; in JSON mode the
-    server's own lines (uvicorn's) become JSON too, so every line of the process parses."""
+    server's own lines (uvicorn's) become JSON too, so every line of the process parses.
+    The server's lines never carry the API key (:class:`RedactKeys`)."""
+    redact_server_logs()
     handler = logging.StreamHandler()
     if log_format == "text":
         handler.setFormatter(TextFormatter())

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 import pytest
+from websockets.sync.client import connect
 
 from skills.fallback.app import app as fallback_app
 from tests.conftest import AgentFactory, service_entry
@@ -102,3 +104,25 @@ def test_a_user_can_be_erased_with_the_key(services: Any, agent: AgentFactory) -
     assert client.get("/api/user/gone", headers=key).status_code == 404
     assert client.get(f"/api/dialogs/{reply['dialog_id']}", headers=key).status_code == 404
     assert client.delete("/api/user/gone", headers=key).status_code == 404
+
+
+@pytest.mark.store_agnostic
+def test_metrics_and_the_load_numbers_need_the_key_unless_they_are_public(
+    services: Any, agent: AgentFactory
+) -> None:
+    """``/metrics`` and ``/debug/current_load``'s numbers carry the same counts: one rule
+    for both, the reader's key unless ``CHORUS_METRICS_PUBLIC`` is true."""
+    figures = ("/metrics", "/debug/current_load?format=json")
+    client = agent(pipeline(services), api_key=KEY)
+    for path in figures:
+        assert client.get(path).status_code == 401, path
+        assert client.get(path, headers={"X-API-Key": KEY}).status_code == 200, path
+    public = agent(pipeline(services), api_key=KEY, metrics_public=True)
+    for path in figures:
+        assert public.get(path).status_code == 200, path
+    load_ws = (
+        str(public.base_url).replace("http://", "ws://").rstrip("/") + "/debug/current_load/ws"
+    )
+    with connect(load_ws, open_timeout=10) as ws:
+        assert set(json.loads(ws.recv(timeout=30))) == {"current_load", "response_time"}
+    assert public.get("/api/user/u").status_code == 401  # the dialogs still need the key

@@ -96,3 +96,29 @@ def test_a_protected_chat_needs_the_key_on_the_socket_too(
         assert ask(ws, {"user_id": "bob", "payload": "Hello!"})["active_skill"] == "greeting"
     with socket(client, **{"X-API-Key": "s3cret-key-for-tests"}) as ws:
         assert ask(ws, {"user_id": "bob", "payload": "Hello!"})["user_id"] == "bob"
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_binary_frame_or_json_nested_too_deep_is_refused_as_over_http(
+    services: Any, agent: AgentFactory
+) -> None:
+    """A binary frame gets the error that says to send text, and the socket stays open;
+    JSON nested 100,000 deep gets the 422 the same body gets over HTTP."""
+    client = agent(pipeline(services))
+    deep = '{"user_id": "bob", "payload": "Hello!", "deep": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    over_http = client.post("/", content=deep, headers={"Content-Type": "application/json"})
+    with socket(client) as ws:
+        ws.send(json.dumps({"user_id": "bob", "payload": "Hello!"}).encode())
+        binary = json.loads(ws.recv(timeout=30))
+        too_deep = ask(ws, deep)
+        assert ask(ws, {"user_id": "bob", "payload": "Hello!"})["user_id"] == "bob"
+    assert binary == {
+        "status": 400,
+        "error": "bad_request",
+        "message": 'send each message as a text frame holding a JSON object {"user_id": ..., '
+        '"payload": ...}: binary frames are not read',
+        "fields": [],
+    }
+    assert over_http.status_code == 422
+    assert too_deep == {"status": 422, **over_http.json()}
+    assert too_deep["message"] == "body: nested more than 32 levels deep (CHORUS_MAX_JSON_DEPTH)"

@@ -90,12 +90,16 @@ def agent_process(
 
 @contextmanager
 def served_agent(
-    env: dict[str, str], stderr: Path | None = None, open_files: int | None = None
+    env: dict[str, str],
+    stderr: Path | None = None,
+    open_files: int | None = None,
+    log_level: str = "warning",
 ) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     """The agent as the image and ``chorus run`` serve it (``python -m agent.api.serve``,
     whose HTTP protocol carries the server's limits), with ``CHORUS_*`` settings from
-    ``env``, its stderr in the file ``stderr`` and, given ``open_files``, that open-file
-    limit (``ulimit -n``); yields its port and the process."""
+    ``env``, its stderr and stdout in the file ``stderr``, given ``open_files``, that open-file
+    limit (``ulimit -n``), and the server's ``--log-level`` (``info`` logs each request);
+    yields its port and the process."""
     port = free_port()
     command = [sys.executable, "-m", "agent.api.serve", "--port", str(port)]
 
@@ -105,8 +109,9 @@ def served_agent(
 
     with open(stderr or os.devnull, "wb") as log:
         process = subprocess.Popen(
-            [*command, "--log-level", "warning"],
+            [*command, "--log-level", log_level],
             env={**os.environ, **env},
+            stdout=log if stderr else None,  # uvicorn's access lines, at --log-level info
             stderr=log,
             preexec_fn=limit_open_files,
         )

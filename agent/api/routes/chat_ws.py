@@ -1,11 +1,13 @@
 """``/chat/ws``: the chat over a WebSocket, as DeepPavlov Agent's chat page speaks it.
 
 dp-agent's protocol, kept as it is so its page and clients work unchanged: the client sends
-text frames ``{"user_id": ..., "payload": ..., <attributes>}``; each is answered, in order,
+text frames ``{"user_id": ..., "payload": ..., <attributes>}`` (of at most
+``CHORUS_MAX_BODY_BYTES``, as an HTTP body: a larger one closes the socket with 1009); each
+is answered, in order,
 with the frame ``POST /`` would have answered (``dialog_id``, ``utt_id``, ``user_id``,
 ``response``, ``active_skill``), and ``/start`` or ``/close`` with the JSON string
-``"command_performed"``. A message that cannot be answered gets ``{"status": ..., <the
-HTTP error's body>}`` and the connection stays open for the next one.
+``"command_performed"``. A message that cannot be answered (a binary frame among them) gets
+``{"status": ..., <the HTTP error's body>}`` and the connection stays open for the next one.
 
 A client that connects with ``?events=true`` follows each turn instead, as the
 Server-Sent Events of ``POST /`` do: frames ``{"event": "accepted" | "progress" | "token"
@@ -26,6 +28,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from agent.api.deps import FlowDep, SettingsDep
+from agent.api.errors import too_deep
 from agent.api.events import error_body, follow_turn, started
 from agent.api.limits import attributes_or_422, check_text, check_user_id
 from agent.api.routes.chat import message_key, reply_shape
@@ -56,16 +59,19 @@ async def chat_ws(
     await websocket.accept()
     try:
         while True:
-            text = await websocket.receive_text()
-            await _answer(websocket, flow, settings, text, events)
+            frame = await websocket.receive()
+            if frame["type"] == "websocket.disconnect":
+                return
+            await _answer(websocket, flow, settings, frame.get("text"), events)
     except WebSocketDisconnect:
         return
 
 
 async def _answer(
-    websocket: WebSocket, flow: FlowDep, settings: Settings, text: str, events: bool
+    websocket: WebSocket, flow: FlowDep, settings: Settings, text: str | None, events: bool
 ) -> None:
-    """One message: its reply (or its turn's events), or the error that refused it."""
+    """One message (``text`` None: a binary frame): its reply (or its turn's events), or
+    the error that refused it."""
     turn = TurnEvents()
     try:
         message, attributes = _message(text, settings)
@@ -92,8 +98,14 @@ async def _answer(
     await websocket.send_json(COMMAND_PERFORMED if closed else _dump(reply))
 
 
-def _message(text: str, settings: Settings) -> tuple[AgentMessage, dict[str, Any]]:
+def _message(text: str | None, settings: Settings) -> tuple[AgentMessage, dict[str, Any]]:
     """The frame as ``POST /``'s body, checked as that route checks it."""
+    if text is None:
+        raise HTTPException(
+            status.HTTP_400_BAD_REQUEST,
+            'send each message as a text frame holding a JSON object {"user_id": ..., '
+            '"payload": ...}: binary frames are not read',
+        )
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -101,6 +113,8 @@ def _message(text: str, settings: Settings) -> tuple[AgentMessage, dict[str, Any
             status.HTTP_400_BAD_REQUEST,
             f'send each message as a JSON object {{"user_id": ..., "payload": ...}}: {exc}',
         ) from None
+    except RecursionError:
+        raise too_deep(settings.max_json_depth) from None
     try:
         message = AgentMessage.model_validate(data)
     except ValidationError as exc:

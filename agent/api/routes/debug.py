@@ -7,7 +7,8 @@ second; so does this one, and where the socket cannot be opened (a proxy without
 WebSocket upgrades) it polls the same object over HTTP: ask for it with
 ``Accept: application/json`` (or ``?format=json``). ``agent`` is the whole turn, as in
 dp-agent; the services' mean is over their recent calls (:mod:`agent.metrics.services`).
-The numbers need the reader's API key, as ``/api/pipeline`` does; the page itself holds none.
+The numbers need the reader's API key, as ``/metrics`` does, unless ``CHORUS_METRICS_PUBLIC``
+is true; the page itself holds none.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel
 
 from agent.api.deps import MetricsDep, PipelineDep, SettingsDep
-from agent.api.security import check_reader_key
+from agent.api.security import check_metrics_key
 
 router = APIRouter(prefix="/debug", tags=["debug"])
 
@@ -105,5 +106,5 @@ async def get_current_load(
     )
     if not wants_json:
         return HTMLResponse(_PAGE)
-    check_reader_key(settings, request.headers.get("x-api-key"))
+    check_metrics_key(settings, request.headers.get("x-api-key"))
     return JSONResponse(current_load(metrics, pipeline).model_dump())

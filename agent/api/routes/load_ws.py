@@ -7,8 +7,9 @@ its numbers from this socket: once connected, the client is sent
 ``WSstatsHandler`` does. What the client sends is read only to notice that it left.
 
 The numbers are the ones ``GET /debug/current_load?format=json`` answers, and need the
-same reader's key (``X-API-Key`` on the upgrade request; none when the agent has no key):
-without it the upgrade is refused with 403 before any number is sent.
+same key (``X-API-Key`` on the upgrade request; none when the agent has no key or
+``CHORUS_METRICS_PUBLIC`` is true): without it the upgrade is refused with 403 before any
+number is sent.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from agent.api.deps import MetricsDep, PipelineDep, SettingsDep
 from agent.api.routes.debug import current_load
-from agent.api.security import check_reader_key
+from agent.api.security import check_metrics_key
 
 router = APIRouter(prefix="/debug", tags=["debug"])
 
@@ -34,7 +35,7 @@ async def current_load_ws(
     websocket: WebSocket, metrics: MetricsDep, pipeline: PipelineDep, settings: SettingsDep
 ) -> None:
     try:
-        check_reader_key(settings, websocket.headers.get("x-api-key"))
+        check_metrics_key(settings, websocket.headers.get("x-api-key"))
     except HTTPException as exc:
         raise WebSocketException(status.WS_1008_POLICY_VIOLATION, str(exc.detail)) from None
     await websocket.accept()
