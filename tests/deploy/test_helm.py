@@ -173,6 +173,46 @@ def pipeline_services(pipeline: dict[str, Any]) -> Iterator[tuple[str, str, dict
             yield group, name, entry
 
 
+# -- The values file
+
+# Values the chart passes on whole (Kubernetes objects, the services list): their comment
+# above says what they hold, and their inner keys are Kubernetes' or the list's own.
+WHOLE_VALUES = {
+    "agent.resources",
+    "agent.autoscaling.behavior",
+    "agent.podAnnotations",
+    "agent.env",
+    "serviceDefaults.resources",
+    "services",
+    "networkPolicy.dns",
+    "networkPolicy.databaseIngress.podLabels",
+}
+
+
+def test_every_value_is_documented() -> None:
+    """Each key of values.yaml has a comment on the line above it."""
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    undocumented = []
+    checked = 0
+    parents: list[tuple[int, str]] = []  # (indent, dotted path) of the enclosing keys
+    for number, line in enumerate(lines, start=1):
+        match = re.match(r"^(\s*)([A-Za-z][\w./-]*):", line)
+        if match is None:
+            continue
+        indent = len(match[1])
+        while parents and parents[-1][0] >= indent:
+            parents.pop()
+        path = ".".join([*(p for _, p in parents[-1:]), match[2]])
+        parents.append((indent, path))
+        if any(path.startswith(f"{whole}.") for whole in WHOLE_VALUES):
+            continue
+        checked += 1
+        if not lines[number - 2].lstrip().startswith("#"):
+            undocumented.append(f"line {number}: {path}")
+    assert undocumented == []
+    assert checked > 50  # the walk saw the file's keys
+
+
 # -- Lint, render, validate
 
 
