@@ -407,7 +407,11 @@ def test_the_pipeline_is_the_default_one_at_the_services_addresses(
         assert [p["port"] for p in service["spec"]["ports"]] == [int(port)]
         backing = [d for d in deployments if selects(service["spec"]["selector"], pod_labels(d))]
         assert len(backing) == 1
-        assert container(backing[0])["image"].rsplit("/", 1)[-1].startswith(f"chorus-{name}:")
+        main = container(backing[0])
+        assert main["image"].rsplit("/", 1)[-1].startswith(f"chorus-{name}:")
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert main[probe]["httpGet"] == {"path": "/health", "port": "http"}
+        assert main["securityContext"]["readOnlyRootFilesystem"] is True
         assert (
             find(objects, "HorizontalPodAutoscaler", host)["spec"]["scaleTargetRef"]["name"]
             == backing[0]["metadata"]["name"]
