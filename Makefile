@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: install lock run test lint typecheck bench clean mongodb-test-server docker-compose \
+.PHONY: install lock run test lint typecheck bench clean mongodb-test-server helm-tool docker-compose \
 	chromium nginx
 
 # constraints.txt pins every package (the tools too) at the versions `make test` passed
@@ -51,6 +51,12 @@ mongodb-test-server:
 	elif command -v go >/dev/null 2>&1; then bash tools/ferretdb/build.sh >/dev/null; \
 	else echo "Go not found: MongoDB tests will be skipped (set MONGODB_URL to run them)"; fi
 
+# Helm (tools/helm), which lints and renders deploy/helm/chorus in tests/deploy/test_helm.py,
+# is built once, before pytest, so its first compile is not charged to a test's timeout.
+helm-tool:
+	@if command -v go >/dev/null 2>&1; then bash tools/helm/build.sh >/dev/null; \
+	else echo "Go not found: the Helm chart's tests will be skipped"; fi
+
 # Debian's docker-compose validates docker-compose.yml offline (tests/deploy); installed
 # when missing and apt is at hand.
 docker-compose:
@@ -74,7 +80,7 @@ COVERAGE_FLOOR := 92
 # (`one_at_a_time` in tests/conftest.py).
 TEST_WORKERS ?= 3
 
-test: lint typecheck mongodb-test-server docker-compose chromium nginx
+test: lint typecheck mongodb-test-server helm-tool docker-compose chromium nginx
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --cov --cov-fail-under=$(COVERAGE_FLOOR) \
 		--durations=15
 

@@ -1,0 +1,127 @@
+{{/* The release's name prefix of every object, within Kubernetes' 63 characters. */}}
+{{- define "chorus.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels every object carries. */}}
+{{- define "chorus.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* The labels that select the pods of one component (dict "root" $ "component" name). */}}
+{{- define "chorus.selector" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* The agent's object names. */}}
+{{- define "chorus.agent" -}}
+{{- printf "%s-agent" (include "chorus.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* A pipeline service's object names (dict "root" $ "name" name): <fullname>-<name>. */}}
+{{- define "chorus.service" -}}
+{{- printf "%s-%s" (include "chorus.fullname" .root) .name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The Secret with CHORUS_DB_URL and CHORUS_API_KEY. */}}
+{{- define "chorus.secret" -}}
+{{- .Values.secret.existingSecret | default (include "chorus.fullname" .) -}}
+{{- end -}}
+
+{{/* An image reference (dict "root" $ "image" .image). */}}
+{{- define "chorus.image" -}}
+{{- $tag := .image.tag | default .root.Values.image.tag | default .root.Chart.AppVersion -}}
+{{- with .root.Values.image.registry -}}{{ . }}/{{- end -}}{{ .image.repository }}:{{ $tag }}
+{{- end -}}
+
+{{/* Each enabled pipeline service, serviceDefaults under its own keys, as a YAML list. */}}
+{{- define "chorus.services" -}}
+{{- $out := list -}}
+{{- range .Values.services -}}
+{{- if .enabled -}}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" .name) -}}
+{{- fail (printf "services: %q is not a valid Kubernetes name: lower-case letters, digits and '-', starting with a letter" .name) -}}
+{{- end -}}
+{{- if not (has .group (list "annotators" "skill_selectors" "skills" "candidate_annotators" "response_selectors")) -}}
+{{- fail (printf "services.%s.group: %q is not one of annotators, skill_selectors, skills, candidate_annotators, response_selectors" .name (toString .group)) -}}
+{{- end -}}
+{{- $out = append $out (mergeOverwrite (deepCopy $.Values.serviceDefaults) (deepCopy .)) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (dict "services" $out) -}}
+{{- end -}}
+
+{{/* The pipeline file: every enabled service at its Service's address, groups and
+services in the order of the services list (a tie between skills goes to the earlier one),
+so it is written as text: a dict would sort them. */}}
+{{- define "chorus.pipeline" -}}
+{{- $services := (include "chorus.services" . | fromYaml).services -}}
+{{- $groups := list -}}
+{{- range $services -}}
+{{- if not (has .group $groups) -}}{{- $groups = append $groups .group -}}{{- end -}}
+{{- end -}}
+{{- $groupTexts := list -}}
+{{- range $group := $groups -}}
+{{- $entries := list -}}
+{{- range $services -}}
+{{- if eq .group $group -}}
+{{- $url := printf "http://%s:%v/respond" (include "chorus.service" (dict "root" $ "name" .name)) .port -}}
+{{- $entry := dict "connector" (dict "url" $url "timeout" .timeout) "context_window" .contextWindow -}}
+{{- $entry = mergeOverwrite $entry (.pipelineEntry | default dict) -}}
+{{- $entries = append $entries (printf "%s: %s" (toJson .name) (toJson $entry)) -}}
+{{- end -}}
+{{- end -}}
+{{- $groupTexts = append $groupTexts (printf "%s: {\n      %s\n    }" (toJson $group) (join ",\n      " $entries)) -}}
+{{- end -}}
+{
+  "services": {
+    {{ join ",\n    " $groupTexts }}
+  },
+  "turn_timeout": {{ toJson .Values.pipeline.turnTimeout }},
+  "fallback_response": {{ toJson .Values.pipeline.fallbackResponse }}
+  {{- range $key, $value := .Values.pipeline.extra }},
+  {{ toJson $key }}: {{ toJson $value }}
+  {{- end }}
+}
+{{- end -}}
+
+{{/* The security context of every container. */}}
+{{- define "chorus.containerSecurity" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+runAsUser: {{ .Values.security.runAsUser }}
+runAsGroup: {{ .Values.security.runAsUser }}
+capabilities:
+  drop: [ALL]
+{{- end -}}
+
+{{/* The security context of every pod. */}}
+{{- define "chorus.podSecurity" -}}
+runAsNonRoot: true
+runAsUser: {{ .Values.security.runAsUser }}
+runAsGroup: {{ .Values.security.runAsUser }}
+fsGroup: {{ .Values.security.runAsUser }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* The writable /tmp of a pod whose root filesystem is read-only. */}}
+{{- define "chorus.tmpVolume" -}}
+- name: tmp
+  emptyDir:
+    {{- if .Values.security.tmpfsTmp }}
+    medium: Memory
+    {{- end }}
+    sizeLimit: {{ .Values.security.tmpSizeLimit }}
+{{- end -}}

@@ -1,0 +1,517 @@
+"""The Helm chart (deploy/helm/chorus), checked without a cluster and without a network.
+
+* ``helm lint --strict`` passes with the default values and with ``ci/all-on-values.yaml``
+  (every optional part on).
+* ``helm template`` renders both, and every rendered object is valid against Kubernetes'
+  own OpenAPI schemas (kubernetes-validate, strict: an unknown field fails too). KEDA's
+  ScaledObject is a custom resource those schemas do not have: it is checked against a
+  model of the fields the chart sets (``ScaledObject`` below).
+* What the chart promises a user: the agent's probes, disruption budget, autoscaler and
+  graceful stop; the pipeline's services each behind their own Service at the address the
+  pipeline file gives; the credentials in a Secret; only the agent reaching the services
+  and the database.
+* A template broken in a copy of the chart fails the validation.
+
+Helm is the binary tools/helm builds (tests/support/helm.py); without Go the tests are
+skipped, unless ``REQUIRE_HELM=1``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import kubernetes_validate
+import pytest
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from agent.pipeline.config import parse_pipeline_config
+from agent.settings import Settings
+from tests.support.helm import (
+    CHART,
+    ROOT,
+    Helm,
+    HelmError,
+    Manifest,
+    build_helm,
+    helm_required,
+    unavailable_reason,
+    validate,
+)
+
+ALL_ON = CHART / "ci" / "all-on-values.yaml"
+DB_PORT = 27017
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    reason = unavailable_reason()
+    if reason is not None:
+        if helm_required():
+            pytest.fail(f"REQUIRE_HELM=1 but {reason}")
+        pytest.skip(reason)
+    return Helm(build_helm(), tmp_path_factory.mktemp("helm-home"))
+
+
+@pytest.fixture(scope="module")
+def default_objects(helm: Helm) -> list[Manifest]:
+    return helm.template(CHART)
+
+
+@pytest.fixture(scope="module")
+def all_on_objects(helm: Helm) -> list[Manifest]:
+    return helm.template(CHART, [ALL_ON])
+
+
+# -- KEDA's ScaledObject: not in Kubernetes' schemas; the fields the chart sets, no others.
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Metadata(_Strict):
+    name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
+    labels: dict[str, str] = {}
+
+
+class _TargetRef(_Strict):
+    name: str
+
+
+class _Trigger(_Strict):
+    type: Literal["cpu", "memory", "prometheus"]
+    metricType: Literal["Utilization", "AverageValue", "Value"] | None = None
+    metadata: dict[str, str]
+
+
+class _HpaConfig(_Strict):
+    behavior: dict[str, Any]
+
+
+class _Advanced(_Strict):
+    horizontalPodAutoscalerConfig: _HpaConfig
+
+
+class _ScaledObjectSpec(_Strict):
+    scaleTargetRef: _TargetRef
+    minReplicaCount: int = Field(ge=0)
+    maxReplicaCount: int = Field(ge=1)
+    pollingInterval: int = Field(ge=1)
+    cooldownPeriod: int = Field(ge=0)
+    advanced: _Advanced
+    triggers: list[_Trigger] = Field(min_length=1)
+
+
+class ScaledObject(_Strict):
+    """keda.sh/v1alpha1 ScaledObject, as far as the chart writes one (KEDA's CRD)."""
+
+    apiVersion: Literal["keda.sh/v1alpha1"]
+    kind: Literal["ScaledObject"]
+    metadata: _Metadata
+    spec: _ScaledObjectSpec
+
+
+def validate_all(objects: list[Manifest]) -> None:
+    """Every object against Kubernetes' schema of its kind; the ScaledObject against ours."""
+    for obj in objects:
+        if obj.get("apiVersion") == "keda.sh/v1alpha1":
+            ScaledObject.model_validate(obj)
+        else:
+            validate(obj)
+
+
+# -- Reading what was rendered
+
+
+def find(objects: list[Manifest], kind: str, name: str) -> Manifest:
+    found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name}, found {len(found)}"
+    return found[0]
+
+
+def of_kind(objects: list[Manifest], kind: str) -> list[Manifest]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(key) == value for key, value in selector.items())
+
+
+def pod_labels(deployment: Manifest) -> dict[str, str]:
+    labels: dict[str, str] = deployment["spec"]["template"]["metadata"]["labels"]
+    return labels
+
+
+def container(deployment: Manifest) -> dict[str, Any]:
+    containers: list[dict[str, Any]] = deployment["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def rendered_pipeline(objects: list[Manifest]) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(
+        find(objects, "ConfigMap", "chorus-pipeline")["data"]["pipeline.json"]
+    )
+    return data
+
+
+def default_pipeline() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((ROOT / "pipeline.json").read_text())
+    return data
+
+
+def pipeline_services(pipeline: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for group, services in pipeline["services"].items():
+        for name, entry in services.items():
+            yield group, name, entry
+
+
+# -- The values file
+
+# Values the chart passes on whole (Kubernetes objects, the services list): their comment
+# above says what they hold, and their inner keys are Kubernetes' or the list's own.
+WHOLE_VALUES = {
+    "agent.resources",
+    "agent.autoscaling.behavior",
+    "agent.podAnnotations",
+    "agent.env",
+    "serviceDefaults.resources",
+    "services",
+    "networkPolicy.dns",
+    "networkPolicy.databaseIngress.podLabels",
+}
+
+
+def test_every_value_is_documented() -> None:
+    """Each key of values.yaml has a comment on the line above it."""
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    undocumented = []
+    checked = 0
+    parents: list[tuple[int, str]] = []  # (indent, dotted path) of the enclosing keys
+    for number, line in enumerate(lines, start=1):
+        match = re.match(r"^(\s*)([A-Za-z][\w./-]*):", line)
+        if match is None:
+            continue
+        indent = len(match[1])
+        while parents and parents[-1][0] >= indent:
+            parents.pop()
+        path = ".".join([*(p for _, p in parents[-1:]), match[2]])
+        parents.append((indent, path))
+        if any(path.startswith(f"{whole}.") for whole in WHOLE_VALUES):
+            continue
+        checked += 1
+        if not lines[number - 2].lstrip().startswith("#"):
+            undocumented.append(f"line {number}: {path}")
+    assert undocumented == []
+    assert checked > 50  # the walk saw the file's keys
+
+
+# -- Lint, render, validate
+
+
+@pytest.mark.parametrize("values", [[], [ALL_ON]], ids=["default", "all-on"])
+def test_lint_passes(helm: Helm, values: list[Path]) -> None:
+    result = helm.lint(CHART, values)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("values", "sets"),
+    [
+        ([], []),
+        ([ALL_ON], []),
+        ([], ["agent.autoscaling.load.via=customMetrics"]),
+        ([], ["agent.autoscaling.enabled=false", "networkPolicy.enabled=false"]),
+    ],
+    ids=["default", "all-on", "custom-metrics", "fixed-replicas"],
+)
+def test_every_rendered_object_is_valid_kubernetes(
+    helm: Helm, values: list[Path], sets: list[str]
+) -> None:
+    objects = helm.template(CHART, values, sets)
+    assert objects
+    validate_all(objects)
+
+
+def test_a_broken_template_fails_validation(helm: Helm, tmp_path: Path) -> None:
+    """A misspelt key renders (Helm does not know Kubernetes' fields) but is no Deployment."""
+    chart = tmp_path / "chorus"
+    shutil.copytree(CHART, chart)
+    template = chart / "templates" / "agent-deployment.yaml"
+    text = template.read_text()
+    assert text.count("readinessProbe:") == 1
+    template.write_text(text.replace("readinessProbe:", "readynessProbe:"))
+
+    objects = helm.template(chart)
+    with pytest.raises(kubernetes_validate.ValidationError, match="readynessProbe"):
+        validate_all(objects)
+
+
+def test_a_wrongly_typed_value_fails_validation(helm: Helm) -> None:
+    objects = helm.template(CHART, sets=["agent.autoscaling.maxReplicas=ten"])
+    with pytest.raises(kubernetes_validate.ValidationError, match="ten"):
+        validate_all(objects)
+
+
+def _with_service_named(name: str) -> dict[str, Any]:
+    services = yaml.safe_load((CHART / "values.yaml").read_text())["services"]
+    services[0]["name"] = name
+    return {"services": services}
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"agent": {"autoscaling": {"load": {"via": "prometheus"}}}}, "agent.autoscaling.load.via"),
+        ({"agent": {"autoscaling": {"load": {"turnLatencySeconds": 1}}}}, "needs load.via: keda"),
+        (
+            {"database": {"url": "sqlite:///data/chorus.db"}},
+            "database.url: must start with mongodb",
+        ),
+        ({"database": {"url": ""}}, "database.url: set the MongoDB replica set's URL"),
+        ({"secret": {"apiKey": "short"}}, "secret.apiKey: must be at least 16 characters"),
+        (_with_service_named("Tokens"), 'services: "Tokens" is not a valid Kubernetes name'),
+    ],
+    ids=["load-via", "latency-without-keda", "sqlite", "no-url", "short-key", "service-name"],
+)
+def test_bad_values_are_refused_naming_the_value(
+    helm: Helm, tmp_path: Path, values: dict[str, Any], message: str
+) -> None:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    with pytest.raises(HelmError, match=re.escape(message)):
+        helm.template(CHART, [path])
+
+
+# -- The agent
+
+
+def test_the_agent_has_probes_a_graceful_stop_and_no_privileges(
+    default_objects: list[Manifest],
+) -> None:
+    agent = find(default_objects, "Deployment", "chorus-agent")
+    pod = agent["spec"]["template"]["spec"]
+    main = container(agent)
+    assert main["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "http"}
+    assert main["livenessProbe"]["httpGet"] == {"path": "/ping", "port": "http"}
+    assert main["ports"][0]["containerPort"] == 4242
+
+    # The stop covers the preStop pause, a message's longest wait in its user's line and
+    # its turn: a rolling update cuts no turn short.
+    pause = int(main["lifecycle"]["preStop"]["exec"]["command"][-1])
+    turn = rendered_pipeline(default_objects)["turn_timeout"]
+    line_wait = Settings.model_fields["line_wait"].default
+    assert pod["terminationGracePeriodSeconds"] > pause + line_wait + turn
+    assert agent["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+
+    assert main["resources"]["requests"]["cpu"] and main["resources"]["limits"]["memory"]
+    security = main["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["runAsNonRoot"] is True and security["runAsUser"] != 0
+    assert security["allowPrivilegeEscalation"] is False
+    # What must be writable is an emptyDir.
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    tmp = [m for m in main["volumeMounts"] if m["mountPath"] == "/tmp"]
+    assert len(tmp) == 1 and "emptyDir" in volumes[tmp[0]["name"]]
+
+
+def test_the_agent_scales_on_cpu_and_keeps_one_through_a_drain(
+    default_objects: list[Manifest],
+) -> None:
+    agent = find(default_objects, "Deployment", "chorus-agent")
+    hpa = find(default_objects, "HorizontalPodAutoscaler", "chorus-agent")
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": "chorus-agent",
+    }
+    assert hpa["spec"]["minReplicas"] >= 2
+    assert [m["resource"]["name"] for m in hpa["spec"]["metrics"]] == ["cpu"]
+    # The HPA owns the replica count: a fixed one would be reset on every upgrade.
+    assert "replicas" not in agent["spec"]
+
+    pdb = find(default_objects, "PodDisruptionBudget", "chorus-agent")
+    assert pdb["spec"]["minAvailable"] >= 1
+    assert selects(pdb["spec"]["selector"]["matchLabels"], pod_labels(agent))
+    assert not of_kind(default_objects, "ScaledObject")
+
+
+def test_custom_metrics_scale_on_turns_in_flight(helm: Helm) -> None:
+    objects = helm.template(CHART, sets=["agent.autoscaling.load.via=customMetrics"])
+    hpa = find(objects, "HorizontalPodAutoscaler", "chorus-agent")
+    pods = [m["pods"] for m in hpa["spec"]["metrics"] if m["type"] == "Pods"]
+    assert pods == [
+        {
+            "metric": {"name": "chorus_turns_in_flight"},
+            "target": {"type": "AverageValue", "averageValue": "16"},
+        }
+    ]
+
+
+def test_keda_scales_on_cpu_turns_in_flight_and_latency(all_on_objects: list[Manifest]) -> None:
+    scaled = ScaledObject.model_validate(find(all_on_objects, "ScaledObject", "chorus-agent"))
+    assert scaled.spec.scaleTargetRef.name == "chorus-agent"
+    triggers = {t.metadata.get("query", t.type): t for t in scaled.spec.triggers}
+    assert triggers.pop("cpu").metadata == {"value": "70"}
+    queries = sorted(triggers)
+    assert queries[0].startswith("histogram_quantile(0.9, ") and "chorus_turn_seconds" in queries[0]
+    assert queries[1].startswith("sum(chorus_turns_in_flight{")
+    assert 'namespace="chorus"' in queries[1] and 'pod=~"chorus-agent-.*"' in queries[1]
+    # KEDA makes the HPA: a second one on the same Deployment would fight it.
+    agent_hpas = [
+        h
+        for h in of_kind(all_on_objects, "HorizontalPodAutoscaler")
+        if h["spec"]["scaleTargetRef"]["name"] == "chorus-agent"
+    ]
+    assert agent_hpas == []
+
+
+# -- Configuration
+
+
+@pytest.mark.parametrize("which", ["default", "all-on"])
+def test_the_pipeline_is_the_default_one_at_the_services_addresses(
+    which: str, default_objects: list[Manifest], all_on_objects: list[Manifest]
+) -> None:
+    objects = default_objects if which == "default" else all_on_objects
+    pipeline = rendered_pipeline(objects)
+    parse_pipeline_config(pipeline, source="the chart's pipeline")  # as the agent reads it
+
+    expected = {(g, n): e for g, n, e in pipeline_services(default_pipeline())}
+    if which == "default":
+        expected.pop(("skills", "llm"))  # off until an endpoint is configured
+    rendered = {(g, n): e for g, n, e in pipeline_services(pipeline)}
+    # In pipeline.json's order: a tie between skills goes to the one listed first.
+    assert list(rendered) == list(expected)
+
+    services = {s["metadata"]["name"]: s for s in of_kind(objects, "Service")}
+    deployments = of_kind(objects, "Deployment")
+    for (group, name), entry in rendered.items():
+        want = expected[(group, name)]
+        assert entry["connector"]["timeout"] == want["connector"]["timeout"]
+        assert entry.get("context_window") == want.get("context_window")
+        assert {k: v for k, v in entry.items() if k not in ("connector", "context_window")} == {
+            k: v for k, v in want.items() if k not in ("connector", "context_window")
+        }
+        # The URL is a Service of the chart, on its port, selecting the service's pods.
+        host, port = entry["connector"]["url"].removeprefix("http://").split("/")[0].split(":")
+        assert entry["connector"]["url"].endswith("/respond")
+        service = services[host]
+        assert [p["port"] for p in service["spec"]["ports"]] == [int(port)]
+        backing = [d for d in deployments if selects(service["spec"]["selector"], pod_labels(d))]
+        assert len(backing) == 1
+        main = container(backing[0])
+        assert main["image"].rsplit("/", 1)[-1].startswith(f"chorus-{name}:")
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert main[probe]["httpGet"] == {"path": "/health", "port": "http"}
+        assert main["securityContext"]["readOnlyRootFilesystem"] is True
+        assert (
+            find(objects, "HorizontalPodAutoscaler", host)["spec"]["scaleTargetRef"]["name"]
+            == backing[0]["metadata"]["name"]
+        )
+
+    agent = container(find(objects, "Deployment", "chorus-agent"))
+    env = {e["name"]: e for e in agent["env"]}
+    mount = next(m for m in agent["volumeMounts"] if m["name"] == "pipeline")
+    assert env["CHORUS_PIPELINE"]["value"] == f"{mount['mountPath']}/pipeline.json"
+
+
+def test_credentials_come_from_a_secret(
+    default_objects: list[Manifest], all_on_objects: list[Manifest]
+) -> None:
+    secret = find(default_objects, "Secret", "chorus")
+    env = {
+        e["name"]: e for e in container(find(default_objects, "Deployment", "chorus-agent"))["env"]
+    }
+    for name, key in (("CHORUS_DB_URL", "db-url"), ("CHORUS_API_KEY", "api-key")):
+        assert env[name]["valueFrom"]["secretKeyRef"] == {"name": "chorus", "key": key}
+        assert "value" not in env[name]
+    url = base64.b64decode(secret["data"]["db-url"]).decode()
+    assert url.startswith("mongodb://") and "replicaSet=" in url and "w=majority" in url
+    Settings(db_url=url, api_key=SecretStr(base64.b64decode(secret["data"]["api-key"]).decode()))
+
+    # An existing Secret: none is rendered, and the agent reads the keys it was told.
+    assert not of_kind(all_on_objects, "Secret")
+    env = {
+        e["name"]: e for e in container(find(all_on_objects, "Deployment", "chorus-agent"))["env"]
+    }
+    assert env["CHORUS_DB_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": "chorus-credentials",
+        "key": "mongodb-url",
+    }
+
+
+# -- Network
+
+
+def _allowed_ports(rule: dict[str, Any]) -> set[int | str] | None:
+    """The ports a NetworkPolicy rule allows, or None for all of them."""
+    if "ports" not in rule:
+        return None
+    return {p["port"] for p in rule["ports"]}
+
+
+@pytest.mark.parametrize("which", ["default", "all-on"])
+def test_only_the_agent_reaches_the_services_and_the_database(
+    which: str, default_objects: list[Manifest], all_on_objects: list[Manifest]
+) -> None:
+    objects = default_objects if which == "default" else all_on_objects
+    policies = of_kind(objects, "NetworkPolicy")
+    agent = find(objects, "Deployment", "chorus-agent")
+    agent_labels = pod_labels(agent)
+    services = [d for d in of_kind(objects, "Deployment") if d is not agent]
+    assert len(services) >= 11
+
+    for deployment in [agent, *services]:
+        labels = pod_labels(deployment)
+        mine = [
+            p
+            for p in policies
+            if p["metadata"].get("namespace") is None
+            and selects(p["spec"]["podSelector"]["matchLabels"], labels)
+        ]
+        assert mine, f"no NetworkPolicy selects {deployment['metadata']['name']}"
+        assert all(set(p["spec"]["policyTypes"]) == {"Ingress", "Egress"} for p in mine)
+        egress = [rule for p in mine for rule in p["spec"]["egress"]]
+        reaches_db = [r for r in egress if (ports := _allowed_ports(r)) is None or DB_PORT in ports]
+        if deployment is agent:
+            assert reaches_db
+            continue
+        assert reaches_db == [], f"{deployment['metadata']['name']} may reach the database"
+        # Into a service: only from the agent's pods, only on its port.
+        ingress = [rule for p in mine for rule in p["spec"]["ingress"]]
+        assert ingress
+        for rule in ingress:
+            peers = rule["from"]
+            assert peers and all(
+                set(peer) == {"podSelector"}
+                and selects(peer["podSelector"]["matchLabels"], agent_labels)
+                and not any(
+                    selects(peer["podSelector"]["matchLabels"], pod_labels(s)) for s in services
+                )
+                for peer in peers
+            )
+            assert _allowed_ports(rule) == {"http"}
+
+
+def test_the_database_admits_only_the_agents(all_on_objects: list[Manifest]) -> None:
+    policy = find(all_on_objects, "NetworkPolicy", "chorus-database")
+    assert policy["metadata"]["namespace"] == "mongodb"
+    agent_labels = pod_labels(find(all_on_objects, "Deployment", "chorus-agent"))
+    peers = policy["spec"]["ingress"][0]["from"]
+    from_chorus = [p for p in peers if "podSelector" in p and "namespaceSelector" in p]
+    assert len(from_chorus) == 1
+    assert from_chorus[0]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "chorus"
+    }
+    assert from_chorus[0]["podSelector"]["matchLabels"] == {
+        k: agent_labels[k] for k in from_chorus[0]["podSelector"]["matchLabels"]
+    }
+    assert "app.kubernetes.io/component" in from_chorus[0]["podSelector"]["matchLabels"]
