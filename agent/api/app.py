@@ -80,7 +80,7 @@ def create_app(
     settings = settings or load_settings()
     configure_logging(settings.log_level, settings.log_format)
     pipeline = load_any_pipeline(
-        settings.pipeline, window=settings.dream_window, turn_timeout=settings.dream_turn_timeout
+        settings.pipeline, window=settings.dream_window, turn_timeout=settings.dream_deadline()
     )
     provider = tracer_provider or tracer_provider_from_env("chorus-agent")
     telemetry = Telemetry(

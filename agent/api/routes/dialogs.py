@@ -113,7 +113,7 @@ async def get_dialog(
     dialog = await find_dialog(store, dialog_id)
     if dialog is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no dialog with id {dialog_id!r}")
-    if (view or settings.dialog_view) == "dp-agent":
+    if (view or settings.dialog_view or pipeline.dialect) == "dp-agent":
         return dp_agent_dialog(dialog, _pipeline_names(pipeline))
     return dialog
 
@@ -137,7 +137,7 @@ async def get_user_dialogs(
     """All dialogs of the user with this (client-side) id, oldest first. An unknown user
     is a 404 in Chorus's view and no dialogs (``[]``) in dp-agent's, as dp-agent answers."""
     check_user_id(user_id, settings.max_user_id_length)
-    dp_agent = (view or settings.dialog_view) == "dp-agent"
+    dp_agent = (view or settings.dialog_view or pipeline.dialect) == "dp-agent"
     dialogs = await store.user_dialogs(user_id)
     if dialogs is None:
         if dp_agent:
