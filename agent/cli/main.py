@@ -12,6 +12,7 @@ import typer
 from agent.api.serve import serve
 from agent.cli import backup, stack
 from agent.cli.chat import chat_command
+from agent.cli.dream import dream_app
 from agent.cli.parlai import eval_command, export_command
 from agent.cli.scaffold import new_app
 from agent.cli.stats import stats_command
@@ -49,6 +50,7 @@ app.command("export-parlai", short_help="Write stored dialogs as a ParlAI datase
 app.command("chat", short_help="Chat with a running agent in the terminal.")(chat_command)
 app.command("stats", short_help="Count the records of the agent's store.")(stats_command)
 app.add_typer(new_app, name="new")
+app.add_typer(dream_app, name="dream")
 
 
 @app.command()
@@ -161,7 +163,7 @@ def _run_dream(settings: Settings, host: str, port: int) -> None:
     """A dp-agent (Dream) pipeline: its services run in Dream's own compose stack, so only
     the agent starts here, once the file has loaded (formatters imported, connectors built)."""
     load_any_pipeline(
-        settings.pipeline, window=settings.dream_window, turn_timeout=settings.dream_turn_timeout
+        settings.pipeline, window=settings.dream_window, turn_timeout=settings.dream_deadline()
     )
     typer.secho(
         f"dp-agent pipeline {settings.pipeline}: its services are not started here "
