@@ -129,7 +129,6 @@ def test_the_agents_log_level_holds_whatever_a_loaded_module_sets(
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
     )
     try:
         wait_for(f"http://127.0.0.1:{port}/ping", process)
@@ -141,7 +140,7 @@ def test_the_agents_log_level_holds_whatever_a_loaded_module_sets(
     finally:
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=30)
-    logged = out + err
+    logged = (out + err).decode()
     assert logged.count("noisy warning line") == 3  # the agent's own level: INFO and up
     debug = [line for line in logged.splitlines() if " DEBUG " in line or "DEBUG:" in line]
     assert debug == [], f"{len(debug)} DEBUG lines, the first: {debug[:3]}"
