@@ -65,7 +65,8 @@ def message_key(message: AgentMessage, key: str | None) -> str | None:
     response_model=AgentReply,
     responses={
         200: {
-            "description": "the answer; {} to /start and /close with CHORUS_COMMAND_REPLY=dp-agent"
+            "description": "the answer; {} to /start and /close with CHORUS_COMMAND_REPLY=dp-agent "
+            "or, unset, on a dp-agent pipeline file"
         }
     },
 )

@@ -1,7 +1,7 @@
 """Reading the stored state: one dialog, all of a user's, or a page of dialog ids.
 
-Each dialog read answers in one of two shapes (``?view=``, default
-``CHORUS_DIALOG_VIEW``): Chorus's typed state (:class:`agent.state.models.Dialog`, ISO
+Each dialog read answers in one of two shapes (``?view=``, default ``CHORUS_DIALOG_VIEW``,
+else the pipeline file's dialect): Chorus's typed state (:class:`agent.state.models.Dialog`, ISO
 dates), or dp-agent's (:mod:`agent.api.dp_agent_view`), which its clients and Dream's
 tools parse. ``GET /api/dialogs/`` is dp-agent's alone: Chorus had no list before.
 """
@@ -34,7 +34,7 @@ ViewParam = Annotated[
     View | None,
     Query(
         description="chorus: Chorus's typed state; dp-agent: as dp-agent answers "
-        "(default: CHORUS_DIALOG_VIEW)"
+        "(default: CHORUS_DIALOG_VIEW, else dp-agent on a dp-agent pipeline file)"
     ),
 ]
 #: The most ids one page of ``GET /api/dialogs/`` holds; a larger ``limit`` is served in
