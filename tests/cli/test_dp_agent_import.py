@@ -91,6 +91,13 @@ def test_dp_agents_dialogs_come_along_once_and_read_back_in_both_views(
 
     view = client.get(f"/api/dialogs/{first['dialog_id']}", params={"view": "dp-agent"}).json()
     assert view["dialog_id"] == closed["dialog_id"] and view["_active"] == "False"
+    # dp-agent's _id is kept, and an old link by it still finds the dialog (open ones too)
+    for dialog in (closed, open_ann):
+        old_id = str(dialog["_id"])
+        by_old_id = client.get(f"/api/dialogs/{old_id}", params={"view": "dp-agent"})
+        assert by_old_id.status_code == 200, by_old_id.text
+        assert by_old_id.json()["_id"] == old_id
+        assert by_old_id.json()["dialog_id"] == dialog["dialog_id"]
     asked = [in_order[0]["utt_id"], in_order[2]["utt_id"]]
     assert [u["utt_id"] for u in view["human_utterances"]] == asked
     assert view["human"]["profile"]["income_per_year"] is None  # dp-agent's whole profile
@@ -99,6 +106,11 @@ def test_dp_agents_dialogs_come_along_once_and_read_back_in_both_views(
     # The open dialogs stay open: the next message continues where dp-agent left off.
     reply = client.post("/", json={"user_id": "ann", "payload": "still there?"}).json()
     assert reply["dialog_id"] == open_ann["dialog_id"]
+    closed_now = client.post("/", json={"user_id": "ann", "payload": "/close"})
+    assert closed_now.status_code == 200
+    after = client.get(f"/api/dialogs/{open_ann['_id']}", params={"view": "dp-agent"}).json()
+    assert after["_id"] == str(open_ann["_id"]) and after["_active"] == "False"
+    assert after["utterances"][-1]["text"] == reply["response"]
     bob = client.get("/api/user/bob smith/1").json()
     assert [d["dialog_id"] for d in bob] == [open_bob["dialog_id"]]
     # dp-agent's utterance ids keep working for ratings.

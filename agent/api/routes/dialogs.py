@@ -64,7 +64,9 @@ async def resolve_dialog_id(store: DialogStore, dialog_id: str) -> str | None:
         return dialog_id
     wanted = dialog_id.lower()
     starts = await store.dialog_starts(dialog_id_prefix(wanted))
-    return next((i for i, start in starts.items() if object_id(i, start) == wanted), None)
+    found = next((i for i, start in starts.items() if object_id(i, start) == wanted), None)
+    # a dialog imported from dp-agent answers to the _id dp-agent gave it too
+    return found or await store.dialog_by_dp_agent_id(wanted)
 
 
 async def find_dialog(store: DialogStore, dialog_id: str) -> Dialog | None:
