@@ -232,11 +232,13 @@ class Settings(BaseSettings):
         description="utterances a turn reads "
         "for a dp-agent pipeline's formatters (true counts are kept)",
     )
-    dream_turn_timeout: float = Field(
-        default=10.0,
-        gt=0,
+    dream_turn_timeout: float | None = Field(
+        default=None,
+        ge=0,
         le=600,
-        description="seconds before a dp-agent pipeline's timeout service answers",
+        description="seconds before a dp-agent pipeline's timeout service answers (dp-agent's "
+        "response_time_limit); unset or 0: no deadline for the whole turn, each service "
+        "bounded by its own timeout, as dp-agent runs Dream",
     )
 
     max_user_id_length: int = Field(
@@ -246,16 +248,18 @@ class Settings(BaseSettings):
         description="longest accepted user id, in characters (dp-agent sets none); any "
         "printable text up to it is a user id",
     )
-    command_reply: Literal["chorus", "dp-agent"] = Field(
-        default="chorus",
+    command_reply: Literal["chorus", "dp-agent"] | None = Field(
+        default=None,
         description="what POST / answers to /start and /close: Chorus's reply naming the "
-        "closed dialog, or dp-agent's empty object {} (docs/dream.md)",
+        "closed dialog, or dp-agent's empty object {} (docs/dream.md); unset: dp-agent's "
+        "for a dp-agent pipeline file, else Chorus's",
     )
-    dialog_view: Literal["chorus", "dp-agent"] = Field(
-        default="chorus",
+    dialog_view: Literal["chorus", "dp-agent"] | None = Field(
+        default=None,
         description="the shape GET /api/dialogs/{id} and /api/user/{id} answer in when the "
         "request does not say (?view=): Chorus's typed state, or dp-agent's as its clients "
-        "and Dream's tools read it (docs/dream.md)",
+        "and Dream's tools read it (docs/dream.md); unset: dp-agent's for a dp-agent "
+        "pipeline file, else Chorus's",
     )
 
     log_format: Literal["text", "json"] = Field(
@@ -279,6 +283,10 @@ class Settings(BaseSettings):
         description="services GET /ready also needs reachable, e.g. "
         '["tokens"], besides those another service requires (required_previous_services)',
     )
+
+    def dream_deadline(self) -> float | None:
+        """A dp-agent pipeline's whole-turn deadline in seconds; None: none (0 says so too)."""
+        return self.dream_turn_timeout or None
 
     def storage_limits(self) -> StorageLimits:
         """The bounds every stored value from a service is held to."""

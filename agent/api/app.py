@@ -41,6 +41,7 @@ from agent.telemetry import (
     Telemetry,
     TraceRequests,
     configure_logging,
+    root_logger_kept,
     tracer_provider_from_env,
 )
 
@@ -79,9 +80,10 @@ def create_app(
     """The agent; ``tracer_provider`` overrides the ``OTEL_*`` environment (for tests)."""
     settings = settings or load_settings()
     configure_logging(settings.log_level, settings.log_format)
-    pipeline = load_any_pipeline(
-        settings.pipeline, window=settings.dream_window, turn_timeout=settings.dream_turn_timeout
-    )
+    with root_logger_kept():  # the pipeline's modules may set it when imported
+        pipeline = load_any_pipeline(
+            settings.pipeline, window=settings.dream_window, turn_timeout=settings.dream_deadline()
+        )
     provider = tracer_provider or tracer_provider_from_env("chorus-agent")
     telemetry = Telemetry(
         provider,

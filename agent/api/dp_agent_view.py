@@ -110,7 +110,7 @@ def dp_agent_dialog(dialog: Dialog, pipeline: list[str]) -> dict[str, Any]:
     first = dialog.utterances[0].date_time if dialog.utterances else dialog.date_start
     last = dialog.utterances[-1].date_time if dialog.utterances else dialog.date_start
     return {
-        "_id": object_id(dialog.dialog_id, dialog.date_start),
+        "_id": dialog.dp_agent_id or object_id(dialog.dialog_id, dialog.date_start),
         "dialog_id": dialog.dialog_id,
         "utterances": utterances,
         "human_utterances": [u for u in utterances if "hypotheses" in u],

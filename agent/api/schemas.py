@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from agent.parlai.scores import TurnScores
+from agent.pipeline.config import Dialect
 from agent.sdk.models import check_attribute_keys
 
 
@@ -61,7 +62,10 @@ class AgentMessage(BaseModel):
     )
 
     user_id: ExternalId
-    payload: str = Field(min_length=1, description="the user's text")
+    payload: str = Field(
+        description="the user's text; empty for a message that is only attachments (an "
+        "`image`, as dp-agent's Telegram channel sends a photo without a caption)"
+    )
     message_id: MessageId | None = Field(
         default=None,
         description="the client's id for this message: a retry with the same id is answered once",
@@ -106,11 +110,25 @@ class AgentReply(BaseModel):
     user_id: str | int = Field(description="as the client sent it: a number stays a number")
     response: str
     active_skill: str | None
+    attributes: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the bot utterance's attributes, as dp-agent answers them (its Telegram "
+        "channel reads an image to send from them)",
+    )
     debug_output: dict[str, Any] | None = Field(
         default=None,
         description="the turn's hypotheses and annotations, when the message "
-        'carried "debug_output": true (as dp-agent\'s debug clients send)',
+        'carried "debug_output": true (as dp-agent\'s debug clients send); on a dp-agent '
+        "pipeline file left out otherwise, as dp-agent leaves it out",
     )
+
+    def for_dialect(self, dialect: Dialect) -> dict[str, Any]:
+        """The reply as JSON in the shape ``dialect``'s clients read: dp-agent's has no
+        ``debug_output`` unless it was asked for."""
+        leave_out = (
+            {"debug_output"} if dialect == "dp-agent" and self.debug_output is None else set()
+        )
+        return self.model_dump(mode="json", exclude=leave_out)
 
 
 #: A rating as dp-agent takes it: any JSON value ("good", 5, {"stars": 4}).

@@ -12,6 +12,7 @@ import typer
 from agent.api.serve import serve
 from agent.cli import backup, stack
 from agent.cli.chat import chat_command
+from agent.cli.dream import dream_app
 from agent.cli.parlai import eval_command, export_command
 from agent.cli.scaffold import new_app
 from agent.cli.stats import stats_command
@@ -21,6 +22,7 @@ from agent.dream.loading import load_any_pipeline, read_document
 from agent.pipeline.config import PipelineConfigError, load_pipeline_config
 from agent.pipeline.graph import build_pipeline
 from agent.settings import Settings, SettingsError, load_settings, load_telegram_settings
+from agent.telemetry import root_logger_kept
 
 app = typer.Typer(
     help="Chorus: dialogue orchestration for multi-skill chatbots.",
@@ -49,6 +51,7 @@ app.command("export-parlai", short_help="Write stored dialogs as a ParlAI datase
 app.command("chat", short_help="Chat with a running agent in the terminal.")(chat_command)
 app.command("stats", short_help="Count the records of the agent's store.")(stats_command)
 app.add_typer(new_app, name="new")
+app.add_typer(dream_app, name="dream")
 
 
 @app.command()
@@ -160,9 +163,10 @@ def telegram() -> None:
 def _run_dream(settings: Settings, host: str, port: int) -> None:
     """A dp-agent (Dream) pipeline: its services run in Dream's own compose stack, so only
     the agent starts here, once the file has loaded (formatters imported, connectors built)."""
-    load_any_pipeline(
-        settings.pipeline, window=settings.dream_window, turn_timeout=settings.dream_turn_timeout
-    )
+    with root_logger_kept():  # the pipeline's modules may set it when imported
+        load_any_pipeline(
+            settings.pipeline, window=settings.dream_window, turn_timeout=settings.dream_deadline()
+        )
     typer.secho(
         f"dp-agent pipeline {settings.pipeline}: its services are not started here "
         "(run them from Dream's compose files)",

@@ -166,10 +166,9 @@ class DreamHttp:
     """POST one payload; the answer is a JSON list whose first item is the task's."""
 
     def __init__(
-        self, name: str, config: HttpConnector, session: aiohttp.ClientSession, turn_timeout: float
+        self, name: str, config: HttpConnector, session: aiohttp.ClientSession, timeout: float
     ) -> None:
         self.name = name
-        timeout = config.timeout or turn_timeout
         self._clients = [ChorusHttp(name, url, session, timeout) for url in config.urls]
         self._next = itertools.cycle(range(len(self._clients)))
         self._breaker = CircuitBreaker(name, BREAKER_THRESHOLD, BREAKER_RESET)
@@ -269,7 +268,7 @@ def make_dream_connectors(
         if isinstance(config, PythonConnector):
             connector = python_connector(service, config, pipeline.connectors_module)
         else:
-            http = DreamHttp(service.name, config, session, pipeline.turn_timeout)
+            http = DreamHttp(service.name, config, session, pipeline.call_timeout(service))
             connector = BatchingHttp(http, config.batch_size) if config.batches else http
         shared[service.connector_key] = connector
         result[service.name] = connector

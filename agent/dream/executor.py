@@ -6,7 +6,9 @@ list), each answer goes through the response formatter and then the service's
 ``state_manager_method``. A ``selector`` skips the services that wait for it and are not
 named in its answer; a ``responder`` ends the turn; when the graph ends without a bot
 utterance the ``last_chance`` service answers, and when the turn's deadline passes the
-``timeout`` service does (Chorus's fallback text if either is missing or fails).
+``timeout`` service does (Chorus's fallback text if either is missing or fails). As in
+dp-agent, a turn has a deadline only when one is set; each service is bounded by its own
+``timeout``.
 
 Unlike dp-agent, a failed service costs only its own output: services waiting for it still
 run unless they list it in ``required_previous_services``. The turn returns the same
@@ -145,7 +147,8 @@ class DreamExecutor:
         tasks = [asyncio.create_task(self._run_node(run, node)) for node in self.pipeline]
         everything: asyncio.Future[Any] = asyncio.gather(*tasks, return_exceptions=True)
         responder: asyncio.Future[Any] = asyncio.create_task(run.responded.wait())
-        remaining = max(run.started + self.pipeline.turn_timeout - self._clock(), 0.0)
+        deadline = self.pipeline.turn_timeout
+        remaining = None if deadline is None else max(run.started + deadline - self._clock(), 0.0)
         try:
             done, _ = await asyncio.wait(
                 [everything, responder], timeout=remaining, return_when=asyncio.FIRST_COMPLETED

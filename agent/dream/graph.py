@@ -27,7 +27,7 @@ from agent.dream.config import (
 )
 from agent.dream.config import HttpConnector as HttpConnectorConfig
 from agent.metrics.services import ServiceStats
-from agent.pipeline.config import DoubleTexting, PipelineConfigError
+from agent.pipeline.config import Dialect, DoubleTexting, PipelineConfigError
 from agent.pipeline.graph import topological_order
 from agent.sdk.roles import ROLES
 from agent.state.limits import StorageLimits
@@ -44,7 +44,12 @@ Formatter = Callable[..., Any]
 #: How many stored utterances a turn reads by default: Dream's formatters look back at most
 #: ten bot turns (``get_last_n_turns(bot_last_turns=10)``: 21 utterances) and 15 active skills.
 DEFAULT_WINDOW = 40
-DEFAULT_TURN_TIMEOUT = 10.0
+#: No deadline for the whole turn, as dp-agent runs Dream (``response_time_limit: 0``): each
+#: service is bounded by its own ``timeout``.
+DEFAULT_TURN_TIMEOUT: float | None = None
+#: A call's bound when neither its service's ``timeout`` nor a turn deadline gives one (dp-agent
+#: would wait for ever): the longest ``timeout`` a service may be given.
+LONGEST_CALL = 600.0
 DEFAULT_FALLBACK = "Sorry, I don't have an answer for that right now."
 #: The role a dp-agent tag tells, for a service whose group is not a role's name; the
 #: last-chance and timeout services answer when the graph does not: ``fallbacks``.
@@ -92,15 +97,27 @@ class DreamPipeline:
     timeout: DreamService | None
     connectors_module: str | None
     history_window: int = DEFAULT_WINDOW
-    turn_timeout: float = DEFAULT_TURN_TIMEOUT
+    #: seconds before the timeout service answers; None: the turn has no deadline
+    turn_timeout: float | None = DEFAULT_TURN_TIMEOUT
     fallback_response: str = DEFAULT_FALLBACK
     metadata: Any = None
     disabled: dict[str, str] = field(default_factory=dict)
     #: a dp-agent file has no such setting: a request may still ask for another policy
     double_texting: DoubleTexting = "enqueue"
 
+    @property
+    def dialect(self) -> Dialect:
+        """dp-agent's file: its clients read dp-agent's reply and dialog shapes."""
+        return "dp-agent"
+
     def __iter__(self) -> Iterator[DreamService]:
         return iter(self.nodes)
+
+    def call_timeout(self, service: DreamService) -> float:
+        """Seconds one call of ``service`` may take: its own ``timeout``, else the turn's
+        deadline, else :data:`LONGEST_CALL`."""
+        own = getattr(service.connector, "timeout", 0)
+        return own or self.turn_timeout or LONGEST_CALL
 
     def all_services(self) -> list[DreamService]:
         extra = [s for s in (self.last_chance, self.timeout) if s is not None]
@@ -226,7 +243,7 @@ def build_dream_pipeline(
     source: str = "pipeline config",
     *,
     window: int = DEFAULT_WINDOW,
-    turn_timeout: float = DEFAULT_TURN_TIMEOUT,
+    turn_timeout: float | None = DEFAULT_TURN_TIMEOUT,
     fallback_response: str = DEFAULT_FALLBACK,
 ) -> DreamPipeline:
     """Validate a dp-agent document and resolve everything a turn needs, or say what is
@@ -242,7 +259,7 @@ def _build(
     config: DpConfig,
     parsed: list[ParsedService],
     window: int,
-    turn_timeout: float,
+    turn_timeout: float | None,
     fallback_response: str,
 ) -> DreamPipeline:
     seen: set[str] = set()

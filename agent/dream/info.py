@@ -84,15 +84,14 @@ def describe_dream(pipeline: DreamPipeline, stats: ServiceStats) -> PipelineInfo
             )
         )
         for row, node in enumerate(here):
-            config = node.connector
             services.append(
                 ServiceInfo(
                     name=node.name,
                     role=node.role,
                     dream_group=node.dream_group,
                     target=_target(node),
-                    timeout=getattr(config, "timeout", 0) or pipeline.turn_timeout,
-                    batch_size=getattr(config, "batch_size", 1),
+                    timeout=pipeline.call_timeout(node),
+                    batch_size=getattr(node.connector, "batch_size", 1),
                     context_window=pipeline.history_window,
                     previous_services=sorted(node.depends_on - node.requires),
                     required_previous_services=sorted(node.requires),

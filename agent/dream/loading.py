@@ -39,7 +39,7 @@ def load_any_pipeline(
     path: Path,
     *,
     window: int = DEFAULT_WINDOW,
-    turn_timeout: float = DEFAULT_TURN_TIMEOUT,
+    turn_timeout: float | None = DEFAULT_TURN_TIMEOUT,
     fallback_response: str = DEFAULT_FALLBACK,
 ) -> LoadedPipeline:
     """The pipeline the file describes, in whichever format it is written; the dp-agent

@@ -39,6 +39,9 @@ ServiceName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_-]{
 BuiltinName = Literal["highest_confidence", "all_skills"]
 #: What a message does when it arrives while an earlier one of its user is being answered
 #: (docs/turns.md): wait its turn, be refused (409), or cancel the running turn.
+#: Whose clients a pipeline's file is written for: what ``POST /`` answers and the dialog
+#: view default to (``dp-agent``: its shapes, as Dream's clients and tools read them).
+Dialect = Literal["chorus", "dp-agent"]
 DoubleTexting = Literal["enqueue", "reject", "interrupt"]
 
 

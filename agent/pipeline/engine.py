@@ -19,7 +19,7 @@ from typing import Protocol
 import aiohttp
 
 from agent.metrics.services import ServiceStats
-from agent.pipeline.config import DoubleTexting
+from agent.pipeline.config import Dialect, DoubleTexting
 from agent.pipeline.executor import Turn, TurnResult
 from agent.pipeline.info import PipelineInfo
 from agent.state.limits import StorageLimits
@@ -29,13 +29,20 @@ class LoadedPipeline(Protocol):
     """A validated pipeline, ready to be given an executor."""
 
     @property
-    def turn_timeout(self) -> float:
-        """Seconds a turn may take before its deadline."""
+    def turn_timeout(self) -> float | None:
+        """Seconds a turn may take before its deadline; None: no deadline for the whole
+        turn (a dp-agent pipeline's default), each service bounded by its own timeout."""
         ...
 
     @property
     def history_window(self) -> int:
         """How many stored utterances a turn reads."""
+        ...
+
+    @property
+    def dialect(self) -> Dialect:
+        """Whose clients the file was written for: ``dp-agent`` for a dp-agent file, whose
+        clients read dp-agent's reply and dialog shapes unless a setting says otherwise."""
         ...
 
     @property

@@ -17,6 +17,7 @@ import aiohttp
 
 from agent.metrics.services import ServiceStats
 from agent.pipeline.config import (
+    Dialect,
     DoubleTexting,
     PipelineConfig,
     PipelineConfigError,
@@ -66,6 +67,11 @@ class Pipeline:
 
     def __iter__(self) -> Iterator[ServiceNode]:
         return iter(self.nodes)
+
+    @property
+    def dialect(self) -> Dialect:
+        """Chorus's own file: Chorus's shapes."""
+        return "chorus"
 
     @property
     def history_window(self) -> int:

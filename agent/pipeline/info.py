@@ -32,7 +32,7 @@ class ServiceInfo(BaseModel):
         default=None, description="a dp-agent service's group in the pipeline file"
     )
     target: str = Field(description="the URL called (without credentials), or builtin:NAME")
-    timeout: float
+    timeout: float = Field(description="seconds one call may take")
     batch_size: int
     context_window: int
     previous_services: list[str] = Field(
@@ -79,7 +79,7 @@ class PipelineInfo(BaseModel):
     )
     edges: list[Edge]
     mermaid: str = Field(description="the graph as a Mermaid flowchart")
-    turn_timeout: float
+    turn_timeout: float | None = Field(description="null: no deadline for the whole turn")
     turns: int = Field(description="turns answered by this agent process")
     stats: dict[str, ServiceSummary] = Field(
         description="by service name; this agent process's calls since it started"

@@ -307,3 +307,9 @@ class Dialog(BaseModel):
     bot: Bot = Field(default_factory=Bot)
     utterances: list[Utterance] = Field(default_factory=list)
     attributes: JsonDict = Field(default_factory=dict)
+    dp_agent_id: str | None = Field(
+        default=None,
+        pattern="^[0-9a-f]{24}$",
+        description="the _id dp-agent gave the dialog (one brought by chorus import "
+        "--from-dp-agent): dp-agent's view shows it, and GET /api/dialogs/{it} finds it",
+    )

@@ -80,6 +80,7 @@ class DialogData(BaseModel):
     bot: Bot = Field(default_factory=Bot)
     utterances: list[Utterance] = Field(default_factory=list)
     attributes: JsonDict = Field(default_factory=dict)
+    dp_agent_id: str | None = Field(default=None, pattern="^[0-9a-f]{24}$")
 
     @classmethod
     def of(cls, dialog: Dialog) -> DialogData:

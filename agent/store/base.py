@@ -111,6 +111,8 @@ class DialogHead(BaseModel):
     human_id: str
     bot: Bot
     attributes: dict[str, Any] = Field(default_factory=dict)
+    #: the ``_id`` dp-agent gave the dialog, for one imported from dp-agent
+    dp_agent_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +237,11 @@ class DialogStore(Protocol):
         """Dialog ids in the order the dialogs were opened, from ``offset``, at most
         ``limit``; ``active`` True/False: only open/closed dialogs (dp-agent's
         ``GET /api/dialogs/``)."""
+        ...
+
+    async def dialog_by_dp_agent_id(self, object_id: str) -> str | None:
+        """The id of the dialog imported from dp-agent whose dp-agent ``_id`` is
+        ``object_id`` (24 lower-case hex digits); None when there is none."""
         ...
 
     async def dialog_starts(self, prefix: str) -> dict[str, datetime]:

@@ -219,5 +219,6 @@ class DpAgentSource:
             bot=bot,
             utterances=ordered,
             attributes=_dict(head.get("attributes")),
+            dp_agent_id=str(head["_id"]) if isinstance(head["_id"], ObjectId) else None,
         )
         return DialogRecord(user_id=user_id, active=active, dialog=data)

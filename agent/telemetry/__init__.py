@@ -11,7 +11,7 @@ call into it, and it calls none of them.
 """
 
 from agent.sdk.tracing import TelemetryConfigError, TraceRequests, tracer_provider_from_env
-from agent.telemetry.logs import configure_logging, printable
+from agent.telemetry.logs import configure_logging, printable, root_logger_kept
 from agent.telemetry.store import traced_store
 from agent.telemetry.turns import (
     Telemetry,
@@ -28,6 +28,7 @@ __all__ = [
     "configure_logging",
     "outgoing_headers",
     "printable",
+    "root_logger_kept",
     "service_call_span",
     "traced_store",
     "tracer_provider_from_env",

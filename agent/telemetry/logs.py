@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -122,9 +124,13 @@ class JsonFormatter(logging.Formatter):
 def configure_logging(level: str, log_format: LogFormat) -> None:
     """The root logger at ``level``, writing to stderr in ``log_format``; in JSON mode the
     server's own lines (uvicorn's) become JSON too, so every line of the process parses.
-    The server's lines never carry the API key (:class:`RedactKeys`)."""
+    The server's lines never carry the API key (:class:`RedactKeys`).
+
+    The handler holds ``level`` too, so a module that turns the root logger (or its own) to
+    DEBUG later, as Dream's connectors do, still adds no line below it."""
     redact_server_logs()
     handler = logging.StreamHandler()
+    handler.setLevel(level)
     if log_format == "text":
         handler.setFormatter(TextFormatter())
         logging.basicConfig(level=level, handlers=[handler])
@@ -134,3 +140,23 @@ def configure_logging(level: str, log_format: LogFormat) -> None:
     for name in _SERVER_LOGGERS:
         for server_handler in logging.getLogger(name).handlers:
             server_handler.setFormatter(JsonFormatter())
+
+
+@contextmanager
+def root_logger_kept() -> Iterator[None]:
+    """Undo what the code run inside does to the root logger: its level, and handlers added
+    or removed. Loading a pipeline imports its modules, and Dream's call
+    ``logging.basicConfig(level=DEBUG)`` when imported: the agent's log would take every
+    library's DEBUG lines (the MongoDB driver's, megabytes an hour) in their format."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+        for handler in handlers:
+            if handler not in root.handlers:
+                root.addHandler(handler)

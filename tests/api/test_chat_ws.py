@@ -73,7 +73,7 @@ def test_events_stream_a_chosen_skills_tokens_and_store_the_turn_as_json_does(
             if f["event"] == "progress" and f["data"]["service"] == "story"
         )
         assert max(i for i, kind in enumerate(order) if kind == "token") < story_done
-        refused = turn_frames(ws, {"user_id": "bob", "payload": ""})
+        refused = turn_frames(ws, {"user_id": "", "payload": "hi"})
         assert refused == [{"event": "error", "data": refused[0]["data"]}]
         assert refused[0]["data"]["status"] == 422
     answer = frames[-1]["data"]

@@ -106,7 +106,7 @@ def test_service_labels_are_the_pipelines_whatever_names_a_selector_invents(
         reply = client.post("/", json={"user_id": "u", "payload": f"hi {turn}"})
         assert reply.status_code == 200, reply.text
         assert reply.json()["active_skill"] == f"invented-{turn}"
-    dialog = client.get(f"/api/dialogs/{reply.json()['dialog_id']}").json()
+    dialog = client.get(f"/api/dialogs/{reply.json()['dialog_id']}?view=chorus").json()
     assert dialog["utterances"][-2]["errors"][0]["service"] == "invented-19"  # kept as sent
     found = samples(client.get("/metrics").text)
     errors = {

@@ -1,7 +1,8 @@
-"""`chorus import --from-dp-agent`: a database DeepPavlov Agent 2.2.0 wrote itself
-(tests/data/dp_agent, made by tools/dp_agent_fixture.py with dp-agent's own state manager)
-loaded into a MongoDB server, imported into each store, and read back through the agent's
-API in both of its views."""
+"""`chorus import --from-dp-agent`: a database DeepPavlov Agent wrote itself (2.2.0's in
+tests/data/dp_agent, and cea048e's, the commit Dream runs, in tests/data/dp_agent_cea048e;
+made by tools/dp_agent_fixture.py with dp-agent's own state manager) loaded into a MongoDB
+server, imported into each store, and read back through the agent's API in both of its
+views."""
 
 from __future__ import annotations
 
@@ -19,18 +20,24 @@ from agent.cli.main import app
 from skills.fallback.app import app as fallback_app
 from tests.conftest import AgentFactory, fresh_database, service_entry
 
-DUMP = Path(__file__).resolve().parent.parent / "data" / "dp_agent"
+DATA = Path(__file__).resolve().parent.parent / "data"
+#: Each release's database: 2.2.0 (the last on PyPI) and cea048e (2.3.0a, Dream's).
+RELEASES = {"2.2.0": DATA / "dp_agent", "cea048e": DATA / "dp_agent_cea048e"}
 COLLECTIONS = ("user", "bot", "dialog", "human_utterance", "bot_utterance")
+#: The release the database in use was written by (set by ``dp_agent_db``).
+_release = {"dump": RELEASES["2.2.0"]}
 
 
-def dumped(name: str) -> list[dict[str, Any]]:
-    docs: list[dict[str, Any]] = json_util.loads((DUMP / f"{name}.json").read_text())
+def dumped(name: str, release: str | None = None) -> list[dict[str, Any]]:
+    folder = _release["dump"] if release is None else RELEASES[release]
+    docs: list[dict[str, Any]] = json_util.loads((folder / f"{name}.json").read_text())
     return docs
 
 
-@pytest.fixture
-def dp_agent_db(mongodb_url: str) -> Iterator[str]:
-    """dp-agent's database, as dp-agent left it, on the session's MongoDB server."""
+@pytest.fixture(params=sorted(RELEASES))
+def dp_agent_db(request: pytest.FixtureRequest, mongodb_url: str) -> Iterator[str]:
+    """dp-agent's database, as each release left it, on the session's MongoDB server."""
+    _release["dump"] = RELEASES[request.param]
     url = fresh_database(mongodb_url)
     client: MongoClient[dict[str, Any]] = MongoClient(url)
     db = client.get_default_database()
@@ -50,13 +57,14 @@ def import_from(dp_agent_db: str, db_url: str) -> str:
 def test_dp_agents_dialogs_come_along_once_and_read_back_in_both_views(
     dp_agent_db: str, db_url: str, services: Any, agent: AgentFactory
 ) -> None:
-    assert "3 dialog(s) stored, 0 already there" in import_from(dp_agent_db, db_url)
-    assert "0 dialog(s) stored, 3 already there" in import_from(dp_agent_db, db_url)
+    dialogs, humans, bots = dumped("dialog"), dumped("human_utterance"), dumped("bot_utterance")
+    count = len(dialogs)
+    assert f"{count} dialog(s) stored, 0 already there" in import_from(dp_agent_db, db_url)
+    assert f"0 dialog(s) stored, {count} already there" in import_from(dp_agent_db, db_url)
     client: httpx.Client = agent(
         {"services": {"skills": {"fallback": service_entry(services(fallback_app).url)}}}
     )
-    dialogs, humans, bots = dumped("dialog"), dumped("human_utterance"), dumped("bot_utterance")
-    closed, open_ann, open_bob = dialogs
+    closed, open_ann, open_bob = dialogs[:3]
 
     ann = client.get("/api/user/ann").json()
     assert [d["dialog_id"] for d in ann] == [closed["dialog_id"], open_ann["dialog_id"]]
@@ -83,6 +91,13 @@ def test_dp_agents_dialogs_come_along_once_and_read_back_in_both_views(
 
     view = client.get(f"/api/dialogs/{first['dialog_id']}", params={"view": "dp-agent"}).json()
     assert view["dialog_id"] == closed["dialog_id"] and view["_active"] == "False"
+    # dp-agent's _id is kept, and an old link by it still finds the dialog (open ones too)
+    for dialog in (closed, open_ann):
+        old_id = str(dialog["_id"])
+        by_old_id = client.get(f"/api/dialogs/{old_id}", params={"view": "dp-agent"})
+        assert by_old_id.status_code == 200, by_old_id.text
+        assert by_old_id.json()["_id"] == old_id
+        assert by_old_id.json()["dialog_id"] == dialog["dialog_id"]
     asked = [in_order[0]["utt_id"], in_order[2]["utt_id"]]
     assert [u["utt_id"] for u in view["human_utterances"]] == asked
     assert view["human"]["profile"]["income_per_year"] is None  # dp-agent's whole profile
@@ -91,6 +106,11 @@ def test_dp_agents_dialogs_come_along_once_and_read_back_in_both_views(
     # The open dialogs stay open: the next message continues where dp-agent left off.
     reply = client.post("/", json={"user_id": "ann", "payload": "still there?"}).json()
     assert reply["dialog_id"] == open_ann["dialog_id"]
+    closed_now = client.post("/", json={"user_id": "ann", "payload": "/close"})
+    assert closed_now.status_code == 200
+    after = client.get(f"/api/dialogs/{open_ann['_id']}", params={"view": "dp-agent"}).json()
+    assert after["_id"] == str(open_ann["_id"]) and after["_active"] == "False"
+    assert after["utterances"][-1]["text"] == reply["response"]
     bob = client.get("/api/user/bob smith/1").json()
     assert [d["dialog_id"] for d in bob] == [open_bob["dialog_id"]]
     # dp-agent's utterance ids keep working for ratings.
@@ -126,7 +146,36 @@ def test_a_dialog_dp_agent_stored_that_cannot_be_read_is_skipped_and_named(
     client.close()
     output = import_from(dp_agent_db, f"sqlite:///{tmp_path}/chorus.db")
     assert f"skipped dp-agent dialog {spoiled['dialog_id']}: could not convert" in output
-    assert "2 dialog(s) stored" in output
+    assert f"{len(dumped('dialog')) - 1} dialog(s) stored" in output
+
+
+def test_what_dreams_dp_agent_adds_comes_along(
+    mongodb_url: str, db_url: str, services: Any, agent: AgentFactory
+) -> None:
+    """cea048e's own: a photo without a caption, the first-turn reset of the user's
+    attributes, a bot utterance's ``attributes`` and ``orig_text``."""
+    url = fresh_database(mongodb_url)
+    source: MongoClient[dict[str, Any]] = MongoClient(url)
+    for name in COLLECTIONS:
+        source.get_default_database()[name].insert_many(dumped(name, "cea048e"))
+    try:
+        assert "4 dialog(s) stored" in import_from(url, db_url)
+    finally:
+        source.drop_database(source.get_default_database().name)
+        source.close()
+    client: httpx.Client = agent(
+        {"services": {"skills": {"fallback": service_entry(services(fallback_app).url)}}}
+    )
+    [photo] = client.get("/api/user/tg 42", params={"view": "dp-agent"}).json()
+    human, bot = photo["utterances"]
+    assert human["text"] == "" and human["attributes"] == {
+        "image": "http://files:3000/file?file=a.jpg"
+    }
+    assert bot["text"] == bot["orig_text"] == "A cat!"
+    assert bot["attributes"]["image"] == "http://files:3000/file?file=cat.jpg"
+    assert bot["attributes"]["ratings"][0]["rating"] == "like"
+    assert photo["human"]["attributes"] == {"disliked_skills": [], "seen_photo": True}
+    assert photo["channel_type"] == "telegram"
 
 
 def test_a_dp_agent_dialog_that_breaks_a_backups_checks_is_skipped_and_named(
@@ -182,7 +231,7 @@ def test_a_dp_agent_dialog_that_breaks_a_backups_checks_is_skipped_and_named(
         f"skipped dp-agent dialog thiefdialog: utterance id {stolen['utt_id']!r} is stored "
         f"in another dialog ({closed['dialog_id']})" in output
     )
-    assert "3 dialog(s) stored" in output
+    assert f"{len(dialogs)} dialog(s) stored" in output
 
     api: httpx.Client = agent(
         {"services": {"skills": {"fallback": service_entry(services(fallback_app).url)}}}

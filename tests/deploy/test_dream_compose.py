@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from agent.cli.dream import compose_block
 from agent.settings import Settings
 from tests.support.compose import docker_compose
 from tests.support.dockerfiles import ROOT, parse_dockerfile
@@ -43,6 +45,7 @@ DREAM_OVERRIDE = {
         "agent": {
             "command": "sh -c 'bin/wait && python -m deeppavlov_agent.run "
             "agent.pipeline_config=assistant_dists/deepy_base/pipeline_conf.json'",
+            "environment": {"WAIT_HOSTS": "spelling-preprocessing:8074"},
             "volumes": [".:/dp-agent"],
             "ports": ["4242:4242"],
         },
@@ -57,15 +60,24 @@ def snippet(marker: str = MARKER) -> str:
     return text.split(marker, 1)[1].split("```", 1)[0]
 
 
-def merged(tmp_path: Path, *more: str, **env: str) -> dict[str, Any]:
-    """The compose configuration of Dream's files, the agent's block and ``more`` files
-    already written in ``tmp_path``."""
+def merged(
+    tmp_path: Path,
+    block: str | None = None,
+    override: dict[str, Any] = DREAM_OVERRIDE,
+    more: tuple[str, ...] = (),
+    **env: str,
+) -> dict[str, Any]:
+    """``docker-compose config`` of Dream's files, the agent's ``block`` (docs/dream.md's
+    when not given) and ``more`` files already written in ``tmp_path``, run in a Dream
+    checkout's place."""
     (tmp_path / "docker-compose.yml").write_text(yaml.safe_dump(DREAM_BASE))
-    (tmp_path / "override.yml").write_text(yaml.safe_dump(DREAM_OVERRIDE))
-    (tmp_path / "chorus-agent.yml").write_text(snippet())
+    (tmp_path / "override.yml").write_text(yaml.safe_dump(override, allow_unicode=True))
+    if block is not None or not (tmp_path / "chorus-agent.yml").exists():
+        (tmp_path / "chorus-agent.yml").write_text(snippet() if block is None else block)
     (tmp_path / ".env").write_text(
         "DP_WIKIDATA_URL=http://wiki:8077/model\nFILE_SERVER_URL=http://files:3000\n"
     )
+    (tmp_path / ".env_ru").write_text("DP_WIKIDATA_URL=http://wiki-ru:8077/model\n")
     files = ["-f", "docker-compose.yml", "-f", "override.yml", "-f", "chorus-agent.yml"]
     files += [arg for name in more for arg in ("-f", name)]
     result = subprocess.run(
@@ -98,6 +110,19 @@ def test_the_compose_snippet_runs_the_images_command_on_loopback_only(tmp_path: 
     assert env["CHORUS_API_KEY"] is None
 
 
+def test_the_compose_snippet_answers_as_agent_on_the_compose_network(tmp_path: Path) -> None:
+    # services/speech (dream_voice) and other clients on the network post to http://agent:4242
+    service = merged(tmp_path)["services"]["chorus-agent"]
+    assert service["networks"]["default"]["aliases"] == ["agent"]
+
+
+def test_the_compose_snippet_is_what_the_command_writes_for_deepy_base(tmp_path: Path) -> None:
+    override = tmp_path / "assistant_dists" / "deepy_base" / "docker-compose.override.yml"
+    override.parent.mkdir(parents=True)
+    override.write_text(yaml.safe_dump(DREAM_OVERRIDE))
+    assert compose_block(override) == yaml.safe_load(snippet())
+
+
 def test_the_compose_snippet_passes_the_api_key_on(tmp_path: Path) -> None:
     key = "0123456789abcdef0123"
     env = merged(tmp_path, CHORUS_API_KEY=key)["services"]["chorus-agent"]["environment"]
@@ -109,7 +134,7 @@ def test_the_telegram_block_runs_chorus_telegram_for_the_agent_with_dreams_setti
 ) -> None:
     marker = "<!-- tests/deploy/test_dream_compose.py validates this Telegram block -->\n```yaml\n"
     (tmp_path / "chorus-telegram.yml").write_text(snippet(marker))
-    config = merged(tmp_path, "chorus-telegram.yml", TG_TOKEN="123456:abc")
+    config = merged(tmp_path, more=("chorus-telegram.yml",), TG_TOKEN="123456:abc")
     bot = config["services"]["chorus-telegram"]
     assert bot["image"] == "chorus-agent-dream"
     assert bot["command"][-1] == "telegram"
@@ -138,3 +163,85 @@ def test_the_dream_image_is_the_agent_image_with_the_formatters_packages() -> No
     assert packages == FORMATTER_PACKAGES
     # docs/dream.md builds it as this file says
     assert "docker build -f deploy/agent-dream.Dockerfile -t chorus-agent-dream" in DOCS.read_text()
+
+
+#: A non-English distribution's override as Dream writes them: the variables its agent's
+#: formatters and connectors read, next to its start script's.
+RUSSIAN_OVERRIDE = {
+    "services": {
+        "agent": {
+            "command": "sh -c 'bin/wait && python -m deeppavlov_agent.run "
+            "agent.pipeline_config=assistant_dists/ru_bot/pipeline_conf.json'",
+            "environment": {
+                "WAIT_HOSTS": "spelling-preprocessing-ru:8074, dff-template-skill:8120",
+                "WAIT_HOSTS_TIMEOUT": "${WAIT_TIMEOUT:-1200}",
+                "LANGUAGE": "RU",
+                "FALLBACK_FILE": "fallbacks_ru.json",
+                "ENABLE_NP_FACTS": 1,
+                "ALWAYS_TURN_ON_ALL_SKILLS": 0,
+                "GREETING": "${GREETING:-Привет}",
+            },
+        },
+        "spelling-preprocessing-ru": {
+            "env_file": [".env_ru"],
+            "image": "spelling-ru",
+            "ports": ["8074:8074"],
+        },
+    }
+}
+
+
+def compose_block_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli.main", "dream", "compose-block", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_command_carries_the_overrides_agent_variables_over(tmp_path: Path) -> None:
+    override = tmp_path / "assistant_dists" / "ru_bot" / "docker-compose.override.yml"
+    override.parent.mkdir(parents=True)
+    override.write_text(yaml.safe_dump(RUSSIAN_OVERRIDE, allow_unicode=True))
+    written = compose_block_cli(
+        "--override",
+        str(override.relative_to(tmp_path)),
+        "--output",
+        "chorus-agent.yml",
+        cwd=tmp_path,
+    )
+    assert written.returncode == 0, written.stderr
+    service = merged(tmp_path, override=RUSSIAN_OVERRIDE)["services"]["chorus-agent"]
+    env = service["environment"]
+    assert {k: env[k] for k in ("LANGUAGE", "FALLBACK_FILE", "GREETING")} == {
+        "LANGUAGE": "RU",
+        "FALLBACK_FILE": "fallbacks_ru.json",
+        "GREETING": "Привет",  # compose still fills ${...} from the shell, with its default
+    }
+    assert env["ENABLE_NP_FACTS"] == "1" and env["ALWAYS_TURN_ON_ALL_SKILLS"] == "0"
+    assert "WAIT_HOSTS" not in env and "WAIT_HOSTS_TIMEOUT" not in env
+    assert env["CHORUS_PIPELINE"] == "/dp-agent/assistant_dists/ru_bot/pipeline_conf.json"
+    assert env["DP_WIKIDATA_URL"] == "http://wiki:8077/model"  # .env still reaches it
+    assert service["networks"]["default"]["aliases"] == ["agent"]
+    assert "command" not in service and service["image"] == "chorus-agent-dream"
+
+
+def test_the_command_reads_compose_list_environments(tmp_path: Path) -> None:
+    override = tmp_path / "docker-compose.override.yml"
+    agent = {"command": "python -m deeppavlov_agent.run", "environment": ["LANGUAGE=RU", "TOKEN"]}
+    override.write_text(yaml.safe_dump({"services": {"agent": agent}}))
+    env = compose_block(override)["services"]["chorus-agent"]["environment"]
+    assert env["LANGUAGE"] == "RU" and env["TOKEN"] is None  # TOKEN: from the shell
+    # no pipeline named in the command: the override's own folder's
+    assert env["CHORUS_PIPELINE"] == f"/dp-agent/assistant_dists/{tmp_path.name}/pipeline_conf.json"
+
+
+def test_the_command_refuses_a_file_without_an_agent_saying_what_to_name(tmp_path: Path) -> None:
+    (tmp_path / "docker-compose.yml").write_text(yaml.safe_dump({"services": {"mongo": {}}}))
+    refused = compose_block_cli("--override", "docker-compose.yml", cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "no services.agent entry" in refused.stderr
+    assert "assistant_dists/NAME/docker-compose.override.yml" in refused.stderr

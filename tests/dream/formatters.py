@@ -92,3 +92,10 @@ def skill_with_attributes(payload: Any) -> list[dict[str, Any]]:
 
 def broken(dialog: dict[str, Any]) -> list[dict[str, Any]]:
     raise KeyError("no such annotation")
+
+
+def text_and_image(dialog: dict[str, Any]) -> list[dict[str, Any]]:
+    """The newest human text and its ``image`` attribute (as Dream's image captioning and
+    multimodal formatters read a photo dp-agent's Telegram channel sent)."""
+    human = dialog["human_utterances"][-1]
+    return [{"sentences": [human["text"]], "image": [human["attributes"].get("image")]}]

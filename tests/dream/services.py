@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -170,5 +171,38 @@ def sleepy(seconds: float) -> FastAPI:
     async def respond(request: Request) -> list[list[Any]]:
         await asyncio.sleep(seconds)
         return [["late", 1.0]]
+
+    return app
+
+
+def gated(received: threading.Event, release: threading.Event) -> FastAPI:
+    """A skill that thinks until the test lets it answer: ``received`` is set when a request
+    arrives, and the answer goes once ``release`` is."""
+    app = FastAPI()
+
+    @app.post("/respond")
+    async def respond(request: Request) -> list[list[Any]]:
+        await request.json()
+        received.set()
+        await asyncio.to_thread(release.wait)
+        return [["I thought it over", 0.9]]
+
+    return app
+
+
+def describer(recorder: Recorder | None = None) -> FastAPI:
+    """``{"sentences": [...], "image": [...]}`` in; a skill's ``[text, confidence]`` that says
+    what it was given, with an empty text said as such."""
+    app = FastAPI()
+
+    @app.post("/respond")
+    async def respond(request: Request) -> list[list[Any]]:
+        body = await request.json()
+        if recorder is not None:
+            recorder.requests.append(body)
+        return [
+            [f"text {text!r}, image {image}", 0.8]
+            for text, image in zip(body["sentences"], body["image"], strict=True)
+        ]
 
     return app

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from textwrap import dedent
 
 import httpx
 
@@ -76,3 +77,70 @@ def test_run_refuses_a_bad_dp_agent_file_naming_the_entry(tmp_path: Path) -> Non
     assert result.returncode == 2
     assert "services.answer.dialog_formatter: cannot import 'state_formatters" in result.stderr
     assert "PYTHONPATH" in result.stderr
+
+
+#: A python connector written as Dream's are: its module configures the root logger for
+#: DEBUG when it is imported, and it logs at every level when called.
+NOISY_CONNECTOR = """
+import logging
+
+logging.basicConfig(level=logging.DEBUG)
+logging.getLogger().setLevel(logging.DEBUG)
+log = logging.getLogger("noisy_connector")
+
+
+class Noisy:
+    async def send(self, payload, callback):
+        logging.getLogger().setLevel(logging.DEBUG)  # and once more, at call time
+        log.debug("NOISY DEBUG LINE")
+        log.warning("noisy warning line")
+        await callback(
+            task_id=payload["task_id"],
+            response={"skill_name": "noisy", "text": "quiet please", "confidence": 1.0},
+        )
+"""
+
+
+def test_the_agents_log_level_holds_whatever_a_loaded_module_sets(
+    tmp_path: Path, db_url: str
+) -> None:
+    (tmp_path / "noisy_connector.py").write_text(dedent(NOISY_CONNECTOR))
+    pipeline = tmp_path / "pipeline_conf.json"
+    noisy = {"protocol": "python", "class_name": "noisy_connector:Noisy"}
+    pipeline.write_text(
+        json.dumps(
+            {
+                "services": {
+                    "answer": {"connector": noisy, "state_manager_method": "add_bot_utterance"}
+                }
+            }
+        )
+    )
+    port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        "CHORUS_PIPELINE": str(pipeline),
+        "CHORUS_DB_URL": db_url,
+        "CHORUS_LOG_LEVEL": "INFO",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent.cli.main", "run", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for(f"http://127.0.0.1:{port}/ping", process)
+        for turn in range(3):
+            reply = httpx.post(
+                f"http://127.0.0.1:{port}/", json={"user_id": "u", "payload": f"hi {turn}"}
+            )
+            assert reply.json()["response"] == "quiet please"
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    logged = (out + err).decode()
+    assert logged.count("noisy warning line") == 3  # the agent's own level: INFO and up
+    debug = [line for line in logged.splitlines() if " DEBUG " in line or "DEBUG:" in line]
+    assert debug == [], f"{len(debug)} DEBUG lines, the first: {debug[:3]}"

@@ -106,7 +106,8 @@ def test_a_dp_agent_skill_selectors_decision_is_recorded(
 ) -> None:
     client = agent(config(services, Recorder()))
     reply = say(client, "hello")
-    human = client.get(f"/api/dialogs/{reply['dialog_id']}").json()["utterances"][0]
+    url = f"/api/dialogs/{reply['dialog_id']}"
+    human = client.get(url, params={"view": "chorus"}).json()["utterances"][0]
     assert human["skill_selection"] == [
         {
             "selector": "skill_selectors.rule_based_selector",

@@ -26,7 +26,9 @@ def say(client: httpx.Client, text: str, user: Any = "alice", **extra: Any) -> d
 
 
 def dialog_of(client: httpx.Client, reply: dict[str, Any]) -> dict[str, Any]:
-    body: dict[str, Any] = client.get(f"/api/dialogs/{reply['dialog_id']}").json()
+    body: dict[str, Any] = client.get(
+        f"/api/dialogs/{reply['dialog_id']}", params={"view": "chorus"}
+    ).json()
     return body
 
 

@@ -98,7 +98,7 @@ def pipeline(services: Any) -> dict[str, Any]:
 
 
 def user(client: httpx.Client) -> dict[str, Any]:
-    response = client.get("/api/user/alice")
+    response = client.get("/api/user/alice", params={"view": "chorus"})
     assert response.status_code == 200, response.text
     human: dict[str, Any] = response.json()[-1]["human"]
     return human

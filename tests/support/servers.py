@@ -10,7 +10,7 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -93,10 +93,16 @@ class ServerThread:
     Without a ``port`` it listens on a socket bound here to a port the kernel picks, and
     keeps it: a port looked up free and bound later could be taken in between by another
     process (the tests run in parallel, ``pytest -n``). With a ``port`` (a restart on the
-    same one) uvicorn binds it.
+    same one) uvicorn binds it. ``loop_factory`` makes the server's event loop (uvicorn's
+    own by default), e.g. a :class:`tests.support.clock.TravellingLoop`.
     """
 
-    def __init__(self, app: Any, port: int | None = None) -> None:
+    def __init__(
+        self,
+        app: Any,
+        port: int | None = None,
+        loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+    ) -> None:
         self._sockets: list[socket.socket] | None = None
         if port is None:
             listener = socket.socket()
@@ -113,9 +119,15 @@ class ServerThread:
             lifespan="on",
         )
         self.server = _PromptServer(config)
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": self._sockets}, daemon=True
-        )
+        self._loop_factory = loop_factory
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        if self._loop_factory is None:
+            self.server.run(sockets=self._sockets)
+            return
+        with asyncio.Runner(loop_factory=self._loop_factory) as runner:
+            runner.run(self.server.serve(sockets=self._sockets))
 
     @property
     def url(self) -> str:
@@ -147,8 +159,12 @@ class ServerThread:
 
 
 @contextmanager
-def serving(app: Any, port: int | None = None) -> Iterator[ServerThread]:
-    server = ServerThread(app, port).start()
+def serving(
+    app: Any,
+    port: int | None = None,
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+) -> Iterator[ServerThread]:
+    server = ServerThread(app, port, loop_factory).start()
     try:
         yield server
     finally:

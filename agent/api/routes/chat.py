@@ -13,6 +13,7 @@ from agent.api.deps import (
     FlowDep,
     IdempotencyKey,
     JsonBody,
+    PipelineDep,
     SettingsDep,
 )
 from agent.api.events import stream_turn, wants_events
@@ -45,6 +46,7 @@ def reply_shape(
             user_id=message.reply_user_id(),
             response=bot.text,
             active_skill=bot.active_skill,
+            attributes=dict(bot.attributes),
             debug_output=answer.debug() if attributes.get("debug_output") else None,
         )
 
@@ -63,7 +65,8 @@ def message_key(message: AgentMessage, key: str | None) -> str | None:
     response_model=AgentReply,
     responses={
         200: {
-            "description": "the answer; {} to /start and /close with CHORUS_COMMAND_REPLY=dp-agent"
+            "description": "the answer; {} to /start and /close with CHORUS_COMMAND_REPLY=dp-agent "
+            "or, unset, on a dp-agent pipeline file"
         }
     },
 )
@@ -74,6 +77,7 @@ async def chat(
     key: IdempotencyKey,
     double_texting: DoubleTextingPolicy,
     request: Request,
+    pipeline: PipelineDep,
 ) -> AgentReply | Response:
     """Send the user's message; get the bot's answer and the skill that gave it.
 
@@ -102,7 +106,10 @@ async def chat(
     if wants_events(request):
         return await stream_turn(request, work)
     reply = await work
-    if reply.utt_id is None and settings.command_reply == "dp-agent":
+    dialect = settings.command_reply or pipeline.dialect
+    if reply.utt_id is None and dialect == "dp-agent":
         # dp-agent answers a closing command with an empty object; its clients test for it
         return JSONResponse({})
+    if pipeline.dialect == "dp-agent":
+        return JSONResponse(reply.for_dialect(pipeline.dialect))
     return reply

@@ -1,7 +1,7 @@
 """Reading the stored state: one dialog, all of a user's, or a page of dialog ids.
 
-Each dialog read answers in one of two shapes (``?view=``, default
-``CHORUS_DIALOG_VIEW``): Chorus's typed state (:class:`agent.state.models.Dialog`, ISO
+Each dialog read answers in one of two shapes (``?view=``, default ``CHORUS_DIALOG_VIEW``,
+else the pipeline file's dialect): Chorus's typed state (:class:`agent.state.models.Dialog`, ISO
 dates), or dp-agent's (:mod:`agent.api.dp_agent_view`), which its clients and Dream's
 tools parse. ``GET /api/dialogs/`` is dp-agent's alone: Chorus had no list before.
 """
@@ -34,7 +34,7 @@ ViewParam = Annotated[
     View | None,
     Query(
         description="chorus: Chorus's typed state; dp-agent: as dp-agent answers "
-        "(default: CHORUS_DIALOG_VIEW)"
+        "(default: CHORUS_DIALOG_VIEW, else dp-agent on a dp-agent pipeline file)"
     ),
 ]
 #: The most ids one page of ``GET /api/dialogs/`` holds; a larger ``limit`` is served in
@@ -64,7 +64,9 @@ async def resolve_dialog_id(store: DialogStore, dialog_id: str) -> str | None:
         return dialog_id
     wanted = dialog_id.lower()
     starts = await store.dialog_starts(dialog_id_prefix(wanted))
-    return next((i for i, start in starts.items() if object_id(i, start) == wanted), None)
+    found = next((i for i, start in starts.items() if object_id(i, start) == wanted), None)
+    # a dialog imported from dp-agent answers to the _id dp-agent gave it too
+    return found or await store.dialog_by_dp_agent_id(wanted)
 
 
 async def find_dialog(store: DialogStore, dialog_id: str) -> Dialog | None:
@@ -113,7 +115,7 @@ async def get_dialog(
     dialog = await find_dialog(store, dialog_id)
     if dialog is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no dialog with id {dialog_id!r}")
-    if (view or settings.dialog_view) == "dp-agent":
+    if (view or settings.dialog_view or pipeline.dialect) == "dp-agent":
         return dp_agent_dialog(dialog, _pipeline_names(pipeline))
     return dialog
 
@@ -137,7 +139,7 @@ async def get_user_dialogs(
     """All dialogs of the user with this (client-side) id, oldest first. An unknown user
     is a 404 in Chorus's view and no dialogs (``[]``) in dp-agent's, as dp-agent answers."""
     check_user_id(user_id, settings.max_user_id_length)
-    dp_agent = (view or settings.dialog_view) == "dp-agent"
+    dp_agent = (view or settings.dialog_view or pipeline.dialect) == "dp-agent"
     dialogs = await store.user_dialogs(user_id)
     if dialogs is None:
         if dp_agent:

@@ -183,6 +183,9 @@ class MongoStore(MongoDialogs, MongoKeys, MongoLines, MongoLifecycle, MongoResto
         await self._dialogs.create_index(
             [("date_start", ASCENDING), ("opened_ns", ASCENDING)], name="dialogs_by_start"
         )  # GET /api/dialogs/: pages in the order dialogs were opened
+        await self._dialogs.create_index(
+            [("dp_agent_id", ASCENDING)], sparse=True, name="dialogs_by_dp_agent_id"
+        )  # GET /api/dialogs/{dp-agent's _id} of a dialog imported from dp-agent
         await self._utterances.create_index(
             [("dialog_id", ASCENDING), ("seq", ASCENDING)], unique=True, name="dialog_seq"
         )

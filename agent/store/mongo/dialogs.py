@@ -646,6 +646,13 @@ class MongoDialogs(MongoBase):
         return [str(doc["_id"]) async for doc in cursor]
 
     @_unavailable_when_unreachable
+    async def dialog_by_dp_agent_id(self, object_id: str) -> str | None:
+        doc = await self._dialogs.find_one(
+            {"dp_agent_id": _literal(object_id)}, projection={"_id": 1}
+        )
+        return None if doc is None else str(doc["_id"])
+
+    @_unavailable_when_unreachable
     async def dialog_starts(self, prefix: str) -> dict[str, datetime]:
         cursor = self._dialogs.find(
             {"_id": {"$gte": _literal(prefix), "$lt": prefix + "\U0010ffff"}},

@@ -37,6 +37,8 @@ CREATE TABLE IF NOT EXISTS dialogs (
     id TEXT PRIMARY KEY, human_id TEXT NOT NULL, active INTEGER NOT NULL, doc TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS dialogs_by_human ON dialogs (human_id, active);
 CREATE UNIQUE INDEX IF NOT EXISTS one_active_dialog ON dialogs (human_id) WHERE active = 1;
+CREATE INDEX IF NOT EXISTS dialogs_by_dp_agent_id ON dialogs (json_extract(doc, '$.dp_agent_id'))
+    WHERE json_extract(doc, '$.dp_agent_id') IS NOT NULL;
 CREATE TABLE IF NOT EXISTS idempotency_keys (
     user_id TEXT NOT NULL, key TEXT NOT NULL, reply TEXT, fingerprint TEXT, alive_until REAL,
     expires_at REAL, PRIMARY KEY (user_id, key));

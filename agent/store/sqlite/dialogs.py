@@ -229,6 +229,12 @@ class SqliteDialogs(SqliteBase):
         )
         return [str(row[0]) for row in rows]
 
+    async def dialog_by_dp_agent_id(self, object_id: str) -> str | None:
+        row = await self._one(
+            "SELECT id FROM dialogs WHERE json_extract(doc, '$.dp_agent_id') = ?", [object_id]
+        )
+        return None if row is None else str(row[0])
+
     async def dialog_starts(self, prefix: str) -> dict[str, datetime]:
         # A range on the primary key (LIKE would scan: it ignores case).
         rows = await self._all(

@@ -1,0 +1,162 @@
+"""``chorus dream compose-block``: the compose service that runs Chorus in place of a Dream
+distribution's dp-agent (docs/dream.md, "Run the agent in compose").
+
+A distribution's ``docker-compose.override.yml`` sets variables on its ``agent`` service
+(``LANGUAGE``, ``FALLBACK_FILE``, ``ENABLE_*``...). The agent does not use them itself: the
+formatters and python connectors it runs in its own process read them (a Russian
+distribution's fallbacks are Russian only with ``LANGUAGE: RU``). Chorus's agent runs the same
+code, so it needs the same variables; this writes its block with them carried over, and with
+the pipeline file the override's ``command`` names.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+
+#: Where Dream's agent image (and ``chorus-agent-dream``) keeps the Dream checkout.
+DREAM_ROOT = "/dp-agent"
+#: The variables of Dream's start script (``bin/wait``), not of the agent.
+START_SCRIPT_VARIABLES = frozenset({"WAIT_HOSTS", "WAIT_HOSTS_TIMEOUT"})
+#: How dp-agent's command names the pipeline file (hydra's override).
+PIPELINE_ARGUMENT = re.compile(r"agent\.pipeline_config=(\S+?)['\"]?(?:\s|$)")
+#: Chorus's own database: a MongoDB of its own (Dream's ``mongo:4.0.0`` is older than the
+#: versions Chorus is tested on), so dp-agent's collections stay as they were.
+CHORUS_DB_URL = "mongodb://chorus-mongo:27017/chorus"
+
+
+class OverrideError(ValueError):
+    """The override file cannot give the agent's block; the message says what to fix."""
+
+
+def _environment(agent: dict[str, Any], where: str) -> dict[str, str | None]:
+    """The agent's ``environment`` (a mapping, or compose's list of ``KEY=VALUE``) without
+    the start script's variables; values as compose reads them, ``${...}`` left for it."""
+    raw = agent.get("environment") or {}
+    pairs: list[tuple[str, Any]]
+    if isinstance(raw, dict):
+        pairs = list(raw.items())
+    elif isinstance(raw, list):
+        pairs = []
+        for item in raw:
+            key, sep, value = str(item).partition("=")
+            pairs.append((key, value if sep else None))
+    else:
+        raise OverrideError(f"{where}: services.agent.environment must be a mapping or a list")
+    return {
+        str(key): None if value is None else _as_text(value)
+        for key, value in pairs
+        if str(key) not in START_SCRIPT_VARIABLES
+    }
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, bool):  # YAML's true/false; compose refuses booleans here
+        return "true" if value else "false"
+    return str(value)
+
+
+def _pipeline(agent: dict[str, Any], override: Path) -> str:
+    """The pipeline file inside the container: the one dp-agent's ``command`` names (relative
+    to the Dream checkout), else the override's own folder's ``pipeline_conf.json``."""
+    command = agent.get("command")
+    text = " ".join(command) if isinstance(command, list) else str(command or "")
+    found = PIPELINE_ARGUMENT.search(text)
+    if found:
+        relative = found.group(1).removeprefix("./")
+    else:
+        relative = f"assistant_dists/{override.resolve().parent.name}/pipeline_conf.json"
+    return relative if relative.startswith("/") else f"{DREAM_ROOT}/{relative}"
+
+
+def compose_block(override: Path) -> dict[str, Any]:
+    """The compose file that adds ``chorus-agent`` (answering as ``agent`` on the compose
+    network) and its database to the distribution of ``override``."""
+    try:
+        document = yaml.safe_load(override.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise OverrideError(f"cannot read {override}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise OverrideError(f"{override}: not valid YAML: {exc}") from None
+    services = document.get("services") if isinstance(document, dict) else None
+    agent = services.get("agent") if isinstance(services, dict) else None
+    if not isinstance(agent, dict):
+        raise OverrideError(
+            f"{override}: no services.agent entry; name a distribution's "
+            "docker-compose.override.yml (assistant_dists/NAME/docker-compose.override.yml)"
+        )
+    settings: dict[str, str | None] = {
+        "CHORUS_PIPELINE": _pipeline(agent, override),
+        "CHORUS_DB_URL": CHORUS_DB_URL,
+        # passed on when set in the shell that runs compose; unset: open reads, as dp-agent
+        "CHORUS_API_KEY": None,
+    }
+    carried = _environment(agent, str(override))
+    env_file = agent.get("env_file") or [".env"]
+    return {
+        "services": {
+            "chorus-agent": {
+                "image": "chorus-agent-dream",
+                "env_file": env_file if isinstance(env_file, list) else [env_file],
+                "volumes": [f".:{DREAM_ROOT}"],
+                "environment": settings | {k: v for k, v in carried.items() if k not in settings},
+                "ports": ["127.0.0.1:4242:4242"],
+                "networks": {"default": {"aliases": ["agent"]}},
+                "depends_on": ["chorus-mongo"],
+            },
+            "chorus-mongo": {"image": "mongo:7", "volumes": ["chorus-mongo:/data/db"]},
+        },
+        "volumes": {"chorus-mongo": {}},
+    }
+
+
+def compose_block_command(
+    override: Annotated[
+        Path,
+        typer.Option(
+            metavar="FILE",
+            help="The distribution's compose override, e.g. "
+            "assistant_dists/dream_russian/docker-compose.override.yml.",
+        ),
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="Write the block here (default: standard output)."),
+    ] = None,
+) -> None:
+    """Write the compose file that runs Chorus in place of a distribution's dp-agent.
+
+    The block carries over every variable the override sets on dp-agent's ``agent`` service
+    (its formatters and connectors run in Chorus's process and read them), runs the pipeline
+    file the override's command names, and answers as ``agent`` on the compose network. Run
+    it in the Dream checkout and pass the file with one more ``-f`` (docs/dream.md).
+    """
+    try:
+        block = compose_block(override)
+    except OverrideError as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
+    text = (
+        f"# Chorus in place of dp-agent, for {override} (chorus dream compose-block)\n"
+        + yaml.safe_dump(block, sort_keys=False, allow_unicode=True)
+    )
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        typer.secho(f"wrote {output}", fg=typer.colors.GREEN, err=True)
+
+
+dream_app = typer.Typer(
+    help="Run a DeepPavlov Dream distribution on Chorus (docs/dream.md).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+dream_app.command("compose-block", short_help="Write the agent's compose block.")(
+    compose_block_command
+)
