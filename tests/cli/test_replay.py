@@ -22,9 +22,12 @@ from bson import json_util
 from fastapi import FastAPI
 from pymongo import MongoClient
 from pymongo.database import Database
+from typer.testing import CliRunner
 
+from agent.cli.main import app
 from agent.sdk import DialogView, Service, SkillHypothesis
 from tests.conftest import agents, service_entry
+from tests.dream import services as dream
 from tests.e2e.test_default_pipeline import shipped_pipeline
 from tests.support.servers import ServerThread
 from tests.support.services import fixed_skill
@@ -220,4 +223,155 @@ def test_ctrl_c_stops_with_the_report_of_the_turns_done(
     assert all(d["stored"]["response"] == "hi" and d["candidate"]["response"] == "held"
                for d in diffs)  # fmt: skip
     assert "Interrupted: 5 of 12 turns" in html.read_text()
+    assert store_snapshot(db_url) == before
+
+
+def dp_agent_pipeline(services: Callable[[FastAPI], ServerThread]) -> dict[str, Any]:
+    """A dp-agent pipeline_conf.json: a skill selector, an ELIZA-like skill and a dff-like
+    one keeping its state in the human attributes, and a confidence response selector that
+    hands the chosen skill's attributes on."""
+    formatters = "tests.dream.formatters"
+
+    def entry(app: FastAPI, previous: str, method: str, formatter: Any) -> dict[str, Any]:
+        return {
+            "connector": {"protocol": "http", "url": f"{services(app).url}/respond"},
+            "dialog_formatter": formatter,
+            "response_formatter": f"{formatters}:simple",
+            "previous_services": [previous] if previous else [],
+            **({"state_manager_method": method} if method else {"tags": ["selector"]}),
+        }
+
+    counter = entry(
+        dream.counter(), "skill_selectors", "add_hypothesis", {"name": f"{formatters}:dff_like"}
+    )
+    counter["response_formatter"] = f"{formatters}:skill_with_attributes"
+    eliza = entry(dream.eliza(), "skill_selectors", "add_hypothesis", f"{formatters}:eliza_like")
+    eliza["response_formatter"] = f"{formatters}:skill_pair"
+    return {
+        "services": {
+            "skill_selectors": {
+                "rules": entry(
+                    dream.skill_selector("eliza", "counter"), "", "", f"{formatters}:full_dialog"
+                )
+            },
+            "skills": {"eliza": eliza, "counter": counter},
+            "response_selectors": {
+                "response_selector": entry(
+                    dream.response_selector(extra=2),
+                    "skills",
+                    "add_bot_utterance",
+                    f"{formatters}:full_dialog",
+                )
+            },
+        }
+    }
+
+
+def test_a_dp_agent_pipeline_replays_as_it_ran_and_shows_a_removed_skill(
+    tmp_path: Path, db_url: str, services: Callable[[FastAPI], ServerThread]
+) -> None:
+    pipeline = dp_agent_pipeline(services)
+    with agents(tmp_path, db_url) as start:
+        client = start(pipeline)
+        for number in range(9):
+            assert client.post("/", json={"user_id": f"u{number % 3}", "payload": "hi"}).is_success
+    same, without_counter = tmp_path / "same.json", tmp_path / "without.json"
+    same.write_text(json.dumps(pipeline))
+    pruned = copy.deepcopy(pipeline)
+    del pruned["services"]["skills"]["counter"]
+    without_counter.write_text(json.dumps(pruned))
+    before = store_snapshot(db_url)
+
+    summaries = []
+    for candidate in (same, without_counter):
+        replaying = run_replay(
+            "--pipeline", str(candidate), "--db", db_url, "--json",
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        stdout, stderr = replaying.communicate(timeout=300)
+        assert replaying.returncode == 0, stderr
+        summaries.append(json.loads(stdout))
+    # The counter's answer counts the turns in the user's attributes: the same answers
+    # again only if each turn starts from the attributes as they were then.
+    unchanged, changed = summaries
+    assert (unchanged["turns"], unchanged["response_changed"]) == (9, 0)
+    assert unchanged["stored"]["skills"] == {"counter": 9}
+    assert (changed["turns"], changed["skill_changed"]) == (9, 9)
+    assert changed["candidate"]["skills"] == {"eliza": 9}
+    assert store_snapshot(db_url) == before
+
+
+@pytest.fixture
+def two_users(
+    tmp_path: Path, db_url: str, services: Callable[[FastAPI], ServerThread]
+) -> tuple[Path, list[dict[str, Any]]]:
+    """A store with ann's three turns and bob's two, and a candidate pipeline file; the
+    stored human utterances, oldest first."""
+    hello = {
+        "services": {"skills": {"hi": service_entry(services(fixed_skill("hi", "hi", 1)).url)}}
+    }
+    with agents(tmp_path, db_url) as start:
+        client = start(hello)
+        for user in ("ann", "ann", "bob", "ann", "bob"):
+            assert client.post("/", json={"user_id": user, "payload": f"hey {user}"}).is_success
+        humans = [
+            {**utterance, "dialog_id": dialog["dialog_id"]}
+            for user in ("ann", "bob")
+            for dialog in client.get(f"/api/user/{user}").json()
+            for utterance in dialog["utterances"]
+            if utterance["speaker"] == "human"
+        ]
+    candidate = tmp_path / "candidate.json"
+    candidate.write_text(json.dumps(hello))
+    return candidate, sorted(humans, key=lambda u: u["date_time"])
+
+
+def replayed(db_url: str, candidate: Path, *args: str) -> list[str]:
+    """The utt_ids of the turns a replay chose, oldest first."""
+    out = candidate.parent / "chosen.jsonl"
+    result = CliRunner().invoke(
+        app, ["replay", "--pipeline", str(candidate), "--db", db_url, "--out", str(out), *args]
+    )
+    assert result.exit_code == 0, result.output
+    diffs = [json.loads(line) for line in out.read_text().splitlines()]
+    return [d["utt_id"] for d in sorted(diffs, key=lambda d: d["date_time"])]
+
+
+def test_the_options_choose_the_turns(
+    db_url: str, two_users: tuple[Path, list[dict[str, Any]]]
+) -> None:
+    candidate, humans = two_users
+    ids = [u["utt_id"] for u in humans]
+    anns = [u["utt_id"] for u in humans if u["text"] == "hey ann"]
+    bobs = [u for u in humans if u["text"] == "hey bob"]
+    assert replayed(db_url, candidate) == ids
+    assert replayed(db_url, candidate, "--user", "ann") == anns
+    assert replayed(db_url, candidate, "--dialog", bobs[0]["dialog_id"]) == [
+        u["utt_id"] for u in bobs
+    ]
+    third = humans[2]["date_time"]
+    assert replayed(db_url, candidate, "--since", third) == ids[2:]
+    assert replayed(db_url, candidate, "--until", third) == ids[:2]
+    assert replayed(db_url, candidate, "--user", "ann", "--limit", "2") == anns[:2]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--user", "nobody"], "--user 'nobody': no such user in the store"),
+        (["--dialog", "nothing"], "--dialog 'nothing': no such dialog in the store"),
+        (["--since", "2026-02-01", "--until", "2026-01-01"], "--since must be before --until"),
+        (["--db", "mysql://localhost/x"], "--db: unsupported database URL"),
+    ],
+)
+def test_bad_options_are_refused_saying_what_to_fix(
+    db_url: str, two_users: tuple[Path, list[dict[str, Any]]], args: list[str], says: str
+) -> None:
+    candidate, _ = two_users
+    before = store_snapshot(db_url)
+    result = CliRunner().invoke(
+        app, ["replay", "--pipeline", str(candidate), "--db", db_url, *args]
+    )
+    assert result.exit_code == 2, result.output
+    assert says in " ".join(result.output.split())
     assert store_snapshot(db_url) == before
