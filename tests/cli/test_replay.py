@@ -375,3 +375,25 @@ def test_bad_options_are_refused_saying_what_to_fix(
     assert result.exit_code == 2, result.output
     assert says in " ".join(result.output.split())
     assert store_snapshot(db_url) == before
+
+
+def test_a_replay_reads_the_turns_of_an_agent_still_serving(
+    tmp_path: Path, db_url: str, services: Callable[[FastAPI], ServerThread]
+) -> None:
+    """On SQLite the newest turns may still be in the agent's write-ahead log only."""
+    hello = {
+        "services": {"skills": {"hi": service_entry(services(fixed_skill("hi", "hi", 1)).url)}}
+    }
+    candidate = tmp_path / "candidate.json"
+    candidate.write_text(json.dumps(hello))
+    with agents(tmp_path, db_url) as start:
+        client = start(hello)
+        for number in range(3):
+            assert client.post("/", json={"user_id": "ann", "payload": f"{number}"}).is_success
+        result = CliRunner().invoke(
+            app, ["replay", "--pipeline", str(candidate), "--db", db_url, "--json"]
+        )
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["turns"] == 3
+        # and the agent goes on serving
+        assert client.post("/", json={"user_id": "ann", "payload": "3"}).is_success

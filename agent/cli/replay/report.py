@@ -119,8 +119,9 @@ def _changed_rows(diffs: Sequence[TurnDiff]) -> str:
         if shown > MAX_ROWS:
             break
         rows.append(
-            f'<tr id="t{index}"><td><span class="skillname">{escape(diff.dialog_id)}</span>'
-            f"<br>turn {diff.turn}</td><td>{escape(diff.text)}</td>"
+            f'<tr id="t{index}"><td>{escape(diff.user_id)}, turn {diff.turn}<br>'
+            f'<span class="skillname muted">{escape(diff.dialog_id)}</span></td>'
+            f"<td>{escape(diff.text)}</td>"
             f"{_answer(diff.stored)}{_answer(diff.candidate)}</tr>"
         )
     if not rows:
@@ -130,7 +131,7 @@ def _changed_rows(diffs: Sequence[TurnDiff]) -> str:
         if shown > MAX_ROWS
         else ""
     )
-    head = "<tr><th>dialog</th><th>user said</th><th>stored answer</th><th>candidate</th></tr>"
+    head = "<tr><th>user, turn</th><th>user said</th><th>stored answer</th><th>candidate</th></tr>"
     return f"{more}<table>{head}{''.join(rows)}</table>"
 
 
