@@ -29,6 +29,7 @@ from agent.sdk import DialogView, Service, SkillHypothesis
 from tests.conftest import agents, service_entry
 from tests.dream import services as dream
 from tests.e2e.test_default_pipeline import shipped_pipeline
+from tests.store.test_upgrade import _load_release
 from tests.support.servers import ServerThread
 from tests.support.services import fixed_skill
 
@@ -397,3 +398,17 @@ def test_a_replay_reads_the_turns_of_an_agent_still_serving(
         assert json.loads(result.stdout)["turns"] == 3
         # and the agent goes on serving
         assert client.post("/", json={"user_id": "ann", "payload": "3"}).is_success
+
+
+def test_a_store_of_an_earlier_release_is_refused_not_migrated(tmp_path: Path, db_url: str) -> None:
+    """Migrating it would write: the replay says what to do instead."""
+    _load_release(db_url, "1")
+    candidate = tmp_path / "candidate.json"
+    candidate.write_text(json.dumps({"services": {}}))
+    before = store_snapshot(db_url)
+    result = CliRunner().invoke(app, ["replay", "--pipeline", str(candidate), "--db", db_url])
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.output.split())
+    assert "this release reads" in said
+    assert "run `chorus stats` on it once to bring it up to date" in said
+    assert store_snapshot(db_url) == before

@@ -259,6 +259,9 @@ def replay_command(
         raise _fail(str(exc), 2) from None
     except StoreUnavailable as exc:
         raise _fail(f"the store cannot be read: {exc}") from None
+    except KeyboardInterrupt:  # while the turns were still being counted
+        err.print("interrupted before any turn was replayed")
+        raise typer.Exit(INTERRUPTED) from None
     finally:
         if target is not None:
             target.close()
