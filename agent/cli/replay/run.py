@@ -21,7 +21,7 @@ from agent.state.limits import StorageLimits
 
 async def replay_one(executor: TurnExecutor, stored: StoredTurn) -> TurnDiff:
     """The stored turn run through ``executor`` and compared with what was stored."""
-    result = await executor.run(stored.turn)
+    result = await executor.run(stored.to_run())
     return compared(
         dialog_id=stored.dialog_id,
         user_id=stored.user_id,

@@ -62,9 +62,23 @@ class StoredTurn:
     number: int
     human: HumanUtterance
     bot: BotUtterance
+    #: the state the turn started from, sharing the dialog's stored objects (see :meth:`to_run`)
     turn: Turn
     #: the parts of the state not known as they were, taken as they are now
     guessed: list[str] = field(default_factory=list)
+
+    def to_run(self) -> Turn:
+        """The turn for an executor: copies, since an executor writes into what it is
+        given (the new utterance; a dp-agent pipeline annotates the previous bot
+        utterance too), and the stored turn and its dialog's other turns must not change."""
+        turn = self.turn
+        return Turn(
+            turn.dialog_id,
+            turn.human.model_copy(deep=True),
+            turn.bot.model_copy(deep=True),
+            [utterance.model_copy(deep=True) for utterance in turn.history],
+            _as_arrived(turn.utterance),
+        )
 
 
 async def _selected_dialogs(reader: DialogReader, chosen: TurnFilter) -> AsyncIterator[Dialog]:
@@ -126,13 +140,14 @@ def _bot_then(bot: BotUtterance, dialog: Dialog, guessed: list[str]) -> Bot:
 def _as_arrived(utterance: HumanUtterance) -> HumanUtterance:
     """The utterance as the agent stored it before running its turn: what the client
     sent, without the annotations, hypotheses, errors and trace of the stored run."""
+    copied = utterance.model_copy(deep=True)
     return HumanUtterance(
-        utt_id=utterance.utt_id,
-        text=utterance.text,
-        user=utterance.user,
-        date_time=utterance.date_time,
-        attributes=utterance.model_copy(deep=True).attributes,
-        message_key=utterance.message_key,
+        utt_id=copied.utt_id,
+        text=copied.text,
+        user=copied.user,
+        date_time=copied.date_time,
+        attributes=copied.attributes,
+        message_key=copied.message_key,
     )
 
 
@@ -150,7 +165,7 @@ def dialog_turns(dialog: Dialog, chosen: TurnFilter, window: int) -> list[Stored
             _human_then(human, dialog, guessed),
             _bot_then(bot, dialog, guessed),
             list(history),
-            _as_arrived(human),
+            human,
         )
         turns.append(
             StoredTurn(
