@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pydantic import ValidationError
 
 from agent.pipeline.executor import Turn
+from agent.sdk.errors import ChorusError
 from agent.state.models import Bot, BotUtterance, Dialog, Human, HumanUtterance
 from agent.store.backup import all_dialog_ids
 from agent.store.reader import DialogReader
@@ -29,7 +30,7 @@ from agent.store.reader import DialogReader
 GROUP = 50
 
 
-class UnknownSelection(LookupError):
+class UnknownSelection(ChorusError, LookupError):
     """A ``--user`` or ``--dialog`` that the store does not hold."""
 
 
