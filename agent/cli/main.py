@@ -14,6 +14,7 @@ from agent.cli import backup, stack
 from agent.cli.chat import chat_command
 from agent.cli.dream import dream_app
 from agent.cli.parlai import eval_command, export_command
+from agent.cli.replay.command import replay_command
 from agent.cli.scaffold import new_app
 from agent.cli.stats import stats_command
 from agent.cli.telegram import TelegramError, run_channel
@@ -50,6 +51,7 @@ app.command("import", short_help="Restore a backup, or dp-agent's dialogs.")(bac
 app.command("export-parlai", short_help="Write stored dialogs as a ParlAI dataset.")(export_command)
 app.command("chat", short_help="Chat with a running agent in the terminal.")(chat_command)
 app.command("stats", short_help="Count the records of the agent's store.")(stats_command)
+app.command("replay", short_help="Run a candidate pipeline over stored turns.")(replay_command)
 app.add_typer(new_app, name="new")
 app.add_typer(dream_app, name="dream")
 

@@ -41,6 +41,8 @@ value) or ``except RuntimeError`` keep that base too.
      ├── BackupError                  agent/store/backup.py    a backup file cannot be read
      ├── ReplayError [RuntimeError]   agent/parlai/replay.py   the agent answered a replay badly
      ├── ChatError                    agent/cli/chat.py        ``chorus chat`` cannot go on
+     ├── UnknownSelection [LookupError]  agent/cli/replay/turns.py  ``chorus replay`` was
+     │                                 given a user or dialog the store does not hold
      ├── TelegramError                agent/cli/telegram.py    the Bot API refused for good
      └── ScaffoldError                agent/cli/scaffold.py    ``chorus new`` cannot write
 

@@ -73,6 +73,7 @@ from typing import Any
 from pymongo import ASCENDING, AsyncMongoClient
 from pymongo.monitoring import CommandListener
 
+from agent.store.base import StoreUnavailable
 from agent.store.mongo.codec import _escape, _escape_key, _literal, _unescape, _unescape_key
 from agent.store.mongo.dialogs import MongoDialogs
 from agent.store.mongo.documents import _human_id_for
@@ -80,7 +81,7 @@ from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
 from agent.store.mongo.keys import MongoKeys
 from agent.store.mongo.lifecycle import MongoLifecycle
 from agent.store.mongo.lines import MongoLines
-from agent.store.mongo.migrations import migrate
+from agent.store.mongo.migrations import SCHEMA_VERSION, migrate, schema_version
 from agent.store.mongo.restore import MongoRestore
 
 __all__ = ["MongoStore", "_escape", "_escape_key", "_unescape", "_unescape_key"]
@@ -120,6 +121,26 @@ async def _has_bulk_write(client: AsyncMongoClient[Doc]) -> bool:
     return int(hello.get("maxWireVersion", 0)) >= BULK_WRITE_WIRE_VERSION
 
 
+@_unavailable_when_unreachable
+async def _check_schema(store: MongoStore) -> None:
+    """A database of another schema version cannot be read as it is, and a read-only
+    opening must not migrate it (an empty one, version 0, reads as empty)."""
+    version = await schema_version(store._db)
+    if version == SCHEMA_VERSION:
+        return
+    if version == 0 and await store._users.find_one({}, projection={"_id": 1}) is None:
+        return
+    advice = (
+        "start the agent or run `chorus stats` on it once to bring it up to date"
+        if version < SCHEMA_VERSION
+        else "it was written by a newer release"
+    )
+    raise StoreUnavailable(
+        f"MongoDB store {store._db.name}: schema version {version}, this release reads "
+        f"{SCHEMA_VERSION}; {advice}"
+    )
+
+
 class MongoStore(MongoDialogs, MongoKeys, MongoLines, MongoLifecycle, MongoRestore):
     """:class:`agent.store.Store` on MongoDB (or a wire-compatible server such as FerretDB):
     the dialogs, the idempotency keys and the line, each in its own module, over one client."""
@@ -130,9 +151,12 @@ class MongoStore(MongoDialogs, MongoKeys, MongoLines, MongoLifecycle, MongoResto
         url: str,
         *,
         event_listeners: Sequence[CommandListener] = (),
+        read_only: bool = False,
     ) -> MongoStore:
         """Connect and create the indexes (idempotent: creating an existing index with the
-        same spec is a no-op). ``event_listeners`` lets tests count the commands sent."""
+        same spec is a no-op). ``event_listeners`` lets tests count the commands sent.
+        ``read_only``: neither migrate nor create indexes, only check that the database is
+        of this release's schema, so that a reader (``chorus replay``) sends no write."""
         options: dict[str, Any] = {
             "tz_aware": True,
             "tzinfo": UTC,
@@ -162,8 +186,11 @@ class MongoStore(MongoDialogs, MongoKeys, MongoLines, MongoLifecycle, MongoResto
                 point_reads=stock,
                 bulk_write=await _has_bulk_write(client),
             )
-            await migrate(store._db)
-            await store._create_indexes()
+            if read_only:
+                await _check_schema(store)
+            else:
+                await migrate(store._db)
+                await store._create_indexes()
         except BaseException:
             await client.close()
             raise

@@ -32,7 +32,13 @@ import sqlite3
 import time
 
 from agent.store.base import StoreUnavailable
-from agent.store.sqlite.base import BUSY_BUDGET, _path_of, _translated, migrate
+from agent.store.sqlite.base import (
+    BUSY_BUDGET,
+    SCHEMA_VERSION,
+    _path_of,
+    _translated,
+    migrate,
+)
 from agent.store.sqlite.checkpoint import Checkpointer
 from agent.store.sqlite.dialogs import SqliteDialogs
 from agent.store.sqlite.jsontext import register
@@ -78,6 +84,44 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
         store._checkpointer = Checkpointer(path)
         store._checkpointer.start()
         return store
+
+    @classmethod
+    async def open_read_only(cls, url: str) -> SqliteStore:
+        """The store as :meth:`open` gives it, except that nothing can be written: the file
+        is opened read-only (SQLite refuses any write), neither migrated nor switched to WAL,
+        and no checkpoint thread runs, so the file keeps every byte (``chorus replay``).
+        Without a write-ahead log beside it (no agent has the file open) it is opened
+        ``immutable``, which creates no ``-wal`` or ``-shm`` file next to it either; with
+        one, its reads go through the log, as the agent's do."""
+        path = _path_of(url)
+        if not path.is_file():
+            raise ValueError(f"no SQLite database at {path}")
+        wal = path.with_name(path.name + "-wal")
+        flags = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
+        try:
+            db = sqlite3.connect(
+                f"{path.resolve().as_uri()}?{flags}",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        except sqlite3.Error as exc:
+            raise _translated(exc) from exc
+        if version != SCHEMA_VERSION and tables:
+            db.close()
+            raise StoreUnavailable(
+                f"SQLite store {path}: schema version {version}, this release reads "
+                f"{SCHEMA_VERSION}; "
+                + (
+                    "start the agent or run `chorus stats` on it once to bring it up to date"
+                    if version < SCHEMA_VERSION
+                    else "it was written by a newer release"
+                )
+            )
+        register(db)
+        return cls(db)
 
     async def delete_user(self, user_id: str) -> bool:
         user = "(SELECT id FROM users WHERE user_id = ?)"

@@ -1,0 +1,282 @@
+"""``chorus replay``: the command line around :mod:`.turns`, :mod:`.run` and :mod:`.report`.
+
+It reads the store (``--db``, else ``CHORUS_DB_URL``) with no means of writing it, runs the
+candidate pipeline's real services over HTTP as the agent does, and writes the summary to
+standard output, the per-turn comparison to ``--out`` as it goes, and the HTML page to
+``--html`` at the end. The progress goes to standard error. Ctrl-C stops the turns in
+flight and still writes the report of those done (exit status 130).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from contextlib import suppress
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from agent.cli.backup import DEFAULT_DB, err
+from agent.cli.replay.compare import Summary, TurnDiff, summarise
+from agent.cli.replay.report import html_report
+from agent.cli.replay.run import replay
+from agent.cli.replay.turns import TurnFilter, UnknownSelection, count_turns, stored_turns
+from agent.dream.loading import load_any_pipeline
+from agent.pipeline.config import PipelineConfigError
+from agent.pipeline.engine import LoadedPipeline
+from agent.settings import Settings, SettingsError, load_settings
+from agent.store import StoreUnavailable
+from agent.store.backup import aware
+from agent.store.reader import DialogReader, open_reader
+
+#: The exit status after Ctrl-C, as a shell reports a command stopped by SIGINT.
+INTERRUPTED = 130
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+class _Progress:
+    """The progress on standard error: a bar on a terminal; elsewhere (a log, a pipe) a
+    line ``replayed N/TOTAL turns`` at each percent, which a script can follow."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done = total, 0
+        self._step = max(total // 100, 1)
+        self._bar: Progress | None = None
+        if err.is_terminal:
+            self._bar = Progress(
+                TextColumn("replaying turns"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            )
+            self._task = self._bar.add_task("replay", total=total)
+            self._bar.start()
+
+    def advance(self) -> None:
+        self.done += 1
+        if self._bar is not None:
+            self._bar.advance(self._task)
+        elif self.done % self._step == 0 or self.done == self.total:
+            print(f"replayed {self.done}/{self.total} turns", file=sys.stderr, flush=True)
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+@dataclass
+class _Outcome:
+    diffs: list[TurnDiff] = field(default_factory=list)
+    selected: int = 0
+    interrupted: bool = False
+
+
+async def _until_interrupted(work: asyncio.Task[None]) -> bool:
+    """Wait for ``work``; on SIGINT cancel it instead. Whether it was interrupted."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        stopping.cancel()
+    if work.done():
+        work.result()  # its error, if it failed
+        return False
+    work.cancel()
+    with suppress(asyncio.CancelledError):
+        await work
+    return True
+
+
+async def _replay(
+    db_url: str,
+    pipeline: LoadedPipeline,
+    chosen: TurnFilter,
+    settings: Settings,
+    concurrency: int,
+    out: IO[str] | None,
+) -> _Outcome:
+    outcome = _Outcome()
+    reader: DialogReader = await open_reader(db_url)
+    try:
+        outcome.selected = await count_turns(reader, chosen)
+        progress = _Progress(outcome.selected)
+
+        def done(diff: TurnDiff) -> None:
+            outcome.diffs.append(diff)
+            if out is not None:
+                out.write(diff.model_dump_json() + "\n")
+                out.flush()
+            progress.advance()
+
+        window = max(pipeline.history_window, 1)
+        work = asyncio.create_task(
+            replay(
+                pipeline,
+                stored_turns(reader, chosen, window),
+                done,
+                concurrency=concurrency,
+                channel_type=settings.channel_type,
+                limits=settings.storage_limits(),
+            )
+        )
+        try:
+            outcome.interrupted = await _until_interrupted(work)
+        finally:
+            progress.stop()
+    finally:
+        await reader.close()
+    return outcome
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"
+
+
+def _print_summary(summary: Summary) -> None:
+    before, after = summary.stored, summary.candidate
+    lines = [
+        f"turns replayed     {summary.turns}"
+        + (f" of {summary.selected} (interrupted)" if summary.interrupted else ""),
+        f"skill changed      {summary.skill_changed_share:.1%} ({summary.skill_changed})",
+        f"response changed   {summary.response_changed_share:.1%} ({summary.response_changed})",
+        f"{'':<19}{'stored':>12}{'candidate':>12}",
+        f"{'fallbacks':<19}{before.fallbacks:>12}{after.fallbacks:>12}",
+        f"{'turns with errors':<19}{before.turns_with_errors:>12}{after.turns_with_errors:>12}",
+        f"{'latency p50':<19}{_ms(before.latency_p50):>12}{_ms(after.latency_p50):>12}",
+        f"{'latency p95':<19}{_ms(before.latency_p95):>12}{_ms(after.latency_p95):>12}",
+    ]
+    typer.echo("\n".join(lines))
+
+
+def replay_command(
+    pipeline: Annotated[
+        Path,
+        typer.Option(
+            "--pipeline",
+            help="The candidate pipeline file, Chorus's or dp-agent's pipeline_conf.json.",
+            exists=True,
+            dir_okay=False,
+        ),
+    ],
+    user: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="USER_ID", help="Replay this user's turns (the API's user_id); repeatable."
+        ),
+    ] = None,
+    dialog: Annotated[
+        list[str] | None,
+        typer.Option(metavar="DIALOG_ID", help="Replay this dialog's turns; repeatable."),
+    ] = None,
+    since: Annotated[
+        datetime | None,
+        typer.Option(
+            metavar="DATE", help="Only turns sent at or after this date (UTC unless it says)."
+        ),
+    ] = None,
+    until: Annotated[
+        datetime | None,
+        typer.Option(metavar="DATE", help="Only turns sent before this date (UTC unless it says)."),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(min=1, metavar="N", help="Replay the first this many chosen turns."),
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option(min=1, max=256, metavar="N", help="Turns replayed at once.")
+    ] = 4,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Write each turn's comparison to this file, as JSON Lines.",
+            dir_okay=False,
+        ),
+    ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", help="Write the HTML report to this file.", dir_okay=False),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the summary as one JSON object.")
+    ] = False,
+    db: Annotated[
+        str,
+        typer.Option(
+            "--db",
+            envvar="CHORUS_DB_URL",
+            metavar="URL",
+            help="The store to read: sqlite:///path/file.db or mongodb://host/db "
+            "(CHORUS_DB_URL when not given). It is never written.",
+        ),
+    ] = DEFAULT_DB,
+) -> None:
+    """Run a candidate pipeline over stored turns and compare it with what was answered.
+
+    Each chosen turn is rebuilt as it started (the utterances before it, the user's and
+    the bot's attributes as the turn stored them) and run through the candidate's real
+    services; its chosen skill, response, confidence, errors and latency are compared
+    with the stored ones. The store is only read, never written. Choose the turns with
+    --user, --dialog, --since, --until and --limit (every stored turn by default). The
+    summary goes to standard output, the progress to standard error; Ctrl-C stops and
+    writes the report of the turns done so far.
+    """
+    since, until = aware(since), aware(until)
+    if since is not None and until is not None and since >= until:
+        raise _fail("--since must be before --until", 2)
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        raise _fail(str(exc), 2) from None
+    try:
+        candidate = load_any_pipeline(
+            pipeline, window=settings.dream_window, turn_timeout=settings.dream_turn_timeout
+        )
+    except PipelineConfigError as exc:
+        raise _fail(f"--pipeline: {exc}", 2) from None
+    chosen = TurnFilter(tuple(user or ()), tuple(dialog or ()), since, until, limit)
+    target = None if out is None else out.open("w", encoding="utf-8", newline="\n")
+    try:
+        outcome = asyncio.run(_replay(db, candidate, chosen, settings, concurrency, target))
+    except ValueError as exc:
+        raise _fail(f"--db: {exc}", 2) from None
+    except UnknownSelection as exc:
+        raise _fail(str(exc), 2) from None
+    except StoreUnavailable as exc:
+        raise _fail(f"the store cannot be read: {exc}") from None
+    except KeyboardInterrupt:  # while the turns were still being counted
+        err.print("interrupted before any turn was replayed")
+        raise typer.Exit(INTERRUPTED) from None
+    finally:
+        if target is not None:
+            target.close()
+    summary = summarise(
+        outcome.diffs,
+        pipeline=pipeline.name,
+        selected=outcome.selected,
+        interrupted=outcome.interrupted,
+    )
+    if html is not None:
+        html.write_text(html_report(summary, outcome.diffs), encoding="utf-8")
+    if as_json:
+        typer.echo(summary.model_dump_json())
+    else:
+        _print_summary(summary)
+    if outcome.interrupted:
+        err.print(f"interrupted: {summary.turns} of {summary.selected} turns replayed")
+        raise typer.Exit(INTERRUPTED)

@@ -1,0 +1,207 @@
+"""The stored turns a replay runs again, each with the state it started from.
+
+A turn is a human utterance answered by the bot utterance after it. What its services saw
+is rebuilt from the store: the utterances before it (as many as the candidate pipeline
+reads, as the agent would have read them), the utterance itself as it arrived (its text,
+id, time and attributes, without what the pipeline made of it), and the user and the bot
+as they were when it started. The agent keeps those last two on the utterances
+themselves (``user`` of the human utterance: the user then; ``user`` of the bot
+utterance: the bot then), so the attributes are the turn's own, not today's. A turn
+stored without them (written by an older release, imported from dp-agent) gets the
+dialog's current user and bot instead, and says so (:attr:`StoredTurn.guessed`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from pydantic import ValidationError
+
+from agent.pipeline.executor import Turn
+from agent.sdk.errors import ChorusError
+from agent.state.models import Bot, BotUtterance, Dialog, Human, HumanUtterance
+from agent.store.backup import all_dialog_ids
+from agent.store.reader import DialogReader
+
+#: Dialogs read at once (one query for their utterances on MongoDB).
+GROUP = 50
+
+
+class UnknownSelection(ChorusError, LookupError):
+    """A ``--user`` or ``--dialog`` that the store does not hold."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFilter:
+    """Which stored turns to replay: of the named users and dialogs (every dialog when
+    none is named), those whose human utterance was sent from ``since`` (inclusive) until
+    ``until`` (exclusive), the first ``limit`` of them."""
+
+    users: tuple[str, ...] = ()
+    dialogs: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int | None = None
+
+    def admits(self, moment: datetime) -> bool:
+        moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+        return (self.since is None or moment >= self.since) and (
+            self.until is None or moment < self.until
+        )
+
+
+@dataclass(slots=True)
+class StoredTurn:
+    """One stored turn: what was stored, and the state to run the candidate on."""
+
+    dialog_id: str
+    user_id: str
+    #: the turn's place in its dialog: 1 for the dialog's first answered message
+    number: int
+    human: HumanUtterance
+    bot: BotUtterance
+    #: the state the turn started from, sharing the dialog's stored objects (see :meth:`to_run`)
+    turn: Turn
+    #: the parts of the state not known as they were, taken as they are now
+    guessed: list[str] = field(default_factory=list)
+
+    def to_run(self) -> Turn:
+        """The turn for an executor: copies, since an executor writes into what it is
+        given (the new utterance; a dp-agent pipeline annotates the previous bot
+        utterance too), and the stored turn and its dialog's other turns must not change."""
+        turn = self.turn
+        return Turn(
+            turn.dialog_id,
+            turn.human.model_copy(deep=True),
+            turn.bot.model_copy(deep=True),
+            [utterance.model_copy(deep=True) for utterance in turn.history],
+            _as_arrived(turn.utterance),
+        )
+
+
+async def _selected_dialogs(reader: DialogReader, chosen: TurnFilter) -> AsyncIterator[Dialog]:
+    """The named users' and dialogs' dialogs, or every dialog in the order they were
+    opened, a :data:`GROUP` at a time (the store's whole content never in memory)."""
+    if not chosen.users and not chosen.dialogs:
+        group: list[str] = []
+        async for dialog_id in all_dialog_ids(reader):  # type: ignore[arg-type]
+            group.append(dialog_id)
+            if len(group) == GROUP:
+                for dialog in await reader.dialogs(group):
+                    yield dialog
+                group = []
+        for dialog in await reader.dialogs(group):
+            yield dialog
+        return
+    for user_id in chosen.users:
+        dialogs = await reader.user_dialogs(user_id)
+        if dialogs is None:
+            raise UnknownSelection(f"--user {user_id!r}: no such user in the store")
+        for dialog in dialogs:
+            yield dialog
+    for dialog_id in chosen.dialogs:
+        found = await reader.dialog(dialog_id)
+        if found is None:
+            raise UnknownSelection(f"--dialog {dialog_id!r}: no such dialog in the store")
+        yield found
+
+
+def _answered(dialog: Dialog) -> list[tuple[int, HumanUtterance, BotUtterance]]:
+    """Each answered human utterance with its index in the dialog and its answer; an
+    utterance left unanswered (interrupted, or its turn died) is no turn to compare."""
+    found = []
+    utterances = dialog.utterances
+    for index, (first, second) in enumerate(itertools.pairwise(utterances)):
+        if isinstance(first, HumanUtterance) and isinstance(second, BotUtterance):
+            found.append((index, first, second))
+    return found
+
+
+def _human_then(utterance: HumanUtterance, dialog: Dialog, guessed: list[str]) -> Human:
+    try:
+        return Human.model_validate(utterance.user)
+    except ValidationError:
+        guessed.append("user")
+        return dialog.human.model_copy(deep=True)
+
+
+def _bot_then(bot: BotUtterance, dialog: Dialog, guessed: list[str]) -> Bot:
+    if bot.user:
+        try:
+            return Bot.model_validate(bot.user)
+        except ValidationError:
+            pass
+    guessed.append("bot")
+    return dialog.bot.model_copy(deep=True)
+
+
+def _as_arrived(utterance: HumanUtterance) -> HumanUtterance:
+    """The utterance as the agent stored it before running its turn: what the client
+    sent, without the annotations, hypotheses, errors and trace of the stored run."""
+    copied = utterance.model_copy(deep=True)
+    return HumanUtterance(
+        utt_id=copied.utt_id,
+        text=copied.text,
+        user=copied.user,
+        date_time=copied.date_time,
+        attributes=copied.attributes,
+        message_key=copied.message_key,
+    )
+
+
+def dialog_turns(dialog: Dialog, chosen: TurnFilter, window: int) -> list[StoredTurn]:
+    """The dialog's answered turns that ``chosen`` admits, each with the ``window``
+    utterances before it, as the agent reads them for a turn."""
+    turns = []
+    for number, (index, human, bot) in enumerate(_answered(dialog), start=1):
+        if not chosen.admits(human.date_time):
+            continue
+        guessed: list[str] = []
+        history = dialog.utterances[max(index - window, 0) : index]
+        turn = Turn(
+            dialog.dialog_id,
+            _human_then(human, dialog, guessed),
+            _bot_then(bot, dialog, guessed),
+            list(history),
+            human,
+        )
+        turns.append(
+            StoredTurn(
+                dialog.dialog_id,
+                dialog.human.user_external_id,
+                number,
+                human,
+                bot,
+                turn,
+                guessed,
+            )
+        )
+    return turns
+
+
+async def stored_turns(
+    reader: DialogReader, chosen: TurnFilter, window: int
+) -> AsyncIterator[StoredTurn]:
+    """The chosen turns, dialog after dialog, each dialog's in order, at most
+    ``chosen.limit`` of them."""
+    given = 0
+    async for dialog in _selected_dialogs(reader, chosen):
+        for turn in dialog_turns(dialog, chosen, window):
+            if chosen.limit is not None and given >= chosen.limit:
+                return
+            given += 1
+            yield turn
+
+
+async def count_turns(reader: DialogReader, chosen: TurnFilter) -> int:
+    """How many turns :func:`stored_turns` will give, for the progress bar (the dialogs
+    read once more)."""
+    total = 0
+    async for dialog in _selected_dialogs(reader, chosen):
+        total += sum(1 for _, human, _ in _answered(dialog) if chosen.admits(human.date_time))
+        if chosen.limit is not None and total >= chosen.limit:
+            return chosen.limit
+    return total

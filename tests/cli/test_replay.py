@@ -1,0 +1,414 @@
+"""`chorus replay`: dialogs stored through the real agent and the shipped pipeline's real
+services, replayed through a copy of the pipeline without one skill, on both stores;
+what changes is exactly what that skill had answered, and the store keeps every byte."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bson import json_util
+from fastapi import FastAPI
+from pymongo import MongoClient
+from pymongo.database import Database
+from typer.testing import CliRunner
+
+from agent.cli.main import app
+from agent.sdk import DialogView, Service, SkillHypothesis
+from tests.conftest import agents, service_entry
+from tests.dream import services as dream
+from tests.e2e.test_default_pipeline import shipped_pipeline
+from tests.store.test_upgrade import _load_release
+from tests.support.servers import ServerThread
+from tests.support.services import fixed_skill
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: What the users say, each user starting at another line: greetings, names, FAQ
+#: questions, small talk and gibberish, so that every skill answers some turns.
+SCRIPT = (
+    "Hello!",
+    "What is Chorus?",
+    "My name is Ann",
+    "How are you?",
+    "zxqv plorb wug",
+    "How do I add a skill?",
+    "what is my name?",
+    "Do you like music?",
+)
+DIALOGS = 100
+TURNS_PER_DIALOG = 2
+
+
+def store_snapshot(db_url: str) -> Any:
+    """Everything the store holds, to compare before and after: on SQLite the files of
+    its folder byte for byte, on MongoDB a dump of every collection and its indexes."""
+    if db_url.startswith("sqlite:///"):
+        path = Path(db_url.removeprefix("sqlite:///"))
+        return {
+            entry.name: hashlib.sha256(entry.read_bytes()).hexdigest()
+            for entry in sorted(path.parent.iterdir())
+            if entry.name.startswith(path.name)
+        }
+    client: MongoClient[dict[str, Any]]
+    with MongoClient(db_url) as client:
+        database: Database[dict[str, Any]] = client.get_default_database()
+        return {
+            name: (
+                json_util.dumps(list(database[name].find().sort("_id"))),
+                json_util.dumps(database[name].index_information()),
+            )
+            for name in sorted(database.list_collection_names())
+        }
+
+
+def run_replay(*args: str, **popen: Any) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "CHORUS_"))}
+    return subprocess.Popen(
+        [sys.executable, "-m", "agent.cli.main", "replay", *args],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        **popen,
+    )
+
+
+def patient(pipeline: dict[str, Any]) -> dict[str, Any]:
+    """The pipeline with timeouts a busy test machine cannot reach: a service timing out
+    in one run and not in the other would be a change the candidate did not make."""
+    pipeline = copy.deepcopy(pipeline)
+    for entries in pipeline["services"].values():
+        for entry in entries.values():
+            entry["connector"]["timeout"] = 60.0
+    pipeline["turn_timeout"] = 120.0
+    return pipeline
+
+
+@pytest.mark.timeout(600)  # 200 turns stored and replayed through ten real services
+def test_removing_a_skill_changes_exactly_the_turns_it_answered(
+    tmp_path: Path,
+    db_url: str,
+    services: Callable[[FastAPI], ServerThread],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("LLM_BASE_URL", raising=False)  # the LLM skill is off, as in `make run`
+    stored_pipeline = patient(shipped_pipeline(services))
+    with agents(tmp_path, db_url) as start:
+        client = start(stored_pipeline)
+
+        def talk(number: int) -> None:
+            for turn in range(TURNS_PER_DIALOG):
+                text = SCRIPT[(number + turn) % len(SCRIPT)]
+                response = client.post("/", json={"user_id": f"user-{number}", "payload": text})
+                assert response.status_code == 200, response.text
+
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(talk, range(DIALOGS)))
+        answered: dict[str, str] = {}  # utt_id of each human utterance → the skill that answered
+        for number in range(DIALOGS):
+            (dialog,) = client.get(f"/api/user/user-{number}").json()
+            utterances = dialog["utterances"]
+            for human, bot in zip(utterances[::2], utterances[1::2], strict=True):
+                answered[human["utt_id"]] = bot["active_skill"]
+    by_faq = {utt_id for utt_id, skill in answered.items() if skill == "faq"}
+    assert by_faq and len(by_faq) < len(answered), "the script must reach the FAQ and more"
+
+    candidate = copy.deepcopy(stored_pipeline)
+    del candidate["services"]["skills"]["faq"]
+    candidate_path = tmp_path / "candidate.json"
+    candidate_path.write_text(json.dumps(candidate))
+    before = store_snapshot(db_url)
+    out, html = tmp_path / "diff.jsonl", tmp_path / "report.html"
+    replaying = run_replay(
+        "--pipeline", str(candidate_path), "--db", db_url, "--out", str(out),
+        "--html", str(html), "--json",
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    stdout, stderr = replaying.communicate(timeout=600)
+    assert replaying.returncode == 0, stderr
+
+    assert store_snapshot(db_url) == before
+    diffs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(d["utt_id"] for d in diffs) == sorted(answered)
+    changed = {d["utt_id"] for d in diffs if d["skill_changed"] or d["response_changed"]}
+    assert changed == by_faq
+    assert all(d["stored"]["skill"] == "faq" != d["candidate"]["skill"] for d in diffs
+               if d["utt_id"] in by_faq)  # fmt: skip
+    summary = json.loads(stdout)
+    assert (summary["turns"], summary["skill_changed"]) == (len(answered), len(by_faq))
+    assert summary["stored"]["skills"]["faq"] == len(by_faq)
+    assert "faq" not in summary["candidate"]["skills"]
+    page = html.read_text()
+    faq_turn = next(d for d in diffs if d["utt_id"] in by_faq)
+    assert faq_turn["stored"]["response"].replace("'", "&#x27;") in page
+
+
+@pytest.fixture
+def gate() -> Iterator[threading.Event]:
+    opened = threading.Event()
+    yield opened
+    opened.set()  # lets the held calls end, so their server can stop
+
+
+def answers_then_holds(answers: int, gate: threading.Event) -> FastAPI:
+    """A skill that answers its first ``answers`` calls, then holds every later one until
+    ``gate`` opens: a replay through it stops making progress at a known turn."""
+    service = Service("holder")
+    calls = iter(range(10**6))
+
+    @service.skill
+    def answer(dialog: DialogView) -> SkillHypothesis:  # a worker thread: it may block
+        if next(calls) >= answers:
+            gate.wait(300)
+        return SkillHypothesis(text="held", confidence=0.5)
+
+    return service.app
+
+
+def test_ctrl_c_stops_with_the_report_of_the_turns_done(
+    tmp_path: Path,
+    db_url: str,
+    services: Callable[[FastAPI], ServerThread],
+    gate: threading.Event,
+) -> None:
+    stored_pipeline = {
+        "services": {
+            "skills": {"hello": service_entry(services(fixed_skill("hello", "hi", 0.9)).url)}
+        }
+    }
+    with agents(tmp_path, db_url) as start:
+        client = start(stored_pipeline)
+        for number in range(12):
+            assert client.post("/", json={"user_id": f"u{number % 3}", "payload": "hey"}).is_success
+    holder = services(answers_then_holds(5, gate))
+    candidate = {
+        "services": {"skills": {"holder": service_entry(holder.url, timeout=300.0)}},
+        "turn_timeout": 300.0,
+    }
+    candidate_path = tmp_path / "candidate.json"
+    candidate_path.write_text(json.dumps(candidate))
+    out, html = tmp_path / "diff.jsonl", tmp_path / "report.html"
+    before = store_snapshot(db_url)
+    replaying = run_replay(
+        "--pipeline", str(candidate_path), "--db", db_url, "--concurrency", "1",
+        "--out", str(out), "--html", str(html), "--json",
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert replaying.stderr is not None
+    seen = []
+    for line in replaying.stderr:  # the progress, until the fifth turn is done
+        seen.append(line)
+        if line.strip() == "replayed 5/12 turns":
+            break
+    else:
+        pytest.fail(f"the replay ended before its fifth turn: {''.join(seen)}")
+    replaying.send_signal(signal.SIGINT)
+    stdout, stderr = replaying.communicate(timeout=120)
+    assert replaying.returncode == 130, stderr
+
+    summary = json.loads(stdout)
+    assert (summary["turns"], summary["selected"], summary["interrupted"]) == (5, 12, True)
+    diffs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(diffs) == 5
+    assert all(d["stored"]["response"] == "hi" and d["candidate"]["response"] == "held"
+               for d in diffs)  # fmt: skip
+    assert "Interrupted: 5 of 12 turns" in html.read_text()
+    assert store_snapshot(db_url) == before
+
+
+def dp_agent_pipeline(services: Callable[[FastAPI], ServerThread]) -> dict[str, Any]:
+    """A dp-agent pipeline_conf.json: a skill selector, an ELIZA-like skill and a dff-like
+    one keeping its state in the human attributes, and a confidence response selector that
+    hands the chosen skill's attributes on."""
+    formatters = "tests.dream.formatters"
+
+    def entry(app: FastAPI, previous: str, method: str, formatter: Any) -> dict[str, Any]:
+        return {
+            "connector": {"protocol": "http", "url": f"{services(app).url}/respond"},
+            "dialog_formatter": formatter,
+            "response_formatter": f"{formatters}:simple",
+            "previous_services": [previous] if previous else [],
+            **({"state_manager_method": method} if method else {"tags": ["selector"]}),
+        }
+
+    counter = entry(
+        dream.counter(), "skill_selectors", "add_hypothesis", {"name": f"{formatters}:dff_like"}
+    )
+    counter["response_formatter"] = f"{formatters}:skill_with_attributes"
+    eliza = entry(dream.eliza(), "skill_selectors", "add_hypothesis", f"{formatters}:eliza_like")
+    eliza["response_formatter"] = f"{formatters}:skill_pair"
+    return {
+        "services": {
+            "skill_selectors": {
+                "rules": entry(
+                    dream.skill_selector("eliza", "counter"), "", "", f"{formatters}:full_dialog"
+                )
+            },
+            "skills": {"eliza": eliza, "counter": counter},
+            "response_selectors": {
+                "response_selector": entry(
+                    dream.response_selector(extra=2),
+                    "skills",
+                    "add_bot_utterance",
+                    f"{formatters}:full_dialog",
+                )
+            },
+        }
+    }
+
+
+def test_a_dp_agent_pipeline_replays_as_it_ran_and_shows_a_removed_skill(
+    tmp_path: Path, db_url: str, services: Callable[[FastAPI], ServerThread]
+) -> None:
+    pipeline = dp_agent_pipeline(services)
+    with agents(tmp_path, db_url) as start:
+        client = start(pipeline)
+        for number in range(9):
+            assert client.post("/", json={"user_id": f"u{number % 3}", "payload": "hi"}).is_success
+    same, without_counter = tmp_path / "same.json", tmp_path / "without.json"
+    same.write_text(json.dumps(pipeline))
+    pruned = copy.deepcopy(pipeline)
+    del pruned["services"]["skills"]["counter"]
+    without_counter.write_text(json.dumps(pruned))
+    before = store_snapshot(db_url)
+
+    summaries = []
+    for candidate in (same, without_counter):
+        replaying = run_replay(
+            "--pipeline", str(candidate), "--db", db_url, "--json",
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        stdout, stderr = replaying.communicate(timeout=300)
+        assert replaying.returncode == 0, stderr
+        summaries.append(json.loads(stdout))
+    # The counter's answer counts the turns in the user's attributes: the same answers
+    # again only if each turn starts from the attributes as they were then.
+    unchanged, changed = summaries
+    assert (unchanged["turns"], unchanged["response_changed"]) == (9, 0)
+    assert unchanged["stored"]["skills"] == {"counter": 9}
+    assert (changed["turns"], changed["skill_changed"]) == (9, 9)
+    assert changed["candidate"]["skills"] == {"eliza": 9}
+    assert store_snapshot(db_url) == before
+
+
+@pytest.fixture
+def two_users(
+    tmp_path: Path, db_url: str, services: Callable[[FastAPI], ServerThread]
+) -> tuple[Path, list[dict[str, Any]]]:
+    """A store with ann's three turns and bob's two, and a candidate pipeline file; the
+    stored human utterances, oldest first."""
+    hello = {
+        "services": {"skills": {"hi": service_entry(services(fixed_skill("hi", "hi", 1)).url)}}
+    }
+    with agents(tmp_path, db_url) as start:
+        client = start(hello)
+        for user in ("ann", "ann", "bob", "ann", "bob"):
+            assert client.post("/", json={"user_id": user, "payload": f"hey {user}"}).is_success
+        humans = [
+            {**utterance, "dialog_id": dialog["dialog_id"]}
+            for user in ("ann", "bob")
+            for dialog in client.get(f"/api/user/{user}").json()
+            for utterance in dialog["utterances"]
+            if utterance["speaker"] == "human"
+        ]
+    candidate = tmp_path / "candidate.json"
+    candidate.write_text(json.dumps(hello))
+    return candidate, sorted(humans, key=lambda u: u["date_time"])
+
+
+def replayed(db_url: str, candidate: Path, *args: str) -> list[str]:
+    """The utt_ids of the turns a replay chose, oldest first."""
+    out = candidate.parent / "chosen.jsonl"
+    result = CliRunner().invoke(
+        app, ["replay", "--pipeline", str(candidate), "--db", db_url, "--out", str(out), *args]
+    )
+    assert result.exit_code == 0, result.output
+    diffs = [json.loads(line) for line in out.read_text().splitlines()]
+    return [d["utt_id"] for d in sorted(diffs, key=lambda d: d["date_time"])]
+
+
+def test_the_options_choose_the_turns(
+    db_url: str, two_users: tuple[Path, list[dict[str, Any]]]
+) -> None:
+    candidate, humans = two_users
+    ids = [u["utt_id"] for u in humans]
+    anns = [u["utt_id"] for u in humans if u["text"] == "hey ann"]
+    bobs = [u for u in humans if u["text"] == "hey bob"]
+    assert replayed(db_url, candidate) == ids
+    assert replayed(db_url, candidate, "--user", "ann") == anns
+    assert replayed(db_url, candidate, "--dialog", bobs[0]["dialog_id"]) == [
+        u["utt_id"] for u in bobs
+    ]
+    third = humans[2]["date_time"]
+    assert replayed(db_url, candidate, "--since", third) == ids[2:]
+    assert replayed(db_url, candidate, "--until", third) == ids[:2]
+    assert replayed(db_url, candidate, "--user", "ann", "--limit", "2") == anns[:2]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--user", "nobody"], "--user 'nobody': no such user in the store"),
+        (["--dialog", "nothing"], "--dialog 'nothing': no such dialog in the store"),
+        (["--since", "2026-02-01", "--until", "2026-01-01"], "--since must be before --until"),
+        (["--db", "mysql://localhost/x"], "--db: unsupported database URL"),
+    ],
+)
+def test_bad_options_are_refused_saying_what_to_fix(
+    db_url: str, two_users: tuple[Path, list[dict[str, Any]]], args: list[str], says: str
+) -> None:
+    candidate, _ = two_users
+    before = store_snapshot(db_url)
+    result = CliRunner().invoke(
+        app, ["replay", "--pipeline", str(candidate), "--db", db_url, *args]
+    )
+    assert result.exit_code == 2, result.output
+    assert says in " ".join(result.output.split())
+    assert store_snapshot(db_url) == before
+
+
+def test_a_replay_reads_the_turns_of_an_agent_still_serving(
+    tmp_path: Path, db_url: str, services: Callable[[FastAPI], ServerThread]
+) -> None:
+    """On SQLite the newest turns may still be in the agent's write-ahead log only."""
+    hello = {
+        "services": {"skills": {"hi": service_entry(services(fixed_skill("hi", "hi", 1)).url)}}
+    }
+    candidate = tmp_path / "candidate.json"
+    candidate.write_text(json.dumps(hello))
+    with agents(tmp_path, db_url) as start:
+        client = start(hello)
+        for number in range(3):
+            assert client.post("/", json={"user_id": "ann", "payload": f"{number}"}).is_success
+        result = CliRunner().invoke(
+            app, ["replay", "--pipeline", str(candidate), "--db", db_url, "--json"]
+        )
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["turns"] == 3
+        # and the agent goes on serving
+        assert client.post("/", json={"user_id": "ann", "payload": "3"}).is_success
+
+
+def test_a_store_of_an_earlier_release_is_refused_not_migrated(tmp_path: Path, db_url: str) -> None:
+    """Migrating it would write: the replay says what to do instead."""
+    _load_release(db_url, "1")
+    candidate = tmp_path / "candidate.json"
+    candidate.write_text(json.dumps({"services": {}}))
+    before = store_snapshot(db_url)
+    result = CliRunner().invoke(app, ["replay", "--pipeline", str(candidate), "--db", db_url])
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.output.split())
+    assert "this release reads" in said
+    assert "run `chorus stats` on it once to bring it up to date" in said
+    assert store_snapshot(db_url) == before
