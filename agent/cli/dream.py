@@ -19,6 +19,8 @@ from typing import Annotated, Any
 import typer
 import yaml
 
+from agent.sdk.errors import ChorusError
+
 #: Where Dream's agent image (and ``chorus-agent-dream``) keeps the Dream checkout.
 DREAM_ROOT = "/dp-agent"
 #: The variables of Dream's start script (``bin/wait``), not of the agent.
@@ -30,7 +32,7 @@ PIPELINE_ARGUMENT = re.compile(r"agent\.pipeline_config=(\S+?)['\"]?(?:\s|$)")
 CHORUS_DB_URL = "mongodb://chorus-mongo:27017/chorus"
 
 
-class OverrideError(ValueError):
+class OverrideError(ChorusError, ValueError):
     """The override file cannot give the agent's block; the message says what to fix."""
 
 

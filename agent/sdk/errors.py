@@ -24,6 +24,8 @@ value) or ``except RuntimeError`` keep that base too.
      │                                 the state (another's slot, the storage bounds)
      ├── StoreUnavailable             agent/store/base.py      the database is away: 503
      ├── StoreWriteRefused            agent/store/base.py      the database refused a document
+     ├── RatingsFull                  agent/store/base.py      a dialog or an answer holds the
+     │                                                         most ratings kept: 409
      ├── LineTimeout                  agent/lines.py           the user's line did not move: 503
      ├── TurnRunning                  agent/lines.py           a message of the user is being
      │                                                         answered (double texting
@@ -39,11 +41,17 @@ value) or ``except RuntimeError`` keep that base too.
      ├── BodyTooLarge [HTTPException] agent/api/limits.py      a request body too big: 413
      ├── DatasetError [ValueError]    agent/parlai/formats.py  a ParlAI dataset file is wrong
      ├── BackupError                  agent/store/backup.py    a backup file cannot be read
+     │    └── RecordRefused            agent/store/import_checks.py  a record breaks a bound
+     │                                 or an id rule: nothing of the file is imported
      ├── ReplayError [RuntimeError]   agent/parlai/replay.py   the agent answered a replay badly
      ├── ChatError                    agent/cli/chat.py        ``chorus chat`` cannot go on
      ├── UnknownSelection [LookupError]  agent/cli/replay/turns.py  ``chorus replay`` was
      │                                 given a user or dialog the store does not hold
      ├── TelegramError                agent/cli/telegram.py    the Bot API refused for good
+     ├── MediaError                   agent/cli/telegram_media.py  a photo, voice or video
+     │                                 could not be fetched or stored: only that attribute is lost
+     ├── OverrideError [ValueError]   agent/cli/dream.py       ``chorus dream compose-block``
+     │                                 cannot read the distribution's override file
      └── ScaffoldError                agent/cli/scaffold.py    ``chorus new`` cannot write
 
 The base lives in the service SDK, the lowest layer, because a service's container carries
