@@ -99,6 +99,8 @@ def test_a_speculative_skill_is_dropped_when_a_cheaper_one_answers_confidently(
     assert 'chorus_skill_dropped_total{skill="story"} 2.0' in metrics
     assert 'chorus_skill_calls_total{skill="story"} 2.0' in metrics
     assert 'chorus_skill_calls_total{skill="cheap"} 2.0' in metrics
+    story_stats = client.get("/api/pipeline").json()["stats"]["story"]
+    assert (story_stats["dropped"], story_stats["errors"]) == (2, 0)  # a drop is no failure
 
 
 def test_a_speculative_streaming_skill_streams_once_the_cheaper_ones_fall_short(
