@@ -148,7 +148,7 @@ def test_a_streamed_answer_is_printed_as_it_is_written(tmp_path: Path) -> None:
                 process.stdin.close()
                 shown = b""
                 while b"Once upon " not in shown:
-                    piece = process.stdout.read1(1024)
+                    piece = os.read(process.stdout.fileno(), 1024)
                     assert piece, f"the chat ended before the story: {shown!r}"
                     shown += piece
                 assert b"a time." not in shown and process.poll() is None
