@@ -207,6 +207,7 @@ class Executor:
         #: Tokens spent per skill per dialog and per day, against their budgets.
         self.ledger = ledger or TokenLedger()
         skills = pipeline.services_of("skills")
+        self._skills = {node.name: node for node in skills}
         self._lower = {node.name: lower_tiers(node, skills) for node in skills}
 
     async def run(self, turn: Turn) -> TurnResult:
@@ -297,8 +298,7 @@ class Executor:
     def _drop_outrun(self, run: _Run) -> None:
         """Cancel every speculative call a lower tier's confident hypothesis made useless."""
         for name, task in list(run.speculating.items()):
-            node = next(n for n in self.pipeline.services_of("skills") if n.name == name)
-            why = run.confident_below(node, self._lower[name])
+            why = run.confident_below(self._skills[name], self._lower[name])
             if why is not None and name not in run.dropped and not task.done():
                 run.dropped[name] = why
                 task.cancel(DROPPED)
@@ -380,8 +380,7 @@ class Executor:
                 del run.streams[name]  # its answer was lost: its tokens are not sent
                 continue
             if stream.listened and not stream.sure:
-                node = next(n for n in self.pipeline.services_of("skills") if n.name == name)
-                stream.sure = self._certain(run, node, stream.confidence)
+                stream.sure = self._certain(run, self._skills[name], stream.confidence)
             if stream.sure:
                 stream.flush()
 
@@ -416,9 +415,9 @@ class Executor:
         is written: no other skill has a hypothesis, but for those of lower tiers below
         both its ``run_below`` (they are why it runs) and the confidence it announced, and
         every other skill still to answer is left out (by the skill selectors, or as a
-        tier this answer's confidence keeps from running). Its answer
-        can still be lost (the skill fails, a candidate annotator holds it back): the
-        final answer, not the tokens, is what is stored."""
+        tier this answer's confidence keeps from running). Its answer can still be lost
+        (the skill fails, a candidate annotator holds it back): the final answer, not the
+        tokens, is what is stored."""
         for other in self.pipeline.services_of("skills"):
             if other.name == node.name:
                 continue
