@@ -4,8 +4,9 @@ LLM is asked.
 
 The stack runs as a user runs it (``chorus run``: every service its own process, the agent
 on SQLite), with ``LLM_BASE_URL`` pointed at :mod:`bench.slow_llm` (3 s an answer, a piece
-every 0.3 s), then once more without it (the LLM off). Each turn is followed as
-Server-Sent Events, timed on the machine's monotonic clock, which the LLM's log shares:
+every 0.3 s), and a second stack without it (the LLM off) is sent the same turns in step.
+Each turn is followed as Server-Sent Events, timed on the machine's monotonic clock,
+which the LLM's log shares:
 
 - cheap turns: p50 of message -> answer for the turns a cheap skill answers with the LLM
   on, against the same turns with it off;
@@ -150,11 +151,10 @@ def turn(client: httpx.Client, user: str, text: str) -> dict[str, Any]:
     }
 
 
-def conversations(
-    repo: Path, count: int, llm_url: str | None, llm: str, speculative: bool = False
-) -> list[dict[str, Any]]:
-    """``count`` conversations of :data:`SCRIPT` against a fresh stack of ``repo``; each
-    turn with the LLM requests made during it."""
+@contextmanager
+def stack(repo: Path, llm_url: str | None, speculative: bool) -> Iterator[httpx.Client]:
+    """A fresh stack of ``repo`` (``chorus run``, SQLite), the LLM on at ``llm_url`` or off;
+    a client to its agent once every service answers."""
     with tempfile.TemporaryDirectory(prefix="chorus-bench-") as tmp:
         port = free_port()
         pipeline, health = local_pipeline(repo, Path(tmp), speculative)
@@ -174,16 +174,27 @@ def conversations(
                 wait_up(url, agent, 180)
             wait_up(f"http://127.0.0.1:{port}/ready", agent, 120)
             turn(client, "warm-up", "Hello!")
-            seen = len(httpx.get(f"{llm}/log").json())
-            turns = []
-            for number in range(count):
-                for text in SCRIPT:
-                    result = turn(client, f"user-{number}", text)
-                    log = httpx.get(f"{llm}/log").json()
-                    result["llm_requests"], seen = log[seen:], len(log)
-                    result["conversation"] = number
-                    turns.append(result)
-            return turns
+            yield client
+
+
+def conversations(
+    repo: Path, count: int, llm: str, speculative: bool = False
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``count`` conversations of :data:`SCRIPT` against two stacks of ``repo``, the LLM on
+    and off, turn by turn in step (so that the machine's load, which varies, weighs on
+    both alike); the LLM-on turns with the LLM requests made during them."""
+    with stack(repo, f"{llm}/v1", speculative) as on, stack(repo, None, False) as off:
+        seen = len(httpx.get(f"{llm}/log").json())
+        with_llm: list[dict[str, Any]] = []
+        without: list[dict[str, Any]] = []
+        for number in range(count):
+            for text in SCRIPT:
+                result = turn(on, f"user-{number}", text)
+                log = httpx.get(f"{llm}/log").json()
+                result["llm_requests"], seen = log[seen:], len(log)
+                with_llm.append(result)
+                without.append(turn(off, f"user-{number}", text))
+        return with_llm, without
 
 
 def quantiles(values: list[float]) -> dict[str, float | None]:
@@ -246,8 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     command = [sys.executable, "-m", "uvicorn", "bench.slow_llm:app", "--port", str(port)]
     with process([*command, "--log-level", "warning"], ROOT, env) as server:
         wait_up(f"{llm}/health", server)
-        on = conversations(repo, args.conversations, f"{llm}/v1", llm, args.speculative)
-        off = conversations(repo, args.conversations, None, llm)
+        on, off = conversations(repo, args.conversations, llm, args.speculative)
     result = figures(on, off, args.conversations)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"llm_turns-{args.label}.json").write_text(json.dumps(result, indent=2) + "\n")
