@@ -13,6 +13,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from tests.api.test_chat_ws import socket, turn_frames
 from tests.conftest import AgentFactory
 from tests.e2e.test_default_pipeline import say, shipped_pipeline
 from tests.support.events import follow
@@ -100,3 +101,22 @@ def test_the_fallback_answers_when_the_llm_fails(
     (dialog,) = client.get("/api/user/ann").json()
     (error,) = [e for e in dialog["utterances"][0]["errors"] if e["service"] == "llm"]
     assert "LLM endpoint" in error["message"]
+
+
+def test_the_llm_s_answer_streams_over_the_websocket_too(
+    agent: AgentFactory,
+    services: Callable[[FastAPI], ServerThread],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = StreamingOpenAI(SKY)
+    with serving(model.app) as endpoint:
+        client = with_llm(agent, services, monkeypatch, f"{endpoint.url}/v1")
+        with socket(client, "?events=true") as ws:
+            greeted = turn_frames(ws, {"user_id": "ann", "payload": "Hello!"})
+            sky = turn_frames(ws, {"user_id": "ann", "payload": "Explain why the sky is blue."})
+    assert greeted[-1]["data"]["active_skill"] == "greeting"
+    assert "token" not in [f["event"] for f in greeted]
+    tokens = [f["data"]["text"] for f in sky if f["event"] == "token"]
+    assert sky[-1]["event"] == "answer" and sky[-1]["data"]["active_skill"] == "llm"
+    assert len(tokens) >= 3 and "".join(tokens) == sky[-1]["data"]["response"]
+    assert len(model.requests) == 1
