@@ -60,3 +60,18 @@ def test_the_llm_is_told_its_per_turn_budget_and_stops_when_the_dialog_s_is_spen
     assert spent >= 9  # 2 + 3, then 4 + 3 tokens: the second call spent the budget
     last = dialog["utterances"][4]
     assert {c["service"]: c["outcome"] for c in last["trace"]}["llm"] == "skipped"
+
+
+def test_a_day_s_budget_holds_across_dialogs(services: Any, agent: AgentFactory) -> None:
+    model = StreamingOpenAI(WORDS)
+    with serving(model.app) as endpoint:
+        client = agent(budget_pipeline(services, f"{endpoint.url}/v1", per_day=10))
+        answers = [
+            client.post("/", json={"user_id": user, "payload": "Tell me"}).json()
+            for user in ("ann", "bob", "cid")
+        ]
+        metrics = client.get("/metrics").text
+    # ann's answer costs 2 + 6 tokens; bob may spend only the 2 left: 2 + 2; cid nothing
+    assert [a["active_skill"] for a in answers] == ["llm", "llm", "shrug"]
+    assert [body["max_tokens"] for body in model.requests] == [10, 2]
+    assert 'chorus_skill_tokens_total{skill="llm"} 12.0' in metrics
