@@ -2,6 +2,9 @@
 
 Each line is one message to ``POST /``; the answer is printed with the skill that gave it
 (``bot [greeting]: Hi!``), and a line ``-- dialog <id> --`` whenever a new dialog starts.
+The turn is followed as Server-Sent Events, so a streaming skill's answer (an LLM's) is
+printed as it is written; should the turn end with another answer than the one streamed
+(a candidate annotator held it back), the answer is printed on its own line after it.
 ``/new`` starts a new dialog: the chat API ends the user's open dialog when the payload is
 ``/start``, and the next message opens another. ``/quit`` or the end of input exits.
 
@@ -11,10 +14,12 @@ Piped input works as typed input does (no prompt is shown then), so a chat can b
 from __future__ import annotations
 
 import getpass
+import json
 import re
 import sys
 from collections.abc import Iterator
-from typing import Annotated
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
 import httpx
 import typer
@@ -65,34 +70,116 @@ def _reason(exc: httpx.TransportError) -> str:
     return str(exc) or type(exc).__name__
 
 
-def send(client: httpx.Client, user_id: str, text: str) -> AgentReply | None:
-    """One message; ``None`` when this message failed but the chat can go on."""
-    try:
-        response = client.post("/", json={"user_id": user_id, "payload": text})
-    except httpx.TimeoutException:
-        errors.print(f"error: no answer within {TIMEOUT:.0f}s; try again", style="red")
-        return None
-    except httpx.TransportError as exc:
-        raise ChatError(f"lost the agent at {client.base_url}: {_reason(exc)}") from None
+@dataclass
+class Turn:
+    """What the chat printed of one turn so far: the dialog it is in, and the streamed text."""
+
+    dialog: str | None
+    streamed: list[str] = field(default_factory=list)
+    skill: str | None = None
+
+    def accepted(self, dialog_id: str | None) -> None:
+        if dialog_id is not None and dialog_id != self.dialog:
+            self.dialog = dialog_id
+            console.print(f"-- dialog {dialog_id} --", style="dim")
+
+    def token(self, text: str, skill: str | None) -> None:
+        if not self.streamed:
+            self.skill = skill
+            console.print(_prefix(skill), end="")
+        self.streamed.append(text)
+        console.print(text, end="")
+        console.file.flush()  # piped output too: the text shows as it is written
+
+    def answered(self, reply: AgentReply) -> None:
+        self.accepted(reply.dialog_id)
+        if self.streamed:
+            console.print()
+            if "".join(self.streamed) == reply.response and self.skill == reply.active_skill:
+                return
+        show(reply)
+
+
+def _refused(response: httpx.Response) -> None:
     if response.status_code in (401, 403):
         raise ChatError(
             f"the agent refused the chat ({response.status_code}): set "
             "--api-key (or CHORUS_API_KEY)"
         )
-    if not response.is_success:
-        errors.print(f"error: {response.status_code} {response.text[:300]}", style="red")
-        return None
+
+
+def _reply(data: Any, client: httpx.Client) -> AgentReply:
     try:
-        return AgentReply.model_validate_json(response.content)
+        return AgentReply.model_validate(data)
     except ValidationError:
         raise ChatError(
-            f"{client.base_url} is not a Chorus agent: it answered {response.text[:100]!r}"
+            f"{client.base_url} is not a Chorus agent: it answered {str(data)[:100]!r}"
         ) from None
 
 
+def _events(response: httpx.Response) -> Iterator[tuple[str, Any]]:
+    """The Server-Sent Events of a turn, as they arrive."""
+    kind = "message"
+    for line in response.iter_lines():
+        if line.startswith("event:"):
+            kind = line.removeprefix("event:").strip()
+        elif line.startswith("data:"):
+            yield kind, json.loads(line.removeprefix("data:"))
+            kind = "message"
+
+
+def send(client: httpx.Client, user_id: str, text: str, turn: Turn) -> AgentReply | None:
+    """One message, its turn followed as it runs; ``None`` when this message failed but the
+    chat can go on."""
+    body = {"user_id": user_id, "payload": text}
+    try:
+        with client.stream(
+            "POST", "/", json=body, headers={"Accept": "text/event-stream"}
+        ) as response:
+            _refused(response)
+            if not response.is_success:
+                response.read()
+                errors.print(f"error: {response.status_code} {response.text[:300]}", style="red")
+                return None
+            if "text/event-stream" not in response.headers.get("content-type", ""):
+                response.read()
+                try:
+                    return _reply(response.json(), client)
+                except ValueError:
+                    return _reply(response.text, client)
+            for kind, data in _events(response):
+                if kind == "accepted":
+                    turn.accepted(data.get("dialog_id"))
+                elif kind == "token":
+                    turn.token(str(data.get("text", "")), data.get("skill"))
+                elif kind == "answer":
+                    return _reply(data, client)
+                elif kind == "error":
+                    if turn.streamed:
+                        console.print()
+                    message = data.get("message") or data.get("detail") or data
+                    errors.print(f"error: {data.get('status')} {message}", style="red")
+                    return None
+    except httpx.TimeoutException:
+        errors.print(f"error: no answer within {TIMEOUT:.0f}s; try again", style="red")
+        return None
+    except httpx.TransportError as exc:
+        raise ChatError(f"lost the agent at {client.base_url}: {_reason(exc)}") from None
+    except json.JSONDecodeError:
+        raise ChatError(
+            f"{client.base_url} is not a Chorus agent: its events are not JSON"
+        ) from None
+    errors.print("error: the turn's events ended without an answer; try again", style="red")
+    return None
+
+
+def _prefix(skill: str | None) -> Text:
+    tag = Text(f" [{skill}]", style="cyan") if skill else ""
+    return Text.assemble(("bot", "bold green"), tag, ": ")
+
+
 def show(reply: AgentReply) -> None:
-    skill = Text(f" [{reply.active_skill}]", style="cyan") if reply.active_skill else ""
-    console.print(Text.assemble(("bot", "bold green"), skill, ": ", reply.response))
+    console.print(Text.assemble(_prefix(reply.active_skill), reply.response))
 
 
 def converse(client: httpx.Client, user_id: str, lines: Iterator[str]) -> None:
@@ -104,16 +191,15 @@ def converse(client: httpx.Client, user_id: str, lines: Iterator[str]) -> None:
         if text in QUIT:
             return
         if text == "/new":
-            if send(client, user_id, NEW_DIALOG) is not None:
+            if send(client, user_id, NEW_DIALOG, Turn(dialog)) is not None:
                 console.print("(your next message starts a new dialog)", style="dim")
             continue
-        reply = send(client, user_id, text)
-        if reply is None:
-            continue
-        if reply.dialog_id != dialog:
-            dialog = reply.dialog_id
-            console.print(f"-- dialog {dialog} --", style="dim")
-        show(reply)
+        turn = Turn(dialog)
+        reply = send(client, user_id, text, turn)
+        dialog = turn.dialog
+        if reply is not None:
+            turn.answered(reply)
+            dialog = turn.dialog
 
 
 def check_reachable(client: httpx.Client) -> None:

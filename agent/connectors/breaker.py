@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from agent.connectors.base import Connector
-from agent.connectors.errors import ServiceError, ServiceUnavailable
+from agent.connectors.errors import ServiceError, ServiceUnavailable, is_drop
 from agent.sdk.models import DialogView
 
 log = logging.getLogger("chorus.connectors")
@@ -102,8 +102,9 @@ class GuardedConnector:
             except ServiceError:
                 self.breaker.record(ok=False)
                 raise
-            except asyncio.CancelledError:
-                self.breaker.record(ok=False)  # a timeout from the executor counts too
+            except asyncio.CancelledError as exc:
+                if not is_drop(exc):
+                    self.breaker.record(ok=False)  # a timeout from the executor counts too
                 raise
             self.breaker.record(ok=True)
             return result
@@ -122,8 +123,8 @@ class GuardedConnector:
                     ended = True
                     self.breaker.record(ok=True)
                 yield kind, value
-        except (ServiceError, asyncio.CancelledError, GeneratorExit):
-            if not ended:  # a stream given up before its end line failed
+        except (ServiceError, asyncio.CancelledError, GeneratorExit) as exc:
+            if not ended and not is_drop(exc):  # a stream given up before its end failed
                 self.breaker.record(ok=False)
             raise
 

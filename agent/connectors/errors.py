@@ -20,6 +20,15 @@ from agent.sdk.errors import ChorusError
 from agent.state.models import FailureKind
 from agent.telemetry import printable
 
+#: The message of the cancellation that drops a speculative skill's call (a cheaper skill
+#: answered first): the call did not fail, so its service's circuit breaker ignores it.
+DROPPED = "dropped: a cheaper skill answered first"
+
+
+def is_drop(exc: BaseException) -> bool:
+    """Whether ``exc`` is the cancellation that drops a speculative call."""
+    return DROPPED in exc.args
+
 
 class ServiceError(ChorusError):
     """Base of all service faults."""

@@ -90,6 +90,24 @@ class Metrics:
             ["collection"],
             registry=r,
         )
+        self.skill_calls = Counter(
+            "chorus_skill_calls", "Calls made to each skill", ["skill"], registry=r
+        )
+        self.skill_dropped = Counter(
+            "chorus_skill_dropped",
+            "Speculative skill calls dropped early: a cheaper skill answered first",
+            ["skill"],
+            registry=r,
+        )
+        self.skill_seconds = Counter(
+            "chorus_skill_seconds", "Seconds spent in each skill's calls", ["skill"], registry=r
+        )
+        self.skill_tokens = Counter(
+            "chorus_skill_tokens",
+            "Tokens each skill reported spending (its hypotheses' OpenAI-style usage)",
+            ["skill"],
+            registry=r,
+        )
         #: Exact counts and recent quantiles per service, for the ``/pipeline`` page.
         self.services = ServiceStats()
 
@@ -101,6 +119,15 @@ class Metrics:
             if call.outcome != "skipped":
                 service = self._label(call.service)
                 self.call_seconds.labels(service, call.role).observe(call.duration)
+                if call.role == "skills":
+                    self.skill_calls.labels(service).inc()
+                    self.skill_seconds.labels(service).inc(call.duration)
+                    if call.outcome == "dropped":
+                        self.skill_dropped.labels(service).inc()
+        for hypothesis in result.utterance.hypotheses:
+            used = hypothesis.tokens_used()
+            if used:
+                self.skill_tokens.labels(self._label(hypothesis.skill_name)).inc(used)
         for error in result.utterance.errors:
             service = self._label(error.service)
             self.errors.labels(service, error.kind).inc()

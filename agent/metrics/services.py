@@ -31,6 +31,9 @@ class ServiceSummary(BaseModel):
 
     calls: int = Field(description="calls made (skipped ones not counted)")
     errors: int = Field(description="calls that failed, timeouts included")
+    dropped: int = Field(
+        default=0, description="speculative calls dropped because a cheaper skill answered first"
+    )
     timeouts: int = Field(description="calls that ran out of time")
     skipped: int = Field(
         description="turns the service did not run in (not selected, "
@@ -56,6 +59,7 @@ class _Service:
     errors: int = 0
     timeouts: int = 0
     skipped: int = 0
+    dropped: int = 0
     recent: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
 
     def add(self, call: ServiceCall) -> None:
@@ -64,7 +68,9 @@ class _Service:
             return
         self.calls += 1
         self.recent.append(call.duration)
-        if call.outcome != "ok":
+        if call.outcome == "dropped":  # given up by the agent: not the service's failure
+            self.dropped += 1
+        elif call.outcome != "ok":
             self.errors += 1
         if call.outcome == "timeout":
             self.timeouts += 1
@@ -76,6 +82,7 @@ class _Service:
             errors=self.errors,
             timeouts=self.timeouts,
             skipped=self.skipped,
+            dropped=self.dropped,
             error_rate=self.errors / self.calls if self.calls else None,
             p50_seconds=quantile(durations, 0.5),
             p95_seconds=quantile(durations, 0.95),

@@ -87,6 +87,20 @@ class ConnectorConfig(BaseModel):
         return self
 
 
+class TokenBudget(BaseModel):
+    """How many tokens an LLM skill may spend, as its service reports them (OpenAI's
+    ``usage``): a call past a spent budget is not made, and the skill is told the most it
+    may spend this turn (``max_tokens`` of its dialog view)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    per_turn: int | None = Field(default=None, ge=1, description="tokens one call may spend")
+    per_dialog: int | None = Field(default=None, ge=1, description="tokens over one dialog")
+    per_day: int | None = Field(
+        default=None, ge=1, description="tokens per UTC day, counted by each agent process"
+    )
+
+
 class ServiceConfig(BaseModel):
     """One service of the pipeline."""
 
@@ -123,6 +137,42 @@ class ServiceConfig(BaseModel):
         "text answers the turn (the first to announce, if several do): its tokens reach a "
         "listening client and the response selector is not asked",
     )
+
+    tier: int = Field(
+        default=0,
+        ge=0,
+        le=9,
+        description="a skill's tier: skills of tier 0 run at once; a skill of a higher tier "
+        "runs only when no skill of a lower tier answered with at least its run_below",
+    )
+    run_below: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="a tiered skill runs only when every hypothesis of the lower tiers is "
+        "below this confidence",
+    )
+    speculative: bool = Field(
+        default=False,
+        description="a tiered skill starts with tier 0 instead of after it, and is dropped "
+        "the moment a lower tier answers with at least its run_below",
+    )
+    budget: TokenBudget | None = Field(
+        default=None, description="the tokens an LLM skill may spend (per turn, dialog, day)"
+    )
+
+    @model_validator(mode="after")
+    def _tiered(self) -> ServiceConfig:
+        if self.tier > 0 and self.run_below is None:
+            raise ValueError(
+                f'"tier": {self.tier} needs "run_below": the confidence a lower tier\'s '
+                "answer must reach for this skill not to run (e.g. 0.5)"
+            )
+        if self.tier == 0 and self.run_below is not None:
+            raise ValueError('"run_below" needs "tier" of 1 or more')
+        if self.speculative and self.tier == 0:
+            raise ValueError('"speculative": true needs "tier" of 1 or more')
+        return self
 
     @model_validator(mode="after")
     def _stream_over_http(self) -> ServiceConfig:

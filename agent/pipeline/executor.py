@@ -19,12 +19,14 @@ from typing import Any
 
 from agent.connectors.batching import Batcher
 from agent.connectors.builtin import highest_confidence
+from agent.connectors.errors import DROPPED
 from agent.message import Message, MessageOverwriteError
 from agent.pipeline import outputs
 from agent.pipeline.calls import Skip, TurnTrace, contained
 from agent.pipeline.graph import Pipeline, ServiceNode
 from agent.pipeline.limits import TurnLimits
 from agent.pipeline.outputs import RefusedOutput
+from agent.pipeline.tiers import Streaming, TokenLedger, lower_tiers
 from agent.pipeline.views import dialog_view
 from agent.sdk.models import DialogView, Selection
 from agent.state.limits import StorageLimits
@@ -39,7 +41,7 @@ from agent.state.models import (
     Utterance,
 )
 from agent.telemetry import service_call_span
-from agent.telemetry.events import emit, listening
+from agent.telemetry.events import listening
 
 log = logging.getLogger("chorus.executor")
 
@@ -134,6 +136,13 @@ class _Run:
         #: The streaming skill whose announced confidence met its stream_min_confidence
         #: first, and why: its hypothesis answers the turn.
         self.claimed: tuple[str, str] | None = None
+        #: Speculative skills' calls in flight, dropped when a lower tier answers first.
+        self.speculating: dict[str, asyncio.Task[None]] = {}
+        self.dropped: dict[str, str] = {}
+        #: Streaming skills being read: their tokens wait here until their answer is sure.
+        self.streams: dict[str, Streaming] = {}
+        #: Tokens each skill reported spending this turn (its hypotheses' ``usage``).
+        self.tokens: dict[str, int] = {}
 
     @property
     def utterance(self) -> HumanUtterance:
@@ -145,14 +154,33 @@ class _Run:
             shown.append(self.bot_utterance)
         return shown
 
-    def view(self, node: ServiceNode) -> DialogView:
-        return dialog_view(
+    def view(self, node: ServiceNode, max_tokens: int | None = None) -> DialogView:
+        view = dialog_view(
             self.turn.dialog_id,
             self.window(),
             self.turn.human,
             self.turn.bot,
             node.config.context_window,
         )
+        view.max_tokens = max_tokens
+        return view
+
+    def confident_below(self, node: ServiceNode, lower: list[ServiceNode]) -> str | None:
+        """Why a tiered skill is not needed: the lower tiers' confident hypothesis, if one
+        reached its ``run_below``."""
+        threshold = node.config.run_below
+        names = {n.name for n in lower}
+        for hypothesis in self.utterance.hypotheses:
+            if (
+                threshold is not None
+                and hypothesis.skill_name in names
+                and hypothesis.confidence >= threshold
+            ):
+                return (
+                    f"{hypothesis.skill_name} answered with confidence "
+                    f"{hypothesis.confidence:g}, at least its run_below {threshold:g}"
+                )
+        return None
 
 
 class Executor:
@@ -164,6 +192,7 @@ class Executor:
         batchers: Mapping[str, Batcher],
         clock: Callable[[], float] = time.perf_counter,
         limits: StorageLimits | None = None,
+        ledger: TokenLedger | None = None,
     ) -> None:
         missing = {n.name for n in pipeline} - set(batchers)
         if missing:
@@ -175,6 +204,11 @@ class Executor:
         # Response annotators run on the chosen answer, after everything else.
         self._before_answer = [n for n in pipeline if n.role != "response_annotators"]
         self._after_answer = pipeline.services_of("response_annotators")
+        #: Tokens spent per skill per dialog and per day, against their budgets.
+        self.ledger = ledger or TokenLedger()
+        skills = pipeline.services_of("skills")
+        self._skills = {node.name: node for node in skills}
+        self._lower = {node.name: lower_tiers(node, skills) for node in skills}
 
     async def run(self, turn: Turn) -> TurnResult:
         run = _Run(turn, self.pipeline, self._clock, self._limits)
@@ -189,6 +223,11 @@ class Executor:
         human_attributes, bot_attributes = self._limits.attribute_merges(
             chosen, run.turn.human, run.turn.bot, run.utterance.errors
         )
+        if run.tokens:
+            bot_attributes = {
+                **bot_attributes,
+                **self.ledger.spend(run.turn.bot.attributes, run.tokens),
+            }
         return TurnResult(
             utterance=run.utterance,
             bot_utterance=bot_utterance,
@@ -213,13 +252,19 @@ class Executor:
         try:
             for name in node.depends_on:
                 await run.done[name].wait()
+            if not node.config.speculative:
+                for lower in self._lower.get(node.name, []):
+                    await run.done[lower.name].wait()
             start = self._clock()
             skip = self._skip(run, node)
             if skip is not None:
                 run.trace.skipped(node.name, node.role, start, skip)
                 return
             with service_call_span(node.name, node.role, run.utterance):
-                await self._call(run, node, start)
+                if node.config.speculative:
+                    await self._speculate(run, node, start)
+                else:
+                    await self._call(run, node, start)
         except asyncio.CancelledError:
             run.trace.fail(
                 node.name,
@@ -231,6 +276,32 @@ class Executor:
             raise
         finally:
             run.done[node.name].set()
+            self._release(run)
+
+    async def _speculate(self, run: _Run, node: ServiceNode, start: float) -> None:
+        """Call a speculative skill at once, as a task that :meth:`_drop_outrun` cancels
+        when a lower tier answers confidently first; then the call is recorded as dropped,
+        not failed."""
+        task = asyncio.create_task(self._call(run, node, start))
+        run.speculating[node.name] = task
+        try:
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if node.name not in run.dropped or (current is not None and current.cancelling()):
+                raise
+            log.debug("dropped %s: %s", node.name, run.dropped[node.name])
+            run.trace.record(node.name, node.role, start, "dropped")
+        finally:
+            run.speculating.pop(node.name, None)
+
+    def _drop_outrun(self, run: _Run) -> None:
+        """Cancel every speculative call a lower tier's confident hypothesis made useless."""
+        for name, task in list(run.speculating.items()):
+            why = run.confident_below(self._skills[name], self._lower[name])
+            if why is not None and name not in run.dropped and not task.done():
+                run.dropped[name] = why
+                task.cancel(DROPPED)
 
     def _skip(self, run: _Run, node: ServiceNode) -> Skip | None:
         """Why the service does not run this turn (None: it runs)."""
@@ -239,13 +310,16 @@ class Executor:
             return Skip(
                 f"required service(s) {', '.join(sorted(failed))} gave no output", failure=True
             )
-        if (
-            node.role == "skills"
-            and run.selected
-            and node.name not in run.selected
-            and (run.decided is None or node.name in run.decided)
-        ):
+        if node.role == "skills" and self._not_selected(run, node):
             return Skip("not chosen by the skill selector")
+        if node.role == "skills" and node.config.tier:
+            why = run.confident_below(node, self._lower[node.name])
+            if why is not None:
+                return Skip(why)
+        if node.config.budget is not None:
+            spent = self.ledger.spent_out(node, run.turn.bot.attributes)
+            if spent is not None:
+                return Skip(spent)
         if node.role in ("candidate_annotators", "response_selectors") and not (
             run.utterance.hypotheses
         ):
@@ -258,7 +332,7 @@ class Executor:
         timeout = node.config.connector.timeout
         with contained(node.name, f"no answer within {timeout}s") as end:
             async with asyncio.timeout(timeout):
-                view = run.view(node)
+                view = run.view(node, self.ledger.allowance(node, run.turn.bot.attributes))
                 if node.config.stream:
                     output = await self._streamed(run, node, view)
                 else:
@@ -270,20 +344,45 @@ class Executor:
 
     async def _streamed(self, run: _Run, node: ServiceNode, view: DialogView) -> Any:
         """A streaming skill's output, called alone (never batched); its tokens go to the
-        turn's listener when its answer is certain to be chosen. The output is the same
-        ``end`` list a JSON call returns, so the stored turn does not depend on it."""
+        turn's listener once its answer is certain to be chosen (:meth:`_release`), those
+        that came before then at that moment. The output is the same ``end`` list a JSON
+        call returns, so the stored turn does not depend on it."""
         connector: Any = self._batchers[node.name].connector
-        forward = listening() and self._certain(run, node)
+        stream = Streaming(node.name, listening())
+        run.streams[node.name] = stream
         output: Any = None
-        # Read to its end: a stream left open would count as a failure of the service.
-        async for kind, value in connector.stream(view):
-            if kind == "start" and self._claims(run, node, value):
-                forward = listening()
-            elif kind == "token" and forward and value:
-                emit("token", text=value, skill=node.name)
-            elif kind == "end":
-                output = value
+        try:
+            # Read to its end: a stream left open would count as a failure of the service.
+            async for kind, value in connector.stream(view):
+                if kind == "start":
+                    announced = value.get("confidence") if isinstance(value, dict) else None
+                    if isinstance(announced, int | float):
+                        stream.confidence = float(announced)
+                    if self._claims(run, node, value):
+                        stream.sure = True
+                    self._release(run)
+                elif kind == "token" and value:
+                    stream.offer(value)
+                elif kind == "end":
+                    output = value
+        except BaseException:
+            del run.streams[node.name]  # a failed or dropped answer's tokens are not sent
+            raise
+        # Kept: tokens still held go out if the answer becomes sure after it is complete.
         return output
+
+    def _release(self, run: _Run) -> None:
+        """Let each streaming skill whose answer has become certain pass its tokens on."""
+        for name, stream in list(run.streams.items()):
+            if run.done[name].is_set() and all(
+                h.skill_name != name for h in run.utterance.hypotheses
+            ):
+                del run.streams[name]  # its answer was lost: its tokens are not sent
+                continue
+            if stream.listened and not stream.sure:
+                stream.sure = self._certain(run, self._skills[name], stream.confidence)
+            if stream.sure:
+                stream.flush()
 
     def _claims(self, run: _Run, node: ServiceNode, start: Any) -> bool:
         """Whether this skill's start line claims the turn's answer: it announces at least
@@ -311,14 +410,48 @@ class Executor:
                 return Selection(index=index, reason=reason)
         return None
 
-    def _certain(self, run: _Run, node: ServiceNode) -> bool:
-        """Whether this skill's answer will be the turn's, as far as can be known before it
-        answers: every other skill is left out by the skill selectors this turn (or there
-        is none); its ``stream_min_confidence`` can make it so later (:meth:`_claims`).
-        Its answer can still be lost (the skill fails, a required service skips it): the
-        final answer, not the tokens, is what was stored."""
-        others = [n for n in self.pipeline.services_of("skills") if n.name != node.name]
-        return all(self._skip(run, other) is not None for other in others)
+    def _certain(self, run: _Run, node: ServiceNode, confidence: float | None) -> bool:
+        """Whether this skill's answer will be the turn's, as far as can be known while it
+        is written: no other skill has a hypothesis, but for those of lower tiers below
+        both its ``run_below`` (they are why it runs) and the confidence it announced, and
+        every other skill still to answer is left out (by the skill selectors, or as a
+        tier this answer's confidence keeps from running). Its answer can still be lost
+        (the skill fails, a candidate annotator holds it back): the final answer, not the
+        tokens, is what is stored."""
+        for other in self.pipeline.services_of("skills"):
+            if other.name == node.name:
+                continue
+            if run.done[other.name].is_set():
+                # Below the run_below that called this skill in, a lower tier's answer is
+                # not a rival: it is why this one runs.
+                bar = node.config.run_below if other.config.tier < node.config.tier else None
+                if any(
+                    h.skill_name == other.name
+                    and (bar is None or confidence is None or h.confidence >= min(bar, confidence))
+                    for h in run.utterance.hypotheses
+                ):
+                    return False
+                continue
+            if self._not_selected(run, other):
+                continue
+            threshold = other.config.run_below
+            if (
+                other.config.tier > node.config.tier
+                and threshold is not None
+                and confidence is not None
+                and confidence >= threshold
+            ):
+                continue
+            return False
+        return True
+
+    @staticmethod
+    def _not_selected(run: _Run, node: ServiceNode) -> bool:
+        return bool(
+            run.selected
+            and node.name not in run.selected
+            and (run.decided is None or node.name in run.decided)
+        )
 
     def _apply(self, run: _Run, node: ServiceNode, output: Any, view: DialogView) -> None:
         """Write the output into the service's own slot, and nowhere else, once it is known
@@ -340,8 +473,13 @@ class Executor:
                     SkillSelectorDecision(selector=node.name, **chosen.model_dump())
                 )
             elif node.role == "skills":
-                utterance.hypotheses.extend(outputs.skill_hypotheses(node.name, output))
+                hypotheses = outputs.skill_hypotheses(node.name, output)
+                utterance.hypotheses.extend(hypotheses)
                 utterance.hypotheses.sort(key=lambda h: run.skill_order[h.skill_name])
+                used = sum(h.tokens_used() for h in hypotheses)
+                if used:
+                    run.tokens[node.name] = run.tokens.get(node.name, 0) + used
+                self._drop_outrun(run)
             elif node.role == "candidate_annotators":
                 shown = view.human_utterance.hypotheses
                 notes = outputs.candidate_annotations(node.name, output, len(shown))

@@ -198,6 +198,14 @@ def build_pipeline(config: PipelineConfig) -> Pipeline:
             "services.response_selectors: only one response selector may be enabled, found "
             + ", ".join(by_group["response_selectors"])
         )
+    for group, services in config.services.items():
+        for name, service in services.items():
+            tiered = service.tier or service.budget is not None
+            if group != "skills" and tiered:
+                key = "tier" if service.tier else "budget"
+                raise PipelineConfigError(
+                    f"services.{group}.{name}.{key}: tiers and token budgets are for skills only"
+                )
     for name, group in enabled.items():
         if config.services[group][name].connector.protocol == "parlai" and group != "skills":
             raise PipelineConfigError(
@@ -225,6 +233,14 @@ def build_pipeline(config: PipelineConfig) -> Pipeline:
             raise PipelineConfigError(
                 f"{where}.previous_services: a service cannot wait for itself"
             )
+    for name, group in enabled.items():
+        tier = config.services[group][name].tier
+        for dep in sorted(deps[name]) if group == "skills" else []:
+            if enabled[dep] == "skills" and config.services["skills"][dep].tier > tier:
+                raise PipelineConfigError(
+                    f"services.{group}.{name}.previous_services: waits for {dep!r}, a skill "
+                    "of a higher tier, which waits for this one's tier: lower its tier"
+                )
     order = topological_order(deps, lambda n: f"services.{enabled[n]}.{n}")
     nodes = tuple(
         ServiceNode(

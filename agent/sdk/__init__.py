@@ -16,7 +16,7 @@ from agent.sdk.models import (
     UtteranceView,
 )
 from agent.sdk.service import Service
-from agent.sdk.streaming import StreamStart
+from agent.sdk.streaming import StreamEnd, StreamStart
 
 __all__ = [
     "BotView",
@@ -28,6 +28,7 @@ __all__ = [
     "ServiceRequest",
     "SkillHypothesis",
     "SkillSelection",
+    "StreamEnd",
     "StreamStart",
     "UtteranceView",
 ]

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from agent.sdk.errors import ChorusError
 from agent.sdk.models import DialogView, HypothesisView, Selection, SkillHypothesis, SkillSelection
 from agent.sdk.roles import Role, singular
-from agent.sdk.streaming import StreamStart
+from agent.sdk.streaming import StreamEnd, StreamStart
 
 #: Set on a service's answer when its handler broke the role's contract; the body's
 #: ``message`` says how.
@@ -50,7 +50,8 @@ class AnnotatorHandler(Protocol):
 
 class SkillHandler(Protocol):
     """A skill: its hypotheses (or one), an awaitable of them, or an async generator that
-    streams one hypothesis (a ``StreamStart``, then its text in pieces)."""
+    streams one hypothesis (a ``StreamStart``, then its text in pieces, maybe a last
+    ``StreamEnd``)."""
 
     def __call__(
         self, dialog: DialogView, /
@@ -60,6 +61,7 @@ class SkillHandler(Protocol):
         | Awaitable[list[SkillHypothesis]]
         | Awaitable[SkillHypothesis]
         | AsyncIterator[StreamStart | str]
+        | AsyncIterator[StreamStart | str | StreamEnd]
     ): ...
 
 

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 JsonDict = dict[str, Any]
 
@@ -83,6 +90,21 @@ class DialogView(BaseModel):
     utterances: list[UtteranceView]
     human: HumanView
     bot: BotView
+    max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="the most tokens an LLM skill may spend on this call: what is left of "
+        "its token budget in the pipeline file (none: no budget)",
+    )
+
+    @model_serializer(mode="wrap")
+    def _budget_when_set(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """``max_tokens`` only when there is a budget: a service that checks its request
+        strictly sees the same view as before budgets existed."""
+        data: dict[str, Any] = handler(self)
+        if self.max_tokens is None:
+            data.pop("max_tokens", None)
+        return data
 
     @property
     def last_utterance(self) -> UtteranceView:

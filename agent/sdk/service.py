@@ -63,7 +63,7 @@ from agent.sdk.models import (
     SkillSelection,
 )
 from agent.sdk.roles import Role, singular
-from agent.sdk.streaming import STREAM_MEDIA_TYPE, StreamStart, line
+from agent.sdk.streaming import STREAM_MEDIA_TYPE, StreamEnd, StreamStart, line
 from agent.sdk.tracing import TraceRequests, tracer_provider_from_env
 
 Handler = Callable[..., Any]
@@ -169,41 +169,50 @@ class Service:
         """Whether the handler streams its text (an async generator skill)."""
         return self._role == "skills" and inspect.isasyncgenfunction(self._handler)
 
-    async def _pieces(self, dialog: DialogView) -> AsyncIterator[StreamStart | str]:
-        """A streaming skill's yields, checked: a :class:`StreamStart` first, then text."""
+    async def _pieces(self, dialog: DialogView) -> AsyncIterator[StreamStart | str | StreamEnd]:
+        """A streaming skill's yields, checked: a :class:`StreamStart` first, then text,
+        then maybe one :class:`StreamEnd`."""
         assert self._handler is not None
         first = True
+        ended = False
         async for item in self._handler(dialog):
             if first and not isinstance(item, StreamStart):
                 raise TypeError(
                     f"skill {self.name!r} must yield a StreamStart (its confidence) before "
                     f"its text, got {type(item).__name__}"
                 )
-            if not first and not isinstance(item, str):
+            if ended or (not first and not isinstance(item, str | StreamEnd)):
                 raise TypeError(
-                    f"skill {self.name!r} yielded {type(item).__name__} after its StreamStart: "
-                    "only str pieces of the text may follow"
+                    f"skill {self.name!r} yielded {type(item).__name__} after its "
+                    f"{'StreamEnd' if ended else 'StreamStart'}: only str pieces of the text "
+                    "may follow a StreamStart, and nothing a StreamEnd"
                 )
+            ended = isinstance(item, StreamEnd)
             first = False
             yield item
 
     @staticmethod
-    def _hypotheses(start: StreamStart | None, text: str) -> Any:
+    def _hypotheses(start: StreamStart | None, text: str, end: StreamEnd | None = None) -> Any:
         """The JSON answer a streamed text makes: one hypothesis, or none without text."""
         if start is None or not text.strip():
             return []
         fields = start.model_dump(mode="json")
+        if end is not None:
+            fields.update(end.model_dump(mode="json"))
         return _normalise("skills", [SkillHypothesis(text=text, **fields)])
 
     async def _collected(self, dialog: DialogView) -> Any:
         start: StreamStart | None = None
+        end: StreamEnd | None = None
         pieces: list[str] = []
         async for item in self._pieces(dialog):
             if isinstance(item, StreamStart):
                 start = item
+            elif isinstance(item, StreamEnd):
+                end = item
             else:
                 pieces.append(item)
-        return self._hypotheses(start, "".join(pieces))
+        return self._hypotheses(start, "".join(pieces), end)
 
     async def stream(self, dialog: DialogView) -> AsyncIterator[bytes]:
         """One dialog's answer as streamed lines; the first item is awaited before the
@@ -214,14 +223,18 @@ class Service:
 
         async def lines() -> AsyncIterator[bytes]:
             text: list[str] = []
+            end: StreamEnd | None = None
             try:
                 if start is not None:
                     yield line("start", start.model_dump(mode="json"))
                     async for piece in pieces:
+                        if isinstance(piece, StreamEnd):
+                            end = piece
+                            continue
                         assert isinstance(piece, str)
                         text.append(piece)
                         yield line("token", piece)
-                yield line("end", self._hypotheses(start, "".join(text)))
+                yield line("end", self._hypotheses(start, "".join(text), end))
             except Exception as exc:  # the status is sent: the failure goes in the stream
                 yield line("error", f"{type(exc).__name__}: {exc}")
 

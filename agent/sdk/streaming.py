@@ -1,10 +1,10 @@
 """A skill that streams its text: the wire format between such a skill and the agent.
 
 A skill written as an async generator (``yield StreamStart(confidence=0.8)``, then the
-text in pieces as ``str``) is answered two ways by the SDK. Called as every service is, it
-answers the usual JSON list, the pieces joined into one hypothesis. Called with
-``Accept: application/x-ndjson`` and one dialog, it answers a chunked stream of JSON
-lines, one object each, in this order:
+text in pieces as ``str``, and maybe a last :class:`StreamEnd`) is answered two ways by
+the SDK. Called as every service is, it answers the usual JSON list, the pieces joined
+into one hypothesis. Called with ``Accept: application/x-ndjson`` and one dialog, it
+answers a chunked stream of JSON lines, one object each, in this order:
 
     {"start": {"confidence": 0.8, ...}}        the hypothesis' fields but its text
     {"token": "Hel"}                           a piece of the text, as soon as it is made
@@ -49,6 +49,15 @@ class StreamStart(BaseModel):
     bot_attributes: JsonDict = Field(default_factory=dict)
 
     _check_keys = field_validator("human_attributes", "bot_attributes")(check_attribute_keys)
+
+
+class StreamEnd(BaseModel):
+    """A streaming skill's optional last yield: hypothesis fields known only once the text
+    is written, such as an LLM's token ``usage`` (OpenAI's ``{"prompt_tokens": ...,
+    "completion_tokens": ..., "total_tokens": ...}``), which the agent counts against the
+    skill's token budget. They are merged into the ``end`` line's hypothesis."""
+
+    model_config = ConfigDict(extra="allow")
 
 
 def line(kind: LineKind, value: Any) -> bytes:

@@ -148,6 +148,18 @@ class Hypothesis(BaseModel):
     human_attributes: JsonDict = Field(default_factory=dict)
     bot_attributes: JsonDict = Field(default_factory=dict)
 
+    def tokens_used(self) -> int:
+        """The tokens the hypothesis says it cost, as OpenAI's ``usage`` puts it
+        (``total_tokens``, else prompt plus completion); 0 when it does not say."""
+        usage = (self.model_extra or {}).get("usage")
+        if not isinstance(usage, dict):
+            return 0
+        keys = (
+            ("total_tokens",) if "total_tokens" in usage else ("prompt_tokens", "completion_tokens")
+        )
+        counts = [usage.get(key) for key in keys]
+        return sum(c for c in counts if isinstance(c, int) and not isinstance(c, bool) and c > 0)
+
     @model_serializer(mode="wrap")
     def _as_returned(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
         """``human_attributes`` and ``bot_attributes`` only when the skill sent them: a
@@ -165,7 +177,9 @@ class Hypothesis(BaseModel):
 _UNSET_LEFT_OUT = ("human_attributes", "bot_attributes")
 
 
-Outcome = Literal["ok", "timeout", "error", "skipped"]
+#: ``dropped``: a speculative skill's call given up because a cheaper skill answered
+#: confidently first (docs/configuration.md, tiers).
+Outcome = Literal["ok", "timeout", "error", "skipped", "dropped"]
 
 #: ``active_skill`` of the answer given when no hypothesis survived.
 FALLBACK_SKILL = "fallback_response"

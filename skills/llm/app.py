@@ -42,7 +42,7 @@ from fastapi import FastAPI, HTTPException, status
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from agent.sdk import BotView, DialogView, Service, SkillHypothesis, StreamStart
+from agent.sdk import BotView, DialogView, Service, SkillHypothesis, StreamEnd, StreamStart
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +77,11 @@ class LLMSettings(BaseSettings):
     max_tokens: int = Field(default=200, ge=1, le=100_000)
     temperature: float = Field(default=0.7, ge=0, le=2)
     stream: bool = Field(default=True, description="ask the endpoint for stream: true")
+    stream_usage: bool = Field(
+        default=True,
+        description="ask a streaming endpoint for its token usage "
+        "(stream_options.include_usage), which the agent counts against the skill's budget",
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -130,10 +135,19 @@ class _Choice(BaseModel):
     message: _ReplyMessage
 
 
+class Usage(BaseModel):
+    """OpenAI's ``usage``: the tokens a completion cost."""
+
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    total_tokens: int = Field(default=0, ge=0)
+
+
 class ChatCompletion(BaseModel):
     """The part of OpenAI's chat-completion answer the skill reads."""
 
     choices: list[_Choice] = Field(min_length=1)
+    usage: Usage | None = None
 
 
 class _Delta(BaseModel):
@@ -149,6 +163,7 @@ class ChatCompletionChunk(BaseModel):
     chunks may have no choices (usage only)."""
 
     choices: list[_ChunkChoice] = Field(default_factory=list)
+    usage: Usage | None = None
 
 
 class PersonaFacts(BaseModel):
@@ -224,6 +239,12 @@ def conversation(dialog: DialogView) -> list[ChatMessage]:
     return [ChatMessage(role="system", content=system_prompt(dialog)), *turns]
 
 
+def _copy_usage(reported: Usage, into: Usage) -> None:
+    into.prompt_tokens = reported.prompt_tokens
+    into.completion_tokens = reported.completion_tokens
+    into.total_tokens = reported.total_tokens or reported.prompt_tokens + reported.completion_tokens
+
+
 def _excerpt(response: httpx.Response) -> str:
     text = response.text.strip().replace("\n", " ")
     return text[:EXCERPT_CHARS] + ("…" if len(text) > EXCERPT_CHARS else "")
@@ -236,6 +257,16 @@ class ChatModel:
         self.settings = settings
         self._http: httpx.AsyncClient | None = None
 
+    def _body(self, messages: list[ChatMessage], max_tokens: int | None) -> dict[str, Any]:
+        """The request; ``max_tokens``: the agent's budget for the call, when below ours."""
+        limit = self.settings.max_tokens if max_tokens is None else max_tokens
+        return {
+            "model": self.settings.model,
+            "max_tokens": min(self.settings.max_tokens, limit),
+            "temperature": self.settings.temperature,
+            "messages": [m.model_dump() for m in messages],
+        }
+
     @asynccontextmanager
     async def open(self) -> AsyncIterator[None]:
         key = self.settings.api_key
@@ -247,39 +278,38 @@ class ChatModel:
             finally:
                 self._http = None
 
-    async def complete(self, messages: list[ChatMessage]) -> str | None:
-        """The model's reply (None when it is empty); :class:`LLMError` when the call fails."""
-        body = {
-            "model": self.settings.model,
-            "max_tokens": self.settings.max_tokens,
-            "temperature": self.settings.temperature,
-            "messages": [m.model_dump() for m in messages],
-        }
-        completion = self._parse(await self._post(body))
+    async def complete(
+        self, messages: list[ChatMessage], max_tokens: int | None = None, usage: Usage | None = None
+    ) -> str | None:
+        """The model's reply (None when it is empty); :class:`LLMError` when the call fails.
+        ``usage`` is filled with what the endpoint reports."""
+        completion = self._parse(await self._post(self._body(messages, max_tokens)))
+        if usage is not None and completion.usage is not None:
+            _copy_usage(completion.usage, usage)
         content = completion.choices[0].message.content
         return content.strip() if content and content.strip() else None
 
-    async def stream(self, messages: list[ChatMessage]) -> AsyncIterator[str]:
+    async def stream(
+        self, messages: list[ChatMessage], max_tokens: int | None = None, usage: Usage | None = None
+    ) -> AsyncIterator[str]:
         """The model's reply in pieces as the endpoint sends them (leading whitespace
         dropped); :class:`LLMError` when the call fails, before or during the reply.
+        ``usage`` is filled with the tokens the endpoint reports (its last chunk's
+        ``usage``), ``max_tokens`` caps the reply below ``LLM_MAX_TOKENS``.
 
         ``LLM_TIMEOUT`` bounds each read and the whole reply, checked as pieces arrive: an
         ``asyncio.timeout`` cannot span the yields, which the SDK may resume in another
         task."""
         if not self.settings.stream:
-            whole = await self.complete(messages)
+            whole = await self.complete(messages, max_tokens, usage)
             if whole:
                 yield whole
             return
         if self._http is None:
             raise RuntimeError("the LLM client is not open: run the app with its lifespan")
-        body = {
-            "model": self.settings.model,
-            "max_tokens": self.settings.max_tokens,
-            "temperature": self.settings.temperature,
-            "messages": [m.model_dump() for m in messages],
-            "stream": True,
-        }
+        body = {**self._body(messages, max_tokens), "stream": True}
+        if self.settings.stream_usage:
+            body["stream_options"] = {"include_usage": True}
         timeout = self.settings.timeout
         deadline = time.monotonic() + timeout
         started = False
@@ -290,7 +320,10 @@ class ChatModel:
                     raise LLMError(f"answered HTTP {response.status_code}: {_excerpt(response)}")
                 if "text/event-stream" not in response.headers.get("content-type", ""):
                     await response.aread()  # a whole completion: the endpoint does not stream
-                    content = self._parse(response).choices[0].message.content
+                    completion = self._parse(response)
+                    if usage is not None and completion.usage is not None:
+                        _copy_usage(completion.usage, usage)
+                    content = completion.choices[0].message.content
                     if content and content.strip():
                         yield content.strip()
                     return
@@ -302,7 +335,7 @@ class ChatModel:
                         continue
                     if data == "[DONE]":
                         return
-                    piece = self._piece(data)
+                    piece = self._piece(data, usage)
                     if not started:
                         piece = piece.lstrip()
                     if piece:
@@ -314,7 +347,7 @@ class ChatModel:
             raise LLMError(f"unreachable: {type(exc).__name__}: {exc}") from None
 
     @staticmethod
-    def _piece(data: str) -> str:
+    def _piece(data: str, usage: Usage | None = None) -> str:
         try:
             chunk = ChatCompletionChunk.model_validate_json(data)
         except ValidationError as exc:
@@ -323,6 +356,8 @@ class ChatModel:
             raise LLMError(
                 f"streamed something that is not a chunk ({problem}): {excerpt}"
             ) from None
+        if usage is not None and chunk.usage is not None:
+            _copy_usage(chunk.usage, usage)
         return "".join(c.delta.content or "" for c in chunk.choices[:1])
 
     async def _post(self, body: dict[str, Any]) -> httpx.Response:
@@ -374,11 +409,12 @@ def create_app(settings: LLMSettings | None = None) -> FastAPI:
     service = Service("llm", description="Answers with an OpenAI-compatible chat model.")
 
     @service.skill
-    async def llm(dialog: DialogView) -> AsyncIterator[StreamStart | str]:
+    async def llm(dialog: DialogView) -> AsyncIterator[StreamStart | str | StreamEnd]:
         messages = conversation(dialog)
         if model is None or messages[-1].role != "user":  # nothing of the user's to answer
             return
-        pieces = model.stream(messages)
+        usage = Usage()
+        pieces = model.stream(messages, dialog.max_tokens, usage)
         try:
             # The first piece before the start: a failing endpoint is the request's 502,
             # and an empty reply is no hypothesis.
@@ -389,6 +425,9 @@ def create_app(settings: LLMSettings | None = None) -> FastAPI:
             yield first
             async for piece in pieces:
                 yield piece
+            if usage.total_tokens:
+                # Known once the reply is written: the agent counts it against the budget.
+                yield StreamEnd(usage=usage.model_dump())
         except LLMError as exc:
             logger.warning(
                 "dialog %s: LLM endpoint %s %s", dialog.dialog_id, settings.endpoint, exc

@@ -145,6 +145,8 @@ def test_prompt_persona_turns_and_key(monkeypatch: pytest.MonkeyPatch) -> None:
                 "human_attributes": {},
                 "bot_attributes": {},
                 "llm_model": "test-model",
+                # what the endpoint reported, for the agent's token budget
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
             }
         ]
     ]

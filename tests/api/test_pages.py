@@ -153,6 +153,7 @@ def test_pipeline_stats_count_calls_errors_and_timeouts(services: Any, agent: Ag
     assert before["stats"]["broken"] == {
         "calls": 0,
         "errors": 0,
+        "dropped": 0,
         "timeouts": 0,
         "skipped": 0,
         "error_rate": None,

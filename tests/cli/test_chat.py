@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from agent.settings import Settings
 from skills.fallback.app import app as fallback
 from skills.greeting.app import app as greeting
 from tests.support.servers import free_port, serving
+from tests.support.services import gated_story
 
 API_KEY = "chat-test-key-0123456789"
 
@@ -119,3 +121,43 @@ def test_protected_chat_needs_the_key(protected_agent_url: str) -> None:
     allowed = chat("--url", protected_agent_url, typed="hello\n", CHORUS_API_KEY=API_KEY)
     assert allowed.returncode == 0, allowed.stderr
     assert allowed.stdout.splitlines()[1].startswith("bot [greeting]: ")
+
+
+def test_a_streamed_answer_is_printed_as_it_is_written(tmp_path: Path) -> None:
+    """The story skill writes "Once upon " and waits: the chat shows those words while the
+    answer is still unwritten, then the rest once the skill goes on."""
+    gate = threading.Event()
+    with serving(gated_story(gate)) as story:
+        path = tmp_path / "pipeline.json"
+        skill = {"connector": {"url": f"{story.url}/respond", "timeout": 60}, "stream": True}
+        path.write_text(json.dumps({"services": {"skills": {"story": skill}}}))
+        app = create_app(Settings(db_url=f"sqlite:///{tmp_path}/chorus.db", pipeline=path))
+        with (
+            serving(app) as agent,
+            subprocess.Popen(
+                [sys.executable, "-m", "agent.cli.main", "chat", "--url", agent.url],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={k: v for k, v in os.environ.items() if not k.startswith("CHORUS_")},
+            ) as process,
+        ):
+            try:
+                assert process.stdin and process.stdout and process.stderr
+                process.stdin.write(b"Tell me a story\n")
+                process.stdin.close()
+                shown = b""
+                while b"Once upon " not in shown:
+                    piece = os.read(process.stdout.fileno(), 1024)
+                    assert piece, f"the chat ended before the story: {shown!r}"
+                    shown += piece
+                assert b"a time." not in shown and process.poll() is None
+                gate.set()
+                rest, problems = process.stdout.read(), process.stderr.read()
+                assert process.wait(timeout=60) == 0, problems
+            finally:
+                gate.set()
+                if process.poll() is None:
+                    process.kill()
+    lines = (shown + rest).decode().splitlines()
+    assert lines[1:] == ["bot [story]: Once upon a time."], (lines, problems)

@@ -197,3 +197,47 @@ def test_the_double_texting_policy_is_checked_and_kept() -> None:
     assert build_pipeline(config).double_texting == "interrupt"
     default = parse_pipeline_config({"services": services})
     assert build_pipeline(default).double_texting == "enqueue"
+
+
+@pytest.mark.parametrize(
+    ("services", "message"),
+    [
+        (
+            {"skills": {"llm": svc(tier=1)}},
+            'services.skills.llm: "tier": 1 needs "run_below"',
+        ),
+        (
+            {"skills": {"llm": svc(run_below=0.5)}},
+            'services.skills.llm: "run_below" needs "tier" of 1 or more',
+        ),
+        (
+            {"skills": {"llm": svc(speculative=True)}},
+            'services.skills.llm: "speculative": true needs "tier" of 1 or more',
+        ),
+        (
+            {"annotators": {"ner": svc(tier=1, run_below=0.5)}},
+            "services.annotators.ner.tier: tiers and token budgets are for skills only",
+        ),
+        (
+            {"skills": {"llm": svc(budget={"per_week": 10})}},
+            "services.skills.llm.budget.per_week: Extra inputs are not permitted",
+        ),
+        (
+            {"skills": {"llm": svc(budget={"per_turn": 0})}},
+            "services.skills.llm.budget.per_turn: Input should be greater than or equal to 1",
+        ),
+        (
+            {
+                "skills": {
+                    "faq": svc(previous_services=["llm"]),
+                    "llm": svc(tier=1, run_below=0.5),
+                }
+            },
+            "services.skills.faq.previous_services: waits for 'llm', a skill of a higher tier",
+        ),
+    ],
+)
+def test_tiers_and_budgets_are_checked_naming_the_key(
+    services: dict[str, Any], message: str
+) -> None:
+    assert message in refused(services)

@@ -3,8 +3,10 @@
 The real endpoints are third-party cloud APIs (or a local Ollama, llama.cpp or vLLM the
 tests cannot assume), so the LLM skill's streaming is tested, and benchmarked, against
 this: ``POST /v1/chat/completions`` answers ``data: {chunk}`` events, one per token, at a
-fixed rate, then ``data: [DONE]``; a request without ``stream: true`` gets the whole
-completion as JSON.
+fixed rate, then (when asked with ``stream_options.include_usage``) a usage chunk, then
+``data: [DONE]``; a request without ``stream: true`` gets the whole completion as JSON,
+with its ``usage``. Each token counts as one completion token, each message as one
+prompt token.
 """
 
 from __future__ import annotations
@@ -46,14 +48,32 @@ class StreamingOpenAI:
     async def complete(self, request: Request) -> Response:
         body = await request.json()
         self.requests.append(body)
+        usage = self.usage(body)
         if not body.get("stream"):
             text = "".join(self.tokens)
             return JSONResponse(
-                {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
+                {
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}],
+                    "usage": usage,
+                }
             )
-        return StreamingResponse(self._events(), media_type="text/event-stream")
+        with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return StreamingResponse(
+            self._events(usage if with_usage else None), media_type="text/event-stream"
+        )
 
-    async def _events(self) -> AsyncIterator[bytes]:
+    def usage(self, body: dict[str, Any]) -> dict[str, int]:
+        """What the answer to ``body`` costs: a token per message in, per token out
+        (``max_tokens`` applies, as it does at a real endpoint)."""
+        prompt = len(body.get("messages", []))
+        completion = min(len(self.tokens), int(body.get("max_tokens") or len(self.tokens)))
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+
+    async def _events(self, usage: dict[str, int] | None = None) -> AsyncIterator[bytes]:
         yield b"data: " + json.dumps(chunk(None)).encode() + b"\n\n"  # the role chunk
         for index, token in enumerate(self.tokens):
             if self.fail_after is not None and index == self.fail_after:
@@ -63,4 +83,7 @@ class StreamingOpenAI:
                 await asyncio.sleep(self.interval)  # the model's token rate
             yield b"data: " + json.dumps(chunk(token)).encode() + b"\n\n"
         yield b"data: " + json.dumps(chunk(None, "stop")).encode() + b"\n\n"
+        if usage is not None:
+            yield b"data: " + json.dumps({**chunk(None), "choices": [], "usage": usage}).encode()
+            yield b"\n\n"
         yield b"data: [DONE]\n\n"

@@ -188,7 +188,7 @@ function timeline(trace, reasons = {}) {
           el("span", { text: duration(total) }))),
     rows,
     el("div", { className: "timeline-legend" },
-      ["ok", "error", "timeout", "skipped"].map((outcome) =>
+      ["ok", "error", "timeout", "skipped", "dropped"].map((outcome) =>
         el("span", { className: `legend outcome-${outcome}`, text: outcome }))));
 }
 

@@ -1,0 +1,269 @@
+"""Ordinary conversations through the shipped pipeline with a slow LLM: how fast the cheap
+skills' turns are, how soon and how closely the LLM's answer streams, and how often the
+LLM is asked.
+
+The stack runs as a user runs it (``chorus run``: every service its own process, the agent
+on SQLite), with ``LLM_BASE_URL`` pointed at :mod:`bench.slow_llm` (3 s an answer, a piece
+every 0.3 s), and a second stack without it (the LLM off) is sent the same turns in step.
+Each turn is followed as Server-Sent Events, timed on the machine's monotonic clock,
+which the LLM's log shares:
+
+- cheap turns: p50 of message -> answer for the turns a cheap skill answers with the LLM
+  on, against the same turns with it off;
+- LLM turns: p50/p95 of message -> first token, less the LLM's own time from the request
+  to its first piece; and of each token's arrival at the client behind the LLM sending it;
+- LLM requests per conversation of :data:`SCRIPT`'s 20 turns.
+
+    .venv/bin/python -m bench.llm_turns                       # this checkout
+    .venv/bin/python -m bench.llm_turns --repo ../main --label before
+
+``--repo`` runs another checkout's agent and services (its pipeline.json) with this
+benchmark; the figures go to ``bench/results/llm_turns-LABEL.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.run import RESULTS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: An ordinary first conversation: greetings, the user's name, small talk, questions the
+#: FAQ knows, and a few only an LLM answers well.
+SCRIPT = [
+    "Hello!",
+    "My name is Ann",
+    "How are you?",
+    "What can you do?",
+    "What is Chorus?",
+    "Explain why the sky is blue.",
+    "What is my name?",
+    "Do you like sports?",
+    "What do you think about computers?",
+    "I'm happy today",
+    "Tell me a joke",
+    "Thanks!",
+    "Who are you?",
+    "How does a rainbow form?",
+    "What's your favourite book?",
+    "Can you recommend a film for tonight?",
+    "Why do cats purr?",
+    "That's interesting",
+    "What is the capital of France?",
+    "Goodbye!",
+]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_up(url: str, process: subprocess.Popen[bytes], seconds: float = 90.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            sys.exit(f"{url}: the process ended with {process.returncode}")
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    sys.exit(f"{url}: not up within {seconds:.0f}s")
+
+
+@contextmanager
+def process(args: list[str], cwd: Path, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    started = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.DEVNULL)
+    try:
+        yield started
+    finally:
+        started.terminate()
+        try:
+            started.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            started.kill()
+            started.wait()
+
+
+def local_pipeline(repo: Path, folder: Path, speculative: bool) -> tuple[Path, list[str]]:
+    """The checkout's pipeline.json on free ports (other runs may hold the usual ones), and
+    the services' health URLs; ``speculative``: the LLM skill made speculative."""
+    config = json.loads((repo / "pipeline.json").read_text())
+    health = []
+    for entries in config["services"].values():
+        for name, entry in entries.items():
+            if entry["connector"].get("url"):
+                port = free_port()
+                entry["connector"]["url"] = f"http://127.0.0.1:{port}/respond"
+                if not entry.get("requires_env"):
+                    health.append(f"http://127.0.0.1:{port}/health")
+            if name == "llm" and speculative:
+                entry["speculative"] = True
+    path = folder / "pipeline.json"
+    path.write_text(json.dumps(config))
+    return path, health
+
+
+def turn(client: httpx.Client, user: str, text: str) -> dict[str, Any]:
+    """One message followed as events: when it was sent, each token's arrival, the answer."""
+    sent = time.monotonic()
+    tokens: list[float] = []
+    answer: dict[str, Any] = {}
+    kind = ""
+    with client.stream(
+        "POST",
+        "/",
+        json={"user_id": user, "payload": text},
+        headers={"Accept": "text/event-stream"},
+    ) as response:
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                kind = line.removeprefix("event:").strip()
+                if kind == "token":
+                    tokens.append(time.monotonic())
+            elif line.startswith("data:") and kind == "answer":
+                answer = json.loads(line.removeprefix("data:"))
+    return {
+        "text": text,
+        "sent": sent,
+        "answered": time.monotonic(),
+        "tokens": tokens,
+        "skill": answer.get("active_skill"),
+    }
+
+
+@contextmanager
+def stack(repo: Path, llm_url: str | None, speculative: bool) -> Iterator[httpx.Client]:
+    """A fresh stack of ``repo`` (``chorus run``, SQLite), the LLM on at ``llm_url`` or off;
+    a client to its agent once every service answers."""
+    with tempfile.TemporaryDirectory(prefix="chorus-bench-") as tmp:
+        port = free_port()
+        pipeline, health = local_pipeline(repo, Path(tmp), speculative)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CHORUS_", "LLM_"))} | {
+            "PYTHONPATH": str(repo),
+            "CHORUS_PIPELINE": str(pipeline),
+            "CHORUS_DB_URL": f"sqlite:///{tmp}/chorus.db",
+        }
+        if llm_url:
+            env |= {"LLM_BASE_URL": llm_url, "LLM_MODEL": "bench"}
+        command = [sys.executable, "-m", "agent.cli.main", "run", "--port", str(port)]
+        with (
+            process(command, repo, env) as agent,
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client,
+        ):
+            for url in health:  # a busy machine may start a service late: all must run
+                wait_up(url, agent, 180)
+            wait_up(f"http://127.0.0.1:{port}/ready", agent, 120)
+            turn(client, "warm-up", "Hello!")
+            yield client
+
+
+def conversations(
+    repo: Path, count: int, llm: str, speculative: bool = False
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``count`` conversations of :data:`SCRIPT` against two stacks of ``repo``, the LLM on
+    and off, turn by turn in step (so that the machine's load, which varies, weighs on
+    both alike); the LLM-on turns with the LLM requests made during them."""
+    with stack(repo, f"{llm}/v1", speculative) as on, stack(repo, None, False) as off:
+        seen = len(httpx.get(f"{llm}/log").json())
+        with_llm: list[dict[str, Any]] = []
+        without: list[dict[str, Any]] = []
+        for number in range(count):
+            for text in SCRIPT:
+                result = turn(on, f"user-{number}", text)
+                log = httpx.get(f"{llm}/log").json()
+                result["llm_requests"], seen = log[seen:], len(log)
+                with_llm.append(result)
+                without.append(turn(off, f"user-{number}", text))
+        return with_llm, without
+
+
+def quantiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50_ms": None, "p95_ms": None, "n": 0}
+    ordered = sorted(values)
+    p95 = ordered[max(round(0.95 * len(ordered)) - 1, 0)]
+    return {
+        "p50_ms": round(statistics.median(ordered) * 1000, 1),
+        "p95_ms": round(p95 * 1000, 1),
+        "n": len(ordered),
+    }
+
+
+def figures(on: list[dict[str, Any]], off: list[dict[str, Any]], count: int) -> dict[str, Any]:
+    cheap_on = [t["answered"] - t["sent"] for t in on if t["skill"] != "llm"]
+    cheap_off = [
+        b["answered"] - b["sent"] for a, b in zip(on, off, strict=True) if a["skill"] != "llm"
+    ]
+    first: list[float] = []
+    behind: list[float] = []
+    answer_ms: list[float] = []
+    for t in on:
+        if t["skill"] != "llm" or not t["llm_requests"]:
+            continue
+        answer_ms.append(t["answered"] - t["sent"])
+        request = t["llm_requests"][-1]
+        if not t["tokens"] or not request["pieces"]:
+            continue
+        own = request["pieces"][0] - request["received"]
+        first.append(t["tokens"][0] - t["sent"] - own)
+        behind += [got - sent for got, sent in zip(t["tokens"], request["pieces"], strict=False)]
+    requests = sum(len(t["llm_requests"]) for t in on)
+    return {
+        "conversations": count,
+        "turns_per_conversation": len(SCRIPT),
+        "cheap_turns_llm_on": quantiles(cheap_on),
+        "cheap_turns_llm_off": quantiles(cheap_off),
+        "llm_turns_answer": quantiles(answer_ms),
+        "llm_first_token_less_llm_own": quantiles(first),
+        "token_behind_llm": quantiles(behind),
+        "llm_requests_per_conversation": requests / count,
+        "answered_by": {
+            text: sorted({t["skill"] for t in on if t["text"] == text}) for text in SCRIPT
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure")
+    parser.add_argument("--conversations", type=int, default=3)
+    parser.add_argument("--label", default="after")
+    parser.add_argument("--speculative", action="store_true", help="make the LLM skill speculative")
+    args = parser.parse_args(argv)
+    repo = args.repo.resolve()
+    port = free_port()
+    llm = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "uvicorn", "bench.slow_llm:app", "--port", str(port)]
+    with process([*command, "--log-level", "warning"], ROOT, env) as server:
+        wait_up(f"{llm}/health", server)
+        on, off = conversations(repo, args.conversations, llm, args.speculative)
+    result = figures(on, off, args.conversations)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"llm_turns-{args.label}.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "answered_by"}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
