@@ -49,7 +49,7 @@ app.command("export", short_help="Back up dialogs and users as JSON Lines.")(bac
 app.command("import", short_help="Restore a backup, or dp-agent's dialogs.")(backup.import_command)
 app.command("export-parlai", short_help="Write stored dialogs as a ParlAI dataset.")(export_command)
 app.command("chat", short_help="Chat with a running agent in the terminal.")(chat_command)
-app.command("stats", short_help="Count the records of the agent's store.")(stats_command)
+app.command("stats", short_help="Count records, or compare experiment arms.")(stats_command)
 app.add_typer(new_app, name="new")
 app.add_typer(dream_app, name="dream")
 
