@@ -114,7 +114,7 @@ def test_the_arm_shows_in_the_dp_agent_view_the_pipeline_api_and_the_metrics(
 ) -> None:
     arm_pipelines(services, tmp_path, "a")
     failing, _ = counting_failure()
-    broken = {"services": {"skills": {"skill": service_entry(services(failing).url)}}}
+    broken = {"services": {"skills": {"broken": service_entry(services(failing).url)}}}
     (tmp_path / "b.json").write_text(json.dumps(broken))
     client = agent({}, experiment=experiment_file(tmp_path, {"a": 1, "b": 3}))
     answers = {f"user-{i}": say(client, f"user-{i}") for i in range(12)}
@@ -124,6 +124,7 @@ def test_the_arm_shows_in_the_dp_agent_view_the_pipeline_api_and_the_metrics(
     dialog_id = answers[on_b[0]]["dialog_id"]
     view = client.get(f"/api/dialogs/{dialog_id}", params={"view": "dp-agent"}).json()
     assert view["attributes"]["arm"] == "b"
+    assert view["attributes"]["pipeline"] == ["broken"]  # the services of b's pipeline
 
     info = client.get("/api/pipeline").json()["experiment"]
     assert info["name"] == "trial"
