@@ -56,7 +56,7 @@ def _lifespan(
     owns_telemetry: bool,
     experiment: Experiment | None,
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    ready_services = required_services(pipeline, settings.ready_services)
+    ready_services = required_services(pipeline, settings.ready_services, experiment)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

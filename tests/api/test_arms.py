@@ -22,7 +22,7 @@ from agent.settings import Settings
 from tests.cli.test_backup import run
 from tests.conftest import AgentFactory, fresh_mongodb_database, service_entry
 from tests.support.processes import agent_process
-from tests.support.servers import ServerThread, serving
+from tests.support.servers import ServerThread, free_port, serving
 from tests.support.services import counting_failure, fixed_skill
 
 Services = Callable[[FastAPI], ServerThread]
@@ -226,3 +226,29 @@ def test_a_bad_experiment_file_stops_the_agent_naming_what_to_fix(
     with pytest.raises(PipelineConfigError) as refused:
         create_app(Settings(db_url=db_url, experiment=path))
     assert str(path) in str(refused.value) and named in str(refused.value)
+
+
+@pytest.mark.store_agnostic
+def test_ready_waits_for_the_services_every_arm_requires(
+    services: Services, db_url: str, tmp_path: Path
+) -> None:
+    arm_pipelines(services, tmp_path, "a")
+    nobody = f"http://127.0.0.1:{free_port()}"  # nothing listens here
+    candidate = {
+        "services": {
+            "annotators": {"tokens": service_entry(nobody)},
+            "skills": {
+                "skill": service_entry(
+                    services(fixed_skill("skill", "arm b", 0.9)).url,
+                    required_previous_services=["tokens"],
+                )
+            },
+        }
+    }
+    (tmp_path / "b.json").write_text(json.dumps(candidate))
+    experiment = experiment_file(tmp_path, {"a": 1, "b": 1})
+    settings = Settings(db_url=db_url, experiment=experiment, ready_services=["tokens"])
+    with serving(create_app(settings)) as server, httpx.Client(base_url=server.url) as client:
+        ready = client.get("/ready")
+    assert ready.status_code == 503
+    assert set(ready.json()["services"]) == {"tokens"}  # only arm b's pipeline has it
