@@ -54,6 +54,8 @@ def stored_arms(client: httpx.Client, user: str) -> list[str | None]:
     return [d["arm"] for d in client.get(f"/api/user/{user}").json()]
 
 
+# 600 requests through two agent processes and one database: minutes on a busy machine.
+@pytest.mark.timeout(600)
 def test_two_agent_processes_split_users_evenly_and_never_split_a_user(
     services: Services, db_url: str, tmp_path: Path
 ) -> None:
@@ -63,8 +65,13 @@ def test_two_agent_processes_split_users_evenly_and_never_split_a_user(
         "CHORUS_EXPERIMENT": str(experiment_file(tmp_path, {"a": 1, "b": 1})),
     }
     users = [f"user-{i}" for i in range(200)]
-    with agent_process(env) as (first, _), agent_process(env) as (second, _):
-        replicas = [httpx.Client(base_url=b, timeout=60) for b in (first, second)]
+    with (
+        agent_process(env) as (first, _),
+        agent_process(env) as (second, _),
+        httpx.Client(base_url=first, timeout=60) as one_client,
+        httpx.Client(base_url=second, timeout=60) as other_client,
+    ):
+        replicas = [one_client, other_client]
 
         def two_dialogs(i: int) -> list[str]:
             """The user's first dialog on one replica, a second on the other."""
@@ -77,8 +84,6 @@ def test_two_agent_processes_split_users_evenly_and_never_split_a_user(
         with ThreadPoolExecutor(max_workers=8) as pool:
             answers = list(pool.map(two_dialogs, range(len(users))))
         arms = {user: stored_arms(replicas[i % 2], user) for i, user in enumerate(users)}
-        for client in replicas:
-            client.close()
 
     for user, (first_answer, second_answer) in zip(users, answers, strict=True):
         first_arm, second_arm = arms[user]
