@@ -22,6 +22,9 @@ Failures of an earlier attempt are absorbed here rather than passed to the clien
   its end (:attr:`TurnStart.completed_last_turn`: the attempt died between its writes).
 * A keyed message whose earlier attempt stored it unanswered, after which a later message
   was answered, is refused (:class:`KeySuperseded`): it stays where it is, unanswered.
+* With an experiment (:mod:`agent.pipeline.arms`), a new dialog is opened on the arm the
+  user's id draws, and every turn of a dialog runs on the pipeline of the arm stored on it
+  (the first arm's for a dialog without one, or on an arm no longer configured).
 * If the database refuses the finished turn for its content (which the storage bounds
   should make impossible), the turn is stored without the services' outputs, with the
   refusal recorded among its errors, and the client still gets its answer.
@@ -42,6 +45,7 @@ from pydantic import BaseModel
 from agent.idempotency import IdempotencyKeys, KeySuperseded, Reply
 from agent.lines import TurnInterrupted, UserLines
 from agent.metrics import Metrics
+from agent.pipeline.arms import Experiment
 from agent.pipeline.config import DoubleTexting
 from agent.pipeline.engine import TurnExecutor
 from agent.pipeline.executor import Turn, TurnResult
@@ -93,9 +97,14 @@ class MessageFlow:
         retry_window: float = 300.0,
         telemetry: Telemetry | None = None,
         end_retry: float = 10.0,
+        experiment: Experiment | None = None,
+        arm_executors: dict[str, TurnExecutor] | None = None,
     ) -> None:
         self._store = store
         self._executor = executor
+        #: with an experiment: each arm's executor (``executor`` is its first arm's)
+        self._experiment = experiment
+        self._arm_executors = arm_executors or {}
         self._channel_type = channel_type
         self._retry_window = timedelta(seconds=retry_window)
         self._end_retry = end_retry
@@ -171,7 +180,7 @@ class MessageFlow:
         started = time.perf_counter()
         with self.metrics.in_flight.track_inprogress(), self.telemetry.turn(user_id):
             async with self.lines.turn(user_id, policy) as place:
-                result, dialog_id = await self._turn(
+                result, dialog_id, arm = await self._turn(
                     user_id, text, attributes, reward, close_after, key, retried, place
                 )
             bot = result.bot_utterance
@@ -181,7 +190,7 @@ class MessageFlow:
                 "fallback" if bot.active_skill == FALLBACK_SKILL else "answered",
                 len(result.utterance.errors),
             )
-        self.metrics.observe_turn(result, time.perf_counter() - started)
+        self.metrics.observe_turn(result, time.perf_counter() - started, arm=arm)
         return result, dialog_id
 
     async def _turn(
@@ -194,14 +203,25 @@ class MessageFlow:
         key: str | None,
         retried: bool,
         place: Place,
-    ) -> tuple[TurnResult, str]:
+    ) -> tuple[TurnResult, str, str | None]:
+        """The turn, its dialog's id and the dialog's experiment arm (None: no experiment)."""
         store = self._store
-        window = max(self._executor.pipeline.history_window, 1)
+        experiment = self._experiment
+        executors = list(self._arm_executors.values()) if experiment else []
+        executors = executors or [self._executor]
+        # The dialog's arm is known once it is read: read as far as the longest window.
+        read = max(max(e.pipeline.history_window for e in executors), 1)
         # A keyed message reads at least the last turn, to find an earlier attempt's answer.
         start = await store.open_turn(
-            user_id, self._channel_type, max(window, 2) if key else window
+            user_id,
+            self._channel_type,
+            max(read, 2) if key else read,
+            arm=experiment.arm_for(user_id) if experiment else None,
         )
         human, dialog = start.human, start.dialog
+        arm = dialog.arm if experiment else None
+        executor = self._arm_executors.get(arm or "", self._executor)
+        window = max(executor.pipeline.history_window, 1)
         utterance = HumanUtterance(
             text=text, user=human.model_dump(mode="json"), attributes=attributes, message_key=key
         )
@@ -218,12 +238,14 @@ class MessageFlow:
             emit("accepted", dialog_id=dialog.dialog_id, utt_id=answered.utterance.utt_id)
             if close_after:
                 await store.close_active_dialog(user_id)
-            return answered, dialog.dialog_id
+            return answered, dialog.dialog_id, arm
         history = start.history[-window:]
         if reward is not None:
             previous = next((u for u in reversed(history) if isinstance(u, BotUtterance)), None)
-            if previous is not None:
-                await store.rate_utterance(user_id, previous.utt_id, reward)
+            if previous is not None and await store.rate_utterance(
+                user_id, previous.utt_id, reward
+            ):
+                self.metrics.observe_rating(reward, arm)
         pending = self._unanswered(history, utterance)
         if pending is not None:
             history = history[:-1]
@@ -236,7 +258,7 @@ class MessageFlow:
         try:
             result = await self.lines.interruptible(
                 place,
-                self._executor.run(Turn(dialog.dialog_id, human, dialog.bot, history, utterance)),
+                executor.run(Turn(dialog.dialog_id, human, dialog.bot, history, utterance)),
             )
         except TurnInterrupted:
             # Kept without an answer, and marked so; the line is left on the way out.
@@ -247,7 +269,7 @@ class MessageFlow:
         await self._finish(dialog.dialog_id, human.id, result, None if close_after else place)
         if close_after:
             await store.close_active_dialog(user_id)
-        return result, dialog.dialog_id
+        return result, dialog.dialog_id, arm
 
     def _answered(self, start: TurnStart, utterance: HumanUtterance) -> TurnResult | None:
         """The stored last turn of this message's earlier attempt, if it is one: its key's,

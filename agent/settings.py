@@ -43,6 +43,11 @@ class Settings(BaseSettings):
         description="sqlite:///path/file.db, or mongodb://host:27017/chorus",
     )
     pipeline: Path = Field(default=Path("pipeline.json"), description="pipeline config file")
+    experiment: Path | None = Field(
+        default=None,
+        description="an experiment file naming two or more pipeline files (arms) with weights; "
+        "when set, each new dialog runs on one of them and CHORUS_PIPELINE is not read",
+    )
     max_text_length: int = Field(
         default=4096, ge=1, le=1_000_000, description="longest accepted user message, in characters"
     )

@@ -35,6 +35,7 @@ from agent.api.routes import (
     ratings,
 )
 from agent.dream.loading import load_any_pipeline
+from agent.pipeline.arms import Experiment, load_experiment
 from agent.pipeline.engine import LoadedPipeline
 from agent.settings import Settings, load_settings
 from agent.telemetry import (
@@ -53,13 +54,16 @@ def _lifespan(
     pipeline: LoadedPipeline,
     telemetry: Telemetry,
     owns_telemetry: bool,
+    experiment: Experiment | None,
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    ready_services = required_services(pipeline, settings.ready_services)
+    ready_services = required_services(pipeline, settings.ready_services, experiment)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
-            async with assembled(settings, pipeline, telemetry, ready_services) as components:
+            async with assembled(
+                settings, pipeline, telemetry, ready_services, experiment
+            ) as components:
                 app.state.components = components
                 log.info(
                     "Chorus agent ready: %d services, store %s",
@@ -81,9 +85,20 @@ def create_app(
     settings = settings or load_settings()
     configure_logging(settings.log_level, settings.log_format)
     with root_logger_kept():  # the pipeline's modules may set it when imported
-        pipeline = load_any_pipeline(
-            settings.pipeline, window=settings.dream_window, turn_timeout=settings.dream_deadline()
-        )
+        experiment = None
+        if settings.experiment is not None:
+            experiment = load_experiment(
+                settings.experiment,
+                window=settings.dream_window,
+                turn_timeout=settings.dream_deadline(),
+            )
+            pipeline = experiment.default.pipeline
+        else:
+            pipeline = load_any_pipeline(
+                settings.pipeline,
+                window=settings.dream_window,
+                turn_timeout=settings.dream_deadline(),
+            )
     provider = tracer_provider or tracer_provider_from_env("chorus-agent")
     telemetry = Telemetry(
         provider,
@@ -96,7 +111,13 @@ def create_app(
         version=agent.__version__,
         description="Dialogue-state orchestration: a message in, annotators and skills over "
         "HTTP, one answer out. `POST /` is compatible with DeepPavlov Agent.",
-        lifespan=_lifespan(settings, pipeline, telemetry, owns_telemetry=tracer_provider is None),
+        lifespan=_lifespan(
+            settings,
+            pipeline,
+            telemetry,
+            owns_telemetry=tracer_provider is None,
+            experiment=experiment,
+        ),
         responses=ERROR_RESPONSES,
     )
     install_error_handlers(app)

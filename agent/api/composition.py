@@ -28,6 +28,7 @@ from agent.idempotency import IdempotencyKeys
 from agent.lifecycle import Sweeper
 from agent.lines import UserLines
 from agent.metrics import Metrics
+from agent.pipeline.arms import Experiment
 from agent.pipeline.engine import LoadedPipeline, TurnExecutor
 from agent.settings import Settings
 from agent.store import open_store
@@ -41,6 +42,9 @@ class Components:
 
     settings: Settings
     pipeline: LoadedPipeline
+    #: the experiment whose arms answer dialogs (``pipeline`` is its first arm's); None: one
+    #: pipeline answers them all
+    experiment: Experiment | None
     store: Store
     client: aiohttp.ClientSession
     executor: TurnExecutor
@@ -55,10 +59,12 @@ async def assembled(
     pipeline: LoadedPipeline,
     telemetry: Telemetry,
     ready_services: dict[str, str],
+    experiment: Experiment | None = None,
 ) -> AsyncIterator[Components]:
     """Open the store and the HTTP client, build everything on them, and close it all.
     ``ready_services`` (:func:`agent.api.readiness.required_services`) is checked when the
-    app is created, so a typo in it stops the agent before it listens."""
+    app is created, so a typo in it stops the agent before it listens. With an
+    ``experiment``, each arm's pipeline gets its executor (``pipeline`` is the first arm's)."""
     async with AsyncExitStack() as stack:
         store = await open_store(settings.db_url)
         if telemetry.tracer is not None:
@@ -69,11 +75,29 @@ async def assembled(
         executor = pipeline.executor(
             client, stack, channel_type=settings.channel_type, limits=settings.storage_limits()
         )
+        arm_executors = {}
+        if experiment is not None:
+            arm_executors = {
+                arm.name: executor
+                if arm.pipeline is pipeline
+                else arm.pipeline.executor(
+                    client,
+                    stack,
+                    channel_type=settings.channel_type,
+                    limits=settings.storage_limits(),
+                )
+                for arm in experiment.arms
+            }
         keys = IdempotencyKeys(store, lease=settings.line_lease, keep_for=settings.key_retention)
         stack.push_async_callback(keys.aclose)
         lines = UserLines(store, lease=settings.line_lease, max_wait=settings.line_wait)
         stack.push_async_callback(lines.aclose)
-        metrics = Metrics(services=pipeline.service_names(fallbacks=True))
+        services = [
+            name
+            for loaded in ([a.pipeline for a in experiment.arms] if experiment else [pipeline])
+            for name in loaded.service_names(fallbacks=True)
+        ]
+        metrics = Metrics(services=services, arms=experiment.names if experiment else ())
         sweeper = Sweeper(
             store,
             settings.retention(),
@@ -93,10 +117,13 @@ async def assembled(
             retry_window=settings.retry_window,
             end_retry=settings.end_retry,
             telemetry=telemetry,
+            experiment=experiment,
+            arm_executors=arm_executors,
         )
         yield Components(
             settings=settings,
             pipeline=pipeline,
+            experiment=experiment,
             store=store,
             client=client,
             executor=executor,

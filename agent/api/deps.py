@@ -15,6 +15,7 @@ from agent.api.composition import Components
 from agent.api.readiness import Readiness
 from agent.flow import MessageFlow
 from agent.metrics import Metrics
+from agent.pipeline.arms import Experiment
 from agent.pipeline.config import DoubleTexting
 from agent.pipeline.engine import LoadedPipeline
 from agent.settings import Settings
@@ -48,6 +49,10 @@ async def _metrics(components: ComponentsDep) -> Metrics:
 
 async def _pipeline(components: ComponentsDep) -> LoadedPipeline:
     return components.pipeline
+
+
+async def _experiment(components: ComponentsDep) -> Experiment | None:
+    return components.experiment
 
 
 async def _readiness(components: ComponentsDep) -> Readiness:
@@ -97,5 +102,7 @@ FlowDep = Annotated[MessageFlow, Depends(_flow)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 MetricsDep = Annotated[Metrics, Depends(_metrics)]
 PipelineDep = Annotated[LoadedPipeline, Depends(_pipeline)]
+#: the experiment whose arms answer dialogs; None: no experiment runs
+ExperimentDep = Annotated[Experiment | None, Depends(_experiment)]
 ReadinessDep = Annotated[Readiness, Depends(_readiness)]
 JsonBody = Depends(require_json)

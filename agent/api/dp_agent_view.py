@@ -93,6 +93,12 @@ def _bot_utterance(
     }
 
 
+def _arm(dialog: Dialog) -> dict[str, str]:
+    """The dialog's experiment arm as a dialog attribute (dp-agent's tools read attributes
+    and know no field for it); none for a dialog opened with no experiment."""
+    return {"arm": dialog.arm} if dialog.arm is not None else {}
+
+
 def dp_agent_dialog(dialog: Dialog, pipeline: list[str]) -> dict[str, Any]:
     """The dialog as dp-agent's ``GET /api/dialogs/{id}`` answers it; ``pipeline`` is the
     running pipeline's service names (dp-agent keeps them as ``attributes.pipeline``)."""
@@ -121,5 +127,5 @@ def dp_agent_dialog(dialog: Dialog, pipeline: list[str]) -> dict[str, Any]:
         "date_start": dp_date(first),
         "date_finish": dp_date(last),
         "_active": str(dialog.date_finish is None),
-        "attributes": {"pipeline": pipeline, **dialog.attributes},
+        "attributes": {"pipeline": pipeline, **_arm(dialog), **dialog.attributes},
     }

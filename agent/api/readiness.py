@@ -3,7 +3,8 @@
 ``/ping`` says the process is alive (restart it if not); ``/ready`` says whether to send it
 traffic: the store answers and every *required* service is reachable. Required are the
 services another one lists in ``required_previous_services`` (without them that one is
-skipped) and those named in ``CHORUS_READY_SERVICES``. Other services failing costs only
+skipped) and those named in ``CHORUS_READY_SERVICES``, in every arm's pipeline when an
+experiment runs. Other services failing costs only
 their own output, so they do not make the agent unready.
 """
 
@@ -15,6 +16,7 @@ import aiohttp
 from pydantic import BaseModel, Field
 
 from agent.connectors.probe import unreachable
+from agent.pipeline.arms import Experiment
 from agent.pipeline.engine import LoadedPipeline
 from agent.store.base import Store, StoreUnavailable
 
@@ -42,19 +44,30 @@ class ReadinessReport(BaseModel):
         )
 
 
-def required_services(pipeline: LoadedPipeline, named: list[str]) -> dict[str, str]:
+def required_services(
+    pipeline: LoadedPipeline, named: list[str], experiment: Experiment | None = None
+) -> dict[str, str]:
     """The URL of each service readiness waits for; a name not in the pipeline is an error
-    (a typo would otherwise make readiness check nothing)."""
-    urls = pipeline.service_urls()
-    names = pipeline.service_names()
+    (a typo would otherwise make readiness check nothing). With an ``experiment``, those of
+    every arm's pipeline (each arm answers dialogs): a name in any arm's pipeline is one,
+    and a name two arms give different URLs is reported per arm, as ``arm:name``."""
+    pipelines = [(a.name, a.pipeline) for a in experiment.arms] if experiment else [("", pipeline)]
+    names = list(dict.fromkeys(n for _, p in pipelines for n in p.service_names()))
     unknown = sorted(set(named) - set(names))
     if unknown:
         raise ValueError(
             f"CHORUS_READY_SERVICES: {', '.join(unknown)} not in the pipeline "
             f"(services: {', '.join(names)})"
         )
-    required = pipeline.required_names() | set(named)
-    return {name: urls[name] for name in sorted(required) if name in urls}
+    found: dict[str, str] = {}
+    for arm, loaded in pipelines:
+        urls = loaded.service_urls()
+        required = loaded.required_names() | (set(named) & set(loaded.service_names()))
+        for name in sorted(required):
+            if name in urls:
+                same = found.get(name, urls[name]) == urls[name]
+                found[name if same else f"{arm}:{name}"] = urls[name]
+    return found
 
 
 class Readiness:

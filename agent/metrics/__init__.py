@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Summary,
+    generate_latest,
+)
 
 from agent.metrics.services import ServiceStats
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance
@@ -25,6 +32,9 @@ UNKNOWN_SERVICE = "(unknown)"
 #: Names that are not services but record failures of their own: ``store``, a turn whose
 #: outputs the database refused.
 _AGENT_PARTS = frozenset({"store"})
+#: The ``arm`` label of a dialog opened before the experiment, or on an arm no longer
+#: configured (no arm's name can start with a parenthesis).
+NO_ARM = "(none)"
 
 
 class FinishedTurn(Protocol):
@@ -43,10 +53,16 @@ class Metrics:
     only values the ``service`` label takes (besides ``store`` and :data:`UNKNOWN_SERVICE`):
     a failure can be recorded under a name a service chose (a Dream response selector names
     the skill whose attributes were refused), and a label per such name would make a new
-    series each turn a selector invents one, without bound."""
+    series each turn a selector invents one, without bound.
 
-    def __init__(self, services: Iterable[str] = ()) -> None:
+    With an experiment's ``arms``, the ``chorus_arm_*`` series count turns, fallbacks,
+    latency and ratings per arm; their ``arm`` label takes the configured arms' names and
+    :data:`NO_ARM` only. They are separate series so that the unlabelled totals (and the
+    dashboards and autoscalers reading them) stay as they are."""
+
+    def __init__(self, services: Iterable[str] = (), arms: Iterable[str] = ()) -> None:
         self._services = frozenset(services) | _AGENT_PARTS
+        self._arms = frozenset(arms)
         self.registry = CollectorRegistry()
         r = self.registry
         self.turns = Counter("chorus_turns", "Turns answered", registry=r)
@@ -108,12 +124,49 @@ class Metrics:
             ["skill"],
             registry=r,
         )
+        self.arm_turns: Counter | None = None
+        if self._arms:
+            self.arm_turns = Counter(
+                "chorus_arm_turns", "Turns answered, by experiment arm", ["arm"], registry=r
+            )
+            self.arm_fallbacks = Counter(
+                "chorus_arm_fallback_answers",
+                "Answers given by the fallback response, by experiment arm",
+                ["arm"],
+                registry=r,
+            )
+            self.arm_turn_seconds = Histogram(
+                "chorus_arm_turn_seconds",
+                "Turn latency, arrival to answer, by experiment arm",
+                ["arm"],
+                buckets=_TURN_BUCKETS,
+                registry=r,
+            )
+            self.arm_ratings = Summary(
+                "chorus_arm_ratings",
+                "Numeric ratings of dialogs and answers (their sum and count), by experiment arm",
+                ["arm"],
+                registry=r,
+            )
+            for arm in (*sorted(self._arms), NO_ARM):  # every arm shows, at zero too
+                self.arm_turns.labels(arm)
+                self.arm_fallbacks.labels(arm)
+                self.arm_turn_seconds.labels(arm)
+                self.arm_ratings.labels(arm)
         #: Exact counts and recent quantiles per service, for the ``/pipeline`` page.
         self.services = ServiceStats()
 
-    def observe_turn(self, result: FinishedTurn, seconds: float) -> None:
+    def observe_turn(self, result: FinishedTurn, seconds: float, *, arm: str | None = None) -> None:
+        """A finished turn; ``arm``: its dialog's experiment arm."""
         self.turns.inc()
         self.turn_seconds.observe(seconds)
+        fallback = result.bot_utterance.active_skill == FALLBACK_SKILL
+        if self.arm_turns is not None:
+            label = self.arm_label(arm)
+            self.arm_turns.labels(label).inc()
+            self.arm_turn_seconds.labels(label).observe(seconds)
+            if fallback:
+                self.arm_fallbacks.labels(label).inc()
         self.services.observe(result.utterance.trace)
         for call in result.utterance.trace:
             if call.outcome != "skipped":
@@ -133,8 +186,38 @@ class Metrics:
             self.errors.labels(service, error.kind).inc()
             if error.kind == "timeout":
                 self.timeouts.labels(service).inc()
-        if result.bot_utterance.active_skill == FALLBACK_SKILL:
+        if fallback:
             self.fallbacks.inc()
+
+    def observe_rating(self, rating: float, arm: str | None) -> None:
+        """A numeric rating of a dialog or of one of its answers, on the dialog's arm
+        (nothing without an experiment: the store keeps every rating anyway)."""
+        if self.arm_turns is not None:
+            self.arm_ratings.labels(self.arm_label(arm)).observe(rating)
+
+    @property
+    def experimenting(self) -> bool:
+        """Whether an experiment's arms are counted (a rating's arm is worth reading)."""
+        return self.arm_turns is not None
+
+    def arm_counts(self) -> dict[str, tuple[int, int]]:
+        """(turns, fallbacks) by configured arm, in this process (empty: no experiment)."""
+        if self.arm_turns is None:
+            return {}
+
+        def value(name: str, arm: str) -> int:
+            return int(self.registry.get_sample_value(name, {"arm": arm}) or 0)
+
+        return {
+            arm: (
+                value("chorus_arm_turns_total", arm),
+                value("chorus_arm_fallback_answers_total", arm),
+            )
+            for arm in self._arms
+        }
+
+    def arm_label(self, arm: str | None) -> str:
+        return arm if arm is not None and arm in self._arms else NO_ARM
 
     def observe_sweep(self, swept: Swept) -> None:
         """What one pass of the data lifecycle's sweep did, by rule."""

@@ -327,3 +327,8 @@ class Dialog(BaseModel):
         description="the _id dp-agent gave the dialog (one brought by chorus import "
         "--from-dp-agent): dp-agent's view shows it, and GET /api/dialogs/{it} finds it",
     )
+    arm: str | None = Field(
+        default=None,
+        description="the experiment arm (CHORUS_EXPERIMENT) whose pipeline answers the "
+        "dialog, set when it is opened; null: opened with no experiment",
+    )

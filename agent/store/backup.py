@@ -81,6 +81,8 @@ class DialogData(BaseModel):
     utterances: list[Utterance] = Field(default_factory=list)
     attributes: JsonDict = Field(default_factory=dict)
     dp_agent_id: str | None = Field(default=None, pattern="^[0-9a-f]{24}$")
+    #: the experiment arm the dialog ran on (kept, so stats by arm survive a move)
+    arm: str | None = Field(default=None, max_length=64)
 
     @classmethod
     def of(cls, dialog: Dialog) -> DialogData:

@@ -113,6 +113,8 @@ class DialogHead(BaseModel):
     attributes: dict[str, Any] = Field(default_factory=dict)
     #: the ``_id`` dp-agent gave the dialog, for one imported from dp-agent
     dp_agent_id: str | None = None
+    #: the experiment arm whose pipeline answers it, set when it is opened
+    arm: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,16 +154,20 @@ class DialogStore(Protocol):
     """The dialogs: the operations of a turn and of the read API, erasure and the
     connection's life."""
 
-    async def open_turn(self, user_id: str, channel_type: str, limit: int) -> TurnStart:
+    async def open_turn(
+        self, user_id: str, channel_type: str, limit: int, arm: str | None = None
+    ) -> TurnStart:
         """The user (created on first contact), the open dialog (opened when there is
-        none) and its last ``limit`` utterances, read together."""
+        none, on experiment arm ``arm``) and its last ``limit`` utterances, read together."""
         ...
 
     async def human(self, user_id: str) -> Human:
         """The user with that user id, created on first contact."""
         ...
 
-    async def active_dialog(self, human: Human, channel_type: str) -> DialogHead:
+    async def active_dialog(
+        self, human: Human, channel_type: str, arm: str | None = None
+    ) -> DialogHead:
         """The user's open dialog, or a new one."""
         ...
 

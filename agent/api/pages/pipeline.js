@@ -23,6 +23,8 @@ const updated = document.getElementById("updated");
 const mermaidBox = document.getElementById("mermaid");
 const disabledSection = document.getElementById("disabled-section");
 const disabledBody = document.querySelector("#disabled tbody");
+const armsSection = document.getElementById("arms-section");
+const armsBody = document.querySelector("#arms tbody");
 
 let drawnShape = null; // the graph as last drawn, to redraw only when the config changed
 
@@ -162,6 +164,25 @@ function updateStats(info) {
     `this agent process; p50/p95 over each service's last calls (up to 1000).`;
 }
 
+function armRow(arm) {
+  return el("tr", { dataset: { arm: arm.name } },
+    el("td", { className: "service", text: arm.name }),
+    el("td", { className: "target", text: arm.pipeline }),
+    el("td", { className: "number", text: percent(arm.share) }),
+    el("td", { className: "number", text: String(arm.turns) }),
+    el("td", { className: "number",
+               text: arm.turns ? percent(arm.fallbacks / arm.turns) : "–" }));
+}
+
+// The experiment's arms, refreshed at each poll (their turns change); hidden without one.
+function drawArms(info) {
+  const experiment = info.experiment;
+  armsSection.hidden = !experiment;
+  if (!experiment) return;
+  document.getElementById("experiment-name").textContent = experiment.name;
+  replace(armsBody, experiment.arms.map(armRow));
+}
+
 function disabledRow(service) {
   return el("tr", { className: "disabled", dataset: { service: service.name } },
     el("td", { className: "service", text: service.name }),
@@ -190,6 +211,7 @@ async function poll() {
   if (result.ok) {
     showNotice();
     draw(result.body);
+    drawArms(result.body);
     updateStats(result.body);
   } else {
     showNotice(el("p", { className: "error", attrs: { role: "alert" },

@@ -14,11 +14,13 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, HTTPException, Path, Query, status
 from pydantic import BaseModel, Field
 
-from agent.api.deps import PipelineDep, SettingsDep, StoreDep
+from agent.api.deps import ExperimentDep, PipelineDep, SettingsDep, StoreDep
 from agent.api.dp_agent_view import dp_agent_dialog
 from agent.api.limits import check_user_id
 from agent.api.schemas import USER_ID_CAP
 from agent.api.security import ReaderKey
+from agent.pipeline.arms import Experiment
+from agent.pipeline.engine import LoadedPipeline
 from agent.state.dp_agent import dialog_id_prefix, is_object_id, object_id
 from agent.state.models import Dialog
 from agent.store.base import DialogStore
@@ -53,8 +55,13 @@ class DialogIdPage(BaseModel):
     )
 
 
-def _pipeline_names(pipeline: PipelineDep) -> list[str]:
-    return pipeline.service_names()
+def _pipeline_names(
+    dialog: Dialog, pipeline: LoadedPipeline, experiment: Experiment | None
+) -> list[str]:
+    """The service names of the pipeline that answers the dialog: its arm's, with an
+    experiment (the first arm's for a dialog without a configured arm)."""
+    arm = experiment.arm(dialog.arm) if experiment else None
+    return (arm.pipeline if arm else pipeline).service_names()
 
 
 async def resolve_dialog_id(store: DialogStore, dialog_id: str) -> str | None:
@@ -107,6 +114,7 @@ async def get_dialog(
     store: StoreDep,
     settings: SettingsDep,
     pipeline: PipelineDep,
+    experiment: ExperimentDep,
     view: ViewParam = None,
 ) -> Dialog | dict[str, Any]:
     """The whole dialog state: profiles, every utterance with its annotations and
@@ -116,7 +124,7 @@ async def get_dialog(
     if dialog is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no dialog with id {dialog_id!r}")
     if (view or settings.dialog_view or pipeline.dialect) == "dp-agent":
-        return dp_agent_dialog(dialog, _pipeline_names(pipeline))
+        return dp_agent_dialog(dialog, _pipeline_names(dialog, pipeline, experiment))
     return dialog
 
 
@@ -134,6 +142,7 @@ async def get_user_dialogs(
     store: StoreDep,
     settings: SettingsDep,
     pipeline: PipelineDep,
+    experiment: ExperimentDep,
     view: ViewParam = None,
 ) -> list[Dialog] | list[dict[str, Any]]:
     """All dialogs of the user with this (client-side) id, oldest first. An unknown user
@@ -146,6 +155,8 @@ async def get_user_dialogs(
             return []
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no user with id {user_id!r}")
     if dp_agent:
-        names = _pipeline_names(pipeline)
-        return [dp_agent_dialog(dialog, names) for dialog in dialogs]
+        return [
+            dp_agent_dialog(dialog, _pipeline_names(dialog, pipeline, experiment))
+            for dialog in dialogs
+        ]
     return dialogs

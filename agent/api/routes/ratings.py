@@ -21,15 +21,16 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, status
 
-from agent.api.deps import JsonBody, SettingsDep, StoreDep
+from agent.api.deps import JsonBody, MetricsDep, SettingsDep, StoreDep
 from agent.api.limits import attributes_or_422, check_user_id
 from agent.api.routes.dialogs import resolve_dialog_id
 from agent.api.schemas import DialogRating, Ok, UtteranceRating
 from agent.api.security import ChatKey
+from agent.metrics import Metrics
 from agent.settings import Settings
 from agent.state.dp_agent import dp_date
 from agent.state.models import utc_now
-from agent.store.base import RatingsFull
+from agent.store.base import RatingsFull, Store
 
 router = APIRouter(prefix="/rating", tags=["ratings"], dependencies=[ChatKey, JsonBody])
 
@@ -71,8 +72,21 @@ def _numeric(body: DialogRating | UtteranceRating) -> float | None:
     return float(value) if math.isfinite(value) and -1000 <= value <= 1000 else None
 
 
+async def _count(
+    metrics: Metrics, store: Store, dialog_id: str | None, rating: float | None
+) -> None:
+    """A numeric rating counted on its dialog's experiment arm (read only when there is an
+    experiment to count it for)."""
+    if rating is None or dialog_id is None or not metrics.experimenting:
+        return
+    dialog = await store.dialog(dialog_id)
+    metrics.observe_rating(rating, dialog.arm if dialog else None)
+
+
 @router.post("/dialog", response_model=Ok)
-async def rate_dialog(body: DialogRating, store: StoreDep, settings: SettingsDep) -> Ok:
+async def rate_dialog(
+    body: DialogRating, store: StoreDep, settings: SettingsDep, metrics: MetricsDep
+) -> Ok:
     entry = _entry(body, settings)
     dialog_id = await resolve_dialog_id(store, body.dialog_id)
     try:
@@ -83,11 +97,14 @@ async def rate_dialog(body: DialogRating, store: StoreDep, settings: SettingsDep
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     if not rated:
         raise HTTPException(status.HTTP_404_NOT_FOUND, _missing("dialog", body.dialog_id, body))
+    await _count(metrics, store, dialog_id, _numeric(body))
     return Ok()
 
 
 @router.post("/utterance", response_model=Ok)
-async def rate_utterance(body: UtteranceRating, store: StoreDep, settings: SettingsDep) -> Ok:
+async def rate_utterance(
+    body: UtteranceRating, store: StoreDep, settings: SettingsDep, metrics: MetricsDep
+) -> Ok:
     entry = _entry(body, settings)
     try:
         rated = await store.add_utterance_rating(
@@ -97,4 +114,7 @@ async def rate_utterance(body: UtteranceRating, store: StoreDep, settings: Setti
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     if not rated:
         raise HTTPException(status.HTTP_404_NOT_FOUND, _missing("bot utterance", body.utt_id, body))
+    if _numeric(body) is not None and metrics.experimenting:
+        dialogs = await store.utterance_dialogs([body.utt_id])
+        await _count(metrics, store, dialogs.get(body.utt_id), _numeric(body))
     return Ok()

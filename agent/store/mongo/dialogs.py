@@ -85,8 +85,11 @@ class MongoDialogs(MongoBase):
                 raise LookupError(f"user {user_id!r} vanished while being created")
         return doc
 
-    async def _open_dialog(self, user: Doc, channel_type: str) -> tuple[DialogHead, int]:
-        """The user's open dialog and its utterance count, opening one when none is."""
+    async def _open_dialog(
+        self, user: Doc, channel_type: str, arm: str | None = None
+    ) -> tuple[DialogHead, int]:
+        """The user's open dialog and its utterance count, opening one (on experiment arm
+        ``arm``) when none is."""
         head = _open_head(user)
         if head is not None:
             return head, int(user["dialog"].get("count", 0))
@@ -97,6 +100,7 @@ class MongoDialogs(MongoBase):
             date_start=utc_now(),
             human_id=human_id,
             bot=Bot(),
+            arm=arm,
         )
         opened = await self._users.update_one(
             {"_id": human_id, "dialog": {"$exists": False}},
@@ -106,18 +110,20 @@ class MongoDialogs(MongoBase):
             raced = _open_head(await self._users.find_one({"_id": human_id}) or {})
             if raced is not None:
                 return raced, 0
-            return await self._open_dialog({"_id": human_id}, channel_type)
+            return await self._open_dialog({"_id": human_id}, channel_type, arm)
         await self._dialogs.insert_one(_dialog_doc(head))
         return head, 0
 
     @_unavailable_when_unreachable
-    async def open_turn(self, user_id: str, channel_type: str, limit: int) -> TurnStart:
+    async def open_turn(
+        self, user_id: str, channel_type: str, limit: int, arm: str | None = None
+    ) -> TurnStart:
         """The user's document as taking the place in line returned it (no read), else
         read; then the window, by ids computed from the dialog's utterance count. A last
         turn whose answer is stored but whose end on the user's document is not is
         completed first (:func:`~agent.store.mongo.documents._turn_end`)."""
         user = self._snapshots.pop(user_id, None) or await self._user_doc(user_id)
-        head, count = await self._open_dialog(user, channel_type)
+        head, count = await self._open_dialog(user, channel_type, arm)
         docs = await self._window(head.dialog_id, count, limit)
         answer = next((d for d in docs if d["seq"] == count + 1 and d["speaker"] == "bot"), None)
         if answer is not None:
@@ -150,9 +156,11 @@ class MongoDialogs(MongoBase):
         return _human(await self._user_doc(user_id))
 
     @_unavailable_when_unreachable
-    async def active_dialog(self, human: Human, channel_type: str) -> DialogHead:
+    async def active_dialog(
+        self, human: Human, channel_type: str, arm: str | None = None
+    ) -> DialogHead:
         user = await self._users.find_one({"_id": _literal(human.id)}) or {"_id": human.id}
-        head, _ = await self._open_dialog(user, channel_type)
+        head, _ = await self._open_dialog(user, channel_type, arm)
         return head
 
     # -- utterances ---------------------------------------------------------------------

@@ -41,9 +41,11 @@ from agent.store.sqlite.base import (
 class SqliteDialogs(SqliteBase):
     """:class:`agent.store.DialogStore` on SQLite, but for erasure and the connection."""
 
-    async def open_turn(self, user_id: str, channel_type: str, limit: int) -> TurnStart:
+    async def open_turn(
+        self, user_id: str, channel_type: str, limit: int, arm: str | None = None
+    ) -> TurnStart:
         human = await self.human(user_id)
-        dialog = await self.active_dialog(human, channel_type)
+        dialog = await self.active_dialog(human, channel_type, arm)
         return TurnStart(human, dialog, await self.recent_utterances(dialog.dialog_id, limit))
 
     async def human(self, user_id: str) -> Human:
@@ -59,7 +61,9 @@ class SqliteDialogs(SqliteBase):
             row = await self._one("SELECT doc FROM users WHERE user_id = ?", [user_id])
         return Human.model_validate_json(row[0])
 
-    async def active_dialog(self, human: Human, channel_type: str) -> DialogHead:
+    async def active_dialog(
+        self, human: Human, channel_type: str, arm: str | None = None
+    ) -> DialogHead:
         row = await self._one(
             "SELECT doc FROM dialogs WHERE human_id = ? AND active = 1", [human.id]
         )
@@ -71,6 +75,7 @@ class SqliteDialogs(SqliteBase):
             date_start=utc_now(),
             human_id=human.id,
             bot=Bot(),
+            arm=arm,
         )
         try:
             await self._write(
