@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.processes import STARTUP_TIMEOUT
 from tests.support.servers import free_port
 
 # Each test starts a whole stack of processes: one at a time (another waits), so that in
@@ -21,7 +22,7 @@ from tests.support.servers import free_port
 pytestmark = pytest.mark.one_at_a_time("stack")
 
 
-def wait_for(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+def wait_for(url: str, process: subprocess.Popen[bytes], timeout: float = STARTUP_TIMEOUT) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:  # readiness probe of a child process
         assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""

@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from agent.sdk import DialogView, Service, SkillHypothesis
-from tests.conftest import fresh_database, service_entry
+from tests.conftest import CLIENT_TIMEOUT, fresh_database, patient, service_entry
 from tests.support.processes import wait_until_up
 from tests.support.servers import free_port, serving
 
@@ -149,7 +149,7 @@ def replicas(mongodb_url: str, tmp_path: Path) -> Iterator[tuple[str, list[Repli
     with serving(echo.app) as skill:
         pipeline = tmp_path / "pipeline.json"
         pipeline.write_text(
-            json.dumps({"services": {"skills": {"echo": service_entry(skill.url, timeout=5.0)}}})
+            json.dumps(patient({"services": {"skills": {"echo": service_entry(skill.url)}}}))
         )
         env = {
             **os.environ,
@@ -226,7 +226,7 @@ async def drive(base: str, agents: list[Replica]) -> Traffic:
     traffic = Traffic()
     limits = httpx.Limits(max_connections=USERS)
     async with (
-        httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client,
+        httpx.AsyncClient(base_url=base, timeout=CLIENT_TIMEOUT, limits=limits) as client,
         asyncio.TaskGroup() as group,
     ):
         group.create_task(restart_one_at_a_time(agents, traffic))
