@@ -76,7 +76,7 @@ def services() -> Iterator[Callable[[Any], ServerThread]]:
 #: test is not about timeouts (the agent's defaults are 2 s and 10 s). On a busy machine
 #: (coverage, parallel workers, other suites, other servers) what takes milliseconds alone
 #: can take seconds, and a missed timeout reads as behaviour: a "timeout" error, the
-#: fallback answer. Both stay well under pytest-timeout's 120 s for the whole test, and a
+#: fallback answer. Both stay well under pytest-timeout's 300 s for the whole test, and a
 #: test never waits for them unless a service hangs. A test about timeouts sets its own.
 SERVICE_TIMEOUT = 30.0
 TURN_TIMEOUT = 60.0

@@ -76,7 +76,6 @@ def test_an_unknown_store_is_refused_by_name(tmp_path: Path) -> None:
     assert not (tmp_path / "bench.json").exists()
 
 
-@pytest.mark.timeout(120)
 def test_the_http_engine_comparison_measures_each_engine(tmp_path: Path) -> None:
     done = subprocess.run(
         [
