@@ -20,7 +20,7 @@ import pytest
 from agent.api.serve import RESERVED_DESCRIPTORS
 from tests.api.test_crash_recovery import write_pipeline
 from tests.conftest import service_entry
-from tests.support.processes import served_agent
+from tests.support.processes import COMMAND_TIMEOUT, served_agent
 
 PING = b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"
 #: How long a test waits for the agent to answer or close, before it fails: only a bound
@@ -202,7 +202,7 @@ def test_a_bad_limit_stops_the_server_naming_it(tmp_path: Path, variable: str, v
         env={**os.environ, **agent_env(tmp_path, **{variable: value})},
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=COMMAND_TIMEOUT,
         check=False,
     )
     assert result.returncode != 0

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import patient, service_entry
-from tests.support.processes import STARTUP_TIMEOUT
+from tests.support.processes import COMMAND_TIMEOUT, STARTUP_TIMEOUT
 from tests.support.servers import free_port
 from tests.support.services import fixed_skill
 
@@ -73,7 +73,7 @@ def test_sigterm_finishes_the_turn_in_flight(services: Any, tmp_path: Path) -> N
         chat.join(timeout=30)
         # uvicorn re-raises the signal once its graceful shutdown is done, so the exit
         # status says "terminated by SIGTERM" after a clean shutdown.
-        assert agent.wait(timeout=30) in (0, -signal.SIGTERM)
+        assert agent.wait(timeout=COMMAND_TIMEOUT) in (0, -signal.SIGTERM)
     finally:
         if agent.poll() is None:
             agent.kill()

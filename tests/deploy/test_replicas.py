@@ -30,7 +30,7 @@ import yaml
 
 from agent.sdk import DialogView, Service, SkillHypothesis
 from tests.conftest import CLIENT_TIMEOUT, fresh_database, patient, service_entry
-from tests.support.processes import wait_until_up
+from tests.support.processes import COMMAND_TIMEOUT, wait_until_up
 from tests.support.servers import free_port, serving
 
 # Each test starts a whole stack of processes: one at a time (another waits), so that in
@@ -134,7 +134,9 @@ class Replica:
         """SIGTERM, and wait: uvicorn finishes the requests in progress, then exits."""
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
-        assert self.process.wait(timeout=30) in (0, -signal.SIGTERM), self.log.read_text()
+        assert self.process.wait(timeout=COMMAND_TIMEOUT) in (0, -signal.SIGTERM), (
+            self.log.read_text()
+        )
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -305,7 +307,7 @@ def compose_config(*options: str) -> subprocess.CompletedProcess[str]:
         env={**os.environ, **required_variables()},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=COMMAND_TIMEOUT,
         check=False,
     )
 

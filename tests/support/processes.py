@@ -32,6 +32,9 @@ def unmeasured_environment(*dropped: str) -> dict[str, str]:
 #: above a start-up on a busy machine, where coverage, parallel workers and other suites can
 #: make a two-second start take minutes; pytest-timeout still bounds the whole test.
 STARTUP_TIMEOUT = 180.0
+#: How long a test waits for a command it runs, or a process it stops, to end: the same kind
+#: of bound.
+COMMAND_TIMEOUT = 180.0
 
 
 def wait_until_up(
