@@ -2,19 +2,30 @@
 # Both set up everything first (a virtual environment in .venv/), so they work on a fresh
 # machine with Python 3.11+.
 
-PYTHON ?= python3
+# Python 3.12 from PATH or pyenv, else python3 (3.11+); `make PYTHON=python3.11 test`
+# chooses. On 3.12 coverage measures with sys.monitoring (COVERAGE_CORE below), which
+# costs the suite less than 3.11's tracer. A change of Python makes .venv/ again.
+runs = $(shell $(1) -c 'import sys; print(sys.executable)' 2>/dev/null)
+pyenv_python = $(call runs,$(shell pyenv prefix "$$(pyenv latest $(1) 2>/dev/null)" \
+	2>/dev/null)/bin/python$(1))
+ifndef PYTHON
+PYTHON := $(or $(call runs,python3.12),$(call pyenv_python,3.12),python3)
+endif
+PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)-$(PYTHON_VERSION)
 
-.PHONY: install lock run test lint typecheck bench clean mongodb-test-server helm-tool docker-compose \
-	chromium nginx
+.PHONY: install lock run test test-twice lint typecheck bench clean mongodb-test-server \
+	helm-tool docker-compose chromium nginx
 
 # constraints.txt pins every package (the tools too) at the versions `make test` passed
 # with, so a fresh clone installs those and a dependency's new release changes nothing until
 # `make lock` writes the file again.
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Chorus needs Python 3.11+"'
+	@if [ -x $(BIN)/python ] && [ "$$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')" != "$(PYTHON_VERSION)" ]; then \
+		echo "$(VENV) is of another Python: made again with $(PYTHON)"; rm -rf $(VENV); fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench,services]'
@@ -80,9 +91,19 @@ COVERAGE_FLOOR := 92
 # (`one_at_a_time` in tests/conftest.py).
 TEST_WORKERS ?= 3
 
+# coverage's core: sys.monitoring where Python has it (3.12+), else its C tracer; the
+# agents and services the tests start as processes inherit it.
+COVERAGE_CORE ?= $(shell $(BIN)/python -c 'import sys; print("sysmon" if sys.version_info >= (3, 12) else "ctrace")' 2>/dev/null)
+
 test: lint typecheck mongodb-test-server helm-tool docker-compose chromium nginx
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --cov --cov-fail-under=$(COVERAGE_FLOOR) \
-		--durations=15
+	COVERAGE_CORE=$(COVERAGE_CORE) $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --cov \
+		--cov-fail-under=$(COVERAGE_FLOOR) --durations=15
+
+# `make test` twice at once, here and in a temporary clone, each on a machine the other
+# keeps busy: a test whose result depends on how busy the machine is fails here
+# (docs/development.md, "Tests on a busy machine").
+test-twice: install
+	bash tools/test_twice.sh
 
 bench: install
 	$(BIN)/python -m bench.run

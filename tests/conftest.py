@@ -34,6 +34,7 @@ import httpx
 import pytest
 
 from agent.api.app import create_app
+from agent.dream.config import is_dp_agent_config
 from agent.settings import Settings
 from tests.support.mongo_server import (
     mongodb_required,
@@ -71,8 +72,28 @@ def services() -> Iterator[Callable[[Any], ServerThread]]:
         yield lambda app: stack.enter_context(serving(app))
 
 
-def service_entry(url: str, timeout: float = 2.0, **extra: Any) -> dict[str, Any]:
+#: The timeout of a test's service, and the turn deadline of a test's pipeline, when the
+#: test is not about timeouts (the agent's defaults are 2 s and 10 s). On a busy machine
+#: (coverage, parallel workers, other suites, other servers) what takes milliseconds alone
+#: can take seconds, and a missed timeout reads as behaviour: a "timeout" error, the
+#: fallback answer. Both stay well under pytest-timeout's 300 s for the whole test, and a
+#: test never waits for them unless a service hangs. A test about timeouts sets its own.
+SERVICE_TIMEOUT = 30.0
+TURN_TIMEOUT = 60.0
+#: How long a test's client waits for an answer: longer than a turn may take.
+CLIENT_TIMEOUT = TURN_TIMEOUT + 30
+
+
+def service_entry(url: str, timeout: float = SERVICE_TIMEOUT, **extra: Any) -> dict[str, Any]:
     return {"connector": {"url": f"{url}/respond", "timeout": timeout}, **extra}
+
+
+def patient(pipeline: dict[str, Any]) -> dict[str, Any]:
+    """A Chorus pipeline with :data:`TURN_TIMEOUT` for its turn deadline unless it sets one
+    (a dp-agent pipeline's deadline is the ``dream_turn_timeout`` setting)."""
+    if is_dp_agent_config(pipeline):
+        return pipeline
+    return {"turn_timeout": TURN_TIMEOUT, **pipeline}
 
 
 @pytest.fixture(scope="session")
@@ -168,10 +189,11 @@ def agents(folder: Path, db_url: str) -> Iterator[AgentFactory]:
 
         def start(pipeline: dict[str, Any], **settings: Any) -> httpx.Client:
             path = folder / f"pipeline-{next(started)}.json"
-            path.write_text(json.dumps(pipeline))
+            path.write_text(json.dumps(patient(pipeline)))
+            settings.setdefault("dream_turn_timeout", TURN_TIMEOUT)
             app = create_app(Settings(db_url=db_url, pipeline=path, **settings))
             server = stack.enter_context(serving(app))
-            return stack.enter_context(httpx.Client(base_url=server.url, timeout=30))
+            return stack.enter_context(httpx.Client(base_url=server.url, timeout=CLIENT_TIMEOUT))
 
         yield start
 

@@ -14,6 +14,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.routing import iter_route_contexts
 from opentelemetry.sdk.trace import TracerProvider
 
 import agent
@@ -78,6 +79,19 @@ def _lifespan(
     return lifespan
 
 
+def _build_routes(app: FastAPI) -> None:
+    """Build every route's handler and dependencies now, before the agent serves.
+
+    FastAPI builds an included router's routes on their first request. Building one makes
+    pydantic warn about each parameter, and FastAPI hides that warning with
+    ``warnings.catch_warnings``, which is not thread-safe: two first requests at once (two
+    agents in one process) can undo each other's filter, and the warning, an error where
+    warnings are errors, becomes a 500. Built here, in the thread that creates the app,
+    no request builds a route and the agent is ready with every route in place."""
+    for _ in iter_route_contexts(app.routes):
+        pass
+
+
 def create_app(
     settings: Settings | None = None, tracer_provider: TracerProvider | None = None
 ) -> FastAPI:
@@ -136,6 +150,7 @@ def create_app(
     ):
         app.include_router(module.router)
     app.mount(pages.ASSETS_PATH, pages.static_files(), name="pages")
+    _build_routes(app)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

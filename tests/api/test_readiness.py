@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -164,3 +165,28 @@ def test_ready_without_the_api_key_says_what_is_down_but_not_where(
             assert detailed.status_code == 503
             assert detailed.json()["store"] not in ("ok", "down")  # the driver's words
             assert f"127.0.0.1:{port}" in detailed.json()["services"]["tokens"]
+
+
+@pytest.mark.store_agnostic
+def test_every_route_is_built_before_the_agent_is_ready(
+    services: Any, agent: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No request builds a route: FastAPI builds a route's parameters lazily otherwise, and
+    hides pydantic's warning about each one with a filter that is not thread-safe, so two
+    first requests at once (two agents in one process) could turn that warning into a
+    500. Here the filter is switched off once the agent is ready, as another thread's
+    ``catch_warnings`` could undo it, and each route still answers as it should."""
+    client = agent(
+        {"services": {"skills": {"greeting": service_entry(services(greeting_app).url)}}}
+    )
+    assert client.get("/ready").status_code == 200
+    monkeypatch.setattr(warnings, "simplefilter", lambda *args, **kwargs: None)
+    refused = client.post(
+        "/", json={"user_id": "u", "payload": "x"}, headers={"Idempotency-Key": "no spaces"}
+    )
+    assert refused.status_code == 422 and "Idempotency-Key" in refused.json()["message"]
+    bad_policy = client.post("/?double_texting=maybe", json={"user_id": "u", "payload": "x"})
+    assert bad_policy.status_code == 422 and "double_texting" in bad_policy.json()["message"]
+    assert client.get("/ping").status_code == 200
+    assert client.get("/api/pipeline").status_code == 200
+    assert client.get("/", follow_redirects=True).status_code == 200

@@ -14,7 +14,8 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import service_entry
+from tests.conftest import patient, service_entry
+from tests.support.processes import COMMAND_TIMEOUT, STARTUP_TIMEOUT
 from tests.support.servers import free_port
 from tests.support.services import fixed_skill
 
@@ -23,7 +24,7 @@ def test_sigterm_finishes_the_turn_in_flight(services: Any, tmp_path: Path) -> N
     slow = services(fixed_skill("slow", "worth the wait", 0.9, delay=1.5))
     pipeline = tmp_path / "pipeline.json"
     pipeline.write_text(
-        json.dumps({"services": {"skills": {"slow": service_entry(slow.url, timeout=5)}}})
+        json.dumps(patient({"services": {"skills": {"slow": service_entry(slow.url)}}}))
     )
     port = free_port()
     env = {
@@ -50,7 +51,7 @@ def test_sigterm_finishes_the_turn_in_flight(services: Any, tmp_path: Path) -> N
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + STARTUP_TIMEOUT
         while True:  # readiness probe
             try:
                 httpx.get(f"{base}/ping").raise_for_status()
@@ -72,7 +73,7 @@ def test_sigterm_finishes_the_turn_in_flight(services: Any, tmp_path: Path) -> N
         chat.join(timeout=30)
         # uvicorn re-raises the signal once its graceful shutdown is done, so the exit
         # status says "terminated by SIGTERM" after a clean shutdown.
-        assert agent.wait(timeout=30) in (0, -signal.SIGTERM)
+        assert agent.wait(timeout=COMMAND_TIMEOUT) in (0, -signal.SIGTERM)
     finally:
         if agent.poll() is None:
             agent.kill()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.processes import unmeasured_environment
+from tests.support.processes import COMMAND_TIMEOUT, unmeasured_environment
 
 # Each test starts a whole stack of processes: one at a time (another waits), so that in
 # `make test`'s parallel run two of them do not starve each other of CPU
@@ -68,7 +68,7 @@ def test_an_unknown_store_is_refused_by_name(tmp_path: Path) -> None:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=COMMAND_TIMEOUT,
         check=False,
     )
     assert done.returncode == 2
@@ -76,7 +76,6 @@ def test_an_unknown_store_is_refused_by_name(tmp_path: Path) -> None:
     assert not (tmp_path / "bench.json").exists()
 
 
-@pytest.mark.timeout(120)
 def test_the_http_engine_comparison_measures_each_engine(tmp_path: Path) -> None:
     done = subprocess.run(
         [

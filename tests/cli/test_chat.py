@@ -18,6 +18,7 @@ from agent.api.app import create_app
 from agent.settings import Settings
 from skills.fallback.app import app as fallback
 from skills.greeting.app import app as greeting
+from tests.support.processes import COMMAND_TIMEOUT
 from tests.support.servers import free_port, serving
 from tests.support.services import gated_story
 
@@ -68,7 +69,7 @@ def chat(*args: str, typed: str, **env: str) -> subprocess.CompletedProcess[str]
         input=typed,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=COMMAND_TIMEOUT,
         env={**clean, **env},
         check=False,
     )

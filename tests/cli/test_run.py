@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.processes import COMMAND_TIMEOUT, STARTUP_TIMEOUT
 from tests.support.servers import free_port
 
 # Each test starts a whole stack of processes: one at a time (another waits), so that in
@@ -21,7 +22,7 @@ from tests.support.servers import free_port
 pytestmark = pytest.mark.one_at_a_time("stack")
 
 
-def wait_for(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+def wait_for(url: str, process: subprocess.Popen[bytes], timeout: float = STARTUP_TIMEOUT) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:  # readiness probe of a child process
         assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
@@ -68,7 +69,7 @@ def test_run_starts_every_local_service_and_the_agent_then_stops_them(
         assert all(httpx.get(f"http://127.0.0.1:{p}/health").is_success for p in ports)
     finally:
         process.send_signal(stop_signal)
-        out, _ = process.communicate(timeout=30)
+        out, _ = process.communicate(timeout=COMMAND_TIMEOUT)
     assert process.returncode == 0
     assert b"Chorus agent on" in out
     assert b"llm                  off (requires_env: LLM_BASE_URL not set)" in out
@@ -88,7 +89,7 @@ def test_run_refuses_a_bad_pipeline_naming_the_entry(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         env={**os.environ, "CHORUS_PIPELINE": str(pipeline)},
-        timeout=60,
+        timeout=COMMAND_TIMEOUT,
     )
     assert result.returncode == 2
     assert "services.skills.s.connector: missing url" in result.stderr
@@ -129,7 +130,7 @@ def test_a_misconfigured_llm_skill_costs_only_its_own_output(tmp_path: Path) -> 
         assert "LLM_MODEL is required" in errors["llm"]["message"]
     finally:
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
+        out, err = process.communicate(timeout=COMMAND_TIMEOUT)
     assert process.returncode == 0
     assert b"Traceback" not in out + err
     assert err.count(b"llm skill is misconfigured") == 1  # one line at start-up

@@ -9,6 +9,7 @@ import sys
 
 from agent.store import open_store
 from tests.store.test_contract import turn
+from tests.support.processes import COMMAND_TIMEOUT
 
 
 def stats(*args: str) -> subprocess.CompletedProcess[str]:
@@ -17,7 +18,7 @@ def stats(*args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "agent.cli.main", "stats", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=COMMAND_TIMEOUT,
         env=clean,
         check=False,
     )

@@ -29,6 +29,7 @@ from agent.settings import SettingsError, TelegramSettings, load_telegram_settin
 from skills.fallback.app import app as fallback_app
 from skills.greeting.app import app as greeting_app
 from tests.conftest import AgentFactory, service_entry
+from tests.support.processes import COMMAND_TIMEOUT
 
 TOKEN = "123456:test-token"
 #: A user who blocked the bot: the Bot API refuses to send them anything (403).
@@ -244,7 +245,7 @@ def test_chorus_telegram_without_a_token_says_which_variable(tmp_path: Any) -> N
         text=True,
         env=env,
         cwd=tmp_path,  # no .env here
-        timeout=60,
+        timeout=COMMAND_TIMEOUT,
     )
     assert result.returncode == 2
     assert "CHORUS_TELEGRAM_TOKEN: required" in result.stderr

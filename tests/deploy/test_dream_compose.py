@@ -20,6 +20,7 @@ from agent.settings import Settings
 from tests.support.compose import docker_compose
 from tests.support.dockerfiles import ROOT, parse_dockerfile
 from tests.support.images import uvicorn_command
+from tests.support.processes import COMMAND_TIMEOUT
 
 DOCS = ROOT / "docs" / "dream.md"
 DREAM_DOCKERFILE = ROOT / "deploy" / "agent-dream.Dockerfile"
@@ -86,7 +87,7 @@ def merged(
         env={"PATH": "/usr/bin:/bin", **env},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=COMMAND_TIMEOUT,
         check=False,
     )
     assert result.returncode == 0, result.stderr

@@ -29,8 +29,8 @@ import pytest
 import yaml
 
 from agent.sdk import DialogView, Service, SkillHypothesis
-from tests.conftest import fresh_database, service_entry
-from tests.support.processes import wait_until_up
+from tests.conftest import CLIENT_TIMEOUT, fresh_database, patient, service_entry
+from tests.support.processes import COMMAND_TIMEOUT, wait_until_up
 from tests.support.servers import free_port, serving
 
 # Each test starts a whole stack of processes: one at a time (another waits), so that in
@@ -134,7 +134,9 @@ class Replica:
         """SIGTERM, and wait: uvicorn finishes the requests in progress, then exits."""
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
-        assert self.process.wait(timeout=30) in (0, -signal.SIGTERM), self.log.read_text()
+        assert self.process.wait(timeout=COMMAND_TIMEOUT) in (0, -signal.SIGTERM), (
+            self.log.read_text()
+        )
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -149,7 +151,7 @@ def replicas(mongodb_url: str, tmp_path: Path) -> Iterator[tuple[str, list[Repli
     with serving(echo.app) as skill:
         pipeline = tmp_path / "pipeline.json"
         pipeline.write_text(
-            json.dumps({"services": {"skills": {"echo": service_entry(skill.url, timeout=5.0)}}})
+            json.dumps(patient({"services": {"skills": {"echo": service_entry(skill.url)}}}))
         )
         env = {
             **os.environ,
@@ -226,7 +228,7 @@ async def drive(base: str, agents: list[Replica]) -> Traffic:
     traffic = Traffic()
     limits = httpx.Limits(max_connections=USERS)
     async with (
-        httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client,
+        httpx.AsyncClient(base_url=base, timeout=CLIENT_TIMEOUT, limits=limits) as client,
         asyncio.TaskGroup() as group,
     ):
         group.create_task(restart_one_at_a_time(agents, traffic))
@@ -305,7 +307,7 @@ def compose_config(*options: str) -> subprocess.CompletedProcess[str]:
         env={**os.environ, **required_variables()},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=COMMAND_TIMEOUT,
         check=False,
     )
 

@@ -14,6 +14,7 @@ from textwrap import dedent
 import httpx
 
 from tests.cli.test_run import wait_for
+from tests.support.processes import COMMAND_TIMEOUT
 from tests.support.servers import free_port
 
 CANNED = {
@@ -56,7 +57,7 @@ def test_run_starts_the_agent_on_a_dp_agent_file(tmp_path: Path) -> None:
         ).json()
     finally:
         process.send_signal(signal.SIGINT)
-        out, _ = process.communicate(timeout=30)
+        out, _ = process.communicate(timeout=COMMAND_TIMEOUT)
     assert reply["response"] == "Hello from dp-agent"
     assert reply["user_id"] == 7
     assert b"its services are not started here" in out
@@ -72,7 +73,7 @@ def test_run_refuses_a_bad_dp_agent_file_naming_the_entry(tmp_path: Path) -> Non
         capture_output=True,
         text=True,
         env={**os.environ, "CHORUS_PIPELINE": str(pipeline)},
-        timeout=60,
+        timeout=COMMAND_TIMEOUT,
     )
     assert result.returncode == 2
     assert "services.answer.dialog_formatter: cannot import 'state_formatters" in result.stderr

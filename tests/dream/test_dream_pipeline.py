@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import AgentFactory
+from tests.conftest import SERVICE_TIMEOUT, AgentFactory
 from tests.dream import services as dream
 from tests.dream.services import Recorder
 
@@ -37,7 +37,7 @@ def every_key_config(services: Any, spelling_log: Recorder) -> dict[str, Any]:
     lengths_url = services(dream.lengths()).url
     return {
         "connectors": {
-            "spelling": http(services(dream.spelling(spelling_log)).url, timeout=2.0),
+            "spelling": http(services(dream.spelling(spelling_log)).url, timeout=SERVICE_TIMEOUT),
             "lengths": http(lengths_url, batch_size=4),
         },
         "services": {

@@ -15,7 +15,7 @@ from fastapi import FastAPI, Request
 
 from agent.cli.stack import GROUP_FOLDERS
 from skills.fallback.app import CALM_ANSWERS
-from tests.conftest import AgentFactory
+from tests.conftest import SERVICE_TIMEOUT, TURN_TIMEOUT, AgentFactory
 from tests.support.servers import ServerThread, serving
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +47,9 @@ def shipped_pipeline(
             module = importlib.import_module(f"{GROUP_FOLDERS[group]}.{name}.app")
             app = (apps or {}).get(name, module.app)
             entry["connector"]["url"] = f"{services(app).url}/respond"
+            # The shipped timeouts are a deployment's; a busy machine misses them.
+            entry["connector"]["timeout"] = SERVICE_TIMEOUT
+    pipeline["turn_timeout"] = TURN_TIMEOUT
     return pipeline
 
 

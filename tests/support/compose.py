@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from tests.support.dockerfiles import ROOT, Dockerfile, parse_dockerfile
+from tests.support.processes import COMMAND_TIMEOUT
 
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 #: Values for ``${VAR:?message}`` variables, which compose refuses to leave unset.
@@ -135,6 +136,6 @@ def run_docker_compose(*args: str) -> subprocess.CompletedProcess[str]:
         env={**os.environ, **required_variables()},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=COMMAND_TIMEOUT,
         check=False,
     )

@@ -27,7 +27,19 @@ def unmeasured_environment(*dropped: str) -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
 
 
-def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+#: How long a test waits for a server it started to answer before it fails. Only the bound
+#: of a wait for the event itself (the wait ends as soon as the server answers), so set far
+#: above a start-up on a busy machine, where coverage, parallel workers and other suites can
+#: make a two-second start take minutes; pytest-timeout still bounds the whole test.
+STARTUP_TIMEOUT = 180.0
+#: How long a test waits for a command it runs, or a process it stops, to end: the same kind
+#: of bound.
+COMMAND_TIMEOUT = 180.0
+
+
+def wait_until_up(
+    url: str, process: subprocess.Popen[bytes], timeout: float = STARTUP_TIMEOUT
+) -> None:
     """Readiness probe: poll ``url`` until it answers, failing if the process exits."""
     deadline = time.monotonic() + timeout
     while True:

@@ -133,7 +133,7 @@ class ServerThread:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20.0) -> ServerThread:
+    def start(self, timeout: float = 90.0) -> ServerThread:
         self.thread.start()
         deadline = time.monotonic() + timeout
         # Readiness probe: uvicorn flips `started` once the socket listens and the

@@ -14,7 +14,7 @@ import httpx
 
 from skills.greeting.app import app as greeting_app
 from tests.conftest import service_entry
-from tests.support.processes import wait_until_up
+from tests.support.processes import COMMAND_TIMEOUT, wait_until_up
 from tests.support.servers import free_port, serving
 
 API_KEY = "k" * 32
@@ -90,7 +90,7 @@ def test_json_log_lines_carry_the_turn_ids_and_its_trace_id(tmp_path: Path) -> N
                 ).json()
             finally:
                 process.send_signal(signal.SIGTERM)
-                assert process.wait(timeout=30) in (0, -signal.SIGTERM)
+                assert process.wait(timeout=COMMAND_TIMEOUT) in (0, -signal.SIGTERM)
 
     lines = [json.loads(line) for line in stderr.read_text().splitlines()]
     assert all({"time", "level", "logger", "message"} <= set(line) for line in lines)
