@@ -71,8 +71,6 @@ async def test_independent_skills_overlap(
     a, b = calls(result)["a"], calls(result)["b"]
     assert a.duration >= 0.2 and b.duration >= 0.2
     assert b.start < a.start + a.duration and a.start < b.start + b.duration  # overlapped
-    pipeline_time = max(c.start + c.duration for c in result.utterance.trace)
-    assert pipeline_time < 0.35
     assert result.bot_utterance.text == "B"
 
 
