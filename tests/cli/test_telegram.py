@@ -468,6 +468,22 @@ def test_photos_voice_and_video_reach_the_services_as_dp_agents_channel_sends_th
     assert dialog["utterances"][0]["text"] == "look at this"
 
 
+def test_a_photo_without_a_caption_reaches_the_services_as_an_empty_message_with_its_image(
+    services: Any, agent: AgentFactory
+) -> None:
+    """dp-agent's channel sends such a photo as the text ``''`` with its ``image``: the
+    agent takes it, and the skill sees the photo."""
+    client = agent({"services": {"skills": {"echo": service_entry(services(echo_app()).url)}}})
+    sizes = [{"file_id": "thumb", "width": 90, "height": 90}, {"file_id": "photo", "width": 800}]
+    fake = BatchBotApi([message(1, 42, photo=sizes)], 1, files=MEDIA_FILES)
+    telegram, file_server = services(fake.app()), services(FileServer().app())
+    config = media_settings(telegram.url, str(client.base_url), file_server.url)
+    asyncio.run(run_channel(config, stop=fake.done.is_set))
+    assert fake.sent == [(42, f"said ''; image {len(PHOTO)} bytes")]
+    (dialog,) = client.get("/api/user/42").json()
+    assert dialog["utterances"][0]["text"] == ""
+
+
 def test_a_file_server_that_fails_costs_only_the_media(services: Any, agent: AgentFactory) -> None:
     client = agent({"services": {"skills": {"echo": service_entry(services(echo_app()).url)}}})
     fake = BatchBotApi(media_updates()[:1], 1, files=MEDIA_FILES)
