@@ -43,7 +43,11 @@ def test_every_llm_request_begins_with_system_then_user_as_the_window_slides(
         base_url = f"{endpoint.url}/v1"
         monkeypatch.setenv("LLM_BASE_URL", base_url)  # the agent turns the skill on
         llm = create_app(LLMSettings(_env_file=None, base_url=base_url, model="test-model"))
-        client = agent(shipped_pipeline(services, apps={"llm": llm}))
+        pipeline = shipped_pipeline(services, apps={"llm": llm})
+        # An even window is the one that begins with the bot's line once it slides,
+        # whatever window pipeline.json ships.
+        pipeline["services"]["skills"]["llm"]["context_window"] = 6
+        client = agent(pipeline)
         answers = [say(client, text, user="sky") for text in QUESTIONS]
 
     assert len(strict.requests) == len(QUESTIONS), [a["active_skill"] for a in answers]
