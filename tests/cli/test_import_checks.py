@@ -92,7 +92,8 @@ def test_an_import_that_reuses_a_users_utterance_ids_is_refused_and_the_user_tal
     say(client, "victim", "how are you?")
     before = client.get(f"/api/dialogs/{dialog_id}").json()
     backup = tmp_path / "backup.jsonl"
-    assert run("export", "--all", "-o", str(backup), "--db", db_url).exit_code == 0
+    exported = run("export", "--all", "-o", str(backup), "--db", db_url)
+    assert exported.exit_code == 0, (exported.output, exported.exception)
     (record,) = [json.loads(line) for line in backup.read_text().splitlines()[2:]]
     ids = [u["utt_id"] for u in record["dialog"]["utterances"]]
     assert len(ids) == 4
