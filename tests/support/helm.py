@@ -23,6 +23,8 @@ import kubernetes_validate
 import yaml
 from kubernetes_validate.utils import latest_version
 
+from tests.support.builds import built_binary
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "chorus"
 HELM_DIR = ROOT / "tools" / "helm"
@@ -72,21 +74,7 @@ def build_helm() -> Path:
 
     Without Go, an already-built binary is used as it is.
     """
-    if shutil.which("go") is None:
-        cached = _cached_binary()
-        if cached is not None:
-            return cached
-    result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, check=False
-    )
-    if result.returncode != 0:
-        raise HelmError(
-            f"building Helm failed (exit {result.returncode}):\n{result.stderr[-4000:]}"
-        )
-    lines = result.stdout.strip().splitlines()
-    if not lines or not os.access(lines[-1], os.X_OK):
-        raise HelmError(f"build.sh printed no binary path: {result.stdout!r}")
-    return Path(lines[-1])
+    return built_binary("Helm", BUILD_SCRIPT, _cached_binary(), HelmError)
 
 
 def kube_version() -> str:

@@ -41,6 +41,7 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from agent.store.mongo import BULK_WRITE_WIRE_VERSION
+from tests.support.builds import built_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 FERRETDB_DIR = ROOT / "tools" / "ferretdb"
@@ -104,21 +105,7 @@ def build_ferretdb() -> Path:
 
     Without Go, an already-built binary is used as it is.
     """
-    if shutil.which("go") is None:
-        cached = _cached_binary()
-        if cached is not None:
-            return cached
-    result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, check=False
-    )
-    if result.returncode != 0:
-        raise MongoServerError(
-            f"building FerretDB failed (exit {result.returncode}):\n{result.stderr[-4000:]}"
-        )
-    lines = result.stdout.strip().splitlines()
-    if not lines or not os.access(lines[-1], os.X_OK):
-        raise MongoServerError(f"build.sh printed no binary path: {result.stdout!r}")
-    return Path(lines[-1])
+    return built_binary("FerretDB", BUILD_SCRIPT, _cached_binary(), MongoServerError)
 
 
 def free_port() -> int:
