@@ -205,7 +205,7 @@ async def _find_back(store: DialogStore, last: str, start: int, page: int) -> in
     return 0
 
 
-async def _selected_dialogs(store: DialogStore, selection: Selection) -> AsyncIterator[Dialog]:
+async def selected_dialogs(store: DialogStore, selection: Selection) -> AsyncIterator[Dialog]:
     """The selected dialogs one at a time, read a :data:`GROUP` at a time (the store's
     whole content never in memory)."""
     if selection.everything:
@@ -241,7 +241,7 @@ async def export_lines(
     date."""
     yield Header(selection=selection.describe()).model_dump_json(), False
     written_users: set[str] = set()  # user ids only: bounded by the number of users
-    async for dialog in _selected_dialogs(store, selection):
+    async for dialog in selected_dialogs(store, selection):
         on_dialog()
         if not selection.admits(dialog):
             continue

@@ -23,11 +23,8 @@ from pydantic import ValidationError
 from agent.pipeline.executor import Turn
 from agent.sdk.errors import ChorusError
 from agent.state.models import Bot, BotUtterance, Dialog, Human, HumanUtterance
-from agent.store.backup import all_dialog_ids
+from agent.store.backup import BackupError, Selection, selected_dialogs
 from agent.store.reader import DialogReader
-
-#: Dialogs read at once (one query for their utterances on MongoDB).
-GROUP = 50
 
 
 class UnknownSelection(ChorusError, LookupError):
@@ -84,29 +81,13 @@ class StoredTurn:
 
 async def _selected_dialogs(reader: DialogReader, chosen: TurnFilter) -> AsyncIterator[Dialog]:
     """The named users' and dialogs' dialogs, or every dialog in the order they were
-    opened, a :data:`GROUP` at a time (the store's whole content never in memory)."""
-    if not chosen.users and not chosen.dialogs:
-        group: list[str] = []
-        async for dialog_id in all_dialog_ids(reader):  # type: ignore[arg-type]
-            group.append(dialog_id)
-            if len(group) == GROUP:
-                for dialog in await reader.dialogs(group):
-                    yield dialog
-                group = []
-        for dialog in await reader.dialogs(group):
+    opened, as ``chorus export`` chooses them (the dates are the turns', checked later)."""
+    selection = Selection(chosen.users, chosen.dialogs)
+    try:
+        async for dialog in selected_dialogs(reader, selection):  # type: ignore[arg-type]
             yield dialog
-        return
-    for user_id in chosen.users:
-        dialogs = await reader.user_dialogs(user_id)
-        if dialogs is None:
-            raise UnknownSelection(f"--user {user_id!r}: no such user in the store")
-        for dialog in dialogs:
-            yield dialog
-    for dialog_id in chosen.dialogs:
-        found = await reader.dialog(dialog_id)
-        if found is None:
-            raise UnknownSelection(f"--dialog {dialog_id!r}: no such dialog in the store")
-        yield found
+    except BackupError as exc:  # a user or dialog the store does not hold
+        raise UnknownSelection(str(exc)) from None
 
 
 def _answered(dialog: Dialog) -> list[tuple[int, HumanUtterance, BotUtterance]]:
