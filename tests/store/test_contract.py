@@ -264,6 +264,26 @@ async def test_human_attributes_merge_and_outlive_the_dialog(store: Store) -> No
     }
 
 
+async def test_an_attribute_set_to_other_keys_with_the_same_values_is_stored(
+    store: Store,
+) -> None:
+    """{"a": 1} then {"b": 1}: the same values in the same order under other keys is a
+    change (a server that compares only values keeps the old one and says so nowhere)."""
+    await turn(store, "alice", "a", human_attributes={"slot": {"a": 1}, "list": {"x": []}})
+    await turn(store, "alice", "b", bot_attributes={"topic": {"cats": "yes"}})
+    dialog_id, _ = await turn(
+        store,
+        "alice",
+        "c",
+        human_attributes={"slot": {"b": 1}, "list": {"y": []}},
+        bot_attributes={"topic": {"dogs": "yes"}},
+    )
+    dialog = await store.dialog(dialog_id)
+    assert dialog is not None
+    assert dialog.human.attributes == {"slot": {"b": 1}, "list": {"y": []}}
+    assert dialog.bot.attributes == {"topic": {"dogs": "yes"}}
+
+
 async def test_a_turn_whose_dialog_was_closed_meanwhile_keeps_the_users_attributes(
     store: Store,
 ) -> None:

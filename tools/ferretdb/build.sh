@@ -8,13 +8,13 @@
 # and build cache are used). A cold build takes about 2 minutes on 2 CPUs; later ones are
 # instant.
 #
-# Six changes are applied at build time, to a copy of the module in .cache/ (nothing of
+# Seven changes are applied at build time, to a copy of the module in .cache/ (nothing of
 # FerretDB is copied into this repository; patches/ holds code of ours that the build adds):
 # 1. _id lookups use the index, 2. update, findAndModify and delete are atomic, 3. and 4.
 # filters naming _ids read only those rows, 5. MongoDB 8's bulkWrite (with -bulk-write),
-# 6. no leak tracking. Each is explained where it is made. The first: FerretDB 1.24's
-# SQLite backend looks documents up by `_ferretdb_sjson->'$._id'` while its unique _id
-# index is on `_ferretdb_sjson->"_id"`.
+# 6. no leak tracking, 7. a `$set` of a sub-document under other keys is stored. Each is
+# explained where it is made. The first: FerretDB 1.24's SQLite backend looks documents up
+# by `_ferretdb_sjson->'$._id'` while its unique _id index is on `_ferretdb_sjson->"_id"`.
 # SQLite matches an index to a query by the expression's text, so every read, update and
 # delete by _id scanned the whole table, parsing each document's JSON: 11 ms per lookup
 # at 1,250 utterances instead of 0.007 ms, growing with the data. Both spellings mean the
@@ -179,6 +179,18 @@ sed -i 's|^func Track(obj any, token \*Token) {$|&\n\treturn|; s|^func Untrack(o
 if [[ "$(grep -A1 '^func \(Track\|Untrack\)(obj any, token \*Token) {$' "$resource" | grep -c return)" != 2 ]]; then
     echo "build.sh: FerretDB $version no longer has the resource tracking this script turns" \
          "off (internal/util/resource/resource.go): update build.sh" >&2
+    exit 1
+fi
+# The seventh: an update's `$set` is skipped when the new value is "identical" to the old,
+# and FerretDB 1.24's check compared two sub-documents' values but not their keys: setting
+# {"b": 1} where {"a": 1} was stored left {"a": 1}, and said nothing was modified (a user
+# attribute changed that way was lost). The check now compares keys too, as MongoDB does.
+identical="$work/FerretDB/internal/types/identical.go"
+sed -i 's|^\t\t\t_, aField, err := aIter.Next()$|\t\t\taKey, aField, err := aIter.Next()|; s|^\t\t\t_, bField, err := bIter.Next()$|\t\t\tbKey, bField, err := bIter.Next()|; s|^\t\t\tif !Identical(aField, bField) {$|\t\t\tif aKey != bKey \|\| !Identical(aField, bField) {|' \
+    "$identical"
+if [[ "$(grep -c 'aKey != bKey || !Identical(aField, bField)\|aKey, aField, err\|bKey, bField, err' "$identical")" != 3 ]]; then
+    echo "build.sh: FerretDB $version no longer has the sub-document comparison this script" \
+         "fixes (internal/types/identical.go): update build.sh" >&2
     exit 1
 fi
 { cat "$here/go.mod"; echo "replace github.com/FerretDB/FerretDB => $work/FerretDB"; } \
