@@ -124,13 +124,26 @@ def fresh_mongodb_database(request: pytest.FixtureRequest, server: str) -> str:
     return fresh_database(request.getfixturevalue(fixture))
 
 
+#: How long a test's store waits to reach the test server before it answers 503: the
+#: agent's own 3 s is for a database that is down, and a busy machine (two suites at once,
+#: the server a process among many) can take longer than that to answer one that is up.
+BUSY_MACHINE_TIMEOUT_MS = 30_000
+
+
 def fresh_database(server_url: str) -> str:
     """The server's URL naming a new database of its own for one test (options such as
-    credentials kept)."""
-    head, sep, options = server_url.partition("?")
+    credentials kept; timeouts a busy machine meets unless the URL sets its own)."""
+    head, _, options = server_url.partition("?")
     scheme, rest = head.split("://", 1)
     hosts = rest.split("/", 1)[0]
-    return f"{scheme}://{hosts}/chorus_test_{uuid.uuid4().hex}{sep}{options}"
+    given = options.lower()
+    extra = [
+        f"{name}={BUSY_MACHINE_TIMEOUT_MS}"
+        for name in ("serverSelectionTimeoutMS", "connectTimeoutMS")
+        if name.lower() not in given
+    ]
+    query = "&".join(part for part in (options, *extra) if part)
+    return f"{scheme}://{hosts}/chorus_test_{uuid.uuid4().hex}?{query}"
 
 
 @pytest.hookimpl(tryfirst=True)
