@@ -223,8 +223,6 @@ class BatchingHttp:
         self._http = http
         self.batch_size = batch_size
         self._batches: Batches[Any] = Batches(self._post, batch_size)
-        #: the size of every request sent, for tests and the trace
-        self.sent: list[int] = []
 
     async def send(self, payload: Any) -> Any:
         answer, _ = await self.send_sized(payload)
@@ -235,7 +233,6 @@ class BatchingHttp:
         return await self._batches.submit(payload)
 
     async def _post(self, payloads: list[Any]) -> list[Any]:
-        self.sent.append(len(payloads))
         try:
             answers = await self._http.post(merge_payloads(payloads))
         except ServiceError:

@@ -1,9 +1,10 @@
 """Traces and structured logs: what an operator's own tools read about a turn.
 
 Tracing is OpenTelemetry, off unless the standard ``OTEL_*`` environment variables ask for
-it (:mod:`agent.telemetry.setup`); off, a turn pays one boolean check per hook. On, a
-turn is one span, each service call a child span whose context travels to the service as a
-W3C ``traceparent`` header, and each store operation a span (docs/observability.md).
+it (:func:`agent.sdk.tracing.tracer_provider_from_env`); off, a turn pays one boolean check
+per hook. On, a turn is one span, each service call a child span whose context travels to
+the service as a W3C ``traceparent`` header, and each store operation a span
+(docs/observability.md).
 
 This package sits at the bottom of the layers, beside :mod:`agent.state` and
 :mod:`agent.sdk`: the API, the message flow, the executor, the connectors and the SDK all

@@ -181,7 +181,6 @@ def test_batching_merges_payloads_and_splits_answers() -> None:
             answers = await asyncio.gather(
                 *(connector.send({"sentences": ["x" * n]}) for n in (1, 2, 3))
             )
-            assert connector.sent == [3]
             return list(answers)
         finally:
             await session.close()
