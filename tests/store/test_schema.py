@@ -17,6 +17,7 @@ import pytest
 from bson import json_util
 from pymongo import MongoClient
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.database import Database
 from typer.testing import CliRunner
 
 from agent.cli.main import app
@@ -118,10 +119,10 @@ def _snapshot(db_url: str) -> Any:
             return [*db.iterdump(), _recorded_version(db_url)]
     client: MongoClient[dict[str, Any]]
     with MongoClient(db_url) as client:
-        db = client.get_default_database()
+        database: Database[dict[str, Any]] = client.get_default_database()
         return {
-            name: json_util.dumps(list(db[name].find().sort("_id")))
-            for name in sorted(db.list_collection_names())
+            name: json_util.dumps(list(database[name].find().sort("_id")))
+            for name in sorted(database.list_collection_names())
         }
 
 
@@ -188,10 +189,10 @@ def _write_before_1_0(db_url: str, version: int) -> None:
         return
     client: MongoClient[dict[str, Any]]
     with MongoClient(db_url) as client:
-        db = client.get_default_database()
-        db["users"].insert_one({"_id": "h1", "user_external_id": "ann"})
+        database: Database[dict[str, Any]] = client.get_default_database()
+        database["users"].insert_one({"_id": "h1", "user_external_id": "ann"})
         if version:
-            db["chorus_meta"].insert_one({"_id": "schema", "version": version})
+            database["chorus_meta"].insert_one({"_id": "schema", "version": version})
 
 
 @pytest.mark.parametrize("old_version", [0, 1, "last"])
