@@ -55,10 +55,11 @@ class Profile(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _wrong_types_aside(cls, data: Any) -> Any:
-        """A typed field stored with another type (an older release merged whatever a
-        service sent, e.g. ``location: {"city": "Paris"}``) would make the whole user
-        unreadable, every turn and ``GET /api/user`` a 500. It is read back under
-        :data:`INVALID_PROFILE_FIELDS` instead, so nothing is lost and the user is served."""
+        """A typed field held with another type (builds before 1.0.0 merged whatever a
+        service sent, e.g. ``location: {"city": "Paris"}``, and their backups carry it)
+        would make the whole user unreadable, every turn and ``GET /api/user`` a 500. It
+        is read back under :data:`INVALID_PROFILE_FIELDS` instead, so nothing is lost and
+        the user is served."""
         if not isinstance(data, dict):
             return data
         wrong = {
