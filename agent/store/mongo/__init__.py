@@ -48,7 +48,7 @@ Why it looks the way it does:
   either end of a key, which FerretDB refuses in update paths) and unescaped on the way
   out. Our own field names contain none of those, so they are stored as they are.
   A list directly inside a list is stored as ``{"%a": [...]}`` (FerretDB 1.x refuses nested
-  arrays; MongoDB reads either form back, so data written before this is read as it was).
+  arrays; MongoDB reads either form back).
 * **Dates are BSON dates**: documents are built with ``model_dump()`` in Python mode, and
   the client is ``tz_aware`` so they read back as aware UTC datetimes.
 * **FerretDB 1.x** executes an update as "find, change in Go, write the whole document
