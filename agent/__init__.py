@@ -4,4 +4,4 @@ Importing this package does nothing else: the server lives in :mod:`agent.api`, 
 service SDK in :mod:`agent.sdk` (which services import without the agent's server).
 """
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"

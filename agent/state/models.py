@@ -55,10 +55,11 @@ class Profile(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _wrong_types_aside(cls, data: Any) -> Any:
-        """A typed field stored with another type (an older release merged whatever a
-        service sent, e.g. ``location: {"city": "Paris"}``) would make the whole user
-        unreadable, every turn and ``GET /api/user`` a 500. It is read back under
-        :data:`INVALID_PROFILE_FIELDS` instead, so nothing is lost and the user is served."""
+        """A typed field held with another type (builds before 1.0.0 merged whatever a
+        service sent, e.g. ``location: {"city": "Paris"}``, and their backups carry it)
+        would make the whole user unreadable, every turn and ``GET /api/user`` a 500. It
+        is read back under :data:`INVALID_PROFILE_FIELDS` instead, so nothing is lost and
+        the user is served."""
         if not isinstance(data, dict):
             return data
         wrong = {
@@ -194,8 +195,8 @@ SERVICES_ROLE = "services"
 
 
 def split_stored_group(group: str) -> tuple[str, str | None]:
-    """``(role, dream_group)`` for a trace entry written with ``group`` (schema 5 on SQLite,
-    3 on MongoDB, and an agent of that release still running during a rolling upgrade).
+    """``(role, dream_group)`` for a trace entry written with ``group``: a backup exported
+    by a build before 1.0.0 holds such entries, and ``chorus import`` reads them.
 
     ``group`` was a Chorus service's role, or a dp-agent service's group name (``services``
     when it had none). A role's name is kept as the role (a dp-agent group of that name
@@ -208,8 +209,7 @@ def split_stored_group(group: str) -> tuple[str, str | None]:
 
 def call_with_role(call: Any) -> Any:
     """A stored trace entry as this release writes it: ``group`` replaced by ``role`` and
-    ``dream_group`` (:func:`split_stored_group`); anything else as it is. What the store
-    migrations write, and how a read takes an entry an older agent wrote."""
+    ``dream_group`` (:func:`split_stored_group`); anything else as it is."""
     if not isinstance(call, dict) or "group" not in call:
         return call
     renamed = {key: value for key, value in call.items() if key != "group"}
@@ -237,8 +237,8 @@ class ServiceCall(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _from_group(cls, data: Any) -> Any:
-        """A trace entry written by the previous release, with ``group``, reads as
-        :func:`split_stored_group` says."""
+        """A trace entry with ``group`` (a backup exported by a build before 1.0.0) reads
+        as :func:`split_stored_group` says."""
         return call_with_role(data)
 
 

@@ -54,8 +54,7 @@ class RatingsFull(ChorusError):
 
 
 #: Seconds an idempotency key and its copy of the reply are kept by default (a day): far
-#: beyond the minutes over which clients retry, and what a database upgraded from a release
-#: without expiry gives the keys it already holds (``CHORUS_KEY_RETENTION``).
+#: beyond the minutes over which clients retry (``CHORUS_KEY_RETENTION``).
 DEFAULT_KEY_RETENTION = 86_400.0
 
 

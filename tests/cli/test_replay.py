@@ -4,6 +4,7 @@ what changes is exactly what that skill had answered, and the store keeps every 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import hashlib
 import json
@@ -26,10 +27,12 @@ from typer.testing import CliRunner
 
 from agent.cli.main import app
 from agent.sdk import DialogView, Service, SkillHypothesis
+from agent.store import open_store
+from agent.store.mongo import migrations as mongo_migrations
+from agent.store.sqlite import base as sqlite_base
 from tests.conftest import agents, service_entry
 from tests.dream import services as dream
 from tests.e2e.test_default_pipeline import shipped_pipeline
-from tests.store.test_upgrade import _load_release
 from tests.support.servers import ServerThread
 from tests.support.services import fixed_skill
 
@@ -400,15 +403,28 @@ def test_a_replay_reads_the_turns_of_an_agent_still_serving(
         assert client.post("/", json={"user_id": "ann", "payload": "3"}).is_success
 
 
-def test_a_store_of_an_earlier_release_is_refused_not_migrated(tmp_path: Path, db_url: str) -> None:
-    """Migrating it would write: the replay says what to do instead."""
-    _load_release(db_url, "1")
+def test_a_store_that_needs_an_upgrade_is_refused_not_upgraded(
+    tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Upgrading it would write: the replay says what to do instead. The store is at
+    version 1, and this build (a synthetic upgrade registered) knows version 2."""
+    asyncio.run(_opened_and_closed(db_url))
+    monkeypatch.setattr(sqlite_base, "UPGRADES", (lambda db: None,))
+    monkeypatch.setattr(mongo_migrations, "UPGRADES", (_nothing,))
     candidate = tmp_path / "candidate.json"
     candidate.write_text(json.dumps({"services": {}}))
     before = store_snapshot(db_url)
     result = CliRunner().invoke(app, ["replay", "--pipeline", str(candidate), "--db", db_url])
     assert result.exit_code == 1, result.output
     said = " ".join(result.output.split())
-    assert "this release reads" in said
+    assert "schema version 1, this build reads 2" in said
     assert "run `chorus stats` on it once to bring it up to date" in said
     assert store_snapshot(db_url) == before
+
+
+async def _opened_and_closed(db_url: str) -> None:
+    await (await open_store(db_url)).close()
+
+
+async def _nothing(db: object) -> None:
+    """An upgrade step with nothing to do."""

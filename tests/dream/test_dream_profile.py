@@ -135,7 +135,7 @@ def test_a_wrong_typed_profile_field_is_refused_and_the_rest_kept(
 
 
 def corrupt(db_url: str) -> None:
-    """Leave alice's profile as an older release did: a typed field of another type."""
+    """Leave alice's profile as a build before 1.0.0 did: a typed field of another type."""
     if db_url.startswith("sqlite"):
         with sqlite3.connect(Path(db_url.removeprefix("sqlite:///"))) as db:
             db.execute(

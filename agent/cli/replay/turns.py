@@ -7,7 +7,7 @@ id, time and attributes, without what the pipeline made of it), and the user and
 as they were when it started. The agent keeps those last two on the utterances
 themselves (``user`` of the human utterance: the user then; ``user`` of the bot
 utterance: the bot then), so the attributes are the turn's own, not today's. A turn
-stored without them (written by an older release, imported from dp-agent) gets the
+stored without them (imported from dp-agent or a pre-1.0.0 backup) gets the
 dialog's current user and bot instead, and says so (:attr:`StoredTurn.guessed`).
 """
 

@@ -3,8 +3,8 @@
 One module per job: :mod:`.dialogs` (the turn and the read API, :class:`DialogStore`),
 :mod:`.keys` (clients' idempotency keys, :class:`KeyStore`), :mod:`.lines` (the users'
 line, :class:`LineStore`), :mod:`.restore` (backups read back), :mod:`.codec` (the key
-codec), :mod:`.documents` (documents ↔ models), :mod:`.migrations` (databases of earlier
-releases) and :mod:`.errors` (PyMongo's failures as the store's exceptions);
+codec), :mod:`.documents` (documents ↔ models), :mod:`.migrations` (the schema's version
+and its upgrades) and :mod:`.errors` (PyMongo's failures as the store's exceptions);
 :class:`MongoStore` is the three over one client.
 
 Why it looks the way it does:
@@ -48,7 +48,7 @@ Why it looks the way it does:
   either end of a key, which FerretDB refuses in update paths) and unescaped on the way
   out. Our own field names contain none of those, so they are stored as they are.
   A list directly inside a list is stored as ``{"%a": [...]}`` (FerretDB 1.x refuses nested
-  arrays; MongoDB reads either form back, so data written before this is read as it was).
+  arrays; MongoDB reads either form back).
 * **Dates are BSON dates**: documents are built with ``model_dump()`` in Python mode, and
   the client is ``tz_aware`` so they read back as aware UTC datetimes.
 * **FerretDB 1.x** executes an update as "find, change in Go, write the whole document
@@ -71,9 +71,9 @@ from datetime import UTC
 from typing import Any
 
 from pymongo import ASCENDING, AsyncMongoClient
+from pymongo.errors import OperationFailure
 from pymongo.monitoring import CommandListener
 
-from agent.store.base import StoreUnavailable
 from agent.store.mongo.codec import _escape, _escape_key, _literal, _unescape, _unescape_key
 from agent.store.mongo.dialogs import MongoDialogs
 from agent.store.mongo.documents import _human_id_for
@@ -81,8 +81,9 @@ from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
 from agent.store.mongo.keys import MongoKeys
 from agent.store.mongo.lifecycle import MongoLifecycle
 from agent.store.mongo.lines import MongoLines
-from agent.store.mongo.migrations import SCHEMA_VERSION, migrate, schema_version
+from agent.store.mongo.migrations import latest_version, migrate, stored_version
 from agent.store.mongo.restore import MongoRestore
+from agent.store.schema import behind
 
 __all__ = ["MongoStore", "_escape", "_escape_key", "_unescape", "_unescape_key"]
 
@@ -92,6 +93,8 @@ log = logging.getLogger("chorus.store")
 DEFAULT_DATABASE = "chorus"
 #: Milliseconds to find a server / open a connection before a call fails with 503.
 DEFAULT_TIMEOUT_MS = 3000
+#: The server's answer to an index option it does not have (FerretDB 1.x: TTL indexes).
+_NOT_IMPLEMENTED = 238
 
 
 #: What a FerretDB build says in its version when it has the fixes that
@@ -123,22 +126,11 @@ async def _has_bulk_write(client: AsyncMongoClient[Doc]) -> bool:
 
 @_unavailable_when_unreachable
 async def _check_schema(store: MongoStore) -> None:
-    """A database of another schema version cannot be read as it is, and a read-only
-    opening must not migrate it (an empty one, version 0, reads as empty)."""
-    version = await schema_version(store._db)
-    if version == SCHEMA_VERSION:
-        return
-    if version == 0 and await store._users.find_one({}, projection={"_id": 1}) is None:
-        return
-    advice = (
-        "start the agent or run `chorus stats` on it once to bring it up to date"
-        if version < SCHEMA_VERSION
-        else "it was written by a newer release"
-    )
-    raise StoreUnavailable(
-        f"MongoDB store {store._db.name}: schema version {version}, this release reads "
-        f"{SCHEMA_VERSION}; {advice}"
-    )
+    """A read-only opening must not write, so a database that would need an upgrade is
+    refused (a new, empty one reads as empty)."""
+    version = await stored_version(store._db)
+    if version is not None and version != latest_version():
+        raise behind(f"MongoDB store {store._db.name}", version, latest_version())
 
 
 class MongoStore(MongoDialogs, MongoKeys, MongoLines, MongoLifecycle, MongoRestore):
@@ -153,10 +145,12 @@ class MongoStore(MongoDialogs, MongoKeys, MongoLines, MongoLifecycle, MongoResto
         event_listeners: Sequence[CommandListener] = (),
         read_only: bool = False,
     ) -> MongoStore:
-        """Connect and create the indexes (idempotent: creating an existing index with the
-        same spec is a no-op). ``event_listeners`` lets tests count the commands sent.
-        ``read_only``: neither migrate nor create indexes, only check that the database is
-        of this release's schema, so that a reader (``chorus replay``) sends no write."""
+        """Connect, check the schema's version and run the upgrades the database lacks
+        (:mod:`.migrations`), and create the indexes (idempotent: creating an existing index
+        with the same spec is a no-op). ``event_listeners`` lets tests count the commands
+        sent. ``read_only``: neither upgrade nor create indexes, only check that the
+        database is of this build's schema, so that a reader (``chorus replay``) sends no
+        write."""
         options: dict[str, Any] = {
             "tz_aware": True,
             "tzinfo": UTC,
@@ -217,6 +211,17 @@ class MongoStore(MongoDialogs, MongoKeys, MongoLines, MongoLifecycle, MongoResto
             [("dialog_id", ASCENDING), ("seq", ASCENDING)], unique=True, name="dialog_seq"
         )
         await self._keys.create_index([("user_id", ASCENDING)], name="keys_by_user")
+        try:
+            await self._keys.create_index(
+                [("expires_at", ASCENDING)], name="keys_expire", expireAfterSeconds=0
+            )
+        except OperationFailure as exc:
+            if exc.code != _NOT_IMPLEMENTED:
+                raise
+            log.info(
+                "the database has no TTL indexes (FerretDB 1.x): expired idempotency keys "
+                "are ignored, and their space is not given back (docs/storage.md)"
+            )
 
     @_unavailable_when_unreachable
     async def delete_user(self, user_id: str) -> bool:

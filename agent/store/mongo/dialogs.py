@@ -196,8 +196,9 @@ class MongoDialogs(MongoBase):
         finishes: an attempt that stored its human utterance and then failed left it at
         number ``count``, so that one is read too (and answered by the retry, or kept
         before the next message); one that stored its answer too and then failed left that
-        at ``count + 1``, read too where the human one is. Utterances stored before ids
-        were numbered are read by their ``(dialog_id, seq)`` index instead."""
+        at ``count + 1``, read too where the human one is. Utterances whose ids are not the
+        dialog's numbers (a restored backup keeps each utterance's id) are read by their
+        ``(dialog_id, seq)`` index instead."""
         if limit <= 0:
             self._keep_next_seq(dialog_id, count)
             return []
@@ -571,7 +572,7 @@ class MongoDialogs(MongoBase):
     async def _by_number(self, dialog_id: str, count: int) -> list[Doc] | None:
         """Every utterance of a short dialog, read by ``_id`` (plus any stored past the
         count by an unfinished turn); None when the ids do not name them all (a longer
-        dialog, or one stored before ids were numbered)."""
+        dialog, or one restored from a backup, whose utterances keep their ids)."""
         if count > _POINT_READ_DIALOG:
             return None
         docs = sorted(

@@ -47,8 +47,7 @@ def _human(doc: Doc) -> Human:
 
 
 def _dialog_key(dialog_id: str) -> str:
-    """The dialog's ``active_key`` (unique; databases of the first release kept
-    ``"h:<human id>"`` there while a dialog was open)."""
+    """The dialog's ``active_key``, under a unique index."""
     return "d:" + dialog_id
 
 

@@ -80,7 +80,7 @@ class MongoLines(MongoBase):
         new_user = _new_user_doc(user_id)
         del new_user["_id"]
         new_user.update({"line.free": False, "line.alive_until": lease_until})
-        # $max: a user of a release before the line moved here has no line yet.
+        # $max: a new user's document gets line.done = 0; another keeps its count.
         update = {"$inc": {"line.taken": 1}, "$max": {"line.done": 0}, "$setOnInsert": new_user}
         for _ in range(_ATTEMPTS):
             try:

@@ -32,12 +32,14 @@ import sqlite3
 import time
 
 from agent.store.base import StoreUnavailable
+from agent.store.schema import behind
 from agent.store.sqlite.base import (
     BUSY_BUDGET,
-    SCHEMA_VERSION,
     _path_of,
     _translated,
+    latest_version,
     migrate,
+    stored_version,
 )
 from agent.store.sqlite.checkpoint import Checkpointer
 from agent.store.sqlite.dialogs import SqliteDialogs
@@ -71,10 +73,13 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
         db.execute("PRAGMA secure_delete=ON")
         register(db)
         try:
-            migrate(db)
+            migrate(db, f"SQLite store {path}")
         except sqlite3.Error as exc:
             db.close()
             raise _translated(exc) from exc
+        except BaseException:
+            db.close()
+            raise
         # Serving: never wait inside a call on the loop; a busy statement is retried
         # around an await instead (SqliteBase._busy_retried). Nor copy the log back into
         # the file in a commit: a thread does it (agent.store.sqlite.checkpoint).
@@ -88,7 +93,7 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
     @classmethod
     async def open_read_only(cls, url: str) -> SqliteStore:
         """The store as :meth:`open` gives it, except that nothing can be written: the file
-        is opened read-only (SQLite refuses any write), neither migrated nor switched to WAL,
+        is opened read-only (SQLite refuses any write), neither upgraded nor switched to WAL,
         and no checkpoint thread runs, so the file keeps every byte (``chorus replay``).
         Without a write-ahead log beside it (no agent has the file open) it is opened
         ``immutable``, which creates no ``-wal`` or ``-shm`` file next to it either; with
@@ -105,21 +110,19 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
                 isolation_level=None,
                 check_same_thread=False,
             )
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         except sqlite3.Error as exc:
             raise _translated(exc) from exc
-        if version != SCHEMA_VERSION and tables:
+        try:
+            version = stored_version(db, f"SQLite store {path}")
+        except sqlite3.Error as exc:
             db.close()
-            raise StoreUnavailable(
-                f"SQLite store {path}: schema version {version}, this release reads "
-                f"{SCHEMA_VERSION}; "
-                + (
-                    "start the agent or run `chorus stats` on it once to bring it up to date"
-                    if version < SCHEMA_VERSION
-                    else "it was written by a newer release"
-                )
-            )
+            raise _translated(exc) from exc
+        except BaseException:
+            db.close()
+            raise
+        if version is not None and version != latest_version():
+            db.close()
+            raise behind(f"SQLite store {path}", version, latest_version())
         register(db)
         return cls(db)
 

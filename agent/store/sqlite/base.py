@@ -4,19 +4,19 @@ how statements run."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
 
-from agent.state.models import BotUtterance, HumanUtterance, Utterance, call_with_role
-from agent.store.base import DEFAULT_KEY_RETENTION, Place, StoreUnavailable, StoreWriteRefused
-from agent.store.sqlite.jsontext import MERGE_FUNCTION, canonical, needs_escaping, repair
+from agent.state.models import BotUtterance, HumanUtterance, Utterance
+from agent.store.base import Place, StoreUnavailable, StoreWriteRefused
+from agent.store.schema import FIRST_VERSION, before_first_release, newer
+from agent.store.sqlite.jsontext import MERGE_FUNCTION, canonical, needs_escaping
 
 log = logging.getLogger("chorus.store")
 
@@ -51,36 +51,13 @@ CREATE TABLE IF NOT EXISTS utterances (
     dialog_id TEXT NOT NULL, seq INTEGER NOT NULL, utt_id TEXT NOT NULL UNIQUE,
     speaker TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (dialog_id, seq));
 """
-#: The schema's version, kept in ``PRAGMA user_version``: 0 is a database written before
-#: versions were kept, which :func:`migrate` brings up to date. Version 3 added the expiry
-#: of idempotency keys (``expires_at``, and its index); version 4 rewrites the documents
-#: earlier releases left with duplicate keys (:func:`jsontext.repair`); version 5 gives each
-#: place in line the utterance it answers and an interrupt flag (a second message's policy);
-#: version 6 names each traced call's ``role`` and ``dream_group`` where it said ``group``
-#: (:func:`_roles_from_groups`).
-SCHEMA_VERSION = 6
-#: Utterances read per step of a migration that rewrites documents, and how often (in
-#: utterances looked at) its progress is logged.
-_MIGRATION_BATCH = 500
-_PROGRESS_EVERY = 10_000
-#: Tables whose documents get attribute merges, so may hold keys an earlier release
-#: appended again on every merge instead of replacing them.
-_MERGED_TABLES = ("users", "dialogs")
-#: Version 2's renames, to one name per idea (docs/glossary.md): (old table, new table,
-#: columns renamed as (old, new)).
-_RENAMED = (
-    ("messages", "idempotency_keys", (("user", "user_id"),)),
-    ("turn_queue", "lines", (("user", "user_id"),)),
-    ("users", "users", (("external_id", "user_id"),)),
-)
-#: Columns added since the first release: (table, column, type), added when missing.
-_ADDED_COLUMNS = (
-    ("idempotency_keys", "fingerprint", "TEXT"),
-    ("idempotency_keys", "alive_until", "REAL"),
-    ("idempotency_keys", "expires_at", "REAL"),
-    ("lines", "utt_id", "TEXT"),
-    ("lines", "interrupt", "INTEGER NOT NULL DEFAULT 0"),
-)
+#: Upgrades, in order: ``UPGRADES[n]`` brings a database of version ``n + 1`` to ``n + 2``
+#: (:mod:`agent.store.schema`), inside :func:`migrate`'s transaction. None yet: the schema
+#: above is version 1.
+UPGRADES: Sequence[Callable[[sqlite3.Connection], None]] = ()
+#: ``PRAGMA application_id`` of a database this build or a later one created: builds before
+#: 1.0.0 left it 0, so their ``user_version`` is never read as this numbering ("Chor").
+APPLICATION_ID = 0x43686F72
 #: Primary result codes that mean the database cannot work right now (a full disk, an I/O
 #: error, a lock held too long, a file that cannot be opened or written), not bad data.
 _UNAVAILABLE_CODES = frozenset(
@@ -180,78 +157,48 @@ def _insert_utterance(dialog_id: str, utterance: HumanUtterance | BotUtterance) 
     )
 
 
-def _columns(db: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+def latest_version() -> int:
+    """The schema version this build writes: the first and one per upgrade."""
+    return FIRST_VERSION + len(UPGRADES)
 
 
-def migrate(db: sqlite3.Connection) -> None:
-    """Bring a database written by an earlier release to :data:`SCHEMA_VERSION`, in one
-    transaction (a migration cut short leaves the database as it was), then create what
-    is missing. Renames keep every row; nothing is copied. Documents an earlier release left
-    with duplicate keys are rewritten once, reading back as before (:func:`repair`)."""
+def stored_version(db: sqlite3.Connection, where: str) -> int | None:
+    """The database's schema version; None for a new (empty) one. A database of a build
+    before 1.0.0 or of a newer Chorus is refused (:class:`SchemaRefused`)."""
+    marked = db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    version: int = db.execute("PRAGMA user_version").fetchone()[0]
+    if not marked:
+        if db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            raise before_first_release(where, version)
+        return None
+    if version > latest_version():
+        raise newer(where, version, latest_version())
+    return version
+
+
+def migrate(db: sqlite3.Connection, where: str) -> None:
+    """Create the schema in a new database, or run the upgrades an older one lacks, in one
+    transaction (``BEGIN IMMEDIATE``): a start cut short leaves the database as it was, and
+    of two agents starting at once the second finds the work done."""
     db.execute("BEGIN IMMEDIATE")
     try:
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version < SCHEMA_VERSION:
-            for old, new, columns in _RENAMED:
-                if old != new and _columns(db, old) and not _columns(db, new):
-                    db.execute(f"ALTER TABLE {old} RENAME TO {new}")
-                present = _columns(db, new)
-                for old_column, new_column in columns:
-                    if old_column in present and new_column not in present:
-                        db.execute(f"ALTER TABLE {new} RENAME COLUMN {old_column} TO {new_column}")
-            for table, column, kind in _ADDED_COLUMNS:
-                present = _columns(db, table)
-                if present and column not in present:
-                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
-            if version < 3 and _columns(db, "idempotency_keys"):  # kept for ever: a day more
-                db.execute(
-                    "UPDATE idempotency_keys SET expires_at = ? WHERE expires_at IS NULL",
-                    [time.time() + DEFAULT_KEY_RETENTION],
-                )
-            for table in _MERGED_TABLES:
-                if version < 4 and _columns(db, table):
-                    repair(db, table)
-            if version < 6 and _columns(db, "utterances"):
-                _roles_from_groups(db)
-        for statement in _SCHEMA.split(";"):
-            if statement.strip():
-                db.execute(statement)
-        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        version = stored_version(db, where)
+        if version is None:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            version = FIRST_VERSION
+        for step in UPGRADES[version - FIRST_VERSION :]:
+            log.info("upgrading the SQLite schema from version %d to %d", version, version + 1)
+            step(db)
+            version += 1
+        db.execute(f"PRAGMA user_version = {version}")
         db.execute("COMMIT")
     except BaseException:
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise
-
-
-def _roles_from_groups(db: sqlite3.Connection) -> None:
-    """Version 6: each traced call's ``group`` becomes ``role`` and, for a dp-agent group
-    that is no role's name, ``dream_group`` (:func:`~agent.state.models.call_with_role`).
-    Human utterances are read in bounded batches by rowid, and only their trace is
-    rewritten (``json_set``); the whole migration stays one transaction."""
-    last, seen, rewritten = 0, 0, 0
-    while True:
-        rows = db.execute(
-            "SELECT rowid, json_extract(doc, '$.trace') FROM utterances "
-            "WHERE rowid > ? AND speaker = 'human' ORDER BY rowid LIMIT ?",
-            [last, _MIGRATION_BATCH],
-        ).fetchall()
-        if not rows:
-            break
-        for rowid, trace_text in rows:
-            trace = json.loads(trace_text) if trace_text else []
-            if any(isinstance(c, dict) and "group" in c for c in trace):
-                db.execute(
-                    "UPDATE utterances SET doc = json_set(doc, '$.trace', json(?)) WHERE rowid = ?",
-                    [canonical([call_with_role(c) for c in trace]), rowid],
-                )
-                rewritten += 1
-        before, seen, last = seen, seen + len(rows), rows[-1][0]
-        if seen // _PROGRESS_EVERY > before // _PROGRESS_EVERY:
-            log.info("migration: %d human utterances looked at, %d traces renamed", seen, rewritten)
-    if rewritten:
-        log.info("migration: %d traces renamed group to role", rewritten)
 
 
 def _leaving(place: Place) -> list[Statement]:

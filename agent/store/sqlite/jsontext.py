@@ -38,8 +38,7 @@ def canonical(value: Any) -> str:
 def merged(doc: str, path: str, updates: str) -> str:
     """``doc`` with the object at ``path`` (a JSON list of keys, e.g. ``["bot",
     "attributes"]``) updated by ``updates`` (a JSON object), as ``json_set`` would: a missing
-    object on the way is created, a non-object one is left alone. Parsing the document also
-    drops the duplicate keys an earlier release appended (the last copy wins, as reads do)."""
+    object on the way is created, a non-object one is left alone."""
     data = json.loads(doc)
     target = data
     for key in json.loads(path):
@@ -51,33 +50,6 @@ def merged(doc: str, path: str, updates: str) -> str:
     return canonical(data)
 
 
-def normalised(doc: str) -> str:
-    """``doc`` spelled canonically, duplicate keys dropped (the last copy wins); a document
-    holding a lone surrogate escape, which UTF-8 cannot carry, keeps ASCII escapes."""
-    data = json.loads(doc)
-    text = canonical(data)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = json.dumps(data, allow_nan=False, separators=(",", ":"))
-    return text
-
-
 def register(db: sqlite3.Connection) -> None:
     """Make :func:`merged` callable from this connection's statements."""
     db.create_function(MERGE_FUNCTION, 3, merged, deterministic=True)
-
-
-def repair(db: sqlite3.Connection, table: str) -> int:
-    """Rewrite the documents of ``table`` that an earlier release may have left with
-    duplicate keys or ASCII-escaped keys (any such document holds a backslash) in the
-    canonical spelling; values read back as before. How many rows were rewritten."""
-    ids = db.execute(f"SELECT id FROM {table} WHERE instr(doc, char(92)) > 0").fetchall()
-    rewritten = 0
-    for (row_id,) in ids:  # one document in memory at a time
-        (doc,) = db.execute(f"SELECT doc FROM {table} WHERE id = ?", [row_id]).fetchone()
-        text = normalised(doc)
-        if text != doc:
-            db.execute(f"UPDATE {table} SET doc = ? WHERE id = ?", [text, row_id])
-            rewritten += 1
-    return rewritten
