@@ -37,6 +37,7 @@ from pymongo.monitoring import (  # noqa: E402
 )
 
 from agent.connectors.http import make_http_client  # noqa: E402
+from agent.connectors.transport import AiohttpTransport  # noqa: E402
 from agent.flow import MessageFlow  # noqa: E402
 from agent.pipeline.config import parse_pipeline_config  # noqa: E402
 from agent.pipeline.connectors import make_batchers  # noqa: E402
@@ -142,7 +143,7 @@ async def drop_database(url: str) -> None:
 async def run(db_url: str, turns: int, window: int) -> dict[str, Any]:
     graph = build_pipeline(parse_pipeline_config(pipeline(window)))
     client = make_http_client()
-    batchers = make_batchers(graph, client)
+    batchers = make_batchers(graph, AiohttpTransport(client))
     counter = Counter()
     store: Store
     if db_url.startswith("mongodb"):

@@ -5,7 +5,9 @@ fail at once (``unavailable``, "circuit open") instead of each waiting out a tim
 ``reset_after`` seconds one trial call goes through: success closes the circuit, failure
 opens it again. :class:`GuardedConnector` puts one in front of a connector, and retries a
 call whose connection could not be opened (the request never reached the service, so a
-retry cannot make it act twice), a bounded number of times.
+retry cannot make it act twice), a bounded number of times. Every remote service of either
+kind of pipeline is called through one (a dp-agent pipeline's with no retries, as dp-agent
+makes none).
 """
 
 from __future__ import annotations
@@ -14,15 +16,16 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, TypeVar
 
-from agent.connectors.base import Connector
+from agent.connectors.base import Connector, Line
 from agent.connectors.errors import ServiceError, ServiceUnavailable, is_drop
-from agent.sdk.models import DialogView
 
 log = logging.getLogger("chorus.connectors")
 
 RETRY_DELAY = 0.05
+
+Payload = TypeVar("Payload")
 
 
 class CircuitBreaker:
@@ -77,21 +80,21 @@ class CircuitBreaker:
             self._opened_at = self._clock()
 
 
-class GuardedConnector:
+class GuardedConnector(Connector[Payload]):
     """A connector behind a circuit breaker, with bounded retries of unopened connections."""
 
-    def __init__(self, inner: Connector, breaker: CircuitBreaker, retries: int) -> None:
+    def __init__(self, inner: Connector[Payload], breaker: CircuitBreaker, retries: int) -> None:
         self.name = inner.name
         self.inner = inner
         self.breaker = breaker
         self.retries = retries
 
-    async def call(self, views: list[DialogView]) -> list[Any]:
+    async def call(self, payloads: list[Payload]) -> list[Any]:
         self.breaker.before_call()
         attempt = 0
         while True:
             try:
-                result = await self.inner.call(views)
+                result = await self.inner.call(payloads)
             except ServiceUnavailable as exc:
                 if exc.never_connected and attempt < self.retries:
                     attempt += 1
@@ -109,16 +112,13 @@ class GuardedConnector:
             self.breaker.record(ok=True)
             return result
 
-    async def stream(self, view: DialogView) -> AsyncIterator[tuple[str, Any]]:
-        """The inner connector's streamed answer (it must have ``stream``), behind the
-        breaker; no retries: a streamed call is made once."""
-        stream = getattr(self.inner, "stream", None)
-        if stream is None:
-            raise TypeError(f"connector {self.name!r} cannot stream")
+    async def stream(self, payload: Payload) -> AsyncIterator[Line]:
+        """The inner connector's streamed answer, behind the breaker; no retries: a
+        streamed call is made once."""
         self.breaker.before_call()
         ended = False
         try:
-            async for kind, value in stream(view):
+            async for kind, value in self.inner.stream(payload):
                 if kind == "end":
                     ended = True
                     self.breaker.record(ok=True)

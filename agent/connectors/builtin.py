@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agent.connectors.base import Connector
 from agent.sdk.models import DialogView, Selection
 
 
@@ -24,7 +25,7 @@ def choose_highest_confidence(view: DialogView) -> Selection:
     return highest_confidence([h.confidence for h in view.human_utterance.hypotheses])
 
 
-class HighestConfidenceSelector:
+class HighestConfidenceSelector(Connector[DialogView]):
     """Built-in response selector ``highest_confidence``."""
 
     def __init__(self, name: str) -> None:
@@ -33,11 +34,8 @@ class HighestConfidenceSelector:
     async def call(self, views: list[DialogView]) -> list[Any]:
         return [choose_highest_confidence(v).model_dump() for v in views]
 
-    async def aclose(self) -> None:
-        return None
 
-
-class AllSkillsSelector:
+class AllSkillsSelector(Connector[DialogView]):
     """Built-in skill selector ``all_skills``: an empty choice means every skill runs."""
 
     def __init__(self, name: str) -> None:
@@ -45,6 +43,3 @@ class AllSkillsSelector:
 
     async def call(self, views: list[DialogView]) -> list[Any]:
         return [[] for _ in views]
-
-    async def aclose(self) -> None:
-        return None

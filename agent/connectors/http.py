@@ -4,34 +4,36 @@ httpx is the project's HTTP interface (SDK, CLI, tests), but under the connector
 agent's hot path, the engine is aiohttp, chosen by measurement: a turn makes about 7 service
 calls, and ``bench/http_clients.py`` measures aiohttp at several times httpx's calls per
 second on these 2-core machines (the figures are in the README). All connectors share one
-``aiohttp.ClientSession`` made in the agent's lifespan.
+``aiohttp.ClientSession`` made in the agent's lifespan, which
+:class:`~agent.connectors.transport.AiohttpTransport` carries requests over; tests may hand
+a connector a :class:`~agent.connectors.transport.MockTransport` instead.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 
+from agent.connectors.base import Connector, Line
 from agent.connectors.errors import (
     BadServiceResponse,
     BadServiceStatus,
     ServiceTimeout,
     ServiceUnavailable,
 )
+from agent.connectors.transport import Reply, Request, Transport
 from agent.sdk.contracts import CONTRACT_HEADER
 from agent.sdk.models import DialogView, ServiceRequest
-from agent.sdk.streaming import STREAM_MEDIA_TYPE, LineKind, parse_line
+from agent.sdk.streaming import STREAM_MEDIA_TYPE, parse_line
 from agent.telemetry import outgoing_headers, printable
 
 #: An answer larger than this is refused without being read whole (a misbehaving service
 #: must not be able to exhaust the agent's memory).
 DEFAULT_MAX_RESPONSE_BYTES = 2 * 1024 * 1024
-_STREAMED_BODY_BYTES = 1024 * 1024
 #: A streamed answer's reader hands the event loop back after this many lines, or this many
 #: bytes of them, whichever comes first: lines already buffered are read without waiting,
 #: so a socket read full of a skill's short lines (130,000 fit in 2 MB) would hold every
@@ -56,21 +58,21 @@ def make_http_client(max_connections: int = DEFAULT_POOL_SIZE) -> aiohttp.Client
     )
 
 
-class HttpConnector:
+class HttpConnector(Connector[DialogView]):
     """Calls one service's URL."""
 
     def __init__(
         self,
         name: str,
         url: str,
-        session: aiohttp.ClientSession,
+        transport: Transport,
         timeout: float,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self.name = name
         self.url = url
-        self._session = session
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._transport = transport
+        self._timeout = timeout
         self._max_bytes = max_response_bytes
 
     async def call(self, views: list[DialogView]) -> list[Any]:
@@ -88,7 +90,7 @@ class HttpConnector:
             raise BadServiceResponse(self.name, f"answer has {len(data)} items for {views} dialogs")
         return data
 
-    async def stream(self, view: DialogView) -> AsyncIterator[tuple[LineKind, Any]]:
+    async def stream(self, view: DialogView) -> AsyncIterator[Line]:
         """One dialog's answer as a streaming skill sends it (:mod:`agent.sdk.streaming`):
         ``start``, ``token``... as they arrive, ``end`` with the one output. A service
         that answers plain JSON instead is read as usual and ends the same way; an
@@ -96,8 +98,8 @@ class HttpConnector:
         body = ServiceRequest.model_construct(dialogs=[view]).model_dump_json().encode()
         headers = outgoing_headers({**_JSON, "Accept": f"{STREAM_MEDIA_TYPE}, application/json"})
         try:
-            async with self._session.post(
-                self.url, data=body, headers=headers, timeout=self._timeout
+            async with self._transport.send(
+                Request(self.url, body, headers), self._timeout
             ) as response:
                 if not 200 <= response.status < 300:
                     raw = await self._read_bounded(response)
@@ -110,7 +112,7 @@ class HttpConnector:
                     return
                 read = 0
                 since_yield = _Since()
-                async for raw_line in response.content:
+                async for raw_line in response.lines():
                     read += len(raw_line)
                     if since_yield.count(len(raw_line)):
                         await asyncio.sleep(0)
@@ -131,18 +133,19 @@ class HttpConnector:
                         yield "end", output
                         return
                     yield kind, value
-        except (TimeoutError, aiohttp.ClientError) as exc:
+        except (OSError, aiohttp.ClientError) as exc:
             raise self._transport_error(exc) from None
         raise BadServiceResponse(self.name, "the streamed answer ended without its end line")
 
-    def _transport_error(self, exc: TimeoutError | aiohttp.ClientError) -> Exception:
+    def _transport_error(self, exc: OSError | aiohttp.ClientError) -> Exception:
         """The service error for a call that failed on the way (no answer in time, no
         connection, a broken one), whether its answer was read whole or streamed."""
         if isinstance(exc, TimeoutError):
-            return ServiceTimeout(self.name, f"no answer within {self._timeout.total}s")
-        if isinstance(exc, aiohttp.ClientConnectorError):
+            return ServiceTimeout(self.name, f"no answer within {self._timeout}s")
+        if isinstance(exc, aiohttp.ClientConnectorError | ConnectionRefusedError):
+            why = getattr(exc, "strerror", None) or exc
             return ServiceUnavailable(
-                self.name, f"cannot reach {self.url}: {exc.strerror or exc}", never_connected=True
+                self.name, f"cannot reach {self.url}: {why}", never_connected=True
             )
         return ServiceUnavailable(
             self.name, f"connection to {self.url} failed: {exc or type(exc).__name__}"
@@ -153,17 +156,13 @@ class HttpConnector:
         return self._parse(await self._post(json.dumps(payload).encode()))
 
     async def _post(self, body: bytes) -> bytes:
+        request = Request(self.url, body, outgoing_headers(_JSON))
         try:
-            # Over aiohttp's 1 MB mark, raw bytes draw a warning (it would copy them on the
-            # loop); a file-like body is streamed instead.
-            data = body if len(body) < _STREAMED_BODY_BYTES else io.BytesIO(body)
-            async with self._session.post(
-                self.url, data=data, headers=outgoing_headers(_JSON), timeout=self._timeout
-            ) as response:
+            async with self._transport.send(request, self._timeout) as response:
                 raw = await self._read_bounded(response)
                 status = response.status
                 broken_contract = CONTRACT_HEADER in response.headers
-        except (TimeoutError, aiohttp.ClientError) as exc:
+        except (OSError, aiohttp.ClientError) as exc:
             raise self._transport_error(exc) from None
         if broken_contract:
             raise BadServiceResponse(self.name, _contract_message(raw))
@@ -171,18 +170,13 @@ class HttpConnector:
             raise BadServiceStatus(self.name, status, raw.decode("utf-8", "replace"))
         return raw
 
-    async def _read_bounded(self, response: aiohttp.ClientResponse) -> bytes:
+    async def _read_bounded(self, response: Reply) -> bytes:
         declared = response.content_length
         if declared is not None and declared > self._max_bytes:
             raise BadServiceResponse(
                 self.name, f"answer of {declared} bytes is over the {self._max_bytes} limit"
             )
-        raw = await response.content.read(self._max_bytes + 1)
-        while len(raw) <= self._max_bytes and not response.content.at_eof():
-            more = await response.content.read(self._max_bytes + 1 - len(raw))
-            if not more:
-                break
-            raw += more
+        raw = await response.read(self._max_bytes + 1)
         if len(raw) > self._max_bytes:
             raise BadServiceResponse(self.name, f"answer is over the {self._max_bytes} bytes limit")
         return raw
@@ -192,9 +186,6 @@ class HttpConnector:
             return json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise BadServiceResponse(self.name, f"answer is not JSON: {exc}") from None
-
-    async def aclose(self) -> None:
-        """The shared session is closed by its owner, the agent's lifespan."""
 
 
 class _Since:

@@ -18,11 +18,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import aiohttp
 from pydantic import BaseModel, Field, ValidationError
 
+from agent.connectors.base import Connector
 from agent.connectors.errors import BadServiceResponse
 from agent.connectors.http import HttpConnector
+from agent.connectors.transport import Transport
 from agent.message import Message
 from agent.sdk.models import DialogView
 
@@ -66,12 +67,12 @@ def hypotheses(service: str, act: Any) -> list[dict[str, Any]]:
     ]
 
 
-class ParlaiConnector:
+class ParlaiConnector(Connector[DialogView]):
     """One observation per HTTP POST (ParlAI agents act on one at a time), concurrently."""
 
-    def __init__(self, name: str, url: str, client: aiohttp.ClientSession, timeout: float) -> None:
+    def __init__(self, name: str, url: str, transport: Transport, timeout: float) -> None:
         self.name = name
-        self._http = HttpConnector(name, url, client, timeout)
+        self._http = HttpConnector(name, url, transport, timeout)
 
     async def _one(self, view: DialogView) -> list[dict[str, Any]]:
         act = await self._http.post_json(observation(view))
@@ -79,6 +80,3 @@ class ParlaiConnector:
 
     async def call(self, views: list[DialogView]) -> list[Any]:
         return list(await asyncio.gather(*(self._one(v) for v in views)))
-
-    async def aclose(self) -> None:
-        return None

@@ -9,8 +9,11 @@
   ``module:Class`` name or one of dp-agent's built-in names (:data:`BUILTINS`, written here
   afresh); the connector entry's other keys are its constructor's arguments.
 
-Remote calls go through Chorus's circuit breaker, and every fault is a
-:class:`agent.connectors.errors.ServiceError` naming the service.
+Both speak :class:`agent.connectors.base.Connector`, the protocol of Chorus's own pipelines,
+behind the same :class:`~agent.connectors.batching.Batcher`; remote calls go through
+the same guard (:class:`~agent.connectors.breaker.GuardedConnector`, without retries, as
+dp-agent makes none), and every fault is a :class:`agent.connectors.errors.ServiceError`
+naming the service.
 """
 
 from __future__ import annotations
@@ -19,14 +22,14 @@ import asyncio
 import itertools
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
-import aiohttp
-
-from agent.connectors.batching import Batches
-from agent.connectors.breaker import CircuitBreaker
+from agent.connectors.base import Connector
+from agent.connectors.batching import Batcher
+from agent.connectors.breaker import CircuitBreaker, GuardedConnector
 from agent.connectors.errors import BadServiceResponse, ServiceError
 from agent.connectors.http import HttpConnector as ChorusHttp
+from agent.connectors.transport import Transport
 from agent.dream.config import HttpConnector, PythonConnector
 from agent.dream.graph import DreamPipeline, DreamService, import_dotted
 from agent.pipeline.calls import log_agent_failure
@@ -35,14 +38,6 @@ from agent.pipeline.config import PipelineConfigError
 #: Circuit breaker settings for Dream's HTTP services (Chorus's defaults).
 BREAKER_THRESHOLD = 5
 BREAKER_RESET = 10.0
-
-
-class DreamConnector(Protocol):
-    name: str
-
-    async def send(self, payload: Any) -> Any: ...
-
-    async def aclose(self) -> None: ...
 
 
 # -- dp-agent's built-in python connectors ----------------------------------------------
@@ -95,15 +90,18 @@ BUILTINS: dict[str, type] = {
 }
 
 
-class PythonAdapter:
+class PythonAdapter(Connector[Any]):
     """Calls a dp-agent python connector and waits for its callback (which it may make
-    after ``send`` returns, from a task of its own)."""
+    after ``send`` returns, from a task of its own), for each payload at once."""
 
     def __init__(self, name: str, instance: Any) -> None:
         self.name = name
         self._instance = instance
 
-    async def send(self, payload: Any) -> Any:
+    async def call(self, payloads: list[Any]) -> list[Any]:
+        return list(await asyncio.gather(*(self._send(p) for p in payloads)))
+
+    async def _send(self, payload: Any) -> Any:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         task_id = uuid.uuid4().hex
 
@@ -122,9 +120,6 @@ class PythonAdapter:
         if isinstance(response, Exception):  # the connector's failure, as it reported it
             raise ServiceError(self.name, f"{type(response).__name__}: {response}") from response
         return response
-
-    async def aclose(self) -> None:
-        return None
 
 
 def python_connector(
@@ -162,40 +157,34 @@ def python_connector(
 # -- http --------------------------------------------------------------------------------
 
 
-class DreamHttp:
-    """POST one payload; the answer is a JSON list whose first item is the task's."""
+class DreamHttp(Connector[Any]):
+    """POST the payloads, merged as dp-agent merges a batch (one as it is); the answer is
+    a JSON list whose i-th item is the i-th payload's. Several URLs take turns."""
 
     def __init__(
-        self, name: str, config: HttpConnector, session: aiohttp.ClientSession, timeout: float
+        self, name: str, config: HttpConnector, transport: Transport, timeout: float
     ) -> None:
         self.name = name
-        self._clients = [ChorusHttp(name, url, session, timeout) for url in config.urls]
+        self._clients = [ChorusHttp(name, url, transport, timeout) for url in config.urls]
         self._next = itertools.cycle(range(len(self._clients)))
-        self._breaker = CircuitBreaker(name, BREAKER_THRESHOLD, BREAKER_RESET)
         self.timeout = timeout
 
-    async def post(self, payload: Any) -> list[Any]:
-        """POST and check the answer is a list; the breaker sees every outcome."""
-        self._breaker.before_call()
-        client = self._clients[next(self._next)]
+    async def call(self, payloads: list[Any]) -> list[Any]:
         try:
-            answer = await client.post_json(payload)
-        except (ServiceError, asyncio.CancelledError):
-            self._breaker.record(ok=False)
-            raise
-        self._breaker.record(ok=True)
+            merged = merge_payloads(payloads)
+        except ValueError as exc:
+            raise ServiceError(self.name, str(exc)) from exc
+        answer = await self._clients[next(self._next)].post_json(merged)
         if not isinstance(answer, list) or not answer:
             got = "an empty list" if answer == [] else type(answer).__name__
             raise BadServiceResponse(
                 self.name, f"answer must be a JSON list with one item per request, got {got}"
             )
-        return answer
-
-    async def send(self, payload: Any) -> Any:
-        return (await self.post(payload))[0]
-
-    async def aclose(self) -> None:
-        return None
+        if len(answer) < len(payloads):
+            raise BadServiceResponse(
+                self.name, f"answer has {len(answer)} items for {len(payloads)} batched requests"
+            )
+        return answer[: len(payloads)]
 
 
 def merge_payloads(payloads: list[Any]) -> Any:
@@ -213,62 +202,28 @@ def merge_payloads(payloads: list[Any]) -> Any:
     return merged
 
 
-class BatchingHttp:
-    """Tasks that arrive in the same event-loop iteration share one request of up to
-    ``batch_size`` payloads (merged as dp-agent merges them); a lone task goes on the next
-    iteration, never waiting."""
-
-    def __init__(self, http: DreamHttp, batch_size: int) -> None:
-        self.name = http.name
-        self._http = http
-        self.batch_size = batch_size
-        self._batches: Batches[Any] = Batches(self._post, batch_size)
-
-    async def send(self, payload: Any) -> Any:
-        answer, _ = await self.send_sized(payload)
-        return answer
-
-    async def send_sized(self, payload: Any) -> tuple[Any, int]:
-        """The answer, and how many tasks shared its request (for the turn's trace)."""
-        return await self._batches.submit(payload)
-
-    async def _post(self, payloads: list[Any]) -> list[Any]:
-        try:
-            answers = await self._http.post(merge_payloads(payloads))
-        except ServiceError:
-            raise
-        except Exception as exc:
-            raise ServiceError(self.name, str(exc)) from exc
-        if len(answers) < len(payloads):
-            raise BadServiceResponse(
-                self.name, f"answer has {len(answers)} items for {len(payloads)} batched requests"
-            )
-        return list(answers)
-
-    async def aclose(self) -> None:
-        await self._batches.drain()
-
-
-def make_dream_connectors(
-    pipeline: DreamPipeline, session: aiohttp.ClientSession
-) -> dict[str, DreamConnector]:
+def make_dream_connectors(pipeline: DreamPipeline, transport: Transport) -> dict[str, Batcher[Any]]:
     """One connector per service; services naming the same top-level connector share it
-    (and so its batches), as in dp-agent."""
-    shared: dict[str, DreamConnector] = {}
-    result: dict[str, DreamConnector] = {}
+    (and so its batches), as in dp-agent. Tasks that arrive in the same event-loop
+    iteration share one request of up to ``batch_size`` payloads when the connector
+    batches (``batch_size``, ``urllist`` or ``num_workers``)."""
+    shared: dict[str, Batcher[Any]] = {}
+    result: dict[str, Batcher[Any]] = {}
     for service in pipeline.all_services():
         if service.connector_key in shared:
             result[service.name] = shared[service.connector_key]
             continue
         config = service.connector
-        connector: DreamConnector
+        batcher: Batcher[Any]
         if isinstance(config, PythonConnector):
-            connector = python_connector(service, config, pipeline.connectors_module)
+            python = python_connector(service, config, pipeline.connectors_module)
+            batcher = Batcher(python, 1)
         else:
-            http = DreamHttp(service.name, config, session, pipeline.call_timeout(service))
-            connector = BatchingHttp(http, config.batch_size) if config.batches else http
-        shared[service.connector_key] = connector
-        result[service.name] = connector
+            http = DreamHttp(service.name, config, transport, pipeline.call_timeout(service))
+            breaker = CircuitBreaker(service.name, BREAKER_THRESHOLD, BREAKER_RESET)
+            batcher = Batcher(GuardedConnector(http, breaker, retries=0), config.batch_size)
+        shared[service.connector_key] = batcher
+        result[service.name] = batcher
     return result
 
 

@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agent.connectors.batching import Batcher
 from agent.connectors.errors import BadServiceResponse
-from agent.dream.connectors import BatchingHttp, DreamConnector
 from agent.dream.dialog import counts_before
 from agent.dream.graph import DreamPipeline, DreamService
 from agent.dream.state import TurnState, selected_labels
@@ -75,7 +75,7 @@ class DreamExecutor:
     def __init__(
         self,
         pipeline: DreamPipeline,
-        connectors: Mapping[str, DreamConnector],
+        connectors: Mapping[str, Batcher[Any]],
         channel_type: str = "http_client",
         clock: Callable[[], float] = time.perf_counter,
         limits: StorageLimits | None = None,
@@ -209,13 +209,10 @@ class DreamExecutor:
         # A formatter's or python connector's bug costs its service only, as a fault does.
         with contained(node.name, "no answer in time") as end:
             tasks = self._tasks(node, run.state.dialog())
-            connector = self._connectors[node.name]
-            if isinstance(connector, BatchingHttp):
-                sized = await asyncio.gather(*(connector.send_sized(t) for t in tasks))
-                answers = [answer for answer, _ in sized]
-                end.batch = max((size for _, size in sized), default=1)
-            else:
-                answers = await asyncio.gather(*(connector.send(t) for t in tasks))
+            batcher = self._connectors[node.name]
+            sized = await asyncio.gather(*(batcher.submit(t) for t in tasks))
+            answers = [answer for answer, _ in sized]
+            end.batch = max((size for _, size in sized), default=1)
             for ind, answer in enumerate(answers):
                 self._apply(run, node, answer, ind)
         run.status[node.name] = "ok" if end.failure is None else "failed"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
+from agent.connectors.transport import AiohttpTransport
 from agent.dream.config import (
     Connector,
     DpConfig,
@@ -160,7 +161,7 @@ class DreamPipeline:
         from agent.dream.connectors import make_dream_connectors
         from agent.dream.executor import DreamExecutor
 
-        connectors = make_dream_connectors(self, client)
+        connectors = make_dream_connectors(self, AiohttpTransport(client))
         for connector in {id(c): c for c in connectors.values()}.values():
             closing.push_async_callback(connector.aclose)
         return DreamExecutor(self, connectors, channel_type, limits=limits)

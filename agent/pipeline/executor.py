@@ -189,7 +189,7 @@ class Executor:
     def __init__(
         self,
         pipeline: Pipeline,
-        batchers: Mapping[str, Batcher],
+        batchers: Mapping[str, Batcher[DialogView]],
         clock: Callable[[], float] = time.perf_counter,
         limits: StorageLimits | None = None,
         ledger: TokenLedger | None = None,
@@ -347,7 +347,7 @@ class Executor:
         turn's listener once its answer is certain to be chosen (:meth:`_release`), those
         that came before then at that moment. The output is the same ``end`` list a JSON
         call returns, so the stored turn does not depend on it."""
-        connector: Any = self._batchers[node.name].connector
+        connector = self._batchers[node.name].connector
         stream = Streaming(node.name, listening())
         run.streams[node.name] = stream
         output: Any = None

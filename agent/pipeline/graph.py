@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 
+from agent.connectors.transport import AiohttpTransport
 from agent.metrics.services import ServiceStats
 from agent.pipeline.config import (
     Dialect,
@@ -114,7 +115,7 @@ class Pipeline:
         from agent.pipeline.connectors import make_batchers
         from agent.pipeline.executor import Executor
 
-        batchers = make_batchers(self, client)
+        batchers = make_batchers(self, AiohttpTransport(client))
         for batcher in batchers.values():
             closing.push_async_callback(batcher.aclose)
         return Executor(self, batchers, limits=limits)

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from agent.connectors.base import Connector
 from agent.connectors.breaker import CircuitBreaker, GuardedConnector
 from agent.connectors.errors import BadServiceStatus, ServiceUnavailable
 from agent.sdk.models import DialogView
@@ -50,8 +51,8 @@ def test_a_failed_trial_opens_the_circuit_again() -> None:
         breaker.before_call()
 
 
-class Scripted:
-    """A connector (the project's own seam, as httpx's MockTransport) that fails as told."""
+class Scripted(Connector[DialogView]):
+    """A connector that fails as told."""
 
     name = "scripted"
 
@@ -64,9 +65,6 @@ class Scripted:
         if self.failures:
             raise self.failures.pop(0)
         return [["ok"] for _ in views]
-
-    async def aclose(self) -> None:
-        return None
 
 
 async def test_only_unopened_connections_are_retried() -> None:

@@ -14,6 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from agent.connectors.http import YIELD_EVERY_LINES, HttpConnector, make_http_client
+from agent.connectors.transport import AiohttpTransport
 from agent.sdk.models import DialogView
 from agent.sdk.streaming import STREAM_MEDIA_TYPE, line
 from tests.support.servers import serving
@@ -57,7 +58,7 @@ async def lines_between_other_work(url: str) -> tuple[list[int], Any]:
     lines_since, seen = 0, ticks
     output: Any = None
     try:
-        connector = HttpConnector("story", url, session, timeout=60)
+        connector = HttpConnector("story", url, AiohttpTransport(session), timeout=60)
         dialog = DialogView.model_validate(view("Tell me a story"))
         async for kind, value in connector.stream(dialog):
             if ticks != seen:

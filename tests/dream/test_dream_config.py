@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
+from agent.connectors.batching import Batcher
 from agent.connectors.http import make_http_client
+from agent.connectors.transport import AiohttpTransport
 from agent.dream.config import HttpConnector, is_dp_agent_config
-from agent.dream.connectors import BatchingHttp, DreamHttp
+from agent.dream.connectors import DreamHttp
 from agent.dream.dialog import CountedList
 from agent.dream.graph import DreamPipeline
 from agent.dream.loading import load_any_pipeline
@@ -173,22 +175,23 @@ def test_counted_lists_keep_the_true_length_through_copies() -> None:
 def test_batching_merges_payloads_and_splits_answers() -> None:
     log = Recorder()
 
-    async def run(url: str) -> list[Any]:
+    async def run(url: str) -> list[tuple[Any, int]]:
         session = make_http_client()
         try:
             config = HttpConnector(protocol="http", url=f"{url}/respond", batch_size=8)
-            connector = BatchingHttp(DreamHttp("lengths", config, session, 5.0), 8)
-            answers = await asyncio.gather(
-                *(connector.send({"sentences": ["x" * n]}) for n in (1, 2, 3))
+            http = DreamHttp("lengths", config, AiohttpTransport(session), 5.0)
+            batcher = Batcher(http, 8)
+            sized = await asyncio.gather(
+                *(batcher.submit({"sentences": ["x" * n]}) for n in (1, 2, 3))
             )
-            return list(answers)
+            return list(sized)
         finally:
             await session.close()
 
     with serving(dream.lengths(recorder=log)) as server:
-        answers = asyncio.run(run(server.url))
+        sized = asyncio.run(run(server.url))
     assert log.requests == [{"sentences": ["x", "xx", "xxx"]}]
-    assert answers == [{"length": 1}, {"length": 2}, {"length": 3}]
+    assert sized == [({"length": 1}, 3), ({"length": 2}, 3), ({"length": 3}, 3)]
 
 
 def test_dp_agents_default_modules_name_formatters_and_connectors(tmp_path: Path) -> None:

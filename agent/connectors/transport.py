@@ -1,0 +1,183 @@
+"""What carries a connector's request to a service: aiohttp, or a function in memory.
+
+:class:`~agent.connectors.http.HttpConnector` builds the request and reads the answer
+(status, size bound, JSON, streamed lines); a :class:`Transport` only carries it. The agent
+uses :class:`AiohttpTransport` over its one HTTP session; a test, or a service author
+checking a pipeline, can hand the connectors a :class:`MockTransport` instead, as httpx's
+``MockTransport``: a function from a :class:`Request` to a :class:`Response`, with no
+server at all. A handler plays a service that is down by raising
+``ConnectionRefusedError``, one whose connection breaks by raising ``ConnectionError``,
+and one that never answers by hanging (an async handler) or raising ``TimeoutError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import aiohttp
+
+from agent.sdk.streaming import STREAM_MEDIA_TYPE
+
+#: Over aiohttp's 1 MB mark, raw bytes draw a warning (it would copy them on the loop); a
+#: file-like body is streamed instead.
+_STREAMED_BODY_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One POST to a service."""
+
+    url: str
+    body: bytes
+    headers: Mapping[str, str]
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class Reply(Protocol):
+    """A service's answer as it arrives: status and headers first, the body on demand."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def content_type(self) -> str: ...
+
+    @property
+    def content_length(self) -> int | None: ...
+
+    async def read(self, limit: int) -> bytes:
+        """The body, or its first ``limit`` bytes when it is longer."""
+        ...
+
+    def lines(self) -> AsyncIterator[bytes]:
+        """The body line by line as it arrives, each with its newline."""
+        ...
+
+
+class Transport(Protocol):
+    def send(self, request: Request, time_limit: float) -> AbstractAsyncContextManager[Reply]:
+        """Open the exchange; the answer must be read within ``time_limit`` seconds, or
+        ``TimeoutError``. A failed connection raises ``OSError`` or ``aiohttp.ClientError``."""
+        ...
+
+
+class AiohttpTransport:
+    """Requests over the agent's one ``aiohttp.ClientSession`` (its owner closes it)."""
+
+    def __init__(self, session: aiohttp.ClientSession) -> None:
+        self._session = session
+
+    @asynccontextmanager
+    async def send(self, request: Request, time_limit: float) -> AsyncIterator[Reply]:
+        body = request.body
+        data = body if len(body) < _STREAMED_BODY_BYTES else io.BytesIO(body)
+        async with self._session.post(
+            request.url,
+            data=data,
+            headers=dict(request.headers),
+            timeout=aiohttp.ClientTimeout(total=time_limit),
+        ) as response:
+            yield _AiohttpReply(response)
+
+
+class _AiohttpReply:
+    __slots__ = ("_response",)
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+
+    @property
+    def status(self) -> int:
+        return self._response.status
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        return self._response.headers
+
+    @property
+    def content_type(self) -> str:
+        return self._response.content_type
+
+    @property
+    def content_length(self) -> int | None:
+        return self._response.content_length
+
+    async def read(self, limit: int) -> bytes:
+        content = self._response.content
+        raw = await content.read(limit)
+        while len(raw) < limit and not content.at_eof():
+            more = await content.read(limit - len(raw))
+            if not more:
+                break
+            raw += more
+        return raw
+
+    async def lines(self) -> AsyncIterator[bytes]:
+        async for line in self._response.content:
+            yield line
+
+
+@dataclass(slots=True)
+class Response:
+    """A whole answer held in memory, as a :class:`MockTransport` handler returns it."""
+
+    status: int = 200
+    body: bytes = b""
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of_json(cls, data: Any, status: int = 200) -> Response:
+        return cls(status, json.dumps(data).encode(), {"Content-Type": "application/json"})
+
+    @classmethod
+    def of_lines(cls, lines: Iterable[Mapping[str, Any]]) -> Response:
+        """A streamed answer (:mod:`agent.sdk.streaming`): one JSON object a line."""
+        body = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+        return cls(200, body, {"Content-Type": STREAM_MEDIA_TYPE})
+
+    @property
+    def content_type(self) -> str:
+        for key, value in self.headers.items():
+            if key.lower() == "content-type":
+                return value.split(";", 1)[0].strip().lower()
+        return "application/octet-stream"
+
+    @property
+    def content_length(self) -> int | None:
+        return len(self.body)
+
+    async def read(self, limit: int) -> bytes:
+        return self.body[:limit]
+
+    async def lines(self) -> AsyncIterator[bytes]:
+        for line in self.body.splitlines(keepends=True):
+            yield line
+
+
+Handler = Callable[[Request], Response | Awaitable[Response]]
+
+
+class MockTransport:
+    """Answers every request with ``handler(request)`` (a function or a coroutine
+    function), in memory; an async handler is bounded by the call's time limit."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+
+    @asynccontextmanager
+    async def send(self, request: Request, time_limit: float) -> AsyncIterator[Reply]:
+        async with asyncio.timeout(time_limit):
+            answer = self.handler(request)
+            response = answer if isinstance(answer, Response) else await answer
+        yield response
