@@ -18,6 +18,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any, Protocol
 
 import aiohttp
@@ -77,18 +78,42 @@ class AiohttpTransport:
 
     def __init__(self, session: aiohttp.ClientSession) -> None:
         self._session = session
+        self._limits: dict[float, aiohttp.ClientTimeout] = {}
 
-    @asynccontextmanager
-    async def send(self, request: Request, time_limit: float) -> AsyncIterator[Reply]:
+    def send(self, request: Request, time_limit: float) -> _AiohttpExchange:
         body = request.body
-        data = body if len(body) < _STREAMED_BODY_BYTES else io.BytesIO(body)
-        async with self._session.post(
-            request.url,
-            data=data,
-            headers=dict(request.headers),
-            timeout=aiohttp.ClientTimeout(total=time_limit),
-        ) as response:
-            yield _AiohttpReply(response)
+        limit = self._limits.get(time_limit)
+        if limit is None:
+            limit = self._limits[time_limit] = aiohttp.ClientTimeout(total=time_limit)
+        return _AiohttpExchange(
+            self._session.post(
+                request.url,
+                data=body if len(body) < _STREAMED_BODY_BYTES else io.BytesIO(body),
+                headers=request.headers,
+                timeout=limit,
+            )
+        )
+
+
+class _AiohttpExchange:
+    """aiohttp's own context manager, its response seen as a :class:`Reply` (a class, not
+    a generator: this is on every service call)."""
+
+    __slots__ = ("_opening",)
+
+    def __init__(self, opening: AbstractAsyncContextManager[aiohttp.ClientResponse]) -> None:
+        self._opening = opening
+
+    async def __aenter__(self) -> Reply:
+        return _AiohttpReply(await self._opening.__aenter__())
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self._opening.__aexit__(kind, exc, traceback)
 
 
 class _AiohttpReply:

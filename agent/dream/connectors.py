@@ -167,7 +167,6 @@ class DreamHttp(Connector[Any]):
         self.name = name
         self._clients = [ChorusHttp(name, url, transport, timeout) for url in config.urls]
         self._next = itertools.cycle(range(len(self._clients)))
-        self.timeout = timeout
 
     async def call(self, payloads: list[Any]) -> list[Any]:
         try:
