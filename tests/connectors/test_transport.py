@@ -86,10 +86,14 @@ async def test_a_refused_connection_is_retried_by_the_guard() -> None:
 
 
 async def test_a_streamed_answer_comes_line_by_line() -> None:
-    lines = [{"start": {"confidence": 0.8}}, {"token": "Hel"}, {"token": "lo"}]
-    end = {"end": [{"text": "Hello", "confidence": 0.8}]}
+    lines: list[dict[str, Any]] = [
+        {"start": {"confidence": 0.8}},
+        {"token": "Hel"},
+        {"token": "lo"},
+        {"end": [{"text": "Hello", "confidence": 0.8}]},
+    ]
     connector = HttpConnector(
-        "story", URL, MockTransport(lambda r: Response.of_lines([*lines, end])), timeout=5
+        "story", URL, MockTransport(lambda r: Response.of_lines(lines)), timeout=5
     )
     got = [line async for line in connector.stream(dialog())]
     assert got == [
