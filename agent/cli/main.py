@@ -166,9 +166,7 @@ def _run_dream(settings: Settings, host: str, port: int) -> None:
     """A dp-agent (Dream) pipeline: its services run in Dream's own compose stack, so only
     the agent starts here, once the file has loaded (formatters imported, connectors built)."""
     with root_logger_kept():  # the pipeline's modules may set it when imported
-        load_any_pipeline(
-            settings.pipeline, window=settings.dream_window, turn_timeout=settings.dream_deadline()
-        )
+        load_any_pipeline(settings.pipeline, turn_timeout=settings.dream_turn_timeout)
     typer.secho(
         f"dp-agent pipeline {settings.pipeline}: its services are not started here "
         "(run them from Dream's compose files)",
