@@ -10,11 +10,11 @@ start-up with :class:`SettingsError`, naming the variable.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
-    AliasChoices,
     Field,
     SecretStr,
     ValidationError,
@@ -129,11 +129,26 @@ class _Plain(PydanticBaseSettingsSource):
         return {k: v for k, v in self._inner().items() if k not in NESTED_FIELDS}
 
 
-def removed_variables(settings_cls: type[BaseSettings] | None = None) -> list[str]:
-    """The :data:`REMOVED` variables set in the environment or the ``.env`` file."""
-    cls = settings_cls or Settings
-    found = {**DotEnvSettingsSource(cls).env_vars, **EnvSettingsSource(cls).env_vars}
-    return [name for name in REMOVED if f"{ENV_PREFIX}{name}".lower() in found]
+def removed_variables(
+    settings_cls: type[BaseSettings], prefix: str, removed: Iterable[str]
+) -> list[str]:
+    """The names of ``removed`` (without ``prefix``) set in the environment or ``.env``."""
+    found = {
+        **DotEnvSettingsSource(settings_cls).env_vars,
+        **EnvSettingsSource(settings_cls).env_vars,
+    }
+    return [name for name in removed if f"{prefix}{name}".lower() in found]
+
+
+def refuse_removed(settings_cls: type[BaseSettings], prefix: str, removed: dict[str, str]) -> None:
+    """:class:`SettingsError` naming each of ``removed`` still set, and what to do instead:
+    a variable that is no longer read must not be ignored without a word."""
+    names = removed_variables(settings_cls, prefix, removed)
+    if names:
+        raise SettingsError(
+            "bad settings: "
+            + "; ".join(f"{prefix}{name} is no longer read: {removed[name]}" for name in names)
+        )
 
 
 class Settings(BaseSettings):
@@ -344,96 +359,11 @@ def _variable(loc: tuple[int | str, ...]) -> str:
 
 def load_settings() -> Settings:
     """Read the settings, or fail with the bad variable's name in the message."""
-    removed = removed_variables()
-    if removed:
-        raise SettingsError(
-            "bad settings: "
-            + "; ".join(
-                f"{ENV_PREFIX}{name} is no longer read: {REMOVED[name]}" for name in removed
-            )
-        )
+    refuse_removed(Settings, ENV_PREFIX, REMOVED)
     try:
         return Settings()
     except ValidationError as exc:
         problems = "; ".join(
             f"{_variable(e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()
-        )
-        raise SettingsError(f"bad settings: {problems}") from None
-
-
-TELEGRAM_PREFIX = "CHORUS_TELEGRAM_"
-
-
-class TelegramSettings(BaseSettings):
-    """What ``chorus telegram`` reads: the bot's token, where the Bot API and the agent are."""
-
-    model_config = SettingsConfigDict(
-        env_prefix=TELEGRAM_PREFIX, env_file=".env", extra="ignore", populate_by_name=True
-    )
-
-    token: SecretStr = Field(description="the bot's token, from @BotFather")
-    api_url: str = Field(
-        default="https://api.telegram.org",
-        description="the Bot API's base URL (a local Bot API server, or a test's)",
-    )
-    agent_url: str = Field(default="http://127.0.0.1:4242", description="the agent to talk to")
-    api_key: SecretStr | None = Field(
-        default=None, description="the agent's X-API-Key, when it protects its chat"
-    )
-    poll_timeout: int = Field(
-        default=25, ge=0, le=50, description="seconds a getUpdates long poll waits for news"
-    )
-    retries: int = Field(
-        default=5, ge=0, le=100, description="tries again after a network error or a 5xx"
-    )
-    batch: int = Field(
-        default=100,
-        ge=1,
-        le=100,
-        description="updates one getUpdates asks for (its limit; the Bot API's most is 100)",
-    )
-    concurrency: int = Field(
-        default=8, ge=1, le=100, description="users of a batch answered at once"
-    )
-    file_server_url: str | None = Field(
-        default=None,
-        validation_alias=AliasChoices(f"{TELEGRAM_PREFIX}FILE_SERVER_URL", "FILE_SERVER_URL"),
-        description="the file server photos, voice and video are uploaded to (as Dream's "
-        "FILE_SERVER_URL, also read); unset: media messages are sent without them",
-    )
-    max_file_bytes: int = Field(
-        default=20_000_000,
-        ge=1024,
-        le=2_000_000_000,
-        description="largest media file fetched from Telegram (the Bot API's own is 20 MB)",
-    )
-
-    @field_validator("api_url", "agent_url", "file_server_url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
-        return value.rstrip("/")
-
-
-def _telegram_variable(field: str) -> str:
-    """The variable a setting is read from (the file server's has Dream's name too)."""
-    if field.upper().endswith("FILE_SERVER_URL"):
-        return f"{TELEGRAM_PREFIX}FILE_SERVER_URL (or FILE_SERVER_URL)"
-    return f"{TELEGRAM_PREFIX}{field.upper()}"
-
-
-def load_telegram_settings() -> TelegramSettings:
-    """Read ``chorus telegram``'s settings, or fail naming the bad variable."""
-    try:
-        return TelegramSettings()
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{_telegram_variable(str(e['loc'][0]))}: "
-            + ("required: the bot's token from @BotFather" if e["type"] == "missing" else "")
-            + (e["msg"].removeprefix("Value error, ") if e["type"] != "missing" else "")
-            for e in exc.errors()
         )
         raise SettingsError(f"bad settings: {problems}") from None

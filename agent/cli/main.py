@@ -18,11 +18,12 @@ from agent.cli.replay.command import replay_command
 from agent.cli.scaffold import new_app
 from agent.cli.stats import stats_command
 from agent.cli.telegram import TelegramError, run_channel
+from agent.cli.telegram_settings import load_telegram_settings
 from agent.dream.config import is_dp_agent_config
 from agent.dream.loading import load_any_pipeline, read_document
 from agent.pipeline.config import PipelineConfigError, load_pipeline_config
 from agent.pipeline.graph import build_pipeline
-from agent.settings import Settings, SettingsError, load_settings, load_telegram_settings
+from agent.settings import Settings, SettingsError, load_settings
 from agent.telemetry import root_logger_kept
 
 app = typer.Typer(
