@@ -44,8 +44,8 @@ NESTED = {
     "COMPACT_TURNS_AFTER": ("retention", "compact_turns"),
 }
 
-#: The settings' fields that are nested domain types, never read
-#: from one variable of their own (``CHORUS_LIMITS`` holding JSON is not a setting).
+#: The settings' fields that are nested domain types, never read from one variable of their
+#: own (``CHORUS_LIMITS`` holding JSON is not a setting).
 NESTED_FIELDS = frozenset({"retention", "limits"})
 
 #: Variables the agent no longer reads (without the prefix) -> what to do instead. One that
@@ -114,19 +114,25 @@ class _NestedVariables(PydanticBaseSettingsSource):
         return groups
 
 
-class _Plain(PydanticBaseSettingsSource):
-    """A source without the nested fields: ``CHORUS_LIMITS`` or ``CHORUS_RETENTION`` as JSON
-    would be variables no one documented."""
+class WithoutNested(PydanticBaseSettingsSource):
+    """A source (the environment, ``.env``) without the nested fields: ``CHORUS_LIMITS``
+    holding JSON would be a variable no one documented, so it is not read."""
 
-    def __init__(self, settings_cls: type[BaseSettings], inner: PydanticBaseSettingsSource):
+    def __init__(
+        self,
+        settings_cls: type[BaseSettings],
+        inner: PydanticBaseSettingsSource,
+        nested: frozenset[str],
+    ) -> None:
         super().__init__(settings_cls)
         self._inner = inner
+        self._nested = nested
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False  # everything is read in __call__
 
     def __call__(self) -> dict[str, Any]:
-        return {k: v for k, v in self._inner().items() if k not in NESTED_FIELDS}
+        return {k: v for k, v in self._inner().items() if k not in self._nested}
 
 
 def removed_variables(
@@ -167,8 +173,8 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (
             init_settings,
-            _Plain(settings_cls, env_settings),
-            _Plain(settings_cls, dotenv_settings),
+            WithoutNested(settings_cls, env_settings, NESTED_FIELDS),
+            WithoutNested(settings_cls, dotenv_settings, NESTED_FIELDS),
             _NestedVariables(settings_cls),
         )
 

@@ -46,6 +46,17 @@ def test_a_removed_variable_in_the_env_file_stops_the_agent_too(
         load_settings()
 
 
+def test_a_retention_rule_is_read_from_the_env_file_and_the_environment_wins(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("CHORUS_CLOSE_IDLE_DIALOGS=60\nCHORUS_COMPACT_TURNS_AFTER=7\n")
+    monkeypatch.setenv("CHORUS_CLOSE_IDLE_DIALOGS", "120")
+    retention = load_settings().retention
+    assert retention.idle_dialogs == timedelta(minutes=2)
+    assert retention.compact_turns == timedelta(seconds=7)
+
+
 def test_at_most_26_variables_are_read_and_the_nested_types_take_none_of_their_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

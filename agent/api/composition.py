@@ -88,6 +88,8 @@ async def assembled(
                 )
                 for arm in experiment.arms
             }
+        # The constants are named here, not left to the defaults, so that a test's agent
+        # may use others (monkeypatch.setattr on this module).
         keys = IdempotencyKeys(store, lease=settings.line_lease, keep_for=KEY_RETENTION)
         stack.push_async_callback(keys.aclose)
         lines = UserLines(store, lease=settings.line_lease, max_wait=LINE_WAIT)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from agent.settings import SettingsError, refuse_removed
+from agent.settings import SettingsError, WithoutNested, refuse_removed
 
 TELEGRAM_PREFIX = "CHORUS_TELEGRAM_"
 
@@ -34,6 +34,10 @@ REMOVED = {
 }
 
 
+#: The settings' nested fields, not read from the environment.
+_NESTED = frozenset({"polling"})
+
+
 @dataclass(frozen=True, slots=True)
 class Polling:
     """How the bot polls Telegram and calls the agent (a test passes smaller values)."""
@@ -50,6 +54,22 @@ class TelegramSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=TELEGRAM_PREFIX, env_file=".env", extra="ignore", populate_by_name=True
     )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """``CHORUS_TELEGRAM_POLLING`` holding JSON is not a setting: only code passes one."""
+        return (
+            init_settings,
+            WithoutNested(settings_cls, env_settings, _NESTED),
+            WithoutNested(settings_cls, dotenv_settings, _NESTED),
+        )
 
     token: SecretStr = Field(description="the bot's token, from @BotFather")
     api_url: str = Field(
@@ -80,12 +100,6 @@ class TelegramSettings(BaseSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value.rstrip("/")
-
-    @field_validator("polling", mode="before")
-    @classmethod
-    def _not_from_the_environment(cls, value: object) -> object:
-        """``CHORUS_TELEGRAM_POLLING`` as JSON is not a setting: only code passes a value."""
-        return value if isinstance(value, Polling) else Polling()
 
 
 def _telegram_variable(field: str) -> str:
