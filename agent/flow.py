@@ -54,6 +54,13 @@ from agent.store.base import Place, Store, StoreUnavailable, StoreWriteRefused, 
 from agent.telemetry import Telemetry, printable, turn_answered, turn_identified
 from agent.telemetry.events import emit
 
+#: Seconds during which a message sent again after an unanswered attempt (a 503, a dead
+#: agent) answers that attempt instead of being stored twice.
+RETRY_WINDOW = 300.0
+#: Seconds during which a turn's end that the database going away cut short is written again
+#: (completing what it stored, never twice) before the client gets 503.
+END_RETRY = 10.0
+
 log = logging.getLogger("chorus.flow")
 
 #: Payloads that end the user's open dialog instead of being answered (as in dp-agent).
@@ -94,9 +101,9 @@ class MessageFlow:
         metrics: Metrics | None = None,
         lines: UserLines | None = None,
         keys: IdempotencyKeys | None = None,
-        retry_window: float = 300.0,
+        retry_window: float = RETRY_WINDOW,
         telemetry: Telemetry | None = None,
-        end_retry: float = 10.0,
+        end_retry: float = END_RETRY,
         experiment: Experiment | None = None,
         arm_executors: dict[str, TurnExecutor] | None = None,
     ) -> None:

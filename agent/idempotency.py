@@ -15,7 +15,7 @@ A claim carries a lease that this agent's heartbeat renews while the turn runs: 
 agent dies mid-turn, nobody gives the claim up, so once the lease runs out a retry takes it
 over and runs the turn (without a lease it would be "in flight" forever).
 
-A key is kept for ``keep_for`` seconds (``CHORUS_KEY_RETENTION``, a day by default): each
+A key is kept for ``keep_for`` seconds (``KEY_RETENTION``, a day by default): each
 record holds a copy of its reply, so keeping them for ever would grow the database with
 every keyed message. After that, the same key is a new message.
 """
@@ -35,6 +35,10 @@ from agent.leases import Heartbeat
 from agent.sdk.errors import ChorusError
 from agent.state.models import utc_now
 from agent.store.base import DEFAULT_KEY_RETENTION, ClaimStatus, KeyStore, StoreUnavailable
+
+#: Seconds a key and its copy of the reply are kept, from its first claim: a day, well above
+#: how long clients retry and than the longest turn.
+KEY_RETENTION = DEFAULT_KEY_RETENTION
 
 Reply = TypeVar("Reply", bound=BaseModel)
 
@@ -90,7 +94,7 @@ class IdempotencyKeys:
     """Claims on clients' idempotency keys, each kept alive by this agent's heartbeat."""
 
     def __init__(
-        self, store: KeyStore, *, lease: float = 10.0, keep_for: float = DEFAULT_KEY_RETENTION
+        self, store: KeyStore, *, lease: float = 10.0, keep_for: float = KEY_RETENTION
     ) -> None:
         self._store = store
         self._keep_for = timedelta(seconds=keep_for)

@@ -2,7 +2,7 @@
 ``CHORUS_CLOSE_IDLE_DIALOGS`` and ``CHORUS_COMPACT_TURNS_AFTER`` ask for.
 
 The store does the work (:meth:`agent.store.base.LifecycleStore.sweep`), a bounded batch
-per pass; this task only paces the passes (one every ``CHORUS_SWEEP_INTERVAL``, the next at
+per pass; this task only paces the passes (one every ``SWEEP_INTERVAL``, the next at
 once while a round has work left), counts what each rule removed on ``/metrics`` and, at
 the end of each round, the store's size. A database that is down costs a logged pass, never
 the agent. With no rule set, no task runs: today's behaviour, everything kept.
@@ -20,6 +20,11 @@ from agent.metrics import Metrics
 from agent.state.models import utc_now
 from agent.store.base import LifecycleStore, Retention, StoreUnavailable, Swept
 
+#: Seconds between two passes of the sweep (a round with work left goes on at once).
+SWEEP_INTERVAL = 60.0
+#: Records each rule looks at per pass: the bound of one pass's cost (docs/storage.md).
+SWEEP_BATCH = 100
+
 log = logging.getLogger("chorus.lifecycle")
 
 
@@ -33,8 +38,8 @@ class Sweeper:
         retention: Retention,
         metrics: Metrics,
         *,
-        interval: float,
-        batch: int,
+        interval: float = SWEEP_INTERVAL,
+        batch: int = SWEEP_BATCH,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self._store = store

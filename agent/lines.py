@@ -57,6 +57,9 @@ INTERRUPT_GRACE = 0.5
 #: right after storing it, milliseconds after taking its place).
 _NAME_WAIT = 2.0
 
+#: Seconds a message waits for the same user's earlier messages before it gets a 503.
+LINE_WAIT = 60.0
+
 
 class LineTimeout(ChorusError):
     """The user's earlier messages did not finish within the wait limit."""
@@ -96,7 +99,9 @@ class TurnInterrupted(ChorusError):
 class UserLines:
     """Serialises each user's turns through the store; see the module docstring."""
 
-    def __init__(self, store: LineStore, *, lease: float = 10.0, max_wait: float = 60.0) -> None:
+    def __init__(
+        self, store: LineStore, *, lease: float = 10.0, max_wait: float = LINE_WAIT
+    ) -> None:
         self._store = store
         self._max_wait = max_wait
         self._heartbeat: Heartbeat[tuple[str, int]] = Heartbeat(lease, self._renew, "line")

@@ -1,18 +1,20 @@
 """The agent's settings, from ``CHORUS_*`` environment variables (or a ``.env`` file).
 
-Bad values stop the agent at start-up with :class:`SettingsError`, naming the variable.
+Each group of settings is the domain's own type, nested: ``settings.retention`` is the
+:class:`Retention` the sweep and the stores take, ``settings.limits`` the
+:class:`StorageLimits` every stored value is held to. Only what an operator has a reason to
+choose is a variable (:data:`VARIABLES`); tuning knobs are constants of the module that uses
+them. Bad values, and a variable that is no longer read (:data:`REMOVED`), stop the agent at
+start-up with :class:`SettingsError`, naming the variable.
 """
 
 from __future__ import annotations
 
-import warnings
-from dataclasses import replace
-from datetime import timedelta
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import (
-    AliasChoices,
     Field,
     SecretStr,
     ValidationError,
@@ -20,23 +22,161 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from agent.sdk.errors import ConfigError
 from agent.state.limits import StorageLimits
-from agent.store.base import DEFAULT_KEY_RETENTION, Retention
+from agent.store.base import Retention
 
 ENV_PREFIX = "CHORUS_"
+
+#: Variables whose value is a field of a nested domain type: name (without the prefix) ->
+#: (the settings' field, the type's field). They are read as numbers of seconds.
+NESTED = {
+    "RETAIN_CLOSED_DIALOGS": ("retention", "closed_dialogs"),
+    "CLOSE_IDLE_DIALOGS": ("retention", "idle_dialogs"),
+    "COMPACT_TURNS_AFTER": ("retention", "compact_turns"),
+}
+
+#: The settings' fields that are nested domain types, never read from one variable of their
+#: own (``CHORUS_LIMITS`` holding JSON is not a setting).
+NESTED_FIELDS = frozenset({"retention", "limits"})
+
+#: Variables the agent no longer reads (without the prefix) -> what to do instead. One that
+#: is still set stops the agent: it would otherwise be ignored without a word.
+REMOVED = {
+    "TURN_LEASE": "set CHORUS_LINE_LEASE instead (same meaning)",
+    "LINE_WAIT": "a constant now (LINE_WAIT in agent/lines.py, 60 s): unset it",
+    "KEY_RETENTION": "a constant now (KEY_RETENTION in agent/idempotency.py, a day): unset it",
+    "RETRY_WINDOW": "a constant now (RETRY_WINDOW in agent/flow.py, 300 s): unset it",
+    "END_RETRY": "a constant now (END_RETRY in agent/flow.py, 10 s): unset it",
+    "SWEEP_INTERVAL": "a constant now (SWEEP_INTERVAL in agent/lifecycle.py, 60 s): unset it",
+    "SWEEP_BATCH": "a constant now (SWEEP_BATCH in agent/lifecycle.py, 100): unset it",
+    "MAX_HEADER_BYTES": "a constant now (MAX_HEADER_BYTES in agent/api/serve.py, 65536): unset it",
+    "TRACE_USER_IDS": "spans always carry a keyed hash of the user id, never the id "
+    "(agent/telemetry/turns.py): unset it",
+    "MAX_IMAGE_BYTES": "a constant now (MAX_IMAGE_BYTES in agent/state/limits.py, 1000000): "
+    "unset it",
+    "MAX_JSON_DEPTH": "a constant now (MAX_JSON_DEPTH in agent/state/limits.py, 32): unset it",
+    "MAX_JSON_ITEMS": "a constant now (MAX_JSON_ITEMS in agent/state/limits.py, 10000): unset it",
+    "MAX_VALUE_BYTES": "a constant now (MAX_VALUE_BYTES in agent/state/limits.py, 262144): "
+    "unset it",
+    "MAX_DOCUMENT_BYTES": "a constant now (MAX_DOCUMENT_BYTES in agent/state/limits.py, "
+    "4000000): unset it",
+    "MAX_ATTRIBUTE_KEYS": "a constant now (MAX_ATTRIBUTE_KEYS in agent/state/limits.py, "
+    "1000): unset it",
+    "MAX_RATING_BYTES": "a constant now (MAX_RATING_BYTES in agent/state/limits.py, 4096): "
+    "unset it",
+    "MAX_RATINGS": "a constant now (MAX_RATINGS in agent/state/limits.py, 100): unset it",
+    "DREAM_WINDOW": "a constant now (DEFAULT_WINDOW in agent/dream/graph.py, 40): unset it",
+}
 
 
 class SettingsError(ConfigError):
     """A setting is wrong; the message names the environment variable."""
 
 
+def _seconds(value: str) -> float | str:
+    """A number of seconds as a float (a timedelta is read from a number, not from text);
+    anything else as it is, for the validation error to name."""
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+class _NestedVariables(PydanticBaseSettingsSource):
+    """Reads :data:`NESTED`'s variables, from the environment or the ``.env`` file, into the
+    nested types' fields, keeping the names users set."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        self._found = {
+            **DotEnvSettingsSource(settings_cls).env_vars,
+            **EnvSettingsSource(settings_cls).env_vars,
+        }
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # everything is read in __call__
+
+    def __call__(self) -> dict[str, Any]:
+        groups: dict[str, dict[str, Any]] = {}
+        for name, (group, field) in NESTED.items():
+            value = self._found.get(f"{ENV_PREFIX}{name}".lower())
+            if value is not None and value != "":
+                groups.setdefault(group, {})[field] = _seconds(value)
+        return groups
+
+
+class WithoutNested(PydanticBaseSettingsSource):
+    """A source (the environment, ``.env``) without the nested fields: ``CHORUS_LIMITS``
+    holding JSON would be a variable no one documented, so it is not read."""
+
+    def __init__(
+        self,
+        settings_cls: type[BaseSettings],
+        inner: PydanticBaseSettingsSource,
+        nested: frozenset[str],
+    ) -> None:
+        super().__init__(settings_cls)
+        self._inner = inner
+        self._nested = nested
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # everything is read in __call__
+
+    def __call__(self) -> dict[str, Any]:
+        return {k: v for k, v in self._inner().items() if k not in self._nested}
+
+
+def removed_variables(
+    settings_cls: type[BaseSettings], prefix: str, removed: Iterable[str]
+) -> list[str]:
+    """The names of ``removed`` (without ``prefix``) set in the environment or ``.env``."""
+    found = {
+        **DotEnvSettingsSource(settings_cls).env_vars,
+        **EnvSettingsSource(settings_cls).env_vars,
+    }
+    return [name for name in removed if f"{prefix}{name}".lower() in found]
+
+
+def refuse_removed(settings_cls: type[BaseSettings], prefix: str, removed: dict[str, str]) -> None:
+    """:class:`SettingsError` naming each of ``removed`` still set, and what to do instead:
+    a variable that is no longer read must not be ignored without a word."""
+    names = removed_variables(settings_cls, prefix, removed)
+    if names:
+        raise SettingsError(
+            "bad settings: "
+            + "; ".join(f"{prefix}{name} is no longer read: {removed[name]}" for name in names)
+        )
+
+
 class Settings(BaseSettings):
     """Everything the agent reads from its environment."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_file=".env", extra="ignore")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (
+            init_settings,
+            WithoutNested(settings_cls, env_settings, NESTED_FIELDS),
+            WithoutNested(settings_cls, dotenv_settings, NESTED_FIELDS),
+            _NestedVariables(settings_cls),
+        )
 
     db_url: str = Field(
         default="sqlite:///data/chorus.db",
@@ -51,23 +191,8 @@ class Settings(BaseSettings):
     max_text_length: int = Field(
         default=4096, ge=1, le=1_000_000, description="longest accepted user message, in characters"
     )
-    max_image_bytes: int = Field(
-        default=1_000_000, ge=0, le=50_000_000, description="largest base64 image in an observation"
-    )
     max_body_bytes: int = Field(
         default=2_000_000, ge=1024, le=100_000_000, description="largest accepted request body"
-    )
-    max_header_bytes: int = Field(
-        default=65_536,
-        ge=4096,
-        le=1_048_576,
-        description="largest request line plus headers; larger ones get 431",
-    )
-    header_timeout: float = Field(
-        default=10.0,
-        gt=0,
-        le=300,
-        description="seconds a request's headers may take from their first byte; then a 408",
     )
     max_connections: int | None = Field(
         default=None,
@@ -83,6 +208,12 @@ class Settings(BaseSettings):
         description="WebSockets open at once per agent process, a share of max_connections "
         "kept from plain HTTP clients; past it an upgrade gets 503 (unset: half of "
         "max_connections)",
+    )
+    header_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="seconds a request's headers may take from their first byte; then a 408",
     )
     websocket_idle_timeout: float = Field(
         default=300.0,
@@ -112,138 +243,25 @@ class Settings(BaseSettings):
         "user's line without a heartbeat: how long an agent that died mid-turn holds up the "
         "user's next message",
     )
-    turn_lease: float | None = Field(
-        default=None,
-        ge=0.5,
-        le=600,
-        description="deprecated: the old name of line_lease, "
-        "still read (with a DeprecationWarning) when line_lease is not set",
+    retention: Retention = Field(
+        default_factory=Retention,
+        description="the data lifecycle's rules, each off unless its variable is set: "
+        "CHORUS_RETAIN_CLOSED_DIALOGS, CHORUS_CLOSE_IDLE_DIALOGS, CHORUS_COMPACT_TURNS_AFTER "
+        "(seconds)",
     )
-    line_wait: float = Field(
-        default=60.0,
-        gt=0,
-        le=3600,
-        description="seconds a message waits for the same user's earlier messages before a 503",
-    )
-    max_json_depth: int = Field(
-        default=32,
-        ge=1,
-        le=64,
-        description="deepest nesting of objects and lists stored from a client or a service",
-    )
-    max_json_items: int = Field(
-        default=10_000,
-        ge=1,
-        le=1_000_000,
-        description="most object members and list items in one stored value",
-    )
-    max_value_bytes: int = Field(
-        default=262_144,
-        ge=1024,
-        le=8_000_000,
-        description="largest output one service may have stored per turn, as JSON",
-    )
-    max_document_bytes: int = Field(
-        default=4_000_000,
-        ge=65_536,
-        le=12_000_000,
-        description="largest stored utterance, as JSON (MongoDB refuses documents over 16 MB)",
-    )
-    max_attribute_keys: int = Field(
-        default=1_000,
-        ge=1,
-        le=100_000,
-        description="most keys a user's or a bot's attributes may hold",
-    )
-    max_rating_bytes: int = Field(
-        default=4096,
-        ge=16,
-        le=8192,
-        description="largest rating value POST /rating/* takes, as JSON",
-    )
-    max_ratings: int = Field(
-        default=100,
-        ge=1,
-        le=500,
-        description="most ratings kept per dialog and per bot answer; past it a rating "
-        "gets 409 (nothing stored is dropped)",
-    )
-    retry_window: float = Field(
-        default=300.0,
-        ge=0,
-        le=86_400,
-        description="seconds during "
-        "which a message sent again after an unanswered attempt (a "
-        "503, a dead agent) answers that attempt instead of storing "
-        "it twice",
-    )
-    end_retry: float = Field(
-        default=10.0,
-        ge=0,
-        le=300,
-        description="seconds during which a turn's end that the database going away cut "
-        "short is written again (completing what it stored, never twice) before the "
-        "client gets 503",
-    )
-    key_retention: float = Field(
-        default=DEFAULT_KEY_RETENTION,
-        gt=0,
-        le=30 * 86_400,
-        description="seconds an idempotency key and its copy of the reply are kept; after "
-        "that the same key is a new message (keep it well above how long clients retry)",
-    )
-    retain_closed_dialogs: float | None = Field(
-        default=None,
-        gt=0,
-        le=100 * 365 * 86_400,
-        description="seconds a closed dialog is kept, then deleted whole (the dialog, its "
-        "utterances and their ratings); unset: for ever",
-    )
-    close_idle_dialogs: float | None = Field(
-        default=None,
-        gt=0,
-        le=100 * 365 * 86_400,
-        description="seconds an open dialog may go without a message before it is closed "
-        "(the user's next message opens a new one); unset: never",
-    )
-    compact_turns_after: float | None = Field(
-        default=None,
-        gt=0,
-        le=100 * 365 * 86_400,
-        description="seconds after which a stored turn loses every hypothesis but the "
-        "chosen one, its annotations, trace and errors (texts, the chosen answer, its skill "
-        "and ratings stay); unset: never",
-    )
-    sweep_interval: float = Field(
-        default=60.0,
-        ge=0.01,
-        le=86_400,
-        description="seconds between two passes of the data lifecycle's sweep (only runs "
-        "when a retention setting is set)",
-    )
-    sweep_batch: int = Field(
-        default=100,
-        ge=1,
-        le=100_000,
-        description="records each rule of the sweep looks at per pass: the bound of one "
-        "pass's cost (docs/storage.md, Data lifecycle)",
+    limits: StorageLimits = Field(
+        default_factory=StorageLimits,
+        description="what may be stored: constants (agent/state/limits.py), not variables",
     )
     log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
     # A dp-agent (Dream) pipeline file carries no agent settings of its own: these apply.
-    dream_window: int = Field(
-        default=40,
-        ge=2,
-        le=1000,
-        description="utterances a turn reads "
-        "for a dp-agent pipeline's formatters (true counts are kept)",
-    )
     dream_turn_timeout: float | None = Field(
         default=None,
         ge=0,
         le=600,
         description="seconds before a dp-agent pipeline's timeout service answers (dp-agent's "
-        "response_time_limit); unset or 0: no deadline for the whole turn, each service "
-        "bounded by its own timeout, as dp-agent runs Dream",
+        "response_time_limit); unset or 0 (read as unset): no deadline for the whole turn, "
+        "each service bounded by its own timeout, as dp-agent runs Dream",
     )
 
     max_user_id_length: int = Field(
@@ -272,11 +290,6 @@ class Settings(BaseSettings):
         description="json: one object per line, with the turn's dialog_id, "
         "utt_id and trace_id (docs/observability.md)",
     )
-    trace_user_ids: Literal["hash", "omit"] = Field(
-        default="hash",
-        description="what a turn's span says of the user: a hash of the id, "
-        "or nothing (tracing itself is set with the standard OTEL_* variables)",
-    )
     trace_id_key: SecretStr | None = Field(
         default=None,
         description="the secret key of the user id hash in traces (HMAC-SHA256), the same "
@@ -289,45 +302,18 @@ class Settings(BaseSettings):
         '["tokens"], besides those another service requires (required_previous_services)',
     )
 
-    def dream_deadline(self) -> float | None:
-        """A dp-agent pipeline's whole-turn deadline in seconds; None: none (0 says so too)."""
-        return self.dream_turn_timeout or None
-
-    def storage_limits(self) -> StorageLimits:
-        """The bounds every stored value from a service is held to."""
-        return StorageLimits(
-            max_depth=self.max_json_depth,
-            max_items=self.max_json_items,
-            max_bytes=self.max_value_bytes,
-            max_document_bytes=self.max_document_bytes,
-            max_attribute_keys=self.max_attribute_keys,
-        )
-
-    def retention(self) -> Retention:
-        """The data lifecycle's rules (each None: that rule is off)."""
-
-        def span(seconds: float | None) -> timedelta | None:
-            return None if seconds is None else timedelta(seconds=seconds)
-
-        return Retention(
-            closed_dialogs=span(self.retain_closed_dialogs),
-            idle_dialogs=span(self.close_idle_dialogs),
-            compact_turns=span(self.compact_turns_after),
-        )
-
-    def client_limits(self) -> StorageLimits:
-        """The same bounds for what a client sends, whose size CHORUS_MAX_BODY_BYTES
-        already caps (an observation's image may be larger than one service's output)."""
-        return replace(
-            self.storage_limits(), max_bytes=max(self.max_value_bytes, self.max_body_bytes)
-        )
-
     @field_validator("db_url")
     @classmethod
     def _known_scheme(cls, value: str) -> str:
         if not value.startswith(("sqlite://", "mongodb://", "mongodb+srv://")):
             raise ValueError("use sqlite:///data/chorus.db or mongodb://host:27017/chorus")
         return value
+
+    @field_validator("dream_turn_timeout")
+    @classmethod
+    def _zero_is_none(cls, value: float | None) -> float | None:
+        """0 says "no deadline" as unset does (dp-agent's habit): the deadline is None."""
+        return value or None
 
     def trace_id_key_bytes(self) -> bytes | None:
         """``CHORUS_TRACE_ID_KEY`` as the HMAC's key, or None when it is unset."""
@@ -353,111 +339,37 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
-    def _old_names(self) -> Settings:
-        """Settings renamed to the glossary's words still work, with a warning."""
-        if self.turn_lease is not None:
-            warnings.warn(
-                "CHORUS_TURN_LEASE is deprecated: set CHORUS_LINE_LEASE instead (same meaning)",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            if "line_lease" not in self.model_fields_set:
-                self.line_lease = self.turn_lease
-        return self
-
-    @model_validator(mode="after")
     def _chat_protection_needs_a_key(self) -> Settings:
         if self.protect_chat and self.api_key is None:
             raise ValueError("protect_chat is true but api_key is not set")
         return self
 
 
+#: The variables the agent reads: its plain fields' and :data:`NESTED`'s.
+VARIABLES = sorted(
+    [f"{ENV_PREFIX}{name.upper()}" for name in Settings.model_fields if name not in NESTED_FIELDS]
+    + [f"{ENV_PREFIX}{name}" for name in NESTED]
+)
+
+
+def _variable(loc: tuple[int | str, ...]) -> str:
+    """The variable a validation error's location is read from."""
+    if not loc:
+        return f"{ENV_PREFIX}PROTECT_CHAT"
+    if len(loc) > 1:
+        for name, path in NESTED.items():
+            if path == (loc[0], loc[1]):
+                return f"{ENV_PREFIX}{name}"
+    return f"{ENV_PREFIX}{str(loc[0]).upper()}"
+
+
 def load_settings() -> Settings:
     """Read the settings, or fail with the bad variable's name in the message."""
+    refuse_removed(Settings, ENV_PREFIX, REMOVED)
     try:
         return Settings()
     except ValidationError as exc:
         problems = "; ".join(
-            f"{ENV_PREFIX}{str(e['loc'][0]).upper() if e['loc'] else 'PROTECT_CHAT'}: "
-            f"{e['msg'].removeprefix('Value error, ')}"
-            for e in exc.errors()
-        )
-        raise SettingsError(f"bad settings: {problems}") from None
-
-
-TELEGRAM_PREFIX = "CHORUS_TELEGRAM_"
-
-
-class TelegramSettings(BaseSettings):
-    """What ``chorus telegram`` reads: the bot's token, where the Bot API and the agent are."""
-
-    model_config = SettingsConfigDict(
-        env_prefix=TELEGRAM_PREFIX, env_file=".env", extra="ignore", populate_by_name=True
-    )
-
-    token: SecretStr = Field(description="the bot's token, from @BotFather")
-    api_url: str = Field(
-        default="https://api.telegram.org",
-        description="the Bot API's base URL (a local Bot API server, or a test's)",
-    )
-    agent_url: str = Field(default="http://127.0.0.1:4242", description="the agent to talk to")
-    api_key: SecretStr | None = Field(
-        default=None, description="the agent's X-API-Key, when it protects its chat"
-    )
-    poll_timeout: int = Field(
-        default=25, ge=0, le=50, description="seconds a getUpdates long poll waits for news"
-    )
-    retries: int = Field(
-        default=5, ge=0, le=100, description="tries again after a network error or a 5xx"
-    )
-    batch: int = Field(
-        default=100,
-        ge=1,
-        le=100,
-        description="updates one getUpdates asks for (its limit; the Bot API's most is 100)",
-    )
-    concurrency: int = Field(
-        default=8, ge=1, le=100, description="users of a batch answered at once"
-    )
-    file_server_url: str | None = Field(
-        default=None,
-        validation_alias=AliasChoices(f"{TELEGRAM_PREFIX}FILE_SERVER_URL", "FILE_SERVER_URL"),
-        description="the file server photos, voice and video are uploaded to (as Dream's "
-        "FILE_SERVER_URL, also read); unset: media messages are sent without them",
-    )
-    max_file_bytes: int = Field(
-        default=20_000_000,
-        ge=1024,
-        le=2_000_000_000,
-        description="largest media file fetched from Telegram (the Bot API's own is 20 MB)",
-    )
-
-    @field_validator("api_url", "agent_url", "file_server_url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
-        return value.rstrip("/")
-
-
-def _telegram_variable(field: str) -> str:
-    """The variable a setting is read from (the file server's has Dream's name too)."""
-    if field.upper().endswith("FILE_SERVER_URL"):
-        return f"{TELEGRAM_PREFIX}FILE_SERVER_URL (or FILE_SERVER_URL)"
-    return f"{TELEGRAM_PREFIX}{field.upper()}"
-
-
-def load_telegram_settings() -> TelegramSettings:
-    """Read ``chorus telegram``'s settings, or fail naming the bad variable."""
-    try:
-        return TelegramSettings()
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{_telegram_variable(str(e['loc'][0]))}: "
-            + ("required: the bot's token from @BotFather" if e["type"] == "missing" else "")
-            + (e["msg"].removeprefix("Value error, ") if e["type"] != "missing" else "")
-            for e in exc.errors()
+            f"{_variable(e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()
         )
         raise SettingsError(f"bad settings: {problems}") from None

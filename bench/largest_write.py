@@ -1,6 +1,6 @@
 """How long can one user's write hold up everyone else? The worst write the bounds accept.
 
-The storage bounds (``CHORUS_MAX_ATTRIBUTE_KEYS``, ``CHORUS_MAX_VALUE_BYTES``, ...) cap what
+The storage bounds (``MAX_ATTRIBUTE_KEYS``, ``MAX_VALUE_BYTES``, ...) cap what
 one turn can ask the store to write. This times, on each store, a finished turn merging
 ``--keys`` attribute keys (default: the largest merge the default bounds accept) while
 another user's ordinary turn runs at the same moment, against that ordinary turn alone.
@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.settings import Settings  # noqa: E402
+from agent.state.limits import MAX_ATTRIBUTE_KEYS, StorageLimits  # noqa: E402
 from agent.state.models import BotUtterance, HumanUtterance  # noqa: E402
 from agent.store import Store, open_store  # noqa: E402
 from bench.servers import mongodb_server  # noqa: E402
@@ -46,8 +46,8 @@ async def turn(store: Store, user: str, attributes: dict[str, str]) -> float:
 
 
 async def measure(url: str, keys: int) -> dict[str, float]:
-    limits = Settings().storage_limits()
-    # as large as one output may be: the keys share CHORUS_MAX_VALUE_BYTES between them
+    limits = StorageLimits()
+    # as large as one output may be: the keys share MAX_VALUE_BYTES between them
     value = "v" * max(1, limits.max_bytes // max(keys, 1) - 24)
     store = await open_store(url)
     try:
@@ -84,7 +84,7 @@ def stores(mongodb_url: str | None, which: list[str]) -> Iterator[dict[str, str]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keys", type=int, default=Settings().max_attribute_keys)
+    parser.add_argument("--keys", type=int, default=MAX_ATTRIBUTE_KEYS)
     parser.add_argument("--stores", default="sqlite,mongodb")
     parser.add_argument("--mongodb-url", default=None)
     args = parser.parse_args()

@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -198,20 +199,21 @@ async def latency(
         await fill(store, utterances, f"lat{int(sweeping)}")
     finally:
         await store.close()
-    rules: dict[str, Any] = (
-        {
-            "retain_closed_dialogs": 1.0,
-            "compact_turns_after": 1.0,
-            "close_idle_dialogs": 3600.0,
-            "sweep_interval": interval,
-        }
+    second = timedelta(seconds=1)
+    rules = (
+        Retention(closed_dialogs=second, compact_turns=second, idle_dialogs=3600 * second)
         if sweeping
-        else {}
+        else Retention()
     )
-    with tempfile.TemporaryDirectory() as tmp, serving(make_app(0.0)) as stubs:
+    # The agent sweeps every SWEEP_INTERVAL (a minute): the bench as often as asked.
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        serving(make_app(0.0)) as stubs,
+        patch("agent.api.composition.SWEEP_INTERVAL", interval),
+    ):
         path = Path(tmp) / "pipeline.json"
         path.write_text(json.dumps(pipeline(stubs.port)))
-        app = create_app(Settings(db_url=url, pipeline=path, **rules))
+        app = create_app(Settings(db_url=url, pipeline=path, retention=rules))
         with serving(app) as agent:
             await run_load(agent.url, 8, 60 * 8, tag=f"load{int(sweeping)}")  # warm up
             result = await run_load(agent.url, 8, turns, tag=f"run{int(sweeping)}")
@@ -259,10 +261,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sqlite", action="store_true", help="measure the embedded store")
     parser.add_argument("--mongodb-url", help="use this server instead of starting FerretDB")
-    parser.add_argument("--batch", type=int, default=100, help="CHORUS_SWEEP_BATCH")
-    parser.add_argument(
-        "--interval", type=float, default=1.0, help="CHORUS_SWEEP_INTERVAL under load"
-    )
+    parser.add_argument("--batch", type=int, default=100, help="SWEEP_BATCH")
+    parser.add_argument("--interval", type=float, default=1.0, help="SWEEP_INTERVAL under load")
     parser.add_argument("--turns", type=int, default=2000, help="turns of each load run")
     parser.add_argument(
         "--utterances",

@@ -35,6 +35,7 @@ from agent.api.routes import (
     pipeline_info,
     ratings,
 )
+from agent.dream.graph import DEFAULT_WINDOW
 from agent.dream.loading import load_any_pipeline
 from agent.pipeline.arms import Experiment, load_experiment
 from agent.pipeline.engine import LoadedPipeline
@@ -103,21 +104,20 @@ def create_app(
         if settings.experiment is not None:
             experiment = load_experiment(
                 settings.experiment,
-                window=settings.dream_window,
-                turn_timeout=settings.dream_deadline(),
+                window=DEFAULT_WINDOW,
+                turn_timeout=settings.dream_turn_timeout,
             )
             pipeline = experiment.default.pipeline
         else:
             pipeline = load_any_pipeline(
                 settings.pipeline,
-                window=settings.dream_window,
-                turn_timeout=settings.dream_deadline(),
+                window=DEFAULT_WINDOW,
+                turn_timeout=settings.dream_turn_timeout,
             )
     provider = tracer_provider or tracer_provider_from_env("chorus-agent")
     telemetry = Telemetry(
         provider,
         json_logs=settings.log_format == "json",
-        user_ids=settings.trace_user_ids,
         user_id_key=settings.trace_id_key_bytes(),
     )
     app = FastAPI(

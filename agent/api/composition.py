@@ -23,10 +23,10 @@ import aiohttp
 
 from agent.api.readiness import Readiness
 from agent.connectors.http import make_http_client
-from agent.flow import MessageFlow
-from agent.idempotency import IdempotencyKeys
-from agent.lifecycle import Sweeper
-from agent.lines import UserLines
+from agent.flow import END_RETRY, RETRY_WINDOW, MessageFlow
+from agent.idempotency import KEY_RETENTION, IdempotencyKeys
+from agent.lifecycle import SWEEP_BATCH, SWEEP_INTERVAL, Sweeper
+from agent.lines import LINE_WAIT, UserLines
 from agent.metrics import Metrics
 from agent.pipeline.arms import Experiment
 from agent.pipeline.engine import LoadedPipeline, TurnExecutor
@@ -73,7 +73,7 @@ async def assembled(
         client = make_http_client()
         stack.push_async_callback(client.close)
         executor = pipeline.executor(
-            client, stack, channel_type=settings.channel_type, limits=settings.storage_limits()
+            client, stack, channel_type=settings.channel_type, limits=settings.limits
         )
         arm_executors = {}
         if experiment is not None:
@@ -84,13 +84,15 @@ async def assembled(
                     client,
                     stack,
                     channel_type=settings.channel_type,
-                    limits=settings.storage_limits(),
+                    limits=settings.limits,
                 )
                 for arm in experiment.arms
             }
-        keys = IdempotencyKeys(store, lease=settings.line_lease, keep_for=settings.key_retention)
+        # The constants are named here, not left to the defaults, so that a test's agent
+        # may use others (monkeypatch.setattr on this module).
+        keys = IdempotencyKeys(store, lease=settings.line_lease, keep_for=KEY_RETENTION)
         stack.push_async_callback(keys.aclose)
-        lines = UserLines(store, lease=settings.line_lease, max_wait=settings.line_wait)
+        lines = UserLines(store, lease=settings.line_lease, max_wait=LINE_WAIT)
         stack.push_async_callback(lines.aclose)
         services = [
             name
@@ -100,10 +102,10 @@ async def assembled(
         metrics = Metrics(services=services, arms=experiment.names if experiment else ())
         sweeper = Sweeper(
             store,
-            settings.retention(),
+            settings.retention,
             metrics,
-            interval=settings.sweep_interval,
-            batch=settings.sweep_batch,
+            interval=SWEEP_INTERVAL,
+            batch=SWEEP_BATCH,
         )
         sweeper.start()
         stack.push_async_callback(sweeper.aclose)
@@ -114,8 +116,8 @@ async def assembled(
             metrics=metrics,
             lines=lines,
             keys=keys,
-            retry_window=settings.retry_window,
-            end_retry=settings.end_retry,
+            retry_window=RETRY_WINDOW,
+            end_retry=END_RETRY,
             telemetry=telemetry,
             experiment=experiment,
             arm_executors=arm_executors,

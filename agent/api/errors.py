@@ -124,19 +124,17 @@ async def _invalid(_: Request, exc: Exception) -> JSONResponse:
 
 def too_deep(max_depth: int) -> HTTPException:
     """JSON nested past what the parser can read (Python's recursion limit, far past
-    ``CHORUS_MAX_JSON_DEPTH``): the 422 a value over that limit gets, not a server error."""
-    return HTTPException(
-        422, f"body: nested more than {max_depth} levels deep (CHORUS_MAX_JSON_DEPTH)"
-    )
+    ``MAX_JSON_DEPTH``): the 422 a value over that limit gets, not a server error."""
+    return HTTPException(422, f"body: nested more than {max_depth} levels deep (MAX_JSON_DEPTH)")
 
 
 async def _http(request: Request, exc: Exception) -> JSONResponse:
     """A route's, the routing's (404, 405) or the body limit's ``HTTPException``; FastAPI's
     400 for a body it could not parse because it is nested too deep is the 422 a body over
-    ``CHORUS_MAX_JSON_DEPTH`` gets."""
+    ``MAX_JSON_DEPTH`` gets."""
     assert isinstance(exc, HTTPException)
     if isinstance(exc.__cause__, RecursionError):
-        exc = too_deep(request.app.state.components.settings.max_json_depth)
+        exc = too_deep(request.app.state.components.settings.limits.max_depth)
     message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
     return error_response(exc.status_code, message, headers=exc.headers)
 

@@ -170,7 +170,7 @@ class LimitedHttp(HttpToolsProtocol):
             self._refuse(
                 431,
                 f"request line and headers are over the {self.limits.max_header_bytes} bytes "
-                "limit (CHORUS_MAX_HEADER_BYTES): send fewer or smaller headers (cookies, "
+                "limit (MAX_HEADER_BYTES): send fewer or smaller headers (cookies, "
                 "tokens) or a shorter URL",
             )
             return

@@ -35,8 +35,11 @@ APP = "agent.api.app:create_app"
 RESERVED_DESCRIPTORS = DEFAULT_POOL_SIZE + 100 + REFUSALS_ANSWERED + 64
 
 #: The default cap never goes past this, however high the open-file limit: each connection
-#: may hold up to CHORUS_MAX_HEADER_BYTES of unfinished headers, so the cap bounds memory too.
+#: may hold up to MAX_HEADER_BYTES of unfinished headers, so the cap bounds memory too.
 DEFAULT_MAX_CONNECTIONS = 4096
+
+#: Largest request line plus headers: a larger one gets 431 and its connection is closed.
+MAX_HEADER_BYTES = 65_536
 
 log = logging.getLogger("chorus.server")
 
@@ -79,7 +82,7 @@ def server_limits(settings: Settings) -> ServerLimits:
         )
         websockets = max(1, cap - 1)
     return ServerLimits(
-        max_header_bytes=settings.max_header_bytes,
+        max_header_bytes=MAX_HEADER_BYTES,
         header_timeout=settings.header_timeout,
         max_connections=cap,
         max_websockets=websockets,

@@ -188,7 +188,7 @@ def import_command(
     either kind.
 
     A backup file is checked whole first: a line that is wrong, a value over the API's
-    bounds (CHORUS_MAX_*), or an utterance id another dialog holds stops the import before
+    bounds (agent/state/limits.py), or an utterance id another dialog holds stops the import before
     anything is written, with its line number and what to fix. Then each dialog is stored
     whole. Users and dialogs already in the store are kept as they are, so importing the
     same file (or the same dp-agent database) twice stores it once, and the store's other
@@ -226,7 +226,7 @@ def _rules() -> ImportRules:
     """The API's bounds, from the same ``CHORUS_*`` settings the agent reads."""
     settings = load_settings()
     return ImportRules(
-        limits=settings.client_limits(),
+        limits=settings.limits.for_client(settings.max_body_bytes),
         max_user_id_length=settings.max_user_id_length,
         max_text_length=settings.max_text_length,
     )

@@ -18,11 +18,12 @@ from agent.cli.replay.command import replay_command
 from agent.cli.scaffold import new_app
 from agent.cli.stats import stats_command
 from agent.cli.telegram import TelegramError, run_channel
+from agent.cli.telegram_settings import load_telegram_settings
 from agent.dream.config import is_dp_agent_config
 from agent.dream.loading import load_any_pipeline, read_document
 from agent.pipeline.config import PipelineConfigError, load_pipeline_config
 from agent.pipeline.graph import build_pipeline
-from agent.settings import Settings, SettingsError, load_settings, load_telegram_settings
+from agent.settings import Settings, SettingsError, load_settings
 from agent.telemetry import root_logger_kept
 
 app = typer.Typer(
@@ -166,9 +167,7 @@ def _run_dream(settings: Settings, host: str, port: int) -> None:
     """A dp-agent (Dream) pipeline: its services run in Dream's own compose stack, so only
     the agent starts here, once the file has loaded (formatters imported, connectors built)."""
     with root_logger_kept():  # the pipeline's modules may set it when imported
-        load_any_pipeline(
-            settings.pipeline, window=settings.dream_window, turn_timeout=settings.dream_deadline()
-        )
+        load_any_pipeline(settings.pipeline, turn_timeout=settings.dream_turn_timeout)
     typer.secho(
         f"dp-agent pipeline {settings.pipeline}: its services are not started here "
         "(run them from Dream's compose files)",

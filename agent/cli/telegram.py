@@ -16,7 +16,7 @@ Both sides fail in their own ways, and neither may lose a message or answer one 
   retry after a network error, a 503 or a 409 "being answered" gets the first answer.
 * The Bot API's rate limit (HTTP 429 with ``parameters.retry_after``) is waited out and
   the call made again; a network error, a 5xx or a reply that is not the Bot API's is
-  retried with back-off (``CHORUS_TELEGRAM_RETRIES`` times, and polling goes on after
+  retried with back-off (``RETRIES`` times, and polling goes on after
   that, so the bot outlives an outage); anything else (a bad token: 401) stops the client
   with the Bot API's description.
 * An update is acknowledged (the next ``getUpdates`` offset passes it) only once it is
@@ -26,8 +26,8 @@ Both sides fail in their own ways, and neither may lose a message or answer one 
 * An answer the Bot API refuses for its chat (403: the user blocked the bot) is logged
   and dropped; only ``getUpdates`` refusing (a bad token) stops the client.
 
-A batch is at most ``CHORUS_TELEGRAM_BATCH`` updates (the ``limit`` of ``getUpdates``),
-answered ``CHORUS_TELEGRAM_CONCURRENCY`` users at a time and in order within a user: the
+A batch is at most ``BATCH`` updates (the ``limit`` of ``getUpdates``),
+answered ``CONCURRENCY`` users at a time and in order within a user: the
 work under way, and what SIGTERM has to cancel, stays that small however many updates
 are waiting.
 """
@@ -45,6 +45,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent.cli.telegram_media import FileServer, MediaError, media_attributes
+from agent.cli.telegram_settings import TelegramSettings
 from agent.cli.telegram_updates import (
     FileInfo,
     Message,
@@ -54,7 +55,6 @@ from agent.cli.telegram_updates import (
     parse_updates,
 )
 from agent.sdk.errors import ChorusError
-from agent.settings import TelegramSettings
 
 log = logging.getLogger("chorus.telegram")
 
@@ -103,11 +103,11 @@ class BotApi:
         token = settings.token.get_secret_value()
         self._base = f"{settings.api_url}/bot{token}"
         self._files = f"{settings.api_url}/file/bot{token}"
-        self._retries = settings.retries
+        self._retries = settings.polling.retries
         self._poll_timeout = settings.poll_timeout
-        self._max_file_bytes = settings.max_file_bytes
+        self._max_file_bytes = settings.polling.max_file_bytes
         #: updates one ``getUpdates`` asks for, and the most a batch answers
-        self.batch = settings.batch
+        self.batch = settings.polling.batch
 
     async def call(
         self, method: str, payload: dict[str, Any], request_timeout: float = 30.0
@@ -186,7 +186,7 @@ class BotApi:
 
     async def download(self, file_id: str) -> tuple[str, bytes]:
         """A file a user sent: its ``file_path`` on Telegram and its content, at most
-        ``CHORUS_TELEGRAM_MAX_FILE_BYTES``; :class:`MediaError` otherwise."""
+        ``MAX_FILE_BYTES``; :class:`MediaError` otherwise."""
         limit = self._max_file_bytes
         try:
             info = FileInfo.model_validate(await self.call("getFile", {"file_id": file_id}))
@@ -210,7 +210,7 @@ class BotApi:
         return info.file_path, bytes(content)
 
 
-_LIMIT = " (CHORUS_TELEGRAM_MAX_FILE_BYTES)"
+_LIMIT = " (MAX_FILE_BYTES)"
 
 
 class AgentAnswer(BaseModel):
@@ -227,7 +227,7 @@ class AgentClient:
     def __init__(self, http: httpx.AsyncClient, settings: TelegramSettings) -> None:
         self._http = http
         self._url = f"{settings.agent_url}/"
-        self._retries = settings.retries
+        self._retries = settings.polling.retries
         key = settings.api_key
         self._headers = {"X-API-Key": key.get_secret_value()} if key else {}
 
@@ -404,7 +404,7 @@ async def run_channel(settings: TelegramSettings, stop: Callable[[], bool] = lam
                 BotApi(telegram, settings),
                 AgentClient(agent, settings),
                 server,
-                concurrency=settings.concurrency,
+                concurrency=settings.polling.concurrency,
             )
             await channel.run(stop)
     except asyncio.CancelledError:

@@ -44,7 +44,7 @@ class TurnLimits:
                 service,
                 f"its output (about {size} bytes) would take the "
                 f"turn's stored document over {budget} bytes "
-                "(CHORUS_MAX_DOCUMENT_BYTES)",
+                "(MAX_DOCUMENT_BYTES)",
             )
         return spent + size
 
@@ -94,7 +94,7 @@ class TurnLimits:
         if keys > limits.max_attribute_keys:
             return (
                 f"the attributes would hold {keys} keys; the limit is "
-                f"{limits.max_attribute_keys} (CHORUS_MAX_ATTRIBUTE_KEYS)"
+                f"{limits.max_attribute_keys} (MAX_ATTRIBUTE_KEYS)"
             )
         merged = {**current, **updates}
         try:

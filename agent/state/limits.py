@@ -21,10 +21,21 @@ stops at the first problem, so a hostile value costs at most the bounds to look 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agent.sdk.errors import ChorusError
+
+#: The bounds' values: constants, not settings (what each guards against is above, and in
+#: docs/trust-boundary.md). A test or an embedding program passes others to StorageLimits.
+MAX_JSON_DEPTH = 32
+MAX_JSON_ITEMS = 10_000
+MAX_VALUE_BYTES = 262_144
+MAX_DOCUMENT_BYTES = 4_000_000
+MAX_ATTRIBUTE_KEYS = 1_000
+MAX_RATING_BYTES = 4096
+MAX_RATINGS = 100
+MAX_IMAGE_BYTES = 1_000_000
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 #: Bytes a number, ``true``, ``false`` or ``null`` is counted as (its JSON text at most).
@@ -68,17 +79,31 @@ def _short(key: object) -> str:
 
 @dataclass(frozen=True, slots=True)
 class StorageLimits:
-    """The bounds (see the module docstring); the defaults are the settings' defaults."""
+    """The bounds (see the module docstring); the defaults are what the agent runs with."""
 
-    max_depth: int = 32
-    max_items: int = 10_000
-    max_bytes: int = 262_144
-    max_document_bytes: int = 4_000_000
-    max_attribute_keys: int = 1_000
+    #: deepest nesting of objects and lists (MongoDB nests at most 100 levels)
+    max_depth: int = MAX_JSON_DEPTH
+    #: object members plus list items in one value: the work one value may cost
+    max_items: int = MAX_JSON_ITEMS
+    #: one service's output per turn, as JSON
+    max_bytes: int = MAX_VALUE_BYTES
+    #: one stored utterance, profile or dialog head, as JSON (MongoDB refuses 16 MB)
+    max_document_bytes: int = MAX_DOCUMENT_BYTES
+    #: keys a user's or a bot's attributes may hold (read on every turn)
+    max_attribute_keys: int = MAX_ATTRIBUTE_KEYS
+    #: one rating as JSON (``POST /rating/*``)
+    max_rating_bytes: int = MAX_RATING_BYTES
+    #: ratings kept per dialog and per bot answer; past it a rating is refused, never dropped
+    max_ratings: int = MAX_RATINGS
+    #: one base64 image in an observation (``POST /api/v1/observe``), decoded
+    max_image_bytes: int = MAX_IMAGE_BYTES
 
-    def measure(
-        self, value: Any, where: str = "value", setting: str = "CHORUS_MAX_VALUE_BYTES"
-    ) -> int:
+    def for_client(self, max_body_bytes: int) -> StorageLimits:
+        """The same bounds for what a client sends, whose size the request body's cap
+        already bounds (an observation's image may be larger than one service's output)."""
+        return replace(self, max_bytes=max(self.max_bytes, max_body_bytes))
+
+    def measure(self, value: Any, where: str = "value", setting: str = "MAX_VALUE_BYTES") -> int:
         """The value's estimated size in bytes as JSON, or :class:`UnstorableValue`;
         ``setting`` is the one a refusal names for ``max_bytes``."""
         walk = _Walk(self)
@@ -124,14 +149,11 @@ class _Walk:
     def _container(self, value: dict[Any, Any] | list[Any] | tuple[Any, ...], depth: int) -> int:
         limits = self.limits
         if depth > limits.max_depth:
-            raise _Problem(
-                f"nested more than {limits.max_depth} levels deep (CHORUS_MAX_JSON_DEPTH)"
-            )
+            raise _Problem(f"nested more than {limits.max_depth} levels deep (MAX_JSON_DEPTH)")
         self.items += len(value)
         if self.items > limits.max_items:
             raise _Problem(
-                f"more than {limits.max_items} object members and list items "
-                "(CHORUS_MAX_JSON_ITEMS)"
+                f"more than {limits.max_items} object members and list items (MAX_JSON_ITEMS)"
             )
         size = 2
         if isinstance(value, dict):

@@ -13,7 +13,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -44,17 +44,17 @@ class StoreWriteRefused(ChorusError):
 
 class RatingsFull(ChorusError):
     """The dialog or the bot answer already holds the most ratings kept
-    (``CHORUS_MAX_RATINGS``): a rating is refused rather than one stored dropped."""
+    (``MAX_RATINGS``): a rating is refused rather than one stored dropped."""
 
     def __init__(self, what: str, kept: int) -> None:
         super().__init__(
-            f"{what} already holds {kept} ratings, the most kept (CHORUS_MAX_RATINGS); "
+            f"{what} already holds {kept} ratings, the most kept (MAX_RATINGS); "
             "this one was not stored"
         )
 
 
 #: Seconds an idempotency key and its copy of the reply are kept by default (a day): far
-#: beyond the minutes over which clients retry (``CHORUS_KEY_RETENTION``).
+#: beyond the minutes over which clients retry (``KEY_RETENTION``).
 DEFAULT_KEY_RETENTION = 86_400.0
 
 
@@ -410,19 +410,24 @@ class LineStore(Protocol):
         ...
 
 
+#: One retention rule: a positive span of at most a century, or None (the rule is off). The
+#: bounds are checked where the settings are read (pydantic validates this dataclass there).
+_Span = Annotated[timedelta | None, Field(gt=timedelta(0), le=timedelta(days=100 * 365))]
+
+
 @dataclass(frozen=True, slots=True)
 class Retention:
-    """What the data lifecycle removes, and when (``CHORUS_RETAIN_*``); None keeps for ever,
+    """What the data lifecycle removes, and when (``settings.retention``); None keeps for ever,
     so the default keeps everything, and each rule works alone."""
 
     #: a closed dialog is deleted whole (the dialog, its utterances and their ratings) this
     #: long after it was closed
-    closed_dialogs: timedelta | None = None
+    closed_dialogs: _Span = None
     #: an open dialog none of whose utterances is newer than this is closed
-    idle_dialogs: timedelta | None = None
+    idle_dialogs: _Span = None
     #: an answered turn this old loses its bulky parts (every hypothesis but the chosen one,
     #: annotations, trace, errors); its texts, the chosen answer, its skill and ratings stay
-    compact_turns: timedelta | None = None
+    compact_turns: _Span = None
 
     @property
     def any(self) -> bool:

@@ -48,7 +48,7 @@ class RecordRefused(BackupError):
 
 @dataclass(frozen=True, slots=True)
 class ImportRules:
-    """The API's bounds, as the agent's settings give them (``CHORUS_MAX_*``)."""
+    """The API's bounds, as the agent's settings give them (``settings.limits`` and the rest)."""
 
     limits: StorageLimits = field(default_factory=StorageLimits)
     max_user_id_length: int = 256
@@ -99,7 +99,7 @@ class _Checker:
         """The value's size as JSON, within ``limits`` (whose ``max_bytes`` is the stored
         document's bound)."""
         try:
-            return limits.measure(value, what, "CHORUS_MAX_DOCUMENT_BYTES")
+            return limits.measure(value, what, "MAX_DOCUMENT_BYTES")
         except UnstorableValue as exc:
             raise self.refuse(str(exc)) from None
 
@@ -116,7 +116,7 @@ class _Checker:
         if len(value) > limits.max_attribute_keys:
             raise self.refuse(
                 f"{what} hold {len(value)} keys; the limit is {limits.max_attribute_keys} "
-                "(CHORUS_MAX_ATTRIBUTE_KEYS)"
+                "(MAX_ATTRIBUTE_KEYS)"
             )
         self.measure(value, what, replace(limits, max_bytes=limits.max_document_bytes))
 
@@ -209,8 +209,7 @@ def _check_utterance_size(
     limit = document.max_bytes
     if size > limit:
         raise checker.refuse(
-            f"{where}: is about {size} bytes as JSON; the limit is {limit} "
-            "(CHORUS_MAX_DOCUMENT_BYTES)"
+            f"{where}: is about {size} bytes as JSON; the limit is {limit} (MAX_DOCUMENT_BYTES)"
         )
 
 

@@ -121,4 +121,4 @@ def test_a_binary_frame_or_json_nested_too_deep_is_refused_as_over_http(
     }
     assert over_http.status_code == 422
     assert too_deep == {"status": 422, **over_http.json()}
-    assert too_deep["message"] == "body: nested more than 32 levels deep (CHORUS_MAX_JSON_DEPTH)"
+    assert too_deep["message"] == "body: nested more than 32 levels deep (MAX_JSON_DEPTH)"

@@ -15,6 +15,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect as ws_connect
 
+from agent.state.limits import StorageLimits
 from skills.fallback.app import app as fallback_app
 from tests.conftest import AgentFactory, service_entry
 
@@ -155,21 +156,21 @@ def test_ratings_are_taken_and_stored_in_dp_agent_form(services: Any, agent: Age
 
 
 def test_ratings_are_bounded_in_size_and_number(services: Any, agent: AgentFactory) -> None:
-    client = start(services, agent, max_rating_bytes=64, max_ratings=3)
+    client = start(services, agent, limits=StorageLimits(max_rating_bytes=64, max_ratings=3))
     reply = say(client, "ann")
     dialog_id, utt_id = reply["dialog_id"], reply["utt_id"]
     big = {"comment": "x" * 100}
     for route, target in (("dialog", {"dialog_id": dialog_id}), ("utterance", {"utt_id": utt_id})):
         refused = client.post(f"/rating/{route}", json={**target, "rating": big})
         assert refused.status_code == 422
-        assert "the limit is 64 (CHORUS_MAX_RATING_BYTES)" in refused.json()["message"]
+        assert "the limit is 64 (MAX_RATING_BYTES)" in refused.json()["message"]
         for number in range(3):
             body = {**target, "rating": number}
             assert client.post(f"/rating/{route}", json=body).status_code == 200
         full = client.post(f"/rating/{route}", json={**target, "rating": 9, "user_id": "ann"})
         assert full.status_code == 409
         assert "already holds 3 ratings" in full.json()["message"]
-        assert "CHORUS_MAX_RATINGS" in full.json()["message"]
+        assert "MAX_RATINGS" in full.json()["message"]
         # Another user's dialog, or none, is still a 404: the bound tells no ids apart.
         eve = client.post(f"/rating/{route}", json={**target, "rating": 1, "user_id": "eve"})
         assert eve.status_code == 404

@@ -216,15 +216,15 @@ def stored_keys(db_url: str) -> dict[str, Any]:
 
 
 def test_a_key_is_kept_only_for_its_retention_then_it_is_a_new_message(
-    services: Any, agent: AgentFactory, db_url: str
+    services: Any, agent: AgentFactory, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With CHORUS_KEY_RETENTION a thousandth of a second, every request comes after the
+    """With KEY_RETENTION (a constant) a thousandth of a second, every request comes after the
     key it repeats expired: the key is a new message (when the keyed turn is no longer the
     last, whose stored answer a retry gets either way). SQLite deletes expired records on
     later claims; MongoDB by a TTL index, where the server has them."""
+    monkeypatch.setattr("agent.api.composition.KEY_RETENTION", 0.001)
     client = agent(
-        {"services": {"skills": {"counter": service_entry(services(counter_skill()).url)}}},
-        key_retention=0.001,
+        {"services": {"skills": {"counter": service_entry(services(counter_skill()).url)}}}
     )
     send = {"user_id": "u", "payload": "count"}
     first = client.post("/", json=send, headers={"Idempotency-Key": "k"}).json()

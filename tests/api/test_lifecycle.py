@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from agent.lifecycle import Sweeper
@@ -100,12 +101,15 @@ def lifecycle_counts(client: httpx.Client) -> dict[str, float]:
 
 
 def test_an_agent_with_a_retention_setting_compacts_by_itself(
-    agent: AgentFactory, services: Callable[[FastAPI], ServerThread]
+    agent: AgentFactory,
+    services: Callable[[FastAPI], ServerThread],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     arrived, gate = threading.Event(), threading.Event()
     gate.set()
     url = services(gated_skill(arrived, gate)).url
-    client = agent(pipeline(url), compact_turns_after=0.001, sweep_interval=0.02)
+    monkeypatch.setattr("agent.api.composition.SWEEP_INTERVAL", 0.02)
+    client = agent(pipeline(url), retention=Retention(compact_turns=timedelta(milliseconds=1)))
     assert client.post("/", json={"user_id": "ann", "payload": "hello"}).status_code == 200
     compacted = 'chorus_lifecycle_records_total{record="utterances_compacted",rule="compact_turns"}'
     deadline = utc_now() + timedelta(seconds=20)

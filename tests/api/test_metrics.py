@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from prometheus_client.parser import text_string_to_metric_families
 
+from agent.state.limits import StorageLimits
 from tests.conftest import AgentFactory, service_entry
 from tests.support.servers import free_port
 from tests.support.services import fixed_skill, raw_app
@@ -100,7 +101,7 @@ def test_service_labels_are_the_pipelines_whatever_names_a_selector_invents(
                 "response_selector": selector(services(inventing_selector()).url),
             }
         },
-        max_attribute_keys=1,
+        limits=StorageLimits(max_attribute_keys=1),
     )
     for turn in range(20):
         reply = client.post("/", json={"user_id": "u", "payload": f"hi {turn}"})

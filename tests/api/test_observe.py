@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agent.state.limits import StorageLimits
 from tests.conftest import AgentFactory, service_entry
 from tests.support.services import fixed_skill, image_annotator, window_reporter
 
@@ -27,13 +28,13 @@ def pipeline(services: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def client(services: Any, agent: AgentFactory) -> httpx.Client:
-    return agent(pipeline(services), max_image_bytes=1000)
+    return agent(pipeline(services), limits=StorageLimits(max_image_bytes=1000))
 
 
 @pytest.fixture(scope="module")
 def shared_client(shared_services: Any, shared_agent: AgentFactory) -> httpx.Client:
     """The same agent, shared by the tests of observations refused before the store."""
-    return shared_agent(pipeline(shared_services), max_image_bytes=1000)
+    return shared_agent(pipeline(shared_services), limits=StorageLimits(max_image_bytes=1000))
 
 
 def observe(client: httpx.Client, **fields: Any) -> dict[str, Any]:
@@ -133,7 +134,7 @@ def test_bad_images_are_refused_with_what_to_do(shared_client: httpx.Client) -> 
         "/api/v1/chat", json={"user_id": "ann", "text": "x", "image": "A" * 5000}
     )
     assert big.status_code == 413
-    assert "CHORUS_MAX_IMAGE_BYTES" in big.json()["message"]
+    assert "MAX_IMAGE_BYTES" in big.json()["message"]
     bad = shared_client.post("/api/v1/chat", json={"user_id": "ann", "text": "x", "image": "%%%"})
     assert bad.status_code == 422
     assert "http(s) URL or base64" in bad.json()["message"]

@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from agent.sdk import DialogView, Service, SkillHypothesis
+from agent.state.limits import StorageLimits
 from tests.conftest import AgentFactory, service_entry
 from tests.support.servers import ServerThread
 from tests.support.services import fixed_skill, raw_app
@@ -161,7 +162,7 @@ def test_a_deeply_nested_extra_field_is_refused_and_the_dialog_goes_on(
     for depth in (40, 300):
         refused = client.post("/", json={"user_id": "ann", "payload": "x", "deep": nested(depth)})
         assert refused.status_code == 422, refused.text
-        assert "CHORUS_MAX_JSON_DEPTH" in refused.text and "deep" in refused.text
+        assert "MAX_JSON_DEPTH" in refused.text and "deep" in refused.text
     later = client.post("/", json={"user_id": "ann", "payload": "still here?"})
     assert later.status_code == 200 and later.json()["response"] == "ok"
     assert [u["text"] for u in user_dialog(client, "ann")["utterances"]] == [
@@ -212,11 +213,11 @@ def test_unstorable_service_outputs_are_refused_and_recorded(
         ("surrogate", "refused"),
     ]
     messages = {e["service"]: e["message"] for e in human["errors"]}
-    assert "CHORUS_MAX_JSON_DEPTH" in messages["deep"]
+    assert "MAX_JSON_DEPTH" in messages["deep"]
     assert "NaN and Infinity are refused" in messages["nan"]
     assert "inf" in messages["huge"]
     assert "surrogate" in messages["surrogate"]
-    assert "CHORUS_MAX_JSON_ITEMS" in messages["hostile"]
+    assert "MAX_JSON_ITEMS" in messages["hostile"]
     assert human["annotations"] == {} and dialog["human"]["attributes"] == {}
     again = client.post("/", json={"user_id": "ann", "payload": "hello"})
     assert again.status_code == 200 and again.json()["response"] in ("fine", "plain")
@@ -275,7 +276,8 @@ def test_attributes_cannot_grow_past_their_key_limit(
 ) -> None:
     skill = services(counting_keys_skill())
     client = agent(
-        {"services": {"skills": {"keys": service_entry(skill.url)}}}, max_attribute_keys=25
+        {"services": {"skills": {"keys": service_entry(skill.url)}}},
+        limits=StorageLimits(max_attribute_keys=25),
     )
     for turn in range(3):  # 10 new keys a turn: the third merge would make 30
         answer = client.post("/", json={"user_id": "ann", "payload": f"turn {turn}"})
@@ -284,7 +286,7 @@ def test_attributes_cannot_grow_past_their_key_limit(
     assert len(dialog["human"]["attributes"]) == 20
     last = dialog["utterances"][-2]
     assert errors_of(last) == [("keys", "refused")]
-    assert "CHORUS_MAX_ATTRIBUTE_KEYS" in last["errors"][0]["message"]
+    assert "MAX_ATTRIBUTE_KEYS" in last["errors"][0]["message"]
 
 
 def counting_keys_skill() -> FastAPI:
@@ -314,14 +316,14 @@ def test_a_turn_over_the_document_budget_keeps_its_answer(
     skill = services(fixed_skill("echo", "ok", 0.5))
     client = agent(
         {"services": {"annotators": annotators, "skills": {"echo": service_entry(skill.url)}}},
-        max_document_bytes=100_000,
+        limits=StorageLimits(max_document_bytes=100_000),
     )
     answer = client.post("/", json={"user_id": "ann", "payload": "hi"})
     assert answer.status_code == 200 and answer.json()["response"] == "ok"
     human = user_dialog(client, "ann")["utterances"][0]
     assert len(human["annotations"]) == 2 and set(human["annotations"].values()) == {blob}
     (refused,) = human["errors"]
-    assert refused["kind"] == "refused" and "CHORUS_MAX_DOCUMENT_BYTES" in refused["message"]
+    assert refused["kind"] == "refused" and "MAX_DOCUMENT_BYTES" in refused["message"]
 
 
 def test_a_document_the_database_refuses_is_stored_without_the_outputs(
@@ -346,9 +348,9 @@ def test_a_document_the_database_refuses_is_stored_without_the_outputs(
             },
             "turn_timeout": 90,
         },
-        max_value_bytes=8_000_000,
-        max_document_bytes=12_000_000,
-        max_json_items=1_000_000,
+        limits=StorageLimits(
+            max_bytes=8_000_000, max_document_bytes=12_000_000, max_items=1_000_000
+        ),
     )
     # the client waits as long as the turn may take (its 30 s default is less than the
     # turn_timeout opened wide above: on a busy machine the 16 MB turn takes longer)

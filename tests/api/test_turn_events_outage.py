@@ -26,8 +26,9 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_the_database_going_away_mid_turn_is_an_error_event_with_the_json_error(
-    services: Any, tmp_path: Path
+    services: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr("agent.api.composition.END_RETRY", 0.5)
     gate = threading.Event()
     pipeline = tmp_path / "pipeline.json"
     selector = services(choosing_skill_selector("story")).url
@@ -45,7 +46,7 @@ def test_the_database_going_away_mid_turn_is_an_error_event_with_the_json_error(
     )
     try:
         with running_ferretdb() as db:
-            settings = Settings(db_url=f"{db.url}chorus_sse", pipeline=pipeline, end_retry=0.5)
+            settings = Settings(db_url=f"{db.url}chorus_sse", pipeline=pipeline)
             with (
                 serving(create_app(settings)) as agent,
                 httpx.Client(base_url=agent.url, timeout=30) as client,

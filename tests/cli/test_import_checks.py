@@ -219,11 +219,11 @@ def _two_answers(user: dict[str, Any], dialog: dict[str, Any]) -> None:
 OUT_OF_BOUNDS: dict[str, tuple[Edit, str]] = {
     "50,000 attribute keys": (
         _set("user.user.attributes", {f"k{n}": n for n in range(50_000)}),
-        "user.attributes hold 50000 keys; the limit is 1000 (CHORUS_MAX_ATTRIBUTE_KEYS)",
+        "user.attributes hold 50000 keys; the limit is 1000 (MAX_ATTRIBUTE_KEYS)",
     ),
     "attributes 60 deep": (
         _set("user.user.attributes", {"deep": _deep(60)}),
-        "nested more than 32 levels deep (CHORUS_MAX_JSON_DEPTH)",
+        "nested more than 32 levels deep (MAX_JSON_DEPTH)",
     ),
     "an annotation 120 deep": (
         _set("dialog.dialog.utterances.0.annotations", {"deep": _deep(120)}),

@@ -24,8 +24,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from agent.cli.telegram import START_REPLY, TelegramError, run_channel
+from agent.cli.telegram_settings import Polling, TelegramSettings, load_telegram_settings
 from agent.sdk import DialogView, Service, SkillHypothesis
-from agent.settings import SettingsError, TelegramSettings, load_telegram_settings
+from agent.settings import SettingsError
 from skills.fallback.app import app as fallback_app
 from skills.greeting.app import app as greeting_app
 from tests.conftest import AgentFactory, service_entry
@@ -152,7 +153,7 @@ def settings(
         api_url=api_url,
         agent_url=agent_url,
         poll_timeout=1,
-        retries=retries,
+        polling=Polling(retries=retries),
         _env_file=None,
     )
 
@@ -234,6 +235,23 @@ def test_settings_name_the_variable(monkeypatch: pytest.MonkeyPatch, tmp_path: A
     monkeypatch.setenv("CHORUS_TELEGRAM_API_URL", "api.telegram.org")
     with pytest.raises(SettingsError, match="CHORUS_TELEGRAM_API_URL: must be an http"):
         load_telegram_settings()
+
+
+def test_a_removed_telegram_variable_stops_the_bot_saying_it_is_a_constant(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no .env here
+    monkeypatch.setenv("CHORUS_TELEGRAM_TOKEN", TOKEN)
+    monkeypatch.setenv("CHORUS_TELEGRAM_CONCURRENCY", "2")
+    with pytest.raises(SettingsError) as refused:
+        load_telegram_settings()
+    assert str(refused.value) == (
+        "bad settings: CHORUS_TELEGRAM_CONCURRENCY is no longer read: a constant now "
+        "(CONCURRENCY in agent.cli.telegram_settings, 8): unset it"
+    )
+    monkeypatch.delenv("CHORUS_TELEGRAM_CONCURRENCY")
+    monkeypatch.setenv("CHORUS_TELEGRAM_POLLING", '{"batch": 1}')  # not a variable either
+    assert load_telegram_settings().polling == Polling()
 
 
 def test_chorus_telegram_without_a_token_says_which_variable(tmp_path: Any) -> None:
@@ -415,7 +433,7 @@ def media_settings(api_url: str, agent_url: str, files_url: str | None) -> Teleg
         agent_url=agent_url,
         file_server_url=files_url,
         poll_timeout=1,
-        retries=2,
+        polling=Polling(retries=2),
         _env_file=None,
     )
 
@@ -547,7 +565,7 @@ def test_a_large_batch_is_answered_in_bounded_steps_in_order_per_user(
     fake = BatchBotApi(updates, len(updates), honours_limit=False)
     telegram = services(fake.app())
     config = settings(telegram.url, str(client.base_url)).model_copy(
-        update={"batch": 16, "concurrency": 4}
+        update={"polling": Polling(retries=3, batch=16, concurrency=4)}
     )
     asyncio.run(run_channel(config, stop=fake.done.is_set))
     assert {poll["limit"] for poll in fake.polls} == {16}

@@ -31,6 +31,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from agent.lines import LINE_WAIT
 from agent.pipeline.config import parse_pipeline_config
 from agent.settings import Settings
 from tests.support.helm import (
@@ -307,8 +308,7 @@ def test_the_agent_has_probes_a_graceful_stop_and_no_privileges(
     # its turn: a rolling update cuts no turn short.
     pause = int(main["lifecycle"]["preStop"]["exec"]["command"][-1])
     turn = rendered_pipeline(default_objects)["turn_timeout"]
-    line_wait = Settings.model_fields["line_wait"].default
-    assert pod["terminationGracePeriodSeconds"] > pause + line_wait + turn
+    assert pod["terminationGracePeriodSeconds"] > pause + LINE_WAIT + turn
     assert agent["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
 
     assert main["resources"]["requests"]["cpu"] and main["resources"]["limits"]["memory"]

@@ -172,7 +172,10 @@ def test_the_builtin_confidence_selector_and_an_http_skill(
     assert dialog["bot"]["attributes"] == {"counter_turns": 1}
 
 
-def test_true_counts_reach_formatters_past_the_window(services: Any, agent: AgentFactory) -> None:
+def test_true_counts_reach_formatters_past_the_window(
+    services: Any, agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("agent.api.app.DEFAULT_WINDOW", 4)
     log = Recorder()
     client = agent(
         {
@@ -188,7 +191,6 @@ def test_true_counts_reach_formatters_past_the_window(services: Any, agent: Agen
                 "rs": selector(services(dream.response_selector(2)).url),
             }
         },
-        dream_window=4,
     )
     for turn in range(6):
         reply = say(client, f"message {turn}")
@@ -437,7 +439,7 @@ def test_what_a_dream_service_sends_is_held_to_the_storage_bounds(
     services: Any, agent: AgentFactory
 ) -> None:
     """A dp-agent pipeline gets Chorus's trust boundary too: an annotation nested past
-    CHORUS_MAX_JSON_DEPTH, or holding NaN, is refused and recorded; the turn answers."""
+    MAX_JSON_DEPTH, or holding NaN, is refused and recorded; the turn answers."""
     from tests.api.test_trust_boundary import nested
     from tests.support.services import raw_app
 

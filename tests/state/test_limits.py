@@ -14,16 +14,16 @@ LIMITS = StorageLimits(max_depth=3, max_items=10, max_bytes=200)
 @pytest.mark.parametrize(
     ("value", "where", "problem"),
     [
-        ({"a": {"b": {"c": {"d": 1}}}}, "v['a']['b']['c']", "CHORUS_MAX_JSON_DEPTH"),
-        ([[[[1]]]], "v[0][0][0]", "CHORUS_MAX_JSON_DEPTH"),
-        (list(range(11)), "v", "CHORUS_MAX_JSON_ITEMS"),
+        ({"a": {"b": {"c": {"d": 1}}}}, "v['a']['b']['c']", "MAX_JSON_DEPTH"),
+        ([[[[1]]]], "v[0][0][0]", "MAX_JSON_DEPTH"),
+        (list(range(11)), "v", "MAX_JSON_ITEMS"),
         ({"x": float("nan")}, "v['x']", "NaN and Infinity"),
         ([1, float("-inf")], "v[1]", "NaN and Infinity"),
         ({"n": 2**63}, "v['n']", "64-bit"),
         ({"s": "ok\ud800"}, "v['s']", "surrogate"),
         ({"\udfff": 1}, "v['\\udfff']", "surrogate"),
         ({"b": b"bytes"}, "v['b']", "bytes is not JSON"),
-        ("x" * 300, "v", "CHORUS_MAX_VALUE_BYTES"),
+        ("x" * 300, "v", "MAX_VALUE_BYTES"),
     ],
 )
 def test_an_unstorable_value_is_refused_naming_where_and_why(

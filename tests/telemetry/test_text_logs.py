@@ -13,6 +13,7 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 
+from agent.state.limits import MAX_ATTRIBUTE_KEYS
 from tests.conftest import service_entry
 from tests.dream import services as dream
 from tests.dream.test_dream_behaviour import selector, skill
@@ -32,7 +33,8 @@ def forging_selector() -> FastAPI:
     @app.post("/respond")
     async def respond(request: Request) -> list[list[Any]]:
         body = await request.json()
-        return [[FORGED, "an answer", 0.9, {"a": 1, "b": 2}, {}] for _ in body["dialogs"]]
+        over = {f"k{i}": i for i in range(MAX_ATTRIBUTE_KEYS + 1)}
+        return [[FORGED, "an answer", 0.9, over, {}] for _ in body["dialogs"]]
 
     return app
 
@@ -81,7 +83,6 @@ def test_no_line_of_the_text_log_is_forged_by_what_a_service_sends(
             "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db",
             "CHORUS_PIPELINE": str(path),
             "CHORUS_LOG_FORMAT": "text",
-            "CHORUS_MAX_ATTRIBUTE_KEYS": "1",
         }
         with log.open("wb") as err, agent_process(env, stderr=err) as (base, _):
             reply = httpx.post(base + "/", json={"user_id": "u", "payload": "hi"}, timeout=30)

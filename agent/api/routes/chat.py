@@ -89,7 +89,9 @@ async def chat(
     """
     check_user_id(message.user_id, settings.max_user_id_length)
     check_text(message.payload, settings.max_text_length, "payload")
-    attributes = attributes_or_422(message.attributes, settings.client_limits())
+    attributes = attributes_or_422(
+        message.attributes, settings.limits.for_client(settings.max_body_bytes)
+    )
 
     shape = reply_shape(message, attributes)
     work = flow.reply(

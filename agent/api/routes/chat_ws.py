@@ -114,14 +114,16 @@ def _message(text: str | None, settings: Settings) -> tuple[AgentMessage, dict[s
             f'send each message as a JSON object {{"user_id": ..., "payload": ...}}: {exc}',
         ) from None
     except RecursionError:
-        raise too_deep(settings.max_json_depth) from None
+        raise too_deep(settings.limits.max_depth) from None
     try:
         message = AgentMessage.model_validate(data)
     except ValidationError as exc:
         raise RequestValidationError(exc.errors()) from None
     check_user_id(message.user_id, settings.max_user_id_length)
     check_text(message.payload, settings.max_text_length, "payload")
-    return message, attributes_or_422(message.attributes, settings.client_limits())
+    return message, attributes_or_422(
+        message.attributes, settings.limits.for_client(settings.max_body_bytes)
+    )
 
 
 async def _reply(flow: MessageFlow, message: AgentMessage, attributes: dict[str, Any]) -> Any:

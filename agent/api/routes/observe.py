@@ -32,11 +32,11 @@ _DATA_URL = re.compile(r"^data:[\w/+.-]+;base64,", re.ASCII)
 
 def _check_image(image: str, settings: Settings) -> None:
     """An http(s) URL, or base64 (optionally a data: URL) no larger than the limit."""
-    if len(image) > settings.max_image_bytes * 4 // 3 + 64:
+    if len(image) > settings.limits.max_image_bytes * 4 // 3 + 64:
         raise HTTPException(
             status.HTTP_413_CONTENT_TOO_LARGE,
-            f"image is over the {settings.max_image_bytes} bytes limit "
-            "(CHORUS_MAX_IMAGE_BYTES); send a URL instead",
+            f"image is over the {settings.limits.max_image_bytes} bytes limit "
+            "(MAX_IMAGE_BYTES); send a URL instead",
         )
     if image.startswith(("http://", "https://")):
         return
@@ -68,7 +68,9 @@ async def observe(
     check_text(observation.text, settings.max_text_length, "text")
     if observation.image is not None:
         _check_image(observation.image, settings)
-    attributes = attributes_or_422(observation.attributes, settings.client_limits())
+    attributes = attributes_or_422(
+        observation.attributes, settings.limits.for_client(settings.max_body_bytes)
+    )
 
     def shape(answer: Answer) -> Act:
         result = answer.result

@@ -9,8 +9,8 @@ their own dialogs; a rater that is not the dialog's user sends none. Chorus's nu
 user's id, so Chorus's typed API keeps working.
 
 Unlike dp-agent, both are bounded, so that ratings cannot grow a dialog without end: a
-rating is at most ``CHORUS_MAX_RATING_BYTES`` as JSON (422 past it), and a dialog or a bot
-answer keeps at most ``CHORUS_MAX_RATINGS`` (409 past it: a stored rating is never dropped
+rating is at most ``MAX_RATING_BYTES`` as JSON (422 past it), and a dialog or a bot
+answer keeps at most ``MAX_RATINGS`` (409 past it: a stored rating is never dropped
 to make room).
 """
 
@@ -37,25 +37,25 @@ router = APIRouter(prefix="/rating", tags=["ratings"], dependencies=[ChatKey, Js
 
 def _entry(body: DialogRating | UtteranceRating, settings: Settings) -> dict[str, Any]:
     """dp-agent's stored form of a rating (its ``datetime`` in dp-agent's date form); a
-    rating over ``CHORUS_MAX_RATING_BYTES`` gets a 422 that gives the limit."""
+    rating over ``MAX_RATING_BYTES`` gets a 422 that gives the limit."""
     if body.user_id is not None:
         check_user_id(body.user_id, settings.max_user_id_length)
     try:
-        size = settings.client_limits().measure(body.rating, "rating")
+        size = settings.limits.for_client(settings.max_body_bytes).measure(body.rating, "rating")
     except ValueError as exc:  # UnstorableValue: too deep, NaN, ...
         raise HTTPException(422, str(exc)) from None
-    if size > settings.max_rating_bytes:
+    if size > settings.limits.max_rating_bytes:
         raise HTTPException(
             422,
             f"rating is about {size} bytes as JSON; the limit is "
-            f"{settings.max_rating_bytes} (CHORUS_MAX_RATING_BYTES)",
+            f"{settings.limits.max_rating_bytes} (MAX_RATING_BYTES)",
         )
     entry = {
         "rating": body.rating,
         "user_external_id": body.user_id,
         "datetime": dp_date(utc_now()),
     }
-    return attributes_or_422(lambda: entry, settings.client_limits())
+    return attributes_or_422(lambda: entry, settings.limits.for_client(settings.max_body_bytes))
 
 
 def _missing(what: str, rated: str, body: DialogRating | UtteranceRating) -> str:
@@ -91,7 +91,7 @@ async def rate_dialog(
     dialog_id = await resolve_dialog_id(store, body.dialog_id)
     try:
         rated = dialog_id is not None and await store.add_dialog_rating(
-            dialog_id, entry, body.user_id, _numeric(body), settings.max_ratings
+            dialog_id, entry, body.user_id, _numeric(body), settings.limits.max_ratings
         )
     except RatingsFull as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
@@ -108,7 +108,7 @@ async def rate_utterance(
     entry = _entry(body, settings)
     try:
         rated = await store.add_utterance_rating(
-            body.utt_id, entry, body.user_id, _numeric(body), settings.max_ratings
+            body.utt_id, entry, body.user_id, _numeric(body), settings.limits.max_ratings
         )
     except RatingsFull as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None

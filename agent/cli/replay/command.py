@@ -131,7 +131,7 @@ async def _replay(
                 done,
                 concurrency=concurrency,
                 channel_type=settings.channel_type,
-                limits=settings.storage_limits(),
+                limits=settings.limits,
             )
         )
         try:
@@ -244,9 +244,7 @@ def replay_command(
     except SettingsError as exc:
         raise _fail(str(exc), 2) from None
     try:
-        candidate = load_any_pipeline(
-            pipeline, window=settings.dream_window, turn_timeout=settings.dream_turn_timeout
-        )
+        candidate = load_any_pipeline(pipeline, turn_timeout=settings.dream_turn_timeout)
     except PipelineConfigError as exc:
         raise _fail(f"--pipeline: {exc}", 2) from None
     chosen = TurnFilter(tuple(user or ()), tuple(dialog or ()), since, until, limit)
