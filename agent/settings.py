@@ -18,7 +18,6 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -75,6 +74,17 @@ REMOVED = {
     "unset it",
     "MAX_RATINGS": "a constant now (MAX_RATINGS in agent/state/limits.py, 100): unset it",
     "DREAM_WINDOW": "a constant now (DEFAULT_WINDOW in agent/dream/graph.py, 40): unset it",
+    "MAX_USER_ID_LENGTH": "a constant now (MAX_USER_ID_LENGTH in agent/state/limits.py, 256): "
+    "unset it",
+    "HEADER_TIMEOUT": "a constant now (HEADER_TIMEOUT in agent/api/serve.py, 10 s): unset it",
+    "WEBSOCKET_IDLE_TIMEOUT": "a constant now (WEBSOCKET_IDLE_TIMEOUT in agent/api/serve.py, "
+    "300 s): unset it",
+    "MAX_WEBSOCKETS": "WebSockets may hold half of CHORUS_MAX_CONNECTIONS (agent/api/serve.py): "
+    "unset it, and set CHORUS_MAX_CONNECTIONS to twice the WebSockets wanted",
+    "DIALOG_VIEW": "set CHORUS_DIALECT instead (the same values; it chooses the answer to "
+    "/start and /close too)",
+    "COMMAND_REPLY": "set CHORUS_DIALECT instead (the same values; it chooses the dialog "
+    "reads' shape too)",
 }
 
 
@@ -199,28 +209,8 @@ class Settings(BaseSettings):
         ge=1,
         le=1_000_000,
         description="open connections per agent process; past it new ones get 503 "
-        "(unset: the open-file limit less room for the agent's own sockets, at most 4096)",
-    )
-    max_websockets: int | None = Field(
-        default=None,
-        ge=1,
-        le=1_000_000,
-        description="WebSockets open at once per agent process, a share of max_connections "
-        "kept from plain HTTP clients; past it an upgrade gets 503 (unset: half of "
-        "max_connections)",
-    )
-    header_timeout: float = Field(
-        default=10.0,
-        gt=0,
-        le=300,
-        description="seconds a request's headers may take from their first byte; then a 408",
-    )
-    websocket_idle_timeout: float = Field(
-        default=300.0,
-        gt=0,
-        le=86_400,
-        description="seconds a WebSocket may go without a message either way while the "
-        "agent waits for the client (pings do not count); then it is closed with 1001",
+        "(unset: the open-file limit less room for the agent's own sockets, at most 4096); "
+        "WebSockets may hold half of them",
     )
     api_key: SecretStr | None = Field(
         default=None, description="X-API-Key for reading dialogs and users"
@@ -264,25 +254,13 @@ class Settings(BaseSettings):
         "each service bounded by its own timeout, as dp-agent runs Dream",
     )
 
-    max_user_id_length: int = Field(
-        default=256,
-        ge=1,
-        le=4096,
-        description="longest accepted user id, in characters (dp-agent sets none); any "
-        "printable text up to it is a user id",
-    )
-    command_reply: Literal["chorus", "dp-agent"] | None = Field(
+    dialect: Literal["chorus", "dp-agent"] | None = Field(
         default=None,
-        description="what POST / answers to /start and /close: Chorus's reply naming the "
-        "closed dialog, or dp-agent's empty object {} (docs/dream.md); unset: dp-agent's "
-        "for a dp-agent pipeline file, else Chorus's",
-    )
-    dialog_view: Literal["chorus", "dp-agent"] | None = Field(
-        default=None,
-        description="the shape GET /api/dialogs/{id} and /api/user/{id} answer in when the "
-        "request does not say (?view=): Chorus's typed state, or dp-agent's as its clients "
-        "and Dream's tools read it (docs/dream.md); unset: dp-agent's for a dp-agent "
-        "pipeline file, else Chorus's",
+        description="the shape of replies and reads for dp-agent clients: dp-agent's, or "
+        "Chorus's, where the two differ: what GET /api/dialogs/{id} and /api/user/{id} "
+        "answer in when the request does not say (?view=), and what POST / answers to "
+        "/start and /close (Chorus's reply naming the closed dialog, or dp-agent's {}); "
+        "unset: the pipeline file's (dp-agent's for a dp-agent pipeline file, else Chorus's)",
     )
 
     log_format: Literal["text", "json"] = Field(
@@ -319,17 +297,6 @@ class Settings(BaseSettings):
         """``CHORUS_TRACE_ID_KEY`` as the HMAC's key, or None when it is unset."""
         key = self.trace_id_key
         return None if key is None else key.get_secret_value().encode()
-
-    @field_validator("max_websockets")
-    @classmethod
-    def _room_for_http(cls, value: int | None, info: ValidationInfo) -> int | None:
-        connections = info.data.get("max_connections")
-        if value is not None and connections is not None and value >= connections:
-            raise ValueError(
-                f"{value} would leave none of the {connections} connections "
-                "(CHORUS_MAX_CONNECTIONS) to plain HTTP clients; set it lower"
-            )
-        return value
 
     @field_validator("api_key", "trace_id_key")
     @classmethod

@@ -93,7 +93,6 @@ def run(updates: int, within: float, tree: Path) -> dict[str, Any]:
             "CHORUS_TELEGRAM_TOKEN": TOKEN,
             "CHORUS_TELEGRAM_API_URL": f"http://127.0.0.1:{port}",
             "CHORUS_TELEGRAM_AGENT_URL": agent_url,
-            "CHORUS_TELEGRAM_POLL_TIMEOUT": "1",
         }
         started = time.perf_counter()
         bot = subprocess.Popen(

@@ -37,13 +37,13 @@ def check_text(text: str, max_length: int, field: str) -> None:
 
 
 def check_user_id(user_id: str, max_length: int) -> None:
-    """A user id over ``CHORUS_MAX_USER_ID_LENGTH`` gets a 422 that gives the limit (the
-    schema already refused what is not printable text)."""
+    """A user id over ``max_length`` (``MAX_USER_ID_LENGTH``) gets a 422 that gives the
+    limit (the schema already refused what is not printable text)."""
     if len(user_id) > max_length:
         raise HTTPException(
             422,
             f"user_id is {len(user_id)} characters long; the limit is "
-            f"{max_length} (CHORUS_MAX_USER_ID_LENGTH)",
+            f"{max_length} (MAX_USER_ID_LENGTH)",
         )
 
 

@@ -197,7 +197,7 @@ class LimitedHttp(HttpToolsProtocol):
             self._refuse(
                 503,
                 f"{sockets} WebSockets are open, the most this agent keeps "
-                "(CHORUS_MAX_WEBSOCKETS); try again shortly",
+                "(half of CHORUS_MAX_CONNECTIONS); try again shortly",
                 b"retry-after: 1\r\n",
             )
             return
@@ -261,7 +261,7 @@ class LimitedHttp(HttpToolsProtocol):
         self._refuse(
             408,
             f"request headers were not complete within {self.limits.header_timeout:g} s "
-            "(CHORUS_HEADER_TIMEOUT)",
+            "(HEADER_TIMEOUT)",
         )
 
     def _refuse(self, status: int, message: str, extra: bytes = b"") -> None:
@@ -348,10 +348,7 @@ class LimitedWebSocket(WebSocketsSansIOProtocol):
         if not self._receiving or not self.queue.empty():
             self._touched()  # the route is busy with the client's last message
             return
-        reason = (
-            f"no message for {self.limits.websocket_idle_timeout:g} s "
-            "(CHORUS_WEBSOCKET_IDLE_TIMEOUT)"
-        )
+        reason = f"no message for {self.limits.websocket_idle_timeout:g} s (WEBSOCKET_IDLE_TIMEOUT)"
         self.queue.put_nowait({"type": "websocket.disconnect", "code": 1001, "reason": reason})
         self.conn.send_close(1001, reason)
         self.transport.write(b"".join(self.conn.data_to_send()))

@@ -41,6 +41,14 @@ DEFAULT_MAX_CONNECTIONS = 4096
 #: Largest request line plus headers: a larger one gets 431 and its connection is closed.
 MAX_HEADER_BYTES = 65_536
 
+#: Seconds a request's headers may take from their first byte: then 408, and the
+#: connection is closed (a client trickling bytes in cannot hold its socket for ever).
+HEADER_TIMEOUT = 10.0
+
+#: Seconds a WebSocket may go without a message either way while the agent waits for the
+#: client (pings do not count): then it is closed with 1001, freeing its connection.
+WEBSOCKET_IDLE_TIMEOUT = 300.0
+
 log = logging.getLogger("chorus.server")
 
 
@@ -55,7 +63,7 @@ def default_max_connections() -> int:
 def server_limits(settings: Settings) -> ServerLimits:
     """The HTTP server's limits from the settings; a cap the open-file limit cannot hold
     is kept (the operator chose it), with a warning. WebSockets may hold half the cap
-    unless ``CHORUS_MAX_WEBSOCKETS`` says otherwise, and never all of it."""
+    (at least one), so the other half stays for plain HTTP clients."""
     cap = settings.max_connections
     if cap is None:
         cap = default_max_connections()
@@ -69,24 +77,12 @@ def server_limits(settings: Settings) -> ServerLimits:
                 RESERVED_DESCRIPTORS,
                 soft,
             )
-    websockets = settings.max_websockets
-    if websockets is None:
-        websockets = max(1, cap // 2)
-    elif websockets >= cap:
-        log.warning(
-            "CHORUS_MAX_WEBSOCKETS=%d would leave none of the %d connections the open-file "
-            "limit allows to plain HTTP clients: %d WebSockets at most",
-            websockets,
-            cap,
-            max(1, cap - 1),
-        )
-        websockets = max(1, cap - 1)
     return ServerLimits(
         max_header_bytes=MAX_HEADER_BYTES,
-        header_timeout=settings.header_timeout,
+        header_timeout=HEADER_TIMEOUT,
         max_connections=cap,
-        max_websockets=websockets,
-        websocket_idle_timeout=settings.websocket_idle_timeout,
+        max_websockets=max(1, cap // 2),
+        websocket_idle_timeout=WEBSOCKET_IDLE_TIMEOUT,
         max_message_bytes=settings.max_body_bytes,
     )
 

@@ -227,7 +227,6 @@ def _rules() -> ImportRules:
     settings = load_settings()
     return ImportRules(
         limits=settings.limits.for_client(settings.max_body_bytes),
-        max_user_id_length=settings.max_user_id_length,
         max_text_length=settings.max_text_length,
     )
 

@@ -141,7 +141,7 @@ def telegram() -> None:
     """Run a Telegram bot for a running agent.
 
     It long-polls the Telegram Bot API and answers each message through the agent; the
-    CHORUS_TELEGRAM_* settings configure it (docs/deployment.md). Ctrl-C stops it.
+    CHORUS_TELEGRAM_* settings configure it (docs/configuration.md). Ctrl-C stops it.
     """
     try:
         settings = load_telegram_settings()

@@ -104,7 +104,7 @@ class BotApi:
         self._base = f"{settings.api_url}/bot{token}"
         self._files = f"{settings.api_url}/file/bot{token}"
         self._retries = settings.polling.retries
-        self._poll_timeout = settings.poll_timeout
+        self._poll_timeout = settings.polling.poll_timeout
         self._max_file_bytes = settings.polling.max_file_bytes
         #: updates one ``getUpdates`` asks for, and the most a batch answers
         self.batch = settings.polling.batch

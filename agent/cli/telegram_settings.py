@@ -1,5 +1,5 @@
 """What ``chorus telegram`` reads from ``CHORUS_TELEGRAM_*`` variables (or a ``.env`` file):
-the bot's token, where the Bot API, the agent and the file server are, and the long poll.
+the bot's token and where the Bot API, the agent and the file server are.
 
 How the bot polls and retries is :class:`Polling`, the settings' nested type; its values
 are constants (:data:`REMOVED` lists the variables they were), not variables.
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from agent.settings import SettingsError, WithoutNested, refuse_removed
+from agent.settings import VARIABLES, SettingsError, WithoutNested, refuse_removed
 
 TELEGRAM_PREFIX = "CHORUS_TELEGRAM_"
 
@@ -24,6 +24,8 @@ BATCH = 100
 CONCURRENCY = 8
 #: Largest media file fetched from Telegram (the Bot API's own limit is 20 MB).
 MAX_FILE_BYTES = 20_000_000
+#: Seconds a ``getUpdates`` long poll waits for news (the Bot API's most is 50).
+POLL_TIMEOUT = 25
 
 #: Variables the bot no longer reads (without the prefix) -> what to do instead.
 REMOVED = {
@@ -31,6 +33,7 @@ REMOVED = {
     "BATCH": f"a constant now (BATCH in {__name__}, {BATCH}): unset it",
     "CONCURRENCY": f"a constant now (CONCURRENCY in {__name__}, {CONCURRENCY}): unset it",
     "MAX_FILE_BYTES": f"a constant now (MAX_FILE_BYTES in {__name__}, {MAX_FILE_BYTES}): unset it",
+    "POLL_TIMEOUT": f"a constant now (POLL_TIMEOUT in {__name__}, {POLL_TIMEOUT}): unset it",
 }
 
 
@@ -46,6 +49,7 @@ class Polling:
     batch: int = BATCH
     concurrency: int = CONCURRENCY
     max_file_bytes: int = MAX_FILE_BYTES
+    poll_timeout: int = POLL_TIMEOUT
 
 
 class TelegramSettings(BaseSettings):
@@ -80,9 +84,6 @@ class TelegramSettings(BaseSettings):
     api_key: SecretStr | None = Field(
         default=None, description="the agent's X-API-Key, when it protects its chat"
     )
-    poll_timeout: int = Field(
-        default=25, ge=0, le=50, description="seconds a getUpdates long poll waits for news"
-    )
     file_server_url: str | None = Field(
         default=None,
         validation_alias=AliasChoices(f"{TELEGRAM_PREFIX}FILE_SERVER_URL", "FILE_SERVER_URL"),
@@ -100,6 +101,18 @@ class TelegramSettings(BaseSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return value.rstrip("/")
+
+
+#: The variables the bot reads (the file server's is also read as Dream's ``FILE_SERVER_URL``).
+TELEGRAM_VARIABLES = sorted(
+    f"{TELEGRAM_PREFIX}{name.upper()}"
+    for name in TelegramSettings.model_fields
+    if name not in _NESTED
+)
+
+#: Every ``CHORUS_*`` variable an operator can set, the agent's (:data:`VARIABLES`) and the
+#: bot's: all there is to configure besides the pipeline file (docs/configuration.md).
+ALL_VARIABLES = sorted([*VARIABLES, *TELEGRAM_VARIABLES])
 
 
 def _telegram_variable(field: str) -> str:

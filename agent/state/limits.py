@@ -36,6 +36,7 @@ MAX_ATTRIBUTE_KEYS = 1_000
 MAX_RATING_BYTES = 4096
 MAX_RATINGS = 100
 MAX_IMAGE_BYTES = 1_000_000
+MAX_USER_ID_LENGTH = 256
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 #: Bytes a number, ``true``, ``false`` or ``null`` is counted as (its JSON text at most).
@@ -97,6 +98,9 @@ class StorageLimits:
     max_ratings: int = MAX_RATINGS
     #: one base64 image in an observation (``POST /api/v1/observe``), decoded
     max_image_bytes: int = MAX_IMAGE_BYTES
+    #: characters of a user id (any printable text up to it is one; dp-agent sets no
+    #: limit): it is stored, and logged, with every turn of its user
+    max_user_id_length: int = MAX_USER_ID_LENGTH
 
     def for_client(self, max_body_bytes: int) -> StorageLimits:
         """The same bounds for what a client sends, whose size the request body's cap

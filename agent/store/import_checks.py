@@ -51,7 +51,6 @@ class ImportRules:
     """The API's bounds, as the agent's settings give them (``settings.limits`` and the rest)."""
 
     limits: StorageLimits = field(default_factory=StorageLimits)
-    max_user_id_length: int = 256
     max_text_length: int = 4096
 
 
@@ -62,7 +61,7 @@ def user_id_problem(user_id: str, max_length: int) -> str | None:
     if len(user_id) > max_length:
         return (
             f"user id is {len(user_id)} characters long; the limit is {max_length} "
-            "(CHORUS_MAX_USER_ID_LENGTH)"
+            "(MAX_USER_ID_LENGTH)"
         )
     if not user_id.isprintable():
         return f"user id {_short(user_id)} is not printable text (no control characters)"
@@ -121,7 +120,7 @@ class _Checker:
         self.measure(value, what, replace(limits, max_bytes=limits.max_document_bytes))
 
     def user_id(self, user_id: str, what: str) -> None:
-        problem = user_id_problem(user_id, self.rules.max_user_id_length)
+        problem = user_id_problem(user_id, self.rules.limits.max_user_id_length)
         if problem is not None:
             raise self.refuse(f"{what}: {problem}")
 

@@ -74,7 +74,7 @@ def test_the_dialog_list_pages_as_dp_agent_and_the_dumper_read_it(
 def test_the_dp_agent_view_has_dp_agent_fields_dates_and_ids(
     services: Any, agent: AgentFactory
 ) -> None:
-    client = start(services, agent, dialog_view="dp-agent")
+    client = start(services, agent, dialect="dp-agent")
     reply = say(client, "ann")
     say(client, "ann", "again")
     dialog = client.get(f"/api/dialogs/{reply['dialog_id']}").json()
@@ -212,8 +212,8 @@ def test_any_printable_user_id_works_on_every_route(services: Any, agent: AgentF
     assert refused.status_code == 422
 
 
-def test_the_user_id_limit_is_a_setting(services: Any, agent: AgentFactory) -> None:
-    client = start(services, agent, max_user_id_length=8)
+def test_the_user_id_limit_holds_on_every_endpoint(services: Any, agent: AgentFactory) -> None:
+    client = start(services, agent, limits=StorageLimits(max_user_id_length=8))
     say(client, "12345678")
     for response in (
         client.post("/", json={"user_id": "123456789", "payload": "hi"}),
@@ -222,7 +222,7 @@ def test_the_user_id_limit_is_a_setting(services: Any, agent: AgentFactory) -> N
         client.post("/rating/dialog", json={"user_id": "123456789", "dialog_id": "a", "rating": 1}),
     ):
         assert response.status_code == 422
-        assert "CHORUS_MAX_USER_ID_LENGTH" in response.text
+        assert "the limit is 8 (MAX_USER_ID_LENGTH)" in response.text
 
 
 def test_current_load_answers_as_dp_agent(services: Any, agent: AgentFactory) -> None:
@@ -274,7 +274,7 @@ def test_the_current_load_websocket_needs_the_readers_key(
 def test_closing_commands_answer_an_empty_object_when_asked_to(
     services: Any, agent: AgentFactory
 ) -> None:
-    client = start(services, agent, command_reply="dp-agent")
+    client = start(services, agent, dialect="dp-agent")
     first = say(client, "ann")["dialog_id"]
     for command in ("/close", "/start"):
         response = client.post("/", json={"user_id": "ann", "payload": command})

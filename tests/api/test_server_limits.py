@@ -1,7 +1,8 @@
 """The served agent's HTTP limits (``python -m agent.api.serve``, as the image and ``chorus
 run`` serve it): a request header too large (431), headers that never finish (408), and more
 connections than the cap (503). Real sockets against the real server; each limit is set
-small through its environment variable."""
+small through its environment variable, or, for the server's constants, in the served
+process (``served_agent``'s ``constants``)."""
 
 from __future__ import annotations
 
@@ -118,7 +119,7 @@ def test_a_header_over_the_limit_gets_431_without_being_read_or_stalling_others(
 
 
 def test_headers_trickling_in_are_cut_off_at_the_header_timeout(tmp_path: Path) -> None:
-    with served_agent(agent_env(tmp_path, CHORUS_HEADER_TIMEOUT="1")) as (port, _):
+    with served_agent(agent_env(tmp_path), constants={"HEADER_TIMEOUT": 1.0}) as (port, _):
         with socket.create_connection(("127.0.0.1", port)) as slow:
             slow.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n")
             received, trickled = b"", 0
@@ -138,7 +139,7 @@ def test_headers_trickling_in_are_cut_off_at_the_header_timeout(tmp_path: Path) 
         assert received.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
         assert json.loads(received.split(b"\r\n\r\n", 1)[1]) == {
             "error": "request_timeout",
-            "message": "request headers were not complete within 1 s (CHORUS_HEADER_TIMEOUT)",
+            "message": "request headers were not complete within 1 s (HEADER_TIMEOUT)",
             "fields": [],
         }
 
@@ -174,12 +175,12 @@ def test_connections_past_the_cap_get_503_while_those_open_are_served(
     gate, arrived = threading.Event(), threading.Semaphore(0)
     skill = services(gated_skill(gate, arrived))
     env = {
-        **agent_env(tmp_path, CHORUS_MAX_CONNECTIONS="5", CHORUS_HEADER_TIMEOUT="30"),
+        **agent_env(tmp_path, CHORUS_MAX_CONNECTIONS="5"),
         "CHORUS_PIPELINE": write_pipeline(
             tmp_path / "gated.json", {"gated": service_entry(skill.url, timeout=60)}
         ),
     }
-    with served_agent(env, stderr=log) as (port, _):
+    with served_agent(env, stderr=log, constants={"HEADER_TIMEOUT": 30.0}) as (port, _):
         held: list[socket.socket] = []
         try:
             for user in range(5):
@@ -221,8 +222,8 @@ def test_at_the_cap_half_sent_requests_make_way_for_new_clients_long_before_the_
     """Five connections that never finish their headers hold the whole cap; a new client
     is served once they have waited a second (not the 30 s header timeout), and the one
     closed for it is told why."""
-    env = agent_env(tmp_path, CHORUS_MAX_CONNECTIONS="5", CHORUS_HEADER_TIMEOUT="30")
-    with served_agent(env) as (port, _):
+    env = agent_env(tmp_path, CHORUS_MAX_CONNECTIONS="5")
+    with served_agent(env, constants={"HEADER_TIMEOUT": 30.0}) as (port, _):
         held: list[socket.socket] = []
         try:
             for _ in range(5):
@@ -305,7 +306,8 @@ def test_idle_websockets_hold_only_their_share_of_the_cap(tmp_path: Path) -> Non
 
 
 def test_a_websocket_past_its_share_is_told_why(tmp_path: Path) -> None:
-    env = agent_env(tmp_path, CHORUS_MAX_CONNECTIONS="10", CHORUS_MAX_WEBSOCKETS="2")
+    """WebSockets may hold half the cap: two of five connections."""
+    env = agent_env(tmp_path, CHORUS_MAX_CONNECTIONS="5")
     with served_agent(env) as (port, _):
         url = f"ws://127.0.0.1:{port}/chat/ws"
         with connect(url, open_timeout=10), connect(url, open_timeout=10):
@@ -315,7 +317,7 @@ def test_a_websocket_past_its_share_is_told_why(tmp_path: Path) -> None:
     response = refused.value.response
     assert response.status_code == 503 and response.headers["retry-after"] == "1"
     assert json.loads(response.body)["message"] == (
-        "2 WebSockets are open, the most this agent keeps (CHORUS_MAX_WEBSOCKETS); "
+        "2 WebSockets are open, the most this agent keeps (half of CHORUS_MAX_CONNECTIONS); "
         "try again shortly"
     )
 
@@ -323,9 +325,8 @@ def test_a_websocket_past_its_share_is_told_why(tmp_path: Path) -> None:
 def test_an_idle_websocket_is_closed_though_it_answers_pings(tmp_path: Path) -> None:
     """A chat socket that only answers pings is closed after the idle timeout; the load
     socket, whose page sends nothing but is sent the load every 0.5 s, is not idle."""
-    env = agent_env(tmp_path, CHORUS_WEBSOCKET_IDLE_TIMEOUT="1")
     with (
-        served_agent(env) as (port, _),
+        served_agent(agent_env(tmp_path), constants={"WEBSOCKET_IDLE_TIMEOUT": 1.0}) as (port, _),
         connect(f"ws://127.0.0.1:{port}/debug/current_load/ws", open_timeout=10) as load,
     ):
         with (
@@ -341,7 +342,7 @@ def test_an_idle_websocket_is_closed_though_it_answers_pings(tmp_path: Path) -> 
     assert closed.value.rcvd is not None
     assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (
         1001,
-        "no message for 1 s (CHORUS_WEBSOCKET_IDLE_TIMEOUT)",
+        "no message for 1 s (WEBSOCKET_IDLE_TIMEOUT)",
     )
 
 
@@ -408,15 +409,20 @@ def test_the_default_cap_leaves_room_under_the_open_file_limit(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(
-    ("variable", "value"),
+    ("variable", "value", "said"),
     [
-        ("CHORUS_HEADER_TIMEOUT", "0"),
-        ("CHORUS_MAX_CONNECTIONS", "0"),
-        ("CHORUS_MAX_WEBSOCKETS", "0"),
-        ("CHORUS_WEBSOCKET_IDLE_TIMEOUT", "0"),
+        ("CHORUS_MAX_CONNECTIONS", "0", "CHORUS_MAX_CONNECTIONS: "),
+        (
+            "CHORUS_HEADER_TIMEOUT",
+            "30",
+            "CHORUS_HEADER_TIMEOUT is no longer read: a constant now (HEADER_TIMEOUT in "
+            "agent/api/serve.py, 10 s): unset it",
+        ),
     ],
 )
-def test_a_bad_limit_stops_the_server_naming_it(tmp_path: Path, variable: str, value: str) -> None:
+def test_a_bad_or_removed_limit_stops_the_server_naming_it(
+    tmp_path: Path, variable: str, value: str, said: str
+) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "agent.api.serve", "--port", "9"],
         env={**os.environ, **agent_env(tmp_path, **{variable: value})},
@@ -426,4 +432,4 @@ def test_a_bad_limit_stops_the_server_naming_it(tmp_path: Path, variable: str, v
         check=False,
     )
     assert result.returncode != 0
-    assert f"error: bad settings: {variable}: " in result.stderr
+    assert f"error: bad settings: {said}" in result.stderr

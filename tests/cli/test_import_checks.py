@@ -233,7 +233,7 @@ OUT_OF_BOUNDS: dict[str, tuple[Edit, str]] = {
     "a NUL in a user id": (_user_id("ann\x00"), "is not printable text"),
     "a 5,000 characters user id": (
         _user_id("u" * 5000),
-        "user id is 5000 characters long; the limit is 256 (CHORUS_MAX_USER_ID_LENGTH)",
+        "user id is 5000 characters long; the limit is 256 (MAX_USER_ID_LENGTH)",
     ),
     "the key a.b": (_set("user.user.attributes", {"a.b": 1}), "attribute key 'a.b'"),
     "the key $where": (_set("dialog.dialog.bot", {"attributes": {"$where": 1}}), "'$where'"),

@@ -152,8 +152,7 @@ def settings(
         token=token,
         api_url=api_url,
         agent_url=agent_url,
-        poll_timeout=1,
-        polling=Polling(retries=retries),
+        polling=Polling(retries=retries, poll_timeout=1),
         _env_file=None,
     )
 
@@ -432,8 +431,7 @@ def media_settings(api_url: str, agent_url: str, files_url: str | None) -> Teleg
         api_url=api_url,
         agent_url=agent_url,
         file_server_url=files_url,
-        poll_timeout=1,
-        polling=Polling(retries=2),
+        polling=Polling(retries=2, poll_timeout=1),
         _env_file=None,
     )
 
@@ -565,7 +563,7 @@ def test_a_large_batch_is_answered_in_bounded_steps_in_order_per_user(
     fake = BatchBotApi(updates, len(updates), honours_limit=False)
     telegram = services(fake.app())
     config = settings(telegram.url, str(client.base_url)).model_copy(
-        update={"polling": Polling(retries=3, batch=16, concurrency=4)}
+        update={"polling": Polling(retries=3, batch=16, concurrency=4, poll_timeout=1)}
     )
     asyncio.run(run_channel(config, stop=fake.done.is_set))
     assert {poll["limit"] for poll in fake.polls} == {16}
@@ -589,7 +587,6 @@ def test_sigterm_stops_a_bot_with_thousands_of_updates_waiting(
         "CHORUS_TELEGRAM_TOKEN": TOKEN,
         "CHORUS_TELEGRAM_API_URL": telegram.url,
         "CHORUS_TELEGRAM_AGENT_URL": str(client.base_url).rstrip("/"),
-        "CHORUS_TELEGRAM_POLL_TIMEOUT": "1",
     }
     bot = subprocess.Popen(
         [sys.executable, "-m", "agent.cli.main", "telegram"],

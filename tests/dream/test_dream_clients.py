@@ -131,12 +131,10 @@ def test_the_reply_is_dp_agents_with_the_bot_utterances_attributes(
     assert chorus["utterances"][1]["attributes"] == {"chosen_by": "test selector"}
 
 
-def test_settings_still_choose_chorus_shapes_on_a_dp_agent_file(
+def test_the_dialect_setting_still_chooses_chorus_shapes_on_a_dp_agent_file(
     services: Any, agent: AgentFactory
 ) -> None:
-    client = agent(
-        pipeline(services(dream.describer()).url), dialog_view="chorus", command_reply="chorus"
-    )
+    client = agent(pipeline(services(dream.describer()).url), dialect="chorus")
     reply = client.post("/", json={"user_id": "bob", "payload": "hi"}).json()
     dialog = client.get(f"/api/dialogs/{reply['dialog_id']}").json()
     assert "utterances" in dialog and "human_utterances" not in dialog  # Chorus's view

@@ -7,7 +7,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -106,14 +106,21 @@ def served_agent(
     stderr: Path | None = None,
     open_files: int | None = None,
     log_level: str = "warning",
+    constants: Mapping[str, float] | None = None,
 ) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     """The agent as the image and ``chorus run`` serve it (``python -m agent.api.serve``,
     whose HTTP protocol carries the server's limits), with ``CHORUS_*`` settings from
     ``env``, its stderr and stdout in the file ``stderr``, given ``open_files``, that open-file
     limit (``ulimit -n``), and the server's ``--log-level`` (``info`` logs each request);
-    yields its port and the process."""
+    yields its port and the process. ``constants`` are values for the server's constants
+    (``HEADER_TIMEOUT``, ``WEBSOCKET_IDLE_TIMEOUT``: a test's small ones), set in the child
+    before it serves, as they are no settings."""
     port = free_port()
     command = [sys.executable, "-m", "agent.api.serve", "--port", str(port)]
+    if constants:
+        assigned = "; ".join(f"serve.{name} = {value!r}" for name, value in constants.items())
+        launcher = f"import agent.api.serve as serve; {assigned}; serve.main()"
+        command = [sys.executable, "-c", launcher, "--port", str(port)]
 
     def limit_open_files() -> None:
         if open_files is not None:

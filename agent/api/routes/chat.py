@@ -65,7 +65,7 @@ def message_key(message: AgentMessage, key: str | None) -> str | None:
     response_model=AgentReply,
     responses={
         200: {
-            "description": "the answer; {} to /start and /close with CHORUS_COMMAND_REPLY=dp-agent "
+            "description": "the answer; {} to /start and /close with CHORUS_DIALECT=dp-agent "
             "or, unset, on a dp-agent pipeline file"
         }
     },
@@ -87,7 +87,7 @@ async def chat(
     ``payload`` ``/start`` or ``/close`` ends the user's open dialog; the next message
     opens a new one.
     """
-    check_user_id(message.user_id, settings.max_user_id_length)
+    check_user_id(message.user_id, settings.limits.max_user_id_length)
     check_text(message.payload, settings.max_text_length, "payload")
     attributes = attributes_or_422(
         message.attributes, settings.limits.for_client(settings.max_body_bytes)
@@ -108,7 +108,7 @@ async def chat(
     if wants_events(request):
         return await stream_turn(request, work)
     reply = await work
-    dialect = settings.command_reply or pipeline.dialect
+    dialect = settings.dialect or pipeline.dialect
     if reply.utt_id is None and dialect == "dp-agent":
         # dp-agent answers a closing command with an empty object; its clients test for it
         return JSONResponse({})

@@ -119,7 +119,7 @@ def _message(text: str | None, settings: Settings) -> tuple[AgentMessage, dict[s
         message = AgentMessage.model_validate(data)
     except ValidationError as exc:
         raise RequestValidationError(exc.errors()) from None
-    check_user_id(message.user_id, settings.max_user_id_length)
+    check_user_id(message.user_id, settings.limits.max_user_id_length)
     check_text(message.payload, settings.max_text_length, "payload")
     return message, attributes_or_422(
         message.attributes, settings.limits.for_client(settings.max_body_bytes)

@@ -1,6 +1,6 @@
 """Reading the stored state: one dialog, all of a user's, or a page of dialog ids.
 
-Each dialog read answers in one of two shapes (``?view=``, default ``CHORUS_DIALOG_VIEW``,
+Each dialog read answers in one of two shapes (``?view=``, default ``CHORUS_DIALECT``,
 else the pipeline file's dialect): Chorus's typed state (:class:`agent.state.models.Dialog`, ISO
 dates), or dp-agent's (:mod:`agent.api.dp_agent_view`), which its clients and Dream's
 tools parse. ``GET /api/dialogs/`` is dp-agent's alone: Chorus had no list before.
@@ -36,7 +36,7 @@ ViewParam = Annotated[
     View | None,
     Query(
         description="chorus: Chorus's typed state; dp-agent: as dp-agent answers "
-        "(default: CHORUS_DIALOG_VIEW, else dp-agent on a dp-agent pipeline file)"
+        "(default: CHORUS_DIALECT, else dp-agent on a dp-agent pipeline file)"
     ),
 ]
 #: The most ids one page of ``GET /api/dialogs/`` holds; a larger ``limit`` is served in
@@ -123,7 +123,7 @@ async def get_dialog(
     dialog = await find_dialog(store, dialog_id)
     if dialog is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no dialog with id {dialog_id!r}")
-    if (view or settings.dialog_view or pipeline.dialect) == "dp-agent":
+    if (view or settings.dialect or pipeline.dialect) == "dp-agent":
         return dp_agent_dialog(dialog, _pipeline_names(dialog, pipeline, experiment))
     return dialog
 
@@ -131,7 +131,7 @@ async def get_dialog(
 @router.delete("/user/{user_id:path}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_user(user_id: UserId, store: StoreDep, settings: SettingsDep) -> None:
     """Erase the user on request: profile, attributes, every dialog and utterance."""
-    check_user_id(user_id, settings.max_user_id_length)
+    check_user_id(user_id, settings.limits.max_user_id_length)
     if not await store.delete_user(user_id):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no user with id {user_id!r}")
 
@@ -147,8 +147,8 @@ async def get_user_dialogs(
 ) -> list[Dialog] | list[dict[str, Any]]:
     """All dialogs of the user with this (client-side) id, oldest first. An unknown user
     is a 404 in Chorus's view and no dialogs (``[]``) in dp-agent's, as dp-agent answers."""
-    check_user_id(user_id, settings.max_user_id_length)
-    dp_agent = (view or settings.dialog_view or pipeline.dialect) == "dp-agent"
+    check_user_id(user_id, settings.limits.max_user_id_length)
+    dp_agent = (view or settings.dialect or pipeline.dialect) == "dp-agent"
     dialogs = await store.user_dialogs(user_id)
     if dialogs is None:
         if dp_agent:

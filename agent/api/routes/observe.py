@@ -64,7 +64,7 @@ async def observe(
     ``reward`` rates the previous answer; with ``eval_labels`` (or ``labels``) the act
     carries the turn's metrics. With ``Accept: text/event-stream`` the answer is the
     turn's events, the act last (``answer``)."""
-    check_user_id(observation.user_id, settings.max_user_id_length)
+    check_user_id(observation.user_id, settings.limits.max_user_id_length)
     check_text(observation.text, settings.max_text_length, "text")
     if observation.image is not None:
         _check_image(observation.image, settings)

@@ -39,7 +39,7 @@ def _entry(body: DialogRating | UtteranceRating, settings: Settings) -> dict[str
     """dp-agent's stored form of a rating (its ``datetime`` in dp-agent's date form); a
     rating over ``MAX_RATING_BYTES`` gets a 422 that gives the limit."""
     if body.user_id is not None:
-        check_user_id(body.user_id, settings.max_user_id_length)
+        check_user_id(body.user_id, settings.limits.max_user_id_length)
     try:
         size = settings.limits.for_client(settings.max_body_bytes).measure(body.rating, "rating")
     except ValueError as exc:  # UnstorableValue: too deep, NaN, ...
