@@ -3,12 +3,15 @@ to do instead), and the nested domain types they fill, such as the retention rul
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from agent.settings import VARIABLES, SettingsError, load_settings
+from agent.cli.telegram_settings import ALL_VARIABLES, TELEGRAM_VARIABLES
+from agent.cli.telegram_settings import REMOVED as TELEGRAM_REMOVED
+from agent.settings import REMOVED, VARIABLES, SettingsError, load_settings
 from agent.state.limits import StorageLimits
 from agent.store.base import Retention
 
@@ -57,10 +60,9 @@ def test_a_retention_rule_is_read_from_the_env_file_and_the_environment_wins(
     assert retention.compact_turns == timedelta(seconds=7)
 
 
-def test_at_most_26_variables_are_read_and_the_nested_types_take_none_of_their_own(
+def test_the_nested_types_take_no_variable_of_their_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert len(VARIABLES) <= 26
     assert "CHORUS_LIMITS" not in VARIABLES and "CHORUS_RETENTION" not in VARIABLES
     monkeypatch.setenv("CHORUS_LIMITS", '{"max_depth": 3}')
     monkeypatch.setenv("CHORUS_RETENTION", '{"closed_dialogs": 60}')
@@ -90,16 +92,65 @@ def test_a_bad_retention_setting_stops_the_agent_naming_it(
         load_settings()
 
 
-def test_websockets_may_not_hold_the_whole_connection_cap(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("variable", "instead"),
+    [
+        ("CHORUS_MAX_USER_ID_LENGTH", "a constant now (MAX_USER_ID_LENGTH in agent/state/"),
+        ("CHORUS_WEBSOCKET_IDLE_TIMEOUT", "a constant now (WEBSOCKET_IDLE_TIMEOUT in agent/api/"),
+        ("CHORUS_MAX_WEBSOCKETS", "WebSockets may hold half of CHORUS_MAX_CONNECTIONS"),
+        ("CHORUS_DIALOG_VIEW", "set CHORUS_DIALECT instead"),
+        ("CHORUS_COMMAND_REPLY", "set CHORUS_DIALECT instead"),
+    ],
+)
+def test_a_setting_made_a_constant_or_merged_stops_the_agent_naming_its_replacement(
+    monkeypatch: pytest.MonkeyPatch, variable: str, instead: str
 ) -> None:
-    monkeypatch.setenv("CHORUS_MAX_CONNECTIONS", "100")
-    monkeypatch.setenv("CHORUS_MAX_WEBSOCKETS", "100")
+    monkeypatch.setenv(variable, "dp-agent")
     with pytest.raises(SettingsError) as refused:
         load_settings()
-    assert str(refused.value) == (
-        "bad settings: CHORUS_MAX_WEBSOCKETS: 100 would leave none of the 100 connections "
-        "(CHORUS_MAX_CONNECTIONS) to plain HTTP clients; set it lower"
-    )
-    monkeypatch.setenv("CHORUS_MAX_WEBSOCKETS", "99")
-    assert load_settings().max_websockets == 99
+    assert f"{variable} is no longer read: {instead}" in str(refused.value)
+
+
+def test_one_variable_chooses_the_dialect_of_replies_and_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert load_settings().dialect is None  # the pipeline file's
+    monkeypatch.setenv("CHORUS_DIALECT", "dp-agent")
+    assert load_settings().dialect == "dp-agent"
+    monkeypatch.setenv("CHORUS_DIALECT", "parlai")
+    with pytest.raises(SettingsError, match="CHORUS_DIALECT: Input should be 'chorus' or"):
+        load_settings()
+
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+
+
+def documented(heading: str) -> list[str]:
+    """The variables in the first column of the first table under ``heading`` in
+    docs/configuration.md (a row may name several, comma-separated)."""
+    lines = DOCS.read_text(encoding="utf-8").splitlines()
+    start = lines.index(heading)
+    names: list[str] = []
+    in_table = False
+    for line in lines[start + 1 :]:
+        if line.startswith("|"):
+            in_table = True
+            first = line.split("|")[1]
+            names += re.findall(r"`(CHORUS_[A-Z_]+)`", first)
+        elif in_table or line.startswith("#"):
+            break
+    return names
+
+
+def test_the_documented_tables_list_exactly_the_variables_read_at_most_26() -> None:
+    """docs/configuration.md's tables are the settings there are: the agent's, the bot's,
+    and the variables that are no longer read (each of which stops its program)."""
+    agent = documented("## Settings")
+    telegram = documented("### `chorus telegram`")
+    assert (sorted(agent), sorted(telegram)) == (VARIABLES, TELEGRAM_VARIABLES)
+    assert len(ALL_VARIABLES) == len(agent) + len(telegram) <= 26
+    removed = [f"CHORUS_{name}" for name in REMOVED] + [
+        f"CHORUS_TELEGRAM_{name}" for name in TELEGRAM_REMOVED
+    ]
+    assert sorted(documented("### Constants, not settings")) == sorted(removed)
+    assert not set(removed) & set(ALL_VARIABLES)

@@ -249,6 +249,10 @@ def test_a_removed_telegram_variable_stops_the_bot_saying_it_is_a_constant(
         "(CONCURRENCY in agent.cli.telegram_settings, 8): unset it"
     )
     monkeypatch.delenv("CHORUS_TELEGRAM_CONCURRENCY")
+    monkeypatch.setenv("CHORUS_TELEGRAM_POLL_TIMEOUT", "1")
+    with pytest.raises(SettingsError, match=r"POLL_TIMEOUT is no longer read: a constant now"):
+        load_telegram_settings()
+    monkeypatch.delenv("CHORUS_TELEGRAM_POLL_TIMEOUT")
     monkeypatch.setenv("CHORUS_TELEGRAM_POLLING", '{"batch": 1}')  # not a variable either
     assert load_telegram_settings().polling == Polling()
 
