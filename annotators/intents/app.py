@@ -207,7 +207,7 @@ service = Service(
 
 
 @service.annotator
-def annotate(dialog: DialogView) -> Intent:
+async def annotate(dialog: DialogView) -> Intent:
     return CATCHER.classify(dialog.last_utterance.text)
 
 
