@@ -34,7 +34,7 @@ service = Service("badwords", description="Profanity and insults in the newest u
 
 
 @service.annotator
-def annotate(dialog: DialogView) -> BadWords:
+async def annotate(dialog: DialogView) -> BadWords:
     return check(dialog.last_utterance.text)
 
 

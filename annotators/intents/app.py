@@ -23,8 +23,9 @@ the intent and field.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import (
@@ -36,7 +37,6 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
-from sklearn import config_context
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from agent.sdk import DialogView, Service, meaning
@@ -90,6 +90,45 @@ class Intent(BaseModel):
     method: Literal["pattern", "similarity"] | None
 
 
+class FittedTfidf:
+    """One fitted ``TfidfVectorizer`` and the examples it was fitted on: the cosine of a
+    text with each example, as ``vectorizer.transform([text]) @ examples.T`` computes it.
+
+    Done by hand because the utterance is one short string and scikit-learn's
+    ``transform`` spends milliseconds a call on checks and sparse-matrix set-up (most of
+    the annotator's time, and the annotator is on every turn's path to the skills): the
+    vectorizer's own analyzer (lowercasing, n-grams), its vocabulary and idf weights,
+    ``1 + log(count)`` (``sublinear_tf``) and the L2 norm give the same vector, and the
+    examples' rows, kept dense (a few hundred features by ~100 examples), are indexed by
+    the text's features directly.
+    """
+
+    def __init__(self, vectorizer: TfidfVectorizer, examples: Any) -> None:
+        if not (vectorizer.sublinear_tf and vectorizer.use_idf and vectorizer.norm == "l2"):
+            raise ValueError("FittedTfidf reproduces sublinear, idf-weighted, L2-normed TF-IDF")
+        self._analyze = vectorizer.build_analyzer()
+        self._vocabulary: dict[str, int] = vectorizer.vocabulary_
+        self._idf: np.ndarray = vectorizer.idf_
+        #: feature x example
+        self._examples: np.ndarray = np.asarray(examples.T.toarray(), dtype=np.float64)
+
+    def cosines(self, text: str) -> np.ndarray:
+        counts = Counter(
+            self._vocabulary[feature]
+            for feature in self._analyze(text)
+            if feature in self._vocabulary
+        )
+        if not counts:
+            return np.zeros(self._examples.shape[1])
+        features = np.fromiter(counts.keys(), dtype=np.intp, count=len(counts))
+        weights = (np.log(np.fromiter(counts.values(), dtype=np.float64)) + 1.0) * self._idf[
+            features
+        ]
+        weights /= np.linalg.norm(weights)
+        cosines: np.ndarray = weights @ self._examples[features]
+        return cosines
+
+
 class IntentCatcher:
     """Patterns first, then similarity to the examples; fitted once, then read-only."""
 
@@ -105,8 +144,8 @@ class IntentCatcher:
             analyzer="word", ngram_range=(1, 2), token_pattern=r"(?u)\b\w+\b", sublinear_tf=True
         )
         self._char = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True)
-        self._word_examples = self._word.fit_transform(examples).T.tocsr()
-        self._char_examples = self._char.fit_transform(examples).T.tocsr()
+        self._word_examples = FittedTfidf(self._word, self._word.fit_transform(examples))
+        self._char_examples = FittedTfidf(self._char, self._char.fit_transform(examples))
         self._meanings = meaning.embed(examples)
 
     def classify(self, text: str) -> Intent:
@@ -132,15 +171,10 @@ class IntentCatcher:
         """The nearest example's intent, its similarity (the geometric mean of the weighted
         TF-IDF cosine and the meaning's cosine, so both must be high) and the meaning's
         cosine alone, rounded."""
-        # TfidfVectorizer rows are L2-normalised: a dot product is the cosine similarity.
-        # Our input is one known-good string, so scikit-learn's argument checks (a third of
-        # the time per call) are skipped; config_context is thread-local.
-        with config_context(assume_finite=True, skip_parameter_validation=True):
-            word, char = self._word.transform([text]), self._char.transform([text])
-        similarities = WORD_WEIGHT * (word @ self._word_examples) + CHAR_WEIGHT * (
-            char @ self._char_examples
-        )
-        wording = np.clip(similarities.toarray()[0], 0.0, 1.0)
+        similarities = WORD_WEIGHT * self._word_examples.cosines(
+            text
+        ) + CHAR_WEIGHT * self._char_examples.cosines(text)
+        wording = np.clip(similarities, 0.0, 1.0)
         meanings = np.clip(meaning.similarities(text, self._meanings), 0.0, 1.0)
         dense = np.sqrt(wording * meanings)
         best = int(dense.argmax())
@@ -173,7 +207,7 @@ service = Service(
 
 
 @service.annotator
-def annotate(dialog: DialogView) -> Intent:
+async def annotate(dialog: DialogView) -> Intent:
     return CATCHER.classify(dialog.last_utterance.text)
 
 

@@ -4,7 +4,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from sklearn.feature_extraction.text import TfidfVectorizer
 
 from agent.sdk.testing import ServiceClient, view
 from annotators.intents.app import (
@@ -12,6 +14,7 @@ from annotators.intents.app import (
     INTENTS_FILE,
     SIMILARITY_THRESHOLD,
     BadIntentsFile,
+    FittedTfidf,
     IntentsFile,
     app,
     load,
@@ -149,3 +152,33 @@ def test_questions_about_other_things_are_no_intent_however_alike_their_words() 
         "Do you know any facts about space?",
     ]
     assert [answer["intent"] for answer in classify(*texts)] == [None] * len(texts)
+
+
+@pytest.mark.parametrize(
+    "vectorizer",
+    [
+        TfidfVectorizer(
+            analyzer="word", ngram_range=(1, 2), token_pattern=r"(?u)\b\w+\b", sublinear_tf=True
+        ),
+        TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True),
+    ],
+    ids=["word", "char"],
+)
+def test_the_wording_similarity_is_scikit_learns(vectorizer: TfidfVectorizer) -> None:
+    """The utterance is weighted without ``transform``: the cosines must be its own,
+    repeated words, unknown words and text with no known n-gram included."""
+    intents = IntentsFile.model_validate_json(INTENTS_FILE.read_bytes()).root
+    examples = [e for spec in intents.values() for e in spec.examples]
+    matrix = vectorizer.fit_transform(examples)
+    fitted = FittedTfidf(vectorizer, matrix)
+    texts = [
+        "Explain why the sky is blue.",
+        "hello hello HELLO, how are you you you?",
+        "zxqv wprt",
+        "!!!",
+        "",
+        "what\u2019s your name",
+    ]
+    for text in texts:
+        expected = (vectorizer.transform([text]) @ matrix.T).toarray()[0]
+        assert np.allclose(fitted.cosines(text), expected, rtol=0, atol=1e-12), text

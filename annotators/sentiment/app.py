@@ -62,7 +62,7 @@ service = Service("sentiment", description="Sentiment of the newest utterance (V
 
 
 @service.annotator
-def annotate(dialog: DialogView) -> Sentiment:
+async def annotate(dialog: DialogView) -> Sentiment:
     return score(dialog.last_utterance.text)
 
 

@@ -30,7 +30,7 @@ service = Service("tokens", description="Sentence segmentation and tokens.")
 
 
 @service.annotator
-def annotate(dialog: DialogView) -> Tokens:
+async def annotate(dialog: DialogView) -> Tokens:
     return segment(dialog.last_utterance.text)
 
 

@@ -29,7 +29,7 @@ service = Service("toxicity", description="Flags skill hypotheses that contain b
 
 
 @service.candidate_annotator
-def annotate(dialog: DialogView, hypothesis: HypothesisView) -> Toxicity:
+async def annotate(dialog: DialogView, hypothesis: HypothesisView) -> Toxicity:
     words = LEXICON.find(hypothesis.text)
     return Toxicity(toxic=bool(words), words=words)
 

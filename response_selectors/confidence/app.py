@@ -140,7 +140,7 @@ service = Service(
 
 
 @service.response_selector
-def choose(dialog: DialogView) -> Selection:
+async def choose(dialog: DialogView) -> Selection:
     scored = score_all(dialog)
     if not scored:  # the agent skips the selector then; a direct caller gets told why
         raise HTTPException(422, "the newest human utterance has no hypotheses to choose from")

@@ -161,7 +161,7 @@ def build_service(rules: Rules) -> Service:
     )
 
     @service.skill_selector
-    def choose_skills(dialog: DialogView) -> SkillSelection:
+    async def choose_skills(dialog: DialogView) -> SkillSelection:
         return select(rules, dialog.human_utterance.annotations, dialog.human.attributes)
 
     return service

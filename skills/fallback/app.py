@@ -72,7 +72,7 @@ def pick(lines: tuple[str, ...], dialog: DialogView) -> str:
 
 
 @service.skill
-def last_chance(dialog: DialogView) -> SkillHypothesis:
+async def last_chance(dialog: DialogView) -> SkillHypothesis:
     human = dialog.human_utterance
     if is_toxic(human.annotations):
         return SkillHypothesis(text=pick(CALM_ANSWERS, dialog), confidence=CALM_CONFIDENCE)

@@ -137,7 +137,7 @@ service = Service("faq", description="Answers questions about Chorus from faq.js
 
 
 @service.skill
-def faq(dialog: DialogView) -> list[SkillHypothesis]:
+async def faq(dialog: DialogView) -> list[SkillHypothesis]:
     hypothesis = answer(dialog.human_utterance.text)
     return [hypothesis] if hypothesis else []
 

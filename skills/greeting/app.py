@@ -263,7 +263,7 @@ service = Service("greeting", description="Greets, asks the user's name, remembe
 
 
 @service.skill
-def greet(dialog: DialogView) -> list[SkillHypothesis]:
+async def greet(dialog: DialogView) -> list[SkillHypothesis]:
     said = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
     human = dialog.human_utterance
     asked = not said or bool(_ASKED.search(said[-1]))

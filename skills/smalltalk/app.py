@@ -583,7 +583,7 @@ service = Service("smalltalk", description="Small talk in the voice of the bot's
 
 
 @service.skill
-def smalltalk(dialog: DialogView) -> list[SkillHypothesis]:
+async def smalltalk(dialog: DialogView) -> list[SkillHypothesis]:
     hypothesis = respond(dialog)
     return [hypothesis] if hypothesis else []
 
