@@ -30,8 +30,8 @@ from agent.dream.dialog import counts_before
 from agent.dream.graph import DreamPipeline, DreamService
 from agent.dream.state import TurnState, selected_labels
 from agent.pipeline.calls import Skip, TurnTrace, contained, log_agent_failure
-from agent.pipeline.executor import Turn, TurnResult
 from agent.pipeline.limits import TurnLimits
+from agent.pipeline.turn import Turn, TurnResult
 from agent.state.limits import StorageLimits
 from agent.state.models import (
     FALLBACK_SKILL,
