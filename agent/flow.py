@@ -48,7 +48,7 @@ from agent.metrics import Metrics
 from agent.pipeline.arms import Experiment
 from agent.pipeline.config import DoubleTexting
 from agent.pipeline.engine import TurnExecutor
-from agent.pipeline.executor import Turn, TurnResult
+from agent.pipeline.turn import Turn, TurnResult
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance, Utterance
 from agent.store.base import Place, Store, StoreUnavailable, StoreWriteRefused, TurnStart
 from agent.telemetry import Telemetry, printable, turn_answered, turn_identified

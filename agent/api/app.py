@@ -36,9 +36,9 @@ from agent.api.routes import (
     ratings,
 )
 from agent.dream.graph import DEFAULT_WINDOW
-from agent.dream.loading import load_any_pipeline
 from agent.pipeline.arms import Experiment, load_experiment
 from agent.pipeline.engine import LoadedPipeline
+from agent.pipeline.loading import load_any_pipeline
 from agent.settings import Settings, load_settings
 from agent.telemetry import (
     Telemetry,

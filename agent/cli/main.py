@@ -19,11 +19,10 @@ from agent.cli.scaffold import new_app
 from agent.cli.stats import stats_command
 from agent.cli.telegram import TelegramError, run_channel
 from agent.cli.telegram_settings import load_telegram_settings
-from agent.dream.config import is_dp_agent_config
-from agent.dream.loading import load_any_pipeline, read_document
-from agent.pipeline.config import PipelineConfigError, load_pipeline_config
-from agent.pipeline.graph import build_pipeline
-from agent.settings import Settings, SettingsError, load_settings
+from agent.dream.graph import DEFAULT_WINDOW
+from agent.pipeline.config import PipelineConfigError
+from agent.pipeline.loading import load_any_pipeline
+from agent.settings import SettingsError, load_settings
 from agent.telemetry import root_logger_kept
 
 app = typer.Typer(
@@ -82,11 +81,12 @@ def run(
     root = Path.cwd()
     try:
         settings = load_settings()
-        if is_dp_agent_config(read_document(settings.pipeline)):
-            _run_dream(settings, host, port)
-            return
-        config = load_pipeline_config(settings.pipeline)
-        build_pipeline(config)
+        with root_logger_kept():  # the pipeline's modules may set it when imported
+            pipeline = load_any_pipeline(
+                settings.pipeline,
+                window=DEFAULT_WINDOW,
+                turn_timeout=settings.dream_turn_timeout,
+            )
     except (SettingsError, PipelineConfigError) as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from None
@@ -94,11 +94,14 @@ def run(
     # it kills this process outright, and uvicorn re-raises it after its own shutdown, so
     # the `finally` below would never run. As an exception, it unwinds like Ctrl-C.
     signal.signal(signal.SIGTERM, _terminate)
-    services, elsewhere = stack.local_services(config, root)
-    for name, reason in stack.off_services(config):
+    local = pipeline.local_services(root)
+    services = list(local.startable)
+    for name, reason in local.off:
         typer.secho(f"  {name:<20} off ({reason})", fg=typer.colors.BRIGHT_BLACK)
-    for remote in elsewhere:
+    for remote in local.elsewhere:
         typer.secho(f"not started here (must already run): {remote}", fg=typer.colors.YELLOW)
+    if local.note is not None:
+        typer.secho(f"{settings.pipeline}: {local.note}", fg=typer.colors.YELLOW)
     processes = []
     try:
         for service in services:
@@ -161,22 +164,6 @@ def telegram() -> None:
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         pass
-
-
-def _run_dream(settings: Settings, host: str, port: int) -> None:
-    """A dp-agent (Dream) pipeline: its services run in Dream's own compose stack, so only
-    the agent starts here, once the file has loaded (formatters imported, connectors built)."""
-    with root_logger_kept():  # the pipeline's modules may set it when imported
-        load_any_pipeline(settings.pipeline, turn_timeout=settings.dream_turn_timeout)
-    typer.secho(
-        f"dp-agent pipeline {settings.pipeline}: its services are not started here "
-        "(run them from Dream's compose files)",
-        fg=typer.colors.YELLOW,
-    )
-    typer.secho(
-        f"Chorus agent on http://{host}:{port}  (store: {settings.db_url})", fg=typer.colors.GREEN
-    )
-    serve(host, port, log_level="warning", settings=settings)
 
 
 if __name__ == "__main__":

@@ -32,9 +32,9 @@ from urllib.parse import urlsplit
 
 import typer
 
-from agent.cli.stack import GROUP_FOLDERS
 from agent.pipeline.config import PipelineConfigError, parse_pipeline_config
 from agent.pipeline.graph import build_pipeline
+from agent.pipeline.kind import GROUP_FOLDERS
 from agent.sdk.errors import ChorusError
 from agent.sdk.models import JsonDict
 from agent.sdk.roles import ROLES

@@ -30,8 +30,9 @@ from agent.dream.dialog import counts_before
 from agent.dream.graph import DreamPipeline, DreamService
 from agent.dream.state import TurnState, selected_labels
 from agent.pipeline.calls import Skip, TurnTrace, contained, log_agent_failure
-from agent.pipeline.executor import Turn, TurnResult
 from agent.pipeline.limits import TurnLimits
+from agent.pipeline.schedule import Schedule
+from agent.pipeline.turn import Turn, TurnResult
 from agent.state.limits import StorageLimits
 from agent.state.models import (
     FALLBACK_SKILL,
@@ -55,11 +56,10 @@ class _Run:
         self.state = state
         self.trace = TurnTrace(state.utterance, clock)
         self.started = self.trace.started
-        self.done = {node.name: asyncio.Event() for node in pipeline}
+        self.schedule = Schedule((node.name for node in pipeline), clock)
         self.status: dict[str, str] = {}
         self.selections: dict[str, set[str]] = {}
         self.responded = asyncio.Event()
-        self.finished_normally = False
         self.stored_bytes = 0
 
     def record(self, node: DreamService, start: float, outcome: Outcome) -> None:
@@ -141,30 +141,16 @@ class DreamExecutor:
         )
 
     async def _run_graph(self, run: _Run) -> bool:
-        """False when the turn's deadline passed first."""
-        if not self.pipeline.nodes:
-            return True
-        tasks = [asyncio.create_task(self._run_node(run, node)) for node in self.pipeline]
-        everything: asyncio.Future[Any] = asyncio.gather(*tasks, return_exceptions=True)
-        responder: asyncio.Future[Any] = asyncio.create_task(run.responded.wait())
+        """False when the turn's deadline passed first; a responder ends the turn early."""
         deadline = self.pipeline.turn_timeout
         remaining = None if deadline is None else max(run.started + deadline - self._clock(), 0.0)
-        try:
-            done, _ = await asyncio.wait(
-                [everything, responder], timeout=remaining, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            responder.cancel()
-        in_time = bool(done)
+        nodes = list(self.pipeline)
+        in_time = await run.schedule.run(self, run, nodes, remaining, until=run.responded)
         if not in_time:
             log.warning("turn deadline of %ss reached", self.pipeline.turn_timeout)
-        for task in tasks:
-            task.cancel()
-        run.finished_normally = in_time
-        await asyncio.gather(everything, return_exceptions=True)
         return in_time
 
-    def _skip(self, run: _Run, node: DreamService) -> Skip | None:
+    def skip(self, run: _Run, node: DreamService) -> Skip | None:
         """Why the service does not run this turn (None: it runs)."""
         failed = [n for n in sorted(node.requires) if run.status.get(n) != "ok"]
         if failed:
@@ -177,31 +163,31 @@ class DreamExecutor:
             return Skip("every service it waits for was skipped")
         return None
 
-    async def _run_node(self, run: _Run, node: DreamService) -> None:
-        start = self._clock()
-        try:
-            for name in node.depends_on:
-                await run.done[name].wait()
-            start = self._clock()
-            skip = self._skip(run, node)
-            if skip is not None:
-                run.status[node.name] = "skipped"
-                run.trace.skipped(node.name, node.role, start, skip, dream_group=node.dream_group)
-                return
-            with service_call_span(node.name, node.role, run.state.utterance, node.dream_group):
-                await self._call(run, node, start)
-            if "responder" in node.tags and run.status.get(node.name) == "ok":
-                run.responded.set()
-        except asyncio.CancelledError:
-            if run.responded.is_set():  # a responder ended the turn: not a failure
-                run.status[node.name] = "skipped"
-                run.record(node, start, "skipped")
-            elif not run.finished_normally:
-                run.fail(node, "timeout", f"turn deadline of {self.pipeline.turn_timeout}s reached")
-                run.record(node, start, "timeout")
-            raise
-        finally:
-            run.done[node.name].set()
+    # -- the schedule's plan (agent.pipeline.schedule.Plan) --
+
+    def waits_for(self, run: _Run, node: DreamService) -> list[str]:
+        return []
+
+    def skipped(self, run: _Run, node: DreamService, start: float, skip: Skip) -> None:
+        run.status[node.name] = "skipped"
+        run.trace.skipped(node.name, node.role, start, skip, dream_group=node.dream_group)
+
+    async def call(self, run: _Run, node: DreamService, start: float) -> None:
+        with service_call_span(node.name, node.role, run.state.utterance, node.dream_group):
+            await self._call(run, node, start)
+        if "responder" in node.tags and run.status.get(node.name) == "ok":
+            run.responded.set()
+
+    def cut_off(self, run: _Run, node: DreamService, start: float) -> None:
+        if run.responded.is_set():  # a responder ended the turn: not a failure
+            run.status[node.name] = "skipped"
+            run.record(node, start, "skipped")
+        else:
+            run.fail(node, "timeout", f"turn deadline of {self.pipeline.turn_timeout}s reached")
+            run.record(node, start, "timeout")
+
+    def settled(self, run: _Run, node: DreamService) -> None:
+        pass
 
     async def _call(self, run: _Run, node: DreamService, start: float) -> int:
         """Call the service and apply its answers; its status is ``ok`` or ``failed``."""

@@ -11,14 +11,10 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Callable, Iterator
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import aiohttp
-
-from agent.connectors.transport import AiohttpTransport
 from agent.dream.config import (
     Connector,
     DpConfig,
@@ -27,16 +23,10 @@ from agent.dream.config import (
     parse_dp_config,
 )
 from agent.dream.config import HttpConnector as HttpConnectorConfig
-from agent.metrics.services import ServiceStats
 from agent.pipeline.config import Dialect, DoubleTexting, PipelineConfigError
 from agent.pipeline.graph import topological_order
 from agent.sdk.roles import ROLES
-from agent.state.limits import StorageLimits
 from agent.state.models import SERVICES_ROLE
-
-if TYPE_CHECKING:
-    from agent.pipeline.engine import TurnExecutor
-    from agent.pipeline.info import PipelineInfo
 
 log = logging.getLogger("chorus.dream")
 
@@ -124,7 +114,7 @@ class DreamPipeline:
         extra = [s for s in (self.last_chance, self.timeout) if s is not None]
         return [*self.nodes, *extra]
 
-    # -- what the layers above ask of any pipeline (agent.pipeline.engine.LoadedPipeline) --
+    # -- what the layers above ask of any pipeline (agent.pipeline.engine.PipelineGraph) --
 
     def service_names(self, *, fallbacks: bool = False) -> list[str]:
         services = self.all_services() if fallbacks else self.nodes
@@ -140,31 +130,6 @@ class DreamPipeline:
 
     def required_names(self) -> set[str]:
         return {name for node in self.nodes for name in node.requires}
-
-    def describe(self, stats: ServiceStats) -> PipelineInfo:
-        # Imported here: the description's module reads this one's graph.
-        from agent.dream.info import describe_dream
-
-        return describe_dream(self, stats)
-
-    def executor(
-        self,
-        client: aiohttp.ClientSession,
-        closing: AsyncExitStack,
-        *,
-        channel_type: str,
-        limits: StorageLimits,
-    ) -> TurnExecutor:
-        """A :class:`~agent.dream.executor.DreamExecutor`; services naming one top-level
-        connector share it, and it is closed once."""
-        # Imported here: the executor and the connectors are built on this module's graph.
-        from agent.dream.connectors import make_dream_connectors
-        from agent.dream.executor import DreamExecutor
-
-        connectors = make_dream_connectors(self, AiohttpTransport(client))
-        for connector in {id(c): c for c in connectors.values()}.values():
-            closing.push_async_callback(connector.aclose)
-        return DreamExecutor(self, connectors, channel_type, limits=limits)
 
 
 def import_dotted(ref: str, where: str, default_module: str | None = None) -> Any:

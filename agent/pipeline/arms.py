@@ -25,9 +25,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agent.dream.loading import load_any_pipeline
 from agent.pipeline.config import PipelineConfigError
 from agent.pipeline.engine import LoadedPipeline
+from agent.pipeline.loading import load_any_pipeline
 
 #: An arm's name: it is stored on dialogs and is a metrics label, so short and plain.
 ARM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"

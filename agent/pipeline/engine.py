@@ -1,32 +1,39 @@
 """What the layers above need of a pipeline and its executor, whichever format it came from.
 
-Two kinds of pipeline run here: Chorus's own (:class:`agent.pipeline.graph.Pipeline`, run by
-:class:`agent.pipeline.executor.Executor`) and a dp-agent ``pipeline_conf.json``
-(:class:`agent.dream.graph.DreamPipeline`, run by :class:`agent.dream.executor.DreamExecutor`).
+Two kinds of pipeline run here: Chorus's own (:class:`agent.pipeline.kind.ChorusKind`, whose
+graph :class:`agent.pipeline.executor.Executor` runs) and a dp-agent ``pipeline_conf.json``
+(:class:`agent.dream.kind.DreamKind`, run by :class:`agent.dream.executor.DreamExecutor`).
 They differ in how a turn moves through the graph, not in what the message flow, the
-composition root, readiness or the pages ask of them; those ask through these two
-protocols, so each kind decides its own answers (its services, their URLs, its picture for
-``/api/pipeline``, its executor) and nothing above this layer branches on which one runs.
-The one place that knows both kinds is the loader that reads the file and picks one
-(:func:`agent.dream.loading.load_any_pipeline`).
+composition root, readiness, the pages or ``chorus run`` ask of them; those ask through
+:class:`LoadedPipeline`, so each kind decides its own answers (its services, their URLs,
+its picture for ``/api/pipeline``, its executor, what ``chorus run`` starts) and nothing
+above this layer branches on which one runs. A kind is chosen once, from the file's content
+(:func:`agent.pipeline.loading.load_any_pipeline`).
+
+The graphs themselves (:mod:`agent.pipeline.graph`, :mod:`agent.dream.graph`) are data: a
+kind holds its graph and knows the modules that describe and run it, so imports go from the
+kind down to the graph, never back.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from typing import Protocol
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Generic, Protocol, TypeVar
 
 import aiohttp
 
 from agent.metrics.services import ServiceStats
 from agent.pipeline.config import Dialect, DoubleTexting
-from agent.pipeline.executor import Turn, TurnResult
 from agent.pipeline.info import PipelineInfo
+from agent.pipeline.turn import Turn, TurnResult
 from agent.state.limits import StorageLimits
 
 
-class LoadedPipeline(Protocol):
-    """A validated pipeline, ready to be given an executor."""
+class PipelineGraph(Protocol):
+    """What a validated graph of either kind tells about itself."""
 
     @property
     def turn_timeout(self) -> float | None:
@@ -65,6 +72,48 @@ class LoadedPipeline(Protocol):
         that one is skipped, so readiness waits for them."""
         ...
 
+
+@dataclass(frozen=True, slots=True)
+class LocalService:
+    """A service ``chorus run`` starts from this repository: ``module`` served on its
+    URL's host and port."""
+
+    name: str
+    module: str
+    host: str
+    port: int
+
+    @property
+    def health_url(self) -> str:
+        return f"http://{self.host}:{self.port}/health"
+
+
+@dataclass(frozen=True, slots=True)
+class LocalServices:
+    """What ``chorus run`` does about a pipeline's services before the agent starts."""
+
+    #: services it starts, each from its folder in the repository
+    startable: Sequence[LocalService] = ()
+    #: services it cannot start, which must already run (to warn about)
+    elsewhere: Sequence[str] = ()
+    #: services the file lists but leaves off, and why (to show)
+    off: Sequence[tuple[str, str]] = ()
+    #: a word about where the services run instead, when none is started here
+    note: str | None = field(default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadOptions:
+    """Settings that apply to a dp-agent file only (a Chorus file carries its own)."""
+
+    window: int
+    turn_timeout: float | None
+    fallback_response: str
+
+
+class LoadedPipeline(PipelineGraph, Protocol):
+    """A validated pipeline of one kind, ready to be given an executor."""
+
     def describe(self, stats: ServiceStats) -> PipelineInfo:
         """The graph as ``GET /api/pipeline`` shows it, with ``stats``' live numbers."""
         ...
@@ -81,13 +130,55 @@ class LoadedPipeline(Protocol):
         with ``closing``."""
         ...
 
+    def local_services(self, root: Path) -> LocalServices:
+        """What ``chorus run`` starts from the repository at ``root``."""
+        ...
+
 
 class TurnExecutor(Protocol):
     """Runs turns through one pipeline."""
 
     @property
-    def pipeline(self) -> LoadedPipeline: ...
+    def pipeline(self) -> PipelineGraph: ...
 
     async def run(self, turn: Turn) -> TurnResult:
         """The finished turn; nothing is left running behind it."""
         ...
+
+
+G = TypeVar("G", bound=PipelineGraph)
+
+
+class Kind(Generic[G]):
+    """A kind's loaded pipeline: its graph, whose answers it passes on; each kind adds how
+    it is described, run and started (:class:`LoadedPipeline`)."""
+
+    __slots__ = ("graph",)
+
+    def __init__(self, graph: G) -> None:
+        self.graph = graph
+
+    @property
+    def turn_timeout(self) -> float | None:
+        return self.graph.turn_timeout
+
+    @property
+    def history_window(self) -> int:
+        return self.graph.history_window
+
+    @property
+    def dialect(self) -> Dialect:
+        return self.graph.dialect
+
+    @property
+    def double_texting(self) -> DoubleTexting:
+        return self.graph.double_texting
+
+    def service_names(self, *, fallbacks: bool = False) -> list[str]:
+        return self.graph.service_names(fallbacks=fallbacks)
+
+    def service_urls(self) -> dict[str, str]:
+        return self.graph.service_urls()
+
+    def required_names(self) -> set[str]:
+        return self.graph.required_names()

@@ -14,7 +14,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from agent.connectors.batching import Batcher
@@ -26,17 +25,16 @@ from agent.pipeline.calls import Skip, TurnTrace, contained
 from agent.pipeline.graph import Pipeline, ServiceNode
 from agent.pipeline.limits import TurnLimits
 from agent.pipeline.outputs import RefusedOutput
+from agent.pipeline.schedule import Schedule
 from agent.pipeline.tiers import Streaming, TokenLedger, lower_tiers
+from agent.pipeline.turn import Turn, TurnResult
 from agent.pipeline.views import dialog_view
 from agent.sdk.models import DialogView, Selection
 from agent.state.limits import StorageLimits
 from agent.state.models import (
     FALLBACK_SKILL,
-    Bot,
     BotUtterance,
-    Human,
     HumanUtterance,
-    ServiceFailure,
     SkillSelectorDecision,
     Utterance,
 )
@@ -44,69 +42,6 @@ from agent.telemetry import service_call_span
 from agent.telemetry.events import listening
 
 log = logging.getLogger("chorus.executor")
-
-
-@dataclass
-class Turn:
-    """What a turn starts from: the stored window and the new, already stored, utterance."""
-
-    dialog_id: str
-    human: Human
-    bot: Bot
-    history: list[Utterance]
-    utterance: HumanUtterance
-
-
-@dataclass
-class TurnResult:
-    """The finished turn: what to store and what to answer."""
-
-    utterance: HumanUtterance
-    bot_utterance: BotUtterance
-    human_attributes: dict[str, Any] = field(default_factory=dict)
-    bot_attributes: dict[str, Any] = field(default_factory=dict)
-    chosen: int | None = None
-    #: dp-agent pipelines: profile fields to merge, and whether ``human_attributes``
-    #: replace the user's attributes (the reset on a dialog's first turn)
-    human_profile: dict[str, Any] = field(default_factory=dict)
-    replace_human_attributes: bool = False
-
-    def without_outputs(self, why: str) -> tuple[HumanUtterance, BotUtterance]:
-        """The turn as stored when the database refused it whole: the texts, the errors
-        (this refusal among them) and the trace, without what the services sent."""
-        utterance = self.utterance.model_copy(
-            update={
-                "annotations": {},
-                "hypotheses": [],
-                "errors": [
-                    *self.utterance.errors,
-                    ServiceFailure(
-                        service="store",
-                        kind="refused",
-                        message=f"the services' outputs could not be stored: {why}",
-                    ),
-                ],
-            }
-        )
-        bot = self.bot_utterance
-        bot_utterance = BotUtterance(
-            utt_id=bot.utt_id,
-            text=bot.text,
-            orig_text=bot.orig_text,
-            active_skill=bot.active_skill,
-            confidence=bot.confidence,
-            date_time=bot.date_time,
-        )
-        return utterance, bot_utterance
-
-    def ranked_texts(self) -> list[str]:
-        """Every surviving hypothesis' text, the chosen one first, then by confidence."""
-        hypotheses = self.utterance.hypotheses
-        rest = sorted(
-            (h for i, h in enumerate(hypotheses) if i != self.chosen), key=lambda h: -h.confidence
-        )
-        first = [hypotheses[self.chosen]] if self.chosen is not None else []
-        return [h.text for h in [*first, *rest]]
 
 
 class _Run:
@@ -122,7 +57,8 @@ class _Run:
         self.turn = turn
         self.trace = TurnTrace(turn.utterance, clock)
         self.started = self.trace.started
-        self.done = {node.name: asyncio.Event() for node in pipeline}
+        self.schedule = Schedule((node.name for node in pipeline), clock)
+        self.done = self.schedule.done
         self.ok: set[str] = set()
         self.selected: set[str] = set()
         #: The skills the selectors decide about (None: every skill).
@@ -237,46 +173,35 @@ class Executor:
         )
 
     async def _run_nodes(self, run: _Run, nodes: list[ServiceNode], deadline: float) -> None:
-        if not nodes:
-            return
-        try:
-            async with asyncio.timeout(max(deadline - self._clock(), 0.0)):
-                async with asyncio.TaskGroup() as group:
-                    for node in nodes:
-                        group.create_task(self._run_node(run, node))
-        except TimeoutError:
+        remaining = max(deadline - self._clock(), 0.0)
+        if not await run.schedule.run(self, run, nodes, remaining):
             log.warning("turn deadline of %ss reached", self.pipeline.turn_timeout)
 
-    async def _run_node(self, run: _Run, node: ServiceNode) -> None:
-        start = self._clock()
-        try:
-            for name in node.depends_on:
-                await run.done[name].wait()
-            if not node.config.speculative:
-                for lower in self._lower.get(node.name, []):
-                    await run.done[lower.name].wait()
-            start = self._clock()
-            skip = self._skip(run, node)
-            if skip is not None:
-                run.trace.skipped(node.name, node.role, start, skip)
-                return
-            with service_call_span(node.name, node.role, run.utterance):
-                if node.config.speculative:
-                    await self._speculate(run, node, start)
-                else:
-                    await self._call(run, node, start)
-        except asyncio.CancelledError:
-            run.trace.fail(
-                node.name,
-                node.role,
-                "timeout",
-                f"turn deadline of {self.pipeline.turn_timeout}s reached",
-            )
-            run.trace.record(node.name, node.role, start, "timeout")
-            raise
-        finally:
-            run.done[node.name].set()
-            self._release(run)
+    # -- the schedule's plan (agent.pipeline.schedule.Plan) --
+
+    def waits_for(self, run: _Run, node: ServiceNode) -> list[str]:
+        """A tiered skill also waits for the lower tiers, unless it runs speculatively."""
+        if node.config.speculative:
+            return []
+        return [lower.name for lower in self._lower.get(node.name, [])]
+
+    def skipped(self, run: _Run, node: ServiceNode, start: float, skip: Skip) -> None:
+        run.trace.skipped(node.name, node.role, start, skip)
+
+    async def call(self, run: _Run, node: ServiceNode, start: float) -> None:
+        with service_call_span(node.name, node.role, run.utterance):
+            if node.config.speculative:
+                await self._speculate(run, node, start)
+            else:
+                await self._call(run, node, start)
+
+    def cut_off(self, run: _Run, node: ServiceNode, start: float) -> None:
+        message = f"turn deadline of {self.pipeline.turn_timeout}s reached"
+        run.trace.fail(node.name, node.role, "timeout", message)
+        run.trace.record(node.name, node.role, start, "timeout")
+
+    def settled(self, run: _Run, node: ServiceNode) -> None:
+        self._release(run)
 
     async def _speculate(self, run: _Run, node: ServiceNode, start: float) -> None:
         """Call a speculative skill at once, as a task that :meth:`_drop_outrun` cancels
@@ -303,7 +228,7 @@ class Executor:
                 run.dropped[name] = why
                 task.cancel(DROPPED)
 
-    def _skip(self, run: _Run, node: ServiceNode) -> Skip | None:
+    def skip(self, run: _Run, node: ServiceNode) -> Skip | None:
         """Why the service does not run this turn (None: it runs)."""
         failed = node.requires - run.ok
         if failed:

@@ -9,14 +9,8 @@ dependency, a cycle, two response selectors) is a :class:`PipelineConfigError`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-import aiohttp
-
-from agent.connectors.transport import AiohttpTransport
-from agent.metrics.services import ServiceStats
 from agent.pipeline.config import (
     Dialect,
     DoubleTexting,
@@ -25,11 +19,6 @@ from agent.pipeline.config import (
     ServiceConfig,
 )
 from agent.sdk.roles import ROLES, Role
-from agent.state.limits import StorageLimits
-
-if TYPE_CHECKING:
-    from agent.pipeline.engine import TurnExecutor
-    from agent.pipeline.info import PipelineInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +68,7 @@ class Pipeline:
         """How many past utterances a turn must read: the widest service window."""
         return max((node.config.context_window for node in self.nodes), default=1)
 
-    # -- what the layers above ask of any pipeline (agent.pipeline.engine.LoadedPipeline) --
+    # -- what the layers above ask of any pipeline (agent.pipeline.engine.PipelineGraph) --
 
     def service_names(self, *, fallbacks: bool = False) -> list[str]:
         """Every service, in run order (a Chorus pipeline has no fallback services)."""
@@ -94,31 +83,6 @@ class Pipeline:
 
     def required_names(self) -> set[str]:
         return {name for node in self.nodes for name in node.requires}
-
-    def describe(self, stats: ServiceStats) -> PipelineInfo:
-        # Imported here: the description's module reads this one's graph.
-        from agent.pipeline.info import describe
-
-        return describe(self, stats)
-
-    def executor(
-        self,
-        client: aiohttp.ClientSession,
-        closing: AsyncExitStack,
-        *,
-        channel_type: str,
-        limits: StorageLimits,
-    ) -> TurnExecutor:
-        """An :class:`~agent.pipeline.executor.Executor` with a batcher per service (the
-        channel plays no part in a Chorus pipeline's requests)."""
-        # Imported here: the executor and the connectors are built on this module's graph.
-        from agent.pipeline.connectors import make_batchers
-        from agent.pipeline.executor import Executor
-
-        batchers = make_batchers(self, AiohttpTransport(client))
-        for batcher in batchers.values():
-            closing.push_async_callback(batcher.aclose)
-        return Executor(self, batchers, limits=limits)
 
 
 def _expand(

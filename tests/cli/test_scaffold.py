@@ -27,7 +27,7 @@ from agent.api.app import create_app
 from agent.cli import stack
 from agent.cli.main import app as chorus_app
 from agent.cli.scaffold import ScaffoldError, apply, plan_skill
-from agent.pipeline.config import load_pipeline_config
+from agent.pipeline.loading import load_any_pipeline
 from agent.settings import Settings
 from tests.deploy import test_compose
 from tests.support.compose import containerised, without_urls
@@ -256,8 +256,8 @@ def port_is_free(port: int) -> bool:
 def new_skill(scaffolded: Scaffolded) -> Iterator[tuple[str, dict[str, Any]]]:
     """The new skill started as `chorus run` starts it: found by folder convention from the
     copy's pipeline, on its registered port (another if something here already uses it)."""
-    config = load_pipeline_config(scaffolded.repo / PIPELINE)
-    found, _ = stack.local_services(config, scaffolded.repo)
+    pipeline = load_any_pipeline(scaffolded.repo / PIPELINE)
+    found = pipeline.local_services(scaffolded.repo).startable
     (service,) = [s for s in found if s.name == NAME]
     assert service.module == f"skills.{NAME}.app:app"
     if not port_is_free(service.port):

@@ -19,7 +19,8 @@ from agent.connectors.http import HttpConnector
 from agent.connectors.transport import MockTransport, Request, Response
 from agent.dream.connectors import BREAKER_THRESHOLD, make_dream_connectors
 from agent.dream.graph import DreamPipeline
-from agent.dream.loading import load_any_pipeline
+from agent.dream.kind import DreamKind
+from agent.pipeline.loading import load_any_pipeline
 from agent.sdk.contracts import CONTRACT_HEADER
 from agent.sdk.models import DialogView
 from tests.support.views import view
@@ -117,8 +118,8 @@ def dp_agent_pipeline(tmp_path: Path, connector: dict[str, Any]) -> DreamPipelin
     service = {"connector": connector, "state_manager_method": "add_annotation"}
     path.write_text(json.dumps({"services": {"annotators": {"ner": service}}}))
     pipeline = load_any_pipeline(path)
-    assert isinstance(pipeline, DreamPipeline)
-    return pipeline
+    assert isinstance(pipeline, DreamKind)
+    return pipeline.graph
 
 
 async def test_a_dp_agent_service_is_behind_the_same_guard_without_retries(

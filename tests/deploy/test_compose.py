@@ -203,7 +203,7 @@ def test_dockerignore_keeps_local_state_and_tests_out() -> None:
 def test_service_image_runs_its_module_with_the_sdk_only(service: str, tmp_path: Path) -> None:
     dockerfile = dockerfile_of(service)
     command = uvicorn_command(dockerfile)
-    from agent.cli.stack import GROUP_FOLDERS
+    from agent.pipeline.kind import GROUP_FOLDERS
 
     pipeline_group, _ = pipeline_entries(load_pipeline(COMPOSE_PIPELINE))[service]
     # candidate annotators live in annotators/; a group name the map lacks fails as KeyError

@@ -17,11 +17,11 @@ from agent.connectors.transport import AiohttpTransport
 from agent.dream.config import HttpConnector, is_dp_agent_config
 from agent.dream.connectors import DreamHttp
 from agent.dream.dialog import CountedList
-from agent.dream.graph import DreamPipeline
-from agent.dream.loading import load_any_pipeline
+from agent.dream.kind import DreamKind
 from agent.pipeline.config import PipelineConfigError
 from agent.pipeline.engine import LoadedPipeline
-from agent.pipeline.graph import Pipeline
+from agent.pipeline.kind import ChorusKind
+from agent.pipeline.loading import load_any_pipeline
 from tests.dream import services as dream
 from tests.dream.services import Recorder
 from tests.dream.test_dream_pipeline import F
@@ -59,14 +59,14 @@ def load(tmp_path: Path, data: dict[str, Any]) -> LoadedPipeline:
 
 def test_the_format_is_recognised_by_content(tmp_path: Path) -> None:
     pipeline = load(tmp_path, BASE)
-    assert isinstance(pipeline, DreamPipeline)
-    assert [n.name for n in pipeline.nodes] == ["annotators.spelling", "skills.eliza"]
-    assert pipeline.nodes[1].depends_on == {"annotators.spelling"}
+    assert isinstance(pipeline, DreamKind)
+    assert [n.name for n in pipeline.graph.nodes] == ["annotators.spelling", "skills.eliza"]
+    assert pipeline.graph.nodes[1].depends_on == {"annotators.spelling"}
     chorus = load(
         tmp_path,
         {"services": {"skills": {"s": {"connector": {"url": "http://127.0.0.1:1/respond"}}}}},
     )
-    assert isinstance(chorus, Pipeline)
+    assert isinstance(chorus, ChorusKind)
     assert not is_dp_agent_config({"services": {"skills": {}}})
 
 
@@ -155,13 +155,13 @@ def test_a_name_reused_in_two_groups_is_kept_apart(tmp_path: Path) -> None:
         "spelling": {**data["services"]["annotators"]["spelling"], "previous_services": ["skills"]}
     }
     pipeline = load(tmp_path, data)
-    assert isinstance(pipeline, DreamPipeline)
-    assert [n.name for n in pipeline.nodes] == [
+    assert isinstance(pipeline, DreamKind)
+    assert [n.name for n in pipeline.graph.nodes] == [
         "annotators.spelling",
         "skills.eliza",
         "response_annotators.spelling",
     ]
-    assert {n.label for n in pipeline.nodes} == {"spelling", "eliza"}
+    assert {n.label for n in pipeline.graph.nodes} == {"spelling", "eliza"}
 
 
 def test_counted_lists_keep_the_true_length_through_copies() -> None:
@@ -213,7 +213,7 @@ def test_dp_agents_default_modules_name_formatters_and_connectors(tmp_path: Path
             },
         },
     )
-    assert isinstance(pipeline, DreamPipeline)
-    (node,) = pipeline.nodes
+    assert isinstance(pipeline, DreamKind)
+    (node,) = pipeline.graph.nodes
     assert node.dialog_formatter is not None
     assert node.dialog_formatter.__name__ == "last_utt"

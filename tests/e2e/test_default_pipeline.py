@@ -13,7 +13,7 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 
-from agent.cli.stack import GROUP_FOLDERS
+from agent.pipeline.kind import GROUP_FOLDERS
 from skills.fallback.app import CALM_ANSWERS
 from tests.conftest import SERVICE_TIMEOUT, TURN_TIMEOUT, AgentFactory
 from tests.support.servers import ServerThread, serving

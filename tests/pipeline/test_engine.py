@@ -15,12 +15,14 @@ from typing import Any
 from agent.connectors.http import make_http_client
 from agent.dream.executor import DreamExecutor
 from agent.dream.graph import DreamPipeline, build_dream_pipeline
-from agent.dream.loading import load_any_pipeline
+from agent.dream.kind import DreamKind
 from agent.metrics.services import ServiceStats
 from agent.pipeline.config import parse_pipeline_config
-from agent.pipeline.engine import LoadedPipeline, TurnExecutor
+from agent.pipeline.engine import LoadedPipeline, PipelineGraph, TurnExecutor
 from agent.pipeline.executor import Executor
 from agent.pipeline.graph import Pipeline, build_pipeline
+from agent.pipeline.kind import ChorusKind
+from agent.pipeline.loading import load_any_pipeline
 from agent.state.limits import StorageLimits
 from tests.dream.test_dream_pipeline import F
 
@@ -68,23 +70,25 @@ DREAM: dict[str, Any] = {
 
 
 def test_both_kinds_satisfy_the_protocols() -> None:
-    chorus: LoadedPipeline = build_pipeline(parse_pipeline_config(CHORUS))
-    dream: LoadedPipeline = build_dream_pipeline(DREAM)
-    assert [type(chorus), type(dream)] == [Pipeline, DreamPipeline]
+    chorus, dream = build_pipeline(parse_pipeline_config(CHORUS)), build_dream_pipeline(DREAM)
+    graphs: list[PipelineGraph] = [chorus, dream]
+    kinds: list[LoadedPipeline] = [ChorusKind(chorus), DreamKind(dream)]
+    assert [type(graph) for graph in graphs] == [Pipeline, DreamPipeline]
+    assert [kind.dialect for kind in kinds] == ["chorus", "dp-agent"]
 
 
 async def test_each_kind_builds_its_own_executor() -> None:
     client = make_http_client()
     try:
         for pipeline, kind in (
-            (build_pipeline(parse_pipeline_config(CHORUS)), Executor),
-            (build_dream_pipeline(DREAM), DreamExecutor),
+            (ChorusKind(build_pipeline(parse_pipeline_config(CHORUS))), Executor),
+            (DreamKind(build_dream_pipeline(DREAM)), DreamExecutor),
         ):
             async with AsyncExitStack() as closing:
                 executor: TurnExecutor = pipeline.executor(
                     client, closing, channel_type="telegram", limits=StorageLimits()
                 )
-                assert isinstance(executor, kind) and executor.pipeline is pipeline
+                assert isinstance(executor, kind) and executor.pipeline is pipeline.graph
     finally:
         await client.close()
 
@@ -126,8 +130,8 @@ def test_both_kinds_name_their_services_urls_and_requirements(tmp_path: Path) ->
 
 def test_both_kinds_describe_themselves_for_the_pipeline_page() -> None:
     stats = ServiceStats()
-    chorus = build_pipeline(parse_pipeline_config(CHORUS)).describe(stats)
-    dream = build_dream_pipeline(DREAM).describe(stats)
+    chorus = ChorusKind(build_pipeline(parse_pipeline_config(CHORUS))).describe(stats)
+    dream = DreamKind(build_dream_pipeline(DREAM)).describe(stats)
     assert [s.name for s in chorus.services] == ["tokens", "greeting", "pick"]
     assert [s.name for s in dream.services] == [
         "annotators.spelling",
@@ -136,3 +140,27 @@ def test_both_kinds_describe_themselves_for_the_pipeline_page() -> None:
     ]
     assert [e.required for e in chorus.edges if e.target == "greeting"] == [True]
     assert chorus.mermaid.startswith("flowchart LR") and dream.mermaid.startswith("flowchart LR")
+
+
+def test_each_kind_says_what_chorus_run_starts(tmp_path: Path) -> None:
+    """A Chorus service on a local URL whose folder is in the repository is started, one
+    elsewhere must already run, one switched off is shown as off; a dp-agent pipeline's
+    services run from Dream's compose files, and ``chorus run`` says so."""
+    (tmp_path / "skills" / "greeting").mkdir(parents=True)
+    (tmp_path / "skills" / "greeting" / "app.py").write_text("")
+    services = json.loads(json.dumps(CHORUS["services"]))
+    services["skills"]["quiet"] = {
+        "connector": {"url": "http://127.0.0.1:5/respond"},
+        "is_enabled": False,
+    }
+    chorus = ChorusKind(build_pipeline(parse_pipeline_config({**CHORUS, "services": services})))
+    local = chorus.local_services(tmp_path)
+    assert [(s.name, s.module, s.port) for s in local.startable] == [
+        ("greeting", "skills.greeting.app:app", 2)
+    ]
+    assert local.elsewhere == ["tokens (http://127.0.0.1:1/respond)"]
+    assert [name for name, _ in local.off] == ["quiet"]
+    assert local.note is None
+    dream = DreamKind(build_dream_pipeline(DREAM)).local_services(tmp_path)
+    assert not dream.startable and not dream.elsewhere
+    assert dream.note is not None and "Dream's compose files" in dream.note

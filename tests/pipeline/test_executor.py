@@ -20,7 +20,8 @@ from agent.connectors.http import make_http_client
 from agent.connectors.transport import AiohttpTransport, Handler, MockTransport, Request, Response
 from agent.pipeline.config import parse_pipeline_config
 from agent.pipeline.connectors import make_batchers
-from agent.pipeline.executor import Executor, Turn, TurnResult
+from agent.pipeline.executor import Executor
+from agent.pipeline.turn import Turn, TurnResult
 from agent.sdk.models import DialogView
 from agent.state.models import FALLBACK_SKILL, Bot, Human, HumanUtterance, ServiceCall
 from tests.conftest import service_entry

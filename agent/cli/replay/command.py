@@ -26,9 +26,9 @@ from agent.cli.replay.compare import Summary, TurnDiff, summarise
 from agent.cli.replay.report import html_report
 from agent.cli.replay.run import replay
 from agent.cli.replay.turns import TurnFilter, UnknownSelection, count_turns, stored_turns
-from agent.dream.loading import load_any_pipeline
 from agent.pipeline.config import PipelineConfigError
 from agent.pipeline.engine import LoadedPipeline
+from agent.pipeline.loading import load_any_pipeline
 from agent.settings import Settings, SettingsError, load_settings
 from agent.store import StoreUnavailable
 from agent.store.backup import aware

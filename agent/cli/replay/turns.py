@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from agent.pipeline.executor import Turn
+from agent.pipeline.turn import Turn
 from agent.sdk.errors import ChorusError
 from agent.state.models import Bot, BotUtterance, Dialog, Human, HumanUtterance
 from agent.store.backup import BackupError, Selection, selected_dialogs

@@ -1,5 +1,5 @@
 """``CHORUS_PIPELINE`` may name a Chorus pipeline file or a dp-agent ``pipeline_conf.json``:
-the format is told by the content, and each is validated by its own model.
+the kind is told once, by the content, and each is validated by its own model.
 
 This is the one place that knows both kinds of pipeline: everything above it holds a
 :class:`~agent.pipeline.engine.LoadedPipeline` and asks it, never which kind it is."""
@@ -9,17 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent.dream.config import is_dp_agent_config
-from agent.dream.connectors import check_python_connectors
-from agent.dream.graph import (
-    DEFAULT_FALLBACK,
-    DEFAULT_TURN_TIMEOUT,
-    DEFAULT_WINDOW,
-    build_dream_pipeline,
-)
-from agent.pipeline.config import PipelineConfigError, parse_pipeline_config
-from agent.pipeline.engine import LoadedPipeline
-from agent.pipeline.graph import build_pipeline
+from agent.dream.graph import DEFAULT_FALLBACK, DEFAULT_TURN_TIMEOUT, DEFAULT_WINDOW
+from agent.dream.kind import DreamKind
+from agent.pipeline.config import PipelineConfigError
+from agent.pipeline.engine import LoadedPipeline, LoadOptions
+from agent.pipeline.kind import ChorusKind
 
 
 def read_document(path: Path) -> object:
@@ -44,18 +38,8 @@ def load_any_pipeline(
 ) -> LoadedPipeline:
     """The pipeline the file describes, in whichever format it is written; the dp-agent
     settings apply to a dp-agent file only (a Chorus file carries its own)."""
-    data = read_document(path)
-    if is_dp_agent_config(data):
-        pipeline = build_dream_pipeline(
-            data,
-            str(path),
-            window=window,
-            turn_timeout=turn_timeout,
-            fallback_response=fallback_response,
-        )
-        try:
-            check_python_connectors(pipeline)
-        except PipelineConfigError as exc:
-            raise PipelineConfigError(f"{path}: {exc}") from None
-        return pipeline
-    return build_pipeline(parse_pipeline_config(data, source=str(path)))
+    document = read_document(path)
+    if DreamKind.recognises(document):
+        options = LoadOptions(window, turn_timeout, fallback_response)
+        return DreamKind.load(document, str(path), options)
+    return ChorusKind.load(document, str(path))

@@ -1,0 +1,85 @@
+"""Chorus's own pipeline file as one kind: how it is loaded, described, run and started.
+
+The graph (:mod:`agent.pipeline.graph`) is data; this module is the one that knows the
+modules built on it: the description (:mod:`agent.pipeline.info`), the connectors
+(:mod:`agent.pipeline.connectors`) and the executor (:mod:`agent.pipeline.executor`).
+"""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from agent.connectors.transport import AiohttpTransport
+from agent.metrics.services import ServiceStats
+from agent.pipeline.config import parse_pipeline_config
+from agent.pipeline.connectors import make_batchers
+from agent.pipeline.engine import Kind, LocalService, LocalServices, TurnExecutor
+from agent.pipeline.executor import Executor
+from agent.pipeline.graph import Pipeline, build_pipeline
+from agent.pipeline.info import PipelineInfo, describe
+from agent.sdk.roles import Role
+from agent.state.limits import StorageLimits
+
+#: The repository's folder for each role's services (``skills/<name>/app.py``...).
+GROUP_FOLDERS: dict[Role, str] = {
+    "annotators": "annotators",
+    "candidate_annotators": "annotators",
+    "response_annotators": "annotators",
+    "skill_selectors": "skill_selectors",
+    "skills": "skills",
+    "response_selectors": "response_selectors",
+}
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+class ChorusKind(Kind[Pipeline]):
+    """A Chorus pipeline file, loaded."""
+
+    __slots__ = ()
+
+    @classmethod
+    def load(cls, document: object, source: str) -> ChorusKind:
+        """The pipeline ``document`` (read from ``source``) describes, or what is wrong."""
+        return cls(build_pipeline(parse_pipeline_config(document, source=source)))
+
+    def describe(self, stats: ServiceStats) -> PipelineInfo:
+        return describe(self.graph, stats)
+
+    def executor(
+        self,
+        client: aiohttp.ClientSession,
+        closing: AsyncExitStack,
+        *,
+        channel_type: str,
+        limits: StorageLimits,
+    ) -> TurnExecutor:
+        """An :class:`~agent.pipeline.executor.Executor` with a batcher per service (the
+        channel plays no part in a Chorus pipeline's requests)."""
+        batchers = make_batchers(self.graph, AiohttpTransport(client))
+        for batcher in batchers.values():
+            closing.push_async_callback(batcher.aclose)
+        return Executor(self.graph, batchers, limits=limits)
+
+    def local_services(self, root: Path) -> LocalServices:
+        """Each service on a local URL whose folder (``skills/<name>/app.py``...) is in
+        ``root`` is started there; the others must already run."""
+        found, elsewhere = [], []
+        for node in self.graph:
+            url = node.config.connector.url
+            if url is None:
+                continue
+            folder = GROUP_FOLDERS[node.role]
+            parts = urlsplit(str(url))
+            if parts.hostname in LOCAL_HOSTS and (root / folder / node.name / "app.py").is_file():
+                module = f"{folder}.{node.name}.app:app"
+                found.append(
+                    LocalService(node.name, module, parts.hostname or "127.0.0.1", parts.port or 80)
+                )
+            else:
+                elsewhere.append(f"{node.name} ({url})")
+        off = [(service.name, service.reason) for service in self.graph.disabled]
+        return LocalServices(found, elsewhere, off)
