@@ -217,6 +217,7 @@ class MessageFlow:
             self._channel_type,
             max(read, 2) if key else read,
             arm=experiment.arm_for(user_id) if experiment else None,
+            seen=place.seen,
         )
         human, dialog = start.human, start.dialog
         arm = dialog.arm if experiment else None

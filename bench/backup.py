@@ -40,8 +40,8 @@ async def fill(store: Store, dialogs: int, turns: int) -> None:
     for number in range(dialogs):
         user = f"user-{number % max(1, dialogs // 2)}"
         for turn in range(turns):
-            human = await store.human(user)
-            head = await store.active_dialog(human, "http_client")
+            start = await store.open_turn(user, "http_client", 0)
+            human, head = start.human, start.dialog
             utterance = HumanUtterance(text=f"message {turn} " * 5)
             await store.add_utterance(head.dialog_id, utterance)
             utterance.annotations = {"tokens": utterance.text.split(), "sentiment": {"pos": 0.5}}

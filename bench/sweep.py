@@ -69,8 +69,8 @@ async def fill(store: Store, utterances: int, tag: str) -> None:
     compaction removes."""
     for d in range(utterances // (2 * TURNS_PER_DIALOG)):
         user = f"{tag}-{d}"
-        human = await store.human(user)
-        dialog = await store.active_dialog(human, "http_client")
+        start = await store.open_turn(user, "http_client", 0)
+        human, dialog = start.human, start.dialog
         for t in range(TURNS_PER_DIALOG):
             said = HumanUtterance(text=f"message {t} of {user}")
             await store.add_utterance(dialog.dialog_id, said)

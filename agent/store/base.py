@@ -10,7 +10,7 @@ write. No record grows with the dialog (one record per utterance).
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -88,6 +88,10 @@ class Place:
     lease: timedelta
     #: the place was given back (by :meth:`LineStore.leave` or with a finished turn)
     left: bool = False
+    #: what the store read of the user on making the place first (MongoDB: the user's
+    #: document), for :meth:`DialogStore.open_turn` to start the turn from without reading
+    #: it again; None when nothing was read (SQLite reads in one transaction anyway)
+    seen: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,24 +158,18 @@ class DialogStore(Protocol):
     connection's life."""
 
     async def open_turn(
-        self, user_id: str, channel_type: str, limit: int, arm: str | None = None
+        self,
+        user_id: str,
+        channel_type: str,
+        limit: int,
+        arm: str | None = None,
+        *,
+        seen: Mapping[str, Any] | None = None,
     ) -> TurnStart:
         """The user (created on first contact), the open dialog (opened when there is
-        none, on experiment arm ``arm``) and its last ``limit`` utterances, read together."""
-        ...
-
-    async def human(self, user_id: str) -> Human:
-        """The user with that user id, created on first contact."""
-        ...
-
-    async def active_dialog(
-        self, human: Human, channel_type: str, arm: str | None = None
-    ) -> DialogHead:
-        """The user's open dialog, or a new one."""
-        ...
-
-    async def recent_utterances(self, dialog_id: str, limit: int) -> list[Utterance]:
-        """The last ``limit`` utterances, oldest first."""
+        none, on experiment arm ``arm``) and its last ``limit`` utterances, read together.
+        ``seen``: the user as taking the place in line read them (:attr:`Place.seen`),
+        used instead of reading them again."""
         ...
 
     async def keyed_turn(self, dialog_id: str, key: str) -> list[Utterance]:
@@ -434,7 +432,7 @@ class Retention:
 
 @dataclass(slots=True)
 class Swept:
-    """What one pass of :meth:`LifecycleStore.sweep` did."""
+    """What one pass of :func:`agent.lifecycle.sweep` did."""
 
     dialogs_deleted: int = 0
     utterances_deleted: int = 0
@@ -445,14 +443,27 @@ class Swept:
 
 
 class LifecycleStore(Protocol):
-    """The data lifecycle: a sweep at bounded cost per pass, and the store's size."""
+    """The data lifecycle, one method per rule (:func:`agent.lifecycle.sweep` applies those
+    a :class:`Retention` asks for), and the store's size. Each rule walks its records in a
+    fixed order, from where its previous pass stopped, starting over after the last. None
+    touches an open dialog's window but by closing it when idle, a user's profile or
+    attributes, a dialog whose user has a message in line (a turn in flight), nor a turn
+    not yet answered."""
 
-    async def sweep(self, retention: Retention, now: datetime, batch: int) -> Swept:
-        """Look at the next ``batch`` records for each rule of ``retention`` (records are
-        walked in a fixed order, from where the previous pass stopped, starting over after
-        the last), and apply the rule as of ``now``. Never touches an open dialog's window
-        but by closing it when idle, never a user's profile or attributes, never a dialog
-        whose user has a message in line (a turn in flight), nor a turn not yet answered."""
+    async def delete_closed(self, before: datetime, batch: int, swept: Swept) -> bool:
+        """Delete whole (the dialog, its utterances and their ratings) the dialogs closed
+        before ``before``, looking at the next ``batch`` records of the walk; counted into
+        ``swept``. True when the walk went past the last record (its round is over)."""
+        ...
+
+    async def close_idle(self, before: datetime, now: datetime, batch: int, swept: Swept) -> bool:
+        """Close the open dialogs none of whose utterances is newer than ``before``, as of
+        ``now``, as :meth:`delete_closed` walks its records."""
+        ...
+
+    async def compact(self, before: datetime, batch: int, swept: Swept) -> bool:
+        """Strip the bulky parts (:mod:`agent.store.compaction`) of answered turns older
+        than ``before``, as :meth:`delete_closed` walks its records."""
         ...
 
     async def sizes(self) -> dict[str, int]:
