@@ -50,7 +50,14 @@ from agent.pipeline.config import DoubleTexting
 from agent.pipeline.engine import TurnExecutor
 from agent.pipeline.executor import Turn, TurnResult
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance, Utterance
-from agent.store.base import Place, Store, StoreUnavailable, StoreWriteRefused, TurnStart
+from agent.store.base import (
+    Place,
+    Store,
+    StoreUnavailable,
+    StoreWriteRefused,
+    TurnEnd,
+    TurnStart,
+)
 from agent.telemetry import Telemetry, printable, turn_answered, turn_identified
 from agent.telemetry.events import emit
 
@@ -359,15 +366,17 @@ class MessageFlow:
     ) -> None:
         try:
             await self._store.finish_turn(
-                dialog_id,
-                human_id,
-                result.utterance,
-                result.bot_utterance,
-                result.human_attributes,
-                result.bot_attributes,
-                human_profile=result.human_profile,
-                replace_human_attributes=result.replace_human_attributes,
-                place=place,
+                TurnEnd(
+                    dialog_id,
+                    human_id,
+                    result.utterance,
+                    result.bot_utterance,
+                    result.human_attributes,
+                    result.bot_attributes,
+                    human_profile=result.human_profile,
+                    replace_human_attributes=result.replace_human_attributes,
+                    leave=place,
+                ),
                 again=again,
             )
         except StoreWriteRefused as exc:
@@ -379,7 +388,7 @@ class MessageFlow:
             )
             utterance, bot_utterance = result.without_outputs(str(exc))
             await self._store.finish_turn(
-                dialog_id, human_id, utterance, bot_utterance, {}, {}, place=place
+                TurnEnd(dialog_id, human_id, utterance, bot_utterance, leave=place)
             )
             # The store may have given the answer its id: the client gets that one.
             result.bot_utterance.utt_id = bot_utterance.utt_id

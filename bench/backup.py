@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from agent.state.models import BotUtterance, HumanUtterance, Hypothesis  # noqa: E402
 from agent.store import Store, open_store  # noqa: E402
 from agent.store.backup import ImportReport, Selection, export_lines, read_records, restore  # noqa: E402
+from agent.store.base import TurnEnd  # noqa: E402
 from agent.store.import_checks import ImportRules, check_backup  # noqa: E402
 from bench.servers import mongodb_server, new_database  # noqa: E402
 
@@ -50,7 +51,9 @@ async def fill(store: Store, dialogs: int, turns: int) -> None:
                 for i in range(4)
             ]
             bot = BotUtterance(text="an answer", active_skill="skill3", confidence=0.3)
-            await store.finish_turn(head.dialog_id, human.id, utterance, bot, {"n": turn}, {})
+            await store.finish_turn(
+                TurnEnd(head.dialog_id, human.id, utterance, bot, {"n": turn}, {})
+            )
         await store.close_active_dialog(user)
 
 

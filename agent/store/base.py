@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -135,6 +135,31 @@ class TurnStart:
     completed_last_turn: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class TurnEnd:
+    """What a finished turn stores (:meth:`DialogStore.finish_turn`), in one write."""
+
+    dialog_id: str
+    #: the user's internal id (:attr:`Human.id`)
+    human_id: str
+    #: the human utterance, annotated: it replaces the one stored before the pipeline ran
+    utterance: HumanUtterance
+    answer: BotUtterance
+    #: merged into the user's attributes key by key (a concurrent merge of other keys is
+    #: never lost)
+    human_attributes: dict[str, Any] = field(default_factory=dict)
+    #: merged into the dialog's bot attributes the same way
+    bot_attributes: dict[str, Any] = field(default_factory=dict)
+    #: merged into the user's profile the same way
+    human_profile: dict[str, Any] | None = None
+    #: ``human_attributes`` become the user's whole attributes (dp-agent's reset on a
+    #: dialog's first turn)
+    replace_human_attributes: bool = False
+    #: the place in line the turn leaves in the same write (one command fewer per turn on
+    #: MongoDB); None: the caller leaves it (:meth:`LineStore.leave`), or holds none
+    leave: Place | None = None
+
+
 class Restored(enum.Enum):
     """What restoring a dialog from a backup did (:meth:`DialogStore.restore_dialog`)."""
 
@@ -184,29 +209,13 @@ class DialogStore(Protocol):
         utterance its id here (``utterance.utt_id`` is then rewritten)."""
         ...
 
-    async def finish_turn(
-        self,
-        dialog_id: str,
-        human_id: str,
-        utterance: HumanUtterance,
-        bot_utterance: BotUtterance,
-        human_attributes: dict[str, Any],
-        bot_attributes: dict[str, Any],
-        *,
-        human_profile: dict[str, Any] | None = None,
-        replace_human_attributes: bool = False,
-        place: Place | None = None,
-        again: bool = False,
-    ) -> None:
-        """Replace the human utterance with its annotated version, append the bot's, and
-        merge the chosen hypothesis' attributes key by key (a concurrent merge of other
-        keys is never lost). ``human_profile`` is merged into the profile the same way;
-        ``replace_human_attributes`` makes ``human_attributes`` the user's whole attributes
-        (dp-agent's reset on a dialog's first turn). With ``place``, the same write leaves
-        the user's line (and marks the place :attr:`Place.left`). A store may give the bot
-        utterance its id here. ``again``: an earlier call for this turn raised
-        :class:`StoreUnavailable`, so part of it may be stored: what is stored is completed,
-        nothing is written twice."""
+    async def finish_turn(self, end: TurnEnd, *, again: bool = False) -> None:
+        """Store the turn's end (:class:`TurnEnd`): replace the human utterance with its
+        annotated version, append the bot's, merge the attribute changes, and leave
+        :attr:`TurnEnd.leave` in the same write (marking it :attr:`Place.left`). A store
+        may give the bot utterance its id here. ``again``: an earlier call for this turn
+        raised :class:`StoreUnavailable`, so part of it may be stored: what is stored is
+        completed, nothing is written twice."""
         ...
 
     async def mark_interrupted(self, utt_id: str) -> None:

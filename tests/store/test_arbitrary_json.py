@@ -18,6 +18,7 @@ from agent.sdk.models import check_attribute_keys
 from agent.state.limits import StorageLimits, UnstorableValue
 from agent.state.models import BotUtterance, HumanUtterance, Hypothesis
 from agent.store import Store
+from agent.store.base import TurnEnd
 from tests.store.reads import opened
 
 LIMITS = StorageLimits(max_depth=12, max_items=400, max_bytes=20_000)
@@ -72,7 +73,9 @@ async def turn(
         Hypothesis(skill_name="echo", text="ok", confidence=0.5, **(hypothesis_fields or {}))
     ]
     bot = BotUtterance(text="ok", orig_text="ok", active_skill="echo", confidence=0.5)
-    await store.finish_turn(dialog.dialog_id, human.id, utterance, bot, human_attributes or {}, {})
+    await store.finish_turn(
+        TurnEnd(dialog.dialog_id, human.id, utterance, bot, human_attributes or {}, {})
+    )
     return dialog.dialog_id
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from agent.state.models import BotUtterance, Human, HumanUtterance, Hypothesis
 from agent.store import Store
-from agent.store.base import Claim, ClaimStatus
+from agent.store.base import Claim, ClaimStatus, TurnEnd
 from tests.store.reads import last_utterances, opened
 
 INJECTION = '{"$ne": null}'
@@ -45,7 +45,9 @@ async def turn(
     ]
     bot = BotUtterance(text=answer, orig_text=answer, active_skill="echo", confidence=0.5)
     await store.finish_turn(
-        dialog.dialog_id, human.id, utterance, bot, human_attributes or {}, bot_attributes or {}
+        TurnEnd(
+            dialog.dialog_id, human.id, utterance, bot, human_attributes or {}, bot_attributes or {}
+        )
     )
     return dialog.dialog_id, bot
 
@@ -294,7 +296,7 @@ async def test_a_turn_whose_dialog_was_closed_meanwhile_keeps_the_users_attribut
     await store.close_active_dialog("alice")  # by another message, say
     answer = BotUtterance(text="ok", active_skill="echo", confidence=0.5)
     await store.finish_turn(
-        dialog.dialog_id, human.id, utterance, answer, {"name": "Ann"}, {"topic": "cats"}
+        TurnEnd(dialog.dialog_id, human.id, utterance, answer, {"name": "Ann"}, {"topic": "cats"})
     )
     assert (await opened(store, "alice")).human.attributes == {"name": "Ann"}
     closed = await store.dialog(dialog.dialog_id)
@@ -327,14 +329,16 @@ async def test_keys_json_escapes_replace_their_values_like_any_other(store: Stor
         await store.add_utterance(dialog.dialog_id, utterance)
         values = {key: {f"v{n}": [n, None]} for key in keys}
         await store.finish_turn(
-            dialog.dialog_id,
-            human.id,
-            utterance,
-            BotUtterance(text="ok", active_skill="echo", confidence=0.5),
-            values,
-            values,
-            human_profile=values,
-            replace_human_attributes=replace,
+            TurnEnd(
+                dialog.dialog_id,
+                human.id,
+                utterance,
+                BotUtterance(text="ok", active_skill="echo", confidence=0.5),
+                values,
+                values,
+                human_profile=values,
+                replace_human_attributes=replace,
+            )
         )
     expected = {key: {"v3": [3, None]} for key in keys}
     read = await store.dialog(dialog.dialog_id)
@@ -392,7 +396,7 @@ async def test_dates_round_trip_as_aware_datetimes(store: Store) -> None:
     )
     await store.add_utterance(head.dialog_id, sent)
     bot = BotUtterance(text="ok", active_skill="s", confidence=1.0)
-    await store.finish_turn(head.dialog_id, human.id, sent, bot, {}, {})
+    await store.finish_turn(TurnEnd(head.dialog_id, human.id, sent, bot, {}, {}))
     await store.close_active_dialog("alice")
     dialog = await store.dialog(head.dialog_id)
     assert dialog is not None
@@ -537,7 +541,7 @@ async def test_an_answer_whose_number_another_agent_took_is_kept_after_it(
     await another_agent_store.add_utterance(dialog.dialog_id, outside)
     utterance.annotations = {"tokens": ["hello"]}
     bot = BotUtterance(text="hi!", orig_text="hi!", active_skill="echo", confidence=0.5)
-    await store.finish_turn(dialog.dialog_id, human.id, utterance, bot, {"seen": True}, {})
+    await store.finish_turn(TurnEnd(dialog.dialog_id, human.id, utterance, bot, {"seen": True}, {}))
 
     stored = await store.dialog(dialog.dialog_id)
     assert stored is not None
@@ -566,7 +570,8 @@ async def test_a_turns_end_written_again_is_stored_once(store: Store) -> None:
     bot = BotUtterance(text="hello", active_skill="echo", confidence=1)
     for again in (False, True, True):
         await store.finish_turn(
-            start.dialog.dialog_id, start.human.id, utterance, bot, {"n": 1}, {}, again=again
+            TurnEnd(start.dialog.dialog_id, start.human.id, utterance, bot, {"n": 1}, {}),
+            again=again,
         )
     after = await store.open_turn("ann", "http_client", 5)
     assert [u.text for u in after.history] == ["hi", "hello"]
@@ -582,7 +587,7 @@ async def test_a_keyed_utterance_is_found_with_what_came_after_it(store: Store) 
     later = HumanUtterance(text="second", message_key="chat:k-2")
     await store.add_utterance(dialog_id, later)
     bot = BotUtterance(text="answer", active_skill="echo", confidence=1)
-    await store.finish_turn(dialog_id, start.human.id, later, bot, {}, {})
+    await store.finish_turn(TurnEnd(dialog_id, start.human.id, later, bot, {}, {}))
     assert [u.text for u in await store.keyed_turn(dialog_id, "chat:k-1")] == ["first", "second"]
     assert [u.text for u in await store.keyed_turn(dialog_id, "chat:k-2")] == ["second", "answer"]
     assert await store.keyed_turn(dialog_id, "chat:k-3") == []

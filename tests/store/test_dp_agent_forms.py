@@ -8,6 +8,7 @@ from typing import Any
 
 from agent.state.models import BotUtterance, HumanUtterance
 from agent.store import Store
+from agent.store.base import TurnEnd
 from tests.store.reads import last_utterances, opened
 
 
@@ -22,7 +23,7 @@ async def answered(
     bot = BotUtterance(
         text="ok", active_skill="echo", confidence=1.0, attributes=bot_attributes or {}
     )
-    await store.finish_turn(dialog.dialog_id, human.id, utterance, bot, {}, {})
+    await store.finish_turn(TurnEnd(dialog.dialog_id, human.id, utterance, bot, {}, {}))
     return dialog.dialog_id, bot.utt_id
 
 

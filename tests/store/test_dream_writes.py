@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from agent.state.models import BotUtterance, HumanUtterance
 from agent.store import Store
+from agent.store.base import TurnEnd
 from tests.store.reads import opened
 
 
@@ -23,14 +24,16 @@ async def finish(
     await store.add_utterance(dialog.dialog_id, utterance)
     bot = BotUtterance(text="ok", active_skill="echo", confidence=1.0)
     await store.finish_turn(
-        dialog.dialog_id,
-        human.id,
-        utterance,
-        bot,
-        attributes,
-        {},
-        human_profile=profile,
-        replace_human_attributes=replace,
+        TurnEnd(
+            dialog.dialog_id,
+            human.id,
+            utterance,
+            bot,
+            attributes,
+            {},
+            human_profile=profile,
+            replace_human_attributes=replace,
+        )
     )
 
 

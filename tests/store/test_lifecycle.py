@@ -18,7 +18,7 @@ from agent.state.models import (
     utc_now,
 )
 from agent.store import Store
-from agent.store.base import Retention, Swept
+from agent.store.base import Retention, Swept, TurnEnd
 from tests.store.reads import opened
 from tests.store.test_contract import turn
 
@@ -48,7 +48,9 @@ async def rich_turn(store: Store, user: str, text: str) -> tuple[str, BotUtteran
     answer = BotUtterance(
         text=text, active_skill="echo", confidence=0.5, annotations={"sentiment": "neutral"}
     )
-    await store.finish_turn(dialog.dialog_id, human.id, utterance, answer, {"name": "ann"}, {})
+    await store.finish_turn(
+        TurnEnd(dialog.dialog_id, human.id, utterance, answer, {"name": "ann"}, {})
+    )
     return dialog.dialog_id, answer
 
 
@@ -196,7 +198,7 @@ async def test_a_turn_in_flight_is_neither_closed_nor_compacted(store: Store) ->
     utterance.annotations = {"tokens": ["in", "flight"]}
     answer = BotUtterance(text="done", active_skill="echo", confidence=1.0)
     await store.finish_turn(
-        start.dialog.dialog_id, start.human.id, utterance, answer, {}, {}, place=place
+        TurnEnd(start.dialog.dialog_id, start.human.id, utterance, answer, {}, {}, leave=place)
     )
     dialog = await store.dialog(start.dialog.dialog_id)
     assert dialog is not None and dialog.date_finish is None

@@ -15,6 +15,7 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from agent.state.models import BotUtterance, HumanUtterance
+from agent.store.base import TurnEnd
 from agent.store.mongo import MongoStore
 from tests.store.conftest import mongo_store
 from tests.store.reads import opened
@@ -39,7 +40,9 @@ async def test_a_server_claiming_mongodb_8_without_bulk_write_still_stores_turns
                     text=f"hi {i}", orig_text=f"hi {i}", active_skill="echo", confidence=0.5
                 )
                 with caplog.at_level(logging.WARNING, logger="chorus.store"):
-                    await store.finish_turn(dialog.dialog_id, human.id, utterance, bot, {}, {})
+                    await store.finish_turn(
+                        TurnEnd(dialog.dialog_id, human.id, utterance, bot, {}, {})
+                    )
             warnings = [r for r in caplog.records if "no bulkWrite" in r.getMessage()]
             assert len(warnings) == 1
             stored = await reader.dialog(dialog.dialog_id)
@@ -63,7 +66,7 @@ async def test_a_turn_end_too_large_for_one_command_is_written_in_two(
         utterance.annotations = {"summary": "a" * 9_000_000}
         bot = BotUtterance(text="hi", orig_text="hi", active_skill="echo", confidence=1)
         notes = {"notes": "n" * 8_000_000}
-        await store.finish_turn(dialog.dialog_id, human.id, utterance, bot, notes, {})
+        await store.finish_turn(TurnEnd(dialog.dialog_id, human.id, utterance, bot, notes, {}))
         stored = await store.dialog(dialog.dialog_id)
         assert stored is not None
         annotated, answer = stored.utterances

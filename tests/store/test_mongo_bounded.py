@@ -29,6 +29,7 @@ from pymongo.monitoring import (
 
 from agent.state.models import BotUtterance, HumanUtterance, Hypothesis, utc_now
 from agent.store import StoreUnavailable
+from agent.store.base import TurnEnd
 from agent.store.mongo import MongoStore
 from tests.store.conftest import mongo_store
 from tests.store.reads import last_utterances, opened
@@ -90,7 +91,15 @@ async def agent_turn(store: MongoStore, i: int) -> None:
     utterance.hypotheses = [Hypothesis(skill_name="echo", text=f"answer {i:04d}", confidence=0.5)]
     bot = BotUtterance(text=f"answer {i:04d}", active_skill="echo", confidence=0.5)
     await store.finish_turn(
-        dialog.dialog_id, human.id, utterance, bot, {"last_turn": i}, {"last_turn": i}, place=place
+        TurnEnd(
+            dialog.dialog_id,
+            human.id,
+            utterance,
+            bot,
+            {"last_turn": i},
+            {"last_turn": i},
+            leave=place,
+        )
     )
     assert place.left
 
@@ -193,7 +202,9 @@ async def agent_turn_after_loss(store: MongoStore, dialog_id: str) -> None:
     utterance = HumanUtterance(text="again")
     await store.add_utterance(dialog_id, utterance)
     answer = BotUtterance(text="answer", active_skill="echo", confidence=1.0)
-    await store.finish_turn(dialog_id, start.human.id, utterance, answer, {}, {}, place=place)
+    await store.finish_turn(
+        TurnEnd(dialog_id, start.human.id, utterance, answer, {}, {}, leave=place)
+    )
 
 
 async def test_the_line_stays_small_and_costs_the_same_at_place_100(

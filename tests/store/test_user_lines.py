@@ -11,7 +11,7 @@ import pytest
 from agent.lines import LineTimeout, UserLines
 from agent.state.models import BotUtterance, HumanUtterance, utc_now
 from agent.store import Store
-from agent.store.base import Place
+from agent.store.base import Place, TurnEnd
 from tests.store.reads import opened
 
 
@@ -167,13 +167,15 @@ async def test_a_turn_whose_place_was_passed_over_is_stored_whole(store: Store) 
     assert await store.first_in_line(behind, utc_now() + timedelta(seconds=3))
     answer = BotUtterance(text="late", active_skill="echo", confidence=0.5)
     await store.finish_turn(
-        start.dialog.dialog_id,
-        start.human.id,
-        utterance,
-        answer,
-        {"mood": "late"},
-        {"topic": "cats"},
-        place=stalled,
+        TurnEnd(
+            start.dialog.dialog_id,
+            start.human.id,
+            utterance,
+            answer,
+            {"mood": "late"},
+            {"topic": "cats"},
+            leave=stalled,
+        )
     )
     human = (await opened(store, "ann")).human
     assert human.attributes == {"mood": "late"}

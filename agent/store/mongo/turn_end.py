@@ -7,14 +7,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from pymongo import ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DocumentTooLarge, OperationFailure, WriteError
 
 from agent.state.models import BotUtterance, HumanUtterance, utc_now
-from agent.store.base import Place
+from agent.store.base import Place, TurnEnd
 from agent.store.mongo.base import MongoBase, MongoDb
 from agent.store.mongo.codec import escape, literal, merge_set
 from agent.store.mongo.documents import (
@@ -76,32 +75,22 @@ class MongoTurnEnd(MongoBase):
         self._numbering = numbering
 
     @unavailable_when_unreachable
-    async def finish_turn(
-        self,
-        dialog_id: str,
-        human_id: str,
-        utterance: HumanUtterance,
-        bot_utterance: BotUtterance,
-        human_attributes: dict[str, Any],
-        bot_attributes: dict[str, Any],
-        *,
-        human_profile: dict[str, Any] | None = None,
-        replace_human_attributes: bool = False,
-        place: Place | None = None,
-        again: bool = False,
-    ) -> None:
+    async def finish_turn(self, end: TurnEnd, *, again: bool = False) -> None:
+        dialog_id, human_id, place = end.dialog_id, end.human_id, end.leave
+        utterance, bot_utterance = end.utterance, end.answer
         if again and await self._end_completed(dialog_id, human_id, bot_utterance, place):
             return
         user: Doc = {}
-        if replace_human_attributes:
-            user["attributes"] = escape(human_attributes)
-        elif human_attributes:
-            user.update(merge_set("attributes", human_attributes))
-        if human_profile:
-            user.update(merge_set("profile", human_profile))
-
-        bot: Doc = merge_set("dialog.bot.attributes", bot_attributes) if bot_attributes else {}
-        end = turn_end_of({**user, **bot})
+        if end.replace_human_attributes:
+            user["attributes"] = escape(end.human_attributes)
+        elif end.human_attributes:
+            user.update(merge_set("attributes", end.human_attributes))
+        if end.human_profile:
+            user.update(merge_set("profile", end.human_profile))
+        bot: Doc = (
+            merge_set("dialog.bot.attributes", end.bot_attributes) if end.bot_attributes else {}
+        )
+        kept = turn_end_of({**user, **bot})  # what the answer keeps of the end (see _answer)
 
         def on_users(seq: int) -> UserWrites:
             """The statements on the user's document, once the answer's number is known."""
@@ -126,9 +115,9 @@ class MongoTurnEnd(MongoBase):
 
         if not (
             self._m.bulk_write
-            and await self._finish_at_once(dialog_id, utterance, bot_utterance, end, on_users)
+            and await self._finish_at_once(dialog_id, utterance, bot_utterance, kept, on_users)
         ):
-            seq = await self._answer(dialog_id, utterance, bot_utterance, end)
+            seq = await self._answer(dialog_id, utterance, bot_utterance, kept)
             # Kept until the turn's end is stored: a retry of a refused end (with the
             # services' outputs dropped) writes the same answer again (see _answer).
             self._numbering.keep(dialog_id, seq)

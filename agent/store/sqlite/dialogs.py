@@ -9,7 +9,6 @@ from typing import Any
 
 from agent.state.models import (
     Bot,
-    BotUtterance,
     Dialog,
     Human,
     HumanUtterance,
@@ -19,8 +18,8 @@ from agent.state.models import (
 )
 from agent.store.base import (
     DialogHead,
-    Place,
     RatingsFull,
+    TurnEnd,
     TurnStart,
 )
 from agent.store.sqlite.base import (
@@ -110,45 +109,36 @@ class SqliteDialogs(SqliteBase):
             )
         )
 
-    async def finish_turn(
-        self,
-        dialog_id: str,
-        human_id: str,
-        utterance: HumanUtterance,
-        bot_utterance: BotUtterance,
-        human_attributes: dict[str, Any],
-        bot_attributes: dict[str, Any],
-        *,
-        human_profile: dict[str, Any] | None = None,
-        replace_human_attributes: bool = False,
-        place: Place | None = None,
-        again: bool = False,
-    ) -> None:
+    async def finish_turn(self, end: TurnEnd, *, again: bool = False) -> None:
         # One transaction: an earlier call stored all of the turn's end, or nothing.
+        place = end.leave
         if again and await self.fetch_one(
-            "SELECT 1 FROM utterances WHERE utt_id = ?", [bot_utterance.utt_id]
+            "SELECT 1 FROM utterances WHERE utt_id = ?", [end.answer.utt_id]
         ):
             if place is not None:
                 place.left = True
             return
+        human_id = end.human_id
         statements: list[Statement] = [
             (
                 "UPDATE utterances SET doc = ? WHERE utt_id = ?",
-                [document_text(utterance), utterance.utt_id],
+                [document_text(end.utterance), end.utterance.utt_id],
             ),
-            insert_utterance(dialog_id, bot_utterance),
+            insert_utterance(end.dialog_id, end.answer),
         ]
-        if replace_human_attributes:
+        if end.replace_human_attributes:
             statements.append(
                 (
                     "UPDATE users SET doc = json_set(doc, '$.attributes', json(?)) WHERE id = ?",
-                    [json_text(human_attributes), human_id],
+                    [json_text(end.human_attributes), human_id],
                 )
             )
         else:
-            statements += merge_statements("users", ("attributes",), human_attributes, human_id)
-        statements += merge_statements("users", ("profile",), human_profile or {}, human_id)
-        statements += merge_statements("dialogs", ("bot", "attributes"), bot_attributes, dialog_id)
+            statements += merge_statements("users", ("attributes",), end.human_attributes, human_id)
+        statements += merge_statements("users", ("profile",), end.human_profile or {}, human_id)
+        statements += merge_statements(
+            "dialogs", ("bot", "attributes"), end.bot_attributes, end.dialog_id
+        )
         if place is not None:
             statements += leaving(place)
         await self.write(*statements)
