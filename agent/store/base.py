@@ -18,7 +18,6 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from agent.sdk.errors import ChorusError
-from agent.sdk.models import JsonDict
 from agent.state.models import (
     Bot,
     BotUtterance,
@@ -28,6 +27,16 @@ from agent.state.models import (
     Utterance,
     utc_now,
 )
+
+# The keys' and the lifecycle's parts of the protocol, named here too: the one place a
+# caller imports the store's types from.
+from agent.store.keys import DEFAULT_KEY_RETENTION as DEFAULT_KEY_RETENTION
+from agent.store.keys import Claim as Claim
+from agent.store.keys import ClaimStatus as ClaimStatus
+from agent.store.keys import KeyStore as KeyStore
+from agent.store.retention import LifecycleStore as LifecycleStore
+from agent.store.retention import Retention as Retention
+from agent.store.retention import Swept as Swept
 
 
 class StoreUnavailable(ChorusError):
@@ -51,29 +60,6 @@ class RatingsFull(ChorusError):
             f"{what} already holds {kept} ratings, the most kept (CHORUS_MAX_RATINGS); "
             "this one was not stored"
         )
-
-
-#: Seconds an idempotency key and its copy of the reply are kept by default (a day): far
-#: beyond the minutes over which clients retry (``CHORUS_KEY_RETENTION``).
-DEFAULT_KEY_RETENTION = 86_400.0
-
-
-class ClaimStatus(enum.Enum):
-    """What claiming a client's idempotency key found."""
-
-    CLAIMED = "claimed"  #: ours to answer: nobody tried before
-    #: ours to answer, after an attempt that did not finish (a dead agent's lease ran out,
-    #: or its turn failed): that attempt may have stored the message, or all of its turn
-    RECLAIMED = "reclaimed"
-    ANSWERED = "answered"  #: answered before: the reply is in the claim
-    IN_FLIGHT = "in_flight"  #: another live request is answering it right now
-    OTHER_MESSAGE = "other_message"  #: the key was used for a different request
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    status: ClaimStatus
-    reply: JsonDict | None = None
 
 
 @dataclass(slots=True)
@@ -331,46 +317,6 @@ class DialogStore(Protocol):
     async def close(self) -> None: ...
 
 
-class KeyStore(Protocol):
-    """Clients' idempotency keys: a claim per key, so a retried message is answered once
-    (:mod:`agent.idempotency`)."""
-
-    async def claim_key(
-        self,
-        user_id: str,
-        key: str,
-        fingerprint: str,
-        lease_until: datetime,
-        now: datetime,
-        keep_until: datetime | None = None,
-    ) -> Claim:
-        """Claim a client's idempotency key before its turn runs, until ``lease_until``. A
-        claim whose lease ran out before ``now`` with no answer (or that was released) is
-        taken over (:attr:`ClaimStatus.RECLAIMED`); a claim made
-        with another ``fingerprint`` is :attr:`ClaimStatus.OTHER_MESSAGE` (claims stored
-        before fingerprints existed match any).
-
-        The claim, and the reply once recorded, is kept until ``keep_until`` (None: for
-        ever). A claim read after that counts as absent, answered or not (unless its lease
-        still runs: its turn is being answered), so expiry never depends on the database
-        deleting it; each store also deletes expired claims (MongoDB: a TTL index;
-        SQLite: a few on each claim)."""
-        ...
-
-    async def renew_keys(self, claims: list[tuple[str, str]], lease_until: datetime) -> None:
-        """Extend the leases of unanswered claims ``(user_id, key)`` this agent holds."""
-        ...
-
-    async def complete_key(self, user_id: str, key: str, reply: JsonDict) -> None:
-        """Remember the answer to a claimed key."""
-        ...
-
-    async def release_key(self, user_id: str, key: str) -> None:
-        """Give up a claim whose turn failed, so a retry can run it (and is told it is a
-        retry: :attr:`ClaimStatus.RECLAIMED`)."""
-        ...
-
-
 class LineStore(Protocol):
     """The users' line: one message of a user at a time, in arrival order
     (:mod:`agent.lines`)."""
@@ -414,69 +360,6 @@ class LineStore(Protocol):
 
     async def interrupted(self, places: list[tuple[str, int]]) -> list[tuple[str, int]]:
         """Of the places ``(user_id, number)`` this agent serves, those asked to cancel."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class Retention:
-    """What the data lifecycle removes, and when (``CHORUS_RETAIN_*``); None keeps for ever,
-    so the default keeps everything, and each rule works alone."""
-
-    #: a closed dialog is deleted whole (the dialog, its utterances and their ratings) this
-    #: long after it was closed
-    closed_dialogs: timedelta | None = None
-    #: an open dialog none of whose utterances is newer than this is closed
-    idle_dialogs: timedelta | None = None
-    #: an answered turn this old loses its bulky parts (every hypothesis but the chosen one,
-    #: annotations, trace, errors); its texts, the chosen answer, its skill and ratings stay
-    compact_turns: timedelta | None = None
-
-    @property
-    def any(self) -> bool:
-        return any(
-            rule is not None
-            for rule in (self.closed_dialogs, self.idle_dialogs, self.compact_turns)
-        )
-
-
-@dataclass(slots=True)
-class Swept:
-    """What one pass of :func:`agent.lifecycle.sweep` did."""
-
-    dialogs_deleted: int = 0
-    utterances_deleted: int = 0
-    dialogs_closed: int = 0
-    utterances_compacted: int = 0
-    #: every rule has looked at every record since the round began: a round is over
-    round_done: bool = False
-
-
-class LifecycleStore(Protocol):
-    """The data lifecycle, one method per rule (:func:`agent.lifecycle.sweep` applies those
-    a :class:`Retention` asks for), and the store's size. Each rule walks its records in a
-    fixed order, from where its previous pass stopped, starting over after the last. None
-    touches an open dialog's window but by closing it when idle, a user's profile or
-    attributes, a dialog whose user has a message in line (a turn in flight), nor a turn
-    not yet answered."""
-
-    async def delete_closed(self, before: datetime, batch: int, swept: Swept) -> bool:
-        """Delete whole (the dialog, its utterances and their ratings) the dialogs closed
-        before ``before``, looking at the next ``batch`` records of the walk; counted into
-        ``swept``. True when the walk went past the last record (its round is over)."""
-        ...
-
-    async def close_idle(self, before: datetime, now: datetime, batch: int, swept: Swept) -> bool:
-        """Close the open dialogs none of whose utterances is newer than ``before``, as of
-        ``now``, as :meth:`delete_closed` walks its records."""
-        ...
-
-    async def compact(self, before: datetime, batch: int, swept: Swept) -> bool:
-        """Strip the bulky parts (:mod:`agent.store.compaction`) of answered turns older
-        than ``before``, as :meth:`delete_closed` walks its records."""
-        ...
-
-    async def sizes(self) -> dict[str, int]:
-        """Records per table or collection."""
         ...
 
 
