@@ -250,8 +250,8 @@ class MessageFlow:
         history = start.history[-window:]
         if reward is not None:
             previous = next((u for u in reversed(history) if isinstance(u, BotUtterance)), None)
-            if previous is not None and await store.rate_utterance(
-                user_id, previous.utt_id, reward
+            if previous is not None and await store.add_utterance_rating(
+                previous.utt_id, None, user_id, reward
             ):
                 self.metrics.observe_rating(reward, arm)
         pending = self._unanswered(history, utterance)

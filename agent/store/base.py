@@ -227,10 +227,6 @@ class DialogStore(Protocol):
         """All dialogs of a user, oldest first; None for an unknown user."""
         ...
 
-    async def rate_utterance(self, user_id: str, utt_id: str, rating: float) -> bool:
-        """Rate a bot utterance of one of the user's dialogs; False when there is none."""
-        ...
-
     async def list_dialog_ids(self, offset: int, limit: int, active: bool | None) -> list[str]:
         """Dialog ids in the order the dialogs were opened, from ``offset``, at most
         ``limit``; ``active`` True/False: only open/closed dialogs (dp-agent's
@@ -265,16 +261,18 @@ class DialogStore(Protocol):
     async def add_utterance_rating(
         self,
         utt_id: str,
-        entry: dict[str, Any],
+        entry: dict[str, Any] | None,
         user_id: str | None = None,
         rating: float | None = None,
         max_ratings: int | None = None,
     ) -> bool:
         """Append ``entry`` to a bot utterance's ``attributes.ratings`` and set its numeric
-        ``rating`` when given, in one write; False when there is no such bot utterance, or,
-        with ``user_id``, none in that user's dialogs. Another user's answer and a missing
-        one take the same path, so the time a refusal takes does not tell ids apart;
-        :class:`RatingsFull` when it already holds ``max_ratings`` of them."""
+        ``rating`` when given, in one write (``entry`` None: only the numeric rating, as a
+        reward sent with the user's next message is kept; one of them is given). False
+        when there is no such bot utterance, or, with ``user_id``, none in that user's
+        dialogs. Another user's answer and a missing one take the same path, so the time a
+        refusal takes does not tell ids apart; :class:`RatingsFull` when it already holds
+        ``max_ratings`` of them."""
         ...
 
     async def restore_user(self, human: Human) -> bool:

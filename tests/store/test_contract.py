@@ -371,17 +371,19 @@ async def test_ratings_belong_to_their_user(store: Store) -> None:
     dialog_id, bot = await turn(store, "alice", "hi")
     await opened(store, "mallory")
     assert await store.add_dialog_rating(dialog_id, {"rating": 4.0}, "alice", 4.0)
-    assert await store.rate_utterance("alice", bot.utt_id, 1.0)
+    assert await store.add_utterance_rating(bot.utt_id, None, "alice", 1.0)
     assert not await store.add_dialog_rating(dialog_id, {"rating": 0.0}, "mallory", 0.0)
-    assert not await store.rate_utterance("mallory", bot.utt_id, 0.0)
+    assert not await store.add_utterance_rating(bot.utt_id, None, "mallory", 0.0)
     assert not await store.add_dialog_rating(dialog_id, {"rating": 0.0}, "nobody", 0.0)
     assert not await store.add_dialog_rating("no-such-dialog", {"rating": 0.0}, "alice", 0.0)
-    assert not await store.rate_utterance("alice", "no-such-utterance", 0.0)
+    assert not await store.add_utterance_rating("no-such-utterance", None, "alice", 0.0)
     dialog = await store.dialog(dialog_id)
     assert dialog is not None and dialog.rating == 4.0
     human, answer = dialog.utterances
     assert isinstance(answer, BotUtterance) and answer.rating == 1.0
-    assert not await store.rate_utterance("alice", human.utt_id, 1.0)  # bot answers only
+    assert not await store.add_utterance_rating(
+        human.utt_id, None, "alice", 1.0
+    )  # bot answers only
 
 
 # -- dates and ids --------------------------------------------------------------------
@@ -421,7 +423,7 @@ async def test_ids_are_literals_never_queries(store: Store) -> None:
     assert await store.close_active_dialog(INJECTION) is None
     assert not await store.add_dialog_rating(dialog_id, {"rating": 1.0}, INJECTION, 1.0)
     assert not await store.add_dialog_rating(INJECTION, {"rating": 1.0}, "alice", 1.0)
-    assert not await store.rate_utterance("alice", INJECTION, 1.0)
+    assert not await store.add_utterance_rating(INJECTION, None, "alice", 1.0)
     # As an external id it is just a name: a user of its own, nobody else's data.
     odd = await opened(store, INJECTION)
     assert odd.human.user_external_id == INJECTION

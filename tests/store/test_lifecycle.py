@@ -69,7 +69,7 @@ async def test_closed_dialogs_are_deleted_whole_once_kept_long_enough(store: Sto
     old = await closed_dialog(store, "ann")
     assert await store.add_dialog_rating(old, {"rating": 5}, "ann", 5.0)
     _, answer = await turn(store, "ann", "still talking")  # the open dialog
-    await store.rate_utterance("ann", answer.utt_id, 1.0)
+    await store.add_utterance_rating(answer.utt_id, None, "ann", 1.0)
     before = await store.sizes()
 
     early = await sweeper(store, utc_now() + 29 * DAY, closed_dialogs=30 * DAY).run_round()

@@ -169,7 +169,6 @@ class MongoStore:
         self.dialog_by_dp_agent_id = reads.dialog_by_dp_agent_id
         self.dialog_starts = reads.dialog_starts
         ratings = MongoRatings(m)
-        self.rate_utterance = ratings.rate_utterance
         self.add_dialog_rating = ratings.add_dialog_rating
         self.add_utterance_rating = ratings.add_utterance_rating
         restore = MongoRestore(m)

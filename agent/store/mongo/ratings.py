@@ -17,18 +17,6 @@ class MongoRatings(MongoBase):
     """The ratings of :class:`agent.store.DialogStore` on MongoDB."""
 
     @unavailable_when_unreachable
-    async def rate_utterance(self, user_id: str, utt_id: str, rating: float) -> bool:
-        """One update that matches the utterance and its owner together, after reading the
-        user's dialogs: a rating of another user's utterance and of a missing one send the
-        same two commands, so the answer's timing does not tell which ids exist."""
-        owned = await self._dialogs.distinct("_id", {"human_id": human_id_for(user_id)})
-        result = await self._utterances.update_one(
-            {"_id": literal(utt_id), "speaker": "bot", "dialog_id": {"$in": owned}},
-            {"$set": {"rating": rating}},
-        )
-        return result.matched_count > 0
-
-    @unavailable_when_unreachable
     async def add_dialog_rating(
         self,
         dialog_id: str,
@@ -58,21 +46,26 @@ class MongoRatings(MongoBase):
     async def add_utterance_rating(
         self,
         utt_id: str,
-        entry: dict[str, Any],
+        entry: dict[str, Any] | None,
         user_id: str | None = None,
         rating: float | None = None,
         max_ratings: int | None = None,
     ) -> bool:
+        """A rating of another user's answer and of a missing one send the same commands
+        (the user's dialogs, then one update matching the answer and its owner together),
+        so the answer's timing does not tell which ids exist."""
+        if entry is None and rating is None:
+            raise ValueError("a rating needs an entry or a numeric rating")
         owner: Doc = {"_id": literal(utt_id), "speaker": "bot"}
-        if user_id is not None:  # one update matching the answer and its owner together
+        if user_id is not None:
             owned = await self._dialogs.distinct("_id", {"human_id": human_id_for(user_id)})
             owner["dialog_id"] = {"$in": owned}
         query = {**owner, **_room("attributes.ratings", max_ratings)}
         numeric: Doc = {} if rating is None else {"rating": rating}
+        update: Doc = {} if entry is None else {"$push": {"attributes.ratings": escape(entry)}}
+        if numeric:
+            update["$set"] = numeric
         try:
-            update: Doc = {"$push": {"attributes.ratings": escape(entry)}}
-            if numeric:
-                update["$set"] = numeric
             result = await self._utterances.update_one(query, update)
         except WriteError:  # a service left a value there that is not a list: keep it first
             doc = await self._utterances.find_one(query, projection={"attributes.ratings": 1})

@@ -77,7 +77,6 @@ class SqliteStore:
         self.dialog = dialogs.dialog
         self.dialogs = dialogs.dialogs
         self.user_dialogs = dialogs.user_dialogs
-        self.rate_utterance = dialogs.rate_utterance
         self.list_dialog_ids = dialogs.list_dialog_ids
         self.dialog_by_dp_agent_id = dialogs.dialog_by_dp_agent_id
         self.dialog_starts = dialogs.dialog_starts

@@ -196,17 +196,6 @@ class SqliteDialogs(SqliteBase):
         )  # creation order: dates tie within a ms
         return [await self._dialog(row[0], human) for row in rows]
 
-    async def rate_utterance(self, user_id: str, utt_id: str, rating: float) -> bool:
-        (row,) = await self.write(
-            (
-                "UPDATE utterances SET doc = json_set(doc, '$.rating', ?) WHERE utt_id = ? "
-                "AND speaker = 'bot' AND dialog_id IN (SELECT d.id FROM dialogs d JOIN users u "
-                "ON u.id = d.human_id WHERE u.user_id = ?) RETURNING utt_id",
-                [rating, utt_id, user_id],
-            )
-        )
-        return row is not None
-
     async def list_dialog_ids(self, offset: int, limit: int, active: bool | None) -> list[str]:
         where, args = ("", []) if active is None else ("WHERE active = ? ", [int(active)])
         rows = await self.fetch_all(
@@ -261,11 +250,13 @@ class SqliteDialogs(SqliteBase):
     async def add_utterance_rating(
         self,
         utt_id: str,
-        entry: dict[str, Any],
+        entry: dict[str, Any] | None,
         user_id: str | None = None,
         rating: float | None = None,
         max_ratings: int | None = None,
     ) -> bool:
+        if entry is None and rating is None:
+            raise ValueError("a rating needs an entry or a numeric rating")
         owned, args = (
             ("", [])
             if user_id is None
@@ -277,12 +268,17 @@ class SqliteDialogs(SqliteBase):
         )
         number, number_args = _numeric(rating)
         room, room_args = _room(max_ratings)
+        set_args: list[Any]
+        if entry is None:  # the numeric rating alone
+            setting, set_args = "json_set(doc, '$.rating', ?)", [rating]
+        else:
+            setting = f"json_set(doc, '$.attributes.ratings', {_APPENDED}{number})"
+            set_args = [json_text(entry), *number_args]
         (row,) = await self.write(
             (
-                f"UPDATE utterances SET doc = json_set(doc, '$.attributes.ratings', "
-                f"{_APPENDED}{number}) WHERE utt_id = ? AND speaker = 'bot'{owned}{room} "
-                "RETURNING utt_id",
-                [json_text(entry), *number_args, utt_id, *args, *room_args],
+                f"UPDATE utterances SET doc = {setting} WHERE utt_id = ? AND speaker = 'bot'"
+                f"{owned}{room} RETURNING utt_id",
+                [*set_args, utt_id, *args, *room_args],
             )
         )
         if (
