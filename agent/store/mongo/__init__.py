@@ -1,11 +1,13 @@
 """The MongoDB store: PyMongo's async API, one document per user, dialog and utterance.
 
-One module per job: :mod:`.dialogs` (the turn and the read API, :class:`DialogStore`),
-:mod:`.keys` (clients' idempotency keys, :class:`KeyStore`), :mod:`.lines` (the users'
-line, :class:`LineStore`), :mod:`.restore` (backups read back), :mod:`.codec` (the key
-codec), :mod:`.documents` (documents ↔ models), :mod:`.migrations` (the schema's version
-and its upgrades) and :mod:`.errors` (PyMongo's failures as the store's exceptions);
-:class:`MongoStore` is the three over one client.
+One part per job, each in its module, all over one :class:`~.base.MongoDb` (the client and
+the collections): :mod:`.turns` (a turn's start), :mod:`.turn_end`, :mod:`.numbering` (the
+utterances' numbers), :mod:`.reads` and :mod:`.ratings` (the rest of :class:`DialogStore`),
+:mod:`.restore` (backups read back), :mod:`.keys` (:class:`KeyStore`), :mod:`.lines`
+(:class:`LineStore`) and :mod:`.lifecycle`; beside them :mod:`.codec` (the key codec),
+:mod:`.documents` (documents ↔ models), :mod:`.migrations` (the schema's version and its
+upgrades) and :mod:`.errors` (PyMongo's failures as the store's exceptions).
+:class:`MongoStore` holds the parts and names the one that answers each operation.
 
 Why it looks the way it does:
 

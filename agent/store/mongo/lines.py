@@ -30,7 +30,8 @@ class MongoLines(MongoBase):
 
     * **Taking a place when the line is free** is one ``findAndModify`` that matches
       ``free: true``, counts the place and sets its lease, and returns the user's whole
-      document: the turn needs no other read of the user (:meth:`open_turn` uses it).
+      document: the turn needs no other read of the user (the place carries it,
+      :attr:`Place.seen`, and :meth:`open_turn` takes it from there).
       Otherwise the place is counted without the condition and the message waits.
     * **Leaving** raises ``done`` (only if it is still this place: a place given up for a
       lapsed lease must not move the line back) and grants the next place a lease, and
