@@ -48,12 +48,13 @@ class SqliteDialogs(SqliteBase):
     ) -> TurnStart:
         """(``seen`` is not needed here: reading the user again costs no round trip.)"""
         human = await self.user(user_id)
-        dialog = await self.active_dialog(human, channel_type, arm)
-        return TurnStart(human, dialog, await self.recent_utterances(dialog.dialog_id, limit))
+        dialog = await self._active_dialog(human, channel_type, arm)
+        return TurnStart(human, dialog, await self._recent_utterances(dialog.dialog_id, limit))
 
-    async def active_dialog(
+    async def _active_dialog(
         self, human: Human, channel_type: str, arm: str | None = None
     ) -> DialogHead:
+        """The user's open dialog, or a new one (on experiment arm ``arm``)."""
         row = await self.fetch_one(
             "SELECT doc FROM dialogs WHERE human_id = ? AND active = 1", [human.id]
         )
@@ -81,7 +82,8 @@ class SqliteDialogs(SqliteBase):
             return DialogHead.model_validate_json(row[0])
         return head
 
-    async def recent_utterances(self, dialog_id: str, limit: int) -> list[Utterance]:
+    async def _recent_utterances(self, dialog_id: str, limit: int) -> list[Utterance]:
+        """The dialog's last ``limit`` utterances, oldest first."""
         rows = await self.fetch_all(
             "SELECT doc FROM utterances WHERE dialog_id = ? ORDER BY seq DESC LIMIT ?",
             [dialog_id, limit],
