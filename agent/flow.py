@@ -50,7 +50,14 @@ from agent.pipeline.config import DoubleTexting
 from agent.pipeline.engine import TurnExecutor
 from agent.pipeline.turn import Turn, TurnResult
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance, Utterance
-from agent.store.base import Place, Store, StoreUnavailable, StoreWriteRefused, TurnStart
+from agent.store.base import (
+    Place,
+    Store,
+    StoreUnavailable,
+    StoreWriteRefused,
+    TurnEnd,
+    TurnStart,
+)
 from agent.telemetry import Telemetry, printable, turn_answered, turn_identified
 from agent.telemetry.events import emit
 
@@ -224,6 +231,7 @@ class MessageFlow:
             self._channel_type,
             max(read, 2) if key else read,
             arm=experiment.arm_for(user_id) if experiment else None,
+            seen=place.seen,
         )
         human, dialog = start.human, start.dialog
         arm = dialog.arm if experiment else None
@@ -249,8 +257,8 @@ class MessageFlow:
         history = start.history[-window:]
         if reward is not None:
             previous = next((u for u in reversed(history) if isinstance(u, BotUtterance)), None)
-            if previous is not None and await store.rate_utterance(
-                user_id, previous.utt_id, reward
+            if previous is not None and await store.add_utterance_rating(
+                previous.utt_id, None, user_id, reward
             ):
                 self.metrics.observe_rating(reward, arm)
         pending = self._unanswered(history, utterance)
@@ -365,15 +373,17 @@ class MessageFlow:
     ) -> None:
         try:
             await self._store.finish_turn(
-                dialog_id,
-                human_id,
-                result.utterance,
-                result.bot_utterance,
-                result.human_attributes,
-                result.bot_attributes,
-                human_profile=result.human_profile,
-                replace_human_attributes=result.replace_human_attributes,
-                place=place,
+                TurnEnd(
+                    dialog_id,
+                    human_id,
+                    result.utterance,
+                    result.bot_utterance,
+                    result.human_attributes,
+                    result.bot_attributes,
+                    human_profile=result.human_profile,
+                    replace_human_attributes=result.replace_human_attributes,
+                    leave=place,
+                ),
                 again=again,
             )
         except StoreWriteRefused as exc:
@@ -385,7 +395,7 @@ class MessageFlow:
             )
             utterance, bot_utterance = result.without_outputs(str(exc))
             await self._store.finish_turn(
-                dialog_id, human_id, utterance, bot_utterance, {}, {}, place=place
+                TurnEnd(dialog_id, human_id, utterance, bot_utterance, leave=place)
             )
             # The store may have given the answer its id: the client gets that one.
             result.bot_utterance.utt_id = bot_utterance.utt_id

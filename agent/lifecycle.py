@@ -1,10 +1,11 @@
 """The data lifecycle's background sweep: what ``CHORUS_RETAIN_CLOSED_DIALOGS``,
 ``CHORUS_CLOSE_IDLE_DIALOGS`` and ``CHORUS_COMPACT_TURNS_AFTER`` ask for.
 
-The store does the work (:meth:`agent.store.base.LifecycleStore.sweep`), a bounded batch
-per pass; this task only paces the passes (one every ``SWEEP_INTERVAL``, the next at
-once while a round has work left), counts what each rule removed on ``/metrics`` and, at
-the end of each round, the store's size. A database that is down costs a logged pass, never
+The store does the work (a method per rule of :class:`agent.store.base.LifecycleStore`,
+applied by :func:`sweep`), a bounded batch per pass; this task only paces the passes (one
+every ``SWEEP_INTERVAL``, the next at once while a round has work left), counts what
+each rule removed on ``/metrics`` and, at the end of each round, the store's size. A
+database that is down costs a logged pass, never
 the agent. With no rule set, no task runs: today's behaviour, everything kept.
 """
 
@@ -26,6 +27,19 @@ SWEEP_INTERVAL = 60.0
 SWEEP_BATCH = 100
 
 log = logging.getLogger("chorus.lifecycle")
+
+
+async def sweep(store: LifecycleStore, retention: Retention, now: datetime, batch: int) -> Swept:
+    """One pass: each rule of ``retention`` looks at the next ``batch`` records of its
+    walk, as of ``now``; the round is over when every rule's walk went past its last."""
+    swept = Swept(round_done=True)
+    if retention.closed_dialogs is not None:
+        swept.round_done &= await store.delete_closed(now - retention.closed_dialogs, batch, swept)
+    if retention.idle_dialogs is not None:
+        swept.round_done &= await store.close_idle(now - retention.idle_dialogs, now, batch, swept)
+    if retention.compact_turns is not None:
+        swept.round_done &= await store.compact(now - retention.compact_turns, batch, swept)
+    return swept
 
 
 class Sweeper:
@@ -58,7 +72,7 @@ class Sweeper:
 
     async def run_pass(self) -> Swept:
         """One pass of every rule; its counts go to ``/metrics``."""
-        swept = await self._store.sweep(self._retention, self._clock(), self._batch)
+        swept = await sweep(self._store, self._retention, self._clock(), self._batch)
         self._metrics.observe_sweep(swept)
         if swept.round_done:
             self._metrics.observe_sizes(await self._store.sizes())

@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from agent.state.models import BotUtterance, HumanUtterance, Hypothesis  # noqa: E402
 from agent.store import Store, open_store  # noqa: E402
 from agent.store.backup import ImportReport, Selection, export_lines, read_records, restore  # noqa: E402
+from agent.store.base import TurnEnd  # noqa: E402
 from agent.store.import_checks import ImportRules, check_backup  # noqa: E402
 from bench.servers import mongodb_server, new_database  # noqa: E402
 
@@ -40,8 +41,8 @@ async def fill(store: Store, dialogs: int, turns: int) -> None:
     for number in range(dialogs):
         user = f"user-{number % max(1, dialogs // 2)}"
         for turn in range(turns):
-            human = await store.human(user)
-            head = await store.active_dialog(human, "http_client")
+            start = await store.open_turn(user, "http_client", 0)
+            human, head = start.human, start.dialog
             utterance = HumanUtterance(text=f"message {turn} " * 5)
             await store.add_utterance(head.dialog_id, utterance)
             utterance.annotations = {"tokens": utterance.text.split(), "sentiment": {"pos": 0.5}}
@@ -50,7 +51,9 @@ async def fill(store: Store, dialogs: int, turns: int) -> None:
                 for i in range(4)
             ]
             bot = BotUtterance(text="an answer", active_skill="skill3", confidence=0.3)
-            await store.finish_turn(head.dialog_id, human.id, utterance, bot, {"n": turn}, {})
+            await store.finish_turn(
+                TurnEnd(head.dialog_id, human.id, utterance, bot, {"n": turn}, {})
+            )
         await store.close_active_dialog(user)
 
 

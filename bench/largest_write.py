@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from agent.state.limits import MAX_ATTRIBUTE_KEYS, StorageLimits  # noqa: E402
 from agent.state.models import BotUtterance, HumanUtterance  # noqa: E402
 from agent.store import Store, open_store  # noqa: E402
+from agent.store.base import TurnEnd  # noqa: E402
 from bench.servers import mongodb_server  # noqa: E402
 
 ROUNDS = 5
@@ -41,7 +42,7 @@ async def turn(store: Store, user: str, attributes: dict[str, str]) -> float:
     utterance = HumanUtterance(text="hello", user=human.model_dump(mode="json"))
     await store.add_utterance(dialog.dialog_id, utterance)
     bot = BotUtterance(text="hi", orig_text="hi", active_skill="bench", confidence=1.0)
-    await store.finish_turn(dialog.dialog_id, human.id, utterance, bot, attributes, {})
+    await store.finish_turn(TurnEnd(dialog.dialog_id, human.id, utterance, bot, attributes, {}))
     return time.perf_counter() - started
 
 

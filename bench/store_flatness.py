@@ -166,7 +166,9 @@ async def run(db_url: str, turns: int, window: int) -> dict[str, Any]:
                 print(f"turn 1 answered by {bot.active_skill}: {bot.text!r}")
             if i % 100 == 0:
                 print(f"  {i} turns, last {latencies[-1] * 1000:.1f} ms", flush=True)
-        window_now = await store.recent_utterances(dialog_id, window)
+        read = await store.dialog(dialog_id)
+        assert read is not None, "the dialog is not stored"
+        window_now = read.utterances[-window:]
         assert window_now[-2].text == f"message {turns:05d}", "the window is not the last"
     finally:
         await store.close()

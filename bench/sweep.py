@@ -55,7 +55,10 @@ from agent.state.models import (  # noqa: E402
     utc_now,
 )
 from agent.store import Store, open_store  # noqa: E402
-from agent.store.base import Retention  # noqa: E402
+from agent.store.base import (  # noqa: E402
+    Retention,
+    TurnEnd,
+)
 from bench.load import run_load  # noqa: E402
 from bench.servers import mongodb_server, new_database, sqlite_file  # noqa: E402
 from bench.stubs import make_app, pipeline  # noqa: E402
@@ -70,8 +73,8 @@ async def fill(store: Store, utterances: int, tag: str) -> None:
     compaction removes."""
     for d in range(utterances // (2 * TURNS_PER_DIALOG)):
         user = f"{tag}-{d}"
-        human = await store.human(user)
-        dialog = await store.active_dialog(human, "http_client")
+        start = await store.open_turn(user, "http_client", 0)
+        human, dialog = start.human, start.dialog
         for t in range(TURNS_PER_DIALOG):
             said = HumanUtterance(text=f"message {t} of {user}")
             await store.add_utterance(dialog.dialog_id, said)
@@ -85,7 +88,7 @@ async def fill(store: Store, utterances: int, tag: str) -> None:
             ]
             said.errors = [ServiceFailure(service="e", kind="timeout", message="slow")]
             answer = BotUtterance(text="answer 2", active_skill="skill2", confidence=0.2)
-            await store.finish_turn(dialog.dialog_id, human.id, said, answer, {}, {})
+            await store.finish_turn(TurnEnd(dialog.dialog_id, human.id, said, answer, {}, {}))
         await store.close_active_dialog(user)
 
 

@@ -10,15 +10,14 @@ write. No record grows with the dialog (one record per utterance).
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
 from agent.sdk.errors import ChorusError
-from agent.sdk.models import JsonDict
 from agent.state.models import (
     Bot,
     BotUtterance,
@@ -28,6 +27,16 @@ from agent.state.models import (
     Utterance,
     utc_now,
 )
+
+# The keys' and the lifecycle's parts of the protocol, named here too: the one place a
+# caller imports the store's types from.
+from agent.store.keys import DEFAULT_KEY_RETENTION as DEFAULT_KEY_RETENTION
+from agent.store.keys import Claim as Claim
+from agent.store.keys import ClaimStatus as ClaimStatus
+from agent.store.keys import KeyStore as KeyStore
+from agent.store.retention import LifecycleStore as LifecycleStore
+from agent.store.retention import Retention as Retention
+from agent.store.retention import Swept as Swept
 
 
 class StoreUnavailable(ChorusError):
@@ -53,29 +62,6 @@ class RatingsFull(ChorusError):
         )
 
 
-#: Seconds an idempotency key and its copy of the reply are kept by default (a day): far
-#: beyond the minutes over which clients retry (``KEY_RETENTION``).
-DEFAULT_KEY_RETENTION = 86_400.0
-
-
-class ClaimStatus(enum.Enum):
-    """What claiming a client's idempotency key found."""
-
-    CLAIMED = "claimed"  #: ours to answer: nobody tried before
-    #: ours to answer, after an attempt that did not finish (a dead agent's lease ran out,
-    #: or its turn failed): that attempt may have stored the message, or all of its turn
-    RECLAIMED = "reclaimed"
-    ANSWERED = "answered"  #: answered before: the reply is in the claim
-    IN_FLIGHT = "in_flight"  #: another live request is answering it right now
-    OTHER_MESSAGE = "other_message"  #: the key was used for a different request
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    status: ClaimStatus
-    reply: JsonDict | None = None
-
-
 @dataclass(slots=True)
 class Place:
     """A message's place in its user's line (:class:`LineStore`)."""
@@ -88,6 +74,10 @@ class Place:
     lease: timedelta
     #: the place was given back (by :meth:`LineStore.leave` or with a finished turn)
     left: bool = False
+    #: what the store read of the user on making the place first (MongoDB: the user's
+    #: document), for :meth:`DialogStore.open_turn` to start the turn from without reading
+    #: it again; None when nothing was read (SQLite reads in one transaction anyway)
+    seen: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +121,31 @@ class TurnStart:
     completed_last_turn: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class TurnEnd:
+    """What a finished turn stores (:meth:`DialogStore.finish_turn`), in one write."""
+
+    dialog_id: str
+    #: the user's internal id (:attr:`Human.id`)
+    human_id: str
+    #: the human utterance, annotated: it replaces the one stored before the pipeline ran
+    utterance: HumanUtterance
+    answer: BotUtterance
+    #: merged into the user's attributes key by key (a concurrent merge of other keys is
+    #: never lost)
+    human_attributes: dict[str, Any] = field(default_factory=dict)
+    #: merged into the dialog's bot attributes the same way
+    bot_attributes: dict[str, Any] = field(default_factory=dict)
+    #: merged into the user's profile the same way
+    human_profile: dict[str, Any] | None = None
+    #: ``human_attributes`` become the user's whole attributes (dp-agent's reset on a
+    #: dialog's first turn)
+    replace_human_attributes: bool = False
+    #: the place in line the turn leaves in the same write (one command fewer per turn on
+    #: MongoDB); None: the caller leaves it (:meth:`LineStore.leave`), or holds none
+    leave: Place | None = None
+
+
 class Restored(enum.Enum):
     """What restoring a dialog from a backup did (:meth:`DialogStore.restore_dialog`)."""
 
@@ -154,24 +169,18 @@ class DialogStore(Protocol):
     connection's life."""
 
     async def open_turn(
-        self, user_id: str, channel_type: str, limit: int, arm: str | None = None
+        self,
+        user_id: str,
+        channel_type: str,
+        limit: int,
+        arm: str | None = None,
+        *,
+        seen: Mapping[str, Any] | None = None,
     ) -> TurnStart:
         """The user (created on first contact), the open dialog (opened when there is
-        none, on experiment arm ``arm``) and its last ``limit`` utterances, read together."""
-        ...
-
-    async def human(self, user_id: str) -> Human:
-        """The user with that user id, created on first contact."""
-        ...
-
-    async def active_dialog(
-        self, human: Human, channel_type: str, arm: str | None = None
-    ) -> DialogHead:
-        """The user's open dialog, or a new one."""
-        ...
-
-    async def recent_utterances(self, dialog_id: str, limit: int) -> list[Utterance]:
-        """The last ``limit`` utterances, oldest first."""
+        none, on experiment arm ``arm``) and its last ``limit`` utterances, read together.
+        ``seen``: the user as taking the place in line read them (:attr:`Place.seen`),
+        used instead of reading them again."""
         ...
 
     async def keyed_turn(self, dialog_id: str, key: str) -> list[Utterance]:
@@ -186,29 +195,13 @@ class DialogStore(Protocol):
         utterance its id here (``utterance.utt_id`` is then rewritten)."""
         ...
 
-    async def finish_turn(
-        self,
-        dialog_id: str,
-        human_id: str,
-        utterance: HumanUtterance,
-        bot_utterance: BotUtterance,
-        human_attributes: dict[str, Any],
-        bot_attributes: dict[str, Any],
-        *,
-        human_profile: dict[str, Any] | None = None,
-        replace_human_attributes: bool = False,
-        place: Place | None = None,
-        again: bool = False,
-    ) -> None:
-        """Replace the human utterance with its annotated version, append the bot's, and
-        merge the chosen hypothesis' attributes key by key (a concurrent merge of other
-        keys is never lost). ``human_profile`` is merged into the profile the same way;
-        ``replace_human_attributes`` makes ``human_attributes`` the user's whole attributes
-        (dp-agent's reset on a dialog's first turn). With ``place``, the same write leaves
-        the user's line (and marks the place :attr:`Place.left`). A store may give the bot
-        utterance its id here. ``again``: an earlier call for this turn raised
-        :class:`StoreUnavailable`, so part of it may be stored: what is stored is completed,
-        nothing is written twice."""
+    async def finish_turn(self, end: TurnEnd, *, again: bool = False) -> None:
+        """Store the turn's end (:class:`TurnEnd`): replace the human utterance with its
+        annotated version, append the bot's, merge the attribute changes, and leave
+        :attr:`TurnEnd.leave` in the same write (marking it :attr:`Place.left`). A store
+        may give the bot utterance its id here. ``again``: an earlier call for this turn
+        raised :class:`StoreUnavailable`, so part of it may be stored: what is stored is
+        completed, nothing is written twice."""
         ...
 
     async def mark_interrupted(self, utt_id: str) -> None:
@@ -232,10 +225,6 @@ class DialogStore(Protocol):
 
     async def user_dialogs(self, user_id: str) -> list[Dialog] | None:
         """All dialogs of a user, oldest first; None for an unknown user."""
-        ...
-
-    async def rate_utterance(self, user_id: str, utt_id: str, rating: float) -> bool:
-        """Rate a bot utterance of one of the user's dialogs; False when there is none."""
         ...
 
     async def list_dialog_ids(self, offset: int, limit: int, active: bool | None) -> list[str]:
@@ -272,16 +261,18 @@ class DialogStore(Protocol):
     async def add_utterance_rating(
         self,
         utt_id: str,
-        entry: dict[str, Any],
+        entry: dict[str, Any] | None,
         user_id: str | None = None,
         rating: float | None = None,
         max_ratings: int | None = None,
     ) -> bool:
         """Append ``entry`` to a bot utterance's ``attributes.ratings`` and set its numeric
-        ``rating`` when given, in one write; False when there is no such bot utterance, or,
-        with ``user_id``, none in that user's dialogs. Another user's answer and a missing
-        one take the same path, so the time a refusal takes does not tell ids apart;
-        :class:`RatingsFull` when it already holds ``max_ratings`` of them."""
+        ``rating`` when given, in one write (``entry`` None: only the numeric rating, as a
+        reward sent with the user's next message is kept; one of them is given). False
+        when there is no such bot utterance, or, with ``user_id``, none in that user's
+        dialogs. Another user's answer and a missing one take the same path, so the time a
+        refusal takes does not tell ids apart; :class:`RatingsFull` when it already holds
+        ``max_ratings`` of them."""
         ...
 
     async def restore_user(self, human: Human) -> bool:
@@ -322,46 +313,6 @@ class DialogStore(Protocol):
         ...
 
     async def close(self) -> None: ...
-
-
-class KeyStore(Protocol):
-    """Clients' idempotency keys: a claim per key, so a retried message is answered once
-    (:mod:`agent.idempotency`)."""
-
-    async def claim_key(
-        self,
-        user_id: str,
-        key: str,
-        fingerprint: str,
-        lease_until: datetime,
-        now: datetime,
-        keep_until: datetime | None = None,
-    ) -> Claim:
-        """Claim a client's idempotency key before its turn runs, until ``lease_until``. A
-        claim whose lease ran out before ``now`` with no answer (or that was released) is
-        taken over (:attr:`ClaimStatus.RECLAIMED`); a claim made
-        with another ``fingerprint`` is :attr:`ClaimStatus.OTHER_MESSAGE` (claims stored
-        before fingerprints existed match any).
-
-        The claim, and the reply once recorded, is kept until ``keep_until`` (None: for
-        ever). A claim read after that counts as absent, answered or not (unless its lease
-        still runs: its turn is being answered), so expiry never depends on the database
-        deleting it; each store also deletes expired claims (MongoDB: a TTL index;
-        SQLite: a few on each claim)."""
-        ...
-
-    async def renew_keys(self, claims: list[tuple[str, str]], lease_until: datetime) -> None:
-        """Extend the leases of unanswered claims ``(user_id, key)`` this agent holds."""
-        ...
-
-    async def complete_key(self, user_id: str, key: str, reply: JsonDict) -> None:
-        """Remember the answer to a claimed key."""
-        ...
-
-    async def release_key(self, user_id: str, key: str) -> None:
-        """Give up a claim whose turn failed, so a retry can run it (and is told it is a
-        retry: :attr:`ClaimStatus.RECLAIMED`)."""
-        ...
 
 
 class LineStore(Protocol):
@@ -407,61 +358,6 @@ class LineStore(Protocol):
 
     async def interrupted(self, places: list[tuple[str, int]]) -> list[tuple[str, int]]:
         """Of the places ``(user_id, number)`` this agent serves, those asked to cancel."""
-        ...
-
-
-#: One retention rule: a positive span of at most a century, or None (the rule is off). The
-#: bounds are checked where the settings are read (pydantic validates this dataclass there).
-_Span = Annotated[timedelta | None, Field(gt=timedelta(0), le=timedelta(days=100 * 365))]
-
-
-@dataclass(frozen=True, slots=True)
-class Retention:
-    """What the data lifecycle removes, and when (``settings.retention``); None keeps for ever,
-    so the default keeps everything, and each rule works alone."""
-
-    #: a closed dialog is deleted whole (the dialog, its utterances and their ratings) this
-    #: long after it was closed
-    closed_dialogs: _Span = None
-    #: an open dialog none of whose utterances is newer than this is closed
-    idle_dialogs: _Span = None
-    #: an answered turn this old loses its bulky parts (every hypothesis but the chosen one,
-    #: annotations, trace, errors); its texts, the chosen answer, its skill and ratings stay
-    compact_turns: _Span = None
-
-    @property
-    def any(self) -> bool:
-        return any(
-            rule is not None
-            for rule in (self.closed_dialogs, self.idle_dialogs, self.compact_turns)
-        )
-
-
-@dataclass(slots=True)
-class Swept:
-    """What one pass of :meth:`LifecycleStore.sweep` did."""
-
-    dialogs_deleted: int = 0
-    utterances_deleted: int = 0
-    dialogs_closed: int = 0
-    utterances_compacted: int = 0
-    #: every rule has looked at every record since the round began: a round is over
-    round_done: bool = False
-
-
-class LifecycleStore(Protocol):
-    """The data lifecycle: a sweep at bounded cost per pass, and the store's size."""
-
-    async def sweep(self, retention: Retention, now: datetime, batch: int) -> Swept:
-        """Look at the next ``batch`` records for each rule of ``retention`` (records are
-        walked in a fixed order, from where the previous pass stopped, starting over after
-        the last), and apply the rule as of ``now``. Never touches an open dialog's window
-        but by closing it when idle, never a user's profile or attributes, never a dialog
-        whose user has a message in line (a turn in flight), nor a turn not yet answered."""
-        ...
-
-    async def sizes(self) -> dict[str, int]:
-        """Records per table or collection."""
         ...
 
 

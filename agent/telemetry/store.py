@@ -1,8 +1,12 @@
-"""Store operations as spans, by wrapping whichever store the agent opened.
+"""Store operations as spans, by instrumenting whichever store the agent opened.
 
-A wrapper rather than code in each backend: the backends stay unaware of tracing, and a
-new backend is traced without a line of its own. An operation becomes a span only inside a
-traced request; the background heartbeat of the user lines makes none.
+Done from outside rather than by code in each backend: the backends stay unaware of
+tracing, and a new backend is traced without a line of its own. The store itself is
+instrumented (each operation of the :class:`~agent.store.base.Store` protocol replaced on
+the instance by a traced one), so what the agent holds keeps the store's own type, for mypy
+and for ``isinstance`` alike. An operation becomes a span only inside a traced request and
+outside another store operation (an operation calling another makes one span); the
+background heartbeat of the user lines makes none.
 """
 
 from __future__ import annotations
@@ -10,7 +14,8 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from contextvars import ContextVar
+from typing import Any, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
@@ -20,39 +25,48 @@ from agent.store.base import Store
 #: Not worth a span: called once per agent, never inside a turn.
 _UNTRACED = frozenset({"close"})
 
+#: A store operation is running in this context: the operations it calls make no span.
+_inside: ContextVar[bool] = ContextVar("chorus_store_operation", default=False)
 
-class _TracedStore:
-    """Forwards every attribute to the store; its coroutine methods open a span each."""
 
-    def __init__(self, store: Store, tracer: Tracer, system: str) -> None:
-        self._store = store
-        self._tracer = tracer
-        self._attributes = {"db.system.name": system}
+def _operations() -> list[str]:
+    """The coroutine methods of the store protocol."""
+    return sorted(
+        name
+        for name in dir(Store)
+        if not name.startswith("_")
+        and name not in _UNTRACED
+        and inspect.iscoroutinefunction(getattr(Store, name))
+    )
 
-    def __getattr__(self, name: str) -> Any:
-        target = getattr(self._store, name)
-        if name in _UNTRACED or not inspect.iscoroutinefunction(target):
-            return target
-        wrapped = self._wrap(name, target)
-        setattr(self, name, wrapped)  # looked up once per operation name
-        return wrapped
 
-    def _wrap(self, name: str, target: Callable[..., Awaitable[Any]]) -> Any:
-        tracer, attributes = self._tracer, {**self._attributes, "db.operation.name": name}
+def _traced(
+    name: str, target: Callable[..., Awaitable[Any]], tracer: Tracer, system: str
+) -> Callable[..., Awaitable[Any]]:
+    attributes = {"db.system.name": system, "db.operation.name": name}
 
-        @functools.wraps(target)
-        async def operation(*args: Any, **kwargs: Any) -> Any:
-            if not trace.get_current_span().is_recording():
-                return await target(*args, **kwargs)
+    @functools.wraps(target)
+    async def operation(*args: Any, **kwargs: Any) -> Any:
+        if _inside.get() or not trace.get_current_span().is_recording():
+            return await target(*args, **kwargs)
+        token = _inside.set(True)
+        try:
             with tracer.start_as_current_span(
                 f"store.{name}", kind=SpanKind.CLIENT, attributes=attributes
             ):
                 return await target(*args, **kwargs)
+        finally:
+            _inside.reset(token)
 
-        return operation
+    return operation
 
 
-def traced_store(store: Store, tracer: Tracer, url: str) -> Store:
-    """``store`` with a span per operation; ``url`` only names the database system."""
+S = TypeVar("S", bound=Store)
+
+
+def traced_store(store: S, tracer: Tracer, url: str) -> S:
+    """``store`` itself, with a span per operation; ``url`` only names the database system."""
     system = "sqlite" if url.startswith("sqlite") else "mongodb"
-    return cast(Store, _TracedStore(store, tracer, system))
+    for name in _operations():
+        setattr(store, name, _traced(name, getattr(store, name), tracer, system))
+    return store

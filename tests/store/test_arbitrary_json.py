@@ -18,6 +18,8 @@ from agent.sdk.models import check_attribute_keys
 from agent.state.limits import StorageLimits, UnstorableValue
 from agent.state.models import BotUtterance, HumanUtterance, Hypothesis
 from agent.store import Store
+from agent.store.base import TurnEnd
+from tests.store.reads import opened
 
 LIMITS = StorageLimits(max_depth=12, max_items=400, max_bytes=20_000)
 
@@ -71,7 +73,9 @@ async def turn(
         Hypothesis(skill_name="echo", text="ok", confidence=0.5, **(hypothesis_fields or {}))
     ]
     bot = BotUtterance(text="ok", orig_text="ok", active_skill="echo", confidence=0.5)
-    await store.finish_turn(dialog.dialog_id, human.id, utterance, bot, human_attributes or {}, {})
+    await store.finish_turn(
+        TurnEnd(dialog.dialog_id, human.id, utterance, bot, human_attributes or {}, {})
+    )
     return dialog.dialog_id
 
 
@@ -131,8 +135,8 @@ async def test_any_accepted_attribute_key_is_stored_as_a_plain_key(
         LIMITS.measure(updates, "attributes")
     except ValueError:
         return  # refused at the boundary: nothing reaches the store
-    before = (await store.human("bystander")).model_dump()
+    before = (await opened(store, "bystander")).human.model_dump()
     user = f"keys-{uuid.uuid4().hex}"
     await turn(store, user, "remember", human_attributes=updates)
-    assert (await store.human(user)).attributes == updates
-    assert (await store.human("bystander")).model_dump() == before
+    assert (await opened(store, user)).human.attributes == updates
+    assert (await opened(store, "bystander")).human.model_dump() == before

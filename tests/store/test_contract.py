@@ -10,9 +10,10 @@ import asyncio
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-from agent.state.models import BotUtterance, HumanUtterance, Hypothesis
+from agent.state.models import BotUtterance, Human, HumanUtterance, Hypothesis
 from agent.store import Store
-from agent.store.base import Claim, ClaimStatus
+from agent.store.base import Claim, ClaimStatus, TurnEnd
+from tests.store.reads import last_utterances, opened
 
 INJECTION = '{"$ne": null}'
 
@@ -28,8 +29,8 @@ async def turn(
     annotations: dict[str, Any] | None = None,
 ) -> tuple[str, BotUtterance]:
     """A whole turn as the agent makes it: human, dialog, stored utterance, finished turn."""
-    human = await store.human(user)
-    dialog = await store.active_dialog(human, "http_client")
+    start = await opened(store, user, "http_client")
+    human, dialog = start.human, start.dialog
     utterance = HumanUtterance(text=text, user=human.model_dump(mode="json"))
     await store.add_utterance(dialog.dialog_id, utterance)
     utterance.annotations = annotations or {"tokens": text.split()}
@@ -44,7 +45,9 @@ async def turn(
     ]
     bot = BotUtterance(text=answer, orig_text=answer, active_skill="echo", confidence=0.5)
     await store.finish_turn(
-        dialog.dialog_id, human.id, utterance, bot, human_attributes or {}, bot_attributes or {}
+        TurnEnd(
+            dialog.dialog_id, human.id, utterance, bot, human_attributes or {}, bot_attributes or {}
+        )
     )
     return dialog.dialog_id, bot
 
@@ -53,20 +56,20 @@ async def turn(
 
 
 async def test_a_user_is_created_once_per_user_id(store: Store) -> None:
-    first = await store.human("alice")
+    first = (await opened(store, "alice")).human
     assert first.user_external_id == "alice"
-    assert (await store.human("alice")).id == first.id
-    assert (await store.human("bob")).id != first.id
+    assert (await opened(store, "alice")).human.id == first.id
+    assert (await opened(store, "bob")).human.id != first.id
 
 
 async def test_racing_first_contacts_create_one_user(store: Store) -> None:
-    humans = await asyncio.gather(*(store.human("newcomer") for _ in range(8)))
-    assert len({h.id for h in humans}) == 1
+    starts = await asyncio.gather(*(opened(store, "newcomer") for _ in range(8)))
+    assert len({s.human.id for s in starts}) == 1
 
 
 async def test_a_dialog_is_created_and_loaded(store: Store) -> None:
-    human = await store.human("alice")
-    head = await store.active_dialog(human, "telegram")
+    start = await opened(store, "alice", "telegram")
+    human, head = start.human, start.dialog
     assert head.human_id == human.id and head.channel_type == "telegram"
     assert head.date_finish is None and head.bot.attributes == {}
     dialog = await store.dialog(head.dialog_id)
@@ -81,12 +84,14 @@ async def test_a_dialog_is_created_and_loaded(store: Store) -> None:
 
 
 async def test_the_open_dialog_is_reused_until_closed(store: Store) -> None:
-    human = await store.human("alice")
-    one = await store.active_dialog(human, "http_client")
-    assert (await store.active_dialog(human, "http_client")).dialog_id == one.dialog_id
+    start = await opened(store, "alice", "http_client")
+    human, one = start.human, start.dialog
+    assert (
+        await opened(store, human.user_external_id, "http_client")
+    ).dialog.dialog_id == one.dialog_id
     assert await store.close_active_dialog("alice") == one.dialog_id
     assert await store.close_active_dialog("alice") is None
-    two = await store.active_dialog(human, "http_client")
+    two = (await opened(store, human.user_external_id, "http_client")).dialog
     assert two.dialog_id != one.dialog_id
     closed = await store.dialog(one.dialog_id)
     assert closed is not None and closed.date_finish is not None
@@ -103,7 +108,7 @@ async def test_open_turn_is_the_user_the_open_dialog_and_its_window(store: Store
     again = await store.open_turn("alice", "telegram", 3)
     assert again.human.id == human.id and again.dialog.dialog_id == dialog.dialog_id
     assert [u.text for u in again.history] == [
-        u.text for u in await store.recent_utterances(dialog.dialog_id, 3)
+        u.text for u in await last_utterances(store, dialog.dialog_id, 3)
     ]
     assert [u.text for u in again.history] == ["answer 1", "message 2", "answer 2"]
     await store.close_active_dialog("alice")
@@ -113,9 +118,8 @@ async def test_open_turn_is_the_user_the_open_dialog_and_its_window(store: Store
 
 
 async def test_racing_turns_open_one_dialog(store: Store) -> None:
-    human = await store.human("racer")
-    heads = await asyncio.gather(*(store.active_dialog(human, "x") for _ in range(8)))
-    assert len({h.dialog_id for h in heads}) == 1
+    starts = await asyncio.gather(*(opened(store, "racer", "x") for _ in range(8)))
+    assert len({s.dialog.dialog_id for s in starts}) == 1
     dialogs = await store.user_dialogs("racer")
     assert dialogs is not None and len(dialogs) == 1
 
@@ -137,7 +141,7 @@ async def test_user_dialogs_oldest_first_and_none_for_unknown_users(store: Store
     assert [d.dialog_id for d in dialogs] == [first, second]
     assert [[u.text for u in d.utterances] for d in dialogs] == [["one", "ok"], ["two", "ok"]]
     assert all(d.human.user_external_id == "alice" for d in dialogs)
-    await store.human("carol")
+    assert await store.restore_user(Human(user_external_id="carol"))
     assert await store.user_dialogs("carol") == []
 
 
@@ -162,11 +166,10 @@ async def test_dialogs_are_read_a_group_at_once_in_the_order_asked(store: Store)
 
 
 async def test_the_human_utterance_is_stored_before_the_turn_finishes(store: Store) -> None:
-    human = await store.human("alice")
-    dialog = await store.active_dialog(human, "x")
+    dialog = (await opened(store, "alice", "x")).dialog
     pending = HumanUtterance(text="pending")
     await store.add_utterance(dialog.dialog_id, pending)
-    (stored,) = await store.recent_utterances(dialog.dialog_id, 5)
+    (stored,) = await last_utterances(store, dialog.dialog_id, 5)
     assert stored == pending
 
 
@@ -180,17 +183,16 @@ async def test_utterances_are_appended_in_order(store: Store) -> None:
         for i in range(4)
         for speaker, kind in (("human", "message"), ("bot", "answer"))
     ]
-    window = await store.recent_utterances(dialog_id, 100)
+    window = await last_utterances(store, dialog_id, 100)
     assert [u.utt_id for u in window] == [u.utt_id for u in dialog.utterances]
-    assert await store.recent_utterances(dialog_id, 0) == []
+    assert await last_utterances(store, dialog_id, 0) == []
 
 
 async def test_concurrent_messages_in_one_dialog_are_all_kept(store: Store) -> None:
-    human = await store.human("alice")
-    dialog = await store.active_dialog(human, "x")
+    dialog = (await opened(store, "alice", "x")).dialog
     sent = [HumanUtterance(text=f"m{i}") for i in range(12)]
     await asyncio.gather(*(store.add_utterance(dialog.dialog_id, u) for u in sent))
-    stored = await store.recent_utterances(dialog.dialog_id, 100)
+    stored = await last_utterances(store, dialog.dialog_id, 100)
     assert sorted(u.text for u in stored) == sorted(u.text for u in sent)
 
 
@@ -213,7 +215,7 @@ async def test_finish_turn_stores_annotations_hypotheses_and_the_answer(store: S
     assert hypothesis.model_extra == {"mood": "calm"}
     assert human.user["user_external_id"] == "alice"
     assert answer == bot
-    assert [u.utt_id for u in await store.recent_utterances(dialog_id, 2)] == [
+    assert [u.utt_id for u in await last_utterances(store, dialog_id, 2)] == [
         human.utt_id,
         bot.utt_id,
     ]
@@ -237,7 +239,7 @@ async def test_a_long_dialog_still_reads_only_the_window(store: Store) -> None:
     turns = 110
     for i in range(turns):
         dialog_id, _ = await turn(store, "talker", f"message {i}", f"answer {i}")
-    window = await store.recent_utterances(dialog_id, 3)
+    window = await last_utterances(store, dialog_id, 3)
     last = turns - 1
     assert [u.text for u in window] == [f"answer {last - 1}", f"message {last}", f"answer {last}"]
     assert [u.speaker for u in window] == ["bot", "human", "bot"]
@@ -257,7 +259,7 @@ async def test_human_attributes_merge_and_outlive_the_dialog(store: Store) -> No
     await store.close_active_dialog("alice")
     next_dialog, _ = await turn(store, "alice", "c", human_attributes={"mood": {"x": [1]}})
     assert next_dialog != dialog_id
-    assert (await store.human("alice")).attributes == {
+    assert (await opened(store, "alice")).human.attributes == {
         "name": "Ann",
         "stage": 2,
         "mood": {"x": [1]},
@@ -287,30 +289,30 @@ async def test_an_attribute_set_to_other_keys_with_the_same_values_is_stored(
 async def test_a_turn_whose_dialog_was_closed_meanwhile_keeps_the_users_attributes(
     store: Store,
 ) -> None:
-    human = await store.human("alice")
-    dialog = await store.active_dialog(human, "http_client")
+    start = await opened(store, "alice", "http_client")
+    human, dialog = start.human, start.dialog
     utterance = HumanUtterance(text="bye", user=human.model_dump(mode="json"))
     await store.add_utterance(dialog.dialog_id, utterance)
     await store.close_active_dialog("alice")  # by another message, say
     answer = BotUtterance(text="ok", active_skill="echo", confidence=0.5)
     await store.finish_turn(
-        dialog.dialog_id, human.id, utterance, answer, {"name": "Ann"}, {"topic": "cats"}
+        TurnEnd(dialog.dialog_id, human.id, utterance, answer, {"name": "Ann"}, {"topic": "cats"})
     )
-    assert (await store.human("alice")).attributes == {"name": "Ann"}
+    assert (await opened(store, "alice")).human.attributes == {"name": "Ann"}
     closed = await store.dialog(dialog.dialog_id)
     assert closed is not None and [u.text for u in closed.utterances] == ["bye", "ok"]
-    fresh = await store.active_dialog(human, "http_client")
+    fresh = (await opened(store, human.user_external_id, "http_client")).dialog
     assert fresh.dialog_id != dialog.dialog_id and fresh.bot.attributes == {}
 
 
 async def test_bot_attributes_merge_within_their_dialog(store: Store) -> None:
     await turn(store, "alice", "a", bot_attributes={"topic": "cats", "depth": 1})
     dialog_id, _ = await turn(store, "alice", "b", bot_attributes={"depth": 2})
-    human = await store.human("alice")
-    head = await store.active_dialog(human, "x")
+    start = await opened(store, "alice", "x")
+    human, head = start.human, start.dialog
     assert head.dialog_id == dialog_id and head.bot.attributes == {"topic": "cats", "depth": 2}
     await store.close_active_dialog("alice")
-    fresh = await store.active_dialog(human, "x")
+    fresh = (await opened(store, human.user_external_id, "x")).dialog
     assert fresh.bot.attributes == {}
 
 
@@ -320,21 +322,23 @@ async def test_keys_json_escapes_replace_their_values_like_any_other(store: Stor
     in the user's attributes and profile and the bot's attributes, after a replacement of
     all the user's attributes too."""
     keys = ["k\\", "tab\there", "\x01", "é", "plain"]
-    human = await store.human("alice")
-    dialog = await store.active_dialog(human, "http_client")
+    start = await opened(store, "alice", "http_client")
+    human, dialog = start.human, start.dialog
     for n, replace in ((1, True), (2, False), (3, False)):
         utterance = HumanUtterance(text=f"t{n}")
         await store.add_utterance(dialog.dialog_id, utterance)
         values = {key: {f"v{n}": [n, None]} for key in keys}
         await store.finish_turn(
-            dialog.dialog_id,
-            human.id,
-            utterance,
-            BotUtterance(text="ok", active_skill="echo", confidence=0.5),
-            values,
-            values,
-            human_profile=values,
-            replace_human_attributes=replace,
+            TurnEnd(
+                dialog.dialog_id,
+                human.id,
+                utterance,
+                BotUtterance(text="ok", active_skill="echo", confidence=0.5),
+                values,
+                values,
+                human_profile=values,
+                replace_human_attributes=replace,
+            )
         )
     expected = {key: {"v3": [3, None]} for key in keys}
     read = await store.dialog(dialog.dialog_id)
@@ -344,7 +348,7 @@ async def test_keys_json_escapes_replace_their_values_like_any_other(store: Stor
 
 
 async def test_concurrent_merges_of_different_keys_are_all_kept(store: Store) -> None:
-    await store.human("alice")
+    await opened(store, "alice")
     await asyncio.gather(
         *(
             turn(
@@ -353,11 +357,11 @@ async def test_concurrent_merges_of_different_keys_are_all_kept(store: Store) ->
             for i in range(8)
         )
     )
-    human = await store.human("alice")
+    human = (await opened(store, "alice")).human
     assert human.attributes == {f"h{i}": i for i in range(8)}
-    head = await store.active_dialog(human, "x")
+    head = (await opened(store, human.user_external_id, "x")).dialog
     assert head.bot.attributes == {f"b{i}": i for i in range(8)}
-    assert len(await store.recent_utterances(head.dialog_id, 100)) == 16
+    assert len(await last_utterances(store, head.dialog_id, 100)) == 16
 
 
 # -- ratings --------------------------------------------------------------------------
@@ -365,34 +369,36 @@ async def test_concurrent_merges_of_different_keys_are_all_kept(store: Store) ->
 
 async def test_ratings_belong_to_their_user(store: Store) -> None:
     dialog_id, bot = await turn(store, "alice", "hi")
-    await store.human("mallory")
+    await opened(store, "mallory")
     assert await store.add_dialog_rating(dialog_id, {"rating": 4.0}, "alice", 4.0)
-    assert await store.rate_utterance("alice", bot.utt_id, 1.0)
+    assert await store.add_utterance_rating(bot.utt_id, None, "alice", 1.0)
     assert not await store.add_dialog_rating(dialog_id, {"rating": 0.0}, "mallory", 0.0)
-    assert not await store.rate_utterance("mallory", bot.utt_id, 0.0)
+    assert not await store.add_utterance_rating(bot.utt_id, None, "mallory", 0.0)
     assert not await store.add_dialog_rating(dialog_id, {"rating": 0.0}, "nobody", 0.0)
     assert not await store.add_dialog_rating("no-such-dialog", {"rating": 0.0}, "alice", 0.0)
-    assert not await store.rate_utterance("alice", "no-such-utterance", 0.0)
+    assert not await store.add_utterance_rating("no-such-utterance", None, "alice", 0.0)
     dialog = await store.dialog(dialog_id)
     assert dialog is not None and dialog.rating == 4.0
     human, answer = dialog.utterances
     assert isinstance(answer, BotUtterance) and answer.rating == 1.0
-    assert not await store.rate_utterance("alice", human.utt_id, 1.0)  # bot answers only
+    assert not await store.add_utterance_rating(
+        human.utt_id, None, "alice", 1.0
+    )  # bot answers only
 
 
 # -- dates and ids --------------------------------------------------------------------
 
 
 async def test_dates_round_trip_as_aware_datetimes(store: Store) -> None:
-    human = await store.human("alice")
-    head = await store.active_dialog(human, "x")
+    start = await opened(store, "alice", "x")
+    human, head = start.human, start.dialog
     plus_two = timezone(timedelta(hours=2))
     sent = HumanUtterance(
         text="hi", date_time=datetime(2024, 2, 29, 23, 59, 58, 123000, tzinfo=plus_two)
     )
     await store.add_utterance(head.dialog_id, sent)
     bot = BotUtterance(text="ok", active_skill="s", confidence=1.0)
-    await store.finish_turn(head.dialog_id, human.id, sent, bot, {}, {})
+    await store.finish_turn(TurnEnd(head.dialog_id, human.id, sent, bot, {}, {}))
     await store.close_active_dialog("alice")
     dialog = await store.dialog(head.dialog_id)
     assert dialog is not None
@@ -417,12 +423,13 @@ async def test_ids_are_literals_never_queries(store: Store) -> None:
     assert await store.close_active_dialog(INJECTION) is None
     assert not await store.add_dialog_rating(dialog_id, {"rating": 1.0}, INJECTION, 1.0)
     assert not await store.add_dialog_rating(INJECTION, {"rating": 1.0}, "alice", 1.0)
-    assert not await store.rate_utterance("alice", INJECTION, 1.0)
-    assert await store.recent_utterances(INJECTION, 5) == []
+    assert not await store.add_utterance_rating(INJECTION, None, "alice", 1.0)
     # As an external id it is just a name: a user of its own, nobody else's data.
-    odd = await store.human(INJECTION)
-    assert odd.user_external_id == INJECTION and odd.id != (await store.human("alice")).id
-    assert await store.user_dialogs(INJECTION) == []
+    odd = await opened(store, INJECTION)
+    assert odd.human.user_external_id == INJECTION
+    assert odd.human.id != (await opened(store, "alice")).human.id
+    (own,) = await store.user_dialogs(INJECTION) or []
+    assert own.dialog_id == odd.dialog.dialog_id != dialog_id and own.utterances == []
     dialog = await store.dialog(dialog_id)
     assert dialog is not None and dialog.rating is None
     assert isinstance(dialog.utterances[1], BotUtterance)
@@ -440,7 +447,7 @@ async def test_erasing_a_user_leaves_nothing_behind(store: Store) -> None:
     assert not await store.delete_user("leaver")
     remaining = await store.dialog(kept)
     assert remaining is not None and len(remaining.utterances) == 2
-    again = await store.human("leaver")  # a new message starts from nothing
+    again = (await opened(store, "leaver")).human  # a new message starts from nothing
     assert again.attributes == {}
 
 
@@ -528,15 +535,15 @@ async def test_an_answer_whose_number_another_agent_took_is_kept_after_it(
 ) -> None:
     """A writer outside the user's line (another agent, a tool) may store an utterance at
     the number this turn's answer was to take: both are kept, the answer after it."""
-    human = await store.human("alice")
-    dialog = await store.active_dialog(human, "http_client")
+    start = await opened(store, "alice", "http_client")
+    human, dialog = start.human, start.dialog
     utterance = HumanUtterance(text="hello", user=human.model_dump(mode="json"))
     await store.add_utterance(dialog.dialog_id, utterance)
     outside = HumanUtterance(text="from elsewhere")
     await another_agent_store.add_utterance(dialog.dialog_id, outside)
     utterance.annotations = {"tokens": ["hello"]}
     bot = BotUtterance(text="hi!", orig_text="hi!", active_skill="echo", confidence=0.5)
-    await store.finish_turn(dialog.dialog_id, human.id, utterance, bot, {"seen": True}, {})
+    await store.finish_turn(TurnEnd(dialog.dialog_id, human.id, utterance, bot, {"seen": True}, {}))
 
     stored = await store.dialog(dialog.dialog_id)
     assert stored is not None
@@ -549,7 +556,7 @@ async def test_an_answer_whose_number_another_agent_took_is_kept_after_it(
     assert stored.utterances[-1].utt_id == bot.utt_id
     assert stored.human.attributes == {"seen": True}
     # The next turn sees all three in its window.
-    window = await store.recent_utterances(dialog.dialog_id, 10)
+    window = await last_utterances(store, dialog.dialog_id, 10)
     assert [u.text for u in window] == ["hello", "from elsewhere", "hi!"]
 
 
@@ -565,7 +572,8 @@ async def test_a_turns_end_written_again_is_stored_once(store: Store) -> None:
     bot = BotUtterance(text="hello", active_skill="echo", confidence=1)
     for again in (False, True, True):
         await store.finish_turn(
-            start.dialog.dialog_id, start.human.id, utterance, bot, {"n": 1}, {}, again=again
+            TurnEnd(start.dialog.dialog_id, start.human.id, utterance, bot, {"n": 1}, {}),
+            again=again,
         )
     after = await store.open_turn("ann", "http_client", 5)
     assert [u.text for u in after.history] == ["hi", "hello"]
@@ -581,7 +589,7 @@ async def test_a_keyed_utterance_is_found_with_what_came_after_it(store: Store) 
     later = HumanUtterance(text="second", message_key="chat:k-2")
     await store.add_utterance(dialog_id, later)
     bot = BotUtterance(text="answer", active_skill="echo", confidence=1)
-    await store.finish_turn(dialog_id, start.human.id, later, bot, {}, {})
+    await store.finish_turn(TurnEnd(dialog_id, start.human.id, later, bot, {}, {}))
     assert [u.text for u in await store.keyed_turn(dialog_id, "chat:k-1")] == ["first", "second"]
     assert [u.text for u in await store.keyed_turn(dialog_id, "chat:k-2")] == ["second", "answer"]
     assert await store.keyed_turn(dialog_id, "chat:k-3") == []

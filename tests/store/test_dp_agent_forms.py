@@ -8,20 +8,22 @@ from typing import Any
 
 from agent.state.models import BotUtterance, HumanUtterance
 from agent.store import Store
+from agent.store.base import TurnEnd
+from tests.store.reads import last_utterances, opened
 
 
 async def answered(
     store: Store, user: str, bot_attributes: dict[str, Any] | None = None
 ) -> tuple[str, str]:
     """One turn; the dialog's id and the bot utterance's."""
-    human = await store.human(user)
-    dialog = await store.active_dialog(human, "http_client")
+    start = await opened(store, user, "http_client")
+    human, dialog = start.human, start.dialog
     utterance = HumanUtterance(text="hi")
     await store.add_utterance(dialog.dialog_id, utterance)
     bot = BotUtterance(
         text="ok", active_skill="echo", confidence=1.0, attributes=bot_attributes or {}
     )
-    await store.finish_turn(dialog.dialog_id, human.id, utterance, bot, {}, {})
+    await store.finish_turn(TurnEnd(dialog.dialog_id, human.id, utterance, bot, {}, {}))
     return dialog.dialog_id, bot.utt_id
 
 
@@ -65,14 +67,14 @@ async def test_dialog_ratings_survive_turns_and_the_close(store: Store) -> None:
 async def test_utterance_ratings_are_appended_and_keep_an_earlier_value(store: Store) -> None:
     dialog_id, plain = await answered(store, "ann")
     _, kept = await answered(store, "ann", bot_attributes={"ratings": "from a skill"})
-    human_utt_id = (await store.recent_utterances(dialog_id, 10))[0].utt_id
+    human_utt_id = (await last_utterances(store, dialog_id, 10))[0].utt_id
     for utt_id in (plain, kept):
         assert await store.add_utterance_rating(utt_id, entry("like"))
         assert await store.add_utterance_rating(utt_id, entry(2, "ann"), "ann")
         assert not await store.add_utterance_rating(utt_id, entry(3, "eve"), "eve")
     assert not await store.add_utterance_rating(human_utt_id, entry(1))  # bot answers only
     assert not await store.add_utterance_rating("nope", entry(1))
-    utterances = await store.recent_utterances(dialog_id, 10)
+    utterances = await last_utterances(store, dialog_id, 10)
     by_id = {u.utt_id: u.attributes.get("ratings") for u in utterances}
     assert by_id[plain] == [entry("like"), entry(2, "ann")]
     assert by_id[kept] == ["from a skill", entry("like"), entry(2, "ann")]

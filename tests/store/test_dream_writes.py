@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from agent.state.models import BotUtterance, HumanUtterance
 from agent.store import Store
+from agent.store.base import TurnEnd
+from tests.store.reads import opened
 
 
 async def finish(
@@ -16,27 +18,29 @@ async def finish(
     profile: dict[str, object] | None = None,
     replace: bool = False,
 ) -> None:
-    human = await store.human(user)
-    dialog = await store.active_dialog(human, "http_client")
+    start = await opened(store, user, "http_client")
+    human, dialog = start.human, start.dialog
     utterance = HumanUtterance(text="hi")
     await store.add_utterance(dialog.dialog_id, utterance)
     bot = BotUtterance(text="ok", active_skill="echo", confidence=1.0)
     await store.finish_turn(
-        dialog.dialog_id,
-        human.id,
-        utterance,
-        bot,
-        attributes,
-        {},
-        human_profile=profile,
-        replace_human_attributes=replace,
+        TurnEnd(
+            dialog.dialog_id,
+            human.id,
+            utterance,
+            bot,
+            attributes,
+            {},
+            human_profile=profile,
+            replace_human_attributes=replace,
+        )
     )
 
 
 async def test_profile_fields_merge_into_the_profile(store: Store) -> None:
     await finish(store, "alice", {"mood": "good"}, profile={"name": "Alice"})
     await finish(store, "alice", {}, profile={"location": "Paris", "occupation": "pilot"})
-    human = await store.human("alice")
+    human = (await opened(store, "alice")).human
     assert human.profile.name == "Alice"
     assert human.profile.location == "Paris"
     assert human.profile.model_extra == {"occupation": "pilot"}
@@ -46,5 +50,5 @@ async def test_profile_fields_merge_into_the_profile(store: Store) -> None:
 async def test_replacing_attributes_drops_the_keys_not_given(store: Store) -> None:
     await finish(store, "bob", {"dff_state": {"turn": 3}, "disliked_skills": ["news"]})
     await finish(store, "bob", {"disliked_skills": ["news"], "fresh": 1}, replace=True)
-    human = await store.human("bob")
+    human = (await opened(store, "bob")).human
     assert human.attributes == {"disliked_skills": ["news"], "fresh": 1}

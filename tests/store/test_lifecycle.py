@@ -18,7 +18,8 @@ from agent.state.models import (
     utc_now,
 )
 from agent.store import Store
-from agent.store.base import Retention, Swept
+from agent.store.base import Retention, Swept, TurnEnd
+from tests.store.reads import opened
 from tests.store.test_contract import turn
 
 DAY = timedelta(days=1)
@@ -31,8 +32,8 @@ def sweeper(store: Store, at: datetime, batch: int = 100, **rules: timedelta) ->
 async def rich_turn(store: Store, user: str, text: str) -> tuple[str, BotUtterance]:
     """A turn with everything compaction removes: two hypotheses (the second one chosen),
     annotations, a trace, an error and a skill's annotations on the answer."""
-    human = await store.human(user)
-    dialog = await store.active_dialog(human, "http_client")
+    start = await opened(store, user, "http_client")
+    human, dialog = start.human, start.dialog
     utterance = HumanUtterance(text=text)
     await store.add_utterance(dialog.dialog_id, utterance)
     utterance.annotations = {"tokens": text.split(), "big": "x" * 1000}
@@ -47,7 +48,9 @@ async def rich_turn(store: Store, user: str, text: str) -> tuple[str, BotUtteran
     answer = BotUtterance(
         text=text, active_skill="echo", confidence=0.5, annotations={"sentiment": "neutral"}
     )
-    await store.finish_turn(dialog.dialog_id, human.id, utterance, answer, {"name": "ann"}, {})
+    await store.finish_turn(
+        TurnEnd(dialog.dialog_id, human.id, utterance, answer, {"name": "ann"}, {})
+    )
     return dialog.dialog_id, answer
 
 
@@ -66,7 +69,7 @@ async def test_closed_dialogs_are_deleted_whole_once_kept_long_enough(store: Sto
     old = await closed_dialog(store, "ann")
     assert await store.add_dialog_rating(old, {"rating": 5}, "ann", 5.0)
     _, answer = await turn(store, "ann", "still talking")  # the open dialog
-    await store.rate_utterance("ann", answer.utt_id, 1.0)
+    await store.add_utterance_rating(answer.utt_id, None, "ann", 1.0)
     before = await store.sizes()
 
     early = await sweeper(store, utc_now() + 29 * DAY, closed_dialogs=30 * DAY).run_round()
@@ -84,7 +87,7 @@ async def test_closed_dialogs_are_deleted_whole_once_kept_long_enough(store: Sto
     assert [u.text for u in kept.utterances] == ["still talking", "ok"]
     rated = kept.utterances[1]
     assert isinstance(rated, BotUtterance) and rated.rating == 1.0
-    assert (await store.human("ann")).id == kept.human.id
+    assert (await opened(store, "ann")).human.id == kept.human.id
 
 
 async def test_a_large_closed_dialog_is_deleted_over_several_bounded_passes(
@@ -126,15 +129,17 @@ async def test_an_idle_open_dialog_is_closed_and_the_next_message_opens_another(
 
     new_id, _ = await turn(store, "ann", "back again")
     assert new_id != dialog_id
-    assert (await store.human("ann")).attributes == {"name": "Ann"}
+    assert (await opened(store, "ann")).human.attributes == {"name": "Ann"}
 
 
 async def test_an_open_dialog_without_utterances_is_idle_from_its_start(store: Store) -> None:
-    human = await store.human("ann")
-    head = await store.active_dialog(human, "http_client")
+    start = await opened(store, "ann", "http_client")
+    human, head = start.human, start.dialog
     swept = await sweeper(store, utc_now() + DAY, idle_dialogs=timedelta(hours=1)).run_round()
     assert swept.dialogs_closed == 1
-    assert (await store.active_dialog(human, "http_client")).dialog_id != head.dialog_id
+    assert (
+        await opened(store, human.user_external_id, "http_client")
+    ).dialog.dialog_id != head.dialog_id
 
 
 # -- compaction ------------------------------------------------------------------------
@@ -165,7 +170,7 @@ async def test_compaction_keeps_texts_the_chosen_answer_its_skill_and_ratings(
         {},
     )
     assert bot.attributes["ratings"] == [{"rating": 4}]
-    assert (await store.human("ann")).attributes == {"name": "ann"}
+    assert (await opened(store, "ann")).human.attributes == {"name": "ann"}
 
     again = await sweeper(store, utc_now() + 9 * DAY, compact_turns=7 * DAY).run_round()
     assert again.utterances_compacted == 0  # nothing left to compact
@@ -178,7 +183,7 @@ async def test_a_turn_in_flight_is_neither_closed_nor_compacted(store: Store) ->
     await turn(store, "ann", "earlier")
     place = await store.take_place("ann", utc_now() + timedelta(seconds=30))
     assert place.first
-    start = await store.open_turn("ann", "http_client", 4)
+    start = await store.open_turn("ann", "http_client", 4, seen=place.seen)
     utterance = HumanUtterance(text="in flight")
     await store.add_utterance(start.dialog.dialog_id, utterance)
 
@@ -193,7 +198,7 @@ async def test_a_turn_in_flight_is_neither_closed_nor_compacted(store: Store) ->
     utterance.annotations = {"tokens": ["in", "flight"]}
     answer = BotUtterance(text="done", active_skill="echo", confidence=1.0)
     await store.finish_turn(
-        start.dialog.dialog_id, start.human.id, utterance, answer, {}, {}, place=place
+        TurnEnd(start.dialog.dialog_id, start.human.id, utterance, answer, {}, {}, leave=place)
     )
     dialog = await store.dialog(start.dialog.dialog_id)
     assert dialog is not None and dialog.date_finish is None

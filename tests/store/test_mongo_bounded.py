@@ -29,8 +29,10 @@ from pymongo.monitoring import (
 
 from agent.state.models import BotUtterance, HumanUtterance, Hypothesis, utc_now
 from agent.store import StoreUnavailable
+from agent.store.base import TurnEnd
 from agent.store.mongo import MongoStore
 from tests.store.conftest import mongo_store
+from tests.store.reads import last_utterances, opened
 
 TURNS = 500
 WINDOW = 3
@@ -80,7 +82,7 @@ async def agent_turn(store: MongoStore, i: int) -> None:
     document's size can only change if the store makes it grow."""
     place = await store.take_place("long-talker", utc_now() + timedelta(seconds=30))
     assert place.first
-    start = await store.open_turn("long-talker", "http_client", WINDOW)
+    start = await store.open_turn("long-talker", "http_client", WINDOW, seen=place.seen)
     assert len(start.history) == min(WINDOW, 2 * (i - 1))
     human, dialog = start.human, start.dialog
     utterance = HumanUtterance(text=f"message {i:04d}", user=human.model_dump(mode="json"))
@@ -89,7 +91,15 @@ async def agent_turn(store: MongoStore, i: int) -> None:
     utterance.hypotheses = [Hypothesis(skill_name="echo", text=f"answer {i:04d}", confidence=0.5)]
     bot = BotUtterance(text=f"answer {i:04d}", active_skill="echo", confidence=0.5)
     await store.finish_turn(
-        dialog.dialog_id, human.id, utterance, bot, {"last_turn": i}, {"last_turn": i}, place=place
+        TurnEnd(
+            dialog.dialog_id,
+            human.id,
+            utterance,
+            bot,
+            {"last_turn": i},
+            {"last_turn": i},
+            leave=place,
+        )
     )
     assert place.left
 
@@ -142,8 +152,9 @@ async def test_turn_500_costs_no_more_than_turn_5(mongodb_url: str) -> None:
         }
         grown = sizes[TURNS]["utterances"] - sizes[5]["utterances"]
         assert 0 <= grown <= len(str(2 * TURNS)) - len(str(2 * 5))
-        window = await store.recent_utterances(
-            (await store.active_dialog(await store.human("long-talker"), "http_client")).dialog_id,
+        window = await last_utterances(
+            store,
+            ((await opened(store, "long-talker", "http_client")).dialog).dialog_id,
             WINDOW,
         )
         assert [u.text for u in window] == [
@@ -166,11 +177,11 @@ async def test_an_unanswered_utterance_is_in_the_next_window(mongodb_url: str) -
     async with mongo_store(mongodb_url) as (store, _):
         await agent_turn(store, 1)
         place = await store.take_place("long-talker", utc_now() + timedelta(seconds=30))
-        start = await store.open_turn("long-talker", "http_client", WINDOW)
+        start = await store.open_turn("long-talker", "http_client", WINDOW, seen=place.seen)
         await store.add_utterance(start.dialog.dialog_id, HumanUtterance(text="lost"))
         await store.leave(place)  # the agent's line was given up; no answer was stored
         place = await store.take_place("long-talker", utc_now() + timedelta(seconds=30))
-        start = await store.open_turn("long-talker", "http_client", WINDOW)
+        start = await store.open_turn("long-talker", "http_client", WINDOW, seen=place.seen)
         assert [u.text for u in start.history] == ["message 0001", "answer 0001", "lost"]
         await store.leave(place)
         await agent_turn_after_loss(store, start.dialog.dialog_id)
@@ -187,11 +198,13 @@ async def test_an_unanswered_utterance_is_in_the_next_window(mongodb_url: str) -
 
 async def agent_turn_after_loss(store: MongoStore, dialog_id: str) -> None:
     place = await store.take_place("long-talker", utc_now() + timedelta(seconds=30))
-    start = await store.open_turn("long-talker", "http_client", WINDOW)
+    start = await store.open_turn("long-talker", "http_client", WINDOW, seen=place.seen)
     utterance = HumanUtterance(text="again")
     await store.add_utterance(dialog_id, utterance)
     answer = BotUtterance(text="answer", active_skill="echo", confidence=1.0)
-    await store.finish_turn(dialog_id, start.human.id, utterance, answer, {}, {}, place=place)
+    await store.finish_turn(
+        TurnEnd(dialog_id, start.human.id, utterance, answer, {}, {}, leave=place)
+    )
 
 
 async def test_the_line_stays_small_and_costs_the_same_at_place_100(

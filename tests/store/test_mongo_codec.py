@@ -3,7 +3,7 @@ before an escape existed still read back as they were."""
 
 from __future__ import annotations
 
-from agent.store.mongo import _escape, _escape_key, _unescape, _unescape_key
+from agent.store.mongo import escape, escape_key, unescape, unescape_key
 
 
 def test_keys_that_mongodb_or_ferretdb_would_misread_round_trip() -> None:
@@ -24,15 +24,15 @@ def test_keys_that_mongodb_or_ferretdb_would_misread_round_trip() -> None:
         "%u2003",
         "%24",
     ]:
-        escaped = _escape_key(key)
+        escaped = escape_key(key)
         assert "." not in escaped and not escaped.startswith("$")
         assert escaped == escaped.strip() and "\x00" not in escaped
-        assert _unescape_key(escaped) == key
+        assert unescape_key(escaped) == key
 
 
 def test_lists_in_lists_are_wrapped_and_old_native_ones_still_read() -> None:
     value = {"m": [[1, [2]], [], {"k": [[3]]}]}
-    stored = _escape(value)
+    stored = escape(value)
     assert stored == {"m": [{"%a": [1, {"%a": [2]}]}, {"%a": []}, {"k": [{"%a": [3]}]}]}
-    assert _unescape(stored) == value
-    assert _unescape({"m": [[1, 2], [3]], "a%2Eb": 1}) == {"m": [[1, 2], [3]], "a.b": 1}
+    assert unescape(stored) == value
+    assert unescape({"m": [[1, 2], [3]], "a%2Eb": 1}) == {"m": [[1, 2], [3]], "a.b": 1}

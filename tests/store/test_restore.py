@@ -14,6 +14,7 @@ from agent.state.models import Dialog, Human, HumanUtterance, Profile
 from agent.store import Store
 from agent.store.backup import GROUP, Selection, all_dialog_ids, export_lines
 from agent.store.base import Restored, StoreWriteRefused
+from tests.store.reads import opened
 from tests.store.test_contract import turn
 
 
@@ -63,7 +64,7 @@ async def test_an_open_dialog_is_restored_closed_beside_the_users_own_open_one(
     restored = await store.dialog(dialog.dialog_id)
     assert restored is not None and restored.date_finish is not None
     assert restored.human.profile.name is None
-    assert (await store.active_dialog(await store.human("ann"), "http_client")).dialog_id == newer
+    assert ((await opened(store, "ann", "http_client")).dialog).dialog_id == newer
 
 
 async def test_a_dialog_restored_for_an_unknown_user_creates_them(store: Store) -> None:
@@ -117,18 +118,18 @@ async def test_an_export_of_a_store_in_use_misses_no_dialog_when_users_are_erase
 async def test_an_export_of_more_dialogs_than_it_reads_at_once_has_each_once_in_order(
     store: Store,
 ) -> None:
-    opened = []
+    started = []
     for number in range(GROUP + 2):
         user = f"user{number % 7}"
-        head = await store.active_dialog(await store.human(user), "http_client")
+        head = (await opened(store, user, "http_client")).dialog
         if number % 10 == 0:
             await store.add_utterance(head.dialog_id, HumanUtterance(text=f"hi {number}"))
         await store.close_active_dialog(user)
-        opened.append(head.dialog_id)
+        started.append(head.dialog_id)
     exported = [
         json.loads(line) async for line, is_dialog in export_lines(store, Selection()) if is_dialog
     ]
-    assert [record["dialog"]["dialog_id"] for record in exported] == opened
+    assert [record["dialog"]["dialog_id"] for record in exported] == started
     for number, record in enumerate(exported):
         texts = [u["text"] for u in record["dialog"]["utterances"]]
         assert texts == ([f"hi {number}"] if number % 10 == 0 else [])

@@ -11,7 +11,8 @@ import pytest
 from agent.lines import LineTimeout, UserLines
 from agent.state.models import BotUtterance, HumanUtterance, utc_now
 from agent.store import Store
-from agent.store.base import Place
+from agent.store.base import Place, TurnEnd
+from tests.store.reads import opened
 
 
 def soon(seconds: float = 30.0):  # type: ignore[no-untyped-def]
@@ -84,7 +85,7 @@ async def test_a_renewed_lease_is_not_given_up(store: Store) -> None:
 
 
 async def test_erasing_a_user_empties_their_line(store: Store) -> None:
-    await store.human("ann")
+    await opened(store, "ann")
     await take(store, "ann")
     assert await store.delete_user("ann")
     place = await take(store, "ann")
@@ -166,17 +167,21 @@ async def test_a_turn_whose_place_was_passed_over_is_stored_whole(store: Store) 
     assert await store.first_in_line(behind, utc_now() + timedelta(seconds=3))
     answer = BotUtterance(text="late", active_skill="echo", confidence=0.5)
     await store.finish_turn(
-        start.dialog.dialog_id,
-        start.human.id,
-        utterance,
-        answer,
-        {"mood": "late"},
-        {"topic": "cats"},
-        place=stalled,
+        TurnEnd(
+            start.dialog.dialog_id,
+            start.human.id,
+            utterance,
+            answer,
+            {"mood": "late"},
+            {"topic": "cats"},
+            leave=stalled,
+        )
     )
-    human = await store.human("ann")
+    human = (await opened(store, "ann")).human
     assert human.attributes == {"mood": "late"}
-    assert (await store.active_dialog(human, "http_client")).bot.attributes == {"topic": "cats"}
+    assert (await opened(store, human.user_external_id, "http_client")).dialog.bot.attributes == {
+        "topic": "cats"
+    }
     dialog = await store.dialog(start.dialog.dialog_id)
     assert dialog is not None and [u.text for u in dialog.utterances] == ["slow", "late"]
     after = await take(store, "ann")

@@ -1,11 +1,13 @@
 """The MongoDB store: PyMongo's async API, one document per user, dialog and utterance.
 
-One module per job: :mod:`.dialogs` (the turn and the read API, :class:`DialogStore`),
-:mod:`.keys` (clients' idempotency keys, :class:`KeyStore`), :mod:`.lines` (the users'
-line, :class:`LineStore`), :mod:`.restore` (backups read back), :mod:`.codec` (the key
-codec), :mod:`.documents` (documents ↔ models), :mod:`.migrations` (the schema's version
-and its upgrades) and :mod:`.errors` (PyMongo's failures as the store's exceptions);
-:class:`MongoStore` is the three over one client.
+One part per job, each in its module, all over one :class:`~.base.MongoDb` (the client and
+the collections): :mod:`.turns` (a turn's start), :mod:`.turn_end`, :mod:`.numbering` (the
+utterances' numbers), :mod:`.reads` and :mod:`.ratings` (the rest of :class:`DialogStore`),
+:mod:`.restore` (backups read back), :mod:`.keys` (:class:`KeyStore`), :mod:`.lines`
+(:class:`LineStore`) and :mod:`.lifecycle`; beside them :mod:`.codec` (the key codec),
+:mod:`.documents` (documents ↔ models), :mod:`.migrations` (the schema's version and its
+upgrades) and :mod:`.errors` (PyMongo's failures as the store's exceptions).
+:class:`MongoStore` holds the parts and names the one that answers each operation.
 
 Why it looks the way it does:
 
@@ -37,7 +39,7 @@ Why it looks the way it does:
   outside the line (tests, tools) from taking the same number. Nothing relies on
   multi-document transactions, which FerretDB does not have.
 * **Point reads on the hot path.** A user document's ``_id`` is derived from the client's
-  ``user_id`` (:func:`_human_id_for`), and utterance ids from their dialog and number, so a
+  ``user_id`` (:func:`human_id_for`), and utterance ids from their dialog and number, so a
   turn reads and writes only by ``_id``: the cheapest read on MongoDB, and the only one
   FerretDB 1.x answers from an index (it scans the whole collection for any other filter;
   there the window is read one ``_id`` at a time).
@@ -71,21 +73,27 @@ from datetime import UTC
 from typing import Any
 
 from pymongo import ASCENDING, AsyncMongoClient
+from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import OperationFailure
 from pymongo.monitoring import CommandListener
 
-from agent.store.mongo.codec import _escape, _escape_key, _literal, _unescape, _unescape_key
-from agent.store.mongo.dialogs import MongoDialogs
-from agent.store.mongo.documents import _human_id_for
-from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
+from agent.store.mongo.base import MongoDb
+from agent.store.mongo.codec import escape, escape_key, literal, unescape, unescape_key
+from agent.store.mongo.documents import human_id_for
+from agent.store.mongo.errors import Doc, unavailable_when_unreachable
 from agent.store.mongo.keys import MongoKeys
 from agent.store.mongo.lifecycle import MongoLifecycle
 from agent.store.mongo.lines import MongoLines
 from agent.store.mongo.migrations import latest_version, migrate, stored_version
+from agent.store.mongo.numbering import Numbering
+from agent.store.mongo.ratings import MongoRatings
+from agent.store.mongo.reads import MongoReads
 from agent.store.mongo.restore import MongoRestore
+from agent.store.mongo.turn_end import MongoTurnEnd
+from agent.store.mongo.turns import MongoTurns
 from agent.store.schema import behind
 
-__all__ = ["MongoStore", "_escape", "_escape_key", "_unescape", "_unescape_key"]
+__all__ = ["MongoStore", "escape", "escape_key", "unescape", "unescape_key"]
 
 log = logging.getLogger("chorus.store")
 
@@ -103,7 +111,7 @@ _NOT_IMPLEMENTED = 238
 FIXED_FERRETDB = "+chorus-fixes"
 
 
-@_unavailable_when_unreachable
+@unavailable_when_unreachable
 async def _stock_ferretdb(client: AsyncMongoClient[Doc]) -> bool:
     """Whether the server is a FerretDB without those fixes, which the store must treat
     with care (see the package docstring)."""
@@ -116,7 +124,7 @@ async def _stock_ferretdb(client: AsyncMongoClient[Doc]) -> bool:
 BULK_WRITE_WIRE_VERSION = 25
 
 
-@_unavailable_when_unreachable
+@unavailable_when_unreachable
 async def _has_bulk_write(client: AsyncMongoClient[Doc]) -> bool:
     """Whether the server answers MongoDB 8's ``bulkWrite`` (it says so by its wire
     version)."""
@@ -124,18 +132,71 @@ async def _has_bulk_write(client: AsyncMongoClient[Doc]) -> bool:
     return int(hello.get("maxWireVersion", 0)) >= BULK_WRITE_WIRE_VERSION
 
 
-@_unavailable_when_unreachable
+@unavailable_when_unreachable
 async def _check_schema(store: MongoStore) -> None:
     """A read-only opening must not write, so a database that would need an upgrade is
     refused (a new, empty one reads as empty)."""
-    version = await stored_version(store._db)
+    version = await stored_version(store._m.db)
     if version is not None and version != latest_version():
-        raise behind(f"MongoDB store {store._db.name}", version, latest_version())
+        raise behind(f"MongoDB store {store._m.db.name}", version, latest_version())
 
 
-class MongoStore(MongoDialogs, MongoKeys, MongoLines, MongoLifecycle, MongoRestore):
+class MongoStore:
     """:class:`agent.store.Store` on MongoDB (or a wire-compatible server such as FerretDB):
-    the dialogs, the idempotency keys and the line, each in its own module, over one client."""
+    parts of their own (the turn's start and end, reads, ratings, restores, the idempotency
+    keys, the line, the data lifecycle) over one client, each operation answered by one."""
+
+    def __init__(
+        self,
+        client: AsyncMongoClient[Doc],
+        db: AsyncDatabase[Doc],
+        *,
+        point_reads: bool = False,
+        bulk_write: bool = False,
+    ) -> None:
+        self._m = m = MongoDb(client, db, point_reads=point_reads, bulk_write=bulk_write)
+        numbering = Numbering(m)
+        turns = MongoTurns(m, numbering)
+        self.open_turn = turns.open_turn
+        self.keyed_turn = turns.keyed_turn
+        self.add_utterance = turns.add_utterance
+        self.mark_interrupted = turns.mark_interrupted
+        self.close_active_dialog = turns.close_active_dialog
+        self.finish_turn = MongoTurnEnd(m, numbering).finish_turn
+        reads = MongoReads(m, numbering)
+        self.dialog = reads.dialog
+        self.dialogs = reads.dialogs
+        self.user_dialogs = reads.user_dialogs
+        self.list_dialog_ids = reads.list_dialog_ids
+        self.dialog_by_dp_agent_id = reads.dialog_by_dp_agent_id
+        self.dialog_starts = reads.dialog_starts
+        ratings = MongoRatings(m)
+        self.add_dialog_rating = ratings.add_dialog_rating
+        self.add_utterance_rating = ratings.add_utterance_rating
+        restore = MongoRestore(m)
+        self.restore_user = restore.restore_user
+        self.stored_dialog_ids = restore.stored_dialog_ids
+        self.utterance_dialogs = restore.utterance_dialogs
+        self.restore_dialog = restore.restore_dialog
+        keys = MongoKeys(m)
+        self.claim_key = keys.claim_key
+        self.renew_keys = keys.renew_keys
+        self.complete_key = keys.complete_key
+        self.release_key = keys.release_key
+        lines = MongoLines(m)
+        self.take_place = lines.take_place
+        self.first_in_line = lines.first_in_line
+        self.renew_places = lines.renew_places
+        self.leave = lines.leave
+        self.note_turn = lines.note_turn
+        self.running_turn = lines.running_turn
+        self.interrupt = lines.interrupt
+        self.interrupted = lines.interrupted
+        lifecycle = MongoLifecycle(m)
+        self.delete_closed = lifecycle.delete_closed
+        self.close_idle = lifecycle.close_idle
+        self.compact = lifecycle.compact
+        self.sizes = lifecycle.sizes
 
     @classmethod
     async def open(
@@ -183,36 +244,36 @@ class MongoStore(MongoDialogs, MongoKeys, MongoLines, MongoLifecycle, MongoResto
             if read_only:
                 await _check_schema(store)
             else:
-                await migrate(store._db)
+                await migrate(store._m.db)
                 await store._create_indexes()
         except BaseException:
             await client.close()
             raise
         return store
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def _create_indexes(self) -> None:
-        await self._users.create_index(
+        await self._m.users.create_index(
             [("user_external_id", ASCENDING)], unique=True, name="user_external_id"
         )
-        await self._dialogs.create_index(
+        await self._m.dialogs.create_index(
             [("active_key", ASCENDING)], unique=True, name="one_active_dialog"
         )
-        await self._dialogs.create_index(
+        await self._m.dialogs.create_index(
             [("human_id", ASCENDING), ("date_start", ASCENDING)], name="dialogs_by_human"
         )
-        await self._dialogs.create_index(
+        await self._m.dialogs.create_index(
             [("date_start", ASCENDING), ("opened_ns", ASCENDING)], name="dialogs_by_start"
         )  # GET /api/dialogs/: pages in the order dialogs were opened
-        await self._dialogs.create_index(
+        await self._m.dialogs.create_index(
             [("dp_agent_id", ASCENDING)], sparse=True, name="dialogs_by_dp_agent_id"
         )  # GET /api/dialogs/{dp-agent's _id} of a dialog imported from dp-agent
-        await self._utterances.create_index(
+        await self._m.utterances.create_index(
             [("dialog_id", ASCENDING), ("seq", ASCENDING)], unique=True, name="dialog_seq"
         )
-        await self._keys.create_index([("user_id", ASCENDING)], name="keys_by_user")
+        await self._m.keys.create_index([("user_id", ASCENDING)], name="keys_by_user")
         try:
-            await self._keys.create_index(
+            await self._m.keys.create_index(
                 [("expires_at", ASCENDING)], name="keys_expire", expireAfterSeconds=0
             )
         except OperationFailure as exc:
@@ -223,30 +284,29 @@ class MongoStore(MongoDialogs, MongoKeys, MongoLines, MongoLifecycle, MongoResto
                 "are ignored, and their space is not given back (docs/storage.md)"
             )
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def delete_user(self, user_id: str) -> bool:
         """Utterances first, the user last: an erasure cut short can be run again, and
         finds the user still there to finish the job."""
-        await self._keys.delete_many({"user_id": _literal(user_id)})
-        self._snapshots.pop(user_id, None)
-        human_id = _human_id_for(user_id)
-        user = await self._users.find_one({"_id": human_id}, projection={"dialog.id": 1})
+        await self._m.keys.delete_many({"user_id": literal(user_id)})
+        human_id = human_id_for(user_id)
+        user = await self._m.users.find_one({"_id": human_id}, projection={"dialog.id": 1})
         if user is None:
             return False
-        dialog_ids = await self._dialogs.distinct("_id", {"human_id": human_id})
+        dialog_ids = await self._m.dialogs.distinct("_id", {"human_id": human_id})
         open_id = (user.get("dialog") or {}).get("id")
         if open_id is not None and open_id not in dialog_ids:
             dialog_ids.append(open_id)
-        await self._utterances.delete_many({"dialog_id": {"$in": dialog_ids}})
-        await self._dialogs.delete_many({"human_id": human_id})
-        await self._users.delete_one({"_id": human_id})
+        await self._m.utterances.delete_many({"dialog_id": {"$in": dialog_ids}})
+        await self._m.dialogs.delete_many({"human_id": human_id})
+        await self._m.users.delete_one({"_id": human_id})
         return True
 
     # -- lifecycle ----------------------------------------------------------------------
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def ping(self) -> None:
-        await self._db.command("ping")
+        await self._m.db.command("ping")
 
     async def close(self) -> None:
-        await self._client.close()
+        await self._m.client.close()

@@ -1,5 +1,4 @@
-"""What the three parts of the MongoDB store share: the database, its collections and what
-this process remembers between a turn's reads and writes."""
+"""What the parts of the MongoDB store share: the client, the database and its collections."""
 
 from __future__ import annotations
 
@@ -10,13 +9,10 @@ from pymongo.errors import WriteError
 
 from agent.store.mongo.errors import Doc
 
-#: Entries kept in each of the per-turn memories below: more means turns that stopped
-#: between their reads and writes (their entries are dropped, and read again if needed).
-_KEPT = 4096
 
-
-class MongoBase:
-    """The collections the three parts of the store share."""
+class MongoDb:
+    """The client, the database and its collections, and what the server can do: what the
+    parts of the store share (:class:`agent.store.mongo.MongoStore` holds one)."""
 
     def __init__(
         self,
@@ -26,31 +22,31 @@ class MongoBase:
         point_reads: bool = False,
         bulk_write: bool = False,
     ) -> None:
-        self._client = client
-        self._db = db
-        self._point_reads = point_reads
+        self.client = client
+        self.db = db
+        #: The server is a stock FerretDB: reads by ``_id``, one at a time
+        self.point_reads = point_reads
         #: The server has MongoDB 8's client-level ``bulkWrite``: a turn's end, in two
-        #: collections, is one command instead of two
-        self._bulk_write = bulk_write
-        self._users: AsyncCollection[Doc] = db["users"]
-        self._dialogs: AsyncCollection[Doc] = db["dialogs"]
-        self._utterances: AsyncCollection[Doc] = db["utterances"]
-        self._keys: AsyncCollection[Doc] = db["idempotency_keys"]
-        #: user id → their document as taking the first place in line returned it (see
-        #: :meth:`MongoLines.take_place`): the turn's start, read once
-        self._snapshots: dict[str, Doc] = {}
-        #: dialog id → the next utterance number, as this turn read it (see open_turn)
-        self._next_seqs: dict[str, int] = {}
+        #: collections, is one command instead of two (turned off if the server says no)
+        self.bulk_write = bulk_write
+        self.users: AsyncCollection[Doc] = db["users"]
+        self.dialogs: AsyncCollection[Doc] = db["dialogs"]
+        self.utterances: AsyncCollection[Doc] = db["utterances"]
+        self.keys: AsyncCollection[Doc] = db["idempotency_keys"]
 
-    def _keep_snapshot(self, user_id: str, doc: Doc) -> None:
-        if len(self._snapshots) >= _KEPT:
-            self._snapshots.clear()
-        self._snapshots[user_id] = doc
 
-    def _keep_next_seq(self, dialog_id: str, seq: int) -> None:
-        if len(self._next_seqs) >= _KEPT:
-            self._next_seqs.clear()
-        self._next_seqs[dialog_id] = seq
+class MongoBase:
+    """A part of the store: the shared database under the names its methods use."""
+
+    def __init__(self, m: MongoDb) -> None:
+        self._m = m
+        self._client = m.client
+        self._db = m.db
+        self._point_reads = m.point_reads
+        self._users = m.users
+        self._dialogs = m.dialogs
+        self._utterances = m.utterances
+        self._keys = m.keys
 
     async def _update(
         self, collection: AsyncCollection[Doc], statements: list[Doc]

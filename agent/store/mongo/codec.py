@@ -9,7 +9,7 @@ from typing import Any
 from agent.store.mongo.errors import Doc
 
 
-def _literal(value: str) -> str:
+def literal(value: str) -> str:
     """A value about to go into a query filter must be a string: a dict such as
     ``{"$ne": None}`` would be read as an operator. Types say so already; this makes it
     true at run time too, whoever the caller is."""
@@ -30,7 +30,7 @@ def _percent(char: str) -> str:
     return f"%{code:02X}" if code < 256 else f"%u{code:04X}"
 
 
-def _escape_key(key: str) -> str:
+def escape_key(key: str) -> str:
     """``%``, ``.`` and NUL anywhere, a leading ``$``, and whitespace at either end (which
     FerretDB 1.x refuses in an update path) become ``%XX`` / ``%uXXXX``."""
     if key.isidentifier():  # most keys: nothing to escape
@@ -48,7 +48,7 @@ def _escape_key(key: str) -> str:
     return key
 
 
-def _unescape_key(key: str) -> str:
+def unescape_key(key: str) -> str:
     if "%" not in key:
         return key
     return _ESCAPE_SEQUENCE.sub(lambda match: chr(int(match.group(1) or match.group(2), 16)), key)
@@ -59,29 +59,29 @@ def _unescape_key(key: str) -> str:
 _LIST_IN_LIST = "%a"
 
 
-def _escape(value: Any, in_list: bool = False) -> Any:
+def escape(value: Any, in_list: bool = False) -> Any:
     """The value with every mapping key made storable, and every list that sits directly
     in a list wrapped (see the module docstring)."""
     if isinstance(value, Mapping):
-        return {_escape_key(str(k)): _escape(v) for k, v in value.items()}
+        return {escape_key(str(k)): escape(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        items = [_escape(v, True) for v in value]
+        items = [escape(v, True) for v in value]
         return {_LIST_IN_LIST: items} if in_list else items
     return value
 
 
-def _unescape(value: Any) -> Any:
+def unescape(value: Any) -> Any:
     if isinstance(value, dict):
         if len(value) == 1 and _LIST_IN_LIST in value:
-            return [_unescape(v) for v in value[_LIST_IN_LIST]]
-        return {_unescape_key(k): _unescape(v) for k, v in value.items()}
+            return [unescape(v) for v in value[_LIST_IN_LIST]]
+        return {unescape_key(k): unescape(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_unescape(v) for v in value]
+        return [unescape(v) for v in value]
     return value
 
 
-def _merge(prefix: str, updates: Mapping[str, Any]) -> Doc:
+def merge_set(prefix: str, updates: Mapping[str, Any]) -> Doc:
     """``$set`` paths that merge ``updates`` into the sub-document at ``prefix`` key by
     key: each key is its own atomic field update, so concurrent merges of other keys
     survive. Keys were checked upstream (non-empty, no '.'); escaping keeps it so."""
-    return {f"{prefix}.{_escape_key(key)}": _escape(value) for key, value in updates.items()}
+    return {f"{prefix}.{escape_key(key)}": escape(value) for key, value in updates.items()}

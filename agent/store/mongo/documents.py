@@ -9,39 +9,39 @@ from pydantic import TypeAdapter
 
 from agent.state.models import BotUtterance, Human, HumanUtterance, Utterance
 from agent.store.base import DialogHead
-from agent.store.mongo.codec import _escape, _literal, _unescape
+from agent.store.mongo.codec import escape, literal, unescape
 from agent.store.mongo.errors import Doc
 
-_utterance: TypeAdapter[Utterance] = TypeAdapter(Utterance)
+utterance_of: TypeAdapter[Utterance] = TypeAdapter(Utterance)
 
 
 #: Namespace of the user ids derived from the client's ``user_id``.
 _USER_IDS = uuid.UUID("5b0d8c52-8a4f-4c1e-9a57-1f3e6d2c9b70")
 
 
-def _human_id_for(user_id: str) -> str:
+def human_id_for(user_id: str) -> str:
     """The user document's ``_id``: a fixed function of the client's ``user_id``, so the
     user is found by ``_id`` (see the package docstring), in the shape of every other id."""
-    return uuid.uuid5(_USER_IDS, _literal(user_id)).hex
+    return uuid.uuid5(_USER_IDS, literal(user_id)).hex
 
 
-def _utterance_id(dialog_id: str, seq: int) -> str:
+def utterance_id(dialog_id: str, seq: int) -> str:
     """An utterance's id (its document's ``_id``): the dialog's id and the utterance's
     number, so the ids of a dialog's last K utterances are known without reading any
     index, and an utterance is read, rated or replaced by ``_id``."""
     return f"{dialog_id}-{seq}"
 
 
-def _new_user_doc(user_id: str) -> Doc:
+def new_user_doc(user_id: str) -> Doc:
     """The document of a user at first contact."""
-    human = Human(id=_human_id_for(user_id), user_external_id=user_id)
-    doc: Doc = _escape(human.model_dump())
+    human = Human(id=human_id_for(user_id), user_external_id=user_id)
+    doc: Doc = escape(human.model_dump())
     doc["_id"] = doc.pop("id")
     return doc
 
 
-def _human(doc: Doc) -> Human:
-    doc = _unescape(doc)
+def human_of(doc: Doc) -> Human:
+    doc = unescape(doc)
     doc["id"] = doc.pop("_id")
     return Human.model_validate(doc)
 
@@ -51,8 +51,8 @@ def _dialog_key(dialog_id: str) -> str:
     return "d:" + dialog_id
 
 
-def _dialog_doc(head: DialogHead, *, count: int = 0, active: bool = True) -> Doc:
-    doc: Doc = _escape(head.model_dump())
+def dialog_doc(head: DialogHead, *, count: int = 0, active: bool = True) -> Doc:
+    doc: Doc = escape(head.model_dump())
     doc["_id"] = doc.pop("dialog_id")
     # opened_ns orders dialogs opened within the same millisecond (BSON dates keep ms).
     doc.update(
@@ -64,58 +64,58 @@ def _dialog_doc(head: DialogHead, *, count: int = 0, active: bool = True) -> Doc
     return doc
 
 
-def _head(doc: Doc) -> DialogHead:
-    doc = _unescape(doc)
+def head_of(doc: Doc) -> DialogHead:
+    doc = unescape(doc)
     doc["dialog_id"] = doc.pop("_id")
     return DialogHead.model_validate(doc)  # active, active_key, counters: ignored
 
 
-def _open_dialog_state(head: DialogHead) -> Doc:
+def open_dialog_state(head: DialogHead) -> Doc:
     """The open dialog as the user's document holds it (``dialog``): what a turn reads and
     changes (the bot and its attributes, the utterance count) lives with the user, so a
     turn reads and writes one document for both. Its ``dialogs`` document is written when
     it opens and again when it closes."""
-    doc: Doc = _escape(head.model_dump(exclude={"human_id", "rating", "date_finish"}))
+    doc: Doc = escape(head.model_dump(exclude={"human_id", "rating", "date_finish"}))
     doc["id"] = doc.pop("dialog_id")
     doc["count"] = 0
     return doc
 
 
-def _open_head(user: Doc) -> DialogHead | None:
+def open_head_of(user: Doc) -> DialogHead | None:
     """The user's open dialog, from their document; None when none is open."""
     state = user.get("dialog")
     if not isinstance(state, dict):
         return None
-    doc = _unescape({k: v for k, v in state.items() if k not in ("id", "count")})
+    doc = unescape({k: v for k, v in state.items() if k not in ("id", "count")})
     return DialogHead.model_validate({**doc, "dialog_id": state["id"], "human_id": user["_id"]})
 
 
-def _utterance_body(utterance: HumanUtterance | BotUtterance) -> Doc:
+def utterance_body(utterance: HumanUtterance | BotUtterance) -> Doc:
     """The utterance's fields as stored; its id is the document's ``_id``."""
-    doc: Doc = _escape(utterance.model_dump(exclude={"utt_id"}))
+    doc: Doc = escape(utterance.model_dump(exclude={"utt_id"}))
     return doc
 
 
-def _utterance_doc(
+def utterance_doc(
     dialog_id: str, seq: int, utterance: HumanUtterance | BotUtterance, end: Doc | None = None
 ) -> Doc:
     """The document inserted for an utterance whose id is already its number's; an answer
-    carries its turn's ``end`` (:func:`_turn_end`)."""
+    carries its turn's ``end`` (:func:`turn_end_of`)."""
     return {
         "_id": utterance.utt_id,
         "dialog_id": dialog_id,
         "seq": seq,
-        **_utterance_body(utterance),
-        **({_TURN_END: end} if end else {}),
+        **utterance_body(utterance),
+        **({TURN_END: end} if end else {}),
     }
 
 
 #: The field of an answer's document that holds the ``$set`` of its turn's end on the
 #: user's document (never read into the model).
-_TURN_END = "turn_end"
+TURN_END = "turn_end"
 
 
-def _turn_end(changes: Doc) -> Doc | None:
+def turn_end_of(changes: Doc) -> Doc | None:
     """What an answer keeps of its turn's end on the user's document: the ``$set`` paths
     (attributes, profile, the bot's attributes) as a list, since paths are no field names.
     Without a transaction, the answer and the user's document are two writes: if only the
@@ -127,22 +127,22 @@ def _turn_end(changes: Doc) -> Doc | None:
     return {"set": [{"path": path, "value": value} for path, value in changes.items()]}
 
 
-def _turn_end_changes(doc: Doc) -> Doc:
+def turn_end_changes(doc: Doc) -> Doc:
     """The ``$set`` an answer's document keeps for its turn's end (empty: none)."""
-    end = doc.get(_TURN_END)
+    end = doc.get(TURN_END)
     if not isinstance(end, dict):
         return {}
     return {item["path"]: item["value"] for item in end.get("set", [])}
 
 
-def _annotated(utterance: HumanUtterance) -> Doc:
+def annotated_update(utterance: HumanUtterance) -> Doc:
     """The ``update`` statement that stores the human utterance as the services left it."""
-    return {"q": {"_id": _literal(utterance.utt_id)}, "u": {"$set": _utterance_body(utterance)}}
+    return {"q": {"_id": literal(utterance.utt_id)}, "u": {"$set": utterance_body(utterance)}}
 
 
-def _utterance_from(doc: Doc) -> Utterance:
-    doc = _unescape(doc)
+def utterance_from(doc: Doc) -> Utterance:
+    doc = unescape(doc)
     doc["utt_id"] = doc.pop("_id")
     del doc["dialog_id"], doc["seq"]
-    doc.pop(_TURN_END, None)
-    return _utterance.validate_python(doc)
+    doc.pop(TURN_END, None)
+    return utterance_of.validate_python(doc)

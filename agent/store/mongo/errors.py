@@ -16,7 +16,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _unavailable_when_unreachable(
+def unavailable_when_unreachable(
     method: Callable[P, Coroutine[Any, Any, R]],
 ) -> Callable[P, Coroutine[Any, Any, R]]:
     """Turn PyMongo's connection failures (server selection timeout, lost connection,

@@ -13,8 +13,8 @@ from pymongo.errors import DuplicateKeyError
 
 from agent.store.base import Claim, ClaimStatus
 from agent.store.mongo.base import MongoBase
-from agent.store.mongo.codec import _escape, _literal, _unescape
-from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
+from agent.store.mongo.codec import escape, literal, unescape
+from agent.store.mongo.errors import Doc, unavailable_when_unreachable
 
 #: The lease of a released claim: over long ago.
 _RELEASED = datetime(1970, 1, 1, tzinfo=UTC)
@@ -43,9 +43,9 @@ class MongoKeys(MongoBase):
     def _claim_id(user_id: str, key: str) -> str:
         """One ``_id`` per (user, key): the unique ``_id`` index makes a claim atomic, and
         the length prefix keeps ("a:b", "c") apart from ("a", "b:c")."""
-        return f"{len(_literal(user_id))}:{user_id}:{_literal(key)}"
+        return f"{len(literal(user_id))}:{user_id}:{literal(key)}"
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def claim_key(
         self,
         user_id: str,
@@ -79,7 +79,7 @@ class MongoKeys(MongoBase):
         if doc.get("fingerprint") not in (None, fingerprint):
             return Claim(ClaimStatus.OTHER_MESSAGE)
         if doc.get("reply") is not None:
-            return Claim(ClaimStatus.ANSWERED, _unescape(doc["reply"]))
+            return Claim(ClaimStatus.ANSWERED, unescape(doc["reply"]))
         alive_until = doc.get("alive_until")
         if alive_until is not None and alive_until >= now:
             return Claim(ClaimStatus.IN_FLIGHT)
@@ -91,7 +91,7 @@ class MongoKeys(MongoBase):
         )
         return Claim(ClaimStatus.RECLAIMED if taken.matched_count else ClaimStatus.IN_FLIGHT)
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def renew_keys(self, claims: list[tuple[str, str]], lease_until: datetime) -> None:
         for user_id, key in claims:  # by _id: FerretDB scans for any other filter
             await self._keys.update_one(
@@ -99,13 +99,13 @@ class MongoKeys(MongoBase):
                 {"$set": {"alive_until": lease_until}},
             )
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def complete_key(self, user_id: str, key: str, reply: Doc) -> None:
         await self._keys.update_one(
-            {"_id": self._claim_id(user_id, key)}, {"$set": {"reply": _escape(reply)}}
+            {"_id": self._claim_id(user_id, key)}, {"$set": {"reply": escape(reply)}}
         )
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def release_key(self, user_id: str, key: str) -> None:
         """The claim's lease ends now, rather than the claim going: the retry that takes it
         over knows an attempt came before it."""

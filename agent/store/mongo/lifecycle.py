@@ -14,11 +14,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.store.base import Retention, Swept
+from agent.store.base import Swept
 from agent.store.compaction import compacted
-from agent.store.mongo.base import MongoBase
-from agent.store.mongo.documents import _dialog_doc, _open_head, _utterance_id
-from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
+from agent.store.mongo.base import MongoBase, MongoDb
+from agent.store.mongo.documents import dialog_doc, open_head_of, utterance_id
+from agent.store.mongo.errors import Doc, unavailable_when_unreachable
 
 #: Collections whose documents ``sizes`` counts.
 _COLLECTIONS = ("users", "dialogs", "utterances", "idempotency_keys")
@@ -35,6 +35,11 @@ def _aware(moment: Any) -> datetime | None:
 class MongoLifecycle(MongoBase):
     """:class:`agent.store.base.LifecycleStore` on MongoDB."""
 
+    def __init__(self, m: MongoDb) -> None:
+        super().__init__(m)
+        #: rule → the ``_id`` its walk stopped after (None: start over)
+        self._cursors: dict[str, Any] = {}
+
     async def _next(
         self, rule: str, collection: Any, query: Doc, batch: int, projection: Doc | None = None
     ) -> tuple[list[Doc], bool]:
@@ -42,8 +47,6 @@ class MongoLifecycle(MongoBase):
         walk filters on nothing but ``_id`` (the rule filters in Python), so a pass reads
         ``batch`` index entries however few match: a filter on another field would have
         the server skip over every document that does not match to fill the batch."""
-        if not hasattr(self, "_cursors"):
-            self._cursors: dict[str, Any] = {}
         after = self._cursors.get(rule)
         if after is not None:
             query = {**query, "_id": {"$gt": after}}
@@ -54,19 +57,6 @@ class MongoLifecycle(MongoBase):
         self._cursors[rule] = None if ended else docs[-1]["_id"]
         return docs, ended
 
-    @_unavailable_when_unreachable
-    async def sweep(self, retention: Retention, now: datetime, batch: int) -> Swept:
-        swept = Swept(round_done=True)
-        if retention.closed_dialogs is not None:
-            swept.round_done &= await self._expire(now - retention.closed_dialogs, batch, swept)
-        if retention.idle_dialogs is not None:
-            swept.round_done &= await self._close_idle(
-                now - retention.idle_dialogs, now, batch, swept
-            )
-        if retention.compact_turns is not None:
-            swept.round_done &= await self._compact(now - retention.compact_turns, batch, swept)
-        return swept
-
     async def _busy(self, human_ids: list[str]) -> set[str]:
         """Users with a message in line (``line.free`` false): a turn in flight."""
         docs = await self._users.find(
@@ -74,7 +64,8 @@ class MongoLifecycle(MongoBase):
         ).to_list()
         return {doc["_id"] for doc in docs if (doc.get("line") or {}).get("free", True) is False}
 
-    async def _expire(self, before: datetime, batch: int, swept: Swept) -> bool:
+    @unavailable_when_unreachable
+    async def delete_closed(self, before: datetime, batch: int, swept: Swept) -> bool:
         """Delete dialogs closed before ``before``: their utterances first (at most
         ``batch`` a pass), the dialog once none is left, so an erasure cut short is
         finished by a later pass and no utterance outlives its dialog. The utterances of
@@ -122,7 +113,8 @@ class MongoLifecycle(MongoBase):
             swept.dialogs_deleted += gone.deleted_count
         return ended
 
-    async def _close_idle(self, before: datetime, now: datetime, batch: int, swept: Swept) -> bool:
+    @unavailable_when_unreachable
+    async def close_idle(self, before: datetime, now: datetime, batch: int, swept: Swept) -> bool:
         """Close open dialogs whose last utterance (or start) is older than ``before``,
         unless their user has a message in line, as ``close_active_dialog`` closes one."""
         users, ended = await self._next(
@@ -134,7 +126,7 @@ class MongoLifecycle(MongoBase):
         )
         users = [u for u in users if isinstance(u.get("dialog"), dict)]
         last_ids = {
-            _utterance_id(u["dialog"]["id"], int(u["dialog"].get("count", 0)) - 1): u
+            utterance_id(u["dialog"]["id"], int(u["dialog"].get("count", 0)) - 1): u
             for u in users
             if int(u["dialog"].get("count", 0)) > 0
         }
@@ -147,11 +139,11 @@ class MongoLifecycle(MongoBase):
         )
         latest = {doc["_id"]: _aware(doc.get("date_time")) for doc in found}
         for user in users:
-            head = _open_head(user)
+            head = open_head_of(user)
             if head is None or (user.get("line") or {}).get("free", True) is False:
                 continue
             count = int(user["dialog"].get("count", 0))
-            last = latest.get(_utterance_id(head.dialog_id, count - 1)) if count else None
+            last = latest.get(utterance_id(head.dialog_id, count - 1)) if count else None
             if (last or _aware(head.date_start) or now) >= before:
                 continue
             if await self._close_if_still(user, head.dialog_id, count, now):
@@ -162,9 +154,9 @@ class MongoLifecycle(MongoBase):
         """Close the dialog if it is still open with ``count`` utterances and nobody in
         line; the dialog's document first (as ``close_active_dialog`` does), put back
         open if a message came meanwhile and the dialog is still the user's open one."""
-        head = _open_head(user)
+        head = open_head_of(user)
         assert head is not None
-        closed = _dialog_doc(head, count=count, active=False)
+        closed = dialog_doc(head, count=count, active=False)
         closed.update(date_finish=now)
         del closed["_id"], closed["opened_ns"]
         written = await self._dialogs.update_one(
@@ -194,7 +186,8 @@ class MongoLifecycle(MongoBase):
         )
         return False
 
-    async def _compact(self, before: datetime, batch: int, swept: Swept) -> bool:
+    @unavailable_when_unreachable
+    async def compact(self, before: datetime, batch: int, swept: Swept) -> bool:
         """Compact answered turns older than ``before`` (an unanswered human utterance is
         a turn in flight, left alone)."""
         walked, ended = await self._next(
@@ -217,7 +210,7 @@ class MongoLifecycle(MongoBase):
                     {
                         "_id": {
                             "$in": [
-                                _utterance_id(d["dialog_id"], int(d["seq"]) + 1)
+                                utterance_id(d["dialog_id"], int(d["seq"]) + 1)
                                 for d in docs
                                 if d.get("speaker") == "human" and "seq" in d
                             ]
@@ -232,7 +225,7 @@ class MongoLifecycle(MongoBase):
         for doc in docs:
             skill = None
             if doc.get("speaker") == "human":
-                answer = answers.get(_utterance_id(doc["dialog_id"], int(doc.get("seq", -2)) + 1))
+                answer = answers.get(utterance_id(doc["dialog_id"], int(doc.get("seq", -2)) + 1))
                 if answer is None or answer.get("speaker") != "bot":
                     continue
                 skill = answer.get("active_skill")
@@ -244,7 +237,7 @@ class MongoLifecycle(MongoBase):
             swept.utterances_compacted += result.modified_count
         return ended
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def sizes(self) -> dict[str, int]:
         return {name: await self._db[name].count_documents({}) for name in _COLLECTIONS}
 

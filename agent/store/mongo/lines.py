@@ -10,8 +10,8 @@ from pymongo.errors import DuplicateKeyError
 from agent.state.models import utc_now
 from agent.store.base import Place, RunningTurn
 from agent.store.mongo.base import MongoBase
-from agent.store.mongo.documents import _human_id_for, _new_user_doc
-from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
+from agent.store.mongo.documents import human_id_for, new_user_doc
+from agent.store.mongo.errors import Doc, unavailable_when_unreachable
 
 #: Tries at taking a place for a user created at that very moment by another message.
 _ATTEMPTS = 3
@@ -30,7 +30,8 @@ class MongoLines(MongoBase):
 
     * **Taking a place when the line is free** is one ``findAndModify`` that matches
       ``free: true``, counts the place and sets its lease, and returns the user's whole
-      document: the turn needs no other read of the user (:meth:`open_turn` uses it).
+      document: the turn needs no other read of the user (the place carries it,
+      :attr:`Place.seen`, and :meth:`open_turn` takes it from there).
       Otherwise the place is counted without the condition and the message waits.
     * **Leaving** raises ``done`` (only if it is still this place: a place given up for a
       lapsed lease must not move the line back) and grants the next place a lease, and
@@ -50,10 +51,10 @@ class MongoLines(MongoBase):
     only as built by ``tools/ferretdb`` (see docs/deployment.md).
     """
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def take_place(self, user_id: str, lease_until: datetime) -> Place:
         lease = lease_until - utc_now()
-        human_id = _human_id_for(user_id)
+        human_id = human_id_for(user_id)
         doc = await self._users.find_one_and_update(
             {"_id": human_id, "line.free": True},
             {
@@ -63,21 +64,19 @@ class MongoLines(MongoBase):
             return_document=ReturnDocument.AFTER,
         )
         if doc is not None:
-            place = Place(user_id, int(doc["line"]["taken"]) - 1, True, lease)
-            self._keep_snapshot(user_id, doc)
-            return place
+            return Place(user_id, int(doc["line"]["taken"]) - 1, True, lease, seen=doc)
         doc = await self._count_place(user_id, human_id, lease_until)
         number = int(doc["line"]["taken"]) - 1
         place = Place(user_id, number, False, lease)
         if int(doc["line"].get("done", 0)) == number:  # first, but the lease is not ours yet
             place.first = await self._hold(human_id, number, lease_until)
             if place.first:
-                self._keep_snapshot(user_id, doc)
+                place.seen = doc
         return place
 
     async def _count_place(self, user_id: str, human_id: str, lease_until: datetime) -> Doc:
         """Count a place without waiting for a free line, creating the user if needed."""
-        new_user = _new_user_doc(user_id)
+        new_user = new_user_doc(user_id)
         del new_user["_id"]
         new_user.update({"line.free": False, "line.alive_until": lease_until})
         # $max: a new user's document gets line.done = 0; another keeps its count.
@@ -101,9 +100,9 @@ class MongoLines(MongoBase):
         )
         return held.matched_count > 0
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def first_in_line(self, place: Place, now: datetime) -> bool:
-        human_id = _human_id_for(place.user_id)
+        human_id = human_id_for(place.user_id)
         for _ in range(_PASSED_PER_LOOK):
             doc = await self._users.find_one({"_id": human_id})
             line: Doc = (doc or {}).get("line", {})
@@ -111,7 +110,7 @@ class MongoLines(MongoBase):
             if served == place.number:
                 if await self._hold(human_id, place.number, now + place.lease):
                     assert doc is not None
-                    self._keep_snapshot(place.user_id, doc)
+                    place.seen = doc
                     return True
                 continue
             if served > place.number:  # passed over: its lease lapsed while it waited
@@ -129,28 +128,28 @@ class MongoLines(MongoBase):
             )
         return False
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def renew_places(self, places: list[tuple[str, int]], lease_until: datetime) -> None:
         for user_id, number in places:  # only the place being served holds a lease
             await self._users.update_one(
-                {"_id": _human_id_for(user_id), "line.done": number},
+                {"_id": human_id_for(user_id), "line.done": number},
                 {"$set": {"line.alive_until": lease_until}},
             )
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def leave(self, place: Place, *, served: bool = True) -> None:
         if place.left:
             return
-        await self._update_users(_leaving(place, served, utc_now()))
+        await self._update_users(leaving(place, served, utc_now()))
         place.left = True
 
     async def note_turn(self, place: Place, utt_id: str) -> None:
         """Nothing to write: :meth:`running_turn` reads the utterance from the dialog."""
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def running_turn(self, user_id: str) -> RunningTurn | None:
         doc = await self._users.find_one(
-            {"_id": _human_id_for(user_id)}, {"line": 1, "dialog.id": 1, "dialog.count": 1}
+            {"_id": human_id_for(user_id)}, {"line": 1, "dialog.id": 1, "dialog.count": 1}
         )
         line: Doc = (doc or {}).get("line", {})
         if not line or line.get("free", True):
@@ -173,18 +172,18 @@ class MongoLines(MongoBase):
         )
         return RunningTurn(served, None if newest is None else str(newest["_id"]))
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def interrupt(self, user_id: str, number: int) -> None:
         await self._users.update_one(
-            {"_id": _human_id_for(user_id), "line.done": number},
+            {"_id": human_id_for(user_id), "line.done": number},
             {"$set": {"line.interrupt": number}},
         )
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def interrupted(self, places: list[tuple[str, int]]) -> list[tuple[str, int]]:
         if not places:
             return []
-        users = {_human_id_for(user): (user, number) for user, number in places}
+        users = {human_id_for(user): (user, number) for user, number in places}
         cursor = self._users.find({"_id": {"$in": list(users)}}, {"line": 1})
         found = []
         async for doc in cursor:
@@ -204,9 +203,9 @@ def _moving_past(number: int, lease_until: datetime) -> Doc:
     }
 
 
-def _leaving(place: Place, served: bool, now: datetime) -> list[Doc]:
+def leaving(place: Place, served: bool, now: datetime) -> list[Doc]:
     """The ``update`` statements that take ``place`` out of its user's line."""
-    human_id = _human_id_for(place.user_id)
+    human_id = human_id_for(place.user_id)
     number, gave_up = place.number, f"line.gave_up.{place.number}"
     statements: list[Doc] = []
     if not served:  # still waiting: whoever reaches this place passes it over
@@ -221,13 +220,13 @@ def _leaving(place: Place, served: bool, now: datetime) -> list[Doc]:
     return statements
 
 
-def _finishing(place: Place, now: datetime, query: Doc, update: Doc) -> list[Doc]:
+def finishing(place: Place, now: datetime, query: Doc, update: Doc) -> list[Doc]:
     """``update`` of the user's document (matching ``query``) and leaving ``place``, as
     one write: two ``update`` statements that each move the line past the place, so only
     the first that matches runs. Nobody took a place since: the line is free again;
     somebody did: it is not. Neither matches when ``query`` does not, or when the place
     was passed over (its lease ran out): the caller then goes the long way, the turn's own
-    statements and :func:`_leaving`, which hold in every case."""
+    statements and :func:`leaving`, which hold in every case."""
     number = place.number
     past = _moving_past(number, now + place.lease)
     unset = {**update.get("$unset", {}), **past["$unset"]}

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
+from agent.store.mongo.errors import Doc, unavailable_when_unreachable
 from agent.store.schema import FIRST_VERSION, before_first_release, newer
 
 log = logging.getLogger("chorus.store")
@@ -65,7 +65,7 @@ async def _record(db: AsyncDatabase[Doc], version: int) -> None:
         await db["chorus_meta"].update_one({"_id": _MARK}, {"$set": {"schema": version}})
 
 
-@_unavailable_when_unreachable
+@unavailable_when_unreachable
 async def migrate(db: AsyncDatabase[Doc]) -> None:
     """Check the database's version (refusing one this build cannot read), record version 1
     on a new database, and run the upgrades it lacks, recording each version reached."""

@@ -19,15 +19,15 @@ from pymongo.errors import DuplicateKeyError
 from agent.state.models import Dialog, Human
 from agent.store.base import Restored, StoreWriteRefused, restored_head
 from agent.store.mongo.base import MongoBase
-from agent.store.mongo.codec import _escape, _literal
+from agent.store.mongo.codec import escape, literal
 from agent.store.mongo.documents import (
-    _dialog_doc,
-    _human_id_for,
-    _new_user_doc,
-    _open_dialog_state,
-    _utterance_doc,
+    dialog_doc,
+    human_id_for,
+    new_user_doc,
+    open_dialog_state,
+    utterance_doc,
 )
-from agent.store.mongo.errors import Doc, _unavailable_when_unreachable
+from agent.store.mongo.errors import Doc, unavailable_when_unreachable
 
 #: Utterances upserted per ``update`` command, and ids looked up per ``find``.
 _BATCH = 100
@@ -42,7 +42,7 @@ class MongoRestore(MongoBase):
     async def _by_id(self, collection: AsyncCollection[Doc], ids: Sequence[str]) -> list[Doc]:
         """Documents by ``_id``: one ``$in`` per :data:`_BATCH` on MongoDB, point reads on
         FerretDB (which scans the whole collection for an ``$in``)."""
-        wanted = [_literal(i) for i in dict.fromkeys(ids)]
+        wanted = [literal(i) for i in dict.fromkeys(ids)]
         if self._point_reads:
             found = [await collection.find_one({"_id": i}) for i in wanted]
             return [doc for doc in found if doc is not None]
@@ -52,44 +52,44 @@ class MongoRestore(MongoBase):
             docs += await collection.find({"_id": {"$in": chunk}}).to_list()
         return docs
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def stored_dialog_ids(self, dialog_ids: Sequence[str]) -> set[str]:
         return {str(doc["_id"]) for doc in await self._by_id(self._dialogs, dialog_ids)}
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def utterance_dialogs(self, utt_ids: Sequence[str]) -> dict[str, str]:
         docs = await self._by_id(self._utterances, utt_ids)
         return {str(doc["_id"]): str(doc.get("dialog_id")) for doc in docs}
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def restore_user(self, human: Human) -> bool:
-        doc: Doc = _escape(human.model_dump())
+        doc: Doc = escape(human.model_dump())
         doc.pop("id")
-        doc["_id"] = _human_id_for(human.user_external_id)
+        doc["_id"] = human_id_for(human.user_external_id)
         try:
             await self._users.insert_one(doc)
         except DuplicateKeyError:  # stored already: the stored user is kept
             return False
         return True
 
-    @_unavailable_when_unreachable
+    @unavailable_when_unreachable
     async def restore_dialog(self, user_id: str, dialog: Dialog, active: bool) -> Restored:
-        dialog_id = _literal(dialog.dialog_id)
+        dialog_id = literal(dialog.dialog_id)
         if await self._dialogs.find_one({"_id": dialog_id}, projection={"_id": 1}) is not None:
             return Restored.PRESENT
-        ids = [_literal(u.utt_id) for u in dialog.utterances]
+        ids = [literal(u.utt_id) for u in dialog.utterances]
         if len(set(ids)) < len(ids):
             raise StoreWriteRefused(f"dialog {dialog_id}: an utterance id is in it twice")
-        human_id = _human_id_for(user_id)
+        human_id = human_id_for(user_id)
         with contextlib.suppress(DuplicateKeyError):
-            await self._users.insert_one(_new_user_doc(user_id))
+            await self._users.insert_one(new_user_doc(user_id))
         count = len(dialog.utterances)
         for start in range(0, count, _BATCH):
             statements = [
                 {
                     # The dialog's id too: another dialog's utterance is never matched.
-                    "q": {"_id": _literal(u.utt_id), "dialog_id": dialog_id},
-                    "u": _utterance_doc(dialog_id, seq, u),
+                    "q": {"_id": literal(u.utt_id), "dialog_id": dialog_id},
+                    "u": utterance_doc(dialog_id, seq, u),
                     "upsert": True,
                 }
                 for seq, u in enumerate(dialog.utterances[start : start + _BATCH], start)
@@ -105,7 +105,7 @@ class MongoRestore(MongoBase):
         stays_open = False
         if active:
             head = restored_head(dialog, human_id, closed=False)
-            state = _open_dialog_state(head)
+            state = open_dialog_state(head)
             state["count"] = count
             opened = await self._users.update_one(
                 {
@@ -116,7 +116,7 @@ class MongoRestore(MongoBase):
             )
             stays_open = opened.matched_count > 0
         head = restored_head(dialog, human_id, closed=active and not stays_open)
-        doc = _dialog_doc(head, count=count, active=stays_open)
+        doc = dialog_doc(head, count=count, active=stays_open)
         try:
             await self._dialogs.insert_one(doc)
         except DuplicateKeyError:  # restored at the same time by another import

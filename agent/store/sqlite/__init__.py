@@ -1,7 +1,9 @@
 """The embedded store: one SQLite file, so ``make run`` needs no database server.
 
-One module per job: :mod:`.dialogs`, :mod:`.keys`, :mod:`.lines` and :mod:`.lifecycle`
-(the protocols of :mod:`agent.store.base`), :mod:`.base` (the connection and the schema).
+One part per job, each in its module and all over one connection (:mod:`.base`, with the
+schema): :mod:`.dialogs`, :mod:`.restore`, :mod:`.keys`, :mod:`.lines` and :mod:`.lifecycle`
+(the protocols of :mod:`agent.store.base`). :class:`SqliteStore` holds the parts and names
+which of them answers each operation.
 
 Records are JSON documents in three tables (users, dialogs, utterances), one row per
 utterance. Queries run directly on the event loop: each takes microseconds (WAL, no fsync
@@ -35,11 +37,12 @@ from agent.store.base import StoreUnavailable
 from agent.store.schema import behind
 from agent.store.sqlite.base import (
     BUSY_BUDGET,
-    _path_of,
-    _translated,
+    SqliteBase,
     latest_version,
     migrate,
+    path_of,
     stored_version,
+    translated,
 )
 from agent.store.sqlite.checkpoint import Checkpointer
 from agent.store.sqlite.dialogs import SqliteDialogs
@@ -47,6 +50,7 @@ from agent.store.sqlite.jsontext import register
 from agent.store.sqlite.keys import SqliteKeys
 from agent.store.sqlite.lifecycle import SqliteLifecycle
 from agent.store.sqlite.lines import SqliteLines
+from agent.store.sqlite.restore import SqliteRestore
 
 __all__ = ["SqliteStore"]
 
@@ -56,15 +60,56 @@ log = logging.getLogger("chorus.store")
 _TRUNCATE_RETRY = 0.005
 
 
-class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
-    """:class:`agent.store.Store` on a local SQLite file: the dialogs, the idempotency keys
-    and the line, each in its own module, over one connection."""
+class SqliteStore:
+    """:class:`agent.store.Store` on a local SQLite file: the dialogs, the idempotency keys,
+    the line and the data lifecycle, each a part of its own over one connection."""
 
-    _checkpointer: Checkpointer | None = None
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._base = SqliteBase(db)
+        self._checkpointer: Checkpointer | None = None
+        dialogs = SqliteDialogs(db)
+        self.open_turn = dialogs.open_turn
+        self.keyed_turn = dialogs.keyed_turn
+        self.add_utterance = dialogs.add_utterance
+        self.finish_turn = dialogs.finish_turn
+        self.mark_interrupted = dialogs.mark_interrupted
+        self.close_active_dialog = dialogs.close_active_dialog
+        self.dialog = dialogs.dialog
+        self.dialogs = dialogs.dialogs
+        self.user_dialogs = dialogs.user_dialogs
+        self.list_dialog_ids = dialogs.list_dialog_ids
+        self.dialog_by_dp_agent_id = dialogs.dialog_by_dp_agent_id
+        self.dialog_starts = dialogs.dialog_starts
+        self.add_dialog_rating = dialogs.add_dialog_rating
+        self.add_utterance_rating = dialogs.add_utterance_rating
+        restore = SqliteRestore(db)
+        self.restore_user = restore.restore_user
+        self.stored_dialog_ids = restore.stored_dialog_ids
+        self.utterance_dialogs = restore.utterance_dialogs
+        self.restore_dialog = restore.restore_dialog
+        keys = SqliteKeys(db)
+        self.claim_key = keys.claim_key
+        self.renew_keys = keys.renew_keys
+        self.complete_key = keys.complete_key
+        self.release_key = keys.release_key
+        lines = SqliteLines(db)
+        self.take_place = lines.take_place
+        self.first_in_line = lines.first_in_line
+        self.renew_places = lines.renew_places
+        self.leave = lines.leave
+        self.note_turn = lines.note_turn
+        self.running_turn = lines.running_turn
+        self.interrupt = lines.interrupt
+        self.interrupted = lines.interrupted
+        lifecycle = SqliteLifecycle(db)
+        self.delete_closed = lifecycle.delete_closed
+        self.close_idle = lifecycle.close_idle
+        self.compact = lifecycle.compact
+        self.sizes = lifecycle.sizes
 
     @classmethod
     async def open(cls, url: str) -> SqliteStore:
-        path = _path_of(url)
+        path = path_of(url)
         path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         db.execute(f"PRAGMA busy_timeout={int(BUSY_BUDGET * 1000)}")  # start-up may wait
@@ -76,7 +121,7 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
             migrate(db, f"SQLite store {path}")
         except sqlite3.Error as exc:
             db.close()
-            raise _translated(exc) from exc
+            raise translated(exc) from exc
         except BaseException:
             db.close()
             raise
@@ -98,7 +143,7 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
         Without a write-ahead log beside it (no agent has the file open) it is opened
         ``immutable``, which creates no ``-wal`` or ``-shm`` file next to it either; with
         one, its reads go through the log, as the agent's do."""
-        path = _path_of(url)
+        path = path_of(url)
         if not path.is_file():
             raise ValueError(f"no SQLite database at {path}")
         wal = path.with_name(path.name + "-wal")
@@ -111,12 +156,12 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
                 check_same_thread=False,
             )
         except sqlite3.Error as exc:
-            raise _translated(exc) from exc
+            raise translated(exc) from exc
         try:
             version = stored_version(db, f"SQLite store {path}")
         except sqlite3.Error as exc:
             db.close()
-            raise _translated(exc) from exc
+            raise translated(exc) from exc
         except BaseException:
             db.close()
             raise
@@ -128,7 +173,7 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
 
     async def delete_user(self, user_id: str) -> bool:
         user = "(SELECT id FROM users WHERE user_id = ?)"
-        rows = await self._write(
+        rows = await self._base.write(
             ("DELETE FROM idempotency_keys WHERE user_id = ?", [user_id]),
             ("DELETE FROM lines WHERE user_id = ?", [user_id]),
             (
@@ -143,7 +188,7 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
         # checkpoint thread may be copying the log at that moment (the pragma then answers
         # busy and truncates nothing): tried again around an await until it is done.
         deadline = time.monotonic() + BUSY_BUDGET
-        while (await self._one("PRAGMA wal_checkpoint(TRUNCATE)"))[0] == 1:
+        while (await self._base.fetch_one("PRAGMA wal_checkpoint(TRUNCATE)"))[0] == 1:
             if time.monotonic() > deadline:  # another process keeps reading the log
                 log.warning("write-ahead log not truncated after an erasure: in use")
                 break
@@ -152,11 +197,11 @@ class SqliteStore(SqliteDialogs, SqliteKeys, SqliteLines, SqliteLifecycle):
 
     async def ping(self) -> None:
         try:
-            await self._one("SELECT 1")
+            await self._base.fetch_one("SELECT 1")
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"SQLite store: {exc}") from exc
 
     async def close(self) -> None:
         if self._checkpointer is not None:
             await asyncio.to_thread(self._checkpointer.stop)
-        self._db.close()
+        self._base.connection.close()

@@ -13,14 +13,14 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
 
-from agent.state.models import BotUtterance, HumanUtterance, Utterance
+from agent.state.models import BotUtterance, Human, HumanUtterance, Utterance
 from agent.store.base import Place, StoreUnavailable, StoreWriteRefused
 from agent.store.schema import FIRST_VERSION, before_first_release, newer
 from agent.store.sqlite.jsontext import MERGE_FUNCTION, canonical, needs_escaping
 
 log = logging.getLogger("chorus.store")
 
-_utterance: TypeAdapter[Utterance] = TypeAdapter(Utterance)
+utterance_of: TypeAdapter[Utterance] = TypeAdapter(Utterance)
 T = TypeVar("T")
 #: How long a statement keeps trying while another process holds the database's write
 #: lock, before the store counts as unavailable (503, retry later).
@@ -81,7 +81,7 @@ _INSERT_UTTERANCE = (
 )
 
 
-def _path_of(url: str) -> Path:
+def path_of(url: str) -> Path:
     """``sqlite:///data/chorus.db`` is relative, ``sqlite:////var/x.db`` absolute."""
     path = url.removeprefix("sqlite://").removeprefix("/")
     if not path:
@@ -89,7 +89,7 @@ def _path_of(url: str) -> Path:
     return Path(path if not url.startswith("sqlite:////") else "/" + path)
 
 
-def _merges(
+def merge_statements(
     table: str, path: tuple[str, ...], updates: dict[str, Any], row_id: str
 ) -> list[Statement]:
     """Merge ``updates`` into the object at ``path`` of the row's document.
@@ -108,7 +108,7 @@ def _merges(
         chunk = plain[start : start + _KEYS_PER_CALL]
         args: list[Any] = []
         for key, value in chunk:
-            args += [f'{prefix}."{key}"', _json(value)]
+            args += [f'{prefix}."{key}"', json_text(value)]
         pairs = ", ".join(["?, json(?)"] * len(chunk))
         statements.append(
             (f"UPDATE {table} SET doc = json_set(doc, {pairs}) WHERE id = ?", [*args, row_id])
@@ -120,27 +120,27 @@ def _merges(
         statements.append(
             (
                 f"UPDATE {table} SET doc = {MERGE_FUNCTION}(doc, ?, ?) WHERE id = ?",
-                [canonical(list(path)), _json(escaped), row_id],
+                [canonical(list(path)), json_text(escaped), row_id],
             )
         )
     return statements
 
 
-def _json(value: Any) -> str:
+def json_text(value: Any) -> str:
     try:
         return canonical(value)
     except ValueError as exc:  # NaN, Infinity: checked upstream
         raise StoreWriteRefused(f"not storable as JSON: {exc}") from None
 
 
-def _document(model: BaseModel) -> str:
+def document_text(model: BaseModel) -> str:
     try:
         return model.model_dump_json()
     except ValueError as exc:  # e.g. a lone surrogate: checked upstream
         raise StoreWriteRefused(f"not storable as JSON: {exc}") from None
 
 
-def _translated(exc: sqlite3.Error) -> Exception:
+def translated(exc: sqlite3.Error) -> Exception:
     """The store's exception for an SQLite error (see the module docstring)."""
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None and code & 0xFF in _UNAVAILABLE_CODES:
@@ -150,10 +150,10 @@ def _translated(exc: sqlite3.Error) -> Exception:
     return StoreWriteRefused(f"SQLite store: {exc}")
 
 
-def _insert_utterance(dialog_id: str, utterance: HumanUtterance | BotUtterance) -> Statement:
+def insert_utterance(dialog_id: str, utterance: HumanUtterance | BotUtterance) -> Statement:
     return (
         _INSERT_UTTERANCE,
-        [dialog_id, dialog_id, utterance.utt_id, utterance.speaker, _document(utterance)],
+        [dialog_id, dialog_id, utterance.utt_id, utterance.speaker, document_text(utterance)],
     )
 
 
@@ -201,7 +201,7 @@ def migrate(db: sqlite3.Connection, where: str) -> None:
         raise
 
 
-def _leaving(place: Place) -> list[Statement]:
+def leaving(place: Place) -> list[Statement]:
     """Leave the line (see :mod:`agent.store.sqlite.lines`): done places below the
     newest are deleted, the newest keeps the count going."""
     return [
@@ -229,7 +229,7 @@ class SqliteBase:
     writer), so no transaction ever spans an ``await``."""
 
     def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
+        self.connection = db
 
     async def _busy_retried(self, attempt: Callable[[], T]) -> T:
         deadline = time.monotonic() + BUSY_BUDGET
@@ -240,22 +240,24 @@ class SqliteBase:
             except sqlite3.OperationalError as exc:
                 busy = exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
                 if not busy or time.monotonic() + delay > deadline:
-                    raise _translated(exc) from exc
+                    raise translated(exc) from exc
             except sqlite3.Error as exc:
-                raise _translated(exc) from exc
+                raise translated(exc) from exc
             await asyncio.sleep(delay)
             delay = min(delay * 2, _LAST_BUSY_DELAY)
 
-    async def _one(self, sql: str, args: Iterable[Any] = ()) -> Any:
-        return await self._busy_retried(lambda: self._db.execute(sql, tuple(args)).fetchone())
+    async def fetch_one(self, sql: str, args: Iterable[Any] = ()) -> Any:
+        return await self._busy_retried(
+            lambda: self.connection.execute(sql, tuple(args)).fetchone()
+        )
 
-    async def _all(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
+    async def fetch_all(self, sql: str, args: Iterable[Any] = ()) -> list[Any]:
         rows: list[Any] = await self._busy_retried(
-            lambda: self._db.execute(sql, tuple(args)).fetchall()
+            lambda: self.connection.execute(sql, tuple(args)).fetchall()
         )
         return rows
 
-    async def _write(self, *statements: Statement) -> list[Any]:
+    async def write(self, *statements: Statement) -> list[Any]:
         """Statements in one transaction; the first row each returned (or None)."""
         return await self._busy_retried(lambda: self._transaction(statements))
 
@@ -263,14 +265,28 @@ class SqliteBase:
         """One attempt, on the loop and without an await: ``BEGIN IMMEDIATE`` fails at
         once (busy) while another process writes, and nothing has been done then."""
         rows = []
-        self._db.execute("BEGIN IMMEDIATE")
+        self.connection.execute("BEGIN IMMEDIATE")
         try:
             for sql, args in statements:
-                rows.append(self._db.execute(sql, args).fetchone())
-            self._db.execute("COMMIT")
+                rows.append(self.connection.execute(sql, args).fetchone())
+            self.connection.execute("COMMIT")
         except BaseException:
             # SQLite rolls some failures (a full disk) back itself.
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
+            if self.connection.in_transaction:
+                self.connection.execute("ROLLBACK")
             raise
         return rows
+
+    async def user(self, user_id: str) -> Human:
+        """The user with that user id, created on first contact."""
+        row = await self.fetch_one("SELECT doc FROM users WHERE user_id = ?", [user_id])
+        if row is None:
+            fresh = Human(user_external_id=user_id)
+            await self.write(
+                (
+                    "INSERT OR IGNORE INTO users (id, user_id, doc) VALUES (?, ?, ?)",
+                    [fresh.id, user_id, fresh.model_dump_json()],
+                )
+            )
+            row = await self.fetch_one("SELECT doc FROM users WHERE user_id = ?", [user_id])
+        return Human.model_validate_json(row[0])

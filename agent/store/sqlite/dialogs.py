@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from agent.state.models import (
     Bot,
-    BotUtterance,
     Dialog,
     Human,
     HumanUtterance,
@@ -19,22 +18,19 @@ from agent.state.models import (
 )
 from agent.store.base import (
     DialogHead,
-    Place,
     RatingsFull,
-    Restored,
-    StoreWriteRefused,
+    TurnEnd,
     TurnStart,
-    restored_head,
 )
 from agent.store.sqlite.base import (
     SqliteBase,
     Statement,
-    _document,
-    _insert_utterance,
-    _json,
-    _leaving,
-    _merges,
-    _utterance,
+    document_text,
+    insert_utterance,
+    json_text,
+    leaving,
+    merge_statements,
+    utterance_of,
 )
 
 
@@ -42,29 +38,24 @@ class SqliteDialogs(SqliteBase):
     """:class:`agent.store.DialogStore` on SQLite, but for erasure and the connection."""
 
     async def open_turn(
-        self, user_id: str, channel_type: str, limit: int, arm: str | None = None
+        self,
+        user_id: str,
+        channel_type: str,
+        limit: int,
+        arm: str | None = None,
+        *,
+        seen: Mapping[str, Any] | None = None,
     ) -> TurnStart:
-        human = await self.human(user_id)
-        dialog = await self.active_dialog(human, channel_type, arm)
-        return TurnStart(human, dialog, await self.recent_utterances(dialog.dialog_id, limit))
+        """(``seen`` is not needed here: reading the user again costs no round trip.)"""
+        human = await self.user(user_id)
+        dialog = await self._active_dialog(human, channel_type, arm)
+        return TurnStart(human, dialog, await self._recent_utterances(dialog.dialog_id, limit))
 
-    async def human(self, user_id: str) -> Human:
-        row = await self._one("SELECT doc FROM users WHERE user_id = ?", [user_id])
-        if row is None:
-            fresh = Human(user_external_id=user_id)
-            await self._write(
-                (
-                    "INSERT OR IGNORE INTO users (id, user_id, doc) VALUES (?, ?, ?)",
-                    [fresh.id, user_id, fresh.model_dump_json()],
-                )
-            )
-            row = await self._one("SELECT doc FROM users WHERE user_id = ?", [user_id])
-        return Human.model_validate_json(row[0])
-
-    async def active_dialog(
+    async def _active_dialog(
         self, human: Human, channel_type: str, arm: str | None = None
     ) -> DialogHead:
-        row = await self._one(
+        """The user's open dialog, or a new one (on experiment arm ``arm``)."""
+        row = await self.fetch_one(
             "SELECT doc FROM dialogs WHERE human_id = ? AND active = 1", [human.id]
         )
         if row is not None:
@@ -78,40 +69,41 @@ class SqliteDialogs(SqliteBase):
             arm=arm,
         )
         try:
-            await self._write(
+            await self.write(
                 (
                     "INSERT INTO dialogs (id, human_id, active, doc) VALUES (?, ?, 1, ?)",
                     [head.dialog_id, human.id, head.model_dump_json()],
                 )
             )
         except sqlite3.IntegrityError:  # another process opened it first: use theirs
-            row = await self._one(
+            row = await self.fetch_one(
                 "SELECT doc FROM dialogs WHERE human_id = ? AND active = 1", [human.id]
             )
             return DialogHead.model_validate_json(row[0])
         return head
 
-    async def recent_utterances(self, dialog_id: str, limit: int) -> list[Utterance]:
-        rows = await self._all(
+    async def _recent_utterances(self, dialog_id: str, limit: int) -> list[Utterance]:
+        """The dialog's last ``limit`` utterances, oldest first."""
+        rows = await self.fetch_all(
             "SELECT doc FROM utterances WHERE dialog_id = ? ORDER BY seq DESC LIMIT ?",
             [dialog_id, limit],
         )
-        return [_utterance.validate_json(row[0]) for row in reversed(rows)]
+        return [utterance_of.validate_json(row[0]) for row in reversed(rows)]
 
     async def keyed_turn(self, dialog_id: str, key: str) -> list[Utterance]:
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT doc FROM utterances WHERE dialog_id = ? AND seq >= (SELECT seq FROM "
             "utterances WHERE dialog_id = ? AND speaker = 'human' "
             "AND json_extract(doc, '$.message_key') = ? LIMIT 1) ORDER BY seq LIMIT 2",
             [dialog_id, dialog_id, key],
         )
-        return [_utterance.validate_json(row[0]) for row in rows]
+        return [utterance_of.validate_json(row[0]) for row in rows]
 
     async def add_utterance(self, dialog_id: str, utterance: HumanUtterance) -> None:
-        await self._write(_insert_utterance(dialog_id, utterance))
+        await self.write(insert_utterance(dialog_id, utterance))
 
     async def mark_interrupted(self, utt_id: str) -> None:
-        await self._write(
+        await self.write(
             (
                 "UPDATE utterances SET doc = json_set(doc, '$.interrupted', json('true')) "
                 "WHERE utt_id = ? AND speaker = 'human'",
@@ -119,53 +111,44 @@ class SqliteDialogs(SqliteBase):
             )
         )
 
-    async def finish_turn(
-        self,
-        dialog_id: str,
-        human_id: str,
-        utterance: HumanUtterance,
-        bot_utterance: BotUtterance,
-        human_attributes: dict[str, Any],
-        bot_attributes: dict[str, Any],
-        *,
-        human_profile: dict[str, Any] | None = None,
-        replace_human_attributes: bool = False,
-        place: Place | None = None,
-        again: bool = False,
-    ) -> None:
+    async def finish_turn(self, end: TurnEnd, *, again: bool = False) -> None:
         # One transaction: an earlier call stored all of the turn's end, or nothing.
-        if again and await self._one(
-            "SELECT 1 FROM utterances WHERE utt_id = ?", [bot_utterance.utt_id]
+        place = end.leave
+        if again and await self.fetch_one(
+            "SELECT 1 FROM utterances WHERE utt_id = ?", [end.answer.utt_id]
         ):
             if place is not None:
                 place.left = True
             return
+        human_id = end.human_id
         statements: list[Statement] = [
             (
                 "UPDATE utterances SET doc = ? WHERE utt_id = ?",
-                [_document(utterance), utterance.utt_id],
+                [document_text(end.utterance), end.utterance.utt_id],
             ),
-            _insert_utterance(dialog_id, bot_utterance),
+            insert_utterance(end.dialog_id, end.answer),
         ]
-        if replace_human_attributes:
+        if end.replace_human_attributes:
             statements.append(
                 (
                     "UPDATE users SET doc = json_set(doc, '$.attributes', json(?)) WHERE id = ?",
-                    [_json(human_attributes), human_id],
+                    [json_text(end.human_attributes), human_id],
                 )
             )
         else:
-            statements += _merges("users", ("attributes",), human_attributes, human_id)
-        statements += _merges("users", ("profile",), human_profile or {}, human_id)
-        statements += _merges("dialogs", ("bot", "attributes"), bot_attributes, dialog_id)
+            statements += merge_statements("users", ("attributes",), end.human_attributes, human_id)
+        statements += merge_statements("users", ("profile",), end.human_profile or {}, human_id)
+        statements += merge_statements(
+            "dialogs", ("bot", "attributes"), end.bot_attributes, end.dialog_id
+        )
         if place is not None:
-            statements += _leaving(place)
-        await self._write(*statements)
+            statements += leaving(place)
+        await self.write(*statements)
         if place is not None:
             place.left = True
 
     async def close_active_dialog(self, user_id: str) -> str | None:
-        (row,) = await self._write(
+        (row,) = await self.write(
             (
                 "UPDATE dialogs SET active = 0, doc = json_set(doc, '$.date_finish', ?) "
                 "WHERE active = 1 AND human_id = (SELECT id FROM users WHERE user_id = ?) "
@@ -177,17 +160,17 @@ class SqliteDialogs(SqliteBase):
 
     async def _dialog(self, head_doc: str, human: Human) -> Dialog:
         head = DialogHead.model_validate_json(head_doc)
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT doc FROM utterances WHERE dialog_id = ? ORDER BY seq", [head.dialog_id]
         )
         return Dialog(
             **head.model_dump(exclude={"human_id"}),
             human=human,
-            utterances=[_utterance.validate_json(row[0]) for row in rows],
+            utterances=[utterance_of.validate_json(row[0]) for row in rows],
         )
 
     async def dialog(self, dialog_id: str) -> Dialog | None:
-        row = await self._one(
+        row = await self.fetch_one(
             "SELECT d.doc, u.doc FROM dialogs d JOIN users u ON u.id = d.human_id WHERE d.id = ?",
             [dialog_id],
         )
@@ -206,43 +189,32 @@ class SqliteDialogs(SqliteBase):
         return found
 
     async def user_dialogs(self, user_id: str) -> list[Dialog] | None:
-        user = await self._one("SELECT id, doc FROM users WHERE user_id = ?", [user_id])
+        user = await self.fetch_one("SELECT id, doc FROM users WHERE user_id = ?", [user_id])
         if user is None:
             return None
         human = Human.model_validate_json(user[1])
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT doc FROM dialogs WHERE human_id = ? ORDER BY rowid", [user[0]]
         )  # creation order: dates tie within a ms
         return [await self._dialog(row[0], human) for row in rows]
 
-    async def rate_utterance(self, user_id: str, utt_id: str, rating: float) -> bool:
-        (row,) = await self._write(
-            (
-                "UPDATE utterances SET doc = json_set(doc, '$.rating', ?) WHERE utt_id = ? "
-                "AND speaker = 'bot' AND dialog_id IN (SELECT d.id FROM dialogs d JOIN users u "
-                "ON u.id = d.human_id WHERE u.user_id = ?) RETURNING utt_id",
-                [rating, utt_id, user_id],
-            )
-        )
-        return row is not None
-
     async def list_dialog_ids(self, offset: int, limit: int, active: bool | None) -> list[str]:
         where, args = ("", []) if active is None else ("WHERE active = ? ", [int(active)])
-        rows = await self._all(
+        rows = await self.fetch_all(
             f"SELECT id FROM dialogs {where}ORDER BY rowid LIMIT ? OFFSET ?",
             [*args, limit, offset],
         )
         return [str(row[0]) for row in rows]
 
     async def dialog_by_dp_agent_id(self, object_id: str) -> str | None:
-        row = await self._one(
+        row = await self.fetch_one(
             "SELECT id FROM dialogs WHERE json_extract(doc, '$.dp_agent_id') = ?", [object_id]
         )
         return None if row is None else str(row[0])
 
     async def dialog_starts(self, prefix: str) -> dict[str, datetime]:
         # A range on the primary key (LIKE would scan: it ignores case).
-        rows = await self._all(
+        rows = await self.fetch_all(
             "SELECT doc FROM dialogs WHERE id >= ? AND id < ? ORDER BY id LIMIT 10",
             [prefix, prefix + "\U0010ffff"],
         )
@@ -260,17 +232,19 @@ class SqliteDialogs(SqliteBase):
         owned, args = _owned_by("human_id", user_id)
         number, number_args = _numeric(rating)
         room, room_args = _room(max_ratings)
-        (row,) = await self._write(
+        (row,) = await self.write(
             (
                 f"UPDATE dialogs SET doc = json_set(doc, '$.attributes.ratings', "
                 f"{_APPENDED}{number}) WHERE id = ?{owned}{room} RETURNING id",
-                [_json(entry), *number_args, dialog_id, *args, *room_args],
+                [json_text(entry), *number_args, dialog_id, *args, *room_args],
             )
         )
         if (
             row is None
             and max_ratings is not None
-            and await self._one(f"SELECT 1 FROM dialogs WHERE id = ?{owned}", [dialog_id, *args])
+            and await self.fetch_one(
+                f"SELECT 1 FROM dialogs WHERE id = ?{owned}", [dialog_id, *args]
+            )
         ):
             raise RatingsFull(f"dialog {dialog_id!r}", max_ratings)
         return row is not None
@@ -278,11 +252,13 @@ class SqliteDialogs(SqliteBase):
     async def add_utterance_rating(
         self,
         utt_id: str,
-        entry: dict[str, Any],
+        entry: dict[str, Any] | None,
         user_id: str | None = None,
         rating: float | None = None,
         max_ratings: int | None = None,
     ) -> bool:
+        if entry is None and rating is None:
+            raise ValueError("a rating needs an entry or a numeric rating")
         owned, args = (
             ("", [])
             if user_id is None
@@ -294,96 +270,29 @@ class SqliteDialogs(SqliteBase):
         )
         number, number_args = _numeric(rating)
         room, room_args = _room(max_ratings)
-        (row,) = await self._write(
+        set_args: list[Any]
+        if entry is None:  # the numeric rating alone
+            setting, set_args = "json_set(doc, '$.rating', ?)", [rating]
+        else:
+            setting = f"json_set(doc, '$.attributes.ratings', {_APPENDED}{number})"
+            set_args = [json_text(entry), *number_args]
+        (row,) = await self.write(
             (
-                f"UPDATE utterances SET doc = json_set(doc, '$.attributes.ratings', "
-                f"{_APPENDED}{number}) WHERE utt_id = ? AND speaker = 'bot'{owned}{room} "
-                "RETURNING utt_id",
-                [_json(entry), *number_args, utt_id, *args, *room_args],
+                f"UPDATE utterances SET doc = {setting} WHERE utt_id = ? AND speaker = 'bot'"
+                f"{owned}{room} RETURNING utt_id",
+                [*set_args, utt_id, *args, *room_args],
             )
         )
         if (
             row is None
             and max_ratings is not None
-            and await self._one(
+            and await self.fetch_one(
                 f"SELECT 1 FROM utterances WHERE utt_id = ? AND speaker = 'bot'{owned}",
                 [utt_id, *args],
             )
         ):
             raise RatingsFull(f"bot utterance {utt_id!r}", max_ratings)
         return row is not None
-
-    async def restore_user(self, human: Human) -> bool:
-        user_id = human.user_external_id
-        if await self._one("SELECT 1 FROM users WHERE user_id = ?", [user_id]) is not None:
-            return False
-        taken = await self._one("SELECT 1 FROM users WHERE id = ?", [human.id]) is not None
-        stored = human.model_copy(update={"id": new_id()}) if taken else human
-        (row,) = await self._write(
-            (
-                "INSERT OR IGNORE INTO users (id, user_id, doc) VALUES (?, ?, ?) RETURNING id",
-                [stored.id, user_id, _document(stored)],
-            )
-        )
-        return row is not None
-
-    async def stored_dialog_ids(self, dialog_ids: Sequence[str]) -> set[str]:
-        found: set[str] = set()
-        for chunk in _chunks(list(dict.fromkeys(dialog_ids))):
-            marks = ", ".join("?" * len(chunk))
-            rows = await self._all(f"SELECT id FROM dialogs WHERE id IN ({marks})", chunk)
-            found.update(str(row[0]) for row in rows)
-        return found
-
-    async def utterance_dialogs(self, utt_ids: Sequence[str]) -> dict[str, str]:
-        found: dict[str, str] = {}
-        for chunk in _chunks(list(dict.fromkeys(utt_ids))):
-            marks = ", ".join("?" * len(chunk))
-            rows = await self._all(
-                f"SELECT utt_id, dialog_id FROM utterances WHERE utt_id IN ({marks})", chunk
-            )
-            found.update((str(row[0]), str(row[1])) for row in rows)
-        return found
-
-    async def restore_dialog(self, user_id: str, dialog: Dialog, active: bool) -> Restored:
-        if await self._one("SELECT 1 FROM dialogs WHERE id = ?", [dialog.dialog_id]) is not None:
-            return Restored.PRESENT
-        human = await self.human(user_id)
-        stays_open = active and (
-            await self._one("SELECT 1 FROM dialogs WHERE human_id = ? AND active = 1", [human.id])
-            is None
-        )
-        head = restored_head(dialog, human.id, closed=active and not stays_open)
-        statements: list[Statement] = [
-            (
-                "INSERT INTO dialogs (id, human_id, active, doc) VALUES (?, ?, ?, ?)",
-                [head.dialog_id, human.id, int(stays_open), _document(head)],
-            )
-        ]
-        statements += [
-            (
-                "INSERT INTO utterances (dialog_id, seq, utt_id, speaker, doc) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [dialog.dialog_id, seq, u.utt_id, u.speaker, _document(u)],
-            )
-            for seq, u in enumerate(dialog.utterances)
-        ]
-        try:
-            await self._write(*statements)
-        except sqlite3.IntegrityError as exc:  # one transaction: nothing of it is stored
-            raise StoreWriteRefused(
-                f"dialog {dialog.dialog_id}: an utterance id is stored in another dialog, "
-                f"or is in this one twice ({exc})"
-            ) from None
-        return Restored.STORED_CLOSED if active and not stays_open else Restored.STORED
-
-
-#: Ids looked up per query (SQLite binds at most 32,766 parameters).
-_CHUNK = 500
-
-
-def _chunks(ids: list[str]) -> list[list[str]]:
-    return [ids[start : start + _CHUNK] for start in range(0, len(ids), _CHUNK)]
 
 
 def _numeric(rating: float | None) -> tuple[str, list[Any]]:

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from agent.sdk.models import JsonDict
 from agent.store.base import Claim, ClaimStatus
-from agent.store.sqlite.base import SqliteBase, _json
+from agent.store.sqlite.base import SqliteBase, json_text
 
 #: Expired claims deleted by each claim, at most.
 PURGED_PER_CLAIM = 8
@@ -37,7 +37,7 @@ class SqliteKeys(SqliteBase):
     ) -> Claim:
         at = now.timestamp()
         # One transaction: whether an unexpired claim was there before, then the claim.
-        earlier, claimed, _ = await self._write(
+        earlier, claimed, _ = await self.write(
             (
                 "SELECT 1 FROM idempotency_keys WHERE user_id = ? AND key = ? AND NOT "
                 "COALESCE(" + _EXPIRED.format(t="") + ", 0)",
@@ -72,7 +72,7 @@ class SqliteKeys(SqliteBase):
         )
         if claimed is not None:
             return Claim(ClaimStatus.CLAIMED if earlier is None else ClaimStatus.RECLAIMED)
-        row = await self._one(
+        row = await self.fetch_one(
             "SELECT reply, fingerprint FROM idempotency_keys WHERE user_id = ? AND key = ?",
             [user_id, key],
         )
@@ -86,7 +86,7 @@ class SqliteKeys(SqliteBase):
         return Claim(ClaimStatus.ANSWERED, json.loads(reply))
 
     async def renew_keys(self, claims: list[tuple[str, str]], lease_until: datetime) -> None:
-        await self._write(
+        await self.write(
             *(
                 (
                     "UPDATE idempotency_keys SET alive_until = ? WHERE user_id = ? AND key = ? "
@@ -98,17 +98,17 @@ class SqliteKeys(SqliteBase):
         )
 
     async def complete_key(self, user_id: str, key: str, reply: JsonDict) -> None:
-        await self._write(
+        await self.write(
             (
                 "UPDATE idempotency_keys SET reply = ? WHERE user_id = ? AND key = ?",
-                [_json(reply), user_id, key],
+                [json_text(reply), user_id, key],
             )
         )
 
     async def release_key(self, user_id: str, key: str) -> None:
         """The claim's lease ends now, rather than the claim going: the retry that takes it
         over knows an attempt came before it."""
-        await self._write(
+        await self.write(
             (
                 "UPDATE idempotency_keys SET alive_until = 0 WHERE user_id = ? AND key = ? "
                 "AND reply IS NULL",

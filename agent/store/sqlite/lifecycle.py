@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 from datetime import datetime
 from typing import Any
 
-from agent.store.base import Retention, Swept
+from agent.store.base import Swept
 from agent.store.compaction import compacted
 from agent.store.sqlite.base import SqliteBase
 
@@ -84,12 +85,15 @@ class _Pace:
 class SqliteLifecycle(SqliteBase):
     """:class:`agent.store.base.LifecycleStore` on SQLite."""
 
-    _cursors: dict[str, int]
-    _paces: dict[str, _Pace]
+    def __init__(self, db: sqlite3.Connection) -> None:
+        super().__init__(db)
+        #: rule → the ``rowid`` its walk stopped after (kept in memory: an agent started
+        #: again starts a new round)
+        self._cursors: dict[str, int] = {}
+        #: rule → the pace its steps learnt
+        self._paces: dict[str, _Pace] = {}
 
     def _pace(self, rule: str) -> _Pace:
-        if not hasattr(self, "_paces"):
-            self._paces = {}
         pace = self._paces.setdefault(rule, _Pace())
         pace.start()
         return pace
@@ -97,26 +101,12 @@ class SqliteLifecycle(SqliteBase):
     async def _rows(self, rule: str, sql: str, limit: int) -> tuple[list[Any], bool]:
         """The next ``limit`` rows of the rule's walk (``sql`` selects ``rowid`` first and
         takes the cursor and the limit as its last two arguments); whether the walk ended."""
-        if not hasattr(self, "_cursors"):
-            self._cursors = {}
-        rows = await self._all(sql, [self._cursors.get(rule, 0), limit])
+        rows = await self.fetch_all(sql, [self._cursors.get(rule, 0), limit])
         ended = len(rows) < limit
         self._cursors[rule] = 0 if ended else int(rows[-1][0])
         return rows, ended
 
-    async def sweep(self, retention: Retention, now: datetime, batch: int) -> Swept:
-        swept = Swept(round_done=True)
-        if retention.closed_dialogs is not None:
-            swept.round_done &= await self._expire(now - retention.closed_dialogs, batch, swept)
-        if retention.idle_dialogs is not None:
-            swept.round_done &= await self._close_idle(
-                now - retention.idle_dialogs, now, batch, swept
-            )
-        if retention.compact_turns is not None:
-            swept.round_done &= await self._compact(now - retention.compact_turns, batch, swept)
-        return swept
-
-    async def _expire(self, before: datetime, batch: int, swept: Swept) -> bool:
+    async def delete_closed(self, before: datetime, batch: int, swept: Swept) -> bool:
         """Delete dialogs closed before ``before``: their utterances, at most ``batch`` of
         them a pass and a step's worth per transaction, then the dialog once none is left
         (conditionally: still closed, no utterance). A dialog with more is taken up again by
@@ -141,7 +131,7 @@ class SqliteLifecycle(SqliteBase):
                         self._cursors["closed"] = rowid - 1
                         return False
                     asked = min(pace.size, budget)
-                    _, (deleted,) = await self._write(
+                    _, (deleted,) = await self.write(
                         (
                             "DELETE FROM utterances WHERE rowid IN (SELECT rowid FROM "
                             "utterances WHERE dialog_id = ? LIMIT ?)",
@@ -154,7 +144,7 @@ class SqliteLifecycle(SqliteBase):
                     await pace.done(batch)
                     if deleted < asked:  # none left
                         break
-                (gone,) = await self._write(
+                (gone,) = await self.write(
                     (
                         "DELETE FROM dialogs WHERE id = ? AND active = 0 AND NOT EXISTS "
                         "(SELECT 1 FROM utterances WHERE dialog_id = ?) RETURNING id",
@@ -167,7 +157,7 @@ class SqliteLifecycle(SqliteBase):
                 return True
         return False
 
-    async def _close_idle(self, before: datetime, now: datetime, batch: int, swept: Swept) -> bool:
+    async def close_idle(self, before: datetime, now: datetime, batch: int, swept: Swept) -> bool:
         """Close open dialogs whose last utterance (or start) is older than ``before``,
         unless their user has a message in line."""
         pace = self._pace("idle")
@@ -192,14 +182,14 @@ class SqliteLifecycle(SqliteBase):
                 if (latest := _at(last) or _at(start)) is not None and latest < before
             ]
             if statements:
-                closed = await self._write(*statements)
+                closed = await self.write(*statements)
                 swept.dialogs_closed += sum(1 for row in closed if row is not None)
             await pace.done(batch)
             if ended:
                 return True
         return False
 
-    async def _compact(self, before: datetime, batch: int, swept: Swept) -> bool:
+    async def compact(self, before: datetime, batch: int, swept: Swept) -> bool:
         """Compact answered turns older than ``before``: the human utterance with its
         answer's skill read alongside (an unanswered one is left alone: a turn in flight)."""
         pace = self._pace("compact")
@@ -231,7 +221,7 @@ class SqliteLifecycle(SqliteBase):
                         ("UPDATE utterances SET doc = ? WHERE rowid = ?", [compact, rowid])
                     )
             if statements:
-                await self._write(*statements)
+                await self.write(*statements)
                 swept.utterances_compacted += len(statements)
             await pace.done(batch)
             if ended:
@@ -240,5 +230,6 @@ class SqliteLifecycle(SqliteBase):
 
     async def sizes(self) -> dict[str, int]:
         return {
-            table: int((await self._one(f"SELECT COUNT(*) FROM {table}"))[0]) for table in _TABLES
+            table: int((await self.fetch_one(f"SELECT COUNT(*) FROM {table}"))[0])
+            for table in _TABLES
         }

@@ -6,14 +6,14 @@ from datetime import datetime
 
 from agent.state.models import utc_now
 from agent.store.base import Place, RunningTurn
-from agent.store.sqlite.base import SqliteBase, _leaving
+from agent.store.sqlite.base import SqliteBase, leaving
 
 
 class SqliteLines(SqliteBase):
     """:class:`agent.store.LineStore` on SQLite."""
 
     async def take_place(self, user_id: str, lease_until: datetime) -> Place:
-        busy, (number,) = await self._write(
+        busy, (number,) = await self.write(
             ("SELECT EXISTS (SELECT 1 FROM lines WHERE user_id = ? AND done = 0)", [user_id]),
             (
                 "INSERT INTO lines (user_id, place, done, alive_until) VALUES (?, (SELECT "
@@ -25,21 +25,21 @@ class SqliteLines(SqliteBase):
         return Place(user_id, number, not busy[0], lease_until - utc_now())
 
     async def first_in_line(self, place: Place, now: datetime) -> bool:
-        await self._write(
+        await self.write(
             (
                 "UPDATE lines SET done = 1 WHERE user_id = ? AND place < ? AND done = 0 "
                 "AND alive_until < ?",
                 [place.user_id, place.number, now.timestamp()],
             )
         )
-        row = await self._one(
+        row = await self.fetch_one(
             "SELECT 1 FROM lines WHERE user_id = ? AND place < ? AND done = 0 LIMIT 1",
             [place.user_id, place.number],
         )
         return row is None
 
     async def renew_places(self, places: list[tuple[str, int]], lease_until: datetime) -> None:
-        await self._write(
+        await self.write(
             *(
                 (
                     "UPDATE lines SET alive_until = ? WHERE user_id = ? AND place = ? AND done = 0",
@@ -52,11 +52,11 @@ class SqliteLines(SqliteBase):
     async def leave(self, place: Place, *, served: bool = True) -> None:
         """(``served`` is not needed here: the line is read with one query.)"""
         if not place.left:
-            await self._write(*_leaving(place))
+            await self.write(*leaving(place))
             place.left = True
 
     async def note_turn(self, place: Place, utt_id: str) -> None:
-        await self._write(
+        await self.write(
             (
                 "UPDATE lines SET utt_id = ? WHERE user_id = ? AND place = ?",
                 [utt_id, place.user_id, place.number],
@@ -64,7 +64,7 @@ class SqliteLines(SqliteBase):
         )
 
     async def running_turn(self, user_id: str) -> RunningTurn | None:
-        row = await self._one(
+        row = await self.fetch_one(
             "SELECT place, utt_id FROM lines WHERE user_id = ? AND done = 0 "
             "AND alive_until >= ? ORDER BY place LIMIT 1",
             [user_id, utc_now().timestamp()],
@@ -72,7 +72,7 @@ class SqliteLines(SqliteBase):
         return None if row is None else RunningTurn(int(row[0]), row[1])
 
     async def interrupt(self, user_id: str, number: int) -> None:
-        await self._write(
+        await self.write(
             (
                 "UPDATE lines SET interrupt = 1 WHERE user_id = ? AND place = ? AND done = 0",
                 [user_id, number],
@@ -84,7 +84,7 @@ class SqliteLines(SqliteBase):
             return []
         which = " OR ".join(["(user_id = ? AND place = ?)"] * len(places))
         args = [part for place in places for part in place]
-        rows = await self._all(
+        rows = await self.fetch_all(
             f"SELECT user_id, place FROM lines WHERE interrupt = 1 AND done = 0 AND ({which})",
             args,
         )
