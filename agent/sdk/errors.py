@@ -23,6 +23,7 @@ value) or ``except RuntimeError`` keep that base too.
      │    └── RefusedOutput            agent/pipeline/outputs.py: the output broke a rule of
      │                                 the state (another's slot, the storage bounds)
      ├── StoreUnavailable             agent/store/base.py      the database is away: 503
+     │    └── SchemaRefused           agent/store/schema.py    its schema is not this build's
      ├── StoreWriteRefused            agent/store/base.py      the database refused a document
      ├── RatingsFull                  agent/store/base.py      a dialog or an answer holds the
      │                                                         most ratings kept: 409
