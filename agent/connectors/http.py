@@ -43,6 +43,11 @@ YIELD_EVERY_BYTES = 64 * 1024
 #: Connections the agent's one session keeps to the services at most (the server sets aside
 #: as many open files for them: agent/api/serve.py).
 DEFAULT_POOL_SIZE = 256
+#: Seconds an idle connection to a service is kept for reuse: under the 5 s after which
+#: uvicorn (the SDK's server, and most services') closes an idle one, so a turn does not
+#: send its request on a connection the service is closing ("Server disconnected", the
+#: service's output lost).
+KEEPALIVE_SECONDS = 4.0
 _JSON = {"Content-Type": "application/json"}
 
 
@@ -51,7 +56,10 @@ def make_http_client(max_connections: int = DEFAULT_POOL_SIZE) -> aiohttp.Client
 
     Call it inside the running event loop (the lifespan)."""
     connector = aiohttp.TCPConnector(
-        limit=max_connections, limit_per_host=0, keepalive_timeout=30, ttl_dns_cache=60
+        limit=max_connections,
+        limit_per_host=0,
+        keepalive_timeout=KEEPALIVE_SECONDS,
+        ttl_dns_cache=60,
     )
     return aiohttp.ClientSession(
         connector=connector, trust_env=False, skip_auto_headers=("User-Agent",)
