@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -327,7 +328,7 @@ def two_users(
         ]
     candidate = tmp_path / "candidate.json"
     candidate.write_text(json.dumps(hello))
-    return candidate, sorted(humans, key=lambda u: u["date_time"])
+    return candidate, sorted(humans, key=sent_at)
 
 
 def replayed(db_url: str, candidate: Path, *args: str) -> list[str]:
@@ -338,7 +339,13 @@ def replayed(db_url: str, candidate: Path, *args: str) -> list[str]:
     )
     assert result.exit_code == 0, result.output
     diffs = [json.loads(line) for line in out.read_text().splitlines()]
-    return [d["utt_id"] for d in sorted(diffs, key=lambda d: d["date_time"])]
+    return [d["utt_id"] for d in sorted(diffs, key=sent_at)]
+
+
+def sent_at(utterance: dict[str, Any]) -> datetime:
+    """When a JSON utterance was sent. Its date as a string does not sort: a date on a whole
+    second is written without a fraction ("...:05Z", after "...:05.300000Z")."""
+    return datetime.fromisoformat(utterance["date_time"])
 
 
 def test_the_options_choose_the_turns(
