@@ -74,6 +74,34 @@ def test_a_retry_whose_first_reply_was_not_recorded_gets_the_stored_answer(
     )
 
 
+def forget_utterances(db_url: str) -> None:
+    """Leave the store as a dialog deleted after its keyed turn was answered leaves it: the
+    key's claim still recorded, the turn it points to gone."""
+    if db_url.startswith("sqlite:///"):
+        with sqlite3.connect(db_url.removeprefix("sqlite:///")) as db:
+            db.execute("DELETE FROM utterances")
+        return
+    mongo: MongoClient[dict[str, Any]]
+    with MongoClient(db_url) as mongo:
+        mongo.get_default_database()["utterances"].delete_many({})
+
+
+def test_a_retry_whose_answered_turn_is_no_longer_stored_is_told_to_use_a_new_key(
+    client: httpx.Client, db_url: str
+) -> None:
+    """A key's claim records where its answer is stored, not a copy of the reply: with the
+    turn gone there is nothing to send again, and running it anew would answer twice."""
+    send = {"user_id": "u", "payload": "count", "message_id": "k-gone"}
+    assert client.post("/", json=send).json()["response"] == "count is 1"
+    forget_utterances(db_url)
+    retry = client.post("/", json=send)
+    assert retry.status_code == 409, retry.text
+    assert "new key" in retry.json()["message"]
+    assert "Retry-After" not in retry.headers
+    fresh = client.post("/", json={**send, "message_id": "k-new"}).json()
+    assert fresh["response"] == "count is 2"
+
+
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_a_reply_the_database_refuses_to_record_is_answered_once_on_retry(
     services: Any, agent: AgentFactory, db_url: str
