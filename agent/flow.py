@@ -121,6 +121,21 @@ class Answer:
         }
 
 
+def stored_turn(human: HumanUtterance, bot: BotUtterance) -> TurnResult:
+    """A turn as the store holds it, to answer again: the chosen hypothesis is the one the
+    answer came from (its skill and text), so the answer ranks its alternatives as it
+    first did."""
+    chosen = next(
+        (
+            index
+            for index, hypothesis in enumerate(human.hypotheses)
+            if hypothesis.skill_name == bot.active_skill and hypothesis.text == bot.orig_text
+        ),
+        None,
+    )
+    return TurnResult(utterance=human, bot_utterance=bot, chosen=chosen)
+
+
 #: What a closing command answers.
 CLOSED = "The dialog is closed; your next message starts a new one."
 
@@ -191,7 +206,7 @@ class MessageFlow:
         if len(found) == 2:
             human, bot = found
             if isinstance(human, HumanUtterance) and isinstance(bot, BotUtterance):
-                return Answer(dialog_id, TurnResult(utterance=human, bot_utterance=bot))
+                return Answer(dialog_id, stored_turn(human, bot))
         raise KeyForgotten(claim.key)
 
     async def close(self, user_id: str, policy: DoubleTexting = "enqueue") -> Answer:
@@ -324,7 +339,7 @@ class MessageFlow:
             return None
         retry = utterance.message_key is not None or start.completed_last_turn
         if retry and self._repeats(human, utterance):
-            return TurnResult(utterance=human, bot_utterance=bot)
+            return stored_turn(human, bot)
         return None
 
     async def _answered_earlier(self, start: TurnStart, key: str) -> TurnResult | None:
@@ -336,7 +351,7 @@ class MessageFlow:
             return None
         human, after = found
         if isinstance(human, HumanUtterance) and isinstance(after, BotUtterance):
-            return TurnResult(utterance=human, bot_utterance=after)
+            return stored_turn(human, after)
         raise KeySuperseded(key)
 
     def _unanswered(

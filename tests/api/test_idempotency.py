@@ -11,7 +11,7 @@ from pymongo import MongoClient
 from pymongo.collection import Collection
 
 from tests.conftest import AgentFactory, service_entry
-from tests.support.services import counter_skill
+from tests.support.services import counter_skill, fixed_skill, last_index_selector
 
 
 @pytest.fixture
@@ -72,6 +72,32 @@ def test_a_retry_whose_first_reply_was_not_recorded_gets_the_stored_answer(
     assert client.post("/", json={"user_id": "u", "payload": "count"}).json()["response"] == (
         "count is 2"
     )
+
+
+def test_a_retried_observation_ranks_its_candidates_as_the_first_answer_did(
+    services: Any, agent: AgentFactory, db_url: str
+) -> None:
+    """The retry is answered from the stored turn: the selector's choice, not the highest
+    confidence, comes first again."""
+    client = agent(
+        {
+            "services": {
+                "skills": {
+                    "sure": service_entry(services(fixed_skill("sure", "sheep", 0.9)).url),
+                    "unsure": service_entry(services(fixed_skill("unsure", "wolf", 0.3)).url),
+                },
+                "response_selectors": {"last": service_entry(services(last_index_selector()).url)},
+            }
+        }
+    )
+    send = {"user_id": "v", "text": "who?", "message_id": "obs-ranked"}
+    first = client.post("/api/v1/chat", json=send).json()
+    chosen = first["text"]
+    assert first["text_candidates"][0] == chosen
+    assert sorted(first["text_candidates"]) == ["sheep", "wolf"]
+    assert client.post("/api/v1/chat", json=send).json() == first
+    forget_replies(db_url)  # an unfinished attempt's retry reads the stored turn too
+    assert client.post("/api/v1/chat", json=send).json() == first
 
 
 def forget_utterances(db_url: str) -> None:
