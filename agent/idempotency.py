@@ -9,7 +9,9 @@ stored the message, or its whole turn). The same key sent with a different messa
 client bug that would otherwise silently get the other message's answer: :class:`KeyReused`
 (422). A retry of a message that an earlier attempt stored but never answered, after a later
 message was answered, is :class:`KeySuperseded` (409): answering it now would put its answer
-after the later one's.
+after the later one's. A claim records where its answer is stored, not a copy of it: a
+retry whose answered dialog is gone since (deleted by the data lifecycle) gets
+:class:`KeyForgotten` (409).
 
 A claim carries a lease that this agent's heartbeat renews while the turn runs: when the
 agent dies mid-turn, nobody gives the claim up, so once the lease runs out a retry takes it
