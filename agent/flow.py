@@ -1,33 +1,23 @@
-"""The message flow: a user's message taken from arrival to reply, the work behind the chat
-endpoints, in one object (:class:`MessageFlow`): claim the idempotency key, take the
-user's place in line, run the turn, remember the reply.
+"""The message flow: a user's message taken from arrival to answer (:class:`MessageFlow`),
+the work behind the chat endpoints. :meth:`MessageFlow.reply` reads top to bottom: claim
+the idempotency key, take the user's place in line, run the turn, record the answer.
 
-The order is what makes a message impossible to lose: the human utterance is stored before
-any service is called, and everything the pipeline made of it is written in one step at
-the end, together with leaving the line. Messages of one user take turns
-(:mod:`agent.lines`): each starts after the previous one's answer is stored, whichever
-replica handles it.
+The human utterance is stored before any service is called, and everything the pipeline
+made of it is written in one step at the end, together with leaving the line, so a message
+is never lost. Two mechanisms make a sent-again message cost nothing, each answering its
+own question:
 
-Failures of an earlier attempt are absorbed here rather than passed to the client:
+* the key's claim (:mod:`agent.idempotency`): may this request be answered now, and was it
+  answered already? It records where the answer is (:meth:`Answer.record`);
+* the key kept on the stored utterance (``message_key``): where in the dialog did an
+  attempt leave this message? It finds the answer a claim points to, and what an
+  unfinished attempt stored (its utterance, answered again instead of stored twice; or
+  its whole turn, sent back). Without a key, a retry is the same text and attributes
+  within :data:`RETRY_WINDOW`.
 
-* A message sent again after an attempt that stored its utterance but no answer (a 503
-  while the database was away, an agent killed mid-turn) answers that utterance instead
-  of storing it twice, so the dialog keeps alternating human, bot. A retry is the same
-  idempotency key, or, without keys, the same text and attributes within the retry
-  window; a message with another key is another message, even with the same text.
-* A message sent again after an attempt that stored its whole turn but whose client never
-  got the reply gets the stored answer back: the turn is not run or stored again. With an
-  idempotency key that is any stored turn of that key (the key is kept on the stored human
-  utterance, ``message_key``); without one, the last turn when the store had to complete
-  its end (:attr:`TurnStart.completed_last_turn`: the attempt died between its writes).
-* A keyed message whose earlier attempt stored it unanswered, after which a later message
-  was answered, is refused (:class:`KeySuperseded`): it stays where it is, unanswered.
-* With an experiment (:mod:`agent.pipeline.arms`), a new dialog is opened on the arm the
-  user's id draws, and every turn of a dialog runs on the pipeline of the arm stored on it
-  (the first arm's for a dialog without one, or on an arm no longer configured).
-* If the database refuses the finished turn for its content (which the storage bounds
-  should make impossible), the turn is stored without the services' outputs, with the
-  refusal recorded among its errors, and the client still gets its answer.
+Every turn of a dialog runs on the pipeline of its experiment arm (:mod:`agent.pipeline.arms`);
+a finished turn the database refuses for its content is stored without the services'
+outputs, the refusal among its errors.
 """
 
 from __future__ import annotations
@@ -35,14 +25,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel
-
-from agent.idempotency import IdempotencyKeys, KeySuperseded, Reply
+from agent.idempotency import IdempotencyKeys, KeyClaim, KeyForgotten, KeySuperseded
 from agent.lines import TurnInterrupted, UserLines
 from agent.metrics import Metrics
 from agent.pipeline.arms import Experiment
@@ -75,12 +62,53 @@ CLOSING_COMMANDS = frozenset({"/start", "/close"})
 
 
 @dataclass(frozen=True, slots=True)
+class Incoming:
+    """One message as a chat endpoint received it, checked: what :meth:`MessageFlow.reply`
+    answers."""
+
+    user_id: str
+    text: str
+    attributes: dict[str, Any] = field(default_factory=dict)
+    #: the client's idempotency key, prefixed with the route's kind (``chat:``); None: none
+    key: str | None = None
+    #: the :func:`~agent.idempotency.fingerprint` of the request: a retry of ``key`` must
+    #: repeat it
+    fingerprint: str = ""
+    #: rates the previous bot answer
+    reward: float | None = None
+    #: end the dialog once this answer is stored (ParlAI's ``episode_done``)
+    close_after: bool = False
+    #: ``/start`` and ``/close`` end the open dialog instead of being answered (dp-agent)
+    closing_commands: bool = False
+    #: what this message does while another of the user's is answered; None: the pipeline's
+    double_texting: DoubleTexting | None = None
+
+    def __post_init__(self) -> None:
+        if self.key is not None and not self.fingerprint:
+            raise ValueError(
+                f"message {self.key!r}: a keyed message needs the fingerprint of its request"
+            )
+
+    @property
+    def closes(self) -> bool:
+        """Whether the message is a closing command."""
+        return self.closing_commands and self.text.strip() in CLOSING_COMMANDS
+
+
+@dataclass(frozen=True, slots=True)
 class Answer:
     """What the flow made of a message, for a route to shape into its reply."""
 
     dialog_id: str | None
     #: the turn; None when the message was a closing command
     result: TurnResult | None
+
+    def record(self) -> dict[str, Any]:
+        """What a key's claim keeps of the answer: where it is stored, not a copy. The
+        same two fields as every chat reply, so a claim recorded with the whole reply
+        is read the same way."""
+        bot = None if self.result is None else self.result.bot_utterance.utt_id
+        return {"dialog_id": self.dialog_id, "utt_id": bot}
 
     def debug(self) -> dict[str, Any]:
         """The turn's hypotheses and annotations, for dp-agent's ``debug_output``."""
@@ -91,6 +119,21 @@ class Answer:
             "hypotheses": [h.model_dump(mode="json") for h in utterance.hypotheses],
             "annotations": dict(utterance.annotations),
         }
+
+
+def stored_turn(human: HumanUtterance, bot: BotUtterance) -> TurnResult:
+    """A turn as the store holds it, to answer again: the chosen hypothesis is the one the
+    answer came from (its skill and text), so the answer ranks its alternatives as it
+    first did."""
+    chosen = next(
+        (
+            index
+            for index, hypothesis in enumerate(human.hypotheses)
+            if hypothesis.skill_name == bot.active_skill and hypothesis.text == bot.orig_text
+        ),
+        None,
+    )
+    return TurnResult(utterance=human, bot_utterance=bot, chosen=chosen)
 
 
 #: What a closing command answers.
@@ -127,46 +170,44 @@ class MessageFlow:
         self.keys = keys or IdempotencyKeys(store)
         self.telemetry = telemetry or Telemetry()
 
-    async def reply(
-        self,
-        user_id: str,
-        text: str,
-        attributes: dict[str, Any],
-        *,
-        key: str | None,
-        request: BaseModel,
-        shape: Callable[[Answer], Reply],
-        reply_type: type[Reply],
-        reward: float | None = None,
-        close_after: bool = False,
-        closing_commands: bool = False,
-        double_texting: DoubleTexting | None = None,
-    ) -> Reply:
-        """The reply to one message: answered once per idempotency ``key`` (``request`` is
-        what a retry must repeat), in the user's line, shaped by ``shape``. ``reward``
-        rates the previous bot answer; ``close_after`` ends the dialog once this answer is
-        stored (ParlAI's ``episode_done``); with ``closing_commands``, ``/start`` and
-        ``/close`` end the open dialog instead of being answered (as in dp-agent).
-        ``double_texting`` overrides the pipeline's policy for a message that arrives
-        while another of the user's is answered."""
-        policy = double_texting or self._executor.pipeline.double_texting
+    async def reply(self, incoming: Incoming) -> Answer:
+        """The answer to one message, given once per idempotency key: a retry of an
+        answered key gets the stored answer and runs nothing."""
+        claim = await self.keys.claim(incoming.user_id, incoming.key, incoming.fingerprint)
+        if claim.answered is not None:
+            return await self._recorded(claim)
+        policy = incoming.double_texting or self._executor.pipeline.double_texting
+        async with self.keys.held(claim):
+            if incoming.closes:
+                answer = await self.close(incoming.user_id, policy)
+            else:
+                result, dialog_id = await self.run_turn(
+                    incoming.user_id,
+                    incoming.text,
+                    incoming.attributes,
+                    reward=incoming.reward,
+                    close_after=incoming.close_after,
+                    key=incoming.key,
+                    retried=claim.retried,
+                    policy=policy,
+                )
+                answer = Answer(dialog_id, result)
+            await self.keys.complete(claim, answer.record())
+        return answer
 
-        async def answer(retried: bool) -> Reply:
-            if closing_commands and text.strip() in CLOSING_COMMANDS:
-                return shape(await self.close(user_id, policy))
-            result, dialog_id = await self.run_turn(
-                user_id,
-                text,
-                attributes,
-                reward=reward,
-                close_after=close_after,
-                key=key,
-                retried=retried,
-                policy=policy,
-            )
-            return shape(Answer(dialog_id, result))
-
-        return await self.keys.answer_once(user_id, key, request, answer, reply_type)
+    async def _recorded(self, claim: KeyClaim) -> Answer:
+        """The answer a key's claim recorded (:meth:`Answer.record`), read back from the
+        dialog by the key kept on its utterance."""
+        assert claim.key is not None and claim.answered is not None
+        dialog_id, utt_id = claim.answered.get("dialog_id"), claim.answered.get("utt_id")
+        if utt_id is None:  # a closing command
+            return Answer(dialog_id, None)
+        found = await self._store.keyed_turn(dialog_id, claim.key) if dialog_id else []
+        if len(found) == 2:
+            human, bot = found
+            if isinstance(human, HumanUtterance) and isinstance(bot, BotUtterance):
+                return Answer(dialog_id, stored_turn(human, bot))
+        raise KeyForgotten(claim.key)
 
     async def close(self, user_id: str, policy: DoubleTexting = "enqueue") -> Answer:
         """End the user's open dialog, in the user's line."""
@@ -298,7 +339,7 @@ class MessageFlow:
             return None
         retry = utterance.message_key is not None or start.completed_last_turn
         if retry and self._repeats(human, utterance):
-            return TurnResult(utterance=human, bot_utterance=bot)
+            return stored_turn(human, bot)
         return None
 
     async def _answered_earlier(self, start: TurnStart, key: str) -> TurnResult | None:
@@ -310,7 +351,7 @@ class MessageFlow:
             return None
         human, after = found
         if isinstance(human, HumanUtterance) and isinstance(after, BotUtterance):
-            return TurnResult(utterance=human, bot_utterance=after)
+            return stored_turn(human, after)
         raise KeySuperseded(key)
 
     def _unanswered(

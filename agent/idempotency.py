@@ -9,15 +9,17 @@ stored the message, or its whole turn). The same key sent with a different messa
 client bug that would otherwise silently get the other message's answer: :class:`KeyReused`
 (422). A retry of a message that an earlier attempt stored but never answered, after a later
 message was answered, is :class:`KeySuperseded` (409): answering it now would put its answer
-after the later one's.
+after the later one's. A claim records where its answer is stored, not a copy of it: a
+retry whose answered dialog is gone since (deleted by the data lifecycle) gets
+:class:`KeyForgotten` (409).
 
 A claim carries a lease that this agent's heartbeat renews while the turn runs: when the
 agent dies mid-turn, nobody gives the claim up, so once the lease runs out a retry takes it
 over and runs the turn (without a lease it would be "in flight" forever).
 
-A key is kept for ``keep_for`` seconds (``KEY_RETENTION``, a day by default): each
-record holds a copy of its reply, so keeping them for ever would grow the database with
-every keyed message. After that, the same key is a new message.
+A key is kept for ``keep_for`` seconds (``KEY_RETENTION``, a day by default): keeping them
+for ever would grow the database with every keyed message. After that, the same key is a
+new message.
 """
 
 from __future__ import annotations
@@ -25,22 +27,20 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
-
-from pydantic import BaseModel
+from typing import Any
 
 from agent.leases import Heartbeat
 from agent.sdk.errors import ChorusError
+from agent.sdk.models import JsonDict
 from agent.state.models import utc_now
 from agent.store.base import DEFAULT_KEY_RETENTION, ClaimStatus, KeyStore, StoreUnavailable
 
 #: Seconds a key and its copy of the reply are kept, from its first claim: a day, well above
 #: how long clients retry and than the longest turn.
 KEY_RETENTION = DEFAULT_KEY_RETENTION
-
-Reply = TypeVar("Reply", bound=BaseModel)
 
 
 def client_key(key: str) -> str:
@@ -72,6 +72,17 @@ class KeySuperseded(ChorusError):
         )
 
 
+class KeyForgotten(ChorusError):
+    """The key's message was answered, but the dialog that holds the answer is no longer
+    stored: there is nothing to send again, and answering it anew would store it twice."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            f"the message with idempotency key {client_key(key)!r} was answered, but its "
+            "dialog is no longer stored; send it again with a new key to get an answer"
+        )
+
+
 class KeyReused(ChorusError):
     """The idempotency key was used before for a different message."""
 
@@ -90,8 +101,26 @@ def fingerprint(request: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+@dataclass(frozen=True, slots=True)
+class KeyClaim:
+    """This request's hold on its idempotency key (``key`` None: an unkeyed message, which
+    holds nothing). ``answered``: what the key's first answer recorded (then nothing is
+    run again); ``retried``: an earlier attempt did not finish, so it may have stored the
+    message, or all of its turn."""
+
+    user_id: str
+    key: str | None
+    answered: JsonDict | None = None
+    retried: bool = False
+
+
 class IdempotencyKeys:
-    """Claims on clients' idempotency keys, each kept alive by this agent's heartbeat."""
+    """Claims on clients' idempotency keys, each kept alive by this agent's heartbeat.
+
+    A claim answers "may this request be answered now, and was it answered already?":
+    it is taken before the turn runs, checked against the request's fingerprint, and
+    completed with a small record of the answer (where the flow finds it again), never
+    with a copy of a route's reply."""
 
     def __init__(
         self, store: KeyStore, *, lease: float = 10.0, keep_for: float = KEY_RETENTION
@@ -103,45 +132,53 @@ class IdempotencyKeys:
     async def _renew(self, claims: list[tuple[str, str]], lease_until: datetime) -> None:
         await self._store.renew_keys(sorted(claims), lease_until)
 
-    async def answer_once(
-        self,
-        user_id: str,
-        key: str | None,
-        request: BaseModel,
-        answer: Callable[[bool], Awaitable[Reply]],
-        reply_type: type[Reply],
-    ) -> Reply:
-        """``answer(retried)`` once per ``key``; ``request`` (less its ``message_id``) is
-        what a retry must repeat; ``retried`` says an earlier attempt did not finish. Without
-        a key nothing is claimed or fingerprinted. The reply is stored as JSON, and read back
-        as ``reply_type`` for a retry."""
+    async def claim(self, user_id: str, key: str | None, request: str) -> KeyClaim:
+        """Claim ``key`` for the request whose :func:`fingerprint` is ``request``:
+        :class:`KeyInFlight` while another request answers it, :class:`KeyReused` when it
+        was claimed for another request."""
         if key is None:
-            return await answer(False)
+            return KeyClaim(user_id, None)
         self._heartbeat.start()
-        sent = fingerprint(request.model_dump(mode="json", exclude={"message_id"}))
         now = utc_now()
         claim = await self._store.claim_key(
-            user_id, key, sent, self._heartbeat.lease_end(), now, keep_until=now + self._keep_for
+            user_id,
+            key,
+            request,
+            self._heartbeat.lease_end(),
+            now,
+            keep_until=now + self._keep_for,
         )
         if claim.status is ClaimStatus.ANSWERED:
-            return reply_type.model_validate(claim.reply)
+            return KeyClaim(user_id, key, answered=claim.reply or {})
         if claim.status is ClaimStatus.IN_FLIGHT:
             raise KeyInFlight(key)
         if claim.status is ClaimStatus.OTHER_MESSAGE:
             raise KeyReused(key)
-        held = (user_id, key)
+        return KeyClaim(user_id, key, retried=claim.status is ClaimStatus.RECLAIMED)
+
+    @contextlib.asynccontextmanager
+    async def held(self, claim: KeyClaim) -> AsyncIterator[None]:
+        """Keep the claim alive while its turn runs; give it up if the turn fails, so a
+        retry runs it (told it is a retry)."""
+        if claim.key is None:
+            yield
+            return
+        held = (claim.user_id, claim.key)
         self._heartbeat.held.add(held)
         try:
-            reply = await answer(claim.status is ClaimStatus.RECLAIMED)
-            await self._store.complete_key(user_id, key, reply.model_dump(mode="json"))
+            yield
         except BaseException:
             # The store may be what failed: then the lease runs out and frees the claim.
             with contextlib.suppress(StoreUnavailable):
-                await self._store.release_key(user_id, key)
+                await self._store.release_key(claim.user_id, claim.key)
             raise
         finally:
             self._heartbeat.held.discard(held)
-        return reply
+
+    async def complete(self, claim: KeyClaim, record: JsonDict) -> None:
+        """Record the answer to a claimed key: a retry gets ``record`` back."""
+        if claim.key is not None:
+            await self._store.complete_key(claim.user_id, claim.key, record)
 
     async def aclose(self) -> None:
         await self._heartbeat.aclose()

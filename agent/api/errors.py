@@ -26,7 +26,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
-from agent.idempotency import KeyInFlight, KeyReused, KeySuperseded
+from agent.idempotency import KeyForgotten, KeyInFlight, KeyReused, KeySuperseded
 from agent.lines import LineTimeout, TurnInterrupted, TurnRunning
 from agent.store.base import StoreUnavailable, StoreWriteRefused
 from agent.telemetry import printable
@@ -208,6 +208,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(TurnInterrupted, _turn_running)
     app.add_exception_handler(KeyReused, _key_reused)
     app.add_exception_handler(KeySuperseded, _superseded)
+    app.add_exception_handler(KeyForgotten, _superseded)
     app.add_exception_handler(StoreWriteRefused, _write_refused)
     app.add_exception_handler(Exception, _unexpected)
     app.add_exception_handler(StoreUnavailable, _store_down)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, status
+from fastapi import Depends, HTTPException, WebSocket, status
 from fastapi.security import APIKeyHeader
 
 from agent.api.deps import SettingsDep
@@ -64,10 +64,22 @@ async def require_reader(
     check_reader_key(settings, key)
 
 
-async def require_chat(settings: SettingsDep, key: Annotated[str | None, Depends(_header)]) -> None:
-    """Talking to the bot, when the deployment protects it."""
+def check_chat_key(settings: Settings, key: str | None) -> None:
+    """Talking to the bot: open to all unless ``CHORUS_PROTECT_CHAT`` is true, else as
+    :func:`check_reader_key`. One rule for every chat endpoint, HTTP and WebSocket."""
     if settings.protect_chat:
         check_reader_key(settings, key)
+
+
+def socket_key(websocket: WebSocket) -> str | None:
+    """The key a WebSocket client sent: ``X-API-Key``, or ``?api_key=`` for browsers,
+    which cannot set headers on a WebSocket."""
+    return websocket.headers.get("x-api-key") or websocket.query_params.get("api_key")
+
+
+async def require_chat(settings: SettingsDep, key: Annotated[str | None, Depends(_header)]) -> None:
+    """Talking to the bot, when the deployment protects it."""
+    check_chat_key(settings, key)
 
 
 async def reader_key_held(

@@ -11,7 +11,7 @@ from pymongo import MongoClient
 from pymongo.collection import Collection
 
 from tests.conftest import AgentFactory, service_entry
-from tests.support.services import counter_skill
+from tests.support.services import counter_skill, fixed_skill, last_index_selector
 
 
 @pytest.fixture
@@ -72,6 +72,60 @@ def test_a_retry_whose_first_reply_was_not_recorded_gets_the_stored_answer(
     assert client.post("/", json={"user_id": "u", "payload": "count"}).json()["response"] == (
         "count is 2"
     )
+
+
+def test_a_retried_observation_ranks_its_candidates_as_the_first_answer_did(
+    services: Any, agent: AgentFactory, db_url: str
+) -> None:
+    """The retry is answered from the stored turn: the selector's choice, not the highest
+    confidence, comes first again."""
+    client = agent(
+        {
+            "services": {
+                "skills": {
+                    "sure": service_entry(services(fixed_skill("sure", "sheep", 0.9)).url),
+                    "unsure": service_entry(services(fixed_skill("unsure", "wolf", 0.3)).url),
+                },
+                "response_selectors": {"last": service_entry(services(last_index_selector()).url)},
+            }
+        }
+    )
+    send = {"user_id": "v", "text": "who?", "message_id": "obs-ranked"}
+    first = client.post("/api/v1/chat", json=send).json()
+    chosen = first["text"]
+    assert first["text_candidates"][0] == chosen
+    assert sorted(first["text_candidates"]) == ["sheep", "wolf"]
+    assert client.post("/api/v1/chat", json=send).json() == first
+    forget_replies(db_url)  # an unfinished attempt's retry reads the stored turn too
+    assert client.post("/api/v1/chat", json=send).json() == first
+
+
+def forget_utterances(db_url: str) -> None:
+    """Leave the store as a dialog deleted after its keyed turn was answered leaves it: the
+    key's claim still recorded, the turn it points to gone."""
+    if db_url.startswith("sqlite:///"):
+        with sqlite3.connect(db_url.removeprefix("sqlite:///")) as db:
+            db.execute("DELETE FROM utterances")
+        return
+    mongo: MongoClient[dict[str, Any]]
+    with MongoClient(db_url) as mongo:
+        mongo.get_default_database()["utterances"].delete_many({})
+
+
+def test_a_retry_whose_answered_turn_is_no_longer_stored_is_told_to_use_a_new_key(
+    client: httpx.Client, db_url: str
+) -> None:
+    """A key's claim records where its answer is stored, not a copy of the reply: with the
+    turn gone there is nothing to send again, and running it anew would answer twice."""
+    send = {"user_id": "u", "payload": "count", "message_id": "k-gone"}
+    assert client.post("/", json=send).json()["response"] == "count is 1"
+    forget_utterances(db_url)
+    retry = client.post("/", json=send)
+    assert retry.status_code == 409, retry.text
+    assert "new key" in retry.json()["message"]
+    assert "Retry-After" not in retry.headers
+    fresh = client.post("/", json={**send, "message_id": "k-new"}).json()
+    assert fresh["response"] == "count is 2"
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from agent.api.chat_turn import incoming, reply
 from agent.api.deps import (
     DoubleTextingPolicy,
     FlowDep,
@@ -17,46 +15,58 @@ from agent.api.deps import (
     SettingsDep,
 )
 from agent.api.events import stream_turn, wants_events
-from agent.api.limits import attributes_or_422, check_text, check_user_id
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import ChatKey
-from agent.flow import CLOSED, Answer
+from agent.flow import CLOSED, Answer, Incoming
+from agent.pipeline.config import DoubleTexting
+from agent.settings import Settings
 
 router = APIRouter(tags=["chat"])
 
 
-def reply_shape(
-    message: AgentMessage, attributes: dict[str, Any]
-) -> Callable[[Answer], AgentReply]:
-    """How the flow's answer becomes dp-agent's reply (also the WebSocket chat's)."""
+def checked(
+    message: AgentMessage,
+    settings: Settings,
+    key: str | None = None,
+    double_texting: DoubleTexting | None = None,
+) -> Incoming:
+    """``POST /``'s body (also a WebSocket chat frame) as the flow's message, or a 422."""
+    return incoming(
+        settings,
+        message,
+        kind="chat",
+        user_id=message.user_id,
+        text=message.payload,
+        text_field="payload",
+        attributes=message.attributes,
+        key=key,
+        message_id=message.message_id,
+        closing_commands=True,
+        double_texting=double_texting,
+    )
 
-    def shape(answer: Answer) -> AgentReply:
-        if answer.result is None:
-            return AgentReply(
-                dialog_id=answer.dialog_id,
-                utt_id=None,
-                user_id=message.reply_user_id(),
-                response=CLOSED,
-                active_skill=None,
-            )
-        bot = answer.result.bot_utterance
+
+def agent_reply(message: AgentMessage, turn: Incoming, answer: Answer) -> AgentReply:
+    """The flow's answer to ``turn`` as dp-agent's reply (also the WebSocket chat's)."""
+    if answer.result is None:
         return AgentReply(
             dialog_id=answer.dialog_id,
-            utt_id=bot.utt_id,
+            utt_id=None,
             user_id=message.reply_user_id(),
-            response=bot.text,
-            active_skill=bot.active_skill,
-            attributes=dict(bot.attributes),
-            debug_output=answer.debug() if attributes.get("debug_output") else None,
+            response=CLOSED,
+            active_skill=None,
         )
-
-    return shape
-
-
-def message_key(message: AgentMessage, key: str | None) -> str | None:
-    """The idempotency key a chat message is answered once by."""
-    chosen = key or message.message_id
-    return f"chat:{chosen}" if chosen else None
+    bot = answer.result.bot_utterance
+    debug = bool(turn.attributes.get("debug_output"))
+    return AgentReply(
+        dialog_id=answer.dialog_id,
+        utt_id=bot.utt_id,
+        user_id=message.reply_user_id(),
+        response=bot.text,
+        active_skill=bot.active_skill,
+        attributes=dict(bot.attributes),
+        debug_output=answer.debug() if debug else None,
+    )
 
 
 @router.post(
@@ -87,31 +97,15 @@ async def chat(
     ``payload`` ``/start`` or ``/close`` ends the user's open dialog; the next message
     opens a new one.
     """
-    check_user_id(message.user_id, settings.limits.max_user_id_length)
-    check_text(message.payload, settings.max_text_length, "payload")
-    attributes = attributes_or_422(
-        message.attributes, settings.limits.for_client(settings.max_body_bytes)
-    )
-
-    shape = reply_shape(message, attributes)
-    work = flow.reply(
-        message.user_id,
-        message.payload,
-        attributes,
-        key=message_key(message, key),
-        request=message,
-        shape=shape,
-        reply_type=AgentReply,
-        closing_commands=True,
-        double_texting=double_texting,
-    )
+    turn = checked(message, settings, key, double_texting)
+    work = reply(flow, turn, lambda answer: agent_reply(message, turn, answer))
     if wants_events(request):
         return await stream_turn(request, work)
-    reply = await work
+    answered = await work
     dialect = settings.dialect or pipeline.dialect
-    if reply.utt_id is None and dialect == "dp-agent":
+    if answered.utt_id is None and dialect == "dp-agent":
         # dp-agent answers a closing command with an empty object; its clients test for it
         return JSONResponse({})
     if pipeline.dialect == "dp-agent":
-        return JSONResponse(reply.for_dialect(pipeline.dialect))
-    return reply
+        return JSONResponse(answered.for_dialect(pipeline.dialect))
+    return answered

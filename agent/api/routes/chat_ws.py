@@ -27,14 +27,13 @@ from fastapi import APIRouter, HTTPException, WebSocket, WebSocketDisconnect, st
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
+from agent.api.chat_turn import reply
 from agent.api.deps import FlowDep, SettingsDep
 from agent.api.errors import too_deep
 from agent.api.events import error_body, follow_turn, started
-from agent.api.limits import attributes_or_422, check_text, check_user_id
-from agent.api.routes.chat import message_key, reply_shape
+from agent.api.routes.chat import agent_reply, checked
 from agent.api.schemas import AgentMessage, AgentReply
-from agent.api.security import check_reader_key
-from agent.flow import MessageFlow
+from agent.api.security import check_chat_key, socket_key
 from agent.settings import Settings
 from agent.telemetry.events import TurnEvent, TurnEvents
 
@@ -49,13 +48,11 @@ async def chat_ws(
     websocket: WebSocket, flow: FlowDep, settings: SettingsDep, events: bool = False
 ) -> None:
     """Answer each message of the connection in turn; see the module docstring."""
-    if settings.protect_chat:
-        key = websocket.headers.get("x-api-key") or websocket.query_params.get("api_key")
-        try:
-            check_reader_key(settings, key)
-        except HTTPException as exc:
-            await websocket.close(status.WS_1008_POLICY_VIOLATION, reason=str(exc.detail))
-            return
+    try:
+        check_chat_key(settings, socket_key(websocket))
+    except HTTPException as exc:
+        await websocket.close(status.WS_1008_POLICY_VIOLATION, reason=str(exc.detail))
+        return
     await websocket.accept()
     try:
         while True:
@@ -72,12 +69,12 @@ async def _answer(
 ) -> None:
     """One message (``text`` None: a binary frame): its reply (or its turn's events), or
     the error that refused it."""
-    turn = TurnEvents()
+    followed = TurnEvents()
     try:
-        message, attributes = _message(text, settings)
-        work = _reply(flow, message, attributes)
-        task = turn.start(work)
-        first = await started(turn, task)
+        message = _message(text, settings)
+        turn = checked(message, settings)
+        task = followed.start(reply(flow, turn, lambda answer: agent_reply(message, turn, answer)))
+        first = await started(followed, task)
     except Exception as exc:
         refusal = await error_body(websocket, exc)
         await websocket.send_json({"event": "error", "data": refusal} if events else refusal)
@@ -85,21 +82,21 @@ async def _answer(
     if events:
         if first is not None:
             await websocket.send_json(_frame(first))
-        async for event in follow_turn(turn, task, _dump, lambda e: error_body(websocket, e)):
+        async for event in follow_turn(followed, task, _dump, lambda e: error_body(websocket, e)):
             await websocket.send_json(_frame(event))
         return
     try:
-        reply = await task
+        answered = await task
     except Exception as exc:
         await websocket.send_json(await error_body(websocket, exc))
         return
-    assert isinstance(reply, AgentReply)
-    closed = reply.active_skill is None and reply.utt_id is None
-    await websocket.send_json(COMMAND_PERFORMED if closed else _dump(reply))
+    assert isinstance(answered, AgentReply)
+    closed = answered.active_skill is None and answered.utt_id is None
+    await websocket.send_json(COMMAND_PERFORMED if closed else _dump(answered))
 
 
-def _message(text: str | None, settings: Settings) -> tuple[AgentMessage, dict[str, Any]]:
-    """The frame as ``POST /``'s body, checked as that route checks it."""
+def _message(text: str | None, settings: Settings) -> AgentMessage:
+    """The frame as ``POST /``'s body, or the 400 or 422 that says what to fix."""
     if text is None:
         raise HTTPException(
             status.HTTP_400_BAD_REQUEST,
@@ -116,27 +113,9 @@ def _message(text: str | None, settings: Settings) -> tuple[AgentMessage, dict[s
     except RecursionError:
         raise too_deep(settings.limits.max_depth) from None
     try:
-        message = AgentMessage.model_validate(data)
+        return AgentMessage.model_validate(data)
     except ValidationError as exc:
         raise RequestValidationError(exc.errors()) from None
-    check_user_id(message.user_id, settings.limits.max_user_id_length)
-    check_text(message.payload, settings.max_text_length, "payload")
-    return message, attributes_or_422(
-        message.attributes, settings.limits.for_client(settings.max_body_bytes)
-    )
-
-
-async def _reply(flow: MessageFlow, message: AgentMessage, attributes: dict[str, Any]) -> Any:
-    return await flow.reply(
-        message.user_id,
-        message.payload,
-        attributes,
-        key=message_key(message, None),
-        request=message,
-        shape=reply_shape(message, attributes),
-        reply_type=AgentReply,
-        closing_commands=True,
-    )
 
 
 def _dump(reply: Any) -> dict[str, Any]:

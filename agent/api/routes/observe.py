@@ -9,6 +9,7 @@ import re
 from fastapi import APIRouter, HTTPException, Request, status
 from fastapi.responses import Response
 
+from agent.api.chat_turn import incoming, reply
 from agent.api.deps import (
     DoubleTextingPolicy,
     FlowDep,
@@ -17,7 +18,6 @@ from agent.api.deps import (
     SettingsDep,
 )
 from agent.api.events import stream_turn, wants_events
-from agent.api.limits import attributes_or_422, check_text, check_user_id
 from agent.api.schemas import Act, Observation
 from agent.api.security import ChatKey
 from agent.flow import Answer
@@ -64,54 +64,53 @@ async def observe(
     ``reward`` rates the previous answer; with ``eval_labels`` (or ``labels``) the act
     carries the turn's metrics. With ``Accept: text/event-stream`` the answer is the
     turn's events, the act last (``answer``)."""
-    check_user_id(observation.user_id, settings.limits.max_user_id_length)
-    check_text(observation.text, settings.max_text_length, "text")
     if observation.image is not None:
         _check_image(observation.image, settings)
-    attributes = attributes_or_422(
-        observation.attributes, settings.limits.for_client(settings.max_body_bytes)
-    )
-
-    def shape(answer: Answer) -> Act:
-        result = answer.result
-        assert result is not None  # no closing commands here
-        ranked = result.ranked_texts()
-        labels = observation.eval_labels or observation.labels
-        scores = None
-        if labels:
-            candidates = (
-                rank_label_candidates(observation.label_candidates, ranked)
-                if observation.label_candidates
-                else ranked
-            )
-            scores = TurnScores.score(result.bot_utterance.text, candidates, labels)
-        act = Act(
-            text=result.bot_utterance.text,
-            id=result.bot_utterance.active_skill,
-            text_candidates=ranked,
-            episode_done=observation.episode_done,
-            dialog_id=answer.dialog_id,
-            utt_id=result.bot_utterance.utt_id,
-            metrics=scores,
-        )
-        # As ParlAI sends every act to a client: JSON-safe, internal fields left out.
-        return Act.model_validate(Message(act.model_dump()).json_safe_payload())
-
-    message_key = key or observation.message_id
-    work = flow.reply(
-        observation.user_id,
-        observation.text,
-        attributes,
-        key=f"observe:{message_key}" if message_key else None,
-        request=observation,
-        shape=shape,
-        reply_type=Act,
+    turn = incoming(
+        settings,
+        observation,
+        kind="observe",
+        user_id=observation.user_id,
+        text=observation.text,
+        text_field="text",
+        attributes=observation.attributes,
+        key=key,
+        message_id=observation.message_id,
         reward=observation.reward,
         close_after=observation.episode_done,
         double_texting=double_texting,
     )
+    work = reply(flow, turn, lambda answer: act(observation, answer))
     if wants_events(request):
         return await stream_turn(
-            request, work, lambda act: act.model_dump(mode="json", exclude_none=True)
+            request, work, lambda shaped: shaped.model_dump(mode="json", exclude_none=True)
         )
     return await work
+
+
+def act(observation: Observation, answer: Answer) -> Act:
+    """The flow's answer as ParlAI's act, with the turn's metrics when ``observation``
+    carries labels."""
+    result = answer.result
+    assert result is not None  # no closing commands here
+    ranked = result.ranked_texts()
+    labels = observation.eval_labels or observation.labels
+    scores = None
+    if labels:
+        candidates = (
+            rank_label_candidates(observation.label_candidates, ranked)
+            if observation.label_candidates
+            else ranked
+        )
+        scores = TurnScores.score(result.bot_utterance.text, candidates, labels)
+    shaped = Act(
+        text=result.bot_utterance.text,
+        id=result.bot_utterance.active_skill,
+        text_candidates=ranked,
+        episode_done=observation.episode_done,
+        dialog_id=answer.dialog_id,
+        utt_id=result.bot_utterance.utt_id,
+        metrics=scores,
+    )
+    # As ParlAI sends every act to a client: JSON-safe, internal fields left out.
+    return Act.model_validate(Message(shaped.model_dump()).json_safe_payload())
