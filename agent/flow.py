@@ -1,11 +1,11 @@
 """The message flow: a user's message taken from arrival to reply, the work behind the chat
 endpoints, in one object (:class:`MessageFlow`): claim the idempotency key, take the
-user's place in line, run the turn, remember the reply.
+user's place in the queue, run the turn, remember the reply.
 
 The order is what makes a message impossible to lose: the human utterance is stored before
 any service is called, and everything the pipeline made of it is written in one step at
-the end, together with leaving the line. Messages of one user take turns
-(:mod:`agent.lines`): each starts after the previous one's answer is stored, whichever
+the end, together with leaving the queue. Messages of one user take turns
+(:mod:`agent.queues`): each starts after the previous one's answer is stored, whichever
 replica handles it.
 
 Failures of an earlier attempt are absorbed here rather than passed to the client:
@@ -43,12 +43,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from agent.idempotency import IdempotencyKeys, KeySuperseded, Reply
-from agent.lines import TurnInterrupted, UserLines
 from agent.metrics import Metrics
 from agent.pipeline.arms import Experiment
 from agent.pipeline.config import DoubleTexting
 from agent.pipeline.engine import TurnExecutor
 from agent.pipeline.turn import Turn, TurnResult
+from agent.queues import TurnInterrupted, UserQueues
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance, Utterance
 from agent.store.base import (
     Place,
@@ -106,7 +106,7 @@ class MessageFlow:
         executor: TurnExecutor,
         channel_type: str,
         metrics: Metrics | None = None,
-        lines: UserLines | None = None,
+        queues: UserQueues | None = None,
         keys: IdempotencyKeys | None = None,
         retry_window: float = RETRY_WINDOW,
         telemetry: Telemetry | None = None,
@@ -123,7 +123,7 @@ class MessageFlow:
         self._retry_window = timedelta(seconds=retry_window)
         self._end_retry = end_retry
         self.metrics = metrics or Metrics()
-        self.lines = lines or UserLines(store)
+        self.queues = queues or UserQueues(store)
         self.keys = keys or IdempotencyKeys(store)
         self.telemetry = telemetry or Telemetry()
 
@@ -143,7 +143,7 @@ class MessageFlow:
         double_texting: DoubleTexting | None = None,
     ) -> Reply:
         """The reply to one message: answered once per idempotency ``key`` (``request`` is
-        what a retry must repeat), in the user's line, shaped by ``shape``. ``reward``
+        what a retry must repeat), in the user's queue, shaped by ``shape``. ``reward``
         rates the previous bot answer; ``close_after`` ends the dialog once this answer is
         stored (ParlAI's ``episode_done``); with ``closing_commands``, ``/start`` and
         ``/close`` end the open dialog instead of being answered (as in dp-agent).
@@ -169,8 +169,8 @@ class MessageFlow:
         return await self.keys.answer_once(user_id, key, request, answer, reply_type)
 
     async def close(self, user_id: str, policy: DoubleTexting = "enqueue") -> Answer:
-        """End the user's open dialog, in the user's line."""
-        async with self.lines.turn(user_id, policy):
+        """End the user's open dialog, in the user's queue."""
+        async with self.queues.turn(user_id, policy):
             closed = await self._store.close_active_dialog(user_id)
         return Answer(closed, None)
 
@@ -193,7 +193,7 @@ class MessageFlow:
         another of the user's is being answered."""
         started = time.perf_counter()
         with self.metrics.in_flight.track_inprogress(), self.telemetry.turn(user_id):
-            async with self.lines.turn(user_id, policy) as place:
+            async with self.queues.turn(user_id, policy) as place:
                 result, dialog_id, arm = await self._turn(
                     user_id, text, attributes, reward, close_after, key, retried, place
                 )
@@ -268,19 +268,19 @@ class MessageFlow:
         if pending is None:  # the store may give the utterance its id
             await store.add_utterance(dialog.dialog_id, utterance)
         turn_identified(dialog.dialog_id, utterance.utt_id)
-        await self.lines.note(place, utterance.utt_id)
+        await self.queues.note(place, utterance.utt_id)
         emit("accepted", dialog_id=dialog.dialog_id, utt_id=utterance.utt_id)
         try:
-            result = await self.lines.interruptible(
+            result = await self.queues.interruptible(
                 place,
                 executor.run(Turn(dialog.dialog_id, human, dialog.bot, history, utterance)),
             )
         except TurnInterrupted:
-            # Kept without an answer, and marked so; the line is left on the way out.
+            # Kept without an answer, and marked so; the queue is left on the way out.
             await asyncio.shield(store.mark_interrupted(utterance.utt_id))
             log.info("dialog %s: turn %s interrupted", dialog.dialog_id, utterance.utt_id)
             raise TurnInterrupted(utterance.utt_id) from None
-        # The turn's last write leaves the line too, unless the dialog is closed after it.
+        # The turn's last write leaves the queue too, unless the dialog is closed after it.
         await self._finish(dialog.dialog_id, human.id, result, None if close_after else place)
         if close_after:
             await store.close_active_dialog(user_id)

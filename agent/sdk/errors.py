@@ -27,11 +27,11 @@ value) or ``except RuntimeError`` keep that base too.
      ├── StoreWriteRefused            agent/store/base.py      the database refused a document
      ├── RatingsFull                  agent/store/base.py      a dialog or an answer holds the
      │                                                         most ratings kept: 409
-     ├── LineTimeout                  agent/lines.py           the user's line did not move: 503
-     ├── TurnRunning                  agent/lines.py           a message of the user is being
+     ├── QueueTimeout                 agent/queues.py          the user's queue did not move: 503
+     ├── TurnRunning                  agent/queues.py          a message of the user is being
      │                                                         answered (double texting
      │                                                         ``reject``): 409
-     ├── TurnInterrupted              agent/lines.py           a later message cancelled the
+     ├── TurnInterrupted              agent/queues.py          a later message cancelled the
      │                                                         turn (``interrupt``): 409
      ├── KeyInFlight                  agent/idempotency.py     the key's message is running: 409
      ├── KeyReused                    agent/idempotency.py     the key named another message: 422
