@@ -38,7 +38,9 @@ value) or ``except RuntimeError`` keep that base too.
      ├── KeySuperseded                agent/idempotency.py     the key's message was passed by a
      │                                                         later one, unanswered: 409
      ├── UnstorableValue [ValueError] agent/state/limits.py    a value breaks the storage bounds
-     ├── MessageOverwriteError [RuntimeError]  agent/message.py  a key written twice
+     ├── KeyWrittenTwice [RuntimeError]  agent/state/write_once.py  a write-once key written
+     │    │                            twice (a turn's annotation slot)
+     │    └── MessageOverwriteError    agent/message.py         the same, in ParlAI's Message
      ├── BodyTooLarge [HTTPException] agent/api/limits.py      a request body too big: 413
      ├── DatasetError [ValueError]    agent/parlai/formats.py  a ParlAI dataset file is wrong
      ├── BackupError                  agent/store/backup.py    a backup file cannot be read
