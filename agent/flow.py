@@ -1,9 +1,9 @@
 """The message flow: a user's message taken from arrival to answer (:class:`MessageFlow`),
 the work behind the chat endpoints. :meth:`MessageFlow.reply` reads top to bottom: claim
-the idempotency key, take the user's place in line, run the turn, record the answer.
+the idempotency key, take the user's place in the queue, run the turn, record the answer.
 
 The human utterance is stored before any service is called, and everything the pipeline
-made of it is written in one step at the end, together with leaving the line, so a message
+made of it is written in one step at the end, together with leaving the queue, so a message
 is never lost. Two mechanisms make a sent-again message cost nothing, each answering its
 own question:
 
@@ -30,12 +30,12 @@ from datetime import timedelta
 from typing import Any
 
 from agent.idempotency import IdempotencyKeys, KeyClaim, KeyForgotten, KeySuperseded
-from agent.lines import TurnInterrupted, UserLines
 from agent.metrics import Metrics
 from agent.pipeline.arms import Experiment
 from agent.pipeline.config import DoubleTexting
 from agent.pipeline.engine import TurnExecutor
 from agent.pipeline.turn import Turn, TurnResult
+from agent.queues import TurnInterrupted, UserQueues
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance, Utterance
 from agent.store.base import (
     Place,
@@ -149,7 +149,7 @@ class MessageFlow:
         executor: TurnExecutor,
         channel_type: str,
         metrics: Metrics | None = None,
-        lines: UserLines | None = None,
+        queues: UserQueues | None = None,
         keys: IdempotencyKeys | None = None,
         retry_window: float = RETRY_WINDOW,
         telemetry: Telemetry | None = None,
@@ -166,7 +166,7 @@ class MessageFlow:
         self._retry_window = timedelta(seconds=retry_window)
         self._end_retry = end_retry
         self.metrics = metrics or Metrics()
-        self.lines = lines or UserLines(store)
+        self.queues = queues or UserQueues(store)
         self.keys = keys or IdempotencyKeys(store)
         self.telemetry = telemetry or Telemetry()
 
@@ -210,8 +210,8 @@ class MessageFlow:
         raise KeyForgotten(claim.key)
 
     async def close(self, user_id: str, policy: DoubleTexting = "enqueue") -> Answer:
-        """End the user's open dialog, in the user's line."""
-        async with self.lines.turn(user_id, policy):
+        """End the user's open dialog, in the user's queue."""
+        async with self.queues.turn(user_id, policy):
             closed = await self._store.close_active_dialog(user_id)
         return Answer(closed, None)
 
@@ -234,7 +234,7 @@ class MessageFlow:
         another of the user's is being answered."""
         started = time.perf_counter()
         with self.metrics.in_flight.track_inprogress(), self.telemetry.turn(user_id):
-            async with self.lines.turn(user_id, policy) as place:
+            async with self.queues.turn(user_id, policy) as place:
                 result, dialog_id, arm = await self._turn(
                     user_id, text, attributes, reward, close_after, key, retried, place
                 )
@@ -309,19 +309,19 @@ class MessageFlow:
         if pending is None:  # the store may give the utterance its id
             await store.add_utterance(dialog.dialog_id, utterance)
         turn_identified(dialog.dialog_id, utterance.utt_id)
-        await self.lines.note(place, utterance.utt_id)
+        await self.queues.note(place, utterance.utt_id)
         emit("accepted", dialog_id=dialog.dialog_id, utt_id=utterance.utt_id)
         try:
-            result = await self.lines.interruptible(
+            result = await self.queues.interruptible(
                 place,
                 executor.run(Turn(dialog.dialog_id, human, dialog.bot, history, utterance)),
             )
         except TurnInterrupted:
-            # Kept without an answer, and marked so; the line is left on the way out.
+            # Kept without an answer, and marked so; the queue is left on the way out.
             await asyncio.shield(store.mark_interrupted(utterance.utt_id))
             log.info("dialog %s: turn %s interrupted", dialog.dialog_id, utterance.utt_id)
             raise TurnInterrupted(utterance.utt_id) from None
-        # The turn's last write leaves the line too, unless the dialog is closed after it.
+        # The turn's last write leaves the queue too, unless the dialog is closed after it.
         await self._finish(dialog.dialog_id, human.id, result, None if close_after else place)
         if close_after:
             await store.close_active_dialog(user_id)

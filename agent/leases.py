@@ -1,6 +1,6 @@
 """Leases on what this agent holds in the database, kept alive by one heartbeat each.
 
-A place in a user's line and a claim on a client's message id both say "this agent is
+A place in a user's queue and a claim on a client's message id both say "this agent is
 working on it". If the agent dies (SIGKILL, a lost machine), nothing would ever say it
 stopped, so each carries a lease that a heartbeat renews while the work goes on; once the
 heartbeat stops, the lease runs out and another request may take over.

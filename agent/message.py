@@ -1,18 +1,17 @@
 """ParlAI's Message: a dict that refuses to overwrite a key silently.
 
-The pipeline keeps annotations in Messages, so an annotator's output, once written, cannot
-be replaced by a second write in the same turn. Every ParlAI act or observation Chorus
-sends is shaped by :meth:`Message.json_safe_payload`, as ParlAI shapes what it sends to a
-client.
+Every ParlAI act or observation Chorus sends is shaped by
+:meth:`Message.json_safe_payload`, as ParlAI shapes what it sends to a client. Its
+write-once rule is :class:`agent.state.write_once.WriteOnce`'s, which the pipeline uses for
+a turn's annotations.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agent.sdk.errors import ChorusError
+from agent.state.write_once import KeyWrittenTwice, WriteOnce
 
 #: Fields that never leave the agent: ParlAI's vectorised tensors, batch padding, and
 #: anything whose name starts with an underscore.
@@ -36,38 +35,19 @@ def _json_safe(value: Any) -> bool:
     return True
 
 
-class MessageOverwriteError(ChorusError, RuntimeError):
+class MessageOverwriteError(KeyWrittenTwice):
     """A key of a Message was set a second time."""
 
     def __init__(self, key: str) -> None:
-        super().__init__(f"Message already contains key `{key}`: a key is written once")
-        self.key = key
+        super().__init__(key, f"Message already contains key `{key}`: a key is written once")
 
 
-class Message(dict[str, Any]):
-    """A dict whose keys are write-once unless forced."""
+class Message(WriteOnce):
+    """ParlAI's message: a dict whose keys are write-once (:class:`WriteOnce`), shaped for
+    a client by :meth:`json_safe_payload`."""
 
-    def __setitem__(self, key: str, value: Any) -> None:
-        if key in self:
-            raise MessageOverwriteError(key)
-        super().__setitem__(key, value)
-
-    def update(  # type: ignore[override]
-        self, other: Mapping[str, Any] | Iterable[tuple[str, Any]] = (), /, **kwargs: Any
-    ) -> None:
-        """Like ``dict.update``, but through ``__setitem__``: no silent overwrite either."""
-        items = list(other.items() if isinstance(other, Mapping) else other)
-        for key, value in [*items, *kwargs.items()]:
-            self[key] = value
-
-    def setdefault(self, key: str, default: Any = None) -> Any:
-        if key not in self:
-            self[key] = default
-        return self[key]
-
-    def copy(self) -> Message:
-        """A shallow copy that is still a Message."""
-        return type(self)(self)
+    def _written_twice(self, key: str) -> KeyWrittenTwice:
+        return MessageOverwriteError(key)
 
     def json_safe_payload(self) -> dict[str, Any]:
         """A plain dict for a client: internal fields (:data:`INTERNAL_FIELDS`, names

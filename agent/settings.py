@@ -50,8 +50,9 @@ NESTED_FIELDS = frozenset({"retention", "limits"})
 #: Variables the agent no longer reads (without the prefix) -> what to do instead. One that
 #: is still set stops the agent: it would otherwise be ignored without a word.
 REMOVED = {
-    "TURN_LEASE": "set CHORUS_LINE_LEASE instead (same meaning)",
-    "LINE_WAIT": "a constant now (LINE_WAIT in agent/lines.py, 60 s): unset it",
+    "TURN_LEASE": "set CHORUS_QUEUE_LEASE instead (same meaning)",
+    "LINE_LEASE": "set CHORUS_QUEUE_LEASE instead (same meaning)",
+    "LINE_WAIT": "a constant now (QUEUE_WAIT in agent/queues.py, 60 s): unset it",
     "KEY_RETENTION": "a constant now (KEY_RETENTION in agent/idempotency.py, a day): unset it",
     "RETRY_WINDOW": "a constant now (RETRY_WINDOW in agent/flow.py, 300 s): unset it",
     "END_RETRY": "a constant now (END_RETRY in agent/flow.py, 10 s): unset it",
@@ -225,12 +226,12 @@ class Settings(BaseSettings):
         default_factory=list, description='origins allowed by CORS, e.g. ["https://x.org"]'
     )
     channel_type: str = Field(default="http_client", min_length=1)
-    line_lease: float = Field(
+    queue_lease: float = Field(
         default=10.0,
         ge=0.5,
         le=600,
         description="seconds a message keeps its place in its "
-        "user's line without a heartbeat: how long an agent that died mid-turn holds up the "
+        "user's queue without a heartbeat: how long an agent that died mid-turn holds up the "
         "user's next message",
     )
     retention: Retention = Field(

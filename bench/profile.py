@@ -46,7 +46,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("agent: store", ("agent/store/", "pymongo", "bson", "sqlite3")),
     ("agent: pipeline and connectors", ("agent/pipeline/", "agent/connectors/")),
-    ("agent: API, line, dialogue", ("agent/",)),
+    ("agent: API, queue, dialogue", ("agent/",)),
     ("HTTP client (aiohttp)", ("aiohttp", "multidict", "yarl")),
     ("FastAPI / Starlette", ("fastapi", "starlette")),
     ("uvicorn / httptools", ("uvicorn", "httptools")),

@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "message flow",
         (
             "agent.flow",
-            "agent.lines",
+            "agent.queues",
             "agent.idempotency",
             "agent.leases",
             "agent.lifecycle",

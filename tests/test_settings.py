@@ -16,9 +16,9 @@ from agent.state.limits import StorageLimits
 from agent.store.base import Retention
 
 
-def test_the_line_lease_is_read_from_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CHORUS_LINE_LEASE", "3")
-    assert load_settings().line_lease == 3.0
+def test_the_queue_lease_is_read_from_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHORUS_QUEUE_LEASE", "3")
+    assert load_settings().queue_lease == 3.0
 
 
 def test_a_removed_variable_stops_the_agent_naming_what_to_do(
@@ -26,12 +26,13 @@ def test_a_removed_variable_stops_the_agent_naming_what_to_do(
 ) -> None:
     """A variable that is no longer read is not ignored without a word: the agent says it
     is gone and what replaces it (a renamed one, or the constant it became)."""
-    monkeypatch.setenv("CHORUS_TURN_LEASE", "4")
-    with pytest.raises(
-        SettingsError, match="CHORUS_TURN_LEASE is no longer read: set CHORUS_LINE_LEASE"
-    ):
-        load_settings()
-    monkeypatch.delenv("CHORUS_TURN_LEASE")
+    for old in ("TURN_LEASE", "LINE_LEASE"):  # the queue's lease, under its older names
+        monkeypatch.setenv(f"CHORUS_{old}", "4")
+        with pytest.raises(
+            SettingsError, match=f"CHORUS_{old} is no longer read: set CHORUS_QUEUE_LEASE"
+        ):
+            load_settings()
+        monkeypatch.delenv(f"CHORUS_{old}")
     monkeypatch.setenv("CHORUS_MAX_JSON_DEPTH", "8")
     with pytest.raises(SettingsError) as refused:
         load_settings()

@@ -1,6 +1,6 @@
 """The composition root: the one place that builds the agent's parts, and closes them.
 
-    settings ─► store (traced) ─────────────┬─► the user's lines, idempotency keys ─┐
+    settings ─► store (traced) ─────────────┬─► the users' queues, idempotency keys ─┐
     pipeline ─► HTTP client ─► connectors ─► executor ──────────────────────────────┼─► message
                 metrics ─────────────────────────────────────────────────────────────┘   flow
                 lifecycle sweep (store, metrics)
@@ -26,10 +26,10 @@ from agent.connectors.http import make_http_client
 from agent.flow import END_RETRY, RETRY_WINDOW, MessageFlow
 from agent.idempotency import KEY_RETENTION, IdempotencyKeys
 from agent.lifecycle import SWEEP_BATCH, SWEEP_INTERVAL, Sweeper
-from agent.lines import LINE_WAIT, UserLines
 from agent.metrics import Metrics
 from agent.pipeline.arms import Experiment
 from agent.pipeline.engine import LoadedPipeline, TurnExecutor
+from agent.queues import QUEUE_WAIT, UserQueues
 from agent.settings import Settings
 from agent.store import open_store
 from agent.store.base import Store
@@ -90,10 +90,10 @@ async def assembled(
             }
         # The constants are named here, not left to the defaults, so that a test's agent
         # may use others (monkeypatch.setattr on this module).
-        keys = IdempotencyKeys(store, lease=settings.line_lease, keep_for=KEY_RETENTION)
+        keys = IdempotencyKeys(store, lease=settings.queue_lease, keep_for=KEY_RETENTION)
         stack.push_async_callback(keys.aclose)
-        lines = UserLines(store, lease=settings.line_lease, max_wait=LINE_WAIT)
-        stack.push_async_callback(lines.aclose)
+        queues = UserQueues(store, lease=settings.queue_lease, max_wait=QUEUE_WAIT)
+        stack.push_async_callback(queues.aclose)
         services = [
             name
             for loaded in ([a.pipeline for a in experiment.arms] if experiment else [pipeline])
@@ -114,7 +114,7 @@ async def assembled(
             executor,
             settings.channel_type,
             metrics=metrics,
-            lines=lines,
+            queues=queues,
             keys=keys,
             retry_window=RETRY_WINDOW,
             end_retry=END_RETRY,

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
 from agent.idempotency import KeyForgotten, KeyInFlight, KeyReused, KeySuperseded
-from agent.lines import LineTimeout, TurnInterrupted, TurnRunning
+from agent.queues import QueueTimeout, TurnInterrupted, TurnRunning
 from agent.store.base import StoreUnavailable, StoreWriteRefused
 from agent.telemetry import printable
 
@@ -182,7 +182,7 @@ async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
-async def _line_too_long(_: Request, exc: Exception) -> JSONResponse:
+async def _queue_too_long(_: Request, exc: Exception) -> JSONResponse:
     log.warning("a message gave up waiting for the user's earlier ones: %s", printable(exc))
     return error_response(
         status.HTTP_503_SERVICE_UNAVAILABLE,
@@ -202,7 +202,7 @@ async def _turn_running(_: Request, exc: Exception) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(HTTPException, _http)
-    app.add_exception_handler(LineTimeout, _line_too_long)
+    app.add_exception_handler(QueueTimeout, _queue_too_long)
     app.add_exception_handler(KeyInFlight, _in_flight)
     app.add_exception_handler(TurnRunning, _turn_running)
     app.add_exception_handler(TurnInterrupted, _turn_running)

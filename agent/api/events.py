@@ -4,7 +4,7 @@
 The turn runs as it would for a JSON client, listened to by a
 :class:`~agent.telemetry.events.TurnEvents`; the response starts only once the turn has
 started (its ``accepted`` event), so whatever refuses a message before that (a bad
-request, an idempotency key in flight, the user's line timing out, the database down) is
+request, an idempotency key in flight, the user's queue timing out, the database down) is
 the same plain 4xx or 503 a JSON client gets. After that the status is 200 and sent: a
 failure is an ``error`` event carrying the JSON error's body and its ``status``, made by
 the very handler that would have answered the JSON client.

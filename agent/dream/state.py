@@ -26,7 +26,6 @@ from agent.dream.dialog import (
     human_dict,
     window_dicts,
 )
-from agent.message import Message, MessageOverwriteError
 from agent.pipeline.outputs import RefusedOutput
 from agent.sdk.models import check_attribute_keys
 from agent.state.models import (
@@ -38,6 +37,7 @@ from agent.state.models import (
     Utterance,
     profile_field_problem,
 )
+from agent.state.write_once import KeyWrittenTwice, WriteOnce
 
 #: Fields of the user and bot records a service never writes.
 ID_FIELDS = frozenset({"id", "user_external_id", "user_type", "_id"})
@@ -68,7 +68,7 @@ class TurnState:
         self.utterance = utterance
         self.counts = counts
         self.pipeline_names = pipeline_names
-        utterance.annotations = Message(utterance.annotations)
+        utterance.annotations = WriteOnce(utterance.annotations)
         utterance.attributes[COUNTS_KEY] = dict(counts)
         self.bot_utterance: BotUtterance | None = None
         self.human_attributes: dict[str, Any] = dict(human.attributes)
@@ -162,7 +162,7 @@ class TurnState:
         handler = self._methods()[method]
         try:
             handler(payload, label, ind)
-        except MessageOverwriteError as exc:
+        except KeyWrittenTwice as exc:
             raise RefusedOutput(label, f"{exc.key!r} was already written this turn") from exc
         except (KeyError, TypeError, AttributeError, IndexError) as exc:
             raise BadServiceResponse(
@@ -189,8 +189,8 @@ class TurnState:
 
     def add_annotation(self, payload: Any, label: str, ind: int) -> None:
         annotations = self.last.annotations
-        if not isinstance(annotations, Message):
-            annotations = self.last.annotations = Message(annotations)
+        if not isinstance(annotations, WriteOnce):
+            annotations = self.last.annotations = WriteOnce(annotations)
         annotations[label] = payload
 
     def add_annotation_prev_bot_utt(self, payload: Any, label: str, ind: int) -> None:
@@ -279,7 +279,7 @@ class TurnState:
             orig_text=payload["text"],
             active_skill=payload["skill_name"],
             confidence=payload["confidence"],
-            annotations=Message(payload.get("annotations") or {}),
+            annotations=WriteOnce(payload.get("annotations") or {}),
             user=bot_dict(self.bot, self.bot_attributes),
             attributes=check_attribute_keys(dict(attributes))
             if isinstance(attributes, dict)
@@ -296,7 +296,7 @@ class TurnState:
             orig_text=text,
             active_skill=label,
             confidence=0.0,
-            annotations=Message(annotations),
+            annotations=WriteOnce(annotations),
             user=bot_dict(self.bot, self.bot_attributes),
         )
 

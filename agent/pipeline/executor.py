@@ -19,7 +19,6 @@ from typing import Any
 from agent.connectors.batching import Batcher
 from agent.connectors.builtin import highest_confidence
 from agent.connectors.errors import DROPPED
-from agent.message import Message, MessageOverwriteError
 from agent.pipeline import outputs
 from agent.pipeline.calls import Skip, TurnTrace, contained
 from agent.pipeline.graph import Pipeline, ServiceNode
@@ -38,6 +37,7 @@ from agent.state.models import (
     SkillSelectorDecision,
     Utterance,
 )
+from agent.state.write_once import KeyWrittenTwice, WriteOnce
 from agent.telemetry import service_call_span
 from agent.telemetry.events import listening
 
@@ -67,7 +67,7 @@ class _Run:
         self.skill_order = {n.name: i for i, n in enumerate(pipeline.services_of("skills"))}
         self.limits = limits or TurnLimits(StorageLimits())
         self.stored_bytes = 0
-        turn.utterance.annotations = Message(turn.utterance.annotations)
+        turn.utterance.annotations = WriteOnce(turn.utterance.annotations)
         self.bot_utterance: BotUtterance | None = None
         #: The streaming skill whose announced confidence met its stream_min_confidence
         #: first, and why: its hypothesis answers the turn.
@@ -152,7 +152,7 @@ class Executor:
         await self._run_nodes(run, self._before_answer, deadline)
         bot_utterance = self._answer(run)
         run.bot_utterance = bot_utterance
-        bot_utterance.annotations = Message()
+        bot_utterance.annotations = WriteOnce()
         await self._run_nodes(run, self._after_answer, deadline)
         index = run.selection.index if run.selection is not None else None
         chosen = run.utterance.hypotheses[index] if index is not None else None
@@ -409,7 +409,7 @@ class Executor:
                 shown = view.human_utterance.hypotheses
                 notes = outputs.candidate_annotations(node.name, output, len(shown))
                 for hypothesis, note in zip(utterance.hypotheses, notes, strict=False):
-                    slot = Message(hypothesis.annotations)
+                    slot = WriteOnce(hypothesis.annotations)
                     slot[node.name] = note
                     hypothesis.annotations = slot
             elif node.role == "response_selectors":
@@ -417,7 +417,7 @@ class Executor:
             elif node.role == "response_annotators":
                 assert run.bot_utterance is not None
                 run.bot_utterance.annotations[node.name] = output
-        except MessageOverwriteError as exc:
+        except KeyWrittenTwice as exc:
             raise RefusedOutput(node.name, f"{exc.key!r} was already written this turn") from None
 
     def _answer(self, run: _Run) -> BotUtterance:

@@ -27,11 +27,11 @@ value) or ``except RuntimeError`` keep that base too.
      ├── StoreWriteRefused            agent/store/base.py      the database refused a document
      ├── RatingsFull                  agent/store/base.py      a dialog or an answer holds the
      │                                                         most ratings kept: 409
-     ├── LineTimeout                  agent/lines.py           the user's line did not move: 503
-     ├── TurnRunning                  agent/lines.py           a message of the user is being
+     ├── QueueTimeout                 agent/queues.py          the user's queue did not move: 503
+     ├── TurnRunning                  agent/queues.py          a message of the user is being
      │                                                         answered (double texting
      │                                                         ``reject``): 409
-     ├── TurnInterrupted              agent/lines.py           a later message cancelled the
+     ├── TurnInterrupted              agent/queues.py          a later message cancelled the
      │                                                         turn (``interrupt``): 409
      ├── KeyInFlight                  agent/idempotency.py     the key's message is running: 409
      ├── KeyReused                    agent/idempotency.py     the key named another message: 422
@@ -40,7 +40,9 @@ value) or ``except RuntimeError`` keep that base too.
      ├── KeyForgotten                 agent/idempotency.py     the key's answered dialog is no
      │                                                         longer stored: 409
      ├── UnstorableValue [ValueError] agent/state/limits.py    a value breaks the storage bounds
-     ├── MessageOverwriteError [RuntimeError]  agent/message.py  a key written twice
+     ├── KeyWrittenTwice [RuntimeError]  agent/state/write_once.py  a write-once key written
+     │    │                            twice (a turn's annotation slot)
+     │    └── MessageOverwriteError    agent/message.py         the same, in ParlAI's Message
      ├── BodyTooLarge [HTTPException] agent/api/limits.py      a request body too big: 413
      ├── DatasetError [ValueError]    agent/parlai/formats.py  a ParlAI dataset file is wrong
      ├── BackupError                  agent/store/backup.py    a backup file cannot be read

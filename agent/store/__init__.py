@@ -1,12 +1,12 @@
 """Where the dialogue state lives: three narrow protocols (:class:`DialogStore`,
-:class:`KeyStore`, :class:`LineStore`), one :class:`Store` holding all three, SQLite and
+:class:`KeyStore`, :class:`QueueStore`), one :class:`Store` holding all three, SQLite and
 MongoDB behind it."""
 
 from agent.store.base import (
     DialogHead,
     DialogStore,
     KeyStore,
-    LineStore,
+    QueueStore,
     Store,
     StoreUnavailable,
 )
@@ -15,7 +15,7 @@ __all__ = [
     "DialogHead",
     "DialogStore",
     "KeyStore",
-    "LineStore",
+    "QueueStore",
     "Store",
     "StoreUnavailable",
     "open_store",

@@ -1,9 +1,9 @@
 """The store protocol every backend implements, and passes one contract test suite for.
 
 A turn touches a bounded number of records whatever the dialog's length: it takes the
-user's place in line, reads the user, the dialog's head and its last K utterances, writes
+user's place in the queue, reads the user, the dialog's head and its last K utterances, writes
 the human utterance before any service is called, and at the end writes the finished human
-utterance, the bot utterance and the merged attributes, leaving the line in the same
+utterance, the bot utterance and the merged attributes, leaving the queue in the same
 write. No record grows with the dialog (one record per utterance).
 """
 
@@ -64,7 +64,7 @@ class RatingsFull(ChorusError):
 
 @dataclass(slots=True)
 class Place:
-    """A message's place in its user's line (:class:`LineStore`)."""
+    """A message's place in its user's queue (:class:`QueueStore`)."""
 
     user_id: str
     number: int
@@ -72,7 +72,7 @@ class Place:
     first: bool
     #: how long the place is held without a heartbeat (the successor gets as long)
     lease: timedelta
-    #: the place was given back (by :meth:`LineStore.leave` or with a finished turn)
+    #: the place was given back (by :meth:`QueueStore.leave` or with a finished turn)
     left: bool = False
     #: what the store read of the user on making the place first (MongoDB: the user's
     #: document), for :meth:`DialogStore.open_turn` to start the turn from without reading
@@ -82,7 +82,7 @@ class Place:
 
 @dataclass(frozen=True, slots=True)
 class RunningTurn:
-    """The place being served in a user's line, and the human utterance it answers."""
+    """The place being served in a user's queue, and the human utterance it answers."""
 
     number: int
     #: None for the moment between taking the place and storing the utterance
@@ -141,8 +141,8 @@ class TurnEnd:
     #: ``human_attributes`` become the user's whole attributes (dp-agent's reset on a
     #: dialog's first turn)
     replace_human_attributes: bool = False
-    #: the place in line the turn leaves in the same write (one command fewer per turn on
-    #: MongoDB); None: the caller leaves it (:meth:`LineStore.leave`), or holds none
+    #: the place in the queue the turn leaves in the same write (one command fewer per turn on
+    #: MongoDB); None: the caller leaves it (:meth:`QueueStore.leave`), or holds none
     leave: Place | None = None
 
 
@@ -179,7 +179,7 @@ class DialogStore(Protocol):
     ) -> TurnStart:
         """The user (created on first contact), the open dialog (opened when there is
         none, on experiment arm ``arm``) and its last ``limit`` utterances, read together.
-        ``seen``: the user as taking the place in line read them (:attr:`Place.seen`),
+        ``seen``: the user as taking the place in the queue read them (:attr:`Place.seen`),
         used instead of reading them again."""
         ...
 
@@ -304,7 +304,7 @@ class DialogStore(Protocol):
         ...
 
     async def delete_user(self, user_id: str) -> bool:
-        """Erase the user: profile, dialogs, utterances, line and keys. False for an
+        """Erase the user: profile, dialogs, utterances, queue and keys. False for an
         unknown user."""
         ...
 
@@ -315,18 +315,18 @@ class DialogStore(Protocol):
     async def close(self) -> None: ...
 
 
-class LineStore(Protocol):
-    """The users' line: one message of a user at a time, in arrival order
-    (:mod:`agent.lines`)."""
+class QueueStore(Protocol):
+    """The users' queues: one message of a user at a time, in arrival order
+    (:mod:`agent.queues`)."""
 
     async def take_place(self, user_id: str, lease_until: datetime) -> Place:
-        """Take the user's next place in line (places only grow, in arrival order), held
+        """Take the user's next place in the queue (places only grow, in arrival order), held
         until ``lease_until`` unless renewed. :attr:`Place.first` means no earlier message
         of the user is unfinished, so the turn may start without asking
-        :meth:`first_in_line`."""
+        :meth:`first_in_queue`."""
         ...
 
-    async def first_in_line(self, place: Place, now: datetime) -> bool:
+    async def first_in_queue(self, place: Place, now: datetime) -> bool:
         """Whether every earlier place of the user is finished. An earlier place whose lease
         ran out before ``now`` (its agent died) is given up on the way."""
         ...
@@ -338,7 +338,7 @@ class LineStore(Protocol):
 
     async def leave(self, place: Place, *, served: bool = True) -> None:
         """Finish a place, so the user's next message can start. ``served`` says its turn
-        ran (it was first in line); a message that gave up waiting leaves with False."""
+        ran (it was first in the queue); a message that gave up waiting leaves with False."""
         ...
 
     async def note_turn(self, place: Place, utt_id: str) -> None:
@@ -361,6 +361,6 @@ class LineStore(Protocol):
         ...
 
 
-class Store(DialogStore, KeyStore, LineStore, LifecycleStore, Protocol):
+class Store(DialogStore, KeyStore, QueueStore, LifecycleStore, Protocol):
     """All of them, as one object: what :func:`agent.store.open_store` returns and each
     backend implements. Callers that need one job take the narrow protocol."""

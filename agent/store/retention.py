@@ -53,7 +53,7 @@ class LifecycleStore(Protocol):
     a :class:`Retention` asks for), and the store's size. Each rule walks its records in a
     fixed order, from where its previous pass stopped, starting over after the last. None
     touches an open dialog's window but by closing it when idle, a user's profile or
-    attributes, a dialog whose user has a message in line (a turn in flight), nor a turn
+    attributes, a dialog whose user has a message in the queue (a turn in flight), nor a turn
     not yet answered."""
 
     async def delete_closed(self, before: datetime, batch: int, swept: Swept) -> bool:

@@ -6,7 +6,7 @@ instrumented (each operation of the :class:`~agent.store.base.Store` protocol re
 the instance by a traced one), so what the agent holds keeps the store's own type, for mypy
 and for ``isinstance`` alike. An operation becomes a span only inside a traced request and
 outside another store operation (an operation calling another makes one span); the
-background heartbeat of the user lines makes none.
+background heartbeat of the user queues makes none.
 """
 
 from __future__ import annotations

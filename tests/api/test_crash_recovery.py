@@ -93,7 +93,7 @@ def test_an_agent_killed_mid_turn_leaves_the_dialog_usable(
             tmp_path / "pipeline.json", {"skill": service_entry(skill.url, timeout=20)}
         ),
         "CHORUS_DB_URL": db_url,
-        "CHORUS_LINE_LEASE": "1",
+        "CHORUS_QUEUE_LEASE": "1",
     }
     try:
         with agent_process(env) as (base, agent):
@@ -147,7 +147,7 @@ def dead_agents_message(
             tmp_path / "pipeline.json", {"skill": service_entry(skill.url, timeout=20)}
         ),
         "CHORUS_DB_URL": db_url,
-        "CHORUS_LINE_LEASE": "1",
+        "CHORUS_QUEUE_LEASE": "1",
     }
     first = {"user_id": "ann", "payload": "first", "message_id": "k-1"}
     try:

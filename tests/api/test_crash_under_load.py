@@ -174,7 +174,7 @@ def test_a_database_killed_while_32_users_talk_loses_and_doubles_nothing(
         env = {
             "CHORUS_PIPELINE": pipeline,
             "CHORUS_DB_URL": f"{db.url}chorus_crash",
-            "CHORUS_LINE_LEASE": "1",
+            "CHORUS_QUEUE_LEASE": "1",
         }
         with agent_process(env) as (base, _):
             talk = Talk(base)
@@ -198,7 +198,7 @@ def test_an_agent_killed_while_32_users_talk_loses_and_doubles_nothing(
             tmp_path / "pipeline.json", {"echo": service_entry(skill.url)}
         ),
         "CHORUS_DB_URL": db_url,
-        "CHORUS_LINE_LEASE": "1",
+        "CHORUS_QUEUE_LEASE": "1",
     }
     with contextlib.ExitStack() as stack:
         base, process = stack.enter_context(agent_process(env))

@@ -77,7 +77,7 @@ def test_a_retry_after_a_failed_write_answers_the_stored_message_once_sqlite(
         tmp_path / "pipeline.json", {"skill": service_entry(skill.url, timeout=20)}
     )
     app = create_app(
-        Settings(db_url=f"sqlite:///{database}", pipeline=Path(pipeline), line_lease=1.0)
+        Settings(db_url=f"sqlite:///{database}", pipeline=Path(pipeline), queue_lease=1.0)
     )
     with serving(app) as agent, httpx.Client(base_url=agent.url, timeout=30) as client:
         first = lambda: client.post("/", json={"user_id": "ann", "payload": "first"})  # noqa: E731
@@ -113,7 +113,7 @@ def test_a_retry_after_the_database_went_away_answers_the_stored_message_once_mo
     )
     with running_ferretdb() as db:
         app = create_app(
-            Settings(db_url=f"{db.url}chorus_retry", pipeline=Path(pipeline), line_lease=1.0)
+            Settings(db_url=f"{db.url}chorus_retry", pipeline=Path(pipeline), queue_lease=1.0)
         )
         with serving(app) as agent, httpx.Client(base_url=agent.url, timeout=30) as client:
             first = lambda: client.post(  # noqa: E731
@@ -148,7 +148,7 @@ def test_a_dead_agents_message_id_is_answered_by_a_retry(
             tmp_path / "pipeline.json", {"skill": service_entry(skill.url, timeout=20)}
         ),
         "CHORUS_DB_URL": db_url,
-        "CHORUS_LINE_LEASE": "1",
+        "CHORUS_QUEUE_LEASE": "1",
     }
     message = {"user_id": "ann", "payload": "first", "message_id": "m-1"}
     try:
@@ -209,7 +209,7 @@ def test_a_full_disk_is_a_503_and_nothing_is_lost(services: Services, tmp_path: 
                 tmp_path / "pipeline.json", {"echo": service_entry(skill.url)}
             ),
             "CHORUS_DB_URL": f"sqlite:///{disk}/chorus.db",
-            "CHORUS_LINE_LEASE": "1",
+            "CHORUS_QUEUE_LEASE": "1",
         }
         with agent_process(env) as (base, _):
             hello = httpx.post(f"{base}/", json={"user_id": "ann", "payload": "hello"}, timeout=30)

@@ -31,8 +31,8 @@ import pytest
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from agent.lines import LINE_WAIT
 from agent.pipeline.config import parse_pipeline_config
+from agent.queues import QUEUE_WAIT
 from agent.settings import Settings
 from tests.support.helm import (
     CHART,
@@ -304,11 +304,11 @@ def test_the_agent_has_probes_a_graceful_stop_and_no_privileges(
     assert main["livenessProbe"]["httpGet"] == {"path": "/ping", "port": "http"}
     assert main["ports"][0]["containerPort"] == 4242
 
-    # The stop covers the preStop pause, a message's longest wait in its user's line and
+    # The stop covers the preStop pause, a message's longest wait in its user's queue and
     # its turn: a rolling update cuts no turn short.
     pause = int(main["lifecycle"]["preStop"]["exec"]["command"][-1])
     turn = rendered_pipeline(default_objects)["turn_timeout"]
-    assert pod["terminationGracePeriodSeconds"] > pause + LINE_WAIT + turn
+    assert pod["terminationGracePeriodSeconds"] > pause + QUEUE_WAIT + turn
     assert agent["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
 
     assert main["resources"]["requests"]["cpu"] and main["resources"]["limits"]["memory"]

@@ -533,7 +533,7 @@ async def test_a_message_id_reused_for_another_request_is_told_apart(store: Stor
 async def test_an_answer_whose_number_another_agent_took_is_kept_after_it(
     store: Store, another_agent_store: Store
 ) -> None:
-    """A writer outside the user's line (another agent, a tool) may store an utterance at
+    """A writer outside the user's queue (another agent, a tool) may store an utterance at
     the number this turn's answer was to take: both are kept, the answer after it."""
     start = await opened(store, "alice", "http_client")
     human, dialog = start.human, start.dialog

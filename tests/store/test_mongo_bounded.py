@@ -142,7 +142,7 @@ async def test_turn_500_costs_no_more_than_turn_5(mongodb_url: str) -> None:
         assert late.written <= early.written
         # The same work each turn: the window is full from turn 3 on.
         assert late.names == early.names
-        # the user's document (returned by taking the place in line), then the window
+        # the user's document (returned by taking the place in the queue), then the window
         assert early.read == 1 + WINDOW
         # No document grows with the dialog: the user's document keeps counters and the
         # open dialog's attributes, the dialog's document its head, never the utterances.
@@ -179,7 +179,7 @@ async def test_an_unanswered_utterance_is_in_the_next_window(mongodb_url: str) -
         place = await store.take_place("long-talker", utc_now() + timedelta(seconds=30))
         start = await store.open_turn("long-talker", "http_client", WINDOW, seen=place.seen)
         await store.add_utterance(start.dialog.dialog_id, HumanUtterance(text="lost"))
-        await store.leave(place)  # the agent's line was given up; no answer was stored
+        await store.leave(place)  # the agent's place was given up; no answer was stored
         place = await store.take_place("long-talker", utc_now() + timedelta(seconds=30))
         start = await store.open_turn("long-talker", "http_client", WINDOW, seen=place.seen)
         assert [u.text for u in start.history] == ["message 0001", "answer 0001", "lost"]
@@ -207,10 +207,10 @@ async def agent_turn_after_loss(store: MongoStore, dialog_id: str) -> None:
     )
 
 
-async def test_the_line_stays_small_and_costs_the_same_at_place_100(
+async def test_the_queue_stays_small_and_costs_the_same_at_place_100(
     mongodb_url: str,
 ) -> None:
-    """Each message of a user takes a place in the user's line; the line must neither
+    """Each message of a user takes a place in the user's queue; the queue must neither
     grow with the messages nor get slower to take a place in."""
     counter = Counter()
     async with mongo_store(mongodb_url, (counter,)) as (store, url):

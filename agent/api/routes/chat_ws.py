@@ -13,7 +13,7 @@ A client that connects with ``?events=true`` follows each turn instead, as the
 Server-Sent Events of ``POST /`` do: frames ``{"event": "accepted" | "progress" | "token"
 | "answer" | "error", "data": {...}}``, the last of a turn being ``answer`` or ``error``.
 
-Idempotency keys (``message_id``), the user's line and ``CHORUS_PROTECT_CHAT`` (the key in
+Idempotency keys (``message_id``), the user's queue and ``CHORUS_PROTECT_CHAT`` (the key in
 ``X-API-Key`` or, for browsers, which cannot set headers on a WebSocket, ``?api_key=``)
 behave as on ``POST /``.
 """

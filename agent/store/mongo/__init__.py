@@ -3,8 +3,8 @@
 One part per job, each in its module, all over one :class:`~.base.MongoDb` (the client and
 the collections): :mod:`.turns` (a turn's start), :mod:`.turn_end`, :mod:`.numbering` (the
 utterances' numbers), :mod:`.reads` and :mod:`.ratings` (the rest of :class:`DialogStore`),
-:mod:`.restore` (backups read back), :mod:`.keys` (:class:`KeyStore`), :mod:`.lines`
-(:class:`LineStore`) and :mod:`.lifecycle`; beside them :mod:`.codec` (the key codec),
+:mod:`.restore` (backups read back), :mod:`.keys` (:class:`KeyStore`), :mod:`.queues`
+(:class:`QueueStore`) and :mod:`.lifecycle`; beside them :mod:`.codec` (the key codec),
 :mod:`.documents` (documents ↔ models), :mod:`.migrations` (the schema's version and its
 upgrades) and :mod:`.errors` (PyMongo's failures as the store's exceptions).
 :class:`MongoStore` holds the parts and names the one that answers each operation.
@@ -13,8 +13,8 @@ Why it looks the way it does:
 
 * **A turn in five commands, four on MongoDB 8** (counted by ``tests/api/test_turn_commands.py``):
 
-  1. take the user's place in line: one ``findAndModify`` on the user's document, which
-     returns that document, holding the user, the line and the open dialog's changing part
+  1. take the user's place in the queue: one ``findAndModify`` on the user's document, which
+     returns that document, holding the user, the queue and the open dialog's changing part
      (the bot and its attributes, the utterance count);
   2. read the window: the last K utterances by ``_id`` (``<dialog id>-<seq>``, numbers known
      from the count), one ``find``;
@@ -22,7 +22,7 @@ Why it looks the way it does:
   4. one ``update`` on utterances: the annotated human utterance and the bot's answer (an
      upsert that only inserts);
   5. one ``update`` on the user's document: the attribute merges, the dialog's count and
-     bot attributes, and leaving the line.
+     bot attributes, and leaving the queue.
 
   On MongoDB 8 (wire version 25, detected when the store opens) the last two are one
   client-level ``bulkWrite``, with the answer a plain insert: **four commands**.
@@ -30,13 +30,13 @@ Why it looks the way it does:
   update when used, nothing otherwise.
 * **Bounded documents.** No document grows with the dialog (MongoDB refuses documents
   over 16 MB): one document per utterance; the user's document holds attributes (bounded
-  by the storage limits), the line's counters and the open dialog's head.
+  by the storage limits), the queue's counters and the open dialog's head.
 * **No lost updates without transactions.** Every write that can race is one atomic
   single-document operation, and attributes are merged key by key with
   ``$set: {"attributes.<key>": value}``, so two turns merging different keys both survive.
-  Turns of one user never overlap (the line, :mod:`.lines`), so an utterance's number is
+  Turns of one user never overlap (the queue, :mod:`.queues`), so an utterance's number is
   the count the turn read; the unique ``(dialog_id, seq)`` index and ``_id`` keep writers
-  outside the line (tests, tools) from taking the same number. Nothing relies on
+  outside the queue (tests, tools) from taking the same number. Nothing relies on
   multi-document transactions, which FerretDB does not have.
 * **Point reads on the hot path.** A user document's ``_id`` is derived from the client's
   ``user_id`` (:func:`human_id_for`), and utterance ids from their dialog and number, so a
@@ -55,7 +55,7 @@ Why it looks the way it does:
   the client is ``tz_aware`` so they read back as aware UTC datetimes.
 * **FerretDB 1.x** executes an update as "find, change in Go, write the whole document
   back", so stock FerretDB can lose one of two updates of one document made at once on
-  two connections (``$inc`` included), which the line relies on across replicas; and it
+  two connections (``$inc`` included), which the queue relies on across replicas; and it
   reads a whole collection for any filter but ``{_id: x}``. The FerretDB that
   ``tools/ferretdb/build.sh`` builds for the tests fixes both and says so in its version
   (:data:`FIXED_FERRETDB`): the store then treats it as MongoDB. With a stock FerretDB,
@@ -83,9 +83,9 @@ from agent.store.mongo.documents import human_id_for
 from agent.store.mongo.errors import Doc, unavailable_when_unreachable
 from agent.store.mongo.keys import MongoKeys
 from agent.store.mongo.lifecycle import MongoLifecycle
-from agent.store.mongo.lines import MongoLines
 from agent.store.mongo.migrations import latest_version, migrate, stored_version
 from agent.store.mongo.numbering import Numbering
+from agent.store.mongo.queues import MongoQueues
 from agent.store.mongo.ratings import MongoRatings
 from agent.store.mongo.reads import MongoReads
 from agent.store.mongo.restore import MongoRestore
@@ -144,7 +144,7 @@ async def _check_schema(store: MongoStore) -> None:
 class MongoStore:
     """:class:`agent.store.Store` on MongoDB (or a wire-compatible server such as FerretDB):
     parts of their own (the turn's start and end, reads, ratings, restores, the idempotency
-    keys, the line, the data lifecycle) over one client, each operation answered by one."""
+    keys, the queue, the data lifecycle) over one client, each operation answered by one."""
 
     def __init__(
         self,
@@ -183,15 +183,15 @@ class MongoStore:
         self.renew_keys = keys.renew_keys
         self.complete_key = keys.complete_key
         self.release_key = keys.release_key
-        lines = MongoLines(m)
-        self.take_place = lines.take_place
-        self.first_in_line = lines.first_in_line
-        self.renew_places = lines.renew_places
-        self.leave = lines.leave
-        self.note_turn = lines.note_turn
-        self.running_turn = lines.running_turn
-        self.interrupt = lines.interrupt
-        self.interrupted = lines.interrupted
+        queues = MongoQueues(m)
+        self.take_place = queues.take_place
+        self.first_in_queue = queues.first_in_queue
+        self.renew_places = queues.renew_places
+        self.leave = queues.leave
+        self.note_turn = queues.note_turn
+        self.running_turn = queues.running_turn
+        self.interrupt = queues.interrupt
+        self.interrupted = queues.interrupted
         lifecycle = MongoLifecycle(m)
         self.delete_closed = lifecycle.delete_closed
         self.close_idle = lifecycle.close_idle

@@ -58,7 +58,7 @@ class MongoLifecycle(MongoBase):
         return docs, ended
 
     async def _busy(self, human_ids: list[str]) -> set[str]:
-        """Users with a message in line (``line.free`` false): a turn in flight."""
+        """Users with a message in the queue (``line.free`` false): a turn in flight."""
         docs = await self._users.find(
             {"_id": {"$in": human_ids}}, projection={"line.free": 1}
         ).to_list()
@@ -116,7 +116,7 @@ class MongoLifecycle(MongoBase):
     @unavailable_when_unreachable
     async def close_idle(self, before: datetime, now: datetime, batch: int, swept: Swept) -> bool:
         """Close open dialogs whose last utterance (or start) is older than ``before``,
-        unless their user has a message in line, as ``close_active_dialog`` closes one."""
+        unless their user has a message in the queue, as ``close_active_dialog`` closes one."""
         users, ended = await self._next(
             "idle",
             self._users,
@@ -152,7 +152,7 @@ class MongoLifecycle(MongoBase):
 
     async def _close_if_still(self, user: Doc, dialog_id: str, count: int, now: datetime) -> bool:
         """Close the dialog if it is still open with ``count`` utterances and nobody in
-        line; the dialog's document first (as ``close_active_dialog`` does), put back
+        queue; the dialog's document first (as ``close_active_dialog`` does), put back
         open if a message came meanwhile and the dialog is still the user's open one."""
         head = open_head_of(user)
         assert head is not None

@@ -1,7 +1,7 @@
 """The numbering of a dialog's utterances on MongoDB: an utterance's ``_id`` is its dialog's
 id and its number, so a turn reads its window by ``_id`` and writes at the number it read.
 
-A writer outside the user's line (a rating's utterance, a restore) may take a number a turn
+A writer outside the user's queue (a rating's utterance, a restore) may take a number a turn
 read: the insert then fails on the unique ``(dialog_id, seq)`` index and takes the next free
 one. The number a turn read is kept here, from the window's read to the turn's end, so its
 writes need no read of their own (:data:`KEPT` numbers at most: a turn that stopped midway
@@ -23,7 +23,7 @@ from agent.store.mongo.documents import utterance_doc, utterance_id
 from agent.store.mongo.errors import Doc
 
 #: Attempts at a free utterance number outside a turn (each failure means another writer
-#: took the number: only writers outside the user's line compete).
+#: took the number: only writers outside the user's queue compete).
 ATTEMPTS = 64
 #: Numbers kept at most (see the module's docstring).
 KEPT = 4096
@@ -127,7 +127,7 @@ class Numbering(MongoBase):
             utterance.utt_id = utterance_id(dialog_id, seq)
             try:
                 await self._utterances.insert_one(utterance_doc(dialog_id, seq, utterance))
-            except DuplicateKeyError:  # taken by a writer outside the line, or elsewhere
+            except DuplicateKeyError:  # taken by a writer outside the queue, or elsewhere
                 if not await self.held_elsewhere(dialog_id, seq):
                     attempts += 1
                 seq = max(await self.free_seq(dialog_id), seq + 1)

@@ -1,5 +1,5 @@
 """A turn's end on MongoDB: the annotated human utterance, the answer and the user's document
-(attribute merges, the dialog's count, leaving the line), in as few commands as the server
+(attribute merges, the dialog's count, leaving the queue), in as few commands as the server
 allows (see :mod:`agent.store.mongo` and docs/storage.md)."""
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from agent.store.mongo.documents import (
     utterance_id,
 )
 from agent.store.mongo.errors import Doc, unavailable_when_unreachable
-from agent.store.mongo.lines import finishing, leaving
 from agent.store.mongo.numbering import ATTEMPTS, Numbering
+from agent.store.mongo.queues import finishing, leaving
 
 log = logging.getLogger("chorus.store")
 
@@ -132,7 +132,7 @@ class MongoTurnEnd(MongoBase):
         self, dialog_id: str, human_id: str, bot_utterance: BotUtterance, place: Place | None
     ) -> bool:
         """After a turn's end was cut short: if its answer is stored, complete the rest as
-        the next turn would (:meth:`_complete_end`, at most once), leave the line, and say
+        the next turn would (:meth:`_complete_end`, at most once), leave the queue, and say
         True; False when the answer is not stored (the end is then written whole; its
         other statements are idempotent)."""
         stored = await self._utterances.find_one({"_id": literal(bot_utterance.utt_id)})
@@ -165,7 +165,7 @@ class MongoTurnEnd(MongoBase):
         number this turn read) and the statements on the user's document in one ordered
         ``bulkWrite``. False, with nothing of the turn's end lost, when the long way must
         do it: the number is not known, this is the retry of a refused end, the answer's
-        number was taken by a writer outside the line, the server has no ``bulkWrite``
+        number was taken by a writer outside the queue, the server has no ``bulkWrite``
         after all, or the whole end is too large for one command (the long way sends the
         utterances and the user's statements in two)."""
         seq = self._numbering.peek(dialog_id)
@@ -229,7 +229,7 @@ class MongoTurnEnd(MongoBase):
     ) -> int:
         """The annotated human utterance and the bot's answer (with its turn's ``end``) in
         one ``update`` command: the answer is an upsert that only inserts, at the number
-        after the human's. Its number, found again if a writer outside the line took it."""
+        after the human's. Its number, found again if a writer outside the queue took it."""
         seq = self._numbering.take(dialog_id)
         if seq is None:
             seq = await self._numbering.free_seq(dialog_id)
@@ -264,7 +264,7 @@ class MongoTurnEnd(MongoBase):
                 update: Doc = {"$set": body} if end else {"$set": body, "$unset": {TURN_END: ""}}
                 await self._utterances.update_one({"_id": bot_utterance.utt_id}, update)
                 return seq
-            # Taken by a writer outside the line, or held by another dialog (for good:
+            # Taken by a writer outside the queue, or held by another dialog (for good:
             # no contention, see _insert).
             if not await self._numbering.held_elsewhere(dialog_id, seq):
                 attempts += 1

@@ -86,7 +86,7 @@ class MongoTurns(MongoBase):
         *,
         seen: Mapping[str, Any] | None = None,
     ) -> TurnStart:
-        """The user's document as taking the place in line returned it (``seen``, no
+        """The user's document as taking the place in the queue returned it (``seen``, no
         read), else read; then the window, by ids computed from the dialog's utterance count. A last
         turn whose answer is stored but whose end on the user's document is not is
         completed first (:func:`~agent.store.mongo.documents.turn_end_of`)."""

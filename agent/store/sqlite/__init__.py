@@ -1,7 +1,7 @@
 """The embedded store: one SQLite file, so ``make run`` needs no database server.
 
 One part per job, each in its module and all over one connection (:mod:`.base`, with the
-schema): :mod:`.dialogs`, :mod:`.restore`, :mod:`.keys`, :mod:`.lines` and :mod:`.lifecycle`
+schema): :mod:`.dialogs`, :mod:`.restore`, :mod:`.keys`, :mod:`.queues` and :mod:`.lifecycle`
 (the protocols of :mod:`agent.store.base`). :class:`SqliteStore` holds the parts and names
 which of them answers each operation.
 
@@ -49,7 +49,7 @@ from agent.store.sqlite.dialogs import SqliteDialogs
 from agent.store.sqlite.jsontext import register
 from agent.store.sqlite.keys import SqliteKeys
 from agent.store.sqlite.lifecycle import SqliteLifecycle
-from agent.store.sqlite.lines import SqliteLines
+from agent.store.sqlite.queues import SqliteQueues
 from agent.store.sqlite.restore import SqliteRestore
 
 __all__ = ["SqliteStore"]
@@ -62,7 +62,7 @@ _TRUNCATE_RETRY = 0.005
 
 class SqliteStore:
     """:class:`agent.store.Store` on a local SQLite file: the dialogs, the idempotency keys,
-    the line and the data lifecycle, each a part of its own over one connection."""
+    the queue and the data lifecycle, each a part of its own over one connection."""
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self._base = SqliteBase(db)
@@ -92,15 +92,15 @@ class SqliteStore:
         self.renew_keys = keys.renew_keys
         self.complete_key = keys.complete_key
         self.release_key = keys.release_key
-        lines = SqliteLines(db)
-        self.take_place = lines.take_place
-        self.first_in_line = lines.first_in_line
-        self.renew_places = lines.renew_places
-        self.leave = lines.leave
-        self.note_turn = lines.note_turn
-        self.running_turn = lines.running_turn
-        self.interrupt = lines.interrupt
-        self.interrupted = lines.interrupted
+        queues = SqliteQueues(db)
+        self.take_place = queues.take_place
+        self.first_in_queue = queues.first_in_queue
+        self.renew_places = queues.renew_places
+        self.leave = queues.leave
+        self.note_turn = queues.note_turn
+        self.running_turn = queues.running_turn
+        self.interrupt = queues.interrupt
+        self.interrupted = queues.interrupted
         lifecycle = SqliteLifecycle(db)
         self.delete_closed = lifecycle.delete_closed
         self.close_idle = lifecycle.close_idle

@@ -202,7 +202,7 @@ def migrate(db: sqlite3.Connection, where: str) -> None:
 
 
 def leaving(place: Place) -> list[Statement]:
-    """Leave the line (see :mod:`agent.store.sqlite.lines`): done places below the
+    """Leave the queue (see :mod:`agent.store.sqlite.queues`): done places below the
     newest are deleted, the newest keeps the count going."""
     return [
         (

@@ -37,7 +37,7 @@ _FIRST_STEP = 16
 
 #: Tables whose rows ``sizes`` counts.
 _TABLES = ("users", "dialogs", "utterances", "idempotency_keys", "lines")
-#: The dialog's user has a place in line not yet finished: a turn in flight (or one a dead
+#: The dialog's user has a place in the queue not yet finished: a turn in flight (or one a dead
 #: agent left, given up when the user's next message comes).
 _IN_LINE = (
     "EXISTS (SELECT 1 FROM lines l JOIN users u ON u.user_id = l.user_id "
@@ -123,7 +123,7 @@ class SqliteLifecycle(SqliteBase):
             )
             read += len(rows)
             for rowid, dialog_id, finish in rows:
-                finished = _at(finish)  # None: open, or its user has a message in line
+                finished = _at(finish)  # None: open, or its user has a message in queue
                 if finished is None or finished >= before:
                     continue
                 while True:  # its utterances, a step at a time
@@ -159,7 +159,7 @@ class SqliteLifecycle(SqliteBase):
 
     async def close_idle(self, before: datetime, now: datetime, batch: int, swept: Swept) -> bool:
         """Close open dialogs whose last utterance (or start) is older than ``before``,
-        unless their user has a message in line."""
+        unless their user has a message in the queue."""
         pace = self._pace("idle")
         read = 0
         while read < batch:

@@ -2,21 +2,21 @@
 
 Two messages of one user that overlap would read the same history and attributes and
 interleave their utterances (human, human, bot, bot), and one attribute update would
-overwrite the other. So each message takes a numbered place in the user's line in the
-store (:meth:`LineStore.take_place`) and starts its turn only when every earlier place is
+overwrite the other. So each message takes a numbered place in the user's queue in the
+store (:meth:`QueueStore.take_place`) and starts its turn only when every earlier place is
 done.
 
 A message that arrives while an earlier one of its user is being answered follows the
 pipeline's (or its request's) policy (:data:`DoubleTexting`): ``enqueue`` waits its turn;
 ``reject`` gives its place back at once and is refused (:class:`TurnRunning`), naming the
 running turn's utterance; ``interrupt`` asks the running turn to stop through the store
-(:meth:`LineStore.interrupt`) and then waits its turn. The agent serving that turn
+(:meth:`QueueStore.interrupt`) and then waits its turn. The agent serving that turn
 notices at once when it is this one; another replica looks every :data:`INTERRUPT_POLL`
 at its turns older than :data:`INTERRUPT_GRACE`. It cancels the pipeline and raises
 :class:`TurnInterrupted`.
 
-The line lives in the database, not in this process, so replicas sharing one MongoDB
-see the same line. What this process keeps is only a wake-up hint (a message finished
+The queue lives in the database, not in this process, so replicas sharing one MongoDB
+see the same queue. What this process keeps is only a wake-up hint (a message finished
 here, so its successor waiting here need not wait for its next poll) and the places it
 holds, whose leases a heartbeat renews: a place whose agent died (SIGKILL, a lost
 machine) stops being renewed, and the next message gives it up once its lease runs out.
@@ -35,9 +35,9 @@ from agent.leases import Heartbeat
 from agent.pipeline.config import DoubleTexting
 from agent.sdk.errors import ChorusError
 from agent.state.models import utc_now
-from agent.store.base import LineStore, Place, RunningTurn, StoreUnavailable
+from agent.store.base import Place, QueueStore, RunningTurn, StoreUnavailable
 
-log = logging.getLogger("chorus.lines")
+log = logging.getLogger("chorus.queues")
 T = TypeVar("T")
 
 #: Polling interval for a place that waits on another replica: it starts short (a turn is
@@ -58,10 +58,10 @@ INTERRUPT_GRACE = 0.5
 _NAME_WAIT = 2.0
 
 #: Seconds a message waits for the same user's earlier messages before it gets a 503.
-LINE_WAIT = 60.0
+QUEUE_WAIT = 60.0
 
 
-class LineTimeout(ChorusError):
+class QueueTimeout(ChorusError):
     """The user's earlier messages did not finish within the wait limit."""
 
     def __init__(self, waited: float) -> None:
@@ -96,15 +96,15 @@ class TurnInterrupted(ChorusError):
         self.utt_id = utt_id
 
 
-class UserLines:
+class UserQueues:
     """Serialises each user's turns through the store; see the module docstring."""
 
     def __init__(
-        self, store: LineStore, *, lease: float = 10.0, max_wait: float = LINE_WAIT
+        self, store: QueueStore, *, lease: float = 10.0, max_wait: float = QUEUE_WAIT
     ) -> None:
         self._store = store
         self._max_wait = max_wait
-        self._heartbeat: Heartbeat[tuple[str, int]] = Heartbeat(lease, self._renew, "line")
+        self._heartbeat: Heartbeat[tuple[str, int]] = Heartbeat(lease, self._renew, "queue")
         self._finished: dict[str, asyncio.Event] = {}
         #: the places this agent serves, each with the event that interrupts its turn
         self._serving: dict[tuple[str, int], asyncio.Event] = {}
@@ -118,8 +118,8 @@ class UserLines:
     @contextlib.asynccontextmanager
     async def turn(self, user_id: str, policy: DoubleTexting = "enqueue") -> AsyncIterator[Place]:
         """Wait for the user's earlier messages (or, by ``policy``, refuse to, or interrupt
-        the running one first), then hold the line until the block ends. The place is
-        yielded so that the turn's last write can leave the line too
+        the running one first), then hold the head of the queue until the block ends. The place is
+        yielded so that the turn's last write can leave the queue too
         (:meth:`DialogStore.finish_turn`); otherwise it is left here."""
         held = self._heartbeat.held
         self._heartbeat.start()
@@ -142,7 +142,7 @@ class UserLines:
             self._since.pop(holding, None)
             held.discard(holding)
             # Shielded: a cancelled request (client gone, shutdown) must still free the
-            # line; if the store is down, the lease runs out and frees it instead.
+            # queue; if the store is down, the lease runs out and frees it instead.
             if not place.left:
                 with contextlib.suppress(StoreUnavailable):
                     await asyncio.shield(self._store.leave(place, served=served))
@@ -152,7 +152,7 @@ class UserLines:
 
     async def _before_waiting(self, place: Place, policy: DoubleTexting) -> None:
         """``reject``: refuse the message while another of its user runs; ``interrupt``:
-        ask the running turn to stop. Nothing when the line moved on meanwhile."""
+        ask the running turn to stop. Nothing when the queue moved on meanwhile."""
         running = await self._running(place)
         if running is None:
             return
@@ -205,7 +205,7 @@ class UserLines:
         """Start the interrupt watcher if it is not running (it stops when idle)."""
         if self._watcher is None or self._watcher.done():
             self._watcher = asyncio.get_running_loop().create_task(
-                self._watch_interrupts(), name="chorus-line-interrupts"
+                self._watch_interrupts(), name="chorus-queue-interrupts"
             )
 
     async def _watch_interrupts(self) -> None:
@@ -233,10 +233,10 @@ class UserLines:
     async def _wait(self, place: Place) -> None:
         loop = asyncio.get_running_loop()
         started, poll = loop.time(), _FIRST_POLL
-        while not await self._store.first_in_line(place, utc_now()):
+        while not await self._store.first_in_queue(place, utc_now()):
             waited = loop.time() - started
             if waited > self._max_wait:
-                raise LineTimeout(waited)
+                raise QueueTimeout(waited)
             event = self._finished.setdefault(place.user_id, asyncio.Event())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), poll)

@@ -1,4 +1,4 @@
-"""The users' line on MongoDB: a ticket lock in the user's document (see :class:`MongoLines`)."""
+"""The users' queues on MongoDB: a ticket lock in the user's document (see :class:`MongoQueues`)."""
 
 from __future__ import annotations
 
@@ -15,35 +15,35 @@ from agent.store.mongo.errors import Doc, unavailable_when_unreachable
 
 #: Tries at taking a place for a user created at that very moment by another message.
 _ATTEMPTS = 3
-#: Places one look at the line may pass over (given up, or their agent died); more are
+#: Places one look at the queue may pass over (given up, or their agent died); more are
 #: passed over at the next look.
 _PASSED_PER_LOOK = 64
 
 
-class MongoLines(MongoBase):
-    """:class:`agent.store.LineStore` on MongoDB.
+class MongoQueues(MongoBase):
+    """:class:`agent.store.QueueStore` on MongoDB.
 
-    The line is a ticket lock in the user's document, ``line``: ``taken`` counts the places
+    The queue is a ticket lock in the user's document, ``line``: ``taken`` counts the places
     ever taken (``$inc``, atomic), ``done`` is the place being served (every place below it
     is finished), ``alive_until`` the lease of that place, ``gave_up`` the places whose
-    message stopped waiting, and ``free`` says nobody is in line. So:
+    message stopped waiting, and ``free`` says nobody is in the queue. So:
 
-    * **Taking a place when the line is free** is one ``findAndModify`` that matches
+    * **Taking a place when the queue is free** is one ``findAndModify`` that matches
       ``free: true``, counts the place and sets its lease, and returns the user's whole
       document: the turn needs no other read of the user (the place carries it,
       :attr:`Place.seen`, and :meth:`open_turn` takes it from there).
       Otherwise the place is counted without the condition and the message waits.
     * **Leaving** raises ``done`` (only if it is still this place: a place given up for a
-      lapsed lease must not move the line back) and grants the next place a lease, and
+      lapsed lease must not move the queue back) and grants the next place a lease, and
       sets ``free`` when nobody took a place since. These are statements of the same
       ``update`` command that writes the finished turn's attributes.
     * **Waiting** reads the document: the place is first when ``done`` reaches it. A place
       that gave up, or whose lease ran out (its agent died), is passed over with a
-      compare-and-set on ``done``, so only one waiter moves the line.
+      compare-and-set on ``done``, so only one waiter moves the queue.
 
     ``interrupt`` names the place a later message asked to cancel; it counts only while
     that place is being served (``done``), so it never needs clearing. The utterance a
-    running turn answers is not written on the line (a turn's commands stay five: see
+    running turn answers is not written on the queue (a turn's commands stay five: see
     docs/storage.md): :meth:`running_turn` finds it in the open dialog instead, as the
     newest human utterance past the dialog's stored count (the turn's end raises it).
 
@@ -75,7 +75,7 @@ class MongoLines(MongoBase):
         return place
 
     async def _count_place(self, user_id: str, human_id: str, lease_until: datetime) -> Doc:
-        """Count a place without waiting for a free line, creating the user if needed."""
+        """Count a place without waiting for a free queue, creating the user if needed."""
         new_user = new_user_doc(user_id)
         del new_user["_id"]
         new_user.update({"line.free": False, "line.alive_until": lease_until})
@@ -90,10 +90,10 @@ class MongoLines(MongoBase):
                 continue
             if doc is not None:
                 return doc
-        raise RuntimeError(f"could not take a place in line for user {user_id!r}")
+        raise RuntimeError(f"could not take a place in queue for user {user_id!r}")
 
     async def _hold(self, human_id: str, number: int, lease_until: datetime) -> bool:
-        """Put this place's lease on the line, if the line is still at this place."""
+        """Put this place's lease on the queue, if the queue is still at this place."""
         held = await self._users.update_one(
             {"_id": human_id, "line.done": number},
             {"$set": {"line.alive_until": lease_until, "line.free": False}},
@@ -101,7 +101,7 @@ class MongoLines(MongoBase):
         return held.matched_count > 0
 
     @unavailable_when_unreachable
-    async def first_in_line(self, place: Place, now: datetime) -> bool:
+    async def first_in_queue(self, place: Place, now: datetime) -> bool:
         human_id = human_id_for(place.user_id)
         for _ in range(_PASSED_PER_LOOK):
             doc = await self._users.find_one({"_id": human_id})
@@ -122,7 +122,7 @@ class MongoLines(MongoBase):
                 and alive_until >= now
             ):
                 return False
-            # The place being served gave up or its agent died: move the line past it.
+            # The place being served gave up or its agent died: move the queue past it.
             await self._users.update_one(
                 {"_id": human_id, "line.done": served}, _moving_past(served, now + place.lease)
             )
@@ -157,7 +157,7 @@ class MongoLines(MongoBase):
         served = int(line.get("done", 0))
         alive_until = line.get("alive_until")
         if str(served) in line.get("gave_up", {}) or alive_until is None or alive_until < utc_now():
-            return None  # nobody is answering it: the next look at the line passes it over
+            return None  # nobody is answering it: the next look at the queue passes it over
         dialog: Doc = (doc or {}).get("dialog") or {}
         if "id" not in dialog:
             return RunningTurn(served, None)
@@ -195,8 +195,8 @@ class MongoLines(MongoBase):
 
 
 def _moving_past(number: int, lease_until: datetime) -> Doc:
-    """The update that moves the line past place ``number`` (the caller's query checks the
-    line is still at it) and grants the next place a lease until ``lease_until``."""
+    """The update that moves the queue past place ``number`` (the caller's query checks the
+    queue is still at it) and grants the next place a lease until ``lease_until``."""
     return {
         "$set": {"line.done": number + 1, "line.alive_until": lease_until},
         "$unset": {f"line.gave_up.{number}": ""},
@@ -204,7 +204,7 @@ def _moving_past(number: int, lease_until: datetime) -> Doc:
 
 
 def leaving(place: Place, served: bool, now: datetime) -> list[Doc]:
-    """The ``update`` statements that take ``place`` out of its user's line."""
+    """The ``update`` statements that take ``place`` out of its user's queue."""
     human_id = human_id_for(place.user_id)
     number, gave_up = place.number, f"line.gave_up.{place.number}"
     statements: list[Doc] = []
@@ -222,8 +222,8 @@ def leaving(place: Place, served: bool, now: datetime) -> list[Doc]:
 
 def finishing(place: Place, now: datetime, query: Doc, update: Doc) -> list[Doc]:
     """``update`` of the user's document (matching ``query``) and leaving ``place``, as
-    one write: two ``update`` statements that each move the line past the place, so only
-    the first that matches runs. Nobody took a place since: the line is free again;
+    one write: two ``update`` statements that each move the queue past the place, so only
+    the first that matches runs. Nobody took a place since: the queue is free again;
     somebody did: it is not. Neither matches when ``query`` does not, or when the place
     was passed over (its lease ran out): the caller then goes the long way, the turn's own
     statements and :func:`leaving`, which hold in every case."""

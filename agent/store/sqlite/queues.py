@@ -1,4 +1,4 @@
-"""The users' line on SQLite: one row per place, taken in one transaction."""
+"""The users' queues on SQLite: one row per place, taken in one transaction."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from agent.store.base import Place, RunningTurn
 from agent.store.sqlite.base import SqliteBase, leaving
 
 
-class SqliteLines(SqliteBase):
-    """:class:`agent.store.LineStore` on SQLite."""
+class SqliteQueues(SqliteBase):
+    """:class:`agent.store.QueueStore` on SQLite."""
 
     async def take_place(self, user_id: str, lease_until: datetime) -> Place:
         busy, (number,) = await self.write(
@@ -24,7 +24,7 @@ class SqliteLines(SqliteBase):
         )
         return Place(user_id, number, not busy[0], lease_until - utc_now())
 
-    async def first_in_line(self, place: Place, now: datetime) -> bool:
+    async def first_in_queue(self, place: Place, now: datetime) -> bool:
         await self.write(
             (
                 "UPDATE lines SET done = 1 WHERE user_id = ? AND place < ? AND done = 0 "
@@ -50,7 +50,7 @@ class SqliteLines(SqliteBase):
         )
 
     async def leave(self, place: Place, *, served: bool = True) -> None:
-        """(``served`` is not needed here: the line is read with one query.)"""
+        """(``served`` is not needed here: the queue is read with one query.)"""
         if not place.left:
             await self.write(*leaving(place))
             place.left = True

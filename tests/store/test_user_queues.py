@@ -1,5 +1,5 @@
-"""The per-user line every store keeps (``take_place``/``first_in_line``/``leave``), on
-SQLite and on MongoDB, and :class:`agent.lines.UserLines` built on it."""
+"""The per-user queue every store keeps (``take_place``/``first_in_queue``/``leave``), on
+SQLite and on MongoDB, and :class:`agent.queues.UserQueues` built on it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from agent.lines import LineTimeout, UserLines
+from agent.queues import QueueTimeout, UserQueues
 from agent.state.models import BotUtterance, HumanUtterance, utc_now
 from agent.store import Store
 from agent.store.base import Place, TurnEnd
@@ -30,18 +30,18 @@ async def test_places_follow_arrival_and_only_the_first_may_start(store: Store) 
         (1, False),
         (2, False),
     ]
-    assert not await store.first_in_line(second, utc_now())
+    assert not await store.first_in_queue(second, utc_now())
     await store.leave(first)
-    assert await store.first_in_line(second, utc_now())
-    assert not await store.first_in_line(third, utc_now())
+    assert await store.first_in_queue(second, utc_now())
+    assert not await store.first_in_queue(third, utc_now())
 
 
-async def test_users_have_lines_of_their_own(store: Store) -> None:
+async def test_users_have_queues_of_their_own(store: Store) -> None:
     await take(store, "ann")
     assert (await take(store, "bob")).first
 
 
-async def test_places_keep_growing_after_the_line_empties(store: Store) -> None:
+async def test_places_keep_growing_after_the_queue_empties(store: Store) -> None:
     for expected in range(40):
         place = await take(store, "ann")
         assert (place.number, place.first) == (expected, True)
@@ -49,21 +49,21 @@ async def test_places_keep_growing_after_the_line_empties(store: Store) -> None:
 
 
 async def test_a_place_whose_lease_ran_out_is_given_up(store: Store) -> None:
-    """An agent killed mid-turn never leaves its place; its lease frees the line."""
+    """An agent killed mid-turn never leaves its place; its lease frees the queue."""
     await take(store, "ann", utc_now() + timedelta(seconds=2))
     second = await take(store, "ann")
-    assert not await store.first_in_line(second, utc_now())
-    assert await store.first_in_line(second, utc_now() + timedelta(seconds=3))
+    assert not await store.first_in_queue(second, utc_now())
+    assert await store.first_in_queue(second, utc_now() + timedelta(seconds=3))
 
 
-async def test_a_message_that_gave_up_waiting_lets_no_one_jump_the_line(store: Store) -> None:
+async def test_a_message_that_gave_up_waiting_lets_no_one_jump_the_queue(store: Store) -> None:
     """A message that stopped waiting (timed out, client gone) leaves its place, but the
     one behind it must still wait for the turn that is running."""
     first, second, third = [await take(store, "ann") for _ in range(3)]
     await store.leave(second, served=False)
-    assert not await store.first_in_line(third, utc_now())
+    assert not await store.first_in_queue(third, utc_now())
     await store.leave(first)
-    assert await store.first_in_line(third, utc_now())
+    assert await store.first_in_queue(third, utc_now())
 
 
 async def test_a_message_that_gave_up_as_its_turn_came_lets_the_next_one_in(
@@ -72,7 +72,7 @@ async def test_a_message_that_gave_up_as_its_turn_came_lets_the_next_one_in(
     first, second, third = [await take(store, "ann") for _ in range(3)]
     await store.leave(first)
     await store.leave(second, served=False)
-    assert await store.first_in_line(third, utc_now())
+    assert await store.first_in_queue(third, utc_now())
     await store.leave(third)
     assert (await take(store, "ann")).first
 
@@ -81,10 +81,10 @@ async def test_a_renewed_lease_is_not_given_up(store: Store) -> None:
     await take(store, "ann", utc_now() + timedelta(seconds=2))
     second = await take(store, "ann")
     await store.renew_places([("ann", 0)], soon(60))
-    assert not await store.first_in_line(second, utc_now() + timedelta(seconds=3))
+    assert not await store.first_in_queue(second, utc_now() + timedelta(seconds=3))
 
 
-async def test_erasing_a_user_empties_their_line(store: Store) -> None:
+async def test_erasing_a_user_empties_their_queue(store: Store) -> None:
     await opened(store, "ann")
     await take(store, "ann")
     assert await store.delete_user("ann")
@@ -114,15 +114,15 @@ class PlaceSignals:
         return place
 
 
-async def test_user_lines_run_one_turn_at_a_time_in_arrival_order(store: Store) -> None:
+async def test_user_queues_run_one_turn_at_a_time_in_arrival_order(store: Store) -> None:
     signals = PlaceSignals(store)
-    lines = UserLines(signals, lease=5.0)  # type: ignore[arg-type]
+    queues = UserQueues(signals, lease=5.0)  # type: ignore[arg-type]
     running: list[int] = []
     order: list[int] = []
     release_first = asyncio.Event()
 
     async def message(i: int) -> None:
-        async with lines.turn("ann"):
+        async with queues.turn("ann"):
             running.append(i)
             assert running == [i], f"turns {running} ran at once"
             if i == 0:
@@ -139,32 +139,32 @@ async def test_user_lines_run_one_turn_at_a_time_in_arrival_order(store: Store) 
         release_first.set()
         await asyncio.gather(*tasks)
     finally:
-        await lines.aclose()
+        await queues.aclose()
     assert order == list(range(6))
 
 
 async def test_a_message_stuck_behind_a_live_one_times_out(store: Store) -> None:
-    lines = UserLines(store, lease=30.0, max_wait=0.3)
+    queues = UserQueues(store, lease=30.0, max_wait=0.3)
     try:
-        async with lines.turn("ann"):
-            with pytest.raises(LineTimeout):
-                async with lines.turn("ann"):
+        async with queues.turn("ann"):
+            with pytest.raises(QueueTimeout):
+                async with queues.turn("ann"):
                     pass
-        async with lines.turn("ann"):  # the line is free again afterwards
+        async with queues.turn("ann"):  # the queue is free again afterwards
             pass
     finally:
-        await lines.aclose()
+        await queues.aclose()
 
 
 async def test_a_turn_whose_place_was_passed_over_is_stored_whole(store: Store) -> None:
     """An agent that stalled past its lease finishes its turn after the next message took
-    the line over: the turn is kept whole, and the line is neither moved back nor freed."""
+    the queue over: the turn is kept whole, and the queue is neither moved back nor freed."""
     stalled = await take(store, "ann", utc_now() + timedelta(seconds=2))
     start = await store.open_turn("ann", "http_client", 2)
     utterance = HumanUtterance(text="slow", user=start.human.model_dump(mode="json"))
     await store.add_utterance(start.dialog.dialog_id, utterance)
     behind = await take(store, "ann")
-    assert await store.first_in_line(behind, utc_now() + timedelta(seconds=3))
+    assert await store.first_in_queue(behind, utc_now() + timedelta(seconds=3))
     answer = BotUtterance(text="late", active_skill="echo", confidence=0.5)
     await store.finish_turn(
         TurnEnd(
@@ -185,9 +185,9 @@ async def test_a_turn_whose_place_was_passed_over_is_stored_whole(store: Store) 
     dialog = await store.dialog(start.dialog.dialog_id)
     assert dialog is not None and [u.text for u in dialog.utterances] == ["slow", "late"]
     after = await take(store, "ann")
-    assert not after.first and not await store.first_in_line(after, utc_now())
+    assert not after.first and not await store.first_in_queue(after, utc_now())
     await store.leave(behind)
-    assert await store.first_in_line(after, utc_now())
+    assert await store.first_in_queue(after, utc_now())
 
 
 async def test_the_running_turn_is_named_and_can_be_asked_to_stop(store: Store) -> None:
@@ -208,7 +208,7 @@ async def test_the_running_turn_is_named_and_can_be_asked_to_stop(store: Store) 
     assert await store.interrupted([("ann", first.number), ("bob", 0)]) == [("ann", first.number)]
     await store.mark_interrupted(utterance.utt_id)
     await store.leave(first)
-    assert await store.first_in_line(second, utc_now())
+    assert await store.first_in_queue(second, utc_now())
     assert await store.interrupted([("ann", second.number)]) == []  # only the place asked
     history = (await store.open_turn("ann", "http_client", 2)).history
     assert [(u.text, isinstance(u, HumanUtterance) and u.interrupted) for u in history] == [
