@@ -188,11 +188,11 @@ def import_command(
     either kind.
 
     A backup file is checked whole first: a line that is wrong, a value over the API's
-    bounds (agent/state/limits.py), or an utterance id another dialog holds stops the import before
-    anything is written, with its line number and what to fix. Then each dialog is stored
-    whole. Users and dialogs already in the store are kept as they are, so importing the
-    same file (or the same dp-agent database) twice stores it once, and the store's other
-    users stay. A progress bar is shown on standard error.
+    bounds (agent/state/storage_limits.py), or an utterance id another dialog holds stops the
+    import before anything is written, with its line number and what to fix. Then each
+    dialog is stored whole. Users and dialogs already in the store are kept as they are, so
+    importing the same file (or the same dp-agent database) twice stores it once, and the
+    store's other users stay. A progress bar is shown on standard error.
     """
     if (file is None) == (from_dp_agent is None):
         raise _fail("name a backup FILE, or a dp-agent database with --from-dp-agent", 2)

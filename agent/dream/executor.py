@@ -30,10 +30,9 @@ from agent.dream.dialog import counts_before
 from agent.dream.graph import DreamPipeline, DreamService
 from agent.dream.state import TurnState, selected_labels
 from agent.pipeline.calls import Skip, TurnTrace, contained, log_agent_failure
-from agent.pipeline.limits import TurnLimits
 from agent.pipeline.schedule import Schedule
 from agent.pipeline.turn import Turn, TurnResult
-from agent.state.limits import StorageLimits
+from agent.pipeline.turn_limits import TurnLimits
 from agent.state.models import (
     FALLBACK_SKILL,
     BotUtterance,
@@ -41,6 +40,7 @@ from agent.state.models import (
     Outcome,
     SkillSelectorDecision,
 )
+from agent.state.storage_limits import StorageLimits
 from agent.telemetry import service_call_span
 
 log = logging.getLogger("chorus.dream")

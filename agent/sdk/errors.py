@@ -37,7 +37,8 @@ value) or ``except RuntimeError`` keep that base too.
      ├── KeyReused                    agent/idempotency.py     the key named another message: 422
      ├── KeySuperseded                agent/idempotency.py     the key's message was passed by a
      │                                                         later one, unanswered: 409
-     ├── UnstorableValue [ValueError] agent/state/limits.py    a value breaks the storage bounds
+     ├── UnstorableValue [ValueError] agent/state/storage_limits.py  a value breaks the
+     │                                                         storage bounds
      ├── MessageOverwriteError [RuntimeError]  agent/message.py  a key written twice
      ├── BodyTooLarge [HTTPException] agent/api/limits.py      a request body too big: 413
      ├── DatasetError [ValueError]    agent/parlai/formats.py  a ParlAI dataset file is wrong

@@ -47,7 +47,7 @@ class StoreUnavailable(ChorusError):
 class StoreWriteRefused(ChorusError):
     """The database refused a document for what it holds (too large, not encodable): the
     data is at fault, not the database, so retrying the same write cannot help. The storage
-    bounds (:mod:`agent.state.limits`) keep this from happening; a store raises it so that
+    bounds (:mod:`agent.state.storage_limits`) keep this from happening; a store raises it so that
     the turn can still be kept in a reduced form if it ever does."""
 
 
