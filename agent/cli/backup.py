@@ -32,9 +32,9 @@ from agent.settings import Settings, SettingsError, load_settings
 from agent.store import Store, StoreUnavailable, open_store
 from agent.store.backup import (
     BackupError,
+    DialogFilter,
     DialogRecord,
     ImportReport,
-    Selection,
     UserRecord,
     aware,
     count_dialogs,
@@ -136,7 +136,7 @@ def export_command(
     since, until = aware(since), aware(until)
     if since is not None and until is not None and since >= until:
         raise _fail("--since must be before --until", 2)
-    selection = Selection(tuple(user or ()), tuple(dialog or ()), since, until)
+    selection = DialogFilter(tuple(user or ()), tuple(dialog or ()), since, until)
     target: IO[str] = (
         sys.stdout if output is None else output.open("w", encoding="utf-8", newline="\n")
     )
@@ -153,7 +153,7 @@ def export_command(
     err.print(f"exported {exported} dialog(s) to {where}", highlight=False)
 
 
-async def _export(url: str, selection: Selection, target: IO[str]) -> int:
+async def _export(url: str, selection: DialogFilter, target: IO[str]) -> int:
     async with _opened(url) as store:
         total = await count_dialogs(store, selection)
         exported = 0
