@@ -54,6 +54,8 @@ value) or ``except RuntimeError`` keep that base too.
      │                                 could not be fetched or stored: only that attribute is lost
      ├── OverrideError [ValueError]   agent/cli/dream.py       ``chorus dream compose-block``
      │                                 cannot read the distribution's override file
+     ├── ComposeTextError             agent/cli/compose_text.py  ``chorus new`` cannot
+     │                                 edit docker-compose.yml's layout
      └── ScaffoldError                agent/cli/scaffold.py    ``chorus new`` cannot write
 
 The base lives in the service SDK, the lowest layer, because a service's container carries
