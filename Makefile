@@ -45,7 +45,7 @@ RUN_ARGS ?=
 run: install
 	$(BIN)/chorus run $(RUN_ARGS)
 
-PYTHON_DIRS := agent annotators skills skill_selectors response_selectors tests bench
+PYTHON_DIRS := agent annotators skills skill_selectors response_selectors shared tests bench
 
 # The linter, and the formatter as a check: code is formatted by `ruff format`, not by hand.
 lint: install

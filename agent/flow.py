@@ -387,10 +387,10 @@ class MessageFlow:
         whether its message was answered, and without an idempotency key its retry could
         not be told from the same text sent again."""
         deadline = time.monotonic() + self._end_retry
-        again, pause = False, 0.1
+        retrying, pause = False, 0.1
         while True:
             try:
-                await self._write_end(dialog_id, human_id, result, place, again)
+                await self._write_end(dialog_id, human_id, result, place, retrying)
                 return
             except StoreUnavailable as exc:
                 if time.monotonic() + pause > deadline:
@@ -402,7 +402,7 @@ class MessageFlow:
                     printable(exc),
                 )
             await asyncio.sleep(pause)  # back-off while the database comes back
-            again, pause = True, min(pause * 2, 1.0)
+            retrying, pause = True, min(pause * 2, 1.0)
 
     async def _write_end(
         self,
@@ -410,7 +410,7 @@ class MessageFlow:
         human_id: str,
         result: TurnResult,
         place: Place | None,
-        again: bool,
+        retrying: bool,
     ) -> None:
         try:
             await self._store.finish_turn(
@@ -425,7 +425,7 @@ class MessageFlow:
                     replace_human_attributes=result.replace_human_attributes,
                     leave=place,
                 ),
-                again=again,
+                retrying=retrying,
             )
         except StoreWriteRefused as exc:
             log.error(

@@ -5,8 +5,8 @@ The store does the work (a method per rule of :class:`agent.store.base.Lifecycle
 applied by :func:`sweep`), a bounded batch per pass; this task only paces the passes (one
 every ``SWEEP_INTERVAL``, the next at once while a round has work left), counts what
 each rule removed on ``/metrics`` and, at the end of each round, the store's size. A
-database that is down costs a logged pass, never
-the agent. With no rule set, no task runs: today's behaviour, everything kept.
+database that is down costs a logged pass, never the agent. With no rule set, no task
+runs and everything is kept.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from pydantic_settings import (
 )
 
 from agent.sdk.errors import ConfigError
-from agent.state.limits import StorageLimits
+from agent.state.storage_limits import StorageLimits
 from agent.store.base import Retention
 
 ENV_PREFIX = "CHORUS_"
@@ -61,22 +61,24 @@ REMOVED = {
     "MAX_HEADER_BYTES": "a constant now (MAX_HEADER_BYTES in agent/api/serve.py, 65536): unset it",
     "TRACE_USER_IDS": "spans always carry a keyed hash of the user id, never the id "
     "(agent/telemetry/turns.py): unset it",
-    "MAX_IMAGE_BYTES": "a constant now (MAX_IMAGE_BYTES in agent/state/limits.py, 1000000): "
+    "MAX_IMAGE_BYTES": "a constant now (MAX_IMAGE_BYTES in agent/state/storage_limits.py, "
+    "1000000): unset it",
+    "MAX_JSON_DEPTH": "a constant now (MAX_JSON_DEPTH in agent/state/storage_limits.py, 32): "
     "unset it",
-    "MAX_JSON_DEPTH": "a constant now (MAX_JSON_DEPTH in agent/state/limits.py, 32): unset it",
-    "MAX_JSON_ITEMS": "a constant now (MAX_JSON_ITEMS in agent/state/limits.py, 10000): unset it",
-    "MAX_VALUE_BYTES": "a constant now (MAX_VALUE_BYTES in agent/state/limits.py, 262144): "
+    "MAX_JSON_ITEMS": "a constant now (MAX_JSON_ITEMS in agent/state/storage_limits.py, 10000): "
     "unset it",
-    "MAX_DOCUMENT_BYTES": "a constant now (MAX_DOCUMENT_BYTES in agent/state/limits.py, "
+    "MAX_VALUE_BYTES": "a constant now (MAX_VALUE_BYTES in agent/state/storage_limits.py, 262144): "
+    "unset it",
+    "MAX_DOCUMENT_BYTES": "a constant now (MAX_DOCUMENT_BYTES in agent/state/storage_limits.py, "
     "4000000): unset it",
-    "MAX_ATTRIBUTE_KEYS": "a constant now (MAX_ATTRIBUTE_KEYS in agent/state/limits.py, "
+    "MAX_ATTRIBUTE_KEYS": "a constant now (MAX_ATTRIBUTE_KEYS in agent/state/storage_limits.py, "
     "1000): unset it",
-    "MAX_RATING_BYTES": "a constant now (MAX_RATING_BYTES in agent/state/limits.py, 4096): "
+    "MAX_RATING_BYTES": "a constant now (MAX_RATING_BYTES in agent/state/storage_limits.py, 4096): "
     "unset it",
-    "MAX_RATINGS": "a constant now (MAX_RATINGS in agent/state/limits.py, 100): unset it",
+    "MAX_RATINGS": "a constant now (MAX_RATINGS in agent/state/storage_limits.py, 100): unset it",
     "DREAM_WINDOW": "a constant now (DEFAULT_WINDOW in agent/dream/graph.py, 40): unset it",
-    "MAX_USER_ID_LENGTH": "a constant now (MAX_USER_ID_LENGTH in agent/state/limits.py, 256): "
-    "unset it",
+    "MAX_USER_ID_LENGTH": "a constant now (MAX_USER_ID_LENGTH in agent/state/storage_limits.py, "
+    "256): unset it",
     "HEADER_TIMEOUT": "a constant now (HEADER_TIMEOUT in agent/api/serve.py, 10 s): unset it",
     "WEBSOCKET_IDLE_TIMEOUT": "a constant now (WEBSOCKET_IDLE_TIMEOUT in agent/api/serve.py, "
     "300 s): unset it",
@@ -242,7 +244,7 @@ class Settings(BaseSettings):
     )
     limits: StorageLimits = Field(
         default_factory=StorageLimits,
-        description="what may be stored: constants (agent/state/limits.py), not variables",
+        description="what may be stored: constants (agent/state/storage_limits.py), not variables",
     )
     log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
     # A dp-agent (Dream) pipeline file carries no agent settings of its own: these apply.

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from agent.state.models import BotUtterance, HumanUtterance, Hypothesis  # noqa: E402
 from agent.store import Store, open_store  # noqa: E402
-from agent.store.backup import ImportReport, Selection, export_lines, read_records, restore  # noqa: E402
+from agent.store.backup import DialogFilter, ImportReport, export_lines, read_records, restore  # noqa: E402
 from agent.store.base import TurnEnd  # noqa: E402
 from agent.store.import_checks import ImportRules, check_backup  # noqa: E402
 from bench.servers import mongodb_server, new_database  # noqa: E402
@@ -60,7 +60,7 @@ async def fill(store: Store, dialogs: int, turns: int) -> None:
 async def export(store: Store, path: Path) -> int:
     dialogs = 0
     with path.open("w", encoding="utf-8") as out:
-        async for line, is_dialog in export_lines(store, Selection()):
+        async for line, is_dialog in export_lines(store, DialogFilter()):
             out.write(line + "\n")
             dialogs += is_dialog
     return dialogs

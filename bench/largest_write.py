@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.state.limits import MAX_ATTRIBUTE_KEYS, StorageLimits  # noqa: E402
 from agent.state.models import BotUtterance, HumanUtterance  # noqa: E402
+from agent.state.storage_limits import MAX_ATTRIBUTE_KEYS, StorageLimits  # noqa: E402
 from agent.store import Store, open_store  # noqa: E402
 from agent.store.base import TurnEnd  # noqa: E402
 from bench.servers import mongodb_server  # noqa: E402

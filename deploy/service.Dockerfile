@@ -2,8 +2,8 @@
 # the FastAPI app <SERVICE>.app:app on port 8000, where the build argument SERVICE names the
 # service's folder. Build with the repository root as the context (docker-compose.yml does):
 #   docker build -f deploy/service.Dockerfile --build-arg SERVICE=skills/faq -t chorus-faq .
-# The image holds only the service SDK (agent/__init__.py, agent/sdk/), the four group
-# packages' __init__.py and the service's folder, plus deploy/service-requirements.txt and the
+# The image holds only the service SDK (agent/__init__.py, agent/sdk/), the code services
+# share (shared/), the four group packages' __init__.py and the service's folder, plus deploy/service-requirements.txt and the
 # folder's requirements.txt if it has one. ALSO names one more folder the service imports
 # from (the toxicity annotator reads annotators/badwords' lexicon); left unset, the service's
 # own folder is named again, which adds nothing.
@@ -35,6 +35,7 @@ RUN set -- -r /tmp/requirements/service-requirements.txt \
 
 COPY agent/__init__.py agent/
 COPY agent/sdk/ agent/sdk/
+COPY shared/ shared/
 COPY annotators/__init__.py annotators/
 COPY skill_selectors/__init__.py skill_selectors/
 COPY skills/__init__.py skills/

@@ -12,7 +12,7 @@ import pytest
 from agent.cli.telegram_settings import ALL_VARIABLES, TELEGRAM_VARIABLES
 from agent.cli.telegram_settings import REMOVED as TELEGRAM_REMOVED
 from agent.settings import REMOVED, VARIABLES, SettingsError, load_settings
-from agent.state.limits import StorageLimits
+from agent.state.storage_limits import StorageLimits
 from agent.store.base import Retention
 
 

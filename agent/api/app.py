@@ -20,8 +20,8 @@ from opentelemetry.sdk.trace import TracerProvider
 import agent
 from agent.api.composition import assembled
 from agent.api.errors import ERROR_RESPONSES, install_error_handlers
-from agent.api.limits import BodySizeLimit
 from agent.api.readiness import required_services
+from agent.api.request_limits import BodySizeLimit
 from agent.api.routes import (
     chat,
     chat_ws,

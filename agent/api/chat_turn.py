@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from agent.api.limits import attributes_or_422, check_text, check_user_id
+from agent.api.request_limits import attributes_or_422, check_text, check_user_id
 from agent.flow import Answer, Incoming, MessageFlow
 from agent.idempotency import fingerprint
 from agent.pipeline.config import DoubleTexting

@@ -38,7 +38,7 @@ def _printable(value: str) -> str:
 
 #: The most characters a user id is parsed with: past it a request is refused before
 #: anything else. The limit itself (``StorageLimits.max_user_id_length``, which code may
-#: set up to this) is checked by :func:`agent.api.limits.check_user_id`.
+#: set up to this) is checked by :func:`agent.api.request_limits.check_user_id`.
 USER_ID_CAP = 4096
 
 #: A client's own id for its user: any printable text (a number is taken as its digits).

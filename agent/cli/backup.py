@@ -32,9 +32,9 @@ from agent.settings import Settings, SettingsError, load_settings
 from agent.store import Store, StoreUnavailable, open_store
 from agent.store.backup import (
     BackupError,
+    DialogFilter,
     DialogRecord,
     ImportReport,
-    Selection,
     UserRecord,
     aware,
     count_dialogs,
@@ -136,7 +136,7 @@ def export_command(
     since, until = aware(since), aware(until)
     if since is not None and until is not None and since >= until:
         raise _fail("--since must be before --until", 2)
-    selection = Selection(tuple(user or ()), tuple(dialog or ()), since, until)
+    selection = DialogFilter(tuple(user or ()), tuple(dialog or ()), since, until)
     target: IO[str] = (
         sys.stdout if output is None else output.open("w", encoding="utf-8", newline="\n")
     )
@@ -153,7 +153,7 @@ def export_command(
     err.print(f"exported {exported} dialog(s) to {where}", highlight=False)
 
 
-async def _export(url: str, selection: Selection, target: IO[str]) -> int:
+async def _export(url: str, selection: DialogFilter, target: IO[str]) -> int:
     async with _opened(url) as store:
         total = await count_dialogs(store, selection)
         exported = 0
@@ -188,11 +188,11 @@ def import_command(
     either kind.
 
     A backup file is checked whole first: a line that is wrong, a value over the API's
-    bounds (agent/state/limits.py), or an utterance id another dialog holds stops the import before
-    anything is written, with its line number and what to fix. Then each dialog is stored
-    whole. Users and dialogs already in the store are kept as they are, so importing the
-    same file (or the same dp-agent database) twice stores it once, and the store's other
-    users stay. A progress bar is shown on standard error.
+    bounds (agent/state/storage_limits.py), or an utterance id another dialog holds stops the
+    import before anything is written, with its line number and what to fix. Then each
+    dialog is stored whole. Users and dialogs already in the store are kept as they are, so
+    importing the same file (or the same dp-agent database) twice stores it once, and the
+    store's other users stay. A progress bar is shown on standard error.
     """
     if (file is None) == (from_dp_agent is None):
         raise _fail("name a backup FILE, or a dp-agent database with --from-dp-agent", 2)

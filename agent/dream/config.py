@@ -55,7 +55,7 @@ STATE_MANAGER_METHODS = frozenset(
 Tag = Literal["selector", "responder", "input", "last_chance", "timeout"]
 
 
-class HttpConnector(BaseModel):
+class HttpConnectorConfig(BaseModel):
     """``protocol: http``: POST the formatter's payload, read a JSON list back."""
 
     model_config = ConfigDict(extra="forbid")
@@ -71,7 +71,7 @@ class HttpConnector(BaseModel):
     connector_name: str | None = None
 
     @model_validator(mode="after")
-    def _has_url(self) -> HttpConnector:
+    def _has_url(self) -> HttpConnectorConfig:
         if self.url is None and not self.urllist:
             raise ValueError('missing url: set "url" to the service\'s HTTP endpoint')
         return self
@@ -88,7 +88,7 @@ class HttpConnector(BaseModel):
         return self.batch_size > 1 or self.urllist is not None or self.num_workers > 1
 
 
-class PythonConnector(BaseModel):
+class PythonConnectorConfig(BaseModel):
     """``protocol: python``: a class from the Python path (``module:Class``) or one of
     dp-agent's built-in names; every other key is passed to its constructor."""
 
@@ -101,7 +101,7 @@ class PythonConnector(BaseModel):
         return {k: v for k, v in (self.model_extra or {}).items() if k != "connector_name"}
 
 
-Connector = HttpConnector | PythonConnector
+ConnectorConfig = HttpConnectorConfig | PythonConnectorConfig
 
 
 class FormatterRef(BaseModel):
@@ -117,7 +117,7 @@ class DpService(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    connector: str | Connector
+    connector: str | ConnectorConfig
     dialog_formatter: str | FormatterRef | None = None
     response_formatter: str | FormatterRef | None = None
     previous_services: list[str] = Field(default_factory=list)
@@ -148,7 +148,7 @@ class DpConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    connectors: dict[str, Connector] = Field(default_factory=dict)
+    connectors: dict[str, ConnectorConfig] = Field(default_factory=dict)
     services: dict[str, dict[str, Any]]
     metadata: Any = None
     connectors_module: str | None = None
@@ -213,7 +213,7 @@ def _describe(error: ValidationError, prefix: str) -> str:
     return "; ".join(dict.fromkeys(lines))
 
 
-def connector_model(data: Any, where: str) -> Connector:
+def connector_model(data: Any, where: str) -> ConnectorConfig:
     """One connector definition, checked by the model its ``protocol`` names."""
     if not isinstance(data, dict):
         raise PipelineConfigError(
@@ -221,11 +221,11 @@ def connector_model(data: Any, where: str) -> Connector:
             '"protocol", or the name of a top-level connector'
         )
     protocol = data.get("protocol")
-    model: type[HttpConnector] | type[PythonConnector]
+    model: type[HttpConnectorConfig] | type[PythonConnectorConfig]
     if protocol == "http":
-        model = HttpConnector
+        model = HttpConnectorConfig
     elif protocol == "python":
-        model = PythonConnector
+        model = PythonConnectorConfig
     else:
         raise PipelineConfigError(
             f'{where}.protocol: {protocol!r} is not supported; use "http" (a service\'s '

@@ -28,9 +28,9 @@ from agent.connectors.base import Connector
 from agent.connectors.batching import Batcher
 from agent.connectors.breaker import CircuitBreaker, GuardedConnector
 from agent.connectors.errors import BadServiceResponse, ServiceError
-from agent.connectors.http import HttpConnector as ChorusHttp
+from agent.connectors.http import HttpConnector
 from agent.connectors.transport import Transport
-from agent.dream.config import HttpConnector, PythonConnector
+from agent.dream.config import HttpConnectorConfig, PythonConnectorConfig
 from agent.dream.graph import DreamPipeline, DreamService, import_dotted
 from agent.pipeline.calls import log_agent_failure
 from agent.pipeline.config import PipelineConfigError
@@ -123,7 +123,7 @@ class PythonAdapter(Connector[Any]):
 
 
 def python_connector(
-    service: DreamService, config: PythonConnector, connectors_module: str | None
+    service: DreamService, config: PythonConnectorConfig, connectors_module: str | None
 ) -> PythonAdapter:
     """Instantiate the class now, so a bad name or argument stops the agent at start-up."""
     where = (
@@ -162,10 +162,10 @@ class DreamHttp(Connector[Any]):
     a JSON list whose i-th item is the i-th payload's. Several URLs take turns."""
 
     def __init__(
-        self, name: str, config: HttpConnector, transport: Transport, timeout: float
+        self, name: str, config: HttpConnectorConfig, transport: Transport, timeout: float
     ) -> None:
         self.name = name
-        self._clients = [ChorusHttp(name, url, transport, timeout) for url in config.urls]
+        self._clients = [HttpConnector(name, url, transport, timeout) for url in config.urls]
         self._next = itertools.cycle(range(len(self._clients)))
 
     async def call(self, payloads: list[Any]) -> list[Any]:
@@ -214,7 +214,7 @@ def make_dream_connectors(pipeline: DreamPipeline, transport: Transport) -> dict
             continue
         config = service.connector
         batcher: Batcher[Any]
-        if isinstance(config, PythonConnector):
+        if isinstance(config, PythonConnectorConfig):
             python = python_connector(service, config, pipeline.connectors_module)
             batcher = Batcher(python, 1)
         else:
@@ -230,5 +230,5 @@ def check_python_connectors(pipeline: DreamPipeline) -> None:
     """Import and build every python connector once, so a bad one stops the agent before
     it listens (the lifespan builds them again for use)."""
     for service in pipeline.all_services():
-        if isinstance(service.connector, PythonConnector):
+        if isinstance(service.connector, PythonConnectorConfig):
             python_connector(service, service.connector, pipeline.connectors_module)

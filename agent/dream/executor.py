@@ -30,10 +30,9 @@ from agent.dream.dialog import counts_before
 from agent.dream.graph import DreamPipeline, DreamService
 from agent.dream.state import TurnState, selected_labels
 from agent.pipeline.calls import Skip, TurnTrace, contained, log_agent_failure
-from agent.pipeline.limits import TurnLimits
 from agent.pipeline.schedule import Schedule
 from agent.pipeline.turn import Turn, TurnResult
-from agent.state.limits import StorageLimits
+from agent.pipeline.turn_limits import TurnLimits
 from agent.state.models import (
     FALLBACK_SKILL,
     BotUtterance,
@@ -41,6 +40,7 @@ from agent.state.models import (
     Outcome,
     SkillSelectorDecision,
 )
+from agent.state.storage_limits import StorageLimits
 from agent.telemetry import service_call_span
 
 log = logging.getLogger("chorus.dream")
@@ -104,9 +104,9 @@ class DreamExecutor:
         run = _Run(state, self.pipeline, self._clock)
         timed_out = not await self._run_graph(run)
         if timed_out and self.pipeline.timeout is not None:
-            await self._special(run, self.pipeline.timeout)
+            await self._run_fallback_service(run, self.pipeline.timeout)
         if state.bot_utterance is None and self.pipeline.last_chance is not None:
-            await self._special(run, self.pipeline.last_chance)
+            await self._run_fallback_service(run, self.pipeline.last_chance)
         if state.bot_utterance is None:
             state.bot_utterance = BotUtterance(
                 text=self.pipeline.fallback_response,
@@ -261,7 +261,7 @@ class DreamExecutor:
         else:  # one answer per task: the decision is their union
             earlier.skills = sorted(set(earlier.skills) | chosen)
 
-    async def _special(self, run: _Run, node: DreamService) -> None:
+    async def _run_fallback_service(self, run: _Run, node: DreamService) -> None:
         """The timeout or last-chance service, on its own short budget."""
         start = self._clock()
         try:

@@ -16,13 +16,13 @@ from functools import partial
 from typing import Any
 
 from agent.dream.config import (
-    Connector,
+    ConnectorConfig,
     DpConfig,
     FormatterRef,
+    HttpConnectorConfig,
     ParsedService,
     parse_dp_config,
 )
-from agent.dream.config import HttpConnector as HttpConnectorConfig
 from agent.pipeline.config import Dialect, DoubleTexting, PipelineConfigError
 from agent.pipeline.graph import topological_order
 from agent.sdk.roles import ROLES
@@ -60,7 +60,7 @@ class DreamService:
     label: str
     #: dp-agent's group (the pipeline file's key it is under), None at the top level
     dream_group: str | None
-    connector: Connector
+    connector: ConnectorConfig
     connector_key: str
     dialog_formatter: Formatter | None
     response_formatter: Formatter | None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from agent.dream.config import HttpConnector
+from agent.dream.config import HttpConnectorConfig
 from agent.dream.graph import DreamPipeline, DreamService
 from agent.metrics.services import ServiceStats
 from agent.pipeline.info import (
@@ -28,7 +28,7 @@ from agent.state.models import SERVICES_ROLE
 
 def _target(service: DreamService) -> str:
     config = service.connector
-    if isinstance(config, HttpConnector):
+    if isinstance(config, HttpConnectorConfig):
         url = (
             config.url
             if config.url is not None

@@ -23,7 +23,7 @@ from agent.metrics.services import ServiceStats
 from agent.pipeline.config import PipelineConfigError
 from agent.pipeline.engine import Kind, LoadOptions, LocalServices, TurnExecutor
 from agent.pipeline.info import PipelineInfo
-from agent.state.limits import StorageLimits
+from agent.state.storage_limits import StorageLimits
 
 
 class DreamKind(Kind[DreamPipeline]):

@@ -29,7 +29,7 @@ from agent.metrics.services import ServiceStats
 from agent.pipeline.config import Dialect, DoubleTexting
 from agent.pipeline.info import PipelineInfo
 from agent.pipeline.turn import Turn, TurnResult
-from agent.state.limits import StorageLimits
+from agent.state.storage_limits import StorageLimits
 
 
 class PipelineGraph(Protocol):

@@ -22,14 +22,13 @@ from agent.connectors.errors import DROPPED
 from agent.pipeline import outputs
 from agent.pipeline.calls import Skip, TurnTrace, contained
 from agent.pipeline.graph import Pipeline, ServiceNode
-from agent.pipeline.limits import TurnLimits
 from agent.pipeline.outputs import RefusedOutput
 from agent.pipeline.schedule import Schedule
 from agent.pipeline.tiers import Streaming, TokenLedger, lower_tiers
 from agent.pipeline.turn import Turn, TurnResult
+from agent.pipeline.turn_limits import TurnLimits
 from agent.pipeline.views import dialog_view
 from agent.sdk.models import DialogView, Selection
-from agent.state.limits import StorageLimits
 from agent.state.models import (
     FALLBACK_SKILL,
     BotUtterance,
@@ -37,6 +36,7 @@ from agent.state.models import (
     SkillSelectorDecision,
     Utterance,
 )
+from agent.state.storage_limits import StorageLimits
 from agent.state.write_once import KeyWrittenTwice, WriteOnce
 from agent.telemetry import service_call_span
 from agent.telemetry.events import listening
@@ -380,7 +380,7 @@ class Executor:
 
     def _apply(self, run: _Run, node: ServiceNode, output: Any, view: DialogView) -> None:
         """Write the output into the service's own slot, and nowhere else, once it is known
-        to be storable (:mod:`agent.state.limits`) within the turn's document budget."""
+        to be storable (:mod:`agent.state.storage_limits`) within the turn's document budget."""
         utterance = run.utterance
         run.stored_bytes = self._limits.charge(node.name, output, run.stored_bytes)
         try:

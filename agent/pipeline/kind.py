@@ -22,7 +22,7 @@ from agent.pipeline.executor import Executor
 from agent.pipeline.graph import Pipeline, build_pipeline
 from agent.pipeline.info import PipelineInfo, describe
 from agent.sdk.roles import Role
-from agent.state.limits import StorageLimits
+from agent.state.storage_limits import StorageLimits
 
 #: The repository's folder for each role's services (``skills/<name>/app.py``...).
 GROUP_FOLDERS: dict[Role, str] = {

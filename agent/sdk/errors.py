@@ -39,11 +39,12 @@ value) or ``except RuntimeError`` keep that base too.
      │                                                         later one, unanswered: 409
      ├── KeyForgotten                 agent/idempotency.py     the key's answered dialog is no
      │                                                         longer stored: 409
-     ├── UnstorableValue [ValueError] agent/state/limits.py    a value breaks the storage bounds
+     ├── UnstorableValue [ValueError] agent/state/storage_limits.py  a value breaks the
+     │                                                         storage bounds
      ├── KeyWrittenTwice [RuntimeError]  agent/state/write_once.py  a write-once key written
      │    │                            twice (a turn's annotation slot)
      │    └── MessageOverwriteError    agent/message.py         the same, in ParlAI's Message
-     ├── BodyTooLarge [HTTPException] agent/api/limits.py      a request body too big: 413
+     ├── BodyTooLarge [HTTPException] agent/api/request_limits.py  a request body too big: 413
      ├── DatasetError [ValueError]    agent/parlai/formats.py  a ParlAI dataset file is wrong
      ├── BackupError                  agent/store/backup.py    a backup file cannot be read
      │    └── RecordRefused            agent/store/import_checks.py  a record breaks a bound
@@ -57,6 +58,8 @@ value) or ``except RuntimeError`` keep that base too.
      │                                 could not be fetched or stored: only that attribute is lost
      ├── OverrideError [ValueError]   agent/cli/dream.py       ``chorus dream compose-block``
      │                                 cannot read the distribution's override file
+     ├── ComposeTextError             agent/cli/compose_text.py  ``chorus new`` cannot
+     │                                 edit docker-compose.yml's layout
      └── ScaffoldError                agent/cli/scaffold.py    ``chorus new`` cannot write
 
 The base lives in the service SDK, the lowest layer, because a service's container carries

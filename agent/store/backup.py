@@ -109,7 +109,7 @@ _record: TypeAdapter[Record] = TypeAdapter(Record)
 
 
 @dataclass(frozen=True, slots=True)
-class Selection:
+class DialogFilter:
     """What to export: every dialog, or those of some users and some dialog ids; and of
     those, the ones opened from ``since`` (inclusive) until ``until`` (exclusive)."""
 
@@ -153,7 +153,7 @@ def aware(moment: datetime | None) -> datetime | None:
 # -- export -----------------------------------------------------------------------------
 
 
-async def count_dialogs(store: DialogStore, selection: Selection) -> int | None:
+async def count_dialogs(store: DialogStore, selection: DialogFilter) -> int | None:
     """How many dialogs an export will read, for its progress bar (None: not known
     without reading them, when users are named)."""
     if selection.users:
@@ -205,7 +205,7 @@ async def _find_back(store: DialogStore, last: str, start: int, page: int) -> in
     return 0
 
 
-async def selected_dialogs(store: DialogStore, selection: Selection) -> AsyncIterator[Dialog]:
+async def selected_dialogs(store: DialogStore, selection: DialogFilter) -> AsyncIterator[Dialog]:
     """The selected dialogs one at a time, read a :data:`GROUP` at a time (the store's
     whole content never in memory)."""
     if selection.everything:
@@ -233,7 +233,7 @@ async def selected_dialogs(store: DialogStore, selection: Selection) -> AsyncIte
 
 
 async def export_lines(
-    store: DialogStore, selection: Selection, on_dialog: Callable[[], None] = lambda: None
+    store: DialogStore, selection: DialogFilter, on_dialog: Callable[[], None] = lambda: None
 ) -> AsyncIterator[tuple[str, bool]]:
     """The backup's lines (without line ends), each with whether it is a dialog: the
     header, then each user before their first dialog and each selected dialog.

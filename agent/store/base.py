@@ -47,7 +47,7 @@ class StoreUnavailable(ChorusError):
 class StoreWriteRefused(ChorusError):
     """The database refused a document for what it holds (too large, not encodable): the
     data is at fault, not the database, so retrying the same write cannot help. The storage
-    bounds (:mod:`agent.state.limits`) keep this from happening; a store raises it so that
+    bounds (:mod:`agent.state.storage_limits`) keep this from happening; a store raises it so that
     the turn can still be kept in a reduced form if it ever does."""
 
 
@@ -195,11 +195,11 @@ class DialogStore(Protocol):
         utterance its id here (``utterance.utt_id`` is then rewritten)."""
         ...
 
-    async def finish_turn(self, end: TurnEnd, *, again: bool = False) -> None:
+    async def finish_turn(self, end: TurnEnd, *, retrying: bool = False) -> None:
         """Store the turn's end (:class:`TurnEnd`): replace the human utterance with its
         annotated version, append the bot's, merge the attribute changes, and leave
         :attr:`TurnEnd.leave` in the same write (marking it :attr:`Place.left`). A store
-        may give the bot utterance its id here. ``again``: an earlier call for this turn
+        may give the bot utterance its id here. ``retrying``: an earlier call for this turn
         raised :class:`StoreUnavailable`, so part of it may be stored: what is stored is
         completed, nothing is written twice."""
         ...

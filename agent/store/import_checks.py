@@ -24,8 +24,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from agent.sdk.models import JsonDict, check_attribute_keys
-from agent.state.limits import StorageLimits, UnstorableValue
 from agent.state.models import BotUtterance, Human, HumanUtterance
+from agent.state.storage_limits import StorageLimits, UnstorableValue
 from agent.store.backup import BackupError, DialogRecord, UserRecord
 from agent.store.base import DialogStore
 

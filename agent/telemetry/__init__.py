@@ -6,9 +6,9 @@ per hook. On, a turn is one span, each service call a child span whose context t
 the service as a W3C ``traceparent`` header, and each store operation a span
 (docs/observability.md).
 
-This package sits at the bottom of the layers, beside :mod:`agent.state` and
-:mod:`agent.sdk`: the API, the message flow, the executor, the connectors and the SDK all
-call into it, and it calls none of them.
+This package is in the infrastructure layer (tests/test_layers.py): the API, the message
+flow, the pipeline and the connectors call into it, and it calls only the layers below
+(the store's protocol, the state's models and the SDK's tracing set-up).
 """
 
 from agent.sdk.tracing import TelemetryConfigError, TraceRequests, tracer_provider_from_env

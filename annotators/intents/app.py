@@ -12,7 +12,7 @@ several intents' patterns hit, the longest matched span wins, so "hi, how are yo
 ``how_are_you`` and "of course not" is ``no``. Patterns cannot foresee every phrasing, so
 the fallback compares the utterance with the examples twice: by TF-IDF cosine similarity
 (word uni/bigrams for wording, character n-grams for typos and inflections) and by meaning
-(:mod:`agent.sdk.meaning`, a sentence embedding), and takes the best example's intent if
+(:mod:`shared.meaning`, a sentence embedding), and takes the best example's intent if
 both agree it is close (their geometric mean). Wording alone misfired: "Have you ever been
 to Japan?" and "How old are you?" read as ``how_are_you``, "Do you have any pets?" as
 ``abilities``; their meaning is far from every example. The file is validated and the
@@ -39,7 +39,8 @@ from pydantic import (
 )
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from agent.sdk import DialogView, Service, meaning
+from agent.sdk import DialogView, Service
+from shared import meaning
 
 INTENTS_FILE = Path(__file__).parent / "intents.json"
 

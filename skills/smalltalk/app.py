@@ -6,7 +6,7 @@ lives in the bot's attributes: when they hold none yet, the skill answers with t
 ``persona.json`` and hands it back as ``bot_attributes={"persona": ...}``, which the agent
 stores if this answer is chosen. A deployment customises its bot by putting a (partial)
 persona in the bot's attributes or ``bot.persona``: its keys replace the file's, template by
-template.
+template (:mod:`skills.smalltalk.persona`).
 
 What the user said is recognised from ``annotations["intents"]`` when an intents annotator
 ran (how_are_you, thanks, farewell, bot_identity, abilities) and from the skill's own
@@ -27,25 +27,16 @@ negative mood get the empathetic line.
 
 from __future__ import annotations
 
-import logging
 import random
 import re
-import string
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-from agent.sdk import BotView, DialogView, Service, SkillHypothesis
+from agent.sdk import DialogView, Service, SkillHypothesis
 from skills.smalltalk import jokes, things, topics
 from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
-from skills.smalltalk.topics import TopicSpec
-
-logger = logging.getLogger(__name__)
-
-PERSONA_FILE = Path(__file__).parent / "persona.json"
+from skills.smalltalk.persona import Persona, persona_of
 
 Topic = Literal[
     "how_are_you",
@@ -70,8 +61,6 @@ Topic = Literal[
 INTENT_TOPICS: frozenset[str] = frozenset(
     {"how_are_you", "thanks", "farewell", "bot_identity", "abilities"}
 )
-#: Placeholders a template may use.
-PLACEHOLDERS = frozenset({"name", "description", "lives", "likes", "hobbies", "thing", "favourite"})
 
 #: Confidences (see README): a pattern scores by the share of the utterance it covers, an
 #: intent by the annotator's confidence; both agreeing is the strongest case.
@@ -208,103 +197,6 @@ THING_ALIASES = {
     "pet": "animal",
 }
 _WORD = re.compile(r"\w+(?:'\w+)*")
-
-
-def _placeholders_known(template: str) -> str:
-    for _, field, _, _ in string.Formatter().parse(template):
-        if field is not None and field not in PLACEHOLDERS:
-            raise ValueError(
-                f"unknown placeholder {{{field}}} in {template!r}; "
-                f"use {', '.join(sorted(PLACEHOLDERS))}"
-            )
-    return template
-
-
-Lines = list[str]
-
-
-class Templates(BaseModel):
-    """The bot's lines per topic; each topic has alternatives so the bot need not repeat."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    how_are_you: Lines = Field(min_length=1)
-    doing_well: Lines = Field(min_length=1)
-    thanks: Lines = Field(min_length=1)
-    farewell: Lines = Field(min_length=1)
-    bot_identity: Lines = Field(min_length=1)
-    abilities: Lines = Field(min_length=1)
-    likes: Lines = Field(min_length=1)
-    hobbies: Lines = Field(min_length=1)
-    home: Lines = Field(min_length=1)
-    favourite: Lines = Field(min_length=1)
-    no_favourite: Lines = Field(min_length=1)
-    empathy: Lines = Field(min_length=1)
-    glad: Lines = Field(min_length=1)
-    opinion: Lines = Field(min_length=1)
-    user_likes: Lines = Field(min_length=1)
-    laughed: Lines = Field(min_length=1)
-
-    @field_validator("*")
-    @classmethod
-    def _known_placeholders(cls, lines: Lines) -> Lines:
-        return [_placeholders_known(line) for line in lines]
-
-
-class Persona(BaseModel):
-    """Who the bot is. Extra keys are kept: other skills (the llm one) may read them."""
-
-    model_config = ConfigDict(extra="allow")
-
-    name: str = Field(min_length=1)
-    description: str = Field(min_length=1)
-    lives: str = Field(min_length=1)
-    likes: list[str] = Field(min_length=1)
-    hobbies: list[str] = Field(min_length=1)
-    favourites: dict[str, str] = Field(default_factory=dict)
-    templates: Templates
-    #: Everyday topics the bot has a word on, recognised by meaning (see topics.py).
-    topics: dict[str, TopicSpec] = Field(default_factory=dict)
-
-
-def load_persona(path: Path) -> Persona:
-    """Read and validate the persona file; a broken file stops the service at start-up."""
-    return Persona.model_validate_json(path.read_bytes())
-
-
-FILE_PERSONA = load_persona(PERSONA_FILE)
-
-
-def customised(base: Persona, override: Mapping[str, Any]) -> Persona:
-    """``base`` with the keys of ``override`` replacing its own, templates and topics one
-    by one."""
-    merged = base.model_dump() | dict(override)
-    for key in ("templates", "topics"):
-        replaced = override.get(key) or {}
-        if not isinstance(replaced, Mapping):
-            raise ValueError(f"persona.{key} must be an object")
-        merged[key] = base.model_dump()[key] | dict(replaced)
-    return Persona.model_validate(merged)
-
-
-def persona_of(bot: BotView) -> tuple[Persona, bool]:
-    """The bot's persona, and whether it must be stored in the bot's attributes.
-
-    The attributes' persona wins, then ``bot.persona``, then the file's. A persona that does
-    not validate is logged and left alone (the file's is used, nothing is overwritten).
-    """
-    stored = bot.attributes.get("persona")
-    override = stored or bot.persona
-    if not override:
-        return FILE_PERSONA, True
-    if not isinstance(override, Mapping):
-        logger.warning("bot %s: persona is not an object; using persona.json", bot.id)
-        return FILE_PERSONA, False
-    try:
-        return customised(FILE_PERSONA, override), not stored
-    except (ValidationError, ValueError) as exc:
-        logger.warning("bot %s: invalid persona (%s); using persona.json", bot.id, exc)
-        return FILE_PERSONA, False
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ mean. The content score keeps "How old are you?" from matching "How are you?" (t
 every word but "old"); the whole-text score keeps word order and the small words that make
 "Are you a robot?" a question about the bot. An utterance made only of stop words ("How are
 you?") is matched against statements made only of stop words. Meaning is the cosine of
-sentence embeddings (:mod:`agent.sdk.meaning`), and the score is the geometric mean of
+sentence embeddings (:mod:`shared.meaning`), and the score is the geometric mean of
 wording and meaning, so a statement must say the same thing in similar words: "What do you
 think about cats?" no longer finds "do you think hal" (wording 0.62, meaning 0.20), nor
 "I have a dog named Max" a line about namespaces. Below :data:`THRESHOLD` the corpus has
@@ -35,7 +35,7 @@ import numpy as np
 import yaml
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
-from agent.sdk import meaning
+from shared import meaning
 
 #: The corpus files used (chatterbot_corpus/data/english/<name>.yml). Left out: tech_support
 #: (a thousand lines of one help-desk script), trivia and coding (quiz answers, not talk),

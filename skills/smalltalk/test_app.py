@@ -9,7 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from agent.sdk.testing import ServiceClient, view
-from skills.smalltalk.app import FILE_PERSONA, PERSONA_FILE, RECENT, app, load_persona
+from skills.smalltalk.app import RECENT, app
+from skills.smalltalk.persona import FILE_PERSONA, PERSONA_FILE, load_persona
 
 FILE_LINES = FILE_PERSONA.templates
 

@@ -5,7 +5,8 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from agent.sdk.testing import view
-from skills.smalltalk.app import FILE_PERSONA, RECENT, app
+from skills.smalltalk.app import RECENT, app
+from skills.smalltalk.persona import FILE_PERSONA
 from skills.smalltalk.topics import TopicSpec, closest
 
 #: Questions people ask a bot they just met, none of them an example of persona.json,

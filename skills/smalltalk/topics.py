@@ -4,7 +4,7 @@ recognised by meaning.
 The open corpus has nothing on many things people ask a bot they just met ("How old are
 you?", "Have you ever been to Japan?", "Do you have any pets?"), and a pattern per phrasing
 cannot foresee them. Each topic of the persona lists a few example questions and the bot's
-lines; an utterance close in meaning to an example (:mod:`agent.sdk.meaning`) gets one of the
+lines; an utterance close in meaning to an example (:mod:`shared.meaning`) gets one of the
 lines. The lines are the persona's, so a deployment that gives its bot another persona
 gives it other answers, or other topics.
 """
@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.sdk import meaning
+from shared import meaning
 
 #: Lowest meaning similarity to a topic's nearest example that answers: paraphrases of an
 #: example score 0.7 and up ("Where would you like to go on vacation?" ~ "where would you

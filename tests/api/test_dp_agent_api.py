@@ -15,7 +15,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect as ws_connect
 
-from agent.state.limits import StorageLimits
+from agent.state.storage_limits import StorageLimits
 from skills.fallback.app import app as fallback_app
 from tests.conftest import AgentFactory, service_entry
 

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent.state.limits import StorageLimits
+from agent.state.storage_limits import StorageLimits
 from tests.conftest import AgentFactory, service_entry
 from tests.support.services import fixed_skill, image_annotator, window_reporter
 

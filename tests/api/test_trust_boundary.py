@@ -17,7 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from agent.sdk import DialogView, Service, SkillHypothesis
-from agent.state.limits import StorageLimits
+from agent.state.storage_limits import StorageLimits
 from tests.conftest import AgentFactory, service_entry
 from tests.support.servers import ServerThread
 from tests.support.services import fixed_skill, raw_app

@@ -359,6 +359,20 @@ def test_refuses_a_broken_pipeline_naming_the_entry(repo: Path, tmp_path: Path) 
     assert not (repo / "skills" / "dice").exists()
 
 
+def test_refuses_a_compose_file_it_cannot_edit_touching_nothing(tmp_path: Path) -> None:
+    """A compose file laid out otherwise (here: the agent without a ``depends_on:``
+    mapping) fails the command on the files (exit 1), naming the file and what is missing."""
+    repo = copy_repository(tmp_path)
+    compose = repo / "docker-compose.yml"
+    compose.write_text(compose.read_text().replace("    depends_on:\n", "    needs:\n", 1))
+    before = texts(repo)
+    result = chorus(repo, "new", "skill", "dice")
+    assert result.exit_code == 1, result.output
+    assert "docker-compose.yml: the agent service has no `depends_on:` mapping" in result.stderr
+    assert texts(repo) == before
+    assert not (repo / "skills" / "dice").exists()
+
+
 def test_a_pipeline_the_agent_cannot_load_is_rolled_back(repo: Path) -> None:
     """If a written file does not load, every file is put back and the folder removed."""
     before = texts(repo)

@@ -14,7 +14,7 @@ import pytest
 from agent.connectors.batching import Batcher
 from agent.connectors.http import make_http_client
 from agent.connectors.transport import AiohttpTransport
-from agent.dream.config import HttpConnector, is_dp_agent_config
+from agent.dream.config import HttpConnectorConfig, is_dp_agent_config
 from agent.dream.connectors import DreamHttp
 from agent.dream.dialog import CountedList
 from agent.dream.kind import DreamKind
@@ -178,7 +178,7 @@ def test_batching_merges_payloads_and_splits_answers() -> None:
     async def run(url: str) -> list[tuple[Any, int]]:
         session = make_http_client()
         try:
-            config = HttpConnector(protocol="http", url=f"{url}/respond", batch_size=8)
+            config = HttpConnectorConfig(protocol="http", url=f"{url}/respond", batch_size=8)
             http = DreamHttp("lengths", config, AiohttpTransport(session), 5.0)
             batcher = Batcher(http, 8)
             sized = await asyncio.gather(

@@ -23,7 +23,7 @@ from agent.pipeline.executor import Executor
 from agent.pipeline.graph import Pipeline, build_pipeline
 from agent.pipeline.kind import ChorusKind
 from agent.pipeline.loading import load_any_pipeline
-from agent.state.limits import StorageLimits
+from agent.state.storage_limits import StorageLimits
 from tests.dream.test_dream_pipeline import F
 
 CHORUS: dict[str, Any] = {

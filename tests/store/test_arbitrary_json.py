@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.sdk.models import check_attribute_keys
-from agent.state.limits import StorageLimits, UnstorableValue
 from agent.state.models import BotUtterance, HumanUtterance, Hypothesis
+from agent.state.storage_limits import StorageLimits, UnstorableValue
 from agent.store import Store
 from agent.store.base import TurnEnd
 from tests.store.reads import opened

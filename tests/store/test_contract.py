@@ -570,10 +570,10 @@ async def test_a_turns_end_written_again_is_stored_once(store: Store) -> None:
     utterance = HumanUtterance(text="hi", user=start.human.model_dump(mode="json"))
     await store.add_utterance(start.dialog.dialog_id, utterance)
     bot = BotUtterance(text="hello", active_skill="echo", confidence=1)
-    for again in (False, True, True):
+    for retrying in (False, True, True):
         await store.finish_turn(
             TurnEnd(start.dialog.dialog_id, start.human.id, utterance, bot, {"n": 1}, {}),
-            again=again,
+            retrying=retrying,
         )
     after = await store.open_turn("ann", "http_client", 5)
     assert [u.text for u in after.history] == ["hi", "hello"]

@@ -12,7 +12,7 @@ from pymongo import AsyncMongoClient
 
 from agent.state.models import Dialog, Human, HumanUtterance, Profile
 from agent.store import Store
-from agent.store.backup import GROUP, Selection, all_dialog_ids, export_lines
+from agent.store.backup import GROUP, DialogFilter, all_dialog_ids, export_lines
 from agent.store.base import Restored, StoreWriteRefused
 from tests.store.reads import opened
 from tests.store.test_contract import turn
@@ -127,7 +127,9 @@ async def test_an_export_of_more_dialogs_than_it_reads_at_once_has_each_once_in_
         await store.close_active_dialog(user)
         started.append(head.dialog_id)
     exported = [
-        json.loads(line) async for line, is_dialog in export_lines(store, Selection()) if is_dialog
+        json.loads(line)
+        async for line, is_dialog in export_lines(store, DialogFilter())
+        if is_dialog
     ]
     assert [record["dialog"]["dialog_id"] for record in exported] == started
     for number, record in enumerate(exported):

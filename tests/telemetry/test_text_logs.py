@@ -13,7 +13,7 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 
-from agent.state.limits import MAX_ATTRIBUTE_KEYS
+from agent.state.storage_limits import MAX_ATTRIBUTE_KEYS
 from tests.conftest import service_entry
 from tests.dream import services as dream
 from tests.dream.test_dream_behaviour import selector, skill

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from agent.api.deps import ExperimentDep, PipelineDep, SettingsDep, StoreDep
 from agent.api.dp_agent_view import dp_agent_dialog
-from agent.api.limits import check_user_id
+from agent.api.request_limits import check_user_id
 from agent.api.schemas import USER_ID_CAP
 from agent.api.security import ReaderKey
 from agent.pipeline.arms import Experiment

@@ -22,7 +22,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, status
 
 from agent.api.deps import JsonBody, MetricsDep, SettingsDep, StoreDep
-from agent.api.limits import attributes_or_422, check_user_id
+from agent.api.request_limits import attributes_or_422, check_user_id
 from agent.api.routes.dialogs import resolve_dialog_id
 from agent.api.schemas import DialogRating, Ok, UtteranceRating
 from agent.api.security import ChatKey

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from agent.pipeline.turn import Turn
 from agent.sdk.errors import ChorusError
 from agent.state.models import Bot, BotUtterance, Dialog, Human, HumanUtterance
-from agent.store.backup import BackupError, Selection, selected_dialogs
+from agent.store.backup import BackupError, DialogFilter, selected_dialogs
 from agent.store.reader import DialogReader
 
 
@@ -82,7 +82,7 @@ class StoredTurn:
 async def _selected_dialogs(reader: DialogReader, chosen: TurnFilter) -> AsyncIterator[Dialog]:
     """The named users' and dialogs' dialogs, or every dialog in the order they were
     opened, as ``chorus export`` chooses them (the dates are the turns', checked later)."""
-    selection = Selection(chosen.users, chosen.dialogs)
+    selection = DialogFilter(chosen.users, chosen.dialogs)
     try:
         async for dialog in selected_dialogs(reader, selection):  # type: ignore[arg-type]
             yield dialog

@@ -1,68 +1,10 @@
 """The MongoDB store: PyMongo's async API, one document per user, dialog and utterance.
 
-One part per job, each in its module, all over one :class:`~.base.MongoDb` (the client and
-the collections): :mod:`.turns` (a turn's start), :mod:`.turn_end`, :mod:`.numbering` (the
-utterances' numbers), :mod:`.reads` and :mod:`.ratings` (the rest of :class:`DialogStore`),
-:mod:`.restore` (backups read back), :mod:`.keys` (:class:`KeyStore`), :mod:`.queues`
-(:class:`QueueStore`) and :mod:`.lifecycle`; beside them :mod:`.codec` (the key codec),
-:mod:`.documents` (documents ↔ models), :mod:`.migrations` (the schema's version and its
-upgrades) and :mod:`.errors` (PyMongo's failures as the store's exceptions).
-:class:`MongoStore` holds the parts and names the one that answers each operation.
-
-Why it looks the way it does:
-
-* **A turn in five commands, four on MongoDB 8** (counted by ``tests/api/test_turn_commands.py``):
-
-  1. take the user's place in the queue: one ``findAndModify`` on the user's document, which
-     returns that document, holding the user, the queue and the open dialog's changing part
-     (the bot and its attributes, the utterance count);
-  2. read the window: the last K utterances by ``_id`` (``<dialog id>-<seq>``, numbers known
-     from the count), one ``find``;
-  3. insert the human utterance, before any service is called;
-  4. one ``update`` on utterances: the annotated human utterance and the bot's answer (an
-     upsert that only inserts);
-  5. one ``update`` on the user's document: the attribute merges, the dialog's count and
-     bot attributes, and leaving the queue.
-
-  On MongoDB 8 (wire version 25, detected when the store opens) the last two are one
-  client-level ``bulkWrite``, with the answer a plain insert: **four commands**.
-  A new dialog costs two more writes, closing two; idempotency keys cost an insert and an
-  update when used, nothing otherwise.
-* **Bounded documents.** No document grows with the dialog (MongoDB refuses documents
-  over 16 MB): one document per utterance; the user's document holds attributes (bounded
-  by the storage limits), the queue's counters and the open dialog's head.
-* **No lost updates without transactions.** Every write that can race is one atomic
-  single-document operation, and attributes are merged key by key with
-  ``$set: {"attributes.<key>": value}``, so two turns merging different keys both survive.
-  Turns of one user never overlap (the queue, :mod:`.queues`), so an utterance's number is
-  the count the turn read; the unique ``(dialog_id, seq)`` index and ``_id`` keep writers
-  outside the queue (tests, tools) from taking the same number. Nothing relies on
-  multi-document transactions, which FerretDB does not have.
-* **Point reads on the hot path.** A user document's ``_id`` is derived from the client's
-  ``user_id`` (:func:`human_id_for`), and utterance ids from their dialog and number, so a
-  turn reads and writes only by ``_id``: the cheapest read on MongoDB, and the only one
-  FerretDB 1.x answers from an index (it scans the whole collection for any other filter;
-  there the window is read one ``_id`` at a time).
-* **Free-form JSON is stored losslessly.** Annotations and attributes come from services;
-  keys containing ``.``, a leading ``$`` or NUL cannot be stored as BSON field names
-  (FerretDB refuses them, MongoDB restricts them), so every key is escaped on the way in
-  (``%`` → ``%25``, ``.`` → ``%2E``, leading ``$`` → ``%24``, NUL → ``%00``, and whitespace at
-  either end of a key, which FerretDB refuses in update paths) and unescaped on the way
-  out. Our own field names contain none of those, so they are stored as they are.
-  A list directly inside a list is stored as ``{"%a": [...]}`` (FerretDB 1.x refuses nested
-  arrays; MongoDB reads either form back).
-* **Dates are BSON dates**: documents are built with ``model_dump()`` in Python mode, and
-  the client is ``tz_aware`` so they read back as aware UTC datetimes.
-* **FerretDB 1.x** executes an update as "find, change in Go, write the whole document
-  back", so stock FerretDB can lose one of two updates of one document made at once on
-  two connections (``$inc`` included), which the queue relies on across replicas; and it
-  reads a whole collection for any filter but ``{_id: x}``. The FerretDB that
-  ``tools/ferretdb/build.sh`` builds for the tests fixes both and says so in its version
-  (:data:`FIXED_FERRETDB`): the store then treats it as MongoDB. With a stock FerretDB,
-  :meth:`MongoStore.open` keeps one connection (one agent is safe; several sharing it are
-  not) and reads the window one ``_id`` at a time (docs/storage.md).
-* **Unreachable database → :class:`StoreUnavailable`** from every method (the API answers
-  503), with a short server-selection timeout so a request fails fast instead of hanging.
+:class:`MongoStore` holds one part per job, each in its own module over one
+:class:`~.base.MongoDb` (the client and the collections), and names the part that answers
+each operation. What the collections hold, what a turn costs (five commands, four on
+MongoDB 8), why no write is lost without transactions, and what a stock FerretDB cannot
+guarantee: docs/storage.md.
 """
 
 from __future__ import annotations

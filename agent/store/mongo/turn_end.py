@@ -38,12 +38,13 @@ _COMMAND_NOT_FOUND = 59
 
 @dataclass(frozen=True, slots=True)
 class UserWrites:
-    """A finished turn's statements on the user's document: ``at_once`` writes the usual
+    """A finished turn's statements on the user's document: ``combined`` writes the usual
     case (the dialog still open, the place still served) in one matching statement; when
-    none of them matches, ``long_way`` holds in every case, a statement per change."""
+    none of them matches, ``per_change`` (the long way) holds in every case, a statement
+    per change."""
 
-    at_once: list[Doc]
-    long_way: list[Doc]
+    combined: list[Doc]
+    per_change: list[Doc]
 
 
 async def complete_end(
@@ -75,10 +76,10 @@ class MongoTurnEnd(MongoBase):
         self._numbering = numbering
 
     @unavailable_when_unreachable
-    async def finish_turn(self, end: TurnEnd, *, again: bool = False) -> None:
+    async def finish_turn(self, end: TurnEnd, *, retrying: bool = False) -> None:
         dialog_id, human_id, place = end.dialog_id, end.human_id, end.leave
         utterance, bot_utterance = end.utterance, end.answer
-        if again and await self._end_completed(dialog_id, human_id, bot_utterance, place):
+        if retrying and await self._end_completed(dialog_id, human_id, bot_utterance, place):
             return
         user: Doc = {}
         if end.replace_human_attributes:
@@ -100,30 +101,32 @@ class MongoTurnEnd(MongoBase):
             in_dialog = {"_id": literal(human_id), "dialog.id": dialog_id}
             # The usual case: the dialog still open, the place still served.
             together: Doc = {**dialog, "$set": {**user, **bot}} if user or bot else dialog
-            at_once = (
+            combined = (
                 [{"q": in_dialog, "u": together}]
                 if place is None
                 else finishing(place, utc_now(), in_dialog, together)
             )
-            long_way: list[Doc] = []
+            per_change: list[Doc] = []
             if user:
-                long_way.append({"q": {"_id": literal(human_id)}, "u": {"$set": user}})
-            long_way.append({"q": in_dialog, "u": dialog})
+                per_change.append({"q": {"_id": literal(human_id)}, "u": {"$set": user}})
+            per_change.append({"q": in_dialog, "u": dialog})
             if place is not None:
-                long_way += leaving(place, True, utc_now())
-            return UserWrites(at_once, long_way)
+                per_change += leaving(place, True, utc_now())
+            return UserWrites(combined, per_change)
 
         if not (
             self._m.bulk_write
-            and await self._finish_at_once(dialog_id, utterance, bot_utterance, kept, on_users)
+            and await self._finish_in_one_command(
+                dialog_id, utterance, bot_utterance, kept, on_users
+            )
         ):
             seq = await self._answer(dialog_id, utterance, bot_utterance, kept)
             # Kept until the turn's end is stored: a retry of a refused end (with the
             # services' outputs dropped) writes the same answer again (see _answer).
             self._numbering.keep(dialog_id, seq)
             writes = on_users(seq)
-            if not (await self._update_users(writes.at_once)).get("n"):
-                await self._update_users(writes.long_way)
+            if not (await self._update_users(writes.combined)).get("n"):
+                await self._update_users(writes.per_change)
         self._numbering.take(dialog_id)
         if place is not None:
             place.left = True
@@ -153,7 +156,7 @@ class MongoTurnEnd(MongoBase):
         self._numbering.take(dialog_id)
         return True
 
-    async def _finish_at_once(
+    async def _finish_in_one_command(
         self,
         dialog_id: str,
         utterance: HumanUtterance,
@@ -182,7 +185,7 @@ class MongoTurnEnd(MongoBase):
         ops: list[Doc] = [
             update(0, annotated_update(utterance)),
             {"insert": 0, "document": utterance_doc(dialog_id, seq, bot_utterance, end)},
-            *(update(1, statement) for statement in writes.at_once),
+            *(update(1, statement) for statement in writes.combined),
         ]
         namespaces = [{"ns": f"{self._db.name}.{c.name}"} for c in (self._utterances, self._users)]
         command = {"bulkWrite": 1, "ops": ops, "nsInfo": namespaces, "errorsOnly": True}
@@ -209,7 +212,7 @@ class MongoTurnEnd(MongoBase):
             # statements go the long way; they are idempotent, so an unmatched annotation
             # (the utterance erased meanwhile) costs a second write, nothing more.
             if int(reply.get("nMatched", 0)) < 2:
-                await self._update_users(writes.long_way)
+                await self._update_users(writes.per_change)
             return True
         failed = errors[0]
         if failed.get("idx") == 1 and failed.get("code") == _DUPLICATE_KEY:

@@ -111,10 +111,10 @@ class SqliteDialogs(SqliteBase):
             )
         )
 
-    async def finish_turn(self, end: TurnEnd, *, again: bool = False) -> None:
+    async def finish_turn(self, end: TurnEnd, *, retrying: bool = False) -> None:
         # One transaction: an earlier call stored all of the turn's end, or nothing.
         place = end.leave
-        if again and await self.fetch_one(
+        if retrying and await self.fetch_one(
             "SELECT 1 FROM utterances WHERE utt_id = ?", [end.answer.utt_id]
         ):
             if place is not None:

@@ -6,8 +6,8 @@ questions about the bot. A sentence embedding tells them apart. The model here i
 WordLlama's ``l2_supercat`` (256 dimensions, MIT-licensed): token embeddings taken from a
 large language model and averaged, 16 MB, shipped inside the ``wordllama`` package, so a
 service loads it offline in under a second and embeds thousands of lines in milliseconds,
-without a GPU or a model hub. ``wordllama`` is a service dependency, not the SDK's:
-services that use this module list it in their own ``requirements.txt``.
+without a GPU or a model hub. ``wordllama`` and numpy are service dependencies, not the
+SDK's: services that use this module list them in their own ``requirements.txt``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agent.state.limits import StorageLimits, UnstorableValue
+from agent.state.storage_limits import StorageLimits, UnstorableValue
 
 LIMITS = StorageLimits(max_depth=3, max_items=10, max_bytes=200)
 

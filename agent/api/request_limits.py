@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent.api.errors import envelope
 from agent.sdk.errors import ChorusError
-from agent.state.limits import StorageLimits
+from agent.state.storage_limits import StorageLimits
 
 
 def check_text(text: str, max_length: int, field: str) -> None:

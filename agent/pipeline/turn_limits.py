@@ -1,7 +1,7 @@
 """The storage bounds, applied to what services send during a turn.
 
 A service's output is measured before it touches the state: one that could not be stored
-or read back (:mod:`agent.state.limits`) is refused, which costs only that service's
+or read back (:mod:`agent.state.storage_limits`) is refused, which costs only that service's
 output. The chosen hypothesis' attribute merges are checked against what the profiles
 already hold, so a user's attributes cannot grow without bound over many turns either.
 """
@@ -14,8 +14,8 @@ from typing import Any
 
 from agent.pipeline.outputs import RefusedOutput
 from agent.sdk.models import JsonDict
-from agent.state.limits import StorageLimits, UnstorableValue
 from agent.state.models import Bot, Human, Hypothesis, ServiceFailure
+from agent.state.storage_limits import StorageLimits, UnstorableValue
 from agent.telemetry import printable
 
 log = logging.getLogger("chorus.executor")

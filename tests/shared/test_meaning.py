@@ -1,8 +1,8 @@
-"""Similarity by meaning (agent.sdk.meaning): the packaged model, offline."""
+"""Similarity by meaning (shared.meaning): the packaged model, offline."""
 
 import numpy as np
 
-from agent.sdk import meaning
+from shared import meaning
 
 
 def test_a_paraphrase_is_closer_in_meaning_than_a_question_sharing_its_words() -> None:

@@ -1,0 +1,120 @@
+"""Who the bot is in small talk: the persona (name, description, home, likes, hobbies,
+favourite things, the templates of its lines and its everyday topics), read from the shipped
+``persona.json`` and customised per bot from its attributes or ``bot.persona``."""
+
+from __future__ import annotations
+
+import logging
+import string
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agent.sdk import BotView
+from skills.smalltalk.topics import TopicSpec
+
+logger = logging.getLogger(__name__)
+
+PERSONA_FILE = Path(__file__).parent / "persona.json"
+
+#: Placeholders a template may use.
+PLACEHOLDERS = frozenset({"name", "description", "lives", "likes", "hobbies", "thing", "favourite"})
+
+
+def _placeholders_known(template: str) -> str:
+    for _, field, _, _ in string.Formatter().parse(template):
+        if field is not None and field not in PLACEHOLDERS:
+            raise ValueError(
+                f"unknown placeholder {{{field}}} in {template!r}; "
+                f"use {', '.join(sorted(PLACEHOLDERS))}"
+            )
+    return template
+
+
+Lines = list[str]
+
+
+class Templates(BaseModel):
+    """The bot's lines per topic; each topic has alternatives so the bot need not repeat."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    how_are_you: Lines = Field(min_length=1)
+    doing_well: Lines = Field(min_length=1)
+    thanks: Lines = Field(min_length=1)
+    farewell: Lines = Field(min_length=1)
+    bot_identity: Lines = Field(min_length=1)
+    abilities: Lines = Field(min_length=1)
+    likes: Lines = Field(min_length=1)
+    hobbies: Lines = Field(min_length=1)
+    home: Lines = Field(min_length=1)
+    favourite: Lines = Field(min_length=1)
+    no_favourite: Lines = Field(min_length=1)
+    empathy: Lines = Field(min_length=1)
+    glad: Lines = Field(min_length=1)
+    opinion: Lines = Field(min_length=1)
+    user_likes: Lines = Field(min_length=1)
+    laughed: Lines = Field(min_length=1)
+
+    @field_validator("*")
+    @classmethod
+    def _known_placeholders(cls, lines: Lines) -> Lines:
+        return [_placeholders_known(line) for line in lines]
+
+
+class Persona(BaseModel):
+    """Who the bot is. Extra keys are kept: other skills (the llm one) may read them."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(min_length=1)
+    description: str = Field(min_length=1)
+    lives: str = Field(min_length=1)
+    likes: list[str] = Field(min_length=1)
+    hobbies: list[str] = Field(min_length=1)
+    favourites: dict[str, str] = Field(default_factory=dict)
+    templates: Templates
+    #: Everyday topics the bot has a word on, recognised by meaning (see topics.py).
+    topics: dict[str, TopicSpec] = Field(default_factory=dict)
+
+
+def load_persona(path: Path) -> Persona:
+    """Read and validate the persona file; a broken file stops the service at start-up."""
+    return Persona.model_validate_json(path.read_bytes())
+
+
+FILE_PERSONA = load_persona(PERSONA_FILE)
+
+
+def customised(base: Persona, override: Mapping[str, Any]) -> Persona:
+    """``base`` with the keys of ``override`` replacing its own, templates and topics one
+    by one."""
+    merged = base.model_dump() | dict(override)
+    for key in ("templates", "topics"):
+        replaced = override.get(key) or {}
+        if not isinstance(replaced, Mapping):
+            raise ValueError(f"persona.{key} must be an object")
+        merged[key] = base.model_dump()[key] | dict(replaced)
+    return Persona.model_validate(merged)
+
+
+def persona_of(bot: BotView) -> tuple[Persona, bool]:
+    """The bot's persona, and whether it must be stored in the bot's attributes.
+
+    The attributes' persona wins, then ``bot.persona``, then the file's. A persona that does
+    not validate is logged and left alone (the file's is used, nothing is overwritten).
+    """
+    stored = bot.attributes.get("persona")
+    override = stored or bot.persona
+    if not override:
+        return FILE_PERSONA, True
+    if not isinstance(override, Mapping):
+        logger.warning("bot %s: persona is not an object; using persona.json", bot.id)
+        return FILE_PERSONA, False
+    try:
+        return customised(FILE_PERSONA, override), not stored
+    except (ValidationError, ValueError) as exc:
+        logger.warning("bot %s: invalid persona (%s); using persona.json", bot.id, exc)
+        return FILE_PERSONA, False
