@@ -24,6 +24,7 @@ from tests.conftest import AgentFactory, fresh_mongodb_database, service_entry
 from tests.support.processes import agent_process
 from tests.support.servers import ServerThread, free_port, serving
 from tests.support.services import counting_failure, fixed_skill
+from tests.support.stored import stored_dialogs
 
 Services = Callable[[FastAPI], ServerThread]
 
@@ -83,7 +84,9 @@ def test_two_agent_processes_split_users_evenly_and_never_split_a_user(
 
         with ThreadPoolExecutor(max_workers=8) as pool:
             answers = list(pool.map(two_dialogs, range(len(users))))
-        arms = {user: stored_arms(replicas[i % 2], user) for i, user in enumerate(users)}
+    arms: dict[str, list[str | None]] = {user: [] for user in users}
+    for dialog in stored_dialogs(db_url):  # in the order they were opened
+        arms[dialog.human.user_external_id].append(dialog.arm)
 
     for user, (first_answer, second_answer) in zip(users, answers, strict=True):
         first_arm, second_arm = arms[user]

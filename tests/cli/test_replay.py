@@ -28,6 +28,7 @@ from typer.testing import CliRunner
 
 from agent.cli.main import app
 from agent.sdk import DialogView, Service, SkillHypothesis
+from agent.state.models import BotUtterance, HumanUtterance
 from agent.store import open_store
 from agent.store.mongo import migrations as mongo_migrations
 from agent.store.sqlite import base as sqlite_base
@@ -36,6 +37,7 @@ from tests.dream import services as dream
 from tests.e2e.test_default_pipeline import shipped_pipeline
 from tests.support.servers import ServerThread
 from tests.support.services import fixed_skill
+from tests.support.stored import stored_dialogs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,12 +121,16 @@ def test_removing_a_skill_changes_exactly_the_turns_it_answered(
 
         with ThreadPoolExecutor(4) as pool:
             list(pool.map(talk, range(DIALOGS)))
-        answered: dict[str, str] = {}  # utt_id of each human utterance → the skill that answered
-        for number in range(DIALOGS):
-            (dialog,) = client.get(f"/api/user/user-{number}").json()
-            utterances = dialog["utterances"]
-            for human, bot in zip(utterances[::2], utterances[1::2], strict=True):
-                answered[human["utt_id"]] = bot["active_skill"]
+    dialogs = stored_dialogs(db_url)
+    assert sorted(d.human.user_external_id for d in dialogs) == sorted(
+        f"user-{number}" for number in range(DIALOGS)
+    )
+    answered: dict[str, str] = {}  # utt_id of each human utterance → the skill that answered
+    for dialog in dialogs:
+        utterances = dialog.utterances
+        for human, bot in zip(utterances[::2], utterances[1::2], strict=True):
+            assert isinstance(human, HumanUtterance) and isinstance(bot, BotUtterance)
+            answered[human.utt_id] = bot.active_skill
     by_faq = {utt_id for utt_id, skill in answered.items() if skill == "faq"}
     assert by_faq and len(by_faq) < len(answered), "the script must reach the FAQ and more"
 
