@@ -41,17 +41,23 @@ def test_a_retried_message_gets_the_first_answer_and_stores_nothing(
     assert fresh["response"] == "count is 3"
 
 
+def forget(db_url: str, table: str) -> None:
+    """Delete every row of ``table`` (the collection of that name on MongoDB), behind the
+    agent's back."""
+    if db_url.startswith("sqlite:///"):
+        with sqlite3.connect(db_url.removeprefix("sqlite:///")) as db:
+            db.execute(f"DELETE FROM {table}")
+        return
+    mongo: MongoClient[dict[str, Any]]
+    with MongoClient(db_url) as mongo:
+        mongo.get_default_database()[table].delete_many({})
+
+
 def forget_replies(db_url: str) -> None:
     """Leave the store as a database that went away between storing a keyed turn and
     recording its reply leaves it: the turn stored, no reply under the key (the agent
     gave its claim up, or the claim's lease ran out)."""
-    if db_url.startswith("sqlite:///"):
-        with sqlite3.connect(db_url.removeprefix("sqlite:///")) as db:
-            db.execute("DELETE FROM idempotency_keys")
-        return
-    mongo: MongoClient[dict[str, Any]]
-    with MongoClient(db_url) as mongo:
-        mongo.get_default_database()["idempotency_keys"].delete_many({})
+    forget(db_url, "idempotency_keys")
 
 
 def test_a_retry_whose_first_reply_was_not_recorded_gets_the_stored_answer(
@@ -103,13 +109,7 @@ def test_a_retried_observation_ranks_its_candidates_as_the_first_answer_did(
 def forget_utterances(db_url: str) -> None:
     """Leave the store as a dialog deleted after its keyed turn was answered leaves it: the
     key's claim still recorded, the turn it points to gone."""
-    if db_url.startswith("sqlite:///"):
-        with sqlite3.connect(db_url.removeprefix("sqlite:///")) as db:
-            db.execute("DELETE FROM utterances")
-        return
-    mongo: MongoClient[dict[str, Any]]
-    with MongoClient(db_url) as mongo:
-        mongo.get_default_database()["utterances"].delete_many({})
+    forget(db_url, "utterances")
 
 
 def test_a_retry_whose_answered_turn_is_no_longer_stored_is_told_to_use_a_new_key(
