@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conftest import CLIENT_TIMEOUT, SERVICE_TIMEOUT, TURN_TIMEOUT
 from tests.support.processes import COMMAND_TIMEOUT, STARTUP_TIMEOUT
 from tests.support.servers import free_port
 
@@ -34,20 +35,30 @@ def wait_for(url: str, process: subprocess.Popen[bytes], timeout: float = STARTU
     raise AssertionError(f"{url} not ready within {timeout}s")
 
 
-@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
-def test_run_starts_every_local_service_and_the_agent_then_stops_them(
-    tmp_path: Path, stop_signal: signal.Signals
-) -> None:
+def shipped_pipeline_file(tmp_path: Path) -> tuple[Path, list[int]]:
+    """The shipped pipeline.json with each service on a free port, and the ports of those
+    `chorus run` starts (the LLM skill stays off: no endpoint). The shipped timeouts are a
+    deployment's; a busy machine misses them, so the services get the tests' own."""
     shipped = json.loads(Path("pipeline.json").read_text())
     ports = []
     for group in shipped["services"].values():
         for service in group.values():
             port = free_port()
             service["connector"]["url"] = f"http://127.0.0.1:{port}/respond"
-            if not service.get("requires_env"):  # the LLM skill stays off: no endpoint
+            service["connector"]["timeout"] = SERVICE_TIMEOUT
+            if not service.get("requires_env"):
                 ports.append(port)
+    shipped["turn_timeout"] = TURN_TIMEOUT
     pipeline = tmp_path / "pipeline.json"
     pipeline.write_text(json.dumps(shipped))
+    return pipeline, ports
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+def test_run_starts_every_local_service_and_the_agent_then_stops_them(
+    tmp_path: Path, stop_signal: signal.Signals
+) -> None:
+    pipeline, ports = shipped_pipeline_file(tmp_path)
     agent_port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if k != "LLM_BASE_URL"},
@@ -63,7 +74,9 @@ def test_run_starts_every_local_service_and_the_agent_then_stops_them(
     try:
         wait_for(f"http://127.0.0.1:{agent_port}/ping", process)
         reply = httpx.post(
-            f"http://127.0.0.1:{agent_port}/", json={"user_id": "u", "payload": "hello"}, timeout=10
+            f"http://127.0.0.1:{agent_port}/",
+            json={"user_id": "u", "payload": "hello"},
+            timeout=CLIENT_TIMEOUT,
         ).json()
         assert reply["active_skill"] == "greeting"
         assert all(httpx.get(f"http://127.0.0.1:{p}/health").is_success for p in ports)
@@ -98,12 +111,7 @@ def test_run_refuses_a_bad_pipeline_naming_the_entry(tmp_path: Path) -> None:
 def test_a_misconfigured_llm_skill_costs_only_its_own_output(tmp_path: Path) -> None:
     """Only LLM_BASE_URL set (no LLM_MODEL): the stack still comes up and answers, the llm
     skill's one-line reason is in the turn's errors, and nothing prints a traceback."""
-    shipped = json.loads(Path("pipeline.json").read_text())
-    for group in shipped["services"].values():
-        for service in group.values():
-            service["connector"]["url"] = f"http://127.0.0.1:{free_port()}/respond"
-    pipeline = tmp_path / "pipeline.json"
-    pipeline.write_text(json.dumps(shipped))
+    pipeline, _ = shipped_pipeline_file(tmp_path)
     agent_port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("LLM_")},
@@ -120,12 +128,14 @@ def test_a_misconfigured_llm_skill_costs_only_its_own_output(tmp_path: Path) -> 
     try:
         wait_for(f"http://127.0.0.1:{agent_port}/ping", process)
         base = f"http://127.0.0.1:{agent_port}"
-        reply = httpx.post(f"{base}/", json={"user_id": "u", "payload": "hello"}, timeout=10)
+        reply = httpx.post(
+            f"{base}/", json={"user_id": "u", "payload": "hello"}, timeout=CLIENT_TIMEOUT
+        )
         assert reply.json()["active_skill"] == "greeting"
         # No rule decides about this one, so every skill runs, the llm skill included.
         question = {"user_id": "u", "payload": "What is 17 times 23?"}
-        assert httpx.post(f"{base}/", json=question, timeout=10).json()["response"]
-        (dialog,) = httpx.get(f"{base}/api/user/u", timeout=10).json()
+        assert httpx.post(f"{base}/", json=question, timeout=CLIENT_TIMEOUT).json()["response"]
+        (dialog,) = httpx.get(f"{base}/api/user/u", timeout=CLIENT_TIMEOUT).json()
         errors = {e["service"]: e for e in dialog["utterances"][2]["errors"]}
         assert "LLM_MODEL is required" in errors["llm"]["message"]
     finally:
