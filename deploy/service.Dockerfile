@@ -3,14 +3,11 @@
 # service's folder. Build with the repository root as the context (docker-compose.yml does):
 #   docker build -f deploy/service.Dockerfile --build-arg SERVICE=skills/faq -t chorus-faq .
 # The image holds only the service SDK (agent/__init__.py, agent/sdk/), the code services
-# share (shared/), the four group packages' __init__.py and the service's folder, plus deploy/service-requirements.txt and the
-# folder's requirements.txt if it has one. ALSO names one more folder the service imports
-# from (the toxicity annotator reads annotators/badwords' lexicon); left unset, the service's
-# own folder is named again, which adds nothing.
+# share (shared/), the four group packages' __init__.py and the service's folder, plus
+# deploy/service-requirements.txt and the folder's requirements.txt if it has one.
 FROM python:3.11-slim
 
 ARG SERVICE
-ARG ALSO
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -40,7 +37,6 @@ COPY annotators/__init__.py annotators/
 COPY skill_selectors/__init__.py skill_selectors/
 COPY skills/__init__.py skills/
 COPY response_selectors/__init__.py response_selectors/
-COPY ${ALSO:-${SERVICE}}/ ${ALSO:-${SERVICE}}/
 COPY ${SERVICE}/ ${SERVICE}/
 
 USER chorus

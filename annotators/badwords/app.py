@@ -7,7 +7,7 @@ Output (under ``annotations["badwords"]``)::
 ``words`` are the entries of ``badwords.txt`` found (lowercase, each once, in order of
 appearance); ``toxic`` is whether there are any. A word list is blunt (no sense of
 context or irony) but predictable, instant and explainable: a skill or selector can see
-exactly which word tripped it. The matching rules are in :mod:`annotators.badwords.lexicon`.
+exactly which word tripped it. The matching rules are in :mod:`shared.lexicon`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from agent.sdk import DialogView, Service
-from annotators.badwords.lexicon import BADWORDS_FILE, Lexicon
+from shared.lexicon import BADWORDS_FILE, Lexicon
 
 LEXICON = Lexicon.from_file(BADWORDS_FILE)
 

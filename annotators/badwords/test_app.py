@@ -4,7 +4,7 @@ from pathlib import Path
 
 from agent.sdk.testing import ServiceClient, view
 from annotators.badwords.app import LEXICON, app
-from annotators.badwords.lexicon import Lexicon
+from shared.lexicon import Lexicon
 
 
 def test_flags_each_dialog_in_order() -> None:

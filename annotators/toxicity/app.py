@@ -5,8 +5,8 @@ one output per hypothesis under ``hypothesis.annotations["toxicity"]``::
 
     {"toxic": true, "words": ["idiot"]}
 
-It uses the badwords annotator's list and matcher (:mod:`annotators.badwords.lexicon`), so
-what counts as a bad word is defined once for the user and the bot alike. A response
+It uses the badwords annotator's list and matcher (:mod:`shared.lexicon`), so what counts as
+a bad word is defined once for the user and the bot alike. A response
 selector can then skip a toxic candidate, e.g. an LLM or retrieval skill echoing an insult.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from agent.sdk import DialogView, HypothesisView, Service
-from annotators.badwords.lexicon import BADWORDS_FILE, Lexicon
+from shared.lexicon import BADWORDS_FILE, Lexicon
 
 LEXICON = Lexicon.from_file(BADWORDS_FILE)
 

@@ -20,7 +20,17 @@ from collections.abc import Collection
 
 import pyjokes
 
-JOKES: tuple[str, ...] = tuple(dict.fromkeys(pyjokes.get_jokes(language="en", category="neutral")))
+from shared.lexicon import BADWORDS_FILE, Lexicon
+
+_BAD_WORDS = Lexicon.from_file(BADWORDS_FILE)
+#: pyjokes' neutral jokes less the few the toxicity annotator flags ("ASCII stupid question,
+#: get a stupid ANSI."): the response selector puts a flagged answer below every clean one,
+#: so such a joke lost to the fallback's canned line.
+JOKES: tuple[str, ...] = tuple(
+    joke
+    for joke in dict.fromkeys(pyjokes.get_jokes(language="en", category="neutral"))
+    if not _BAD_WORDS.find(joke)
+)
 _KNOWN = frozenset(JOKES)
 
 _I = re.IGNORECASE

@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from agent.sdk.testing import ServiceClient, view
+from shared.lexicon import BADWORDS_FILE, Lexicon
 from skills.smalltalk.app import app
 from skills.smalltalk.jokes import JOKES
 
@@ -32,6 +33,16 @@ def test_tell_me_a_joke_gets_a_joke_and_jokes_vary(client: ServiceClient) -> Non
     assert not [t for t in texts if "better to be silent" in t or "not a comedian" in t]
     assert len(set(texts)) >= 4
     assert answers[0][0]["confidence"] == 0.85
+
+
+def test_no_joke_told_is_one_the_toxicity_annotator_flags(client: ServiceClient) -> None:
+    """The response selector ranks a hypothesis the toxicity annotator flags below every clean
+    one: a joke with "stupid" in it lost to the fallback's canned line."""
+    answers = ask(client, *(view("Tell me a joke", dialog_id=f"j{i}") for i in range(300)))
+    texts = {a[0]["text"] for a in answers}
+    assert len(texts) > 100  # most of the list is told
+    flagged = Lexicon.from_file(BADWORDS_FILE)
+    assert [text for text in texts if flagged.find(text)] == []
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
 """Find the entries of a bad-words list in a text: whole words, forgiving of simple disguises.
 
-Shared by the ``badwords`` annotator (the user's utterance) and the ``toxicity`` candidate
-annotator (the skills' hypotheses), so both flag exactly the same words.
+Shared by the ``badwords`` annotator (the user's utterance), the ``toxicity`` candidate
+annotator (the skills' hypotheses) and the smalltalk skill (which tells no joke the
+toxicity annotator would flag), so all of them judge by exactly the same words.
 
 An entry is a word or a phrase (words separated by spaces). It matches case-insensitively,
 as whole words only ("ass" is not found in "class" or "assess"), and also:
@@ -27,7 +28,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-#: The shipped list, read by both annotators.
+#: The shipped list, read by both annotators and the smalltalk skill.
 BADWORDS_FILE = Path(__file__).parent / "badwords.txt"
 
 _COMMENT = "#"
