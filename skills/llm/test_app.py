@@ -28,7 +28,8 @@ from skills.llm.app import (
     create_app,
     load_settings,
 )
-from tests.support.servers import free_port, serving
+from tests.support.ports import free_port
+from tests.support.servers import serving
 from tests.support.strict_chat import StrictChat
 
 PERSONA = {"name": "Robo", "description": "a cheerful robot", "likes": ["puns"]}

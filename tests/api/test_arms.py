@@ -21,8 +21,9 @@ from agent.pipeline.config import PipelineConfigError
 from agent.settings import Settings
 from tests.cli.test_backup import run
 from tests.conftest import AgentFactory, fresh_mongodb_database, service_entry
+from tests.support.ports import free_port
 from tests.support.processes import agent_process
-from tests.support.servers import ServerThread, free_port, serving
+from tests.support.servers import ServerThread, serving
 from tests.support.services import counting_failure, fixed_skill
 from tests.support.stored import stored_dialogs
 

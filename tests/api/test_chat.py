@@ -11,7 +11,7 @@ from response_selectors.confidence.app import app as confidence_app
 from skills.fallback.app import app as fallback_app
 from skills.greeting.app import app as greeting_app
 from tests.conftest import AgentFactory, service_entry
-from tests.support.servers import free_port
+from tests.support.ports import free_port
 from tests.support.services import raw_app, window_reporter
 
 

@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.state.storage_limits import StorageLimits
 from tests.conftest import AgentFactory, service_entry
-from tests.support.servers import free_port
+from tests.support.ports import free_port
 from tests.support.services import fixed_skill, raw_app
 
 

@@ -19,7 +19,8 @@ from agent.settings import Settings
 from skills.greeting.app import app as greeting_app
 from tests.conftest import service_entry
 from tests.support.mongo_server import mongodb_required, running_ferretdb, unavailable_reason
-from tests.support.servers import free_port, serving
+from tests.support.ports import free_port
+from tests.support.servers import serving
 
 needs_mongodb = pytest.mark.skipif(
     unavailable_reason() is not None and not mongodb_required(), reason=unavailable_reason() or ""

@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 
 from tests.conftest import patient, service_entry
+from tests.support.ports import free_port
 from tests.support.processes import COMMAND_TIMEOUT, STARTUP_TIMEOUT
-from tests.support.servers import free_port
 from tests.support.services import fixed_skill
 
 

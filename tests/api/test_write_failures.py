@@ -287,8 +287,8 @@ def test_the_served_agent_closes_a_connection_that_never_sends_a_request(
     import socket
     import sys
 
+    from tests.support.ports import free_port
     from tests.support.processes import wait_until_up
-    from tests.support.servers import free_port
     from tests.support.services import fixed_skill
 
     skill = services(fixed_skill("echo", "ok", 0.5))

@@ -18,8 +18,9 @@ from agent.api.app import create_app
 from agent.settings import Settings
 from skills.fallback.app import app as fallback
 from skills.greeting.app import app as greeting
+from tests.support.ports import free_port
 from tests.support.processes import COMMAND_TIMEOUT
-from tests.support.servers import free_port, serving
+from tests.support.servers import serving
 from tests.support.services import gated_story
 
 API_KEY = "chat-test-key-0123456789"

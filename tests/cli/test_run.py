@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from tests.conftest import CLIENT_TIMEOUT, SERVICE_TIMEOUT, TURN_TIMEOUT
+from tests.support.ports import free_port
 from tests.support.processes import COMMAND_TIMEOUT, STARTUP_TIMEOUT
-from tests.support.servers import free_port
 
 # Each test starts a whole stack of processes: one at a time (another waits), so that in
 # `make test`'s parallel run two of them do not starve each other of CPU

@@ -31,8 +31,9 @@ from agent.pipeline.loading import load_any_pipeline
 from agent.settings import Settings
 from tests.deploy import test_compose
 from tests.support.compose import containerised, without_urls
+from tests.support.ports import free_port
 from tests.support.processes import unmeasured_environment
-from tests.support.servers import free_port, serving
+from tests.support.servers import serving
 
 # Tests that run pytest again in a copy of the repository: one at a time (another waits), so
 # that in `make test`'s parallel run two of them do not starve each other of CPU

@@ -30,8 +30,9 @@ import yaml
 
 from agent.sdk import DialogView, Service, SkillHypothesis
 from tests.conftest import CLIENT_TIMEOUT, fresh_database, patient, service_entry
+from tests.support.ports import free_port
 from tests.support.processes import COMMAND_TIMEOUT, wait_until_up
-from tests.support.servers import free_port, serving
+from tests.support.servers import serving
 
 # Each test starts a whole stack of processes: one at a time (another waits), so that in
 # `make test`'s parallel run two of them do not starve each other of CPU

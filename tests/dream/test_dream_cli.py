@@ -14,8 +14,8 @@ from textwrap import dedent
 import httpx
 
 from tests.cli.test_run import wait_for
+from tests.support.ports import free_port
 from tests.support.processes import COMMAND_TIMEOUT
-from tests.support.servers import free_port
 
 CANNED = {
     "services": {

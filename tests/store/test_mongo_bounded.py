@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import socket
 import warnings
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -33,6 +32,7 @@ from agent.store.base import TurnEnd
 from agent.store.mongo import MongoStore
 from tests.store.conftest import mongo_store
 from tests.store.reads import last_utterances, opened
+from tests.support.ports import free_port
 
 TURNS = 500
 WINDOW = 3
@@ -229,15 +229,8 @@ async def test_the_queue_stays_small_and_costs_the_same_at_place_100(
     assert sizes[100] == sizes[10]
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 async def test_an_unreachable_mongodb_fails_fast_as_store_unavailable() -> None:
-    url = f"mongodb://127.0.0.1:{_closed_port()}/chorus?serverSelectionTimeoutMS=300"
+    url = f"mongodb://127.0.0.1:{free_port()}/chorus?serverSelectionTimeoutMS=300"
     # The URL's bound (300 ms) fails it; PyMongo's own (30 s) would reach this one first.
     with pytest.raises(StoreUnavailable):
         async with asyncio.timeout(20):

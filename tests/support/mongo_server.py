@@ -26,7 +26,6 @@ import collections
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -42,6 +41,7 @@ from pymongo.errors import PyMongoError
 
 from agent.store.mongo import BULK_WRITE_WIRE_VERSION
 from tests.support.builds import built_binary
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 FERRETDB_DIR = ROOT / "tools" / "ferretdb"
@@ -106,14 +106,6 @@ def build_ferretdb() -> Path:
     Without Go, an already-built binary is used as it is.
     """
     return built_binary("FerretDB", BUILD_SCRIPT, _cached_binary(), MongoServerError)
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the kernel's pick for port 0)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_for_ping(url: str, timeout: float = READY_TIMEOUT) -> None:

@@ -14,7 +14,7 @@ from typing import IO
 
 import httpx
 
-from tests.support.servers import free_port
+from tests.support.ports import free_port
 
 
 def unmeasured_environment(*dropped: str) -> dict[str, str]:

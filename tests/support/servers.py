@@ -22,13 +22,6 @@ _POLL = 0.005
 _GRACE = 0.25
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class _PromptServer(uvicorn.Server):
     """uvicorn's server, stopped as soon as its work allows: uvicorn notices ``should_exit``
     on its next 0.1 s tick and then sleeps 0.1 s more before it waits for connections, in

@@ -14,8 +14,9 @@ import httpx
 
 from skills.greeting.app import app as greeting_app
 from tests.conftest import service_entry
+from tests.support.ports import free_port
 from tests.support.processes import COMMAND_TIMEOUT, wait_until_up
-from tests.support.servers import free_port, serving
+from tests.support.servers import serving
 
 API_KEY = "k" * 32
 
