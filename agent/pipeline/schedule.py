@@ -87,22 +87,32 @@ class Schedule:
         if not nodes:
             return True
         tasks = [asyncio.create_task(self._node(plan, run, node)) for node in nodes]
-        everything: asyncio.Future[Any] = asyncio.gather(*tasks, return_exceptions=True)
-        waiting: list[asyncio.Future[Any]] = [everything]
-        if until is not None:
-            waiting.append(asyncio.ensure_future(until.wait()))
+        stopper: asyncio.Future[Any] | None = None
         try:
-            done, _ = await asyncio.wait(
-                waiting, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
-            )
+            if until is None:  # the common case, with the fewest futures and callbacks
+                _, pending = await asyncio.wait(tasks, timeout=remaining)
+                in_time = not pending
+            else:
+                stopper = asyncio.ensure_future(until.wait())
+                everything = asyncio.gather(*tasks, return_exceptions=True)
+                done, _ = await asyncio.wait(
+                    [everything, stopper], timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+                in_time = bool(done)
         finally:
-            for future in [*waiting[1:], *tasks]:
-                future.cancel()
-            ended = await asyncio.gather(*tasks, return_exceptions=True)
-        for result in ended:
-            if isinstance(result, Exception):
-                raise result
-        return bool(done)
+            if stopper is not None:
+                stopper.cancel()
+            running = [task for task in tasks if not task.done()]
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.wait(running)
+            # every outcome looked at (asyncio logs an exception nobody retrieved)
+            errors = [task.exception() for task in tasks if task.done() and not task.cancelled()]
+        for error in errors:
+            if isinstance(error, Exception):
+                raise error
+        return in_time
 
     async def _node(self, plan: Plan[RunT, NodeT], run: RunT, node: NodeT) -> None:
         start = self._clock()
