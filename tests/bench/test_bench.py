@@ -99,3 +99,38 @@ def test_the_http_engine_comparison_measures_each_engine(tmp_path: Path) -> None
     report = json.loads((tmp_path / "http_clients.json").read_text())
     assert set(report["calls_per_s"]) == {"httpx", "httpx+aiohttp", "aiohttp"}
     assert all(rate > 0 for rates in report["calls_per_s"].values() for rate in rates.values())
+
+
+@pytest.mark.timeout(300)
+def test_the_comparison_gives_both_checkouts_every_round(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.compare", "--other", str(ROOT), "--rounds", "2"],
+        cwd=ROOT,
+        env=unmeasured_environment(),
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "round 2/2 done" in done.stderr  # progress, apart from the report
+    report = json.loads(done.stdout)
+    for level in ("1", "8"):
+        row = report["levels"][level]
+        for side in ("this", "other"):
+            assert len(row[side]["p50_ms_per_round"]) == 2
+            assert row[side]["p50_ms"] > 0 and row[side]["cpu_ms_per_turn"] > 0
+        assert row["p50_other_over_this"] > 0
+
+
+def test_the_comparison_refuses_a_folder_that_is_no_checkout(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.compare", "--other", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert f"--other: {tmp_path} is not a Chorus checkout" in done.stderr

@@ -1,0 +1,128 @@
+"""Two checkouts' agents under the same load, in alternating rounds: is a change slower?
+
+``make bench`` run once per commit compares two moments of a shared machine, and these
+machines drift: the same code measured ten minutes apart differs by half. Here both
+agents run at once, each from its own checkout, against one stubs process, and take turns:
+a round of each concurrency level for one, then the same for the other, round after round.
+Drift falls on both alike. The figures are the medians over rounds of each round's p50
+latency and of the agent's own CPU per turn.
+
+    python -m bench.compare --other ../chorus-at-v1.0 [--store sqlite] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from bench.load import run_load
+from bench.run import ROOT, clock_ticks, free_port, mongodb, process
+from bench.stubs import pipeline
+
+#: Turns per round at each concurrency level (the load table's first two levels).
+ROUND_TURNS = {1: 60, 8: 240}
+
+
+@contextlib.contextmanager
+def agent(root: Path, pipeline_file: Path, db_url: str) -> Iterator[tuple[str, int]]:
+    """The agent of the checkout at ``root``: its base URL and pid."""
+    port = free_port()
+    args = [sys.executable, "-m", "uvicorn", "--factory", "agent.api.app:create_app"]
+    args += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    args += ["--no-access-log", "--app-dir", str(root)]
+    env = {
+        "CHORUS_PIPELINE": str(pipeline_file),
+        "CHORUS_DB_URL": db_url,
+        "CHORUS_LOG_LEVEL": "WARNING",
+        # the checkout's own packages, not this one's
+        "PYTHONPATH": str(root),
+    }
+    with process(args, f"http://127.0.0.1:{port}/ping", env) as proc:
+        yield f"http://127.0.0.1:{port}", proc.pid
+
+
+def one_round(base: str, pid: int, level: int, tag: str) -> tuple[float, float]:
+    """p50 latency (ms) and the agent's CPU per turn (ms) of one round."""
+    ticks = clock_ticks(pid)
+    result = asyncio.run(run_load(f"{base}/", level, ROUND_TURNS[level], tag=tag))
+    if result.errors:
+        raise SystemExit(f"{tag}: {result.errors} turns failed")
+    cpu_s = (clock_ticks(pid) - ticks) / os.sysconf("SC_CLK_TCK")
+    return statistics.median(result.latencies) * 1000, 1000 * cpu_s / result.turns
+
+
+def compare(other: Path, db_url_of: Callable[[str, str], str], rounds: int) -> dict[str, Any]:
+    sides = {"this": ROOT, "other": other.resolve()}
+    stub_port = free_port()
+    stubs = [sys.executable, "-m", "bench.stubs", "--port", str(stub_port), "--skills", "3"]
+    figures: dict[str, dict[int, list[tuple[float, float]]]] = {
+        side: {level: [] for level in ROUND_TURNS} for side in sides
+    }
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        pipeline_file = Path(tmp) / "pipeline.json"
+        pipeline_file.write_text(json.dumps(pipeline(stub_port, 3)))
+        stack.enter_context(process(stubs, f"http://127.0.0.1:{stub_port}/health"))
+        agents = {
+            side: stack.enter_context(agent(root, pipeline_file, db_url_of(tmp, side)))
+            for side, root in sides.items()
+        }
+        for side, (base, _) in agents.items():  # warm-up, not counted
+            asyncio.run(run_load(f"{base}/", 8, 80, tag=f"{side}-warmup"))
+        for number in range(rounds):
+            # who goes first alternates too: a round's second half is not always one side's
+            order = list(agents) if number % 2 == 0 else list(reversed(agents))
+            for level in ROUND_TURNS:
+                for side in order:
+                    base, pid = agents[side]
+                    figures[side][level].append(one_round(base, pid, level, f"{side}-{number}"))
+            print(f"round {number + 1}/{rounds} done", file=sys.stderr, flush=True)
+    report: dict[str, Any] = {"rounds": rounds, "turns_per_round": ROUND_TURNS, "levels": {}}
+    for level in ROUND_TURNS:
+        row: dict[str, Any] = {}
+        for side in sides:
+            p50s = [p50 for p50, _ in figures[side][level]]
+            cpus = [cpu for _, cpu in figures[side][level]]
+            row[side] = {
+                "p50_ms": round(statistics.median(p50s), 2),
+                "cpu_ms_per_turn": round(statistics.median(cpus), 2),
+                "p50_ms_per_round": [round(p, 2) for p in p50s],
+            }
+        row["p50_other_over_this"] = round(row["other"]["p50_ms"] / row["this"]["p50_ms"], 3)
+        report["levels"][level] = row
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--other", type=Path, required=True, help="another checkout")
+    parser.add_argument("--store", choices=["sqlite", "mongodb"], default="sqlite")
+    parser.add_argument("--mongodb-url", default=os.environ.get("MONGODB_URL"))
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    if not (args.other / "agent" / "api" / "app.py").is_file():
+        parser.error(f"--other: {args.other} is not a Chorus checkout (no agent/api/app.py)")
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(mongodb(args.mongodb_url)) if args.store == "mongodb" else ""
+
+        def db_url_of(tmp: str, side: str) -> str:
+            """Each agent its own database: a file in ``tmp``, or one on the server."""
+            if not server:
+                return f"sqlite:///{tmp}/{side}.db"
+            base, _, query = server.partition("?")
+            return f"{base.rsplit('/', 1)[0]}/bench_compare_{side}" + (f"?{query}" if query else "")
+
+        report = compare(args.other, db_url_of, args.rounds)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
