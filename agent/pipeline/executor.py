@@ -91,15 +91,14 @@ class _Run:
         return shown
 
     def view(self, node: ServiceNode, max_tokens: int | None = None) -> DialogView:
-        view = dialog_view(
+        return dialog_view(
             self.turn.dialog_id,
             self.window(),
             self.turn.human,
             self.turn.bot,
             node.config.context_window,
+            max_tokens,
         )
-        view.max_tokens = max_tokens
-        return view
 
     def confident_below(self, node: ServiceNode, lower: list[ServiceNode]) -> str | None:
         """Why a tiered skill is not needed: the lower tiers' confident hypothesis, if one

@@ -58,9 +58,11 @@ def dialog_view(
     human: Human,
     bot: Bot,
     context_window: int,
+    max_tokens: int | None = None,
 ) -> DialogView:
     """The last ``context_window`` utterances and the profiles' attributes; hypotheses are
-    shown on the newest human utterance only (for candidate annotators and selectors)."""
+    shown on the newest human utterance only (for candidate annotators and selectors);
+    ``max_tokens``: what is left of an LLM skill's budget."""
     shown = list(window)[-context_window:]
     newest_human = next((u for u in reversed(shown) if isinstance(u, HumanUtterance)), None)
     return DialogView.model_construct(
@@ -72,4 +74,5 @@ def dialog_view(
             profile=human.profile.model_dump(exclude_none=True),
         ),
         bot=BotView.model_construct(id=bot.id, attributes=bot.attributes, persona=bot.persona),
+        max_tokens=max_tokens,
     )
