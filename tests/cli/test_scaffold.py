@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ from agent.pipeline.loading import load_any_pipeline
 from agent.settings import Settings
 from tests.deploy import test_compose
 from tests.support.compose import containerised, without_urls
-from tests.support.ports import free_port
+from tests.support.ports import free_port, port_is_free
 from tests.support.processes import unmeasured_environment
 from tests.support.servers import serving
 
@@ -242,15 +241,6 @@ def test_the_skills_own_tests_pass_without_the_repositorys_tests_folder(tmp_path
     )
     assert result.returncode == 0, result.stdout[-4000:]
     assert "4 passed" in result.stdout
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 @pytest.fixture

@@ -32,7 +32,8 @@ def _ephemeral_low() -> int:
         return 32768  # Linux's default
 
 
-def _bindable(port: int) -> bool:
+def port_is_free(port: int) -> bool:
+    """Whether nothing on this machine holds ``port`` on 127.0.0.1 now."""
     with socket.socket() as sock:
         try:
             sock.bind(("127.0.0.1", port))
@@ -61,7 +62,7 @@ def free_port() -> int:
         port = int(last) if last.isdigit() else low + os.getpid() % _SPAN
         for _ in range(_SPAN):
             port = port + 1 if low <= port + 1 < high else low
-            if _bindable(port):
+            if port_is_free(port):
                 break
         else:
             return _kernel_pick()
