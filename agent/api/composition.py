@@ -72,7 +72,7 @@ async def assembled(
         stack.push_async_callback(store.close)
         client = make_http_client()
         stack.push_async_callback(client.close)
-        executor = pipeline.executor(
+        executor = await pipeline.executor(
             client, stack, channel_type=settings.channel_type, limits=settings.limits
         )
         arm_executors = {}
@@ -80,7 +80,7 @@ async def assembled(
             arm_executors = {
                 arm.name: executor
                 if arm.pipeline is pipeline
-                else arm.pipeline.executor(
+                else await arm.pipeline.executor(
                     client,
                     stack,
                     channel_type=settings.channel_type,

@@ -76,7 +76,8 @@ def run(
     """Start the local stack: the services, then the agent.
 
     Every service of the pipeline file found in this repository is started on the port of
-    its URL, then the agent. Ctrl-C stops everything.
+    its URL, then the agent, which runs those the file names by module itself. Ctrl-C
+    stops everything.
     """
     root = Path.cwd()
     try:
@@ -98,6 +99,8 @@ def run(
     services = list(local.startable)
     for name, reason in local.off:
         typer.secho(f"  {name:<20} off ({reason})", fg=typer.colors.BRIGHT_BLACK)
+    for name, module in local.in_agent:
+        typer.echo(f"  {name:<20} in the agent ({module})")
     for remote in local.elsewhere:
         typer.secho(f"not started here (must already run): {remote}", fg=typer.colors.YELLOW)
     if local.note is not None:

@@ -41,6 +41,11 @@ class Connector(Protocol[Payload]):
         (output,) = await self.call([payload])
         yield "end", output
 
+    async def open(self) -> None:
+        """Get ready before the first call (an in-process service's lifespan); a failure
+        is the first call's to report, so this never raises."""
+        return None
+
     async def aclose(self) -> None:
         """Release what the connector holds (a shared HTTP session is its owner's)."""
         return None

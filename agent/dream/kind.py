@@ -56,7 +56,7 @@ class DreamKind(Kind[DreamPipeline]):
     def describe(self, stats: ServiceStats) -> PipelineInfo:
         return describe_dream(self.graph, stats)
 
-    def executor(
+    async def executor(
         self,
         client: aiohttp.ClientSession,
         closing: AsyncExitStack,

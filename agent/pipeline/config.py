@@ -37,6 +37,13 @@ from agent.sdk.roles import ROLES, Role
 
 ServiceName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
 BuiltinName = Literal["highest_confidence", "all_skills"]
+#: A Python module path, maybe with ``:attribute`` (as uvicorn names an app).
+ModuleTarget = Annotated[
+    str,
+    StringConstraints(
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$"
+    ),
+]
 #: What a message does when it arrives while an earlier one of its user is being answered
 #: (docs/turns.md): wait its turn, be refused (409), or cancel the running turn.
 #: Whose clients a pipeline's file is written for: what ``POST /`` answers and the dialog
@@ -50,11 +57,18 @@ class PipelineConfigError(ConfigError):
 
 
 class ConnectorConfig(BaseModel):
-    """How the agent reaches a service: an HTTP endpoint, or a built-in in-process one."""
+    """How the agent reaches a service: an HTTP endpoint, an SDK service's module called in
+    the agent's process, or a built-in."""
 
     model_config = ConfigDict(extra="forbid")
 
     url: AnyHttpUrl | None = None
+    module: ModuleTarget | None = Field(
+        default=None,
+        description="an SDK service called in the agent's process, without HTTP: "
+        'its module ("annotators.intents.app", whose `service` is used) or '
+        '"module:attribute"; for cheap services only, since it shares the agent\'s CPU',
+    )
     builtin: BuiltinName | None = None
     timeout: float = Field(default=2.0, gt=0, le=600, description="seconds per call")
     batch_size: int = Field(default=1, ge=1, le=1024, description="dialogs per HTTP call")
@@ -75,13 +89,15 @@ class ConnectorConfig(BaseModel):
 
     @model_validator(mode="after")
     def _one_target(self) -> ConnectorConfig:
-        if self.url is None and self.builtin is None:
+        targets = [key for key in ("url", "module", "builtin") if getattr(self, key) is not None]
+        if not targets:
             raise ValueError(
                 'missing url: set "url" to the service\'s HTTP endpoint '
-                '(e.g. "http://127.0.0.1:8101/respond") or "builtin" to a built-in service'
+                '(e.g. "http://127.0.0.1:8101/respond"), "module" to an SDK service\'s '
+                'module to call it in the agent\'s process, or "builtin" to a built-in service'
             )
-        if self.url is not None and self.builtin is not None:
-            raise ValueError('set either "url" or "builtin", not both')
+        if len(targets) > 1:
+            raise ValueError(f"set only one of {' and '.join(map(repr, targets))}")
         if self.protocol == "parlai" and self.url is None:
             raise ValueError('protocol "parlai" needs a "url"')
         return self
@@ -176,8 +192,11 @@ class ServiceConfig(BaseModel):
 
     @model_validator(mode="after")
     def _stream_over_http(self) -> ServiceConfig:
-        if self.stream and (self.connector.url is None or self.connector.protocol != "chorus"):
-            raise ValueError('"stream": true needs a "url" with the chorus protocol')
+        streams = self.connector.module is not None or (
+            self.connector.url is not None and self.connector.protocol == "chorus"
+        )
+        if self.stream and not streams:
+            raise ValueError('"stream": true needs a "url" with the chorus protocol, or a "module"')
         if self.stream_min_confidence is not None and not self.stream:
             raise ValueError('"stream_min_confidence" needs "stream": true')
         return self

@@ -100,6 +100,8 @@ class LocalServices:
     off: Sequence[tuple[str, str]] = ()
     #: a word about where the services run instead, when none is started here
     note: str | None = field(default=None)
+    #: services the agent calls in its own process, by name and module (to show)
+    in_agent: Sequence[tuple[str, str]] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +120,7 @@ class LoadedPipeline(PipelineGraph, Protocol):
         """The graph as ``GET /api/pipeline`` shows it, with ``stats``' live numbers."""
         ...
 
-    def executor(
+    async def executor(
         self,
         client: aiohttp.ClientSession,
         closing: AsyncExitStack,
@@ -126,8 +128,8 @@ class LoadedPipeline(PipelineGraph, Protocol):
         channel_type: str,
         limits: StorageLimits,
     ) -> TurnExecutor:
-        """The executor for this pipeline, its connectors made on ``client`` and closed
-        with ``closing``."""
+        """The executor for this pipeline, its connectors made on ``client``, opened, and
+        closed with ``closing``."""
         ...
 
     def local_services(self, root: Path) -> LocalServices:

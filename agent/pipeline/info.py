@@ -31,7 +31,10 @@ class ServiceInfo(BaseModel):
     dream_group: str | None = Field(
         default=None, description="a dp-agent service's group in the pipeline file"
     )
-    target: str = Field(description="the URL called (without credentials), or builtin:NAME")
+    target: str = Field(
+        description="the URL called (without credentials), module:PATH for a service "
+        "called in the agent's process, or builtin:NAME"
+    )
     timeout: float = Field(description="seconds one call may take")
     batch_size: int
     context_window: int
@@ -88,6 +91,8 @@ class PipelineInfo(BaseModel):
 
 def _target(config: ServiceConfig) -> str:
     url = config.connector.url
+    if config.connector.module is not None:
+        return f"module:{config.connector.module}"
     if url is None:
         return f"builtin:{config.connector.builtin}"
     port = f":{url.port}" if url.port is not None else ""

@@ -16,7 +16,7 @@ import aiohttp
 from agent.connectors.transport import AiohttpTransport
 from agent.metrics.services import ServiceStats
 from agent.pipeline.config import parse_pipeline_config
-from agent.pipeline.connectors import make_batchers
+from agent.pipeline.connectors import check_in_process, make_batchers
 from agent.pipeline.engine import Kind, LocalService, LocalServices, TurnExecutor
 from agent.pipeline.executor import Executor
 from agent.pipeline.graph import Pipeline, build_pipeline
@@ -44,12 +44,14 @@ class ChorusKind(Kind[Pipeline]):
     @classmethod
     def load(cls, document: object, source: str) -> ChorusKind:
         """The pipeline ``document`` (read from ``source``) describes, or what is wrong."""
-        return cls(build_pipeline(parse_pipeline_config(document, source=source)))
+        pipeline = build_pipeline(parse_pipeline_config(document, source=source))
+        check_in_process(pipeline)
+        return cls(pipeline)
 
     def describe(self, stats: ServiceStats) -> PipelineInfo:
         return describe(self.graph, stats)
 
-    def executor(
+    async def executor(
         self,
         client: aiohttp.ClientSession,
         closing: AsyncExitStack,
@@ -58,18 +60,24 @@ class ChorusKind(Kind[Pipeline]):
         limits: StorageLimits,
     ) -> TurnExecutor:
         """An :class:`~agent.pipeline.executor.Executor` with a batcher per service (the
-        channel plays no part in a Chorus pipeline's requests)."""
+        channel plays no part in a Chorus pipeline's requests). In-process services open
+        their lifespan here, so the first turn does not wait for it."""
         batchers = make_batchers(self.graph, AiohttpTransport(client))
         for batcher in batchers.values():
             closing.push_async_callback(batcher.aclose)
+        for batcher in batchers.values():
+            await batcher.connector.open()
         return Executor(self.graph, batchers, limits=limits)
 
     def local_services(self, root: Path) -> LocalServices:
         """Each service on a local URL whose folder (``skills/<name>/app.py``...) is in
-        ``root`` is started there; the others must already run."""
-        found, elsewhere = [], []
+        ``root`` is started there; the others must already run, but for those the agent
+        calls in its own process."""
+        found, elsewhere, in_agent = [], [], []
         for node in self.graph:
             url = node.config.connector.url
+            if node.config.connector.module is not None:
+                in_agent.append((node.name, node.config.connector.module))
             if url is None:
                 continue
             folder = GROUP_FOLDERS[node.role]
@@ -82,4 +90,4 @@ class ChorusKind(Kind[Pipeline]):
             else:
                 elsewhere.append(f"{node.name} ({url})")
         off = [(service.name, service.reason) for service in self.graph.disabled]
-        return LocalServices(found, elsewhere, off)
+        return LocalServices(found, elsewhere, off, in_agent=in_agent)

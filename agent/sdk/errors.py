@@ -10,6 +10,8 @@ value) or ``except RuntimeError`` keep that base too.
      ├── ConfigError [ValueError]     the agent cannot start as configured
      │    ├── SettingsError            agent/settings.py        a CHORUS_* variable
      │    ├── PipelineConfigError      agent/pipeline/config.py the pipeline file
+     │    ├── ServiceNotLoaded         agent/connectors/in_process.py  a module named to
+     │    │                            run a service in the agent gives none
      │    └── TelemetryConfigError     agent/sdk/tracing.py     an OTEL_* variable
      ├── HandlerSignatureError [TypeError]  agent/sdk/contracts.py  a service's handler cannot
      │                                 be called as its role calls it: refused when decorated

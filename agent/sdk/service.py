@@ -32,7 +32,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
@@ -119,6 +119,7 @@ class Service:
         self._role: Role | None = None
         self._handler: Handler | None = None
         self._app: FastAPI | None = None
+        self._resources: list[Callable[[], AbstractAsyncContextManager[Any]]] = []
 
     def _register(self, role: Role, fn: Handler) -> None:
         """Check the function fits its role now, so a broken handler stops the import."""
@@ -158,6 +159,23 @@ class Service:
         self._register("response_annotators", fn)
         return fn
 
+    def lifespan(
+        self, resource: Callable[[], AbstractAsyncContextManager[Any]]
+    ) -> Callable[[], AbstractAsyncContextManager[Any]]:
+        """Hold ``resource()`` open while the service serves (a client of the model it
+        calls, say), wherever it serves: its own server, or the agent's process when the
+        pipeline calls it there (agent/connectors/in_process.py)."""
+        self._resources.append(resource)
+        return resource
+
+    @asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        """The service's resources, open for the block (in the order registered)."""
+        async with AsyncExitStack() as stack:
+            for resource in self._resources:
+                await stack.enter_async_context(resource())
+            yield
+
     async def _call(self, *args: Any) -> Any:
         assert self._handler is not None
         if inspect.iscoroutinefunction(self._handler):
@@ -165,11 +183,16 @@ class Service:
         return await run_in_threadpool(self._handler, *args)
 
     @property
+    def role(self) -> Role | None:
+        """The role its handler plays (None until a function is decorated)."""
+        return self._role
+
+    @property
     def streams(self) -> bool:
         """Whether the handler streams its text (an async generator skill)."""
         return self._role == "skills" and inspect.isasyncgenfunction(self._handler)
 
-    async def _pieces(self, dialog: DialogView) -> AsyncIterator[StreamStart | str | StreamEnd]:
+    async def pieces(self, dialog: DialogView) -> AsyncIterator[StreamStart | str | StreamEnd]:
         """A streaming skill's yields, checked: a :class:`StreamStart` first, then text,
         then maybe one :class:`StreamEnd`."""
         assert self._handler is not None
@@ -192,7 +215,7 @@ class Service:
             yield item
 
     @staticmethod
-    def _hypotheses(start: StreamStart | None, text: str, end: StreamEnd | None = None) -> Any:
+    def hypotheses(start: StreamStart | None, text: str, end: StreamEnd | None = None) -> Any:
         """The JSON answer a streamed text makes: one hypothesis, or none without text."""
         if start is None or not text.strip():
             return []
@@ -205,19 +228,19 @@ class Service:
         start: StreamStart | None = None
         end: StreamEnd | None = None
         pieces: list[str] = []
-        async for item in self._pieces(dialog):
+        async for item in self.pieces(dialog):
             if isinstance(item, StreamStart):
                 start = item
             elif isinstance(item, StreamEnd):
                 end = item
             else:
                 pieces.append(item)
-        return self._hypotheses(start, "".join(pieces), end)
+        return self.hypotheses(start, "".join(pieces), end)
 
     async def stream(self, dialog: DialogView) -> AsyncIterator[bytes]:
         """One dialog's answer as streamed lines; the first item is awaited before the
         first line, so a failure that early is the request's (an HTTP status)."""
-        pieces = self._pieces(dialog)
+        pieces = self.pieces(dialog)
         start = await anext(pieces, None)
         assert start is None or isinstance(start, StreamStart)
 
@@ -234,7 +257,7 @@ class Service:
                         assert isinstance(piece, str)
                         text.append(piece)
                         yield line("token", piece)
-                yield line("end", self._hypotheses(start, "".join(text), end))
+                yield line("end", self.hypotheses(start, "".join(text), end))
             except Exception as exc:  # the status is sent: the failure goes in the stream
                 yield line("error", f"{type(exc).__name__}: {exc}")
 
@@ -259,6 +282,8 @@ class Service:
     async def respond(self, request: ServiceRequest) -> list[Any]:
         """Answer a batch: one item per dialog, in the order received."""
         trace.get_current_span().set_attribute("chorus.batch_size", len(request.dialogs))
+        if len(request.dialogs) == 1:  # the usual batch: no task to gather
+            return [await self._one(request.dialogs[0])]
         return list(await asyncio.gather(*(self._one(d) for d in request.dialogs)))
 
     @property
@@ -278,7 +303,8 @@ def build_app(service: Service) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
+        async with service.serving():
+            yield
         if owned is not None:  # send the spans still buffered
             owned.shutdown()
 

@@ -21,11 +21,11 @@ A failing endpoint is not hidden: a timeout, a non-2xx answer or a body that is 
 completion makes ``/respond`` answer 502 with what went wrong, so the agent records the
 error and loses only this skill's output for the turn.
 
-One ``httpx.AsyncClient`` serves the app's whole life. The SDK builds the FastAPI app and
-offers no lifespan hook, so :func:`create_app` wraps the router's ``lifespan_context``: the
-client opens when the server starts and closes when it stops, in the server's own event
-loop, and the SDK's lifespan still runs inside. A client created lazily on the first
-request would never be closed and would stay bound to the loop that first used it.
+One ``httpx.AsyncClient`` serves the skill's whole life, held open by the service's
+lifespan: it opens when the server starts (or the agent, when its pipeline calls the skill
+in its own process) and closes when it stops, in the event loop that uses it. A client
+created lazily on the first request would never be closed and would stay bound to the loop
+that first used it.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 import httpx
@@ -388,22 +388,8 @@ class ChatModel:
             ) from None
 
 
-def run_while_serving(
-    app: FastAPI, resource: Callable[[], AbstractAsyncContextManager[None]]
-) -> None:
-    """Hold ``resource`` open for the server's life, around the app's own lifespan."""
-    app_lifespan = app.router.lifespan_context
-
-    @asynccontextmanager
-    async def lifespan(running: Any) -> AsyncIterator[Any]:
-        async with resource(), app_lifespan(running) as state:
-            yield state
-
-    app.router.lifespan_context = lifespan
-
-
-def create_app(settings: LLMSettings | None = None) -> FastAPI:
-    """The skill's app for ``settings`` (default: from the environment)."""
+def create_service(settings: LLMSettings | None = None) -> Service:
+    """The skill for ``settings`` (default: from the environment)."""
     settings = settings or load_settings()
     model = ChatModel(settings) if settings.enabled else None
     service = Service("llm", description="Answers with an OpenAI-compatible chat model.")
@@ -434,13 +420,17 @@ def create_app(settings: LLMSettings | None = None) -> FastAPI:
             )
             raise HTTPException(status.HTTP_502_BAD_GATEWAY, detail=f"LLM endpoint {exc}") from None
 
-    app = service.app
     if model is not None:
-        run_while_serving(app, model.open)
-    return app
+        service.lifespan(model.open)
+    return service
 
 
-def misconfigured_app(problem: str) -> FastAPI:
+def create_app(settings: LLMSettings | None = None) -> FastAPI:
+    """The skill's app for ``settings`` (default: from the environment)."""
+    return create_service(settings).app
+
+
+def misconfigured_service(problem: str) -> Service:
     """A healthy skill that refuses every turn with ``problem`` (503): the agent records it
     as this skill's error and the rest of the pipeline answers."""
     service = Service("llm", description="Answers with an OpenAI-compatible chat model.")
@@ -451,18 +441,32 @@ def misconfigured_app(problem: str) -> FastAPI:
             status.HTTP_503_SERVICE_UNAVAILABLE, detail=f"LLM skill is misconfigured: {problem}"
         )
 
-    return service.app
+    return service
 
 
-def app_from_environment() -> FastAPI:
-    """The app for the environment's settings; bad settings give :func:`misconfigured_app`
-    and one log line naming the variable, never a traceback that stops the process."""
+def service_from_environment() -> Service:
+    """The skill for the environment's settings; bad settings give
+    :func:`misconfigured_service` and one log line naming the variable, never a traceback
+    that stops the process."""
     try:
         settings = load_settings()
     except SettingsError as exc:
         logger.error("llm skill is misconfigured, every turn records it as an error: %s", exc)
-        return misconfigured_app(str(exc))
-    return create_app(settings)
+        return misconfigured_service(str(exc))
+    return create_service(settings)
 
 
-app = app_from_environment()
+def app_from_environment() -> FastAPI:
+    """The app for the environment's settings (:func:`service_from_environment`)."""
+    return service_from_environment().app
+
+
+def __getattr__(name: str) -> Any:
+    """``app``, built when first asked for (uvicorn's ``skills.llm.app:app``): importing
+    the module, as the agent does to call the skill in its own process
+    (``skills.llm.app:service_from_environment``), reads no setting and logs nothing."""
+    if name == "app":
+        app = app_from_environment()
+        globals()["app"] = app
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -35,30 +35,39 @@ def wait_for(url: str, process: subprocess.Popen[bytes], timeout: float = STARTU
     raise AssertionError(f"{url} not ready within {timeout}s")
 
 
-def shipped_pipeline_file(tmp_path: Path) -> tuple[Path, list[int]]:
-    """The shipped pipeline.json with each service on a free port, and the ports of those
-    `chorus run` starts (the LLM skill stays off: no endpoint). The shipped timeouts are a
-    deployment's; a busy machine misses them, so the services get the tests' own."""
+def shipped_pipeline_file(tmp_path: Path, over_http: bool) -> tuple[Path, list[int]]:
+    """The shipped pipeline.json, and the ports of the services `chorus run` starts (the
+    LLM skill stays off: no endpoint). ``over_http``: every service on a free port, as
+    its own process, instead of in the agent where the file names its module. The
+    shipped timeouts are a deployment's; a busy machine misses them, so the services get
+    the tests' own."""
     shipped = json.loads(Path("pipeline.json").read_text())
     ports = []
     for group in shipped["services"].values():
         for service in group.values():
-            port = free_port()
-            service["connector"]["url"] = f"http://127.0.0.1:{port}/respond"
-            service["connector"]["timeout"] = SERVICE_TIMEOUT
-            if not service.get("requires_env"):
-                ports.append(port)
+            connector = service["connector"]
+            connector["timeout"] = SERVICE_TIMEOUT
+            if over_http or "module" not in connector:
+                port = free_port()
+                connector.pop("module", None)
+                connector["url"] = f"http://127.0.0.1:{port}/respond"
+                if not service.get("requires_env"):
+                    ports.append(port)
     shipped["turn_timeout"] = TURN_TIMEOUT
     pipeline = tmp_path / "pipeline.json"
     pipeline.write_text(json.dumps(shipped))
     return pipeline, ports
 
 
-@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize(
+    ("stop_signal", "over_http"),
+    [(signal.SIGINT, True), (signal.SIGTERM, False)],
+    ids=["services-as-processes-sigint", "as-shipped-sigterm"],
+)
 def test_run_starts_every_local_service_and_the_agent_then_stops_them(
-    tmp_path: Path, stop_signal: signal.Signals
+    tmp_path: Path, stop_signal: signal.Signals, over_http: bool
 ) -> None:
-    pipeline, ports = shipped_pipeline_file(tmp_path)
+    pipeline, ports = shipped_pipeline_file(tmp_path, over_http)
     agent_port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if k != "LLM_BASE_URL"},
@@ -86,6 +95,8 @@ def test_run_starts_every_local_service_and_the_agent_then_stops_them(
     assert process.returncode == 0
     assert b"Chorus agent on" in out
     assert b"llm                  off (requires_env: LLM_BASE_URL not set)" in out
+    shown = b"intents              " + (b"http://" if over_http else b"in the agent")
+    assert shown in out
     for port in [*ports, agent_port]:
         try:
             httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
@@ -111,7 +122,7 @@ def test_run_refuses_a_bad_pipeline_naming_the_entry(tmp_path: Path) -> None:
 def test_a_misconfigured_llm_skill_costs_only_its_own_output(tmp_path: Path) -> None:
     """Only LLM_BASE_URL set (no LLM_MODEL): the stack still comes up and answers, the llm
     skill's one-line reason is in the turn's errors, and nothing prints a traceback."""
-    pipeline, _ = shipped_pipeline_file(tmp_path)
+    pipeline, _ = shipped_pipeline_file(tmp_path, over_http=False)
     agent_port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("LLM_")},

@@ -29,7 +29,7 @@ from agent.cli.scaffold import ScaffoldError, apply, plan_skill
 from agent.pipeline.loading import load_any_pipeline
 from agent.settings import Settings
 from tests.deploy import test_compose
-from tests.support.compose import containerised, without_urls
+from tests.support.compose import containerised, without_targets
 from tests.support.ports import free_port, port_is_free
 from tests.support.processes import unmeasured_environment
 from tests.support.servers import serving
@@ -157,7 +157,7 @@ def test_registers_the_skill_in_both_pipelines(scaffolded: Scaffolded) -> None:
     assert compose["services"]["skills"][NAME]["connector"]["url"] == (
         f"http://{NAME}:8000/respond"
     )
-    assert without_urls(compose) == without_urls(scaffolded.read(PIPELINE))
+    assert without_targets(compose) == without_targets(scaffolded.read(PIPELINE))
     for path in (PIPELINE, COMPOSE_PIPELINE):  # same layout: only the entry's lines added
         assert only_added(scaffolded.before[path], (scaffolded.repo / path).read_text())
 

@@ -41,7 +41,7 @@ from tests.support.compose import (
     load_pipeline,
     pipeline_entries,
     run_docker_compose,
-    without_urls,
+    without_targets,
 )
 from tests.support.dockerfiles import ROOT, Dockerfile, copy_problems, ignored, stage
 from tests.support.images import (
@@ -121,14 +121,19 @@ def test_every_compose_service_is_in_the_pipeline() -> None:
     assert {"mongo", "agent"} <= set(SERVICES)
 
 
-def test_compose_pipeline_is_the_local_pipeline_with_other_urls() -> None:
+def test_compose_pipeline_is_the_local_pipeline_with_every_service_in_a_container() -> None:
     local, compose = load_pipeline(LOCAL_PIPELINE), load_pipeline(COMPOSE_PIPELINE)
     assert {n: g for n, (g, _) in pipeline_entries(compose).items()} == {
         n: g for n, (g, _) in pipeline_entries(local).items()
     }
-    assert without_urls(compose) == without_urls(local), (
-        f"{COMPOSE_PIPELINE.name} must be {LOCAL_PIPELINE.name} with only the URLs changed"
+    assert without_targets(compose) == without_targets(local), (
+        f"{COMPOSE_PIPELINE.name} must be {LOCAL_PIPELINE.name} with only where each "
+        "service runs changed"
     )
+    in_the_agent = [
+        n for n, (_, e) in pipeline_entries(compose).items() if "url" not in e["connector"]
+    ]
+    assert not in_the_agent, f"the agent's image does not carry {in_the_agent}: give each a URL"
 
 
 def test_compose_pipeline_is_valid_for_the_agent(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -519,7 +524,8 @@ def docs_docker_run() -> list[str]:
 def test_the_agent_image_runs_without_compose_as_the_docs_show(tmp_path: Path) -> None:
     """The docs' `docker run` with the image's files: its published address, variables and
     mounts. The example's database host and generated key are placeholders, so the agent
-    gets an SQLite file and a fixed key here; the mounted pipeline is the repository's."""
+    gets an SQLite file and a fixed key here; the mounted pipeline is the one the docs say
+    to start from."""
     args = docs_docker_run()
     assert args[:2] == ["docker", "run"] and args[-1] == "chorus-agent"
     published = [args[i + 1] for i, a in enumerate(args) if a == "-p"]
@@ -535,7 +541,7 @@ def test_the_agent_image_runs_without_compose_as_the_docs_show(tmp_path: Path) -
     for _, inside, *_ in mounts:
         target = tmp_path / "image" / inside.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / "pipeline.json", target)
+        shutil.copy2(COMPOSE_PIPELINE, target)
     pipeline = env.get("CHORUS_PIPELINE", "pipeline.json")  # the agent's default
     staged = (
         tmp_path / "image" / pipeline.lstrip("/")

@@ -1,5 +1,6 @@
-"""The shipped pipeline (pipeline.json) end to end: every reference service as a real
-server, the agent on both stores, and a scripted conversation a user would have."""
+"""The shipped pipeline (pipeline.json) end to end: every reference service as it ships
+(in the agent's process, or a real server for one named by its URL), the agent on both
+stores, and a scripted conversation a user would have."""
 
 from __future__ import annotations
 
@@ -36,19 +37,23 @@ REFERENCE = {
 def shipped_pipeline(
     services: Callable[[FastAPI], ServerThread], apps: dict[str, FastAPI] | None = None
 ) -> dict[str, Any]:
-    """pipeline.json's reference services, each started here on a free port (``apps``
-    replaces a service's app, e.g. the LLM skill pointed at a local endpoint)."""
+    """pipeline.json's reference services as it runs them: in the agent's process where it
+    names a module, else started here on a free port; ``apps`` serves a service's app
+    instead (e.g. the LLM skill over HTTP, pointed at a local endpoint)."""
     pipeline: dict[str, Any] = json.loads((ROOT / "pipeline.json").read_text())
     for group, entries in pipeline["services"].items():
         for name in set(entries) - REFERENCE.get(group, set()):
             del entries[name]
     for group, entries in pipeline["services"].items():
         for name, entry in entries.items():
-            module = importlib.import_module(f"{GROUP_FOLDERS[group]}.{name}.app")
-            app = (apps or {}).get(name, module.app)
-            entry["connector"]["url"] = f"{services(app).url}/respond"
+            connector = entry["connector"]
+            if name in (apps or {}) or "module" not in connector:
+                module = importlib.import_module(f"{GROUP_FOLDERS[group]}.{name}.app")
+                app = (apps or {}).get(name, module.app)
+                connector.pop("module", None)
+                connector["url"] = f"{services(app).url}/respond"
             # The shipped timeouts are a deployment's; a busy machine misses them.
-            entry["connector"]["timeout"] = SERVICE_TIMEOUT
+            connector["timeout"] = SERVICE_TIMEOUT
     pipeline["turn_timeout"] = TURN_TIMEOUT
     return pipeline
 

@@ -1,8 +1,8 @@
 """The shipped pipeline with the LLM on (README's ``LLM_BASE_URL=... LLM_MODEL=...``): the
 cheap skills answer what they know without calling the LLM, the LLM answers the rest and
-its answer streams, and the fallback speaks only when the LLM cannot. Every service is a
-real server; the LLM endpoint is a local server speaking OpenAI's streamed chat
-completions."""
+its answer streams, and the fallback speaks only when the LLM cannot. Every service runs
+as pipeline.json ships it; the LLM endpoint is a local server speaking
+OpenAI's streamed chat completions."""
 
 from __future__ import annotations
 
@@ -30,13 +30,10 @@ def with_llm(
     base_url: str,
 ) -> httpx.Client:
     """The agent on pipeline.json, the LLM skill pointed at ``base_url`` as the README's
-    line does it."""
-    from skills.llm.app import LLMSettings, create_app
-
+    line does it (the skill runs in the agent's process, as shipped)."""
     monkeypatch.setenv("LLM_BASE_URL", base_url)
     monkeypatch.setenv("LLM_MODEL", "test-model")
-    llm = create_app(LLMSettings(_env_file=None, base_url=base_url, model="test-model"))
-    return agent(shipped_pipeline(services, apps={"llm": llm}))
+    return agent(shipped_pipeline(services))
 
 
 def test_cheap_skills_answer_without_the_llm_and_the_llm_streams_the_rest(

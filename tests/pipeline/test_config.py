@@ -89,7 +89,7 @@ def test_url_and_builtin_together_are_refused() -> None:
             }
         }
     )
-    assert "services.response_selectors.rs.connector: set either" in message
+    assert "services.response_selectors.rs.connector: set only one of" in message
 
 
 def test_a_dependency_on_a_disabled_service_is_named() -> None:

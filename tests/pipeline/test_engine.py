@@ -85,7 +85,7 @@ async def test_each_kind_builds_its_own_executor() -> None:
             (DreamKind(build_dream_pipeline(DREAM)), DreamExecutor),
         ):
             async with AsyncExitStack() as closing:
-                executor: TurnExecutor = pipeline.executor(
+                executor: TurnExecutor = await pipeline.executor(
                     client, closing, channel_type="telegram", limits=StorageLimits()
                 )
                 assert isinstance(executor, kind) and executor.pipeline is pipeline.graph

@@ -54,10 +54,12 @@ def containerised(pipeline: dict[str, Any]) -> dict[str, tuple[str, dict[str, An
     }
 
 
-def without_urls(pipeline: dict[str, Any]) -> dict[str, Any]:
+def without_targets(pipeline: dict[str, Any]) -> dict[str, Any]:
+    """The pipeline without where its services run: a URL, or a module the agent runs."""
     copy: dict[str, Any] = json.loads(json.dumps(pipeline))
     for _, entry in pipeline_entries(copy).values():
         entry["connector"].pop("url", None)
+        entry["connector"].pop("module", None)
     return copy
 
 

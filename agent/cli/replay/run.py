@@ -48,7 +48,9 @@ async def replay(
     async with AsyncExitStack() as closing:
         client = make_http_client()
         closing.push_async_callback(client.close)
-        executor = pipeline.executor(client, closing, channel_type=channel_type, limits=limits)
+        executor = await pipeline.executor(
+            client, closing, channel_type=channel_type, limits=limits
+        )
         waiting: asyncio.Queue[StoredTurn | None] = asyncio.Queue(maxsize=concurrency * 2)
 
         async def work() -> None:

@@ -1,0 +1,102 @@
+"""Services a test pipeline names by module (``"connector": {"module": ...}``), so the agent
+calls them in its own process: they live at module level, where the agent imports them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import HTTPException
+
+from agent.sdk import DialogView, Service, SkillHypothesis, StreamStart
+
+#: What the ``lifespan`` service's resource went through, in order.
+LIFESPAN_EVENTS: list[str] = []
+
+meddler = Service("meddler")
+
+
+@meddler.skill
+async def meddle(dialog: DialogView) -> SkillHypothesis:
+    """Changes everything it is shown, then answers what it found before: none of its
+    changes may reach the state, nor what it or another service is shown next."""
+    seen = sorted(dialog.human.attributes)
+    dialog.human.attributes["meddled"] = True
+    dialog.bot.attributes["meddled"] = True
+    dialog.human_utterance.annotations["meddled"] = True
+    dialog.human_utterance.attributes["meddled"] = True
+    for utterance in dialog.utterances:
+        utterance.text = "meddled"
+    return SkillHypothesis(text=f"found {seen}", confidence=0.9)
+
+
+refuser = Service("refuser")
+
+
+@refuser.skill
+async def refuse(dialog: DialogView) -> SkillHypothesis:
+    raise HTTPException(503, detail="no model loaded")
+
+
+crasher = Service("crasher")
+
+
+@crasher.skill
+async def crash(dialog: DialogView) -> SkillHypothesis:
+    raise RuntimeError("a bug in the skill")
+
+
+bad_shape = Service("bad_shape")
+
+
+@bad_shape.skill
+async def wrong(dialog: DialogView) -> SkillHypothesis:
+    return "not a hypothesis"  # type: ignore[return-value]
+
+
+lifespan = Service("lifespan")
+
+
+@asynccontextmanager
+async def _resource() -> AsyncIterator[None]:
+    LIFESPAN_EVENTS.append("open")
+    try:
+        yield
+    finally:
+        LIFESPAN_EVENTS.append("close")
+
+
+lifespan.lifespan(_resource)
+
+
+@lifespan.skill
+async def report_open(dialog: DialogView) -> SkillHypothesis:
+    return SkillHypothesis(text=f"events: {' '.join(LIFESPAN_EVENTS)}", confidence=0.5)
+
+
+def make_echo() -> Service:
+    """A factory: the agent calls it when it starts."""
+    service = Service("echo")
+
+    @service.skill
+    async def echo(dialog: DialogView) -> SkillHypothesis:
+        return SkillHypothesis(text=f"echo: {dialog.human_utterance.text}", confidence=0.5)
+
+    return service
+
+
+streamer = Service("streamer")
+
+
+@streamer.skill
+async def stream(dialog: DialogView) -> AsyncIterator[StreamStart | str]:
+    yield StreamStart(confidence=0.7)
+    for word in ["one ", "two ", "three"]:
+        yield word
+
+
+not_a_service = "a string"
+
+
+def make_nothing() -> None:
+    """A factory that forgets to return its service."""
