@@ -12,7 +12,7 @@ SDK's: services that use this module list them in their own ``requirements.txt``
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -54,7 +54,16 @@ def embed(texts: Sequence[str]) -> np.ndarray:
     return normalised
 
 
+@lru_cache(maxsize=256)
+def _meaning_of(text: str) -> np.ndarray:
+    """One text's row, kept: the intents annotator and the smalltalk skill (twice) each
+    weigh the same utterance, and in the agent's process they share this cache."""
+    row: np.ndarray = embed([text])[0]
+    row.flags.writeable = False  # shared by every caller
+    return row
+
+
 def similarities(text: str, rows: np.ndarray) -> np.ndarray:
     """Cosine similarity of ``text`` to each row of :func:`embed`'s output (-1..1)."""
-    scores: np.ndarray = rows @ embed([text])[0]
+    scores: np.ndarray = rows @ _meaning_of(text)
     return scores

@@ -96,13 +96,22 @@ async def stream_turn(
     first = await started(events, task)
 
     async def body() -> AsyncIterator[bytes]:
+        # The events already waiting go out in one write: a stage of in-process services
+        # ends a dozen calls at once, and a write each would hold the loop (and the LLM's
+        # request, made next) for as many sends.
         try:
             if first is not None:
                 yield sse(first)
+            waiting: list[bytes] = []
             async for event in follow_turn(
                 events, task, dump, lambda exc: error_body(request, exc)
             ):
-                yield sse(event)
+                waiting.append(sse(event))
+                if not events.queued:
+                    yield b"".join(waiting)
+                    waiting.clear()
+            if waiting:
+                yield b"".join(waiting)
         finally:
             if not task.done():  # the client went away: the turn still ends and is stored
                 _orphans.add(task)

@@ -1,7 +1,8 @@
 """Serve the agent with uvicorn: ``python -m agent.api.serve --host 0.0.0.0 --port 4242``.
 
 The image and ``chorus run`` serve the agent this way, never with ``uvicorn --factory
-agent.api.app:create_app`` alone: the difference is :class:`agent.api.protocol.LimitedHttp`,
+agent.api.app:create_app`` alone: the difference is the agent's heap frozen once it has
+started (:func:`agent.api.app.heap_frozen`), and :class:`agent.api.protocol.LimitedHttp`,
 which bounds what a client can hold of the agent (an idle socket, a huge or never-ending
 request header, any number of connections), and :class:`agent.api.protocol.LimitedWebSocket`
 (WebSockets: their share of the connections, their idle time, their messages' size), with
@@ -16,7 +17,9 @@ import resource
 import sys
 
 import uvicorn
+from fastapi import FastAPI
 
+from agent.api.app import create_app
 from agent.api.protocol import (
     REFUSALS_ANSWERED,
     ServerLimits,
@@ -27,7 +30,7 @@ from agent.connectors.http import DEFAULT_POOL_SIZE
 from agent.settings import Settings, SettingsError, load_settings
 
 #: What the agent image and ``chorus run`` serve.
-APP = "agent.api.app:create_app"
+APP = "agent.api.serve:served_app"
 
 #: Descriptors an agent process needs besides its clients' connections: the HTTP client's
 #: pool to the services, MongoDB's default pool of 100, the connections being refused past the
@@ -85,6 +88,12 @@ def server_limits(settings: Settings) -> ServerLimits:
         websocket_idle_timeout=WEBSOCKET_IDLE_TIMEOUT,
         max_message_bytes=settings.max_body_bytes,
     )
+
+
+def served_app() -> FastAPI:
+    """The agent as its process's one app (:func:`agent.api.app.create_app`'s
+    ``own_process``)."""
+    return create_app(own_process=True)
 
 
 def serve(host: str, port: int, log_level: str = "info", settings: Settings | None = None) -> None:

@@ -66,6 +66,11 @@ class TurnEvents:
     def put(self, event: TurnEvent) -> None:
         self._queue.put_nowait(event)
 
+    @property
+    def queued(self) -> bool:
+        """Whether more events are already waiting to be read."""
+        return not self._queue.empty()
+
     @contextmanager
     def listen(self) -> Iterator[None]:
         """Run the block (and the tasks it starts) with this object as its listener."""

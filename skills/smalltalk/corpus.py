@@ -146,7 +146,18 @@ class _Tfidf:
             return np.zeros(self.matrix.shape[0])
         columns = np.fromiter((self._vocabulary[g] for g in counts), dtype=np.intp)
         weights = (1.0 + np.log(np.fromiter(counts.values(), dtype=float))) * self._idf[columns]
-        similarities: np.ndarray = self.matrix[:, columns] @ weights
+        # matrix[:, columns] @ weights, read straight from the CSC arrays: scipy's column
+        # slice costs more than the product (0.2 ms against 0.1 ms an utterance).
+        matrix = self.matrix
+        starts = matrix.indptr[columns]
+        lengths = matrix.indptr[columns + 1] - starts
+        positions = np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+        positions += np.arange(positions.size)
+        similarities: np.ndarray = np.bincount(
+            matrix.indices[positions],
+            weights=matrix.data[positions] * np.repeat(weights, lengths),
+            minlength=matrix.shape[0],
+        )
         return similarities / float(np.linalg.norm(weights))
 
 

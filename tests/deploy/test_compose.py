@@ -317,8 +317,8 @@ def test_agent_image_starts_from_the_compose_environment(tmp_path: Path) -> None
     dockerfile = dockerfile_of("agent")
     command = uvicorn_command(dockerfile)
     assert (command.module, command.attribute, command.factory) == (
-        "agent.api.app",
-        "create_app",
+        "agent.api.serve",
+        "served_app",
         True,
     )
     assert command.port == AGENT_PORT

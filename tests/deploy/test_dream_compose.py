@@ -152,7 +152,7 @@ def test_the_dream_image_is_the_agent_image_with_the_formatters_packages() -> No
     agent = parse_dockerfile(AGENT_DOCKERFILE)
     assert dream.base == "chorus-agent"
     assert dream.cmd == [] and dream.copies == [], "the agent image's command and files, unchanged"
-    assert uvicorn_command(agent).module == "agent.api.app"
+    assert uvicorn_command(agent).module == "agent.api.serve"
     assert dream.user == agent.user == "chorus"
     assert dream.workdir == "/dp-agent" and dream.env["PYTHONPATH"] == "/dp-agent"
     Settings(db_url=dream.env["CHORUS_DB_URL"])

@@ -21,3 +21,14 @@ def test_an_empty_text_is_close_to_nothing() -> None:
     assert np.isfinite(rows).all() and not rows[0].any()
     assert meaning.similarities("", rows).tolist() == [0.0, 0.0]
     assert meaning.embed([]).shape == (0, 256)
+
+
+def test_a_text_weighed_again_scores_the_same_and_no_caller_can_change_it() -> None:
+    """The intents annotator and the smalltalk skill weigh the same utterance: the second
+    reads the first's row, which neither can alter for the other."""
+    rows = meaning.embed(["how old are you", "do you like music"])
+    first = meaning.similarities("Do you like sports?", rows)
+    first += 1.0  # the scores are the caller's own
+    again = meaning.similarities("Do you like sports?", rows)
+    assert np.allclose(again, rows @ meaning.embed(["Do you like sports?"])[0])
+    assert np.allclose(again, first - 1.0)
