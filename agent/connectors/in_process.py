@@ -5,9 +5,10 @@ the service's server and parsing), and on a small machine the services of a stag
 turns on its cores: a turn's rule services cost more in hops than in their own work. A
 pipeline entry ``"connector": {"module": "annotators.intents.app"}`` calls that module's
 :class:`~agent.sdk.service.Service` directly instead. The service is the same code a
-container runs, and it sees what it would over HTTP: each request is the JSON of the views,
-parsed again (so a handler cannot change the agent's state through the objects it is
-given), and each answer is the JSON the service would have sent.
+container runs, and it sees what it would over HTTP: each call gets its own copy of the
+views, validated as the service's server validates a request (so a handler cannot change
+the agent's state through the objects it is given), and the agent keeps its answer as JSON
+values in containers of its own.
 
 Its failures are recorded as they would be over HTTP: an ``HTTPException`` the handler
 raises as the status it sets, a broken contract as a bad response; any other exception is
@@ -92,8 +93,8 @@ def _checked(service: Service, where: str, role: Role) -> Service:
         raise ServiceNotLoaded(f"{where} has no handler: decorate a function")
     if service.role != role:
         raise ServiceNotLoaded(
-            f"{where} is a {singular(service.role)} service, "
-            f"not a {singular(role)}: move it to its group or name another module"
+            f"{where} is a {singular(service.role)} service, but the pipeline lists it "
+            f"under {role}: move it to its group or name another module"
         )
     return service
 

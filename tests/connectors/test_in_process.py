@@ -154,7 +154,11 @@ def test_an_in_process_service_s_lifespan_is_open_while_the_agent_runs(
         ("skills", "tests.support.nowhere", "cannot import 'tests.support.nowhere'"),
         ("skills", "tests.support.in_process:not_a_service", "is a str, not a chorus Service"),
         ("skills", "tests.support.in_process:missing", "is nothing, not a chorus Service"),
-        ("annotators", "tests.support.in_process:meddler", "is a skill service, not a annotator"),
+        (
+            "annotators",
+            "tests.support.in_process:meddler",
+            "is a skill service, but the pipeline lists it under annotators",
+        ),
     ],
 )
 def test_a_module_that_gives_no_service_stops_the_agent_naming_its_entry(
