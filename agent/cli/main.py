@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -41,6 +43,13 @@ def _terminate(signum: int, frame: object) -> None:
 @app.callback()
 def main() -> None:
     """Chorus command line."""
+    # The commands run in a checkout, whose services a pipeline may name by module
+    # ("skills.greeting.app", run in the agent's process): found from the folder the
+    # command runs in, as `python -m` and uvicorn find them. The installed `chorus`
+    # script alone would look next to itself.
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
 
 
 # Short summaries for `chorus --help`: Click cuts a docstring's first sentence to the

@@ -17,6 +17,9 @@ from tests.conftest import CLIENT_TIMEOUT, SERVICE_TIMEOUT, TURN_TIMEOUT
 from tests.support.ports import free_port
 from tests.support.processes import COMMAND_TIMEOUT, STARTUP_TIMEOUT
 
+#: The installed command, as `make run` calls it.
+CHORUS = Path(sys.executable).parent / "chorus"
+
 # Each test starts a whole stack of processes: one at a time (another waits), so that in
 # `make test`'s parallel run two of them do not starve each other of CPU
 # (docs/development.md).
@@ -75,7 +78,9 @@ def test_run_starts_every_local_service_and_the_agent_then_stops_them(
         "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db",
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "agent.cli.main", "run", "--port", str(agent_port)],
+        # What `make run` runs: the installed script, which finds the in-process services
+        # from the folder it runs in.
+        [str(CHORUS), "run", "--port", str(agent_port)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
