@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.load import run_load
-from bench.run import ROOT, clock_ticks, free_port, mongodb, process
+from bench.ports import free_port
+from bench.run import ROOT, clock_ticks, mongodb, process
 from bench.stubs import pipeline
 
 #: Turns per round at each concurrency level (the load table's first two levels).

@@ -27,7 +27,8 @@ import uvicorn
 from fastapi import FastAPI, Request
 
 from bench.load import median_ms
-from bench.run import free_port, process
+from bench.ports import free_port
+from bench.run import process
 
 
 def skill(arrived: threading.Event, hold: float) -> FastAPI:

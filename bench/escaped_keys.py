@@ -29,7 +29,8 @@ import httpx
 import uvicorn
 
 from bench.load import median_ms
-from bench.run import RESULTS, ROOT, free_port, process
+from bench.ports import free_port
+from bench.run import RESULTS, ROOT, process
 
 HEAVY = "heavy"
 Scope = dict[str, Any]

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import httpx
 
+from bench.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -37,13 +39,6 @@ def _kib(pid: int, field: str) -> int:
         if line.startswith(field + ":"):
             return int(line.split()[1])
     raise LookupError(field)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def flood(port: int, megabytes: int, result: dict[str, object]) -> None:
@@ -114,7 +109,7 @@ def main() -> None:
     parser.add_argument("--slow", type=int, default=0, help="requests left unfinished")
     parser.add_argument("--nofile", type=int, default=1024, help="the agent's ulimit -n")
     args = parser.parse_args()
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         env = {
             **os.environ,

@@ -29,7 +29,8 @@ from typing import Any
 import aiohttp
 import httpx
 
-from bench.run import RESULTS, free_port, process
+from bench.ports import free_port
+from bench.run import RESULTS, process
 
 BODY = json.dumps(
     {

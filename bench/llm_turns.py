@@ -38,6 +38,7 @@ from typing import Any
 
 import httpx
 
+from bench.ports import free_port
 from bench.run import RESULTS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,14 +67,6 @@ SCRIPT = [
     "What is the capital of France?",
     "Goodbye!",
 ]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_up(url: str, process: subprocess.Popen[bytes], seconds: float = 90.0) -> None:

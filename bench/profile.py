@@ -29,7 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench.load import run_load
-from bench.run import RESULTS, clock_ticks, free_port, mongodb, process, stack
+from bench.ports import free_port
+from bench.run import RESULTS, clock_ticks, mongodb, process, stack
 
 #: Layers, first match wins: (name, substrings of a frame's file path or function).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (

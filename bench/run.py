@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import platform
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,17 +25,12 @@ from typing import Any
 import httpx
 
 from bench.load import LoadResult, median_ms, run_load
+from bench.ports import free_port
 from bench.servers import mongodb_server
 from bench.stubs import pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:

@@ -31,7 +31,8 @@ import aiohttp
 import httpx
 
 from bench.load import median_ms
-from bench.run import RESULTS, ROOT, free_port, mongodb, process
+from bench.ports import free_port
+from bench.run import RESULTS, ROOT, mongodb, process
 
 LINES = ("hello", "my name is Sam", "what is my name?", "tell me something", "ok")
 

@@ -31,7 +31,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from bench.double_texting import serve_in_thread
-from bench.run import ROOT, free_port, stack
+from bench.ports import free_port
+from bench.run import ROOT, stack
 from bench.servers import sqlite_file
 
 TOKEN = "123456:bench-token"
