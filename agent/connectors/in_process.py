@@ -42,7 +42,6 @@ from agent.sdk.errors import ConfigError
 from agent.sdk.models import DialogView, ServiceRequest
 from agent.sdk.roles import Role, singular
 from agent.sdk.service import Service
-from agent.sdk.streaming import StreamEnd, StreamStart
 
 log = logging.getLogger("chorus.connectors")
 
@@ -174,18 +173,6 @@ class InProcessConnector(Connector[DialogView]):
             return
         await self._open()
         (dialog,) = self._request([view]).dialogs
-        start: StreamStart | None = None
-        end: StreamEnd | None = None
-        text: list[str] = []
         with self._as_over_http():
-            async for piece in self.service.pieces(dialog):
-                if isinstance(piece, StreamStart):
-                    start = piece
-                    yield "start", piece.model_dump(mode="json")
-                elif isinstance(piece, StreamEnd):
-                    end = piece
-                else:
-                    text.append(piece)
-                    yield "token", piece
-            answer = self.service.hypotheses(start, "".join(text), end)
-        yield "end", _as_sent(self.name, answer)
+            async for kind, value in self.service.lines(dialog):
+                yield kind, _as_sent(self.name, value) if kind == "end" else value

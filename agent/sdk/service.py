@@ -63,7 +63,7 @@ from agent.sdk.models import (
     SkillSelection,
 )
 from agent.sdk.roles import Role, singular
-from agent.sdk.streaming import STREAM_MEDIA_TYPE, StreamEnd, StreamStart, line
+from agent.sdk.streaming import STREAM_MEDIA_TYPE, LineKind, StreamEnd, StreamStart, line
 from agent.sdk.tracing import TraceRequests, tracer_provider_from_env
 
 Handler = Callable[..., Any]
@@ -192,7 +192,7 @@ class Service:
         """Whether the handler streams its text (an async generator skill)."""
         return self._role == "skills" and inspect.isasyncgenfunction(self._handler)
 
-    async def pieces(self, dialog: DialogView) -> AsyncIterator[StreamStart | str | StreamEnd]:
+    async def _pieces(self, dialog: DialogView) -> AsyncIterator[StreamStart | str | StreamEnd]:
         """A streaming skill's yields, checked: a :class:`StreamStart` first, then text,
         then maybe one :class:`StreamEnd`."""
         assert self._handler is not None
@@ -215,7 +215,7 @@ class Service:
             yield item
 
     @staticmethod
-    def hypotheses(start: StreamStart | None, text: str, end: StreamEnd | None = None) -> Any:
+    def _hypotheses(start: StreamStart | None, text: str, end: StreamEnd | None = None) -> Any:
         """The JSON answer a streamed text makes: one hypothesis, or none without text."""
         if start is None or not text.strip():
             return []
@@ -224,44 +224,48 @@ class Service:
             fields.update(end.model_dump(mode="json"))
         return _normalise("skills", [SkillHypothesis(text=text, **fields)])
 
-    async def _collected(self, dialog: DialogView) -> Any:
+    async def lines(self, dialog: DialogView) -> AsyncIterator[tuple[LineKind, Any]]:
+        """A streaming skill's answer as the lines it sends, unwritten: ``start`` with its
+        fields, ``token`` with each piece of text, then ``end`` with the JSON answer the
+        text makes. Its server writes them (:meth:`stream`); the agent reads them as they
+        are when it calls the skill in its own process."""
         start: StreamStart | None = None
         end: StreamEnd | None = None
-        pieces: list[str] = []
-        async for item in self.pieces(dialog):
+        text: list[str] = []
+        async for item in self._pieces(dialog):
             if isinstance(item, StreamStart):
                 start = item
+                yield "start", item.model_dump(mode="json")
             elif isinstance(item, StreamEnd):
                 end = item
             else:
-                pieces.append(item)
-        return self.hypotheses(start, "".join(pieces), end)
+                text.append(item)
+                yield "token", item
+        yield "end", self._hypotheses(start, "".join(text), end)
+
+    async def _collected(self, dialog: DialogView) -> Any:
+        """The streamed answer as one JSON answer: the end line's."""
+        answer: Any = None
+        async for kind, value in self.lines(dialog):
+            if kind == "end":
+                answer = value
+        return answer
 
     async def stream(self, dialog: DialogView) -> AsyncIterator[bytes]:
-        """One dialog's answer as streamed lines; the first item is awaited before the
-        first line, so a failure that early is the request's (an HTTP status)."""
-        pieces = self.pieces(dialog)
-        start = await anext(pieces, None)
-        assert start is None or isinstance(start, StreamStart)
+        """One dialog's answer as streamed lines; the first line is made before the
+        stream is returned, so a failure that early is the request's (an HTTP status)."""
+        lines = self.lines(dialog)
+        first = await anext(lines)
 
-        async def lines() -> AsyncIterator[bytes]:
-            text: list[str] = []
-            end: StreamEnd | None = None
+        async def written() -> AsyncIterator[bytes]:
             try:
-                if start is not None:
-                    yield line("start", start.model_dump(mode="json"))
-                    async for piece in pieces:
-                        if isinstance(piece, StreamEnd):
-                            end = piece
-                            continue
-                        assert isinstance(piece, str)
-                        text.append(piece)
-                        yield line("token", piece)
-                yield line("end", self.hypotheses(start, "".join(text), end))
+                yield line(*first)
+                async for kind, value in lines:
+                    yield line(kind, value)
             except Exception as exc:  # the status is sent: the failure goes in the stream
                 yield line("error", f"{type(exc).__name__}: {exc}")
 
-        return lines()
+        return written()
 
     async def _one(self, dialog: DialogView) -> Any:
         assert self._role is not None
