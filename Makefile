@@ -28,7 +28,10 @@ $(STAMP): pyproject.toml constraints.txt
 		echo "$(VENV) is of another Python: made again with $(PYTHON)"; rm -rf $(VENV); fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench,services]'
+	@# setuptools warns that an editable install's folders could shadow the package: true
+	@# of any editable install, and a page of '!!' that reads like an error on a first run.
+	PYTHONWARNINGS='ignore:Editable installation' \
+		$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench,services]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+from fastapi.exceptions import RequestValidationError
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -63,9 +64,12 @@ class AgentMessage(BaseModel):
     )
 
     user_id: ExternalId
-    payload: str = Field(
+    payload: str | None = Field(
+        default=None,
         description="the user's text; empty for a message that is only attachments (an "
-        "`image`, as dp-agent's Telegram channel sends a photo without a caption)"
+        "`image`, as dp-agent's Telegram channel sends a photo without a caption). "
+        "Required, but in the dp-agent dialect (a dp-agent pipeline file, or "
+        "`CHORUS_DIALECT=dp-agent`), which takes a missing one as empty, as dp-agent does",
     )
     message_id: MessageId | None = Field(
         default=None,
@@ -85,6 +89,18 @@ class AgentMessage(BaseModel):
 
     def attributes(self) -> dict[str, Any]:
         return check_attribute_keys(dict(self.model_extra or {}))
+
+    def text(self, dialect: Dialect) -> str:
+        """The user's text: a missing ``payload`` is empty in dp-agent's dialect (its
+        handler reads ``payload`` with ``""`` as the default), and the 422 every other
+        missing field gets in Chorus's."""
+        if self.payload is not None:
+            return self.payload
+        if dialect == "dp-agent":
+            return ""
+        raise RequestValidationError(
+            [{"type": "missing", "loc": ("body", "payload"), "msg": "Field required"}]
+        )
 
     def reply_user_id(self) -> str | int:
         """The user id as the client sent it."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from tests.api.test_chat_ws import ask, socket
 from tests.conftest import AgentFactory
 from tests.dream import services as dream
 from tests.dream.services import Recorder
@@ -61,6 +62,27 @@ def test_an_empty_message_is_answered_as_dp_agent_answers_it(
     dialog = client.get(f"/api/dialogs/{response.json()['dialog_id']}").json()
     assert [u["text"] for u in dialog["human_utterances"]] == ["yes", "", "yes"]
     assert dialog["bot_utterances"][1]["text"] == "text '', image None"
+
+
+def test_a_body_without_payload_is_an_empty_message_as_on_dp_agent(
+    services: Any, agent: AgentFactory
+) -> None:
+    """dp-agent's handler reads ``payload`` with ``""`` as its default: a client that
+    sends only attachments (or nothing) is answered, over HTTP and the WebSocket alike,
+    and the WebSocket's frame is ``POST /``'s, without Chorus's ``debug_output``."""
+    client = agent(pipeline(services(dream.describer()).url))
+    response = client.post("/", json={"user_id": "quiet"})
+    assert response.status_code == 200, response.text
+    plain = response.json()
+    dialog = client.get(f"/api/dialogs/{plain['dialog_id']}").json()
+    assert dialog["human_utterances"][-1]["text"] == ""
+    with socket(client) as ws:
+        framed = ask(ws, {"user_id": "quiet"})
+    assert set(framed) == set(plain) and "debug_output" not in framed
+    assert framed["dialog_id"] == plain["dialog_id"]
+    chorus = agent(pipeline(services(dream.describer()).url), dialect="chorus")
+    refused = chorus.post("/", json={"user_id": "quiet"})
+    assert refused.status_code == 422 and refused.json()["message"] == "payload: Field required"
 
 
 def test_an_image_without_a_caption_reaches_the_services(

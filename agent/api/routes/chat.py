@@ -18,7 +18,7 @@ from agent.api.events import stream_turn, wants_events
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import ChatKey
 from agent.flow import CLOSED, Answer, Incoming
-from agent.pipeline.config import DoubleTexting
+from agent.pipeline.config import Dialect, DoubleTexting
 from agent.settings import Settings
 
 router = APIRouter(tags=["chat"])
@@ -27,16 +27,18 @@ router = APIRouter(tags=["chat"])
 def checked(
     message: AgentMessage,
     settings: Settings,
+    dialect: Dialect,
     key: str | None = None,
     double_texting: DoubleTexting | None = None,
 ) -> Incoming:
-    """``POST /``'s body (also a WebSocket chat frame) as the flow's message, or a 422."""
+    """``POST /``'s body (also a WebSocket chat frame) as the flow's message, or a 422;
+    ``dialect``: whose rules apply (dp-agent's takes a missing ``payload`` as empty)."""
     return incoming(
         settings,
         message,
         kind="chat",
         user_id=message.user_id,
-        text=message.payload,
+        text=message.text(dialect),
         text_field="payload",
         attributes=message.attributes,
         key=key,
@@ -97,12 +99,12 @@ async def chat(
     ``payload`` ``/start`` or ``/close`` ends the user's open dialog; the next message
     opens a new one.
     """
-    turn = checked(message, settings, key, double_texting)
+    dialect = settings.dialect or pipeline.dialect
+    turn = checked(message, settings, dialect, key, double_texting)
     work = reply(flow, turn, lambda answer: agent_reply(message, turn, answer))
     if wants_events(request):
         return await stream_turn(request, work)
     answered = await work
-    dialect = settings.dialect or pipeline.dialect
     if answered.utt_id is None and dialect == "dp-agent":
         # dp-agent answers a closing command with an empty object; its clients test for it
         return JSONResponse({})

@@ -28,12 +28,13 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from agent.api.chat_turn import reply
-from agent.api.deps import FlowDep, SettingsDep
+from agent.api.deps import FlowDep, PipelineDep, SettingsDep
 from agent.api.errors import too_deep
 from agent.api.events import error_body, follow_turn, started
 from agent.api.routes.chat import agent_reply, checked
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import check_chat_key, socket_key
+from agent.pipeline.config import Dialect
 from agent.settings import Settings
 from agent.telemetry.events import TurnEvent, TurnEvents
 
@@ -45,7 +46,11 @@ COMMAND_PERFORMED = "command_performed"
 
 @router.websocket("/chat/ws")
 async def chat_ws(
-    websocket: WebSocket, flow: FlowDep, settings: SettingsDep, events: bool = False
+    websocket: WebSocket,
+    flow: FlowDep,
+    settings: SettingsDep,
+    pipeline: PipelineDep,
+    events: bool = False,
 ) -> None:
     """Answer each message of the connection in turn; see the module docstring."""
     try:
@@ -59,20 +64,26 @@ async def chat_ws(
             frame = await websocket.receive()
             if frame["type"] == "websocket.disconnect":
                 return
-            await _answer(websocket, flow, settings, frame.get("text"), events)
+            await _answer(websocket, flow, settings, pipeline.dialect, frame.get("text"), events)
     except WebSocketDisconnect:
         return
 
 
 async def _answer(
-    websocket: WebSocket, flow: FlowDep, settings: Settings, text: str | None, events: bool
+    websocket: WebSocket,
+    flow: FlowDep,
+    settings: Settings,
+    shape: Dialect,
+    text: str | None,
+    events: bool,
 ) -> None:
     """One message (``text`` None: a binary frame): its reply (or its turn's events), or
-    the error that refused it."""
+    the error that refused it. ``shape``: the pipeline file's dialect, which shapes the
+    reply as ``POST /`` shapes it (dp-agent's has no ``debug_output`` unless asked)."""
     followed = TurnEvents()
     try:
         message = _message(text, settings)
-        turn = checked(message, settings)
+        turn = checked(message, settings, settings.dialect or shape)
         task = followed.start(reply(flow, turn, lambda answer: agent_reply(message, turn, answer)))
         first = await started(followed, task)
     except Exception as exc:
@@ -92,7 +103,7 @@ async def _answer(
         return
     assert isinstance(answered, AgentReply)
     closed = answered.active_skill is None and answered.utt_id is None
-    await websocket.send_json(COMMAND_PERFORMED if closed else _dump(answered))
+    await websocket.send_json(COMMAND_PERFORMED if closed else answered.for_dialect(shape))
 
 
 def _message(text: str | None, settings: Settings) -> AgentMessage:
