@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent.dream.dialog import COUNTS_KEY, PREV_BOT_ANNOTATIONS_KEY
-from agent.state.dp_agent import USER_PROFILE, dp_date, object_id, short_id
+from agent.state.dp_agent import dp_agent_profile, dp_date, object_id, short_id
 from agent.state.models import Bot, BotUtterance, Dialog, Human, HumanUtterance
 
 
@@ -29,7 +29,7 @@ def _human(human: Human) -> dict[str, Any]:
         "id": short_id(human.id),
         "user_external_id": human.user_external_id,
         "persona": human.persona,
-        "profile": {**USER_PROFILE, **human.profile.model_dump()},
+        "profile": dp_agent_profile(human.profile),
         "attributes": human.attributes,
         "user_type": "human",
     }

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from agent.state.dp_agent import USER_PROFILE, dp_agent_profile
 from agent.state.models import Bot, BotUtterance, Human, HumanUtterance, Utterance
 
 #: Where a human utterance keeps how many utterances (of each kind) came before it.
@@ -24,16 +25,7 @@ PREV_BOT_ANNOTATIONS_KEY = "_prev_bot_annotations"
 HIDDEN_ATTRIBUTES = frozenset({COUNTS_KEY, PREV_BOT_ANNOTATIONS_KEY, "eval_labels"})
 
 #: dp-agent's ``USER_PROFILE``: the fields ``update_human`` writes to the profile.
-PROFILE_FIELDS = (
-    "name",
-    "gender",
-    "birthdate",
-    "location",
-    "home_coordinates",
-    "work_coordinates",
-    "occupation",
-    "income_per_year",
-)
+PROFILE_FIELDS = tuple(USER_PROFILE)
 
 
 class CountedList(list[Any]):
@@ -99,8 +91,7 @@ def human_dict(
     human: Human, attributes: dict[str, Any] | None = None, profile: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """dp-agent's ``Human.to_dict()``; the profile has every ``USER_PROFILE`` field."""
-    full_profile: dict[str, Any] = dict.fromkeys(PROFILE_FIELDS)
-    full_profile.update(human.profile.model_dump())
+    full_profile = dp_agent_profile(human.profile)
     full_profile.update(profile or {})
     return {
         "id": human.id,

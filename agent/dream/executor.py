@@ -87,7 +87,7 @@ class DreamExecutor:
         self._connectors = connectors
         self._channel_type = channel_type
         self._clock = clock
-        self._names = [s.name for s in pipeline.nodes]
+        self._names = pipeline.listed_names()
         self._limits = TurnLimits(limits or StorageLimits())
 
     async def run(self, turn: Turn) -> TurnResult:

@@ -93,6 +93,9 @@ class DreamPipeline:
     fallback_response: str = DEFAULT_FALLBACK
     metadata: Any = None
     disabled: dict[str, str] = field(default_factory=dict)
+    #: every service's name in the file's order, the disabled ones included, less the last
+    #: chance and timeout services (dp-agent keeps those apart)
+    file_order: tuple[str, ...] = ()
     #: a dp-agent file has no such setting: a request may still ask for another policy
     double_texting: DoubleTexting = "enqueue"
 
@@ -119,6 +122,12 @@ class DreamPipeline:
     def service_names(self, *, fallbacks: bool = False) -> list[str]:
         services = self.all_services() if fallbacks else self.nodes
         return [service.name for service in services]
+
+    def listed_names(self) -> list[str]:
+        """dp-agent's ``attributes.pipeline``: the file's services in its order (dp-agent
+        reads no ``is_enabled``, so the disabled ones too), then its own ``input`` and
+        ``responder``, which it adds to every pipeline."""
+        return [*self.file_order, "input", "responder"]
 
     def service_urls(self) -> dict[str, str]:
         """An HTTP service's URL (one with several workers: the first)."""
@@ -332,4 +341,7 @@ def _build(
         fallback_response=fallback_response,
         metadata=config.metadata,
         disabled={n: "is_enabled: false" for n in sorted(disabled)},
+        file_order=tuple(
+            s.name for s in parsed if not {"last_chance", "timeout"} & set(s.config.tags)
+        ),
     )

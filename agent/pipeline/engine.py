@@ -67,6 +67,10 @@ class PipelineGraph(Protocol):
         """The URL readiness probes for each service called over HTTP."""
         ...
 
+    def listed_names(self) -> list[str]:
+        """The names a dialog's ``attributes.pipeline`` lists in dp-agent's view of it."""
+        ...
+
     def required_names(self) -> set[str]:
         """Services another one requires (``required_previous_services``): without them
         that one is skipped, so readiness waits for them."""
@@ -181,6 +185,9 @@ class Kind(Generic[G]):
 
     def service_urls(self) -> dict[str, str]:
         return self.graph.service_urls()
+
+    def listed_names(self) -> list[str]:
+        return self.graph.listed_names()
 
     def required_names(self) -> set[str]:
         return self.graph.required_names()

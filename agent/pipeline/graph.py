@@ -74,6 +74,10 @@ class Pipeline:
         """Every service, in run order (a Chorus pipeline has no fallback services)."""
         return [node.name for node in self.nodes]
 
+    def listed_names(self) -> list[str]:
+        """Every service, in run order: a Chorus file has no dp-agent's own to add."""
+        return self.service_names()
+
     def service_urls(self) -> dict[str, str]:
         return {
             node.name: str(node.config.connector.url)

@@ -15,6 +15,8 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from agent.state.models import Profile
+
 #: How dp-agent writes dates in its JSON (``str(datetime)``; Dream's ``utils/dumper``
 #: parses ``date_finish`` with it). The fraction is always written, which dp-agent's
 #: ``str()`` leaves out on a whole second (and the dumper then fails).
@@ -31,6 +33,15 @@ USER_PROFILE: dict[str, Any] = {
     "occupation": None,
     "income_per_year": None,
 }
+
+
+def dp_agent_profile(profile: Profile) -> dict[str, Any]:
+    """The profile as dp-agent shows it: every ``USER_PROFILE`` key (null when unknown),
+    then what is known. Chorus's own ``timezone``, for which dp-agent has no field, only
+    once it is set: a Dream client comparing profiles finds no key it never had."""
+    known = profile.model_dump(exclude={"timezone"} if profile.timezone is None else None)
+    return {**USER_PROFILE, **known}
+
 
 #: How many leading hex digits of the dialog id an ObjectId carries.
 OBJECT_ID_PREFIX = 16

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 
+from agent.state.dp_agent import USER_PROFILE
 from tests.conftest import SERVICE_TIMEOUT, AgentFactory
 from tests.dream import services as dream
 from tests.dream.services import Recorder
@@ -277,6 +278,31 @@ def test_a_dream_config_using_every_key_runs_unchanged(services: Any, agent: Age
             "reason": "is_enabled: false",
         }
     ]
+    # dp-agent's view: attributes.pipeline lists the file's services in its order (the
+    # disabled one too, as dp-agent reads no is_enabled) and dp-agent's input and
+    # responder; the profile has dp-agent's keys, not Chorus's unset timezone
+    view = client.get(f"/api/dialogs/{first['dialog_id']}").json()
+    assert view["attributes"]["pipeline"] == [
+        "annotators.spelling",
+        "annotators.prev_bot_len",
+        "annotators.switched_off",
+        "skill_selectors.rule_based_selector",
+        "skills.eliza",
+        "skills.counter",
+        "skills.not_chosen",
+        "candidate_annotators.hyp_len",
+        "candidate_annotators.hyp_len_batch",
+        "response_selectors.response_selector",
+        "response_annotator_selectors",
+        "response_annotators.bot_len",
+        "response_annotators.untouched",
+        "post.shout",
+        "post.saver",
+        "input",
+        "responder",
+    ]
+    assert set(view["human"]["profile"]) == set(USER_PROFILE)
+    assert view["human"]["profile"]["name"] == "Alice"
 
     second = say(client, "And again")
     assert second["response"] == "RE: AND AGAIN"

@@ -58,10 +58,11 @@ class DialogIdPage(BaseModel):
 def _pipeline_names(
     dialog: Dialog, pipeline: LoadedPipeline, experiment: Experiment | None
 ) -> list[str]:
-    """The service names of the pipeline that answers the dialog: its arm's, with an
-    experiment (the first arm's for a dialog without a configured arm)."""
+    """What dp-agent lists as the dialog's ``attributes.pipeline`` for the pipeline that
+    answers it: its arm's, with an experiment (the first arm's for a dialog without a
+    configured arm)."""
     arm = experiment.arm(dialog.arm) if experiment else None
-    return (arm.pipeline if arm else pipeline).service_names()
+    return (arm.pipeline if arm else pipeline).listed_names()
 
 
 async def resolve_dialog_id(store: DialogStore, dialog_id: str) -> str | None:
