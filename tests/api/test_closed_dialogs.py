@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from pymongo import MongoClient
 
 from agent.state.models import Bot, BotUtterance, HumanUtterance, utc_now
 from agent.store.backup import DialogData, DialogRecord, Header
@@ -126,3 +127,28 @@ def test_every_field_of_a_dialog_survives_its_close(
         assert before[user]["date_finish"] is None and after["date_finish"] is not None
         del before[user]["date_finish"], after["date_finish"]
         assert after == before[user], f"{user}'s dialog changed when {way} closed it"
+
+
+@pytest.mark.parametrize("db_url", ["mongodb"], indirect=True)
+def test_a_dialog_whose_opening_was_cut_short_is_closed_whole(
+    services: Services, agent: AgentFactory, db_url: str, tmp_path: Path
+) -> None:
+    """MongoDB only (SQLite opens a dialog in one transaction): a dialog whose opening wrote
+    the user's document but not its own is still the user's open dialog, and closing it
+    writes its own document, with everything the opening would have written."""
+    for arm in "ab":
+        url = services(counter_skill()).url
+        pipeline = {"services": {"skills": {"counter": service_entry(url)}}}
+        (tmp_path / f"{arm}.json").write_text(json.dumps(pipeline))
+    client = agent({}, experiment=experiment_file(tmp_path, {"a": 1, "b": 1}))
+    reply = say(client, "ann", "hello")
+    opened = read(client, reply["dialog_id"])
+    mongo: MongoClient[dict[str, Any]]
+    with MongoClient(db_url) as mongo:  # as an agent that died after the user's document
+        mongo.get_default_database()["dialogs"].delete_one({"_id": reply["dialog_id"]})
+
+    say(client, "ann", "/close")
+    closed = read(client, reply["dialog_id"])
+    assert closed["date_finish"] is not None
+    del opened["date_finish"], closed["date_finish"]
+    assert closed == opened
