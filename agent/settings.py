@@ -277,6 +277,13 @@ class Settings(BaseSettings):
         "on every replica so a user's hash is one across them; unset, each process makes a "
         "random one (docs/observability.md)",
     )
+    arm_key: SecretStr | None = Field(
+        default=None,
+        description="the secret key of the experiment arms' draw, the same on every replica "
+        "so a user's draw is one across them; unset, the draw is keyed with the experiment's "
+        "name alone, and anyone who knows the name can choose an arm by choosing a user id "
+        "(docs/experiments.md)",
+    )
     ready_services: list[str] = Field(
         default_factory=list,
         description="services GET /ready also needs reachable, e.g. "
@@ -301,7 +308,12 @@ class Settings(BaseSettings):
         key = self.trace_id_key
         return None if key is None else key.get_secret_value().encode()
 
-    @field_validator("api_key", "trace_id_key")
+    def arm_key_bytes(self) -> bytes | None:
+        """``CHORUS_ARM_KEY`` as the draw's key, or None when it is unset."""
+        key = self.arm_key
+        return None if key is None else key.get_secret_value().encode()
+
+    @field_validator("api_key", "trace_id_key", "arm_key")
     @classmethod
     def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and len(value.get_secret_value()) < 16:

@@ -21,6 +21,15 @@ def test_the_queue_lease_is_read_from_its_variable(monkeypatch: pytest.MonkeyPat
     assert load_settings().queue_lease == 3.0
 
 
+def test_a_short_arm_key_stops_the_agent_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A short key could be found by trying every key: then every user's arm with it."""
+    monkeypatch.setenv("CHORUS_ARM_KEY", "short")
+    with pytest.raises(SettingsError, match="CHORUS_ARM_KEY: must be at least 16 characters"):
+        load_settings()
+    monkeypatch.setenv("CHORUS_ARM_KEY", "k" * 16)
+    assert load_settings().arm_key_bytes() == b"k" * 16
+
+
 def test_a_removed_variable_stops_the_agent_naming_what_to_do(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -143,13 +152,13 @@ def documented(heading: str) -> list[str]:
     return names
 
 
-def test_the_documented_tables_list_exactly_the_variables_read_at_most_26() -> None:
+def test_the_documented_tables_list_exactly_the_variables_read_at_most_27() -> None:
     """docs/configuration.md's tables are the settings there are: the agent's, the bot's,
     and the variables that are no longer read (each of which stops its program)."""
     agent = documented("## Settings")
     telegram = documented("### `chorus telegram`")
     assert (sorted(agent), sorted(telegram)) == (VARIABLES, TELEGRAM_VARIABLES)
-    assert len(ALL_VARIABLES) == len(agent) + len(telegram) <= 26
+    assert len(ALL_VARIABLES) == len(agent) + len(telegram) <= 27
     removed = [f"CHORUS_{name}" for name in REMOVED] + [
         f"CHORUS_TELEGRAM_{name}" for name in TELEGRAM_REMOVED
     ]

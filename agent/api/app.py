@@ -129,7 +129,15 @@ def create_app(
                 settings.experiment,
                 window=DEFAULT_WINDOW,
                 turn_timeout=settings.dream_turn_timeout,
+                key=settings.arm_key_bytes(),
             )
+            if settings.arm_key is None:
+                log.warning(
+                    "CHORUS_ARM_KEY is not set: a user's arm is drawn from the experiment's "
+                    "name alone, so a client that knows the name can choose its arm by "
+                    "choosing its user id; set it, the same on every replica "
+                    "(docs/experiments.md)"
+                )
             pipeline = experiment.default.pipeline
         else:
             pipeline = load_any_pipeline(

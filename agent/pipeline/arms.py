@@ -7,12 +7,15 @@ An experiment file (``CHORUS_EXPERIMENT``) names the arms and their weights::
      "arms": [{"name": "control", "pipeline": "pipeline.json", "weight": 1},
               {"name": "candidate", "pipeline": "candidate.json", "weight": 1}]}
 
-A new dialog gets its arm from a keyed hash of the experiment's name and the user's id
-(:meth:`Experiment.arm_for`): the same user lands on the same arm on every replica and after
-every restart, with no shared state and no write to agree on it, and a new experiment
-(another name) draws its users afresh. The arm is stored on the dialog when it is opened and
-read from there afterwards, so changing the weights, or removing an arm, never moves a
-dialog that exists: the weights only decide where new dialogs go.
+A new dialog gets its arm from a keyed hash of the user's id (:meth:`Experiment.arm_for`),
+keyed with the experiment's name and the operator's secret (``CHORUS_ARM_KEY``): the same
+user lands on the same arm on every replica (given the same secret) and after every
+restart, with no shared state and no write to agree on it, and a new experiment (another
+name) draws its users afresh. The name is no secret (it shows on ``/pipeline`` and in the
+docs' example), so without the key a client could compute the draw and choose its arm by
+choosing its user id. The arm is stored on the dialog when it is opened and read from there
+afterwards, so changing the weights or the key, or removing an arm, never moves a dialog
+that exists: they only decide where new dialogs go.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -78,6 +81,9 @@ class Experiment:
     name: str
     arms: tuple[Arm, ...]
     source: Path
+    #: ``CHORUS_ARM_KEY``: the secret the draw is keyed with besides the name (None: the
+    #: name alone, which anyone can compute)
+    key: bytes | None = field(default=None, repr=False)
 
     @property
     def names(self) -> list[str]:
@@ -93,9 +99,12 @@ class Experiment:
 
     def arm_for(self, user_id: str) -> str:
         """The arm a new dialog of this user goes to: a point in [0, 1) drawn by a keyed
-        hash (BLAKE2b keyed with the experiment's name) of the user's id, placed on the
-        arms' cumulative weights."""
-        key = hashlib.blake2b(self.name.encode(), digest_size=32).digest()
+        hash (BLAKE2b keyed with the experiment's name, itself hashed under the secret
+        :attr:`key` when there is one) of the user's id, placed on the arms' cumulative
+        weights. Without a key the draw is the one of earlier versions, so an upgrade alone
+        moves no user's next dialog."""
+        secret = None if self.key is None else hashlib.blake2b(self.key).digest()
+        key = hashlib.blake2b(self.name.encode(), key=secret or b"", digest_size=32).digest()
         digest = hashlib.blake2b(user_id.encode(), key=key, digest_size=8).digest()
         point = int.from_bytes(digest, "big") / 2**64 * sum(a.weight for a in self.arms)
         for arm in self.arms:
@@ -114,11 +123,12 @@ def load_experiment(
     *,
     window: int,
     turn_timeout: float | None,
+    key: bytes | None = None,
 ) -> Experiment:
     """The experiment the file describes, each arm's pipeline loaded and checked as the
     agent checks its one pipeline; :class:`PipelineConfigError` names the file and the bad
     key. ``window`` and ``turn_timeout`` apply to dp-agent pipeline files, as for
-    ``CHORUS_PIPELINE``."""
+    ``CHORUS_PIPELINE``; ``key`` is ``CHORUS_ARM_KEY``, the draw's secret."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -144,7 +154,7 @@ def load_experiment(
                 f"experiment file {path}: arms.{index}.pipeline ({arm.name}): {exc}"
             ) from None
         arms.append(Arm(arm.name, arm.weight, where, pipeline))
-    return Experiment(config.name, tuple(arms), path)
+    return Experiment(config.name, tuple(arms), path, key)
 
 
 class ArmInfo(BaseModel):

@@ -1,10 +1,12 @@
 """Pipeline arms (``CHORUS_EXPERIMENT``): each new dialog runs on one arm's pipeline, drawn
-from its user's id, the same on every replica; the arm is stored on the dialog, so a weight
+from its user's id, the same on every replica; with ``CHORUS_ARM_KEY`` the draw cannot be
+computed from the experiment's name; the arm is stored on the dialog, so a weight or key
 change or a restart moves no dialog that exists; it shows in the dp-agent view, the
 ``/pipeline`` API and the per-arm metrics, and a bad experiment file stops the agent."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -20,7 +22,7 @@ from agent.api.app import create_app
 from agent.pipeline.config import PipelineConfigError
 from agent.settings import Settings
 from tests.cli.test_backup import run
-from tests.conftest import AgentFactory, fresh_mongodb_database, service_entry
+from tests.conftest import AgentFactory, agents, fresh_mongodb_database, service_entry
 from tests.support.ports import free_port
 from tests.support.processes import agent_process
 from tests.support.servers import ServerThread, serving
@@ -28,6 +30,10 @@ from tests.support.services import counting_failure, fixed_skill
 from tests.support.stored import stored_dialogs
 
 Services = Callable[[FastAPI], ServerThread]
+
+
+#: An operator's CHORUS_ARM_KEY.
+ARM_KEY = "b7c1f0e2d9a84c3e9f1a2b3c4d5e6f70"
 
 
 def arm_pipelines(services: Services, folder: Path, arms: str = "ab") -> None:
@@ -65,6 +71,7 @@ def test_two_agent_processes_split_users_evenly_and_never_split_a_user(
     env = {
         "CHORUS_DB_URL": db_url,
         "CHORUS_EXPERIMENT": str(experiment_file(tmp_path, {"a": 1, "b": 1})),
+        "CHORUS_ARM_KEY": ARM_KEY,  # the same on both, as an operator sets it
     }
     users = [f"user-{i}" for i in range(200)]
     with (
@@ -152,6 +159,90 @@ def test_the_arm_shows_in_the_dp_agent_view_the_pipeline_api_and_the_metrics(
     assert f'chorus_arm_turn_seconds_count{{arm="a"}} {float(len(answers) - len(on_b))}' in metrics
     assert 'chorus_arm_ratings_sum{arm="b"} 2.0' in metrics
     assert 'chorus_arm_ratings_count{arm="a"} 0.0' in metrics
+
+
+def public_draw(experiment: str, user: str) -> str:
+    """The arm of ``user`` on a two-arm experiment of equal weights as anyone can compute it
+    who knows the experiment's name (it is on the /pipeline page and in the docs): the draw
+    keyed with the name alone."""
+    key = hashlib.blake2b(experiment.encode(), digest_size=32).digest()
+    digest = hashlib.blake2b(user.encode(), key=key, digest_size=8).digest()
+    return "a" if int.from_bytes(digest, "big") / 2**64 < 0.5 else "b"
+
+
+def test_with_an_arm_key_no_one_can_compute_a_users_arm_from_the_experiments_name(
+    services: Services, agent: AgentFactory, tmp_path: Path
+) -> None:
+    arm_pipelines(services, tmp_path)
+    experiment = experiment_file(tmp_path, {"a": 1, "b": 1})
+    users = [f"user-{i}" for i in range(40)]
+    unkeyed = agent({}, experiment=experiment)
+    computed = {user: say(unkeyed, user)["response"].removeprefix("arm ") for user in users}
+    assert computed == {user: public_draw("trial", user) for user in users}  # the exposure
+
+    keyed = agent({}, experiment=experiment, arm_key=ARM_KEY)
+    drawn = {user: say(keyed, f"{user}+k")["response"].removeprefix("arm ") for user in users}
+    guessed = {user: public_draw("trial", f"{user}+k") for user in users}
+    wrong = [user for user in users if drawn[user] != guessed[user]]
+    # Independent of the name's draw, the guess is a coin toss: right for about half.
+    assert len(wrong) >= len(users) // 4, (drawn, guessed)
+    assert set(drawn.values()) == {"a", "b"}
+
+
+@pytest.mark.store_agnostic
+def test_an_experiment_without_an_arm_key_is_warned_of_at_start_up(
+    services: Services, db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    arm_pipelines(services, tmp_path)
+    experiment = experiment_file(tmp_path, {"a": 1, "b": 1})
+    create_app(Settings(db_url=db_url, experiment=experiment))
+    warned = [r.getMessage() for r in caplog.records if "CHORUS_ARM_KEY" in r.getMessage()]
+    assert warned and "choose its arm" in warned[0]
+    caplog.clear()
+    create_app(Settings(db_url=db_url, experiment=experiment, arm_key=ARM_KEY))
+    assert not [r for r in caplog.records if "CHORUS_ARM_KEY" in r.getMessage()]
+
+
+def test_agents_with_the_same_arm_key_agree_on_every_users_arm(
+    services: Services, agent: AgentFactory, other_db: str, tmp_path: Path
+) -> None:
+    """Replicas share nothing to agree on a draw: the same key, on two agents that do not
+    even share a store, gives every user the same arm."""
+    arm_pipelines(services, tmp_path)
+    experiment = experiment_file(tmp_path, {"a": 1, "b": 1})
+    users = [f"user-{i}" for i in range(40)]
+    one = agent({}, experiment=experiment, arm_key=ARM_KEY)
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    with agents(folder, other_db) as elsewhere:
+        other = elsewhere({}, experiment=experiment, arm_key=ARM_KEY)
+        arms = [{user: say(client, user)["response"] for user in users} for client in (one, other)]
+    assert arms[0] == arms[1]
+    assert set(arms[0].values()) == {"arm a", "arm b"}
+
+
+def test_setting_an_arm_key_moves_no_dialog_that_exists(
+    services: Services, agent: AgentFactory, tmp_path: Path
+) -> None:
+    arm_pipelines(services, tmp_path)
+    experiment = experiment_file(tmp_path, {"a": 1, "b": 1})
+    users = [f"user-{i}" for i in range(40)]
+    before = agent({}, experiment=experiment)
+    first = {user: say(before, user)["response"] for user in users}
+
+    # A restart with a key, on the same store: every open dialog goes on on its arm.
+    after = agent({}, experiment=experiment, arm_key=ARM_KEY)
+    moved = []
+    for user in users:
+        assert say(after, user, "still there?")["response"] == first[user]
+        say(after, user, "/close")
+        reopened = say(after, user, "a new dialog")["response"]
+        closed, opened = stored_arms(after, user)
+        assert f"arm {closed}" == first[user]  # the closed one keeps its arm too
+        assert f"arm {opened}" == reopened
+        if opened != closed:
+            moved.append(user)
+    assert moved  # the key does place new dialogs: some users' next dialog is elsewhere
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import datetime
 
 from pydantic import TypeAdapter
 
@@ -62,6 +63,28 @@ def dialog_doc(head: DialogHead, *, count: int = 0, active: bool = True) -> Doc:
         opened_ns=time.time_ns(),
     )
     return doc
+
+
+#: The fields of an open dialog that live with its user (``dialog`` on the user's document),
+#: where a turn changes them: the dialog's own document holds what they were when it opened
+#: until it closes. Every other field of the dialog's document is its own while it is open
+#: (a rating is written there, and its start, arm and ids never change).
+HELD_BY_THE_USER = ("bot", "attributes")
+
+
+def closing_update(head: DialogHead, count: int, finish: datetime) -> Doc:
+    """The update that closes a dialog's document: its end, its utterance count and
+    :data:`HELD_BY_THE_USER` from the user's document, and nothing else. ``head`` is rebuilt
+    from the user's document, which never holds the rating (``rating``,
+    ``dp_agent_ratings``) written on the dialog's document while it was open: a ``$set`` of
+    the whole head would write those over with nothing. The rest of the head is written
+    only when the dialog's document is missing (its opening was cut short between the
+    user's document and its own), as the opening would have written it."""
+    doc = dialog_doc(head, count=count, active=False)
+    closing: Doc = {"active": False, "date_finish": finish, "utterance_count": count}
+    closing.update({field: doc[field] for field in HELD_BY_THE_USER})
+    missing = {k: v for k, v in doc.items() if k not in closing and k not in ("_id", "opened_ns")}
+    return {"$set": closing, "$setOnInsert": {**missing, "opened_ns": 0}}
 
 
 def head_of(doc: Doc) -> DialogHead:

@@ -17,7 +17,7 @@ from typing import Any
 from agent.store.base import Swept
 from agent.store.compaction import compacted
 from agent.store.mongo.base import MongoBase, MongoDb
-from agent.store.mongo.documents import dialog_doc, open_head_of, utterance_id
+from agent.store.mongo.documents import closing_update, open_head_of, utterance_id
 from agent.store.mongo.errors import Doc, unavailable_when_unreachable
 
 #: Collections whose documents ``sizes`` counts.
@@ -156,11 +156,8 @@ class MongoLifecycle(MongoBase):
         open if a message came meanwhile and the dialog is still the user's open one."""
         head = open_head_of(user)
         assert head is not None
-        closed = dialog_doc(head, count=count, active=False)
-        closed.update(date_finish=now)
-        del closed["_id"], closed["opened_ns"]
         written = await self._dialogs.update_one(
-            {"_id": dialog_id, "active": True}, {"$set": closed}
+            {"_id": dialog_id, "active": True}, closing_update(head, count, now)
         )  # no upsert: a dialog erased meanwhile stays erased
         if not written.matched_count:
             return False
@@ -182,7 +179,7 @@ class MongoLifecycle(MongoBase):
             return False
         await self._dialogs.update_one(
             {"_id": dialog_id},
-            {"$set": {"active": True, "date_finish": None, "active_key": closed["active_key"]}},
+            {"$set": {"active": True, "date_finish": None}},
         )
         return False
 

@@ -12,6 +12,7 @@ from agent.store.base import DialogHead
 from agent.store.mongo.base import MongoBase, MongoDb
 from agent.store.mongo.codec import literal
 from agent.store.mongo.documents import (
+    HELD_BY_THE_USER,
     head_of,
     human_id_for,
     human_of,
@@ -39,9 +40,8 @@ class MongoReads(MongoBase):
         head = head_of(doc)
         open_head = open_head_of(user)
         if open_head is not None and open_head.dialog_id == head.dialog_id:
-            head = head.model_copy(
-                update={"bot": open_head.bot, "attributes": open_head.attributes}
-            )
+            held = {field: getattr(open_head, field) for field in HELD_BY_THE_USER}
+            head = head.model_copy(update=held)
         return with_ratings(head, doc)
 
     async def _with_utterances(self, heads: list[Doc], users: dict[str, Doc]) -> list[Dialog]:

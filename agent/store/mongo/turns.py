@@ -14,6 +14,7 @@ from agent.store.base import DialogHead, TurnStart
 from agent.store.mongo.base import MongoBase, MongoDb
 from agent.store.mongo.codec import literal
 from agent.store.mongo.documents import (
+    closing_update,
     dialog_doc,
     human_id_for,
     human_of,
@@ -129,13 +130,10 @@ class MongoTurns(MongoBase):
         if user is None or head is None:
             return None
         count = int(user["dialog"].get("count", 0))
-        closed = dialog_doc(head, count=count, active=False)
-        closed.update(date_finish=utc_now())
-        del closed["_id"], closed["opened_ns"]
         # The dialog's document first: a close cut short leaves the dialog open, and
         # closing it again finishes the job.
         await self._dialogs.update_one(
-            {"_id": head.dialog_id}, {"$set": closed, "$setOnInsert": {"opened_ns": 0}}, upsert=True
+            {"_id": head.dialog_id}, closing_update(head, count, utc_now()), upsert=True
         )
         released = await self._users.update_one(
             {"_id": user["_id"], "dialog.id": head.dialog_id}, {"$unset": {"dialog": ""}}
