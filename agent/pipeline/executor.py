@@ -19,6 +19,7 @@ from typing import Any
 from agent.connectors.batching import Batcher
 from agent.connectors.builtin import highest_confidence
 from agent.connectors.errors import DROPPED
+from agent.connectors.time_limit import time_limit
 from agent.pipeline import outputs
 from agent.pipeline.calls import Skip, TurnTrace, contained
 from agent.pipeline.graph import Pipeline, ServiceNode
@@ -255,7 +256,7 @@ class Executor:
     async def _call(self, run: _Run, node: ServiceNode, start: float) -> None:
         timeout = node.config.connector.timeout
         with contained(node.name, f"no answer within {timeout}s") as end:
-            async with asyncio.timeout(timeout):
+            async with time_limit(timeout):
                 view = run.view(node, self.ledger.allowance(node, run.turn.bot.attributes))
                 if node.config.stream:
                     output = await self._streamed(run, node, view)
