@@ -188,6 +188,13 @@ class ServiceConfig(BaseModel):
             raise ValueError('"run_below" needs "tier" of 1 or more')
         if self.speculative and self.tier == 0:
             raise ValueError('"speculative": true needs "tier" of 1 or more')
+        if self.speculative and self.stream_min_confidence is not None:
+            raise ValueError(
+                '"speculative": true cannot go with "stream_min_confidence": a claimed '
+                "stream sends its tokens at once, and a speculative skill may still be "
+                "dropped after them; leave stream_min_confidence out (a tiered skill's "
+                "tokens are sent once its answer is sure)"
+            )
         return self
 
     @model_validator(mode="after")
