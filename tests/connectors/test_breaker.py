@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
 from fastapi import FastAPI, HTTPException
 
-from agent.connectors.base import Connector
+from agent.connectors.base import Connector, Line
 from agent.connectors.breaker import CircuitBreaker, GuardedConnector
 from agent.connectors.errors import BadServiceStatus, ServiceUnavailable
 from agent.sdk import Service, SkillHypothesis
 from agent.sdk.models import DialogView
 from tests.conftest import AgentFactory, service_entry
 from tests.support.services import counting_failure, fixed_skill
+from tests.support.views import view
 
 
 class Clock:
@@ -92,6 +93,36 @@ async def test_only_unopened_connections_are_retried() -> None:
     with pytest.raises(BadServiceStatus):
         await guarded.call([])
     assert status.calls == 1
+
+
+class Streaming(Scripted):
+    """Streams two tokens, then its end."""
+
+    async def stream(self, payload: DialogView) -> AsyncIterator[Line]:
+        yield "token", "a"
+        yield "token", "b"
+        yield "end", ["ok"]
+
+
+async def test_a_trial_that_ends_without_a_verdict_frees_the_trial() -> None:
+    """A bug in the agent's own code, or a stream it stops reading, says nothing about the
+    service: the circuit stays open, and the next call is the trial."""
+    clock = Clock()
+    breaker = CircuitBreaker("scripted", threshold=1, reset_after=5, clock=clock)
+    breaker.record(ok=False)
+    clock.now = 5.0
+    guarded = GuardedConnector(Scripted(RuntimeError("a bug")), breaker, retries=0)
+    with pytest.raises(RuntimeError):
+        await guarded.call([])
+    assert breaker.is_open
+    streamed = GuardedConnector(Streaming(), breaker, retries=0)
+    dialog = DialogView.model_validate(view("hi"))
+    lines = cast(AsyncGenerator[Line, None], streamed.stream(dialog))
+    assert await anext(lines) == ("token", "a")  # the trial
+    await lines.aclose()  # read no further
+    assert breaker.is_open
+    assert [line async for line in streamed.stream(dialog)][-1] == ("end", ["ok"])
+    assert not breaker.is_open
 
 
 def test_an_open_circuit_spares_a_failing_service(services: Any, agent: AgentFactory) -> None:
