@@ -213,17 +213,19 @@ class Executor:
 
     def _settle(self, run: _Run, node: ServiceNode) -> None:
         """Count what the call spent, however it ended, and release its budget's hold: its
-        hypotheses' ``usage`` when it reported one, else the pieces it streamed (a stream
-        dropped, failed or cut before its end, or one that reports no usage), a token each,
-        as an LLM streams them; the prompt's tokens of such a call are not known."""
+        hypotheses' ``usage`` when it reported one, else, for a skill with a budget, the
+        pieces it streamed (a stream dropped, failed or cut before its end, or one that
+        reports no usage), a token each, as an LLM streams them; the prompt's tokens of
+        such a call are not known. A streaming skill without a budget (a story told in
+        pieces) is not an LLM's spending to count."""
         used = run.tokens.get(node.name)
-        if used is None:
+        if used is None and node.config.budget is not None:
             used = run.streamed.get(node.name, 0)
             if used:
                 run.tokens[node.name] = used
         reservation = run.reservations.pop(node.name, None)
         if reservation is not None:
-            self.ledger.settle(reservation, used)
+            self.ledger.settle(reservation, used or 0)
 
     async def _speculate(self, run: _Run, node: ServiceNode, start: float) -> None:
         """Call a speculative skill at once, as a task that :meth:`_drop_outrun` cancels
