@@ -3,11 +3,20 @@
 :class:`CircuitBreaker`: after ``threshold`` failures in a row the circuit opens and calls
 fail at once (``unavailable``, "circuit open") instead of each waiting out a timeout; after
 ``reset_after`` seconds one trial call goes through: success closes the circuit, failure
-opens it again. :class:`GuardedConnector` puts one in front of a connector, and retries a
+opens it again, and a trial that ends saying nothing about the service (below) leaves the
+next call to be the trial. :class:`GuardedConnector` puts one in front of a connector, and retries a
 call whose connection could not be opened (the request never reached the service, so a
 retry cannot make it act twice), a bounded number of times. Every remote service of either
 kind of pipeline is called through one (a dp-agent pipeline's with no retries, as dp-agent
 makes none).
+
+Only what says something about the service counts as a failure: a :class:`ServiceError`
+(its error status, a broken answer, no connection, its connector's own timeout) or the
+call's own time limit running out (:mod:`agent.connectors.time_limit`). A call cancelled
+for any other reason (a cheaper skill answered first, the user's next message interrupted
+the turn, the turn's deadline passed, the agent stops), a stream the agent closed early, or
+a bug in the agent's own code ends with no verdict: it neither opens nor closes the circuit,
+and a trial that ends so frees its place for the next call.
 """
 
 from __future__ import annotations
@@ -19,7 +28,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 from agent.connectors.base import Connector, Line
-from agent.connectors.errors import ServiceError, ServiceUnavailable, is_drop
+from agent.connectors.errors import ServiceError, ServiceUnavailable
+from agent.connectors.time_limit import ran_out
 
 log = logging.getLogger("chorus.connectors")
 
@@ -48,10 +58,11 @@ class CircuitBreaker:
     def is_open(self) -> bool:
         return self._opened_at is not None
 
-    def before_call(self) -> None:
-        """Raise when the circuit is open and no trial call is due."""
+    def before_call(self) -> bool:
+        """Raise when the circuit is open and no trial call is due; True when this call is
+        the trial, whose end must be recorded or released (:meth:`release`)."""
         if self._opened_at is None:
-            return
+            return False
         waited = self._clock() - self._opened_at
         if waited < self.reset_after or self._trial_running:
             raise ServiceUnavailable(
@@ -60,6 +71,12 @@ class CircuitBreaker:
                 f"in {max(self.reset_after - waited, 0):.1f}s",
             )
         self._trial_running = True
+        return True
+
+    def release(self) -> None:
+        """The trial call ended with no verdict on the service: the circuit stays open,
+        and the next call is the trial."""
+        self._trial_running = False
 
     def record(self, ok: bool) -> None:
         self._trial_running = False
@@ -80,6 +97,31 @@ class CircuitBreaker:
             self._opened_at = self._clock()
 
 
+class _Verdict:
+    """What one guarded call says about its service, recorded at most once; a trial call
+    that ends without one frees the trial for the next call."""
+
+    def __init__(self, breaker: CircuitBreaker) -> None:
+        self.breaker = breaker
+        self.trial = breaker.before_call()
+        self.given = False
+
+    def record(self, ok: bool) -> None:
+        if not self.given:
+            self.given = True
+            self.breaker.record(ok)
+
+    def failed_by(self, exc: BaseException) -> None:
+        """Record a failure when ``exc`` is the service's: a service error, or the call's
+        own time limit running out (module docstring)."""
+        if isinstance(exc, ServiceError) or (isinstance(exc, asyncio.CancelledError) and ran_out()):
+            self.record(ok=False)
+
+    def close(self) -> None:
+        if self.trial and not self.given:
+            self.breaker.release()
+
+
 class GuardedConnector(Connector[Payload]):
     """A connector behind a circuit breaker, with bounded retries of unopened connections."""
 
@@ -90,43 +132,48 @@ class GuardedConnector(Connector[Payload]):
         self.retries = retries
 
     async def call(self, payloads: list[Payload]) -> list[Any]:
-        self.breaker.before_call()
+        verdict = _Verdict(self.breaker)
+        try:
+            result = await self._retried(payloads)
+            verdict.record(ok=True)
+        except BaseException as exc:
+            verdict.failed_by(exc)
+            raise
+        finally:
+            verdict.close()
+        return result
+
+    async def _retried(self, payloads: list[Payload]) -> list[Any]:
         attempt = 0
         while True:
             try:
-                result = await self.inner.call(payloads)
+                return await self.inner.call(payloads)
             except ServiceUnavailable as exc:
-                if exc.never_connected and attempt < self.retries:
-                    attempt += 1
-                    await asyncio.sleep(RETRY_DELAY * attempt)
-                    continue
-                self.breaker.record(ok=False)
-                raise
-            except ServiceError:
-                self.breaker.record(ok=False)
-                raise
-            except asyncio.CancelledError as exc:
-                if not is_drop(exc):
-                    self.breaker.record(ok=False)  # a timeout from the executor counts too
-                raise
-            self.breaker.record(ok=True)
-            return result
+                if not exc.never_connected or attempt >= self.retries:
+                    raise
+            attempt += 1
+            await asyncio.sleep(RETRY_DELAY * attempt)
 
     async def stream(self, payload: Payload) -> AsyncIterator[Line]:
         """The inner connector's streamed answer, behind the breaker; no retries: a
-        streamed call is made once."""
-        self.breaker.before_call()
-        ended = False
+        streamed call is made once. The inner stream is closed with this one, so a stream
+        the agent stops reading (a dropped skill, one cut at its token allowance) closes
+        its connection at once."""
+        verdict = _Verdict(self.breaker)
+        lines = self.inner.stream(payload)
         try:
-            async for kind, value in self.inner.stream(payload):
+            async for kind, value in lines:
                 if kind == "end":
-                    ended = True
-                    self.breaker.record(ok=True)
+                    verdict.record(ok=True)
                 yield kind, value
-        except (ServiceError, asyncio.CancelledError, GeneratorExit) as exc:
-            if not ended and not is_drop(exc):  # a stream given up before its end failed
-                self.breaker.record(ok=False)
+        except BaseException as exc:
+            verdict.failed_by(exc)
             raise
+        finally:
+            verdict.close()
+            close = getattr(lines, "aclose", None)  # an async generator's, as they all are
+            if close is not None:
+                await close()
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -21,13 +21,10 @@ from agent.state.models import FailureKind
 from agent.telemetry import printable
 
 #: The message of the cancellation that drops a speculative skill's call (a cheaper skill
-#: answered first): the call did not fail, so its service's circuit breaker ignores it.
+#: answered first), for whoever reads it in a traceback. The call did not fail: its
+#: service's circuit breaker counts no cancellation but the call's own time limit
+#: (:mod:`agent.connectors.breaker`).
 DROPPED = "dropped: a cheaper skill answered first"
-
-
-def is_drop(exc: BaseException) -> bool:
-    """Whether ``exc`` is the cancellation that drops a speculative call."""
-    return DROPPED in exc.args
 
 
 class ServiceError(ChorusError):

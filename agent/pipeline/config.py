@@ -106,12 +106,19 @@ class ConnectorConfig(BaseModel):
 class TokenBudget(BaseModel):
     """How many tokens an LLM skill may spend, as its service reports them (OpenAI's
     ``usage``): a call past a spent budget is not made, and the skill is told the most it
-    may spend this turn (``max_tokens`` of its dialog view)."""
+    may spend this turn (``max_tokens`` of its dialog view), which it holds from the day's
+    count while it runs (:mod:`agent.pipeline.budgets`)."""
 
     model_config = ConfigDict(extra="forbid")
 
     per_turn: int | None = Field(default=None, ge=1, description="tokens one call may spend")
     per_dialog: int | None = Field(default=None, ge=1, description="tokens over one dialog")
+    per_user: int | None = Field(
+        default=None,
+        ge=1,
+        description="tokens one user may spend per UTC day over all their dialogs, counted "
+        "in the user's attributes",
+    )
     per_day: int | None = Field(
         default=None, ge=1, description="tokens per UTC day, counted by each agent process"
     )
@@ -188,6 +195,13 @@ class ServiceConfig(BaseModel):
             raise ValueError('"run_below" needs "tier" of 1 or more')
         if self.speculative and self.tier == 0:
             raise ValueError('"speculative": true needs "tier" of 1 or more')
+        if self.speculative and self.stream_min_confidence is not None:
+            raise ValueError(
+                '"speculative": true cannot go with "stream_min_confidence": a claimed '
+                "stream sends its tokens at once, and a speculative skill may still be "
+                "dropped after them; leave stream_min_confidence out (a tiered skill's "
+                "tokens are sent once its answer is sure)"
+            )
         return self
 
     @model_validator(mode="after")

@@ -19,12 +19,14 @@ from typing import Any
 from agent.connectors.batching import Batcher
 from agent.connectors.builtin import highest_confidence
 from agent.connectors.errors import DROPPED
+from agent.connectors.time_limit import time_limit
 from agent.pipeline import outputs
+from agent.pipeline.budgets import Reservation, TokenLedger
 from agent.pipeline.calls import Skip, TurnTrace, contained
 from agent.pipeline.graph import Pipeline, ServiceNode
 from agent.pipeline.outputs import RefusedOutput
 from agent.pipeline.schedule import Schedule
-from agent.pipeline.tiers import Streaming, TokenLedger, lower_tiers
+from agent.pipeline.tiers import Streaming, lower_tiers
 from agent.pipeline.turn import Turn, TurnResult
 from agent.pipeline.turn_limits import TurnLimits
 from agent.pipeline.views import dialog_view
@@ -79,6 +81,11 @@ class _Run:
         self.streams: dict[str, Streaming] = {}
         #: Tokens each skill reported spending this turn (its hypotheses' ``usage``).
         self.tokens: dict[str, int] = {}
+        #: Pieces each streaming skill sent this turn: what a stream that ends without
+        #: its usage (dropped, failed, cut) is counted as.
+        self.streamed: dict[str, int] = {}
+        #: The token budgets' holds of the calls admitted this turn, until they settle.
+        self.reservations: dict[str, Reservation] = {}
 
     @property
     def utterance(self) -> HumanUtterance:
@@ -159,10 +166,11 @@ class Executor:
             chosen, run.turn.human, run.turn.bot, run.utterance.errors
         )
         if run.tokens:
-            bot_attributes = {
-                **bot_attributes,
-                **self.ledger.spend(run.turn.bot.attributes, run.tokens),
-            }
+            in_dialog, by_user = self.ledger.recorded(
+                run.turn.bot.attributes, run.turn.human.attributes, run.tokens
+            )
+            bot_attributes = {**bot_attributes, **in_dialog}
+            human_attributes = {**human_attributes, **by_user}
         return TurnResult(
             utterance=run.utterance,
             bot_utterance=bot_utterance,
@@ -200,7 +208,24 @@ class Executor:
         run.trace.record(node.name, node.role, start, "timeout")
 
     def settled(self, run: _Run, node: ServiceNode) -> None:
+        self._settle(run, node)
         self._release(run)
+
+    def _settle(self, run: _Run, node: ServiceNode) -> None:
+        """Count what the call spent, however it ended, and release its budget's hold: its
+        hypotheses' ``usage`` when it reported one, else, for a skill with a budget, the
+        pieces it streamed (a stream dropped, failed or cut before its end, or one that
+        reports no usage), a token each, as an LLM streams them; the prompt's tokens of
+        such a call are not known. A streaming skill without a budget (a story told in
+        pieces) is not an LLM's spending to count."""
+        used = run.tokens.get(node.name)
+        if used is None and node.config.budget is not None:
+            used = run.streamed.get(node.name, 0)
+            if used:
+                run.tokens[node.name] = used
+        reservation = run.reservations.pop(node.name, None)
+        if reservation is not None:
+            self.ledger.settle(reservation, used or 0)
 
     async def _speculate(self, run: _Run, node: ServiceNode, start: float) -> None:
         """Call a speculative skill at once, as a task that :meth:`_drop_outrun` cancels
@@ -240,23 +265,25 @@ class Executor:
             why = run.confident_below(node, self._lower[node.name])
             if why is not None:
                 return Skip(why)
-        if node.config.budget is not None:
-            spent = self.ledger.spent_out(node, run.turn.bot.attributes)
-            if spent is not None:
-                return Skip(spent)
         if node.role in ("candidate_annotators", "response_selectors") and not (
             run.utterance.hypotheses
         ):
             return Skip("no hypotheses")
         if node.role == "response_selectors" and self._claimed(run) is not None:
             return Skip("a streaming skill's announced confidence chose the answer")
+        if node.config.budget is not None:  # last: an admitted call holds its tokens at once
+            reserved = self.ledger.reserve(node, run.turn.bot.attributes, run.turn.human.attributes)
+            if isinstance(reserved, str):
+                return Skip(reserved)
+            run.reservations[node.name] = reserved
         return None
 
     async def _call(self, run: _Run, node: ServiceNode, start: float) -> None:
         timeout = node.config.connector.timeout
         with contained(node.name, f"no answer within {timeout}s") as end:
-            async with asyncio.timeout(timeout):
-                view = run.view(node, self.ledger.allowance(node, run.turn.bot.attributes))
+            async with time_limit(timeout):
+                reservation = run.reservations.get(node.name)
+                view = run.view(node, reservation.allowance if reservation else None)
                 if node.config.stream:
                     output = await self._streamed(run, node, view)
                 else:
@@ -275,9 +302,11 @@ class Executor:
         stream = Streaming(node.name, listening())
         run.streams[node.name] = stream
         output: Any = None
+        lines = connector.stream(view)
         try:
-            # Read to its end: a stream left open would count as a failure of the service.
-            async for kind, value in connector.stream(view):
+            async for kind, value in lines:
+                if kind == "token" and value:
+                    self._count_piece(run, node, view.max_tokens)
                 if kind == "start":
                     announced = value.get("confidence") if isinstance(value, dict) else None
                     if isinstance(announced, int | float):
@@ -292,8 +321,22 @@ class Executor:
         except BaseException:
             del run.streams[node.name]  # a failed or dropped answer's tokens are not sent
             raise
+        finally:
+            close = getattr(lines, "aclose", None)  # a stream cut short closes its connection
+            if close is not None:
+                await close()
         # Kept: tokens still held go out if the answer becomes sure after it is complete.
         return output
+
+    @staticmethod
+    def _count_piece(run: _Run, node: ServiceNode, allowance: int | None) -> None:
+        """Count a streamed piece; a stream past its token allowance is cut (the skill did
+        not keep to the ``max_tokens`` it was told)."""
+        pieces = run.streamed[node.name] = run.streamed.get(node.name, 0) + 1
+        if allowance is not None and pieces > allowance:
+            raise RefusedOutput(
+                node.name, f"streamed past its token allowance of {allowance}: cut off"
+            )
 
     def _release(self, run: _Run) -> None:
         """Let each streaming skill whose answer has become certain pass its tokens on."""

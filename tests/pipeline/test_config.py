@@ -215,6 +215,24 @@ def test_the_double_texting_policy_is_checked_and_kept() -> None:
             'services.skills.llm: "speculative": true needs "tier" of 1 or more',
         ),
         (
+            {
+                "skills": {
+                    "llm": svc(
+                        stream=True,
+                        tier=1,
+                        run_below=0.5,
+                        speculative=True,
+                        stream_min_confidence=0.5,
+                    )
+                }
+            },
+            'services.skills.llm: "speculative": true cannot go with "stream_min_confidence"',
+        ),
+        (
+            {"skills": {"llm": svc(budget={"per_user": 0})}},
+            "services.skills.llm.budget.per_user: Input should be greater than or equal to 1",
+        ),
+        (
             {"annotators": {"ner": svc(tier=1, run_below=0.5)}},
             "services.annotators.ner.tier: tiers and token budgets are for skills only",
         ),

@@ -3,16 +3,17 @@
 The real endpoints are third-party cloud APIs (or a local Ollama, llama.cpp or vLLM the
 tests cannot assume), so the LLM skill's streaming is tested, and benchmarked, against
 this: ``POST /v1/chat/completions`` answers ``data: {chunk}`` events, one per token, at a
-fixed rate, then (when asked with ``stream_options.include_usage``) a usage chunk, then
-``data: [DONE]``; a request without ``stream: true`` gets the whole completion as JSON,
-with its ``usage``. Each token counts as one completion token, each message as one
-prompt token.
+fixed rate and no more than its ``max_tokens`` (then the ``length`` finish), then (when
+asked with ``stream_options.include_usage``) a usage chunk, then ``data: [DONE]``; a
+request without ``stream: true`` gets the whole completion as JSON, with its ``usage``.
+Each token counts as one completion token, each message as one prompt token.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -33,14 +34,20 @@ def chunk(content: str | None, finish: str | None = None) -> dict[str, Any]:
 
 class StreamingOpenAI:
     """Answers ``tokens`` one every ``interval`` seconds; records the request bodies.
-    ``fail_after``: the stream breaks (a chunk that is not JSON) after that many tokens."""
+    ``fail_after``: the stream breaks (a chunk that is not JSON) after that many tokens;
+    ``hold``: every stream waits for that event before its first token."""
 
     def __init__(
-        self, tokens: list[str], interval: float = 0.0, fail_after: int | None = None
+        self,
+        tokens: list[str],
+        interval: float = 0.0,
+        fail_after: int | None = None,
+        hold: threading.Event | None = None,
     ) -> None:
         self.tokens = tokens
         self.interval = interval
         self.fail_after = fail_after
+        self.hold = hold
         self.requests: list[dict[str, Any]] = []
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self.complete)
@@ -50,7 +57,7 @@ class StreamingOpenAI:
         self.requests.append(body)
         usage = self.usage(body)
         if not body.get("stream"):
-            text = "".join(self.tokens)
+            text = "".join(self.tokens[: usage["completion_tokens"]])
             return JSONResponse(
                 {
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}],
@@ -59,7 +66,8 @@ class StreamingOpenAI:
             )
         with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         return StreamingResponse(
-            self._events(usage if with_usage else None), media_type="text/event-stream"
+            self._events(usage["completion_tokens"], usage if with_usage else None),
+            media_type="text/event-stream",
         )
 
     def usage(self, body: dict[str, Any]) -> dict[str, int]:
@@ -73,16 +81,25 @@ class StreamingOpenAI:
             "total_tokens": prompt + completion,
         }
 
-    async def _events(self, usage: dict[str, int] | None = None) -> AsyncIterator[bytes]:
+    def spent(self) -> int:
+        """The tokens every request so far cost, as their usage says."""
+        return sum(self.usage(body)["total_tokens"] for body in self.requests)
+
+    async def _events(
+        self, count: int, usage: dict[str, int] | None = None
+    ) -> AsyncIterator[bytes]:
         yield b"data: " + json.dumps(chunk(None)).encode() + b"\n\n"  # the role chunk
-        for index, token in enumerate(self.tokens):
+        if self.hold is not None:
+            await asyncio.to_thread(self.hold.wait, 30)
+        for index, token in enumerate(self.tokens[:count]):
             if self.fail_after is not None and index == self.fail_after:
                 yield b"data: {broken\n\n"
                 return
             if self.interval:
                 await asyncio.sleep(self.interval)  # the model's token rate
             yield b"data: " + json.dumps(chunk(token)).encode() + b"\n\n"
-        yield b"data: " + json.dumps(chunk(None, "stop")).encode() + b"\n\n"
+        finish = "length" if count < len(self.tokens) else "stop"
+        yield b"data: " + json.dumps(chunk(None, finish)).encode() + b"\n\n"
         if usage is not None:
             yield b"data: " + json.dumps({**chunk(None), "choices": [], "usage": usage}).encode()
             yield b"\n\n"
