@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -31,16 +32,27 @@ def chunk(content: str | None, finish: str | None = None) -> dict[str, Any]:
     }
 
 
+#: How long a gated stream waits for its gate: past any test's checks, bounded all the same.
+GATE_TIMEOUT = 60.0
+
+
 class StreamingOpenAI:
     """Answers ``tokens`` one every ``interval`` seconds; records the request bodies.
-    ``fail_after``: the stream breaks (a chunk that is not JSON) after that many tokens."""
+    ``fail_after``: the stream breaks (a chunk that is not JSON) after that many tokens.
+    ``gate``: a streamed answer waits for it to be set before its first token, so a test
+    sees the turn as it stands then."""
 
     def __init__(
-        self, tokens: list[str], interval: float = 0.0, fail_after: int | None = None
+        self,
+        tokens: list[str],
+        interval: float = 0.0,
+        fail_after: int | None = None,
+        gate: threading.Event | None = None,
     ) -> None:
         self.tokens = tokens
         self.interval = interval
         self.fail_after = fail_after
+        self.gate = gate
         self.requests: list[dict[str, Any]] = []
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self.complete)
@@ -75,6 +87,8 @@ class StreamingOpenAI:
 
     async def _events(self, usage: dict[str, int] | None = None) -> AsyncIterator[bytes]:
         yield b"data: " + json.dumps(chunk(None)).encode() + b"\n\n"  # the role chunk
+        if self.gate is not None:
+            await asyncio.to_thread(self.gate.wait, GATE_TIMEOUT)
         for index, token in enumerate(self.tokens):
             if self.fail_after is not None and index == self.fail_after:
                 yield b"data: {broken\n\n"
