@@ -71,12 +71,17 @@ def test_chat_answers_with_the_skill_and_links_to_the_inspector(
     expect(chosen).to_have_count(1)
     expect(chosen.locator(".skill")).to_have_text("greeting")
     expect(chosen).to_contain_text("chosen")
-    expect(chosen).to_contain_text('"greeting_stage": "asked_name"')
+    # What the hypothesis asks to change in the attributes the turn started from.
+    expect(chosen.locator('.change[data-path="human.greeting_stage"]')).to_contain_text(
+        '"asked_name"'
+    )
     expect(hypotheses.filter(has_text="fallback")).to_contain_text('"chars"')  # lengths
     expect(turn.locator(".reason")).to_contain_text("greeting had the highest confidence")
     expect(turn.locator(".annotations-section")).to_contain_text('"tokens": [ "Hello", "!" ]')
     expect(turn.locator(".errors-section")).to_contain_text("broken")
-    expect(turn.locator(".attributes")).to_contain_text('"greeting_stage": "asked_name"')
+    stage = turn.locator('.attribute-changes[data-side="human"] .change')
+    expect(stage).to_have_attribute("data-path", "greeting_stage")
+    expect(stage).to_contain_text('new "asked_name"')
 
     rows = turn.locator(".timeline-row")
     expect(rows).to_have_count(len(ALL_SERVICES))

@@ -32,6 +32,10 @@ def chunk(content: str | None, finish: str | None = None) -> dict[str, Any]:
     }
 
 
+#: How long a held stream waits for its event: past any test's checks, bounded all the same.
+HOLD_TIMEOUT = 60.0
+
+
 class StreamingOpenAI:
     """Answers ``tokens`` one every ``interval`` seconds; records the request bodies.
     ``fail_after``: the stream breaks (a chunk that is not JSON) after that many tokens;
@@ -90,7 +94,7 @@ class StreamingOpenAI:
     ) -> AsyncIterator[bytes]:
         yield b"data: " + json.dumps(chunk(None)).encode() + b"\n\n"  # the role chunk
         if self.hold is not None:
-            await asyncio.to_thread(self.hold.wait, 30)
+            await asyncio.to_thread(self.hold.wait, HOLD_TIMEOUT)
         for index, token in enumerate(self.tokens[:count]):
             if self.fail_after is not None and index == self.fail_after:
                 yield b"data: {broken\n\n"

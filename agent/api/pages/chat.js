@@ -94,14 +94,18 @@ function liveAnswer() {
   const done = [];
   return {
     item,
+    // Every event that changes the bubble keeps it in view: a progress line that wraps
+    // grows the bubble as much as a token does.
     event(kind, data) {
       if (kind === "token") {
         text.textContent += data.text;
-        item.scrollIntoView({ block: "end" });
       } else if (kind === "progress") {
         done.push(data.outcome === "ok" ? data.service : `${data.service} (${data.outcome})`);
         progress.textContent = done.join(" · ");
+      } else {
+        return;
       }
+      item.scrollIntoView({ block: "end" });
     },
   };
 }

@@ -40,8 +40,17 @@ export function replace(node, ...children) {
   node.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
 }
 
+/** Each cell's column header as its data-label, which a narrow window shows beside the
+ *  value when the table's rows stack (style.css, table.stacking). */
+export function labelCells(table) {
+  const titles = [...table.tHead.rows[0].cells].map((th) => th.textContent.trim());
+  for (const row of table.tBodies[0].rows) {
+    [...row.cells].forEach((cell, i) => { if (titles[i]) cell.dataset.label = titles[i]; });
+  }
+}
+
 /** A JSON value on one line, with a space after each comma and colon. */
-function oneLine(value) {
+export function oneLine(value) {
   if (Array.isArray(value)) {
     return value.length ? `[ ${value.map(oneLine).join(", ")} ]` : "[]";
   }
@@ -53,16 +62,18 @@ function oneLine(value) {
   return JSON.stringify(value);
 }
 
-/** JSON for <pre> blocks: indented, but any part short enough stays on one line. */
-export function pretty(value, indent = "") {
+/** JSON for <pre> blocks: indented, but any part short enough (``width`` characters with
+ *  its indent) stays on one line. */
+export function pretty(value, indent = "", width = 64) {
   const line = oneLine(value);
-  if (indent.length + line.length <= 64 || value === null || typeof value !== "object") {
+  if (indent.length + line.length <= width || value === null || typeof value !== "object") {
     return line;
   }
   const inner = `${indent}  `;
   const items = Array.isArray(value)
-    ? value.map((v) => inner + pretty(v, inner))
-    : Object.entries(value).map(([k, v]) => `${inner}${JSON.stringify(k)}: ${pretty(v, inner)}`);
+    ? value.map((v) => inner + pretty(v, inner, width))
+    : Object.entries(value).map(
+      ([k, v]) => `${inner}${JSON.stringify(k)}: ${pretty(v, inner, width)}`);
   const [open, close] = Array.isArray(value) ? ["[", "]"] : ["{", "}"];
   return `${open}\n${items.join(",\n")}\n${indent}${close}`;
 }

@@ -4,10 +4,13 @@
 // and why each skill that did not run was skipped, every hypothesis with its own
 // annotations (the chosen one highlighted), the selector's reason, the attributes after
 // the turn, the services' errors and a timeline of the service calls from the trace.
+// Attributes are shown as what each turn changed, the rest folded: the bot's persona, set
+// once, is not repeated in every turn, and a long dialog stays readable.
 // The API needs the agent's key when CHORUS_API_KEY is set: the page then asks for it.
 
 import {
-  callApi, describeError, duration, el, installNavigation, keyPrompt, needsKey, pretty, replace,
+  callApi, describeError, duration, el, installNavigation, keyPrompt, labelCells, needsKey, oneLine,
+  pretty, replace,
 } from "/pages/common.js";
 
 const notice = document.getElementById("notice");
@@ -27,10 +30,10 @@ function isEmpty(value) {
     (typeof value === "object" && Object.keys(value).length === 0);
 }
 
-/** A JSON value as a block, or a muted "none". */
-function jsonBlock(value, emptyText = "none") {
+/** A JSON value as a block, or a muted "none"; parts up to ``width`` characters on a line. */
+function jsonBlock(value, emptyText = "none", width = 64) {
   return isEmpty(value) ? el("span", { className: "muted", text: emptyText })
-                        : el("pre", { className: "json", text: pretty(value) });
+                        : el("pre", { className: "json", text: pretty(value, "", width) });
 }
 
 function when(iso) {
@@ -39,6 +42,71 @@ function when(iso) {
 
 function section(title, className, ...content) {
   return el("section", { className }, el("h3", { text: title }), ...content);
+}
+
+function isObject(value) {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
+function sameValue(a, b) {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null ||
+      Array.isArray(a) !== Array.isArray(b)) return false;
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length &&
+    keys.every((key) => Object.hasOwn(b, key) && sameValue(a[key], b[key]));
+}
+
+/** What changed from ``before`` to ``after``, nested objects key by key: a list of
+ *  {path, kind, before, after}, kind "added", "removed", "changed" or "appended" (a list
+ *  that grew at its end: ``after`` is what was added). */
+function changes(before, after, path = []) {
+  if (sameValue(before, after)) return [];
+  if (isObject(before) && isObject(after)) {
+    const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])];
+    return keys.flatMap((key) => changes(before[key], after[key], [...path, key]));
+  }
+  if (before === undefined) return [{ path, kind: "added", after }];
+  if (after === undefined) return [{ path, kind: "removed", before }];
+  if (Array.isArray(before) && Array.isArray(after) && after.length > before.length &&
+      before.every((item, i) => sameValue(item, after[i]))) {
+    return [{ path, kind: "appended", after: after.slice(before.length) }];
+  }
+  return [{ path, kind: "changed", before, after }];
+}
+
+/** A value in a line of text; a long one folded, its summary saying what it holds. */
+function valueView(value) {
+  const line = oneLine(value);
+  if (line.length <= 80) return el("code", { className: "value", text: line });
+  let summary;
+  if (Array.isArray(value)) summary = `[ ${value.length} item${value.length === 1 ? "" : "s"} ]`;
+  else if (isObject(value)) {
+    const keys = Object.keys(value);
+    summary = `{ ${keys.length} keys: ${keys.slice(0, 4).join(", ")}${keys.length > 4 ? ", …" : ""} }`;
+  } else summary = `${line.slice(0, 60)}…`;
+  return el("details", { className: "value" }, el("summary", {}, el("code", { text: summary })),
+            el("pre", { className: "json", text: pretty(value) }));
+}
+
+const CHANGE_WORDS = { added: "new", removed: "removed", changed: "now", appended: "added" };
+
+/** Each change on a line: the attribute's path, what happened, the value. */
+function changeList(found) {
+  return el("ul", { className: "changes" }, found.map((change) => {
+    const path = change.path.join(".");
+    const values = change.kind === "changed"
+      ? [valueView(change.before), " → ", valueView(change.after)]
+      : [valueView(change.kind === "removed" ? change.before : change.after)];
+    return el("li", { className: `change ${change.kind}`, dataset: { path } },
+      el("code", { className: "path", text: path }), " ",
+      el("span", { className: "change-kind", text: CHANGE_WORDS[change.kind] }), " ", values);
+  }));
+}
+
+/** A folded block, its summary always in view. */
+function folded(summary, className, ...content) {
+  return el("details", { className }, el("summary", { text: summary }), ...content);
 }
 
 /** Utterances paired into turns: a human utterance and the bot's answer to it. */
@@ -62,22 +130,49 @@ function chosenIndex(human, bot) {
            h.confidence === bot.confidence);
 }
 
+/** An annotator's output on one line when it fits this many characters (it wraps in a
+ *  narrow window): four annotators take four lines, not twenty. */
+const ANNOTATION_WIDTH = 100;
+
 function annotationList(annotations) {
   const names = Object.keys(annotations || {});
   if (names.length === 0) return el("span", { className: "muted", text: "none" });
   return el("dl", { className: "annotations" },
-    names.map((name) => [el("dt", { text: name }), el("dd", {}, jsonBlock(annotations[name]))]));
+    names.map((name) => [el("dt", { text: name }),
+                         el("dd", {}, jsonBlock(annotations[name], "none", ANNOTATION_WIDTH))]));
 }
 
 const EXTRA_SKIPPED = new Set(["skill_name", "text", "confidence", "annotations",
                                "human_attributes", "bot_attributes"]);
 
-function hypothesisRow(hypothesis, index, chosen) {
-  const extra = Object.fromEntries(
-    Object.entries(hypothesis).filter(([key]) => !EXTRA_SKIPPED.has(key)));
-  const attributes = { human_attributes: hypothesis.human_attributes,
-                       bot_attributes: hypothesis.bot_attributes, ...extra };
-  const shown = Object.fromEntries(Object.entries(attributes).filter(([, v]) => !isEmpty(v)));
+/** What a hypothesis asks to merge into the human's and the bot's attributes, as changes to
+ *  the attributes the turn started from; what it hands back as it already was is folded
+ *  under one line. */
+function mergeView(hypothesis, before) {
+  const found = [];
+  const unchanged = {};
+  for (const side of ["human", "bot"]) {
+    const asked = hypothesis[`${side}_attributes`] || {};
+    const start = before[side] || {};
+    found.push(...changes(start, { ...start, ...asked }).map(
+      (change) => ({ ...change, path: [side, ...change.path] })));
+    for (const [key, value] of Object.entries(asked)) {
+      if (sameValue(start[key], value)) unchanged[`${side}.${key}`] = value;
+    }
+  }
+  const names = Object.keys(unchanged);
+  return [
+    found.length ? changeList(found) : null,
+    names.length ? folded(`unchanged: ${names.join(", ")}`, "unchanged",
+                          el("pre", { className: "json", text: pretty(unchanged) })) : null,
+  ];
+}
+
+function hypothesisRow(hypothesis, index, chosen, before) {
+  const extra = Object.fromEntries(Object.entries(hypothesis).filter(
+    ([key, value]) => !EXTRA_SKIPPED.has(key) && !isEmpty(value)));
+  const merge = mergeView(hypothesis, before);
+  const nothing = isEmpty(extra) && merge.every((part) => part === null);
   return el("tr", { className: chosen ? "hypothesis chosen" : "hypothesis",
                     dataset: { skill: hypothesis.skill_name } },
     el("td", { className: "index", text: index + 1 }),
@@ -86,20 +181,24 @@ function hypothesisRow(hypothesis, index, chosen) {
       chosen ? el("span", { className: "chosen-badge", text: "chosen" }) : null),
     el("td", { className: "text", text: hypothesis.text }),
     el("td", { className: "number", text: hypothesis.confidence.toFixed(2) }),
-    el("td", {}, annotationList(hypothesis.annotations)),
-    el("td", {}, jsonBlock(shown)));
+    el("td", { className: "wide" }, annotationList(hypothesis.annotations)),
+    el("td", { className: "wide attributes-cell" },
+       nothing ? el("span", { className: "muted", text: "none" }) : null,
+       isEmpty(extra) ? null : jsonBlock(extra), merge));
 }
 
-function hypothesesTable(human, bot) {
+function hypothesesTable(human, bot, before) {
   if (human.hypotheses.length === 0) {
     return el("p", { className: "muted", text: "No hypotheses: every skill failed or none ran." });
   }
   const chosen = chosenIndex(human, bot);
-  return el("table", { className: "hypotheses" },
+  const table = el("table", { className: "hypotheses stacking" },
     el("thead", {}, el("tr", {},
-      ["#", "Skill", "Text", "Confidence", "Annotations", "Attributes and extra fields"]
+      ["#", "Skill", "Text", "Confidence", "Annotations", "Extra fields and attribute changes"]
         .map((title) => el("th", { text: title })))),
-    el("tbody", {}, human.hypotheses.map((h, i) => hypothesisRow(h, i, i === chosen))));
+    el("tbody", {}, human.hypotheses.map((h, i) => hypothesisRow(h, i, i === chosen, before))));
+  labelCells(table);
+  return table;
 }
 
 function errorList(errors) {
@@ -192,6 +291,20 @@ function timeline(trace, reasons = {}) {
         el("span", { className: `legend outcome-${outcome}`, text: outcome }))));
 }
 
+/** The timeline in a line, shown while it is folded: its calls, its length, the slowest
+ *  call and the outcomes other than ok. */
+function timelineSummary(trace) {
+  const total = Math.max(...trace.map((c) => c.start + c.duration));
+  const slowest = trace.reduce((a, b) => (b.duration > a.duration ? b : a));
+  const outcomes = {};
+  for (const call of trace) {
+    if (call.outcome !== "ok") outcomes[call.outcome] = (outcomes[call.outcome] || 0) + 1;
+  }
+  const others = Object.entries(outcomes).map(([outcome, n]) => `${n} ${outcome}`);
+  return [`${trace.length} calls in ${duration(total)}`,
+          `slowest ${slowest.service} (${duration(slowest.duration)})`, ...others].join(" · ");
+}
+
 function utteranceBox(utterance, who) {
   if (!utterance) return el("div", { className: `utterance ${who} missing`, text: "(none)" });
   const skill = utterance.speaker === "bot"
@@ -203,20 +316,24 @@ function utteranceBox(utterance, who) {
     el("p", { className: "text", text: utterance.text }), skill);
 }
 
-function attributesSection(turn, after) {
-  const chosen = chosenIndex(turn.human, turn.bot);
-  const hypothesis = chosen >= 0 ? turn.human.hypotheses[chosen] : null;
-  return section("Attributes after the turn", "attributes",
-    el("div", { className: "columns" },
-      el("div", {}, el("h4", { text: "Human" }), jsonBlock(after.human)),
-      el("div", {}, el("h4", { text: "Bot" }), jsonBlock(after.bot)),
-      el("div", {}, el("h4", { text: "Merged from the chosen hypothesis" }),
-         jsonBlock(hypothesis ? { human_attributes: hypothesis.human_attributes,
-                                  bot_attributes: hypothesis.bot_attributes } : null,
-                   "nothing"))));
+/** What the turn changed in the human's and the bot's attributes; all of them after the
+ *  turn, folded. */
+function attributesSection(before, after) {
+  const side = (name, title) => {
+    const found = changes(before[name] || {}, after[name] || {});
+    return el("div", { className: "attribute-changes", dataset: { side: name } },
+      el("h4", { text: title }),
+      found.length ? changeList(found) : el("span", { className: "muted", text: "no change" }));
+  };
+  return section("Attributes the turn changed", "attributes",
+    el("div", { className: "columns" }, side("human", "Human"), side("bot", "Bot")),
+    folded("All attributes after the turn", "all-attributes",
+      el("div", { className: "columns" },
+        el("div", {}, el("h4", { text: "Human" }), jsonBlock(after.human)),
+        el("div", {}, el("h4", { text: "Bot" }), jsonBlock(after.bot)))));
 }
 
-function turnItem(turn, number, after) {
+function turnItem(turn, number, before, after) {
   const { human, bot } = turn;
   const reason = bot && bot.attributes ? bot.attributes.selector_reason : undefined;
   return el("li", { className: "turn", dataset: { turn: number } },
@@ -230,9 +347,12 @@ function turnItem(turn, number, after) {
       human.errors.length ? section("Errors", "errors-section", errorList(human.errors)) : null,
       selectionSection(human),
       section(`Hypotheses (${human.hypotheses.length})`, "hypotheses-section",
-              hypothesesTable(human, bot)),
-      attributesSection(turn, after),
-      section("Timeline", "timeline-section", timeline(human.trace, skipReasons(human))),
+              hypothesesTable(human, bot, before)),
+      attributesSection(before, after),
+      section("Timeline", "timeline-section",
+              human.trace.length === 0 ? timeline(human.trace)
+                : folded(timelineSummary(human.trace), "timeline-fold",
+                         timeline(human.trace, skipReasons(human)))),
       isEmpty(human.attributes) ? null
         : section("Message attributes", "message-attributes", jsonBlock(human.attributes)),
     ] : null,
@@ -263,15 +383,23 @@ function render(dialog) {
   replace(summary, summaryBlock(dialog));
   summary.hidden = false;
   const turns = pairTurns(dialog.utterances);
-  // A turn's "after" is what the next turn started from (its snapshots of the profiles),
-  // or the profiles as they are now for the last turn.
+  // A turn starts from its utterances' snapshots of the profiles (taken before its
+  // attributes were merged); its "after" is what the next turn started from, or the
+  // profiles as they are now for the last turn.
+  const startOf = (turn) => ({
+    human: turn && turn.human ? turn.human.user.attributes : undefined,
+    bot: turn && turn.bot ? turn.bot.user.attributes : undefined,
+  });
+  let before = { human: {}, bot: {} };
   const items = turns.map((turn, i) => {
-    const next = turns[i + 1];
-    const after = {
-      human: next && next.human ? next.human.user.attributes : dialog.human.attributes,
-      bot: next && next.bot ? next.bot.user.attributes : dialog.bot.attributes,
-    };
-    return turnItem(turn, i + 1, after);
+    const start = startOf(turn);
+    before = { human: start.human ?? before.human, bot: start.bot ?? before.bot };
+    const next = startOf(turns[i + 1]);
+    const after = { human: next.human ?? dialog.human.attributes,
+                    bot: next.bot ?? dialog.bot.attributes };
+    const item = turnItem(turn, i + 1, before, after);
+    before = after;
+    return item;
   });
   replace(turnsList, items.length ? items
     : el("li", { className: "muted", text: "This dialog has no utterances yet." }));
