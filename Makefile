@@ -14,15 +14,15 @@ endif
 PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)-$(PYTHON_VERSION)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml sdk/pyproject.toml constraints.txt | cksum | cut -d' ' -f1)-$(PYTHON_VERSION)
 
-.PHONY: install lock run test test-twice lint typecheck bench clean mongodb-test-server \
+.PHONY: install lock run test test-twice lint typecheck bench clean sdk-wheel mongodb-test-server \
 	helm-tool docker-compose chromium nginx
 
 # constraints.txt pins every package (the tools too) at the versions `make test` passed
 # with, so a fresh clone installs those and a dependency's new release changes nothing until
 # `make lock` writes the file again.
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml sdk/pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Chorus needs Python 3.11+"'
 	@if [ -x $(BIN)/python ] && [ "$$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')" != "$(PYTHON_VERSION)" ]; then \
 		echo "$(VENV) is of another Python: made again with $(PYTHON)"; rm -rf $(VENV); fi
@@ -30,15 +30,17 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@# setuptools warns that an editable install's folders could shadow the package: true
 	@# of any editable install, and a page of '!!' that reads like an error on a first run.
+	@# The agent depends on the service SDK's distribution (sdk/pyproject.toml), installed
+	@# editable from this checkout too: agent/sdk/ is edited in place, like the rest.
 	PYTHONWARNINGS='ignore:Editable installation' \
-		$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench,services]'
+		$(BIN)/python -m pip install --quiet -c constraints.txt -e ./sdk -e '.[dev,bench,services]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP)
 
 # After changing pyproject.toml's dependencies: install without the old pins, test, lock.
 lock:
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench,services]'
+	$(BIN)/python -m pip install --quiet -e ./sdk -e '.[dev,bench,services]'
 	$(BIN)/python tools/lock.py
 
 # `make run RUN_ARGS="--port 5000"` moves the agent (docs/configuration.md, "Moving make
@@ -111,5 +113,10 @@ test-twice: install
 bench: install
 	$(BIN)/python -m bench.run
 
+# The service SDK's wheel (chorus-sdk, sdk/pyproject.toml) in dist/, for a team writing
+# services in its own repository (docs/services.md, "A service outside this repository").
+sdk-wheel: install
+	$(BIN)/python tools/build_sdk.py
+
 clean:
-	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.*
+	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.* dist

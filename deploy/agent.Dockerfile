@@ -18,12 +18,14 @@ RUN useradd --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin 
 WORKDIR /app
 
 # The project and its dependencies (README.md is the package description pyproject.toml names).
-# Only the agent package is installed; the services are images of their own.
+# Only the agent package is installed; the services are images of their own. The agent
+# depends on the service SDK's distribution (sdk/pyproject.toml, built from agent/sdk/).
 COPY pyproject.toml README.md constraints.txt ./
+COPY sdk/pyproject.toml sdk/
 COPY agent/ agent/
 # The versions `make test` passed with (constraints.txt, written by `make lock`).
-RUN pip install --no-cache-dir -c constraints.txt . \
-    && rm -rf build *.egg-info
+RUN pip install --no-cache-dir -c constraints.txt ./sdk . \
+    && rm -rf build sdk/build *.egg-info
 
 # Pipeline configs for the deployment (compose uses deploy/pipeline.compose.json).
 COPY deploy/ deploy/

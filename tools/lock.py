@@ -70,7 +70,9 @@ def closure(root: str, extras: tuple[str, ...]) -> dict[str, tuple[str, set[str]
 
 def main() -> None:
     found = closure("chorus", EXTRAS)
-    del found["chorus"]
+    # The project's own distributions, installed from this checkout: the agent and its
+    # service SDK (sdk/pyproject.toml), whose version the agent pins itself.
+    del found["chorus"], found["chorus-sdk"]
     lines = [HEADER]
     for key in sorted(found):
         version, parents = found[key]

@@ -12,7 +12,7 @@ value) or ``except RuntimeError`` keep that base too.
      │    ├── PipelineConfigError      agent/pipeline/config.py the pipeline file
      │    ├── ServiceNotLoaded         agent/connectors/in_process.py  a module named to
      │    │                            run a service in the agent gives none
-     │    └── TelemetryConfigError     agent/sdk/tracing.py     an OTEL_* variable
+     │    └── TelemetryConfigError     agent/sdk/tracing_env.py an OTEL_* variable
      ├── HandlerSignatureError [TypeError]  agent/sdk/contracts.py  a service's handler cannot
      │                                 be called as its role calls it: refused when decorated
      ├── ContractError [ValueError]   agent/sdk/contracts.py   a handler answered outside its

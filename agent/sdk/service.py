@@ -33,12 +33,10 @@ import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 
@@ -64,7 +62,10 @@ from agent.sdk.models import (
 )
 from agent.sdk.roles import Role, singular
 from agent.sdk.streaming import STREAM_MEDIA_TYPE, LineKind, StreamEnd, StreamStart, line
-from agent.sdk.tracing import TraceRequests, tracer_provider_from_env
+from agent.sdk.tracing_env import provider_from_env, set_span_attribute
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 Handler = Callable[..., Any]
 _Annotator = TypeVar("_Annotator", bound=AnnotatorHandler)
@@ -285,7 +286,7 @@ class Service:
 
     async def respond(self, request: ServiceRequest) -> list[Any]:
         """Answer a batch: one item per dialog, in the order received."""
-        trace.get_current_span().set_attribute("chorus.batch_size", len(request.dialogs))
+        set_span_attribute("chorus.batch_size", len(request.dialogs))
         if len(request.dialogs) == 1:  # the usual batch: no task to gather
             return [await self._one(request.dialogs[0])]
         return list(await asyncio.gather(*(self._one(d) for d in request.dialogs)))
@@ -302,7 +303,7 @@ class Service:
 
 def build_app(service: Service) -> FastAPI:
     """Kept apart from :class:`Service` so the app is built once, on demand."""
-    provider = service.tracer_provider or tracer_provider_from_env(service.name)
+    provider = service.tracer_provider or provider_from_env(service.name)
     owned = provider if service.tracer_provider is None else None
 
     @asynccontextmanager
@@ -315,7 +316,9 @@ def build_app(service: Service) -> FastAPI:
     app = FastAPI(
         title=service.name, description=service.description or service.name, lifespan=lifespan
     )
-    if provider is not None:
+    if provider is not None:  # so OpenTelemetry is installed (agent/sdk/tracing_env.py)
+        from agent.sdk.tracing import TraceRequests
+
         app.add_middleware(TraceRequests, tracer=provider.get_tracer("chorus.sdk"))
     assert service._role is not None
     role = singular(service._role)

@@ -15,8 +15,9 @@ but nothing listens on a port, so a test starts in milliseconds and cannot colli
 another's port. A test that needs a real socket (the agent calling the service) still
 starts a server.
 
-It imports httpx and anyio, both already installed with FastAPI's test dependencies; the
-rest of the SDK does not import this module.
+It imports httpx (the ``chorus-sdk`` wheel's ``testing`` extra: ``pip install
+'chorus-sdk[testing]'``) and anyio (Starlette's); the rest of the SDK does not import this
+module, so a service's image needs neither.
 """
 
 from __future__ import annotations

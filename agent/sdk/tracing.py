@@ -2,6 +2,9 @@
 
 It lives in the SDK so a service image (which holds only ``agent/sdk/``) can continue the
 agent's traces; the agent's own turn, call and store spans are in :mod:`agent.telemetry`.
+It needs OpenTelemetry, which the ``chorus-sdk`` wheel installs only with its ``tracing``
+extra: a service imports this module only once the environment asks for traces
+(:mod:`agent.sdk.tracing_env`, which reads the variables below without it).
 
 **Which spans go where** comes from the standard ``OTEL_*`` environment variables.
 
@@ -37,26 +40,11 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agent.sdk.errors import ConfigError
+from agent.sdk.tracing_env import TelemetryConfigError, exporter_names
 
-_ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+__all__ = ["TelemetryConfigError", "TraceRequests", "exporter_names", "tracer_provider_from_env"]
+
 _PROTOCOLS = ("OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-
-
-class TelemetryConfigError(ConfigError):
-    """An ``OTEL_*`` variable asks for something this build cannot do; names the variable."""
-
-
-def exporter_names(environ: Mapping[str, str]) -> list[str]:
-    """The exporters the environment asks for; empty means tracing is off."""
-    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return []
-    names = [
-        n.strip().lower() for n in environ.get("OTEL_TRACES_EXPORTER", "").split(",") if n.strip()
-    ]
-    if not names and any(environ.get(name) for name in _ENDPOINTS):
-        names = ["otlp"]
-    return [name for name in names if name != "none"]
 
 
 def _exporter(name: str, environ: Mapping[str, str]) -> SpanExporter:

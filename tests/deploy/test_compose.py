@@ -343,6 +343,8 @@ def test_agent_image_starts_from_the_compose_environment(tmp_path: Path) -> None
     # (without it setuptools only warns, and builds a package with no description).
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert (workdir / "pyproject.toml").is_file(), "copy pyproject.toml to the WORKDIR"
+    # The agent depends on the service SDK's distribution, which `pip install ./sdk .` builds.
+    assert (workdir / "sdk" / "pyproject.toml").is_file(), "copy sdk/pyproject.toml to sdk/"
     readme = pyproject["project"].get("readme")
     readme = readme.get("file") if isinstance(readme, dict) else readme
     assert readme is None or (workdir / readme).is_file(), f"copy {readme} next to pyproject.toml"
