@@ -5,6 +5,7 @@ alone, stream, and have their lifespan held open by the agent."""
 from __future__ import annotations
 
 import json
+import logging
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -209,3 +210,100 @@ def test_chorus_run_starts_no_process_for_an_in_process_service(
     local = ChorusKind.load(shipped, "pipeline.json").local_services(ROOT)
     assert not {service.name for service in local.startable} & modules
     assert local.elsewhere == []
+
+
+def test_an_in_process_handler_that_asks_to_exit_fails_only_its_own_call(
+    agent: AgentFactory,
+) -> None:
+    """``sys.exit()`` or ``KeyboardInterrupt`` in a handler (async, sync in its thread, or
+    streaming) costs its service's output, as an exception would: the agent answers this
+    user and the next, and /ping answers (before, the first such call ended the agent)."""
+    pipeline = skills(
+        exiter="tests.support.in_process:exiter",
+        interrupter="tests.support.in_process:interrupter",
+        sync_exiter="tests.support.in_process:sync_exiter",
+        stream_exiter="tests.support.in_process:stream_exiter",
+        echo="tests.support.in_process:make_echo",
+    )
+    pipeline["services"]["skills"]["stream_exiter"]["stream"] = True
+    client = agent(pipeline)
+    for user in ["ann", "bob"]:
+        answer = client.post("/", json={"user_id": user, "payload": "Hi"}).json()
+        assert (answer["active_skill"], answer["response"]) == ("echo", "echo: Hi"), answer
+    assert client.get("/ping").status_code == 200
+    (dialog,) = client.get("/api/user/bob").json()
+    errors = {e["service"]: (e["kind"], e["message"]) for e in dialog["utterances"][0]["errors"]}
+    ended = "which would have ended the agent"
+    assert errors == {
+        "exiter": ("bad_response", f"its handler raised SystemExit(3), {ended}"),
+        "interrupter": ("bad_response", f"its handler raised KeyboardInterrupt(), {ended}"),
+        "sync_exiter": ("bad_response", f"its handler raised SystemExit('bye'), {ended}"),
+        "stream_exiter": ("bad_response", f"its handler raised SystemExit(4), {ended}"),
+    }
+
+
+def test_an_in_process_handler_that_blocks_the_loop_is_named_refused_then_not_called(
+    agent: AgentFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An async handler that blocks past its timeout holds every user meanwhile: its late
+    answer is not used (it was recorded ``ok`` and won the turn), the log names it while it
+    blocks, and once it has blocked again it is not called until its circuit's trial."""
+    in_process.CALLS.clear()
+    pipeline = skills(
+        blocker="tests.support.in_process:blocker", echo="tests.support.in_process:make_echo"
+    )
+    pipeline["services"]["skills"]["blocker"]["connector"]["timeout"] = 0.3
+    client = agent(pipeline)
+    with caplog.at_level(logging.WARNING, logger="chorus.connectors"):
+        for user in ["ann", "bob", "cid"]:
+            answer = client.post("/", json={"user_id": user, "payload": "Hi"}).json()
+            assert (answer["active_skill"], answer["response"]) == ("echo", "echo: Hi"), answer
+    assert in_process.CALLS["blocker"] == 2
+    failures = []
+    for user in ["ann", "bob", "cid"]:
+        (dialog,) = client.get(f"/api/user/{user}").json()
+        (error,) = dialog["utterances"][0]["errors"]
+        (call,) = [c for c in dialog["utterances"][0]["trace"] if c["service"] == "blocker"]
+        failures.append((error["service"], error["kind"], call["outcome"], error["message"]))
+    for blocked in failures[:2]:
+        assert blocked[:3] == ("blocker", "timeout", "timeout")
+        assert blocked[3].startswith("held the event loop for ")
+        assert blocked[3].endswith(
+            "past its 0.3s timeout (a blocking call in an async handler): its answer is not used"
+        )
+    assert failures[2][:3] == ("blocker", "unavailable", "error")
+    assert failures[2][3].startswith("circuit open")
+    named = [
+        r.getMessage()
+        for r in caplog.records
+        if r.getMessage().startswith("in-process service blocker has held the event loop for")
+    ]
+    assert len(named) == 2, caplog.text
+    assert "service blocker held the event loop again: circuit open" in caplog.text
+
+
+def test_a_hung_sync_handler_holds_at_most_its_threads(agent: AgentFactory) -> None:
+    """A sync handler given up at its timeout runs on in its thread: once the service's
+    ``threads`` are all taken so, its calls fail at once as unavailable, saying why, instead
+    of each starting one more thread (400 turns had made 410 threads, and 4 GB)."""
+    in_process.RELEASE.clear()
+    pipeline = skills(
+        hanger="tests.support.in_process:hanger", echo="tests.support.in_process:make_echo"
+    )
+    pipeline["services"]["skills"]["hanger"]["connector"].update(timeout=0.3, threads=2)
+    client = agent(pipeline)
+    try:
+        users = [f"user{n}" for n in range(5)]
+        for user in users:
+            answer = client.post("/", json={"user_id": user, "payload": "Hi"}).json()
+            assert answer["response"] == "echo: Hi", answer
+        assert in_process.HANGING["hanger"] == 2
+        kinds = []
+        for user in users:
+            (dialog,) = client.get(f"/api/user/{user}").json()
+            (error,) = dialog["utterances"][0]["errors"]
+            kinds.append((error["service"], error["kind"]))
+        assert kinds == [("hanger", "timeout")] * 2 + [("hanger", "unavailable")] * 3
+        assert error["message"].startswith("its 2 threads are all still running earlier calls")
+    finally:
+        in_process.RELEASE.set()

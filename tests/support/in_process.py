@@ -3,6 +3,10 @@ calls them in its own process: they live at module level, where the agent import
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -100,3 +104,78 @@ not_a_service = "a string"
 
 def make_nothing() -> None:
     """A factory that forgets to return its service."""
+
+
+exiter = Service("exiter")
+
+
+@exiter.skill
+async def exit_now(dialog: DialogView) -> SkillHypothesis:
+    """A handler that asks the process to end: over HTTP it would end its own server."""
+    sys.exit(3)
+
+
+interrupter = Service("interrupter")
+
+
+@interrupter.skill
+async def interrupt(dialog: DialogView) -> SkillHypothesis:
+    raise KeyboardInterrupt
+
+
+sync_exiter = Service("sync_exiter")
+
+
+@sync_exiter.skill
+def exit_in_thread(dialog: DialogView) -> SkillHypothesis:
+    """A sync handler: it runs in a worker thread, whose exit the call would re-raise."""
+    sys.exit("bye")
+
+
+stream_exiter = Service("stream_exiter")
+
+
+@stream_exiter.skill
+async def exit_while_streaming(dialog: DialogView) -> AsyncIterator[StreamStart | str]:
+    yield StreamStart(confidence=0.99)
+    yield "about to "
+    sys.exit(4)
+
+
+#: Calls each blocking service has had.
+CALLS: Counter[str] = Counter()
+#: Seconds :data:`blocker` holds the loop; its pipeline entry's timeout is below it.
+BLOCK_SECONDS = 1.5
+
+blocker = Service("blocker")
+
+
+@blocker.skill
+async def block(dialog: DialogView) -> SkillHypothesis:
+    """An async handler that blocks (a sync HTTP client, a model run on the loop)."""
+    CALLS["blocker"] += 1
+    time.sleep(BLOCK_SECONDS)  # noqa: ASYNC251 - the fault under test
+    return SkillHypothesis(text="late but confident", confidence=1.0)
+
+
+#: Lets :data:`hanger`'s calls end; until then each holds its thread.
+RELEASE = threading.Event()
+#: :data:`hanger`'s calls still running in their threads.
+HANGING: Counter[str] = Counter()
+_hanging = threading.Lock()
+
+hanger = Service("hanger")
+
+
+@hanger.skill
+def hang(dialog: DialogView) -> SkillHypothesis:
+    """A sync handler that hangs (a model call without a timeout): given up at its timeout,
+    its call runs on in its thread, which Python cannot stop."""
+    with _hanging:
+        HANGING["hanger"] += 1
+    try:
+        RELEASE.wait(120)
+    finally:
+        with _hanging:
+            HANGING["hanger"] -= 1
+    return SkillHypothesis(text="released", confidence=1.0)
