@@ -307,3 +307,23 @@ def test_a_hung_sync_handler_holds_at_most_its_threads(agent: AgentFactory) -> N
         assert error["message"].startswith("its 2 threads are all still running earlier calls")
     finally:
         in_process.RELEASE.set()
+
+
+def test_a_lifespan_that_never_opens_costs_only_its_service_s_calls(
+    agent: AgentFactory,
+) -> None:
+    """The agent waits for an in-process lifespan at most its service's timeout, then
+    serves: the service's calls fail as unavailable, the others answer (before, the agent
+    waited for it for good and never answered /ping)."""
+    pipeline = skills(
+        stuck="tests.support.in_process:stuck", echo="tests.support.in_process:make_echo"
+    )
+    pipeline["services"]["skills"]["stuck"]["connector"]["timeout"] = 0.5
+    client = agent(pipeline)
+    assert client.get("/ping").status_code == 200
+    answer = client.post("/", json={"user_id": "ann", "payload": "Hi"}).json()
+    assert (answer["active_skill"], answer["response"]) == ("echo", "echo: Hi")
+    (dialog,) = client.get("/api/user/ann").json()
+    (error,) = dialog["utterances"][0]["errors"]
+    assert (error["service"], error["kind"]) == ("stuck", "unavailable")
+    assert error["message"].startswith("its lifespan is still opening")

@@ -3,12 +3,15 @@ calls them in its own process: they live at module level, where the agent import
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import HTTPException
 
@@ -179,3 +182,28 @@ def hang(dialog: DialogView) -> SkillHypothesis:
         with _hanging:
             HANGING["hanger"] -= 1
     return SkillHypothesis(text="released", confidence=1.0)
+
+
+#: A file :data:`stuck`'s lifespan creates as it starts opening (its path from this
+#: variable), so that a test knows the agent is waiting for it.
+STUCK_MARK = "STUCK_LIFESPAN_MARK"
+
+stuck = Service("stuck")
+
+
+@asynccontextmanager
+async def _never_opens() -> AsyncIterator[None]:
+    """A resource that never opens (a model server that never answers its first call)."""
+    mark = os.environ.get(STUCK_MARK)
+    if mark:
+        await asyncio.to_thread(Path(mark).touch)
+    await asyncio.Event().wait()
+    yield
+
+
+stuck.lifespan(_never_opens)
+
+
+@stuck.skill
+async def never_called(dialog: DialogView) -> SkillHypothesis:
+    return SkillHypothesis(text="opened after all", confidence=1.0)
