@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from agent.settings import Settings
 from agent.state.storage_limits import StorageLimits
 from annotators.intents.app import service as intents
 from skills.smalltalk.app import service as smalltalk
-from tests.conftest import AgentFactory, agents
+from tests.conftest import CLIENT_TIMEOUT, AgentFactory, agents
 from tests.support import in_process
 from tests.support.events import follow
 from tests.support.servers import serving
@@ -327,3 +328,56 @@ def test_a_lifespan_that_never_opens_costs_only_its_service_s_calls(
     (error,) = dialog["utterances"][0]["errors"]
     assert (error["service"], error["kind"]) == ("stuck", "unavailable")
     assert error["message"].startswith("its lifespan is still opening")
+
+
+def test_an_in_process_flood_is_refused_as_it_is_over_http(agent: AgentFactory) -> None:
+    """A streaming skill's flood of one-character pieces (4 MB as lines) fails as it does
+    over HTTP: over the 2 MB an answer may be (in the agent it had been taken whole)."""
+    failures = []
+    with serving(in_process.flood.app) as server:
+        for user, connector in [
+            ("over_http", {"url": f"{server.url}/respond"}),
+            ("in_the_agent", {"module": "tests.support.in_process:flood"}),
+        ]:
+            pipeline = skills(echo="tests.support.in_process:make_echo")
+            pipeline["services"]["skills"]["flood"] = {
+                "connector": {**connector, "timeout": 60.0},
+                "stream": True,
+            }
+            client = agent(pipeline)
+            answer = client.post("/", json={"user_id": user, "payload": "Hi"}).json()
+            assert answer["response"] == "echo: Hi"
+            (dialog,) = client.get(f"/api/user/{user}").json()
+            (error,) = dialog["utterances"][0]["errors"]
+            failures.append((error["service"], error["kind"], error["message"]))
+    over_http, in_the_agent = failures
+    assert (
+        in_the_agent
+        == over_http
+        == (
+            "flood",
+            "bad_response",
+            "answer is over the 2097152 bytes limit",
+        )
+    )
+
+
+def test_ping_answers_while_an_in_process_skill_streams_without_awaiting(
+    agent: AgentFactory,
+) -> None:
+    """An in-process stream hands the loop back every few pieces, as the HTTP connector's
+    reader does: /ping answers while a skill that never awaits is still streaming (before,
+    /ping waited for the stream's end)."""
+    for event in [in_process.TRICKLING, in_process.PINGED]:
+        event.clear()
+    in_process.TRICKLE_SAW_PING.clear()
+    pipeline = skills(trickle="tests.support.in_process:trickle")
+    pipeline["services"]["skills"]["trickle"]["stream"] = True
+    client = agent(pipeline)
+    with ThreadPoolExecutor(1) as pool:
+        turn = pool.submit(client.post, "/", json={"user_id": "ann", "payload": "Hi"})
+        assert in_process.TRICKLING.wait(CLIENT_TIMEOUT), "the skill never started"
+        assert client.get("/ping").status_code == 200
+        in_process.PINGED.set()
+        assert turn.result().status_code == 200
+    assert in_process.TRICKLE_SAW_PING == [True]

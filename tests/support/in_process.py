@@ -207,3 +207,41 @@ stuck.lifespan(_never_opens)
 @stuck.skill
 async def never_called(dialog: DialogView) -> SkillHypothesis:
     return SkillHypothesis(text="opened after all", confidence=1.0)
+
+
+#: Pieces :data:`flood` streams: as lines over HTTP, well over the 2 MB an answer may be.
+FLOOD_PIECES = 300_000
+
+flood = Service("flood")
+
+
+@flood.skill
+async def pour(dialog: DialogView) -> AsyncIterator[StreamStart | str]:
+    """A skill streaming one character at a time, never waiting for anything."""
+    yield StreamStart(confidence=1.0)
+    for _ in range(FLOOD_PIECES):
+        yield "x"
+
+
+#: Set by :data:`trickle` once it streams.
+TRICKLING = threading.Event()
+#: Set by a test once /ping has answered while :data:`trickle` streams.
+PINGED = threading.Event()
+#: Whether :data:`trickle` saw :data:`PINGED` before it ran out of pieces.
+TRICKLE_SAW_PING: list[bool] = []
+
+trickle = Service("trickle")
+
+
+@trickle.skill
+async def drip(dialog: DialogView) -> AsyncIterator[StreamStart | str]:
+    """A skill that never awaits: it makes each piece on the loop (a millisecond of CPU
+    each) and goes on until /ping has answered meanwhile, or its pieces run out."""
+    yield StreamStart(confidence=1.0)
+    TRICKLING.set()
+    for _ in range(5_000):
+        if PINGED.is_set():
+            break
+        time.sleep(0.001)  # noqa: ASYNC251 - the fault under test
+        yield "."
+    TRICKLE_SAW_PING.append(PINGED.is_set())
