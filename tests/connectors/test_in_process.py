@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -381,3 +382,27 @@ def test_ping_answers_while_an_in_process_skill_streams_without_awaiting(
         in_process.PINGED.set()
         assert turn.result().status_code == 200
     assert in_process.TRICKLE_SAW_PING == [True]
+
+
+def test_an_in_process_answer_over_the_bound_is_refused_as_over_http(
+    agent: AgentFactory,
+) -> None:
+    """50,000 hypotheses (3.6 MB of JSON) fail as an answer over the 2 MB bound, as over
+    HTTP; in the agent they had been copied whole, then refused by the storage bounds."""
+    failures = []
+    with serving(in_process.crowd.app) as server:
+        for user, connector in [
+            ("over_http", {"url": f"{server.url}/respond"}),
+            ("in_the_agent", {"module": "tests.support.in_process:crowd"}),
+        ]:
+            pipeline = skills(echo="tests.support.in_process:make_echo")
+            pipeline["services"]["skills"]["crowd"] = {"connector": {**connector, "timeout": 60.0}}
+            client = agent(pipeline)
+            answer = client.post("/", json={"user_id": user, "payload": "Hi"}).json()
+            assert answer["response"] == "echo: Hi"
+            (dialog,) = client.get(f"/api/user/{user}").json()
+            (error,) = dialog["utterances"][0]["errors"]
+            failures.append((error["service"], error["kind"], error["message"]))
+    for service, kind, message in failures:
+        assert (service, kind) == ("crowd", "bad_response")
+        assert re.fullmatch(r"answer of \d+ bytes is over the 2097152 limit", message), message

@@ -245,3 +245,14 @@ async def drip(dialog: DialogView) -> AsyncIterator[StreamStart | str]:
         time.sleep(0.001)  # noqa: ASYNC251 - the fault under test
         yield "."
     TRICKLE_SAW_PING.append(PINGED.is_set())
+
+
+#: Hypotheses :data:`crowd` answers: as JSON, well over the 2 MB an answer may be.
+CROWD = 50_000
+
+crowd = Service("crowd")
+
+
+@crowd.skill
+async def answer_everything(dialog: DialogView) -> list[SkillHypothesis]:
+    return [SkillHypothesis(text="x", confidence=0.5) for _ in range(CROWD)]
