@@ -108,6 +108,10 @@ class ConnectorConfig(BaseModel):
             raise ValueError(f"set only one of {' and '.join(map(repr, targets))}")
         if self.protocol == "parlai" and self.url is None:
             raise ValueError('protocol "parlai" needs a "url"')
+        if "threads" in self.model_fields_set and self.module is None:
+            raise ValueError(
+                '"threads" bounds a service called in the agent\'s process: set it with "module"'
+            )
         return self
 
 

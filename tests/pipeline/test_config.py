@@ -155,6 +155,10 @@ def test_an_in_process_service_s_threads_are_bounded_naming_the_key() -> None:
     entry = {"connector": {"module": "skills.smalltalk.app", "threads": 0}}
     message = refused({"skills": {"s": entry}})
     assert "services.skills.s.connector.threads" in message
+    over_http = {"connector": {"url": "http://127.0.0.1:8101/respond", "threads": 2}}
+    message = refused({"skills": {"s": over_http}})
+    assert '"threads" bounds a service called in the agent\'s process' in message
+    assert "services.skills.s.connector" in message
 
 
 def test_the_file_is_named_when_it_is_not_json(tmp_path: Path) -> None:
