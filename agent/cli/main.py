@@ -136,12 +136,18 @@ def run(
             for process in processes:
                 process.wait()
             return
-        typer.secho(
-            f"Chorus agent on http://{host}:{port}  (store: {settings.db_url}; "
-            f"API docs: http://{host}:{port}/docs)",
-            fg=typer.colors.GREEN,
-        )
-        serve(host, port, log_level="warning", settings=settings)
+        typer.echo(f"starting the agent at http://{host}:{port} ...")
+        probed = "127.0.0.1" if host in ("0.0.0.0", "") else host  # any address: probe this one
+
+        def up() -> None:
+            typer.secho(
+                f"Chorus agent on http://{host}:{port}  (store: {settings.db_url}; "
+                f"API docs: http://{host}:{port}/docs)",
+                fg=typer.colors.GREEN,
+            )
+
+        with stack.announced_when_up(f"http://{probed}:{port}/ping", up):
+            serve(host, port, log_level="warning", settings=settings)
     except RuntimeError as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -65,3 +68,28 @@ def stop(processes: list[subprocess.Popen[bytes]]) -> None:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+@contextmanager
+def announced_when_up(url: str, announce: Callable[[], None]) -> Iterator[None]:
+    """Call ``announce`` once ``url`` (the agent's /ping) answers, from a thread of its own,
+    while the block serves the agent in this one: "the agent is on" is said when it is,
+    not when its start began (an in-process service's lifespan may hold it)."""
+    stopped = threading.Event()
+
+    def probe() -> None:
+        while not stopped.is_set():  # a readiness probe, ended by the block's end
+            try:
+                if httpx.get(url, timeout=1.0).is_success:
+                    announce()
+                    return
+            except httpx.TransportError:
+                pass
+            stopped.wait(0.1)
+
+    thread = threading.Thread(target=probe, name="chorus-announce", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stopped.set()

@@ -53,6 +53,8 @@ class CircuitBreaker:
         self._failures = 0
         self._opened_at: float | None = None
         self._trial_running = False
+        #: times an in-process service held the event loop past its timeout
+        self._loop_holds = 0
 
     @property
     def is_open(self) -> bool:
@@ -95,6 +97,22 @@ class CircuitBreaker:
                     self.reset_after,
                 )
             self._opened_at = self._clock()
+
+    def held_loop(self) -> None:
+        """An in-process service held the agent's event loop past its timeout: every other
+        turn waited for it. The first time may be a one-off (a model loaded on the first
+        call); from the second on, the circuit opens at once, whatever the threshold, so
+        the service is not called again until a trial after ``reset_after`` seconds. The
+        call's failure is recorded as any other (:meth:`record`)."""
+        self._loop_holds += 1
+        if self._loop_holds < 2:
+            return
+        log.warning(
+            "service %s held the event loop again: circuit open for %.0fs",
+            self.name,
+            self.reset_after,
+        )
+        self._opened_at = self._clock()
 
 
 class _Verdict:
@@ -177,3 +195,6 @@ class GuardedConnector(Connector[Payload]):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+    async def open(self) -> None:
+        await self.inner.open()

@@ -18,8 +18,23 @@ agent starts and closes with it.
 
 What it gives up is the isolation of a process: a handler that blocks or spends long on
 the CPU holds every other turn, so this is for cheap services (rules, patterns, small
-models) and for those that only wait on I/O (an LLM's endpoint). A sync handler runs in a
-worker thread, as the SDK's server runs it.
+models) and for those that only wait on I/O (an LLM's endpoint). The agent cannot take the
+loop back from an async handler that blocks, but it bounds what one costs:
+
+- the watchdog of :mod:`agent.connectors.loop_watch` names the service in the log while it
+  holds the loop past its timeout;
+- a call that took longer than its timeout is a timeout, its late answer not used;
+- a service that held the loop a second time has its circuit opened at once
+  (:meth:`~agent.connectors.breaker.CircuitBreaker.held_loop`): it is not called until
+  a trial after ``breaker_reset`` seconds.
+
+A sync handler runs in a worker thread, as the SDK's server runs it, but in one of at most
+``threads`` per service (:mod:`agent.connectors.handler_threads`): a thread cannot be
+stopped at a timeout. A handler that raises ``SystemExit`` or ``KeyboardInterrupt`` fails
+its call (over HTTP it would have ended its own server, not the agent). A streamed answer
+hands the loop back every few pieces and is bounded in size as over HTTP. A lifespan that
+does not open within the service's timeout goes on opening while the agent serves; its
+calls fail as ``unavailable`` meanwhile.
 """
 
 from __future__ import annotations
@@ -28,22 +43,42 @@ import asyncio
 import importlib
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AsyncExitStack, contextmanager
+from contextlib import aclosing, contextmanager
 from typing import Any
 
-from pydantic_core import PydanticSerializationError, to_jsonable_python
+from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 from starlette.exceptions import HTTPException
 
 from agent.connectors.base import Connector, Line
-from agent.connectors.errors import BadServiceResponse, BadServiceStatus
+from agent.connectors.breaker import CircuitBreaker
+from agent.connectors.errors import (
+    BadServiceResponse,
+    BadServiceStatus,
+    ServiceTimeout,
+)
+from agent.connectors.handler_threads import DEFAULT_THREADS, HandlerThreads
+from agent.connectors.http import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    YIELD_EVERY_BYTES,
+    YIELD_EVERY_LINES,
+)
+from agent.connectors.lifespan import ServiceLifespan
+from agent.connectors.loop_watch import WATCH, Held, LoopWatch
 from agent.sdk.contracts import ContractError
 from agent.sdk.errors import ConfigError
 from agent.sdk.models import DialogView, ServiceRequest
 from agent.sdk.roles import Role, singular
 from agent.sdk.service import Service
+from agent.sdk.streaming import LineKind, line
 
 log = logging.getLogger("chorus.connectors")
+
+#: Seconds a call may take by default (the pipeline file's ``timeout``).
+DEFAULT_TIMEOUT = 2.0
+#: What a streamed piece's line costs over HTTP besides its text, in bytes.
+_TOKEN_LINE_BYTES = len(line("token", ""))
 
 
 class ServiceNotLoaded(ConfigError):
@@ -98,50 +133,66 @@ def _checked(service: Service, where: str, role: Role) -> Service:
     return service
 
 
-def _as_sent(name: str, outputs: Any) -> Any:
+def _as_sent(name: str, outputs: Any, max_bytes: int) -> Any:
     """The answer as JSON values, in containers of its own (the service keeps no handle
-    on what the agent stores)."""
+    on what the agent stores), refused when its JSON is over ``max_bytes``, as the HTTP
+    connector refuses it: measured first (pydantic's serializer, a few ms for the bound's
+    2 MB), so a flood is not copied value by value on the loop before the storage bounds
+    refuse it (200,000 hypotheses had held the loop 3.6 s)."""
     try:
+        size = len(to_json(outputs))
+        if size > max_bytes:
+            raise BadServiceResponse(name, f"answer of {size} bytes is over the {max_bytes} limit")
         return to_jsonable_python(outputs)
     except PydanticSerializationError as exc:
         raise BadServiceResponse(name, f"answer is not JSON: {exc}") from None
 
 
 class InProcessConnector(Connector[DialogView]):
-    """Calls one SDK service in this process (module docstring)."""
+    """Calls one SDK service in this process (module docstring). ``breaker`` is the
+    circuit breaker in front of it, told when the service held the event loop."""
 
-    def __init__(self, name: str, service: Service) -> None:
+    def __init__(
+        self,
+        name: str,
+        service: Service,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        threads: int = DEFAULT_THREADS,
+        breaker: CircuitBreaker | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        watch: LoopWatch = WATCH,
+    ) -> None:
         self.name = name
         self.service = service
-        self._serving: AsyncExitStack | None = None
-        self._opening = asyncio.Lock()
+        self.timeout = timeout
+        self.threads = HandlerThreads(name, threads)
+        self.breaker = breaker
+        self._max_bytes = max_response_bytes
+        self._watch = watch
+        self._watched = False
+        self._lifespan = ServiceLifespan(name, service, timeout, watch)
 
     async def open(self) -> None:
-        """Open the service's lifespan at start-up; when it fails, the first call tries
-        again and its failure is that call's."""
-        try:
-            await self._open()
-        except Exception:
-            log.exception("in-process service %s could not open its lifespan", self.name)
-
-    async def _open(self) -> None:
-        """Open the service's lifespan once."""
-        if self._serving is not None:
-            return
-        async with self._opening:
-            if self._serving is None:
-                stack = AsyncExitStack()
-                await stack.enter_async_context(self.service.serving())
-                self._serving = stack
+        """Open the service's lifespan at start-up, waiting for it at most the service's
+        timeout: one still opening then goes on opening while the agent serves (its calls
+        fail as unavailable meanwhile); one that failed is opened again by the next call."""
+        if not self._watched:
+            self._watched = True
+            self._watch.attach()
+        await self._lifespan.open_at_start()
 
     async def aclose(self) -> None:
-        serving, self._serving = self._serving, None
-        if serving is not None:
-            await serving.aclose()
+        await self._lifespan.close()
+        if self._watched:
+            self._watched = False
+            self._watch.detach()
 
     @contextmanager
     def _as_over_http(self) -> Iterator[None]:
-        """The handler's refusals as the service's server would have answered them."""
+        """The handler's refusals as the service's server would have answered them; an
+        exit it asks for as its call's failure (over HTTP it would end its own server, at
+        most: here it would end the agent and every user's turn)."""
         try:
             yield
         except HTTPException as exc:
@@ -149,6 +200,13 @@ class InProcessConnector(Connector[DialogView]):
             raise BadServiceStatus(self.name, exc.status_code, body) from None
         except ContractError as exc:
             raise BadServiceResponse(self.name, exc.message) from None
+        except (SystemExit, KeyboardInterrupt) as exc:
+            log.error("in-process service %s asked to exit: contained", self.name, exc_info=exc)
+            raise BadServiceResponse(
+                self.name,
+                f"its handler raised {type(exc).__name__}({', '.join(map(repr, exc.args))}), "
+                "which would have ended the agent",
+            ) from None
 
     @staticmethod
     def _request(views: list[DialogView]) -> ServiceRequest:
@@ -158,21 +216,94 @@ class InProcessConnector(Connector[DialogView]):
             dialogs=[DialogView.model_validate(view.model_dump()) for view in views]
         )
 
-    async def call(self, views: list[DialogView]) -> list[Any]:
-        await self._open()
+    async def _answer(self, dialog: DialogView) -> Any:
+        """One dialog's answer; in a task of its own for a batch, so an exit is contained
+        in it (a task that ends with ``SystemExit`` stops the event loop)."""
         with self._as_over_http():
-            outputs = await self.service.respond(self._request(views))
-        return list(_as_sent(self.name, outputs))
+            return await self.service.answer(dialog, self.threads.run)
+
+    async def call(self, views: list[DialogView]) -> list[Any]:
+        await self._lifespan.ready()
+        dialogs = self._request(views).dialogs
+        steps = [Held(self._answer(d), self.name, self.timeout, self._watch) for d in dialogs]
+        started = time.perf_counter()
+        try:
+            # one dialog, the usual batch: no task to gather
+            outputs = [await steps[0]] if len(steps) == 1 else await asyncio.gather(*steps)
+        finally:  # a cancellation on its way goes on; the breaker hears of the hold
+            longest = self._held(max(step.longest for step in steps))
+        self._in_time(started, longest)
+        return list(_as_sent(self.name, outputs, self._max_bytes))
+
+    def _held(self, longest: float) -> float:
+        """Tell the breaker when a call held the event loop past its timeout."""
+        if longest > self.timeout and self.breaker is not None:
+            self.breaker.held_loop()
+        return longest
+
+    def _in_time(self, started: float, longest: float) -> None:
+        """A call that answered after its timeout is a timeout, its answer not used: the
+        timer could not fire while the loop was held (by this service or another)."""
+        if longest > self.timeout:
+            raise ServiceTimeout(
+                self.name,
+                f"held the event loop for {longest:.1f}s, past its {self.timeout:g}s "
+                "timeout (a blocking call in an async handler): its answer is not used",
+            )
+        took = time.perf_counter() - started
+        if took > self.timeout:
+            raise ServiceTimeout(
+                self.name,
+                f"answered after {took:.1f}s, past its {self.timeout:g}s timeout: "
+                "its answer is not used",
+            )
 
     async def stream(self, view: DialogView) -> AsyncIterator[Line]:
         """A streaming skill's pieces as the lines it would send; any other service
-        answers its end only."""
+        answers its end only. The loop is handed back every few pieces, and an answer
+        over the HTTP connector's size bound is refused as it would be over HTTP."""
         if not self.service.streams:
             (output,) = await self.call([view])
             yield "end", output
             return
-        await self._open()
+        await self._lifespan.ready()
         (dialog,) = self._request([view]).dialogs
-        with self._as_over_http():
-            async for kind, value in self.service.lines(dialog):
-                yield kind, _as_sent(self.name, value) if kind == "end" else value
+        started = time.perf_counter()
+        longest = 0.0
+        size = pieces = since_bytes = 0
+        async with aclosing(self.service.lines(dialog)) as lines:
+            while True:
+                step = Held(_next(lines), self.name, self.timeout, self._watch)
+                try:
+                    with self._as_over_http():
+                        got = await step
+                finally:
+                    longest = max(longest, self._held(step.longest))
+                if got is None:
+                    break
+                kind, value = got
+                if kind == "end":
+                    self._in_time(started, longest)
+                    yield kind, _as_sent(self.name, value, self._max_bytes)
+                    return
+                if kind == "token":
+                    size += len(value) + _TOKEN_LINE_BYTES
+                    since_bytes += len(value) + _TOKEN_LINE_BYTES
+                    if size > self._max_bytes:
+                        raise BadServiceResponse(
+                            self.name, f"answer is over the {self._max_bytes} bytes limit"
+                        )
+                pieces += 1
+                if pieces >= YIELD_EVERY_LINES or since_bytes >= YIELD_EVERY_BYTES:
+                    pieces = since_bytes = 0
+                    await asyncio.sleep(0)  # other users' requests run between pieces
+                yield kind, value
+        raise BadServiceResponse(self.name, "the streamed answer ended without its end line")
+
+
+async def _next(lines: AsyncIterator[tuple[LineKind, Any]]) -> tuple[LineKind, Any] | None:
+    """The next line, or None at the end (a coroutine, for :class:`Held` to step)."""
+    try:
+        return await anext(lines)
+    except StopAsyncIteration:
+        return None

@@ -32,6 +32,7 @@ from pydantic import (
     model_validator,
 )
 
+from agent.connectors.handler_threads import DEFAULT_THREADS
 from agent.sdk.errors import ConfigError
 from agent.sdk.roles import ROLES, Role
 
@@ -75,6 +76,13 @@ class ConnectorConfig(BaseModel):
     retries: int = Field(
         default=1, ge=0, le=3, description="retries of a call whose connection could not be opened"
     )
+    threads: int = Field(
+        default=DEFAULT_THREADS,
+        ge=1,
+        le=64,
+        description="an in-process service's sync handler: threads that may still be running "
+        "a call (one given up at its timeout runs on); past them, calls fail as unavailable",
+    )
     breaker_threshold: int = Field(
         default=5, ge=0, le=1000, description="failures in a row that open the circuit (0: never)"
     )
@@ -100,6 +108,10 @@ class ConnectorConfig(BaseModel):
             raise ValueError(f"set only one of {' and '.join(map(repr, targets))}")
         if self.protocol == "parlai" and self.url is None:
             raise ValueError('protocol "parlai" needs a "url"')
+        if "threads" in self.model_fields_set and self.module is None:
+            raise ValueError(
+                '"threads" bounds a service called in the agent\'s process: set it with "module"'
+            )
         return self
 
 

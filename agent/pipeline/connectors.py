@@ -33,27 +33,32 @@ _BUILTINS: dict[str, Callable[[str], Connector[DialogView]]] = {
 
 
 def make_connector(node: ServiceNode, transport: Transport) -> Connector[DialogView]:
-    """Built-ins and in-process services as they are; remote services behind a circuit
-    breaker. An in-process service's module is imported here, at start-up, so one that
-    cannot be loaded stops the agent naming its entry."""
+    """Built-ins as they are; remote and in-process services behind a circuit breaker (an
+    in-process service that keeps failing, or holds the event loop, is not called until a
+    trial either). An in-process service's module is imported here, at start-up, so one
+    that cannot be loaded stops the agent naming its entry."""
     config = node.config.connector
     if config.builtin is not None:
         return _BUILTINS[config.builtin](node.name)
-    if config.module is not None:
-        return in_process(node, config.module)
-    remote: Connector[DialogView]
-    if config.protocol == "parlai":
-        remote = ParlaiConnector(node.name, str(config.url), transport, config.timeout)
-    else:
-        remote = HttpConnector(node.name, str(config.url), transport, config.timeout)
     breaker = CircuitBreaker(node.name, config.breaker_threshold, config.breaker_reset)
-    return GuardedConnector(remote, breaker, config.retries)
+    called: Connector[DialogView]
+    if config.module is not None:
+        called = in_process(node, config.module, breaker)
+    elif config.protocol == "parlai":
+        called = ParlaiConnector(node.name, str(config.url), transport, config.timeout)
+    else:
+        called = HttpConnector(node.name, str(config.url), transport, config.timeout)
+    return GuardedConnector(called, breaker, config.retries)
 
 
-def in_process(node: ServiceNode, module: str) -> InProcessConnector:
+def in_process(node: ServiceNode, module: str, breaker: CircuitBreaker) -> InProcessConnector:
     """The connector of a service called in the agent's process, or the entry to fix."""
+    config = node.config.connector
     with _entry(node):
-        return InProcessConnector(node.name, load_service(module, node.role))
+        service = load_service(module, node.role)
+    return InProcessConnector(
+        node.name, service, config.timeout, threads=config.threads, breaker=breaker
+    )
 
 
 def check_in_process(pipeline: Pipeline) -> None:

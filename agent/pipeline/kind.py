@@ -7,6 +7,8 @@ modules built on it: the description (:mod:`agent.pipeline.info`), the connector
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from contextlib import AsyncExitStack
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -35,6 +37,8 @@ GROUP_FOLDERS: dict[Role, str] = {
 }
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
+log = logging.getLogger("chorus.connectors")
+
 
 class ChorusKind(Kind[Pipeline]):
     """A Chorus pipeline file, loaded."""
@@ -61,12 +65,24 @@ class ChorusKind(Kind[Pipeline]):
     ) -> TurnExecutor:
         """An :class:`~agent.pipeline.executor.Executor` with a batcher per service (the
         channel plays no part in a Chorus pipeline's requests). In-process services open
-        their lifespan here, so the first turn does not wait for it."""
+        their lifespan here, all at once, so the first turn does not wait for them; each is
+        waited for at most its service's timeout
+        (:meth:`agent.connectors.in_process.InProcessConnector.open`), so one that never
+        opens cannot keep the agent from starting."""
         batchers = make_batchers(self.graph, AiohttpTransport(client))
         for batcher in batchers.values():
             closing.push_async_callback(batcher.aclose)
-        for batcher in batchers.values():
-            await batcher.connector.open()
+        in_agent = [node.name for node in self.graph if node.config.connector.module is not None]
+        if in_agent:
+            log.info(
+                "called in the agent's process: %s. Each call is bounded by its service's "
+                "timeout (a later answer is not used); a handler holding the event loop past "
+                "it is named in this log, and the second time its circuit opens; a sync "
+                "handler holds at most its `threads` threads; a lifespan is waited for at "
+                "most its timeout (docs/configuration.md, services in the agent's process)",
+                ", ".join(in_agent),
+            )
+        await asyncio.gather(*(batcher.connector.open() for batcher in batchers.values()))
         return Executor(self.graph, batchers, limits=limits)
 
     def local_services(self, root: Path) -> LocalServices:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -68,6 +68,10 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
 Handler = Callable[..., Any]
+#: How a sync handler is run off the event loop: ``await run_sync(handler, *args)``. The
+#: SDK's server uses Starlette's thread pool; the agent, calling a service in its own
+#: process, bounds the threads each service may hold (agent/connectors/handler_threads.py).
+RunSync = Callable[..., Awaitable[Any]]
 _Annotator = TypeVar("_Annotator", bound=AnnotatorHandler)
 _Skill = TypeVar("_Skill", bound=SkillHandler)
 _Candidate = TypeVar("_Candidate", bound=CandidateAnnotatorHandler)
@@ -177,11 +181,11 @@ class Service:
                 await stack.enter_async_context(resource())
             yield
 
-    async def _call(self, *args: Any) -> Any:
+    async def _call(self, run_sync: RunSync, *args: Any) -> Any:
         assert self._handler is not None
         if inspect.iscoroutinefunction(self._handler):
             return await self._handler(*args)
-        return await run_in_threadpool(self._handler, *args)
+        return await run_sync(self._handler, *args)
 
     @property
     def role(self) -> Role | None:
@@ -225,7 +229,7 @@ class Service:
             fields.update(end.model_dump(mode="json"))
         return _normalise("skills", [SkillHypothesis(text=text, **fields)])
 
-    async def lines(self, dialog: DialogView) -> AsyncIterator[tuple[LineKind, Any]]:
+    async def lines(self, dialog: DialogView) -> AsyncGenerator[tuple[LineKind, Any]]:
         """A streaming skill's answer as the lines it sends, unwritten: ``start`` with its
         fields, ``token`` with each piece of text, then ``end`` with the JSON answer the
         text makes. Its server writes them (:meth:`stream`); the agent reads them as they
@@ -268,15 +272,18 @@ class Service:
 
         return written()
 
-    async def _one(self, dialog: DialogView) -> Any:
+    async def answer(self, dialog: DialogView, run_sync: RunSync = run_in_threadpool) -> Any:
+        """One dialog's answer, checked against the role's contract. ``run_sync`` runs a
+        sync handler off the loop: the agent passes its own, which bounds the threads a
+        service may hold, when it calls the service in its process."""
         assert self._role is not None
         if self.streams:
             return await self._collected(dialog)
         if self._role == "candidate_annotators":
             hypotheses: list[HypothesisView] = dialog.human_utterance.hypotheses
-            outputs = [await self._call(dialog, h) for h in hypotheses]
+            outputs = [await self._call(run_sync, dialog, h) for h in hypotheses]
             return _jsonable(outputs)
-        output = await self._call(dialog)
+        output = await self._call(run_sync, dialog)
         try:
             return _normalise(self._role, output)
         except ValidationError as exc:
@@ -288,8 +295,8 @@ class Service:
         """Answer a batch: one item per dialog, in the order received."""
         set_span_attribute("chorus.batch_size", len(request.dialogs))
         if len(request.dialogs) == 1:  # the usual batch: no task to gather
-            return [await self._one(request.dialogs[0])]
-        return list(await asyncio.gather(*(self._one(d) for d in request.dialogs)))
+            return [await self.answer(request.dialogs[0])]
+        return list(await asyncio.gather(*(self.answer(d) for d in request.dialogs)))
 
     @property
     def app(self) -> FastAPI:

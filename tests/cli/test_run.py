@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import CLIENT_TIMEOUT, SERVICE_TIMEOUT, TURN_TIMEOUT
+from tests.support import in_process
 from tests.support.ports import free_port
 from tests.support.processes import COMMAND_TIMEOUT, STARTUP_TIMEOUT
 
@@ -160,3 +163,78 @@ def test_a_misconfigured_llm_skill_costs_only_its_own_output(tmp_path: Path) -> 
     assert process.returncode == 0
     assert b"Traceback" not in out + err
     assert err.count(b"llm skill is misconfigured") == 1  # one line at start-up
+
+
+def stuck_stack(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """`chorus run` of a pipeline whose one in-process service has a lifespan that never
+    opens (beside one that answers); the process, its port, and the file the lifespan
+    creates as it starts opening."""
+    pipeline = tmp_path / "pipeline.json"
+    skills = {
+        "stuck": {"connector": {"module": "tests.support.in_process:stuck", "timeout": 2.0}},
+        "echo": {"connector": {"module": "tests.support.in_process:make_echo", "timeout": 9.0}},
+    }
+    pipeline.write_text(json.dumps({"turn_timeout": TURN_TIMEOUT, "services": {"skills": skills}}))
+    mark = tmp_path / "opening"
+    port = free_port()
+    env = {
+        **os.environ,
+        "CHORUS_PIPELINE": str(pipeline),
+        "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db",
+        in_process.STUCK_MARK: str(mark),
+    }
+    process = subprocess.Popen(
+        [str(CHORUS), "run", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    return process, port, mark
+
+
+def test_sigterm_stops_an_agent_waiting_for_a_lifespan_that_never_opens(tmp_path: Path) -> None:
+    """Before, SIGTERM and SIGINT (each twice) could not stop an agent whose in-process
+    service's lifespan never opened, and ``chorus run`` had said the agent was on."""
+    process, _, mark = stuck_stack(tmp_path)
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while not mark.exists():  # the agent is waiting for the lifespan
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the lifespan never started opening"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=COMMAND_TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err.decode()
+    assert b"Chorus agent on" not in out  # it never answered /ping
+
+
+def test_run_says_the_agent_is_on_once_it_answers(tmp_path: Path) -> None:
+    """The line "Chorus agent on" comes when /ping answers, not when the start began: the agent
+    waits its 2 s for the stuck lifespan before it serves here, then answers without it."""
+    process, port, _ = stuck_stack(tmp_path)
+    lines: queue.Queue[bytes] = queue.Queue()
+    assert process.stdout is not None
+
+    def read() -> None:
+        for line in process.stdout or []:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        while b"Chorus agent on" not in lines.get(timeout=STARTUP_TIMEOUT):
+            pass
+        assert httpx.get(f"http://127.0.0.1:{port}/ping", timeout=CLIENT_TIMEOUT).is_success
+        reply = httpx.post(
+            f"http://127.0.0.1:{port}/",
+            json={"user_id": "u", "payload": "hello"},
+            timeout=CLIENT_TIMEOUT,
+        ).json()
+        assert (reply["active_skill"], reply["response"]) == ("echo", "echo: hello")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=COMMAND_TIMEOUT)
+    assert process.returncode == 0

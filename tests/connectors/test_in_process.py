@@ -5,6 +5,9 @@ alone, stream, and have their lifespan held open by the agent."""
 from __future__ import annotations
 
 import json
+import logging
+import re
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,7 @@ from agent.settings import Settings
 from agent.state.storage_limits import StorageLimits
 from annotators.intents.app import service as intents
 from skills.smalltalk.app import service as smalltalk
-from tests.conftest import AgentFactory, agents
+from tests.conftest import CLIENT_TIMEOUT, AgentFactory, agents
 from tests.support import in_process
 from tests.support.events import follow
 from tests.support.servers import serving
@@ -209,3 +212,197 @@ def test_chorus_run_starts_no_process_for_an_in_process_service(
     local = ChorusKind.load(shipped, "pipeline.json").local_services(ROOT)
     assert not {service.name for service in local.startable} & modules
     assert local.elsewhere == []
+
+
+def test_an_in_process_handler_that_asks_to_exit_fails_only_its_own_call(
+    agent: AgentFactory,
+) -> None:
+    """``sys.exit()`` or ``KeyboardInterrupt`` in a handler (async, sync in its thread, or
+    streaming) costs its service's output, as an exception would: the agent answers this
+    user and the next, and /ping answers (before, the first such call ended the agent)."""
+    pipeline = skills(
+        exiter="tests.support.in_process:exiter",
+        interrupter="tests.support.in_process:interrupter",
+        sync_exiter="tests.support.in_process:sync_exiter",
+        stream_exiter="tests.support.in_process:stream_exiter",
+        echo="tests.support.in_process:make_echo",
+    )
+    pipeline["services"]["skills"]["stream_exiter"]["stream"] = True
+    client = agent(pipeline)
+    for user in ["ann", "bob"]:
+        answer = client.post("/", json={"user_id": user, "payload": "Hi"}).json()
+        assert (answer["active_skill"], answer["response"]) == ("echo", "echo: Hi"), answer
+    assert client.get("/ping").status_code == 200
+    (dialog,) = client.get("/api/user/bob").json()
+    errors = {e["service"]: (e["kind"], e["message"]) for e in dialog["utterances"][0]["errors"]}
+    ended = "which would have ended the agent"
+    assert errors == {
+        "exiter": ("bad_response", f"its handler raised SystemExit(3), {ended}"),
+        "interrupter": ("bad_response", f"its handler raised KeyboardInterrupt(), {ended}"),
+        "sync_exiter": ("bad_response", f"its handler raised SystemExit('bye'), {ended}"),
+        "stream_exiter": ("bad_response", f"its handler raised SystemExit(4), {ended}"),
+    }
+
+
+def test_an_in_process_handler_that_blocks_the_loop_is_named_refused_then_not_called(
+    agent: AgentFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An async handler that blocks past its timeout holds every user meanwhile: its late
+    answer is not used (it was recorded ``ok`` and won the turn), the log names it while it
+    blocks, and once it has blocked again it is not called until its circuit's trial."""
+    in_process.CALLS.clear()
+    pipeline = skills(
+        blocker="tests.support.in_process:blocker", echo="tests.support.in_process:make_echo"
+    )
+    pipeline["services"]["skills"]["blocker"]["connector"]["timeout"] = 0.3
+    client = agent(pipeline)
+    with caplog.at_level(logging.WARNING, logger="chorus.connectors"):
+        for user in ["ann", "bob", "cid"]:
+            answer = client.post("/", json={"user_id": user, "payload": "Hi"}).json()
+            assert (answer["active_skill"], answer["response"]) == ("echo", "echo: Hi"), answer
+    assert in_process.CALLS["blocker"] == 2
+    failures = []
+    for user in ["ann", "bob", "cid"]:
+        (dialog,) = client.get(f"/api/user/{user}").json()
+        (error,) = dialog["utterances"][0]["errors"]
+        (call,) = [c for c in dialog["utterances"][0]["trace"] if c["service"] == "blocker"]
+        failures.append((error["service"], error["kind"], call["outcome"], error["message"]))
+    for blocked in failures[:2]:
+        assert blocked[:3] == ("blocker", "timeout", "timeout")
+        assert blocked[3].startswith("held the event loop for ")
+        assert blocked[3].endswith(
+            "past its 0.3s timeout (a blocking call in an async handler): its answer is not used"
+        )
+    assert failures[2][:3] == ("blocker", "unavailable", "error")
+    assert failures[2][3].startswith("circuit open")
+    named = [
+        r.getMessage()
+        for r in caplog.records
+        if r.getMessage().startswith("in-process service blocker has held the event loop for")
+    ]
+    assert len(named) == 2, caplog.text
+    assert "service blocker held the event loop again: circuit open" in caplog.text
+
+
+def test_a_hung_sync_handler_holds_at_most_its_threads(agent: AgentFactory) -> None:
+    """A sync handler given up at its timeout runs on in its thread: once the service's
+    ``threads`` are all taken so, its calls fail at once as unavailable, saying why, instead
+    of each starting one more thread (400 turns had made 410 threads, and 4 GB)."""
+    in_process.RELEASE.clear()
+    pipeline = skills(
+        hanger="tests.support.in_process:hanger", echo="tests.support.in_process:make_echo"
+    )
+    pipeline["services"]["skills"]["hanger"]["connector"].update(timeout=0.3, threads=2)
+    client = agent(pipeline)
+    try:
+        users = [f"user{n}" for n in range(5)]
+        for user in users:
+            answer = client.post("/", json={"user_id": user, "payload": "Hi"}).json()
+            assert answer["response"] == "echo: Hi", answer
+        assert in_process.HANGING["hanger"] == 2
+        kinds = []
+        for user in users:
+            (dialog,) = client.get(f"/api/user/{user}").json()
+            (error,) = dialog["utterances"][0]["errors"]
+            kinds.append((error["service"], error["kind"]))
+        assert kinds == [("hanger", "timeout")] * 2 + [("hanger", "unavailable")] * 3
+        assert error["message"].startswith("its 2 threads are all still running earlier calls")
+    finally:
+        in_process.RELEASE.set()
+
+
+def test_a_lifespan_that_never_opens_costs_only_its_service_s_calls(
+    agent: AgentFactory,
+) -> None:
+    """The agent waits for an in-process lifespan at most its service's timeout, then
+    serves: the service's calls fail as unavailable, the others answer (before, the agent
+    waited for it for good and never answered /ping)."""
+    pipeline = skills(
+        stuck="tests.support.in_process:stuck", echo="tests.support.in_process:make_echo"
+    )
+    pipeline["services"]["skills"]["stuck"]["connector"]["timeout"] = 0.5
+    client = agent(pipeline)
+    assert client.get("/ping").status_code == 200
+    answer = client.post("/", json={"user_id": "ann", "payload": "Hi"}).json()
+    assert (answer["active_skill"], answer["response"]) == ("echo", "echo: Hi")
+    (dialog,) = client.get("/api/user/ann").json()
+    (error,) = dialog["utterances"][0]["errors"]
+    assert (error["service"], error["kind"]) == ("stuck", "unavailable")
+    assert error["message"].startswith("its lifespan is still opening")
+
+
+def test_an_in_process_flood_is_refused_as_it_is_over_http(agent: AgentFactory) -> None:
+    """A streaming skill's flood of one-character pieces (4 MB as lines) fails as it does
+    over HTTP: over the 2 MB an answer may be (in the agent it had been taken whole)."""
+    failures = []
+    with serving(in_process.flood.app) as server:
+        for user, connector in [
+            ("over_http", {"url": f"{server.url}/respond"}),
+            ("in_the_agent", {"module": "tests.support.in_process:flood"}),
+        ]:
+            pipeline = skills(echo="tests.support.in_process:make_echo")
+            pipeline["services"]["skills"]["flood"] = {
+                "connector": {**connector, "timeout": 60.0},
+                "stream": True,
+            }
+            client = agent(pipeline)
+            answer = client.post("/", json={"user_id": user, "payload": "Hi"}).json()
+            assert answer["response"] == "echo: Hi"
+            (dialog,) = client.get(f"/api/user/{user}").json()
+            (error,) = dialog["utterances"][0]["errors"]
+            failures.append((error["service"], error["kind"], error["message"]))
+    over_http, in_the_agent = failures
+    assert (
+        in_the_agent
+        == over_http
+        == (
+            "flood",
+            "bad_response",
+            "answer is over the 2097152 bytes limit",
+        )
+    )
+
+
+def test_ping_answers_while_an_in_process_skill_streams_without_awaiting(
+    agent: AgentFactory,
+) -> None:
+    """An in-process stream hands the loop back every few pieces, as the HTTP connector's
+    reader does: /ping answers while a skill that never awaits is still streaming (before,
+    /ping waited for the stream's end)."""
+    for event in [in_process.TRICKLING, in_process.PINGED]:
+        event.clear()
+    in_process.TRICKLE_SAW_PING.clear()
+    pipeline = skills(trickle="tests.support.in_process:trickle")
+    pipeline["services"]["skills"]["trickle"]["stream"] = True
+    client = agent(pipeline)
+    with ThreadPoolExecutor(1) as pool:
+        turn = pool.submit(client.post, "/", json={"user_id": "ann", "payload": "Hi"})
+        assert in_process.TRICKLING.wait(CLIENT_TIMEOUT), "the skill never started"
+        assert client.get("/ping").status_code == 200
+        in_process.PINGED.set()
+        assert turn.result().status_code == 200
+    assert in_process.TRICKLE_SAW_PING == [True]
+
+
+def test_an_in_process_answer_over_the_bound_is_refused_as_over_http(
+    agent: AgentFactory,
+) -> None:
+    """50,000 hypotheses (3.6 MB of JSON) fail as an answer over the 2 MB bound, as over
+    HTTP; in the agent they had been copied whole, then refused by the storage bounds."""
+    failures = []
+    with serving(in_process.crowd.app) as server:
+        for user, connector in [
+            ("over_http", {"url": f"{server.url}/respond"}),
+            ("in_the_agent", {"module": "tests.support.in_process:crowd"}),
+        ]:
+            pipeline = skills(echo="tests.support.in_process:make_echo")
+            pipeline["services"]["skills"]["crowd"] = {"connector": {**connector, "timeout": 60.0}}
+            client = agent(pipeline)
+            answer = client.post("/", json={"user_id": user, "payload": "Hi"}).json()
+            assert answer["response"] == "echo: Hi"
+            (dialog,) = client.get(f"/api/user/{user}").json()
+            (error,) = dialog["utterances"][0]["errors"]
+            failures.append((error["service"], error["kind"], error["message"]))
+    for service, kind, message in failures:
+        assert (service, kind) == ("crowd", "bad_response")
+        assert re.fullmatch(r"answer of \d+ bytes is over the 2097152 limit", message), message

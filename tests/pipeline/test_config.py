@@ -151,6 +151,16 @@ def test_bad_values_are_named() -> None:
     assert "services.skills.s.connector.timeout" in message
 
 
+def test_an_in_process_service_s_threads_are_bounded_naming_the_key() -> None:
+    entry = {"connector": {"module": "skills.smalltalk.app", "threads": 0}}
+    message = refused({"skills": {"s": entry}})
+    assert "services.skills.s.connector.threads" in message
+    over_http = {"connector": {"url": "http://127.0.0.1:8101/respond", "threads": 2}}
+    message = refused({"skills": {"s": over_http}})
+    assert '"threads" bounds a service called in the agent\'s process' in message
+    assert "services.skills.s.connector" in message
+
+
 def test_the_file_is_named_when_it_is_not_json(tmp_path: Path) -> None:
     path = tmp_path / "pipeline.json"
     path.write_text('{"services": {,}}')

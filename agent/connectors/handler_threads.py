@@ -1,0 +1,86 @@
+"""The threads an in-process service's sync handler runs in, bounded per service.
+
+A sync handler runs in a worker thread, off the event loop. A call given up at its timeout
+is over for the turn, but not for its thread: Python cannot stop a thread, so it runs on
+until the handler returns. A handler that hangs, or leaks memory each call, thus held one
+more thread per turn without bound (400 timed-out turns: 410 threads and 4 GB of virtual
+memory). :class:`HandlerThreads` gives each service at most ``limit`` threads still running
+a call, timed out or not; past that, a call fails at once as ``unavailable``, saying why,
+instead of starting another thread, until one of them ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from agent.connectors.errors import ServiceUnavailable
+
+#: Threads a service's sync handler may hold by default (the pipeline file's ``threads``).
+DEFAULT_THREADS = 4
+
+
+class HandlerThreads:
+    """At most ``limit`` threads running ``service``'s sync handler at once. Each call has
+    a daemon thread of its own: one hung for good must not keep the agent's process from
+    exiting, as a pool's threads would (they are joined at exit)."""
+
+    def __init__(self, service: str, limit: int) -> None:
+        self.service = service
+        self.limit = limit
+        self._running = 0
+        self._lock = threading.Lock()
+
+    @property
+    def running(self) -> int:
+        """Calls whose thread has not ended, given up or not."""
+        return self._running
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` in a thread, with the caller's context (its trace span), or
+        :class:`ServiceUnavailable` when the service's threads are all still busy."""
+        with self._lock:
+            if self._running >= self.limit:
+                raise ServiceUnavailable(
+                    self.service,
+                    f"its {self.limit} threads are all still running earlier calls (a call "
+                    "given up at its timeout runs on in its thread: Python cannot stop one); "
+                    "no call starts until one ends",
+                )
+            self._running += 1
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Any] = loop.create_future()
+        context = contextvars.copy_context()
+
+        def settle(result: Any, failure: BaseException | None) -> None:
+            if answer.done():  # the call was given up
+                return
+            if failure is not None:
+                answer.set_exception(failure)
+            else:
+                answer.set_result(result)
+
+        def work() -> None:
+            result: Any = None
+            failure: BaseException | None = None
+            try:
+                result = context.run(fn, *args)
+            except BaseException as exc:  # SystemExit too: the connector contains it
+                failure = exc
+            finally:
+                with self._lock:
+                    self._running -= 1
+            with contextlib.suppress(RuntimeError):  # the agent's loop has closed
+                loop.call_soon_threadsafe(settle, result, failure)
+
+        try:
+            threading.Thread(target=work, name=f"chorus-{self.service}", daemon=True).start()
+        except BaseException:
+            with self._lock:
+                self._running -= 1
+            raise
+        return await answer
