@@ -23,6 +23,7 @@ from agent.cli.telegram import TelegramError, run_channel
 from agent.cli.telegram_settings import load_telegram_settings
 from agent.dream.graph import DEFAULT_WINDOW
 from agent.pipeline.config import PipelineConfigError
+from agent.pipeline.engine import LocalService
 from agent.pipeline.loading import load_any_pipeline
 from agent.settings import SettingsError, load_settings
 from agent.telemetry import root_logger_kept
@@ -63,6 +64,13 @@ app.command("stats", short_help="Count records, or compare experiment arms.")(st
 app.command("replay", short_help="Run a candidate pipeline over stored turns.")(replay_command)
 app.add_typer(new_app, name="new")
 app.add_typer(dream_app, name="dream")
+
+
+def _still_starting(service: LocalService, waited: float) -> None:
+    typer.echo(
+        f"  {service.name:<20} starting (no answer at {service.health_url} after "
+        f"{waited:.0f}s; its process runs, so it is waited for)"
+    )
 
 
 @app.command()
@@ -122,7 +130,7 @@ def run(
             # One service that cannot start costs only its own output, as a failing
             # service does in a turn: the agent records its calls as errors.
             try:
-                stack.wait_healthy(service, process)
+                stack.wait_healthy(service, process, on_slow=_still_starting)
             except RuntimeError as exc:
                 typer.secho(
                     f"  {service.name:<20} not running ({exc}); the pipeline runs without it",
