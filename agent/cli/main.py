@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from agent.api.serve import serve
-from agent.cli import backup, stack
+from agent.cli import address, backup, stack
 from agent.cli.chat import chat_command
 from agent.cli.dream import dream_app
 from agent.cli.parlai import eval_command, export_command
@@ -82,8 +82,8 @@ def run(
         int,
         typer.Option(
             metavar="PORT",
-            help="The port the agent listens on; the services' ports are those of their "
-            "URLs in the pipeline file.",
+            help="The port the agent listens on (`chorus chat` run from this folder finds "
+            "it); the services' ports are those of their URLs in the pipeline file.",
         ),
     ] = 4242,
     services_only: Annotated[
@@ -122,6 +122,8 @@ def run(
         typer.secho(f"not started here (must already run): {remote}", fg=typer.colors.YELLOW)
     if local.note is not None:
         typer.secho(f"{settings.pipeline}: {local.note}", fg=typer.colors.YELLOW)
+    if not services_only:
+        address.record(root, host, port)  # for `chorus chat` (agent/cli/address.py)
     processes = []
     try:
         for service in services:
@@ -157,6 +159,7 @@ def run(
         pass
     finally:
         stack.stop(processes)
+        address.forget(root)
 
 
 @app.command(short_help="Run a Telegram bot for a running agent.")
