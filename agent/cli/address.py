@@ -35,8 +35,12 @@ def client_url(host: str, port: int) -> str:
 
 def record(root: Path, host: str, port: int) -> None:
     """Say where this process serves the agent (best effort: a read-only checkout only
-    loses ``chorus chat``'s default)."""
+    loses ``chorus chat``'s default). A run of the same folder that is still going keeps
+    its record: the stack you started first (``make run``) stays the one ``chorus chat``
+    finds while another comes and goes (a test suite's ``chorus run`` in the checkout)."""
     path = root / ADDRESS_FILE
+    if recorded(root) is not None:
+        return
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         address = RunAddress(url=client_url(host, port), pid=os.getpid())
