@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -400,6 +401,21 @@ def test_refuses_a_port_that_is_not_one_or_is_taken_touching_nothing(
     assert message in result.stderr
     assert texts(scaffolded.repo) == before
     assert not (scaffolded.repo / "skills" / "dice").exists()
+
+
+def test_a_port_held_on_the_machine_is_taken_with_a_warning(tmp_path: Path) -> None:
+    """Something listening there now may be gone when `make run` starts: the port is the
+    user's choice, but the output says the skill cannot start while it is held."""
+    repo = copy_repository(tmp_path)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", free_port()))
+        holder.listen()
+        held = holder.getsockname()[1]
+        result = chorus(repo, "new", "skill", "held", "--port", str(held))
+    assert result.exit_code == 0, result.output
+    assert f"Port {held} is in use on this machine now" in result.stdout
+    entry = json.loads((repo / PIPELINE).read_text())["services"]["skills"]["held"]
+    assert entry["connector"]["url"] == f"http://127.0.0.1:{held}/respond"
 
 
 def test_a_second_skill_takes_another_free_port(tmp_path: Path) -> None:
