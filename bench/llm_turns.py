@@ -2,9 +2,12 @@
 skills' turns are, how soon and how closely the LLM's answer streams, and how often the
 LLM is asked.
 
-The stack runs as a user runs it (``chorus run``: every service its own process, the agent
-on SQLite), with ``LLM_BASE_URL`` pointed at :mod:`bench.slow_llm` (3 s an answer, a piece
-every 0.3 s), and a second stack without it (the LLM off) is sent the same turns in step.
+The stack runs as a user runs it (``chorus run`` with the checkout's pipeline.json: the
+services it names by module in the agent's process, as it ships the reference ones, those
+with a URL each its own process, on a port of the benchmarks' own band (:mod:`bench.ports`)
+so that a test suite run beside it keeps its ports; the agent on SQLite), with
+``LLM_BASE_URL`` pointed at :mod:`bench.slow_llm` (3 s an answer, a piece every 0.3 s), and
+a second stack without it (the LLM off) is sent the same turns in step.
 Each turn is followed as Server-Sent Events, timed on the machine's monotonic clock,
 which the LLM's log shares:
 
@@ -98,8 +101,9 @@ def process(args: list[str], cwd: Path, env: dict[str, str]) -> Iterator[subproc
 
 
 def local_pipeline(repo: Path, folder: Path, speculative: bool) -> tuple[Path, list[str]]:
-    """The checkout's pipeline.json on free ports (other runs may hold the usual ones), and
-    the services' health URLs; ``speculative``: the LLM skill made speculative."""
+    """The checkout's pipeline.json with its services that have a URL on free ports (other
+    runs may hold the usual ones), and their health URLs; ``speculative``: the LLM skill
+    made speculative."""
     config = json.loads((repo / "pipeline.json").read_text())
     health = []
     for entries in config["services"].values():

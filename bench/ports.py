@@ -6,9 +6,14 @@ connection on the machine also draws its local port from. A port picked that way
 bound seconds later by a child process (``chorus run`` starts fifteen services, FerretDB
 takes a while) can be in use by then: a connection of this suite, or of another suite run
 beside it, took it, and the child fails with "address already in use". So ports come from
-just below the ephemeral range, which no outgoing connection uses, in turn from one
-counter that every test and benchmark process on the machine shares under a file lock:
-two of them never hand out the same port until the range has gone round.
+just below the ephemeral range, which no outgoing connection uses, in turn from a counter
+that the machine's processes share under a file lock: two of them never hand out the same
+port until the range has gone round.
+
+The tests and the benchmarks each have a band of their own there (:data:`TESTS`,
+:data:`BENCHMARKS`): a benchmark run beside the test suites (``bench.llm_turns`` starts two
+whole stacks) never takes a port a test was handed and has not bound yet, however many
+ports either hands out, and whatever temporary folder holds either's counter.
 """
 
 from __future__ import annotations
@@ -17,12 +22,24 @@ import fcntl
 import os
 import socket
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-#: Where the machine's test and benchmark processes keep the last port handed out.
-_COUNTER = Path(tempfile.gettempdir()) / "chorus-test-ports"
-#: How many ports below the ephemeral range are taken turns with.
-_SPAN = 8000
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    """``size`` ports ending ``below`` ports under the start of the ephemeral range, handed
+    out in turn through the counter file ``counter`` (in the temporary folder)."""
+
+    counter: str
+    below: int
+    size: int
+
+
+#: The test suites' ports: the 6000 just under the ephemeral range.
+TESTS = Band("chorus-test-ports", below=0, size=6000)
+#: The benchmarks' ports: the 2000 under the tests'.
+BENCHMARKS = Band("chorus-bench-ports", below=6000, size=2000)
 
 
 def _ephemeral_low() -> int:
@@ -49,19 +66,19 @@ def _kernel_pick() -> int:
         return port
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now, that no other test or benchmark process is handed
-    for a while."""
-    high = _ephemeral_low()
-    low = high - _SPAN
+def free_port(band: Band = BENCHMARKS) -> int:
+    """A TCP port free on 127.0.0.1 now, of ``band``, that no other process is handed from
+    it for a while (the tests take theirs through :mod:`tests.support.ports`)."""
+    high = _ephemeral_low() - band.below
+    low = high - band.size
     if low < 1024:  # an unusual ephemeral range: no room below it
         return _kernel_pick()
-    with open(_COUNTER, "a+", encoding="ascii") as counter:
+    with open(Path(tempfile.gettempdir()) / band.counter, "a+", encoding="ascii") as counter:
         fcntl.flock(counter, fcntl.LOCK_EX)  # released when the file closes
         counter.seek(0)
         last = counter.read().strip()
-        port = int(last) if last.isdigit() else low + os.getpid() % _SPAN
-        for _ in range(_SPAN):
+        port = int(last) if last.isdigit() else low + os.getpid() % band.size
+        for _ in range(band.size):
             port = port + 1 if low <= port + 1 < high else low
             if port_is_free(port):
                 break

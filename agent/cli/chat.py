@@ -19,6 +19,7 @@ import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
 
 import httpx
@@ -28,6 +29,7 @@ from rich.console import Console
 from rich.text import Text
 
 from agent.api.schemas import AgentReply
+from agent.cli import address
 from agent.sdk.errors import ChorusError
 
 NEW_DIALOG = "/start"
@@ -209,14 +211,19 @@ def check_reachable(client: httpx.Client) -> None:
     except httpx.TransportError as exc:
         raise ChatError(
             f"cannot reach the agent at {client.base_url}: {_reason(exc)} "
-            "(is it running? `make run` starts it)"
+            "(is it running? `make run` starts it; --url names another)"
         ) from None
 
 
 def chat_command(
     url: Annotated[
-        str, typer.Option(metavar="URL", help="The address of the running agent.")
-    ] = "http://127.0.0.1:4242",
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="The address of the running agent (by default the one `chorus run` serves "
+            "from this folder, wherever --port put it, else http://127.0.0.1:4242).",
+        ),
+    ] = None,
     user_id: Annotated[
         str | None,
         typer.Option(
@@ -241,6 +248,7 @@ def chat_command(
     Ctrl-D) exits. Input may be piped, to script a chat.
     """
     who = user_id or default_user_id()
+    url = address.agent_url(Path.cwd(), url)
     interactive = sys.stdin.isatty()
     headers = {"X-API-Key": api_key} if api_key else {}
     try:

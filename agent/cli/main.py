@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from agent.api.serve import serve
-from agent.cli import backup, stack
+from agent.cli import address, backup, stack
 from agent.cli.chat import chat_command
 from agent.cli.dream import dream_app
 from agent.cli.parlai import eval_command, export_command
@@ -23,6 +23,7 @@ from agent.cli.telegram import TelegramError, run_channel
 from agent.cli.telegram_settings import load_telegram_settings
 from agent.dream.graph import DEFAULT_WINDOW
 from agent.pipeline.config import PipelineConfigError
+from agent.pipeline.engine import LocalService
 from agent.pipeline.loading import load_any_pipeline
 from agent.settings import SettingsError, load_settings
 from agent.telemetry import root_logger_kept
@@ -65,6 +66,13 @@ app.add_typer(new_app, name="new")
 app.add_typer(dream_app, name="dream")
 
 
+def _still_starting(service: LocalService, waited: float) -> None:
+    typer.echo(
+        f"  {service.name:<20} starting (no answer at {service.health_url} after "
+        f"{waited:.0f}s; its process runs, so it is waited for)"
+    )
+
+
 @app.command()
 def run(
     host: Annotated[
@@ -74,8 +82,8 @@ def run(
         int,
         typer.Option(
             metavar="PORT",
-            help="The port the agent listens on; the services' ports are those of their "
-            "URLs in the pipeline file.",
+            help="The port the agent listens on (`chorus chat` run from this folder finds "
+            "it); the services' ports are those of their URLs in the pipeline file.",
         ),
     ] = 4242,
     services_only: Annotated[
@@ -114,6 +122,8 @@ def run(
         typer.secho(f"not started here (must already run): {remote}", fg=typer.colors.YELLOW)
     if local.note is not None:
         typer.secho(f"{settings.pipeline}: {local.note}", fg=typer.colors.YELLOW)
+    if not services_only:
+        address.record(root, host, port)  # for `chorus chat` (agent/cli/address.py)
     processes = []
     try:
         for service in services:
@@ -122,7 +132,7 @@ def run(
             # One service that cannot start costs only its own output, as a failing
             # service does in a turn: the agent records its calls as errors.
             try:
-                stack.wait_healthy(service, process)
+                stack.wait_healthy(service, process, on_slow=_still_starting)
             except RuntimeError as exc:
                 typer.secho(
                     f"  {service.name:<20} not running ({exc}); the pipeline runs without it",
@@ -155,6 +165,7 @@ def run(
         pass
     finally:
         stack.stop(processes)
+        address.forget(root)
 
 
 @app.command(short_help="Run a Telegram bot for a running agent.")

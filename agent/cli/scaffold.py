@@ -7,8 +7,10 @@ folder removed):
 * ``skills/NAME/``: ``__init__.py``, ``app.py``, ``test_app.py``, ``README.md``, from
   ``templates/skill/`` (its image is ``deploy/service.Dockerfile``, as for every service);
 * the local pipeline (``pipeline.json``, ``CHORUS_PIPELINE`` or ``--pipeline``):
-  ``services.skills.NAME`` at ``http://127.0.0.1:<first 82xx port it does not use>/respond``,
-  which ``chorus run`` then starts by folder convention;
+  ``services.skills.NAME`` at ``http://127.0.0.1:<port>/respond``, which ``chorus run`` then
+  starts by folder convention as a process of its own (``--port``, or the first 82xx port
+  the pipeline does not use and nothing on this machine holds); or, with ``--in-process``,
+  by module (``skills.NAME.app``), which the agent runs in its own process;
 * ``deploy/pipeline.compose.json``: the same entry at ``http://NAME:8000/respond``;
 * ``docker-compose.yml``: a service block and an ``agent.depends_on`` entry, inserted as
   text so the file's comments and layout stay (:mod:`agent.cli.compose_text`).
@@ -23,6 +25,7 @@ import json
 import keyword
 import re
 import shutil
+import socket
 from collections import Counter
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -171,35 +174,64 @@ def service_names(pipeline: JsonDict) -> set[str]:
     return {name for group in pipeline["services"].values() for name in group}
 
 
-def used_ports(pipeline: JsonDict) -> set[int]:
-    ports: set[int] = set()
-    for group in pipeline["services"].values():
-        for entry in group.values():
-            port = urlsplit(entry["connector"].get("url") or "").port
+def used_ports(pipeline: JsonDict) -> dict[int, str]:
+    """The ports of the pipeline's URLs, each with the entry that has it."""
+    ports: dict[int, str] = {}
+    for group, services in pipeline["services"].items():
+        for name, entry in services.items():
+            try:
+                port = urlsplit(entry["connector"].get("url") or "").port
+            except ValueError:  # the agent refuses such a URL: read_pipeline said so
+                continue
             if port is not None:
-                ports.add(port)
+                ports.setdefault(port, f"services.{group}.{name}")
     return ports
 
 
+def held_here(port: int) -> bool:
+    """Whether something on this machine listens on ``port`` now (another program, or a
+    service of another checkout): ``chorus run`` could not start the skill there."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+        return False
+
+
 def free_skill_port(pipeline: JsonDict) -> int:
+    """The first 82xx port no entry of the pipeline uses and nothing here holds now."""
     used = used_ports(pipeline)
-    port = next((p for p in SKILL_PORTS if p not in used), None)
+    port = next((p for p in SKILL_PORTS if p not in used and not held_here(p)), None)
     if port is None:
         raise ScaffoldError(
-            f"every port {SKILL_PORTS.start}-{SKILL_PORTS.stop - 1} is taken "
-            "in the pipeline; register the skill by hand"
+            f"every port {SKILL_PORTS.start}-{SKILL_PORTS.stop - 1} is taken, in the "
+            "pipeline or on this machine: choose one with --port, or --in-process"
         )
     return port
 
 
-def skill_entry(pipeline: JsonDict, url: str) -> JsonDict:
-    """A new entry with the timeout and context window most of its sibling skills use."""
+def check_port(port: int, pipeline: JsonDict, source: Path) -> None:
+    """Refuse a port that is not one, or that another entry of the pipeline has."""
+    if not 1 <= port <= 65535:
+        raise ScaffoldError(f"bad --port {port}: a TCP port is 1-65535", exit_code=2)
+    user = used_ports(pipeline).get(port)
+    if user is not None:
+        raise ScaffoldError(
+            f"--port {port} is taken by {user} in {source}; choose another (nothing was changed)",
+            exit_code=2,
+        )
+
+
+def skill_entry(pipeline: JsonDict, target: JsonDict) -> JsonDict:
+    """A new entry at ``target`` (its ``url`` or ``module``) with the timeout and context
+    window most of its sibling skills use."""
     skills = pipeline["services"].get("skills", {}).values()
     timeouts = Counter(e["connector"].get("timeout", DEFAULT_TIMEOUT) for e in skills)
     windows = Counter(e.get("context_window", DEFAULT_CONTEXT_WINDOW) for e in skills)
     timeout = timeouts.most_common(1)[0][0] if timeouts else DEFAULT_TIMEOUT
     window = windows.most_common(1)[0][0] if windows else DEFAULT_CONTEXT_WINDOW
-    return {"connector": {"url": url, "timeout": timeout}, "context_window": window}
+    return {"connector": {**target, "timeout": timeout}, "context_window": window}
 
 
 def with_skill(pipeline: JsonDict, name: str, entry: JsonDict) -> JsonDict:
@@ -228,12 +260,11 @@ def checked(pipeline: JsonDict, source: Path) -> str:
 # -- the plan and its writing ---------------------------------------------------------------
 
 
-def render_template(file: str, name: str, port: int) -> str:
+def render_template(file: str, name: str, local: str) -> str:
+    """``local`` says how the local pipeline runs the skill (its README's line)."""
     template = files("agent.cli").joinpath("templates", "skill", f"{file}.tmpl")
     return (
-        template.read_text(encoding="utf-8")
-        .replace("{{name}}", name)
-        .replace("{{port}}", str(port))
+        template.read_text(encoding="utf-8").replace("{{name}}", name).replace("{{local}}", local)
     )
 
 
@@ -251,8 +282,13 @@ class Deployment:
         return service_names(self.pipeline) | set(compose_services(self.compose_text))
 
     def edits(self, name: str, entry: JsonDict, skills: set[str]) -> dict[Path, str]:
+        # Its own container, as every service of the compose file, wherever it runs locally.
         compose_entry = copy.deepcopy(entry)
-        compose_entry["connector"]["url"] = f"http://{name}:{SERVICE_PORT}/respond"
+        local_target = {k: v for k, v in entry["connector"].items() if k not in ("url", "module")}
+        compose_entry["connector"] = {
+            "url": f"http://{name}:{SERVICE_PORT}/respond",
+            **local_target,
+        }
         compose_text = compose_with_skill(self.compose_text, name, skills)
         if name not in compose_services(compose_text):
             raise ScaffoldError(f"{COMPOSE_FILE}: the new service block did not land")
@@ -283,9 +319,24 @@ def read_deployment(root: Path, local_pipeline: Path) -> Deployment | None:
     )
 
 
-def plan_skill(root: Path, name: str, pipeline_path: Path) -> Plan:
-    """Work out every file ``new skill`` writes, or say why it cannot."""
+def plan_skill(
+    root: Path,
+    name: str,
+    pipeline_path: Path,
+    *,
+    port: int | None = None,
+    in_process: bool = False,
+) -> Plan:
+    """Work out every file ``new skill`` writes, or say why it cannot. The skill gets a
+    process of its own on ``port`` (by default the first free 82xx one), or with
+    ``in_process`` runs in the agent's process."""
     check_name(name)
+    if in_process and port is not None:
+        raise ScaffoldError(
+            "--port and --in-process do not go together: a skill in the agent's "
+            "process has no port of its own",
+            exit_code=2,
+        )
     if not (root / "skills").is_dir():
         raise ScaffoldError(
             f"no skills/ folder in {root}: run this in the repository root", exit_code=2
@@ -294,11 +345,27 @@ def plan_skill(root: Path, name: str, pipeline_path: Path) -> Plan:
     deployment = read_deployment(root, pipeline_path)
     check_unused(name, root, service_names(local) | (deployment.names if deployment else set()))
 
-    port = free_skill_port(local)
-    entry = skill_entry(local, f"http://127.0.0.1:{port}/respond")
-    edits = {pipeline_path: checked(with_skill(local, name, entry), pipeline_path)}
-    changes = {pipeline_path: f"services.skills.{name}: {entry['connector']['url']}"}
     notes = []
+    if in_process:
+        module = f"skills.{name}.app"
+        entry = skill_entry(local, {"module": module})
+        shown = f"{module}, in the agent's process"
+        local_line = f"by module (`{module}`), run in the agent's process by `make run`"
+    else:
+        if port is None:
+            port = free_skill_port(local)
+        else:
+            check_port(port, local, pipeline_path)
+            if held_here(port):
+                notes.append(
+                    f"Port {port} is in use on this machine now: `make run` cannot start "
+                    "the skill\nwhile it is."
+                )
+        shown = f"http://127.0.0.1:{port}/respond"
+        entry = skill_entry(local, {"url": shown})
+        local_line = f"`{shown}`, started by `make run` as a process of its own"
+    edits = {pipeline_path: checked(with_skill(local, name, entry), pipeline_path)}
+    changes = {pipeline_path: f"services.skills.{name}: {shown}"}
     if deployment is not None:
         edits |= deployment.edits(name, entry, set(local["services"].get("skills", {})))
         changes[deployment.pipeline_file] = (
@@ -315,7 +382,7 @@ def plan_skill(root: Path, name: str, pipeline_path: Path) -> Plan:
             "they name, so the new skill runs on every turn until a rule names it\n"
             "(docs/adding-a-skill.md, 7)."
         )
-    new_files = {f: render_template(f, name, port) for f in TEMPLATE_FILES}
+    new_files = {f: render_template(f, name, local_line) for f in TEMPLATE_FILES}
     pipelines = tuple(p for p in edits if deployment is None or p != deployment.compose_file)
     return Plan(name, root / "skills" / name, new_files, edits, changes, pipelines, notes)
 
@@ -390,15 +457,33 @@ def skill_command(
             "CHORUS_PIPELINE, else pipeline.json).",
         ),
     ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            metavar="PORT",
+            help="The port `make run` starts the skill on (by default the first 82xx port "
+            "the pipeline does not use and nothing here holds).",
+        ),
+    ] = None,
+    in_process: Annotated[
+        bool,
+        typer.Option(
+            "--in-process",
+            help="Run the skill in the agent's process, as the reference services, "
+            "instead of a process of its own.",
+        ),
+    ] = False,
 ) -> None:
     """Create a skill and register it wherever it runs.
 
     Writes skills/NAME/ (a working skill, its test and its README) and registers the skill
-    in the local pipeline, deploy/pipeline.compose.json and docker-compose.yml.
+    in the local pipeline, deploy/pipeline.compose.json and docker-compose.yml. Locally it
+    gets a process of its own (its bugs cannot hold the agent) unless --in-process.
     """
     root = Path.cwd()
     try:
-        plan = plan_skill(root, name, pipeline or load_settings().pipeline)
+        local = pipeline or load_settings().pipeline
+        plan = plan_skill(root, name, local, port=port, in_process=in_process)
         apply(plan)
     except SettingsError as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)

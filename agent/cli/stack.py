@@ -40,11 +40,29 @@ def start(service: LocalService, root: Path) -> subprocess.Popen[bytes]:
     )
 
 
+#: Seconds after which a service that has not answered yet is said to be still starting.
+PATIENCE = 10.0
+#: Seconds a service whose process runs may take to answer before it is given up: far
+#: above a start-up on a busy machine (the intents annotator loads its embeddings), where
+#: a few seconds can become a minute.
+STARTUP_LIMIT = 300.0
+
+
 def wait_healthy(
-    service: LocalService, process: subprocess.Popen[bytes], timeout: float = 30.0
+    service: LocalService,
+    process: subprocess.Popen[bytes],
+    timeout: float = STARTUP_LIMIT,
+    on_slow: Callable[[LocalService, float], None] | None = None,
 ) -> None:
-    """Poll the health route until it answers (a readiness probe for a child process)."""
-    deadline = time.monotonic() + timeout
+    """Poll the health route until it answers (a readiness probe for a child process).
+
+    A service whose process still runs is still starting, however long its start-up takes
+    on a busy machine: it is waited for, up to ``timeout``, and ``on_slow`` is told once
+    after :data:`PATIENCE` seconds, so the wait is not silent. Only a process that exited,
+    or one that never answers, is given up."""
+    started = time.monotonic()
+    deadline = started + timeout
+    told = False
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"service {service.name} exited with code {process.returncode}")
@@ -53,6 +71,9 @@ def wait_healthy(
                 return
         except httpx.TransportError:
             pass
+        if on_slow is not None and not told and time.monotonic() - started >= PATIENCE:
+            told = True
+            on_slow(service, time.monotonic() - started)
         time.sleep(0.1)
     raise RuntimeError(
         f"service {service.name} did not answer {service.health_url} within {timeout:.0f}s"

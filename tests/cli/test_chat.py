@@ -59,7 +59,9 @@ def protected_agent_url(tmp_path: Path) -> Iterator[str]:
     yield from start_agent(tmp_path, api_key=API_KEY, protect_chat=True)
 
 
-def chat(*args: str, typed: str, **env: str) -> subprocess.CompletedProcess[str]:
+def chat(
+    *args: str, typed: str, cwd: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
     clean = {
         k: v
         for k, v in os.environ.items()  # plain text, and no agent settings
@@ -72,6 +74,7 @@ def chat(*args: str, typed: str, **env: str) -> subprocess.CompletedProcess[str]
         text=True,
         timeout=COMMAND_TIMEOUT,
         env={**clean, **env},
+        cwd=cwd,
         check=False,
     )
 
@@ -97,6 +100,34 @@ def test_answers_show_the_skill_and_new_starts_another_dialog(agent_url: str) ->
     texts = [[u["text"] for u in d["utterances"]] for d in dialogs]
     assert [t[0::2] for t in texts] == [["Hello!", "Ann"], ["hi"]], "nothing after /quit"
     assert [d["dialog_id"] for d in dialogs] == [first.split()[2], second.split()[2]]
+
+
+def test_without_url_it_talks_to_the_agent_chorus_run_serves_here(
+    agent_url: str, tmp_path: Path
+) -> None:
+    """`chorus run` records where it serves the agent in data/chorus-run.json, whatever
+    --port moved it to (the newcomer's path in tests/cli/test_scaffold.py runs both), and
+    `chorus chat` run in the same folder talks to it; a record whose process is gone (a
+    run that was killed) is not believed."""
+    folder = tmp_path / "checkout"
+    (folder / "data").mkdir(parents=True)
+    record = folder / "data" / "chorus-run.json"
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=COMMAND_TIMEOUT,
+    )
+    record.write_text(json.dumps({"url": agent_url, "pid": int(ended.stdout)}))
+    chat("--user-id", "killed", typed="hello\n", cwd=folder)
+    assert httpx.get(f"{agent_url}/api/user/killed").status_code == 404, "not this agent"
+
+    record.write_text(json.dumps({"url": agent_url, "pid": os.getpid()}))  # a live run
+    found = chat("--user-id", "ann", typed="hello\n", cwd=folder)
+    assert found.returncode == 0, found.stderr
+    assert "bot [greeting]:" in found.stdout
+    assert httpx.get(f"{agent_url}/api/user/ann").json(), "the message reached this agent"
 
 
 def test_end_of_input_ends_the_chat(agent_url: str) -> None:

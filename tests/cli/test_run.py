@@ -238,3 +238,93 @@ def test_run_says_the_agent_is_on_once_it_answers(tmp_path: Path) -> None:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=COMMAND_TIMEOUT)
     assert process.returncode == 0
+
+
+#: A skill whose start-up lasts until the test lets it go (its gate file appears), as the
+#: intents annotator's loading of its embeddings can last on a busy machine.
+SLOW_SKILL = """
+import os
+import time
+from pathlib import Path
+
+from agent.sdk import Service
+
+gate = Path(os.environ["SLOW_GATE"])
+deadline = time.monotonic() + 600
+while not gate.exists() and time.monotonic() < deadline:  # the test opens it
+    time.sleep(0.05)
+
+service = Service("slow", description="Starts when the test says so.")
+
+
+@service.skill
+def respond(dialog):
+    return []
+
+
+app = service.app
+"""
+
+
+def test_run_waits_for_a_service_that_is_still_starting(tmp_path: Path) -> None:
+    """A service whose process runs but does not answer yet is listed as starting and
+    waited for, not given up as "not running" while it would answer a moment later."""
+    repo = tmp_path / "repo"
+    (repo / "skills" / "slow").mkdir(parents=True)
+    (repo / "skills" / "__init__.py").write_text("")
+    (repo / "skills" / "slow" / "app.py").write_text(SLOW_SKILL)
+    port = free_port()
+    pipeline = tmp_path / "pipeline.json"
+    slow = {"connector": {"url": f"http://127.0.0.1:{port}/respond"}}
+    best = {"connector": {"builtin": "highest_confidence"}}
+    pipeline.write_text(
+        json.dumps({"services": {"skills": {"slow": slow}, "response_selectors": {"best": best}}})
+    )
+    gate = tmp_path / "gate"
+    env = {**os.environ, "CHORUS_PIPELINE": str(pipeline), "SLOW_GATE": str(gate)}
+    process = subprocess.Popen(
+        [str(CHORUS), "run", "--services-only"],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    lines = stdout_lines(process)
+    try:
+        said = next_line(lines, ("slow ", "services are up"))
+        assert said.startswith("  slow                 starting"), said
+        gate.touch()
+        said = next_line(lines, ("slow ", "services are up"))
+        assert said == f"  slow                 http://127.0.0.1:{port}\n"
+        assert next_line(lines, ("services are up",))
+        assert httpx.get(f"http://127.0.0.1:{port}/health").is_success
+    finally:
+        gate.touch()
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=COMMAND_TIMEOUT)
+    assert b"not running" not in err
+
+
+def stdout_lines(process: subprocess.Popen[bytes]) -> queue.Queue[str | None]:
+    """The process's output lines as they come (``None`` at its end), read by a thread so
+    that a wait for one is bounded."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line.decode())
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def next_line(lines: queue.Queue[str | None], starts: tuple[str, ...]) -> str:
+    """The next line that has one of ``starts`` (after its indent)."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while True:
+        line = lines.get(timeout=max(deadline - time.monotonic(), 0.1))
+        assert line is not None, f"the output ended before a line with {starts}"
+        if line.lstrip().startswith(starts):
+            return line
