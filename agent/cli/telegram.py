@@ -68,9 +68,9 @@ START_REPLY = "Hi! A new conversation starts here: say something."
 START, CLOSE = "/start", "/close"
 #: Seconds of the first back-off after a network error or a 5xx; it doubles up to the cap.
 FIRST_BACKOFF, MAX_BACKOFF = 0.5, 30.0
-#: Seconds between two polls while a slow update holds the offset back: the poll can no
-#: longer wait for news (the update under way is news), and a new user's message should
-#: not wait for the slow one.
+#: Most seconds between two polls while updates are under way: the poll can no longer
+#: wait for news (the updates under way are sent again at once), and a new user's message
+#: should not wait for a slow one. Sooner when half a batch is answered, or all of it.
 BUSY_POLL_INTERVAL = 1.0
 #: Seconds a stopping bot gives the Bot API to take its last acknowledgement.
 ACKNOWLEDGE_WAIT = 5.0
@@ -336,13 +336,13 @@ class TelegramChannel:
                     backoff = min(backoff * 2, MAX_BACKOFF)
                     continue
                 backoff = FIRST_BACKOFF
-                if highest is None:
-                    continue
                 to_answer = [(u.update_id, m) for u in updates if (m := _answerable(u)) is not None]
-                if not answering.take(to_answer, highest) and answering.busy:
-                    # Nothing new and the offset held back by an update under way: the Bot
-                    # API would answer at once with what is known; wait a little for it.
-                    await answering.wait(polled, BUSY_POLL_INTERVAL)
+                if highest is not None:
+                    answering.take(to_answer, highest)
+                if answering.busy:
+                    # The offset is held back by the updates under way: the Bot API would
+                    # answer at once with what is known; wait for some of it to be answered.
+                    await answering.wait(polled, max(1, self._bot.batch // 2), BUSY_POLL_INTERVAL)
             await answering.finish()
         except asyncio.CancelledError:
             # Stopped: acknowledge what was answered before the first update that was not,

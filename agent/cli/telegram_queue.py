@@ -95,17 +95,22 @@ class Answering:
             self._workers.add(worker)
             worker.add_done_callback(self._finished)
 
-    async def wait(self, polled: int | None, interval: float) -> None:
-        """Until the offset is past ``polled`` (the last poll's: the next one sees
-        further) or ``interval`` passes (a new user's message may be waiting behind a slow
-        one); a worker's unexpected error is raised here."""
-        self._moved.clear()
-        if self._failure is None and self.offset == polled:
-            try:
-                async with asyncio.timeout(interval):
+    async def wait(self, polled: int | None, room: int, interval: float) -> None:
+        """Until every update taken is answered (the next poll may wait for news), the
+        offset is ``room`` updates past ``polled`` (the last poll's: the next one sees that
+        many more), or ``interval`` passes (a new user's message may wait behind a slow
+        one); a worker's unexpected error is raised here. Polling at each step of the
+        offset would ask the Bot API for the whole window again once per update."""
+        try:
+            async with asyncio.timeout(interval):
+                while self._failure is None and self._open:
+                    offset = self.offset
+                    if polled is None or (offset is not None and offset - polled >= room):
+                        break
+                    self._moved.clear()
                     await self._moved.wait()
-            except TimeoutError:
-                pass
+        except TimeoutError:
+            pass
         self.check()
 
     def check(self) -> None:
