@@ -7,6 +7,11 @@ formatters and python connectors it runs in its own process read them (a Russian
 distribution's fallbacks are Russian only with ``LANGUAGE: RU``). Chorus's agent runs the same
 code, so it needs the same variables; this writes its block with them carried over, and with
 the pipeline file the override's ``command`` names.
+
+The override is read as untrusted input: at most ``MAX_OVERRIDE_BYTES``, and without YAML
+aliases (``*name``), since one alias of an alias of... (a "billion laughs" file of a few
+hundred bytes) expands to gigabytes once its values are written out. A Dream override is a
+few kilobytes of plain keys, so neither limit meets one.
 """
 
 from __future__ import annotations
@@ -30,10 +35,47 @@ PIPELINE_ARGUMENT = re.compile(r"agent\.pipeline_config=(\S+?)['\"]?(?:\s|$)")
 #: Chorus's own database: a MongoDB of its own (Dream's ``mongo:4.0.0`` is older than the
 #: versions Chorus is tested on), so dp-agent's collections stay as they were.
 CHORUS_DB_URL = "mongodb://chorus-mongo:27017/chorus"
+#: Largest override file read (Dream's are a few kilobytes).
+MAX_OVERRIDE_BYTES = 1_000_000
 
 
 class OverrideError(ChorusError, ValueError):
     """The override file cannot give the agent's block; the message says what to fix."""
+
+
+class _NoAliases(yaml.SafeLoader):
+    """YAML's safe loader, refusing aliases: what they expand to is not bounded by the
+    file's size (an anchor may be used anywhere, nested in another anchor)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                "found an alias (*name): aliases are not read here, write the value out",
+                self.get_mark(),
+            )
+        return super().compose_node(parent, index)
+
+
+def _read(override: Path) -> Any:
+    """The override's YAML, within :data:`MAX_OVERRIDE_BYTES` and without aliases."""
+    try:
+        with override.open("rb") as file:
+            raw = file.read(MAX_OVERRIDE_BYTES + 1)
+    except OSError as exc:
+        raise OverrideError(f"cannot read {override}: {exc.strerror}") from None
+    if len(raw) > MAX_OVERRIDE_BYTES:
+        raise OverrideError(
+            f"{override}: larger than {MAX_OVERRIDE_BYTES} bytes (MAX_OVERRIDE_BYTES); "
+            "a distribution's override is a few kilobytes"
+        )
+    try:
+        return yaml.load(raw.decode("utf-8"), Loader=_NoAliases)  # a SafeLoader
+    except UnicodeDecodeError:
+        raise OverrideError(f"{override}: not UTF-8 text") from None
+    except yaml.YAMLError as exc:
+        raise OverrideError(f"{override}: not valid YAML: {exc}") from None
 
 
 def _environment(agent: dict[str, Any], where: str) -> dict[str, str | None]:
@@ -46,15 +88,35 @@ def _environment(agent: dict[str, Any], where: str) -> dict[str, str | None]:
     elif isinstance(raw, list):
         pairs = []
         for item in raw:
-            key, sep, value = str(item).partition("=")
+            if not isinstance(item, str):
+                raise OverrideError(
+                    f"{where}: services.agent.environment: each item must be a KEY=VALUE "
+                    f"string, not a {type(item).__name__}"
+                )
+            key, sep, value = item.partition("=")
             pairs.append((key, value if sep else None))
     else:
         raise OverrideError(f"{where}: services.agent.environment must be a mapping or a list")
+    for key, value in pairs:
+        if not isinstance(value, str | int | float | bool | None):
+            raise OverrideError(
+                f"{where}: services.agent.environment: {str(key)[:100]} must be a string, "
+                f"a number or a boolean, not a {type(value).__name__}"
+            )
     return {
         str(key): None if value is None else _as_text(value)
         for key, value in pairs
         if str(key) not in START_SCRIPT_VARIABLES
     }
+
+
+def _kind(value: Any) -> str:
+    """What a value of the wrong type is, for the error (a list of lists, a mapping...)."""
+    if isinstance(value, list):
+        return "a list holding " + ", ".join(
+            sorted({type(item).__name__ for item in value if not isinstance(item, str)})
+        )
+    return f"a {type(value).__name__}"
 
 
 def _as_text(value: Any) -> str:
@@ -67,7 +129,15 @@ def _pipeline(agent: dict[str, Any], override: Path) -> str:
     """The pipeline file inside the container: the one dp-agent's ``command`` names (relative
     to the Dream checkout), else the override's own folder's ``pipeline_conf.json``."""
     command = agent.get("command")
-    text = " ".join(command) if isinstance(command, list) else str(command or "")
+    if isinstance(command, list) and all(isinstance(part, str) for part in command):
+        text = " ".join(command)
+    elif isinstance(command, str | None):
+        text = command or ""
+    else:
+        raise OverrideError(
+            f"{override}: services.agent.command must be a string or a list of strings, "
+            f"not {_kind(command)}"
+        )
     found = PIPELINE_ARGUMENT.search(text)
     if found:
         relative = found.group(1).removeprefix("./")
@@ -79,12 +149,7 @@ def _pipeline(agent: dict[str, Any], override: Path) -> str:
 def compose_block(override: Path) -> dict[str, Any]:
     """The compose file that adds ``chorus-agent`` (answering as ``agent`` on the compose
     network) and its database to the distribution of ``override``."""
-    try:
-        document = yaml.safe_load(override.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise OverrideError(f"cannot read {override}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise OverrideError(f"{override}: not valid YAML: {exc}") from None
+    document = _read(override)
     services = document.get("services") if isinstance(document, dict) else None
     agent = services.get("agent") if isinstance(services, dict) else None
     if not isinstance(agent, dict):
@@ -100,6 +165,12 @@ def compose_block(override: Path) -> dict[str, Any]:
     }
     carried = _environment(agent, str(override))
     env_file = agent.get("env_file") or [".env"]
+    if not isinstance(env_file, str) and not (
+        isinstance(env_file, list) and all(isinstance(name, str) for name in env_file)
+    ):
+        raise OverrideError(
+            f"{override}: services.agent.env_file must be a file name or a list of them"
+        )
     return {
         "services": {
             "chorus-agent": {

@@ -14,22 +14,26 @@ Both sides fail in their own ways, and neither may lose a message or answer one 
 
 * The agent is sent each message with the idempotency key ``telegram-<update_id>``, so a
   retry after a network error, a 503 or a 409 "being answered" gets the first answer.
-* The Bot API's rate limit (HTTP 429 with ``parameters.retry_after``) is waited out and
-  the call made again; a network error, a 5xx or a reply that is not the Bot API's is
-  retried with back-off (``RETRIES`` times, and polling goes on after
-  that, so the bot outlives an outage); anything else (a bad token: 401) stops the client
-  with the Bot API's description.
+* The Bot API's rate limit (HTTP 429 with ``parameters.retry_after``) is waited out, at
+  least the back-off (a ``retry_after`` of 0 or less is no reason to hammer it) and at
+  most ``MAX_RETRY_AFTER`` (a longer one is waited that long, then the call tried again);
+  a network error, a 5xx or a reply that is not the Bot API's is retried with back-off
+  too. Either is tried ``RETRIES`` times, and polling goes on after that, so the bot
+  outlives an outage; anything else (a bad token: 401) stops the client with the Bot
+  API's description.
 * An update is acknowledged (the next ``getUpdates`` offset passes it) only once it is
-  answered, so a client restarted mid-batch answers the rest; the agent's key keeps a
-  message answered before the restart from being run again. A malformed update is logged
-  and skipped, and acknowledged with its batch, so a restart does not meet it again.
+  answered (:mod:`agent.cli.telegram_queue`), so a restarted client answers the rest; the
+  agent's key keeps a message answered before the restart from being run again. A
+  malformed update is logged and skipped, and acknowledged with its poll, so a restart
+  does not meet it again.
 * An answer the Bot API refuses for its chat (403: the user blocked the bot) is logged
   and dropped; only ``getUpdates`` refusing (a bad token) stops the client.
 
-A batch is at most ``BATCH`` updates (the ``limit`` of ``getUpdates``),
-answered ``CONCURRENCY`` users at a time and in order within a user: the
-work under way, and what SIGTERM has to cancel, stays that small however many updates
-are waiting.
+At most ``BATCH`` updates (the ``limit`` of ``getUpdates``) are under way, answered
+``CONCURRENCY`` users at a time and in order within a user: the work under way, and what
+SIGTERM has to cancel, stays that small however many updates are waiting. The bot polls
+again while they are answered, so a user whose media are slow to arrive (each file has
+``MEDIA_DEADLINE`` seconds) holds only their own messages.
 """
 
 from __future__ import annotations
@@ -37,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +48,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent.cli.telegram_media import FileServer, MediaError, media_attributes
+from agent.cli.telegram_queue import Answering
 from agent.cli.telegram_settings import TelegramSettings
 from agent.cli.telegram_updates import (
     FileInfo,
@@ -64,9 +68,10 @@ START_REPLY = "Hi! A new conversation starts here: say something."
 START, CLOSE = "/start", "/close"
 #: Seconds of the first back-off after a network error or a 5xx; it doubles up to the cap.
 FIRST_BACKOFF, MAX_BACKOFF = 0.5, 30.0
-#: Longest ``retry_after`` honoured before giving up on a call (Telegram asks for seconds to
-#: minutes; a bot told to wait an hour has a problem a person must look at).
-MAX_RETRY_AFTER = 600
+#: Most seconds between two polls while updates are under way: the poll can no longer
+#: wait for news (the updates under way are sent again at once), and a new user's message
+#: should not wait for a slow one. Sooner when half a batch is answered, or all of it.
+BUSY_POLL_INTERVAL = 1.0
 #: Seconds a stopping bot gives the Bot API to take its last acknowledgement.
 ACKNOWLEDGE_WAIT = 5.0
 
@@ -106,16 +111,18 @@ class BotApi:
         self._retries = settings.polling.retries
         self._poll_timeout = settings.polling.poll_timeout
         self._max_file_bytes = settings.polling.max_file_bytes
+        self._max_retry_after = settings.polling.max_retry_after
         #: updates one ``getUpdates`` asks for, and the most a batch answers
         self.batch = settings.polling.batch
 
     async def call(
         self, method: str, payload: dict[str, Any], request_timeout: float = 30.0
     ) -> Any:
-        """``result`` of one Bot API call; retried after a 429 (as long as it says), a 5xx,
-        a network error or a reply that is not the Bot API's (with back-off);
-        :class:`TelegramError` otherwise. ``request_timeout`` bounds each HTTP request, whatever
-        the rate limit asks to wait."""
+        """``result`` of one Bot API call; retried after a 429 (as long as it says, within
+        the back-off and ``MAX_RETRY_AFTER``), a 5xx, a network error or a reply that is
+        not the Bot API's (with back-off), ``RETRIES`` times; :class:`TelegramError`
+        otherwise. ``request_timeout`` bounds each HTTP request, whatever the rate limit
+        asks to wait."""
         failures, backoff = 0, FIRST_BACKOFF
         while True:
             try:
@@ -132,11 +139,28 @@ class BotApi:
             else:
                 if response.status_code == 429:
                     retry_after = (reply.parameters or Parameters()).retry_after
-                    pause = max(0, 1 if retry_after is None else retry_after)
-                    if pause > MAX_RETRY_AFTER:
-                        raise TelegramError(f"{method}: told to wait {pause}s (rate limit)")
-                    log.warning("%s: rate limited, waiting %ds as the Bot API asks", method, pause)
+                    asked = 1 if retry_after is None else retry_after
+                    failures += 1
+                    if failures > self._retries:
+                        raise TelegramError(
+                            f"{method}: rate limited {failures} times, last told to wait {asked}s",
+                            lasting=True,
+                        )
+                    # At least the back-off, so a retry_after of 0 or less is not a loop
+                    # of requests; at most the cap, so a day's wait is not the bot's end.
+                    pause = min(max(asked, backoff), self._max_retry_after)
+                    if asked > self._max_retry_after:
+                        log.warning(
+                            "%s: rate limited, told to wait %ds; waiting %gs "
+                            "(MAX_RETRY_AFTER) and trying again",
+                            method,
+                            asked,
+                            pause,
+                        )
+                    else:
+                        log.warning("%s: rate limited, waiting %gs", method, pause)
                     await asyncio.sleep(pause)  # the Bot API's own rule: wait, then try again
+                    backoff = min(backoff * 2, MAX_BACKOFF)
                     continue
                 if response.is_success and reply.ok:
                     return reply.result
@@ -193,18 +217,22 @@ class BotApi:
         except (TelegramError, ValidationError) as exc:
             raise MediaError(f"getFile: {exc}") from None
         if info.file_size is not None and info.file_size > limit:
-            raise MediaError(f"the file is {info.file_size} bytes; the limit is {limit}{_LIMIT}")
+            raise MediaError(
+                f"the file is {info.file_size} bytes; the limit is {limit}{_LIMIT}",
+                why=f"it is larger than the {limit // 1_000_000} MB the bot takes",
+            )
         content = bytearray()
         try:
-            async with self._http.stream(
-                "GET", f"{self._files}/{info.file_path}", timeout=60.0
-            ) as response:
+            async with self._http.stream("GET", info.url(self._files), timeout=60.0) as response:
                 if not response.is_success:
                     raise MediaError(f"download: HTTP {response.status_code}")
                 async for chunk in response.aiter_bytes():
                     content += chunk
                     if len(content) > limit:
-                        raise MediaError(f"the file is over the {limit} bytes limit{_LIMIT}")
+                        raise MediaError(
+                            f"the file is over the {limit} bytes limit{_LIMIT}",
+                            why=f"it is larger than the {limit // 1_000_000} MB the bot takes",
+                        )
         except httpx.HTTPError as exc:
             raise MediaError(f"download: {type(exc).__name__}: {exc}") from None
         return info.file_path, bytes(content)
@@ -274,81 +302,78 @@ class TelegramChannel:
         agent: AgentClient,
         files: FileServer | None = None,
         concurrency: int = 8,
+        media_deadline: float = 60.0,
     ) -> None:
         self._bot = bot
         self._agent = agent
         self._files = files
         self._concurrency = concurrency
+        self._media_deadline = media_deadline
 
     async def run(self, stop: Callable[[], bool] = lambda: False) -> None:
-        """Poll until ``stop()`` says so (checked between polls) or the Bot API refuses."""
-        offset: int | None = None
+        """Poll until ``stop()`` says so (checked between polls; the updates under way are
+        answered first) or the Bot API refuses."""
+        answering = Answering(self._answer_logged, self._concurrency)
+        polled: int | None = None  # the offset the Bot API was last given
         backoff = FIRST_BACKOFF
-        while not stop():
-            try:
-                result = await self._bot.get_updates(offset)
-                updates, highest = parse_updates(result, self._bot.batch)
-            except TelegramError as exc:
-                if not exc.lasting:
-                    raise
-                # A network or Bot API outage outlasted the retries: keep polling, a bot
-                # must come back by itself (each call backs off again).
-                log.error("%s; polling on", exc)
-                continue
-            except ValueError as exc:  # not a list of updates, or none with an update_id
-                log.error("%s; polling again in %.1fs", exc, backoff)
-                await asyncio.sleep(backoff)  # the same poll would get the same answer
-                backoff = min(backoff * 2, MAX_BACKOFF)
-                continue
-            backoff = FIRST_BACKOFF
-            if highest is None:
-                continue
-            to_answer = [(u.update_id, m) for u in updates if (m := _answerable(u)) is not None]
-            answered: set[int] = set()
-            try:
-                await self._answer_batch(to_answer, answered)
-            except asyncio.CancelledError:
-                # Stopped mid-batch: acknowledge what was answered before the first update
-                # that was not, so the next start neither loses one nor answers one twice.
-                waiting = [number for number, _ in to_answer if number not in answered]
-                await self._bot.acknowledge(min(waiting, default=highest + 1), offset)
-                raise
-            offset = highest + 1
+        try:
+            while not stop():
+                answering.check()
+                try:
+                    polled = answering.offset
+                    result = await self._bot.get_updates(polled)
+                    updates, highest = parse_updates(result, self._bot.batch)
+                except TelegramError as exc:
+                    if not exc.lasting:
+                        raise
+                    # A network or Bot API outage outlasted the retries: keep polling, a
+                    # bot must come back by itself (each call backs off again).
+                    log.error("%s; polling on", exc)
+                    continue
+                except ValueError as exc:  # not a list of updates, or none with an update_id
+                    log.error("%s; polling again in %.1fs", exc, backoff)
+                    await asyncio.sleep(backoff)  # the same poll would get the same answer
+                    backoff = min(backoff * 2, MAX_BACKOFF)
+                    continue
+                backoff = FIRST_BACKOFF
+                to_answer = [(u.update_id, m) for u in updates if (m := _answerable(u)) is not None]
+                if highest is not None:
+                    answering.take(to_answer, highest)
+                if answering.busy:
+                    # The offset is held back by the updates under way: the Bot API would
+                    # answer at once with what is known; wait for some of it to be answered.
+                    await answering.wait(polled, max(1, self._bot.batch // 2), BUSY_POLL_INTERVAL)
+            await answering.finish()
+        except asyncio.CancelledError:
+            # Stopped: acknowledge what was answered before the first update that was not,
+            # so the next start neither loses one nor answers one twice.
+            await answering.cancel()
+            if answering.offset is not None:
+                await self._bot.acknowledge(answering.offset, polled)
+            raise
+        except BaseException:
+            await answering.cancel()  # the bot stops: nothing may run on without it
+            raise
 
-    async def _answer_batch(self, to_answer: list[tuple[int, Message]], answered: set[int]) -> None:
-        """Each user's messages in order, :attr:`_concurrency` users at a time: the
-        requests under way are the workers', never one per user of the batch on one HTTP
-        pool. The update ids answered are added to ``answered`` as they are."""
-        by_user: dict[int, list[tuple[int, Message]]] = {}
-        for update_id, message in to_answer:
-            assert message.sender is not None  # see _answerable
-            by_user.setdefault(message.sender.id, []).append((update_id, message))
-        queue = deque(by_user.items())
-
-        async def worker() -> None:
-            while queue:
-                user_id, messages = queue.popleft()
-                for update_id, message in messages:
-                    try:
-                        await self._answer(str(user_id), update_id, message)
-                    except (ChorusError, httpx.HTTPError, ValueError) as exc:
-                        # Costs this message only; acknowledged with its batch all the same,
-                        # or every restart would fail on it again.
-                        log.error(
-                            "update %d not answered: %s: %s", update_id, type(exc).__name__, exc
-                        )
-                    answered.add(update_id)
-
-        async with asyncio.TaskGroup() as workers:
-            for _ in range(min(self._concurrency, len(queue))):
-                workers.create_task(worker())
+    async def _answer_logged(self, update_id: int, message: Message) -> None:
+        assert message.sender is not None  # see _answerable
+        try:
+            await self._answer(str(message.sender.id), update_id, message)
+        except (ChorusError, httpx.HTTPError, ValueError) as exc:
+            # Costs this message only; acknowledged all the same, or every restart would
+            # fail on it again.
+            log.error("update %d not answered: %s: %s", update_id, type(exc).__name__, exc)
 
     async def _answer(self, user_id: str, update_id: int, message: Message) -> None:
         text = message.said()
-        attributes = await media_attributes(message, self._bot.download, self._files)
-        answer = await self._agent.answer(user_id, text, f"telegram-{update_id}", attributes)
+        media = await media_attributes(
+            message, self._bot.download, self._files, self._media_deadline
+        )
+        answer = await self._agent.answer(user_id, text, f"telegram-{update_id}", media.attributes)
         if text.strip() == START:
             answer = START_REPLY
+        if note := media.note():
+            answer = f"{answer}\n\n{note}"
         try:
             await self._bot.send_message(message.chat.id, answer)
         except TelegramError as exc:  # e.g. 403: this user blocked the bot
@@ -369,8 +394,8 @@ def _answerable(update: Update) -> Message | None:
 async def run_channel(settings: TelegramSettings, stop: Callable[[], bool] = lambda: False) -> None:
     """Run :class:`TelegramChannel` with its HTTP clients, until ``stop()`` or SIGTERM.
 
-    SIGTERM (``docker stop``) cancels what is under way at once; the batch's updates
-    answered before the first one that was not are acknowledged as it stops. The rest are
+    SIGTERM (``docker stop``) cancels what is under way at once; the updates answered
+    before the first one that was not are acknowledged as it stops. The rest are
     answered at the next start, where the agent's idempotency key gives a message already
     answered the answer already made rather than a second turn."""
     loop = asyncio.get_running_loop()
@@ -405,6 +430,7 @@ async def run_channel(settings: TelegramSettings, stop: Callable[[], bool] = lam
                 AgentClient(agent, settings),
                 server,
                 concurrency=settings.polling.concurrency,
+                media_deadline=settings.polling.media_deadline,
             )
             await channel.run(stop)
     except asyncio.CancelledError:

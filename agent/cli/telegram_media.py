@@ -12,13 +12,18 @@ server (Dream's ``FILE_SERVER_URL``: ``POST`` a multipart ``file``, answered wit
 The link's scheme and host are the file server's as the bot reaches it (a file server
 behind a proxy names itself otherwise), so the services on the same network can read it.
 A file that cannot be fetched or uploaded costs only its own attribute: the message is
-still answered, with what else it carries.
+still answered, with what else it carries, and the user is told which file did not reach
+the bot (:meth:`Media.note`). Each file has ``MEDIA_DEADLINE`` seconds, all told, to be
+fetched and stored: a per-read timeout alone lets a server sending a byte now and then
+hold the message for good.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 from uuid import uuid4
@@ -36,7 +41,12 @@ Download = Callable[[str], Awaitable[tuple[str, bytes]]]
 
 
 class MediaError(ChorusError):
-    """A file could not be fetched from Telegram or stored on the file server."""
+    """A file could not be fetched from Telegram or stored on the file server; ``why`` is
+    what the user is told (the message is for the log, and may name servers)."""
+
+    def __init__(self, message: str, *, why: str = "it could not be fetched") -> None:
+        super().__init__(message)
+        self.why = why
 
 
 class _Uploaded(BaseModel):
@@ -62,16 +72,38 @@ class FileServer:
             reply.raise_for_status()
             link = _Uploaded.model_validate_json(reply.content).download_link
         except (httpx.HTTPError, ValidationError) as exc:
-            raise MediaError(f"file server {self._url}: {type(exc).__name__}: {exc}") from None
+            raise MediaError(
+                f"file server {self._url}: {type(exc).__name__}: {exc}",
+                why="it could not be stored",
+            ) from None
         parts = urlsplit(link)
         return parts._replace(scheme=self._origin.scheme, netloc=self._origin.netloc).geturl()
 
 
+@dataclass(slots=True)
+class Media:
+    """What a message's media give the services, and what did not make it."""
+
+    attributes: dict[str, Any] = field(default_factory=dict)
+    #: the files not passed on, each with why, as the user is told: "photo: it took too long"
+    lost: list[tuple[str, str]] = field(default_factory=list)
+
+    def note(self) -> str:
+        """What the answer says of the files that did not reach the services ('' if none):
+        without it, a user whose photo was dropped gets an answer that ignores it."""
+        return "\n".join(
+            f"(Your {what} did not reach me: {why}. Please send it again.)"
+            for what, why in dict.fromkeys(self.lost)  # a video note is its sound and video
+        )
+
+
 async def media_attributes(
-    message: Message, download: Download, files: FileServer | None
-) -> dict[str, Any]:
+    message: Message, download: Download, files: FileServer | None, deadline: float
+) -> Media:
     """The utterance attributes for the message's photo, sound and video (none without a
-    file server: there is nowhere the services could read them from)."""
+    file server: there is nowhere the services could read them from); each file is
+    fetched and stored within ``deadline`` seconds, or is lost."""
+    media = Media()
     if files is None or not message.has_media():
         if message.has_media():
             log.warning(
@@ -79,15 +111,23 @@ async def media_attributes(
                 "is not set)",
                 message.message_id,
             )
-        return {}
-    attributes: dict[str, Any] = {}
+        return media
+    attributes = media.attributes
 
     async def stored(what: str, file_id: str, name: str | None, content_type: str) -> str | None:
         try:
-            path, content = await download(file_id)
-            return await files.upload(name or path, content, content_type)
+            try:
+                async with asyncio.timeout(deadline):
+                    path, content = await download(file_id)
+                    return await files.upload(name or path, content, content_type)
+            except TimeoutError:
+                raise MediaError(
+                    f"not fetched and stored within {deadline:g}s (MEDIA_DEADLINE)",
+                    why="it took too long to arrive",
+                ) from None
         except MediaError as exc:
             log.error("message %d: its %s is not passed on: %s", message.message_id, what, exc)
+            media.lost.append((what, exc.why))
             return None
 
     if message.photo:
@@ -98,7 +138,14 @@ async def media_attributes(
     sound = message.voice or message.audio or message.video_note
     if sound is not None:
         kind = "video/ogg" if message.video_note is not None else "audio/ogg"
-        link = await stored("sound", sound.file_id, None, kind)
+        what = (
+            "voice message"
+            if sound is message.voice
+            else "audio"
+            if sound is message.audio
+            else "video note"
+        )
+        link = await stored(what, sound.file_id, None, kind)
         if link is not None:
             attributes["sound_path"] = link
             attributes["sound_duration"] = sound.duration
@@ -107,11 +154,12 @@ async def media_attributes(
             )
     video = message.video_note or message.video
     if video is not None:
-        link = await stored("video", video.file_id, None, "video/ogg")
+        what = "video" if video is message.video else "video note"
+        link = await stored(what, video.file_id, None, "video/ogg")
         if link is not None:
             attributes["video_path"] = link
             attributes["video_duration"] = video.duration
             attributes["video_type"] = (
                 "video_attachment" if video is message.video else "video_note"
             )
-    return attributes
+    return media

@@ -26,6 +26,13 @@ CONCURRENCY = 8
 MAX_FILE_BYTES = 20_000_000
 #: Seconds a ``getUpdates`` long poll waits for news (the Bot API's most is 50).
 POLL_TIMEOUT = 25
+#: Seconds one media file may take, fetched from Telegram and stored on the file server
+#: together, whatever either's pace: a server sending a byte a minute never trips a
+#: per-read timeout, and would hold its user's messages for good.
+MEDIA_DEADLINE = 60.0
+#: Longest wait honoured of a 429's ``retry_after``: a longer one is waited this long, then
+#: the call is tried again (a bot told to wait a day must come back by itself).
+MAX_RETRY_AFTER = 600.0
 
 #: Variables the bot no longer reads (without the prefix) -> what to do instead.
 REMOVED = {
@@ -50,6 +57,8 @@ class Polling:
     concurrency: int = CONCURRENCY
     max_file_bytes: int = MAX_FILE_BYTES
     poll_timeout: int = POLL_TIMEOUT
+    media_deadline: float = MEDIA_DEADLINE
+    max_retry_after: float = MAX_RETRY_AFTER
 
 
 class TelegramSettings(BaseSettings):

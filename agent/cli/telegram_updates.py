@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import quote, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 log = logging.getLogger("chorus.telegram")
 
@@ -83,10 +84,34 @@ class Update(_Read):
 
 
 class FileInfo(_Read):
-    """``getFile``'s result: where the file is to be downloaded from."""
+    """``getFile``'s result: where the file is to be downloaded from.
 
-    file_path: str = Field(min_length=1)
+    ``file_path`` is joined to the bot's file folder (``/file/bot<token>/``), so one that
+    climbs out of it (``../../etc/passwd``), starts at the root, names a scheme or carries
+    a query would have the bot fetch another address of the Bot API's host: it is refused
+    (Telegram's own are ``photos/file_3.jpg``, ``voice/file_7.oga``)."""
+
+    file_path: str = Field(min_length=1, max_length=1000)
     file_size: StrictInt | None = None
+
+    @field_validator("file_path")
+    @classmethod
+    def _inside_the_file_folder(cls, path: str) -> str:
+        segments = path.split("/")
+        if (
+            urlsplit(path).scheme
+            or any(segment in ("", ".", "..") for segment in segments)
+            or any(c in path for c in "\\%?#")
+            or not path.isprintable()
+        ):
+            raise ValueError("must be a relative path inside the bot's file folder")
+        return path
+
+    def url(self, folder: str) -> str:
+        """The file's address under ``folder``, each segment quoted: it cannot leave it."""
+        return f"{folder}/" + "/".join(
+            quote(segment, safe="") for segment in self.file_path.split("/")
+        )
 
 
 class _Numbered(_Read):

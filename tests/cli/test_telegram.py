@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
+from collections.abc import AsyncIterator, Callable
 from email.parser import BytesParser
 from email.policy import default
 from pathlib import Path
@@ -21,9 +24,9 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from agent.cli.telegram import START_REPLY, TelegramError, run_channel
+from agent.cli.telegram import FIRST_BACKOFF, START_REPLY, TelegramError, run_channel
 from agent.cli.telegram_settings import Polling, TelegramSettings, load_telegram_settings
 from agent.sdk import DialogView, Service, SkillHypothesis
 from agent.settings import SettingsError
@@ -298,6 +301,25 @@ class BatchBotApi:
         self.calls: Counter[str] = Counter()
         self.done = threading.Event()
         self.answering = threading.Event()  # set at the first answer
+        self.outside: list[str] = []  # paths fetched outside the bot's file folder
+        self.file_paths: dict[str, str] = {}  # file_id -> the file_path getFile gives
+        self.answered_at_poll: list[list[tuple[int, str]]] = []  # what was sent at each poll
+        self.send_times: dict[int, list[float]] = {}  # chat -> when each sendMessage came
+
+    def poll_refusal(self) -> tuple[int, dict[str, Any]] | None:
+        """The status and reply refusing this ``getUpdates``, if it is refused."""
+        return None
+
+    def send_refusal(self, chat: int) -> tuple[int, dict[str, Any]] | None:
+        """The status and reply refusing this ``sendMessage`` (``first_send``'s)."""
+        return self.first_send if self.calls["sendMessage"] == 1 else None
+
+    async def file(self, path: str) -> Response:
+        """A file download's reply (a test's server may send it slowly)."""
+        return Response(self.files[path], media_type="application/octet-stream")
+
+    def answered(self, chat: int, text: str) -> None:
+        """Called at each answer delivered (a test's server may then send more updates)."""
 
     def pending(self, offset: int, limit: int) -> list[Any]:
         waiting = [
@@ -316,7 +338,12 @@ class BatchBotApi:
         async def download(token: str, path: str) -> Response:
             if token != TOKEN or path not in self.files:
                 return Response(status_code=404)
-            return Response(self.files[path], media_type="application/octet-stream")
+            return await self.file(path)
+
+        @app.get("/{path:path}")
+        async def elsewhere(path: str) -> Response:
+            self.outside.append(path)  # what the bot must never fetch
+            return Response(b"root:x:0:0", media_type="application/octet-stream")
 
         @app.post("/bot{token}/{method}")
         async def call(token: str, method: str, request: Request) -> JSONResponse:
@@ -324,6 +351,9 @@ class BatchBotApi:
             body = await request.json()
             if method == "getUpdates":
                 self.polls.append(body)
+                self.answered_at_poll.append(list(self.sent))
+                if (refusal := self.poll_refusal()) is not None:
+                    return JSONResponse(refusal[1], refusal[0])
                 offset = int(body.get("offset", 0))
                 pending = self.pending(offset, int(body.get("limit", 100)))
                 if not pending:
@@ -332,12 +362,14 @@ class BatchBotApi:
             if method == "getFile":
                 file_id = body["file_id"]
                 path = f"voice/{file_id}.oga" if file_id.startswith("voice") else f"{file_id}.bin"
+                path = self.file_paths.get(file_id, path)
                 return JSONResponse({"ok": True, "result": {"file_id": file_id, "file_path": path}})
             if method == "sendMessage":
-                if self.calls[method] == 1 and self.first_send is not None:
-                    status, reply = self.first_send
-                    return JSONResponse(reply, status)
+                self.send_times.setdefault(int(body["chat_id"]), []).append(time.monotonic())
+                if (refusal := self.send_refusal(int(body["chat_id"]))) is not None:
+                    return JSONResponse(refusal[1], refusal[0])
                 self.sent.append((int(body["chat_id"]), str(body["text"])))
+                self.answered(int(body["chat_id"]), str(body["text"]))
                 self.answering.set()
                 if len(self.sent) >= self.expected:
                     self.done.set()
@@ -345,6 +377,25 @@ class BatchBotApi:
             return JSONResponse({"ok": False, "error_code": 404, "description": "Not Found"}, 404)
 
         return app
+
+
+async def trickle(start: bytes = b"") -> AsyncIterator[bytes]:
+    """A reply that never ends, a byte at a time: no per-read timeout ever trips on it."""
+    yield start
+    while True:
+        yield b"x"
+        await asyncio.sleep(0.1)  # the server's pace, not a synchronisation
+
+
+def run_bounded(config: TelegramSettings, stop: Callable[[], bool]) -> None:
+    """``run_channel`` until ``stop()``; a bot that never gets there fails the test rather
+    than hanging it."""
+
+    async def bounded() -> None:
+        async with asyncio.timeout(COMMAND_TIMEOUT):
+            await run_channel(config, stop=stop)
+
+    asyncio.run(bounded())
 
 
 def message(update_id: int, user: int, text: str | None = None, **fields: Any) -> dict[str, Any]:
@@ -392,17 +443,20 @@ class FileServer:
     with its ``downloadLink``, which names the server as the compose network does
     (``http://files:3000``), not as the bot reaches it; ``GET /file?file=`` serves it."""
 
-    def __init__(self, failing: bool = False) -> None:
+    def __init__(self, failing: bool = False, trickling: bool = False) -> None:
         self.failing = failing
+        self.trickling = trickling  # its reply comes a byte at a time, and never ends
         self.stored: dict[str, tuple[str, bytes]] = {}
 
     def app(self) -> FastAPI:
         app = FastAPI()
 
         @app.post("/")
-        async def upload(request: Request) -> JSONResponse:
+        async def upload(request: Request) -> Response:
             if self.failing:
                 return JSONResponse({"error": "disk full"}, 500)
+            if self.trickling:
+                return StreamingResponse(trickle(b'{"downloadLink": "http://files:3000/'))
             form = BytesParser(policy=default).parsebytes(
                 b"Content-Type: "
                 + request.headers["content-type"].encode()
@@ -510,7 +564,11 @@ def test_a_file_server_that_fails_costs_only_the_media(services: Any, agent: Age
     telegram, file_server = services(fake.app()), services(FileServer(failing=True).app())
     config = media_settings(telegram.url, str(client.base_url), file_server.url)
     asyncio.run(run_channel(config, stop=fake.done.is_set))
-    assert fake.sent == [(42, "said 'look at this'")]
+    assert fake.sent == [(42, f"said 'look at this'\n\n{LOST_PHOTO} could not be stored. {AGAIN}")]
+
+
+#: What a user whose photo did not reach the services is told, after the answer.
+LOST_PHOTO, AGAIN = "(Your photo did not reach me: it", "Please send it again.)"
 
 
 def test_malformed_updates_are_skipped_and_acknowledged(services: Any, agent: AgentFactory) -> None:
@@ -534,11 +592,11 @@ def test_malformed_updates_are_skipped_and_acknowledged(services: Any, agent: Ag
     )
     telegram = services(fake.app())
     config = settings(telegram.url, str(client.base_url), retries=2)
-    asyncio.run(run_channel(config, stop=lambda: fake.done.is_set() and len(fake.polls) >= 2))
+    run_bounded(config, stop=lambda: any(poll.get("offset") == 7 for poll in fake.polls))
     assert sorted(fake.sent) == [(7, GREETING), (42, GREETING)]
-    # The next poll passes every update of the batch, the malformed ones too, so a
-    # restarted bot does not meet them again.
-    assert [poll.get("offset") for poll in fake.polls[:2]] == [None, 7]
+    # Once both messages are answered, the poll passes every update, the malformed ones
+    # too, so a restarted bot does not meet them again; it never passed one unanswered.
+    assert {poll.get("offset") for poll in fake.polls} <= {None, 1, 6, 7}
 
 
 def test_a_rate_limit_of_zero_seconds_leaves_the_next_tries_their_timeout(
@@ -571,11 +629,16 @@ def test_a_large_batch_is_answered_in_bounded_steps_in_order_per_user(
     )
     asyncio.run(run_channel(config, stop=fake.done.is_set))
     assert {poll["limit"] for poll in fake.polls} == {16}
-    offsets = [poll.get("offset") for poll in fake.polls]
-    assert offsets[: len(updates) // 16 + 1] == [None, *range(17, len(updates) + 1, 16)]
     for user in range(100, 100 + users):
         said = [text for chat, text in fake.sent if chat == user]
         assert said == [f"said 'm{n}'" for n in range(rounds)]
+    answer_of = {n + 1: (100 + n % users, f"said 'm{n // users}'") for n in range(len(updates))}
+    for poll, sent in zip(fake.polls, fake.answered_at_poll, strict=True):
+        # Each poll acknowledged only updates already answered...
+        offset = poll.get("offset", 1)
+        assert {answer_of[n] for n in range(1, offset)} <= set(sent)
+        # ...and nothing was answered beyond the 16 updates it let the bot see.
+        assert {n for n, answer in answer_of.items() if answer in sent} < set(range(1, offset + 16))
 
 
 def test_sigterm_stops_a_bot_with_thousands_of_updates_waiting(
@@ -620,3 +683,158 @@ def test_sigterm_stops_a_bot_with_thousands_of_updates_waiting(
 
 
 GREETING = "Hi! I'm Chorus. What's your name?"
+PHOTO_SIZES = [{"file_id": "thumb", "width": 90}, {"file_id": "photo", "width": 800}]
+
+
+class TricklingBotApi(BatchBotApi):
+    """The Bot API whose download of the photo never ends, a byte at a time."""
+
+    async def file(self, path: str) -> Response:
+        if path == "photo.bin":
+            return StreamingResponse(trickle(b"\xff\xd8"), media_type="image/jpeg")
+        return await super().file(path)
+
+
+@pytest.mark.parametrize("slow", ["telegram", "file server"])
+def test_a_photo_that_never_arrives_is_given_up_at_its_deadline_and_the_user_told(
+    services: Any, agent: AgentFactory, slow: str
+) -> None:
+    """A server sending a byte now and then trips no per-read timeout: the file's own
+    deadline ends it, the message is answered without it, and the user is told."""
+    client = agent({"services": {"skills": {"echo": service_entry(services(echo_app()).url)}}})
+    updates = [message(1, 42, caption="look at this", photo=PHOTO_SIZES), message(2, 7, "hi")]
+    fake = (TricklingBotApi if slow == "telegram" else BatchBotApi)(updates, 2, files=MEDIA_FILES)
+    telegram = services(fake.app())
+    file_server = services(FileServer(trickling=slow == "file server").app())
+    config = media_settings(telegram.url, str(client.base_url), file_server.url).model_copy(
+        update={"polling": Polling(retries=2, poll_timeout=1, media_deadline=1.0)}
+    )
+    run_bounded(config, stop=fake.done.is_set)
+    assert sorted(fake.sent) == [
+        (7, "said 'hi'"),
+        (42, f"said 'look at this'\n\n{LOST_PHOTO} took too long to arrive. {AGAIN}"),
+    ]
+
+
+class HeldPhotoBotApi(BatchBotApi):
+    """The Bot API whose photo download waits until user 7 has had two answers; user 7's
+    second message comes in a later poll, once their first was answered."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.others_answered = threading.Event()
+
+    async def file(self, path: str) -> Response:
+        if path == "photo.bin":  # bounded: a bot that waits for the photo fails, not hangs
+            await asyncio.to_thread(self.others_answered.wait, COMMAND_TIMEOUT / 6)
+        return await super().file(path)
+
+    def answered(self, chat: int, text: str) -> None:
+        if (chat, text) == (7, "said 'first'"):
+            self.updates.append(message(3, 7, "second"))
+        elif (chat, text) == (7, "said 'second'"):
+            self.others_answered.set()
+
+
+def test_a_slow_photo_holds_no_other_users_message(services: Any, agent: AgentFactory) -> None:
+    """The photo's user waits for it; another user's messages, in the photo's poll and in
+    the next, are answered meanwhile (the bot polls on while the photo is under way)."""
+    client = agent({"services": {"skills": {"echo": service_entry(services(echo_app()).url)}}})
+    updates = [message(1, 42, caption="look at this", photo=PHOTO_SIZES), message(2, 7, "first")]
+    fake = HeldPhotoBotApi(updates, 3, files=MEDIA_FILES)
+    telegram, file_server = services(fake.app()), services(FileServer().app())
+    config = media_settings(telegram.url, str(client.base_url), file_server.url)
+    run_bounded(config, stop=fake.done.is_set)
+    assert fake.sent == [
+        (7, "said 'first'"),
+        (7, "said 'second'"),
+        (42, f"said 'look at this'; image {len(PHOTO)} bytes"),
+    ]
+    # The photo's update held the offset back until it was answered.
+    photo_answer = fake.sent[-1]
+    for poll, sent in zip(fake.polls, fake.answered_at_poll, strict=True):
+        if photo_answer not in sent:
+            assert poll.get("offset", 1) <= 1
+
+
+@pytest.mark.parametrize(
+    "file_path",
+    [
+        "../../etc/passwd",
+        "photos/../../../etc/passwd",
+        "/etc/passwd",
+        "%2e%2e/%2e%2e/etc/passwd",
+        "http://127.0.0.1:9/x",
+    ],
+)
+def test_a_file_path_outside_the_bots_file_folder_is_not_fetched(
+    services: Any, agent: AgentFactory, file_path: str
+) -> None:
+    client = agent({"services": {"skills": {"echo": service_entry(services(echo_app()).url)}}})
+    fake = BatchBotApi([message(1, 42, caption="look at this", photo=PHOTO_SIZES)], 1)
+    fake.file_paths["photo"] = file_path
+    telegram, file_server = services(fake.app()), services(FileServer().app())
+    config = media_settings(telegram.url, str(client.base_url), file_server.url)
+    run_bounded(config, stop=fake.done.is_set)
+    assert fake.outside == []
+    assert fake.sent == [(42, f"said 'look at this'\n\n{LOST_PHOTO} could not be fetched. {AGAIN}")]
+
+
+class RateLimitingBotApi(BatchBotApi):
+    """The Bot API rate limiting every answer to user 42 with ``retry_after``."""
+
+    def __init__(self, *args: Any, retry_after: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.retry_after = retry_after
+
+    def send_refusal(self, chat: int) -> tuple[int, dict[str, Any]] | None:
+        if chat != 42:
+            return None
+        return 429, {
+            "ok": False,
+            "error_code": 429,
+            "parameters": {"retry_after": self.retry_after},
+        }
+
+
+@pytest.mark.parametrize("retry_after", [0, -5])
+def test_a_rate_limit_of_no_time_is_backed_off_and_given_up(
+    services: Any, agent: AgentFactory, retry_after: int
+) -> None:
+    """A 429 asking to wait 0 s or less is tried again after a growing back-off, as many
+    times as a 5xx, then given up: the other user is answered, the bot polls on."""
+    client = agent(pipeline(services))
+    updates = [message(1, 42, "Hello!"), message(2, 7, "Hello!")]
+    fake = RateLimitingBotApi(updates, 1, retry_after=retry_after)
+    telegram = services(fake.app())
+    config = settings(telegram.url, str(client.base_url), retries=2)
+    run_bounded(config, stop=lambda: any(poll.get("offset") == 3 for poll in fake.polls))
+    assert fake.sent == [(7, GREETING)]
+    tries = fake.send_times[42]
+    assert len(tries) == 3  # the first and two retries, not a flood
+    waits = [later - earlier for earlier, later in itertools.pairwise(tries)]
+    assert waits[0] >= FIRST_BACKOFF and waits[1] >= 2 * FIRST_BACKOFF  # waits that grow
+
+
+class LongRateLimitBotApi(BatchBotApi):
+    """The Bot API whose first ``getUpdates`` is told to wait a billion seconds."""
+
+    def poll_refusal(self) -> tuple[int, dict[str, Any]] | None:
+        if len(self.polls) > 1:
+            return None
+        return 429, {"ok": False, "error_code": 429, "parameters": {"retry_after": 1_000_000_000}}
+
+
+def test_a_rate_limit_too_long_to_wait_is_waited_in_part_and_polling_goes_on(
+    services: Any, agent: AgentFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = agent(pipeline(services))
+    fake = LongRateLimitBotApi([message(1, 42, "Hello!")], 1)
+    telegram = services(fake.app())
+    config = settings(telegram.url, str(client.base_url)).model_copy(
+        update={"polling": Polling(retries=3, poll_timeout=1, max_retry_after=0.5)}
+    )
+    with caplog.at_level("WARNING", logger="chorus.telegram"):
+        run_bounded(config, stop=fake.done.is_set)
+    assert fake.sent == [(42, GREETING)]
+    assert "told to wait 1000000000s; waiting 0.5s (MAX_RETRY_AFTER)" in caplog.text

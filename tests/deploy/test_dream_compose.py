@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from agent.cli.dream import compose_block
+from agent.cli.dream import MAX_OVERRIDE_BYTES, compose_block
 from agent.settings import Settings
 from tests.support.compose import docker_compose
 from tests.support.dockerfiles import ROOT, parse_dockerfile
@@ -246,3 +247,50 @@ def test_the_command_refuses_a_file_without_an_agent_saying_what_to_name(tmp_pat
     assert refused.returncode == 2 and refused.stdout == ""
     assert "no services.agent entry" in refused.stderr
     assert "assistant_dists/NAME/docker-compose.override.yml" in refused.stderr
+
+
+#: A few hundred bytes whose last alias is 10**9 strings once written out ("billion laughs").
+LAUGHS = "\n".join(
+    [
+        'x0: &x0 ["lol"]',
+        *(f"x{n}: &x{n} [{', '.join([f'*x{n - 1}'] * 10)}]" for n in range(1, 10)),
+        "services:",
+        "  agent:",
+        "    command: *x9",
+        "    environment: *x9",
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (LAUGHS, "found an alias (*name): aliases are not read here, write the value out"),
+        (
+            "services:\n  agent:\n    command: {run: agent}\n",
+            "services.agent.command must be a string or a list of strings, not a dict",
+        ),
+        (
+            "services:\n  agent:\n    command: [python, [-m, agent]]\n",
+            "services.agent.command must be a string or a list of strings, not a list holding list",
+        ),
+        (
+            "services:\n  agent:\n    environment: {LANGUAGE: [RU]}\n",
+            "services.agent.environment: LANGUAGE must be a string, a number or a boolean",
+        ),
+        (
+            "services:\n  agent:\n    command: agent\n" + "#" * MAX_OVERRIDE_BYTES + "\n",
+            f"larger than {MAX_OVERRIDE_BYTES} bytes (MAX_OVERRIDE_BYTES)",
+        ),
+    ],
+    ids=["billion-laughs", "command-mapping", "command-nested", "environment-list", "too-large"],
+)
+def test_a_hostile_override_is_refused_saying_why(tmp_path: Path, text: str, said: str) -> None:
+    """Aliases are refused before anything expands them, the file is read up to a bound,
+    and a value of the wrong type is named: an error and exit code 2, no traceback."""
+    (tmp_path / "docker-compose.override.yml").write_text(text)
+    refused = compose_block_cli("--override", "docker-compose.override.yml", cwd=tmp_path)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert refused.stdout == ""
+    assert said in refused.stderr
+    assert "Traceback" not in refused.stderr

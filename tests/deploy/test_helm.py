@@ -22,10 +22,11 @@ import base64
 import json
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+import httpx
 import kubernetes_validate
 import pytest
 import yaml
@@ -34,6 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from agent.pipeline.config import parse_pipeline_config
 from agent.queues import QUEUE_WAIT
 from agent.settings import Settings
+from skills.fallback.app import app as fallback_app
+from tests.conftest import AgentFactory, service_entry
 from tests.support.helm import (
     CHART,
     ROOT,
@@ -45,6 +48,7 @@ from tests.support.helm import (
     unavailable_reason,
     validate,
 )
+from tests.support.servers import ServerThread
 
 ALL_ON = CHART / "ci" / "all-on-values.yaml"
 DB_PORT = 27017
@@ -374,6 +378,48 @@ def test_keda_scales_on_cpu_turns_in_flight_and_latency(all_on_objects: list[Man
 
 
 # -- Configuration
+
+
+@pytest.mark.store_agnostic
+def test_the_scrape_the_pod_annotations_ask_for_reads_the_agents_metrics(
+    default_objects: list[Manifest],
+    services: Callable[[Any], ServerThread],
+    agent: AgentFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The agent run with the environment the chart renders (its API key included)
+    answers the scrape its ``prometheus.io/*`` annotations ask for, which sends no key:
+    KEDA's and the custom metrics' turns in flight come from that scrape."""
+    deployment = find(default_objects, "Deployment", "chorus-agent")
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    main = container(deployment)
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert int(annotations["prometheus.io/port"]) == main["ports"][0]["containerPort"]
+    secret = find(default_objects, "Secret", "chorus")
+    for variable in main["env"]:
+        if variable["name"] in ("CHORUS_DB_URL", "CHORUS_PIPELINE"):
+            continue  # the test's own database and pipeline
+        if "value" in variable:
+            value = variable["value"]
+        else:
+            reference = variable["valueFrom"]["secretKeyRef"]
+            assert reference["name"] == "chorus"
+            value = base64.b64decode(secret["data"][reference["key"]]).decode()
+        monkeypatch.setenv(variable["name"], value)
+    client = agent(
+        {"services": {"skills": {"fallback": service_entry(services(fallback_app).url)}}}
+    )
+
+    scrape = httpx.get(f"{str(client.base_url).rstrip('/')}{annotations['prometheus.io/path']}")
+    assert scrape.status_code == 200, scrape.text
+    assert "chorus_turns_in_flight" in scrape.text
+    assert client.get("/api/user/alice").status_code == 401  # the key still guards dialogs
+
+
+def test_metrics_can_be_kept_behind_the_key(helm: Helm) -> None:
+    objects = helm.template(CHART, sets=["agent.metricsPublic=false"])
+    env = {e["name"]: e for e in container(find(objects, "Deployment", "chorus-agent"))["env"]}
+    assert env["CHORUS_METRICS_PUBLIC"]["value"] == "false"
 
 
 @pytest.mark.parametrize("which", ["default", "all-on"])
