@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import hashlib
+import itertools
 import json
 import os
 import signal
@@ -30,6 +31,7 @@ from agent.cli.main import app
 from agent.sdk import DialogView, Service, SkillHypothesis
 from agent.state.models import BotUtterance, HumanUtterance
 from agent.store import open_store
+from agent.store.backup import GROUP
 from agent.store.mongo import migrations as mongo_migrations
 from agent.store.sqlite import base as sqlite_base
 from tests.conftest import agents, service_entry
@@ -235,6 +237,72 @@ def test_ctrl_c_stops_with_the_report_of_the_turns_done(
                for d in diffs)  # fmt: skip
     assert "Interrupted: 5 of 12 turns" in html.read_text()
     assert store_snapshot(db_url) == before
+
+
+def stored_turn_ids(db_url: str) -> set[str]:
+    """The ids of the stored human utterances that were answered: the turns a replay of
+    the whole store chooses."""
+    return {
+        human.utt_id
+        for dialog in stored_dialogs(db_url)
+        for human, bot in itertools.pairwise(dialog.utterances)
+        if isinstance(human, HumanUtterance) and isinstance(bot, BotUtterance)
+    }
+
+
+@pytest.mark.timeout(300)
+def test_a_replay_runs_the_turns_chosen_at_its_start_while_the_agent_adds_more(
+    tmp_path: Path,
+    db_url: str,
+    services: Callable[[FastAPI], ServerThread],
+    gate: threading.Event,
+) -> None:
+    """The replay holds at its second turn while the agent serves a new turn in the last
+    dialog (read a group of dialogs later) and a new user's first: neither is replayed."""
+    hello = {
+        "services": {"skills": {"hi": service_entry(services(fixed_skill("hi", "hi", 1)).url)}}
+    }
+    holder = services(answers_then_holds(1, gate))
+    candidate = tmp_path / "candidate.json"
+    candidate.write_text(
+        json.dumps(
+            {
+                "services": {"skills": {"holder": service_entry(holder.url, timeout=300.0)}},
+                "turn_timeout": 300.0,
+            }
+        )
+    )
+    users = [f"u{number}" for number in range(GROUP + 1)]
+    with agents(tmp_path, db_url) as start:
+        client = start(hello)
+        for user in users:
+            assert client.post("/", json={"user_id": user, "payload": "hey"}).is_success
+        at_start = stored_turn_ids(db_url)
+        out = tmp_path / "diff.jsonl"
+        replaying = run_replay(
+            "--pipeline", str(candidate), "--db", db_url, "--concurrency", "1",
+            "--out", str(out), "--json", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        assert replaying.stderr is not None
+        seen = []
+        for line in replaying.stderr:  # the first turn is done: the turns were chosen
+            seen.append(line)
+            if line.strip() == f"replayed 1/{len(users)} turns":
+                break
+        else:
+            pytest.fail(f"the replay ended before its first turn: {''.join(seen)}")
+        for user in (users[-1], "late"):
+            assert client.post("/", json={"user_id": user, "payload": "more"}).is_success
+        assert len(stored_turn_ids(db_url)) == len(users) + 2
+        gate.set()
+        stdout, stderr = replaying.communicate(timeout=240)
+    assert replaying.returncode == 0, "".join(seen) + stderr
+
+    summary = json.loads(stdout)
+    assert (summary["turns"], summary["selected"]) == (len(users), len(users))
+    diffs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {d["utt_id"] for d in diffs} == at_start
+    assert len(diffs) == len(at_start)
 
 
 def dp_agent_pipeline(services: Callable[[FastAPI], ServerThread]) -> dict[str, Any]:

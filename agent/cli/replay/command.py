@@ -25,7 +25,7 @@ from agent.cli.backup import DEFAULT_DB, err
 from agent.cli.replay.compare import Summary, TurnDiff, summarise
 from agent.cli.replay.report import html_report
 from agent.cli.replay.run import replay
-from agent.cli.replay.turns import TurnFilter, UnknownSelection, count_turns, stored_turns
+from agent.cli.replay.turns import TurnFilter, UnknownSelection, select_turns, stored_turns
 from agent.pipeline.config import PipelineConfigError
 from agent.pipeline.engine import LoadedPipeline
 from agent.pipeline.loading import load_any_pipeline
@@ -113,7 +113,8 @@ async def _replay(
     outcome = _Outcome()
     reader: DialogReader = await open_reader(db_url)
     try:
-        outcome.selected = await count_turns(reader, chosen)
+        selection = await select_turns(reader, chosen)  # the turns are fixed from here on
+        outcome.selected = selection.total
         progress = _Progress(outcome.selected)
 
         def done(diff: TurnDiff) -> None:
@@ -127,7 +128,7 @@ async def _replay(
         work = asyncio.create_task(
             replay(
                 pipeline,
-                stored_turns(reader, chosen, window),
+                stored_turns(reader, selection, window),
                 done,
                 concurrency=concurrency,
                 channel_type=settings.channel_type,
@@ -257,7 +258,7 @@ def replay_command(
         raise _fail(str(exc), 2) from None
     except StoreUnavailable as exc:
         raise _fail(f"the store cannot be read: {exc}") from None
-    except KeyboardInterrupt:  # while the turns were still being counted
+    except KeyboardInterrupt:  # while the turns were still being chosen
         err.print("interrupted before any turn was replayed")
         raise typer.Exit(INTERRUPTED) from None
     finally:

@@ -14,7 +14,7 @@ dialog's current user and bot instead, and says so (:attr:`StoredTurn.guessed`).
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Container
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from agent.pipeline.turn import Turn
 from agent.sdk.errors import ChorusError
 from agent.state.models import Bot, BotUtterance, Dialog, Human, HumanUtterance
-from agent.store.backup import BackupError, DialogFilter, selected_dialogs
+from agent.store.backup import GROUP, BackupError, DialogFilter, selected_dialogs
 from agent.store.reader import DialogReader
 
 
@@ -133,12 +133,12 @@ def _as_arrived(utterance: HumanUtterance) -> HumanUtterance:
     )
 
 
-def dialog_turns(dialog: Dialog, chosen: TurnFilter, window: int) -> list[StoredTurn]:
-    """The dialog's answered turns that ``chosen`` admits, each with the ``window``
-    utterances before it, as the agent reads them for a turn."""
+def dialog_turns(dialog: Dialog, chosen: Container[str], window: int) -> list[StoredTurn]:
+    """The dialog's answered turns whose human utterance's id is in ``chosen``, each with
+    the ``window`` utterances before it, as the agent reads them for a turn."""
     turns = []
     for number, (index, human, bot) in enumerate(_answered(dialog), start=1):
-        if not chosen.admits(human.date_time):
+        if human.utt_id not in chosen:
             continue
         guessed: list[str] = []
         history = dialog.utterances[max(index - window, 0) : index]
@@ -163,26 +163,52 @@ def dialog_turns(dialog: Dialog, chosen: TurnFilter, window: int) -> list[Stored
     return turns
 
 
-async def stored_turns(
-    reader: DialogReader, chosen: TurnFilter, window: int
-) -> AsyncIterator[StoredTurn]:
-    """The chosen turns, dialog after dialog, each dialog's in order, at most
-    ``chosen.limit`` of them."""
-    given = 0
-    async for dialog in _selected_dialogs(reader, chosen):
-        for turn in dialog_turns(dialog, chosen, window):
-            if chosen.limit is not None and given >= chosen.limit:
-                return
-            given += 1
-            yield turn
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The turns a replay runs, fixed when it starts: each chosen dialog's id (in the
+    order they are replayed) with the ids of its chosen human utterances.
+
+    The agent may go on serving from the store while the replay runs; the turns it adds
+    (to new dialogs or to chosen ones) were not chosen, and the replay must not run
+    them: it would then replay more turns than it said it would, of a store that was
+    never in that state. Ids are what both stores can read back cheaply (dialogs by id,
+    a group at a time), and a turn's id does not move when earlier ones are trimmed.
+    """
+
+    dialogs: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(len(ids) for ids in self.dialogs.values())
 
 
-async def count_turns(reader: DialogReader, chosen: TurnFilter) -> int:
-    """How many turns :func:`stored_turns` will give, for the progress bar (the dialogs
-    read once more)."""
+async def select_turns(reader: DialogReader, chosen: TurnFilter) -> Selection:
+    """The turns ``chosen`` admits now, at most ``chosen.limit`` of them: the dialogs read
+    once for this, and once more as they are replayed."""
+    selection: dict[str, frozenset[str]] = {}
     total = 0
     async for dialog in _selected_dialogs(reader, chosen):
-        total += sum(1 for _, human, _ in _answered(dialog) if chosen.admits(human.date_time))
+        if dialog.dialog_id in selection:  # a dialog named and also a named user's
+            continue
+        ids = [human.utt_id for _, human, _ in _answered(dialog) if chosen.admits(human.date_time)]
+        if chosen.limit is not None:
+            ids = ids[: chosen.limit - total]
+        if ids:
+            selection[dialog.dialog_id] = frozenset(ids)
+            total += len(ids)
         if chosen.limit is not None and total >= chosen.limit:
-            return chosen.limit
-    return total
+            break
+    return Selection(selection)
+
+
+async def stored_turns(
+    reader: DialogReader, selection: Selection, window: int
+) -> AsyncIterator[StoredTurn]:
+    """The selected turns as they are stored, dialog after dialog, each dialog's in
+    order, the dialogs read a :data:`~agent.store.backup.GROUP` at a time; a dialog
+    erased since the selection is left out."""
+    dialog_ids = list(selection.dialogs)
+    for start in range(0, len(dialog_ids), GROUP):
+        for dialog in await reader.dialogs(dialog_ids[start : start + GROUP]):
+            for turn in dialog_turns(dialog, selection.dialogs[dialog.dialog_id], window):
+                yield turn
