@@ -28,6 +28,7 @@ from pymongo.database import Database
 from typer.testing import CliRunner
 
 from agent.cli.main import app
+from agent.cli.replay import report
 from agent.sdk import DialogView, Service, SkillHypothesis
 from agent.state.models import BotUtterance, HumanUtterance
 from agent.store import open_store
@@ -37,6 +38,7 @@ from agent.store.sqlite import base as sqlite_base
 from tests.conftest import agents, service_entry
 from tests.dream import services as dream
 from tests.e2e.test_default_pipeline import shipped_pipeline
+from tests.support.html_tree import parse
 from tests.support.servers import ServerThread
 from tests.support.services import fixed_skill
 from tests.support.stored import stored_dialogs
@@ -509,3 +511,112 @@ async def _opened_and_closed(db_url: str) -> None:
 
 async def _nothing(db: object) -> None:
     """An upgrade step with nothing to do."""
+
+
+def keyword_skill(name: str, word: str, confidence: float) -> FastAPI:
+    """A skill sure of itself (``confidence``) only when the message has ``word``."""
+    service = Service(name)
+
+    @service.skill
+    async def answer(dialog: DialogView) -> SkillHypothesis:
+        sure = word in dialog.utterances[-1].text.lower()
+        return SkillHypothesis(text=f"{name} here", confidence=confidence if sure else 0.01)
+
+    return service.app
+
+
+#: What each user says: three ask the same question (spelt three ways), three others ask
+#: two more, and the last one's turn does not change.
+ASKED = ("What is Chorus?", "what is  chorus?", "WHAT IS CHORUS?", "How are you?",
+         "how are you?", "Why?", "hello")  # fmt: skip
+
+
+def test_the_report_shows_what_decides_a_candidate_on_one_page(
+    tmp_path: Path,
+    db_url: str,
+    services: Callable[[FastAPI], ServerThread],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The FAQ skill (questions) is removed and a "what" skill added: the report tells
+    where the answers went, their confidence, their ratings, each service's latency and
+    the config's change, groups the turns by what was said, links them to the inspector,
+    and shows only the largest groups and their first turns (here 2 and 2)."""
+    chat = service_entry(services(fixed_skill("chat", "let's chat", 0.5)).url)
+    stored = {
+        "services": {
+            "skills": {
+                "faq": service_entry(services(keyword_skill("faq", "?", 0.9)).url),
+                "chat": chat,
+            }
+        }
+    }
+    whatbot = service_entry(services(keyword_skill("whatbot", "what", 0.7)).url)
+    candidate = {"services": {"skills": {"chat": chat, "whatbot": whatbot}}}
+    baseline_path, candidate_path = tmp_path / "stored.json", tmp_path / "candidate.json"
+    baseline_path.write_text(json.dumps(stored))
+    candidate_path.write_text(json.dumps(candidate))
+    with agents(tmp_path, db_url) as start:
+        client = start(stored)
+        replies = {}
+        for number, text in enumerate(ASKED):
+            response = client.post("/", json={"user_id": f"u{number}", "payload": text})
+            assert response.is_success, response.text
+            replies[f"u{number}"] = response.json()
+        for user, rating in (("u0", 5), ("u3", 2)):
+            body = {"user_id": user, "utt_id": replies[user]["utt_id"], "rating": rating}
+            assert client.post("/rating/utterance", json=body).is_success
+        body = {"user_id": "u0", "dialog_id": replies["u0"]["dialog_id"], "rating": 4}
+        assert client.post("/rating/dialog", json=body).is_success
+
+    monkeypatch.setattr(report, "MAX_GROUPS", 2)
+    monkeypatch.setattr(report, "MAX_GROUP_ROWS", 2)
+    html = tmp_path / "report.html"
+    result = CliRunner().invoke(app, [
+        "replay", "--pipeline", str(candidate_path), "--db", db_url, "--html", str(html),
+        "--baseline", str(baseline_path), "--agent-url", "http://agent.example:9/",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    page = parse(html.read_text())
+
+    assert page.by_id("transitions").rows() == [
+        ["stored skill", "candidate's skill", "turns"],
+        ["faq", "chat", "3"],
+        ["faq", "whatbot", "3"],
+    ]
+    assert page.by_id("confidence").rows()[1:] == [
+        ["faq → chat", "3", "0.90", "0.50", "0", "3"],
+        ["faq → whatbot", "3", "0.90", "0.70", "0", "3"],
+    ]
+    ratings = page.by_id("ratings")
+    assert "2 of 6 changed turns have a rated stored answer, 3.50 on average" in ratings.text
+    assert "1 are in a rated dialog (4.00 on average)" in ratings.text
+    assert ratings.rows()[1:] == [["faq → chat", "1", "2.00"], ["faq → whatbot", "1", "5.00"]]
+    latency = {row[0]: row[1:] for row in page.by_id("latency").rows()[1:]}
+    assert sorted(latency) == ["chat", "faq", "whatbot"]
+    assert (latency["faq"][0], latency["faq"][3]) == ("7", "0")
+    assert (latency["whatbot"][0], latency["whatbot"][3]) == ("0", "7")
+    assert all(cell.endswith(" ms") for cell in latency["chat"][1:3] + latency["chat"][4:])
+    config = {row[0]: row[1:] for row in page.by_id("config").rows()[1:]}
+    assert sorted(config) == ["services.skills.faq", "services.skills.whatbot"]
+    assert config["services.skills.faq"][1] == config["services.skills.whatbot"][0] == "(absent)"
+    assert json.loads(config["services.skills.whatbot"][1]) == whatbot
+
+    changed = page.by_id("changed")
+    groups = list(changed.iter("details"))
+    assert [group.attrs.get("open") for group in groups] == [None, None]  # collapsed
+    heads = [next(group.iter("summary")).text for group in groups]
+    assert heads == [
+        "“What is Chorus?”: 3 turns (faq → whatbot 3)",
+        "“How are you?”: 2 turns (faq → chat 2)",
+    ]
+    first_rows = groups[0].rows()[1:]
+    assert len(first_rows) == 2
+    assert "and 1 more turns" in groups[0].text
+    assert "and 1 more groups (1 turns)" in changed.text
+    cells = [a for a in page.iter("a") if a.attrs.get("class") in ("same", "skill", "response")]
+    assert len(cells) == len(ASKED)
+    assert {a.attrs.get("href") for a in cells} == {None, "#g0", "#g1"}  # "Why?" not shown
+    links = [a.attrs["href"] for group in groups for a in group.iter("a")]
+    dialogs = {reply["dialog_id"] for reply in replies.values()}
+    assert len(links) == 4
+    assert all(link.removeprefix("http://agent.example:9/inspect/") in dialogs for link in links)

@@ -23,12 +23,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from agent.cli.backup import DEFAULT_DB, err
 from agent.cli.replay.compare import Summary, TurnDiff, summarise
-from agent.cli.replay.report import html_report
+from agent.cli.replay.config_diff import config_diff
+from agent.cli.replay.report import Context, html_report
 from agent.cli.replay.run import replay
 from agent.cli.replay.turns import TurnFilter, UnknownSelection, select_turns, stored_turns
 from agent.pipeline.config import PipelineConfigError
 from agent.pipeline.engine import LoadedPipeline
-from agent.pipeline.loading import load_any_pipeline
+from agent.pipeline.loading import load_any_pipeline, read_document
 from agent.settings import Settings, SettingsError, load_settings
 from agent.store import StoreUnavailable
 from agent.store.backup import aware
@@ -164,6 +165,25 @@ def _print_summary(summary: Summary) -> None:
     typer.echo("\n".join(lines))
 
 
+#: Where ``make run`` serves the agent: the report's links to its inspector by default.
+DEFAULT_AGENT_URL = "http://127.0.0.1:4242"
+
+
+def _context(baseline: Path | None, settings: Settings, candidate: Path, agent_url: str) -> Context:
+    """What the report says of the candidate's file against the baseline's (the agent's
+    own pipeline file unless one is named; none, when that file is not there)."""
+    if baseline is None:
+        if not settings.pipeline.is_file():
+            return Context(agent_url=agent_url.rstrip("/"))
+        baseline = settings.pipeline
+    try:
+        changes = config_diff(read_document(baseline), read_document(candidate))
+    except PipelineConfigError as exc:
+        err.print(f"[yellow]warning:[/yellow] --baseline: {exc}", highlight=False)
+        return Context(agent_url=agent_url.rstrip("/"))
+    return Context(str(baseline), changes, agent_url.rstrip("/"))
+
+
 def replay_command(
     pipeline: Annotated[
         Path,
@@ -213,6 +233,24 @@ def replay_command(
         Path | None,
         typer.Option("--html", help="Write the HTML report to this file.", dir_okay=False),
     ] = None,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            "--baseline",
+            help="The pipeline file the report compares the candidate's file with "
+            "(CHORUS_PIPELINE, else pipeline.json, when there is one).",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
+    agent_url: Annotated[
+        str,
+        typer.Option(
+            "--agent-url",
+            metavar="URL",
+            help="The agent whose inspector the report's dialogs link to.",
+        ),
+    ] = DEFAULT_AGENT_URL,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the summary as one JSON object.")
     ] = False,
@@ -271,7 +309,10 @@ def replay_command(
         interrupted=outcome.interrupted,
     )
     if html is not None:
-        html.write_text(html_report(summary, outcome.diffs), encoding="utf-8")
+        page = html_report(
+            summary, outcome.diffs, _context(baseline, settings, pipeline, agent_url)
+        )
+        html.write_text(page, encoding="utf-8")
     if as_json:
         typer.echo(summary.model_dump_json())
     else:

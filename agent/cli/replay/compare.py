@@ -27,6 +27,9 @@ class Side(BaseModel):
     fallback: bool = Field(description="no hypothesis survived: the fallback response")
     errors: list[str] = Field(description="each failed service, as 'service: kind'")
     latency: float = Field(description="seconds, from the turn's trace")
+    services: dict[str, float] = Field(
+        default_factory=dict, description="seconds each service's calls took, from the trace"
+    )
 
 
 class TurnDiff(BaseModel):
@@ -42,6 +45,8 @@ class TurnDiff(BaseModel):
     candidate: Side
     skill_changed: bool
     response_changed: bool
+    rating: float | None = Field(default=None, description="the stored answer's rating")
+    dialog_rating: float | None = Field(default=None, description="the dialog's rating")
     guessed: list[str] = Field(
         default_factory=list,
         description="parts of the state the store did not keep as they were (user, bot), "
@@ -54,6 +59,14 @@ def trace_latency(trace: Sequence[ServiceCall]) -> float:
     return max((call.start + call.duration for call in trace), default=0.0)
 
 
+def service_latencies(trace: Sequence[ServiceCall]) -> dict[str, float]:
+    """The seconds each service's calls took in the turn (a service called twice: both)."""
+    spent: dict[str, float] = {}
+    for call in trace:
+        spent[call.service] = spent.get(call.service, 0.0) + call.duration
+    return spent
+
+
 def side_of(human: HumanUtterance, bot: BotUtterance) -> Side:
     return Side(
         skill=bot.active_skill,
@@ -62,6 +75,7 @@ def side_of(human: HumanUtterance, bot: BotUtterance) -> Side:
         fallback=bot.active_skill == FALLBACK_SKILL,
         errors=[f"{failure.service}: {failure.kind}" for failure in human.errors],
         latency=trace_latency(human.trace),
+        services=service_latencies(human.trace),
     )
 
 
@@ -74,6 +88,8 @@ def compared(
     stored: Side,
     candidate: Side,
     guessed: list[str],
+    rating: float | None = None,
+    dialog_rating: float | None = None,
 ) -> TurnDiff:
     return TurnDiff(
         dialog_id=dialog_id,
@@ -87,6 +103,8 @@ def compared(
         skill_changed=stored.skill != candidate.skill,
         response_changed=stored.response != candidate.response,
         guessed=guessed,
+        rating=rating,
+        dialog_rating=dialog_rating,
     )
 
 

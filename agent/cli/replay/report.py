@@ -1,21 +1,51 @@
 """The replay's HTML report: one self-contained page (no script, no file beside it, nothing
 fetched) to look at rather than read.
 
-At the top, the summary as before/after figures. Then a strip with one cell per replayed
-turn, in the order of the dialogs and their turns, coloured by what changed: the changed
-ones stand out at a glance, and each links to its row. Then the changed turns, the stored
-answer and the candidate's side by side.
+At the top, the summary as before/after figures, and what the candidate's file changes.
+Then what decides whether the changes are better: where the answers moved from skill to
+skill, with the confidence of both sides and the ratings users gave the stored answers,
+and each service's latency. Then a strip with one cell per replayed turn, coloured by what
+changed, and the changed turns grouped by what the user said, each group collapsed and
+linking its dialogs to the agent's inspector. A large run stays one page a reader can
+scroll: only the largest groups and the first turns of each are on it, with a count of
+the rest (``--out`` has every turn).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from html import escape
+from statistics import fmean
+from urllib.parse import quote
 
+from agent.cli.replay.analysis import (
+    Group,
+    Transition,
+    by_what_was_said,
+    changed,
+    service_latency,
+    transitions,
+)
 from agent.cli.replay.compare import Side, Summary, TurnDiff
+from agent.cli.replay.config_diff import Change
 
-#: Changed turns shown in the table; the JSON Lines file (--out) has all of them.
-MAX_ROWS = 2000
+#: Groups of changed turns on the page, the largest first; the JSON Lines file (--out)
+#: has every turn.
+MAX_GROUPS = 100
+#: Turns shown in a group; the group's heading counts them all.
+MAX_GROUP_ROWS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What the page says besides the turns: the file the candidate is compared with and
+    how it differs (None: no baseline file was read), and where the agent's inspector is."""
+
+    baseline: str | None = None
+    changes: list[Change] = field(default_factory=list)
+    agent_url: str = ""
+
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2rem; color: #1d2430; }
@@ -36,6 +66,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .answer { max-width: 28rem; white-space: pre-wrap; }
 .skillname { font-family: ui-monospace, monospace; font-size: 12px; }
 .legend span { display: inline-block; width: 10px; height: 10px; margin: 0 .3rem 0 1rem; }
+details { border: 1px solid #e4e7ec; border-radius: 6px; margin: .4rem 0; padding: .3rem .6rem; }
+summary { cursor: pointer; } code { font-family: ui-monospace, monospace; font-size: 12px; }
 """
 
 
@@ -90,12 +122,19 @@ def _figures(summary: Summary) -> str:
     return f"<table><tr><th></th><th>stored</th><th>candidate</th></tr>{body}</table>"
 
 
-def _strip(diffs: Sequence[TurnDiff]) -> str:
+def _strip(diffs: Sequence[TurnDiff], anchors: dict[str, str]) -> str:
+    """One cell per turn; a changed one says what changed and links to its group. An
+    unchanged one says nothing more: with thousands of turns, titles on every cell would
+    weigh more than the rest of the page."""
     cells = []
-    for index, diff in enumerate(diffs):
+    for diff in diffs:
         kind = _kind(diff)
+        if kind == "same":
+            cells.append('<a class="same"></a>')
+            continue
         title = f"{diff.dialog_id} turn {diff.turn}: {diff.stored.skill} → {diff.candidate.skill}"
-        target = f' href="#t{index}"' if kind != "same" else ""
+        anchor = anchors.get(diff.utt_id)
+        target = f' href="#{anchor}"' if anchor is not None else ""
         cells.append(f'<a class="{kind}"{target} title="{escape(title)}"></a>')
     return f'<div class="strip">{"".join(cells)}</div>'
 
@@ -110,34 +149,145 @@ def _answer(side: Side) -> str:
     )
 
 
-def _changed_rows(diffs: Sequence[TurnDiff]) -> str:
-    rows, shown = [], 0
-    for index, diff in enumerate(diffs):
-        if _kind(diff) == "same":
-            continue
-        shown += 1
-        if shown > MAX_ROWS:
-            break
-        rows.append(
-            f'<tr id="t{index}"><td>{escape(diff.user_id)}, turn {diff.turn}<br>'
-            f'<span class="skillname muted">{escape(diff.dialog_id)}</span></td>'
-            f"<td>{escape(diff.text)}</td>"
-            f"{_answer(diff.stored)}{_answer(diff.candidate)}</tr>"
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: int) -> str:
+    """A table of escaped cells, those from column ``numeric_from`` on right-aligned."""
+    header = "".join(f"<th>{escape(cell)}</th>" for cell in head)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="num">{escape(cell)}</td>' if column >= numeric_from else
+            f"<td>{escape(cell)}</td>"
+            for column, cell in enumerate(row)
         )
-    if not rows:
+        + "</tr>"
+        for row in rows
+    )  # fmt: skip
+    return f"<table><tr>{header}</tr>{body}</table>"
+
+
+def _config(context: Context) -> str:
+    if context.baseline is None:
+        return '<p class="muted">No baseline pipeline file was read (--baseline).</p>'
+    said = f'<p class="muted">Against {escape(context.baseline)}.</p>'
+    if not context.changes:
+        return f"{said}<p>The candidate's file is the same.</p>"
+    rows = [(c.path, c.baseline, c.candidate) for c in context.changes]
+    return said + _table(("setting", "baseline", "candidate"), rows, 3)
+
+
+def _transitions(moved: Sequence[Transition]) -> str:
+    if not moved:
         return '<p class="muted">No turn changed.</p>'
+    rows = [(t.stored, t.candidate, str(t.turns)) for t in moved]
+    return _table(("stored skill", "candidate's skill", "turns"), rows, 2)
+
+
+def _confidence(moved: Sequence[Transition]) -> str:
+    if not moved:
+        return '<p class="muted">No turn changed.</p>'
+    rows = [
+        (
+            f"{t.stored} → {t.candidate}",
+            str(t.turns),
+            f"{t.stored_confidence:.2f}",
+            f"{t.candidate_confidence:.2f}",
+            str(t.rose),
+            str(t.fell),
+        )
+        for t in moved
+    ]
+    head = ("changed turns", "turns", "stored, mean", "candidate, mean", "rose", "fell")
+    return _table(head, rows, 1)
+
+
+def _ratings(diffs: Sequence[TurnDiff], moved: Sequence[Transition]) -> str:
+    changes = [d for d in diffs if changed(d)]
+    rated = [d.rating for d in changes if d.rating is not None]
+    dialogs = [d.dialog_rating for d in changes if d.dialog_rating is not None]
+    mean = f", {fmean(rated):.2f} on average" if rated else ""
+    lines = (
+        f"<p>{len(rated)} of {len(changes)} changed turns have a rated stored answer{mean}; "
+        f"{len(dialogs)} are in a rated dialog"
+        + (f" ({fmean(dialogs):.2f} on average)" if dialogs else "")
+        + ".</p>"
+    )
+    rows = [
+        (f"{t.stored} → {t.candidate}", str(len(t.ratings)), f"{fmean(t.ratings):.2f}")
+        for t in moved
+        if t.ratings
+    ]
+    if not rows:
+        return lines
+    return lines + _table(("changed turns", "rated answers", "mean rating"), rows, 1)
+
+
+def _latency(diffs: Sequence[TurnDiff]) -> str:
+    before, after = service_latency(diffs, "stored"), service_latency(diffs, "candidate")
+    if not before and not after:
+        return '<p class="muted">No service call was traced.</p>'
+    rows = []
+    for service in sorted(before.keys() | after.keys()):
+        row = [service]
+        for side in (before.get(service), after.get(service)):
+            row += ["0", "", ""] if side is None else [
+                str(side.turns), _ms(side.p50), _ms(side.p95)
+            ]  # fmt: skip
+        rows.append(row)
+    head = ("service", "stored turns", "p50", "p95", "candidate turns", "p50", "p95")
+    return _table(head, rows, 1)
+
+
+def _inspect(diff: TurnDiff, agent_url: str) -> str:
+    href = f"{agent_url}/inspect/{quote(diff.dialog_id, safe='')}"
+    return f'<a class="inspect" href="{escape(href)}">{escape(diff.user_id)}, turn {diff.turn}</a>'
+
+
+def _group(number: int, group: Group, agent_url: str) -> str:
+    moves: dict[str, int] = {}
+    for diff in group.turns:
+        move = f"{diff.stored.skill} → {diff.candidate.skill}"
+        moves[move] = moves.get(move, 0) + 1
+    told = ", ".join(f"{move} {count}" for move, count in moves.items())
+    rows = [
+        f"<tr><td>{_inspect(diff, agent_url)}"
+        + (f"<br>rated {diff.rating:g}" if diff.rating is not None else "")
+        + f"</td>{_answer(diff.stored)}{_answer(diff.candidate)}</tr>"
+        for diff in group.turns[:MAX_GROUP_ROWS]
+    ]
+    rest = len(group.turns) - MAX_GROUP_ROWS
+    more = f'<p class="muted more">and {rest} more turns</p>' if rest > 0 else ""
+    head = "<tr><th>dialog</th><th>stored answer</th><th>candidate</th></tr>"
+    return (
+        f'<details class="group" id="g{number}"><summary>“{escape(group.text)}”: '
+        f'<b class="count">{len(group.turns)}</b> turns ({escape(told)})</summary>'
+        f"<table>{head}{''.join(rows)}</table>{more}</details>"
+    )
+
+
+def _groups(groups: Sequence[Group], agent_url: str) -> str:
+    if not groups:
+        return '<p class="muted">No turn changed.</p>'
+    shown = [_group(number, group, agent_url) for number, group in enumerate(groups[:MAX_GROUPS])]
+    rest = groups[MAX_GROUPS:]
     more = (
-        f'<p class="muted">The first {MAX_ROWS} changed turns; --out has every turn.</p>'
-        if shown > MAX_ROWS
+        f'<p class="muted more">and {len(rest)} more groups '
+        f"({sum(len(g.turns) for g in rest)} turns); --out has every turn.</p>"
+        if rest
         else ""
     )
-    head = "<tr><th>user, turn</th><th>user said</th><th>stored answer</th><th>candidate</th></tr>"
-    return f"{more}<table>{head}{''.join(rows)}</table>"
+    return "".join(shown) + more
 
 
-def html_report(summary: Summary, diffs: Sequence[TurnDiff]) -> str:
+def html_report(summary: Summary, diffs: Sequence[TurnDiff], context: Context | None = None) -> str:
     """The page for ``summary`` and the turns behind it, ordered by dialog and turn."""
+    context = context or Context()
     ordered = sorted(diffs, key=lambda d: (d.date_time, d.dialog_id, d.turn))
+    moved, groups = transitions(ordered), by_what_was_said(ordered)
+    anchors = {
+        diff.utt_id: f"g{number}"
+        for number, group in enumerate(groups[:MAX_GROUPS])
+        for diff in group.turns
+    }
     stopped = (
         f'<p class="interrupted">Interrupted: {summary.turns} of {summary.selected} turns '
         "were replayed.</p>"
@@ -156,6 +306,15 @@ def html_report(summary: Summary, diffs: Sequence[TurnDiff]) -> str:
         f'<p class="muted">The stored turns run through the candidate pipeline, compared '
         f"with what the stored pipeline answered.</p>{stopped}"
         f'<div class="cards">{_cards(summary)}</div>{_figures(summary)}'
-        f"<h2>Turns</h2>{legend}{_strip(ordered)}"
-        f"<h2>Changed turns</h2>{_changed_rows(ordered)}</body></html>\n"
+        f'<section id="config"><h2>What the candidate changes</h2>{_config(context)}</section>'
+        f'<section id="transitions"><h2>Where the changed answers went</h2>'
+        f"{_transitions(moved)}</section>"
+        f'<section id="confidence"><h2>Confidence of the changed turns</h2>'
+        f"{_confidence(moved)}</section>"
+        f'<section id="ratings"><h2>Ratings of the changed turns</h2>'
+        f"{_ratings(ordered, moved)}</section>"
+        f'<section id="latency"><h2>Latency per service</h2>{_latency(ordered)}</section>'
+        f"<h2>Turns</h2>{legend}{_strip(ordered, anchors)}"
+        f'<section id="changed"><h2>Changed turns, by what the user said</h2>'
+        f"{_groups(groups, context.agent_url)}</section></body></html>\n"
     )

@@ -30,6 +30,8 @@ async def replay_one(executor: TurnExecutor, stored: StoredTurn) -> TurnDiff:
         stored=side_of(stored.human, stored.bot),
         candidate=side_of(result.utterance, result.bot_utterance),
         guessed=stored.guessed,
+        rating=stored.bot.rating,
+        dialog_rating=stored.dialog_rating,
     )
 
 

@@ -64,6 +64,8 @@ class StoredTurn:
     turn: Turn
     #: the parts of the state not known as they were, taken as they are now
     guessed: list[str] = field(default_factory=list)
+    #: the dialog's rating, as stored now
+    dialog_rating: float | None = None
 
     def to_run(self) -> Turn:
         """The turn for an executor: copies, since an executor writes into what it is
@@ -158,6 +160,7 @@ def dialog_turns(dialog: Dialog, chosen: Container[str], window: int) -> list[St
                 bot,
                 turn,
                 guessed,
+                dialog.rating,
             )
         )
     return turns
