@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -620,3 +621,75 @@ def test_the_report_shows_what_decides_a_candidate_on_one_page(
     dialogs = {reply["dialog_id"] for reply in replies.values()}
     assert len(links) == 4
     assert all(link.removeprefix("http://agent.example:9/inspect/") in dialogs for link in links)
+
+
+def rolling_skill() -> FastAPI:
+    """A skill sure of itself when asked to roll, answering another number each time:
+    a nondeterministic skill, whose turns change when replayed through the same pipeline."""
+    service = Service("dice")
+    rolls = itertools.count()
+
+    @service.skill
+    async def answer(dialog: DialogView) -> SkillHypothesis:
+        sure = "roll" in dialog.utterances[-1].text.lower()
+        return SkillHypothesis(text=f"you rolled {next(rolls)}", confidence=0.9 if sure else 0.01)
+
+    return service.app
+
+
+def test_candidates_side_by_side_with_the_noise_of_the_pipeline_replayed_against_itself(
+    tmp_path: Path, db_url: str, services: Callable[[FastAPI], ServerThread]
+) -> None:
+    """The dice skill answers otherwise each time: the noise run changes its two turns.
+    Removing it changes them too, but no more than noise does; a FAQ skill added changes
+    the two questions, which the noise run answered as stored."""
+    chat = service_entry(services(fixed_skill("chat", "let's chat", 0.5)).url)
+    dice = service_entry(services(rolling_skill()).url)
+    faq = service_entry(services(keyword_skill("faq", "?", 0.95)).url)
+    stored = {"services": {"skills": {"dice": dice, "chat": chat}}}
+    files = {
+        "stored.json": stored,
+        "no-dice.json": {"services": {"skills": {"chat": chat}}},
+        "with-faq.json": {"services": {"skills": {"dice": dice, "chat": chat, "faq": faq}}},
+    }
+    for name, document in files.items():
+        (tmp_path / name).write_text(json.dumps(document))
+    with agents(tmp_path, db_url) as start:
+        client = start(stored)
+        for number, text in enumerate(("roll", "roll again", "What?", "Why?", "hi")):
+            assert client.post("/", json={"user_id": f"u{number}", "payload": text}).is_success
+    out, html = tmp_path / "diff.jsonl", tmp_path / "report.html"
+    replaying = run_replay(
+        "--db", db_url, "--baseline", str(tmp_path / "stored.json"), "--noise",
+        "--candidate", str(tmp_path / "no-dice.json"),
+        "--candidate", str(tmp_path / "with-faq.json"),
+        "--out", str(out), "--html", str(html), "--json", "--concurrency", "1",
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    stdout, stderr = replaying.communicate(timeout=300)
+    assert replaying.returncode == 0, stderr
+
+    runs = json.loads(stdout)["runs"]
+    figures = [
+        (r["pipeline"], r["noise"], r["turns"], r["skill_changed"], r["response_changed"],
+         r["changed_beyond_noise"])
+        for r in runs
+    ]  # fmt: skip
+    assert figures == [
+        ("stored.json", True, 5, 0, 2, None),
+        ("no-dice.json", False, 5, 2, 2, 0),
+        ("with-faq.json", False, 5, 2, 4, 2),
+    ]
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert Counter(line["pipeline"] for line in lines) == {name: 5 for name in files}
+    page = parse(html.read_text())
+    table = page.by_id("side-by-side").rows()
+    assert table[0] == ["", "noise: stored.json", "no-dice.json", "with-faq.json"]
+    assert ["changed beyond noise", "", "0", "2"] in table
+    assert [run.attrs["id"] for run in page.iter("details") if "run" in run.attrs["class"]] == [
+        "run0", "run1", "run2"
+    ]  # fmt: skip
+    assert page.by_id("run2-transitions").rows()[1:] == [
+        ["chat", "faq", "2"],
+        ["dice", "dice", "2"],
+    ]

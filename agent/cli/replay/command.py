@@ -10,6 +10,7 @@ flight and still writes the report of those done (exit status 130).
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import sys
 from contextlib import suppress
@@ -26,6 +27,7 @@ from agent.cli.replay.compare import Summary, TurnDiff, summarise
 from agent.cli.replay.config_diff import config_diff
 from agent.cli.replay.report import Context, html_report
 from agent.cli.replay.run import replay
+from agent.cli.replay.several import Run, beyond_noise, html_page, text_table
 from agent.cli.replay.turns import TurnFilter, UnknownSelection, select_turns, stored_turns
 from agent.pipeline.config import PipelineConfigError
 from agent.pipeline.engine import LoadedPipeline
@@ -78,7 +80,9 @@ class _Progress:
 
 @dataclass
 class _Outcome:
-    diffs: list[TurnDiff] = field(default_factory=list)
+    """What the replays did: each pipeline's comparisons, in the order they ran."""
+
+    diffs: list[list[TurnDiff]] = field(default_factory=list)
     selected: int = 0
     interrupted: bool = False
 
@@ -105,39 +109,50 @@ async def _until_interrupted(work: asyncio.Task[None]) -> bool:
 
 async def _replay(
     db_url: str,
-    pipeline: LoadedPipeline,
+    pipelines: list[tuple[str | None, LoadedPipeline]],
     chosen: TurnFilter,
     settings: Settings,
     concurrency: int,
     out: IO[str] | None,
 ) -> _Outcome:
+    """Each of ``pipelines`` (named when there are several) over the same turns, chosen
+    once, one pipeline after the other; Ctrl-C stops them all."""
     outcome = _Outcome()
     reader: DialogReader = await open_reader(db_url)
     try:
         selection = await select_turns(reader, chosen)  # the turns are fixed from here on
         outcome.selected = selection.total
-        progress = _Progress(outcome.selected)
-
-        def done(diff: TurnDiff) -> None:
-            outcome.diffs.append(diff)
-            if out is not None:
-                out.write(diff.model_dump_json() + "\n")
-                out.flush()
-            progress.advance()
-
-        window = max(pipeline.history_window, 1)
-        work = asyncio.create_task(
-            replay(
-                pipeline,
-                stored_turns(reader, selection, window),
-                done,
-                concurrency=concurrency,
-                channel_type=settings.channel_type,
-                limits=settings.limits,
-            )
-        )
+        progress = _Progress(outcome.selected * len(pipelines))
         try:
-            outcome.interrupted = await _until_interrupted(work)
+            for name, pipeline in pipelines:
+                diffs: list[TurnDiff] = []
+                outcome.diffs.append(diffs)
+
+                def done(
+                    diff: TurnDiff, diffs: list[TurnDiff] = diffs, name: str | None = name
+                ) -> None:
+                    diff.pipeline = name
+                    diffs.append(diff)
+                    if out is not None:
+                        line = diff.model_dump_json(exclude=None if name else {"pipeline"})
+                        out.write(line + "\n")
+                        out.flush()
+                    progress.advance()
+
+                window = max(pipeline.history_window, 1)
+                work = asyncio.create_task(
+                    replay(
+                        pipeline,
+                        stored_turns(reader, selection, window),
+                        done,
+                        concurrency=concurrency,
+                        channel_type=settings.channel_type,
+                        limits=settings.limits,
+                    )
+                )
+                outcome.interrupted = await _until_interrupted(work)
+                if outcome.interrupted:
+                    break
         finally:
             progress.stop()
     finally:
@@ -184,12 +199,20 @@ def _context(baseline: Path | None, settings: Settings, candidate: Path, agent_u
     return Context(str(baseline), changes, agent_url.rstrip("/"))
 
 
+def _names(files: list[Path]) -> list[str]:
+    """Each run's name: its file's, or its path where two files have the same name."""
+    plain = [file.name for file in files]
+    return [file.name if plain.count(file.name) == 1 else str(file) for file in files]
+
+
 def replay_command(
     pipeline: Annotated[
-        Path,
+        list[Path],
         typer.Option(
             "--pipeline",
-            help="The candidate pipeline file, Chorus's or dp-agent's pipeline_conf.json.",
+            "--candidate",
+            help="The candidate pipeline file, Chorus's or dp-agent's pipeline_conf.json; "
+            "repeatable, to compare several side by side.",
             exists=True,
             dir_okay=False,
         ),
@@ -243,6 +266,14 @@ def replay_command(
             dir_okay=False,
         ),
     ] = None,
+    noise: Annotated[
+        bool,
+        typer.Option(
+            "--noise",
+            help="Replay the baseline pipeline too, against itself, beside the candidates: "
+            "what it changes is the noise of the turns (an LLM's sampling, moved content).",
+        ),
+    ] = False,
     agent_url: Annotated[
         str,
         typer.Option(
@@ -273,7 +304,9 @@ def replay_command(
     with the stored ones. The store is only read, never written. Choose the turns with
     --user, --dialog, --since, --until and --limit (every stored turn by default). The
     summary goes to standard output, the progress to standard error; Ctrl-C stops and
-    writes the report of the turns done so far.
+    writes the report of the turns done so far. Several --candidate files, and --noise
+    (the baseline replayed against itself), run over the same turns and are compared
+    side by side.
     """
     since, until = aware(since), aware(until)
     if since is not None and until is not None and since >= until:
@@ -282,14 +315,26 @@ def replay_command(
         settings = load_settings()
     except SettingsError as exc:
         raise _fail(str(exc), 2) from None
-    try:
-        candidate = load_any_pipeline(pipeline, turn_timeout=settings.dream_turn_timeout)
-    except PipelineConfigError as exc:
-        raise _fail(f"--pipeline: {exc}", 2) from None
+    files = list(pipeline)
+    if noise:
+        noise_file = baseline if baseline is not None else settings.pipeline
+        if not noise_file.is_file():
+            raise _fail(f"--noise replays the baseline pipeline, and {noise_file} is not a "
+                        "file: name one with --baseline", 2)  # fmt: skip
+        files.insert(0, noise_file)
+    loaded = []
+    for file in files:
+        try:
+            loaded.append(load_any_pipeline(file, turn_timeout=settings.dream_turn_timeout))
+        except PipelineConfigError as exc:
+            raise _fail(f"--pipeline: {exc}", 2) from None
+    names = _names(files)
+    several = len(files) > 1
     chosen = TurnFilter(tuple(user or ()), tuple(dialog or ()), since, until, limit)
     target = None if out is None else out.open("w", encoding="utf-8", newline="\n")
+    runs = [(name if several else None, one) for name, one in zip(names, loaded, strict=True)]
     try:
-        outcome = asyncio.run(_replay(db, candidate, chosen, settings, concurrency, target))
+        outcome = asyncio.run(_replay(db, runs, chosen, settings, concurrency, target))
     except ValueError as exc:
         raise _fail(f"--db: {exc}", 2) from None
     except UnknownSelection as exc:
@@ -302,21 +347,34 @@ def replay_command(
     finally:
         if target is not None:
             target.close()
-    summary = summarise(
-        outcome.diffs,
-        pipeline=pipeline.name,
-        selected=outcome.selected,
-        interrupted=outcome.interrupted,
-    )
+    done = outcome.diffs + [[] for _ in files[len(outcome.diffs) :]]
+    stopped = len(outcome.diffs) - 1 if outcome.interrupted else len(files)  # the run stopped
+    summaries = [
+        summarise(diffs, pipeline=name, selected=outcome.selected, interrupted=index >= stopped)
+        for index, (name, diffs) in enumerate(zip(names, done, strict=True))
+    ]
+    if noise:
+        summaries[0].noise = True
+        for summary, diffs in zip(summaries[1:], done[1:], strict=True):
+            summary.changed_beyond_noise = beyond_noise(diffs, done[0])
     if html is not None:
-        page = html_report(
-            summary, outcome.diffs, _context(baseline, settings, pipeline, agent_url)
-        )
+        contexts = [_context(baseline, settings, file, agent_url) for file in files]
+        if several:
+            page = html_page([Run(*run) for run in zip(summaries, done, contexts, strict=True)])
+        else:
+            page = html_report(summaries[0], done[0], contexts[0])
         html.write_text(page, encoding="utf-8")
     if as_json:
-        typer.echo(summary.model_dump_json())
+        typer.echo(
+            summaries[0].model_dump_json()
+            if not several
+            else json.dumps({"runs": [s.model_dump(mode="json") for s in summaries]})
+        )
+    elif several:
+        typer.echo(text_table(summaries))
     else:
-        _print_summary(summary)
+        _print_summary(summaries[0])
     if outcome.interrupted:
+        summary = summaries[stopped]
         err.print(f"interrupted: {summary.turns} of {summary.selected} turns replayed")
         raise typer.Exit(INTERRUPTED)

@@ -47,6 +47,9 @@ class TurnDiff(BaseModel):
     response_changed: bool
     rating: float | None = Field(default=None, description="the stored answer's rating")
     dialog_rating: float | None = Field(default=None, description="the dialog's rating")
+    pipeline: str | None = Field(
+        default=None, description="the run's pipeline, when several were replayed"
+    )
     guessed: list[str] = Field(
         default_factory=list,
         description="parts of the state the store did not keep as they were (user, bot), "
@@ -133,6 +136,13 @@ class Summary(BaseModel):
     response_changed_share: float
     stored: Totals
     candidate: Totals
+    noise: bool = Field(
+        default=False, description="this run is the baseline pipeline replayed against itself"
+    )
+    changed_beyond_noise: int | None = Field(
+        default=None,
+        description="with a noise run: the changed turns whose noise run answered as stored",
+    )
 
 
 def percentile(values: Sequence[float], share: float) -> float:

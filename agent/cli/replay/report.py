@@ -242,7 +242,7 @@ def _inspect(diff: TurnDiff, agent_url: str) -> str:
     return f'<a class="inspect" href="{escape(href)}">{escape(diff.user_id)}, turn {diff.turn}</a>'
 
 
-def _group(number: int, group: Group, agent_url: str) -> str:
+def _group(number: int, group: Group, agent_url: str, prefix: str) -> str:
     moves: dict[str, int] = {}
     for diff in group.turns:
         move = f"{diff.stored.skill} → {diff.candidate.skill}"
@@ -258,16 +258,18 @@ def _group(number: int, group: Group, agent_url: str) -> str:
     more = f'<p class="muted more">and {rest} more turns</p>' if rest > 0 else ""
     head = "<tr><th>dialog</th><th>stored answer</th><th>candidate</th></tr>"
     return (
-        f'<details class="group" id="g{number}"><summary>“{escape(group.text)}”: '
+        f'<details class="group" id="{prefix}g{number}"><summary>“{escape(group.text)}”: '
         f'<b class="count">{len(group.turns)}</b> turns ({escape(told)})</summary>'
         f"<table>{head}{''.join(rows)}</table>{more}</details>"
     )
 
 
-def _groups(groups: Sequence[Group], agent_url: str) -> str:
+def _groups(groups: Sequence[Group], agent_url: str, prefix: str) -> str:
     if not groups:
         return '<p class="muted">No turn changed.</p>'
-    shown = [_group(number, group, agent_url) for number, group in enumerate(groups[:MAX_GROUPS])]
+    shown = [
+        _group(number, group, agent_url, prefix) for number, group in enumerate(groups[:MAX_GROUPS])
+    ]
     rest = groups[MAX_GROUPS:]
     more = (
         f'<p class="muted more">and {len(rest)} more groups '
@@ -278,13 +280,15 @@ def _groups(groups: Sequence[Group], agent_url: str) -> str:
     return "".join(shown) + more
 
 
-def html_report(summary: Summary, diffs: Sequence[TurnDiff], context: Context | None = None) -> str:
-    """The page for ``summary`` and the turns behind it, ordered by dialog and turn."""
-    context = context or Context()
+def run_body(
+    summary: Summary, diffs: Sequence[TurnDiff], context: Context, prefix: str = ""
+) -> str:
+    """One replay's part of a page, its ids starting with ``prefix`` (several replays
+    share a page), the turns ordered by date, dialog and turn."""
     ordered = sorted(diffs, key=lambda d: (d.date_time, d.dialog_id, d.turn))
     moved, groups = transitions(ordered), by_what_was_said(ordered)
     anchors = {
-        diff.utt_id: f"g{number}"
+        diff.utt_id: f"{prefix}g{number}"
         for number, group in enumerate(groups[:MAX_GROUPS])
         for diff in group.turns
     }
@@ -299,22 +303,39 @@ def html_report(summary: Summary, diffs: Sequence[TurnDiff], context: Context | 
         '<span class="same"></span>unchanged<span class="response"></span>response changed'
         '<span class="skill"></span>skill changed</p>'
     )
+
+    def section(name: str, title: str, body: str) -> str:
+        return f'<section id="{prefix}{name}"><h2>{escape(title)}</h2>{body}</section>'
+
+    return (
+        f'{stopped}<div class="cards">{_cards(summary)}</div>{_figures(summary)}'
+        + section("config", "What the candidate changes", _config(context))
+        + section("transitions", "Where the changed answers went", _transitions(moved))
+        + section("confidence", "Confidence of the changed turns", _confidence(moved))
+        + section("ratings", "Ratings of the changed turns", _ratings(ordered, moved))
+        + section("latency", "Latency per service", _latency(ordered))
+        + f"<h2>Turns</h2>{legend}{_strip(ordered, anchors)}"
+        + section(
+            "changed",
+            "Changed turns, by what the user said",
+            _groups(groups, context.agent_url, prefix),
+        )
+    )
+
+
+def page(title: str, intro: str, body: str) -> str:
+    """A whole page: ``intro`` is HTML already escaped, ``title`` is text."""
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>chorus replay: {escape(summary.pipeline)}</title><style>{_STYLE}</style>"
-        f"</head><body><h1>Replay of {escape(summary.pipeline)}</h1>"
-        f'<p class="muted">The stored turns run through the candidate pipeline, compared '
-        f"with what the stored pipeline answered.</p>{stopped}"
-        f'<div class="cards">{_cards(summary)}</div>{_figures(summary)}'
-        f'<section id="config"><h2>What the candidate changes</h2>{_config(context)}</section>'
-        f'<section id="transitions"><h2>Where the changed answers went</h2>'
-        f"{_transitions(moved)}</section>"
-        f'<section id="confidence"><h2>Confidence of the changed turns</h2>'
-        f"{_confidence(moved)}</section>"
-        f'<section id="ratings"><h2>Ratings of the changed turns</h2>'
-        f"{_ratings(ordered, moved)}</section>"
-        f'<section id="latency"><h2>Latency per service</h2>{_latency(ordered)}</section>'
-        f"<h2>Turns</h2>{legend}{_strip(ordered, anchors)}"
-        f'<section id="changed"><h2>Changed turns, by what the user said</h2>'
-        f"{_groups(groups, context.agent_url)}</section></body></html>\n"
+        f"<title>chorus replay: {escape(title)}</title><style>{_STYLE}</style>"
+        f"</head><body><h1>Replay of {escape(title)}</h1>{intro}{body}</body></html>\n"
     )
+
+
+def html_report(summary: Summary, diffs: Sequence[TurnDiff], context: Context | None = None) -> str:
+    """The page for ``summary`` and the turns behind it."""
+    intro = (
+        '<p class="muted">The stored turns run through the candidate pipeline, compared '
+        "with what the stored pipeline answered.</p>"
+    )
+    return page(summary.pipeline, intro, run_body(summary, diffs, context or Context()))
