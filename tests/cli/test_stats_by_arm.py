@@ -131,3 +131,45 @@ def test_four_ratings_per_arm_are_too_few_to_call_significant(
     (rating,) = report["comparisons"]
     assert rating["p_value"] < 0.05  # what used to be called significant
     assert not rating["significant"] and rating["better"] is None
+
+
+def test_arms_rated_alike_are_compared_with_the_first_and_none_is_called_better(
+    services: Services, agent: AgentFactory, db_url: str, tmp_path: Path
+) -> None:
+    arm_pipelines(services, tmp_path, "abc")
+    client = agent({}, experiment=experiment_file(tmp_path, {"a": 1, "b": 1, "c": 1}))
+    rated = {"arm a": 0, "arm b": 0, "arm c": 0}
+    i = 0
+    while min(rated.values()) < 30:
+        user = f"user-{i}"
+        answer = say(client, user)
+        i += 1
+        if rated[answer["response"]] == 30:
+            continue
+        # each arm's k-th rated dialog gets the same rating: the same 30 ratings on each
+        rate(client, user, answer["dialog_id"], 1 + rated[answer["response"]] % 5)
+        rated[answer["response"]] += 1
+
+    result = stats("--by-arm", "--db-url", db_url, "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["reference"] == "a"  # no arm is named control: the first by name
+    ratings = [c for c in report["comparisons"] if c["metric"] == "rating"]
+    assert [(c["arm"], c["reference"]) for c in ratings] == [("b", "a"), ("c", "a")]
+    for c in ratings:
+        assert c["samples"] == [30, 30] and c["enough_data"]
+        assert c["difference"] == 0
+        low, high = c["difference_ci95"]
+        assert low < 0 < high
+        assert (c["significant"], c["better"], c["needed_per_arm"]) == (False, None, None)
+
+    table = stats("--by-arm", "--db-url", db_url, "--control", "c")
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert any(line.startswith("rating, a minus c: +0.00 (95% interval -") for line in lines)
+    assert lines.count("  not significant at 5%: no better arm") == 2, lines
+    assert "is better" not in table.stdout
+
+    unknown = stats("--by-arm", "--db-url", db_url, "--control", "d")
+    assert unknown.returncode == 1
+    assert "no dialog is on arm 'd' (arms: a, b, c)" in unknown.stderr
