@@ -138,6 +138,8 @@ def create_app(
                     "choosing its user id; set it, the same on every replica "
                     "(docs/experiments.md)"
                 )
+            for line in experiment.startup_lines():
+                log.info("%s", line)
             pipeline = experiment.default.pipeline
         else:
             pipeline = load_any_pipeline(

@@ -1,30 +1,43 @@
 """``chorus stats --by-arm``: an experiment's results per arm, read from the store.
 
-Per arm: the dialogs, the turns (bot answers), the share answered by the fallback response,
-and the mean of the dialogs' numeric ratings with its 95 % confidence interval (Student's
-t). Whether the arms differ is left to scipy's standard tests, never to arithmetic of our
-own: the ratings by Mann-Whitney's U for two arms (ratings are ordinal, seldom normal) and
-Kruskal-Wallis's H for more, the fallback rates by Fisher's exact test on a 2x2 table and a
-chi-square test of independence on a larger one. Turns of one dialog are not independent
-draws, so a fallback p-value near the threshold deserves more dialogs, not a decision.
+Per arm: the dialogs, the turns (bot answers), the share of them that fell back, and the
+mean of the dialogs' numeric ratings with its 95 % confidence interval (Student's t). A
+fallback is what a product manager means by one: a turn answered by the fallback skill
+(``fallback`` in the shipped pipeline, ``--fallback-skill`` otherwise) or by the pipeline's
+own ``fallback_response`` when no answer survived; counting the second alone reads 0 on a
+pipeline with a fallback skill, which answers before the pipeline ever has to.
+
+Each arm is then compared with the reference arm (:mod:`agent.cli.arm_decision`): the
+difference with its interval, the lift, an effect size and a verdict that names a better arm
+only when the evidence is enough. Turns of one dialog are not independent draws, so a
+fallback p-value near the threshold deserves more dialogs, not a decision.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 from scipy import stats  # type: ignore[import-untyped]
 
+from agent.cli.arm_decision import (
+    ALPHA,
+    MIN_SAMPLE,
+    POWER,
+    Comparison,
+    compare_rates,
+    compare_ratings,
+)
 from agent.state.models import FALLBACK_SKILL, BotUtterance, Dialog
 from agent.store.base import Store
 
 #: The row of the dialogs opened with no experiment.
 NO_ARM = "(none)"
-#: Below this p-value a difference is called significant.
-ALPHA = 0.05
+#: The arm the others are compared with, when there is one by this name and no --control.
+DEFAULT_REFERENCE = "control"
+#: The skill counted as the fallback skill, as the shipped pipeline names it.
+DEFAULT_FALLBACK_SKILL = "fallback"
 #: Dialogs read per page.
 PAGE = 200
 
@@ -33,8 +46,12 @@ class ArmResult(BaseModel):
     arm: str
     dialogs: int
     turns: int
-    fallbacks: int
-    fallback_rate: float | None = Field(description="null: no turns")
+    fallback_skill_answers: int = Field(description="turns answered by the fallback skill")
+    fallback_responses: int = Field(
+        description="turns answered by the pipeline's fallback_response (no answer survived)"
+    )
+    fallbacks: int = Field(description="the two together")
+    fallback_rate: float | None = Field(description="fallbacks over turns; null: no turns")
     rated_dialogs: int
     mean_rating: float | None = Field(description="null: no rated dialog")
     rating_ci95: tuple[float, float] | None = Field(
@@ -42,17 +59,9 @@ class ArmResult(BaseModel):
     )
 
 
-class Comparison(BaseModel):
-    """One test of whether the arms differ."""
-
-    metric: str
-    test: str
-    statistic: float
-    p_value: float
-    significant: bool = Field(description=f"p < {ALPHA}")
-
-
 class ArmReport(BaseModel):
+    reference: str | None = Field(description="the arm the others are compared with")
+    fallback_skill: str = Field(description="the skill counted as the fallback skill")
     arms: list[ArmResult]
     comparisons: list[Comparison]
     #: why a comparison was not made (too few arms, ratings or turns)
@@ -63,8 +72,13 @@ class ArmReport(BaseModel):
 class _Tally:
     dialogs: int = 0
     turns: int = 0
-    fallbacks: int = 0
+    fallback_skill: int = 0
+    fallback_response: int = 0
     ratings: list[float] = field(default_factory=list)
+
+    @property
+    def fallbacks(self) -> int:
+        return self.fallback_skill + self.fallback_response
 
 
 async def stored_dialogs(store: Store) -> AsyncIterator[Dialog]:
@@ -79,7 +93,7 @@ async def stored_dialogs(store: Store) -> AsyncIterator[Dialog]:
         offset += len(ids)
 
 
-def _tally(dialogs: Iterable[Dialog]) -> dict[str, _Tally]:
+def _tally(dialogs: Iterable[Dialog], fallback_skill: str) -> dict[str, _Tally]:
     tallies: dict[str, _Tally] = {}
     for dialog in dialogs:
         tally = tallies.setdefault(dialog.arm or NO_ARM, _Tally())
@@ -87,7 +101,8 @@ def _tally(dialogs: Iterable[Dialog]) -> dict[str, _Tally]:
         for utterance in dialog.utterances:
             if isinstance(utterance, BotUtterance):
                 tally.turns += 1
-                tally.fallbacks += utterance.active_skill == FALLBACK_SKILL
+                tally.fallback_skill += utterance.active_skill == fallback_skill
+                tally.fallback_response += utterance.active_skill == FALLBACK_SKILL
         if dialog.rating is not None:
             tally.ratings.append(dialog.rating)
     return tallies
@@ -110,6 +125,8 @@ def _result(arm: str, tally: _Tally) -> ArmResult:
         arm=arm,
         dialogs=tally.dialogs,
         turns=tally.turns,
+        fallback_skill_answers=tally.fallback_skill,
+        fallback_responses=tally.fallback_response,
         fallbacks=tally.fallbacks,
         fallback_rate=tally.fallbacks / tally.turns if tally.turns else None,
         rated_dialogs=len(ratings),
@@ -118,56 +135,91 @@ def _result(arm: str, tally: _Tally) -> ArmResult:
     )
 
 
-def _comparison(metric: str, test: str, statistic: float, p_value: float) -> Comparison:
-    p = float(p_value) if math.isfinite(p_value) else 1.0
-    return Comparison(
-        metric=metric, test=test, statistic=float(statistic), p_value=p, significant=p < ALPHA
-    )
+def _compare_ratings(
+    tallies: dict[str, _Tally], reference: str, notes: list[str]
+) -> list[Comparison]:
+    rated = {arm: t.ratings for arm, t in tallies.items() if len(t.ratings) >= 2}
+    if reference not in rated or len(rated) < 2:
+        notes.append(
+            f"rating: not compared (the reference arm {reference} and another need two rated "
+            "dialogs each)"
+        )
+        return []
+    if len({r for sample in rated.values() for r in sample}) < 2:
+        notes.append("rating: not compared (every rating is the same)")
+        return []
+    others = [arm for arm in rated if arm != reference]
+    return [
+        compare_ratings("rating", arm, reference, rated[arm], rated[reference], len(others))
+        for arm in others
+    ]
 
 
-def _compare_ratings(tallies: dict[str, _Tally], notes: list[str]) -> Comparison | None:
-    samples = [t.ratings for t in tallies.values() if len(t.ratings) >= 2]
-    if len(samples) < 2:
-        notes.append("ratings: not compared (fewer than two arms with two rated dialogs)")
-        return None
-    if len({r for sample in samples for r in sample}) < 2:
-        notes.append("ratings: not compared (every rating is the same)")
-        return None
-    if len(samples) == 2:
-        u = stats.mannwhitneyu(samples[0], samples[1], alternative="two-sided")
-        return _comparison("rating", "Mann-Whitney U", u.statistic, u.pvalue)
-    h = stats.kruskal(*samples)
-    return _comparison("rating", "Kruskal-Wallis H", h.statistic, h.pvalue)
-
-
-def _compare_fallbacks(tallies: dict[str, _Tally], notes: list[str]) -> Comparison | None:
-    table = [[t.fallbacks, t.turns - t.fallbacks] for t in tallies.values() if t.turns]
-    if len(table) < 2:
-        notes.append("fallback rate: not compared (fewer than two arms with turns)")
-        return None
-    if all(row[0] == 0 for row in table) or all(row[1] == 0 for row in table):
+def _compare_fallbacks(
+    tallies: dict[str, _Tally], reference: str, notes: list[str]
+) -> list[Comparison]:
+    counted = {arm: t for arm, t in tallies.items() if t.turns}
+    if reference not in counted or len(counted) < 2:
+        notes.append(
+            f"fallback rate: not compared (the reference arm {reference} and another need turns)"
+        )
+        return []
+    rows = [(t.fallbacks, t.turns) for t in counted.values()]
+    if all(f == 0 for f, _ in rows) or all(f == n for f, n in rows):
         notes.append("fallback rate: not compared (the same in every arm: none or all)")
+        return []
+    ref = counted[reference]
+    others = [arm for arm in counted if arm != reference]
+    return [
+        compare_rates(
+            "fallback rate",
+            arm,
+            reference,
+            (counted[arm].fallbacks, counted[arm].turns),
+            (ref.fallbacks, ref.turns),
+            (counted[arm].dialogs, ref.dialogs),
+            len(others),
+        )
+        for arm in others
+    ]
+
+
+def _reference(arms: Iterable[str], control: str | None) -> str | None:
+    """The arm the others are compared with: ``control`` when given, else the arm named
+    ``control``, else the first by name (the store does not know the experiment file's
+    order)."""
+    names = list(arms)
+    if control is not None:
+        if control not in names:
+            raise ValueError(f"no dialog is on arm {control!r} (arms: {', '.join(names)})")
+        return control
+    if not names:
         return None
-    if len(table) == 2:
-        fisher = stats.fisher_exact(table)
-        return _comparison("fallback rate", "Fisher's exact", fisher.statistic, fisher.pvalue)
-    chi2 = stats.chi2_contingency(table)
-    return _comparison("fallback rate", "chi-square", chi2.statistic, chi2.pvalue)
+    return DEFAULT_REFERENCE if DEFAULT_REFERENCE in names else names[0]
 
 
-def arm_report(dialogs: Iterable[Dialog]) -> ArmReport:
-    """The per-arm results of these dialogs and the tests between the arms (the dialogs
-    opened with no experiment are a row of their own, left out of the tests)."""
-    tallies = _tally(dialogs)
+def arm_report(
+    dialogs: Iterable[Dialog],
+    *,
+    control: str | None = None,
+    fallback_skill: str = DEFAULT_FALLBACK_SKILL,
+) -> ArmReport:
+    """The per-arm results of these dialogs and each arm against the reference arm
+    (``control``; the dialogs opened with no experiment are a row of their own, left out of
+    the comparisons). ``fallback_skill`` names the skill whose answers count as fallbacks
+    besides the pipeline's fallback response."""
+    tallies = _tally(dialogs, fallback_skill)
     arms = dict(sorted(tallies.items(), key=lambda item: (item[0] == NO_ARM, item[0])))
     tested = {arm: tally for arm, tally in arms.items() if arm != NO_ARM}
+    reference = _reference(tested, control)
     notes: list[str] = []
-    comparisons = [
-        c
-        for c in (_compare_ratings(tested, notes), _compare_fallbacks(tested, notes))
-        if c is not None
-    ]
+    comparisons: list[Comparison] = []
+    if reference is not None:
+        comparisons += _compare_ratings(tested, reference, notes)
+        comparisons += _compare_fallbacks(tested, reference, notes)
     return ArmReport(
+        reference=reference,
+        fallback_skill=fallback_skill,
         arms=[_result(arm, tally) for arm, tally in arms.items()],
         comparisons=comparisons,
         notes=notes,
@@ -178,8 +230,7 @@ def _number(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def format_report(report: ArmReport) -> list[str]:
-    """The report as lines of text: a table, then each test's verdict."""
+def _table(report: ArmReport) -> list[str]:
     header = ("arm", "dialogs", "turns", "fallback rate", "rated", "mean rating", "95% interval")
     rows = [
         (
@@ -194,15 +245,62 @@ def format_report(report: ArmReport) -> list[str]:
         for r in report.arms
     ]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    lines = [
+    return [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
         for row in (header, *rows)
     ]
-    for c in report.comparisons:
-        verdict = "significant" if c.significant else "not significant"
-        lines.append(
-            f"{c.metric}: {verdict} at {ALPHA:.0%} ({c.test}, statistic {c.statistic:.3g}, "
-            f"p = {c.p_value:.3g})"
+
+
+def _amount(metric: str, value: float) -> str:
+    """A difference as its metric reads: points of a rate, units of a rating."""
+    return f"{value * 100:+.1f} points" if metric != "rating" else f"{value:+.2f}"
+
+
+def _unit(metric: str) -> str:
+    return "rated dialogs" if metric == "rating" else "dialogs"
+
+
+def _verdict(c: Comparison) -> str:
+    if not c.enough_data:
+        return (
+            f"too few to decide: {c.samples[0]} and {c.samples[1]} {_unit(c.metric)}, at least "
+            f"{MIN_SAMPLE} per arm are needed for a verdict; at this size only a difference "
+            f"of {_amount(c.metric, c.detectable).lstrip('+')} or more is detected with "
+            f"{POWER:.0%} power"
         )
+    if c.significant:
+        return f"significant at {ALPHA:.0%}: {c.better} is better"
+    needed = (
+        ""
+        if c.needed_per_arm is None
+        else f"; a difference of this size needs about {c.needed_per_arm:,} "
+        f"{'rated dialogs' if c.metric == 'rating' else 'turns'} per arm ({POWER:.0%} power)"
+    )
+    return f"not significant at {ALPHA:.0%}: no better arm{needed}"
+
+
+def _comparison_lines(c: Comparison) -> list[str]:
+    low, high = c.difference_ci95
+    lift = "" if c.relative_lift is None else f", relative lift {c.relative_lift:+.1%}"
+    statistic = "U" if c.test == "Mann-Whitney U" else "odds ratio"
+    return [
+        f"{c.metric}, {c.arm} minus {c.reference}: {_amount(c.metric, c.difference)} "
+        f"(95% interval {_amount(c.metric, low)} to {_amount(c.metric, high)}){lift}",
+        f"  effect size ({c.effect_size_name}) {c.effect_size:+.2f}; {c.test}: "
+        f"{statistic} of {c.arm} = {c.statistic:.3g}, p = {c.p_value:.3g}",
+        f"  {_verdict(c)}",
+    ]
+
+
+def format_report(report: ArmReport) -> list[str]:
+    """The report as lines of text: a table, then each arm against the reference."""
+    lines = _table(report)
+    if report.arms:
+        lines.append(
+            f"fallback rate: turns answered by the skill {report.fallback_skill!r} or by the "
+            "pipeline's fallback_response"
+        )
+    for c in report.comparisons:
+        lines.extend(_comparison_lines(c))
     lines.extend(report.notes)
     return [line.rstrip() for line in lines]

@@ -29,12 +29,13 @@ async def _sizes(db_url: str) -> dict[str, int]:
         await store.close()
 
 
-async def _by_arm(db_url: str) -> ArmReport:
+async def _by_arm(db_url: str, control: str | None, fallback_skill: str) -> ArmReport:
     from agent.cli.arm_stats import arm_report, stored_dialogs
 
     store = await open_store(db_url)
     try:
-        return arm_report([dialog async for dialog in stored_dialogs(store)])
+        dialogs = [dialog async for dialog in stored_dialogs(store)]
+        return arm_report(dialogs, control=control, fallback_skill=fallback_skill)
     finally:
         await store.close()
 
@@ -50,9 +51,25 @@ def stats_command(
         typer.Option(
             "--by-arm",
             help="Per experiment arm: dialogs, turns, fallback rate, mean dialog rating with "
-            "its 95% interval, and whether the arms differ significantly.",
+            "its 95% interval; then each arm against the reference arm: the difference with "
+            "its 95% interval, the lift, an effect size, and the better arm when the evidence "
+            "is enough.",
         ),
     ] = False,
+    control: Annotated[
+        str | None,
+        typer.Option(
+            help="With --by-arm: the reference arm the others are compared with (default: the "
+            "arm named control, else the first by name).",
+        ),
+    ] = None,
+    fallback_skill: Annotated[
+        str,
+        typer.Option(
+            help="With --by-arm: the skill whose answers count as fallbacks, besides the "
+            "pipeline's fallback_response.",
+        ),
+    ] = "fallback",
 ) -> None:
     """Records per table (SQLite) or collection (MongoDB) of the agent's store, or, with
     --by-arm, an experiment's results per arm. Opening the store brings it to the current
@@ -60,7 +77,7 @@ def stats_command(
     try:
         url = db_url or load_settings().db_url
         if by_arm:
-            report = asyncio.run(_by_arm(url))
+            report = asyncio.run(_by_arm(url, control, fallback_skill))
         else:
             sizes = asyncio.run(_sizes(url))
     except (SettingsError, StoreUnavailable, ValueError) as exc:

@@ -117,6 +117,26 @@ class Experiment:
         total = sum(arm.weight for arm in self.arms)
         return {arm.name: arm.weight / total for arm in self.arms}
 
+    def startup_lines(self) -> list[str]:
+        """What the agent logs of the experiment as it starts: the experiment, how its draw
+        is keyed, and per arm its share, pipeline file and services (every arm's, not only
+        the first's, which the agent's other start-up lines describe), so that an operator
+        reading one replica's log knows what each arm runs."""
+        keyed = "CHORUS_ARM_KEY" if self.key is not None else "the name alone (no CHORUS_ARM_KEY)"
+        lines = [
+            f"experiment {self.name!r} ({self.source}): {len(self.arms)} arms "
+            f"({', '.join(self.names)}), the draw keyed with {keyed}"
+        ]
+        shares = self.weights()
+        for arm in self.arms:
+            services = arm.pipeline.service_names(fallbacks=True)
+            lines.append(
+                f"experiment {self.name!r}, arm {arm.name}: {shares[arm.name]:.1%} of new "
+                f"dialogs (weight {arm.weight:g}), pipeline {arm.path}, {len(services)} "
+                f"services: {', '.join(services) or '(none)'}"
+            )
+        return lines
+
 
 def load_experiment(
     path: Path,

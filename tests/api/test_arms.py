@@ -24,7 +24,7 @@ from agent.settings import Settings
 from tests.cli.test_backup import run
 from tests.conftest import AgentFactory, agents, fresh_mongodb_database, service_entry
 from tests.support.ports import free_port
-from tests.support.processes import agent_process
+from tests.support.processes import agent_process, served_agent
 from tests.support.servers import ServerThread, serving
 from tests.support.services import counting_failure, fixed_skill
 from tests.support.stored import stored_dialogs
@@ -201,6 +201,43 @@ def test_an_experiment_without_an_arm_key_is_warned_of_at_start_up(
     caplog.clear()
     create_app(Settings(db_url=db_url, experiment=experiment, arm_key=ARM_KEY))
     assert not [r for r in caplog.records if "CHORUS_ARM_KEY" in r.getMessage()]
+
+
+@pytest.mark.store_agnostic
+def test_the_agents_start_up_log_names_the_experiment_its_arms_and_their_services(
+    services: Services, db_url: str, tmp_path: Path
+) -> None:
+    arm_pipelines(services, tmp_path, "a")
+    both = {
+        name: service_entry(services(fixed_skill(name, name, 0.5)).url)
+        for name in ("faq", "fallback")
+    }
+    (tmp_path / "b.json").write_text(json.dumps({"services": {"skills": both}}))
+    experiment = experiment_file(tmp_path, {"a": 3, "b": 1}, name="selector-v2")
+    env = {"CHORUS_DB_URL": db_url, "CHORUS_EXPERIMENT": str(experiment)}
+    log = tmp_path / "agent.log"
+    with served_agent({**env, "CHORUS_ARM_KEY": ARM_KEY}, stderr=log):
+        pass
+    lines = log.read_text().splitlines()
+    expected = [
+        f"experiment 'selector-v2' ({experiment}): 2 arms (a, b), the draw keyed with "
+        "CHORUS_ARM_KEY",
+        f"experiment 'selector-v2', arm a: 75.0% of new dialogs (weight 3), pipeline "
+        f"{tmp_path / 'a.json'}, 1 services: skill",
+        f"experiment 'selector-v2', arm b: 25.0% of new dialogs (weight 1), pipeline "
+        f"{tmp_path / 'b.json'}, 2 services: ",
+    ]
+    logged = {line: [x for x in lines if line in x] for line in expected}
+    assert all(len(found) == 1 for found in logged.values()), (logged, lines)
+    assert logged[expected[1]][0].endswith(expected[1])
+    (arm_b,) = logged[expected[2]]
+    assert set(arm_b.split(expected[2])[1].split(", ")) == {"faq", "fallback"}
+    with served_agent(env, stderr=log):
+        pass
+    assert any(
+        logged.endswith("the draw keyed with the name alone (no CHORUS_ARM_KEY)")
+        for logged in log.read_text().splitlines()
+    )
 
 
 def test_agents_with_the_same_arm_key_agree_on_every_users_arm(
