@@ -10,6 +10,9 @@
   graceful stop; the pipeline's services each behind their own Service at the address the
   pipeline file gives; the credentials in a Secret; only the agent reaching the services
   and the database.
+* values.schema.json types every value: a wrong one is refused by ``helm lint`` and
+  ``helm template``, naming it; what it cannot compare (an autoscaler's bounds) the
+  templates refuse.
 * A template broken in a copy of the chart fails the validation.
 
 Helm is the binary tools/helm builds (tests/support/helm.py); without Go the tests are
@@ -259,22 +262,146 @@ def test_a_broken_template_fails_validation(helm: Helm, tmp_path: Path) -> None:
         validate_all(objects)
 
 
-def test_a_wrongly_typed_value_fails_validation(helm: Helm) -> None:
-    objects = helm.template(CHART, sets=["agent.autoscaling.maxReplicas=ten"])
-    with pytest.raises(kubernetes_validate.ValidationError, match="ten"):
+def test_a_wrong_value_inside_a_kubernetes_object_fails_validation(helm: Helm) -> None:
+    """The schema leaves the Kubernetes objects the chart passes on whole to Kubernetes'."""
+    objects = helm.template(
+        CHART, sets=["agent.autoscaling.behavior.scaleDown.stabilizationWindowSeconds=long"]
+    )
+    with pytest.raises(kubernetes_validate.ValidationError, match="long"):
         validate_all(objects)
 
 
-def _with_service_named(name: str) -> dict[str, Any]:
+# -- The values' schema (values.schema.json)
+
+SCHEMA = CHART / "values.schema.json"
+
+
+def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    if "$ref" not in schema:
+        return schema
+    node = root
+    for part in schema["$ref"].removeprefix("#/").split("/"):
+        node = node[part]
+    return {**node, **{k: v for k, v in schema.items() if k != "$ref"}}
+
+
+def _untyped(values: Any, schema: dict[str, Any], root: dict[str, Any], path: str) -> list[str]:
+    """The keys under ``values`` the schema gives no type, walking down as far as the
+    schema has properties (below that, an object is passed on whole: its own schema is
+    Kubernetes' or the pipeline file's)."""
+    schema = _resolve(schema, root)
+    found = []
+    if not ({"type", "enum", "oneOf"} & set(schema)):
+        found.append(path)
+    if isinstance(values, dict) and "properties" in schema:
+        for key, value in values.items():
+            sub = schema["properties"].get(key)
+            if sub is None:
+                found.append(f"{path}.{key}")
+            else:
+                found += _untyped(value, sub, root, f"{path}.{key}".lstrip("."))
+    if isinstance(values, list) and "properties" in schema.get("items", {}):
+        for number, item in enumerate(values):
+            found += _untyped(item, schema["items"], root, f"{path}[{number}]")
+    return found
+
+
+def _object_schemas(schema: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(schema, dict):
+        if "properties" in schema:
+            yield schema
+        for value in schema.values():
+            yield from _object_schemas(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _object_schemas(value)
+
+
+@pytest.mark.parametrize("values", [CHART / "values.yaml", ALL_ON], ids=["default", "all-on"])
+def test_every_value_has_a_type_in_the_schema(values: Path) -> None:
+    """Each key of values.yaml (and of the all-on values) is typed by the schema, and the
+    schema refuses keys it does not know (a misspelt key fails instead of being ignored)."""
+    schema = json.loads(SCHEMA.read_text())
+    assert _untyped(yaml.safe_load(values.read_text()), schema, schema, "") == []
+    assert all(s.get("additionalProperties") is False for s in _object_schemas(schema))
+
+
+BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
+    ("replicas-two", {"agent": {"replicas": "two"}}, "/agent/replicas"),
+    ("pull-policy", {"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
+    ("port-0", {"agent": {"port": 0}}, "/agent/port"),
+    ("service-type", {"agent": {"service": {"type": "Ingress"}}}, "/agent/service/type"),
+    (
+        "max-replicas-1",
+        {"agent": {"autoscaling": {"maxReplicas": 1}}},
+        "/agent/autoscaling/maxReplicas",
+    ),
+    ("timeout-fast", {"serviceDefaults": {"timeout": "fast"}}, "/serviceDefaults/timeout"),
+    ("turn-timeout-0", {"pipeline": {"turnTimeout": 0}}, "/pipeline/turnTimeout"),
+    ("misspelt-key", {"agent": {"replica": 3}}, "'replica'"),
+    ("tmp-size", {"security": {"tmpSizeLimit": "lots"}}, "/security/tmpSizeLimit"),
+    ("db-port", {"networkPolicy": {"databasePorts": [70000]}}, "/networkPolicy/databasePorts/0"),
+    (
+        "min-available",
+        {"agent": {"podDisruptionBudget": {"minAvailable": "half"}}},
+        "/agent/podDisruptionBudget/minAvailable",
+    ),
+    (
+        "load-via",
+        {"agent": {"autoscaling": {"load": {"via": "prometheus"}}}},
+        "/agent/autoscaling/load/via",
+    ),
+]
+
+
+def _with_service(**changes: Any) -> dict[str, Any]:
     services = yaml.safe_load((CHART / "values.yaml").read_text())["services"]
-    services[0]["name"] = name
+    services[0].update(changes)
     return {"services": services}
+
+
+BAD_VALUES += [
+    ("service-timeout", _with_service(timeout="fast"), "/services/0/timeout"),
+    ("service-group", _with_service(group="skill"), "/services/0/group"),
+    ("service-context", _with_service(contextWindow=0), "/services/0/contextWindow"),
+    ("service-name", _with_service(name="Tokens"), "/services/0/name"),
+]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"), [(v, m) for _, v, m in BAD_VALUES], ids=[i for i, _, _ in BAD_VALUES]
+)
+@pytest.mark.parametrize("command", ["lint", "template"])
+def test_the_schema_refuses_bad_values_naming_them(
+    helm: Helm, tmp_path: Path, command: str, values: dict[str, Any], message: str
+) -> None:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    if command == "lint":
+        result = helm.lint(CHART, [path])
+        assert result.returncode != 0
+        assert message in result.stdout + result.stderr, result.stdout + result.stderr
+    else:
+        with pytest.raises(HelmError, match=re.escape(message)):
+            helm.template(CHART, [path])
+
+
+def test_the_documented_install_renders_and_validates(helm: Helm) -> None:
+    """docs/deployment.md's `helm install`, with its --set values, passes the schema."""
+    text = (ROOT / "docs" / "deployment.md").read_text()
+    install = text[text.index("helm install chorus deploy/helm/chorus") :].split("\nkubectl")[0]
+    sets = re.findall(r"--set (\S+)", install)
+    assert sets
+    sets = [s.replace("$REG", "registry.example.org/chorus").replace("$TAG", "1.0.0") for s in sets]
+    objects = helm.template(CHART, sets=sets)
+    validate_all(objects)
+    result = helm.run("lint", "--strict", str(CHART), *(a for s in sets for a in ("--set", s)))
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"agent": {"autoscaling": {"load": {"via": "prometheus"}}}}, "agent.autoscaling.load.via"),
         ({"agent": {"autoscaling": {"load": {"turnLatencySeconds": 1}}}}, "needs load.via: keda"),
         (
             {"database": {"url": "sqlite:///data/chorus.db"}},
@@ -282,9 +409,17 @@ def _with_service_named(name: str) -> dict[str, Any]:
         ),
         ({"database": {"url": ""}}, "database.url: set the MongoDB replica set's URL"),
         ({"secret": {"apiKey": "short"}}, "secret.apiKey: must be at least 16 characters"),
-        (_with_service_named("Tokens"), 'services: "Tokens" is not a valid Kubernetes name'),
+        (
+            {"agent": {"autoscaling": {"minReplicas": 5, "maxReplicas": 3}}},
+            "agent.autoscaling.maxReplicas: 3 is below agent.autoscaling.minReplicas (5)",
+        ),
+        (
+            {"serviceDefaults": {"autoscaling": {"minReplicas": 6}}},
+            "services.tokens.autoscaling.maxReplicas: 5 is below "
+            "services.tokens.autoscaling.minReplicas (6)",
+        ),
     ],
-    ids=["load-via", "latency-without-keda", "sqlite", "no-url", "short-key", "service-name"],
+    ids=["latency-without-keda", "sqlite", "no-url", "short-key", "max-below-min", "service-max"],
 )
 def test_bad_values_are_refused_naming_the_value(
     helm: Helm, tmp_path: Path, values: dict[str, Any], message: str

@@ -23,6 +23,14 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
+{{/* An autoscaler's bounds, which the values' schema cannot compare (dict "what"
+"agent.autoscaling" "autoscaling" .autoscaling): maxReplicas below minReplicas fails. */}}
+{{- define "chorus.checkReplicas" -}}
+{{- if lt (int .autoscaling.maxReplicas) (int .autoscaling.minReplicas) -}}
+{{- fail (printf "%s.maxReplicas: %v is below %s.minReplicas (%v): the autoscaler could never reach its minimum" .what .autoscaling.maxReplicas .what .autoscaling.minReplicas) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The agent's object names. */}}
 {{- define "chorus.agent" -}}
 {{- printf "%s-agent" (include "chorus.fullname" .) | trunc 63 | trimSuffix "-" -}}
