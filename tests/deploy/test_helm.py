@@ -13,6 +13,9 @@
 * values.schema.json types every value: a wrong one is refused by ``helm lint`` and
   ``helm template``, naming it; what it cannot compare (an autoscaler's bounds) the
   templates refuse.
+* An experiment's file and arms reach the agent (CHORUS_EXPERIMENT, CHORUS_ARM_KEY) as it
+  loads them; a replay Job runs ``chorus replay`` on the same store, and the
+  NetworkPolicies let it reach the store and the services.
 * A template broken in a copy of the chart fails the validation.
 
 Helm is the binary tools/helm builds (tests/support/helm.py); without Go the tests are
@@ -35,6 +38,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from agent.pipeline.arms import load_experiment
 from agent.pipeline.config import parse_pipeline_config
 from agent.queues import QUEUE_WAIT
 from agent.settings import Settings
@@ -191,6 +195,7 @@ WHOLE_VALUES = {
     "agent.podAnnotations",
     "agent.env",
     "serviceDefaults.resources",
+    "replay.resources",
     "services",
     "networkPolicy.dns",
     "networkPolicy.databaseIngress.podLabels",
@@ -310,8 +315,9 @@ def _object_schemas(schema: Any) -> Iterator[dict[str, Any]]:
     if isinstance(schema, dict):
         if "properties" in schema:
             yield schema
-        for value in schema.values():
-            yield from _object_schemas(value)
+        for key, value in schema.items():
+            if key not in ("if", "then"):  # conditions on the object, not objects
+                yield from _object_schemas(value)
     elif isinstance(schema, list):
         for value in schema:
             yield from _object_schemas(value)
@@ -647,6 +653,8 @@ def test_only_the_agent_reaches_the_services_and_the_database(
     policies = of_kind(objects, "NetworkPolicy")
     agent = find(objects, "Deployment", "chorus-agent")
     agent_labels = pod_labels(agent)
+    jobs = of_kind(objects, "Job")
+    replay_labels = pod_labels(jobs[0]) if jobs else {"app.kubernetes.io/component": "none"}
     services = [d for d in of_kind(objects, "Deployment") if d is not agent]
     assert len(services) >= 11
 
@@ -673,7 +681,10 @@ def test_only_the_agent_reaches_the_services_and_the_database(
             peers = rule["from"]
             assert peers and all(
                 set(peer) == {"podSelector"}
-                and selects(peer["podSelector"]["matchLabels"], agent_labels)
+                and (
+                    selects(peer["podSelector"]["matchLabels"], agent_labels)
+                    or selects(peer["podSelector"]["matchLabels"], replay_labels)
+                )
                 and not any(
                     selects(peer["podSelector"]["matchLabels"], pod_labels(s)) for s in services
                 )
@@ -687,7 +698,13 @@ def test_the_database_admits_only_the_agents(all_on_objects: list[Manifest]) -> 
     assert policy["metadata"]["namespace"] == "mongodb"
     agent_labels = pod_labels(find(all_on_objects, "Deployment", "chorus-agent"))
     peers = policy["spec"]["ingress"][0]["from"]
-    from_chorus = [p for p in peers if "podSelector" in p and "namespaceSelector" in p]
+    from_chorus = [
+        p
+        for p in peers
+        if "podSelector" in p
+        and "namespaceSelector" in p
+        and p["podSelector"]["matchLabels"].get("app.kubernetes.io/component") != "replay"
+    ]
     assert len(from_chorus) == 1
     assert from_chorus[0]["namespaceSelector"]["matchLabels"] == {
         "kubernetes.io/metadata.name": "chorus"
@@ -696,3 +713,239 @@ def test_the_database_admits_only_the_agents(all_on_objects: list[Manifest]) -> 
         k: agent_labels[k] for k in from_chorus[0]["podSelector"]["matchLabels"]
     }
     assert "app.kubernetes.io/component" in from_chorus[0]["podSelector"]["matchLabels"]
+
+
+# -- Experiments, replays, extra volumes
+
+
+def _config_files(objects: list[Manifest], configmap: str, into: Path) -> Path:
+    """The ConfigMap's files written to a directory, as its volume mounts them."""
+    into.mkdir()
+    for key, text in find(objects, "ConfigMap", configmap)["data"].items():
+        (into / key).write_text(text)
+    return into
+
+
+def _env(deployment_or_job: Manifest) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in container(deployment_or_job)["env"]}
+
+
+def _mounts(deployment_or_job: Manifest) -> dict[str, str]:
+    return {m["name"]: m["mountPath"] for m in container(deployment_or_job)["volumeMounts"]}
+
+
+def test_an_experiment_reaches_the_agent_as_it_loads_it(
+    all_on_objects: list[Manifest], tmp_path: Path
+) -> None:
+    validate_all(all_on_objects)
+    agent = find(all_on_objects, "Deployment", "chorus-agent")
+    env = _env(agent)
+    volumes = {v["name"]: v for v in agent["spec"]["template"]["spec"]["volumes"]}
+    mounted = _mounts(agent)
+    configmap = volumes["pipeline"]["configMap"]["name"]
+    directory = _config_files(all_on_objects, configmap, tmp_path / "etc")
+    path = Path(env["CHORUS_EXPERIMENT"]["value"])
+    assert path.parent == Path(mounted["pipeline"])
+
+    experiment = load_experiment(directory / path.name, window=3, turn_timeout=None)
+    assert experiment.name == "fallback-only-vs-control"
+    assert [(a.name, a.weight) for a in experiment.arms] == [("control", 3), ("fallback-only", 1)]
+    # The control arm is the chart's own pipeline; the other its own file.
+    assert experiment.arms[0].path.name == "pipeline.json"
+    arm = json.loads(experiment.arms[1].path.read_text())
+    assert list(parse_pipeline_config(arm, source="the arm").services) == ["skills"]
+    # The draw's key from the Secret, the same on every replica.
+    assert env["CHORUS_ARM_KEY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "chorus-credentials",
+        "key": "arm-key",
+    }
+
+
+def test_the_chart_makes_the_arm_key_and_an_experiment_change_rolls_the_agents(
+    helm: Helm, tmp_path: Path
+) -> None:
+    values = yaml.safe_load(ALL_ON.read_text())
+    experiment = tmp_path / "experiment.yaml"
+    experiment.write_text(yaml.safe_dump({"experiment": values["experiment"]}))
+    objects = helm.template(CHART, [experiment])
+    validate_all(objects)
+    secret = find(objects, "Secret", "chorus")
+    key = base64.b64decode(secret["data"]["arm-key"]).decode()
+    assert len(key) >= 16
+    Settings(arm_key=SecretStr(key))
+    assert _env(find(objects, "Deployment", "chorus-agent"))["CHORUS_ARM_KEY"]["valueFrom"][
+        "secretKeyRef"
+    ] == {"name": "chorus", "key": "arm-key"}
+
+    def checksum(objects: list[Manifest]) -> str:
+        agent = find(objects, "Deployment", "chorus-agent")
+        annotation: str = agent["spec"]["template"]["metadata"]["annotations"]["checksum/pipeline"]
+        return annotation
+
+    reweighted = helm.template(CHART, [experiment], ["experiment.arms[0].weight=1"])
+    assert checksum(reweighted) != checksum(objects)
+    # Without an experiment the agent reads the pipeline file, and there is no arm key.
+    plain = helm.template(CHART)
+    assert "CHORUS_EXPERIMENT" not in _env(find(plain, "Deployment", "chorus-agent"))
+    assert "arm-key" not in find(plain, "Secret", "chorus")["data"]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"experiment": {"enabled": True, "name": "x", "arms": []}}, "/experiment/arms"),
+        (
+            {"experiment": {"enabled": True, "arms": [{"name": "a", "weight": 1}] * 2}},
+            "/experiment/name",
+        ),
+        (
+            {
+                "experiment": {
+                    "enabled": True,
+                    "name": "x",
+                    "arms": [{"name": "a", "weight": 1}, {"name": "b b", "weight": 1}],
+                }
+            },
+            "/experiment/arms/1/name",
+        ),
+        (
+            {
+                "experiment": {
+                    "enabled": True,
+                    "name": "x",
+                    "arms": [{"name": "a", "weight": 1}, {"name": "b", "weight": 0}],
+                }
+            },
+            "/experiment/arms/1/weight",
+        ),
+        (
+            {
+                "experiment": {
+                    "enabled": True,
+                    "name": "x",
+                    "arms": [
+                        {"name": "a", "weight": 1},
+                        {"name": "b", "weight": 1, "pipeline": "{not json"},
+                    ],
+                }
+            },
+            "experiment.arms[1].pipeline (b): not a pipeline file",
+        ),
+        ({"replay": {"enabled": True, "pipeline": "{not json"}}, "replay.pipeline: not JSON"),
+        ({"replay": {"concurrency": 0}}, "/replay/concurrency"),
+    ],
+    ids=["no-arms", "no-name", "arm-name", "arm-weight", "arm-not-json", "replay-not-json", "conc"],
+)
+def test_a_bad_experiment_or_replay_is_refused_naming_the_value(
+    helm: Helm, tmp_path: Path, values: dict[str, Any], message: str
+) -> None:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    with pytest.raises(HelmError, match=re.escape(message)):
+        helm.template(CHART, [path])
+
+
+def test_a_replay_job_reads_the_agents_store_with_the_candidate(
+    all_on_objects: list[Manifest], tmp_path: Path
+) -> None:
+    jobs = of_kind(all_on_objects, "Job")
+    assert [j["metadata"]["name"] for j in jobs] == ["chorus-replay-1"]
+    job = jobs[0]
+    validate(job)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never" and job["spec"]["backoffLimit"] == 0
+    main = container(job)
+    args = main["args"]
+    assert args[:2] == ["chorus", "replay"]
+    assert args[-4:] == ["--since", "2026-01-01", "--limit", "500"]
+    options = dict(zip(args[2:-4:2], args[3:-4:2], strict=True))
+    assert options["--out"].startswith("/replay/") and options["--html"].startswith("/replay/")
+    # The candidate is the file of replay.pipeline, mounted where --pipeline says.
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = _mounts(job)
+    candidate = Path(options["--pipeline"])
+    name = next(n for n, m in mounts.items() if Path(m) == candidate.parent)
+    directory = _config_files(all_on_objects, volumes[name]["configMap"]["name"], tmp_path / "c")
+    parse_pipeline_config(json.loads((directory / candidate.name).read_text()), source="replay")
+    assert volumes["output"]["persistentVolumeClaim"]["claimName"] == "chorus-replays"
+    assert mounts["output"] == "/replay"
+    # The store the agents write, from the same Secret; no API key.
+    agent_env = _env(find(all_on_objects, "Deployment", "chorus-agent"))
+    env = _env(job)
+    assert env["CHORUS_DB_URL"] == agent_env["CHORUS_DB_URL"]
+    assert "CHORUS_API_KEY" not in env
+    assert main["image"] == container(find(all_on_objects, "Deployment", "chorus-agent"))["image"]
+    assert main["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_the_replay_of_the_charts_own_pipeline_needs_no_candidate(helm: Helm) -> None:
+    objects = helm.template(CHART, sets=["replay.enabled=true"])
+    validate_all(objects)
+    job = find(objects, "Job", "chorus-replay-1")
+    args = container(job)["args"]
+    assert args[args.index("--pipeline") + 1] == "/etc/chorus/pipeline.json"
+    assert _mounts(job)["pipeline"] == "/etc/chorus"
+    assert "--out" not in args  # no volume for the files: the summary is in the log
+    assert not [
+        c for c in of_kind(objects, "ConfigMap") if c["metadata"]["name"].endswith("-replay")
+    ]
+    # The next revision is a new Job (a Job's pod template cannot change).
+    assert not of_kind(helm.template(CHART), "Job")
+
+
+def test_the_replay_reaches_the_store_and_the_services_and_nothing_reaches_it(
+    all_on_objects: list[Manifest],
+) -> None:
+    job = find(all_on_objects, "Job", "chorus-replay-1")
+    labels = pod_labels(job)
+    policies = [
+        p
+        for p in of_kind(all_on_objects, "NetworkPolicy")
+        if p["metadata"].get("namespace") is None
+        and selects(p["spec"]["podSelector"]["matchLabels"], labels)
+    ]
+    assert [p["metadata"]["name"] for p in policies] == ["chorus-replay"]
+    policy = policies[0]["spec"]
+    assert set(policy["policyTypes"]) == {"Ingress", "Egress"} and policy["ingress"] == []
+    egress = policy["egress"]
+    to_db = [r for r in egress if DB_PORT in (_allowed_ports(r) or set())]
+    assert to_db and to_db[0]["to"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "mongodb"}}}
+    ]
+    to_services = [
+        r
+        for r in egress
+        if any(
+            "podSelector" in peer and selects(peer["podSelector"]["matchLabels"], {**pod_labels(d)})
+            for peer in r.get("to", [])
+            for d in of_kind(all_on_objects, "Deployment")
+            if d["metadata"]["name"] != "chorus-agent"
+        )
+    ]
+    assert to_services and _allowed_ports(to_services[0]) == {"http"}
+    # Each service admits it, and so does the database's own policy.
+    for service in of_kind(all_on_objects, "Deployment"):
+        if service["metadata"]["name"] == "chorus-agent":
+            continue
+        mine = [
+            p
+            for p in of_kind(all_on_objects, "NetworkPolicy")
+            if selects(p["spec"]["podSelector"]["matchLabels"], pod_labels(service))
+        ]
+        peers = [peer for p in mine for rule in p["spec"]["ingress"] for peer in rule["from"]]
+        assert any(selects(peer["podSelector"]["matchLabels"], labels) for peer in peers)
+    database = find(all_on_objects, "NetworkPolicy", "chorus-database")["spec"]["ingress"][0]
+    assert any(
+        "namespaceSelector" in peer and selects(peer["podSelector"]["matchLabels"], labels)
+        for peer in database["from"]
+    )
+
+
+def test_extra_volumes_are_mounted(all_on_objects: list[Manifest]) -> None:
+    for deployment in of_kind(all_on_objects, "Deployment"):
+        volumes = {v["name"] for v in deployment["spec"]["template"]["spec"]["volumes"]}
+        mounts = _mounts(deployment)
+        if deployment["metadata"]["name"] == "chorus-agent":
+            assert "faq-corpus" in volumes and mounts["faq-corpus"] == "/etc/chorus-faq"
+        else:
+            assert "models" in volumes and mounts["models"] == "/models"

@@ -103,6 +103,29 @@ so it is written as text: a dict would sort them. */}}
 }
 {{- end -}}
 
+{{/* The experiment file (experiment.enabled), its arms' pipelines beside it in the
+ConfigMap: an arm without a pipeline runs the chart's own (pipeline.json). */}}
+{{- define "chorus.experiment" -}}
+{{- $arms := list -}}
+{{- range $index, $arm := .Values.experiment.arms -}}
+{{- $file := "pipeline.json" -}}
+{{- if $arm.pipeline -}}
+{{- $parsed := fromJson $arm.pipeline -}}
+{{- if or (hasKey $parsed "Error") (not (hasKey $parsed "services")) -}}
+{{- fail (printf "experiment.arms[%d].pipeline (%s): not a pipeline file (JSON with \"services\"): %v" $index $arm.name ($parsed.Error | default "no services")) -}}
+{{- end -}}
+{{- $file = printf "arm-%s.json" $arm.name -}}
+{{- end -}}
+{{- $arms = append $arms (dict "name" $arm.name "pipeline" $file "weight" $arm.weight) -}}
+{{- end -}}
+{{- toPrettyJson (dict "name" .Values.experiment.name "arms" $arms) -}}
+{{- end -}}
+
+{{/* The pod labels of the replay Job. */}}
+{{- define "chorus.replayPods" -}}
+{{- include "chorus.selector" (dict "root" . "component" "replay") }}
+{{- end -}}
+
 {{/* The security context of every container. */}}
 {{- define "chorus.containerSecurity" -}}
 allowPrivilegeEscalation: false
