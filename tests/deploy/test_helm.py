@@ -13,6 +13,8 @@
 * values.schema.json types every value: a wrong one is refused by ``helm lint`` and
   ``helm template``, naming it; what it cannot compare (an autoscaler's bounds) the
   templates refuse.
+* Probes, disruption budget, spreading, ephemeral storage, ServiceAccount and security
+  contexts: as values.yaml says, for every pod.
 * An experiment's file and arms reach the agent (CHORUS_EXPERIMENT, CHORUS_ARM_KEY) as it
   loads them; a replay Job runs ``chorus replay`` on the same store, and the
   NetworkPolicies let it reach the store and the services.
@@ -196,6 +198,9 @@ WHOLE_VALUES = {
     "agent.env",
     "serviceDefaults.resources",
     "replay.resources",
+    "serviceAccount.annotations",
+    "security.podSecurityContext",
+    "security.containerSecurityContext",
     "services",
     "networkPolicy.dns",
     "networkPolicy.databaseIngress.podLabels",
@@ -949,3 +954,138 @@ def test_extra_volumes_are_mounted(all_on_objects: list[Manifest]) -> None:
             assert "faq-corpus" in volumes and mounts["faq-corpus"] == "/etc/chorus-faq"
         else:
             assert "models" in volumes and mounts["models"] == "/models"
+
+
+# -- Probes, disruption, spreading, storage, identity, security
+
+
+def _pods(objects: list[Manifest]) -> list[tuple[str, dict[str, Any]]]:
+    """The pod spec of every Deployment and Job, by its object's name."""
+    return [
+        (o["metadata"]["name"], o["spec"]["template"]["spec"])
+        for o in objects
+        if o["kind"] in ("Deployment", "Job")
+    ]
+
+
+def _window(probe: dict[str, Any]) -> int:
+    """Seconds of failed checks before the probe acts (Kubernetes' defaults: 10 s, 3)."""
+    return int(probe.get("periodSeconds", 10)) * int(probe.get("failureThreshold", 3))
+
+
+@pytest.mark.parametrize("which", ["default", "all-on"])
+def test_readiness_takes_a_pod_out_before_liveness_restarts_it(
+    which: str, default_objects: list[Manifest], all_on_objects: list[Manifest]
+) -> None:
+    """The agent's probes are two endpoints (/ready checks MongoDB and the required
+    services, /ping only the event loop); a service's are one, /health (its only
+    dependency is its own loading, which the start-up probe waits for): either way a pod
+    that stops answering leaves the Service well before it is restarted."""
+    objects = default_objects if which == "default" else all_on_objects
+    for deployment in of_kind(objects, "Deployment"):
+        main = container(deployment)
+        assert _window(main["readinessProbe"]) < _window(main["livenessProbe"])
+        assert main["readinessProbe"]["failureThreshold"] >= 1
+    agent = container(find(objects, "Deployment", "chorus-agent"))
+    assert agent["readinessProbe"]["httpGet"]["path"] != agent["livenessProbe"]["httpGet"]["path"]
+
+
+def test_the_agents_are_spread_and_a_drain_keeps_one(default_objects: list[Manifest]) -> None:
+    agent = find(default_objects, "Deployment", "chorus-agent")
+    spread = agent["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert {s["topologyKey"] for s in spread} == {
+        "kubernetes.io/hostname",
+        "topology.kubernetes.io/zone",
+    }
+    assert all(
+        s["whenUnsatisfiable"] == "ScheduleAnyway"
+        and selects(s["labelSelector"]["matchLabels"], pod_labels(agent))
+        for s in spread
+    )
+    find(default_objects, "PodDisruptionBudget", "chorus-agent")
+    for service in of_kind(default_objects, "Deployment"):
+        keys = [
+            s["topologyKey"]
+            for s in service["spec"]["template"]["spec"].get("topologySpreadConstraints", [])
+        ]
+        assert "kubernetes.io/hostname" in keys
+
+
+def test_a_single_agent_has_no_disruption_budget_to_block_drains(helm: Helm) -> None:
+    objects = helm.template(CHART, sets=["agent.autoscaling.enabled=false", "agent.replicas=1"])
+    validate_all(objects)
+    assert not [p for p in of_kind(objects, "PodDisruptionBudget")]
+    objects = helm.template(CHART, sets=["agent.autoscaling.enabled=false", "agent.replicas=2"])
+    find(objects, "PodDisruptionBudget", "chorus-agent")
+
+
+def _bytes(quantity: str) -> int:
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    for suffix, factor in units.items():
+        if quantity.endswith(suffix):
+            return int(quantity.removesuffix(suffix)) * factor
+    return int(quantity)
+
+
+@pytest.mark.parametrize("which", ["default", "all-on"])
+def test_every_pod_requests_the_node_disk_it_writes(
+    which: str, default_objects: list[Manifest], all_on_objects: list[Manifest]
+) -> None:
+    objects = default_objects if which == "default" else all_on_objects
+    pods = _pods(objects)
+    assert len(pods) >= 12
+    for name, pod in pods:
+        tmp = next(v for v in pod["volumes"] if v["name"] == "tmp")["emptyDir"]
+        for main in pod["containers"]:
+            resources = main["resources"]
+            request = _bytes(resources["requests"]["ephemeral-storage"])
+            limit = _bytes(resources["limits"]["ephemeral-storage"])
+            assert request <= limit, name
+            if tmp.get("medium") != "Memory":  # /tmp on the node's disk counts too
+                assert request >= _bytes(tmp["sizeLimit"]), name
+
+
+def test_no_service_account_token_unless_asked(
+    default_objects: list[Manifest], all_on_objects: list[Manifest]
+) -> None:
+    assert not of_kind(default_objects, "ServiceAccount")
+    for _, pod in _pods(default_objects):
+        assert pod["automountServiceAccountToken"] is False
+        assert "serviceAccountName" not in pod
+
+    account = find(all_on_objects, "ServiceAccount", "chorus")
+    validate(account)
+    assert account["automountServiceAccountToken"] is False
+    assert "iam.gke.io/gcp-service-account" in account["metadata"]["annotations"]
+    for name, pod in _pods(all_on_objects):
+        assert pod["serviceAccountName"] == "chorus", name
+        assert pod["automountServiceAccountToken"] is False
+
+
+def test_an_existing_service_account_is_used_as_named(helm: Helm) -> None:
+    objects = helm.template(CHART, sets=["serviceAccount.name=chorus-runner"])
+    assert not of_kind(objects, "ServiceAccount")
+    assert {pod["serviceAccountName"] for _, pod in _pods(objects)} == {"chorus-runner"}
+
+
+def test_security_contexts_add_to_the_charts(all_on_objects: list[Manifest]) -> None:
+    validate_all(all_on_objects)
+    for name, pod in _pods(all_on_objects):
+        assert pod["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch", name
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for main in pod["containers"]:
+            security = main["securityContext"]
+            assert security["seLinuxOptions"] == {"level": "s0:c123,c456"}, name
+            assert security["readOnlyRootFilesystem"] is True
+            assert security["allowPrivilegeEscalation"] is False
+            assert security["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_a_security_context_can_be_loosened_where_a_cluster_needs_it(helm: Helm) -> None:
+    objects = helm.template(
+        CHART, sets=["security.podSecurityContext.seccompProfile.type=Unconfined"]
+    )
+    validate_all(objects)
+    for name, pod in _pods(objects):
+        assert pod["securityContext"]["seccompProfile"] == {"type": "Unconfined"}, name

@@ -126,25 +126,54 @@ ConfigMap: an arm without a pipeline runs the chart's own (pipeline.json). */}}
 {{- include "chorus.selector" (dict "root" . "component" "replay") }}
 {{- end -}}
 
-{{/* The security context of every container. */}}
+{{/* The security context of every container: the chart's, security.containerSecurityContext
+over it. */}}
 {{- define "chorus.containerSecurity" -}}
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-runAsNonRoot: true
-runAsUser: {{ .Values.security.runAsUser }}
-runAsGroup: {{ .Values.security.runAsUser }}
-capabilities:
-  drop: [ALL]
+{{- $uid := .Values.security.runAsUser -}}
+{{- $chart := dict "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "runAsNonRoot" true "runAsUser" $uid "runAsGroup" $uid "capabilities" (dict "drop" (list "ALL")) -}}
+{{- toYaml (mergeOverwrite $chart (deepCopy .Values.security.containerSecurityContext)) -}}
 {{- end -}}
 
-{{/* The security context of every pod. */}}
+{{/* The security context of every pod: the chart's, security.podSecurityContext over it. */}}
 {{- define "chorus.podSecurity" -}}
-runAsNonRoot: true
-runAsUser: {{ .Values.security.runAsUser }}
-runAsGroup: {{ .Values.security.runAsUser }}
-fsGroup: {{ .Values.security.runAsUser }}
-seccompProfile:
-  type: RuntimeDefault
+{{- $uid := .Values.security.runAsUser -}}
+{{- $chart := dict "runAsNonRoot" true "runAsUser" $uid "runAsGroup" $uid "fsGroup" $uid "seccompProfile" (dict "type" "RuntimeDefault") -}}
+{{- toYaml (mergeOverwrite $chart (deepCopy .Values.security.podSecurityContext)) -}}
+{{- end -}}
+
+{{/* The ServiceAccount of every pod, and whether it mounts a token. */}}
+{{- define "chorus.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "chorus.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "chorus.podAccount" -}}
+{{- with include "chorus.serviceAccountName" . }}
+serviceAccountName: {{ . }}
+{{- end }}
+automountServiceAccountToken: {{ .Values.serviceAccount.automountToken }}
+{{- end -}}
+
+{{/* Best-effort spreading of a component's pods (dict "root" $ "component" name "nodes"
+bool "zones" bool). */}}
+{{- define "chorus.spread" -}}
+{{- $keys := list -}}
+{{- if .nodes }}{{ $keys = append $keys "kubernetes.io/hostname" }}{{ end -}}
+{{- if .zones }}{{ $keys = append $keys "topology.kubernetes.io/zone" }}{{ end -}}
+{{- if $keys }}
+topologySpreadConstraints:
+{{- range $keys }}
+  - maxSkew: 1
+    topologyKey: {{ . }}
+    whenUnsatisfiable: ScheduleAnyway
+    labelSelector:
+      matchLabels:
+        {{- include "chorus.selector" (dict "root" $.root "component" $.component) | nindent 8 }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* The writable /tmp of a pod whose root filesystem is read-only. */}}
