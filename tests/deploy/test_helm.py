@@ -54,6 +54,7 @@ from tests.support.helm import (
     Manifest,
     build_helm,
     helm_required,
+    kube_version,
     unavailable_reason,
     validate,
 )
@@ -764,6 +765,32 @@ def test_an_experiment_reaches_the_agent_as_it_loads_it(
         "name": "chorus-credentials",
         "key": "arm-key",
     }
+
+
+def test_the_documented_experiment_renders_and_the_agent_loads_it(
+    helm: Helm, tmp_path: Path
+) -> None:
+    """docs/deployment.md's `helm upgrade` that starts an experiment, candidate.json being
+    a copy of pipeline.json."""
+    text = (ROOT / "docs" / "deployment.md").read_text()
+    start = text.index("helm upgrade chorus deploy/helm/chorus")
+    command = text[start : text.index("```", start)].replace("\\\n", " ")
+    options = re.findall(r"(--set(?:-file)?) '?([^' ]+)'?", command)
+    assert len(options) >= 7
+    candidate = tmp_path / "candidate.json"
+    shutil.copy(ROOT / "pipeline.json", candidate)
+    args = ["template", "chorus", str(CHART), "--namespace", "chorus"]
+    args += ["--kube-version", kube_version()]
+    for flag, value in options:
+        args += [flag, value.replace("candidate.json", str(candidate))]
+    result = helm.run(*args)
+    assert result.returncode == 0, result.stderr
+    objects = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    validate_all(objects)
+    directory = _config_files(objects, "chorus-pipeline", tmp_path / "etc")
+    experiment = load_experiment(directory / "experiment.json", window=3, turn_timeout=None)
+    assert experiment.names == ["control", "candidate"]
+    assert json.loads(experiment.arms[1].path.read_text()) == default_pipeline()
 
 
 def test_the_chart_makes_the_arm_key_and_an_experiment_change_rolls_the_agents(
