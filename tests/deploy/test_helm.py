@@ -1111,8 +1111,20 @@ def test_security_contexts_add_to_the_charts(all_on_objects: list[Manifest]) -> 
 
 def test_a_security_context_can_be_loosened_where_a_cluster_needs_it(helm: Helm) -> None:
     objects = helm.template(
-        CHART, sets=["security.podSecurityContext.seccompProfile.type=Unconfined"]
+        CHART,
+        sets=[
+            "security.podSecurityContext.seccompProfile.type=Unconfined",
+            "security.containerSecurityContext.readOnlyRootFilesystem=false",
+            "security.containerSecurityContext.capabilities.add={NET_BIND_SERVICE}",
+        ],
     )
     validate_all(objects)
     for name, pod in _pods(objects):
         assert pod["securityContext"]["seccompProfile"] == {"type": "Unconfined"}, name
+        for main in pod["containers"]:
+            assert main["securityContext"]["readOnlyRootFilesystem"] is False, name
+            assert main["securityContext"]["allowPrivilegeEscalation"] is False
+            assert main["securityContext"]["capabilities"] == {
+                "add": ["NET_BIND_SERVICE"],
+                "drop": ["ALL"],
+            }
