@@ -863,10 +863,30 @@ def test_the_chart_makes_the_arm_key_and_an_experiment_change_rolls_the_agents(
             },
             "experiment.arms[1].pipeline (b): not a pipeline file",
         ),
+        (
+            {
+                "experiment": {
+                    "enabled": True,
+                    "name": "x",
+                    "arms": [{"name": "a", "weight": 1}, {"name": "b", "weight": 1}],
+                },
+                "secret": {"armKey": "short"},
+            },
+            "secret.armKey: must be at least 16 characters",
+        ),
         ({"replay": {"enabled": True, "pipeline": "{not json"}}, "replay.pipeline: not JSON"),
         ({"replay": {"concurrency": 0}}, "/replay/concurrency"),
     ],
-    ids=["no-arms", "no-name", "arm-name", "arm-weight", "arm-not-json", "replay-not-json", "conc"],
+    ids=[
+        "no-arms",
+        "no-name",
+        "arm-name",
+        "arm-weight",
+        "arm-not-json",
+        "arm-key",
+        "replay-not-json",
+        "conc",
+    ],
 )
 def test_a_bad_experiment_or_replay_is_refused_naming_the_value(
     helm: Helm, tmp_path: Path, values: dict[str, Any], message: str
