@@ -10,6 +10,14 @@
   graceful stop; the pipeline's services each behind their own Service at the address the
   pipeline file gives; the credentials in a Secret; only the agent reaching the services
   and the database.
+* values.schema.json types every value: a wrong one is refused by ``helm lint`` and
+  ``helm template``, naming it; what it cannot compare (an autoscaler's bounds) the
+  templates refuse.
+* Probes, disruption budget, spreading, ephemeral storage, ServiceAccount and security
+  contexts: as values.yaml says, for every pod.
+* An experiment's file and arms reach the agent (CHORUS_EXPERIMENT, CHORUS_ARM_KEY) as it
+  loads them; a replay Job runs ``chorus replay`` on the same store, and the
+  NetworkPolicies let it reach the store and the services.
 * A template broken in a copy of the chart fails the validation.
 
 Helm is the binary tools/helm builds (tests/support/helm.py); without Go the tests are
@@ -32,6 +40,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from agent.pipeline.arms import load_experiment
 from agent.pipeline.config import parse_pipeline_config
 from agent.queues import QUEUE_WAIT
 from agent.settings import Settings
@@ -45,6 +54,7 @@ from tests.support.helm import (
     Manifest,
     build_helm,
     helm_required,
+    kube_version,
     unavailable_reason,
     validate,
 )
@@ -188,6 +198,10 @@ WHOLE_VALUES = {
     "agent.podAnnotations",
     "agent.env",
     "serviceDefaults.resources",
+    "replay.resources",
+    "serviceAccount.annotations",
+    "security.podSecurityContext",
+    "security.containerSecurityContext",
     "services",
     "networkPolicy.dns",
     "networkPolicy.databaseIngress.podLabels",
@@ -259,22 +273,147 @@ def test_a_broken_template_fails_validation(helm: Helm, tmp_path: Path) -> None:
         validate_all(objects)
 
 
-def test_a_wrongly_typed_value_fails_validation(helm: Helm) -> None:
-    objects = helm.template(CHART, sets=["agent.autoscaling.maxReplicas=ten"])
-    with pytest.raises(kubernetes_validate.ValidationError, match="ten"):
+def test_a_wrong_value_inside_a_kubernetes_object_fails_validation(helm: Helm) -> None:
+    """The schema leaves the Kubernetes objects the chart passes on whole to Kubernetes'."""
+    objects = helm.template(
+        CHART, sets=["agent.autoscaling.behavior.scaleDown.stabilizationWindowSeconds=long"]
+    )
+    with pytest.raises(kubernetes_validate.ValidationError, match="long"):
         validate_all(objects)
 
 
-def _with_service_named(name: str) -> dict[str, Any]:
+# -- The values' schema (values.schema.json)
+
+SCHEMA = CHART / "values.schema.json"
+
+
+def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    if "$ref" not in schema:
+        return schema
+    node = root
+    for part in schema["$ref"].removeprefix("#/").split("/"):
+        node = node[part]
+    return {**node, **{k: v for k, v in schema.items() if k != "$ref"}}
+
+
+def _untyped(values: Any, schema: dict[str, Any], root: dict[str, Any], path: str) -> list[str]:
+    """The keys under ``values`` the schema gives no type, walking down as far as the
+    schema has properties (below that, an object is passed on whole: its own schema is
+    Kubernetes' or the pipeline file's)."""
+    schema = _resolve(schema, root)
+    found = []
+    if not ({"type", "enum", "oneOf"} & set(schema)):
+        found.append(path)
+    if isinstance(values, dict) and "properties" in schema:
+        for key, value in values.items():
+            sub = schema["properties"].get(key)
+            if sub is None:
+                found.append(f"{path}.{key}")
+            else:
+                found += _untyped(value, sub, root, f"{path}.{key}".lstrip("."))
+    if isinstance(values, list) and "properties" in schema.get("items", {}):
+        for number, item in enumerate(values):
+            found += _untyped(item, schema["items"], root, f"{path}[{number}]")
+    return found
+
+
+def _object_schemas(schema: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(schema, dict):
+        if "properties" in schema:
+            yield schema
+        for key, value in schema.items():
+            if key not in ("if", "then"):  # conditions on the object, not objects
+                yield from _object_schemas(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _object_schemas(value)
+
+
+@pytest.mark.parametrize("values", [CHART / "values.yaml", ALL_ON], ids=["default", "all-on"])
+def test_every_value_has_a_type_in_the_schema(values: Path) -> None:
+    """Each key of values.yaml (and of the all-on values) is typed by the schema, and the
+    schema refuses keys it does not know (a misspelt key fails instead of being ignored)."""
+    schema = json.loads(SCHEMA.read_text())
+    assert _untyped(yaml.safe_load(values.read_text()), schema, schema, "") == []
+    assert all(s.get("additionalProperties") is False for s in _object_schemas(schema))
+
+
+BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
+    ("replicas-two", {"agent": {"replicas": "two"}}, "/agent/replicas"),
+    ("pull-policy", {"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
+    ("port-0", {"agent": {"port": 0}}, "/agent/port"),
+    ("service-type", {"agent": {"service": {"type": "Ingress"}}}, "/agent/service/type"),
+    (
+        "max-replicas-1",
+        {"agent": {"autoscaling": {"maxReplicas": 1}}},
+        "/agent/autoscaling/maxReplicas",
+    ),
+    ("timeout-fast", {"serviceDefaults": {"timeout": "fast"}}, "/serviceDefaults/timeout"),
+    ("turn-timeout-0", {"pipeline": {"turnTimeout": 0}}, "/pipeline/turnTimeout"),
+    ("misspelt-key", {"agent": {"replica": 3}}, "'replica'"),
+    ("tmp-size", {"security": {"tmpSizeLimit": "lots"}}, "/security/tmpSizeLimit"),
+    ("db-port", {"networkPolicy": {"databasePorts": [70000]}}, "/networkPolicy/databasePorts/0"),
+    (
+        "min-available",
+        {"agent": {"podDisruptionBudget": {"minAvailable": "half"}}},
+        "/agent/podDisruptionBudget/minAvailable",
+    ),
+    (
+        "load-via",
+        {"agent": {"autoscaling": {"load": {"via": "prometheus"}}}},
+        "/agent/autoscaling/load/via",
+    ),
+]
+
+
+def _with_service(**changes: Any) -> dict[str, Any]:
     services = yaml.safe_load((CHART / "values.yaml").read_text())["services"]
-    services[0]["name"] = name
+    services[0].update(changes)
     return {"services": services}
+
+
+BAD_VALUES += [
+    ("service-timeout", _with_service(timeout="fast"), "/services/0/timeout"),
+    ("service-group", _with_service(group="skill"), "/services/0/group"),
+    ("service-context", _with_service(contextWindow=0), "/services/0/contextWindow"),
+    ("service-name", _with_service(name="Tokens"), "/services/0/name"),
+]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"), [(v, m) for _, v, m in BAD_VALUES], ids=[i for i, _, _ in BAD_VALUES]
+)
+@pytest.mark.parametrize("command", ["lint", "template"])
+def test_the_schema_refuses_bad_values_naming_them(
+    helm: Helm, tmp_path: Path, command: str, values: dict[str, Any], message: str
+) -> None:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    if command == "lint":
+        result = helm.lint(CHART, [path])
+        assert result.returncode != 0
+        assert message in result.stdout + result.stderr, result.stdout + result.stderr
+    else:
+        with pytest.raises(HelmError, match=re.escape(message)):
+            helm.template(CHART, [path])
+
+
+def test_the_documented_install_renders_and_validates(helm: Helm) -> None:
+    """docs/deployment.md's `helm install`, with its --set values, passes the schema."""
+    text = (ROOT / "docs" / "deployment.md").read_text()
+    install = text[text.index("helm install chorus deploy/helm/chorus") :].split("\nkubectl")[0]
+    sets = re.findall(r"--set (\S+)", install)
+    assert sets
+    sets = [s.replace("$REG", "registry.example.org/chorus").replace("$TAG", "1.0.0") for s in sets]
+    objects = helm.template(CHART, sets=sets)
+    validate_all(objects)
+    result = helm.run("lint", "--strict", str(CHART), *(a for s in sets for a in ("--set", s)))
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"agent": {"autoscaling": {"load": {"via": "prometheus"}}}}, "agent.autoscaling.load.via"),
         ({"agent": {"autoscaling": {"load": {"turnLatencySeconds": 1}}}}, "needs load.via: keda"),
         (
             {"database": {"url": "sqlite:///data/chorus.db"}},
@@ -282,9 +421,17 @@ def _with_service_named(name: str) -> dict[str, Any]:
         ),
         ({"database": {"url": ""}}, "database.url: set the MongoDB replica set's URL"),
         ({"secret": {"apiKey": "short"}}, "secret.apiKey: must be at least 16 characters"),
-        (_with_service_named("Tokens"), 'services: "Tokens" is not a valid Kubernetes name'),
+        (
+            {"agent": {"autoscaling": {"minReplicas": 5, "maxReplicas": 3}}},
+            "agent.autoscaling.maxReplicas: 3 is below agent.autoscaling.minReplicas (5)",
+        ),
+        (
+            {"serviceDefaults": {"autoscaling": {"minReplicas": 6}}},
+            "services.tokens.autoscaling.maxReplicas: 5 is below "
+            "services.tokens.autoscaling.minReplicas (6)",
+        ),
     ],
-    ids=["load-via", "latency-without-keda", "sqlite", "no-url", "short-key", "service-name"],
+    ids=["latency-without-keda", "sqlite", "no-url", "short-key", "max-below-min", "service-max"],
 )
 def test_bad_values_are_refused_naming_the_value(
     helm: Helm, tmp_path: Path, values: dict[str, Any], message: str
@@ -512,6 +659,8 @@ def test_only_the_agent_reaches_the_services_and_the_database(
     policies = of_kind(objects, "NetworkPolicy")
     agent = find(objects, "Deployment", "chorus-agent")
     agent_labels = pod_labels(agent)
+    jobs = of_kind(objects, "Job")
+    replay_labels = pod_labels(jobs[0]) if jobs else {"app.kubernetes.io/component": "none"}
     services = [d for d in of_kind(objects, "Deployment") if d is not agent]
     assert len(services) >= 11
 
@@ -538,7 +687,10 @@ def test_only_the_agent_reaches_the_services_and_the_database(
             peers = rule["from"]
             assert peers and all(
                 set(peer) == {"podSelector"}
-                and selects(peer["podSelector"]["matchLabels"], agent_labels)
+                and (
+                    selects(peer["podSelector"]["matchLabels"], agent_labels)
+                    or selects(peer["podSelector"]["matchLabels"], replay_labels)
+                )
                 and not any(
                     selects(peer["podSelector"]["matchLabels"], pod_labels(s)) for s in services
                 )
@@ -552,7 +704,13 @@ def test_the_database_admits_only_the_agents(all_on_objects: list[Manifest]) -> 
     assert policy["metadata"]["namespace"] == "mongodb"
     agent_labels = pod_labels(find(all_on_objects, "Deployment", "chorus-agent"))
     peers = policy["spec"]["ingress"][0]["from"]
-    from_chorus = [p for p in peers if "podSelector" in p and "namespaceSelector" in p]
+    from_chorus = [
+        p
+        for p in peers
+        if "podSelector" in p
+        and "namespaceSelector" in p
+        and p["podSelector"]["matchLabels"].get("app.kubernetes.io/component") != "replay"
+    ]
     assert len(from_chorus) == 1
     assert from_chorus[0]["namespaceSelector"]["matchLabels"] == {
         "kubernetes.io/metadata.name": "chorus"
@@ -561,3 +719,432 @@ def test_the_database_admits_only_the_agents(all_on_objects: list[Manifest]) -> 
         k: agent_labels[k] for k in from_chorus[0]["podSelector"]["matchLabels"]
     }
     assert "app.kubernetes.io/component" in from_chorus[0]["podSelector"]["matchLabels"]
+
+
+# -- Experiments, replays, extra volumes
+
+
+def _config_files(objects: list[Manifest], configmap: str, into: Path) -> Path:
+    """The ConfigMap's files written to a directory, as its volume mounts them."""
+    into.mkdir()
+    for key, text in find(objects, "ConfigMap", configmap)["data"].items():
+        (into / key).write_text(text)
+    return into
+
+
+def _env(deployment_or_job: Manifest) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in container(deployment_or_job)["env"]}
+
+
+def _mounts(deployment_or_job: Manifest) -> dict[str, str]:
+    return {m["name"]: m["mountPath"] for m in container(deployment_or_job)["volumeMounts"]}
+
+
+def test_an_experiment_reaches_the_agent_as_it_loads_it(
+    all_on_objects: list[Manifest], tmp_path: Path
+) -> None:
+    validate_all(all_on_objects)
+    agent = find(all_on_objects, "Deployment", "chorus-agent")
+    env = _env(agent)
+    volumes = {v["name"]: v for v in agent["spec"]["template"]["spec"]["volumes"]}
+    mounted = _mounts(agent)
+    configmap = volumes["pipeline"]["configMap"]["name"]
+    directory = _config_files(all_on_objects, configmap, tmp_path / "etc")
+    path = Path(env["CHORUS_EXPERIMENT"]["value"])
+    assert path.parent == Path(mounted["pipeline"])
+
+    experiment = load_experiment(directory / path.name, window=3, turn_timeout=None)
+    assert experiment.name == "fallback-only-vs-control"
+    assert [(a.name, a.weight) for a in experiment.arms] == [("control", 3), ("fallback-only", 1)]
+    # The control arm is the chart's own pipeline; the other its own file.
+    assert experiment.arms[0].path.name == "pipeline.json"
+    arm = json.loads(experiment.arms[1].path.read_text())
+    assert list(parse_pipeline_config(arm, source="the arm").services) == ["skills"]
+    # The draw's key from the Secret, the same on every replica.
+    assert env["CHORUS_ARM_KEY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "chorus-credentials",
+        "key": "arm-key",
+    }
+
+
+def test_the_documented_experiment_renders_and_the_agent_loads_it(
+    helm: Helm, tmp_path: Path
+) -> None:
+    """docs/deployment.md's `helm upgrade` that starts an experiment, candidate.json being
+    a copy of pipeline.json."""
+    text = (ROOT / "docs" / "deployment.md").read_text()
+    start = text.index("helm upgrade chorus deploy/helm/chorus")
+    command = text[start : text.index("```", start)].replace("\\\n", " ")
+    options = re.findall(r"(--set(?:-file)?) '?([^' ]+)'?", command)
+    assert len(options) >= 7
+    candidate = tmp_path / "candidate.json"
+    shutil.copy(ROOT / "pipeline.json", candidate)
+    args = ["template", "chorus", str(CHART), "--namespace", "chorus"]
+    args += ["--kube-version", kube_version()]
+    for flag, value in options:
+        args += [flag, value.replace("candidate.json", str(candidate))]
+    result = helm.run(*args)
+    assert result.returncode == 0, result.stderr
+    objects = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    validate_all(objects)
+    directory = _config_files(objects, "chorus-pipeline", tmp_path / "etc")
+    experiment = load_experiment(directory / "experiment.json", window=3, turn_timeout=None)
+    assert experiment.names == ["control", "candidate"]
+    assert json.loads(experiment.arms[1].path.read_text()) == default_pipeline()
+
+
+def test_the_chart_makes_the_arm_key_and_an_experiment_change_rolls_the_agents(
+    helm: Helm, tmp_path: Path
+) -> None:
+    values = yaml.safe_load(ALL_ON.read_text())
+    experiment = tmp_path / "experiment.yaml"
+    experiment.write_text(yaml.safe_dump({"experiment": values["experiment"]}))
+    objects = helm.template(CHART, [experiment])
+    validate_all(objects)
+    secret = find(objects, "Secret", "chorus")
+    key = base64.b64decode(secret["data"]["arm-key"]).decode()
+    assert len(key) >= 16
+    Settings(arm_key=SecretStr(key))
+    assert _env(find(objects, "Deployment", "chorus-agent"))["CHORUS_ARM_KEY"]["valueFrom"][
+        "secretKeyRef"
+    ] == {"name": "chorus", "key": "arm-key"}
+
+    def checksum(objects: list[Manifest]) -> str:
+        agent = find(objects, "Deployment", "chorus-agent")
+        annotation: str = agent["spec"]["template"]["metadata"]["annotations"]["checksum/pipeline"]
+        return annotation
+
+    reweighted = helm.template(CHART, [experiment], ["experiment.arms[0].weight=1"])
+    assert checksum(reweighted) != checksum(objects)
+    # Without an experiment the agent reads the pipeline file, and there is no arm key.
+    plain = helm.template(CHART)
+    assert "CHORUS_EXPERIMENT" not in _env(find(plain, "Deployment", "chorus-agent"))
+    assert "arm-key" not in find(plain, "Secret", "chorus")["data"]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"experiment": {"enabled": True, "name": "x", "arms": []}}, "/experiment/arms"),
+        (
+            {"experiment": {"enabled": True, "arms": [{"name": "a", "weight": 1}] * 2}},
+            "/experiment/name",
+        ),
+        (
+            {
+                "experiment": {
+                    "enabled": True,
+                    "name": "x",
+                    "arms": [{"name": "a", "weight": 1}, {"name": "b b", "weight": 1}],
+                }
+            },
+            "/experiment/arms/1/name",
+        ),
+        (
+            {
+                "experiment": {
+                    "enabled": True,
+                    "name": "x",
+                    "arms": [{"name": "a", "weight": 1}, {"name": "b", "weight": 0}],
+                }
+            },
+            "/experiment/arms/1/weight",
+        ),
+        (
+            {
+                "experiment": {
+                    "enabled": True,
+                    "name": "x",
+                    "arms": [
+                        {"name": "a", "weight": 1},
+                        {"name": "b", "weight": 1, "pipeline": "{not json"},
+                    ],
+                }
+            },
+            "experiment.arms[1].pipeline (b): not a pipeline file",
+        ),
+        (
+            {
+                "experiment": {
+                    "enabled": True,
+                    "name": "x",
+                    "arms": [{"name": "a", "weight": 1}, {"name": "b", "weight": 1}],
+                },
+                "secret": {"armKey": "short"},
+            },
+            "secret.armKey: must be at least 16 characters",
+        ),
+        ({"replay": {"enabled": True, "pipeline": "{not json"}}, "replay.pipeline: not JSON"),
+        ({"replay": {"concurrency": 0}}, "/replay/concurrency"),
+    ],
+    ids=[
+        "no-arms",
+        "no-name",
+        "arm-name",
+        "arm-weight",
+        "arm-not-json",
+        "arm-key",
+        "replay-not-json",
+        "conc",
+    ],
+)
+def test_a_bad_experiment_or_replay_is_refused_naming_the_value(
+    helm: Helm, tmp_path: Path, values: dict[str, Any], message: str
+) -> None:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    with pytest.raises(HelmError, match=re.escape(message)):
+        helm.template(CHART, [path])
+
+
+def test_a_replay_job_reads_the_agents_store_with_the_candidate(
+    all_on_objects: list[Manifest], tmp_path: Path
+) -> None:
+    jobs = of_kind(all_on_objects, "Job")
+    assert [j["metadata"]["name"] for j in jobs] == ["chorus-replay-1"]
+    job = jobs[0]
+    validate(job)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never" and job["spec"]["backoffLimit"] == 0
+    main = container(job)
+    args = main["args"]
+    assert args[:2] == ["chorus", "replay"]
+    assert args[-4:] == ["--since", "2026-01-01", "--limit", "500"]
+    options = dict(zip(args[2:-4:2], args[3:-4:2], strict=True))
+    assert options["--out"].startswith("/replay/") and options["--html"].startswith("/replay/")
+    # The candidate is the file of replay.pipeline, mounted where --pipeline says.
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = _mounts(job)
+    candidate = Path(options["--pipeline"])
+    name = next(n for n, m in mounts.items() if Path(m) == candidate.parent)
+    directory = _config_files(all_on_objects, volumes[name]["configMap"]["name"], tmp_path / "c")
+    parse_pipeline_config(json.loads((directory / candidate.name).read_text()), source="replay")
+    assert volumes["output"]["persistentVolumeClaim"]["claimName"] == "chorus-replays"
+    assert mounts["output"] == "/replay"
+    # The store the agents write, from the same Secret; no API key.
+    agent_env = _env(find(all_on_objects, "Deployment", "chorus-agent"))
+    env = _env(job)
+    assert env["CHORUS_DB_URL"] == agent_env["CHORUS_DB_URL"]
+    assert "CHORUS_API_KEY" not in env
+    assert main["image"] == container(find(all_on_objects, "Deployment", "chorus-agent"))["image"]
+    assert main["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_the_replay_of_the_charts_own_pipeline_needs_no_candidate(helm: Helm) -> None:
+    objects = helm.template(CHART, sets=["replay.enabled=true"])
+    validate_all(objects)
+    job = find(objects, "Job", "chorus-replay-1")
+    args = container(job)["args"]
+    assert args[args.index("--pipeline") + 1] == "/etc/chorus/pipeline.json"
+    assert _mounts(job)["pipeline"] == "/etc/chorus"
+    assert "--out" not in args  # no volume for the files: the summary is in the log
+    assert not [
+        c for c in of_kind(objects, "ConfigMap") if c["metadata"]["name"].endswith("-replay")
+    ]
+    # The next revision is a new Job (a Job's pod template cannot change).
+    assert not of_kind(helm.template(CHART), "Job")
+
+
+def test_the_replay_reaches_the_store_and_the_services_and_nothing_reaches_it(
+    all_on_objects: list[Manifest],
+) -> None:
+    job = find(all_on_objects, "Job", "chorus-replay-1")
+    labels = pod_labels(job)
+    policies = [
+        p
+        for p in of_kind(all_on_objects, "NetworkPolicy")
+        if p["metadata"].get("namespace") is None
+        and selects(p["spec"]["podSelector"]["matchLabels"], labels)
+    ]
+    assert [p["metadata"]["name"] for p in policies] == ["chorus-replay"]
+    policy = policies[0]["spec"]
+    assert set(policy["policyTypes"]) == {"Ingress", "Egress"} and policy["ingress"] == []
+    egress = policy["egress"]
+    to_db = [r for r in egress if DB_PORT in (_allowed_ports(r) or set())]
+    assert to_db and to_db[0]["to"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "mongodb"}}}
+    ]
+    to_services = [
+        r
+        for r in egress
+        if any(
+            "podSelector" in peer and selects(peer["podSelector"]["matchLabels"], {**pod_labels(d)})
+            for peer in r.get("to", [])
+            for d in of_kind(all_on_objects, "Deployment")
+            if d["metadata"]["name"] != "chorus-agent"
+        )
+    ]
+    assert to_services and _allowed_ports(to_services[0]) == {"http"}
+    # Each service admits it, and so does the database's own policy.
+    for service in of_kind(all_on_objects, "Deployment"):
+        if service["metadata"]["name"] == "chorus-agent":
+            continue
+        mine = [
+            p
+            for p in of_kind(all_on_objects, "NetworkPolicy")
+            if selects(p["spec"]["podSelector"]["matchLabels"], pod_labels(service))
+        ]
+        peers = [peer for p in mine for rule in p["spec"]["ingress"] for peer in rule["from"]]
+        assert any(selects(peer["podSelector"]["matchLabels"], labels) for peer in peers)
+    database = find(all_on_objects, "NetworkPolicy", "chorus-database")["spec"]["ingress"][0]
+    assert any(
+        "namespaceSelector" in peer and selects(peer["podSelector"]["matchLabels"], labels)
+        for peer in database["from"]
+    )
+
+
+def test_extra_volumes_are_mounted(all_on_objects: list[Manifest]) -> None:
+    for deployment in of_kind(all_on_objects, "Deployment"):
+        volumes = {v["name"] for v in deployment["spec"]["template"]["spec"]["volumes"]}
+        mounts = _mounts(deployment)
+        if deployment["metadata"]["name"] == "chorus-agent":
+            assert "faq-corpus" in volumes and mounts["faq-corpus"] == "/etc/chorus-faq"
+        else:
+            assert "models" in volumes and mounts["models"] == "/models"
+
+
+# -- Probes, disruption, spreading, storage, identity, security
+
+
+def _pods(objects: list[Manifest]) -> list[tuple[str, dict[str, Any]]]:
+    """The pod spec of every Deployment and Job, by its object's name."""
+    return [
+        (o["metadata"]["name"], o["spec"]["template"]["spec"])
+        for o in objects
+        if o["kind"] in ("Deployment", "Job")
+    ]
+
+
+def _window(probe: dict[str, Any]) -> int:
+    """Seconds of failed checks before the probe acts (Kubernetes' defaults: 10 s, 3)."""
+    return int(probe.get("periodSeconds", 10)) * int(probe.get("failureThreshold", 3))
+
+
+@pytest.mark.parametrize("which", ["default", "all-on"])
+def test_readiness_takes_a_pod_out_before_liveness_restarts_it(
+    which: str, default_objects: list[Manifest], all_on_objects: list[Manifest]
+) -> None:
+    """The agent's probes are two endpoints (/ready checks MongoDB and the required
+    services, /ping only the event loop); a service's are one, /health (its only
+    dependency is its own loading, which the start-up probe waits for): either way a pod
+    that stops answering leaves the Service well before it is restarted."""
+    objects = default_objects if which == "default" else all_on_objects
+    for deployment in of_kind(objects, "Deployment"):
+        main = container(deployment)
+        assert _window(main["readinessProbe"]) < _window(main["livenessProbe"])
+        assert main["readinessProbe"]["failureThreshold"] >= 1
+    agent = container(find(objects, "Deployment", "chorus-agent"))
+    assert agent["readinessProbe"]["httpGet"]["path"] != agent["livenessProbe"]["httpGet"]["path"]
+
+
+def test_the_agents_are_spread_and_a_drain_keeps_one(default_objects: list[Manifest]) -> None:
+    agent = find(default_objects, "Deployment", "chorus-agent")
+    spread = agent["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert {s["topologyKey"] for s in spread} == {
+        "kubernetes.io/hostname",
+        "topology.kubernetes.io/zone",
+    }
+    assert all(
+        s["whenUnsatisfiable"] == "ScheduleAnyway"
+        and selects(s["labelSelector"]["matchLabels"], pod_labels(agent))
+        for s in spread
+    )
+    find(default_objects, "PodDisruptionBudget", "chorus-agent")
+    for service in of_kind(default_objects, "Deployment"):
+        keys = [
+            s["topologyKey"]
+            for s in service["spec"]["template"]["spec"].get("topologySpreadConstraints", [])
+        ]
+        assert "kubernetes.io/hostname" in keys
+
+
+def test_a_single_agent_has_no_disruption_budget_to_block_drains(helm: Helm) -> None:
+    objects = helm.template(CHART, sets=["agent.autoscaling.enabled=false", "agent.replicas=1"])
+    validate_all(objects)
+    assert not [p for p in of_kind(objects, "PodDisruptionBudget")]
+    objects = helm.template(CHART, sets=["agent.autoscaling.enabled=false", "agent.replicas=2"])
+    find(objects, "PodDisruptionBudget", "chorus-agent")
+
+
+def _bytes(quantity: str) -> int:
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    for suffix, factor in units.items():
+        if quantity.endswith(suffix):
+            return int(quantity.removesuffix(suffix)) * factor
+    return int(quantity)
+
+
+@pytest.mark.parametrize("which", ["default", "all-on"])
+def test_every_pod_requests_the_node_disk_it_writes(
+    which: str, default_objects: list[Manifest], all_on_objects: list[Manifest]
+) -> None:
+    objects = default_objects if which == "default" else all_on_objects
+    pods = _pods(objects)
+    assert len(pods) >= 12
+    for name, pod in pods:
+        tmp = next(v for v in pod["volumes"] if v["name"] == "tmp")["emptyDir"]
+        for main in pod["containers"]:
+            resources = main["resources"]
+            request = _bytes(resources["requests"]["ephemeral-storage"])
+            limit = _bytes(resources["limits"]["ephemeral-storage"])
+            assert request <= limit, name
+            if tmp.get("medium") != "Memory":  # /tmp on the node's disk counts too
+                assert request >= _bytes(tmp["sizeLimit"]), name
+
+
+def test_no_service_account_token_unless_asked(
+    default_objects: list[Manifest], all_on_objects: list[Manifest]
+) -> None:
+    assert not of_kind(default_objects, "ServiceAccount")
+    for _, pod in _pods(default_objects):
+        assert pod["automountServiceAccountToken"] is False
+        assert "serviceAccountName" not in pod
+
+    account = find(all_on_objects, "ServiceAccount", "chorus")
+    validate(account)
+    assert account["automountServiceAccountToken"] is False
+    assert "iam.gke.io/gcp-service-account" in account["metadata"]["annotations"]
+    for name, pod in _pods(all_on_objects):
+        assert pod["serviceAccountName"] == "chorus", name
+        assert pod["automountServiceAccountToken"] is False
+
+
+def test_an_existing_service_account_is_used_as_named(helm: Helm) -> None:
+    objects = helm.template(CHART, sets=["serviceAccount.name=chorus-runner"])
+    assert not of_kind(objects, "ServiceAccount")
+    assert {pod["serviceAccountName"] for _, pod in _pods(objects)} == {"chorus-runner"}
+
+
+def test_security_contexts_add_to_the_charts(all_on_objects: list[Manifest]) -> None:
+    validate_all(all_on_objects)
+    for name, pod in _pods(all_on_objects):
+        assert pod["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch", name
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for main in pod["containers"]:
+            security = main["securityContext"]
+            assert security["seLinuxOptions"] == {"level": "s0:c123,c456"}, name
+            assert security["readOnlyRootFilesystem"] is True
+            assert security["allowPrivilegeEscalation"] is False
+            assert security["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_a_security_context_can_be_loosened_where_a_cluster_needs_it(helm: Helm) -> None:
+    objects = helm.template(
+        CHART,
+        sets=[
+            "security.podSecurityContext.seccompProfile.type=Unconfined",
+            "security.containerSecurityContext.readOnlyRootFilesystem=false",
+            "security.containerSecurityContext.capabilities.add={NET_BIND_SERVICE}",
+        ],
+    )
+    validate_all(objects)
+    for name, pod in _pods(objects):
+        assert pod["securityContext"]["seccompProfile"] == {"type": "Unconfined"}, name
+        for main in pod["containers"]:
+            assert main["securityContext"]["readOnlyRootFilesystem"] is False, name
+            assert main["securityContext"]["allowPrivilegeEscalation"] is False
+            assert main["securityContext"]["capabilities"] == {
+                "add": ["NET_BIND_SERVICE"],
+                "drop": ["ALL"],
+            }

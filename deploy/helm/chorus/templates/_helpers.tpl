@@ -23,6 +23,14 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
+{{/* An autoscaler's bounds, which the values' schema cannot compare (dict "what"
+"agent.autoscaling" "autoscaling" .autoscaling): maxReplicas below minReplicas fails. */}}
+{{- define "chorus.checkReplicas" -}}
+{{- if lt (int .autoscaling.maxReplicas) (int .autoscaling.minReplicas) -}}
+{{- fail (printf "%s.maxReplicas: %v is below %s.minReplicas (%v): the autoscaler could never reach its minimum" .what .autoscaling.maxReplicas .what .autoscaling.minReplicas) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The agent's object names. */}}
 {{- define "chorus.agent" -}}
 {{- printf "%s-agent" (include "chorus.fullname" .) | trunc 63 | trimSuffix "-" -}}
@@ -95,25 +103,77 @@ so it is written as text: a dict would sort them. */}}
 }
 {{- end -}}
 
-{{/* The security context of every container. */}}
-{{- define "chorus.containerSecurity" -}}
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-runAsNonRoot: true
-runAsUser: {{ .Values.security.runAsUser }}
-runAsGroup: {{ .Values.security.runAsUser }}
-capabilities:
-  drop: [ALL]
+{{/* The experiment file (experiment.enabled), its arms' pipelines beside it in the
+ConfigMap: an arm without a pipeline runs the chart's own (pipeline.json). */}}
+{{- define "chorus.experiment" -}}
+{{- $arms := list -}}
+{{- range $index, $arm := .Values.experiment.arms -}}
+{{- $file := "pipeline.json" -}}
+{{- if $arm.pipeline -}}
+{{- $parsed := fromJson $arm.pipeline -}}
+{{- if or (hasKey $parsed "Error") (not (hasKey $parsed "services")) -}}
+{{- fail (printf "experiment.arms[%d].pipeline (%s): not a pipeline file (JSON with \"services\"): %v" $index $arm.name ($parsed.Error | default "no services")) -}}
+{{- end -}}
+{{- $file = printf "arm-%s.json" $arm.name -}}
+{{- end -}}
+{{- $arms = append $arms (dict "name" $arm.name "pipeline" $file "weight" $arm.weight) -}}
+{{- end -}}
+{{- toPrettyJson (dict "name" .Values.experiment.name "arms" $arms) -}}
 {{- end -}}
 
-{{/* The security context of every pod. */}}
+{{/* The pod labels of the replay Job. */}}
+{{- define "chorus.replayPods" -}}
+{{- include "chorus.selector" (dict "root" . "component" "replay") }}
+{{- end -}}
+
+{{/* The security context of every container: the chart's, security.containerSecurityContext
+over it. */}}
+{{- define "chorus.containerSecurity" -}}
+{{- $uid := .Values.security.runAsUser -}}
+{{- $chart := dict "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "runAsNonRoot" true "runAsUser" $uid "runAsGroup" $uid "capabilities" (dict "drop" (list "ALL")) -}}
+{{- toYaml (mergeOverwrite $chart (deepCopy .Values.security.containerSecurityContext)) -}}
+{{- end -}}
+
+{{/* The security context of every pod: the chart's, security.podSecurityContext over it. */}}
 {{- define "chorus.podSecurity" -}}
-runAsNonRoot: true
-runAsUser: {{ .Values.security.runAsUser }}
-runAsGroup: {{ .Values.security.runAsUser }}
-fsGroup: {{ .Values.security.runAsUser }}
-seccompProfile:
-  type: RuntimeDefault
+{{- $uid := .Values.security.runAsUser -}}
+{{- $chart := dict "runAsNonRoot" true "runAsUser" $uid "runAsGroup" $uid "fsGroup" $uid "seccompProfile" (dict "type" "RuntimeDefault") -}}
+{{- toYaml (mergeOverwrite $chart (deepCopy .Values.security.podSecurityContext)) -}}
+{{- end -}}
+
+{{/* The ServiceAccount of every pod, and whether it mounts a token. */}}
+{{- define "chorus.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "chorus.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "chorus.podAccount" -}}
+{{- with include "chorus.serviceAccountName" . }}
+serviceAccountName: {{ . }}
+{{- end }}
+automountServiceAccountToken: {{ .Values.serviceAccount.automountToken }}
+{{- end -}}
+
+{{/* Best-effort spreading of a component's pods (dict "root" $ "component" name "nodes"
+bool "zones" bool). */}}
+{{- define "chorus.spread" -}}
+{{- $keys := list -}}
+{{- if .nodes }}{{ $keys = append $keys "kubernetes.io/hostname" }}{{ end -}}
+{{- if .zones }}{{ $keys = append $keys "topology.kubernetes.io/zone" }}{{ end -}}
+{{- if $keys }}
+topologySpreadConstraints:
+{{- range $keys }}
+  - maxSkew: 1
+    topologyKey: {{ . }}
+    whenUnsatisfiable: ScheduleAnyway
+    labelSelector:
+      matchLabels:
+        {{- include "chorus.selector" (dict "root" $.root "component" $.component) | nindent 8 }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* The writable /tmp of a pod whose root filesystem is read-only. */}}
