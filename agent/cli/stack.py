@@ -8,6 +8,7 @@ elsewhere are expected to be running already.
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
@@ -91,6 +92,17 @@ def stop(processes: list[subprocess.Popen[bytes]]) -> None:
             process.kill()
 
 
+_PROBE_THREAD = "chorus-announce"
+
+
+class _QuietProbe(logging.Filter):
+    """Leaves the probe's own requests out of the agent's log: the agent logs httpx's
+    requests at INFO, and ``GET /ping`` lines before "Chorus agent on" read as noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.threadName != _PROBE_THREAD
+
+
 @contextmanager
 def announced_when_up(url: str, announce: Callable[[], None]) -> Iterator[None]:
     """Call ``announce`` once ``url`` (the agent's /ping) answers, from a thread of its own,
@@ -108,9 +120,13 @@ def announced_when_up(url: str, announce: Callable[[], None]) -> Iterator[None]:
                 pass
             stopped.wait(0.1)
 
-    thread = threading.Thread(target=probe, name="chorus-announce", daemon=True)
+    thread = threading.Thread(target=probe, name=_PROBE_THREAD, daemon=True)
+    quiet = _QuietProbe()
+    httpx_log = logging.getLogger("httpx")
+    httpx_log.addFilter(quiet)
     thread.start()
     try:
         yield
     finally:
         stopped.set()
+        httpx_log.removeFilter(quiet)

@@ -163,6 +163,7 @@ def test_a_misconfigured_llm_skill_costs_only_its_own_output(tmp_path: Path) -> 
     assert process.returncode == 0
     assert b"Traceback" not in out + err
     assert err.count(b"llm skill is misconfigured") == 1  # one line at start-up
+    assert b"HTTP Request: GET" not in err  # chorus run's own probe of /ping is not logged
 
 
 def stuck_stack(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
