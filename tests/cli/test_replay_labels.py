@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 from typer.testing import CliRunner
@@ -66,9 +67,9 @@ def test_labels_count_the_changed_turns_that_now_fit_and_no_longer_do(
     reporter = next(h for h in stored_human.hypotheses if h.skill_name == "reporter")
     assert "skill_labels" not in reporter.model_dump()["seen_attributes"]  # no skill sees it
 
-    labels = tmp_path / "labels.jsonl"
-    lines = [
-        {"utt_id": humans[replies[0]["dialog_id"]].utt_id, "skills": ["faq"]},
+    labels, first = tmp_path / "labels.jsonl", humans[replies[0]["dialog_id"]].utt_id
+    lines: list[dict[str, Any]] = [
+        {"utt_id": first, "skills": ["faq"]},
         {"text": "how are  YOU?", "skills": "chat"},
         {"dialog_id": replies[2]["dialog_id"], "turn": 1, "skills": ["llm", "fallback"]},
         {"dialog_id": replies[3]["dialog_id"], "turn": 1, "skills": "chat|faq"},
@@ -115,14 +116,21 @@ def test_labels_count_the_changed_turns_that_now_fit_and_no_longer_do(
     ):
         assert row in table
 
+    as_csv = tmp_path / "labels.csv"  # the same labels, as a CSV file
+    as_csv.write_text(
+        "utt_id,dialog_id,turn,text,skills\n"
+        f"{first},,,,faq\n,,,how are  YOU?,chat\n"
+        f",{replies[2]['dialog_id']},1,,llm|fallback\n,{replies[3]['dialog_id']},1,,chat|faq\n"
+    )
     single = CliRunner().invoke(app, [
-        "replay", "--db", db_url, "--labels", str(labels),
+        "replay", "--db", db_url, "--labels", str(as_csv), "--html", str(html),
         "--candidate", str(tmp_path / "whatbot.json"), "--concurrency", "1",
     ])  # fmt: skip
     assert single.exit_code == 0, single.output
     said = [" ".join(line.split()) for line in single.stdout.splitlines()]
     assert "fit their label 2 of 5 3 of 5" in said
     assert "changed turns that now fit their label 2, no longer fit it 1" in said
+    assert ["fit their label", "2 of 5", "3 of 5"] in parse(html.read_text()).rows()
 
 
 def test_a_bad_label_file_is_refused_naming_its_line(
