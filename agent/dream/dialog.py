@@ -21,8 +21,8 @@ COUNTS_KEY = "_dp_agent_counts"
 #: Where a human utterance keeps the annotations ``add_annotation_prev_bot_utt`` made of the
 #: bot utterance before it (Chorus never rewrites an earlier turn's records).
 PREV_BOT_ANNOTATIONS_KEY = "_prev_bot_annotations"
-#: Utterance attributes formatters never see.
-HIDDEN_ATTRIBUTES = frozenset({COUNTS_KEY, PREV_BOT_ANNOTATIONS_KEY, "eval_labels"})
+#: Utterance attributes formatters never see (the labels, as in agent/pipeline/views.py).
+HIDDEN_ATTRIBUTES = frozenset({COUNTS_KEY, PREV_BOT_ANNOTATIONS_KEY, "eval_labels", "skill_labels"})
 
 #: dp-agent's ``USER_PROFILE``: the fields ``update_human`` writes to the profile.
 PROFILE_FIELDS = tuple(USER_PROFILE)

@@ -8,8 +8,9 @@ from agent.sdk.models import BotView, DialogView, HumanView, HypothesisView, Utt
 from agent.state.models import Bot, Human, HumanUtterance, Hypothesis, Utterance
 
 #: Stored with the utterance but never shown to a service: evaluation labels must not
-#: feed skills (ParlAI moves ``labels`` to ``eval_labels`` for the same reason).
-HIDDEN_FROM_SERVICES = frozenset({"eval_labels"})
+#: feed skills (ParlAI moves ``labels`` to ``eval_labels`` for the same reason), nor the
+#: skills an operator says may answer the turn (``chorus replay`` reads ``skill_labels``).
+HIDDEN_FROM_SERVICES = frozenset({"eval_labels", "skill_labels"})
 
 
 def _shown(attributes: dict[str, object]) -> dict[str, object]:

@@ -25,10 +25,24 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from agent.cli.backup import DEFAULT_DB, err
 from agent.cli.replay.compare import Summary, TurnDiff, summarise
 from agent.cli.replay.config_diff import config_diff
+from agent.cli.replay.labels import (
+    LabelError,
+    Labels,
+    check_known,
+    count_labels,
+    label_turn,
+    read_labels,
+)
 from agent.cli.replay.report import Context, html_report
 from agent.cli.replay.run import replay
 from agent.cli.replay.several import Run, beyond_noise, html_page, text_table
-from agent.cli.replay.turns import TurnFilter, UnknownSelection, select_turns, stored_turns
+from agent.cli.replay.turns import (
+    TurnFilter,
+    UnknownSelection,
+    answered_turns,
+    select_turns,
+    stored_turns,
+)
 from agent.pipeline.config import PipelineConfigError
 from agent.pipeline.engine import LoadedPipeline
 from agent.pipeline.loading import load_any_pipeline, read_document
@@ -114,12 +128,17 @@ async def _replay(
     settings: Settings,
     concurrency: int,
     out: IO[str] | None,
+    labels: Labels | None = None,
 ) -> _Outcome:
     """Each of ``pipelines`` (named when there are several) over the same turns, chosen
-    once, one pipeline after the other; Ctrl-C stops them all."""
+    once, one pipeline after the other, each turn labelled from ``labels`` (or as
+    stored); Ctrl-C stops them all. A label naming a turn the store does not hold stops
+    the replay before it starts."""
     outcome = _Outcome()
     reader: DialogReader = await open_reader(db_url)
     try:
+        if labels is not None and (labels.by_utterance or labels.by_turn):
+            check_known(labels, [turn async for turn in answered_turns(reader)])
         selection = await select_turns(reader, chosen)  # the turns are fixed from here on
         outcome.selected = selection.total
         progress = _Progress(outcome.selected * len(pipelines))
@@ -132,6 +151,7 @@ async def _replay(
                     diff: TurnDiff, diffs: list[TurnDiff] = diffs, name: str | None = name
                 ) -> None:
                     diff.pipeline = name
+                    label_turn(diff, labels)
                     diffs.append(diff)
                     if out is not None:
                         line = diff.model_dump_json(exclude=None if name else {"pipeline"})
@@ -166,6 +186,7 @@ def _ms(seconds: float) -> str:
 
 def _print_summary(summary: Summary) -> None:
     before, after = summary.stored, summary.candidate
+    labelled = summary.labels
     lines = [
         f"turns replayed     {summary.turns}"
         + (f" of {summary.selected} (interrupted)" if summary.interrupted else ""),
@@ -177,6 +198,14 @@ def _print_summary(summary: Summary) -> None:
         f"{'latency p50':<19}{_ms(before.latency_p50):>12}{_ms(after.latency_p50):>12}",
         f"{'latency p95':<19}{_ms(before.latency_p95):>12}{_ms(after.latency_p95):>12}",
     ]
+    if labelled is not None:
+        before_fit = f"{labelled.stored_fit} of {labelled.labelled}"
+        after_fit = f"{labelled.candidate_fit} of {labelled.labelled}"
+        lines += [
+            f"{'fit their label':<19}{before_fit:>12}{after_fit:>12}",
+            f"changed turns that now fit their label {labelled.now_fit}, "
+            f"no longer fit it {labelled.no_longer_fit}",
+        ]
     typer.echo("\n".join(lines))
 
 
@@ -285,6 +314,17 @@ def replay_command(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the summary as one JSON object.")
     ] = False,
+    labels: Annotated[
+        Path | None,
+        typer.Option(
+            "--labels",
+            metavar="FILE",
+            help="The skills that may answer each turn, as JSON Lines or CSV (.csv): "
+            "count the changed turns that now fit their label and those that no longer do.",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
     db: Annotated[
         str,
         typer.Option(
@@ -306,7 +346,8 @@ def replay_command(
     summary goes to standard output, the progress to standard error; Ctrl-C stops and
     writes the report of the turns done so far. Several --candidate files, and --noise
     (the baseline replayed against itself), run over the same turns and are compared
-    side by side.
+    side by side. With --labels (or labels stored on the turns), each run counts the
+    changed turns that now fit their label and those that no longer do.
     """
     since, until = aware(since), aware(until)
     if since is not None and until is not None and since >= until:
@@ -328,13 +369,19 @@ def replay_command(
             loaded.append(load_any_pipeline(file, turn_timeout=settings.dream_turn_timeout))
         except PipelineConfigError as exc:
             raise _fail(f"--pipeline: {exc}", 2) from None
+    try:
+        labelled = read_labels(labels) if labels is not None else None
+    except LabelError as exc:
+        raise _fail(str(exc), 2) from None
     names = _names(files)
     several = len(files) > 1
     chosen = TurnFilter(tuple(user or ()), tuple(dialog or ()), since, until, limit)
     target = None if out is None else out.open("w", encoding="utf-8", newline="\n")
     runs = [(name if several else None, one) for name, one in zip(names, loaded, strict=True)]
     try:
-        outcome = asyncio.run(_replay(db, runs, chosen, settings, concurrency, target))
+        outcome = asyncio.run(_replay(db, runs, chosen, settings, concurrency, target, labelled))
+    except LabelError as exc:
+        raise _fail(str(exc), 2) from None
     except ValueError as exc:
         raise _fail(f"--db: {exc}", 2) from None
     except UnknownSelection as exc:
@@ -353,6 +400,8 @@ def replay_command(
         summarise(diffs, pipeline=name, selected=outcome.selected, interrupted=index >= stopped)
         for index, (name, diffs) in enumerate(zip(names, done, strict=True))
     ]
+    for summary, diffs in zip(summaries, done, strict=True):
+        summary.labels = count_labels(diffs)
     if noise:
         summaries[0].noise = True
         for summary, diffs in zip(summaries[1:], done[1:], strict=True):

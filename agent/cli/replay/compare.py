@@ -55,6 +55,15 @@ class TurnDiff(BaseModel):
         description="parts of the state the store did not keep as they were (user, bot), "
         "taken as they are now",
     )
+    label: list[str] | None = Field(
+        default=None, description="the skills that may answer the turn (--labels, or stored)"
+    )
+    stored_fits: bool | None = Field(
+        default=None, description="with a label: the stored answer's skill fits it"
+    )
+    candidate_fits: bool | None = Field(
+        default=None, description="with a label: the candidate's skill fits it"
+    )
 
 
 def trace_latency(trace: Sequence[ServiceCall]) -> float:
@@ -93,6 +102,7 @@ def compared(
     guessed: list[str],
     rating: float | None = None,
     dialog_rating: float | None = None,
+    label: list[str] | None = None,
 ) -> TurnDiff:
     return TurnDiff(
         dialog_id=dialog_id,
@@ -108,6 +118,7 @@ def compared(
         guessed=guessed,
         rating=rating,
         dialog_rating=dialog_rating,
+        label=label,
     )
 
 
@@ -121,6 +132,16 @@ class Totals(BaseModel):
     latency_p50: float = Field(description="seconds")
     latency_p95: float = Field(description="seconds")
     skills: dict[str, int] = Field(description="turns answered per skill")
+
+
+class LabelCounts(BaseModel):
+    """A run's labelled turns, and whether the candidate made them fit."""
+
+    labelled: int = Field(description="replayed turns with a label")
+    stored_fit: int = Field(description="labelled turns whose stored answer fits its label")
+    candidate_fit: int = Field(description="labelled turns whose candidate answer fits")
+    now_fit: int = Field(description="changed turns that fit their label only now")
+    no_longer_fit: int = Field(description="changed turns that fitted their label only before")
 
 
 class Summary(BaseModel):
@@ -142,6 +163,9 @@ class Summary(BaseModel):
     changed_beyond_noise: int | None = Field(
         default=None,
         description="with a noise run: the changed turns whose noise run answered as stored",
+    )
+    labels: LabelCounts | None = Field(
+        default=None, description="with labelled turns: how many fit, before and after"
     )
 
 

@@ -94,6 +94,11 @@ def _cards(summary: Summary) -> str:
             f"{_share(summary.response_changed_share)} ({summary.response_changed})",
         ),
     ]
+    if summary.labels is not None:
+        cards += [
+            ("changed, now fit their label", str(summary.labels.now_fit)),
+            ("changed, no longer fit it", str(summary.labels.no_longer_fit)),
+        ]
     return "".join(
         f'<div class="card">{escape(label)}<b>{escape(value)}</b></div>' for label, value in cards
     )
@@ -109,6 +114,10 @@ def _figures(summary: Summary) -> str:
         ("latency p50", _ms(before.latency_p50), _ms(after.latency_p50)),
         ("latency p95", _ms(before.latency_p95), _ms(after.latency_p95)),
     ]  # fmt: skip
+    if summary.labels is not None:
+        total = summary.labels.labelled
+        rows.append(("fit their label", f"{summary.labels.stored_fit} of {total}",
+                     f"{summary.labels.candidate_fit} of {total}"))  # fmt: skip
     skills = sorted(set(before.skills) | set(after.skills))
     rows += [
         (f"answered by {skill}", str(before.skills.get(skill, 0)), str(after.skills.get(skill, 0)))

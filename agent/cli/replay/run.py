@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 
 from agent.cli.replay.compare import TurnDiff, compared, side_of
+from agent.cli.replay.labels import stored_label
 from agent.cli.replay.turns import StoredTurn
 from agent.connectors.http import make_http_client
 from agent.pipeline.engine import LoadedPipeline, TurnExecutor
@@ -32,6 +33,7 @@ async def replay_one(executor: TurnExecutor, stored: StoredTurn) -> TurnDiff:
         guessed=stored.guessed,
         rating=stored.bot.rating,
         dialog_rating=stored.dialog_rating,
+        label=stored_label(stored.human.attributes),
     )
 
 

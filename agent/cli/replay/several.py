@@ -10,12 +10,12 @@ found.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
 from agent.cli.replay.analysis import changed
-from agent.cli.replay.compare import Summary, TurnDiff
+from agent.cli.replay.compare import LabelCounts, Summary, TurnDiff
 from agent.cli.replay.report import Context, page, run_body
 
 
@@ -64,6 +64,7 @@ def rows(summaries: Sequence[Summary]) -> list[tuple[str, list[str]]]:
                 ],
             )
         )
+    found += label_rows(summaries)
     found += [
         ("fallbacks", [str(s.candidate.fallbacks) for s in summaries]),
         ("turns with errors", [str(s.candidate.turns_with_errors) for s in summaries]),
@@ -71,6 +72,23 @@ def rows(summaries: Sequence[Summary]) -> list[tuple[str, list[str]]]:
         ("latency p95", [_ms(s.candidate.latency_p95) for s in summaries]),
     ]
     return found
+
+
+def label_rows(summaries: Sequence[Summary]) -> list[tuple[str, list[str]]]:
+    """With labelled turns, the rows that judge each run by them: how many labelled
+    turns fit, stored and replayed, and the changed turns that now fit, or no longer do."""
+    if all(s.labels is None for s in summaries):
+        return []
+
+    def cells(figure: Callable[[LabelCounts], str]) -> list[str]:
+        return ["" if s.labels is None else figure(s.labels) for s in summaries]
+
+    return [
+        ("fit label, stored", cells(lambda c: f"{c.stored_fit} of {c.labelled}")),
+        ("fit label, replayed", cells(lambda c: f"{c.candidate_fit} of {c.labelled}")),
+        ("changed, now fit", cells(lambda c: str(c.now_fit))),
+        ("changed, no longer fit", cells(lambda c: str(c.no_longer_fit))),
+    ]
 
 
 def name(summary: Summary) -> str:

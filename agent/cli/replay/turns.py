@@ -215,3 +215,11 @@ async def stored_turns(
         for dialog in await reader.dialogs(dialog_ids[start : start + GROUP]):
             for turn in dialog_turns(dialog, selection.dialogs[dialog.dialog_id], window):
                 yield turn
+
+
+async def answered_turns(reader: DialogReader) -> AsyncIterator[tuple[str, str, int]]:
+    """Every answered turn the store holds, as its dialog's id, its human utterance's id
+    and its place in the dialog: what a label file may name."""
+    async for dialog in _selected_dialogs(reader, TurnFilter()):
+        for number, (_, human, _) in enumerate(_answered(dialog), start=1):
+            yield dialog.dialog_id, human.utt_id, number
