@@ -55,6 +55,8 @@ value) or ``except RuntimeError`` keep that base too.
      ├── ChatError                    agent/cli/chat.py        ``chorus chat`` cannot go on
      ├── UnknownSelection [LookupError]  agent/cli/replay/turns.py  ``chorus replay`` was
      │                                 given a user or dialog the store does not hold
+     ├── LabelError [ValueError]      agent/cli/replay/labels.py  a ``chorus replay --labels``
+     │                                 file cannot be read, or names a turn not stored
      ├── TelegramError                agent/cli/telegram.py    the Bot API refused for good
      ├── MediaError                   agent/cli/telegram_media.py  a photo, voice or video
      │                                 could not be fetched or stored: only that attribute is lost
