@@ -1092,6 +1092,43 @@ def test_every_pod_requests_the_node_disk_it_writes(
                 assert request >= _bytes(tmp["sizeLimit"]), name
 
 
+def _measured_services() -> dict[str, list[str]]:
+    """docs/deployment.md's table of bench.service_resources' figures, by service: its
+    cells (idle RSS, peak RSS, CPU, latency, requests, memory limit)."""
+    text = (ROOT / "docs" / "deployment.md").read_text()
+    table = text.split("| service | idle RSS |", 1)[1].split("\n\n", 1)[0]
+    rows = [line.strip("|").split("|") for line in table.splitlines()[2:]]
+    return {cells[0].strip(): [c.strip() for c in cells[1:]] for cells in rows}
+
+
+@pytest.mark.parametrize("which", ["default", "all-on"])
+def test_each_service_requests_more_memory_than_it_was_measured_to_hold(
+    which: str, default_objects: list[Manifest], all_on_objects: list[Manifest]
+) -> None:
+    """Each shipped service's memory request is above its peak RSS under load
+    (bench.service_resources, docs/deployment.md), its limit above that, as the table
+    says the chart sets them; and no service is throttled below one core. The default
+    values leave the llm skill off."""
+    objects = default_objects if which == "default" else all_on_objects
+    measured = _measured_services()
+    services = [
+        o for o in of_kind(objects, "Deployment") if o["metadata"]["name"] != "chorus-agent"
+    ]
+    names = {o["metadata"]["name"].removeprefix("chorus-") for o in services}
+    assert names == set(measured) - ({"llm"} if which == "default" else set())
+    for deployment in services:
+        name = deployment["metadata"]["name"].removeprefix("chorus-")
+        _, peak, _, _, requests, limit = measured[name]
+        resources = deployment["spec"]["template"]["spec"]["containers"][0]["resources"]
+        peak_bytes = float(peak.removesuffix(" MiB")) * 2**20
+        request = _bytes(resources["requests"]["memory"])
+        assert peak_bytes < request < _bytes(resources["limits"]["memory"]), name
+        cpu, memory = (part.strip() for part in requests.split(","))
+        assert resources["requests"] == {**resources["requests"], "cpu": cpu, "memory": memory}
+        assert resources["limits"]["memory"] == limit, name
+        assert resources["limits"]["cpu"] == "1", name
+
+
 def test_no_service_account_token_unless_asked(
     default_objects: list[Manifest], all_on_objects: list[Manifest]
 ) -> None:
