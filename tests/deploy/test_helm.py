@@ -5,7 +5,9 @@
 * ``helm template`` renders both, and every rendered object is valid against Kubernetes'
   own OpenAPI schemas (kubernetes-validate, strict: an unknown field fails too). KEDA's
   ScaledObject is a custom resource those schemas do not have: it is checked against a
-  model of the fields the chart sets (``ScaledObject`` below).
+  model of the fields the chart sets (``ScaledObject`` below); so are the Prometheus
+  Operator's ServiceMonitor and PrometheusRule, whose alerts read only series the agent
+  exports.
 * What the chart promises a user: the agent's probes, disruption budget, autoscaler and
   graceful stop; the pipeline's services each behind their own Service at the address the
   pipeline file gives; the credentials in a Secret; only the agent reaching the services
@@ -40,6 +42,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from agent.metrics import Metrics
 from agent.pipeline.arms import load_experiment
 from agent.pipeline.config import parse_pipeline_config
 from agent.queues import QUEUE_WAIT
@@ -133,11 +136,86 @@ class ScaledObject(_Strict):
     spec: _ScaledObjectSpec
 
 
+# -- The Prometheus Operator's ServiceMonitor and PrometheusRule: custom resources too; the
+# fields the chart sets, as the operator's CRDs type them.
+
+# A Prometheus duration, as the operator's CRDs write its pattern.
+DURATION = (
+    r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
+)
+
+
+class _LabelSelector(_Strict):
+    matchLabels: dict[str, str] = Field(min_length=1)
+
+
+class _NamespaceSelector(_Strict):
+    matchNames: list[str] = Field(min_length=1)
+
+
+class _Endpoint(_Strict):
+    port: str
+    path: str = Field(pattern=r"^/")
+    scheme: Literal["http", "https"]
+    interval: str | None = Field(default=None, pattern=DURATION)
+    scrapeTimeout: str | None = Field(default=None, pattern=DURATION)
+
+
+class _ServiceMonitorSpec(_Strict):
+    selector: _LabelSelector
+    namespaceSelector: _NamespaceSelector
+    endpoints: list[_Endpoint] = Field(min_length=1)
+
+
+class ServiceMonitor(_Strict):
+    """monitoring.coreos.com/v1 ServiceMonitor, as far as the chart writes one."""
+
+    apiVersion: Literal["monitoring.coreos.com/v1"]
+    kind: Literal["ServiceMonitor"]
+    metadata: _Metadata
+    spec: _ServiceMonitorSpec
+
+
+class _Rule(_Strict):
+    alert: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    expr: str = Field(min_length=1)
+    for_: str = Field(alias="for", pattern=DURATION)
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
+class _RuleGroup(_Strict):
+    name: str = Field(min_length=1)
+    rules: list[_Rule] = Field(min_length=1)
+
+
+class _PrometheusRuleSpec(_Strict):
+    groups: list[_RuleGroup] = Field(min_length=1)
+
+
+class PrometheusRule(_Strict):
+    """monitoring.coreos.com/v1 PrometheusRule, as far as the chart writes one."""
+
+    apiVersion: Literal["monitoring.coreos.com/v1"]
+    kind: Literal["PrometheusRule"]
+    metadata: _Metadata
+    spec: _PrometheusRuleSpec
+
+
+CUSTOM_RESOURCES: dict[tuple[str, str], type[BaseModel]] = {
+    ("keda.sh/v1alpha1", "ScaledObject"): ScaledObject,
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): ServiceMonitor,
+    ("monitoring.coreos.com/v1", "PrometheusRule"): PrometheusRule,
+}
+
+
 def validate_all(objects: list[Manifest]) -> None:
-    """Every object against Kubernetes' schema of its kind; the ScaledObject against ours."""
+    """Every object against Kubernetes' schema of its kind; a custom resource against our
+    model of it."""
     for obj in objects:
-        if obj.get("apiVersion") == "keda.sh/v1alpha1":
-            ScaledObject.model_validate(obj)
+        model = CUSTOM_RESOURCES.get((obj.get("apiVersion", ""), obj.get("kind", "")))
+        if model is not None:
+            model.model_validate(obj)
         else:
             validate(obj)
 
@@ -363,6 +441,10 @@ BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
         {"agent": {"autoscaling": {"load": {"via": "prometheus"}}}},
         "/agent/autoscaling/load/via",
     ),
+    ("scrape-interval", {"serviceMonitor": {"interval": "often"}}, "/serviceMonitor/interval"),
+    ("fallback-share", {"prometheusRule": {"fallbackShare": 20}}, "/prometheusRule/fallbackShare"),
+    ("path-type", {"ingress": {"pathType": "Regex"}}, "/ingress/pathType"),
+    ("ingress-host", {"ingress": {"hosts": ["https://chat"]}}, "/ingress/hosts/0"),
 ]
 
 
@@ -430,8 +512,21 @@ def test_the_documented_install_renders_and_validates(helm: Helm) -> None:
             "services.tokens.autoscaling.maxReplicas: 5 is below "
             "services.tokens.autoscaling.minReplicas (6)",
         ),
+        (
+            {"serviceMonitor": {"enabled": True}, "agent": {"metricsPublic": False}},
+            "serviceMonitor.enabled needs agent.metricsPublic: true: a ServiceMonitor cannot "
+            "send the X-API-Key header",
+        ),
     ],
-    ids=["latency-without-keda", "sqlite", "no-url", "short-key", "max-below-min", "service-max"],
+    ids=[
+        "latency-without-keda",
+        "sqlite",
+        "no-url",
+        "short-key",
+        "max-below-min",
+        "service-max",
+        "service-monitor-behind-key",
+    ],
 )
 def test_bad_values_are_refused_naming_the_value(
     helm: Helm, tmp_path: Path, values: dict[str, Any], message: str
@@ -567,6 +662,132 @@ def test_metrics_can_be_kept_behind_the_key(helm: Helm) -> None:
     objects = helm.template(CHART, sets=["agent.metricsPublic=false"])
     env = {e["name"]: e for e in container(find(objects, "Deployment", "chorus-agent"))["env"]}
     assert env["CHORUS_METRICS_PUBLIC"]["value"] == "false"
+
+
+def test_no_monitoring_objects_or_ingress_unless_asked(default_objects: list[Manifest]) -> None:
+    kinds = {o["kind"] for o in default_objects}
+    assert not kinds & {"ServiceMonitor", "PrometheusRule", "Ingress"}
+
+
+def test_the_service_monitor_scrapes_the_agents_metrics(all_on_objects: list[Manifest]) -> None:
+    """It selects the agent's Service, and no other, in the release's namespace, and
+    scrapes GET /metrics on a port that Service has (the metrics are public: its endpoint
+    sends no key)."""
+    monitor = find(all_on_objects, "ServiceMonitor", "chorus-agent")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    spec = monitor["spec"]
+    assert spec["namespaceSelector"]["matchNames"] == ["chorus"]
+    selected = [
+        s["metadata"]["name"]
+        for s in of_kind(all_on_objects, "Service")
+        if selects(spec["selector"]["matchLabels"], s["metadata"]["labels"])
+    ]
+    assert selected == ["chorus-agent"]
+    service = find(all_on_objects, "Service", "chorus-agent")
+    [endpoint] = spec["endpoints"]
+    assert endpoint["port"] in [p["name"] for p in service["spec"]["ports"]]
+    assert endpoint["path"] == "/metrics"
+    assert (endpoint["interval"], endpoint["scrapeTimeout"]) == ("15s", "10s")
+    env = {
+        e["name"]: e for e in container(find(all_on_objects, "Deployment", "chorus-agent"))["env"]
+    }
+    assert env["CHORUS_METRICS_PUBLIC"]["value"] == "true"
+
+
+# The series of one metric family, by its type, as Prometheus' text format writes them.
+SERIES_SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "gauge": ("",),
+    "histogram": ("_bucket", "_count", "_sum", "_created"),
+    "summary": ("", "_count", "_sum", "_created"),
+}
+
+
+def _exported_series() -> set[str]:
+    """The series names the agent's /metrics can have (an experiment's too), labelled
+    ones included before their first sample."""
+    registry = Metrics(services=["tokens"], arms=["control"]).registry
+    return {
+        family.name + suffix
+        for family in registry.collect()
+        for suffix in SERIES_SUFFIXES[family.type]
+    }
+
+
+def test_the_alerts_read_series_the_agent_exports(all_on_objects: list[Manifest]) -> None:
+    """Each alert of the PrometheusRule reads only series the agent's /metrics has, under
+    the job and namespace the ServiceMonitor scrapes them in (its job is the Service's name)."""
+    rule = find(all_on_objects, "PrometheusRule", "chorus-agent")
+    [group] = rule["spec"]["groups"]
+    alerts = {r["alert"]: r for r in group["rules"]}
+    assert set(alerts) == {"ChorusFallbackAnswers", "ChorusTurnLatency", "ChorusServiceErrors"}
+    exported = _exported_series()
+    for name, alert in alerts.items():
+        assert alert["labels"] == {"severity": "page"}
+        expr = alert["expr"]
+        series = re.findall(r"\b(chorus_\w+)\{([^}]*)\}", expr)
+        assert series, name
+        assert len(series) == expr.count("chorus_"), f"{name}: a series without the selector"
+        for metric, matchers in series:
+            assert metric in exported, f"{name}: {metric} is not a series the agent exports"
+            assert matchers == 'job="chorus-agent", namespace="chorus"'
+        assert expr.count("(") == expr.count(")"), name
+    assert "chorus_fallback_answers_total" in alerts["ChorusFallbackAnswers"]["expr"]
+    assert alerts["ChorusTurnLatency"]["expr"].startswith("histogram_quantile(0.95,")
+    assert "by (service)" in alerts["ChorusServiceErrors"]["expr"]
+
+
+def test_the_alerts_thresholds_and_selector_are_values(helm: Helm, tmp_path: Path) -> None:
+    path = tmp_path / "values.yaml"
+    values = {
+        "prometheusRule": {
+            "enabled": True,
+            "selector": 'job="kubernetes-pods", namespace="chat"',
+            "window": "10m",
+            "for": "30m",
+            "fallbackShare": 0.05,
+            "turnLatencySeconds": 2.5,
+            "serviceErrorShare": 0.25,
+        }
+    }
+    path.write_text(yaml.safe_dump(values))
+    objects = helm.template(CHART, [path])
+    validate_all(objects)
+    rules = find(objects, "PrometheusRule", "chorus-agent")["spec"]["groups"][0]["rules"]
+    exprs = {r["alert"]: r["expr"] for r in rules}
+    assert exprs["ChorusFallbackAnswers"].endswith("> 0.05")
+    assert exprs["ChorusTurnLatency"].endswith("> 2.5")
+    assert exprs["ChorusServiceErrors"].endswith("> 0.25")
+    for expr in exprs.values():
+        assert expr.count('{job="kubernetes-pods", namespace="chat"}[10m]') == expr.count("chorus_")
+    assert {r["for"] for r in rules} == {"30m"}
+    assert not of_kind(objects, "ServiceMonitor")  # the rule alone, for a scrape of one's own
+
+
+def test_the_ingress_routes_to_the_agents_port(all_on_objects: list[Manifest]) -> None:
+    ingress = find(all_on_objects, "Ingress", "chorus-agent")
+    spec = ingress["spec"]
+    assert spec["ingressClassName"] == "nginx"
+    assert ingress["metadata"]["annotations"] == {"cert-manager.io/cluster-issuer": "letsencrypt"}
+    assert spec["tls"] == [{"hosts": ["chat.example.org"], "secretName": "chorus-tls"}]
+    [rule] = spec["rules"]
+    assert rule["host"] == "chat.example.org"
+    [path] = rule["http"]["paths"]
+    assert (path["path"], path["pathType"]) == ("/", "Prefix")
+    service = find(all_on_objects, "Service", "chorus-agent")
+    assert path["backend"]["service"]["name"] == "chorus-agent"
+    assert path["backend"]["service"]["port"]["name"] in [
+        p["name"] for p in service["spec"]["ports"]
+    ]
+
+
+def test_an_ingress_without_hosts_answers_any_host(helm: Helm) -> None:
+    objects = helm.template(CHART, sets=["ingress.enabled=true"])
+    validate_all(objects)
+    ingress = find(objects, "Ingress", "chorus-agent")
+    assert "ingressClassName" not in ingress["spec"] and "tls" not in ingress["spec"]
+    [rule] = ingress["spec"]["rules"]
+    assert "host" not in rule
 
 
 @pytest.mark.parametrize("which", ["default", "all-on"])

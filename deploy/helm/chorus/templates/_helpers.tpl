@@ -185,3 +185,10 @@ topologySpreadConstraints:
     {{- end }}
     sizeLimit: {{ .Values.security.tmpSizeLimit }}
 {{- end -}}
+
+{{/* The label matchers of the agent's series in the PrometheusRule's expressions:
+prometheusRule.selector, else the job and namespace the chart's ServiceMonitor scrapes
+them under (the job is the agent Service's name). */}}
+{{- define "chorus.metricsSelector" -}}
+{{- .Values.prometheusRule.selector | default (printf "job=%q, namespace=%q" (include "chorus.agent" .) .Release.Namespace) -}}
+{{- end -}}
