@@ -4,41 +4,29 @@ would start it, writes a complete report and a plot."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.processes import COMMAND_TIMEOUT, unmeasured_environment
+from tests.support.processes import REPOSITORY, run_module, unmeasured_environment
 
 # Each test starts a whole stack of processes: one at a time (another waits), so that in
 # `make test`'s parallel run two of them do not starve each other of CPU
 # (docs/development.md).
 pytestmark = pytest.mark.one_at_a_time("stack")
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.mark.timeout(300)
 def test_the_quick_benchmark_writes_every_figure(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.run",
-            "--quick",
-            "--stores",
-            "sqlite",
-            "--out",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        env=unmeasured_environment(),  # as a user runs it, not slowed by tracing
-        capture_output=True,
-        text=True,
+    done = run_module(
+        "bench.run",
+        "--quick",
+        "--stores",
+        "sqlite",
+        "--out",
+        str(tmp_path),
         timeout=280,
-        check=False,
+        env=unmeasured_environment(),  # as a user runs it, not slowed by tracing
     )
     assert done.returncode == 0, done.stderr[-2000:]
     (result,) = json.loads((tmp_path / "bench.json").read_text())["results"]
@@ -63,37 +51,22 @@ def test_the_quick_benchmark_writes_every_figure(tmp_path: Path) -> None:
 
 
 def test_an_unknown_store_is_refused_by_name(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.run", "--stores", "sqlite,postgres", "--out", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT,
-        check=False,
-    )
+    done = run_module("bench.run", "--stores", "sqlite,postgres", "--out", str(tmp_path))
     assert done.returncode == 2
     assert "--stores: unknown postgres" in done.stderr
     assert not (tmp_path / "bench.json").exists()
 
 
 def test_the_http_engine_comparison_measures_each_engine(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.http_clients",
-            "--calls",
-            "40",
-            "--levels",
-            "1,4",
-            "--out",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    done = run_module(
+        "bench.http_clients",
+        "--calls",
+        "40",
+        "--levels",
+        "1,4",
+        "--out",
+        str(tmp_path),
         timeout=110,
-        check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads((tmp_path / "http_clients.json").read_text())
@@ -103,14 +76,8 @@ def test_the_http_engine_comparison_measures_each_engine(tmp_path: Path) -> None
 
 @pytest.mark.timeout(300)
 def test_the_comparison_gives_both_checkouts_every_round(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.compare", "--other", str(ROOT), "--rounds", "2"],
-        cwd=ROOT,
-        env=unmeasured_environment(),
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT,
-        check=False,
+    done = run_module(
+        "bench.compare", "--other", str(REPOSITORY), "--rounds", "2", env=unmeasured_environment()
     )
     assert done.returncode == 0, done.stderr
     assert "round 2/2 done" in done.stderr  # progress, apart from the report
@@ -124,13 +91,6 @@ def test_the_comparison_gives_both_checkouts_every_round(tmp_path: Path) -> None
 
 
 def test_the_comparison_refuses_a_folder_that_is_no_checkout(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.compare", "--other", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT,
-        check=False,
-    )
+    done = run_module("bench.compare", "--other", str(tmp_path))
     assert done.returncode == 2
     assert f"--other: {tmp_path} is not a Chorus checkout" in done.stderr

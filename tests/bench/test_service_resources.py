@@ -4,36 +4,23 @@ and writes every figure of each; an unknown service is refused by name."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.processes import COMMAND_TIMEOUT, unmeasured_environment
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.processes import run_module, unmeasured_environment
 
 
 @pytest.mark.timeout(120)
 def test_the_quick_run_writes_every_figure_of_each_service(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.service_resources",
-            "--quick",
-            "--services",
-            "tokens,confidence",
-            "--out",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
+    done = run_module(
+        "bench.service_resources",
+        "--quick",
+        "--services",
+        "tokens,confidence",
+        "--out",
+        str(tmp_path),
         env=unmeasured_environment(),  # as a user runs it, not slowed by tracing
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT,
-        check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads((tmp_path / "service_resources.json").read_text())
@@ -52,21 +39,8 @@ def test_the_quick_run_writes_every_figure_of_each_service(tmp_path: Path) -> No
 
 
 def test_an_unknown_service_is_refused_by_name(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.service_resources",
-            "--services",
-            "tokens,nosuch",
-            "--out",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT,
-        check=False,
+    done = run_module(
+        "bench.service_resources", "--services", "tokens,nosuch", "--out", str(tmp_path)
     )
     assert done.returncode == 2
     assert "--services: unknown nosuch" in done.stderr

@@ -36,6 +36,28 @@ STARTUP_TIMEOUT = 180.0
 #: of bound.
 COMMAND_TIMEOUT = 180.0
 
+#: The repository's root: where ``python -m bench.run`` and the like run from.
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def run_module(
+    module: str,
+    *args: str,
+    timeout: float = COMMAND_TIMEOUT,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m module args`` from the repository's root, as a user runs a benchmark or
+    a tool there: its output as text, its exit code left for the test to read."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=REPOSITORY,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
 
 def wait_until_up(
     url: str, process: subprocess.Popen[bytes], timeout: float = STARTUP_TIMEOUT
