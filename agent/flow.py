@@ -29,13 +29,15 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from agent.handoff import HandoffConflict, Handoffs
 from agent.idempotency import IdempotencyKeys, KeyClaim, KeyForgotten, KeySuperseded
 from agent.metrics import Metrics
 from agent.pipeline.arms import Experiment
-from agent.pipeline.config import DoubleTexting
+from agent.pipeline.config import HANDOFF_FIELD, DoubleTexting
 from agent.pipeline.engine import TurnExecutor
 from agent.pipeline.turn import Turn, TurnResult
 from agent.queues import TurnInterrupted, UserQueues
+from agent.state.handoff import HANDOFF_SKILL, Handoff
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance, Utterance
 from agent.store.base import (
     Place,
@@ -100,15 +102,23 @@ class Answer:
     """What the flow made of a message, for a route to shape into its reply."""
 
     dialog_id: str | None
-    #: the turn; None when the message was a closing command
+    #: the turn; None when the message was a closing command, or was kept unanswered
     result: TurnResult | None
+    #: the dialog's handoff, when this message asked for a person or came while one is
+    #: waited for or holds the dialog (docs/handoff.md)
+    handoff: Handoff | None = None
+    #: the id of the human utterance stored unanswered because the dialog is with a person
+    kept: str | None = None
 
     def record(self) -> dict[str, Any]:
         """What a key's claim keeps of the answer: where it is stored, not a copy. The
         same two fields as every chat reply, so a claim recorded with the whole reply
-        is read the same way."""
+        is read the same way (and ``kept`` for a message the bot did not answer)."""
         bot = None if self.result is None else self.result.bot_utterance.utt_id
-        return {"dialog_id": self.dialog_id, "utt_id": bot}
+        recorded: dict[str, Any] = {"dialog_id": self.dialog_id, "utt_id": bot}
+        if self.kept is not None:
+            recorded["kept"] = self.kept
+        return recorded
 
     def debug(self) -> dict[str, Any]:
         """The turn's hypotheses and annotations, for dp-agent's ``debug_output``."""
@@ -119,6 +129,21 @@ class Answer:
             "hypotheses": [h.model_dump(mode="json") for h in utterance.hypotheses],
             "annotations": dict(utterance.annotations),
         }
+
+
+def _asked_for_person(result: TurnResult, rule: str | None) -> tuple[str, str] | None:
+    """What asked for a person in this turn and why, as ``(requested_by, reason)``: the
+    pipeline's rule ``rule``, or the chosen hypothesis' ``handoff`` field (``true``, or
+    the skill's reason as text); None when nothing did."""
+    if rule is not None:
+        return f"rule:{rule}", f"the message matched {rule!r}"
+    if result.chosen is None or result.chosen >= len(result.utterance.hypotheses):
+        return None
+    chosen = result.utterance.hypotheses[result.chosen]
+    asked = (chosen.model_extra or {}).get(HANDOFF_FIELD)
+    if not asked:
+        return None
+    return f"skill:{chosen.skill_name}", asked if isinstance(asked, str) else ""
 
 
 def stored_turn(human: HumanUtterance, bot: BotUtterance) -> TurnResult:
@@ -140,6 +165,18 @@ def stored_turn(human: HumanUtterance, bot: BotUtterance) -> TurnResult:
 CLOSED = "The dialog is closed; your next message starts a new one."
 
 
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What a turn came to: answered (``result``), or kept unanswered (``kept``) because
+    the dialog is with a person; ``handoff``: the dialog's, when it is handed off."""
+
+    dialog_id: str
+    arm: str | None
+    result: TurnResult | None = None
+    kept: HumanUtterance | None = None
+    handoff: Handoff | None = None
+
+
 class MessageFlow:
     """Takes one message of a user from claim to reply; see the module docstring."""
 
@@ -156,8 +193,11 @@ class MessageFlow:
         end_retry: float = END_RETRY,
         experiment: Experiment | None = None,
         arm_executors: dict[str, TurnExecutor] | None = None,
+        handoffs: Handoffs | None = None,
     ) -> None:
         self._store = store
+        #: None: dialogs are never handed to a person (as with no handoff in the pipeline)
+        self.handoffs = handoffs
         self._executor = executor
         #: with an experiment: each arm's executor (``executor`` is its first arm's)
         self._experiment = experiment
@@ -181,7 +221,7 @@ class MessageFlow:
             if incoming.closes:
                 answer = await self.close(incoming.user_id, policy)
             else:
-                result, dialog_id = await self.run_turn(
+                outcome = await self._run(
                     incoming.user_id,
                     incoming.text,
                     incoming.attributes,
@@ -191,7 +231,12 @@ class MessageFlow:
                     retried=claim.retried,
                     policy=policy,
                 )
-                answer = Answer(dialog_id, result)
+                answer = Answer(
+                    outcome.dialog_id,
+                    outcome.result,
+                    handoff=outcome.handoff,
+                    kept=None if outcome.kept is None else outcome.kept.utt_id,
+                )
             await self.keys.complete(claim, answer.record())
         return answer
 
@@ -200,6 +245,10 @@ class MessageFlow:
         dialog by the key kept on its utterance."""
         assert claim.key is not None and claim.answered is not None
         dialog_id, utt_id = claim.answered.get("dialog_id"), claim.answered.get("utt_id")
+        kept = claim.answered.get("kept")
+        if kept is not None and dialog_id:  # stored unanswered: the dialog was with a person
+            handoff = await self._store.handoff(dialog_id)
+            return Answer(dialog_id, None, handoff=handoff, kept=kept)
         if utt_id is None:  # a closing command
             return Answer(dialog_id, None)
         found = await self._store.keyed_turn(dialog_id, claim.key) if dialog_id else []
@@ -227,6 +276,34 @@ class MessageFlow:
         retried: bool = False,
         policy: DoubleTexting = "enqueue",
     ) -> tuple[TurnResult, str]:
+        """One turn, answered (a caller that knows no handoff: with the dialog handed to a
+        person, :class:`~agent.handoff.HandoffConflict`); see :meth:`_run`."""
+        outcome = await self._run(
+            user_id,
+            text,
+            attributes,
+            reward=reward,
+            close_after=close_after,
+            key=key,
+            retried=retried,
+            policy=policy,
+        )
+        if outcome.result is None:
+            raise HandoffConflict(f"dialog {outcome.dialog_id} is with a person: not answered")
+        return outcome.result, outcome.dialog_id
+
+    async def _run(
+        self,
+        user_id: str,
+        text: str,
+        attributes: dict[str, Any],
+        *,
+        reward: float | None = None,
+        close_after: bool = False,
+        key: str | None = None,
+        retried: bool = False,
+        policy: DoubleTexting = "enqueue",
+    ) -> _Outcome:
         """One turn; ``reward`` rates the previous bot answer, ``close_after`` ends the
         dialog once this answer is stored (ParlAI's ``episode_done``), ``key`` is the
         client's idempotency key, stored with the utterance; ``retried``: an earlier
@@ -235,9 +312,12 @@ class MessageFlow:
         started = time.perf_counter()
         with self.metrics.in_flight.track_inprogress(), self.telemetry.turn(user_id):
             async with self.queues.turn(user_id, policy) as place:
-                result, dialog_id, arm = await self._turn(
+                outcome = await self._turn(
                     user_id, text, attributes, reward, close_after, key, retried, place
                 )
+            result = outcome.result
+            if result is None:
+                return outcome
             bot = result.bot_utterance
             turn_answered(
                 bot.utt_id,
@@ -245,8 +325,8 @@ class MessageFlow:
                 "fallback" if bot.active_skill == FALLBACK_SKILL else "answered",
                 len(result.utterance.errors),
             )
-        self.metrics.observe_turn(result, time.perf_counter() - started, arm=arm)
-        return result, dialog_id
+        self.metrics.observe_turn(result, time.perf_counter() - started, arm=outcome.arm)
+        return outcome
 
     async def _turn(
         self,
@@ -258,8 +338,9 @@ class MessageFlow:
         key: str | None,
         retried: bool,
         place: Place,
-    ) -> tuple[TurnResult, str, str | None]:
-        """The turn, its dialog's id and the dialog's experiment arm (None: no experiment)."""
+    ) -> _Outcome:
+        """The turn, its dialog's id and the dialog's experiment arm (None: no experiment);
+        or, while the dialog is with a person, the message kept unanswered."""
         store = self._store
         experiment = self._experiment
         executors = list(self._arm_executors.values()) if experiment else []
@@ -294,8 +375,12 @@ class MessageFlow:
             emit("accepted", dialog_id=dialog.dialog_id, utt_id=answered.utterance.utt_id)
             if close_after:
                 await store.close_active_dialog(user_id)
-            return answered, dialog.dialog_id, arm
+            return _Outcome(dialog.dialog_id, arm, answered)
         history = start.history[-window:]
+        handoffs = self.handoffs
+        held = None if handoffs is None else await handoffs.active(dialog.dialog_id)
+        if held is not None:
+            return await self._keep(held, start, utterance, place)
         if reward is not None:
             previous = next((u for u in reversed(history) if isinstance(u, BotUtterance)), None)
             if previous is not None and await store.add_utterance_rating(
@@ -311,21 +396,71 @@ class MessageFlow:
         turn_identified(dialog.dialog_id, utterance.utt_id)
         await self.queues.note(place, utterance.utt_id)
         emit("accepted", dialog_id=dialog.dialog_id, utt_id=utterance.utt_id)
+        config = None if handoffs is None else handoffs.config
+        rule = None if config is None else config.matching(text)
         try:
-            result = await self.queues.interruptible(
-                place,
-                executor.run(Turn(dialog.dialog_id, human, dialog.bot, history, utterance)),
-            )
+            if rule is not None:  # a person, asked for in words a rule knows: no service runs
+                result = TurnResult(
+                    utterance=utterance,
+                    bot_utterance=BotUtterance(
+                        text=config.announce if config else "",
+                        active_skill=HANDOFF_SKILL,
+                        confidence=1.0,
+                    ),
+                )
+            else:
+                result = await self.queues.interruptible(
+                    place,
+                    executor.run(Turn(dialog.dialog_id, human, dialog.bot, history, utterance)),
+                )
         except TurnInterrupted:
             # Kept without an answer, and marked so; the queue is left on the way out.
             await asyncio.shield(store.mark_interrupted(utterance.utt_id))
             log.info("dialog %s: turn %s interrupted", dialog.dialog_id, utterance.utt_id)
             raise TurnInterrupted(utterance.utt_id) from None
+        handoff = None
+        asked = None if handoffs is None or config is None else _asked_for_person(result, rule)
+        if asked is not None and handoffs is not None and config is not None:
+            by, reason = asked
+            handoff = await handoffs.requested(
+                dialog.dialog_id, user_id, by=by, reason=reason, history=[*history, utterance]
+            )
+            bot = result.bot_utterance
+            if rule is None:  # the skill's words give way to the pipeline's
+                bot.orig_text = bot.orig_text if bot.orig_text is not None else bot.text
+                bot.text = config.announce
         # The turn's last write leaves the queue too, unless the dialog is closed after it.
         await self._finish(dialog.dialog_id, human.id, result, None if close_after else place)
         if close_after:
             await store.close_active_dialog(user_id)
-        return result, dialog.dialog_id, arm
+        if handoff is not None and handoffs is not None:
+            handoffs.notices.notify(dialog.dialog_id)
+        return _Outcome(dialog.dialog_id, arm, result, handoff=handoff)
+
+    async def _keep(
+        self, handoff: Handoff, start: TurnStart, utterance: HumanUtterance, place: Place
+    ) -> _Outcome:
+        """Store the user's message unanswered, marked :attr:`HumanUtterance.handed_off`:
+        the dialog is waiting for or held by a person, who reads it; no service sees it.
+        A keyed message sent again is stored once."""
+        dialog_id = start.dialog.dialog_id
+        last = start.history[-1] if start.history else None
+        utterance.handed_off = True
+        if (
+            isinstance(last, HumanUtterance)
+            and last.handed_off
+            and utterance.message_key is not None
+            and last.message_key == utterance.message_key
+        ):
+            utterance = last
+        else:
+            await self._store.append_utterance(dialog_id, handoff.user_id, utterance)
+        turn_identified(dialog_id, utterance.utt_id)
+        await self.queues.note(place, utterance.utt_id)
+        emit("accepted", dialog_id=dialog_id, utt_id=utterance.utt_id)
+        assert self.handoffs is not None
+        self.handoffs.kept(handoff, utterance)
+        return _Outcome(dialog_id, start.dialog.arm, kept=utterance, handoff=handoff)
 
     def _answered(self, start: TurnStart, utterance: HumanUtterance) -> TurnResult | None:
         """The stored last turn of this message's earlier attempt, if it is one: its key's,
@@ -336,6 +471,8 @@ class MessageFlow:
             return None
         human, bot = history[-2], history[-1]
         if not (isinstance(human, HumanUtterance) and isinstance(bot, BotUtterance)):
+            return None
+        if human.handed_off:  # kept for a person: what follows is not its answer
             return None
         retry = utterance.message_key is not None or start.completed_last_turn
         if retry and self._repeats(human, utterance):
@@ -362,6 +499,7 @@ class MessageFlow:
         if (
             isinstance(last, HumanUtterance)
             and not last.interrupted  # cancelled on purpose: never answered later
+            and not last.handed_off  # kept for a person: the bot never answers it
             and self._repeats(last, utterance)
         ):
             return last

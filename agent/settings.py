@@ -224,6 +224,13 @@ class Settings(BaseSettings):
         "WebSocket) are open to all; false: they need api_key, when it is set",
     )
     protect_chat: bool = Field(default=False, description="the chat endpoints need the key too")
+    operator_key: SecretStr | None = Field(
+        default=None,
+        description="X-Operator-Key of the operator routes (/api/operator/...): reading and "
+        "writing dialogs handed to a person, nothing else; not the API key, which never "
+        "opens them; also the secret the helpdesk webhook is signed with. Unset: the "
+        "operator routes answer 403 (docs/handoff.md)",
+    )
     cors_origins: list[str] = Field(
         default_factory=list, description='origins allowed by CORS, e.g. ["https://x.org"]'
     )
@@ -313,7 +320,7 @@ class Settings(BaseSettings):
         key = self.arm_key
         return None if key is None else key.get_secret_value().encode()
 
-    @field_validator("api_key", "trace_id_key", "arm_key")
+    @field_validator("api_key", "trace_id_key", "arm_key", "operator_key")
     @classmethod
     def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and len(value.get_secret_value()) < 16:
@@ -326,6 +333,18 @@ class Settings(BaseSettings):
             raise ValueError("protect_chat is true but api_key is not set")
         return self
 
+    @model_validator(mode="after")
+    def _operator_key_is_its_own(self) -> Settings:
+        """An operator key equal to the API key would let every reader (and, with
+        protect_chat, every chat client) act as an operator."""
+        if (
+            self.operator_key is not None
+            and self.api_key is not None
+            and self.operator_key.get_secret_value() == self.api_key.get_secret_value()
+        ):
+            raise ValueError("operator_key must not be the same as api_key")
+        return self
+
 
 #: The variables the agent reads: its plain fields' and :data:`NESTED`'s.
 VARIABLES = sorted(
@@ -334,10 +353,14 @@ VARIABLES = sorted(
 )
 
 
-def _variable(loc: tuple[int | str, ...]) -> str:
-    """The variable a validation error's location is read from."""
+def _variable(loc: tuple[int | str, ...], message: str = "") -> str:
+    """The variable a validation error's location is read from; for a check of several
+    settings (no location), the one its message starts with."""
     if not loc:
-        return f"{ENV_PREFIX}PROTECT_CHAT"
+        field = message.removeprefix("Value error, ").split(" ", 1)[0]
+        return (
+            f"{ENV_PREFIX}{(field if field in Settings.model_fields else 'protect_chat').upper()}"
+        )
     if len(loc) > 1:
         for name, path in NESTED.items():
             if path == (loc[0], loc[1]):
@@ -352,6 +375,7 @@ def load_settings() -> Settings:
         return Settings()
     except ValidationError as exc:
         problems = "; ".join(
-            f"{_variable(e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()
+            f"{_variable(e['loc'], e['msg'])}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
         )
         raise SettingsError(f"bad settings: {problems}") from None

@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "agent.idempotency",
             "agent.leases",
             "agent.lifecycle",
+            "agent.handoff",
         ),
     ),
     ("pipeline", ("agent.pipeline", "agent.dream")),

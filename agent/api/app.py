@@ -28,10 +28,12 @@ from agent.api.routes import (
     chat_ws,
     debug,
     dialogs,
+    handoff,
     health,
     load_ws,
     metrics,
     observe,
+    operator,
     pages,
     pipeline_info,
     ratings,
@@ -40,7 +42,7 @@ from agent.dream.graph import DEFAULT_WINDOW
 from agent.pipeline.arms import Experiment, load_experiment
 from agent.pipeline.engine import LoadedPipeline
 from agent.pipeline.loading import load_any_pipeline
-from agent.settings import Settings, load_settings
+from agent.settings import Settings, SettingsError, load_settings
 from agent.telemetry import (
     Telemetry,
     TraceRequests,
@@ -147,6 +149,12 @@ def create_app(
                 window=DEFAULT_WINDOW,
                 turn_timeout=settings.dream_turn_timeout,
             )
+    webhook = None if pipeline.handoff is None else pipeline.handoff.webhook
+    if webhook is not None and settings.operator_key is None:
+        raise SettingsError(
+            "bad settings: CHORUS_OPERATOR_KEY: the pipeline's handoff.webhook is set, "
+            "and its deliveries are signed with the operator key: set it"
+        )
     provider = tracer_provider or tracer_provider_from_env("chorus-agent")
     telemetry = Telemetry(
         provider,
@@ -174,6 +182,8 @@ def create_app(
         chat_ws,
         observe,
         dialogs,
+        handoff,
+        operator,
         ratings,
         health,
         metrics,
@@ -190,7 +200,13 @@ def create_app(
             CORSMiddleware,
             allow_origins=settings.cors_origins,
             allow_methods=["GET", "POST", "DELETE"],
-            allow_headers=["Content-Type", "X-API-Key", "Idempotency-Key"],
+            allow_headers=[
+                "Content-Type",
+                "X-API-Key",
+                "Idempotency-Key",
+                "X-Operator-Key",
+                "X-Operator",
+            ],
         )
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     if telemetry.tracer is not None:  # outermost, so a span covers all the rest

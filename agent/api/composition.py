@@ -3,6 +3,7 @@
     settings ─► store (traced) ─────────────┬─► the users' queues, idempotency keys ─┐
     pipeline ─► HTTP client ─► connectors ─► executor ──────────────────────────────┼─► message
                 metrics ─────────────────────────────────────────────────────────────┘   flow
+                handoffs (store, the users' queues, metrics, the helpdesk webhook) ──► flow
                 lifecycle sweep (store, metrics)
                 readiness (store, HTTP client, required services)
 
@@ -24,6 +25,11 @@ import aiohttp
 from agent.api.readiness import Readiness
 from agent.connectors.http import make_http_client
 from agent.flow import END_RETRY, RETRY_WINDOW, MessageFlow
+from agent.handoff import Handoffs, Webhook
+from agent.handoff.service import FOLLOW_POLL, UNCLAIMED_POLL
+from agent.handoff.webhook import FIRST_DELAY as WEBHOOK_FIRST_DELAY
+from agent.handoff.webhook import TIMEOUT as WEBHOOK_TIMEOUT
+from agent.handoff.webhook import TRIES as webhook_tries
 from agent.idempotency import KEY_RETENTION, IdempotencyKeys
 from agent.lifecycle import SWEEP_BATCH, SWEEP_INTERVAL, Sweeper
 from agent.metrics import Metrics
@@ -51,6 +57,9 @@ class Components:
     metrics: Metrics
     flow: MessageFlow
     readiness: Readiness
+    #: handing dialogs to people (off, but answering the routes, without ``handoff`` in
+    #: the pipeline file)
+    handoffs: Handoffs
 
 
 @asynccontextmanager
@@ -109,6 +118,31 @@ async def assembled(
         )
         sweeper.start()
         stack.push_async_callback(sweeper.aclose)
+        webhook = None
+        url = None if pipeline.handoff is None else pipeline.handoff.webhook
+        if url is not None:
+            # create_app refuses a webhook without the key it is signed with
+            assert settings.operator_key is not None
+            webhook = Webhook(
+                client,
+                str(url),
+                settings.operator_key,
+                tries=webhook_tries,
+                first_delay=WEBHOOK_FIRST_DELAY,
+                timeout=WEBHOOK_TIMEOUT,
+            )
+            stack.push_async_callback(webhook.aclose)
+        handoffs = Handoffs(
+            store,
+            queues,
+            pipeline.handoff,
+            metrics,
+            webhook=webhook,
+            follow_poll=FOLLOW_POLL,
+            unclaimed_poll=UNCLAIMED_POLL,
+        )
+        handoffs.start()
+        stack.push_async_callback(handoffs.aclose)
         flow = MessageFlow(
             store,
             executor,
@@ -121,6 +155,7 @@ async def assembled(
             telemetry=telemetry,
             experiment=experiment,
             arm_executors=arm_executors,
+            handoffs=handoffs,
         )
         yield Components(
             settings=settings,
@@ -132,4 +167,5 @@ async def assembled(
             metrics=metrics,
             flow=flow,
             readiness=Readiness(store, client, ready_services),
+            handoffs=handoffs,
         )

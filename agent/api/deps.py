@@ -14,6 +14,7 @@ from starlette.requests import HTTPConnection
 from agent.api.composition import Components
 from agent.api.readiness import Readiness
 from agent.flow import MessageFlow
+from agent.handoff import Handoffs
 from agent.metrics import Metrics
 from agent.pipeline.arms import Experiment
 from agent.pipeline.config import DoubleTexting
@@ -57,6 +58,10 @@ async def _experiment(components: ComponentsDep) -> Experiment | None:
 
 async def _readiness(components: ComponentsDep) -> Readiness:
     return components.readiness
+
+
+async def _handoffs(components: ComponentsDep) -> Handoffs:
+    return components.handoffs
 
 
 async def require_json(request: Request) -> None:
@@ -105,4 +110,5 @@ PipelineDep = Annotated[LoadedPipeline, Depends(_pipeline)]
 #: the experiment whose arms answer dialogs; None: no experiment runs
 ExperimentDep = Annotated[Experiment | None, Depends(_experiment)]
 ReadinessDep = Annotated[Readiness, Depends(_readiness)]
+HandoffsDep = Annotated[Handoffs, Depends(_handoffs)]
 JsonBody = Depends(require_json)

@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
+from agent.handoff import HandoffError, NotHandedOff
 from agent.idempotency import KeyForgotten, KeyInFlight, KeyReused, KeySuperseded
 from agent.queues import QueueTimeout, TurnInterrupted, TurnRunning
 from agent.store.base import StoreUnavailable, StoreWriteRefused
@@ -199,6 +200,12 @@ async def _turn_running(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=status.HTTP_409_CONFLICT, content=body)
 
 
+async def _handoff(_: Request, exc: Exception) -> JSONResponse:
+    """404 for a dialog an operator may not see, 409 for a handoff in another state."""
+    code = status.HTTP_404_NOT_FOUND if isinstance(exc, NotHandedOff) else status.HTTP_409_CONFLICT
+    return error_response(code, str(exc))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(HTTPException, _http)
@@ -210,5 +217,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(KeySuperseded, _superseded)
     app.add_exception_handler(KeyForgotten, _superseded)
     app.add_exception_handler(StoreWriteRefused, _write_refused)
+    app.add_exception_handler(HandoffError, _handoff)
     app.add_exception_handler(Exception, _unexpected)
     app.add_exception_handler(StoreUnavailable, _store_down)

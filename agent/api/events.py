@@ -44,8 +44,13 @@ def wants_events(request: Request) -> bool:
 
 def sse(event: TurnEvent) -> bytes:
     """One event in the Server-Sent Events form (one ``data`` line: JSON has no newline)."""
-    data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {event.kind}\ndata: {data}\n\n".encode()
+    return sse_data(event.kind, event.data)
+
+
+def sse_data(kind: str, data: Any) -> bytes:
+    """An event of ``kind`` carrying ``data`` as JSON, in the Server-Sent Events form."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return f"event: {kind}\ndata: {text}\n\n".encode()
 
 
 async def error_body(connection: HTTPConnection, exc: BaseException) -> dict[str, Any]:

@@ -12,13 +12,16 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     StringConstraints,
+    model_serializer,
     model_validator,
 )
 
 from agent.parlai.scores import TurnScores
 from agent.pipeline.config import Dialect
 from agent.sdk.models import check_attribute_keys
+from agent.state.handoff import HandoffStatus
 
 
 def _int_as_str(value: Any) -> Any:
@@ -138,6 +141,34 @@ class AgentReply(BaseModel):
         'carried "debug_output": true (as dp-agent\'s debug clients send); on a dp-agent '
         "pipeline file left out otherwise, as dp-agent leaves it out",
     )
+
+    handoff: HandoffStatus | None = Field(
+        default=None,
+        description="present only when the dialog is handed to a person (docs/handoff.md): "
+        "waiting, held by an operator (then this message was stored, not answered: "
+        "response is empty and the status 202), or returned to the bot by this reply",
+    )
+
+    #: the utterance after which a channel follows the dialog while it is with a person:
+    #: this reply's bot utterance, or the human one kept unanswered
+    _follow_after: str | None = PrivateAttr(default=None)
+
+    def following(self, after: str | None) -> AgentReply:
+        """This reply, marked with where a channel follows its dialog from."""
+        self._follow_after = after
+        return self
+
+    @property
+    def follow_after(self) -> str | None:
+        return self._follow_after
+
+    @model_serializer(mode="wrap")
+    def _handoff_when_set(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """``handoff`` only when there is one: every other reply keeps dp-agent's shape."""
+        data: dict[str, Any] = handler(self)
+        if self.handoff is None:
+            data.pop("handoff", None)
+        return data
 
     def for_dialect(self, dialect: Dialect) -> dict[str, Any]:
         """The reply as JSON in the shape ``dialect``'s clients read: dp-agent's has no

@@ -97,7 +97,44 @@ async def require_metrics_reader(
     check_metrics_key(settings, key)
 
 
+_operator_header = APIKeyHeader(
+    name="X-Operator-Key",
+    auto_error=False,
+    description="the agent's CHORUS_OPERATOR_KEY (the operator routes only)",
+)
+
+
+def check_operator_key(settings: Settings, key: str | None) -> None:
+    """403 unless ``key`` is the operator key: the operator routes are closed while
+    ``CHORUS_OPERATOR_KEY`` is unset, and the API key never opens them (the two cannot be
+    the same: :class:`Settings` refuses that)."""
+    expected = settings.operator_key
+    if expected is None:
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            "the operator routes are off: set CHORUS_OPERATOR_KEY on the agent (docs/handoff.md)",
+        )
+    if key is None:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            "this route needs the agent's operator key in the X-Operator-Key header",
+            headers={"WWW-Authenticate": "APIKey"},
+        )
+    if not secrets.compare_digest(key.encode(), expected.get_secret_value().encode()):
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN, "the X-Operator-Key header is not the agent's operator key"
+        )
+
+
+async def require_operator(
+    settings: SettingsDep, key: Annotated[str | None, Depends(_operator_header)]
+) -> None:
+    """Reading and writing dialogs handed to people (``/api/operator/...``)."""
+    check_operator_key(settings, key)
+
+
 ReaderKey = Depends(require_reader)
+OperatorKey = Depends(require_operator)
 MetricsKey = Depends(require_metrics_reader)
 KeyHeld = Annotated[bool, Depends(reader_key_held)]
 ChatKey = Depends(require_chat)

@@ -23,7 +23,7 @@ from agent.dream.config import (
     ParsedService,
     parse_dp_config,
 )
-from agent.pipeline.config import Dialect, DoubleTexting, PipelineConfigError
+from agent.pipeline.config import Dialect, DoubleTexting, HandoffConfig, PipelineConfigError
 from agent.pipeline.graph import topological_order
 from agent.sdk.roles import ROLES
 from agent.state.models import SERVICES_ROLE
@@ -98,6 +98,8 @@ class DreamPipeline:
     file_order: tuple[str, ...] = ()
     #: a dp-agent file has no such setting: a request may still ask for another policy
     double_texting: DoubleTexting = "enqueue"
+    #: a dp-agent file has no such setting: its dialogs are never handed to a person
+    handoff: HandoffConfig | None = None
 
     @property
     def dialect(self) -> Dialect:

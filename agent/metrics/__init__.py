@@ -37,6 +37,10 @@ _AGENT_PARTS = frozenset({"store"})
 NO_ARM = "(none)"
 
 
+#: Buckets of the handoffs' waits: from seconds to hours.
+HANDOFF_BUCKETS = (5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0)
+
+
 class FinishedTurn(Protocol):
     """What metrics read of a finished turn (the executors' ``TurnResult``): its stored
     utterances, whose trace and errors say everything that happened."""
@@ -122,6 +126,30 @@ class Metrics:
             "chorus_skill_tokens",
             "Tokens each skill reported spending (its hypotheses' OpenAI-style usage)",
             ["skill"],
+            registry=r,
+        )
+        self.handoffs = Counter(
+            "chorus_handoffs",
+            "Dialogs handed to a person, by what asked: skill, rule or api",
+            ["by"],
+            registry=r,
+        )
+        self.handoff_returns = Counter(
+            "chorus_handoff_returns",
+            "Dialogs given back to the bot, by who: operator, api or timeout (no one claimed)",
+            ["by"],
+            registry=r,
+        )
+        self.handoff_claim_seconds = Histogram(
+            "chorus_handoff_claim_seconds",
+            "Seconds from a person being asked for to an operator claiming the dialog",
+            buckets=HANDOFF_BUCKETS,
+            registry=r,
+        )
+        self.handoff_held_seconds = Histogram(
+            "chorus_handoff_held_seconds",
+            "Seconds an operator held a dialog, from the claim to the handback",
+            buckets=HANDOFF_BUCKETS,
             registry=r,
         )
         self.arm_turns: Counter | None = None

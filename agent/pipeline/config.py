@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -237,6 +238,65 @@ class ServiceConfig(BaseModel):
         return None
 
 
+#: The hypothesis field a skill sets to hand the dialog to a person: ``true``, or a
+#: string saying why (docs/handoff.md).
+HANDOFF_FIELD = "handoff"
+
+
+class HandoffConfig(BaseModel):
+    """``handoff``: dialogs may be handed to a person (docs/handoff.md); absent, they
+    never are, and the operator routes answer 409 saying so."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    announce: str = Field(
+        default="I'm passing you to a person; they will answer here shortly.",
+        min_length=1,
+        max_length=4096,
+        description="what the user is told when a person is asked for (replaces the text "
+        "of a skill's answer that asked for one)",
+    )
+    taken_back: str = Field(
+        default="No one could take over in time, so I'm back. How can I help?",
+        min_length=1,
+        max_length=4096,
+        description="what the user is told when no operator claimed the dialog in time",
+    )
+    unclaimed_after: float = Field(
+        default=300.0,
+        gt=0,
+        le=7 * 86400,
+        description="seconds a dialog waits for an operator before the bot takes it back",
+    )
+    webhook: AnyHttpUrl | None = Field(
+        default=None,
+        description="a helpdesk's URL each handoff's events are POSTed to, signed with "
+        "CHORUS_OPERATOR_KEY (docs/api.md, the helpdesk webhook)",
+    )
+    patterns: list[str] = Field(
+        default_factory=list,
+        max_length=100,
+        description="regular expressions (case-insensitive, searched in the user's text): "
+        "a message matching one is handed to a person without calling any service",
+    )
+
+    @model_validator(mode="after")
+    def _patterns_compile(self) -> HandoffConfig:
+        for index, pattern in enumerate(self.patterns):
+            try:
+                re.compile(pattern, re.IGNORECASE)
+            except re.error as exc:
+                raise ValueError(f"patterns.{index}: not a regular expression: {exc}") from None
+        return self
+
+    def matching(self, text: str) -> str | None:
+        """The first pattern found in ``text``; None when none is."""
+        for pattern in self.patterns:
+            if re.search(pattern, text, re.IGNORECASE):
+                return pattern
+        return None
+
+
 class PipelineConfig(BaseModel):
     """The whole file."""
 
@@ -251,6 +311,9 @@ class PipelineConfig(BaseModel):
         default="enqueue",
         description="a message arriving while one of its user is answered: enqueue (wait), "
         "reject (409), interrupt (cancel the running turn)",
+    )
+    handoff: HandoffConfig | None = Field(
+        default=None, description="dialogs may be handed to a person (docs/handoff.md)"
     )
 
     @model_validator(mode="after")

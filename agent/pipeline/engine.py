@@ -26,7 +26,7 @@ from typing import Generic, Protocol, TypeVar
 import aiohttp
 
 from agent.metrics.services import ServiceStats
-from agent.pipeline.config import Dialect, DoubleTexting
+from agent.pipeline.config import Dialect, DoubleTexting, HandoffConfig
 from agent.pipeline.info import PipelineInfo
 from agent.pipeline.turn import Turn, TurnResult
 from agent.state.storage_limits import StorageLimits
@@ -55,6 +55,11 @@ class PipelineGraph(Protocol):
     @property
     def double_texting(self) -> DoubleTexting:
         """The policy for a message that arrives while the user's previous one is answered."""
+        ...
+
+    @property
+    def handoff(self) -> HandoffConfig | None:
+        """How dialogs are handed to a person; None: they never are (docs/handoff.md)."""
         ...
 
     def service_names(self, *, fallbacks: bool = False) -> list[str]:
@@ -179,6 +184,10 @@ class Kind(Generic[G]):
     @property
     def double_texting(self) -> DoubleTexting:
         return self.graph.double_texting
+
+    @property
+    def handoff(self) -> HandoffConfig | None:
+        return self.graph.handoff
 
     def service_names(self, *, fallbacks: bool = False) -> list[str]:
         return self.graph.service_names(fallbacks=fallbacks)

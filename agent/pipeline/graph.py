@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from agent.pipeline.config import (
     Dialect,
     DoubleTexting,
+    HandoffConfig,
     PipelineConfig,
     PipelineConfigError,
     ServiceConfig,
@@ -51,6 +52,8 @@ class Pipeline:
     fallback_response: str
     disabled: tuple[DisabledService, ...] = ()
     double_texting: DoubleTexting = "enqueue"
+    #: None: dialogs are never handed to a person
+    handoff: HandoffConfig | None = None
 
     def services_of(self, role: Role) -> list[ServiceNode]:
         return [node for node in self.nodes if node.role == role]
@@ -222,5 +225,10 @@ def build_pipeline(config: PipelineConfig) -> Pipeline:
         for n in order
     )
     return Pipeline(
-        nodes, config.turn_timeout, config.fallback_response, tuple(off), config.double_texting
+        nodes,
+        config.turn_timeout,
+        config.fallback_response,
+        tuple(off),
+        config.double_texting,
+        config.handoff,
     )

@@ -35,6 +35,12 @@ value) or ``except RuntimeError`` keep that base too.
      │                                                         ``reject``): 409
      ├── TurnInterrupted              agent/queues.py          a later message cancelled the
      │                                                         turn (``interrupt``): 409
+     ├── HandoffError                 agent/handoff/errors.py  a handoff cannot change as asked
+     │    ├── HandoffOff               the pipeline file has no handoff section: 409
+     │    ├── NotHandedOff             the dialog is not with a person (an operator sees
+     │    │                            nothing of it): 404
+     │    └── HandoffConflict          held by another operator, handed off already, not
+     │                                 claimed by this operator: 409
      ├── KeyInFlight                  agent/idempotency.py     the key's message is running: 409
      ├── KeyReused                    agent/idempotency.py     the key named another message: 422
      ├── KeySuperseded                agent/idempotency.py     the key's message was passed by a

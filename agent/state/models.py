@@ -288,6 +288,11 @@ class HumanUtterance(BaseModel):
         description="its turn was cancelled by a later message of the user (double texting "
         "policy interrupt): it has no answer",
     )
+    handed_off: bool = Field(
+        default=False,
+        description="it came while the dialog was handed to a person (waiting or held): "
+        "the bot did not answer it, no service saw it (docs/handoff.md)",
+    )
 
 
 class BotUtterance(BaseModel):
@@ -304,6 +309,11 @@ class BotUtterance(BaseModel):
     attributes: JsonDict = Field(default_factory=dict)
     annotations: JsonDict = Field(default_factory=dict)
     rating: float | None = None
+    operator: str | None = Field(
+        default=None,
+        description="the operator who wrote it while holding the dialog (active_skill "
+        "operator); null: the bot's (docs/handoff.md)",
+    )
 
 
 Utterance = Annotated[HumanUtterance | BotUtterance, Field(discriminator="speaker")]

@@ -27,6 +27,7 @@ from agent.state.models import (
     Utterance,
     utc_now,
 )
+from agent.store.handoffs import HandoffStore as HandoffStore
 
 # The keys' and the lifecycle's parts of the protocol, named here too: the one place a
 # caller imports the store's types from.
@@ -361,6 +362,6 @@ class QueueStore(Protocol):
         ...
 
 
-class Store(DialogStore, KeyStore, QueueStore, LifecycleStore, Protocol):
+class Store(DialogStore, KeyStore, QueueStore, LifecycleStore, HandoffStore, Protocol):
     """All of them, as one object: what :func:`agent.store.open_store` returns and each
     backend implements. Callers that need one job take the narrow protocol."""

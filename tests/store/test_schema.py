@@ -1,8 +1,10 @@
 """The schema's version on both stores: what an upgrade step gets, and what is refused.
 
-No real upgrade exists yet (1.0.0's schema is version 1), so each test registers a
-synthetic step 1 → 2 that marks every user, runs it on a real store (a SQLite file, the
-tests' MongoDB), and reads the result back through the store and the raw database.
+1.0.0's schema is version 1 and this build's :data:`LATEST` (each real upgrade adds one:
+version 2 holds the handoffs of dialogs to people). Each test registers a synthetic step
+:data:`LATEST` → :data:`LATEST` + 1 after the real ones, that marks every user, runs it on
+a real store (a SQLite file, the tests' MongoDB), and reads the result back through the
+store and the raw database.
 """
 
 from __future__ import annotations
@@ -33,9 +35,17 @@ LAST_SQLITE_BEFORE_1_0 = 6
 LAST_MONGODB_BEFORE_1_0 = 4
 
 
+REAL_SQLITE = sqlite_base.UPGRADES
+REAL_MONGODB = mongo_migrations.UPGRADES
+#: The schema version this build writes, its real upgrades run.
+LATEST = sqlite_base.latest_version()
+assert mongo_migrations.latest_version() == LATEST, "both stores number their schema alike"
+
+
 class Steps:
-    """A synthetic upgrade 1 → 2, registered on the store of ``db_url``, that counts its
-    runs; with ``fail``, it writes its mark and then fails (a start cut short)."""
+    """A synthetic upgrade :data:`LATEST` → :data:`LATEST` + 1 after the real ones,
+    registered on the store of ``db_url``, that counts its runs; with ``fail``, it writes
+    its mark and then fails (a start cut short)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, db_url: str) -> None:
         self.runs = 0
@@ -45,14 +55,16 @@ class Steps:
 
     def register(self) -> None:
         if self._sqlite:
-            self._monkeypatch.setattr(sqlite_base, "UPGRADES", (self._sqlite_step,))
+            steps = (*sqlite_base.UPGRADES, self._sqlite_step)
+            self._monkeypatch.setattr(sqlite_base, "UPGRADES", steps)
         else:
-            self._monkeypatch.setattr(mongo_migrations, "UPGRADES", (self._mongo_step,))
+            upgrades = (*mongo_migrations.UPGRADES, self._mongo_step)
+            self._monkeypatch.setattr(mongo_migrations, "UPGRADES", upgrades)
 
     def forget(self) -> None:
-        """The build before the upgrade: it knows version 1 only."""
-        self._monkeypatch.setattr(sqlite_base, "UPGRADES", ())
-        self._monkeypatch.setattr(mongo_migrations, "UPGRADES", ())
+        """The build before the upgrade: it knows the real versions only."""
+        self._monkeypatch.setattr(sqlite_base, "UPGRADES", REAL_SQLITE)
+        self._monkeypatch.setattr(mongo_migrations, "UPGRADES", REAL_MONGODB)
 
     def _sqlite_step(self, db: sqlite3.Connection) -> None:
         self.runs += 1
@@ -126,9 +138,9 @@ def _snapshot(db_url: str) -> Any:
         }
 
 
-async def test_a_new_store_is_at_version_1(db_url: str) -> None:
+async def test_a_new_store_is_at_the_latest_version(db_url: str) -> None:
     await _with_store(db_url, _say_hello)
-    assert _recorded_version(db_url) == _version(db_url, 1)
+    assert _recorded_version(db_url) == _version(db_url, LATEST)
 
 
 async def test_an_upgrade_step_runs_once_keeps_the_data_and_records_its_version(
@@ -137,7 +149,7 @@ async def test_an_upgrade_step_runs_once_keeps_the_data_and_records_its_version(
     await _with_store(db_url, _say_hello)
     steps.register()
     assert await _with_store(db_url, _ann) == (["hello"], {"upgraded": True})
-    assert _recorded_version(db_url) == _version(db_url, 2)
+    assert _recorded_version(db_url) == _version(db_url, LATEST + 1)
     # the next start finds the database up to date: the step does not run again
     await _with_store(db_url, _say_hello)
     assert steps.runs == 1
@@ -152,13 +164,13 @@ async def test_an_upgrade_cut_short_is_run_again_by_the_next_start(
     steps.fail = True
     with pytest.raises(RuntimeError, match="died half-way"):
         await open_store(db_url)
-    # still version 1 (SQLite: the step's writes rolled back with it; MongoDB's steps are
-    # idempotent), so the next start runs the step again and records version 2
-    assert _recorded_version(db_url) == _version(db_url, 1)
+    # still the latest real version (SQLite: the step's writes rolled back with it;
+    # MongoDB's steps are idempotent), so the next start runs the step again and records it
+    assert _recorded_version(db_url) == _version(db_url, LATEST)
     steps.fail = False
     assert await _with_store(db_url, _ann) == (["hello"], {"upgraded": True})
     assert steps.runs == 2
-    assert _recorded_version(db_url) == _version(db_url, 2)
+    assert _recorded_version(db_url) == _version(db_url, LATEST + 1)
 
 
 async def test_a_store_newer_than_the_build_is_refused_and_left_alone(
@@ -171,8 +183,8 @@ async def test_a_store_newer_than_the_build_is_refused_and_left_alone(
     with pytest.raises(SchemaRefused) as refused:
         await open_store(db_url)
     said = str(refused.value)
-    assert "schema version 2, written by a newer Chorus" in said
-    assert "this build knows versions up to 1" in said
+    assert f"schema version {LATEST + 1}, written by a newer Chorus" in said
+    assert f"this build knows versions up to {LATEST}" in said
     assert _snapshot(db_url) == before
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -38,3 +39,16 @@ def follow(
 
 def kinds(events: list[Event]) -> list[str]:
     return [kind for kind, _ in events]
+
+
+def events_of(lines: Iterator[str]) -> Iterator[Event]:
+    """The events of a stream being read, each as soon as its blank line comes."""
+    kind, data = "message", ""
+    for line in lines:
+        if line.startswith("event:"):
+            kind = line.removeprefix("event:").strip()
+        elif line.startswith("data:"):
+            data += line.removeprefix("data:").strip()
+        elif not line and data:
+            yield kind, json.loads(data)
+            kind, data = "message", ""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, status
 from fastapi.responses import JSONResponse, Response
 
 from agent.api.chat_turn import incoming, reply
@@ -50,6 +50,16 @@ def checked(
 
 def agent_reply(message: AgentMessage, turn: Incoming, answer: Answer) -> AgentReply:
     """The flow's answer to ``turn`` as dp-agent's reply (also the WebSocket chat's)."""
+    handoff = None if answer.handoff is None else answer.handoff.status()
+    if answer.kept is not None:  # with a person: stored, not answered (docs/handoff.md)
+        return AgentReply(
+            dialog_id=answer.dialog_id,
+            utt_id=None,
+            user_id=message.reply_user_id(),
+            response="",
+            active_skill=None,
+            handoff=handoff,
+        ).following(answer.kept)
     if answer.result is None:
         return AgentReply(
             dialog_id=answer.dialog_id,
@@ -68,7 +78,13 @@ def agent_reply(message: AgentMessage, turn: Incoming, answer: Answer) -> AgentR
         active_skill=bot.active_skill,
         attributes=dict(bot.attributes),
         debug_output=answer.debug() if debug else None,
-    )
+        handoff=handoff,
+    ).following(bot.utt_id)
+
+
+def kept(reply: AgentReply) -> bool:
+    """Whether the message was stored, not answered: the dialog is with a person."""
+    return reply.utt_id is None and reply.handoff is not None
 
 
 @router.post(
@@ -79,7 +95,13 @@ def agent_reply(message: AgentMessage, turn: Incoming, answer: Answer) -> AgentR
         200: {
             "description": "the answer; {} to /start and /close with CHORUS_DIALECT=dp-agent "
             "or, unset, on a dp-agent pipeline file"
-        }
+        },
+        202: {
+            "description": "the dialog is with a person (docs/handoff.md): the message was "
+            "stored, not answered; the operator's answer comes on GET "
+            "/api/chat/dialogs/{dialog_id}/replies",
+            "model": AgentReply,
+        },
     },
 )
 async def chat(
@@ -105,6 +127,8 @@ async def chat(
     if wants_events(request):
         return await stream_turn(request, work)
     answered = await work
+    if kept(answered):
+        return JSONResponse(answered.for_dialect(pipeline.dialect), status.HTTP_202_ACCEPTED)
     if answered.utt_id is None and dialect == "dp-agent":
         # dp-agent answers a closing command with an empty object; its clients test for it
         return JSONResponse({})

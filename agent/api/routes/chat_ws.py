@@ -13,6 +13,14 @@ A client that connects with ``?events=true`` follows each turn instead, as the
 Server-Sent Events of ``POST /`` do: frames ``{"event": "accepted" | "progress" | "token"
 | "answer" | "error", "data": {...}}``, the last of a turn being ``answer`` or ``error``.
 
+While the user's dialog is with a person (docs/handoff.md), a message is stored and not
+answered: a plain connection gets no frame for it (``events=true``: ``accepted``, then
+``answer`` with an empty ``response`` and ``handoff``). What the operator writes, and what
+the bot says when it takes the dialog back, comes as it is stored, on every connection
+that carried a message of that dialog: a reply frame (``active_skill`` ``operator`` and
+``operator`` naming who wrote it), or with ``events=true`` the events ``reply`` and
+``handoff``.
+
 Idempotency keys (``message_id``), the user's queue and ``CHORUS_PROTECT_CHAT`` (the key in
 ``X-API-Key`` or, for browsers, which cannot set headers on a WebSocket, ``?api_key=``)
 behave as on ``POST /``.
@@ -20,6 +28,8 @@ behave as on ``POST /``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -28,14 +38,18 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from agent.api.chat_turn import reply
-from agent.api.deps import FlowDep, PipelineDep, SettingsDep
+from agent.api.deps import FlowDep, HandoffsDep, PipelineDep, SettingsDep
 from agent.api.errors import too_deep
 from agent.api.events import error_body, follow_turn, started
-from agent.api.routes.chat import agent_reply, checked
+from agent.api.handoff_schemas import Delivered
+from agent.api.routes.chat import agent_reply, checked, kept
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import check_chat_key, socket_key
+from agent.handoff import Handoffs
 from agent.pipeline.config import Dialect
 from agent.settings import Settings
+from agent.state.handoff import Handoff
+from agent.state.models import BotUtterance
 from agent.telemetry.events import TurnEvent, TurnEvents
 
 router = APIRouter()
@@ -50,6 +64,7 @@ async def chat_ws(
     flow: FlowDep,
     settings: SettingsDep,
     pipeline: PipelineDep,
+    handoffs: HandoffsDep,
     events: bool = False,
 ) -> None:
     """Answer each message of the connection in turn; see the module docstring."""
@@ -59,27 +74,92 @@ async def chat_ws(
         await websocket.close(status.WS_1008_POLICY_VIOLATION, reason=str(exc.detail))
         return
     await websocket.accept()
+    channel = Channel(websocket, handoffs, pipeline.dialect, events)
     try:
         while True:
             frame = await websocket.receive()
             if frame["type"] == "websocket.disconnect":
                 return
-            await _answer(websocket, flow, settings, pipeline.dialect, frame.get("text"), events)
+            await _answer(channel, flow, settings, frame.get("text"))
     except WebSocketDisconnect:
         return
+    finally:
+        await channel.aclose()
 
 
-async def _answer(
-    websocket: WebSocket,
-    flow: FlowDep,
-    settings: Settings,
-    shape: Dialect,
-    text: str | None,
-    events: bool,
-) -> None:
+class Channel:
+    """One connection: its frames sent one at a time, and the followers of its dialogs
+    that are with a person."""
+
+    def __init__(
+        self, websocket: WebSocket, handoffs: Handoffs, shape: Dialect, events: bool
+    ) -> None:
+        self.websocket = websocket
+        self.shape = shape
+        self.events = events
+        self._handoffs = handoffs
+        self._lock = asyncio.Lock()
+        self._followers: dict[str, asyncio.Task[None]] = {}
+
+    async def send(self, data: Any) -> None:
+        async with self._lock:
+            await self.websocket.send_json(data)
+
+    def follow(self, reply: AgentReply) -> None:
+        """Follow the reply's dialog while it is with a person, unless already."""
+        dialog_id = reply.dialog_id
+        if dialog_id is None or reply.handoff is None or reply.handoff.state == "returned":
+            return
+        running = self._followers.get(dialog_id)
+        if running is not None and not running.done():
+            return
+        self._followers[dialog_id] = asyncio.get_running_loop().create_task(
+            self._follow(dialog_id, reply), name="chorus-ws-handoff"
+        )
+
+    async def _follow(self, dialog_id: str, reply: AgentReply) -> None:
+        known = await self._handoffs.current_or_none(dialog_id)
+        async for seen in self._handoffs.follow(dialog_id, reply.follow_after, known):
+            for utterance in seen.utterances:
+                if isinstance(utterance, BotUtterance):
+                    await self.send(self._delivered(reply, utterance, seen.handoff or known))
+            if seen.handoff is not None:
+                known = seen.handoff
+                if self.events:
+                    await self.send(
+                        {"event": "handoff", "data": known.status().model_dump(mode="json")}
+                    )
+
+    def _delivered(
+        self, reply: AgentReply, utterance: BotUtterance, handoff: Handoff | None
+    ) -> dict[str, Any]:
+        if self.events:
+            return {"event": "reply", "data": Delivered.of(utterance).model_dump(mode="json")}
+        frame = AgentReply(
+            dialog_id=reply.dialog_id,
+            utt_id=utterance.utt_id,
+            user_id=reply.user_id,
+            response=utterance.text,
+            active_skill=utterance.active_skill,
+            handoff=None if handoff is None else handoff.status(),
+        ).for_dialect(self.shape)
+        frame["operator"] = utterance.operator
+        return frame
+
+    async def aclose(self) -> None:
+        for task in self._followers.values():
+            task.cancel()
+        for task in self._followers.values():
+            with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
+                await task
+
+
+async def _answer(channel: Channel, flow: FlowDep, settings: Settings, text: str | None) -> None:
     """One message (``text`` None: a binary frame): its reply (or its turn's events), or
-    the error that refused it. ``shape``: the pipeline file's dialect, which shapes the
-    reply as ``POST /`` shapes it (dp-agent's has no ``debug_output`` unless asked)."""
+    the error that refused it. The channel's ``shape``: the pipeline file's dialect, which
+    shapes the reply as ``POST /`` shapes it (dp-agent's has no ``debug_output`` unless
+    asked)."""
+    websocket, shape, events = channel.websocket, channel.shape, channel.events
     followed = TurnEvents()
     try:
         message = _message(text, settings)
@@ -88,22 +168,28 @@ async def _answer(
         first = await started(followed, task)
     except Exception as exc:
         refusal = await error_body(websocket, exc)
-        await websocket.send_json({"event": "error", "data": refusal} if events else refusal)
+        await channel.send({"event": "error", "data": refusal} if events else refusal)
         return
     if events:
         if first is not None:
-            await websocket.send_json(_frame(first))
+            await channel.send(_frame(first))
         async for event in follow_turn(followed, task, _dump, lambda e: error_body(websocket, e)):
-            await websocket.send_json(_frame(event))
+            await channel.send(_frame(event))
+        if not task.cancelled() and task.exception() is None:
+            answered = task.result()
+            assert isinstance(answered, AgentReply)
+            channel.follow(answered)
         return
     try:
         answered = await task
     except Exception as exc:
-        await websocket.send_json(await error_body(websocket, exc))
+        await channel.send(await error_body(websocket, exc))
         return
     assert isinstance(answered, AgentReply)
-    closed = answered.active_skill is None and answered.utt_id is None
-    await websocket.send_json(COMMAND_PERFORMED if closed else answered.for_dialect(shape))
+    if not kept(answered):  # with a person: the operator's answer comes when written
+        closed = answered.active_skill is None and answered.utt_id is None
+        await channel.send(COMMAND_PERFORMED if closed else answered.for_dialect(shape))
+    channel.follow(answered)
 
 
 def _message(text: str | None, settings: Settings) -> AgentMessage:

@@ -24,6 +24,7 @@ from agent.flow import Answer
 from agent.message import Message
 from agent.parlai.scores import TurnScores, rank_label_candidates
 from agent.settings import Settings
+from agent.state.handoff import HANDOFF_SKILL
 
 router = APIRouter(prefix="/api/v1", tags=["chat"])
 
@@ -92,7 +93,16 @@ def act(observation: Observation, answer: Answer) -> Act:
     """The flow's answer as ParlAI's act, with the turn's metrics when ``observation``
     carries labels."""
     result = answer.result
-    assert result is not None  # no closing commands here
+    if result is None:  # no closing commands here: the dialog is with a person
+        assert answer.kept is not None and answer.dialog_id is not None
+        return Act(
+            text="",
+            id=HANDOFF_SKILL,
+            text_candidates=[],
+            episode_done=observation.episode_done,
+            dialog_id=answer.dialog_id,
+            utt_id=answer.kept,
+        )
     ranked = result.ranked_texts()
     labels = observation.eval_labels or observation.labels
     scores = None

@@ -23,6 +23,7 @@ from agent.store.mongo.base import MongoDb
 from agent.store.mongo.codec import escape, escape_key, literal, unescape, unescape_key
 from agent.store.mongo.documents import human_id_for
 from agent.store.mongo.errors import Doc, unavailable_when_unreachable
+from agent.store.mongo.handoffs import MongoHandoffs
 from agent.store.mongo.keys import MongoKeys
 from agent.store.mongo.lifecycle import MongoLifecycle
 from agent.store.mongo.migrations import latest_version, migrate, stored_version
@@ -86,7 +87,8 @@ async def _check_schema(store: MongoStore) -> None:
 class MongoStore:
     """:class:`agent.store.Store` on MongoDB (or a wire-compatible server such as FerretDB):
     parts of their own (the turn's start and end, reads, ratings, restores, the idempotency
-    keys, the queue, the data lifecycle) over one client, each operation answered by one."""
+    keys, the queue, the handoffs, the data lifecycle) over one client, each operation
+    answered by one."""
 
     def __init__(
         self,
@@ -134,6 +136,14 @@ class MongoStore:
         self.running_turn = queues.running_turn
         self.interrupt = queues.interrupt
         self.interrupted = queues.interrupted
+        handoffs = self._handoffs = MongoHandoffs(m, numbering)
+        self.request_handoff = handoffs.request_handoff
+        self.claim_handoff = handoffs.claim_handoff
+        self.return_handoff = handoffs.return_handoff
+        self.handoff = handoffs.handoff
+        self.handoffs = handoffs.handoffs
+        self.append_utterance = handoffs.append_utterance
+        self.utterances_after = handoffs.utterances_after
         lifecycle = MongoLifecycle(m)
         self.delete_closed = lifecycle.delete_closed
         self.close_idle = lifecycle.close_idle
@@ -214,6 +224,7 @@ class MongoStore:
             [("dialog_id", ASCENDING), ("seq", ASCENDING)], unique=True, name="dialog_seq"
         )
         await self._m.keys.create_index([("user_id", ASCENDING)], name="keys_by_user")
+        await self._handoffs.create_indexes()
         try:
             await self._m.keys.create_index(
                 [("expires_at", ASCENDING)], name="keys_expire", expireAfterSeconds=0
@@ -240,6 +251,7 @@ class MongoStore:
         if open_id is not None and open_id not in dialog_ids:
             dialog_ids.append(open_id)
         await self._m.utterances.delete_many({"dialog_id": {"$in": dialog_ids}})
+        await self._m.db["handoffs"].delete_many({"_id": {"$in": dialog_ids}})
         await self._m.dialogs.delete_many({"human_id": human_id})
         await self._m.users.delete_one({"_id": human_id})
         return True

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
+from pymongo import ASCENDING
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
@@ -24,9 +25,18 @@ from agent.store.schema import FIRST_VERSION, before_first_release, newer
 
 log = logging.getLogger("chorus.store")
 
+
+async def _add_handoffs(db: AsyncDatabase[Doc]) -> None:
+    """Version 2: the ``handoffs`` collection (:mod:`.handoffs`), by its index (which
+    :meth:`MongoStore._create_indexes` creates on every start too)."""
+    await db["handoffs"].create_index(
+        [("state", ASCENDING), ("requested_at", ASCENDING)], name="handoffs_by_state"
+    )
+
+
 #: Upgrades, in order: ``UPGRADES[n]`` brings a database of version ``n + 1`` to ``n + 2``.
-#: None yet: the schema :meth:`MongoStore._create_indexes` makes is version 1.
-UPGRADES: Sequence[Callable[[AsyncDatabase[Doc]], Awaitable[None]]] = ()
+#: The schema :meth:`MongoStore._create_indexes` makes is version 1, less what they add.
+UPGRADES: Sequence[Callable[[AsyncDatabase[Doc]], Awaitable[None]]] = (_add_handoffs,)
 #: The ``chorus_meta`` document holding the version, and the one builds before 1.0.0 wrote.
 _MARK = "chorus"
 _BEFORE_FIRST_RELEASE = "schema"

@@ -1,9 +1,9 @@
 """The embedded store: one SQLite file, so ``make run`` needs no database server.
 
 One part per job, each in its module and all over one connection (:mod:`.base`, with the
-schema): :mod:`.dialogs`, :mod:`.restore`, :mod:`.keys`, :mod:`.queues` and :mod:`.lifecycle`
-(the protocols of :mod:`agent.store.base`). :class:`SqliteStore` holds the parts and names
-which of them answers each operation.
+schema): :mod:`.dialogs`, :mod:`.restore`, :mod:`.keys`, :mod:`.queues`, :mod:`.handoffs`
+and :mod:`.lifecycle` (the protocols of :mod:`agent.store.base`). :class:`SqliteStore` holds
+the parts and names which of them answers each operation.
 
 Records are JSON documents in three tables (users, dialogs, utterances), one row per
 utterance. Queries run directly on the event loop: each takes microseconds (WAL, no fsync
@@ -46,6 +46,7 @@ from agent.store.sqlite.base import (
 )
 from agent.store.sqlite.checkpoint import Checkpointer
 from agent.store.sqlite.dialogs import SqliteDialogs
+from agent.store.sqlite.handoffs import SqliteHandoffs
 from agent.store.sqlite.jsontext import register
 from agent.store.sqlite.keys import SqliteKeys
 from agent.store.sqlite.lifecycle import SqliteLifecycle
@@ -101,6 +102,14 @@ class SqliteStore:
         self.running_turn = queues.running_turn
         self.interrupt = queues.interrupt
         self.interrupted = queues.interrupted
+        handoffs = SqliteHandoffs(db)
+        self.request_handoff = handoffs.request_handoff
+        self.claim_handoff = handoffs.claim_handoff
+        self.return_handoff = handoffs.return_handoff
+        self.handoff = handoffs.handoff
+        self.handoffs = handoffs.handoffs
+        self.append_utterance = handoffs.append_utterance
+        self.utterances_after = handoffs.utterances_after
         lifecycle = SqliteLifecycle(db)
         self.delete_closed = lifecycle.delete_closed
         self.close_idle = lifecycle.close_idle
@@ -176,6 +185,7 @@ class SqliteStore:
         rows = await self._base.write(
             ("DELETE FROM idempotency_keys WHERE user_id = ?", [user_id]),
             ("DELETE FROM lines WHERE user_id = ?", [user_id]),
+            ("DELETE FROM handoffs WHERE user_id = ?", [user_id]),
             (
                 f"DELETE FROM utterances WHERE dialog_id IN (SELECT id FROM dialogs WHERE "
                 f"human_id = {user})",

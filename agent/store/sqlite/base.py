@@ -51,10 +51,26 @@ CREATE TABLE IF NOT EXISTS utterances (
     dialog_id TEXT NOT NULL, seq INTEGER NOT NULL, utt_id TEXT NOT NULL UNIQUE,
     speaker TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (dialog_id, seq));
 """
+#: The handoffs of dialogs to people (:mod:`agent.store.sqlite.handoffs`): version 2.
+_HANDOFFS = """
+CREATE TABLE IF NOT EXISTS handoffs (
+    dialog_id TEXT PRIMARY KEY, user_id TEXT NOT NULL, state TEXT NOT NULL,
+    requested_at REAL NOT NULL, doc TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS handoffs_by_state ON handoffs (state, requested_at);
+"""
+
+
+def _add_handoffs(db: sqlite3.Connection) -> None:
+    """Version 2: the ``handoffs`` table."""
+    for statement in _HANDOFFS.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
 #: Upgrades, in order: ``UPGRADES[n]`` brings a database of version ``n + 1`` to ``n + 2``
-#: (:mod:`agent.store.schema`), inside :func:`migrate`'s transaction. None yet: the schema
-#: above is version 1.
-UPGRADES: Sequence[Callable[[sqlite3.Connection], None]] = ()
+#: (:mod:`agent.store.schema`), inside :func:`migrate`'s transaction. The schema above is
+#: version 1; a new database runs them all too.
+UPGRADES: Sequence[Callable[[sqlite3.Connection], None]] = (_add_handoffs,)
 #: ``PRAGMA application_id`` of a database this build or a later one created: builds before
 #: 1.0.0 left it 0, so their ``user_version`` is never read as this numbering ("Chor").
 APPLICATION_ID = 0x43686F72

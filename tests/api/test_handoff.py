@@ -1,0 +1,217 @@
+"""Handing a dialog to a person and back (docs/handoff.md), against the real agent and real
+services over HTTP and a real WebSocket, on both stores: the issue's check first (a user
+asks for a person on the WebSocket, an operator claims the dialog and answers, the user's
+next message is not answered by the bot, and after the handback the bot answers again with
+the operator's reply in the history), then each rule of the contract."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from websockets.sync.client import ClientConnection
+
+from annotators.tokens.app import app as tokens_app
+from response_selectors.confidence.app import app as confidence_app
+from skills.fallback.app import app as fallback_app
+from skills.greeting.app import app as greeting_app
+from skills.handoff.app import app as handoff_app
+from tests.api.test_chat_ws import socket
+from tests.conftest import AgentFactory, service_entry
+from tests.support.events import events_of
+
+OPERATOR_KEY = "operator-key-0123456789"
+API_KEY = "reader-key-0123456789"
+ANNOUNCE = "A person will take over here in a moment."
+TAKEN_BACK = "Nobody came, so I am back."
+
+
+def pipeline(services: Any, **handoff: Any) -> dict[str, Any]:
+    """Greeting, fallback and the shipped handoff skill, and handoffs on."""
+    return {
+        "services": {
+            "annotators": {"tokens": service_entry(services(tokens_app).url)},
+            "skills": {
+                "handoff": service_entry(services(handoff_app).url),
+                "greeting": service_entry(services(greeting_app).url),
+                "fallback": service_entry(services(fallback_app).url),
+            },
+            "response_selectors": {"confidence": service_entry(services(confidence_app).url)},
+        },
+        "handoff": {"announce": ANNOUNCE, "taken_back": TAKEN_BACK, **handoff},
+    }
+
+
+def operator(client: httpx.Client, name: str = "ann") -> dict[str, str]:
+    return {"X-Operator-Key": OPERATOR_KEY, "X-Operator": name}
+
+
+def frame(ws: ClientConnection) -> Any:
+    return json.loads(ws.recv(timeout=30))
+
+
+def say(ws: ClientConnection, text: str, user_id: str = "alice") -> None:
+    ws.send(json.dumps({"user_id": user_id, "payload": text}))
+
+
+def test_an_operator_takes_over_and_hands_back_on_the_users_websocket(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(pipeline(services), operator_key=OPERATOR_KEY)
+    with socket(client) as ws:
+        say(ws, "Hello!")
+        greeted = frame(ws)
+        assert greeted["active_skill"] == "greeting" and "handoff" not in greeted
+
+        say(ws, "I want to talk to a human")
+        asked = frame(ws)
+        assert asked["response"] == ANNOUNCE
+        assert asked["handoff"]["state"] == "waiting"
+        dialog_id = asked["dialog_id"]
+
+        inbox = client.get("/api/operator/dialogs", headers=operator(client)).json()
+        assert [e["handoff"]["dialog_id"] for e in inbox["dialogs"]] == [dialog_id]
+        assert inbox["dialogs"][0]["handoff"]["requested_by"] == "skill:handoff"
+        claimed = client.post(f"/api/operator/dialogs/{dialog_id}/claim", headers=operator(client))
+        assert claimed.json()["handoff"]["state"] == "held"
+
+        written = client.post(
+            f"/api/operator/dialogs/{dialog_id}/messages",
+            headers=operator(client),
+            json={"text": "Hi, I'm Ann. How can I help?"},
+        )
+        assert written.status_code == 201
+        reached = frame(ws)
+        assert (reached["response"], reached["active_skill"], reached["operator"]) == (
+            "Hi, I'm Ann. How can I help?",
+            "operator",
+            "ann",
+        )
+
+        # The operator follows the dialog live and sees the user's next message; the bot
+        # does not answer it: the next frame the user gets is the operator's.
+        with client.stream(
+            "GET",
+            f"/api/operator/dialogs/{dialog_id}/events",
+            params={"after": reached["utt_id"]},
+            headers=operator(client),
+        ) as live:
+            events = events_of(live.iter_lines())
+            assert next(events)[1]["state"] == "held"
+            say(ws, "Hello! Are you a bot?")
+            kind, seen = next(events)
+        assert kind == "utterance" and seen["text"] == "Hello! Are you a bot?"
+        assert seen["handed_off"] is True
+        client.post(
+            f"/api/operator/dialogs/{dialog_id}/messages",
+            headers=operator(client),
+            json={"text": "No, a person. I'll hand you back now."},
+        )
+        assert frame(ws)["response"] == "No, a person. I'll hand you back now."
+
+        back = client.post(f"/api/operator/dialogs/{dialog_id}/handback", headers=operator(client))
+        assert back.json()["handoff"]["state"] == "returned"
+
+        say(ws, "Hello!")
+        answered = frame(ws)
+        assert answered["active_skill"] == "greeting" and "handoff" not in answered
+        assert answered["dialog_id"] == dialog_id
+
+    stored = client.get(f"/api/dialogs/{dialog_id}").json()["utterances"]
+    assert [(u["speaker"], u["text"]) for u in stored[2:]] == [
+        ("human", "I want to talk to a human"),
+        ("bot", ANNOUNCE),
+        ("bot", "Hi, I'm Ann. How can I help?"),
+        ("human", "Hello! Are you a bot?"),
+        ("bot", "No, a person. I'll hand you back now."),
+        ("human", "Hello!"),
+        ("bot", answered["response"]),
+    ]
+    kept = stored[5]
+    assert kept["handed_off"] is True and kept["hypotheses"] == []
+    assert [u.get("operator") for u in stored if u["speaker"] == "bot"][2:4] == ["ann", "ann"]
+
+
+def test_a_plain_post_client_is_told_a_person_holds_the_dialog_and_polls_the_replies(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(pipeline(services, patterns=["\\bagent please\\b"]), operator_key=OPERATOR_KEY)
+    asked = client.post("/", json={"user_id": "bob", "payload": "Agent please!"}).json()
+    assert asked["response"] == ANNOUNCE and asked["active_skill"] == "handoff"
+    assert asked["handoff"]["state"] == "waiting"
+    dialog_id = asked["dialog_id"]
+    held = client.post("/", json={"user_id": "bob", "payload": "Hello?"})
+    assert held.status_code == 202
+    assert held.json()["response"] == "" and held.json()["handoff"]["state"] == "waiting"
+
+    client.post(f"/api/operator/dialogs/{dialog_id}/claim", headers=operator(client, "cy"))
+    client.post(
+        f"/api/operator/dialogs/{dialog_id}/messages",
+        headers=operator(client, "cy"),
+        json={"text": "Cy here."},
+    )
+    replies = client.get(
+        f"/api/chat/dialogs/{dialog_id}/replies",
+        params={"user_id": "bob", "after": asked["utt_id"]},
+    ).json()
+    assert [(r["text"], r["operator"]) for r in replies["replies"]] == [("Cy here.", "cy")]
+    assert replies["handoff"]["state"] == "held" and replies["handoff"]["operator"] == "cy"
+    nothing_new = client.get(
+        f"/api/chat/dialogs/{dialog_id}/replies",
+        params={"user_id": "bob", "after": replies["last_utt_id"]},
+    ).json()
+    assert nothing_new["replies"] == []
+    other_user = client.get(f"/api/chat/dialogs/{dialog_id}/replies", params={"user_id": "eve"})
+    assert other_user.status_code == 404
+
+
+def test_two_operators_cannot_both_claim_and_only_the_holder_writes(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(pipeline(services), operator_key=OPERATOR_KEY)
+    dialog_id = client.post("/", json={"user_id": "dan", "payload": "I need a human"}).json()[
+        "dialog_id"
+    ]
+    first = client.post(f"/api/operator/dialogs/{dialog_id}/claim", headers=operator(client, "ann"))
+    second = client.post(f"/api/operator/dialogs/{dialog_id}/claim", headers=operator(client, "bo"))
+    assert first.status_code == 200 and second.status_code == 409
+    assert "held by ann" in second.json()["message"]
+    refused = client.post(
+        f"/api/operator/dialogs/{dialog_id}/messages",
+        headers=operator(client, "bo"),
+        json={"text": "me too"},
+    )
+    assert refused.status_code == 409
+
+
+def test_operator_routes_need_the_operator_key_and_never_the_api_key(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(pipeline(services), operator_key=OPERATOR_KEY, api_key=API_KEY)
+    dialog_id = client.post("/", json={"user_id": "eve", "payload": "I want a person"}).json()[
+        "dialog_id"
+    ]
+    assert client.get("/api/operator/dialogs").status_code == 401
+    as_reader = client.get("/api/operator/dialogs", headers={"X-Operator-Key": API_KEY})
+    assert as_reader.status_code == 403
+    # A dialog with the bot is not an operator's to read, whatever its id.
+    bot_dialog = client.post("/", json={"user_id": "fay", "payload": "Hello!"}).json()["dialog_id"]
+    assert (
+        client.get(f"/api/operator/dialogs/{bot_dialog}", headers=operator(client)).status_code
+        == 404
+    )
+    assert (
+        client.get(f"/api/operator/dialogs/{dialog_id}", headers=operator(client)).status_code
+        == 200
+    )
+
+
+@pytest.mark.store_agnostic
+def test_without_the_operator_key_the_operator_routes_are_off(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(pipeline(services))
+    refused = client.get("/api/operator/dialogs", headers={"X-Operator-Key": OPERATOR_KEY})
+    assert refused.status_code == 403 and "CHORUS_OPERATOR_KEY" in refused.json()["message"]
