@@ -6,13 +6,19 @@ the operator's reply in the history), then each rule of the contract."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI, Request, Response
 from websockets.sync.client import ClientConnection
 
+from agent.api import composition
 from annotators.tokens.app import app as tokens_app
 from response_selectors.confidence.app import app as confidence_app
 from skills.fallback.app import app as fallback_app
@@ -215,3 +221,168 @@ def test_without_the_operator_key_the_operator_routes_are_off(
     client = agent(pipeline(services))
     refused = client.get("/api/operator/dialogs", headers={"X-Operator-Key": OPERATOR_KEY})
     assert refused.status_code == 403 and "CHORUS_OPERATOR_KEY" in refused.json()["message"]
+
+
+def test_across_two_agents_one_claim_wins_and_every_message_reaches_the_other_side(
+    services: Any, agent: AgentFactory
+) -> None:
+    """The user talks to one agent, the operators to another, on one database: nothing
+    but the store connects them."""
+    config = pipeline(services)
+    user_side = agent(config, operator_key=OPERATOR_KEY)
+    operator_side = agent(config, operator_key=OPERATOR_KEY)
+    with socket(user_side) as ws:
+        say(ws, "Can I speak with a real person?", user_id="gil")
+        dialog_id = frame(ws)["dialog_id"]
+
+        def claim(args: tuple[httpx.Client, str]) -> int:
+            client, name = args
+            url = f"/api/operator/dialogs/{dialog_id}/claim"
+            return client.post(url, headers=operator(client, name)).status_code
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            codes = list(pool.map(claim, [(user_side, "ann"), (operator_side, "bo")]))
+        assert sorted(codes) == [200, 409]
+        holder = "ann" if codes[0] == 200 else "bo"
+
+        # The same message sent to both agents at once (a retry) is stored once.
+        def write(client: httpx.Client) -> dict[str, Any]:
+            answer = client.post(
+                f"/api/operator/dialogs/{dialog_id}/messages",
+                headers=operator(client, holder),
+                json={"text": "Hello, a person here.", "message_id": "m-1"},
+            )
+            assert answer.status_code == 201
+            written: dict[str, Any] = answer.json()["utterance"]
+            return written
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            first, second = pool.map(write, [user_side, operator_side])
+        assert first["utt_id"] == second["utt_id"]
+        reached = frame(ws)
+        assert (reached["response"], reached["operator"]) == ("Hello, a person here.", holder)
+
+        with operator_side.stream(
+            "GET",
+            f"/api/operator/dialogs/{dialog_id}/events",
+            params={"after": reached["utt_id"]},
+            headers=operator(operator_side),
+        ) as live:
+            events = events_of(live.iter_lines())
+            next(events)
+            say(ws, "Thanks! One question.", user_id="gil")
+            kind, seen = next(events)
+        assert (kind, seen["text"]) == ("utterance", "Thanks! One question.")
+
+        url = f"/api/operator/dialogs/{dialog_id}/handback"
+        assert operator_side.post(url, headers=operator(operator_side, holder)).status_code == 200
+        say(ws, "Hello!", user_id="gil")
+        assert frame(ws)["active_skill"] == "greeting"
+    stored = operator_side.get(f"/api/dialogs/{dialog_id}").json()["utterances"]
+    assert [u["text"] for u in stored].count("Hello, a person here.") == 1
+
+
+def test_a_dialog_no_one_claims_is_taken_back_once_and_the_user_told(
+    services: Any, agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(composition, "UNCLAIMED_POLL", 0.05)
+    config = pipeline(services, unclaimed_after=0.2)
+    replicas = [agent(config, operator_key=OPERATOR_KEY) for _ in range(2)]
+    with socket(replicas[0]) as ws:
+        say(ws, "I want to talk to a human", user_id="hal")
+        asked = frame(ws)
+        assert asked["handoff"]["state"] == "waiting"
+        taken_back = frame(ws)
+        assert (taken_back["response"], taken_back["active_skill"]) == (TAKEN_BACK, "handoff")
+        assert taken_back["handoff"]["state"] == "returned"
+        say(ws, "Hello!", user_id="hal")
+        assert frame(ws)["active_skill"] == "greeting"
+    stored = replicas[1].get(f"/api/dialogs/{asked['dialog_id']}").json()["utterances"]
+    assert [u["text"] for u in stored].count(TAKEN_BACK) == 1
+    returns = sum(
+        _metric(r.get("/metrics").text, 'chorus_handoff_returns_total{by="timeout"}')
+        for r in replicas
+    )
+    assert returns == 1
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+class Helpdesk:
+    """A helpdesk's webhook receiver on 127.0.0.1: it records each request, answers 503 to
+    the first ``failures`` and 400 to the events named in ``refuses``."""
+
+    def __init__(self, failures: int, refuses: set[str]) -> None:
+        self.requests: list[tuple[dict[str, str], bytes]] = []
+        self.failures = failures
+        self.refuses = refuses
+        self.delivered: list[dict[str, Any]] = []
+        self.arrived = threading.Condition()
+        self.app = FastAPI()
+
+        @self.app.post("/hook")
+        async def hook(request: Request) -> Response:
+            body = await request.body()
+            with self.arrived:
+                self.requests.append((dict(request.headers), body))
+                if len(self.requests) <= self.failures:
+                    status = 503
+                else:
+                    event = json.loads(body)
+                    status = 400 if event["event"] in self.refuses else 200
+                    self.delivered.append(event)
+                self.arrived.notify_all()
+            return Response(status_code=status)
+
+    def wait_for(self, count: int) -> list[dict[str, Any]]:
+        """The first ``count`` events answered (200 or 400), once they have come."""
+        with self.arrived:
+            assert self.arrived.wait_for(lambda: len(self.delivered) >= count, timeout=60)
+            return self.delivered[:count]
+
+
+def test_a_helpdesk_is_told_of_each_step_signed_retried_and_in_order(
+    services: Any, agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(composition, "WEBHOOK_FIRST_DELAY", 0.01)
+    helpdesk = Helpdesk(failures=2, refuses={"handoff.claimed"})
+    hook = str(httpx.URL(services(helpdesk.app).url).copy_with(path="/hook"))
+    client = agent(pipeline(services, webhook=hook), operator_key=OPERATOR_KEY)
+    asked = client.post("/", json={"user_id": "ivy", "payload": "I need a human"}).json()
+    dialog_id = asked["dialog_id"]
+    (requested,) = helpdesk.wait_for(1)
+    assert requested["event"] == "handoff.requested"
+    assert requested["handoff"]["dialog_id"] == dialog_id
+    assert [u["text"] for u in requested["history"]] == ["I need a human"]
+    # two 503s, then delivered: three tries of one delivery, each signed
+    tries = helpdesk.requests[:3]
+    assert len({headers["x-chorus-delivery"] for headers, _ in tries}) == 1
+    for headers, body in tries:
+        signed = headers["x-chorus-timestamp"].encode() + b"." + body
+        digest = hmac.new(OPERATOR_KEY.encode(), signed, hashlib.sha256).hexdigest()
+        assert headers["x-chorus-signature"] == f"sha256={digest}"
+
+    assert client.post("/", json={"user_id": "ivy", "payload": "Anyone?"}).status_code == 202
+    desk = operator(client, "desk@helpdesk")
+    client.post(f"/api/operator/dialogs/{dialog_id}/claim", headers=desk)
+    client.post(
+        f"/api/operator/dialogs/{dialog_id}/messages", headers=desk, json={"text": "Yes, me."}
+    )
+    client.post(f"/api/operator/dialogs/{dialog_id}/handback", headers=desk)
+    events = helpdesk.wait_for(4)
+    assert [e["event"] for e in events] == [
+        "handoff.requested",
+        "handoff.message",
+        "handoff.claimed",
+        "handoff.returned",
+    ]
+    assert events[1]["utterance"]["text"] == "Anyone?"
+    assert events[3]["handoff"]["returned_by"] == "operator"
+    # the refused one (400) was not tried again
+    claimed = [b for _, b in helpdesk.requests if json.loads(b)["event"] == "handoff.claimed"]
+    assert len(claimed) == 1
