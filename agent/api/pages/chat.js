@@ -6,13 +6,22 @@
 // The user id is made once and kept in localStorage, so the agent keeps the same user
 // (and their attributes) across visits. "New dialog" sends /close, which ends the open
 // dialog: the next message starts a new one.
+//
+// While the dialog is with a person (docs/handoff.md) the page follows it on
+// GET /api/chat/dialogs/{id}/replies as Server-Sent Events: each operator's message appears
+// as it is written, with who wrote it, and a line says when a person joins and when the bot
+// is back. The last utterance shown is kept with the dialog, so a reloaded page follows on
+// from there.
 
 import {
-  callApi, describeError, el, installNavigation, keyPrompt, needsKey, replace, streamApi,
+  apiKey, callApi, describeError, el, installNavigation, keyPrompt, needsKey, replace, streamApi,
 } from "/pages/common.js";
 
 const USER_STORAGE = "chorus.chat.userId";
 const DIALOG_STORAGE = "chorus.chat.dialogId";
+const LAST_STORAGE = "chorus.chat.lastUttId";
+/** Seconds before following a handed-off dialog again after its stream broke off. */
+const RECONNECT_SECONDS = 2;
 
 const messages = document.getElementById("messages");
 const form = document.getElementById("send-form");
@@ -46,18 +55,21 @@ function showDialog(dialogId) {
     replace(dialogInfo, "Dialog ", el("code", { text: dialogId.slice(0, 8), title: dialogId }));
   } else {
     localStorage.removeItem(DIALOG_STORAGE);
+    localStorage.removeItem(LAST_STORAGE);
     inspectLink.hidden = true;
     inspectLink.removeAttribute("href");
     replace(dialogInfo, "No dialog yet: say something.");
   }
 }
 
-function addMessage(role, text, skill) {
-  const item = el("li", { className: `message ${role}` },
-    el("div", { className: "bubble" },
-      el("span", { className: "text", text }),
-      skill ? el("span", { className: "skill", title: "the skill that answered", text: skill })
-            : null));
+function addMessage(role, text, skill, operator = null) {
+  const badge = operator
+    ? el("span", { className: "skill operator", title: "a person wrote it",
+                   text: `operator ${operator}` })
+    : skill ? el("span", { className: "skill", title: "the skill that answered", text: skill })
+            : null;
+  const item = el("li", { className: `message ${role}${operator ? " by-operator" : ""}` },
+    el("div", { className: "bubble" }, el("span", { className: "text", text }), badge));
   messages.append(item);
   item.scrollIntoView({ block: "end" });
   return item;
@@ -110,6 +122,86 @@ function liveAnswer() {
   };
 }
 
+function remember(uttId) {
+  if (uttId) localStorage.setItem(LAST_STORAGE, uttId);
+}
+
+/** The dialog followed while it is with a person: its id and the stream's controller. */
+let following = null;
+
+function readEvents(response, onEvent) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  return (async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += value;
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        let kind = "message";
+        let data = "";
+        for (const line of block.split("\n")) {
+          if (line.startsWith("event:")) kind = line.slice(6).trim();
+          else if (line.startsWith("data:")) data += line.slice(5).trim();
+        }
+        if (data) onEvent(kind, JSON.parse(data));
+      }
+    }
+  })();
+}
+
+const HANDOFF_WORDS = {
+  waiting: () => "Waiting for a person to join…",
+  held: (status) => `${status.operator} joined the conversation.`,
+  returned: () => "The bot is back.",
+};
+
+/** Follow a handed-off dialog's replies (an operator's messages) until the bot has it
+ *  back; a dialog followed already is left as it is. */
+async function follow(dialogId, after, resumed = false) {
+  if (following && following.dialogId === dialogId) return;
+  if (following) following.controller.abort();
+  const state = { dialogId, controller: new AbortController(), shown: null, after };
+  following = state;
+  for (;;) {
+    const query = new URLSearchParams({ user_id: userId() });
+    if (state.after) query.set("after", state.after);
+    const headers = { Accept: "text/event-stream" };
+    const key = apiKey.get();
+    if (key) headers["X-API-Key"] = key;
+    let ended = false;
+    try {
+      const response = await fetch(
+        `/api/chat/dialogs/${encodeURIComponent(dialogId)}/replies?${query}`,
+        { headers, signal: state.controller.signal });
+      if (!response.ok) break;
+      await readEvents(response, (kind, data) => {
+        if (kind === "reply") {
+          addMessage("bot", data.text, data.active_skill, data.operator);
+          state.after = data.utt_id;
+          remember(data.utt_id);
+        } else if (kind === "handoff") {
+          // A reloaded page says nothing of a handoff that was over before it loaded.
+          const over = resumed && state.shown === null && data.state === "returned";
+          if (data.state !== state.shown && !over) {
+            addMessage("system", HANDOFF_WORDS[data.state](data));
+          }
+          state.shown = data.state;
+          ended = data.state === "returned";
+        }
+      });
+    } catch {
+      if (state.controller.signal.aborted) break;
+    }
+    if (ended || state.controller.signal.aborted || state.shown === null) break;
+    await new Promise((resolve) => { setTimeout(resolve, RECONNECT_SECONDS * 1000); });
+  }
+  if (following === state) following = null;
+}
+
 async function send(text) {
   sendButton.disabled = true;
   showNotice();
@@ -124,6 +216,12 @@ async function send(text) {
     return;
   }
   const reply = result.body;
+  if (reply.handoff && reply.utt_id === null) {
+    // The dialog is with a person: the message was stored, not answered by the bot.
+    showDialog(reply.dialog_id);
+    follow(reply.dialog_id, localStorage.getItem(LAST_STORAGE));
+    return;
+  }
   if (reply.active_skill === null) {
     // "/start" or "/close" typed by hand: the dialog was closed, nothing was answered.
     addMessage("system", reply.response);
@@ -132,9 +230,12 @@ async function send(text) {
   }
   addMessage("bot", reply.response, reply.active_skill);
   showDialog(reply.dialog_id);
+  remember(reply.utt_id);
+  if (reply.handoff && reply.handoff.state !== "returned") follow(reply.dialog_id, reply.utt_id);
 }
 
 async function newDialog() {
+  if (following) following.controller.abort();
   const result = await post("/close");
   if (!result.ok) {
     refused(result, newDialog);
@@ -158,4 +259,8 @@ document.getElementById("new-dialog").addEventListener("click", newDialog);
 installNavigation("chat");
 replace(document.getElementById("user-id"), userId());
 showDialog(localStorage.getItem(DIALOG_STORAGE));
+if (localStorage.getItem(DIALOG_STORAGE) && localStorage.getItem(LAST_STORAGE)) {
+  // A dialog with a person before the page was reloaded: the operator's messages go on.
+  follow(localStorage.getItem(DIALOG_STORAGE), localStorage.getItem(LAST_STORAGE), true);
+}
 input.focus();

@@ -201,7 +201,8 @@ export function keyPrompt(result, retry) {
 
 /** The header shared by the pages, with the current one marked. */
 export function navigation(current) {
-  const links = [["chat", "/chat", "Chat"], ["pipeline", "/pipeline", "Pipeline"]];
+  const links = [["chat", "/chat", "Chat"], ["pipeline", "/pipeline", "Pipeline"],
+                 ["inbox", "/inbox", "Inbox"]];
   return el("nav", { className: "top" },
     el("a", { className: "brand", href: "/chat", text: "Chorus" }),
     links.map(([name, href, label]) =>

@@ -110,7 +110,7 @@ function folded(summary, className, ...content) {
 }
 
 /** Utterances paired into turns: a human utterance and the bot's answer to it. */
-function pairTurns(utterances) {
+export function pairTurns(utterances) {
   const turns = [];
   for (const utterance of utterances) {
     const last = turns[turns.length - 1];
@@ -333,7 +333,7 @@ function attributesSection(before, after) {
         el("div", {}, el("h4", { text: "Bot" }), jsonBlock(after.bot)))));
 }
 
-function turnItem(turn, number, before, after) {
+export function turnItem(turn, number, before, after) {
   const { human, bot } = turn;
   const reason = bot && bot.attributes ? bot.attributes.selector_reason : undefined;
   return el("li", { className: "turn", dataset: { turn: number } },
@@ -379,9 +379,8 @@ function summaryBlock(dialog) {
   ];
 }
 
-function render(dialog) {
-  replace(summary, summaryBlock(dialog));
-  summary.hidden = false;
+/** Every turn of ``dialog`` as the inspector shows it (the operator inbox shows them too). */
+export function turnItems(dialog) {
   const turns = pairTurns(dialog.utterances);
   // A turn starts from its utterances' snapshots of the profiles (taken before its
   // attributes were merged); its "after" is what the next turn started from, or the
@@ -401,6 +400,13 @@ function render(dialog) {
     before = after;
     return item;
   });
+  return items;
+}
+
+function render(dialog) {
+  replace(summary, summaryBlock(dialog));
+  summary.hidden = false;
+  const items = turnItems(dialog);
   replace(turnsList, items.length ? items
     : el("li", { className: "muted", text: "This dialog has no utterances yet." }));
 }
@@ -422,11 +428,13 @@ async function load() {
   render(result.body);
 }
 
-installNavigation("inspect");
-if (dialogId) {
-  replace(document.getElementById("dialog-id"), dialogId);
-  load();
-} else {
+function start() {
+  installNavigation("inspect");
+  if (dialogId) {
+    replace(document.getElementById("dialog-id"), dialogId);
+    load();
+    return;
+  }
   replace(document.getElementById("dialog-id"), "?");
   openForm.hidden = false;
   openForm.addEventListener("submit", (event) => {
@@ -435,3 +443,7 @@ if (dialogId) {
     if (id) window.location.assign(`/inspect/${encodeURIComponent(id)}`);
   });
 }
+
+// The operator inbox imports the turns' rendering (turnItems) from this module: only the
+// inspector's own page loads a dialog here.
+if (document.body.classList.contains("page-inspect")) start();

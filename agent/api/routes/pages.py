@@ -1,4 +1,4 @@
-"""The web pages: ``/chat``, ``/inspect/{dialog_id}`` and ``/pipeline``.
+"""The web pages: ``/chat``, ``/inspect/{dialog_id}``, ``/pipeline`` and ``/inbox``.
 
 Plain HTML, CSS and JavaScript files shipped in the package (``agent/api/pages/``): no
 build step, no CDN, so they work offline and on a machine that reaches nothing else. The
@@ -82,3 +82,10 @@ async def inspect_page(dialog_id: DialogId) -> FileResponse:
 async def pipeline_page() -> FileResponse:
     """The service graph and its live numbers (the script polls ``/api/pipeline``)."""
     return _page("pipeline")
+
+
+@router.get("/inbox", response_class=FileResponse)
+async def inbox_page() -> FileResponse:
+    """The operators' inbox: the dialogs handed to people, claimed, answered and handed
+    back through ``/api/operator/...`` with the operator key the page asks for."""
+    return _page("inbox")
