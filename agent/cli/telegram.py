@@ -10,6 +10,11 @@ bot) and ``/close`` end the user's open dialog, as they do on dp-agent's chat AP
 ``/start`` is answered with :data:`START_REPLY`. Other updates (stickers, edits,
 documents) are passed over.
 
+While the user's dialog is with a person (docs/handoff.md), the agent answers nothing
+(a ``202`` with an empty ``response``: the bot sends nothing either) and what the operator
+writes is followed and sent to the chat as it comes
+(:mod:`agent.cli.telegram_handoff`), until the dialog is back with the bot.
+
 Both sides fail in their own ways, and neither may lose a message or answer one twice:
 
 * The agent is sent each message with the idempotency key ``telegram-<update_id>``, so a
@@ -41,12 +46,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from agent.cli.telegram_handoff import HandoffFollower
 from agent.cli.telegram_media import FileServer, MediaError, media_attributes
 from agent.cli.telegram_queue import Answering
 from agent.cli.telegram_settings import TelegramSettings
@@ -59,6 +65,7 @@ from agent.cli.telegram_updates import (
     parse_updates,
 )
 from agent.sdk.errors import ChorusError
+from agent.state.handoff import HandoffStatus
 
 log = logging.getLogger("chorus.telegram")
 
@@ -242,11 +249,25 @@ _LIMIT = " (MAX_FILE_BYTES)"
 
 
 class AgentAnswer(BaseModel):
-    """What the channel reads of the agent's reply to ``POST /``."""
+    """What the channel reads of the agent's reply to ``POST /``: its text, and where its
+    dialog's handoff stands (docs/api.md, "What the user's channel sees")."""
 
     model_config = ConfigDict(extra="ignore")
 
     response: str
+    dialog_id: str | None = None
+    utt_id: str | None = None
+    handoff: HandoffStatus | None = None
+
+    @property
+    def kept(self) -> bool:
+        """Stored, not answered: the dialog is with a person (the 202)."""
+        return self.handoff is not None and self.utt_id is None
+
+    @property
+    def handed_off(self) -> bool:
+        """The dialog is waiting for or held by a person after this reply."""
+        return self.handoff is not None and self.handoff.state != "returned"
 
 
 class AgentClient:
@@ -261,7 +282,7 @@ class AgentClient:
 
     async def answer(
         self, user_id: str, text: str, key: str, attributes: dict[str, Any] | None = None
-    ) -> str:
+    ) -> AgentAnswer:
         """The agent's answer, or what to tell the user when it refuses the message.
         ``attributes`` go with the text, as the utterance's (a photo's ``image``)."""
         failures, backoff = 0, FIRST_BACKOFF
@@ -278,17 +299,21 @@ class AgentClient:
             else:
                 if reply.is_success:
                     try:
-                        return AgentAnswer.model_validate_json(reply.content).response
+                        return AgentAnswer.model_validate_json(reply.content)
                     except ValidationError:
                         problem = f"HTTP {reply.status_code} without an answer: {_text(reply)}"
                 elif reply.status_code not in (409, 503) and reply.status_code < 500:
-                    return f"Sorry, I could not take that message: {_reason(reply)}"
+                    return AgentAnswer(
+                        response=f"Sorry, I could not take that message: {_reason(reply)}"
+                    )
                 else:
                     problem = f"HTTP {reply.status_code}: {_text(reply)}"
             failures += 1
             if failures > self._retries:
                 log.error("agent: message %s not answered: %s", key, problem)
-                return "Sorry, I can't answer right now. Please try again later."
+                return AgentAnswer(
+                    response="Sorry, I can't answer right now. Please try again later."
+                )
             await asyncio.sleep(backoff)  # back-off; the key makes the retry safe
             backoff = min(backoff * 2, MAX_BACKOFF)
 
@@ -303,9 +328,11 @@ class TelegramChannel:
         files: FileServer | None = None,
         concurrency: int = 8,
         media_deadline: float = 60.0,
+        handoffs: HandoffFollower | None = None,
     ) -> None:
         self._bot = bot
         self._agent = agent
+        self._handoffs = handoffs
         self._files = files
         self._concurrency = concurrency
         self._media_deadline = media_deadline
@@ -354,6 +381,9 @@ class TelegramChannel:
         except BaseException:
             await answering.cancel()  # the bot stops: nothing may run on without it
             raise
+        finally:
+            if self._handoffs is not None:
+                await self._handoffs.stop()
 
     async def _answer_logged(self, update_id: int, message: Message) -> None:
         assert message.sender is not None  # see _answerable
@@ -370,14 +400,33 @@ class TelegramChannel:
             message, self._bot.download, self._files, self._media_deadline
         )
         answer = await self._agent.answer(user_id, text, f"telegram-{update_id}", media.attributes)
-        if text.strip() == START:
-            answer = START_REPLY
+        said = START_REPLY if text.strip() == START else answer.response
+        if answer.kept:
+            said = ""  # with a person: the bot says nothing; the operator answers
         if note := media.note():
-            answer = f"{answer}\n\n{note}"
+            said = f"{said}\n\n{note}" if said else note
+        if said:
+            try:
+                await self._bot.send_message(message.chat.id, said)
+            except TelegramError as exc:  # e.g. 403: this user blocked the bot
+                log.warning("update %s: answer not delivered: %s", update_id, exc)
+        if self._handoffs is not None and answer.dialog_id is not None and answer.handed_off:
+            # From this reply on (or, for a message kept, from where the follower was).
+            after = None if answer.kept else answer.utt_id
+            await self._handoffs.start(answer.dialog_id, user_id, message.chat.id, after)
+
+
+def delivering(bot: BotApi) -> Callable[[int, str], Awaitable[None]]:
+    """Sends a text to a chat outside any answer (an operator's message); a refusal for
+    that chat (403: the user blocked the bot) is logged and costs this message only."""
+
+    async def send(chat_id: int, text: str) -> None:
         try:
-            await self._bot.send_message(message.chat.id, answer)
-        except TelegramError as exc:  # e.g. 403: this user blocked the bot
-            log.warning("update %s: answer not delivered: %s", update_id, exc)
+            await bot.send_message(chat_id, text)
+        except TelegramError as exc:
+            log.warning("chat %s: message not delivered: %s", chat_id, exc)
+
+    return send
 
 
 def _answerable(update: Update) -> Message | None:
@@ -425,12 +474,14 @@ async def run_channel(settings: TelegramSettings, stop: Callable[[], bool] = lam
                 if settings.file_server_url is None
                 else FileServer(files, settings.file_server_url)
             )
+            bot = BotApi(telegram, settings)
             channel = TelegramChannel(
-                BotApi(telegram, settings),
+                bot,
                 AgentClient(agent, settings),
                 server,
                 concurrency=settings.polling.concurrency,
                 media_deadline=settings.polling.media_deadline,
+                handoffs=HandoffFollower(agent, settings, delivering(bot)),
             )
             await channel.run(stop)
     except asyncio.CancelledError:
