@@ -3,6 +3,10 @@
 // streaming skill writes it (docs/api.md, turn events). The final answer replaces what
 // was streamed: it is what the agent stored.
 //
+// While a person holds the dialog (docs/handoff.md) the bot answers nothing: the page
+// follows the dialog's replies (GET /api/chat/dialogs/{id}/replies as a stream) and shows
+// each operator's message as it comes, until the dialog is back with the bot.
+//
 // The user id is made once and kept in localStorage, so the agent keeps the same user
 // (and their attributes) across visits. "New dialog" sends /close, which ends the open
 // dialog: the next message starts a new one.
@@ -110,12 +114,40 @@ function liveAnswer() {
   };
 }
 
+/** The dialog followed while a person holds it, if any. */
+let following = null;
+
+/** Show what is said to the user outside the turns' replies (an operator's messages, the
+ *  bot taking the dialog back), from the utterance ``after`` on, until the dialog is back
+ *  with the bot. */
+async function followReplies(dialogId, after) {
+  if (following === dialogId) return;
+  following = dialogId;
+  const query = new URLSearchParams({ user_id: userId() });
+  if (after) query.set("after", after);
+  const path = `/api/chat/dialogs/${encodeURIComponent(dialogId)}/replies?${query}`;
+  await streamApi(path, null, (kind, data) => {
+    if (kind === "reply") {
+      addMessage("bot", data.text, data.operator ? `operator ${data.operator}` : data.active_skill);
+    } else if (kind === "handoff" && data.state === "held" && data.operator) {
+      showNotice(el("p", { className: "handoff", text: `${data.operator} is answering you.` }));
+    } else if (kind === "handoff" && data.state === "returned") {
+      showNotice();
+    }
+  });
+  if (following === dialogId) following = null;
+}
+
 async function send(text) {
   sendButton.disabled = true;
   showNotice();
   const pending = addMessage("human", text);
   const live = liveAnswer();
-  const result = await streamApi("/", { user_id: userId(), payload: text }, live.event);
+  let stored = null;
+  const result = await streamApi("/", { user_id: userId(), payload: text }, (kind, data) => {
+    if (kind === "accepted") stored = data.utt_id;
+    live.event(kind, data);
+  });
   live.item.remove();
   sendButton.disabled = false;
   if (!result.ok) {
@@ -124,6 +156,13 @@ async function send(text) {
     return;
   }
   const reply = result.body;
+  const handedOff = reply.handoff && reply.handoff.state !== "returned";
+  if (handedOff && reply.utt_id === null) {
+    // stored for the person who holds the dialog: their answer comes as they write it
+    showDialog(reply.dialog_id);
+    followReplies(reply.dialog_id, stored);
+    return;
+  }
   if (reply.active_skill === null) {
     // "/start" or "/close" typed by hand: the dialog was closed, nothing was answered.
     addMessage("system", reply.response);
@@ -132,6 +171,7 @@ async function send(text) {
   }
   addMessage("bot", reply.response, reply.active_skill);
   showDialog(reply.dialog_id);
+  if (handedOff) followReplies(reply.dialog_id, reply.utt_id);
 }
 
 async function newDialog() {
