@@ -451,3 +451,26 @@ def test_export_and_import_keep_what_a_person_said_and_what_they_were_told(
         ("Still there?", True, None),
         ("Yes", None, "ann"),
     ]
+
+
+def test_a_person_asked_for_through_the_api_is_announced_to_the_user(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(pipeline(services), operator_key=OPERATOR_KEY, api_key=API_KEY)
+    reader = {"X-API-Key": API_KEY}
+    with socket(client) as ws:
+        say(ws, "Hello!", user_id="oli")
+        dialog_id = frame(ws)["dialog_id"]
+        url = f"/api/dialogs/{dialog_id}/handoff"
+        assert client.post(url, json={"reason": "VIP"}, headers=operator(client)).status_code == 401
+        asked = client.post(url, json={"reason": "VIP"}, headers=reader)
+        assert asked.status_code == 201 and asked.json()["handoff"]["requested_by"] == "api"
+        assert client.post(url, json={}, headers=reader).status_code == 409  # already
+        # The user's next message is kept, and what they were told meanwhile comes.
+        say(ws, "Hello again", user_id="oli")
+        told = frame(ws)
+        assert (told["response"], told["active_skill"]) == (ANNOUNCE, "handoff")
+        given_back = client.delete(url, headers=reader)
+        assert given_back.json()["handoff"]["returned_by"] == "api"
+        say(ws, "Hello!", user_id="oli")
+        assert frame(ws)["active_skill"] == "greeting"

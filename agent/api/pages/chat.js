@@ -116,6 +116,9 @@ function liveAnswer() {
 
 /** The dialog followed while a person holds it, if any. */
 let following = null;
+/** The last bot utterance shown: following starts after it, so what was said meanwhile
+ *  (a person asked for through the API) shows too. */
+let lastShown = null;
 
 /** Show what is said to the user outside the turns' replies (an operator's messages, the
  *  bot taking the dialog back), from the utterance ``after`` on, until the dialog is back
@@ -128,6 +131,7 @@ async function followReplies(dialogId, after) {
   const path = `/api/chat/dialogs/${encodeURIComponent(dialogId)}/replies?${query}`;
   await streamApi(path, null, (kind, data) => {
     if (kind === "reply") {
+      lastShown = data.utt_id;
       addMessage("bot", data.text, data.operator ? `operator ${data.operator}` : data.active_skill);
     } else if (kind === "handoff" && data.state === "held" && data.operator) {
       showNotice(el("p", { className: "handoff", text: `${data.operator} is answering you.` }));
@@ -160,7 +164,7 @@ async function send(text) {
   if (handedOff && reply.utt_id === null) {
     // stored for the person who holds the dialog: their answer comes as they write it
     showDialog(reply.dialog_id);
-    followReplies(reply.dialog_id, stored);
+    followReplies(reply.dialog_id, lastShown || stored);
     return;
   }
   if (reply.active_skill === null) {
@@ -170,6 +174,7 @@ async function send(text) {
     return;
   }
   addMessage("bot", reply.response, reply.active_skill);
+  lastShown = reply.utt_id;
   showDialog(reply.dialog_id);
   if (handedOff) followReplies(reply.dialog_id, reply.utt_id);
 }
