@@ -262,6 +262,8 @@ class MessageFlow:
         """End the user's open dialog, in the user's queue."""
         async with self.queues.turn(user_id, policy):
             closed = await self._store.close_active_dialog(user_id)
+            if closed is not None and self.handoffs is not None:
+                await self.handoffs.dialog_closed(closed)
         return Answer(closed, None)
 
     async def run_turn(
@@ -433,6 +435,9 @@ class MessageFlow:
         await self._finish(dialog.dialog_id, human.id, result, None if close_after else place)
         if close_after:
             await store.close_active_dialog(user_id)
+            if handoffs is not None:
+                await handoffs.dialog_closed(dialog.dialog_id)
+                handoff = None
         if handoff is not None and handoffs is not None:
             handoffs.notices.notify(dialog.dialog_id)
         return _Outcome(dialog.dialog_id, arm, result, handoff=handoff)

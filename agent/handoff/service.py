@@ -269,6 +269,15 @@ class Handoffs:
         self._returned(returned, by)
         return returned
 
+    async def dialog_closed(self, dialog_id: str) -> None:
+        """The user closed the dialog: a person waiting for or holding it has nothing left
+        to answer, so its handoff ends (returned ``closed``)."""
+        if self.config is None:
+            return
+        returned = await self._store.return_handoff(dialog_id, "closed", utc_now())
+        if returned is not None:
+            self._returned(returned, "closed")
+
     def _returned(self, handoff: Handoff, by: ReturnedBy) -> None:
         self._metrics.handoff_returns.labels(by).inc()
         if handoff.claimed_at is not None and handoff.returned_at is not None:

@@ -26,9 +26,9 @@ from pydantic import BaseModel, Field, StringConstraints
 #: the bot answers again.
 HandoffState = Literal["waiting", "held", "returned"]
 #: Who gave the dialog back: its operator (or a helpdesk through the operator routes),
-#: a client of the API (``DELETE /api/dialogs/{id}/handoff``), or the agent because no one
-#: claimed it in time.
-ReturnedBy = Literal["operator", "api", "timeout"]
+#: a client of the API (``DELETE /api/dialogs/{id}/handoff``), the agent because no one
+#: claimed it in time, or the user, who closed the dialog (``/start``, ``/close``).
+ReturnedBy = Literal["operator", "api", "timeout", "closed"]
 
 #: ``active_skill`` of an utterance an operator wrote.
 OPERATOR_SKILL = "operator"

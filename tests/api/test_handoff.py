@@ -11,14 +11,17 @@ import hmac
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI, Request, Response
+from typer.testing import CliRunner
 from websockets.sync.client import ClientConnection
 
 from agent.api import composition
+from agent.cli.main import app as cli
 from annotators.tokens.app import app as tokens_app
 from response_selectors.confidence.app import app as confidence_app
 from skills.fallback.app import app as fallback_app
@@ -27,6 +30,7 @@ from skills.handoff.app import app as handoff_app
 from tests.api.test_chat_ws import socket
 from tests.conftest import AgentFactory, service_entry
 from tests.support.events import events_of
+from tests.support.stored import stored_dialogs
 
 OPERATOR_KEY = "operator-key-0123456789"
 API_KEY = "reader-key-0123456789"
@@ -386,3 +390,87 @@ def test_a_helpdesk_is_told_of_each_step_signed_retried_and_in_order(
     # the refused one (400) was not tried again
     claimed = [b for _, b in helpdesk.requests if json.loads(b)["event"] == "handoff.claimed"]
     assert len(claimed) == 1
+
+
+def test_metrics_count_handoffs_and_time_the_claim_and_the_hold(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(pipeline(services, patterns=["^operator!$"]), operator_key=OPERATOR_KEY)
+    for user, text in [("kim", "I want to talk to a human"), ("lee", "operator!")]:
+        client.post("/", json={"user_id": user, "payload": text})
+    client.post("/", json={"user_id": "max", "payload": "Hello!"})
+    dialog_ids = [e["handoff"]["dialog_id"] for e in client.get(
+        "/api/operator/dialogs", headers=operator(client)
+    ).json()["dialogs"]]  # fmt: skip
+    assert len(dialog_ids) == 2
+    for dialog_id in dialog_ids:
+        client.post(f"/api/operator/dialogs/{dialog_id}/claim", headers=operator(client))
+    client.post(f"/api/operator/dialogs/{dialog_ids[0]}/handback", headers=operator(client))
+    # closing the other dialog ends its handoff: the operator has nothing left to answer
+    held = client.get(f"/api/operator/dialogs/{dialog_ids[1]}", headers=operator(client)).json()
+    client.post("/", json={"user_id": held["handoff"]["user_id"], "payload": "/close"})
+    assert client.get("/api/operator/dialogs", headers=operator(client)).json()["dialogs"] == []
+
+    text = client.get("/metrics").text
+    assert _metric(text, 'chorus_handoffs_total{by="skill"}') == 1
+    assert _metric(text, 'chorus_handoffs_total{by="rule"}') == 1
+    assert _metric(text, "chorus_turns_total") == 3  # the handoff rate: 2 of 3 turns
+    assert _metric(text, "chorus_handoff_claim_seconds_count") == 2
+    assert _metric(text, "chorus_handoff_held_seconds_count") == 2
+    assert _metric(text, 'chorus_handoff_returns_total{by="operator"}') == 1
+    assert _metric(text, 'chorus_handoff_returns_total{by="closed"}') == 1
+
+
+def test_export_and_import_keep_what_a_person_said_and_what_they_were_told(
+    services: Any, agent: AgentFactory, tmp_path: Path, db_url: str
+) -> None:
+    client = agent(pipeline(services), operator_key=OPERATOR_KEY)
+    dialog_id = client.post("/", json={"user_id": "ned", "payload": "I need a human"}).json()[
+        "dialog_id"
+    ]
+    client.post(f"/api/operator/dialogs/{dialog_id}/claim", headers=operator(client))
+    client.post("/", json={"user_id": "ned", "payload": "Still there?"})
+    client.post(
+        f"/api/operator/dialogs/{dialog_id}/messages",
+        headers=operator(client),
+        json={"text": "Yes"},
+    )
+    backup = tmp_path / "backup.jsonl"
+    exported = CliRunner().invoke(cli, ["export", "--all", "-o", str(backup), "--db", db_url])
+    assert exported.exit_code == 0, exported.output
+    target = f"sqlite:///{tmp_path}/restored.db"
+    imported = CliRunner().invoke(cli, ["import", str(backup), "--db", target])
+    assert imported.exit_code == 0, imported.output
+    (restored,) = stored_dialogs(target)
+    assert [
+        (u.text, getattr(u, "handed_off", None), getattr(u, "operator", None))
+        for u in restored.utterances
+    ] == [
+        ("I need a human", False, None),
+        (ANNOUNCE, None, None),
+        ("Still there?", True, None),
+        ("Yes", None, "ann"),
+    ]
+
+
+def test_a_person_asked_for_through_the_api_is_announced_to_the_user(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(pipeline(services), operator_key=OPERATOR_KEY, api_key=API_KEY)
+    reader = {"X-API-Key": API_KEY}
+    with socket(client) as ws:
+        say(ws, "Hello!", user_id="oli")
+        dialog_id = frame(ws)["dialog_id"]
+        url = f"/api/dialogs/{dialog_id}/handoff"
+        assert client.post(url, json={"reason": "VIP"}, headers=operator(client)).status_code == 401
+        asked = client.post(url, json={"reason": "VIP"}, headers=reader)
+        assert asked.status_code == 201 and asked.json()["handoff"]["requested_by"] == "api"
+        assert client.post(url, json={}, headers=reader).status_code == 409  # already
+        # The user's next message is kept, and what they were told meanwhile comes.
+        say(ws, "Hello again", user_id="oli")
+        told = frame(ws)
+        assert (told["response"], told["active_skill"]) == (ANNOUNCE, "handoff")
+        given_back = client.delete(url, headers=reader)
+        assert given_back.json()["handoff"]["returned_by"] == "api"
+        say(ws, "Hello!", user_id="oli")
+        assert frame(ws)["active_skill"] == "greeting"

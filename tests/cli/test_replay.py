@@ -490,18 +490,19 @@ def test_a_replay_reads_the_turns_of_an_agent_still_serving(
 def test_a_store_that_needs_an_upgrade_is_refused_not_upgraded(
     tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Upgrading it would write: the replay says what to do instead. The store is at
-    version 1, and this build (a synthetic upgrade registered) knows version 2."""
+    """Upgrading it would write: the replay says what to do instead. The store is at this
+    build's version, and this build (a synthetic upgrade registered) knows one more."""
     asyncio.run(_opened_and_closed(db_url))
-    monkeypatch.setattr(sqlite_base, "UPGRADES", (lambda db: None,))
-    monkeypatch.setattr(mongo_migrations, "UPGRADES", (_nothing,))
+    latest = sqlite_base.latest_version()
+    monkeypatch.setattr(sqlite_base, "UPGRADES", (*sqlite_base.UPGRADES, lambda db: None))
+    monkeypatch.setattr(mongo_migrations, "UPGRADES", (*mongo_migrations.UPGRADES, _nothing))
     candidate = tmp_path / "candidate.json"
     candidate.write_text(json.dumps({"services": {}}))
     before = store_snapshot(db_url)
     result = CliRunner().invoke(app, ["replay", "--pipeline", str(candidate), "--db", db_url])
     assert result.exit_code == 1, result.output
     said = " ".join(result.output.split())
-    assert "schema version 1, this build reads 2" in said
+    assert f"schema version {latest}, this build reads {latest + 1}" in said
     assert "run `chorus stats` on it once to bring it up to date" in said
     assert store_snapshot(db_url) == before
 

@@ -207,7 +207,11 @@ async function send(text) {
   showNotice();
   const pending = addMessage("human", text);
   const live = liveAnswer();
-  const result = await streamApi("/", { user_id: userId(), payload: text }, live.event);
+  let stored = null;
+  const result = await streamApi("/", { user_id: userId(), payload: text }, (kind, data) => {
+    if (kind === "accepted") stored = data.utt_id;
+    live.event(kind, data);
+  });
   live.item.remove();
   sendButton.disabled = false;
   if (!result.ok) {
@@ -216,10 +220,10 @@ async function send(text) {
     return;
   }
   const reply = result.body;
-  if (reply.handoff && reply.utt_id === null) {
+  if (reply.handoff && reply.handoff.state !== "returned" && reply.utt_id === null) {
     // The dialog is with a person: the message was stored, not answered by the bot.
     showDialog(reply.dialog_id);
-    follow(reply.dialog_id, localStorage.getItem(LAST_STORAGE));
+    follow(reply.dialog_id, localStorage.getItem(LAST_STORAGE) || stored);
     return;
   }
   if (reply.active_skill === null) {

@@ -121,12 +121,15 @@ export async function callApi(path, { method = "GET", body } = {}) {
  *  the ``answer`` event's data as the body, or the error (a refusal before the turn, or the
  *  ``error`` event, which carries the HTTP error's body and its status). */
 export async function streamApi(path, body, onEvent) {
-  const headers = { Accept: "text/event-stream", "Content-Type": "application/json" };
+  // body null: a GET of a stream (a dialog's replies while a person holds it)
+  const headers = { Accept: "text/event-stream" };
+  if (body !== null) headers["Content-Type"] = "application/json";
   const key = apiKey.get();
   if (key) headers["X-API-Key"] = key;
   let response;
   try {
-    response = await fetch(path, { method: "POST", headers, body: JSON.stringify(body) });
+    response = await fetch(path, body === null ? { headers }
+      : { method: "POST", headers, body: JSON.stringify(body) });
   } catch (error) {
     return { status: 0, ok: false, body: { message: `the agent did not answer (${error})` } };
   }

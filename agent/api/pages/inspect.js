@@ -311,8 +311,10 @@ function utteranceBox(utterance, who) {
     ? [el("span", { className: "skill", text: utterance.active_skill }),
        el("span", { className: "confidence", text: utterance.confidence.toFixed(2) })]
     : [];
-  return el("div", { className: `utterance ${who}` },
-    el("span", { className: "who", text: who === "human" ? "User" : "Bot" }),
+  const speaker = who === "human" ? "User"
+    : utterance.operator ? `Operator ${utterance.operator}` : "Bot";
+  return el("div", { className: `utterance ${who}${utterance.operator ? " operator" : ""}` },
+    el("span", { className: "who", text: speaker }),
     el("p", { className: "text", text: utterance.text }), skill);
 }
 
@@ -333,9 +335,30 @@ function attributesSection(before, after) {
         el("div", {}, el("h4", { text: "Bot" }), jsonBlock(after.bot)))));
 }
 
+/** A turn of a dialog handed to a person (docs/handoff.md): the user's message kept for
+ *  the operator, no service called; or an operator's words. */
+function handoffNote(human, bot) {
+  const kept = human && human.handed_off;
+  const operator = bot && bot.operator;
+  if (!kept && !operator) return null;
+  const said = [kept ? "the dialog was with a person: no service saw this message" : null,
+                operator ? `answered by operator ${operator}, not by the bot` : null];
+  return el("p", { className: "handoff-note", attrs: { role: "note" } },
+    el("strong", { text: "Handed to a person: " }),
+    el("span", { text: said.filter(Boolean).join("; ") }));
+}
+
 export function turnItem(turn, number, before, after) {
   const { human, bot } = turn;
   const reason = bot && bot.attributes ? bot.attributes.selector_reason : undefined;
+  const note = handoffNote(human, bot);
+  if (note) {
+    return el("li", { className: "turn handed-off", dataset: { turn: number } },
+      el("header", {}, el("h2", { text: `Turn ${number}` }),
+         el("time", { text: when((human || bot).date_time) })),
+      el("div", { className: "exchange" }, utteranceBox(human, "human"), utteranceBox(bot, "bot")),
+      note);
+  }
   return el("li", { className: "turn", dataset: { turn: number } },
     el("header", {}, el("h2", { text: `Turn ${number}` }),
        el("time", { text: when((human || bot).date_time) })),

@@ -100,6 +100,9 @@ class Channel:
         self._handoffs = handoffs
         self._lock = asyncio.Lock()
         self._followers: dict[str, asyncio.Task[None]] = {}
+        #: each dialog's last bot utterance this connection sent: a follower starts after
+        #: it, so what was said meanwhile (a handoff asked through the API) comes too
+        self._last: dict[str, str] = {}
 
     async def send(self, data: Any) -> None:
         async with self._lock:
@@ -108,20 +111,26 @@ class Channel:
     def follow(self, reply: AgentReply) -> None:
         """Follow the reply's dialog while it is with a person, unless already."""
         dialog_id = reply.dialog_id
-        if dialog_id is None or reply.handoff is None or reply.handoff.state == "returned":
+        if dialog_id is None:
+            return
+        if reply.utt_id is not None:
+            self._last[dialog_id] = reply.utt_id
+        if reply.handoff is None or reply.handoff.state == "returned":
             return
         running = self._followers.get(dialog_id)
         if running is not None and not running.done():
             return
+        after = self._last.get(dialog_id, reply.follow_after)
         self._followers[dialog_id] = asyncio.get_running_loop().create_task(
-            self._follow(dialog_id, reply), name="chorus-ws-handoff"
+            self._follow(dialog_id, reply, after), name="chorus-ws-handoff"
         )
 
-    async def _follow(self, dialog_id: str, reply: AgentReply) -> None:
+    async def _follow(self, dialog_id: str, reply: AgentReply, after: str | None) -> None:
         known = await self._handoffs.current_or_none(dialog_id)
-        async for seen in self._handoffs.follow(dialog_id, reply.follow_after, known):
+        async for seen in self._handoffs.follow(dialog_id, after, known):
             for utterance in seen.utterances:
                 if isinstance(utterance, BotUtterance):
+                    self._last[dialog_id] = utterance.utt_id
                     await self.send(self._delivered(reply, utterance, seen.handoff or known))
             if seen.handoff is not None:
                 known = seen.handoff

@@ -98,6 +98,8 @@ class _Outcome:
 
     diffs: list[list[TurnDiff]] = field(default_factory=list)
     selected: int = 0
+    #: messages a person answered, left out
+    with_person: int = 0
     interrupted: bool = False
 
 
@@ -141,6 +143,7 @@ async def _replay(
             check_known(labels, [turn async for turn in answered_turns(reader)])
         selection = await select_turns(reader, chosen)  # the turns are fixed from here on
         outcome.selected = selection.total
+        outcome.with_person = selection.with_person
         progress = _Progress(outcome.selected * len(pipelines))
         try:
             for name, pipeline in pipelines:
@@ -198,6 +201,12 @@ def _print_summary(summary: Summary) -> None:
         f"{'latency p50':<19}{_ms(before.latency_p50):>12}{_ms(after.latency_p50):>12}",
         f"{'latency p95':<19}{_ms(before.latency_p95):>12}{_ms(after.latency_p95):>12}",
     ]
+    if summary.with_person:
+        lines.insert(
+            1,
+            f"with a person      {summary.with_person} messages an operator answered "
+            "(handed off: not replayed)",
+        )
     if labelled is not None:
         before_fit = f"{labelled.stored_fit} of {labelled.labelled}"
         after_fit = f"{labelled.candidate_fit} of {labelled.labelled}"
@@ -397,7 +406,13 @@ def replay_command(
     done = outcome.diffs + [[] for _ in files[len(outcome.diffs) :]]
     stopped = len(outcome.diffs) - 1 if outcome.interrupted else len(files)  # the run stopped
     summaries = [
-        summarise(diffs, pipeline=name, selected=outcome.selected, interrupted=index >= stopped)
+        summarise(
+            diffs,
+            pipeline=name,
+            selected=outcome.selected,
+            interrupted=index >= stopped,
+            with_person=outcome.with_person,
+        )
         for index, (name, diffs) in enumerate(zip(names, done, strict=True))
     ]
     for summary, diffs in zip(summaries, done, strict=True):

@@ -150,6 +150,11 @@ class Summary(BaseModel):
     pipeline: str
     turns: int
     selected: int = Field(description="turns chosen for the replay")
+    with_person: int = Field(
+        default=0,
+        description="messages of the chosen dialogs a person answered while the dialog was "
+        "handed off: never replayed, since no skill saw them (docs/handoff.md)",
+    )
     interrupted: bool = Field(description="stopped by Ctrl-C before every turn was replayed")
     skill_changed: int
     skill_changed_share: float
@@ -194,7 +199,12 @@ def _totals(sides: Sequence[Side]) -> Totals:
 
 
 def summarise(
-    diffs: Sequence[TurnDiff], *, pipeline: str, selected: int, interrupted: bool
+    diffs: Sequence[TurnDiff],
+    *,
+    pipeline: str,
+    selected: int,
+    interrupted: bool,
+    with_person: int = 0,
 ) -> Summary:
     count = len(diffs)
     skill = sum(diff.skill_changed for diff in diffs)
@@ -203,6 +213,7 @@ def summarise(
         pipeline=pipeline,
         turns=count,
         selected=selected,
+        with_person=with_person,
         interrupted=interrupted,
         skill_changed=skill,
         skill_changed_share=skill / count if count else 0.0,

@@ -94,13 +94,32 @@ async def _selected_dialogs(reader: DialogReader, chosen: TurnFilter) -> AsyncIt
 
 def _answered(dialog: Dialog) -> list[tuple[int, HumanUtterance, BotUtterance]]:
     """Each answered human utterance with its index in the dialog and its answer; an
-    utterance left unanswered (interrupted, or its turn died) is no turn to compare."""
+    utterance left unanswered (interrupted, or its turn died) is no turn to compare, nor
+    one a person answered (:func:`with_person`): no skill saw it, and none may now."""
     found = []
     utterances = dialog.utterances
     for index, (first, second) in enumerate(itertools.pairwise(utterances)):
-        if isinstance(first, HumanUtterance) and isinstance(second, BotUtterance):
+        if not (isinstance(first, HumanUtterance) and isinstance(second, BotUtterance)):
+            continue
+        if not with_person(first, second):
             found.append((index, first, second))
     return found
+
+
+def with_person(human: HumanUtterance, bot: BotUtterance) -> bool:
+    """Whether the pair is a message kept for a person and an operator's words (or any
+    pair of which one is): handed off, never a turn of the bot (docs/handoff.md)."""
+    return human.handed_off or bot.operator is not None
+
+
+def _with_person(dialog: Dialog, chosen: TurnFilter) -> int:
+    """How many of the dialog's messages within ``chosen``'s dates came while a person
+    held it: the turns a replay leaves out, and says so."""
+    return sum(
+        1
+        for u in dialog.utterances
+        if isinstance(u, HumanUtterance) and u.handed_off and chosen.admits(u.date_time)
+    )
 
 
 def _human_then(utterance: HumanUtterance, dialog: Dialog, guessed: list[str]) -> Human:
@@ -179,6 +198,8 @@ class Selection:
     """
 
     dialogs: dict[str, frozenset[str]] = field(default_factory=dict)
+    #: messages of the chosen dialogs that a person answered: never replayed
+    with_person: int = 0
 
     @property
     def total(self) -> int:
@@ -189,10 +210,11 @@ async def select_turns(reader: DialogReader, chosen: TurnFilter) -> Selection:
     """The turns ``chosen`` admits now, at most ``chosen.limit`` of them: the dialogs read
     once for this, and once more as they are replayed."""
     selection: dict[str, frozenset[str]] = {}
-    total = 0
+    total = with_person = 0
     async for dialog in _selected_dialogs(reader, chosen):
         if dialog.dialog_id in selection:  # a dialog named and also a named user's
             continue
+        with_person += _with_person(dialog, chosen)
         ids = [human.utt_id for _, human, _ in _answered(dialog) if chosen.admits(human.date_time)]
         if chosen.limit is not None:
             ids = ids[: chosen.limit - total]
@@ -201,7 +223,7 @@ async def select_turns(reader: DialogReader, chosen: TurnFilter) -> Selection:
             total += len(ids)
         if chosen.limit is not None and total >= chosen.limit:
             break
-    return Selection(selection)
+    return Selection(selection, with_person)
 
 
 async def stored_turns(

@@ -111,6 +111,8 @@ class MongoLifecycle(MongoBase):
                 return False
             gone = await self._dialogs.delete_one({"_id": doc["_id"], "active": False})
             swept.dialogs_deleted += gone.deleted_count
+            if gone.deleted_count:  # its handoff, if it had one, goes with it
+                await self._db["handoffs"].delete_one({"_id": doc["_id"]})
         return ended
 
     @unavailable_when_unreachable

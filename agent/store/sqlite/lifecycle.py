@@ -144,12 +144,17 @@ class SqliteLifecycle(SqliteBase):
                     await pace.done(batch)
                     if deleted < asked:  # none left
                         break
-                (gone,) = await self.write(
+                (gone, _) = await self.write(
                     (
                         "DELETE FROM dialogs WHERE id = ? AND active = 0 AND NOT EXISTS "
                         "(SELECT 1 FROM utterances WHERE dialog_id = ?) RETURNING id",
                         [dialog_id, dialog_id],
-                    )
+                    ),
+                    (  # its handoff, if it had one, goes with it
+                        "DELETE FROM handoffs WHERE dialog_id = ? AND NOT EXISTS "
+                        "(SELECT 1 FROM dialogs WHERE id = ?)",
+                        [dialog_id, dialog_id],
+                    ),
                 )
                 swept.dialogs_deleted += gone is not None
             await pace.done(batch)
