@@ -20,7 +20,7 @@ from tests.conftest import AgentFactory, service_entry
 from tests.support.services import fixed_skill, length_annotator, raw_app
 
 KEY = "s3cret-key-for-tests-0123"
-PAGES = ["/chat", "/inspect/0123abcd", "/inspect", "/pipeline"]
+PAGES = ["/chat", "/inspect/0123abcd", "/inspect", "/pipeline", "/inbox"]
 
 
 def pipeline(services: Any) -> dict[str, Any]:
@@ -94,7 +94,7 @@ def test_a_browser_at_the_root_lands_on_the_chat(services: Any, agent: AgentFact
 def test_pages_stay_out_of_the_api_schema(shared_client: httpx.Client) -> None:
     paths = shared_client.get("/openapi.json").json()["paths"]
     assert "/api/pipeline" in paths
-    assert not {"/chat", "/pipeline", "/inspect/{dialog_id}"} & set(paths)
+    assert not {"/chat", "/pipeline", "/inspect/{dialog_id}", "/inbox"} & set(paths)
 
 
 @pytest.mark.store_agnostic

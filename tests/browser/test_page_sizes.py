@@ -3,7 +3,8 @@ pipeline (pipeline.json, with the LLM skill on and its endpoint a local server):
 fits the window's width; the chat keeps the answer being written in view while the services
 report; the pipeline's graph shows every stage without a scrollbar, each label inside its
 box; the inspector shows what each turn changed, and the bot's persona, which stays in the
-bot's attributes from the turn a skill set it, once.
+bot's attributes from the turn a skill set it, once; the operator inbox puts its queue
+beside the open dialog on a desktop and above it on a phone.
 
 What is asserted is where things are and what is folded, never a page's height in pixels
 (which depends on the fonts)."""
@@ -18,6 +19,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from tests.browser.test_inbox import ASK, OPERATOR_KEY, handoff_pipeline, sign_in
 from tests.browser.test_pages import send, url
 from tests.conftest import AgentFactory
 from tests.e2e.test_default_pipeline import REFERENCE, say
@@ -60,6 +62,10 @@ CONVERSATION = [
 ]
 #: A key of the persona (skills/smalltalk/persona.json) no answer says.
 PERSONA_KEY = '"templates"'
+
+
+def operator_headers() -> dict[str, str]:
+    return {"X-Operator-Key": OPERATOR_KEY, "X-Operator": "ann"}
 
 
 @pytest.fixture
@@ -206,3 +212,49 @@ def test_fifteen_turns_show_what_each_changed_and_the_persona_once(
     expect(folded).to_have_count(1)
     expect(folded).to_be_hidden()
     assert overflow(page) == 0
+
+
+@SIZES
+def test_the_operator_inbox_fits_with_the_queue_beside_or_above_the_dialog(
+    page: Page,
+    services: Callable[[FastAPI], ServerThread],
+    agent: AgentFactory,
+    size: ViewportSize,
+) -> None:
+    client = agent(handoff_pipeline(services), operator_key=OPERATOR_KEY)
+    for text in ["Hello!", "My name is Ann", "What can you do?", ASK]:
+        say(client, text)
+    (entry,) = client.get("/api/operator/dialogs", headers=operator_headers()).json()["dialogs"]
+    dialog_id = entry["handoff"]["dialog_id"]
+    client.post(f"/api/operator/dialogs/{dialog_id}/claim", headers=operator_headers())
+    client.post(
+        f"/api/operator/dialogs/{dialog_id}/messages",
+        headers=operator_headers(),
+        json={"text": "Hi, I'm Ann from the support team. " * 6},
+    )
+
+    page.set_viewport_size(size)
+    page.goto(url(client, "/inbox"))
+    sign_in(page, "ann", OPERATOR_KEY)
+    page.locator("#held .queue-entry").click()
+    expect(page.locator("#history .message.by-operator")).to_have_count(1)
+    expect(page.get_by_label("Reply")).to_be_visible()
+    page.locator("#inspector > summary").click()
+    expect(page.locator("#turns .turn")).to_have_count(5)
+    assert overflow(page) == 0
+
+    # The history opens on its newest message, the operator's, in view.
+    newest = page.locator("#history .message").last.bounding_box()
+    listed = page.locator("#history").bounding_box()
+    assert newest is not None and listed is not None
+    assert listed["y"] <= newest["y"], (listed, newest)
+    assert newest["y"] + newest["height"] <= listed["y"] + listed["height"] + 1, (listed, newest)
+    queue = page.locator(".queue").bounding_box()
+    panel = page.locator("#dialog").bounding_box()
+    reply = page.get_by_label("Reply").bounding_box()
+    assert queue is not None and panel is not None and reply is not None
+    if size["width"] < 700:  # a phone: the queue above the dialog, each the window's width
+        assert panel["y"] >= queue["y"] + queue["height"], (queue, panel)
+    else:  # a desktop: side by side
+        assert panel["x"] >= queue["x"] + queue["width"], (queue, panel)
+    assert reply["x"] + reply["width"] <= size["width"], reply

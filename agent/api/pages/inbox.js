@@ -209,12 +209,14 @@ function addUtterances(utterances) {
     if (current.seen.has(utterance.utt_id)) continue;
     current.seen.add(utterance.utt_id);
     current.dialog.utterances.push(utterance);
-    const item = bubble(utterance);
-    history.append(item);
-    item.scrollIntoView({ block: "nearest" });
+    history.append(bubble(utterance));
     added = true;
   }
-  if (added) drawTurns();
+  if (added) {
+    // The newest message in view, scrolling the history only (not the page).
+    history.scrollTop = history.scrollHeight;
+    drawTurns();
+  }
 }
 
 function stopFollowing() {
@@ -291,6 +293,7 @@ async function openDialog(dialogId) {
   drawState();
   noDialog.hidden = true;
   dialogBody.hidden = false;
+  history.scrollTop = history.scrollHeight; // shown now: its newest message in view
   for (const button of document.querySelectorAll(".queue-entry")) {
     const open = button.dataset.dialog === dialogId;
     button.classList.toggle("open", open);
