@@ -24,7 +24,7 @@ from agent.handoff.notices import Notices
 from agent.handoff.webhook import Webhook
 from agent.metrics import Metrics
 from agent.pipeline.config import HandoffConfig
-from agent.queues import UserQueues
+from agent.queues import QueueTimeout, UserQueues
 from agent.state.handoff import HANDOFF_SKILL, OPERATOR_SKILL, Handoff, ReturnedBy
 from agent.state.models import BotUtterance, Dialog, HumanUtterance, Utterance, utc_now
 from agent.store.base import Store, StoreUnavailable
@@ -324,8 +324,10 @@ class Handoffs:
         while True:
             try:
                 await self.take_back_unclaimed()
-            except StoreUnavailable:  # the next look tries again
+            except (StoreUnavailable, QueueTimeout):  # the next look tries again
                 log.warning("could not look for unclaimed handoffs", exc_info=True)
+            except Exception:  # a bug: logged, and the look goes on
+                log.exception("the look for unclaimed handoffs failed")
             await asyncio.sleep(self._unclaimed_poll)  # pacing a background task
 
     async def take_back_unclaimed(self) -> int:

@@ -23,7 +23,8 @@ from pymongo.database import Database
 from typer.testing import CliRunner
 
 from agent.cli.main import app
-from agent.state.models import HumanUtterance
+from agent.state.handoff import Handoff
+from agent.state.models import HumanUtterance, utc_now
 from agent.store import Store, open_store
 from agent.store.mongo import migrations as mongo_migrations
 from agent.store.schema import SchemaRefused
@@ -229,3 +230,33 @@ def test_a_database_of_a_build_before_1_0_is_refused_naming_its_version(
     assert result.exit_code == 1
     assert "written by a Chorus build before 1.0.0" in " ".join(result.output.split())
     assert _snapshot(db_url) == before
+
+
+async def test_a_store_of_version_1_is_upgraded_to_hold_handoffs_and_keeps_its_data(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 2, the first real upgrade: a database 1.0.0 wrote gets the handoffs of
+    dialogs to people, and its dialogs can be handed off at once."""
+    monkeypatch.setattr(sqlite_base, "UPGRADES", ())
+    monkeypatch.setattr(mongo_migrations, "UPGRADES", ())
+    await _with_store(db_url, _say_hello)
+    assert _recorded_version(db_url) == _version(db_url, 1)
+    monkeypatch.setattr(sqlite_base, "UPGRADES", REAL_SQLITE)
+    monkeypatch.setattr(mongo_migrations, "UPGRADES", REAL_MONGODB)
+
+    async def hand_off(store: Store) -> tuple[list[str], Handoff | None]:
+        (dialog,) = await store.user_dialogs("ann") or []
+        asked = Handoff(
+            dialog_id=dialog.dialog_id,
+            user_id="ann",
+            state="waiting",
+            requested_by="api",
+            requested_at=utc_now(),
+        )
+        await store.request_handoff(asked)
+        return [u.text for u in dialog.utterances], await store.handoff(dialog.dialog_id)
+
+    texts, handoff = await _with_store(db_url, hand_off)
+    assert texts == ["hello"]
+    assert handoff is not None and handoff.state == "waiting"
+    assert _recorded_version(db_url) == _version(db_url, 2)

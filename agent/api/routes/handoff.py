@@ -79,10 +79,11 @@ async def replies(
     the dialog back) and the dialog's handoff. With ``Accept: text/event-stream``, they
     are followed live instead: ``reply`` events, then ``handoff`` when it changes, until
     the dialog is back with the bot. 404 unless the dialog is ``user_id``'s."""
-    dialog = await store.dialog(dialog_id)
-    if dialog is None or dialog.human.user_external_id != user_id:
-        raise NotHandedOff(dialog_id)
     handoff = await store.handoff(dialog_id)
+    if handoff is None or handoff.user_id != user_id:  # never handed off: whose is it?
+        dialog = await store.dialog(dialog_id)
+        if dialog is None or dialog.human.user_external_id != user_id:
+            raise NotHandedOff(dialog_id)
     if wants_events(request):
         return _stream(handoffs, dialog_id, after, handoff, request)
     utterances = await store.utterances_after(dialog_id, after, limit=REPLIES_CAP)
