@@ -410,8 +410,13 @@ class TelegramChannel:
                 await self._bot.send_message(message.chat.id, said)
             except TelegramError as exc:  # e.g. 403: this user blocked the bot
                 log.warning("update %s: answer not delivered: %s", update_id, exc)
-        if self._handoffs is not None and answer.dialog_id is not None and answer.handed_off:
-            # From this reply on (or, for a message kept, from where the follower was).
+        if self._handoffs is None or answer.dialog_id is None:
+            return
+        if answer.utt_id is not None:
+            self._handoffs.answered(answer.dialog_id, answer.utt_id)
+        if answer.handed_off:
+            # From this reply on; for a message kept, from the last thing the chat was sent
+            # (a person asked for through the API: the announcement is after it).
             after = None if answer.kept else answer.utt_id
             await self._handoffs.start(answer.dialog_id, user_id, message.chat.id, after)
 

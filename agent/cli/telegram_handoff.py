@@ -8,6 +8,10 @@ handed off, the bot follows the dialog's replies
 each one to the user's chat as it is stored, until the dialog is back with the bot. One
 follower runs per dialog, whatever the number of messages the user sends meanwhile.
 
+A dialog handed off without the bot knowing (a person asked for through the API) is
+followed from the user's next message, whose reply says so, starting after the last answer
+the bot sent in that dialog: the announcement stored meanwhile reaches the user too.
+
 A stream that breaks off (the agent restarted, a network error) is followed again from
 the last reply sent, with back-off, so nothing is sent twice or lost. A bot restarted while
 a dialog was handed off follows it again at the user's next message, from the end of the
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -33,6 +38,9 @@ log = logging.getLogger("chorus.telegram")
 
 #: Seconds of the first back-off after a broken stream; it doubles up to the cap.
 FIRST_BACKOFF, MAX_BACKOFF = 0.5, 30.0
+
+#: Dialogs whose last answer the bot remembers (the least recently answered forgotten first).
+REMEMBERED = 10_000
 
 #: Sends a text to a Telegram chat.
 Send = Callable[[int, str], Awaitable[None]]
@@ -49,15 +57,27 @@ class HandoffFollower:
         self._retries = settings.polling.retries
         self._send = send
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        #: the last reply sent of each dialog followed: where a new follower starts
-        self._sent: dict[str, str] = {}
+        #: the last utterance sent to each recent dialog's chat (an answer or an operator's
+        #: message): where a follower starts when no reply says where
+        self._sent: OrderedDict[str, str] = OrderedDict()
+
+    def answered(self, dialog_id: str, utt_id: str) -> None:
+        """Remember the bot's answer ``utt_id`` as the last thing its chat was sent."""
+        self._remember(dialog_id, utt_id)
+
+    def _remember(self, dialog_id: str, utt_id: str) -> None:
+        self._sent[dialog_id] = utt_id
+        self._sent.move_to_end(dialog_id)
+        while len(self._sent) > REMEMBERED:
+            self._sent.popitem(last=False)
 
     def following(self, dialog_id: str) -> bool:
         return dialog_id in self._tasks
 
     async def start(self, dialog_id: str, user_id: str, chat_id: int, after: str | None) -> None:
         """Follow ``dialog_id`` from the utterance ``after`` unless it is followed already;
-        without ``after``, from the last reply sent, else from the end of the dialog."""
+        without ``after``, from the last utterance sent to the chat, else (a bot restarted
+        meanwhile) from the end of the dialog."""
         if dialog_id in self._tasks:
             return
         if after is None:
@@ -127,7 +147,8 @@ class HandoffFollower:
                         if event.event == "reply":
                             reply = Delivered.model_validate_json(event.data)
                             await self._send(chat_id, reply.text)
-                            after = self._sent[dialog_id] = reply.utt_id
+                            after = reply.utt_id
+                            self._remember(dialog_id, after)
                         elif event.event == "handoff":
                             seen_handoff = True
                             if HandoffStatus.model_validate_json(event.data).state == "returned":

@@ -204,3 +204,38 @@ def test_a_telegram_user_talks_to_an_operator_and_back_to_the_bot(
         "Thanks!",
         bot_api.sent[4],
     ]
+
+
+def test_a_person_asked_for_through_the_api_is_announced_on_telegram(
+    running_bot: httpx.Client, bot_api: ChatBotApi
+) -> None:
+    client = running_bot
+    bot_api.say(ANN, "Hello!")
+    assert bot_api.wait_for(1) == [GREETING]
+    (dialog,) = client.get(f"/api/user/{ANN}", params={"view": "chorus"}).json()
+    dialog_id = dialog["dialog_id"]
+    asked = client.post(f"/api/dialogs/{dialog_id}/handoff", json={"reason": "a supervisor"})
+    assert asked.status_code == 201
+
+    # The bot learns of it with the user's next message, which the bot does not answer:
+    # the announcement stored meanwhile is what the user gets.
+    bot_api.say(ANN, "Anyone there?")
+    assert bot_api.wait_for(2) == [GREETING, ANNOUNCE]
+    client.post(f"/api/operator/dialogs/{dialog_id}/claim", headers=operator())
+    client.post(
+        f"/api/operator/dialogs/{dialog_id}/messages",
+        headers=operator(),
+        json={"text": "Yes: Ann here."},
+    )
+    assert bot_api.wait_for(3)[2] == "Yes: Ann here."
+    assert client.delete(f"/api/dialogs/{dialog_id}/handoff").json()["handoff"]["state"] == (
+        "returned"
+    )
+    bot_api.say(ANN, "Hello!")
+    sent = bot_api.wait_for(4)
+    assert sent[:3] == [GREETING, ANNOUNCE, "Yes: Ann here."]
+    # The bot's own answer: the last utterance of the dialog, from a skill.
+    last = client.get(f"/api/dialogs/{dialog_id}", params={"view": "chorus"}).json()
+    answer = last["utterances"][-1]
+    assert (answer["text"], answer["operator"]) == (sent[3], None)
+    assert answer["active_skill"] not in ("operator", "handoff")
