@@ -138,7 +138,7 @@ def test_an_operator_claims_answers_and_hands_back_from_the_inbox(
     expect(inbox.locator("#turns .turn")).to_have_count(4)  # the inspector's view follows
 
     inbox.get_by_role("button", name="Hand back to the bot").click()
-    expect(inbox.locator("#dialog-state")).to_contain_text("Back with the bot")
+    expect(inbox.locator("#dialog-state")).to_have_text("Back with the bot (handed back by ann).")
     expect(inbox.locator("#reply-form")).to_be_hidden()
     expect(held).to_have_count(0)
     expect(page.locator(".message.system").last).to_have_text("The bot is back.")

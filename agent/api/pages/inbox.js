@@ -175,6 +175,13 @@ function bubble(utterance) {
         badge));
 }
 
+/** Who gave a dialog back, in words (the handoff's returned_by). */
+const RETURNED_BY = {
+  operator: (handoff) => `handed back by ${handoff.operator || "an operator"}`,
+  api: () => "given back through the API",
+  timeout: () => "no one claimed it in time",
+};
+
 function drawState() {
   const { handoff } = current;
   const mine = handoff.state === "held" && handoff.operator === operator.name();
@@ -186,7 +193,7 @@ function drawState() {
     text = `${mine ? "You hold" : `${handoff.operator} holds`} this dialog, for ` +
            `${since(handoff.claimed_at)}: the bot does not answer.`;
   } else {
-    text = `Back with the bot (handed back by ${handoff.returned_by}).`;
+    text = `Back with the bot (${RETURNED_BY[handoff.returned_by](handoff)}).`;
   }
   stateLine.textContent = text;
   stateLine.dataset.state = handoff.state;
