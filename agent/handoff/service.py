@@ -25,7 +25,13 @@ from agent.handoff.webhook import Webhook
 from agent.metrics import Metrics
 from agent.pipeline.config import HandoffConfig
 from agent.queues import QueueTimeout, UserQueues
-from agent.state.handoff import HANDOFF_SKILL, OPERATOR_SKILL, Handoff, ReturnedBy
+from agent.state.handoff import (
+    HANDOFF_SKILL,
+    OPERATOR_SKILL,
+    Handoff,
+    HandoffStatus,
+    ReturnedBy,
+)
 from agent.state.models import BotUtterance, Dialog, HumanUtterance, Utterance, utc_now
 from agent.store.base import Store, StoreUnavailable
 
@@ -290,21 +296,22 @@ class Handoffs:
     # --- following a dialog ---------------------------------------------------------------
 
     async def follow(
-        self, dialog_id: str, after: str | None, handoff: Handoff | None
+        self, dialog_id: str, after: str | None, known: HandoffStatus | None
     ) -> AsyncIterator[Followed]:
         """The dialog's utterances stored after ``after``, and each change of its handoff
-        (``handoff``: the one the caller knows), as they come, until the dialog is
-        returned to the bot (that change is the last)."""
-        last, known = after, handoff
+        (``known``: where the caller last saw it stand), as they come, until the dialog
+        is returned to the bot (that change is the last)."""
+        last = after
         while True:
             utterances = await self._store.utterances_after(dialog_id, last, limit=FOLLOW_BATCH)
             current = await self._store.handoff(dialog_id)
-            changed = current if current != known else None
+            status = None if current is None else current.status()
+            changed = current if status != known else None
             if utterances or changed is not None:
                 yield Followed(utterances or [], changed)
             if utterances:
                 last = utterances[-1].utt_id
-            known = current
+            known = status
             if current is None or not current.active:
                 return
             if utterances and len(utterances) == FOLLOW_BATCH:

@@ -474,3 +474,40 @@ def test_a_person_asked_for_through_the_api_is_announced_to_the_user(
         assert given_back.json()["handoff"]["returned_by"] == "api"
         say(ws, "Hello!", user_id="oli")
         assert frame(ws)["active_skill"] == "greeting"
+
+
+def test_a_websocket_following_events_gets_the_operators_words_and_each_change(
+    services: Any, agent: AgentFactory
+) -> None:
+    client = agent(pipeline(services), operator_key=OPERATOR_KEY)
+    with socket(client, "?events=true") as ws:
+        say(ws, "Can I speak with a real person?", user_id="pat")
+        events = [frame(ws)]
+        while events[-1]["event"] != "answer":
+            events.append(frame(ws))
+        answer = events[-1]["data"]
+        assert answer["response"] == ANNOUNCE and answer["handoff"]["state"] == "waiting"
+        dialog_id = answer["dialog_id"]
+        client.post(f"/api/operator/dialogs/{dialog_id}/claim", headers=operator(client))
+        assert frame(ws) == {
+            "event": "handoff",
+            "data": {"state": "held", "operator": "ann", "since": frame_since(client, dialog_id)},
+        }
+        client.post(
+            f"/api/operator/dialogs/{dialog_id}/messages",
+            headers=operator(client),
+            json={"text": "Ann here."},
+        )
+        reply = frame(ws)
+        assert reply["event"] == "reply"
+        assert (reply["data"]["text"], reply["data"]["operator"]) == ("Ann here.", "ann")
+        client.post(f"/api/operator/dialogs/{dialog_id}/handback", headers=operator(client))
+        back = frame(ws)
+        assert (back["event"], back["data"]["state"]) == ("handoff", "returned")
+
+
+def frame_since(client: httpx.Client, dialog_id: str) -> str:
+    """When the dialog's handoff entered its present state, as the operator reads it."""
+    read = client.get(f"/api/operator/dialogs/{dialog_id}", headers=operator(client)).json()
+    since: str = read["handoff"]["claimed_at"]
+    return since

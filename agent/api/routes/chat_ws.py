@@ -48,7 +48,7 @@ from agent.api.security import check_chat_key, socket_key
 from agent.handoff import Handoffs
 from agent.pipeline.config import Dialect
 from agent.settings import Settings
-from agent.state.handoff import Handoff
+from agent.state.handoff import HandoffStatus
 from agent.state.models import BotUtterance
 from agent.telemetry.events import TurnEvent, TurnEvents
 
@@ -126,21 +126,20 @@ class Channel:
         )
 
     async def _follow(self, dialog_id: str, reply: AgentReply, after: str | None) -> None:
-        known = await self._handoffs.current_or_none(dialog_id)
+        """From where the reply left the dialog: what it said, how its handoff changed."""
+        known = reply.handoff
         async for seen in self._handoffs.follow(dialog_id, after, known):
+            changed = None if seen.handoff is None else seen.handoff.status()
+            known = changed or known
             for utterance in seen.utterances:
                 if isinstance(utterance, BotUtterance):
                     self._last[dialog_id] = utterance.utt_id
-                    await self.send(self._delivered(reply, utterance, seen.handoff or known))
-            if seen.handoff is not None:
-                known = seen.handoff
-                if self.events:
-                    await self.send(
-                        {"event": "handoff", "data": known.status().model_dump(mode="json")}
-                    )
+                    await self.send(self._delivered(reply, utterance, known))
+            if changed is not None and self.events:
+                await self.send({"event": "handoff", "data": changed.model_dump(mode="json")})
 
     def _delivered(
-        self, reply: AgentReply, utterance: BotUtterance, handoff: Handoff | None
+        self, reply: AgentReply, utterance: BotUtterance, handoff: HandoffStatus | None
     ) -> dict[str, Any]:
         if self.events:
             return {"event": "reply", "data": Delivered.of(utterance).model_dump(mode="json")}
@@ -150,7 +149,7 @@ class Channel:
             user_id=reply.user_id,
             response=utterance.text,
             active_skill=utterance.active_skill,
-            handoff=None if handoff is None else handoff.status(),
+            handoff=handoff,
         ).for_dialect(self.shape)
         frame["operator"] = utterance.operator
         return frame

@@ -111,7 +111,7 @@ def _stream(
             yield sse_data("handoff", known.status().model_dump(mode="json"))
         if known is None or not known.active:
             return
-        async for seen in handoffs.follow(dialog_id, after, known):
+        async for seen in handoffs.follow(dialog_id, after, known.status()):
             for utterance in seen.utterances:
                 if isinstance(utterance, BotUtterance):
                     yield sse_data("reply", Delivered.of(utterance).model_dump(mode="json"))

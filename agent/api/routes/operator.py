@@ -150,7 +150,7 @@ async def follow(
 
     async def events() -> AsyncIterator[bytes]:
         yield sse_data("handoff", handoff.model_dump(mode="json"))
-        async for seen in handoffs.follow(dialog_id, after, handoff):
+        async for seen in handoffs.follow(dialog_id, after, handoff.status()):
             for utterance in seen.utterances:
                 yield sse_data("utterance", utterance.model_dump(mode="json"))
             if seen.handoff is not None:
