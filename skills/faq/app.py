@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
 from agent.sdk import DialogView, Service, SkillHypothesis
+from shared.calibration import calibrated
 
 FAQ_FILE = Path(__file__).parent / "faq.json"
 
@@ -126,11 +127,13 @@ def answer(text: str) -> FaqHypothesis | None:
         return None
     if not content_words(entry.question) and content_words(text):
         return None
-    return FaqHypothesis(
+    hypothesis = FaqHypothesis(
         text=entry.answer,
         confidence=round(min(MAX_CONFIDENCE, similarity), 4),
         faq_question=entry.question,
     )
+    # the confidence as the chance that such an answer fits (shared/calibration.py)
+    return calibrated(hypothesis, "faq", "retrieval")
 
 
 service = Service("faq", description="Answers questions about Chorus from faq.json.")

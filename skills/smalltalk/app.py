@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent.sdk import DialogView, Service, SkillHypothesis
+from shared.calibration import calibrated
 from skills.smalltalk import jokes, things, topics
 from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
 from skills.smalltalk.persona import Persona, persona_of
@@ -175,7 +176,7 @@ PATTERNS: tuple[tuple[Topic, re.Pattern[str]], ...] = (
     (
         "farewell",
         re.compile(
-            r"\b(?:bye|goodbye|good\s+bye|bye\s+bye|see\s+(?:you|ya)|good\s+night|farewell"
+            r"\b(?:bye|goodbye|good\s+bye|bye\s+bye|(?<!to\s)see\s+(?:you|ya)|good\s+night|farewell"
             r"|take\s+care|gotta\s+go|talk\s+(?:to\s+you\s+)?later|ttyl)\b",
             _I,
         ),
@@ -436,6 +437,9 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
     persona, store = persona_of(dialog.bot)
     said = recently_said(dialog)
     chosen = _respond(dialog, persona, store, said)
+    if chosen is not None:
+        # the confidence as the chance that such an answer fits (shared/calibration.py)
+        chosen = calibrated(chosen, "smalltalk", str(getattr(chosen, "smalltalk_topic", "")))
     if chosen is not None:  # remembered only if this answer is the one the bot gives
         recent = [line for line in said if line != chosen.text][-(RECENT_KEPT - 1) :]
         chosen.bot_attributes = {**chosen.bot_attributes, RECENT: [*recent, chosen.text]}
