@@ -17,8 +17,9 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-#: The answer, in the pieces it streams.
-PIECES = ["An ", "answer ", "from ", "the ", "LLM."]
+#: The answer, in the pieces it streams; numbered (" #3"), so that no two answers of a
+#: dialog are the same text (the response selector holds back a repeat of the bot).
+PIECES = ["An ", "answer ", "from ", "the ", "LLM"]
 
 app = FastAPI()
 requests: list[int] = []
@@ -36,18 +37,19 @@ def _chunk(content: str | None, usage: dict[str, int] | None = None) -> bytes:
 async def complete(request: Request) -> Response:
     body = await request.json()
     requests.append(len(body.get("messages", [])))
+    pieces = [*PIECES, f" #{len(requests)}."]
     prompt = len(body.get("messages", [])) * 20
     usage = {
         "prompt_tokens": prompt,
-        "completion_tokens": len(PIECES),
-        "total_tokens": prompt + len(PIECES),
+        "completion_tokens": len(pieces),
+        "total_tokens": prompt + len(pieces),
     }
     if not body.get("stream"):
-        message = {"role": "assistant", "content": "".join(PIECES)}
+        message = {"role": "assistant", "content": "".join(pieces)}
         return JSONResponse({"choices": [{"index": 0, "message": message}], "usage": usage})
 
     async def events() -> AsyncIterator[bytes]:
-        for piece in PIECES:
+        for piece in pieces:
             yield _chunk(piece)
         if (body.get("stream_options") or {}).get("include_usage"):
             yield _chunk(None, usage)

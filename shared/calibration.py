@@ -24,9 +24,10 @@ for the next fit. ``numpy`` and pydantic are the only needs, as for every servic
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, model_validator
@@ -114,3 +115,12 @@ def calibrated(hypothesis: HypothesisT, skill: str, kind: str) -> HypothesisT | 
     hypothesis.confidence = confidence
     setattr(hypothesis, "routing", {"skill": skill, "kind": kind, "raw": raw})  # noqa: B010
     return hypothesis
+
+
+def raw_confidence(hypothesis: Mapping[str, Any]) -> float:
+    """What the skill measured before calibrating, from a hypothesis as JSON: the raw score
+    its ``routing`` keeps, or its confidence when it was not calibrated."""
+    routing = hypothesis.get("routing")
+    if isinstance(routing, Mapping) and isinstance(routing.get("raw"), int | float):
+        return float(routing["raw"])
+    return float(hypothesis["confidence"])

@@ -68,6 +68,10 @@ INTENT_TOPICS: frozenset[str] = frozenset(
 PATTERN_BASE, PATTERN_SPAN = 0.65, 0.15
 INTENT_BASE, INTENT_SPAN = 0.6, 0.2
 AGREEMENT_CONFIDENCE = 0.85
+#: An intent agrees with a pattern only when the annotator is sure of it (0.7, the skill
+#: selector's floor): "How do I say goodbye in French?" holds a farewell's words, and the
+#: annotator, seeing a question beyond them, is not sure.
+SURE_INTENT = round(INTENT_BASE + INTENT_SPAN * 0.7, 3)
 EMPATHY_CONFIDENCE = 0.6
 #: Good news about the user ("I'm happy today") scores as a bad mood does.
 GLAD_CONFIDENCE = 0.6
@@ -274,8 +278,21 @@ def match_opinion(text: str) -> Match | None:
     return Match("user_likes", USER_LIKES_CONFIDENCE, liked) if liked is not None else None
 
 
+#: A question or a request: what the user wants is an answer, not a reply to their mood.
+_ASKS = re.compile(
+    r"\?\s*$|^\W*(?:what|who|whom|whose|why|how|when|where|which|can|could|would|will|should"
+    r"|shall|is|are|am|was|were|do|does|did|have|has|tell|give|help|explain|make|write"
+    r"|recommend|suggest|show|list|find|teach)\b",
+    _I,
+)
+
+
 def match_mood(text: str, annotations: Mapping[str, Any]) -> Match | None:
-    """Empathy for a bad mood; for good news about the user, gladness."""
+    """Empathy for a bad mood; for good news about the user, gladness. Only for a
+    statement: a question ("How do I stop my cats scratching the sofa?") asks for an
+    answer, whatever its mood."""
+    if _ASKS.search(text):
+        return None
     label = mood(annotations)
     if label == "negative":
         return Match("empathy", EMPATHY_CONFIDENCE)
@@ -292,7 +309,12 @@ def understand(
     text = text.replace("\u2019", "'")
     by_intent = match_intent(annotations)
     by_pattern = match_pattern(text, favourites)
-    if by_intent and by_pattern and by_intent.topic == by_pattern.topic:
+    if (
+        by_intent
+        and by_pattern
+        and by_intent.topic == by_pattern.topic
+        and by_intent.confidence >= SURE_INTENT
+    ):
         return Match(by_pattern.topic, AGREEMENT_CONFIDENCE, by_pattern.thing)
     candidates = [m for m in (by_pattern, by_intent) if m is not None]
     if candidates:
@@ -439,7 +461,10 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
     chosen = _respond(dialog, persona, store, said)
     if chosen is not None:
         # the confidence as the chance that such an answer fits (shared/calibration.py)
-        chosen = calibrated(chosen, "smalltalk", str(getattr(chosen, "smalltalk_topic", "")))
+        kind = str(getattr(chosen, "smalltalk_topic", ""))
+        if kind == "joke" and jokes.on_a_subject(dialog.human_utterance.text):
+            kind = "joke_on_a_subject"  # the shipped jokes seldom fit one
+        chosen = calibrated(chosen, "smalltalk", kind)
     if chosen is not None:  # remembered only if this answer is the one the bot gives
         recent = [line for line in said if line != chosen.text][-(RECENT_KEPT - 1) :]
         chosen.bot_attributes = {**chosen.bot_attributes, RECENT: [*recent, chosen.text]}

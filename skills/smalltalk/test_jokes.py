@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from agent.sdk.testing import ServiceClient, view
+from shared.calibration import raw_confidence
 from shared.lexicon import BADWORDS_FILE, Lexicon
 from skills.smalltalk.app import app
 from skills.smalltalk.jokes import JOKES
@@ -32,7 +33,7 @@ def test_tell_me_a_joke_gets_a_joke_and_jokes_vary(client: ServiceClient) -> Non
     # the corpus's "Tell me a joke" answers hold a quotation and a refusal: never them
     assert not [t for t in texts if "better to be silent" in t or "not a comedian" in t]
     assert len(set(texts)) >= 4
-    assert answers[0][0]["confidence"] == 0.85
+    assert raw_confidence(answers[0][0]) == 0.85
 
 
 def test_no_joke_told_is_one_the_toxicity_annotator_flags(client: ServiceClient) -> None:
