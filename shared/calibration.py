@@ -38,9 +38,10 @@ CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
 #: The environment variable naming another calibration file, or ``off``: every skill's raw
 #: scores, as :mod:`bench.calibrate` needs them to fit the curves again.
 CALIBRATION_VARIABLE = "SKILL_CALIBRATION"
-#: Below this chance of fitting, a skill says nothing. Chosen on the dev set: see
-#: docs/performance.md.
-SILENT_BELOW = 0.3
+#: Below this chance of fitting, a skill says nothing: its answer is more likely wrong than
+#: right, and without the LLM the fallback's honest "I don't know" serves the user better
+#: (docs/performance.md has the trade-off on the dev set).
+SILENT_BELOW = 0.5
 
 
 class Curve(BaseModel):
@@ -94,10 +95,14 @@ def _shipped() -> dict[str, dict[str, Curve]]:
     return load(path) if path.exists() or chosen else {}
 
 
+def curve_of(skill: str, kind: str) -> Curve | None:
+    return _shipped().get(skill, {}).get(kind)
+
+
 def chance(skill: str, kind: str, raw: float) -> float:
     """The calibrated chance that ``skill``'s answer of ``kind`` scoring ``raw`` fits; the
     raw score where no curve is known."""
-    curve = _shipped().get(skill, {}).get(kind)
+    curve = curve_of(skill, kind)
     value = curve(raw) if curve is not None else raw
     return round(min(1.0, max(0.0, value)), 4)
 
@@ -107,10 +112,11 @@ HypothesisT = TypeVar("HypothesisT", bound=SkillHypothesis)
 
 def calibrated(hypothesis: HypothesisT, skill: str, kind: str) -> HypothesisT | None:
     """``hypothesis`` with its confidence (the raw score) replaced by the calibrated chance
-    and ``routing`` saying how; None when that chance is under :data:`SILENT_BELOW`."""
+    and ``routing`` saying how; None when that chance is under :data:`SILENT_BELOW` (only
+    a calibrated chance: a raw score is no chance, and a new kind answers until fitted)."""
     raw = hypothesis.confidence
     confidence = chance(skill, kind, raw)
-    if confidence < SILENT_BELOW and _shipped():
+    if confidence < SILENT_BELOW and curve_of(skill, kind) is not None:
         return None
     hypothesis.confidence = confidence
     setattr(hypothesis, "routing", {"skill": skill, "kind": kind, "raw": raw})  # noqa: B010

@@ -222,6 +222,23 @@ _WHY_ASK = re.compile(
 )
 
 
+#: A reply this short, right after the bot asked the user's name, that gives no name and
+#: says nothing the intents annotator recognises ("you first", "Is that important?",
+#: "guess"), puts the question off.
+DODGE_WORDS = 5
+
+
+def declines(text: str, annotations: Mapping[str, Any], name_known: bool) -> bool:
+    """The user answers the name question with a question or a dodge instead of a name."""
+    if _WHY_ASK.search(text):
+        return True
+    if recognised_intent(annotations) is not None or extract_name(
+        text, bare_word_ok=True, name_known=name_known
+    ):
+        return False
+    return 0 < len(re.findall(r"\w+", text)) <= DODGE_WORDS and not _GREETING.search(text)
+
+
 def says_hello(text: str, annotations: Mapping[str, Any]) -> bool:
     """The user greets: as the intents annotator reads it when it ran (its ``greeting``),
     else by this skill's own pattern."""
@@ -277,7 +294,7 @@ def _scripted(
     stage = attributes.get("greeting_stage")
     name = attributes.get("name")
     text = text.replace("\u2019", "'")
-    if stage == "asked_name" and asked and _WHY_ASK.search(text):
+    if stage == "asked_name" and asked and declines(text, annotations, bool(name)):
         return "why_ask", SkillHypothesis(
             text="Just so I know what to call you. You don't have to tell me, though.",
             confidence=0.9,

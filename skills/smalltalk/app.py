@@ -56,6 +56,7 @@ Topic = Literal[
     "opinion",
     "user_likes",
     "laughed",
+    "about_user",
 ]
 
 #: Intent names of ``annotations["intents"]`` that are small talk.
@@ -87,7 +88,19 @@ USER_LIKES_CONFIDENCE = 0.4
 #: The topics a corpus line or a persona topic answers better, whatever their score: the
 #: skill's guesses from the mood, its all-purpose opinion and interest in what the user
 #: likes.
-WEAK_TOPICS: frozenset[str] = frozenset({"empathy", "glad", "opinion", "user_likes"})
+WEAK_TOPICS: frozenset[str] = frozenset({"empathy", "glad", "opinion", "user_likes", "about_user"})
+#: The user tells of themselves in a neutral mood ("I mostly paint watercolours", "my
+#: sourdough starter is called Gerald"): small talk asks for more. Scored as the other
+#: guesses from the mood; what it is worth is the calibration's (shared/calibration.py).
+ABOUT_USER_CONFIDENCE = 0.6
+#: A statement in the first person: the user speaks of themselves, their day, their own.
+_FIRST_PERSON = re.compile(
+    r"^\W*(?:(?:well|so|oh|actually|honestly|today|just)\W+)?"
+    r"(?:i|i'm|im|i've|i'd|i'll|my|mine|me|we|we're|we've|our|just)\b",
+    re.IGNORECASE,
+)
+#: "I'm Sam", "I go by Lu": a name, which is the greeting skill's to take.
+_INTRODUCES = re.compile(r"^\W*(?:[Ii]'?m|I am|[Ii] go by|[Ii]t'?s|[Tt]his is)\s+[A-Z]")
 #: A corpus answer scores from CORPUS_BASE (similarity at the threshold) to
 #: CORPUS_BASE + CORPUS_SPAN (an exact match): a close match beats an intent-only guess
 #: at a persona line, a pattern that covers the utterance beats a loose match; above the
@@ -288,9 +301,9 @@ _ASKS = re.compile(
 
 
 def match_mood(text: str, annotations: Mapping[str, Any]) -> Match | None:
-    """Empathy for a bad mood; for good news about the user, gladness. Only for a
-    statement: a question ("How do I stop my cats scratching the sofa?") asks for an
-    answer, whatever its mood."""
+    """Empathy for a bad mood; for good news about the user, gladness; for anything else
+    the user tells of themselves, interest. Only for a statement: a question ("How do I
+    stop my cats scratching the sofa?") asks for an answer, whatever its mood."""
     if _ASKS.search(text):
         return None
     label = mood(annotations)
@@ -298,6 +311,8 @@ def match_mood(text: str, annotations: Mapping[str, Any]) -> Match | None:
         return Match("empathy", EMPATHY_CONFIDENCE)
     if label == "positive" and things.about_themselves(text):
         return Match("glad", GLAD_CONFIDENCE)
+    if _FIRST_PERSON.search(text) and not _INTRODUCES.search(text):
+        return Match("about_user", ABOUT_USER_CONFIDENCE)
     return None
 
 

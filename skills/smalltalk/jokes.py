@@ -79,7 +79,8 @@ LAUGH = re.compile(
 #: joke"): the shipped jokes are about programming, so such a request is told one that
 #: seldom fits (its own calibration kind, see skills/smalltalk/app.py).
 ON_A_SUBJECT = re.compile(r"\bjokes?\s+(?:about|on|with|for)\s+\w|\bknock[\s-]*knock\b", _I)
-#: The word before "joke" names a kind of joke ("a dad joke") unless it is one of these.
+#: The word between an article and "joke" names a kind of joke ("a dad joke") unless it is
+#: one of these ("a good joke").
 _ANY_JOKE = frozenset(
     [
         *("a", "an", "another", "some", "any", "more", "the", "one", "of", "me", "us"),
@@ -87,7 +88,7 @@ _ANY_JOKE = frozenset(
         *("quick", "new", "different", "bad"),
     ]
 )
-_BEFORE_JOKE = re.compile(r"\b(\w+)[\s-]+jokes?\b", _I)
+_BEFORE_JOKE = re.compile(r"\b(?:a|an|some|any|another)\s+([\w-]+)\s+jokes?\b", _I)
 
 
 def on_a_subject(text: str) -> bool:
@@ -115,9 +116,18 @@ def wanted(text: str, bot_lines: list[str], offers: Collection[str] = ()) -> boo
     return last in offers and bool(MORE.search(text) or YES.search(text))
 
 
+#: A reply to a joke this short, not a question, is a reaction to it ("haha ok that was
+#: cute", "hahaha that was awful", "ok that's actually funny").
+REACTION_WORDS = 6
+
+
 def laughs(text: str, bot_lines: list[str]) -> bool:
-    """Whether the user laughs at the joke the bot just told."""
-    return bool(bot_lines) and is_joke(bot_lines[-1]) and bool(LAUGH.search(text))
+    """Whether the user reacts to the joke the bot just told: laughter, or a short word
+    on it."""
+    if not bot_lines or not is_joke(bot_lines[-1]):
+        return False
+    short = len(re.findall(r"\w+", text)) <= REACTION_WORDS and "?" not in text
+    return bool(LAUGH.search(text)) or short
 
 
 def pick(said: list[str], seed: str) -> str:

@@ -247,9 +247,20 @@ def test_stays_silent_off_topic(client: ServiceClient) -> None:
     assert ask(
         client,
         dialog("tell me about trains"),
-        dialog("my favourite color is blue"),
         dialog("where are my dialogs stored?"),
-    ) == [[], [], []]
+    ) == [[], []]
+
+
+def test_what_the_user_tells_of_themselves_gets_interest(client: ServiceClient) -> None:
+    told, named, asked = ask(
+        client,
+        dialog("my favourite color is blue"),
+        dialog("I'm Sam"),  # a name: the greeting skill's
+        dialog("my tomato plants have yellow leaves, what's wrong with them?"),
+    )
+    assert told[0]["smalltalk_topic"] == "about_user"
+    assert told[0]["text"] in FILE_LINES.about_user
+    assert named == asked == []
 
 
 def test_health_and_bad_body(client: ServiceClient) -> None:
