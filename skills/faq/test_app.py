@@ -103,3 +103,14 @@ def test_query_weighting_matches_scikit_learn(text: str) -> None:
         INDEX.vectorizer.transform([e.question for e in INDEX.entries]),
     )[0]
     assert INDEX.similarities(text) == pytest.approx(expected)
+
+
+def test_a_question_close_in_characters_but_not_in_meaning_gets_no_answer(
+    client: ServiceClient,
+) -> None:
+    """ "Can you help me plan a weekend in Edinburgh?" shares most of its characters with
+    "How can you help me?" and none of its meaning: the FAQ stays silent, and the LLM (or
+    the fallback) answers."""
+    plan, ours = ask(client, "can you help me plan a weekend in Edinburgh?", "how can you help me?")
+    assert plan == []
+    assert ours[0]["faq_question"] == "How can you help me?"

@@ -222,9 +222,14 @@ _WHY_ASK = re.compile(
 )
 
 
+#: Words of a reply that puts the name question off, and nothing else.
+_PUTS_OFF = frozenset(
+    {"guess", "later", "maybe", "whatever", "nobody", "anonymous", "secret", "pass", "skip"}
+    | {"dunno", "idk", "nevermind", "huh", "you", "first", "not", "telling", "no", "nope"}
+)
 #: A reply this short, right after the bot asked the user's name, that gives no name and
-#: says nothing the intents annotator recognises ("you first", "Is that important?",
-#: "guess"), puts the question off.
+#: says nothing the intents annotator recognises, and asks back ("Is that important?") or
+#: only puts it off ("you first", "guess"), declines to give one.
 DODGE_WORDS = 5
 
 
@@ -236,7 +241,12 @@ def declines(text: str, annotations: Mapping[str, Any], name_known: bool) -> boo
         text, bare_word_ok=True, name_known=name_known
     ):
         return False
-    return 0 < len(re.findall(r"\w+", text)) <= DODGE_WORDS and not _GREETING.search(text)
+    words = re.findall(r"[\w']+", text.lower())
+    if not 0 < len(words) <= DODGE_WORDS or _GREETING.search(text):
+        return False
+    # a question back ("Is that important?"), or only words that put it off ("guess",
+    # "you first", "pass")
+    return text.rstrip().endswith("?") or set(words) <= _PUTS_OFF
 
 
 def says_hello(text: str, annotations: Mapping[str, Any]) -> bool:
