@@ -18,18 +18,18 @@ wrong than any use, and the skill stays silent: without the LLM the fallback's h
 keeps its raw score, so a new skill runs before anyone calibrates it.
 
 The hypothesis keeps both (``routing: {"skill", "kind", "raw"}``) for the inspector and
-for the next fit. ``numpy`` and pydantic are the only needs, as for every service here.
+for the next fit. It needs pydantic only, as every service has it.
 """
 
 from __future__ import annotations
 
 import os
+from bisect import bisect_right
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, model_validator
 
 from agent.sdk import SkillHypothesis
@@ -66,7 +66,16 @@ class Curve(BaseModel):
         return self
 
     def __call__(self, raw: float) -> float:
-        return float(np.interp(raw, self.raw, self.fit))
+        """The share at ``raw``: linear between the points, as numpy's ``interp``, written
+        out so that a skill without numpy (the greeting) can read its curve."""
+        xs, ys = self.raw, self.fit
+        if raw <= xs[0]:
+            return ys[0]
+        if raw >= xs[-1]:
+            return ys[-1]
+        right = bisect_right(xs, raw)
+        x0, x1, y0, y1 = xs[right - 1], xs[right], ys[right - 1], ys[right]
+        return y0 if x1 == x0 else y0 + (y1 - y0) * (raw - x0) / (x1 - x0)
 
 
 class CalibrationFile(RootModel[dict[str, dict[str, Curve]]]):
