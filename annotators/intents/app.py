@@ -62,6 +62,10 @@ MEANING_FLOOR = 0.55
 PARTIAL_CONFIDENCE = 0.6
 #: Words the rest must have to be a question of its own.
 PARTIAL_WORDS = 3
+#: The intents that open, close or answer a turn and can come with a question of their own
+#: ("Hi, ...", "Thanks! ...", "Yes, but ..."); the others are that question ("what's my
+#: name, do you remember?" is ask_name through and through).
+SOCIAL_INTENTS = frozenset({"greeting", "farewell", "thanks", "yes", "no"})
 #: Letters typed three times or more ("hiii", "heyyy"): read as one.
 _ELONGATED = re.compile(r"(\w)\1{2,}")
 _WORDS = re.compile(r"\w+")
@@ -169,7 +173,11 @@ class IntentCatcher:
         if found is not None:
             matched, span = found
             rest = text[: span[0]] + " " + text[span[1] :]
-            partial = "?" in rest and len(_WORDS.findall(rest)) >= PARTIAL_WORDS
+            partial = (
+                matched in SOCIAL_INTENTS
+                and "?" in rest
+                and len(_WORDS.findall(rest)) >= PARTIAL_WORDS
+            )
             confidence = PARTIAL_CONFIDENCE if partial else 1.0
             return Intent(intent=matched, confidence=confidence, method="pattern")
         intent, similarity, close_in_meaning = self.most_similar(text)

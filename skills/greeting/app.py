@@ -227,6 +227,9 @@ _PUTS_OFF = frozenset(
     {"guess", "later", "maybe", "whatever", "nobody", "anonymous", "secret", "pass", "skip"}
     | {"dunno", "idk", "nevermind", "huh", "you", "first", "not", "telling", "no", "nope"}
 )
+#: A question back is about the bot's question ("Is that important?", "what's it to
+#: you?"), not about anything else ("What's the speed of light?").
+_ABOUT_ASKING = frozenset({"you", "that", "it", "this", "why", "important", "matter"})
 #: A reply this short, right after the bot asked the user's name, that gives no name and
 #: says nothing the intents annotator recognises, and asks back ("Is that important?") or
 #: only puts it off ("you first", "guess"), declines to give one.
@@ -246,7 +249,8 @@ def declines(text: str, annotations: Mapping[str, Any], name_known: bool) -> boo
         return False
     # a question back ("Is that important?"), or only words that put it off ("guess",
     # "you first", "pass")
-    return text.rstrip().endswith("?") or set(words) <= _PUTS_OFF
+    asks_back = text.rstrip().endswith("?") and bool(set(words) & _ABOUT_ASKING)
+    return asks_back or set(words) <= _PUTS_OFF
 
 
 def says_hello(text: str, annotations: Mapping[str, Any]) -> bool:

@@ -261,6 +261,11 @@ def favourite_key(thing: str, favourites: Mapping[str, str]) -> str | None:
     return None
 
 
+#: The topics that close a conversation or answer the bot: inside a question of the user's
+#: own ("How do I say goodbye in French?", "and see you tomorrow?") they are its subject.
+CLOSERS: frozenset[str] = frozenset({"farewell", "thanks"})
+
+
 def match_intent(annotations: Mapping[str, Any]) -> Match | None:
     """A smalltalk intent from the intents annotator, scored by its confidence."""
     intents = annotations.get("intents")
@@ -322,8 +327,10 @@ def understand(
     """Intent and pattern together; an opinion asked, or the user's mood, only when
     nothing else matched."""
     text = text.replace("\u2019", "'")
-    by_intent = match_intent(annotations)
-    by_pattern = match_pattern(text, favourites)
+    by_intent, by_pattern = match_intent(annotations), match_pattern(text, favourites)
+    if text.rstrip().endswith("?"):  # a goodbye or thanks asked about is the question's subject
+        by_intent = None if by_intent and by_intent.topic in CLOSERS else by_intent
+        by_pattern = None if by_pattern and by_pattern.topic in CLOSERS else by_pattern
     if (
         by_intent
         and by_pattern

@@ -119,6 +119,8 @@ def wanted(text: str, bot_lines: list[str], offers: Collection[str] = ()) -> boo
 #: A reply to a joke this short, not a question, is a reaction to it ("haha ok that was
 #: cute", "hahaha that was awful", "ok that's actually funny").
 REACTION_WORDS = 6
+#: A reply that asks for something ("Now tell me one about penguins") is no reaction.
+_REQUEST = re.compile(r"\b(?:tell|give|say|show|make|write|explain|what|how|why)\b", _I)
 
 
 def laughs(text: str, bot_lines: list[str]) -> bool:
@@ -127,7 +129,7 @@ def laughs(text: str, bot_lines: list[str]) -> bool:
     if not bot_lines or not is_joke(bot_lines[-1]):
         return False
     short = len(re.findall(r"\w+", text)) <= REACTION_WORDS and "?" not in text
-    return bool(LAUGH.search(text)) or short
+    return bool(LAUGH.search(text)) or (short and not _REQUEST.search(text))
 
 
 def pick(said: list[str], seed: str) -> str:
