@@ -2,14 +2,16 @@
 
 Runs the set's conversations through the shipped pipeline without the LLM and without any
 calibration (``SKILL_CALIBRATION=off``: every skill's raw score, and the answers a curve
-would have silenced), and keeps every hypothesis that says how it was made
-(``routing: {"skill", "kind", "raw"}``, :mod:`shared.calibration`) with whether its skill
-fits the turn's label. Per skill and kind, an isotonic regression (scikit-learn) of
-"fitted" on the raw score gives a monotone curve: the share of such answers that fitted,
-at each score. Each point is drawn towards the skill's overall share by
-:data:`PRIOR_ANSWERS` pseudo-answers, so a kind seen on three turns does not claim 0 or
-1. Only the *fit* part of the set is used (:func:`fit_part`: two conversations of three);
-the other third, and the holdout set, measure the result.
+would have silenced), and keeps every hypothesis that says how it was made (``routing:
+{"skill", "kind", "raw"}``, :mod:`shared.calibration`) with whether its skill fits the
+turn's label. Per skill and kind, an isotonic regression (scikit-learn) of "fitted" on the
+raw score gives a monotone curve: the share of such answers that fitted, at each score. Each
+point is drawn towards an even chance (:data:`PRIOR`) by :data:`PRIOR_ANSWERS` pseudo-
+answers, so a kind seen on a handful of turns claims little either way: eight answers that
+all fitted read as 0.83, not 1, and keep the LLM out only when they were many (a set of a
+few hundred turns holds many kinds seen a few times, whose share there is a poor guess of
+their share elsewhere). Only the *fit* part of the set is used (:func:`fit_part`: two
+conversations of three); the other third, and the holdout set, measure the result.
 
     .venv/bin/python -m bench.calibrate                # dev set -> shared/calibration.json
     .venv/bin/python -m bench.calibrate --set my.jsonl --out /tmp/mine.json
@@ -35,8 +37,9 @@ from bench.llm_turns import stack
 from bench.routing import ROOT, Conversation, Observed, converse, load_set, set_path
 from shared.calibration import CALIBRATION_FILE, CALIBRATION_VARIABLE
 
-#: How many answers at the skill's overall share each point is drawn towards.
-PRIOR_ANSWERS = 3.0
+#: What a kind of answer is worth before any is seen, and how many answers that counts as.
+PRIOR = 0.5
+PRIOR_ANSWERS = 4.0
 #: Points kept per curve at most (the regression's steps, thinned evenly).
 MAX_POINTS = 12
 
@@ -77,14 +80,9 @@ def curve(points: list[tuple[float, bool]], prior: float) -> dict[str, object]:
 
 
 def fit(turns: Sequence[Observed]) -> dict[str, dict[str, dict[str, object]]]:
-    found = samples(turns)
-    by_skill: dict[str, list[bool]] = defaultdict(list)
-    for (skill, _), points in found.items():
-        by_skill[skill] += [p[1] for p in points]
     curves: dict[str, dict[str, dict[str, object]]] = defaultdict(dict)
-    for (skill, kind), points in sorted(found.items()):
-        prior = sum(by_skill[skill]) / len(by_skill[skill])
-        curves[skill][kind] = curve(points, prior)
+    for (skill, kind), points in sorted(samples(turns).items()):
+        curves[skill][kind] = curve(points, PRIOR)
     return dict(curves)
 
 
