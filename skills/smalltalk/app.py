@@ -486,6 +486,10 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
         kind = str(getattr(chosen, "smalltalk_topic", ""))
         if kind == "joke" and jokes.on_a_subject(dialog.human_utterance.text):
             kind = "joke_on_a_subject"  # the shipped jokes seldom fit one
+        if isinstance(chosen, CorpusHypothesis):
+            # a line of the bot's profile fits a question about the bot better than a
+            # line of the science file fits a question of fact: one curve per file
+            kind = f"corpus:{chosen.corpus_category}"
         chosen = calibrated(chosen, "smalltalk", kind)
     if chosen is not None:  # remembered only if this answer is the one the bot gives
         recent = [line for line in said if line != chosen.text][-(RECENT_KEPT - 1) :]
