@@ -9,13 +9,16 @@ Output (under ``annotations["intents"]``)::
 The intents live in ``intents.json`` (see README.md), each with regex ``patterns`` and
 natural ``examples``. Patterns are precise, so a hit wins outright (confidence 1.0); when
 several intents' patterns hit, the longest matched span wins, so "hi, how are you?" is
-``how_are_you`` and "of course not" is ``no``. Patterns cannot foresee every phrasing, so
-the fallback compares the utterance with the examples twice: by TF-IDF cosine similarity
-(word uni/bigrams for wording, character n-grams for typos and inflections) and by meaning
-(:mod:`shared.meaning`, a sentence embedding), and takes the best example's intent if
-both agree it is close (their geometric mean). Wording alone misfired: "Have you ever been
-to Japan?" and "How old are you?" read as ``how_are_you``, "Do you have any pets?" as
-``abilities``; their meaning is far from every example. The file is validated and the
+``how_are_you`` and "of course not" is ``no``. A hit that leaves a question of its own
+unexplained ("Hi, what's a good name for a bakery?") scores :data:`PARTIAL_CONFIDENCE`,
+under the floor of the selector and the skills, which then leave the turn to the skills that
+read all of it. Letters typed three times ("hiii") count once. Patterns cannot foresee every
+phrasing, so the fallback compares the utterance with the examples twice: by TF-IDF cosine
+similarity (word uni/bigrams for wording, character n-grams for typos and inflections) and
+by meaning (:mod:`shared.meaning`, a sentence embedding), and takes the best example's
+intent if both agree it is close (their geometric mean). Wording alone misfired: "Have you
+ever been to Japan?" and "How old are you?" read as ``how_are_you``, "Do you have any pets?"
+as ``abilities``; their meaning is far from every example. The file is validated and the
 vectorizers fitted once, at import: a bad data file stops the service at start-up, naming
 the intent and field.
 """
@@ -52,6 +55,20 @@ SIMILARITY_THRESHOLD = 0.5
 #: all but one word with "how are you?" (wording 0.87, combined 0.67) but its meaning is
 #: 0.52 from it; true paraphrases score 0.57 ("who built you" ~ "who made you") and up.
 MEANING_FLOOR = 0.55
+#: The confidence of a pattern that explains only part of the utterance: the rest asks a
+#: question of its own ("Hi, what's a good name for a bakery?", "How do I say goodbye in
+#: French?"). Under the skill selector's and the skills' floor (0.7), so no script takes
+#: the turn for a greeting or a goodbye; the skills that read the whole text still may.
+PARTIAL_CONFIDENCE = 0.6
+#: Words the rest must have to be a question of its own.
+PARTIAL_WORDS = 3
+#: The intents that open, close or answer a turn and can come with a question of their own
+#: ("Hi, ...", "Thanks! ...", "Yes, but ..."); the others are that question ("what's my
+#: name, do you remember?" is ask_name through and through).
+SOCIAL_INTENTS = frozenset({"greeting", "farewell", "thanks", "yes", "no"})
+#: Letters typed three times or more ("hiii", "heyyy"): read as one.
+_ELONGATED = re.compile(r"(\w)\1{2,}")
+_WORDS = re.compile(r"\w+")
 #: How much word n-grams (wording) and character n-grams (spelling) weigh in the similarity.
 WORD_WEIGHT = 0.5
 CHAR_WEIGHT = 1.0 - WORD_WEIGHT
@@ -151,22 +168,32 @@ class IntentCatcher:
 
     def classify(self, text: str) -> Intent:
         text = text.replace("\u2019", "'")  # a typographic apostrophe: what\u2019s my name
-        matched = self.by_pattern(text)
-        if matched is not None:
-            return Intent(intent=matched, confidence=1.0, method="pattern")
+        text = _ELONGATED.sub(r"\1", text)
+        found = self.by_pattern(text)
+        if found is not None:
+            matched, span = found
+            rest = text[: span[0]] + " " + text[span[1] :]
+            partial = (
+                matched in SOCIAL_INTENTS
+                and "?" in rest
+                and len(_WORDS.findall(rest)) >= PARTIAL_WORDS
+            )
+            confidence = PARTIAL_CONFIDENCE if partial else 1.0
+            return Intent(intent=matched, confidence=confidence, method="pattern")
         intent, similarity, close_in_meaning = self.most_similar(text)
         if similarity >= SIMILARITY_THRESHOLD and close_in_meaning >= MEANING_FLOOR:
             return Intent(intent=intent, confidence=similarity, method="similarity")
         return Intent(intent=None, confidence=similarity, method=None)
 
-    def by_pattern(self, text: str) -> str | None:
-        """The intent whose pattern matches the longest span (file order breaks ties)."""
-        best: tuple[int, str] | None = None
+    def by_pattern(self, text: str) -> tuple[str, tuple[int, int]] | None:
+        """The intent whose pattern matches the longest span (file order breaks ties), and
+        the span."""
+        best: tuple[int, str, tuple[int, int]] | None = None
         for name, pattern in self._patterns:
             match = pattern.search(text)
             if match and (best is None or len(match[0]) > best[0]):
-                best = (len(match[0]), name)
-        return best[1] if best else None
+                best = (len(match[0]), name, match.span())
+        return (best[1], best[2]) if best else None
 
     def most_similar(self, text: str) -> tuple[str, float, float]:
         """The nearest example's intent, its similarity (the geometric mean of the weighted

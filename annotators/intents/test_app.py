@@ -182,3 +182,22 @@ def test_the_wording_similarity_is_scikit_learns(vectorizer: TfidfVectorizer) ->
     for text in texts:
         expected = (vectorizer.transform([text]) @ matrix.T).toarray()[0]
         assert np.allclose(fitted.cosines(text), expected, rtol=0, atol=1e-12), text
+
+
+def test_a_pattern_that_leaves_a_question_unexplained_is_not_sure() -> None:
+    """A greeting, a goodbye or thanks inside a question of its own scores under the
+    skill selector's and the skills' floor (0.7); "good to see you" greets."""
+    answers = classify(
+        "Hey, good to see you",
+        "hiii there",
+        "Name's Oskar",
+        "Hi, what's a good name for a bakery?",
+        "How do I say goodbye in French?",
+    )
+    assert [(a["intent"], a["confidence"]) for a in answers] == [
+        ("greeting", 1.0),
+        ("greeting", 1.0),
+        ("tell_name", 1.0),
+        ("greeting", 0.6),
+        ("farewell", 0.6),
+    ]

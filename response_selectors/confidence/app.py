@@ -8,6 +8,12 @@ annotations and the window, so a skill needs no change to be held back:
 - :data:`REPEAT_PENALTY` when its text repeats the bot's previous utterance (ignoring case
   and spacing): saying the same thing twice in a row reads as a stuck bot.
 
+A skill's confidence is the chance that its answer fits the turn (calibrated per skill and
+kind of answer: ``shared/calibration.py``), so the comparison is fair between skills, and
+an LLM's answer wins over a cheap one that is less likely to fit. When the winner beat
+calibrated answers, the reason says what each was and how likely it was to fit
+("smalltalk: corpus, scored 0.62, fits 41 %"), which the inspector shows.
+
 Ties go to the earlier hypothesis (the pipeline's skill order). When every hypothesis is
 toxic the least bad one still answers (the agent needs a choice) and the reason says so.
 The reason is stored on the bot utterance (``attributes.selector_reason``).
@@ -48,6 +54,8 @@ class Scored:
     label: str
     confidence: float
     penalties: tuple[Penalty, ...]
+    #: how the skill calibrated its confidence ("corpus, scored 0.62"), when it says
+    calibration: str | None = None
 
     @property
     def score(self) -> float:
@@ -86,6 +94,14 @@ def penalties(hypothesis: HypothesisView, previous: str | None) -> tuple[Penalty
     return tuple(found)
 
 
+def calibration_of(hypothesis: HypothesisView) -> str | None:
+    """The hypothesis' ``routing`` (``{"kind", "raw"}``, shared/calibration.py) in words."""
+    routing = (hypothesis.model_extra or {}).get("routing")
+    if not isinstance(routing, dict) or not isinstance(routing.get("raw"), int | float):
+        return None
+    return f"{routing.get('kind')}, scored {float(routing['raw']):.2f}"
+
+
 def score_all(dialog: DialogView) -> list[Scored]:
     """Every hypothesis scored; a skill with several is named ``skill#index``."""
     hypotheses = dialog.human_utterance.hypotheses
@@ -97,6 +113,7 @@ def score_all(dialog: DialogView) -> list[Scored]:
             confidence=h.confidence,
             penalties=penalties(h, previous),
             label=h.skill_name if per_skill[h.skill_name] == 1 else f"{h.skill_name}#{i}",
+            calibration=calibration_of(h),
         )
         for i, h in enumerate(hypotheses)
     ]
@@ -108,8 +125,24 @@ def _others(count: int) -> str:
     return f"over {count} other hypothes{'is' if count == 1 else 'es'}"
 
 
+def calibrated_losers(winner: Scored, scored: list[Scored]) -> str:
+    """The calibrated answers the winner beat, and how likely each was to fit."""
+    beaten = [s for s in scored if s is not winner and s.calibration is not None]
+    if not beaten:
+        return ""
+    listed = "; ".join(
+        f"{s.label}: {s.calibration}, fits {100 * s.confidence:.0f} %" for s in beaten
+    )
+    return f"; it beat {listed}"
+
+
 def reason(winner: Scored, scored: list[Scored]) -> str:
-    """Plain when no penalty applied; otherwise the score and every penalty given."""
+    """Plain when no penalty applied; otherwise the score and every penalty given; and the
+    calibrated answers that lost."""
+    return _reason(winner, scored) + calibrated_losers(winner, scored)
+
+
+def _reason(winner: Scored, scored: list[Scored]) -> str:
     penalised = [s for s in scored if s.penalties]
     if not penalised:
         count = len(scored)

@@ -160,3 +160,16 @@ def test_nothing_to_choose_from_is_refused(client: ServiceClient) -> None:
     response = client.post("/respond", json={"dialogs": [view("x")]})
     assert response.status_code == 422
     assert "no hypotheses" in response.text
+
+
+def test_the_reason_names_the_calibrated_answers_the_winner_beat(client: ServiceClient) -> None:
+    corpus = {
+        **hyp("smalltalk", 0.4),
+        "routing": {"skill": "smalltalk", "kind": "corpus", "raw": 0.66},
+    }
+    (answer,) = choose(client, view("How far is the Moon?", hypotheses=[corpus, hyp("llm", 0.6)]))
+    assert answer["index"] == 1
+    assert answer["reason"] == (
+        "llm had the highest confidence (0.60) of 2 hypotheses; "
+        "it beat smalltalk: corpus, scored 0.66, fits 40 %"
+    )

@@ -2,9 +2,12 @@
 
 The user's utterance is compared with every FAQ question (cosine similarity of character
 n-gram TF-IDF vectors, robust to plurals and typos: "annotators" finds "annotator"). The
-closest question's answer is the hypothesis, with the similarity as its confidence (capped
-at 0.95, so a scripted skill that is sure of itself still wins). Below :data:`THRESHOLD` the
-skill stays silent: a weak match is a wrong answer, and other skills do small talk better.
+closest question's answer is the hypothesis when it is also close in meaning
+(:mod:`shared.meaning`: "Can you help me plan a weekend?" shares the characters of "How can
+you help me?", not its meaning); its raw confidence is the geometric mean of both (capped
+at 0.95), calibrated (:mod:`shared.calibration`) into the chance that it fits.
+Below :data:`THRESHOLD` the skill stays silent: a weak match is a wrong answer, and other
+skills do small talk better.
 
 The file is validated and the vectorizer fitted once, at import: a turn only transforms one
 short text and takes one dot product per question.
@@ -21,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
 from agent.sdk import DialogView, Service, SkillHypothesis
+from shared import meaning
+from shared.calibration import calibrated
 
 FAQ_FILE = Path(__file__).parent / "faq.json"
 
@@ -29,6 +34,12 @@ FAQ_FILE = Path(__file__).parent / "faq.json"
 #: stored?" 0.65) and off-topic lines that share only "what is" or "where are" with one
 #: ("what is love" 0.56, "where are you from" 0.53, "where is paris" 0.47).
 THRESHOLD = 0.6
+#: Lowest similarity in meaning (:mod:`shared.meaning`) between the utterance and the
+#: closest question that still answers: the characters of "Can you help me plan a weekend
+#: in Edinburgh?" are close to "How can you help me?" (0.89), its meaning is not (0.37);
+#: paraphrases score 0.6 and up ("where is my data stored?" ~ "Where are my dialogs
+#: stored?" 0.60, "how can I add a skill" ~ "How do I add a new skill?" 0.85).
+MEANING_FLOOR = 0.5
 #: Highest confidence the skill claims, even for an exact match.
 MAX_CONFIDENCE = 0.95
 
@@ -85,6 +96,8 @@ class FaqIndex:
         self._analyse = self.vectorizer.build_analyzer()
         self._vocabulary: dict[str, int] = self.vectorizer.vocabulary_
         self._idf = self.vectorizer.idf_
+        #: the questions' meanings, embedded at the first question asked
+        self._meanings: np.ndarray | None = None
 
     def similarities(self, text: str) -> np.ndarray:
         """Cosine similarity of ``text`` to every question (0..1)."""
@@ -96,6 +109,13 @@ class FaqIndex:
         similarities: np.ndarray = self._questions[:, columns] @ weights
         similarities /= np.linalg.norm(weights)
         return similarities
+
+    def meaning(self, text: str, entry: FaqEntry) -> float:
+        """How close ``text`` is in meaning to ``entry``'s question (cosine, 0..1)."""
+        if self._meanings is None:
+            self._meanings = meaning.embed([e.question for e in self.entries])
+        index = self.entries.index(entry)
+        return max(0.0, float(meaning.similarities(text, self._meanings)[index]))
 
     def best(self, text: str) -> tuple[FaqEntry, float]:
         """The closest entry to ``text`` and its cosine similarity."""
@@ -126,11 +146,17 @@ def answer(text: str) -> FaqHypothesis | None:
         return None
     if not content_words(entry.question) and content_words(text):
         return None
-    return FaqHypothesis(
+    close = INDEX.meaning(text, entry)
+    if close < MEANING_FLOOR:
+        return None
+    hypothesis = FaqHypothesis(
         text=entry.answer,
-        confidence=round(min(MAX_CONFIDENCE, similarity), 4),
+        # both the wording and the meaning: their geometric mean
+        confidence=round(min(MAX_CONFIDENCE, float(np.sqrt(similarity * close))), 4),
         faq_question=entry.question,
     )
+    # the confidence as the chance that such an answer fits (shared/calibration.py)
+    return calibrated(hypothesis, "faq", "retrieval")
 
 
 service = Service("faq", description="Answers questions about Chorus from faq.json.")

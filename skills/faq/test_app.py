@@ -8,7 +8,15 @@ from pydantic import ValidationError
 from sklearn.metrics.pairwise import linear_kernel
 
 from agent.sdk.testing import ServiceClient, view
-from skills.faq.app import FAQ_FILE, INDEX, MAX_CONFIDENCE, THRESHOLD, app, load_faq
+from shared.calibration import raw_confidence
+from skills.faq.app import (
+    FAQ_FILE,
+    INDEX,
+    MAX_CONFIDENCE,
+    MEANING_FLOOR,
+    app,
+    load_faq,
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +40,8 @@ def test_paraphrases_find_their_question_in_order(client: ServiceClient) -> None
     assert "DELETE /api/user/{user_id}" in str(deleting[0]["text"])
     assert annotators[0]["faq_question"] == "What is an annotator?"
     for (hypothesis,) in (deleting, annotators):
-        assert THRESHOLD <= float(str(hypothesis["confidence"])) <= MAX_CONFIDENCE
+        # wording and meaning both close: their geometric mean, each over its floor
+        assert MEANING_FLOOR <= raw_confidence(hypothesis) <= MAX_CONFIDENCE
 
 
 def test_every_shipped_question_answers_itself_with_capped_confidence(
@@ -41,7 +50,7 @@ def test_every_shipped_question_answers_itself_with_capped_confidence(
     questions = [entry.question for entry in INDEX.entries]
     answers = ask(client, *questions)
     assert [a[0]["faq_question"] for a in answers] == questions
-    assert {a[0]["confidence"] for a in answers} == {MAX_CONFIDENCE}
+    assert {raw_confidence(a[0]) for a in answers} == {MAX_CONFIDENCE}
     assert [a[0]["text"] for a in answers] == [entry.answer for entry in INDEX.entries]
 
 
@@ -94,3 +103,14 @@ def test_query_weighting_matches_scikit_learn(text: str) -> None:
         INDEX.vectorizer.transform([e.question for e in INDEX.entries]),
     )[0]
     assert INDEX.similarities(text) == pytest.approx(expected)
+
+
+def test_a_question_close_in_characters_but_not_in_meaning_gets_no_answer(
+    client: ServiceClient,
+) -> None:
+    """ "Can you help me plan a weekend in Edinburgh?" shares most of its characters with
+    "How can you help me?" and none of its meaning: the FAQ stays silent, and the LLM (or
+    the fallback) answers."""
+    plan, ours = ask(client, "can you help me plan a weekend in Edinburgh?", "how can you help me?")
+    assert plan == []
+    assert ours[0]["faq_question"] == "How can you help me?"

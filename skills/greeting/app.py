@@ -18,11 +18,17 @@ from typing import Any
 from vaderSentiment.vaderSentiment import BOOSTER_DICT, NEGATE, SentimentIntensityAnalyzer
 
 from agent.sdk import DialogView, Service, SkillHypothesis
+from shared.calibration import calibrated
 
+#: Only when no intents annotator ran: with one, its reading of the utterance decides
+#: (:func:`says_hello`), so that the annotator, the skill selector and this skill cannot
+#: disagree on what a greeting is ("Hiya!" was the annotator's and not this pattern's).
 _GREETING = re.compile(r"^\s*(hi|hello|hey|good (morning|afternoon|evening)|howdy)\b", re.I)
 _WORD = r"([A-Za-zÀ-ÿ'-]{2,30})"
 #: Phrases that can only introduce a name: they also change a name already known.
-_SAYS_NAME = re.compile(rf"\b(my name is|my name's|call me|you can call me)\s+{_WORD}", re.I)
+_SAYS_NAME = re.compile(
+    rf"(?:\b|^)(my name is|my name's|(?:the )?name's|call me|you can call me)\s+{_WORD}", re.I
+)
 #: Phrases that introduce a name or anything else ("I'm from Berlin", "I'm feeling sad"):
 #: a name only when one word ends the clause (see :func:`extract_name`).
 _MAYBE_NAME = re.compile(
@@ -190,7 +196,7 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
     says = _SAYS_NAME.search(text)
     if says:
         word = says.group(2)
-        if says.group(1).lower().startswith("my name") or not is_common_word(word):
+        if "name" in says.group(1).lower() or not is_common_word(word):
             return _name(word)
         return None
     if name_known:
@@ -205,6 +211,70 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
         if len(words) == 1 and re.fullmatch(_WORD, words[0]) and not is_common_word(words[0]):
             return _name(words[0])
     return None
+
+
+#: A question back instead of a name ("Why do you ask?", "Why?", "why do you want to know"):
+#: the user wonders why the bot asked, which the script can say.
+_WHY_ASK = re.compile(
+    r"^\W*(why|how come|what for)\b"
+    r"(\s+(do|would|did) you\s+(ask|want to know|need (it|that|to know)))?\W*$",
+    re.I,
+)
+
+
+#: Words of a reply that puts the name question off, and nothing else.
+_PUTS_OFF = frozenset(
+    {"guess", "later", "maybe", "whatever", "nobody", "anonymous", "secret", "pass", "skip"}
+    | {"dunno", "idk", "nevermind", "huh", "you", "first", "not", "telling", "no", "nope"}
+)
+#: A question back is about the bot's question ("Is that important?", "what's it to
+#: you?"), not about anything else ("What's the speed of light?").
+_ABOUT_ASKING = frozenset({"you", "that", "it", "this", "why", "important", "matter"})
+#: A reply this short, right after the bot asked the user's name, that gives no name and
+#: says nothing the intents annotator recognises, and asks back ("Is that important?") or
+#: only puts it off ("you first", "guess"), declines to give one.
+DODGE_WORDS = 5
+
+
+def declines(text: str, annotations: Mapping[str, Any], name_known: bool) -> bool:
+    """The user answers the name question with a question or a dodge instead of a name."""
+    if _WHY_ASK.search(text):
+        return True
+    if recognised_intent(annotations) is not None or extract_name(
+        text, bare_word_ok=True, name_known=name_known
+    ):
+        return False
+    words = re.findall(r"[\w']+", text.lower())
+    if not 0 < len(words) <= DODGE_WORDS or _GREETING.search(text):
+        return False
+    # a question back ("Is that important?"), or only words that put it off ("guess",
+    # "you first", "pass")
+    asks_back = text.rstrip().endswith("?") and bool(set(words) & _ABOUT_ASKING)
+    return asks_back or set(words) <= _PUTS_OFF
+
+
+def says_hello(text: str, annotations: Mapping[str, Any]) -> bool:
+    """The user greets: as the intents annotator reads it when it ran (its ``greeting``),
+    else by this skill's own pattern."""
+    intents = annotations.get("intents")
+    if isinstance(intents, Mapping) and "intent" in intents:
+        return (
+            intents.get("intent") == "greeting"
+            and float(intents.get("confidence") or 0.0) >= INTENT_FLOOR
+        )
+    return bool(_GREETING.search(text))
+
+
+def asks_name(text: str, annotations: Mapping[str, Any]) -> bool:
+    """The user asks what their name is: the intents annotator's ``ask_name`` when it ran,
+    else this skill's own pattern."""
+    intents = annotations.get("intents")
+    if isinstance(intents, Mapping) and "intent" in intents:
+        return (
+            intents.get("intent") == "ask_name"
+            and float(intents.get("confidence") or 0.0) >= INTENT_FLOOR
+        )
+    return bool(_ASK_NAME.search(text))
 
 
 #: The bot's line just asked for the user's name ("What's your name?", "What is it?").
@@ -223,35 +293,54 @@ def respond(
     bot's last line is the question, and the script is at ``asked_name``), and not when the
     intents annotator is sure it says something else ("Thanks!", "Yes", "Bye").
     """
+    found = _scripted(text, attributes, annotations or {}, asked)
+    if found is None:
+        return None
+    kind, hypothesis = found
+    return calibrated(hypothesis, "greeting", kind)
+
+
+def _scripted(
+    text: str, attributes: Mapping[str, object], annotations: Mapping[str, Any], asked: bool
+) -> tuple[str, SkillHypothesis] | None:
+    """The script's line for ``text`` and which line it is (its calibration kind), with
+    the script's own certainty as the raw confidence."""
     stage = attributes.get("greeting_stage")
     name = attributes.get("name")
-    if stage == "asked_name" and asked and recognised_intent(annotations or {}) is None:
+    text = text.replace("\u2019", "'")
+    if stage == "asked_name" and asked and declines(text, annotations, bool(name)):
+        return "why_ask", SkillHypothesis(
+            text="Just so I know what to call you. You don't have to tell me, though.",
+            confidence=0.9,
+            human_attributes={"greeting_stage": "done"},
+        )
+    if stage == "asked_name" and asked and recognised_intent(annotations) is None:
         found = extract_name(text, bare_word_ok=True, name_known=bool(name))
         if found:
-            return SkillHypothesis(
+            return "name_after_asking", SkillHypothesis(
                 text=f"Nice to meet you, {found}! What would you like to talk about?",
                 confidence=0.95,
                 human_attributes={"name": found, "greeting_stage": "done"},
             )
     found = extract_name(text, bare_word_ok=False, name_known=bool(name))
     if found and found != name:
-        return SkillHypothesis(
+        return "name_given", SkillHypothesis(
             text=f"Nice to meet you, {found}!",
             confidence=0.9,
             human_attributes={"name": found, "greeting_stage": "done"},
         )
-    if _ASK_NAME.search(text):
+    if asks_name(text, annotations):
         if name:
-            return SkillHypothesis(text=f"Your name is {name}.", confidence=0.95)
-        return SkillHypothesis(
+            return "name_recalled", SkillHypothesis(text=f"Your name is {name}.", confidence=0.95)
+        return "name_unknown", SkillHypothesis(
             text="I don't know your name yet. What is it?",
             confidence=0.9,
             human_attributes={"greeting_stage": "asked_name"},
         )
-    if _GREETING.search(text):
+    if says_hello(text, annotations):
         if name:
-            return SkillHypothesis(text=f"Hello again, {name}!", confidence=0.9)
-        return SkillHypothesis(
+            return "greet_again", SkillHypothesis(text=f"Hello again, {name}!", confidence=0.9)
+        return "greet", SkillHypothesis(
             text="Hi! I'm Chorus. What's your name?",
             confidence=0.9,
             human_attributes={"greeting_stage": "asked_name"},

@@ -206,3 +206,30 @@ def test_once_the_bot_has_moved_on_a_bare_word_is_no_name() -> None:
 def test_call_me_later_is_no_name() -> None:
     assert ask("Call me later") == []
     assert extract_name("you can call me crazy", bare_word_ok=True) is None
+
+
+def greeted_as(intent: str, confidence: float = 1.0) -> dict[str, Any]:
+    return {"intents": {"intent": intent, "confidence": confidence, "method": "pattern"}}
+
+
+def test_the_intents_annotators_reading_of_a_greeting_is_the_skills() -> None:
+    """ "Hiya!" is a greeting to the annotator, so to the skill; a greeting the annotator
+    saw a question beyond ("Hi, what's a good name for a bakery?") is not the script's."""
+    (hiya,) = ask("Hiya!", annotations=greeted_as("greeting"))
+    assert hiya["text"] == "Hi! I'm Chorus. What's your name?"
+    assert hiya["routing"] == {"skill": "greeting", "kind": "greet", "raw": 0.9}
+    assert (
+        ask("Hi, what's a good name for a bakery?", annotations=greeted_as("greeting", 0.6)) == []
+    )
+    assert ask("Hey, good to see you", annotations=greeted_as("farewell")) == []
+
+
+def test_names_given_as_names_and_the_question_why_after_asking() -> None:
+    (oskar,) = ask("Name's Oskar")
+    assert oskar["human_attributes"] == {"name": "Oskar", "greeting_stage": "done"}
+    for dodge in ("Why do you ask?", "why do you want to know?", "you first"):
+        (why,) = ask(
+            "Hello!", "Hi! I'm Chorus. What's your name?", dodge, greeting_stage="asked_name"
+        )
+        assert why["text"].startswith("Just so I know what to call you."), dodge
+        assert why["human_attributes"] == {"greeting_stage": "done"}

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent.sdk import DialogView, Service, SkillHypothesis
+from shared.calibration import calibrated
 from skills.smalltalk import jokes, things, topics
 from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
 from skills.smalltalk.persona import Persona, persona_of
@@ -55,6 +56,7 @@ Topic = Literal[
     "opinion",
     "user_likes",
     "laughed",
+    "about_user",
 ]
 
 #: Intent names of ``annotations["intents"]`` that are small talk.
@@ -67,6 +69,10 @@ INTENT_TOPICS: frozenset[str] = frozenset(
 PATTERN_BASE, PATTERN_SPAN = 0.65, 0.15
 INTENT_BASE, INTENT_SPAN = 0.6, 0.2
 AGREEMENT_CONFIDENCE = 0.85
+#: An intent agrees with a pattern only when the annotator is sure of it (0.7, the skill
+#: selector's floor): "How do I say goodbye in French?" holds a farewell's words, and the
+#: annotator, seeing a question beyond them, is not sure.
+SURE_INTENT = round(INTENT_BASE + INTENT_SPAN * 0.7, 3)
 EMPATHY_CONFIDENCE = 0.6
 #: Good news about the user ("I'm happy today") scores as a bad mood does.
 GLAD_CONFIDENCE = 0.6
@@ -82,7 +88,19 @@ USER_LIKES_CONFIDENCE = 0.4
 #: The topics a corpus line or a persona topic answers better, whatever their score: the
 #: skill's guesses from the mood, its all-purpose opinion and interest in what the user
 #: likes.
-WEAK_TOPICS: frozenset[str] = frozenset({"empathy", "glad", "opinion", "user_likes"})
+WEAK_TOPICS: frozenset[str] = frozenset({"empathy", "glad", "opinion", "user_likes", "about_user"})
+#: The user tells of themselves in a neutral mood ("I mostly paint watercolours", "my
+#: sourdough starter is called Gerald"): small talk asks for more. Scored as the other
+#: guesses from the mood; what it is worth is the calibration's (shared/calibration.py).
+ABOUT_USER_CONFIDENCE = 0.6
+#: A statement in the first person: the user speaks of themselves, their day, their own.
+_FIRST_PERSON = re.compile(
+    r"^\W*(?:(?:well|so|oh|actually|honestly|today|just)\W+)?"
+    r"(?:i|i'm|im|i've|i'd|i'll|my|mine|me|we|we're|we've|our|just)\b",
+    re.IGNORECASE,
+)
+#: "I'm Sam", "I go by Lu": a name, which is the greeting skill's to take.
+_INTRODUCES = re.compile(r"^\W*(?:[Ii]'?m|I am|[Ii] go by|[Ii]t'?s|[Tt]his is)\s+[A-Z]")
 #: A corpus answer scores from CORPUS_BASE (similarity at the threshold) to
 #: CORPUS_BASE + CORPUS_SPAN (an exact match): a close match beats an intent-only guess
 #: at a persona line, a pattern that covers the utterance beats a loose match; above the
@@ -175,7 +193,7 @@ PATTERNS: tuple[tuple[Topic, re.Pattern[str]], ...] = (
     (
         "farewell",
         re.compile(
-            r"\b(?:bye|goodbye|good\s+bye|bye\s+bye|see\s+(?:you|ya)|good\s+night|farewell"
+            r"\b(?:bye|goodbye|good\s+bye|bye\s+bye|(?<!to\s)see\s+(?:you|ya)|good\s+night|farewell"
             r"|take\s+care|gotta\s+go|talk\s+(?:to\s+you\s+)?later|ttyl)\b",
             _I,
         ),
@@ -243,6 +261,11 @@ def favourite_key(thing: str, favourites: Mapping[str, str]) -> str | None:
     return None
 
 
+#: The topics that close a conversation or answer the bot: inside a question of the user's
+#: own ("How do I say goodbye in French?", "and see you tomorrow?") they are its subject.
+CLOSERS: frozenset[str] = frozenset({"farewell", "thanks"})
+
+
 def match_intent(annotations: Mapping[str, Any]) -> Match | None:
     """A smalltalk intent from the intents annotator, scored by its confidence."""
     intents = annotations.get("intents")
@@ -273,13 +296,28 @@ def match_opinion(text: str) -> Match | None:
     return Match("user_likes", USER_LIKES_CONFIDENCE, liked) if liked is not None else None
 
 
+#: A question or a request: what the user wants is an answer, not a reply to their mood.
+_ASKS = re.compile(
+    r"\?\s*$|^\W*(?:what|who|whom|whose|why|how|when|where|which|can|could|would|will|should"
+    r"|shall|is|are|am|was|were|do|does|did|have|has|tell|give|help|explain|make|write"
+    r"|recommend|suggest|show|list|find|teach)\b",
+    _I,
+)
+
+
 def match_mood(text: str, annotations: Mapping[str, Any]) -> Match | None:
-    """Empathy for a bad mood; for good news about the user, gladness."""
+    """Empathy for a bad mood; for good news about the user, gladness; for anything else
+    the user tells of themselves, interest. Only for a statement: a question ("How do I
+    stop my cats scratching the sofa?") asks for an answer, whatever its mood."""
+    if _ASKS.search(text):
+        return None
     label = mood(annotations)
     if label == "negative":
         return Match("empathy", EMPATHY_CONFIDENCE)
     if label == "positive" and things.about_themselves(text):
         return Match("glad", GLAD_CONFIDENCE)
+    if _FIRST_PERSON.search(text) and not _INTRODUCES.search(text):
+        return Match("about_user", ABOUT_USER_CONFIDENCE)
     return None
 
 
@@ -289,9 +327,16 @@ def understand(
     """Intent and pattern together; an opinion asked, or the user's mood, only when
     nothing else matched."""
     text = text.replace("\u2019", "'")
-    by_intent = match_intent(annotations)
-    by_pattern = match_pattern(text, favourites)
-    if by_intent and by_pattern and by_intent.topic == by_pattern.topic:
+    by_intent, by_pattern = match_intent(annotations), match_pattern(text, favourites)
+    if text.rstrip().endswith("?"):  # a goodbye or thanks asked about is the question's subject
+        by_intent = None if by_intent and by_intent.topic in CLOSERS else by_intent
+        by_pattern = None if by_pattern and by_pattern.topic in CLOSERS else by_pattern
+    if (
+        by_intent
+        and by_pattern
+        and by_intent.topic == by_pattern.topic
+        and by_intent.confidence >= SURE_INTENT
+    ):
         return Match(by_pattern.topic, AGREEMENT_CONFIDENCE, by_pattern.thing)
     candidates = [m for m in (by_pattern, by_intent) if m is not None]
     if candidates:
@@ -436,6 +481,16 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
     persona, store = persona_of(dialog.bot)
     said = recently_said(dialog)
     chosen = _respond(dialog, persona, store, said)
+    if chosen is not None:
+        # the confidence as the chance that such an answer fits (shared/calibration.py)
+        kind = str(getattr(chosen, "smalltalk_topic", ""))
+        if kind == "joke" and jokes.on_a_subject(dialog.human_utterance.text):
+            kind = "joke_on_a_subject"  # the shipped jokes seldom fit one
+        if isinstance(chosen, CorpusHypothesis):
+            # a line of the bot's profile fits a question about the bot better than a
+            # line of the science file fits a question of fact: one curve per file
+            kind = f"corpus:{chosen.corpus_category}"
+        chosen = calibrated(chosen, "smalltalk", kind)
     if chosen is not None:  # remembered only if this answer is the one the bot gives
         recent = [line for line in said if line != chosen.text][-(RECENT_KEPT - 1) :]
         chosen.bot_attributes = {**chosen.bot_attributes, RECENT: [*recent, chosen.text]}

@@ -57,6 +57,7 @@ class Templates(BaseModel):
     opinion: Lines = Field(min_length=1)
     user_likes: Lines = Field(min_length=1)
     laughed: Lines = Field(min_length=1)
+    about_user: Lines = Field(min_length=1)
 
     @field_validator("*")
     @classmethod

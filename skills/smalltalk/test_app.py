@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from agent.sdk.testing import ServiceClient, view
+from shared.calibration import raw_confidence
 from skills.smalltalk.app import RECENT, app
 from skills.smalltalk.persona import FILE_PERSONA, PERSONA_FILE, load_persona
 
@@ -47,7 +48,7 @@ def test_answers_in_order_and_hands_the_file_persona_to_the_bot(client: ServiceC
     how, thanks = ask(client, dialog("How are you?"), dialog("thanks!"))
     assert how[0]["text"] == FILE_LINES.how_are_you[0]
     assert thanks[0]["text"] == FILE_LINES.thanks[0]
-    assert how[0]["confidence"] == thanks[0]["confidence"] == 0.8
+    assert raw_confidence(how[0]) == raw_confidence(thanks[0]) == 0.8
     assert how[0]["smalltalk_topic"] == "how_are_you"
     assert how[0]["bot_attributes"] == {
         "persona": json.loads(PERSONA_FILE.read_text()),
@@ -105,8 +106,8 @@ def test_the_intents_annotation_is_understood_and_agreement_is_most_confident(
         dialog("much obliged", annotations=intent("greeting", 1.0)),
     )
     assert only_intent[0]["text"] == FILE_LINES.thanks[0]
-    assert only_intent[0]["confidence"] == 0.8
-    assert agreeing[0]["confidence"] == 0.85
+    assert raw_confidence(only_intent[0]) == 0.8
+    assert raw_confidence(agreeing[0]) == 0.85
     assert other_intent == []
 
 
@@ -114,7 +115,7 @@ def test_a_longer_utterance_matches_less_confidently(client: ServiceClient) -> N
     short, long = ask(
         client, dialog("how are you"), dialog("hey there, how are you doing on this fine day?")
     )
-    assert 0.6 <= long[0]["confidence"] < short[0]["confidence"] <= 0.85
+    assert 0.6 <= raw_confidence(long[0]) < raw_confidence(short[0]) <= 0.85
 
 
 def test_negative_mood_gets_empathy_only_when_nothing_else_matches(client: ServiceClient) -> None:
@@ -133,7 +134,7 @@ def test_negative_mood_gets_empathy_only_when_nothing_else_matches(client: Servi
         dialog("this was awful, bye", annotations=sad),
     )
     assert empathy[0]["text"] == FILE_LINES.empathy[0]
-    assert empathy[0]["confidence"] == 0.6
+    assert raw_confidence(empathy[0]) == 0.6
     assert farewell[0]["smalltalk_topic"] == "farewell"
 
 
@@ -158,7 +159,7 @@ def test_good_news_about_the_user_gets_gladness(client: ServiceClient) -> None:
     for answer in answers:
         assert answer[0]["smalltalk_topic"] == "glad", answer
         assert answer[0]["text"] in FILE_LINES.glad
-        assert answer[0]["confidence"] == 0.6
+        assert raw_confidence(answer[0]) == 0.6
 
 
 def test_gladness_is_only_for_what_the_user_says_of_themselves(client: ServiceClient) -> None:
@@ -190,7 +191,7 @@ def test_an_opinion_on_a_thing_it_has_nothing_on_is_honest_and_names_it(
     ((answer,),) = ask(client, dialog(text))
     assert answer["smalltalk_topic"] == "opinion"
     assert answer["text"] in [line.format(thing=thing) for line in FILE_LINES.opinion]
-    assert answer["confidence"] == 0.4
+    assert raw_confidence(answer) == 0.4
 
 
 @pytest.mark.parametrize(
@@ -203,7 +204,7 @@ def test_something_the_user_likes_gets_interest_in_it(
     ((answer,),) = ask(client, dialog(text))
     assert answer["smalltalk_topic"] == "user_likes"
     assert answer["text"] in [line.format(thing=thing) for line in FILE_LINES.user_likes]
-    assert answer["confidence"] == 0.4
+    assert raw_confidence(answer) == 0.4
 
 
 @pytest.mark.parametrize(
@@ -246,9 +247,20 @@ def test_stays_silent_off_topic(client: ServiceClient) -> None:
     assert ask(
         client,
         dialog("tell me about trains"),
-        dialog("my favourite color is blue"),
         dialog("where are my dialogs stored?"),
-    ) == [[], [], []]
+    ) == [[], []]
+
+
+def test_what_the_user_tells_of_themselves_gets_interest(client: ServiceClient) -> None:
+    told, named, asked = ask(
+        client,
+        dialog("my favourite color is blue"),
+        dialog("I'm Sam"),  # a name: the greeting skill's
+        dialog("my tomato plants have yellow leaves, what's wrong with them?"),
+    )
+    assert told[0]["smalltalk_topic"] == "about_user"
+    assert told[0]["text"] in FILE_LINES.about_user
+    assert named == asked == []
 
 
 def test_health_and_bad_body(client: ServiceClient) -> None:

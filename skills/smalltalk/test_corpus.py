@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from agent.sdk.testing import ServiceClient, view
+from shared import calibration
 from skills.smalltalk.app import CORPUS, app
 from skills.smalltalk.corpus import CATEGORIES, THRESHOLD, CorpusIndex, load_entries
 
@@ -68,6 +69,18 @@ def ask(client: ServiceClient, *dialogs: dict[str, Any]) -> list[list[dict[str, 
     return answer
 
 
+@pytest.fixture
+def uncalibrated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The skill's raw scores, no answer silenced (shared/calibration.py): what the corpus
+    finds, whatever the dev set says such answers are worth."""
+    monkeypatch.setenv(calibration.CALIBRATION_VARIABLE, "off")
+    calibration._shipped.cache_clear()
+    yield
+    monkeypatch.undo()
+    calibration._shipped.cache_clear()
+
+
+@pytest.mark.usefixtures("uncalibrated")
 def test_the_corpus_answers_what_its_statements_say(client: ServiceClient) -> None:
     (answer,) = ask(client, view("Are you happy?"))
     assert answer[0]["smalltalk_topic"] == "corpus"

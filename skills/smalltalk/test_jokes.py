@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from agent.sdk.testing import ServiceClient, view
+from shared.calibration import raw_confidence
 from shared.lexicon import BADWORDS_FILE, Lexicon
 from skills.smalltalk.app import app
 from skills.smalltalk.jokes import JOKES
@@ -32,7 +33,7 @@ def test_tell_me_a_joke_gets_a_joke_and_jokes_vary(client: ServiceClient) -> Non
     # the corpus's "Tell me a joke" answers hold a quotation and a refusal: never them
     assert not [t for t in texts if "better to be silent" in t or "not a comedian" in t]
     assert len(set(texts)) >= 4
-    assert answers[0][0]["confidence"] == 0.85
+    assert raw_confidence(answers[0][0]) == 0.85
 
 
 def test_no_joke_told_is_one_the_toxicity_annotator_flags(client: ServiceClient) -> None:
@@ -57,6 +58,7 @@ def test_no_joke_told_is_one_the_toxicity_annotator_flags(client: ServiceClient)
         "I want to hear a joke",
         "Make me laugh",
         "Do you like jokes?",
+        "Can you cheer me up with a joke?",
     ],
 )
 def test_ways_to_ask_for_a_joke(client: ServiceClient, text: str) -> None:
@@ -72,7 +74,10 @@ def test_what_is_not_a_request_for_a_joke(client: ServiceClient, text: str) -> N
     assert not [h for h in answer if h["smalltalk_topic"] == "joke"], answer
 
 
-@pytest.mark.parametrize("more", ["Another one?", "one more", "Haha, another!", "More please"])
+@pytest.mark.parametrize(
+    "more",
+    ["Another one?", "one more", "Haha, another!", "More please", "Ha! Give me another one"],
+)
 def test_another_one_after_a_joke_gets_another_joke(client: ServiceClient, more: str) -> None:
     ((first,),) = ask(client, view("Tell me a joke"))
     ((again,),) = ask(client, view("Tell me a joke", first["text"], more))
@@ -115,3 +120,14 @@ def test_laughter_or_yes_without_a_joke_before_is_no_joke(client: ServiceClient)
     for text in ("Haha", "Yes"):
         (answer,) = ask(client, view("How are you?", "Pretty well! And you?", text))
         assert not [h for h in answer if h["smalltalk_topic"] in {"joke", "laughed"}], answer
+
+
+def test_a_joke_on_a_subject_is_its_own_kind_and_the_shipped_jokes_seldom_fit_it(
+    client: ServiceClient,
+) -> None:
+    """The shipped jokes are about programming: asked for one about Spanish food, the skill
+    has only those, and its calibration (shared/calibration.json) says how seldom they fit,
+    under the line where it answers at all."""
+    plain, subject = ask(client, view("Tell me a joke"), view("tell me a joke about Spanish food"))
+    assert plain[0]["routing"]["kind"] == "joke" and plain[0]["confidence"] >= 0.6
+    assert subject == []

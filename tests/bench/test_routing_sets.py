@@ -1,0 +1,113 @@
+"""The labelled routing sets of ``bench/data/routing/`` (README.md there) stay usable as a
+benchmark: every line is a conversation the benchmark can read, every label names a
+service it knows, and each set keeps the size and the mix it was written with.
+
+A malformed line or a misspelt label would otherwise surface as a wrong figure in
+``bench/routing.py``, not as an error.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Literal
+
+import pytest
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+SETS = Path(__file__).resolve().parents[2] / "bench" / "data" / "routing"
+
+Label = Literal["greeting", "faq", "smalltalk", "knowledge", "llm"]
+Topic = Literal[
+    "greeting",
+    "name",
+    "about_bot",
+    "feelings",
+    "hobbies",
+    "joke",
+    "joke_followup",
+    "thanks",
+    "goodbye",
+    "fact",
+    "advice",
+    "request",
+    "reply_to_bot",
+    "chitchat",
+    "about_chorus",
+    "other",
+]
+Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+class LabelledTurn(BaseModel):
+    """One user turn: what the user says, which services may answer it, what it is about."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user: Text
+    fits: list[Label] = Field(min_length=1)
+    topic: Topic
+
+
+class Conversation(BaseModel):
+    """One line of a set: a short conversation of 3 to 9 turns."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: Text
+    turns: list[LabelledTurn] = Field(min_length=3, max_length=9)
+
+
+#: set name -> (id prefix, the fewest turns it holds)
+MINIMUMS = {"dev": ("dev-", 420), "holdout": ("holdout-", 220)}
+
+
+def read_set(name: str) -> list[Conversation]:
+    """Every line of the set, parsed; a bad line fails naming its file and line."""
+    path = SETS / f"{name}.jsonl"
+    conversations = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            conversations.append(Conversation.model_validate(json.loads(line)))
+        except (ValueError, ValidationError) as exc:
+            pytest.fail(f"{path.name} line {number}: {exc}")
+    return conversations
+
+
+@pytest.mark.parametrize("name", sorted(MINIMUMS))
+def test_every_line_is_a_labelled_conversation(name: str) -> None:
+    """Each turn names known services, and "only the LLM" is never mixed with a cheap
+    skill: a turn is either some cheap skill's or the LLM's alone."""
+    for conversation in read_set(name):
+        for turn in conversation.turns:
+            assert len(set(turn.fits)) == len(turn.fits), (conversation.id, turn.user)
+            if "llm" in turn.fits:
+                assert turn.fits == ["llm"], (conversation.id, turn.user)
+
+
+@pytest.mark.parametrize("name", sorted(MINIMUMS))
+def test_each_set_keeps_its_size_and_mix(name: str) -> None:
+    """At least the issue's number of turns, ids unique and of the set's own prefix, and
+    35-45 % of the turns for the LLM alone, as README.md says the sets were written."""
+    prefix, fewest = MINIMUMS[name]
+    conversations = read_set(name)
+    ids = [conversation.id for conversation in conversations]
+    assert len(ids) == len(set(ids))
+    assert all(conversation_id.startswith(prefix) for conversation_id in ids)
+    turns = [turn for conversation in conversations for turn in conversation.turns]
+    assert len(turns) >= fewest
+    llm_only = sum(turn.fits == ["llm"] for turn in turns) / len(turns)
+    assert 0.35 <= llm_only <= 0.45, f"{llm_only:.1%} of {name}'s turns are the LLM's alone"
+
+
+def test_the_holdout_set_repeats_no_sentence_of_the_dev_set() -> None:
+    """The holdout set was written separately: beyond short openers ("hi", "thx", "bye"),
+    no turn of it appears in the dev set, so tuning on the one cannot fit the other."""
+    dev = {turn.user.lower() for conversation in read_set("dev") for turn in conversation.turns}
+    repeated = [
+        turn.user
+        for conversation in read_set("holdout")
+        for turn in conversation.turns
+        if len(turn.user.split()) >= 3 and turn.user.lower() in dev
+    ]
+    assert repeated == []
