@@ -15,6 +15,7 @@ from agent.api.serve import serve
 from agent.cli import address, backup, stack
 from agent.cli.chat import chat_command
 from agent.cli.dream import dream_app
+from agent.cli.knowledge import knowledge_app
 from agent.cli.parlai import eval_command, export_command
 from agent.cli.replay.command import replay_command
 from agent.cli.scaffold import new_app
@@ -64,6 +65,7 @@ app.command("stats", short_help="Count records, or compare experiment arms.")(st
 app.command("replay", short_help="Run a candidate pipeline over stored turns.")(replay_command)
 app.add_typer(new_app, name="new")
 app.add_typer(dream_app, name="dream")
+app.add_typer(knowledge_app, name="knowledge")
 
 
 def _still_starting(service: LocalService, waited: float) -> None:

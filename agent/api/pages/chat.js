@@ -52,10 +52,26 @@ function showDialog(dialogId) {
   }
 }
 
-function addMessage(role, text, skill) {
+/** The sources an answer cites (its attributes' citations, docs/knowledge.md): a link
+ * where the knowledge base gave a web address (KNOWLEDGE_LINK_BASE), else the file. */
+function citationList(citations) {
+  if (!Array.isArray(citations) || citations.length === 0) return null;
+  return el("ol", { className: "citations", attrs: { "aria-label": "sources" } },
+    citations.map((cited) => {
+      const where = [cited.source, cited.section].filter(Boolean).join(" › ");
+      const link = String(cited.link || "");
+      const target = /^https?:\/\//.test(link)
+        ? el("a", { href: link, text: where, attrs: { rel: "noopener", target: "_blank" } })
+        : el("a", { className: "source", text: where, title: link });
+      return el("li", { attrs: { value: Number(cited.n) || 1 } }, target);
+    }));
+}
+
+function addMessage(role, text, skill, citations) {
   const item = el("li", { className: `message ${role}` },
     el("div", { className: "bubble" },
       el("span", { className: "text", text }),
+      citationList(citations),
       skill ? el("span", { className: "skill", title: "the skill that answered", text: skill })
             : null));
   messages.append(item);
@@ -130,7 +146,7 @@ async function send(text) {
     showDialog(null);
     return;
   }
-  addMessage("bot", reply.response, reply.active_skill);
+  addMessage("bot", reply.response, reply.active_skill, (reply.attributes || {}).citations);
   showDialog(reply.dialog_id);
 }
 
