@@ -44,13 +44,18 @@ class Built:
     seconds: float
 
 
-def build(folder: Path, out: Path, console: Console | None = None) -> Built:
-    """Read ``folder``, embed what changed since ``out`` was built, write ``out``."""
+def build(
+    paths: Path | list[Path], out: Path, console: Console | None = None, base: Path | None = None
+) -> Built:
+    """Read ``paths`` (folders and files; sources named from ``base``, the current folder
+    by default), embed what changed since ``out`` was built, write ``out``."""
     from shared.knowledge.index import build_index
-    from shared.knowledge.passages import read_folder
+    from shared.knowledge.passages import read_paths
 
     started = time.perf_counter()
-    corpus = read_folder(folder, prefix=f"{folder.resolve().name}/")
+    paths = [paths] if isinstance(paths, Path) else paths
+    corpus = read_paths(paths, base or Path.cwd())
+    label = ", ".join(str(p) for p in paths)
     with Progress(
         TextColumn("[bold]embedding[/] {task.description}"),
         BarColumn(),
@@ -60,7 +65,7 @@ def build(folder: Path, out: Path, console: Console | None = None) -> Built:
         transient=False,
         disable=console is None,
     ) as progress:
-        task = progress.add_task(f"passages of {folder}", total=None)
+        task = progress.add_task(f"passages of {label}", total=None)
 
         def advance(count: int) -> None:
             progress.update(task, advance=count)
@@ -81,22 +86,62 @@ def build(folder: Path, out: Path, console: Console | None = None) -> Built:
     return Built(corpus, report, time.perf_counter() - started)
 
 
+#: The shipped bot's knowledge base: the project's own docs and README.
+DOCS = (Path("docs"), Path("README.md"))
+
+
+def stale(paths: list[Path], index: Path) -> bool:
+    """Whether ``index`` is missing or older than one of the files of ``paths``."""
+    if not index.exists():
+        return True
+    built = index.stat().st_mtime
+    files = [f for p in paths for f in ([p] if p.is_file() else p.rglob("*"))]
+    return any(f.is_file() and f.stat().st_mtime > built for f in files)
+
+
+def ensure_docs_index(root: Path, console: Console | None = None) -> str | None:
+    """``chorus run``'s knowledge base: the index of ``docs/`` and ``README.md`` at
+    :data:`DEFAULT_OUT`, built when missing and rebuilt (only the changed passages
+    embedded) when a document is newer than it. Built rather than shipped: the docs change
+    with nearly every commit, and a shipped index would answer from the docs as they were.
+    Nothing is done when ``KNOWLEDGE_INDEX`` names another index (the operator's own
+    knowledge base). Returns what was done, for the start-up lines."""
+    import os
+
+    paths = [root / p for p in DOCS if (root / p).exists()]
+    if os.environ.get("KNOWLEDGE_INDEX") or not paths:
+        return None
+    out = root / DEFAULT_OUT
+    if not stale(paths, out):
+        return f"{DEFAULT_OUT} (up to date with docs/ and README.md)"
+    built = build(paths, out, console, base=root)
+    report = built.report
+    return (
+        f"{DEFAULT_OUT} built from docs/ and README.md: {report.passages} passages, "
+        f"{report.embedded} embedded, in {built.seconds:.1f}s"
+    )
+
+
 @knowledge_app.command("build")
 def build_command(
-    folder: Annotated[
-        Path, typer.Argument(help="the folder of Markdown, HTML, text and PDF files")
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="folders and files of Markdown, HTML, text and PDF", metavar="PATH..."),
     ],
     out: Annotated[
         Path, typer.Option("--out", "-o", help="the index file to write (or update)")
     ] = DEFAULT_OUT,
 ) -> None:
-    """Split FOLDER's documents into passages, embed what changed, write the index."""
+    """Split the documents into passages, embed what changed, write the index.
+
+    Sources are named by their path from the current folder ("docs/backup.md"), or, outside
+    it, from their folder's parent ("handbook/backup.md")."""
     from shared.knowledge.index import IndexError_
     from shared.knowledge.passages import UnreadableFile
 
     console = Console(stderr=True)
     try:
-        built = build(folder, out, console)
+        built = build(paths, out, console)
     except (UnreadableFile, IndexError_) as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None

@@ -116,6 +116,14 @@ def _markdown_to_text(markdown: str) -> str:
     return soup.get_text()
 
 
+def _inline_text(markdown: str) -> str:
+    """A heading's text without its marks ("1. Create it" stays a heading, not a list)."""
+    from bs4 import BeautifulSoup
+    from markdown_it import MarkdownIt
+
+    return BeautifulSoup(MarkdownIt("commonmark").renderInline(markdown), "lxml").get_text().strip()
+
+
 def markdown_passages(source: str, markdown: str) -> Iterator[Passage]:
     """Sections under their heading paths, from markdown-it-py's heading tokens."""
     from markdown_it import MarkdownIt
@@ -139,7 +147,7 @@ def markdown_passages(source: str, markdown: str) -> Iterator[Passage]:
         if level == 0:
             break
         path = [(lvl, name) for lvl, name in path if lvl < level]
-        path.append((level, _markdown_to_text(title).strip()))
+        path.append((level, _inline_text(title)))
         current = [name for _, name in path]
         anchor = slug(current[-1])
         start = after
@@ -234,4 +242,37 @@ def read_folder(folder: Path, prefix: str = "") -> Corpus:
             corpus.passages.extend(file_passages(source, path))
         except UnreadableFile as exc:
             corpus.skipped[source] = str(exc)
+    return corpus
+
+
+def source_name(path: Path, base: Path) -> str:
+    """How a file is named in citations: its path from ``base`` (the folder the build runs
+    in, so the shipped docs are "docs/backup.md" and "README.md"), or from its folder's
+    parent when it lies outside ``base``."""
+    resolved = path.resolve()
+    try:
+        return resolved.relative_to(base.resolve()).as_posix()
+    except ValueError:
+        anchor = resolved.parent if resolved.is_dir() else resolved.parent.parent
+        return resolved.relative_to(anchor).as_posix()
+
+
+def read_paths(paths: list[Path], base: Path) -> Corpus:
+    """The passages of several folders and files, named by :func:`source_name`."""
+    corpus = Corpus()
+    for path in paths:
+        if path.is_dir():
+            prefix = source_name(path, base).rstrip("/") + "/"
+            part = read_folder(path, prefix="" if prefix == "./" else prefix)
+        elif path.is_file():
+            part = Corpus()
+            source = source_name(path, base)
+            try:
+                part.passages = file_passages(source, path)
+            except UnreadableFile as exc:
+                part.skipped[source] = str(exc)
+        else:
+            raise UnreadableFile(f"{path} is not a folder or a file")
+        corpus.passages.extend(part.passages)
+        corpus.skipped.update(part.skipped)
     return corpus

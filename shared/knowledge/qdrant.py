@@ -4,9 +4,9 @@ The same passages and embeddings as the embedded index (``chorus knowledge build
 writes them; :meth:`QdrantRetriever.upload` puts an index file into a collection), and the
 same hybrid search: a dense query on the WordLlama vectors (cosine) and a sparse one on
 the passages' stemmed terms, weighted by Qdrant's own IDF (``Modifier.IDF``: BM25's idea,
-computed by the engine over the whole collection), fused by the same reciprocal rank
-fusion and scored by the same confidence. So ``KNOWLEDGE_ENGINE=qdrant`` changes where the
-search runs, not what it answers.
+computed by the engine over the whole collection), fused the same way over the
+candidates Qdrant returns, and scored by the same confidence. So
+``KNOWLEDGE_ENGINE=qdrant`` changes where the search runs, not what it answers.
 
 ``qdrant-client`` talks to a Qdrant server (``KNOWLEDGE_QDRANT_URL``) or runs Qdrant's
 embedded local mode in the process (``KNOWLEDGE_QDRANT_PATH``, a folder); the tests use
@@ -27,10 +27,11 @@ from shared.knowledge.index import (
     DEPTH,
     Hit,
     KnowledgeIndex,
-    Ranked,
+    combine,
     embed_texts,
-    fuse,
     hit_of,
+    numbered,
+    rank_in,
     terms,
 )
 from shared.knowledge.passages import Passage
@@ -112,44 +113,62 @@ class QdrantRetriever:
         )
         return list(found.points)
 
-    def _rank(self, text: str, vector: np.ndarray, seen: dict[Any, Any]) -> Ranked:
+    def search(self, query: str, k: int = 3, context: str | None = None) -> list[Hit]:
+        """The embedded index's search (:func:`~shared.knowledge.index.combine`) over the
+        candidates Qdrant returns: the best :data:`DEPTH` of its sparse (IDF-weighted
+        terms, the context's at :data:`CONTEXT_WEIGHT`) and of its dense query."""
         from qdrant_client import models
 
-        ids, values = sparse(terms(text))
+        if not query.strip():
+            return []
+        text = f"{context} {query}" if context else query
+        vector = embed_texts([text])[0]
+        words = [*terms(query), *(terms(context) if context else [])]
+        ids, values = sparse(words)
+        if context:
+            own = set(terms(query))
+            weights = {term_id(t): (1.0 if t in own else CONTEXT_WEIGHT) for t in words}
+            values = [weights[i] for i in ids]
+        else:
+            values = [1.0] * len(ids)
         lexical = (
             self._query(models.SparseVector(indices=ids, values=values), LEXICAL) if ids else []
         )
         dense = self._query(vector.tolist(), DENSE)
-        for point in (*lexical, *dense):
-            seen[point.id] = point
-        return Ranked(lexical=[p.id for p in lexical], dense=[p.id for p in dense])
-
-    def search(self, query: str, k: int = 3, context: str | None = None) -> list[Hit]:
-        if not query.strip():
+        candidates = {p.id: p for p in (*lexical, *dense)}
+        if not candidates:
             return []
-        vector = embed_texts([query])[0]
-        seen: dict[Any, Any] = {}
-        rankings = [(self._rank(query, vector, seen), 1.0)]
-        if context:
-            joined = f"{context} {query}"
-            rankings.append((self._rank(joined, embed_texts([joined])[0], seen), CONTEXT_WEIGHT))
-        fused = fuse(rankings, k)
-        if not fused:
-            return []
-        points = {
-            p.id: p
-            for p in self.client.retrieve(
-                self.collection, ids=[key for key, _ in fused], with_vectors=[DENSE]
-            )
+        keys = list(candidates)
+        stored = {
+            p.id: np.asarray(p.vector[DENSE], dtype=np.float32)
+            for p in self.client.retrieve(self.collection, ids=keys, with_vectors=[DENSE])
         }
+        lexical_scores = {p.id: p.score for p in lexical}
+        lexical_array = np.array([lexical_scores.get(key, 0.0) for key in keys])
+        dense_array = np.array([float(stored[key] @ vector) for key in keys])
+        own_vector = embed_texts([query])[0] if context else vector
+        passages = [Passage.model_validate(candidates[key].payload["passage"]) for key in keys]
         wanted = frozenset(terms(query))
-        hits = []
-        for key, score in fused:
-            passage = Passage.model_validate(seen[key].payload["passage"])
-            embedding = np.asarray(points[key].vector[DENSE], dtype=np.float32)
-            hits.append(
-                hit_of(
-                    passage, frozenset(terms(passage.searchable)), embedding, vector, wanted, score
-                )
+        # The collection's vocabulary is the engine's: a term is known when a candidate
+        # holds it (the sparse query returns the passages that hold its terms).
+        held = frozenset().union(*(terms(p.searchable) for p in passages))
+        known = len(wanted & held) / len(wanted) if wanted else 0.0
+        return [
+            hit_of(
+                passages[row],
+                frozenset(terms(passages[row].searchable)),
+                float(stored[keys[row]] @ own_vector),
+                wanted,
+                score,
+                rank_in(lexical_array, row),
+                rank_in(dense_array, row),
+                known,
             )
-        return hits
+            for row, score in combine(
+                lexical_array,
+                dense_array,
+                numbered([p.source for p in passages]),
+                numbered([(p.source, tuple(p.headings)) for p in passages]),
+                k,
+            )
+        ]

@@ -7,7 +7,8 @@ other :class:`Retriever` (a vector engine) chosen by configuration.
 
 A passage's ``confidence`` is the probability that it answers the question: a logistic
 function of what the search saw (the share of the question's words the passage holds, its
-dense cosine, whether both halves of the search put it first), fitted by
+dense cosine, whether both halves of the search put it first, the share of the question's
+words the knowledge base has at all), fitted by
 ``bench/knowledge.py --fit`` on the labelled question set over docs/ (right source and
 section = 1; unanswerable questions and the wrong passages = 0). Being a probability, it
 is comparable with the other skills' confidences, and a cut-off on it means what it says.
@@ -23,9 +24,9 @@ from pydantic import BaseModel, Field
 
 from shared.knowledge.index import Hit
 
-#: The logistic model's weights: intercept, overlap, cosine, both-first. Fitted by
+#: The logistic model's weights: intercept, overlap, cosine, both-first, known. Fitted by
 #: ``python -m bench.knowledge --fit`` (docs/knowledge.md, "How answers are chosen").
-WEIGHTS = (-9.0, 5.0, 6.0, 1.5)
+WEIGHTS = (-8.5, 3.02, 2.79, 0.73, 6.05)
 
 #: Words that make a short question lean on the previous one ("and how much is it?").
 _FOLLOW_UP = re.compile(
@@ -66,8 +67,14 @@ class Retrieved(BaseModel):
 def confidence(hit: Hit) -> float:
     """The probability ``hit`` answers its question (:data:`WEIGHTS`)."""
     both_first = 1.0 if hit.lexical_rank == 0 and hit.dense_rank == 0 else 0.0
-    intercept, overlap, cosine, first = WEIGHTS
-    z = intercept + overlap * hit.overlap + cosine * hit.cosine + first * both_first
+    intercept, overlap, cosine, first, known = WEIGHTS
+    z = (
+        intercept
+        + overlap * hit.overlap
+        + cosine * hit.cosine
+        + first * both_first
+        + known * hit.known
+    )
     return 1.0 / (1.0 + math.exp(-z))
 
 
