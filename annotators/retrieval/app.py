@@ -88,10 +88,11 @@ class ReloadingIndex:
         return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
     def build_if_missing(self) -> None:
-        """Build the file from :attr:`source` when there is none yet."""
+        """Build the file from :attr:`source` when there is none yet; its files are
+        named from inside it (``docs/backup.md`` for ``<source>/docs/backup.md``)."""
         if self.source is None or self.path.exists():
             return
-        corpus = read_folder(self.source, prefix=f"{self.source.name}/")
+        corpus = read_folder(self.source)
         for name, why in corpus.skipped.items():
             logger.warning("knowledge: %s skipped: %s", name, why)
         index, _ = build_index(corpus.passages)

@@ -212,11 +212,12 @@ def test_without_an_index_the_service_answers_no_passages(tmp_path: Path) -> Non
 
 
 def test_a_source_folder_is_built_when_the_index_is_missing(tmp_path: Path) -> None:
-    folder = write_base(tmp_path / "handbook")
+    write_base(tmp_path / "mounted" / "handbook")
     out = tmp_path / "built" / "index.npz"
-    settings = RetrievalSettings(index=out, source=folder)
+    settings = RetrievalSettings(index=out, source=tmp_path / "mounted")
     with ServiceClient(create_service(engine_for(settings)).app) as client:
         best = ask(client, "How do I restore a backup?")["passages"][0]
+    # Named from inside the source folder, as the docs are in the compose stack.
     assert (best["source"], best["section"]) == ("handbook/backup.md", "Restoring")
     assert out.exists()
 

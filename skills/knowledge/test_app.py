@@ -6,7 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from agent.sdk.testing import ServiceClient, view
-from skills.knowledge.app import THRESHOLD, app, best_sentences, sentences
+from skills.knowledge.app import (
+    MAX_CONFIDENCE,
+    THRESHOLD,
+    app,
+    best_sentences,
+    sentences,
+)
 
 RESTORING = (
     "chorus import reads a backup file and stores its records. To restore a backup, run "
@@ -43,7 +49,7 @@ def test_a_confident_passage_is_quoted_with_its_source_and_section() -> None:
     (hypothesis,) = ask("How do I restore a backup?", passage(0.93), passage(0.4, section="X"))
     assert hypothesis["text"].startswith("From docs/backup.md, Restoring: ")
     assert "To restore a backup, run chorus import backup.jsonl" in hypothesis["text"]
-    assert hypothesis["confidence"] == 0.93  # the probability the passage fits
+    assert hypothesis["confidence"] == MAX_CONFIDENCE  # the probability it fits, capped
     assert hypothesis["citations"] == [
         {
             "n": 1,
@@ -65,6 +71,19 @@ def test_the_quote_is_the_passages_sentences_closest_to_the_question() -> None:
 
 def test_an_unsure_passage_leaves_the_turn_to_other_skills() -> None:
     assert ask("How are you?", passage(THRESHOLD - 0.01)) == []
+    (hypothesis,) = ask("How do I restore a backup?", passage(THRESHOLD + 0.01))
+    assert hypothesis["confidence"] == THRESHOLD + 0.01
+
+
+def test_small_talk_is_left_to_its_skills_however_sure_the_passage() -> None:
+    question = "How are you?"
+    annotations = {
+        "retrieval": {"query": question, "passages": [passage(0.95)]},
+        "intents": {"intent": "how_are_you", "confidence": 1.0, "method": "pattern"},
+    }
+    with ServiceClient(app) as client:
+        dialogs = [view(question, annotations=annotations)]
+        assert client.post("/respond", json={"dialogs": dialogs}).json() == [[]]
 
 
 def test_no_passages_or_no_annotation_is_silence() -> None:

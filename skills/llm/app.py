@@ -4,6 +4,11 @@ The prompt is a system message in the bot's persona (``bot.attributes["persona"]
 ``bot.persona``, else a short default) followed by the dialog window as user/assistant
 messages. The model's reply is the hypothesis, with the configured confidence.
 
+When the retrieval annotator found passages of the knowledge base for the turn, the system
+prompt carries them, numbered, and the model is told to cite them ([1], [2]) and to say it
+does not know when they do not cover the question; the numbers its reply writes are
+resolved to the passages' sources in the hypothesis' ``citations`` (docs/knowledge.md).
+
 The reply is streamed: the skill asks the endpoint for ``stream: true`` (OpenAI's
 ``data: {chunk}`` Server-Sent Events, ending ``data: [DONE]``) and yields each piece as it
 comes, so an agent that calls the skill for a streamed answer can pass the tokens on to the
