@@ -49,7 +49,7 @@ from agent.cli.knowledge import DOCS, build  # noqa: E402
 from annotators.intents.app import CATCHER  # noqa: E402
 from shared.knowledge.index import Hit, KnowledgeIndex  # noqa: E402
 from shared.knowledge.passages import Passage  # noqa: E402
-from shared.knowledge.retrieval import confidence, follow_up_context  # noqa: E402
+from shared.knowledge.retrieval import confidence, follow_up_context, quotes  # noqa: E402
 from skills.knowledge.app import INTENT_CONFIDENCE, THRESHOLD  # noqa: E402
 
 QUESTIONS = ROOT / "bench" / "data" / "knowledge" / "questions.jsonl"
@@ -111,7 +111,12 @@ def evaluate(index: KnowledgeIndex, questions: list[Question]) -> dict[str, Any]
         best = hits[0] if hits else None
         intent = CATCHER.classify(question.question)
         chat = intent.intent is not None and intent.confidence >= INTENT_CONFIDENCE
-        sure = best is not None and confidence(best) >= THRESHOLD and not chat
+        sure = (
+            best is not None
+            and confidence(best) >= THRESHOLD
+            and not chat
+            and not quotes(best.passage.text, question.question)
+        )
         if not question.answerable:
             declined += not sure
             if best is not None:

@@ -10,7 +10,8 @@ function of what the search saw (the share of the question's words the passage h
 dense cosine, whether both halves of the search put it first, the share of the question's
 words the knowledge base has at all), fitted by
 ``bench/knowledge.py --fit`` on the labelled question set over docs/ (right source and
-section = 1; unanswerable questions and the wrong passages = 0). Being a probability, it
+section = 1; unanswerable questions and the wrong passages = 0); a passage that quotes the
+question word for word (an example of what users say) has none. Being a probability, it
 is comparable with the other skills' confidences, and a cut-off on it means what it says.
 """
 
@@ -78,6 +79,17 @@ def confidence(hit: Hit) -> float:
     return 1.0 / (1.0 + math.exp(-z))
 
 
+def quotes(text: str, question: str) -> bool:
+    """Whether ``text`` quotes ``question`` word for word ("ask `"What is 17 times
+    23?"`"): documentation quotes what users say as examples, and a passage that shows the
+    question as an example does not answer it."""
+    asked = " ".join(question.lower().split()).rstrip("?!. ")
+    if len(asked) < 3:
+        return False
+    pattern = rf"[\"“'`]\s*{re.escape(asked)}[?!.]?\s*[\"”'`]"
+    return re.search(pattern, " ".join(text.lower().split())) is not None
+
+
 def follow_up_context(question: str, previous: str | None) -> str | None:
     """The previous question when ``question`` is a short one that refers back to it."""
     if not previous or len(question.split()) > FOLLOW_UP_WORDS:
@@ -99,7 +111,7 @@ def retrieve(
             link=hit.passage.link,
             text=hit.passage.text,
             score=round(hit.score, 6),
-            confidence=round(confidence(hit), 4),
+            confidence=0.0 if quotes(hit.passage.text, question) else round(confidence(hit), 4),
         )
         for hit in hits
     ]
