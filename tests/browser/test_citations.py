@@ -61,10 +61,10 @@ def test_the_cited_sources_are_listed_under_the_answer(
     answer = send(page, "How do I restore a backup?")
     sources = answer.locator(".citations li")
     expect(sources).to_have_count(2)
-    expect(sources.nth(0)).to_have_text("docs/backup.md › Restoring")
+    expect(sources.nth(0)).to_have_text("docs/backup.md \u203a Restoring")
     # A file's path would resolve against the agent's address: named, with no link.
     local = sources.nth(0).locator("a")
     expect(local).to_have_attribute("title", "docs/backup.md#restoring")
     assert local.get_attribute("href") is None
-    web = sources.nth(1).get_by_role("link", name="handbook/plans.html › The Pro plan")
+    web = sources.nth(1).get_by_role("link", name="handbook/plans.html \u203a The Pro plan")
     expect(web).to_have_attribute("href", "https://handbook.example.org/plans.html#pro-plan")
