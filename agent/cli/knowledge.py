@@ -126,10 +126,10 @@ def ensure_docs_index(root: Path, console: Console | None = None) -> str | None:
 def build_command(
     paths: Annotated[
         list[Path],
-        typer.Argument(help="folders and files of Markdown, HTML, text and PDF", metavar="PATH..."),
+        typer.Argument(help="Folders and files of Markdown, HTML, text and PDF.", metavar="PATHS"),
     ],
     out: Annotated[
-        Path, typer.Option("--out", "-o", help="the index file to write (or update)")
+        Path, typer.Option("--out", "-o", help="The index file to write (or update).")
     ] = DEFAULT_OUT,
 ) -> None:
     """Split the documents into passages, embed what changed, write the index.
@@ -158,14 +158,16 @@ def build_command(
 
 @knowledge_app.command("upload")
 def upload_command(
-    index: Annotated[Path, typer.Argument(help="the index file chorus knowledge build wrote")],
+    index: Annotated[Path, typer.Argument(help="The index file chorus knowledge build wrote.")],
     qdrant_url: Annotated[
-        str | None, typer.Option(help="a Qdrant server, e.g. http://127.0.0.1:6333")
+        str | None, typer.Option(help="A Qdrant server, e.g. http://127.0.0.1:6333.")
     ] = None,
     qdrant_path: Annotated[
-        Path | None, typer.Option(help="a folder for Qdrant's embedded local mode")
+        Path | None, typer.Option(help="A folder for Qdrant's embedded local mode.")
     ] = None,
-    collection: Annotated[str, typer.Option(help="the collection to (re)create")] = "knowledge",
+    collection: Annotated[
+        str, typer.Option(help="The collection to create (or replace).")
+    ] = "knowledge",
 ) -> None:
     """Put an index into a Qdrant collection (KNOWLEDGE_ENGINE=qdrant searches it)."""
     from shared.knowledge.index import IndexError_, KnowledgeIndex
