@@ -188,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=Path, default=QUESTIONS)
     parser.add_argument("--sizes", type=int, nargs="*", default=[1_000, 100_000])
     parser.add_argument("--fit", action="store_true", help="fit the confidence's weights")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where the figures go")
     args = parser.parse_args(argv)
 
     questions = load_questions(args.questions)
@@ -207,8 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         timings[f"p50_ms_at_{size}"] = p50_ms(large, texts)
     timings["p50_ms_at_docs"] = p50_ms(index, texts)
     result = {"passages": len(index), "threshold": THRESHOLD, **quality, **timings}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
     for key, value in result.items():
         if key != "missed_at_3":
             print(f"{key:>26}: {value}")
