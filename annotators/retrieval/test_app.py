@@ -231,3 +231,17 @@ def test_an_index_of_another_format_is_refused_with_what_to_do(tmp_path: Path) -
     with pytest.raises(ValueError, match="not a knowledge index"):
         KnowledgeIndex.load(other)
     assert len(KnowledgeIndex.load(out)) == len(index)
+
+
+def test_a_knowledge_base_over_the_passage_limit_is_refused_with_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shared.knowledge.index
+
+    monkeypatch.setattr(shared.knowledge.index, "MAX_PASSAGES", 3)
+    folder = write_base(tmp_path / "handbook")
+    result = CliRunner().invoke(cli, ["knowledge", "build", str(folder), "-o", str(tmp_path / "i")])
+    assert result.exit_code == 2
+    said = " ".join(result.output.split())
+    assert "over the 3 limit of one index" in said and "vector engine" in said
+    assert not (tmp_path / "i").exists()
