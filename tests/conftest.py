@@ -43,6 +43,10 @@ from tests.support.mongo_server import (
     unavailable_reason,
 )
 from tests.support.servers import ServerThread, serving
+from tests.support.tls import share as share_one_tls_context
+
+# A test's httpx clients share one TLS context, made once (tests/support/tls.py).
+share_one_tls_context()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
