@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any
@@ -56,10 +56,19 @@ class _Transport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         body = request.read()
+        # A body sent without a length (streamed, chunked) reaches the app as a stream too,
+        # so that what reads it as it comes (the body's size limit) sees it so.
+        streamed = "content-length" not in request.headers
+
+        async def pieces() -> AsyncIterator[bytes]:
+            yield body
 
         async def call() -> tuple[int, httpx.Headers, bytes]:
             forwarded = httpx.Request(
-                request.method, request.url, headers=request.headers, content=body
+                request.method,
+                request.url,
+                headers=request.headers,
+                content=pieces() if streamed else body,
             )
             response = await self._asgi.handle_async_request(forwarded)
             return response.status_code, response.headers, await response.aread()
