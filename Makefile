@@ -16,7 +16,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml sdk/pyproject.toml constraints.txt | cksum | cut -d' ' -f1)-$(PYTHON_VERSION)
 
-.PHONY: install lock run test test-twice lint typecheck bench clean sdk-wheel mongodb-test-server \
+.PHONY: install lock run test test-fast test-twice lint typecheck bench clean sdk-wheel mongodb-test-server \
 	helm-tool docker-compose chromium nginx
 
 # constraints.txt pins every package (the tools too) at the versions `make test` passed
@@ -103,6 +103,12 @@ COVERAGE_CORE ?= $(shell $(BIN)/python -c 'import sys; print("sysmon" if sys.ver
 test: lint typecheck mongodb-test-server helm-tool docker-compose chromium nginx
 	COVERAGE_CORE=$(COVERAGE_CORE) $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --cov \
 		--cov-fail-under=$(COVERAGE_FLOOR) --durations=15
+
+# The in-process tier alone (docs/development.md, "Test tiers"): the tests that start no
+# server nor process (`sockets` in tests/conftest.py), without coverage's floor, which the
+# whole suite keeps. A minute or two on a 2-core machine: the loop while changing code.
+test-fast: install
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal -m "not sockets" --durations=10
 
 # `make test` twice at once, here and in a temporary clone, each on a machine the other
 # keeps busy: a test whose result depends on how busy the machine is fails here

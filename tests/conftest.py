@@ -24,6 +24,7 @@ import fcntl
 import itertools
 import json
 import sqlite3
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, closing, contextmanager
@@ -36,6 +37,7 @@ import pytest
 from agent.api.app import create_app
 from agent.dream.config import is_dp_agent_config
 from agent.settings import Settings
+from tests.support.asgi import hosted
 from tests.support.mongo_server import (
     mongodb_required,
     running_mongodb,
@@ -43,6 +45,10 @@ from tests.support.mongo_server import (
     unavailable_reason,
 )
 from tests.support.servers import ServerThread, serving
+from tests.support.tls import share as share_one_tls_context
+
+# A test's httpx clients share one TLS context, made once (tests/support/tls.py).
+share_one_tls_context()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -63,6 +69,60 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     with (run / f"one-at-a-time-{mark.args[0]}.lock").open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # released when the file is closed
         return (yield)
+
+
+#: Fixtures that start real servers on 127.0.0.1 (``sockets`` below); ``agent`` does for a
+#: test marked ``served``.
+SOCKET_FIXTURES = frozenset({"services", "shared_services", "mongodb_url", "mongodb_8_url"})
+#: The support modules whose helpers start servers or processes.
+SERVER_MODULES = frozenset(
+    {
+        "tests.support.servers",
+        "tests.support.processes",
+        "tests.support.mongo_server",
+        "tests.support.builds",
+        "tests.support.helm",
+        "tests.support.images",
+        "agent.cli.stack",
+    }
+)
+#: Helpers of those modules that start nothing.
+NOT_SERVERS = frozenset({"unmeasured_environment", "free_port", "port_is_free"})
+
+
+def starts_servers(item: pytest.Item) -> bool:
+    """Whether ``item`` starts a real server or process (the ``sockets`` mark): it takes a
+    fixture that starts one, runs on MongoDB (the FerretDB server), lives in a module that
+    imports ``subprocess`` or a helper that starts one, or is a browser test."""
+    if SOCKET_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    if item.get_closest_marker("served") is not None:
+        return True
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    if any(str(params.get(name, "")).startswith("mongodb") for name in ("db_url", "store_url")):
+        return True
+    module = getattr(item, "module", None)
+    if module is None:
+        return False
+    for name, value in vars(module).items():
+        if value is subprocess:
+            return True
+        origin = getattr(value, "__module__", None)
+        if origin in SERVER_MODULES and name not in NOT_SERVERS and callable(value):
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test that starts a real server or process ``sockets``: ``pytest -m "not
+    sockets"`` (``make test-fast``) runs the in-process tier alone (docs/development.md,
+    "Test tiers")."""
+    for item in items:
+        if "tests/browser/" in item.nodeid:  # Chromium opens the agent's pages at its URL
+            item.add_marker(pytest.mark.served)
+        if starts_servers(item):
+            item.add_marker(pytest.mark.sockets)
 
 
 @pytest.fixture
@@ -193,10 +253,19 @@ def assert_nothing_stored(path: Path, test: str) -> None:
 AgentFactory = Callable[..., httpx.Client]
 
 
+def served(request: pytest.FixtureRequest) -> bool:
+    """Whether the test (or the module, for a module fixture) is marked ``served``: its
+    agent is served with uvicorn on 127.0.0.1, as it checks what only a socket shows."""
+    return request.node.get_closest_marker("served") is not None
+
+
 @contextmanager
-def agents(folder: Path, db_url: str) -> Iterator[AgentFactory]:
+def agents(folder: Path, db_url: str, served: bool = False) -> Iterator[AgentFactory]:
     """A factory of real agents on ``db_url``, their pipeline files in ``folder``: each call
-    starts one and returns an HTTP client to it; all stop on exit."""
+    starts one and returns an HTTP client to it; all stop on exit. The agent runs in the
+    test's process, its lifespan open, reached through ``httpx.ASGITransport``
+    (:func:`tests.support.asgi.hosted`); ``served`` serves it with uvicorn on 127.0.0.1
+    instead, for what only a socket shows (the ``served`` mark)."""
     started = itertools.count()
     with ExitStack() as stack:
 
@@ -205,6 +274,8 @@ def agents(folder: Path, db_url: str) -> Iterator[AgentFactory]:
             path.write_text(json.dumps(patient(pipeline)))
             settings.setdefault("dream_turn_timeout", TURN_TIMEOUT)
             app = create_app(Settings(db_url=db_url, pipeline=path, **settings))
+            if not served:
+                return stack.enter_context(hosted(app, timeout=CLIENT_TIMEOUT))
             server = stack.enter_context(serving(app))
             return stack.enter_context(httpx.Client(base_url=server.url, timeout=CLIENT_TIMEOUT))
 
@@ -212,9 +283,10 @@ def agents(folder: Path, db_url: str) -> Iterator[AgentFactory]:
 
 
 @pytest.fixture
-def agent(tmp_path: Path, db_url: str) -> Iterator[AgentFactory]:
-    """``agent(pipeline_dict)`` starts the real agent over HTTP and returns a client to it."""
-    with agents(tmp_path, db_url) as start:
+def agent(request: pytest.FixtureRequest, tmp_path: Path, db_url: str) -> Iterator[AgentFactory]:
+    """``agent(pipeline_dict)`` starts the real agent and returns a client to it: in the
+    test's process, or served on 127.0.0.1 for a test marked ``served``."""
+    with agents(tmp_path, db_url, served=served(request)) as start:
         yield start
 
 
@@ -236,6 +308,6 @@ def shared_agent(
     kills, restarts or reconfigures an agent, or needs a fresh store, keeps ``agent``.
     Checked at the end: the shared agents stored nothing."""
     folder = tmp_path_factory.mktemp("shared-agent")
-    with agents(folder, f"sqlite:///{folder}/chorus.db") as start:
+    with agents(folder, f"sqlite:///{folder}/chorus.db", served=served(request)) as start:
         yield start
     assert_nothing_stored(folder / "chorus.db", f"a test of {request.module.__name__}")

@@ -107,6 +107,7 @@ def test_a_user_can_be_erased_with_the_key(services: Any, agent: AgentFactory) -
 
 
 @pytest.mark.store_agnostic
+@pytest.mark.served  # a WebSocket
 def test_metrics_and_the_load_numbers_need_the_key_unless_they_are_public(
     services: Any, agent: AgentFactory
 ) -> None:

@@ -14,6 +14,9 @@ from websockets.sync.client import ClientConnection, connect
 from tests.api.test_turn_events import PIECES, comparable, pipeline, streaming_pipeline
 from tests.conftest import AgentFactory
 
+# WebSockets need a served agent (httpx.ASGITransport speaks HTTP only).
+pytestmark = pytest.mark.served
+
 
 def socket(client: httpx.Client, query: str = "", **headers: str) -> ClientConnection:
     url = str(client.base_url).replace("http://", "ws://").rstrip("/")

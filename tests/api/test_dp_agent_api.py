@@ -241,6 +241,7 @@ def ws_url(client: httpx.Client) -> str:
     return str(client.base_url).replace("http://", "ws://").rstrip("/") + "/debug/current_load/ws"
 
 
+@pytest.mark.served  # a WebSocket
 def test_the_current_load_websocket_sends_dp_agents_messages(
     services: Any, agent: AgentFactory
 ) -> None:
@@ -259,6 +260,7 @@ def test_the_current_load_websocket_sends_dp_agents_messages(
 
 
 @pytest.mark.store_agnostic
+@pytest.mark.served  # a WebSocket
 def test_the_current_load_websocket_needs_the_readers_key(
     services: Any, agent: AgentFactory
 ) -> None:

@@ -23,6 +23,9 @@ from tests.support.services import (
     streaming_skill,
 )
 
+# Events are checked as they arrive, which only a served agent's stream shows.
+pytestmark = pytest.mark.served
+
 PIECES = ["Once ", "upon ", "a ", "time", "."]
 
 

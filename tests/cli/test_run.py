@@ -85,9 +85,10 @@ def test_run_starts_every_local_service_and_the_agent_then_stops_them(
         # from the folder it runs in.
         [str(CHORUS), "run", "--port", str(agent_port)],
         env=env,
-        stdout=subprocess.PIPE,
+        stdout=(printed := (tmp_path / "stdout").open("wb")),
         stderr=subprocess.PIPE,
     )
+    printed.close()  # the child has its own copy
     try:
         wait_for(f"http://127.0.0.1:{agent_port}/ping", process)
         reply = httpx.post(
@@ -97,9 +98,17 @@ def test_run_starts_every_local_service_and_the_agent_then_stops_them(
         ).json()
         assert reply["active_skill"] == "greeting"
         assert all(httpx.get(f"http://127.0.0.1:{p}/health").is_success for p in ports)
+        # "Chorus agent on" is said once chorus run's own probe of /ping answers, which can
+        # be after this test's did: waited for, not assumed.
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while b"Chorus agent on" not in (tmp_path / "stdout").read_bytes():
+            assert time.monotonic() < deadline, "chorus run never said the agent is on"
+            assert process.poll() is None, "chorus run exited"
+            time.sleep(0.05)
     finally:
         process.send_signal(stop_signal)
-        out, _ = process.communicate(timeout=COMMAND_TIMEOUT)
+        process.communicate(timeout=COMMAND_TIMEOUT)
+    out = (tmp_path / "stdout").read_bytes()
     assert process.returncode == 0
     assert b"Chorus agent on" in out
     assert b"llm                  off (requires_env: LLM_BASE_URL not set)" in out

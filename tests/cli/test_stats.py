@@ -5,22 +5,31 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
+from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+from typer.testing import CliRunner
+
+from agent.cli.main import app
 from agent.store import open_store
 from tests.store.test_contract import turn
-from tests.support.processes import COMMAND_TIMEOUT
 
 
 def stats(*args: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("CHORUS_")}
-    return subprocess.run(
-        [sys.executable, "-m", "agent.cli.main", "stats", *args],
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT,
-        env=clean,
-        check=False,
+    """``chorus stats ARGS`` with no ``CHORUS_*`` setting from outside: its exit code, its
+    output and its errors. Run in this process by typer's runner (a Python started per call
+    cost seconds of imports each, most of these tests' time), in a thread of its own: the
+    command runs its own event loop, and an async test's is running in this thread."""
+    with pytest.MonkeyPatch.context() as patch:
+        for key in [k for k in os.environ if k.startswith("CHORUS_")]:
+            patch.delenv(key)
+        with ThreadPoolExecutor(1) as thread:
+            result = thread.submit(CliRunner().invoke, app, ["stats", *args]).result()
+    errors = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        errors += repr(result.exception)  # what a process would have printed as it died
+    return subprocess.CompletedProcess(
+        ["chorus", "stats", *args], result.exit_code, result.stdout, errors
     )
 
 

@@ -35,6 +35,9 @@ from skills.greeting.app import app as greeting_app
 from tests.conftest import AgentFactory, service_entry
 from tests.support.processes import COMMAND_TIMEOUT
 
+# The channel reaches the agent at its URL, as a process of its own does: a served agent.
+pytestmark = pytest.mark.served
+
 TOKEN = "123456:test-token"
 #: A user who blocked the bot: the Bot API refuses to send them anything (403).
 BLOCKED = 13

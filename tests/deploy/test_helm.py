@@ -623,6 +623,7 @@ def test_keda_scales_on_cpu_turns_in_flight_and_latency(all_on_objects: list[Man
 
 
 @pytest.mark.store_agnostic
+@pytest.mark.served  # scraped at its URL, as Prometheus does
 def test_the_scrape_the_pod_annotations_ask_for_reads_the_agents_metrics(
     default_objects: list[Manifest],
     services: Callable[[Any], ServerThread],

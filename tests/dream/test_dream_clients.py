@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import pytest
+
 from tests.api.test_chat_ws import ask, socket
 from tests.conftest import AgentFactory
 from tests.dream import services as dream
@@ -64,6 +66,7 @@ def test_an_empty_message_is_answered_as_dp_agent_answers_it(
     assert dialog["bot_utterances"][1]["text"] == "text '', image None"
 
 
+@pytest.mark.served  # a WebSocket too
 def test_a_body_without_payload_is_an_empty_message_as_on_dp_agent(
     services: Any, agent: AgentFactory
 ) -> None:

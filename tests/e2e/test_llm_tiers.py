@@ -100,6 +100,7 @@ def test_the_fallback_answers_when_the_llm_fails(
     assert "LLM endpoint" in error["message"]
 
 
+@pytest.mark.served  # a WebSocket
 def test_the_llm_s_answer_streams_over_the_websocket_too(
     agent: AgentFactory,
     services: Callable[[FastAPI], ServerThread],

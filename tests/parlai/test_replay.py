@@ -14,6 +14,9 @@ from agent.parlai.formats import read_episodes
 from tests.conftest import AgentFactory
 from tests.support.services import where_is_parlai_agent
 
+# The evaluation reaches the agent at its URL: a served agent.
+pytestmark = pytest.mark.served
+
 CANDIDATES = "label_candidates:kitchen|bathroom|garden|hallway"
 DATASET = (
     "\n".join(
