@@ -155,6 +155,11 @@ def create_app(
             "bad settings: CHORUS_OPERATOR_KEY: the pipeline's handoff.webhook is set, "
             "and its deliveries are signed with the operator key: set it"
         )
+    if pipeline.handoff is not None and settings.operator_key is None:
+        log.warning(
+            "the pipeline has a handoff section but CHORUS_OPERATOR_KEY is not set: no "
+            "dialog is handed to a person, since nobody could claim it (docs/handoff.md)"
+        )
     provider = tracer_provider or tracer_provider_from_env("chorus-agent")
     telemetry = Telemetry(
         provider,

@@ -26,6 +26,7 @@ from agent.api.readiness import Readiness
 from agent.connectors.http import make_http_client
 from agent.flow import END_RETRY, RETRY_WINDOW, MessageFlow
 from agent.handoff import Handoffs, Webhook
+from agent.handoff.errors import NO_OPERATOR_KEY, NO_SECTION
 from agent.handoff.service import FOLLOW_POLL, UNCLAIMED_POLL
 from agent.handoff.webhook import FIRST_DELAY as WEBHOOK_FIRST_DELAY
 from agent.handoff.webhook import TIMEOUT as WEBHOOK_TIMEOUT
@@ -132,11 +133,15 @@ async def assembled(
                 timeout=WEBHOOK_TIMEOUT,
             )
             stack.push_async_callback(webhook.aclose)
+        # A handoff section without an operator key would leave handed-off users with a
+        # silent bot until unclaimed_after, nobody being able to claim: handoffs are off.
+        keyed = settings.operator_key is not None
         handoffs = Handoffs(
             store,
             queues,
-            pipeline.handoff,
+            pipeline.handoff if keyed else None,
             metrics,
+            off_because=NO_SECTION if keyed or pipeline.handoff is None else NO_OPERATOR_KEY,
             webhook=webhook,
             follow_poll=FOLLOW_POLL,
             unclaimed_poll=UNCLAIMED_POLL,

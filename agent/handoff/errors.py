@@ -9,15 +9,19 @@ class HandoffError(ChorusError):
     """A handoff operation that cannot be done as asked."""
 
 
-class HandoffOff(HandoffError):
-    """The pipeline file has no ``handoff`` section: no dialog is ever handed to a person
-    (409)."""
+#: Why handoffs are off when the pipeline file has no ``handoff`` section.
+NO_SECTION = "add a handoff section to the pipeline file"
+#: Why they are off when it has one but the agent has no operator key: nobody could
+#: claim a dialog, so the bot would fall silent until ``unclaimed_after``.
+NO_OPERATOR_KEY = "set CHORUS_OPERATOR_KEY on the agent, so that an operator can claim a dialog"
 
-    def __init__(self) -> None:
-        super().__init__(
-            "handing dialogs to people is off: add a handoff section to the pipeline file "
-            "(docs/handoff.md)"
-        )
+
+class HandoffOff(HandoffError):
+    """No dialog is ever handed to a person (409): the pipeline file has no ``handoff``
+    section, or the agent has no operator key for anyone to claim one with."""
+
+    def __init__(self, fix: str = NO_SECTION) -> None:
+        super().__init__(f"handing dialogs to people is off: {fix} (docs/handoff.md)")
 
 
 class NotHandedOff(HandoffError):

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
 
-from agent.handoff.errors import HandoffConflict, HandoffOff, NotHandedOff
+from agent.handoff.errors import NO_SECTION, HandoffConflict, HandoffOff, NotHandedOff
 from agent.handoff.notices import Notices
 from agent.handoff.webhook import Webhook
 from agent.metrics import Metrics
@@ -74,8 +74,10 @@ class Handoffs:
         notices: Notices | None = None,
         follow_poll: float = FOLLOW_POLL,
         unclaimed_poll: float = UNCLAIMED_POLL,
+        off_because: str = NO_SECTION,
     ) -> None:
         self._store = store
+        self._off_because = off_because
         self._queues = queues
         self.config = config
         self._metrics = metrics
@@ -92,7 +94,7 @@ class Handoffs:
 
     def _config(self) -> HandoffConfig:
         if self.config is None:
-            raise HandoffOff()
+            raise HandoffOff(self._off_because)
         return self.config
 
     # --- the message flow's part, inside the user's queue -------------------------------

@@ -36,7 +36,7 @@ value) or ``except RuntimeError`` keep that base too.
      ├── TurnInterrupted              agent/queues.py          a later message cancelled the
      │                                                         turn (``interrupt``): 409
      ├── HandoffError                 agent/handoff/errors.py  a handoff cannot change as asked
-     │    ├── HandoffOff               the pipeline file has no handoff section: 409
+     │    ├── HandoffOff               no handoff section, or no operator key: 409
      │    ├── NotHandedOff             the dialog is not with a person (an operator sees
      │    │                            nothing of it): 404
      │    └── HandoffConflict          held by another operator, handed off already, not

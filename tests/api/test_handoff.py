@@ -227,6 +227,27 @@ def test_without_the_operator_key_the_operator_routes_are_off(
     assert refused.status_code == 403 and "CHORUS_OPERATOR_KEY" in refused.json()["message"]
 
 
+def test_without_the_operator_key_no_dialog_is_handed_off_and_the_api_is_told_why(
+    services: Any, agent: AgentFactory
+) -> None:
+    """Nobody could claim a dialog: the handoff section is off, rather than the bot falling
+    silent until unclaimed_after takes the dialog back."""
+    client = agent(pipeline(services, patterns=["^hello!$"]), api_key=API_KEY)
+    ruled = client.post("/", json={"user_id": "dan", "payload": "Hello!"}).json()
+    assert ruled["active_skill"] == "greeting" and "handoff" not in ruled  # no rule applies
+    asked = client.post("/", json={"user_id": "dan", "payload": "I want to talk to a human"})
+    assert asked.status_code == 200 and "handoff" not in asked.json()
+    # The skill's hypothesis asked for a person; with handoffs off its own words answer.
+    assert asked.json()["response"].startswith("I can't reach a person from here")
+
+    url = f"/api/dialogs/{ruled['dialog_id']}/handoff"
+    refused = client.post(url, json={"reason": "VIP"}, headers={"X-API-Key": API_KEY})
+    assert refused.status_code == 409
+    assert "set CHORUS_OPERATOR_KEY" in refused.json()["message"], refused.json()
+    answered = client.post("/", json={"user_id": "dan", "payload": "Hello!"}).json()
+    assert answered["active_skill"] == "greeting" and "handoff" not in answered
+
+
 def test_across_two_agents_one_claim_wins_and_every_message_reaches_the_other_side(
     services: Any, agent: AgentFactory
 ) -> None:

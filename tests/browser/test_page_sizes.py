@@ -84,7 +84,9 @@ def reference(
     monkeypatch: pytest.MonkeyPatch,
     gate: threading.Event,
 ) -> httpx.Client:
-    """The agent on pipeline.json, its LLM skill on and pointed at a local endpoint."""
+    """The agent on pipeline.json, its LLM skill on and pointed at a local endpoint, and
+    its handoff skill on (an operator key is set)."""
+    monkeypatch.setenv("CHORUS_OPERATOR_KEY", OPERATOR_KEY)
     model = StreamingOpenAI(SKY, hold=gate)
     endpoint = services(model.app)
     return with_llm(agent, services, monkeypatch, f"{endpoint.url}/v1")
@@ -167,7 +169,7 @@ def test_the_pipeline_graph_fits_its_box_with_every_label_inside(
     page.set_viewport_size(size)
     page.goto(url(reference, "/pipeline"))
     for names in REFERENCE.values():
-        for name in names:  # the llm skill too: its endpoint is set
+        for name in names:  # the llm and handoff skills too: their variables are set
             expect(page.locator(f'svg g.node[data-service="{name}"]')).to_be_visible()
             expect(page.locator(f'#stats tr[data-service="{name}"]')).to_be_visible()
     for role in REFERENCE:

@@ -76,7 +76,7 @@ def test_run_starts_every_local_service_and_the_agent_then_stops_them(
     pipeline, ports = shipped_pipeline_file(tmp_path, over_http)
     agent_port = free_port()
     env = {
-        **{k: v for k, v in os.environ.items() if k != "LLM_BASE_URL"},
+        **{k: v for k, v in os.environ.items() if k not in ("LLM_BASE_URL", "CHORUS_OPERATOR_KEY")},
         "CHORUS_PIPELINE": str(pipeline),
         "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db",
     }
@@ -112,6 +112,8 @@ def test_run_starts_every_local_service_and_the_agent_then_stops_them(
     assert process.returncode == 0
     assert b"Chorus agent on" in out
     assert b"llm                  off (requires_env: LLM_BASE_URL not set)" in out
+    # No operator key: the shipped handoff skill is off, and says why.
+    assert b"handoff              off (requires_env: CHORUS_OPERATOR_KEY not set)" in out
     shown = b"intents              " + (b"http://" if over_http else b"in the agent")
     assert shown in out
     for port in [*ports, agent_port]:

@@ -504,6 +504,14 @@ def test_the_documented_install_renders_and_validates(helm: Helm) -> None:
         ({"database": {"url": ""}}, "database.url: set the MongoDB replica set's URL"),
         ({"secret": {"apiKey": "short"}}, "secret.apiKey: must be at least 16 characters"),
         (
+            {"secret": {"operatorKey": "short"}},
+            "secret.operatorKey: must be at least 16 characters",
+        ),
+        (
+            {"secret": {"apiKey": "same-key-0123456789", "operatorKey": "same-key-0123456789"}},
+            "secret.operatorKey: must not be the API key",
+        ),
+        (
             {"agent": {"autoscaling": {"minReplicas": 5, "maxReplicas": 3}}},
             "agent.autoscaling.maxReplicas: 3 is below agent.autoscaling.minReplicas (5)",
         ),
@@ -523,6 +531,8 @@ def test_the_documented_install_renders_and_validates(helm: Helm) -> None:
         "sqlite",
         "no-url",
         "short-key",
+        "short-operator-key",
+        "operator-key-is-api-key",
         "max-below-min",
         "service-max",
         "service-monitor-behind-key",
@@ -647,6 +657,9 @@ def test_the_scrape_the_pod_annotations_ask_for_reads_the_agents_metrics(
         else:
             reference = variable["valueFrom"]["secretKeyRef"]
             assert reference["name"] == "chorus"
+            if reference.get("optional") and reference["key"] not in secret["data"]:
+                monkeypatch.delenv(variable["name"], raising=False)  # unset, as in the pod
+                continue
             value = base64.b64decode(secret["data"][reference["key"]]).decode()
         monkeypatch.setenv(variable["name"], value)
     client = agent(
@@ -798,6 +811,8 @@ def test_the_pipeline_is_the_default_one_at_the_services_addresses(
     objects = default_objects if which == "default" else all_on_objects
     pipeline = rendered_pipeline(objects)
     parse_pipeline_config(pipeline, source="the chart's pipeline")  # as the agent reads it
+    # The pipeline's other keys are pipeline.json's: handoffs on once an operator key is set.
+    assert pipeline.get("handoff") == default_pipeline().get("handoff")
 
     expected = {(g, n): e for g, n, e in pipeline_services(default_pipeline())}
     if which == "default":
@@ -852,6 +867,14 @@ def test_credentials_come_from_a_secret(
     assert url.startswith("mongodb://") and "replicaSet=" in url and "w=majority" in url
     Settings(db_url=url, api_key=SecretStr(base64.b64decode(secret["data"]["api-key"]).decode()))
 
+    # No operator key unless one is given: the agent reads it only if the Secret has it.
+    assert "operator-key" not in secret["data"]
+    assert env["CHORUS_OPERATOR_KEY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "chorus",
+        "key": "operator-key",
+        "optional": True,
+    }
+
     # An existing Secret: none is rendered, and the agent reads the keys it was told.
     assert not of_kind(all_on_objects, "Secret")
     env = {
@@ -861,6 +884,22 @@ def test_credentials_come_from_a_secret(
         "name": "chorus-credentials",
         "key": "mongodb-url",
     }
+
+
+def test_an_operator_key_given_reaches_the_agent_from_the_secret(
+    helm: Helm, tmp_path: Path
+) -> None:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump({"secret": {"operatorKey": "operator-key-0123456789"}}))
+    objects = helm.template(CHART, [path])
+    validate_all(objects)
+    data = find(objects, "Secret", "chorus")["data"]
+    key = base64.b64decode(data["operator-key"]).decode()
+    api_key = base64.b64decode(data["api-key"]).decode()
+    assert key == "operator-key-0123456789"
+    Settings(operator_key=SecretStr(key), api_key=SecretStr(api_key))  # as the agent reads them
+    ref = _env(find(objects, "Deployment", "chorus-agent"))["CHORUS_OPERATOR_KEY"]
+    assert ref["valueFrom"]["secretKeyRef"]["key"] == "operator-key"
 
 
 # -- Network

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = {
     "annotators": {"tokens", "sentiment", "intents", "badwords"},
     "skill_selectors": {"rules"},
-    "skills": {"greeting", "faq", "smalltalk", "llm", "fallback"},
+    "skills": {"handoff", "greeting", "faq", "smalltalk", "llm", "fallback"},
     "candidate_annotators": {"toxicity"},
     "response_selectors": {"confidence"},
 }

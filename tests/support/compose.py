@@ -77,11 +77,13 @@ def interpolate(value: str) -> str:
 
 
 def environment(spec: dict[str, Any]) -> dict[str, str]:
-    """A compose service's ``environment``, interpolated."""
+    """A compose service's ``environment``, interpolated. A variable without a value
+    (``KEY:``, or ``- KEY``) is passed from the host only when set there, as compose does."""
     env = spec.get("environment") or {}
     if isinstance(env, list):
-        env = dict(item.split("=", 1) for item in env)
-    return {key: interpolate(str(value)) for key, value in env.items()}
+        env = dict(item.split("=", 1) if "=" in item else (item, None) for item in env)
+    passed = {key: os.environ.get(key) if value is None else value for key, value in env.items()}
+    return {key: interpolate(str(value)) for key, value in passed.items() if value is not None}
 
 
 def required_variables() -> dict[str, str]:

@@ -97,6 +97,9 @@ so it is written as text: a dict would sort them. */}}
   },
   "turn_timeout": {{ toJson .Values.pipeline.turnTimeout }},
   "fallback_response": {{ toJson .Values.pipeline.fallbackResponse }}
+  {{- with .Values.pipeline.handoff }},
+  "handoff": {{ toJson . }}
+  {{- end }}
   {{- range $key, $value := .Values.pipeline.extra }},
   {{ toJson $key }}: {{ toJson $value }}
   {{- end }}
