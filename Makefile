@@ -33,14 +33,14 @@ $(STAMP): pyproject.toml sdk/pyproject.toml constraints.txt
 	@# The agent depends on the service SDK's distribution (sdk/pyproject.toml), installed
 	@# editable from this checkout too: agent/sdk/ is edited in place, like the rest.
 	PYTHONWARNINGS='ignore:Editable installation' \
-		$(BIN)/python -m pip install --quiet -c constraints.txt -e ./sdk -e '.[dev,bench,services]'
+		$(BIN)/python -m pip install --quiet -c constraints.txt -e ./sdk -e '.[dev,bench,services,qdrant]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP)
 
 # After changing pyproject.toml's dependencies: install without the old pins, test, lock.
 lock:
-	$(BIN)/python -m pip install --quiet -e ./sdk -e '.[dev,bench,services]'
+	$(BIN)/python -m pip install --quiet -e ./sdk -e '.[dev,bench,services,qdrant]'
 	$(BIN)/python tools/lock.py
 
 # `make run RUN_ARGS="--port 5000"` moves the agent (docs/configuration.md, "Moving make

@@ -23,9 +23,9 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parent.parent
-EXTRAS = ("dev", "bench", "services")
+EXTRAS = ("dev", "bench", "services", "qdrant")
 HEADER = """\
-# Exact versions of what `make install` installs (chorus[dev,bench,services] and every
+# Exact versions of what `make install` installs (chorus[dev,bench,services,qdrant] and every
 # dependency of theirs), used as pip constraints: `pip install -c constraints.txt ...`.
 # Written by tools/lock.py (`make lock`) from a virtual environment that passed `make test`;
 # edit pyproject.toml, install, test, then lock again. Do not edit by hand.

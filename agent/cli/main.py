@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from agent.api.serve import serve
 from agent.cli import address, backup, stack
 from agent.cli.chat import chat_command
 from agent.cli.dream import dream_app
+from agent.cli.knowledge import ensure_docs_index, knowledge_app
 from agent.cli.parlai import eval_command, export_command
 from agent.cli.replay.command import replay_command
 from agent.cli.scaffold import new_app
@@ -64,6 +66,7 @@ app.command("stats", short_help="Count records, or compare experiment arms.")(st
 app.command("replay", short_help="Run a candidate pipeline over stored turns.")(replay_command)
 app.add_typer(new_app, name="new")
 app.add_typer(dream_app, name="dream")
+app.add_typer(knowledge_app, name="knowledge")
 
 
 def _still_starting(service: LocalService, waited: float) -> None:
@@ -122,6 +125,13 @@ def run(
         typer.secho(f"not started here (must already run): {remote}", fg=typer.colors.YELLOW)
     if local.note is not None:
         typer.secho(f"{settings.pipeline}: {local.note}", fg=typer.colors.YELLOW)
+    if any(name == "retrieval" for name, _ in local.in_agent) or any(
+        service.name == "retrieval" for service in services
+    ):
+        # The shipped bot's knowledge base is docs/ (agent/cli/knowledge.py says why built).
+        done = ensure_docs_index(root, Console(stderr=True))
+        if done is not None:
+            typer.echo(f"  {'knowledge':<20} {done}")
     if not services_only:
         address.record(root, host, port)  # for `chorus chat` (agent/cli/address.py)
     processes = []

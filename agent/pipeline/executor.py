@@ -45,6 +45,10 @@ from agent.telemetry.events import listening
 
 log = logging.getLogger("chorus.executor")
 
+#: A hypothesis field copied into the reply's attributes when its hypothesis is chosen: the
+#: sources the answer cites, ``[{"n": 1, "source": ..., "section": ..., "link": ...}]``.
+CITATIONS = "citations"
+
 
 class _Run:
     """The mutable state of one turn in flight; only the executor touches it."""
@@ -482,11 +486,19 @@ class Executor:
             if self.pipeline.services_of("response_selectors"):
                 run.selection.reason = f"selector gave no choice; {run.selection.reason}"
         chosen = hypotheses[run.selection.index]
+        attributes: dict[str, Any] = (
+            {"selector_reason": run.selection.reason} if run.selection.reason else {}
+        )
+        # The sources an answer cites (the knowledge and LLM skills' [1], [2]) travel with
+        # it: the reply's attributes, which /chat shows as links (docs/knowledge.md).
+        citations = (chosen.model_extra or {}).get(CITATIONS)
+        if isinstance(citations, list) and citations:
+            attributes[CITATIONS] = citations
         return BotUtterance(
             text=chosen.text,
             orig_text=chosen.text,
             active_skill=chosen.skill_name,
             confidence=chosen.confidence,
             user=run.turn.bot.model_dump(mode="json"),
-            attributes={"selector_reason": run.selection.reason} if run.selection.reason else {},
+            attributes=attributes,
         )

@@ -4,6 +4,11 @@ The prompt is a system message in the bot's persona (``bot.attributes["persona"]
 ``bot.persona``, else a short default) followed by the dialog window as user/assistant
 messages. The model's reply is the hypothesis, with the configured confidence.
 
+When the retrieval annotator found passages of the knowledge base for the turn, the system
+prompt carries them, numbered, and the model is told to cite them ([1], [2]) and to say it
+does not know when they do not cover the question; the numbers its reply writes are
+resolved to the passages' sources in the hypothesis' ``citations`` (docs/knowledge.md).
+
 The reply is streamed: the skill asks the endpoint for ``stream: true`` (OpenAI's
 ``data: {chunk}`` Server-Sent Events, ending ``data: [DONE]``) and yields each piece as it
 comes, so an agent that calls the skill for a streamed answer can pass the tokens on to the
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -77,6 +83,12 @@ class LLMSettings(BaseSettings):
     max_tokens: int = Field(default=200, ge=1, le=100_000)
     temperature: float = Field(default=0.7, ge=0, le=2)
     stream: bool = Field(default=True, description="ask the endpoint for stream: true")
+    knowledge_min_confidence: float = Field(
+        default=0.2,
+        ge=0,
+        le=1,
+        description="the least confidence a retrieved passage needs to go into the prompt",
+    )
     stream_usage: bool = Field(
         default=True,
         description="ask a streaming endpoint for its token usage "
@@ -215,7 +227,7 @@ def system_prompt(dialog: DialogView) -> str:
     return f"{prompt} The user's name is {name}." if isinstance(name, str) and name else prompt
 
 
-def conversation(dialog: DialogView) -> list[ChatMessage]:
+def conversation(dialog: DialogView, passages: list[Passage] | None = None) -> list[ChatMessage]:
     """System prompt, then the window's non-empty utterances in order, as strict chat
     templates (Llama's, Mistral's, Gemma's) take them: the first turn is the user's and the
     roles alternate.
@@ -236,7 +248,79 @@ def conversation(dialog: DialogView) -> list[ChatMessage]:
             turns[-1] = ChatMessage(role=role, content=f"{turns[-1].content}\n{utterance.text}")
         else:
             turns.append(ChatMessage(role=role, content=utterance.text))
-    return [ChatMessage(role="system", content=system_prompt(dialog)), *turns]
+    prompt = system_prompt(dialog)
+    if passages:
+        prompt = f"{prompt}\n\n{knowledge_prompt(passages)}"
+    return [ChatMessage(role="system", content=prompt), *turns]
+
+
+#: What the model is told about the passages it is given (docs/knowledge.md).
+KNOWLEDGE_PROMPT = (
+    "Passages of the documentation that may answer the user's last message follow. If the "
+    "message asks about what they cover, answer from them only and cite each passage you "
+    "use by its number in square brackets, like [1] or [2]. If the message asks about the "
+    "documentation and the passages do not cover it, say that you do not know; never "
+    "invent an answer."
+)
+_CITATION = re.compile(r"\[(\d{1,2})\]")
+
+
+class Passage(BaseModel):
+    """The part of a retrieved passage (the retrieval annotator's
+    ``annotations["retrieval"]["passages"]``) the prompt and citations use."""
+
+    source: str
+    section: str = ""
+    headings: list[str] = Field(default_factory=list)
+    link: str
+    text: str
+    confidence: float = Field(ge=0, le=1)
+
+
+class _Retrieved(BaseModel):
+    passages: list[Passage] = Field(default_factory=list)
+
+
+def passages_of(dialog: DialogView, floor: float) -> list[Passage]:
+    """The retrieved passages at or above ``floor`` confidence, best first: none when the
+    turn is not about the knowledge base (small talk keeps its usual prompt)."""
+    found = dialog.human_utterance.annotations.get("retrieval")
+    try:
+        retrieved = _Retrieved.model_validate(found) if isinstance(found, dict) else None
+    except ValidationError:
+        return []
+    return [p for p in retrieved.passages if p.confidence >= floor] if retrieved else []
+
+
+def knowledge_prompt(passages: list[Passage]) -> str:
+    """The passages, numbered as the model is to cite them."""
+    numbered = "\n\n".join(
+        f"[{n}] {p.source}, {' > '.join(p.headings) or p.section}:\n{p.text}"
+        for n, p in enumerate(passages, start=1)
+    )
+    return f"{KNOWLEDGE_PROMPT}\n\n{numbered}"
+
+
+def citations(text: str, passages: list[Passage]) -> list[dict[str, Any]]:
+    """The passages the reply cites ([1], [2]), in order of first citation, resolved to
+    their sources; a number the prompt did not give is ignored."""
+    cited: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    for match in _CITATION.finditer(text):
+        number = int(match.group(1))
+        if 1 <= number <= len(passages) and number not in seen:
+            seen.add(number)
+            passage = passages[number - 1]
+            cited.append(
+                {
+                    "n": number,
+                    "source": passage.source,
+                    "section": passage.section,
+                    "headings": passage.headings,
+                    "link": passage.link,
+                }
+            )
+    return cited
 
 
 def _copy_usage(reported: Usage, into: Usage) -> None:
@@ -396,10 +480,12 @@ def create_service(settings: LLMSettings | None = None) -> Service:
 
     @service.skill
     async def llm(dialog: DialogView) -> AsyncIterator[StreamStart | str | StreamEnd]:
-        messages = conversation(dialog)
+        passages = passages_of(dialog, settings.knowledge_min_confidence)
+        messages = conversation(dialog, passages)
         if model is None or messages[-1].role != "user":  # nothing of the user's to answer
             return
         usage = Usage()
+        written: list[str] = []
         pieces = model.stream(messages, dialog.max_tokens, usage)
         try:
             # The first piece before the start: a failing endpoint is the request's 502,
@@ -409,11 +495,20 @@ def create_service(settings: LLMSettings | None = None) -> Service:
                 return
             yield StreamStart(confidence=settings.confidence, llm_model=str(settings.model))
             yield first
+            written.append(first)
             async for piece in pieces:
+                written.append(piece)
                 yield piece
+            # Known once the reply is written: the tokens, which the agent counts against
+            # the budget, and the passages the reply cites, which go into its attributes.
+            end: dict[str, Any] = {}
             if usage.total_tokens:
-                # Known once the reply is written: the agent counts it against the budget.
-                yield StreamEnd(usage=usage.model_dump())
+                end["usage"] = usage.model_dump()
+            cited = citations("".join(written), passages)
+            if cited:
+                end["citations"] = cited
+            if end:
+                yield StreamEnd(**end)
         except LLMError as exc:
             logger.warning(
                 "dialog %s: LLM endpoint %s %s", dialog.dialog_id, settings.endpoint, exc

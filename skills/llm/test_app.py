@@ -290,3 +290,70 @@ def test_misconfigured_it_stays_healthy_and_each_turn_gets_the_one_line_reason(
     detail = answer.json()["detail"]
     assert detail.startswith("LLM skill is misconfigured: bad settings: LLM_MODEL is required")
     assert "\n" not in detail
+
+
+def retrieval(*passages: tuple[str, str, float]) -> dict[str, Any]:
+    """The retrieval annotator's annotation: (source, section, confidence) per passage."""
+    return {
+        "retrieval": {
+            "query": "q",
+            "passages": [
+                {
+                    "source": source,
+                    "headings": ["Doc", section],
+                    "section": section,
+                    "link": f"{source}#{section.lower()}",
+                    "text": f"What {section} says.",
+                    "score": 0.03,
+                    "confidence": confidence,
+                }
+                for source, section, confidence in passages
+            ],
+        }
+    }
+
+
+def test_retrieved_passages_go_into_the_prompt_and_citations_resolve(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeOpenAI(lambda body: completion("Run chorus import [2], after an export [1][2]."))
+    annotations = retrieval(
+        ("docs/backup.md", "Exporting", 0.6),
+        ("docs/backup.md", "Restoring", 0.9),
+        ("docs/storage.md", "MongoDB", 0.1),  # under LLM_KNOWLEDGE_MIN_CONFIDENCE: left out
+    )
+    dialog = view("How do I restore a backup?", annotations=annotations)
+    with llm_against(fake, monkeypatch, LLM_STREAM="false") as skill:
+        (hypothesis,) = respond(skill, dialog).json()[0]
+    system = fake.requests[0][1]["messages"][0]["content"]
+    assert "[1] docs/backup.md, Doc > Exporting:\nWhat Exporting says." in system
+    assert "[2] docs/backup.md, Doc > Restoring:\nWhat Restoring says." in system
+    assert "docs/storage.md" not in system
+    assert "say that you do not know" in system
+    assert hypothesis["text"] == "Run chorus import [2], after an export [1][2]."
+    # In order of first citation, each once.
+    assert [(c["n"], c["source"], c["section"], c["link"]) for c in hypothesis["citations"]] == [
+        (2, "docs/backup.md", "Restoring", "docs/backup.md#restoring"),
+        (1, "docs/backup.md", "Exporting", "docs/backup.md#exporting"),
+    ]
+
+
+def test_a_citation_of_no_given_passage_resolves_to_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeOpenAI(lambda body: completion("As [7] says, I do not know."))
+    dialog = view("What is a tier?", annotations=retrieval(("docs/glossary.md", "tier", 0.8)))
+    with llm_against(fake, monkeypatch, LLM_STREAM="false") as skill:
+        (hypothesis,) = respond(skill, dialog).json()[0]
+    assert "citations" not in hypothesis
+
+
+def test_without_confident_passages_the_prompt_is_the_usual_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeOpenAI()
+    dialog = view("Tell me a joke", annotations=retrieval(("docs/api.md", "Jokes", 0.05)))
+    with llm_against(fake, monkeypatch, LLM_STREAM="false") as skill:
+        (hypothesis,) = respond(skill, dialog).json()[0]
+    assert fake.requests[0][1]["messages"][0]["content"] == DEFAULT_SYSTEM_PROMPT
+    assert "citations" not in hypothesis

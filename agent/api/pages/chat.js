@@ -62,14 +62,32 @@ function showDialog(dialogId) {
   }
 }
 
-function addMessage(role, text, skill, operator = null) {
+/** The sources an answer cites (its attributes' citations, docs/knowledge.md): a link
+ * where the knowledge base gave a web address (KNOWLEDGE_LINK_BASE), else the file. */
+function citationList(citations) {
+  if (!Array.isArray(citations) || citations.length === 0) return null;
+  return el("ol", { className: "citations", attrs: { "aria-label": "sources" } },
+    citations.map((cited) => {
+      const where = [cited.source, cited.section].filter(Boolean).join(" › ");
+      const link = String(cited.link || "");
+      const target = /^https?:\/\//.test(link)
+        ? el("a", { href: link, text: where, attrs: { rel: "noopener", target: "_blank" } })
+        : el("a", { className: "source", text: where, title: link });
+      return el("li", { attrs: { value: Number(cited.n) || 1 } }, target);
+    }));
+}
+
+function addMessage(role, text, skill, operator = null, citations = null) {
   const badge = operator
     ? el("span", { className: "skill operator", title: "a person wrote it",
                    text: `operator ${operator}` })
     : skill ? el("span", { className: "skill", title: "the skill that answered", text: skill })
             : null;
   const item = el("li", { className: `message ${role}${operator ? " by-operator" : ""}` },
-    el("div", { className: "bubble" }, el("span", { className: "text", text }), badge));
+    el("div", { className: "bubble" },
+      el("span", { className: "text", text }),
+      citationList(citations),
+      badge));
   messages.append(item);
   item.scrollIntoView({ block: "end" });
   return item;
@@ -232,7 +250,8 @@ async function send(text) {
     showDialog(null);
     return;
   }
-  addMessage("bot", reply.response, reply.active_skill);
+  addMessage("bot", reply.response, reply.active_skill, null,
+             (reply.attributes || {}).citations);
   showDialog(reply.dialog_id);
   remember(reply.utt_id);
   if (reply.handoff && reply.handoff.state !== "returned") follow(reply.dialog_id, reply.utt_id);

@@ -1,0 +1,178 @@
+"""Retrieval: the knowledge base's best passages for the newest human utterance.
+
+Output (under ``annotations["retrieval"]``, :class:`shared.knowledge.retrieval.Retrieved`)::
+
+    {"query": "How do I restore a backup?", "context": null,
+     "passages": [{"source": "docs/backup.md", "headings": ["Backup and restore", "Restoring"],
+                   "section": "Restoring", "link": "docs/backup.md#restoring",
+                   "text": "...", "score": 0.0328, "confidence": 0.93}, ...]}
+
+The service keeps nothing of its own: the knowledge base is an index file
+(``KNOWLEDGE_INDEX``, made by ``chorus knowledge build``), read when the service starts and
+again whenever the file is replaced (its size, inode or modification time change; the build
+renames a whole new file into place), so a new build is served without a restart and every
+replica serves the same file. A short follow-up that refers back ("and how do I undo it?")
+is searched with the human's previous utterance (the service's ``context_window`` must
+reach it: 3 holds the human, the bot's answer and the human again).
+
+Without an index file the service still starts and answers an empty ``passages`` list: a
+knowledge base not built yet is no reason to stop the bot. ``KNOWLEDGE_SOURCE`` names a
+folder to build the index from when its file is missing (the compose stack mounts docs/
+there). ``KNOWLEDGE_ENGINE=qdrant`` searches a Qdrant collection instead
+(:mod:`shared.knowledge.qdrant`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agent.sdk import DialogView, Service
+from shared.knowledge.index import Hit, IndexError_, KnowledgeIndex, build_index
+from shared.knowledge.passages import read_folder
+from shared.knowledge.retrieval import Retrieved, Retriever, retrieve
+
+logger = logging.getLogger(__name__)
+
+#: Where ``chorus run`` builds the index of docs/, and where the service looks by default.
+DEFAULT_INDEX = Path(".cache/knowledge/docs.npz")
+
+
+class RetrievalSettings(BaseSettings):
+    """``KNOWLEDGE_*`` variables (docs/configuration.md, "Knowledge base")."""
+
+    model_config = SettingsConfigDict(env_prefix="KNOWLEDGE_", extra="ignore")
+
+    index: Path = Field(default=DEFAULT_INDEX, description="the index file to serve")
+    source: Path | None = Field(
+        default=None, description="a folder to build the index from when the file is missing"
+    )
+    top_k: int = Field(default=3, ge=1, le=20, description="passages per turn")
+    engine: Literal["embedded", "qdrant"] = Field(default="embedded")
+    qdrant_url: str | None = Field(default=None, description="a Qdrant server")
+    qdrant_path: Path | None = Field(default=None, description="Qdrant's embedded local mode")
+    qdrant_collection: str = Field(default="knowledge", min_length=1)
+
+
+class _Empty:
+    """The engine while no index exists: it finds nothing."""
+
+    def search(self, query: str, k: int = 3, context: str | None = None) -> list[Hit]:
+        return []
+
+
+class ReloadingIndex:
+    """The index file's current contents: each search first checks whether the file was
+    replaced (one ``stat``, microseconds) and, if so, loads the new one; a file that fails
+    to load leaves the old index serving and is logged."""
+
+    def __init__(self, path: Path, source: Path | None = None) -> None:
+        self.path = path
+        self.source = source
+        self._seen: tuple[int, int, int] | None = None
+        self._engine: Retriever = _Empty()
+        self._lock = threading.Lock()
+        self.loads = 0
+
+    def _signature(self) -> tuple[int, int, int] | None:
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+    def build_if_missing(self) -> None:
+        """Build the file from :attr:`source` when there is none yet; its files are
+        named from inside it (``docs/backup.md`` for ``<source>/docs/backup.md``)."""
+        if self.source is None or self.path.exists():
+            return
+        corpus = read_folder(self.source)
+        for name, why in corpus.skipped.items():
+            logger.warning("knowledge: %s skipped: %s", name, why)
+        index, _ = build_index(corpus.passages)
+        index.save(self.path)
+
+    def current(self) -> Retriever:
+        signature = self._signature()
+        if signature == self._seen:
+            return self._engine
+        with self._lock:
+            if signature != self._seen:
+                self._seen = signature
+                if signature is None:
+                    self._engine = _Empty()
+                    logger.warning("knowledge: no index at %s; passages stay empty", self.path)
+                else:
+                    try:
+                        self._engine = KnowledgeIndex.load(self.path)
+                        self.loads += 1
+                        logger.info("knowledge: loaded %s", self.path)
+                    except IndexError_ as exc:
+                        logger.error("knowledge: %s; the previous index still serves", exc)
+        return self._engine
+
+    def search(self, query: str, k: int = 3, context: str | None = None) -> list[Hit]:
+        return self.current().search(query, k=k, context=context)
+
+
+def engine_for(settings: RetrievalSettings) -> Retriever:
+    """The configured engine."""
+    if settings.engine == "qdrant":
+        from shared.knowledge.qdrant import QdrantRetriever
+
+        return QdrantRetriever.connect(
+            url=settings.qdrant_url,
+            path=settings.qdrant_path,
+            collection=settings.qdrant_collection,
+        )
+    index = ReloadingIndex(settings.index, settings.source)
+    index.build_if_missing()
+    index.current()
+    return index
+
+
+def previous_human(dialog: DialogView) -> str | None:
+    """The human's utterance before the newest one, if the window holds it."""
+    humans = [u.text for u in dialog.utterances if u.speaker == "human"]
+    return humans[-2] if len(humans) > 1 else None
+
+
+def create_service(engine: Retriever, top_k: int = 3) -> Service:
+    service = Service("retrieval", description="The knowledge base's passages for the turn.")
+
+    @service.annotator
+    def annotate(dialog: DialogView) -> Retrieved:
+        # Synchronous: a search is CPU work, run in the SDK's worker thread.
+        question = dialog.human_utterance.text
+        return retrieve(engine, question, previous_human(dialog), k=top_k)
+
+    return service
+
+
+def service_from_environment() -> Service:
+    """The service for the ``KNOWLEDGE_*`` settings; a bad one stops it, naming the
+    variable."""
+    try:
+        settings = RetrievalSettings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"KNOWLEDGE_{str(e['loc'][0]).upper()}: {e['msg']}" for e in exc.errors()
+        )
+        raise SystemExit(f"retrieval: bad settings: {problems}") from None
+    return create_service(engine_for(settings), settings.top_k)
+
+
+def __getattr__(name: str) -> object:
+    """``app`` for uvicorn (``annotators.retrieval.app:app``), built when first asked for:
+    importing the module reads no setting and loads no index."""
+    if name == "app":
+        app = service_from_environment().app
+        globals()["app"] = app
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

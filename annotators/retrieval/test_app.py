@@ -1,0 +1,247 @@
+"""The retrieval annotator over real HTTP, on a knowledge base built here by the command a
+user runs (``chorus knowledge build``), from files of every kind it reads."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from agent.cli.main import app as cli
+from agent.sdk.testing import ServiceClient, view
+from annotators.retrieval.app import ReloadingIndex, RetrievalSettings, create_service, engine_for
+from shared.knowledge.index import KnowledgeIndex, build_index
+from shared.knowledge.passages import MAX_FILE_BYTES, read_folder
+
+BACKUP = """\
+# Backup and restore
+
+Chorus keeps every dialog in its store.
+
+## Exporting
+
+`chorus export --all -o backup.jsonl` writes every dialog and user to a file of JSON Lines.
+
+## Restoring
+
+To restore a backup, run `chorus import backup.jsonl`. Dialogs already stored are kept,
+and the import says how many records it restored.
+"""
+
+PRICING = """\
+<html><head><title>Plans</title><script>var tracking = "pricing";</script></head>
+<body><nav>Home | Plans</nav>
+<h1>Plans</h1>
+<h2 id="pro-plan">The Pro plan</h2>
+<p>The Pro plan costs 20 euros a month and includes priority support.</p>
+<p>You can cancel the Pro plan at any time from your account page.</p>
+<h2>The Free plan</h2>
+<p>The Free plan costs nothing and holds one bot.</p>
+</body></html>
+"""
+
+
+def write_base(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "backup.md").write_text(BACKUP)
+    (folder / "pricing.html").write_text(PRICING)
+    (folder / "notes.txt").write_text("The office is closed on public holidays.\n")
+    (folder / "legacy.txt").write_bytes("Caf\xe9 menu: the espresso is 2 euros.".encode("latin-1"))
+    (folder / "manual.pdf").write_bytes(b"%PDF-1.4 this file was cut short")
+    (folder / "logo.png").write_bytes(b"\x89PNG")  # an image: not a document, not reported
+    return folder
+
+
+def build(folder: Path, out: Path) -> str:
+    result = CliRunner().invoke(cli, ["knowledge", "build", str(folder), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def ask(client: ServiceClient, *texts: str) -> dict[str, Any]:
+    response = client.post("/respond", json={"dialogs": [view(*texts)]})
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()[0]
+    return answer
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_base(tmp_path_factory.mktemp("kb") / "handbook")
+
+
+@pytest.fixture(scope="module")
+def index_file(base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("index") / "handbook.npz"
+    build(base, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def client(index_file: Path) -> Any:
+    settings = RetrievalSettings(index=index_file)
+    with ServiceClient(create_service(engine_for(settings)).app) as client:
+        yield client
+
+
+def test_each_kind_of_file_becomes_passages_under_its_headings(base: Path) -> None:
+    corpus = read_folder(base, prefix="handbook/")
+    where = {(p.source, tuple(p.headings)) for p in corpus.passages}
+    assert ("handbook/backup.md", ("Backup and restore", "Restoring")) in where
+    assert ("handbook/backup.md", ("Backup and restore",)) in where
+    assert ("handbook/pricing.html", ("Plans", "The Pro plan")) in where
+    assert ("handbook/notes.txt", ()) in where
+    restoring = next(p for p in corpus.passages if p.section == "Restoring")
+    # Markdown's marks are gone, the words are kept; the link finds the section.
+    assert "run chorus import backup.jsonl" in restoring.text
+    assert restoring.link == "handbook/backup.md#restoring"
+    pro = next(p for p in corpus.passages if p.section == "The Pro plan")
+    assert pro.link == "handbook/pricing.html#pro-plan"
+    html = " ".join(p.text for p in corpus.passages if p.source.endswith(".html"))
+    assert "tracking" not in html and "Home | Plans" not in html  # script and navigation
+
+
+def test_unreadable_files_are_named_with_the_reason_and_skipped(base: Path) -> None:
+    corpus = read_folder(base, prefix="handbook/")
+    assert set(corpus.skipped) == {"handbook/legacy.txt", "handbook/manual.pdf"}
+    assert "not UTF-8" in corpus.skipped["handbook/legacy.txt"]
+    assert "not a readable PDF" in corpus.skipped["handbook/manual.pdf"]
+    assert not any(p.source.endswith((".pdf", ".png")) for p in corpus.passages)
+
+
+def test_a_file_over_the_size_limit_is_skipped(tmp_path: Path) -> None:
+    big = tmp_path / "big.txt"
+    with big.open("wb") as file:
+        file.truncate(MAX_FILE_BYTES + 1)
+    (tmp_path / "small.txt").write_text("small")
+    corpus = read_folder(tmp_path)
+    assert "limit" in corpus.skipped["big.txt"]
+    assert [p.source for p in corpus.passages] == ["small.txt"]
+
+
+def test_the_build_names_the_skipped_files_and_embeds_only_what_changed(tmp_path: Path) -> None:
+    folder = write_base(tmp_path / "handbook")
+    out = tmp_path / "index.npz"
+    first = build(folder, out)
+    assert "skipped handbook/manual.pdf: not a readable PDF" in " ".join(first.split())
+    total = len(KnowledgeIndex.load(out))
+    assert f"{total} embedded, 0 unchanged" in first
+
+    assert f"0 embedded, {total} unchanged, 0 removed" in build(folder, out)
+
+    (folder / "notes.txt").write_text("The office opens at nine.\n")
+    assert f"1 embedded, {total - 1} unchanged, 1 removed" in build(folder, out)
+    texts = [p.text for p in KnowledgeIndex.load(out).passages]
+    assert "The office opens at nine." in texts
+
+
+def test_a_folder_that_does_not_exist_is_refused_by_name(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["knowledge", "build", str(tmp_path / "nowhere")])
+    assert result.exit_code == 2
+    assert "nowhere is not a folder or a file" in " ".join(result.output.split())
+
+
+def test_the_question_finds_its_section_with_a_confident_score(client: ServiceClient) -> None:
+    found = ask(client, "How do I restore a backup?")
+    best = found["passages"][0]
+    assert (best["source"], best["section"]) == ("handbook/backup.md", "Restoring")
+    assert best["headings"] == ["Backup and restore", "Restoring"]
+    assert best["link"] == "handbook/backup.md#restoring"
+    assert "chorus import backup.jsonl" in best["text"]
+    assert best["confidence"] >= 0.5
+    assert len(found["passages"]) == 3
+
+
+def test_small_talk_finds_nothing_it_is_sure_of(client: ServiceClient) -> None:
+    for line in ("How are you?", "Tell me a joke", "Who won the world cup in 1998?"):
+        passages = ask(client, line)["passages"]
+        assert all(p["confidence"] < 0.5 for p in passages), (line, passages)
+
+
+def test_a_follow_up_is_searched_with_the_question_before_it(client: ServiceClient) -> None:
+    alone = ask(client, "and can I cancel it?")
+    assert alone["context"] is None
+    followed = ask(client, "How much is the Pro plan?", "20 euros a month.", "and can I cancel it?")
+    assert followed["context"] == "How much is the Pro plan?"
+    best = followed["passages"][0]
+    assert (best["source"], best["section"]) == ("handbook/pricing.html", "The Pro plan")
+    # A full question of its own is not a follow-up, whatever came before.
+    fresh = ask(client, "How much is the Pro plan?", "20 euros.", "How do I restore a backup?")
+    assert fresh["context"] is None
+    assert fresh["passages"][0]["section"] == "Restoring"
+
+
+def test_a_replaced_index_file_is_served_without_a_restart(tmp_path: Path) -> None:
+    folder = write_base(tmp_path / "handbook")
+    out = tmp_path / "index.npz"
+    build(folder, out)
+    with ServiceClient(create_service(engine_for(RetrievalSettings(index=out))).app) as client:
+        before = ask(client, "When does the office open?")["passages"][0]["text"]
+        assert "nine" not in before
+        (folder / "notes.txt").write_text("The office opens at nine in the morning.\n")
+        build(folder, out)  # written beside, renamed over the file being served
+        after = ask(client, "When does the office open?")["passages"][0]
+    assert after["text"] == "The office opens at nine in the morning."
+
+
+def test_a_broken_replacement_leaves_the_old_index_serving(tmp_path: Path) -> None:
+    folder = write_base(tmp_path / "handbook")
+    out = tmp_path / "index.npz"
+    build(folder, out)
+    index = ReloadingIndex(out)
+    assert index.search("restore a backup")[0].passage.section == "Restoring"
+    broken = tmp_path / "broken"
+    broken.write_bytes(b"not an index")
+    os.replace(broken, out)
+    assert index.search("restore a backup")[0].passage.section == "Restoring"
+    assert index.loads == 1
+
+
+def test_without_an_index_the_service_answers_no_passages(tmp_path: Path) -> None:
+    settings = RetrievalSettings(index=tmp_path / "missing.npz")
+    with ServiceClient(create_service(engine_for(settings)).app) as client:
+        assert client.get("/health").json() == {
+            "status": "ok",
+            "service": "retrieval",
+            "role": "annotator",
+        }
+        assert ask(client, "How do I restore a backup?")["passages"] == []
+
+
+def test_a_source_folder_is_built_when_the_index_is_missing(tmp_path: Path) -> None:
+    write_base(tmp_path / "mounted" / "handbook")
+    out = tmp_path / "built" / "index.npz"
+    settings = RetrievalSettings(index=out, source=tmp_path / "mounted")
+    with ServiceClient(create_service(engine_for(settings)).app) as client:
+        best = ask(client, "How do I restore a backup?")["passages"][0]
+    # Named from inside the source folder, as the docs are in the compose stack.
+    assert (best["source"], best["section"]) == ("handbook/backup.md", "Restoring")
+    assert out.exists()
+
+
+def test_an_index_of_another_format_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    index, _ = build_index(read_folder(write_base(tmp_path / "kb")).passages)
+    out = tmp_path / "index.npz"
+    index.save(out)
+    other = tmp_path / "other.npz"
+    other.write_bytes(b"PK\x05\x06" + b"\x00" * 18)  # an empty zip: no meta inside
+    with pytest.raises(ValueError, match="not a knowledge index"):
+        KnowledgeIndex.load(other)
+    assert len(KnowledgeIndex.load(out)) == len(index)
+
+
+def test_a_knowledge_base_over_the_passage_limit_is_refused_with_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shared.knowledge.index
+
+    monkeypatch.setattr(shared.knowledge.index, "MAX_PASSAGES", 3)
+    folder = write_base(tmp_path / "handbook")
+    result = CliRunner().invoke(cli, ["knowledge", "build", str(folder), "-o", str(tmp_path / "i")])
+    assert result.exit_code == 2
+    said = " ".join(result.output.split())
+    assert "over the 3 limit of one index" in said and "vector engine" in said
+    assert not (tmp_path / "i").exists()

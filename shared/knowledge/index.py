@@ -1,0 +1,426 @@
+"""The knowledge index: passages, their embeddings, and hybrid search over them.
+
+One file holds it all (NumPy's ``.npz``: the passages as JSON, a SHA-256 digest and an
+embedding per passage), written to a temporary name and renamed over the old one, so a
+reader never sees half a file and a service can swap it in while it serves. Building again
+reads the old file first: a passage whose digest is unchanged keeps its embedding, and
+only new or edited passages are embedded.
+
+Search is hybrid, each half good where the other is weak:
+
+- **lexical**: BM25 (``bm25s``, sparse matrices, milliseconds at 100,000 passages) over
+  stemmed words without stop words (PyStemmer's English Snowball stemmer), which finds
+  the rare exact term ("FerretDB", "run_below");
+- **dense**: the cosine of WordLlama sentence embeddings (:mod:`shared.meaning`, the model
+  the project already ships, 256 dimensions), which finds a paraphrase ("bring back my
+  dialogs" for "Restoring");
+
+fused by adding them (BM25 scaled to its best match, :func:`combine`), one passage per
+section. The BM25 index is built when the file is loaded (seconds for 100,000 passages),
+so the file holds only what is costly to make again: the embeddings.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import re
+import tempfile
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, TypeAdapter
+
+from shared.knowledge.passages import MAX_PASSAGES, Passage
+
+#: Bumped when the file's layout changes; an older file is rebuilt, never misread.
+FORMAT = 1
+#: The embedding model, recorded in the file: another model's vectors are not comparable.
+MODEL = "wordllama-l2_supercat-256"
+#: How much the dense cosine counts against the best BM25 match (which scores 1).
+DENSE_WEIGHT = 1.0
+#: How much a passage gains from its file's share of the best candidates' scores.
+SOURCE_WEIGHT = 0.2
+#: The candidates that vote for their file.
+VOTERS = 10
+#: How deep each half of a search goes (BM25's best and the dense search's), and a vector
+#: engine's lists.
+DEPTH = 50
+#: From this many passages on, the dense search probes clusters instead of every passage.
+CLUSTERED_FROM = 20_000
+#: The clusters a dense search reads (of about the square root of the passages).
+PROBES = 12
+#: How much the words of a follow-up's context count against its own.
+CONTEXT_WEIGHT = 0.3
+#: Passages embedded per call while building (bounds the memory of one call).
+EMBED_BATCH = 256
+
+_PASSAGES = TypeAdapter(list[Passage])
+_WORD = re.compile(r"(?u)\b\w\w+\b")
+
+
+class IndexError_(ValueError):
+    """The index file is missing, unreadable or of another format; the message says which."""
+
+
+@cache
+def _stemmer() -> Any:
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+@cache
+def _stopwords() -> frozenset[str]:
+    """scikit-learn's English stop words (318, "how" and "what" among them: a question's
+    frame says nothing of its subject), with bm25s's own."""
+    from bm25s.stopwords import STOPWORDS_EN
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(STOPWORDS_EN) | frozenset(ENGLISH_STOP_WORDS)
+
+
+def terms(text: str) -> list[str]:
+    """The words BM25 matches: lowercased, stop words out, stemmed ("restoring" → "restor").
+    bm25s's own tokenizer pattern; its stemmer call, one word list at a time."""
+    stop = _stopwords()
+    words = [w for w in _WORD.findall(text.lower()) if w not in stop]
+    stemmed: list[str] = _stemmer().stemWords(words)
+    return stemmed
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A passage found, with what the search thought of it."""
+
+    passage: Passage
+    score: float  # the fused score (:func:`combine`)
+    cosine: float  # its dense similarity to the query (-1..1)
+    overlap: float  # the share of the query's terms it contains (0..1)
+    known: float  # the share of the query's terms the knowledge base has at all (0..1)
+    lexical_rank: int | None  # its place in the BM25 list (0 first), None if not in it
+    dense_rank: int | None
+
+
+def combine(
+    lexical: np.ndarray,
+    dense: np.ndarray,
+    sources: np.ndarray,
+    sections: np.ndarray,
+    k: int,
+) -> list[tuple[int, float]]:
+    """The ``k`` best candidates (one per section), by their fused score. ``sources`` and
+    ``sections`` number each candidate's file and section (integer arrays).
+
+    ``lexical`` (BM25, any scale) is divided by its best, so the best match scores 1; the
+    dense cosine is added at :data:`DENSE_WEIGHT`; then each candidate gains
+    :data:`SOURCE_WEIGHT` times its file's share of the :data:`VOTERS` best candidates'
+    scores, since a question whose answer is in one page usually matches several of its
+    passages. Measured on the question set (bench/knowledge.py) against reciprocal rank
+    fusion, which gives the weaker half a full vote: recall@3 0.87 against 0.79. Only
+    NumPy's vector operations and partial sorts: milliseconds at 100,000 candidates.
+    """
+    top = float(lexical.max()) if len(lexical) else 0.0
+    scores = (lexical / top if top > 0 else np.zeros_like(lexical)) + DENSE_WEIGHT * dense
+    voters = _best(scores, VOTERS)
+    votes = np.zeros(int(sources.max()) + 1 if len(sources) else 1)
+    np.add.at(votes, sources[voters], scores[voters])
+    if votes.max() > 0:
+        votes /= votes.max()
+    scores = scores + SOURCE_WEIGHT * votes[sources]
+    kept: list[tuple[int, float]] = []
+    seen: set[int] = set()
+    for row in _best(scores, max(DEPTH, k * 8)):
+        section = int(sections[row])
+        if section in seen:
+            continue
+        seen.add(section)
+        kept.append((int(row), float(scores[row])))
+        if len(kept) == k:
+            break
+    return kept
+
+
+def _best(scores: np.ndarray, count: int) -> np.ndarray:
+    """The rows of the ``count`` highest scores, highest first (a partial sort)."""
+    count = min(count, len(scores))
+    if count == 0:
+        return np.zeros(0, dtype=np.intp)
+    top = np.argpartition(-scores, count - 1)[:count]
+    ordered: np.ndarray = top[np.argsort(-scores[top])]
+    return ordered
+
+
+def _clusters(embeddings: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """k-means (scikit-learn's mini-batch) over the embeddings: the centres, normalised,
+    and each cluster's rows. Made when the index loads, a few seconds at 100,000."""
+    from sklearn.cluster import MiniBatchKMeans
+
+    count = max(PROBES, int(np.sqrt(len(embeddings))))
+    kmeans = MiniBatchKMeans(n_clusters=count, n_init=1, random_state=0, batch_size=4096)
+    labels = kmeans.fit_predict(embeddings)
+    centres = kmeans.cluster_centers_.astype(np.float32)
+    centres /= np.maximum(np.linalg.norm(centres, axis=1, keepdims=True), 1e-12)
+    order = np.argsort(labels, kind="stable")
+    bounds = np.searchsorted(labels[order], np.arange(count + 1))
+    members = [order[bounds[c] : bounds[c + 1]] for c in range(count)]
+    return centres, members
+
+
+def numbered(values: Sequence[Any]) -> np.ndarray:
+    """Each value's number among the distinct values (their order of first appearance)."""
+    numbers: dict[Any, int] = {}
+    return np.array([numbers.setdefault(v, len(numbers)) for v in values], dtype=np.intp)
+
+
+def hit_of(
+    passage: Passage,
+    passage_terms: frozenset[str],
+    cosine: float,
+    wanted: frozenset[str],
+    score: float,
+    lexical_rank: int | None,
+    dense_rank: int | None,
+    known: float,
+) -> Hit:
+    """A found passage with what the confidence is computed from."""
+    return Hit(
+        passage=passage,
+        score=score,
+        cosine=cosine,
+        overlap=len(wanted & passage_terms) / len(wanted) if wanted else 0.0,
+        known=known,
+        lexical_rank=lexical_rank,
+        dense_rank=dense_rank,
+    )
+
+
+def rank_in(scores: np.ndarray, row: int) -> int | None:
+    """The place of ``row`` in ``scores`` sorted best first (None when it scored nothing)."""
+    if scores[row] <= 0:
+        return None
+    return int((scores > scores[row]).sum())
+
+
+class IndexMeta(BaseModel):
+    format: int
+    model: str
+    passages: int
+
+
+def embed_texts(texts: Sequence[str]) -> np.ndarray:
+    from shared import meaning
+
+    return meaning.embed(texts).astype(np.float32)
+
+
+class KnowledgeIndex:
+    """Passages, their embeddings and a BM25 index over them, ready to search."""
+
+    def __init__(self, passages: list[Passage], embeddings: np.ndarray) -> None:
+        if len(passages) != len(embeddings):
+            raise IndexError_(f"{len(passages)} passages but {len(embeddings)} embeddings")
+        if len(passages) > MAX_PASSAGES:
+            raise IndexError_(f"{len(passages):,} passages, over the {MAX_PASSAGES:,} limit")
+        self.passages = passages
+        self.embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
+        self._terms = [frozenset(terms(p.searchable)) for p in passages]
+        self._clusters = _clusters(self.embeddings) if len(passages) >= CLUSTERED_FROM else None
+        self._sources = numbered([p.source for p in passages])
+        self._sections = numbered([(p.source, tuple(p.headings)) for p in passages])
+        self._bm25 = self._lexical([p.searchable for p in passages])
+
+    def _lexical(self, texts: list[str]) -> Any:
+        import bm25s
+
+        # bm25s sets its own logger to DEBUG at import, which prints a line per index
+        # wherever logging is configured (the agent's process): its warnings are enough.
+        logging.getLogger("bm25s").setLevel(logging.WARNING)
+
+        self._vocabulary: dict[str, int] = {}
+        if not texts:
+            return None
+        tokens = bm25s.tokenize(
+            texts,
+            stopwords=sorted(_stopwords()),
+            stemmer=_stemmer(),
+            show_progress=False,
+            return_ids=True,
+        )
+        self._vocabulary = tokens.vocab
+        retriever = bm25s.BM25()
+        retriever.index(tokens, show_progress=False)
+        return retriever
+
+    def __len__(self) -> int:
+        return len(self.passages)
+
+    # --- search -----------------------------------------------------------------------
+
+    def _lexical_scores(self, query_terms: list[str]) -> np.ndarray:
+        ids = [self._vocabulary[t] for t in query_terms if t in self._vocabulary]
+        if self._bm25 is None or not ids:
+            return np.zeros(len(self.passages), dtype=np.float32)
+        scores: np.ndarray = self._bm25.get_scores(ids)
+        return scores
+
+    def _dense_rows(self, vector: np.ndarray) -> np.ndarray:
+        """The rows the dense search compares ``vector`` with: all of them, or, past
+        :data:`CLUSTERED_FROM` passages, those of the :data:`PROBES` clusters whose
+        centres are closest (an inverted file: a 100,000 x 256 product reads 100 MB of
+        memory a question, which alone took tens of milliseconds on a busy machine)."""
+        if self._clusters is None:
+            return np.arange(len(self.passages))
+        centres, members = self._clusters
+        nearest = _best(centres @ vector, PROBES)
+        return np.concatenate([members[c] for c in nearest])
+
+    def candidates(
+        self, query: str, context: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows worth fusing (BM25's best :data:`DEPTH` and the dense search's) with
+        their BM25 scores and dense cosines. A follow-up's ``context`` adds its own words'
+        BM25 at :data:`CONTEXT_WEIGHT`, and its meaning joins the question's in the dense
+        query."""
+        lexical = self._lexical_scores(terms(query))
+        if context:
+            lexical = lexical + CONTEXT_WEIGHT * self._lexical_scores(terms(context))
+        text = f"{context} {query}" if context else query
+        vector = embed_texts([text])[0]
+        near = self._dense_rows(vector)
+        near_scores = self.embeddings[near] @ vector
+        matched = _best(lexical, DEPTH)
+        rows = np.union1d(matched[lexical[matched] > 0], near[_best(near_scores, DEPTH)])
+        return rows, lexical[rows], self.embeddings[rows] @ vector
+
+    def search(self, query: str, k: int = 3, context: str | None = None) -> list[Hit]:
+        """The ``k`` best passages for ``query``, one per section. ``context`` (the
+        previous question, for a follow-up like "and how much does it cost?") is searched
+        with it, at a lower weight, so the follow-up's own words still lead."""
+        if not self.passages or not query.strip():
+            return []
+        rows, lexical, dense = self.candidates(query, context)
+        own = self.embeddings[rows] @ embed_texts([query])[0] if context else dense
+        wanted = frozenset(terms(query))
+        # "iPhone" in "How do I restore a backup of my iPhone?" is in no document: the
+        # strongest sign that a question is about something else, however close its words.
+        known = len([t for t in wanted if t in self._vocabulary]) / len(wanted) if wanted else 0.0
+        return [
+            hit_of(
+                self.passages[rows[at]],
+                self._terms[rows[at]],
+                float(own[at]),
+                wanted,
+                score,
+                rank_in(lexical, at),
+                rank_in(dense, at),
+                known,
+            )
+            for at, score in combine(lexical, dense, self._sources[rows], self._sections[rows], k)
+        ]
+
+    # --- the file ---------------------------------------------------------------------
+
+    def save(self, path: Path) -> None:
+        """Write the file atomically: a temporary file in the same folder, then a rename."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        meta = IndexMeta(format=FORMAT, model=MODEL, passages=len(self.passages))
+        buffer = io.BytesIO()
+        np.savez(
+            buffer,
+            meta=np.frombuffer(meta.model_dump_json().encode(), dtype=np.uint8),
+            passages=np.frombuffer(_PASSAGES.dump_json(self.passages), dtype=np.uint8),
+            digests=np.array([p.digest for p in self.passages], dtype="U32"),
+            embeddings=self.embeddings,
+        )
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with os.fdopen(handle, "wb") as file:
+                file.write(buffer.getvalue())
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+    @staticmethod
+    def read(path: Path) -> tuple[list[Passage], np.ndarray, np.ndarray]:
+        """The file's passages, digests and embeddings, checked."""
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                meta = IndexMeta.model_validate_json(data["meta"].tobytes())
+                if meta.format != FORMAT or meta.model != MODEL:
+                    raise IndexError_(
+                        f"{path}: format {meta.format} of {meta.model}, not {FORMAT} of "
+                        f"{MODEL}: build it again (chorus knowledge build)"
+                    )
+                passages = _PASSAGES.validate_json(data["passages"].tobytes())
+                return passages, data["digests"], data["embeddings"]
+        except FileNotFoundError:
+            raise IndexError_(f"{path}: no such file (chorus knowledge build makes it)") from None
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
+            if isinstance(exc, IndexError_):
+                raise
+            raise IndexError_(f"{path}: not a knowledge index ({exc})") from None
+
+    @classmethod
+    def load(cls, path: Path) -> KnowledgeIndex:
+        passages, _, embeddings = cls.read(path)
+        return cls(passages, embeddings)
+
+
+@dataclass
+class BuildReport:
+    """What a build did."""
+
+    passages: int
+    embedded: int  # new or changed passages, embedded this time
+    reused: int  # unchanged passages whose embeddings came from the old file
+    removed: int  # passages of the old file that are gone
+
+
+def build_index(
+    passages: list[Passage],
+    previous: Path | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[KnowledgeIndex, BuildReport]:
+    """The index of ``passages``, reusing the embeddings of ``previous`` (an index file)
+    for the passages it already had. ``progress(n)`` is told as each batch is embedded."""
+    if len(passages) > MAX_PASSAGES:
+        raise IndexError_(
+            f"{len(passages):,} passages, over the {MAX_PASSAGES:,} limit of one index: "
+            "split the knowledge base, or use a vector engine (docs/knowledge.md)"
+        )
+    known: dict[str, np.ndarray] = {}
+    if previous is not None and previous.exists():
+        try:
+            _, digests, embeddings = KnowledgeIndex.read(previous)
+            known = {str(d): e for d, e in zip(digests, embeddings, strict=True)}
+        except IndexError_:
+            known = {}  # another format or model: everything is embedded again
+    wanted = [p.digest for p in passages]
+    missing = sorted({d: i for i, d in enumerate(wanted) if d not in known}.values())
+    for start in range(0, len(missing), EMBED_BATCH):
+        batch = missing[start : start + EMBED_BATCH]
+        rows = embed_texts([passages[i].searchable for i in batch])
+        for i, row in zip(batch, rows, strict=True):
+            known[wanted[i]] = row
+        if progress is not None:
+            progress(len(batch))
+    embeddings = (
+        np.stack([known[d] for d in wanted]) if passages else np.zeros((0, 256), np.float32)
+    )
+    kept = set(wanted)
+    report = BuildReport(
+        passages=len(passages),
+        embedded=len(missing),
+        reused=len(passages) - len(missing),
+        removed=0 if previous is None else sum(1 for d in known if d not in kept),
+    )
+    return KnowledgeIndex(passages, embeddings), report

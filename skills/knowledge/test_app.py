@@ -1,0 +1,98 @@
+"""The knowledge skill over real HTTP, fed the retrieval annotator's annotation as the agent
+passes it on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.sdk.testing import ServiceClient, view
+from skills.knowledge.app import (
+    MAX_CONFIDENCE,
+    THRESHOLD,
+    app,
+    best_sentences,
+    sentences,
+)
+
+RESTORING = (
+    "chorus import reads a backup file and stores its records. To restore a backup, run "
+    "chorus import backup.jsonl with the store in --db. Dialogs already stored are kept, "
+    "and the import says how many records it restored. It never deletes anything."
+)
+
+
+def passage(confidence: float, **fields: Any) -> dict[str, Any]:
+    return {
+        "source": "docs/backup.md",
+        "headings": ["Backup and restore", "Restoring"],
+        "section": "Restoring",
+        "link": "docs/backup.md#restoring",
+        "text": RESTORING,
+        "score": 0.03,
+        "confidence": confidence,
+        **fields,
+    }
+
+
+def ask(question: str, *passages: dict[str, Any]) -> list[dict[str, Any]]:
+    annotations = {"retrieval": {"query": question, "passages": list(passages)}}
+    with ServiceClient(app) as client:
+        response = client.post(
+            "/respond", json={"dialogs": [view(question, annotations=annotations)]}
+        )
+    assert response.status_code == 200, response.text
+    answer: list[dict[str, Any]] = response.json()[0]
+    return answer
+
+
+def test_a_confident_passage_is_quoted_with_its_source_and_section() -> None:
+    (hypothesis,) = ask("How do I restore a backup?", passage(0.93), passage(0.4, section="X"))
+    assert hypothesis["text"].startswith("From docs/backup.md, Restoring: ")
+    assert "To restore a backup, run chorus import backup.jsonl" in hypothesis["text"]
+    assert hypothesis["confidence"] == MAX_CONFIDENCE  # the probability it fits, capped
+    assert hypothesis["citations"] == [
+        {
+            "n": 1,
+            "source": "docs/backup.md",
+            "section": "Restoring",
+            "headings": ["Backup and restore", "Restoring"],
+            "link": "docs/backup.md#restoring",
+        }
+    ]
+
+
+def test_the_quote_is_the_passages_sentences_closest_to_the_question() -> None:
+    quote = best_sentences("Are the dialogs already stored kept?", RESTORING)
+    assert "Dialogs already stored are kept" in quote
+    quoted = [s for s in sentences(RESTORING) if s in quote]
+    assert len(quoted) == 2  # of four
+    assert quoted == sorted(quoted, key=RESTORING.index)  # in the passage's order
+
+
+def test_an_unsure_passage_leaves_the_turn_to_other_skills() -> None:
+    assert ask("How are you?", passage(THRESHOLD - 0.01)) == []
+    (hypothesis,) = ask("How do I restore a backup?", passage(THRESHOLD + 0.01))
+    assert hypothesis["confidence"] == THRESHOLD + 0.01
+
+
+def test_small_talk_is_left_to_its_skills_however_sure_the_passage() -> None:
+    question = "How are you?"
+    annotations = {
+        "retrieval": {"query": question, "passages": [passage(0.95)]},
+        "intents": {"intent": "how_are_you", "confidence": 1.0, "method": "pattern"},
+    }
+    with ServiceClient(app) as client:
+        dialogs = [view(question, annotations=annotations)]
+        assert client.post("/respond", json={"dialogs": dialogs}).json() == [[]]
+
+
+def test_no_passages_or_no_annotation_is_silence() -> None:
+    assert ask("How do I restore a backup?") == []
+    with ServiceClient(app) as client:
+        answer = client.post("/respond", json={"dialogs": [view("How do I restore a backup?")]})
+    assert answer.json() == [[]]
+
+
+def test_an_annotation_of_another_shape_is_ignored() -> None:
+    broken = {"source": "docs/backup.md", "confidence": 2}
+    assert ask("How do I restore a backup?", broken) == []

@@ -1,0 +1,46 @@
+"""bench/knowledge.py as its user runs it, on a few questions of the labelled set's format:
+it scores each kind of question and writes its figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.support.processes import run_module
+
+QUESTIONS = [
+    {
+        "id": "k-1",
+        "question": "How do I back up every dialog to a file?",
+        "answerable": True,
+        "source": "docs/backup.md",
+        "section": "What to export",
+        "follows": None,
+    },
+    {
+        "id": "k-2",
+        "question": "Which variable names the MongoDB the agent uses?",
+        "answerable": True,
+        "source": "docs/deployment.md",
+        "section": "Using an existing MongoDB",
+        "follows": None,
+        "also": [{"source": "docs/configuration.md", "section": "Settings"}],
+    },
+    {"id": "u-1", "question": "What's a good recipe for pancakes?", "answerable": False},
+]
+
+
+def test_the_benchmark_scores_the_questions_and_writes_its_figures(tmp_path: Path) -> None:
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    out = tmp_path / "knowledge.json"
+    result = run_module(
+        "bench.knowledge", "--questions", str(questions), "--sizes", "1000", "--out", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(out.read_text())
+    assert (figures["answerable"], figures["unanswerable"]) == (2, 1)
+    assert figures["declined"] == 1.0  # pancakes are not in the docs
+    assert figures["recall_at_3"] == 1.0
+    assert figures["p50_ms_at_1000"] > 0
+    assert "recall_at_3: 1.0" in result.stdout
