@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent.sdk import DialogView, Service, SkillHypothesis
-from shared.calibration import calibrated
+from shared.calibration import SILENT_BELOW, calibrated, chance
 from shared.knowledge.index import embed_texts, terms
 from shared.knowledge.retrieval import Retrieved, RetrievedPassage
 
@@ -123,7 +123,7 @@ def small_talk(dialog: DialogView) -> bool:
 
 def follows_other_subject(dialog: DialogView, found: Retrieved) -> bool:
     """Whether the retrieval annotator read the utterance as a follow-up (it searched it
-    with the question before) and that question had no confident passage: "are they
+    with the question before) and that question had no passage the skill would answer: "are they
     noisy?" after a question on heat pumps is about heat pumps, whatever the docs say about
     noise. Needs the previous human utterance in the window (``context_window`` 3); without
     it nothing is known and the follow-up is answered on its own merits."""
@@ -139,7 +139,13 @@ def follows_other_subject(dialog: DialogView, found: Retrieved) -> bool:
         before = Retrieved.model_validate(previous)
     except ValidationError:
         return False
-    return not any(p.confidence >= THRESHOLD for p in before.passages[:1])
+    return not any(answerable(p.confidence) for p in before.passages[:1])
+
+
+def answerable(raw: float) -> bool:
+    """Whether a passage this sure would be answered: over the retrieval's threshold, and
+    its calibrated chance of fitting at least an even one."""
+    return raw >= THRESHOLD and chance("knowledge", KIND, raw) >= SILENT_BELOW
 
 
 def answer(dialog: DialogView) -> SkillHypothesis | None:
