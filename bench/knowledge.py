@@ -6,8 +6,10 @@ README.md answer, each with its source and section, and questions they do not):
 - **recall@3**: the share of answerable questions with a right passage (the labelled
   source and section, or one of ``also``) among the three the retrieval annotator returns;
 - **cited right source**: the share of answerable questions the knowledge skill answers
-  (its best passage's confidence at least the skill's threshold, and no small-talk intent
-  from the intents annotator) citing a right source;
+  (its best passage's confidence at least the skill's threshold, that confidence's
+  calibrated chance of fitting a conversation's turn at least an even one,
+  :mod:`shared.calibration`, and no small-talk intent from the intents annotator) citing a
+  right source;
 - **declined**: the share of unanswerable questions it leaves to other skills;
 - **p50 of a retrieval** at 1,000 and 100,000 passages, one question at a time.
 
@@ -47,10 +49,11 @@ sys.path.insert(0, str(ROOT))
 
 from agent.cli.knowledge import DOCS, build  # noqa: E402
 from annotators.intents.app import CATCHER  # noqa: E402
+from shared.calibration import SILENT_BELOW, chance  # noqa: E402
 from shared.knowledge.index import Hit, KnowledgeIndex  # noqa: E402
 from shared.knowledge.passages import Passage  # noqa: E402
 from shared.knowledge.retrieval import confidence, follow_up_context, quotes  # noqa: E402
-from skills.knowledge.app import INTENT_CONFIDENCE, THRESHOLD  # noqa: E402
+from skills.knowledge.app import INTENT_CONFIDENCE, KIND, THRESHOLD  # noqa: E402
 
 QUESTIONS = ROOT / "bench" / "data" / "knowledge" / "questions.jsonl"
 RESULTS = ROOT / "bench" / "results" / "knowledge.json"
@@ -114,6 +117,8 @@ def evaluate(index: KnowledgeIndex, questions: list[Question]) -> dict[str, Any]
         sure = (
             best is not None
             and confidence(best) >= THRESHOLD
+            # the skill's calibrated chance of fitting a conversation's turn
+            and chance("knowledge", KIND, confidence(best)) >= SILENT_BELOW
             and not chat
             and not quotes(best.passage.text, question.question)
         )

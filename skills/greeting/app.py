@@ -265,6 +265,21 @@ def says_hello(text: str, annotations: Mapping[str, Any]) -> bool:
     return bool(_GREETING.search(text))
 
 
+def greeting_by_likeness(annotations: Mapping[str, Any]) -> float | None:
+    """How sure the intents annotator is of a greeting it read by likeness to its examples
+    ("evening!" is like "good evening"), when that is under :data:`INTENT_FLOOR`: the
+    annotator's score, for the calibration to say how often such a reading is right. A
+    pattern's partial reading ("Hi, what's a good name for a bakery?") is no such guess:
+    the rest of the utterance is a question of its own."""
+    intents = annotations.get("intents")
+    if not isinstance(intents, Mapping) or intents.get("intent") != "greeting":
+        return None
+    confidence = intents.get("confidence")
+    if intents.get("method") != "similarity" or not isinstance(confidence, int | float):
+        return None
+    return float(confidence) if confidence < INTENT_FLOOR else None
+
+
 def asks_name(text: str, annotations: Mapping[str, Any]) -> bool:
     """The user asks what their name is: the intents annotator's ``ask_name`` when it ran,
     else this skill's own pattern."""
@@ -344,6 +359,14 @@ def _scripted(
             text="Hi! I'm Chorus. What's your name?",
             confidence=0.9,
             human_attributes={"greeting_stage": "asked_name"},
+        )
+    likeness = greeting_by_likeness(annotations)
+    if likeness is not None:
+        # the same lines, as sure as the reading: calibrated apart (kind greet_by_likeness)
+        return "greet_by_likeness", SkillHypothesis(
+            text=f"Hello again, {name}!" if name else "Hi! I'm Chorus. What's your name?",
+            confidence=likeness,
+            human_attributes={} if name else {"greeting_stage": "asked_name"},
         )
     return None
 

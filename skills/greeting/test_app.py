@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 
 from agent.sdk.testing import ServiceClient, view
+from shared.calibration import SILENT_BELOW, chance, curve_of
 from skills.greeting.app import app, extract_name
 
 
@@ -222,6 +223,24 @@ def test_the_intents_annotators_reading_of_a_greeting_is_the_skills() -> None:
         ask("Hi, what's a good name for a bakery?", annotations=greeted_as("greeting", 0.6)) == []
     )
     assert ask("Hey, good to see you", annotations=greeted_as("farewell")) == []
+
+
+def test_a_greeting_read_by_likeness_is_as_sure_as_its_calibrated_reading() -> None:
+    """ "evening!" is like the annotator's greeting examples without matching one: the
+    script greets as sure as such readings fitted (shared/calibration.json), and a
+    reading that fitted under half the time ("nice" is like "nice to meet you") is
+    silence."""
+
+    def liked(confidence: float) -> dict[str, Any]:
+        return {"intents": {"intent": "greeting", "confidence": confidence, "method": "similarity"}}
+
+    assert curve_of("greeting", "greet_by_likeness") is not None
+    (evening,) = ask("evening!", annotations=liked(0.68))
+    assert evening["text"] == "Hi! I'm Chorus. What's your name?"
+    assert evening["confidence"] == chance("greeting", "greet_by_likeness", 0.68)
+    assert evening["routing"] == {"skill": "greeting", "kind": "greet_by_likeness", "raw": 0.68}
+    assert chance("greeting", "greet_by_likeness", 0.55) < SILENT_BELOW
+    assert ask("nice", annotations=liked(0.55)) == []
 
 
 def test_names_given_as_names_and_the_question_why_after_asking() -> None:

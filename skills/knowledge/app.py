@@ -4,10 +4,17 @@ and where they come from ("From docs/backup.md, Restoring: ...").
 Reads the retrieval annotator's passages (``annotations["retrieval"]`` on the newest human
 utterance) and answers only when the best one's ``confidence`` (the probability that it
 answers the question, :mod:`shared.knowledge.retrieval`) reaches :data:`THRESHOLD`; below
-it the skill is silent and another skill answers. The hypothesis' confidence is that
-probability, so it competes fairly with the other skills' and, as a cheap answer, keeps a
-tiered LLM from running when it is sure (docs/configuration.md, "Tiers"). An utterance the
-intents annotator reads as small talk ("how are you?") is left to the skills for it.
+it the skill is silent and another skill answers. That probability is the passage's
+chance of answering a question about the docs; a conversation holds other turns too ("guess"
+after the name question, "are you alive?"), so the hypothesis' confidence is the raw
+probability calibrated like every other skill's (:mod:`shared.calibration`, kind
+``passage``): the share of such answers that fitted their turn on the labelled dev
+conversations. So it competes fairly with the other skills' and, as a cheap answer, keeps a
+tiered LLM from running only when it is likely to fit (docs/turns.md, "How the tiers
+decide"); under an even chance it is not given. An utterance the intents annotator reads
+as small talk ("how are you?") is left to the skills for it, and so is a follow-up ("are
+they noisy?", "who wrote it?") to a question the docs did not answer: the retrieval
+annotator searched it with that question, whose subject is not the docs'.
 
 The sentences quoted are the passage's closest to the question: pysbd splits the passage
 into sentences, each is scored by the question's words it holds and its meaning's
@@ -24,17 +31,23 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent.sdk import DialogView, Service, SkillHypothesis
+from shared.calibration import SILENT_BELOW, calibrated, chance
 from shared.knowledge.index import embed_texts, terms
 from shared.knowledge.retrieval import Retrieved, RetrievedPassage
 
 #: The least probability of fitting that still answers. A wrong answer costs more than
-#: silence (another skill, or the LLM, answers then): at 0.6 the skill declined 92 % of
+#: silence (another skill, or the LLM, answers then): at 0.6 alone the skill declined 92 % of
 #: the question set's questions the docs do not answer and answered 82 % of the others,
-#: 84 % of those from the right page (bench/knowledge.py, docs/performance.md).
+#: 84 % of those from the right page (bench/knowledge.py, docs/performance.md); the
+#: calibrated chance (:data:`KIND`) then silences what fits a conversation's turn less often
+#: than not.
 THRESHOLD = 0.6
-#: The most the skill claims: a passage that quotes the very words ("Tell me a joke" is one
-#: of the README's examples) is sure to match them, not to be what the user wants, and a
-#: scripted skill sure of its own case (a joke asked for, 0.85; a greeting, 0.9) answers it.
+#: The calibration's name for the skill's one way of answering (shared/calibration.json).
+KIND = "passage"
+#: The most the skill claims, after calibration: a passage that quotes the very words
+#: ("Tell me a joke" is one of the README's examples) is sure to match them, not to be what
+#: the user wants, and a scripted skill sure of its own case (a joke asked for, a greeting)
+#: answers it.
 MAX_CONFIDENCE = 0.8
 #: The intents annotator's conversational intents ("how are you?", "hi", "thanks") are
 #: small talk's to answer, however many of their words the docs hold ("How are you?" is in
@@ -110,24 +123,59 @@ def small_talk(dialog: DialogView) -> bool:
     return isinstance(level, int | float) and level >= INTENT_CONFIDENCE
 
 
+def follows_other_subject(dialog: DialogView, found: Retrieved) -> bool:
+    """Whether the retrieval annotator read the utterance as a follow-up (it searched it
+    with the question before) and that question had no passage the skill would answer: "are they
+    noisy?" after a question on heat pumps is about heat pumps, whatever the docs say about
+    noise. Needs the previous human utterance in the window (``context_window`` 3); without
+    it nothing is known and the follow-up is answered on its own merits."""
+    if found.context is None:
+        return False
+    humans = [u for u in dialog.utterances if u.speaker == "human"]
+    if len(humans) < 2:
+        return False
+    previous = humans[-2].annotations.get("retrieval")
+    if not isinstance(previous, dict):
+        return False
+    try:
+        before = Retrieved.model_validate(previous)
+    except ValidationError:
+        return False
+    return not any(answerable(p.confidence) for p in before.passages[:1])
+
+
+def answerable(raw: float) -> bool:
+    """Whether a passage this sure would be answered: over the retrieval's threshold, and
+    its calibrated chance of fitting at least an even one."""
+    return raw >= THRESHOLD and chance("knowledge", KIND, raw) >= SILENT_BELOW
+
+
 def answer(dialog: DialogView) -> SkillHypothesis | None:
-    """The extractive answer, or None when retrieval is not confident enough or the
-    utterance is small talk."""
+    """The extractive answer, or None when retrieval is not confident enough, the
+    utterance is small talk or follows a question the docs did not answer, or the
+    calibrated chance that it fits is under an even one."""
     if small_talk(dialog):
         return None
     found = retrieved(dialog)
     if found is None or not found.passages:
         return None
     best = found.passages[0]
-    if best.confidence < THRESHOLD:
+    if best.confidence < THRESHOLD or follows_other_subject(dialog, found):
         return None
     where = f"{best.source}, {best.section}" if best.section else best.source
     quote = best_sentences(dialog.human_utterance.text, best.text)
-    return SkillHypothesis(
-        text=f"From {where}: {quote}",
-        confidence=min(best.confidence, MAX_CONFIDENCE),
-        citations=[citation(1, best)],
+    hypothesis = calibrated(
+        SkillHypothesis(
+            text=f"From {where}: {quote}",
+            confidence=best.confidence,
+            citations=[citation(1, best)],
+        ),
+        "knowledge",
+        KIND,
     )
+    if hypothesis is not None:
+        hypothesis.confidence = min(hypothesis.confidence, MAX_CONFIDENCE)
+    return hypothesis
 
 
 service = Service("knowledge", description="Answers from the knowledge base, citing it.")

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from agent.sdk.testing import ServiceClient, view
+from shared.calibration import SILENT_BELOW, chance, curve_of
 from skills.knowledge.app import (
+    KIND,
     MAX_CONFIDENCE,
     THRESHOLD,
     app,
@@ -49,7 +51,9 @@ def test_a_confident_passage_is_quoted_with_its_source_and_section() -> None:
     (hypothesis,) = ask("How do I restore a backup?", passage(0.93), passage(0.4, section="X"))
     assert hypothesis["text"].startswith("From docs/backup.md, Restoring: ")
     assert "To restore a backup, run chorus import backup.jsonl" in hypothesis["text"]
-    assert hypothesis["confidence"] == MAX_CONFIDENCE  # the probability it fits, capped
+    # the chance such an answer fits a conversation's turn, capped
+    assert hypothesis["confidence"] == min(chance("knowledge", KIND, 0.93), MAX_CONFIDENCE)
+    assert hypothesis["routing"] == {"skill": "knowledge", "kind": KIND, "raw": 0.93}
     assert hypothesis["citations"] == [
         {
             "n": 1,
@@ -71,8 +75,45 @@ def test_the_quote_is_the_passages_sentences_closest_to_the_question() -> None:
 
 def test_an_unsure_passage_leaves_the_turn_to_other_skills() -> None:
     assert ask("How are you?", passage(THRESHOLD - 0.01)) == []
-    (hypothesis,) = ask("How do I restore a backup?", passage(THRESHOLD + 0.01))
-    assert hypothesis["confidence"] == THRESHOLD + 0.01
+    # over the retrieval's threshold, the calibrated chance decides (shared/calibration.json)
+    assert curve_of("knowledge", KIND) is not None
+    unsure = next(r / 100 for r in range(61, 100) if chance("knowledge", KIND, r / 100) < 0.5)
+    assert unsure >= THRESHOLD
+    sure = next(r / 100 for r in range(61, 100) if chance("knowledge", KIND, r / 100) >= 0.5)
+    assert ask("How do I restore a backup?", passage(unsure)) == []
+    (hypothesis,) = ask("How do I restore a backup?", passage(sure))
+    expected = min(chance("knowledge", KIND, sure), MAX_CONFIDENCE)
+    assert SILENT_BELOW <= hypothesis["confidence"] == expected
+
+
+def conversation(previous_confidence: float, context: str | None) -> dict[str, Any]:
+    """A follow-up ("are they noisy?") after a question whose best passage had
+    ``previous_confidence``; ``context`` is what the retrieval annotator searched it with."""
+    before = "Do heat pumps work in a cold climate?"
+    retrieval = {"query": "are they noisy?", "context": context, "passages": [passage(0.95)]}
+    dialog = view(before, "They do.", "are they noisy?", annotations={"retrieval": retrieval})
+    dialog["utterances"][0]["annotations"] = {
+        "retrieval": {"query": before, "passages": [passage(previous_confidence)]}
+    }
+    return dialog
+
+
+def test_a_follow_up_to_a_question_the_docs_did_not_answer_is_not_theirs() -> None:
+    before = "Do heat pumps work in a cold climate?"
+    with ServiceClient(app) as client:
+        answers = client.post(
+            "/respond",
+            json={
+                "dialogs": [
+                    conversation(0.1, before),  # heat pumps: not in the docs
+                    conversation(0.9, before),  # a follow-up to a docs question
+                    conversation(0.1, None),  # not read as a follow-up
+                ]
+            },
+        ).json()
+    assert answers[0] == []
+    assert answers[1][0]["text"].startswith("From docs/backup.md, Restoring: ")
+    assert answers[2][0]["text"].startswith("From docs/backup.md, Restoring: ")
 
 
 def test_small_talk_is_left_to_its_skills_however_sure_the_passage() -> None:
