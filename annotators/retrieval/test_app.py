@@ -168,6 +168,11 @@ def test_a_follow_up_is_searched_with_the_question_before_it(client: ServiceClie
     assert followed["context"] == "How much is the Pro plan?"
     best = followed["passages"][0]
     assert (best["source"], best["section"]) == ("handbook/pricing.html", "The Pro plan")
+    # One that opens with "and" follows on even when it is long (up to 16 words).
+    joined = "and if I change my mind after a couple of weeks, can I still stop paying?"
+    longer = ask(client, "How much is the Pro plan?", "20 euros a month.", joined)
+    assert longer["context"] == "How much is the Pro plan?"
+    assert longer["passages"][0]["section"] == "The Pro plan"
     # A full question of its own is not a follow-up, whatever came before.
     fresh = ask(client, "How much is the Pro plan?", "20 euros.", "How do I restore a backup?")
     assert fresh["context"] is None

@@ -48,8 +48,9 @@ MODEL = "wordllama-l2_supercat-256"
 DENSE_WEIGHT = 1.0
 #: How much a passage gains from its file's share of the best candidates' scores.
 SOURCE_WEIGHT = 0.2
-#: The candidates that vote for their file.
-VOTERS = 10
+#: The candidates that vote for their file (20 against 10: recall@3 +0.008, answers citing a
+#: right file 0.862 against 0.848, bench/knowledge.py).
+VOTERS = 20
 #: How deep each half of a search goes (BM25's best and the dense search's), and a vector
 #: engine's lists.
 DEPTH = 50
@@ -68,6 +69,14 @@ _WORD = re.compile(r"(?u)\b\w\w+\b")
 
 class IndexError_(ValueError):
     """The index file is missing, unreadable or of another format; the message says which."""
+
+
+@cache
+def _threads() -> Any:
+    """threadpoolctl's handle on NumPy's BLAS, found once (a few milliseconds)."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 @cache
@@ -160,12 +169,14 @@ def _best(scores: np.ndarray, count: int) -> np.ndarray:
 
 def _clusters(embeddings: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     """k-means (scikit-learn's mini-batch) over the embeddings: the centres, normalised,
-    and each cluster's rows. Made when the index loads, a few seconds at 100,000."""
+    and each cluster's rows. Made when the index loads, about ten seconds at 100,000."""
     from sklearn.cluster import MiniBatchKMeans
 
     count = max(PROBES, int(np.sqrt(len(embeddings))))
     kmeans = MiniBatchKMeans(n_clusters=count, n_init=1, random_state=0, batch_size=4096)
-    labels = kmeans.fit_predict(embeddings)
+    # One thread, as for a search: on a busy machine 12 s at 100,000 passages against 31.
+    with _threads().limit(limits=1):
+        labels = kmeans.fit_predict(embeddings)
     centres = kmeans.cluster_centers_.astype(np.float32)
     centres /= np.maximum(np.linalg.norm(centres, axis=1, keepdims=True), 1e-12)
     order = np.argsort(labels, kind="stable")
@@ -231,7 +242,6 @@ class KnowledgeIndex:
             raise IndexError_(f"{len(passages):,} passages, over the {MAX_PASSAGES:,} limit")
         self.passages = passages
         self.embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
-        self._terms = [frozenset(terms(p.searchable)) for p in passages]
         self._clusters = _clusters(self.embeddings) if len(passages) >= CLUSTERED_FROM else None
         self._sources = numbered([p.source for p in passages])
         self._sections = numbered([(p.source, tuple(p.headings)) for p in passages])
@@ -306,6 +316,13 @@ class KnowledgeIndex:
         with it, at a lower weight, so the follow-up's own words still lead."""
         if not self.passages or not query.strip():
             return []
+        # One BLAS thread: the products here are a few thousand rows, and OpenBLAS's
+        # second thread waiting for a busy core made the search at 100,000 passages
+        # six times slower (bench/knowledge.py, docs/performance.md).
+        with _threads().limit(limits=1, user_api="blas"):
+            return self._search(query, k, context)
+
+    def _search(self, query: str, k: int, context: str | None) -> list[Hit]:
         rows, lexical, dense = self.candidates(query, context)
         own = self.embeddings[rows] @ embed_texts([query])[0] if context else dense
         wanted = frozenset(terms(query))
@@ -315,7 +332,7 @@ class KnowledgeIndex:
         return [
             hit_of(
                 self.passages[rows[at]],
-                self._terms[rows[at]],
+                frozenset(terms(self.passages[rows[at]].searchable)),
                 float(own[at]),
                 wanted,
                 score,

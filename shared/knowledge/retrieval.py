@@ -26,18 +26,25 @@ from pydantic import BaseModel, Field
 from shared.knowledge.index import Hit
 
 #: The logistic model's weights: intercept, overlap, cosine, both-first, known. Fitted by
-#: ``python -m bench.knowledge --fit`` (docs/knowledge.md, "How answers are chosen").
-WEIGHTS = (-8.5, 3.02, 2.79, 0.73, 6.05)
+#: ``python -m bench.knowledge --fit`` on two thirds of the question set (the held-out
+#: third's figures are out of sample; docs/knowledge.md, "How answers are chosen").
+WEIGHTS = (-3.88, 1.93, 1.17, 0.92, 2.71)
 
-#: Words that make a short question lean on the previous one ("and how much is it?").
-_FOLLOW_UP = re.compile(
-    r"^(and|also|but|so|then|what about|how about|what if)\b|\b(it|its|it's|that|this|they|"
-    r"them|those|these|there|one)\b",
+#: A question that opens with a joining word continues the one before it ("and only the
+#: ones after January?", "but on SQLite?").
+_JOINED = re.compile(r"^(and|also|but|so|then|or|plus|what about|how about|what if)\b", re.I)
+#: Words that point back at something named before ("can it export over gRPC?").
+_POINTS_BACK = re.compile(
+    r"\b(it|its|it's|itself|that|this|they|them|their|theirs|those|these|there|one|ones|"
+    r"he|she|him|her)\b",
     re.IGNORECASE,
 )
-#: A question with at most this many words is read with the one before it when it also
-#: refers back (:data:`_FOLLOW_UP`).
-FOLLOW_UP_WORDS = 8
+#: A question that opens with a joining word is read with the one before it up to this
+#: many words; one that only points back, up to :data:`FOLLOW_UP_WORDS`.
+JOINED_WORDS = 16
+#: A question with at most this many words is read with the one before it when it
+#: points back (:data:`_POINTS_BACK`).
+FOLLOW_UP_WORDS = 10
 
 
 class Retriever(Protocol):
@@ -65,10 +72,11 @@ class Retrieved(BaseModel):
     passages: list[RetrievedPassage] = Field(default_factory=list)
 
 
-def confidence(hit: Hit) -> float:
-    """The probability ``hit`` answers its question (:data:`WEIGHTS`)."""
+def confidence(hit: Hit, weights: tuple[float, ...] = WEIGHTS) -> float:
+    """The probability ``hit`` answers its question (:data:`WEIGHTS`, or the benchmark's
+    candidates)."""
     both_first = 1.0 if hit.lexical_rank == 0 and hit.dense_rank == 0 else 0.0
-    intercept, overlap, cosine, first, known = WEIGHTS
+    intercept, overlap, cosine, first, known = weights
     z = (
         intercept
         + overlap * hit.overlap
@@ -91,10 +99,17 @@ def quotes(text: str, question: str) -> bool:
 
 
 def follow_up_context(question: str, previous: str | None) -> str | None:
-    """The previous question when ``question`` is a short one that refers back to it."""
-    if not previous or len(question.split()) > FOLLOW_UP_WORDS:
+    """The previous question when ``question`` continues it: it opens with a joining word
+    ("and ...", "what about ...") and has at most :data:`JOINED_WORDS` words, or it points
+    back ("it", "them", "those") and has at most :data:`FOLLOW_UP_WORDS`."""
+    if not previous:
         return None
-    return previous if _FOLLOW_UP.search(question) else None
+    words = len(question.split())
+    if _JOINED.search(question.strip()) and words <= JOINED_WORDS:
+        return previous
+    if _POINTS_BACK.search(question) and words <= FOLLOW_UP_WORDS:
+        return previous
+    return None
 
 
 def retrieve(

@@ -42,5 +42,8 @@ def test_the_benchmark_scores_the_questions_and_writes_its_figures(tmp_path: Pat
     assert (figures["answerable"], figures["unanswerable"]) == (2, 1)
     assert figures["declined"] == 1.0  # pancakes are not in the docs
     assert figures["recall_at_3"] == 1.0
+    # Every third question is held out and scored on its own: here the third, pancakes.
+    assert (figures["held_out"]["answerable"], figures["held_out"]["unanswerable"]) == (0, 1)
+    assert figures["held_out"]["declined"] == 1.0
     assert figures["p50_ms_at_1000"] > 0
     assert "recall_at_3: 1.0" in result.stdout
