@@ -36,11 +36,8 @@ from shared.knowledge.index import embed_texts, terms
 from shared.knowledge.retrieval import Retrieved, RetrievedPassage
 
 #: The least probability of fitting that still answers. A wrong answer costs more than
-#: silence (another skill, or the LLM, answers then): at 0.6 alone the skill declined 92 % of
-#: the question set's questions the docs do not answer and answered 82 % of the others,
-#: 84 % of those from the right page (bench/knowledge.py, docs/performance.md); the
-#: calibrated chance (:data:`KIND`) then silences what fits a conversation's turn less often
-#: than not.
+#: silence (another skill, or the LLM, answers then); what it answers and declines on the
+#: question set is measured by bench/knowledge.py (docs/performance.md).
 THRESHOLD = 0.6
 #: The calibration's name for the skill's one way of answering (shared/calibration.json).
 KIND = "passage"

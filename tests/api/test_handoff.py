@@ -66,6 +66,7 @@ def say(ws: ClientConnection, text: str, user_id: str = "alice") -> None:
     ws.send(json.dumps({"user_id": user_id, "payload": text}))
 
 
+@pytest.mark.served  # a WebSocket to the agent's address
 def test_an_operator_takes_over_and_hands_back_on_the_users_websocket(
     services: Any, agent: AgentFactory
 ) -> None:
@@ -248,6 +249,7 @@ def test_without_the_operator_key_no_dialog_is_handed_off_and_the_api_is_told_wh
     assert answered["active_skill"] == "greeting" and "handoff" not in answered
 
 
+@pytest.mark.served  # a WebSocket to the agent's address
 def test_across_two_agents_one_claim_wins_and_every_message_reaches_the_other_side(
     services: Any, agent: AgentFactory
 ) -> None:
@@ -307,6 +309,7 @@ def test_across_two_agents_one_claim_wins_and_every_message_reaches_the_other_si
     assert [u["text"] for u in stored].count("Hello, a person here.") == 1
 
 
+@pytest.mark.served  # a WebSocket to the agent's address
 def test_a_dialog_no_one_claims_is_taken_back_once_and_the_user_told(
     services: Any, agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -474,6 +477,7 @@ def test_export_and_import_keep_what_a_person_said_and_what_they_were_told(
     ]
 
 
+@pytest.mark.served  # a WebSocket to the agent's address
 def test_a_person_asked_for_through_the_api_is_announced_to_the_user(
     services: Any, agent: AgentFactory
 ) -> None:
@@ -497,6 +501,7 @@ def test_a_person_asked_for_through_the_api_is_announced_to_the_user(
         assert frame(ws)["active_skill"] == "greeting"
 
 
+@pytest.mark.served  # a WebSocket to the agent's address
 def test_a_websocket_following_events_gets_the_operators_words_and_each_change(
     services: Any, agent: AgentFactory
 ) -> None:

@@ -30,6 +30,9 @@ ANNOUNCE = "A person will take over here in a moment."
 ANN = 42
 GREETING = "Hi! I'm Chorus. What's your name?"
 
+# The channel reaches the agent at its URL, as a process of its own does: a served agent.
+pytestmark = pytest.mark.served
+
 
 class ChatBotApi:
     """``getUpdates`` and ``sendMessage`` as the Bot API answers them, for a user the test
