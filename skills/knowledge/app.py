@@ -25,6 +25,7 @@ copies into the reply's attributes and /chat shows as a link.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import Any
 
@@ -71,9 +72,35 @@ def sentences(text: str) -> list[str]:
     return found
 
 
+#: What a command line or a code block's text holds and a sentence of prose does not: a
+#: path into the checkout, a URL, a shell prompt, a comment mark, braces, an assignment.
+_CODE = re.compile(r"(^|\s)(\.venv/|\$ |# )|://|[{}=]|^#")
+
+
+def looks_like_code(sentence: str) -> bool:
+    """Whether a passage's sentence is a command or code (a Markdown code block becomes the
+    passage's plain text): it may match the question's words, but it does not read as an
+    answer, so the quote takes prose when the passage has any."""
+    return _CODE.search(sentence) is not None
+
+
+def readable(sentence: str) -> str:
+    """A sentence as the quote shows it: prose as it is, a code block's comment as the text
+    it is ("# put it into a MongoDB" -> "Put it into a MongoDB:"), a command in backticks."""
+    if not looks_like_code(sentence):
+        return sentence
+    if sentence.startswith("# "):
+        comment = sentence[2:].strip().rstrip(":")
+        return f"{comment[:1].upper()}{comment[1:]}:"
+    return f"`{sentence}`"
+
+
 def best_sentences(question: str, passage: str) -> str:
-    """The :data:`MAX_SENTENCES` sentences of ``passage`` closest to ``question``, in order."""
+    """The :data:`MAX_SENTENCES` sentences of ``passage`` closest to ``question``, in order:
+    sentences of prose when there are any."""
     candidates = sentences(passage)
+    prose = [s for s in candidates if not looks_like_code(s)]
+    candidates = prose or candidates
     if not candidates:
         return passage[:MAX_CHARS]
     wanted = set(terms(question))
@@ -83,7 +110,7 @@ def best_sentences(question: str, passage: str) -> str:
         for s, c in zip(candidates, cosines, strict=True)
     ]
     chosen = sorted(sorted(range(len(candidates)), key=lambda i: -scores[i])[:MAX_SENTENCES])
-    quote = " ".join(candidates[i] for i in chosen)
+    quote = " ".join(readable(candidates[i]) for i in chosen)
     if len(quote) > MAX_CHARS:
         quote = quote[:MAX_CHARS].rsplit(" ", 1)[0] + " …"
     return quote

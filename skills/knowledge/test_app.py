@@ -13,6 +13,7 @@ from skills.knowledge.app import (
     THRESHOLD,
     app,
     best_sentences,
+    looks_like_code,
     sentences,
 )
 
@@ -137,3 +138,30 @@ def test_no_passages_or_no_annotation_is_silence() -> None:
 def test_an_annotation_of_another_shape_is_ignored() -> None:
     broken = {"source": "docs/backup.md", "confidence": 2}
     assert ask("How do I restore a backup?", broken) == []
+
+
+def test_the_quote_is_prose_not_the_commands_of_a_code_block() -> None:
+    """A page's shell example shares the question's words ("backup") but reads as no answer:
+    the quote is the page's sentences around it."""
+    passage_text = (
+        "chorus export writes dialogs to a file of JSON Lines; chorus import puts such a "
+        "file back. Together they back up a store and restore it after a loss.\n\n"
+        "# put it into a MongoDB: empty, or already holding other users "
+        ".venv/bin/chorus import backup.jsonl --db mongodb://127.0.0.1:27017/chorus"
+    )
+    quote = best_sentences("How do I restore a backup?", passage_text)
+    assert "restore it after a loss" in quote
+    assert ".venv/bin/chorus" not in quote and "--db" not in quote
+    assert looks_like_code("$ chorus run --port 5000")
+    assert not looks_like_code("Give the store with --db, or set CHORUS_DB_URL.")
+    assert not looks_like_code("Together they back up a store and restore it after a loss.")
+
+
+def test_a_passage_of_code_alone_is_quoted_as_its_comment_and_command() -> None:
+    quote = best_sentences(
+        "How do I restore a backup?",
+        "# put it into a MongoDB\n.venv/bin/chorus import backup.jsonl --db mongodb://db/chorus",
+    )
+    assert quote == (
+        "Put it into a MongoDB: `.venv/bin/chorus import backup.jsonl --db mongodb://db/chorus`"
+    )
