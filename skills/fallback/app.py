@@ -80,11 +80,21 @@ async def last_chance(dialog: DialogView) -> SkillHypothesis:
     text = pick(lines, dialog)
     kept = dialog.bot.attributes.get(RECENT)
     earlier = [line for line in kept if isinstance(line, str)] if isinstance(kept, list) else []
-    # the lines of one kind, at most: once all were said, the oldest may come back
-    recent = [line for line in earlier if line != text][-(len(QUESTION_ANSWERS) - 1) :]
     return SkillHypothesis(
-        text=text, confidence=CONFIDENCE, bot_attributes={RECENT: [*recent, text]}
+        text=text, confidence=CONFIDENCE, bot_attributes={RECENT: remembered(earlier, text)}
     )
+
+
+def remembered(earlier: list[str], text: str) -> list[str]:
+    """The lines to keep in :data:`RECENT` after saying ``text``: of each kind, all but one
+    of its lines at most (once all were said, the oldest may come back). Counted per kind,
+    so a run of statements does not push out the questions' lines said before it."""
+    kept: list[str] = []
+    for line in reversed([*[line for line in earlier if line != text], text]):
+        kind = next((k for k in (ANSWERS, QUESTION_ANSWERS, CALM_ANSWERS) if line in k), None)
+        if kind is not None and sum(said in kind for said in kept) < len(kind) - 1:
+            kept.append(line)
+    return kept[::-1]
 
 
 app = service.app

@@ -43,6 +43,21 @@ def test_the_answers_vary_and_never_repeat_the_window() -> None:
     assert answer[0]["text"] == QUESTION_ANSWERS[-1]
 
 
+def test_a_long_dialog_repeats_no_question_line_until_all_were_said() -> None:
+    """Statements between questions do not push the questions' lines out of the skill's
+    memory: seven questions answered apart, beyond the window, get seven lines."""
+    attributes: dict[str, Any] = {}
+    said = []
+    for turn in range(14):
+        text = f"question {turn}?" if turn % 2 else f"statement {turn}"
+        dialog = view(text, bot_attributes=attributes, dialog_id=f"long-{turn}")
+        ((answer,),) = respond(dialog)
+        attributes = answer["bot_attributes"]  # the agent keeps the chosen answer's
+        if turn % 2:
+            said.append(answer["text"])
+    assert len(set(said)) == len(said) == 7
+
+
 def test_a_toxic_utterance_gets_a_calm_line() -> None:
     first, later = respond(
         flagged(view("you idiot"), toxic=True),
