@@ -14,7 +14,8 @@
 // from there.
 
 import {
-  apiKey, callApi, describeError, el, installNavigation, keyPrompt, needsKey, replace, streamApi,
+  apiKey, callApi, describeError, el, installNavigation, keyPrompt, needsKey, replace,
+  serverSentEvents, streamApi,
 } from "/pages/common.js";
 
 const USER_STORAGE = "chorus.chat.userId";
@@ -145,28 +146,10 @@ function remember(uttId) {
 /** The dialog followed while it is with a person: its id and the stream's controller. */
 let following = null;
 
-function readEvents(response, onEvent) {
-  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = "";
-  return (async () => {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      buffer += value;
-      let end;
-      while ((end = buffer.indexOf("\n\n")) >= 0) {
-        const block = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        let kind = "message";
-        let data = "";
-        for (const line of block.split("\n")) {
-          if (line.startsWith("event:")) kind = line.slice(6).trim();
-          else if (line.startsWith("data:")) data += line.slice(5).trim();
-        }
-        if (data) onEvent(kind, JSON.parse(data));
-      }
-    }
-  })();
+async function readEvents(response, onEvent) {
+  for await (const [kind, data] of serverSentEvents(response)) {
+    if (data) onEvent(kind, JSON.parse(data));
+  }
 }
 
 const HANDOFF_WORDS = {

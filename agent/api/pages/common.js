@@ -142,12 +142,25 @@ export async function streamApi(path, body, onEvent) {
     }
     return { status: response.status, ok: response.ok, body: parsed };
   }
+  let last = { status: 0, ok: false, body: { message: "the agent's answer ended early" } };
+  for await (const [kind, data] of serverSentEvents(response)) {
+    const parsed = data ? JSON.parse(data) : {};
+    if (kind === "answer") last = { status: 200, ok: true, body: parsed };
+    else if (kind === "error") last = { status: parsed.status, ok: false, body: parsed };
+    else onEvent(kind, parsed);
+  }
+  return last;
+}
+
+/** A response's Server-Sent Events as `[kind, data]` pairs, in order: `kind` is the
+ *  event's name ("message" when it has none), `data` its data lines joined (the pages'
+ *  streams, the chat's follower and the inbox's, all read them with fetch). */
+export async function* serverSentEvents(response) {
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
-  let last = { status: 0, ok: false, body: { message: "the agent's answer ended early" } };
   for (;;) {
     const { value, done } = await reader.read();
-    if (done) return last;
+    if (done) return;
     buffer += value;
     let end;
     while ((end = buffer.indexOf("\n\n")) >= 0) {
@@ -159,10 +172,7 @@ export async function streamApi(path, body, onEvent) {
         if (line.startsWith("event:")) kind = line.slice(6).trim();
         else if (line.startsWith("data:")) data += line.slice(5).trim();
       }
-      const parsed = data ? JSON.parse(data) : {};
-      if (kind === "answer") last = { status: 200, ok: true, body: parsed };
-      else if (kind === "error") last = { status: parsed.status, ok: false, body: parsed };
-      else onEvent(kind, parsed);
+      yield [kind, data];
     }
   }
 }

@@ -8,7 +8,9 @@
 // key and the operator's name are kept in the tab's sessionStorage. Everything a user
 // wrote goes into the page as text (common.js).
 
-import { describeError, el, installNavigation, replace } from "/pages/common.js";
+import {
+  describeError, el, installNavigation, replace, serverSentEvents,
+} from "/pages/common.js";
 import { turnItems } from "/pages/inspect.js";
 
 const KEY_STORAGE = "chorus.operatorKey";
@@ -243,29 +245,13 @@ async function follow(state) {
       `/api/operator/dialogs/${encodeURIComponent(state.id)}/events${query}`,
       { headers: headers({ Accept: "text/event-stream" }), signal: controller.signal });
     if (!response.ok) return;
-    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += value;
-      let end;
-      while ((end = buffer.indexOf("\n\n")) >= 0) {
-        const block = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        let kind = "message";
-        let data = "";
-        for (const line of block.split("\n")) {
-          if (line.startsWith("event:")) kind = line.slice(6).trim();
-          else if (line.startsWith("data:")) data += line.slice(5).trim();
-        }
-        if (!data || current !== state) continue;
-        const parsed = JSON.parse(data);
-        if (kind === "utterance") addUtterances([parsed]);
-        else if (kind === "handoff") {
-          state.handoff = parsed;
-          drawState();
-        }
+    for await (const [kind, data] of serverSentEvents(response)) {
+      if (!data || current !== state) continue;
+      const parsed = JSON.parse(data);
+      if (kind === "utterance") addUtterances([parsed]);
+      else if (kind === "handoff") {
+        state.handoff = parsed;
+        drawState();
       }
     }
   } catch (error) {
