@@ -80,17 +80,30 @@ class HandoffStore(Protocol):
         ...
 
 
-def returnable(
+def claimed(handoff: Handoff, operator: str, now: datetime) -> Handoff | None:
+    """``handoff`` held by ``operator`` from ``now``, as :meth:`HandoffStore.claim_handoff`
+    writes it; None when it is not waiting. Each backend writes it only if the stored
+    handoff is still the one read."""
+    if handoff.state != "waiting":
+        return None
+    return handoff.model_copy(update={"state": "held", "operator": operator, "claimed_at": now})
+
+
+def returned(
     handoff: Handoff,
+    by: ReturnedBy,
+    now: datetime,
     states: Sequence[HandoffState],
     operator: str | None,
     requested_before: datetime | None,
-) -> bool:
-    """Whether ``handoff`` may be returned as :meth:`HandoffStore.return_handoff` asks:
-    in one of ``states``; when ``operator`` is named and it is held, held by them; asked
-    for before ``requested_before``."""
+) -> Handoff | None:
+    """``handoff`` returned to the bot, as :meth:`HandoffStore.return_handoff` asks; None
+    unless it is in one of ``states``, held by ``operator`` when one is named and it is
+    held, and asked for before ``requested_before``."""
     if handoff.state not in states:
-        return False
+        return None
     if operator is not None and handoff.state == "held" and handoff.operator != operator:
-        return False
-    return requested_before is None or handoff.requested_at < requested_before
+        return None
+    if requested_before is not None and handoff.requested_at >= requested_before:
+        return None
+    return handoff.model_copy(update={"state": "returned", "returned_at": now, "returned_by": by})

@@ -21,7 +21,7 @@ from pymongo.errors import DuplicateKeyError
 
 from agent.state.handoff import Handoff, HandoffState, ReturnedBy
 from agent.state.models import BotUtterance, HumanUtterance, Utterance
-from agent.store.handoffs import returnable
+from agent.store.handoffs import claimed, returned
 from agent.store.mongo.base import MongoBase, MongoDb
 from agent.store.mongo.codec import escape, literal, unescape
 from agent.store.mongo.documents import human_id_for, utterance_from
@@ -83,10 +83,8 @@ class MongoHandoffs(MongoBase):
     @unavailable_when_unreachable
     async def claim_handoff(self, dialog_id: str, operator: str, now: datetime) -> Handoff | None:
         current = await self.handoff(dialog_id)
-        if current is None or current.state != "waiting":
-            return None
-        held = current.model_copy(update={"state": "held", "operator": operator, "claimed_at": now})
-        return await self._swap(current, held)
+        held = claimed(current, operator, now) if current else None
+        return await self._swap(current, held) if current and held else None
 
     @unavailable_when_unreachable
     async def return_handoff(
@@ -100,12 +98,8 @@ class MongoHandoffs(MongoBase):
         requested_before: datetime | None = None,
     ) -> Handoff | None:
         current = await self.handoff(dialog_id)
-        if current is None or not returnable(current, states, operator, requested_before):
-            return None
-        returned = current.model_copy(
-            update={"state": "returned", "returned_at": now, "returned_by": by}
-        )
-        return await self._swap(current, returned)
+        back = returned(current, by, now, states, operator, requested_before) if current else None
+        return await self._swap(current, back) if current and back else None
 
     @unavailable_when_unreachable
     async def handoff(self, dialog_id: str) -> Handoff | None:

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from agent.state.handoff import Handoff, HandoffState, ReturnedBy
 from agent.state.models import BotUtterance, HumanUtterance, Utterance
-from agent.store.handoffs import returnable
+from agent.store.handoffs import claimed, returned
 from agent.store.sqlite.base import SqliteBase, document_text, insert_utterance, utterance_of
 
 
@@ -63,10 +63,8 @@ class SqliteHandoffs(SqliteBase):
 
     async def claim_handoff(self, dialog_id: str, operator: str, now: datetime) -> Handoff | None:
         current = await self.handoff(dialog_id)
-        if current is None or current.state != "waiting":
-            return None
-        held = current.model_copy(update={"state": "held", "operator": operator, "claimed_at": now})
-        return await self._swap(current, held)
+        held = claimed(current, operator, now) if current else None
+        return await self._swap(current, held) if current and held else None
 
     async def return_handoff(
         self,
@@ -79,12 +77,8 @@ class SqliteHandoffs(SqliteBase):
         requested_before: datetime | None = None,
     ) -> Handoff | None:
         current = await self.handoff(dialog_id)
-        if current is None or not returnable(current, states, operator, requested_before):
-            return None
-        returned = current.model_copy(
-            update={"state": "returned", "returned_at": now, "returned_by": by}
-        )
-        return await self._swap(current, returned)
+        back = returned(current, by, now, states, operator, requested_before) if current else None
+        return await self._swap(current, back) if current and back else None
 
     async def handoff(self, dialog_id: str) -> Handoff | None:
         return _read(
