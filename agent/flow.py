@@ -41,11 +41,12 @@ from agent.state.handoff import HANDOFF_SKILL, Handoff
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance, Utterance
 from agent.store.base import (
     Place,
-    Store,
+    RatingStore,
     StoreUnavailable,
     StoreWriteRefused,
     TurnEnd,
     TurnStart,
+    TurnStore,
 )
 from agent.telemetry import Telemetry, printable, turn_answered, turn_identified
 from agent.telemetry.events import emit
@@ -182,12 +183,14 @@ class MessageFlow:
 
     def __init__(
         self,
-        store: Store,
+        store: TurnStore,
         executor: TurnExecutor,
         channel_type: str,
+        *,
+        ratings: RatingStore,
+        queues: UserQueues,
+        keys: IdempotencyKeys,
         metrics: Metrics | None = None,
-        queues: UserQueues | None = None,
-        keys: IdempotencyKeys | None = None,
         retry_window: float = RETRY_WINDOW,
         telemetry: Telemetry | None = None,
         end_retry: float = END_RETRY,
@@ -196,6 +199,7 @@ class MessageFlow:
         handoffs: Handoffs | None = None,
     ) -> None:
         self._store = store
+        self._ratings = ratings
         #: None: dialogs are never handed to a person (as with no handoff in the pipeline)
         self.handoffs = handoffs
         self._executor = executor
@@ -206,8 +210,8 @@ class MessageFlow:
         self._retry_window = timedelta(seconds=retry_window)
         self._end_retry = end_retry
         self.metrics = metrics or Metrics()
-        self.queues = queues or UserQueues(store)
-        self.keys = keys or IdempotencyKeys(store)
+        self.queues = queues
+        self.keys = keys
         self.telemetry = telemetry or Telemetry()
 
     async def reply(self, incoming: Incoming) -> Answer:
@@ -247,7 +251,8 @@ class MessageFlow:
         dialog_id, utt_id = claim.answered.get("dialog_id"), claim.answered.get("utt_id")
         kept = claim.answered.get("kept")
         if kept is not None and dialog_id:  # stored unanswered: the dialog was with a person
-            handoff = await self._store.handoff(dialog_id)
+            handoffs = self.handoffs
+            handoff = None if handoffs is None else await handoffs.current_or_none(dialog_id)
             return Answer(dialog_id, None, handoff=handoff, kept=kept)
         if utt_id is None:  # a closing command
             return Answer(dialog_id, None)
@@ -385,7 +390,7 @@ class MessageFlow:
             return await self._keep(held, start, utterance, place)
         if reward is not None:
             previous = next((u for u in reversed(history) if isinstance(u, BotUtterance)), None)
-            if previous is not None and await store.add_utterance_rating(
+            if previous is not None and await self._ratings.add_utterance_rating(
                 previous.utt_id, None, user_id, reward
             ):
                 self.metrics.observe_rating(reward, arm)
@@ -459,7 +464,8 @@ class MessageFlow:
         ):
             utterance = last
         else:
-            await self._store.append_utterance(dialog_id, handoff.user_id, utterance)
+            assert self.handoffs is not None
+            await self.handoffs.append_utterance(dialog_id, handoff.user_id, utterance)
         turn_identified(dialog_id, utterance.utt_id)
         await self.queues.note(place, utterance.utt_id)
         emit("accepted", dialog_id=dialog_id, utt_id=utterance.utt_id)

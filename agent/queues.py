@@ -120,7 +120,7 @@ class UserQueues:
         """Wait for the user's earlier messages (or, by ``policy``, refuse to, or interrupt
         the running one first), then hold the head of the queue until the block ends. The place is
         yielded so that the turn's last write can leave the queue too
-        (:meth:`DialogStore.finish_turn`); otherwise it is left here."""
+        (:meth:`TurnStore.finish_turn`); otherwise it is left here."""
         held = self._heartbeat.held
         self._heartbeat.start()
         place = await self._store.take_place(user_id, self._heartbeat.lease_end())

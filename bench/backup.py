@@ -27,11 +27,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from agent.backup.checks import ImportRules, check_backup  # noqa: E402
+from agent.backup.files import DialogFilter, ImportReport, export_lines, read_records, restore  # noqa: E402
 from agent.state.models import BotUtterance, HumanUtterance, Hypothesis  # noqa: E402
 from agent.store import Store, open_store  # noqa: E402
-from agent.store.backup import DialogFilter, ImportReport, export_lines, read_records, restore  # noqa: E402
 from agent.store.base import TurnEnd  # noqa: E402
-from agent.store.import_checks import ImportRules, check_backup  # noqa: E402
 from bench.servers import mongodb_server, new_database  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "backup.json"
@@ -41,26 +41,26 @@ async def fill(store: Store, dialogs: int, turns: int) -> None:
     for number in range(dialogs):
         user = f"user-{number % max(1, dialogs // 2)}"
         for turn in range(turns):
-            start = await store.open_turn(user, "http_client", 0)
+            start = await store.turns.open_turn(user, "http_client", 0)
             human, head = start.human, start.dialog
             utterance = HumanUtterance(text=f"message {turn} " * 5)
-            await store.add_utterance(head.dialog_id, utterance)
+            await store.turns.add_utterance(head.dialog_id, utterance)
             utterance.annotations = {"tokens": utterance.text.split(), "sentiment": {"pos": 0.5}}
             utterance.hypotheses = [
                 Hypothesis(skill_name=f"skill{i}", text="an answer " * 8, confidence=i / 10)
                 for i in range(4)
             ]
             bot = BotUtterance(text="an answer", active_skill="skill3", confidence=0.3)
-            await store.finish_turn(
+            await store.turns.finish_turn(
                 TurnEnd(head.dialog_id, human.id, utterance, bot, {"n": turn}, {})
             )
-        await store.close_active_dialog(user)
+        await store.turns.close_active_dialog(user)
 
 
 async def export(store: Store, path: Path) -> int:
     dialogs = 0
     with path.open("w", encoding="utf-8") as out:
-        async for line, is_dialog in export_lines(store, DialogFilter()):
+        async for line, is_dialog in export_lines(store.reader, DialogFilter()):
             out.write(line + "\n")
             dialogs += is_dialog
     return dialogs
@@ -69,11 +69,11 @@ async def export(store: Store, path: Path) -> int:
 async def import_into(store: Store, path: Path) -> ImportReport:
     """As `chorus import` does: the whole file checked against the store, then stored."""
     with path.open(encoding="utf-8") as lines:
-        await check_backup(store, read_records(lines), ImportRules())
+        await check_backup(store.reader, read_records(lines), ImportRules())
     report = ImportReport()
     with path.open(encoding="utf-8") as lines:
         for _, record in read_records(lines):
-            await restore(store, record, report)
+            await restore(store.restore, record, report)
     return report
 
 

@@ -37,12 +37,14 @@ ROUNDS = 5
 async def turn(store: Store, user: str, attributes: dict[str, str]) -> float:
     """One stored turn of ``user`` merging ``attributes``; its seconds."""
     started = time.perf_counter()
-    start = await store.open_turn(user, "bench", 4)
+    start = await store.turns.open_turn(user, "bench", 4)
     human, dialog = start.human, start.dialog
     utterance = HumanUtterance(text="hello", user=human.model_dump(mode="json"))
-    await store.add_utterance(dialog.dialog_id, utterance)
+    await store.turns.add_utterance(dialog.dialog_id, utterance)
     bot = BotUtterance(text="hi", orig_text="hi", active_skill="bench", confidence=1.0)
-    await store.finish_turn(TurnEnd(dialog.dialog_id, human.id, utterance, bot, attributes, {}))
+    await store.turns.finish_turn(
+        TurnEnd(dialog.dialog_id, human.id, utterance, bot, attributes, {})
+    )
     return time.perf_counter() - started
 
 

@@ -31,9 +31,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agent.backup.files import DialogFilter, selected_dialogs
 from agent.cli.replay.labels import FALLBACK, STORED_LABEL
 from agent.state.models import BotUtterance, Dialog, HumanUtterance
-from agent.store.backup import DialogFilter, selected_dialogs
 from agent.store.reader import open_reader
 
 LLM = "llm"

@@ -39,7 +39,7 @@ db.execute("COMMIT")
 
 async def measure(path: Path, hold: float) -> dict[str, object]:
     store = await open_store(f"sqlite:///{path}")
-    await store.take_place("warm-up", datetime.now(UTC) + timedelta(seconds=30))
+    await store.queues.take_place("warm-up", datetime.now(UTC) + timedelta(seconds=30))
     # Started before anything is measured, so its blocking start costs the ticker nothing.
     holder = subprocess.Popen(  # noqa: ASYNC220
         [sys.executable, "-c", HOLDER, str(path), str(hold)], stdout=subprocess.PIPE, text=True
@@ -62,7 +62,7 @@ async def measure(path: Path, hold: float) -> dict[str, object]:
     await asyncio.sleep(0.05)  # the ticker's baseline before the write
     started = time.perf_counter()
     try:
-        await store.take_place("writer", datetime.now(UTC) + timedelta(seconds=30))
+        await store.queues.take_place("writer", datetime.now(UTC) + timedelta(seconds=30))
         outcome = "stored"
     except Exception as exc:  # the store gave up: 503 for a client
         outcome = type(exc).__name__

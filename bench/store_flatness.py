@@ -39,11 +39,13 @@ from pymongo.monitoring import (  # noqa: E402
 from agent.connectors.http import make_http_client  # noqa: E402
 from agent.connectors.transport import AiohttpTransport  # noqa: E402
 from agent.flow import MessageFlow  # noqa: E402
+from agent.idempotency import IdempotencyKeys  # noqa: E402
 from agent.pipeline.config import parse_pipeline_config  # noqa: E402
 from agent.pipeline.connectors import make_batchers  # noqa: E402
 from agent.pipeline.executor import Executor  # noqa: E402
 from agent.pipeline.graph import build_pipeline  # noqa: E402
-from agent.store import Store, open_store  # noqa: E402
+from agent.queues import UserQueues  # noqa: E402
+from agent.store import Store, TurnStore, open_store  # noqa: E402
 from agent.store.mongo import MongoStore  # noqa: E402
 from bench.servers import mongodb_server, new_database, sqlite_file  # noqa: E402
 
@@ -98,7 +100,7 @@ def pipeline(window: int) -> dict[str, Any]:
     }
 
 
-def timed(store: Store, samples: dict[str, list[float]]) -> None:
+def timed(store: TurnStore, samples: dict[str, list[float]]) -> None:
     """Wrap the store's turn operations so each call's duration is recorded."""
     for name in OPERATIONS:
         method: Callable[..., Awaitable[Any]] = getattr(store, name)
@@ -152,8 +154,15 @@ async def run(db_url: str, turns: int, window: int) -> dict[str, Any]:
         store = await open_store(db_url)
     counts: list[list[int]] = []
     samples: dict[str, list[float]] = {name: [] for name in OPERATIONS}
-    timed(store, samples)
-    flow = MessageFlow(store, Executor(graph, batchers), "bench")
+    timed(store.turns, samples)
+    flow = MessageFlow(
+        store.turns,
+        Executor(graph, batchers),
+        "bench",
+        ratings=store.ratings,
+        queues=UserQueues(store.queues),
+        keys=IdempotencyKeys(store.keys),
+    )
     latencies = []
     try:
         for i in range(1, turns + 1):
@@ -166,7 +175,7 @@ async def run(db_url: str, turns: int, window: int) -> dict[str, Any]:
                 print(f"turn 1 answered by {bot.active_skill}: {bot.text!r}")
             if i % 100 == 0:
                 print(f"  {i} turns, last {latencies[-1] * 1000:.1f} ms", flush=True)
-        read = await store.dialog(dialog_id)
+        read = await store.reader.dialog(dialog_id)
         assert read is not None, "the dialog is not stored"
         window_now = read.utterances[-window:]
         assert window_now[-2].text == f"message {turns:05d}", "the window is not the last"

@@ -73,11 +73,11 @@ async def fill(store: Store, utterances: int, tag: str) -> None:
     compaction removes."""
     for d in range(utterances // (2 * TURNS_PER_DIALOG)):
         user = f"{tag}-{d}"
-        start = await store.open_turn(user, "http_client", 0)
+        start = await store.turns.open_turn(user, "http_client", 0)
         human, dialog = start.human, start.dialog
         for t in range(TURNS_PER_DIALOG):
             said = HumanUtterance(text=f"message {t} of {user}")
-            await store.add_utterance(dialog.dialog_id, said)
+            await store.turns.add_utterance(dialog.dialog_id, said)
             said.annotations = {"tokens": said.text.split(), "ner": [{"span": "x" * 200}]}
             said.hypotheses = [
                 Hypothesis(skill_name=f"skill{k}", text=f"answer {k}", confidence=0.1 * k)
@@ -88,8 +88,8 @@ async def fill(store: Store, utterances: int, tag: str) -> None:
             ]
             said.errors = [ServiceFailure(service="e", kind="timeout", message="slow")]
             answer = BotUtterance(text="answer 2", active_skill="skill2", confidence=0.2)
-            await store.finish_turn(TurnEnd(dialog.dialog_id, human.id, said, answer, {}, {}))
-        await store.close_active_dialog(user)
+            await store.turns.finish_turn(TurnEnd(dialog.dialog_id, human.id, said, answer, {}, {}))
+        await store.turns.close_active_dialog(user)
 
 
 class LoopHolds:
@@ -143,7 +143,12 @@ async def round_of(store: Store, retention: Retention, batch: int) -> dict[str, 
     """One round of ``retention``: its time, each pass's length and, per pass, the longest
     the loop was held at once (on SQLite, the sweep's longest step on the loop)."""
     sweeper = Sweeper(
-        store, retention, Metrics(), interval=0, batch=batch, clock=lambda: utc_now() + YEAR
+        store.lifecycle,
+        retention,
+        Metrics(),
+        interval=0,
+        batch=batch,
+        clock=lambda: utc_now() + YEAR,
     )
     passes: list[float] = []
     held: list[float] = []

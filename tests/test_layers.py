@@ -30,6 +30,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("pipeline", ("agent.pipeline", "agent.dream")),
+    # Backup and import read and write through the store's narrow protocols.
+    ("backup and import", ("agent.backup",)),
     ("connectors", ("agent.connectors",)),
     ("infrastructure", ("agent.metrics", "agent.telemetry", "agent.settings")),
     ("store", ("agent.store",)),

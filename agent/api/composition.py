@@ -7,6 +7,9 @@
                 lifecycle sweep (store, metrics)
                 readiness (store, HTTP client, required services)
 
+Each takes only the part of the store it uses (``store.turns``, ``store.queues``, ...:
+:data:`agent.store.base.PARTS`), as do the routes (:mod:`agent.api.deps`).
+
 The app's lifespan opens :func:`assembled` once and keeps the :class:`Components` on the
 app; routes reach them only through :mod:`agent.api.deps`. Every other module receives
 what it needs as arguments, so a test can build any part on its own, and this file is the
@@ -100,9 +103,9 @@ async def assembled(
             }
         # The constants are named here, not left to the defaults, so that a test's agent
         # may use others (monkeypatch.setattr on this module).
-        keys = IdempotencyKeys(store, lease=settings.queue_lease, keep_for=KEY_RETENTION)
+        keys = IdempotencyKeys(store.keys, lease=settings.queue_lease, keep_for=KEY_RETENTION)
         stack.push_async_callback(keys.aclose)
-        queues = UserQueues(store, lease=settings.queue_lease, max_wait=QUEUE_WAIT)
+        queues = UserQueues(store.queues, lease=settings.queue_lease, max_wait=QUEUE_WAIT)
         stack.push_async_callback(queues.aclose)
         services = [
             name
@@ -111,7 +114,7 @@ async def assembled(
         ]
         metrics = Metrics(services=services, arms=experiment.names if experiment else ())
         sweeper = Sweeper(
-            store,
+            store.lifecycle,
             settings.retention,
             metrics,
             interval=SWEEP_INTERVAL,
@@ -137,7 +140,8 @@ async def assembled(
         # silent bot until unclaimed_after, nobody being able to claim: handoffs are off.
         keyed = settings.operator_key is not None
         handoffs = Handoffs(
-            store,
+            store.handoffs,
+            store.reader,
             queues,
             pipeline.handoff if keyed else None,
             metrics,
@@ -149,9 +153,10 @@ async def assembled(
         handoffs.start()
         stack.push_async_callback(handoffs.aclose)
         flow = MessageFlow(
-            store,
+            store.turns,
             executor,
             settings.channel_type,
+            ratings=store.ratings,
             metrics=metrics,
             queues=queues,
             keys=keys,

@@ -1,7 +1,8 @@
 """What routes get injected: the parts :mod:`agent.api.composition` made, typed.
 
 This is the only module that reads them off the app: a route names what it needs
-(``store: StoreDep``) and never touches ``app.state``.
+(``reader: ReaderDep``) and never touches ``app.state``. Of the store, a route gets the part
+it uses (:data:`agent.store.base.PARTS`), never the whole.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from agent.pipeline.arms import Experiment
 from agent.pipeline.config import DoubleTexting
 from agent.pipeline.engine import LoadedPipeline
 from agent.settings import Settings
-from agent.store.base import Store
+from agent.store.base import DialogReader, HandoffStore, RatingStore, UserErasure
 
 
 async def _components(connection: HTTPConnection) -> Components:
@@ -32,7 +33,19 @@ async def _components(connection: HTTPConnection) -> Components:
 ComponentsDep = Annotated[Components, Depends(_components)]
 
 
-async def _store(components: ComponentsDep) -> Store:
+async def _reader(components: ComponentsDep) -> DialogReader:
+    return components.store.reader
+
+
+async def _ratings(components: ComponentsDep) -> RatingStore:
+    return components.store.ratings
+
+
+async def _handoff_store(components: ComponentsDep) -> HandoffStore:
+    return components.store.handoffs
+
+
+async def _erasure(components: ComponentsDep) -> UserErasure:
     return components.store
 
 
@@ -100,7 +113,10 @@ async def _double_texting(
     return double_texting
 
 
-StoreDep = Annotated[Store, Depends(_store)]
+ReaderDep = Annotated[DialogReader, Depends(_reader)]
+RatingsDep = Annotated[RatingStore, Depends(_ratings)]
+HandoffStoreDep = Annotated[HandoffStore, Depends(_handoff_store)]
+ErasureDep = Annotated[UserErasure, Depends(_erasure)]
 DoubleTextingPolicy = Annotated[DoubleTexting | None, Depends(_double_texting)]
 IdempotencyKey = Annotated[str | None, Depends(_idempotency_key)]
 FlowDep = Annotated[MessageFlow, Depends(_flow)]

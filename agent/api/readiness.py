@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from agent.connectors.probe import unreachable
 from agent.pipeline.arms import Experiment
 from agent.pipeline.engine import LoadedPipeline
-from agent.store.base import Store, StoreUnavailable
+from agent.store.base import StoreConnection, StoreUnavailable
 
 OK = "ok"
 #: What a caller without the API key reads instead of a problem's details.
@@ -75,7 +75,7 @@ class Readiness:
 
     def __init__(
         self,
-        store: Store,
+        store: StoreConnection,
         session: aiohttp.ClientSession,
         services: dict[str, str],
         timeout: float = 2.0,

@@ -30,7 +30,7 @@ from agent.cli.arm_decision import (
     compare_ratings,
 )
 from agent.state.models import FALLBACK_SKILL, BotUtterance, Dialog
-from agent.store.base import Store
+from agent.store.base import DialogReader
 
 #: The row of the dialogs opened with no experiment.
 NO_ARM = "(none)"
@@ -81,7 +81,7 @@ class _Tally:
         return self.fallback_skill + self.fallback_response
 
 
-async def stored_dialogs(store: Store) -> AsyncIterator[Dialog]:
+async def stored_dialogs(store: DialogReader) -> AsyncIterator[Dialog]:
     """Every stored dialog, open and closed, a page at a time."""
     offset = 0
     while True:

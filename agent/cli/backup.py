@@ -1,5 +1,5 @@
 """``chorus export`` and ``chorus import``: backups of the store as JSON Lines
-(:mod:`agent.store.backup`, docs/backup.md).
+(:mod:`agent.backup.files`, docs/backup.md).
 
 Both talk to the database itself (``--db``, else ``CHORUS_DB_URL``), not to a running
 agent: a backup holds what the API does not serve (the users' attributes whole, every
@@ -28,9 +28,16 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from agent.settings import Settings, SettingsError, load_settings
-from agent.store import Store, StoreUnavailable, open_store
-from agent.store.backup import (
+from agent.backup.checks import (
+    ImportRules,
+    RecordRefused,
+    check_against_store,
+    check_backup,
+    check_dialog,
+    check_user,
+)
+from agent.backup.dp_agent import DpAgentSource
+from agent.backup.files import (
     BackupError,
     DialogFilter,
     DialogRecord,
@@ -42,16 +49,9 @@ from agent.store.backup import (
     read_records,
     restore,
 )
-from agent.store.base import StoreWriteRefused
-from agent.store.dp_agent_source import DpAgentSource
-from agent.store.import_checks import (
-    ImportRules,
-    RecordRefused,
-    check_against_store,
-    check_backup,
-    check_dialog,
-    check_user,
-)
+from agent.settings import Settings, SettingsError, load_settings
+from agent.store import Store, StoreUnavailable, open_store
+from agent.store.base import DialogReader, StoreWriteRefused
 
 err = Console(stderr=True, soft_wrap=True)
 DEFAULT_DB = Settings.model_fields["db_url"].default
@@ -155,12 +155,12 @@ def export_command(
 
 async def _export(url: str, selection: DialogFilter, target: IO[str]) -> int:
     async with _opened(url) as store:
-        total = await count_dialogs(store, selection)
+        total = await count_dialogs(store.reader, selection)
         exported = 0
         with _progress(MofNCompleteColumn()) as progress:
             task = progress.add_task("exporting dialogs", total=total)
             async for line, is_dialog in export_lines(
-                store, selection, lambda: progress.advance(task)
+                store.reader, selection, lambda: progress.advance(task)
             ):
                 target.write(line + "\n")
                 exported += is_dialog
@@ -231,9 +231,9 @@ def _rules() -> ImportRules:
     )
 
 
-async def _check(store: Store, file: Path, size: int, rules: ImportRules) -> None:
+async def _check(store: DialogReader, file: Path, size: int, rules: ImportRules) -> None:
     """Read the whole backup without writing: :class:`BackupError` at its first bad line,
-    record, or utterance id that another dialog holds (:mod:`agent.store.import_checks`)."""
+    record, or utterance id that another dialog holds (:mod:`agent.backup.checks`)."""
     try:
         with _progress(DownloadColumn()) as progress:
             task = progress.add_task("checking", total=size)
@@ -258,9 +258,9 @@ async def _import_dp_agent(url: str, source_url: str, rules: ImportRules) -> Imp
             with _progress(MofNCompleteColumn()) as progress:
                 task = progress.add_task("importing dp-agent's dialogs", total=total)
                 async for record in source.records():
-                    why = await _dp_agent_problem(store, record, rules, refused)
+                    why = await _dp_agent_problem(store.reader, record, rules, refused)
                     if why is None:
-                        await restore(store, record, report)
+                        await restore(store.restore, record, report)
                     elif isinstance(record, DialogRecord):
                         source.skipped.append((record.dialog.dialog_id, why))
                     if isinstance(record, DialogRecord):
@@ -273,7 +273,10 @@ async def _import_dp_agent(url: str, source_url: str, rules: ImportRules) -> Imp
 
 
 async def _dp_agent_problem(
-    store: Store, record: UserRecord | DialogRecord, rules: ImportRules, refused: dict[str, str]
+    store: DialogReader,
+    record: UserRecord | DialogRecord,
+    rules: ImportRules,
+    refused: dict[str, str],
 ) -> str | None:
     """Why a record read from dp-agent is not imported (None: it is), by a backup's
     checks; a refused user is remembered in ``refused``, and their dialogs are refused."""
@@ -296,12 +299,12 @@ async def _import(url: str, file: Path, size: int, rules: ImportRules) -> Import
     """Check the whole file against the store, then store it record by record."""
     report = ImportReport()
     async with _opened(url) as store:
-        await _check(store, file, size, rules)
+        await _check(store.reader, file, size, rules)
         with _progress(DownloadColumn()) as progress:
             task = progress.add_task("importing", total=size)
             lines = _lines(file, lambda n: progress.advance(task, n))
             for _, record in read_records(lines):
-                await restore(store, record, report)
+                await restore(store.restore, record, report)
     return report
 
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # scipy takes a while to import: only --by-arm pays for it
 async def _sizes(db_url: str) -> dict[str, int]:
     store = await open_store(db_url)
     try:
-        return await store.sizes()
+        return await store.lifecycle.sizes()
     finally:
         await store.close()
 
@@ -34,7 +34,7 @@ async def _by_arm(db_url: str, control: str | None, fallback_skill: str) -> ArmR
 
     store = await open_store(db_url)
     try:
-        dialogs = [dialog async for dialog in stored_dialogs(store)]
+        dialogs = [dialog async for dialog in stored_dialogs(store.reader)]
         return arm_report(dialogs, control=control, fallback_skill=fallback_skill)
     finally:
         await store.close()

@@ -33,7 +33,7 @@ from agent.state.handoff import (
     ReturnedBy,
 )
 from agent.state.models import BotUtterance, Dialog, HumanUtterance, Utterance, utc_now
-from agent.store.base import Store, StoreUnavailable
+from agent.store.base import DialogReader, HandoffStore, StoreUnavailable
 
 log = logging.getLogger("chorus.handoff")
 
@@ -65,7 +65,8 @@ class Handoffs:
 
     def __init__(
         self,
-        store: Store,
+        store: HandoffStore,
+        reader: DialogReader,
         queues: UserQueues,
         config: HandoffConfig | None,
         metrics: Metrics,
@@ -77,6 +78,7 @@ class Handoffs:
         off_because: str = NO_SECTION,
     ) -> None:
         self._store = store
+        self._reader = reader
         self._off_because = off_because
         self._queues = queues
         self.config = config
@@ -128,6 +130,13 @@ class Handoffs:
             self._announce("handoff.requested", handoff, history=history)
         return handoff
 
+    async def append_utterance(
+        self, dialog_id: str, user_id: str, utterance: HumanUtterance
+    ) -> None:
+        """Store a message of the user unanswered, for the person the dialog is with (the
+        flow calls :meth:`kept` once it is noted in the queue)."""
+        await self._store.append_utterance(dialog_id, user_id, utterance)
+
     def kept(self, handoff: Handoff, utterance: HumanUtterance) -> None:
         """A message of the user was stored, unanswered, while ``handoff`` is active."""
         self.notices.notify(handoff.dialog_id)
@@ -147,7 +156,7 @@ class Handoffs:
     # --- the API's and the operators' part ----------------------------------------------
 
     async def _open_dialog(self, dialog_id: str) -> Dialog:
-        dialog = await self._store.dialog(dialog_id)
+        dialog = await self._reader.dialog(dialog_id)
         if dialog is None or dialog.date_finish is not None:
             raise NotHandedOff(dialog_id)
         return dialog
@@ -254,7 +263,7 @@ class Handoffs:
 
     async def _keyed(self, dialog_id: str, key: str) -> BotUtterance | None:
         """The operator's message stored under ``key`` among the dialog's last ones."""
-        dialog = await self._store.dialog(dialog_id)
+        dialog = await self._reader.dialog(dialog_id)
         for utterance in reversed((dialog.utterances if dialog else [])[-KEY_LOOKBACK:]):
             if (
                 isinstance(utterance, BotUtterance)

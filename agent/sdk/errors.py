@@ -54,8 +54,8 @@ value) or ``except RuntimeError`` keep that base too.
      │    └── MessageOverwriteError    agent/message.py         the same, in ParlAI's Message
      ├── BodyTooLarge [HTTPException] agent/api/request_limits.py  a request body too big: 413
      ├── DatasetError [ValueError]    agent/parlai/formats.py  a ParlAI dataset file is wrong
-     ├── BackupError                  agent/store/backup.py    a backup file cannot be read
-     │    └── RecordRefused            agent/store/import_checks.py  a record breaks a bound
+     ├── BackupError                  agent/backup/files.py    a backup file cannot be read
+     │    └── RecordRefused            agent/backup/checks.py  a record breaks a bound
      │                                 or an id rule: nothing of the file is imported
      ├── ReplayError [RuntimeError]   agent/parlai/replay.py   the agent answered a replay badly
      ├── ChatError                    agent/cli/chat.py        ``chorus chat`` cannot go on

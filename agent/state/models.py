@@ -7,7 +7,6 @@ they get a :mod:`agent.sdk.models` view of the last few utterances.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -20,13 +19,9 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     model_serializer,
-    model_validator,
 )
 
 from agent.sdk.models import JsonDict
-from agent.sdk.roles import ROLES
-
-log = logging.getLogger("chorus.state")
 
 
 def new_id() -> str:
@@ -52,37 +47,7 @@ class Profile(BaseModel):
     location: str | None = None
     timezone: str | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _wrong_types_aside(cls, data: Any) -> Any:
-        """A typed field held with another type (builds before 1.0.0 merged whatever a
-        service sent, e.g. ``location: {"city": "Paris"}``, and their backups carry it)
-        would make the whole user unreadable, every turn and ``GET /api/user`` a 500. It
-        is read back under :data:`INVALID_PROFILE_FIELDS` instead, so nothing is lost and
-        the user is served."""
-        if not isinstance(data, dict):
-            return data
-        wrong = {
-            key: data[key]
-            for key in cls.model_fields
-            if key in data and profile_field_problem(key, data[key]) is not None
-        }
-        if not wrong:
-            return data
-        log.warning(
-            "profile field(s) %s hold(s) a value of another type: read under %r",
-            ", ".join(sorted(wrong)),
-            INVALID_PROFILE_FIELDS,
-        )
-        kept = {key: value for key, value in data.items() if key not in wrong}
-        aside = kept.get(INVALID_PROFILE_FIELDS)
-        earlier = aside if isinstance(aside, dict) else {} if aside is None else {"": aside}
-        kept[INVALID_PROFILE_FIELDS] = {**earlier, **wrong}
-        return kept
 
-
-#: Where a profile read back keeps the typed fields whose stored value has another type.
-INVALID_PROFILE_FIELDS = "invalid_fields"
 #: The profile's typed fields, each with its type (the rest of the profile is free JSON).
 _PROFILE_TYPES = {
     name: (
@@ -194,30 +159,6 @@ FailureKind = Literal["timeout", "unavailable", "bad_status", "bad_response", "r
 SERVICES_ROLE = "services"
 
 
-def split_stored_group(group: str) -> tuple[str, str | None]:
-    """``(role, dream_group)`` for a trace entry written with ``group``: a backup exported
-    by a build before 1.0.0 holds such entries, and ``chorus import`` reads them.
-
-    ``group`` was a Chorus service's role, or a dp-agent service's group name (``services``
-    when it had none). A role's name is kept as the role (a dp-agent group of that name
-    played that role too); any other name can only be a dp-agent group, whose role the
-    stored entry does not tell: ``services``."""
-    if group in ROLES or group == SERVICES_ROLE:
-        return group, None
-    return SERVICES_ROLE, group
-
-
-def call_with_role(call: Any) -> Any:
-    """A stored trace entry as this release writes it: ``group`` replaced by ``role`` and
-    ``dream_group`` (:func:`split_stored_group`); anything else as it is."""
-    if not isinstance(call, dict) or "group" not in call:
-        return call
-    renamed = {key: value for key, value in call.items() if key != "group"}
-    if "role" not in renamed:
-        renamed["role"], renamed["dream_group"] = split_stored_group(str(call["group"]))
-    return renamed
-
-
 class ServiceCall(BaseModel):
     """One service's part in a turn: the turn's trace, read by tests and the inspector."""
 
@@ -233,13 +174,6 @@ class ServiceCall(BaseModel):
     duration: float = Field(description="seconds the call took")
     outcome: Outcome
     batch_size: int = 1
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_group(cls, data: Any) -> Any:
-        """A trace entry with ``group`` (a backup exported by a build before 1.0.0) reads
-        as :func:`split_stored_group` says."""
-        return call_with_role(data)
 
 
 class ServiceFailure(BaseModel):

@@ -1,23 +1,47 @@
-"""Where the dialogue state lives: three narrow protocols (:class:`DialogStore`,
-:class:`KeyStore`, :class:`QueueStore`), one :class:`Store` holding all three, SQLite and
-MongoDB behind it."""
+"""Where the dialogue state lives: SQLite or MongoDB behind one :class:`Store`.
+
+A store is split by who uses it. Each kind of caller has a narrow protocol of its own
+(:mod:`agent.store.base`): the turn (:class:`TurnStore`, the message flow), the reads
+(:class:`DialogReader`: the read API, exports, replays), ratings (:class:`RatingStore`),
+restores from a backup (:class:`RestoreStore`), the users' queues (:class:`QueueStore`),
+idempotency keys (:class:`KeyStore`), handoffs (:class:`HandoffStore`) and the data
+lifecycle (:class:`LifecycleStore`). A backend holds one part object per protocol
+(``store.turns``, ``store.reader``, ...: :data:`~agent.store.base.PARTS`), and does itself
+only what spans them: erasure (:class:`UserErasure`) and the connection's life
+(:class:`StoreConnection`; opening it, with :func:`open_store`, upgrades the schema). The
+composition root hands each caller its part.
+"""
 
 from agent.store.base import (
     DialogHead,
-    DialogStore,
+    DialogReader,
+    HandoffStore,
     KeyStore,
+    LifecycleStore,
     QueueStore,
+    RatingStore,
+    RestoreStore,
     Store,
+    StoreConnection,
     StoreUnavailable,
+    TurnStore,
+    UserErasure,
 )
 
 __all__ = [
     "DialogHead",
-    "DialogStore",
+    "DialogReader",
+    "HandoffStore",
     "KeyStore",
+    "LifecycleStore",
     "QueueStore",
+    "RatingStore",
+    "RestoreStore",
     "Store",
+    "StoreConnection",
     "StoreUnavailable",
+    "TurnStore",
+    "UserErasure",
     "open_store",
 ]
 

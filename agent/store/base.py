@@ -1,4 +1,5 @@
-"""The store protocol every backend implements, and passes one contract test suite for.
+"""The store's protocols, one per kind of caller, and :class:`Store`, the sum of them that
+every backend implements and passes one contract test suite for.
 
 A turn touches a bounded number of records whatever the dialog's length: it takes the
 user's place in the queue, reads the user, the dialog's head and its last K utterances, writes
@@ -10,7 +11,7 @@ write. No record grows with the dialog (one record per utterance).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -29,12 +30,13 @@ from agent.state.models import (
 )
 from agent.store.handoffs import HandoffStore as HandoffStore
 
-# The keys' and the lifecycle's parts of the protocol, named here too: the one place a
+# The parts' protocols that have modules of their own, named here too: the one place a
 # caller imports the store's types from.
 from agent.store.keys import DEFAULT_KEY_RETENTION as DEFAULT_KEY_RETENTION
 from agent.store.keys import Claim as Claim
 from agent.store.keys import ClaimStatus as ClaimStatus
 from agent.store.keys import KeyStore as KeyStore
+from agent.store.reader import DialogReader as DialogReader
 from agent.store.retention import LifecycleStore as LifecycleStore
 from agent.store.retention import Retention as Retention
 from agent.store.retention import Swept as Swept
@@ -76,7 +78,7 @@ class Place:
     #: the place was given back (by :meth:`QueueStore.leave` or with a finished turn)
     left: bool = False
     #: what the store read of the user on making the place first (MongoDB: the user's
-    #: document), for :meth:`DialogStore.open_turn` to start the turn from without reading
+    #: document), for :meth:`TurnStore.open_turn` to start the turn from without reading
     #: it again; None when nothing was read (SQLite reads in one transaction anyway)
     seen: Mapping[str, Any] | None = None
 
@@ -109,7 +111,7 @@ class DialogHead(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class TurnStart:
-    """What a turn starts from (:meth:`DialogStore.open_turn`)."""
+    """What a turn starts from (:meth:`TurnStore.open_turn`)."""
 
     human: Human
     dialog: DialogHead
@@ -124,7 +126,7 @@ class TurnStart:
 
 @dataclass(frozen=True, slots=True)
 class TurnEnd:
-    """What a finished turn stores (:meth:`DialogStore.finish_turn`), in one write."""
+    """What a finished turn stores (:meth:`TurnStore.finish_turn`), in one write."""
 
     dialog_id: str
     #: the user's internal id (:attr:`Human.id`)
@@ -148,7 +150,7 @@ class TurnEnd:
 
 
 class Restored(enum.Enum):
-    """What restoring a dialog from a backup did (:meth:`DialogStore.restore_dialog`)."""
+    """What restoring a dialog from a backup did (:meth:`RestoreStore.restore_dialog`)."""
 
     STORED = "stored"
     #: stored, but closed: the user has another open dialog in this store
@@ -165,9 +167,9 @@ def restored_head(dialog: Dialog, human_id: str, *, closed: bool) -> DialogHead:
     return head
 
 
-class DialogStore(Protocol):
-    """The dialogs: the operations of a turn and of the read API, erasure and the
-    connection's life."""
+class TurnStore(Protocol):
+    """What the message flow writes and reads in a turn: its start, its human utterance, its
+    end, and closing the open dialog (:mod:`agent.flow`)."""
 
     async def open_turn(
         self,
@@ -214,35 +216,10 @@ class DialogStore(Protocol):
         """End the user's open dialog; its id, or None when there was none."""
         ...
 
-    async def dialog(self, dialog_id: str) -> Dialog | None:
-        """The whole dialog, for reading."""
-        ...
 
-    async def dialogs(self, dialog_ids: Sequence[str]) -> list[Dialog]:
-        """The whole dialogs of these ids, in their order, those that do not exist left
-        out: how an export reads a store, a group of dialogs at a time (on MongoDB, one
-        query for all their utterances rather than one per dialog)."""
-        ...
-
-    async def user_dialogs(self, user_id: str) -> list[Dialog] | None:
-        """All dialogs of a user, oldest first; None for an unknown user."""
-        ...
-
-    async def list_dialog_ids(self, offset: int, limit: int, active: bool | None) -> list[str]:
-        """Dialog ids in the order the dialogs were opened, from ``offset``, at most
-        ``limit``; ``active`` True/False: only open/closed dialogs (dp-agent's
-        ``GET /api/dialogs/``)."""
-        ...
-
-    async def dialog_by_dp_agent_id(self, object_id: str) -> str | None:
-        """The id of the dialog imported from dp-agent whose dp-agent ``_id`` is
-        ``object_id`` (24 lower-case hex digits); None when there is none."""
-        ...
-
-    async def dialog_starts(self, prefix: str) -> dict[str, datetime]:
-        """The ids and starts of the dialogs whose id starts with ``prefix`` (a few at most):
-        how a dp-agent ``_id`` (:mod:`agent.state.dp_agent`) is found."""
-        ...
+class RatingStore(Protocol):
+    """Ratings of dialogs and bot answers: the rating routes, and a reward sent with the
+    user's next message (:mod:`agent.api.routes.ratings`, :mod:`agent.flow`)."""
 
     async def add_dialog_rating(
         self,
@@ -276,21 +253,17 @@ class DialogStore(Protocol):
         ``max_ratings`` of them."""
         ...
 
+
+class RestoreStore(Protocol):
+    """Storing what a backup holds (``chorus import``, :mod:`agent.backup`): whole records
+    with their ids (which of them are stored already is read with
+    :meth:`DialogReader.stored_dialog_ids`)."""
+
     async def restore_user(self, human: Human) -> bool:
         """Store a user read from a backup (``chorus import``), with their profile and
         attributes, unless a user with that user id is already stored: the stored one is
         newer and is kept as it is. True when stored. The store may give the user another
         internal ``id`` (MongoDB derives it from the user id)."""
-        ...
-
-    async def stored_dialog_ids(self, dialog_ids: Sequence[str]) -> set[str]:
-        """Of these dialog ids, those stored (each read by its id): what an import checks
-        before it writes (:mod:`agent.store.import_checks`)."""
-        ...
-
-    async def utterance_dialogs(self, utt_ids: Sequence[str]) -> dict[str, str]:
-        """Of these utterance ids, those stored, each with the id of the dialog that holds
-        it (each read by its id): an import refuses an utterance id another dialog holds."""
         ...
 
     async def restore_dialog(self, user_id: str, dialog: Dialog, active: bool) -> Restored:
@@ -304,10 +277,20 @@ class DialogStore(Protocol):
         dialog kept."""
         ...
 
+
+class UserErasure(Protocol):
+    """Erasing a user and all they left in every part of the store
+    (``DELETE /api/users/{user_id}``)."""
+
     async def delete_user(self, user_id: str) -> bool:
         """Erase the user: profile, dialogs, utterances, queue and keys. False for an
         unknown user."""
         ...
+
+
+class StoreConnection(Protocol):
+    """The connection's life: whether the database answers, and closing it. Opening it
+    (:func:`agent.store.open_store`) checks the schema and runs its upgrades."""
 
     async def ping(self) -> None:
         """Raise :class:`StoreUnavailable` when the database cannot be reached (``/ready``)."""
@@ -362,6 +345,39 @@ class QueueStore(Protocol):
         ...
 
 
-class Store(DialogStore, KeyStore, QueueStore, LifecycleStore, HandoffStore, Protocol):
-    """All of them, as one object: what :func:`agent.store.open_store` returns and each
-    backend implements. Callers that need one job take the narrow protocol."""
+class Store(UserErasure, StoreConnection, Protocol):
+    """The whole store, as :func:`agent.store.open_store` returns it and each backend
+    implements it: one part per kind of caller, each of a narrow protocol, over one
+    connection. The composition root (:mod:`agent.api.composition`) hands each caller the
+    part it uses; erasure and the connection, which span the parts, are the store's own."""
+
+    @property
+    def turns(self) -> TurnStore: ...
+    @property
+    def reader(self) -> DialogReader: ...
+    @property
+    def ratings(self) -> RatingStore: ...
+    @property
+    def restore(self) -> RestoreStore: ...
+    @property
+    def queues(self) -> QueueStore: ...
+    @property
+    def keys(self) -> KeyStore: ...
+    @property
+    def handoffs(self) -> HandoffStore: ...
+    @property
+    def lifecycle(self) -> LifecycleStore: ...
+
+
+#: Each part of a :class:`Store` by its attribute, with the protocol it implements: what
+#: :func:`agent.telemetry.traced_store` instruments.
+PARTS: dict[str, type] = {
+    "turns": TurnStore,
+    "reader": DialogReader,
+    "ratings": RatingStore,
+    "restore": RestoreStore,
+    "queues": QueueStore,
+    "keys": KeyStore,
+    "handoffs": HandoffStore,
+    "lifecycle": LifecycleStore,
+}

@@ -48,9 +48,8 @@ class KeyStore(Protocol):
     ) -> Claim:
         """Claim a client's idempotency key before its turn runs, until ``lease_until``. A
         claim whose lease ran out before ``now`` with no answer (or that was released) is
-        taken over (:attr:`ClaimStatus.RECLAIMED`); a claim made
-        with another ``fingerprint`` is :attr:`ClaimStatus.OTHER_MESSAGE` (claims stored
-        before fingerprints existed match any).
+        taken over (:attr:`ClaimStatus.RECLAIMED`); a claim made with another
+        ``fingerprint`` is :attr:`ClaimStatus.OTHER_MESSAGE`.
 
         The claim, and the reply once recorded, is kept until ``keep_until`` (None: for
         ever). A claim read after that counts as absent, answered or not (unless its lease

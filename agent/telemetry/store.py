@@ -2,8 +2,9 @@
 
 Done from outside rather than by code in each backend: the backends stay unaware of
 tracing, and a new backend is traced without a line of its own. The store itself is
-instrumented (each operation of the :class:`~agent.store.base.Store` protocol replaced on
-the instance by a traced one), so what the agent holds keeps the store's own type, for mypy
+instrumented: each operation of each part (:data:`agent.store.base.PARTS`), and of the
+store's own, is replaced on the instance by a traced one before the composition root hands
+the parts out, so every caller holds a traced part, and each keeps its own type, for mypy
 and for ``isinstance`` alike. An operation becomes a span only inside a traced request and
 outside another store operation (an operation calling another makes one span); the
 background heartbeat of the user queues makes none.
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
 
-from agent.store.base import Store
+from agent.store.base import PARTS, Store
 
 #: Not worth a span: called once per agent, never inside a turn.
 _UNTRACED = frozenset({"close"})
@@ -29,14 +30,14 @@ _UNTRACED = frozenset({"close"})
 _inside: ContextVar[bool] = ContextVar("chorus_store_operation", default=False)
 
 
-def _operations() -> list[str]:
-    """The coroutine methods of the store protocol."""
+def _operations(protocol: type) -> list[str]:
+    """The coroutine methods of a store protocol."""
     return sorted(
         name
-        for name in dir(Store)
+        for name in dir(protocol)
         if not name.startswith("_")
         and name not in _UNTRACED
-        and inspect.iscoroutinefunction(getattr(Store, name))
+        and inspect.iscoroutinefunction(getattr(protocol, name))
     )
 
 
@@ -65,8 +66,10 @@ S = TypeVar("S", bound=Store)
 
 
 def traced_store(store: S, tracer: Tracer, url: str) -> S:
-    """``store`` itself, with a span per operation; ``url`` only names the database system."""
+    """``store`` itself, with a span per operation of each part and of its own
+    (:data:`agent.store.base.PARTS`); ``url`` only names the database system."""
     system = "sqlite" if url.startswith("sqlite") else "mongodb"
-    for name in _operations():
-        setattr(store, name, _traced(name, getattr(store, name), tracer, system))
+    for target, protocol in [(store, Store), *((getattr(store, n), p) for n, p in PARTS.items())]:
+        for name in _operations(protocol):
+            setattr(target, name, _traced(name, getattr(target, name), tracer, system))
     return store

@@ -20,8 +20,8 @@ import pytest
 from fastapi import FastAPI
 from pymongo import MongoClient
 
+from agent.backup.files import DialogData, DialogRecord, Header
 from agent.state.models import Bot, BotUtterance, HumanUtterance, utc_now
-from agent.store.backup import DialogData, DialogRecord, Header
 from agent.store.base import Retention
 from tests.api.test_arms import experiment_file
 from tests.cli.test_backup import run

@@ -34,7 +34,7 @@ async def sweep_a_year_later(db_url: str) -> tuple[int, int, int]:
     store = await open_store(db_url)
     try:
         sweeper = Sweeper(
-            store,
+            store.lifecycle,
             EVERYTHING_EXPIRED,
             Metrics(),
             interval=60,

@@ -238,39 +238,3 @@ def test_export_and_import_say_what_to_fix(db_url: str, tmp_path: Path) -> None:
         assert "--db" in run(command, "--help").output
     neither = run("import", "--db", db_url)
     assert neither.exit_code == 2 and "name a backup FILE" in neither.output
-
-
-def test_a_backup_whose_traces_say_group_is_imported_with_roles(
-    services: Any, agent: AgentFactory, db_url: str, other_db: str, tmp_path: Path
-) -> None:
-    """Builds before 1.0.0 wrote each trace entry's ``group`` (a role's name, or a dp-agent
-    group's); their backup is how such a store's data comes over (docs/storage.md,
-    "Schema versions"), so its entries are stored with ``role`` and ``dream_group``."""
-    fill(agent(pipeline(services)))
-    backup = tmp_path / "backup.jsonl"
-    assert run("export", "--all", "--output", str(backup), "--db", db_url).exit_code == 0
-    lines = [json.loads(line) for line in backup.read_text().splitlines()]
-    dialogs = [line for line in lines if line.get("type") == "dialog"]
-    traces = [u["trace"] for d in dialogs for u in d["dialog"]["utterances"] if u.get("trace")]
-    expected = json.loads(json.dumps(traces))
-    for trace in traces:
-        for call in trace:
-            call["group"] = call.pop("role")
-            del call["dream_group"]
-    traces[0][0]["group"] = "sentiment"  # a dp-agent group that is no role's name
-    expected[0][0].update(role="services", dream_group="sentiment")
-    old = tmp_path / "before-1.0.jsonl"
-    old.write_text("".join(json.dumps(line) + "\n" for line in lines))
-
-    imported = run("import", str(old), "--db", other_db)
-    assert imported.exit_code == 0, imported.output
-    again = tmp_path / "again.jsonl"
-    assert run("export", "--all", "--output", str(again), "--db", other_db).exit_code == 0
-    read = [json.loads(line) for line in again.read_text().splitlines()]
-    assert [
-        u["trace"]
-        for d in read
-        if d.get("type") == "dialog"
-        for u in d["dialog"]["utterances"]
-        if u.get("trace")
-    ] == expected

@@ -28,12 +28,12 @@ from pymongo import MongoClient
 from pymongo.database import Database
 from typer.testing import CliRunner
 
+from agent.backup.files import GROUP
 from agent.cli.main import app
 from agent.cli.replay import report
 from agent.sdk import DialogView, Service, SkillHypothesis
 from agent.state.models import BotUtterance, HumanUtterance
 from agent.store import open_store
-from agent.store.backup import GROUP
 from agent.store.mongo import migrations as mongo_migrations
 from agent.store.sqlite import base as sqlite_base
 from tests.conftest import agents, service_entry

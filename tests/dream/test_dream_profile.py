@@ -1,23 +1,18 @@
 """A Dream service that sets a typed profile field to another type, through the agent over
 HTTP on both stores: the field is refused and recorded, the turn and the user go on.
 
-Stored, ``location: {"city": "Paris"}`` made every later turn of that user and
-``GET /api/user`` answer 500 until the user was erased; a user an older release left in
-that state is served again, the wrong value kept where it can be read.
+Stored, ``location: {"city": "Paris"}`` would make every later turn of that user and
+``GET /api/user`` answer 500 until the user was erased.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
 from typing import Any
 
 import httpx
 from fastapi import FastAPI, Request
-from pymongo import MongoClient
 
 from tests.conftest import AgentFactory
-from tests.dream import services as dream
 from tests.dream.test_dream_behaviour import skill
 from tests.dream.test_dream_pipeline import F, dialog_of, http, say
 
@@ -131,44 +126,3 @@ def test_a_wrong_typed_profile_field_is_refused_and_the_rest_kept(
     assert human["profile"]["location"] == "London" and human["profile"]["name"] == "Ann"
     assert human["profile"]["occupation"] == "pilot" and human["profile"]["timezone"] is None
     assert human["attributes"]["mood"] == "good" and human["attributes"]["seen_attack"] is True
-    assert "invalid_fields" not in human["profile"]
-
-
-def corrupt(db_url: str) -> None:
-    """Leave alice's profile as a build before 1.0.0 did: a typed field of another type."""
-    if db_url.startswith("sqlite"):
-        with sqlite3.connect(Path(db_url.removeprefix("sqlite:///"))) as db:
-            db.execute(
-                "UPDATE users SET doc = json_set(doc, '$.profile.location', json(?)) "
-                "WHERE user_id = 'alice'",
-                ['{"city": "Paris"}'],
-            )
-        return
-    client: MongoClient[dict[str, Any]] = MongoClient(db_url)
-    try:
-        changed = client.get_default_database()["users"].update_one(
-            {"user_external_id": "alice"}, {"$set": {"profile.location": {"city": "Paris"}}}
-        )
-        assert changed.modified_count == 1
-    finally:
-        client.close()
-
-
-def test_a_user_stored_with_a_wrong_typed_profile_field_is_served(
-    services: Any, agent: AgentFactory, db_url: str
-) -> None:
-    skills = {"eliza": skill(services(dream.eliza()).url)}
-    selector = {
-        "connector": {"protocol": "python", "class_name": "ConfidenceResponseSelectorConnector"},
-        "previous_services": ["skills"],
-        "state_manager_method": "add_bot_utterance",
-    }
-    client = agent({"services": {"skills": skills, "response_selector": selector}})
-    say(client, "hello")
-    corrupt(db_url)
-
-    assert say(client, "still there?")["active_skill"] == "eliza"
-    profile = user(client)["profile"]
-    assert profile["location"] is None
-    assert profile["invalid_fields"] == {"location": {"city": "Paris"}}
-    assert say(client, "and again")["active_skill"] == "eliza"

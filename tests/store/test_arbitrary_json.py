@@ -62,18 +62,18 @@ async def turn(
     hypothesis_fields: dict[str, Any] | None = None,
     human_attributes: dict[str, Any] | None = None,
 ) -> str:
-    start = await store.open_turn(user, "http_client", 4)
+    start = await store.turns.open_turn(user, "http_client", 4)
     human, dialog = start.human, start.dialog
     utterance = HumanUtterance(
         text=text, user=human.model_dump(mode="json"), attributes=extra or {}
     )
-    await store.add_utterance(dialog.dialog_id, utterance)
+    await store.turns.add_utterance(dialog.dialog_id, utterance)
     utterance.annotations = annotations or {}
     utterance.hypotheses = [
         Hypothesis(skill_name="echo", text="ok", confidence=0.5, **(hypothesis_fields or {}))
     ]
     bot = BotUtterance(text="ok", orig_text="ok", active_skill="echo", confidence=0.5)
-    await store.finish_turn(
+    await store.turns.finish_turn(
         TurnEnd(dialog.dialog_id, human.id, utterance, bot, human_attributes or {}, {})
     )
     return dialog.dialog_id
@@ -101,7 +101,7 @@ async def test_accepted_json_reads_back_equal_and_refused_json_harms_nothing(
             "extra": {"extra": {"k": value}},
         }[slot]
         dialog_id = await turn(store, user, "store this", **placed)
-        dialog = await store.dialog(dialog_id)
+        dialog = await store.reader.dialog(dialog_id)
         assert dialog is not None
         human_utterance = dialog.utterances[-2]
         assert isinstance(human_utterance, HumanUtterance)
@@ -114,7 +114,7 @@ async def test_accepted_json_reads_back_equal_and_refused_json_harms_nothing(
         assert stored == value
     # Either way, the user's next turn works and the whole dialog reads back.
     dialog_id = await turn(store, user, "and then")
-    dialog = await store.dialog(dialog_id)
+    dialog = await store.reader.dialog(dialog_id)
     assert dialog is not None and dialog.utterances[-1].text == "ok"
 
 

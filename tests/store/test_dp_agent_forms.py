@@ -19,11 +19,11 @@ async def answered(
     start = await opened(store, user, "http_client")
     human, dialog = start.human, start.dialog
     utterance = HumanUtterance(text="hi")
-    await store.add_utterance(dialog.dialog_id, utterance)
+    await store.turns.add_utterance(dialog.dialog_id, utterance)
     bot = BotUtterance(
         text="ok", active_skill="echo", confidence=1.0, attributes=bot_attributes or {}
     )
-    await store.finish_turn(TurnEnd(dialog.dialog_id, human.id, utterance, bot, {}, {}))
+    await store.turns.finish_turn(TurnEnd(dialog.dialog_id, human.id, utterance, bot, {}, {}))
     return dialog.dialog_id, bot.utt_id
 
 
@@ -33,35 +33,35 @@ def entry(rating: Any, user: str | None = None) -> dict[str, Any]:
 
 async def test_dialog_ids_come_in_opening_order_a_page_at_a_time(store: Store) -> None:
     first, _ = await answered(store, "ann")
-    await store.close_active_dialog("ann")
+    await store.turns.close_active_dialog("ann")
     second, _ = await answered(store, "bob")
     third, _ = await answered(store, "ann")
-    assert await store.list_dialog_ids(0, 10, None) == [first, second, third]
-    assert await store.list_dialog_ids(1, 1, None) == [second]
-    assert await store.list_dialog_ids(0, 10, True) == [second, third]
-    assert await store.list_dialog_ids(0, 10, False) == [first]
-    assert await store.list_dialog_ids(3, 10, None) == []
+    assert await store.reader.list_dialog_ids(0, 10, None) == [first, second, third]
+    assert await store.reader.list_dialog_ids(1, 1, None) == [second]
+    assert await store.reader.list_dialog_ids(0, 10, True) == [second, third]
+    assert await store.reader.list_dialog_ids(0, 10, False) == [first]
+    assert await store.reader.list_dialog_ids(3, 10, None) == []
 
 
 async def test_dialogs_are_found_by_the_start_of_their_id(store: Store) -> None:
     dialog_id, _ = await answered(store, "ann")
-    found = await store.dialog(dialog_id)
+    found = await store.reader.dialog(dialog_id)
     assert found is not None
-    assert await store.dialog_starts(dialog_id[:16]) == {dialog_id: found.date_start}
-    assert await store.dialog_starts("g") == {}
+    assert await store.reader.dialog_starts(dialog_id[:16]) == {dialog_id: found.date_start}
+    assert await store.reader.dialog_starts("g") == {}
 
 
 async def test_dialog_ratings_survive_turns_and_the_close(store: Store) -> None:
     dialog_id, _ = await answered(store, "ann")
-    assert await store.add_dialog_rating(dialog_id, entry("good"))
+    assert await store.ratings.add_dialog_rating(dialog_id, entry("good"))
     await answered(store, "ann")
-    assert await store.add_dialog_rating(dialog_id, entry({"stars.count": 5}, "ann"), "ann")
-    assert not await store.add_dialog_rating(dialog_id, entry(1, "eve"), "eve")
-    await store.close_active_dialog("ann")
-    dialog = await store.dialog(dialog_id)
+    assert await store.ratings.add_dialog_rating(dialog_id, entry({"stars.count": 5}, "ann"), "ann")
+    assert not await store.ratings.add_dialog_rating(dialog_id, entry(1, "eve"), "eve")
+    await store.turns.close_active_dialog("ann")
+    dialog = await store.reader.dialog(dialog_id)
     assert dialog is not None
     assert dialog.attributes["ratings"] == [entry("good"), entry({"stars.count": 5}, "ann")]
-    assert not await store.add_dialog_rating("f" * 32, entry(1))
+    assert not await store.ratings.add_dialog_rating("f" * 32, entry(1))
 
 
 async def test_utterance_ratings_are_appended_and_keep_an_earlier_value(store: Store) -> None:
@@ -69,11 +69,11 @@ async def test_utterance_ratings_are_appended_and_keep_an_earlier_value(store: S
     _, kept = await answered(store, "ann", bot_attributes={"ratings": "from a skill"})
     human_utt_id = (await last_utterances(store, dialog_id, 10))[0].utt_id
     for utt_id in (plain, kept):
-        assert await store.add_utterance_rating(utt_id, entry("like"))
-        assert await store.add_utterance_rating(utt_id, entry(2, "ann"), "ann")
-        assert not await store.add_utterance_rating(utt_id, entry(3, "eve"), "eve")
-    assert not await store.add_utterance_rating(human_utt_id, entry(1))  # bot answers only
-    assert not await store.add_utterance_rating("nope", entry(1))
+        assert await store.ratings.add_utterance_rating(utt_id, entry("like"))
+        assert await store.ratings.add_utterance_rating(utt_id, entry(2, "ann"), "ann")
+        assert not await store.ratings.add_utterance_rating(utt_id, entry(3, "eve"), "eve")
+    assert not await store.ratings.add_utterance_rating(human_utt_id, entry(1))  # bot answers only
+    assert not await store.ratings.add_utterance_rating("nope", entry(1))
     utterances = await last_utterances(store, dialog_id, 10)
     by_id = {u.utt_id: u.attributes.get("ratings") for u in utterances}
     assert by_id[plain] == [entry("like"), entry(2, "ann")]

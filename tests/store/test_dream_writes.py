@@ -21,9 +21,9 @@ async def finish(
     start = await opened(store, user, "http_client")
     human, dialog = start.human, start.dialog
     utterance = HumanUtterance(text="hi")
-    await store.add_utterance(dialog.dialog_id, utterance)
+    await store.turns.add_utterance(dialog.dialog_id, utterance)
     bot = BotUtterance(text="ok", active_skill="echo", confidence=1.0)
-    await store.finish_turn(
+    await store.turns.finish_turn(
         TurnEnd(
             dialog.dialog_id,
             human.id,

@@ -26,12 +26,12 @@ def asked(dialog_id: str, user_id: str, minutes_ago: float = 0) -> Handoff:
 
 async def test_a_handoff_is_asked_for_once_while_it_is_active(store: Store) -> None:
     dialog_id = (await opened(store, "ann")).dialog.dialog_id
-    first = await store.request_handoff(asked(dialog_id, "ann"))
+    first = await store.handoffs.request_handoff(asked(dialog_id, "ann"))
     assert first is not None and first.state == "waiting"
-    assert await store.request_handoff(asked(dialog_id, "ann")) is None
-    returned = await store.return_handoff(dialog_id, "api", utc_now())
+    assert await store.handoffs.request_handoff(asked(dialog_id, "ann")) is None
+    returned = await store.handoffs.return_handoff(dialog_id, "api", utc_now())
     assert returned is not None and returned.state == "returned"
-    again = await store.request_handoff(asked(dialog_id, "ann"))
+    again = await store.handoffs.request_handoff(asked(dialog_id, "ann"))
     assert again is not None and again.state == "waiting"
 
 
@@ -40,16 +40,16 @@ async def test_of_claims_at_once_on_two_agents_exactly_one_wins(
 ) -> None:
     for user in ("ann", "bob", "cy", "dee"):
         dialog_id = (await opened(store, user)).dialog.dialog_id
-        await store.request_handoff(asked(dialog_id, user))
+        await store.handoffs.request_handoff(asked(dialog_id, user))
         now = utc_now()
         claims = await asyncio.gather(
-            store.claim_handoff(dialog_id, "one", now),
-            another_agent_store.claim_handoff(dialog_id, "two", now),
-            store.claim_handoff(dialog_id, "three", now),
+            store.handoffs.claim_handoff(dialog_id, "one", now),
+            another_agent_store.handoffs.claim_handoff(dialog_id, "two", now),
+            store.handoffs.claim_handoff(dialog_id, "three", now),
         )
         won = [claim for claim in claims if claim is not None]
         assert len(won) == 1 and won[0].state == "held"
-        held = await another_agent_store.handoff(dialog_id)
+        held = await another_agent_store.handoffs.handoff(dialog_id)
         assert held is not None and held.operator == won[0].operator
 
 
@@ -57,12 +57,14 @@ async def test_only_the_holder_returns_a_held_dialog_and_returns_happen_once(
     store: Store, another_agent_store: Store
 ) -> None:
     dialog_id = (await opened(store, "ann")).dialog.dialog_id
-    await store.request_handoff(asked(dialog_id, "ann"))
-    await store.claim_handoff(dialog_id, "ann-op", utc_now())
-    assert await store.return_handoff(dialog_id, "operator", utc_now(), operator="bo") is None
+    await store.handoffs.request_handoff(asked(dialog_id, "ann"))
+    await store.handoffs.claim_handoff(dialog_id, "ann-op", utc_now())
+    assert (
+        await store.handoffs.return_handoff(dialog_id, "operator", utc_now(), operator="bo") is None
+    )
     both = await asyncio.gather(
-        store.return_handoff(dialog_id, "operator", utc_now(), operator="ann-op"),
-        another_agent_store.return_handoff(dialog_id, "api", utc_now()),
+        store.handoffs.return_handoff(dialog_id, "operator", utc_now(), operator="ann-op"),
+        another_agent_store.handoffs.return_handoff(dialog_id, "api", utc_now()),
     )
     assert len([r for r in both if r is not None]) == 1
 
@@ -71,16 +73,16 @@ async def test_the_inbox_lists_waiting_then_held_and_unclaimed_by_age(store: Sto
     ids = {}
     for user, minutes in (("new", 1), ("old", 30), ("held", 60)):
         ids[user] = (await opened(store, user)).dialog.dialog_id
-        await store.request_handoff(asked(ids[user], user, minutes_ago=minutes))
-    await store.claim_handoff(ids["held"], "op", utc_now())
-    inbox = await store.handoffs(("waiting", "held"), limit=10)
+        await store.handoffs.request_handoff(asked(ids[user], user, minutes_ago=minutes))
+    await store.handoffs.claim_handoff(ids["held"], "op", utc_now())
+    inbox = await store.handoffs.handoffs(("waiting", "held"), limit=10)
     assert [h.dialog_id for h in inbox] == [ids["old"], ids["new"], ids["held"]]
-    stale = await store.handoffs(
+    stale = await store.handoffs.handoffs(
         ("waiting",), limit=10, requested_before=utc_now() - timedelta(minutes=10)
     )
     assert [h.dialog_id for h in stale] == [ids["old"]]
     assert (
-        await store.return_handoff(
+        await store.handoffs.return_handoff(
             ids["new"],
             "timeout",
             utc_now(),
@@ -94,25 +96,25 @@ async def test_the_inbox_lists_waiting_then_held_and_unclaimed_by_age(store: Sto
 async def test_utterances_appended_outside_a_turn_are_in_order_and_in_the_next_window(
     store: Store,
 ) -> None:
-    start = await store.open_turn("ann", "http_client", 5)
+    start = await store.turns.open_turn("ann", "http_client", 5)
     dialog_id = start.dialog.dialog_id
     first = HumanUtterance(text="hello")
-    await store.add_utterance(dialog_id, first)
+    await store.turns.add_utterance(dialog_id, first)
     answer = BotUtterance(text="hi", active_skill="s", confidence=1.0)
-    await store.finish_turn(TurnEnd(dialog_id, start.human.id, first, answer))
+    await store.turns.finish_turn(TurnEnd(dialog_id, start.human.id, first, answer))
     kept = HumanUtterance(text="anyone?", handed_off=True)
-    await store.append_utterance(dialog_id, "ann", kept)
+    await store.handoffs.append_utterance(dialog_id, "ann", kept)
     said = BotUtterance(text="me", active_skill="operator", confidence=1.0, operator="op")
-    await store.append_utterance(dialog_id, "ann", said)
+    await store.handoffs.append_utterance(dialog_id, "ann", said)
 
-    after = await store.utterances_after(dialog_id, answer.utt_id, limit=10)
+    after = await store.handoffs.utterances_after(dialog_id, answer.utt_id, limit=10)
     assert after is not None
     assert [(u.text, u.speaker) for u in after] == [("anyone?", "human"), ("me", "bot")]
-    assert await store.utterances_after(dialog_id, "no-such-id", limit=10) is None
-    window = (await store.open_turn("ann", "http_client", 5)).history
+    assert await store.handoffs.utterances_after(dialog_id, "no-such-id", limit=10) is None
+    window = (await store.turns.open_turn("ann", "http_client", 5)).history
     assert [u.text for u in window] == ["hello", "hi", "anyone?", "me"]
     next_message = HumanUtterance(text="thanks")
-    await store.add_utterance(dialog_id, next_message)
-    dialog = await store.dialog(dialog_id)
+    await store.turns.add_utterance(dialog_id, next_message)
+    dialog = await store.reader.dialog(dialog_id)
     assert dialog is not None
     assert [u.text for u in dialog.utterances] == ["hello", "hi", "anyone?", "me", "thanks"]

@@ -26,7 +26,9 @@ DAY = timedelta(days=1)
 
 
 def sweeper(store: Store, at: datetime, batch: int = 100, **rules: timedelta) -> Sweeper:
-    return Sweeper(store, Retention(**rules), Metrics(), interval=60, batch=batch, clock=lambda: at)
+    return Sweeper(
+        store.lifecycle, Retention(**rules), Metrics(), interval=60, batch=batch, clock=lambda: at
+    )
 
 
 async def rich_turn(store: Store, user: str, text: str) -> tuple[str, BotUtterance]:
@@ -35,7 +37,7 @@ async def rich_turn(store: Store, user: str, text: str) -> tuple[str, BotUtteran
     start = await opened(store, user, "http_client")
     human, dialog = start.human, start.dialog
     utterance = HumanUtterance(text=text)
-    await store.add_utterance(dialog.dialog_id, utterance)
+    await store.turns.add_utterance(dialog.dialog_id, utterance)
     utterance.annotations = {"tokens": text.split(), "big": "x" * 1000}
     utterance.hypotheses = [
         Hypothesis(skill_name="other", text="not this", confidence=0.9),
@@ -48,7 +50,7 @@ async def rich_turn(store: Store, user: str, text: str) -> tuple[str, BotUtteran
     answer = BotUtterance(
         text=text, active_skill="echo", confidence=0.5, annotations={"sentiment": "neutral"}
     )
-    await store.finish_turn(
+    await store.turns.finish_turn(
         TurnEnd(dialog.dialog_id, human.id, utterance, answer, {"name": "ann"}, {})
     )
     return dialog.dialog_id, answer
@@ -58,7 +60,7 @@ async def closed_dialog(store: Store, user: str, turns: int = 2) -> str:
     dialog_id = ""
     for i in range(turns):
         dialog_id, _ = await turn(store, user, f"hello {i}")
-    assert await store.close_active_dialog(user) == dialog_id
+    assert await store.turns.close_active_dialog(user) == dialog_id
     return dialog_id
 
 
@@ -67,22 +69,22 @@ async def closed_dialog(store: Store, user: str, turns: int = 2) -> str:
 
 async def test_closed_dialogs_are_deleted_whole_once_kept_long_enough(store: Store) -> None:
     old = await closed_dialog(store, "ann")
-    assert await store.add_dialog_rating(old, {"rating": 5}, "ann", 5.0)
+    assert await store.ratings.add_dialog_rating(old, {"rating": 5}, "ann", 5.0)
     _, answer = await turn(store, "ann", "still talking")  # the open dialog
-    await store.add_utterance_rating(answer.utt_id, None, "ann", 1.0)
-    before = await store.sizes()
+    await store.ratings.add_utterance_rating(answer.utt_id, None, "ann", 1.0)
+    before = await store.lifecycle.sizes()
 
     early = await sweeper(store, utc_now() + 29 * DAY, closed_dialogs=30 * DAY).run_round()
     assert (early.dialogs_deleted, early.utterances_deleted) == (0, 0)
-    assert await store.dialog(old) is not None
+    assert await store.reader.dialog(old) is not None
 
     swept = await sweeper(store, utc_now() + 31 * DAY, closed_dialogs=30 * DAY).run_round()
     assert (swept.dialogs_deleted, swept.utterances_deleted) == (1, 4)
-    assert await store.dialog(old) is None
-    after = await store.sizes()
+    assert await store.reader.dialog(old) is None
+    after = await store.lifecycle.sizes()
     assert after["utterances"] == before["utterances"] - 4
     # the open dialog, its window and ratings, and the user stay
-    (kept,) = await store.user_dialogs("ann") or []
+    (kept,) = await store.reader.user_dialogs("ann") or []
     assert kept.date_finish is None
     assert [u.text for u in kept.utterances] == ["still talking", "ok"]
     rated = kept.utterances[1]
@@ -102,8 +104,8 @@ async def test_a_large_closed_dialog_is_deleted_over_several_bounded_passes(
     assert sum(p.utterances_deleted for p in passes) == 18
     assert sum(p.dialogs_deleted for p in passes) == 3
     for dialog_id in dialogs:
-        assert await store.dialog(dialog_id) is None
-    assert (await store.sizes())["utterances"] == 0
+        assert await store.reader.dialog(dialog_id) is None
+    assert (await store.lifecycle.sizes())["utterances"] == 0
 
 
 # -- idle dialogs ----------------------------------------------------------------------
@@ -122,10 +124,10 @@ async def test_an_idle_open_dialog_is_closed_and_the_next_message_opens_another(
         store, utc_now() + 2 * timedelta(hours=1), idle_dialogs=timedelta(hours=1)
     ).run_round()
     assert swept.dialogs_closed == 1
-    closed = await store.dialog(dialog_id)
+    closed = await store.reader.dialog(dialog_id)
     assert closed is not None and closed.date_finish is not None
     assert [u.text for u in closed.utterances] == ["hello", "ok"]
-    assert dialog_id not in await store.list_dialog_ids(0, 10, active=True)
+    assert dialog_id not in await store.reader.list_dialog_ids(0, 10, active=True)
 
     new_id, _ = await turn(store, "ann", "back again")
     assert new_id != dialog_id
@@ -149,14 +151,14 @@ async def test_compaction_keeps_texts_the_chosen_answer_its_skill_and_ratings(
     store: Store,
 ) -> None:
     dialog_id, answer = await rich_turn(store, "ann", "hello there")
-    assert await store.add_utterance_rating(answer.utt_id, {"rating": 4}, "ann", 4.0)
+    assert await store.ratings.add_utterance_rating(answer.utt_id, {"rating": 4}, "ann", 4.0)
 
     early = await sweeper(store, utc_now() + 6 * DAY, compact_turns=7 * DAY).run_round()
     assert early.utterances_compacted == 0
 
     swept = await sweeper(store, utc_now() + 8 * DAY, compact_turns=7 * DAY).run_round()
     assert swept.utterances_compacted == 2
-    dialog = await store.dialog(dialog_id)
+    dialog = await store.reader.dialog(dialog_id)
     assert dialog is not None
     human, bot = dialog.utterances
     assert isinstance(human, HumanUtterance) and isinstance(bot, BotUtterance)
@@ -181,11 +183,11 @@ async def test_compaction_keeps_texts_the_chosen_answer_its_skill_and_ratings(
 
 async def test_a_turn_in_flight_is_neither_closed_nor_compacted(store: Store) -> None:
     await turn(store, "ann", "earlier")
-    place = await store.take_place("ann", utc_now() + timedelta(seconds=30))
+    place = await store.queues.take_place("ann", utc_now() + timedelta(seconds=30))
     assert place.first
-    start = await store.open_turn("ann", "http_client", 4, seen=place.seen)
+    start = await store.turns.open_turn("ann", "http_client", 4, seen=place.seen)
     utterance = HumanUtterance(text="in flight")
-    await store.add_utterance(start.dialog.dialog_id, utterance)
+    await store.turns.add_utterance(start.dialog.dialog_id, utterance)
 
     rules: dict[str, Any] = {
         "closed_dialogs": timedelta(seconds=1),
@@ -197,10 +199,10 @@ async def test_a_turn_in_flight_is_neither_closed_nor_compacted(store: Store) ->
 
     utterance.annotations = {"tokens": ["in", "flight"]}
     answer = BotUtterance(text="done", active_skill="echo", confidence=1.0)
-    await store.finish_turn(
+    await store.turns.finish_turn(
         TurnEnd(start.dialog.dialog_id, start.human.id, utterance, answer, {}, {}, leave=place)
     )
-    dialog = await store.dialog(start.dialog.dialog_id)
+    dialog = await store.reader.dialog(start.dialog.dialog_id)
     assert dialog is not None and dialog.date_finish is None
     assert [u.text for u in dialog.utterances] == ["earlier", "ok", "in flight", "done"]
     assert dialog.utterances[2].annotations == {"tokens": ["in", "flight"]}
@@ -229,8 +231,8 @@ async def test_erasure_still_removes_everything_at_once(store: Store) -> None:
     await rich_turn(store, "ann", "hi")
     await sweeper(store, utc_now() + 8 * DAY, compact_turns=7 * DAY).run_round()
     assert await store.delete_user("ann")
-    assert await store.user_dialogs("ann") is None
-    sizes = await store.sizes()
+    assert await store.reader.user_dialogs("ann") is None
+    sizes = await store.lifecycle.sizes()
     assert (sizes["users"], sizes["dialogs"], sizes["utterances"]) == (0, 0, 0)
 
 
@@ -239,7 +241,7 @@ async def test_the_sweep_counts_what_each_rule_did_on_metrics(store: Store) -> N
     await rich_turn(store, "bob", "hi")
     metrics = Metrics()
     sweep = Sweeper(
-        store,
+        store.lifecycle,
         Retention(closed_dialogs=DAY, compact_turns=DAY),
         metrics,
         interval=60,

@@ -35,17 +35,17 @@ async def test_a_server_claiming_mongodb_8_without_bulk_write_still_stores_turns
             human, dialog = start.human, start.dialog
             for i in range(2):
                 utterance = HumanUtterance(text=f"hello {i}", user=human.model_dump(mode="json"))
-                await store.add_utterance(dialog.dialog_id, utterance)
+                await store.turns.add_utterance(dialog.dialog_id, utterance)
                 bot = BotUtterance(
                     text=f"hi {i}", orig_text=f"hi {i}", active_skill="echo", confidence=0.5
                 )
                 with caplog.at_level(logging.WARNING, logger="chorus.store"):
-                    await store.finish_turn(
+                    await store.turns.finish_turn(
                         TurnEnd(dialog.dialog_id, human.id, utterance, bot, {}, {})
                     )
             warnings = [r for r in caplog.records if "no bulkWrite" in r.getMessage()]
             assert len(warnings) == 1
-            stored = await reader.dialog(dialog.dialog_id)
+            stored = await reader.reader.dialog(dialog.dialog_id)
             assert stored is not None
             assert [u.text for u in stored.utterances] == ["hello 0", "hi 0", "hello 1", "hi 1"]
         finally:
@@ -62,12 +62,14 @@ async def test_a_turn_end_too_large_for_one_command_is_written_in_two(
         start = await opened(store, "alice", "http_client")
         human, dialog = start.human, start.dialog
         utterance = HumanUtterance(text="hello", user=human.model_dump(mode="json"))
-        await store.add_utterance(dialog.dialog_id, utterance)
+        await store.turns.add_utterance(dialog.dialog_id, utterance)
         utterance.annotations = {"summary": "a" * 9_000_000}
         bot = BotUtterance(text="hi", orig_text="hi", active_skill="echo", confidence=1)
         notes = {"notes": "n" * 8_000_000}
-        await store.finish_turn(TurnEnd(dialog.dialog_id, human.id, utterance, bot, notes, {}))
-        stored = await store.dialog(dialog.dialog_id)
+        await store.turns.finish_turn(
+            TurnEnd(dialog.dialog_id, human.id, utterance, bot, notes, {})
+        )
+        stored = await store.reader.dialog(dialog.dialog_id)
         assert stored is not None
         annotated, answer = stored.utterances
         assert annotated.annotations == {"summary": "a" * 9_000_000}

@@ -80,17 +80,17 @@ class Counter(CommandListener):
 async def agent_turn(store: MongoStore, i: int) -> None:
     """What agent/flow.py does for one message, with fixed-width texts and values so a
     document's size can only change if the store makes it grow."""
-    place = await store.take_place("long-talker", utc_now() + timedelta(seconds=30))
+    place = await store.queues.take_place("long-talker", utc_now() + timedelta(seconds=30))
     assert place.first
-    start = await store.open_turn("long-talker", "http_client", WINDOW, seen=place.seen)
+    start = await store.turns.open_turn("long-talker", "http_client", WINDOW, seen=place.seen)
     assert len(start.history) == min(WINDOW, 2 * (i - 1))
     human, dialog = start.human, start.dialog
     utterance = HumanUtterance(text=f"message {i:04d}", user=human.model_dump(mode="json"))
-    await store.add_utterance(dialog.dialog_id, utterance)
+    await store.turns.add_utterance(dialog.dialog_id, utterance)
     utterance.annotations = {"tokens": ["message", f"{i:04d}"]}
     utterance.hypotheses = [Hypothesis(skill_name="echo", text=f"answer {i:04d}", confidence=0.5)]
     bot = BotUtterance(text=f"answer {i:04d}", active_skill="echo", confidence=0.5)
-    await store.finish_turn(
+    await store.turns.finish_turn(
         TurnEnd(
             dialog.dialog_id,
             human.id,
@@ -163,7 +163,7 @@ async def test_turn_500_costs_no_more_than_turn_5(mongodb_url: str) -> None:
             f"answer {TURNS:04d}",
         ]
         # Longer than a dialog read by _id on FerretDB: the whole dialog is still read.
-        (whole,) = await store.user_dialogs("long-talker") or []
+        (whole,) = await store.reader.user_dialogs("long-talker") or []
         assert [u.text for u in whole.utterances] == [
             text for i in range(1, TURNS + 1) for text in (f"message {i:04d}", f"answer {i:04d}")
         ]
@@ -176,16 +176,16 @@ async def test_an_unanswered_utterance_is_in_the_next_window(mongodb_url: str) -
     dialog keeps every utterance in order."""
     async with mongo_store(mongodb_url) as (store, _):
         await agent_turn(store, 1)
-        place = await store.take_place("long-talker", utc_now() + timedelta(seconds=30))
-        start = await store.open_turn("long-talker", "http_client", WINDOW, seen=place.seen)
-        await store.add_utterance(start.dialog.dialog_id, HumanUtterance(text="lost"))
-        await store.leave(place)  # the agent's place was given up; no answer was stored
-        place = await store.take_place("long-talker", utc_now() + timedelta(seconds=30))
-        start = await store.open_turn("long-talker", "http_client", WINDOW, seen=place.seen)
+        place = await store.queues.take_place("long-talker", utc_now() + timedelta(seconds=30))
+        start = await store.turns.open_turn("long-talker", "http_client", WINDOW, seen=place.seen)
+        await store.turns.add_utterance(start.dialog.dialog_id, HumanUtterance(text="lost"))
+        await store.queues.leave(place)  # the agent's place was given up; no answer was stored
+        place = await store.queues.take_place("long-talker", utc_now() + timedelta(seconds=30))
+        start = await store.turns.open_turn("long-talker", "http_client", WINDOW, seen=place.seen)
         assert [u.text for u in start.history] == ["message 0001", "answer 0001", "lost"]
-        await store.leave(place)
+        await store.queues.leave(place)
         await agent_turn_after_loss(store, start.dialog.dialog_id)
-        dialog = await store.dialog(start.dialog.dialog_id)
+        dialog = await store.reader.dialog(start.dialog.dialog_id)
     assert dialog is not None
     assert [u.text for u in dialog.utterances] == [
         "message 0001",
@@ -197,12 +197,12 @@ async def test_an_unanswered_utterance_is_in_the_next_window(mongodb_url: str) -
 
 
 async def agent_turn_after_loss(store: MongoStore, dialog_id: str) -> None:
-    place = await store.take_place("long-talker", utc_now() + timedelta(seconds=30))
-    start = await store.open_turn("long-talker", "http_client", WINDOW, seen=place.seen)
+    place = await store.queues.take_place("long-talker", utc_now() + timedelta(seconds=30))
+    start = await store.turns.open_turn("long-talker", "http_client", WINDOW, seen=place.seen)
     utterance = HumanUtterance(text="again")
-    await store.add_utterance(dialog_id, utterance)
+    await store.turns.add_utterance(dialog_id, utterance)
     answer = BotUtterance(text="answer", active_skill="echo", confidence=1.0)
-    await store.finish_turn(
+    await store.turns.finish_turn(
         TurnEnd(dialog_id, start.human.id, utterance, answer, {}, {}, leave=place)
     )
 
@@ -218,9 +218,9 @@ async def test_the_queue_stays_small_and_costs_the_same_at_place_100(
         sizes: dict[int, int] = {}
         for expected in range(101):
             counter.take()
-            place = await store.take_place("long-talker", utc_now() + timedelta(seconds=30))
+            place = await store.queues.take_place("long-talker", utc_now() + timedelta(seconds=30))
             assert (place.number, place.first) == (expected, True)
-            await store.leave(place)
+            await store.queues.leave(place)
             costs[expected] = counter.take()
             if expected in (10, 100):
                 sizes[expected] = (await largest_documents(url))["users"]

@@ -94,12 +94,12 @@ async def _with_store(db_url: str, work: Callable[[Store], Awaitable[Any]]) -> A
 
 
 async def _say_hello(store: Store) -> None:
-    start = await store.open_turn("ann", "http_client", 3)
-    await store.add_utterance(start.dialog.dialog_id, HumanUtterance(text="hello"))
+    start = await store.turns.open_turn("ann", "http_client", 3)
+    await store.turns.add_utterance(start.dialog.dialog_id, HumanUtterance(text="hello"))
 
 
 async def _ann(store: Store) -> tuple[list[str], dict[str, Any]]:
-    dialogs = await store.user_dialogs("ann")
+    dialogs = await store.reader.user_dialogs("ann")
     assert dialogs is not None
     (dialog,) = dialogs
     return [u.text for u in dialog.utterances], dialog.human.attributes
@@ -245,7 +245,7 @@ async def test_a_store_of_version_1_is_upgraded_to_hold_handoffs_and_keeps_its_d
     monkeypatch.setattr(mongo_migrations, "UPGRADES", REAL_MONGODB)
 
     async def hand_off(store: Store) -> tuple[list[str], Handoff | None]:
-        (dialog,) = await store.user_dialogs("ann") or []
+        (dialog,) = await store.reader.user_dialogs("ann") or []
         asked = Handoff(
             dialog_id=dialog.dialog_id,
             user_id="ann",
@@ -253,8 +253,8 @@ async def test_a_store_of_version_1_is_upgraded_to_hold_handoffs_and_keeps_its_d
             requested_by="api",
             requested_at=utc_now(),
         )
-        await store.request_handoff(asked)
-        return [u.text for u in dialog.utterances], await store.handoff(dialog.dialog_id)
+        await store.handoffs.request_handoff(asked)
+        return [u.text for u in dialog.utterances], await store.handoffs.handoff(dialog.dialog_id)
 
     texts, handoff = await _with_store(db_url, hand_off)
     assert texts == ["hello"]

@@ -10,7 +10,7 @@ import pytest
 
 from agent.queues import QueueTimeout, UserQueues
 from agent.state.models import BotUtterance, HumanUtterance, utc_now
-from agent.store import Store
+from agent.store import QueueStore, Store
 from agent.store.base import Place, TurnEnd
 from tests.store.reads import opened
 
@@ -20,7 +20,7 @@ def soon(seconds: float = 30.0):  # type: ignore[no-untyped-def]
 
 
 async def take(store: Store, user: str, lease_until: datetime | None = None) -> Place:
-    return await store.take_place(user, lease_until or soon())
+    return await store.queues.take_place(user, lease_until or soon())
 
 
 async def test_places_follow_arrival_and_only_the_first_may_start(store: Store) -> None:
@@ -30,10 +30,10 @@ async def test_places_follow_arrival_and_only_the_first_may_start(store: Store) 
         (1, False),
         (2, False),
     ]
-    assert not await store.first_in_queue(second, utc_now())
-    await store.leave(first)
-    assert await store.first_in_queue(second, utc_now())
-    assert not await store.first_in_queue(third, utc_now())
+    assert not await store.queues.first_in_queue(second, utc_now())
+    await store.queues.leave(first)
+    assert await store.queues.first_in_queue(second, utc_now())
+    assert not await store.queues.first_in_queue(third, utc_now())
 
 
 async def test_users_have_queues_of_their_own(store: Store) -> None:
@@ -45,43 +45,43 @@ async def test_places_keep_growing_after_the_queue_empties(store: Store) -> None
     for expected in range(40):
         place = await take(store, "ann")
         assert (place.number, place.first) == (expected, True)
-        await store.leave(place)
+        await store.queues.leave(place)
 
 
 async def test_a_place_whose_lease_ran_out_is_given_up(store: Store) -> None:
     """An agent killed mid-turn never leaves its place; its lease frees the queue."""
     await take(store, "ann", utc_now() + timedelta(seconds=2))
     second = await take(store, "ann")
-    assert not await store.first_in_queue(second, utc_now())
-    assert await store.first_in_queue(second, utc_now() + timedelta(seconds=3))
+    assert not await store.queues.first_in_queue(second, utc_now())
+    assert await store.queues.first_in_queue(second, utc_now() + timedelta(seconds=3))
 
 
 async def test_a_message_that_gave_up_waiting_lets_no_one_jump_the_queue(store: Store) -> None:
     """A message that stopped waiting (timed out, client gone) leaves its place, but the
     one behind it must still wait for the turn that is running."""
     first, second, third = [await take(store, "ann") for _ in range(3)]
-    await store.leave(second, served=False)
-    assert not await store.first_in_queue(third, utc_now())
-    await store.leave(first)
-    assert await store.first_in_queue(third, utc_now())
+    await store.queues.leave(second, served=False)
+    assert not await store.queues.first_in_queue(third, utc_now())
+    await store.queues.leave(first)
+    assert await store.queues.first_in_queue(third, utc_now())
 
 
 async def test_a_message_that_gave_up_as_its_turn_came_lets_the_next_one_in(
     store: Store,
 ) -> None:
     first, second, third = [await take(store, "ann") for _ in range(3)]
-    await store.leave(first)
-    await store.leave(second, served=False)
-    assert await store.first_in_queue(third, utc_now())
-    await store.leave(third)
+    await store.queues.leave(first)
+    await store.queues.leave(second, served=False)
+    assert await store.queues.first_in_queue(third, utc_now())
+    await store.queues.leave(third)
     assert (await take(store, "ann")).first
 
 
 async def test_a_renewed_lease_is_not_given_up(store: Store) -> None:
     await take(store, "ann", utc_now() + timedelta(seconds=2))
     second = await take(store, "ann")
-    await store.renew_places([("ann", 0)], soon(60))
-    assert not await store.first_in_queue(second, utc_now() + timedelta(seconds=3))
+    await store.queues.renew_places([("ann", 0)], soon(60))
+    assert not await store.queues.first_in_queue(second, utc_now() + timedelta(seconds=3))
 
 
 async def test_erasing_a_user_empties_their_queue(store: Store) -> None:
@@ -101,7 +101,7 @@ async def test_racing_places_are_distinct_and_one_is_first(store: Store) -> None
 class PlaceSignals:
     """The real store, telling the test when each message has taken its place."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: QueueStore) -> None:
         self._store = store
         self.taken = asyncio.Queue[int]()
 
@@ -115,7 +115,7 @@ class PlaceSignals:
 
 
 async def test_user_queues_run_one_turn_at_a_time_in_arrival_order(store: Store) -> None:
-    signals = PlaceSignals(store)
+    signals = PlaceSignals(store.queues)
     queues = UserQueues(signals, lease=5.0)  # type: ignore[arg-type]
     running: list[int] = []
     order: list[int] = []
@@ -144,7 +144,7 @@ async def test_user_queues_run_one_turn_at_a_time_in_arrival_order(store: Store)
 
 
 async def test_a_message_stuck_behind_a_live_one_times_out(store: Store) -> None:
-    queues = UserQueues(store, lease=30.0, max_wait=0.3)
+    queues = UserQueues(store.queues, lease=30.0, max_wait=0.3)
     try:
         async with queues.turn("ann"):
             with pytest.raises(QueueTimeout):
@@ -160,13 +160,13 @@ async def test_a_turn_whose_place_was_passed_over_is_stored_whole(store: Store) 
     """An agent that stalled past its lease finishes its turn after the next message took
     the queue over: the turn is kept whole, and the queue is neither moved back nor freed."""
     stalled = await take(store, "ann", utc_now() + timedelta(seconds=2))
-    start = await store.open_turn("ann", "http_client", 2)
+    start = await store.turns.open_turn("ann", "http_client", 2)
     utterance = HumanUtterance(text="slow", user=start.human.model_dump(mode="json"))
-    await store.add_utterance(start.dialog.dialog_id, utterance)
+    await store.turns.add_utterance(start.dialog.dialog_id, utterance)
     behind = await take(store, "ann")
-    assert await store.first_in_queue(behind, utc_now() + timedelta(seconds=3))
+    assert await store.queues.first_in_queue(behind, utc_now() + timedelta(seconds=3))
     answer = BotUtterance(text="late", active_skill="echo", confidence=0.5)
-    await store.finish_turn(
+    await store.turns.finish_turn(
         TurnEnd(
             start.dialog.dialog_id,
             start.human.id,
@@ -182,37 +182,39 @@ async def test_a_turn_whose_place_was_passed_over_is_stored_whole(store: Store) 
     assert (await opened(store, human.user_external_id, "http_client")).dialog.bot.attributes == {
         "topic": "cats"
     }
-    dialog = await store.dialog(start.dialog.dialog_id)
+    dialog = await store.reader.dialog(start.dialog.dialog_id)
     assert dialog is not None and [u.text for u in dialog.utterances] == ["slow", "late"]
     after = await take(store, "ann")
-    assert not after.first and not await store.first_in_queue(after, utc_now())
-    await store.leave(behind)
-    assert await store.first_in_queue(after, utc_now())
+    assert not after.first and not await store.queues.first_in_queue(after, utc_now())
+    await store.queues.leave(behind)
+    assert await store.queues.first_in_queue(after, utc_now())
 
 
 async def test_the_running_turn_is_named_and_can_be_asked_to_stop(store: Store) -> None:
     """What double texting reads and writes (docs/turns.md): the served place and its
     human utterance, and an interrupt that only the served place's agent sees."""
-    assert await store.running_turn("ann") is None
+    assert await store.queues.running_turn("ann") is None
     first = await take(store, "ann")
-    start = await store.open_turn("ann", "http_client", 2)
+    start = await store.turns.open_turn("ann", "http_client", 2)
     utterance = HumanUtterance(text="first")
-    await store.add_utterance(start.dialog.dialog_id, utterance)
-    await store.note_turn(first, utterance.utt_id)
+    await store.turns.add_utterance(start.dialog.dialog_id, utterance)
+    await store.queues.note_turn(first, utterance.utt_id)
     second = await take(store, "ann")
-    running = await store.running_turn("ann")
+    running = await store.queues.running_turn("ann")
     assert running is not None and running.number == first.number
     assert running.utt_id == utterance.utt_id
-    assert await store.interrupted([("ann", first.number)]) == []
-    await store.interrupt("ann", first.number)
-    assert await store.interrupted([("ann", first.number), ("bob", 0)]) == [("ann", first.number)]
-    await store.mark_interrupted(utterance.utt_id)
-    await store.leave(first)
-    assert await store.first_in_queue(second, utc_now())
-    assert await store.interrupted([("ann", second.number)]) == []  # only the place asked
-    history = (await store.open_turn("ann", "http_client", 2)).history
+    assert await store.queues.interrupted([("ann", first.number)]) == []
+    await store.queues.interrupt("ann", first.number)
+    assert await store.queues.interrupted([("ann", first.number), ("bob", 0)]) == [
+        ("ann", first.number)
+    ]
+    await store.turns.mark_interrupted(utterance.utt_id)
+    await store.queues.leave(first)
+    assert await store.queues.first_in_queue(second, utc_now())
+    assert await store.queues.interrupted([("ann", second.number)]) == []  # only the place asked
+    history = (await store.turns.open_turn("ann", "http_client", 2)).history
     assert [(u.text, isinstance(u, HumanUtterance) and u.interrupted) for u in history] == [
         ("first", True)
     ]
-    await store.leave(second)
-    assert await store.running_turn("ann") is None
+    await store.queues.leave(second)
+    assert await store.queues.running_turn("ann") is None

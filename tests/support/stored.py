@@ -21,9 +21,9 @@ async def _all_dialogs(db_url: str) -> list[Dialog]:
     store = await open_store(db_url)
     try:
         ids: list[str] = []
-        while page := await store.list_dialog_ids(len(ids), PAGE, None):
+        while page := await store.reader.list_dialog_ids(len(ids), PAGE, None):
             ids += page
-        return await store.dialogs(ids)
+        return await store.reader.dialogs(ids)
     finally:
         await store.close()
 

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, HTTPException, Path, Query, status
 from pydantic import BaseModel, Field
 
-from agent.api.deps import ExperimentDep, PipelineDep, SettingsDep, StoreDep
+from agent.api.deps import ErasureDep, ExperimentDep, PipelineDep, ReaderDep, SettingsDep
 from agent.api.dp_agent_view import dp_agent_dialog
 from agent.api.request_limits import check_user_id
 from agent.api.schemas import USER_ID_CAP
@@ -23,7 +23,7 @@ from agent.pipeline.arms import Experiment
 from agent.pipeline.engine import LoadedPipeline
 from agent.state.dp_agent import dialog_id_prefix, is_object_id, object_id
 from agent.state.models import Dialog
-from agent.store.base import DialogStore
+from agent.store.base import DialogReader
 
 router = APIRouter(prefix="/api", tags=["dialogs"], dependencies=[ReaderKey])
 
@@ -65,7 +65,7 @@ def _pipeline_names(
     return (arm.pipeline if arm else pipeline).listed_names()
 
 
-async def resolve_dialog_id(store: DialogStore, dialog_id: str) -> str | None:
+async def resolve_dialog_id(store: DialogReader, dialog_id: str) -> str | None:
     """Chorus's id of a dialog named by it or by the 24-hex ``_id`` dp-agent shows for it
     (None: no dialog has that ``_id``)."""
     if not is_object_id(dialog_id):
@@ -77,7 +77,7 @@ async def resolve_dialog_id(store: DialogStore, dialog_id: str) -> str | None:
     return found or await store.dialog_by_dp_agent_id(wanted)
 
 
-async def find_dialog(store: DialogStore, dialog_id: str) -> Dialog | None:
+async def find_dialog(store: DialogReader, dialog_id: str) -> Dialog | None:
     """A dialog by Chorus's id or by the 24-hex ``_id`` dp-agent shows for it."""
     resolved = await resolve_dialog_id(store, dialog_id)
     return None if resolved is None else await store.dialog(resolved)
@@ -85,7 +85,7 @@ async def find_dialog(store: DialogStore, dialog_id: str) -> Dialog | None:
 
 @router.get("/dialogs/", response_model=DialogIdPage)
 async def list_dialogs(
-    store: StoreDep,
+    store: ReaderDep,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, description=f"at most {PAGE_CAP} are served")] = 100,
     active: Annotated[
@@ -112,7 +112,7 @@ async def list_dialogs(
 @router.get("/dialogs/{dialog_id}", response_model=Dialog | dict[str, Any])
 async def get_dialog(
     dialog_id: DialogId,
-    store: StoreDep,
+    store: ReaderDep,
     settings: SettingsDep,
     pipeline: PipelineDep,
     experiment: ExperimentDep,
@@ -130,7 +130,7 @@ async def get_dialog(
 
 
 @router.delete("/user/{user_id:path}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_user(user_id: UserId, store: StoreDep, settings: SettingsDep) -> None:
+async def delete_user(user_id: UserId, store: ErasureDep, settings: SettingsDep) -> None:
     """Erase the user on request: profile, attributes, every dialog and utterance."""
     check_user_id(user_id, settings.limits.max_user_id_length)
     if not await store.delete_user(user_id):
@@ -140,7 +140,7 @@ async def delete_user(user_id: UserId, store: StoreDep, settings: SettingsDep) -
 @router.get("/user/{user_id:path}", response_model=list[Dialog] | list[dict[str, Any]])
 async def get_user_dialogs(
     user_id: UserId,
-    store: StoreDep,
+    store: ReaderDep,
     settings: SettingsDep,
     pipeline: PipelineDep,
     experiment: ExperimentDep,

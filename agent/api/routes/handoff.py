@@ -16,7 +16,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, status
 from fastapi.responses import StreamingResponse
 
-from agent.api.deps import HandoffsDep, JsonBody, StoreDep
+from agent.api.deps import HandoffsDep, HandoffStoreDep, JsonBody, ReaderDep
 from agent.api.events import EVENT_STREAM, sse_data, wants_events
 from agent.api.handoff_schemas import Delivered, HandoffChange, HandoffRequest, Replies
 from agent.api.routes.dialogs import DialogId
@@ -65,7 +65,8 @@ async def replies(
     dialog_id: DialogId,
     user_id: Annotated[ExternalId, Query(description="the dialog's user, as POST / sent it")],
     handoffs: HandoffsDep,
-    store: StoreDep,
+    store: HandoffStoreDep,
+    reader: ReaderDep,
     request: Request,
     after: Annotated[
         EntityId | None,
@@ -81,7 +82,7 @@ async def replies(
     the dialog is back with the bot. 404 unless the dialog is ``user_id``'s."""
     handoff = await store.handoff(dialog_id)
     if handoff is None or handoff.user_id != user_id:  # never handed off: whose is it?
-        dialog = await store.dialog(dialog_id)
+        dialog = await reader.dialog(dialog_id)
         if dialog is None or dialog.human.user_external_id != user_id:
             raise NotHandedOff(dialog_id)
     if wants_events(request):

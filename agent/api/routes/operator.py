@@ -15,7 +15,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Request, status
 from fastapi.responses import StreamingResponse
 
-from agent.api.deps import HandoffsDep, JsonBody, SettingsDep, StoreDep
+from agent.api.deps import HandoffsDep, JsonBody, ReaderDep, SettingsDep
 from agent.api.events import EVENT_STREAM, sse_data
 from agent.api.handoff_schemas import (
     HandoffChange,
@@ -51,7 +51,7 @@ INBOX_CAP = 500
 @router.get("/dialogs", response_model=Inbox)
 async def inbox(
     handoffs: HandoffsDep,
-    store: StoreDep,
+    store: ReaderDep,
     limit: Annotated[int, Query(ge=1, le=INBOX_CAP)] = 100,
 ) -> Inbox:
     """The dialogs waiting for a person (the longest waiting first), then those held."""
@@ -83,7 +83,7 @@ async def inbox(
 
 
 @router.get("/dialogs/{dialog_id}", response_model=OperatorDialog)
-async def read(dialog_id: DialogId, handoffs: HandoffsDep, store: StoreDep) -> OperatorDialog:
+async def read(dialog_id: DialogId, handoffs: HandoffsDep, store: ReaderDep) -> OperatorDialog:
     """The handoff and the whole dialog, every turn as the inspector shows it."""
     handoff = await handoffs.current(dialog_id)
     dialog = await store.dialog(dialog_id)

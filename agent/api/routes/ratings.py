@@ -21,7 +21,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, status
 
-from agent.api.deps import JsonBody, MetricsDep, SettingsDep, StoreDep
+from agent.api.deps import JsonBody, MetricsDep, RatingsDep, ReaderDep, SettingsDep
 from agent.api.request_limits import attributes_or_422, check_user_id
 from agent.api.routes.dialogs import resolve_dialog_id
 from agent.api.schemas import DialogRating, Ok, UtteranceRating
@@ -30,7 +30,7 @@ from agent.metrics import Metrics
 from agent.settings import Settings
 from agent.state.dp_agent import dp_date
 from agent.state.models import utc_now
-from agent.store.base import RatingsFull, Store
+from agent.store.base import DialogReader, RatingsFull
 
 router = APIRouter(prefix="/rating", tags=["ratings"], dependencies=[ChatKey, JsonBody])
 
@@ -73,7 +73,7 @@ def _numeric(body: DialogRating | UtteranceRating) -> float | None:
 
 
 async def _count(
-    metrics: Metrics, store: Store, dialog_id: str | None, rating: float | None
+    metrics: Metrics, store: DialogReader, dialog_id: str | None, rating: float | None
 ) -> None:
     """A numeric rating counted on its dialog's experiment arm (read only when there is an
     experiment to count it for)."""
@@ -85,12 +85,16 @@ async def _count(
 
 @router.post("/dialog", response_model=Ok)
 async def rate_dialog(
-    body: DialogRating, store: StoreDep, settings: SettingsDep, metrics: MetricsDep
+    body: DialogRating,
+    store: ReaderDep,
+    ratings: RatingsDep,
+    settings: SettingsDep,
+    metrics: MetricsDep,
 ) -> Ok:
     entry = _entry(body, settings)
     dialog_id = await resolve_dialog_id(store, body.dialog_id)
     try:
-        rated = dialog_id is not None and await store.add_dialog_rating(
+        rated = dialog_id is not None and await ratings.add_dialog_rating(
             dialog_id, entry, body.user_id, _numeric(body), settings.limits.max_ratings
         )
     except RatingsFull as exc:
@@ -103,11 +107,15 @@ async def rate_dialog(
 
 @router.post("/utterance", response_model=Ok)
 async def rate_utterance(
-    body: UtteranceRating, store: StoreDep, settings: SettingsDep, metrics: MetricsDep
+    body: UtteranceRating,
+    store: ReaderDep,
+    ratings: RatingsDep,
+    settings: SettingsDep,
+    metrics: MetricsDep,
 ) -> Ok:
     entry = _entry(body, settings)
     try:
-        rated = await store.add_utterance_rating(
+        rated = await ratings.add_utterance_rating(
             body.utt_id, entry, body.user_id, _numeric(body), settings.limits.max_ratings
         )
     except RatingsFull as exc:

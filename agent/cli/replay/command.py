@@ -22,6 +22,7 @@ from typing import IO, Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from agent.backup.files import aware
 from agent.cli.backup import DEFAULT_DB, err
 from agent.cli.replay.compare import Summary, TurnDiff, summarise
 from agent.cli.replay.config_diff import config_diff
@@ -48,8 +49,7 @@ from agent.pipeline.engine import LoadedPipeline
 from agent.pipeline.loading import load_any_pipeline, read_document
 from agent.settings import Settings, SettingsError, load_settings
 from agent.store import StoreUnavailable
-from agent.store.backup import aware
-from agent.store.reader import DialogReader, open_reader
+from agent.store.reader import open_reader
 
 #: The exit status after Ctrl-C, as a shell reports a command stopped by SIGINT.
 INTERRUPTED = 130
@@ -137,7 +137,8 @@ async def _replay(
     stored); Ctrl-C stops them all. A label naming a turn the store does not hold stops
     the replay before it starts."""
     outcome = _Outcome()
-    reader: DialogReader = await open_reader(db_url)
+    opened = await open_reader(db_url)
+    reader = opened.reader
     try:
         if labels is not None and (labels.by_utterance or labels.by_turn):
             check_known(labels, [turn async for turn in answered_turns(reader)])
@@ -179,7 +180,7 @@ async def _replay(
         finally:
             progress.stop()
     finally:
-        await reader.close()
+        await opened.close()
     return outcome
 
 

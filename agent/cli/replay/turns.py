@@ -20,10 +20,10 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
+from agent.backup.files import GROUP, BackupError, DialogFilter, selected_dialogs
 from agent.pipeline.turn import Turn
 from agent.sdk.errors import ChorusError
 from agent.state.models import Bot, BotUtterance, Dialog, Human, HumanUtterance
-from agent.store.backup import GROUP, BackupError, DialogFilter, selected_dialogs
 from agent.store.reader import DialogReader
 
 
@@ -86,7 +86,7 @@ async def _selected_dialogs(reader: DialogReader, chosen: TurnFilter) -> AsyncIt
     opened, as ``chorus export`` chooses them (the dates are the turns', checked later)."""
     selection = DialogFilter(chosen.users, chosen.dialogs)
     try:
-        async for dialog in selected_dialogs(reader, selection):  # type: ignore[arg-type]
+        async for dialog in selected_dialogs(reader, selection):
             yield dialog
     except BackupError as exc:  # a user or dialog the store does not hold
         raise UnknownSelection(str(exc)) from None
@@ -230,7 +230,7 @@ async def stored_turns(
     reader: DialogReader, selection: Selection, window: int
 ) -> AsyncIterator[StoredTurn]:
     """The selected turns as they are stored, dialog after dialog, each dialog's in
-    order, the dialogs read a :data:`~agent.store.backup.GROUP` at a time; a dialog
+    order, the dialogs read a :data:`~agent.backup.files.GROUP` at a time; a dialog
     erased since the selection is left out."""
     dialog_ids = list(selection.dialogs)
     for start in range(0, len(dialog_ids), GROUP):

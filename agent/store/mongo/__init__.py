@@ -1,10 +1,10 @@
 """The MongoDB store: PyMongo's async API, one document per user, dialog and utterance.
 
-:class:`MongoStore` holds one part per job, each in its own module over one
-:class:`~.base.MongoDb` (the client and the collections), and names the part that answers
-each operation. What the collections hold, what a turn costs (five commands, four on
-MongoDB 8), why no write is lost without transactions, and what a stock FerretDB cannot
-guarantee: docs/storage.md.
+:class:`MongoStore` holds one part per kind of caller, each in its own module over one
+:class:`~.base.MongoDb` (the client and the collections), and does itself what spans them:
+erasure, the indexes and the connection. What the collections hold, what a turn costs
+(five commands, four on MongoDB 8), why no write is lost without transactions, and what a
+stock FerretDB cannot guarantee: docs/storage.md.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from agent.store.mongo.queues import MongoQueues
 from agent.store.mongo.ratings import MongoRatings
 from agent.store.mongo.reads import MongoReads
 from agent.store.mongo.restore import MongoRestore
-from agent.store.mongo.turn_end import MongoTurnEnd
 from agent.store.mongo.turns import MongoTurns
 from agent.store.schema import behind
 
@@ -86,9 +85,7 @@ async def _check_schema(store: MongoStore) -> None:
 
 class MongoStore:
     """:class:`agent.store.Store` on MongoDB (or a wire-compatible server such as FerretDB):
-    parts of their own (the turn's start and end, reads, ratings, restores, the idempotency
-    keys, the queue, the handoffs, the data lifecycle) over one client, each operation
-    answered by one."""
+    each part (:data:`agent.store.base.PARTS`) an object of its own over one client."""
 
     def __init__(
         self,
@@ -100,55 +97,14 @@ class MongoStore:
     ) -> None:
         self._m = m = MongoDb(client, db, point_reads=point_reads, bulk_write=bulk_write)
         numbering = Numbering(m)
-        turns = MongoTurns(m, numbering)
-        self.open_turn = turns.open_turn
-        self.keyed_turn = turns.keyed_turn
-        self.add_utterance = turns.add_utterance
-        self.mark_interrupted = turns.mark_interrupted
-        self.close_active_dialog = turns.close_active_dialog
-        self.finish_turn = MongoTurnEnd(m, numbering).finish_turn
-        reads = MongoReads(m, numbering)
-        self.dialog = reads.dialog
-        self.dialogs = reads.dialogs
-        self.user_dialogs = reads.user_dialogs
-        self.list_dialog_ids = reads.list_dialog_ids
-        self.dialog_by_dp_agent_id = reads.dialog_by_dp_agent_id
-        self.dialog_starts = reads.dialog_starts
-        ratings = MongoRatings(m)
-        self.add_dialog_rating = ratings.add_dialog_rating
-        self.add_utterance_rating = ratings.add_utterance_rating
-        restore = MongoRestore(m)
-        self.restore_user = restore.restore_user
-        self.stored_dialog_ids = restore.stored_dialog_ids
-        self.utterance_dialogs = restore.utterance_dialogs
-        self.restore_dialog = restore.restore_dialog
-        keys = MongoKeys(m)
-        self.claim_key = keys.claim_key
-        self.renew_keys = keys.renew_keys
-        self.complete_key = keys.complete_key
-        self.release_key = keys.release_key
-        queues = MongoQueues(m)
-        self.take_place = queues.take_place
-        self.first_in_queue = queues.first_in_queue
-        self.renew_places = queues.renew_places
-        self.leave = queues.leave
-        self.note_turn = queues.note_turn
-        self.running_turn = queues.running_turn
-        self.interrupt = queues.interrupt
-        self.interrupted = queues.interrupted
-        handoffs = self._handoffs = MongoHandoffs(m, numbering)
-        self.request_handoff = handoffs.request_handoff
-        self.claim_handoff = handoffs.claim_handoff
-        self.return_handoff = handoffs.return_handoff
-        self.handoff = handoffs.handoff
-        self.handoffs = handoffs.handoffs
-        self.append_utterance = handoffs.append_utterance
-        self.utterances_after = handoffs.utterances_after
-        lifecycle = MongoLifecycle(m)
-        self.delete_closed = lifecycle.delete_closed
-        self.close_idle = lifecycle.close_idle
-        self.compact = lifecycle.compact
-        self.sizes = lifecycle.sizes
+        self.turns = MongoTurns(m, numbering)
+        self.reader = MongoReads(m, numbering)
+        self.ratings = MongoRatings(m)
+        self.restore = MongoRestore(m)
+        self.keys = MongoKeys(m)
+        self.queues = MongoQueues(m)
+        self.handoffs = MongoHandoffs(m, numbering)
+        self.lifecycle = MongoLifecycle(m)
 
     @classmethod
     async def open(
@@ -224,7 +180,7 @@ class MongoStore:
             [("dialog_id", ASCENDING), ("seq", ASCENDING)], unique=True, name="dialog_seq"
         )
         await self._m.keys.create_index([("user_id", ASCENDING)], name="keys_by_user")
-        await self._handoffs.create_indexes()
+        await self.handoffs.create_indexes()
         try:
             await self._m.keys.create_index(
                 [("expires_at", ASCENDING)], name="keys_expire", expireAfterSeconds=0

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import WriteError
 
+from agent.store.mongo.codec import literal
 from agent.store.mongo.errors import Doc
+
+#: Ids looked up per ``find`` (:meth:`MongoBase._by_id`).
+_IDS_PER_FIND = 100
 
 
 class MongoDb:
@@ -67,3 +73,16 @@ class MongoBase:
         if errors:
             raise WriteError(str(errors), code=errors[0].get("code"))
         return reply
+
+    async def _by_id(self, collection: AsyncCollection[Doc], ids: Sequence[str]) -> list[Doc]:
+        """Documents by ``_id``: one ``$in`` per :data:`_IDS_PER_FIND` on MongoDB, point
+        reads on FerretDB (which scans the whole collection for an ``$in``)."""
+        wanted = [literal(i) for i in dict.fromkeys(ids)]
+        if self._point_reads:
+            found = [await collection.find_one({"_id": i}) for i in wanted]
+            return [doc for doc in found if doc is not None]
+        docs: list[Doc] = []
+        for start in range(0, len(wanted), _IDS_PER_FIND):
+            chunk = wanted[start : start + _IDS_PER_FIND]
+            docs += await collection.find({"_id": {"$in": chunk}}).to_list()
+        return docs

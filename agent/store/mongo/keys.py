@@ -76,7 +76,7 @@ class MongoKeys(MongoBase):
             # says "still expired", which a fresh claim is not, so only one matches).
             renewed = await self._keys.replace_one({"_id": claim_id, **_expired_filter(now)}, claim)
             return Claim(ClaimStatus.CLAIMED if renewed.matched_count else ClaimStatus.IN_FLIGHT)
-        if doc.get("fingerprint") not in (None, fingerprint):
+        if doc.get("fingerprint") != fingerprint:
             return Claim(ClaimStatus.OTHER_MESSAGE)
         if doc.get("reply") is not None:
             return Claim(ClaimStatus.ANSWERED, unescape(doc["reply"]))
@@ -87,7 +87,7 @@ class MongoKeys(MongoBase):
         # it read is part of the filter, so only one of them matches).
         taken = await self._keys.update_one(
             {"_id": claim_id, "reply": None, "alive_until": alive_until},
-            {"$set": {"alive_until": lease_until, "fingerprint": fingerprint}},
+            {"$set": {"alive_until": lease_until}},
         )
         return Claim(ClaimStatus.RECLAIMED if taken.matched_count else ClaimStatus.IN_FLIGHT)
 

@@ -14,7 +14,7 @@ from agent.store.mongo.errors import Doc, unavailable_when_unreachable
 
 
 class MongoRatings(MongoBase):
-    """The ratings of :class:`agent.store.DialogStore` on MongoDB."""
+    """:class:`agent.store.base.RatingStore` on MongoDB."""
 
     @unavailable_when_unreachable
     async def add_dialog_rating(

@@ -1,4 +1,5 @@
-"""The read API on MongoDB: whole dialogs, a group at a time, and dialog ids by page."""
+"""The dialogs for reading on MongoDB (:class:`agent.store.reader.DialogReader`): whole
+dialogs, a group at a time, dialog ids by page, and which dialog holds an utterance."""
 
 from __future__ import annotations
 
@@ -166,6 +167,15 @@ class MongoReads(MongoBase):
             limit=10,
         )
         return {str(doc["_id"]): _aware(doc["date_start"]) async for doc in cursor}
+
+    @unavailable_when_unreachable
+    async def stored_dialog_ids(self, dialog_ids: Sequence[str]) -> set[str]:
+        return {str(doc["_id"]) for doc in await self._by_id(self._dialogs, dialog_ids)}
+
+    @unavailable_when_unreachable
+    async def utterance_dialogs(self, utt_ids: Sequence[str]) -> dict[str, str]:
+        docs = await self._by_id(self._utterances, utt_ids)
+        return {str(doc["_id"]): str(doc.get("dialog_id")) for doc in docs}
 
 
 def _aware(moment: datetime) -> datetime:

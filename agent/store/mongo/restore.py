@@ -1,5 +1,5 @@
 """Dialogs and users read from a backup, stored as the turn would have stored them
-(``chorus import``; see :meth:`agent.store.DialogStore.restore_dialog`).
+(``chorus import``; see :meth:`agent.store.base.RestoreStore.restore_dialog`).
 
 Without transactions (FerretDB has none) a restore is several writes, ordered so that one
 cut short is finished by running it again: the user first, then the utterances (each
@@ -11,9 +11,7 @@ the dialog's own document last, which is what marks the dialog stored."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
 
-from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError
 
 from agent.state.models import Dialog, Human
@@ -29,37 +27,14 @@ from agent.store.mongo.documents import (
 )
 from agent.store.mongo.errors import Doc, unavailable_when_unreachable
 
-#: Utterances upserted per ``update`` command, and ids looked up per ``find``.
+#: Utterances upserted per ``update`` command.
 _BATCH = 100
 #: MongoDB's error code for a duplicate key.
 _DUPLICATE_KEY = 11000
 
 
 class MongoRestore(MongoBase):
-    """:meth:`restore_user` and :meth:`restore_dialog` on MongoDB, and what an import
-    checks before it writes."""
-
-    async def _by_id(self, collection: AsyncCollection[Doc], ids: Sequence[str]) -> list[Doc]:
-        """Documents by ``_id``: one ``$in`` per :data:`_BATCH` on MongoDB, point reads on
-        FerretDB (which scans the whole collection for an ``$in``)."""
-        wanted = [literal(i) for i in dict.fromkeys(ids)]
-        if self._point_reads:
-            found = [await collection.find_one({"_id": i}) for i in wanted]
-            return [doc for doc in found if doc is not None]
-        docs: list[Doc] = []
-        for start in range(0, len(wanted), _BATCH):
-            chunk = wanted[start : start + _BATCH]
-            docs += await collection.find({"_id": {"$in": chunk}}).to_list()
-        return docs
-
-    @unavailable_when_unreachable
-    async def stored_dialog_ids(self, dialog_ids: Sequence[str]) -> set[str]:
-        return {str(doc["_id"]) for doc in await self._by_id(self._dialogs, dialog_ids)}
-
-    @unavailable_when_unreachable
-    async def utterance_dialogs(self, utt_ids: Sequence[str]) -> dict[str, str]:
-        docs = await self._by_id(self._utterances, utt_ids)
-        return {str(doc["_id"]): str(doc.get("dialog_id")) for doc in docs}
+    """:class:`agent.store.base.RestoreStore` on MongoDB."""
 
     @unavailable_when_unreachable
     async def restore_user(self, human: Human) -> bool:

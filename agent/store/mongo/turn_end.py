@@ -69,7 +69,8 @@ async def complete_end(
 
 
 class MongoTurnEnd(MongoBase):
-    """:meth:`agent.store.DialogStore.finish_turn` on MongoDB."""
+    """:meth:`agent.store.base.TurnStore.finish_turn` on MongoDB (:class:`~.turns.MongoTurns`
+    answers it through this part, the largest of the turn)."""
 
     def __init__(self, m: MongoDb, numbering: Numbering) -> None:
         super().__init__(m)

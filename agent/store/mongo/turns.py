@@ -10,7 +10,7 @@ from typing import Any
 from pymongo.errors import DuplicateKeyError
 
 from agent.state.models import Bot, HumanUtterance, Utterance, new_id, utc_now
-from agent.store.base import DialogHead, TurnStart
+from agent.store.base import DialogHead, TurnEnd, TurnStart
 from agent.store.mongo.base import MongoBase, MongoDb
 from agent.store.mongo.codec import literal
 from agent.store.mongo.documents import (
@@ -25,15 +25,20 @@ from agent.store.mongo.documents import (
 )
 from agent.store.mongo.errors import Doc, unavailable_when_unreachable
 from agent.store.mongo.numbering import Numbering
-from agent.store.mongo.turn_end import complete_end
+from agent.store.mongo.turn_end import MongoTurnEnd, complete_end
 
 
 class MongoTurns(MongoBase):
-    """The turn's reads and its human utterance, and closing the open dialog."""
+    """:class:`agent.store.base.TurnStore` on MongoDB: the turn's reads and its human
+    utterance, and closing the open dialog, here; its end in :mod:`.turn_end`."""
 
     def __init__(self, m: MongoDb, numbering: Numbering) -> None:
         super().__init__(m)
         self._numbering = numbering
+        self._end = MongoTurnEnd(m, numbering)
+
+    async def finish_turn(self, end: TurnEnd, *, retrying: bool = False) -> None:
+        await self._end.finish_turn(end, retrying=retrying)
 
     async def _user_doc(self, user_id: str) -> Doc:
         """The user's document, created on first contact."""

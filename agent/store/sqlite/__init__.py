@@ -1,9 +1,10 @@
 """The embedded store: one SQLite file, so ``make run`` needs no database server.
 
-One part per job, each in its module and all over one connection (:mod:`.base`, with the
-schema): :mod:`.dialogs`, :mod:`.restore`, :mod:`.keys`, :mod:`.queues`, :mod:`.handoffs`
-and :mod:`.lifecycle` (the protocols of :mod:`agent.store.base`). :class:`SqliteStore` holds
-the parts and names which of them answers each operation.
+One part per kind of caller, each in its module and all over one connection (:mod:`.base`,
+with the schema): :mod:`.turns`, :mod:`.reads`, :mod:`.ratings`, :mod:`.restore`,
+:mod:`.keys`, :mod:`.queues`, :mod:`.handoffs` and :mod:`.lifecycle` (the protocols of
+:mod:`agent.store.base`). :class:`SqliteStore` holds the parts, and does itself what spans
+them: erasure and the connection.
 
 Records are JSON documents in three tables (users, dialogs, utterances), one row per
 utterance. Queries run directly on the event loop: each takes microseconds (WAL, no fsync
@@ -45,13 +46,15 @@ from agent.store.sqlite.base import (
     translated,
 )
 from agent.store.sqlite.checkpoint import Checkpointer
-from agent.store.sqlite.dialogs import SqliteDialogs
 from agent.store.sqlite.handoffs import SqliteHandoffs
 from agent.store.sqlite.jsontext import register
 from agent.store.sqlite.keys import SqliteKeys
 from agent.store.sqlite.lifecycle import SqliteLifecycle
 from agent.store.sqlite.queues import SqliteQueues
+from agent.store.sqlite.ratings import SqliteRatings
+from agent.store.sqlite.reads import SqliteReads
 from agent.store.sqlite.restore import SqliteRestore
+from agent.store.sqlite.turns import SqliteTurns
 
 __all__ = ["SqliteStore"]
 
@@ -62,59 +65,20 @@ _TRUNCATE_RETRY = 0.005
 
 
 class SqliteStore:
-    """:class:`agent.store.Store` on a local SQLite file: the dialogs, the idempotency keys,
-    the queue and the data lifecycle, each a part of its own over one connection."""
+    """:class:`agent.store.Store` on a local SQLite file: each part
+    (:data:`agent.store.base.PARTS`) an object of its own over one connection."""
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self._base = SqliteBase(db)
         self._checkpointer: Checkpointer | None = None
-        dialogs = SqliteDialogs(db)
-        self.open_turn = dialogs.open_turn
-        self.keyed_turn = dialogs.keyed_turn
-        self.add_utterance = dialogs.add_utterance
-        self.finish_turn = dialogs.finish_turn
-        self.mark_interrupted = dialogs.mark_interrupted
-        self.close_active_dialog = dialogs.close_active_dialog
-        self.dialog = dialogs.dialog
-        self.dialogs = dialogs.dialogs
-        self.user_dialogs = dialogs.user_dialogs
-        self.list_dialog_ids = dialogs.list_dialog_ids
-        self.dialog_by_dp_agent_id = dialogs.dialog_by_dp_agent_id
-        self.dialog_starts = dialogs.dialog_starts
-        self.add_dialog_rating = dialogs.add_dialog_rating
-        self.add_utterance_rating = dialogs.add_utterance_rating
-        restore = SqliteRestore(db)
-        self.restore_user = restore.restore_user
-        self.stored_dialog_ids = restore.stored_dialog_ids
-        self.utterance_dialogs = restore.utterance_dialogs
-        self.restore_dialog = restore.restore_dialog
-        keys = SqliteKeys(db)
-        self.claim_key = keys.claim_key
-        self.renew_keys = keys.renew_keys
-        self.complete_key = keys.complete_key
-        self.release_key = keys.release_key
-        queues = SqliteQueues(db)
-        self.take_place = queues.take_place
-        self.first_in_queue = queues.first_in_queue
-        self.renew_places = queues.renew_places
-        self.leave = queues.leave
-        self.note_turn = queues.note_turn
-        self.running_turn = queues.running_turn
-        self.interrupt = queues.interrupt
-        self.interrupted = queues.interrupted
-        handoffs = SqliteHandoffs(db)
-        self.request_handoff = handoffs.request_handoff
-        self.claim_handoff = handoffs.claim_handoff
-        self.return_handoff = handoffs.return_handoff
-        self.handoff = handoffs.handoff
-        self.handoffs = handoffs.handoffs
-        self.append_utterance = handoffs.append_utterance
-        self.utterances_after = handoffs.utterances_after
-        lifecycle = SqliteLifecycle(db)
-        self.delete_closed = lifecycle.delete_closed
-        self.close_idle = lifecycle.close_idle
-        self.compact = lifecycle.compact
-        self.sizes = lifecycle.sizes
+        self.turns = SqliteTurns(db)
+        self.reader = SqliteReads(db)
+        self.ratings = SqliteRatings(db)
+        self.restore = SqliteRestore(db)
+        self.keys = SqliteKeys(db)
+        self.queues = SqliteQueues(db)
+        self.handoffs = SqliteHandoffs(db)
+        self.lifecycle = SqliteLifecycle(db)
 
     @classmethod
     async def open(cls, url: str) -> SqliteStore:

@@ -306,3 +306,12 @@ class SqliteBase:
             )
             row = await self.fetch_one("SELECT doc FROM users WHERE user_id = ?", [user_id])
         return Human.model_validate_json(row[0])
+
+
+#: Ids looked up per query (SQLite binds at most 32,766 parameters).
+_CHUNK = 500
+
+
+def chunks(ids: list[str]) -> list[list[str]]:
+    """``ids`` in groups small enough to bind in one ``IN (...)``."""
+    return [ids[start : start + _CHUNK] for start in range(0, len(ids), _CHUNK)]

@@ -50,8 +50,9 @@ class SqliteKeys(SqliteBase):
                 "alive_until = excluded.alive_until, reply = NULL, "
                 "expires_at = excluded.expires_at WHERE (idempotency_keys.reply IS NULL "
                 "AND COALESCE(idempotency_keys.alive_until, 0) < ? "
-                "AND COALESCE(idempotency_keys.fingerprint, excluded.fingerprint) "
-                "= excluded.fingerprint) OR (" + _EXPIRED.format(t="idempotency_keys.") + ") "
+                "AND idempotency_keys.fingerprint = excluded.fingerprint) OR ("
+                + _EXPIRED.format(t="idempotency_keys.")
+                + ") "
                 "RETURNING key",
                 [
                     user_id,
@@ -79,7 +80,7 @@ class SqliteKeys(SqliteBase):
         if row is None:  # released in between: the next try claims it
             return Claim(ClaimStatus.IN_FLIGHT)
         reply, claimed_for = row
-        if claimed_for is not None and claimed_for != fingerprint:
+        if claimed_for != fingerprint:
             return Claim(ClaimStatus.OTHER_MESSAGE)
         if reply is None:
             return Claim(ClaimStatus.IN_FLIGHT)

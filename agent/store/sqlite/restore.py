@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 
 from agent.state.models import Dialog, Human, new_id
 from agent.store.base import Restored, StoreWriteRefused, restored_head
@@ -11,8 +10,7 @@ from agent.store.sqlite.base import SqliteBase, Statement, document_text
 
 
 class SqliteRestore(SqliteBase):
-    """The restoring half of :class:`agent.store.DialogStore` on SQLite: whole records
-    with their ids, and what an import checks before it writes."""
+    """:class:`agent.store.base.RestoreStore` on SQLite: whole records with their ids."""
 
     async def restore_user(self, human: Human) -> bool:
         user_id = human.user_external_id
@@ -27,24 +25,6 @@ class SqliteRestore(SqliteBase):
             )
         )
         return row is not None
-
-    async def stored_dialog_ids(self, dialog_ids: Sequence[str]) -> set[str]:
-        found: set[str] = set()
-        for chunk in _chunks(list(dict.fromkeys(dialog_ids))):
-            marks = ", ".join("?" * len(chunk))
-            rows = await self.fetch_all(f"SELECT id FROM dialogs WHERE id IN ({marks})", chunk)
-            found.update(str(row[0]) for row in rows)
-        return found
-
-    async def utterance_dialogs(self, utt_ids: Sequence[str]) -> dict[str, str]:
-        found: dict[str, str] = {}
-        for chunk in _chunks(list(dict.fromkeys(utt_ids))):
-            marks = ", ".join("?" * len(chunk))
-            rows = await self.fetch_all(
-                f"SELECT utt_id, dialog_id FROM utterances WHERE utt_id IN ({marks})", chunk
-            )
-            found.update((str(row[0]), str(row[1])) for row in rows)
-        return found
 
     async def restore_dialog(self, user_id: str, dialog: Dialog, active: bool) -> Restored:
         if (
@@ -82,11 +62,3 @@ class SqliteRestore(SqliteBase):
                 f"or is in this one twice ({exc})"
             ) from None
         return Restored.STORED_CLOSED if active and not stays_open else Restored.STORED
-
-
-#: Ids looked up per query (SQLite binds at most 32,766 parameters).
-_CHUNK = 500
-
-
-def _chunks(ids: list[str]) -> list[list[str]]:
-    return [ids[start : start + _CHUNK] for start in range(0, len(ids), _CHUNK)]

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from agent.sdk.errors import ChorusError
 from agent.sdk.models import JsonDict
 from agent.state.models import Bot, Dialog, Human, Utterance, utc_now
-from agent.store.base import DialogStore, Restored
+from agent.store.base import DialogReader, Restored, RestoreStore
 
 #: What the header's ``format`` says: a file of something else is refused at line 1.
 FORMAT: Literal["chorus-backup"] = "chorus-backup"
@@ -37,7 +37,7 @@ FORMAT: Literal["chorus-backup"] = "chorus-backup"
 FORMAT_VERSION = 1
 #: Dialog ids read per page when exporting the whole store.
 _PAGE = 200
-#: Dialogs read at once when exporting the whole store (:meth:`DialogStore.dialogs`): on
+#: Dialogs read at once when exporting the whole store (:meth:`DialogReader.dialogs`): on
 #: MongoDB one query for all their utterances, which FerretDB answers by reading every
 #: utterance stored; memory holds this many dialogs at most.
 GROUP = 50
@@ -153,7 +153,7 @@ def aware(moment: datetime | None) -> datetime | None:
 # -- export -----------------------------------------------------------------------------
 
 
-async def count_dialogs(store: DialogStore, selection: DialogFilter) -> int | None:
+async def count_dialogs(store: DialogReader, selection: DialogFilter) -> int | None:
     """How many dialogs an export will read, for its progress bar (None: not known
     without reading them, when users are named)."""
     if selection.users:
@@ -167,7 +167,7 @@ async def count_dialogs(store: DialogStore, selection: DialogFilter) -> int | No
     return total
 
 
-async def all_dialog_ids(store: DialogStore, page: int = _PAGE) -> AsyncIterator[str]:
+async def all_dialog_ids(store: DialogReader, page: int = _PAGE) -> AsyncIterator[str]:
     """Every dialog id, in the order the dialogs were opened, a page at a time, while the
     agent goes on serving. New dialogs come after the last one, so they are read too; an
     erased user's dialogs move the later ones back, which a plain offset would skip. So each
@@ -194,7 +194,7 @@ async def all_dialog_ids(store: DialogStore, page: int = _PAGE) -> AsyncIterator
         last = ids[-1]
 
 
-async def _find_back(store: DialogStore, last: str, start: int, page: int) -> int:
+async def _find_back(store: DialogReader, last: str, start: int, page: int) -> int:
     """Where to go on after ``last`` once the ids before ``start`` shrank: just after it,
     found a page further back at a time; the start when it was erased itself."""
     while start > 0:
@@ -205,7 +205,7 @@ async def _find_back(store: DialogStore, last: str, start: int, page: int) -> in
     return 0
 
 
-async def selected_dialogs(store: DialogStore, selection: DialogFilter) -> AsyncIterator[Dialog]:
+async def selected_dialogs(store: DialogReader, selection: DialogFilter) -> AsyncIterator[Dialog]:
     """The selected dialogs one at a time, read a :data:`GROUP` at a time (the store's
     whole content never in memory)."""
     if selection.everything:
@@ -233,7 +233,7 @@ async def selected_dialogs(store: DialogStore, selection: DialogFilter) -> Async
 
 
 async def export_lines(
-    store: DialogStore, selection: DialogFilter, on_dialog: Callable[[], None] = lambda: None
+    store: DialogReader, selection: DialogFilter, on_dialog: Callable[[], None] = lambda: None
 ) -> AsyncIterator[tuple[str, bool]]:
     """The backup's lines (without line ends), each with whether it is a dialog: the
     header, then each user before their first dialog and each selected dialog.
@@ -354,7 +354,7 @@ class ImportReport:
 
 
 async def restore(
-    store: DialogStore, record: UserRecord | DialogRecord, report: ImportReport
+    store: RestoreStore, record: UserRecord | DialogRecord, report: ImportReport
 ) -> None:
     """Store one record (each is written whole or, on MongoDB, finished by running the
     import again), counting what happened in ``report``."""

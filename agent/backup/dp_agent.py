@@ -6,7 +6,7 @@ DeepPavlov Agent 2.2.0 (the release Dream runs) keeps its state in five collecti
 with its ratings, dates), and ``human_utterance`` / ``bot_utterance`` (each with
 ``_dialog_id``, the dialog's ObjectId, and ``_in_dialog_id``, its place in the dialog).
 This module reads them one dialog at a time and yields the same records a Chorus backup
-holds (:mod:`agent.store.backup`), so one importer stores both: idempotently, whole dialog
+holds (:mod:`agent.backup.files`), so one importer stores both: idempotently, whole dialog
 by whole dialog, into either store.
 
 What is kept: dp-agent's ``dialog_id`` and ``utt_id`` (so its clients' ids keep working),
@@ -29,9 +29,9 @@ from pydantic import ValidationError
 from pymongo import ASCENDING, AsyncMongoClient
 from pymongo.errors import PyMongoError
 
+from agent.backup.files import BackupError, DialogData, DialogRecord, UserRecord
 from agent.state.dp_agent import dp_date
 from agent.state.models import Bot, BotUtterance, Human, HumanUtterance, Hypothesis
-from agent.store.backup import BackupError, DialogData, DialogRecord, UserRecord
 from agent.store.base import StoreUnavailable
 
 Doc = dict[str, Any]

@@ -23,11 +23,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from agent.backup.files import BackupError, DialogRecord, UserRecord
 from agent.sdk.models import JsonDict, check_attribute_keys
 from agent.state.models import BotUtterance, Human, HumanUtterance
 from agent.state.storage_limits import StorageLimits, UnstorableValue
-from agent.store.backup import BackupError, DialogRecord, UserRecord
-from agent.store.base import DialogStore
+from agent.store.base import DialogReader
 
 #: Dialog and utterance ids the API reads (``GET /api/dialogs/{id}``, ratings): Chorus's
 #: and dp-agent's ids are all of this form; anything else could never be read back.
@@ -263,7 +263,7 @@ def _numbering_refused(number: int, dialog_id: str, utt_id: str, owner: str) -> 
 
 
 async def check_against_store(
-    store: DialogStore, number: int, record: DialogRecord, file_ids: Set[str] = frozenset()
+    store: DialogReader, number: int, record: DialogRecord, file_ids: Set[str] = frozenset()
 ) -> bool:
     """Whether the dialog would be stored (False: a dialog of that id is stored already,
     and the import leaves it as it is). :class:`RecordRefused` when one of its utterance
@@ -296,7 +296,7 @@ async def check_against_store(
 
 
 async def check_backup(
-    store: DialogStore,
+    store: DialogReader,
     records: Iterable[tuple[int, UserRecord | DialogRecord]],
     rules: ImportRules,
 ) -> None:

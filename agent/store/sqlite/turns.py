@@ -1,0 +1,156 @@
+"""The turn on SQLite: its start, its human utterance, its end, and closing the dialog."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from typing import Any
+
+from agent.state.models import (
+    Bot,
+    Human,
+    HumanUtterance,
+    Utterance,
+    new_id,
+    utc_now,
+)
+from agent.store.base import (
+    DialogHead,
+    TurnEnd,
+    TurnStart,
+)
+from agent.store.sqlite.base import (
+    SqliteBase,
+    Statement,
+    document_text,
+    insert_utterance,
+    json_text,
+    leaving,
+    merge_statements,
+    utterance_of,
+)
+
+
+class SqliteTurns(SqliteBase):
+    """:class:`agent.store.base.TurnStore` on SQLite."""
+
+    async def open_turn(
+        self,
+        user_id: str,
+        channel_type: str,
+        limit: int,
+        arm: str | None = None,
+        *,
+        seen: Mapping[str, Any] | None = None,
+    ) -> TurnStart:
+        """(``seen`` is not needed here: reading the user again costs no round trip.)"""
+        human = await self.user(user_id)
+        dialog = await self._active_dialog(human, channel_type, arm)
+        return TurnStart(human, dialog, await self._recent_utterances(dialog.dialog_id, limit))
+
+    async def _active_dialog(
+        self, human: Human, channel_type: str, arm: str | None = None
+    ) -> DialogHead:
+        """The user's open dialog, or a new one (on experiment arm ``arm``)."""
+        row = await self.fetch_one(
+            "SELECT doc FROM dialogs WHERE human_id = ? AND active = 1", [human.id]
+        )
+        if row is not None:
+            return DialogHead.model_validate_json(row[0])
+        head = DialogHead(
+            dialog_id=new_id(),
+            channel_type=channel_type,
+            date_start=utc_now(),
+            human_id=human.id,
+            bot=Bot(),
+            arm=arm,
+        )
+        try:
+            await self.write(
+                (
+                    "INSERT INTO dialogs (id, human_id, active, doc) VALUES (?, ?, 1, ?)",
+                    [head.dialog_id, human.id, head.model_dump_json()],
+                )
+            )
+        except sqlite3.IntegrityError:  # another process opened it first: use theirs
+            row = await self.fetch_one(
+                "SELECT doc FROM dialogs WHERE human_id = ? AND active = 1", [human.id]
+            )
+            return DialogHead.model_validate_json(row[0])
+        return head
+
+    async def _recent_utterances(self, dialog_id: str, limit: int) -> list[Utterance]:
+        """The dialog's last ``limit`` utterances, oldest first."""
+        rows = await self.fetch_all(
+            "SELECT doc FROM utterances WHERE dialog_id = ? ORDER BY seq DESC LIMIT ?",
+            [dialog_id, limit],
+        )
+        return [utterance_of.validate_json(row[0]) for row in reversed(rows)]
+
+    async def keyed_turn(self, dialog_id: str, key: str) -> list[Utterance]:
+        rows = await self.fetch_all(
+            "SELECT doc FROM utterances WHERE dialog_id = ? AND seq >= (SELECT seq FROM "
+            "utterances WHERE dialog_id = ? AND speaker = 'human' "
+            "AND json_extract(doc, '$.message_key') = ? LIMIT 1) ORDER BY seq LIMIT 2",
+            [dialog_id, dialog_id, key],
+        )
+        return [utterance_of.validate_json(row[0]) for row in rows]
+
+    async def add_utterance(self, dialog_id: str, utterance: HumanUtterance) -> None:
+        await self.write(insert_utterance(dialog_id, utterance))
+
+    async def mark_interrupted(self, utt_id: str) -> None:
+        await self.write(
+            (
+                "UPDATE utterances SET doc = json_set(doc, '$.interrupted', json('true')) "
+                "WHERE utt_id = ? AND speaker = 'human'",
+                [utt_id],
+            )
+        )
+
+    async def finish_turn(self, end: TurnEnd, *, retrying: bool = False) -> None:
+        # One transaction: an earlier call stored all of the turn's end, or nothing.
+        place = end.leave
+        if retrying and await self.fetch_one(
+            "SELECT 1 FROM utterances WHERE utt_id = ?", [end.answer.utt_id]
+        ):
+            if place is not None:
+                place.left = True
+            return
+        human_id = end.human_id
+        statements: list[Statement] = [
+            (
+                "UPDATE utterances SET doc = ? WHERE utt_id = ?",
+                [document_text(end.utterance), end.utterance.utt_id],
+            ),
+            insert_utterance(end.dialog_id, end.answer),
+        ]
+        if end.replace_human_attributes:
+            statements.append(
+                (
+                    "UPDATE users SET doc = json_set(doc, '$.attributes', json(?)) WHERE id = ?",
+                    [json_text(end.human_attributes), human_id],
+                )
+            )
+        else:
+            statements += merge_statements("users", ("attributes",), end.human_attributes, human_id)
+        statements += merge_statements("users", ("profile",), end.human_profile or {}, human_id)
+        statements += merge_statements(
+            "dialogs", ("bot", "attributes"), end.bot_attributes, end.dialog_id
+        )
+        if place is not None:
+            statements += leaving(place)
+        await self.write(*statements)
+        if place is not None:
+            place.left = True
+
+    async def close_active_dialog(self, user_id: str) -> str | None:
+        (row,) = await self.write(
+            (
+                "UPDATE dialogs SET active = 0, doc = json_set(doc, '$.date_finish', ?) "
+                "WHERE active = 1 AND human_id = (SELECT id FROM users WHERE user_id = ?) "
+                "RETURNING id",
+                [utc_now().isoformat(), user_id],
+            )
+        )
+        return None if row is None else str(row[0])
