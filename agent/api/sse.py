@@ -2,7 +2,7 @@
 ``Accept: text/event-stream``.
 
 The turn runs as it would for a JSON client, listened to by a
-:class:`~agent.telemetry.events.TurnEvents`; the response starts only once the turn has
+:class:`~agent.telemetry.turn_events.TurnEvents`; the response starts only once the turn has
 started (its ``accepted`` event), so whatever refuses a message before that (a bad
 request, an idempotency key in flight, the user's queue timing out, the database down) is
 the same plain 4xx or 503 a JSON client gets. After that the status is 200 and sent: a
@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from starlette.requests import HTTPConnection
 
 from agent.api.errors import envelope
-from agent.telemetry.events import TurnEvent, TurnEvents
+from agent.telemetry.turn_events import TurnEvent, TurnEvents
 
 log = logging.getLogger("chorus.api")
 
