@@ -1,4 +1,5 @@
-"""The agent's HTTP protocol: uvicorn's httptools one, with bounds on what a client can hold.
+"""The agent's connection limits: uvicorn's httptools protocol, and its WebSocket one, with
+bounds on what a client can hold.
 
 Every bound acts on the bytes as they arrive, before the parser sees them, because that is
 where the cost was: httptools grows a header value by concatenation, so one 100 MB header
