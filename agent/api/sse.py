@@ -44,13 +44,13 @@ def wants_events(request: Request) -> bool:
 
 def sse(event: TurnEvent) -> bytes:
     """One event in the Server-Sent Events form (one ``data`` line: JSON has no newline)."""
-    return sse_data(event.kind, event.data)
+    return sse_data(event.name, event.data)
 
 
-def sse_data(kind: str, data: Any) -> bytes:
-    """An event of ``kind`` carrying ``data`` as JSON, in the Server-Sent Events form."""
+def sse_data(name: str, data: Any) -> bytes:
+    """An event named ``name`` carrying ``data`` as JSON, in the Server-Sent Events form."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {kind}\ndata: {text}\n\n".encode()
+    return f"event: {name}\ndata: {text}\n\n".encode()
 
 
 async def error_body(connection: HTTPConnection, exc: BaseException) -> dict[str, Any]:

@@ -229,4 +229,4 @@ def _dump(reply: Any) -> dict[str, Any]:
 
 
 def _frame(event: TurnEvent) -> dict[str, Any]:
-    return {"event": event.kind, "data": event.data}
+    return {"event": event.name, "data": event.data}
