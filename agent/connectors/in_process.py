@@ -71,7 +71,7 @@ from agent.sdk.errors import ConfigError
 from agent.sdk.models import DialogView, ServiceRequest
 from agent.sdk.roles import Role, singular
 from agent.sdk.service import Service
-from agent.sdk.streaming import LineKind, line
+from agent.sdk.streaming import LineKey, line
 
 log = logging.getLogger("chorus.connectors")
 
@@ -281,12 +281,12 @@ class InProcessConnector(Connector[DialogView]):
                     longest = max(longest, self._held(step.longest))
                 if got is None:
                     break
-                kind, value = got
-                if kind == "end":
+                key, value = got
+                if key == "end":
                     self._in_time(started, longest)
-                    yield kind, _as_sent(self.name, value, self._max_bytes)
+                    yield key, _as_sent(self.name, value, self._max_bytes)
                     return
-                if kind == "token":
+                if key == "token":
                     size += len(value) + _TOKEN_LINE_BYTES
                     since_bytes += len(value) + _TOKEN_LINE_BYTES
                     if size > self._max_bytes:
@@ -297,11 +297,11 @@ class InProcessConnector(Connector[DialogView]):
                 if pieces >= YIELD_EVERY_LINES or since_bytes >= YIELD_EVERY_BYTES:
                     pieces = since_bytes = 0
                     await asyncio.sleep(0)  # other users' requests run between pieces
-                yield kind, value
+                yield key, value
         raise BadServiceResponse(self.name, "the streamed answer ended without its end line")
 
 
-async def _next(lines: AsyncIterator[tuple[LineKind, Any]]) -> tuple[LineKind, Any] | None:
+async def _next(lines: AsyncIterator[tuple[LineKey, Any]]) -> tuple[LineKey, Any] | None:
     """The next line, or None at the end (a coroutine, for :class:`Held` to step)."""
     try:
         return await anext(lines)
