@@ -36,7 +36,7 @@ def checked(
     return incoming(
         settings,
         message,
-        kind="chat",
+        endpoint="chat",
         user_id=message.user_id,
         text=message.text(dialect),
         text_field="payload",

@@ -70,7 +70,7 @@ async def observe(
     turn = incoming(
         settings,
         observation,
-        kind="observe",
+        endpoint="observe",
         user_id=observation.user_id,
         text=observation.text,
         text_field="text",
