@@ -102,9 +102,9 @@ def find_service(target: str, role: Role) -> Service | Callable[[], object]:
     if callable(found):
         factory: Callable[[], object] = found
         return factory
-    kind = "nothing" if found is None else f"a {type(found).__name__}"
+    what = "nothing" if found is None else f"a {type(found).__name__}"
     raise ServiceNotLoaded(
-        f"{module_name}.{attribute} is {kind}, not a chorus Service "
+        f"{module_name}.{attribute} is {what}, not a chorus Service "
         "(service = Service(...) with a decorated handler) or a function that makes one"
     )
 
