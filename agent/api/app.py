@@ -1,4 +1,6 @@
-"""The agent's FastAPI app. Run it with ``uvicorn --factory agent.api.app:create_app``.
+"""The agent's FastAPI app, built by :func:`create_app`. The image and ``chorus run`` serve it
+with :mod:`agent.api.serve` (``python -m agent.api.serve``), which adds the connection limits
+and the frozen heap; ``uvicorn --factory agent.api.app:create_app`` serves it without them.
 
 Settings and the pipeline are read and checked when the app is created, so a bad config
 stops the agent before it listens; everything else (the store, the one HTTP client, the

@@ -1,5 +1,7 @@
-"""Turn events over Server-Sent Events: the chat endpoints' answer to
-``Accept: text/event-stream``.
+"""Server-Sent Events: the chat endpoints' answer to ``Accept: text/event-stream`` (a turn's
+events), and the form (:func:`sse_data`) in which the handoff routes stream a followed
+dialog to the user's channel and to the operator; the WebSocket chat reuses the same
+turn-following and error bodies (:func:`follow_turn`, :func:`error_body`).
 
 The turn runs as it would for a JSON client, listened to by a
 :class:`~agent.telemetry.turn_events.TurnEvents`; the response starts only once the turn has
