@@ -136,9 +136,9 @@ def _checked(service: Service, where: str, role: Role) -> Service:
 def _as_sent(name: str, outputs: Any, max_bytes: int) -> Any:
     """The answer as JSON values, in containers of its own (the service keeps no handle
     on what the agent stores), refused when its JSON is over ``max_bytes``, as the HTTP
-    connector refuses it: measured first (pydantic's serializer, a few ms for the bound's
-    2 MB), so a flood is not copied value by value on the loop before the storage bounds
-    refuse it (200,000 hypotheses had held the loop 3.6 s)."""
+    connector refuses it: measured first (pydantic's serializer, cheap), so a flood is not
+    copied value by value on the loop, which held it for seconds, before the storage bounds
+    refuse it (docs/performance.md, "Figures behind the code's choices")."""
     try:
         size = len(to_json(outputs))
         if size > max_bytes:
