@@ -49,7 +49,7 @@ from agent.store.base import (
     TurnStore,
 )
 from agent.telemetry import Telemetry, printable, turn_answered, turn_identified
-from agent.telemetry.events import emit
+from agent.telemetry.turn_events import emit
 
 #: Seconds during which a message sent again after an unanswered attempt (a 503, a dead
 #: agent) answers that attempt instead of being stored twice.

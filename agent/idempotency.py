@@ -44,7 +44,7 @@ KEY_RETENTION = DEFAULT_KEY_RETENTION
 
 
 def client_key(key: str) -> str:
-    """The key as the client sent it: the routes prefix it with their kind (``chat:``,
+    """The key as the client sent it: the routes prefix it with their endpoint (``chat:``,
     ``observe:``) so the two never collide, which a client never needs to see."""
     return key.split(":", 1)[1] if ":" in key else key
 

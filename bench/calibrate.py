@@ -3,15 +3,16 @@
 Runs the set's conversations through the shipped pipeline without the LLM and without any
 calibration (``SKILL_CALIBRATION=off``: every skill's raw score, and the answers a curve
 would have silenced), and keeps every hypothesis that says how it was made (``routing:
-{"skill", "kind", "raw"}``, :mod:`shared.calibration`) with whether its skill fits the
-turn's label. Per skill and kind, an isotonic regression (scikit-learn) of "fitted" on the
-raw score gives a monotone curve: the share of such answers that fitted, at each score. Each
-point is drawn towards an even chance (:data:`PRIOR`) by :data:`PRIOR_ANSWERS` pseudo-
-answers, so a kind seen on a handful of turns claims little either way: eight answers that
-all fitted read as 0.83, not 1, and keep the LLM out only when they were many (a set of a
-few hundred turns holds many kinds seen a few times, whose share there is a poor guess of
-their share elsewhere). Only the *fit* part of the set is used (:func:`fit_part`: two
-conversations of three); the other third, and the holdout set, measure the result.
+{"skill", "kind", "raw"}``, ``kind`` being its answer type, :mod:`shared.calibration`) with
+whether its skill fits the turn's label. Per skill and answer type, an isotonic regression
+(scikit-learn) of "fitted" on the raw score gives a monotone curve: the share of such
+answers that fitted, at each score. Each point is drawn towards an even chance
+(:data:`PRIOR`) by :data:`PRIOR_ANSWERS` pseudo-answers, so an answer type seen on a
+handful of turns claims little either way: eight answers that all fitted read as 0.83, not
+1, and keep the LLM out only when they were many (a set of a few hundred turns holds many
+answer types seen a few times, whose share there is a poor guess of their share elsewhere).
+Only the *fit* part of the set is used (:func:`fit_part`: two conversations of three); the
+other third, and the holdout set, measure the result.
 
     .venv/bin/python -m bench.calibrate                # dev set -> shared/calibration.json
     .venv/bin/python -m bench.calibrate --set my.jsonl --out /tmp/mine.json
@@ -37,7 +38,7 @@ from bench.llm_turns import stack
 from bench.routing import ROOT, Conversation, Observed, converse, load_set, set_path
 from shared.calibration import CALIBRATION_FILE, CALIBRATION_VARIABLE
 
-#: What a kind of answer is worth before any is seen, and how many answers that counts as.
+#: What an answer type is worth before any is seen, and how many answers that counts as.
 PRIOR = 0.5
 PRIOR_ANSWERS = 4.0
 #: Points kept per curve at most (the regression's steps, thinned evenly).
@@ -50,13 +51,13 @@ def fit_part(conversations: Sequence[Conversation]) -> list[Conversation]:
 
 
 def samples(turns: Sequence[Observed]) -> dict[tuple[str, str], list[tuple[float, bool]]]:
-    """(skill, kind) -> (raw score, whether the skill fits the turn) of every hypothesis
+    """(skill, answer type) -> (raw score, whether the skill fits the turn) of every hypothesis
     that says how it was made."""
     found: dict[tuple[str, str], list[tuple[float, bool]]] = defaultdict(list)
     for turn in turns:
         for h in turn.hypotheses:
-            if h.kind is not None and h.raw is not None:
-                found[(h.skill, h.kind)].append((float(h.raw), h.skill in turn.fits))
+            if h.answer_type is not None and h.raw is not None:
+                found[(h.skill, h.answer_type)].append((float(h.raw), h.skill in turn.fits))
     return found
 
 
@@ -81,8 +82,8 @@ def curve(points: list[tuple[float, bool]], prior: float) -> dict[str, object]:
 
 def fit(turns: Sequence[Observed]) -> dict[str, dict[str, dict[str, object]]]:
     curves: dict[str, dict[str, dict[str, object]]] = defaultdict(dict)
-    for (skill, kind), points in sorted(samples(turns).items()):
-        curves[skill][kind] = curve(points, PRIOR)
+    for (skill, answer_type), points in sorted(samples(turns).items()):
+        curves[skill][answer_type] = curve(points, PRIOR)
     return dict(curves)
 
 
@@ -99,9 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         turns = [t for c in used for t in converse(off, c, "calibrate")]
     curves = fit(turns)
     args.out.write_text(json.dumps(curves, indent=1) + "\n")
-    for skill, kinds in curves.items():
-        for kind, c in kinds.items():
-            print(f"{skill:10} {kind:18} {c['answers']:4} answers  {c['raw']} -> {c['fit']}")
+    for skill, answer_types in curves.items():
+        for answer_type, c in answer_types.items():
+            print(f"{skill:10} {answer_type:18} {c['answers']:4} answers  {c['raw']} -> {c['fit']}")
     print(f"{len(used)} conversations, {len(turns)} turns: {args.out}")
     return 0
 

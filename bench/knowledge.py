@@ -55,7 +55,7 @@ from shared.calibration import SILENT_BELOW, chance  # noqa: E402
 from shared.knowledge.index import Hit, KnowledgeIndex  # noqa: E402
 from shared.knowledge.passages import Passage  # noqa: E402
 from shared.knowledge.retrieval import WEIGHTS, confidence, follow_up_context, quotes  # noqa: E402
-from skills.knowledge.app import INTENT_CONFIDENCE, KIND, THRESHOLD  # noqa: E402
+from skills.knowledge.app import ANSWER_TYPE, INTENT_CONFIDENCE, THRESHOLD  # noqa: E402
 
 QUESTIONS = ROOT / "bench" / "data" / "knowledge" / "questions.jsonl"
 RESULTS = ROOT / "bench" / "results" / "knowledge.json"
@@ -133,7 +133,7 @@ class Asked:
         return (
             confidence(best, weights) >= THRESHOLD
             # the skill's calibrated chance of fitting a conversation's turn
-            and chance("knowledge", KIND, confidence(best, weights)) >= SILENT_BELOW
+            and chance("knowledge", ANSWER_TYPE, confidence(best, weights)) >= SILENT_BELOW
             and not self.chat
             and not quotes(best.passage.text, self.question.question)
         )

@@ -125,7 +125,7 @@ def turn(client: httpx.Client, user: str, text: str) -> dict[str, Any]:
     sent = time.monotonic()
     tokens: list[float] = []
     answer: dict[str, Any] = {}
-    kind = ""
+    name = ""
     with client.stream(
         "POST",
         "/",
@@ -134,10 +134,10 @@ def turn(client: httpx.Client, user: str, text: str) -> dict[str, Any]:
     ) as response:
         for line in response.iter_lines():
             if line.startswith("event:"):
-                kind = line.removeprefix("event:").strip()
-                if kind == "token":
+                name = line.removeprefix("event:").strip()
+                if name == "token":
                     tokens.append(time.monotonic())
-            elif line.startswith("data:") and kind == "answer":
+            elif line.startswith("data:") and name == "answer":
                 answer = json.loads(line.removeprefix("data:"))
     return {
         "text": text,

@@ -128,7 +128,7 @@ class Hypothesis:
     #: what the skill measured before calibrating, and which of its ways of answering
     #: this is (:mod:`shared.calibration`); absent for skills that do not say
     raw: float | None = None
-    kind: str | None = None
+    answer_type: str | None = None
 
 
 @dataclass
@@ -175,7 +175,7 @@ def _hypotheses(utterance: dict[str, Any]) -> list[Hypothesis]:
                 confidence=float(h["confidence"]),
                 text=str(h["text"]),
                 raw=routing.get("raw"),
-                kind=routing.get("kind"),
+                answer_type=routing.get("kind"),
             )
         )
     return found

@@ -3,10 +3,10 @@
 Each skill measures its certainty its own way: a regex's coverage, a TF-IDF cosine, a
 constant per scripted line. The agent compares those numbers with each other and with
 the LLM's ``run_below``, so 0.6 must mean the same thing whoever says it. Here it does:
-a skill names which of its ways of answering a hypothesis comes from (its *kind*: a
-pattern topic, a corpus retrieval, a scripted line) and the score it measured (*raw*),
+a skill names which of its ways of answering a hypothesis comes from (its *answer type*:
+a pattern topic, a corpus retrieval, a scripted line) and the score it measured (*raw*),
 and :func:`calibrated` turns them into the share of such answers that fitted their turn
-on labelled conversations: a monotone curve per skill and kind, fitted by
+on labelled conversations: a monotone curve per skill and answer type, fitted by
 :mod:`bench.calibrate` (isotonic regression) on part of the dev set and stored in
 ``calibration.json`` beside this module.
 
@@ -14,11 +14,12 @@ So a skill's confidence reads as a probability, and the pipeline's thresholds as
 decisions about risk: the LLM's ``run_below`` of 0.6 asks the LLM whenever no cheap answer
 fits with at least a 60 % chance. An answer under :data:`SILENT_BELOW` is more likely
 wrong than any use, and the skill stays silent: without the LLM the fallback's honest
-"I don't know" is better than a confident misfit. A skill or kind the file does not know
+"I don't know" is better than a confident misfit. A skill or answer type the file does not know
 keeps its raw score, so a new skill runs before anyone calibrates it.
 
-The hypothesis keeps both (``routing: {"skill", "kind", "raw"}``) for the inspector and
-for the next fit. It needs pydantic only, as every service has it.
+The hypothesis keeps both (``routing: {"skill", "kind", "raw"}``, where ``kind`` is the
+answer type's wire name, kept) for the inspector and for the next fit. It needs pydantic
+only, as every service has it.
 """
 
 from __future__ import annotations
@@ -79,11 +80,11 @@ class Curve(BaseModel):
 
 
 class CalibrationFile(RootModel[dict[str, dict[str, Curve]]]):
-    """``calibration.json``: skill name -> kind -> curve."""
+    """``calibration.json``: skill name -> answer type -> curve."""
 
 
 class BadCalibration(ValueError):
-    """A calibration file of the wrong shape; the message names the skill and kind."""
+    """A calibration file of the wrong shape; the message names the skill and answer type."""
 
 
 def load(path: Path) -> dict[str, dict[str, Curve]]:
@@ -104,14 +105,14 @@ def _shipped() -> dict[str, dict[str, Curve]]:
     return load(path) if path.exists() or chosen else {}
 
 
-def curve_of(skill: str, kind: str) -> Curve | None:
-    return _shipped().get(skill, {}).get(kind)
+def curve_of(skill: str, answer_type: str) -> Curve | None:
+    return _shipped().get(skill, {}).get(answer_type)
 
 
-def chance(skill: str, kind: str, raw: float) -> float:
-    """The calibrated chance that ``skill``'s answer of ``kind`` scoring ``raw`` fits; the
+def chance(skill: str, answer_type: str, raw: float) -> float:
+    """The calibrated chance that ``skill``'s answer of ``answer_type`` scoring ``raw`` fits; the
     raw score where no curve is known."""
-    curve = curve_of(skill, kind)
+    curve = curve_of(skill, answer_type)
     value = curve(raw) if curve is not None else raw
     return round(min(1.0, max(0.0, value)), 4)
 
@@ -119,16 +120,16 @@ def chance(skill: str, kind: str, raw: float) -> float:
 HypothesisT = TypeVar("HypothesisT", bound=SkillHypothesis)
 
 
-def calibrated(hypothesis: HypothesisT, skill: str, kind: str) -> HypothesisT | None:
+def calibrated(hypothesis: HypothesisT, skill: str, answer_type: str) -> HypothesisT | None:
     """``hypothesis`` with its confidence (the raw score) replaced by the calibrated chance
     and ``routing`` saying how; None when that chance is under :data:`SILENT_BELOW` (only
-    a calibrated chance: a raw score is no chance, and a new kind answers until fitted)."""
+    a calibrated chance: a raw score is no chance, and a new answer type answers until fitted)."""
     raw = hypothesis.confidence
-    confidence = chance(skill, kind, raw)
-    if confidence < SILENT_BELOW and curve_of(skill, kind) is not None:
+    confidence = chance(skill, answer_type, raw)
+    if confidence < SILENT_BELOW and curve_of(skill, answer_type) is not None:
         return None
     hypothesis.confidence = confidence
-    setattr(hypothesis, "routing", {"skill": skill, "kind": kind, "raw": raw})  # noqa: B010
+    setattr(hypothesis, "routing", {"skill": skill, "kind": answer_type, "raw": raw})  # noqa: B010
     return hypothesis
 
 

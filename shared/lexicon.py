@@ -16,9 +16,9 @@ Each entry becomes one regex; all are tried in one alternation, longest first, s
 wins over a word inside it. A run of a letter is matched possessively (``s{2,}+``), which
 keeps the scan linear however long a run the text holds: no catastrophic backtracking. The
 text is lowercased once rather than matched with ``re.IGNORECASE``, and the alternation is
-entered at word starts, bundled by first letter: a 100-character chat line takes ~0.02 ms;
-the worst case measured, 4096 characters (the agent's default text limit) of near misses
-("son of a son of a ..."), ~5 ms.
+entered at word starts, bundled by first letter, so a chat line costs little and the worst
+case, a text at the agent's default limit made of near misses ("son of a son of a ..."),
+stays within a turn's budget (docs/performance.md, "Figures behind the code's choices").
 """
 
 from __future__ import annotations

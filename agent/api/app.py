@@ -1,4 +1,6 @@
-"""The agent's FastAPI app. Run it with ``uvicorn --factory agent.api.app:create_app``.
+"""The agent's FastAPI app, built by :func:`create_app`. The image and ``chorus run`` serve it
+with :mod:`agent.api.serve` (``python -m agent.api.serve``), which adds the connection limits
+and the frozen heap; ``uvicorn --factory agent.api.app:create_app`` serves it without them.
 
 Settings and the pipeline are read and checked when the app is created, so a bad config
 stops the agent before it listens; everything else (the store, the one HTTP client, the
@@ -103,8 +105,9 @@ def heap_frozen() -> Iterator[None]:
     """Everything the agent made to start (its pipeline, the models and indexes of the
     services it runs in its own process: some 160,000 objects) lives as long as it does,
     so it is moved out of the garbage collector's reach while the agent serves. Otherwise
-    each full collection walks all of it, and the turn it falls in waits: 125 ms, once
-    every few dozen turns. Garbage made while starting is collected first."""
+    each full collection walks all of it, and the turn it falls in waits for it, once every
+    few dozen turns (docs/performance.md, "The services in the agent's process"). Garbage
+    made while starting is collected first."""
     gc.collect()
     gc.freeze()
     try:

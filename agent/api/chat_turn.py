@@ -22,7 +22,7 @@ def incoming(
     settings: Settings,
     request: BaseModel,
     *,
-    kind: str,
+    endpoint: str,
     user_id: str,
     text: str,
     text_field: str,
@@ -34,7 +34,7 @@ def incoming(
     closing_commands: bool = False,
     double_texting: DoubleTexting | None = None,
 ) -> Incoming:
-    """The message, or the 422 that says what to fix. ``kind`` (``chat``, ``observe``)
+    """The message, or the 422 that says what to fix. ``endpoint`` (``chat``, ``observe``)
     keeps the endpoints' idempotency keys apart; the key is the ``Idempotency-Key`` header,
     else the body's ``message_id``, and a retry must repeat ``request`` (less its
     ``message_id``)."""
@@ -46,7 +46,7 @@ def incoming(
         user_id,
         text,
         stored,
-        key=f"{kind}:{chosen}" if chosen else None,
+        key=f"{endpoint}:{chosen}" if chosen else None,
         fingerprint=(
             fingerprint(request.model_dump(mode="json", exclude={"message_id"})) if chosen else ""
         ),

@@ -2,11 +2,13 @@
 
 The image and ``chorus run`` serve the agent this way, never with ``uvicorn --factory
 agent.api.app:create_app`` alone: the difference is the agent's heap frozen once it has
-started (:func:`agent.api.app.heap_frozen`), and :class:`agent.api.protocol.LimitedHttp`,
+started (:func:`agent.api.app.heap_frozen`), and the connection limits of
+:mod:`agent.api.connection_limits`: :class:`~agent.api.connection_limits.LimitedHttp`,
 which bounds what a client can hold of the agent (an idle socket, a huge or never-ending
-request header, any number of connections), and :class:`agent.api.protocol.LimitedWebSocket`
-(WebSockets: their share of the connections, their idle time, their messages' size), with
-limits from the ``CHORUS_*`` settings.
+request header, any number of connections), and
+:class:`~agent.api.connection_limits.LimitedWebSocket` (WebSockets: their share of the
+connections, their idle time, their messages' size), with limits from the ``CHORUS_*``
+settings.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from agent.api.app import create_app
-from agent.api.protocol import (
+from agent.api.connection_limits import (
     REFUSALS_ANSWERED,
     ServerLimits,
     limited_http,

@@ -127,9 +127,10 @@ def export_command(
     """Back up dialogs, their utterances and their users to JSON Lines.
 
     Every field is kept (annotations, hypotheses, errors, traces, ratings, attributes and
-    profiles), so that `chorus import` puts them back into either kind of store. Choose
-    what to export with --all, or with --user and --dialog; --since and --until narrow it
-    down by the date a dialog was opened. A progress bar is shown on standard error.
+    profiles), so that `chorus import` puts them back into either store (SQLite or
+    MongoDB). Choose what to export with --all, or with --user and --dialog; --since and
+    --until narrow it down by the date a dialog was opened. A progress bar is shown on
+    standard error.
     """
     if all_dialogs == bool(user or dialog):
         raise _fail("choose --all, or name what to export with --user and --dialog", 2)
@@ -184,8 +185,8 @@ def import_command(
     ] = None,
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Restore a backup written by `chorus export`, or dp-agent's dialogs, into a store of
-    either kind.
+    """Restore a backup written by `chorus export`, or dp-agent's dialogs, into either store
+    (SQLite or MongoDB).
 
     A backup file is checked whole first: a line that is wrong, a value over the API's
     bounds (agent/state/storage_limits.py), or an utterance id another dialog holds stops the

@@ -121,13 +121,13 @@ def _reply(data: Any, client: httpx.Client) -> AgentReply:
 
 def _events(response: httpx.Response) -> Iterator[tuple[str, Any]]:
     """The Server-Sent Events of a turn, as they arrive."""
-    kind = "message"
+    name = "message"
     for line in response.iter_lines():
         if line.startswith("event:"):
-            kind = line.removeprefix("event:").strip()
+            name = line.removeprefix("event:").strip()
         elif line.startswith("data:"):
-            yield kind, json.loads(line.removeprefix("data:"))
-            kind = "message"
+            yield name, json.loads(line.removeprefix("data:"))
+            name = "message"
 
 
 def send(client: httpx.Client, user_id: str, text: str, turn: Turn) -> AgentReply | None:
@@ -149,14 +149,14 @@ def send(client: httpx.Client, user_id: str, text: str, turn: Turn) -> AgentRepl
                     return _reply(response.json(), client)
                 except ValueError:
                     return _reply(response.text, client)
-            for kind, data in _events(response):
-                if kind == "accepted":
+            for name, data in _events(response):
+                if name == "accepted":
                     turn.accepted(data.get("dialog_id"))
-                elif kind == "token":
+                elif name == "token":
                     turn.token(str(data.get("text", "")), data.get("skill"))
-                elif kind == "answer":
+                elif name == "answer":
                     return _reply(data, client)
-                elif kind == "error":
+                elif name == "error":
                     if turn.streamed:
                         console.print()
                     message = data.get("message") or data.get("detail") or data

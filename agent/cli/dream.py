@@ -110,7 +110,7 @@ def _environment(agent: dict[str, Any], where: str) -> dict[str, str | None]:
     }
 
 
-def _kind(value: Any) -> str:
+def _type_name(value: Any) -> str:
     """What a value of the wrong type is, for the error (a list of lists, a mapping...)."""
     if isinstance(value, list):
         return "a list holding " + ", ".join(
@@ -136,7 +136,7 @@ def _pipeline(agent: dict[str, Any], override: Path) -> str:
     else:
         raise OverrideError(
             f"{override}: services.agent.command must be a string or a list of strings, "
-            f"not {_kind(command)}"
+            f"not {_type_name(command)}"
         )
     found = PIPELINE_ARGUMENT.search(text)
     if found:

@@ -1,4 +1,8 @@
-"""``chorus``: run the local stack (more commands join as the project grows)."""
+"""``chorus``, the command line: ``run`` the local stack, ``chat`` with a running agent, back
+up and restore (``export``, ``import``), ``replay`` a candidate pipeline and compare
+(``stats``), ParlAI's ``eval`` and ``export-parlai``, scaffold a service (``new``), run a
+dp-agent pipeline (``dream``), build the knowledge index (``knowledge``) and a Telegram bot
+(``telegram``). Each command's own module holds its work; this one only wires them."""
 
 from __future__ import annotations
 

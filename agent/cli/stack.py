@@ -1,7 +1,7 @@
 """Start the local stack: every pipeline service found in this repository, then the agent.
 
 A service named ``NAME`` in group ``G`` lives in ``<folder of G>/NAME/app.py`` (annotators
-of every kind in ``annotators/``, ``skills/``, ``skill_selectors/``, ``response_selectors/``);
+of every role in ``annotators/``, ``skills/``, ``skill_selectors/``, ``response_selectors/``);
 it is started with uvicorn on the port of its URL in the pipeline file. Services with URLs
 elsewhere are expected to be running already.
 """

@@ -137,7 +137,7 @@ async def media_attributes(
             attributes["image"] = link
     sound = message.voice or message.audio or message.video_note
     if sound is not None:
-        kind = "video/ogg" if message.video_note is not None else "audio/ogg"
+        content_type = "video/ogg" if message.video_note is not None else "audio/ogg"
         what = (
             "voice message"
             if sound is message.voice
@@ -145,7 +145,7 @@ async def media_attributes(
             if sound is message.audio
             else "video note"
         )
-        link = await stored(what, sound.file_id, None, kind)
+        link = await stored(what, sound.file_id, None, content_type)
         if link is not None:
             attributes["sound_path"] = link
             attributes["sound_duration"] = sound.duration

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Protocol, TypeVar
 
-from agent.sdk.streaming import LineKind
+from agent.sdk.streaming import LineKey
 
 Payload = TypeVar("Payload")
 
 #: One line of a streamed answer: ``start``, ``token``... as they come, then ``end`` with
 #: the output :meth:`Connector.call` would have answered.
-Line = tuple[LineKind, Any]
+Line = tuple[LineKey, Any]
 
 
 class Connector(Protocol[Payload]):

@@ -180,10 +180,10 @@ class GuardedConnector(Connector[Payload]):
         verdict = _Verdict(self.breaker)
         lines = self.inner.stream(payload)
         try:
-            async for kind, value in lines:
-                if kind == "end":
+            async for key, value in lines:
+                if key == "end":
                     verdict.record(ok=True)
-                yield kind, value
+                yield key, value
         except BaseException as exc:
             verdict.failed_by(exc)
             raise

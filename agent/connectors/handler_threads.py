@@ -3,10 +3,10 @@
 A sync handler runs in a worker thread, off the event loop. A call given up at its timeout
 is over for the turn, but not for its thread: Python cannot stop a thread, so it runs on
 until the handler returns. A handler that hangs, or leaks memory each call, thus held one
-more thread per turn without bound (400 timed-out turns: 410 threads and 4 GB of virtual
-memory). :class:`HandlerThreads` gives each service at most ``limit`` threads still running
-a call, timed out or not; past that, a call fails at once as ``unavailable``, saying why,
-instead of starting another thread, until one of them ends.
+more thread per turn without bound, and their memory with them (docs/performance.md,
+"Figures behind the code's choices"). :class:`HandlerThreads` gives each service at most
+``limit`` threads still running a call, timed out or not; past that, a call fails at once
+as ``unavailable``, saying why, instead of starting another thread, until one of them ends.
 """
 
 from __future__ import annotations

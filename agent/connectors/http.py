@@ -131,16 +131,16 @@ class HttpConnector(Connector[DialogView]):
                     if not raw_line.strip():
                         continue
                     try:
-                        kind, value = parse_line(raw_line)
+                        key, value = parse_line(raw_line)
                     except ValueError as exc:
                         raise BadServiceResponse(self.name, str(exc)) from None
-                    if kind == "error":
+                    if key == "error":
                         raise BadServiceResponse(self.name, f"failed while streaming: {value}")
-                    if kind == "end":
+                    if key == "end":
                         (output,) = self._one_item([value], 1)
                         yield "end", output
                         return
-                    yield kind, value
+                    yield key, value
         except (OSError, aiohttp.ClientError) as exc:
             raise self._transport_error(exc) from None
         raise BadServiceResponse(self.name, "the streamed answer ended without its end line")

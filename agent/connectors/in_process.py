@@ -71,7 +71,7 @@ from agent.sdk.errors import ConfigError
 from agent.sdk.models import DialogView, ServiceRequest
 from agent.sdk.roles import Role, singular
 from agent.sdk.service import Service
-from agent.sdk.streaming import LineKind, line
+from agent.sdk.streaming import LineKey, line
 
 log = logging.getLogger("chorus.connectors")
 
@@ -102,9 +102,9 @@ def find_service(target: str, role: Role) -> Service | Callable[[], object]:
     if callable(found):
         factory: Callable[[], object] = found
         return factory
-    kind = "nothing" if found is None else f"a {type(found).__name__}"
+    what = "nothing" if found is None else f"a {type(found).__name__}"
     raise ServiceNotLoaded(
-        f"{module_name}.{attribute} is {kind}, not a chorus Service "
+        f"{module_name}.{attribute} is {what}, not a chorus Service "
         "(service = Service(...) with a decorated handler) or a function that makes one"
     )
 
@@ -136,9 +136,9 @@ def _checked(service: Service, where: str, role: Role) -> Service:
 def _as_sent(name: str, outputs: Any, max_bytes: int) -> Any:
     """The answer as JSON values, in containers of its own (the service keeps no handle
     on what the agent stores), refused when its JSON is over ``max_bytes``, as the HTTP
-    connector refuses it: measured first (pydantic's serializer, a few ms for the bound's
-    2 MB), so a flood is not copied value by value on the loop before the storage bounds
-    refuse it (200,000 hypotheses had held the loop 3.6 s)."""
+    connector refuses it: measured first (pydantic's serializer, cheap), so a flood is not
+    copied value by value on the loop, which held it for seconds, before the storage bounds
+    refuse it (docs/performance.md, "Figures behind the code's choices")."""
     try:
         size = len(to_json(outputs))
         if size > max_bytes:
@@ -281,12 +281,12 @@ class InProcessConnector(Connector[DialogView]):
                     longest = max(longest, self._held(step.longest))
                 if got is None:
                     break
-                kind, value = got
-                if kind == "end":
+                key, value = got
+                if key == "end":
                     self._in_time(started, longest)
-                    yield kind, _as_sent(self.name, value, self._max_bytes)
+                    yield key, _as_sent(self.name, value, self._max_bytes)
                     return
-                if kind == "token":
+                if key == "token":
                     size += len(value) + _TOKEN_LINE_BYTES
                     since_bytes += len(value) + _TOKEN_LINE_BYTES
                     if size > self._max_bytes:
@@ -297,11 +297,11 @@ class InProcessConnector(Connector[DialogView]):
                 if pieces >= YIELD_EVERY_LINES or since_bytes >= YIELD_EVERY_BYTES:
                     pieces = since_bytes = 0
                     await asyncio.sleep(0)  # other users' requests run between pieces
-                yield kind, value
+                yield key, value
         raise BadServiceResponse(self.name, "the streamed answer ended without its end line")
 
 
-async def _next(lines: AsyncIterator[tuple[LineKind, Any]]) -> tuple[LineKind, Any] | None:
+async def _next(lines: AsyncIterator[tuple[LineKey, Any]]) -> tuple[LineKey, Any] | None:
     """The next line, or None at the end (a coroutine, for :class:`Held` to step)."""
     try:
         return await anext(lines)

@@ -109,11 +109,11 @@ class _AiohttpExchange:
 
     async def __aexit__(
         self,
-        kind: type[BaseException] | None,
+        exc_type: type[BaseException] | None,
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        await self._opening.__aexit__(kind, exc, traceback)
+        await self._opening.__aexit__(exc_type, exc, traceback)
 
 
 class _AiohttpReply:

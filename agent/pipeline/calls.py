@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from agent.connectors.errors import ServiceError
 from agent.state.models import FailureKind, HumanUtterance, Outcome, ServiceCall, ServiceFailure
 from agent.telemetry import printable
-from agent.telemetry.events import emit
+from agent.telemetry.turn_events import emit
 
 log = logging.getLogger("chorus.executor")
 

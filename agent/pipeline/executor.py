@@ -41,7 +41,7 @@ from agent.state.models import (
 from agent.state.storage_limits import StorageLimits
 from agent.state.write_once import KeyWrittenTwice, WriteOnce
 from agent.telemetry import service_call_span
-from agent.telemetry.events import listening
+from agent.telemetry.turn_events import listening
 
 log = logging.getLogger("chorus.executor")
 

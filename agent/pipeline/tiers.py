@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.pipeline.graph import ServiceNode
-from agent.telemetry.events import emit
+from agent.telemetry.turn_events import emit
 
 
 def lower_tiers(node: ServiceNode, skills: list[ServiceNode]) -> list[ServiceNode]:

@@ -61,7 +61,7 @@ from agent.sdk.models import (
     SkillSelection,
 )
 from agent.sdk.roles import Role, singular
-from agent.sdk.streaming import STREAM_MEDIA_TYPE, LineKind, StreamEnd, StreamStart, line
+from agent.sdk.streaming import STREAM_MEDIA_TYPE, LineKey, StreamEnd, StreamStart, line
 from agent.sdk.tracing_env import provider_from_env, set_span_attribute
 
 if TYPE_CHECKING:
@@ -229,7 +229,7 @@ class Service:
             fields.update(end.model_dump(mode="json"))
         return _normalise("skills", [SkillHypothesis(text=text, **fields)])
 
-    async def lines(self, dialog: DialogView) -> AsyncGenerator[tuple[LineKind, Any]]:
+    async def lines(self, dialog: DialogView) -> AsyncGenerator[tuple[LineKey, Any]]:
         """A streaming skill's answer as the lines it sends, unwritten: ``start`` with its
         fields, ``token`` with each piece of text, then ``end`` with the JSON answer the
         text makes. Its server writes them (:meth:`stream`); the agent reads them as they
@@ -251,8 +251,8 @@ class Service:
     async def _collected(self, dialog: DialogView) -> Any:
         """The streamed answer as one JSON answer: the end line's."""
         answer: Any = None
-        async for kind, value in self.lines(dialog):
-            if kind == "end":
+        async for key, value in self.lines(dialog):
+            if key == "end":
                 answer = value
         return answer
 
@@ -265,8 +265,8 @@ class Service:
         async def written() -> AsyncIterator[bytes]:
             try:
                 yield line(*first)
-                async for kind, value in lines:
-                    yield line(kind, value)
+                async for key, value in lines:
+                    yield line(key, value)
             except Exception as exc:  # the status is sent: the failure goes in the stream
                 yield line("error", f"{type(exc).__name__}: {exc}")
 

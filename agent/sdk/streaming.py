@@ -34,7 +34,7 @@ from agent.sdk.models import JsonDict, check_attribute_keys
 STREAM_MEDIA_TYPE = "application/x-ndjson"
 
 #: A streamed answer's lines: their key, and what they carry.
-LineKind = Literal["start", "token", "end", "error"]
+LineKey = Literal["start", "token", "end", "error"]
 
 
 class StreamStart(BaseModel):
@@ -60,12 +60,12 @@ class StreamEnd(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-def line(kind: LineKind, value: Any) -> bytes:
+def line(key: LineKey, value: Any) -> bytes:
     """One line of a streamed answer."""
-    return json.dumps({kind: value}, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    return json.dumps({key: value}, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
-def parse_line(raw: bytes) -> tuple[LineKind, Any]:
+def parse_line(raw: bytes) -> tuple[LineKey, Any]:
     """A line read back; :class:`ValueError` saying what is wrong with it otherwise."""
     try:
         data = json.loads(raw)
@@ -73,9 +73,9 @@ def parse_line(raw: bytes) -> tuple[LineKind, Any]:
         raise ValueError(f"a streamed line is not JSON: {exc}") from None
     if not isinstance(data, dict) or len(data) != 1:
         raise ValueError("a streamed line must be an object with one key")
-    ((kind, value),) = data.items()
-    if kind not in ("start", "token", "end", "error"):
-        raise ValueError(f"unknown streamed line {kind!r}: expected start, token, end or error")
-    if kind in ("token", "error") and not isinstance(value, str):
-        raise ValueError(f"a streamed {kind} must be a string")
-    return kind, value
+    ((key, value),) = data.items()
+    if key not in ("start", "token", "end", "error"):
+        raise ValueError(f"unknown streamed line {key!r}: expected start, token, end or error")
+    if key in ("token", "error") and not isinstance(value, str):
+        raise ValueError(f"a streamed {key} must be a string")
+    return key, value

@@ -269,7 +269,7 @@ class Dialog(BaseModel):
         default=None,
         pattern="^[0-9a-f]{24}$",
         description="the _id dp-agent gave the dialog (one brought by chorus import "
-        "--from-dp-agent): dp-agent's view shows it, and GET /api/dialogs/{it} finds it",
+        "--from-dp-agent): dp-agent's dialect shows it, and GET /api/dialogs/{it} finds it",
     )
     arm: str | None = Field(
         default=None,

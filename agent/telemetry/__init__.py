@@ -1,4 +1,5 @@
-"""Traces and structured logs: what an operator's own tools read about a turn.
+"""Traces and structured logs, what an operator's own tools read about a turn, and the turn
+events a client following a turn is told (:mod:`agent.telemetry.turn_events`).
 
 Tracing is OpenTelemetry, off unless the standard ``OTEL_*`` environment variables ask for
 it (:func:`agent.sdk.tracing.tracer_provider_from_env`); off, a turn pays one boolean check

@@ -174,7 +174,8 @@ def _clusters(embeddings: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
 
     count = max(PROBES, int(np.sqrt(len(embeddings))))
     kmeans = MiniBatchKMeans(n_clusters=count, n_init=1, random_state=0, batch_size=4096)
-    # One thread, as for a search: on a busy machine 12 s at 100,000 passages against 31.
+    # One thread, as for a search: on a busy machine the second one only waits for a core,
+    # and the fit takes more than twice as long (docs/performance.md, "Knowledge base").
     with _threads().limit(limits=1):
         labels = kmeans.fit_predict(embeddings)
     centres = kmeans.cluster_centers_.astype(np.float32)
@@ -318,7 +319,7 @@ class KnowledgeIndex:
             return []
         # One BLAS thread: the products here are a few thousand rows, and OpenBLAS's
         # second thread waiting for a busy core made the search at 100,000 passages
-        # six times slower (bench/knowledge.py, docs/performance.md).
+        # several times slower (bench/knowledge.py; the figure is in docs/performance.md).
         with _threads().limit(limits=1, user_api="blas"):
             return self._search(query, k, context)
 

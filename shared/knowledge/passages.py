@@ -29,7 +29,7 @@ PASSAGE_CHARS = 600
 #: The most passages one index holds (documented in docs/knowledge.md): 100,000 fit the
 #: retrieval time target; past that, a vector engine (docs/knowledge.md, "A large corpus").
 MAX_PASSAGES = 200_000
-#: The file kinds read, by suffix.
+#: The file formats read, by suffix.
 SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html"}
 SUFFIXES |= {".txt": "text", ".text": "text", ".rst": "text", ".pdf": "pdf"}
 
@@ -204,21 +204,21 @@ def pdf_passages(source: str, path: Path) -> Iterator[Passage]:
 
 def file_passages(source: str, path: Path) -> list[Passage]:
     """The passages of one file; :class:`UnreadableFile` says why it has none."""
-    kind = SUFFIXES.get(path.suffix.lower())
-    if kind is None:
-        raise UnreadableFile(f"not a kind read here ({', '.join(sorted(SUFFIXES))})")
+    file_format = SUFFIXES.get(path.suffix.lower())
+    if file_format is None:
+        raise UnreadableFile(f"not a format read here ({', '.join(sorted(SUFFIXES))})")
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise UnreadableFile(f"{size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit")
-    if kind == "pdf":
+    if file_format == "pdf":
         return list(pdf_passages(source, path))
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise UnreadableFile(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    if kind == "markdown":
+    if file_format == "markdown":
         return list(markdown_passages(source, text))
-    if kind == "html":
+    if file_format == "html":
         return list(html_passages(source, text))
     return list(paragraphs_to_passages(source, [], text, None))
 
@@ -236,7 +236,7 @@ def read_folder(folder: Path, prefix: str = "") -> Corpus:
         source = prefix + relative.as_posix()
         if path.suffix.lower() not in SUFFIXES:
             if path.suffix.lower() not in {".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp"}:
-                corpus.skipped[source] = f"not a kind read here ({', '.join(sorted(SUFFIXES))})"
+                corpus.skipped[source] = f"not a format read here ({', '.join(sorted(SUFFIXES))})"
             continue
         try:
             corpus.passages.extend(file_passages(source, path))

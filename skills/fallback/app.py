@@ -5,7 +5,7 @@ When the badwords annotator flagged the user's utterance as toxic
 this skill alone; it then answers a calm, de-escalating line with a higher confidence (0.3),
 so the bot neither echoes the abuse nor pretends it was not there.
 
-Its ordinary lines come in two kinds: for a question it cannot answer ("What is 17 times
+Its ordinary lines come in two sets: for a question it cannot answer ("What is 17 times
 23?") it says so and offers what it can talk about; for a statement ("I went hiking
 yesterday") it invites the user to go on. It picks a line the bot has not said in the window,
 varied per dialog (seeded by the dialog id and the window, so a replay answers the same).
@@ -86,13 +86,13 @@ async def last_chance(dialog: DialogView) -> SkillHypothesis:
 
 
 def remembered(earlier: list[str], text: str) -> list[str]:
-    """The lines to keep in :data:`RECENT` after saying ``text``: of each kind, all but one
-    of its lines at most (once all were said, the oldest may come back). Counted per kind,
+    """The lines to keep in :data:`RECENT` after saying ``text``: of each set of lines, all
+    but one at most (once all were said, the oldest may come back). Counted per set,
     so a run of statements does not push out the questions' lines said before it."""
     kept: list[str] = []
     for line in reversed([*[line for line in earlier if line != text], text]):
-        kind = next((k for k in (ANSWERS, QUESTION_ANSWERS, CALM_ANSWERS) if line in k), None)
-        if kind is not None and sum(said in kind for said in kept) < len(kind) - 1:
+        lines = next((s for s in (ANSWERS, QUESTION_ANSWERS, CALM_ANSWERS) if line in s), None)
+        if lines is not None and sum(said in lines for said in kept) < len(lines) - 1:
             kept.append(line)
     return kept[::-1]
 

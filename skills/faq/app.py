@@ -82,8 +82,9 @@ class FaqIndex:
 
     A query is weighted here rather than with ``vectorizer.transform``: the same n-grams,
     sublinear term frequency, IDF and L2 norm, without scikit-learn's per-call validation
-    and sparse-matrix overhead (3 ms per utterance against ~0.1 ms). The test checks that
-    both give the same similarities.
+    and sparse-matrix overhead, which cost many times the weighting itself
+    (docs/performance.md, "Figures behind the code's choices"). The test checks that both
+    give the same similarities.
     """
 
     def __init__(self, entries: list[FaqEntry]) -> None:

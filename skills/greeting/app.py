@@ -311,14 +311,14 @@ def respond(
     found = _scripted(text, attributes, annotations or {}, asked)
     if found is None:
         return None
-    kind, hypothesis = found
-    return calibrated(hypothesis, "greeting", kind)
+    answer_type, hypothesis = found
+    return calibrated(hypothesis, "greeting", answer_type)
 
 
 def _scripted(
     text: str, attributes: Mapping[str, object], annotations: Mapping[str, Any], asked: bool
 ) -> tuple[str, SkillHypothesis] | None:
-    """The script's line for ``text`` and which line it is (its calibration kind), with
+    """The script's line for ``text`` and which line it is (its calibration answer type), with
     the script's own certainty as the raw confidence."""
     stage = attributes.get("greeting_stage")
     name = attributes.get("name")
@@ -362,7 +362,7 @@ def _scripted(
         )
     likeness = greeting_by_likeness(annotations)
     if likeness is not None:
-        # the same lines, as sure as the reading: calibrated apart (kind greet_by_likeness)
+        # the same lines, as sure as the reading: calibrated apart (answer type greet_by_likeness)
         return "greet_by_likeness", SkillHypothesis(
             text=f"Hello again, {name}!" if name else "Hi! I'm Chorus. What's your name?",
             confidence=likeness,

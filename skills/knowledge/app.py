@@ -7,7 +7,7 @@ answers the question, :mod:`shared.knowledge.retrieval`) reaches :data:`THRESHOL
 it the skill is silent and another skill answers. That probability is the passage's
 chance of answering a question about the docs; a conversation holds other turns too ("guess"
 after the name question, "are you alive?"), so the hypothesis' confidence is the raw
-probability calibrated like every other skill's (:mod:`shared.calibration`, kind
+probability calibrated like every other skill's (:mod:`shared.calibration`, answer type
 ``passage``): the share of such answers that fitted their turn on the labelled dev
 conversations. So it competes fairly with the other skills' and, as a cheap answer, keeps a
 tiered LLM from running only when it is likely to fit (docs/turns.md, "How the tiers
@@ -41,7 +41,7 @@ from shared.knowledge.retrieval import Retrieved, RetrievedPassage
 #: question set is measured by bench/knowledge.py (docs/performance.md).
 THRESHOLD = 0.6
 #: The calibration's name for the skill's one way of answering (shared/calibration.json).
-KIND = "passage"
+ANSWER_TYPE = "passage"
 #: The most the skill claims, after calibration: a passage that quotes the very words
 #: ("Tell me a joke" is one of the README's examples) is sure to match them, not to be what
 #: the user wants, and a scripted skill sure of its own case (a joke asked for, a greeting)
@@ -171,7 +171,7 @@ def follows_other_subject(dialog: DialogView, found: Retrieved) -> bool:
 def answerable(raw: float) -> bool:
     """Whether a passage this sure would be answered: over the retrieval's threshold, and
     its calibrated chance of fitting at least an even one."""
-    return raw >= THRESHOLD and chance("knowledge", KIND, raw) >= SILENT_BELOW
+    return raw >= THRESHOLD and chance("knowledge", ANSWER_TYPE, raw) >= SILENT_BELOW
 
 
 def answer(dialog: DialogView) -> SkillHypothesis | None:
@@ -195,7 +195,7 @@ def answer(dialog: DialogView) -> SkillHypothesis | None:
             citations=[citation(1, best)],
         ),
         "knowledge",
-        KIND,
+        ANSWER_TYPE,
     )
     if hypothesis is not None:
         hypothesis.confidence = min(hypothesis.confidence, MAX_CONFIDENCE)

@@ -8,7 +8,7 @@ from typing import Any
 from agent.sdk.testing import ServiceClient, view
 from shared.calibration import SILENT_BELOW, chance, curve_of
 from skills.knowledge.app import (
-    KIND,
+    ANSWER_TYPE,
     MAX_CONFIDENCE,
     THRESHOLD,
     app,
@@ -53,8 +53,8 @@ def test_a_confident_passage_is_quoted_with_its_source_and_section() -> None:
     assert hypothesis["text"].startswith("From docs/backup.md, Restoring: ")
     assert "To restore a backup, run chorus import backup.jsonl" in hypothesis["text"]
     # the chance such an answer fits a conversation's turn, capped
-    assert hypothesis["confidence"] == min(chance("knowledge", KIND, 0.93), MAX_CONFIDENCE)
-    assert hypothesis["routing"] == {"skill": "knowledge", "kind": KIND, "raw": 0.93}
+    assert hypothesis["confidence"] == min(chance("knowledge", ANSWER_TYPE, 0.93), MAX_CONFIDENCE)
+    assert hypothesis["routing"] == {"skill": "knowledge", "kind": ANSWER_TYPE, "raw": 0.93}
     assert hypothesis["citations"] == [
         {
             "n": 1,
@@ -77,13 +77,15 @@ def test_the_quote_is_the_passages_sentences_closest_to_the_question() -> None:
 def test_an_unsure_passage_leaves_the_turn_to_other_skills() -> None:
     assert ask("How are you?", passage(THRESHOLD - 0.01)) == []
     # over the retrieval's threshold, the calibrated chance decides (shared/calibration.json)
-    assert curve_of("knowledge", KIND) is not None
-    unsure = next(r / 100 for r in range(61, 100) if chance("knowledge", KIND, r / 100) < 0.5)
+    assert curve_of("knowledge", ANSWER_TYPE) is not None
+    unsure = next(
+        r / 100 for r in range(61, 100) if chance("knowledge", ANSWER_TYPE, r / 100) < 0.5
+    )
     assert unsure >= THRESHOLD
-    sure = next(r / 100 for r in range(61, 100) if chance("knowledge", KIND, r / 100) >= 0.5)
+    sure = next(r / 100 for r in range(61, 100) if chance("knowledge", ANSWER_TYPE, r / 100) >= 0.5)
     assert ask("How do I restore a backup?", passage(unsure)) == []
     (hypothesis,) = ask("How do I restore a backup?", passage(sure))
-    expected = min(chance("knowledge", KIND, sure), MAX_CONFIDENCE)
+    expected = min(chance("knowledge", ANSWER_TYPE, sure), MAX_CONFIDENCE)
     assert SILENT_BELOW <= hypothesis["confidence"] == expected
 
 

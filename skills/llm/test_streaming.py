@@ -62,7 +62,7 @@ def test_the_reply_is_streamed_token_by_token_and_ends_with_the_whole_hypothesis
             "llm_model": "test-model",
         },
     )
-    assert [value for kind, value in lines if kind == "token"] == TOKENS
+    assert [value for key, value in lines if key == "token"] == TOKENS
     (hypothesis,) = lines[-1][1]
     assert lines[-1][0] == "end"
     assert hypothesis["text"] == "".join(TOKENS) and hypothesis["llm_model"] == "test-model"
@@ -78,9 +78,9 @@ def test_a_json_caller_gets_the_same_hypothesis_whole() -> None:
 def test_a_stream_that_breaks_midway_ends_with_an_error_line() -> None:
     with skill_against(StreamingOpenAI(TOKENS, fail_after=2)) as url:
         lines = streamed(url, "Tell me a joke")
-    assert [value for kind, value in lines if kind == "token"] == TOKENS[:2]
-    kind, message = lines[-1]
-    assert kind == "error" and "streamed something that is not a chunk" in message
+    assert [value for key, value in lines if key == "token"] == TOKENS[:2]
+    key, message = lines[-1]
+    assert key == "error" and "streamed something that is not a chunk" in message
 
 
 def test_a_failing_endpoint_is_a_502_before_any_line() -> None:
@@ -101,4 +101,4 @@ def test_llm_stream_false_asks_for_a_whole_completion() -> None:
     with skill_against(fake, stream=False) as url:
         lines = streamed(url, "Tell me a joke")
     assert "stream" not in fake.requests[0]
-    assert [value for kind, value in lines if kind == "token"] == ["".join(TOKENS)]
+    assert [value for key, value in lines if key == "token"] == ["".join(TOKENS)]

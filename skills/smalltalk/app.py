@@ -483,14 +483,14 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
     chosen = _respond(dialog, persona, store, said)
     if chosen is not None:
         # the confidence as the chance that such an answer fits (shared/calibration.py)
-        kind = str(getattr(chosen, "smalltalk_topic", ""))
-        if kind == "joke" and jokes.on_a_subject(dialog.human_utterance.text):
-            kind = "joke_on_a_subject"  # the shipped jokes seldom fit one
+        answer_type = str(getattr(chosen, "smalltalk_topic", ""))
+        if answer_type == "joke" and jokes.on_a_subject(dialog.human_utterance.text):
+            answer_type = "joke_on_a_subject"  # the shipped jokes seldom fit one
         if isinstance(chosen, CorpusHypothesis):
             # a line of the bot's profile fits a question about the bot better than a
             # line of the science file fits a question of fact: one curve per file
-            kind = f"corpus:{chosen.corpus_category}"
-        chosen = calibrated(chosen, "smalltalk", kind)
+            answer_type = f"corpus:{chosen.corpus_category}"
+        chosen = calibrated(chosen, "smalltalk", answer_type)
     if chosen is not None:  # remembered only if this answer is the one the bot gives
         recent = [line for line in said if line != chosen.text][-(RECENT_KEPT - 1) :]
         chosen.bot_attributes = {**chosen.bot_attributes, RECENT: [*recent, chosen.text]}

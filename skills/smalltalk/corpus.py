@@ -126,8 +126,9 @@ class _Tfidf:
 
     A query is weighted here rather than with ``vectorizer.transform``, as in the FAQ
     skill: the same n-grams, sublinear term frequency, IDF and L2 norm, without
-    scikit-learn's per-call validation (0.1 ms per utterance against 0.8 ms). The test
-    checks that both give the same similarities.
+    scikit-learn's per-call validation, which costs several times the weighting itself
+    (docs/performance.md, "Figures behind the code's choices"). The test checks that both
+    give the same similarities.
     """
 
     def __init__(self, statements: list[str], preprocessor: Callable[[str], str]) -> None:
@@ -147,7 +148,7 @@ class _Tfidf:
         columns = np.fromiter((self._vocabulary[g] for g in counts), dtype=np.intp)
         weights = (1.0 + np.log(np.fromiter(counts.values(), dtype=float))) * self._idf[columns]
         # matrix[:, columns] @ weights, read straight from the CSC arrays: scipy's column
-        # slice costs more than the product (0.2 ms against 0.1 ms an utterance).
+        # slice costs more than the product (docs/performance.md).
         matrix = self.matrix
         starts = matrix.indptr[columns]
         lengths = matrix.indptr[columns + 1] - starts

@@ -77,7 +77,7 @@ LAUGH = re.compile(
 
 #: A joke asked on a subject or of a form ("a joke about Spanish food", "a knock-knock
 #: joke"): the shipped jokes are about programming, so such a request is told one that
-#: seldom fits (its own calibration kind, see skills/smalltalk/app.py).
+#: seldom fits (its own calibration answer type, see skills/smalltalk/app.py).
 ON_A_SUBJECT = re.compile(r"\bjokes?\s+(?:about|on|with|for)\s+\w|\bknock[\s-]*knock\b", _I)
 #: The word between an article and "joke" names a kind of joke ("a dad joke") unless it is
 #: one of these ("a good joke").

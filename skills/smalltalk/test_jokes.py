@@ -122,7 +122,7 @@ def test_laughter_or_yes_without_a_joke_before_is_no_joke(client: ServiceClient)
         assert not [h for h in answer if h["smalltalk_topic"] in {"joke", "laughed"}], answer
 
 
-def test_a_joke_on_a_subject_is_its_own_kind_and_the_shipped_jokes_seldom_fit_it(
+def test_a_joke_on_a_subject_is_its_own_answer_type_and_the_shipped_jokes_seldom_fit_it(
     client: ServiceClient,
 ) -> None:
     """The shipped jokes are about programming: asked for one about Spanish food, the skill

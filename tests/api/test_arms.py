@@ -125,7 +125,7 @@ def test_changing_the_weights_and_restarting_keeps_existing_dialogs_on_their_arm
     assert newcomers == ["arm b"] * 20
 
 
-def test_the_arm_shows_in_the_dp_agent_view_the_pipeline_api_and_the_metrics(
+def test_the_arm_shows_in_the_dp_agent_dialect_the_pipeline_api_and_the_metrics(
     services: Services, agent: AgentFactory, tmp_path: Path
 ) -> None:
     arm_pipelines(services, tmp_path, "a")

@@ -71,7 +71,7 @@ def test_the_dialog_list_pages_as_dp_agent_and_the_dumper_read_it(
     assert client.get(f"/api/dialogs/?offset={2**62}").json() == {"dialog_ids": [], "next": None}
 
 
-def test_the_dp_agent_view_has_dp_agent_fields_dates_and_ids(
+def test_the_dp_agent_dialect_has_dp_agent_fields_dates_and_ids(
     services: Any, agent: AgentFactory
 ) -> None:
     client = start(services, agent, dialect="dp-agent")

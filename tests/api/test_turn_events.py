@@ -14,7 +14,7 @@ from skills.greeting.app import app as greeting_app
 from skills.llm.app import LLMSettings
 from skills.llm.app import create_app as llm_app
 from tests.conftest import AgentFactory, service_entry
-from tests.support.events import follow, kinds
+from tests.support.events import follow, names
 from tests.support.openai_stream import StreamingOpenAI
 from tests.support.services import (
     choosing_skill_selector,
@@ -74,7 +74,7 @@ def test_the_events_end_with_the_json_reply_and_without_the_header_nothing_chang
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
 
-    assert kinds(events)[0] == "accepted" and kinds(events)[-1] == "answer"
+    assert names(events)[0] == "accepted" and names(events)[-1] == "answer"
     accepted, answer = events[0][1], events[-1][1]
     progress = [data for kind, data in events if kind == "progress"]
     assert {p["service"]: p["role"] for p in progress} == {
@@ -99,7 +99,7 @@ def test_the_parlai_endpoint_streams_its_act(services: Any, agent: AgentFactory)
     client = agent(pipeline(services))
     plain = client.post("/api/v1/chat", json={"user_id": "ann", "text": "Hello!"}).json()
     _, events = follow(client, "/api/v1/chat", {"user_id": "bob", "text": "Hello!"})
-    assert kinds(events)[0] == "accepted"
+    assert names(events)[0] == "accepted"
     kind, act = events[-1]
     assert kind == "answer"
     assert set(act) == set(plain)
@@ -142,7 +142,7 @@ def test_a_chosen_streaming_skill_streams_its_tokens_before_the_turn_ends(
     _, events = follow(client, "/", {"user_id": "bob", "payload": "Tell me a story"})
     tokens = [data for kind, data in events if kind == "token"]
     assert tokens == [{"text": piece, "skill": "story"} for piece in PIECES]
-    order = kinds(events)
+    order = names(events)
     story_done = next(
         i
         for i, (kind, data) in enumerate(events)
@@ -160,7 +160,7 @@ def test_a_streaming_skill_that_may_not_be_chosen_sends_no_tokens(
 ) -> None:
     client = agent(streaming_pipeline(services, "story", "fallback"))
     _, events = follow(client, "/", {"user_id": "bob", "payload": "Tell me a story"})
-    assert "token" not in kinds(events)
+    assert "token" not in names(events)
     assert events[-1][1]["response"] == "".join(PIECES)
 
 
@@ -276,7 +276,7 @@ def test_below_its_minimum_the_selector_chooses_as_always(
 ) -> None:
     client = agent(claiming_pipeline(services, 0.95))
     _, events = follow(client, "/", {"user_id": "bob", "payload": "Tell me a story"})
-    assert "token" not in kinds(events)
+    assert "token" not in names(events)
     assert events[-1][1]["active_skill"] == "tale"
 
 

@@ -162,6 +162,6 @@ def test_the_dialect_setting_still_chooses_chorus_shapes_on_a_dp_agent_file(
     client = agent(pipeline(services(dream.describer()).url), dialect="chorus")
     reply = client.post("/", json={"user_id": "bob", "payload": "hi"}).json()
     dialog = client.get(f"/api/dialogs/{reply['dialog_id']}").json()
-    assert "utterances" in dialog and "human_utterances" not in dialog  # Chorus's view
+    assert "utterances" in dialog and "human_utterances" not in dialog  # Chorus's dialect
     closed = client.post("/", json={"user_id": "bob", "payload": "/close"}).json()
     assert closed["dialog_id"] == reply["dialog_id"] and closed["utt_id"] is None

@@ -119,7 +119,7 @@ def test_a_dp_agent_skill_selectors_decision_is_recorded(
     assert {h["skill_name"] for h in human["hypotheses"]} == {"counter", "eliza"}
 
 
-def test_the_dp_agent_view_shows_previous_bot_annotations_where_dp_agent_keeps_them(
+def test_the_dp_agent_dialect_shows_previous_bot_annotations_where_dp_agent_keeps_them(
     services: Any, agent: AgentFactory
 ) -> None:
     client = agent(config(services, Recorder()))
@@ -131,8 +131,8 @@ def test_the_dp_agent_view_shows_previous_bot_annotations_where_dp_agent_keeps_t
     # annotated on the second turn, shown on the first turn's bot utterance, as dp-agent has it
     assert bot["annotations"] == {"prev_bot_len": {"length": len(bot["text"])}}
     for human in dialog["human_utterances"]:
-        assert human["attributes"] == {}, "Chorus's bookkeeping stays out of dp-agent's view"
-    # Chorus's own view keeps where it is stored
+        assert human["attributes"] == {}, "Chorus's bookkeeping stays out of dp-agent's dialect"
+    # Chorus's own dialect keeps where it is stored
     chorus = client.get(url, params={"view": "chorus"}).json()["utterances"]
     assert chorus[1]["annotations"] == {}
     assert chorus[2]["attributes"]["_prev_bot_annotations"] == bot["annotations"]

@@ -278,7 +278,7 @@ def test_a_dream_config_using_every_key_runs_unchanged(services: Any, agent: Age
             "reason": "is_enabled: false",
         }
     ]
-    # dp-agent's view: attributes.pipeline lists the file's services in its order (the
+    # dp-agent's dialect: attributes.pipeline lists the file's services in its order (the
     # disabled one too, as dp-agent reads no is_enabled) and dp-agent's input and
     # responder; the profile has dp-agent's keys, not Chorus's unset timezone
     view = client.get(f"/api/dialogs/{first['dialog_id']}").json()

@@ -1,5 +1,6 @@
 """A skill's raw score becomes the chance that its answer fits: the curve of its skill and
-kind, a new kind kept as it is, an answer under the line silenced, and a bad file named."""
+answer type, a new answer type kept as it is, an answer under the line silenced, and a bad
+file named."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def answer(confidence: float) -> SkillHypothesis:
 
 
 @pytest.mark.usefixtures("curves")
-def test_a_raw_score_becomes_the_chance_its_kind_fits() -> None:
+def test_a_raw_score_becomes_the_chance_its_answer_type_fits() -> None:
     sure = calibration.calibrated(answer(0.65), "weather", "forecast")
     assert sure is not None
     assert sure.confidence == 0.7  # halfway along the curve from (0.2, 0.1) to (0.8, 0.9)
@@ -53,7 +54,7 @@ def test_an_answer_more_likely_wrong_than_right_is_not_given() -> None:
 
 
 @pytest.mark.usefixtures("curves")
-def test_a_kind_without_a_curve_keeps_its_raw_score() -> None:
+def test_an_answer_type_without_a_curve_keeps_its_raw_score() -> None:
     new = calibration.calibrated(answer(0.4), "weather", "radar")
     assert new is not None and new.confidence == 0.4
 
@@ -72,12 +73,12 @@ def test_calibration_off_keeps_every_raw_score(monkeypatch: pytest.MonkeyPatch) 
 def test_the_shipped_curves_are_monotone_shares() -> None:
     shipped = calibration.load(calibration.CALIBRATION_FILE)
     assert {"greeting", "faq", "smalltalk"} <= set(shipped)
-    for kinds in shipped.values():
-        for curve in kinds.values():
+    for answer_types in shipped.values():
+        for curve in answer_types.values():
             assert curve.fit == sorted(curve.fit) and curve.answers > 0
 
 
-def test_a_bad_file_is_refused_naming_the_skill_and_kind(tmp_path: Path) -> None:
+def test_a_bad_file_is_refused_naming_the_skill_and_answer_type(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text(
         json.dumps({"weather": {"forecast": {"raw": [0.2, 0.1], "fit": [0.1, 0.2], "answers": 3}}})

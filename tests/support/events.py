@@ -14,15 +14,15 @@ Event = tuple[str, dict[str, Any]]
 def parse_sse(lines: list[str]) -> list[Event]:
     """The events of an SSE body's lines (``event:`` and one ``data:`` line each)."""
     events: list[Event] = []
-    kind, data = "message", ""
+    name, data = "message", ""
     for line in lines:
         if line.startswith("event:"):
-            kind = line.removeprefix("event:").strip()
+            name = line.removeprefix("event:").strip()
         elif line.startswith("data:"):
             data += line.removeprefix("data:").strip()
         elif not line and data:
-            events.append((kind, json.loads(data)))
-            kind, data = "message", ""
+            events.append((name, json.loads(data)))
+            name, data = "message", ""
     return events
 
 
@@ -37,18 +37,18 @@ def follow(
     return response, parse_sse([*lines, ""])
 
 
-def kinds(events: list[Event]) -> list[str]:
-    return [kind for kind, _ in events]
+def names(events: list[Event]) -> list[str]:
+    return [name for name, _ in events]
 
 
 def events_of(lines: Iterator[str]) -> Iterator[Event]:
     """The events of a stream being read, each as soon as its blank line comes."""
-    kind, data = "message", ""
+    name, data = "message", ""
     for line in lines:
         if line.startswith("event:"):
-            kind = line.removeprefix("event:").strip()
+            name = line.removeprefix("event:").strip()
         elif line.startswith("data:"):
             data += line.removeprefix("data:").strip()
         elif not line and data:
-            yield kind, json.loads(data)
-            kind, data = "message", ""
+            yield name, json.loads(data)
+            name, data = "message", ""

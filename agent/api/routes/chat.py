@@ -14,9 +14,9 @@ from agent.api.deps import (
     PipelineDep,
     SettingsDep,
 )
-from agent.api.events import stream_turn, wants_events
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import ChatKey
+from agent.api.sse import stream_turn, wants_events
 from agent.flow import CLOSED, Answer, Incoming
 from agent.pipeline.config import Dialect, DoubleTexting
 from agent.settings import Settings
@@ -36,7 +36,7 @@ def checked(
     return incoming(
         settings,
         message,
-        kind="chat",
+        endpoint="chat",
         user_id=message.user_id,
         text=message.text(dialect),
         text_field="payload",

@@ -40,17 +40,17 @@ from pydantic import ValidationError
 from agent.api.chat_turn import reply
 from agent.api.deps import FlowDep, HandoffsDep, PipelineDep, SettingsDep
 from agent.api.errors import too_deep
-from agent.api.events import error_body, follow_turn, started
 from agent.api.handoff_schemas import Delivered
 from agent.api.routes.chat import agent_reply, checked, kept
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import check_chat_key, socket_key
+from agent.api.sse import error_body, follow_turn, started
 from agent.handoff import Handoffs
 from agent.pipeline.config import Dialect
 from agent.settings import Settings
 from agent.state.handoff import HandoffStatus
 from agent.state.models import BotUtterance
-from agent.telemetry.events import TurnEvent, TurnEvents
+from agent.telemetry.turn_events import TurnEvent, TurnEvents
 
 router = APIRouter()
 
@@ -229,4 +229,4 @@ def _dump(reply: Any) -> dict[str, Any]:
 
 
 def _frame(event: TurnEvent) -> dict[str, Any]:
-    return {"event": event.kind, "data": event.data}
+    return {"event": event.name, "data": event.data}

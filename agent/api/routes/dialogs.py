@@ -1,25 +1,27 @@
 """Reading the stored state: one dialog, all of a user's, or a page of dialog ids.
 
-Each dialog read answers in one of two shapes (``?view=``, default ``CHORUS_DIALECT``,
-else the pipeline file's dialect): Chorus's typed state (:class:`agent.state.models.Dialog`, ISO
-dates), or dp-agent's (:mod:`agent.api.dp_agent_view`), which its clients and Dream's
-tools parse. ``GET /api/dialogs/`` is dp-agent's alone: Chorus had no list before.
+Each dialog read answers in one of two dialects (the query parameter ``?view=``, its wire
+name, else ``CHORUS_DIALECT``, else the pipeline file's dialect): Chorus's typed state
+(:class:`agent.state.models.Dialog`, ISO dates), or dp-agent's
+(:mod:`agent.api.dp_agent_dialog`), which its clients and Dream's tools parse.
+``GET /api/dialogs/`` is dp-agent's alone: Chorus had no list before.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Path, Query, status
 from pydantic import BaseModel, Field
 
 from agent.api.deps import ErasureDep, ExperimentDep, PipelineDep, ReaderDep, SettingsDep
-from agent.api.dp_agent_view import dp_agent_dialog
+from agent.api.dp_agent_dialog import dp_agent_dialog
 from agent.api.request_limits import check_user_id
 from agent.api.schemas import USER_ID_CAP
 from agent.api.security import ReaderKey
 from agent.pipeline.arms import Experiment
+from agent.pipeline.config import Dialect
 from agent.pipeline.engine import LoadedPipeline
 from agent.state.dp_agent import dialog_id_prefix, is_object_id, object_id
 from agent.state.models import Dialog
@@ -31,12 +33,13 @@ router = APIRouter(prefix="/api", tags=["dialogs"], dependencies=[ReaderKey])
 DialogId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 #: Any printable user id; ``:path`` in the routes lets it hold ``/`` (sent as ``%2F``).
 UserId = Annotated[str, Path(min_length=1, max_length=USER_ID_CAP)]
-View = Literal["chorus", "dp-agent"]
-ViewParam = Annotated[
-    View | None,
+#: The dialect a read answers in; ``view`` is the query parameter's name on the wire.
+DialectParam = Annotated[
+    Dialect | None,
     Query(
+        alias="view",
         description="chorus: Chorus's typed state; dp-agent: as dp-agent answers "
-        "(default: CHORUS_DIALECT, else dp-agent on a dp-agent pipeline file)"
+        "(default: CHORUS_DIALECT, else dp-agent on a dp-agent pipeline file)",
     ),
 ]
 #: The most ids one page of ``GET /api/dialogs/`` holds; a larger ``limit`` is served in
@@ -116,15 +119,15 @@ async def get_dialog(
     settings: SettingsDep,
     pipeline: PipelineDep,
     experiment: ExperimentDep,
-    view: ViewParam = None,
+    dialect: DialectParam = None,
 ) -> Dialog | dict[str, Any]:
     """The whole dialog state: profiles, every utterance with its annotations and
-    hypotheses (and, in Chorus's view, errors and trace). The id may be dp-agent's
+    hypotheses (and, in Chorus's dialect, errors and trace). The id may be dp-agent's
     24-hex ``_id``."""
     dialog = await find_dialog(store, dialog_id)
     if dialog is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no dialog with id {dialog_id!r}")
-    if (view or settings.dialect or pipeline.dialect) == "dp-agent":
+    if (dialect or settings.dialect or pipeline.dialect) == "dp-agent":
         return dp_agent_dialog(dialog, _pipeline_names(dialog, pipeline, experiment))
     return dialog
 
@@ -144,12 +147,12 @@ async def get_user_dialogs(
     settings: SettingsDep,
     pipeline: PipelineDep,
     experiment: ExperimentDep,
-    view: ViewParam = None,
+    dialect: DialectParam = None,
 ) -> list[Dialog] | list[dict[str, Any]]:
     """All dialogs of the user with this (client-side) id, oldest first. An unknown user
-    is a 404 in Chorus's view and no dialogs (``[]``) in dp-agent's, as dp-agent answers."""
+    is a 404 in Chorus's dialect and no dialogs (``[]``) in dp-agent's, as dp-agent answers."""
     check_user_id(user_id, settings.limits.max_user_id_length)
-    dp_agent = (view or settings.dialect or pipeline.dialect) == "dp-agent"
+    dp_agent = (dialect or settings.dialect or pipeline.dialect) == "dp-agent"
     dialogs = await store.user_dialogs(user_id)
     if dialogs is None:
         if dp_agent:

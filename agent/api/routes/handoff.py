@@ -17,11 +17,11 @@ from fastapi import APIRouter, Query, Request, status
 from fastapi.responses import StreamingResponse
 
 from agent.api.deps import HandoffsDep, HandoffStoreDep, JsonBody, ReaderDep
-from agent.api.events import EVENT_STREAM, sse_data, wants_events
 from agent.api.handoff_schemas import Delivered, HandoffChange, HandoffRequest, Replies
 from agent.api.routes.dialogs import DialogId
 from agent.api.schemas import EntityId, ExternalId
 from agent.api.security import ChatKey, ReaderKey
+from agent.api.sse import EVENT_STREAM, sse_data, wants_events
 from agent.handoff import Handoffs, NotHandedOff
 from agent.state.handoff import Handoff
 from agent.state.models import BotUtterance

@@ -17,9 +17,9 @@ from agent.api.deps import (
     JsonBody,
     SettingsDep,
 )
-from agent.api.events import stream_turn, wants_events
 from agent.api.schemas import Act, Observation
 from agent.api.security import ChatKey
+from agent.api.sse import stream_turn, wants_events
 from agent.flow import Answer
 from agent.message import Message
 from agent.parlai.scores import TurnScores, rank_label_candidates
@@ -70,7 +70,7 @@ async def observe(
     turn = incoming(
         settings,
         observation,
-        kind="observe",
+        endpoint="observe",
         user_id=observation.user_id,
         text=observation.text,
         text_field="text",

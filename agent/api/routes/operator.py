@@ -16,7 +16,6 @@ from fastapi import APIRouter, Header, Query, Request, status
 from fastapi.responses import StreamingResponse
 
 from agent.api.deps import HandoffsDep, JsonBody, ReaderDep, SettingsDep
-from agent.api.events import EVENT_STREAM, sse_data
 from agent.api.handoff_schemas import (
     HandoffChange,
     Inbox,
@@ -29,6 +28,7 @@ from agent.api.request_limits import check_text
 from agent.api.routes.dialogs import DialogId
 from agent.api.schemas import EntityId
 from agent.api.security import OperatorKey
+from agent.api.sse import EVENT_STREAM, sse_data
 from agent.handoff import NotHandedOff
 from agent.state.handoff import OperatorName
 from agent.state.models import BotUtterance, HumanUtterance

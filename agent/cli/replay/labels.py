@@ -28,7 +28,7 @@ from agent.sdk.errors import ChorusError
 
 #: The human utterance's attribute that labels its turn when no file does.
 STORED_LABEL = "skill_labels"
-#: The label that fits a fallback of either kind (see the module's docstring).
+#: The label that fits both ways a turn falls back (see the module's docstring).
 FALLBACK = "fallback"
 #: The columns of a CSV label file; a JSON Lines file's keys are the same.
 COLUMNS = ("utt_id", "dialog_id", "turn", "text", "skills")

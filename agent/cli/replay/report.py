@@ -71,7 +71,7 @@ summary { cursor: pointer; } code { font-family: ui-monospace, monospace; font-s
 """
 
 
-def _kind(diff: TurnDiff) -> str:
+def _what_changed(diff: TurnDiff) -> str:
     if diff.skill_changed:
         return "skill"
     return "response" if diff.response_changed else "same"
@@ -137,14 +137,14 @@ def _strip(diffs: Sequence[TurnDiff], anchors: dict[str, str]) -> str:
     weigh more than the rest of the page."""
     cells = []
     for diff in diffs:
-        kind = _kind(diff)
-        if kind == "same":
+        what = _what_changed(diff)
+        if what == "same":
             cells.append('<a class="same"></a>')
             continue
         title = f"{diff.dialog_id} turn {diff.turn}: {diff.stored.skill} → {diff.candidate.skill}"
         anchor = anchors.get(diff.utt_id)
         target = f' href="#{anchor}"' if anchor is not None else ""
-        cells.append(f'<a class="{kind}"{target} title="{escape(title)}"></a>')
+        cells.append(f'<a class="{what}"{target} title="{escape(title)}"></a>')
     return f'<div class="strip">{"".join(cells)}</div>'
 
 

@@ -136,7 +136,7 @@ class MongoTurnEnd(MongoBase):
         self, dialog_id: str, human_id: str, bot_utterance: BotUtterance, place: Place | None
     ) -> bool:
         """After a turn's end was cut short: if its answer is stored, complete the rest as
-        the next turn would (:meth:`_complete_end`, at most once), leave the queue, and say
+        the next turn would (:func:`complete_end`, at most once), leave the queue, and say
         True; False when the answer is not stored (the end is then written whole; its
         other statements are idempotent)."""
         stored = await self._utterances.find_one({"_id": literal(bot_utterance.utt_id)})

@@ -8,23 +8,22 @@ them: erasure and the connection.
 
 Records are JSON documents in three tables (users, dialogs, utterances), one row per
 utterance. Queries run directly on the event loop: each takes microseconds (WAL, no fsync
-per commit), and handing them to a thread, as aiosqlite does, cost more than half the
-agent's CPU per turn in the profile. No method awaits inside a transaction, so turns on one
-loop cannot interleave their writes; between processes sharing the file, SQLite's own
-locking (``BEGIN IMMEDIATE``) serialises them, and a statement that meets another
-process's lock is tried again around an ``await`` (never by SQLite sleeping on the loop).
-Attribute merges are single ``json_set`` statements, so concurrent merges of different
-keys never lose each other; a key a JSON path cannot address (a ``\\`` or a control
-character) is merged by one ``chorus_json_merge`` call in the same transaction instead
-(:mod:`.jsontext`).
-
-Nothing a client or a service sends is ever part of a statement's text: keys and values
-alike are bound parameters (an attribute key travels inside a bound JSON path). A full
-disk, a locked or unreadable file is :class:`StoreUnavailable` (503, retry later); a
-statement refused for its data is :class:`StoreWriteRefused`. Erased rows are overwritten
-(``secure_delete``) and the write-ahead log is checkpointed after an erasure, so an erased
-user's text does not linger in the files. The write-ahead log is copied back into the
-database file by a thread, not in the commits on the loop (:mod:`.checkpoint`).
+per commit), and handing them to a thread, as aiosqlite does, cost more of the agent's CPU
+than the queries themselves (docs/performance.md, "SQLite runs on the event loop"). No
+method awaits inside a transaction, so turns on one loop cannot interleave their writes;
+between processes sharing the file, SQLite's own locking (``BEGIN IMMEDIATE``) serialises
+them, and a statement that meets another process's lock is tried again around an ``await``
+(never by SQLite sleeping on the loop). Attribute merges are single ``json_set`` statements,
+so concurrent merges of different keys never lose each other; a key a JSON path cannot
+address (a ``\\`` or a control character) is merged by one ``chorus_json_merge`` call in the
+same transaction instead (:mod:`.jsontext`). Nothing a client or a service sends is ever
+part of a statement's text: keys and values alike are bound parameters (an attribute key
+travels inside a bound JSON path). A full disk, a locked or unreadable file is
+:class:`StoreUnavailable` (503, retry later); a statement refused for its data is
+:class:`StoreWriteRefused`. Erased rows are overwritten (``secure_delete``) and the write-
+ahead log is checkpointed after an erasure, so an erased user's text does not linger in the
+files. The write-ahead log is copied back into the database file by a thread, not in the
+commits on the loop (:mod:`.checkpoint`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""The agent's HTTP protocol: uvicorn's httptools one, with bounds on what a client can hold.
+"""The agent's connection limits: uvicorn's httptools protocol, and its WebSocket one, with
+bounds on what a client can hold.
 
 Every bound acts on the bytes as they arrive, before the parser sees them, because that is
-where the cost was: httptools grows a header value by concatenation, so one 100 MB header
-stalled every user for ~11 s and took ~200 MB, and a request that never finished its
-headers held its socket (a file descriptor) for ever. Per connection:
+where the cost was: httptools grows a header value by concatenation, so one huge header
+stalled every user and took memory in proportion, and a request that never finished its
+headers held its socket (a file descriptor) for ever (docs/performance.md, "Figures behind
+the code's choices"). Per connection:
 
 - **idle**: a connection that sends nothing is closed after uvicorn's keep-alive timeout,
   also before its first request (uvicorn starts that timer only after a first response);

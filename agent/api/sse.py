@@ -1,8 +1,10 @@
-"""Turn events over Server-Sent Events: the chat endpoints' answer to
-``Accept: text/event-stream``.
+"""Server-Sent Events: the chat endpoints' answer to ``Accept: text/event-stream`` (a turn's
+events), and the form (:func:`sse_data`) in which the handoff routes stream a followed
+dialog to the user's channel and to the operator; the WebSocket chat reuses the same
+turn-following and error bodies (:func:`follow_turn`, :func:`error_body`).
 
 The turn runs as it would for a JSON client, listened to by a
-:class:`~agent.telemetry.events.TurnEvents`; the response starts only once the turn has
+:class:`~agent.telemetry.turn_events.TurnEvents`; the response starts only once the turn has
 started (its ``accepted`` event), so whatever refuses a message before that (a bad
 request, an idempotency key in flight, the user's queue timing out, the database down) is
 the same plain 4xx or 503 a JSON client gets. After that the status is 200 and sent: a
@@ -27,7 +29,7 @@ from pydantic import BaseModel
 from starlette.requests import HTTPConnection
 
 from agent.api.errors import envelope
-from agent.telemetry.events import TurnEvent, TurnEvents
+from agent.telemetry.turn_events import TurnEvent, TurnEvents
 
 log = logging.getLogger("chorus.api")
 
@@ -44,13 +46,13 @@ def wants_events(request: Request) -> bool:
 
 def sse(event: TurnEvent) -> bytes:
     """One event in the Server-Sent Events form (one ``data`` line: JSON has no newline)."""
-    return sse_data(event.kind, event.data)
+    return sse_data(event.name, event.data)
 
 
-def sse_data(kind: str, data: Any) -> bytes:
-    """An event of ``kind`` carrying ``data`` as JSON, in the Server-Sent Events form."""
+def sse_data(name: str, data: Any) -> bytes:
+    """An event named ``name`` carrying ``data`` as JSON, in the Server-Sent Events form."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {kind}\ndata: {text}\n\n".encode()
+    return f"event: {name}\ndata: {text}\n\n".encode()
 
 
 async def error_body(connection: HTTPConnection, exc: BaseException) -> dict[str, Any]:

@@ -7,7 +7,7 @@ What dp-agent's clients and Dream's tools (``utils/dumper``) read: ``_id`` (24 h
 and last utterance (dp-agent sets them on every save, so an open dialog has a
 ``date_finish`` too), the profile with every ``USER_PROFILE`` key and
 ``attributes.pipeline``. Chorus's own fields (errors, trace, skill selection, the numeric
-rating) stay in Chorus's view (``?view=chorus``); this one has dp-agent's fields only. What
+rating) stay in Chorus's dialect (``?view=chorus``); this one has dp-agent's fields only. What
 a dp-agent pipeline keeps on a human utterance because Chorus never rewrites an earlier
 record is shown where dp-agent keeps it: the annotations ``add_annotation_prev_bot_utt``
 made of the previous bot utterance on that utterance, and the utterance counts not at all.

@@ -6,7 +6,7 @@ message flow, both executors and the service calls report what happens through
 wants the events (Server-Sent Events, the WebSocket chat, a bot channel) runs the turn
 inside :meth:`TurnEvents.listen` and reads them from the same object, in order.
 
-The kinds (docs/api.md has the wire form):
+The events, by name (docs/api.md has the wire form):
 
 - ``accepted``: the human utterance is stored (``dialog_id``, ``utt_id``);
 - ``progress``: one service's call ended (``service``, ``role``, ``outcome``, and in a
@@ -29,27 +29,28 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-EventKind = Literal["accepted", "progress", "token", "answer", "error"]
+#: An event's name: the ``event:`` field of Server-Sent Events, ``event`` in ``/chat/ws``.
+EventName = Literal["accepted", "progress", "token", "answer", "error"]
 
 T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
 class TurnEvent:
-    """One event: its kind and its JSON-ready data."""
+    """One event: its name and its JSON-ready data."""
 
-    kind: EventKind
+    name: EventName
     data: dict[str, Any]
 
 
 _listener: ContextVar[TurnEvents | None] = ContextVar("chorus_turn_events", default=None)
 
 
-def emit(kind: EventKind, **data: Any) -> None:
-    """Tell the turn's listener, if it has one, that ``kind`` happened."""
+def emit(name: EventName, **data: Any) -> None:
+    """Tell the turn's listener, if it has one, that ``name`` happened."""
     listener = _listener.get()
     if listener is not None:
-        listener.put(TurnEvent(kind, data))
+        listener.put(TurnEvent(name, data))
 
 
 def listening() -> bool:
