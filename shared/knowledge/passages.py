@@ -121,7 +121,7 @@ def _markdown_to_text(markdown: str) -> str:
 
 def _table_text(table: Any) -> str:
     """A table as paragraphs, a row each, every cell named by its column's header
-    ("key: <service>.connector.timeout; meaning: seconds per call; default: 2.0"): a
+    ("key: <service>.connector.timeout; meaning: seconds per call; default: 2.0."): a
     passage cut out of the middle of a long table keeps what its values mean."""
     header = [cell.get_text(" ", strip=True) for cell in table.find_all("th")]
     rows = []
@@ -134,7 +134,9 @@ def _table_text(table: Any) -> str:
             for name, value in zip([*header, *[""] * len(cells)], cells, strict=False)
             if value
         ]
-        rows.append("; ".join(named))
+        row_text = "; ".join(named)
+        # a full stop ends the row's sentence: two rows quoted together read as two
+        rows.append(row_text if row_text.endswith((".", "!", "?")) else f"{row_text}.")
     return "\n\n" + "\n\n".join(rows) + "\n\n"
 
 
