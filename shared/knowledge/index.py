@@ -23,6 +23,7 @@ so the file holds only what is costly to make again: the embeddings.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import logging
 import os
@@ -103,6 +104,21 @@ def terms(text: str) -> list[str]:
     words = [w for w in _WORD.findall(text.lower()) if w not in stop]
     stemmed: list[str] = _stemmer().stemWords(words)
     return stemmed
+
+
+def joined(text: str) -> list[str]:
+    """Each pair of adjacent words written as one, stemmed: as written ("back up" →
+    "backup", "log in" → "login") and with the first word stemmed ("times out" →
+    "timeout"), since the docs write joined many words a question splits. Only the pairs
+    the index holds count (:meth:`KnowledgeIndex._lexical_scores` drops the rest, so "how
+    do" → "howdo" costs nothing), and they count only in BM25, not in the share of the
+    question's words a passage or the knowledge base holds."""
+    words = _WORD.findall(text.lower())
+    stems: list[str] = _stemmer().stemWords(words)
+    pairs = [a + b for a, b in itertools.pairwise(words)]
+    pairs += [a + b for a, b in zip(stems, words[1:], strict=False)]
+    stemmed: list[str] = _stemmer().stemWords(pairs)
+    return sorted(set(stemmed))
 
 
 @dataclass(frozen=True)
@@ -300,9 +316,11 @@ class KnowledgeIndex:
         their BM25 scores and dense cosines. A follow-up's ``context`` adds its own words'
         BM25 at :data:`CONTEXT_WEIGHT`, and its meaning joins the question's in the dense
         query."""
-        lexical = self._lexical_scores(terms(query))
+        lexical = self._lexical_scores(terms(query) + joined(query))
         if context:
-            lexical = lexical + CONTEXT_WEIGHT * self._lexical_scores(terms(context))
+            lexical = lexical + CONTEXT_WEIGHT * self._lexical_scores(
+                terms(context) + joined(context)
+            )
         text = f"{context} {query}" if context else query
         vector = embed_texts([text])[0]
         near = self._dense_rows(vector)

@@ -18,6 +18,7 @@ import hashlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -111,9 +112,32 @@ def _markdown_to_text(markdown: str) -> str:
 
     html = MarkdownIt("commonmark").enable("table").render(markdown)
     soup = BeautifulSoup(html, "lxml")
+    for table in soup.find_all("table"):
+        table.replace_with(soup.new_string(_table_text(table)))
     for block in soup.find_all(["p", "li", "pre", "tr", "h1", "h2", "h3", "h4", "h5", "h6"]):
         block.append("\n\n")
     return soup.get_text()
+
+
+def _table_text(table: Any) -> str:
+    """A table as paragraphs, a row each, every cell named by its column's header
+    ("key: <service>.connector.timeout; meaning: seconds per call; default: 2.0."): a
+    passage cut out of the middle of a long table keeps what its values mean."""
+    header = [cell.get_text(" ", strip=True) for cell in table.find_all("th")]
+    rows = []
+    for row in table.find_all("tr"):
+        cells = [cell.get_text(" ", strip=True) for cell in row.find_all("td")]
+        if not cells:
+            continue
+        named = [
+            f"{name}: {value}" if name else value
+            for name, value in zip([*header, *[""] * len(cells)], cells, strict=False)
+            if value
+        ]
+        row_text = "; ".join(named)
+        # a full stop ends the row's sentence: two rows quoted together read as two
+        rows.append(row_text if row_text.endswith((".", "!", "?")) else f"{row_text}.")
+    return "\n\n" + "\n\n".join(rows) + "\n\n"
 
 
 def _inline_text(markdown: str) -> str:

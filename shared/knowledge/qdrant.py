@@ -30,6 +30,7 @@ from shared.knowledge.index import (
     combine,
     embed_texts,
     hit_of,
+    joined,
     numbered,
     rank_in,
     terms,
@@ -123,10 +124,13 @@ class QdrantRetriever:
             return []
         text = f"{context} {query}" if context else query
         vector = embed_texts([text])[0]
-        words = [*terms(query), *(terms(context) if context else [])]
+        # joined words ("back up" → backup) as the embedded index adds them; one the
+        # collection lacks matches nothing
+        words = [*terms(query), *joined(query)]
+        own = set(words)
+        words += [*terms(context), *joined(context)] if context else []
         ids, values = sparse(words)
         if context:
-            own = set(terms(query))
             weights = {term_id(t): (1.0 if t in own else CONTEXT_WEIGHT) for t in words}
             values = [weights[i] for i in ids]
         else:

@@ -65,10 +65,19 @@ def _segmenter() -> Any:
 
 
 def sentences(text: str) -> list[str]:
-    """The passage's sentences, each paragraph on its own (a list item is a sentence)."""
+    """The passage's sentences, each paragraph on its own (a list item, a table's row is a
+    sentence). A sentence ends only where a space follows: pysbd also cuts inside a name
+    ("<service>." | "connector.timeout; meaning: seconds per call"), and the pieces it
+    cut with no space between are one sentence."""
     found: list[str] = []
     for paragraph in text.split("\n\n"):
-        found.extend(s.strip() for s in _segmenter().segment(paragraph) if s.strip())
+        pieces: list[str] = []
+        for piece in _segmenter().segment(paragraph):
+            if pieces and piece[:1].strip() and pieces[-1][-1:].strip():
+                pieces[-1] += piece
+            else:
+                pieces.append(piece)
+        found.extend(s.strip() for s in pieces if s.strip())
     return found
 
 

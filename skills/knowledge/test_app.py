@@ -167,3 +167,15 @@ def test_a_passage_of_code_alone_is_quoted_as_its_comment_and_command() -> None:
     assert quote == (
         "Put it into a MongoDB: `.venv/bin/chorus import backup.jsonl --db mongodb://db/chorus`"
     )
+
+
+def test_a_table_row_is_quoted_whole_with_its_columns_names() -> None:
+    rows = (
+        "key: <service>.connector.url; meaning: the service's HTTP endpoint (POST)\n\n"
+        "key: <service>.connector.timeout; meaning: seconds per call; default: 2.0"
+    )
+    assert sentences(rows) == rows.split("\n\n")  # "<service>." does not end a sentence
+
+    quote = best_sentences("What is the default timeout for a call to a service?", rows)
+
+    assert "key: <service>.connector.timeout; meaning: seconds per call; default: 2.0" in quote

@@ -1,0 +1,73 @@
+"""What the embedded index finds for questions worded unlike the docs: a value in the
+middle of a long table, and a word the question splits that the docs write joined."""
+
+from __future__ import annotations
+
+from shared.knowledge.index import build_index
+from shared.knowledge.passages import markdown_passages
+
+# A settings table long enough to be cut into several passages: the row that answers
+# lies far from the header that says what its cells mean.
+ROWS = "\n".join(
+    f"| `service.option_{n}` | what option {n} of the connector changes | `{n}` |"
+    for n in range(30)
+)
+CONFIGURATION = f"""\
+# Configuration
+
+## The pipeline file
+
+| key | meaning | default |
+|---|---|---|
+{ROWS}
+| `service.connector.timeout` | seconds per call | `2.0` |
+
+## Ports
+
+The agent listens on port 4242; its services on 8101 and above.
+
+## When a service fails
+
+A call to a service that fails or takes too long is logged, and the turn goes on
+without that service's answer.
+"""
+
+BACKUP = """\
+# Operations
+
+## Saving the dialogs
+
+Take a backup with `chorus export --all -o dialogs.jsonl` every night.
+
+## Upgrading
+
+Stop the agent, install the new version, and start it again.
+"""
+
+
+def test_a_row_far_into_a_table_keeps_its_columns_names() -> None:
+    passages = list(markdown_passages("docs/configuration.md", CONFIGURATION))
+    table = [p for p in passages if p.section == "The pipeline file"]
+
+    assert len(table) > 1  # cut into several passages
+    row = next(p for p in table if "connector.timeout" in p.text)
+    assert "key: service.connector.timeout; meaning: seconds per call; default: 2.0" in row.text
+    assert row is not table[0]  # the header's names came along to a later passage
+
+
+def test_the_default_timeout_of_a_call_is_found_in_its_table_row() -> None:
+    index, _ = build_index(list(markdown_passages("docs/configuration.md", CONFIGURATION)))
+
+    best = index.search("What is the default timeout for a call to a service?", k=1)[0]
+
+    assert best.passage.section == "The pipeline file"
+    assert "seconds per call" in best.passage.text
+
+
+def test_a_question_that_splits_a_word_finds_the_docs_that_join_it() -> None:
+    index, _ = build_index(list(markdown_passages("docs/operations.md", BACKUP)))
+
+    best = index.search("How often should I back up?", k=1)[0]
+
+    assert best.passage.section == "Saving the dialogs"
+    assert best.lexical_rank == 0  # BM25 matched "backup", a word the question splits
