@@ -27,13 +27,14 @@ _GREETING = re.compile(r"^\s*(hi|hello|hey|good (morning|afternoon|evening)|howd
 _WORD = r"([A-Za-zÀ-ÿ'-]{2,30})"
 #: Phrases that can only introduce a name: they also change a name already known.
 _SAYS_NAME = re.compile(
-    rf"(?:\b|^)(my name is|my name's|(?:the )?name's|call me|you can call me)\s+{_WORD}", re.I
+    rf"(?:\b|^)(my name is|my name's|(?:the )?name's|call me|you can call me|i go by)\s+{_WORD}",
+    re.I,
 )
 #: Phrases that introduce a name or anything else ("I'm from Berlin", "I'm feeling sad"):
 #: a name only when one word ends the clause (see :func:`extract_name`).
 _MAYBE_NAME = re.compile(
     rf"(?:^|[.!?,;]\s*|\b(?:and|hi|hello|hey)\s+)"
-    rf"(?:i am|i'm|im|it's|this is)\s+{_WORD}\s*(?=$|[.!?,;]|and\b)",
+    rf"(?:i am|i'm|im|it's|this is)\s+{_WORD}(?:\s+here)?\s*(?=$|[.!?,;]|and\b)",
     re.I,
 )
 _ASK_NAME = re.compile(r"\b(what'?s|what is|do you (know|remember)) my name\b", re.I)
@@ -157,6 +158,9 @@ NAMES_IN_LEXICON: frozenset[str] = frozenset(
 #: An intent the intents annotator is this sure of ("Thanks!" is thanks, "Yes" is yes)
 #: means the reply is not a bare name. The skill selector's own floor.
 INTENT_FLOOR = 0.7
+#: Under this likeness to the nearest intent's examples the annotator's guess is no reading
+#: at all: what a reading above it is worth is the calibration's (kind greet_by_likeness).
+LIKENESS_FLOOR = 0.4
 
 
 def _name(word: str) -> str | None:
@@ -185,7 +189,8 @@ def recognised_intent(annotations: Mapping[str, Any]) -> str | None:
 def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> str | None:
     """The name the user gives, if they give one.
 
-    "My name is Ann" always does; "call me Ann" too, but not "call me later". "I'm Ann"
+    "My name is Ann" always does; "call me Ann" too, but not "call me later"; "I go by Lu"
+    when the name is capitalised ("I go by bus" is not one). "I'm Ann"
     does only while no name is known, when "Ann" ends the clause ("I'm from Berlin", "I'm
     feeling sad" do not) and is capitalised, or right after the bot asked (``bare_word_ok``,
     when a bare "Ann" does too). After asking, a lowercase "i'm ..." or a bare word is a name
@@ -195,8 +200,10 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
     text = text.replace("\u2019", "'").strip()
     says = _SAYS_NAME.search(text)
     if says:
-        word = says.group(2)
-        if "name" in says.group(1).lower() or not is_common_word(word):
+        word, phrase = says.group(2), says.group(1).lower()
+        if phrase == "i go by" and not word[0].isupper():
+            return None  # "I go by bus": a name after "go by" is written as one
+        if "name" in phrase or not is_common_word(word):
             return _name(word)
         return None
     if name_known:
@@ -266,18 +273,23 @@ def says_hello(text: str, annotations: Mapping[str, Any]) -> bool:
 
 
 def greeting_by_likeness(annotations: Mapping[str, Any]) -> float | None:
-    """How sure the intents annotator is of a greeting it read by likeness to its examples
-    ("evening!" is like "good evening"), when that is under :data:`INTENT_FLOOR`: the
-    annotator's score, for the calibration to say how often such a reading is right. A
-    pattern's partial reading ("Hi, what's a good name for a bakery?") is no such guess:
-    the rest of the utterance is a question of its own."""
+    """How alike the utterance is to the intents annotator's greeting examples, when that
+    is its nearest intent and no sure reading ("evening!" is like "good evening", "oh, hi by
+    the way" like "hi"): the annotator's likeness, for the calibration to say how often
+    such a reading is right. A pattern's partial reading ("Hi, what's a good name for a
+    bakery?") is no such guess: the rest of the utterance is a question of its own."""
     intents = annotations.get("intents")
-    if not isinstance(intents, Mapping) or intents.get("intent") != "greeting":
+    if not isinstance(intents, Mapping):
         return None
-    confidence = intents.get("confidence")
-    if intents.get("method") != "similarity" or not isinstance(confidence, int | float):
+    nearest, likeness = intents.get("nearest"), intents.get("likeness")
+    if nearest is None and intents.get("method") == "similarity":
+        # an annotator that reports no nearest intent: its own reading by likeness
+        nearest, likeness = intents.get("intent"), intents.get("confidence")
+    if intents.get("method") == "pattern" or not isinstance(likeness, int | float):
         return None
-    return float(confidence) if confidence < INTENT_FLOOR else None
+    if nearest != "greeting" or not LIKENESS_FLOOR <= likeness < INTENT_FLOOR:
+        return None
+    return float(likeness)
 
 
 def asks_name(text: str, annotations: Mapping[str, Any]) -> bool:
