@@ -243,21 +243,31 @@ _ABOUT_ASKING = frozenset({"you", "that", "it", "this", "why", "important", "mat
 DODGE_WORDS = 5
 
 
-def declines(text: str, annotations: Mapping[str, Any], name_known: bool) -> bool:
-    """The user answers the name question with a question or a dodge instead of a name."""
+#: How sure each way of declining the name question is, as the script's raw score (its
+#: calibration, kind why_ask, says what each is worth): asking why says what it is; a reply
+#: of put-off words nearly so; a short question back with "you" in it is a guess, which a
+#: question about the bot ("are you alive?") also is.
+WHY_ASK_SCORES = {"why": 0.95, "puts_off": 0.9, "asks_back": 0.7}
+
+
+def declines(text: str, annotations: Mapping[str, Any], name_known: bool) -> float | None:
+    """The user answers the name question with a question or a dodge instead of a name:
+    how sure that reading is (:data:`WHY_ASK_SCORES`), or None."""
     if _WHY_ASK.search(text):
-        return True
+        return WHY_ASK_SCORES["why"]
     if recognised_intent(annotations) is not None or extract_name(
         text, bare_word_ok=True, name_known=name_known
     ):
-        return False
+        return None
     words = re.findall(r"[\w']+", text.lower())
     if not 0 < len(words) <= DODGE_WORDS or _GREETING.search(text):
-        return False
-    # a question back ("Is that important?"), or only words that put it off ("guess",
-    # "you first", "pass")
-    asks_back = text.rstrip().endswith("?") and bool(set(words) & _ABOUT_ASKING)
-    return asks_back or set(words) <= _PUTS_OFF
+        return None
+    if set(words) <= _PUTS_OFF:  # only words that put it off ("guess", "you first")
+        return WHY_ASK_SCORES["puts_off"]
+    # a question back ("Is that important?")
+    if text.rstrip().endswith("?") and set(words) & _ABOUT_ASKING:
+        return WHY_ASK_SCORES["asks_back"]
+    return None
 
 
 def says_hello(text: str, annotations: Mapping[str, Any]) -> bool:
@@ -335,10 +345,11 @@ def _scripted(
     stage = attributes.get("greeting_stage")
     name = attributes.get("name")
     text = text.replace("\u2019", "'")
-    if stage == "asked_name" and asked and declines(text, annotations, bool(name)):
+    declined = declines(text, annotations, bool(name)) if stage == "asked_name" and asked else None
+    if declined is not None:
         return "why_ask", SkillHypothesis(
             text="Just so I know what to call you. You don't have to tell me, though.",
-            confidence=0.9,
+            confidence=declined,
             human_attributes={"greeting_stage": "done"},
         )
     if stage == "asked_name" and asked and recognised_intent(annotations) is None:

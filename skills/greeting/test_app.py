@@ -264,3 +264,19 @@ def test_names_given_as_names_and_the_question_why_after_asking() -> None:
         )
         assert why["text"].startswith("Just so I know what to call you."), dodge
         assert why["human_attributes"] == {"greeting_stage": "done"}
+
+
+def test_a_reply_that_declines_the_name_is_as_sure_as_its_way_of_declining() -> None:
+    """Asking why says what it is; a short question back with "you" in it ("is that
+    important?", but also "are you alive?") is a guess, and its calibrated chance is lower."""
+    raws = {}
+    for dodge in ("Why do you ask?", "you first", "Is that important?"):
+        (why,) = ask(
+            "Hello!", "Hi! I'm Chorus. What's your name?", dodge, greeting_stage="asked_name"
+        )
+        assert why["routing"]["kind"] == "why_ask", dodge
+        raws[dodge] = why["routing"]["raw"]
+    assert raws["Why do you ask?"] > raws["you first"] > raws["Is that important?"]
+    assert chance("greeting", "why_ask", raws["Why do you ask?"]) > chance(
+        "greeting", "why_ask", raws["Is that important?"]
+    )
