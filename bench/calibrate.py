@@ -48,6 +48,7 @@ import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
 from bench.llm_turns import stack
+from bench.noise import noisy
 from bench.routing import (
     LLM,
     ROOT,
@@ -232,14 +233,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--turns", type=Path, help="the raw turns of an earlier run (its saved file): no run"
     )
+    parser.add_argument(
+        "--noise",
+        type=float,
+        default=0.0,
+        help="type the set's turns carelessly with this chance (bench.noise): with --folds",
+    )
     args = parser.parse_args(argv)
     conversations = load_set(set_path(args.set))
+    if args.noise:
+        if not args.folds:
+            parser.error("--noise measures; it fits no curves for shipping: use it with --folds")
+        conversations = noisy(conversations, args.noise)
     used = conversations
     if args.turns:
         ids = {c.id for c in used}
         turns = [t for t in load_turns(args.turns) if t.conversation in ids]
     else:
-        turns = run(used, Path(args.set).stem)
+        turns = run(used, Path(args.set).stem + (f"-noise{args.noise:g}" if args.noise else ""))
     if args.folds:
         if args.folds < 2:
             parser.error("--folds needs 2 or more")

@@ -64,3 +64,24 @@ def test_the_replay_decides_as_the_tiers_do() -> None:
     held = turn("c", 4, ["weather"], weather(0.2))
     held.llm_selected = False
     assert decide(held, curves, 0.6).llm_asked is False
+
+
+def test_a_noisy_set_is_the_same_turns_typed_carelessly_and_the_same_each_time() -> None:
+    """``--noise``: the turns a careless typist would send, labels unchanged, and the same
+    noise on every run, so two versions of the code meet the same turns."""
+    from bench.noise import noisy
+    from bench.routing import Conversation
+
+    said = "Thanks! Could you please tell me what you're doing?"
+    conversation = Conversation.model_validate(
+        {"id": "n-1", "turns": [{"user": said, "fits": ["smalltalk"]}] * 12}
+    )
+    (once,) = noisy([conversation], 1.0)
+    (again,) = noisy([conversation], 1.0)
+    assert [t.user for t in once.turns] == [t.user for t in again.turns]
+    careless = once.turns[0].user
+    assert careless.startswith("thx! could u pls tell me what") and "'" not in careless
+    assert not careless.endswith("?")
+    assert all(t.fits == ["smalltalk"] for t in once.turns)
+    (tidy,) = noisy([conversation], 0.0)
+    assert [t.user for t in tidy.turns] == [said] * 12
