@@ -17,6 +17,8 @@ holdout set.
     .venv/bin/python -m bench.calibrate                # dev set -> shared/calibration.json
     .venv/bin/python -m bench.calibrate --set my.jsonl --out /tmp/mine.json
     .venv/bin/python -m bench.calibrate --folds 5      # the out-of-sample estimate, no file
+    .venv/bin/python -m bench.calibrate --folds 5 --noise 0.5   # the same, typed carelessly
+    .venv/bin/python -m bench.calibrate --turns bench/results/calibrate-dev.json  # no new run
 
 ``--folds K`` estimates what the curves are worth on conversations they were not fitted
 on, from the dev set alone: the conversations are dealt into K folds, and for each fold the
@@ -240,22 +242,25 @@ def main(argv: list[str] | None = None) -> int:
         help="type the set's turns carelessly with this chance (bench.noise): with --folds",
     )
     args = parser.parse_args(argv)
+    if args.folds is not None and args.folds < 2:
+        parser.error("--folds needs 2 or more")
+    if args.noise and not args.folds:
+        parser.error("--noise measures; it fits no curves for shipping: use it with --folds")
     conversations = load_set(set_path(args.set))
     if args.noise:
-        if not args.folds:
-            parser.error("--noise measures; it fits no curves for shipping: use it with --folds")
         conversations = noisy(conversations, args.noise)
-    used = conversations
     if args.turns:
-        ids = {c.id for c in used}
+        ids = {c.id for c in conversations}
         turns = [t for t in load_turns(args.turns) if t.conversation in ids]
     else:
-        turns = run(used, Path(args.set).stem + (f"-noise{args.noise:g}" if args.noise else ""))
+        name = Path(args.set).stem + (f"-noise{args.noise:g}" if args.noise else "")
+        turns = run(conversations, name)
     if args.folds:
-        if args.folds < 2:
-            parser.error("--folds needs 2 or more")
         figures = cross_validate(turns, args.folds, shipped_run_below(ROOT))
-        print(f"{len(used)} conversations, {len(turns)} turns, {args.folds} folds by conversation")
+        print(
+            f"{len(conversations)} conversations, {len(turns)} turns, "
+            f"{args.folds} folds by conversation"
+        )
         print_estimate(figures)
         return 0
     curves = fit(turns)
@@ -263,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     for skill, kinds in curves.items():
         for kind, c in kinds.items():
             print(f"{skill:10} {kind:18} {c['answers']:4} answers  {c['raw']} -> {c['fit']}")
-    print(f"{len(used)} conversations, {len(turns)} turns: {args.out}")
+    print(f"{len(conversations)} conversations, {len(turns)} turns: {args.out}")
     return 0
 
 
