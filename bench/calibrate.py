@@ -11,11 +11,24 @@ answers that fitted, at each score. Each point is drawn towards an even chance
 handful of turns claims little either way: eight answers that all fitted read as 0.83, not
 1, and keep the LLM out only when they were many (a set of a few hundred turns holds many
 answer types seen a few times, whose share there is a poor guess of their share elsewhere).
-Only the *fit* part of the set is used (:func:`fit_part`: two conversations of three); the
-other third, and the holdout set, measure the result.
+Every conversation of the set is used: what the curves are worth on conversations they
+never saw is estimated by ``--folds`` (below), and measured on the holdout set.
 
     .venv/bin/python -m bench.calibrate                # dev set -> shared/calibration.json
     .venv/bin/python -m bench.calibrate --set my.jsonl --out /tmp/mine.json
+    .venv/bin/python -m bench.calibrate --folds 5      # the out-of-sample estimate, no file
+    .venv/bin/python -m bench.calibrate --folds 5 --noise 0.5   # the same, typed carelessly
+    .venv/bin/python -m bench.calibrate --turns bench/results/calibrate-dev.json  # no new run
+
+``--folds K`` estimates what the curves are worth on conversations they were not fitted
+on, from the dev set alone: the conversations are dealt into K folds, and for each fold the
+curves are fitted on the other K-1 and the fold's turns decided with them
+(:func:`decide`, the response selector's and the LLM tier's rule replayed on the run's
+raw hypotheses), so every turn is scored by curves that never saw its conversation. A
+set's own figures read better than its fresh conversations will (the curves fitted its
+phrasing): the holdout set, and issue #46's hidden set, look like the folds, not like the
+in-sample figure printed beside them. Only the figures are printed; the shipped file is
+left alone.
 
 A deployment's own skills get curves the same way: they return ``routing`` (with
 :func:`shared.calibration.calibrated`), and a labelled set of their turns is run here.
@@ -28,26 +41,37 @@ import json
 import os
 import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
 from bench.llm_turns import stack
-from bench.routing import ROOT, Conversation, Observed, converse, load_set, set_path
-from shared.calibration import CALIBRATION_FILE, CALIBRATION_VARIABLE
+from bench.noise import noisy
+from bench.routing import (
+    LLM,
+    ROOT,
+    Conversation,
+    Hypothesis,
+    Observed,
+    converse,
+    load_set,
+    set_path,
+    shipped_run_below,
+    with_llm,
+    without_llm,
+)
+from bench.run import RESULTS
+from shared.calibration import CALIBRATION_FILE, CALIBRATION_VARIABLE, SILENT_BELOW, Curve
 
 #: What an answer type is worth before any is seen, and how many answers that counts as.
 PRIOR = 0.5
 PRIOR_ANSWERS = 4.0
 #: Points kept per curve at most (the regression's steps, thinned evenly).
 MAX_POINTS = 12
-
-
-def fit_part(conversations: Sequence[Conversation]) -> list[Conversation]:
-    """Two conversations of every three, in the set's order; the third is for checking."""
-    return [c for i, c in enumerate(conversations) if i % 3 != 2]
 
 
 def samples(turns: Sequence[Observed]) -> dict[tuple[str, str], list[tuple[float, bool]]]:
@@ -87,23 +111,164 @@ def fit(turns: Sequence[Observed]) -> dict[str, dict[str, dict[str, object]]]:
     return dict(curves)
 
 
+@dataclass(frozen=True)
+class Decided:
+    """What answered one turn, replayed: the winner without the LLM, and whether the LLM
+    would have been asked (and so answered) with it."""
+
+    skill: str
+    llm_asked: bool
+
+
+def confidence_of(h: Hypothesis, curves: Mapping[str, Mapping[str, Curve]]) -> float | None:
+    """``h``'s confidence under ``curves``, as :func:`shared.calibration.calibrated` gives
+    it; None when the skill would have stayed silent."""
+    if h.answer_type is None or h.raw is None:
+        return h.confidence
+    known = curves.get(h.skill, {}).get(h.answer_type)
+    if known is None:
+        return float(h.raw)
+    value = min(1.0, max(0.0, known(float(h.raw))))
+    return None if value < SILENT_BELOW else value
+
+
+def decide(turn: Observed, curves: Mapping[str, Mapping[str, Curve]], run_below: float) -> Decided:
+    """The answer ``turn`` would get with ``curves``: the most confident cheap hypothesis
+    (ties to the pipeline's order) without the LLM; with it, the LLM when the selectors let
+    it run and no cheap hypothesis reached ``run_below``. The repeat penalty and a change
+    of the later turns' state (a name taken or not) are not replayed."""
+    scored = [
+        (value, -i, h.skill)
+        for i, h in enumerate(turn.hypotheses)
+        if h.skill != LLM and (value := confidence_of(h, curves)) is not None
+    ]
+    winner = max(scored)[2] if scored else "fallback_response"
+    asked = turn.llm_selected and not any(value >= run_below for value, _, _ in scored)
+    return Decided(skill=winner, llm_asked=asked)
+
+
+def replayed(turns: Sequence[Observed], decided: Sequence[Decided]) -> dict[str, Any]:
+    """The routing benchmark's figures (:func:`bench.routing.with_llm`, ``without_llm``)
+    for the replayed decisions."""
+    off = [replace(t, skill=d.skill, llm_asked=False) for t, d in zip(turns, decided, strict=True)]
+    on = [
+        replace(t, skill=LLM if d.llm_asked else d.skill, llm_asked=d.llm_asked)
+        for t, d in zip(turns, decided, strict=True)
+    ]
+    return {"llm_on": with_llm(on), "llm_off": without_llm(off)}
+
+
+def as_curves(fitted: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, dict[str, Curve]]:
+    return {
+        s: {k: Curve.model_validate(c) for k, c in types.items()} for s, types in fitted.items()
+    }
+
+
+def cross_validate(
+    turns: Sequence[Observed], folds: int, run_below: float
+) -> dict[str, dict[str, Any]]:
+    """The figures with each conversation's turns decided by curves fitted on the other
+    folds' conversations (dealt in the set's order), beside the in-sample figures (curves
+    fitted on every conversation, the set scored on itself) for comparison."""
+    order = list(dict.fromkeys(t.conversation for t in turns))
+    fold_of = {c: i % folds for i, c in enumerate(order)}
+    decided: list[Decided | None] = [None] * len(turns)
+    for k in range(folds):
+        curves = as_curves(fit([t for t in turns if fold_of[t.conversation] != k]))
+        for i, t in enumerate(turns):
+            if fold_of[t.conversation] == k:
+                decided[i] = decide(t, curves, run_below)
+    everywhere = as_curves(fit(turns))
+    return {
+        f"{folds}-fold": replayed(turns, [d for d in decided if d is not None]),
+        "in-sample": replayed(turns, [decide(t, everywhere, run_below) for t in turns]),
+    }
+
+
+def print_estimate(figures: dict[str, dict[str, Any]]) -> None:
+    def pct(value: float | None) -> str:
+        return "n/a" if value is None else f"{100 * value:.1f} %"
+
+    rows = [
+        ("LLM on: wrong cheap answers", "llm_on", "wrong_cheap"),
+        ("LLM on: LLM asked", "llm_on", "llm_asked"),
+        ("LLM on: fitting cheap answers", "llm_on", "fitting_cheap"),
+        ("LLM off: fallbacks on cheap-labelled", "llm_off", "fallback_on_cheap_labelled"),
+        ("LLM off: cheap pretended, LLM-only", "llm_off", "cheap_pretended_on_llm_only"),
+        ("LLM off: wrong answers", "llm_off", "wrong"),
+    ]
+    names = list(figures)
+    print(f"{'':38}" + "".join(f"{n:>12}" for n in names))
+    for label, side, key in rows:
+        values = [figures[n][side][key] for n in names]
+        shown = [str(v) if isinstance(v, int) else pct(v) for v in values]
+        print(f"{label:38}" + "".join(f"{v:>12}" for v in shown))
+
+
+def run(conversations: Sequence[Conversation], name: str) -> list[Observed]:
+    """The conversations through the shipped pipeline, LLM off, every skill's raw score;
+    the turns are kept in ``bench/results/calibrate-NAME.json`` for ``--turns``."""
+    os.environ[CALIBRATION_VARIABLE] = "off"
+    with stack(ROOT, None, False) as off:
+        turns = [t for c in conversations for t in converse(off, c, "calibrate")]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    saved = RESULTS / f"calibrate-{name}.json"
+    saved.write_text(json.dumps([asdict(t) for t in turns], indent=1) + "\n")
+    return turns
+
+
+def load_turns(path: Path) -> list[Observed]:
+    turns = []
+    for t in json.loads(path.read_text()):
+        hypotheses = [Hypothesis(**h) for h in t.pop("hypotheses")]
+        turns.append(Observed(**t, hypotheses=hypotheses))
+    return turns
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", default="dev", help="dev, or a set file's path")
     parser.add_argument("--out", type=Path, default=CALIBRATION_FILE)
-    parser.add_argument("--all", action="store_true", help="fit on every conversation")
+    parser.add_argument(
+        "--folds", type=int, help="print the K-fold estimate by conversation; write no file"
+    )
+    parser.add_argument(
+        "--turns", type=Path, help="the raw turns of an earlier run (its saved file): no run"
+    )
+    parser.add_argument(
+        "--noise",
+        type=float,
+        default=0.0,
+        help="type the set's turns carelessly with this chance (bench.noise): with --folds",
+    )
     args = parser.parse_args(argv)
+    if args.folds is not None and args.folds < 2:
+        parser.error("--folds needs 2 or more")
+    if args.noise and not args.folds:
+        parser.error("--noise measures; it fits no curves for shipping: use it with --folds")
     conversations = load_set(set_path(args.set))
-    used = conversations if args.all else fit_part(conversations)
-    os.environ[CALIBRATION_VARIABLE] = "off"
-    with stack(ROOT, None, False) as off:
-        turns = [t for c in used for t in converse(off, c, "calibrate")]
+    if args.noise:
+        conversations = noisy(conversations, args.noise)
+    if args.turns:
+        ids = {c.id for c in conversations}
+        turns = [t for t in load_turns(args.turns) if t.conversation in ids]
+    else:
+        name = Path(args.set).stem + (f"-noise{args.noise:g}" if args.noise else "")
+        turns = run(conversations, name)
+    if args.folds:
+        figures = cross_validate(turns, args.folds, shipped_run_below(ROOT))
+        print(
+            f"{len(conversations)} conversations, {len(turns)} turns, "
+            f"{args.folds} folds by conversation"
+        )
+        print_estimate(figures)
+        return 0
     curves = fit(turns)
     args.out.write_text(json.dumps(curves, indent=1) + "\n")
     for skill, answer_types in curves.items():
         for answer_type, c in answer_types.items():
             print(f"{skill:10} {answer_type:18} {c['answers']:4} answers  {c['raw']} -> {c['fit']}")
-    print(f"{len(used)} conversations, {len(turns)} turns: {args.out}")
+    print(f"{len(conversations)} conversations, {len(turns)} turns: {args.out}")
     return 0
 
 

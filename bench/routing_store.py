@@ -87,7 +87,7 @@ async def _export(url: str, target: Path, good_at: float, bad_at: float) -> int:
     scored = 0
     try:
         with target.open("w", encoding="utf-8") as out:
-            async for dialog in selected_dialogs(reader, DialogFilter((), ())):  # type: ignore[arg-type]
+            async for dialog in selected_dialogs(reader.reader, DialogFilter((), ())):
                 found = conversation(dialog, good_at, bad_at)
                 if found is not None:
                     scored += sum("fits" in t for t in found["turns"])

@@ -4,7 +4,8 @@ Output (under ``annotations["intents"]``)::
 
     {"intent": "greeting", "confidence": 1.0, "method": "pattern"}
     {"intent": "abilities", "confidence": 0.5844, "method": "similarity"}
-    {"intent": null, "confidence": 0.2727, "method": null}
+    {"intent": null, "confidence": 0.4565, "method": null,
+     "nearest": "farewell", "likeness": 0.4565}
 
 The intents live in ``intents.json`` (see README.md), each with regex ``patterns`` and
 natural ``examples``. Patterns are precise, so a hit wins outright (confidence 1.0); when
@@ -12,15 +13,19 @@ several intents' patterns hit, the longest matched span wins, so "hi, how are yo
 ``how_are_you`` and "of course not" is ``no``. A hit that leaves a question of its own
 unexplained ("Hi, what's a good name for a bakery?") scores :data:`PARTIAL_CONFIDENCE`,
 under the floor of the selector and the skills, which then leave the turn to the skills that
-read all of it. Letters typed three times ("hiii") count once. Patterns cannot foresee every
-phrasing, so the fallback compares the utterance with the examples twice: by TF-IDF cosine
-similarity (word uni/bigrams for wording, character n-grams for typos and inflections) and
-by meaning (:mod:`shared.meaning`, a sentence embedding), and takes the best example's
-intent if both agree it is close (their geometric mean). Wording alone misfired: "Have you
-ever been to Japan?" and "How old are you?" read as ``how_are_you``, "Do you have any pets?"
-as ``abilities``; their meaning is far from every example. The file is validated and the
-vectorizers fitted once, at import: a bad data file stops the service at start-up, naming
-the intent and field.
+read all of it. Whatever the reading, ``nearest`` and ``likeness`` say which intent's example
+the utterance is most like and how much (the similarity below), even under the threshold:
+"later!" is not a sure farewell, but it is most like one, and a skill may answer such a
+reading with an answer type of its own, as sure as its calibration found such readings to be
+(``shared/calibration.py``). Letters typed three times ("hiii") count once. Patterns cannot
+foresee every phrasing, so the fallback compares the utterance with the examples twice: by
+TF-IDF cosine similarity (word uni/bigrams for wording, character n-grams for typos and
+inflections) and by meaning (:mod:`shared.meaning`, a sentence embedding), and takes the
+best example's intent if both agree it is close (their geometric mean). Wording alone
+misfired: "Have you ever been to Japan?" and "How old are you?" read as ``how_are_you``,
+"Do you have any pets?" as ``abilities``; their meaning is far from every example. The file
+is validated and the vectorizers fitted once, at import: a bad data file stops the service
+at start-up, naming the intent and field.
 """
 
 from __future__ import annotations
@@ -106,6 +111,10 @@ class Intent(BaseModel):
     intent: str | None
     confidence: float = Field(ge=0.0, le=1.0)
     method: Literal["pattern", "similarity"] | None
+    #: the intent of the example most like the utterance, and how alike (0..1), whether or
+    #: not that is sure enough to be ``intent``; none when a pattern decided or nothing is alike
+    nearest: str | None = None
+    likeness: float = Field(default=0.0, ge=0.0, le=1.0)
 
 
 class FittedTfidf:
@@ -181,9 +190,18 @@ class IntentCatcher:
             confidence = PARTIAL_CONFIDENCE if partial else 1.0
             return Intent(intent=matched, confidence=confidence, method="pattern")
         intent, similarity, close_in_meaning = self.most_similar(text)
+        nearest = intent if similarity > 0.0 else None
         if similarity >= SIMILARITY_THRESHOLD and close_in_meaning >= MEANING_FLOOR:
-            return Intent(intent=intent, confidence=similarity, method="similarity")
-        return Intent(intent=None, confidence=similarity, method=None)
+            return Intent(
+                intent=intent,
+                confidence=similarity,
+                method="similarity",
+                nearest=nearest,
+                likeness=similarity,
+            )
+        return Intent(
+            intent=None, confidence=similarity, method=None, nearest=nearest, likeness=similarity
+        )
 
     def by_pattern(self, text: str) -> tuple[str, tuple[int, int]] | None:
         """The intent whose pattern matches the longest span (file order breaks ties), and

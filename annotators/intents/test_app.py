@@ -77,7 +77,23 @@ def test_unrelated_text_has_no_intent_but_reports_its_best_similarity() -> None:
     answer = classify("The train to Berlin leaves at noon.", "")
     assert answer[0]["intent"] is None and answer[0]["method"] is None
     assert 0.0 < answer[0]["confidence"] < SIMILARITY_THRESHOLD
-    assert answer[1] == {"intent": None, "confidence": 0.0, "method": None}
+    assert answer[1] == {
+        "intent": None,
+        "confidence": 0.0,
+        "method": None,
+        "nearest": None,
+        "likeness": 0.0,
+    }
+
+
+def test_a_reading_under_the_threshold_still_names_the_intent_it_is_most_like() -> None:
+    """ "later!" is no sure farewell, but it is most like one: a skill may answer such a
+    reading as sure as its calibration found them (the greeting does, answer type
+    greet_by_likeness); a pattern's reading names none."""
+    (later, hello) = classify("later!", "hello")
+    assert later["intent"] is None and later["nearest"] == "farewell"
+    assert 0.0 < later["likeness"] == later["confidence"] < SIMILARITY_THRESHOLD
+    assert hello["method"] == "pattern" and hello["nearest"] is None
 
 
 def test_classifies_only_the_newest_utterance() -> None:

@@ -27,13 +27,14 @@ _GREETING = re.compile(r"^\s*(hi|hello|hey|good (morning|afternoon|evening)|howd
 _WORD = r"([A-Za-zÀ-ÿ'-]{2,30})"
 #: Phrases that can only introduce a name: they also change a name already known.
 _SAYS_NAME = re.compile(
-    rf"(?:\b|^)(my name is|my name's|(?:the )?name's|call me|you can call me)\s+{_WORD}", re.I
+    rf"(?:\b|^)(my name is|my name's|(?:the )?name's|call me|you can call me|i go by)\s+{_WORD}",
+    re.I,
 )
 #: Phrases that introduce a name or anything else ("I'm from Berlin", "I'm feeling sad"):
 #: a name only when one word ends the clause (see :func:`extract_name`).
 _MAYBE_NAME = re.compile(
     rf"(?:^|[.!?,;]\s*|\b(?:and|hi|hello|hey)\s+)"
-    rf"(?:i am|i'm|im|it's|this is)\s+{_WORD}\s*(?=$|[.!?,;]|and\b)",
+    rf"(?:i am|i'm|im|it's|this is)\s+{_WORD}(?:\s+here)?\s*(?=$|[.!?,;]|and\b)",
     re.I,
 )
 _ASK_NAME = re.compile(r"\b(what'?s|what is|do you (know|remember)) my name\b", re.I)
@@ -157,6 +158,9 @@ NAMES_IN_LEXICON: frozenset[str] = frozenset(
 #: An intent the intents annotator is this sure of ("Thanks!" is thanks, "Yes" is yes)
 #: means the reply is not a bare name. The skill selector's own floor.
 INTENT_FLOOR = 0.7
+#: Under this likeness to the nearest intent's examples the annotator's guess is no reading
+#: at all: what a reading above it is worth is the calibration's (answer type greet_by_likeness).
+LIKENESS_FLOOR = 0.4
 
 
 def _name(word: str) -> str | None:
@@ -185,7 +189,8 @@ def recognised_intent(annotations: Mapping[str, Any]) -> str | None:
 def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> str | None:
     """The name the user gives, if they give one.
 
-    "My name is Ann" always does; "call me Ann" too, but not "call me later". "I'm Ann"
+    "My name is Ann" always does; "call me Ann" too, but not "call me later"; "I go by Lu"
+    when the name is capitalised ("I go by bus" is not one). "I'm Ann"
     does only while no name is known, when "Ann" ends the clause ("I'm from Berlin", "I'm
     feeling sad" do not) and is capitalised, or right after the bot asked (``bare_word_ok``,
     when a bare "Ann" does too). After asking, a lowercase "i'm ..." or a bare word is a name
@@ -195,8 +200,10 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
     text = text.replace("\u2019", "'").strip()
     says = _SAYS_NAME.search(text)
     if says:
-        word = says.group(2)
-        if "name" in says.group(1).lower() or not is_common_word(word):
+        word, phrase = says.group(2), says.group(1).lower()
+        if phrase == "i go by" and not word[0].isupper():
+            return None  # "I go by bus": a name after "go by" is written as one
+        if "name" in phrase or not is_common_word(word):
             return _name(word)
         return None
     if name_known:
@@ -236,21 +243,31 @@ _ABOUT_ASKING = frozenset({"you", "that", "it", "this", "why", "important", "mat
 DODGE_WORDS = 5
 
 
-def declines(text: str, annotations: Mapping[str, Any], name_known: bool) -> bool:
-    """The user answers the name question with a question or a dodge instead of a name."""
+#: How sure each way of declining the name question is, as the script's raw score (its
+#: calibration, answer type why_ask, says what each is worth): asking why says what it is; a reply
+#: of put-off words nearly so; a short question back with "you" in it is a guess, which a
+#: question about the bot ("are you alive?") also is.
+WHY_ASK_SCORES = {"why": 0.95, "puts_off": 0.9, "asks_back": 0.7}
+
+
+def declines(text: str, annotations: Mapping[str, Any], name_known: bool) -> float | None:
+    """The user answers the name question with a question or a dodge instead of a name:
+    how sure that reading is (:data:`WHY_ASK_SCORES`), or None."""
     if _WHY_ASK.search(text):
-        return True
+        return WHY_ASK_SCORES["why"]
     if recognised_intent(annotations) is not None or extract_name(
         text, bare_word_ok=True, name_known=name_known
     ):
-        return False
+        return None
     words = re.findall(r"[\w']+", text.lower())
     if not 0 < len(words) <= DODGE_WORDS or _GREETING.search(text):
-        return False
-    # a question back ("Is that important?"), or only words that put it off ("guess",
-    # "you first", "pass")
-    asks_back = text.rstrip().endswith("?") and bool(set(words) & _ABOUT_ASKING)
-    return asks_back or set(words) <= _PUTS_OFF
+        return None
+    if set(words) <= _PUTS_OFF:  # only words that put it off ("guess", "you first")
+        return WHY_ASK_SCORES["puts_off"]
+    # a question back ("Is that important?")
+    if text.rstrip().endswith("?") and set(words) & _ABOUT_ASKING:
+        return WHY_ASK_SCORES["asks_back"]
+    return None
 
 
 def says_hello(text: str, annotations: Mapping[str, Any]) -> bool:
@@ -266,18 +283,23 @@ def says_hello(text: str, annotations: Mapping[str, Any]) -> bool:
 
 
 def greeting_by_likeness(annotations: Mapping[str, Any]) -> float | None:
-    """How sure the intents annotator is of a greeting it read by likeness to its examples
-    ("evening!" is like "good evening"), when that is under :data:`INTENT_FLOOR`: the
-    annotator's score, for the calibration to say how often such a reading is right. A
-    pattern's partial reading ("Hi, what's a good name for a bakery?") is no such guess:
-    the rest of the utterance is a question of its own."""
+    """How alike the utterance is to the intents annotator's greeting examples, when that
+    is its nearest intent and no sure reading ("evening!" is like "good evening", "oh, hi by
+    the way" like "hi"): the annotator's likeness, for the calibration to say how often
+    such a reading is right. A pattern's partial reading ("Hi, what's a good name for a
+    bakery?") is no such guess: the rest of the utterance is a question of its own."""
     intents = annotations.get("intents")
-    if not isinstance(intents, Mapping) or intents.get("intent") != "greeting":
+    if not isinstance(intents, Mapping):
         return None
-    confidence = intents.get("confidence")
-    if intents.get("method") != "similarity" or not isinstance(confidence, int | float):
+    nearest, likeness = intents.get("nearest"), intents.get("likeness")
+    if nearest is None and intents.get("method") == "similarity":
+        # an annotator that reports no nearest intent: its own reading by likeness
+        nearest, likeness = intents.get("intent"), intents.get("confidence")
+    if intents.get("method") == "pattern" or not isinstance(likeness, int | float):
         return None
-    return float(confidence) if confidence < INTENT_FLOOR else None
+    if nearest != "greeting" or not LIKENESS_FLOOR <= likeness < INTENT_FLOOR:
+        return None
+    return float(likeness)
 
 
 def asks_name(text: str, annotations: Mapping[str, Any]) -> bool:
@@ -323,10 +345,11 @@ def _scripted(
     stage = attributes.get("greeting_stage")
     name = attributes.get("name")
     text = text.replace("\u2019", "'")
-    if stage == "asked_name" and asked and declines(text, annotations, bool(name)):
+    declined = declines(text, annotations, bool(name)) if stage == "asked_name" and asked else None
+    if declined is not None:
         return "why_ask", SkillHypothesis(
             text="Just so I know what to call you. You don't have to tell me, though.",
-            confidence=0.9,
+            confidence=declined,
             human_attributes={"greeting_stage": "done"},
         )
     if stage == "asked_name" and asked and recognised_intent(annotations) is None:

@@ -226,29 +226,57 @@ def test_the_intents_annotators_reading_of_a_greeting_is_the_skills() -> None:
 
 
 def test_a_greeting_read_by_likeness_is_as_sure_as_its_calibrated_reading() -> None:
-    """ "evening!" is like the annotator's greeting examples without matching one: the
-    script greets as sure as such readings fitted (shared/calibration.json), and a
-    reading that fitted under half the time ("nice" is like "nice to meet you") is
-    silence."""
+    """ "evening!" is like the annotator's greeting examples without matching one, and
+    "sorry, forgot to say hi" is most like them though not sure enough to be one: the
+    script greets as sure as such readings fitted (shared/calibration.json), and a reading
+    that fitted under half the time is silence."""
 
     def liked(confidence: float) -> dict[str, Any]:
         return {"intents": {"intent": "greeting", "confidence": confidence, "method": "similarity"}}
+
+    def nearest(likeness: float) -> dict[str, Any]:
+        reading = {"intent": None, "confidence": likeness, "method": None}
+        return {"intents": {**reading, "nearest": "greeting", "likeness": likeness}}
 
     assert curve_of("greeting", "greet_by_likeness") is not None
     (evening,) = ask("evening!", annotations=liked(0.68))
     assert evening["text"] == "Hi! I'm Chorus. What's your name?"
     assert evening["confidence"] == chance("greeting", "greet_by_likeness", 0.68)
     assert evening["routing"] == {"skill": "greeting", "kind": "greet_by_likeness", "raw": 0.68}
-    assert chance("greeting", "greet_by_likeness", 0.55) < SILENT_BELOW
-    assert ask("nice", annotations=liked(0.55)) == []
+    (sorry,) = ask("sorry, forgot to say hi", annotations=nearest(0.68))
+    assert sorry["routing"] == {"skill": "greeting", "kind": "greet_by_likeness", "raw": 0.68}
+    assert chance("greeting", "greet_by_likeness", 0.45) < SILENT_BELOW
+    assert ask("is there a way to run it in Kubernetes?", annotations=nearest(0.45)) == []
+    # a likeness under the floor is no reading, whatever the curve says
+    assert ask("what's on tonight?", annotations=nearest(0.3)) == []
 
 
 def test_names_given_as_names_and_the_question_why_after_asking() -> None:
     (oskar,) = ask("Name's Oskar")
     assert oskar["human_attributes"] == {"name": "Oskar", "greeting_stage": "done"}
+    for said, name in (("I go by Lu", "Lu"), ("It's Dana here", "Dana")):
+        (given,) = ask(said)
+        assert given["human_attributes"] == {"name": name, "greeting_stage": "done"}, said
+    assert ask("I go by bus") == []  # a name after "go by" is capitalised
     for dodge in ("Why do you ask?", "why do you want to know?", "you first"):
         (why,) = ask(
             "Hello!", "Hi! I'm Chorus. What's your name?", dodge, greeting_stage="asked_name"
         )
         assert why["text"].startswith("Just so I know what to call you."), dodge
         assert why["human_attributes"] == {"greeting_stage": "done"}
+
+
+def test_a_reply_that_declines_the_name_is_as_sure_as_its_way_of_declining() -> None:
+    """Asking why says what it is; a short question back with "you" in it ("is that
+    important?", but also "are you alive?") is a guess, and its calibrated chance is lower."""
+    raws = {}
+    for dodge in ("Why do you ask?", "you first", "Is that important?"):
+        (why,) = ask(
+            "Hello!", "Hi! I'm Chorus. What's your name?", dodge, greeting_stage="asked_name"
+        )
+        assert why["routing"]["kind"] == "why_ask", dodge
+        raws[dodge] = why["routing"]["raw"]
+    assert raws["Why do you ask?"] > raws["you first"] > raws["Is that important?"]
+    assert chance("greeting", "why_ask", raws["Why do you ask?"]) > chance(
+        "greeting", "why_ask", raws["Is that important?"]
+    )

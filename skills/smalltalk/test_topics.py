@@ -21,6 +21,8 @@ ON_TOPIC = [
     ("Do you know how to bake?", "cooking"),
     ("How old were you last year?", "age"),
     ("Where would you go if you could go anywhere?", "travel"),
+    ("Do you ever sleep?", "nature"),
+    ("Where are you located?", "home"),
 ]
 #: Questions on none of the topics: a line about pets or music would be about something else.
 OFF_TOPIC = [

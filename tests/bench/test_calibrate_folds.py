@@ -1,0 +1,89 @@
+"""``bench.calibrate --folds``: each conversation's turns are decided by curves fitted on
+the other conversations, as a fresh user's would be, and the decision replays the tiers."""
+
+from __future__ import annotations
+
+from bench.calibrate import as_curves, cross_validate, decide
+from bench.routing import Hypothesis, Observed
+
+
+def turn(conversation: str, place: int, fits: list[str], *hypotheses: Hypothesis) -> Observed:
+    return Observed(
+        conversation=conversation,
+        place=place,
+        text=f"turn {place}",
+        fits=fits,
+        skill="",
+        answer="",
+        llm_asked=False,
+        hypotheses=[*hypotheses, Hypothesis(skill="fallback", confidence=0.1, text="Hm.")],
+    )
+
+
+def weather(raw: float) -> Hypothesis:
+    return Hypothesis(
+        skill="weather", confidence=raw, text="Sunny.", raw=raw, answer_type="forecast"
+    )
+
+
+def test_an_answer_type_that_fits_only_one_users_phrasing_shows_out_of_sample() -> None:
+    """The forecast fits every turn of one conversation and none of the other's. Fitted on
+    both, it reads as an even chance: never sure enough to keep the LLM out, so no wrong
+    cheap answer in-sample. Each conversation judged by curves fitted on the other alone,
+    the second gets confident forecasts where only the LLM fits: the estimate says what
+    a new user's conversation would see."""
+    turns = [turn("a", i, ["weather"], weather(0.9)) for i in range(10)]
+    turns += [turn("b", i, ["llm"], weather(0.9)) for i in range(10)]
+    figures = cross_validate(turns, 2, run_below=0.6)
+    assert figures["in-sample"]["llm_on"]["wrong_cheap"] == 0.0
+    assert figures["in-sample"]["llm_on"]["llm_asked"] == 1.0
+    assert figures["2-fold"]["llm_on"]["wrong_cheap"] == 0.5
+    # "a", judged by "b"'s curve (it never fitted there), stays silent: the fallback
+    # without the LLM, the LLM with it
+    assert figures["2-fold"]["llm_off"]["fallback_on_cheap_labelled"] == 1.0
+    assert figures["2-fold"]["llm_on"]["llm_asked"] == 0.5
+
+
+def test_the_replay_decides_as_the_tiers_do() -> None:
+    curves = as_curves(
+        {"weather": {"forecast": {"raw": [0.2, 0.9], "fit": [0.3, 0.8], "answers": 9}}}
+    )
+    sure, unsure, silent = (
+        turn("c", i, ["weather"], weather(r)) for i, r in enumerate((0.9, 0.6, 0.2))
+    )
+    # a sure answer keeps the LLM out; one under run_below answers only without the LLM
+    assert (decide(sure, curves, 0.6).skill, decide(sure, curves, 0.6).llm_asked) == (
+        "weather",
+        False,
+    )
+    assert (decide(unsure, curves, 0.6).skill, decide(unsure, curves, 0.6).llm_asked) == (
+        "weather",
+        True,
+    )
+    # under an even chance the skill says nothing: the fallback answers
+    assert decide(silent, curves, 0.6).skill == "fallback"
+    # a skill selector that leaves the LLM out keeps it out
+    held = turn("c", 4, ["weather"], weather(0.2))
+    held.llm_selected = False
+    assert decide(held, curves, 0.6).llm_asked is False
+
+
+def test_a_noisy_set_is_the_same_turns_typed_carelessly_and_the_same_each_time() -> None:
+    """``--noise``: the turns a careless typist would send, labels unchanged, and the same
+    noise on every run, so two versions of the code meet the same turns."""
+    from bench.noise import noisy
+    from bench.routing import Conversation
+
+    said = "Thanks! Could you please tell me what you're doing?"
+    conversation = Conversation.model_validate(
+        {"id": "n-1", "turns": [{"user": said, "fits": ["smalltalk"]}] * 12}
+    )
+    (once,) = noisy([conversation], 1.0)
+    (again,) = noisy([conversation], 1.0)
+    assert [t.user for t in once.turns] == [t.user for t in again.turns]
+    careless = once.turns[0].user
+    assert careless.startswith("thx! could u pls tell me what") and "'" not in careless
+    assert not careless.endswith("?")
+    assert all(t.fits == ["smalltalk"] for t in once.turns)
+    (tidy,) = noisy([conversation], 0.0)
+    assert [t.user for t in tidy.turns] == [said] * 12
