@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -134,9 +135,7 @@ async def test_a_chunked_stream_is_read_as_it_arrives() -> None:
         ]
 
 
-async def test_a_connection_closed_mid_answer_fails_the_call_and_the_next_call_reconnects() -> (
-    None
-):
+async def test_a_connection_closed_mid_answer_fails_the_call_and_the_next_call_reconnects() -> None:
     calls = 0
 
     async def flaky(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -151,7 +150,7 @@ async def test_a_connection_closed_mid_answer_fails_the_call_and_the_next_call_r
 
     async with service(flaky) as skill, transport() as carrier:
         connector = HttpConnector("skill", skill.url, carrier, timeout=5)
-        with pytest.raises(ServiceUnavailable, match="connection to .* failed") as failed:
+        with pytest.raises(ServiceUnavailable, match=r"connection to .* failed") as failed:
             await connector.call([dialog()])
         assert not failed.value.never_connected
         assert await connector.call([dialog()]) == [[]]
@@ -181,7 +180,7 @@ async def test_a_service_that_never_answers_times_out_and_its_connection_is_not_
 async def test_a_refused_connection_says_the_service_was_never_reached() -> None:
     url = f"http://127.0.0.1:{free_port()}/respond"
     async with transport() as carrier:
-        with pytest.raises(ServiceUnavailable, match=f"cannot reach {url}") as failed:
+        with pytest.raises(ServiceUnavailable, match=re.escape(f"cannot reach {url}")) as failed:
             await HttpConnector("skill", url, carrier, timeout=5).call([dialog()])
     assert failed.value.never_connected
 
