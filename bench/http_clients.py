@@ -7,11 +7,13 @@ several concurrencies, each engine with one shared client and a pool sized for t
 
 * ``httpx``: httpx's own ``AsyncClient`` (httpcore's pool);
 * ``httpx+aiohttp``: httpx's API over the ``httpx-aiohttp`` transport, when installed;
-* ``aiohttp``: an ``aiohttp.ClientSession``, what the agent's connectors use.
+* ``aiohttp``: an ``aiohttp.ClientSession``, what the agent's connectors used before;
+* ``wire``: :class:`agent.connectors.wire.WireTransport`, what they use now.
 
     .venv/bin/python -m bench.http_clients [--calls 2000] [--levels 1,8,32]
 
-Prints calls per second by engine and concurrency, and writes
+Prints calls per second by engine and concurrency, and this process's CPU per call (the
+client's own cost, which the agent pays 7 times a turn), and writes
 ``bench/results/http_clients.json``.
 """
 
@@ -61,8 +63,15 @@ async def calls_per_second(call: Call, concurrency: int, calls: int) -> float:
             await call()
 
     started = time.perf_counter()
+    cpu = time.process_time()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return per_worker * concurrency / (time.perf_counter() - started)
+    calls_made = per_worker * concurrency
+    CPU_US[0] = 1e6 * (time.process_time() - cpu) / calls_made
+    return calls_made / (time.perf_counter() - started)
+
+
+#: The client's CPU per call (µs) in the last :func:`calls_per_second`.
+CPU_US = [0.0]
 
 
 async def with_httpx(
@@ -99,6 +108,25 @@ async def with_httpx_over_aiohttp(url: str, concurrency: int, calls: int) -> flo
     return await with_httpx(url, concurrency, calls, transport)
 
 
+async def with_wire(url: str, concurrency: int, calls: int) -> float:
+    from agent.connectors.transport import Request
+    from agent.connectors.wire import WireTransport
+
+    transport = WireTransport(max_connections=concurrency, keepalive=4.0)
+    request = Request(url, BODY, HEADERS)
+    try:
+
+        async def call() -> None:
+            async with transport.send(request, 30.0) as response:
+                if response.status != 200:
+                    raise RuntimeError(f"HTTP {response.status}")
+                json.loads(await response.read(2**21))
+
+        return await calls_per_second(call, concurrency, calls)
+    finally:
+        await transport.aclose()
+
+
 def engines() -> dict[str, Callable[[str, int, int], Coroutine[Any, Any, float]]]:
     found: dict[str, Callable[[str, int, int], Coroutine[Any, Any, float]]] = {"httpx": with_httpx}
     try:
@@ -108,6 +136,7 @@ def engines() -> dict[str, Callable[[str, int, int], Coroutine[Any, Any, float]]
     else:
         found["httpx+aiohttp"] = with_httpx_over_aiohttp
     found["aiohttp"] = with_aiohttp
+    found["wire"] = with_wire
     return found
 
 
@@ -128,20 +157,28 @@ def main() -> None:
     port = free_port()
     stubs = [sys.executable, "-m", "bench.stubs", "--port", str(port)]
     results: dict[str, dict[str, float]] = {}
+    cpu: dict[str, dict[str, float]] = {}
     with process(stubs, f"http://127.0.0.1:{port}/health"):
         url = f"http://127.0.0.1:{port}/annotate"
         for name, engine in engines().items():
-            results[name] = {}
+            results[name], cpu[name] = {}, {}
             for level in levels:
                 rate = asyncio.run(engine(url, level, args.calls))
                 results[name][str(level)] = round(rate)
-                print(f"  {name:14} C={level:<3} {rate:7.0f} calls/s", flush=True)
+                cpu[name][str(level)] = round(CPU_US[0])
+                print(
+                    f"  {name:14} C={level:<3} {rate:7.0f} calls/s, {CPU_US[0]:5.0f} µs CPU a call",
+                    flush=True,
+                )
     args.out.mkdir(parents=True, exist_ok=True)
-    report: dict[str, Any] = {"calls": args.calls, "calls_per_s": results}
+    report: dict[str, Any] = {"calls": args.calls, "calls_per_s": results, "cpu_us_per_call": cpu}
     (args.out / "http_clients.json").write_text(json.dumps(report, indent=2))
     print("calls/s   " + "".join(f"{'C=' + str(level):>9}" for level in levels))
     for name, rates in results.items():
         print(f"{name:14}" + "".join(f"{rates[str(level)]:>9}" for level in levels))
+    print("µs CPU/call" + "".join(f"{'C=' + str(level):>9}" for level in levels))
+    for name, costs in cpu.items():
+        print(f"{name:14}" + "".join(f"{costs[str(level)]:>9}" for level in levels))
 
 
 if __name__ == "__main__":

@@ -36,8 +36,7 @@ from pymongo.monitoring import (  # noqa: E402
     CommandSucceededEvent,
 )
 
-from agent.connectors.http import make_http_client  # noqa: E402
-from agent.connectors.transport import AiohttpTransport  # noqa: E402
+from agent.connectors.http import make_transport  # noqa: E402
 from agent.flow import MessageFlow  # noqa: E402
 from agent.idempotency import IdempotencyKeys  # noqa: E402
 from agent.pipeline.config import parse_pipeline_config  # noqa: E402
@@ -144,8 +143,8 @@ async def drop_database(url: str) -> None:
 
 async def run(db_url: str, turns: int, window: int) -> dict[str, Any]:
     graph = build_pipeline(parse_pipeline_config(pipeline(window)))
-    client = make_http_client()
-    batchers = make_batchers(graph, AiohttpTransport(client))
+    transport = make_transport()
+    batchers = make_batchers(graph, transport)
     counter = Counter()
     store: Store
     if db_url.startswith("mongodb"):
@@ -183,7 +182,7 @@ async def run(db_url: str, turns: int, window: int) -> dict[str, Any]:
         await store.close()
         for batcher in batchers.values():
             await batcher.aclose()
-        await client.close()
+        await transport.aclose()
     result = {
         "turns": turns,
         "window": window,

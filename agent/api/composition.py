@@ -1,11 +1,11 @@
 """The composition root: the one place that builds the agent's parts, and closes them.
 
     settings ─► store (traced) ─────────────┬─► the users' queues, idempotency keys ─┐
-    pipeline ─► HTTP client ─► connectors ─► executor ──────────────────────────────┼─► message
+    pipeline ─► transport ───► connectors ─► executor ──────────────────────────────┼─► message
                 metrics ─────────────────────────────────────────────────────────────┘   flow
                 handoffs (store, the users' queues, metrics, the helpdesk webhook) ──► flow
                 lifecycle sweep (store, metrics)
-                readiness (store, HTTP client, required services)
+                readiness (store, HTTP client, required services); helpdesk webhook (HTTP client)
 
 Each takes only the part of the store it uses (``store.turns``, ``store.queues``, ...:
 :data:`agent.store.base.PARTS`), as do the routes (:mod:`agent.api.deps`).
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from agent.api.readiness import Readiness
-from agent.connectors.http import make_http_client
+from agent.connectors.http import make_http_client, make_transport
 from agent.flow import END_RETRY, RETRY_WINDOW, MessageFlow
 from agent.handoff import Handoffs, Webhook
 from agent.handoff.errors import NO_OPERATOR_KEY, NO_SECTION
@@ -74,7 +74,8 @@ async def assembled(
     ready_services: dict[str, str],
     experiment: Experiment | None = None,
 ) -> AsyncIterator[Components]:
-    """Open the store and the HTTP client, build everything on them, and close it all.
+    """Open the store, the services' transport and the HTTP client, build everything on
+    them, and close it all.
     ``ready_services`` (:func:`agent.api.readiness.required_services`) is checked when the
     app is created, so a typo in it stops the agent before it listens. With an
     ``experiment``, each arm's pipeline gets its executor (``pipeline`` is the first arm's)."""
@@ -85,8 +86,10 @@ async def assembled(
         stack.push_async_callback(store.close)
         client = make_http_client()
         stack.push_async_callback(client.close)
+        transport = make_transport()
+        stack.push_async_callback(transport.aclose)
         executor = await pipeline.executor(
-            client, stack, channel_type=settings.channel_type, limits=settings.limits
+            transport, stack, channel_type=settings.channel_type, limits=settings.limits
         )
         arm_executors = {}
         if experiment is not None:
@@ -94,7 +97,7 @@ async def assembled(
                 arm.name: executor
                 if arm.pipeline is pipeline
                 else await arm.pipeline.executor(
-                    client,
+                    transport,
                     stack,
                     channel_type=settings.channel_type,
                     limits=settings.limits,

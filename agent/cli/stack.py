@@ -64,18 +64,20 @@ def wait_healthy(
     started = time.monotonic()
     deadline = started + timeout
     told = False
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"service {service.name} exited with code {process.returncode}")
-        try:
-            if httpx.get(service.health_url, timeout=1.0).is_success:
-                return
-        except httpx.TransportError:
-            pass
-        if on_slow is not None and not told and time.monotonic() - started >= PATIENCE:
-            told = True
-            on_slow(service, time.monotonic() - started)
-        time.sleep(0.1)
+    # one client for all the polls: httpx.get makes a client, and its TLS context, each time
+    with httpx.Client(timeout=1.0) as http:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"service {service.name} exited with code {process.returncode}")
+            try:
+                if http.get(service.health_url).is_success:
+                    return
+            except httpx.TransportError:
+                pass
+            if on_slow is not None and not told and time.monotonic() - started >= PATIENCE:
+                told = True
+                on_slow(service, time.monotonic() - started)
+            time.sleep(0.1)
     raise RuntimeError(
         f"service {service.name} did not answer {service.health_url} within {timeout:.0f}s"
     )
@@ -111,14 +113,15 @@ def announced_when_up(url: str, announce: Callable[[], None]) -> Iterator[None]:
     stopped = threading.Event()
 
     def probe() -> None:
-        while not stopped.is_set():  # a readiness probe, ended by the block's end
-            try:
-                if httpx.get(url, timeout=1.0).is_success:
-                    announce()
-                    return
-            except httpx.TransportError:
-                pass
-            stopped.wait(0.1)
+        with httpx.Client(timeout=1.0) as http:  # one client (and TLS context) for all polls
+            while not stopped.is_set():  # a readiness probe, ended by the block's end
+                try:
+                    if http.get(url).is_success:
+                        announce()
+                        return
+                except httpx.TransportError:
+                    pass
+                stopped.wait(0.1)
 
     thread = threading.Thread(target=probe, name=_PROBE_THREAD, daemon=True)
     quiet = _QuietProbe()

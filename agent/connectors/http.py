@@ -1,12 +1,13 @@
 """The HTTP connector: POST ``{"dialogs": [...]}``, read a bounded JSON list back.
 
 httpx is the project's HTTP interface (SDK, CLI, tests), but under the connectors, the
-agent's hot path, the engine is aiohttp, chosen by measurement: a turn makes about 7 service
-calls, and ``bench/http_clients.py`` measures aiohttp at several times httpx's calls per
-second on these 2-core machines (the figures are in the README). All connectors share one
-``aiohttp.ClientSession`` made in the agent's lifespan, which
-:class:`~agent.connectors.transport.AiohttpTransport` carries requests over; tests may hand
-a connector a :class:`~agent.connectors.transport.MockTransport` instead.
+agent's hot path, requests go over :class:`~agent.connectors.wire.WireTransport`, chosen by
+measurement: a turn makes about 7 service calls, and ``bench/http_clients.py`` measures it
+against aiohttp and httpx (docs/performance.md). All connectors share the one transport
+made in the agent's lifespan (:func:`make_transport`); tests may hand a connector a
+:class:`~agent.connectors.transport.MockTransport` instead. The agent's other HTTP calls
+(readiness checks, the helpdesk webhook) go through one ``aiohttp.ClientSession``
+(:func:`make_http_client`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from agent.connectors.errors import (
     ServiceUnavailable,
 )
 from agent.connectors.transport import Reply, Request, Transport
+from agent.connectors.wire import WireTransport
 from agent.sdk.contracts import CONTRACT_HEADER
 from agent.sdk.models import DialogView, ServiceRequest
 from agent.sdk.streaming import STREAM_MEDIA_TYPE, parse_line
@@ -64,6 +66,12 @@ def make_http_client(max_connections: int = DEFAULT_POOL_SIZE) -> aiohttp.Client
     return aiohttp.ClientSession(
         connector=connector, trust_env=False, skip_auto_headers=("User-Agent",)
     )
+
+
+def make_transport(max_connections: int = DEFAULT_POOL_SIZE) -> WireTransport:
+    """What the agent's connectors call services over: one pool of kept-alive HTTP/1.1
+    connections (:mod:`agent.connectors.wire`), closed by its owner (``aclose``)."""
+    return WireTransport(max_connections, KEEPALIVE_SECONDS)
 
 
 class HttpConnector(Connector[DialogView]):

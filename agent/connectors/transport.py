@@ -1,11 +1,11 @@
-"""What carries a connector's request to a service: aiohttp, or a function in memory.
+"""What carries a connector's request to a service: a socket, or a function in memory.
 
 :class:`~agent.connectors.http.HttpConnector` builds the request and reads the answer
 (status, size bound, JSON, streamed lines); a :class:`Transport` only carries it. The agent
-uses :class:`AiohttpTransport` over its one HTTP session; a test, or a service author
-checking a pipeline, can hand the connectors a :class:`MockTransport` instead, as httpx's
-``MockTransport``: a function from a :class:`Request` to a :class:`Response`, with no
-server at all. A handler plays a service that is down by raising
+uses :class:`~agent.connectors.wire.WireTransport`, its one pool of connections; a test,
+or a service author checking a pipeline, can hand the connectors a :class:`MockTransport`
+instead, as httpx's ``MockTransport``: a function from a :class:`Request` to a
+:class:`Response`, with no server at all. A handler plays a service that is down by raising
 ``ConnectionRefusedError``, one whose connection breaks by raising ``ConnectionError``,
 and one that never answers by hanging (an async handler) or raising ``TimeoutError``.
 """
@@ -13,21 +13,13 @@ and one that never answers by hanging (an async handler) or raising ``TimeoutErr
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, Protocol
 
-import aiohttp
-
 from agent.sdk.streaming import STREAM_MEDIA_TYPE
-
-#: Over aiohttp's 1 MB mark, raw bytes draw a warning (it would copy them on the loop); a
-#: file-like body is streamed instead.
-_STREAMED_BODY_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,88 +61,8 @@ class Reply(Protocol):
 class Transport(Protocol):
     def send(self, request: Request, time_limit: float) -> AbstractAsyncContextManager[Reply]:
         """Open the exchange; the answer must be read within ``time_limit`` seconds, or
-        ``TimeoutError``. A failed connection raises ``OSError`` or ``aiohttp.ClientError``."""
+        ``TimeoutError``. A failed connection raises ``OSError``."""
         ...
-
-
-class AiohttpTransport:
-    """Requests over the agent's one ``aiohttp.ClientSession`` (its owner closes it)."""
-
-    def __init__(self, session: aiohttp.ClientSession) -> None:
-        self._session = session
-        self._limits: dict[float, aiohttp.ClientTimeout] = {}
-
-    def send(self, request: Request, time_limit: float) -> _AiohttpExchange:
-        body = request.body
-        limit = self._limits.get(time_limit)
-        if limit is None:
-            limit = self._limits[time_limit] = aiohttp.ClientTimeout(total=time_limit)
-        return _AiohttpExchange(
-            self._session.post(
-                request.url,
-                data=body if len(body) < _STREAMED_BODY_BYTES else io.BytesIO(body),
-                headers=request.headers,
-                timeout=limit,
-            )
-        )
-
-
-class _AiohttpExchange:
-    """aiohttp's own context manager, its response seen as a :class:`Reply` (a class, not
-    a generator: this is on every service call)."""
-
-    __slots__ = ("_opening",)
-
-    def __init__(self, opening: AbstractAsyncContextManager[aiohttp.ClientResponse]) -> None:
-        self._opening = opening
-
-    async def __aenter__(self) -> Reply:
-        return _AiohttpReply(await self._opening.__aenter__())
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self._opening.__aexit__(exc_type, exc, traceback)
-
-
-class _AiohttpReply:
-    __slots__ = ("_response",)
-
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self._response = response
-
-    @property
-    def status(self) -> int:
-        return self._response.status
-
-    @property
-    def headers(self) -> Mapping[str, str]:
-        return self._response.headers
-
-    @property
-    def content_type(self) -> str:
-        return self._response.content_type
-
-    @property
-    def content_length(self) -> int | None:
-        return self._response.content_length
-
-    async def read(self, limit: int) -> bytes:
-        content = self._response.content
-        raw = await content.read(limit)
-        while len(raw) < limit and not content.at_eof():
-            more = await content.read(limit - len(raw))
-            if not more:
-                break
-            raw += more
-        return raw
-
-    async def lines(self) -> AsyncIterator[bytes]:
-        async for line in self._response.content:
-            yield line
 
 
 @dataclass(slots=True)

@@ -11,9 +11,7 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-import aiohttp
-
-from agent.connectors.transport import AiohttpTransport
+from agent.connectors.transport import Transport
 from agent.dream.config import is_dp_agent_config
 from agent.dream.connectors import check_python_connectors, make_dream_connectors
 from agent.dream.executor import DreamExecutor
@@ -58,7 +56,7 @@ class DreamKind(Kind[DreamPipeline]):
 
     async def executor(
         self,
-        client: aiohttp.ClientSession,
+        transport: Transport,
         closing: AsyncExitStack,
         *,
         channel_type: str,
@@ -66,7 +64,7 @@ class DreamKind(Kind[DreamPipeline]):
     ) -> TurnExecutor:
         """A :class:`~agent.dream.executor.DreamExecutor`; services naming one top-level
         connector share it, and it is closed once."""
-        connectors = make_dream_connectors(self.graph, AiohttpTransport(client))
+        connectors = make_dream_connectors(self.graph, transport)
         for connector in {id(c): c for c in connectors.values()}.values():
             closing.push_async_callback(connector.aclose)
         return DreamExecutor(self.graph, connectors, channel_type, limits=limits)

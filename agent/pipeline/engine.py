@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
-import aiohttp
-
+from agent.connectors.transport import Transport
 from agent.metrics.services import ServiceStats
 from agent.pipeline.config import Dialect, DoubleTexting, HandoffConfig
 from agent.pipeline.info import PipelineInfo
@@ -131,14 +130,14 @@ class LoadedPipeline(PipelineGraph, Protocol):
 
     async def executor(
         self,
-        client: aiohttp.ClientSession,
+        transport: Transport,
         closing: AsyncExitStack,
         *,
         channel_type: str,
         limits: StorageLimits,
     ) -> TurnExecutor:
-        """The executor for this pipeline, its connectors made on ``client``, opened, and
-        closed with ``closing``."""
+        """The executor for this pipeline, its connectors calling services over
+        ``transport``, opened, and closed with ``closing``."""
         ...
 
     def local_services(self, root: Path) -> LocalServices:

@@ -29,8 +29,8 @@ from agent.pipeline.schedule import Schedule
 from agent.pipeline.tiers import Streaming, lower_tiers
 from agent.pipeline.turn import Turn, TurnResult
 from agent.pipeline.turn_limits import TurnLimits
-from agent.pipeline.views import dialog_view
-from agent.sdk.models import DialogView, Selection
+from agent.pipeline.views import dialog_view, utterance_view
+from agent.sdk.models import DialogView, Selection, UtteranceView
 from agent.state.models import (
     FALLBACK_SKILL,
     BotUtterance,
@@ -75,6 +75,8 @@ class _Run:
         self.stored_bytes = 0
         turn.utterance.annotations = WriteOnce(turn.utterance.annotations)
         self.bot_utterance: BotUtterance | None = None
+        #: The views of the turn's stored utterances, by ``id()``, made at the first call.
+        self.history_views: dict[int, UtteranceView] | None = None
         #: The streaming skill whose announced confidence met its stream_min_confidence
         #: first, and why: its hypothesis answers the turn.
         self.claimed: tuple[str, str] | None = None
@@ -102,6 +104,10 @@ class _Run:
         return shown
 
     def view(self, node: ServiceNode, max_tokens: int | None = None) -> DialogView:
+        if self.history_views is None:
+            # the stored utterances do not change during the turn: viewed once, shown to
+            # every service
+            self.history_views = {id(u): utterance_view(u) for u in self.turn.history}
         return dialog_view(
             self.turn.dialog_id,
             self.window(),
@@ -109,6 +115,7 @@ class _Run:
             self.turn.bot,
             node.config.context_window,
             max_tokens,
+            self.history_views,
         )
 
     def confident_below(self, node: ServiceNode, lower: list[ServiceNode]) -> str | None:

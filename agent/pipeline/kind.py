@@ -13,9 +13,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import aiohttp
-
-from agent.connectors.transport import AiohttpTransport
+from agent.connectors.transport import Transport
 from agent.metrics.services import ServiceStats
 from agent.pipeline.config import parse_pipeline_config
 from agent.pipeline.connectors import check_in_process, make_batchers
@@ -57,7 +55,7 @@ class ChorusKind(Kind[Pipeline]):
 
     async def executor(
         self,
-        client: aiohttp.ClientSession,
+        transport: Transport,
         closing: AsyncExitStack,
         *,
         channel_type: str,
@@ -69,7 +67,7 @@ class ChorusKind(Kind[Pipeline]):
         waited for at most its service's timeout
         (:meth:`agent.connectors.in_process.InProcessConnector.open`), so one that never
         opens cannot keep the agent from starting."""
-        batchers = make_batchers(self.graph, AiohttpTransport(client))
+        batchers = make_batchers(self.graph, transport)
         for batcher in batchers.values():
             closing.push_async_callback(batcher.aclose)
         in_agent = [node.name for node in self.graph if node.config.connector.module is not None]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from agent.sdk.models import BotView, DialogView, HumanView, HypothesisView, UtteranceView
 from agent.state.models import Bot, Human, HumanUtterance, Hypothesis, Utterance
@@ -60,15 +60,22 @@ def dialog_view(
     bot: Bot,
     context_window: int,
     max_tokens: int | None = None,
+    known: Mapping[int, UtteranceView] | None = None,
 ) -> DialogView:
     """The last ``context_window`` utterances and the profiles' attributes; hypotheses are
     shown on the newest human utterance only (for candidate annotators and selectors);
-    ``max_tokens``: what is left of an LLM skill's budget."""
+    ``max_tokens``: what is left of an LLM skill's budget. ``known``: views already made
+    of utterances that no longer change, by ``id()`` (a turn's history: each of its
+    service calls shows them again)."""
     shown = list(window)[-context_window:]
     newest_human = next((u for u in reversed(shown) if isinstance(u, HumanUtterance)), None)
+    views = []
+    for u in shown:
+        made = None if known is None or u is newest_human else known.get(id(u))
+        views.append(made or utterance_view(u, with_hypotheses=u is newest_human))
     return DialogView.model_construct(
         dialog_id=dialog_id,
-        utterances=[utterance_view(u, with_hypotheses=u is newest_human) for u in shown],
+        utterances=views,
         human=HumanView.model_construct(
             id=human.id,
             attributes=human.attributes,

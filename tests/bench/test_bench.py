@@ -70,8 +70,9 @@ def test_the_http_engine_comparison_measures_each_engine(tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads((tmp_path / "http_clients.json").read_text())
-    assert set(report["calls_per_s"]) == {"httpx", "httpx+aiohttp", "aiohttp"}
+    assert set(report["calls_per_s"]) == {"httpx", "httpx+aiohttp", "aiohttp", "wire"}
     assert all(rate > 0 for rates in report["calls_per_s"].values() for rate in rates.values())
+    assert set(report["cpu_us_per_call"]) == set(report["calls_per_s"])
 
 
 @pytest.mark.timeout(300)

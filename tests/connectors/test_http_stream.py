@@ -13,8 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from agent.connectors.http import YIELD_EVERY_LINES, HttpConnector, make_http_client
-from agent.connectors.transport import AiohttpTransport
+from agent.connectors.http import YIELD_EVERY_LINES, HttpConnector, make_transport
 from agent.sdk.models import DialogView
 from agent.sdk.streaming import STREAM_MEDIA_TYPE, line
 from tests.support.servers import serving
@@ -52,13 +51,13 @@ async def lines_between_other_work(url: str) -> tuple[list[int], Any]:
             ticks += 1
             await asyncio.sleep(0)
 
-    session = make_http_client()
+    transport = make_transport()
     ticker = asyncio.create_task(other_user())
     runs: list[int] = []
     lines_since, seen = 0, ticks
     output: Any = None
     try:
-        connector = HttpConnector("story", url, AiohttpTransport(session), timeout=60)
+        connector = HttpConnector("story", url, transport, timeout=60)
         dialog = DialogView.model_validate(view("Tell me a story"))
         async for kind, value in connector.stream(dialog):
             if ticks != seen:
@@ -71,7 +70,7 @@ async def lines_between_other_work(url: str) -> tuple[list[int], Any]:
     finally:
         stop.set()
         await ticker
-        await session.close()
+        await transport.aclose()
     return runs, output
 
 

@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 
 from agent.api.app import create_app
-from agent.connectors.http import HttpConnector, make_http_client
+from agent.connectors.http import HttpConnector, make_transport
 from agent.connectors.in_process import InProcessConnector, load_service
-from agent.connectors.transport import AiohttpTransport
 from agent.pipeline.config import PipelineConfigError
 from agent.pipeline.kind import ChorusKind
 from agent.sdk.models import DialogView
@@ -52,14 +51,12 @@ async def test_a_service_answers_in_process_what_it_answers_over_http(service: A
         view("Hello!", "Hi! What's your name?", "Tell me a joke", human_attributes={"name": "Ann"})
     )
     with serving(service.app) as server:
-        client = make_http_client()
+        transport = make_transport()
         try:
-            remote = HttpConnector(
-                service.name, f"{server.url}/respond", AiohttpTransport(client), 10.0
-            )
+            remote = HttpConnector(service.name, f"{server.url}/respond", transport, 10.0)
             over_http = await remote.call([shown])
         finally:
-            await client.close()
+            await transport.aclose()
     in_the_agent = await InProcessConnector(service.name, service).call([shown])
     assert in_the_agent == over_http
     assert in_the_agent != [[]], "the service answered nothing: the comparison says little"
@@ -178,13 +175,13 @@ def test_a_module_that_gives_no_service_stops_the_agent_naming_its_entry(
 
 async def test_a_factory_that_makes_no_service_stops_the_agent_as_it_starts() -> None:
     kind = ChorusKind.load(skills(x="tests.support.in_process:make_nothing"), "pipeline.json")
-    client = make_http_client()
+    transport = make_transport()
     try:
         async with AsyncExitStack() as closing:
             with pytest.raises(PipelineConfigError) as refused:
-                await kind.executor(client, closing, channel_type="http", limits=StorageLimits())
+                await kind.executor(transport, closing, channel_type="http", limits=StorageLimits())
     finally:
-        await client.close()
+        await transport.aclose()
     assert str(refused.value) == (
         "services.skills.x.connector.module: "
         "tests.support.in_process:make_nothing made a NoneType, not a chorus Service"

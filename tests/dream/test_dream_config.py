@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from agent.connectors.batching import Batcher
-from agent.connectors.http import make_http_client
-from agent.connectors.transport import AiohttpTransport
+from agent.connectors.http import make_transport
 from agent.dream.config import HttpConnectorConfig, is_dp_agent_config
 from agent.dream.connectors import DreamHttp
 from agent.dream.dialog import CountedList
@@ -176,17 +175,17 @@ def test_batching_merges_payloads_and_splits_answers() -> None:
     log = Recorder()
 
     async def run(url: str) -> list[tuple[Any, int]]:
-        session = make_http_client()
+        transport = make_transport()
         try:
             config = HttpConnectorConfig(protocol="http", url=f"{url}/respond", batch_size=8)
-            http = DreamHttp("lengths", config, AiohttpTransport(session), 5.0)
+            http = DreamHttp("lengths", config, transport, 5.0)
             batcher = Batcher(http, 8)
             sized = await asyncio.gather(
                 *(batcher.submit({"sentences": ["x" * n]}) for n in (1, 2, 3))
             )
             return list(sized)
         finally:
-            await session.close()
+            await transport.aclose()
 
     with serving(dream.lengths(recorder=log)) as server:
         sized = asyncio.run(run(server.url))

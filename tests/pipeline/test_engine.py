@@ -12,7 +12,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from agent.connectors.http import make_http_client
+from agent.connectors.http import make_transport
 from agent.dream.executor import DreamExecutor
 from agent.dream.graph import DreamPipeline, build_dream_pipeline
 from agent.dream.kind import DreamKind
@@ -78,7 +78,7 @@ def test_both_kinds_satisfy_the_protocols() -> None:
 
 
 async def test_each_kind_builds_its_own_executor() -> None:
-    client = make_http_client()
+    transport = make_transport()
     try:
         for pipeline, kind in (
             (ChorusKind(build_pipeline(parse_pipeline_config(CHORUS))), Executor),
@@ -86,11 +86,11 @@ async def test_each_kind_builds_its_own_executor() -> None:
         ):
             async with AsyncExitStack() as closing:
                 executor: TurnExecutor = await pipeline.executor(
-                    client, closing, channel_type="telegram", limits=StorageLimits()
+                    transport, closing, channel_type="telegram", limits=StorageLimits()
                 )
                 assert isinstance(executor, kind) and executor.pipeline is pipeline.graph
     finally:
-        await client.close()
+        await transport.aclose()
 
 
 def test_both_kinds_name_their_services_urls_and_requirements(tmp_path: Path) -> None:

@@ -13,11 +13,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-import aiohttp
 import pytest
 
-from agent.connectors.http import make_http_client
-from agent.connectors.transport import AiohttpTransport, Handler, MockTransport, Request, Response
+from agent.connectors.http import make_transport
+from agent.connectors.transport import Handler, MockTransport, Request, Response, Transport
 from agent.pipeline.config import parse_pipeline_config
 from agent.pipeline.connectors import make_batchers
 from agent.pipeline.executor import Executor
@@ -32,16 +31,17 @@ Services = Callable[[Any], ServerThread]
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[aiohttp.ClientSession]:
-    async with make_http_client() as http:
-        yield http
+async def client() -> AsyncIterator[Transport]:
+    transport = make_transport()
+    yield transport
+    await transport.aclose()
 
 
-def executor(client: aiohttp.ClientSession, services: dict[str, Any], **top: Any) -> Executor:
+def executor(client: Transport, services: dict[str, Any], **top: Any) -> Executor:
     from agent.pipeline.graph import build_pipeline
 
     pipeline = build_pipeline(parse_pipeline_config({"services": services, **top}))
-    return Executor(pipeline, make_batchers(pipeline, AiohttpTransport(client)))
+    return Executor(pipeline, make_batchers(pipeline, client))
 
 
 Served = Handler | tuple[Handler, dict[str, Any]]
@@ -102,9 +102,7 @@ def calls(result: TurnResult) -> dict[str, ServiceCall]:
     return {c.service: c for c in result.utterance.trace}
 
 
-async def test_independent_skills_overlap(
-    services: Services, client: aiohttp.ClientSession
-) -> None:
+async def test_independent_skills_overlap(services: Services, client: Transport) -> None:
     run = executor(
         client,
         {
@@ -122,7 +120,7 @@ async def test_independent_skills_overlap(
 
 
 async def test_groups_and_previous_services_run_in_order(
-    services: Services, client: aiohttp.ClientSession
+    services: Services, client: Transport
 ) -> None:
     run = executor(
         client,

@@ -15,7 +15,7 @@ from contextlib import AsyncExitStack
 from agent.cli.replay.compare import TurnDiff, compared, side_of
 from agent.cli.replay.labels import stored_label
 from agent.cli.replay.turns import StoredTurn
-from agent.connectors.http import make_http_client
+from agent.connectors.http import make_transport
 from agent.pipeline.engine import LoadedPipeline, TurnExecutor
 from agent.state.storage_limits import StorageLimits
 
@@ -50,10 +50,10 @@ async def replay(
     comparison handed to ``on_diff`` as it is done. Cancelled, it stops the turns in
     flight (none of which reaches ``on_diff``) and returns nothing more."""
     async with AsyncExitStack() as closing:
-        client = make_http_client()
-        closing.push_async_callback(client.close)
+        transport = make_transport()
+        closing.push_async_callback(transport.aclose)
         executor = await pipeline.executor(
-            client, closing, channel_type=channel_type, limits=limits
+            transport, closing, channel_type=channel_type, limits=limits
         )
         waiting: asyncio.Queue[StoredTurn | None] = asyncio.Queue(maxsize=concurrency * 2)
 
