@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI, Request
 from pymongo import MongoClient
 
@@ -20,6 +21,9 @@ from tests.conftest import AgentFactory
 from tests.dream import services as dream
 from tests.dream.test_dream_behaviour import skill
 from tests.dream.test_dream_pipeline import F, dialog_of, http, say
+
+# What it checks depends on the store: it runs on SQLite and MongoDB (tests/conftest.py).
+pytestmark = pytest.mark.both_stores
 
 #: What the profiler answers to each text (update_attributes' payload).
 PROFILER = {
