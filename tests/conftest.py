@@ -224,6 +224,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     definition = metafunc.definition
     if "db_url" not in metafunc.fixturenames:
         return
+    # Only this module's ``db_url``: a module or folder that defines its own (MongoDB's
+    # command counts, the browser tests) keeps its own params.
+    fixture = metafunc._arg2fixturedefs.get("db_url", ())[-1:]
+    if not fixture or list(fixture[0].params or ()) != BOTH_STORES:
+        return
     if definition.get_closest_marker("both_stores") is not None:
         return
     if any(parametrizes(mark, "db_url") for mark in definition.iter_markers("parametrize")):
@@ -231,7 +236,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     definition.add_marker(pytest.mark.parametrize("db_url", ["sqlite"], indirect=True))
 
 
-@pytest.fixture(params=["sqlite", "mongodb"])
+#: ``db_url``'s params: the stores a test marked ``both_stores`` runs on.
+BOTH_STORES = ["sqlite", "mongodb"]
+
+
+@pytest.fixture(params=BOTH_STORES)
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """The agent's store: SQLite, and MongoDB too for a test marked ``both_stores``; a test
     that concerns how a turn's end is written also on MongoDB 8, with
