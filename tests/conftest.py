@@ -1,15 +1,16 @@
 """Shared fixtures: real services on 127.0.0.1 and an agent wired to them.
 
-Which tests run on both stores: an agent test runs on SQLite and on MongoDB (``db_url``
-is parametrised over both) when it reads or writes dialog state through the store, which
-is any test that sends a turn, reads a dialog or a user (a 404 included), rates, erases,
-exports or imports. A test that never does (it is decided before the store is reached:
-request validation and its 4xx, the API key, CORS and the body limit, the pages and their
-files, ``/api/pipeline``'s description, start-up warnings) is marked
-``@pytest.mark.store_agnostic`` and runs once, on SQLite: running it on MongoDB too would
-repeat the same code path. The rule is what the test exercises, not how long it takes. The
-mark is checked: a store-agnostic test that leaves anything in its SQLite database fails,
-saying to remove the mark.
+Which tests run on both stores: an agent test runs on SQLite (``db_url``). The turn, the
+routes and the services are the same code over either store; what the stores do differently
+is the store's own, and the contract suite (``tests/store``) holds every store method to the
+same behaviour on SQLite, MongoDB and MongoDB 8. A test whose behaviour depends on what the
+store is (a write the database fails or refuses, MongoDB's key escaping, several agent
+processes sharing one database, an import, export or restore, a dialog's fields kept whole
+through its close) is marked ``@pytest.mark.both_stores`` and runs on SQLite and on MongoDB
+as well. A test that never reaches the store (request validation and its 4xx, the API key,
+CORS and the body limit, the pages and their files, ``/api/pipeline``'s description,
+start-up warnings) is marked ``@pytest.mark.store_agnostic``: the mark is checked, and a
+store-agnostic test that leaves anything in its SQLite database fails, saying to remove it.
 
 Which tests share servers: ``agent`` and ``services`` start servers for one test. A
 module's store-agnostic tests that only read (pages, the pipeline's description, refused
@@ -206,21 +207,44 @@ def fresh_database(server_url: str) -> str:
     return f"{scheme}://{hosts}/chorus_test_{uuid.uuid4().hex}?{query}"
 
 
+def parametrizes(mark: pytest.Mark, name: str) -> bool:
+    """Whether the ``parametrize`` mark ``mark`` gives ``name`` its values."""
+    names = mark.args[0] if mark.args else mark.kwargs.get("argnames", ())
+    if isinstance(names, str):
+        names = [part.strip() for part in names.split(",")]
+    return name in names
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """A ``store_agnostic`` test gets ``db_url`` on SQLite only (the module's docstring):
-    as a ``parametrize`` mark, added before pytest reads the marks and the fixtures'
-    params, so that it replaces ``db_url``'s own params as a written mark would."""
+    """``db_url`` is SQLite only unless the test is marked ``both_stores`` (the module's
+    docstring) or parametrises ``db_url`` itself: as a ``parametrize`` mark, added before
+    pytest reads the marks and the fixtures' params, so that it replaces ``db_url``'s own
+    params as a written mark would."""
     definition = metafunc.definition
-    if "db_url" in metafunc.fixturenames and definition.get_closest_marker("store_agnostic"):
-        definition.add_marker(pytest.mark.parametrize("db_url", ["sqlite"], indirect=True))
+    if "db_url" not in metafunc.fixturenames:
+        return
+    # Only this module's ``db_url``: a module or folder that defines its own (MongoDB's
+    # command counts, the browser tests) keeps its own params.
+    fixture = metafunc._arg2fixturedefs.get("db_url", ())[-1:]
+    if not fixture or list(fixture[0].params or ()) != BOTH_STORES:
+        return
+    if definition.get_closest_marker("both_stores") is not None:
+        return
+    if any(parametrizes(mark, "db_url") for mark in definition.iter_markers("parametrize")):
+        return
+    definition.add_marker(pytest.mark.parametrize("db_url", ["sqlite"], indirect=True))
 
 
-@pytest.fixture(params=["sqlite", "mongodb"])
+#: ``db_url``'s params: the stores a test marked ``both_stores`` runs on.
+BOTH_STORES = ["sqlite", "mongodb"]
+
+
+@pytest.fixture(params=BOTH_STORES)
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The agent's store: an agent test runs on SQLite and on MongoDB (a ``store_agnostic``
-    one on SQLite only); a test that concerns how a turn's end is written also on MongoDB
-    8, with ``@pytest.mark.parametrize("db_url", [..., "mongodb-8"], indirect=True)``."""
+    """The agent's store: SQLite, and MongoDB too for a test marked ``both_stores``; a test
+    that concerns how a turn's end is written also on MongoDB 8, with
+    ``@pytest.mark.parametrize("db_url", [..., "mongodb-8"], indirect=True)``."""
     if request.param != "sqlite":
         yield fresh_mongodb_database(request, request.param)
         return
@@ -232,7 +256,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 def assert_nothing_stored(path: Path, test: str) -> None:
     """Fail ``test`` (store-agnostic, or sharing an agent) if it left rows in the SQLite
-    database at ``path``: it wrote dialog state, so it belongs on both stores."""
+    database at ``path``: it wrote dialog state, so it is not store-agnostic."""
     if not path.exists():
         return
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as database:
@@ -246,7 +270,8 @@ def assert_nothing_stored(path: Path, test: str) -> None:
     if kept:
         pytest.fail(
             f"{test} is store_agnostic but left rows in the store ({kept}): it writes "
-            "dialog state, so it must run on both stores (`agent` without the mark)"
+            "dialog state (`agent` without the mark; `both_stores` if what it checks "
+            "depends on the store)"
         )
 
 

@@ -62,7 +62,9 @@ def stored_arms(client: httpx.Client, user: str) -> list[str | None]:
     return [d["arm"] for d in client.get(f"/api/user/{user}").json()]
 
 
-# 600 requests through two agent processes and one database: minutes on a busy machine.
+# 300 requests through two agent processes and one database: a minute on a busy machine.
+# 100 users are enough for both checks: a user split between arms shows in any user, and
+# the draw is a keyed hash of fixed ids (45 and 55 here), so the share is no sample's luck.
 @pytest.mark.timeout(600)
 def test_two_agent_processes_split_users_evenly_and_never_split_a_user(
     services: Services, db_url: str, tmp_path: Path
@@ -73,7 +75,7 @@ def test_two_agent_processes_split_users_evenly_and_never_split_a_user(
         "CHORUS_EXPERIMENT": str(experiment_file(tmp_path, {"a": 1, "b": 1})),
         "CHORUS_ARM_KEY": ARM_KEY,  # the same on both, as an operator sets it
     }
-    users = [f"user-{i}" for i in range(200)]
+    users = [f"user-{i}" for i in range(100)]
     with (
         agent_process(env) as (first, _),
         agent_process(env) as (second, _),
@@ -103,7 +105,7 @@ def test_two_agent_processes_split_users_evenly_and_never_split_a_user(
         assert first_answer == second_answer == f"arm {first_arm}"
     per_arm = Counter(user_arms[0] for user_arms in arms.values())
     assert set(per_arm) == {"a", "b"}
-    assert 80 <= per_arm["a"] <= 120 and 80 <= per_arm["b"] <= 120, per_arm
+    assert 40 <= per_arm["a"] <= 60 and 40 <= per_arm["b"] <= 60, per_arm
 
 
 def test_changing_the_weights_and_restarting_keeps_existing_dialogs_on_their_arm(

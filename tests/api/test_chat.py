@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 
 from annotators.tokens.app import app as tokens_app
 from response_selectors.confidence.app import app as confidence_app
@@ -37,6 +38,7 @@ def reference_pipeline(services: Any, **extra_skills: dict[str, Any]) -> dict[st
     }
 
 
+@pytest.mark.both_stores
 def test_a_turn_stores_annotations_hypotheses_and_the_chosen_answer(
     services: Any, agent: AgentFactory
 ) -> None:
@@ -79,6 +81,7 @@ def test_attributes_of_the_chosen_hypothesis_are_remembered_on_the_next_turns(
     assert [u["speaker"] for u in dialog["utterances"]] == ["human", "bot"] * 4
 
 
+@pytest.mark.both_stores
 def test_the_human_profile_outlives_the_dialog(services: Any, agent: AgentFactory) -> None:
     client = agent(reference_pipeline(services))
     say(client, "my name is Bob", user="bob")

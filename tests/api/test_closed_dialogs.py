@@ -29,6 +29,9 @@ from tests.conftest import AgentFactory, service_entry
 from tests.support.servers import ServerThread
 from tests.support.services import counter_skill
 
+# What it checks depends on the store: it runs on SQLite and MongoDB (tests/conftest.py).
+pytestmark = pytest.mark.both_stores
+
 Services = Callable[[FastAPI], ServerThread]
 
 #: How long the idle sweep may take to close both dialogs on a busy machine.

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from agent.sdk import DialogView, Service, SkillHypothesis
@@ -30,6 +31,7 @@ def dialog_of(client: httpx.Client, user: str) -> list[dict[str, Any]]:
     return utterances
 
 
+@pytest.mark.both_stores
 def test_concurrent_messages_at_two_agents_take_turns(
     agent: AgentFactory,
     services: Callable[[FastAPI], ServerThread],

@@ -81,6 +81,7 @@ def test_a_skill_killed_mid_call_costs_only_its_own_output(
     ]
 
 
+@pytest.mark.both_stores
 def test_an_agent_killed_mid_turn_leaves_the_dialog_usable(
     services: Callable[[FastAPI], ServerThread],
     tmp_path: Path,

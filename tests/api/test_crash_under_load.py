@@ -186,6 +186,7 @@ def test_a_database_killed_while_32_users_talk_loses_and_doubles_nothing(
             run_and_check(talk, crash, keyed=lambda n: n % 2 == 0)
 
 
+@pytest.mark.both_stores
 def test_an_agent_killed_while_32_users_talk_loses_and_doubles_nothing(
     services: Callable[[FastAPI], ServerThread], tmp_path: Path, db_url: str
 ) -> None:

@@ -1,6 +1,6 @@
 """A second message of a user while the first is being answered, at another agent replica
 sharing the database: each policy (enqueue, reject, interrupt), set by the pipeline file or
-by the request, on both stores. The first message is held by a real skill until the test
+by the request. The first message is held by a real skill until the test
 opens its gate, so the second always arrives mid-turn; nothing waits on time."""
 
 from __future__ import annotations

@@ -15,11 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from tests.conftest import AgentFactory, service_entry
 from tests.support.servers import ServerThread
+
+# What it checks depends on the store: it runs on SQLite and MongoDB (tests/conftest.py).
+pytestmark = pytest.mark.both_stores
 
 Services = Callable[[FastAPI], ServerThread]
 #: Keys whose JSON spelling is not their own text (a backslash, a tab, a newline, control

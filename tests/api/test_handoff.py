@@ -1,5 +1,5 @@
 """Handing a dialog to a person and back (docs/handoff.md), against the real agent and real
-services over HTTP and a real WebSocket, on both stores: the issue's check first (a user
+services over HTTP and a real WebSocket: the issue's check first (a user
 asks for a person on the WebSocket, an operator claims the dialog and answers, the user's
 next message is not answered by the bot, and after the handback the bot answers again with
 the operator's reply in the history), then each rule of the contract."""
@@ -249,6 +249,7 @@ def test_without_the_operator_key_no_dialog_is_handed_off_and_the_api_is_told_wh
     assert answered["active_skill"] == "greeting" and "handoff" not in answered
 
 
+@pytest.mark.both_stores
 @pytest.mark.served  # a WebSocket to the agent's address
 def test_across_two_agents_one_claim_wins_and_every_message_reaches_the_other_side(
     services: Any, agent: AgentFactory
@@ -445,6 +446,7 @@ def test_metrics_count_handoffs_and_time_the_claim_and_the_hold(
     assert _metric(text, 'chorus_handoff_returns_total{by="closed"}') == 1
 
 
+@pytest.mark.both_stores
 def test_export_and_import_keep_what_a_person_said_and_what_they_were_told(
     services: Any, agent: AgentFactory, tmp_path: Path, db_url: str
 ) -> None:

@@ -19,6 +19,9 @@ from tests.conftest import patient
 from tests.support.events import events_of
 from tests.support.processes import agent_process
 
+# What it checks depends on the store: it runs on SQLite and MongoDB (tests/conftest.py).
+pytestmark = pytest.mark.both_stores
+
 #: Dialogs handed off and claimed twice at once: each a chance for a double claim.
 DIALOGS = 6
 

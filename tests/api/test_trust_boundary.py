@@ -22,6 +22,9 @@ from tests.conftest import AgentFactory, service_entry
 from tests.support.servers import ServerThread
 from tests.support.services import fixed_skill, raw_app
 
+# What it checks depends on the store: it runs on SQLite and MongoDB (tests/conftest.py).
+pytestmark = pytest.mark.both_stores
+
 Services = Callable[[FastAPI], ServerThread]
 
 #: Keys an attacker would try on an SQL or MongoDB store: quotes, comments, SQL functions,

@@ -1,5 +1,5 @@
 """Following a turn live: ``Accept: text/event-stream`` on the chat endpoints, over real
-HTTP against the agent with real services, on both stores."""
+HTTP against the agent with real services."""
 
 from __future__ import annotations
 

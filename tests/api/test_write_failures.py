@@ -28,6 +28,9 @@ from tests.support.mongo_server import mongodb_required, running_ferretdb, unava
 from tests.support.processes import agent_process
 from tests.support.servers import ServerThread, serving
 
+# What it checks depends on the store: it runs on SQLite and MongoDB (tests/conftest.py).
+pytestmark = pytest.mark.both_stores
+
 Services = Callable[[FastAPI], ServerThread]
 
 

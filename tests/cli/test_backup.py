@@ -114,6 +114,7 @@ def other_db(request: pytest.FixtureRequest, db_url: str, tmp_path: Path) -> str
     return f"sqlite:///{tmp_path}/restored.db"
 
 
+@pytest.mark.both_stores
 def test_a_backup_round_trips_into_the_other_kind_of_store_and_imports_once(
     services: Any,
     agent: AgentFactory,
@@ -156,6 +157,7 @@ def client_ids(client: httpx.Client) -> list[str]:
     return ids
 
 
+@pytest.mark.both_stores
 def test_an_export_selects_users_dialogs_and_dates_and_an_import_keeps_other_users(
     services: Any,
     agent: AgentFactory,

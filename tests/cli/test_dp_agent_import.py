@@ -20,6 +20,9 @@ from agent.cli.main import app
 from skills.fallback.app import app as fallback_app
 from tests.conftest import AgentFactory, fresh_database, service_entry
 
+# What it checks depends on the store: it runs on SQLite and MongoDB (tests/conftest.py).
+pytestmark = pytest.mark.both_stores
+
 DATA = Path(__file__).resolve().parent.parent / "data"
 #: Each release's database: 2.2.0 (the last on PyPI) and cea048e (2.3.0a, Dream's).
 RELEASES = {"2.2.0": DATA / "dp_agent", "cea048e": DATA / "dp_agent_cea048e"}

@@ -84,6 +84,7 @@ def stored_dialog_ids(db_url: str) -> list[str]:
     return [line["dialog"]["dialog_id"] for line in lines if line["type"] == "dialog"]
 
 
+@pytest.mark.both_stores
 def test_an_import_that_reuses_a_users_utterance_ids_is_refused_and_the_user_talks_on(
     services: Any, agent: AgentFactory, db_url: str, tmp_path: Path
 ) -> None:

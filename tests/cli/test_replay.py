@@ -1,5 +1,5 @@
 """`chorus replay`: dialogs stored through the real agent and the shipped pipeline's real
-services, replayed through a copy of the pipeline without one skill, on both stores;
+services, replayed through a copy of the pipeline without one skill;
 what changes is exactly what that skill had answered, and the store keeps every byte."""
 
 from __future__ import annotations
@@ -487,6 +487,7 @@ def test_a_replay_reads_the_turns_of_an_agent_still_serving(
         assert client.post("/", json={"user_id": "ann", "payload": "3"}).is_success
 
 
+@pytest.mark.both_stores
 def test_a_store_that_needs_an_upgrade_is_refused_not_upgraded(
     tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,4 +1,4 @@
-"""`chorus replay` over dialogs a person took over (docs/handoff.md), on both stores: the
+"""`chorus replay` over dialogs a person took over (docs/handoff.md): the
 messages an operator answered are left out, no skill of the candidate sees them, and the
 summary says how many there were."""
 

@@ -1,4 +1,4 @@
-"""`chorus replay --labels`: labelled turns turn a diff into a verdict, on both stores; a
+"""`chorus replay --labels`: labelled turns turn a diff into a verdict; a
 candidate fixes some labelled turns and breaks others, and each run counts which."""
 
 from __future__ import annotations

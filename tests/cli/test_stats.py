@@ -14,6 +14,9 @@ from agent.cli.main import app
 from agent.store import open_store
 from tests.store.test_contract import turn
 
+# What it checks depends on the store: it runs on SQLite and MongoDB (tests/conftest.py).
+pytestmark = pytest.mark.both_stores
+
 
 def stats(*args: str) -> subprocess.CompletedProcess[str]:
     """``chorus stats ARGS`` with no ``CHORUS_*`` setting from outside: its exit code, its

@@ -1,4 +1,4 @@
-"""Each dp-agent rule on its own, through the agent over HTTP on both stores."""
+"""Each dp-agent rule on its own, through the agent over HTTP."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 reply (with the bot utterance's ``attributes``, no ``debug_output`` unless asked), its dialog
 view, its ``{}`` to ``/start``, and an answer to an empty message, as Dream's own
 ``test_workflow_bug`` and dp-agent's Telegram channel (a photo without a caption) send it.
-Through the agent over HTTP, on both stores."""
+Through the agent over HTTP."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Hypotheses reach formatters and dp-agent's tools as the skills returned them, a dp-agent
 skill selector's decision is recorded, and what Chorus keeps for a dp-agent pipeline is shown
-in the dp-agent view where dp-agent keeps it; through the agent over HTTP on both stores."""
+in the dp-agent view where dp-agent keeps it; through the agent over HTTP."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A dp-agent pipeline_conf.json through the agent over HTTP, on both stores: Dream-shaped
+"""A dp-agent pipeline_conf.json through the agent over HTTP: Dream-shaped
 services on 127.0.0.1, formatters and a python connector imported by dotted name."""
 
 from __future__ import annotations

@@ -10,11 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI, Request
 
 from tests.conftest import AgentFactory
 from tests.dream.test_dream_behaviour import skill
 from tests.dream.test_dream_pipeline import F, dialog_of, http, say
+
+# What it checks depends on the store: it runs on SQLite and MongoDB (tests/conftest.py).
+pytestmark = pytest.mark.both_stores
 
 #: What the profiler answers to each text (update_attributes' payload).
 PROFILER = {

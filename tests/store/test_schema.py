@@ -30,6 +30,9 @@ from agent.store.mongo import migrations as mongo_migrations
 from agent.store.schema import SchemaRefused
 from agent.store.sqlite import base as sqlite_base
 
+# A store's own behaviour: on SQLite and MongoDB, as the contract suite (tests/conftest.py).
+pytestmark = pytest.mark.both_stores
+
 #: The ``user_version`` (SQLite) and ``chorus_meta`` version (MongoDB) the last builds
 #: before 1.0.0 wrote, in their own numbering.
 LAST_SQLITE_BEFORE_1_0 = 6
