@@ -46,11 +46,11 @@ from agent.api.routes.chat import agent_reply, checked, kept
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import check_chat_key, socket_key
 from agent.handoff import Handoffs
-from agent.pipeline.config import Dialect
 from agent.settings import Settings
 from agent.state.handoff import HandoffStatus
 from agent.state.models import BotUtterance
 from agent.telemetry.events import TurnEvent, TurnEvents
+from agent.turn.config import Dialect
 
 router = APIRouter()
 
