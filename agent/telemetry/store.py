@@ -1,12 +1,12 @@
-"""Store operations as spans, by instrumenting whichever store the agent opened.
+"""Store operations as spans, by wrapping whichever store the agent opened.
 
 Done from outside rather than by code in each backend: the backends stay unaware of
-tracing, and a new backend is traced without a line of its own. The store itself is
-instrumented (each operation of the :class:`~agent.store.base.Store` protocol replaced on
-the instance by a traced one), so what the agent holds keeps the store's own type, for mypy
-and for ``isinstance`` alike. An operation becomes a span only inside a traced request and
-outside another store operation (an operation calling another makes one span); the
-background heartbeat of the user queues makes none.
+tracing, and a new backend is traced without a line of its own. :class:`TracedStore` holds
+the store and answers each operation of the :class:`~agent.store.base.Store` protocol with
+a traced call of the store's own (the store itself is left as it is, so an operation
+calling another inside the backend makes one span, with no flag to say so); anything else
+is the store's. An operation becomes a span only inside a traced request: the background
+heartbeat of the user queues makes none.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, cast
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
@@ -24,9 +23,6 @@ from agent.store.base import Store
 
 #: Not worth a span: called once per agent, never inside a turn.
 _UNTRACED = frozenset({"close"})
-
-#: A store operation is running in this context: the operations it calls make no span.
-_inside: ContextVar[bool] = ContextVar("chorus_store_operation", default=False)
 
 
 def _operations() -> list[str]:
@@ -47,26 +43,32 @@ def _traced(
 
     @functools.wraps(target)
     async def operation(*args: Any, **kwargs: Any) -> Any:
-        if _inside.get() or not trace.get_current_span().is_recording():
+        if not trace.get_current_span().is_recording():
             return await target(*args, **kwargs)
-        token = _inside.set(True)
-        try:
-            with tracer.start_as_current_span(
-                f"store.{name}", kind=SpanKind.CLIENT, attributes=attributes
-            ):
-                return await target(*args, **kwargs)
-        finally:
-            _inside.reset(token)
+        with tracer.start_as_current_span(
+            f"store.{name}", kind=SpanKind.CLIENT, attributes=attributes
+        ):
+            return await target(*args, **kwargs)
 
     return operation
 
 
-S = TypeVar("S", bound=Store)
+class TracedStore:
+    """A store whose operations are spans; every other attribute is the store's."""
+
+    def __init__(self, store: Store, tracer: Tracer, system: str) -> None:
+        self.store = store
+        self._operations = {
+            name: _traced(name, getattr(store, name), tracer, system) for name in _operations()
+        }
+
+    def __getattr__(self, name: str) -> Any:
+        operation = self._operations.get(name)
+        return operation if operation is not None else getattr(self.store, name)
 
 
-def traced_store(store: S, tracer: Tracer, url: str) -> S:
-    """``store`` itself, with a span per operation; ``url`` only names the database system."""
+def traced_store(store: Store, tracer: Tracer, url: str) -> Store:
+    """``store`` wrapped, with a span per operation; ``url`` only names the database
+    system."""
     system = "sqlite" if url.startswith("sqlite") else "mongodb"
-    for name in _operations():
-        setattr(store, name, _traced(name, getattr(store, name), tracer, system))
-    return store
+    return cast(Store, TracedStore(store, tracer, system))
