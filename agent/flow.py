@@ -213,7 +213,8 @@ class MessageFlow:
             return await self._recorded(claim)
         async with self.keys.held(claim):
             if incoming.closes:
-                answer = await self.close(incoming.user_id, self._policy(incoming))
+                policy = incoming.double_texting or self._executor.pipeline.double_texting
+                answer = await self.close(incoming.user_id, policy)
             else:
                 outcome = await self._run(incoming, retried=claim.retried)
                 answer = Answer(
@@ -224,10 +225,6 @@ class MessageFlow:
                 )
             await self.keys.complete(claim, answer.record())
         return answer
-
-    def _policy(self, incoming: Incoming) -> DoubleTexting:
-        """What the message does while another of the user's is answered."""
-        return incoming.double_texting or self._executor.pipeline.double_texting
 
     async def _recorded(self, claim: KeyClaim) -> Answer:
         """The answer a key's claim recorded (:meth:`Answer.record`), read back from the
@@ -269,8 +266,10 @@ class MessageFlow:
         ``retried``: an earlier attempt with the message's key did not finish."""
         started = time.perf_counter()
         user_id = incoming.user_id
+        # what the message does while another of the user's is answered
+        policy = incoming.double_texting or self._executor.pipeline.double_texting
         with self.metrics.in_flight.track_inprogress(), self.telemetry.turn(user_id):
-            async with self.queues.turn(user_id, self._policy(incoming)) as place:
+            async with self.queues.turn(user_id, policy) as place:
                 outcome = await self._turn(incoming, retried, place)
             result = outcome.result
             if result is None:
@@ -290,7 +289,9 @@ class MessageFlow:
         turn = await self._start(incoming, retried, place)
         if isinstance(turn, _Outcome):  # answered before, or kept for a person
             return turn
-        rule = self._handoff_rule(incoming.text)
+        # a person asked for in words one of the pipeline's handoff patterns knows
+        config = None if self.handoffs is None else self.handoffs.config
+        rule = None if config is None else config.matching(incoming.text)
         result = await self._answer(turn, rule, place)
         return await self._finish(incoming, turn, result, rule, place)
 
@@ -313,7 +314,10 @@ class MessageFlow:
             attributes=incoming.attributes,
             message_key=incoming.key,
         )
-        answered = await self._answered(start, utterance, retried)
+        answered = self._answered(start, utterance)
+        if answered is None and retried and incoming.key is not None:
+            # an earlier attempt did not finish: it may be anywhere in the dialog
+            answered = await self._answered_earlier(start, incoming.key)
         if answered is not None:
             return await self._resent(incoming, dialog.dialog_id, dialog.arm, answered)
         held = None if self.handoffs is None else await self.handoffs.active(dialog.dialog_id)
@@ -332,12 +336,6 @@ class MessageFlow:
         await self.queues.note(place, utterance.utt_id)
         emit("accepted", dialog_id=dialog.dialog_id, utt_id=utterance.utt_id)
         return Turn(dialog.dialog_id, start.human, dialog.bot, history, utterance, dialog.arm)
-
-    def _handoff_rule(self, text: str) -> str | None:
-        """The pipeline's handoff pattern the text matches (a person asked for in words a
-        rule knows); None when none does, or dialogs are never handed off."""
-        config = None if self.handoffs is None else self.handoffs.config
-        return None if config is None else config.matching(text)
 
     async def _answer(self, turn: Turn, rule: str | None, place: Place) -> TurnResult:
         """The pipeline's answer, which the user's next message may interrupt (then the
@@ -364,9 +362,9 @@ class MessageFlow:
         """Hand the dialog to a person if the turn asked for one, store the turn's end
         (which leaves the queue too, unless the dialog is closed after it) and close the
         dialog if the message asked to."""
-        handoffs = self._handoffs_on()
-        handoff = None
-        asked = None if handoffs is None else _asked_for_person(result, rule)
+        handoffs, handoff = self.handoffs, None
+        on = handoffs is not None and handoffs.config is not None  # people can take dialogs
+        asked = _asked_for_person(result, rule) if on else None
         if asked is not None and handoffs is not None:
             handoff = await self._hand_off(handoffs, incoming.user_id, turn, result, asked)
         await self._store_end(turn, result, None if incoming.close_after else place)
@@ -378,11 +376,6 @@ class MessageFlow:
         if handoff is not None and self.handoffs is not None:
             self.handoffs.notices.notify(turn.dialog_id)
         return _Outcome(turn.dialog_id, turn.arm, result, handoff=handoff)
-
-    def _handoffs_on(self) -> Handoffs | None:
-        """The handoffs, when the pipeline hands dialogs to people at all."""
-        handoffs = self.handoffs
-        return None if handoffs is None or handoffs.config is None else handoffs
 
     async def _hand_off(
         self,
@@ -455,18 +448,7 @@ class MessageFlow:
         self.handoffs.kept(handoff, utterance)
         return _Outcome(dialog_id, start.dialog.arm, kept=utterance, handoff=handoff)
 
-    async def _answered(
-        self, start: TurnStart, utterance: HumanUtterance, retried: bool
-    ) -> TurnResult | None:
-        """The stored turn of this message's earlier attempt, if it is one; ``retried``:
-        an earlier attempt with its key did not finish, so it may be anywhere in the
-        dialog (:meth:`_answered_earlier`)."""
-        answered = self._answered_last(start, utterance)
-        if answered is None and retried and utterance.message_key is not None:
-            answered = await self._answered_earlier(start, utterance.message_key)
-        return answered
-
-    def _answered_last(self, start: TurnStart, utterance: HumanUtterance) -> TurnResult | None:
+    def _answered(self, start: TurnStart, utterance: HumanUtterance) -> TurnResult | None:
         """The stored last turn of this message's earlier attempt, if it is one: its key's,
         or, without keys, the same message's when the store just completed that turn's end
         (the attempt died before its client got the reply)."""

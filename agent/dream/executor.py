@@ -89,10 +89,7 @@ class DreamExecutor:
         self._clock = clock
         self._names = pipeline.listed_names()
         self._limits = TurnLimits(limits or StorageLimits())
-
-    @property
-    def history_window(self) -> int:
-        return self.pipeline.history_window
+        self.history_window = pipeline.history_window
 
     def arm_for(self, user_id: str) -> None:
         """No experiment: one pipeline answers every dialog."""

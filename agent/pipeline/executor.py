@@ -154,10 +154,20 @@ class Executor:
         skills = pipeline.services_of("skills")
         self._skills = {node.name: node for node in skills}
         self._lower = {node.name: lower_tiers(node, skills) for node in skills}
-
-    @property
-    def history_window(self) -> int:
-        return self.pipeline.history_window
+        #: What each service waits for: those it depends on, and for a tiered skill the
+        #: lower tiers, unless it runs speculatively.
+        self._waits = {
+            node.name: [
+                *node.depends_on,
+                *(
+                    []
+                    if node.config.speculative
+                    else [lower.name for lower in self._lower.get(node.name, [])]
+                ),
+            ]
+            for node in pipeline
+        }
+        self.history_window = pipeline.history_window
 
     def arm_for(self, user_id: str) -> None:
         """No experiment: one pipeline answers every dialog."""
@@ -197,14 +207,11 @@ class Executor:
             log.warning("turn deadline of %ss reached", self.pipeline.turn_timeout)
 
     async def _step(self, run: _Run, node: ServiceNode) -> None:
-        """One service's part of the turn: once what it waits for is done (a tiered skill
-        also waits for the lower tiers, unless it runs speculatively), it is skipped or
-        called; a call the deadline cancels is recorded as cut off."""
+        """One service's part of the turn: once what it waits for is done, it is skipped
+        or called; a call the deadline cancels is recorded as cut off."""
         start = self._clock()
         try:
-            await run.schedule.after(node.depends_on)
-            if not node.config.speculative:
-                await run.schedule.after(lower.name for lower in self._lower.get(node.name, []))
+            await run.schedule.after(self._waits[node.name])
             start = self._clock()
             skip = self.skip(run, node)
             if skip is not None:
