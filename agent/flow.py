@@ -15,9 +15,12 @@ own question:
   its whole turn, sent back). Without a key, a retry is the same text and attributes
   within :data:`RETRY_WINDOW`.
 
-Every turn of a dialog runs on the pipeline of its experiment arm (:mod:`agent.turn.arms`);
-a finished turn the database refuses for its content is stored without the services'
-outputs, the refusal among its errors.
+A turn is started (the dialog opened, the utterance stored), answered (one
+:class:`~agent.turn.value.Turn` handed to the one executor, one
+:class:`~agent.turn.value.TurnResult` back; with an experiment the executor is the arms'
+chooser, :mod:`agent.turn.arms`, and the flow knows no more of it than the arm stored on
+the dialog) and finished (the answer stored). A finished turn the database refuses for its
+content is stored without the services' outputs, the refusal among its errors.
 """
 
 from __future__ import annotations
