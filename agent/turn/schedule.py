@@ -10,11 +10,8 @@ calls the executor back.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Coroutine, Iterable, Sequence
 from typing import Any
-
-log = logging.getLogger("chorus.executor")
 
 
 class Schedule:
