@@ -15,9 +15,12 @@ own question:
   its whole turn, sent back). Without a key, a retry is the same text and attributes
   within :data:`RETRY_WINDOW`.
 
-Every turn of a dialog runs on the pipeline of its experiment arm (:mod:`agent.pipeline.arms`);
-a finished turn the database refuses for its content is stored without the services'
-outputs, the refusal among its errors.
+A turn is started (the dialog opened, the utterance stored), answered (one
+:class:`~agent.turn.value.Turn` handed to the one executor, one
+:class:`~agent.turn.value.TurnResult` back; with an experiment the executor is the arms'
+chooser, :mod:`agent.turn.arms`, and the flow knows no more of it than the arm stored on
+the dialog) and finished (the answer stored). A finished turn the database refuses for its
+content is stored without the services' outputs, the refusal among its errors.
 """
 
 from __future__ import annotations
@@ -32,10 +35,6 @@ from typing import Any
 from agent.handoff import HandoffConflict, Handoffs
 from agent.idempotency import IdempotencyKeys, KeyClaim, KeyForgotten, KeySuperseded
 from agent.metrics import Metrics
-from agent.pipeline.arms import Experiment
-from agent.pipeline.config import HANDOFF_FIELD, DoubleTexting
-from agent.pipeline.engine import TurnExecutor
-from agent.pipeline.turn import Turn, TurnResult
 from agent.queues import TurnInterrupted, UserQueues
 from agent.state.handoff import HANDOFF_SKILL, Handoff
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance, Utterance
@@ -50,6 +49,9 @@ from agent.store.base import (
 )
 from agent.telemetry import Telemetry, printable, turn_answered, turn_identified
 from agent.telemetry.turn_events import emit
+from agent.turn.base import TurnExecutor
+from agent.turn.config import HANDOFF_FIELD, DoubleTexting
+from agent.turn.value import Turn, TurnResult
 
 #: Seconds during which a message sent again after an unanswered attempt (a 503, a dead
 #: agent) answers that attempt instead of being stored twice.
@@ -72,7 +74,7 @@ class Incoming:
     user_id: str
     text: str
     attributes: dict[str, Any] = field(default_factory=dict)
-    #: the client's idempotency key, prefixed with the route's kind (``chat:``); None: none
+    #: the client's idempotency key, prefixed with the route's name (``chat:``); None: none
     key: str | None = None
     #: the :func:`~agent.idempotency.fingerprint` of the request: a retry of ``key`` must
     #: repeat it
@@ -194,18 +196,14 @@ class MessageFlow:
         retry_window: float = RETRY_WINDOW,
         telemetry: Telemetry | None = None,
         end_retry: float = END_RETRY,
-        experiment: Experiment | None = None,
-        arm_executors: dict[str, TurnExecutor] | None = None,
         handoffs: Handoffs | None = None,
     ) -> None:
         self._store = store
         self._ratings = ratings
         #: None: dialogs are never handed to a person (as with no handoff in the pipeline)
         self.handoffs = handoffs
+        #: the one seam to the pipeline (with an experiment: the arms' chooser)
         self._executor = executor
-        #: with an experiment: each arm's executor (``executor`` is its first arm's)
-        self._experiment = experiment
-        self._arm_executors = arm_executors or {}
         self._channel_type = channel_type
         self._retry_window = timedelta(seconds=retry_window)
         self._end_retry = end_retry
@@ -220,21 +218,12 @@ class MessageFlow:
         claim = await self.keys.claim(incoming.user_id, incoming.key, incoming.fingerprint)
         if claim.answered is not None:
             return await self._recorded(claim)
-        policy = incoming.double_texting or self._executor.pipeline.double_texting
         async with self.keys.held(claim):
             if incoming.closes:
+                policy = incoming.double_texting or self._executor.pipeline.double_texting
                 answer = await self.close(incoming.user_id, policy)
             else:
-                outcome = await self._run(
-                    incoming.user_id,
-                    incoming.text,
-                    incoming.attributes,
-                    reward=incoming.reward,
-                    close_after=incoming.close_after,
-                    key=incoming.key,
-                    retried=claim.retried,
-                    policy=policy,
-                )
+                outcome = await self._run(incoming, retried=claim.retried)
                 answer = Answer(
                     outcome.dialog_id,
                     outcome.result,
@@ -271,57 +260,25 @@ class MessageFlow:
                 await self.handoffs.dialog_closed(closed)
         return Answer(closed, None)
 
-    async def run_turn(
-        self,
-        user_id: str,
-        text: str,
-        attributes: dict[str, Any],
-        *,
-        reward: float | None = None,
-        close_after: bool = False,
-        key: str | None = None,
-        retried: bool = False,
-        policy: DoubleTexting = "enqueue",
-    ) -> tuple[TurnResult, str]:
+    async def run_turn(self, incoming: Incoming) -> tuple[TurnResult, str]:
         """One turn, answered (a caller that knows no handoff: with the dialog handed to a
         person, :class:`~agent.handoff.HandoffConflict`); see :meth:`_run`."""
-        outcome = await self._run(
-            user_id,
-            text,
-            attributes,
-            reward=reward,
-            close_after=close_after,
-            key=key,
-            retried=retried,
-            policy=policy,
-        )
+        outcome = await self._run(incoming)
         if outcome.result is None:
             raise HandoffConflict(f"dialog {outcome.dialog_id} is with a person: not answered")
         return outcome.result, outcome.dialog_id
 
-    async def _run(
-        self,
-        user_id: str,
-        text: str,
-        attributes: dict[str, Any],
-        *,
-        reward: float | None = None,
-        close_after: bool = False,
-        key: str | None = None,
-        retried: bool = False,
-        policy: DoubleTexting = "enqueue",
-    ) -> _Outcome:
-        """One turn; ``reward`` rates the previous bot answer, ``close_after`` ends the
-        dialog once this answer is stored (ParlAI's ``episode_done``), ``key`` is the
-        client's idempotency key, stored with the utterance; ``retried``: an earlier
-        attempt with this key did not finish; ``policy``: what this message does when
-        another of the user's is being answered."""
+    async def _run(self, incoming: Incoming, retried: bool = False) -> _Outcome:
+        """One turn of ``incoming`` in the user's place in the queue: started (the
+        utterance stored), run (the pipeline's answer) and finished (the answer stored);
+        ``retried``: an earlier attempt with the message's key did not finish."""
         started = time.perf_counter()
+        user_id = incoming.user_id
+        # what the message does while another of the user's is answered
+        policy = incoming.double_texting or self._executor.pipeline.double_texting
         with self.metrics.in_flight.track_inprogress(), self.telemetry.turn(user_id):
             async with self.queues.turn(user_id, policy) as place:
-                outcome = await self._turn(
-                    user_id, text, attributes, reward, close_after, key, retried, place
-                )
+                outcome = await self._turn(incoming, retried, place)
             result = outcome.result
             if result is None:
                 return outcome
@@ -335,117 +292,144 @@ class MessageFlow:
         self.metrics.observe_turn(result, time.perf_counter() - started, arm=outcome.arm)
         return outcome
 
-    async def _turn(
-        self,
-        user_id: str,
-        text: str,
-        attributes: dict[str, Any],
-        reward: float | None,
-        close_after: bool,
-        key: str | None,
-        retried: bool,
-        place: Place,
-    ) -> _Outcome:
-        """The turn, its dialog's id and the dialog's experiment arm (None: no experiment);
-        or, while the dialog is with a person, the message kept unanswered."""
-        store = self._store
-        experiment = self._experiment
-        executors = list(self._arm_executors.values()) if experiment else []
-        executors = executors or [self._executor]
-        # The dialog's arm is known once it is read: read as far as the longest window.
-        read = max(max(e.pipeline.history_window for e in executors), 1)
-        # A keyed message reads at least the last turn, to find an earlier attempt's answer.
-        start = await store.open_turn(
-            user_id,
+    async def _turn(self, incoming: Incoming, retried: bool, place: Place) -> _Outcome:
+        """Start, run, finish: what the turn came to."""
+        turn = await self._start(incoming, retried, place)
+        if isinstance(turn, _Outcome):  # answered before, or kept for a person
+            return turn
+        # a person asked for in words one of the pipeline's handoff patterns knows
+        config = None if self.handoffs is None else self.handoffs.config
+        rule = None if config is None else config.matching(incoming.text)
+        result = await self._answer(turn, rule, place)
+        return await self._finish(incoming, turn, result, rule, place)
+
+    async def _start(self, incoming: Incoming, retried: bool, place: Place) -> Turn | _Outcome:
+        """Open the user's dialog and store the message once, however often it is sent:
+        the turn to run; or the turn's end at once, when an earlier attempt of the message
+        was answered, or the dialog is with a person."""
+        read = max(self._executor.history_window, 1)
+        start = await self._store.open_turn(
+            incoming.user_id,
             self._channel_type,
-            max(read, 2) if key else read,
-            arm=experiment.arm_for(user_id) if experiment else None,
+            max(read, 2) if incoming.key else read,  # a keyed message reads the last turn
+            arm=self._executor.arm_for(incoming.user_id),
             seen=place.seen,
         )
-        human, dialog = start.human, start.dialog
-        arm = dialog.arm if experiment else None
-        executor = self._arm_executors.get(arm or "", self._executor)
-        window = max(executor.pipeline.history_window, 1)
+        dialog = start.dialog
         utterance = HumanUtterance(
-            text=text, user=human.model_dump(mode="json"), attributes=attributes, message_key=key
+            text=incoming.text,
+            user=start.human.model_dump(mode="json"),
+            attributes=incoming.attributes,
+            message_key=incoming.key,
         )
         answered = self._answered(start, utterance)
-        if answered is None and retried and key is not None:
-            answered = await self._answered_earlier(start, key)
+        if answered is None and retried and incoming.key is not None:
+            # an earlier attempt did not finish: it may be anywhere in the dialog
+            answered = await self._answered_earlier(start, incoming.key)
         if answered is not None:
-            log.warning(
-                "dialog %s: message %s was answered before but its reply was not recorded; "
-                "sending the stored answer again",
-                dialog.dialog_id,
-                printable(repr(key)),
-            )
-            emit("accepted", dialog_id=dialog.dialog_id, utt_id=answered.utterance.utt_id)
-            if close_after:
-                await store.close_active_dialog(user_id)
-            return _Outcome(dialog.dialog_id, arm, answered)
-        history = start.history[-window:]
-        handoffs = self.handoffs
-        held = None if handoffs is None else await handoffs.active(dialog.dialog_id)
+            return await self._resent(incoming, dialog.dialog_id, dialog.arm, answered)
+        held = None if self.handoffs is None else await self.handoffs.active(dialog.dialog_id)
         if held is not None:
             return await self._keep(held, start, utterance, place)
-        if reward is not None:
-            previous = next((u for u in reversed(history) if isinstance(u, BotUtterance)), None)
-            if previous is not None and await self._ratings.add_utterance_rating(
-                previous.utt_id, None, user_id, reward
-            ):
-                self.metrics.observe_rating(reward, arm)
+        history = start.history[-read:]
+        if incoming.reward is not None:
+            await self._rate_previous(history, incoming, dialog.arm)
         pending = self._unanswered(history, utterance)
-        if pending is not None:
+        if pending is not None:  # stored by an unanswered attempt: answered now
             history = history[:-1]
             utterance.utt_id, utterance.date_time = pending.utt_id, pending.date_time
-        if pending is None:  # the store may give the utterance its id
-            await store.add_utterance(dialog.dialog_id, utterance)
+        else:  # the store may give the utterance its id
+            await self._store.add_utterance(dialog.dialog_id, utterance)
         turn_identified(dialog.dialog_id, utterance.utt_id)
         await self.queues.note(place, utterance.utt_id)
         emit("accepted", dialog_id=dialog.dialog_id, utt_id=utterance.utt_id)
-        config = None if handoffs is None else handoffs.config
-        rule = None if config is None else config.matching(text)
+        return Turn(dialog.dialog_id, start.human, dialog.bot, history, utterance, dialog.arm)
+
+    async def _answer(self, turn: Turn, rule: str | None, place: Place) -> TurnResult:
+        """The pipeline's answer, which the user's next message may interrupt (then the
+        utterance is kept unanswered, marked so); with a handoff ``rule``, the handoff's
+        announcement, and no service runs."""
+        if rule is not None:
+            config = None if self.handoffs is None else self.handoffs.config
+            announce = BotUtterance(
+                text=config.announce if config else "", active_skill=HANDOFF_SKILL, confidence=1.0
+            )
+            return TurnResult(utterance=turn.utterance, bot_utterance=announce)
         try:
-            if rule is not None:  # a person, asked for in words a rule knows: no service runs
-                result = TurnResult(
-                    utterance=utterance,
-                    bot_utterance=BotUtterance(
-                        text=config.announce if config else "",
-                        active_skill=HANDOFF_SKILL,
-                        confidence=1.0,
-                    ),
-                )
-            else:
-                result = await self.queues.interruptible(
-                    place,
-                    executor.run(Turn(dialog.dialog_id, human, dialog.bot, history, utterance)),
-                )
+            return await self.queues.interruptible(place, self._executor.run(turn))
         except TurnInterrupted:
             # Kept without an answer, and marked so; the queue is left on the way out.
-            await asyncio.shield(store.mark_interrupted(utterance.utt_id))
-            log.info("dialog %s: turn %s interrupted", dialog.dialog_id, utterance.utt_id)
-            raise TurnInterrupted(utterance.utt_id) from None
-        handoff = None
-        asked = None if handoffs is None or config is None else _asked_for_person(result, rule)
-        if asked is not None and handoffs is not None and config is not None:
-            by, reason = asked
-            handoff = await handoffs.requested(
-                dialog.dialog_id, user_id, by=by, reason=reason, history=[*history, utterance]
-            )
-            bot = result.bot_utterance
-            if rule is None:  # the skill's words give way to the pipeline's
-                bot.orig_text = bot.orig_text if bot.orig_text is not None else bot.text
-                bot.text = config.announce
-        # The turn's last write leaves the queue too, unless the dialog is closed after it.
-        await self._finish(dialog.dialog_id, human.id, result, None if close_after else place)
-        if close_after:
-            await store.close_active_dialog(user_id)
-            if handoffs is not None:
-                await handoffs.dialog_closed(dialog.dialog_id)
+            utt_id = turn.utterance.utt_id
+            await asyncio.shield(self._store.mark_interrupted(utt_id))
+            log.info("dialog %s: turn %s interrupted", turn.dialog_id, utt_id)
+            raise TurnInterrupted(utt_id) from None
+
+    async def _finish(
+        self, incoming: Incoming, turn: Turn, result: TurnResult, rule: str | None, place: Place
+    ) -> _Outcome:
+        """Hand the dialog to a person if the turn asked for one, store the turn's end
+        (which leaves the queue too, unless the dialog is closed after it) and close the
+        dialog if the message asked to."""
+        handoffs, handoff = self.handoffs, None
+        on = handoffs is not None and handoffs.config is not None  # people can take dialogs
+        asked = _asked_for_person(result, rule) if on else None
+        if asked is not None and handoffs is not None:
+            handoff = await self._hand_off(handoffs, incoming.user_id, turn, result, asked)
+        await self._store_end(turn, result, None if incoming.close_after else place)
+        if incoming.close_after:
+            await self._store.close_active_dialog(incoming.user_id)
+            if self.handoffs is not None:
+                await self.handoffs.dialog_closed(turn.dialog_id)
                 handoff = None
-        if handoff is not None and handoffs is not None:
-            handoffs.notices.notify(dialog.dialog_id)
-        return _Outcome(dialog.dialog_id, arm, result, handoff=handoff)
+        if handoff is not None and self.handoffs is not None:
+            self.handoffs.notices.notify(turn.dialog_id)
+        return _Outcome(turn.dialog_id, turn.arm, result, handoff=handoff)
+
+    async def _hand_off(
+        self,
+        handoffs: Handoffs,
+        user_id: str,
+        turn: Turn,
+        result: TurnResult,
+        asked: tuple[str, str],
+    ) -> Handoff | None:
+        """The dialog handed to a person, as ``asked`` (who asked, and why); None when it
+        was already. A skill's words give way to the pipeline's announcement."""
+        by, reason = asked
+        handoff = await handoffs.requested(
+            turn.dialog_id, user_id, by=by, reason=reason, history=[*turn.history, turn.utterance]
+        )
+        bot = result.bot_utterance
+        if by.startswith("skill:") and handoffs.config is not None:
+            bot.orig_text = bot.orig_text if bot.orig_text is not None else bot.text
+            bot.text = handoffs.config.announce
+        return handoff
+
+    async def _resent(
+        self, incoming: Incoming, dialog_id: str, arm: str | None, answered: TurnResult
+    ) -> _Outcome:
+        """An earlier attempt's stored answer, sent again; nothing is stored twice."""
+        log.warning(
+            "dialog %s: message %s was answered before but its reply was not recorded; "
+            "sending the stored answer again",
+            dialog_id,
+            printable(repr(incoming.key)),
+        )
+        emit("accepted", dialog_id=dialog_id, utt_id=answered.utterance.utt_id)
+        if incoming.close_after:
+            await self._store.close_active_dialog(incoming.user_id)
+        return _Outcome(dialog_id, arm, answered)
+
+    async def _rate_previous(
+        self, history: list[Utterance], incoming: Incoming, arm: str | None
+    ) -> None:
+        """The message's reward, given to the bot's previous answer."""
+        assert incoming.reward is not None
+        previous = next((u for u in reversed(history) if isinstance(u, BotUtterance)), None)
+        if previous is not None and await self._ratings.add_utterance_rating(
+            previous.utt_id, None, incoming.user_id, incoming.reward
+        ):
+            self.metrics.observe_rating(incoming.reward, arm)
 
     async def _keep(
         self, handoff: Handoff, start: TurnStart, utterance: HumanUtterance, place: Place
@@ -527,14 +511,13 @@ class MessageFlow:
             and utterance.date_time - stored.date_time <= self._retry_window
         )
 
-    async def _finish(
-        self, dialog_id: str, human_id: str, result: TurnResult, place: Place | None
-    ) -> None:
+    async def _store_end(self, turn: Turn, result: TurnResult, place: Place | None) -> None:
         """Store the turn's end. When the database goes away in the middle of it, the end is
         written again (the store completes what was stored and writes nothing twice) until
         it is stored or ``end_retry`` seconds have passed: a client told 503 could not know
         whether its message was answered, and without an idempotency key its retry could
         not be told from the same text sent again."""
+        dialog_id, human_id = turn.dialog_id, turn.human.id
         deadline = time.monotonic() + self._end_retry
         retrying, pause = False, 0.1
         while True:

@@ -32,10 +32,10 @@ from datetime import datetime
 from typing import TypeVar
 
 from agent.leases import Heartbeat
-from agent.pipeline.config import DoubleTexting
 from agent.sdk.errors import ChorusError
 from agent.state.models import utc_now
 from agent.store.base import Place, QueueStore, RunningTurn, StoreUnavailable
+from agent.turn.config import DoubleTexting
 
 log = logging.getLogger("chorus.queues")
 T = TypeVar("T")

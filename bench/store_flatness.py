@@ -39,6 +39,9 @@ from pymongo.monitoring import (  # noqa: E402
 from agent.connectors.http import make_transport  # noqa: E402
 from agent.flow import MessageFlow  # noqa: E402
 from agent.idempotency import IdempotencyKeys  # noqa: E402
+from agent.connectors.http import make_http_client  # noqa: E402
+from agent.connectors.transport import AiohttpTransport  # noqa: E402
+from agent.flow import Incoming, MessageFlow  # noqa: E402
 from agent.pipeline.config import parse_pipeline_config  # noqa: E402
 from agent.pipeline.connectors import make_batchers  # noqa: E402
 from agent.pipeline.executor import Executor  # noqa: E402
@@ -166,7 +169,7 @@ async def run(db_url: str, turns: int, window: int) -> dict[str, Any]:
     try:
         for i in range(1, turns + 1):
             started = time.perf_counter()
-            answered, dialog_id = await flow.run_turn("bench-user", f"message {i:05d}", {})
+            answered, dialog_id = await flow.run_turn(Incoming("bench-user", f"message {i:05d}"))
             latencies.append(time.perf_counter() - started)
             counts.append(counter.take())
             if i == 1:

@@ -59,9 +59,9 @@ def test_every_public_error_is_drawn_in_the_map(cls: type[BaseException]) -> Non
 
 
 def test_errors_that_callers_catch_as_value_errors_still_are() -> None:
-    from agent.pipeline.config import PipelineConfigError
     from agent.settings import SettingsError
     from agent.state.storage_limits import UnstorableValue
+    from agent.turn.config import PipelineConfigError
 
     for cls in (PipelineConfigError, SettingsError, UnstorableValue):
         assert issubclass(cls, ValueError)

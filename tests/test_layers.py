@@ -29,7 +29,12 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "agent.handoff",
         ),
     ),
-    ("pipeline", ("agent.pipeline", "agent.dream")),
+    # The one place that knows both kinds of pipeline and tells them apart by the file.
+    ("pipeline kind chosen", ("agent.kinds",)),
+    # The two kinds of pipeline, side by side: neither imports the other (SIBLINGS).
+    ("pipeline kinds", ("agent.pipeline", "agent.dream")),
+    # What both kinds share: the turn, the executor's protocol, its schedule and limits.
+    ("turn machinery", ("agent.turn",)),
     # Backup and import read and write through the store's narrow protocols.
     ("backup and import", ("agent.backup",)),
     ("connectors", ("agent.connectors",)),
@@ -44,6 +49,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 
 #: Upward imports known and accepted, as (importer, imported): none today.
 KNOWN_UPWARD: set[tuple[str, str]] = set()
+
+#: Packages of one layer that never import one another: Chorus's own pipeline kind and
+#: dp-agent's share :mod:`agent.turn`, and only :mod:`agent.kinds`, above both, knows both.
+SIBLINGS: tuple[frozenset[str], ...] = (frozenset({"agent.pipeline", "agent.dream"}),)
 
 
 #: Names that stand for that module alone, not for the modules under it.
@@ -104,6 +113,79 @@ def test_imports_point_down_the_layers() -> None:
     assert upward_imports() == []
 
 
+def package_of(module: str) -> str:
+    """The agent's package (or top-level module) a module belongs to: ``agent.store``
+    for ``agent.store.sqlite.turns``."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_imports(root: Path = AGENT) -> dict[str, set[str]]:
+    """Which of the agent's packages each one imports (itself left out)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        importer = package_of(_module_name(path, root))
+        imported = {package_of(name) for name in _imports(path)} - {importer}
+        graph.setdefault(importer, set()).update(imported)
+    return graph
+
+
+def _circle_from(graph: dict[str, set[str]], start: str, path: list[str]) -> list[str] | None:
+    """A path from ``path``'s end back to ``start`` through names after it, if one exists."""
+    for nxt in sorted(graph.get(path[-1], ())):
+        if nxt == start:
+            return [*path, start]
+        if nxt > start and nxt not in path:  # a circle is found from its least name
+            found = _circle_from(graph, start, [*path, nxt])
+            if found is not None:
+                return found
+    return None
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each circle of packages importing one another, as the path around it (its least
+    name first, back to it); one per package that starts one, so a circle shows once."""
+    circles = (_circle_from(graph, start, [start]) for start in sorted(graph))
+    return [circle for circle in circles if circle is not None]
+
+
+def sibling_imports(root: Path = AGENT) -> list[str]:
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        importer = _module_name(path, root)
+        for imported in _imports(path):
+            for group in SIBLINGS:
+                mine, theirs = package_of(importer), package_of(imported)
+                if mine in group and theirs in group and mine != theirs:
+                    problems.append(f"{importer} imports its sibling {imported}")
+    return problems
+
+
+def test_no_circle_of_imports_between_packages() -> None:
+    assert import_circles(package_imports()) == []
+
+
+def test_the_two_pipeline_kinds_never_import_each_other() -> None:
+    assert sibling_imports() == []
+
+
+def test_a_circle_and_a_sibling_import_are_caught(tmp_path: Path) -> None:
+    graph = {
+        "agent.a": {"agent.b"},
+        "agent.b": {"agent.c"},
+        "agent.c": {"agent.a"},
+        "agent.d": set(),
+    }
+    assert import_circles(graph) == [["agent.a", "agent.b", "agent.c", "agent.a"]]
+    assert import_circles({"agent.a": {"agent.b"}, "agent.b": set()}) == []
+    package = tmp_path / "agent"
+    (package / "pipeline").mkdir(parents=True)
+    (package / "dream").mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "pipeline" / "__init__.py").write_text("from agent.dream.graph import x\n")
+    (package / "dream" / "__init__.py").write_text("from agent.turn.base import y\n")
+    assert sibling_imports(package) == ["agent.pipeline imports its sibling agent.dream.graph"]
+
+
 def test_no_relative_imports_hide_from_the_check() -> None:
     relative = [
         str(path.relative_to(AGENT.parent))
@@ -122,6 +204,8 @@ def test_no_relative_imports_hide_from_the_check() -> None:
         ("agent.connectors.http", "agent.pipeline.graph"),
         ("agent.metrics", "agent.pipeline.executor"),
         ("agent.store.base", "agent.api.deps"),
+        ("agent.turn.base", "agent.pipeline.graph"),
+        ("agent.dream.kind", "agent.kinds"),
     ],
 )
 def test_an_upward_import_is_caught(importer: str, imported: str) -> None:

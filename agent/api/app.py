@@ -40,10 +40,7 @@ from agent.api.routes import (
     pipeline_info,
     ratings,
 )
-from agent.dream.graph import DEFAULT_WINDOW
-from agent.pipeline.arms import Experiment, load_experiment
-from agent.pipeline.engine import LoadedPipeline
-from agent.pipeline.loading import load_any_pipeline
+from agent.kinds import load_configured
 from agent.settings import Settings, SettingsError, load_settings
 from agent.telemetry import (
     Telemetry,
@@ -52,6 +49,8 @@ from agent.telemetry import (
     root_logger_kept,
     tracer_provider_from_env,
 )
+from agent.turn.arms import Experiment
+from agent.turn.base import LoadedPipeline
 
 log = logging.getLogger("chorus")
 
@@ -128,30 +127,17 @@ def create_app(
     settings = settings or load_settings()
     configure_logging(settings.log_level, settings.log_format)
     with root_logger_kept():  # the pipeline's modules may set it when imported
-        experiment = None
-        if settings.experiment is not None:
-            experiment = load_experiment(
-                settings.experiment,
-                window=DEFAULT_WINDOW,
-                turn_timeout=settings.dream_turn_timeout,
-                key=settings.arm_key_bytes(),
+        pipeline, experiment = load_configured(settings)
+    if experiment is not None:
+        if settings.arm_key is None:
+            log.warning(
+                "CHORUS_ARM_KEY is not set: a user's arm is drawn from the experiment's "
+                "name alone, so a client that knows the name can choose its arm by "
+                "choosing its user id; set it, the same on every replica "
+                "(docs/experiments.md)"
             )
-            if settings.arm_key is None:
-                log.warning(
-                    "CHORUS_ARM_KEY is not set: a user's arm is drawn from the experiment's "
-                    "name alone, so a client that knows the name can choose its arm by "
-                    "choosing its user id; set it, the same on every replica "
-                    "(docs/experiments.md)"
-                )
-            for line in experiment.startup_lines():
-                log.info("%s", line)
-            pipeline = experiment.default.pipeline
-        else:
-            pipeline = load_any_pipeline(
-                settings.pipeline,
-                window=DEFAULT_WINDOW,
-                turn_timeout=settings.dream_turn_timeout,
-            )
+        for line in experiment.startup_lines():
+            log.info("%s", line)
     webhook = None if pipeline.handoff is None else pipeline.handoff.webhook
     if webhook is not None and settings.operator_key is None:
         raise SettingsError(

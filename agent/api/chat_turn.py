@@ -12,8 +12,8 @@ from pydantic import BaseModel
 from agent.api.request_limits import attributes_or_422, check_text, check_user_id
 from agent.flow import Answer, Incoming, MessageFlow
 from agent.idempotency import fingerprint
-from agent.pipeline.config import DoubleTexting
 from agent.settings import Settings
+from agent.turn.config import DoubleTexting
 
 Reply = TypeVar("Reply")
 

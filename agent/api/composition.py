@@ -27,6 +27,7 @@ import aiohttp
 
 from agent.api.readiness import Readiness
 from agent.connectors.http import make_http_client, make_transport
+from agent.connectors.transport import Transport
 from agent.flow import END_RETRY, RETRY_WINDOW, MessageFlow
 from agent.handoff import Handoffs, Webhook
 from agent.handoff.errors import NO_OPERATOR_KEY, NO_SECTION
@@ -37,13 +38,13 @@ from agent.handoff.webhook import TRIES as webhook_tries
 from agent.idempotency import KEY_RETENTION, IdempotencyKeys
 from agent.lifecycle import SWEEP_BATCH, SWEEP_INTERVAL, Sweeper
 from agent.metrics import Metrics
-from agent.pipeline.arms import Experiment
-from agent.pipeline.engine import LoadedPipeline, TurnExecutor
 from agent.queues import QUEUE_WAIT, UserQueues
 from agent.settings import Settings
 from agent.store import open_store
 from agent.store.base import Store
 from agent.telemetry import Telemetry, traced_store
+from agent.turn.arms import ArmChooser, Experiment
+from agent.turn.base import LoadedPipeline, TurnExecutor
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,22 +89,7 @@ async def assembled(
         stack.push_async_callback(client.close)
         transport = make_transport()
         stack.push_async_callback(transport.aclose)
-        executor = await pipeline.executor(
-            transport, stack, channel_type=settings.channel_type, limits=settings.limits
-        )
-        arm_executors = {}
-        if experiment is not None:
-            arm_executors = {
-                arm.name: executor
-                if arm.pipeline is pipeline
-                else await arm.pipeline.executor(
-                    transport,
-                    stack,
-                    channel_type=settings.channel_type,
-                    limits=settings.limits,
-                )
-                for arm in experiment.arms
-            }
+        executor = await _executor(settings, pipeline, experiment, transport, stack)
         # The constants are named here, not left to the defaults, so that a test's agent
         # may use others (monkeypatch.setattr on this module).
         keys = IdempotencyKeys(store.keys, lease=settings.queue_lease, keep_for=KEY_RETENTION)
@@ -166,8 +152,6 @@ async def assembled(
             retry_window=RETRY_WINDOW,
             end_retry=END_RETRY,
             telemetry=telemetry,
-            experiment=experiment,
-            arm_executors=arm_executors,
             handoffs=handoffs,
         )
         yield Components(
@@ -182,3 +166,28 @@ async def assembled(
             readiness=Readiness(store, client, ready_services),
             handoffs=handoffs,
         )
+
+
+async def _executor(
+    settings: Settings,
+    pipeline: LoadedPipeline,
+    experiment: Experiment | None,
+    transport: Transport,
+    closing: AsyncExitStack,
+) -> TurnExecutor:
+    """The flow's one executor: the pipeline's, or with an ``experiment`` the chooser of
+    each arm's (``pipeline`` is the first arm's), their connectors closed with ``closing``."""
+
+    async def made(loaded: LoadedPipeline) -> TurnExecutor:
+        return await loaded.executor(
+            transport, closing, channel_type=settings.channel_type, limits=settings.limits
+        )
+
+    executor = await made(pipeline)
+    if experiment is None:
+        return executor
+    arms = {
+        arm.name: executor if arm.pipeline is pipeline else await made(arm.pipeline)
+        for arm in experiment.arms
+    }
+    return ArmChooser(experiment, arms)

@@ -17,11 +17,12 @@ from agent.api.readiness import Readiness
 from agent.flow import MessageFlow
 from agent.handoff import Handoffs
 from agent.metrics import Metrics
-from agent.pipeline.arms import Experiment
-from agent.pipeline.config import DoubleTexting
-from agent.pipeline.engine import LoadedPipeline
 from agent.settings import Settings
 from agent.store.base import DialogReader, HandoffStore, RatingStore, UserErasure
+from agent.store.base import Store
+from agent.turn.arms import Experiment
+from agent.turn.base import LoadedPipeline
+from agent.turn.config import DoubleTexting
 
 
 async def _components(connection: HTTPConnection) -> Components:

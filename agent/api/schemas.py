@@ -19,9 +19,9 @@ from pydantic import (
 )
 
 from agent.parlai.scores import TurnScores
-from agent.pipeline.config import Dialect
 from agent.sdk.models import check_attribute_keys
 from agent.state.handoff import HandoffStatus
+from agent.turn.config import Dialect
 
 
 def _int_as_str(value: Any) -> Any:

@@ -27,12 +27,11 @@ from agent.cli.scaffold import new_app
 from agent.cli.stats import stats_command
 from agent.cli.telegram import TelegramError, run_channel
 from agent.cli.telegram_settings import load_telegram_settings
-from agent.dream.graph import DEFAULT_WINDOW
-from agent.pipeline.config import PipelineConfigError
-from agent.pipeline.engine import LocalService
-from agent.pipeline.loading import load_any_pipeline
+from agent.kinds import load_any_pipeline
 from agent.settings import SettingsError, load_settings
 from agent.telemetry import root_logger_kept
+from agent.turn.base import LocalService
+from agent.turn.config import PipelineConfigError
 
 app = typer.Typer(
     help="Chorus: dialogue orchestration for multi-skill chatbots.",
@@ -108,9 +107,7 @@ def run(
         settings = load_settings()
         with root_logger_kept():  # the pipeline's modules may set it when imported
             pipeline = load_any_pipeline(
-                settings.pipeline,
-                window=DEFAULT_WINDOW,
-                turn_timeout=settings.dream_turn_timeout,
+                settings.pipeline, turn_timeout=settings.dream_turn_timeout
             )
     except (SettingsError, PipelineConfigError) as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)

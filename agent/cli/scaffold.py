@@ -41,13 +41,14 @@ from agent.cli.compose_text import (
     compose_services,
     compose_with_skill,
 )
-from agent.pipeline.config import PipelineConfigError, parse_pipeline_config
+from agent.pipeline.config import parse_pipeline_config
 from agent.pipeline.graph import build_pipeline
 from agent.pipeline.kind import GROUP_FOLDERS
 from agent.sdk.errors import ChorusError
 from agent.sdk.models import JsonDict
 from agent.sdk.roles import ROLES
 from agent.settings import SettingsError, load_settings
+from agent.turn.config import PipelineConfigError
 
 #: A Python package name and a host name on the compose network (no ``_``: the compose
 #: tests hold service names to DNS labels), short enough for the template's lines.

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from agent.pipeline.engine import LocalService
+from agent.turn.base import LocalService
 
 
 def start(service: LocalService, root: Path) -> subprocess.Popen[bytes]:

@@ -5,7 +5,7 @@
      ├── ServiceUnavailable   could not connect, or the connection broke
      ├── BadServiceStatus     answered with a non-2xx status
      ├── BadServiceResponse   answered 2xx, but not JSON, too big, or the wrong shape
-     └── RefusedOutput        (agent/pipeline/outputs.py) the output broke a rule of the state
+     └── RefusedOutput        (agent/turn/limits.py) the output broke a rule of the state
 
 The executor turns each into a :class:`agent.state.ServiceFailure` on the utterance;
 none of them ever reaches the client as a 500. The whole tree of Chorus's errors is drawn

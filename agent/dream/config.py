@@ -31,7 +31,7 @@ from pydantic import (
     model_validator,
 )
 
-from agent.pipeline.config import PipelineConfigError
+from agent.turn.config import PipelineConfigError
 
 #: dp-agent's StateManager / ExtendedStateManager methods a service may name.
 STATE_MANAGER_METHODS = frozenset(

@@ -32,8 +32,8 @@ from agent.connectors.http import HttpConnector
 from agent.connectors.transport import Transport
 from agent.dream.config import HttpConnectorConfig, PythonConnectorConfig
 from agent.dream.graph import DreamPipeline, DreamService, import_dotted
-from agent.pipeline.calls import log_agent_failure
-from agent.pipeline.config import PipelineConfigError
+from agent.turn.calls import log_agent_failure
+from agent.turn.config import PipelineConfigError
 
 #: Circuit breaker settings for Dream's HTTP services (Chorus's defaults).
 BREAKER_THRESHOLD = 5
@@ -41,11 +41,14 @@ BREAKER_RESET = 10.0
 
 
 # -- dp-agent's built-in python connectors ----------------------------------------------
+# dp-agent calls these objects "connectors"; here they are senders (``send(payload,
+# callback)``), which a :class:`PythonConnector` calls like any other python object named
+# in a file. Their dp-agent names stay the keys of :data:`BUILTINS`.
 
 Callback = Callable[..., Awaitable[None]]
 
 
-class PredefinedTextConnector:
+class PredefinedTextSender:
     """Answers ``{"text": response_text, "annotations": annotations}`` (last-chance and
     timeout answers)."""
 
@@ -60,7 +63,7 @@ class PredefinedTextConnector:
         )
 
 
-class PredefinedOutputConnector:
+class PredefinedOutputSender:
     """Answers its ``output`` whatever it is asked."""
 
     def __init__(self, output: Any) -> None:
@@ -70,7 +73,7 @@ class PredefinedOutputConnector:
         await callback(task_id=payload["task_id"], response=self.output)
 
 
-class ConfidenceResponseSelectorConnector:
+class ConfidenceSelectorSender:
     """Answers the most confident hypothesis of the newest utterance (a response selector
     without a service)."""
 
@@ -84,13 +87,13 @@ class ConfidenceResponseSelectorConnector:
 
 
 BUILTINS: dict[str, type] = {
-    "PredefinedTextConnector": PredefinedTextConnector,
-    "PredefinedOutputConnector": PredefinedOutputConnector,
-    "ConfidenceResponseSelectorConnector": ConfidenceResponseSelectorConnector,
+    "PredefinedTextConnector": PredefinedTextSender,
+    "PredefinedOutputConnector": PredefinedOutputSender,
+    "ConfidenceResponseSelectorConnector": ConfidenceSelectorSender,
 }
 
 
-class PythonAdapter(Connector[Any]):
+class PythonConnector(Connector[Any]):
     """Calls a dp-agent python connector and waits for its callback (which it may make
     after ``send`` returns, from a task of its own), for each payload at once."""
 
@@ -124,7 +127,7 @@ class PythonAdapter(Connector[Any]):
 
 def python_connector(
     service: DreamService, config: PythonConnectorConfig, connectors_module: str | None
-) -> PythonAdapter:
+) -> PythonConnector:
     """Instantiate the class now, so a bad name or argument stops the agent at start-up."""
     where = (
         f"{service.connector_key}.class_name"
@@ -151,13 +154,13 @@ def python_connector(
         raise PipelineConfigError(
             f"{where}: {config.class_name} has no send(payload, callback) method"
         )
-    return PythonAdapter(service.name, instance)
+    return PythonConnector(service.name, instance)
 
 
 # -- http --------------------------------------------------------------------------------
 
 
-class DreamHttp(Connector[Any]):
+class DreamHttpConnector(Connector[Any]):
     """POST the payloads, merged as dp-agent merges a batch (one as it is); the answer is
     a JSON list whose i-th item is the i-th payload's. Several URLs take turns."""
 
@@ -218,7 +221,9 @@ def make_dream_connectors(pipeline: DreamPipeline, transport: Transport) -> dict
             python = python_connector(service, config, pipeline.connectors_module)
             batcher = Batcher(python, 1)
         else:
-            http = DreamHttp(service.name, config, transport, pipeline.call_timeout(service))
+            http = DreamHttpConnector(
+                service.name, config, transport, pipeline.call_timeout(service)
+            )
             breaker = CircuitBreaker(service.name, BREAKER_THRESHOLD, BREAKER_RESET)
             batcher = Batcher(GuardedConnector(http, breaker, retries=0), config.batch_size)
         shared[service.connector_key] = batcher

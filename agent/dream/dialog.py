@@ -16,7 +16,7 @@ from typing import Any
 from agent.state.dp_agent import USER_PROFILE, dp_agent_profile
 from agent.state.models import Bot, BotUtterance, Human, HumanUtterance, Utterance
 
-#: Where a human utterance keeps how many utterances (of each kind) came before it.
+#: Where a human utterance keeps how many utterances (human and bot) came before it.
 COUNTS_KEY = "_dp_agent_counts"
 #: Where a human utterance keeps the annotations ``add_annotation_prev_bot_utt`` made of the
 #: bot utterance before it (Chorus never rewrites an earlier turn's records).

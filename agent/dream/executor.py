@@ -29,10 +29,6 @@ from agent.connectors.errors import BadServiceResponse
 from agent.dream.dialog import counts_before
 from agent.dream.graph import DreamPipeline, DreamService
 from agent.dream.state import TurnState, selected_labels
-from agent.pipeline.calls import Skip, TurnTrace, contained, log_agent_failure
-from agent.pipeline.schedule import Schedule
-from agent.pipeline.turn import Turn, TurnResult
-from agent.pipeline.turn_limits import TurnLimits
 from agent.state.models import (
     FALLBACK_SKILL,
     BotUtterance,
@@ -42,6 +38,10 @@ from agent.state.models import (
 )
 from agent.state.storage_limits import StorageLimits
 from agent.telemetry import service_call_span
+from agent.turn.calls import Skip, TurnTrace, contained, log_agent_failure
+from agent.turn.limits import TurnLimits
+from agent.turn.schedule import Schedule
+from agent.turn.value import Turn, TurnResult
 
 log = logging.getLogger("chorus.dream")
 
@@ -56,7 +56,7 @@ class _Run:
         self.state = state
         self.trace = TurnTrace(state.utterance, clock)
         self.started = self.trace.started
-        self.schedule = Schedule((node.name for node in pipeline), clock)
+        self.schedule = Schedule(node.name for node in pipeline)
         self.status: dict[str, str] = {}
         self.selections: dict[str, set[str]] = {}
         self.responded = asyncio.Event()
@@ -65,8 +65,8 @@ class _Run:
     def record(self, node: DreamService, start: float, outcome: Outcome) -> None:
         self.trace.record(node.name, node.role, start, outcome, dream_group=node.dream_group)
 
-    def fail(self, node: DreamService, kind: FailureKind, message: str) -> None:
-        self.trace.fail(node.name, node.role, kind, message)
+    def fail(self, node: DreamService, cause: FailureKind, message: str) -> None:
+        self.trace.fail(node.name, node.role, cause, message)
 
 
 class DreamExecutor:
@@ -89,6 +89,11 @@ class DreamExecutor:
         self._clock = clock
         self._names = pipeline.listed_names()
         self._limits = TurnLimits(limits or StorageLimits())
+        self.history_window = pipeline.history_window
+
+    def arm_for(self, user_id: str) -> None:
+        """No experiment: one pipeline answers every dialog."""
+        return None
 
     async def run(self, turn: Turn) -> TurnResult:
         state = TurnState(
@@ -144,8 +149,8 @@ class DreamExecutor:
         """False when the turn's deadline passed first; a responder ends the turn early."""
         deadline = self.pipeline.turn_timeout
         remaining = None if deadline is None else max(run.started + deadline - self._clock(), 0.0)
-        nodes = list(self.pipeline)
-        in_time = await run.schedule.run(self, run, nodes, remaining, until=run.responded)
+        steps = [self._step(run, node) for node in self.pipeline]
+        in_time = await run.schedule.run(steps, remaining, until=run.responded)
         if not in_time:
             log.warning("turn deadline of %ss reached", self.pipeline.turn_timeout)
         return in_time
@@ -163,31 +168,34 @@ class DreamExecutor:
             return Skip("every service it waits for was skipped")
         return None
 
-    # -- the schedule's plan (agent.pipeline.schedule.Plan) --
-
-    def waits_for(self, run: _Run, node: DreamService) -> list[str]:
-        return []
-
-    def skipped(self, run: _Run, node: DreamService, start: float, skip: Skip) -> None:
-        run.status[node.name] = "skipped"
-        run.trace.skipped(node.name, node.role, start, skip, dream_group=node.dream_group)
-
-    async def call(self, run: _Run, node: DreamService, start: float) -> None:
-        with service_call_span(node.name, node.role, run.state.utterance, node.dream_group):
-            await self._call(run, node, start)
-        if "responder" in node.tags and run.status.get(node.name) == "ok":
-            run.responded.set()
-
-    def cut_off(self, run: _Run, node: DreamService, start: float) -> None:
-        if run.responded.is_set():  # a responder ended the turn: not a failure
-            run.status[node.name] = "skipped"
-            run.record(node, start, "skipped")
-        else:
-            run.fail(node, "timeout", f"turn deadline of {self.pipeline.turn_timeout}s reached")
-            run.record(node, start, "timeout")
-
-    def settled(self, run: _Run, node: DreamService) -> None:
-        pass
+    async def _step(self, run: _Run, node: DreamService) -> None:
+        """One service's part of the turn: once everything in its ``previous_services``
+        is finished it is skipped or called; a call cancelled by the deadline is cut off,
+        one cancelled because a responder ended the turn is skipped."""
+        start = self._clock()
+        try:
+            await run.schedule.after(node.depends_on)
+            start = self._clock()
+            skip = self.skip(run, node)
+            if skip is not None:
+                run.status[node.name] = "skipped"
+                run.trace.skipped(node.name, node.role, start, skip, dream_group=node.dream_group)
+                return
+            with service_call_span(node.name, node.role, run.state.utterance, node.dream_group):
+                await self._call(run, node, start)
+            if "responder" in node.tags and run.status.get(node.name) == "ok":
+                run.responded.set()
+        except asyncio.CancelledError:
+            if run.responded.is_set():  # a responder ended the turn: not a failure
+                run.status[node.name] = "skipped"
+                run.record(node, start, "skipped")
+            else:
+                message = f"turn deadline of {self.pipeline.turn_timeout}s reached"
+                run.fail(node, "timeout", message)
+                run.record(node, start, "timeout")
+            raise
+        finally:
+            run.schedule.finished(node.name)
 
     async def _call(self, run: _Run, node: DreamService, start: float) -> int:
         """Call the service and apply its answers; its status is ``ok`` or ``failed``."""

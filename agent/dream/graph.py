@@ -23,10 +23,15 @@ from agent.dream.config import (
     ParsedService,
     parse_dp_config,
 )
-from agent.pipeline.config import Dialect, DoubleTexting, HandoffConfig, PipelineConfigError
-from agent.pipeline.graph import topological_order
 from agent.sdk.roles import ROLES
 from agent.state.models import SERVICES_ROLE
+from agent.turn.config import (
+    Dialect,
+    DoubleTexting,
+    HandoffConfig,
+    PipelineConfigError,
+    topological_order,
+)
 
 log = logging.getLogger("chorus.dream")
 
@@ -119,7 +124,7 @@ class DreamPipeline:
         extra = [s for s in (self.last_chance, self.timeout) if s is not None]
         return [*self.nodes, *extra]
 
-    # -- what the layers above ask of any pipeline (agent.pipeline.engine.PipelineGraph) --
+    # -- what the layers above ask of any pipeline (agent.turn.base.PipelineGraph) --
 
     def service_names(self, *, fallbacks: bool = False) -> list[str]:
         services = self.all_services() if fallbacks else self.nodes

@@ -14,7 +14,9 @@ from collections import Counter
 from agent.dream.config import HttpConnectorConfig
 from agent.dream.graph import DreamPipeline, DreamService
 from agent.metrics.services import ServiceStats
-from agent.pipeline.info import (
+from agent.sdk.roles import ROLES
+from agent.state.models import SERVICES_ROLE
+from agent.turn.info import (
     DisabledInfo,
     Edge,
     PipelineInfo,
@@ -22,8 +24,6 @@ from agent.pipeline.info import (
     Stage,
     mermaid,
 )
-from agent.sdk.roles import ROLES
-from agent.state.models import SERVICES_ROLE
 
 
 def _target(service: DreamService) -> str:

@@ -18,10 +18,10 @@ from agent.dream.executor import DreamExecutor
 from agent.dream.graph import DreamPipeline, build_dream_pipeline
 from agent.dream.info import describe_dream
 from agent.metrics.services import ServiceStats
-from agent.pipeline.config import PipelineConfigError
-from agent.pipeline.engine import Kind, LoadOptions, LocalServices, TurnExecutor
-from agent.pipeline.info import PipelineInfo
 from agent.state.storage_limits import StorageLimits
+from agent.turn.base import Kind, LoadOptions, LocalServices, TurnExecutor
+from agent.turn.config import PipelineConfigError
+from agent.turn.info import PipelineInfo
 
 
 class DreamKind(Kind[DreamPipeline]):

@@ -26,7 +26,6 @@ from agent.dream.dialog import (
     human_dict,
     window_dicts,
 )
-from agent.pipeline.outputs import RefusedOutput
 from agent.sdk.models import check_attribute_keys
 from agent.state.models import (
     Bot,
@@ -38,6 +37,7 @@ from agent.state.models import (
     profile_field_problem,
 )
 from agent.state.write_once import KeyWrittenTwice, WriteOnce
+from agent.turn.limits import RefusedOutput
 
 #: Fields of the user and bot records a service never writes.
 ID_FIELDS = frozenset({"id", "user_external_id", "user_type", "_id"})

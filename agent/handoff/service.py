@@ -23,7 +23,6 @@ from agent.handoff.errors import NO_SECTION, HandoffConflict, HandoffOff, NotHan
 from agent.handoff.notices import Notices
 from agent.handoff.webhook import Webhook
 from agent.metrics import Metrics
-from agent.pipeline.config import HandoffConfig
 from agent.queues import QueueTimeout, UserQueues
 from agent.state.handoff import (
     HANDOFF_SKILL,
@@ -34,6 +33,8 @@ from agent.state.handoff import (
 )
 from agent.state.models import BotUtterance, Dialog, HumanUtterance, Utterance, utc_now
 from agent.store.base import DialogReader, HandoffStore, StoreUnavailable
+from agent.store.base import Store, StoreUnavailable
+from agent.turn.config import HandoffConfig
 
 log = logging.getLogger("chorus.handoff")
 

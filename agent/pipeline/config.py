@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -34,8 +33,8 @@ from pydantic import (
 )
 
 from agent.connectors.handler_threads import DEFAULT_THREADS
-from agent.sdk.errors import ConfigError
 from agent.sdk.roles import ROLES, Role
+from agent.turn.config import DoubleTexting, HandoffConfig, PipelineConfigError
 
 ServiceName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
 BuiltinName = Literal["highest_confidence", "all_skills"]
@@ -46,16 +45,6 @@ ModuleTarget = Annotated[
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$"
     ),
 ]
-#: What a message does when it arrives while an earlier one of its user is being answered
-#: (docs/turns.md): wait its turn, be refused (409), or cancel the running turn.
-#: Whose clients a pipeline's file is written for: what ``POST /`` answers and the dialog
-#: view default to (``dp-agent``: its shapes, as Dream's clients and tools read them).
-Dialect = Literal["chorus", "dp-agent"]
-DoubleTexting = Literal["enqueue", "reject", "interrupt"]
-
-
-class PipelineConfigError(ConfigError):
-    """The pipeline file cannot run; the message names the entry to fix."""
 
 
 class ConnectorConfig(BaseModel):
@@ -235,65 +224,6 @@ class ServiceConfig(BaseModel):
         missing = [name for name in self.requires_env if not os.environ.get(name)]
         if missing:
             return f"requires_env: {', '.join(missing)} not set"
-        return None
-
-
-#: The hypothesis field a skill sets to hand the dialog to a person: ``true``, or a
-#: string saying why (docs/handoff.md).
-HANDOFF_FIELD = "handoff"
-
-
-class HandoffConfig(BaseModel):
-    """``handoff``: dialogs may be handed to a person (docs/handoff.md); absent, they
-    never are, and the operator routes answer 409 saying so."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    announce: str = Field(
-        default="I'm passing you to a person; they will answer here shortly.",
-        min_length=1,
-        max_length=4096,
-        description="what the user is told when a person is asked for (replaces the text "
-        "of a skill's answer that asked for one)",
-    )
-    taken_back: str = Field(
-        default="No one could take over in time, so I'm back. How can I help?",
-        min_length=1,
-        max_length=4096,
-        description="what the user is told when no operator claimed the dialog in time",
-    )
-    unclaimed_after: float = Field(
-        default=300.0,
-        gt=0,
-        le=7 * 86400,
-        description="seconds a dialog waits for an operator before the bot takes it back",
-    )
-    webhook: AnyHttpUrl | None = Field(
-        default=None,
-        description="a helpdesk's URL each handoff's events are POSTed to, signed with "
-        "CHORUS_OPERATOR_KEY (docs/api.md, the helpdesk webhook)",
-    )
-    patterns: list[str] = Field(
-        default_factory=list,
-        max_length=100,
-        description="regular expressions (case-insensitive, searched in the user's text): "
-        "a message matching one is handed to a person without calling any service",
-    )
-
-    @model_validator(mode="after")
-    def _patterns_compile(self) -> HandoffConfig:
-        for index, pattern in enumerate(self.patterns):
-            try:
-                re.compile(pattern, re.IGNORECASE)
-            except re.error as exc:
-                raise ValueError(f"patterns.{index}: not a regular expression: {exc}") from None
-        return self
-
-    def matching(self, text: str) -> str | None:
-        """The first pattern found in ``text``; None when none is."""
-        for pattern in self.patterns:
-            if re.search(pattern, text, re.IGNORECASE):
-                return pattern
         return None
 
 

@@ -22,9 +22,9 @@ from agent.connectors.in_process import (
 )
 from agent.connectors.parlai import ParlaiConnector
 from agent.connectors.transport import Transport
-from agent.pipeline.config import PipelineConfigError
 from agent.pipeline.graph import Pipeline, ServiceNode
 from agent.sdk.models import DialogView
+from agent.turn.config import PipelineConfigError
 
 _BUILTINS: dict[str, Callable[[str], Connector[DialogView]]] = {
     "highest_confidence": HighestConfidenceSelector,

@@ -22,15 +22,14 @@ from agent.connectors.errors import DROPPED
 from agent.connectors.time_limit import time_limit
 from agent.pipeline import outputs
 from agent.pipeline.budgets import Reservation, TokenLedger
-from agent.pipeline.calls import Skip, TurnTrace, contained
 from agent.pipeline.graph import Pipeline, ServiceNode
-from agent.pipeline.outputs import RefusedOutput
-from agent.pipeline.schedule import Schedule
 from agent.pipeline.tiers import Streaming, lower_tiers
-from agent.pipeline.turn import Turn, TurnResult
-from agent.pipeline.turn_limits import TurnLimits
+from agent.turn.value import Turn, TurnResult
+from agent.turn.limits import TurnLimits
 from agent.pipeline.views import dialog_view, utterance_view
 from agent.sdk.models import DialogView, Selection, UtteranceView
+from agent.pipeline.views import dialog_view
+from agent.sdk.models import DialogView, Selection
 from agent.state.models import (
     FALLBACK_SKILL,
     BotUtterance,
@@ -42,6 +41,10 @@ from agent.state.storage_limits import StorageLimits
 from agent.state.write_once import KeyWrittenTwice, WriteOnce
 from agent.telemetry import service_call_span
 from agent.telemetry.turn_events import listening
+from agent.turn.calls import Skip, TurnTrace, contained
+from agent.turn.limits import RefusedOutput, TurnLimits
+from agent.turn.schedule import Schedule
+from agent.turn.value import Turn, TurnResult
 
 log = logging.getLogger("chorus.executor")
 
@@ -63,7 +66,7 @@ class _Run:
         self.turn = turn
         self.trace = TurnTrace(turn.utterance, clock)
         self.started = self.trace.started
-        self.schedule = Schedule((node.name for node in pipeline), clock)
+        self.schedule = Schedule(node.name for node in pipeline)
         self.done = self.schedule.done
         self.ok: set[str] = set()
         self.selected: set[str] = set()
@@ -162,6 +165,24 @@ class Executor:
         skills = pipeline.services_of("skills")
         self._skills = {node.name: node for node in skills}
         self._lower = {node.name: lower_tiers(node, skills) for node in skills}
+        #: What each service waits for: those it depends on, and for a tiered skill the
+        #: lower tiers, unless it runs speculatively.
+        self._waits = {
+            node.name: [
+                *node.depends_on,
+                *(
+                    []
+                    if node.config.speculative
+                    else [lower.name for lower in self._lower.get(node.name, [])]
+                ),
+            ]
+            for node in pipeline
+        }
+        self.history_window = pipeline.history_window
+
+    def arm_for(self, user_id: str) -> None:
+        """No experiment: one pipeline answers every dialog."""
+        return None
 
     async def run(self, turn: Turn) -> TurnResult:
         run = _Run(turn, self.pipeline, self._clock, self._limits)
@@ -192,35 +213,35 @@ class Executor:
 
     async def _run_nodes(self, run: _Run, nodes: list[ServiceNode], deadline: float) -> None:
         remaining = max(deadline - self._clock(), 0.0)
-        if not await run.schedule.run(self, run, nodes, remaining):
+        steps = [self._step(run, node) for node in nodes]
+        if not await run.schedule.run(steps, remaining):
             log.warning("turn deadline of %ss reached", self.pipeline.turn_timeout)
 
-    # -- the schedule's plan (agent.pipeline.schedule.Plan) --
-
-    def waits_for(self, run: _Run, node: ServiceNode) -> list[str]:
-        """A tiered skill also waits for the lower tiers, unless it runs speculatively."""
-        if node.config.speculative:
-            return []
-        return [lower.name for lower in self._lower.get(node.name, [])]
-
-    def skipped(self, run: _Run, node: ServiceNode, start: float, skip: Skip) -> None:
-        run.trace.skipped(node.name, node.role, start, skip)
-
-    async def call(self, run: _Run, node: ServiceNode, start: float) -> None:
-        with service_call_span(node.name, node.role, run.utterance):
-            if node.config.speculative:
-                await self._speculate(run, node, start)
-            else:
-                await self._call(run, node, start)
-
-    def cut_off(self, run: _Run, node: ServiceNode, start: float) -> None:
-        message = f"turn deadline of {self.pipeline.turn_timeout}s reached"
-        run.trace.fail(node.name, node.role, "timeout", message)
-        run.trace.record(node.name, node.role, start, "timeout")
-
-    def settled(self, run: _Run, node: ServiceNode) -> None:
-        self._settle(run, node)
-        self._release(run)
+    async def _step(self, run: _Run, node: ServiceNode) -> None:
+        """One service's part of the turn: once what it waits for is done, it is skipped
+        or called; a call the deadline cancels is recorded as cut off."""
+        start = self._clock()
+        try:
+            await run.schedule.after(self._waits[node.name])
+            start = self._clock()
+            skip = self.skip(run, node)
+            if skip is not None:
+                run.trace.skipped(node.name, node.role, start, skip)
+                return
+            with service_call_span(node.name, node.role, run.utterance):
+                if node.config.speculative:
+                    await self._speculate(run, node, start)
+                else:
+                    await self._call(run, node, start)
+        except asyncio.CancelledError:
+            message = f"turn deadline of {self.pipeline.turn_timeout}s reached"
+            run.trace.fail(node.name, node.role, "timeout", message)
+            run.trace.record(node.name, node.role, start, "timeout")
+            raise
+        finally:
+            run.schedule.finished(node.name)
+            self._settle(run, node)
+            self._release(run)
 
     def _settle(self, run: _Run, node: ServiceNode) -> None:
         """Count what the call spent, however it ended, and release its budget's hold: its
@@ -315,19 +336,19 @@ class Executor:
         output: Any = None
         lines = connector.stream(view)
         try:
-            async for kind, value in lines:
-                if kind == "token" and value:
+            async for part, value in lines:
+                if part == "token" and value:
                     self._count_piece(run, node, view.max_tokens)
-                if kind == "start":
+                if part == "start":
                     announced = value.get("confidence") if isinstance(value, dict) else None
                     if isinstance(announced, int | float):
                         stream.confidence = float(announced)
                     if self._claims(run, node, value):
                         stream.sure = True
                     self._release(run)
-                elif kind == "token" and value:
+                elif part == "token" and value:
                     stream.offer(value)
-                elif kind == "end":
+                elif part == "end":
                     output = value
         except BaseException:
             del run.streams[node.name]  # a failed or dropped answer's tokens are not sent

@@ -8,18 +8,18 @@ dependency, a cycle, two response selectors) is a :class:`PipelineConfigError`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from agent.pipeline.config import (
+from agent.pipeline.config import PipelineConfig, ServiceConfig
+from agent.sdk.roles import ROLES, Role
+from agent.turn.config import (
     Dialect,
     DoubleTexting,
     HandoffConfig,
-    PipelineConfig,
     PipelineConfigError,
-    ServiceConfig,
+    topological_order,
 )
-from agent.sdk.roles import ROLES, Role
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +71,7 @@ class Pipeline:
         """How many past utterances a turn must read: the widest service window."""
         return max((node.config.context_window for node in self.nodes), default=1)
 
-    # -- what the layers above ask of any pipeline (agent.pipeline.engine.PipelineGraph) --
+    # -- what the layers above ask of any pipeline (agent.turn.base.PipelineGraph) --
 
     def service_names(self, *, fallbacks: bool = False) -> list[str]:
         """Every service, in run order (a Chorus pipeline has no fallback services)."""
@@ -116,38 +116,6 @@ def _expand(
                 f"{', '.join(sorted(enabled)) or 'none'}"
             )
     return result
-
-
-def topological_order(deps: Mapping[str, set[str]], where: Callable[[str], str]) -> list[str]:
-    """Every service after what it waits for (Kahn's algorithm); what is left over sits on a
-    cycle, which the error spells out with ``where(name)`` for each service on it. Both
-    pipeline formats (this one and :mod:`agent.dream.graph`) order their services here."""
-    order: list[str] = []
-    waiting = {name: set(d) for name, d in deps.items()}
-    while waiting:
-        ready = sorted(n for n, d in waiting.items() if not d)
-        if not ready:
-            cycle = _find_cycle(waiting)
-            raise PipelineConfigError(
-                "cycle in the pipeline: " + " -> ".join(where(n) for n in cycle)
-            )
-        for name in ready:
-            order.append(name)
-            del waiting[name]
-        for d in waiting.values():
-            d.difference_update(ready)
-    return order
-
-
-def _find_cycle(waiting: dict[str, set[str]]) -> list[str]:
-    """One cycle among services that all wait for one another, first name first."""
-    start = min(waiting)
-    path = [start]
-    while True:
-        nxt = min(d for d in waiting[path[-1]] if d in waiting)
-        if nxt in path:
-            return [*path[path.index(nxt) :], nxt]
-        path.append(nxt)
 
 
 def build_pipeline(config: PipelineConfig) -> Pipeline:

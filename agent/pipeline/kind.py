@@ -17,12 +17,13 @@ from agent.connectors.transport import Transport
 from agent.metrics.services import ServiceStats
 from agent.pipeline.config import parse_pipeline_config
 from agent.pipeline.connectors import check_in_process, make_batchers
-from agent.pipeline.engine import Kind, LocalService, LocalServices, TurnExecutor
 from agent.pipeline.executor import Executor
 from agent.pipeline.graph import Pipeline, build_pipeline
-from agent.pipeline.info import PipelineInfo, describe
+from agent.pipeline.info import describe
 from agent.sdk.roles import Role
 from agent.state.storage_limits import StorageLimits
+from agent.turn.base import Kind, LocalService, LocalServices, TurnExecutor
+from agent.turn.info import PipelineInfo
 
 #: The repository's folder for each role's services (``skills/<name>/app.py``...).
 GROUP_FOLDERS: dict[Role, str] = {

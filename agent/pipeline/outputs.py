@@ -10,18 +10,10 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from agent.connectors.errors import BadServiceResponse, ServiceError
+from agent.connectors.errors import BadServiceResponse
 from agent.sdk.models import Selection, SkillHypothesis, SkillSelection
 from agent.state.models import Hypothesis
-
-
-class RefusedOutput(ServiceError):
-    """The output broke a rule of the state: it tried to write outside the service's own
-    slot, or could not be stored within the storage bounds. Nothing of it is applied; the
-    pipeline raises it, and like any :class:`ServiceError` it costs only that output."""
-
-    kind = "refused"
-
+from agent.turn.limits import RefusedOutput
 
 _hypotheses = TypeAdapter(list[SkillHypothesis])
 _skill_names = TypeAdapter(list[str] | SkillSelection)

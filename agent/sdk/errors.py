@@ -22,7 +22,7 @@ value) or ``except RuntimeError`` keep that base too.
      │    ├── ServiceUnavailable       could not connect, or the connection broke
      │    ├── BadServiceStatus         answered a non-2xx status
      │    ├── BadServiceResponse       answered 2xx, but not the right shape
-     │    └── RefusedOutput            agent/pipeline/outputs.py: the output broke a rule of
+     │    └── RefusedOutput            agent/turn/limits.py: the output broke a rule of
      │                                 the state (another's slot, the storage bounds)
      ├── StoreUnavailable             agent/store/base.py      the database is away: 503
      │    └── SchemaRefused           agent/store/schema.py    its schema is not this build's

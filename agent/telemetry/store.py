@@ -1,13 +1,13 @@
-"""Store operations as spans, by instrumenting whichever store the agent opened.
+"""Store operations as spans, by wrapping whichever store the agent opened.
 
 Done from outside rather than by code in each backend: the backends stay unaware of
-tracing, and a new backend is traced without a line of its own. The store itself is
-instrumented: each operation of each part (:data:`agent.store.base.PARTS`), and of the
-store's own, is replaced on the instance by a traced one before the composition root hands
-the parts out, so every caller holds a traced part, and each keeps its own type, for mypy
-and for ``isinstance`` alike. An operation becomes a span only inside a traced request and
-outside another store operation (an operation calling another makes one span); the
-background heartbeat of the user queues makes none.
+tracing, and a new backend is traced without a line of its own. :class:`TracedStore` holds
+the store and answers each operation of the :class:`~agent.store.base.Store` protocol, and
+of each of its parts (:data:`agent.store.base.PARTS`), with a traced call of the store's
+own. The store itself is left as it is, so an operation calling another inside the backend
+makes one span, with no flag to say so; anything else is the store's. An operation becomes
+a span only inside a traced request: the background heartbeat of the user queues makes
+none.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, cast
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
@@ -25,9 +24,6 @@ from agent.store.base import PARTS, Store
 
 #: Not worth a span: called once per agent, never inside a turn.
 _UNTRACED = frozenset({"close"})
-
-#: A store operation is running in this context: the operations it calls make no span.
-_inside: ContextVar[bool] = ContextVar("chorus_store_operation", default=False)
 
 
 def _operations(protocol: type) -> list[str]:
@@ -48,28 +44,44 @@ def _traced(
 
     @functools.wraps(target)
     async def operation(*args: Any, **kwargs: Any) -> Any:
-        if _inside.get() or not trace.get_current_span().is_recording():
+        if not trace.get_current_span().is_recording():
             return await target(*args, **kwargs)
-        token = _inside.set(True)
-        try:
-            with tracer.start_as_current_span(
-                f"store.{name}", kind=SpanKind.CLIENT, attributes=attributes
-            ):
-                return await target(*args, **kwargs)
-        finally:
-            _inside.reset(token)
+        with tracer.start_as_current_span(
+            f"store.{name}", kind=SpanKind.CLIENT, attributes=attributes
+        ):
+            return await target(*args, **kwargs)
 
     return operation
 
 
-S = TypeVar("S", bound=Store)
+class Traced:
+    """An object whose operations (the coroutine methods of ``protocol``) are spans; every
+    other attribute is the object's own."""
+
+    def __init__(self, target: Any, protocol: type, tracer: Tracer, system: str) -> None:
+        self.target = target
+        self._operations = {
+            name: _traced(name, getattr(target, name), tracer, system)
+            for name in _operations(protocol)
+        }
+
+    def __getattr__(self, name: str) -> Any:
+        operation = self.__dict__["_operations"].get(name)
+        return operation if operation is not None else getattr(self.__dict__["target"], name)
 
 
-def traced_store(store: S, tracer: Tracer, url: str) -> S:
-    """``store`` itself, with a span per operation of each part and of its own
-    (:data:`agent.store.base.PARTS`); ``url`` only names the database system."""
+class TracedStore(Traced):
+    """A store whose own operations and each part's are spans (its parts are :class:`Traced`
+    too, so a caller handed ``store.turns`` holds a traced part)."""
+
+    def __init__(self, store: Store, tracer: Tracer, system: str) -> None:
+        super().__init__(store, Store, tracer, system)
+        for name, protocol in PARTS.items():
+            self.__dict__[name] = Traced(getattr(store, name), protocol, tracer, system)
+
+
+def traced_store(store: Store, tracer: Tracer, url: str) -> Store:
+    """``store`` wrapped, with a span per operation of its own and of each part; ``url``
+    only names the database system."""
     system = "sqlite" if url.startswith("sqlite") else "mongodb"
-    for target, protocol in [(store, Store), *((getattr(store, n), p) for n, p in PARTS.items())]:
-        for name in _operations(protocol):
-            setattr(target, name, _traced(name, getattr(target, name), tracer, system))
-    return store
+    return cast(Store, TracedStore(store, tracer, system))

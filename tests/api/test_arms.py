@@ -19,8 +19,8 @@ import pytest
 from fastapi import FastAPI
 
 from agent.api.app import create_app
-from agent.pipeline.config import PipelineConfigError
 from agent.settings import Settings
+from agent.turn.config import PipelineConfigError
 from tests.cli.test_backup import run
 from tests.conftest import AgentFactory, agents, fresh_mongodb_database, service_entry
 from tests.support.ports import free_port

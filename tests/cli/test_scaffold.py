@@ -28,7 +28,7 @@ from agent.api.app import create_app
 from agent.cli import stack
 from agent.cli.main import app as chorus_app
 from agent.cli.scaffold import ScaffoldError, apply, plan_skill, render_json
-from agent.pipeline.loading import load_any_pipeline
+from agent.kinds import load_any_pipeline
 from agent.settings import Settings
 from tests.conftest import SERVICE_TIMEOUT, TURN_TIMEOUT
 from tests.deploy import test_compose

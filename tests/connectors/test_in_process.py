@@ -18,10 +18,12 @@ from agent.api.app import create_app
 from agent.connectors.http import HttpConnector, make_transport
 from agent.connectors.in_process import InProcessConnector, load_service
 from agent.pipeline.config import PipelineConfigError
+from agent.connectors.transport import AiohttpTransport
 from agent.pipeline.kind import ChorusKind
 from agent.sdk.models import DialogView
 from agent.settings import Settings
 from agent.state.storage_limits import StorageLimits
+from agent.turn.config import PipelineConfigError
 from annotators.intents.app import service as intents
 from skills.smalltalk.app import service as smalltalk
 from tests.conftest import CLIENT_TIMEOUT, AgentFactory, agents

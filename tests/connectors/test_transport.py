@@ -20,7 +20,7 @@ from agent.connectors.transport import MockTransport, Request, Response
 from agent.dream.connectors import BREAKER_THRESHOLD, make_dream_connectors
 from agent.dream.graph import DreamPipeline
 from agent.dream.kind import DreamKind
-from agent.pipeline.loading import load_any_pipeline
+from agent.kinds import load_any_pipeline
 from agent.sdk.contracts import CONTRACT_HEADER
 from agent.sdk.models import DialogView
 from tests.support.views import view

@@ -42,8 +42,8 @@ import pytest
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from agent.kinds import load_experiment
 from agent.metrics import Metrics
-from agent.pipeline.arms import load_experiment
 from agent.pipeline.config import parse_pipeline_config
 from agent.queues import QUEUE_WAIT
 from agent.settings import Settings

@@ -175,7 +175,7 @@ def test_the_builtin_confidence_selector_and_an_http_skill(
 def test_true_counts_reach_formatters_past_the_window(
     services: Any, agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("agent.api.app.DEFAULT_WINDOW", 4)
+    monkeypatch.setattr("agent.kinds.DEFAULT_WINDOW", 4)
     log = Recorder()
     client = agent(
         {

@@ -14,13 +14,13 @@ import pytest
 from agent.connectors.batching import Batcher
 from agent.connectors.http import make_transport
 from agent.dream.config import HttpConnectorConfig, is_dp_agent_config
-from agent.dream.connectors import DreamHttp
+from agent.dream.connectors import DreamHttpConnector
 from agent.dream.dialog import CountedList
 from agent.dream.kind import DreamKind
-from agent.pipeline.config import PipelineConfigError
-from agent.pipeline.engine import LoadedPipeline
+from agent.kinds import load_any_pipeline
 from agent.pipeline.kind import ChorusKind
-from agent.pipeline.loading import load_any_pipeline
+from agent.turn.base import LoadedPipeline
+from agent.turn.config import PipelineConfigError
 from tests.dream import services as dream
 from tests.dream.services import Recorder
 from tests.dream.test_dream_pipeline import F
@@ -178,7 +178,7 @@ def test_batching_merges_payloads_and_splits_answers() -> None:
         transport = make_transport()
         try:
             config = HttpConnectorConfig(protocol="http", url=f"{url}/respond", batch_size=8)
-            http = DreamHttp("lengths", config, transport, 5.0)
+            http = DreamHttpConnector("lengths", config, transport, 5.0)
             batcher = Batcher(http, 8)
             sized = await asyncio.gather(
                 *(batcher.submit({"sentences": ["x" * n]}) for n in (1, 2, 3))

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent.pipeline.arms import load_experiment
+from agent.kinds import load_experiment
 from agent.settings import Settings
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "experiments.md"

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from agent.pipeline.config import PipelineConfigError, load_pipeline_config, parse_pipeline_config
+from agent.pipeline.config import load_pipeline_config, parse_pipeline_config
 from agent.pipeline.graph import build_pipeline
+from agent.turn.config import PipelineConfigError
 
 
 def svc(port: int = 9000, **extra: Any) -> dict[str, Any]:

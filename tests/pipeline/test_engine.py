@@ -1,4 +1,4 @@
-"""Both kinds of pipeline answer what the layers above ask (agent.pipeline.engine), so the
+"""Both kinds of pipeline answer what the layers above ask (agent.turn.base), so the
 API, readiness and the pages work alike whichever kind the pipeline file is.
 
 The typed assignments are the check that each kind satisfies the protocols: mypy (strict,
@@ -16,14 +16,14 @@ from agent.connectors.http import make_transport
 from agent.dream.executor import DreamExecutor
 from agent.dream.graph import DreamPipeline, build_dream_pipeline
 from agent.dream.kind import DreamKind
+from agent.kinds import load_any_pipeline
 from agent.metrics.services import ServiceStats
 from agent.pipeline.config import parse_pipeline_config
-from agent.pipeline.engine import LoadedPipeline, PipelineGraph, TurnExecutor
 from agent.pipeline.executor import Executor
 from agent.pipeline.graph import Pipeline, build_pipeline
 from agent.pipeline.kind import ChorusKind
-from agent.pipeline.loading import load_any_pipeline
 from agent.state.storage_limits import StorageLimits
+from agent.turn.base import LoadedPipeline, PipelineGraph, TurnExecutor
 from tests.dream.test_dream_pipeline import F
 
 CHORUS: dict[str, Any] = {

@@ -20,9 +20,9 @@ from agent.connectors.transport import Handler, MockTransport, Request, Response
 from agent.pipeline.config import parse_pipeline_config
 from agent.pipeline.connectors import make_batchers
 from agent.pipeline.executor import Executor
-from agent.pipeline.turn import Turn, TurnResult
 from agent.sdk.models import DialogView
 from agent.state.models import FALLBACK_SKILL, Bot, Human, HumanUtterance, ServiceCall
+from agent.turn.value import Turn, TurnResult
 from tests.conftest import service_entry
 from tests.support.servers import ServerThread
 from tests.support.services import fixed_skill, length_annotator
@@ -311,7 +311,7 @@ async def test_concurrent_turns_share_a_batch() -> None:
 
 async def test_a_second_write_to_an_annotation_slot_is_refused_and_keeps_the_first() -> None:
     from agent.pipeline.executor import _Run
-    from agent.pipeline.outputs import RefusedOutput
+    from agent.turn.limits import RefusedOutput
 
     run_ = in_memory({"annotators": {"a": telling([{}])}})
     node = run_.pipeline.nodes[0]

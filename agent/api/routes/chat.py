@@ -18,8 +18,8 @@ from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import ChatKey
 from agent.api.sse import stream_turn, wants_events
 from agent.flow import CLOSED, Answer, Incoming
-from agent.pipeline.config import Dialect, DoubleTexting
 from agent.settings import Settings
+from agent.turn.config import Dialect, DoubleTexting
 
 router = APIRouter(tags=["chat"])
 

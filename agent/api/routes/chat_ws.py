@@ -46,11 +46,11 @@ from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import check_chat_key, socket_key
 from agent.api.sse import error_body, follow_turn, started
 from agent.handoff import Handoffs
-from agent.pipeline.config import Dialect
 from agent.settings import Settings
 from agent.state.handoff import HandoffStatus
 from agent.state.models import BotUtterance
 from agent.telemetry.turn_events import TurnEvent, TurnEvents
+from agent.turn.config import Dialect
 
 router = APIRouter()
 

@@ -12,8 +12,8 @@ from pydantic import Field
 
 from agent.api.deps import ComponentsDep, MetricsDep, PipelineDep
 from agent.api.security import ReaderKey
-from agent.pipeline.arms import ExperimentInfo, describe_experiment
-from agent.pipeline.info import PipelineInfo
+from agent.turn.arms import ExperimentInfo, describe_experiment
+from agent.turn.info import PipelineInfo
 
 router = APIRouter(prefix="/api", tags=["pipeline"], dependencies=[ReaderKey])
 

@@ -44,12 +44,14 @@ from agent.cli.replay.turns import (
     select_turns,
     stored_turns,
 )
-from agent.pipeline.config import PipelineConfigError
-from agent.pipeline.engine import LoadedPipeline
-from agent.pipeline.loading import load_any_pipeline, read_document
+from agent.kinds import load_any_pipeline, read_document
 from agent.settings import Settings, SettingsError, load_settings
 from agent.store import StoreUnavailable
 from agent.store.reader import open_reader
+from agent.backup.files import aware
+from agent.store.reader import DialogReader, open_reader
+from agent.turn.base import LoadedPipeline
+from agent.turn.config import PipelineConfigError
 
 #: The exit status after Ctrl-C, as a shell reports a command stopped by SIGINT.
 INTERRUPTED = 130

@@ -12,13 +12,21 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from agent.pipeline.outputs import RefusedOutput
+from agent.connectors.errors import ServiceError
 from agent.sdk.models import JsonDict
 from agent.state.models import Bot, Human, Hypothesis, ServiceFailure
 from agent.state.storage_limits import StorageLimits, UnstorableValue
 from agent.telemetry import printable
 
 log = logging.getLogger("chorus.executor")
+
+
+class RefusedOutput(ServiceError):
+    """The output broke a rule of the state: it tried to write outside the service's own
+    slot, or could not be stored within the storage bounds. Nothing of it is applied; the
+    pipeline raises it, and like any :class:`ServiceError` it costs only that output."""
+
+    kind = "refused"
 
 
 class TurnLimits:

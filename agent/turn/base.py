@@ -1,14 +1,17 @@
-"""What the layers above need of a pipeline and its executor, whichever format it came from.
+"""What the layers above need of a pipeline and its executor, whichever kind it is: the
+base both kinds implement, as httpx's transports implement ``_transports/base.py``.
 
 Two kinds of pipeline run here: Chorus's own (:class:`agent.pipeline.kind.ChorusKind`, whose
 graph :class:`agent.pipeline.executor.Executor` runs) and a dp-agent ``pipeline_conf.json``
-(:class:`agent.dream.kind.DreamKind`, run by :class:`agent.dream.executor.DreamExecutor`).
+(:class:`agent.dream.kind.DreamKind`, run by :class:`agent.dream.executor.DreamExecutor`);
+an experiment's :class:`agent.turn.arms.ArmChooser` is a third executor, running each turn
+on one of them.
 They differ in how a turn moves through the graph, not in what the message flow, the
 composition root, readiness, the pages or ``chorus run`` ask of them; those ask through
 :class:`LoadedPipeline`, so each kind decides its own answers (its services, their URLs,
 its picture for ``/api/pipeline``, its executor, what ``chorus run`` starts) and nothing
 above this layer branches on which one runs. A kind is chosen once, from the file's content
-(:func:`agent.pipeline.loading.load_any_pipeline`).
+(:func:`agent.kinds.load_any_pipeline`), above both kinds.
 
 The graphs themselves (:mod:`agent.pipeline.graph`, :mod:`agent.dream.graph`) are data: a
 kind holds its graph and knows the modules that describe and run it, so imports go from the
@@ -25,10 +28,10 @@ from typing import Generic, Protocol, TypeVar
 
 from agent.connectors.transport import Transport
 from agent.metrics.services import ServiceStats
-from agent.pipeline.config import Dialect, DoubleTexting, HandoffConfig
-from agent.pipeline.info import PipelineInfo
-from agent.pipeline.turn import Turn, TurnResult
 from agent.state.storage_limits import StorageLimits
+from agent.turn.config import Dialect, DoubleTexting, HandoffConfig
+from agent.turn.info import PipelineInfo
+from agent.turn.value import Turn, TurnResult
 
 
 class PipelineGraph(Protocol):
@@ -146,10 +149,25 @@ class LoadedPipeline(PipelineGraph, Protocol):
 
 
 class TurnExecutor(Protocol):
-    """Runs turns through one pipeline."""
+    """Runs turns: the one seam between the message flow and a pipeline. The flow hands
+    :meth:`run` one :class:`Turn` and gets one :class:`TurnResult`; it calls nothing else
+    during the turn, and nothing calls it back."""
 
     @property
-    def pipeline(self) -> PipelineGraph: ...
+    def pipeline(self) -> PipelineGraph:
+        """The pipeline (an experiment's: its first arm's), whose double-texting policy
+        is the agent's."""
+        ...
+
+    @property
+    def history_window(self) -> int:
+        """How many stored utterances the flow reads for a turn of any dialog."""
+        ...
+
+    def arm_for(self, user_id: str) -> str | None:
+        """The experiment arm a new dialog of this user is stored with; None: no
+        experiment runs (:class:`agent.turn.arms.ArmChooser` draws one)."""
+        ...
 
     async def run(self, turn: Turn) -> TurnResult:
         """The finished turn; nothing is left running behind it."""

@@ -22,6 +22,8 @@ class Turn:
     bot: Bot
     history: list[Utterance]
     utterance: HumanUtterance
+    #: the experiment arm the dialog is stored on (None: opened with no experiment)
+    arm: str | None = None
 
 
 @dataclass

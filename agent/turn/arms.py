@@ -1,5 +1,7 @@
 """Pipeline arms: an experiment runs two or more pipeline files side by side, each dialog
-on one of them.
+on one of them, and :class:`ArmChooser` is the executor that runs each turn on its
+dialog's arm: the message flow holds it as it would hold one pipeline's executor, and
+knows nothing of experiments.
 
 An experiment file (``CHORUS_EXPERIMENT``) names the arms and their weights::
 
@@ -21,16 +23,14 @@ that exists: they only decide where new dialogs go.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agent.pipeline.config import PipelineConfigError
-from agent.pipeline.engine import LoadedPipeline
-from agent.pipeline.loading import load_any_pipeline
+from agent.turn.base import LoadedPipeline, PipelineGraph, TurnExecutor
+from agent.turn.value import Turn, TurnResult
 
 #: An arm's name: it is stored on dialogs and is a metrics label, so short and plain.
 ARM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -138,43 +138,39 @@ class Experiment:
         return lines
 
 
-def load_experiment(
-    path: Path,
-    *,
-    window: int,
-    turn_timeout: float | None,
-    key: bytes | None = None,
-) -> Experiment:
-    """The experiment the file describes, each arm's pipeline loaded and checked as the
-    agent checks its one pipeline; :class:`PipelineConfigError` names the file and the bad
-    key. ``window`` and ``turn_timeout`` apply to dp-agent pipeline files, as for
-    ``CHORUS_PIPELINE``; ``key`` is ``CHORUS_ARM_KEY``, the draw's secret."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise PipelineConfigError(f"cannot read experiment file {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise PipelineConfigError(f"experiment file {path} is not JSON: {exc}") from None
-    try:
-        config = ExperimentConfig.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: "
-            f"{e['msg'].removeprefix('Value error, ')}"
-            for e in exc.errors()
-        )
-        raise PipelineConfigError(f"experiment file {path}: {problems}") from None
-    arms = []
-    for index, arm in enumerate(config.arms):
-        where = arm.pipeline if arm.pipeline.is_absolute() else path.parent / arm.pipeline
-        try:
-            pipeline = load_any_pipeline(where, window=window, turn_timeout=turn_timeout)
-        except PipelineConfigError as exc:
-            raise PipelineConfigError(
-                f"experiment file {path}: arms.{index}.pipeline ({arm.name}): {exc}"
-            ) from None
-        arms.append(Arm(arm.name, arm.weight, where, pipeline))
-    return Experiment(config.name, tuple(arms), path, key)
+class ArmChooser:
+    """The executor of an experiment: each turn runs on its dialog's arm (the first arm
+    for a dialog opened before the experiment, or on an arm since removed), with that
+    arm's history window; a new dialog's arm is drawn by :meth:`Experiment.arm_for`."""
+
+    def __init__(self, experiment: Experiment, executors: Mapping[str, TurnExecutor]) -> None:
+        missing = set(experiment.names) - set(executors)
+        if missing:
+            raise ValueError(f"no executor for arm(s) {', '.join(sorted(missing))}")
+        self.experiment = experiment
+        self._executors = executors
+        self._default = executors[experiment.default.name]
+        self._window = max(e.history_window for e in executors.values())
+
+    @property
+    def pipeline(self) -> PipelineGraph:
+        """The first arm's pipeline: its double-texting policy is the agent's."""
+        return self._default.pipeline
+
+    @property
+    def history_window(self) -> int:
+        """The longest of the arms' windows: a dialog's arm is known once it is read."""
+        return self._window
+
+    def arm_for(self, user_id: str) -> str:
+        return self.experiment.arm_for(user_id)
+
+    async def run(self, turn: Turn) -> TurnResult:
+        executor = self._executors.get(turn.arm or "", self._default)
+        window = max(executor.history_window, 1)
+        if len(turn.history) > window:
+            turn = replace(turn, history=turn.history[-window:])
+        return await executor.run(turn)
 
 
 class ArmInfo(BaseModel):

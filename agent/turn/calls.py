@@ -109,8 +109,8 @@ class TurnTrace:
         where = {"dream_group": dream_group} if dream_group is not None else {}
         emit("progress", service=service, role=role, **where, outcome=outcome)
 
-    def fail(self, service: str, role: str, kind: FailureKind, message: str) -> None:
-        self.add_failure(role, ServiceFailure(service=service, kind=kind, message=message))
+    def fail(self, service: str, role: str, cause: FailureKind, message: str) -> None:
+        self.add_failure(role, ServiceFailure(service=service, kind=cause, message=message))
 
     def add_failure(self, role: str, failure: ServiceFailure) -> None:
         # The message quotes the service (its error body, its exception): kept on one line.

@@ -1,0 +1,70 @@
+"""One turn's schedule, shared by both pipeline kinds: a ``done`` event per service, and the
+running of the turn's steps together until the deadline (or an early stop), when whatever
+is still running is cancelled.
+
+Each kind writes its own step for a service (wait for what it needs, skip it or call it,
+record how it ended, mark it done): the executor calls the schedule, the schedule never
+calls the executor back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Iterable, Sequence
+from typing import Any
+
+
+class Schedule:
+    """One turn's ``done`` event per service, and the running of a set of them."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self.done = {name: asyncio.Event() for name in names}
+
+    async def after(self, names: Iterable[str]) -> None:
+        """Return once every service named is done."""
+        for name in names:
+            await self.done[name].wait()
+
+    def finished(self, name: str) -> None:
+        """The service is done, whichever way it ended: those waiting for it go on."""
+        self.done[name].set()
+
+    async def run(
+        self,
+        steps: Sequence[Coroutine[Any, Any, None]],
+        remaining: float | None,
+        until: asyncio.Event | None = None,
+    ) -> bool:
+        """Run ``steps`` together for at most ``remaining`` seconds (None: no limit) or
+        until ``until`` is set; what is still running then is cancelled, and nothing is
+        left running on return. False when the time ran out first. A bug that escapes a
+        step is raised here, once every other step has ended."""
+        if not steps:
+            return True
+        tasks = [asyncio.create_task(step) for step in steps]
+        stopper: asyncio.Future[Any] | None = None
+        try:
+            if until is None:  # the common case, with the fewest futures and callbacks
+                _, pending = await asyncio.wait(tasks, timeout=remaining)
+                in_time = not pending
+            else:
+                stopper = asyncio.ensure_future(until.wait())
+                everything = asyncio.gather(*tasks, return_exceptions=True)
+                done, _ = await asyncio.wait(
+                    [everything, stopper], timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+                in_time = bool(done)
+        finally:
+            if stopper is not None:
+                stopper.cancel()
+            running = [task for task in tasks if not task.done()]
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.wait(running)
+            # every outcome looked at (asyncio logs an exception nobody retrieved)
+            errors = [task.exception() for task in tasks if task.done() and not task.cancelled()]
+        for error in errors:
+            if isinstance(error, Exception):
+                raise error
+        return in_time
