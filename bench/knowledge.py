@@ -27,7 +27,8 @@ fitted that way, so the ``held_out`` figures the benchmark writes (every third q
 are out of sample; the figures over the whole set are partly in sample. The search's own
 constants are chosen on the same two thirds (a change is kept only when the held-out third
 does not lose), and ``--questions bench/data/knowledge/fresh.jsonl`` measures a second set
-written after the tuning, out of sample for everything.
+written after the tuning, out of sample for everything (``fresh2.jsonl``, a third, was
+written after the confidence's signs of the answer's file were chosen).
 
     .venv/bin/python -m bench.knowledge            # writes bench/results/knowledge.json
     .venv/bin/python -m bench.knowledge --fit
@@ -57,7 +58,14 @@ from annotators.intents.app import CATCHER  # noqa: E402
 from shared.calibration import SILENT_BELOW, chance  # noqa: E402
 from shared.knowledge.index import Hit, KnowledgeIndex  # noqa: E402
 from shared.knowledge.passages import Passage  # noqa: E402
-from shared.knowledge.retrieval import WEIGHTS, confidence, follow_up_context, quotes  # noqa: E402
+from shared.knowledge.retrieval import (  # noqa: E402
+    FEATURES,
+    WEIGHTS,
+    confidence,
+    follow_up_context,
+    quotes,
+    signs,
+)
 from skills.knowledge.app import INTENT_CONFIDENCE, KIND, THRESHOLD  # noqa: E402
 
 QUESTIONS = ROOT / "bench" / "data" / "knowledge" / "questions.jsonl"
@@ -100,8 +108,7 @@ def load_questions(path: Path = QUESTIONS) -> list[Question]:
 
 
 def features(hit: Hit) -> list[float]:
-    both_first = 1.0 if hit.lexical_rank == 0 and hit.dense_rank == 0 else 0.0
-    return [hit.overlap, hit.cosine, both_first, hit.known]
+    return signs(hit)
 
 
 def held_out(position: int) -> bool:
@@ -257,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     held = figures([a for a in asked if held_out(a.position)])
     if args.fit:
         fitted = fit(training_rows([a for a in asked if not held_out(a.position)]))
-        print(f"WEIGHTS = {fitted}  # intercept, overlap, cosine, both-first, known")
+        print(f"WEIGHTS = {fitted}  # intercept, {', '.join(FEATURES)}")
         print("  (fitted on two thirds of the questions; on the held-out third with them:")
         refit = figures([a for a in asked if held_out(a.position)], fitted)
         print(f"   {', '.join(f'{k} {v}' for k, v in refit.items() if k != 'missed_at_3')})")

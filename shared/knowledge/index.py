@@ -32,7 +32,7 @@ import tempfile
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +132,28 @@ class Hit:
     known: float  # the share of the query's terms the knowledge base has at all (0..1)
     lexical_rank: int | None  # its place in the BM25 list (0 first), None if not in it
     dense_rank: int | None
+    # Whether its file is the one the search as a whole points at: the file with the most
+    # of the best candidates' scores (the file bonus's vote) and the file of the dense
+    # half's best candidate. A best passage from another file than both is often a
+    # confident wrong-file answer (bench/knowledge.py, docs/performance.md).
+    file_voted: bool = True
+    dense_file: bool = True
+    # The share of the query's terms its text holds, without its file name and headings.
+    text_overlap: float = 0.0
+    # Its fused score less the best score of a passage from another file: how far ahead
+    # its file is (negative for a passage behind another file's).
+    margin: float = 0.0
+
+
+@dataclass(frozen=True)
+class Fused:
+    """One candidate kept by :func:`combine`, with what the search says of its file."""
+
+    row: int
+    score: float
+    file_voted: bool
+    dense_file: bool
+    margin: float
 
 
 def combine(
@@ -140,7 +162,7 @@ def combine(
     sources: np.ndarray,
     sections: np.ndarray,
     k: int,
-) -> list[tuple[int, float]]:
+) -> list[Fused]:
     """The ``k`` best candidates (one per section), by their fused score. ``sources`` and
     ``sections`` number each candidate's file and section (integer arrays).
 
@@ -151,6 +173,10 @@ def combine(
     passages. Measured on the question set (bench/knowledge.py) against reciprocal rank
     fusion, which gives the weaker half a full vote: recall@3 0.87 against 0.79. Only
     NumPy's vector operations and partial sorts: milliseconds at 100,000 candidates.
+
+    Each kept candidate also says whether its file won the vote and holds the dense
+    half's best candidate, and its lead over the best candidate of another file: the
+    confidence's signs that the answer is in this file rather than a neighbouring page.
     """
     top = float(lexical.max()) if len(lexical) else 0.0
     scores = (lexical / top if top > 0 else np.zeros_like(lexical)) + DENSE_WEIGHT * dense
@@ -160,14 +186,28 @@ def combine(
     if votes.max() > 0:
         votes /= votes.max()
     scores = scores + SOURCE_WEIGHT * votes[sources]
-    kept: list[tuple[int, float]] = []
+    winner = int(np.argmax(votes))
+    dense_winner = int(sources[int(np.argmax(dense))]) if len(dense) else -1
+    ranked = _best(scores, max(DEPTH, k * 8))
+    kept: list[Fused] = []
     seen: set[int] = set()
-    for row in _best(scores, max(DEPTH, k * 8)):
+    for row in ranked:
         section = int(sections[row])
         if section in seen:
             continue
         seen.add(section)
-        kept.append((int(row), float(scores[row])))
+        source = int(sources[row])
+        others = ranked[sources[ranked] != source]
+        rival = float(scores[others[0]]) if len(others) else 0.0
+        kept.append(
+            Fused(
+                row=int(row),
+                score=float(scores[row]),
+                file_voted=source == winner,
+                dense_file=source == dense_winner,
+                margin=float(scores[row]) - rival,
+            )
+        )
         if len(kept) == k:
             break
     return kept
@@ -201,6 +241,14 @@ def _clusters(embeddings: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     return centres, members
 
 
+@lru_cache(maxsize=4096)
+def paragraph_terms(text: str) -> tuple[frozenset[str], ...]:
+    """The terms of each paragraph of a passage's text (a table's row is one), kept for
+    the passages searched most: stemming them is most of what choosing a section's
+    passage costs (:meth:`KnowledgeIndex.closest_in_section`)."""
+    return tuple(frozenset(terms(paragraph)) for paragraph in text.split("\n\n"))
+
+
 def numbered(values: Sequence[Any]) -> np.ndarray:
     """Each value's number among the distinct values (their order of first appearance)."""
     numbers: dict[Any, int] = {}
@@ -216,11 +264,16 @@ def hit_of(
     lexical_rank: int | None,
     dense_rank: int | None,
     known: float,
+    fused: Fused | None = None,
 ) -> Hit:
     """A found passage with what the confidence is computed from."""
     return Hit(
         passage=passage,
         score=score,
+        file_voted=fused.file_voted if fused else True,
+        dense_file=fused.dense_file if fused else True,
+        margin=fused.margin if fused else 0.0,
+        text_overlap=len(wanted & frozenset(terms(passage.text))) / len(wanted) if wanted else 0.0,
         cosine=cosine,
         overlap=len(wanted & passage_terms) / len(wanted) if wanted else 0.0,
         known=known,
@@ -340,6 +393,34 @@ class KnowledgeIndex:
         with _threads().limit(limits=1, user_api="blas"):
             return self._search(query, k, context)
 
+    def closest_in_section(
+        self, row: int, rows: np.ndarray, lexical: np.ndarray, wanted: frozenset[str]
+    ) -> int:
+        """The candidate (of ``rows``, whose BM25 scores are ``lexical``: one holding none of
+        the question's terms cannot hold more than ``row``) of ``row``'s section with the
+        paragraph holding most
+        of the question's terms, ``row`` itself unless another holds more: the search finds
+        a long section (a table cut into several passages) by all its passages' words, and
+        the answer is the paragraph (a table's row) with the question's ("the default
+        timeout for a call" is the timeout's row, not the retries' row of the passage the
+        fused score preferred, whose threads' row held as many of its words in a longer row)."""
+        rows = rows[(self._sections[rows] == self._sections[row]) & (lexical > 0)]
+        if len(rows) < 2 or not wanted:
+            return row
+
+        def held(at: int) -> tuple[int, float]:
+            # the most question terms in one paragraph, then the most focused paragraph
+            # (the share of its terms that are the question's): a short row about the
+            # thing over a long one that mentions it
+            best = (0, 0.0)
+            for words in paragraph_terms(self.passages[at].text):
+                shared = len(wanted & words)
+                best = max(best, (shared, shared / len(words) if words else 0.0))
+            return best
+
+        best = max(rows, key=held)
+        return int(best) if held(int(best)) > held(row) else row
+
     def _search(self, query: str, k: int, context: str | None) -> list[Hit]:
         rows, lexical, dense = self.candidates(query, context)
         own = self.embeddings[rows] @ embed_texts([query])[0] if context else dense
@@ -347,18 +428,23 @@ class KnowledgeIndex:
         # "iPhone" in "How do I restore a backup of my iPhone?" is in no document: the
         # strongest sign that a question is about something else, however close its words.
         known = len([t for t in wanted if t in self._vocabulary]) / len(wanted) if wanted else 0.0
+        fused = combine(lexical, dense, self._sources[rows], self._sections[rows], k)
+        chosen = {
+            f.row: self.closest_in_section(int(rows[f.row]), rows, lexical, wanted) for f in fused
+        }
         return [
             hit_of(
-                self.passages[rows[at]],
-                frozenset(terms(self.passages[rows[at]].searchable)),
-                float(own[at]),
+                self.passages[chosen[f.row]],
+                frozenset(terms(self.passages[chosen[f.row]].searchable)),
+                float(own[f.row]),
                 wanted,
-                score,
-                rank_in(lexical, at),
-                rank_in(dense, at),
+                f.score,
+                rank_in(lexical, f.row),
+                rank_in(dense, f.row),
                 known,
+                f,
             )
-            for at, score in combine(lexical, dense, self._sources[rows], self._sections[rows], k)
+            for f in fused
         ]
 
     # --- the file ---------------------------------------------------------------------
