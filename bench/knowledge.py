@@ -58,14 +58,7 @@ from annotators.intents.app import CATCHER  # noqa: E402
 from shared.calibration import SILENT_BELOW, chance  # noqa: E402
 from shared.knowledge.index import Hit, KnowledgeIndex  # noqa: E402
 from shared.knowledge.passages import Passage  # noqa: E402
-from shared.knowledge.retrieval import (  # noqa: E402
-    FEATURES,
-    WEIGHTS,
-    confidence,
-    follow_up_context,
-    quotes,
-    signs,
-)
+from shared.knowledge.retrieval import WEIGHTS, confidence, follow_up_context, quotes  # noqa: E402
 from skills.knowledge.app import INTENT_CONFIDENCE, KIND, THRESHOLD  # noqa: E402
 
 QUESTIONS = ROOT / "bench" / "data" / "knowledge" / "questions.jsonl"
@@ -108,7 +101,8 @@ def load_questions(path: Path = QUESTIONS) -> list[Question]:
 
 
 def features(hit: Hit) -> list[float]:
-    return signs(hit)
+    both_first = 1.0 if hit.lexical_rank == 0 and hit.dense_rank == 0 else 0.0
+    return [hit.overlap, hit.cosine, both_first, hit.known]
 
 
 def held_out(position: int) -> bool:
@@ -264,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     held = figures([a for a in asked if held_out(a.position)])
     if args.fit:
         fitted = fit(training_rows([a for a in asked if not held_out(a.position)]))
-        print(f"WEIGHTS = {fitted}  # intercept, {', '.join(FEATURES)}")
+        print(f"WEIGHTS = {fitted}  # intercept, overlap, cosine, both-first, known")
         print("  (fitted on two thirds of the questions; on the held-out third with them:")
         refit = figures([a for a in asked if held_out(a.position)], fitted)
         print(f"   {', '.join(f'{k} {v}' for k, v in refit.items() if k != 'missed_at_3')})")

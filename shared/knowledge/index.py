@@ -132,28 +132,6 @@ class Hit:
     known: float  # the share of the query's terms the knowledge base has at all (0..1)
     lexical_rank: int | None  # its place in the BM25 list (0 first), None if not in it
     dense_rank: int | None
-    # Whether its file is the one the search as a whole points at: the file with the most
-    # of the best candidates' scores (the file bonus's vote) and the file of the dense
-    # half's best candidate. A best passage from another file than both is often a
-    # confident wrong-file answer (bench/knowledge.py, docs/performance.md).
-    file_voted: bool = True
-    dense_file: bool = True
-    # The share of the query's terms its text holds, without its file name and headings.
-    text_overlap: float = 0.0
-    # Its fused score less the best score of a passage from another file: how far ahead
-    # its file is (negative for a passage behind another file's).
-    margin: float = 0.0
-
-
-@dataclass(frozen=True)
-class Fused:
-    """One candidate kept by :func:`combine`, with what the search says of its file."""
-
-    row: int
-    score: float
-    file_voted: bool
-    dense_file: bool
-    margin: float
 
 
 def combine(
@@ -162,7 +140,7 @@ def combine(
     sources: np.ndarray,
     sections: np.ndarray,
     k: int,
-) -> list[Fused]:
+) -> list[tuple[int, float]]:
     """The ``k`` best candidates (one per section), by their fused score. ``sources`` and
     ``sections`` number each candidate's file and section (integer arrays).
 
@@ -173,10 +151,6 @@ def combine(
     passages. Measured on the question set (bench/knowledge.py) against reciprocal rank
     fusion, which gives the weaker half a full vote: recall@3 0.87 against 0.79. Only
     NumPy's vector operations and partial sorts: milliseconds at 100,000 candidates.
-
-    Each kept candidate also says whether its file won the vote and holds the dense
-    half's best candidate, and its lead over the best candidate of another file: the
-    confidence's signs that the answer is in this file rather than a neighbouring page.
     """
     top = float(lexical.max()) if len(lexical) else 0.0
     scores = (lexical / top if top > 0 else np.zeros_like(lexical)) + DENSE_WEIGHT * dense
@@ -186,28 +160,14 @@ def combine(
     if votes.max() > 0:
         votes /= votes.max()
     scores = scores + SOURCE_WEIGHT * votes[sources]
-    winner = int(np.argmax(votes))
-    dense_winner = int(sources[int(np.argmax(dense))]) if len(dense) else -1
-    ranked = _best(scores, max(DEPTH, k * 8))
-    kept: list[Fused] = []
+    kept: list[tuple[int, float]] = []
     seen: set[int] = set()
-    for row in ranked:
+    for row in _best(scores, max(DEPTH, k * 8)):
         section = int(sections[row])
         if section in seen:
             continue
         seen.add(section)
-        source = int(sources[row])
-        others = ranked[sources[ranked] != source]
-        rival = float(scores[others[0]]) if len(others) else 0.0
-        kept.append(
-            Fused(
-                row=int(row),
-                score=float(scores[row]),
-                file_voted=source == winner,
-                dense_file=source == dense_winner,
-                margin=float(scores[row]) - rival,
-            )
-        )
+        kept.append((int(row), float(scores[row])))
         if len(kept) == k:
             break
     return kept
@@ -264,16 +224,11 @@ def hit_of(
     lexical_rank: int | None,
     dense_rank: int | None,
     known: float,
-    fused: Fused | None = None,
 ) -> Hit:
     """A found passage with what the confidence is computed from."""
     return Hit(
         passage=passage,
         score=score,
-        file_voted=fused.file_voted if fused else True,
-        dense_file=fused.dense_file if fused else True,
-        margin=fused.margin if fused else 0.0,
-        text_overlap=len(wanted & frozenset(terms(passage.text))) / len(wanted) if wanted else 0.0,
         cosine=cosine,
         overlap=len(wanted & passage_terms) / len(wanted) if wanted else 0.0,
         known=known,
@@ -396,14 +351,14 @@ class KnowledgeIndex:
     def closest_in_section(
         self, row: int, rows: np.ndarray, lexical: np.ndarray, wanted: frozenset[str]
     ) -> int:
-        """The candidate (of ``rows``, whose BM25 scores are ``lexical``: one holding none of
-        the question's terms cannot hold more than ``row``) of ``row``'s section with the
-        paragraph holding most
-        of the question's terms, ``row`` itself unless another holds more: the search finds
-        a long section (a table cut into several passages) by all its passages' words, and
-        the answer is the paragraph (a table's row) with the question's ("the default
-        timeout for a call" is the timeout's row, not the retries' row of the passage the
-        fused score preferred, whose threads' row held as many of its words in a longer row)."""
+        """The candidate (of ``rows``; ``lexical``, their BM25 scores: one holding none of
+        the question's terms holds no more than ``row``) of ``row``'s section whose best
+        paragraph holds most of the question's terms, ``row`` itself unless another holds
+        more. The search finds a long section (a table cut into several passages) by all
+        its passages' words, and the answer is the paragraph (a table's row) with the
+        question's: "the default timeout for a call" is the timeout's row, not the retries'
+        and threads' rows of the passage the fused score preferred. On a tie the most
+        focused paragraph wins (the share of its terms that are the question's)."""
         rows = rows[(self._sections[rows] == self._sections[row]) & (lexical > 0)]
         if len(rows) < 2 or not wanted:
             return row
@@ -430,21 +385,20 @@ class KnowledgeIndex:
         known = len([t for t in wanted if t in self._vocabulary]) / len(wanted) if wanted else 0.0
         fused = combine(lexical, dense, self._sources[rows], self._sections[rows], k)
         chosen = {
-            f.row: self.closest_in_section(int(rows[f.row]), rows, lexical, wanted) for f in fused
+            at: self.closest_in_section(int(rows[at]), rows, lexical, wanted) for at, _ in fused
         }
         return [
             hit_of(
-                self.passages[chosen[f.row]],
-                frozenset(terms(self.passages[chosen[f.row]].searchable)),
-                float(own[f.row]),
+                self.passages[chosen[at]],
+                frozenset(terms(self.passages[chosen[at]].searchable)),
+                float(own[at]),
                 wanted,
-                f.score,
-                rank_in(lexical, f.row),
-                rank_in(dense, f.row),
+                score,
+                rank_in(lexical, at),
+                rank_in(dense, at),
                 known,
-                f,
             )
-            for f in fused
+            for at, score in fused
         ]
 
     # --- the file ---------------------------------------------------------------------

@@ -159,17 +159,16 @@ class QdrantRetriever:
         known = len(wanted & held) / len(wanted) if wanted else 0.0
         return [
             hit_of(
-                passages[f.row],
-                frozenset(terms(passages[f.row].searchable)),
-                float(stored[keys[f.row]] @ own_vector),
+                passages[row],
+                frozenset(terms(passages[row].searchable)),
+                float(stored[keys[row]] @ own_vector),
                 wanted,
-                f.score,
-                rank_in(lexical_array, f.row),
-                rank_in(dense_array, f.row),
+                score,
+                rank_in(lexical_array, row),
+                rank_in(dense_array, row),
                 known,
-                f,
             )
-            for f in combine(
+            for row, score in combine(
                 lexical_array,
                 dense_array,
                 numbered([p.source for p in passages]),

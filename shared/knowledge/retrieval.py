@@ -8,9 +8,7 @@ other :class:`Retriever` (a vector engine) chosen by configuration.
 A passage's ``confidence`` is the probability that it answers the question: a logistic
 function of what the search saw (the share of the question's words the passage holds, its
 dense cosine, whether both halves of the search put it first, the share of the question's
-words the knowledge base has at all, and whether its file is the one the search points
-at: its file won the file bonus's vote, its lead over another file's best passage, the
-question's words in its own text), fitted by
+words the knowledge base has at all), fitted by
 ``bench/knowledge.py --fit`` on the labelled question set over docs/ (right source and
 section = 1; unanswerable questions and the wrong passages = 0); a passage that quotes the
 question word for word (an example of what users say) has none. Being a probability, it
@@ -27,28 +25,10 @@ from pydantic import BaseModel, Field
 
 from shared.knowledge.index import Hit
 
-#: The features :data:`WEIGHTS` weigh, in order (:func:`signs`). The last three say
-#: whether the passage's *file* is the one the search points at (its file won the file
-#: bonus's vote, its lead over the best passage of another file, the share of the
-#: question's words in the passage's own text rather than in its file name and headings):
-#: without them, a third of the answers from a wrong file were confident ones
-#: (bench/knowledge.py; docs/performance.md, "Knowledge base"). Of the subsets of the
-#: candidates (the dense half's best file too), these three at C = 1 gave the most right
-#: files among the answers of the fitting two thirds (0.943 against 0.889) without
-#: declining fewer than the old weights (0.938).
-FEATURES: tuple[str, ...] = (
-    "overlap",
-    "cosine",
-    "both_first",
-    "known",
-    "file_voted",
-    "margin",
-    "text_overlap",
-)
-#: The logistic model's weights: the intercept, then one per :data:`FEATURES`. Fitted by
+#: The logistic model's weights: intercept, overlap, cosine, both-first, known. Fitted by
 #: ``python -m bench.knowledge --fit`` on two thirds of the question set (the held-out
 #: third's figures are out of sample; docs/knowledge.md, "How answers are chosen").
-WEIGHTS = (-4.6, 0.93, 1.11, 1.16, 2.4, 0.56, 1.77, 1.05)
+WEIGHTS = (-3.88, 1.93, 1.17, 0.92, 2.71)
 
 #: A question that opens with a joining word continues the one before it ("and only the
 #: ones after January?", "but on SQLite?").
@@ -92,27 +72,18 @@ class Retrieved(BaseModel):
     passages: list[RetrievedPassage] = Field(default_factory=list)
 
 
-def signs(hit: Hit) -> list[float]:
-    """What the confidence weighs, in the order of :data:`FEATURES` (and of
-    :data:`WEIGHTS` after its intercept)."""
-    both_first = 1.0 if hit.lexical_rank == 0 and hit.dense_rank == 0 else 0.0
-    every = {
-        "overlap": hit.overlap,
-        "cosine": hit.cosine,
-        "both_first": both_first,
-        "known": hit.known,
-        "file_voted": float(hit.file_voted),
-        "dense_file": float(hit.dense_file),
-        "margin": hit.margin,
-        "text_overlap": hit.text_overlap,
-    }
-    return [every[name] for name in FEATURES]
-
-
 def confidence(hit: Hit, weights: tuple[float, ...] = WEIGHTS) -> float:
     """The probability ``hit`` answers its question (:data:`WEIGHTS`, or the benchmark's
     candidates)."""
-    z = weights[0] + sum(w * x for w, x in zip(weights[1:], signs(hit), strict=True))
+    both_first = 1.0 if hit.lexical_rank == 0 and hit.dense_rank == 0 else 0.0
+    intercept, overlap, cosine, first, known = weights
+    z = (
+        intercept
+        + overlap * hit.overlap
+        + cosine * hit.cosine
+        + first * both_first
+        + known * hit.known
+    )
     return 1.0 / (1.0 + math.exp(-z))
 
 
