@@ -27,7 +27,8 @@ fitted that way, so the ``held_out`` figures the benchmark writes (every third q
 are out of sample; the figures over the whole set are partly in sample. The search's own
 constants are chosen on the same two thirds (a change is kept only when the held-out third
 does not lose), and ``--questions bench/data/knowledge/fresh.jsonl`` measures a second set
-written after the tuning, out of sample for everything.
+written after the tuning, out of sample for everything (``fresh2.jsonl``, a third, was
+written after the confidence's signs of the answer's file were chosen).
 
     .venv/bin/python -m bench.knowledge            # writes bench/results/knowledge.json
     .venv/bin/python -m bench.knowledge --fit

@@ -32,7 +32,7 @@ import tempfile
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +202,14 @@ def _clusters(embeddings: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     return centres, members
 
 
+@lru_cache(maxsize=4096)
+def paragraph_terms(text: str) -> tuple[frozenset[str], ...]:
+    """The terms of each paragraph of a passage's text (a table's row is one), kept for
+    the passages searched most: stemming them is most of what choosing a section's
+    passage costs (:meth:`KnowledgeIndex.closest_in_section`)."""
+    return tuple(frozenset(terms(paragraph)) for paragraph in text.split("\n\n"))
+
+
 def numbered(values: Sequence[Any]) -> np.ndarray:
     """Each value's number among the distinct values (their order of first appearance)."""
     numbers: dict[Any, int] = {}
@@ -341,6 +349,34 @@ class KnowledgeIndex:
         with _threads().limit(limits=1, user_api="blas"):
             return self._search(query, k, context)
 
+    def closest_in_section(
+        self, row: int, rows: np.ndarray, lexical: np.ndarray, wanted: frozenset[str]
+    ) -> int:
+        """The candidate (of ``rows``; ``lexical``, their BM25 scores: one holding none of
+        the question's terms holds no more than ``row``) of ``row``'s section whose best
+        paragraph holds most of the question's terms, ``row`` itself unless another holds
+        more. The search finds a long section (a table cut into several passages) by all
+        its passages' words, and the answer is the paragraph (a table's row) with the
+        question's: "the default timeout for a call" is the timeout's row, not the retries'
+        and threads' rows of the passage the fused score preferred. On a tie the most
+        focused paragraph wins (the share of its terms that are the question's)."""
+        rows = rows[(self._sections[rows] == self._sections[row]) & (lexical > 0)]
+        if len(rows) < 2 or not wanted:
+            return row
+
+        def held(at: int) -> tuple[int, float]:
+            # the most question terms in one paragraph, then the most focused paragraph
+            # (the share of its terms that are the question's): a short row about the
+            # thing over a long one that mentions it
+            best = (0, 0.0)
+            for words in paragraph_terms(self.passages[at].text):
+                shared = len(wanted & words)
+                best = max(best, (shared, shared / len(words) if words else 0.0))
+            return best
+
+        best = max(rows, key=held)
+        return int(best) if held(int(best)) > held(row) else row
+
     def _search(self, query: str, k: int, context: str | None) -> list[Hit]:
         rows, lexical, dense = self.candidates(query, context)
         own = self.embeddings[rows] @ embed_texts([query])[0] if context else dense
@@ -348,10 +384,14 @@ class KnowledgeIndex:
         # "iPhone" in "How do I restore a backup of my iPhone?" is in no document: the
         # strongest sign that a question is about something else, however close its words.
         known = len([t for t in wanted if t in self._vocabulary]) / len(wanted) if wanted else 0.0
+        fused = combine(lexical, dense, self._sources[rows], self._sections[rows], k)
+        chosen = {
+            at: self.closest_in_section(int(rows[at]), rows, lexical, wanted) for at, _ in fused
+        }
         return [
             hit_of(
-                self.passages[rows[at]],
-                frozenset(terms(self.passages[rows[at]].searchable)),
+                self.passages[chosen[at]],
+                frozenset(terms(self.passages[chosen[at]].searchable)),
                 float(own[at]),
                 wanted,
                 score,
@@ -359,7 +399,7 @@ class KnowledgeIndex:
                 rank_in(dense, at),
                 known,
             )
-            for at, score in combine(lexical, dense, self._sources[rows], self._sections[rows], k)
+            for at, score in fused
         ]
 
     # --- the file ---------------------------------------------------------------------

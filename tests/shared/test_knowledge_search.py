@@ -71,3 +71,42 @@ def test_a_question_that_splits_a_word_finds_the_docs_that_join_it() -> None:
 
     assert best.passage.section == "Saving the dialogs"
     assert best.lexical_rank == 0  # BM25 matched "backup", a word the question splits
+
+
+# A long table: its first rows speak of services' timeouts at length and draw the search
+# to the first passage cut from it, while the row that answers lies in a later passage
+# among rows about other things.
+DECOYS = "\n".join(
+    f"| `service.retry_timeout_{n}` | after a timeout of the service, the timeout of "
+    f"retry {n} of the service, counted from the service's first attempt | `{n}` |"
+    for n in range(3)
+)
+OTHERS = "\n".join(
+    f"| `ui.colour_{n}` | the colour of the page's border number {n} | `blue` |" for n in range(8)
+)
+TIMEOUTS = f"""\
+# Configuration
+
+## The pipeline file
+
+| key | meaning | default |
+|---|---|---|
+{DECOYS}
+{OTHERS}
+| `service.connector.timeout` | seconds per call | `2.0` |
+{OTHERS}
+
+## Ports
+
+The agent listens on port 4242.
+"""
+
+
+def test_the_answer_is_the_sections_passage_holding_the_questions_row() -> None:
+    passages = list(markdown_passages("docs/configuration.md", TIMEOUTS))
+    index, _ = build_index(passages)
+
+    best = index.search("What is the default timeout for a call to a service?", k=1)[0]
+
+    assert len([p for p in passages if p.section == "The pipeline file"]) > 1
+    assert "key: service.connector.timeout; meaning: seconds per call" in best.passage.text
