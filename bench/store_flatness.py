@@ -37,11 +37,8 @@ from pymongo.monitoring import (  # noqa: E402
 )
 
 from agent.connectors.http import make_transport  # noqa: E402
-from agent.flow import MessageFlow  # noqa: E402
-from agent.idempotency import IdempotencyKeys  # noqa: E402
-from agent.connectors.http import make_http_client  # noqa: E402
-from agent.connectors.transport import AiohttpTransport  # noqa: E402
 from agent.flow import Incoming, MessageFlow  # noqa: E402
+from agent.idempotency import IdempotencyKeys  # noqa: E402
 from agent.pipeline.config import parse_pipeline_config  # noqa: E402
 from agent.pipeline.connectors import make_batchers  # noqa: E402
 from agent.pipeline.executor import Executor  # noqa: E402

@@ -19,7 +19,6 @@ from agent.handoff import Handoffs
 from agent.metrics import Metrics
 from agent.settings import Settings
 from agent.store.base import DialogReader, HandoffStore, RatingStore, UserErasure
-from agent.store.base import Store
 from agent.turn.arms import Experiment
 from agent.turn.base import LoadedPipeline
 from agent.turn.config import DoubleTexting

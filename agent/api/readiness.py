@@ -16,10 +16,9 @@ import aiohttp
 from pydantic import BaseModel, Field
 
 from agent.connectors.probe import unreachable
+from agent.store.base import StoreConnection, StoreUnavailable
 from agent.turn.arms import Experiment
 from agent.turn.base import LoadedPipeline
-from agent.store.base import StoreConnection, StoreUnavailable
-from agent.store.base import Store, StoreUnavailable
 
 OK = "ok"
 #: What a caller without the API key reads instead of a problem's details.

@@ -33,7 +33,6 @@ from agent.state.handoff import (
 )
 from agent.state.models import BotUtterance, Dialog, HumanUtterance, Utterance, utc_now
 from agent.store.base import DialogReader, HandoffStore, StoreUnavailable
-from agent.store.base import Store, StoreUnavailable
 from agent.turn.config import HandoffConfig
 
 log = logging.getLogger("chorus.handoff")

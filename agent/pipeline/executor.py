@@ -24,12 +24,8 @@ from agent.pipeline import outputs
 from agent.pipeline.budgets import Reservation, TokenLedger
 from agent.pipeline.graph import Pipeline, ServiceNode
 from agent.pipeline.tiers import Streaming, lower_tiers
-from agent.turn.value import Turn, TurnResult
-from agent.turn.limits import TurnLimits
 from agent.pipeline.views import dialog_view, utterance_view
 from agent.sdk.models import DialogView, Selection, UtteranceView
-from agent.pipeline.views import dialog_view
-from agent.sdk.models import DialogView, Selection
 from agent.state.models import (
     FALLBACK_SKILL,
     BotUtterance,

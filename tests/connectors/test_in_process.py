@@ -17,8 +17,6 @@ import pytest
 from agent.api.app import create_app
 from agent.connectors.http import HttpConnector, make_transport
 from agent.connectors.in_process import InProcessConnector, load_service
-from agent.pipeline.config import PipelineConfigError
-from agent.connectors.transport import AiohttpTransport
 from agent.pipeline.kind import ChorusKind
 from agent.sdk.models import DialogView
 from agent.settings import Settings

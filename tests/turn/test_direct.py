@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import pytest
 
-from agent.connectors.http import make_http_client
+from agent.connectors.http import make_transport
 from agent.flow import Incoming, MessageFlow
 from agent.idempotency import IdempotencyKeys, fingerprint
 from agent.kinds import load_any_pipeline
@@ -64,18 +64,20 @@ def loaded(tmp_path: Path, name: str, document: dict[str, Any]) -> LoadedPipelin
 
 
 async def executor_of(pipeline: LoadedPipeline, closing: AsyncExitStack) -> TurnExecutor:
-    client = make_http_client()  # never used: every service runs in this process
-    closing.push_async_callback(client.close)
+    transport = make_transport()  # never used: every service runs in this process
+    closing.push_async_callback(transport.aclose)
     return await pipeline.executor(
-        client, closing, channel_type="http_client", limits=StorageLimits()
+        transport, closing, channel_type="http_client", limits=StorageLimits()
     )
 
 
 async def flow_of(store: Store, executor: TurnExecutor, closing: AsyncExitStack) -> MessageFlow:
-    queues, keys = UserQueues(store), IdempotencyKeys(store)
+    queues, keys = UserQueues(store.queues), IdempotencyKeys(store.keys)
     closing.push_async_callback(queues.aclose)
     closing.push_async_callback(keys.aclose)
-    return MessageFlow(store, executor, "http_client", queues=queues, keys=keys)
+    return MessageFlow(
+        store.turns, executor, "http_client", ratings=store.ratings, queues=queues, keys=keys
+    )
 
 
 def keyed(user_id: str, text: str, key: str) -> Incoming:
@@ -85,7 +87,7 @@ def keyed(user_id: str, text: str, key: str) -> Incoming:
 
 async def texts(store: Store, dialog_id: str | None) -> list[str]:
     assert dialog_id is not None
-    dialog = await store.dialog(dialog_id)
+    dialog = await store.reader.dialog(dialog_id)
     assert dialog is not None
     return [u.text for u in dialog.utterances]
 
@@ -109,7 +111,7 @@ async def test_a_turn_is_stored_once_and_a_repeated_key_is_answered_from_store(
 async def test_the_same_key_with_another_request_is_refused(
     tmp_path: Path, store: Store, closing: AsyncExitStack
 ) -> None:
-    keys = IdempotencyKeys(store)
+    keys = IdempotencyKeys(store.keys)
     closing.push_async_callback(keys.aclose)
     claim = await keys.claim("ann", "chat:m-1", "request one")
     async with keys.held(claim):
@@ -128,7 +130,7 @@ async def test_a_failing_service_costs_only_its_output(
     result, dialog_id = await flow.run_turn(Incoming("bob", "hi there"))
     assert result.bot_utterance.text == "echo: hi there (after -)"
     assert [e.service for e in result.utterance.errors] == ["broken"]
-    dialog = await store.dialog(dialog_id)
+    dialog = await store.reader.dialog(dialog_id)
     assert dialog is not None
     human = dialog.utterances[0]
     assert isinstance(human, HumanUtterance)
@@ -156,10 +158,10 @@ async def test_a_users_turns_run_in_order_each_seeing_the_one_before(
 
 
 class Watched:
-    """The store, telling when a message takes a place behind another (what a queue
+    """The store's queues, telling when a message takes a place behind another (what a queue
     waits on); every operation is the store's own."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: QueueStore) -> None:
         self.store = store
         self.queued = asyncio.Event()
 
@@ -176,7 +178,7 @@ class Watched:
 async def test_the_queue_serves_a_users_messages_in_order_and_a_rejecting_one_is_refused(
     store: Store, closing: AsyncExitStack
 ) -> None:
-    watched = Watched(store)
+    watched = Watched(store.queues)
     queues = UserQueues(cast(QueueStore, watched))
     closing.push_async_callback(queues.aclose)
     log: list[str] = []
@@ -227,7 +229,7 @@ async def test_arms_split_users_and_keep_each_dialog_on_its_arm(
     for user in users:
         first, dialog_id = await flow.run_turn(Incoming(user, "hey"))
         second, again = await flow.run_turn(Incoming(user, "you"))
-        dialog = await store.dialog(dialog_id)
+        dialog = await store.reader.dialog(dialog_id)
         assert dialog is not None and again == dialog_id
         arm = experiment.arm_for(user)
         assert dialog.arm == arm
@@ -285,7 +287,7 @@ async def test_the_dp_agent_executor_answers_and_a_failing_service_costs_only_it
     assert result.bot_utterance.active_skill == "echo"
     assert [e.service for e in result.utterance.errors] == ["annotators.down"]
     assert CALLS["dream-failing"] == calls + 1
-    dialog = await store.dialog(dialog_id)
+    dialog = await store.reader.dialog(dialog_id)
     assert dialog is not None
     bot = dialog.utterances[-1]
     assert isinstance(bot, BotUtterance) and bot.text == "echo: anyone home"

@@ -20,12 +20,12 @@ from agent.api.dp_agent_dialog import dp_agent_dialog
 from agent.api.request_limits import check_user_id
 from agent.api.schemas import USER_ID_CAP
 from agent.api.security import ReaderKey
-from agent.turn.arms import Experiment
-from agent.pipeline.config import Dialect
-from agent.turn.base import LoadedPipeline
 from agent.state.dp_agent import dialog_id_prefix, is_object_id, object_id
 from agent.state.models import Dialog
 from agent.store.base import DialogReader
+from agent.turn.arms import Experiment
+from agent.turn.base import LoadedPipeline
+from agent.turn.config import Dialect
 
 router = APIRouter(prefix="/api", tags=["dialogs"], dependencies=[ReaderKey])
 

@@ -48,8 +48,6 @@ from agent.kinds import load_any_pipeline, read_document
 from agent.settings import Settings, SettingsError, load_settings
 from agent.store import StoreUnavailable
 from agent.store.reader import open_reader
-from agent.backup.files import aware
-from agent.store.reader import DialogReader, open_reader
 from agent.turn.base import LoadedPipeline
 from agent.turn.config import PipelineConfigError
 

@@ -16,8 +16,6 @@ from agent.cli.replay.compare import TurnDiff, compared, side_of
 from agent.cli.replay.labels import stored_label
 from agent.cli.replay.turns import StoredTurn
 from agent.connectors.http import make_transport
-from agent.turn.base import LoadedPipeline, TurnExecutor
-from agent.connectors.http import make_http_client
 from agent.state.storage_limits import StorageLimits
 from agent.turn.base import LoadedPipeline, TurnExecutor
 

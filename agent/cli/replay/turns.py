@@ -21,7 +21,6 @@ from datetime import UTC, datetime
 from pydantic import ValidationError
 
 from agent.backup.files import GROUP, BackupError, DialogFilter, selected_dialogs
-from agent.turn.value import Turn
 from agent.sdk.errors import ChorusError
 from agent.state.models import Bot, BotUtterance, Dialog, Human, HumanUtterance
 from agent.store.reader import DialogReader
