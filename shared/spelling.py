@@ -17,13 +17,14 @@ packages rather than hand lists:
   "ur" is "your" or "you are" by the word after it (:data:`TWO_READINGS`);
 * **misspelt words** ("anxoius", "waht", "thnaks"), by ``symspellpy`` and the frequency
   dictionary its wheel ships (82,765 words, from Google Books n-grams): the most frequent
-  word within one edit (two for words of six letters or more; a swap of two letters is one
+  word within one edit (two for words of eight letters or more; a swap of two letters is one
   edit, and preferred). When two words are about as near and as frequent ("goin": "join"
   or "going"?) the word is left as typed; so are laughter ("hahaha") and held letters
   that do not squeeze to a word.
 
 A word is corrected only when the dictionary does not know it. Names are kept as typed:
-a word with a capital letter is never corrected ("Oskar" stays Oskar), nor is a word
+a word with a capital letter is never corrected ("Oskar" stays Oskar) unless the capital
+only starts a sentence ("Colud you"; this reading is never echoed back), nor is a word
 shorter than four letters ("pls" stays pls) unless two of its letters were swapped ("teh").
 Lowercase names the dictionary does not know can be corrected ("oskar" reads "oscar"), so
 a skill that takes words from the utterance to echo them back (the greeting skill's name)
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
 
 #: The words :func:`normalise` rewrites: letters, with an inner apostrophe at most.
 _WORD = re.compile(r"(?<!\w)[A-Za-z]+(?:['\u2019][A-Za-z]+)*(?!\w)")
+#: What comes before a sentence's first word: nothing, or a stop and space.
+_SENTENCE_START = re.compile(r"(?:^|[.!?]\s+)\W*$")
 #: The next word after one, for :data:`TWO_READINGS`.
 _NEXT = re.compile(r"\W*([A-Za-z]+)")
 #: Shorter words are kept as typed: at one or two edits a three-letter token is within
@@ -60,8 +63,10 @@ SHORTEST_CORRECTED = 4
 #: Three-letter words are corrected only when two of their letters were swapped ("hwo",
 #: "teh"), which keeps their letters.
 SHORTEST_SWAPPED = 3
-#: Words this long or longer may be two edits from the dictionary's word ("tommorow").
-TWO_EDITS_FROM = 6
+#: Words this long or longer may be two edits from the dictionary's word ("tommorow");
+#: shorter ones are one edit from it at most, since two edits reach too far for a short
+#: word ("sqlite" is two from "site").
+TWO_EDITS_FROM = 8
 #: Of two words equally near a typo, the dictionary's guess is taken only when it is this
 #: many times as frequent as the next ("hapy" is "happy", 11 times "hay"; "goin" is "join"
 #: or "going", nearly as frequent, and stays as typed).
@@ -195,7 +200,18 @@ def _unabbreviated(typed: str, after: str) -> str | None:
 
 def _word(match: re.Match[str]) -> str:
     typed = match.group()
-    return _unabbreviated(typed, match.string[match.end() :]) or _corrected(typed)
+    found = _unabbreviated(typed, match.string[match.end() :])
+    if found is not None:
+        return found
+    if (
+        typed[0].isupper()
+        and typed[1:].islower()
+        and _SENTENCE_START.search(match.string[: match.start()])
+    ):
+        # a capital that only starts a sentence: "Colud you ..." is a typo, not a name
+        corrected = _corrected(typed.lower())
+        return typed if corrected == typed.lower() else corrected.capitalize()
+    return _corrected(typed)
 
 
 def _abbreviation(match: re.Match[str]) -> str:
