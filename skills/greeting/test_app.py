@@ -109,7 +109,7 @@ def test_after_asking_a_lowercase_introduction_is_a_name() -> None:
     ],
 )
 def test_a_name_typed_carelessly_is_remembered_as_typed(text: str, name: str) -> None:
-    """"im", "u" read as "I'm", "you" (shared/spelling.py); the name is the one
+    """ "im", "u" read as "I'm", "you" (shared/spelling.py); the name is the one
     the user typed, never a spelling correction of it."""
     (hypothesis,) = ask(text)
     assert hypothesis["human_attributes"] == {"name": name, "greeting_stage": "done"}
@@ -117,7 +117,7 @@ def test_a_name_typed_carelessly_is_remembered_as_typed(text: str, name: str) ->
 
 
 def test_a_lowercase_name_after_asking_is_not_spelling_corrected() -> None:
-    """"oskar" is not in the dictionary ("oscar" is): the name said back is still Oskar."""
+    """ "oskar" is not in the dictionary ("oscar" is): the name said back is still Oskar."""
     (hypothesis,) = ask("Hello!", "What's your name?", "im oskar", greeting_stage="asked_name")
     assert hypothesis["human_attributes"] == {"name": "Oskar", "greeting_stage": "done"}
 
