@@ -60,8 +60,8 @@ _NEXT = re.compile(r"\W*([A-Za-z]+)")
 #: reach of dozens of words ("pls" is one edit from "plus"), and short unknown tokens are
 #: as often names or chat forms as typos.
 SHORTEST_CORRECTED = 4
-#: Three-letter words are corrected only when two of their letters were swapped ("hwo",
-#: "teh"), which keeps their letters.
+#: Three-letter words are corrected only when two of their letters were swapped ("teh"),
+#: which keeps their letters ("hwo", "who" or "how", is too close to call and stays).
 SHORTEST_SWAPPED = 3
 #: Words this long or longer may be two edits from the dictionary's word ("tommorow");
 #: shorter ones are one edit from it at most, since two edits reach too far for a short
