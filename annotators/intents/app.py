@@ -48,7 +48,7 @@ from pydantic import (
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from agent.sdk import DialogView, Service
-from shared import meaning
+from shared import meaning, spelling
 
 INTENTS_FILE = Path(__file__).parent / "intents.json"
 
@@ -254,7 +254,10 @@ service = Service(
 
 @service.annotator
 async def annotate(dialog: DialogView) -> Intent:
-    return CATCHER.classify(dialog.last_utterance.text)
+    # careless chat typing read the careful way first ("whats ur name", shared/spelling.py)
+    return CATCHER.classify(spelling.normalise(dialog.last_utterance.text))
 
 
 app = service.app
+# the spelling dictionary loaded at start-up, not on the first turn (shared/spelling.py)
+spelling.warm()

@@ -217,3 +217,21 @@ def test_a_pattern_that_leaves_a_question_unexplained_is_not_sure() -> None:
         ("greeting", 0.6),
         ("farewell", 0.6),
     ]
+
+
+@pytest.mark.parametrize(
+    ("careless", "careful"),
+    [
+        ("whats ur name", "What's your name?"),
+        ("thnaks a lot", "Thanks a lot!"),
+        ("waht can u do", "What can you do?"),
+        ("how r u", "How are you?"),
+        ("thx", "Thank you"),
+    ],
+)
+def test_careless_typing_is_read_like_the_careful_phrasing(careless: str, careful: str) -> None:
+    """Chat spelling is read the careful way before the patterns and examples see it
+    (shared/spelling.py), so the intent does not depend on apostrophes or typos."""
+    typed, written = classify(careless, careful)
+    assert typed["intent"] == written["intent"] is not None
+    assert typed["confidence"] >= 0.9

@@ -34,6 +34,7 @@ from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent.sdk import DialogView, Service
+from shared import spelling
 from shared.knowledge.index import Hit, IndexError_, KnowledgeIndex, build_index
 from shared.knowledge.passages import read_folder
 from shared.knowledge.retrieval import Retrieved, Retriever, retrieve
@@ -139,17 +140,19 @@ def engine_for(settings: RetrievalSettings) -> Retriever:
 
 def previous_human(dialog: DialogView) -> str | None:
     """The human's utterance before the newest one, if the window holds it."""
-    humans = [u.text for u in dialog.utterances if u.speaker == "human"]
+    humans = [spelling.normalise(u.text) for u in dialog.utterances if u.speaker == "human"]
     return humans[-2] if len(humans) > 1 else None
 
 
 def create_service(engine: Retriever, top_k: int = 3) -> Service:
     service = Service("retrieval", description="The knowledge base's passages for the turn.")
+    spelling.warm()  # the spelling dictionary loaded now, not on the first turn
 
     @service.annotator
     def annotate(dialog: DialogView) -> Retrieved:
         # Synchronous: a search is CPU work, run in the SDK's worker thread.
-        question = dialog.human_utterance.text
+        # "how do i bakup chorus": careless typing read the careful way (shared/spelling.py)
+        question = spelling.normalise(dialog.human_utterance.text)
         return retrieve(engine, question, previous_human(dialog), k=top_k)
 
     return service

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
 from agent.sdk import DialogView, Service, SkillHypothesis
-from shared import meaning
+from shared import meaning, spelling
 from shared.calibration import calibrated
 
 FAQ_FILE = Path(__file__).parent / "faq.json"
@@ -165,8 +165,10 @@ service = Service("faq", description="Answers questions about Chorus from faq.js
 
 @service.skill
 async def faq(dialog: DialogView) -> list[SkillHypothesis]:
-    hypothesis = answer(dialog.human_utterance.text)
+    hypothesis = answer(spelling.normalise(dialog.human_utterance.text))
     return [hypothesis] if hypothesis else []
 
 
 app = service.app
+# the spelling dictionary loaded at start-up, not on the first turn (shared/spelling.py)
+spelling.warm()

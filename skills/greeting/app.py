@@ -18,6 +18,7 @@ from typing import Any
 from vaderSentiment.vaderSentiment import BOOSTER_DICT, NEGATE, SentimentIntensityAnalyzer
 
 from agent.sdk import DialogView, Service, SkillHypothesis
+from shared import spelling
 from shared.calibration import calibrated
 
 #: Only when no intents annotator ran: with one, its reading of the utterance decides
@@ -344,7 +345,9 @@ def _scripted(
     the script's own certainty as the raw confidence."""
     stage = attributes.get("greeting_stage")
     name = attributes.get("name")
-    text = text.replace("\u2019", "'")
+    # "im oskar", "y do u ask": contractions and chat abbreviations read carefully, every
+    # other word as typed, so the name said back is the one the user typed (shared/spelling.py)
+    text = spelling.unabbreviate(text)
     declined = declines(text, annotations, bool(name)) if stage == "asked_name" and asked else None
     if declined is not None:
         return "why_ask", SkillHypothesis(
@@ -407,3 +410,5 @@ async def greet(dialog: DialogView) -> list[SkillHypothesis]:
 
 
 app = service.app
+# the spelling dictionary loaded at start-up, not on the first turn (shared/spelling.py)
+spelling.warm()

@@ -99,6 +99,35 @@ def test_after_asking_a_lowercase_introduction_is_a_name() -> None:
     assert ask("Hello!", "What's your name?", "I'm good", greeting_stage="asked_name") == []
 
 
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("im Oskar", "Oskar"),
+        ("hey im Oskar", "Oskar"),
+        ("Im Oskar", "Oskar"),
+        ("u can call me Oskar", "Oskar"),
+    ],
+)
+def test_a_name_typed_carelessly_is_remembered_as_typed(text: str, name: str) -> None:
+    """ "im", "u" read as "I'm", "you" (shared/spelling.py); the name is the one
+    the user typed, never a spelling correction of it."""
+    (hypothesis,) = ask(text)
+    assert hypothesis["human_attributes"] == {"name": name, "greeting_stage": "done"}
+    assert hypothesis["text"] == f"Nice to meet you, {name}!"
+
+
+def test_a_lowercase_name_after_asking_is_not_spelling_corrected() -> None:
+    """ "oskar" is not in the dictionary ("oscar" is): the name said back is still Oskar."""
+    (hypothesis,) = ask("Hello!", "What's your name?", "im oskar", greeting_stage="asked_name")
+    assert hypothesis["human_attributes"] == {"name": "Oskar", "greeting_stage": "done"}
+
+
+def test_why_do_you_ask_typed_carelessly_is_read_as_the_question() -> None:
+    (hypothesis,) = ask("Hello!", "What's your name?", "why do u ask", greeting_stage="asked_name")
+    (careful,) = ask("Hello!", "What's your name?", "Why do you ask?", greeting_stage="asked_name")
+    assert hypothesis["text"] == careful["text"]
+
+
 def test_a_batch_answers_each_dialog_in_order() -> None:
     with ServiceClient(app) as client:
         answer = client.post(

@@ -32,6 +32,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent.sdk import DialogView, Service, SkillHypothesis
+from shared import spelling
 from shared.calibration import SILENT_BELOW, calibrated, chance
 from shared.knowledge.index import embed_texts, terms
 from shared.knowledge.retrieval import Retrieved, RetrievedPassage
@@ -196,7 +197,7 @@ def answer(dialog: DialogView) -> SkillHypothesis | None:
     if best.confidence < THRESHOLD or follows_other_subject(dialog, found):
         return None
     where = f"{best.source}, {best.section}" if best.section else best.source
-    quote = best_sentences(dialog.human_utterance.text, best.text)
+    quote = best_sentences(spelling.normalise(dialog.human_utterance.text), best.text)
     hypothesis = calibrated(
         SkillHypothesis(
             text=f"From {where}: {quote}",
@@ -222,3 +223,5 @@ def knowledge(dialog: DialogView) -> list[SkillHypothesis]:
 
 
 app = service.app
+# the spelling dictionary loaded at start-up, not on the first turn (shared/spelling.py)
+spelling.warm()

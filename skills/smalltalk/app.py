@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent.sdk import DialogView, Service, SkillHypothesis
+from shared import spelling
 from shared.calibration import calibrated
 from skills.smalltalk import jokes, things, topics
 from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
@@ -389,7 +390,7 @@ class JokeHypothesis(SkillHypothesis):
 def tell_joke(dialog: DialogView, persona: Persona, said: list[str]) -> SkillHypothesis | None:
     """A joke not told lately when the user asks for one (or for more after one, or says
     yes to the offer of another); the offer of another when they laugh at one."""
-    text = dialog.human_utterance.text
+    text = spelling.normalise(dialog.human_utterance.text)
     earlier = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
     offers = render(persona, Match("laughed", JOKE_CONFIDENCE))
     if jokes.wanted(text, earlier, offers):
@@ -419,7 +420,7 @@ CORPUS: CorpusIndex = build_index()
 def from_corpus(dialog: DialogView, said: list[str]) -> CorpusHypothesis | None:
     """The closest corpus statement's answer; among several, one not said lately, varied
     per dialog and turn (seeded, so a replay gives the same answers)."""
-    found = CORPUS.best(dialog.human_utterance.text)
+    found = CORPUS.best(spelling.normalise(dialog.human_utterance.text))
     if found is None:
         return None
     entry, similarity = found
@@ -446,7 +447,7 @@ class TopicHypothesis(SkillHypothesis):
 
 def from_topics(dialog: DialogView, persona: Persona, said: list[str]) -> TopicHypothesis | None:
     """The persona's line on the topic closest in meaning, one not said lately."""
-    found = topics.closest(dialog.human_utterance.text, persona.topics)
+    found = topics.closest(spelling.normalise(dialog.human_utterance.text), persona.topics)
     if found is None:
         return None
     name, similarity = found
@@ -484,7 +485,9 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
     if chosen is not None:
         # the confidence as the chance that such an answer fits (shared/calibration.py)
         answer_type = str(getattr(chosen, "smalltalk_topic", ""))
-        if answer_type == "joke" and jokes.on_a_subject(dialog.human_utterance.text):
+        if answer_type == "joke" and jokes.on_a_subject(
+            spelling.normalise(dialog.human_utterance.text)
+        ):
             answer_type = "joke_on_a_subject"  # the shipped jokes seldom fit one
         if isinstance(chosen, CorpusHypothesis):
             # a line of the bot's profile fits a question about the bot better than a
@@ -504,7 +507,9 @@ def _respond(
     joke = tell_joke(dialog, persona, said)
     if joke is not None:
         return joke
-    match = understand(human.text, human.annotations, persona.favourites)
+    # contractions and chat abbreviations read carefully; other words as typed, since a
+    # thing the user names may be said back (shared/spelling.py)
+    match = understand(spelling.unabbreviate(human.text), human.annotations, persona.favourites)
     if match is None or match.topic in WEAK_TOPICS or match.intent_only:
         # what the corpus or a persona topic says, when a pattern did not decide
         found = [h for h in (from_corpus(dialog, said), from_topics(dialog, persona, said)) if h]
@@ -536,3 +541,5 @@ async def smalltalk(dialog: DialogView) -> list[SkillHypothesis]:
 
 
 app = service.app
+# the spelling dictionary loaded at start-up, not on the first turn (shared/spelling.py)
+spelling.warm()
