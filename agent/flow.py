@@ -48,7 +48,7 @@ from agent.store.base import (
     TurnStore,
 )
 from agent.telemetry import Telemetry, printable, turn_answered, turn_identified
-from agent.telemetry.turn_events import UNHEARD, TurnEvents
+from agent.telemetry.turn_events import UNHEARD, TurnListener
 from agent.turn.base import TurnExecutor
 from agent.turn.config import HANDOFF_FIELD, DoubleTexting
 from agent.turn.value import Turn, TurnResult
@@ -87,9 +87,9 @@ class Incoming:
     closing_commands: bool = False
     #: what this message does while another of the user's is answered; None: the pipeline's
     double_texting: DoubleTexting | None = None
-    #: who follows the turn live (a channel's :class:`TurnEvents`); the flow tells it
-    #: ``accepted`` and hands it to the executor in the :class:`Turn`
-    events: TurnEvents = field(default=UNHEARD, compare=False, repr=False)
+    #: who follows the turn live (a channel's ``TurnEvents``; ``UNHEARD``: nobody): the flow
+    #: tells it ``accepted`` and hands it to the executor in the :class:`Turn`
+    events: TurnListener = field(default=UNHEARD, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.key is not None and not self.fingerprint:
@@ -448,7 +448,7 @@ class MessageFlow:
         start: TurnStart,
         utterance: HumanUtterance,
         place: Place,
-        events: TurnEvents,
+        events: TurnListener,
     ) -> _Outcome:
         """Store the user's message unanswered, marked :attr:`HumanUtterance.handed_off`:
         the dialog is waiting for or held by a person, who reads it; no service sees it.

@@ -73,7 +73,7 @@ async def error_body(connection: HTTPConnection, exc: BaseException) -> dict[str
 Dump = Callable[[Answer], dict[str, Any]]
 
 
-def followed(flow: MessageFlow, message: Incoming) -> tuple[TurnEvents, asyncio.Task[Answer]]:
+def followed_turn(flow: MessageFlow, message: Incoming) -> tuple[TurnEvents, asyncio.Task[Answer]]:
     """The flow's answer to ``message`` started as a task, and the events it reports on."""
     events = TurnEvents()
     return events, events.start(flow.reply(replace(message, events=events)))
@@ -110,7 +110,7 @@ async def stream_turn(
     request: Request, flow: MessageFlow, message: Incoming, dump: Dump
 ) -> StreamingResponse:
     """Answer ``message`` with its turn's events, the route's reply (``dump``) last."""
-    events, task = followed(flow, message)
+    events, task = followed_turn(flow, message)
     first = await started(events, task)
 
     async def body() -> AsyncIterator[bytes]:

@@ -38,7 +38,7 @@ from agent.state.models import (
 )
 from agent.state.storage_limits import StorageLimits
 from agent.telemetry import service_call_span
-from agent.telemetry.turn_events import TurnEvents
+from agent.telemetry.turn_events import TurnListener
 from agent.turn.calls import Skip, TurnTrace, contained, log_agent_failure
 from agent.turn.limits import TurnLimits
 from agent.turn.schedule import Schedule
@@ -56,7 +56,7 @@ class _Run:
         state: TurnState,
         pipeline: DreamPipeline,
         clock: Callable[[], float],
-        events: TurnEvents,
+        events: TurnListener,
     ) -> None:
         self.state = state
         self.trace = TurnTrace(state.utterance, clock, events)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.pipeline.graph import ServiceNode
-from agent.telemetry.turn_events import TurnEvents
+from agent.telemetry.turn_events import TurnListener
 
 
 def lower_tiers(node: ServiceNode, skills: list[ServiceNode]) -> list[ServiceNode]:
@@ -31,7 +31,7 @@ class Streaming:
 
     skill: str
     #: the turn's listener (its tokens are held only when someone follows the turn)
-    events: TurnEvents
+    events: TurnListener
     confidence: float | None = None
     sure: bool = False
     held: list[str] = field(default_factory=list)

@@ -5,10 +5,10 @@ A channel that wants the events (Server-Sent Events, the WebSocket chat) makes a
 (:attr:`~agent.flow.Incoming.events`); the flow hands it on in the turn's value
 (:attr:`~agent.turn.value.Turn.events`) to the executor, whose calls report on it, and the
 channel reads the events from the same object, in order. Nothing finds it ambiently: a
-turn nobody follows carries :data:`UNHEARD`, whose :meth:`~TurnEvents.emit` does nothing,
-so a turn's code never asks whether anyone listens, and a service call running in the
-executor's task group reports to its own turn's listener and never another's, because it
-is given that listener.
+turn nobody follows carries :data:`UNHEARD`, whose ``emit`` does nothing (both are a
+:class:`TurnListener`, what a turn's code is given), so a turn's code never asks whether
+anyone listens, and a service call running in the executor's task group reports to its
+own turn's listener and never another's, because it is given that listener.
 
 The events, by name (docs/api.md has the wire form):
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 #: An event's name: the ``event:`` field of Server-Sent Events, ``event`` in ``/chat/ws``.
 EventName = Literal["accepted", "progress", "token", "answer", "error"]
@@ -41,10 +41,23 @@ class TurnEvent:
     data: dict[str, Any]
 
 
+class TurnListener(Protocol):
+    """What a turn reports its events to: a channel's :class:`TurnEvents`, or
+    :data:`UNHEARD`."""
+
+    @property
+    def listened(self) -> bool:
+        """Whether a client follows the turn (a skill's tokens are forwarded then)."""
+        ...
+
+    def emit(self, name: EventName, **data: Any) -> None:
+        """Tell the turn's listener that ``name`` happened."""
+        ...
+
+
 class TurnEvents:
     """The events of one turn, in order: filled by :meth:`emit`, read by the channel."""
 
-    #: whether a client follows the turn (a skill's tokens are forwarded then)
     listened = True
 
     def __init__(self) -> None:
@@ -85,17 +98,14 @@ class TurnEvents:
         return event
 
 
-class _Unheard(TurnEvents):
-    """The events of a turn nobody follows: each is dropped as it is told."""
+class _Unheard:
+    """The listener of a turn nobody follows: each event is dropped as it is told."""
 
     listened = False
-
-    def __init__(self) -> None:  # no queue: nothing is ever read
-        pass
 
     def emit(self, name: EventName, **data: Any) -> None:
         return None
 
 
 #: What a turn nobody follows reports to (a JSON client, a bot channel, a replay).
-UNHEARD: TurnEvents = _Unheard()
+UNHEARD: TurnListener = _Unheard()

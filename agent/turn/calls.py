@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from agent.connectors.errors import ServiceError
 from agent.state.models import FailureKind, HumanUtterance, Outcome, ServiceCall, ServiceFailure
 from agent.telemetry import printable
-from agent.telemetry.turn_events import TurnEvents
+from agent.telemetry.turn_events import TurnListener
 
 log = logging.getLogger("chorus.executor")
 
@@ -81,7 +81,7 @@ class TurnTrace:
     only (it need not be a role)."""
 
     def __init__(
-        self, utterance: HumanUtterance, clock: Callable[[], float], events: TurnEvents
+        self, utterance: HumanUtterance, clock: Callable[[], float], events: TurnListener
     ) -> None:
         self.utterance = utterance
         self.events = events

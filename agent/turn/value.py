@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.state.models import Bot, BotUtterance, Human, HumanUtterance, ServiceFailure, Utterance
-from agent.telemetry.turn_events import UNHEARD, TurnEvents
+from agent.telemetry.turn_events import UNHEARD, TurnListener
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Turn:
     arm: str | None = None
     #: who follows the turn live: the executor reports each call's end (and a sure
     #: answer's tokens) on it; :data:`~agent.telemetry.turn_events.UNHEARD` when nobody does
-    events: TurnEvents = field(default=UNHEARD, compare=False, repr=False)
+    events: TurnListener = field(default=UNHEARD, compare=False, repr=False)
 
 
 @dataclass

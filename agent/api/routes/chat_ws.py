@@ -43,7 +43,7 @@ from agent.api.handoff_schemas import Delivered
 from agent.api.routes.chat import agent_reply, checked, kept
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import check_chat_key, socket_key
-from agent.api.sse import Dump, error_body, follow_turn, followed, started
+from agent.api.sse import Dump, error_body, follow_turn, followed_turn, started
 from agent.flow import Incoming
 from agent.handoff import Handoffs
 from agent.settings import Settings
@@ -171,7 +171,7 @@ async def _answer(channel: Channel, flow: FlowDep, settings: Settings, text: str
     try:
         message = _message(text, settings)
         turn = checked(message, settings, settings.dialect or shape)
-        reported, task = followed(flow, turn)
+        reported, task = followed_turn(flow, turn)
         first = await started(reported, task)
     except Exception as exc:
         refusal = await error_body(websocket, exc)
