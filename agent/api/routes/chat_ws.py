@@ -177,7 +177,6 @@ async def _answer(channel: Channel, flow: FlowDep, settings: Settings, text: str
         refusal = await error_body(websocket, exc)
         await channel.send({"event": "error", "data": refusal} if events else refusal)
         return
-
     if events:
         if first is not None:
             await channel.send(_frame(first))
