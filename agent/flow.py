@@ -48,7 +48,7 @@ from agent.store.base import (
     TurnStore,
 )
 from agent.telemetry import Telemetry, printable, turn_answered, turn_identified
-from agent.telemetry.turn_events import emit
+from agent.telemetry.turn_events import UNHEARD, TurnListener
 from agent.turn.base import TurnExecutor
 from agent.turn.config import HANDOFF_FIELD, DoubleTexting
 from agent.turn.value import Turn, TurnResult
@@ -87,6 +87,9 @@ class Incoming:
     closing_commands: bool = False
     #: what this message does while another of the user's is answered; None: the pipeline's
     double_texting: DoubleTexting | None = None
+    #: who follows the turn live (a channel's ``TurnEvents``; ``UNHEARD``: nobody): the flow
+    #: tells it ``accepted`` and hands it to the executor in the :class:`Turn`
+    events: TurnListener = field(default=UNHEARD, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.key is not None and not self.fingerprint:
@@ -330,7 +333,7 @@ class MessageFlow:
             return await self._resent(incoming, dialog.dialog_id, dialog.arm, answered)
         held = None if self.handoffs is None else await self.handoffs.active(dialog.dialog_id)
         if held is not None:
-            return await self._keep(held, start, utterance, place)
+            return await self._keep(held, start, utterance, place, incoming.events)
         history = start.history[-read:]
         if incoming.reward is not None:
             await self._rate_previous(history, incoming, dialog.arm)
@@ -342,8 +345,16 @@ class MessageFlow:
             await self._store.add_utterance(dialog.dialog_id, utterance)
         turn_identified(dialog.dialog_id, utterance.utt_id)
         await self.queues.note(place, utterance.utt_id)
-        emit("accepted", dialog_id=dialog.dialog_id, utt_id=utterance.utt_id)
-        return Turn(dialog.dialog_id, start.human, dialog.bot, history, utterance, dialog.arm)
+        incoming.events.emit("accepted", dialog_id=dialog.dialog_id, utt_id=utterance.utt_id)
+        return Turn(
+            dialog.dialog_id,
+            start.human,
+            dialog.bot,
+            history,
+            utterance,
+            dialog.arm,
+            events=incoming.events,
+        )
 
     async def _answer(self, turn: Turn, rule: str | None, place: Place) -> TurnResult:
         """The pipeline's answer, which the user's next message may interrupt (then the
@@ -415,7 +426,7 @@ class MessageFlow:
             dialog_id,
             printable(repr(incoming.key)),
         )
-        emit("accepted", dialog_id=dialog_id, utt_id=answered.utterance.utt_id)
+        incoming.events.emit("accepted", dialog_id=dialog_id, utt_id=answered.utterance.utt_id)
         if incoming.close_after:
             await self._store.close_active_dialog(incoming.user_id)
         return _Outcome(dialog_id, arm, answered)
@@ -432,7 +443,12 @@ class MessageFlow:
             self.metrics.observe_rating(incoming.reward, arm)
 
     async def _keep(
-        self, handoff: Handoff, start: TurnStart, utterance: HumanUtterance, place: Place
+        self,
+        handoff: Handoff,
+        start: TurnStart,
+        utterance: HumanUtterance,
+        place: Place,
+        events: TurnListener,
     ) -> _Outcome:
         """Store the user's message unanswered, marked :attr:`HumanUtterance.handed_off`:
         the dialog is waiting for or held by a person, who reads it; no service sees it.
@@ -452,7 +468,7 @@ class MessageFlow:
             await self.handoffs.append_utterance(dialog_id, handoff.user_id, utterance)
         turn_identified(dialog_id, utterance.utt_id)
         await self.queues.note(place, utterance.utt_id)
-        emit("accepted", dialog_id=dialog_id, utt_id=utterance.utt_id)
+        events.emit("accepted", dialog_id=dialog_id, utt_id=utterance.utt_id)
         assert self.handoffs is not None
         self.handoffs.kept(handoff, utterance)
         return _Outcome(dialog_id, start.dialog.arm, kept=utterance, handoff=handoff)

@@ -1,21 +1,20 @@
 """What the chat endpoints share (``POST /``, ``POST /api/v1/chat``, ``/chat/ws``): a
-message checked as each of them checks it, then answered by the flow. Each endpoint only
-shapes the flow's :class:`~agent.flow.Answer` into its own reply."""
+message checked as each of them checks it. Each endpoint then awaits the flow's
+:class:`~agent.flow.Answer` (:meth:`~agent.flow.MessageFlow.reply`) and shapes it into its
+own reply itself; the flow is given no callback."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import BaseModel
 
 from agent.api.request_limits import attributes_or_422, check_text, check_user_id
-from agent.flow import Answer, Incoming, MessageFlow
+from agent.flow import Incoming
 from agent.idempotency import fingerprint
 from agent.settings import Settings
 from agent.turn.config import DoubleTexting
-
-Reply = TypeVar("Reply")
 
 
 def incoming(
@@ -55,15 +54,3 @@ def incoming(
         closing_commands=closing_commands,
         double_texting=double_texting,
     )
-
-
-def reply(
-    flow: MessageFlow, message: Incoming, shape: Callable[[Answer], Reply]
-) -> Awaitable[Reply]:
-    """The flow's answer to ``message``, shaped into the endpoint's reply: awaited by a JSON
-    client, followed by one that asked for the turn's events."""
-
-    async def shaped() -> Reply:
-        return shape(await flow.reply(message))
-
-    return shaped()

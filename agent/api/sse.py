@@ -3,8 +3,10 @@ events), and the form (:func:`sse_data`) in which the handoff routes stream a fo
 dialog to the user's channel and to the operator; the WebSocket chat reuses the same
 turn-following and error bodies (:func:`follow_turn`, :func:`error_body`).
 
-The turn runs as it would for a JSON client, listened to by a
-:class:`~agent.telemetry.turn_events.TurnEvents`; the response starts only once the turn has
+The turn runs as it would for a JSON client, its message carrying a
+:class:`~agent.telemetry.turn_events.TurnEvents` that the flow and the executor report on;
+the route shapes the flow's :class:`~agent.flow.Answer` into the last event itself
+(``dump``). The response starts only once the turn has
 started (its ``accepted`` event), so whatever refuses a message before that (a bad
 request, an idempotency key in flight, the user's queue timing out, the database down) is
 the same plain 4xx or 503 a JSON client gets. After that the status is 200 and sent: a
@@ -21,14 +23,15 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel
 from starlette.requests import HTTPConnection
 
 from agent.api.errors import envelope
+from agent.flow import Answer, Incoming, MessageFlow
 from agent.telemetry.turn_events import TurnEvent, TurnEvents
 
 log = logging.getLogger("chorus.api")
@@ -66,10 +69,20 @@ async def error_body(connection: HTTPConnection, exc: BaseException) -> dict[str
     return {"status": response.status_code, **body}
 
 
+#: A route's reply to the flow's answer, as the JSON of the ``answer`` event.
+Dump = Callable[[Answer], dict[str, Any]]
+
+
+def followed_turn(flow: MessageFlow, message: Incoming) -> tuple[TurnEvents, asyncio.Task[Answer]]:
+    """The flow's answer to ``message`` started as a task, and the events it reports on."""
+    events = TurnEvents()
+    return events, events.start(flow.reply(replace(message, events=events)))
+
+
 async def follow_turn(
     events: TurnEvents,
-    task: asyncio.Task[BaseModel],
-    dump: Callable[[BaseModel], dict[str, Any]],
+    task: asyncio.Task[Answer],
+    dump: Dump,
     on_error: Callable[[BaseException], Awaitable[dict[str, Any]]],
 ) -> AsyncIterator[TurnEvent]:
     """The turn's events, then ``answer`` with the reply or ``error`` with its failure.
@@ -77,11 +90,12 @@ async def follow_turn(
     async for event in events:
         yield event
     try:
-        reply = await task
+        answer = await task
+        reply = dump(answer)
     except Exception as exc:
         yield TurnEvent("error", await on_error(exc))
         return
-    yield TurnEvent("answer", dump(reply))
+    yield TurnEvent("answer", reply)
 
 
 async def started(events: TurnEvents, task: asyncio.Task[Any]) -> TurnEvent | None:
@@ -93,13 +107,10 @@ async def started(events: TurnEvents, task: asyncio.Task[Any]) -> TurnEvent | No
 
 
 async def stream_turn(
-    request: Request,
-    work: Awaitable[BaseModel],
-    dump: Callable[[BaseModel], dict[str, Any]] = lambda reply: reply.model_dump(mode="json"),
+    request: Request, flow: MessageFlow, message: Incoming, dump: Dump
 ) -> StreamingResponse:
-    """Run ``work`` (a chat route's ``flow.reply(...)``) and answer with its events."""
-    events = TurnEvents()
-    task = events.start(work)
+    """Answer ``message`` with its turn's events, the route's reply (``dump``) last."""
+    events, task = followed_turn(flow, message)
     first = await started(events, task)
 
     async def body() -> AsyncIterator[bytes]:

@@ -38,6 +38,7 @@ from agent.state.models import (
 )
 from agent.state.storage_limits import StorageLimits
 from agent.telemetry import service_call_span
+from agent.telemetry.turn_events import TurnListener
 from agent.turn.calls import Skip, TurnTrace, contained, log_agent_failure
 from agent.turn.limits import TurnLimits
 from agent.turn.schedule import Schedule
@@ -51,10 +52,14 @@ TIMEOUT_SERVICE_BUDGET = 2.0
 
 class _Run:
     def __init__(
-        self, state: TurnState, pipeline: DreamPipeline, clock: Callable[[], float]
+        self,
+        state: TurnState,
+        pipeline: DreamPipeline,
+        clock: Callable[[], float],
+        events: TurnListener,
     ) -> None:
         self.state = state
-        self.trace = TurnTrace(state.utterance, clock)
+        self.trace = TurnTrace(state.utterance, clock, events)
         self.started = self.trace.started
         self.schedule = Schedule(node.name for node in pipeline)
         self.status: dict[str, str] = {}
@@ -106,7 +111,7 @@ class DreamExecutor:
             counts=counts_before(turn.history),
             pipeline_names=self._names,
         )
-        run = _Run(state, self.pipeline, self._clock)
+        run = _Run(state, self.pipeline, self._clock, turn.events)
         timed_out = not await self._run_graph(run)
         if timed_out and self.pipeline.timeout is not None:
             await self._run_fallback_service(run, self.pipeline.timeout)

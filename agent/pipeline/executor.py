@@ -36,7 +36,6 @@ from agent.state.models import (
 from agent.state.storage_limits import StorageLimits
 from agent.state.write_once import KeyWrittenTwice, WriteOnce
 from agent.telemetry import service_call_span
-from agent.telemetry.turn_events import listening
 from agent.turn.calls import Skip, TurnTrace, contained
 from agent.turn.limits import RefusedOutput, TurnLimits
 from agent.turn.schedule import Schedule
@@ -60,7 +59,7 @@ class _Run:
         limits: TurnLimits | None = None,
     ) -> None:
         self.turn = turn
-        self.trace = TurnTrace(turn.utterance, clock)
+        self.trace = TurnTrace(turn.utterance, clock, turn.events)
         self.started = self.trace.started
         self.schedule = Schedule(node.name for node in pipeline)
         self.done = self.schedule.done
@@ -327,7 +326,7 @@ class Executor:
         that came before then at that moment. The output is the same ``end`` list a JSON
         call returns, so the stored turn does not depend on it."""
         connector = self._batchers[node.name].connector
-        stream = Streaming(node.name, listening())
+        stream = Streaming(node.name, run.turn.events)
         run.streams[node.name] = stream
         output: Any = None
         lines = connector.stream(view)
@@ -374,7 +373,7 @@ class Executor:
             ):
                 del run.streams[name]  # its answer was lost: its tokens are not sent
                 continue
-            if stream.listened and not stream.sure:
+            if stream.events.listened and not stream.sure:
                 stream.sure = self._certain(run, self._skills[name], stream.confidence)
             if stream.sure:
                 stream.flush()

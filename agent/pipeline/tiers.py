@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.pipeline.graph import ServiceNode
-from agent.telemetry.turn_events import emit
+from agent.telemetry.turn_events import TurnListener
 
 
 def lower_tiers(node: ServiceNode, skills: list[ServiceNode]) -> list[ServiceNode]:
@@ -30,13 +30,14 @@ class Streaming:
     dropped with it), then passed to the turn's listener as they come."""
 
     skill: str
-    listened: bool
+    #: the turn's listener (its tokens are held only when someone follows the turn)
+    events: TurnListener
     confidence: float | None = None
     sure: bool = False
     held: list[str] = field(default_factory=list)
 
     def offer(self, text: str) -> None:
-        if not self.listened:
+        if not self.events.listened:
             return
         self.held.append(text)
         if self.sure:
@@ -44,5 +45,5 @@ class Streaming:
 
     def flush(self) -> None:
         for text in self.held:
-            emit("token", text=text, skill=self.skill)
+            self.events.emit("token", text=text, skill=self.skill)
         self.held.clear()

@@ -1,10 +1,14 @@
 """Turn events: what a client following a turn live is told while it runs.
 
-A turn's code does not know whether anyone is listening, and should not have to: the
-message flow, both executors and the service calls report what happens through
-:func:`emit`, which costs one context-variable read when nobody listens. A channel that
-wants the events (Server-Sent Events, the WebSocket chat, a bot channel) runs the turn
-inside :meth:`TurnEvents.listen` and reads them from the same object, in order.
+A channel that wants the events (Server-Sent Events, the WebSocket chat) makes a
+:class:`TurnEvents` and hands it to the message flow with the message
+(:attr:`~agent.flow.Incoming.events`); the flow hands it on in the turn's value
+(:attr:`~agent.turn.value.Turn.events`) to the executor, whose calls report on it, and the
+channel reads the events from the same object, in order. Nothing finds it ambiently: a
+turn nobody follows carries :data:`UNHEARD`, whose ``emit`` does nothing (both are a
+:class:`TurnListener`, what a turn's code is given), so a turn's code never asks whether
+anyone listens, and a service call running in the executor's task group reports to its
+own turn's listener and never another's, because it is given that listener.
 
 The events, by name (docs/api.md has the wire form):
 
@@ -14,20 +18,14 @@ The events, by name (docs/api.md has the wire form):
 - ``token``: a piece of the answer's text, from a skill whose answer is certain to be
   chosen (``text``, ``skill``);
 - ``answer`` / ``error``: the channel's own last event, the reply or the failure.
-
-The context variable is copied into every task the turn starts, so events from a service
-call running in the executor's task group reach the listener of the turn that started it,
-and never another turn's.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 #: An event's name: the ``event:`` field of Server-Sent Events, ``event`` in ``/chat/ws``.
 EventName = Literal["accepted", "progress", "token", "answer", "error"]
@@ -43,53 +41,46 @@ class TurnEvent:
     data: dict[str, Any]
 
 
-_listener: ContextVar[TurnEvents | None] = ContextVar("chorus_turn_events", default=None)
+class TurnListener(Protocol):
+    """What a turn reports its events to: a channel's :class:`TurnEvents`, or
+    :data:`UNHEARD`."""
 
+    @property
+    def listened(self) -> bool:
+        """Whether a client follows the turn (a skill's tokens are forwarded then)."""
+        ...
 
-def emit(name: EventName, **data: Any) -> None:
-    """Tell the turn's listener, if it has one, that ``name`` happened."""
-    listener = _listener.get()
-    if listener is not None:
-        listener.put(TurnEvent(name, data))
-
-
-def listening() -> bool:
-    """Whether the running turn has a listener (a skill's tokens are forwarded then)."""
-    return _listener.get() is not None
+    def emit(self, name: EventName, **data: Any) -> None:
+        """Tell the turn's listener that ``name`` happened."""
+        ...
 
 
 class TurnEvents:
-    """The events of one turn, in order: filled by :func:`emit`, read by the channel."""
+    """The events of one turn, in order: filled by :meth:`emit`, read by the channel."""
+
+    listened = True
 
     def __init__(self) -> None:
         self._queue: asyncio.Queue[TurnEvent | None] = asyncio.Queue()
 
-    def put(self, event: TurnEvent) -> None:
-        self._queue.put_nowait(event)
+    def emit(self, name: EventName, **data: Any) -> None:
+        """Tell the turn's listener that ``name`` happened."""
+        self._queue.put_nowait(TurnEvent(name, data))
 
     @property
     def queued(self) -> bool:
         """Whether more events are already waiting to be read."""
         return not self._queue.empty()
 
-    @contextmanager
-    def listen(self) -> Iterator[None]:
-        """Run the block (and the tasks it starts) with this object as its listener."""
-        token = _listener.set(self)
-        try:
-            yield
-        finally:
-            _listener.reset(token)
-
     def start(self, work: Awaitable[T]) -> asyncio.Task[T]:
-        """Run ``work`` as a task listened to by this object; the events end with it."""
+        """Run ``work`` (the flow's answer to a message carrying this object) as a task;
+        the events end with it."""
 
         async def run() -> T:
-            with self.listen():
-                try:
-                    return await work
-                finally:
-                    self._queue.put_nowait(None)
+            try:
+                return await work
+            finally:
+                self._queue.put_nowait(None)
 
         return asyncio.create_task(run())
 
@@ -105,3 +96,16 @@ class TurnEvents:
         if event is None:
             self._queue.put_nowait(None)
         return event
+
+
+class _Unheard:
+    """The listener of a turn nobody follows: each event is dropped as it is told."""
+
+    listened = False
+
+    def emit(self, name: EventName, **data: Any) -> None:
+        return None
+
+
+#: What a turn nobody follows reports to (a JSON client, a bot channel, a replay).
+UNHEARD: TurnListener = _Unheard()

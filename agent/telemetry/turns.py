@@ -1,9 +1,23 @@
 """The spans of a turn, and the ids every log line of the turn carries.
 
-:class:`Telemetry` opens a :class:`TurnScope` per turn and keeps it in a context variable,
-so code deep inside the turn (the executor, the connectors, the log formatter) finds the
-turn without it being passed down. With tracing and JSON logs both off no scope is made,
-and every hook here returns after one context-variable read.
+:class:`Telemetry` opens a :class:`TurnScope` per turn and keeps it in a context variable.
+This one stays ambient, unlike the turn's events (which the flow hands down in the
+:class:`~agent.turn.value.Turn`, :mod:`agent.telemetry.turn_events`), because its main
+readers cannot be handed it:
+
+* the log formatter (:class:`~agent.telemetry.logs.JsonFormatter`) stamps the turn's ids on
+  every line logged during the turn, by any module or library, and :mod:`logging` gives
+  it a record and nothing else;
+* a service call's ``traceparent`` (:func:`outgoing_headers`) is added by the connectors,
+  below the executor, and each of their ``call`` signatures would carry the turn for it;
+* its span is OpenTelemetry's current span, itself held in OpenTelemetry's context
+  variable: the scope sets and resets alongside it, in the same task and its children.
+
+The executor's spans (:func:`service_call_span`) and the flow's stamps
+(:func:`turn_identified`, :func:`turn_answered`) read the same variable rather than take
+the scope as one more argument of the turn, since the variable is there anyway. With
+tracing and JSON logs both off no scope is made, and every hook here returns after one
+context-variable read.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from agent.connectors.errors import ServiceError
 from agent.state.models import FailureKind, HumanUtterance, Outcome, ServiceCall, ServiceFailure
 from agent.telemetry import printable
-from agent.telemetry.turn_events import emit
+from agent.telemetry.turn_events import TurnListener
 
 log = logging.getLogger("chorus.executor")
 
@@ -80,8 +80,11 @@ class TurnTrace:
     pipeline, ``dream_group``: the group the pipeline file files it under, which is a name
     only (it need not be a role)."""
 
-    def __init__(self, utterance: HumanUtterance, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, utterance: HumanUtterance, clock: Callable[[], float], events: TurnListener
+    ) -> None:
         self.utterance = utterance
+        self.events = events
         self.clock = clock
         self.started = clock()
 
@@ -107,7 +110,7 @@ class TurnTrace:
             )
         )
         where = {"dream_group": dream_group} if dream_group is not None else {}
-        emit("progress", service=service, role=role, **where, outcome=outcome)
+        self.events.emit("progress", service=service, role=role, **where, outcome=outcome)
 
     def fail(self, service: str, role: str, cause: FailureKind, message: str) -> None:
         self.add_failure(role, ServiceFailure(service=service, kind=cause, message=message))

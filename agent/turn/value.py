@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.state.models import Bot, BotUtterance, Human, HumanUtterance, ServiceFailure, Utterance
+from agent.telemetry.turn_events import UNHEARD, TurnListener
 
 
 @dataclass
@@ -24,6 +25,9 @@ class Turn:
     utterance: HumanUtterance
     #: the experiment arm the dialog is stored on (None: opened with no experiment)
     arm: str | None = None
+    #: who follows the turn live: the executor reports each call's end (and a sure
+    #: answer's tokens) on it; :data:`~agent.telemetry.turn_events.UNHEARD` when nobody does
+    events: TurnListener = field(default=UNHEARD, compare=False, repr=False)
 
 
 @dataclass

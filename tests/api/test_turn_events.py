@@ -3,10 +3,14 @@ HTTP against the agent with real services."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from fastapi import FastAPI
 
+from agent.sdk import DialogView, Service, SkillHypothesis
 from annotators.tokens.app import app as tokens_app
 from response_selectors.confidence.app import app as confidence_app
 from skills.fallback.app import app as fallback_app
@@ -320,3 +324,43 @@ def test_a_dp_agent_pipeline_reports_each_service_with_its_role_and_group(
             "outcome": "ok",
         },
     }
+
+
+def held_skill(arrived: threading.Event, gate: threading.Event) -> FastAPI:
+    """Answers at once, except a message ``wait``: that call says it arrived, then waits
+    for ``gate``."""
+    service = Service("held")
+
+    @service.skill
+    def answer(dialog: DialogView) -> SkillHypothesis:  # a worker thread, free to block
+        if dialog.utterances[-1].text == "wait":
+            arrived.set()
+            gate.wait(20)
+        return SkillHypothesis(text=f"held: {dialog.utterances[-1].text}", confidence=0.9)
+
+    return service.app
+
+
+def test_each_followed_turn_gets_its_own_events_only(services: Any, agent: AgentFactory) -> None:
+    """Two users following their turns at the same time: each stream tells its own turn's
+    events, once, and never the other's."""
+    arrived, gate = threading.Event(), threading.Event()
+    client = agent(pipeline(services, held=service_entry(services(held_skill(arrived, gate)).url)))
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(follow, client, "/", {"user_id": "ann", "payload": "wait"})
+        assert arrived.wait(20), "ann's turn never reached the held skill"
+        try:
+            _, bobs = follow(client, "/", {"user_id": "bob", "payload": "go"})
+        finally:
+            gate.set()
+        _, anns = waiting.result()
+    for events, text in ((anns, "held: wait"), (bobs, "held: go")):
+        assert names(events) == ["accepted", "progress", "progress", "progress", "answer"]
+        accepted, answer = events[0][1], events[-1][1]
+        assert accepted["dialog_id"] == answer["dialog_id"] and answer["response"] == text
+        assert [d["service"] for k, d in events if k == "progress"] == [
+            "tokens",
+            "held",
+            "confidence",
+        ]
+    assert anns[0][1]["dialog_id"] != bobs[0][1]["dialog_id"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, status
 from fastapi.responses import JSONResponse, Response
 
-from agent.api.chat_turn import incoming, reply
+from agent.api.chat_turn import incoming
 from agent.api.deps import (
     DoubleTextingPolicy,
     FlowDep,
@@ -123,10 +123,14 @@ async def chat(
     """
     dialect = settings.dialect or pipeline.dialect
     turn = checked(message, settings, dialect, key, double_texting)
-    work = reply(flow, turn, lambda answer: agent_reply(message, turn, answer))
     if wants_events(request):
-        return await stream_turn(request, work)
-    answered = await work
+        return await stream_turn(
+            request,
+            flow,
+            turn,
+            lambda answer: agent_reply(message, turn, answer).model_dump(mode="json"),
+        )
+    answered = agent_reply(message, turn, await flow.reply(turn))
     if kept(answered):
         return JSONResponse(answered.for_dialect(pipeline.dialect), status.HTTP_202_ACCEPTED)
     if answered.utt_id is None and dialect == "dp-agent":

@@ -37,19 +37,19 @@ from fastapi import APIRouter, HTTPException, WebSocket, WebSocketDisconnect, st
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from agent.api.chat_turn import reply
 from agent.api.deps import FlowDep, HandoffsDep, PipelineDep, SettingsDep
 from agent.api.errors import too_deep
 from agent.api.handoff_schemas import Delivered
 from agent.api.routes.chat import agent_reply, checked, kept
 from agent.api.schemas import AgentMessage, AgentReply
 from agent.api.security import check_chat_key, socket_key
-from agent.api.sse import error_body, follow_turn, started
+from agent.api.sse import Dump, error_body, follow_turn, followed_turn, started
+from agent.flow import Incoming
 from agent.handoff import Handoffs
 from agent.settings import Settings
 from agent.state.handoff import HandoffStatus
 from agent.state.models import BotUtterance
-from agent.telemetry.turn_events import TurnEvent, TurnEvents
+from agent.telemetry.turn_events import TurnEvent
 from agent.turn.config import Dialect
 
 router = APIRouter()
@@ -168,12 +168,11 @@ async def _answer(channel: Channel, flow: FlowDep, settings: Settings, text: str
     shapes the reply as ``POST /`` shapes it (dp-agent's has no ``debug_output`` unless
     asked)."""
     websocket, shape, events = channel.websocket, channel.shape, channel.events
-    followed = TurnEvents()
     try:
         message = _message(text, settings)
         turn = checked(message, settings, settings.dialect or shape)
-        task = followed.start(reply(flow, turn, lambda answer: agent_reply(message, turn, answer)))
-        first = await started(followed, task)
+        reported, task = followed_turn(flow, turn)
+        first = await started(reported, task)
     except Exception as exc:
         refusal = await error_body(websocket, exc)
         await channel.send({"event": "error", "data": refusal} if events else refusal)
@@ -181,19 +180,17 @@ async def _answer(channel: Channel, flow: FlowDep, settings: Settings, text: str
     if events:
         if first is not None:
             await channel.send(_frame(first))
-        async for event in follow_turn(followed, task, _dump, lambda e: error_body(websocket, e)):
+        dump = _dumped(message, turn)
+        async for event in follow_turn(reported, task, dump, lambda e: error_body(websocket, e)):
             await channel.send(_frame(event))
         if not task.cancelled() and task.exception() is None:
-            answered = task.result()
-            assert isinstance(answered, AgentReply)
-            channel.follow(answered)
+            channel.follow(agent_reply(message, turn, task.result()))
         return
     try:
-        answered = await task
+        answered = agent_reply(message, turn, await task)
     except Exception as exc:
         await channel.send(await error_body(websocket, exc))
         return
-    assert isinstance(answered, AgentReply)
     if not kept(answered):  # with a person: the operator's answer comes when written
         closed = answered.active_skill is None and answered.utt_id is None
         await channel.send(COMMAND_PERFORMED if closed else answered.for_dialect(shape))
@@ -223,9 +220,9 @@ def _message(text: str | None, settings: Settings) -> AgentMessage:
         raise RequestValidationError(exc.errors()) from None
 
 
-def _dump(reply: Any) -> dict[str, Any]:
-    dumped: dict[str, Any] = reply.model_dump(mode="json")
-    return dumped
+def _dumped(message: AgentMessage, turn: Incoming) -> Dump:
+    """The ``answer`` event's data: the flow's answer shaped as ``POST /``'s reply."""
+    return lambda answer: agent_reply(message, turn, answer).model_dump(mode="json")
 
 
 def _frame(event: TurnEvent) -> dict[str, Any]:

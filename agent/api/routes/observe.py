@@ -9,7 +9,7 @@ import re
 from fastapi import APIRouter, HTTPException, Request, status
 from fastapi.responses import Response
 
-from agent.api.chat_turn import incoming, reply
+from agent.api.chat_turn import incoming
 from agent.api.deps import (
     DoubleTextingPolicy,
     FlowDep,
@@ -81,12 +81,14 @@ async def observe(
         close_after=observation.episode_done,
         double_texting=double_texting,
     )
-    work = reply(flow, turn, lambda answer: act(observation, answer))
     if wants_events(request):
         return await stream_turn(
-            request, work, lambda shaped: shaped.model_dump(mode="json", exclude_none=True)
+            request,
+            flow,
+            turn,
+            lambda answer: act(observation, answer).model_dump(mode="json", exclude_none=True),
         )
-    return await work
+    return act(observation, await flow.reply(turn))
 
 
 def act(observation: Observation, answer: Answer) -> Act:
