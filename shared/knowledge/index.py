@@ -92,7 +92,8 @@ def _stopwords() -> frozenset[str]:
     """scikit-learn's English stop words (318, "how" and "what" among them: a question's
     frame says nothing of its subject), with bm25s's own."""
     from bm25s.stopwords import STOPWORDS_EN
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    from shared.tfidf import ENGLISH_STOP_WORDS
 
     return frozenset(STOPWORDS_EN) | frozenset(ENGLISH_STOP_WORDS)
 
