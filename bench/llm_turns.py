@@ -19,6 +19,13 @@ which the LLM's log shares:
 
     .venv/bin/python -m bench.llm_turns                       # this checkout
     .venv/bin/python -m bench.llm_turns --repo ../main --label before
+    .venv/bin/python -m bench.llm_turns --agent-cost          # the agent's CPU and memory
+
+``--agent-cost`` measures instead what the served agent itself costs, with the LLM off:
+its resident memory (``VmRSS`` from ``/proc``) once up and warmed, and after the turns, and
+its CPU per cheap turn (:data:`CHEAP`, one after another, each answered by a rule skill),
+the agent process's user and system time from ``/proc`` over ``--turns`` turns; the
+figures go to ``bench/results/agent_cost-LABEL.json``.
 
 ``--repo`` runs another checkout's agent and services (its pipeline.json) with this
 benchmark; the figures go to ``bench/results/llm_turns-LABEL.json``.
@@ -70,6 +77,9 @@ SCRIPT = [
     "What is the capital of France?",
     "Goodbye!",
 ]
+
+#: Turns a rule skill answers, sent in turn by ``--agent-cost``.
+CHEAP = ["hi", "thanks", "my name is Ann"]
 
 
 def wait_up(url: str, process: subprocess.Popen[bytes], seconds: float = 90.0) -> None:
@@ -152,6 +162,16 @@ def turn(client: httpx.Client, user: str, text: str) -> dict[str, Any]:
 def stack(repo: Path, llm_url: str | None, speculative: bool) -> Iterator[httpx.Client]:
     """A fresh stack of ``repo`` (``chorus run``, SQLite), the LLM on at ``llm_url`` or off;
     a client to its agent once every service answers."""
+    with served(repo, llm_url, speculative) as (client, _):
+        yield client
+
+
+@contextmanager
+def served(
+    repo: Path, llm_url: str | None, speculative: bool
+) -> Iterator[tuple[httpx.Client, int]]:
+    """:func:`stack`'s client with the agent's process id (``chorus run`` serves the agent
+    and its in-process services itself)."""
     with tempfile.TemporaryDirectory(prefix="chorus-bench-") as tmp:
         port = free_port()
         pipeline, health = local_pipeline(repo, Path(tmp), speculative)
@@ -171,7 +191,7 @@ def stack(repo: Path, llm_url: str | None, speculative: bool) -> Iterator[httpx.
                 wait_up(url, agent, 180)
             wait_up(f"http://127.0.0.1:{port}/ready", agent, 120)
             turn(client, "warm-up", "Hello!")
-            yield client
+            yield client, agent.pid
 
 
 def conversations(
@@ -240,14 +260,66 @@ def figures(on: list[dict[str, Any]], off: list[dict[str, Any]], count: int) -> 
     }
 
 
+def status_mib(pid: int, field: str) -> float:
+    """A ``kB`` field of ``/proc/PID/status`` (``VmRSS``, ``VmHWM``) in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    raise LookupError(f"{field} not in /proc/{pid}/status")
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process's user and system time so far (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def agent_cost(repo: Path, turns: int) -> dict[str, Any]:
+    """The served agent's memory and its CPU per cheap turn (LLM off), one turn at a time
+    as JSON, each a new user every :data:`CHEAP` round (a first conversation's turns)."""
+    with served(repo, None, False) as (client, pid):
+        for number in range(10):  # warm-up: every service's first call is done
+            client.post("/", json={"user_id": f"warm-{number}", "payload": CHEAP[number % 3]})
+        idle = status_mib(pid, "VmRSS")
+        before = cpu_seconds(pid)
+        skills: set[str] = set()
+        for number in range(turns):
+            answer = client.post(
+                "/",
+                json={"user_id": f"user-{number // len(CHEAP)}", "payload": CHEAP[number % 3]},
+            )
+            skills.add(answer.raise_for_status().json().get("active_skill", ""))
+        spent = cpu_seconds(pid) - before
+        return {
+            "turns": turns,
+            "texts": CHEAP,
+            "answered_by": sorted(skills),
+            "agent_cpu_ms_per_turn": round(1000 * spent / turns, 2),
+            "rss_warm_mib": round(idle, 1),
+            "rss_after_mib": round(status_mib(pid, "VmRSS"), 1),
+            "rss_peak_mib": round(status_mib(pid, "VmHWM"), 1),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+        }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure")
     parser.add_argument("--conversations", type=int, default=3)
     parser.add_argument("--label", default="after")
     parser.add_argument("--speculative", action="store_true", help="make the LLM skill speculative")
+    parser.add_argument(
+        "--agent-cost", action="store_true", help="the agent's memory and CPU per cheap turn"
+    )
+    parser.add_argument("--turns", type=int, default=600, help="cheap turns for --agent-cost")
     args = parser.parse_args(argv)
     repo = args.repo.resolve()
+    if args.agent_cost:
+        cost = agent_cost(repo, args.turns)
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / f"agent_cost-{args.label}.json").write_text(json.dumps(cost, indent=2) + "\n")
+        print(json.dumps(cost, indent=2))
+        return 0
     port = free_port()
     llm = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -36,7 +36,6 @@ from agent.backup.checks import (
     check_dialog,
     check_user,
 )
-from agent.backup.dp_agent import DpAgentSource
 from agent.backup.files import (
     BackupError,
     DialogFilter,
@@ -251,6 +250,10 @@ async def _import_dp_agent(url: str, source_url: str, rules: ImportRules) -> Imp
     backup's dialogs are held to, is skipped and named (a user that does: with their
     dialogs)."""
     report = ImportReport()
+    # Imported here: it loads PyMongo (3 MB), which the command line's other commands,
+    # `chorus run` serving the agent among them, do not need.
+    from agent.backup.dp_agent import DpAgentSource
+
     source = DpAgentSource(source_url)
     refused: dict[str, str] = {}  # user id -> why their user record was refused
     try:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import (
@@ -45,10 +45,10 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
-from sklearn.feature_extraction.text import TfidfVectorizer
 
 from agent.sdk import DialogView, Service
 from shared import meaning, spelling
+from shared.tfidf import Tfidf
 
 INTENTS_FILE = Path(__file__).parent / "intents.json"
 
@@ -118,26 +118,24 @@ class Intent(BaseModel):
 
 
 class FittedTfidf:
-    """One fitted ``TfidfVectorizer`` and the examples it was fitted on: the cosine of a
-    text with each example, as ``vectorizer.transform([text]) @ examples.T`` computes it.
+    """TF-IDF fitted on the examples (:mod:`shared.tfidf`, as scikit-learn's
+    ``TfidfVectorizer`` with ``sublinear_tf``): the cosine of a text with each example, as
+    ``vectorizer.transform([text]) @ examples.T`` computes it.
 
     Done by hand because the utterance is one short string and scikit-learn's
     ``transform`` spends milliseconds a call on checks and sparse-matrix set-up (most of
     the annotator's time, and the annotator is on every turn's path to the skills): the
-    vectorizer's own analyzer (lowercasing, n-grams), its vocabulary and idf weights,
-    ``1 + log(count)`` (``sublinear_tf``) and the L2 norm give the same vector, and the
-    examples' rows, kept dense (a few hundred features by ~100 examples), are indexed by
-    the text's features directly.
+    analyser (lowercasing, n-grams), the vocabulary and idf weights, ``1 + log(count)``
+    and the L2 norm give the same vector, and the examples' rows, kept dense (a few hundred
+    features by ~100 examples), are indexed by the text's features directly.
     """
 
-    def __init__(self, vectorizer: TfidfVectorizer, examples: Any) -> None:
-        if not (vectorizer.sublinear_tf and vectorizer.use_idf and vectorizer.norm == "l2"):
-            raise ValueError("FittedTfidf reproduces sublinear, idf-weighted, L2-normed TF-IDF")
-        self._analyze = vectorizer.build_analyzer()
-        self._vocabulary: dict[str, int] = vectorizer.vocabulary_
-        self._idf: np.ndarray = vectorizer.idf_
+    def __init__(self, tfidf: Tfidf) -> None:
+        self._analyze = tfidf.analyse
+        self._vocabulary: dict[str, int] = tfidf.vocabulary
+        self._idf: np.ndarray = tfidf.idf
         #: feature x example
-        self._examples: np.ndarray = np.asarray(examples.T.toarray(), dtype=np.float64)
+        self._examples: np.ndarray = np.ascontiguousarray(tfidf.dense().T)
 
     def cosines(self, text: str) -> np.ndarray:
         counts = Counter(
@@ -167,12 +165,10 @@ class IntentCatcher:
         ]
         self._labels = [name for name, spec in intents.items() for _ in spec.examples]
         examples = [e for spec in intents.values() for e in spec.examples]
-        self._word = TfidfVectorizer(
-            analyzer="word", ngram_range=(1, 2), token_pattern=r"(?u)\b\w+\b", sublinear_tf=True
+        self._word_examples = FittedTfidf(
+            Tfidf(examples, analyzer="word", ngram_range=(1, 2), token_pattern=r"(?u)\b\w+\b")
         )
-        self._char = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True)
-        self._word_examples = FittedTfidf(self._word, self._word.fit_transform(examples))
-        self._char_examples = FittedTfidf(self._char, self._char.fit_transform(examples))
+        self._char_examples = FittedTfidf(Tfidf(examples, analyzer="char_wb", ngram_range=(2, 4)))
         self._meanings = meaning.embed(examples)
 
     def classify(self, text: str) -> Intent:

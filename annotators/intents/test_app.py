@@ -19,6 +19,7 @@ from annotators.intents.app import (
     app,
     load,
 )
+from shared.tfidf import Tfidf
 
 
 def classify(*texts: str) -> list[dict[str, Any]]:
@@ -171,22 +172,22 @@ def test_questions_about_other_things_are_no_intent_however_alike_their_words() 
 
 
 @pytest.mark.parametrize(
-    "vectorizer",
+    "settings",
     [
-        TfidfVectorizer(
-            analyzer="word", ngram_range=(1, 2), token_pattern=r"(?u)\b\w+\b", sublinear_tf=True
-        ),
-        TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True),
+        {"analyzer": "word", "ngram_range": (1, 2), "token_pattern": r"(?u)\b\w+\b"},
+        {"analyzer": "char_wb", "ngram_range": (2, 4)},
     ],
     ids=["word", "char"],
 )
-def test_the_wording_similarity_is_scikit_learns(vectorizer: TfidfVectorizer) -> None:
-    """The utterance is weighted without ``transform``: the cosines must be its own,
-    repeated words, unknown words and text with no known n-gram included."""
+def test_the_wording_similarity_is_scikit_learns(settings: dict[str, Any]) -> None:
+    """Fitted without scikit-learn and the utterance weighted without ``transform``: the
+    cosines must be scikit-learn's own, repeated words, unknown words and text with no
+    known n-gram included."""
     intents = IntentsFile.model_validate_json(INTENTS_FILE.read_bytes()).root
     examples = [e for spec in intents.values() for e in spec.examples]
+    vectorizer = TfidfVectorizer(sublinear_tf=True, **settings)
     matrix = vectorizer.fit_transform(examples)
-    fitted = FittedTfidf(vectorizer, matrix)
+    fitted = FittedTfidf(Tfidf(examples, **settings))
     texts = [
         "Explain why the sky is blue.",
         "hello hello HELLO, how are you you you?",

@@ -28,18 +28,21 @@ import json
 import logging
 import os
 import re
+import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, TypeAdapter
 
 from shared.knowledge.passages import MAX_PASSAGES, Passage
+from shared.tfidf import ENGLISH_STOP_WORDS
 
 #: Bumped when the file's layout changes; an older file is rebuilt, never misread.
 FORMAT = 1
@@ -91,10 +94,29 @@ def _stemmer() -> Any:
 def _stopwords() -> frozenset[str]:
     """scikit-learn's English stop words (318, "how" and "what" among them: a question's
     frame says nothing of its subject), with bm25s's own."""
-    from bm25s.stopwords import STOPWORDS_EN
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+    return frozenset(_bm25s().stopwords.STOPWORDS_EN) | frozenset(ENGLISH_STOP_WORDS)
 
-    return frozenset(STOPWORDS_EN) | frozenset(ENGLISH_STOP_WORDS)
+
+@cache
+def _bm25s() -> ModuleType:
+    """bm25s, imported without SciPy unless SciPy is loaded already. The package imports
+    ``scipy.sparse`` if it can, only to offer it as one way to build its matrix; the way
+    it uses by default, and here, is its own numpy one, so SciPy would be 7 MB of the
+    served agent's memory for nothing (docs/performance.md, "Half the CPU"). For the
+    import, ``scipy`` reads as absent, then the entry is removed again."""
+    if "scipy" in sys.modules:
+        import bm25s
+    else:
+        sys.modules["scipy"] = None  # type: ignore[assignment]
+        try:
+            import bm25s
+        finally:
+            if sys.modules.get("scipy", 0) is None:
+                del sys.modules["scipy"]
+    import bm25s.stopwords
+
+    module: ModuleType = bm25s
+    return module
 
 
 def terms(text: str) -> list[str]:
@@ -273,7 +295,7 @@ class KnowledgeIndex:
         self._bm25 = self._lexical([p.searchable for p in passages])
 
     def _lexical(self, texts: list[str]) -> Any:
-        import bm25s
+        bm25s = _bm25s()
 
         # bm25s sets its own logger to DEBUG at import, which prints a line per index
         # wherever logging is configured (the agent's process): its warnings are enough.
@@ -290,7 +312,7 @@ class KnowledgeIndex:
             return_ids=True,
         )
         self._vocabulary = tokens.vocab
-        retriever = bm25s.BM25()
+        retriever = bm25s.BM25(csc_backend="numpy")  # its default, said: no SciPy needed
         retriever.index(tokens, show_progress=False)
         return retriever
 

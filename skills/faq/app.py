@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
 from agent.sdk import DialogView, Service, SkillHypothesis
 from shared import meaning, spelling
 from shared.calibration import calibrated
+from shared.tfidf import ENGLISH_STOP_WORDS, Tfidf
 
 FAQ_FILE = Path(__file__).parent / "faq.json"
 
@@ -78,7 +78,8 @@ def normalise(text: str) -> str:
 
 
 class FaqIndex:
-    """The FAQ questions as TF-IDF vectors, fitted once with scikit-learn.
+    """The FAQ questions as TF-IDF vectors, fitted once (:mod:`shared.tfidf`, as
+    scikit-learn's ``TfidfVectorizer`` fits them).
 
     A query is weighted here rather than with ``vectorizer.transform``: the same n-grams,
     sublinear term frequency, IDF and L2 norm, without scikit-learn's per-call validation
@@ -89,14 +90,16 @@ class FaqIndex:
 
     def __init__(self, entries: list[FaqEntry]) -> None:
         self.entries = entries
-        self.vectorizer = TfidfVectorizer(
-            analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, preprocessor=normalise
+        tfidf = Tfidf(
+            [e.question for e in entries],
+            analyzer="char_wb",
+            ngram_range=(3, 5),
+            preprocessor=normalise,
         )
-        questions = self.vectorizer.fit_transform([e.question for e in entries])
-        self._questions = questions.toarray()  # rows are L2-normalised
-        self._analyse = self.vectorizer.build_analyzer()
-        self._vocabulary: dict[str, int] = self.vectorizer.vocabulary_
-        self._idf = self.vectorizer.idf_
+        self._questions = tfidf.dense()  # rows are L2-normalised
+        self._analyse = tfidf.analyse
+        self._vocabulary: dict[str, int] = tfidf.vocabulary
+        self._idf = tfidf.idf
         #: the questions' meanings, embedded at the first question asked
         self._meanings: np.ndarray | None = None
 

@@ -5,9 +5,11 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 from sklearn.metrics.pairwise import linear_kernel
 
 from agent.sdk.testing import ServiceClient, view
+from shared import tfidf
 from shared.calibration import raw_confidence
 from skills.faq.app import (
     FAQ_FILE,
@@ -16,6 +18,7 @@ from skills.faq.app import (
     MEANING_FLOOR,
     app,
     load_faq,
+    normalise,
 )
 
 
@@ -98,10 +101,12 @@ def test_the_shipped_file_is_valid() -> None:
 
 @pytest.mark.parametrize("text", ["How do I delete my data?", "what are annotators", "zzz", ""])
 def test_query_weighting_matches_scikit_learn(text: str) -> None:
-    expected = linear_kernel(
-        INDEX.vectorizer.transform([text]),
-        INDEX.vectorizer.transform([e.question for e in INDEX.entries]),
-    )[0]
+    """Fitted without scikit-learn, weighted without ``transform``: scikit-learn's cosines."""
+    vectorizer = TfidfVectorizer(
+        analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, preprocessor=normalise
+    )
+    questions = vectorizer.fit_transform([e.question for e in INDEX.entries])
+    expected = linear_kernel(vectorizer.transform([text]), questions)[0]
     assert INDEX.similarities(text) == pytest.approx(expected)
 
 
@@ -114,3 +119,8 @@ def test_a_question_close_in_characters_but_not_in_meaning_gets_no_answer(
     plan, ours = ask(client, "can you help me plan a weekend in Edinburgh?", "how can you help me?")
     assert plan == []
     assert ours[0]["faq_question"] == "How can you help me?"
+
+
+def test_the_stop_words_are_scikit_learns() -> None:
+    """The copy read without importing scikit-learn is still its list."""
+    assert tfidf.ENGLISH_STOP_WORDS == ENGLISH_STOP_WORDS

@@ -7,16 +7,16 @@ answer to the line before it; the same statement with several answers ("Tell me 
 or a question followed by alternative replies) becomes one entry with all of them, and the
 skill varies among them.
 
-Retrieval scores each statement by wording and by meaning. Wording is TF-IDF over
-character n-grams (scikit-learn), as in the FAQ skill, scored twice: on the whole utterance
-and on its content words only (English stop words removed), combined by their geometric
-mean. The content score keeps "How old are you?" from matching "How are you?" (they share
-every word but "old"); the whole-text score keeps word order and the small words that make
-"Are you a robot?" a question about the bot. An utterance made only of stop words ("How are
-you?") is matched against statements made only of stop words. Meaning is the cosine of
-sentence embeddings (:mod:`shared.meaning`), and the score is the geometric mean of
-wording and meaning, so a statement must say the same thing in similar words: "What do you
-think about cats?" no longer finds "do you think hal" (wording 0.62, meaning 0.20), nor
+Retrieval scores each statement by wording and by meaning. Wording is TF-IDF over character
+n-grams (:mod:`shared.tfidf`, as scikit-learn fits it), as in the FAQ skill, scored twice:
+on the whole utterance and on its content words only (English stop words removed), combined
+by their geometric mean. The content score keeps "How old are you?" from matching "How are
+you?" (they share every word but "old"); the whole-text score keeps word order and the small
+words that make "Are you a robot?" a question about the bot. An utterance made only of stop
+words ("How are you?") is matched against statements made only of stop words. Meaning is the
+cosine of sentence embeddings (:mod:`shared.meaning`), and the score is the geometric mean
+of wording and meaning, so a statement must say the same thing in similar words: "What do
+you think about cats?" no longer finds "do you think hal" (wording 0.62, meaning 0.20), nor
 "I have a dog named Max" a line about namespaces. Below :data:`THRESHOLD` the corpus has
 nothing to say, and the skill leaves the turn to others rather than answer about something
 else.
@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import yaml
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
 from shared import meaning
+from shared.tfidf import ENGLISH_STOP_WORDS, Tfidf
 
 #: The corpus files used (chatterbot_corpus/data/english/<name>.yml). Left out: tech_support
 #: (a thousand lines of one help-desk script), trivia and coding (quiz answers, not talk),
@@ -122,7 +122,8 @@ def load_entries(files: Iterable[tuple[str, str]]) -> list[Entry]:
 
 
 class _Tfidf:
-    """One TF-IDF view of the statements, fitted once with scikit-learn.
+    """One TF-IDF view of the statements, fitted once (:mod:`shared.tfidf`, as
+    scikit-learn's ``TfidfVectorizer`` fits it).
 
     A query is weighted here rather than with ``vectorizer.transform``, as in the FAQ
     skill: the same n-grams, sublinear term frequency, IDF and L2 norm, without
@@ -132,32 +133,31 @@ class _Tfidf:
     """
 
     def __init__(self, statements: list[str], preprocessor: Callable[[str], str]) -> None:
-        self.vectorizer = TfidfVectorizer(
-            analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, preprocessor=preprocessor
-        )
-        self.matrix = self.vectorizer.fit_transform(statements).tocsc()  # rows L2-normalised
-        self._analyse = self.vectorizer.build_analyzer()
-        self._vocabulary: dict[str, int] = self.vectorizer.vocabulary_
-        self._idf = self.vectorizer.idf_
+        tfidf = Tfidf(statements, analyzer="char_wb", ngram_range=(3, 5), preprocessor=preprocessor)
+        #: the statements' rows (L2-normalised) as compressed sparse columns
+        self.indptr, self.indices, self.data = tfidf.by_column()
+        self.statements = len(statements)
+        self._analyse = tfidf.analyse
+        self._vocabulary: dict[str, int] = tfidf.vocabulary
+        self._idf = tfidf.idf
 
     def similarities(self, text: str) -> np.ndarray:
         """Cosine similarity of ``text`` to every statement (0..1)."""
         counts = Counter(g for g in self._analyse(text) if g in self._vocabulary)
         if not counts:
-            return np.zeros(self.matrix.shape[0])
+            return np.zeros(self.statements)
         columns = np.fromiter((self._vocabulary[g] for g in counts), dtype=np.intp)
         weights = (1.0 + np.log(np.fromiter(counts.values(), dtype=float))) * self._idf[columns]
         # matrix[:, columns] @ weights, read straight from the CSC arrays: scipy's column
         # slice costs more than the product (docs/performance.md).
-        matrix = self.matrix
-        starts = matrix.indptr[columns]
-        lengths = matrix.indptr[columns + 1] - starts
+        starts = self.indptr[columns]
+        lengths = self.indptr[columns + 1] - starts
         positions = np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
         positions += np.arange(positions.size)
         similarities: np.ndarray = np.bincount(
-            matrix.indices[positions],
-            weights=matrix.data[positions] * np.repeat(weights, lengths),
-            minlength=matrix.shape[0],
+            self.indices[positions],
+            weights=self.data[positions] * np.repeat(weights, lengths),
+            minlength=self.statements,
         )
         return similarities / float(np.linalg.norm(weights))
 

@@ -5,11 +5,19 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sklearn.feature_extraction.text import TfidfVectorizer
 
 from agent.sdk.testing import ServiceClient, view
 from shared import calibration
 from skills.smalltalk.app import CORPUS, app
-from skills.smalltalk.corpus import CATEGORIES, THRESHOLD, CorpusIndex, load_entries
+from skills.smalltalk.corpus import (
+    CATEGORIES,
+    THRESHOLD,
+    CorpusIndex,
+    content_words,
+    load_entries,
+    whole_text,
+)
 
 SMALL = """
 categories: [test]
@@ -113,6 +121,12 @@ def test_the_persona_speaks_for_itself_before_the_corpus(client: ServiceClient) 
     ],
 )
 def test_query_weighting_matches_scikit_learn(text: str) -> None:
-    for view_ in (CORPUS.whole, CORPUS.content):
-        expected = (view_.matrix @ view_.vectorizer.transform([text]).T).toarray().ravel()
+    """Fitted without scikit-learn, weighted without ``transform``: scikit-learn's cosines."""
+    statements = [e.statement for e in CORPUS.entries]
+    for view_, preprocessor in ((CORPUS.whole, whole_text), (CORPUS.content, content_words)):
+        vectorizer = TfidfVectorizer(
+            analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, preprocessor=preprocessor
+        )
+        matrix = vectorizer.fit_transform(statements)
+        expected = (matrix @ vectorizer.transform([text]).T).toarray().ravel()
         assert np.allclose(view_.similarities(text), expected)
