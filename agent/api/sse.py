@@ -47,6 +47,16 @@ def wants_events(request: Request) -> bool:
     return EVENT_STREAM in request.headers.get("accept", "").lower()
 
 
+def event_stream(body: AsyncIterator[bytes]) -> StreamingResponse:
+    """``body`` as a Server-Sent Events response, neither cached nor held back by a proxy
+    (``X-Accel-Buffering``: nginx would otherwise gather the events into one late write)."""
+    return StreamingResponse(
+        body,
+        media_type=EVENT_STREAM,
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
 def sse(event: TurnEvent) -> bytes:
     """One event in the Server-Sent Events form (one ``data`` line: JSON has no newline)."""
     return sse_data(event.name, event.data)
@@ -135,8 +145,4 @@ async def stream_turn(
                 _orphans.add(task)
                 task.add_done_callback(_orphans.discard)
 
-    return StreamingResponse(
-        body(),
-        media_type=EVENT_STREAM,
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    return event_stream(body())

@@ -115,16 +115,7 @@ class Handoffs:
         """Record that a turn asked for a person (``by``: ``skill:<name>`` or
         ``rule:<pattern>``); the handoff, or None when one was active already. Called in
         the user's queue, before the turn's end is stored."""
-        handoff = await self._store.request_handoff(
-            Handoff(
-                dialog_id=dialog_id,
-                user_id=user_id,
-                state="waiting",
-                reason=reason,
-                requested_by=by,
-                requested_at=utc_now(),
-            )
-        )
+        handoff = await self._store.request_handoff(_waiting(dialog_id, user_id, reason, by))
         if handoff is not None:
             self._metrics.handoffs.labels(by.split(":", 1)[0]).inc()
             self._announce("handoff.requested", handoff, history=history)
@@ -168,16 +159,7 @@ class Handoffs:
         dialog = await self._open_dialog(dialog_id)
         user_id = dialog.human.user_external_id
         async with self._queues.turn(user_id):
-            handoff = await self._store.request_handoff(
-                Handoff(
-                    dialog_id=dialog_id,
-                    user_id=user_id,
-                    state="waiting",
-                    reason=reason,
-                    requested_by="api",
-                    requested_at=utc_now(),
-                )
-            )
+            handoff = await self._store.request_handoff(_waiting(dialog_id, user_id, reason, "api"))
             if handoff is None:
                 raise HandoffConflict(f"dialog {dialog_id} is handed to a person already")
             await self._store.append_utterance(
@@ -385,3 +367,16 @@ class Handoffs:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+
+def _waiting(dialog_id: str, user_id: str, reason: str, by: str) -> Handoff:
+    """A handoff asked for now by ``by`` (``skill:<name>``, ``rule:<pattern>`` or ``api``),
+    waiting for a person."""
+    return Handoff(
+        dialog_id=dialog_id,
+        user_id=user_id,
+        state="waiting",
+        reason=reason,
+        requested_by=by,
+        requested_at=utc_now(),
+    )

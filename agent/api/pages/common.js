@@ -95,19 +95,34 @@ export const apiKey = {
 /** The agent's answer to a request: {status, ok, body}; the API key rides along if set.
  *  A network failure comes back as status 0 with a message, not as an exception. */
 export async function callApi(path, { method = "GET", body } = {}) {
-  const headers = { Accept: "application/json" };
   const key = apiKey.get();
-  if (key) headers["X-API-Key"] = key;
-  if (body !== undefined) headers["Content-Type"] = "application/json";
+  return requestJson(path, { method, body, headers: key ? { "X-API-Key": key } : {} });
+}
+
+/** ``path`` asked for JSON with ``headers``, as {status, ok, body}: what ``callApi`` and the
+ *  inbox's operator calls share. */
+export async function requestJson(path, { method = "GET", body, headers = {} } = {}) {
+  const sent = { Accept: "application/json", ...headers };
+  if (body !== undefined) sent["Content-Type"] = "application/json";
   let response;
   try {
     response = await fetch(path, {
-      method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+      method, headers: sent, body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch (error) {
-    return { status: 0, ok: false, body: { message: `the agent did not answer (${error})` } };
+    return unanswered(error);
   }
-  let parsed = null;
+  return jsonResult(response);
+}
+
+/** A network failure in the shape of an answer: status 0. */
+function unanswered(error) {
+  return { status: 0, ok: false, body: { message: `the agent did not answer (${error})` } };
+}
+
+/** A response as {status, ok, body}: its JSON, or its status line when it is not JSON. */
+async function jsonResult(response) {
+  let parsed;
   try {
     parsed = await response.json();
   } catch {
@@ -131,16 +146,10 @@ export async function streamApi(path, body, onEvent) {
     response = await fetch(path, body === null ? { headers }
       : { method: "POST", headers, body: JSON.stringify(body) });
   } catch (error) {
-    return { status: 0, ok: false, body: { message: `the agent did not answer (${error})` } };
+    return unanswered(error);
   }
   if (!(response.headers.get("content-type") || "").startsWith("text/event-stream")) {
-    let parsed;
-    try {
-      parsed = await response.json();
-    } catch {
-      parsed = { message: `${response.status} ${response.statusText}` };
-    }
-    return { status: response.status, ok: response.ok, body: parsed };
+    return jsonResult(response);
   }
   let last = { status: 0, ok: false, body: { message: "the agent's answer ended early" } };
   for await (const [kind, data] of serverSentEvents(response)) {

@@ -9,7 +9,7 @@
 // wrote goes into the page as text (common.js).
 
 import {
-  describeError, el, installNavigation, replace, serverSentEvents,
+  describeError, el, installNavigation, replace, requestJson, serverSentEvents,
 } from "/pages/common.js";
 import { turnItems } from "/pages/inspect.js";
 
@@ -62,24 +62,8 @@ function headers(extra = {}) {
 }
 
 /** An operator route's answer: {status, ok, body}; a network failure is status 0. */
-async function operatorApi(path, { method = "GET", body } = {}) {
-  const sent = headers({ Accept: "application/json" });
-  if (body !== undefined) sent["Content-Type"] = "application/json";
-  let response;
-  try {
-    response = await fetch(path, {
-      method, headers: sent, body: body === undefined ? undefined : JSON.stringify(body),
-    });
-  } catch (error) {
-    return { status: 0, ok: false, body: { message: `the agent did not answer (${error})` } };
-  }
-  let parsed;
-  try {
-    parsed = await response.json();
-  } catch {
-    parsed = { message: `${response.status} ${response.statusText}` };
-  }
-  return { status: response.status, ok: response.ok, body: parsed };
+function operatorApi(path, { method = "GET", body } = {}) {
+  return requestJson(path, { method, body, headers: headers() });
 }
 
 function showNotice(...content) {

@@ -21,7 +21,7 @@ from agent.api.handoff_schemas import Delivered, HandoffChange, HandoffRequest, 
 from agent.api.routes.dialogs import DialogId
 from agent.api.schemas import EntityId, ExternalId
 from agent.api.security import ChatKey, ReaderKey
-from agent.api.sse import EVENT_STREAM, sse_data, wants_events
+from agent.api.sse import EVENT_STREAM, event_stream, sse_data, wants_events
 from agent.handoff import Handoffs, NotHandedOff
 from agent.state.handoff import Handoff
 from agent.state.models import BotUtterance
@@ -121,8 +121,4 @@ def _stream(
             if await request.is_disconnected():
                 return
 
-    return StreamingResponse(
-        events(),
-        media_type=EVENT_STREAM,
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    return event_stream(events())

@@ -28,7 +28,7 @@ from agent.api.request_limits import check_text
 from agent.api.routes.dialogs import DialogId
 from agent.api.schemas import EntityId
 from agent.api.security import OperatorKey
-from agent.api.sse import EVENT_STREAM, sse_data
+from agent.api.sse import EVENT_STREAM, event_stream, sse_data
 from agent.handoff import NotHandedOff
 from agent.state.handoff import OperatorName
 from agent.state.models import BotUtterance, HumanUtterance
@@ -158,8 +158,4 @@ async def follow(
             if await request.is_disconnected():
                 return
 
-    return StreamingResponse(
-        events(),
-        media_type=EVENT_STREAM,
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    return event_stream(events())
