@@ -309,3 +309,24 @@ def test_a_reply_that_declines_the_name_is_as_sure_as_its_way_of_declining() -> 
     assert chance("greeting", "why_ask", raws["Why do you ask?"]) > chance(
         "greeting", "why_ask", raws["Is that important?"]
     )
+
+
+def test_names_typed_without_apostrophes_or_capitals_where_a_name_is_invited() -> None:
+    """ "names oskar" is "name's Oskar"; after the bot asked, or said why it asked, "its
+    marcus", "ha, fair. im viktor" and "i go by lu" give a name in any case; elsewhere a
+    lowercase word after "its" is none ("its raining")."""
+    (oskar,) = ask(*ASKED, "names oskar", greeting_stage="asked_name")
+    assert oskar["human_attributes"] == {"name": "Oskar", "greeting_stage": "done"}
+    (lu,) = ask(*ASKED, "i go by lu", greeting_stage="asked_name")
+    assert lu["human_attributes"]["name"] == "Lu"
+    explained = (
+        *ASKED,
+        "why?",
+        "Just so I know what to call you. You don't have to tell me, though.",
+    )
+    for reply, name in (("fine, its Marcus", "Marcus"), ("ha, fair. im viktor", "Viktor")):
+        (given,) = ask(*explained, reply, greeting_stage="done")
+        assert given["human_attributes"] == {"name": name, "greeting_stage": "done"}, reply
+    assert ask(*explained, "why though?", greeting_stage="done") == []  # explained once
+    assert ask("Hello!", "Nice to meet you!", "its raining", greeting_stage="done") == []
+    assert ask("its Marcus") != []  # capitalised after "its", as after "it's"
