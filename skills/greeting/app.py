@@ -254,9 +254,13 @@ DODGE_WORDS = 5
 
 #: How sure each way of declining the name question is, as the script's raw score (its
 #: calibration, answer type why_ask, says what each is worth): asking why says what it is; a reply
-#: of put-off words nearly so; a short question back with "you" in it is a guess, which a
-#: question about the bot ("are you alive?") also is.
-WHY_ASK_SCORES = {"why": 0.95, "puts_off": 0.9, "asks_back": 0.7}
+#: of put-off words nearly so; a short question back on "that" or "it" is a guess, and one
+#: with only "you" in it a weaker one, which a question about the bot ("are you alive?",
+#: "do you ever eat anything?") also is.
+WHY_ASK_SCORES = {"why": 0.95, "puts_off": 0.9, "asks_back": 0.7, "asks_you": 0.6}
+#: Words of a question back that point at the bot's question itself ("Is that important?",
+#: "what's it to you?"), not only at the bot ("are you alive?").
+_ABOUT_THE_QUESTION = _ABOUT_ASKING - {"you"}
 #: The script's answer to a reply that declines the name question.
 WHY_ASK_LINE = "Just so I know what to call you. You don't have to tell me, though."
 
@@ -275,9 +279,10 @@ def declines(text: str, annotations: Mapping[str, Any], name_known: bool) -> flo
         return None
     if set(words) <= _PUTS_OFF:  # only words that put it off ("guess", "you first")
         return WHY_ASK_SCORES["puts_off"]
-    # a question back ("Is that important?")
+    # a question back ("Is that important?"), about the question ("that", "it") or only
+    # with "you" in it, which a question about the bot ("are you alive?") also has
     if text.rstrip().endswith("?") and set(words) & _ABOUT_ASKING:
-        return WHY_ASK_SCORES["asks_back"]
+        return WHY_ASK_SCORES["asks_back" if set(words) & _ABOUT_THE_QUESTION else "asks_you"]
     return None
 
 
