@@ -71,6 +71,14 @@ PARTIAL_WORDS = 3
 #: ("Hi, ...", "Thanks! ...", "Yes, but ..."); the others are that question ("what's my
 #: name, do you remember?" is ask_name through and through).
 SOCIAL_INTENTS = frozenset({"greeting", "farewell", "thanks", "yes", "no"})
+#: The rest asks a question without its question mark, as careless typing drops it ("hi,
+#: whats a good name for a bakery"): it opens with a question word ("thanks, what a day"
+#: exclaims).
+_ASKS_AFTER = re.compile(
+    r"^\W*(?:(?:what|what's|whats|who|who's|why|how|when|where|which)\b(?!\s+an?\b)"
+    r"|(?:can|could|would|should)\s+(?:you|u|i)\b)",
+    re.IGNORECASE,
+)
 #: Letters typed three times or more ("hiii", "heyyy"): read as one.
 _ELONGATED = re.compile(r"(\w)\1{2,}")
 _WORDS = re.compile(r"\w+")
@@ -180,7 +188,7 @@ class IntentCatcher:
             rest = text[: span[0]] + " " + text[span[1] :]
             partial = (
                 matched in SOCIAL_INTENTS
-                and "?" in rest
+                and ("?" in rest or _ASKS_AFTER.search(rest) is not None)
                 and len(_WORDS.findall(rest)) >= PARTIAL_WORDS
             )
             confidence = PARTIAL_CONFIDENCE if partial else 1.0

@@ -31,11 +31,16 @@ _SAYS_NAME = re.compile(
     rf"(?:\b|^)(my name is|my name's|(?:the )?name's|call me|you can call me|i go by)\s+{_WORD}",
     re.I,
 )
+#: "names oskar", "the names Connor": "name's" typed without its apostrophe, which the
+#: spelling reading leaves as typed ("names" is a word of its own). Only where it opens the
+#: utterance or a clause, as "name's" does: "the names are hard" has a word that is no name
+#: after it, and "I like the names" none.
+_NAMES_SAYS = re.compile(rf"(?:^|[.!?,;]\s*)(?:the\s+)?names\s+{_WORD}\W*$", re.I)
 #: Phrases that introduce a name or anything else ("I'm from Berlin", "I'm feeling sad"):
 #: a name only when one word ends the clause (see :func:`extract_name`).
 _MAYBE_NAME = re.compile(
     rf"(?:^|[.!?,;]\s*|\b(?:and|hi|hello|hey)\s+)"
-    rf"(?:i am|i'm|im|it's|this is)\s+{_WORD}(?:\s+here)?\s*(?=$|[.!?,;]|and\b)",
+    rf"(?:i am|i'm|im|it's|its|this is)\s+{_WORD}(?:\s+here)?\s*(?=$|[.!?,;]|and\b)",
     re.I,
 )
 _ASK_NAME = re.compile(r"\b(what'?s|what is|do you (know|remember)) my name\b", re.I)
@@ -202,11 +207,14 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
     says = _SAYS_NAME.search(text)
     if says:
         word, phrase = says.group(2), says.group(1).lower()
-        if phrase == "i go by" and not word[0].isupper():
-            return None  # "I go by bus": a name after "go by" is written as one
+        if phrase == "i go by" and not (word[0].isupper() or bare_word_ok):
+            return None  # "I go by bus": a name after "go by" is written as one, or asked for
         if "name" in phrase or not is_common_word(word):
             return _name(word)
         return None
+    names = _NAMES_SAYS.search(text)
+    if names and not is_common_word(names.group(1)):
+        return _name(names.group(1))
     if name_known:
         return None
     maybe = _MAYBE_NAME.search(text)
@@ -246,9 +254,15 @@ DODGE_WORDS = 5
 
 #: How sure each way of declining the name question is, as the script's raw score (its
 #: calibration, answer type why_ask, says what each is worth): asking why says what it is; a reply
-#: of put-off words nearly so; a short question back with "you" in it is a guess, which a
-#: question about the bot ("are you alive?") also is.
-WHY_ASK_SCORES = {"why": 0.95, "puts_off": 0.9, "asks_back": 0.7}
+#: of put-off words nearly so; a short question back on "that" or "it" is a guess, and one
+#: with only "you" in it a weaker one, which a question about the bot ("are you alive?",
+#: "do you ever eat anything?") also is.
+WHY_ASK_SCORES = {"why": 0.95, "puts_off": 0.9, "asks_back": 0.7, "asks_you": 0.6}
+#: Words of a question back that point at the bot's question itself ("Is that important?",
+#: "what's it to you?"), not only at the bot ("are you alive?").
+_ABOUT_THE_QUESTION = _ABOUT_ASKING - {"you"}
+#: The script's answer to a reply that declines the name question.
+WHY_ASK_LINE = "Just so I know what to call you. You don't have to tell me, though."
 
 
 def declines(text: str, annotations: Mapping[str, Any], name_known: bool) -> float | None:
@@ -265,9 +279,10 @@ def declines(text: str, annotations: Mapping[str, Any], name_known: bool) -> flo
         return None
     if set(words) <= _PUTS_OFF:  # only words that put it off ("guess", "you first")
         return WHY_ASK_SCORES["puts_off"]
-    # a question back ("Is that important?")
+    # a question back ("Is that important?"), about the question ("that", "it") or only
+    # with "you" in it, which a question about the bot ("are you alive?") also has
     if text.rstrip().endswith("?") and set(words) & _ABOUT_ASKING:
-        return WHY_ASK_SCORES["asks_back"]
+        return WHY_ASK_SCORES["asks_back" if set(words) & _ABOUT_THE_QUESTION else "asks_you"]
     return None
 
 
@@ -324,14 +339,16 @@ def respond(
     attributes: Mapping[str, object],
     annotations: Mapping[str, Any] | None = None,
     asked: bool = True,
+    explained: bool = False,
 ) -> SkillHypothesis | None:
     """The greeting's answer to ``text``, or None.
 
     A bare reply is read as a name only right after the bot asked for one (``asked``: the
     bot's last line is the question, and the script is at ``asked_name``), and not when the
-    intents annotator is sure it says something else ("Thanks!", "Yes", "Bye").
+    intents annotator is sure it says something else ("Thanks!", "Yes", "Bye"); or right
+    after the bot said why it asked (``explained``).
     """
-    found = _scripted(text, attributes, annotations or {}, asked)
+    found = _scripted(text, attributes, annotations or {}, asked, explained)
     if found is None:
         return None
     answer_type, hypothesis = found
@@ -339,10 +356,17 @@ def respond(
 
 
 def _scripted(
-    text: str, attributes: Mapping[str, object], annotations: Mapping[str, Any], asked: bool
+    text: str,
+    attributes: Mapping[str, object],
+    annotations: Mapping[str, Any],
+    asked: bool,
+    explained: bool = False,
 ) -> tuple[str, SkillHypothesis] | None:
     """The script's line for ``text`` and which line it is (its calibration answer type), with
-    the script's own certainty as the raw confidence."""
+    the script's own certainty as the raw confidence. ``explained``: the bot's last line said
+    why it asked the name (:data:`WHY_ASK_LINE`), which invites the name as the question did
+    ("fine, its marcus", "ha, fair. im viktor"), though asking why again gets no second
+    explanation."""
     stage = attributes.get("greeting_stage")
     name = attributes.get("name")
     # "im oskar", "y do u ask": contractions and chat abbreviations read carefully, every
@@ -351,11 +375,12 @@ def _scripted(
     declined = declines(text, annotations, bool(name)) if stage == "asked_name" and asked else None
     if declined is not None:
         return "why_ask", SkillHypothesis(
-            text="Just so I know what to call you. You don't have to tell me, though.",
+            text=WHY_ASK_LINE,
             confidence=declined,
             human_attributes={"greeting_stage": "done"},
         )
-    if stage == "asked_name" and asked and recognised_intent(annotations) is None:
+    invited = (stage == "asked_name" and asked) or (stage == "done" and explained)
+    if invited and recognised_intent(annotations) is None:
         found = extract_name(text, bare_word_ok=True, name_known=bool(name))
         if found:
             return "name_after_asking", SkillHypothesis(
@@ -405,7 +430,8 @@ async def greet(dialog: DialogView) -> list[SkillHypothesis]:
     said = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
     human = dialog.human_utterance
     asked = not said or bool(_ASKED.search(said[-1]))
-    hypothesis = respond(human.text, dialog.human.attributes, human.annotations, asked)
+    explained = bool(said) and said[-1] == WHY_ASK_LINE
+    hypothesis = respond(human.text, dialog.human.attributes, human.annotations, asked, explained)
     return [hypothesis] if hypothesis else []
 
 

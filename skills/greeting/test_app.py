@@ -296,8 +296,9 @@ def test_names_given_as_names_and_the_question_why_after_asking() -> None:
 
 
 def test_a_reply_that_declines_the_name_is_as_sure_as_its_way_of_declining() -> None:
-    """Asking why says what it is; a short question back with "you" in it ("is that
-    important?", but also "are you alive?") is a guess, and its calibrated chance is lower."""
+    """Asking why says what it is; a short question back ("is that important?") is a
+    guess, and one with only "you" in it ("are you alive?") a weaker one, which its
+    calibrated chance leaves unsaid: the question is as often about the bot."""
     raws = {}
     for dodge in ("Why do you ask?", "you first", "Is that important?"):
         (why,) = ask(
@@ -306,6 +307,31 @@ def test_a_reply_that_declines_the_name_is_as_sure_as_its_way_of_declining() -> 
         assert why["routing"]["kind"] == "why_ask", dodge
         raws[dodge] = why["routing"]["raw"]
     assert raws["Why do you ask?"] > raws["you first"] > raws["Is that important?"]
-    assert chance("greeting", "why_ask", raws["Why do you ask?"]) > chance(
+    assert chance("greeting", "why_ask", raws["Why do you ask?"]) >= chance(
         "greeting", "why_ask", raws["Is that important?"]
     )
+    alive = ask(
+        "Hello!", "Hi! I'm Chorus. What's your name?", "are you alive?", greeting_stage="asked_name"
+    )
+    assert not [h for h in alive if h["routing"]["kind"] == "why_ask"]
+
+
+def test_names_typed_without_apostrophes_or_capitals_where_a_name_is_invited() -> None:
+    """ "names oskar" is "name's Oskar"; after the bot asked, or said why it asked, "its
+    marcus", "ha, fair. im viktor" and "i go by lu" give a name in any case; elsewhere a
+    lowercase word after "its" is none ("its raining")."""
+    (oskar,) = ask(*ASKED, "names oskar", greeting_stage="asked_name")
+    assert oskar["human_attributes"] == {"name": "Oskar", "greeting_stage": "done"}
+    (lu,) = ask(*ASKED, "i go by lu", greeting_stage="asked_name")
+    assert lu["human_attributes"]["name"] == "Lu"
+    explained = (
+        *ASKED,
+        "why?",
+        "Just so I know what to call you. You don't have to tell me, though.",
+    )
+    for reply, name in (("fine, its Marcus", "Marcus"), ("ha, fair. im viktor", "Viktor")):
+        (given,) = ask(*explained, reply, greeting_stage="done")
+        assert given["human_attributes"] == {"name": name, "greeting_stage": "done"}, reply
+    assert ask(*explained, "why though?", greeting_stage="done") == []  # explained once
+    assert ask("Hello!", "Nice to meet you!", "its raining", greeting_stage="done") == []
+    assert ask("its Marcus") != []  # capitalised after "its", as after "it's"

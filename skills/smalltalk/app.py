@@ -75,6 +75,18 @@ AGREEMENT_CONFIDENCE = 0.85
 #: annotator, seeing a question beyond them, is not sure.
 SURE_INTENT = round(INTENT_BASE + INTENT_SPAN * 0.7, 3)
 EMPATHY_CONFIDENCE = 0.6
+#: The empathy line's raw score (:func:`empathy_evidence`): from EMPATHY_BASE, plus up to
+#: EMPATHY_SPAN as VADER's compound is more negative, plus EMPATHY_OWN when the user speaks
+#: of themselves; so its calibration can tell a user's own bad day from a sad word in a
+#: story about someone else.
+EMPATHY_BASE, EMPATHY_SPAN, EMPATHY_OWN = 0.4, 0.3, 0.2
+#: Words that put the user in the statement wherever they stand ("feeling a bit lonely
+#: tonight" has none at its start).
+_OWN = re.compile(r"\b(?:i|i'm|im|i've|ive|my|me|myself|feeling|feel)\b", re.IGNORECASE)
+#: A reply this short right after the bot asked how the user is says how they are, and
+#: scores as sure as a pattern that covers most of it.
+REPLY_WORDS = 6
+REPLY_CONFIDENCE = 0.75
 #: Good news about the user ("I'm happy today") scores as a bad mood does.
 GLAD_CONFIDENCE = 0.6
 #: "Do you like X?" on a thing the persona has nothing on: an honest "I haven't made up my
@@ -227,6 +239,9 @@ class Match:
     thing: str | None = None
     #: Found by an intent only: a close corpus match may know better.
     intent_only: bool = False
+    #: Read by likeness to an intent's examples, under the annotator's floor: calibrated
+    #: apart (answer type ``<topic>_by_likeness``).
+    by_likeness: bool = False
 
 
 def _coverage_confidence(match: re.Match[str], text: str) -> float:
@@ -301,9 +316,24 @@ def match_opinion(text: str) -> Match | None:
 _ASKS = re.compile(
     r"\?\s*$|^\W*(?:what|who|whom|whose|why|how|when|where|which|can|could|would|will|should"
     r"|shall|is|are|am|was|were|do|does|did|have|has|tell|give|help|explain|make|write"
-    r"|recommend|suggest|show|list|find|teach)\b",
+    r"|recommend|suggest|show|list|find|teach)\b"
+    # a question after a clause of its own: "my tomato plants have yellow leaves, whats wrong"
+    r"|[,;:]\s*(?:what|what's|whats|why|how|is|are|should|can|could|do|does)\s+\w+\s+\w+",
     _I,
 )
+
+
+def empathy_evidence(text: str, annotations: Mapping[str, Any]) -> float:
+    """How much a negative statement reads as the user's own bad mood, as the raw score of
+    the empathy line (its calibration, answer type empathy, says what each score is worth):
+    how negative the sentiment annotator found it (VADER's compound), and whether the user
+    speaks of themselves. "I feel awful, I failed my exam" is both; "she's into true crime"
+    is neither, though "crime" reads negative."""
+    sentiment = annotations.get("sentiment")
+    compound = sentiment.get("compound") if isinstance(sentiment, Mapping) else None
+    strength = min(1.0, abs(float(compound))) if isinstance(compound, int | float) else 0.5
+    own = bool(_FIRST_PERSON.search(text) or _OWN.search(text))
+    return round(EMPATHY_BASE + EMPATHY_SPAN * strength + (EMPATHY_OWN if own else 0.0), 3)
 
 
 def match_mood(text: str, annotations: Mapping[str, Any]) -> Match | None:
@@ -314,7 +344,7 @@ def match_mood(text: str, annotations: Mapping[str, Any]) -> Match | None:
         return None
     label = mood(annotations)
     if label == "negative":
-        return Match("empathy", EMPATHY_CONFIDENCE)
+        return Match("empathy", empathy_evidence(text, annotations))
     if label == "positive" and things.about_themselves(text):
         return Match("glad", GLAD_CONFIDENCE)
     if _FIRST_PERSON.search(text) and not _INTRODUCES.search(text):
@@ -322,11 +352,50 @@ def match_mood(text: str, annotations: Mapping[str, Any]) -> Match | None:
     return None
 
 
+#: From this likeness to a goodbye's or a thank-you's examples, the intent the utterance is
+#: most like is offered as a reading of its own (answer type ``<topic>_by_likeness``, the
+#: likeness as its raw score): "later!", "right, I'm off, take it easy!" are like no
+#: pattern, and their calibration says how often such readings were right.
+CLOSER_LIKENESS = 0.4
+
+
+def closer_by_likeness(text: str, annotations: Mapping[str, Any]) -> Match | None:
+    """A goodbye or thanks read by likeness alone (the intents annotator's ``nearest``
+    and ``likeness`` under its floor), never for a question."""
+    intents = annotations.get("intents")
+    if not isinstance(intents, Mapping) or text.rstrip().endswith("?") or _ASKS.search(text):
+        return None
+    nearest, likeness = intents.get("nearest"), intents.get("likeness")
+    if nearest not in CLOSERS or not isinstance(likeness, int | float):
+        return None
+    if likeness < CLOSER_LIKENESS:
+        return None
+    return Match(nearest, round(float(likeness), 4), intent_only=True, by_likeness=True)
+
+
+def answers_how_are_you(text: str, annotations: Mapping[str, Any]) -> Match | None:
+    """A short reply, not a question, right after the bot asked how the user is ("pretty
+    good actually", "meh, long day"): how they are, whatever its words. A bad mood gets
+    the empathy line, a good one the persona's ``doing_well``; one with no feeling in it
+    ("i'm jay") is not read as how they are."""
+    if _ASKS.search(text) or len(_WORD.findall(text)) > REPLY_WORDS:
+        return None
+    label = mood(annotations)
+    if label == "negative":
+        return Match("empathy", empathy_evidence(text, annotations))
+    # a reply with no feeling in it ("i'm jay") says something else than how they are
+    return Match("doing_well", REPLY_CONFIDENCE) if label == "positive" else None
+
+
 def understand(
-    text: str, annotations: Mapping[str, Any], favourites: Mapping[str, str]
+    text: str,
+    annotations: Mapping[str, Any],
+    favourites: Mapping[str, str],
+    asked_how: bool = False,
 ) -> Match | None:
     """Intent and pattern together; an opinion asked, or the user's mood, only when
-    nothing else matched."""
+    nothing else matched. ``asked_how``: the bot's last line asked how the user is, so a
+    short reply says how they are (:func:`answers_how_are_you`)."""
     text = text.replace("\u2019", "'")
     by_intent, by_pattern = match_intent(annotations), match_pattern(text, favourites)
     if text.rstrip().endswith("?"):  # a goodbye or thanks asked about is the question's subject
@@ -342,7 +411,13 @@ def understand(
     candidates = [m for m in (by_pattern, by_intent) if m is not None]
     if candidates:
         return max(candidates, key=lambda m: m.confidence)
-    return match_opinion(text) or match_mood(text, annotations)
+    replied = answers_how_are_you(text, annotations) if asked_how else None
+    return (
+        replied
+        or closer_by_likeness(text, annotations)
+        or match_opinion(text)
+        or match_mood(text, annotations)
+    )
 
 
 def join_words(items: list[str]) -> str:
@@ -379,6 +454,8 @@ class SmallTalkHypothesis(SkillHypothesis):
     """A hypothesis that says which smalltalk topic it answers."""
 
     smalltalk_topic: Topic
+    #: the topic was read by likeness only (:func:`closer_by_likeness`)
+    by_likeness: bool = False
 
 
 class JokeHypothesis(SkillHypothesis):
@@ -387,13 +464,31 @@ class JokeHypothesis(SkillHypothesis):
     smalltalk_topic: Literal["joke"] = "joke"
 
 
+#: The intents annotator's reading of a yes: its sure intent (0.7, the selector's floor),
+#: or the intent the reply is most like from this likeness ("yeah go on then").
+SURE_YES, YES_LIKENESS = 0.7, 0.5
+
+
+def agrees(annotations: Mapping[str, Any]) -> bool:
+    """The user says yes, as the intents annotator reads it (the one reading of an intent
+    that the selector and the skills share)."""
+    intents = annotations.get("intents")
+    if not isinstance(intents, Mapping):
+        return False
+    if intents.get("intent") == "yes":
+        return float(intents.get("confidence") or 0.0) >= SURE_YES
+    return intents.get("nearest") == "yes" and float(intents.get("likeness") or 0.0) >= (
+        YES_LIKENESS
+    )
+
+
 def tell_joke(dialog: DialogView, persona: Persona, said: list[str]) -> SkillHypothesis | None:
     """A joke not told lately when the user asks for one (or for more after one, or says
     yes to the offer of another); the offer of another when they laugh at one."""
     text = spelling.normalise(dialog.human_utterance.text)
     earlier = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
     offers = render(persona, Match("laughed", JOKE_CONFIDENCE))
-    if jokes.wanted(text, earlier, offers):
+    if jokes.wanted(text, earlier, offers, agrees(dialog.human_utterance.annotations)):
         seed = f"{dialog.dialog_id}:{dialog.human_utterance.utt_id}"
         return JokeHypothesis(text=jokes.pick(said, seed), confidence=JOKE_CONFIDENCE)
     if jokes.laughs(text, earlier):
@@ -489,6 +584,8 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
             spelling.normalise(dialog.human_utterance.text)
         ):
             answer_type = "joke_on_a_subject"  # the shipped jokes seldom fit one
+        if getattr(chosen, "by_likeness", False):
+            answer_type = f"{answer_type}_by_likeness"
         if isinstance(chosen, CorpusHypothesis):
             # a line of the bot's profile fits a question about the bot better than a
             # line of the science file fits a question of fact: one curve per file
@@ -509,7 +606,11 @@ def _respond(
         return joke
     # contractions and chat abbreviations read carefully; other words as typed, since a
     # thing the user names may be said back (shared/spelling.py)
-    match = understand(spelling.unabbreviate(human.text), human.annotations, persona.favourites)
+    earlier = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
+    asked_how = bool(earlier) and earlier[-1] in render(persona, Match("how_are_you", 0.0))
+    match = understand(
+        spelling.unabbreviate(human.text), human.annotations, persona.favourites, asked_how
+    )
     if match is None or match.topic in WEAK_TOPICS or match.intent_only:
         # what the corpus or a persona topic says, when a pattern did not decide
         found = [h for h in (from_corpus(dialog, said), from_topics(dialog, persona, said)) if h]
@@ -527,6 +628,7 @@ def _respond(
         text=text,
         confidence=match.confidence,
         smalltalk_topic=match.topic,
+        by_likeness=match.by_likeness,
         bot_attributes={"persona": persona.model_dump(mode="json")} if store else {},
     )
 

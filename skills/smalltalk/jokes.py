@@ -102,9 +102,13 @@ def is_joke(line: str) -> bool:
     return line in _KNOWN
 
 
-def wanted(text: str, bot_lines: list[str], offers: Collection[str] = ()) -> bool:
+def wanted(
+    text: str, bot_lines: list[str], offers: Collection[str] = (), agrees: bool = False
+) -> bool:
     """Whether the user asks for a joke: outright, for more right after one, or by taking
-    up the bot's offer of another (``offers``: the lines that make it)."""
+    up the bot's offer of another (``offers``: the lines that make it), in words of
+    :data:`MORE` or :data:`YES` or any the intents annotator reads as a yes (``agrees``:
+    "yeah go on then", "yes pls")."""
     text = text.replace("\u2019", "'")
     if ASKS.search(text):
         return True
@@ -113,7 +117,7 @@ def wanted(text: str, bot_lines: list[str], offers: Collection[str] = ()) -> boo
         return False
     if is_joke(last) and MORE.search(text):
         return True
-    return last in offers and bool(MORE.search(text) or YES.search(text))
+    return last in offers and bool(agrees or MORE.search(text) or YES.search(text))
 
 
 #: A reply to a joke this short, not a question, is a reaction to it ("haha ok that was

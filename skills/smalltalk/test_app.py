@@ -134,8 +134,80 @@ def test_negative_mood_gets_empathy_only_when_nothing_else_matches(client: Servi
         dialog("this was awful, bye", annotations=sad),
     )
     assert empathy[0]["text"] == FILE_LINES.empathy[0]
-    assert raw_confidence(empathy[0]) == 0.6
+    assert empathy[0]["routing"]["kind"] == "empathy"
     assert farewell[0]["smalltalk_topic"] == "farewell"
+
+
+def mood_of(compound: float) -> dict[str, Any]:
+    label = "negative" if compound <= -0.05 else "positive" if compound >= 0.05 else "neutral"
+    return {
+        "sentiment": {
+            "label": label,
+            "compound": compound,
+            "positive": max(0.0, compound),
+            "neutral": 1 - abs(compound),
+            "negative": max(0.0, -compound),
+        }
+    }
+
+
+def test_empathy_is_as_sure_as_the_user_s_own_bad_mood_reads() -> None:
+    """The empathy line's raw score grows with how negative the statement is and whether
+    the user speaks of themselves, so its calibration (shared/calibration.json) tells the
+    user's bad day from a sad word in a story about someone else, which gets no empathy."""
+    with ServiceClient(app) as client:
+        own, other = ask(
+            client,
+            dialog("I feel awful, I failed my exam", annotations=mood_of(-0.8)),
+            dialog("she's into true crime podcasts", annotations=mood_of(-0.3)),
+        )
+    assert own[0]["smalltalk_topic"] == "empathy" and own[0]["confidence"] >= 0.6
+    assert not [h for h in other if h.get("smalltalk_topic") == "empathy"]
+
+
+HOW_ARE_YOU = ("Hi!", FILE_LINES.how_are_you[0])
+
+
+def test_a_short_reply_to_how_are_you_says_how_the_user_is() -> None:
+    """Right after the bot asked how the user is, a short reply with a feeling in it is
+    answered as one: "pretty good actually" gets ``doing_well``, "not great, my week was
+    awful" the
+    empathy line; without the bot's question, or with no feeling ("i'm jay"), it is not."""
+    with ServiceClient(app) as client:
+        good, bad, name, unasked = ask(
+            client,
+            dialog(*HOW_ARE_YOU, "pretty good actually", annotations=mood_of(0.5)),
+            dialog(*HOW_ARE_YOU, "not great, my week was awful", annotations=mood_of(-0.7)),
+            dialog(*HOW_ARE_YOU, "i'm jay", annotations=mood_of(0.0)),
+            dialog("pretty good actually", annotations=mood_of(0.5)),
+        )
+    assert good[0]["smalltalk_topic"] == "doing_well"
+    assert bad[0]["smalltalk_topic"] == "empathy"
+    assert not [h for h in name if h.get("smalltalk_topic") == "doing_well"]
+    assert not [h for h in unasked if h.get("smalltalk_topic") == "doing_well"]
+
+
+def test_a_goodbye_read_by_likeness_is_its_own_answer_type() -> None:
+    """An utterance the intents annotator finds most like a goodbye, under its floor, gets
+    the farewell line as ``farewell_by_likeness``, calibrated apart; a question does not."""
+    like_bye = {
+        "intents": {
+            "intent": None,
+            "confidence": 0.55,
+            "method": None,
+            "nearest": "farewell",
+            "likeness": 0.55,
+        }
+    }
+    with ServiceClient(app) as client:
+        later, asked = ask(
+            client,
+            dialog("right, I'm off. take it easy", annotations=like_bye),
+            dialog("where are you off to later?", annotations=like_bye),
+        )
+    assert later[0]["routing"]["kind"] == "farewell_by_likeness"
+    assert later[0]["text"] in FILE_LINES.farewell
+    assert not [h for h in asked if h.get("smalltalk_topic") == "farewell"]
 
 
 GLAD = {

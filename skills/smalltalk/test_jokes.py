@@ -131,3 +131,19 @@ def test_a_joke_on_a_subject_is_its_own_answer_type_and_the_shipped_jokes_seldom
     plain, subject = ask(client, view("Tell me a joke"), view("tell me a joke about Spanish food"))
     assert plain[0]["routing"]["kind"] == "joke" and plain[0]["confidence"] >= 0.6
     assert subject == []
+
+
+def test_the_offer_of_another_joke_is_taken_up_by_any_yes_the_annotator_reads(
+    client: ServiceClient,
+) -> None:
+    """ "yeah go on then" is no word of the skill's own yes, but the intents annotator reads
+    it as ``yes``: after the offer of another joke that is a request for one, and nowhere
+    else."""
+    ((joke,),) = ask(client, view("Tell me a joke"))
+    ((offer,),) = ask(client, view("Tell me a joke", joke["text"], "haha"))
+    yes = {"intents": {"intent": "yes", "confidence": 1.0, "method": "pattern"}}
+    window = ("Tell me a joke", joke["text"], "haha", offer["text"], "yeah go on then")
+    ((again,),) = ask(client, view(*window, annotations=yes))
+    assert again["smalltalk_topic"] == "joke" and again["text"] in JOKES
+    (elsewhere,) = ask(client, view("How are you?", "Fine!", "yeah go on then", annotations=yes))
+    assert not [h for h in elsewhere if h["smalltalk_topic"] in {"joke", "laughed"}]
