@@ -35,11 +35,12 @@ from typing import Any
 from agent.handoff import HandoffConflict, Handoffs
 from agent.idempotency import IdempotencyKeys, KeyClaim, KeyForgotten, KeySuperseded
 from agent.metrics import Metrics
-from agent.queues import TurnInterrupted, UserQueues
+from agent.queues import TurnInterrupted, TurnOvertaken, UserQueues
 from agent.state.handoff import HANDOFF_SKILL, Handoff
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance, Utterance
 from agent.store.base import (
     Place,
+    PlaceLost,
     RatingStore,
     StoreUnavailable,
     StoreWriteRefused,
@@ -280,8 +281,18 @@ class MessageFlow:
         # what the message does while another of the user's is answered
         policy = incoming.double_texting or self._executor.pipeline.double_texting
         with self.metrics.in_flight.track_inprogress(), self.telemetry.turn(user_id):
-            async with self.queues.turn(user_id, policy) as place:
-                outcome = await self._turn(incoming, retried, place)
+            try:
+                async with self.queues.turn(user_id, policy) as place:
+                    outcome = await self._turn(incoming, retried, place)
+            except PlaceLost as lost:
+                self.metrics.overtaken.inc()
+                log.warning(
+                    "user %s: the turn of %s was passed over in the queue while it ran (its "
+                    "lease lapsed); its answer was not stored and its client is told to retry",
+                    printable(user_id),
+                    lost.utt_id,
+                )
+                raise TurnOvertaken(lost.utt_id) from None
             result = outcome.result
             if result is None:
                 return outcome

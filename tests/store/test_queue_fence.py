@@ -5,14 +5,18 @@ agent stalled past its lease) cannot store its end on top of the turn that took 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
-from agent.state.models import utc_now
+from agent.state.models import BotUtterance, Dialog, HumanUtterance, Utterance, utc_now
+from agent.store import Store
+from agent.store.base import Place, PlaceLost, TurnEnd
 from agent.store.mongo.errors import Doc
 from tests.store.conftest import mongo_store
+from tests.store.reads import opened
 
 
 def soon(seconds: float = 30.0) -> datetime:
@@ -60,3 +64,84 @@ async def test_a_place_counted_as_the_queue_frees_keeps_the_next_message_waiting
         assert not await queues.first_in_queue(third, utc_now())
         await queues.leave(second_place)
         assert await queues.first_in_queue(third, utc_now())
+
+
+async def stalled_turn(store: Store, text: str, key: str | None = None) -> tuple[Place, Turn]:
+    """A turn that took the free queue with a lease of 2 s and stored its utterance."""
+    place = await store.queues.take_place("ann", utc_now() + timedelta(seconds=2))
+    assert place.first
+    return place, await started(store, place, text, key)
+
+
+async def started(store: Store, place: Place, text: str, key: str | None = None) -> Turn:
+    start = await store.turns.open_turn("ann", "http_client", 4, seen=place.seen)
+    utterance = HumanUtterance(text=text, user=start.human.model_dump(mode="json"), message_key=key)
+    await store.turns.add_utterance(start.dialog.dialog_id, utterance)
+    return Turn(start.dialog.dialog_id, start.human.id, utterance, start.history)
+
+
+@dataclass
+class Turn:
+    dialog_id: str
+    human_id: str
+    utterance: HumanUtterance
+    history: list[Utterance]
+
+    def end(self, place: Place, answer: str, **attributes: Any) -> TurnEnd:
+        self.utterance.annotations["intents"] = {"seen": True}  # what the services made of it
+        bot = BotUtterance(text=answer, active_skill="echo", confidence=0.5)
+        return TurnEnd(self.dialog_id, self.human_id, self.utterance, bot, attributes, leave=place)
+
+
+async def passed_over(store: Store) -> Place:
+    """The next message, once the stalled turn's lease has run out: it takes the queue."""
+    behind = await store.queues.take_place("ann", soon())
+    assert not behind.first
+    assert await store.queues.first_in_queue(behind, utc_now() + timedelta(seconds=3))
+    return behind
+
+
+def said(dialog: Dialog) -> list[tuple[str, bool]]:
+    return [(u.text, isinstance(u, HumanUtterance) and u.interrupted) for u in dialog.utterances]
+
+
+async def test_a_turn_passed_over_while_it_ran_stores_nothing_of_its_end(store: Store) -> None:
+    """The agent of the first message stalled past its lease; the second message took the
+    queue over and read the state the first one read. The first turn's end must not land
+    on top of the second's: its answer and attributes are not stored, its utterance stays
+    unanswered (marked interrupted, its key dropped so a retry is answered anew)."""
+    stalled, slow = await stalled_turn(store, "slow", key="k-slow")
+    behind = await passed_over(store)
+    fast = await started(store, behind, "fast")
+    assert [u.text for u in fast.history] == ["slow"]  # it saw the stalled turn's message
+    with pytest.raises(PlaceLost) as lost:
+        await store.turns.finish_turn(slow.end(stalled, "late", count=1, stalled=True))
+    assert lost.value.utt_id == slow.utterance.utt_id
+    assert stalled.left
+    await store.turns.finish_turn(fast.end(behind, "quick", count=1))
+
+    human = (await opened(store, "ann")).human
+    assert human.attributes == {"count": 1}, "the overtaken turn's update was stored"
+    dialog = await store.reader.dialog(slow.dialog_id)
+    assert dialog is not None
+    assert said(dialog) == [("slow", True), ("fast", False), ("quick", False)]
+    first = dialog.utterances[0]
+    assert isinstance(first, HumanUtterance)
+    assert first.message_key is None and first.annotations == {}
+    assert await store.turns.keyed_turn(slow.dialog_id, "k-slow") == []
+    # the queue went on with the second message and is free again
+    assert (await store.queues.take_place("ann", soon())).first
+
+
+async def test_a_turn_that_still_holds_its_place_is_stored_when_its_dialog_closed(
+    store: Store,
+) -> None:
+    """The fence refuses only a place passed over: a turn whose dialog was closed while it
+    ran (its lease intact) still stores its answer and its user's attributes."""
+    place, turn = await stalled_turn(store, "hello")
+    assert await store.turns.close_active_dialog("ann") == turn.dialog_id
+    await store.turns.finish_turn(turn.end(place, "hi", mood="fine"))
+    assert (await opened(store, "ann")).human.attributes == {"mood": "fine"}
+    dialog = await store.reader.dialog(turn.dialog_id)
+    assert dialog is not None and said(dialog) == [("hello", False), ("hi", False)]
+    assert (await store.queues.take_place("ann", soon())).first
