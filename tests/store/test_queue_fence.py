@@ -14,7 +14,9 @@ import pytest
 from agent.state.models import BotUtterance, Dialog, HumanUtterance, Utterance, utc_now
 from agent.store import Store
 from agent.store.base import Place, PlaceLost, TurnEnd
+from agent.store.mongo import turns as turns_module
 from agent.store.mongo.errors import Doc
+from agent.store.mongo.turn_end import complete_end
 from tests.store.conftest import mongo_store
 from tests.store.reads import opened
 
@@ -145,3 +147,77 @@ async def test_a_turn_that_still_holds_its_place_is_stored_when_its_dialog_close
     dialog = await store.reader.dialog(turn.dialog_id)
     assert dialog is not None and said(dialog) == [("hello", False), ("hi", False)]
     assert (await store.queues.take_place("ann", soon())).first
+
+
+class Gate:
+    """Holds a store call until the test lets it go, telling the test when it is held."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self.held, self.open = asyncio.Event(), asyncio.Event()
+
+    async def __call__(self, *args: Any) -> Any:
+        self.held.set()
+        await self.open.wait()
+        return await self._call(*args)
+
+
+async def test_a_passed_over_turn_whose_answer_the_next_turn_completed_stands(
+    mongodb_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MongoDB writes the answer before the user's document. When the message that took
+    the queue over read the stalled turn's answer first, it completed that turn's end and
+    built on it: the stalled turn then stands (nothing is raised, nothing taken back)."""
+    async with mongo_store(mongodb_url) as (store, _):
+        stalled, slow = await stalled_turn(store, "slow")
+        behind = await passed_over(store)
+        end_write = Gate(store.turns._end._update_users)
+        monkeypatch.setattr(store.turns._end, "_update_users", end_write)
+        finishing = asyncio.create_task(
+            store.turns.finish_turn(slow.end(stalled, "late", mood="late"))
+        )
+        await end_write.held.wait()  # the answer is stored, the user's document not yet
+        fast = await started(store, behind, "fast")
+        assert [u.text for u in fast.history] == ["slow", "late"]
+        end_write.open.set()
+        await finishing
+        await store.turns.finish_turn(fast.end(behind, "quick", count=1))
+        assert (await opened(store, "ann")).human.attributes == {"mood": "late", "count": 1}
+        dialog = await store.reader.dialog(slow.dialog_id)
+        assert dialog is not None
+        assert said(dialog) == [("slow", False), ("late", False), ("fast", False), ("quick", False)]
+
+
+async def test_a_passed_over_turn_takes_its_answer_back_before_the_next_turn_completes_it(
+    mongodb_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The message that took over read the stalled turn's answer, but the stalled turn
+    took it back before that end was completed: the next turn neither completes it nor
+    keeps it in its window, and its own utterance takes the freed number."""
+    async with mongo_store(mongodb_url) as (store, _):
+        stalled, slow = await stalled_turn(store, "slow")
+        behind = await passed_over(store)
+        end_write = Gate(store.turns._end._update_users)
+        monkeypatch.setattr(store.turns._end, "_update_users", end_write)
+        completing = Gate(complete_end)
+        monkeypatch.setattr(turns_module, "complete_end", completing)
+        finishing = asyncio.create_task(
+            store.turns.finish_turn(slow.end(stalled, "late", mood="late"))
+        )
+        await end_write.held.wait()  # the answer is stored, the user's document not yet
+        starting = asyncio.create_task(started(store, behind, "fast"))
+        await completing.held.wait()  # the next turn read the answer
+        end_write.open.set()
+        with pytest.raises(PlaceLost):
+            await finishing
+        completing.open.set()
+        fast = await starting
+        assert [u.text for u in fast.history] == ["slow"]
+        await store.turns.finish_turn(fast.end(behind, "quick", count=1))
+        assert (await opened(store, "ann")).human.attributes == {"count": 1}
+        dialog = await store.reader.dialog(slow.dialog_id)
+        assert dialog is not None
+        assert said(dialog) == [("slow", True), ("fast", False), ("quick", False)]
+        assert [u.utt_id for u in dialog.utterances] == [
+            f"{slow.dialog_id}-{seq}" for seq in range(3)
+        ]
