@@ -20,6 +20,9 @@ see the same queue. What this process keeps is only a wake-up hint (a message fi
 here, so its successor waiting here need not wait for its next poll) and the places it
 holds, whose leases a heartbeat renews: a place whose agent died (SIGKILL, a lost
 machine) stops being renewed, and the next message gives it up once its lease runs out.
+An agent that only stalled that long finds, at its turn's end, that its place was passed
+over: the store refuses the end (:class:`~agent.store.base.PlaceLost`, checked in the
+same write) and the flow raises :class:`TurnOvertaken` (503, retry).
 """
 
 from __future__ import annotations
