@@ -182,6 +182,14 @@ class TurnEnd:
     #: the place in the queue the turn leaves in the same write (one command fewer per turn on
     #: MongoDB); None: the caller leaves it (:meth:`QueueStore.leave`), or holds none
     leave: Place | None = None
+    #: the place the turn holds but keeps (``leave`` is None: the dialog is closed after the
+    #: answer, then the place left): the end is fenced on it all the same
+    keep: Place | None = None
+
+    @property
+    def held(self) -> Place | None:
+        """The place the end is fenced on (:meth:`TurnStore.finish_turn`)."""
+        return self.leave if self.leave is not None else self.keep
 
 
 class Restored(enum.Enum):
@@ -241,7 +249,7 @@ class TurnStore(Protocol):
         raised :class:`StoreUnavailable`, so part of it may be stored: what is stored is
         completed, nothing is written twice.
 
-        Fenced: the end is stored only while the turn still holds :attr:`TurnEnd.leave`
+        Fenced: the end is stored only while the turn still holds :attr:`TurnEnd.held`
         (on SQLite checked in the same transaction; on MongoDB in the same single-document
         update as the attribute merges). A place passed over for a lapsed lease raises
         :class:`PlaceLost` with nothing of the end kept: the human utterance is stored as

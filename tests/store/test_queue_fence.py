@@ -5,7 +5,7 @@ agent stalled past its lease) cannot store its end on top of the turn that took 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -84,6 +84,8 @@ async def started(store: Store, place: Place, text: str, key: str | None = None)
 
 @dataclass
 class Turn:
+    """A started turn, as the flow holds it."""
+
     dialog_id: str
     human_id: str
     utterance: HumanUtterance
@@ -221,3 +223,35 @@ async def test_a_passed_over_turn_takes_its_answer_back_before_the_next_turn_com
         assert [u.utt_id for u in dialog.utterances] == [
             f"{slow.dialog_id}-{seq}" for seq in range(3)
         ]
+
+
+async def test_a_turn_that_keeps_its_place_to_close_the_dialog_is_fenced_too(
+    store: Store,
+) -> None:
+    """A turn that closes its dialog after answering keeps its place past its end (then
+    leaves it): passed over, its end is refused the same way."""
+    stalled, slow = await stalled_turn(store, "slow")
+    behind = await passed_over(store)
+    fast = await started(store, behind, "fast")
+    end = replace(slow.end(stalled, "late", stalled=True), leave=None, keep=stalled)
+    with pytest.raises(PlaceLost):
+        await store.turns.finish_turn(end)
+    await store.turns.finish_turn(fast.end(behind, "quick", count=1))
+    assert (await opened(store, "ann")).human.attributes == {"count": 1}
+    dialog = await store.reader.dialog(slow.dialog_id)
+    assert dialog is not None
+    assert said(dialog) == [("slow", True), ("fast", False), ("quick", False)]
+
+
+async def test_a_turn_that_keeps_its_place_stores_its_end_while_it_holds_it(
+    store: Store,
+) -> None:
+    place, turn = await stalled_turn(store, "bye")
+    end = replace(turn.end(place, "goodbye", mood="done"), leave=None, keep=place)
+    await store.turns.finish_turn(end)
+    assert not place.left  # the caller closes the dialog, then leaves
+    assert (await opened(store, "ann")).human.attributes == {"mood": "done"}
+    waiting = await store.queues.take_place("ann", soon())
+    assert not waiting.first and not await store.queues.first_in_queue(waiting, utc_now())
+    await store.queues.leave(place)
+    assert await store.queues.first_in_queue(waiting, utc_now())

@@ -52,6 +52,11 @@ class UserWrites:
     fenced: list[Doc]
 
 
+def serving(place: Place) -> Doc:
+    """The condition that the user's queue still serves ``place``."""
+    return {"line.done": place.number}
+
+
 async def complete_end(
     users: AsyncCollection[Doc],
     utterances: AsyncCollection[Doc],
@@ -98,7 +103,7 @@ class MongoTurnEnd(MongoBase):
 
     @unavailable_when_unreachable
     async def finish_turn(self, end: TurnEnd, *, retrying: bool = False) -> None:
-        dialog_id, human_id, place = end.dialog_id, end.human_id, end.leave
+        dialog_id, human_id, place, kept_place = end.dialog_id, end.human_id, end.leave, end.keep
         utterance, bot_utterance = end.utterance, end.answer
         if retrying and await self._end_completed(dialog_id, human_id, bot_utterance, place):
             return
@@ -122,20 +127,28 @@ class MongoTurnEnd(MongoBase):
             in_dialog = {"_id": literal(human_id), "dialog.id": dialog_id}
             # The usual case: the dialog still open, the place still served.
             together: Doc = {**dialog, "$set": {**user, **bot}} if user or bot else dialog
-            combined = (
-                [{"q": in_dialog, "u": together}]
-                if place is None
-                else finishing(place, utc_now(), in_dialog, together)
-            )
+            if place is not None:
+                combined = finishing(place, utc_now(), in_dialog, together)
+            elif kept_place is not None:
+                combined = [{"q": {**in_dialog, **serving(kept_place)}, "u": together}]
+            else:
+                combined = [{"q": in_dialog, "u": together}]
             per_change: list[Doc] = []
             if user:
                 per_change.append({"q": {"_id": literal(human_id)}, "u": {"$set": user}})
             per_change.append({"q": in_dialog, "u": dialog})
             fenced: list[Doc] = []
+            changes: Doc = {"$set": user} if user else {}
             if place is not None:
                 per_change += leaving(place, True, utc_now())
-                changes: Doc = {"$set": user} if user else {}
                 fenced = finishing(place, utc_now(), {"_id": literal(human_id)}, changes)
+            elif kept_place is not None:  # $max of line.done to itself: matches, changes nothing
+                fenced = [
+                    {
+                        "q": {"_id": literal(human_id), **serving(kept_place)},
+                        "u": changes or {"$max": serving(kept_place)},
+                    }
+                ]
             return UserWrites(combined, per_change, fenced)
 
         if not (self._m.bulk_write and await self._finish_in_one_command(end, kept, on_users)):
@@ -155,10 +168,11 @@ class MongoTurnEnd(MongoBase):
         for a turn without a place; for one with a place, its changes fenced on the place
         (the dialog was closed meanwhile), or, when the place was passed over, taken
         back (:meth:`_retract`)."""
-        if end.leave is None:
+        held = end.held
+        if held is None:
             await self._update_users(writes.per_change)
         elif not (await self._update_users(writes.fenced)).get("n"):
-            await self._retract(end, end.leave)
+            await self._retract(end, held)
 
     async def _retract(self, end: TurnEnd, place: Place) -> None:
         """A turn whose place was passed over (its agent stalled past the lease) while it
@@ -185,7 +199,7 @@ class MongoTurnEnd(MongoBase):
         kept = annotated_update(overtaken(end.utterance))
         await self._utterances.update_one(kept["q"], kept["u"])
         self._numbering.take(end.dialog_id)
-        place.left = True
+        place.left = True  # passed over: the queue has moved on, nothing to give back
         raise PlaceLost(end.utterance.utt_id)
 
     async def _end_completed(

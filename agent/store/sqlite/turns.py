@@ -140,25 +140,28 @@ class SqliteTurns(SqliteBase):
         statements += merge_statements(
             "dialogs", ("bot", "attributes"), end.bot_attributes, end.dialog_id
         )
-        if place is None:
+        fence = end.held
+        if fence is None:
             await self.write(*statements)
             return
         # Fenced: stored only while the place is still served, in the same transaction.
         held = await self.write_if(
             (
                 "SELECT 1 FROM lines WHERE user_id = ? AND place = ? AND done = 0",
-                [place.user_id, place.number],
+                [fence.user_id, fence.number],
             ),
-            [*statements, *leaving(place)],
+            [*statements, *(leaving(place) if place is not None else [])],
             [
                 (
                     "UPDATE utterances SET doc = ? WHERE utt_id = ? AND speaker = 'human'",
                     [document_text(overtaken(end.utterance)), end.utterance.utt_id],
                 ),
-                *leaving(place),
+                *leaving(fence),
             ],
         )
-        place.left = True
+        if held and place is None:
+            return
+        fence.left = True
         if not held:
             raise PlaceLost(end.utterance.utt_id)
 
