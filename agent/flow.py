@@ -35,11 +35,12 @@ from typing import Any
 from agent.handoff import HandoffConflict, Handoffs
 from agent.idempotency import IdempotencyKeys, KeyClaim, KeyForgotten, KeySuperseded
 from agent.metrics import Metrics
-from agent.queues import TurnInterrupted, UserQueues
+from agent.queues import TurnInterrupted, TurnOvertaken, UserQueues
 from agent.state.handoff import HANDOFF_SKILL, Handoff
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance, Utterance
 from agent.store.base import (
     Place,
+    PlaceLost,
     RatingStore,
     StoreUnavailable,
     StoreWriteRefused,
@@ -280,8 +281,18 @@ class MessageFlow:
         # what the message does while another of the user's is answered
         policy = incoming.double_texting or self._executor.pipeline.double_texting
         with self.metrics.in_flight.track_inprogress(), self.telemetry.turn(user_id):
-            async with self.queues.turn(user_id, policy) as place:
-                outcome = await self._turn(incoming, retried, place)
+            try:
+                async with self.queues.turn(user_id, policy) as place:
+                    outcome = await self._turn(incoming, retried, place)
+            except PlaceLost as lost:
+                self.metrics.overtaken.inc()
+                log.warning(
+                    "user %s: the turn of %s was passed over in the queue while it ran (its "
+                    "lease lapsed); its answer was not stored and its client is told to retry",
+                    printable(user_id),
+                    lost.utt_id,
+                )
+                raise TurnOvertaken(lost.utt_id) from None
             result = outcome.result
             if result is None:
                 return outcome
@@ -386,7 +397,7 @@ class MessageFlow:
         asked = _asked_for_person(result, rule) if on else None
         if asked is not None and handoffs is not None:
             handoff = await self._hand_off(handoffs, incoming.user_id, turn, result, asked)
-        await self._store_end(turn, result, None if incoming.close_after else place)
+        await self._store_end(turn, result, place, leave=not incoming.close_after)
         if incoming.close_after:
             await self._store.close_active_dialog(incoming.user_id)
             if self.handoffs is not None:
@@ -527,18 +538,21 @@ class MessageFlow:
             and utterance.date_time - stored.date_time <= self._retry_window
         )
 
-    async def _store_end(self, turn: Turn, result: TurnResult, place: Place | None) -> None:
+    async def _store_end(
+        self, turn: Turn, result: TurnResult, place: Place, *, leave: bool = True
+    ) -> None:
         """Store the turn's end. When the database goes away in the middle of it, the end is
         written again (the store completes what was stored and writes nothing twice) until
         it is stored or ``end_retry`` seconds have passed: a client told 503 could not know
         whether its message was answered, and without an idempotency key its retry could
-        not be told from the same text sent again."""
+        not be told from the same text sent again. ``leave``: the end leaves ``place`` too
+        (else it is only fenced on it, and left after the dialog is closed)."""
         dialog_id, human_id = turn.dialog_id, turn.human.id
         deadline = time.monotonic() + self._end_retry
         retrying, pause = False, 0.1
         while True:
             try:
-                await self._write_end(dialog_id, human_id, result, place, retrying)
+                await self._write_end(dialog_id, human_id, result, place, leave, retrying)
                 return
             except StoreUnavailable as exc:
                 if time.monotonic() + pause > deadline:
@@ -557,9 +571,11 @@ class MessageFlow:
         dialog_id: str,
         human_id: str,
         result: TurnResult,
-        place: Place | None,
+        place: Place,
+        leave: bool,
         retrying: bool,
     ) -> None:
+        left, kept = (place, None) if leave else (None, place)
         try:
             await self._store.finish_turn(
                 TurnEnd(
@@ -571,7 +587,8 @@ class MessageFlow:
                     result.bot_attributes,
                     human_profile=result.human_profile,
                     replace_human_attributes=result.replace_human_attributes,
-                    leave=place,
+                    leave=left,
+                    keep=kept,
                 ),
                 retrying=retrying,
             )
@@ -584,7 +601,7 @@ class MessageFlow:
             )
             utterance, bot_utterance = result.without_outputs(str(exc))
             await self._store.finish_turn(
-                TurnEnd(dialog_id, human_id, utterance, bot_utterance, leave=place)
+                TurnEnd(dialog_id, human_id, utterance, bot_utterance, leave=left, keep=kept)
             )
             # The store may have given the answer its id: the client gets that one.
             result.bot_utterance.utt_id = bot_utterance.utt_id

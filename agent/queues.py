@@ -20,6 +20,9 @@ see the same queue. What this process keeps is only a wake-up hint (a message fi
 here, so its successor waiting here need not wait for its next poll) and the places it
 holds, whose leases a heartbeat renews: a place whose agent died (SIGKILL, a lost
 machine) stops being renewed, and the next message gives it up once its lease runs out.
+An agent that only stalled that long finds, at its turn's end, that its place was passed
+over: the store refuses the end (:class:`~agent.store.base.PlaceLost`, checked in the
+same write) and the flow raises :class:`TurnOvertaken` (503, retry).
 """
 
 from __future__ import annotations
@@ -92,6 +95,30 @@ class TurnInterrupted(ChorusError):
         super().__init__(
             f"this message (utterance {utt_id}) was interrupted by a later message of the "
             "same user, which is answered instead"
+        )
+        self.utt_id = utt_id
+
+
+class TurnOvertaken(ChorusError):
+    """The turn lost its place in the queue while it ran: its agent stalled past the
+    lease (``CHORUS_QUEUE_LEASE``) and the user's next message took the queue over, so
+    nothing of its answer was stored (:class:`~agent.store.base.PlaceLost`).
+
+    Why the client is told to send the message again (503 with Retry-After) instead of
+    the turn being redone here: the turn that took over may already have answered on
+    the state this one read, and redoing it on an agent that has just stalled for a
+    whole lease would call every service a second time, with the same risk of stalling
+    again, while the client waits without knowing. A 503 is what a client of this API
+    already retries (as for a full queue), and the retry is safe: the human utterance
+    stays in the dialog marked ``interrupted``, without its idempotency key, so the
+    message sent again (with its key or without) is stored once more and answered on
+    the state as it is then."""
+
+    def __init__(self, utt_id: str) -> None:
+        super().__init__(
+            f"this message (utterance {utt_id}) lost its place in the user's queue while "
+            "it was answered (the agent was too slow to renew it) and the user's next "
+            "message went first; nothing of the answer was stored: send it again"
         )
         self.utt_id = utt_id
 

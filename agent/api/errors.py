@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException
 
 from agent.handoff import HandoffError, NotHandedOff
 from agent.idempotency import KeyForgotten, KeyInFlight, KeyReused, KeySuperseded
-from agent.queues import QueueTimeout, TurnInterrupted, TurnRunning
+from agent.queues import QueueTimeout, TurnInterrupted, TurnOvertaken, TurnRunning
 from agent.store.base import StoreUnavailable, StoreWriteRefused
 from agent.telemetry import printable
 
@@ -192,6 +192,18 @@ async def _queue_too_long(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _overtaken(_: Request, exc: Exception) -> JSONResponse:
+    """503 with Retry-After, naming the utterance kept unanswered: the message lost its
+    place in the queue mid-turn and nothing of its answer was stored (logged by the flow)."""
+    assert isinstance(exc, TurnOvertaken)
+    body = {**envelope(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc)), "utt_id": exc.utt_id}
+    return JSONResponse(
+        status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
+        content=body,
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
 async def _turn_running(_: Request, exc: Exception) -> JSONResponse:
     """Double texting: ``reject`` refuses, ``interrupt`` tells the cancelled turn's client;
     both name the utterance concerned."""
@@ -210,6 +222,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(HTTPException, _http)
     app.add_exception_handler(QueueTimeout, _queue_too_long)
+    app.add_exception_handler(TurnOvertaken, _overtaken)
     app.add_exception_handler(KeyInFlight, _in_flight)
     app.add_exception_handler(TurnRunning, _turn_running)
     app.add_exception_handler(TurnInterrupted, _turn_running)

@@ -77,6 +77,12 @@ class Metrics:
             registry=r,
         )
         self.in_flight = Gauge("chorus_turns_in_flight", "Turns being processed", registry=r)
+        self.overtaken = Counter(
+            "chorus_turns_overtaken",
+            "Turns whose place in the user's queue was passed over while they ran (their "
+            "lease lapsed): nothing of the answer stored, the client told to retry",
+            registry=r,
+        )
         self.call_seconds = Histogram(
             "chorus_service_call_seconds",
             "Service call latency, by service",

@@ -29,12 +29,16 @@ value) or ``except RuntimeError`` keep that base too.
      ├── StoreWriteRefused            agent/store/base.py      the database refused a document
      ├── RatingsFull                  agent/store/base.py      a dialog or an answer holds the
      │                                                         most ratings kept: 409
+     ├── PlaceLost                    agent/store/base.py      a turn's end refused: its place in
+     │                                                         the queue was passed over
      ├── QueueTimeout                 agent/queues.py          the user's queue did not move: 503
      ├── TurnRunning                  agent/queues.py          a message of the user is being
      │                                                         answered (double texting
      │                                                         ``reject``): 409
      ├── TurnInterrupted              agent/queues.py          a later message cancelled the
      │                                                         turn (``interrupt``): 409
+     ├── TurnOvertaken                agent/queues.py          the turn lost its place while it
+     │                                                         ran (PlaceLost): 503, retry
      ├── HandoffError                 agent/handoff/errors.py  a handoff cannot change as asked
      │    ├── HandoffOff               no handoff section, or no operator key: 409
      │    ├── NotHandedOff             the dialog is not with a person (an operator sees

@@ -54,6 +54,41 @@ class StoreWriteRefused(ChorusError):
     the turn can still be kept in a reduced form if it ever does."""
 
 
+class PlaceLost(ChorusError):
+    """A turn's end refused because the turn no longer holds its place in the user's queue:
+    its agent stalled past the lease (``CHORUS_QUEUE_LEASE``), and a later message of the
+    user passed the place over and may already have run on the same state. Storing the
+    end then would interleave two turns and lose one's attribute update, so nothing of it
+    is kept (:meth:`TurnStore.finish_turn`): the human utterance ``utt_id`` stays in the
+    dialog unanswered, marked ``interrupted``, without its key, and the message can be
+    sent again."""
+
+    def __init__(self, utt_id: str) -> None:
+        super().__init__(
+            f"the turn of utterance {utt_id} lost its place in the user's queue before its "
+            "answer was stored; nothing of the answer was kept"
+        )
+        self.utt_id = utt_id
+
+
+def overtaken(utterance: HumanUtterance) -> HumanUtterance:
+    """The human utterance of a turn whose end was refused (:class:`PlaceLost`), as the
+    store keeps it: unanswered, marked interrupted, none of the services' outputs, and no
+    idempotency key, so that the message sent again is answered anew (a key still on it
+    would point the retry at this utterance, now followed by the turn that took over)."""
+    return utterance.model_copy(
+        update={
+            "annotations": {},
+            "hypotheses": [],
+            "errors": [],
+            "trace": [],
+            "skill_selection": [],
+            "message_key": None,
+            "interrupted": True,
+        }
+    )
+
+
 class RatingsFull(ChorusError):
     """The dialog or the bot answer already holds the most ratings kept
     (``MAX_RATINGS``): a rating is refused rather than one stored dropped."""
@@ -147,6 +182,14 @@ class TurnEnd:
     #: the place in the queue the turn leaves in the same write (one command fewer per turn on
     #: MongoDB); None: the caller leaves it (:meth:`QueueStore.leave`), or holds none
     leave: Place | None = None
+    #: the place the turn holds but keeps (``leave`` is None: the dialog is closed after the
+    #: answer, then the place left): the end is fenced on it all the same
+    keep: Place | None = None
+
+    @property
+    def held(self) -> Place | None:
+        """The place the end is fenced on (:meth:`TurnStore.finish_turn`)."""
+        return self.leave if self.leave is not None else self.keep
 
 
 class Restored(enum.Enum):
@@ -204,7 +247,15 @@ class TurnStore(Protocol):
         :attr:`TurnEnd.leave` in the same write (marking it :attr:`Place.left`). A store
         may give the bot utterance its id here. ``retrying``: an earlier call for this turn
         raised :class:`StoreUnavailable`, so part of it may be stored: what is stored is
-        completed, nothing is written twice."""
+        completed, nothing is written twice.
+
+        Fenced: the end is stored only while the turn still holds :attr:`TurnEnd.held`
+        (on SQLite checked in the same transaction; on MongoDB in the same single-document
+        update as the attribute merges). A place passed over for a lapsed lease raises
+        :class:`PlaceLost` with nothing of the end kept: the human utterance is stored as
+        :func:`overtaken` says. (On MongoDB the answer, written first, is then deleted
+        again, unless the turn that took over already found it and completed its end,
+        building on it: then the turn stands and nothing is raised.)"""
         ...
 
     async def mark_interrupted(self, utt_id: str) -> None:

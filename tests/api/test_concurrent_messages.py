@@ -3,9 +3,11 @@ all answered, in arrival order, utterances alternating, no attribute update lost
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -13,6 +15,8 @@ import pytest
 from fastapi import FastAPI
 
 from agent.sdk import DialogView, Service, SkillHypothesis
+from agent.state.models import utc_now
+from agent.store import open_store
 from tests.conftest import AgentFactory, service_entry
 from tests.support.servers import ServerThread
 from tests.support.services import counter_skill
@@ -105,3 +109,62 @@ def test_a_message_arriving_mid_turn_waits_for_the_answer_before_it(
         "second",
         "answer to second",
     ]
+
+
+def lapse_lease(db_url: str, user: str, place: int) -> None:
+    """What a stalled agent leaves in the store: its place's lease run out while its turn
+    still runs (its heartbeat, every third of a 600 s lease, does not come in between)."""
+
+    async def lapse() -> None:
+        store = await open_store(db_url)
+        try:
+            await store.queues.renew_places([(user, place)], utc_now() - timedelta(seconds=1))
+        finally:
+            await store.close()
+
+    asyncio.run(lapse())
+
+
+@pytest.mark.both_stores
+def test_a_turn_passed_over_mid_turn_is_not_stored_over_the_next_and_its_retry_is_answered(
+    agent: AgentFactory,
+    services: Callable[[FastAPI], ServerThread],
+    db_url: str,
+) -> None:
+    """The first message's agent stalls past its lease while its turn runs; the second
+    message, at another agent, passes its place over and is answered. The first turn's
+    answer then must not be stored over the second's: its client gets 503 with
+    Retry-After, and the same request sent again (its idempotency key too) is answered."""
+    arrived, gate = threading.Event(), threading.Event()
+    url = services(gated_skill(arrived, gate)).url
+    stalled = agent(pipeline(url, timeout=20), queue_lease=600.0)
+    other = agent(pipeline(url, timeout=20))
+    message, key = {"user_id": "ann", "payload": "first"}, {"Idempotency-Key": "k-first"}
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        first = pool.submit(stalled.post, "/", json=message, headers=key)
+        assert arrived.wait(30), "the first message never reached the skill"
+        lapse_lease(db_url, "ann", 0)
+        second = other.post("/", json={"user_id": "ann", "payload": "second"})
+        assert second.status_code == 200, second.text
+        assert second.json()["response"] == "answer to second"
+        gate.set()
+        overtaken = first.result()
+    assert overtaken.status_code == 503, overtaken.text
+    assert "Retry-After" in overtaken.headers
+    assert "send it again" in overtaken.json()["message"]
+    utterances = dialog_of(other, "ann")
+    assert [(u["text"], u.get("interrupted", False)) for u in utterances] == [
+        ("first", True),
+        ("second", False),
+        ("answer to second", False),
+    ]
+    assert overtaken.json()["utt_id"] == utterances[0]["utt_id"]
+    assert "chorus_turns_overtaken_total 1.0" in stalled.get("/metrics").text
+
+    retried = stalled.post("/", json=message, headers=key)
+    assert retried.status_code == 200, retried.text
+    assert retried.json()["response"] == "answer to first"
+    assert [u["text"] for u in dialog_of(other, "ann")][3:] == ["first", "answer to first"]
+    again = stalled.post("/", json=message, headers=key)  # the key now names the answered retry
+    assert again.json()["response"] == "answer to first"
+    assert len(dialog_of(other, "ann")) == 5

@@ -9,9 +9,9 @@ from datetime import datetime, timedelta
 import pytest
 
 from agent.queues import QueueTimeout, UserQueues
-from agent.state.models import BotUtterance, HumanUtterance, utc_now
+from agent.state.models import HumanUtterance, utc_now
 from agent.store import QueueStore, Store
-from agent.store.base import Place, TurnEnd
+from agent.store.base import Place
 from tests.store.reads import opened
 
 
@@ -154,40 +154,6 @@ async def test_a_message_stuck_behind_a_live_one_times_out(store: Store) -> None
             pass
     finally:
         await queues.aclose()
-
-
-async def test_a_turn_whose_place_was_passed_over_is_stored_whole(store: Store) -> None:
-    """An agent that stalled past its lease finishes its turn after the next message took
-    the queue over: the turn is kept whole, and the queue is neither moved back nor freed."""
-    stalled = await take(store, "ann", utc_now() + timedelta(seconds=2))
-    start = await store.turns.open_turn("ann", "http_client", 2)
-    utterance = HumanUtterance(text="slow", user=start.human.model_dump(mode="json"))
-    await store.turns.add_utterance(start.dialog.dialog_id, utterance)
-    behind = await take(store, "ann")
-    assert await store.queues.first_in_queue(behind, utc_now() + timedelta(seconds=3))
-    answer = BotUtterance(text="late", active_skill="echo", confidence=0.5)
-    await store.turns.finish_turn(
-        TurnEnd(
-            start.dialog.dialog_id,
-            start.human.id,
-            utterance,
-            answer,
-            {"mood": "late"},
-            {"topic": "cats"},
-            leave=stalled,
-        )
-    )
-    human = (await opened(store, "ann")).human
-    assert human.attributes == {"mood": "late"}
-    assert (await opened(store, human.user_external_id, "http_client")).dialog.bot.attributes == {
-        "topic": "cats"
-    }
-    dialog = await store.reader.dialog(start.dialog.dialog_id)
-    assert dialog is not None and [u.text for u in dialog.utterances] == ["slow", "late"]
-    after = await take(store, "ann")
-    assert not after.first and not await store.queues.first_in_queue(after, utc_now())
-    await store.queues.leave(behind)
-    assert await store.queues.first_in_queue(after, utc_now())
 
 
 async def test_the_running_turn_is_named_and_can_be_asked_to_stop(store: Store) -> None:

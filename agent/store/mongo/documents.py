@@ -136,6 +136,10 @@ def utterance_doc(
 #: The field of an answer's document that holds the ``$set`` of its turn's end on the
 #: user's document (never read into the model).
 TURN_END = "turn_end"
+#: The field that marks an answer whose kept end a later turn completed
+#: (:func:`~agent.store.mongo.turn_end.complete_end`): its own turn can no longer take it
+#: back (never read into the model).
+END_TAKEN = "turn_end_taken"
 
 
 def turn_end_of(changes: Doc) -> Doc | None:
@@ -168,4 +172,5 @@ def utterance_from(doc: Doc) -> Utterance:
     doc["utt_id"] = doc.pop("_id")
     del doc["dialog_id"], doc["seq"]
     doc.pop(TURN_END, None)
+    doc.pop(END_TAKEN, None)
     return utterance_of.validate_python(doc)

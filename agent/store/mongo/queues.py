@@ -64,7 +64,12 @@ class MongoQueues(MongoBase):
             return_document=ReturnDocument.AFTER,
         )
         if doc is not None:
-            return Place(user_id, int(doc["line"]["taken"]) - 1, True, lease, seen=doc)
+            number = int(doc["line"]["taken"]) - 1
+            if int(doc["line"].get("done", 0)) == number:
+                return Place(user_id, number, True, lease, seen=doc)
+            # Not reached since places are counted with ``free: false`` (_count_place); a
+            # queue left free by an older agent behind a counted place waits its turn.
+            return Place(user_id, number, False, lease)
         doc = await self._count_place(user_id, human_id, lease_until)
         number = int(doc["line"]["taken"]) - 1
         place = Place(user_id, number, False, lease)
@@ -75,12 +80,23 @@ class MongoQueues(MongoBase):
         return place
 
     async def _count_place(self, user_id: str, human_id: str, lease_until: datetime) -> Doc:
-        """Count a place without waiting for a free queue, creating the user if needed."""
+        """Count a place without waiting for a free queue, creating the user if needed.
+
+        The count also marks the queue busy (``free: false``), in the same write: the
+        turn before may have freed the queue after this message found it busy, and
+        between this count and :meth:`_hold` a message taking the free queue's fast path
+        would otherwise be seated first beside this one (two turns of one user at once,
+        reading the same attributes)."""
         new_user = new_user_doc(user_id)
         del new_user["_id"]
-        new_user.update({"line.free": False, "line.alive_until": lease_until})
+        new_user["line.alive_until"] = lease_until
         # $max: a new user's document gets line.done = 0; another keeps its count.
-        update = {"$inc": {"line.taken": 1}, "$max": {"line.done": 0}, "$setOnInsert": new_user}
+        update = {
+            "$inc": {"line.taken": 1},
+            "$max": {"line.done": 0},
+            "$set": {"line.free": False},
+            "$setOnInsert": new_user,
+        }
         for _ in range(_ATTEMPTS):
             try:
                 doc = await self._users.find_one_and_update(

@@ -13,10 +13,11 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DocumentTooLarge, OperationFailure, WriteError
 
 from agent.state.models import BotUtterance, HumanUtterance, utc_now
-from agent.store.base import Place, TurnEnd
+from agent.store.base import Place, PlaceLost, TurnEnd, overtaken
 from agent.store.mongo.base import MongoBase, MongoDb
 from agent.store.mongo.codec import escape, literal, merge_set
 from agent.store.mongo.documents import (
+    END_TAKEN,
     TURN_END,
     annotated_update,
     turn_end_changes,
@@ -40,19 +41,43 @@ _COMMAND_NOT_FOUND = 59
 class UserWrites:
     """A finished turn's statements on the user's document: ``combined`` writes the usual
     case (the dialog still open, the place still served) in one matching statement; when
-    none of them matches, ``per_change`` (the long way) holds in every case, a statement
-    per change."""
+    none of them matches, a turn without a place goes ``per_change`` (the long way, a
+    statement per change, which holds in every case), and a turn with one goes
+    ``fenced``: the user's changes and leaving, matching only while the place is still
+    served (the dialog was closed meanwhile). Neither matching means the place was passed
+    over (:meth:`MongoTurnEnd._retract`)."""
 
     combined: list[Doc]
     per_change: list[Doc]
+    fenced: list[Doc]
+
+
+def serving(place: Place) -> Doc:
+    """The condition that the user's queue still serves ``place``."""
+    return {"line.done": place.number}
 
 
 async def complete_end(
-    users: AsyncCollection[Doc], user: Doc, dialog_id: str, count: int, answer: Doc
-) -> Doc:
+    users: AsyncCollection[Doc],
+    utterances: AsyncCollection[Doc],
+    user: Doc,
+    dialog_id: str,
+    count: int,
+    answer: Doc,
+) -> Doc | None:
     """Apply the end an answer kept of its turn (its attribute merges and the dialog's
     count) to the user's document, once: the count it read is part of the filter. The
-    user's document as it is now."""
+    user's document as it is now; None when the answer is gone: its turn, passed over in
+    the queue, took it back (:meth:`MongoTurnEnd._retract`), and nothing is completed.
+
+    The answer is marked :data:`END_TAKEN` first, in one update of its document: of this
+    and its turn's retraction (a delete of the unmarked answer) exactly one happens, so
+    the end is either completed by the turn that found it, which builds on it, or taken
+    back by its own turn, never both."""
+    taken = await utterances.update_one({"_id": answer["_id"]}, {"$set": {END_TAKEN: True}})
+    if not taken.matched_count:
+        log.warning("dialog %s: the last turn's answer was taken back by its turn", dialog_id)
+        return None
     log.warning(
         "dialog %s: the last turn's answer was stored but not the rest of its end; completing it",
         dialog_id,
@@ -78,7 +103,7 @@ class MongoTurnEnd(MongoBase):
 
     @unavailable_when_unreachable
     async def finish_turn(self, end: TurnEnd, *, retrying: bool = False) -> None:
-        dialog_id, human_id, place = end.dialog_id, end.human_id, end.leave
+        dialog_id, human_id, place, kept_place = end.dialog_id, end.human_id, end.leave, end.keep
         utterance, bot_utterance = end.utterance, end.answer
         if retrying and await self._end_completed(dialog_id, human_id, bot_utterance, place):
             return
@@ -102,35 +127,80 @@ class MongoTurnEnd(MongoBase):
             in_dialog = {"_id": literal(human_id), "dialog.id": dialog_id}
             # The usual case: the dialog still open, the place still served.
             together: Doc = {**dialog, "$set": {**user, **bot}} if user or bot else dialog
-            combined = (
-                [{"q": in_dialog, "u": together}]
-                if place is None
-                else finishing(place, utc_now(), in_dialog, together)
-            )
+            if place is not None:
+                combined = finishing(place, utc_now(), in_dialog, together)
+            elif kept_place is not None:
+                combined = [{"q": {**in_dialog, **serving(kept_place)}, "u": together}]
+            else:
+                combined = [{"q": in_dialog, "u": together}]
             per_change: list[Doc] = []
             if user:
                 per_change.append({"q": {"_id": literal(human_id)}, "u": {"$set": user}})
             per_change.append({"q": in_dialog, "u": dialog})
+            fenced: list[Doc] = []
+            changes: Doc = {"$set": user} if user else {}
             if place is not None:
                 per_change += leaving(place, True, utc_now())
-            return UserWrites(combined, per_change)
+                fenced = finishing(place, utc_now(), {"_id": literal(human_id)}, changes)
+            elif kept_place is not None:  # $max of line.done to itself: matches, changes nothing
+                fenced = [
+                    {
+                        "q": {"_id": literal(human_id), **serving(kept_place)},
+                        "u": changes or {"$max": serving(kept_place)},
+                    }
+                ]
+            return UserWrites(combined, per_change, fenced)
 
-        if not (
-            self._m.bulk_write
-            and await self._finish_in_one_command(
-                dialog_id, utterance, bot_utterance, kept, on_users
-            )
-        ):
+        if not (self._m.bulk_write and await self._finish_in_one_command(end, kept, on_users)):
             seq = await self._answer(dialog_id, utterance, bot_utterance, kept)
             # Kept until the turn's end is stored: a retry of a refused end (with the
             # services' outputs dropped) writes the same answer again (see _answer).
             self._numbering.keep(dialog_id, seq)
             writes = on_users(seq)
             if not (await self._update_users(writes.combined)).get("n"):
-                await self._update_users(writes.per_change)
+                await self._unmatched(end, writes)
         self._numbering.take(dialog_id)
         if place is not None:
             place.left = True
+
+    async def _unmatched(self, end: TurnEnd, writes: UserWrites) -> None:
+        """The turn's end when its ``combined`` statements matched nothing: the long way
+        for a turn without a place; for one with a place, its changes fenced on the place
+        (the dialog was closed meanwhile), or, when the place was passed over, taken
+        back (:meth:`_retract`)."""
+        held = end.held
+        if held is None:
+            await self._update_users(writes.per_change)
+        elif not (await self._update_users(writes.fenced)).get("n"):
+            await self._retract(end, held)
+
+    async def _retract(self, end: TurnEnd, place: Place) -> None:
+        """A turn whose place was passed over (its agent stalled past the lease) while it
+        ran: the message behind it may have read the same state, so its end must not be
+        stored on top. Its answer, already written, is deleted unless the turn that took
+        over found it first and completed its end (:func:`complete_end`, which marks it
+        :data:`END_TAKEN`: then this turn stands, the next one built on it); its human
+        utterance is stored as :func:`overtaken` says, and :class:`PlaceLost` raised."""
+        answer = end.answer.utt_id
+        deleted = await self._utterances.delete_one(
+            {"_id": literal(answer), "speaker": "bot", END_TAKEN: {"$exists": False}}
+        )
+        if not deleted.deleted_count and await self._utterances.find_one(
+            {"_id": literal(answer), END_TAKEN: True}, {"_id": 1}
+        ):
+            log.warning(
+                "dialog %s: the turn of %s lost its place in the queue, but the next turn "
+                "had completed it already",
+                end.dialog_id,
+                end.utterance.utt_id,
+            )
+            place.left = True
+            return
+        kept = annotated_update(overtaken(end.utterance))
+        await self._utterances.update_one(kept["q"], kept["u"])
+        self._numbering.take(end.dialog_id)
+        place.left = True  # passed over: the queue has moved on, nothing to give back
+        raise PlaceLost(end.utterance.utt_id)
 
     async def _end_completed(
         self, dialog_id: str, human_id: str, bot_utterance: BotUtterance, place: Place | None
@@ -150,7 +220,7 @@ class MongoTurnEnd(MongoBase):
             and state.get("id") == dialog_id
             and int(state.get("count", 0)) == seq - 1
         ):
-            await complete_end(self._users, user, dialog_id, seq - 1, stored)
+            await complete_end(self._users, self._utterances, user, dialog_id, seq - 1, stored)
         if place is not None:
             await self._update_users(leaving(place, True, utc_now()))
             place.left = True
@@ -158,12 +228,7 @@ class MongoTurnEnd(MongoBase):
         return True
 
     async def _finish_in_one_command(
-        self,
-        dialog_id: str,
-        utterance: HumanUtterance,
-        bot_utterance: BotUtterance,
-        end: Doc | None,
-        on_users: Callable[[int], UserWrites],
+        self, turn_end: TurnEnd, end: Doc | None, on_users: Callable[[int], UserWrites]
     ) -> bool:
         """MongoDB 8: the annotated human utterance, the answer (a plain insert at the
         number this turn read) and the statements on the user's document in one ordered
@@ -172,6 +237,8 @@ class MongoTurnEnd(MongoBase):
         number was taken by a writer outside the queue, the server has no ``bulkWrite``
         after all, or the whole end is too large for one command (the long way sends the
         utterances and the user's statements in two)."""
+        dialog_id, utterance = turn_end.dialog_id, turn_end.utterance
+        bot_utterance = turn_end.answer
         seq = self._numbering.peek(dialog_id)
         if seq is None or bot_utterance.utt_id == utterance_id(dialog_id, seq):
             return False
@@ -210,10 +277,14 @@ class MongoTurnEnd(MongoBase):
         errors: list[Doc] = reply["cursor"]["firstBatch"]
         if not errors:
             # Both updates matched (the annotation's and the user's), or the user's
-            # statements go the long way; they are idempotent, so an unmatched annotation
-            # (the utterance erased meanwhile) costs a second write, nothing more.
-            if int(reply.get("nMatched", 0)) < 2:
-                await self._update_users(writes.per_change)
+            # statements go the long way (see _unmatched). One matched: the annotation's
+            # (its utterance is there) or the user's (the utterance was erased meanwhile).
+            matched = int(reply.get("nMatched", 0))
+            if matched == 0 or (
+                matched == 1
+                and await self._utterances.find_one({"_id": literal(utterance.utt_id)}, {"_id": 1})
+            ):
+                await self._unmatched(turn_end, writes)
             return True
         failed = errors[0]
         if failed.get("idx") == 1 and failed.get("code") == _DUPLICATE_KEY:

@@ -101,8 +101,16 @@ class MongoTurns(MongoBase):
         docs = await self._numbering.window(head.dialog_id, count, limit)
         answer = next((d for d in docs if d["seq"] == count + 1 and d["speaker"] == "bot"), None)
         if answer is not None:
-            user = await complete_end(self._users, user, head.dialog_id, count, answer)
-            head, _ = await self._open_dialog(user, channel_type)
+            completed = await complete_end(
+                self._users, self._utterances, user, head.dialog_id, count, answer
+            )
+            if completed is None:  # taken back by its turn: its number is free again
+                docs = [d for d in docs if d is not answer]
+                self._numbering.keep(head.dialog_id, count + 1)
+                answer = None
+            else:
+                user = completed
+                head, _ = await self._open_dialog(user, channel_type)
         history = [utterance_from(doc) for doc in docs[-limit:]] if limit > 0 else []
         return TurnStart(human_of(user), head, history, completed_last_turn=answer is not None)
 

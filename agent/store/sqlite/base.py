@@ -277,13 +277,31 @@ class SqliteBase:
         """Statements in one transaction; the first row each returned (or None)."""
         return await self._busy_retried(lambda: self._transaction(statements))
 
-    def _transaction(self, statements: Iterable[Statement]) -> list[Any]:
+    async def write_if(
+        self, fence: Statement, then: Sequence[Statement], otherwise: Sequence[Statement]
+    ) -> bool:
+        """``then`` in one transaction if ``fence`` returns a row, else ``otherwise``:
+        the check and the writes it decides are one transaction, so nothing another
+        process writes comes between them. Whether ``fence`` returned a row."""
+        fenced: list[bool] = []
+
+        def decided() -> Iterable[Statement]:
+            fenced.append(self.connection.execute(*fence).fetchone() is not None)
+            return then if fenced[-1] else otherwise
+
+        await self._busy_retried(lambda: self._transaction(decided))
+        return fenced[-1]
+
+    def _transaction(
+        self, statements: Iterable[Statement] | Callable[[], Iterable[Statement]]
+    ) -> list[Any]:
         """One attempt, on the loop and without an await: ``BEGIN IMMEDIATE`` fails at
-        once (busy) while another process writes, and nothing has been done then."""
+        once (busy) while another process writes, and nothing has been done then.
+        ``statements`` may be a function choosing them inside the transaction."""
         rows = []
         self.connection.execute("BEGIN IMMEDIATE")
         try:
-            for sql, args in statements:
+            for sql, args in statements() if callable(statements) else statements:
                 rows.append(self.connection.execute(sql, args).fetchone())
             self.connection.execute("COMMIT")
         except BaseException:

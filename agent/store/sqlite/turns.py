@@ -16,8 +16,10 @@ from agent.state.models import (
 )
 from agent.store.base import (
     DialogHead,
+    PlaceLost,
     TurnEnd,
     TurnStart,
+    overtaken,
 )
 from agent.store.sqlite.base import (
     SqliteBase,
@@ -138,11 +140,30 @@ class SqliteTurns(SqliteBase):
         statements += merge_statements(
             "dialogs", ("bot", "attributes"), end.bot_attributes, end.dialog_id
         )
-        if place is not None:
-            statements += leaving(place)
-        await self.write(*statements)
-        if place is not None:
-            place.left = True
+        fence = end.held
+        if fence is None:
+            await self.write(*statements)
+            return
+        # Fenced: stored only while the place is still served, in the same transaction.
+        held = await self.write_if(
+            (
+                "SELECT 1 FROM lines WHERE user_id = ? AND place = ? AND done = 0",
+                [fence.user_id, fence.number],
+            ),
+            [*statements, *(leaving(place) if place is not None else [])],
+            [
+                (
+                    "UPDATE utterances SET doc = ? WHERE utt_id = ? AND speaker = 'human'",
+                    [document_text(overtaken(end.utterance)), end.utterance.utt_id],
+                ),
+                *leaving(fence),
+            ],
+        )
+        if held and place is None:
+            return
+        fence.left = True
+        if not held:
+            raise PlaceLost(end.utterance.utt_id)
 
     async def close_active_dialog(self, user_id: str) -> str | None:
         (row,) = await self.write(
