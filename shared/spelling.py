@@ -31,8 +31,8 @@ a skill that takes words from the utterance to echo them back (the greeting skil
 reads :func:`unabbreviate`'s text, which has the contractions and abbreviations rewritten
 but every other word as typed.
 
-The dictionaries take 2-4 s and about 80 MB to load, once per process (:func:`warm`, at a
-service's start-up).
+The dictionaries are loaded once per process (:func:`warm`, at a service's start-up), its
+index of deletes held compactly (:mod:`shared.deletes`; docs/performance.md, "Memory").
 A normalised text is cached: the intents annotator and the skills that run in one
 process read the same utterance once.
 """
@@ -89,9 +89,12 @@ def _speller() -> SymSpell:
     """The wheel's frequency dictionary, loaded once per process."""
     from symspellpy import SymSpell
 
+    from shared.deletes import compact
+
     speller = SymSpell(max_dictionary_edit_distance=2, prefix_length=5)
     path = resources.files("symspellpy") / _DICTIONARY
-    if not speller.load_dictionary(str(path), term_index=0, count_index=1):
+    # the same index of deletes in a quarter of the memory (shared/deletes.py)
+    if not compact(speller, lambda: speller.load_dictionary(str(path), 0, 1)):
         raise FileNotFoundError(f"symspellpy's {_DICTIONARY} is missing from its package")
     return speller
 
