@@ -32,7 +32,7 @@ reads :func:`unabbreviate`'s text, which has the contractions and abbreviations 
 but every other word as typed.
 
 The dictionaries are loaded once per process (:func:`warm`, at a service's start-up), its
-index of deletes held compactly (:mod:`shared.deletes`; docs/performance.md, "Memory").
+words and index of deletes held compactly (:mod:`shared.compact_speller`).
 A normalised text is cached: the intents annotator and the skills that run in one
 process read the same utterance once.
 """
@@ -89,11 +89,11 @@ def _speller() -> SymSpell:
     """The wheel's frequency dictionary, loaded once per process."""
     from symspellpy import SymSpell
 
-    from shared.deletes import compact
+    from shared.compact_speller import compact
 
     speller = SymSpell(max_dictionary_edit_distance=2, prefix_length=5)
     path = resources.files("symspellpy") / _DICTIONARY
-    # the same index of deletes in a quarter of the memory (shared/deletes.py)
+    # the same words and index of deletes in a third of the memory (shared/compact_speller.py)
     if not compact(speller, lambda: speller.load_dictionary(str(path), 0, 1)):
         raise FileNotFoundError(f"symspellpy's {_DICTIONARY} is missing from its package")
     return speller

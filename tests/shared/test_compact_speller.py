@@ -1,5 +1,6 @@
-"""The spelling dictionary's compact index of deletes (shared.deletes): a typo finds the same
-words, at the same distances and in the same order, as with symspellpy's own index."""
+"""The spelling dictionary held compactly (shared.compact_speller): a word is known or not
+and a typo finds the same words, counts, distances and order as with symspellpy's own
+dict of words and index of deletes."""
 
 import random
 from importlib import resources
@@ -9,7 +10,7 @@ import pytest
 from symspellpy import SymSpell, Verbosity
 
 from shared import spelling
-from shared.deletes import Deletes, compact
+from shared.compact_speller import Deletes, Words, compact
 
 DICTIONARY = str(resources.files("symspellpy") / "frequency_dictionary_en_82_765.txt")
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -53,7 +54,12 @@ def found(speller: SymSpell, typed: str, verbosity: Verbosity, distance: int) ->
 def test_a_typo_finds_the_words_symspellpys_own_index_finds(stock: SymSpell) -> None:
     speller = spelling._speller()
     assert isinstance(speller._deletes, Deletes)
+    assert isinstance(speller.words, Words)
     assert speller.words == stock.words
+    assert list(speller.words) == list(stock.words)
+    for word in ("the", "anxious", "oscar", "anxoius", "", "The", "zzzzqx"):
+        assert (word in speller.words) == (word in stock.words)
+        assert speller.words.get(word) == stock.words.get(word)
     assert len(speller._deletes) == len(stock._deletes)
     common = [word for word in list(stock.words)[:30000:100] if word.isalpha()]
     asked = [*typos(common, seed=47), "teh", "hwo", "anxoius", "tommorow", "goin", "ab", "x"]
