@@ -109,8 +109,9 @@ def _speller() -> SymSpell:
 def _package_table(name: str) -> dict[str, str]:
     """One of the ``contractions`` package's JSON tables, as it ships it, read from the
     package's folder without importing the package: its module widens the tables at import
-    with forms we do not want and builds search automata we do not use (30 modules and
-    2 MB of the served agent's memory; docs/performance.md, "The served agent's memory")."""
+    with forms we do not want and builds search automata we do not use (it, textsearch and
+    two C extensions: about 1 MB of the served agent's memory; docs/performance.md,
+    "The served agent's memory")."""
     found = importlib.util.find_spec("contractions")
     folders = found.submodule_search_locations if found is not None else None
     path = Path(next(iter(folders or ["."]))) / "data" / f"{name}.json"
