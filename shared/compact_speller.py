@@ -14,8 +14,8 @@ the index as the deletes' hashes (sorted), where each one's words start, and the
 positions in the dictionary: about 6 MB. Both answer what symspellpy's ``lookup`` and
 :mod:`shared.spelling` ask (``word in words``, ``words[word]``, ``delete in index``,
 ``index[delete]``) with the same counts and the same words in the same order, so a lookup
-finds exactly what it found before; a lookup of a typo takes about a quarter longer
-(0.7 against 0.55 ms here).
+finds exactly what it found before; a lookup of a typo takes about 1.5 times as long
+(0.7-1.0 against 0.4-0.6 ms here).
 
 A hash can be shared, so a word found by its hash is compared with the asked one; a delete
 found by its hash is confirmed against the first word filed under it: when the asked string
@@ -162,7 +162,8 @@ def compact(speller: SymSpell, load: Callable[[], bool]) -> bool:
     """Run ``load`` (one of ``speller``'s ``load_dictionary`` calls) keeping only the words
     and their counts, then give ``speller`` them and the index of their deletes compact;
     ``load``'s answer. The index is built after the words so that its passing strings take
-    pages of their own, which are given back once it is built."""
+    pages of their own, which are given back once it is built. Words cannot be added to
+    ``speller`` afterwards (its dictionary is read-only)."""
     speller._edits_prefix = _no_deletes
     try:
         loaded = load()
