@@ -23,6 +23,7 @@ which the LLM's log shares:
 
 ``--agent-cost`` measures instead what the served agent itself costs, with the LLM off:
 its resident memory (``VmRSS`` from ``/proc``) once up and warmed, and after the turns, and
+of which its own (``RssAnon``) and files' pages (``RssFile``: the libraries it maps), and
 its CPU per cheap turn (:data:`CHEAP`, one after another, each answered by a rule skill),
 the agent process's user and system time from ``/proc`` over ``--turns`` turns; the
 figures go to ``bench/results/agent_cost-LABEL.json``.
@@ -268,6 +269,13 @@ def status_mib(pid: int, field: str) -> float:
     raise LookupError(f"{field} not in /proc/{pid}/status")
 
 
+def shared_libraries(pid: int) -> int:
+    """How many shared libraries (C extensions and what they link) the process maps: each
+    adds its pages to the RSS's file part."""
+    maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    return len({line.split()[-1] for line in maps if line.endswith(".so") or ".so." in line})
+
+
 def cpu_seconds(pid: int) -> float:
     """The process's user and system time so far (``/proc/PID/stat``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -298,6 +306,10 @@ def agent_cost(repo: Path, turns: int) -> dict[str, Any]:
             "rss_warm_mib": round(idle, 1),
             "rss_after_mib": round(status_mib(pid, "VmRSS"), 1),
             "rss_peak_mib": round(status_mib(pid, "VmHWM"), 1),
+            # of which the process's own memory, and pages of files (libraries) it maps
+            "rss_anon_mib": round(status_mib(pid, "RssAnon"), 1),
+            "rss_file_mib": round(status_mib(pid, "RssFile"), 1),
+            "shared_libraries": shared_libraries(pid),
             "load_average": [round(x, 2) for x in os.getloadavg()],
         }
 

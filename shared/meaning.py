@@ -12,9 +12,14 @@ SDK's: services that use this module list them in their own ``requirements.txt``
 
 from __future__ import annotations
 
+import importlib
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -32,8 +37,9 @@ def _model() -> _Model:
     under ``<cache_dir>/tokenizers`` and would download it from a hub when absent; pointing
     its cache at the package's own folder finds the copy the wheel ships, and downloads
     are disabled, so a missing file is an error here rather than a network call."""
-    import wordllama
-    from wordllama import WordLlama
+    with _requests_deferred():
+        import wordllama
+        from wordllama import WordLlama
 
     model = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
     # The package widens its float16 table (32,000 tokens x 256) to float32: 32 MB held
@@ -43,6 +49,32 @@ def _model() -> _Model:
     model.embedding = model.embedding.astype(np.float16)
     narrow: _Model = model
     return narrow
+
+
+class _Deferred(ModuleType):
+    """Stands for a module a package imports but uses only on a path not taken here: the
+    real module is imported at the first use of one of its names."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(importlib.import_module(self.__name__), name)
+
+
+@contextmanager
+def _requests_deferred() -> Iterator[None]:
+    """``wordllama`` imports ``requests`` to download models, and downloads are disabled
+    here: requests, urllib3 and charset_normalizer would be about 110 modules and 4 MB of
+    the served agent's memory for nothing (docs/performance.md, "The served agent's
+    memory"). While ``wordllama`` is imported, ``requests`` is a stand-in that imports the
+    real one if ever used; then the stand-in is taken out of ``sys.modules`` again."""
+    if "requests" in sys.modules:
+        yield
+        return
+    sys.modules["requests"] = _Deferred("requests")
+    try:
+        yield
+    finally:
+        if isinstance(sys.modules.get("requests"), _Deferred):
+            del sys.modules["requests"]
 
 
 def embed(texts: Sequence[str]) -> np.ndarray:

@@ -31,19 +31,20 @@ a skill that takes words from the utterance to echo them back (the greeting skil
 reads :func:`unabbreviate`'s text, which has the contractions and abbreviations rewritten
 but every other word as typed.
 
-The dictionaries take 2-4 s and about 80 MB to load, once per process (:func:`warm`, at a
-service's start-up).
+The dictionaries are loaded once per process (:func:`warm`, at a service's start-up), its
+words and index of deletes held compactly (:mod:`shared.compact_speller`).
 A normalised text is cached: the intents annotator and the skills that run in one
 process read the same utterance once.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import pkgutil
 import re
 from functools import cache, lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -71,6 +72,12 @@ TWO_EDITS_FROM = 8
 #: many times as frequent as the next ("hapy" is "happy", 11 times "hay"; "goin" is "join"
 #: or "going", nearly as frequent, and stays as typed).
 CLEAR_LEAD = 10
+#: The contractions the ``contractions`` package itself calls unsafe to expand, since their
+#: bare forms are words ("its", "were", "well", "ill"): its ``safety_keys``, copied so that
+#: the package need not be imported (a test checks the copy against it).
+UNSAFE = frozenset(
+    ["he's", "he'll", "we'll", "we'd", "it's", "i'd", "we're", "i'll", "who're", "o'"]
+)
 _DICTIONARY = "frequency_dictionary_en_82_765.txt"
 _BIGRAMS = "frequency_bigramdictionary_en_243_342.txt"
 #: The one chat form read two ways: the package has "ur" as "you are", but "whats ur
@@ -89,20 +96,28 @@ def _speller() -> SymSpell:
     """The wheel's frequency dictionary, loaded once per process."""
     from symspellpy import SymSpell
 
+    from shared.compact_speller import compact
+
     speller = SymSpell(max_dictionary_edit_distance=2, prefix_length=5)
     path = resources.files("symspellpy") / _DICTIONARY
-    if not speller.load_dictionary(str(path), term_index=0, count_index=1):
+    # the same words and index of deletes in a third of the memory (shared/compact_speller.py)
+    if not compact(speller, lambda: speller.load_dictionary(str(path), 0, 1)):
         raise FileNotFoundError(f"symspellpy's {_DICTIONARY} is missing from its package")
     return speller
 
 
 def _package_table(name: str) -> dict[str, str]:
-    """One of the ``contractions`` package's JSON tables, as it ships it (the module's own
-    tables are widened at import with forms we do not want)."""
-    data = pkgutil.get_data("contractions", f"data/{name}.json")
-    if data is None:
+    """One of the ``contractions`` package's JSON tables, as it ships it, read from the
+    package's folder without importing the package: its module widens the tables at import
+    with forms we do not want and builds search automata we do not use (it, textsearch and
+    two C extensions: about 1 MB of the served agent's memory; docs/performance.md,
+    "The served agent's memory")."""
+    found = importlib.util.find_spec("contractions")
+    folders = found.submodule_search_locations if found is not None else None
+    path = Path(next(iter(folders or ["."]))) / "data" / f"{name}.json"
+    if not path.is_file():
         raise FileNotFoundError(f"contractions' data/{name}.json is missing from its package")
-    table: dict[str, str] = json.loads(data.decode("utf-8"))
+    table: dict[str, str] = json.loads(path.read_text(encoding="utf-8"))
     return table
 
 
@@ -134,13 +149,11 @@ def _reading(typed: str, after: str) -> str:
 @cache
 def _rewrites() -> dict[str, str]:
     """Bare contraction or chat abbreviation (lowercase) -> the careful spelling."""
-    import contractions
-
     known = _speller().words
     rewrites: dict[str, str] = {}
     for contraction in _package_table("contractions_dict"):
         form = contraction.lower().replace("\u2019", "'")
-        if form.count("'") != 1 or form.startswith("'") or form in contractions.safety_keys:
+        if form.count("'") != 1 or form.startswith("'") or form in UNSAFE:
             continue
         bare = form.replace("'", "")
         if bare in known and not form.endswith(("n't", "'s")):

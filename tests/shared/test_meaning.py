@@ -1,5 +1,9 @@
 """Similarity by meaning (shared.meaning): the packaged model, offline."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 
 from shared import meaning
@@ -32,3 +36,22 @@ def test_a_text_weighed_again_scores_the_same_and_no_caller_can_change_it() -> N
     again = meaning.similarities("Do you like sports?", rows)
     assert np.allclose(again, rows @ meaning.embed(["Do you like sports?"])[0])
     assert np.allclose(again, first - 1.0)
+
+
+def test_the_model_loads_without_requests_which_is_still_there_if_used() -> None:
+    """wordllama's import of requests (for downloads, disabled here) is deferred: a fresh
+    process embeds without loading it, and the package's name for it still works."""
+    script = (
+        "import sys\n"
+        "from shared import meaning\n"
+        "assert meaning.embed(['hello']).shape == (1, 256)\n"
+        "print(sorted(m for m in ('requests', 'urllib3') if m in sys.modules))\n"
+        "import wordllama.wordllama as package\n"
+        "print(package.requests.RequestException.__module__)\n"
+        "print('requests' in sys.modules)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    ran = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, check=True
+    )
+    assert ran.stdout.split("\n")[:3] == ["[]", "requests.exceptions", "True"]

@@ -52,3 +52,12 @@ def test_a_lowercase_name_is_kept_by_the_reading_for_echoing() -> None:
 
 def test_punctuation_spacing_and_emoji_are_kept() -> None:
     assert spelling.normalise("u there?? 😅  ok...") == "you there?? 😅  ok..."
+
+
+def test_the_unsafe_contractions_are_the_packages_own() -> None:
+    """The copy of the ``contractions`` package's unsafe forms, kept so that the package is
+    not imported, is its list: "its" and "were" stay as typed for the package's reason."""
+    import contractions
+
+    assert contractions.safety_keys == spelling.UNSAFE
+    assert spelling.normalise("its fine, we were there") == "its fine, we were there"

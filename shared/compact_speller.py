@@ -1,0 +1,180 @@
+"""symspellpy's dictionary and its index of deletes held in NumPy arrays instead of dicts.
+
+symspellpy keeps its dictionary as a dict of word -> count (82,765 words: the words, the
+dict and each count an object of its own, about 8 MB) and finds a typo's nearest words
+through an index from each "delete" (a word's first five letters with up to two of them
+removed) to the words that give it: 93,511 deletes and 1.24 million entries, a dict of
+Python lists of strings, about 25 MB. In the served agent, which loads it once for every
+in-process service, that was the largest part of the spelling reading's memory
+(docs/performance.md, "The served agent's memory").
+
+:class:`Words` holds the dictionary as one string of every word, where each starts, its
+count, and the words' 64-bit string hashes (sorted): about 2.5 MB. :class:`Deletes` holds
+the index as the deletes' hashes (sorted), where each one's words start, and the words'
+positions in the dictionary: about 6 MB. Both answer what symspellpy's ``lookup`` and
+:mod:`shared.spelling` ask (``word in words``, ``words[word]``, ``delete in index``,
+``index[delete]``) with the same counts and the same words in the same order, so a lookup
+finds exactly what it found before; a lookup of a typo takes about 1.5 times as long
+(0.7-1.0 against 0.4-0.6 ms here).
+
+A hash can be shared, so a word found by its hash is compared with the asked one; a delete
+found by its hash is confirmed against the first word filed under it: when the asked string
+is one of that word's deletes it is a delete of the index, and since no two of the index's
+deletes share a hash (checked when it is built), it is the one filed there.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from symspellpy import SymSpell
+
+
+class Words(Mapping[str, int]):
+    """symspellpy's word -> count dictionary, compact, in the order it was loaded."""
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        listed = list(counts)
+        self._text = "".join(listed)
+        self._starts = np.zeros(len(listed) + 1, dtype=np.int32)
+        np.cumsum(np.fromiter(map(len, listed), np.int32, len(listed)), out=self._starts[1:])
+        self._counts = np.fromiter(counts.values(), np.int64, len(listed))
+        hashes = np.fromiter(map(hash, listed), np.int64, len(listed))
+        order = np.argsort(hashes, kind="stable")
+        self._hashes = hashes[order]
+        self._order = order.astype(np.int32)
+
+    def word(self, position: int) -> str:
+        """The word at ``position`` in the dictionary's order."""
+        return self._text[self._starts[position] : self._starts[position + 1]]
+
+    def words(self, positions: np.ndarray) -> list[str]:
+        """The words at ``positions``, in that order."""
+        text = self._text
+        starts = self._starts[positions].tolist()
+        ends = self._starts[positions + 1].tolist()
+        return [text[start:end] for start, end in zip(starts, ends, strict=True)]
+
+    def _position(self, word: str) -> int:
+        key = hash(word)
+        at = int(np.searchsorted(self._hashes, key))
+        while at < len(self._hashes) and self._hashes[at] == key:
+            position = int(self._order[at])
+            if self.word(position) == word:
+                return position
+            at += 1  # another word with the same hash
+        return -1
+
+    def __contains__(self, word: object) -> bool:
+        return isinstance(word, str) and self._position(word) >= 0
+
+    def __getitem__(self, word: str) -> int:
+        position = self._position(word)
+        if position < 0:
+            raise KeyError(word)
+        return int(self._counts[position])
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def __iter__(self) -> Iterator[str]:
+        return map(self.word, range(len(self._counts)))
+
+
+class Deletes:
+    """The delete -> words index of ``speller`` (its words loaded), compact: what symspellpy
+    asks of its index (``in``, ``[]``, ``len``) and nothing more."""
+
+    def __init__(self, speller: SymSpell, words: Words) -> None:
+        self._speller = speller
+        self._words = words  # the dictionary's order, as symspellpy files them
+        numbers: dict[str, int] = {}  # each delete's number, while building only
+        groups = array("i")  # entry -> its delete's number
+        owners = array("i")  # entry -> its word's position
+        edits = speller._edits_prefix  # symspellpy's own deletes of a word
+        for position, word in enumerate(words):
+            for delete in edits(word):
+                groups.append(numbers.setdefault(delete, len(numbers)))
+                owners.append(position)
+        hashes = np.fromiter((hash(delete) for delete in numbers), np.int64, len(numbers))
+        del numbers
+        order = np.argsort(hashes, kind="stable")
+        self._hashes = hashes[order]
+        if len(self._hashes) > 1 and not np.all(self._hashes[1:] != self._hashes[:-1]):
+            raise ValueError("two deletes of the spelling dictionary share a hash")
+        rank = np.empty_like(order, dtype=np.int32)
+        rank[order] = np.arange(len(order), dtype=np.int32)
+        entries = rank[np.frombuffer(groups, dtype=np.int32)]
+        # a stable sort keeps each delete's words in the dictionary's order
+        self._owners = np.frombuffer(owners, dtype=np.int32)[np.argsort(entries, kind="stable")]
+        self._starts = np.zeros(len(order) + 1, dtype=np.int32)
+        np.cumsum(np.bincount(entries, minlength=len(order)), out=self._starts[1:])
+        self._last: tuple[str, int] = ("", self._find(""))
+
+    def _find(self, delete: str) -> int:
+        """The position of ``delete`` among the sorted hashes, or -1."""
+        key = hash(delete)
+        at = int(np.searchsorted(self._hashes, key))
+        if at == len(self._hashes) or self._hashes[at] != key:
+            return -1
+        first = self._words.word(self._owners[self._starts[at]])
+        if not self._deletes_from(delete, first):
+            return -1  # another string with a delete's hash
+        return at
+
+    def _deletes_from(self, delete: str, word: str) -> bool:
+        """Whether symspellpy files ``word`` under ``delete``: ``delete`` is the word's
+        prefix with at most the speller's edit distance of its letters left out, which is
+        what ``_edits_prefix`` derives, told without deriving them all."""
+        prefix = word[: self._speller._prefix_length]
+        if not 0 <= len(prefix) - len(delete) <= self._speller._max_dictionary_edit_distance:
+            return False
+        letters = iter(prefix)
+        return all(letter in letters for letter in delete)
+
+    def __contains__(self, delete: object) -> bool:
+        if not isinstance(delete, str):
+            return False
+        at = self._find(delete)
+        # symspellpy asks ``delete in index`` then ``index[delete]``: the second is the
+        # first's answer (one tuple, replaced whole, so another thread's ask cannot mix in)
+        self._last = (delete, at)
+        return at >= 0
+
+    def __getitem__(self, delete: str) -> list[str]:
+        last, at = self._last
+        if last != delete:
+            at = self._find(delete)
+        if at < 0:
+            raise KeyError(delete)
+        return self._words.words(self._owners[self._starts[at] : self._starts[at + 1]])
+
+    def __len__(self) -> int:
+        return len(self._hashes)
+
+
+def compact(speller: SymSpell, load: Callable[[], bool]) -> bool:
+    """Run ``load`` (one of ``speller``'s ``load_dictionary`` calls) keeping only the words
+    and their counts, then give ``speller`` them and the index of their deletes compact;
+    ``load``'s answer. The index is built after the words so that its passing strings take
+    pages of their own, which are given back once it is built. Words cannot be added to
+    ``speller`` afterwards (its dictionary is read-only)."""
+    speller._edits_prefix = _no_deletes
+    try:
+        loaded = load()
+    finally:
+        del speller._edits_prefix  # the class's own again
+    words = Words(speller.words)
+    speller._words = words
+    speller._deletes = Deletes(speller, words)
+    return loaded
+
+
+def _no_deletes(key: str) -> set[str]:
+    """No deletes filed while the words load (:func:`compact` files them afterwards)."""
+    return set()
