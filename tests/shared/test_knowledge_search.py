@@ -138,3 +138,32 @@ def test_the_share_of_the_questions_words_in_the_passages_own_text() -> None:
 
     assert best.passage.section == "Saving the dialogs"
     assert best.text_overlap < best.overlap
+
+
+# A section cut into two passages: the introduction writes the verb apart ("back up"),
+# and a later command line holds the noun ("backup.jsonl").
+INTRODUCTION = f"""\
+# Backup and restore
+
+`chorus export` writes dialogs to a file; `chorus import` puts such a file back. Together
+they back up a store and restore it after a loss. {"More about the file's format. " * 14}
+
+```sh
+.venv/bin/chorus import backup.jsonl --db sqlite:///chorus.db
+```
+
+# Upgrading
+
+Stop the agent, install the new version, and start it again.
+"""
+
+
+def test_a_sections_passage_counts_the_words_its_paragraph_writes_apart() -> None:
+    passages = list(markdown_passages("docs/backup.md", INTRODUCTION))
+    index, _ = build_index(passages)
+
+    best = index.search("How do I restore a backup?", k=1)[0]
+
+    assert len([p for p in passages if p.section == "Backup and restore"]) == 2
+    assert "they back up a store and restore it" in best.passage.text
+    assert best.text_overlap == 1.0  # "back up" is the question's "backup"
