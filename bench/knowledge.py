@@ -28,7 +28,9 @@ are out of sample; the figures over the whole set are partly in sample. The sear
 constants are chosen on the same two thirds (a change is kept only when the held-out third
 does not lose), and ``--questions bench/data/knowledge/fresh.jsonl`` measures a second set
 written after the tuning, out of sample for everything (``fresh2.jsonl``, a third, was
-written after the confidence's signs of the answer's file were chosen).
+written after the confidence's signs of the answer's file were first chosen, and
+``fresh3.jsonl``, a fourth, before they were chosen again and kept).
+``--fit --features a,b,c`` fits other signs of :data:`shared.knowledge.retrieval.SIGNS`.
 
     .venv/bin/python -m bench.knowledge            # writes bench/results/knowledge.json
     .venv/bin/python -m bench.knowledge --fit
