@@ -265,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the figures go")
     args = parser.parse_args(argv)
+    names = tuple(n.strip() for n in args.features.split(",") if n.strip())
+    if unknown := [n for n in names if n not in SIGNS]:
+        parser.error(f"--features: {', '.join(unknown)} not of {', '.join(SIGNS)}")
 
     questions = load_questions(args.questions)
     with tempfile.TemporaryDirectory() as folder:
@@ -276,9 +279,6 @@ def main(argv: list[str] | None = None) -> int:
     quality = figures(asked)
     held = figures([a for a in asked if held_out(a.position)])
     if args.fit:
-        names = tuple(n.strip() for n in args.features.split(",") if n.strip())
-        if unknown := [n for n in names if n not in SIGNS]:
-            parser.error(f"--features: {', '.join(unknown)} not of {', '.join(SIGNS)}")
         fitted = fit(training_rows([a for a in asked if not held_out(a.position)], names))
         print(f"FEATURES = {names}")
         print(f"WEIGHTS = {fitted}  # intercept, then one per feature")
