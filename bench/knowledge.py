@@ -28,7 +28,9 @@ are out of sample; the figures over the whole set are partly in sample. The sear
 constants are chosen on the same two thirds (a change is kept only when the held-out third
 does not lose), and ``--questions bench/data/knowledge/fresh.jsonl`` measures a second set
 written after the tuning, out of sample for everything (``fresh2.jsonl``, a third, was
-written after the confidence's signs of the answer's file were chosen).
+written after the confidence's signs of the answer's file were first chosen, and
+``fresh3.jsonl``, a fourth, before they were chosen again and kept).
+``--fit --features a,b,c`` fits other signs of :data:`shared.knowledge.retrieval.SIGNS`.
 
     .venv/bin/python -m bench.knowledge            # writes bench/results/knowledge.json
     .venv/bin/python -m bench.knowledge --fit
@@ -58,7 +60,15 @@ from annotators.intents.app import CATCHER  # noqa: E402
 from shared.calibration import SILENT_BELOW, chance  # noqa: E402
 from shared.knowledge.index import Hit, KnowledgeIndex  # noqa: E402
 from shared.knowledge.passages import Passage  # noqa: E402
-from shared.knowledge.retrieval import WEIGHTS, confidence, follow_up_context, quotes  # noqa: E402
+from shared.knowledge.retrieval import (  # noqa: E402
+    FEATURES,
+    SIGNS,
+    WEIGHTS,
+    confidence,
+    follow_up_context,
+    quotes,
+    signs,
+)
 from skills.knowledge.app import ANSWER_TYPE, INTENT_CONFIDENCE, THRESHOLD  # noqa: E402
 
 QUESTIONS = ROOT / "bench" / "data" / "knowledge" / "questions.jsonl"
@@ -100,9 +110,8 @@ def load_questions(path: Path = QUESTIONS) -> list[Question]:
     return [Question.model_validate_json(line) for line in path.read_text().splitlines() if line]
 
 
-def features(hit: Hit) -> list[float]:
-    both_first = 1.0 if hit.lexical_rank == 0 and hit.dense_rank == 0 else 0.0
-    return [hit.overlap, hit.cosine, both_first, hit.known]
+def features(hit: Hit, names: tuple[str, ...] = FEATURES) -> list[float]:
+    return signs(hit, names)
 
 
 def held_out(position: int) -> bool:
@@ -129,15 +138,16 @@ class Asked:
     def right_source(self) -> bool:
         return bool(self.hits) and self.hits[0].passage.source in self.question.sources()
 
-    def sure(self, weights: tuple[float, ...]) -> bool:
+    def sure(self, weights: tuple[float, ...], names: tuple[str, ...] = FEATURES) -> bool:
         """Whether the knowledge skill answers: confident, not small talk, not a quote."""
         if not self.hits:
             return False
         best = self.hits[0]
+        raw = confidence(best, weights, names)
         return (
-            confidence(best, weights) >= THRESHOLD
+            raw >= THRESHOLD
             # the skill's calibrated chance of fitting a conversation's turn
-            and chance("knowledge", ANSWER_TYPE, confidence(best, weights)) >= SILENT_BELOW
+            and chance("knowledge", ANSWER_TYPE, raw) >= SILENT_BELOW
             and not self.chat
             and not quotes(best.passage.text, self.question.question)
         )
@@ -163,11 +173,13 @@ def ask(index: KnowledgeIndex, questions: list[Question]) -> list[Asked]:
     return asked
 
 
-def figures(asked: list[Asked], weights: tuple[float, ...] = WEIGHTS) -> dict[str, Any]:
-    """The quality figures over ``asked``, with the confidence's ``weights``."""
+def figures(
+    asked: list[Asked], weights: tuple[float, ...] = WEIGHTS, names: tuple[str, ...] = FEATURES
+) -> dict[str, Any]:
+    """The quality figures over ``asked``, with the confidence's ``weights`` over ``names``."""
     answerable = [a for a in asked if a.question.answerable]
     unanswerable = [a for a in asked if not a.question.answerable]
-    answered = [a for a in answerable if a.sure(weights)]
+    answered = [a for a in answerable if a.sure(weights, names)]
     cited_right = [a for a in answered if a.right_source()]
     follow_ups = [a for a in answerable if a.question.follows]
 
@@ -181,7 +193,7 @@ def figures(asked: list[Asked], weights: tuple[float, ...] = WEIGHTS) -> dict[st
         "answered": share(answered, answerable),
         "cited_right_source": share(cited_right, answerable),
         "right_source_of_answers": share(cited_right, answered),
-        "declined": share([a for a in unanswerable if not a.sure(weights)], unanswerable),
+        "declined": share([a for a in unanswerable if not a.sure(weights, names)], unanswerable),
         "follow_ups_read_as_such": (
             f"{sum(a.read_as_follow_up for a in follow_ups)}/{len(follow_ups)}"
         ),
@@ -192,11 +204,13 @@ def figures(asked: list[Asked], weights: tuple[float, ...] = WEIGHTS) -> dict[st
     }
 
 
-def training_rows(asked: list[Asked]) -> list[tuple[list[float], int]]:
+def training_rows(
+    asked: list[Asked], names: tuple[str, ...] = FEATURES
+) -> list[tuple[list[float], int]]:
     """Each question's best passage: its features, and 1 when it is from a right source
     of an answerable question (0 for an unanswerable one)."""
     return [
-        (features(a.hits[0]), int(a.question.answerable and a.right_source()))
+        (features(a.hits[0], names), int(a.question.answerable and a.right_source()))
         for a in asked
         if a.hits
     ]
@@ -244,8 +258,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=Path, default=QUESTIONS)
     parser.add_argument("--sizes", type=int, nargs="*", default=[1_000, 100_000])
     parser.add_argument("--fit", action="store_true", help="fit the confidence's weights")
+    parser.add_argument(
+        "--features",
+        default=",".join(FEATURES),
+        help=f"with --fit: the signs to weigh, comma-separated, of {', '.join(SIGNS)}",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the figures go")
     args = parser.parse_args(argv)
+    names = tuple(n.strip() for n in args.features.split(",") if n.strip())
+    if unknown := [n for n in names if n not in SIGNS]:
+        parser.error(f"--features: {', '.join(unknown)} not of {', '.join(SIGNS)}")
 
     questions = load_questions(args.questions)
     with tempfile.TemporaryDirectory() as folder:
@@ -257,10 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     quality = figures(asked)
     held = figures([a for a in asked if held_out(a.position)])
     if args.fit:
-        fitted = fit(training_rows([a for a in asked if not held_out(a.position)]))
-        print(f"WEIGHTS = {fitted}  # intercept, overlap, cosine, both-first, known")
+        fitted = fit(training_rows([a for a in asked if not held_out(a.position)], names))
+        print(f"FEATURES = {names}")
+        print(f"WEIGHTS = {fitted}  # intercept, then one per feature")
         print("  (fitted on two thirds of the questions; on the held-out third with them:")
-        refit = figures([a for a in asked if held_out(a.position)], fitted)
+        refit = figures([a for a in asked if held_out(a.position)], fitted, names)
         print(f"   {', '.join(f'{k} {v}' for k, v in refit.items() if k != 'missed_at_3')})")
     timings = {}
     texts = [q.question for q in questions][:TIMED]

@@ -154,6 +154,29 @@ class Hit:
     known: float  # the share of the query's terms the knowledge base has at all (0..1)
     lexical_rank: int | None  # its place in the BM25 list (0 first), None if not in it
     dense_rank: int | None
+    # What the search says of its *file*: whether it is the file with the most of the best
+    # candidates' scores (the file bonus's vote) and the file of the dense half's best
+    # candidate, and its fused score less the best score of a passage from another file
+    # (how far ahead its file is; negative behind another file's). A best passage only a
+    # little ahead of a neighbouring page's is where the confident wrong-file answers were
+    # (bench/knowledge.py, docs/performance.md "Knowledge base").
+    file_voted: bool = True
+    dense_file: bool = True
+    margin: float = 0.0
+    # The share of the query's terms its own text holds, without its file name and headings.
+    text_overlap: float = 0.0
+
+
+@dataclass(frozen=True)
+class Fused:
+    """One candidate kept by :func:`combine`: its place among the candidates, its fused
+    score, and what the search says of its file (:class:`Hit`)."""
+
+    at: int
+    score: float
+    file_voted: bool
+    dense_file: bool
+    margin: float
 
 
 def combine(
@@ -162,7 +185,7 @@ def combine(
     sources: np.ndarray,
     sections: np.ndarray,
     k: int,
-) -> list[tuple[int, float]]:
+) -> list[Fused]:
     """The ``k`` best candidates (one per section), by their fused score. ``sources`` and
     ``sections`` number each candidate's file and section (integer arrays).
 
@@ -173,6 +196,10 @@ def combine(
     passages. Measured on the question set (bench/knowledge.py) against reciprocal rank
     fusion, which gives the weaker half a full vote: recall@3 0.87 against 0.79. Only
     NumPy's vector operations and partial sorts: milliseconds at 100,000 candidates.
+
+    Each kept candidate also says whether its file won the vote and holds the dense half's
+    best candidate, and its lead over the best candidate of another file: the confidence's
+    signs that the answer is in this file rather than a neighbouring page.
     """
     top = float(lexical.max()) if len(lexical) else 0.0
     scores = (lexical / top if top > 0 else np.zeros_like(lexical)) + DENSE_WEIGHT * dense
@@ -182,14 +209,28 @@ def combine(
     if votes.max() > 0:
         votes /= votes.max()
     scores = scores + SOURCE_WEIGHT * votes[sources]
-    kept: list[tuple[int, float]] = []
+    winner = int(np.argmax(votes))
+    dense_winner = int(sources[int(np.argmax(dense))]) if len(dense) else -1
+    ranked = _best(scores, max(DEPTH, k * 8))
+    kept: list[Fused] = []
     seen: set[int] = set()
-    for row in _best(scores, max(DEPTH, k * 8)):
+    for row in ranked:
         section = int(sections[row])
         if section in seen:
             continue
         seen.add(section)
-        kept.append((int(row), float(scores[row])))
+        source = int(sources[row])
+        others = ranked[sources[ranked] != source]
+        rival = float(scores[others[0]]) if len(others) else 0.0
+        kept.append(
+            Fused(
+                at=int(row),
+                score=float(scores[row]),
+                file_voted=source == winner,
+                dense_file=source == dense_winner,
+                margin=float(scores[row]) - rival,
+            )
+        )
         if len(kept) == k:
             break
     return kept
@@ -225,11 +266,30 @@ def _clusters(embeddings: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
 
 
 @lru_cache(maxsize=4096)
-def paragraph_terms(text: str) -> tuple[frozenset[str], ...]:
-    """The terms of each paragraph of a passage's text (a table's row is one), kept for
-    the passages searched most: stemming them is most of what choosing a section's
-    passage costs (:meth:`KnowledgeIndex.closest_in_section`)."""
-    return tuple(frozenset(terms(paragraph)) for paragraph in text.split("\n\n"))
+def _paragraphs(text: str) -> tuple[tuple[frozenset[str], tuple[str, ...]], ...]:
+    """The terms and the lowercased words of each paragraph of a passage's text (a table's
+    row is one), kept for the passages searched most: stemming them is most of what
+    choosing a section's passage costs (:meth:`KnowledgeIndex.closest_in_section`)."""
+    return tuple(
+        (frozenset(terms(paragraph)), tuple(_WORD.findall(paragraph.lower())))
+        for paragraph in text.split("\n\n")
+    )
+
+
+def paragraph_terms(text: str, wanted: frozenset[str]) -> tuple[frozenset[str], ...]:
+    """The terms of each paragraph of ``text``, with the question's terms (``wanted``)
+    that two of its adjacent words make written as one, as a question's do in BM25
+    (:func:`joined`): the docs write the verb apart ("they back up a store, restore it")
+    and a question the noun ("restore a backup"). Only a pair whose first word begins one
+    of the question's terms is stemmed: stemming every pair of every candidate passage
+    cost 4.5 ms a search at 100,000 passages with a cold cache."""
+    starts = {w[:i] for w in wanted for i in range(2, len(w))}
+    found = []
+    for own, words in _paragraphs(text):
+        pairs = [a + b for a, b in itertools.pairwise(words) if a in starts]
+        extra = frozenset(_stemmer().stemWords(pairs)) & wanted if pairs else frozenset()
+        found.append(own | extra)
+    return tuple(found)
 
 
 def numbered(values: Sequence[Any]) -> np.ndarray:
@@ -247,11 +307,19 @@ def hit_of(
     lexical_rank: int | None,
     dense_rank: int | None,
     known: float,
+    fused: Fused | None = None,
 ) -> Hit:
-    """A found passage with what the confidence is computed from."""
+    """A found passage with what the confidence is computed from (``fused``: what
+    :func:`combine` said of its file)."""
+    # its own text's terms: the union of its paragraphs', which are cached
+    own = frozenset().union(*paragraph_terms(passage.text, wanted))
     return Hit(
         passage=passage,
         score=score,
+        file_voted=fused.file_voted if fused else True,
+        dense_file=fused.dense_file if fused else True,
+        margin=fused.margin if fused else 0.0,
+        text_overlap=len(wanted & own) / len(wanted) if wanted else 0.0,
         cosine=cosine,
         overlap=len(wanted & passage_terms) / len(wanted) if wanted else 0.0,
         known=known,
@@ -391,7 +459,7 @@ class KnowledgeIndex:
             # (the share of its terms that are the question's): a short row about the
             # thing over a long one that mentions it
             best = (0, 0.0)
-            for words in paragraph_terms(self.passages[at].text):
+            for words in paragraph_terms(self.passages[at].text, wanted):
                 shared = len(wanted & words)
                 best = max(best, (shared, shared / len(words) if words else 0.0))
             return best
@@ -408,20 +476,21 @@ class KnowledgeIndex:
         known = len([t for t in wanted if t in self._vocabulary]) / len(wanted) if wanted else 0.0
         fused = combine(lexical, dense, self._sources[rows], self._sections[rows], k)
         chosen = {
-            at: self.closest_in_section(int(rows[at]), rows, lexical, wanted) for at, _ in fused
+            f.at: self.closest_in_section(int(rows[f.at]), rows, lexical, wanted) for f in fused
         }
         return [
             hit_of(
-                self.passages[chosen[at]],
-                frozenset(terms(self.passages[chosen[at]].searchable)),
-                float(own[at]),
+                self.passages[chosen[f.at]],
+                frozenset(terms(self.passages[chosen[f.at]].searchable)),
+                float(own[f.at]),
                 wanted,
-                score,
-                rank_in(lexical, at),
-                rank_in(dense, at),
+                f.score,
+                rank_in(lexical, f.at),
+                rank_in(dense, f.at),
                 known,
+                f,
             )
-            for at, score in fused
+            for f in fused
         ]
 
     # --- the file ---------------------------------------------------------------------

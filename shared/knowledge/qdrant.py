@@ -159,16 +159,17 @@ class QdrantRetriever:
         known = len(wanted & held) / len(wanted) if wanted else 0.0
         return [
             hit_of(
-                passages[row],
-                frozenset(terms(passages[row].searchable)),
-                float(stored[keys[row]] @ own_vector),
+                passages[f.at],
+                frozenset(terms(passages[f.at].searchable)),
+                float(stored[keys[f.at]] @ own_vector),
                 wanted,
-                score,
-                rank_in(lexical_array, row),
-                rank_in(dense_array, row),
+                f.score,
+                rank_in(lexical_array, f.at),
+                rank_in(dense_array, f.at),
                 known,
+                f,
             )
-            for row, score in combine(
+            for f in combine(
                 lexical_array,
                 dense_array,
                 numbered([p.source for p in passages]),

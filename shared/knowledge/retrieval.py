@@ -25,10 +25,40 @@ from pydantic import BaseModel, Field
 
 from shared.knowledge.index import Hit
 
-#: The logistic model's weights: intercept, overlap, cosine, both-first, known. Fitted by
+#: Every sign of a hit the confidence can weigh (:func:`signs`); :data:`FEATURES` are
+#: those it does.
+SIGNS: tuple[str, ...] = (
+    "overlap",
+    "cosine",
+    "both_first",
+    "known",
+    "file_voted",
+    "dense_file",
+    "margin",
+    "text_overlap",
+)
+#: The signs :data:`WEIGHTS` weigh, in order. The last three say whether the passage's
+#: *file* is the one the search points at (its file won the file bonus's vote, its lead
+#: over the best passage of another file, the share of the question's words in its own
+#: text rather than its file name and headings): without them, questions written by
+#: someone else got confident answers from a neighbouring page. Of the subsets of the
+#: file signs (the dense half's best file too) at C 0.3, 1 and 3, these three at C = 1
+#: gave the most right files among the answers of the fitting two thirds (0.960 against
+#: 0.901), declining as many unanswerable questions and answering more from a right file
+#: (docs/performance.md, "Knowledge base").
+FEATURES: tuple[str, ...] = (
+    "overlap",
+    "cosine",
+    "both_first",
+    "known",
+    "file_voted",
+    "margin",
+    "text_overlap",
+)
+#: The logistic model's weights: the intercept, then one per :data:`FEATURES`. Fitted by
 #: ``python -m bench.knowledge --fit`` on two thirds of the question set (the held-out
 #: third's figures are out of sample; docs/knowledge.md, "How answers are chosen").
-WEIGHTS = (-3.88, 1.93, 1.17, 0.92, 2.71)
+WEIGHTS = (-4.68, 1.02, 1.4, 0.78, 2.47, 0.61, 1.56, 1.02)
 
 #: A question that opens with a joining word continues the one before it ("and only the
 #: ones after January?", "but on SQLite?").
@@ -72,18 +102,27 @@ class Retrieved(BaseModel):
     passages: list[RetrievedPassage] = Field(default_factory=list)
 
 
-def confidence(hit: Hit, weights: tuple[float, ...] = WEIGHTS) -> float:
-    """The probability ``hit`` answers its question (:data:`WEIGHTS`, or the benchmark's
-    candidates)."""
-    both_first = 1.0 if hit.lexical_rank == 0 and hit.dense_rank == 0 else 0.0
-    intercept, overlap, cosine, first, known = weights
-    z = (
-        intercept
-        + overlap * hit.overlap
-        + cosine * hit.cosine
-        + first * both_first
-        + known * hit.known
-    )
+def signs(hit: Hit, names: tuple[str, ...] = FEATURES) -> list[float]:
+    """The values of ``names`` (of :data:`SIGNS`) for ``hit``, in that order."""
+    every = {
+        "overlap": hit.overlap,
+        "cosine": hit.cosine,
+        "both_first": 1.0 if hit.lexical_rank == 0 and hit.dense_rank == 0 else 0.0,
+        "known": hit.known,
+        "file_voted": float(hit.file_voted),
+        "dense_file": float(hit.dense_file),
+        "margin": hit.margin,
+        "text_overlap": hit.text_overlap,
+    }
+    return [every[name] for name in names]
+
+
+def confidence(
+    hit: Hit, weights: tuple[float, ...] = WEIGHTS, names: tuple[str, ...] = FEATURES
+) -> float:
+    """The probability ``hit`` answers its question (:data:`WEIGHTS` over :data:`FEATURES`,
+    or the benchmark's candidates)."""
+    z = weights[0] + sum(w * x for w, x in zip(weights[1:], signs(hit, names), strict=True))
     return 1.0 / (1.0 + math.exp(-z))
 
 

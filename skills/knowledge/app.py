@@ -69,9 +69,13 @@ def sentences(text: str) -> list[str]:
     """The passage's sentences, each paragraph on its own (a list item, a table's row is a
     sentence). A sentence ends only where a space follows: pysbd also cuts inside a name
     ("<service>." | "connector.timeout; meaning: seconds per call"), and the pieces it
-    cut with no space between are one sentence."""
+    cut with no space between are one sentence. A paragraph of prose keeps the line breaks
+    of its source, which pysbd takes for the end of a sentence ("... move a deployment
+    from SQLite to MongoDB (or back) and" | "copy one user's history elsewhere."): its lines
+    are joined first; a code block's lines stay apart, each a command."""
     found: list[str] = []
-    for paragraph in text.split("\n\n"):
+    for block in text.split("\n\n"):
+        paragraph = block if looks_like_code(block) else " ".join(block.split())
         pieces: list[str] = []
         for piece in _segmenter().segment(paragraph):
             if pieces and piece[:1].strip() and pieces[-1][-1:].strip():

@@ -179,3 +179,15 @@ def test_a_table_row_is_quoted_whole_with_its_columns_names() -> None:
     quote = best_sentences("What is the default timeout for a call to a service?", rows)
 
     assert "key: <service>.connector.timeout; meaning: seconds per call; default: 2.0" in quote
+
+
+def test_a_sentence_that_runs_over_a_line_break_is_quoted_whole() -> None:
+    """The docs wrap their prose at 90 characters; the quote ends where the sentence does,
+    not at the end of a line ("... (or back) and")."""
+    wrapped = (
+        "Together they back up\na store, restore it after a loss, move a deployment from "
+        "SQLite to MongoDB (or back) and\ncopy one user's history elsewhere."
+    )
+
+    assert sentences(wrapped) == [" ".join(wrapped.split())]
+    assert best_sentences("How do I restore a backup?", wrapped).endswith("history elsewhere.")

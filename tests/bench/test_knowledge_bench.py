@@ -47,3 +47,10 @@ def test_the_benchmark_scores_the_questions_and_writes_its_figures(tmp_path: Pat
     assert figures["held_out"]["declined"] == 1.0
     assert figures["p50_ms_at_1000"] > 0
     assert "recall_at_3: 1.0" in result.stdout
+
+
+def test_a_sign_the_confidence_does_not_know_is_named_before_anything_runs() -> None:
+    result = run_module("bench.knowledge", "--fit", "--features", "overlap,lead")
+
+    assert result.returncode == 2
+    assert "--features: lead not of overlap, cosine" in result.stderr

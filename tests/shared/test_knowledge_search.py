@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from shared.knowledge.index import build_index
 from shared.knowledge.passages import markdown_passages
+from shared.knowledge.retrieval import confidence
 
 # A settings table long enough to be cut into several passages: the row that answers
 # lies far from the header that says what its cells mean.
@@ -110,3 +111,59 @@ def test_the_answer_is_the_sections_passage_holding_the_questions_row() -> None:
 
     assert len([p for p in passages if p.section == "The pipeline file"]) > 1
     assert "key: service.connector.timeout; meaning: seconds per call" in best.passage.text
+
+
+def test_a_passage_from_another_file_than_the_search_points_at_is_less_sure() -> None:
+    index, _ = build_index(
+        [
+            *markdown_passages("docs/configuration.md", CONFIGURATION),
+            *markdown_passages("docs/operations.md", BACKUP),
+        ]
+    )
+
+    first, *others = index.search("How often should I back up the dialogs?", k=3)
+
+    assert first.passage.source == "docs/operations.md"
+    assert first.file_voted and first.margin > 0
+    behind = [h for h in others if h.passage.source != first.passage.source]
+    assert behind and all(not h.file_voted and h.margin < 0 for h in behind)
+    assert all(confidence(h) < confidence(first) for h in behind)
+
+
+def test_the_share_of_the_questions_words_in_the_passages_own_text() -> None:
+    index, _ = build_index(list(markdown_passages("docs/operations.md", BACKUP)))
+
+    # "operations" and "saving" are only in the file's name and the heading path
+    best = index.search("Saving operations: which command takes a backup?", k=1)[0]
+
+    assert best.passage.section == "Saving the dialogs"
+    assert best.text_overlap < best.overlap
+
+
+# A section cut into two passages: the introduction writes the verb apart ("back up"),
+# and a later command line holds the noun ("backup.jsonl").
+INTRODUCTION = f"""\
+# Backup and restore
+
+`chorus export` writes dialogs to a file; `chorus import` puts such a file back. Together
+they back up a store and restore it after a loss. {"More about the file's format. " * 14}
+
+```sh
+.venv/bin/chorus import backup.jsonl --db sqlite:///chorus.db
+```
+
+# Upgrading
+
+Stop the agent, install the new version, and start it again.
+"""
+
+
+def test_a_sections_passage_counts_the_words_its_paragraph_writes_apart() -> None:
+    passages = list(markdown_passages("docs/backup.md", INTRODUCTION))
+    index, _ = build_index(passages)
+
+    best = index.search("How do I restore a backup?", k=1)[0]
+
+    assert len([p for p in passages if p.section == "Backup and restore"]) == 2
+    assert "they back up a store and restore it" in best.passage.text
+    assert best.text_overlap == 1.0  # "back up" is the question's "backup"
