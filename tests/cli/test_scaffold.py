@@ -184,11 +184,12 @@ def test_registers_the_skill_in_docker_compose(scaffolded: Scaffolded) -> None:
     assert f"  {NAME}:\n    <<: *service\n" in text
 
 
-def test_deploy_checks_and_the_skills_own_tests_pass(scaffolded: Scaffolded) -> None:
-    """tests/deploy run on the copy: the new service's cases, and every check across files
-    (`docker-compose config` among them when it is installed). The agent image's check is
-    left out: the agent code did not change, and the compose pipeline's validity is a
-    check of its own."""
+def compose_cases(services: set[str]) -> list[str]:
+    """tests/deploy/test_compose.py's cases that a change to ``services`` (folder names) can
+    break: each case of those services, and every check across files. The agent image's
+    checks are left out: the agent code did not change, and the compose pipeline's validity
+    is a check of its own. The other services' cases run in this suite, on files the copy
+    shares with this checkout."""
     module = "tests/deploy/test_compose.py"
     cases = []
     for name in dir(test_compose):
@@ -197,10 +198,19 @@ def test_deploy_checks_and_the_skills_own_tests_pass(scaffolded: Scaffolded) -> 
             continue
         marks = [m for m in getattr(function, "pytestmark", []) if m.name == "parametrize"]
         if marks and marks[0].args[0] == "service":  # one case per compose service
-            cases.append(f"{module}::{name}[{NAME}]")
+            cases += [f"{module}::{name}[{s}]" for s in sorted(services)]
         else:
             cases.append(f"{module}::{name}")
+    return cases
+
+
+def test_deploy_checks_and_the_skills_own_tests_pass(scaffolded: Scaffolded) -> None:
+    """tests/deploy run on the copy: the new service's cases, and every check across files
+    (`docker-compose config` among them when it is installed). The agent image's check is
+    left out: the agent code did not change, and the compose pipeline's validity is a
+    check of its own."""
     env = unmeasured_environment("CHORUS_")  # a copy of the repository
+    cases = compose_cases({NAME})
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *cases, f"skills/{NAME}"],
         cwd=scaffolded.repo,
@@ -467,10 +477,12 @@ def test_following_the_docs_keeps_every_test_green(tmp_path: Path) -> None:
     """A newcomer's path through docs/adding-a-skill.md, in a copy of the repository: the
     weather skill scaffolded, its code and first test replaced by the docs', the weather
     intent added to the intents annotator and routed in rules.json. Then lint, the tests of
-    every service the path changed, of the default bot and of the compose file stay green,
+    every service the path changed, of the default bot and of the compose file (its checks
+    across files and the changed services' cases) stay green,
     and the skill passes the test the docs give it. A service the path leaves as it is runs
     the same tests in this suite (its tests import only its own folder), so they are not
-    run a second time here: that was most of the slowest test of the suite."""
+    run a second time here, nor are the compose file's cases of those services: that was
+    most of the slowest test of the suite."""
     repo = copy_repository(tmp_path / "repo")
     assert chorus(repo, "new", "skill", "weather").exit_code == 0
     skill = repo / "skills" / "weather"
@@ -490,6 +502,7 @@ def test_following_the_docs_keeps_every_test_green(tmp_path: Path) -> None:
     rules_path.write_text(json.dumps(rules, indent=2))
 
     env = unmeasured_environment("CHORUS_")  # a copy of the repository
+    changed = changed_services(repo)
     folders = ["agent", *SERVICE_GROUPS, "tests"]
     for check in (["check"], ["format", "--check"]):  # as `make lint` runs them
         lint = subprocess.run(
@@ -511,9 +524,10 @@ def test_following_the_docs_keeps_every_test_green(tmp_path: Path) -> None:
             "no:cacheprovider",
             "-k",
             "not mongodb",
-            *changed_services(repo),
+            *changed,
             "tests/e2e",
-            "tests/deploy/test_compose.py",  # the skill in compose (replicas: unrelated)
+            # the skill in compose, and the services the path changed (replicas: unrelated)
+            *compose_cases({Path(folder).name for folder in changed}),
         ],
         cwd=repo,
         env=env,
@@ -527,9 +541,7 @@ def test_following_the_docs_keeps_every_test_green(tmp_path: Path) -> None:
     docs_case = "skills/weather/test_app.py::test_tells_the_weather_and_remembers_the_city"
     assert f"PASSED {docs_case}" in result.stdout, result.stdout[-4000:]
     # The services the path edits are among those tested (a sign the comparison works).
-    assert {"skills/weather", "annotators/intents", "skill_selectors/rules"} <= set(
-        changed_services(repo)
-    )
+    assert {"skills/weather", "annotators/intents", "skill_selectors/rules"} <= set(changed)
     routed = subprocess.run(
         [sys.executable, "-c", UMBRELLA_THROUGH_THE_SERVICES],
         cwd=repo,

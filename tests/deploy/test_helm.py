@@ -58,6 +58,7 @@ from tests.support.helm import (
     build_helm,
     helm_required,
     kube_version,
+    manifests,
     unavailable_reason,
     validate,
 )
@@ -1046,7 +1047,7 @@ def test_the_documented_experiment_renders_and_the_agent_loads_it(
         args += [flag, value.replace("candidate.json", str(candidate))]
     result = helm.run(*args)
     assert result.returncode == 0, result.stderr
-    objects = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    objects = manifests(result.stdout)
     validate_all(objects)
     directory = _config_files(objects, "chorus-pipeline", tmp_path / "etc")
     experiment = load_experiment(directory / "experiment.json", window=3, turn_timeout=None)

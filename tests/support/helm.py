@@ -12,6 +12,7 @@ refuses unknown fields, so a misspelt key fails as a wrong type does.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
+import kubernetes_validate.utils
 import yaml
 from kubernetes_validate.utils import latest_version
 
@@ -77,11 +79,22 @@ def build_helm() -> Path:
     return built_binary("Helm", BUILD_SCRIPT, _cached_binary(), HelmError)
 
 
+@functools.cache
 def kube_version() -> str:
     """The newest Kubernetes version kubernetes-validate has schemas for, e.g. ``1.37.0``:
     the chart is rendered for it and validated against it."""
     version: str = latest_version()
     return version
+
+
+# kubernetes-validate reads and parses a kind's schema and the definitions it refers to (a
+# few MB of JSON) on every call: once per file here, as the files do not change during a
+# run. The parsed schemas are only read (jsonschema does not change a schema it validates
+# with).
+if not hasattr(kubernetes_validate.utils.schema_contents, "cache_info"):
+    kubernetes_validate.utils.schema_contents = functools.cache(
+        kubernetes_validate.utils.schema_contents
+    )
 
 
 class Helm:
@@ -123,7 +136,15 @@ class Helm:
         result = self.run(*args)
         if result.returncode != 0:
             raise HelmError(f"helm template failed:\n{result.stderr}")
-        return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+        return manifests(result.stdout)
+
+
+def manifests(rendered: str) -> list[Manifest]:
+    """The objects of ``helm template``'s output, in order. Read with libyaml's loader
+    (PyYAML's wheels have it): the safe loader's rules, at a tenth of the pure-Python one's
+    cost, which was most of a chart test's time."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return [doc for doc in yaml.load_all(rendered, Loader=loader) if doc]
 
 
 def _values_args(values: Sequence[Path]) -> list[str]:

@@ -5,6 +5,7 @@ few requests straight into its ASGI app."""
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import re
@@ -119,8 +120,18 @@ def blocked_modules(requirements: list[str], own: set[str]) -> list[str]:
     installed = closure(requirements)
     return sorted(
         top
-        for top, dists in importlib.metadata.packages_distributions().items()
+        for top, dists in _top_level_modules()
         if top not in own and not {normalise(d) for d in dists} & installed
+    )
+
+
+@functools.cache
+def _top_level_modules() -> tuple[tuple[str, frozenset[str]], ...]:
+    """Each top-level module installed here and the distributions that bring it: read once
+    per process (reading every distribution's file list took seconds, for each image)."""
+    return tuple(
+        (top, frozenset(dists))
+        for top, dists in importlib.metadata.packages_distributions().items()
     )
 
 
