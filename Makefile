@@ -14,6 +14,8 @@ endif
 PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 VENV := .venv
 BIN := $(VENV)/bin
+#: The installer's version, pinned like the packages it installs (constraints.txt).
+UV_VERSION := 0.13.9
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml sdk/pyproject.toml constraints.txt | cksum | cut -d' ' -f1)-$(PYTHON_VERSION)
 
 .PHONY: install lock run test test-fast test-twice lint typecheck bench clean sdk-wheel mongodb-test-server \
@@ -27,13 +29,15 @@ $(STAMP): pyproject.toml sdk/pyproject.toml constraints.txt
 	@if [ -x $(BIN)/python ] && [ "$$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')" != "$(PYTHON_VERSION)" ]; then \
 		echo "$(VENV) is of another Python: made again with $(PYTHON)"; rm -rf $(VENV); fi
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@# uv installs the same pinned packages as pip in a sixth of the time (about 20 s
+	@# against 90 s on a 2-core machine): most of a fresh clone's set-up before the tests.
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'uv==$(UV_VERSION)'
 	@# setuptools warns that an editable install's folders could shadow the package: true
 	@# of any editable install, and a page of '!!' that reads like an error on a first run.
 	@# The agent depends on the service SDK's distribution (sdk/pyproject.toml), installed
 	@# editable from this checkout too: agent/sdk/ is edited in place, like the rest.
-	PYTHONWARNINGS='ignore:Editable installation' \
-		$(BIN)/python -m pip install --quiet -c constraints.txt -e ./sdk -e '.[dev,bench,services,qdrant]'
+	PYTHONWARNINGS='ignore:Editable installation' $(BIN)/python -m uv pip install --quiet \
+		--python $(BIN)/python -c constraints.txt -e ./sdk -e '.[dev,bench,services,qdrant]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP)
