@@ -16,7 +16,6 @@ from agent.connectors.quick_calls import QUICK_CALL, TRIAL_CALLS, SyncCalls
 from agent.sdk import DialogView, Service, SkillHypothesis
 from tests.support.views import view
 
-
 #: Calls a quick handler gets to reach the loop: on a busy machine a call in a thread may
 #: wait past the bound for the GIL or a core, which starts the trial again.
 PATIENCE = 500
