@@ -31,7 +31,7 @@ loop back from an async handler that blocks, but it bounds what one costs:
 A sync handler runs in a worker thread, as the SDK's server runs it, but in one of at most
 ``threads`` per service (:mod:`agent.connectors.handler_threads`): a thread cannot be
 stopped at a timeout. Once its calls have shown it quick, it is called on the loop instead
-(:mod:`agent.connectors.quick_calls`), and back in its threads for good after one slow
+(:mod:`agent.connectors.quick_calls`), and back in its threads for a while after a slow
 call there. A handler that raises ``SystemExit`` or ``KeyboardInterrupt`` fails
 its call (over HTTP it would have ended its own server, not the agent). A streamed answer
 hands the loop back every few pieces and is bounded in size as over HTTP. A lifespan that
@@ -215,9 +215,10 @@ class InProcessConnector(Connector[DialogView]):
     @staticmethod
     def _request(views: list[DialogView]) -> ServiceRequest:
         """The views as the service would parse them, in containers of their own: a view
-        shares its annotations and attributes with the turn's state."""
+        shares its annotations and attributes with the turn's state. Parsed from their
+        JSON, made once for the services of a stage (:meth:`DialogView.sent_json`)."""
         return ServiceRequest.model_construct(
-            dialogs=[DialogView.model_validate(view.model_dump()) for view in views]
+            dialogs=[DialogView.model_validate_json(view.sent_json()) for view in views]
         )
 
     async def _answer(self, dialog: DialogView) -> Any:

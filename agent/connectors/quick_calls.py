@@ -11,10 +11,12 @@ So each service's calls are timed. They run in its threads until :data:`TRIAL_CA
 a row have each returned within :data:`QUICK_CALL` (wall time, which in a thread includes
 its waits for the GIL; a slower call, such as a first one loading a model, starts the
 count again); the next ones are called on the loop, as an async handler is, under the
-same watch (:mod:`agent.connectors.loop_watch`). The first call on the loop that takes
-longer sends the service back to its threads for good: a handler that blocks now and
-then holds the loop once at most. One that holds it past its timeout is a timeout and
-counts for its breaker, as an async handler that holds the loop does.
+same watch (:mod:`agent.connectors.loop_watch`). A call on the loop that takes longer
+sends the service back to its threads, for a trial twice as long as the last: a handler
+that blocks each time holds the loop a handful of times in its life, while one that ran
+long only because a busy machine left the agent waiting for a core comes back. One that
+holds the loop past its timeout is a timeout and counts for its breaker, as an async
+handler that holds the loop does.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ from agent.connectors.handler_threads import HandlerThreads
 
 #: Calls a service's sync handler makes in its threads before it may run on the loop.
 TRIAL_CALLS = 8
-#: The longest call, in seconds, that leaves a handler quick: above it, it runs in its
-#: threads from then on. Generous, because a call measured in a thread includes its waits
-#: for the GIL (up to the interpreter's 5 ms switch interval each).
+#: The longest call, in seconds, that counts as quick. Generous, because a call measured
+#: in a thread includes its waits for the GIL (up to the interpreter's 5 ms switch
+#: interval each).
 QUICK_CALL = 0.02
+#: The longest trial: after a slow call on the loop, each trial is twice the last, up to it.
+LONGEST_TRIAL = 1 << 20
 
 
 class SyncCalls:
@@ -41,16 +45,16 @@ class SyncCalls:
         self.threads = threads
         #: quick calls in a row in the threads (a thread's race on it only delays)
         self._quick = 0
-        #: a call on the loop was slow: the threads for good
-        self._slow = False
+        #: the quick calls in a row that bring the handler to the loop
+        self.trial = TRIAL_CALLS
 
     @property
     def inline(self) -> bool:
         """Whether the next call runs on the event loop."""
-        return self._quick >= TRIAL_CALLS and not self._slow
+        return self._quick >= self.trial
 
     def _timed(self, took: float) -> None:
-        self._quick = 0 if took > QUICK_CALL else self._quick + 1
+        self._quick = 0 if took > QUICK_CALL else min(self._quick + 1, self.trial)
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` with a copy of the caller's context, as in a thread: what the
@@ -61,7 +65,8 @@ class SyncCalls:
                 return contextvars.copy_context().run(fn, *args)
             finally:
                 if time.perf_counter() - started > QUICK_CALL:
-                    self._slow = True
+                    self._quick = 0
+                    self.trial = min(self.trial * 2, LONGEST_TRIAL)
         return await self.threads.run(self._timing, fn, *args)
 
     def _timing(self, fn: Callable[..., Any], *args: Any) -> Any:

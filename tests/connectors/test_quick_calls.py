@@ -1,5 +1,6 @@
 """Where an in-process sync handler runs: in its threads until its calls have shown it
-quick, then on the event loop, and back in its threads for good after one slow call there."""
+quick, then on the event loop, and back in its threads, for a longer trial, after a slow
+call there."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ async def test_a_quick_handler_runs_in_its_threads_then_on_the_loop() -> None:
     assert [await calls.run(where) for _ in range(3)] == [loop_thread] * 3
 
 
-async def test_a_slow_call_on_the_loop_sends_the_handler_back_to_its_threads_for_good() -> None:
+async def test_a_slow_call_on_the_loop_sends_the_handler_back_for_a_trial_twice_as_long() -> None:
     calls = SyncCalls(HandlerThreads("sometimes_slow", limit=4))
     await trained(calls)
 
@@ -54,6 +55,8 @@ async def test_a_slow_call_on_the_loop_sends_the_handler_back_to_its_threads_for
     assert await calls.run(slow) is threading.current_thread()  # measured as it ran
     ran = [await calls.run(where) for _ in range(TRIAL_CALLS * 2)]
     assert all(thread is not threading.current_thread() for thread in ran)
+    await trained(calls)  # quick again: it comes back
+    assert await calls.run(where) is threading.current_thread()
 
 
 async def test_a_slow_call_during_the_trial_starts_its_count_again() -> None:
