@@ -215,10 +215,9 @@ class InProcessConnector(Connector[DialogView]):
     @staticmethod
     def _request(views: list[DialogView]) -> ServiceRequest:
         """The views as the service would parse them, in containers of their own: a view
-        shares its annotations and attributes with the turn's state. Parsed from their
-        JSON, made once for the services of a stage (:meth:`DialogView.sent_json`)."""
+        shares its annotations and attributes with the turn's state."""
         return ServiceRequest.model_construct(
-            dialogs=[DialogView.model_validate_json(view.sent_json()) for view in views]
+            dialogs=[DialogView.model_validate(view.model_dump()) for view in views]
         )
 
     async def _answer(self, dialog: DialogView) -> Any:
