@@ -44,7 +44,6 @@ from uvicorn._types import ASGIReceiveEvent, ASGISendEvent
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
-from agent.api.corked import CorkedWrites
 from agent.api.errors import envelope
 
 log = logging.getLogger("chorus.server")
@@ -187,9 +186,6 @@ class LimitedHttp(HttpToolsProtocol):
             self._header_deadline.cancel()
             self._header_deadline = None
         super().on_headers_complete()
-        cycle = getattr(self, "cycle", None)
-        if cycle is not None and not self.parser.should_upgrade():
-            cycle.transport = CorkedWrites(self.transport, self.loop)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
