@@ -29,7 +29,7 @@ from agent.connectors.errors import (
 from agent.connectors.transport import Reply, Request, Transport
 from agent.connectors.wire import WireTransport
 from agent.sdk.contracts import CONTRACT_HEADER
-from agent.sdk.models import DialogView
+from agent.sdk.models import DialogView, ServiceRequest
 from agent.sdk.streaming import STREAM_MEDIA_TYPE, parse_line
 from agent.telemetry import outgoing_headers, printable
 
@@ -74,13 +74,6 @@ def make_transport(max_connections: int = DEFAULT_POOL_SIZE) -> WireTransport:
     return WireTransport(max_connections, KEEPALIVE_SECONDS)
 
 
-def request_body(views: list[DialogView]) -> bytes:
-    """The ``POST /respond`` body of a batch, the :class:`ServiceRequest` of ``views``:
-    each view's JSON is made once for the services of a stage
-    (:meth:`DialogView.sent_json`)."""
-    return b'{"dialogs":[' + b",".join(view.sent_json() for view in views) + b"]}"
-
-
 class HttpConnector(Connector[DialogView]):
     """Calls one service's URL."""
 
@@ -99,7 +92,7 @@ class HttpConnector(Connector[DialogView]):
         self._max_bytes = max_response_bytes
 
     async def call(self, views: list[DialogView]) -> list[Any]:
-        body = request_body(views)
+        body = ServiceRequest.model_construct(dialogs=views).model_dump_json().encode()
         return self._one_item(self._parse(await self._post(body)), len(views))
 
     def _one_item(self, data: Any, views: int) -> list[Any]:
@@ -118,7 +111,7 @@ class HttpConnector(Connector[DialogView]):
         ``start``, ``token``... as they arrive, ``end`` with the one output. A service
         that answers plain JSON instead is read as usual and ends the same way; an
         ``error`` line, a broken line or a stream without ``end`` raise a service error."""
-        body = request_body([view])
+        body = ServiceRequest.model_construct(dialogs=[view]).model_dump_json().encode()
         headers = outgoing_headers({**_JSON, "Accept": f"{STREAM_MEDIA_TYPE}, application/json"})
         try:
             async with self._transport.send(

@@ -9,14 +9,12 @@ skill selector: skill names or a :class:`SkillSelection`; response selector:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PrivateAttr,
     field_validator,
 )
 
@@ -100,21 +98,6 @@ class DialogView(BaseModel):
         description="the most tokens an LLM skill may spend on this call: what is left of "
         "its token budget in the pipeline file (none: no budget)",
     )
-    _json: bytes | None = PrivateAttr(default=None)
-
-    def sent_json(self) -> bytes:
-        """The view's JSON, made at the first call and kept. For the agent, which shows one
-        view to every service of a stage and does not change it: a view changed after its
-        first call still gives its first JSON."""
-        if self._json is None:
-            self._json = self.model_dump_json().encode()
-        return self._json
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        """A copy, which makes its own JSON (:meth:`sent_json`)."""
-        copied = super().model_copy(update=update, deep=deep)
-        copied._json = None
-        return copied
 
     @property
     def last_utterance(self) -> UtteranceView:
