@@ -154,7 +154,7 @@ class ChatParts:
 
 async def chat_gate(request: Request, key: Annotated[str | None, Depends(_header)]) -> ChatParts:
     """``POST /``'s checks in their order (its key when the chat is protected, then a JSON
-    body) and the parts it uses: one dependency where there were six, each solved by
+    body) and the parts it uses: one dependency where there were seven, each solved by
     FastAPI on every turn (docs/performance.md, "Half the CPU")."""
     components = components_of(request)
     check_chat_key(components.settings, key)

@@ -28,7 +28,7 @@ def where() -> threading.Thread:
 
 async def trained(calls: SyncCalls) -> list[threading.Thread]:
     """Call a quick handler until it runs on the loop; the threads its calls ran in."""
-    ran = []
+    ran: list[threading.Thread] = []
     while not calls.inline:
         assert len(ran) < PATIENCE, "a handler answering at once never reached the loop"
         ran.append(await calls.run(where))
