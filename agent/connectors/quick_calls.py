@@ -8,15 +8,17 @@ thread is woken, the GIL passes to it and back, and the answer comes back throug
 loop's thread-safe queue, several calls a turn (docs/performance.md, "Half the CPU").
 
 So each service's calls are timed. They run in its threads until :data:`TRIAL_CALLS` in
-a row have each returned within :data:`QUICK_CALL` (wall time, which in a thread includes
-its waits for the GIL; a slower call, such as a first one loading a model, starts the
-count again); the next ones are called on the loop, as an async handler is, under the
-same watch (:mod:`agent.connectors.loop_watch`). A call on the loop that takes longer
-sends the service back to its threads, for a trial twice as long as the last: a handler
-that blocks each time holds the loop a handful of times in its life, while one that ran
-long only because a busy machine left the agent waiting for a core comes back. One that
-holds the loop past its timeout is a timeout and counts for its breaker, as an async
-handler that holds the loop does.
+a row have each been quick: under :data:`QUICK_CPU` of the CPU (a handler whose own work
+is longer saves little by skipping the hand-off, and would hold every other turn while
+it works) and back within :data:`QUICK_CALL` (a handler that waits, on a socket or a
+lock, is not quick however little CPU it uses). A slower call, such as a first one
+loading a model, starts the count again. The next ones are called on the loop, as an
+async handler is, under the same watch (:mod:`agent.connectors.loop_watch`). A call on
+the loop that is not quick sends the service back to its threads, for a trial twice as
+long as the last: a handler that blocks each time holds the loop a handful of times in
+its life, while one that ran long only because a busy machine left the agent waiting
+for a core comes back. One that holds the loop past its timeout is a timeout and counts
+for its breaker, as an async handler that holds the loop does.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from agent.connectors.handler_threads import HandlerThreads
 
 #: Calls a service's sync handler makes in its threads before it may run on the loop.
 TRIAL_CALLS = 8
+#: The most CPU time, in seconds, a quick call uses (its thread's own, from
+#: ``time.thread_time``).
+QUICK_CPU = 0.0005
 #: The longest call, in seconds, that counts as quick. Generous, because a call measured
 #: in a thread includes its waits for the GIL (up to the interpreter's 5 ms switch
 #: interval each).
@@ -53,26 +58,28 @@ class SyncCalls:
         """Whether the next call runs on the event loop."""
         return self._quick >= self.trial
 
-    def _timed(self, took: float) -> None:
-        self._quick = 0 if took > QUICK_CALL else min(self._quick + 1, self.trial)
-
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` with a copy of the caller's context, as in a thread: what the
         handler sets in its context stays in it."""
         if self.inline:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             try:
                 return contextvars.copy_context().run(fn, *args)
             finally:
-                if time.perf_counter() - started > QUICK_CALL:
+                if not _quick(started, cpu):
                     self._quick = 0
                     self.trial = min(self.trial * 2, LONGEST_TRIAL)
         return await self.threads.run(self._timing, fn, *args)
 
     def _timing(self, fn: Callable[..., Any], *args: Any) -> Any:
         """In the thread: the call, timed there (the wait for a free thread not counted)."""
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         try:
             return fn(*args)
         finally:
-            self._timed(time.perf_counter() - started)
+            self._quick = min(self._quick + 1, self.trial) if _quick(started, cpu) else 0
+
+
+def _quick(started: float, cpu: float) -> bool:
+    """Whether the call begun at ``started`` (and at ``cpu`` of its thread's CPU time) was."""
+    return time.thread_time() - cpu <= QUICK_CPU and time.perf_counter() - started <= QUICK_CALL

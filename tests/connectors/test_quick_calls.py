@@ -13,7 +13,7 @@ import pytest
 from agent.connectors.errors import BadServiceResponse
 from agent.connectors.handler_threads import HandlerThreads
 from agent.connectors.in_process import InProcessConnector
-from agent.connectors.quick_calls import QUICK_CALL, TRIAL_CALLS, SyncCalls
+from agent.connectors.quick_calls import QUICK_CALL, QUICK_CPU, TRIAL_CALLS, SyncCalls
 from agent.sdk import DialogView, Service, SkillHypothesis
 from tests.support.views import view
 
@@ -70,6 +70,22 @@ async def test_a_slow_call_during_the_trial_starts_its_count_again() -> None:
         await calls.run(where)
     assert not calls.inline
     assert len(await trained(calls)) >= 1
+
+
+async def test_a_handler_that_works_longer_than_a_hand_off_stays_in_its_threads() -> None:
+    """A handler spending more than a quick call's CPU on each call (a model's inference):
+    skipping the hand-off would save it little and hold every other turn meanwhile."""
+    calls = SyncCalls(HandlerThreads("heavy", limit=4))
+
+    def work() -> threading.Thread:
+        started = time.thread_time()
+        while time.thread_time() - started <= QUICK_CPU * 2:  # the work under test
+            pass
+        return threading.current_thread()
+
+    ran = [await calls.run(work) for _ in range(TRIAL_CALLS * 2)]
+    assert all(thread is not threading.current_thread() for thread in ran)
+    assert not calls.inline
 
 
 async def test_a_handler_on_the_loop_sets_nothing_in_its_caller_s_context() -> None:
