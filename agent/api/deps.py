@@ -24,10 +24,14 @@ from agent.turn.base import LoadedPipeline
 from agent.turn.config import DoubleTexting
 
 
-async def _components(connection: HTTPConnection) -> Components:
+def components_of(connection: HTTPConnection) -> Components:
     """The app's parts, for an HTTP request and a WebSocket alike."""
     components: Components = connection.app.state.components
     return components
+
+
+async def _components(connection: HTTPConnection) -> Components:
+    return components_of(connection)
 
 
 ComponentsDep = Annotated[Components, Depends(_components)]
@@ -88,28 +92,30 @@ async def require_json(request: Request) -> None:
         )
 
 
-async def _idempotency_key(
-    key: Annotated[
-        str | None,
-        Header(
-            alias="Idempotency-Key",
-            pattern=r"^[\w.:-]{1,128}$",
-            description="retries with the same key are answered once",
-        ),
-    ] = None,
-) -> str | None:
+#: The ``Idempotency-Key`` header, as a route's own parameter.
+IdempotencyHeader = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        pattern=r"^[\w.:-]{1,128}$",
+        description="retries with the same key are answered once",
+    ),
+]
+#: The ``double_texting`` query parameter, as a route's own parameter.
+DoubleTextingQuery = Annotated[
+    DoubleTexting | None,
+    Query(
+        description="if a message of this user is being answered: enqueue (wait for "
+        "it), reject (409 naming it) or interrupt (cancel it); default: the pipeline's"
+    ),
+]
+
+
+async def _idempotency_key(key: IdempotencyHeader = None) -> str | None:
     return key
 
 
-async def _double_texting(
-    double_texting: Annotated[
-        DoubleTexting | None,
-        Query(
-            description="if a message of this user is being answered: enqueue (wait for "
-            "it), reject (409 naming it) or interrupt (cancel it); default: the pipeline's"
-        ),
-    ] = None,
-) -> DoubleTexting | None:
+async def _double_texting(double_texting: DoubleTextingQuery = None) -> DoubleTexting | None:
     return double_texting
 
 

@@ -30,7 +30,9 @@ loop back from an async handler that blocks, but it bounds what one costs:
 
 A sync handler runs in a worker thread, as the SDK's server runs it, but in one of at most
 ``threads`` per service (:mod:`agent.connectors.handler_threads`): a thread cannot be
-stopped at a timeout. A handler that raises ``SystemExit`` or ``KeyboardInterrupt`` fails
+stopped at a timeout. Once its calls have shown it quick, it is called on the loop instead
+(:mod:`agent.connectors.quick_calls`), and back in its threads for a while after a slow
+call there. A handler that raises ``SystemExit`` or ``KeyboardInterrupt`` fails
 its call (over HTTP it would have ended its own server, not the agent). A streamed answer
 hands the loop back every few pieces and is bounded in size as over HTTP. A lifespan that
 does not open within the service's timeout goes on opening while the agent serves; its
@@ -66,6 +68,7 @@ from agent.connectors.http import (
 )
 from agent.connectors.lifespan import ServiceLifespan
 from agent.connectors.loop_watch import WATCH, Held, LoopWatch
+from agent.connectors.quick_calls import SyncCalls
 from agent.sdk.contracts import ContractError
 from agent.sdk.errors import ConfigError
 from agent.sdk.models import DialogView, ServiceRequest
@@ -167,6 +170,7 @@ class InProcessConnector(Connector[DialogView]):
         self.service = service
         self.timeout = timeout
         self.threads = HandlerThreads(name, threads)
+        self.sync = SyncCalls(self.threads)
         self.breaker = breaker
         self._max_bytes = max_response_bytes
         self._watch = watch
@@ -220,7 +224,7 @@ class InProcessConnector(Connector[DialogView]):
         """One dialog's answer; in a task of its own for a batch, so an exit is contained
         in it (a task that ends with ``SystemExit`` stops the event loop)."""
         with self._as_over_http():
-            return await self.service.answer(dialog, self.threads.run)
+            return await self.service.answer(dialog, self.sync.run)
 
     async def call(self, views: list[DialogView]) -> list[Any]:
         await self._lifespan.ready()

@@ -189,6 +189,8 @@ class Metrics:
                 self.arm_ratings.labels(arm)
         #: Exact counts and recent quantiles per service, for the ``/pipeline`` page.
         self.services = ServiceStats()
+        self._call_children: dict[tuple[str, str], Histogram] = {}
+        self._skill_children: dict[str, tuple[Counter, Counter]] = {}
 
     def observe_turn(self, result: FinishedTurn, seconds: float, *, arm: str | None = None) -> None:
         """A finished turn; ``arm``: its dialog's experiment arm."""
@@ -205,10 +207,11 @@ class Metrics:
         for call in result.utterance.trace:
             if call.outcome != "skipped":
                 service = self._label(call.service)
-                self.call_seconds.labels(service, call.role).observe(call.duration)
+                self._call_seconds(service, call.role).observe(call.duration)
                 if call.role == "skills":
-                    self.skill_calls.labels(service).inc()
-                    self.skill_seconds.labels(service).inc(call.duration)
+                    called, spent = self._skill_counters(service)
+                    called.inc()
+                    spent.inc(call.duration)
                     if call.outcome == "dropped":
                         self.skill_dropped.labels(service).inc()
         for hypothesis in result.utterance.hypotheses:
@@ -269,6 +272,24 @@ class Metrics:
 
     def _label(self, service: str) -> str:
         return service if service in self._services else UNKNOWN_SERVICE
+
+    def _call_seconds(self, service: str, role: str) -> Histogram:
+        """The call-time histogram of one service and role, looked up once: a metric's
+        ``labels`` checks and joins its values on every call, and a turn makes a dozen."""
+        child = self._call_children.get((service, role))
+        if child is None:
+            child = self._call_children[service, role] = self.call_seconds.labels(service, role)
+        return child
+
+    def _skill_counters(self, skill: str) -> tuple[Counter, Counter]:
+        """A skill's calls and seconds counters, looked up once (:meth:`_call_seconds`)."""
+        children = self._skill_children.get(skill)
+        if children is None:
+            children = self._skill_children[skill] = (
+                self.skill_calls.labels(skill),
+                self.skill_seconds.labels(skill),
+            )
+        return children
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -75,6 +75,9 @@ class _Run:
         self.bot_utterance: BotUtterance | None = None
         #: The views of the turn's stored utterances, by ``id()``, made at the first call.
         self.history_views: dict[int, UtteranceView] | None = None
+        #: The views made since the turn's state last changed, by context window and
+        #: token allowance: the services of one stage are shown the same view.
+        self.views: dict[tuple[int, int | None], DialogView] = {}
         #: The streaming skill whose announced confidence met its stream_min_confidence
         #: first, and why: its hypothesis answers the turn.
         self.claimed: tuple[str, str] | None = None
@@ -102,11 +105,18 @@ class _Run:
         return shown
 
     def view(self, node: ServiceNode, max_tokens: int | None = None) -> DialogView:
+        """What ``node`` is shown. Made once per state of the turn (:meth:`changed` says
+        when it moves on) and window: a connector only reads a view (an in-process one
+        copies it for its service), so the calls of one stage share it."""
+        key = (node.config.context_window, max_tokens)
+        made = self.views.get(key)
+        if made is not None:
+            return made
         if self.history_views is None:
             # the stored utterances do not change during the turn: viewed once, shown to
             # every service
             self.history_views = {id(u): utterance_view(u) for u in self.turn.history}
-        return dialog_view(
+        made = self.views[key] = dialog_view(
             self.turn.dialog_id,
             self.window(),
             self.turn.human,
@@ -115,6 +125,12 @@ class _Run:
             max_tokens,
             self.history_views,
         )
+        return made
+
+    def changed(self) -> None:
+        """The turn's state is about to change (an output written, the answer chosen): the
+        views made so far show it as it was."""
+        self.views.clear()
 
     def confident_below(self, node: ServiceNode, lower: list[ServiceNode]) -> str | None:
         """Why a tiered skill is not needed: the lower tiers' confident hypothesis, if one
@@ -184,6 +200,7 @@ class Executor:
         deadline = run.started + self.pipeline.turn_timeout
         await self._run_nodes(run, self._before_answer, deadline)
         bot_utterance = self._answer(run)
+        run.changed()
         run.bot_utterance = bot_utterance
         bot_utterance.annotations = WriteOnce()
         await self._run_nodes(run, self._after_answer, deadline)
@@ -452,6 +469,7 @@ class Executor:
         to be storable (:mod:`agent.state.storage_limits`) within the turn's document budget."""
         utterance = run.utterance
         run.stored_bytes = self._limits.charge(node.name, output, run.stored_bytes)
+        run.changed()
         try:
             if node.role == "annotators":
                 utterance.annotations[node.name] = output

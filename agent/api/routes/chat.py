@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, status
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request, status
 from fastapi.responses import JSONResponse, Response
 
 from agent.api.chat_turn import incoming
-from agent.api.deps import (
-    DoubleTextingPolicy,
-    FlowDep,
-    IdempotencyKey,
-    JsonBody,
-    PipelineDep,
-    SettingsDep,
-)
+from agent.api.deps import DoubleTextingQuery, IdempotencyHeader
 from agent.api.schemas import AgentMessage, AgentReply
-from agent.api.security import ChatKey
+from agent.api.security import ChatParts, chat_gate
 from agent.api.sse import stream_turn, wants_events
 from agent.flow import CLOSED, Answer, Incoming
 from agent.settings import Settings
@@ -89,7 +84,6 @@ def kept(reply: AgentReply) -> bool:
 
 @router.post(
     "/",
-    dependencies=[ChatKey, JsonBody],
     response_model=AgentReply,
     responses={
         200: {
@@ -105,13 +99,11 @@ def kept(reply: AgentReply) -> bool:
     },
 )
 async def chat(
+    parts: Annotated[ChatParts, Depends(chat_gate)],
     message: AgentMessage,
-    flow: FlowDep,
-    settings: SettingsDep,
-    key: IdempotencyKey,
-    double_texting: DoubleTextingPolicy,
     request: Request,
-    pipeline: PipelineDep,
+    key: IdempotencyHeader = None,
+    double_texting: DoubleTextingQuery = None,
 ) -> AgentReply | Response:
     """Send the user's message; get the bot's answer and the skill that gave it.
 
@@ -121,6 +113,7 @@ async def chat(
     ``payload`` ``/start`` or ``/close`` ends the user's open dialog; the next message
     opens a new one.
     """
+    flow, settings, pipeline = parts.flow, parts.settings, parts.pipeline
     dialect = settings.dialect or pipeline.dialect
     turn = checked(message, settings, dialect, key, double_texting)
     if wants_events(request):
