@@ -23,10 +23,9 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
-import aiohttp
-
 from agent.api.readiness import Readiness
-from agent.connectors.http import make_http_client, make_transport
+from agent.connectors.http import make_transport
+from agent.connectors.lazy_client import LazyClient
 from agent.connectors.transport import Transport
 from agent.flow import END_RETRY, RETRY_WINDOW, MessageFlow
 from agent.handoff import Handoffs, Webhook
@@ -57,7 +56,7 @@ class Components:
     #: pipeline answers them all
     experiment: Experiment | None
     store: Store
-    client: aiohttp.ClientSession
+    client: LazyClient
     executor: TurnExecutor
     metrics: Metrics
     flow: MessageFlow
@@ -85,8 +84,8 @@ async def assembled(
         if telemetry.tracer is not None:
             store = traced_store(store, telemetry.tracer, settings.db_url)
         stack.push_async_callback(store.close)
-        client = make_http_client()
-        stack.push_async_callback(client.close)
+        client = LazyClient()
+        stack.push_async_callback(client.aclose)
         transport = make_transport()
         stack.push_async_callback(transport.aclose)
         executor = await _executor(settings, pipeline, experiment, transport, stack)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 
-import aiohttp
 from pydantic import BaseModel, Field
 
+from agent.connectors.lazy_client import LazyClient
 from agent.connectors.probe import unreachable
 from agent.store.base import StoreConnection, StoreUnavailable
 from agent.turn.arms import Experiment
@@ -76,19 +76,19 @@ class Readiness:
     def __init__(
         self,
         store: StoreConnection,
-        session: aiohttp.ClientSession,
+        client: LazyClient,
         services: dict[str, str],
         timeout: float = 2.0,
     ) -> None:
         self._store = store
-        self._session = session
+        self._client = client
         self._services = services
         self._timeout = timeout
 
     async def check(self) -> ReadinessReport:
         store, *services = await asyncio.gather(
             self._store_problem(),
-            *(unreachable(self._session, url, self._timeout) for url in self._services.values()),
+            *(unreachable(self._client, url, self._timeout) for url in self._services.values()),
         )
         report = {
             name: problem or OK for name, problem in zip(self._services, services, strict=True)

@@ -6,8 +6,8 @@ measurement: a turn makes about 7 service calls, and ``bench/http_clients.py`` m
 against aiohttp and httpx (docs/performance.md). All connectors share the one transport
 made in the agent's lifespan (:func:`make_transport`); tests may hand a connector a
 :class:`~agent.connectors.transport.MockTransport` instead. The agent's other HTTP calls
-(readiness checks, the helpdesk webhook) go through one ``aiohttp.ClientSession``
-(:func:`make_http_client`).
+(readiness checks, the helpdesk webhook) go through one httpx client made on first use
+(:mod:`agent.connectors.lazy_client`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
-
-import aiohttp
 
 from agent.connectors.base import Connector, Line
 from agent.connectors.errors import (
@@ -51,21 +49,6 @@ DEFAULT_POOL_SIZE = 256
 #: service's output lost).
 KEEPALIVE_SECONDS = 4.0
 _JSON = {"Content-Type": "application/json"}
-
-
-def make_http_client(max_connections: int = DEFAULT_POOL_SIZE) -> aiohttp.ClientSession:
-    """The one HTTP session of the agent, its pool sized for many turns' fan-out at once.
-
-    Call it inside the running event loop (the lifespan)."""
-    connector = aiohttp.TCPConnector(
-        limit=max_connections,
-        limit_per_host=0,
-        keepalive_timeout=KEEPALIVE_SECONDS,
-        ttl_dns_cache=60,
-    )
-    return aiohttp.ClientSession(
-        connector=connector, trust_env=False, skip_auto_headers=("User-Agent",)
-    )
 
 
 def make_transport(max_connections: int = DEFAULT_POOL_SIZE) -> WireTransport:
@@ -149,16 +132,16 @@ class HttpConnector(Connector[DialogView]):
                         yield "end", output
                         return
                     yield key, value
-        except (OSError, aiohttp.ClientError) as exc:
+        except OSError as exc:
             raise self._transport_error(exc) from None
         raise BadServiceResponse(self.name, "the streamed answer ended without its end line")
 
-    def _transport_error(self, exc: OSError | aiohttp.ClientError) -> Exception:
+    def _transport_error(self, exc: OSError) -> Exception:
         """The service error for a call that failed on the way (no answer in time, no
         connection, a broken one), whether its answer was read whole or streamed."""
         if isinstance(exc, TimeoutError):
             return ServiceTimeout(self.name, f"no answer within {self._timeout}s")
-        if isinstance(exc, aiohttp.ClientConnectorError | ConnectionRefusedError):
+        if isinstance(exc, ConnectionRefusedError):
             why = getattr(exc, "strerror", None) or exc
             return ServiceUnavailable(
                 self.name, f"cannot reach {self.url}: {why}", never_connected=True
@@ -178,7 +161,7 @@ class HttpConnector(Connector[DialogView]):
                 raw = await self._read_bounded(response)
                 status = response.status
                 broken_contract = CONTRACT_HEADER in response.headers
-        except (OSError, aiohttp.ClientError) as exc:
+        except OSError as exc:
             raise self._transport_error(exc) from None
         if broken_contract:
             raise BadServiceResponse(self.name, _contract_message(raw))

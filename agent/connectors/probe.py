@@ -7,17 +7,20 @@ refused connection, a reset or no answer in time count as unreachable.
 
 from __future__ import annotations
 
-import aiohttp
+import asyncio
+
+from agent.connectors.lazy_client import LazyClient
 
 
-async def unreachable(session: aiohttp.ClientSession, url: str, within: float) -> str | None:
-    """None when ``url`` answers within ``within`` seconds, else why not."""
+async def unreachable(client: LazyClient, url: str, within: float) -> str | None:
+    """None when ``url`` answers within ``within`` seconds (all of it: httpx's own timeouts
+    bound each step), else why not. The answer's body is not read."""
+    import httpx  # loaded by the client already; see agent.connectors.lazy_client
+
     try:
-        async with session.get(
-            url, allow_redirects=False, timeout=aiohttp.ClientTimeout(total=within)
-        ):
+        async with asyncio.timeout(within), client.get().stream("GET", url):
             return None
-    except TimeoutError:
+    except (TimeoutError, httpx.TimeoutException):
         return f"no answer from {url} within {within}s"
-    except aiohttp.ClientError as exc:
+    except httpx.TransportError as exc:
         return f"cannot reach {url}: {exc or type(exc).__name__}"

@@ -22,9 +22,9 @@ import logging
 import time
 from typing import Any, Literal
 
-import aiohttp
 from pydantic import SecretStr
 
+from agent.connectors.lazy_client import LazyClient
 from agent.state.handoff import Handoff
 from agent.state.models import Utterance, new_id, utc_now
 
@@ -67,7 +67,7 @@ class Webhook:
 
     def __init__(
         self,
-        client: aiohttp.ClientSession,
+        client: LazyClient,
         url: str,
         secret: SecretStr,
         *,
@@ -80,7 +80,7 @@ class Webhook:
         self._secret = secret.get_secret_value().encode()
         self._tries = tries
         self._first_delay = first_delay
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._timeout = timeout
         #: each dialog's last delivery, which its next one waits for
         self._tails: dict[str, asyncio.Task[None]] = {}
         #: every delivery not yet done, kept referenced until it is
@@ -153,12 +153,13 @@ class Webhook:
 
     async def _try(self, body: bytes, headers: dict[str, str]) -> str | None:
         """None when delivered; else why not (``refused ...`` when retrying cannot help)."""
+        import httpx  # loaded by the client already; see agent.connectors.lazy_client
+
         try:
-            async with self._client.post(
-                self._url, data=body, headers=headers, timeout=self._timeout
-            ) as response:
-                status = response.status
-        except (aiohttp.ClientError, TimeoutError) as exc:
+            async with asyncio.timeout(self._timeout):
+                response = await self._client.get().post(self._url, content=body, headers=headers)
+            status = response.status_code
+        except (httpx.TransportError, TimeoutError) as exc:
             return f"not delivered ({type(exc).__name__})"
         if status < 300:
             return None
