@@ -27,6 +27,7 @@ default: 50 LLM turns; 15 made p50s that moved by 5 ms from run to run on a shar
 machine), and the run records the machine's load average before and after.
 
     .venv/bin/python -m bench.llm_turns                       # this checkout
+    .venv/bin/python -m bench.llm_turns --conversations 3 --probes 10   # a quicker look
     .venv/bin/python -m bench.llm_turns --repo ../main --label before
     .venv/bin/python -m bench.llm_turns --agent-cost          # the agent's CPU and memory
 
