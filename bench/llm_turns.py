@@ -14,10 +14,20 @@ which the LLM's log shares:
 - cheap turns: p50 of message -> answer for the turns a cheap skill answers with the LLM
   on, against the same turns with it off;
 - LLM turns: p50/p95 of message -> first token, less the LLM's own time from the request
-  to its first piece; and of each token's arrival at the client behind the LLM sending it;
+  to its first piece, split into its two parts (message -> the LLM's request arriving, and
+  the LLM's first piece -> the client's first token); the same less what the LLM's own
+  server adds for a client calling it directly (its request parsed before its handler's
+  clock starts, its piece written after: :func:`direct_overhead`, measured on the same
+  endpoint in the same run); and each token's arrival at the client behind the LLM
+  sending it;
 - LLM requests per conversation of :data:`SCRIPT`'s 20 turns.
 
+Each figure is a p50 with its spread (p25, p75, p95) over ``--conversations`` (10 by
+default: 50 LLM turns; 15 made p50s that moved by 5 ms from run to run on a shared
+machine), and the run records the machine's load average before and after.
+
     .venv/bin/python -m bench.llm_turns                       # this checkout
+    .venv/bin/python -m bench.llm_turns --conversations 3 --probes 10   # a quicker look
     .venv/bin/python -m bench.llm_turns --repo ../main --label before
     .venv/bin/python -m bench.llm_turns --agent-cost          # the agent's CPU and memory
 
@@ -216,23 +226,59 @@ def conversations(
 
 
 def quantiles(values: list[float]) -> dict[str, float | None]:
+    """p50 with the spread around it (p25, p75, p95), in ms."""
     if not values:
-        return {"p50_ms": None, "p95_ms": None, "n": 0}
+        return {"p25_ms": None, "p50_ms": None, "p75_ms": None, "p95_ms": None, "n": 0}
     ordered = sorted(values)
-    p95 = ordered[max(round(0.95 * len(ordered)) - 1, 0)]
+
+    def rank(q: float) -> float:
+        return round(ordered[max(round(q * len(ordered)) - 1, 0)] * 1000, 1)
+
     return {
+        "p25_ms": rank(0.25),
         "p50_ms": round(statistics.median(ordered) * 1000, 1),
-        "p95_ms": round(p95 * 1000, 1),
+        "p75_ms": rank(0.75),
+        "p95_ms": rank(0.95),
         "n": len(ordered),
     }
 
 
-def figures(on: list[dict[str, Any]], off: list[dict[str, Any]], count: int) -> dict[str, Any]:
+def direct_overhead(llm: str, probes: int) -> list[float]:
+    """What the LLM's server adds to its own time for a client calling it directly, per
+    call: the client's request -> first piece, less the handler's own request -> first
+    piece (what :func:`figures` takes out of each turn). Uvicorn's parsing before the
+    handler's clock starts and the piece's write after it belong to the LLM, not to
+    Chorus. Each probe reads the first piece only and hangs up."""
+    body = {
+        "model": "bench",
+        "stream": True,
+        "messages": [{"role": "user", "content": "Explain why the sky is blue."}],
+    }
+    overhead: list[float] = []
+    with httpx.Client(base_url=llm, timeout=30) as client:
+        for _ in range(probes + 1):  # the first opens the connection: not counted
+            seen = len(client.get("/log").json())
+            sent = got = time.monotonic()
+            with client.stream("POST", "/v1/chat/completions", json=body) as response:
+                for line in response.iter_lines():
+                    if line.startswith("data:"):
+                        got = time.monotonic()
+                        break
+            request = client.get("/log").json()[seen]
+            overhead.append((got - sent) - (request["pieces"][0] - request["received"]))
+    return overhead[1:]
+
+
+def figures(
+    on: list[dict[str, Any]], off: list[dict[str, Any]], count: int, overhead: list[float]
+) -> dict[str, Any]:
     cheap_on = [t["answered"] - t["sent"] for t in on if t["skill"] != "llm"]
     cheap_off = [
         b["answered"] - b["sent"] for a, b in zip(on, off, strict=True) if a["skill"] != "llm"
     ]
     first: list[float] = []
+    to_llm: list[float] = []
+    from_llm: list[float] = []
     behind: list[float] = []
     answer_ms: list[float] = []
     for t in on:
@@ -244,8 +290,11 @@ def figures(on: list[dict[str, Any]], off: list[dict[str, Any]], count: int) -> 
             continue
         own = request["pieces"][0] - request["received"]
         first.append(t["tokens"][0] - t["sent"] - own)
+        to_llm.append(request["received"] - t["sent"])
+        from_llm.append(t["tokens"][0] - request["pieces"][0])
         behind += [got - sent for got, sent in zip(t["tokens"], request["pieces"], strict=False)]
     requests = sum(len(t["llm_requests"]) for t in on)
+    server = statistics.median(overhead) if overhead else 0.0
     return {
         "conversations": count,
         "turns_per_conversation": len(SCRIPT),
@@ -253,6 +302,12 @@ def figures(on: list[dict[str, Any]], off: list[dict[str, Any]], count: int) -> 
         "cheap_turns_llm_off": quantiles(cheap_off),
         "llm_turns_answer": quantiles(answer_ms),
         "llm_first_token_less_llm_own": quantiles(first),
+        # its two parts: message -> the LLM's request arrives; first piece -> first token
+        "llm_request_after_message": quantiles(to_llm),
+        "first_token_after_llm_piece": quantiles(from_llm),
+        # the LLM's server's own part of those, as a client calling it directly sees it
+        "llm_server_overhead_direct": quantiles(overhead),
+        "llm_first_token_behind_direct_client": quantiles([f - server for f in first]),
         "token_behind_llm": quantiles(behind),
         "llm_requests_per_conversation": requests / count,
         "answered_by": {
@@ -317,7 +372,10 @@ def agent_cost(repo: Path, turns: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure")
-    parser.add_argument("--conversations", type=int, default=3)
+    parser.add_argument("--conversations", type=int, default=10)
+    parser.add_argument(
+        "--probes", type=int, default=30, help="direct calls of the LLM (direct_overhead)"
+    )
     parser.add_argument("--label", default="after")
     parser.add_argument("--speculative", action="store_true", help="make the LLM skill speculative")
     parser.add_argument(
@@ -336,10 +394,13 @@ def main(argv: list[str] | None = None) -> int:
     llm = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "uvicorn", "bench.slow_llm:app", "--port", str(port)]
+    load_before = [round(x, 2) for x in os.getloadavg()]
     with process([*command, "--log-level", "warning"], ROOT, env) as server:
         wait_up(f"{llm}/health", server)
         on, off = conversations(repo, args.conversations, llm, args.speculative)
-    result = figures(on, off, args.conversations)
+        overhead = direct_overhead(llm, args.probes)
+    result = figures(on, off, args.conversations, overhead)
+    result["load_average_before_after"] = [load_before, [round(x, 2) for x in os.getloadavg()]]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"llm_turns-{args.label}.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "answered_by"}, indent=2))
