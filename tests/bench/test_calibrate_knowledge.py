@@ -4,8 +4,9 @@ benchmark's held-out figures stay out of sample for the curve."""
 
 from __future__ import annotations
 
-from bench.calibrate import LABELLED_SOURCES, fit
+from bench.calibrate import LABELLED_SOURCES, as_curves, fit
 from bench.knowledge import Question, ask, calibration_samples, docs_index
+from bench.routing import LLM, Hypothesis, Observed
 from skills.knowledge.app import ANSWER_TYPE
 
 BACKUP = {
@@ -44,7 +45,24 @@ def test_the_question_sets_fitting_thirds_feed_the_curve_and_its_held_out_third_
     assert [fitted for _, fitted in moved] == [True]
     assert moved != fitting  # the MongoDB question's score, the backup one held out
 
-    # the curve is fitted on the conversations' answers and the set's together
-    curves = fit([], {("knowledge", ANSWER_TYPE): fitting + moved})
-    assert curves["knowledge"][ANSWER_TYPE]["answers"] == 2
+    # the curve is fitted on the conversations' answers and the set's together: a passage
+    # answered on a turn only the LLM fits, and the set's two right answers
+    passage = Hypothesis(
+        skill="knowledge", confidence=0.7, text="From docs/...", raw=0.7, answer_type=ANSWER_TYPE
+    )
+    turn = Observed(
+        conversation="c",
+        place=0,
+        text="guess",
+        fits=[LLM],
+        skill="",
+        answer="",
+        llm_asked=False,
+        hypotheses=[passage],
+    )
+    alone = as_curves(fit([turn]))["knowledge"][ANSWER_TYPE]
+    both = as_curves(fit([turn], {("knowledge", ANSWER_TYPE): fitting + moved}))
+    assert (alone.answers, both["knowledge"][ANSWER_TYPE].answers) == (1, 3)
+    # two of three fitted: the passage's answer reads likelier than on the turn alone
+    assert both["knowledge"][ANSWER_TYPE](0.95) > alone(0.95)
     assert ("knowledge", ANSWER_TYPE) in LABELLED_SOURCES
