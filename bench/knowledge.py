@@ -138,19 +138,33 @@ class Asked:
     def right_source(self) -> bool:
         return bool(self.hits) and self.hits[0].passage.source in self.question.sources()
 
-    def sure(self, weights: tuple[float, ...], names: tuple[str, ...] = FEATURES) -> bool:
-        """Whether the knowledge skill answers: confident, not small talk, not a quote."""
-        if not self.hits:
-            return False
-        best = self.hits[0]
-        raw = confidence(best, weights, names)
+    def raw(self, weights: tuple[float, ...] = WEIGHTS, names: tuple[str, ...] = FEATURES) -> float:
+        """The knowledge skill's raw score: its best passage's confidence (0 with none)."""
+        return confidence(self.hits[0], weights, names) if self.hits else 0.0
+
+    def considered(
+        self, weights: tuple[float, ...] = WEIGHTS, names: tuple[str, ...] = FEATURES
+    ) -> bool:
+        """Whether the knowledge skill answers before its calibration has its say: over the
+        retrieval's threshold, not small talk, not a quote."""
         return (
-            raw >= THRESHOLD
-            # the skill's calibrated chance of fitting a conversation's turn
-            and chance("knowledge", ANSWER_TYPE, raw) >= SILENT_BELOW
+            bool(self.hits)
+            and self.raw(weights, names) >= THRESHOLD
             and not self.chat
-            and not quotes(best.passage.text, self.question.question)
+            and not quotes(self.hits[0].passage.text, self.question.question)
         )
+
+    def sure(self, weights: tuple[float, ...], names: tuple[str, ...] = FEATURES) -> bool:
+        """Whether the knowledge skill answers: considered, and its calibrated chance of
+        fitting a conversation's turn at least an even one."""
+        return (
+            self.considered(weights, names)
+            and chance("knowledge", ANSWER_TYPE, self.raw(weights, names)) >= SILENT_BELOW
+        )
+
+    def fitted(self) -> bool:
+        """Whether an answer to it fits: it cites a right source (never, unanswerable)."""
+        return self.question.answerable and self.right_source()
 
 
 def ask(index: KnowledgeIndex, questions: list[Question]) -> list[Asked]:
@@ -202,6 +216,28 @@ def figures(
         ),
         "missed_at_3": [a.question.id for a in answerable if not a.found_in_3()],
     }
+
+
+def calibration_samples(asked: list[Asked]) -> list[tuple[float, bool]]:
+    """The knowledge skill's labelled answers for its calibration curve
+    (:mod:`bench.calibrate`): of the two fitting thirds only (never :func:`held_out`, so
+    the held-out third stays out of sample for the curve as for the weights), one (raw
+    score, fitted) per question the skill would answer before calibrating."""
+    return [(a.raw(), a.fitted()) for a in asked if not held_out(a.position) and a.considered()]
+
+
+def docs_index() -> tuple[KnowledgeIndex, float]:
+    """The index of docs/ and README.md as ``chorus run`` builds it, and its build's seconds."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "docs.npz"
+        built = build([ROOT / p for p in DOCS], out, base=ROOT)
+        return KnowledgeIndex.load(out), built.seconds
+
+
+def labelled_answers(questions: Path = QUESTIONS) -> list[tuple[float, bool]]:
+    """:func:`calibration_samples` of the question set, searched as the benchmark does."""
+    index, _ = docs_index()
+    return calibration_samples(ask(index, load_questions(questions)))
 
 
 def training_rows(
@@ -270,11 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--features: {', '.join(unknown)} not of {', '.join(SIGNS)}")
 
     questions = load_questions(args.questions)
-    with tempfile.TemporaryDirectory() as folder:
-        out = Path(folder) / "docs.npz"
-        built = build([ROOT / p for p in DOCS], out, base=ROOT)
-        index = KnowledgeIndex.load(out)
-    print(f"index of docs/ and README.md: {len(index)} passages, built in {built.seconds:.1f}s")
+    index, seconds = docs_index()
+    print(f"index of docs/ and README.md: {len(index)} passages, built in {seconds:.1f}s")
     asked = ask(index, questions)
     quality = figures(asked)
     held = figures([a for a in asked if held_out(a.position)])
