@@ -13,7 +13,9 @@ own question:
   attempt leave this message? It finds the answer a claim points to, and what an
   unfinished attempt stored (its utterance, answered again instead of stored twice; or
   its whole turn, sent back). Without a key, a retry is the same text and attributes
-  within :data:`RETRY_WINDOW`.
+  within :data:`RETRY_WINDOW`, answered again only when the last turn's end is known to
+  have been in doubt: the store completed it, or this agent told its client 503 while
+  its write may have been applied (:class:`EndsInDoubt`).
 
 A turn is started (the dialog opened, the utterance stored), answered (one
 :class:`~agent.turn.value.Turn` handed to the one executor, one
@@ -62,6 +64,10 @@ RETRY_WINDOW = 300.0
 END_RETRY = 10.0
 
 log = logging.getLogger("chorus.flow")
+
+#: Turns whose end this agent may have stored while it told their client 503, kept at most
+#: (the oldest forgotten first; see :class:`EndsInDoubt`).
+IN_DOUBT_KEPT = 4096
 
 #: Payloads that end the user's open dialog instead of being answered (as in dp-agent).
 CLOSING_COMMANDS = frozenset({"/start", "/close"})
@@ -184,6 +190,40 @@ class _Outcome:
     handoff: Handoff | None = None
 
 
+class EndsInDoubt:
+    """The turns whose end this agent gave up writing (the database stayed away for
+    ``END_RETRY``) and whose client it told 503, by user: the human utterance's id.
+
+    Why: the write that was cut short may have reached the database before the
+    connection died ("the write reached the server, the reply did not"), so the whole
+    turn can be stored while its client was told to retry. A keyed retry finds it by its
+    key; an unkeyed one is the same text, which the store cannot tell from the user
+    saying it again once the turn's end is complete (the store marks only an end it had
+    to complete, :attr:`~agent.store.base.TurnStart.completed_last_turn`). The database
+    is down when the agent gives up, so nothing can be written there to say so: the agent
+    remembers it, and the user's next message that repeats that turn gets its stored
+    answer instead of being stored and answered a second time. The next message of the
+    user forgets it either way. A retry served by another replica, or after this agent
+    restarted, is not recognised: such clients need an idempotency key (docs/turns.md)."""
+
+    def __init__(self, kept: int = IN_DOUBT_KEPT) -> None:
+        self._kept = kept
+        self._turns: dict[str, str] = {}
+
+    def add(self, user_id: str, human_utt_id: str) -> None:
+        self._turns.pop(user_id, None)
+        if len(self._turns) >= self._kept:
+            del self._turns[next(iter(self._turns))]
+        self._turns[user_id] = human_utt_id
+
+    def __contains__(self, user_id: object) -> bool:
+        return user_id in self._turns
+
+    def take(self, user_id: str) -> str | None:
+        """The id of the user's turn in doubt, forgotten."""
+        return self._turns.pop(user_id, None)
+
+
 class MessageFlow:
     """Takes one message of a user from claim to reply; see the module docstring."""
 
@@ -215,6 +255,8 @@ class MessageFlow:
         self.queues = queues
         self.keys = keys
         self.telemetry = telemetry or Telemetry()
+        #: turns whose end may be stored though their client was told 503
+        self.in_doubt = EndsInDoubt()
 
     async def reply(self, incoming: Incoming) -> Answer:
         """The answer to one message, given once per idempotency key: a retry of an
@@ -322,13 +364,16 @@ class MessageFlow:
         the turn to run; or the turn's end at once, when an earlier attempt of the message
         was answered, or the dialog is with a person."""
         read = max(self._executor.history_window, 1)
+        # a keyed message, or one that may repeat a turn in doubt, reads the last turn
+        last_turn = incoming.key is not None or incoming.user_id in self.in_doubt
         start = await self._store.open_turn(
             incoming.user_id,
             self._channel_type,
-            max(read, 2) if incoming.key else read,  # a keyed message reads the last turn
+            max(read, 2) if last_turn else read,
             arm=self._executor.arm_for(incoming.user_id),
             seen=place.seen,
         )
+        in_doubt = self.in_doubt.take(incoming.user_id)
         dialog = start.dialog
         utterance = HumanUtterance(
             text=incoming.text,
@@ -336,7 +381,7 @@ class MessageFlow:
             attributes=incoming.attributes,
             message_key=incoming.key,
         )
-        answered = self._answered(start, utterance)
+        answered = self._answered(start, utterance, in_doubt)
         if answered is None and retried and incoming.key is not None:
             # an earlier attempt did not finish: it may be anywhere in the dialog
             answered = await self._answered_earlier(start, incoming.key)
@@ -484,10 +529,13 @@ class MessageFlow:
         self.handoffs.kept(handoff, utterance)
         return _Outcome(dialog_id, start.dialog.arm, kept=utterance, handoff=handoff)
 
-    def _answered(self, start: TurnStart, utterance: HumanUtterance) -> TurnResult | None:
+    def _answered(
+        self, start: TurnStart, utterance: HumanUtterance, in_doubt: str | None = None
+    ) -> TurnResult | None:
         """The stored last turn of this message's earlier attempt, if it is one: its key's,
         or, without keys, the same message's when the store just completed that turn's end
-        (the attempt died before its client got the reply)."""
+        (the attempt died before its client got the reply), or when that turn is the one
+        ``in_doubt`` (:class:`EndsInDoubt`: its end was stored, but its client told 503)."""
         history = start.history
         if len(history) < 2:
             return None
@@ -496,7 +544,11 @@ class MessageFlow:
             return None
         if human.handed_off:  # kept for a person: what follows is not its answer
             return None
-        retry = utterance.message_key is not None or start.completed_last_turn
+        retry = (
+            utterance.message_key is not None
+            or start.completed_last_turn
+            or (in_doubt is not None and human.utt_id == in_doubt)
+        )
         if retry and self._repeats(human, utterance):
             return stored_turn(human, bot)
         return None
@@ -556,6 +608,8 @@ class MessageFlow:
                 return
             except StoreUnavailable as exc:
                 if time.monotonic() + pause > deadline:
+                    # The end may be stored all the same: its retry must find it.
+                    self.in_doubt.add(place.user_id, turn.utterance.utt_id)
                     raise
                 log.warning(
                     "dialog %s: the database went away while the turn's end was written "
