@@ -23,11 +23,6 @@ from tests.support.processes import COMMAND_TIMEOUT, STARTUP_TIMEOUT
 #: The installed command, as `make run` calls it.
 CHORUS = Path(sys.executable).parent / "chorus"
 
-# Each test starts a whole stack of processes: one at a time (another waits), so that in
-# `make test`'s parallel run two of them do not starve each other of CPU
-# (docs/development.md).
-pytestmark = pytest.mark.one_at_a_time("stack")
-
 
 def wait_for(url: str, process: subprocess.Popen[bytes], timeout: float = STARTUP_TIMEOUT) -> None:
     deadline = time.monotonic() + timeout
@@ -65,20 +60,35 @@ def shipped_pipeline_file(tmp_path: Path, over_http: bool) -> tuple[Path, list[i
     return pipeline, ports
 
 
+#: An LLM endpoint without LLM_MODEL: the llm skill is configured wrongly, not left off.
+UNREACHABLE_LLM = "http://127.0.0.1:9/v1"
+
+
+# The shipped stack, every service of it started: one at a time (another waits), so that in
+# `make test`'s parallel run two of them do not starve each other of CPU
+# (docs/development.md). The other tests here start one process or two, as many others do.
+@pytest.mark.one_at_a_time("stack")
 @pytest.mark.parametrize(
     ("stop_signal", "over_http"),
     [(signal.SIGINT, True), (signal.SIGTERM, False)],
-    ids=["services-as-processes-sigint", "as-shipped-sigterm"],
+    ids=["services-as-processes-sigint", "as-shipped-sigterm-misconfigured-llm"],
 )
 def test_run_starts_every_local_service_and_the_agent_then_stops_them(
     tmp_path: Path, stop_signal: signal.Signals, over_http: bool
 ) -> None:
+    """The whole shipped stack up, a greeting answered, every service's port up, then down
+    at the signal. As shipped (its services in the agent), the stack also runs with only
+    LLM_BASE_URL set (no LLM_MODEL): it still comes up and answers, the llm skill's
+    one-line reason is in the turn's errors, and nothing prints a traceback (one stack for
+    both: starting the shipped one is most of either's time)."""
     pipeline, ports = shipped_pipeline_file(tmp_path, over_http)
     agent_port = free_port()
+    unset = ("CHORUS_OPERATOR_KEY",)
     env = {
-        **{k: v for k, v in os.environ.items() if k not in ("LLM_BASE_URL", "CHORUS_OPERATOR_KEY")},
+        **{k: v for k, v in os.environ.items() if k not in unset and not k.startswith("LLM_")},
         "CHORUS_PIPELINE": str(pipeline),
         "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db",
+        **({} if over_http else {"LLM_BASE_URL": UNREACHABLE_LLM}),
     }
     process = subprocess.Popen(
         # What `make run` runs: the installed script, which finds the in-process services
@@ -89,15 +99,21 @@ def test_run_starts_every_local_service_and_the_agent_then_stops_them(
         stderr=subprocess.PIPE,
     )
     printed.close()  # the child has its own copy
+    base = f"http://127.0.0.1:{agent_port}"
     try:
-        wait_for(f"http://127.0.0.1:{agent_port}/ping", process)
+        wait_for(f"{base}/ping", process)
         reply = httpx.post(
-            f"http://127.0.0.1:{agent_port}/",
-            json={"user_id": "u", "payload": "hello"},
-            timeout=CLIENT_TIMEOUT,
+            f"{base}/", json={"user_id": "u", "payload": "hello"}, timeout=CLIENT_TIMEOUT
         ).json()
         assert reply["active_skill"] == "greeting"
         assert all(httpx.get(f"http://127.0.0.1:{p}/health").is_success for p in ports)
+        if not over_http:
+            # No rule decides about this one, so every skill runs, the llm skill included.
+            question = {"user_id": "u", "payload": "What is 17 times 23?"}
+            assert httpx.post(f"{base}/", json=question, timeout=CLIENT_TIMEOUT).json()["response"]
+            (dialog,) = httpx.get(f"{base}/api/user/u", timeout=CLIENT_TIMEOUT).json()
+            errors = {e["service"]: e for e in dialog["utterances"][2]["errors"]}
+            assert "LLM_MODEL is required" in errors["llm"]["message"]
         # "Chorus agent on" is said once chorus run's own probe of /ping answers, which can
         # be after this test's did: waited for, not assumed.
         deadline = time.monotonic() + STARTUP_TIMEOUT
@@ -107,11 +123,16 @@ def test_run_starts_every_local_service_and_the_agent_then_stops_them(
             time.sleep(0.05)
     finally:
         process.send_signal(stop_signal)
-        process.communicate(timeout=COMMAND_TIMEOUT)
+        _, err = process.communicate(timeout=COMMAND_TIMEOUT)
     out = (tmp_path / "stdout").read_bytes()
-    assert process.returncode == 0
+    assert process.returncode == 0, err.decode()
     assert b"Chorus agent on" in out
-    assert b"llm                  off (requires_env: LLM_BASE_URL not set)" in out
+    if over_http:
+        assert b"llm                  off (requires_env: LLM_BASE_URL not set)" in out
+    else:
+        assert b"Traceback" not in out + err
+        assert err.count(b"llm skill is misconfigured") == 1  # one line at start-up
+        assert b"HTTP Request: GET" not in err  # chorus run's own probe of /ping is not logged
     # No operator key: the shipped handoff skill is off, and says why.
     assert b"handoff              off (requires_env: CHORUS_OPERATOR_KEY not set)" in out
     shown = b"intents              " + (b"http://" if over_http else b"in the agent")
@@ -136,45 +157,6 @@ def test_run_refuses_a_bad_pipeline_naming_the_entry(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "services.skills.s.connector: missing url" in result.stderr
-
-
-def test_a_misconfigured_llm_skill_costs_only_its_own_output(tmp_path: Path) -> None:
-    """Only LLM_BASE_URL set (no LLM_MODEL): the stack still comes up and answers, the llm
-    skill's one-line reason is in the turn's errors, and nothing prints a traceback."""
-    pipeline, _ = shipped_pipeline_file(tmp_path, over_http=False)
-    agent_port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("LLM_")},
-        "LLM_BASE_URL": "http://127.0.0.1:9/v1",
-        "CHORUS_PIPELINE": str(pipeline),
-        "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db",
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agent.cli.main", "run", "--port", str(agent_port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_for(f"http://127.0.0.1:{agent_port}/ping", process)
-        base = f"http://127.0.0.1:{agent_port}"
-        reply = httpx.post(
-            f"{base}/", json={"user_id": "u", "payload": "hello"}, timeout=CLIENT_TIMEOUT
-        )
-        assert reply.json()["active_skill"] == "greeting"
-        # No rule decides about this one, so every skill runs, the llm skill included.
-        question = {"user_id": "u", "payload": "What is 17 times 23?"}
-        assert httpx.post(f"{base}/", json=question, timeout=CLIENT_TIMEOUT).json()["response"]
-        (dialog,) = httpx.get(f"{base}/api/user/u", timeout=CLIENT_TIMEOUT).json()
-        errors = {e["service"]: e for e in dialog["utterances"][2]["errors"]}
-        assert "LLM_MODEL is required" in errors["llm"]["message"]
-    finally:
-        process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=COMMAND_TIMEOUT)
-    assert process.returncode == 0
-    assert b"Traceback" not in out + err
-    assert err.count(b"llm skill is misconfigured") == 1  # one line at start-up
-    assert b"HTTP Request: GET" not in err  # chorus run's own probe of /ping is not logged
 
 
 def stuck_stack(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
