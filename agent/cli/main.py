@@ -16,7 +16,6 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from agent.api.serve import serve
 from agent.cli import address, backup, stack
 from agent.cli.chat import chat_command
 from agent.cli.dream import dream_app
@@ -166,6 +165,10 @@ def run(
                 f"API docs: http://{host}:{port}/docs)",
                 fg=typer.colors.GREEN,
             )
+
+        # Imported here: the served app is a second of imports that `chorus chat`,
+        # `replay`, `stats` and the rest, each its own process, never use.
+        from agent.api.serve import serve
 
         with stack.announced_when_up(f"http://{probed}:{port}/ping", up):
             serve(host, port, log_level="warning", settings=settings)
