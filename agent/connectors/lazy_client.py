@@ -10,16 +10,18 @@ start-up for these calls, held about 8 MB of the served agent's memory: docs/per
 
 from __future__ import annotations
 
+import asyncio
 import ssl
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
+
+from agent.connectors.http import KEEPALIVE_SECONDS
 
 if TYPE_CHECKING:
     import httpx
 
 #: Connections kept to the probed services and the helpdesk at most.
 MAX_CONNECTIONS = 64
-#: Seconds an idle connection is kept (under uvicorn's 5 s, as the transport's).
-KEEPALIVE_SECONDS = 4.0
 
 
 class LazyClient:
@@ -44,6 +46,32 @@ class LazyClient:
                 headers={"User-Agent": "chorus-agent"},
             )
         return self._client
+
+    async def status(
+        self,
+        method: str,
+        url: str,
+        within: float,
+        *,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> int:
+        """The status ``url`` answers ``method`` with, its body unread, within ``within``
+        seconds in all (httpx's own timeouts bound each step, not the whole). Failures are
+        the built-in ones, so callers need not know httpx: ``TimeoutError`` when no answer
+        came in time, ``ConnectionError`` (saying why) when the request failed on the way."""
+        import httpx  # loaded by get() already
+
+        try:
+            async with (
+                asyncio.timeout(within),
+                self.get().stream(method, url, content=content, headers=headers) as response,
+            ):
+                return response.status_code
+        except httpx.TimeoutException:
+            raise TimeoutError(f"no answer within {within}s") from None
+        except httpx.TransportError as exc:
+            raise ConnectionError(str(exc) or type(exc).__name__) from None
 
     async def aclose(self) -> None:
         if self._client is not None:

@@ -153,14 +153,12 @@ class Webhook:
 
     async def _try(self, body: bytes, headers: dict[str, str]) -> str | None:
         """None when delivered; else why not (``refused ...`` when retrying cannot help)."""
-        import httpx  # loaded by the client already; see agent.connectors.lazy_client
-
         try:
-            async with asyncio.timeout(self._timeout):
-                response = await self._client.get().post(self._url, content=body, headers=headers)
-            status = response.status_code
-        except (httpx.TransportError, TimeoutError) as exc:
-            return f"not delivered ({type(exc).__name__})"
+            status = await self._client.status(
+                "POST", self._url, self._timeout, content=body, headers=headers
+            )
+        except (ConnectionError, TimeoutError) as exc:
+            return f"not delivered ({exc})"
         if status < 300:
             return None
         if status == 429 or status >= 500:
