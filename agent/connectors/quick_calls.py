@@ -15,8 +15,8 @@ so (``Service(..., never_blocks=True)``); any other sync handler stays in its th
 where a call that never returns costs its own service's calls only.
 
 For those that may, each service's calls are timed. They run in its threads until
-:data:`TRIAL_CALLS` in a row have each been quick: under :data:`QUICK_CPU` of the CPU (a handler whose own work
-is longer saves little by skipping the hand-off, and would hold every other turn while
+:data:`TRIAL_CALLS` in a row have each been quick: under :data:`QUICK_CPU` of the CPU
+(a handler whose own work is longer saves little by skipping the hand-off, and would hold every other turn while
 it works) and back within :data:`QUICK_CALL` (a handler that waits, on a socket or a
 lock, is not quick however little CPU it uses). A slower call, such as a first one
 loading a model, starts the count again. The next ones are called on the loop, as an
