@@ -15,17 +15,18 @@ so (``Service(..., never_blocks=True)``); any other sync handler stays in its th
 where a call that never returns costs its own service's calls only.
 
 For those that may, each service's calls are timed. They run in its threads until
-:data:`TRIAL_CALLS` in a row have each been quick: under :data:`QUICK_CPU` of the CPU
-(a handler whose own work is longer saves little by skipping the hand-off, and would hold every other turn while
-it works) and back within :data:`QUICK_CALL` (a handler that waits, on a socket or a
-lock, is not quick however little CPU it uses). A slower call, such as a first one
-loading a model, starts the count again. The next ones are called on the loop, as an
-async handler is, under the same watch (:mod:`agent.connectors.loop_watch`). A call on
-the loop that is not quick sends the service back to its threads, for a trial twice as
-long as the last: a handler that blocks each time holds the loop a handful of times in
-its life, while one that ran long only because a busy machine left the agent waiting
-for a core comes back. One that holds the loop past its timeout is a timeout and counts
-for its breaker, as an async handler that holds the loop does.
+:data:`TRIAL_CALLS` in a row have each been quick: under :data:`QUICK_CPU` of the CPU (a
+handler whose own work is longer saves little by skipping the hand-off, and would hold
+every other turn while it works) and back within :data:`QUICK_CALL` (a handler that
+waits, on a socket or a lock, is not quick however little CPU it uses). A slower call,
+such as a first one loading a model, starts the count again. The next ones are called on
+the loop, as an async handler is, under the same watch
+(:mod:`agent.connectors.loop_watch`). A call on the loop that is not quick sends the
+service back to its threads, for a trial twice as long as the last: a handler that blocks
+each time holds the loop a handful of times in its life, while one that ran long only
+because a busy machine left the agent waiting for a core comes back. One that holds the
+loop past its timeout is a timeout and counts for its breaker, as an async handler that
+holds the loop does.
 """
 
 from __future__ import annotations
