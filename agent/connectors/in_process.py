@@ -30,9 +30,10 @@ loop back from an async handler that blocks, but it bounds what one costs:
 
 A sync handler runs in a worker thread, as the SDK's server runs it, but in one of at most
 ``threads`` per service (:mod:`agent.connectors.handler_threads`): a thread cannot be
-stopped at a timeout. Once its calls have shown it quick, it is called on the loop instead
-(:mod:`agent.connectors.quick_calls`), and back in its threads for a while after a slow
-call there. A handler that raises ``SystemExit`` or ``KeyboardInterrupt`` fails
+stopped at a timeout. If its service promises that it never blocks
+(``Service(..., never_blocks=True)``), it is called on the loop instead once its calls have
+shown it quick (:mod:`agent.connectors.quick_calls`), and back in its threads for a while
+after a slow call there. A handler that raises ``SystemExit`` or ``KeyboardInterrupt`` fails
 its call (over HTTP it would have ended its own server, not the agent). A streamed answer
 hands the loop back every few pieces and is bounded in size as over HTTP. A lifespan that
 does not open within the service's timeout goes on opening while the agent serves; its
@@ -170,7 +171,7 @@ class InProcessConnector(Connector[DialogView]):
         self.service = service
         self.timeout = timeout
         self.threads = HandlerThreads(name, threads)
-        self.sync = SyncCalls(self.threads)
+        self.sync = SyncCalls(self.threads, may_inline=service.never_blocks)
         self.breaker = breaker
         self._max_bytes = max_response_bytes
         self._watch = watch

@@ -114,10 +114,21 @@ class Service:
     """One stateless microservice: a name, a role and the function that does the work."""
 
     def __init__(
-        self, name: str, *, description: str = "", tracer_provider: TracerProvider | None = None
+        self,
+        name: str,
+        *,
+        description: str = "",
+        tracer_provider: TracerProvider | None = None,
+        never_blocks: bool = False,
     ) -> None:
         self.name = name
         self.description = description
+        #: The author's promise that a sync handler never waits on a socket, a lock or a
+        #: sleep: the agent, calling it in its process, may then run its quick calls on
+        #: its event loop instead of a thread (agent/connectors/quick_calls.py). A
+        #: handler that broke it would hold every turn of the agent; over HTTP it changes
+        #: nothing.
+        self.never_blocks = never_blocks
         #: Traces the service's requests, continuing the agent's trace; by default the
         #: standard ``OTEL_*`` variables decide (off unless they name an exporter).
         self.tracer_provider = tracer_provider

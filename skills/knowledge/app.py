@@ -216,7 +216,11 @@ def answer(dialog: DialogView) -> SkillHypothesis | None:
     return hypothesis
 
 
-service = Service("knowledge", description="Answers from the knowledge base, citing it.")
+# Its handler reads only memory (the turn's passages, the embedding table): in the agent's
+# process its quick calls may run on the event loop.
+service = Service(
+    "knowledge", description="Answers from the knowledge base, citing it.", never_blocks=True
+)
 
 
 @service.skill

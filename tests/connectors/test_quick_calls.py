@@ -1,9 +1,10 @@
-"""Where an in-process sync handler runs: in its threads until its calls have shown it
-quick, then on the event loop, and back in its threads, for a longer trial, after a slow
-call there."""
+"""Where an in-process sync handler runs: in its threads; if its service promised it never
+blocks, on the event loop once its calls have shown it quick, and back in its threads, for
+a longer trial, after a slow call there."""
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import threading
 import time
@@ -36,7 +37,7 @@ async def trained(calls: SyncCalls) -> list[threading.Thread]:
 
 
 async def test_a_quick_handler_runs_in_its_threads_then_on_the_loop() -> None:
-    calls = SyncCalls(HandlerThreads("quick", limit=4))
+    calls = SyncCalls(HandlerThreads("quick", limit=4), may_inline=True)
     in_trial = await trained(calls)
     loop_thread = threading.current_thread()
     assert len(in_trial) >= TRIAL_CALLS
@@ -45,7 +46,7 @@ async def test_a_quick_handler_runs_in_its_threads_then_on_the_loop() -> None:
 
 
 async def test_a_slow_call_on_the_loop_sends_the_handler_back_for_a_trial_twice_as_long() -> None:
-    calls = SyncCalls(HandlerThreads("sometimes_slow", limit=4))
+    calls = SyncCalls(HandlerThreads("sometimes_slow", limit=4), may_inline=True)
     await trained(calls)
 
     def slow() -> threading.Thread:
@@ -62,7 +63,7 @@ async def test_a_slow_call_on_the_loop_sends_the_handler_back_for_a_trial_twice_
 async def test_a_slow_call_during_the_trial_starts_its_count_again() -> None:
     """A first call that loads a model is slow, the next ones quick: the handler reaches
     the loop once it has made the trial's calls in a row quickly, not before."""
-    calls = SyncCalls(HandlerThreads("loads_first", limit=4))
+    calls = SyncCalls(HandlerThreads("loads_first", limit=4), may_inline=True)
     for _ in range(TRIAL_CALLS - 1):
         await calls.run(where)
     await calls.run(time.sleep, QUICK_CALL * 2)
@@ -75,7 +76,7 @@ async def test_a_slow_call_during_the_trial_starts_its_count_again() -> None:
 async def test_a_handler_that_works_longer_than_a_hand_off_stays_in_its_threads() -> None:
     """A handler spending more than a quick call's CPU on each call (a model's inference):
     skipping the hand-off would save it little and hold every other turn meanwhile."""
-    calls = SyncCalls(HandlerThreads("heavy", limit=4))
+    calls = SyncCalls(HandlerThreads("heavy", limit=4), may_inline=True)
 
     def work() -> threading.Thread:
         started = time.thread_time()
@@ -90,7 +91,7 @@ async def test_a_handler_that_works_longer_than_a_hand_off_stays_in_its_threads(
 
 async def test_a_handler_on_the_loop_sets_nothing_in_its_caller_s_context() -> None:
     mark: contextvars.ContextVar[str] = contextvars.ContextVar("mark", default="caller's")
-    calls = SyncCalls(HandlerThreads("setter", limit=4))
+    calls = SyncCalls(HandlerThreads("setter", limit=4), may_inline=True)
     await trained(calls)
     await calls.run(mark.set, "handler's")
     assert calls.inline
@@ -98,7 +99,7 @@ async def test_a_handler_on_the_loop_sets_nothing_in_its_caller_s_context() -> N
 
 
 async def test_an_exit_asked_by_a_handler_on_the_loop_fails_only_its_call() -> None:
-    exits = Service("exits")
+    exits = Service("exits", never_blocks=True)
 
     @exits.skill
     def answer(dialog: DialogView) -> SkillHypothesis:
@@ -117,3 +118,31 @@ async def test_an_exit_asked_by_a_handler_on_the_loop_fails_only_its_call() -> N
         await connector.call([DialogView.model_validate(view("bye"))])
     ((hypothesis,),) = await connector.call([shown])
     assert hypothesis["text"] == "hello"
+
+
+async def test_a_quick_handler_whose_service_made_no_promise_stays_in_its_threads() -> None:
+    """Quick calls cannot tell a handler that never blocks from one that blocks on its next
+    call: without its service's promise, however many quick calls it made, a call that
+    waits holds only its own thread, and the agent's other work goes on meanwhile."""
+    started, release = threading.Event(), threading.Event()
+    unpromised = Service("unpromised")
+
+    @unpromised.skill
+    def answer(dialog: DialogView) -> SkillHypothesis:
+        if dialog.human_utterance.text != "wait":
+            return SkillHypothesis(text="hello", confidence=0.9)
+        started.set()
+        # the bound only ends a failing run: on the loop, nothing could release it
+        text = "released" if release.wait(timeout=10) else "held every turn"
+        return SkillHypothesis(text=text, confidence=0.9)
+
+    connector = InProcessConnector("unpromised", unpromised, timeout=30)
+    shown = DialogView.model_validate(view("hi"))
+    for _ in range(PATIENCE):
+        await connector.call([shown])
+    waiting = asyncio.ensure_future(connector.call([DialogView.model_validate(view("wait"))]))
+    assert await asyncio.to_thread(started.wait, 10)
+    release.set()  # the loop's other work, done while the handler waits
+    ((hypothesis,),) = await waiting
+    assert hypothesis["text"] == "released"
+    assert not connector.sync.inline
