@@ -1,4 +1,5 @@
-"""Fits the skills' confidence curves (``shared/calibration.json``) on the dev set.
+"""Fits the skills' confidence curves (``shared/calibration.json``) and the turn's reading
+(``shared/reading.json``) on the dev set.
 
 Runs the set's conversations through the shipped pipeline without the LLM and without any
 calibration (``SKILL_CALIBRATION=off``: every skill's raw score, and the answers a curve
@@ -46,6 +47,13 @@ raw 0.61-0.65 at exactly an even chance, which answers, and declined fewer unans
 questions and cited fewer right files on the held-out third and the fresh sets than the
 shipped curve (docs/performance.md, "Knowledge base"), so the shipped curve stays.
 
+Beside the curves, the turn's reading (:mod:`shared.reading`, ``shared/reading.json``)
+is fitted on the same turns (:mod:`bench.reading`): a logistic regression per label over
+the turn's features, and the combiner that weighs its probability with each answer's
+curve. ``--folds`` prints the figures of the curves alone and of the curves with the
+reading (``K-fold+read``: the reading fitted on the other folds too), so the reading is
+judged out of sample like the curves; ``--strength`` sets its penalty.
+
 A deployment's own skills get curves the same way: they return ``routing`` (with
 :func:`shared.calibration.calibrated`), and a labelled set of their turns is run here.
 """
@@ -83,7 +91,13 @@ from bench.routing import (
 )
 from bench.run import RESULTS
 from shared.calibration import CALIBRATION_FILE, CALIBRATION_VARIABLE, SILENT_BELOW, Curve
-from shared.reading import READING_FILE, READING_VARIABLE, Combiner, probabilities
+from shared.reading import (
+    READING_FILE,
+    READING_VARIABLE,
+    ReadingModel,
+    probabilities,
+    weigh,
+)
 
 #: What an answer type is worth before any is seen, and how many answers that counts as.
 PRIOR = 0.5
@@ -170,10 +184,10 @@ class Decided:
 
 @dataclass(frozen=True)
 class Read:
-    """A turn's reading (label -> probability) and the combiner that weighs it."""
+    """A turn's reading (label -> probability) and the model whose combiners weigh it."""
 
     probabilities: Mapping[str, float]
-    combiner: Combiner
+    model: ReadingModel
 
 
 def confidence_of(
@@ -188,8 +202,9 @@ def confidence_of(
     if known is None:
         return float(h.raw)
     value = min(1.0, max(0.0, known(float(h.raw))))
-    if read is not None and h.skill in read.probabilities:
-        value = read.combiner(value, read.probabilities[h.skill])
+    combiner = None if read is None else read.model.combiner_for(h.skill)
+    if read is not None and combiner is not None and h.skill in read.probabilities:
+        value = weigh(combiner, value, read.probabilities[h.skill])
     return None if value < SILENT_BELOW else value
 
 
@@ -247,6 +262,9 @@ def cross_validate(
     def fit_curves(some: Sequence[Observed]) -> dict[str, dict[str, Curve]]:
         return as_curves(fit(some, extra))
 
+    def with_reading(model: ReadingModel | None, i: int) -> Read | None:
+        return None if model is None else Read(probabilities(model, rows[i]), model)
+
     order = list(dict.fromkeys(t.conversation for t in turns))
     fold_of = {c: i % folds for i, c in enumerate(order)}
     alone: list[Decided | None] = [None] * len(turns)
@@ -259,24 +277,18 @@ def cross_validate(
         for i, t in enumerate(turns):
             if fold_of[t.conversation] == k:
                 alone[i] = decide(t, curves, run_below)
-                read[i] = decide(
-                    t, curves, run_below, Read(probabilities(model, rows[i]), model.combiner)
-                )
+                read[i] = decide(t, curves, run_below, with_reading(model, i))
     everywhere = fit_curves(turns)
     model = reading.fit(rows, turns, intents, fit_curves, strength)
-    print(f"reading fitted on every turn: {model.labels}, combiner {model.combiner}")
+    if model is not None:
+        print(f"reading fitted on every turn: {model.labels}, combiners {model.combiners}")
     return {
         f"{folds}-fold": replayed(turns, [d for d in alone if d is not None]),
         f"{folds}-fold+read": replayed(turns, [d for d in read if d is not None]),
         "in-sample": replayed(turns, [decide(t, everywhere, run_below) for t in turns]),
         "in-sample+read": replayed(
             turns,
-            [
-                decide(
-                    t, everywhere, run_below, Read(probabilities(model, rows[i]), model.combiner)
-                )
-                for i, t in enumerate(turns)
-            ],
+            [decide(t, everywhere, run_below, with_reading(model, i)) for i, t in enumerate(turns)],
         ),
     }
 
@@ -389,8 +401,11 @@ def main(argv: list[str] | None = None) -> int:
     model = reading.fit(
         rows, turns, intents, lambda some: as_curves(fit(some, extra)), args.strength
     )
-    args.reading_out.write_text(model.model_dump_json() + "\n")
-    print(f"reading: labels {model.labels}, {model.combiner}: {args.reading_out}")
+    if model is None:
+        print(f"no label has {reading.MIN_TURNS} turns: no reading written")
+    else:
+        args.reading_out.write_text(model.model_dump_json() + "\n")
+        print(f"reading: labels {model.labels}, {model.combiners}: {args.reading_out}")
     print(f"{len(conversations)} conversations, {len(turns)} turns: {args.out}")
     return 0
 

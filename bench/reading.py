@@ -43,6 +43,11 @@ from shared.reading import (
 STRENGTH = 0.01
 #: Folds for the combiner's out-of-sample answers.
 INNER_FOLDS = 5
+#: A skill's answers are weighed with the reading when there were this many, this many
+#: of them fitting and as many not: fewer cannot say what the reading adds to its curve
+#: (the dev set's 12 FAQ answers all fitted), and the skill keeps its curve alone.
+MIN_ANSWERS = 20
+MIN_EACH = 5
 #: A label seen on fewer turns than this gets no row: its skill is left to its curve.
 MIN_TURNS = 8
 
@@ -102,8 +107,11 @@ def labels_of(turns: Sequence[Observed]) -> list[str]:
 
 def fit_reading(
     rows: np.ndarray, turns: Sequence[Observed], intents: list[str], strength: float = STRENGTH
-) -> ReadingModel:
+) -> ReadingModel | None:
+    """The reading's rows of weights, or None when no label has :data:`MIN_TURNS` turns."""
     labels = labels_of(turns)
+    if not labels:
+        return None
     mean = rows.mean(axis=0)
     scale = rows.std(axis=0)
     scale[scale < 1e-6] = 1.0
@@ -125,7 +133,7 @@ def fit_reading(
         intents=intents,
         weights=weights,
         bias=bias,
-        combiner=Combiner(chance=1.0, reading=0.0, bias=0.0),
+        combiners={},
         turns=len(turns),
     )
 
@@ -144,23 +152,26 @@ def chance_of(h: Hypothesis, curves: Curves) -> float | None:
     return None if known is None else min(1.0, max(0.0, known(float(h.raw))))
 
 
-def fit_combiner(
+def fit_combiners(
     rows: np.ndarray,
     turns: Sequence[Observed],
     intents: list[str],
     fit_curves: CurveFitter,
     strength: float = STRENGTH,
-) -> Combiner:
-    """The combiner, on answers scored by curves and a reading fitted without them."""
+) -> dict[str, Combiner]:
+    """The combiner, on answers scored by curves and a reading fitted without them, for
+    each skill with :data:`MIN_ANSWERS` such answers, :data:`MIN_EACH` of them fitting and
+    as many not; one combiner for all of them, fitted on every skill's answers."""
     order = list(dict.fromkeys(t.conversation for t in turns))
     fold_of = {c: i % INNER_FOLDS for i, c in enumerate(order)}
-    xs: list[tuple[float, float]] = []
-    ys: list[int] = []
+    found: dict[str, list[tuple[float, float, int]]] = {}
     for k in range(INNER_FOLDS):
         inside = [i for i, t in enumerate(turns) if fold_of[t.conversation] != k]
         kept = [turns[i] for i in inside]
         curves = fit_curves(kept)
-        model = fit_reading(rows[inside], kept, intents, strength)
+        model = fit_reading(rows[inside], kept, intents, strength) if kept else None
+        if model is None:
+            continue
         for i, t in enumerate(turns):
             if fold_of[t.conversation] != k:
                 continue
@@ -169,22 +180,31 @@ def fit_combiner(
                 chance = chance_of(h, curves)
                 if chance is None or h.skill not in read:
                     continue
-                xs.append((chance, read[h.skill]))
-                ys.append(int(h.skill in t.fits))
-    if len(set(ys)) < 2:
-        return Combiner(chance=1.0, reading=0.0, bias=0.0)
-    logits = np.array(
-        [[logit(c), logit(p)] for c, p in xs],
-        dtype=float,
-    )
+                found.setdefault(h.skill, []).append(
+                    (chance, read[h.skill], int(h.skill in t.fits))
+                )
+    judged = [
+        skill
+        for skill, answers in sorted(found.items())
+        if len(answers) >= MIN_ANSWERS
+        and MIN_EACH <= sum(y for _, _, y in answers) <= len(answers) - MIN_EACH
+    ]
+    if not judged:
+        return {}
+    # fitted on every skill's answers (the more, the steadier), used for the judged ones
+    answers = [a for skill in sorted(found) for a in found[skill]]
     regression = LogisticRegression(C=1.0, max_iter=1000)
-    regression.fit(logits, np.array(ys))
+    regression.fit(
+        np.array([[logit(c), logit(p)] for c, p, _ in answers]),
+        np.array([y for _, _, y in answers]),
+    )
     a, b = regression.coef_[0]
-    return Combiner(
+    combiner = Combiner(
         chance=round(float(a), 4),
         reading=round(float(b), 4),
         bias=round(float(regression.intercept_[0]), 4),
     )
+    return dict.fromkeys(judged, combiner)
 
 
 def fit(
@@ -193,8 +213,11 @@ def fit(
     intents: list[str],
     fit_curves: CurveFitter,
     strength: float = STRENGTH,
-) -> ReadingModel:
-    """The reading on every turn, with its combiner fitted out of sample."""
+) -> ReadingModel | None:
+    """The reading on every turn, with its combiner fitted out of sample; None when no
+    label has :data:`MIN_TURNS` turns (every skill is left to its curve)."""
     model = fit_reading(rows, turns, intents, strength)
-    combiner = fit_combiner(rows, turns, intents, fit_curves, strength)
-    return model.model_copy(update={"combiner": combiner})
+    if model is None:
+        return None
+    combiners = fit_combiners(rows, turns, intents, fit_curves, strength)
+    return model.model_copy(update={"combiners": combiners})

@@ -20,8 +20,10 @@ on answers the reading had not seen: a cheap answer whose skill the reading find
 unlikely is demoted (fewer wrong cheap answers, fewer pretenders without the LLM), and one
 it strongly agrees with may stand where the curve alone would have asked the LLM.
 
-A skill the file has no label for (a deployment's own skill before anyone labelled its
-turns) is left as it was: its calibrated chance alone. An operator refits the file on
+A skill the file has no combiner for is left as it was, its calibrated chance alone: a
+deployment's own skill before anyone labelled its turns, and a skill whose answers on the
+labelled set were too few, or too uniformly right, to say what the reading adds to its
+curve (the shipped FAQ: its 12 answers on the dev set all fitted). An operator refits the file on
 their own labelled set (``python -m bench.calibrate --set mine.jsonl``; docs/turns.md).
 """
 
@@ -56,6 +58,8 @@ DIGITS = 4
 #: A chance is taken as at least this far from 0 and 1 before its log-odds: a curve's
 #: 1.0 is a share of a few dozen answers, not a certainty.
 EDGE = 0.01
+#: The reading's probability from which it may raise a curve's chance: "strongly agrees".
+RAISE_FROM = 0.55
 #: The embedding's width (:mod:`shared.meaning`).
 WIDTH = 256
 _WORDS = re.compile(r"\w+")
@@ -65,7 +69,7 @@ class Combiner(BaseModel):
     """The chance that a skill's answer fits, from its calibrated chance ``c`` and the
     reading's probability ``p`` for that skill: ``sigmoid(chance * logit(c) + reading *
     logit(p) + bias)``, fitted on answers neither the curves nor the reading were fitted
-    on (bench/calibrate.py)."""
+    on (bench/reading.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -80,7 +84,9 @@ class Combiner(BaseModel):
 
 class ReadingModel(BaseModel):
     """``reading.json``: the labels, the intents the features name, one row of weights
-    per label (over :func:`features`) and its bias, and the combiner."""
+    per label (over :func:`features`) and its bias, and the combiner of each skill whose
+    answers were enough to weigh the reading against its curve; a skill with none keeps
+    its curve's chance alone."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -88,7 +94,7 @@ class ReadingModel(BaseModel):
     intents: list[str]
     weights: list[list[float]]
     bias: list[float]
-    combiner: Combiner
+    combiners: dict[str, Combiner]
     #: how many labelled turns it was fitted on
     turns: int = Field(ge=0)
     _matrix: Any = PrivateAttr(default=None)
@@ -101,6 +107,10 @@ class ReadingModel(BaseModel):
         if any(len(row) != width for row in self.weights):
             raise ValueError(f"each row of weights needs {width} values (the features)")
         return self
+
+    def combiner_for(self, skill: str) -> Combiner | None:
+        """The combiner of ``skill``'s answers, or None: its curve alone."""
+        return self.combiners.get(skill)
 
     def matrix(self) -> np.ndarray:
         """The weights as an array, made once per model (numpy imported here: a skill that
@@ -222,4 +232,15 @@ def combined(skill: str, chance: float, reading: Mapping[str, float] | None) -> 
     p = reading.get(skill)
     if not isinstance(p, int | float):
         return None
-    return round(model.combiner(chance, float(p)), DIGITS)
+    combiner = model.combiner_for(skill)
+    if combiner is None:
+        return None
+    return round(weigh(combiner, chance, float(p)), DIGITS)
+
+
+def weigh(combiner: Combiner, chance: float, p: float) -> float:
+    """The combiner's chance, which raises the curve's only where the reading is sure the
+    skill fits (:data:`RAISE_FROM`): an unsure reading may demote an answer, never lift an
+    unsure one over a skill the reading does not weigh (the FAQ's)."""
+    weighed = combiner(chance, p)
+    return weighed if p >= RAISE_FROM else min(weighed, chance)
