@@ -1,4 +1,5 @@
-"""Fits the skills' confidence curves (``shared/calibration.json``) on the dev set.
+"""Fits the skills' confidence curves (``shared/calibration.json``) and the turn's reading
+(``shared/reading.json``) on the dev set.
 
 Runs the set's conversations through the shipped pipeline without the LLM and without any
 calibration (``SKILL_CALIBRATION=off``: every skill's raw score, and the answers a curve
@@ -46,6 +47,13 @@ raw 0.61-0.65 at exactly an even chance, which answers, and declined fewer unans
 questions and cited fewer right files on the held-out third and the fresh sets than the
 shipped curve (docs/performance.md, "Knowledge base"), so the shipped curve stays.
 
+Beside the curves, the turn's reading (:mod:`shared.reading`, ``shared/reading.json``)
+is fitted on the same turns (:mod:`bench.reading`): a logistic regression per label over
+the turn's features, and the combiner that weighs its probability with each answer's
+curve. ``--folds`` prints the figures of the curves alone and of the curves with the
+reading (``K-fold+read``: the reading fitted on the other folds too), so the reading is
+judged out of sample like the curves; ``--strength`` sets its penalty.
+
 A deployment's own skills get curves the same way: they return ``routing`` (with
 :func:`shared.calibration.calibrated`), and a labelled set of their turns is run here.
 """
@@ -65,6 +73,7 @@ from typing import Any
 import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
+from bench import reading
 from bench.llm_turns import stack
 from bench.noise import noisy
 from bench.routing import (
@@ -82,6 +91,13 @@ from bench.routing import (
 )
 from bench.run import RESULTS
 from shared.calibration import CALIBRATION_FILE, CALIBRATION_VARIABLE, SILENT_BELOW, Curve
+from shared.reading import (
+    READING_FILE,
+    READING_VARIABLE,
+    ReadingModel,
+    probabilities,
+    weigh,
+)
 
 #: What an answer type is worth before any is seen, and how many answers that counts as.
 PRIOR = 0.5
@@ -166,27 +182,47 @@ class Decided:
     llm_asked: bool
 
 
-def confidence_of(h: Hypothesis, curves: Mapping[str, Mapping[str, Curve]]) -> float | None:
-    """``h``'s confidence under ``curves``, as :func:`shared.calibration.calibrated` gives
-    it; None when the skill would have stayed silent."""
+@dataclass(frozen=True)
+class Read:
+    """A turn's reading (label -> probability) and the model whose combiners weigh it."""
+
+    probabilities: Mapping[str, float]
+    model: ReadingModel
+
+
+def confidence_of(
+    h: Hypothesis, curves: Mapping[str, Mapping[str, Curve]], read: Read | None = None
+) -> float | None:
+    """``h``'s confidence under ``curves`` and the turn's reading, as
+    :func:`shared.calibration.calibrated` gives it; None when the skill would have stayed
+    silent."""
     if h.answer_type is None or h.raw is None:
         return h.confidence
     known = curves.get(h.skill, {}).get(h.answer_type)
     if known is None:
         return float(h.raw)
     value = min(1.0, max(0.0, known(float(h.raw))))
+    combiner = None if read is None else read.model.combiner_for(h.skill)
+    if read is not None and combiner is not None and h.skill in read.probabilities:
+        value = weigh(combiner, value, read.probabilities[h.skill])
     return None if value < SILENT_BELOW else value
 
 
-def decide(turn: Observed, curves: Mapping[str, Mapping[str, Curve]], run_below: float) -> Decided:
-    """The answer ``turn`` would get with ``curves``: the most confident cheap hypothesis
-    (ties to the pipeline's order) without the LLM; with it, the LLM when the selectors let
-    it run and no cheap hypothesis reached ``run_below``. The repeat penalty and a change
-    of the later turns' state (a name taken or not) are not replayed."""
+def decide(
+    turn: Observed,
+    curves: Mapping[str, Mapping[str, Curve]],
+    run_below: float,
+    read: Read | None = None,
+) -> Decided:
+    """The answer ``turn`` would get with ``curves`` (and its reading): the most confident
+    cheap hypothesis (ties to the pipeline's order) without the LLM; with it, the LLM when
+    the selectors let it run and no cheap hypothesis reached ``run_below``. The repeat
+    penalty and a change of the later turns' state (a name taken or not) are not
+    replayed."""
     scored = [
         (value, -i, h.skill)
         for i, h in enumerate(turn.hypotheses)
-        if h.skill != LLM and (value := confidence_of(h, curves)) is not None
+        if h.skill != LLM and (value := confidence_of(h, curves, read)) is not None
     ]
     winner = max(scored)[2] if scored else "fallback_response"
     asked = turn.llm_selected and not any(value >= run_below for value, _, _ in scored)
@@ -211,24 +247,49 @@ def as_curves(fitted: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str
 
 
 def cross_validate(
-    turns: Sequence[Observed], folds: int, run_below: float, extra: Extra | None = None
+    turns: Sequence[Observed],
+    folds: int,
+    run_below: float,
+    extra: Extra | None = None,
+    strength: float = reading.STRENGTH,
 ) -> dict[str, dict[str, Any]]:
-    """The figures with each conversation's turns decided by curves fitted on the other
-    folds' conversations (dealt in the set's order) and ``extra`` (every fold's), beside
-    the in-sample figures (curves fitted on every conversation, the set scored on itself)
-    for comparison."""
+    """The figures with each conversation's turns decided by curves (and a reading)
+    fitted on the other folds' conversations (dealt in the set's order) and ``extra``
+    (every fold's), beside the in-sample figures (fitted on every conversation, the set
+    scored on itself) for comparison: the curves alone, then with the reading."""
+    rows, intents = reading.turn_rows(turns)
+
+    def fit_curves(some: Sequence[Observed]) -> dict[str, dict[str, Curve]]:
+        return as_curves(fit(some, extra))
+
+    def with_reading(model: ReadingModel | None, i: int) -> Read | None:
+        return None if model is None else Read(probabilities(model, rows[i]), model)
+
     order = list(dict.fromkeys(t.conversation for t in turns))
     fold_of = {c: i % folds for i, c in enumerate(order)}
-    decided: list[Decided | None] = [None] * len(turns)
+    alone: list[Decided | None] = [None] * len(turns)
+    read: list[Decided | None] = [None] * len(turns)
     for k in range(folds):
-        curves = as_curves(fit([t for t in turns if fold_of[t.conversation] != k], extra))
+        inside = [i for i, t in enumerate(turns) if fold_of[t.conversation] != k]
+        kept = [turns[i] for i in inside]
+        curves = fit_curves(kept)
+        model = reading.fit(rows[inside], kept, intents, fit_curves, strength)
         for i, t in enumerate(turns):
             if fold_of[t.conversation] == k:
-                decided[i] = decide(t, curves, run_below)
-    everywhere = as_curves(fit(turns, extra))
+                alone[i] = decide(t, curves, run_below)
+                read[i] = decide(t, curves, run_below, with_reading(model, i))
+    everywhere = fit_curves(turns)
+    model = reading.fit(rows, turns, intents, fit_curves, strength)
+    if model is not None:
+        print(f"reading fitted on every turn: {model.labels}, combiners {model.combiners}")
     return {
-        f"{folds}-fold": replayed(turns, [d for d in decided if d is not None]),
+        f"{folds}-fold": replayed(turns, [d for d in alone if d is not None]),
+        f"{folds}-fold+read": replayed(turns, [d for d in read if d is not None]),
         "in-sample": replayed(turns, [decide(t, everywhere, run_below) for t in turns]),
+        "in-sample+read": replayed(
+            turns,
+            [decide(t, everywhere, run_below, with_reading(model, i)) for i, t in enumerate(turns)],
+        ),
     }
 
 
@@ -256,6 +317,7 @@ def run(conversations: Sequence[Conversation], name: str) -> list[Observed]:
     """The conversations through the shipped pipeline, LLM off, every skill's raw score;
     the turns are kept in ``bench/results/calibrate-NAME.json`` for ``--turns``."""
     os.environ[CALIBRATION_VARIABLE] = "off"
+    os.environ[READING_VARIABLE] = "off"
     with stack(ROOT, None, False) as off:
         turns = [t for c in conversations for t in converse(off, c, "calibrate")]
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -293,6 +355,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="add the skills' own labelled sets (LABELLED_SOURCES) to the set's turns",
     )
+    parser.add_argument(
+        "--strength",
+        type=float,
+        default=reading.STRENGTH,
+        help="the reading's inverse L2 penalty (bench/reading.py)",
+    )
+    parser.add_argument(
+        "--reading-out",
+        type=Path,
+        default=READING_FILE,
+        help="where the turn's reading goes (shared/reading.py)",
+    )
     args = parser.parse_args(argv)
     if args.folds is not None and args.folds < 2:
         parser.error("--folds needs 2 or more")
@@ -309,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         turns = run(conversations, name)
     extra = labelled_samples() if args.own_sets else {}
     if args.folds:
-        figures = cross_validate(turns, args.folds, shipped_run_below(ROOT), extra)
+        figures = cross_validate(turns, args.folds, shipped_run_below(ROOT), extra, args.strength)
         print(
             f"{len(conversations)} conversations, {len(turns)} turns, "
             f"{args.folds} folds by conversation"
@@ -323,6 +397,15 @@ def main(argv: list[str] | None = None) -> int:
             own = len(extra.get((skill, answer_type), ()))
             count = f"{c['answers']:4} answers" + (f" ({own} of its own set)" if own else "")
             print(f"{skill:10} {answer_type:18} {count}  {c['raw']} -> {c['fit']}")
+    rows, intents = reading.turn_rows(turns)
+    model = reading.fit(
+        rows, turns, intents, lambda some: as_curves(fit(some, extra)), args.strength
+    )
+    if model is None:
+        print(f"no label has {reading.MIN_TURNS} turns: no reading written")
+    else:
+        args.reading_out.write_text(model.model_dump_json() + "\n")
+        print(f"reading: labels {model.labels}, {model.combiners}: {args.reading_out}")
     print(f"{len(conversations)} conversations, {len(turns)} turns: {args.out}")
     return 0
 

@@ -146,6 +146,8 @@ class Observed:
     llm_selected: bool = True
     hypotheses: list[Hypothesis] = field(default_factory=list)
     reason: str | None = None
+    #: what the bot said before this turn (None on the first): the reading's context
+    previous: str | None = None
 
     @property
     def llm_only(self) -> bool:
@@ -230,6 +232,7 @@ def converse(client: httpx.Client, conversation: Conversation, tag: str) -> list
                 llm_selected=_llm_selected(human),
                 hypotheses=_hypotheses(human),
                 reason=(bot.get("attributes") or {}).get("selector_reason"),
+                previous=str(bots[place - 2]["text"]) if place > 1 else None,
             )
         )
     return observed

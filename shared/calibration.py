@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, model_validator
 
 from agent.sdk import SkillHypothesis
+from shared import reading
 
 CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
 #: The environment variable naming another calibration file, or ``off``: every skill's raw
@@ -120,16 +121,35 @@ def chance(skill: str, answer_type: str, raw: float) -> float:
 HypothesisT = TypeVar("HypothesisT", bound=SkillHypothesis)
 
 
-def calibrated(hypothesis: HypothesisT, skill: str, answer_type: str) -> HypothesisT | None:
+def calibrated(
+    hypothesis: HypothesisT,
+    skill: str,
+    answer_type: str,
+    annotations: Mapping[str, Any] | None = None,
+) -> HypothesisT | None:
     """``hypothesis`` with its confidence (the raw score) replaced by the calibrated chance
     and ``routing`` saying how; None when that chance is under :data:`SILENT_BELOW` (only
-    a calibrated chance: a raw score is no chance, and a new answer type answers until fitted)."""
+    a calibrated chance: a raw score is no chance, and a new answer type answers until fitted).
+
+    With the human utterance's ``annotations``, the turn's reading (the intents annotator's
+    ``reading``, :mod:`shared.reading`) has its say: the chance becomes the one the
+    reading's combiner gives from the curve's chance and the reading's probability for
+    ``skill``, and ``routing`` keeps both (``chance``, ``read``). A skill the reading has no
+    label for keeps the curve's chance."""
     raw = hypothesis.confidence
     confidence = chance(skill, answer_type, raw)
-    if confidence < SILENT_BELOW and curve_of(skill, answer_type) is not None:
+    routing: dict[str, Any] = {"skill": skill, "kind": answer_type, "raw": raw}
+    known = curve_of(skill, answer_type) is not None
+    if known:
+        found = reading.of(annotations)
+        weighed = reading.combined(skill, confidence, found)
+        if weighed is not None and found is not None:
+            routing |= {"chance": confidence, "read": found[skill]}
+            confidence = weighed
+    if confidence < SILENT_BELOW and known:
         return None
     hypothesis.confidence = confidence
-    setattr(hypothesis, "routing", {"skill": skill, "kind": answer_type, "raw": raw})  # noqa: B010
+    setattr(hypothesis, "routing", routing)  # noqa: B010
     return hypothesis
 
 

@@ -105,3 +105,9 @@ def similarities(text: str, rows: np.ndarray) -> np.ndarray:
     """Cosine similarity of ``text`` to each row of :func:`embed`'s output (-1..1)."""
     scores: np.ndarray = rows @ _meaning_of(text)
     return scores
+
+
+def meaning_of(text: str) -> np.ndarray:
+    """``text``'s row (read-only, cached): the reading of a turn (:mod:`shared.reading`)
+    uses the one the intents annotator already made."""
+    return _meaning_of(text)

@@ -47,7 +47,7 @@ from pydantic import (
 )
 
 from agent.sdk import DialogView, Service
-from shared import meaning, spelling
+from shared import meaning, reading, spelling
 from shared.tfidf import Tfidf
 
 INTENTS_FILE = Path(__file__).parent / "intents.json"
@@ -123,6 +123,9 @@ class Intent(BaseModel):
     #: not that is sure enough to be ``intent``; none when a pattern decided or nothing is alike
     nearest: str | None = None
     likeness: float = Field(default=0.0, ge=0.0, le=1.0)
+    #: the turn's reading (shared/reading.py): each label's probability of fitting the
+    #: turn, for the skills' confidences; absent without a reading file or an utterance
+    reading: dict[str, float] | None = Field(default=None, exclude_if=lambda r: r is None)
 
 
 class FittedTfidf:
@@ -256,10 +259,24 @@ service = Service(
 )
 
 
+def previous_bot_line(dialog: DialogView) -> str | None:
+    """What the bot said just before the utterance (the window's last bot line before it):
+    the reading weighs a reply by the question it answers."""
+    for utterance in reversed(dialog.utterances[:-1]):
+        if utterance.speaker == "bot":
+            return utterance.text
+    return None
+
+
 @service.annotator
 async def annotate(dialog: DialogView) -> Intent:
     # careless chat typing read the careful way first ("whats ur name", shared/spelling.py)
-    return CATCHER.classify(spelling.normalise(dialog.last_utterance.text))
+    text = spelling.normalise(dialog.last_utterance.text)
+    found = CATCHER.classify(text)
+    if text.strip():
+        # one reading of the turn every skill's confidence takes (shared/reading.py)
+        found.reading = reading.read(text, previous_bot_line(dialog), found.model_dump())
+    return found
 
 
 app = service.app

@@ -106,6 +106,24 @@ def test_classifies_only_the_newest_utterance() -> None:
     assert answer[0]["intent"] == "thanks"
 
 
+def test_the_turn_is_read_for_the_skills_with_the_bots_last_line() -> None:
+    """The reading (shared/reading.py) every skill's confidence takes: a hello is the
+    greeting's, a feeling small talk's, a question of fact and a reply to the bot's
+    question about films the LLM's alone."""
+    texts = [
+        view("Hello there!"),
+        view("I feel a bit down today"),
+        view("Who painted The Night Watch?"),
+        view("hi", "Which film did you like best this year?", "Oppenheimer"),
+    ]
+    with ServiceClient(app) as client:
+        answers = client.post("/respond", json={"dialogs": texts}).json()
+    likeliest = [max(a["reading"], key=a["reading"].get) for a in answers]
+    assert likeliest == ["greeting", "smalltalk", "llm", "llm"]
+    assert set(answers[0]["reading"]) == {"faq", "greeting", "knowledge", "smalltalk", "llm"}
+    assert answers[0]["reading"]["greeting"] > 0.9
+
+
 def test_health() -> None:
     with ServiceClient(app) as client:
         health = client.get("/health").json()

@@ -12,7 +12,9 @@ A skill's confidence is the chance that its answer fits the turn (calibrated per
 kind of answer: ``shared/calibration.py``), so the comparison is fair between skills, and
 an LLM's answer wins over a cheap one that is less likely to fit. When the winner beat
 calibrated answers, the reason says what each was and how likely it was to fit
-("smalltalk: corpus, scored 0.62, fits 41 %"), which the inspector shows.
+("smalltalk: corpus, scored 0.62, fits 41 %"; with the turn's reading, also the curve's
+chance and the reading's: "..., curve 55 %, read 8 %, fits 41 %"), which the inspector
+shows.
 
 Ties go to the earlier hypothesis (the pipeline's skill order). When every hypothesis is
 toxic the least bad one still answers (the agent needs a choice) and the reason says so.
@@ -95,11 +97,18 @@ def penalties(hypothesis: HypothesisView, previous: str | None) -> tuple[Penalty
 
 
 def calibration_of(hypothesis: HypothesisView) -> str | None:
-    """The hypothesis' ``routing`` (``{"kind", "raw"}``, shared/calibration.py) in words."""
+    """The hypothesis' ``routing`` (``{"kind", "raw"}``, and ``chance`` and ``read`` when
+    the turn's reading weighed it: shared/calibration.py) in words."""
     routing = (hypothesis.model_extra or {}).get("routing")
     if not isinstance(routing, dict) or not isinstance(routing.get("raw"), int | float):
         return None
-    return f"{routing.get('kind')}, scored {float(routing['raw']):.2f}"
+    said = f"{routing.get('kind')}, scored {float(routing['raw']):.2f}"
+    chance, read = routing.get("chance"), routing.get("read")
+    if isinstance(chance, int | float) and isinstance(read, int | float):
+        # the turn's reading had its say (shared/reading.py): the curve's chance alone,
+        # and how likely the reading found this skill to fit the turn
+        said += f", curve {100 * float(chance):.0f} %, read {100 * float(read):.0f} %"
+    return said
 
 
 def score_all(dialog: DialogView) -> list[Scored]:

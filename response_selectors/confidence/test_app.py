@@ -173,3 +173,25 @@ def test_the_reason_names_the_calibrated_answers_the_winner_beat(client: Service
         "llm had the highest confidence (0.60) of 2 hypotheses; "
         "it beat smalltalk: corpus, scored 0.66, fits 40 %"
     )
+
+
+def test_the_reason_says_what_the_turns_reading_made_of_a_beaten_answer(
+    client: ServiceClient,
+) -> None:
+    """A curve's 55 % that the turn's reading took down to 31 % (shared/reading.py): the
+    inspector shows both, so an operator sees why the cheap answer lost."""
+    corpus = {
+        **hyp("smalltalk", 0.31),
+        "routing": {
+            "skill": "smalltalk",
+            "kind": "corpus",
+            "raw": 0.66,
+            "chance": 0.55,
+            "read": 0.08,
+        },
+    }
+    (answer,) = choose(client, view("How far is the Moon?", hypotheses=[corpus, hyp("llm", 0.6)]))
+    assert answer["index"] == 1
+    assert answer["reason"].endswith(
+        "it beat smalltalk: corpus, scored 0.66, curve 55 %, read 8 %, fits 31 %"
+    )

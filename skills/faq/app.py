@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -136,7 +138,7 @@ def content_words(text: str) -> set[str]:
     return set(normalise(text).split()) - _STOP_WORDS
 
 
-def answer(text: str) -> FaqHypothesis | None:
+def answer(text: str, annotations: Mapping[str, Any] | None = None) -> FaqHypothesis | None:
     """The FAQ answer to ``text``, or None when no question is close enough.
 
     A question made only of stop words ("What can you do?") shares its character n-grams
@@ -160,7 +162,8 @@ def answer(text: str) -> FaqHypothesis | None:
         faq_question=entry.question,
     )
     # the confidence as the chance that such an answer fits (shared/calibration.py)
-    return calibrated(hypothesis, "faq", "retrieval")
+    # and weighed by the turn's reading when the annotations carry one (shared/reading.py)
+    return calibrated(hypothesis, "faq", "retrieval", annotations)
 
 
 service = Service("faq", description="Answers questions about Chorus from faq.json.")
@@ -168,7 +171,8 @@ service = Service("faq", description="Answers questions about Chorus from faq.js
 
 @service.skill
 async def faq(dialog: DialogView) -> list[SkillHypothesis]:
-    hypothesis = answer(spelling.normalise(dialog.human_utterance.text))
+    human = dialog.human_utterance
+    hypothesis = answer(spelling.normalise(human.text), human.annotations)
     return [hypothesis] if hypothesis else []
 
 

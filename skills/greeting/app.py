@@ -352,7 +352,7 @@ def respond(
     if found is None:
         return None
     answer_type, hypothesis = found
-    return calibrated(hypothesis, "greeting", answer_type)
+    return calibrated(hypothesis, "greeting", answer_type, annotations)
 
 
 def _scripted(

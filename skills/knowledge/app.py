@@ -210,6 +210,7 @@ def answer(dialog: DialogView) -> SkillHypothesis | None:
         ),
         "knowledge",
         ANSWER_TYPE,
+        dialog.human_utterance.annotations,
     )
     if hypothesis is not None:
         hypothesis.confidence = min(hypothesis.confidence, MAX_CONFIDENCE)

@@ -590,7 +590,7 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
             # a line of the bot's profile fits a question about the bot better than a
             # line of the science file fits a question of fact: one curve per file
             answer_type = f"corpus:{chosen.corpus_category}"
-        chosen = calibrated(chosen, "smalltalk", answer_type)
+        chosen = calibrated(chosen, "smalltalk", answer_type, dialog.human_utterance.annotations)
     if chosen is not None:  # remembered only if this answer is the one the bot gives
         recent = [line for line in said if line != chosen.text][-(RECENT_KEPT - 1) :]
         chosen.bot_attributes = {**chosen.bot_attributes, RECENT: [*recent, chosen.text]}

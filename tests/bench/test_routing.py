@@ -160,3 +160,77 @@ def test_labelled_and_rated_turns_of_a_store_become_a_set(
             {"user": "ok"},
         ],
     }
+
+
+WEATHER = [
+    "will it rain in Oslo tomorrow?",
+    "is it going to be sunny on Saturday?",
+    "how cold will it be tonight?",
+    "do I need an umbrella today?",
+    "what's the forecast for Paris this weekend?",
+    "will it snow in Denver on Monday?",
+    "how hot is it going to get in Madrid?",
+    "is there a storm coming tonight?",
+    "should I expect frost tomorrow morning?",
+    "what will the weather be like in Rome on Friday?",
+]
+FACTS = [
+    "who wrote War and Peace?",
+    "what is the capital of Peru?",
+    "explain how photosynthesis works",
+    "how many bones are in the human body?",
+    "who painted the Mona Lisa?",
+    "what year did the Berlin Wall fall?",
+    "can you summarise the plot of Hamlet?",
+    "what does DNA stand for?",
+    "how far is Mars from the Sun?",
+    "translate good night into Italian",
+]
+
+
+def test_an_operators_skill_learns_its_turns_from_their_labels_through_the_reading() -> None:
+    """An operator's weather skill answers every turn with the same raw score: its curve
+    alone cannot tell a forecast question from a question of fact, so it keeps asking the
+    LLM and, without one, pretends on every question of fact. Labelled turns of theirs
+    refit the reading with a label for the skill (bench.calibrate, 5 folds by
+    conversation: each judged by a reading fitted on the others): the forecasts are
+    answered without the LLM and the questions of fact left to it."""
+    from bench.calibrate import cross_validate
+    from bench.routing import Hypothesis, Observed
+
+    turns = []
+    for c in range(10):
+        said = [(WEATHER[(c + k) % 10], "weather") for k in (0, 5)]
+        said += [(FACTS[(c + k) % 10], "llm") for k in (0, 5)]
+        for place, (text, label) in enumerate(said, start=1):
+            turns.append(
+                Observed(
+                    conversation=f"w-{c}",
+                    place=place,
+                    text=text,
+                    fits=[label],
+                    skill="",
+                    answer="",
+                    llm_asked=False,
+                    hypotheses=[
+                        Hypothesis(
+                            skill="weather",
+                            confidence=0.9,
+                            text="Sunny.",
+                            raw=0.9,
+                            answer_type="forecast",
+                        ),
+                        Hypothesis(skill="fallback", confidence=0.1, text="Hm."),
+                    ],
+                )
+            )
+    figures = cross_validate(turns, 5, run_below=0.6)
+    alone, read = figures["5-fold"], figures["5-fold+read"]
+    # the curve alone: half the answers fitted, so every turn goes to the LLM, and
+    # without it the skill answers every question of fact
+    assert alone["llm_on"]["llm_asked"] == 1.0
+    assert alone["llm_off"]["cheap_pretended_on_llm_only"] == 20
+    # read: the forecasts are the skill's, the questions of fact the LLM's
+    assert read["llm_on"]["llm_asked"] <= 0.6
+    assert read["llm_on"]["wrong_cheap"] <= 0.05
+    assert read["llm_off"]["cheap_pretended_on_llm_only"] <= 2

@@ -1,0 +1,246 @@
+"""One learned reading of a turn: how likely each cheap skill is to fit it, and the LLM alone.
+
+The skills' curves (:mod:`shared.calibration`) tell how often *one kind of answer* fitted
+at a raw score: a pattern's hit, a retrieval's cosine. They do not see the turn as a whole,
+and rules and curves fitted on one writer's conversations read another writer's turns
+poorly. The reading looks at the turn itself: what the user said (its embedding,
+:mod:`shared.meaning`), the bot's previous line (its embedding, and whether it asked
+something), and the intents annotator's scores. A logistic regression per label, fitted on
+a labelled set's turns (``fits``: which cheap skill may answer, or only the LLM) by
+:mod:`bench.calibrate`, gives each label's probability; the weights live in
+``reading.json`` beside this module (a few thousand numbers: numpy only, no model
+library in the served agent).
+
+The intents annotator computes the reading once per turn (it has the utterance's
+embedding and its own scores already) and publishes it under ``annotations["intents"]
+["reading"]``; every skill's :func:`shared.calibration.calibrated` takes it from there, so
+the skills and the response selector work from one reading. There it is combined with the
+skill's calibrated chance by :class:`Combiner`, a second small logistic regression fitted
+on answers the reading had not seen: a cheap answer whose skill the reading finds
+unlikely is demoted (fewer wrong cheap answers, fewer pretenders without the LLM), and one
+it strongly agrees with may stand where the curve alone would have asked the LLM.
+
+A skill the file has no combiner for is left as it was, its calibrated chance alone: a
+deployment's own skill before anyone labelled its turns, and a skill whose answers on the
+labelled set were too few, or too uniformly right, to say what the reading adds to its
+curve (the shipped FAQ: its 12 answers on the dev set all fitted). An operator refits the file on
+their own labelled set (``python -m bench.calibrate --set mine.jsonl``; docs/turns.md).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+READING_FILE = Path(__file__).with_name("reading.json")
+#: The environment variable naming another reading file, or ``off``: no reading, every
+#: skill's calibrated chance alone (as :mod:`bench.calibrate` needs to fit it again).
+READING_VARIABLE = "SKILL_READING"
+#: The probabilities kept in the annotation: enough to tell 0.5 % from 1 %.
+DIGITS = 4
+#: A chance is taken as at least this far from 0 and 1 before its log-odds: a curve's
+#: 1.0 is a share of a few dozen answers, not a certainty.
+EDGE = 0.01
+#: The reading's probability from which it may raise a curve's chance: "strongly agrees".
+RAISE_FROM = 0.55
+#: The embedding's width (:mod:`shared.meaning`).
+WIDTH = 256
+_WORDS = re.compile(r"\w+")
+
+
+class Combiner(BaseModel):
+    """The chance that a skill's answer fits, from its calibrated chance ``c`` and the
+    reading's probability ``p`` for that skill: ``sigmoid(chance * logit(c) + reading *
+    logit(p) + bias)``, fitted on answers neither the curves nor the reading were fitted
+    on (bench/reading.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    chance: float
+    reading: float
+    bias: float
+
+    def __call__(self, chance: float, reading: float) -> float:
+        z = self.chance * logit(chance) + self.reading * logit(reading) + self.bias
+        return 1.0 / (1.0 + math.exp(-z))
+
+
+class ReadingModel(BaseModel):
+    """``reading.json``: the labels, the intents the features name, one row of weights
+    per label (over :func:`features`) and its bias, and the combiner of each skill whose
+    answers were enough to weigh the reading against its curve; a skill with none keeps
+    its curve's chance alone."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    labels: list[str] = Field(min_length=1)
+    intents: list[str]
+    weights: list[list[float]]
+    bias: list[float]
+    combiners: dict[str, Combiner]
+    #: how many labelled turns it was fitted on
+    turns: int = Field(ge=0)
+    _matrix: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _shape(self) -> ReadingModel:
+        width = feature_count(self.intents)
+        if len(self.weights) != len(self.labels) or len(self.bias) != len(self.labels):
+            raise ValueError("weights and bias need one entry per label")
+        if any(len(row) != width for row in self.weights):
+            raise ValueError(f"each row of weights needs {width} values (the features)")
+        return self
+
+    def combiner_for(self, skill: str) -> Combiner | None:
+        """The combiner of ``skill``'s answers, or None: its curve alone."""
+        return self.combiners.get(skill)
+
+    def matrix(self) -> np.ndarray:
+        """The weights as an array, made once per model (numpy imported here: a skill that
+        only combines, as the greeting, needs no numpy)."""
+        if self._matrix is None:
+            import numpy as np
+
+            self._matrix = np.asarray(self.weights, dtype=np.float32)
+        made: np.ndarray = self._matrix
+        return made
+
+
+class BadReading(ValueError):
+    """A reading file of the wrong shape; the message names the file and the field."""
+
+
+def logit(p: float) -> float:
+    p = min(1.0 - EDGE, max(EDGE, p))
+    return math.log(p / (1.0 - p))
+
+
+def feature_count(intents: Sequence[str]) -> int:
+    """The embeddings of the utterance and of the bot's last line, each intent's score as
+    read and as nearest, and :data:`_CHEAP` cheap features."""
+    return 2 * WIDTH + 2 * len(intents) + _CHEAP
+
+
+_CHEAP = 5
+
+
+def features(
+    text: str,
+    previous: str | None,
+    intent: Mapping[str, Any],
+    intents: Sequence[str],
+) -> np.ndarray:
+    """The reading's features of one turn: ``text`` as the annotator read it (spelling
+    normalised), the bot's last line (None on the first turn), and the intents annotator's
+    reading (``intent``, ``confidence``, ``nearest``, ``likeness``) over the ``intents``
+    the model names."""
+    import numpy as np
+
+    from shared import meaning  # wordllama: only where a reading is made
+
+    said = np.asarray(meaning.meaning_of(text), dtype=np.float32)
+    before = (
+        np.asarray(meaning.meaning_of(previous), dtype=np.float32)
+        if previous
+        else np.zeros(WIDTH, dtype=np.float32)
+    )
+    read = np.zeros(len(intents), dtype=np.float32)
+    near = np.zeros(len(intents), dtype=np.float32)
+    index = {name: i for i, name in enumerate(intents)}
+    if intent.get("intent") in index:
+        read[index[intent["intent"]]] = float(intent.get("confidence") or 0.0)
+    if intent.get("nearest") in index:
+        near[index[intent["nearest"]]] = float(intent.get("likeness") or 0.0)
+    words = len(_WORDS.findall(text))
+    cheap = np.array(
+        [
+            1.0 if "?" in text else 0.0,
+            1.0 if previous and "?" in previous else 0.0,
+            1.0 if not previous else 0.0,
+            min(words, 20) / 10.0,
+            1.0 if intent.get("method") == "pattern" else 0.0,
+        ],
+        dtype=np.float32,
+    )
+    return np.concatenate([said, before, read, near, cheap])
+
+
+def probabilities(model: ReadingModel, row: np.ndarray) -> dict[str, float]:
+    """Each label's probability for one turn's features."""
+    import numpy as np
+
+    z = model.matrix() @ row + np.asarray(model.bias, dtype=np.float32)
+    p = 1.0 / (1.0 + np.exp(-z.astype(np.float64)))
+    return {label: round(float(v), DIGITS) for label, v in zip(model.labels, p, strict=True)}
+
+
+def load(path: Path) -> ReadingModel:
+    try:
+        return ReadingModel.model_validate_json(path.read_bytes())
+    except ValidationError as error:
+        raise BadReading(f"{path}: {error}") from None
+
+
+@cache
+def shipped() -> ReadingModel | None:
+    """The reading in use, read once per process; None when switched off or absent."""
+    chosen = os.environ.get(READING_VARIABLE, "")
+    if chosen == "off":
+        return None
+    path = Path(chosen) if chosen else READING_FILE
+    return load(path) if path.exists() or chosen else None
+
+
+def read(text: str, previous: str | None, intent: Mapping[str, Any]) -> dict[str, float] | None:
+    """The shipped reading of one turn, or None without a reading file."""
+    model = shipped()
+    if model is None:
+        return None
+    return probabilities(model, features(text, previous, intent, model.intents))
+
+
+def of(annotations: Mapping[str, Any] | None) -> Mapping[str, float] | None:
+    """The reading the intents annotator published for this turn, if any."""
+    note = (annotations or {}).get("intents")
+    found = note.get("reading") if isinstance(note, Mapping) else None
+    return found if isinstance(found, Mapping) else None
+
+
+def combined(skill: str, chance: float, reading: Mapping[str, float] | None) -> float | None:
+    """The chance that ``skill``'s answer fits with the reading's say; None when the
+    reading has nothing on that skill (then the calibrated chance stands alone)."""
+    model = shipped()
+    if model is None or reading is None:
+        return None
+    p = reading.get(skill)
+    if not isinstance(p, int | float):
+        return None
+    combiner = model.combiner_for(skill)
+    if combiner is None:
+        return None
+    return round(weigh(combiner, chance, float(p)), DIGITS)
+
+
+def weigh(combiner: Combiner, chance: float, p: float) -> float:
+    """The combiner's chance, which raises the curve's only where the reading is sure the
+    skill fits (:data:`RAISE_FROM`): an unsure reading may demote an answer, never lift an
+    unsure one over a skill the reading does not weigh (the FAQ's)."""
+    weighed = combiner(chance, p)
+    return weighed if p >= RAISE_FROM else min(weighed, chance)
