@@ -18,7 +18,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.9
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml sdk/pyproject.toml constraints.txt | cksum | cut -d' ' -f1)-$(PYTHON_VERSION)
 
-.PHONY: install lock run test test-fast test-twice lint typecheck bench clean sdk-wheel mongodb-test-server \
+.PHONY: install lock run test test-suite test-bytecode test-fast test-twice lint typecheck bench clean sdk-wheel mongodb-test-server \
 	helm-tool docker-compose chromium nginx debian-tools
 
 # constraints.txt pins every package (the tools too) at the versions `make test` passed
@@ -112,15 +112,28 @@ TEST_WORKERS ?= 3
 # agents and services the tests start as processes inherit it.
 COVERAGE_CORE ?= $(shell $(BIN)/python -c 'import sys; print("sysmon" if sys.version_info >= (3, 12) else "ctrace")' 2>/dev/null)
 
-# Before the tests, the checks and what the tests need, at once: they are independent, and
-# on a fresh clone mypy's first run (a minute of one CPU) and the Go builds overlap instead
-# of adding up. --output-sync prints each one's output whole; the Debian tools are
-# installed one after another (apt-get takes a lock). Any failure stops `make test`.
+# The checks, what the tests need and the tests, at once (-j): lint and mypy run beside the
+# tests instead of before them (mypy's first run on a fresh clone is a minute of one CPU,
+# which the tests' waits on sockets leave free), and the Go builds, the Debian tools and the
+# tests' bytecode before pytest. -O line prints each line whole as it comes, so pytest's
+# progress shows as it goes. Any failure fails `make test`, once the jobs running have ended.
 test: install
-	@$(MAKE) --no-print-directory -j 4 --output-sync=target lint typecheck mongodb-test-server \
-		helm-tool debian-tools
+	@$(MAKE) --no-print-directory -j 8 --output-sync=line lint typecheck test-suite
+
+# pytest with coverage, once what the tests need is there (the `test` target runs it).
+test-suite: mongodb-test-server helm-tool debian-tools test-bytecode
 	COVERAGE_CORE=$(COVERAGE_CORE) $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --cov \
 		--cov-fail-under=$(COVERAGE_FLOOR) --durations=15
+
+# The bytecode of the code and of the tests (pytest's rewritten asserts, which it caches
+# beside each test file), written by one pytest that collects the suite: the workers start
+# at once, and on a fresh clone (or with PYTHONDONTWRITEBYTECODE set, which turns Python's
+# cache off) each compiled and rewrote everything itself, half of its collection's CPU
+# (8 of 16 s a worker). PYTHONDONTWRITEBYTECODE is set empty for this pytest alone; the
+# others read what it wrote. A collection error is pytest's to report, in test-suite.
+test-bytecode: install
+	@PYTHONDONTWRITEBYTECODE= $(BIN)/pytest --collect-only -q -p no:cacheprovider >/dev/null \
+		2>&1 || true
 
 # The in-process tier alone (docs/development.md, "Test tiers"): the tests that start no
 # server nor process (`sockets` in tests/conftest.py), without coverage's floor, which the
