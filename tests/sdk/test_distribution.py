@@ -132,7 +132,7 @@ def sdk_python(sdk_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     run(sys.executable, "-m", "uv", "venv", "--quiet", "--python", sys.executable, venv)
     python = venv / "bin" / "python"
     constraints = str(ROOT / "constraints.txt")
-    install = ["pip", "install", "--quiet", "--python", python, "-c", constraints]
+    install: list[str | Path] = ["pip", "install", "--quiet", "--python", python, "-c", constraints]
     run(sys.executable, "-m", "uv", *install, f"{sdk_wheel}[testing]", timeout=PIP_TIMEOUT)
     return python
 
