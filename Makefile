@@ -18,7 +18,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.9
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml sdk/pyproject.toml constraints.txt | cksum | cut -d' ' -f1)-$(PYTHON_VERSION)
 
-.PHONY: install lock run test test-suite test-bytecode test-fast test-twice lint typecheck bench clean sdk-wheel mongodb-test-server \
+.PHONY: install lock run test test-suite test-fast test-twice lint typecheck bench clean sdk-wheel mongodb-test-server \
 	helm-tool docker-compose chromium nginx debian-tools
 
 # constraints.txt pins every package (the tools too) at the versions `make test` passed
@@ -113,27 +113,19 @@ TEST_WORKERS ?= 3
 COVERAGE_CORE ?= $(shell $(BIN)/python -c 'import sys; print("sysmon" if sys.version_info >= (3, 12) else "ctrace")' 2>/dev/null)
 
 # The checks, what the tests need and the tests, at once (-j): lint and mypy run beside the
-# tests instead of before them (mypy's first run on a fresh clone is a minute of one CPU,
-# which the tests' waits on sockets leave free), and the Go builds, the Debian tools and the
-# tests' bytecode before pytest. -O line prints each line whole as it comes, so pytest's
-# progress shows as it goes. Any failure fails `make test`, once the jobs running have ended.
+# tests instead of before them (mypy's first run on a fresh clone is 30 s of one CPU, which
+# came before pytest's first test and now fills the CPU the tests' waits leave free); the Go
+# builds and the Debian tools before pytest. -O line prints each line whole as it comes, so
+# pytest's progress shows as it goes. Any failure fails `make test`, once the jobs running
+# have ended. (Writing the tests' bytecode once before pytest, for its workers to read, was
+# measured and dropped: a worker's collection 14.0 -> 9.4 s of CPU, the step itself 12.9 s.)
 test: install
 	@$(MAKE) --no-print-directory -j 8 --output-sync=line lint typecheck test-suite
 
 # pytest with coverage, once what the tests need is there (the `test` target runs it).
-test-suite: mongodb-test-server helm-tool debian-tools test-bytecode
+test-suite: mongodb-test-server helm-tool debian-tools
 	COVERAGE_CORE=$(COVERAGE_CORE) $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --cov \
 		--cov-fail-under=$(COVERAGE_FLOOR) --durations=15
-
-# The bytecode of the code and of the tests (pytest's rewritten asserts, which it caches
-# beside each test file), written by one pytest that collects the suite: the workers start
-# at once, and on a fresh clone (or with PYTHONDONTWRITEBYTECODE set, which turns Python's
-# cache off) each compiled and rewrote everything itself, half of its collection's CPU
-# (8 of 16 s a worker). PYTHONDONTWRITEBYTECODE is set empty for this pytest alone; the
-# others read what it wrote. A collection error is pytest's to report, in test-suite.
-test-bytecode: install
-	@PYTHONDONTWRITEBYTECODE= $(BIN)/pytest --collect-only -q -p no:cacheprovider >/dev/null \
-		2>&1 || true
 
 # The in-process tier alone (docs/development.md, "Test tiers"): the tests that start no
 # server nor process (`sockets` in tests/conftest.py), without coverage's floor, which the
