@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +25,6 @@ from agent.turn.config import PipelineConfigError
 from tests.cli.test_backup import run
 from tests.conftest import AgentFactory, agents, fresh_mongodb_database, service_entry
 from tests.support.ports import free_port
-from tests.support.processes import agent_process, served_agent
 from tests.support.servers import ServerThread, serving
 from tests.support.services import counting_failure, fixed_skill
 from tests.support.stored import stored_dialogs
@@ -62,38 +62,31 @@ def stored_arms(client: httpx.Client, user: str) -> list[str | None]:
     return [d["arm"] for d in client.get(f"/api/user/{user}").json()]
 
 
-# 300 requests through two agent processes and one database: a minute on a busy machine.
 # 100 users are enough for both checks: a user split between arms shows in any user, and
 # the draw is a keyed hash of fixed ids (45 and 55 here), so the share is no sample's luck.
-@pytest.mark.timeout(600)
-def test_two_agent_processes_split_users_evenly_and_never_split_a_user(
-    services: Services, db_url: str, tmp_path: Path
+def test_two_replicas_on_one_store_split_users_evenly_and_never_split_a_user(
+    services: Services, agent: AgentFactory, db_url: str, tmp_path: Path
 ) -> None:
+    """Two agents on one store, each its own app, store connection and draw, as two replicas'
+    processes are: the draw is a keyed hash of the user's id, and the arm of a dialog is read
+    from the store (agent processes on one database, nothing shared but the store:
+    tests/api/test_handoff_processes.py)."""
     arm_pipelines(services, tmp_path)
-    env = {
-        "CHORUS_DB_URL": db_url,
-        "CHORUS_EXPERIMENT": str(experiment_file(tmp_path, {"a": 1, "b": 1})),
-        "CHORUS_ARM_KEY": ARM_KEY,  # the same on both, as an operator sets it
-    }
+    experiment = experiment_file(tmp_path, {"a": 1, "b": 1})
     users = [f"user-{i}" for i in range(100)]
-    with (
-        agent_process(env) as (first, _),
-        agent_process(env) as (second, _),
-        httpx.Client(base_url=first, timeout=60) as one_client,
-        httpx.Client(base_url=second, timeout=60) as other_client,
-    ):
-        replicas = [one_client, other_client]
+    # the same key on both, as an operator sets it
+    replicas = [agent({}, experiment=experiment, arm_key=ARM_KEY) for _ in range(2)]
 
-        def two_dialogs(i: int) -> list[str]:
-            """The user's first dialog on one replica, a second on the other."""
-            user, one, other = users[i], replicas[i % 2], replicas[1 - i % 2]
-            answers = [say(one, user)["response"]]
-            say(other, user, "/close")
-            answers.append(say(other, user)["response"])
-            return answers
+    def two_dialogs(i: int) -> list[str]:
+        """The user's first dialog on one replica, a second on the other."""
+        user, one, other = users[i], replicas[i % 2], replicas[1 - i % 2]
+        answers = [say(one, user)["response"]]
+        say(other, user, "/close")
+        answers.append(say(other, user)["response"])
+        return answers
 
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            answers = list(pool.map(two_dialogs, range(len(users))))
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(two_dialogs, range(len(users))))
     arms: dict[str, list[str | None]] = {user: [] for user in users}
     for dialog in stored_dialogs(db_url):  # in the order they were opened
         arms[dialog.human.user_external_id].append(dialog.arm)
@@ -207,20 +200,21 @@ def test_an_experiment_without_an_arm_key_is_warned_of_at_start_up(
 
 @pytest.mark.store_agnostic
 def test_the_agents_start_up_log_names_the_experiment_its_arms_and_their_services(
-    services: Services, db_url: str, tmp_path: Path
+    db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    arm_pipelines(services, tmp_path, "a")
-    both = {
-        name: service_entry(services(fixed_skill(name, name, 0.5)).url)
-        for name in ("faq", "fallback")
-    }
+    """The lines the agent logs as it is made, in the test's process: the same
+    ``create_app`` that ``python -m agent.api.serve`` calls (a served agent's stderr carries
+    the agent's log lines: tests/cli/test_run.py). No service is called at start-up, so
+    the arms' services are URLs nothing answers."""
+    nowhere = "http://127.0.0.1:9"
+    one = {"skill": service_entry(nowhere)}
+    both = {name: service_entry(nowhere) for name in ("faq", "fallback")}
+    (tmp_path / "a.json").write_text(json.dumps({"services": {"skills": one}}))
     (tmp_path / "b.json").write_text(json.dumps({"services": {"skills": both}}))
     experiment = experiment_file(tmp_path, {"a": 3, "b": 1}, name="selector-v2")
-    env = {"CHORUS_DB_URL": db_url, "CHORUS_EXPERIMENT": str(experiment)}
-    log = tmp_path / "agent.log"
-    with served_agent({**env, "CHORUS_ARM_KEY": ARM_KEY}, stderr=log):
-        pass
-    lines = log.read_text().splitlines()
+    caplog.set_level(logging.INFO)
+    create_app(Settings(db_url=db_url, experiment=experiment, arm_key=ARM_KEY))
+    lines = [record.getMessage() for record in caplog.records]
     expected = [
         f"experiment 'selector-v2' ({experiment}): 2 arms (a, b), the draw keyed with "
         "CHORUS_ARM_KEY",
@@ -234,11 +228,11 @@ def test_the_agents_start_up_log_names_the_experiment_its_arms_and_their_service
     assert logged[expected[1]][0].endswith(expected[1])
     (arm_b,) = logged[expected[2]]
     assert set(arm_b.split(expected[2])[1].split(", ")) == {"faq", "fallback"}
-    with served_agent(env, stderr=log):
-        pass
+    caplog.clear()
+    create_app(Settings(db_url=db_url, experiment=experiment))
     assert any(
-        logged.endswith("the draw keyed with the name alone (no CHORUS_ARM_KEY)")
-        for logged in log.read_text().splitlines()
+        record.getMessage().endswith("the draw keyed with the name alone (no CHORUS_ARM_KEY)")
+        for record in caplog.records
     )
 
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from bench import knowledge
 from tests.support.processes import run_module
 
 QUESTIONS = [
@@ -49,8 +52,13 @@ def test_the_benchmark_scores_the_questions_and_writes_its_figures(tmp_path: Pat
     assert "recall_at_3: 1.0" in result.stdout
 
 
-def test_a_sign_the_confidence_does_not_know_is_named_before_anything_runs() -> None:
-    result = run_module("bench.knowledge", "--fit", "--features", "overlap,lead")
+def test_a_sign_the_confidence_does_not_know_is_named_before_anything_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Its ``main`` in the test's process: the refusal is argparse's exit 2, before any index
+    is built (a run as its user starts it is the test above)."""
+    with pytest.raises(SystemExit) as refused:
+        knowledge.main(["--fit", "--features", "overlap,lead"])
 
-    assert result.returncode == 2
-    assert "--features: lead not of overlap, cosine" in result.stderr
+    assert refused.value.code == 2
+    assert "--features: lead not of overlap, cosine" in capsys.readouterr().err

@@ -4,10 +4,12 @@ and writes every figure of each; an unknown service is refused by name."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
+from bench import service_resources
 from tests.support.processes import run_module, unmeasured_environment
 
 
@@ -38,10 +40,15 @@ def test_the_quick_run_writes_every_figure_of_each_service(tmp_path: Path) -> No
     assert "confidence" in done.stdout and "peak MiB" in done.stdout
 
 
-def test_an_unknown_service_is_refused_by_name(tmp_path: Path) -> None:
-    done = run_module(
-        "bench.service_resources", "--services", "tokens,nosuch", "--out", str(tmp_path)
-    )
-    assert done.returncode == 2
-    assert "--services: unknown nosuch" in done.stderr
+def test_an_unknown_service_is_refused_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its ``main`` in the test's process, as its command line gives it the arguments: the
+    refusal is argparse's exit 2, before any service is started."""
+    arguments = ["--services", "tokens,nosuch", "--out", str(tmp_path)]
+    monkeypatch.setattr(sys, "argv", ["bench.service_resources", *arguments])
+    with pytest.raises(SystemExit) as refused:
+        service_resources.main()
+    assert refused.value.code == 2
+    assert "--services: unknown nosuch" in capsys.readouterr().err
     assert not (tmp_path / "service_resources.json").exists()

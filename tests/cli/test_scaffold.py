@@ -37,10 +37,11 @@ from tests.support.ports import free_port, port_is_free
 from tests.support.processes import COMMAND_TIMEOUT, unmeasured_environment, wait_until_up
 from tests.support.servers import serving
 
-# Tests that run pytest again in a copy of the repository: one at a time (another waits), so
-# that in `make test`'s parallel run two of them do not starve each other of CPU
-# (docs/development.md).
-pytestmark = pytest.mark.one_at_a_time("copies")
+# The tests that run pytest again in a copy of the repository, or a stack of processes from
+# one: one at a time (another waits), so that in `make test`'s parallel run two of them do
+# not starve each other of CPU (docs/development.md). The others (a copy scaffolded and read,
+# a command refused) run beside the rest of the suite.
+COPIES = pytest.mark.one_at_a_time("copies")
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "tortoise"  # a name no real skill of the repository will take
@@ -204,6 +205,7 @@ def compose_cases(services: set[str]) -> list[str]:
     return cases
 
 
+@COPIES
 def test_deploy_checks_and_the_skills_own_tests_pass(scaffolded: Scaffolded) -> None:
     """tests/deploy run on the copy: the new service's cases, and every check across files
     (`docker-compose config` among them when it is installed). The agent image's check is
@@ -233,6 +235,7 @@ def test_deploy_checks_and_the_skills_own_tests_pass(scaffolded: Scaffolded) -> 
         assert lint.returncode == 0, lint.stdout
 
 
+@COPIES
 def test_the_skills_own_tests_pass_without_the_repositorys_tests_folder(tmp_path: Path) -> None:
     """An author outside this repository has the SDK, not our ``tests/support``: the
     generated tests use only ``agent.sdk.testing``, so they pass in a copy with no tests/."""
@@ -472,6 +475,7 @@ def changed_services(repo: Path) -> list[str]:
     return changed
 
 
+@COPIES
 @pytest.mark.timeout(600)
 def test_following_the_docs_keeps_every_test_green(tmp_path: Path) -> None:
     """A newcomer's path through docs/adding-a-skill.md, in a copy of the repository: the
@@ -640,6 +644,7 @@ def run_in(repo: Path, env: dict[str, str], *args: str, typed: str = "") -> str:
     return result.stdout
 
 
+@COPIES
 @pytest.mark.timeout(900)
 def test_a_moved_stack_takes_a_new_skill_without_hand_edits(tmp_path: Path) -> None:
     """The newcomer's path on a machine whose usual ports are taken: the agent moved with
