@@ -26,9 +26,10 @@ the same commit (a local clone: ``--package /path/to/dp-agent``).
 Figures: per side and level, the medians over rounds of the round's p50 and of the
 agent's CPU per turn (the agent process's clock ticks over the round / its turns, from
 ``/proc``), the agent's resident memory at the end, and the load average during the
-rounds. Each round also counts the stubs' calls (``GET /calls``) and stops the run unless
-the side made exactly 7 a turn, each service once (2 for the annotators' shared path):
-dp-agent's answers come from the stubs, and it skipped none of them.
+rounds. Each round also counts the stubs' calls (``GET /calls``) against the 7 a turn
+owes them (each service once; the two annotators share a path) and the turns that ended
+in a fallback answer, and reports both: dp-agent's answers come from the stubs, and the
+figures say how many calls, if any, it gave up.
 
     python -m bench.dp_agent [--rounds 10] [--mongodb-url URL] [--python python3.7]
 """
@@ -196,8 +197,10 @@ def calls(stub_base: str) -> Counter[str]:
 def one_round(
     side: str, base: str, pid: int, level: int, tag: str, stub_base: str
 ) -> dict[str, float]:
-    """One round: its p50 (ms) and the agent's CPU per turn (ms); stops the run unless
-    every turn answered from the stubs after its 7 calls."""
+    """One round: its p50 (ms), the agent's CPU per turn (ms), the turns that failed (a
+    fallback answer or none) and the service calls a turn owed the stubs and did not make
+    (a call given up at its timeout before it was sent: dp-agent then answers without
+    that skill)."""
     before, ticks = calls(stub_base), clock_ticks(pid)
     fallback = LAST_CHANCE if side == "dp-agent" else "fallback_response"
     result = asyncio.run(
@@ -207,24 +210,72 @@ def one_round(
     made = calls(stub_base)
     made.subtract(before)
     selector = SELECTOR_PATH.get(side, "/select_response")
-    expected = {path: n * result.turns for path, n in {**CALLS_PER_TURN, selector: 1}.items()}
-    if result.errors or +made != expected:
-        raise SystemExit(
-            f"{tag}: {result.errors} turns failed; stub calls {dict(+made)}, expected {expected}"
+    owed = Counter({path: n * result.turns for path, n in {**CALLS_PER_TURN, selector: 1}.items()})
+    missing, extra = owed - +made, +made - owed
+    if missing or extra or result.errors:
+        print(
+            f"{tag}: {result.errors} turns failed, calls missing {dict(missing)}, "
+            f"unexpected {dict(extra)}",
+            file=sys.stderr,
         )
     return {
         "p50_ms": statistics.median(result.latencies) * 1000,
         "cpu_ms_per_turn": 1000 * cpu_s / result.turns,
+        "turns": result.turns,
+        "failed_turns": result.errors,
+        "calls_missing": sum(missing.values()) + sum(extra.values()),
     }
 
 
-def compare(python: Path, server: str, rounds: int) -> dict[str, Any]:
-    """The three sides in alternating rounds; the report ``main`` prints and writes."""
+Figures = dict[str, dict[int, list[dict[str, float]]]]
+
+
+def summary(figures: Figures, loads: list[float], rss: dict[str, float]) -> dict[str, Any]:
+    """Per level and side, the medians over rounds (and each round's figure); the ratio of
+    dp-agent's CPU per turn to each Chorus side's."""
+    report: dict[str, Any] = {
+        "rounds": len(loads),
+        "turns_per_round": ROUND_TURNS,
+        "stub_calls_per_turn": sum(CALLS_PER_TURN.values()) + 1,
+        "load_average_1min": {
+            "min": min(loads),
+            "median": statistics.median(loads),
+            "max": max(loads),
+        },
+        "rss_mb": rss,
+        "levels": {},
+    }
+    for level in ROUND_TURNS:
+        row: dict[str, Any] = {}
+        for side, by_level in figures.items():
+            rows = by_level[level]
+            row[side] = {
+                key: round(statistics.median(r[key] for r in rows), 2)
+                for key in ("p50_ms", "cpu_ms_per_turn")
+            }
+            for key in ("p50_ms", "cpu_ms_per_turn"):
+                row[side][f"{key}_per_round"] = [round(r[key], 2) for r in rows]
+            for key in ("turns", "failed_turns", "calls_missing"):
+                row[side][key] = int(sum(r[key] for r in rows))
+        dp_cpu = row["dp-agent"]["cpu_ms_per_turn"]
+        row["dp_agent_cpu_over"] = {
+            side: round(dp_cpu / row[side]["cpu_ms_per_turn"], 2)
+            for side in figures
+            if side != "dp-agent"
+        }
+        report["levels"][level] = row
+    return report
+
+
+def compare(python: Path, server: str, rounds: int, out: Path) -> dict[str, Any]:
+    """The three sides in alternating rounds; the report is written to ``out`` after each
+    round (a long run stopped early keeps what it measured)."""
     stub_port = free_port()
     stub_base = f"http://127.0.0.1:{stub_port}"
     stubs = [sys.executable, "-m", "bench.stubs", "--port", str(stub_port), "--skills", "3"]
-    figures: dict[str, dict[int, list[dict[str, float]]]] = {}
+    figures: Figures = {}
     loads: list[float] = []
+    report: dict[str, Any] = {}
     with (
         tempfile.TemporaryDirectory(prefix="bench-dp-agent-") as name,
         contextlib.ExitStack() as stack,
@@ -245,7 +296,7 @@ def compare(python: Path, server: str, rounds: int) -> dict[str, Any]:
             "dp-agent": stack.enter_context(dp_agent(python, tmp, stub_port, server)),
         }
         sides = list(agents)
-        for side, (base, pid) in agents.items():  # warm-up, checked, not counted
+        for side, (base, pid) in agents.items():  # warm-up, not counted
             one_round(side, base, pid, 8, f"{side}-warmup", stub_base)
             figures[side] = {level: [] for level in ROUND_TURNS}
         for number in range(rounds):
@@ -257,35 +308,10 @@ def compare(python: Path, server: str, rounds: int) -> dict[str, Any]:
                         one_round(side, base, pid, level, f"{side}-{number}", stub_base)
                     )
             loads.append(os.getloadavg()[0])
+            rss = {side: round(rss_mb(pid), 1) for side, (_, pid) in agents.items()}
+            report = summary(figures, loads, rss)
+            out.write_text(json.dumps(report, indent=2))
             print(f"round {number + 1}/{rounds} done (load {loads[-1]:.1f})", file=sys.stderr)
-        rss = {side: round(rss_mb(pid), 1) for side, (_, pid) in agents.items()}
-    report: dict[str, Any] = {
-        "rounds": rounds,
-        "turns_per_round": ROUND_TURNS,
-        "stub_calls_per_turn": 7,
-        "load_average_1min": {
-            "min": min(loads),
-            "median": statistics.median(loads),
-            "max": max(loads),
-        },
-        "rss_mb": rss,
-        "levels": {},
-    }
-    for level in ROUND_TURNS:
-        row: dict[str, Any] = {}
-        for side in sides:
-            rows = figures[side][level]
-            row[side] = {
-                key: round(statistics.median(r[key] for r in rows), 2)
-                for key in ("p50_ms", "cpu_ms_per_turn")
-            }
-            for key in ("p50_ms", "cpu_ms_per_turn"):
-                row[side][f"{key}_per_round"] = [round(r[key], 2) for r in rows]
-        dp_cpu = row["dp-agent"]["cpu_ms_per_turn"]
-        row["dp_agent_cpu_over"] = {
-            side: round(dp_cpu / row[side]["cpu_ms_per_turn"], 2) for side in sides[:2]
-        }
-        report["levels"][level] = row
     return report
 
 
@@ -299,10 +325,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "dp_agent.json")
     args = parser.parse_args()
     python = scratch_python(args.venv, python_37(args.python), args.package)
-    with mongodb(args.mongodb_url) as server:
-        report = compare(python, server, args.rounds)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
+    with mongodb(args.mongodb_url) as server:
+        report = compare(python, server, args.rounds, args.out)
     print(json.dumps(report, indent=2))
 
 
