@@ -31,7 +31,7 @@ owes them (each service once; the two annotators share a path) and the turns tha
 in a fallback answer, and reports both: dp-agent's answers come from the stubs, and the
 figures say how many calls, if any, it gave up.
 
-    python -m bench.dp_agent [--rounds 10] [--mongodb-url URL] [--python python3.7]
+    python -m bench.dp_agent [--rounds 4] [--mongodb-url URL] [--python python3.7]
 """
 
 from __future__ import annotations
@@ -263,6 +263,20 @@ def summary(figures: Figures, loads: list[float], rss: dict[str, float]) -> dict
             for side in figures
             if side != "dp-agent"
         }
+        # the same in each round (both sides measured within a minute of each other)
+        row["dp_agent_cpu_over_median_of_rounds"] = {
+            side: round(
+                statistics.median(
+                    dp["cpu_ms_per_turn"] / other["cpu_ms_per_turn"]
+                    for dp, other in zip(
+                        figures["dp-agent"][level], figures[side][level], strict=True
+                    )
+                ),
+                2,
+            )
+            for side in figures
+            if side != "dp-agent"
+        }
         report["levels"][level] = row
     return report
 
@@ -317,7 +331,7 @@ def compare(python: Path, server: str, rounds: int, out: Path) -> dict[str, Any]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--mongodb-url", default=os.environ.get("MONGODB_URL"))
     parser.add_argument("--python", help="the Python 3.7 dp-agent's environment is made with")
     parser.add_argument("--package", default=PACKAGE, help="pip's source of dp-agent's cea048e")
