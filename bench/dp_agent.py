@@ -164,14 +164,13 @@ def dp_agent(python: Path, tmp: Path, stub_port: int, server: str) -> Iterator[t
     port = free_port()
     conf = tmp / "pipeline_conf.json"
     conf.write_text(json.dumps(pipeline_conf(stub_port), indent=1))
-    database = f"dp_agent_bench_{port}"
+    database = f"dp_agent_bench_{stub_port}"
     db_conf = tmp / "db_conf.json"
     db_conf.write_text(json.dumps({"host": server, "port": 27017, "name": database}))
     args = [str(python), "-m", "deeppavlov_agent.run", f"agent.port={port}"]
     args += [f"agent.pipeline_config={conf}", f"agent.db_config={db_conf}"]
-    # the formatter's module, from this checkout; its log goes where Dream's goes to: stdout
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    log_path = tmp / "dp-agent.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the formatter's module, from this checkout
+    log_path = tmp / "dp-agent.log"  # it logs to stdout, as in Dream
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(args, cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -326,7 +325,20 @@ def compare(python: Path, server: str, rounds: int, out: Path) -> dict[str, Any]
             report = summary(figures, loads, rss)
             out.write_text(json.dumps(report, indent=2))
             print(f"round {number + 1}/{rounds} done (load {loads[-1]:.1f})", file=sys.stderr)
+    drop_databases(server, [chorus_mongodb.rsplit("/", 1)[1], f"dp_agent_bench_{stub_port}"])
     return report
+
+
+def drop_databases(server: str, names: list[str]) -> None:
+    """The run's databases, off a server that outlives it (``--mongodb-url``)."""
+    from pymongo import MongoClient
+
+    client: MongoClient[dict[str, Any]] = MongoClient(server, serverSelectionTimeoutMS=5000)
+    try:
+        for name in names:
+            client.drop_database(name)
+    finally:
+        client.close()
 
 
 def main() -> None:
