@@ -4,6 +4,12 @@
 turn. The stubs are a bare ASGI app (no framework, no validation) answering canned JSON,
 so what a benchmark measures is the agent. ``--delay-ms`` makes the skills sleep (for the
 fan-out benchmark), ``--skills`` sets how many there are.
+
+``GET /calls`` answers how many calls each path has had, so a benchmark can check that an
+agent really made its 7 calls a turn. ``/select_response/dp_agent`` is the response
+selector in DeepPavlov Agent's shape (``bench/dp_agent.py``): where the Chorus selector
+answers an index, dp-agent's stores what its selector answers as the bot utterance, so
+this one answers the hypothesis at that index (the first, as ``/select_response`` does).
 Run: ``python -m bench.stubs --port 8900 [--skills 3] [--delay-ms 0]``.
 """
 
@@ -12,18 +18,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import uvicorn
 
 ANNOTATORS = ("stub_ann1", "stub_ann2")
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
-def _answer(path: str, dialogs: int) -> Any:
+def _answer(path: str, request: dict[str, Any]) -> Any:
+    dialogs = len(request["dialogs"])
+    if path == "/select_response/dp_agent":
+        return [dialog["human_utterances"][-1]["hypotheses"][0] for dialog in request["dialogs"]]
     if path == "/annotate":
         return [{"ok": True}] * dialogs
     if path == "/select_skills":
@@ -43,6 +53,8 @@ def _answer(path: str, dialogs: int) -> Any:
 
 
 def make_app(delay_ms: float) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+    calls: Counter[str] = Counter()
+
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
@@ -55,10 +67,13 @@ def make_app(delay_ms: float) -> Callable[[Scope, Receive, Send], Awaitable[None
         path = scope["path"]
         if path == "/health":
             payload = b'{"status":"ok"}'
+        elif path == "/calls":
+            payload = json.dumps(calls).encode()
         else:
+            calls[path] += 1
             if delay_ms and path.startswith("/skill/"):
                 await asyncio.sleep(delay_ms / 1000)
-            payload = json.dumps(_answer(path, len(json.loads(body)["dialogs"]))).encode()
+            payload = json.dumps(_answer(path, json.loads(body))).encode()
         await send(
             {
                 "type": "http.response.start",
