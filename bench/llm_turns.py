@@ -30,6 +30,7 @@ machine), and the run records the machine's load average before and after.
     .venv/bin/python -m bench.llm_turns --conversations 3 --probes 10   # a quicker look
     .venv/bin/python -m bench.llm_turns --repo ../main --label before
     .venv/bin/python -m bench.llm_turns --agent-cost          # the agent's CPU and memory
+    .venv/bin/python -m bench.llm_turns --agent-cost --other ../main --blocks 10  # side by side
 
 ``--agent-cost`` measures instead what the served agent itself costs, with the LLM off:
 its resident memory (``VmRSS`` from ``/proc``) once up and warmed, and after the turns, and
@@ -37,6 +38,13 @@ of which its own (``RssAnon``) and files' pages (``RssFile``: the libraries it m
 its CPU per cheap turn (:data:`CHEAP`, one after another, each answered by a rule skill),
 the agent process's user and system time from ``/proc`` over ``--turns`` turns; the
 figures go to ``bench/results/agent_cost-LABEL.json``.
+
+``--agent-cost --other CHECKOUT --blocks N`` compares two checkouts' served agents the
+same way, both up at once and given ``--turns`` cheap turns each in alternating blocks
+(who goes first alternates too), so that the machine's load, which moves from minute to
+minute, falls on both alike: each block's CPU per turn from ``/proc``, the medians, and
+the median of the per-block ratios; the figures go to
+``bench/results/agent_cost_compare-LABEL.json``.
 
 ``--repo`` runs another checkout's agent and services (its pipeline.json) with this
 benchmark; the figures go to ``bench/results/llm_turns-LABEL.json``.
@@ -369,6 +377,57 @@ def agent_cost(repo: Path, turns: int) -> dict[str, Any]:
         }
 
 
+def cheap_block(client: httpx.Client, pid: int, first: int, turns: int) -> tuple[float, float]:
+    """``turns`` cheap turns from user number ``first // 3`` on: the agent's CPU per turn
+    and the p50 of message -> answer, both in ms."""
+    before = cpu_seconds(pid)
+    took = []
+    for number in range(first, first + turns):
+        sent = time.perf_counter()
+        answer = client.post(
+            "/", json={"user_id": f"user-{number // len(CHEAP)}", "payload": CHEAP[number % 3]}
+        )
+        answer.raise_for_status()
+        took.append(time.perf_counter() - sent)
+    return 1000 * (cpu_seconds(pid) - before) / turns, 1000 * statistics.median(took)
+
+
+def agent_cost_compare(repo: Path, other: Path, blocks: int, turns: int) -> dict[str, Any]:
+    """Both checkouts' served agents at once, ``turns`` cheap turns each per block, in
+    alternation (module docstring)."""
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    with served(repo, None, False) as this, served(other, None, False) as that:
+        sides = {"this": this, "other": that}
+        for client, _ in sides.values():  # warm-up: every service's first call is done
+            for number in range(30):
+                client.post("/", json={"user_id": f"warm-{number}", "payload": CHEAP[number % 3]})
+        cpu: dict[str, list[float]] = {side: [] for side in sides}
+        p50: dict[str, list[float]] = {side: [] for side in sides}
+        for block in range(blocks):
+            order = list(sides) if block % 2 == 0 else list(reversed(sides))
+            for side in order:
+                client, pid = sides[side]
+                spent, latency = cheap_block(client, pid, block * turns, turns)
+                cpu[side].append(round(spent, 2))
+                p50[side].append(round(latency, 2))
+    return {
+        "blocks": blocks,
+        "turns_per_block": turns,
+        **{
+            side: {
+                "agent_cpu_ms_per_turn": round(statistics.median(cpu[side]), 2),
+                "p50_ms": round(statistics.median(p50[side]), 2),
+                "agent_cpu_ms_per_block": cpu[side],
+            }
+            for side in cpu
+        },
+        "cpu_this_over_other": round(
+            statistics.median(a / b for a, b in zip(cpu["this"], cpu["other"], strict=True)), 3
+        ),
+        "load_average_before_after": [load_before, [round(x, 2) for x in os.getloadavg()]],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure")
@@ -382,8 +441,21 @@ def main(argv: list[str] | None = None) -> int:
         "--agent-cost", action="store_true", help="the agent's memory and CPU per cheap turn"
     )
     parser.add_argument("--turns", type=int, default=600, help="cheap turns for --agent-cost")
+    parser.add_argument(
+        "--other", type=Path, help="with --agent-cost: a checkout to compare, in alternation"
+    )
+    parser.add_argument("--blocks", type=int, default=10, help="with --other: blocks of turns")
     args = parser.parse_args(argv)
     repo = args.repo.resolve()
+    if args.agent_cost and args.other is not None:
+        compared = agent_cost_compare(
+            repo, args.other.resolve(), args.blocks, max(args.turns // args.blocks, 1)
+        )
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        out = RESULTS / f"agent_cost_compare-{args.label}.json"
+        out.write_text(json.dumps(compared, indent=2) + "\n")
+        print(json.dumps(compared, indent=2))
+        return 0
     if args.agent_cost:
         cost = agent_cost(repo, args.turns)
         RESULTS.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ from agent.pipeline import outputs
 from agent.pipeline.budgets import Reservation, TokenLedger
 from agent.pipeline.graph import Pipeline, ServiceNode
 from agent.pipeline.tiers import Streaming, lower_tiers
-from agent.pipeline.views import dialog_view, utterance_view
+from agent.pipeline.views import dialog_view, people, utterance_view
 from agent.sdk.models import DialogView, Selection, UtteranceView
 from agent.state.models import (
     FALLBACK_SKILL,
@@ -78,6 +78,8 @@ class _Run:
         #: The views made since the turn's state last changed, by context window and
         #: token allowance: the services of one stage are shown the same view.
         self.views: dict[tuple[int, int | None], DialogView] = {}
+        #: The user and the bot as every view of the turn shows them.
+        self.people = people(turn.human, turn.bot)
         #: The streaming skill whose announced confidence met its stream_min_confidence
         #: first, and why: its hypothesis answers the turn.
         self.claimed: tuple[str, str] | None = None
@@ -119,8 +121,7 @@ class _Run:
         made = self.views[key] = dialog_view(
             self.turn.dialog_id,
             self.window(),
-            self.turn.human,
-            self.turn.bot,
+            self.people,
             node.config.context_window,
             max_tokens,
             self.history_views,
