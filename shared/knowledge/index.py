@@ -67,8 +67,9 @@ CONTEXT_WEIGHT = 0.3
 #: Passages embedded per call while building (bounds the memory of one call).
 EMBED_BATCH = 256
 #: How much a passage that defines the term a question asks about ("What is a tier?")
-#: gains, against the best BM25 match's 1 (:func:`definitions`; 0.3, 0.5, 0.7 and 1.0 were
-#: measured on two thirds of the question set, docs/performance.md "Knowledge base").
+#: gains, against the best BM25 match's 1, for the places after the first
+#: (:meth:`KnowledgeIndex.defining`; 0.3, 0.5, 0.7 and 1.0 were measured on two thirds of
+#: the question set, docs/performance.md "Knowledge base").
 DEFINITION_WEIGHT = 0.5
 
 _PASSAGES = TypeAdapter(list[Passage])
@@ -207,8 +208,8 @@ def combine(
     ``sections`` number each candidate's file and section (integer arrays).
 
     ``lexical`` (BM25, any scale) is divided by its best, so the best match scores 1; the
-    dense cosine is added at :data:`DENSE_WEIGHT`, and ``bonus`` (a passage defining the
-    term asked about, :meth:`KnowledgeIndex.defining`) when given; then each candidate gains
+    dense cosine is added at :data:`DENSE_WEIGHT`, and ``bonus`` when given (a passage
+    defining the term asked about, :meth:`KnowledgeIndex.defining`); then each candidate gains
     :data:`SOURCE_WEIGHT` times its file's share of the :data:`VOTERS` best candidates'
     scores, since a question whose answer is in one page usually matches several of its
     passages. Measured on the question set (bench/knowledge.py) against reciprocal rank
@@ -525,6 +526,24 @@ class KnowledgeIndex:
         best = max(rows, key=held)
         return int(best) if held(int(best)) > held(row) else row
 
+    def _with_definition(
+        self, rows: np.ndarray, lexical: np.ndarray, dense: np.ndarray, k: int, defined: np.ndarray
+    ) -> list[Fused]:
+        """:func:`combine`'s ``k`` best, those after the first chosen with the passages
+        defining the term asked about (``defined``, :meth:`defining`) at
+        :data:`DEFINITION_WEIGHT` more. The first stays the search's own: it is what the
+        knowledge skill quotes and its confidence weighs, and a glossary's definition
+        first made the page about the thing a neighbouring page ("What is a tier?" went
+        unanswered)."""
+        sources, sections = self._sources[rows], self._sections[rows]
+        fused = combine(lexical, dense, sources, sections, k)
+        if not len(defined) or not fused:
+            return fused
+        bonus = DEFINITION_WEIGHT * np.isin(rows, defined)
+        first = sections[fused[0].at]
+        others = combine(lexical, dense, sources, sections, k + 1, bonus)
+        return [fused[0], *[f for f in others if sections[f.at] != first][: k - 1]]
+
     def _search(self, query: str, k: int, context: str | None) -> list[Hit]:
         defined = self.defining(query, context)
         rows, lexical, dense = self.candidates(query, context, defined)
@@ -533,8 +552,7 @@ class KnowledgeIndex:
         # "iPhone" in "How do I restore a backup of my iPhone?" is in no document: the
         # strongest sign that a question is about something else, however close its words.
         known = len([t for t in wanted if t in self._vocabulary]) / len(wanted) if wanted else 0.0
-        bonus = DEFINITION_WEIGHT * np.isin(rows, defined)
-        fused = combine(lexical, dense, self._sources[rows], self._sections[rows], k, bonus)
+        fused = self._with_definition(rows, lexical, dense, k, defined)
         chosen = {
             f.at: self.closest_in_section(int(rows[f.at]), rows, lexical, wanted) for f in fused
         }
