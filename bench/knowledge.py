@@ -69,7 +69,12 @@ from shared.knowledge.retrieval import (  # noqa: E402
     quotes,
     signs,
 )
-from skills.knowledge.app import ANSWER_TYPE, INTENT_CONFIDENCE, THRESHOLD  # noqa: E402
+from skills.knowledge.app import (  # noqa: E402
+    ANSWER_TYPE,
+    INTENT_CONFIDENCE,
+    MIN_COSINE,
+    THRESHOLD,
+)
 
 QUESTIONS = ROOT / "bench" / "data" / "knowledge" / "questions.jsonl"
 RESULTS = ROOT / "bench" / "results" / "knowledge.json"
@@ -146,11 +151,13 @@ class Asked:
         self, weights: tuple[float, ...] = WEIGHTS, names: tuple[str, ...] = FEATURES
     ) -> bool:
         """Whether the knowledge skill answers before its calibration has its say: over the
-        retrieval's threshold, not small talk, not a quote."""
+        retrieval's threshold, not small talk, not a quote, and its meaning close enough to
+        the passage's unless it is a follow-up."""
         return (
             bool(self.hits)
             and self.raw(weights, names) >= THRESHOLD
             and not self.chat
+            and (self.read_as_follow_up or self.hits[0].cosine >= MIN_COSINE)
             and not quotes(self.hits[0].passage.text, self.question.question)
         )
 

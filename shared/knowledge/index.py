@@ -66,9 +66,26 @@ PROBES = 12
 CONTEXT_WEIGHT = 0.3
 #: Passages embedded per call while building (bounds the memory of one call).
 EMBED_BATCH = 256
+#: How much a passage that defines the term a question asks about ("What is a tier?")
+#: gains, against the best BM25 match's 1, for the places after the first
+#: (:meth:`KnowledgeIndex.defining`; 0.3, 0.5, 0.7 and 1.0 were measured on two thirds of
+#: the question set, docs/performance.md "Knowledge base").
+DEFINITION_WEIGHT = 0.5
 
 _PASSAGES = TypeAdapter(list[Passage])
 _WORD = re.compile(r"(?u)\b\w\w+\b")
+#: A paragraph that defines a term, as a glossary writes it: "turn: one human utterance
+#: and the bot's answer to it", "dream group, dream_group: ...", "view (of a dialog): ...".
+_DEFINES = re.compile(r"([a-z][\w'.-]*(?: [\w'.-]+){0,3})(?:,[^:\n]{0,30})?(?: \([^)\n]*\))?: ")
+#: A table's row (:mod:`shared.knowledge.passages` writes each cell "header: value;"), which
+#: names its first column, not a term.
+_TABLE_ROW = re.compile(r"; [\w ]+: ")
+#: A question about what something is or means.
+_ASKS_WHAT = re.compile(
+    r"\b(what(?:'s| is| are| was| does)|meaning|means?|define|definition|difference between|"
+    r"stand for)\b",
+    re.IGNORECASE,
+)
 
 
 class IndexError_(ValueError):
@@ -185,12 +202,14 @@ def combine(
     sources: np.ndarray,
     sections: np.ndarray,
     k: int,
+    bonus: np.ndarray | None = None,
 ) -> list[Fused]:
     """The ``k`` best candidates (one per section), by their fused score. ``sources`` and
     ``sections`` number each candidate's file and section (integer arrays).
 
     ``lexical`` (BM25, any scale) is divided by its best, so the best match scores 1; the
-    dense cosine is added at :data:`DENSE_WEIGHT`; then each candidate gains
+    dense cosine is added at :data:`DENSE_WEIGHT`, and ``bonus`` when given (a passage
+    defining the term asked about, :meth:`KnowledgeIndex.defining`); then each candidate gains
     :data:`SOURCE_WEIGHT` times its file's share of the :data:`VOTERS` best candidates'
     scores, since a question whose answer is in one page usually matches several of its
     passages. Measured on the question set (bench/knowledge.py) against reciprocal rank
@@ -203,6 +222,8 @@ def combine(
     """
     top = float(lexical.max()) if len(lexical) else 0.0
     scores = (lexical / top if top > 0 else np.zeros_like(lexical)) + DENSE_WEIGHT * dense
+    if bonus is not None:
+        scores = scores + bonus
     voters = _best(scores, VOTERS)
     votes = np.zeros(int(sources.max()) + 1 if len(sources) else 1)
     np.add.at(votes, sources[voters], scores[voters])
@@ -292,6 +313,28 @@ def paragraph_terms(text: str, wanted: frozenset[str]) -> tuple[frozenset[str], 
     return tuple(found)
 
 
+def definitions(passages: Sequence[Passage]) -> dict[frozenset[str], list[int]]:
+    """The terms the passages define (a paragraph opening "term: ...", the glossary's form;
+    a file's name, "backup.md: ...", is a link, not a term), each as its set of
+    :func:`terms`, with the rows of the passages that define it. A question asking what a
+    term is ("In Chorus terms, what is a turn?") shares its words with every page that
+    uses the term, and the definition's passage, cut from a long glossary section among
+    its neighbours' definitions, was rarely among the three (docs/performance.md,
+    "Knowledge base")."""
+    defined: dict[frozenset[str], list[int]] = {}
+    for row, passage in enumerate(passages):
+        for paragraph in passage.text.split("\n\n"):
+            match = _DEFINES.match(paragraph)
+            if match is None or _TABLE_ROW.search(paragraph):
+                continue
+            name = match.group(1)
+            if re.search(r"\.\w+$", name):
+                continue
+            if words := frozenset(terms(name)):
+                defined.setdefault(words, []).append(row)
+    return defined
+
+
 def numbered(values: Sequence[Any]) -> np.ndarray:
     """Each value's number among the distinct values (their order of first appearance)."""
     numbers: dict[Any, int] = {}
@@ -361,6 +404,7 @@ class KnowledgeIndex:
         self._sources = numbered([p.source for p in passages])
         self._sections = numbered([(p.source, tuple(p.headings)) for p in passages])
         self._bm25 = self._lexical([p.searchable for p in passages])
+        self._definitions = definitions(passages)
 
     def _lexical(self, texts: list[str]) -> Any:
         bm25s = _bm25s()
@@ -407,13 +451,25 @@ class KnowledgeIndex:
         nearest = _best(centres @ vector, PROBES)
         return np.concatenate([members[c] for c in nearest])
 
+    def defining(self, query: str, context: str | None = None) -> np.ndarray:
+        """The rows of the passages that define a term ``query`` names (all its words among
+        the question's), when it asks what something is or means, or follows (``context``)
+        a question that does ("and where does an utterance fit in?")."""
+        if not self._definitions or not (
+            _ASKS_WHAT.search(query) or (context and _ASKS_WHAT.search(context))
+        ):
+            return np.zeros(0, dtype=np.intp)
+        asked = set(terms(query))
+        rows = [r for words, found in self._definitions.items() if words <= asked for r in found]
+        return np.unique(np.array(rows, dtype=np.intp))
+
     def candidates(
-        self, query: str, context: str | None = None
+        self, query: str, context: str | None = None, defined: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The rows worth fusing (BM25's best :data:`DEPTH` and the dense search's) with
-        their BM25 scores and dense cosines. A follow-up's ``context`` adds its own words'
-        BM25 at :data:`CONTEXT_WEIGHT`, and its meaning joins the question's in the dense
-        query."""
+        """The rows worth fusing (BM25's best :data:`DEPTH`, the dense search's and the
+        passages defining the term asked about, :meth:`defining`) with their BM25 scores
+        and dense cosines. A follow-up's ``context`` adds its own words' BM25 at
+        :data:`CONTEXT_WEIGHT`, and its meaning joins the question's in the dense query."""
         lexical = self._lexical_scores(terms(query) + joined(query))
         if context:
             lexical = lexical + CONTEXT_WEIGHT * self._lexical_scores(
@@ -425,6 +481,9 @@ class KnowledgeIndex:
         near_scores = self.embeddings[near] @ vector
         matched = _best(lexical, DEPTH)
         rows = np.union1d(matched[lexical[matched] > 0], near[_best(near_scores, DEPTH)])
+        if defined is None:
+            defined = self.defining(query, context)
+        rows = np.union1d(rows, defined)
         return rows, lexical[rows], self.embeddings[rows] @ vector
 
     def search(self, query: str, k: int = 3, context: str | None = None) -> list[Hit]:
@@ -467,14 +526,33 @@ class KnowledgeIndex:
         best = max(rows, key=held)
         return int(best) if held(int(best)) > held(row) else row
 
+    def _with_definition(
+        self, rows: np.ndarray, lexical: np.ndarray, dense: np.ndarray, k: int, defined: np.ndarray
+    ) -> list[Fused]:
+        """:func:`combine`'s ``k`` best, those after the first chosen with the passages
+        defining the term asked about (``defined``, :meth:`defining`) at
+        :data:`DEFINITION_WEIGHT` more. The first stays the search's own: it is what the
+        knowledge skill quotes and its confidence weighs, and a glossary's definition
+        first made the page about the thing a neighbouring page ("What is a tier?" went
+        unanswered)."""
+        sources, sections = self._sources[rows], self._sections[rows]
+        fused = combine(lexical, dense, sources, sections, k)
+        if not len(defined) or not fused:
+            return fused
+        bonus = DEFINITION_WEIGHT * np.isin(rows, defined)
+        first = sections[fused[0].at]
+        others = combine(lexical, dense, sources, sections, k + 1, bonus)
+        return [fused[0], *[f for f in others if sections[f.at] != first][: k - 1]]
+
     def _search(self, query: str, k: int, context: str | None) -> list[Hit]:
-        rows, lexical, dense = self.candidates(query, context)
+        defined = self.defining(query, context)
+        rows, lexical, dense = self.candidates(query, context, defined)
         own = self.embeddings[rows] @ embed_texts([query])[0] if context else dense
         wanted = frozenset(terms(query))
         # "iPhone" in "How do I restore a backup of my iPhone?" is in no document: the
         # strongest sign that a question is about something else, however close its words.
         known = len([t for t in wanted if t in self._vocabulary]) / len(wanted) if wanted else 0.0
-        fused = combine(lexical, dense, self._sources[rows], self._sections[rows], k)
+        fused = self._with_definition(rows, lexical, dense, k, defined)
         chosen = {
             f.at: self.closest_in_section(int(rows[f.at]), rows, lexical, wanted) for f in fused
         }

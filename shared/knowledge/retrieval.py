@@ -91,6 +91,11 @@ class RetrievedPassage(BaseModel):
     text: str
     score: float = Field(description="the fused reciprocal-rank score")
     confidence: float = Field(ge=0, le=1, description="the probability it answers the turn")
+    cosine: float | None = Field(
+        default=None,
+        description="its meaning's cosine with the question's own words (without a "
+        "follow-up's context), -1..1; None from an annotator that predates it",
+    )
 
 
 class Retrieved(BaseModel):
@@ -166,6 +171,7 @@ def retrieve(
             text=hit.passage.text,
             score=round(hit.score, 6),
             confidence=0.0 if quotes(hit.passage.text, question) else round(confidence(hit), 4),
+            cosine=round(hit.cosine, 4),
         )
         for hit in hits
     ]

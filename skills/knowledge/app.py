@@ -52,6 +52,16 @@ MAX_CONFIDENCE = 0.8
 #: small talk's to answer, however many of their words the docs hold ("How are you?" is in
 #: the README's examples): at this confidence the skill leaves them alone.
 INTENT_CONFIDENCE = 0.5
+#: The least cosine between the question's meaning and the best passage's for a question
+#: that is not a follow-up. A conversation's turns that are not about the docs at all
+#: (small talk, a film to watch, a general fact) reached a raw 0.74-0.90 on passages that
+#: share a word or two with them (the docs quote what users say as examples), with a
+#: cosine of 0.06 to 0.23 for five of the knowledge skill's seven wrong cheap answers on
+#: the routing dev set; the question set's answered questions of its fitting two thirds
+#: sit at 0.18 and up, three of 117 under 0.25 (docs/performance.md, "Knowledge base").
+#: A follow-up's cosine is its own words', which say little ("and on SQLite?"), so it is
+#: not held to this.
+MIN_COSINE = 0.25
 #: Sentences quoted from the passage.
 MAX_SENTENCES = 2
 #: The most characters quoted; a longer sentence is cut at a word.
@@ -182,6 +192,13 @@ def follows_other_subject(dialog: DialogView, found: Retrieved) -> bool:
     return not any(answerable(p.confidence) for p in before.passages[:1])
 
 
+def off_subject(found: Retrieved) -> bool:
+    """Whether the best passage's meaning is too far from a question that is not a
+    follow-up (:data:`MIN_COSINE`): the words matched, the subject did not."""
+    cosine = found.passages[0].cosine if found.passages else None
+    return found.context is None and cosine is not None and cosine < MIN_COSINE
+
+
 def answerable(raw: float) -> bool:
     """Whether a passage this sure would be answered: over the retrieval's threshold, and
     its calibrated chance of fitting at least an even one."""
@@ -190,15 +207,16 @@ def answerable(raw: float) -> bool:
 
 def answer(dialog: DialogView) -> SkillHypothesis | None:
     """The extractive answer, or None when retrieval is not confident enough, the
-    utterance is small talk or follows a question the docs did not answer, or the
-    calibrated chance that it fits is under an even one."""
+    utterance is small talk, its meaning is far from the passage's (:func:`off_subject`)
+    or it follows a question the docs did not answer, or the calibrated chance that it
+    fits is under an even one."""
     if small_talk(dialog):
         return None
     found = retrieved(dialog)
     if found is None or not found.passages:
         return None
     best = found.passages[0]
-    if best.confidence < THRESHOLD or follows_other_subject(dialog, found):
+    if best.confidence < THRESHOLD or off_subject(found) or follows_other_subject(dialog, found):
         return None
     where = f"{best.source}, {best.section}" if best.section else best.source
     quote = best_sentences(spelling.normalise(dialog.human_utterance.text), best.text)

@@ -10,6 +10,7 @@ from shared.calibration import SILENT_BELOW, chance, curve_of
 from skills.knowledge.app import (
     ANSWER_TYPE,
     MAX_CONFIDENCE,
+    MIN_COSINE,
     THRESHOLD,
     app,
     best_sentences,
@@ -117,6 +118,28 @@ def test_a_follow_up_to_a_question_the_docs_did_not_answer_is_not_theirs() -> No
     assert answers[0] == []
     assert answers[1][0]["text"].startswith("From docs/backup.md, Restoring: ")
     assert answers[2][0]["text"].startswith("From docs/backup.md, Restoring: ")
+
+
+def test_a_turn_whose_meaning_is_far_from_the_passage_is_left_to_other_skills() -> None:
+    # "can't complain" matched a passage quoting it: sure of the words, not of the subject
+    far = passage(0.95, cosine=MIN_COSINE - 0.2)
+    assert ask("can't complain", far) == []
+    (hypothesis,) = ask("How do I restore a backup?", passage(0.95, cosine=MIN_COSINE + 0.3))
+    assert hypothesis["text"].startswith("From docs/backup.md, Restoring: ")
+    # an annotator that does not say the cosine is answered as before
+    assert ask("How do I restore a backup?", passage(0.95))[0]["citations"]
+    # a follow-up's own words say little ("and on SQLite?"): its cosine does not count
+    before = "How do I restore a backup?"
+    retrieval = {"query": "and on SQLite?", "context": before, "passages": [far]}
+    dialog = view(
+        before, "Run chorus import.", "and on SQLite?", annotations={"retrieval": retrieval}
+    )
+    dialog["utterances"][0]["annotations"] = {
+        "retrieval": {"query": before, "passages": [passage(0.95)]}
+    }
+    with ServiceClient(app) as client:
+        (answers,) = client.post("/respond", json={"dialogs": [dialog]}).json()
+    assert answers[0]["text"].startswith("From docs/backup.md, Restoring: ")
 
 
 def test_small_talk_is_left_to_its_skills_however_sure_the_passage() -> None:

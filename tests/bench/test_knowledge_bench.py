@@ -9,6 +9,10 @@ from pathlib import Path
 import pytest
 
 from bench import knowledge
+from bench.knowledge import Asked, Question
+from shared.knowledge.index import Hit
+from shared.knowledge.passages import Passage
+from skills.knowledge.app import MIN_COSINE
 from tests.support.processes import run_module
 
 QUESTIONS = [
@@ -62,3 +66,28 @@ def test_a_sign_the_confidence_does_not_know_is_named_before_anything_runs(
 
     assert refused.value.code == 2
     assert "--features: lead not of overlap, cosine" in capsys.readouterr().err
+
+
+def test_the_benchmark_counts_an_answer_as_the_skill_gives_it() -> None:
+    # a passage sure of the question's words whose meaning is far from it: the skill is
+    # silent (skills/knowledge, MIN_COSINE) unless the question follows another
+    question = Question.model_validate(QUESTIONS[0])
+    backup = Passage(source="docs/backup.md", headings=["What to export"], text="chorus export")
+
+    def asked(cosine: float, follow_up: bool) -> Asked:
+        hit = Hit(
+            passage=backup,
+            score=2.0,
+            cosine=cosine,
+            overlap=1.0,
+            known=1.0,
+            lexical_rank=0,
+            dense_rank=0,
+            margin=1.0,
+            text_overlap=1.0,
+        )
+        return Asked(question, 0, [hit], chat=False, read_as_follow_up=follow_up)
+
+    assert asked(MIN_COSINE + 0.3, follow_up=False).considered()
+    assert not asked(MIN_COSINE - 0.1, follow_up=False).considered()
+    assert asked(MIN_COSINE - 0.1, follow_up=True).considered()

@@ -1,10 +1,11 @@
 """What the embedded index finds for questions worded unlike the docs: a value in the
-middle of a long table, and a word the question splits that the docs write joined."""
+middle of a long table, a word the question splits that the docs write joined, and the
+definition of a term among a glossary's others."""
 
 from __future__ import annotations
 
-from shared.knowledge.index import build_index
-from shared.knowledge.passages import markdown_passages
+from shared.knowledge.index import build_index, definitions
+from shared.knowledge.passages import Passage, markdown_passages
 from shared.knowledge.retrieval import confidence
 
 # A settings table long enough to be cut into several passages: the row that answers
@@ -167,3 +168,68 @@ def test_a_sections_passage_counts_the_words_its_paragraph_writes_apart() -> Non
     assert len([p for p in passages if p.section == "Backup and restore"]) == 2
     assert "they back up a store and restore it" in best.passage.text
     assert best.text_overlap == 1.0  # "back up" is the question's "backup"
+
+
+# A glossary: one long section of definitions, cut into passages of several each, and
+# pages that use its terms far more often than the glossary does.
+TERMS = ["dialog", "turn", "utterance", "hypothesis", "annotator", "selector", "replay"]
+GLOSSARY = "# Glossary\n\n## The ideas\n\n" + "\n\n".join(
+    f"**{term}**: the {term} as the code names it, with what it holds and where it is "
+    f"stored; another page says more of how a {term} is made."
+    for term in [*TERMS[:3], "tier", *TERMS[3:]]
+)
+PIPELINE = """\
+# Configuration
+
+## Tiers: cheap skills first
+
+A tier groups skills. Skills of tier 0 run first; a tier 1 skill runs only when no tier 0
+hypothesis reached its run_below. Put the LLM skill in tier 1 and the rule skills in
+tier 0, and the tier of each skill is shown by the inspector.
+
+## Moving a skill to another tier
+
+Change the skill's tier key in pipeline.json and restart: the tier takes effect on the
+next turn, and a tier with no skill is skipped.
+
+## A tier's timeout
+
+Each tier waits for its skills at most its timeout; a tier that times out is logged, and
+the next tier runs as if no hypothesis of that tier had come.
+"""
+
+
+def test_a_question_asking_what_a_term_is_finds_its_definition() -> None:
+    passages = [
+        *markdown_passages("docs/glossary.md", GLOSSARY),
+        *markdown_passages("docs/configuration.md", PIPELINE),
+    ]
+    index, _ = build_index(passages)
+
+    hits = index.search("In these docs, what is a tier?", k=3)
+
+    # among the pages that say "tier" most, the definition is one of the three, after the
+    # search's own best (the passage the knowledge skill quotes and weighs)
+    assert [h.passage.source for h in hits[1:]].count("docs/glossary.md") == 1
+    assert any("tier: the tier as the code names it" in h.passage.text for h in hits)
+    assert hits[0].passage.section == "Tiers: cheap skills first"
+    # a question that does not ask what the term is goes to the pages that use it
+    used = index.search("How long does a tier wait for its skills?", k=3)
+    assert "docs/glossary.md" not in [h.passage.source for h in used]
+
+
+def test_the_terms_a_knowledge_base_defines() -> None:
+    text = (
+        "turn: one human utterance and the bot's answer to it.\n\n"
+        "dream group, dream_group: the group a dp-agent pipeline puts a service under.\n\n"
+        "view (of a dialog): what a service is sent of a dialog.\n\n"
+        "backup.md: how to take a backup (a page, not a term).\n\n"
+        "key: CHORUS_DB; meaning: the store's URL (a table's row, not a term).\n\n"
+        "Nothing is defined by a sentence: it only says so."
+    )
+    passages = [Passage(source="docs/glossary.md", headings=["Glossary"], text=text)]
+
+    defined = definitions(passages)
+
+    assert set(defined) == {frozenset({"turn"}), frozenset({"dream", "group"}), frozenset({"view"})}
+    assert defined[frozenset({"turn"})] == [0]
