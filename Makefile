@@ -122,16 +122,22 @@ COVERAGE_CORE ?= $(shell $(BIN)/python -c 'import sys; print("sysmon" if sys.ver
 test: install
 	@$(MAKE) --no-print-directory -j 8 --output-sync=line lint typecheck test-suite
 
+# The project's bytecode written as the tests import it, even where the environment says
+# not to (PYTHONDONTWRITEBYTECODE=1 on some machines): the suite starts hundreds of
+# `chorus`, agent and service processes, and without it each compiles every module it
+# imports again (docs/development.md; __pycache__ is ignored by git).
+WRITE_BYTECODE := PYTHONDONTWRITEBYTECODE=
+
 # pytest with coverage, once what the tests need is there (the `test` target runs it).
 test-suite: mongodb-test-server helm-tool debian-tools
-	COVERAGE_CORE=$(COVERAGE_CORE) $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --cov \
+	$(WRITE_BYTECODE) COVERAGE_CORE=$(COVERAGE_CORE) $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --cov \
 		--cov-fail-under=$(COVERAGE_FLOOR) --durations=15
 
 # The in-process tier alone (docs/development.md, "Test tiers"): the tests that start no
 # server nor process (`sockets` in tests/conftest.py), without coverage's floor, which the
 # whole suite keeps. A minute or two on a 2-core machine: the loop while changing code.
 test-fast: install
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal -m "not sockets" --durations=10
+	$(WRITE_BYTECODE) $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal -m "not sockets" --durations=10
 
 # `make test` twice at once, here and in a temporary clone, each on a machine the other
 # keeps busy: a test whose result depends on how busy the machine is fails here
