@@ -350,3 +350,29 @@ def test_a_persona_file_with_an_unknown_placeholder_is_refused(tmp_path: Path) -
     broken.write_text(json.dumps(data))
     with pytest.raises(ValidationError, match=r"unknown placeholder \{user\}"):
         load_persona(broken)
+
+
+def test_a_turn_the_reading_is_sure_of_gets_the_persona_line_of_the_annotators_intent(
+    client: ServiceClient,
+) -> None:
+    """No pattern of the skill knows "Are you a man or a machine?"; the intents annotator
+    finds it nearest the bot-identity examples without a sure intent. When the turn's
+    reading (shared/reading.py) is sure the turn is small talk's, the persona's identity
+    line answers, as sure as the reading; an unsure reading, or a nearest intent that is
+    not small talk's, leaves the turn to others."""
+
+    def asked(smalltalk: float, nearest: str = "bot_identity") -> dict[str, Any]:
+        intents = {"intent": None, "confidence": 0.0, "method": "similarity"}
+        near = {"nearest": nearest, "likeness": 0.4}
+        reading = {"smalltalk": smalltalk, "llm": 0.1}
+        return dialog(
+            "Are you a man or a machine?",
+            annotations={"intents": {**intents, **near, "reading": reading}},
+        )
+
+    sure, unsure, elsewhere = ask(client, asked(0.85), asked(0.4), asked(0.85, "ask_name"))
+    assert sure[0]["text"].startswith("I'm Chorus, a friendly chatbot")  # the identity line
+    assert sure[0]["smalltalk_topic"] == "bot_identity"
+    assert sure[0]["confidence"] == 0.85
+    assert sure[0]["routing"]["kind"] == "by_reading"
+    assert unsure == elsewhere == []
