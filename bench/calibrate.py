@@ -213,6 +213,16 @@ def confidence_of(
     return None if value < SILENT_BELOW else value
 
 
+def ran(skill: str, intent: Mapping[str, Any]) -> bool:
+    """Whether the shipped skill selector's rules run ``skill`` on a turn the intents
+    annotator reads as ``intent`` (no toxic turn, no greeting waiting: the few turns where
+    those differ keep the answers their run recorded)."""
+    from skill_selectors.rules.app import RULES, select
+
+    chosen = select(RULES, {"intents": dict(intent)}, {})
+    return not chosen.skills or skill in chosen.skills or skill not in (chosen.decides or [])
+
+
 def decide(
     turn: Observed,
     curves: Mapping[str, Mapping[str, Curve]],
@@ -234,8 +244,10 @@ def decide(
         # sure (as smalltalk's by_reading does; the skill selector runs such a skill)
         answered = {skill for _, _, skill in scored}
         for place, skill in enumerate(ANSWERS_BY_READING):
-            found = answer_by_reading(skill, read.probabilities, read.intent, read.model)
-            if skill not in answered and found is not None:
+            found = answer_by_reading(
+                skill, read.probabilities, read.intent, read.model, "?" in turn.text
+            )
+            if skill not in answered and found is not None and ran(skill, read.intent):
                 scored.append((found[0], -len(turn.hypotheses) - place, skill))
     winner = max(scored)[2] if scored else "fallback_response"
     asked = turn.llm_selected and not any(value >= run_below for value, _, _ in scored)

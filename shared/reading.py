@@ -61,8 +61,8 @@ EDGE = 0.01
 #: The reading's probability from which it may raise a curve's chance: "strongly agrees".
 RAISE_FROM = 0.55
 #: The reading's probability from which a skill whose own matcher is silent may answer by
-#: the reading alone (:func:`answer_by_reading`), and the skill selector runs a skill its
-#: rules left out: "the turn is this skill's", judged on dev 5-fold (docs/performance.md).
+#: the reading alone (:func:`answer_by_reading`): "the turn is this skill's", judged on
+#: dev 5-fold (docs/performance.md).
 ANSWER_FROM = 0.6
 #: The intents annotator's likeness from which its nearest intent says which of a skill's
 #: answers the reading's turn wants, when it has no sure intent.
@@ -76,6 +76,9 @@ AGREE_FROM = 0.3
 ANSWERS_BY_READING: dict[str, frozenset[str]] = {
     "smalltalk": frozenset({"how_are_you", "thanks", "farewell", "bot_identity", "abilities"}),
 }
+#: Intents whose line answers a statement only: a goodbye or a thank-you to a question
+#: ("What's the weather like today?", nearest the goodbyes) answers nothing.
+STATEMENTS_ONLY = frozenset({"thanks", "farewell"})
 #: The embedding's width (:mod:`shared.meaning`).
 WIDTH = 256
 _WORDS = re.compile(r"\w+")
@@ -267,13 +270,15 @@ def answer_by_reading(
     probabilities: Mapping[str, float] | None,
     intent: Mapping[str, Any],
     model: ReadingModel | None,
+    question: bool = False,
 ) -> tuple[float, str] | None:
     """The reading's probability for ``skill`` and the intent that chooses its answer, when
     ``skill`` may answer this turn by the reading alone (its own matcher silent): the
     reading gives it :data:`ANSWER_FROM` or more, its answers were weighed (a combiner:
     the labelled set said what the reading is worth for it), and the intents annotator's
     sure intent, or its nearest from :data:`AGREE_FROM`, is one of the skill's
-    (:data:`ANSWERS_BY_READING`). None otherwise: two readings that disagree leave the turn
+    (:data:`ANSWERS_BY_READING`), and not a closer's to a ``question``
+    (:data:`STATEMENTS_ONLY`). None otherwise: two readings that disagree leave the turn
     to others. ``model`` is the reading in use (:func:`shipped`; a fold's in
     bench/calibrate.py)."""
     agreeing = ANSWERS_BY_READING.get(skill)
@@ -282,6 +287,8 @@ def answer_by_reading(
     p = probabilities.get(skill)
     if not isinstance(p, int | float) or p < ANSWER_FROM or model.combiner_for(skill) is None:
         return None
+    if question:
+        agreeing = agreeing - STATEMENTS_ONLY
     sure = intent.get("intent")
     if isinstance(sure, str) and sure in agreeing:
         return float(p), sure
@@ -294,23 +301,3 @@ def answer_by_reading(
     ):
         return float(p), nearest
     return None
-
-
-def sure_skills(annotations: Mapping[str, Any] | None) -> list[str]:
-    """The skills that answer by the reading (:data:`ANSWERS_BY_READING`) and that the
-    turn's reading gives :data:`ANSWER_FROM` or more, for the skill selector to run
-    whatever its rules chose: the rules' intent and the reading cannot disagree on whose
-    turn it is. Only those skills: another skill's matcher the rules left out answers no
-    better for the reading being sure (the replay of bench/calibrate.py measures only
-    what the reading itself answers)."""
-    found = of(annotations)
-    model = shipped()
-    if found is None or model is None:
-        return []
-    return [
-        skill
-        for skill in ANSWERS_BY_READING
-        if isinstance(p := found.get(skill), int | float)
-        and p >= ANSWER_FROM
-        and model.combiner_for(skill) is not None
-    ]

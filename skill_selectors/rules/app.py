@@ -26,7 +26,6 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from agent.sdk import DialogView, Service, SkillSelection
-from shared import reading
 
 RULES_FILE = Path(__file__).parent / "rules.json"
 
@@ -150,10 +149,6 @@ def select(
     ):
         skills.append(GREETING_SKILL)
         reason += f"; {GREETING_SKILL}: it is waiting for the user's name"
-    for sure in reading.sure_skills(annotations) if skills else []:
-        if sure not in skills:
-            skills.append(sure)
-            reason += f"; {sure}: the turn's reading is sure of it"
     return SkillSelection(skills=skills, reason=reason, decides=rules.named())
 
 

@@ -226,24 +226,3 @@ def test_the_shipped_rules_load_and_name_only_skills_of_the_pipeline() -> None:
     pipeline = json.loads((ROOT / "pipeline.json").read_text(encoding="utf-8"))
     unknown = set(rules.named()) - set(pipeline["services"]["skills"])
     assert not unknown, f"rules.json names skills that pipeline.json has not: {unknown}"
-
-
-def test_a_skill_the_turns_reading_is_sure_of_runs_though_the_rules_left_it_out(
-    client: ServiceClient,
-) -> None:
-    """The intents annotator's reading (shared/reading.py) gives small talk 0.8 on "what
-    exactly are you capable of?": the rule for `abilities` names only the FAQ, yet small
-    talk runs too, and the reason says why; an unsure reading adds nothing."""
-
-    def capable(smalltalk: float) -> dict[str, Any]:
-        intents = {"intent": "abilities", "confidence": 0.9, "method": "similarity"}
-        reading = {"faq": 0.6, "smalltalk": smalltalk, "llm": 0.2}
-        return annotated(
-            "what exactly are you capable of?", {"intents": {**intents, "reading": reading}}
-        )
-
-    (sure,) = decisions(client, capable(0.8))
-    (unsure,) = decisions(client, capable(0.4))
-    assert sure["skills"] == ["faq", "llm", "fallback", "smalltalk"]
-    assert "smalltalk: the turn's reading is sure of it" in sure["reason"]
-    assert unsure["skills"] == ["faq", "llm", "fallback"]

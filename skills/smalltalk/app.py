@@ -616,6 +616,7 @@ def by_reading(
         reading.of(annotations),
         intents if isinstance(intents, Mapping) else {},
         reading.shipped(),
+        question="?" in dialog.human_utterance.text,
     )
     if found is None:
         return None
