@@ -23,6 +23,10 @@ Anything else is looked up in an open dialog corpus (:mod:`skills.smalltalk.corp
 English ``chatterbot-corpus``: food, books, films, feelings, ...): the answer of the
 closest statement, scored by its similarity. Only when the corpus has nothing close does a
 negative mood get the empathetic line.
+
+When nothing of the skill's own answers, the turn's reading (:mod:`shared.reading`) may:
+sure the turn is small talk's, with the intents annotator's intent one of small talk's,
+the persona's line for that intent answers (:func:`by_reading`).
 """
 
 from __future__ import annotations
