@@ -66,7 +66,7 @@ import os
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -92,9 +92,11 @@ from bench.routing import (
 from bench.run import RESULTS
 from shared.calibration import CALIBRATION_FILE, CALIBRATION_VARIABLE, SILENT_BELOW, Curve
 from shared.reading import (
+    ANSWERS_BY_READING,
     READING_FILE,
     READING_VARIABLE,
     ReadingModel,
+    answer_by_reading,
     probabilities,
     weigh,
 )
@@ -188,6 +190,9 @@ class Read:
 
     probabilities: Mapping[str, float]
     model: ReadingModel
+    #: the intents annotator's reading of the turn, which chooses a skill's answer by the
+    #: reading (:func:`shared.reading.answer_by_reading`)
+    intent: Mapping[str, Any] = field(default_factory=dict)
 
 
 def confidence_of(
@@ -208,6 +213,16 @@ def confidence_of(
     return None if value < SILENT_BELOW else value
 
 
+def ran(skill: str, intent: Mapping[str, Any]) -> bool:
+    """Whether the shipped skill selector's rules run ``skill`` on a turn the intents
+    annotator reads as ``intent`` (no toxic turn, no greeting waiting: the few turns where
+    those differ keep the answers their run recorded)."""
+    from skill_selectors.rules.app import RULES, select
+
+    chosen = select(RULES, {"intents": dict(intent)}, {})
+    return not chosen.skills or skill in chosen.skills or skill not in (chosen.decides or [])
+
+
 def decide(
     turn: Observed,
     curves: Mapping[str, Mapping[str, Curve]],
@@ -224,6 +239,16 @@ def decide(
         for i, h in enumerate(turn.hypotheses)
         if h.skill != LLM and (value := confidence_of(h, curves, read)) is not None
     ]
+    if read is not None:
+        # a skill whose own answers all stayed silent answers by the reading when it is
+        # sure (as smalltalk's by_reading does; the skill selector runs such a skill)
+        answered = {skill for _, _, skill in scored}
+        for place, skill in enumerate(ANSWERS_BY_READING):
+            found = answer_by_reading(
+                skill, read.probabilities, read.intent, read.model, "?" in turn.text
+            )
+            if skill not in answered and found is not None and ran(skill, read.intent):
+                scored.append((found[0], -len(turn.hypotheses) - place, skill))
     winner = max(scored)[2] if scored else "fallback_response"
     asked = turn.llm_selected and not any(value >= run_below for value, _, _ in scored)
     return Decided(skill=winner, llm_asked=asked)
@@ -262,8 +287,10 @@ def cross_validate(
     def fit_curves(some: Sequence[Observed]) -> dict[str, dict[str, Curve]]:
         return as_curves(fit(some, extra))
 
+    said = reading.turn_intents(turns)
+
     def with_reading(model: ReadingModel | None, i: int) -> Read | None:
-        return None if model is None else Read(probabilities(model, rows[i]), model)
+        return None if model is None else Read(probabilities(model, rows[i]), model, said[i])
 
     order = list(dict.fromkeys(t.conversation for t in turns))
     fold_of = {c: i % folds for i, c in enumerate(order)}

@@ -95,6 +95,13 @@ def turn_rows(turns: Sequence[Observed]) -> tuple[np.ndarray, list[str]]:
     return np.vstack(rows) if rows else np.zeros((0, feature_count(names))), names
 
 
+def turn_intents(turns: Sequence[Observed]) -> list[dict[str, object]]:
+    """The intents annotator's reading of every turn (its embedding is cached from
+    :func:`turn_rows`)."""
+    classify, _ = intents_catcher()
+    return [classify(t.text) for t in turns]
+
+
 def labels_of(turns: Sequence[Observed]) -> list[str]:
     """The labels with enough turns for a row, cheap skills first, ``llm`` last."""
     counts: dict[str, int] = {}

@@ -60,6 +60,25 @@ DIGITS = 4
 EDGE = 0.01
 #: The reading's probability from which it may raise a curve's chance: "strongly agrees".
 RAISE_FROM = 0.55
+#: The reading's probability from which a skill whose own matcher is silent may answer by
+#: the reading alone (:func:`answer_by_reading`): "the turn is this skill's", judged on
+#: dev 5-fold (docs/performance.md).
+ANSWER_FROM = 0.6
+#: The intents annotator's likeness from which its nearest intent says which of a skill's
+#: answers the reading's turn wants, when it has no sure intent.
+AGREE_FROM = 0.3
+#: The skills that answer by the reading when their matcher is silent, each with the
+#: intents annotator's intents that choose its answer: the reading says whose turn it is,
+#: the intent which of that skill's lines (smalltalk's persona line for the intent). A
+#: skill not named here never answers by the reading alone. The greeting was tried and
+#: not kept: by the reading alone it greeted a request for a name ("what should I name
+#: my puppy?"), and the 5-fold wrong cheap answers rose.
+ANSWERS_BY_READING: dict[str, frozenset[str]] = {
+    "smalltalk": frozenset({"how_are_you", "thanks", "farewell", "bot_identity", "abilities"}),
+}
+#: Intents whose line answers a statement only: a goodbye or a thank-you to a question
+#: ("What's the weather like today?", nearest the goodbyes) answers nothing.
+STATEMENTS_ONLY = frozenset({"thanks", "farewell"})
 #: The embedding's width (:mod:`shared.meaning`).
 WIDTH = 256
 _WORDS = re.compile(r"\w+")
@@ -244,3 +263,41 @@ def weigh(combiner: Combiner, chance: float, p: float) -> float:
     unsure one over a skill the reading does not weigh (the FAQ's)."""
     weighed = combiner(chance, p)
     return weighed if p >= RAISE_FROM else min(weighed, chance)
+
+
+def answer_by_reading(
+    skill: str,
+    probabilities: Mapping[str, float] | None,
+    intent: Mapping[str, Any],
+    model: ReadingModel | None,
+    question: bool = False,
+) -> tuple[float, str] | None:
+    """The reading's probability for ``skill`` and the intent that chooses its answer, when
+    ``skill`` may answer this turn by the reading alone (its own matcher silent): the
+    reading gives it :data:`ANSWER_FROM` or more, its answers were weighed (a combiner:
+    the labelled set said what the reading is worth for it), and the intents annotator's
+    sure intent, or its nearest from :data:`AGREE_FROM`, is one of the skill's
+    (:data:`ANSWERS_BY_READING`), and not a closer's to a ``question``
+    (:data:`STATEMENTS_ONLY`). None otherwise: two readings that disagree leave the turn
+    to others. ``model`` is the reading in use (:func:`shipped`; a fold's in
+    bench/calibrate.py)."""
+    agreeing = ANSWERS_BY_READING.get(skill)
+    if agreeing is None or model is None or probabilities is None:
+        return None
+    p = probabilities.get(skill)
+    if not isinstance(p, int | float) or p < ANSWER_FROM or model.combiner_for(skill) is None:
+        return None
+    if question:
+        agreeing = agreeing - STATEMENTS_ONLY
+    sure = intent.get("intent")
+    if isinstance(sure, str) and sure in agreeing:
+        return float(p), sure
+    nearest, likeness = intent.get("nearest"), intent.get("likeness")
+    if (
+        isinstance(nearest, str)
+        and nearest in agreeing
+        and isinstance(likeness, int | float)
+        and likeness >= AGREE_FROM
+    ):
+        return float(p), nearest
+    return None

@@ -23,6 +23,10 @@ Anything else is looked up in an open dialog corpus (:mod:`skills.smalltalk.corp
 English ``chatterbot-corpus``: food, books, films, feelings, ...): the answer of the
 closest statement, scored by its similarity. Only when the corpus has nothing close does a
 negative mood get the empathetic line.
+
+When nothing of the skill's own answers, the turn's reading (:mod:`shared.reading`) may:
+sure the turn is small talk's, with the intents annotator's intent one of small talk's,
+the persona's line for that intent answers (:func:`by_reading`).
 """
 
 from __future__ import annotations
@@ -31,10 +35,10 @@ import random
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from agent.sdk import DialogView, Service, SkillHypothesis
-from shared import spelling
+from shared import reading, spelling
 from shared.calibration import calibrated
 from skills.smalltalk import jokes, things, topics
 from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
@@ -591,10 +595,55 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
             # line of the science file fits a question of fact: one curve per file
             answer_type = f"corpus:{chosen.corpus_category}"
         chosen = calibrated(chosen, "smalltalk", answer_type, dialog.human_utterance.annotations)
+    if chosen is None:  # own matcher silent: the turn's reading may still say it is ours
+        chosen = by_reading(dialog, persona, store, said)
     if chosen is not None:  # remembered only if this answer is the one the bot gives
         recent = [line for line in said if line != chosen.text][-(RECENT_KEPT - 1) :]
         chosen.bot_attributes = {**chosen.bot_attributes, RECENT: [*recent, chosen.text]}
     return chosen
+
+
+def by_reading(
+    dialog: DialogView, persona: Persona, store: bool, said: list[str]
+) -> SkillHypothesis | None:
+    """The persona's line for the intent the intents annotator reads (sure, or nearest),
+    when the turn's reading is sure the turn is small talk's and that intent is one of
+    its own (:func:`shared.reading.answer_by_reading`): "Are you a man or a machine?" is
+    most like the bot-identity examples without a sure intent, and no pattern of this
+    skill knows it. The confidence is the reading's probability, already a chance fitted
+    on labelled turns (no curve of its own: the curves are fitted without the reading);
+    ``routing`` says so for the inspector (``kind`` ``by_reading``)."""
+    annotations = dialog.human_utterance.annotations
+    intents = annotations.get("intents")
+    found = reading.answer_by_reading(
+        "smalltalk",
+        reading.of(annotations),
+        intents if isinstance(intents, Mapping) else {},
+        reading.shipped(),
+        question="?" in dialog.human_utterance.text,
+    )
+    if found is None:
+        return None
+    chance, intent = found
+    if intent not in INTENT_TOPICS:  # a deployment's reading naming intents of its own
+        return None
+    topic = cast(Topic, intent)
+    text = pick(render(persona, Match(topic, chance)), said)
+    if text is None:
+        return None
+    hypothesis = SmallTalkHypothesis(
+        text=text,
+        confidence=chance,
+        smalltalk_topic=topic,
+        bot_attributes={"persona": persona.model_dump(mode="json")} if store else {},
+    )
+    routing = {"skill": "smalltalk", "kind": BY_READING, "raw": chance, "read": chance}
+    setattr(hypothesis, "routing", routing)  # noqa: B010
+    return hypothesis
+
+
+#: The answer type of a line chosen by the turn's reading (:func:`by_reading`).
+BY_READING = "by_reading"
 
 
 def _respond(

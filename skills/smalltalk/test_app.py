@@ -350,3 +350,39 @@ def test_a_persona_file_with_an_unknown_placeholder_is_refused(tmp_path: Path) -
     broken.write_text(json.dumps(data))
     with pytest.raises(ValidationError, match=r"unknown placeholder \{user\}"):
         load_persona(broken)
+
+
+def test_a_turn_the_reading_is_sure_of_gets_the_persona_line_of_the_annotators_intent(
+    client: ServiceClient,
+) -> None:
+    """No pattern of the skill knows "Are you a man or a machine?"; the intents annotator
+    finds it nearest the bot-identity examples without a sure intent. When the turn's
+    reading (shared/reading.py) is sure the turn is small talk's, the persona's identity
+    line answers, as sure as the reading; an unsure reading, or a nearest intent that is
+    not small talk's, leaves the turn to others."""
+
+    def asked(
+        smalltalk: float,
+        nearest: str = "bot_identity",
+        text: str = "Are you a man or a machine?",
+    ) -> dict[str, Any]:
+        intents = {"intent": None, "confidence": 0.0, "method": "similarity"}
+        near = {"nearest": nearest, "likeness": 0.35}  # under the skill's own floor of 0.4
+        reading = {"smalltalk": smalltalk, "llm": 0.1}
+        return dialog(text, annotations={"intents": {**intents, **near, "reading": reading}})
+
+    # a goodbye's line answers a statement nearest the goodbyes, never a question
+    (leaving,), asking = ask(
+        client,
+        asked(0.85, "farewell", "right, I'm heading out now"),
+        asked(0.85, "farewell", "What's the weather like today?"),
+    )
+    assert leaving["text"] in FILE_LINES.farewell
+    assert leaving["routing"]["kind"] == "by_reading"
+    assert asking == []
+    sure, unsure, elsewhere = ask(client, asked(0.85), asked(0.4), asked(0.85, "ask_name"))
+    assert sure[0]["text"].startswith("I'm Chorus, a friendly chatbot")  # the identity line
+    assert sure[0]["smalltalk_topic"] == "bot_identity"
+    assert sure[0]["confidence"] == 0.85
+    assert sure[0]["routing"]["kind"] == "by_reading"
+    assert unsure == elsewhere == []

@@ -234,3 +234,46 @@ def test_an_operators_skill_learns_its_turns_from_their_labels_through_the_readi
     assert read["llm_on"]["llm_asked"] <= 0.6
     assert read["llm_on"]["wrong_cheap"] <= 0.05
     assert read["llm_off"]["cheap_pretended_on_llm_only"] <= 2
+
+
+def test_the_replay_lets_small_talk_answer_by_the_reading_where_it_ran_and_the_intent_agrees() -> (
+    None
+):
+    """bench.calibrate's replay of a turn on which small talk said nothing: a reading sure
+    it is small talk's, with the annotator's nearest intent one of small talk's, answers
+    with small talk without the LLM (as the skill does); a goodbye's intent on a question,
+    an unsure reading, or a sure intent whose rule does not run small talk leave the turn
+    to the fallback and the LLM."""
+    from bench.calibrate import Read, decide
+    from bench.routing import Hypothesis, Observed
+    from shared.reading import shipped
+
+    model = shipped()
+    assert model is not None
+
+    def replayed(text: str, smalltalk: float, intent: dict[str, Any]) -> tuple[str, bool]:
+        turn = Observed(
+            conversation="c",
+            place=2,
+            text=text,
+            fits=["smalltalk"],
+            skill="",
+            answer="",
+            llm_asked=False,
+            llm_selected=True,
+            hypotheses=[Hypothesis(skill="fallback", confidence=0.1, text="Hm.")],
+        )
+        read = Read({"smalltalk": smalltalk, "llm": 0.1}, model, intent)
+        decided = decide(turn, {}, 0.6, read)
+        return decided.skill, decided.llm_asked
+
+    near = {"intent": None, "confidence": 0.0, "method": "similarity", "likeness": 0.4}
+    identity = {**near, "nearest": "bot_identity"}
+    farewell = {**near, "nearest": "farewell"}
+    abilities = {"intent": "abilities", "confidence": 0.9, "nearest": "abilities", "likeness": 0.9}
+    assert replayed("Are you a man or a machine?", 0.85, identity) == ("smalltalk", False)
+    assert replayed("Are you a man or a machine?", 0.4, identity)[1] is True
+    assert replayed("What's the weather like today?", 0.85, farewell)[1] is True
+    assert replayed("right, I'm heading out now", 0.85, farewell) == ("smalltalk", False)
+    # the shipped rule for a sure `abilities` runs only the FAQ: small talk never saw the turn
+    assert replayed("what can you do?", 0.85, abilities)[1] is True
