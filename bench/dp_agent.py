@@ -56,7 +56,7 @@ import httpx
 from bench.compare import ROUND_TURNS, agent
 from bench.load import run_load
 from bench.ports import free_port
-from bench.run import RESULTS, ROOT, clock_ticks, mongodb, process, rss_mb, wait_ready
+from bench.run import RESULTS, ROOT, clock_ticks, mongodb, process, rss_mb, stop, wait_ready
 from bench.stubs import ANNOTATORS, pipeline
 
 #: The commit Dream's agent image installs (2.3.0a; no package of it on PyPI).
@@ -182,11 +182,7 @@ def dp_agent(python: Path, tmp: Path, stub_port: int, server: str) -> Iterator[t
         try:
             yield f"http://127.0.0.1:{port}", proc.pid
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc)
 
 
 def calls(stub_base: str) -> Counter[str]:

@@ -68,7 +68,7 @@ from typing import Any
 import httpx
 
 from bench.ports import free_port
-from bench.run import RESULTS
+from bench.run import RESULTS, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -121,12 +121,7 @@ def process(args: list[str], cwd: Path, env: dict[str, str]) -> Iterator[subproc
     try:
         yield started
     finally:
-        started.terminate()
-        try:
-            started.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            started.kill()
-            started.wait()
+        stop(started, grace=30)
 
 
 def local_pipeline(repo: Path, folder: Path, speculative: bool) -> tuple[Path, list[str]]:

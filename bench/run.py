@@ -45,6 +45,16 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60) 
     raise RuntimeError(f"{url} not ready within {timeout}s")
 
 
+def stop(proc: subprocess.Popen[bytes], grace: float = 15) -> None:
+    """End a benchmark's process: SIGTERM, and SIGKILL after ``grace`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @contextlib.contextmanager
 def process(
     args: list[str], ready_url: str, env: dict[str, str] | None = None
@@ -54,11 +64,7 @@ def process(
         wait_ready(ready_url, proc)
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
 
 
 @contextlib.contextmanager
