@@ -93,9 +93,10 @@ def embed(texts: Sequence[str]) -> np.ndarray:
 
 
 @lru_cache(maxsize=256)
-def _meaning_of(text: str) -> np.ndarray:
-    """One text's row, kept: the intents annotator and the smalltalk skill (twice) each
-    weigh the same utterance, and in the agent's process they share this cache."""
+def meaning_of(text: str) -> np.ndarray:
+    """One text's row, kept (read-only): the intents annotator, its reading of the turn
+    (:mod:`shared.reading`) and the smalltalk skill (twice) each weigh the same utterance,
+    and in the agent's process they share this cache."""
     row: np.ndarray = embed([text])[0]
     row.flags.writeable = False  # shared by every caller
     return row
@@ -103,11 +104,5 @@ def _meaning_of(text: str) -> np.ndarray:
 
 def similarities(text: str, rows: np.ndarray) -> np.ndarray:
     """Cosine similarity of ``text`` to each row of :func:`embed`'s output (-1..1)."""
-    scores: np.ndarray = rows @ _meaning_of(text)
+    scores: np.ndarray = rows @ meaning_of(text)
     return scores
-
-
-def meaning_of(text: str) -> np.ndarray:
-    """``text``'s row (read-only, cached): the reading of a turn (:mod:`shared.reading`)
-    uses the one the intents annotator already made."""
-    return _meaning_of(text)

@@ -603,6 +603,10 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
     return chosen
 
 
+#: The answer type of a line chosen by the turn's reading (:func:`by_reading`).
+BY_READING = "by_reading"
+
+
 def by_reading(
     dialog: DialogView, persona: Persona, store: bool, said: list[str]
 ) -> SkillHypothesis | None:
@@ -640,10 +644,6 @@ def by_reading(
     routing = {"skill": "smalltalk", "kind": BY_READING, "raw": chance, "read": chance}
     setattr(hypothesis, "routing", routing)  # noqa: B010
     return hypothesis
-
-
-#: The answer type of a line chosen by the turn's reading (:func:`by_reading`).
-BY_READING = "by_reading"
 
 
 def _respond(
