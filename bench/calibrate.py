@@ -363,7 +363,7 @@ def load_turns(path: Path) -> list[Observed]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", default="dev", help="dev, or a set file's path")
+    parser.add_argument("--set", default="dev", help="dev, train, or a set file's path")
     parser.add_argument("--out", type=Path, default=CALIBRATION_FILE)
     parser.add_argument(
         "--folds", type=int, help="print the K-fold estimate by conversation; write no file"
