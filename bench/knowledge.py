@@ -4,7 +4,13 @@ On the labelled question set (``bench/data/knowledge/questions.jsonl``: question
 README.md answer, each with its source and section, and questions they do not):
 
 - **recall@3**: the share of answerable questions with a right passage (the labelled
-  source and section, or one of ``also``) among the three the retrieval annotator returns;
+  source and section, or one of ``also``) among the three best the retrieval annotator
+  returns, and **file recall@3**, a passage of a right *file* among them;
+- **the LLM's passages**: the share of answerable questions with a passage of a right file
+  among those the LLM skill is given (all the annotator returns, :data:`TOP_K`, at or over
+  its floor, ``LLM_KNOWLEDGE_MIN_CONFIDENCE``), which its answer cites: the issue's "right
+  source cited" with an LLM, as the share of the skill's answers citing a right source is
+  without one; and recall@k, a right section among them;
 - **cited right source**: the share of answerable questions the knowledge skill answers
   (its best passage's confidence at least the skill's threshold, and no small-talk intent
   from the intents annotator) citing a right source;
@@ -63,6 +69,7 @@ from shared.knowledge.passages import Passage  # noqa: E402
 from shared.knowledge.retrieval import (  # noqa: E402
     FEATURES,
     SIGNS,
+    TOP_K,
     WEIGHTS,
     confidence,
     follow_up_context,
@@ -75,11 +82,14 @@ from skills.knowledge.app import (  # noqa: E402
     MIN_COSINE,
     THRESHOLD,
 )
+from skills.llm.app import LLMSettings  # noqa: E402
 
 QUESTIONS = ROOT / "bench" / "data" / "knowledge" / "questions.jsonl"
 RESULTS = ROOT / "bench" / "results" / "knowledge.json"
 #: The questions timed per corpus size.
 TIMED = 200
+#: The least confidence of a passage the LLM skill is given, as it ships.
+LLM_FLOOR: float = LLMSettings.model_fields["knowledge_min_confidence"].default
 
 
 class Place(BaseModel):
@@ -138,7 +148,31 @@ class Asked:
 
     def found_in_3(self) -> bool:
         places = self.question.places()
-        return any((h.passage.source, plain(h.passage.section)) in places for h in self.hits)
+        return any((h.passage.source, plain(h.passage.section)) in places for h in self.hits[:3])
+
+    def file_in_3(self) -> bool:
+        """Whether a passage of a right file is among the three best."""
+        return any(h.passage.source in self.question.sources() for h in self.hits[:3])
+
+    def given_to_llm(self) -> list[Hit]:
+        """The passages the LLM skill is given: every one the annotator returns at or over
+        :data:`LLM_FLOOR` (a passage quoting the question scores 0, :func:`quotes`)."""
+        return [
+            h
+            for h in self.hits
+            if not quotes(h.passage.text, self.question.question) and confidence(h) >= LLM_FLOOR
+        ]
+
+    def found_by_llm(self) -> bool:
+        """Whether a right section is among the LLM's passages."""
+        places = self.question.places()
+        return any(
+            (h.passage.source, plain(h.passage.section)) in places for h in self.given_to_llm()
+        )
+
+    def llm_right_file(self) -> bool:
+        """Whether a passage of a right file is among the LLM's passages, which it cites."""
+        return any(h.passage.source in self.question.sources() for h in self.given_to_llm())
 
     def right_source(self) -> bool:
         return bool(self.hits) and self.hits[0].passage.source in self.question.sources()
@@ -186,7 +220,7 @@ def ask(index: KnowledgeIndex, questions: list[Question]) -> list[Asked]:
             Asked(
                 question=question,
                 position=position,
-                hits=index.search(question.question, k=3, context=context),
+                hits=index.search(question.question, k=TOP_K, context=context),
                 chat=intent.intent is not None and intent.confidence >= INTENT_CONFIDENCE,
                 read_as_follow_up=context is not None,
             )
@@ -211,6 +245,14 @@ def figures(
         "answerable": len(answerable),
         "unanswerable": len(unanswerable),
         "recall_at_3": share([a for a in answerable if a.found_in_3()], answerable),
+        "file_recall_at_3": share([a for a in answerable if a.file_in_3()], answerable),
+        f"recall_at_{TOP_K}_given_to_llm": share(
+            [a for a in answerable if a.found_by_llm()], answerable
+        ),
+        "llm_given_a_right_file": share([a for a in answerable if a.llm_right_file()], answerable),
+        "unanswerable_given_passages": share(
+            [a for a in unanswerable if a.given_to_llm()], unanswerable
+        ),
         "answered": share(answered, answerable),
         "cited_right_source": share(cited_right, answerable),
         "right_source_of_answers": share(cited_right, answered),
@@ -279,7 +321,7 @@ def p50_ms(index: KnowledgeIndex, questions: list[str]) -> float:
     times = []
     for question in questions:
         started = time.perf_counter()
-        index.search(question, k=3)
+        index.search(question, k=TOP_K)
         times.append(time.perf_counter() - started)
     return round(statistics.median(times) * 1000, 2)
 

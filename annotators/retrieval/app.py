@@ -37,7 +37,7 @@ from agent.sdk import DialogView, Service
 from shared import spelling
 from shared.knowledge.index import Hit, IndexError_, KnowledgeIndex, build_index
 from shared.knowledge.passages import read_folder
-from shared.knowledge.retrieval import Retrieved, Retriever, retrieve
+from shared.knowledge.retrieval import TOP_K, Retrieved, Retriever, retrieve
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,9 @@ class RetrievalSettings(BaseSettings):
     source: Path | None = Field(
         default=None, description="a folder to build the index from when the file is missing"
     )
-    top_k: int = Field(default=3, ge=1, le=20, description="passages per turn")
+    top_k: int = Field(
+        default=TOP_K, ge=1, le=20, description="passages per turn (the LLM is given them all)"
+    )
     engine: Literal["embedded", "qdrant"] = Field(default="embedded")
     qdrant_url: str | None = Field(default=None, description="a Qdrant server")
     qdrant_path: Path | None = Field(default=None, description="Qdrant's embedded local mode")
@@ -144,7 +146,7 @@ def previous_human(dialog: DialogView) -> str | None:
     return humans[-2] if len(humans) > 1 else None
 
 
-def create_service(engine: Retriever, top_k: int = 3) -> Service:
+def create_service(engine: Retriever, top_k: int = TOP_K) -> Service:
     service = Service("retrieval", description="The knowledge base's passages for the turn.")
     spelling.warm()  # the spelling dictionary loaded now, not on the first turn
 

@@ -49,6 +49,8 @@ def test_the_benchmark_scores_the_questions_and_writes_its_figures(tmp_path: Pat
     assert (figures["answerable"], figures["unanswerable"]) == (2, 1)
     assert figures["declined"] == 1.0  # pancakes are not in the docs
     assert figures["recall_at_3"] == 1.0
+    # with an LLM: a passage of a right file among those it is given, and so cites
+    assert figures["file_recall_at_3"] == figures["llm_given_a_right_file"] == 1.0
     # Every third question is held out and scored on its own: here the third, pancakes.
     assert (figures["held_out"]["answerable"], figures["held_out"]["unanswerable"]) == (0, 1)
     assert figures["held_out"]["declined"] == 1.0
@@ -91,3 +93,38 @@ def test_the_benchmark_counts_an_answer_as_the_skill_gives_it() -> None:
     assert asked(MIN_COSINE + 0.3, follow_up=False).considered()
     assert not asked(MIN_COSINE - 0.1, follow_up=False).considered()
     assert asked(MIN_COSINE - 0.1, follow_up=True).considered()
+
+
+def test_the_llms_passages_are_those_over_its_floor() -> None:
+    """A right file among the passages the LLM is given counts only when that passage is
+    trusted enough to be given (``LLM_KNOWLEDGE_MIN_CONFIDENCE``): a right file in the
+    three best the LLM never sees does not."""
+    question = Question.model_validate(QUESTIONS[0])
+    other = Passage(source="docs/api.md", headings=["Routes"], text="GET /api/dialogs")
+    backup = Passage(source="docs/backup.md", headings=["What to export"], text="chorus export")
+
+    def hit(passage: Passage, sure: bool, rank: int) -> Hit:
+        level = 1.0 if sure else 0.0
+        return Hit(
+            passage=passage,
+            score=2.0 - rank,
+            cosine=0.9 * level,
+            overlap=level,
+            known=level,
+            lexical_rank=rank,
+            dense_rank=rank,
+            file_voted=sure,
+            margin=1.0 if sure else -1.0,
+            text_overlap=level,
+        )
+
+    def asked(second_sure: bool) -> Asked:
+        hits = [hit(other, True, 0), hit(backup, second_sure, 1)]
+        return Asked(question, 0, hits, chat=False, read_as_follow_up=False)
+
+    trusted, doubted = asked(second_sure=True), asked(second_sure=False)
+    assert trusted.file_in_3() and doubted.file_in_3()
+    assert not trusted.right_source()  # the skill would quote the other page
+    assert trusted.llm_right_file() and trusted.found_by_llm()
+    assert [h.passage.source for h in doubted.given_to_llm()] == ["docs/api.md"]
+    assert not doubted.llm_right_file()
