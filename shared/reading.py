@@ -205,24 +205,9 @@ def probabilities(model: ReadingModel, row: np.ndarray) -> dict[str, float]:
     """Each label's probability for one turn's features."""
     import numpy as np
 
-    matrix, bias = _arrays(model)
-    z = matrix @ row + bias
+    z = model.matrix() @ row + np.asarray(model.bias, dtype=np.float32)
     p = 1.0 / (1.0 + np.exp(-z.astype(np.float64)))
-    return {label: round(v, DIGITS) for label, v in zip(model.labels, p.tolist(), strict=True)}
-
-
-#: The last model's weights and bias as arrays, with the model: a pydantic private
-#: attribute is slow to read on every turn, and a process reads one model.
-_ARRAYS: list[tuple[ReadingModel, np.ndarray, np.ndarray]] = []
-
-
-def _arrays(model: ReadingModel) -> tuple[np.ndarray, np.ndarray]:
-    import numpy as np
-
-    if not _ARRAYS or _ARRAYS[0][0] is not model:
-        _ARRAYS[:] = [(model, model.matrix(), np.asarray(model.bias, dtype=np.float32))]
-    _, matrix, bias = _ARRAYS[0]
-    return matrix, bias
+    return {label: round(float(v), DIGITS) for label, v in zip(model.labels, p, strict=True)}
 
 
 def load(path: Path) -> ReadingModel:
