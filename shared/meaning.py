@@ -79,7 +79,16 @@ def _requests_deferred() -> Iterator[None]:
 
 def embed(texts: Sequence[str]) -> np.ndarray:
     """One L2-normalised row per text, case ignored: a dot product of two rows is their
-    cosine similarity (about 0.7 and up for paraphrases, under 0.4 for unrelated lines)."""
+    cosine similarity (about 0.7 and up for paraphrases, under 0.4 for unrelated lines).
+    One text is taken from :func:`meaning_of`'s cache (a copy of its row): the retrieval
+    annotator embeds the utterance the intents annotator and the smalltalk skill embed."""
+    if len(texts) == 1:
+        return meaning_of(texts[0])[None, :].copy()
+    return _embedded(texts)
+
+
+def _embedded(texts: Sequence[str]) -> np.ndarray:
+    """:func:`embed` without the cache."""
     if not texts:
         return np.zeros((0, 256), dtype=np.float32)
     # Lowercased: the model's tokens are case-sensitive ("how are you" and "How are you?"
@@ -95,9 +104,10 @@ def embed(texts: Sequence[str]) -> np.ndarray:
 @lru_cache(maxsize=256)
 def meaning_of(text: str) -> np.ndarray:
     """One text's row, kept (read-only): the intents annotator, its reading of the turn
-    (:mod:`shared.reading`) and the smalltalk skill (twice) each weigh the same utterance,
-    and in the agent's process they share this cache."""
-    row: np.ndarray = embed([text])[0]
+    (:mod:`shared.reading`), the smalltalk skill (twice) and the retrieval annotator's
+    search each weigh the same utterance, and in the agent's process they share this
+    cache (threads too: the retrieval annotator runs in one)."""
+    row: np.ndarray = _embedded([text])[0]
     row.flags.writeable = False  # shared by every caller
     return row
 

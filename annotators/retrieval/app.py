@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Literal
 
@@ -43,6 +44,10 @@ logger = logging.getLogger(__name__)
 
 #: Where ``chorus run`` builds the index of docs/, and where the service looks by default.
 DEFAULT_INDEX = Path(".cache/knowledge/docs.npz")
+#: Searches kept per index file, the most recent: small talk repeats itself ("hi",
+#: "thanks", "ok"), and the same question with the same context finds the same passages
+#: in the same file, so a repeated one costs no search (docs/performance.md, "Half the CPU").
+SEARCHES_KEPT = 512
 
 
 class RetrievalSettings(BaseSettings):
@@ -73,7 +78,8 @@ class _Empty:
 class ReloadingIndex:
     """The index file's current contents: each search first checks whether the file was
     replaced (one ``stat``, microseconds) and, if so, loads the new one; a file that fails
-    to load leaves the old index serving and is logged."""
+    to load leaves the old index serving and is logged. The last :data:`SEARCHES_KEPT`
+    searches of the index loaded are kept, and forgotten with it."""
 
     def __init__(self, path: Path, source: Path | None = None) -> None:
         self.path = path
@@ -82,6 +88,10 @@ class ReloadingIndex:
         self._engine: Retriever = _Empty()
         self._lock = threading.Lock()
         self.loads = 0
+        #: the searches of ``_found_in``, the engine they were made in, oldest first
+        self._found: OrderedDict[tuple[str, int, str | None], list[Hit]] = OrderedDict()
+        self._found_in: Retriever | None = None
+        self._found_lock = threading.Lock()
 
     def _signature(self) -> tuple[int, int, int] | None:
         try:
@@ -121,7 +131,23 @@ class ReloadingIndex:
         return self._engine
 
     def search(self, query: str, k: int = 3, context: str | None = None) -> list[Hit]:
-        return self.current().search(query, k=k, context=context)
+        engine = self.current()
+        key = (query, k, context)
+        with self._found_lock:
+            if self._found_in is not engine:  # a new file: its searches are new
+                self._found.clear()
+                self._found_in = engine
+            kept = self._found.get(key)
+            if kept is not None:
+                self._found.move_to_end(key)
+                return list(kept)
+        hits = engine.search(query, k=k, context=context)
+        with self._found_lock:
+            if self._found_in is engine:
+                self._found[key] = hits
+                if len(self._found) > SEARCHES_KEPT:
+                    self._found.popitem(last=False)
+        return list(hits)
 
 
 def engine_for(settings: RetrievalSettings) -> Retriever:

@@ -38,6 +38,17 @@ def test_a_text_weighed_again_scores_the_same_and_no_caller_can_change_it() -> N
     assert np.allclose(again, first - 1.0)
 
 
+def test_one_text_embedded_is_the_cached_row_and_the_caller_may_change_its_copy() -> None:
+    """The retrieval annotator embeds the utterance the intents annotator weighs: one text
+    is read from the cache, the same figures as in a batch, and the caller's array is its
+    own (a search that scales it changes no other service's scores)."""
+    text = "how do I restore a backup"
+    alone = meaning.embed([text])
+    assert np.array_equal(alone[0], meaning.embed([text, "hello"])[0])
+    alone *= 0.0
+    assert meaning.similarities(text, meaning.embed([text]))[0] > 0.999
+
+
 def test_the_model_loads_without_requests_which_is_still_there_if_used() -> None:
     """wordllama's import of requests (for downloads, disabled here) is deferred: a fresh
     process embeds without loading it, and the package's name for it still works."""
