@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,7 @@ def compose_block_cli(*args: str, cwd: Path) -> Result:
     command is started as a process in tests/cli/test_run.py and tests/dream)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(cwd)
+        patch.setattr(sys, "path", list(sys.path))  # the command puts its folder first
         return CliRunner().invoke(chorus, ["dream", "compose-block", *args])
 
 
