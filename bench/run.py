@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -200,16 +201,52 @@ def server_name(db_url: str) -> str:
     return f"MongoDB {info.get('version', '?')}"
 
 
-def bench_store(name: str, db_url: str, quick: bool) -> dict[str, Any]:
-    levels = (1, 8, 32, 64)
-    turns = {1: 100, 8: 400, 32: 800, 64: 1000} if not quick else dict.fromkeys(levels, 64)
+@dataclass(frozen=True)
+class Counts:
+    """How many turns and dialogs each part of the benchmark sends."""
+
+    #: turns sent at 8 users before anything is measured
+    warmup: int
+    #: turns at each concurrency of the load rows
+    load: dict[int, int]
+    #: turns of one user one after another (the flatness: its first 20 against its last 20)
+    flat: int
+    #: dialogs stored when the resident memory is read, then again
+    dialogs_small: int
+    dialogs_big: int
+    #: turns through ten slow skills (the fan-out)
+    fan: int
+
+
+FULL = Counts(
+    warmup=80,
+    load={1: 100, 8: 400, 32: 800, 64: 1000},
+    flat=300,
+    dialogs_small=100,
+    dialogs_big=10_000,
+    fan=30,
+)
+#: ``--quick``, a smoke test (tests/bench/test_bench.py runs it): every part and figure of
+#: the report, with the fewest turns each still measures (a turn for each user at 64
+#: users, 40 turns for two sets of 20).
+QUICK = Counts(
+    warmup=16,
+    load={1: 8, 8: 16, 32: 32, 64: 64},
+    flat=40,
+    dialogs_small=20,
+    dialogs_big=120,
+    fan=10,
+)
+
+
+def bench_store(name: str, db_url: str, counts: Counts) -> dict[str, Any]:
     out: dict[str, Any] = {"store": name, "server": server_name(db_url)}
     with stack(db_url) as (base, pid):
-        asyncio.run(run_load(f"{base}/", 8, 80, tag="warmup"))
+        asyncio.run(run_load(f"{base}/", 8, counts.warmup, tag="warmup"))
         rows = []
-        for level in levels:
+        for level, turns in counts.load.items():
             ticks = clock_ticks(pid)
-            result = asyncio.run(run_load(f"{base}/", level, turns[level], tag=f"{name}"))
+            result = asyncio.run(run_load(f"{base}/", level, turns, tag=f"{name}"))
             # The agent's own CPU per turn: what a turn costs it, whatever the machine's
             # other processes (stubs, load generator, database) take.
             cpu_s = (clock_ticks(pid) - ticks) / os.sysconf("SC_CLK_TCK")
@@ -223,7 +260,7 @@ def bench_store(name: str, db_url: str, quick: bool) -> dict[str, Any]:
             if level == 1:
                 out["overhead"] = overhead_ms(base, result.dialog_ids, result.latencies)
         out["load"] = rows
-        flat_turns = 300 if not quick else 60
+        flat_turns = counts.flat
         lat = asyncio.run(sequential(base, f"{name}-flat", flat_turns)).latencies
         first, last = median_ms(lat[:20]), median_ms(lat[-20:])
         out["flatness"] = {
@@ -232,7 +269,7 @@ def bench_store(name: str, db_url: str, quick: bool) -> dict[str, Any]:
             "last20_p50_ms": last,
             "ratio": round(last / first, 3),
         }
-        dialogs_small, dialogs_big = (100, 10_000) if not quick else (100, 600)
+        dialogs_small, dialogs_big = counts.dialogs_small, counts.dialogs_big
         asyncio.run(
             run_load(f"{base}/", 16, dialogs_small, users_per_worker=10**6, tag=f"{name}-mem")
         )
@@ -255,7 +292,7 @@ def bench_store(name: str, db_url: str, quick: bool) -> dict[str, Any]:
             "growth_mb": round(after - before, 1),
         }
     with stack(db_url, skills=10, delay_ms=100, only_skills=True) as (base, _):
-        fan = asyncio.run(sequential(base, f"{name}-fan", 30 if not quick else 10))
+        fan = asyncio.run(sequential(base, f"{name}-fan", counts.fan))
         out["fanout"] = {
             "skills": 10,
             "skill_ms": 100,
@@ -383,14 +420,15 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     results = []
     stores = args.stores.split(",")
+    counts = QUICK if args.quick else FULL
     with tempfile.TemporaryDirectory() as tmp:
         if "sqlite" in stores:
             print("embedded store (SQLite)...", flush=True)
-            results.append(bench_store("sqlite", f"sqlite:///{tmp}/bench.db", args.quick))
+            results.append(bench_store("sqlite", f"sqlite:///{tmp}/bench.db", counts))
         if "mongodb" in stores:
             with mongodb(args.mongodb_url) as url:
                 print(f"MongoDB store ({url.split('@')[-1]})...", flush=True)
-                results.append(bench_store("mongodb", url, args.quick))
+                results.append(bench_store("mongodb", url, counts))
     report = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "quick": args.quick,

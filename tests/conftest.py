@@ -39,6 +39,8 @@ from agent.api.app import create_app
 from agent.dream.config import is_dp_agent_config
 from agent.settings import Settings
 from tests.support.asgi import hosted
+from tests.support.cpu_report import pytest_addoption as pytest_addoption
+from tests.support.cpu_report import pytest_configure as pytest_configure
 from tests.support.mongo_server import (
     mongodb_required,
     running_mongodb,
@@ -50,6 +52,9 @@ from tests.support.tls import share as share_one_tls_context
 
 # A test's httpx clients share one TLS context, made once (tests/support/tls.py).
 share_one_tls_context()
+
+# pytest_addoption and pytest_configure, imported above, are `pytest --cpu-report`'s hooks
+# (tests/support/cpu_report.py): pytest finds them here by their names.
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

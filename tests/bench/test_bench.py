@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.run import QUICK
 from tests.support.processes import REPOSITORY, run_module, unmeasured_environment
 
 #: A benchmark that runs keeps the CPUs busy with a stack of processes: one at a time
@@ -35,21 +36,21 @@ def test_the_quick_benchmark_writes_every_figure(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     (result,) = json.loads((tmp_path / "bench.json").read_text())["results"]
     assert result["store"] == "sqlite" and result["server"] == "SQLite"
-    assert [row["concurrency"] for row in result["load"]] == [1, 8, 32, 64]
+    assert [row["concurrency"] for row in result["load"]] == list(QUICK.load) == [1, 8, 32, 64]
     assert all(row["errors"] == 0 and row["turns_per_s"] > 0 for row in result["load"])
     # the agent's own CPU per turn, from /proc: a turn costs it something, never nothing
     assert all(row["agent_cpu_ms_per_turn"] > 0 for row in result["load"])
     # the overhead is the turn minus the services' own time, read from stored traces
     overhead = result["overhead"]
     assert 0 < overhead["services_critical_path_p50_ms"] < overhead["turn_p50_ms"]
-    assert result["flatness"]["turns"] == 60 and result["flatness"]["ratio"] > 0
+    assert result["flatness"]["turns"] == QUICK.flat and result["flatness"]["ratio"] > 0
     # ten skills of 100 ms each run side by side: in each stored trace, the skills' calls
     # overlap (first start to last end well under the sum of their times), however busy
     # the machine is; and no turn is faster than one skill
     fanout = result["fanout"]
     assert fanout["turn_p50_ms"] >= 100
     assert 100 <= fanout["skills_span_p50_ms"] < fanout["skills_sum_p50_ms"] / 3
-    assert result["memory"]["dialogs_big"] == 600
+    assert result["memory"]["dialogs_big"] == QUICK.dialogs_big
     assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Load: POST / through 7 stub services" in done.stdout
 
@@ -83,7 +84,7 @@ def test_the_http_engine_comparison_measures_each_engine(tmp_path: Path) -> None
 #: ``bench.compare`` as a user starts it, with fewer turns in each round (its
 #: ``ROUND_TURNS``, 60 and 240 for a figure one can trust): the rounds, the alternation and
 #: the report are the command's own, and the load of 1,200 turns was most of the test's time.
-COMPARE_WITH_SHORT_ROUNDS = "import bench.compare as c; c.ROUND_TURNS = {1: 30, 8: 80}; c.main()"
+COMPARE_WITH_SHORT_ROUNDS = "import bench.compare as c; c.ROUND_TURNS = {1: 20, 8: 24}; c.main()"
 
 
 @STACK
@@ -102,7 +103,7 @@ def test_the_comparison_gives_both_checkouts_every_round(tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr
     assert "round 2/2 done" in done.stderr  # progress, apart from the report
     report = json.loads(done.stdout)
-    assert report["turns_per_round"] == {"1": 30, "8": 80}
+    assert report["turns_per_round"] == {"1": 20, "8": 24}
     for level in ("1", "8"):
         row = report["levels"][level]
         for side in ("this", "other"):

@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 import yaml
+from typer.testing import CliRunner, Result
 
 from agent.cli.dream import MAX_OVERRIDE_BYTES, compose_block
+from agent.cli.main import app as chorus
 from agent.settings import Settings
 from tests.support.compose import docker_compose
 from tests.support.dockerfiles import ROOT, parse_dockerfile
@@ -193,15 +195,15 @@ RUSSIAN_OVERRIDE = {
 }
 
 
-def compose_block_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agent.cli.main", "dream", "compose-block", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+def compose_block_cli(*args: str, cwd: Path) -> Result:
+    """``chorus dream compose-block ARGS`` run in ``cwd``: the command line's own parsing,
+    exit code and output, in the test's process. A ``chorus`` process would cost a second
+    or two of CPU importing the agent, for nothing these tests check (the installed
+    command is started as a process in tests/cli/test_run.py and tests/dream)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)
+        patch.setattr(sys, "path", list(sys.path))  # the command puts its folder first
+        return CliRunner().invoke(chorus, ["dream", "compose-block", *args])
 
 
 def test_the_command_carries_the_overrides_agent_variables_over(tmp_path: Path) -> None:
@@ -215,7 +217,7 @@ def test_the_command_carries_the_overrides_agent_variables_over(tmp_path: Path) 
         "chorus-agent.yml",
         cwd=tmp_path,
     )
-    assert written.returncode == 0, written.stderr
+    assert written.exit_code == 0, written.stderr
     service = merged(tmp_path, override=RUSSIAN_OVERRIDE)["services"]["chorus-agent"]
     env = service["environment"]
     assert {k: env[k] for k in ("LANGUAGE", "FALLBACK_FILE", "GREETING")} == {
@@ -244,7 +246,7 @@ def test_the_command_reads_compose_list_environments(tmp_path: Path) -> None:
 def test_the_command_refuses_a_file_without_an_agent_saying_what_to_name(tmp_path: Path) -> None:
     (tmp_path / "docker-compose.yml").write_text(yaml.safe_dump({"services": {"mongo": {}}}))
     refused = compose_block_cli("--override", "docker-compose.yml", cwd=tmp_path)
-    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.exit_code == 2 and refused.stdout == ""
     assert "no services.agent entry" in refused.stderr
     assert "assistant_dists/NAME/docker-compose.override.yml" in refused.stderr
 
@@ -290,7 +292,7 @@ def test_a_hostile_override_is_refused_saying_why(tmp_path: Path, text: str, sai
     and a value of the wrong type is named: an error and exit code 2, no traceback."""
     (tmp_path / "docker-compose.override.yml").write_text(text)
     refused = compose_block_cli("--override", "docker-compose.override.yml", cwd=tmp_path)
-    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert refused.exit_code == 2, refused.stderr[-2000:]
     assert refused.stdout == ""
     assert said in refused.stderr
     assert "Traceback" not in refused.stderr

@@ -1,0 +1,139 @@
+"""``pytest --cpu-report``: the CPU each test file costs, its child processes included.
+
+The suite's wall time on a small machine is bound by its CPU (``make test`` keeps both cores
+busy), and most of that CPU is spent in processes a test starts: agents, services, stacks,
+``chorus`` commands, pytest run again in a copy. ``--durations`` shows only wall time, which
+a busy machine stretches; this report shows what a test costs whatever else runs.
+
+Around each test (its setup, call and teardown), the worker's own CPU time
+(``RUSAGE_SELF``: the test and the server threads it starts) and that of its reaped children
+(``RUSAGE_CHILDREN``: a child's CPU is counted when it is waited for, so a process a
+module or session fixture keeps counts for the test after which it is stopped) are read
+before and after. Each worker appends its tests' figures to a temporary file the controller
+names; the controller (or the only process, without ``-n``) sums them by file at the end and
+prints the costliest, with the workers' own start-up and collection, which no test pays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: How many files the report lists, costliest first.
+LISTED = 25
+
+
+def cpu_seconds() -> tuple[float, float]:
+    """This process's CPU seconds (user + system), and its reaped children's."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+def figures_file(config: pytest.Config) -> Path:
+    """Where this run's figures go: a file the controller names (a temporary one) and hands
+    its workers (``pytest_configure_node``)."""
+    workerinput: dict[str, str] | None = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        return Path(workerinput["cpu_report"])
+    return Path(config.getoption("cpu_report_file"))
+
+
+class CpuReport:
+    """The plugin: registered by tests/conftest.py when ``--cpu-report`` is given."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """pytest-xdist's: each worker is told where to write its figures."""
+        node.workerinput["cpu_report"] = str(figures_file(self.config))
+
+    def write(self, record: dict[str, object]) -> None:
+        with figures_file(self.config).open("a") as out:
+            out.write(json.dumps(record) + "\n")
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
+        own, children = cpu_seconds()
+        wall = time.monotonic()
+        try:
+            return (yield)
+        finally:
+            own_after, children_after = cpu_seconds()
+            self.write(
+                {
+                    "file": item.nodeid.split("::")[0],
+                    "own": own_after - own,
+                    "children": children_after - children,
+                    "wall": time.monotonic() - wall,
+                }
+            )
+
+    def pytest_sessionfinish(self) -> None:
+        if hasattr(self.config, "workerinput"):  # a worker's start-up and collection
+            own, children = cpu_seconds()
+            self.write({"file": "", "own": own, "children": children, "wall": 0.0})
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if hasattr(self.config, "workerinput"):
+            return
+        path = figures_file(self.config)
+        if not path.exists():
+            return
+        totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+        workers = 0.0
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if not record["file"]:
+                workers += record["own"] + record["children"]
+                continue
+            row = totals[record["file"]]
+            row[0] += 1
+            row[1] += record["own"]
+            row[2] += record["children"]
+            row[3] += record["wall"]
+        tests = sum(own + children for _, own, children, _ in totals.values())
+        write = terminalreporter.write_line
+        terminalreporter.section("CPU by test file (seconds)")
+        write(f"{'tests':>5} {'own':>7} {'children':>8} {'cpu':>7} {'wall':>7}  file")
+        ranked = sorted(totals.items(), key=lambda item: -(item[1][1] + item[1][2]))
+        for file, (count, own, children, wall) in ranked[:LISTED]:
+            cpu = own + children
+            write(f"{count:5.0f} {own:7.1f} {children:8.1f} {cpu:7.1f} {wall:7.1f}  {file}")
+        write(f"tests: {tests:.1f} s of CPU in {len(totals)} files")
+        if workers:
+            # a worker's whole CPU, its tests' included: what is left is start-up and collection
+            write(f"workers' start-up and collection: {workers - tests:.1f} s")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--cpu-report",
+        action="store_true",
+        help="print the CPU each test file costs, its child processes included "
+        "(tests/support/cpu_report.py)",
+    )
+    parser.addoption("--cpu-report-file", default="", help=argparse.SUPPRESS)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("cpu_report"):
+        return
+    if not hasattr(config, "workerinput"):  # the controller, or the only process
+        handle, name = tempfile.mkstemp(prefix="cpu-report-", suffix=".jsonl")
+        os.close(handle)
+        config.option.cpu_report_file = name
+        config.add_cleanup(lambda: os.unlink(name))
+    config.pluginmanager.register(CpuReport(config), "cpu-report")
