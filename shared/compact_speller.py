@@ -94,10 +94,9 @@ class Deletes:
         self._speller = speller
         self._words = words  # the dictionary's order, as symspellpy files them
         # A word's deletes are its prefix's (symspellpy cuts the word to ``prefix_length``
-        # letters first), and the 82,765 words have about 32,000 prefixes: each prefix's
-        # deletes are derived once, and every word's entries are its prefix's, laid out
-        # with NumPy (the speller loaded in a third of the CPU it took word by word; every
-        # service process that reads spelling loads it).
+        # letters first), and many words share a prefix: each prefix's deletes are derived
+        # once, and every word's entries are its prefix's, laid out with NumPy, since
+        # every service process that reads spelling builds this index as it starts.
         numbers: dict[str, int] = {}  # each delete's number, while building only
         prefixes: dict[str, int] = {}  # each prefix's number
         prefix_deletes = array("i")  # the prefixes' delete numbers, one prefix after another
