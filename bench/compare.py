@@ -96,8 +96,20 @@ def compare(other: Path, db_url_of: Callable[[str, str], str], rounds: int) -> d
                 "p50_ms": round(statistics.median(p50s), 2),
                 "cpu_ms_per_turn": round(statistics.median(cpus), 2),
                 "p50_ms_per_round": [round(p, 2) for p in p50s],
+                "cpu_ms_per_round": [round(c, 2) for c in cpus],
             }
         row["p50_other_over_this"] = round(row["other"]["p50_ms"] / row["this"]["p50_ms"], 3)
+        # the rounds of one number ran minutes apart from the next ones, side by side: their
+        # ratio is what the machine's drift touches least
+        row["cpu_this_over_other_by_round"] = round(
+            statistics.median(
+                this / other
+                for (_, this), (_, other) in zip(
+                    figures["this"][level], figures["other"][level], strict=True
+                )
+            ),
+            3,
+        )
         report["levels"][level] = row
     return report
 
