@@ -40,10 +40,10 @@ class LeanChatRoute(APIRoute):
     """``POST /`` answered without FastAPI's request machinery when nothing in the request
     needs it: FastAPI solved the route's dependency and parameters, parsed the body to
     Python and validated it again as ``AgentMessage``, then validated the returned reply
-    against ``response_model`` and encoded it in two passes, about a tenth of a turn's
-    CPU in ``make bench``'s shape. Whatever the plain path would not take as FastAPI takes
-    it goes to FastAPI's own handler, which answers it as before (its 401, 403, 415 and
-    422 bodies included)."""
+    against ``response_model`` and encoded it in two passes, the largest block of the
+    agent's own CPU in a turn's profile (docs/performance.md, "Half the CPU"). Whatever
+    the plain path would not take as FastAPI takes it goes to FastAPI's own handler, which
+    answers it as before (its 401, 403, 415 and 422 bodies included)."""
 
     def get_route_handler(self) -> Handler:
         full = super().get_route_handler()
