@@ -397,10 +397,10 @@ class MessageFlow:
         if pending is not None:  # stored by an unanswered attempt: answered now
             history = history[:-1]
             utterance.utt_id, utterance.date_time = pending.utt_id, pending.date_time
-        else:  # the store may give the utterance its id
-            await self._store.add_utterance(dialog.dialog_id, utterance)
+            await self.queues.note(place, utterance.utt_id)
+        else:  # the store may give the utterance its id; noted on the place in one write
+            await self._store.add_utterance(dialog.dialog_id, utterance, place)
         turn_identified(dialog.dialog_id, utterance.utt_id)
-        await self.queues.note(place, utterance.utt_id)
         incoming.events.emit("accepted", dialog_id=dialog.dialog_id, utt_id=utterance.utt_id)
         return Turn(
             dialog.dialog_id,

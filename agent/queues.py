@@ -30,9 +30,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Coroutine
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from agent.leases import Heartbeat
 from agent.sdk.errors import ChorusError
@@ -123,6 +123,31 @@ class TurnOvertaken(ChorusError):
         self.utt_id = utt_id
 
 
+class _Stop:
+    """The request to stop a place's turn (an interrupt): set once, by this agent's next
+    message of the user or by the watcher that saw another replica's. Setting it cancels
+    the task running the turn's pipeline, as ``asyncio.timeout`` cancels its task, so
+    that no task and no waiter is made to watch for it on every turn."""
+
+    __slots__ = ("_set", "cancelled", "task")
+
+    def __init__(self) -> None:
+        self._set = False
+        #: the task running the turn's pipeline (:meth:`UserQueues.interruptible`)
+        self.task: asyncio.Task[object] | None = None
+        #: whether setting it cancelled that task
+        self.cancelled = False
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        if self.task is not None and not self.cancelled:
+            self.cancelled = True
+            self.task.cancel()
+
+
 class UserQueues:
     """Serialises each user's turns through the store; see the module docstring."""
 
@@ -133,8 +158,8 @@ class UserQueues:
         self._max_wait = max_wait
         self._heartbeat: Heartbeat[tuple[str, int]] = Heartbeat(lease, self._renew, "queue")
         self._finished: dict[str, asyncio.Event] = {}
-        #: the places this agent serves, each with the event that interrupts its turn
-        self._serving: dict[tuple[str, int], asyncio.Event] = {}
+        #: the places this agent serves, each with what interrupts its turn
+        self._serving: dict[tuple[str, int], _Stop] = {}
         #: when each of them started being served (the event loop's clock)
         self._since: dict[tuple[str, int], float] = {}
         self._watcher: asyncio.Task[None] | None = None
@@ -160,7 +185,7 @@ class UserQueues:
                     await self._before_waiting(place, policy)
                 await self._wait(place)
             served = True
-            self._serving[holding] = asyncio.Event()
+            self._serving[holding] = _Stop()
             self._since[holding] = asyncio.get_running_loop().time()
             self._watch()
             yield place
@@ -208,25 +233,31 @@ class UserQueues:
         """Record the utterance the place answers, for a message refused or interrupting."""
         await self._store.note_turn(place, utt_id)
 
-    async def interruptible(self, place: Place, work: Awaitable[T]) -> T:
+    async def interruptible(self, place: Place, work: Coroutine[Any, Any, T]) -> T:
         """``work`` (the pipeline), cancelled when a later message interrupts the place's
-        turn: :class:`TurnInterrupted` is raised then."""
-        event = self._serving.get((place.user_id, place.number))
-        task = asyncio.ensure_future(work)
-        if event is None:
-            return await task
-        waiter = asyncio.ensure_future(event.wait())
-        try:
-            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        if task.cancelled():
+        turn: :class:`TurnInterrupted` is raised then. It runs in the caller's task, which
+        the interrupt cancels (:class:`_Stop`) and, once ``work`` has stopped, uncancels,
+        as ``asyncio.timeout`` does; a cancellation from anywhere else goes on up."""
+        stop = self._serving.get((place.user_id, place.number))
+        if stop is None:
+            return await work
+        if stop.is_set():  # interrupted before it started
+            work.close()
             raise TurnInterrupted(None)
-        return task.result()
+        task = asyncio.current_task()
+        assert task is not None
+        stop.task = task
+        try:
+            done = await work
+        except asyncio.CancelledError:
+            if stop.cancelled and task.uncancel() == 0:
+                raise TurnInterrupted(None) from None
+            raise
+        finally:
+            stop.task = None
+        if stop.cancelled:  # the interrupt came as the work ended, which kept its answer
+            task.uncancel()
+        return done
 
     def _watch(self) -> None:
         """Start the interrupt watcher if it is not running (it stops when idle)."""

@@ -29,15 +29,18 @@ from bench.ports import free_port
 from bench.run import ROOT, clock_ticks, mongodb, process
 from bench.stubs import pipeline
 
-#: Turns per round at each concurrency level (the load table's first two levels).
-ROUND_TURNS = {1: 60, 8: 240}
+#: Turns per round at each concurrency level (the load table's first two levels): enough
+#: for the agent's CPU over a round to be a few hundred of the kernel's 10 ms clock ticks,
+#: so that one tick more or less is not a step of several percent.
+ROUND_TURNS = {1: 240, 8: 240}
 
 
 @contextlib.contextmanager
 def agent(root: Path, pipeline_file: Path, db_url: str) -> Iterator[tuple[str, int]]:
     """The agent of the checkout at ``root``: its base URL and pid."""
     port = free_port()
-    args = [sys.executable, "-m", "uvicorn", "--factory", "agent.api.app:create_app"]
+    # as `chorus serve` makes it: the agent its process's one app (its heap settled)
+    args = [sys.executable, "-m", "uvicorn", "--factory", "agent.api.serve:served_app"]
     args += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     args += ["--no-access-log", "--app-dir", str(root)]
     env = {
@@ -96,8 +99,20 @@ def compare(other: Path, db_url_of: Callable[[str, str], str], rounds: int) -> d
                 "p50_ms": round(statistics.median(p50s), 2),
                 "cpu_ms_per_turn": round(statistics.median(cpus), 2),
                 "p50_ms_per_round": [round(p, 2) for p in p50s],
+                "cpu_ms_per_round": [round(c, 2) for c in cpus],
             }
         row["p50_other_over_this"] = round(row["other"]["p50_ms"] / row["this"]["p50_ms"], 3)
+        # the rounds of one number ran minutes apart from the next ones, side by side: their
+        # ratio is what the machine's drift touches least
+        row["cpu_this_over_other_by_round"] = round(
+            statistics.median(
+                this / other
+                for (_, this), (_, other) in zip(
+                    figures["this"][level], figures["other"][level], strict=True
+                )
+            ),
+            3,
+        )
         report["levels"][level] = row
     return report
 

@@ -81,10 +81,15 @@ async def _handoffs(components: ComponentsDep) -> Handoffs:
     return components.handoffs
 
 
+def is_json(content_type: str) -> bool:
+    """Whether a ``Content-Type`` says the body is JSON."""
+    return content_type.split(";")[0].strip().lower() == "application/json"
+
+
 async def require_json(request: Request) -> None:
     """A body that is not JSON gets a 415 that says how to send it."""
     content_type = request.headers.get("content-type", "")
-    if content_type.split(";")[0].strip().lower() != "application/json":
+    if not is_json(content_type):
         raise HTTPException(
             status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
             f"send the body as JSON with 'Content-Type: application/json' "

@@ -52,9 +52,27 @@ _JSON = {"Content-Type": "application/json"}
 _VIEW_JSON = DialogView.__pydantic_serializer__.to_json
 
 
+#: The last one-view body written, with its view: the services of one stage are shown the
+#: same view (a connector only reads it, and a new state of the turn is a new view), so
+#: their calls, made one after another as the stage starts, send the same bytes, written
+#: once. One tuple, replaced whole, so agents on other threads never see a view with
+#: another's body.
+_last_body: tuple[DialogView | None, bytes] = (None, b"")
+
+
 def request_body(views: list[DialogView]) -> bytes:
     """``{"dialogs": [...]}`` as :class:`ServiceRequest` dumps it, each view written straight
-    to bytes: no request model made and no text encoded again, on every service call."""
+    to bytes: no request model made and no text encoded again, on every service call; a
+    stage's one view is written once for all its calls (:data:`_last_body`)."""
+    global _last_body
+    if len(views) == 1:
+        view = views[0]
+        last_view, last = _last_body
+        if last_view is view:
+            return last
+        body = b'{"dialogs":[' + _VIEW_JSON(view) + b"]}"
+        _last_body = (view, body)
+        return body
     return b'{"dialogs":[' + b",".join([_VIEW_JSON(view) for view in views]) + b"]}"
 
 

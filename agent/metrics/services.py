@@ -100,8 +100,12 @@ class ServiceStats:
     def observe(self, trace: Iterable[ServiceCall]) -> None:
         """Count one finished turn and its service calls."""
         self.turns += 1
+        services = self._services
         for call in trace:
-            self._services.setdefault(call.service, _Service()).add(call)
+            service = services.get(call.service)
+            if service is None:  # not made for every call only to be thrown away
+                service = services[call.service] = _Service()
+            service.add(call)
 
     def summary(self, names: Iterable[str]) -> dict[str, ServiceSummary]:
         """A row for each named service, zeros for one that has not been called yet."""

@@ -325,7 +325,7 @@ class Executor:
 
     async def _call(self, run: _Run, node: ServiceNode, start: float) -> None:
         timeout = node.config.connector.timeout
-        with contained(node.name, f"no answer within {timeout}s") as end:
+        with contained(node.name, lambda: f"no answer within {timeout}s") as end:
             async with time_limit(timeout):
                 reservation = run.reservations.get(node.name)
                 view = run.view(node, reservation.allowance if reservation else None)

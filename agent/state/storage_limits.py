@@ -20,6 +20,7 @@ stops at the first problem, so a hostile value costs at most the bounds to look 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from typing import Any
@@ -104,8 +105,9 @@ class StorageLimits:
 
     def for_client(self, max_body_bytes: int) -> StorageLimits:
         """The same bounds for what a client sends, whose size the request body's cap
-        already bounds (an observation's image may be larger than one service's output)."""
-        return replace(self, max_bytes=max(self.max_bytes, max_body_bytes))
+        already bounds (an observation's image may be larger than one service's output).
+        Made once per bounds and cap: every chat request asks."""
+        return _for_client(self, max_body_bytes)
 
     def measure(self, value: Any, where: str = "value", setting: str = "MAX_VALUE_BYTES") -> int:
         """The value's estimated size in bytes as JSON, or :class:`UnstorableValue`;
@@ -177,3 +179,8 @@ class _Walk:
                     problem.path.append(f"[{index}]")
                     raise
         return size
+
+
+@functools.lru_cache(maxsize=64)
+def _for_client(limits: StorageLimits, max_body_bytes: int) -> StorageLimits:
+    return replace(limits, max_bytes=max(limits.max_bytes, max_body_bytes))

@@ -236,9 +236,13 @@ class TurnStore(Protocol):
         so it may cost a scan of the dialog."""
         ...
 
-    async def add_utterance(self, dialog_id: str, utterance: HumanUtterance) -> None:
+    async def add_utterance(
+        self, dialog_id: str, utterance: HumanUtterance, place: Place | None = None
+    ) -> None:
         """Store the human utterance before the pipeline runs. A store may give the
-        utterance its id here (``utterance.utt_id`` is then rewritten)."""
+        utterance its id here (``utterance.utt_id`` is then rewritten). With ``place``,
+        the turn's place in the user's queue is noted as answering it in the same write,
+        as :meth:`QueueStore.note_turn` notes it."""
         ...
 
     async def finish_turn(self, end: TurnEnd, *, retrying: bool = False) -> None:

@@ -11,9 +11,9 @@ the inspector and the tests read.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import TracebackType
 
 from agent.connectors.errors import ServiceError
 from agent.state.models import FailureKind, HumanUtterance, Outcome, ServiceCall, ServiceFailure
@@ -54,22 +54,48 @@ def log_agent_failure(service: str, exc: BaseException | None = None) -> None:
     log.error("service %s failed in the agent", service, exc_info=exc or True)
 
 
-@contextmanager
-def contained(service: str, timeout_message: str) -> Iterator[CallEnd]:
+class contained:
     """Run the block as the call of ``service``; whatever it raises short of a cancellation
-    becomes the call's failure instead of the turn's."""
-    end = CallEnd()
-    try:
-        yield end
-    except TimeoutError:
-        end.failure = ServiceFailure(service=service, kind="timeout", message=timeout_message)
-    except ServiceError as exc:
-        end.failure = ServiceFailure(service=service, kind=exc.kind, message=exc.message)
-    except Exception as exc:  # a bug in a built-in or formatter must not cost the turn
-        log_agent_failure(service)
-        end.failure = ServiceFailure(
-            service=service, kind=ServiceError.kind, message=f"{type(exc).__name__}: {exc}"
-        )
+    becomes the call's failure (the :class:`CallEnd` entered) instead of the turn's. A
+    class rather than a ``contextmanager``: both executors enter one per service call, and
+    a generator's context manager costs several times a class's (docs/performance.md,
+    "Half the CPU"). ``timeout_message`` may be a function making it, called only when the
+    call ran out of time."""
+
+    __slots__ = ("_end", "_service", "_timeout_message")
+
+    def __init__(self, service: str, timeout_message: str | Callable[[], str]) -> None:
+        self._service = service
+        self._timeout_message = timeout_message
+        self._end = CallEnd()
+
+    def __enter__(self) -> CallEnd:
+        return self._end
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        trace: TracebackType | None,
+    ) -> bool:
+        if exc is None or not isinstance(exc, Exception):  # a cancellation goes on up
+            return False
+        service, end = self._service, self._end
+        if isinstance(exc, TimeoutError):
+            message = self._timeout_message
+            end.failure = ServiceFailure(
+                service=service,
+                kind="timeout",
+                message=message if isinstance(message, str) else message(),
+            )
+        elif isinstance(exc, ServiceError):
+            end.failure = ServiceFailure(service=service, kind=exc.kind, message=exc.message)
+        else:  # a bug in a built-in or formatter must not cost the turn
+            log_agent_failure(service, exc)
+            end.failure = ServiceFailure(
+                service=service, kind=ServiceError.kind, message=f"{type(exc).__name__}: {exc}"
+            )
+        return True
 
 
 class TurnTrace:

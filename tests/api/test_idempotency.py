@@ -299,3 +299,14 @@ def test_a_key_is_kept_only_for_its_retention_then_it_is_a_new_message(
         indexes = mongo.get_default_database()["idempotency_keys"].index_information()
         ferretdb = "ferretdbVersion" in mongo.admin.command("buildInfo")
     assert ferretdb or indexes["keys_expire"]["expireAfterSeconds"] == 0, indexes
+
+
+def test_a_key_of_other_letters_is_answered_once_too(client: httpx.Client) -> None:
+    """A key the header's pattern takes but the route's plain path does not (word
+    characters beyond ASCII) is answered by FastAPI's path, with the same promise."""
+    send = {"user_id": "w", "payload": "count"}
+    headers = {b"Idempotency-Key": "clé-1".encode("latin-1")}
+    first = client.post("/", json=send, headers=headers)
+    assert first.status_code == 200, first.text
+    retry = client.post("/", json=send, headers=headers)
+    assert retry.json() == first.json() and first.json()["response"] == "count is 1"

@@ -201,3 +201,23 @@ def test_the_schema_documents_the_error_envelope(shared_client: httpx.Client) ->
         "message",
         "fields",
     }
+
+
+@pytest.mark.store_agnostic
+def test_post_root_is_described_and_checked_as_before(shared_client: httpx.Client) -> None:
+    """``POST /`` answers plain requests on its own path: FastAPI still describes the
+    route and answers what it refuses."""
+    operation = shared_client.get("/openapi.json").json()["paths"]["/"]["post"]
+    body = operation["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"$ref": "#/components/schemas/AgentMessage"}
+    assert {p["name"] for p in operation["parameters"]} == {
+        "Idempotency-Key",
+        "double_texting",
+    }
+    wrong = shared_client.post("/?double_texting=sometimes", json={"user_id": "u", "payload": "hi"})
+    assert wrong.status_code == 422
+    assert "double_texting" in wrong.text
+    not_json = shared_client.post(
+        "/", content=b'{"user_id": "u", "payload": "hi"}', headers={"content-type": "text/plain"}
+    )
+    assert not_json.status_code == 415

@@ -17,7 +17,7 @@ from agent.flow import Incoming, MessageFlow
 from agent.idempotency import IdempotencyKeys
 from agent.queues import UserQueues
 from agent.state.models import HumanUtterance, Utterance
-from agent.store.base import Store, StoreUnavailable, TurnEnd, TurnStart
+from agent.store.base import Place, Store, StoreUnavailable, TurnEnd, TurnStart
 from tests.turn.services import CALLS
 from tests.turn.test_direct import chorus, executor_of, loaded
 
@@ -47,8 +47,10 @@ class LostReplies:
     async def keyed_turn(self, dialog_id: str, key: str) -> list[Utterance]:
         return await self._turns.keyed_turn(dialog_id, key)
 
-    async def add_utterance(self, dialog_id: str, utterance: HumanUtterance) -> None:
-        await self._turns.add_utterance(dialog_id, utterance)
+    async def add_utterance(
+        self, dialog_id: str, utterance: HumanUtterance, place: Place | None = None
+    ) -> None:
+        await self._turns.add_utterance(dialog_id, utterance, place)
 
     async def finish_turn(self, end: TurnEnd, *, retrying: bool = False) -> None:
         if not self.down:

@@ -184,3 +184,20 @@ async def test_the_running_turn_is_named_and_can_be_asked_to_stop(store: Store) 
     ]
     await store.queues.leave(second)
     assert await store.queues.running_turn("ann") is None
+
+
+async def test_an_utterance_stored_with_its_place_names_the_running_turn(store: Store) -> None:
+    """The flow stores a turn's human utterance and notes it on the turn's place in one
+    write: a message refused or interrupting meanwhile names that utterance."""
+    first = await take(store, "cy")
+    start = await store.turns.open_turn("cy", "http_client", 2)
+    utterance = HumanUtterance(text="first")
+    await store.turns.add_utterance(start.dialog.dialog_id, utterance, first)
+    second = await take(store, "cy")
+    running = await store.queues.running_turn("cy")
+    assert running is not None and running.number == first.number
+    assert running.utt_id == utterance.utt_id
+    history = (await store.turns.open_turn("cy", "http_client", 2)).history
+    assert [u.text for u in history] == ["first"]
+    await store.queues.leave(first)
+    await store.queues.leave(second)

@@ -10,7 +10,7 @@ from typing import Any
 from pymongo.errors import DuplicateKeyError
 
 from agent.state.models import Bot, HumanUtterance, Utterance, new_id, utc_now
-from agent.store.base import DialogHead, TurnEnd, TurnStart
+from agent.store.base import DialogHead, Place, TurnEnd, TurnStart
 from agent.store.mongo.base import MongoBase, MongoDb
 from agent.store.mongo.codec import literal
 from agent.store.mongo.documents import (
@@ -127,7 +127,10 @@ class MongoTurns(MongoBase):
         return [utterance_from(doc) for doc in (human, after) if doc is not None]
 
     @unavailable_when_unreachable
-    async def add_utterance(self, dialog_id: str, utterance: HumanUtterance) -> None:
+    async def add_utterance(
+        self, dialog_id: str, utterance: HumanUtterance, place: Place | None = None
+    ) -> None:
+        """(``place`` needs no write here: its running turn is read from the dialog.)"""
         await self._numbering.insert(dialog_id, utterance)
 
     @unavailable_when_unreachable

@@ -233,6 +233,14 @@ def leaving(place: Place) -> list[Statement]:
     ]
 
 
+def note(place: Place, utt_id: str) -> Statement:
+    """Record on ``place`` the utterance its turn answers (see :mod:`.queues`)."""
+    return (
+        "UPDATE lines SET utt_id = ? WHERE user_id = ? AND place = ?",
+        [utt_id, place.user_id, place.number],
+    )
+
+
 class SqliteBase:
     """One connection, and statements run on it (see :mod:`agent.store.sqlite`).
 
@@ -278,16 +286,20 @@ class SqliteBase:
         return await self._busy_retried(lambda: self._transaction(statements))
 
     async def write_if(
-        self, fence: Statement, then: Sequence[Statement], otherwise: Sequence[Statement]
+        self,
+        fence: Statement,
+        then: Sequence[Statement],
+        otherwise: Callable[[], Sequence[Statement]],
     ) -> bool:
-        """``then`` in one transaction if ``fence`` returns a row, else ``otherwise``:
-        the check and the writes it decides are one transaction, so nothing another
-        process writes comes between them. Whether ``fence`` returned a row."""
+        """``then`` in one transaction if ``fence`` returns a row, else the statements
+        ``otherwise`` makes (only then: the fence nearly always holds): the check and the
+        writes it decides are one transaction, so nothing another process writes comes
+        between them. Whether ``fence`` returned a row."""
         fenced: list[bool] = []
 
         def decided() -> Iterable[Statement]:
             fenced.append(self.connection.execute(*fence).fetchone() is not None)
-            return then if fenced[-1] else otherwise
+            return then if fenced[-1] else otherwise()
 
         await self._busy_retried(lambda: self._transaction(decided))
         return fenced[-1]

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from agent.state.models import utc_now
 from agent.store.base import Place, RunningTurn
-from agent.store.sqlite.base import SqliteBase, leaving
+from agent.store.sqlite.base import SqliteBase, leaving, note
 
 
 class SqliteQueues(SqliteBase):
@@ -56,12 +56,7 @@ class SqliteQueues(SqliteBase):
             place.left = True
 
     async def note_turn(self, place: Place, utt_id: str) -> None:
-        await self.write(
-            (
-                "UPDATE lines SET utt_id = ? WHERE user_id = ? AND place = ?",
-                [utt_id, place.user_id, place.number],
-            )
-        )
+        await self.write(note(place, utt_id))
 
     async def running_turn(self, user_id: str) -> RunningTurn | None:
         row = await self.fetch_one(

@@ -16,6 +16,7 @@ from agent.state.models import (
 )
 from agent.store.base import (
     DialogHead,
+    Place,
     PlaceLost,
     TurnEnd,
     TurnStart,
@@ -29,6 +30,7 @@ from agent.store.sqlite.base import (
     json_text,
     leaving,
     merge_statements,
+    note,
     utterance_of,
 )
 
@@ -98,8 +100,11 @@ class SqliteTurns(SqliteBase):
         )
         return [utterance_of.validate_json(row[0]) for row in rows]
 
-    async def add_utterance(self, dialog_id: str, utterance: HumanUtterance) -> None:
-        await self.write(insert_utterance(dialog_id, utterance))
+    async def add_utterance(
+        self, dialog_id: str, utterance: HumanUtterance, place: Place | None = None
+    ) -> None:
+        noted = [] if place is None else [note(place, utterance.utt_id)]
+        await self.write(insert_utterance(dialog_id, utterance), *noted)
 
     async def mark_interrupted(self, utt_id: str) -> None:
         await self.write(
@@ -151,7 +156,7 @@ class SqliteTurns(SqliteBase):
                 [fence.user_id, fence.number],
             ),
             [*statements, *(leaving(place) if place is not None else [])],
-            [
+            lambda: [
                 (
                     "UPDATE utterances SET doc = ? WHERE utt_id = ? AND speaker = 'human'",
                     [document_text(overtaken(end.utterance)), end.utterance.utt_id],
