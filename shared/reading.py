@@ -79,6 +79,13 @@ ANSWERS_BY_READING: dict[str, frozenset[str]] = {
 #: Intents whose line answers a statement only: a goodbye or a thank-you to a question
 #: ("What's the weather like today?", nearest the goodbyes) answers nothing.
 STATEMENTS_ONLY = frozenset({"thanks", "farewell"})
+#: What :func:`answer_by_reading` names instead of an intent when the turn is a statement
+#: replying to the skill's own question ("I read a lot, mostly crime novels" after "Do you
+#: have a hobby?"): no intent says which line, the reply does; the skill acknowledges it.
+REPLY = "reply"
+#: The reading's probability from which such a reply is the skill's: the bot's question
+#: and the reading's agreement stand for the intent a reply has none of.
+REPLY_FROM = 0.6
 #: The embedding's width (:mod:`shared.meaning`).
 WIDTH = 256
 _WORDS = re.compile(r"\w+")
@@ -271,6 +278,7 @@ def answer_by_reading(
     intent: Mapping[str, Any],
     model: ReadingModel | None,
     question: bool = False,
+    replying: bool = False,
 ) -> tuple[float, str] | None:
     """The reading's probability for ``skill`` and the intent that chooses its answer, when
     ``skill`` may answer this turn by the reading alone (its own matcher silent): the
@@ -278,9 +286,11 @@ def answer_by_reading(
     the labelled set said what the reading is worth for it), and the intents annotator's
     sure intent, or its nearest from :data:`AGREE_FROM`, is one of the skill's
     (:data:`ANSWERS_BY_READING`), and not a closer's to a ``question``
-    (:data:`STATEMENTS_ONLY`). None otherwise: two readings that disagree leave the turn
-    to others. ``model`` is the reading in use (:func:`shipped`; a fold's in
-    bench/calibrate.py)."""
+    (:data:`STATEMENTS_ONLY`); or, with no such intent, the turn is ``replying`` (a
+    statement right after the skill's own question) and the reading gives the skill
+    :data:`REPLY_FROM` or more: then the intent named is :data:`REPLY`. None otherwise:
+    two readings that disagree leave the turn to others. ``model`` is the reading in use
+    (:func:`shipped`; a fold's in bench/calibrate.py)."""
     agreeing = ANSWERS_BY_READING.get(skill)
     if agreeing is None or model is None or probabilities is None:
         return None
@@ -300,4 +310,6 @@ def answer_by_reading(
         and likeness >= AGREE_FROM
     ):
         return float(p), nearest
+    if replying and not question and p >= REPLY_FROM:
+        return float(p), REPLY
     return None

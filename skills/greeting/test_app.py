@@ -254,6 +254,20 @@ def test_the_intents_annotators_reading_of_a_greeting_is_the_skills() -> None:
     assert ask("Hey, good to see you", annotations=greeted_as("farewell")) == []
 
 
+def test_a_greeting_that_also_asks_how_the_bot_is_gets_the_greeting() -> None:
+    """ "Hi, how's it going?" is how_are_you to the annotator, which found a greeting too
+    (``also``): a greeting is the greeting's whatever the turn also holds, so the script
+    opens; the same question without a greeting is small talk's alone."""
+    asked = {"intents": {**greeted_as("how_are_you")["intents"], "also": ["greeting"]}}
+    (hypothesis,) = ask("Hi, how's it going?", annotations=asked)
+    assert hypothesis["text"] == "Hi! I'm Chorus. What's your name?"
+    assert hypothesis["routing"]["kind"] == "greet"
+    assert ask("how's it going?", annotations=greeted_as("how_are_you")) == []
+    # a greeting beside a question of its own is no sure intent: not the script's
+    unsure = {"intents": {**greeted_as("greeting", 0.6)["intents"], "also": ["greeting"]}}
+    assert ask("Hi, what's a good name for a bakery?", annotations=unsure) == []
+
+
 def test_a_greeting_read_by_likeness_is_as_sure_as_its_calibrated_reading() -> None:
     """ "evening!" is like the annotator's greeting examples without matching one, and
     "sorry, forgot to say hi" is most like them though not sure enough to be one: the

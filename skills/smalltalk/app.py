@@ -603,6 +603,20 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
     return chosen
 
 
+def replies_to_own_question(text: str, last_line: str, last_skill: str | None) -> bool:
+    """The user's ``text`` is a statement right after this skill asked something (the
+    bot's last line, ``last_line``, was small talk's and a question: "Do you have a
+    hobby?", "What's yours?"): a reply, which small talk may acknowledge when the turn's
+    reading agrees (:func:`by_reading`). A question of the user's own, or a name, is no
+    such reply."""
+    return (
+        last_skill == "smalltalk"
+        and last_line.rstrip().endswith("?")
+        and _ASKS.search(text) is None
+        and _INTRODUCES.search(text) is None
+    )
+
+
 #: The answer type of a line chosen by the turn's reading (:func:`by_reading`).
 BY_READING = "by_reading"
 
@@ -619,17 +633,22 @@ def by_reading(
     ``routing`` says so for the inspector (``kind`` ``by_reading``)."""
     annotations = dialog.human_utterance.annotations
     intents = annotations.get("intents")
+    last = next((u for u in reversed(dialog.utterances[:-1]) if u.speaker == "bot"), None)
     found = reading.answer_by_reading(
         "smalltalk",
         reading.of(annotations),
         intents if isinstance(intents, Mapping) else {},
         reading.shipped(),
         question="?" in dialog.human_utterance.text,
+        replying=last is not None
+        and replies_to_own_question(dialog.human_utterance.text, last.text, last.active_skill),
     )
     if found is None:
         return None
     chance, intent = found
-    if intent not in INTENT_TOPICS:  # a deployment's reading naming intents of its own
+    if intent == reading.REPLY:  # a reply to small talk's own question: tell me more
+        intent = "about_user"
+    elif intent not in INTENT_TOPICS:  # a deployment's reading naming intents of its own
         return None
     topic = cast(Topic, intent)
     text = pick(render(persona, Match(topic, chance)), said)
