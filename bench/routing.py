@@ -27,6 +27,7 @@ measured as well (the LLM-on run), and the report prints both.
 
     .venv/bin/python -m bench.routing                    # the dev set
     .venv/bin/python -m bench.routing --set holdout      # the set never tuned on
+    .venv/bin/python -m bench.routing --set train        # the second set to fit on
     .venv/bin/python -m bench.routing --set my.jsonl     # any set, e.g. from --store
     .venv/bin/python -m bench.routing --store sqlite:///chorus.db --export mine.jsonl
 
@@ -115,9 +116,13 @@ def load_set(path: Path) -> list[Conversation]:
     return conversations
 
 
+#: The sets called by name: ``dev`` and ``train`` are fitted on, ``holdout`` only reported.
+NAMED_SETS = frozenset({"dev", "train", "holdout"})
+
+
 def set_path(name: str) -> Path:
-    """``dev`` and ``holdout`` are the shipped sets; anything else is a file's path."""
-    return SETS / f"{name}.jsonl" if name in {"dev", "holdout"} else Path(name)
+    """A named set (``NAMED_SETS``) is the shipped file; anything else is a file's path."""
+    return SETS / f"{name}.jsonl" if name in NAMED_SETS else Path(name)
 
 
 @dataclass
@@ -440,7 +445,7 @@ def save(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", default="dev", help="dev, holdout, or a set file's path")
+    parser.add_argument("--set", default="dev", help="dev, train, holdout, or a set file's path")
     parser.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure")
     parser.add_argument("--store", help="a store's URL: its labelled and rated turns as the set")
     parser.add_argument("--export", type=Path, help="with --store: write the set, do not run it")
@@ -461,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     except (BadSet, OSError) as error:
         print(f"bench.routing: {error}", file=sys.stderr)
         return 2
-    name = args.set if args.set in {"dev", "holdout"} else path.stem
+    name = args.set if args.set in NAMED_SETS else path.stem
     repo = args.repo.resolve()
     on, off, requests = measure(repo, conversations, name)
     result = report(name, on, off, requests, shipped_run_below(repo))
