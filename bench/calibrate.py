@@ -1,7 +1,7 @@
 """Fits the skills' confidence curves (``shared/calibration.json``) and the turn's reading
-(``shared/reading.json``) on the dev set.
+(``shared/reading.json``) on the training sets, dev and train.
 
-Runs the set's conversations through the shipped pipeline without the LLM and without any
+Runs the sets' conversations through the shipped pipeline without the LLM and without any
 calibration (``SKILL_CALIBRATION=off``: every skill's raw score, and the answers a curve
 would have silenced), and keeps every hypothesis that says how it was made (``routing:
 {"skill", "kind", "raw"}``, ``kind`` being its answer type, :mod:`shared.calibration`) with
@@ -12,15 +12,24 @@ answers that fitted, at each score. Each point is drawn towards an even chance
 handful of turns claims little either way: eight answers that all fitted read as 0.83, not
 1, and keep the LLM out only when they were many (a set of a few hundred turns holds many
 answer types seen a few times, whose share there is a poor guess of their share elsewhere).
-Every conversation of the set is used: what the curves are worth on conversations they
-never saw is estimated by ``--folds`` (below), and measured on the holdout set.
+Every conversation of the sets is used: what the curves are worth on conversations they
+never saw is estimated by ``--folds`` and ``--across`` (below), and measured on the
+held-out sets.
 
-    .venv/bin/python -m bench.calibrate                # dev set -> shared/calibration.json
+    .venv/bin/python -m bench.calibrate                # dev + train -> shared/*.json
     .venv/bin/python -m bench.calibrate --set my.jsonl --out /tmp/mine.json
     .venv/bin/python -m bench.calibrate --folds 5      # the out-of-sample estimate, no file
     .venv/bin/python -m bench.calibrate --folds 5 --noise 0.5   # the same, typed carelessly
-    .venv/bin/python -m bench.calibrate --turns bench/results/calibrate-dev.json  # no new run
+    .venv/bin/python -m bench.calibrate --set dev train --across   # fit on dev, measure train
+    .venv/bin/python -m bench.calibrate --folds 5 --misses  # ... and list what went wrong
+    .venv/bin/python -m bench.calibrate --turns bench/results/calibrate-dev.json \
+        bench/results/calibrate-train.json           # replay saved runs: no new run
     .venv/bin/python -m bench.calibrate --own-sets     # + the knowledge question set (below)
+
+``--across`` fits the curves and the reading on the first set alone and decides each of
+the other sets' turns with them: a stranger's set, as issue #46's hidden set is. Fitted on
+dev's one voice, train's turns read much as the held-out sets' do, which ``--folds`` over
+dev alone did not show; fitted on train, dev's read better.
 
 ``--folds K`` estimates what the curves are worth on conversations they were not fitted
 on, from the dev set alone: the conversations are dealt into K folds, and for each fold the

@@ -59,7 +59,7 @@ DIGITS = 4
 #: 1.0 is a share of a few dozen answers, not a certainty.
 EDGE = 0.01
 #: The reading's probability from which it may raise a curve's chance: "strongly agrees".
-RAISE_FROM = 0.55
+RAISE_FROM = 0.8
 #: The reading's probability from which a skill whose own matcher is silent may answer by
 #: the reading alone (:func:`answer_by_reading`): "the turn is this skill's", judged on
 #: dev 5-fold (docs/performance.md).
@@ -85,7 +85,7 @@ STATEMENTS_ONLY = frozenset({"thanks", "farewell"})
 REPLY = "reply"
 #: The reading's probability from which such a reply is the skill's: the bot's question
 #: and the reading's agreement stand for the intent a reply has none of.
-REPLY_FROM = 0.6
+REPLY_FROM = 0.8
 #: The embedding's width (:mod:`shared.meaning`).
 WIDTH = 256
 _WORDS = re.compile(r"\w+")

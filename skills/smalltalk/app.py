@@ -246,6 +246,10 @@ class Match:
     #: Read by likeness to an intent's examples, under the annotator's floor: calibrated
     #: apart (answer type ``<topic>_by_likeness``).
     by_likeness: bool = False
+    #: Read from the annotator's intent by similarity to its examples, no pattern: a
+    #: weaker reading than a pattern's ("Who made you?" is most like "who are you?"),
+    #: calibrated apart (answer type ``<topic>_by_similarity``).
+    by_similarity: bool = False
 
 
 def _coverage_confidence(match: re.Match[str], text: str) -> float:
@@ -295,7 +299,10 @@ def match_intent(annotations: Mapping[str, Any]) -> Match | None:
     certainty = float(certainty) if isinstance(certainty, int | float) else 0.0
     certainty = min(1.0, max(0.0, certainty))
     return Match(
-        intents["intent"], round(INTENT_BASE + INTENT_SPAN * certainty, 3), intent_only=True
+        intents["intent"],
+        round(INTENT_BASE + INTENT_SPAN * certainty, 3),
+        intent_only=True,
+        by_similarity=intents.get("method") == "similarity",
     )
 
 
@@ -460,6 +467,8 @@ class SmallTalkHypothesis(SkillHypothesis):
     smalltalk_topic: Topic
     #: the topic was read by likeness only (:func:`closer_by_likeness`)
     by_likeness: bool = False
+    #: the topic was read from the annotator's intent by similarity alone
+    by_similarity: bool = False
 
 
 class JokeHypothesis(SkillHypothesis):
@@ -590,6 +599,8 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
             answer_type = "joke_on_a_subject"  # the shipped jokes seldom fit one
         if getattr(chosen, "by_likeness", False):
             answer_type = f"{answer_type}_by_likeness"
+        elif getattr(chosen, "by_similarity", False):
+            answer_type = f"{answer_type}_by_similarity"
         if isinstance(chosen, CorpusHypothesis):
             # a line of the bot's profile fits a question about the bot better than a
             # line of the science file fits a question of fact: one curve per file
@@ -697,6 +708,7 @@ def _respond(
         confidence=match.confidence,
         smalltalk_topic=match.topic,
         by_likeness=match.by_likeness,
+        by_similarity=match.by_similarity,
         bot_attributes={"persona": persona.model_dump(mode="json")} if store else {},
     )
 
