@@ -275,7 +275,8 @@ def decide(
                 read.intent,
                 read.model,
                 "?" in turn.text,
-                read.replying,
+                # the replay knows small talk's questions only (the shipped replier)
+                read.replying and skill == "smalltalk",
             )
             if skill not in answered and found is not None and ran(skill, read.intent):
                 scored.append((found[0], -len(turn.hypotheses) - place, skill))
