@@ -1,7 +1,7 @@
 """Fits the skills' confidence curves (``shared/calibration.json``) and the turn's reading
-(``shared/reading.json``) on the dev set.
+(``shared/reading.json``) on the training sets, dev and train.
 
-Runs the set's conversations through the shipped pipeline without the LLM and without any
+Runs the sets' conversations through the shipped pipeline without the LLM and without any
 calibration (``SKILL_CALIBRATION=off``: every skill's raw score, and the answers a curve
 would have silenced), and keeps every hypothesis that says how it was made (``routing:
 {"skill", "kind", "raw"}``, ``kind`` being its answer type, :mod:`shared.calibration`) with
@@ -12,15 +12,24 @@ answers that fitted, at each score. Each point is drawn towards an even chance
 handful of turns claims little either way: eight answers that all fitted read as 0.83, not
 1, and keep the LLM out only when they were many (a set of a few hundred turns holds many
 answer types seen a few times, whose share there is a poor guess of their share elsewhere).
-Every conversation of the set is used: what the curves are worth on conversations they
-never saw is estimated by ``--folds`` (below), and measured on the holdout set.
+Every conversation of the sets is used: what the curves are worth on conversations they
+never saw is estimated by ``--folds`` and ``--across`` (below), and measured on the
+held-out sets.
 
-    .venv/bin/python -m bench.calibrate                # dev set -> shared/calibration.json
+    .venv/bin/python -m bench.calibrate                # dev + train -> shared/*.json
     .venv/bin/python -m bench.calibrate --set my.jsonl --out /tmp/mine.json
     .venv/bin/python -m bench.calibrate --folds 5      # the out-of-sample estimate, no file
     .venv/bin/python -m bench.calibrate --folds 5 --noise 0.5   # the same, typed carelessly
-    .venv/bin/python -m bench.calibrate --turns bench/results/calibrate-dev.json  # no new run
+    .venv/bin/python -m bench.calibrate --set dev train --across   # fit on dev, measure train
+    .venv/bin/python -m bench.calibrate --folds 5 --misses  # ... and list what went wrong
+    .venv/bin/python -m bench.calibrate --turns bench/results/calibrate-dev.json \
+        bench/results/calibrate-train.json           # replay saved runs: no new run
     .venv/bin/python -m bench.calibrate --own-sets     # + the knowledge question set (below)
+
+``--across`` fits the curves and the reading on the first set alone and decides each of
+the other sets' turns with them: a stranger's set, as issue #46's hidden set is. Fitted on
+dev's one voice, train's turns read much as the held-out sets' do, which ``--folds`` over
+dev alone did not show; fitted on train, dev's read better.
 
 ``--folds K`` estimates what the curves are worth on conversations they were not fitted
 on, from the dev set alone: the conversations are dealt into K folds, and for each fold the
@@ -193,6 +202,8 @@ class Read:
     #: the intents annotator's reading of the turn, which chooses a skill's answer by the
     #: reading (:func:`shared.reading.answer_by_reading`)
     intent: Mapping[str, Any] = field(default_factory=dict)
+    #: the turn is a statement right after small talk's own question, as the run had it
+    replying: bool = False
 
 
 def confidence_of(
@@ -211,6 +222,20 @@ def confidence_of(
     if read is not None and combiner is not None and h.skill in read.probabilities:
         value = weigh(combiner, value, read.probabilities[h.skill])
     return None if value < SILENT_BELOW else value
+
+
+def replies(turns: Sequence[Observed]) -> list[bool]:
+    """Whether each turn is a statement right after small talk's own question, as the run
+    answered the turn before (:func:`skills.smalltalk.app.replies_to_own_question`)."""
+    from skills.smalltalk.app import replies_to_own_question  # loads its corpus: fitting only
+
+    answered = {(t.conversation, t.place): t for t in turns}
+    found = []
+    for t, line in zip(turns, reading.previous_lines(turns), strict=True):
+        before = answered.get((t.conversation, t.place - 1))
+        skill = before.skill if before is not None else None
+        found.append(line is not None and replies_to_own_question(t.text, line, skill))
+    return found
 
 
 def ran(skill: str, intent: Mapping[str, Any]) -> bool:
@@ -245,7 +270,13 @@ def decide(
         answered = {skill for _, _, skill in scored}
         for place, skill in enumerate(ANSWERS_BY_READING):
             found = answer_by_reading(
-                skill, read.probabilities, read.intent, read.model, "?" in turn.text
+                skill,
+                read.probabilities,
+                read.intent,
+                read.model,
+                "?" in turn.text,
+                # the replay knows small talk's questions only (the shipped replier)
+                read.replying and skill == "smalltalk",
             )
             if skill not in answered and found is not None and ran(skill, read.intent):
                 scored.append((found[0], -len(turn.hypotheses) - place, skill))
@@ -277,20 +308,26 @@ def cross_validate(
     run_below: float,
     extra: Extra | None = None,
     strength: float = reading.STRENGTH,
+    decided: list[Decided] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The figures with each conversation's turns decided by curves (and a reading)
     fitted on the other folds' conversations (dealt in the set's order) and ``extra``
     (every fold's), beside the in-sample figures (fitted on every conversation, the set
-    scored on itself) for comparison: the curves alone, then with the reading."""
+    scored on itself) for comparison: the curves alone, then with the reading.
+    ``decided``, when given, is filled with each turn's out-of-fold decision with the
+    reading."""
     rows, intents = reading.turn_rows(turns)
 
     def fit_curves(some: Sequence[Observed]) -> dict[str, dict[str, Curve]]:
         return as_curves(fit(some, extra))
 
     said = reading.turn_intents(turns)
+    replying = replies(turns)
 
     def with_reading(model: ReadingModel | None, i: int) -> Read | None:
-        return None if model is None else Read(probabilities(model, rows[i]), model, said[i])
+        if model is None:
+            return None
+        return Read(probabilities(model, rows[i]), model, said[i], replying[i])
 
     order = list(dict.fromkeys(t.conversation for t in turns))
     fold_of = {c: i % folds for i, c in enumerate(order)}
@@ -305,6 +342,8 @@ def cross_validate(
             if fold_of[t.conversation] == k:
                 alone[i] = decide(t, curves, run_below)
                 read[i] = decide(t, curves, run_below, with_reading(model, i))
+    if decided is not None:  # the out-of-fold decisions with the reading, for --misses
+        decided[:] = [d for d in read if d is not None]
     everywhere = fit_curves(turns)
     model = reading.fit(rows, turns, intents, fit_curves, strength)
     if model is not None:
@@ -318,6 +357,68 @@ def cross_validate(
             [decide(t, everywhere, run_below, with_reading(model, i)) for i, t in enumerate(turns)],
         ),
     }
+
+
+def across(
+    fitted_on: Sequence[Observed],
+    measured: Sequence[Observed],
+    run_below: float,
+    extra: Extra | None = None,
+    strength: float = reading.STRENGTH,
+) -> tuple[dict[str, dict[str, Any]], list[Decided]]:
+    """The figures of ``measured``'s turns decided by curves and a reading fitted on
+    ``fitted_on`` alone (another set: a stranger's turns, as the hidden set's will be),
+    the curves alone and with the reading; and the decisions with the reading."""
+    rows, intents = reading.turn_rows([*fitted_on, *measured])
+    said = reading.turn_intents(measured)
+    replying = replies(measured)
+    curves = as_curves(fit(fitted_on, extra))
+    model = reading.fit(
+        rows[: len(fitted_on)],
+        fitted_on,
+        intents,
+        lambda some: as_curves(fit(some, extra)),
+        strength,
+    )
+    alone = [decide(t, curves, run_below) for t in measured]
+    read = [
+        decide(
+            t,
+            curves,
+            run_below,
+            None
+            if model is None
+            else Read(probabilities(model, rows[len(fitted_on) + i]), model, said[i], replying[i]),
+        )
+        for i, t in enumerate(measured)
+    ]
+    figures = {"curves": replayed(measured, alone), "curves+read": replayed(measured, read)}
+    return figures, read
+
+
+def misses(turns: Sequence[Observed], decided: Sequence[Decided]) -> list[str]:
+    """The replayed turns that went wrong, one line each, for reading what a mechanism
+    misses: a wrong cheap answer (LLM on or off), a cheap-labelled turn left to the
+    fallback without the LLM, and a cheap-labelled turn sent to the LLM."""
+    lines = []
+    for t, d in zip(turns, decided, strict=True):
+        cheap = d.skill != LLM and d.skill not in {"fallback", "fallback_response"}
+        if cheap and d.skill not in t.fits:
+            kind = "WRONG" if not d.llm_asked else "wrong-off"
+        elif not t.llm_only and not cheap:
+            kind = "fallback-off" + (" +llm" if d.llm_asked else "")
+        elif not t.llm_only and d.llm_asked:
+            kind = "llm"
+        else:
+            continue
+        heard = ", ".join(
+            f"{h.skill}:{h.answer_type}={h.raw}" for h in t.hypotheses if h.answer_type
+        )
+        lines.append(
+            f"{kind:16} {t.conversation}#{t.place} fits={'+'.join(t.fits)} got={d.skill} "
+            f"| {t.text!r} | after {(t.previous or '')[:50]!r} | {heard}"
+        )
+    return lines
 
 
 def print_estimate(figures: dict[str, dict[str, Any]]) -> None:
@@ -361,15 +462,47 @@ def load_turns(path: Path) -> list[Observed]:
     return turns
 
 
+def set_turns(name: str, noise: float, saved: Sequence[Path]) -> list[Observed]:
+    """One set's turns: from ``saved`` runs when they hold its conversations, else run."""
+    conversations = load_set(set_path(name))
+    if noise:
+        conversations = noisy(conversations, noise)
+    ids = {c.id for c in conversations}
+    if saved:
+        found = [t for path in saved for t in load_turns(path) if t.conversation in ids]
+        if found:
+            return found
+    return run(conversations, Path(name).stem + (f"-noise{noise:g}" if noise else ""))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", default="dev", help="dev, train, or a set file's path")
+    parser.add_argument(
+        "--set",
+        nargs="+",
+        default=["dev", "train"],
+        help="the sets fitted on together: dev, train, or a set file's path (several allowed)",
+    )
     parser.add_argument("--out", type=Path, default=CALIBRATION_FILE)
     parser.add_argument(
         "--folds", type=int, help="print the K-fold estimate by conversation; write no file"
     )
     parser.add_argument(
-        "--turns", type=Path, help="the raw turns of an earlier run (its saved file): no run"
+        "--across",
+        action="store_true",
+        help="fit on the first set alone and measure on each of the others; write no file",
+    )
+    parser.add_argument(
+        "--misses",
+        action="store_true",
+        help="with --folds or --across: list the replayed turns that went wrong",
+    )
+    parser.add_argument(
+        "--turns",
+        type=Path,
+        nargs="+",
+        default=[],
+        help="the raw turns of earlier runs (their saved files): no run for the sets they hold",
     )
     parser.add_argument(
         "--noise",
@@ -397,25 +530,38 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.folds is not None and args.folds < 2:
         parser.error("--folds needs 2 or more")
-    if args.noise and not args.folds:
+    if args.noise and not (args.folds or args.across):
         parser.error("--noise measures; it fits no curves for shipping: use it with --folds")
-    conversations = load_set(set_path(args.set))
-    if args.noise:
-        conversations = noisy(conversations, args.noise)
-    if args.turns:
-        ids = {c.id for c in conversations}
-        turns = [t for t in load_turns(args.turns) if t.conversation in ids]
-    else:
-        name = Path(args.set).stem + (f"-noise{args.noise:g}" if args.noise else "")
-        turns = run(conversations, name)
+    if args.across and len(args.set) < 2:
+        parser.error("--across needs two sets or more: the first fitted on, the others measured")
+    if args.misses and not (args.folds or args.across):
+        parser.error("--misses lists a measurement's misses: use it with --folds or --across")
+    by_set = [set_turns(name, args.noise, args.turns) for name in args.set]
+    turns = [t for some in by_set for t in some]
+    conversations = len({t.conversation for t in turns})
     extra = labelled_samples() if args.own_sets else {}
+    run_below = shipped_run_below(ROOT)
+    if args.across:
+        for name, measured in zip(args.set[1:], by_set[1:], strict=True):
+            figures, crossed = across(by_set[0], measured, run_below, extra, args.strength)
+            print(
+                f"fitted on {args.set[0]} ({len(by_set[0])} turns), measured on {name} "
+                f"({len(measured)} turns)"
+            )
+            print_estimate(figures)
+            if args.misses:
+                print("\n".join(misses(measured, crossed)))
+        return 0
     if args.folds:
-        figures = cross_validate(turns, args.folds, shipped_run_below(ROOT), extra, args.strength)
+        decided: list[Decided] = []
+        figures = cross_validate(turns, args.folds, run_below, extra, args.strength, decided)
         print(
-            f"{len(conversations)} conversations, {len(turns)} turns, "
+            f"{' + '.join(args.set)}: {conversations} conversations, {len(turns)} turns, "
             f"{args.folds} folds by conversation"
         )
         print_estimate(figures)
+        if args.misses:
+            print("\n".join(misses(turns, decided)))
         return 0
     curves = fit(turns, extra)
     args.out.write_text(json.dumps(curves, indent=1) + "\n")
@@ -433,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         args.reading_out.write_text(model.model_dump_json() + "\n")
         print(f"reading: labels {model.labels}, {model.combiners}: {args.reading_out}")
-    print(f"{len(conversations)} conversations, {len(turns)} turns: {args.out}")
+    print(f"{' + '.join(args.set)}: {conversations} conversations, {len(turns)} turns: {args.out}")
     return 0
 
 

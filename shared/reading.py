@@ -79,6 +79,14 @@ ANSWERS_BY_READING: dict[str, frozenset[str]] = {
 #: Intents whose line answers a statement only: a goodbye or a thank-you to a question
 #: ("What's the weather like today?", nearest the goodbyes) answers nothing.
 STATEMENTS_ONLY = frozenset({"thanks", "farewell"})
+#: What :func:`answer_by_reading` names instead of an intent when the turn is a statement
+#: replying to the skill's own question ("I read a lot, mostly crime novels" after "Do you
+#: have a hobby?"): no intent says which line, the reply does; the skill acknowledges it.
+REPLY = "reply"
+#: The reading's probability from which such a reply is the skill's: the bot's question
+#: and the reading's agreement stand for the intent a reply has none of. From 0.6 or 0.7
+#: it answered a reply only the LLM fitted, fitted on dev and measured on train.
+REPLY_FROM = 0.8
 #: The embedding's width (:mod:`shared.meaning`).
 WIDTH = 256
 _WORDS = re.compile(r"\w+")
@@ -259,10 +267,16 @@ def combined(skill: str, chance: float, reading: Mapping[str, float] | None) -> 
 
 def weigh(combiner: Combiner, chance: float, p: float) -> float:
     """The combiner's chance, which raises the curve's only where the reading is sure the
-    skill fits (:data:`RAISE_FROM`): an unsure reading may demote an answer, never lift an
-    unsure one over a skill the reading does not weigh (the FAQ's)."""
+    skill fits (:data:`RAISE_FROM`), and then to the reading's probability at most: an
+    unsure reading may demote an answer, never lift an unsure one over a skill the reading
+    does not weigh (the FAQ's)."""
     weighed = combiner(chance, p)
-    return weighed if p >= RAISE_FROM else min(weighed, chance)
+    if p < RAISE_FROM:
+        return min(weighed, chance)
+    # never above what the curve or the reading says alone: both read the intents
+    # annotator's scores, so adding their log-odds counts that evidence twice (a 0.75
+    # curve and a 0.78 reading made 0.96, over the FAQ's sure answer to "Who made you?")
+    return min(weighed, max(chance, p))
 
 
 def answer_by_reading(
@@ -271,6 +285,7 @@ def answer_by_reading(
     intent: Mapping[str, Any],
     model: ReadingModel | None,
     question: bool = False,
+    replying: bool = False,
 ) -> tuple[float, str] | None:
     """The reading's probability for ``skill`` and the intent that chooses its answer, when
     ``skill`` may answer this turn by the reading alone (its own matcher silent): the
@@ -278,9 +293,11 @@ def answer_by_reading(
     the labelled set said what the reading is worth for it), and the intents annotator's
     sure intent, or its nearest from :data:`AGREE_FROM`, is one of the skill's
     (:data:`ANSWERS_BY_READING`), and not a closer's to a ``question``
-    (:data:`STATEMENTS_ONLY`). None otherwise: two readings that disagree leave the turn
-    to others. ``model`` is the reading in use (:func:`shipped`; a fold's in
-    bench/calibrate.py)."""
+    (:data:`STATEMENTS_ONLY`); or, with no such intent, the turn is ``replying`` (a
+    statement right after the skill's own question) and the reading gives the skill
+    :data:`REPLY_FROM` or more: then the intent named is :data:`REPLY`. None otherwise:
+    two readings that disagree leave the turn to others. ``model`` is the reading in use
+    (:func:`shipped`; a fold's in bench/calibrate.py)."""
     agreeing = ANSWERS_BY_READING.get(skill)
     if agreeing is None or model is None or probabilities is None:
         return None
@@ -300,4 +317,6 @@ def answer_by_reading(
         and likeness >= AGREE_FROM
     ):
         return float(p), nearest
+    if replying and not question and p >= REPLY_FROM:
+        return float(p), REPLY
     return None

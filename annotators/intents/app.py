@@ -123,6 +123,9 @@ class Intent(BaseModel):
     #: not that is sure enough to be ``intent``; none when a pattern decided or nothing is alike
     nearest: str | None = None
     likeness: float = Field(default=0.0, ge=0.0, le=1.0)
+    #: the other intents whose patterns also hit ("hi, how are you?" is how_are_you, and a
+    #: greeting too): a skill of one of them may still answer, as the labels say it fits
+    also: list[str] = Field(default_factory=list, exclude_if=lambda found: not found)
     #: the turn's reading (shared/reading.py): each label's probability of fitting the
     #: turn, for the skills' confidences; absent without a reading file or an utterance
     reading: dict[str, float] | None = Field(default=None, exclude_if=lambda r: r is None)
@@ -188,6 +191,7 @@ class IntentCatcher:
         found = self.by_pattern(text)
         if found is not None:
             matched, span = found
+            also = self.also_by_pattern(text, matched)
             rest = text[: span[0]] + " " + text[span[1] :]
             partial = (
                 matched in SOCIAL_INTENTS
@@ -195,7 +199,7 @@ class IntentCatcher:
                 and len(_WORDS.findall(rest)) >= PARTIAL_WORDS
             )
             confidence = PARTIAL_CONFIDENCE if partial else 1.0
-            return Intent(intent=matched, confidence=confidence, method="pattern")
+            return Intent(intent=matched, confidence=confidence, method="pattern", also=also)
         intent, similarity, close_in_meaning = self.most_similar(text)
         nearest = intent if similarity > 0.0 else None
         if similarity >= SIMILARITY_THRESHOLD and close_in_meaning >= MEANING_FLOOR:
@@ -219,6 +223,13 @@ class IntentCatcher:
             if match and (best is None or len(match[0]) > best[0]):
                 best = (len(match[0]), name, match.span())
         return (best[1], best[2]) if best else None
+
+    def also_by_pattern(self, text: str, matched: str) -> list[str]:
+        """The other intents whose patterns hit ``text`` besides ``matched``, in file order."""
+        hits = (
+            name for name, pattern in self._patterns if name != matched and pattern.search(text)
+        )
+        return list(dict.fromkeys(hits))
 
     def most_similar(self, text: str) -> tuple[str, float, float]:
         """The nearest example's intent, its similarity (the geometric mean of the weighted

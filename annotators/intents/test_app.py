@@ -65,6 +65,14 @@ def test_the_longest_pattern_match_wins() -> None:
     assert [a["intent"] for a in answer] == ["how_are_you", "no", "no"]
 
 
+def test_the_other_intents_a_pattern_found_are_named_too() -> None:
+    """ "hi, how are you?" is how_are_you, and a greeting as well: the skills of both may
+    answer it. A turn with one intent's pattern only names no other."""
+    both, one = classify("hi, how are you?", "how are you?")
+    assert (both["intent"], both["also"]) == ("how_are_you", ["greeting"])
+    assert "also" not in one
+
+
 def test_a_paraphrase_no_pattern_covers_is_caught_by_similarity() -> None:
     text = "what sort of things are you able to help me with"
     assert CATCHER.by_pattern(text) is None  # a premise, else this tests the patterns

@@ -94,6 +94,8 @@ class Intent(BaseModel):
 
     intent: str | None
     confidence: float
+    #: other intents the utterance also has ("hi, how are you?": a greeting too)
+    also: list[str] = Field(default_factory=list)
 
 
 AnnotationT = TypeVar("AnnotationT", bound=BaseModel)
@@ -123,8 +125,13 @@ def _intent_skills(rules: Rules, intent: Intent | None) -> tuple[list[str], str]
         )
     if intent.intent not in rules.intents:
         return [], f"no rule for intent {intent.intent}: every skill runs"
-    skills = list(dict.fromkeys([*rules.intents[intent.intent], *rules.always]))
-    return skills, f"intent {intent.intent} ({intent.confidence:.2f}) → {', '.join(skills)}"
+    # an intent the utterance also has brings its skills: "hi, how are you?" is the
+    # greeting's as well as small talk's
+    also = [name for name in intent.also if name in rules.intents and name != intent.intent]
+    named = [skill for name in [intent.intent, *also] for skill in rules.intents[name]]
+    skills = list(dict.fromkeys([*named, *rules.always]))
+    shown = " + ".join([intent.intent, *also])
+    return skills, f"intent {shown} ({intent.confidence:.2f}) → {', '.join(skills)}"
 
 
 def select(

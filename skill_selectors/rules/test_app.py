@@ -188,6 +188,15 @@ def test_each_decision_says_why(client: ServiceClient) -> None:
     assert waiting["reason"].endswith("greeting: it is waiting for the user's name")
 
 
+def test_an_intent_the_utterance_also_has_brings_its_skills(client: ServiceClient) -> None:
+    """ "Hi, thanks!" is thanks to the annotator and a greeting too (``also``): the
+    greeting's skills run beside small talk's; an intent without a rule adds nothing."""
+    both = {"intents": {"intent": "thanks", "confidence": 1.0, "also": ["greeting", "yes"]}}
+    (decision,) = decisions(client, annotated("Hi, thanks!", both))
+    assert decision["skills"] == ["smalltalk", "greeting", "fallback"]
+    assert decision["reason"] == ("intent thanks + greeting (1.00) → smalltalk, greeting, fallback")
+
+
 def test_the_rules_decide_only_about_the_skills_they_name(client: ServiceClient) -> None:
     thanks, toxic = decisions(
         client, said("thanks", intent="thanks"), said("you idiot", toxic=True)

@@ -46,6 +46,15 @@ MEANING_FLOOR = 0.5
 MAX_CONFIDENCE = 0.95
 
 _NOT_WORD = re.compile(r"[^\w\s]+")
+#: A question or a request, by its question mark or a question word among its first few
+#: words ("so what are you good for then", "like what can u do tho"): the FAQ answers
+#: those. A line that only names the bot ("Goodnight, Chorus", "evening chorus") shares
+#: the characters of "What is Chorus?" and asks nothing.
+_ASKS = re.compile(
+    r"\?|^\W*(?:\w+\W+){0,2}?(?:what|what's|whats|who|who's|whom|whose|why|how|when|where"
+    r"|which|can|could|would|will|should|shall|is|are|am|do|does|did|tell|explain|show|list)\b",
+    re.IGNORECASE,
+)
 #: scikit-learn's English stop words, typed (scikit-learn ships no types).
 _STOP_WORDS: frozenset[str] = ENGLISH_STOP_WORDS
 _APOSTROPHES = ("'", "\u2019")
@@ -138,14 +147,20 @@ def content_words(text: str) -> set[str]:
     return set(normalise(text).split()) - _STOP_WORDS
 
 
+def asks(text: str) -> bool:
+    """Whether ``text`` asks something (:data:`_ASKS`): only then may the FAQ answer it."""
+    return _ASKS.search(text) is not None
+
+
 def answer(text: str, annotations: Mapping[str, Any] | None = None) -> FaqHypothesis | None:
     """The FAQ answer to ``text``, or None when no question is close enough.
 
-    A question made only of stop words ("What can you do?") shares its character n-grams
+    A line that asks nothing gets no answer (:func:`asks`). A question made only of stop
+    words ("What can you do?") shares its character n-grams
     with half of everyday talk ("Can you recommend a good book?" scores 0.76 against it), so
     it answers only utterances that are stop words too ("what can you do for me").
     """
-    if not text.strip():
+    if not text.strip() or not asks(text):
         return None
     entry, similarity = INDEX.best(text)
     if similarity < THRESHOLD:

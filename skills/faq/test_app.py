@@ -16,6 +16,7 @@ from skills.faq.app import (
     INDEX,
     MAX_CONFIDENCE,
     MEANING_FLOOR,
+    answer,
     app,
     load_faq,
     normalise,
@@ -124,3 +125,14 @@ def test_a_question_close_in_characters_but_not_in_meaning_gets_no_answer(
 def test_the_stop_words_are_scikit_learns() -> None:
     """The copy read without importing scikit-learn is still its list."""
     assert tfidf.ENGLISH_STOP_WORDS == ENGLISH_STOP_WORDS
+
+
+def test_a_line_that_asks_nothing_gets_no_answer() -> None:
+    """ "Goodnight, Chorus" shares the characters of "What is Chorus?", and asks nothing:
+    no FAQ answer. The same name in a question, or a question without its question mark
+    ("so what is chorus then"), is answered."""
+    assert answer("Goodnight, Chorus") is None
+    assert answer("evening chorus") is None
+    asked, careless = answer("What is Chorus?"), answer("so what is chorus then")
+    assert asked is not None and "orchestration" in asked.text
+    assert careless is not None and careless.text == asked.text

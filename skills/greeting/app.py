@@ -287,13 +287,15 @@ def declines(text: str, annotations: Mapping[str, Any], name_known: bool) -> flo
 
 
 def says_hello(text: str, annotations: Mapping[str, Any]) -> bool:
-    """The user greets: as the intents annotator reads it when it ran (its ``greeting``),
-    else by this skill's own pattern."""
+    """The user greets: as the intents annotator reads it when it ran (its sure
+    ``greeting``, or a greeting it also found beside another sure intent: "hi, how's it
+    going?" opens with one, and a greeting is the greeting's whatever else the turn
+    holds), else by this skill's own pattern."""
     intents = annotations.get("intents")
     if isinstance(intents, Mapping) and "intent" in intents:
-        return (
-            intents.get("intent") == "greeting"
-            and float(intents.get("confidence") or 0.0) >= INTENT_FLOOR
+        also = intents.get("also")
+        return float(intents.get("confidence") or 0.0) >= INTENT_FLOOR and (
+            intents.get("intent") == "greeting" or (isinstance(also, list) and "greeting" in also)
         )
     return bool(_GREETING.search(text))
 

@@ -254,6 +254,20 @@ def test_the_intents_annotators_reading_of_a_greeting_is_the_skills() -> None:
     assert ask("Hey, good to see you", annotations=greeted_as("farewell")) == []
 
 
+def test_a_greeting_that_also_asks_how_the_bot_is_gets_the_greeting() -> None:
+    """ "Hi, how's it going?" is how_are_you to the annotator, which found a greeting too
+    (``also``): a greeting is the greeting's whatever the turn also holds, so the script
+    opens; the same question without a greeting is small talk's alone."""
+    asked = {"intents": {**greeted_as("how_are_you")["intents"], "also": ["greeting"]}}
+    (hypothesis,) = ask("Hi, how's it going?", annotations=asked)
+    assert hypothesis["text"] == "Hi! I'm Chorus. What's your name?"
+    assert hypothesis["routing"]["kind"] == "greet"
+    assert ask("how's it going?", annotations=greeted_as("how_are_you")) == []
+    # a greeting beside a question of its own is no sure intent: not the script's
+    unsure = {"intents": {**greeted_as("greeting", 0.6)["intents"], "also": ["greeting"]}}
+    assert ask("Hi, what's a good name for a bakery?", annotations=unsure) == []
+
+
 def test_a_greeting_read_by_likeness_is_as_sure_as_its_calibrated_reading() -> None:
     """ "evening!" is like the annotator's greeting examples without matching one, and
     "sorry, forgot to say hi" is most like them though not sure enough to be one: the
@@ -339,9 +353,9 @@ def test_names_typed_without_apostrophes_or_capitals_where_a_name_is_invited() -
 
 def test_the_turns_reading_weighs_the_answer_and_raises_it_only_when_sure() -> None:
     """The intents annotator's reading of the turn (shared/reading.py): one that finds the
-    greeting unlikely takes its confidence down, one sure of it raises it, an unsure one
-    never raises it; the hypothesis keeps the curve's chance and the reading for the
-    inspector."""
+    greeting unlikely takes its confidence down, one surer of it than the curve raises it
+    (to the reading's own probability at most), an unsure one never raises it; the
+    hypothesis keeps the curve's chance and the reading for the inspector."""
 
     def read(greeting: float) -> dict[str, Any]:
         intents = {"intent": "greeting", "confidence": 1.0, "method": "pattern"}
@@ -349,9 +363,9 @@ def test_the_turns_reading_weighs_the_answer_and_raises_it_only_when_sure() -> N
 
     (plain,) = ask("Hello!")
     (against,) = ask("Hello!", annotations=read(0.01))
-    (sure,) = ask("Hello!", annotations=read(0.95))
+    (sure,) = ask("Hello!", annotations=read(0.995))
     (unsure,) = ask("Hello!", annotations=read(0.5))
-    assert against["confidence"] < plain["confidence"] < sure["confidence"]
+    assert against["confidence"] < plain["confidence"] < sure["confidence"] <= 0.995
     assert unsure["confidence"] <= plain["confidence"]
     assert against["routing"]["chance"] == plain["confidence"]
     assert against["routing"]["read"] == 0.01

@@ -246,6 +246,10 @@ class Match:
     #: Read by likeness to an intent's examples, under the annotator's floor: calibrated
     #: apart (answer type ``<topic>_by_likeness``).
     by_likeness: bool = False
+    #: Read from the annotator's intent by similarity to its examples, no pattern: a
+    #: weaker reading than a pattern's ("Who made you?" is most like "who are you?"),
+    #: calibrated apart (answer type ``<topic>_by_similarity``).
+    by_similarity: bool = False
 
 
 def _coverage_confidence(match: re.Match[str], text: str) -> float:
@@ -295,7 +299,10 @@ def match_intent(annotations: Mapping[str, Any]) -> Match | None:
     certainty = float(certainty) if isinstance(certainty, int | float) else 0.0
     certainty = min(1.0, max(0.0, certainty))
     return Match(
-        intents["intent"], round(INTENT_BASE + INTENT_SPAN * certainty, 3), intent_only=True
+        intents["intent"],
+        round(INTENT_BASE + INTENT_SPAN * certainty, 3),
+        intent_only=True,
+        by_similarity=intents.get("method") == "similarity",
     )
 
 
@@ -460,6 +467,8 @@ class SmallTalkHypothesis(SkillHypothesis):
     smalltalk_topic: Topic
     #: the topic was read by likeness only (:func:`closer_by_likeness`)
     by_likeness: bool = False
+    #: the topic was read from the annotator's intent by similarity alone
+    by_similarity: bool = False
 
 
 class JokeHypothesis(SkillHypothesis):
@@ -590,6 +599,8 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
             answer_type = "joke_on_a_subject"  # the shipped jokes seldom fit one
         if getattr(chosen, "by_likeness", False):
             answer_type = f"{answer_type}_by_likeness"
+        elif getattr(chosen, "by_similarity", False):
+            answer_type = f"{answer_type}_by_similarity"
         if isinstance(chosen, CorpusHypothesis):
             # a line of the bot's profile fits a question about the bot better than a
             # line of the science file fits a question of fact: one curve per file
@@ -601,6 +612,20 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
         recent = [line for line in said if line != chosen.text][-(RECENT_KEPT - 1) :]
         chosen.bot_attributes = {**chosen.bot_attributes, RECENT: [*recent, chosen.text]}
     return chosen
+
+
+def replies_to_own_question(text: str, last_line: str, last_skill: str | None) -> bool:
+    """The user's ``text`` is a statement right after this skill asked something (the
+    bot's last line, ``last_line``, was small talk's and a question: "Do you have a
+    hobby?", "What's yours?"): a reply, which small talk may acknowledge when the turn's
+    reading agrees (:func:`by_reading`). A question of the user's own, or a name, is no
+    such reply."""
+    return (
+        last_skill == "smalltalk"
+        and last_line.rstrip().endswith("?")
+        and _ASKS.search(text) is None
+        and _INTRODUCES.search(text) is None
+    )
 
 
 #: The answer type of a line chosen by the turn's reading (:func:`by_reading`).
@@ -619,17 +644,22 @@ def by_reading(
     ``routing`` says so for the inspector (``kind`` ``by_reading``)."""
     annotations = dialog.human_utterance.annotations
     intents = annotations.get("intents")
+    last = next((u for u in reversed(dialog.utterances[:-1]) if u.speaker == "bot"), None)
     found = reading.answer_by_reading(
         "smalltalk",
         reading.of(annotations),
         intents if isinstance(intents, Mapping) else {},
         reading.shipped(),
         question="?" in dialog.human_utterance.text,
+        replying=last is not None
+        and replies_to_own_question(dialog.human_utterance.text, last.text, last.active_skill),
     )
     if found is None:
         return None
     chance, intent = found
-    if intent not in INTENT_TOPICS:  # a deployment's reading naming intents of its own
+    if intent == reading.REPLY:  # a reply to small talk's own question: tell me more
+        intent = "about_user"
+    elif intent not in INTENT_TOPICS:  # a deployment's reading naming intents of its own
         return None
     topic = cast(Topic, intent)
     text = pick(render(persona, Match(topic, chance)), said)
@@ -678,6 +708,7 @@ def _respond(
         confidence=match.confidence,
         smalltalk_topic=match.topic,
         by_likeness=match.by_likeness,
+        by_similarity=match.by_similarity,
         bot_attributes={"persona": persona.model_dump(mode="json")} if store else {},
     )
 

@@ -386,3 +386,62 @@ def test_a_turn_the_reading_is_sure_of_gets_the_persona_line_of_the_annotators_i
     assert sure[0]["confidence"] == 0.85
     assert sure[0]["routing"]["kind"] == "by_reading"
     assert unsure == elsewhere == []
+
+
+def test_a_reply_to_its_own_question_is_acknowledged_when_the_reading_agrees(
+    client: ServiceClient,
+) -> None:
+    """After small talk asked "Do you have a hobby?", "mostly crime novels, the darker the
+    better" answers it, though no pattern, intent or corpus line of the skill knows it:
+    when the turn's reading is sure the turn is small talk's, the skill asks for more, as
+    sure as the reading. The same words after another skill's question, a question of the
+    user's own, or an unsure reading leave the turn to others."""
+
+    def replied(text: str, asked_by: str = "smalltalk", smalltalk: float = 0.85) -> dict[str, Any]:
+        built = dialog(
+            "hi",
+            "In my free time I enjoy reading. Do you have a hobby?",
+            text,
+            annotations={
+                "intents": {
+                    "intent": None,
+                    "confidence": 0.1,
+                    "method": None,
+                    "nearest": "thanks",
+                    "likeness": 0.1,
+                    "reading": {"smalltalk": smalltalk, "llm": 0.2},
+                }
+            },
+        )
+        built["utterances"][-2]["active_skill"] = asked_by
+        return built
+
+    reply = "mostly crime novels, the darker the better"
+    (acknowledged,), *silent = ask(
+        client,
+        replied(reply),
+        replied(reply, asked_by="greeting"),
+        replied("what do you read?"),
+        replied(reply, smalltalk=0.7),
+    )
+    assert acknowledged["text"] in FILE_LINES.about_user
+    assert acknowledged["confidence"] == 0.85
+    assert acknowledged["routing"]["kind"] == "by_reading"
+    assert silent == [[], [], []]
+
+
+def test_an_intent_read_by_similarity_alone_is_calibrated_apart(client: ServiceClient) -> None:
+    """ "Who made you?" is most like the annotator's "who are you?" without any pattern
+    saying so: a weaker reading than a pattern's, with an answer type of its own, so the
+    calibration says what such readings are worth (and the FAQ's answer on the maker may
+    beat it). The same intent read by a pattern keeps the intent's own answer type."""
+    similar = {"intent": "bot_identity", "confidence": 0.92, "method": "similarity"}
+    by_pattern = {"intent": "bot_identity", "confidence": 1.0, "method": "pattern"}
+    (guessed,), (read,) = ask(
+        client,
+        dialog("Who made you?", annotations={"intents": similar}),
+        dialog("Who made you?", annotations={"intents": by_pattern}),
+    )
+    assert guessed["routing"]["kind"] == "bot_identity_by_similarity"
+    assert read["routing"]["kind"] == "bot_identity"
+    assert guessed["text"].startswith("I'm Chorus") or guessed["text"].startswith("My name is")
