@@ -114,6 +114,16 @@ class DialogView(BaseModel):
                 return utterance
         raise ValueError("the dialog view holds no human utterance")
 
+    @property
+    def bot_utterance(self) -> UtteranceView | None:
+        """The newest bot utterance in the window: what the bot said last, which the user's
+        utterance may be answering ("Mostly reading" after "What do you do for fun?");
+        None when the bot has not spoken in it."""
+        for utterance in reversed(self.utterances):
+            if utterance.speaker == "bot":
+                return utterance
+        return None
+
 
 class ServiceRequest(BaseModel):
     """One HTTP POST from the agent: a batch of dialogs."""

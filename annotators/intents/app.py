@@ -270,23 +270,17 @@ service = Service(
 )
 
 
-def previous_bot_line(dialog: DialogView) -> str | None:
-    """What the bot said just before the utterance (the window's last bot line before it):
-    the reading weighs a reply by the question it answers."""
-    for utterance in reversed(dialog.utterances[:-1]):
-        if utterance.speaker == "bot":
-            return utterance.text
-    return None
-
-
 @service.annotator
 async def annotate(dialog: DialogView) -> Intent:
     # careless chat typing read the careful way first ("whats ur name", shared/spelling.py)
     text = spelling.normalise(dialog.last_utterance.text)
     found = CATCHER.classify(text)
     if text.strip():
-        # one reading of the turn every skill's confidence takes (shared/reading.py)
-        found.reading = reading.read(text, previous_bot_line(dialog), found.model_dump())
+        # one reading of the turn every skill's confidence takes (shared/reading.py); it
+        # weighs a reply by the bot's line it answers
+        before = dialog.bot_utterance
+        line = None if before is None else before.text
+        found.reading = reading.read(text, line, found.model_dump())
     return found
 
 

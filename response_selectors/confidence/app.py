@@ -74,10 +74,8 @@ def _normalised(text: str) -> str:
 
 def previous_bot_text(dialog: DialogView) -> str | None:
     """What the bot said last in the window (normalised), if it said anything."""
-    for utterance in reversed(dialog.utterances):
-        if utterance.speaker == "bot":
-            return _normalised(utterance.text)
-    return None
+    said = dialog.bot_utterance
+    return None if said is None else _normalised(said.text)
 
 
 def _is_toxic(hypothesis: HypothesisView) -> bool:

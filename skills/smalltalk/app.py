@@ -644,7 +644,7 @@ def by_reading(
     ``routing`` says so for the inspector (``kind`` ``by_reading``)."""
     annotations = dialog.human_utterance.annotations
     intents = annotations.get("intents")
-    last = next((u for u in reversed(dialog.utterances[:-1]) if u.speaker == "bot"), None)
+    last = dialog.bot_utterance
     found = reading.answer_by_reading(
         "smalltalk",
         reading.of(annotations),

@@ -41,6 +41,27 @@ def test_a_batch_gets_one_answer_per_dialog_in_order() -> None:
         assert client.health() == {"status": "ok", "service": "echo", "role": "skill"}
 
 
+def test_a_handler_reads_the_bot_line_a_reply_answers() -> None:
+    """``bot_utterance``: what the bot said last, the question a reply answers; None on a
+    dialog's first turn."""
+    service = Service("replies")
+
+    @service.skill
+    def reply(dialog: DialogView) -> SkillHypothesis:
+        asked = dialog.bot_utterance
+        said = (
+            "you opened" if asked is None else f"to {asked.text!r}: {dialog.human_utterance.text}"
+        )
+        return SkillHypothesis(text=said, confidence=0.5)
+
+    with ServiceClient(service) as client:
+        first, later = client.respond(
+            view("hi"), view("hi", "Hello! What do you do for fun?", "Mostly reading")
+        )
+    assert first[0]["text"] == "you opened"
+    assert later[0]["text"] == "to 'Hello! What do you do for fun?': Mostly reading"
+
+
 def test_bad_input_is_a_422_that_names_the_field() -> None:
     with ServiceClient(echo_service()) as client:
         response = client.post("/respond", json={"dialogs": [{"utterances": []}]})
