@@ -14,6 +14,7 @@ from starlette.requests import HTTPConnection
 
 from agent.api.composition import Components
 from agent.api.readiness import Readiness
+from agent.api.schemas import MESSAGE_ID_PATTERN
 from agent.flow import MessageFlow
 from agent.handoff import Handoffs
 from agent.metrics import Metrics
@@ -102,7 +103,7 @@ IdempotencyHeader = Annotated[
     str | None,
     Header(
         alias="Idempotency-Key",
-        pattern=r"^[\w.:-]{1,128}$",
+        pattern=MESSAGE_ID_PATTERN,
         description="retries with the same key are answered once",
     ),
 ]

@@ -52,8 +52,11 @@ ExternalId = Annotated[
     StringConstraints(min_length=1, max_length=USER_ID_CAP),
     AfterValidator(_printable),
 ]
-#: A client's id for one message (``message_id`` or the ``Idempotency-Key`` header).
-MessageId = Annotated[str, StringConstraints(pattern=r"^[\w.:-]{1,128}$")]
+#: The shape of a client's id for one message (``message_id`` or the ``Idempotency-Key``
+#: header).
+MESSAGE_ID_PATTERN = r"^[\w.:-]{1,128}$"
+#: A client's id for one message.
+MessageId = Annotated[str, StringConstraints(pattern=MESSAGE_ID_PATTERN)]
 #: Ids Chorus makes (hex uuids); the pattern keeps anything else out of queries.
 EntityId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 

@@ -21,16 +21,16 @@ from starlette.exceptions import HTTPException
 
 from agent.api.chat_turn import incoming
 from agent.api.deps import DoubleTextingQuery, IdempotencyHeader, components_of, is_json
-from agent.api.schemas import AgentMessage, AgentReply
+from agent.api.schemas import MESSAGE_ID_PATTERN, AgentMessage, AgentReply
 from agent.api.security import ChatParts, chat_gate, holds_key
 from agent.api.sse import stream_turn, wants_events
 from agent.flow import CLOSED, Answer, Incoming
 from agent.settings import Settings
 from agent.turn.config import Dialect, DoubleTexting
 
-#: An ``Idempotency-Key`` the lean path takes as it is: the ASCII part of the header's
-#: pattern (anything else, FastAPI checks).
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+#: An ``Idempotency-Key`` the lean path takes as it is: the header's pattern, its ASCII
+#: part (anything else, FastAPI checks).
+_PLAIN_KEY = re.compile(MESSAGE_ID_PATTERN, re.ASCII)
 _POLICIES = frozenset(get_args(DoubleTexting))
 _REPLY_JSON = AgentReply.__pydantic_serializer__.to_json
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
