@@ -62,11 +62,9 @@ WEIGHTS = (-4.68, 1.02, 1.4, 0.78, 2.47, 0.61, 1.56, 1.02)
 
 #: The passages a turn's retrieval returns (``KNOWLEDGE_TOP_K``). The knowledge skill quotes
 #: only the first; the LLM is given every one over its floor (``LLM_KNOWLEDGE_MIN_CONFIDENCE``)
-#: and cites them. Five against three: the order of the first three is the same, and a
-#: right file among the passages the LLM is given went from 0.871-0.972 to 0.914-0.972 on
-#: the four question sets written after the search was tuned (0.920 to 0.932 on the
-#: question set's held-out third), for about 300 more tokens in its prompt
-#: (docs/performance.md, "Knowledge base").
+#: and cites them. Five rather than three: the first three are the same, and the fourth and
+#: fifth more often hold a passage of the file a stranger's question is about, for a few
+#: hundred more tokens in the LLM's prompt (docs/performance.md, "Knowledge base").
 TOP_K = 5
 
 #: A question that opens with a joining word continues the one before it ("and only the
