@@ -155,9 +155,9 @@ def test_the_question_finds_its_section_with_a_confident_score(client: ServiceCl
     assert best["confidence"] >= 0.5
     # the passage's meaning is near the question's, which the knowledge skill checks
     assert best["cosine"] >= 0.25
-    # five by default (KNOWLEDGE_TOP_K): the knowledge skill quotes the first, the LLM is
+    # six by default (KNOWLEDGE_TOP_K): the knowledge skill quotes the first, the LLM is
     # given every one it trusts
-    assert len(found["passages"]) == TOP_K == 5
+    assert len(found["passages"]) == TOP_K == 6
 
 
 def test_small_talk_finds_nothing_it_is_sure_of(client: ServiceClient) -> None:
