@@ -140,7 +140,11 @@ def test_the_build_names_the_skipped_files_and_embeds_only_what_changed(tmp_path
 
 
 def test_a_folder_that_does_not_exist_is_refused_by_name(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["knowledge", "build", str(tmp_path / "nowhere")])
+    # a wide console: Rich wraps at 80 columns and breaks a long path (pytest's tmp_path)
+    # inside a word, which would split the name the test looks for
+    result = CliRunner().invoke(
+        cli, ["knowledge", "build", str(tmp_path / "nowhere")], env={"COLUMNS": "1000"}
+    )
     assert result.exit_code == 2
     assert "nowhere is not a folder or a file" in " ".join(result.output.split())
 
