@@ -37,6 +37,8 @@ written after the tuning, out of sample for everything (``fresh2.jsonl``, a thir
 written after the confidence's signs of the answer's file were first chosen, and
 ``fresh3.jsonl``, a fourth, before they were chosen again and kept).
 ``--fit --features a,b,c`` fits other signs of :data:`shared.knowledge.retrieval.SIGNS`.
+``--top-k N`` measures another ``KNOWLEDGE_TOP_K`` (the LLM's passages; the three best and
+the knowledge skill's answers do not depend on it).
 
     .venv/bin/python -m bench.knowledge            # writes bench/results/knowledge.json
     .venv/bin/python -m bench.knowledge --fit
@@ -208,8 +210,9 @@ class Asked:
         return self.question.answerable and self.right_source()
 
 
-def ask(index: KnowledgeIndex, questions: list[Question]) -> list[Asked]:
-    """Each question searched after the one before it, as in a conversation."""
+def ask(index: KnowledgeIndex, questions: list[Question], top_k: int = TOP_K) -> list[Asked]:
+    """Each question searched after the one before it, as in a conversation, for ``top_k``
+    passages (``KNOWLEDGE_TOP_K``)."""
     asked = []
     previous: str | None = None
     for position, question in enumerate(questions):
@@ -220,7 +223,7 @@ def ask(index: KnowledgeIndex, questions: list[Question]) -> list[Asked]:
             Asked(
                 question=question,
                 position=position,
-                hits=index.search(question.question, k=TOP_K, context=context),
+                hits=index.search(question.question, k=top_k, context=context),
                 chat=intent.intent is not None and intent.confidence >= INTENT_CONFIDENCE,
                 read_as_follow_up=context is not None,
             )
@@ -229,7 +232,10 @@ def ask(index: KnowledgeIndex, questions: list[Question]) -> list[Asked]:
 
 
 def figures(
-    asked: list[Asked], weights: tuple[float, ...] = WEIGHTS, names: tuple[str, ...] = FEATURES
+    asked: list[Asked],
+    weights: tuple[float, ...] = WEIGHTS,
+    names: tuple[str, ...] = FEATURES,
+    top_k: int = TOP_K,
 ) -> dict[str, Any]:
     """The quality figures over ``asked``, with the confidence's ``weights`` over ``names``."""
     answerable = [a for a in asked if a.question.answerable]
@@ -246,7 +252,7 @@ def figures(
         "unanswerable": len(unanswerable),
         "recall_at_3": share([a for a in answerable if a.found_in_3()], answerable),
         "file_recall_at_3": share([a for a in answerable if a.file_in_3()], answerable),
-        f"recall_at_{TOP_K}_given_to_llm": share(
+        f"recall_at_{top_k}_given_to_llm": share(
             [a for a in answerable if a.found_by_llm()], answerable
         ),
         "llm_given_a_right_file": share([a for a in answerable if a.llm_right_file()], answerable),
@@ -316,12 +322,12 @@ def synthetic(index: KnowledgeIndex, size: int, seed: int = 7) -> KnowledgeIndex
     return KnowledgeIndex(passages, rows)
 
 
-def p50_ms(index: KnowledgeIndex, questions: list[str]) -> float:
+def p50_ms(index: KnowledgeIndex, questions: list[str], top_k: int = TOP_K) -> float:
     index.search(questions[0])  # the first search loads what it needs
     times = []
     for question in questions:
         started = time.perf_counter()
-        index.search(question, k=TOP_K)
+        index.search(question, k=top_k)
         times.append(time.perf_counter() - started)
     return round(statistics.median(times) * 1000, 2)
 
@@ -349,34 +355,44 @@ def main(argv: list[str] | None = None) -> int:
         help=f"with --fit: the signs to weigh, comma-separated, of {', '.join(SIGNS)}",
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the figures go")
+    parser.add_argument(
+        "--top-k",
+        type=int,
+        default=TOP_K,
+        help=f"passages a turn, as KNOWLEDGE_TOP_K (1-20; {TOP_K} as shipped): what the LLM "
+        "would be given with another setting",
+    )
     args = parser.parse_args(argv)
     names = tuple(n.strip() for n in args.features.split(",") if n.strip())
     if unknown := [n for n in names if n not in SIGNS]:
         parser.error(f"--features: {', '.join(unknown)} not of {', '.join(SIGNS)}")
+    if not 1 <= args.top_k <= 20:
+        parser.error(f"--top-k: {args.top_k} passages; KNOWLEDGE_TOP_K takes 1 to 20")
 
     questions = load_questions(args.questions)
     index, seconds = docs_index()
     print(f"index of docs/ and README.md: {len(index)} passages, built in {seconds:.1f}s")
-    asked = ask(index, questions)
-    quality = figures(asked)
-    held = figures([a for a in asked if held_out(a.position)])
+    asked = ask(index, questions, args.top_k)
+    quality = figures(asked, top_k=args.top_k)
+    held = figures([a for a in asked if held_out(a.position)], top_k=args.top_k)
     if args.fit:
         fitted = fit(training_rows([a for a in asked if not held_out(a.position)], names))
         print(f"FEATURES = {names}")
         print(f"WEIGHTS = {fitted}  # intercept, then one per feature")
         print("  (fitted on two thirds of the questions; on the held-out third with them:")
-        refit = figures([a for a in asked if held_out(a.position)], fitted, names)
+        refit = figures([a for a in asked if held_out(a.position)], fitted, names, args.top_k)
         print(f"   {', '.join(f'{k} {v}' for k, v in refit.items() if k != 'missed_at_3')})")
     timings = {}
     texts = [q.question for q in questions][:TIMED]
     for size in args.sizes:
         large = synthetic(index, size)
-        timings[f"p50_ms_at_{size}"] = p50_ms(large, texts)
-    timings["p50_ms_at_docs"] = p50_ms(index, texts)
+        timings[f"p50_ms_at_{size}"] = p50_ms(large, texts, args.top_k)
+    timings["p50_ms_at_docs"] = p50_ms(index, texts, args.top_k)
     held.pop("missed_at_3")
     result = {
         "passages": len(index),
         "threshold": THRESHOLD,
+        "top_k": args.top_k,
         **quality,
         "held_out": held,
         **timings,

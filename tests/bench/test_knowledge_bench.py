@@ -12,6 +12,7 @@ from bench import knowledge
 from bench.knowledge import Asked, Question
 from shared.knowledge.index import Hit
 from shared.knowledge.passages import Passage
+from shared.knowledge.retrieval import TOP_K
 from skills.knowledge.app import MIN_COSINE
 from tests.support.processes import run_module
 
@@ -56,6 +57,40 @@ def test_the_benchmark_scores_the_questions_and_writes_its_figures(tmp_path: Pat
     assert figures["held_out"]["declined"] == 1.0
     assert figures["p50_ms_at_1000"] > 0
     assert "recall_at_3: 1.0" in result.stdout
+
+
+def test_the_passages_a_turn_are_chosen_as_knowledge_top_k_would_be(tmp_path: Path) -> None:
+    """``--top-k`` measures what the LLM would be given with another ``KNOWLEDGE_TOP_K``: the
+    figures name it, and the LLM's passages are at most that many."""
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    out = tmp_path / "knowledge.json"
+    result = run_module(
+        "bench.knowledge",
+        "--questions",
+        str(questions),
+        "--sizes",
+        "--top-k",
+        "1",
+        "--out",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(out.read_text())
+    assert figures["top_k"] == 1
+    # the LLM's passages are scored as one a turn, not the shipped six
+    assert "recall_at_1_given_to_llm" in figures
+    assert f"recall_at_{TOP_K}_given_to_llm" not in figures
+
+
+def test_a_top_k_the_annotator_refuses_is_refused_before_anything_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as refused:
+        knowledge.main(["--top-k", "0"])
+
+    assert refused.value.code == 2
+    assert "--top-k: 0 passages; KNOWLEDGE_TOP_K takes 1 to 20" in capsys.readouterr().err
 
 
 def test_a_sign_the_confidence_does_not_know_is_named_before_anything_runs(
