@@ -24,6 +24,7 @@ there). ``KNOWLEDGE_ENGINE=qdrant`` searches a Qdrant collection instead
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -38,7 +39,13 @@ from agent.sdk import DialogView, Service
 from shared import spelling
 from shared.knowledge.index import Hit, IndexError_, KnowledgeIndex, build_index
 from shared.knowledge.passages import read_folder
-from shared.knowledge.retrieval import TOP_K, Retrieved, Retriever, retrieve
+from shared.knowledge.retrieval import (
+    TOP_K,
+    Retrieved,
+    Retriever,
+    follow_up_context,
+    retrieve,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -130,17 +137,26 @@ class ReloadingIndex:
                         logger.error("knowledge: %s; the previous index still serves", exc)
         return self._engine
 
-    def search(self, query: str, k: int = 3, context: str | None = None) -> list[Hit]:
+    def kept(self, query: str, k: int = 3, context: str | None = None) -> list[Hit] | None:
+        """The search of ``query`` kept from the file served now, or None (without
+        searching): a repeated question needs no thread (:func:`create_service`)."""
         engine = self.current()
-        key = (query, k, context)
         with self._found_lock:
             if self._found_in is not engine:  # a new file: its searches are new
                 self._found.clear()
                 self._found_in = engine
-            kept = self._found.get(key)
-            if kept is not None:
-                self._found.move_to_end(key)
-                return list(kept)
+            kept = self._found.get((query, k, context))
+            if kept is None:
+                return None
+            self._found.move_to_end((query, k, context))
+            return list(kept)
+
+    def search(self, query: str, k: int = 3, context: str | None = None) -> list[Hit]:
+        kept = self.kept(query, k, context)
+        if kept is not None:
+            return kept
+        engine = self.current()
+        key = (query, k, context)
         hits = engine.search(query, k=k, context=context)
         with self._found_lock:
             if self._found_in is engine:
@@ -172,16 +188,41 @@ def previous_human(dialog: DialogView) -> str | None:
     return humans[-2] if len(humans) > 1 else None
 
 
+class _Found:
+    """An engine that has already searched: it answers the hits it was given."""
+
+    def __init__(self, hits: list[Hit]) -> None:
+        self.hits = hits
+
+    def search(self, query: str, k: int = 3, context: str | None = None) -> list[Hit]:
+        return self.hits
+
+
+def kept(engine: Retriever, question: str, previous: str | None, k: int) -> Retrieved | None:
+    """What :func:`retrieve` answers, when ``engine`` kept this search; None otherwise."""
+    if not isinstance(engine, ReloadingIndex):
+        return None
+    hits = engine.kept(question, k, follow_up_context(question, previous))
+    return None if hits is None else retrieve(_Found(hits), question, previous, k=k)
+
+
 def create_service(engine: Retriever, top_k: int = TOP_K) -> Service:
     service = Service("retrieval", description="The knowledge base's passages for the turn.")
     spelling.warm()  # the spelling dictionary loaded now, not on the first turn
 
     @service.annotator
-    def annotate(dialog: DialogView) -> Retrieved:
-        # Synchronous: a search is CPU work, run in the SDK's worker thread.
+    async def annotate(dialog: DialogView) -> Retrieved:
         # "how do i bakup chorus": careless typing read the careful way (shared/spelling.py)
         question = spelling.normalise(dialog.human_utterance.text)
-        return retrieve(engine, question, previous_human(dialog), k=top_k)
+        previous = previous_human(dialog)
+        # A question searched before is answered at once, on the event loop. A new one is
+        # CPU work (or a Qdrant request): searched in a worker thread, so the other
+        # annotators' turns go on meanwhile. A thread's hand-off, on every turn, was what
+        # the LLM's first token waited for (docs/performance.md, "Half the CPU").
+        found = kept(engine, question, previous, top_k)
+        if found is not None:
+            return found
+        return await asyncio.to_thread(retrieve, engine, question, previous, top_k)
 
     return service
 
