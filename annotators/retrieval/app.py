@@ -51,9 +51,9 @@ logger = logging.getLogger(__name__)
 
 #: Where ``chorus run`` builds the index of docs/, and where the service looks by default.
 DEFAULT_INDEX = Path(".cache/knowledge/docs.npz")
-#: Searches kept per index file, the most recent: small talk repeats itself ("hi",
-#: "thanks", "ok"), and the same question with the same context finds the same passages
-#: in the same file, so a repeated one costs no search (docs/performance.md, "Half the CPU").
+#: Annotations kept per index file, the most recent: small talk repeats itself ("hi",
+#: "thanks", "ok"), and the same question after the same one finds the same passages in
+#: the same file, so a repeated one costs no search (docs/performance.md, "Half the CPU").
 SEARCHES_KEPT = 512
 
 
@@ -85,8 +85,9 @@ class _Empty:
 class ReloadingIndex:
     """The index file's current contents: each search first checks whether the file was
     replaced (one ``stat``, microseconds) and, if so, loads the new one; a file that fails
-    to load leaves the old index serving and is logged. The last :data:`SEARCHES_KEPT`
-    searches of the index loaded are kept, and forgotten with it."""
+    to load leaves the old index serving and is logged. The annotations of the last
+    :data:`SEARCHES_KEPT` searches of the index loaded are kept (:meth:`answer`), and
+    forgotten with it."""
 
     def __init__(self, path: Path, source: Path | None = None) -> None:
         self.path = path
@@ -95,8 +96,9 @@ class ReloadingIndex:
         self._engine: Retriever = _Empty()
         self._lock = threading.Lock()
         self.loads = 0
-        #: the searches of ``_found_in``, the engine they were made in, oldest first
-        self._found: OrderedDict[tuple[str, int, str | None], list[Hit]] = OrderedDict()
+        #: the annotations of ``_found_in``, the engine they were found in, by question,
+        #: follow-up context and passages asked for, oldest first
+        self._found: OrderedDict[tuple[str, str | None, int], Retrieved] = OrderedDict()
         self._found_in: Retriever | None = None
         self._found_lock = threading.Lock()
 
@@ -137,33 +139,36 @@ class ReloadingIndex:
                         logger.error("knowledge: %s; the previous index still serves", exc)
         return self._engine
 
-    def kept(self, query: str, k: int = 3, context: str | None = None) -> list[Hit] | None:
-        """The search of ``query`` kept from the file served now, or None (without
-        searching): a repeated question needs no thread (:func:`create_service`)."""
+    def search(self, query: str, k: int = 3, context: str | None = None) -> list[Hit]:
+        return self.current().search(query, k=k, context=context)
+
+    def kept(self, question: str, previous: str | None, k: int) -> Retrieved | None:
+        """:meth:`answer`'s annotation when it is kept for the file served now, or None
+        (without searching): a repeated question needs no thread (:func:`create_service`)."""
         engine = self.current()
+        key = (question, follow_up_context(question, previous), k)
         with self._found_lock:
             if self._found_in is not engine:  # a new file: its searches are new
                 self._found.clear()
                 self._found_in = engine
-            kept = self._found.get((query, k, context))
-            if kept is None:
-                return None
-            self._found.move_to_end((query, k, context))
-            return list(kept)
+            found = self._found.get(key)
+            if found is not None:
+                self._found.move_to_end(key)
+            return found
 
-    def search(self, query: str, k: int = 3, context: str | None = None) -> list[Hit]:
-        kept = self.kept(query, k, context)
-        if kept is not None:
-            return kept
+    def answer(self, question: str, previous: str | None, k: int) -> Retrieved:
+        """:func:`retrieve`'s annotation, kept (read-only: the SDK sends a copy)."""
+        found = self.kept(question, previous, k)
+        if found is not None:
+            return found
         engine = self.current()
-        key = (query, k, context)
-        hits = engine.search(query, k=k, context=context)
+        found = retrieve(engine, question, previous, k=k)
         with self._found_lock:
             if self._found_in is engine:
-                self._found[key] = hits
+                self._found[(question, found.context, k)] = found
                 if len(self._found) > SEARCHES_KEPT:
                     self._found.popitem(last=False)
-        return list(hits)
+        return found
 
 
 def engine_for(settings: RetrievalSettings) -> Retriever:
@@ -188,22 +193,17 @@ def previous_human(dialog: DialogView) -> str | None:
     return humans[-2] if len(humans) > 1 else None
 
 
-class _Found:
-    """An engine that has already searched: it answers the hits it was given."""
-
-    def __init__(self, hits: list[Hit]) -> None:
-        self.hits = hits
-
-    def search(self, query: str, k: int = 3, context: str | None = None) -> list[Hit]:
-        return self.hits
-
-
 def kept(engine: Retriever, question: str, previous: str | None, k: int) -> Retrieved | None:
-    """What :func:`retrieve` answers, when ``engine`` kept this search; None otherwise."""
-    if not isinstance(engine, ReloadingIndex):
-        return None
-    hits = engine.kept(question, k, follow_up_context(question, previous))
-    return None if hits is None else retrieve(_Found(hits), question, previous, k=k)
+    """The annotation ``engine`` kept for this question, if it keeps them."""
+    return engine.kept(question, previous, k) if isinstance(engine, ReloadingIndex) else None
+
+
+def answer(engine: Retriever, question: str, previous: str | None, k: int) -> Retrieved:
+    """The annotation: searched now, or kept by ``engine`` (a Qdrant collection changes
+    without the service knowing: its searches are not kept)."""
+    if isinstance(engine, ReloadingIndex):
+        return engine.answer(question, previous, k)
+    return retrieve(engine, question, previous, k=k)
 
 
 def create_service(engine: Retriever, top_k: int = TOP_K) -> Service:
@@ -222,7 +222,7 @@ def create_service(engine: Retriever, top_k: int = TOP_K) -> Service:
         found = kept(engine, question, previous, top_k)
         if found is not None:
             return found
-        return await asyncio.to_thread(retrieve, engine, question, previous, top_k)
+        return await asyncio.to_thread(answer, engine, question, previous, top_k)
 
     return service
 
