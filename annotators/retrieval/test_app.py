@@ -184,6 +184,20 @@ def test_a_follow_up_is_searched_with_the_question_before_it(client: ServiceClie
     assert fresh["passages"][0]["section"] == "Restoring"
 
 
+def test_a_repeated_follow_up_is_searched_with_whichever_question_came_before(
+    client: ServiceClient,
+) -> None:
+    # The service keeps its annotations of recent searches: the same words after another
+    # question are another search.
+    for _ in range(2):
+        pricing = ask(client, "How much is the Pro plan?", "20 euros.", "and can I cancel it?")
+        backup = ask(client, "How do I restore a backup?", "Like so.", "and can I cancel it?")
+        assert pricing["context"] == "How much is the Pro plan?"
+        assert pricing["passages"][0]["section"] == "The Pro plan"
+        assert backup["context"] == "How do I restore a backup?"
+        assert backup["passages"][0]["source"] == "handbook/backup.md"
+
+
 def test_a_replaced_index_file_is_served_without_a_restart(tmp_path: Path) -> None:
     folder = write_base(tmp_path / "handbook")
     out = tmp_path / "index.npz"
