@@ -43,7 +43,9 @@ figures go to ``bench/results/agent_cost-LABEL.json``.
 same way, both up at once and given ``--turns`` cheap turns each in alternating blocks
 (who goes first alternates too), so that the machine's load, which moves from minute to
 minute, falls on both alike: each block's CPU per turn from ``/proc``, the medians, and
-the median of the per-block ratios; the figures go to
+the median of the per-block ratios, and the same over all the blocks' turns together
+(``/proc``'s CPU time moves in coarse steps, which a block's figure shows and the whole
+run's averages out: docs/performance.md, "Half the CPU"); the figures go to
 ``bench/results/agent_cost_compare-LABEL.json``.
 
 ``--repo`` runs another checkout's agent and services (its pipeline.json) with this
@@ -411,11 +413,15 @@ def agent_cost_compare(repo: Path, other: Path, blocks: int, turns: int) -> dict
         **{
             side: {
                 "agent_cpu_ms_per_turn": round(statistics.median(cpu[side]), 2),
+                # every block's turns together: /proc's CPU time moves in coarse steps, which
+                # a block's figure shows and the whole run's averages out
+                "agent_cpu_ms_per_turn_all_blocks": round(statistics.mean(cpu[side]), 3),
                 "p50_ms": round(statistics.median(p50[side]), 2),
                 "agent_cpu_ms_per_block": cpu[side],
             }
             for side in cpu
         },
+        "cpu_this_over_other_all_blocks": round(sum(cpu["this"]) / sum(cpu["other"]), 3),
         "cpu_this_over_other": round(
             statistics.median(a / b for a, b in zip(cpu["this"], cpu["other"], strict=True)), 3
         ),

@@ -72,7 +72,7 @@ from agent.connectors.loop_watch import WATCH, Held, LoopWatch
 from agent.connectors.quick_calls import SyncCalls
 from agent.sdk.contracts import ContractError
 from agent.sdk.errors import ConfigError
-from agent.sdk.models import DialogView, ServiceRequest
+from agent.sdk.models import DialogView
 from agent.sdk.roles import Role, singular
 from agent.sdk.service import Service
 from agent.sdk.streaming import LineKey, line
@@ -214,12 +214,10 @@ class InProcessConnector(Connector[DialogView]):
             ) from None
 
     @staticmethod
-    def _request(views: list[DialogView]) -> ServiceRequest:
+    def _request(views: list[DialogView]) -> list[DialogView]:
         """The views as the service would parse them, in containers of their own: a view
         shares its annotations and attributes with the turn's state."""
-        return ServiceRequest.model_construct(
-            dialogs=[DialogView.model_validate(view.model_dump()) for view in views]
-        )
+        return [DialogView.model_validate(view.model_dump()) for view in views]
 
     async def _answer(self, dialog: DialogView) -> Any:
         """One dialog's answer; in a task of its own for a batch, so an exit is contained
@@ -229,7 +227,7 @@ class InProcessConnector(Connector[DialogView]):
 
     async def call(self, views: list[DialogView]) -> list[Any]:
         await self._lifespan.ready()
-        dialogs = self._request(views).dialogs
+        dialogs = self._request(views)
         steps = [Held(self._answer(d), self.name, self.timeout, self._watch) for d in dialogs]
         started = time.perf_counter()
         try:
@@ -272,7 +270,7 @@ class InProcessConnector(Connector[DialogView]):
             yield "end", output
             return
         await self._lifespan.ready()
-        (dialog,) = self._request([view]).dialogs
+        (dialog,) = self._request([view])
         started = time.perf_counter()
         longest = 0.0
         size = pieces = since_bytes = 0

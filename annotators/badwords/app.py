@@ -12,11 +12,16 @@ exactly which word tripped it. The matching rules are in :mod:`shared.lexicon`.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from pydantic import BaseModel
 
 from agent.sdk import DialogView, Service
 from shared.lexicon import BADWORDS_FILE, Lexicon
 
+#: Annotations kept, by text: chat repeats itself ("hi", "thanks", "ok"), and a repeated
+#: text is annotated again for nothing (docs/performance.md, "Half the CPU").
+KEPT = 1024
 LEXICON = Lexicon.from_file(BADWORDS_FILE)
 
 
@@ -25,6 +30,7 @@ class BadWords(BaseModel):
     words: list[str]
 
 
+@lru_cache(maxsize=KEPT)
 def check(text: str) -> BadWords:
     words = LEXICON.find(text)
     return BadWords(toxic=bool(words), words=words)

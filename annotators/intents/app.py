@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -82,6 +83,10 @@ _ASKS_AFTER = re.compile(
 #: Letters typed three times or more ("hiii", "heyyy"): read as one.
 _ELONGATED = re.compile(r"(\w)\1{2,}")
 _WORDS = re.compile(r"\w+")
+#: Annotations kept, by utterance and the bot's line before it: chat repeats itself ("hi",
+#: "thanks", "ok"), and a repeated turn is read again for nothing (docs/performance.md,
+#: "Half the CPU").
+KEPT = 1024
 #: How much word n-grams (wording) and character n-grams (spelling) weigh in the similarity.
 WORD_WEIGHT = 0.5
 CHAR_WEIGHT = 1.0 - WORD_WEIGHT
@@ -272,14 +277,20 @@ service = Service(
 
 @service.annotator
 async def annotate(dialog: DialogView) -> Intent:
+    before = dialog.bot_utterance
+    return annotation(dialog.last_utterance.text, None if before is None else before.text)
+
+
+@lru_cache(maxsize=KEPT)
+def annotation(said: str, line: str | None) -> Intent:
+    """The annotation of ``said`` after the bot's ``line``: a function of the two texts
+    alone, so the last :data:`KEPT` are kept (read-only: the SDK sends a copy)."""
     # careless chat typing read the careful way first ("whats ur name", shared/spelling.py)
-    text = spelling.normalise(dialog.last_utterance.text)
+    text = spelling.normalise(said)
     found = CATCHER.classify(text)
     if text.strip():
         # one reading of the turn every skill's confidence takes (shared/reading.py); it
         # weighs a reply by the bot's line it answers
-        before = dialog.bot_utterance
-        line = None if before is None else before.text
         found.reading = reading.read(text, line, found.model_dump())
     return found
 

@@ -24,6 +24,7 @@ there). ``KNOWLEDGE_ENGINE=qdrant`` searches a Qdrant collection instead
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -38,15 +39,21 @@ from agent.sdk import DialogView, Service
 from shared import spelling
 from shared.knowledge.index import Hit, IndexError_, KnowledgeIndex, build_index
 from shared.knowledge.passages import read_folder
-from shared.knowledge.retrieval import TOP_K, Retrieved, Retriever, retrieve
+from shared.knowledge.retrieval import (
+    TOP_K,
+    Retrieved,
+    Retriever,
+    follow_up_context,
+    retrieve,
+)
 
 logger = logging.getLogger(__name__)
 
 #: Where ``chorus run`` builds the index of docs/, and where the service looks by default.
 DEFAULT_INDEX = Path(".cache/knowledge/docs.npz")
-#: Searches kept per index file, the most recent: small talk repeats itself ("hi",
-#: "thanks", "ok"), and the same question with the same context finds the same passages
-#: in the same file, so a repeated one costs no search (docs/performance.md, "Half the CPU").
+#: Annotations kept per index file, the most recent: small talk repeats itself ("hi",
+#: "thanks", "ok"), and the same question after the same one finds the same passages in
+#: the same file, so a repeated one costs no search (docs/performance.md, "Half the CPU").
 SEARCHES_KEPT = 512
 
 
@@ -78,8 +85,9 @@ class _Empty:
 class ReloadingIndex:
     """The index file's current contents: each search first checks whether the file was
     replaced (one ``stat``, microseconds) and, if so, loads the new one; a file that fails
-    to load leaves the old index serving and is logged. The last :data:`SEARCHES_KEPT`
-    searches of the index loaded are kept, and forgotten with it."""
+    to load leaves the old index serving and is logged. The annotations of the last
+    :data:`SEARCHES_KEPT` searches of the index loaded are kept (:meth:`answer`), and
+    forgotten with it."""
 
     def __init__(self, path: Path, source: Path | None = None) -> None:
         self.path = path
@@ -88,8 +96,9 @@ class ReloadingIndex:
         self._engine: Retriever = _Empty()
         self._lock = threading.Lock()
         self.loads = 0
-        #: the searches of ``_found_in``, the engine they were made in, oldest first
-        self._found: OrderedDict[tuple[str, int, str | None], list[Hit]] = OrderedDict()
+        #: the annotations of ``_found_in``, the engine they were found in, by question,
+        #: follow-up context and passages asked for, oldest first
+        self._found: OrderedDict[tuple[str, str | None, int], Retrieved] = OrderedDict()
         self._found_in: Retriever | None = None
         self._found_lock = threading.Lock()
 
@@ -131,23 +140,35 @@ class ReloadingIndex:
         return self._engine
 
     def search(self, query: str, k: int = 3, context: str | None = None) -> list[Hit]:
+        return self.current().search(query, k=k, context=context)
+
+    def kept(self, question: str, previous: str | None, k: int) -> Retrieved | None:
+        """:meth:`answer`'s annotation when it is kept for the file served now, or None
+        (without searching): a repeated question needs no thread (:func:`create_service`)."""
         engine = self.current()
-        key = (query, k, context)
+        key = (question, follow_up_context(question, previous), k)
         with self._found_lock:
             if self._found_in is not engine:  # a new file: its searches are new
                 self._found.clear()
                 self._found_in = engine
-            kept = self._found.get(key)
-            if kept is not None:
+            found = self._found.get(key)
+            if found is not None:
                 self._found.move_to_end(key)
-                return list(kept)
-        hits = engine.search(query, k=k, context=context)
+            return found
+
+    def answer(self, question: str, previous: str | None, k: int) -> Retrieved:
+        """:func:`retrieve`'s annotation, kept (read-only: the SDK sends a copy)."""
+        found = self.kept(question, previous, k)
+        if found is not None:
+            return found
+        engine = self.current()
+        found = retrieve(engine, question, previous, k=k)
         with self._found_lock:
             if self._found_in is engine:
-                self._found[key] = hits
+                self._found[(question, found.context, k)] = found
                 if len(self._found) > SEARCHES_KEPT:
                     self._found.popitem(last=False)
-        return list(hits)
+        return found
 
 
 def engine_for(settings: RetrievalSettings) -> Retriever:
@@ -172,16 +193,36 @@ def previous_human(dialog: DialogView) -> str | None:
     return humans[-2] if len(humans) > 1 else None
 
 
+def kept(engine: Retriever, question: str, previous: str | None, k: int) -> Retrieved | None:
+    """The annotation ``engine`` kept for this question, if it keeps them."""
+    return engine.kept(question, previous, k) if isinstance(engine, ReloadingIndex) else None
+
+
+def answer(engine: Retriever, question: str, previous: str | None, k: int) -> Retrieved:
+    """The annotation: searched now, or kept by ``engine`` (a Qdrant collection changes
+    without the service knowing: its searches are not kept)."""
+    if isinstance(engine, ReloadingIndex):
+        return engine.answer(question, previous, k)
+    return retrieve(engine, question, previous, k=k)
+
+
 def create_service(engine: Retriever, top_k: int = TOP_K) -> Service:
     service = Service("retrieval", description="The knowledge base's passages for the turn.")
     spelling.warm()  # the spelling dictionary loaded now, not on the first turn
 
     @service.annotator
-    def annotate(dialog: DialogView) -> Retrieved:
-        # Synchronous: a search is CPU work, run in the SDK's worker thread.
+    async def annotate(dialog: DialogView) -> Retrieved:
         # "how do i bakup chorus": careless typing read the careful way (shared/spelling.py)
         question = spelling.normalise(dialog.human_utterance.text)
-        return retrieve(engine, question, previous_human(dialog), k=top_k)
+        previous = previous_human(dialog)
+        # A question searched before is answered at once, on the event loop. A new one is
+        # CPU work (or a Qdrant request): searched in a worker thread, so the other
+        # annotators' turns go on meanwhile. A thread's hand-off, on every turn, was what
+        # the LLM's first token waited for (docs/performance.md, "Half the CPU").
+        found = kept(engine, question, previous, top_k)
+        if found is not None:
+            return found
+        return await asyncio.to_thread(answer, engine, question, previous, top_k)
 
     return service
 

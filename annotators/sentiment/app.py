@@ -13,6 +13,7 @@ an annotator on every turn can afford. ``label`` uses VADER's own recommended cu
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -20,6 +21,9 @@ from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
 from agent.sdk import DialogView, Service
 
+#: Annotations kept, by text: chat repeats itself ("hi", "thanks", "ok"), and a repeated
+#: text is annotated again for nothing (docs/performance.md, "Half the CPU").
+KEPT = 1024
 #: VADER's documented thresholds on the compound score.
 POSITIVE_FROM = 0.05
 NEGATIVE_FROM = -0.05
@@ -47,6 +51,7 @@ def label_of(compound: float) -> Label:
     return "neutral"
 
 
+@lru_cache(maxsize=KEPT)
 def score(text: str) -> Sentiment:
     scores = _ANALYZER.polarity_scores(text)
     return Sentiment(

@@ -12,11 +12,16 @@ selector can then skip a toxic candidate, e.g. an LLM or retrieval skill echoing
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from pydantic import BaseModel
 
 from agent.sdk import DialogView, HypothesisView, Service
 from shared.lexicon import BADWORDS_FILE, Lexicon
 
+#: Notes kept, by text: the cheap skills say the same lines again and again, and a line
+#: seen before is checked again for nothing (docs/performance.md, "Half the CPU").
+KEPT = 1024
 LEXICON = Lexicon.from_file(BADWORDS_FILE)
 
 
@@ -30,7 +35,12 @@ service = Service("toxicity", description="Flags skill hypotheses that contain b
 
 @service.candidate_annotator
 async def annotate(dialog: DialogView, hypothesis: HypothesisView) -> Toxicity:
-    words = LEXICON.find(hypothesis.text)
+    return check(hypothesis.text)
+
+
+@lru_cache(maxsize=KEPT)
+def check(text: str) -> Toxicity:
+    words = LEXICON.find(text)
     return Toxicity(toxic=bool(words), words=words)
 
 
