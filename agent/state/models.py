@@ -145,6 +145,8 @@ class Hypothesis(BaseModel):
         return data
 
 
+_set = object.__setattr__
+
 #: The fields of a :class:`Hypothesis` written only when the skill sent them.
 _UNSET_LEFT_OUT = ("human_attributes", "bot_attributes")
 
@@ -180,6 +182,37 @@ class ServiceCall(BaseModel):
     duration: float = Field(description="seconds the call took")
     outcome: Outcome
     batch_size: int = 1
+
+    @classmethod
+    def made(
+        cls,
+        service: str,
+        role: str,
+        dream_group: str | None,
+        start: float,
+        duration: float,
+        outcome: Outcome,
+        batch_size: int,
+    ) -> ServiceCall:
+        """A call the executor recorded itself, every field given with its type: made
+        without validating what is already valid, as ``model_construct`` would make it
+        but without its walk over the fields. Each turn records one per service
+        (docs/performance.md, "Half the CPU")."""
+        call = cls.__new__(cls)
+        fields = {
+            "service": service,
+            "role": role,
+            "dream_group": dream_group,
+            "start": start,
+            "duration": duration,
+            "outcome": outcome,
+            "batch_size": batch_size,
+        }
+        _set(call, "__dict__", fields)
+        _set(call, "__pydantic_fields_set__", set(fields))
+        _set(call, "__pydantic_extra__", None)
+        _set(call, "__pydantic_private__", None)
+        return call
 
 
 class ServiceFailure(BaseModel):
