@@ -84,8 +84,8 @@ class _Connection(asyncio.Protocol):
 
     def _reset(self) -> None:
         self.status = 0
-        self._header_items: dict[bytes, bytes] = {}
-        self.headers = _Headers(self._header_items)
+        self.header_items: dict[bytes, bytes] = {}
+        self.headers = _Headers(self.header_items)
         self.body = bytearray()
         self.headers_done = False
         self.complete = False
@@ -129,24 +129,33 @@ class _Connection(asyncio.Protocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         key = name.lower()
-        items = self._header_items
+        items = self.header_items
         items[key] = value if key not in items else items[key] + b", " + value
+
+    # (each wakes the reader as _wake does, written out: an answer that arrives whole
+    # calls all three, for every service call)
 
     def on_headers_complete(self) -> None:
         self.status = self._parser.get_status_code()
         self.headers_done = True
-        self._wake()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def on_body(self, body: bytes) -> None:
         self.body += body
-        self._wake()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def on_message_complete(self) -> None:
         # asked here: once the callback returns, the parser is ready for the next answer
         # and no longer tells
         self.keep_alive = self._parser.should_keep_alive()
         self.complete = True
-        self._wake()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     # the exchange
 
@@ -214,16 +223,18 @@ class _Reply:
     def headers(self) -> Mapping[str, str]:
         return self._connection.headers
 
+    # (the two headers read from the parsed ones directly, not through the mapping)
+
     @property
     def content_type(self) -> str:
-        value = self._connection.headers.get("content-type")
+        value = self._connection.header_items.get(b"content-type")
         if value is None:
             return "application/octet-stream"
-        return value.split(";", 1)[0].strip().lower()
+        return value.decode("latin-1").split(";", 1)[0].strip().lower()
 
     @property
     def content_length(self) -> int | None:
-        value = self._connection.headers.get("content-length")
+        value = self._connection.header_items.get(b"content-length")
         return int(value) if value is not None and value.isdigit() else None
 
     async def read(self, limit: int) -> bytes:
