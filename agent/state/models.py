@@ -123,7 +123,7 @@ class Hypothesis(BaseModel):
     def tokens_used(self) -> int:
         """The tokens the hypothesis says it cost, as OpenAI's ``usage`` puts it
         (``total_tokens``, else prompt plus completion); 0 when it does not say."""
-        usage = (self.model_extra or {}).get("usage")
+        usage = (self.__pydantic_extra__ or {}).get("usage")
         if not isinstance(usage, dict):
             return 0
         keys = (
