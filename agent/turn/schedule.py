@@ -95,7 +95,9 @@ async def _all_done(tasks: list[asyncio.Task[None]], seconds: float | None) -> b
             timer.cancel()
         for task in tasks:
             task.remove_done_callback(ended)
-    return left == 0
+    # a task may have ended in the same turn of the loop as the timer, its callback not
+    # yet run: asyncio.wait would count it as done
+    return left == 0 or all(task.done() for task in tasks)
 
 
 def _release(waiter: asyncio.Future[None]) -> None:

@@ -3,8 +3,9 @@
 FastAPI describes the route (its body, parameters and answers in the OpenAPI document) and
 answers every request that is not plain: one that fails a check, asks for the turn's
 events, or has a body or a parameter to refuse. A plain one, nearly every turn, is taken
-by :class:`LeanChatRoute`: its body parsed and checked once by ``AgentMessage``'s own
-validator, its answer written once by ``AgentReply``'s serializer (docs/performance.md,
+before the app's routing by :class:`ChatLane` (or, when the app is served under a root
+path, by :class:`LeanChatRoute`): its body parsed and checked once by ``AgentMessage``'s
+own validator, its answer written once by ``AgentReply``'s serializer (docs/performance.md,
 "Half the CPU")."""
 
 from __future__ import annotations
