@@ -10,6 +10,7 @@ own validator, its answer written once by ``AgentReply``'s serializer (docs/perf
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, get_args
@@ -83,6 +84,9 @@ class ChatLane:
         ):
             await self.app(scope, receive, send)
             return
+        # the route the router would have matched, for whatever reads it (the request's
+        # span names its http.route)
+        scope["route"] = _chat_route()
         chunks: list[bytes] = []
 
         async def recording() -> Message:
@@ -100,6 +104,15 @@ class ChatLane:
             await self.app(scope, _replay(b"".join(chunks), receive), send)
             return
         await response(scope, receive, send)
+
+
+@functools.cache
+def _chat_route() -> APIRoute:
+    return next(
+        route
+        for route in router.routes
+        if isinstance(route, APIRoute) and route.path == "/" and "POST" in (route.methods or ())
+    )
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
