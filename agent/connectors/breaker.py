@@ -115,6 +115,12 @@ class CircuitBreaker:
         self._opened_at = self._clock()
 
 
+def _the_services(exc: BaseException) -> bool:
+    """Whether ``exc`` says something about the service: a service error, or the call's
+    own time limit running out (module docstring)."""
+    return isinstance(exc, ServiceError) or (isinstance(exc, asyncio.CancelledError) and ran_out())
+
+
 class _Verdict:
     """What one guarded call says about its service, recorded at most once; a trial call
     that ends without one frees the trial for the next call."""
@@ -130,9 +136,8 @@ class _Verdict:
             self.breaker.record(ok)
 
     def failed_by(self, exc: BaseException) -> None:
-        """Record a failure when ``exc`` is the service's: a service error, or the call's
-        own time limit running out (module docstring)."""
-        if isinstance(exc, ServiceError) or (isinstance(exc, asyncio.CancelledError) and ran_out()):
+        """Record a failure when ``exc`` is the service's (:func:`_the_services`)."""
+        if _the_services(exc):
             self.record(ok=False)
 
     def close(self) -> None:
@@ -150,27 +155,38 @@ class GuardedConnector(Connector[Payload]):
         self.retries = retries
 
     async def call(self, payloads: list[Payload]) -> list[Any]:
-        verdict = _Verdict(self.breaker)
+        """The inner connector's answer, its verdict given to the breaker: what
+        :class:`_Verdict` does for a stream, written out (and the first attempt made
+        here), as every service call of every turn comes through here."""
+        breaker = self.breaker
+        trial = breaker.before_call()
         try:
-            result = await self._retried(payloads)
-            verdict.record(ok=True)
+            try:
+                result = await self.inner.call(payloads)
+            except ServiceUnavailable as exc:
+                if not exc.never_connected or self.retries <= 0:
+                    raise
+                result = await self._retried(payloads, 1)
         except BaseException as exc:
-            verdict.failed_by(exc)
+            if _the_services(exc):
+                breaker.record(ok=False)
+            elif trial:  # no verdict: the next call is the trial
+                breaker.release()
             raise
-        finally:
-            verdict.close()
+        breaker.record(ok=True)
         return result
 
-    async def _retried(self, payloads: list[Payload]) -> list[Any]:
-        attempt = 0
+    async def _retried(self, payloads: list[Payload], attempt: int) -> list[Any]:
+        """Attempts from ``attempt`` on, after a connection that never opened, each after
+        a longer pause, until one connects or ``retries`` have been made."""
         while True:
+            await asyncio.sleep(RETRY_DELAY * attempt)
             try:
                 return await self.inner.call(payloads)
             except ServiceUnavailable as exc:
                 if not exc.never_connected or attempt >= self.retries:
                     raise
             attempt += 1
-            await asyncio.sleep(RETRY_DELAY * attempt)
 
     async def stream(self, payload: Payload) -> AsyncIterator[Line]:
         """The inner connector's streamed answer, behind the breaker; no retries: a

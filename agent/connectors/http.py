@@ -49,6 +49,8 @@ DEFAULT_POOL_SIZE = 256
 #: service's output lost).
 KEEPALIVE_SECONDS = 4.0
 _JSON = {"Content-Type": "application/json"}
+#: The first byte of an answer that is a JSON list or object, in UTF-8.
+_JSON_STARTS = (b"[", b"{")
 _VIEW_JSON = DialogView.__pydantic_serializer__.to_json
 
 
@@ -207,6 +209,10 @@ class HttpConnector(Connector[DialogView]):
 
     def _parse(self, raw: bytes) -> Any:
         try:
+            if raw[:1] in _JSON_STARTS and raw[1:2] != b"\x00":
+                # what json.loads(raw) decodes it as (UTF-8: no byte order mark, not
+                # UTF-16 or 32), without its look at the encoding on every call
+                return json.loads(raw.decode("utf-8", "surrogatepass"))
             return json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise BadServiceResponse(self.name, f"answer is not JSON: {exc}") from None

@@ -35,21 +35,32 @@ _HIGH_WATER = 1024 * 1024
 
 
 class _Headers(Mapping[str, str]):
-    """An answer's headers, looked up whatever the case of the name."""
+    """An answer's headers, looked up whatever the case of the name. Kept as the parser
+    gives them (bytes, names lowered) and decoded when read: a connector reads two or
+    three of an answer's headers, and decoding each as it arrived was a good part of the
+    parse (docs/performance.md, "Half the CPU")."""
 
     __slots__ = ("_items",)
 
-    def __init__(self, items: dict[str, str]) -> None:
+    def __init__(self, items: dict[bytes, bytes]) -> None:
         self._items = items
 
     def __getitem__(self, name: str) -> str:
-        return self._items[name.lower()]
+        try:
+            return self._items[name.lower().encode("latin-1")].decode("latin-1")
+        except UnicodeEncodeError:  # no header can be named so
+            raise KeyError(name) from None
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name.lower() in self._items
+        if not isinstance(name, str):
+            return False
+        try:
+            return name.lower().encode("latin-1") in self._items
+        except UnicodeEncodeError:  # no header can be named so
+            return False
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
+        return (name.decode("latin-1") for name in self._items)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -73,8 +84,8 @@ class _Connection(asyncio.Protocol):
 
     def _reset(self) -> None:
         self.status = 0
-        self._header_items: dict[str, str] = {}
-        self.headers = _Headers(self._header_items)
+        self.header_items: dict[bytes, bytes] = {}
+        self.headers = _Headers(self.header_items)
         self.body = bytearray()
         self.headers_done = False
         self.complete = False
@@ -117,26 +128,34 @@ class _Connection(asyncio.Protocol):
     # httptools' callbacks
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        key = name.decode("latin-1").lower()
-        text = value.decode("latin-1")
-        previous = self._header_items.get(key)
-        self._header_items[key] = text if previous is None else f"{previous}, {text}"
+        key = name.lower()
+        items = self.header_items
+        items[key] = value if key not in items else items[key] + b", " + value
+
+    # (each wakes the reader as _wake does, written out: an answer that arrives whole
+    # calls all three, for every service call)
 
     def on_headers_complete(self) -> None:
         self.status = self._parser.get_status_code()
         self.headers_done = True
-        self._wake()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def on_body(self, body: bytes) -> None:
         self.body += body
-        self._wake()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def on_message_complete(self) -> None:
         # asked here: once the callback returns, the parser is ready for the next answer
         # and no longer tells
         self.keep_alive = self._parser.should_keep_alive()
         self.complete = True
-        self._wake()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     # the exchange
 
@@ -153,6 +172,10 @@ class _Connection(asyncio.Protocol):
             self.error = error
         self.close()
         self._wake()
+
+    def time_out(self) -> None:
+        """The exchange's time ran out (its error made only then, not for every call)."""
+        self.fail(TimeoutError())
 
     def close(self) -> None:
         self.closed = True
@@ -200,16 +223,18 @@ class _Reply:
     def headers(self) -> Mapping[str, str]:
         return self._connection.headers
 
+    # (the two headers read from the parsed ones directly, not through the mapping)
+
     @property
     def content_type(self) -> str:
-        value = self._connection.headers.get("content-type")
+        value = self._connection.header_items.get(b"content-type")
         if value is None:
             return "application/octet-stream"
-        return value.split(";", 1)[0].strip().lower()
+        return value.decode("latin-1").split(";", 1)[0].strip().lower()
 
     @property
     def content_length(self) -> int | None:
-        value = self._connection.headers.get("content-length")
+        value = self._connection.header_items.get(b"content-length")
         return int(value) if value is not None and value.isdigit() else None
 
     async def read(self, limit: int) -> bytes:
@@ -261,7 +286,7 @@ class _Exchange:
         target = pool.target(request.url)
         connection = await pool.checkout(target, deadline)
         self._connection = connection
-        self._timer = loop.call_at(deadline, connection.fail, TimeoutError())
+        self._timer = loop.call_at(deadline, connection.time_out)
         try:
             connection.send(target.head(request), request.body)
             while not connection.headers_done:
@@ -291,7 +316,7 @@ class _Exchange:
 class _Target:
     """Where a URL's requests go, and the start of each request's head."""
 
-    __slots__ = ("hostname", "key", "port", "start", "tls")
+    __slots__ = ("_headers", "_prefix", "hostname", "key", "port", "start", "tls")
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
@@ -303,13 +328,20 @@ class _Target:
         self.key = (self.hostname, self.port, self.tls)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self.start = f"POST {path} HTTP/1.1\r\nHost: {parts.netloc}\r\n".encode("latin-1")
+        #: a copy of the last headers written, and the head's lines up to the body's
+        #: length: a service's calls send the same headers unless a trace is on
+        self._headers: dict[str, str] | None = None
+        self._prefix = b""
 
     def head(self, request: Request) -> bytes:
-        lines = [self.start]
-        for name, value in request.headers.items():
-            lines.append(f"{name}: {value}\r\n".encode("latin-1"))
-        lines.append(b"Content-Length: %d\r\n\r\n" % len(request.body))
-        return b"".join(lines)
+        headers = request.headers
+        if headers != self._headers:
+            lines = [self.start]
+            for name, value in headers.items():
+                lines.append(f"{name}: {value}\r\n".encode("latin-1"))
+            self._prefix = b"".join(lines)
+            self._headers = dict(headers)
+        return self._prefix + b"Content-Length: %d\r\n\r\n" % len(request.body)
 
 
 class WireTransport:

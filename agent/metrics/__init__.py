@@ -20,6 +20,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from agent.metrics.lean import CounterSeries, HistogramSeries, LeanCounter, LeanHistogram
 from agent.metrics.services import ServiceStats
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance
 from agent.store.base import Swept
@@ -69,8 +70,9 @@ class Metrics:
         self._arms = frozenset(arms)
         self.registry = CollectorRegistry()
         r = self.registry
-        self.turns = Counter("chorus_turns", "Turns answered", registry=r)
-        self.turn_seconds = Histogram(
+        # the series every turn updates are lean ones (agent/metrics/lean.py)
+        self.turns = LeanCounter("chorus_turns", "Turns answered", registry=r)
+        self.turn_seconds = LeanHistogram(
             "chorus_turn_seconds",
             "Turn latency, arrival to answer",
             buckets=_TURN_BUCKETS,
@@ -83,7 +85,7 @@ class Metrics:
             "lease lapsed): nothing of the answer stored, the client told to retry",
             registry=r,
         )
-        self.call_seconds = Histogram(
+        self.call_seconds = LeanHistogram(
             "chorus_service_call_seconds",
             "Service call latency, by service",
             ["service", "role"],
@@ -116,7 +118,7 @@ class Metrics:
             ["collection"],
             registry=r,
         )
-        self.skill_calls = Counter(
+        self.skill_calls = LeanCounter(
             "chorus_skill_calls", "Calls made to each skill", ["skill"], registry=r
         )
         self.skill_dropped = Counter(
@@ -125,7 +127,7 @@ class Metrics:
             ["skill"],
             registry=r,
         )
-        self.skill_seconds = Counter(
+        self.skill_seconds = LeanCounter(
             "chorus_skill_seconds", "Seconds spent in each skill's calls", ["skill"], registry=r
         )
         self.skill_tokens = Counter(
@@ -189,8 +191,8 @@ class Metrics:
                 self.arm_ratings.labels(arm)
         #: Exact counts and recent quantiles per service, for the ``/pipeline`` page.
         self.services = ServiceStats()
-        self._call_children: dict[tuple[str, str], Histogram] = {}
-        self._skill_children: dict[str, tuple[Counter, Counter]] = {}
+        self._call_children: dict[tuple[str, str], HistogramSeries] = {}
+        self._skill_children: dict[str, tuple[CounterSeries, CounterSeries]] = {}
 
     def observe_turn(self, result: FinishedTurn, seconds: float, *, arm: str | None = None) -> None:
         """A finished turn; ``arm``: its dialog's experiment arm."""
@@ -273,7 +275,7 @@ class Metrics:
     def _label(self, service: str) -> str:
         return service if service in self._services else UNKNOWN_SERVICE
 
-    def _call_seconds(self, service: str, role: str) -> Histogram:
+    def _call_seconds(self, service: str, role: str) -> HistogramSeries:
         """The call-time histogram of one service and role, looked up once: a metric's
         ``labels`` checks and joins its values on every call, and a turn makes a dozen."""
         child = self._call_children.get((service, role))
@@ -281,7 +283,7 @@ class Metrics:
             child = self._call_children[service, role] = self.call_seconds.labels(service, role)
         return child
 
-    def _skill_counters(self, skill: str) -> tuple[Counter, Counter]:
+    def _skill_counters(self, skill: str) -> tuple[CounterSeries, CounterSeries]:
         """A skill's calls and seconds counters, looked up once (:meth:`_call_seconds`)."""
         children = self._skill_children.get(skill)
         if children is None:

@@ -59,6 +59,9 @@ class _Run:
         limits: TurnLimits | None = None,
     ) -> None:
         self.turn = turn
+        #: the turn's human utterance (an attribute, not a property: read a dozen times
+        #: a turn)
+        self.utterance: HumanUtterance = turn.utterance
         self.trace = TurnTrace(turn.utterance, clock, turn.events)
         self.started = self.trace.started
         self.schedule = Schedule(node.name for node in pipeline)
@@ -95,10 +98,6 @@ class _Run:
         self.streamed: dict[str, int] = {}
         #: The token budgets' holds of the calls admitted this turn, until they settle.
         self.reservations: dict[str, Reservation] = {}
-
-    @property
-    def utterance(self) -> HumanUtterance:
-        return self.turn.utterance
 
     def window(self) -> list[Utterance]:
         shown: list[Utterance] = [*self.turn.history, self.turn.utterance]

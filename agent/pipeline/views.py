@@ -41,9 +41,22 @@ def _shown(attributes: dict[str, object]) -> dict[str, object]:
 
 
 def _hypothesis_view(h: Hypothesis) -> HypothesisView:
-    return HypothesisView.model_validate(
-        h.model_dump(exclude={"human_attributes", "bot_attributes"})
+    """The hypothesis as its view holds it (its fields but the attribute merges, and what
+    the skill added), made from the validated hypothesis without dumping and validating
+    it again."""
+    view = _made(
+        HypothesisView,
+        {
+            "skill_name": h.skill_name,
+            "text": h.text,
+            "confidence": h.confidence,
+            "annotations": dict(h.annotations),
+        },
     )
+    extra = dict(h.__pydantic_extra__ or {})
+    _set(view, "__pydantic_extra__", extra)
+    view.__pydantic_fields_set__.update(extra)
+    return view
 
 
 def utterance_view(utterance: Utterance, with_hypotheses: bool = False) -> UtteranceView:

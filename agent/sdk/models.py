@@ -9,6 +9,7 @@ skill selector: skill names or a :class:`SkillSelection`; response selector:
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import (
@@ -24,16 +25,13 @@ JsonDict = dict[str, Any]
 #: something other than the key itself, so they are refused at the boundary.
 _FORBIDDEN_KEY_START = "$"
 _FORBIDDEN_KEY_CHARS = (".", '"', "\x00")
+_FORBIDDEN_KEY = re.compile("[" + re.escape("".join(_FORBIDDEN_KEY_CHARS)) + "]")
 
 
 def check_attribute_keys(attributes: JsonDict) -> JsonDict:
     """Refuse keys that could escape the attributes slot once stored."""
     for key in attributes:
-        if (
-            not key
-            or key.startswith(_FORBIDDEN_KEY_START)
-            or any(c in key for c in _FORBIDDEN_KEY_CHARS)
-        ):
+        if not key or key.startswith(_FORBIDDEN_KEY_START) or _FORBIDDEN_KEY.search(key):
             raise ValueError(
                 f"attribute key {key!r} is not allowed: keys must be non-empty and "
                 "contain no '.', '\"' or leading '$'"

@@ -123,7 +123,7 @@ class Hypothesis(BaseModel):
     def tokens_used(self) -> int:
         """The tokens the hypothesis says it cost, as OpenAI's ``usage`` puts it
         (``total_tokens``, else prompt plus completion); 0 when it does not say."""
-        usage = (self.model_extra or {}).get("usage")
+        usage = (self.__pydantic_extra__ or {}).get("usage")
         if not isinstance(usage, dict):
             return 0
         keys = (
@@ -144,6 +144,8 @@ class Hypothesis(BaseModel):
                 data.pop(key, None)
         return data
 
+
+_set = object.__setattr__
 
 #: The fields of a :class:`Hypothesis` written only when the skill sent them.
 _UNSET_LEFT_OUT = ("human_attributes", "bot_attributes")
@@ -180,6 +182,37 @@ class ServiceCall(BaseModel):
     duration: float = Field(description="seconds the call took")
     outcome: Outcome
     batch_size: int = 1
+
+    @classmethod
+    def made(
+        cls,
+        service: str,
+        role: str,
+        dream_group: str | None,
+        start: float,
+        duration: float,
+        outcome: Outcome,
+        batch_size: int,
+    ) -> ServiceCall:
+        """A call the executor recorded itself, every field given with its type: made
+        without validating what is already valid, as ``model_construct`` would make it
+        but without its walk over the fields. Each turn records one per service
+        (docs/performance.md, "Half the CPU")."""
+        call = cls.__new__(cls)
+        fields = {
+            "service": service,
+            "role": role,
+            "dream_group": dream_group,
+            "start": start,
+            "duration": duration,
+            "outcome": outcome,
+            "batch_size": batch_size,
+        }
+        _set(call, "__dict__", fields)
+        _set(call, "__pydantic_fields_set__", set(fields))
+        _set(call, "__pydantic_extra__", None)
+        _set(call, "__pydantic_private__", None)
+        return call
 
 
 class ServiceFailure(BaseModel):

@@ -125,14 +125,14 @@ class TurnTrace:
         dream_group: str | None = None,
     ) -> None:
         self.utterance.trace.append(
-            ServiceCall(
-                service=service,
-                role=role,
-                dream_group=dream_group,
-                start=start - self.started,
-                duration=self.clock() - start,
-                outcome=outcome,
-                batch_size=batch,
+            ServiceCall.made(
+                service,
+                role,
+                dream_group,
+                float(start - self.started),
+                float(self.clock() - start),
+                outcome,
+                batch,
             )
         )
         where = {"dream_group": dream_group} if dream_group is not None else {}

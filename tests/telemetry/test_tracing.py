@@ -101,6 +101,7 @@ def test_a_turn_is_one_trace_from_the_caller_through_the_agent_into_its_services
     assert request.kind == SpanKind.SERVER
     assert format_span_id(request.parent.span_id) == CALLER_SPAN
     assert request.attributes["http.response.status_code"] == 200
+    assert request.attributes["http.route"] == "/"
 
     turn = one(spans, "chorus.turn")
     assert turn.parent.span_id == request.context.span_id
