@@ -207,8 +207,6 @@ def create_app(
         app.include_router(module.router)
     app.mount(pages.ASSETS_PATH, pages.static_files(), name="pages")
     _build_routes(app)
-    # innermost of the app's own middleware: plain POST / turns skip the routing
-    app.add_middleware(chat.ChatLane)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

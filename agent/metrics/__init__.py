@@ -20,7 +20,6 @@ from prometheus_client import (
     generate_latest,
 )
 
-from agent.metrics.lean import CounterSeries, HistogramSeries, LeanCounter, LeanHistogram
 from agent.metrics.services import ServiceStats
 from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance
 from agent.store.base import Swept
@@ -70,9 +69,8 @@ class Metrics:
         self._arms = frozenset(arms)
         self.registry = CollectorRegistry()
         r = self.registry
-        # the series every turn updates are lean ones (agent/metrics/lean.py)
-        self.turns = LeanCounter("chorus_turns", "Turns answered", registry=r)
-        self.turn_seconds = LeanHistogram(
+        self.turns = Counter("chorus_turns", "Turns answered", registry=r)
+        self.turn_seconds = Histogram(
             "chorus_turn_seconds",
             "Turn latency, arrival to answer",
             buckets=_TURN_BUCKETS,
@@ -85,7 +83,7 @@ class Metrics:
             "lease lapsed): nothing of the answer stored, the client told to retry",
             registry=r,
         )
-        self.call_seconds = LeanHistogram(
+        self.call_seconds = Histogram(
             "chorus_service_call_seconds",
             "Service call latency, by service",
             ["service", "role"],
@@ -118,7 +116,7 @@ class Metrics:
             ["collection"],
             registry=r,
         )
-        self.skill_calls = LeanCounter(
+        self.skill_calls = Counter(
             "chorus_skill_calls", "Calls made to each skill", ["skill"], registry=r
         )
         self.skill_dropped = Counter(
@@ -127,7 +125,7 @@ class Metrics:
             ["skill"],
             registry=r,
         )
-        self.skill_seconds = LeanCounter(
+        self.skill_seconds = Counter(
             "chorus_skill_seconds", "Seconds spent in each skill's calls", ["skill"], registry=r
         )
         self.skill_tokens = Counter(
@@ -191,8 +189,8 @@ class Metrics:
                 self.arm_ratings.labels(arm)
         #: Exact counts and recent quantiles per service, for the ``/pipeline`` page.
         self.services = ServiceStats()
-        self._call_children: dict[tuple[str, str], HistogramSeries] = {}
-        self._skill_children: dict[str, tuple[CounterSeries, CounterSeries]] = {}
+        self._call_children: dict[tuple[str, str], Histogram] = {}
+        self._skill_children: dict[str, tuple[Counter, Counter]] = {}
 
     def observe_turn(self, result: FinishedTurn, seconds: float, *, arm: str | None = None) -> None:
         """A finished turn; ``arm``: its dialog's experiment arm."""
@@ -275,7 +273,7 @@ class Metrics:
     def _label(self, service: str) -> str:
         return service if service in self._services else UNKNOWN_SERVICE
 
-    def _call_seconds(self, service: str, role: str) -> HistogramSeries:
+    def _call_seconds(self, service: str, role: str) -> Histogram:
         """The call-time histogram of one service and role, looked up once: a metric's
         ``labels`` checks and joins its values on every call, and a turn makes a dozen."""
         child = self._call_children.get((service, role))
@@ -283,7 +281,7 @@ class Metrics:
             child = self._call_children[service, role] = self.call_seconds.labels(service, role)
         return child
 
-    def _skill_counters(self, skill: str) -> tuple[CounterSeries, CounterSeries]:
+    def _skill_counters(self, skill: str) -> tuple[Counter, Counter]:
         """A skill's calls and seconds counters, looked up once (:meth:`_call_seconds`)."""
         children = self._skill_children.get(skill)
         if children is None:

@@ -3,14 +3,12 @@
 FastAPI describes the route (its body, parameters and answers in the OpenAPI document) and
 answers every request that is not plain: one that fails a check, asks for the turn's
 events, or has a body or a parameter to refuse. A plain one, nearly every turn, is taken
-before the app's routing by :class:`ChatLane` (or, when the app is served under a root
-path, by :class:`LeanChatRoute`): its body parsed and checked once by ``AgentMessage``'s
-own validator, its answer written once by ``AgentReply``'s serializer (docs/performance.md,
+by :class:`LeanChatRoute`: its body parsed and checked once by ``AgentMessage``'s own
+validator, its answer written once by ``AgentReply``'s serializer (docs/performance.md,
 "Half the CPU")."""
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, get_args
@@ -20,7 +18,6 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent.api.chat_turn import incoming
 from agent.api.deps import DoubleTextingQuery, IdempotencyHeader, components_of, is_json
@@ -59,96 +56,6 @@ class LeanChatRoute(APIRoute):
 
 
 router = APIRouter(tags=["chat"], route_class=LeanChatRoute)
-
-
-class ChatLane:
-    """``POST /``'s plain requests taken before the app's routing: a pure ASGI middleware,
-    the innermost of the app's own (the body limit, CORS and tracing still wrap it).
-    Below it, a plain turn crossed the exception middleware's and FastAPI's wrappers of
-    ``receive`` and ``send``, and the router matching the path against its routes: about
-    a twelfth of the turn's Python function calls (docs/performance.md, "Half the CPU").
-    The lane answers such a request as the route's plain path does (:func:`_plain`),
-    its errors by the app's own exception handlers, as the route's would be; anything
-    else (another path or method, a request that is not plain) goes on to the app
-    untouched, the body it read given again."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] != "http"
-            or scope["path"] != "/"
-            or scope["method"] != "POST"
-            or scope.get("root_path")
-        ):
-            await self.app(scope, receive, send)
-            return
-        # the route the router would have matched, for whatever reads it (the request's
-        # span names its http.route)
-        scope["route"] = _chat_route()
-        chunks: list[bytes] = []
-
-        async def recording() -> Message:
-            message = await receive()
-            if message["type"] == "http.request":
-                chunks.append(message.get("body", b""))
-            return message
-
-        request = Request(scope, recording)
-        try:
-            response = await _plain(request)
-        except Exception as exc:
-            response = await _handled(scope["app"], request, exc)
-        if response is None:  # _plain read the whole body before handing it on
-            await self.app(scope, _replay(b"".join(chunks), receive), send)
-            return
-        await response(scope, receive, send)
-
-
-@functools.cache
-def _chat_route() -> APIRoute:
-    return next(
-        route
-        for route in router.routes
-        if isinstance(route, APIRoute) and route.path == "/" and "POST" in (route.methods or ())
-    )
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """``receive`` that gives ``body`` first, then what the server sends next."""
-    given = False
-
-    async def again() -> Message:
-        nonlocal given
-        if given:
-            return await receive()
-        given = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return again
-
-
-async def _handled(app: Any, request: Request, exc: Exception) -> Response:
-    """The app's answer to ``exc``, found as its exception middleware finds it: the
-    handler of the ``HTTPException``'s status, else the first one of the exception's
-    classes. The handlers of ``Exception`` and 500 are the server error middleware's:
-    without another, ``exc`` goes on up to it, as from the route."""
-    handlers: dict[Any, Any] = app.exception_handlers
-    handler = None
-    if isinstance(exc, HTTPException) and exc.status_code != 500:
-        handler = handlers.get(exc.status_code)
-    if handler is None:
-        for kind in type(exc).__mro__:
-            if kind is Exception:
-                break
-            if kind in handlers:
-                handler = handlers[kind]
-                break
-    if handler is None:
-        raise exc
-    response: Response = await handler(request, exc)
-    return response
 
 
 async def _plain(request: Request) -> Response | None:
