@@ -132,10 +132,14 @@ test:
 # imports again (docs/development.md; __pycache__ is ignored by git).
 WRITE_BYTECODE := PYTHONDONTWRITEBYTECODE=
 
+# More arguments for pytest: `make test PYTEST_ARGS=--cpu-report` prints what each test file
+# costs and the run's tail (docs/development.md, "What a test costs").
+PYTEST_ARGS ?=
+
 # pytest with coverage, once what the tests need is there (the `test` target runs it).
 test-suite: install mongodb-test-server helm-tool debian-tools
 	$(WRITE_BYTECODE) COVERAGE_CORE=$(COVERAGE_CORE) $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --cov \
-		--cov-fail-under=$(COVERAGE_FLOOR) --durations=15
+		--cov-fail-under=$(COVERAGE_FLOOR) --durations=15 $(PYTEST_ARGS)
 
 # The in-process tier alone (docs/development.md, "Test tiers"): the tests that start no
 # server nor process (`sockets` in tests/conftest.py), without coverage's floor, which the
