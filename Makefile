@@ -109,17 +109,21 @@ COVERAGE_FLOOR := 92
 TEST_WORKERS ?= 3
 
 # coverage's core: sys.monitoring where Python has it (3.12+), else its C tracer; the
-# agents and services the tests start as processes inherit it.
-COVERAGE_CORE ?= $(shell $(BIN)/python -c 'import sys; print("sysmon" if sys.version_info >= (3, 12) else "ctrace")' 2>/dev/null)
+# agents and services the tests start as processes inherit it. Asked of $(PYTHON), which
+# makes .venv/ (so the same version): `make test` reads this before its install has run.
+COVERAGE_CORE ?= $(shell $(PYTHON) -c 'import sys; print("sysmon" if sys.version_info >= (3, 12) else "ctrace")' 2>/dev/null)
 
 # The checks, what the tests need and the tests, at once (-j): lint and mypy run beside the
 # tests instead of before them (mypy's first run on a fresh clone is 30 s of one CPU, which
 # came before pytest's first test and now fills the CPU the tests' waits leave free); the Go
-# builds and the Debian tools before pytest. -O line prints each line whole as it comes, so
-# pytest's progress shows as it goes. Any failure fails `make test`, once the jobs running
-# have ended. (Writing the tests' bytecode once before pytest, for its workers to read, was
-# measured and dropped: a worker's collection 14.0 -> 9.4 s of CPU, the step itself 12.9 s.)
-test: install
+# builds and the Debian tools beside the install (none of them needs .venv/: on a fresh
+# clone the builds' 10-15 s, mostly copying FerretDB's module, were spent after the install
+# and before pytest), pytest once all are done. -O line prints each line whole as it comes,
+# so pytest's progress shows as it goes. Any failure fails `make test`, once the jobs
+# running have ended. (Writing the tests' bytecode once before pytest, for its workers to
+# read, was measured and dropped: a worker's collection 14.0 -> 9.4 s of CPU, the step
+# itself 12.9 s.)
+test:
 	@$(MAKE) --no-print-directory -j 8 --output-sync=line lint typecheck test-suite
 
 # The project's bytecode written as the tests import it, even where the environment says
@@ -128,10 +132,14 @@ test: install
 # imports again (docs/development.md; __pycache__ is ignored by git).
 WRITE_BYTECODE := PYTHONDONTWRITEBYTECODE=
 
+# More arguments for pytest: `make test PYTEST_ARGS=--cpu-report` prints what each test file
+# costs and the run's tail (docs/development.md, "What a test costs").
+PYTEST_ARGS ?=
+
 # pytest with coverage, once what the tests need is there (the `test` target runs it).
-test-suite: mongodb-test-server helm-tool debian-tools
+test-suite: install mongodb-test-server helm-tool debian-tools
 	$(WRITE_BYTECODE) COVERAGE_CORE=$(COVERAGE_CORE) $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --cov \
-		--cov-fail-under=$(COVERAGE_FLOOR) --durations=15
+		--cov-fail-under=$(COVERAGE_FLOOR) --durations=15 $(PYTEST_ARGS)
 
 # The in-process tier alone (docs/development.md, "Test tiers"): the tests that start no
 # server nor process (`sockets` in tests/conftest.py), without coverage's floor, which the

@@ -139,7 +139,7 @@ def build_command(
     from shared.knowledge.index import IndexError_
     from shared.knowledge.passages import UnreadableFile
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # a path is never broken mid-name
     try:
         built = build(paths, out, console)
     except (UnreadableFile, IndexError_) as exc:
@@ -173,7 +173,7 @@ def upload_command(
     from shared.knowledge.index import IndexError_, KnowledgeIndex
     from shared.knowledge.qdrant import QdrantRetriever
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # a path is never broken mid-name
     try:
         loaded = KnowledgeIndex.load(index)
         engine = QdrantRetriever.connect(url=qdrant_url, path=qdrant_path, collection=collection)

@@ -3,8 +3,11 @@ the other conversations, as a fresh user's would be, and the decision replays th
 
 from __future__ import annotations
 
-from bench.calibrate import as_curves, cross_validate, decide
 from bench.routing import Hypothesis, Observed
+
+# bench.calibrate is imported by each test that uses it, not here: it loads scikit-learn,
+# about 3 s of CPU that every pytest worker paid collecting this module, whether or not it
+# ran these tests.
 
 
 def turn(conversation: str, place: int, fits: list[str], *hypotheses: Hypothesis) -> Observed:
@@ -32,6 +35,8 @@ def test_an_answer_type_that_fits_only_one_users_phrasing_shows_out_of_sample() 
     cheap answer in-sample. Each conversation judged by curves fitted on the other alone,
     the second gets confident forecasts where only the LLM fits: the estimate says what
     a new user's conversation would see."""
+    from bench.calibrate import cross_validate
+
     turns = [turn("a", i, ["weather"], weather(0.9)) for i in range(10)]
     turns += [turn("b", i, ["llm"], weather(0.9)) for i in range(10)]
     figures = cross_validate(turns, 2, run_below=0.6)
@@ -45,6 +50,8 @@ def test_an_answer_type_that_fits_only_one_users_phrasing_shows_out_of_sample() 
 
 
 def test_the_replay_decides_as_the_tiers_do() -> None:
+    from bench.calibrate import as_curves, decide
+
     curves = as_curves(
         {"weather": {"forecast": {"raw": [0.2, 0.9], "fit": [0.3, 0.8], "answers": 9}}}
     )

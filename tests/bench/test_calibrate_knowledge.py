@@ -4,7 +4,6 @@ benchmark's held-out figures stay out of sample for the curve."""
 
 from __future__ import annotations
 
-from bench.calibrate import LABELLED_SOURCES, as_curves, fit
 from bench.knowledge import Question, ask, calibration_samples, docs_index
 from bench.routing import LLM, Hypothesis, Observed
 from skills.knowledge.app import ANSWER_TYPE
@@ -28,6 +27,10 @@ PANCAKES = {"id": "u-1", "question": "What's a good recipe for pancakes?", "answ
 
 
 def test_the_question_sets_fitting_thirds_feed_the_curve_and_its_held_out_third_does_not() -> None:
+    # Imported here: bench.calibrate loads scikit-learn, which every pytest worker paid
+    # collecting this module (tests/bench/test_calibrate_folds.py says so too).
+    from bench.calibrate import LABELLED_SOURCES, as_curves, fit
+
     index, _ = docs_index()  # docs/ and README.md, as the benchmark and calibrate build it
 
     def labelled_answers(*asked: dict[str, object]) -> list[tuple[float, bool]]:

@@ -1,4 +1,10 @@
-"""`chorus chat` against a real agent, with piped input as a script would give it."""
+"""`chorus chat` against a real agent, with piped input as a script would give it.
+
+The command runs in the test's process (typer's runner, its input piped, its output and
+exit code read): what these tests check is the chat's own lines and codes, and a process
+each would import the agent again for nothing they look at. A streamed answer is read from
+a real ``chorus chat`` process, as it is written to its pipe.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +19,10 @@ from typing import Any
 
 import httpx
 import pytest
+from typer.testing import CliRunner, Result
 
 from agent.api.app import create_app
+from agent.cli.main import app
 from agent.settings import Settings
 from skills.fallback.app import app as fallback
 from skills.greeting.app import app as greeting
@@ -59,31 +67,23 @@ def protected_agent_url(tmp_path: Path) -> Iterator[str]:
     yield from start_agent(tmp_path, api_key=API_KEY, protect_chat=True)
 
 
-def chat(
-    *args: str, typed: str, cwd: Path | None = None, **env: str
-) -> subprocess.CompletedProcess[str]:
-    clean = {
-        k: v
-        for k, v in os.environ.items()  # plain text, and no agent settings
-        if not k.startswith(("CHORUS_", "TTY_")) and k != "FORCE_COLOR"
+def chat(*args: str, typed: str, cwd: Path | None = None, **env: str) -> Result:
+    """``chorus chat ARGS`` with ``typed`` piped in, in ``cwd``: plain text, and no agent
+    setting but ``env``'s."""
+    unset: dict[str, str | None] = {
+        k: None for k in os.environ if k.startswith(("CHORUS_", "TTY_")) or k == "FORCE_COLOR"
     }
-    return subprocess.run(
-        [sys.executable, "-m", "agent.cli.main", "chat", *args],
-        input=typed,
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT,
-        env={**clean, **env},
-        cwd=cwd,
-        check=False,
-    )
+    with pytest.MonkeyPatch.context() as patch:
+        if cwd is not None:
+            patch.chdir(cwd)
+        return CliRunner().invoke(app, ["chat", *args], input=typed, env={**unset, **env})
 
 
 def test_answers_show_the_skill_and_new_starts_another_dialog(agent_url: str) -> None:
     result = chat(
         "--url", agent_url, "--user-id", "ann", typed="Hello!\nAnn\n\n/new\nhi\n/quit\nnever sent\n"
     )
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == 6, result.stdout
     assert lines[1].startswith("bot [greeting]: ") and "name" in lines[1]
@@ -125,14 +125,14 @@ def test_without_url_it_talks_to_the_agent_chorus_run_serves_here(
 
     record.write_text(json.dumps({"url": agent_url, "pid": os.getpid()}))  # a live run
     found = chat("--user-id", "ann", typed="hello\n", cwd=folder)
-    assert found.returncode == 0, found.stderr
+    assert found.exit_code == 0, found.stderr
     assert "bot [greeting]:" in found.stdout
     assert httpx.get(f"{agent_url}/api/user/ann").json(), "the message reached this agent"
 
 
 def test_end_of_input_ends_the_chat(agent_url: str) -> None:
     result = chat("--url", agent_url, typed="tell me about trains")
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     assert result.stdout.splitlines()[1].startswith("bot [fallback]: ")
     assert result.stderr == ""
 
@@ -140,7 +140,7 @@ def test_end_of_input_ends_the_chat(agent_url: str) -> None:
 def test_unreachable_agent_is_one_line_and_exit_1() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     result = chat("--url", url, typed="hello\n")
-    assert result.returncode == 1
+    assert result.exit_code == 1
     assert result.stdout == ""
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"error: cannot reach the agent at {url}")
@@ -149,10 +149,10 @@ def test_unreachable_agent_is_one_line_and_exit_1() -> None:
 
 def test_protected_chat_needs_the_key(protected_agent_url: str) -> None:
     refused = chat("--url", protected_agent_url, typed="hello\n")
-    assert refused.returncode == 1
+    assert refused.exit_code == 1
     assert "refused the chat (401)" in refused.stderr and "Traceback" not in refused.stderr
     allowed = chat("--url", protected_agent_url, typed="hello\n", CHORUS_API_KEY=API_KEY)
-    assert allowed.returncode == 0, allowed.stderr
+    assert allowed.exit_code == 0, allowed.stderr
     assert allowed.stdout.splitlines()[1].startswith("bot [greeting]: ")
 
 

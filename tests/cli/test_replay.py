@@ -26,7 +26,7 @@ from bson import json_util
 from fastapi import FastAPI
 from pymongo import MongoClient
 from pymongo.database import Database
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from agent.backup.files import GROUP
 from agent.cli.main import app
@@ -95,6 +95,17 @@ def run_replay(*args: str, **popen: Any) -> subprocess.Popen[str]:
     )
 
 
+def replay_here(*args: str) -> Result:
+    """``chorus replay ARGS`` in the test's process, with no LLM_ or CHORUS_ setting from
+    outside, as ``run_replay`` runs it: for a test of what the replay reports, which a
+    process would only start slower. Ctrl-C and a replay beside a serving agent stay
+    processes (``run_replay``)."""
+    unset: dict[str, str | None] = {
+        k: None for k in os.environ if k.startswith(("LLM_", "CHORUS_"))
+    }
+    return CliRunner().invoke(app, ["replay", *args], env=unset)
+
+
 def patient(pipeline: dict[str, Any]) -> dict[str, Any]:
     """The pipeline with timeouts a busy test machine cannot reach: a service timing out
     in one run and not in the other would be a change the candidate did not make."""
@@ -145,13 +156,12 @@ def test_removing_a_skill_changes_exactly_the_turns_it_answered(
     candidate_path.write_text(json.dumps(candidate))
     before = store_snapshot(db_url)
     out, html = tmp_path / "diff.jsonl", tmp_path / "report.html"
-    replaying = run_replay(
+    replaying = replay_here(
         "--pipeline", str(candidate_path), "--db", db_url, "--out", str(out),
         "--html", str(html), "--json",
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
-    stdout, stderr = replaying.communicate(timeout=600)
-    assert replaying.returncode == 0, stderr
+    assert replaying.exit_code == 0, replaying.stderr
+    stdout = replaying.stdout
 
     assert store_snapshot(db_url) == before
     diffs = [json.loads(line) for line in out.read_text().splitlines()]
@@ -366,13 +376,9 @@ def test_a_dp_agent_pipeline_replays_as_it_ran_and_shows_a_removed_skill(
 
     summaries = []
     for candidate in (same, without_counter):
-        replaying = run_replay(
-            "--pipeline", str(candidate), "--db", db_url, "--json",
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
-        stdout, stderr = replaying.communicate(timeout=300)
-        assert replaying.returncode == 0, stderr
-        summaries.append(json.loads(stdout))
+        replaying = replay_here("--pipeline", str(candidate), "--db", db_url, "--json")
+        assert replaying.exit_code == 0, replaying.stderr
+        summaries.append(json.loads(replaying.stdout))
     # The counter's answer counts the turns in the user's attributes: the same answers
     # again only if each turn starts from the attributes as they were then.
     unchanged, changed = summaries
@@ -661,15 +667,14 @@ def test_candidates_side_by_side_with_the_noise_of_the_pipeline_replayed_against
         for number, text in enumerate(("roll", "roll again", "What?", "Why?", "hi")):
             assert client.post("/", json={"user_id": f"u{number}", "payload": text}).is_success
     out, html = tmp_path / "diff.jsonl", tmp_path / "report.html"
-    replaying = run_replay(
+    replaying = replay_here(
         "--db", db_url, "--baseline", str(tmp_path / "stored.json"), "--noise",
         "--candidate", str(tmp_path / "no-dice.json"),
         "--candidate", str(tmp_path / "with-faq.json"),
         "--out", str(out), "--html", str(html), "--json", "--concurrency", "1",
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
-    stdout, stderr = replaying.communicate(timeout=300)
-    assert replaying.returncode == 0, stderr
+    assert replaying.exit_code == 0, replaying.stderr
+    stdout = replaying.stdout
 
     runs = json.loads(stdout)["runs"]
     figures = [

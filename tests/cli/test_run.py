@@ -14,7 +14,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
+from agent.cli.main import app
 from tests.conftest import CLIENT_TIMEOUT, SERVICE_TIMEOUT, TURN_TIMEOUT
 from tests.support import in_process
 from tests.support.ports import free_port
@@ -146,16 +148,12 @@ def test_run_starts_every_local_service_and_the_agent_then_stops_them(
 
 
 def test_run_refuses_a_bad_pipeline_naming_the_entry(tmp_path: Path) -> None:
+    """The command in the test's process: a refusal at start-up is its output and exit
+    code, before any service or server (the stack's own tests are the processes above)."""
     pipeline = tmp_path / "pipeline.json"
     pipeline.write_text(json.dumps({"services": {"skills": {"s": {"connector": {}}}}}))
-    result = subprocess.run(
-        [sys.executable, "-m", "agent.cli.main", "run"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "CHORUS_PIPELINE": str(pipeline)},
-        timeout=COMMAND_TIMEOUT,
-    )
-    assert result.returncode == 2
+    result = CliRunner().invoke(app, ["run"], env={"CHORUS_PIPELINE": str(pipeline)})
+    assert result.exit_code == 2
     assert "services.skills.s.connector: missing url" in result.stderr
 
 

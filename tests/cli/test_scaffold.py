@@ -26,6 +26,7 @@ from typer.testing import CliRunner, Result
 
 from agent.api.app import create_app
 from agent.cli import stack
+from agent.cli.knowledge import DEFAULT_OUT, DOCS, stale
 from agent.cli.main import app as chorus_app
 from agent.cli.scaffold import ScaffoldError, apply, plan_skill, render_json
 from agent.kinds import load_any_pipeline
@@ -77,7 +78,21 @@ def copy_repository(into: Path) -> Path:
         if source.is_file():  # listed but deleted in the working tree: skip
             (into / name).parent.mkdir(parents=True, exist_ok=True)
             (into / name).write_bytes(source.read_bytes())
+    copy_docs_index(into)
     return into
+
+
+def copy_docs_index(into: Path) -> None:
+    """The docs index `chorus run` builds (ignored by git), copied after the docs when it is
+    up to date with this checkout's: the copy's `chorus run` and its knowledge tests find
+    it fresh instead of embedding the docs again, seconds of CPU that nothing here checks
+    (tests/cli/test_knowledge.py checks that build; tests/e2e/test_knowledge.py shares the
+    index)."""
+    paths = [ROOT / path for path in DOCS]
+    index = ROOT / DEFAULT_OUT
+    if not stale(paths, index):
+        (into / DEFAULT_OUT).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(index, into / DEFAULT_OUT)
 
 
 runner = CliRunner()

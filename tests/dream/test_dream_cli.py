@@ -12,7 +12,9 @@ from pathlib import Path
 from textwrap import dedent
 
 import httpx
+from typer.testing import CliRunner
 
+from agent.cli.main import app
 from tests.cli.test_run import wait_for
 from tests.support.ports import free_port
 from tests.support.processes import COMMAND_TIMEOUT
@@ -68,14 +70,9 @@ def test_run_refuses_a_bad_dp_agent_file_naming_the_entry(tmp_path: Path) -> Non
     bad = json.loads(json.dumps(CANNED))
     bad["services"]["answer"]["dialog_formatter"] = "state_formatters.dp_formatters:x"
     pipeline.write_text(json.dumps(bad))
-    result = subprocess.run(
-        [sys.executable, "-m", "agent.cli.main", "run"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "CHORUS_PIPELINE": str(pipeline)},
-        timeout=COMMAND_TIMEOUT,
-    )
-    assert result.returncode == 2
+    # In the test's process: the refusal is the command's output and exit code.
+    result = CliRunner().invoke(app, ["run"], env={"CHORUS_PIPELINE": str(pipeline)})
+    assert result.exit_code == 2
     assert "services.answer.dialog_formatter: cannot import 'state_formatters" in result.stderr
     assert "PYTHONPATH" in result.stderr
 

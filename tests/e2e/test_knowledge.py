@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent.cli.knowledge import DOCS, build
+from agent.cli.knowledge import DEFAULT_OUT, DOCS, build, stale
 from tests.conftest import SERVICE_TIMEOUT, TURN_TIMEOUT, AgentFactory
 from tests.e2e.test_default_pipeline import say
 from tests.support.openai_stream import StreamingOpenAI
@@ -22,9 +22,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def docs_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("knowledge") / "docs.npz"
-    build([ROOT / path for path in DOCS], out, base=ROOT)
+def docs_index() -> Path:
+    """The index ``chorus run`` builds and keeps, ``.cache/knowledge/docs.npz`` (built when
+    missing or older than a doc, written by a rename): the same file the stacks of other
+    tests use, so a run embeds the docs once, not once more here."""
+    paths = [ROOT / path for path in DOCS]
+    out = ROOT / DEFAULT_OUT
+    if stale(paths, out):
+        build(paths, out, base=ROOT)
     return out
 
 

@@ -67,17 +67,23 @@ class CpuReport:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
         own, children = cpu_seconds()
-        wall = time.monotonic()
+        wall, started = time.monotonic(), time.time()
         try:
             return (yield)
         finally:
             own_after, children_after = cpu_seconds()
+            workerinput: dict[str, str] = getattr(self.config, "workerinput", {})
             self.write(
                 {
                     "file": item.nodeid.split("::")[0],
                     "own": own_after - own,
                     "children": children_after - children,
                     "wall": time.monotonic() - wall,
+                    # the clock of the machine, which every worker shares: for the tail
+                    "test": item.nodeid,
+                    "worker": workerinput.get("workerid", ""),
+                    "start": started,
+                    "end": time.time(),
                 }
             )
 
@@ -94,11 +100,13 @@ class CpuReport:
             return
         totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
         workers = 0.0
+        runs: list[dict[str, Any]] = []
         for line in path.read_text().splitlines():
             record = json.loads(line)
             if not record["file"]:
                 workers += record["own"] + record["children"]
                 continue
+            runs.append(record)
             row = totals[record["file"]]
             row[0] += 1
             row[1] += record["own"]
@@ -116,6 +124,26 @@ class CpuReport:
         if workers:
             # a worker's whole CPU, its tests' included: what is left is start-up and collection
             write(f"workers' start-up and collection: {workers - tests:.1f} s")
+        tail(runs, write)
+
+
+def tail(runs: list[dict[str, Any]], write: Any) -> None:
+    """The end of a parallel run: when each worker ran out of tests, and the tests still
+    running once the first had, longest first. A worker idle while the last tests run is
+    time the run loses; a long test that starts late is what makes such a tail."""
+    last: dict[str, float] = {}
+    for run in runs:
+        last[run["worker"]] = max(last.get(run["worker"], 0.0), run["end"])
+    if len(last) < 2:
+        return
+    began = min(run["start"] for run in runs)
+    first_idle, end = min(last.values()), max(last.values())
+    ends = ", ".join(f"{worker} {at - began:.0f} s" for worker, at in sorted(last.items()))
+    write(f"workers ran out of tests at: {ends}; the tail, a worker idle: {end - first_idle:.0f} s")
+    late = sorted((run for run in runs if run["end"] > first_idle), key=lambda r: r["start"])
+    for run in sorted(late, key=lambda r: r["start"] - r["end"])[: LISTED // 2]:
+        started, took = run["start"] - began, run["end"] - run["start"]
+        write(f"  {run['worker']:>4} {started:6.0f} s +{took:5.0f} s  {run['test']}")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
