@@ -204,6 +204,10 @@ class Read:
     intent: Mapping[str, Any] = field(default_factory=dict)
     #: the turn is a statement right after small talk's own question, as the run had it
     replying: bool = False
+    #: the turn asks for what no small-talk line holds (a question of fact, a task,
+    #: memory: :func:`skills.smalltalk.asks.beyond_small_talk`), where small talk does not
+    #: answer by the reading either
+    beyond: bool = False
 
 
 def confidence_of(
@@ -236,6 +240,15 @@ def replies(turns: Sequence[Observed]) -> list[bool]:
         skill = before.skill if before is not None else None
         found.append(line is not None and replies_to_own_question(t.text, line, skill))
     return found
+
+
+def beyond(turns: Sequence[Observed]) -> list[bool]:
+    """Whether each turn asks for what no small-talk line holds, as small talk reads it
+    before answering by the reading (:func:`skills.smalltalk.asks.beyond_small_talk`)."""
+    from shared import spelling
+    from skills.smalltalk.asks import beyond_small_talk
+
+    return [beyond_small_talk(spelling.normalise(t.text)) is not None for t in turns]
 
 
 def ran(skill: str, intent: Mapping[str, Any]) -> bool:
@@ -278,6 +291,9 @@ def decide(
                 # the replay knows small talk's questions only (the shipped replier)
                 read.replying and skill == "smalltalk",
             )
+            # small talk reads first whether the turn asks what its lines cannot give
+            if read.beyond and skill == "smalltalk":
+                continue
             if skill not in answered and found is not None and ran(skill, read.intent):
                 scored.append((found[0], -len(turn.hypotheses) - place, skill))
     winner = max(scored)[2] if scored else "fallback_response"
@@ -323,11 +339,12 @@ def cross_validate(
 
     said = reading.turn_intents(turns)
     replying = replies(turns)
+    asks_beyond = beyond(turns)
 
     def with_reading(model: ReadingModel | None, i: int) -> Read | None:
         if model is None:
             return None
-        return Read(probabilities(model, rows[i]), model, said[i], replying[i])
+        return Read(probabilities(model, rows[i]), model, said[i], replying[i], asks_beyond[i])
 
     order = list(dict.fromkeys(t.conversation for t in turns))
     fold_of = {c: i % folds for i, c in enumerate(order)}
@@ -372,6 +389,7 @@ def across(
     rows, intents = reading.turn_rows([*fitted_on, *measured])
     said = reading.turn_intents(measured)
     replying = replies(measured)
+    asks_beyond = beyond(measured)
     curves = as_curves(fit(fitted_on, extra))
     model = reading.fit(
         rows[: len(fitted_on)],
@@ -388,7 +406,13 @@ def across(
             run_below,
             None
             if model is None
-            else Read(probabilities(model, rows[len(fitted_on) + i]), model, said[i], replying[i]),
+            else Read(
+                probabilities(model, rows[len(fitted_on) + i]),
+                model,
+                said[i],
+                replying[i],
+                asks_beyond[i],
+            ),
         )
         for i, t in enumerate(measured)
     ]
