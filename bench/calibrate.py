@@ -505,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         "--set",
         nargs="+",
         default=["dev", "train"],
-        help="the sets fitted on together: dev, train, or a set file's path (several allowed)",
+        help="the sets fitted on together: dev, train, train2 or set files' paths (one or more)",
     )
     parser.add_argument("--out", type=Path, default=CALIBRATION_FILE)
     parser.add_argument(
