@@ -266,3 +266,20 @@ def test_careless_typing_is_read_like_the_careful_phrasing(careless: str, carefu
     typed, written = classify(careless, careful)
     assert typed["intent"] == written["intent"] is not None
     assert typed["confidence"] >= 0.9
+
+
+def test_an_opening_in_another_language_is_a_greeting_from_the_corpus() -> None:
+    """The corpus's greetings in other languages (annotators/intents/languages.py) read a
+    conversation's opening turn no English intent knows; later in a conversation "ciao"
+    mostly says goodbye, and is left alone, as is an English opening no intent reads."""
+    hola, jonas, tudo, moon = classify(
+        "Hola", "Hallo! Ich bin Jonas", "oi, tudo bom?", "how far away is the moon"
+    )
+    assert [hola["intent"], jonas["intent"], tudo["intent"]] == ["greeting"] * 3
+    assert hola["method"] == "similarity" and hola["confidence"] == 1.0
+    assert moon["intent"] is None
+    with ServiceClient(app) as client:
+        (later,) = client.post(
+            "/respond", json={"dialogs": [view("hi", "Hi! I'm Chorus. What's your name?", "ciao")]}
+        ).json()
+    assert later["intent"] != "greeting"
