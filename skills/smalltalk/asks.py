@@ -14,7 +14,8 @@ a curve can learn: each is in the turn's grammar, read here:
 
 - :func:`asks_the_world`: a question that does not address the bot: it opens with a
   question word, or with an auxiliary whose subject is not "you" ("is the film...",
-  "where can i...", "why does it...");
+  "where can i...", "why does it..."), or asks one after a clause of its own; or help
+  asked with "any" ("any idea why", "any good horror movies for a sleepover");
 - :func:`requests`: an imperative ("add...", "write...", "give me 5 ideas"), unless what
   is asked is the bot itself ("tell me about yourself");
 - :func:`on_a_subject`: "one about cats", "a joke about calendars": content on a subject
@@ -44,6 +45,19 @@ _WH = re.compile(
     r"\b(?!\s+an?\b)",
     _I,
 )
+#: A question word after a clause of its own, in a question ("wait really, how many
+#: languages can a chatbot speak?").
+_WH_LATER = re.compile(
+    r"[,;:]\s*(?:what|what's|whats|who|who's|why|how|when|where|which)\b(?!\s+an?\b)[^?]*\?\s*$",
+    _I,
+)
+#: Help asked with "any": "any idea why", "any tips?", "any good horror movies for a
+#: sleepover" (a recommendation).
+_ANY_HELP = re.compile(
+    r"(?:^|[,;:.!?]\s*)(?:(?:so|and|ok|okay|also|or)\s+)?(?:got\s+)?any\s+"
+    r"(?:ideas?|tips?|advice|suggestions?|recommendations?|good|gud|decent|nice)\b",
+    _I,
+)
 #: An auxiliary opening the turn, its subject not the bot ("is the film any good?",
 #: "can i..."). "have a nice day" wishes, so "have" is left out.
 _AUX = re.compile(
@@ -56,7 +70,7 @@ _REQUEST = re.compile(
     _LEAD + r"(?:tell|give|write|make|add|ignore|translate|explain|help|show|list|find|teach"
     r"|recommend|suggest|create|plan|draft|compose|summari[sz]e|convert|calculate|compute"
     r"|describe|send|print|repeat|book|remind|fix|correct|check|compare|rewrite|generate"
-    r"|put|change|count|spell|define)\b",
+    r"|put|change|count|spell|define|pretend|imagine|say)\b",
     _I,
 )
 #: What is asked is the bot itself: "tell me about yourself".
@@ -76,8 +90,12 @@ Beyond = Literal["asks_the_world", "requests", "on_a_subject", "asks_own_past"]
 
 
 def asks_the_world(text: str) -> bool:
-    """A question that does not address the bot: "who invented the skateboard?"."""
-    return bool(_WH.search(text) or _AUX.search(text)) and not _ADDRESSES_BOT.search(text)
+    """A question that does not address the bot ("who invented the skateboard?"), or help
+    asked with "any" ("my wifi keeps dropping, any idea why")."""
+    if _ANY_HELP.search(text):
+        return True
+    asked = _WH.search(text) or _AUX.search(text) or _WH_LATER.search(text)
+    return bool(asked) and not _ADDRESSES_BOT.search(text)
 
 
 def requests(text: str) -> bool:
