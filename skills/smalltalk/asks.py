@@ -22,7 +22,9 @@ a curve can learn: each is in the turn's grammar, read here:
   the user names;
 - :func:`asks_own_past`: a question on what the user said or has ("what did I...", "what's
   my...", "do you remember..."), which is memory: the greeting skill's for the name, the
-  LLM's for the rest.
+  LLM's for the rest;
+- who made the bot ("who actually built you?", "who's behind this?"): the FAQ's and the
+  docs' answer, not the persona's identity line.
 
 :func:`beyond_small_talk` names the first that holds. Small talk keeps its specific
 answers on such turns (a joke asked for is still a joke), and lets its loose ones go, so
@@ -86,7 +88,15 @@ _OWN_PAST = re.compile(
     r"\b(?:did\s+i|have\s+i|what(?:'s|\s+is|\s+was|\s+were)\s+my|do\s+you\s+remember)\b", _I
 )
 
-Beyond = Literal["asks_the_world", "requests", "on_a_subject", "asks_own_past"]
+#: Who made the bot: the FAQ's and the docs' (label rule 8), not a persona line's; the
+#: identity line read by similarity ("who are you?") answered "who actually built you?".
+_MAKER = re.compile(
+    r"\bwho\s+(?:\w+\s+){0,2}?(?:made|built|created|programmed|designed|wrote|coded|developed"
+    r"|trained|owns|runs|maintains)\s+(?:you|u|this|it|chorus)\b|\bwho(?:'s|\s+is)\s+behind\b",
+    _I,
+)
+
+Beyond = Literal["asks_the_world", "requests", "on_a_subject", "asks_own_past", "asks_the_maker"]
 
 
 def asks_the_world(text: str) -> bool:
@@ -120,6 +130,8 @@ def beyond_small_talk(text: str) -> Beyond | None:
     normalised, :func:`shared.spelling.normalise`), or None."""
     if asks_own_past(text):
         return "asks_own_past"
+    if _MAKER.search(text):
+        return "asks_the_maker"
     if asks_the_world(text):
         return "asks_the_world"
     if requests(text):

@@ -23,6 +23,8 @@ from skills.smalltalk.asks import beyond_small_talk
         ("can you write a joke about Mondays?", "on_a_subject"),
         ("What did I tell you my hobby was?", "asks_own_past"),
         ("do you remember what my dog is called?", "asks_own_past"),
+        ("who actually built you?", "asks_the_maker"),
+        ("Who made you?", "asks_the_maker"),
     ],
 )
 def test_turns_only_the_llm_has_an_answer_for(text: str, beyond: str) -> None:
