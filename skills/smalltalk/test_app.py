@@ -431,16 +431,17 @@ def test_a_reply_to_its_own_question_is_acknowledged_when_the_reading_agrees(
 
 
 def test_an_intent_read_by_similarity_alone_is_calibrated_apart(client: ServiceClient) -> None:
-    """ "Who made you?" is most like the annotator's "who are you?" without any pattern
-    saying so: a weaker reading than a pattern's, with an answer type of its own, so the
-    calibration says what such readings are worth (and the FAQ's answer on the maker may
-    beat it). The same intent read by a pattern keeps the intent's own answer type."""
+    """ "Are you a person or a program?" is most like the annotator's "who are you?"
+    without any pattern saying so: a weaker reading than a pattern's, with an answer type of
+    its own, so the calibration says what such readings are worth. The same intent read by
+    a pattern keeps the intent's own answer type. ("Who made you?" is the FAQ's alone:
+    skills/smalltalk/asks.py.)"""
     similar = {"intent": "bot_identity", "confidence": 0.92, "method": "similarity"}
     by_pattern = {"intent": "bot_identity", "confidence": 1.0, "method": "pattern"}
     (guessed,), (read,) = ask(
         client,
-        dialog("Who made you?", annotations={"intents": similar}),
-        dialog("Who made you?", annotations={"intents": by_pattern}),
+        dialog("Are you a person or a program?", annotations={"intents": similar}),
+        dialog("Are you a person or a program?", annotations={"intents": by_pattern}),
     )
     assert guessed["routing"]["kind"] == "bot_identity_by_similarity"
     assert read["routing"]["kind"] == "bot_identity"
