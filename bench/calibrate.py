@@ -1,5 +1,5 @@
 """Fits the skills' confidence curves (``shared/calibration.json``) and the turn's reading
-(``shared/reading.json``) on the training sets, dev and train.
+(``shared/reading.json``) on the training sets, dev, train and train2.
 
 Runs the sets' conversations through the shipped pipeline without the LLM and without any
 calibration (``SKILL_CALIBRATION=off``: every skill's raw score, and the answers a curve
@@ -16,11 +16,12 @@ Every conversation of the sets is used: what the curves are worth on conversatio
 never saw is estimated by ``--folds`` and ``--across`` (below), and measured on the
 held-out sets.
 
-    .venv/bin/python -m bench.calibrate                # dev + train -> shared/*.json
+    .venv/bin/python -m bench.calibrate                # dev + train + train2 -> shared/*.json
     .venv/bin/python -m bench.calibrate --set my.jsonl --out /tmp/mine.json
     .venv/bin/python -m bench.calibrate --folds 5      # the out-of-sample estimate, no file
     .venv/bin/python -m bench.calibrate --folds 5 --noise 0.5   # the same, typed carelessly
     .venv/bin/python -m bench.calibrate --set dev train --across   # fit on dev, measure train
+    .venv/bin/python -m bench.calibrate --set dev+train train2 --across  # a stranger's voice
     .venv/bin/python -m bench.calibrate --folds 5 --misses  # ... and list what went wrong
     .venv/bin/python -m bench.calibrate --turns bench/results/calibrate-dev.json \
         bench/results/calibrate-train.json           # replay saved runs: no new run
@@ -204,6 +205,10 @@ class Read:
     intent: Mapping[str, Any] = field(default_factory=dict)
     #: the turn is a statement right after small talk's own question, as the run had it
     replying: bool = False
+    #: the turn asks for what no small-talk line holds (a question of fact, a task,
+    #: memory: :func:`skills.smalltalk.asks.beyond_small_talk`), where small talk does not
+    #: answer by the reading either
+    beyond: bool = False
 
 
 def confidence_of(
@@ -236,6 +241,15 @@ def replies(turns: Sequence[Observed]) -> list[bool]:
         skill = before.skill if before is not None else None
         found.append(line is not None and replies_to_own_question(t.text, line, skill))
     return found
+
+
+def beyond(turns: Sequence[Observed]) -> list[bool]:
+    """Whether each turn asks for what no small-talk line holds, as small talk reads it
+    before answering by the reading (:func:`skills.smalltalk.asks.beyond_small_talk`)."""
+    from shared import spelling
+    from skills.smalltalk.asks import beyond_small_talk
+
+    return [beyond_small_talk(spelling.normalise(t.text)) is not None for t in turns]
 
 
 def ran(skill: str, intent: Mapping[str, Any]) -> bool:
@@ -278,6 +292,9 @@ def decide(
                 # the replay knows small talk's questions only (the shipped replier)
                 read.replying and skill == "smalltalk",
             )
+            # small talk reads first whether the turn asks what its lines cannot give
+            if read.beyond and skill == "smalltalk":
+                continue
             if skill not in answered and found is not None and ran(skill, read.intent):
                 scored.append((found[0], -len(turn.hypotheses) - place, skill))
     winner = max(scored)[2] if scored else "fallback_response"
@@ -323,11 +340,12 @@ def cross_validate(
 
     said = reading.turn_intents(turns)
     replying = replies(turns)
+    asks_beyond = beyond(turns)
 
     def with_reading(model: ReadingModel | None, i: int) -> Read | None:
         if model is None:
             return None
-        return Read(probabilities(model, rows[i]), model, said[i], replying[i])
+        return Read(probabilities(model, rows[i]), model, said[i], replying[i], asks_beyond[i])
 
     order = list(dict.fromkeys(t.conversation for t in turns))
     fold_of = {c: i % folds for i, c in enumerate(order)}
@@ -372,6 +390,7 @@ def across(
     rows, intents = reading.turn_rows([*fitted_on, *measured])
     said = reading.turn_intents(measured)
     replying = replies(measured)
+    asks_beyond = beyond(measured)
     curves = as_curves(fit(fitted_on, extra))
     model = reading.fit(
         rows[: len(fitted_on)],
@@ -388,7 +407,13 @@ def across(
             run_below,
             None
             if model is None
-            else Read(probabilities(model, rows[len(fitted_on) + i]), model, said[i], replying[i]),
+            else Read(
+                probabilities(model, rows[len(fitted_on) + i]),
+                model,
+                said[i],
+                replying[i],
+                asks_beyond[i],
+            ),
         )
         for i, t in enumerate(measured)
     ]
@@ -463,7 +488,11 @@ def load_turns(path: Path) -> list[Observed]:
 
 
 def set_turns(name: str, noise: float, saved: Sequence[Path]) -> list[Observed]:
-    """One set's turns: from ``saved`` runs when they hold its conversations, else run."""
+    """One set's turns: from ``saved`` runs when they hold its conversations, else run.
+    Names joined by ``+`` ("dev+train") are those sets together, as one (``--across``
+    fits on it)."""
+    if "+" in name and not Path(name).exists():
+        return [t for part in name.split("+") for t in set_turns(part, noise, saved)]
     conversations = load_set(set_path(name))
     if noise:
         conversations = noisy(conversations, noise)
@@ -480,8 +509,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--set",
         nargs="+",
-        default=["dev", "train"],
-        help="the sets fitted on together: dev, train, train2 or set files' paths (one or more)",
+        default=["dev", "train", "train2"],
+        help="the sets fitted on together: dev, train, train2 or set files' paths (one or more; "
+        "'dev+train' is two sets as one, for --across)",
     )
     parser.add_argument("--out", type=Path, default=CALIBRATION_FILE)
     parser.add_argument(

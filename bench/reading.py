@@ -63,15 +63,16 @@ class Turn:
     fits: frozenset[str]
 
 
-def intents_catcher() -> tuple[Callable[[str], dict[str, object]], list[str]]:
-    """The shipped intents annotator's reading of a text, and its intents' names."""
-    from annotators.intents.app import CATCHER, INTENTS_FILE  # loads the embedding
+def intents_catcher() -> tuple[Callable[[str, bool], dict[str, object]], list[str]]:
+    """The shipped intents annotator's reading of a text (and whether it opens the
+    conversation), and its intents' names."""
+    from annotators.intents.app import INTENTS_FILE, classify_turn  # loads the embedding
     from shared import spelling
 
     names = list(json.loads(INTENTS_FILE.read_text()))
 
-    def classify(text: str) -> dict[str, object]:
-        return CATCHER.classify(spelling.normalise(text)).model_dump()
+    def classify(text: str, opening: bool) -> dict[str, object]:
+        return classify_turn(spelling.normalise(text), opening).model_dump()
 
     return classify, names
 
@@ -92,7 +93,7 @@ def turn_rows(turns: Sequence[Observed]) -> tuple[np.ndarray, list[str]]:
 
     classify, names = intents_catcher()
     rows = [
-        features(spelling.normalise(t.text), previous, classify(t.text), names)
+        features(spelling.normalise(t.text), previous, classify(t.text, previous is None), names)
         for t, previous in zip(turns, previous_lines(turns), strict=True)
     ]
     return np.vstack(rows) if rows else np.zeros((0, feature_count(names))), names
@@ -102,7 +103,10 @@ def turn_intents(turns: Sequence[Observed]) -> list[dict[str, object]]:
     """The intents annotator's reading of every turn (its embedding is cached from
     :func:`turn_rows`)."""
     classify, _ = intents_catcher()
-    return [classify(t.text) for t in turns]
+    return [
+        classify(t.text, previous is None)
+        for t, previous in zip(turns, previous_lines(turns), strict=True)
+    ]
 
 
 def labels_of(turns: Sequence[Observed]) -> list[str]:

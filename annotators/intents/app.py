@@ -48,6 +48,7 @@ from pydantic import (
 )
 
 from agent.sdk import DialogView, Service
+from annotators.intents import languages
 from shared import meaning, reading, spelling
 from shared.tfidf import Tfidf
 
@@ -254,6 +255,41 @@ class IntentCatcher:
         )
 
 
+class OtherLanguages:
+    """Greetings in other languages (:mod:`annotators.intents.languages`), less those
+    ``catcher`` already reads (English ones), compared by wording: TF-IDF over words and
+    over characters, averaged (the embedding reads English only)."""
+
+    def __init__(self, statements: list[str], catcher: IntentCatcher) -> None:
+        self.statements = [s for s in statements if catcher.classify(s).intent is None]
+        self._words = FittedTfidf(
+            Tfidf(
+                self.statements, analyzer="word", ngram_range=(1, 2), token_pattern=r"(?u)\b\w+\b"
+            )
+        )
+        self._chars = FittedTfidf(Tfidf(self.statements, analyzer="char_wb", ngram_range=(2, 4)))
+
+    def greeting(self, text: str) -> Intent | None:
+        """``text`` read as a greeting when it is like one of the statements from
+        :data:`languages.FLOOR`; its likeness is the confidence."""
+        if not self.statements:
+            return None
+        weight = languages.WORD_WEIGHT
+        similarities = weight * self._words.cosines(text) + (1.0 - weight) * self._chars.cosines(
+            text
+        )
+        likeness = round(min(1.0, float(similarities.max())), 4)
+        if likeness < languages.FLOOR:
+            return None
+        return Intent(
+            intent="greeting",
+            confidence=likeness,
+            method="similarity",
+            nearest="greeting",
+            likeness=likeness,
+        )
+
+
 class BadIntentsFile(ValueError):
     """The intents file is not JSON of the documented shape; the message names the place."""
 
@@ -268,6 +304,19 @@ def load(path: Path) -> IntentCatcher:
 
 
 CATCHER = load(INTENTS_FILE)
+OTHER_LANGUAGES = OtherLanguages(languages.corpus_greetings(), CATCHER)
+
+
+def classify_turn(text: str, opening: bool) -> Intent:
+    """The intent of ``text`` (spelling normalised); on the conversation's ``opening``
+    turn, one no English intent reads, nor is near, may be a greeting in another language
+    ("Hola", "oi, tudo bom?": :class:`OtherLanguages`). "later!" is near the English
+    goodbyes, and some of the corpus's greetings files hold a goodbye too ("Tot later!")."""
+    found = CATCHER.classify(text)
+    if opening and found.intent is None and found.likeness < languages.ENGLISH_NEAR:
+        return OTHER_LANGUAGES.greeting(text) or found
+    return found
+
 
 service = Service(
     "intents",
@@ -287,7 +336,8 @@ def annotation(said: str, line: str | None) -> Intent:
     alone, so the last :data:`KEPT` are kept (read-only: the SDK sends a copy)."""
     # careless chat typing read the careful way first ("whats ur name", shared/spelling.py)
     text = spelling.normalise(said)
-    found = CATCHER.classify(text)
+    # the conversation's opening turn is the one the bot has not yet answered
+    found = classify_turn(text, opening=line is None)
     if text.strip():
         # one reading of the turn every skill's confidence takes (shared/reading.py); it
         # weighs a reply by the bot's line it answers

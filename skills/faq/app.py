@@ -55,6 +55,16 @@ _ASKS = re.compile(
     r"|which|can|could|would|will|should|shall|is|are|am|do|does|did|tell|explain|show|list)\b",
     re.IGNORECASE,
 )
+#: The bot's name said to it, not asked about: after a comma or a greeting or closing word
+#: ("Hi Chorus, how's life?", "how old are you, chorus?", "evening chorus, you good?"), or
+#: opening the turn before a comma ("Chorus, what can you do?"). Its
+#: characters are those of "What is Chorus?", and such a turn asks about something else.
+BOT_NAME = "chorus"
+_VOCATIVE = re.compile(
+    r"(?P<before>,\s*|\b(?:hi|hey|hello|hiya|yo|morning|evening|night|goodnight|bye|thanks"
+    rf"|cheers|ok|okay)\s+){BOT_NAME}\b|^\W*{BOT_NAME}\s*[,!:]\s*",
+    re.IGNORECASE,
+)
 #: scikit-learn's English stop words, typed (scikit-learn ships no types).
 _STOP_WORDS: frozenset[str] = ENGLISH_STOP_WORDS
 _APOSTROPHES = ("'", "\u2019")
@@ -152,6 +162,12 @@ def asks(text: str) -> bool:
     return _ASKS.search(text) is not None
 
 
+def unaddressed(text: str) -> str:
+    """``text`` without the bot's name where it is said to the bot (:data:`_VOCATIVE`):
+    "Hi Chorus, how's life?" asks how the bot is, not what Chorus is."""
+    return _VOCATIVE.sub(lambda found: found.group("before") or "", text)
+
+
 def answer(text: str, annotations: Mapping[str, Any] | None = None) -> FaqHypothesis | None:
     """The FAQ answer to ``text``, or None when no question is close enough.
 
@@ -160,6 +176,7 @@ def answer(text: str, annotations: Mapping[str, Any] | None = None) -> FaqHypoth
     with half of everyday talk ("Can you recommend a good book?" scores 0.76 against it), so
     it answers only utterances that are stop words too ("what can you do for me").
     """
+    text = unaddressed(text)
     if not text.strip() or not asks(text):
         return None
     entry, similarity = INDEX.best(text)

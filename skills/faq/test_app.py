@@ -136,3 +136,19 @@ def test_a_line_that_asks_nothing_gets_no_answer() -> None:
     asked, careless = answer("What is Chorus?"), answer("so what is chorus then")
     assert asked is not None and "orchestration" in asked.text
     assert careless is not None and careless.text == asked.text
+
+
+def test_the_bots_name_said_to_it_is_not_asked_about(client: ServiceClient) -> None:
+    """ "Hi Chorus, how's life?" shares the characters of "What is Chorus?", but the name
+    is said to the bot there, not asked about: the FAQ reads the turn without it."""
+    life, age, evening, what, can = ask(
+        client,
+        "Hi Chorus, how's life?",
+        "how old are you, chorus?",
+        "evening chorus, you good?",
+        "What is Chorus?",
+        "Chorus, what can you do?",
+    )
+    assert life == age == evening == []
+    assert what[0]["faq_question"] == "What is Chorus?"
+    assert can[0]["faq_question"] == "What can you do?"

@@ -31,6 +31,11 @@ _SAYS_NAME = re.compile(
     rf"(?:\b|^)(my name is|my name's|(?:the )?name's|call me|you can call me|i go by)\s+{_WORD}",
     re.I,
 )
+#: "Ingrid's my name", "Ingrid is my name": the name before the phrase that says it is one.
+_NAME_IS_MINE = re.compile(rf"^\W*{_WORD}(?:'s|\s+is)\s+my\s+name\b", re.I)
+#: "Marta here", "Callum then": a bare reply with a word that only places it, which
+#: counts as the bare name after the bot asked for one.
+_PLACED = re.compile(rf"^\W*{_WORD}\s+(?:here|then)\W*$", re.I)
 #: "names oskar", "the names Connor": "name's" typed without its apostrophe, which the
 #: spelling reading leaves as typed ("names" is a word of its own). Only where it opens the
 #: utterance or a clause, as "name's" does: "the names are hard" has a word that is no name
@@ -39,8 +44,10 @@ _NAMES_SAYS = re.compile(rf"(?:^|[.!?,;]\s*)(?:the\s+)?names\s+{_WORD}\W*$", re.
 #: Phrases that introduce a name or anything else ("I'm from Berlin", "I'm feeling sad"):
 #: a name only when one word ends the clause (see :func:`extract_name`).
 _MAYBE_NAME = re.compile(
-    rf"(?:^|[.!?,;]\s*|\b(?:and|hi|hello|hey)\s+)"
-    rf"(?:i am|i'm|im|it's|its|this is)\s+{_WORD}(?:\s+here)?\s*(?=$|[.!?,;]|and\b)",
+    rf"(?:^|[.!?,;]\s*|\b(?:and|hi|hello|hey|ok|okay|oh|fine|well|so)\s+)"
+    rf"(?:i am|i'm|im|it's|its|this is)\s+{_WORD}(?:\s+(?:here|then))?"
+    # the clause ends there: punctuation, an emoji, "and ..." or nothing
+    rf"\s*(?=$|[^\w\s'-]|and\b)",
     re.I,
 )
 _ASK_NAME = re.compile(r"\b(what'?s|what is|do you (know|remember)) my name\b", re.I)
@@ -122,6 +129,18 @@ _NOT_NAMES = {
     "hey",
     "bye",
     "goodbye",
+    # words that point or place, before "here", "then" or "'s my name" ("over here",
+    # "that's my name")
+    "that",
+    "this",
+    "it",
+    "there",
+    "over",
+    "out",
+    "up",
+    "down",
+    "in",
+    "on",
 }
 #: The words of VADER's sentiment lexicon (7,500 feelings, interjections and slang:
 #: "thanks", "ok", "yes", "sure", "cool", "wow", "lol", "nah"), its negations ("nope",
@@ -215,6 +234,9 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
     names = _NAMES_SAYS.search(text)
     if names and not is_common_word(names.group(1)):
         return _name(names.group(1))
+    mine = _NAME_IS_MINE.search(text)
+    if mine and not is_common_word(mine.group(1)):
+        return _name(mine.group(1))
     if name_known:
         return None
     maybe = _MAYBE_NAME.search(text)
@@ -222,6 +244,9 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
         word = maybe.group(1)
         if word[0].isupper() or (bare_word_ok and not is_common_word(word)):
             return _name(word)
+    placed = _PLACED.search(text) if bare_word_ok else None
+    if placed and not is_common_word(placed.group(1)):
+        return _name(placed.group(1))
     if bare_word_ok and not text.endswith("?"):
         words = re.findall(r"[A-Za-zÀ-ÿ'-]{2,30}|\S+", text.rstrip(".!"))
         if len(words) == 1 and re.fullmatch(_WORD, words[0]) and not is_common_word(words[0]):
@@ -233,7 +258,7 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
 #: the user wonders why the bot asked, which the script can say.
 _WHY_ASK = re.compile(
     r"^\W*(why|how come|what for)\b"
-    r"(\s+(do|would|did) you\s+(ask|want to know|need (it|that|to know)))?\W*$",
+    r"(\s+(do|would|did) you\s+(ask|want to know|(need|want) (it|that|to know|my name)))?\W*$",
     re.I,
 )
 
@@ -265,11 +290,23 @@ _ABOUT_THE_QUESTION = _ABOUT_ASKING - {"you"}
 WHY_ASK_LINE = "Just so I know what to call you. You don't have to tell me, though."
 
 
+#: A reply that says it keeps the name back, whatever else it holds ("I'll pass on the
+#: name, thanks", "ok, I'd rather not share it", "not telling u lol"): a thanks or a word of
+#: mood in it does not make it small talk's.
+_KEEPS_IT = re.compile(
+    r"\b(?:(?:i'?d|i\s+would)\s+rather\s+not|prefer\s+not|not\s+(?:telling|saying|sharing)"
+    r"|won'?t\s+(?:tell|say|share)|pass\s+on\s+(?:the|my)\s+name|keep\s+(?:it|that|my\s+name)\s+to\s+myself)\b",
+    re.I,
+)
+
+
 def declines(text: str, annotations: Mapping[str, Any], name_known: bool) -> float | None:
     """The user answers the name question with a question or a dodge instead of a name:
     how sure that reading is (:data:`WHY_ASK_SCORES`), or None."""
     if _WHY_ASK.search(text):
         return WHY_ASK_SCORES["why"]
+    if _KEEPS_IT.search(text):
+        return WHY_ASK_SCORES["puts_off"]
     if recognised_intent(annotations) is not None or extract_name(
         text, bare_word_ok=True, name_known=name_known
     ):

@@ -183,6 +183,8 @@ ASKED = ("Hello!", "Hi! I'm Chorus. What's your name?")
         "Pass",
         "Oops",
         "Right",
+        "over here",  # words that place, not a name before "here"
+        "that's my name",
     ],
 )
 def test_a_reply_to_the_question_that_is_no_name_is_not_taken_for_one(reply: str) -> None:
@@ -207,6 +209,12 @@ def test_a_reply_to_the_question_that_is_no_name_is_not_taken_for_one(reply: str
         ("Grace", "Grace"),
         ("Call me Mia", "Mia"),
         ("My name is Joy", "Joy"),  # a word of feeling, but said to be the name
+        ("Marta here", "Marta"),  # a word that only places the name
+        ("Yusuf here", "Yusuf"),
+        ("I'm Callum then", "Callum"),
+        ("Ingrid's my name", "Ingrid"),
+        ("it's Lucas 😊", "Lucas"),  # an emoji ends the clause as a stop does
+        ("oh it's Sandra, sorry, should have said", "Sandra"),
     ],
 )
 def test_a_name_given_in_reply_to_the_question_is_taken(reply: str, name: str) -> None:
@@ -301,7 +309,17 @@ def test_names_given_as_names_and_the_question_why_after_asking() -> None:
         (given,) = ask(said)
         assert given["human_attributes"] == {"name": name, "greeting_stage": "done"}, said
     assert ask("I go by bus") == []  # a name after "go by" is capitalised
-    for dodge in ("Why do you ask?", "why do you want to know?", "you first"):
+    (jess,) = ask("ok fine its Jess")  # after a word that opens the reply
+    assert jess["human_attributes"] == {"name": "Jess", "greeting_stage": "done"}
+    for dodge in (
+        "Why do you ask?",
+        "why do you want to know?",
+        "you first",
+        "why do u need my name",
+        "ok, I'd rather not share it",
+        "I'll pass on the name, thanks",
+        "not telling u lol",
+    ):
         (why,) = ask(
             "Hello!", "Hi! I'm Chorus. What's your name?", dodge, greeting_stage="asked_name"
         )

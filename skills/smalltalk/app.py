@@ -40,7 +40,7 @@ from typing import Any, Literal, cast
 from agent.sdk import DialogView, Service, SkillHypothesis
 from shared import reading, spelling
 from shared.calibration import calibrated
-from skills.smalltalk import jokes, things, topics
+from skills.smalltalk import asks, jokes, things, topics
 from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
 from skills.smalltalk.persona import Persona, persona_of
 
@@ -117,7 +117,10 @@ _FIRST_PERSON = re.compile(
     re.IGNORECASE,
 )
 #: "I'm Sam", "I go by Lu": a name, which is the greeting skill's to take.
-_INTRODUCES = re.compile(r"^\W*(?:[Ii]'?m|I am|[Ii] go by|[Ii]t'?s|[Tt]his is)\s+[A-Z]")
+_INTRODUCES = re.compile(
+    r"^\W*(?:(?:ok|okay|oh|well|so|fine|and)\W+)*(?:[Ii]'?m|[Ii] am|[Ii] go by|[Ii]t'?s|[Tt]his is)"
+    r"\s+[A-Z]"
+)
 #: A corpus answer scores from CORPUS_BASE (similarity at the threshold) to
 #: CORPUS_BASE + CORPUS_SPAN (an exact match): a close match beats an intent-only guess
 #: at a persona line, a pattern that covers the utterance beats a loose match; above the
@@ -586,10 +589,52 @@ def recently_said(dialog: DialogView) -> list[str]:
     return list(reversed(dict.fromkeys(reversed(lines))))
 
 
+#: The answer types read by likeness or from the mood, not by a matcher that says what it
+#: read: they give way on a turn that asks for what no small-talk line holds
+#: (:mod:`skills.smalltalk.asks`). A pattern's topic, a joke asked for, thanks and
+#: goodbyes keep their answer there.
+LOOSE_TOPICS: frozenset[str] = WEAK_TOPICS | {"laughed"}
+
+
+def loose(chosen: SkillHypothesis, answer_type: str) -> bool:
+    """Whether ``chosen`` (of ``answer_type``) was found by likeness or from the mood: a
+    corpus line, a persona topic, an intent read by similarity or likeness, a joke on a
+    subject (the shipped jokes have none), a guess from the mood."""
+    return (
+        isinstance(chosen, CorpusHypothesis | TopicHypothesis)
+        or getattr(chosen, "by_likeness", False)
+        or getattr(chosen, "by_similarity", False)
+        or answer_type == "joke_on_a_subject"
+        or str(getattr(chosen, "smalltalk_topic", "")) in LOOSE_TOPICS
+    )
+
+
+def gives_way(
+    chosen: SkillHypothesis, answer_type: str, beyond: asks.Beyond | None, persona: Persona
+) -> bool:
+    """Whether ``chosen`` is left out because the turn asks for what small talk has no
+    line for (``beyond``): any answer to a question on the user's own past (memory), a
+    loose answer to the rest. A persona topic whose own examples are requests ("tell me a
+    fun fact") still answers a request."""
+    if beyond is None:
+        return False
+    if beyond == "asks_own_past":
+        return True
+    if (
+        beyond == "requests"
+        and isinstance(chosen, TopicHypothesis)
+        and chosen.topic in persona.topics
+        and any(asks.requests(e) for e in persona.topics[chosen.topic].examples)
+    ):
+        return False
+    return loose(chosen, answer_type)
+
+
 def respond(dialog: DialogView) -> SkillHypothesis | None:
     persona, store = persona_of(dialog.bot)
     said = recently_said(dialog)
     chosen = _respond(dialog, persona, store, said)
+    beyond = asks.beyond_small_talk(spelling.normalise(dialog.human_utterance.text))
     if chosen is not None:
         # the confidence as the chance that such an answer fits (shared/calibration.py)
         answer_type = str(getattr(chosen, "smalltalk_topic", ""))
@@ -605,8 +650,10 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
             # a line of the bot's profile fits a question about the bot better than a
             # line of the science file fits a question of fact: one curve per file
             answer_type = f"corpus:{chosen.corpus_category}"
+        if gives_way(chosen, answer_type, beyond, persona):
+            return None  # a question of fact, a task, memory: the LLM's (or the fallback's)
         chosen = calibrated(chosen, "smalltalk", answer_type, dialog.human_utterance.annotations)
-    if chosen is None:  # own matcher silent: the turn's reading may still say it is ours
+    if chosen is None and beyond is None:  # own matcher silent: the reading may still say
         chosen = by_reading(dialog, persona, store, said)
     if chosen is not None:  # remembered only if this answer is the one the bot gives
         recent = [line for line in said if line != chosen.text][-(RECENT_KEPT - 1) :]

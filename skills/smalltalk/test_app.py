@@ -431,17 +431,54 @@ def test_a_reply_to_its_own_question_is_acknowledged_when_the_reading_agrees(
 
 
 def test_an_intent_read_by_similarity_alone_is_calibrated_apart(client: ServiceClient) -> None:
-    """ "Who made you?" is most like the annotator's "who are you?" without any pattern
-    saying so: a weaker reading than a pattern's, with an answer type of its own, so the
-    calibration says what such readings are worth (and the FAQ's answer on the maker may
-    beat it). The same intent read by a pattern keeps the intent's own answer type."""
+    """ "Are you a person or a program?" is most like the annotator's "who are you?"
+    without any pattern saying so: a weaker reading than a pattern's, with an answer type of
+    its own, so the calibration says what such readings are worth. The same intent read by
+    a pattern keeps the intent's own answer type. ("Who made you?" is the FAQ's alone:
+    skills/smalltalk/asks.py.)"""
     similar = {"intent": "bot_identity", "confidence": 0.92, "method": "similarity"}
     by_pattern = {"intent": "bot_identity", "confidence": 1.0, "method": "pattern"}
     (guessed,), (read,) = ask(
         client,
-        dialog("Who made you?", annotations={"intents": similar}),
-        dialog("Who made you?", annotations={"intents": by_pattern}),
+        dialog("Are you a person or a program?", annotations={"intents": similar}),
+        dialog("Are you a person or a program?", annotations={"intents": by_pattern}),
     )
     assert guessed["routing"]["kind"] == "bot_identity_by_similarity"
     assert read["routing"]["kind"] == "bot_identity"
     assert guessed["text"].startswith("I'm Chorus") or guessed["text"].startswith("My name is")
+
+
+#: The sentiment annotator's reading of a sad statement.
+SAD = {"sentiment": {"label": "negative", "compound": -0.7, "negative": 0.7}}
+
+
+def test_a_question_of_fact_a_task_or_memory_gets_no_loose_answer(client: ServiceClient) -> None:
+    """Small talk's loose answers (a corpus line, a persona topic by likeness, a guess
+    from the mood, an answer by the reading) answered turns only the LLM fits: a question
+    that does not address the bot, a request, a joke on a subject, a question on what the
+    user said before. On those it is silent, so the turn goes to the LLM (or the
+    fallback's honest "I don't know"); its specific answers stay."""
+    sure_reading = {"smalltalk": 0.9, "llm": 0.1}
+    nearest_abilities: dict[str, Any] = {"intent": None, "confidence": 0.0, "method": None}
+    nearest_abilities |= {"nearest": "abilities", "likeness": 0.35, "reading": sure_reading}
+    silent = ask(
+        client,
+        dialog("is the film any good?"),  # the persona's film line, by likeness
+        dialog("add a part about him stealing socks", annotations=SAD),  # empathy by mood
+        dialog("now one about cats"),  # the pets topic, by likeness
+        dialog("What did I tell you my hobby was?"),  # the hobbies pattern: memory
+        dialog(
+            "what's a healthy lunch I can take to work?",
+            annotations={"intents": nearest_abilities},
+        ),
+    )
+    assert silent == [[], [], [], [], []]
+    joke, fact, pets = ask(
+        client,
+        dialog("tell me a joke"),  # asked for: a joke
+        dialog("tell me a random fun fact"),  # a request the persona's facts topic holds
+        dialog("do you have any pets?"),  # a question to the bot
+    )
+    assert joke[0]["smalltalk_topic"] == "joke"
+    assert (fact[0]["smalltalk_topic"], fact[0]["topic"]) == ("topic", "facts")
+    assert (pets[0]["smalltalk_topic"], pets[0]["topic"]) == ("topic", "pets")

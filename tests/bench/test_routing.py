@@ -251,7 +251,9 @@ def test_the_replay_lets_small_talk_answer_by_the_reading_where_it_ran_and_the_i
     model = shipped()
     assert model is not None
 
-    def replayed(text: str, smalltalk: float, intent: dict[str, Any]) -> tuple[str, bool]:
+    def replayed(
+        text: str, smalltalk: float, intent: dict[str, Any], beyond: bool = False
+    ) -> tuple[str, bool]:
         turn = Observed(
             conversation="c",
             place=2,
@@ -263,7 +265,7 @@ def test_the_replay_lets_small_talk_answer_by_the_reading_where_it_ran_and_the_i
             llm_selected=True,
             hypotheses=[Hypothesis(skill="fallback", confidence=0.1, text="Hm.")],
         )
-        read = Read({"smalltalk": smalltalk, "llm": 0.1}, model, intent)
+        read = Read({"smalltalk": smalltalk, "llm": 0.1}, model, intent, beyond=beyond)
         decided = decide(turn, {}, 0.6, read)
         return decided.skill, decided.llm_asked
 
@@ -277,3 +279,6 @@ def test_the_replay_lets_small_talk_answer_by_the_reading_where_it_ran_and_the_i
     assert replayed("right, I'm heading out now", 0.85, farewell) == ("smalltalk", False)
     # the shipped rule for a sure `abilities` runs only the FAQ: small talk never saw the turn
     assert replayed("what can you do?", 0.85, abilities)[1] is True
+    # a turn that asks for what no small-talk line holds (skills/smalltalk/asks.py): small
+    # talk does not answer it by the reading either
+    assert replayed("what's a healthy lunch I can take to work?", 0.85, identity, True)[1] is True
