@@ -157,10 +157,8 @@ class ReloadingIndex:
             return found
 
     def answer(self, question: str, previous: str | None, k: int) -> Retrieved:
-        """:func:`retrieve`'s annotation, kept (read-only: the SDK sends a copy)."""
-        found = self.kept(question, previous, k)
-        if found is not None:
-            return found
+        """:func:`retrieve`'s annotation, searched now and kept (read-only: the SDK sends a
+        copy); :meth:`kept` is asked first, on the event loop."""
         engine = self.current()
         found = retrieve(engine, question, previous, k=k)
         with self._found_lock:
@@ -199,8 +197,9 @@ def kept(engine: Retriever, question: str, previous: str | None, k: int) -> Retr
 
 
 def answer(engine: Retriever, question: str, previous: str | None, k: int) -> Retrieved:
-    """The annotation: searched now, or kept by ``engine`` (a Qdrant collection changes
-    without the service knowing: its searches are not kept)."""
+    """The annotation, searched now (after :func:`kept` found none), and kept by ``engine``
+    if it keeps them (a Qdrant collection changes without the service knowing: its
+    searches are not kept)."""
     if isinstance(engine, ReloadingIndex):
         return engine.answer(question, previous, k)
     return retrieve(engine, question, previous, k=k)
