@@ -174,6 +174,24 @@ class FittedTfidf:
         return cosines
 
 
+class Wording:
+    """How like each of some texts a text is in wording (word n-grams) and spelling
+    (character n-grams): their TF-IDF cosines, weighed by :data:`WORD_WEIGHT`. Both the
+    English examples and the other languages' greetings are read this way."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self._words = FittedTfidf(
+            Tfidf(texts, analyzer="word", ngram_range=(1, 2), token_pattern=r"(?u)\b\w+\b")
+        )
+        self._chars = FittedTfidf(Tfidf(texts, analyzer="char_wb", ngram_range=(2, 4)))
+
+    def similarities(self, text: str) -> np.ndarray:
+        similarities: np.ndarray = WORD_WEIGHT * self._words.cosines(
+            text
+        ) + CHAR_WEIGHT * self._chars.cosines(text)
+        return similarities
+
+
 class IntentCatcher:
     """Patterns first, then similarity to the examples; fitted once, then read-only."""
 
@@ -185,10 +203,7 @@ class IntentCatcher:
         ]
         self._labels = [name for name, spec in intents.items() for _ in spec.examples]
         examples = [e for spec in intents.values() for e in spec.examples]
-        self._word_examples = FittedTfidf(
-            Tfidf(examples, analyzer="word", ngram_range=(1, 2), token_pattern=r"(?u)\b\w+\b")
-        )
-        self._char_examples = FittedTfidf(Tfidf(examples, analyzer="char_wb", ngram_range=(2, 4)))
+        self._wording = Wording(examples)
         self._meanings = meaning.embed(examples)
 
     def classify(self, text: str) -> Intent:
@@ -241,10 +256,7 @@ class IntentCatcher:
         """The nearest example's intent, its similarity (the geometric mean of the weighted
         TF-IDF cosine and the meaning's cosine, so both must be high) and the meaning's
         cosine alone, rounded."""
-        similarities = WORD_WEIGHT * self._word_examples.cosines(
-            text
-        ) + CHAR_WEIGHT * self._char_examples.cosines(text)
-        wording = np.clip(similarities, 0.0, 1.0)
+        wording = np.clip(self._wording.similarities(text), 0.0, 1.0)
         meanings = np.clip(meaning.similarities(text, self._meanings), 0.0, 1.0)
         dense = np.sqrt(wording * meanings)
         best = int(dense.argmax())
@@ -257,28 +269,19 @@ class IntentCatcher:
 
 class OtherLanguages:
     """Greetings in other languages (:mod:`annotators.intents.languages`), less those
-    ``catcher`` already reads (English ones), compared by wording: TF-IDF over words and
-    over characters, averaged (the embedding reads English only)."""
+    ``catcher`` already reads (English ones), compared by :class:`Wording` alone (the
+    embedding reads English only)."""
 
     def __init__(self, statements: list[str], catcher: IntentCatcher) -> None:
         self.statements = [s for s in statements if catcher.classify(s).intent is None]
-        self._words = FittedTfidf(
-            Tfidf(
-                self.statements, analyzer="word", ngram_range=(1, 2), token_pattern=r"(?u)\b\w+\b"
-            )
-        )
-        self._chars = FittedTfidf(Tfidf(self.statements, analyzer="char_wb", ngram_range=(2, 4)))
+        self._wording = Wording(self.statements)
 
     def greeting(self, text: str) -> Intent | None:
         """``text`` read as a greeting when it is like one of the statements from
         :data:`languages.FLOOR`; its likeness is the confidence."""
         if not self.statements:
             return None
-        weight = languages.WORD_WEIGHT
-        similarities = weight * self._words.cosines(text) + (1.0 - weight) * self._chars.cosines(
-            text
-        )
-        likeness = round(min(1.0, float(similarities.max())), 4)
+        likeness = round(min(1.0, float(self._wording.similarities(text).max())), 4)
         if likeness < languages.FLOOR:
             return None
         return Intent(

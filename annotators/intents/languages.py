@@ -33,8 +33,6 @@ FLOOR = 0.5
 #: of them (the English reading of "Hola" is 0.07, "hii kaise ho" 0.2, "later!" 0.46):
 #: only then is it read as another language's greeting.
 ENGLISH_NEAR = 0.3
-#: How much words and characters weigh in the similarity.
-WORD_WEIGHT = 0.5
 
 
 def corpus_greetings() -> list[str]:
