@@ -634,13 +634,12 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
     persona, store = persona_of(dialog.bot)
     said = recently_said(dialog)
     chosen = _respond(dialog, persona, store, said)
-    beyond = asks.beyond_small_talk(spelling.normalise(dialog.human_utterance.text))
+    text = spelling.normalise(dialog.human_utterance.text)
+    beyond = asks.beyond_small_talk(text)
     if chosen is not None:
         # the confidence as the chance that such an answer fits (shared/calibration.py)
         answer_type = str(getattr(chosen, "smalltalk_topic", ""))
-        if answer_type == "joke" and jokes.on_a_subject(
-            spelling.normalise(dialog.human_utterance.text)
-        ):
+        if answer_type == "joke" and jokes.on_a_subject(text):
             answer_type = "joke_on_a_subject"  # the shipped jokes seldom fit one
         if getattr(chosen, "by_likeness", False):
             answer_type = f"{answer_type}_by_likeness"
