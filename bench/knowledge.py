@@ -38,7 +38,9 @@ written after the confidence's signs of the answer's file were first chosen, and
 ``fresh3.jsonl``, a fourth, before they were chosen again and kept).
 ``--fit --features a,b,c`` fits other signs of :data:`shared.knowledge.retrieval.SIGNS`.
 ``--top-k N`` measures another ``KNOWLEDGE_TOP_K`` (the LLM's passages; the three best and
-the knowledge skill's answers do not depend on it). ``--docs DIR`` builds the index from
+the knowledge skill's answers do not depend on it), ``--llm-floor F`` another
+``LLM_KNOWLEDGE_MIN_CONFIDENCE`` (the LLM skill's least confidence of a passage it is
+given). ``--docs DIR`` builds the index from
 ``DIR`` in place of docs/ (its files named "docs/..." as the labels name them, README.md as
 shipped): the same questions over another version of the corpus, such as docs/ with a
 page trimmed, to measure what the corpus itself does to the search.
@@ -151,6 +153,7 @@ class Asked:
     hits: list[Hit]
     chat: bool  # the intents annotator read it as small talk: the skill leaves it
     read_as_follow_up: bool
+    llm_floor: float = LLM_FLOOR  # the LLM skill's LLM_KNOWLEDGE_MIN_CONFIDENCE
 
     def found_in_3(self) -> bool:
         places = self.question.places()
@@ -162,11 +165,13 @@ class Asked:
 
     def given_to_llm(self) -> list[Hit]:
         """The passages the LLM skill is given: every one the annotator returns at or over
-        :data:`LLM_FLOOR` (a passage quoting the question scores 0, :func:`quotes`)."""
+        its floor (:data:`LLM_FLOOR` as shipped; a passage quoting the question scores 0,
+        :func:`quotes`)."""
         return [
             h
             for h in self.hits
-            if not quotes(h.passage.text, self.question.question) and confidence(h) >= LLM_FLOOR
+            if not quotes(h.passage.text, self.question.question)
+            and confidence(h) >= self.llm_floor
         ]
 
     def found_by_llm(self) -> bool:
@@ -214,9 +219,15 @@ class Asked:
         return self.question.answerable and self.right_source()
 
 
-def ask(index: KnowledgeIndex, questions: list[Question], top_k: int = TOP_K) -> list[Asked]:
+def ask(
+    index: KnowledgeIndex,
+    questions: list[Question],
+    top_k: int = TOP_K,
+    llm_floor: float = LLM_FLOOR,
+) -> list[Asked]:
     """Each question searched after the one before it, as in a conversation, for ``top_k``
-    passages (``KNOWLEDGE_TOP_K``)."""
+    passages (``KNOWLEDGE_TOP_K``), the LLM given those at or over ``llm_floor``
+    (``LLM_KNOWLEDGE_MIN_CONFIDENCE``)."""
     asked = []
     previous: str | None = None
     for position, question in enumerate(questions):
@@ -230,6 +241,7 @@ def ask(index: KnowledgeIndex, questions: list[Question], top_k: int = TOP_K) ->
                 hits=index.search(question.question, k=top_k, context=context),
                 chat=intent.intent is not None and intent.confidence >= INTENT_CONFIDENCE,
                 read_as_follow_up=context is not None,
+                llm_floor=llm_floor,
             )
         )
     return asked
@@ -368,6 +380,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the figures go")
     parser.add_argument(
+        "--llm-floor",
+        type=float,
+        default=LLM_FLOOR,
+        help=f"the least confidence of a passage the LLM is given, as "
+        f"LLM_KNOWLEDGE_MIN_CONFIDENCE (0-1; {LLM_FLOOR} as shipped)",
+    )
+    parser.add_argument(
         "--docs",
         type=Path,
         default=None,
@@ -388,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.top_k <= 20:
         parser.error(f"--top-k: {args.top_k} passages; KNOWLEDGE_TOP_K takes 1 to 20")
 
+    if not 0 <= args.llm_floor <= 1:
+        parser.error(f"--llm-floor: {args.llm_floor}; LLM_KNOWLEDGE_MIN_CONFIDENCE takes 0 to 1")
     if args.docs is not None and not args.docs.is_dir():
         parser.error(f"--docs: {args.docs} is not a folder")
 
@@ -395,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     index, seconds = docs_index(args.docs)
     corpus = f"{args.docs} (as docs/)" if args.docs else "docs/"
     print(f"index of {corpus} and README.md: {len(index)} passages, built in {seconds:.1f}s")
-    asked = ask(index, questions, args.top_k)
+    asked = ask(index, questions, args.top_k, args.llm_floor)
     quality = figures(asked, top_k=args.top_k)
     held = figures([a for a in asked if held_out(a.position)], top_k=args.top_k)
     if args.fit:
@@ -417,6 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         "passages": len(index),
         "threshold": THRESHOLD,
         "top_k": args.top_k,
+        "llm_floor": args.llm_floor,
         **quality,
         "held_out": held,
         **timings,
