@@ -204,6 +204,38 @@ async def test_an_endless_chunked_answer_is_refused_at_the_limit() -> None:
             await connector.call([dialog()])
 
 
+async def test_an_answer_declaring_more_than_the_limit_is_refused_unread_and_not_reused() -> None:
+    async def huge(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 5000000\r\n\r\n[" + b" " * 1000
+        )
+        await writer.drain()
+
+    async with service(huge) as skill, transport() as carrier:
+        connector = HttpConnector("skill", skill.url, carrier, 5, max_response_bytes=200_000)
+        for _ in range(2):
+            with pytest.raises(BadServiceResponse, match="answer of 5000000 bytes is over the"):
+                await connector.call([dialog()])
+    assert skill.connections == 2  # the half-read answer's connection was not reused
+
+
+async def test_a_service_saying_its_handler_broke_its_contract_is_a_bad_answer() -> None:
+    body = json.dumps({"message": "the handler returned 2 items for 1 dialog"}).encode()
+
+    async def broken(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(
+            b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+            b"chorus-contract-error: 1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        await writer.drain()
+
+    async with service(broken) as skill, transport() as carrier:
+        connector = HttpConnector("skill", skill.url, carrier, timeout=5)
+        with pytest.raises(BadServiceResponse, match="returned 2 items for 1 dialog"):
+            await connector.call([dialog()])
+
+
 async def test_an_answer_ended_by_closing_the_connection_is_read_whole() -> None:
     async def old_style(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(b'HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n[{"ok": true}]')
