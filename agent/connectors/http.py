@@ -184,14 +184,16 @@ class HttpConnector(Connector[DialogView]):
         return self._parse(await self._post(json.dumps(payload).encode()))
 
     async def _post(self, body: bytes) -> bytes:
-        request = Request(self.url, body, outgoing_headers(_JSON))
         transport = self._transport
         try:
             if isinstance(transport, WireTransport):  # the agent's own: one call
-                status, headers, raw = await transport.post(request, self._timeout, self._max_bytes)
+                status, headers, raw = await transport.post(
+                    self.url, body, outgoing_headers(_JSON), self._timeout, self._max_bytes
+                )
                 self._check_size(headers.get(b"content-length"), raw)
                 broken_contract = _CONTRACT_HEADER in headers
             else:
+                request = Request(self.url, body, outgoing_headers(_JSON))
                 async with transport.send(request, self._timeout) as response:
                     raw = await self._read_bounded(response)
                     status = response.status

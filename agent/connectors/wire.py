@@ -338,14 +338,16 @@ class _Target:
         self._prefix = b""
 
     def head(self, request: Request) -> bytes:
-        headers = request.headers
+        return self.head_of(request.headers, len(request.body))
+
+    def head_of(self, headers: Mapping[str, str], length: int) -> bytes:
         if headers != self._headers:
             lines = [self.start]
             for name, value in headers.items():
                 lines.append(f"{name}: {value}\r\n".encode("latin-1"))
             self._prefix = b"".join(lines)
             self._headers = dict(headers)
-        return self._prefix + b"Content-Length: %d\r\n\r\n" % len(request.body)
+        return self._prefix + b"Content-Length: %d\r\n\r\n" % length
 
 
 class WireTransport:
@@ -367,23 +369,28 @@ class WireTransport:
         return _Exchange(self, request, time_limit)
 
     async def post(
-        self, request: Request, time_limit: float, max_bytes: int
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        time_limit: float,
+        max_bytes: int,
     ) -> tuple[int, dict[bytes, bytes], bytes]:
         """What ``send`` and a read of the whole answer do, in one call: the status, the
         headers as the parser gave them (names lowered) and the body, or its first
         ``max_bytes + 1`` bytes when it is longer; an empty body, unread, when the
-        answer declares more than ``max_bytes``. No exchange or reply object is made: a
-        connector reads every answer so, for every service call of every turn
+        answer declares more than ``max_bytes``. No request, exchange or reply object is
+        made: a connector reads every answer so, for every service call of every turn
         (docs/performance.md, "Half the CPU"). The same errors as ``send``'s."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + time_limit
-        target = self.target(request.url)
+        target = self.target(url)
         connection = await self.checkout(target, deadline)
         # the executor's own limit on the call (started first, for the same seconds)
         # cancels it in time otherwise: no second timer for every service call
         timer = None if bounded_by(deadline) else loop.call_at(deadline, connection.time_out)
         try:
-            connection.send(target.head(request), request.body)
+            connection.send(target.head_of(headers, len(body)), body)
             while not connection.headers_done:
                 await connection.more()
             declared = connection.header_items.get(b"content-length")
