@@ -396,10 +396,10 @@ class WireTransport:
             declared = connection.header_items.get(b"content-length")
             if declared is not None and declared.isdigit() and int(declared) > max_bytes:
                 return connection.status, connection.header_items, b""
-            body = connection.body
-            while len(body) <= max_bytes and not connection.complete:
+            read = connection.body
+            while len(read) <= max_bytes and not connection.complete:
                 await connection.more()
-            raw = bytes(body) if len(body) <= max_bytes else bytes(body[: max_bytes + 1])
+            raw = bytes(read) if len(read) <= max_bytes else bytes(read[: max_bytes + 1])
             return connection.status, connection.header_items, raw
         finally:
             if timer is not None:
