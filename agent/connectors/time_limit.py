@@ -83,9 +83,14 @@ class time_limit:
 
 def bounded_by(deadline: float) -> bool:
     """Whether the call running in this task is cut off by its time limit by ``deadline``
-    (the loop's time) at the latest: then a transport needs no timer of its own for it."""
+    (the loop's time) at the latest: then a transport needs no timer of its own for it.
+    Only a limit of this very task counts: a task started inside a limited call (a batch's
+    request, sent from a task of the batcher's) inherits the variable, not the limit's
+    cancellation."""
     limit = _LIMIT.get()
-    return limit is not None and limit.deadline <= deadline
+    return (
+        limit is not None and limit.deadline <= deadline and limit._task is asyncio.current_task()
+    )
 
 
 def ran_out() -> bool:

@@ -12,8 +12,10 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from agent.connectors.batching import Batcher
 from agent.connectors.errors import BadServiceResponse, ServiceTimeout, ServiceUnavailable
 from agent.connectors.http import HttpConnector
+from agent.connectors.time_limit import time_limit
 from agent.connectors.wire import WireTransport
 from agent.sdk.models import DialogView
 from agent.sdk.streaming import STREAM_MEDIA_TYPE, line
@@ -175,6 +177,32 @@ async def test_a_service_that_never_answers_times_out_and_its_connection_is_not_
             await connector.call([dialog()])
         assert await connector.call([dialog()]) == [[]]
     assert skill.connections == 2
+
+
+async def test_a_batch_sent_for_callers_under_their_time_limits_still_times_out() -> None:
+    """A batch's request goes from a task of the batcher's: the callers' time limits end
+    the callers, and the request needs its own timer to end too (else its task and its
+    connection would wait for the silent service for ever)."""
+    answered = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # until the agent gives up and closes the connection
+        answered.set()
+        writer.close()
+
+    async with service(silent) as skill, transport() as carrier:
+        connector = HttpConnector("skill", skill.url, carrier, timeout=0.2)
+        batcher = Batcher(connector, batch_size=2)
+
+        async def caller() -> None:
+            async with time_limit(0.2):
+                await batcher.submit(dialog())
+
+        outcomes = await asyncio.gather(caller(), caller(), return_exceptions=True)
+        assert all(isinstance(outcome, TimeoutError) for outcome in outcomes)
+        await batcher.aclose()  # the batch's own request ended: nothing left waiting
+        await answered.wait()  # and its connection was closed
+    assert skill.connections == 1
 
 
 async def test_a_refused_connection_says_the_service_was_never_reached() -> None:
