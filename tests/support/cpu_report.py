@@ -11,7 +11,9 @@ Around each test (its setup, call and teardown), the worker's own CPU time
 module or session fixture keeps counts for the test after which it is stopped) are read
 before and after. Each worker appends its tests' figures to a temporary file the controller
 names; the controller (or the only process, without ``-n``) sums them by file at the end and
-prints the costliest, with the workers' own start-up and collection, which no test pays.
+prints the costliest, with the workers' own start-up and collection, which no test pays,
+then the run's tail: when each worker ran out of tests, and what the run spent after its
+last test (the workers' end, coverage's combining and report, the session's end).
 """
 
 from __future__ import annotations
@@ -54,6 +56,17 @@ class CpuReport:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        #: When the run's steps after its last test ended (the machine's clock): the test
+        #: loop (every worker done, its session fixtures stopped), then pytest-cov's
+        #: combining and report (its wrapper of the loop, inside :class:`LoopEnd`'s).
+        self.ends: dict[str, float] = {}
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Iterator[None]:
+        try:
+            return (yield)
+        finally:
+            self.ends["the workers done"] = time.time()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -125,6 +138,32 @@ class CpuReport:
             # a worker's whole CPU, its tests' included: what is left is start-up and collection
             write(f"workers' start-up and collection: {workers - tests:.1f} s")
         tail(runs, write)
+        if runs:
+            after_last_test(max(run["end"] for run in runs), self.ends, write)
+
+
+class LoopEnd:
+    """The outermost wrapper of the test loop: it ends once pytest-cov, whose wrapper is
+    inside it, has combined the run's coverage data and computed its report."""
+
+    def __init__(self, ends: dict[str, float]) -> None:
+        self.ends = ends
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Iterator[None]:
+        try:
+            return (yield)
+        finally:
+            self.ends["coverage combined and reported"] = time.time()
+
+
+def after_last_test(last: float, ends: dict[str, float], write: Any) -> None:
+    """What the run spends after its last test, step by step: the workers' own end (their
+    session fixtures: servers, FerretDB), coverage's combining and report, then the
+    session's end until this summary (pytest's removal of old temporary folders among
+    it)."""
+    steps = [*ends.items(), ("the session's end", time.time())]
+    write("after the last test: " + ", ".join(f"{name} +{at - last:.1f} s" for name, at in steps))
 
 
 def tail(runs: list[dict[str, Any]], write: Any) -> None:
@@ -164,4 +203,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.close(handle)
         config.option.cpu_report_file = name
         config.add_cleanup(lambda: os.unlink(name))
-    config.pluginmanager.register(CpuReport(config), "cpu-report")
+    report = CpuReport(config)
+    config.pluginmanager.register(report, "cpu-report")
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(LoopEnd(report.ends), "cpu-report-loop-end")
