@@ -2,10 +2,9 @@
 it scores each kind of question and writes its figures.
 
 One run is the command as its user starts it, in a process of its own that coverage does not
-measure (as the quick benchmark's, tests/bench/test_bench.py): tracing the process's start,
-the intents annotator's speller built at its import among it, doubled the run's CPU and
-measured nothing the suite does not measure elsewhere. The other options are run through its
-``main`` in the test's process, which has imported all that already."""
+measure (as the quick benchmark's, tests/bench/test_bench.py: its code is not in coverage's
+source). The other options are run through its ``main`` in the test's process, which has
+imported the benchmark already: one process start fewer."""
 
 from __future__ import annotations
 

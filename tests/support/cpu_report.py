@@ -60,6 +60,23 @@ class CpuReport:
         #: loop (every worker done, its session fixtures stopped), then pytest-cov's
         #: combining and report (its wrapper of the loop, inside :class:`LoopEnd`'s).
         self.ends: dict[str, float] = {}
+        #: The CPU (own, children) of the last test's teardown on this worker, where the
+        #: session's fixtures stop: their processes (FerretDB servers, kept the whole run)
+        #: are reaped there, and were charged to whichever test happened to run last.
+        self.session_teardown = (0.0, 0.0)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_teardown(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Iterator[None]:
+        if nextitem is not None:
+            return (yield)
+        own, children = cpu_seconds()
+        try:
+            return (yield)
+        finally:
+            own_after, children_after = cpu_seconds()
+            self.session_teardown = (own_after - own, children_after - children)
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Iterator[None]:
@@ -86,11 +103,17 @@ class CpuReport:
         finally:
             own_after, children_after = cpu_seconds()
             workerinput: dict[str, str] = getattr(self.config, "workerinput", {})
+            session_own, session_children = self.session_teardown
+            if any(self.session_teardown):
+                self.write(
+                    {"file": "", "session": True, "own": session_own, "children": session_children}
+                )
+                self.session_teardown = (0.0, 0.0)
             self.write(
                 {
                     "file": item.nodeid.split("::")[0],
-                    "own": own_after - own,
-                    "children": children_after - children,
+                    "own": own_after - own - session_own,
+                    "children": children_after - children - session_children,
                     "wall": time.monotonic() - wall,
                     # the clock of the machine, which every worker shares: for the tail
                     "test": item.nodeid,
@@ -112,10 +135,13 @@ class CpuReport:
         if not path.exists():
             return
         totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
-        workers = 0.0
+        workers = session = 0.0
         runs: list[dict[str, Any]] = []
         for line in path.read_text().splitlines():
             record = json.loads(line)
+            if record.get("session"):
+                session += record["own"] + record["children"]
+                continue
             if not record["file"]:
                 workers += record["own"] + record["children"]
                 continue
@@ -136,7 +162,13 @@ class CpuReport:
         write(f"tests: {tests:.1f} s of CPU in {len(totals)} files")
         if workers:
             # a worker's whole CPU, its tests' included: what is left is start-up and collection
-            write(f"workers' start-up and collection: {workers - tests:.1f} s")
+            # the session fixtures' part is in it too, reported on its own line
+            write(f"workers' start-up and collection: {workers - tests - session:.1f} s")
+        if session:
+            write(
+                f"the workers' session fixtures (FerretDB servers), stopped after their last "
+                f"test: {session:.1f} s"
+            )
         tail(runs, write)
         if runs:
             after_last_test(max(run["end"] for run in runs), self.ends, write)
