@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
-from scipy import stats  # type: ignore[import-untyped]
 
 #: Below this p-value (after the correction for several arms) a difference is significant.
 ALPHA = 0.05
@@ -62,7 +62,18 @@ class Comparison(BaseModel):
     )
 
 
+def scipy_stats() -> Any:
+    """scipy's ``stats``, imported when a comparison is made rather than with this module:
+    scipy costs about a second of CPU to import, which a process that imports the module
+    without comparing would pay (each pytest worker walks every module of the agent as it
+    collects tests/test_errors.py)."""
+    from scipy import stats  # type: ignore[import-untyped]
+
+    return stats
+
+
 def _z() -> float:
+    stats = scipy_stats()
     return float(stats.norm.ppf(1 - ALPHA / 2) + stats.norm.ppf(POWER))
 
 
@@ -108,6 +119,7 @@ def compare_ratings(
     Mann-Whitney's U of the arm's ratings against the reference's, and the rank-biserial
     correlation ``2U / (n1 n2) - 1`` as the effect size (from -1: every reference rating is
     higher, to 1: every rating of the arm is higher)."""
+    stats = scipy_stats()
     n, m = len(ratings), len(reference_ratings)
     mean, reference_mean = sum(ratings) / n, sum(reference_ratings) / m
     difference = mean - reference_mean
@@ -149,6 +161,7 @@ def compare_ratings(
 
 
 def _wilson(count: int, total: int) -> tuple[float, float]:
+    stats = scipy_stats()
     ci = stats.binomtest(count, total).proportion_ci(1 - ALPHA, method="wilson")
     return float(ci.low), float(ci.high)
 
@@ -167,6 +180,7 @@ def compare_rates(
     the arm's odds ratio against the reference) and Cohen's h as the effect size.
     ``units`` are the independent units behind the trials (dialogs), for the minimum
     sample."""
+    stats = scipy_stats()
     (k, n), (j, m) = counts, reference_counts
     rate, reference_rate = k / n, j / m
     difference = rate - reference_rate

@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
-from scipy import stats  # type: ignore[import-untyped]
 
 from agent.cli.arm_decision import (
     ALPHA,
@@ -28,6 +27,7 @@ from agent.cli.arm_decision import (
     Comparison,
     compare_rates,
     compare_ratings,
+    scipy_stats,
 )
 from agent.state.models import FALLBACK_SKILL, BotUtterance, Dialog
 from agent.store.base import DialogReader
@@ -111,6 +111,7 @@ def _tally(dialogs: Iterable[Dialog], fallback_skill: str) -> dict[str, _Tally]:
 def _interval(ratings: list[float]) -> tuple[float, float] | None:
     if len(ratings) < 2:
         return None
+    stats = scipy_stats()
     sem = float(stats.sem(ratings))
     mean = sum(ratings) / len(ratings)
     if sem == 0:

@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sklearn.feature_extraction.text import TfidfVectorizer
 
 from agent.sdk.testing import ServiceClient, view
 from annotators.intents.app import (
@@ -214,6 +213,10 @@ def test_the_wording_similarity_is_scikit_learns(settings: dict[str, Any]) -> No
     """Fitted without scikit-learn and the utterance weighted without ``transform``: the
     cosines must be scikit-learn's own, repeated words, unknown words and text with no
     known n-gram included."""
+    # scikit-learn imported here, not at the top: every pytest worker imports each test module
+    # as it collects, and scikit-learn costs each about a second of CPU (docs/development.md).
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
     intents = IntentsFile.model_validate_json(INTENTS_FILE.read_bytes()).root
     examples = [e for spec in intents.values() for e in spec.examples]
     vectorizer = TfidfVectorizer(sublinear_tf=True, **settings)

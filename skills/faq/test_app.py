@@ -5,8 +5,6 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
-from sklearn.metrics.pairwise import linear_kernel
 
 from agent.sdk.testing import ServiceClient, view
 from shared import tfidf
@@ -103,6 +101,11 @@ def test_the_shipped_file_is_valid() -> None:
 @pytest.mark.parametrize("text", ["How do I delete my data?", "what are annotators", "zzz", ""])
 def test_query_weighting_matches_scikit_learn(text: str) -> None:
     """Fitted without scikit-learn, weighted without ``transform``: scikit-learn's cosines."""
+    # scikit-learn imported here, not at the top: every pytest worker imports each test module
+    # as it collects, and scikit-learn costs each about a second of CPU (docs/development.md).
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.metrics.pairwise import linear_kernel
+
     vectorizer = TfidfVectorizer(
         analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, preprocessor=normalise
     )
@@ -124,6 +127,8 @@ def test_a_question_close_in_characters_but_not_in_meaning_gets_no_answer(
 
 def test_the_stop_words_are_scikit_learns() -> None:
     """The copy read without importing scikit-learn is still its list."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
     assert tfidf.ENGLISH_STOP_WORDS == ENGLISH_STOP_WORDS
 
 

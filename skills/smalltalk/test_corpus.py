@@ -5,7 +5,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sklearn.feature_extraction.text import TfidfVectorizer
 
 from agent.sdk.testing import ServiceClient, view
 from shared import calibration
@@ -122,6 +121,10 @@ def test_the_persona_speaks_for_itself_before_the_corpus(client: ServiceClient) 
 )
 def test_query_weighting_matches_scikit_learn(text: str) -> None:
     """Fitted without scikit-learn, weighted without ``transform``: scikit-learn's cosines."""
+    # scikit-learn imported here, not at the top: every pytest worker imports each test module
+    # as it collects, and scikit-learn costs each about a second of CPU (docs/development.md).
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
     statements = [e.statement for e in CORPUS.entries]
     for view_, preprocessor in ((CORPUS.whole, whole_text), (CORPUS.content, content_words)):
         vectorizer = TfidfVectorizer(

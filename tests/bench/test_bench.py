@@ -73,6 +73,7 @@ def test_the_http_engine_comparison_measures_each_engine(tmp_path: Path) -> None
         "--out",
         str(tmp_path),
         timeout=110,
+        env=unmeasured_environment(),  # as a user runs it, not slowed by tracing
     )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads((tmp_path / "http_clients.json").read_text())

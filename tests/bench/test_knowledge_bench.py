@@ -1,5 +1,10 @@
 """bench/knowledge.py as its user runs it, on a few questions of the labelled set's format:
-it scores each kind of question and writes its figures."""
+it scores each kind of question and writes its figures.
+
+One run is the command as its user starts it, in a process of its own that coverage does not
+measure (as the quick benchmark's, tests/bench/test_bench.py: its code is not in coverage's
+source). The other options are run through its ``main`` in the test's process, which has
+imported the benchmark already: one process start fewer."""
 
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from shared.knowledge.index import Hit
 from shared.knowledge.passages import Passage
 from shared.knowledge.retrieval import TOP_K
 from skills.knowledge.app import MIN_COSINE
-from tests.support.processes import run_module
+from tests.support.processes import run_module, unmeasured_environment
 
 QUESTIONS = [
     {
@@ -43,7 +48,9 @@ def test_the_benchmark_scores_the_questions_and_writes_its_figures(tmp_path: Pat
     questions.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
     out = tmp_path / "knowledge.json"
     result = run_module(
-        "bench.knowledge", "--questions", str(questions), "--sizes", "1000", "--out", str(out)
+        "bench.knowledge",
+        *("--questions", str(questions), "--sizes", "1000", "--out", str(out)),
+        env=unmeasured_environment(),  # as a user runs it, not slowed by tracing
     )
     assert result.returncode == 0, result.stderr
     figures = json.loads(out.read_text())
@@ -59,23 +66,18 @@ def test_the_benchmark_scores_the_questions_and_writes_its_figures(tmp_path: Pat
     assert "recall_at_3: 1.0" in result.stdout
 
 
-def test_the_passages_a_turn_are_chosen_as_knowledge_top_k_would_be(tmp_path: Path) -> None:
+def test_the_passages_a_turn_are_chosen_as_knowledge_top_k_would_be(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``--top-k`` measures what the LLM would be given with another ``KNOWLEDGE_TOP_K``: the
-    figures name it, and the LLM's passages are at most that many."""
+    figures name it, and the LLM's passages are at most that many. Through ``main`` (the
+    command as its user starts it is the test above)."""
     questions = tmp_path / "questions.jsonl"
     questions.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
     out = tmp_path / "knowledge.json"
-    result = run_module(
-        "bench.knowledge",
-        "--questions",
-        str(questions),
-        "--sizes",
-        "--top-k",
-        "1",
-        "--out",
-        str(out),
-    )
-    assert result.returncode == 0, result.stderr
+    arguments = ["--questions", str(questions), "--sizes", "--top-k", "1", "--out", str(out)]
+    assert knowledge.main(arguments) == 0
+    assert "top_k: 1" in capsys.readouterr().out
     figures = json.loads(out.read_text())
     assert figures["top_k"] == 1
     # the LLM's passages are scored as one a turn, not the shipped six

@@ -329,7 +329,7 @@ def test_a_lifespan_that_never_opens_costs_only_its_service_s_calls(
 
 
 def test_an_in_process_flood_is_refused_as_it_is_over_http(agent: AgentFactory) -> None:
-    """A streaming skill's flood of one-character pieces (4 MB as lines) fails as it does
+    """A streaming skill's flood of one-character pieces (2.24 MB as lines) fails as it does
     over HTTP: over the 2 MB an answer may be (in the agent it had been taken whole)."""
     failures = []
     with serving(in_process.flood.app) as server:

@@ -11,7 +11,9 @@ Around each test (its setup, call and teardown), the worker's own CPU time
 module or session fixture keeps counts for the test after which it is stopped) are read
 before and after. Each worker appends its tests' figures to a temporary file the controller
 names; the controller (or the only process, without ``-n``) sums them by file at the end and
-prints the costliest, with the workers' own start-up and collection, which no test pays.
+prints the costliest, with the workers' own start-up and collection, which no test pays,
+then the run's tail: when each worker ran out of tests, and what the run spent after its
+last test (the workers' end, coverage's combining and report, the session's end).
 """
 
 from __future__ import annotations
@@ -54,6 +56,34 @@ class CpuReport:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        #: When the run's steps after its last test ended (the machine's clock): the test
+        #: loop (every worker done, its session fixtures stopped), then pytest-cov's
+        #: combining and report (its wrapper of the loop, inside :class:`LoopEnd`'s).
+        self.ends: dict[str, float] = {}
+        #: The CPU (own, children) of the last test's teardown on this worker, where the
+        #: session's fixtures stop: their processes (FerretDB servers, kept the whole run)
+        #: are reaped there, and were charged to whichever test happened to run last.
+        self.session_teardown = (0.0, 0.0)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_teardown(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Iterator[None]:
+        if nextitem is not None:
+            return (yield)
+        own, children = cpu_seconds()
+        try:
+            return (yield)
+        finally:
+            own_after, children_after = cpu_seconds()
+            self.session_teardown = (own_after - own, children_after - children)
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Iterator[None]:
+        try:
+            return (yield)
+        finally:
+            self.ends["the workers done"] = time.time()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -73,11 +103,17 @@ class CpuReport:
         finally:
             own_after, children_after = cpu_seconds()
             workerinput: dict[str, str] = getattr(self.config, "workerinput", {})
+            session_own, session_children = self.session_teardown
+            if any(self.session_teardown):
+                self.write(
+                    {"file": "", "session": True, "own": session_own, "children": session_children}
+                )
+                self.session_teardown = (0.0, 0.0)
             self.write(
                 {
                     "file": item.nodeid.split("::")[0],
-                    "own": own_after - own,
-                    "children": children_after - children,
+                    "own": own_after - own - session_own,
+                    "children": children_after - children - session_children,
                     "wall": time.monotonic() - wall,
                     # the clock of the machine, which every worker shares: for the tail
                     "test": item.nodeid,
@@ -99,10 +135,13 @@ class CpuReport:
         if not path.exists():
             return
         totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
-        workers = 0.0
+        workers = session = 0.0
         runs: list[dict[str, Any]] = []
         for line in path.read_text().splitlines():
             record = json.loads(line)
+            if record.get("session"):
+                session += record["own"] + record["children"]
+                continue
             if not record["file"]:
                 workers += record["own"] + record["children"]
                 continue
@@ -123,8 +162,40 @@ class CpuReport:
         write(f"tests: {tests:.1f} s of CPU in {len(totals)} files")
         if workers:
             # a worker's whole CPU, its tests' included: what is left is start-up and collection
-            write(f"workers' start-up and collection: {workers - tests:.1f} s")
+            # the session fixtures' part is in it too, reported on its own line
+            write(f"workers' start-up and collection: {workers - tests - session:.1f} s")
+        if session:
+            write(
+                f"the workers' session fixtures (FerretDB servers), stopped after their last "
+                f"test: {session:.1f} s"
+            )
         tail(runs, write)
+        if runs:
+            after_last_test(max(run["end"] for run in runs), self.ends, write)
+
+
+class LoopEnd:
+    """The outermost wrapper of the test loop: it ends once pytest-cov, whose wrapper is
+    inside it, has combined the run's coverage data and computed its report."""
+
+    def __init__(self, ends: dict[str, float]) -> None:
+        self.ends = ends
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Iterator[None]:
+        try:
+            return (yield)
+        finally:
+            self.ends["coverage combined and reported"] = time.time()
+
+
+def after_last_test(last: float, ends: dict[str, float], write: Any) -> None:
+    """What the run spends after its last test, step by step: the workers' own end (their
+    session fixtures: servers, FerretDB), coverage's combining and report, then the
+    session's end until this summary (pytest's removal of old temporary folders among
+    it)."""
+    steps = [*ends.items(), ("the session's end", time.time())]
+    write("after the last test: " + ", ".join(f"{name} +{at - last:.1f} s" for name, at in steps))
 
 
 def tail(runs: list[dict[str, Any]], write: Any) -> None:
@@ -164,4 +235,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.close(handle)
         config.option.cpu_report_file = name
         config.add_cleanup(lambda: os.unlink(name))
-    config.pluginmanager.register(CpuReport(config), "cpu-report")
+    report = CpuReport(config)
+    config.pluginmanager.register(report, "cpu-report")
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(LoopEnd(report.ends), "cpu-report-loop-end")
