@@ -11,6 +11,7 @@ when the user gives one: "Thanks!" or "Cool" in reply to "What's your name?" is 
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from vaderSentiment.vaderSentiment import BOOSTER_DICT, NEGATE, SentimentIntensityAnalyzer
 
 from agent.sdk import DialogView, Service, SkillHypothesis
-from shared import spelling
+from shared import first_names, spelling
 from shared.calibration import calibrated
 
 #: Only when no intents annotator ran: with one, its reading of the utterance decides
@@ -251,7 +252,35 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
         words = re.findall(r"[A-Za-zÀ-ÿ'-]{2,30}|\S+", text.rstrip(".!"))
         if len(words) == 1 and re.fullmatch(_WORD, words[0]) and not is_common_word(words[0]):
             return _name(words[0])
+        return first_name_in(words)
     return None
+
+
+#: A reply to the name question this long or shorter may give the name in words the skill
+#: does not read ("Je m'appelle Jacqueline. I speak a little English.").
+NAMED_WORDS = 8
+
+
+def first_name_in(words: list[str]) -> str | None:
+    """In a short reply to the name question, the first capitalised word after the first
+    that is a first name of some language (:mod:`shared.first_names`): "mi chiamo
+    Giulia", "ik ben Sanne", "I'm Ahmed from Leicester". The first word is left out, as
+    any sentence's first word is capitalised ("Will do"); a reply of only a name is read
+    above."""
+    words = [word for word in words if re.fullmatch(_WORD, word)]
+    if not 1 < len(words) <= NAMED_WORDS:
+        return None
+    names = first_names.first_names()
+    for before, word in itertools.pairwise(words):
+        if before.lower() in _PLACES_AFTER:
+            continue  # "I'm from India", "I live in Paris": a place, though a name too
+        if word[0].isupper() and word.lower() in names and not is_common_word(word):
+            return _name(word)
+    return None
+
+
+#: Words after which a capitalised word is a place, not the user's name.
+_PLACES_AFTER = frozenset({"from", "in", "at", "to", "near", "of", "de", "aus", "di", "da"})
 
 
 #: A question back instead of a name ("Why do you ask?", "Why?", "why do you want to know"):
@@ -335,6 +364,18 @@ def says_hello(text: str, annotations: Mapping[str, Any]) -> bool:
             intents.get("intent") == "greeting" or (isinstance(also, list) and "greeting" in also)
         )
     return bool(_GREETING.search(text))
+
+
+def opening_greeting(annotations: Mapping[str, Any]) -> float | None:
+    """The intents annotator's confidence when it read the conversation's opening turn as a
+    greeting only because it is short and nothing else reads it (method ``opening``:
+    "konnichiwa!", "helo", "wsg"), else None."""
+    intents = annotations.get("intents")
+    if not isinstance(intents, Mapping) or intents.get("method") != "opening":
+        return None
+    if intents.get("intent") != "greeting":
+        return None
+    return float(intents.get("confidence") or 0.0)
 
 
 def greeting_by_likeness(annotations: Mapping[str, Any]) -> float | None:
@@ -440,6 +481,15 @@ def _scripted(
         return "name_unknown", SkillHypothesis(
             text="I don't know your name yet. What is it?",
             confidence=0.9,
+            human_attributes={"greeting_stage": "asked_name"},
+        )
+    opening = opening_greeting(annotations)
+    if opening is not None:
+        # a short opening turn nothing else reads ("konnichiwa!", "helo"): the script's
+        # first line, calibrated apart (answer type greet_opening)
+        return "greet_opening", SkillHypothesis(
+            text="Hi! I'm Chorus. What's your name?",
+            confidence=opening,
             human_attributes={"greeting_stage": "asked_name"},
         )
     if says_hello(text, annotations):

@@ -42,8 +42,21 @@ def test_stays_silent_off_script() -> None:
 def test_name_extraction() -> None:
     assert extract_name("my name is bob", bare_word_ok=False) == "Bob"
     assert extract_name("I'm fine", bare_word_ok=False) is None
-    assert extract_name("just Eve", bare_word_ok=True) is None
+    assert extract_name("just browsing", bare_word_ok=True) is None
     assert extract_name("Eve", bare_word_ok=True) == "Eve"
+
+
+def test_a_name_in_words_the_skill_does_not_read_is_the_first_name_in_the_reply() -> None:
+    """After the name question, a short reply in another language or with more to say
+    gives the first name in it (faker's first names of 85 locales), not a place."""
+    assert extract_name("mi chiamo Giulia 😊", bare_word_ok=True) == "Giulia"
+    assert extract_name("ik ben Sanne", bare_word_ok=True) == "Sanne"
+    assert extract_name("I'm Ahmed from Leicester", bare_word_ok=True) == "Ahmed"
+    assert extract_name("just Eve", bare_word_ok=True) == "Eve"
+    assert extract_name("I live in Paris", bare_word_ok=True) is None
+    assert extract_name("Will do", bare_word_ok=True) is None
+    # only where the name was asked for
+    assert extract_name("mi chiamo Giulia", bare_word_ok=False) is None
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,7 @@ from typing import Any, Literal, cast
 from agent.sdk import DialogView, Service, SkillHypothesis
 from shared import reading, spelling
 from shared.calibration import calibrated
-from skills.smalltalk import asks, jokes, things, topics
+from skills.smalltalk import asks, jokes, things, topics, unread
 from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
 from skills.smalltalk.persona import Persona, persona_of
 
@@ -62,6 +62,8 @@ Topic = Literal[
     "user_likes",
     "laughed",
     "about_user",
+    "unread",
+    "reaction",
 ]
 
 #: Intent names of ``annotations["intents"]`` that are small talk.
@@ -593,7 +595,7 @@ def recently_said(dialog: DialogView) -> list[str]:
 #: read: they give way on a turn that asks for what no small-talk line holds
 #: (:mod:`skills.smalltalk.asks`). A pattern's topic, a joke asked for, thanks and
 #: goodbyes keep their answer there.
-LOOSE_TOPICS: frozenset[str] = WEAK_TOPICS | {"laughed"}
+LOOSE_TOPICS: frozenset[str] = WEAK_TOPICS | {"laughed", "unread", "reaction"}
 
 
 def loose(chosen: SkillHypothesis, answer_type: str) -> bool:
@@ -744,6 +746,15 @@ def _respond(
             match is None or match.topic in WEAK_TOPICS or best.confidence > match.confidence
         ):
             return best
+    if match is None:
+        # a few words the bot does not read, late in the conversation ("gracias!",
+        # "tschüss", "lmaooo"): thanks, a goodbye or a laugh, nodded to (skills/smalltalk/unread.py)
+        share = unread.unknown_share(human.text, opening=not earlier)
+        match = None if share is None else Match("unread", share)
+    if match is None:
+        # a short glad reaction ("nice one", "haha brilliant"): nodded to as well
+        glad = unread.reaction(human.text, human.annotations, opening=not earlier)
+        match = None if glad is None else Match("reaction", glad)
     if match is None:
         return None
     text = pick(render(persona, match), said)
