@@ -252,8 +252,27 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
         words = re.findall(r"[A-Za-zÀ-ÿ'-]{2,30}|\S+", text.rstrip(".!"))
         if len(words) == 1 and re.fullmatch(_WORD, words[0]) and not is_common_word(words[0]):
             return _name(words[0])
-        return first_name_in(words)
+        return name_first(text) or first_name_in(words)
     return None
+
+
+#: A reply that opens on a word and a clause break: "Danny, from Leeds", "Tom. Quick one",
+#: "zoe :)", "lily!! whats urs".
+_NAME_FIRST = re.compile(rf"^\W*{_WORD}\s*(?:[,.!;:]|$)")
+
+
+def name_first(text: str) -> str | None:
+    """In a reply to the name question, a first name opening it and ended by a clause
+    break ("Danny, from Leeds", "Gerald, retired engineer", "zoe :)"): a first name of
+    some language (:mod:`shared.first_names`), in any case, and not a common word
+    ("Sure, ...", "Nope, not yet")."""
+    opens = _NAME_FIRST.match(text)
+    if opens is None:
+        return None
+    word = opens.group(1)
+    if word.lower() not in first_names.first_names() or is_common_word(word):
+        return None
+    return _name(word)
 
 
 #: A reply to the name question this long or shorter may give the name in words the skill
@@ -329,11 +348,23 @@ _KEEPS_IT = re.compile(
 )
 
 
+#: A reply that ends by asking the bot back ("gut, danke! and you?", "jól, köszi. you?"):
+#: the user says how they are, in any words, and asks how the bot is; small talk's to
+#: answer (its ``asked_back``), not a question about the name.
+_ASKS_HOW_BACK = re.compile(
+    r"(?:(?:^|[\s,.!;])(?:and|how\s+about|what\s+about|&)\s+(?:you|u|yourself|urself)\s*[?!.]*"
+    r"|[,.!;]\s*(?:you|u)\s*\?+)\s*$",
+    re.IGNORECASE,
+)
+
+
 def declines(text: str, annotations: Mapping[str, Any], name_known: bool) -> float | None:
     """The user answers the name question with a question or a dodge instead of a name:
     how sure that reading is (:data:`WHY_ASK_SCORES`), or None."""
     if _WHY_ASK.search(text):
         return WHY_ASK_SCORES["why"]
+    if _ASKS_HOW_BACK.search(text):
+        return None  # "gut, danke! and you?": how the user is, and the bot asked back
     if _KEEPS_IT.search(text):
         return WHY_ASK_SCORES["puts_off"]
     if recognised_intent(annotations) is not None or extract_name(

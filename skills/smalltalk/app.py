@@ -64,6 +64,7 @@ Topic = Literal[
     "about_user",
     "unread",
     "reaction",
+    "asked_back",
 ]
 
 #: Intent names of ``annotations["intents"]`` that are small talk.
@@ -746,15 +747,22 @@ def _respond(
             match is None or match.topic in WEAK_TOPICS or best.confidence > match.confidence
         ):
             return best
+    # a reply to the greeting's question (the user's name) is the greeting's: no nod to it
+    last = dialog.bot_utterance
+    nods = bool(earlier) and (last is None or last.active_skill != "greeting")
+    if match is None:
+        # a short glad reaction ("nice one", "haha brilliant"): a nod (skills/smalltalk/unread.py)
+        glad = unread.reaction(human.text, human.annotations, opening=not nods)
+        match = None if glad is None else Match("reaction", glad)
+    if match is None:
+        # how the user is, in any words, asked back ("tutto bene grazie, and you?")
+        back = unread.asks_back(human.text, opening=not earlier)
+        match = None if back is None else Match("asked_back", back)
     if match is None:
         # a few words the bot does not read, late in the conversation ("gracias!",
-        # "tschüss", "lmaooo"): thanks, a goodbye or a laugh, nodded to (skills/smalltalk/unread.py)
-        share = unread.unknown_share(human.text, opening=not earlier)
+        # "tschüss", "lmaooo"): thanks, a goodbye or a laugh, nodded to as well
+        share = unread.unknown_share(human.text, opening=not nods)
         match = None if share is None else Match("unread", share)
-    if match is None:
-        # a short glad reaction ("nice one", "haha brilliant"): nodded to as well
-        glad = unread.reaction(human.text, human.annotations, opening=not earlier)
-        match = None if glad is None else Match("reaction", glad)
     if match is None:
         return None
     text = pick(render(persona, match), said)

@@ -62,6 +62,8 @@ class Templates(BaseModel):
     unread: Lines = Field(min_length=1)
     #: a short glad reaction to what the bot said ("nice one", "haha brilliant")
     reaction: Lines = Field(min_length=1)
+    #: how the user is, in any words, asked back ("tutto bene grazie, and you?")
+    asked_back: Lines = Field(min_length=1)
 
     @field_validator("*")
     @classmethod

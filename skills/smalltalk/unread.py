@@ -59,6 +59,8 @@ def unknown_share(text: str, opening: bool) -> float | None:
     return round(unknown / len(words), 4)
 
 
+#: A bid for something, however glad.
+_PLEASE = re.compile(r"\b(?:please|pls|plz)\b", re.IGNORECASE)
 #: A reaction is this short ("haha brilliant", "nice one", "cool cool").
 REACTION_WORDS = 4
 #: ... and at least this much of it is the sentiment annotator's positive words (VADER's
@@ -71,9 +73,15 @@ def reaction(text: str, annotations: Mapping[str, Any], opening: bool) -> float 
     as the sentiment annotator reads it (VADER: positive, its positive words at least
     :data:`REACTION_SHARE` of the turn), that asks nothing and opens no conversation: its
     compound score, for the calibration to say what a nod to it is worth (answer type
-    ``reaction``). Else None."""
-    if opening or "?" in text or not 0 < len(_LETTERS.findall(text)) <= REACTION_WORDS:
+    ``reaction``). Not a bid ("please") nor a name with a smile ("zoe :)"). Else None."""
+    words = [w.lower() for w in _LETTERS.findall(text)]
+    if opening or "?" in text or not 0 < len(words) <= REACTION_WORDS:
         return None
+    if _PLEASE.search(text):
+        return None  # a bid ("Shorter, please"), not a reaction
+    names = first_names.first_names()
+    if any(w in names and not spelling.is_english(w) for w in words):
+        return None  # a name with a smile ("zoe :)"), the greeting's
     sentiment = annotations.get("sentiment")
     if not isinstance(sentiment, Mapping) or sentiment.get("label") != "positive":
         return None
@@ -81,3 +89,28 @@ def reaction(text: str, annotations: Mapping[str, Any], opening: bool) -> float 
     if not isinstance(positive, int | float) or not isinstance(compound, int | float):
         return None
     return round(float(compound), 4) if positive >= REACTION_SHARE else None
+
+
+#: A short turn that ends by asking the bot back ("tutto bene grazie, and you?", "iyiyim,
+#: thanks. what about you?", "jól, köszi. you?"), whatever language the rest is in.
+_ASKS_BACK = re.compile(
+    r"(?:(?:^|[\s,.!;])(?:and|how\s+about|what\s+about|&)\s+(?:you|u|yourself|urself)\s*[?!.]*"
+    r"|[,.!;]\s*(?:you|u)\s*\?+)\s*$",
+    re.IGNORECASE,
+)
+#: ... of at most this many words: a longer one is about more than how each of them is.
+ASKS_BACK_WORDS = 8
+
+
+def asks_back(text: str, opening: bool) -> float | None:
+    """The user says how they are, in any words, and asks the bot back: the share of the
+    turn's words before the question back that the English dictionary does not hold (a
+    turn in another language is as much such a reply as an English one the patterns
+    missed), for the calibration (answer type ``asked_back``). Else None."""
+    found = _ASKS_BACK.search(text)
+    if opening or found is None:
+        return None
+    words = [w.lower() for w in _WORD.findall(text[: found.start()])]
+    if not 0 < len(words) <= ASKS_BACK_WORDS:
+        return None
+    return round(sum(not spelling.is_english(w) for w in words) / len(words), 4)
