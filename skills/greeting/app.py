@@ -556,5 +556,6 @@ async def greet(dialog: DialogView) -> list[SkillHypothesis]:
 
 
 app = service.app
-# the spelling dictionary loaded at start-up, not on the first turn (shared/spelling.py)
+# the spelling dictionary and the first names loaded at start-up, not on the first turn
 spelling.warm()
+first_names.first_names()

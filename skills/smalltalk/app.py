@@ -788,5 +788,6 @@ async def smalltalk(dialog: DialogView) -> list[SkillHypothesis]:
 
 
 app = service.app
-# the spelling dictionary loaded at start-up, not on the first turn (shared/spelling.py)
+# the spelling dictionary and the first names loaded at start-up, not on the first turn
 spelling.warm()
+unread.warm()

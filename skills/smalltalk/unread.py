@@ -114,3 +114,8 @@ def asks_back(text: str, opening: bool) -> float | None:
     if not 0 < len(words) <= ASKS_BACK_WORDS:
         return None
     return round(sum(not spelling.is_english(w) for w in words) / len(words), 4)
+
+
+def warm() -> None:
+    """Load the first names now (a service calls it at start-up, not on its first turn)."""
+    first_names.first_names()
