@@ -7,7 +7,8 @@ a skill names which of its ways of answering a hypothesis comes from (its *answe
 a pattern topic, a corpus retrieval, a scripted line) and the score it measured (*raw*),
 and :func:`calibrated` turns them into the share of such answers that fitted their turn
 on labelled conversations: a monotone curve per skill and answer type, fitted by
-:mod:`bench.calibrate` (isotonic regression) on the training sets (dev, train, train2) and stored in
+:mod:`bench.calibrate` (isotonic regression) on the training sets (dev, train, train2,
+train3) and stored in
 ``calibration.json`` beside this module.
 
 So a skill's confidence reads as a probability, and the pipeline's thresholds as

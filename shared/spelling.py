@@ -259,3 +259,9 @@ def warm() -> None:
     normalise("warm")
     _rewrites()
     _pairs()
+
+
+def is_english(word: str) -> bool:
+    """Whether ``word`` (any case) is one of the English dictionary's 82,765 words, the one
+    the speller corrects by: "gracias", "tschüss" and "asante" are not."""
+    return word.lower() in _speller().words

@@ -124,7 +124,7 @@ class IntentsFile(RootModel[dict[IntentName, IntentSpec]]):
 class Intent(BaseModel):
     intent: str | None
     confidence: float = Field(ge=0.0, le=1.0)
-    method: Literal["pattern", "similarity"] | None
+    method: Literal["pattern", "similarity", "opening"] | None
     #: the intent of the example most like the utterance, and how alike (0..1), whether or
     #: not that is sure enough to be ``intent``; none when a pattern decided or nothing is alike
     nearest: str | None = None
@@ -310,14 +310,60 @@ CATCHER = load(INTENTS_FILE)
 OTHER_LANGUAGES = OtherLanguages(languages.corpus_greetings(), CATCHER)
 
 
+#: An opening turn of at most this many words that no intent reads is a greeting
+#: (:func:`short_opening`): all 283 such openers of the four training sets are ("helo",
+#: "konnichiwa!", "wsg", "Privet!", "Guten Tag!", "heyo bot").
+OPENING_WORDS = 3
+#: Its confidence: the skill selector's and the greeting's floor, so the greeting opens its
+#: script; the greeting calls it an answer type of its own (``greet_opening``), calibrated
+#: apart from a greeting a pattern read.
+OPENING_CONFIDENCE = 0.7
+#: An opening turn that asks or bids in English ("what is chorus", "tell me one", "can u
+#: help") is not such a greeting, however short.
+_ASKS_OR_BIDS = re.compile(
+    r"^\W*(?:what|what's|whats|who|who's|why|how|when|where|which|whose|can|could|would|"
+    r"should|will|do|does|did|is|are|am|was|were|tell|give|show|explain|help|define|say|"
+    r"write|make|list|find|i|i'm|my|you|your)\b",
+    re.IGNORECASE,
+)
+
+#: ... nor one that asks for something politely ("joke please").
+_PLEASE = re.compile(r"\b(?:please|pls|plz)\b", re.IGNORECASE)
+
+
+def short_opening(text: str, found: Intent) -> Intent | None:
+    """An opening turn of a few words that no intent reads, and that neither asks nor bids
+    in English, read as a greeting: people open a first conversation by greeting, in any
+    language and spelling ("konnichiwa!", "helo", "wsg"), and the corpus's greetings files
+    cannot hold them all. How sure that reading is, the calibration says (answer type
+    ``greet_opening`` of the greeting skill)."""
+    words = _WORDS.findall(text)
+    if found.intent is not None or not 0 < len(words) <= OPENING_WORDS:
+        return None
+    if found.nearest not in (None, "greeting") and found.likeness >= languages.ENGLISH_NEAR:
+        return None  # near another intent's examples ("later!" is most like a goodbye)
+    if _ASKS_OR_BIDS.search(text) or _PLEASE.search(text):
+        return None
+    return Intent(
+        intent="greeting",
+        confidence=OPENING_CONFIDENCE,
+        method="opening",
+        nearest=found.nearest,
+        likeness=found.likeness,
+    )
+
+
 def classify_turn(text: str, opening: bool) -> Intent:
     """The intent of ``text`` (spelling normalised); on the conversation's ``opening``
     turn, one no English intent reads, nor is near, may be a greeting in another language
     ("Hola", "oi, tudo bom?": :class:`OtherLanguages`). "later!" is near the English
-    goodbyes, and some of the corpus's greetings files hold a goodbye too ("Tot later!")."""
+    goodbyes, and some of the corpus's greetings files hold a goodbye too ("Tot later!").
+    A short opening turn nothing reads is a greeting all the same (:func:`short_opening`)."""
     found = CATCHER.classify(text)
     if opening and found.intent is None and found.likeness < languages.ENGLISH_NEAR:
-        return OTHER_LANGUAGES.greeting(text) or found
+        found = OTHER_LANGUAGES.greeting(text) or found
+    if opening:
+        return short_opening(text, found) or found
     return found
 
 

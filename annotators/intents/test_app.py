@@ -291,3 +291,22 @@ def test_an_opening_in_another_language_is_a_greeting_from_the_corpus() -> None:
             "/respond", json={"dialogs": [view("hi", "Hi! I'm Chorus. What's your name?", "ciao")]}
         ).json()
     assert later["intent"] != "greeting"
+
+
+def test_a_short_opening_turn_nothing_reads_is_a_greeting() -> None:
+    """People open a first conversation by greeting, in any language and spelling: a
+    short opening turn no intent reads is a greeting (method ``opening``); one near
+    another intent, one that asks or bids, and a later turn are not."""
+    konnichiwa, helo, later, what, joke = classify(
+        "konnichiwa!", "helo", "later!", "what is chorus", "joke please"
+    )
+    assert [konnichiwa["intent"], helo["intent"]] == ["greeting", "greeting"]
+    assert konnichiwa["method"] == "opening" and konnichiwa["confidence"] == 0.7
+    assert later["intent"] is None and later["nearest"] == "farewell"
+    assert what["method"] != "opening" and joke["intent"] is None
+    with ServiceClient(app) as client:
+        (again,) = client.post(
+            "/respond",
+            json={"dialogs": [view("hi", "Hi! I'm Chorus. What's your name?", "konnichiwa!")]},
+        ).json()
+    assert again["method"] != "opening"

@@ -11,6 +11,7 @@ when the user gives one: "Thanks!" or "Cool" in reply to "What's your name?" is 
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from vaderSentiment.vaderSentiment import BOOSTER_DICT, NEGATE, SentimentIntensityAnalyzer
 
 from agent.sdk import DialogView, Service, SkillHypothesis
-from shared import spelling
+from shared import first_names, spelling
 from shared.calibration import calibrated
 
 #: Only when no intents annotator ran: with one, its reading of the utterance decides
@@ -251,7 +252,54 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
         words = re.findall(r"[A-Za-zÀ-ÿ'-]{2,30}|\S+", text.rstrip(".!"))
         if len(words) == 1 and re.fullmatch(_WORD, words[0]) and not is_common_word(words[0]):
             return _name(words[0])
+        return name_first(text) or first_name_in(words)
     return None
+
+
+#: A reply that opens on a word and a clause break: "Danny, from Leeds", "Tom. Quick one",
+#: "zoe :)", "lily!! whats urs".
+_NAME_FIRST = re.compile(rf"^\W*{_WORD}\s*(?:[,.!;:]|$)")
+
+
+def name_first(text: str) -> str | None:
+    """In a reply to the name question, a first name opening it and ended by a clause
+    break ("Danny, from Leeds", "Gerald, retired engineer", "zoe :)"): a first name of
+    some language (:mod:`shared.first_names`), in any case, and not a common word
+    ("Sure, ...", "Nope, not yet")."""
+    opens = _NAME_FIRST.match(text)
+    if opens is None:
+        return None
+    word = opens.group(1)
+    if word.lower() not in first_names.first_names() or is_common_word(word):
+        return None
+    return _name(word)
+
+
+#: A reply to the name question this long or shorter may give the name in words the skill
+#: does not read ("Je m'appelle Jacqueline. I speak a little English.").
+NAMED_WORDS = 8
+
+
+def first_name_in(words: list[str]) -> str | None:
+    """In a short reply to the name question, the first capitalised word after the first
+    that is a first name of some language (:mod:`shared.first_names`): "mi chiamo
+    Giulia", "ik ben Sanne", "I'm Ahmed from Leicester". The first word is left out, as
+    any sentence's first word is capitalised ("Will do"); a reply of only a name is read
+    above."""
+    words = [word for word in words if re.fullmatch(_WORD, word)]
+    if not 1 < len(words) <= NAMED_WORDS:
+        return None
+    names = first_names.first_names()
+    for before, word in itertools.pairwise(words):
+        if before.lower() in _PLACES_AFTER:
+            continue  # "I'm from India", "I live in Paris": a place, though a name too
+        if word[0].isupper() and word.lower() in names and not is_common_word(word):
+            return _name(word)
+    return None
+
+
+#: Words after which a capitalised word is a place, not the user's name.
+_PLACES_AFTER = frozenset({"from", "in", "at", "to", "near", "of", "de", "aus", "di", "da"})
 
 
 #: A question back instead of a name ("Why do you ask?", "Why?", "why do you want to know"):
@@ -300,11 +348,23 @@ _KEEPS_IT = re.compile(
 )
 
 
+#: A reply that ends by asking the bot back ("gut, danke! and you?", "jól, köszi. you?"):
+#: the user says how they are, in any words, and asks how the bot is; small talk's to
+#: answer (its ``asked_back``), not a question about the name.
+_ASKS_HOW_BACK = re.compile(
+    r"(?:(?:^|[\s,.!;])(?:and|how\s+about|what\s+about|&)\s+(?:you|u|yourself|urself)\s*[?!.]*"
+    r"|[,.!;]\s*(?:you|u)\s*\?+)\s*$",
+    re.IGNORECASE,
+)
+
+
 def declines(text: str, annotations: Mapping[str, Any], name_known: bool) -> float | None:
     """The user answers the name question with a question or a dodge instead of a name:
     how sure that reading is (:data:`WHY_ASK_SCORES`), or None."""
     if _WHY_ASK.search(text):
         return WHY_ASK_SCORES["why"]
+    if _ASKS_HOW_BACK.search(text):
+        return None  # "gut, danke! and you?": how the user is, and the bot asked back
     if _KEEPS_IT.search(text):
         return WHY_ASK_SCORES["puts_off"]
     if recognised_intent(annotations) is not None or extract_name(
@@ -335,6 +395,18 @@ def says_hello(text: str, annotations: Mapping[str, Any]) -> bool:
             intents.get("intent") == "greeting" or (isinstance(also, list) and "greeting" in also)
         )
     return bool(_GREETING.search(text))
+
+
+def opening_greeting(annotations: Mapping[str, Any]) -> float | None:
+    """The intents annotator's confidence when it read the conversation's opening turn as a
+    greeting only because it is short and nothing else reads it (method ``opening``:
+    "konnichiwa!", "helo", "wsg"), else None."""
+    intents = annotations.get("intents")
+    if not isinstance(intents, Mapping) or intents.get("method") != "opening":
+        return None
+    if intents.get("intent") != "greeting":
+        return None
+    return float(intents.get("confidence") or 0.0)
 
 
 def greeting_by_likeness(annotations: Mapping[str, Any]) -> float | None:
@@ -442,6 +514,15 @@ def _scripted(
             confidence=0.9,
             human_attributes={"greeting_stage": "asked_name"},
         )
+    opening = opening_greeting(annotations)
+    if opening is not None:
+        # a short opening turn nothing else reads ("konnichiwa!", "helo"): the script's
+        # first line, calibrated apart (answer type greet_opening)
+        return "greet_opening", SkillHypothesis(
+            text="Hi! I'm Chorus. What's your name?",
+            confidence=opening,
+            human_attributes={"greeting_stage": "asked_name"},
+        )
     if says_hello(text, annotations):
         if name:
             return "greet_again", SkillHypothesis(text=f"Hello again, {name}!", confidence=0.9)
@@ -475,5 +556,6 @@ async def greet(dialog: DialogView) -> list[SkillHypothesis]:
 
 
 app = service.app
-# the spelling dictionary loaded at start-up, not on the first turn (shared/spelling.py)
+# the spelling dictionary and the first names loaded at start-up, not on the first turn
 spelling.warm()
+first_names.first_names()

@@ -6,7 +6,7 @@ import pytest
 
 from agent.sdk.testing import ServiceClient, view
 from shared.calibration import SILENT_BELOW, chance, curve_of
-from skills.greeting.app import app, extract_name
+from skills.greeting.app import WHY_ASK_LINE, app, extract_name
 
 
 def ask(
@@ -42,8 +42,21 @@ def test_stays_silent_off_script() -> None:
 def test_name_extraction() -> None:
     assert extract_name("my name is bob", bare_word_ok=False) == "Bob"
     assert extract_name("I'm fine", bare_word_ok=False) is None
-    assert extract_name("just Eve", bare_word_ok=True) is None
+    assert extract_name("just browsing", bare_word_ok=True) is None
     assert extract_name("Eve", bare_word_ok=True) == "Eve"
+
+
+def test_a_name_in_words_the_skill_does_not_read_is_the_first_name_in_the_reply() -> None:
+    """After the name question, a short reply in another language or with more to say
+    gives the first name in it (faker's first names of 85 locales), not a place."""
+    assert extract_name("mi chiamo Giulia 😊", bare_word_ok=True) == "Giulia"
+    assert extract_name("ik ben Sanne", bare_word_ok=True) == "Sanne"
+    assert extract_name("I'm Ahmed from Leicester", bare_word_ok=True) == "Ahmed"
+    assert extract_name("just Eve", bare_word_ok=True) == "Eve"
+    assert extract_name("I live in Paris", bare_word_ok=True) is None
+    assert extract_name("Will do", bare_word_ok=True) is None
+    # only where the name was asked for
+    assert extract_name("mi chiamo Giulia", bare_word_ok=False) is None
 
 
 @pytest.mark.parametrize(
@@ -388,3 +401,21 @@ def test_the_turns_reading_weighs_the_answer_and_raises_it_only_when_sure() -> N
     assert against["routing"]["chance"] == plain["confidence"]
     assert against["routing"]["read"] == 0.01
     assert "read" not in plain["routing"]
+
+
+def test_how_the_user_is_asked_back_does_not_decline_the_name() -> None:
+    """ "gut, danke! and you?" right after the name question says how the user is and asks
+    how the bot is (small talk's to answer), not why the bot asked; "why?" still does."""
+    asked = ("hi", "Hi! I'm Chorus. What's your name?")
+    assert ask(*asked, "gut, danke! and you?", greeting_stage="asked_name") == []
+    (why,) = ask(*asked, "why?", greeting_stage="asked_name")
+    assert why["text"] == WHY_ASK_LINE
+
+
+def test_a_short_opening_turn_read_only_as_short_is_greeted_as_its_own_kind() -> None:
+    """The intents annotator's ``opening`` reading ("konnichiwa!"): the script's first
+    line, calibrated as an answer type of its own."""
+    opening = {"intents": {"intent": "greeting", "confidence": 0.7, "method": "opening"}}
+    (hello,) = ask("konnichiwa!", annotations=opening)
+    assert hello["text"] == "Hi! I'm Chorus. What's your name?"
+    assert hello["routing"]["kind"] == "greet_opening"

@@ -40,7 +40,7 @@ from typing import Any, Literal, cast
 from agent.sdk import DialogView, Service, SkillHypothesis
 from shared import reading, spelling
 from shared.calibration import calibrated
-from skills.smalltalk import asks, jokes, things, topics
+from skills.smalltalk import asks, jokes, things, topics, unread
 from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
 from skills.smalltalk.persona import Persona, persona_of
 
@@ -62,6 +62,9 @@ Topic = Literal[
     "user_likes",
     "laughed",
     "about_user",
+    "unread",
+    "reaction",
+    "asked_back",
 ]
 
 #: Intent names of ``annotations["intents"]`` that are small talk.
@@ -593,7 +596,7 @@ def recently_said(dialog: DialogView) -> list[str]:
 #: read: they give way on a turn that asks for what no small-talk line holds
 #: (:mod:`skills.smalltalk.asks`). A pattern's topic, a joke asked for, thanks and
 #: goodbyes keep their answer there.
-LOOSE_TOPICS: frozenset[str] = WEAK_TOPICS | {"laughed"}
+LOOSE_TOPICS: frozenset[str] = WEAK_TOPICS | {"laughed", "unread", "reaction"}
 
 
 def loose(chosen: SkillHypothesis, answer_type: str) -> bool:
@@ -744,6 +747,22 @@ def _respond(
             match is None or match.topic in WEAK_TOPICS or best.confidence > match.confidence
         ):
             return best
+    # a reply to the greeting's question (the user's name) is the greeting's: no nod to it
+    last = dialog.bot_utterance
+    nods = bool(earlier) and (last is None or last.active_skill != "greeting")
+    if match is None:
+        # a short glad reaction ("nice one", "haha brilliant"): a nod (skills/smalltalk/unread.py)
+        glad = unread.reaction(human.text, human.annotations, opening=not nods)
+        match = None if glad is None else Match("reaction", glad)
+    if match is None:
+        # how the user is, in any words, asked back ("tutto bene grazie, and you?")
+        back = unread.asks_back(human.text, opening=not earlier)
+        match = None if back is None else Match("asked_back", back)
+    if match is None:
+        # a few words the bot does not read, late in the conversation ("gracias!",
+        # "tschüss", "lmaooo"): thanks, a goodbye or a laugh, nodded to as well
+        share = unread.unknown_share(human.text, opening=not nods)
+        match = None if share is None else Match("unread", share)
     if match is None:
         return None
     text = pick(render(persona, match), said)
@@ -769,5 +788,6 @@ async def smalltalk(dialog: DialogView) -> list[SkillHypothesis]:
 
 
 app = service.app
-# the spelling dictionary loaded at start-up, not on the first turn (shared/spelling.py)
+# the spelling dictionary and the first names loaded at start-up, not on the first turn
 spelling.warm()
+unread.warm()

@@ -58,6 +58,12 @@ class Templates(BaseModel):
     user_likes: Lines = Field(min_length=1)
     laughed: Lines = Field(min_length=1)
     about_user: Lines = Field(min_length=1)
+    #: a few words the bot does not read, late in a conversation (skills/smalltalk/unread.py)
+    unread: Lines = Field(min_length=1)
+    #: a short glad reaction to what the bot said ("nice one", "haha brilliant")
+    reaction: Lines = Field(min_length=1)
+    #: how the user is, in any words, asked back ("tutto bene grazie, and you?")
+    asked_back: Lines = Field(min_length=1)
 
     @field_validator("*")
     @classmethod

@@ -482,3 +482,49 @@ def test_a_question_of_fact_a_task_or_memory_gets_no_loose_answer(client: Servic
     assert joke[0]["smalltalk_topic"] == "joke"
     assert (fact[0]["smalltalk_topic"], fact[0]["topic"]) == ("topic", "facts")
     assert (pets[0]["smalltalk_topic"], pets[0]["topic"]) == ("topic", "pets")
+
+
+def test_a_few_words_it_cannot_read_late_in_a_conversation_get_a_nod(
+    client: ServiceClient,
+) -> None:
+    """Thanks, goodbyes and laughs in another language or shorthand ("gracias!",
+    "tschüss") get the persona's nod; a bare name, a question, a longer turn and the
+    opening turn do not."""
+    before = ("hi", "Hi! I'm Chorus. What's your name?")
+    gracias, tschuss, name, question, longer, opening = ask(
+        client,
+        dialog(*before, "gracias!"),
+        dialog(*before, "tschüss"),
+        dialog(*before, "Aoife"),
+        dialog(*before, "¿qué hora es?"),
+        dialog(*before, "aquí todo muy tranquilo hoy, nada nuevo"),
+        dialog("gracias!"),
+    )
+    assert gracias[0]["text"] in FILE_LINES.unread and gracias[0]["smalltalk_topic"] == "unread"
+    assert tschuss[0]["text"] in FILE_LINES.unread
+    for other in (name, question, longer, opening):
+        assert not other or other[0]["text"] not in FILE_LINES.unread
+
+
+def test_how_the_user_is_asked_back_in_any_words_gets_how_the_bot_is(
+    client: ServiceClient,
+) -> None:
+    """ "tutto bene grazie, and you?": the user says how they are and asks back."""
+    before = ("hi", "Nice to meet you, Giulia! What would you like to talk about?")
+    ((back,),) = ask(client, dialog(*before, "tutto bene grazie, and you?"))
+    assert back["text"] in FILE_LINES.asked_back and back["smalltalk_topic"] == "asked_back"
+
+
+def test_a_short_glad_reaction_gets_a_nod(client: ServiceClient) -> None:
+    """ "haha brilliant" after a line of the bot's: a nod, as the sentiment annotator
+    reads it glad; one it does not read glad gets none."""
+    before = ("tell me something", "A day on Venus is longer than its year.")
+    glad = {"sentiment": {"label": "positive", "compound": 0.78, "positive": 1.0}}
+    sour = {"sentiment": {"label": "neutral", "compound": 0.0, "positive": 0.0}}
+    brilliant, sketchy = ask(
+        client,
+        dialog(*before, "haha brilliant", annotations=glad),
+        dialog(*before, "that was a bit sketchy", annotations=sour),
+    )
+    assert brilliant[0]["text"] in FILE_LINES.reaction
+    assert not sketchy or sketchy[0]["text"] not in FILE_LINES.reaction

@@ -1,0 +1,121 @@
+"""A short turn in words the bot does not read: most likely thanks, a goodbye or a laugh.
+
+Late in a conversation people thank, say goodbye and react in their own language or in
+chat shorthand ("gracias!", "tschüss", "asante sana", "dank je wel!", "lmaooo"), and no
+English pattern, example or embedding reads them: the LLM was asked, or the fallback said
+it did not follow. On the four training sets, such turns (a few words after the opening
+turn, at least half of them unknown to the English dictionary the speller corrects by, no question)
+were small talk's in 74 of 78 (thanks, goodbyes, laughter, how the user is); the others were
+a keyboard smash and a feeling in Spanish. Small talk answers them with a warm nod that
+fits each of those (the persona's ``unread`` line), as sure as its calibration finds such
+answers to be (answer type ``unread``, raw score the share of unknown words). No list of
+foreign phrases is kept: which words are English is the dictionary's, and whether such a
+turn fits small talk is the curve's and the turn's reading's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from shared import first_names, spelling
+
+#: A turn of at most this many words may be read this way: thanks, goodbyes and laughs are
+#: short; longer turns in another language say something the LLM should read.
+MOST_WORDS = 4
+#: Words counted as neither English nor not: the bot's own name said to it.
+_NEUTRAL = frozenset({"chorus"})
+_LETTERS = re.compile(r"[^\W\d_]+")
+#: A word with its apostrophes ("didn't", "t'es"): a contraction is read whole.
+_WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*")
+
+
+def unknown_share(text: str, opening: bool) -> float | None:
+    """The share of the words of ``text`` the English dictionary does not hold, when the
+    turn is read this way: not the conversation's opening turn (the greeting's), a few
+    words, no question mark (a question in another language is the LLM's), no capitalised
+    word after the first and no bare first name (a name: "ik ben Sanne", "Aoife" are the
+    greeting's), and at least half of
+    its words unknown. Else None."""
+    if opening or "?" in text:
+        return None
+    typed = _LETTERS.findall(text)
+    if any(word[0].isupper() for word in typed[1:] if word.lower() not in _NEUTRAL):
+        return None
+    words = [w.lower() for w in _WORD.findall(spelling.unabbreviate(text.replace("\u2019", "'")))]
+    words = [w for w in words if w not in _NEUTRAL]
+    if not 0 < len(words) <= MOST_WORDS:
+        return None
+    if len(words) == 1 and words[0] in first_names.first_names():
+        return None  # a bare name ("kev", "Aoife"), the greeting's
+    # a word with an apostrophe is an English contraction ("didn't") unless its parts are not
+    unknown = sum(
+        not spelling.is_english(word) and not spelling.is_english(word.split("'")[0])
+        for word in words
+    )
+    if 2 * unknown < len(words):
+        return None
+    return round(unknown / len(words), 4)
+
+
+#: A bid for something, however glad.
+_PLEASE = re.compile(r"\b(?:please|pls|plz)\b", re.IGNORECASE)
+#: A reaction is this short ("haha brilliant", "nice one", "cool cool").
+REACTION_WORDS = 4
+#: ... and at least this much of it is the sentiment annotator's positive words (VADER's
+#: ``positive`` share): "nice one" is half, "this is kinda cool ngl" a fifth.
+REACTION_SHARE = 0.5
+
+
+def reaction(text: str, annotations: Mapping[str, Any], opening: bool) -> float | None:
+    """A short, glad reaction to what the bot said ("nice", "haha brilliant", "cool cool"),
+    as the sentiment annotator reads it (VADER: positive, its positive words at least
+    :data:`REACTION_SHARE` of the turn), that asks nothing and opens no conversation: its
+    compound score, for the calibration to say what a nod to it is worth (answer type
+    ``reaction``). Not a bid ("please") nor a name with a smile ("zoe :)"). Else None."""
+    words = [w.lower() for w in _LETTERS.findall(text)]
+    if opening or "?" in text or not 0 < len(words) <= REACTION_WORDS:
+        return None
+    if _PLEASE.search(text):
+        return None  # a bid ("Shorter, please"), not a reaction
+    names = first_names.first_names()
+    if any(w in names and not spelling.is_english(w) for w in words):
+        return None  # a name with a smile ("zoe :)"), the greeting's
+    sentiment = annotations.get("sentiment")
+    if not isinstance(sentiment, Mapping) or sentiment.get("label") != "positive":
+        return None
+    positive, compound = sentiment.get("positive"), sentiment.get("compound")
+    if not isinstance(positive, int | float) or not isinstance(compound, int | float):
+        return None
+    return round(float(compound), 4) if positive >= REACTION_SHARE else None
+
+
+#: A short turn that ends by asking the bot back ("tutto bene grazie, and you?", "iyiyim,
+#: thanks. what about you?", "jól, köszi. you?"), whatever language the rest is in.
+_ASKS_BACK = re.compile(
+    r"(?:(?:^|[\s,.!;])(?:and|how\s+about|what\s+about|&)\s+(?:you|u|yourself|urself)\s*[?!.]*"
+    r"|[,.!;]\s*(?:you|u)\s*\?+)\s*$",
+    re.IGNORECASE,
+)
+#: ... of at most this many words: a longer one is about more than how each of them is.
+ASKS_BACK_WORDS = 8
+
+
+def asks_back(text: str, opening: bool) -> float | None:
+    """The user says how they are, in any words, and asks the bot back: the share of the
+    turn's words before the question back that the English dictionary does not hold (a
+    turn in another language is as much such a reply as an English one the patterns
+    missed), for the calibration (answer type ``asked_back``). Else None."""
+    found = _ASKS_BACK.search(text)
+    if opening or found is None:
+        return None
+    words = [w.lower() for w in _WORD.findall(text[: found.start()])]
+    if not 0 < len(words) <= ASKS_BACK_WORDS:
+        return None
+    return round(sum(not spelling.is_english(w) for w in words) / len(words), 4)
+
+
+def warm() -> None:
+    """Load the first names now (a service calls it at start-up, not on its first turn)."""
+    first_names.first_names()
