@@ -25,9 +25,13 @@ deletes share a hash (checked when it is built), it is the one filed there.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import zipfile
 from array import array
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -38,13 +42,20 @@ if TYPE_CHECKING:
 class Words(Mapping[str, int]):
     """symspellpy's word -> count dictionary, compact, in the order it was loaded."""
 
-    def __init__(self, counts: dict[str, int]) -> None:
-        listed = list(counts)
-        self._text = "".join(listed)
-        self._starts = np.zeros(len(listed) + 1, dtype=np.int32)
-        np.cumsum(np.fromiter(map(len, listed), np.int32, len(listed)), out=self._starts[1:])
-        self._counts = np.fromiter(counts.values(), np.int64, len(listed))
+    def __init__(self, lines: str, counts: np.ndarray) -> None:
+        """``lines``: every word, one a line, in the dictionary's order; ``counts`` theirs."""
+        # the words' strings made and dropped before any object kept is made, so that none
+        # is placed among them and keeps their memory taken
+        listed = lines.split("\n") if len(counts) else []
+        if len(listed) != len(counts):
+            raise ValueError(f"{len(listed)} words for {len(counts)} counts")
+        lengths = np.fromiter(map(len, listed), np.int32, len(listed))
         hashes = np.fromiter(map(hash, listed), np.int64, len(listed))
+        self._text = "".join(listed)
+        del listed
+        self._starts = np.zeros(len(lengths) + 1, dtype=np.int32)
+        np.cumsum(lengths, out=self._starts[1:])
+        self._counts = counts
         order = np.argsort(hashes, kind="stable")
         self._hashes = hashes[order]
         self._order = order.astype(np.int32)
@@ -90,50 +101,25 @@ class Deletes:
     """The delete -> words index of ``speller`` (its words loaded), compact: what symspellpy
     asks of its index (``in``, ``[]``, ``len``) and nothing more."""
 
-    def __init__(self, speller: SymSpell, words: Words) -> None:
+    def __init__(self, speller: SymSpell, words: Words, layout: Layout) -> None:
         self._speller = speller
         self._words = words  # the dictionary's order, as symspellpy files them
-        # A word's deletes are its prefix's (symspellpy cuts the word to ``prefix_length``
-        # letters first), and many words share a prefix: each prefix's deletes are derived
-        # once, and every word's entries are its prefix's, laid out with NumPy, since
-        # every service process that reads spelling builds this index as it starts.
-        numbers: dict[str, int] = {}  # each delete's number, while building only
-        prefixes: dict[str, int] = {}  # each prefix's number
-        prefix_deletes = array("i")  # the prefixes' delete numbers, one prefix after another
-        prefix_starts = array("i", [0])
-        edits = speller._edits_prefix  # symspellpy's own deletes of a word
-        cut = speller._prefix_length
-        word_prefix = np.empty(len(words), dtype=np.int32)
-        for position, word in enumerate(words):
-            prefix = word[:cut]
-            number = prefixes.get(prefix)
-            if number is None:
-                number = prefixes[prefix] = len(prefixes)
-                prefix_deletes.extend(
-                    numbers.setdefault(delete, len(numbers)) for delete in edits(prefix)
-                )
-                prefix_starts.append(len(prefix_deletes))
-            word_prefix[position] = number
-        hashes = np.fromiter((hash(delete) for delete in numbers), np.int64, len(numbers))
-        del numbers, prefixes
-        order = np.argsort(hashes, kind="stable")
+        # the deletes' strings made and dropped within this one call, so that no object
+        # kept after is placed among them and keeps their memory taken
+        size = len(layout.starts) - 1
+        names = layout.deletes.split("\n") if size else []
+        hashes = np.fromiter(map(hash, names), np.int64, size)
+        del names
+        order = np.argsort(hashes)
         self._hashes = hashes[order]
         if len(self._hashes) > 1 and not np.all(self._hashes[1:] != self._hashes[:-1]):
             raise ValueError("two deletes of the spelling dictionary share a hash")
-        rank = np.empty_like(order, dtype=np.int32)
-        rank[order] = np.arange(len(order), dtype=np.int32)
-        starts = np.frombuffer(prefix_starts, dtype=np.int32)
-        sizes = np.diff(starts)[word_prefix]  # each word's number of deletes
-        # entry -> its word's position, the words in the dictionary's order
-        owners = np.repeat(np.arange(len(words), dtype=np.int32), sizes)
-        # entry -> its place among its prefix's deletes, then that delete's rank
-        within = np.arange(len(owners), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        groups = np.frombuffer(prefix_deletes, dtype=np.int32)
-        entries = rank[groups[np.repeat(starts[:-1][word_prefix], sizes) + within]]
-        # a stable sort keeps each delete's words in the dictionary's order
-        self._owners = owners[np.argsort(entries, kind="stable")]
+        # each delete's words, the deletes taken in the order of their hashes
+        sizes = np.diff(layout.starts)[order]
         self._starts = np.zeros(len(order) + 1, dtype=np.int32)
-        np.cumsum(np.bincount(entries, minlength=len(order)), out=self._starts[1:])
+        np.cumsum(sizes, out=self._starts[1:])
+        shift = np.repeat(layout.starts[:-1][order] - self._starts[:-1], sizes)
+        self._owners = layout.owners[np.arange(len(shift), dtype=np.int64) + shift]
         self._last: tuple[str, int] = ("", self._find(""))
 
     def _find(self, delete: str) -> int:
@@ -178,21 +164,148 @@ class Deletes:
         return len(self._hashes)
 
 
-def compact(speller: SymSpell, load: Callable[[], bool]) -> bool:
+class Layout(NamedTuple):
+    """The index of deletes before any string is hashed: Python's string hashes change
+    from one process to the next, so this, not the index, is what a process can take from
+    another's work (:func:`compact`'s ``saved`` file)."""
+
+    deletes: str  # every delete, in the order first derived, one per line
+    owners: np.ndarray  # the words of delete 0, then of delete 1...: positions in dictionary order
+    starts: np.ndarray  # where each delete's words start in owners
+
+
+def _layout(speller: SymSpell, words: Words) -> Layout:
+    """The deletes of ``words``, derived the way symspellpy derives them. A word's deletes
+    are its prefix's (symspellpy cuts the word to ``prefix_length`` letters first), and many
+    words share a prefix: each prefix's deletes are derived once, and every word's entries
+    are its prefix's, laid out with NumPy. This is about a second of CPU, which is why
+    :func:`compact` keeps its result in a file."""
+    numbers: dict[str, int] = {}  # each delete's number
+    prefixes: dict[str, int] = {}  # each prefix's number
+    prefix_deletes = array("i")  # the prefixes' delete numbers, one prefix after another
+    prefix_starts = array("i", [0])
+    edits = speller._edits_prefix  # symspellpy's own deletes of a word
+    cut = speller._prefix_length
+    word_prefix = np.empty(len(words), dtype=np.int32)
+    for position, word in enumerate(words):
+        prefix = word[:cut]
+        number = prefixes.get(prefix)
+        if number is None:
+            number = prefixes[prefix] = len(prefixes)
+            prefix_deletes.extend(
+                numbers.setdefault(delete, len(numbers)) for delete in edits(prefix)
+            )
+            prefix_starts.append(len(prefix_deletes))
+        word_prefix[position] = number
+    starts = np.frombuffer(prefix_starts, dtype=np.int32)
+    sizes = np.diff(starts)[word_prefix]  # each word's number of deletes
+    # entry -> its word's position, the words in the dictionary's order
+    owners = np.repeat(np.arange(len(words), dtype=np.int32), sizes)
+    # entry -> its place among its prefix's deletes, then that delete's number
+    within = np.arange(len(owners), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    groups = np.frombuffer(prefix_deletes, dtype=np.int32)
+    entries = groups[np.repeat(starts[:-1][word_prefix], sizes) + within]
+    # a stable sort keeps each delete's words in the dictionary's order
+    by_delete = np.zeros(len(numbers) + 1, dtype=np.int32)
+    np.cumsum(np.bincount(entries, minlength=len(numbers)), out=by_delete[1:])
+    return Layout("\n".join(numbers), owners[np.argsort(entries, kind="stable")], by_delete)
+
+
+def compact(speller: SymSpell, load: Callable[[], bool], saved: Path | None = None) -> bool:
     """Run ``load`` (one of ``speller``'s ``load_dictionary`` calls) keeping only the words
     and their counts, then give ``speller`` them and the index of their deletes compact;
     ``load``'s answer. The index is built after the words so that its passing strings take
     pages of their own, which are given back once it is built. Words cannot be added to
-    ``speller`` afterwards (its dictionary is read-only)."""
+    ``speller`` afterwards (its dictionary is read-only).
+
+    With ``saved``, a file another process wrote for the same dictionary and settings is
+    read instead of running ``load`` (tens of milliseconds instead of about two seconds of
+    CPU, in every service process that reads spelling), and the file is written when it is
+    missing or unreadable; a file that cannot be written leaves the speller as built."""
+    if saved is not None and _restore(speller, saved):
+        return True
     speller._edits_prefix = _no_deletes
     try:
         loaded = load()
     finally:
         del speller._edits_prefix  # the class's own again
-    words = Words(speller.words)
+    counts = speller.words
+    words = Words("\n".join(counts), np.fromiter(counts.values(), np.int64, len(counts)))
     speller._words = words
-    speller._deletes = Deletes(speller, words)
+    layout = _layout(speller, words)
+    speller._deletes = Deletes(speller, words, layout)
+    if loaded and saved is not None:
+        _save(saved, speller, words, layout)
     return loaded
+
+
+#: Bumped when what :func:`_save` writes changes, so an older file is not read.
+_FORMAT = 1
+
+
+def _save(path: Path, speller: SymSpell, words: Words, layout: Layout) -> None:
+    """Write ``path`` whole or not at all (a temporary file renamed over it), so processes
+    starting together may each write it and every reader sees one complete file."""
+    import tempfile  # only the process that builds the dictionary writes it
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as out:
+            np.savez(
+                out,
+                format=np.int64(_FORMAT),
+                settings=np.array(
+                    [speller._max_dictionary_edit_distance, speller._prefix_length], np.int64
+                ),
+                max_length=np.int64(speller._max_length),
+                sizes=np.array([len(words), len(layout.starts) - 1], np.int64),
+                words=np.frombuffer("\n".join(words).encode(), dtype=np.uint8),
+                counts=words._counts,
+                deletes=np.frombuffer(layout.deletes.encode(), dtype=np.uint8),
+                owners=layout.owners,
+                starts=layout.starts,
+            )
+        os.chmod(out.name, 0o644)  # readable by the machine's other users, as a cache is
+        os.replace(out.name, path)
+    except OSError:
+        with contextlib.suppress(OSError, UnboundLocalError):
+            os.unlink(out.name)
+
+
+def _restore(speller: SymSpell, path: Path) -> bool:
+    """Give ``speller`` the words and index saved in ``path``; False, the speller untouched,
+    when the file is missing, unreadable, of another format or for other settings."""
+    try:
+        # the file opened here, so that one numpy cannot read is closed all the same
+        with path.open("rb") as file, np.load(file, allow_pickle=False) as data:
+            settings = [speller._max_dictionary_edit_distance, speller._prefix_length]
+            if int(data["format"]) != _FORMAT or data["settings"].tolist() != settings:
+                return False
+            sizes = data["sizes"].tolist()
+            lines = data["words"].tobytes().decode()
+            counts = data["counts"]
+            layout = Layout(
+                data["deletes"].tobytes().decode(),
+                data["owners"],
+                data["starts"],
+            )
+            max_length = int(data["max_length"])
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, UnicodeDecodeError):
+        return False
+    if len(counts) != sizes[0] or len(layout.starts) != sizes[1] + 1:
+        return False
+    if sizes[1] and layout.deletes.count("\n") != sizes[1] - 1:
+        return False
+    if len(layout.owners) != layout.starts[-1] or not np.all(layout.owners < sizes[0]):
+        return False
+    try:
+        words = Words(lines, counts)
+    except ValueError:
+        return False
+    speller._words = words
+    speller._deletes = Deletes(speller, words, layout)
+    speller._max_length = max_length
+    return True
 
 
 def _no_deletes(key: str) -> set[str]:

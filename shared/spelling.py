@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 from functools import cache, lru_cache
 from importlib import resources
@@ -99,11 +100,23 @@ def _speller() -> SymSpell:
     from shared.compact_speller import compact
 
     speller = SymSpell(max_dictionary_edit_distance=2, prefix_length=5)
-    path = resources.files("symspellpy") / _DICTIONARY
-    # the same words and index of deletes in a third of the memory (shared/compact_speller.py)
-    if not compact(speller, lambda: speller.load_dictionary(str(path), 0, 1)):
+    path = Path(str(resources.files("symspellpy") / _DICTIONARY))
+    if not path.is_file():
         raise FileNotFoundError(f"symspellpy's {_DICTIONARY} is missing from its package")
+    # the same words and index of deletes in a third of the memory, built once per machine
+    # and read from a file by every process after (shared/compact_speller.py)
+    if not compact(speller, lambda: speller.load_dictionary(str(path), 0, 1), _saved(path)):
+        raise FileNotFoundError(f"symspellpy's {_DICTIONARY} could not be read")
     return speller
+
+
+def _saved(dictionary: Path) -> Path:
+    """Where the built dictionary is kept for the next process: the user's cache folder
+    (``XDG_CACHE_HOME``, else ``~/.cache``), named by the dictionary file's size and time,
+    so a new version of the package builds it again."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    found = dictionary.stat()
+    return root / "chorus" / "spelling" / f"symspellpy-{found.st_size}-{found.st_mtime_ns}.npz"
 
 
 def _package_table(name: str) -> dict[str, str]:

@@ -2,7 +2,11 @@
 and a typo finds the same words, counts, distances and order as with symspellpy's own
 dict of words and index of deletes."""
 
+import json
+import os
 import random
+import subprocess
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -107,3 +111,80 @@ def test_the_index_follows_the_spellers_own_settings(tmp_path: Path) -> None:
         for verbosity in (Verbosity.CLOSEST, Verbosity.ALL):
             assert found(ours, typed, verbosity, 1) == found(theirs, typed, verbosity, 1)
     assert not compact(ours, lambda: ours.load_dictionary(str(tmp_path / "missing"), 0, 1))
+
+
+SPELLER_IN_A_PROCESS = """
+import json, sys
+from pathlib import Path
+from symspellpy import SymSpell, Verbosity
+from shared.compact_speller import compact
+
+def load_refused():
+    raise AssertionError("the saved dictionary was not read")
+
+speller = SymSpell(max_dictionary_edit_distance=2, prefix_length=5)
+assert compact(speller, load_refused, Path(sys.argv[1]))
+found = {}
+for typed in json.loads(sys.argv[2]):
+    hits = speller.lookup(typed, Verbosity.ALL, 2)
+    found[typed] = [(item.term, item.distance, item.count) for item in hits]
+print(json.dumps({"hash": hash("anxious"), "found": found}))
+"""
+
+
+def test_another_process_reads_the_saved_dictionary_and_finds_the_same_words(
+    stock: SymSpell, tmp_path: Path
+) -> None:
+    """Python's string hashes differ from one process to the next: the file a first process
+    saved lets each later one skip the build and still find every typo's words."""
+    saved = tmp_path / "spelling.npz"
+    first = SymSpell(max_dictionary_edit_distance=2, prefix_length=5)
+    assert compact(first, lambda: first.load_dictionary(DICTIONARY, 0, 1), saved)
+    assert saved.is_file()
+    common = [word for word in list(stock.words)[:20000:400] if word.isalpha()]
+    asked = [*typos(common, seed=7), "teh", "anxoius", "tommorow", "ab", ""]
+    answers = []
+    for seed in ("1", "2"):
+        run = subprocess.run(
+            [sys.executable, "-c", SPELLER_IN_A_PROCESS, str(saved), json.dumps(asked)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            check=True,
+        )
+        answers.append(json.loads(run.stdout))
+    assert answers[0]["hash"] != answers[1]["hash"]
+    expected = {
+        typed: json.loads(json.dumps(found(stock, typed, Verbosity.ALL, 2))) for typed in asked
+    }
+    assert answers[0]["found"] == answers[1]["found"] == expected
+
+
+def test_a_damaged_or_foreign_saved_file_is_built_again(tmp_path: Path) -> None:
+    """A file cut short, or saved for other settings, is not read: the dictionary is built
+    from the package's text and the file written anew."""
+    listed = tmp_path / "words.txt"
+    listed.write_text("hello 50\nhelp 40\nhelmet 9\nshell 7\n")
+    saved = tmp_path / "saved.npz"
+    loads: list[int] = []
+
+    def speller_loaded(distance: int) -> SymSpell:
+        speller = SymSpell(max_dictionary_edit_distance=distance, prefix_length=7)
+
+        def load() -> bool:
+            loads.append(distance)
+            return bool(speller.load_dictionary(str(listed), 0, 1))
+
+        assert compact(speller, load, saved)
+        return speller
+
+    speller_loaded(1)
+    speller_loaded(1)
+    assert loads == [1]  # the second read the file
+    assert found(speller_loaded(2), "hlp", Verbosity.ALL, 2) == [("help", 1, 40)]
+    assert loads == [1, 2]  # saved for distance 1: built again
+    saved.write_bytes(saved.read_bytes()[:100])
+    assert found(speller_loaded(2), "helmt", Verbosity.CLOSEST, 2) == [("helmet", 1, 9)]
+    assert loads == [1, 2, 2]
+    speller_loaded(2)
+    assert loads == [1, 2, 2]  # the damaged file was replaced
