@@ -7,7 +7,13 @@ a round of each concurrency level for one, then the same for the other, round af
 Drift falls on both alike. The figures are the medians over rounds of each round's p50
 latency and of the agent's own CPU per turn.
 
-    python -m bench.compare --other ../chorus-at-v1.0 [--store sqlite] [--rounds 5]
+With ``--interleave``, a round gives both agents their turns at once, one by one in
+alternation: each worker sends a turn to one agent, then the next to the other (who goes
+first alternating from turn to turn and from worker to worker), and both agents' CPU is
+read over the same seconds. A busy machine's minute-to-minute changes then fall on both
+halves of every round, not only on both sides of the median.
+
+    python -m bench.compare --other ../chorus-at-v1.0 [--store sqlite] [--rounds 5] [--interleave]
 """
 
 from __future__ import annotations
@@ -20,9 +26,12 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import aiohttp
 
 from bench.load import run_load
 from bench.ports import free_port
@@ -64,7 +73,58 @@ def one_round(base: str, pid: int, level: int, tag: str) -> tuple[float, float]:
     return statistics.median(result.latencies) * 1000, 1000 * cpu_s / result.turns
 
 
-def compare(other: Path, db_url_of: Callable[[str, str], str], rounds: int) -> dict[str, Any]:
+async def _alternating(
+    session: aiohttp.ClientSession, urls: list[str], user: str, turns: int, first: int
+) -> list[list[float]]:
+    """``turns`` turns to each of ``urls``, one to each in turn (``first`` says which
+    goes first: it alternates from turn to turn); each side's latencies."""
+    latencies: list[list[float]] = [[] for _ in urls]
+    for i in range(turns):
+        order = range(len(urls)) if (i + first) % 2 == 0 else reversed(range(len(urls)))
+        for side in order:
+            started = time.perf_counter()
+            payload = {"user_id": f"{user}-{i % 10}", "payload": f"hello {i}"}
+            async with session.post(urls[side], json=payload) as reply:
+                body = await reply.json() if reply.status == 200 else None
+            if body is None or body.get("active_skill") == "fallback_response":
+                raise SystemExit(f"{user}: a turn of side {side} failed")
+            latencies[side].append(time.perf_counter() - started)
+    return latencies
+
+
+def interleaved_round(
+    agents: dict[str, tuple[str, int]], level: int, tag: str
+) -> dict[str, tuple[float, float]]:
+    """Each side's p50 latency (ms) and CPU per turn (ms) over one round in which both
+    agents are given their turns at once, one by one in alternation (module docstring)."""
+    sides = list(agents)
+    urls = [f"{agents[side][0]}/" for side in sides]
+    per_worker = max(1, ROUND_TURNS[level] // level)
+
+    async def load() -> list[list[float]]:
+        connector = aiohttp.TCPConnector(limit=2 * level + 4)
+        timeout = aiohttp.ClientTimeout(total=60)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+            done = await asyncio.gather(
+                *(
+                    _alternating(session, urls, f"{tag}-c{level}-w{w}", per_worker, w)
+                    for w in range(level)
+                )
+            )
+        return [[t for worker in done for t in worker[side]] for side in range(len(sides))]
+
+    ticks = [clock_ticks(agents[side][1]) for side in sides]
+    latencies = asyncio.run(load())
+    figures = {}
+    for side, before, times in zip(sides, ticks, latencies, strict=True):
+        cpu_s = (clock_ticks(agents[side][1]) - before) / os.sysconf("SC_CLK_TCK")
+        figures[side] = (statistics.median(times) * 1000, 1000 * cpu_s / len(times))
+    return figures
+
+
+def compare(
+    other: Path, db_url_of: Callable[[str, str], str], rounds: int, interleave: bool = False
+) -> dict[str, Any]:
     sides = {"this": ROOT, "other": other.resolve()}
     stub_port = free_port()
     stubs = [sys.executable, "-m", "bench.stubs", "--port", str(stub_port), "--skills", "3"]
@@ -85,11 +145,23 @@ def compare(other: Path, db_url_of: Callable[[str, str], str], rounds: int) -> d
             # who goes first alternates too: a round's second half is not always one side's
             order = list(agents) if number % 2 == 0 else list(reversed(agents))
             for level in ROUND_TURNS:
+                if interleave:
+                    both = interleaved_round(
+                        {side: agents[side] for side in order}, level, f"r{number}"
+                    )
+                    for side in sides:
+                        figures[side][level].append(both[side])
+                    continue
                 for side in order:
                     base, pid = agents[side]
                     figures[side][level].append(one_round(base, pid, level, f"{side}-{number}"))
             print(f"round {number + 1}/{rounds} done", file=sys.stderr, flush=True)
-    report: dict[str, Any] = {"rounds": rounds, "turns_per_round": ROUND_TURNS, "levels": {}}
+    report: dict[str, Any] = {
+        "rounds": rounds,
+        "turns_per_round": ROUND_TURNS,
+        "interleaved": interleave,
+        "levels": {},
+    }
     for level in ROUND_TURNS:
         row: dict[str, Any] = {}
         for side in sides:
@@ -123,6 +195,11 @@ def main() -> None:
     parser.add_argument("--store", choices=["sqlite", "mongodb"], default="sqlite")
     parser.add_argument("--mongodb-url", default=os.environ.get("MONGODB_URL"))
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--interleave",
+        action="store_true",
+        help="give both agents each round's turns at once, one by one in alternation",
+    )
     args = parser.parse_args()
     if not (args.other / "agent" / "api" / "app.py").is_file():
         parser.error(f"--other: {args.other} is not a Chorus checkout (no agent/api/app.py)")
@@ -136,7 +213,7 @@ def main() -> None:
             base, _, query = server.partition("?")
             return f"{base.rsplit('/', 1)[0]}/bench_compare_{side}" + (f"?{query}" if query else "")
 
-        report = compare(args.other, db_url_of, args.rounds)
+        report = compare(args.other, db_url_of, args.rounds, args.interleave)
     print(json.dumps(report, indent=2))
 
 

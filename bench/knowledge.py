@@ -38,7 +38,12 @@ written after the confidence's signs of the answer's file were first chosen, and
 ``fresh3.jsonl``, a fourth, before they were chosen again and kept).
 ``--fit --features a,b,c`` fits other signs of :data:`shared.knowledge.retrieval.SIGNS`.
 ``--top-k N`` measures another ``KNOWLEDGE_TOP_K`` (the LLM's passages; the three best and
-the knowledge skill's answers do not depend on it).
+the knowledge skill's answers do not depend on it), ``--llm-floor F`` another
+``LLM_KNOWLEDGE_MIN_CONFIDENCE`` (the LLM skill's least confidence of a passage it is
+given). ``--docs DIR`` builds the index from
+``DIR`` in place of docs/ (its files named "docs/..." as the labels name them, README.md as
+shipped): the same questions over another version of the corpus, such as docs/ with a
+page trimmed, to measure what the corpus itself does to the search.
 
     .venv/bin/python -m bench.knowledge            # writes bench/results/knowledge.json
     .venv/bin/python -m bench.knowledge --fit
@@ -49,6 +54,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -147,6 +153,7 @@ class Asked:
     hits: list[Hit]
     chat: bool  # the intents annotator read it as small talk: the skill leaves it
     read_as_follow_up: bool
+    llm_floor: float = LLM_FLOOR  # the LLM skill's LLM_KNOWLEDGE_MIN_CONFIDENCE
 
     def found_in_3(self) -> bool:
         places = self.question.places()
@@ -158,11 +165,13 @@ class Asked:
 
     def given_to_llm(self) -> list[Hit]:
         """The passages the LLM skill is given: every one the annotator returns at or over
-        :data:`LLM_FLOOR` (a passage quoting the question scores 0, :func:`quotes`)."""
+        its floor (:data:`LLM_FLOOR` as shipped; a passage quoting the question scores 0,
+        :func:`quotes`)."""
         return [
             h
             for h in self.hits
-            if not quotes(h.passage.text, self.question.question) and confidence(h) >= LLM_FLOOR
+            if not quotes(h.passage.text, self.question.question)
+            and confidence(h) >= self.llm_floor
         ]
 
     def found_by_llm(self) -> bool:
@@ -210,9 +219,15 @@ class Asked:
         return self.question.answerable and self.right_source()
 
 
-def ask(index: KnowledgeIndex, questions: list[Question], top_k: int = TOP_K) -> list[Asked]:
+def ask(
+    index: KnowledgeIndex,
+    questions: list[Question],
+    top_k: int = TOP_K,
+    llm_floor: float = LLM_FLOOR,
+) -> list[Asked]:
     """Each question searched after the one before it, as in a conversation, for ``top_k``
-    passages (``KNOWLEDGE_TOP_K``)."""
+    passages (``KNOWLEDGE_TOP_K``), the LLM given those at or over ``llm_floor``
+    (``LLM_KNOWLEDGE_MIN_CONFIDENCE``)."""
     asked = []
     previous: str | None = None
     for position, question in enumerate(questions):
@@ -226,6 +241,7 @@ def ask(index: KnowledgeIndex, questions: list[Question], top_k: int = TOP_K) ->
                 hits=index.search(question.question, k=top_k, context=context),
                 chat=intent.intent is not None and intent.confidence >= INTENT_CONFIDENCE,
                 read_as_follow_up=context is not None,
+                llm_floor=llm_floor,
             )
         )
     return asked
@@ -281,11 +297,19 @@ def calibration_samples(asked: list[Asked]) -> list[tuple[float, bool]]:
     return [(a.raw(), a.fitted()) for a in asked if not held_out(a.position) and a.considered()]
 
 
-def docs_index() -> tuple[KnowledgeIndex, float]:
-    """The index of docs/ and README.md as ``chorus run`` builds it, and its build's seconds."""
+def docs_index(docs: Path | None = None) -> tuple[KnowledgeIndex, float]:
+    """The index of docs/ and README.md as ``chorus run`` builds it, and its build's seconds;
+    with ``docs``, of that folder in docs/'s place (copied as ``docs`` beside a copy of
+    README.md, so its passages are named "docs/..." as the questions' labels are)."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "docs.npz"
-        built = build([ROOT / p for p in DOCS], out, base=ROOT)
+        if docs is None:
+            built = build([ROOT / p for p in DOCS], out, base=ROOT)
+        else:
+            base = Path(folder) / "corpus"
+            shutil.copytree(docs, base / "docs")
+            shutil.copy(ROOT / "README.md", base / "README.md")
+            built = build([base / "docs", base / "README.md"], out, base=base)
         return KnowledgeIndex.load(out), built.seconds
 
 
@@ -356,6 +380,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the figures go")
     parser.add_argument(
+        "--llm-floor",
+        type=float,
+        default=LLM_FLOOR,
+        help=f"the least confidence of a passage the LLM is given, as "
+        f"LLM_KNOWLEDGE_MIN_CONFIDENCE (0-1; {LLM_FLOOR} as shipped)",
+    )
+    parser.add_argument(
+        "--docs",
+        type=Path,
+        default=None,
+        help="a folder searched in docs/'s place (its files named docs/...): another "
+        "version of the corpus, the same questions",
+    )
+    parser.add_argument(
         "--top-k",
         type=int,
         default=TOP_K,
@@ -369,10 +407,16 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.top_k <= 20:
         parser.error(f"--top-k: {args.top_k} passages; KNOWLEDGE_TOP_K takes 1 to 20")
 
+    if not 0 <= args.llm_floor <= 1:
+        parser.error(f"--llm-floor: {args.llm_floor}; LLM_KNOWLEDGE_MIN_CONFIDENCE takes 0 to 1")
+    if args.docs is not None and not args.docs.is_dir():
+        parser.error(f"--docs: {args.docs} is not a folder")
+
     questions = load_questions(args.questions)
-    index, seconds = docs_index()
-    print(f"index of docs/ and README.md: {len(index)} passages, built in {seconds:.1f}s")
-    asked = ask(index, questions, args.top_k)
+    index, seconds = docs_index(args.docs)
+    corpus = f"{args.docs} (as docs/)" if args.docs else "docs/"
+    print(f"index of {corpus} and README.md: {len(index)} passages, built in {seconds:.1f}s")
+    asked = ask(index, questions, args.top_k, args.llm_floor)
     quality = figures(asked, top_k=args.top_k)
     held = figures([a for a in asked if held_out(a.position)], top_k=args.top_k)
     if args.fit:
@@ -390,9 +434,11 @@ def main(argv: list[str] | None = None) -> int:
     timings["p50_ms_at_docs"] = p50_ms(index, texts, args.top_k)
     held.pop("missed_at_3")
     result = {
+        "docs": str(args.docs) if args.docs else "docs",
         "passages": len(index),
         "threshold": THRESHOLD,
         "top_k": args.top_k,
+        "llm_floor": args.llm_floor,
         **quality,
         "held_out": held,
         **timings,

@@ -25,6 +25,7 @@ from contextlib import (
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import iter_route_contexts
+from fastapi.telemetry import TelemetryConfig
 from opentelemetry.sdk.trace import TracerProvider
 
 import agent
@@ -60,6 +61,16 @@ from agent.turn.arms import Experiment
 from agent.turn.base import LoadedPipeline
 
 log = logging.getLogger("chorus")
+
+#: FastAPI's own OpenTelemetry instrumentation, off: the agent's spans are its own
+#: (docs/observability.md), made with its own provider, never a global one.
+NO_FASTAPI_TELEMETRY: TelemetryConfig = {
+    "tracing": False,
+    "metrics": False,
+    "logs": False,
+    "operation_spans": False,
+    "auto_configure": False,
+}
 
 
 def _lifespan(
@@ -187,6 +198,10 @@ def create_app(
             own_process=own_process,
         ),
         responses=ERROR_RESPONSES,
+        # the agent traces its turns with its own provider (agent.telemetry); FastAPI's
+        # native request telemetry would otherwise look for global OpenTelemetry
+        # providers on every request, to find none
+        telemetry=NO_FASTAPI_TELEMETRY,
     )
     install_error_handlers(app)
     for module in (

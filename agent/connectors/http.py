@@ -49,6 +49,8 @@ DEFAULT_POOL_SIZE = 256
 #: service's output lost).
 KEEPALIVE_SECONDS = 4.0
 _JSON = {"Content-Type": "application/json"}
+#: :data:`~agent.sdk.contracts.CONTRACT_HEADER` as the wire's parser gives a header's name
+_CONTRACT_HEADER = CONTRACT_HEADER.lower().encode("latin-1")
 #: The first byte of an answer that is a JSON list or object, in UTF-8.
 _JSON_STARTS = (b"[", b"{")
 _VIEW_JSON = DialogView.__pydantic_serializer__.to_json
@@ -182,12 +184,20 @@ class HttpConnector(Connector[DialogView]):
         return self._parse(await self._post(json.dumps(payload).encode()))
 
     async def _post(self, body: bytes) -> bytes:
-        request = Request(self.url, body, outgoing_headers(_JSON))
+        transport = self._transport
         try:
-            async with self._transport.send(request, self._timeout) as response:
-                raw = await self._read_bounded(response)
-                status = response.status
-                broken_contract = CONTRACT_HEADER in response.headers
+            if isinstance(transport, WireTransport):  # the agent's own: one call
+                status, headers, raw = await transport.post(
+                    self.url, body, outgoing_headers(_JSON), self._timeout, self._max_bytes
+                )
+                self._check_size(headers.get(b"content-length"), raw)
+                broken_contract = _CONTRACT_HEADER in headers
+            else:
+                request = Request(self.url, body, outgoing_headers(_JSON))
+                async with transport.send(request, self._timeout) as response:
+                    raw = await self._read_bounded(response)
+                    status = response.status
+                    broken_contract = CONTRACT_HEADER in response.headers
         except OSError as exc:
             raise self._transport_error(exc) from None
         if broken_contract:
@@ -206,6 +216,16 @@ class HttpConnector(Connector[DialogView]):
         if len(raw) > self._max_bytes:
             raise BadServiceResponse(self.name, f"answer is over the {self._max_bytes} bytes limit")
         return raw
+
+    def _check_size(self, declared: bytes | None, raw: bytes) -> None:
+        """:meth:`_read_bounded`'s checks of an answer the wire read whole
+        (:meth:`WireTransport.post`)."""
+        if declared is not None and declared.isdigit() and int(declared) > self._max_bytes:
+            raise BadServiceResponse(
+                self.name, f"answer of {int(declared)} bytes is over the {self._max_bytes} limit"
+            )
+        if len(raw) > self._max_bytes:
+            raise BadServiceResponse(self.name, f"answer is over the {self._max_bytes} bytes limit")
 
     def _parse(self, raw: bytes) -> Any:
         try:

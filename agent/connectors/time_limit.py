@@ -26,10 +26,12 @@ class time_limit:
     does, and tells its own cancellation from any other the same way (the task's
     ``cancelling`` count), so a call cut short by something else is not a timeout."""
 
-    __slots__ = ("_cancelling", "_expired", "_handle", "_seconds", "_task", "_token")
+    __slots__ = ("_cancelling", "_expired", "_handle", "_seconds", "_task", "_token", "deadline")
 
     def __init__(self, seconds: float) -> None:
         self._seconds = seconds
+        #: when the limit runs out, in the loop's time (once entered)
+        self.deadline = float("inf")
         self._expired = False
         self._handle: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[object] | None = None
@@ -43,7 +45,8 @@ class time_limit:
         self._task = task
         self._cancelling = task.cancelling()
         loop = asyncio.get_running_loop()
-        self._handle = loop.call_at(loop.time() + self._seconds, self._on_timeout)
+        self.deadline = loop.time() + self._seconds
+        self._handle = loop.call_at(self.deadline, self._on_timeout)
         self._token = _LIMIT.set(self)
 
     def _on_timeout(self) -> None:
@@ -76,6 +79,18 @@ class time_limit:
         ):
             # no other cancellation came meanwhile: this one is the limit's
             raise TimeoutError from error
+
+
+def bounded_by(deadline: float) -> bool:
+    """Whether the call running in this task is cut off by its time limit by ``deadline``
+    (the loop's time) at the latest: then a transport needs no timer of its own for it.
+    Only a limit of this very task counts: a task started inside a limited call (a batch's
+    request, sent from a task of the batcher's) inherits the variable, not the limit's
+    cancellation."""
+    limit = _LIMIT.get()
+    return (
+        limit is not None and limit.deadline <= deadline and limit._task is asyncio.current_task()
+    )
 
 
 def ran_out() -> bool:

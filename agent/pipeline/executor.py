@@ -331,7 +331,11 @@ class Executor:
                 if node.config.stream:
                     output = await self._streamed(run, node, view)
                 else:
-                    output, end.batch = await self._batchers[node.name].submit(view)
+                    batcher = self._batchers[node.name]
+                    if batcher.batch_size == 1:  # the batcher's own path, one frame less
+                        (output,) = await batcher.connector.call([view])
+                    else:
+                        output, end.batch = await batcher.submit(view)
             self._apply(run, node, output, view)
         if end.failure is None:
             run.ok.add(node.name)

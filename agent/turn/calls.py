@@ -135,8 +135,9 @@ class TurnTrace:
                 batch,
             )
         )
-        where = {"dream_group": dream_group} if dream_group is not None else {}
-        self.events.emit("progress", service=service, role=role, **where, outcome=outcome)
+        if self.events.listened:  # (a turn nobody follows makes no event's data)
+            where = {"dream_group": dream_group} if dream_group is not None else {}
+            self.events.emit("progress", service=service, role=role, **where, outcome=outcome)
 
     def fail(self, service: str, role: str, cause: FailureKind, message: str) -> None:
         self.add_failure(role, ServiceFailure(service=service, kind=cause, message=message))

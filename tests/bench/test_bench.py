@@ -112,6 +112,30 @@ def test_the_comparison_gives_both_checkouts_every_round(tmp_path: Path) -> None
         assert row["p50_other_over_this"] > 0
 
 
+@STACK
+@pytest.mark.timeout(300)
+def test_an_interleaved_comparison_gives_both_checkouts_each_round_at_once() -> None:
+    command = [sys.executable, "-c", COMPARE_WITH_SHORT_ROUNDS, "--other", str(REPOSITORY)]
+    done = subprocess.run(
+        [*command, "--rounds", "1", "--interleave"],
+        cwd=REPOSITORY,
+        env=unmeasured_environment(),
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["interleaved"] is True
+    for level in ("1", "8"):
+        row = report["levels"][level]
+        for side in ("this", "other"):
+            assert len(row[side]["cpu_ms_per_round"]) == 1
+            assert row[side]["p50_ms"] > 0 and row[side]["cpu_ms_per_turn"] > 0
+        assert row["cpu_this_over_other_by_round"] > 0
+
+
 def test_the_comparison_refuses_a_folder_that_is_no_checkout(tmp_path: Path) -> None:
     done = run_module("bench.compare", "--other", str(tmp_path))
     assert done.returncode == 2

@@ -83,6 +83,88 @@ def test_the_passages_a_turn_are_chosen_as_knowledge_top_k_would_be(tmp_path: Pa
     assert f"recall_at_{TOP_K}_given_to_llm" not in figures
 
 
+def test_another_version_of_the_docs_is_searched_in_their_place(tmp_path: Path) -> None:
+    """``--docs DIR`` measures the same questions over another corpus (docs/ with a page
+    trimmed): DIR's files are named docs/... as the labels name them, so a question whose
+    page is there is found, and the index holds DIR's passages, not the shipped docs'."""
+    trimmed = tmp_path / "trimmed"
+    trimmed.mkdir()
+    (trimmed / "backup.md").write_text(
+        "# Backup and restore\n\n## What to export\n\n"
+        "`chorus export` writes every dialog to a file; back up the conversations with it.\n"
+    )
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("".join(json.dumps(q) + "\n" for q in (QUESTIONS[0], QUESTIONS[2])))
+    out = tmp_path / "knowledge.json"
+    result = run_module(
+        "bench.knowledge",
+        "--questions",
+        str(questions),
+        "--sizes",
+        "--docs",
+        str(trimmed),
+        "--out",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(out.read_text())
+    assert figures["docs"] == str(trimmed)
+    # the folder's one page and README.md, not the shipped docs' thousand passages and more
+    assert figures["passages"] < 200
+    assert figures["recall_at_3"] == 1.0  # found as docs/backup.md, the label's name
+    assert f"index of {trimmed} (as docs/) and README.md" in result.stdout
+
+
+def test_the_llm_is_given_the_passages_its_floor_lets_through(tmp_path: Path) -> None:
+    """``--llm-floor`` measures another ``LLM_KNOWLEDGE_MIN_CONFIDENCE``: at 1 no passage is
+    sure enough, so the LLM is given none, though a right file is among the three best."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "backup.md").write_text(
+        "# Backup and restore\n\n## What to export\n\n"
+        "`chorus export` writes every dialog to a file; back up the conversations with it.\n"
+    )
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(json.dumps(QUESTIONS[0]) + "\n")
+    out = tmp_path / "knowledge.json"
+    result = run_module(
+        "bench.knowledge",
+        "--questions",
+        str(questions),
+        "--sizes",
+        "--docs",
+        str(folder),
+        "--llm-floor",
+        "1",
+        "--out",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(out.read_text())
+    assert figures["llm_floor"] == 1.0
+    assert (figures["file_recall_at_3"], figures["llm_given_a_right_file"]) == (1.0, 0.0)
+
+
+def test_a_floor_the_llm_skill_refuses_is_refused_before_anything_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as refused:
+        knowledge.main(["--llm-floor", "1.5"])
+
+    assert refused.value.code == 2
+    assert "--llm-floor: 1.5; LLM_KNOWLEDGE_MIN_CONFIDENCE takes 0 to 1" in capsys.readouterr().err
+
+
+def test_a_docs_folder_that_is_not_one_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as refused:
+        knowledge.main(["--docs", str(tmp_path / "nowhere")])
+
+    assert refused.value.code == 2
+    assert f"--docs: {tmp_path / 'nowhere'} is not a folder" in capsys.readouterr().err
+
+
 def test_a_top_k_the_annotator_refuses_is_refused_before_anything_runs(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

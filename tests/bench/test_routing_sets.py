@@ -61,8 +61,8 @@ class Conversation(BaseModel):
 #: set name -> (id prefix, the fewest turns it holds); ``fresh`` is the set written after
 #: the others had been run many times, in other voices, and never run before it was
 #: complete (README.md there); ``fresh2`` is a fourth, written the same way once ``fresh``
-#: had been run too, and ``fresh3`` a fifth once ``fresh2`` had; ``train`` and ``train2``
-#: are more sets to fit on, beside dev
+#: had been run too, and ``fresh3`` a fifth once ``fresh2`` had; ``train``, ``train2`` and
+#: ``train3`` are more sets to fit on, beside dev
 MINIMUMS = {
     "dev": ("dev-", 420),
     "holdout": ("holdout-", 220),
@@ -71,8 +71,9 @@ MINIMUMS = {
     "fresh3": ("fresh3-", 360),
     "train": ("train-", 650),
     "train2": ("train2-", 550),
+    "train3": ("train3-", 550),
 }
-#: Every set of the folder: the seven above and ``typed``, the careless-typing set, which
+#: Every set of the folder: the eight above and ``typed``, the careless-typing set, which
 #: keeps no size or mix of the issue's (README.md there).
 ALL_SETS = [*sorted(MINIMUMS), "typed"]
 
@@ -126,6 +127,11 @@ def test_each_set_keeps_its_size_and_mix(name: str) -> None:
         ("train", ["dev", "holdout", "typed", "fresh", "fresh2", "fresh3"]),
         # the third: nor may it repeat a sentence of the two training sets before it
         ("train2", ["dev", "train", "holdout", "typed", "fresh", "fresh2", "fresh3"]),
+        # the fourth: nor one of the three training sets before it
+        (
+            "train3",
+            ["dev", "train", "train2", "holdout", "typed", "fresh", "fresh2", "fresh3"],
+        ),
     ],
 )
 def test_a_later_set_repeats_no_sentence_of_an_earlier_one(name: str, earlier: list[str]) -> None:

@@ -12,8 +12,10 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from agent.connectors.batching import Batcher
 from agent.connectors.errors import BadServiceResponse, ServiceTimeout, ServiceUnavailable
 from agent.connectors.http import HttpConnector
+from agent.connectors.time_limit import time_limit
 from agent.connectors.wire import WireTransport
 from agent.sdk.models import DialogView
 from agent.sdk.streaming import STREAM_MEDIA_TYPE, line
@@ -177,6 +179,32 @@ async def test_a_service_that_never_answers_times_out_and_its_connection_is_not_
     assert skill.connections == 2
 
 
+async def test_a_batch_sent_for_callers_under_their_time_limits_still_times_out() -> None:
+    """A batch's request goes from a task of the batcher's: the callers' time limits end
+    the callers, and the request needs its own timer to end too (else its task and its
+    connection would wait for the silent service for ever)."""
+    answered = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # until the agent gives up and closes the connection
+        answered.set()
+        writer.close()
+
+    async with service(silent) as skill, transport() as carrier:
+        connector = HttpConnector("skill", skill.url, carrier, timeout=0.2)
+        batcher = Batcher(connector, batch_size=2)
+
+        async def caller() -> None:
+            async with time_limit(0.2):
+                await batcher.submit(dialog())
+
+        outcomes = await asyncio.gather(caller(), caller(), return_exceptions=True)
+        assert all(isinstance(outcome, TimeoutError) for outcome in outcomes)
+        await batcher.aclose()  # the batch's own request ended: nothing left waiting
+        await answered.wait()  # and its connection was closed
+    assert skill.connections == 1
+
+
 async def test_a_refused_connection_says_the_service_was_never_reached() -> None:
     url = f"http://127.0.0.1:{free_port()}/respond"
     async with transport() as carrier:
@@ -201,6 +229,38 @@ async def test_an_endless_chunked_answer_is_refused_at_the_limit() -> None:
     async with service(endless) as skill, transport() as carrier:
         connector = HttpConnector("skill", skill.url, carrier, 5, max_response_bytes=200_000)
         with pytest.raises(BadServiceResponse, match="over the 200000 bytes limit"):
+            await connector.call([dialog()])
+
+
+async def test_an_answer_declaring_more_than_the_limit_is_refused_unread_and_not_reused() -> None:
+    async def huge(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 5000000\r\n\r\n[" + b" " * 1000
+        )
+        await writer.drain()
+
+    async with service(huge) as skill, transport() as carrier:
+        connector = HttpConnector("skill", skill.url, carrier, 5, max_response_bytes=200_000)
+        for _ in range(2):
+            with pytest.raises(BadServiceResponse, match="answer of 5000000 bytes is over the"):
+                await connector.call([dialog()])
+    assert skill.connections == 2  # the half-read answer's connection was not reused
+
+
+async def test_a_service_saying_its_handler_broke_its_contract_is_a_bad_answer() -> None:
+    body = json.dumps({"message": "the handler returned 2 items for 1 dialog"}).encode()
+
+    async def broken(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(
+            b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+            b"chorus-contract-error: 1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        await writer.drain()
+
+    async with service(broken) as skill, transport() as carrier:
+        connector = HttpConnector("skill", skill.url, carrier, timeout=5)
+        with pytest.raises(BadServiceResponse, match="returned 2 items for 1 dialog"):
             await connector.call([dialog()])
 
 
