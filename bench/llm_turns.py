@@ -35,7 +35,8 @@ machine), and the run records the machine's load average before and after.
 ``--agent-cost`` measures instead what the served agent itself costs, with the LLM off:
 its resident memory (``VmRSS`` from ``/proc``) once up and warmed, and after the turns, and
 of which its own (``RssAnon``) and files' pages (``RssFile``: the libraries it maps), and
-its CPU per cheap turn (:data:`CHEAP`, one after another, each answered by a rule skill),
+its CPU per cheap turn (:data:`CHEAP`, one after another, each answered by a rule skill;
+with ``--fresh`` each text followed by its number, so that none repeats),
 the agent process's user and system time from ``/proc`` over ``--turns`` turns; the
 figures go to ``bench/results/agent_cost-LABEL.json``.
 
@@ -101,6 +102,14 @@ SCRIPT = [
 
 #: Turns a rule skill answers, sent in turn by ``--agent-cost``.
 CHEAP = ["hi", "thanks", "my name is Ann"]
+
+
+def cheap_text(number: int, fresh: bool) -> str:
+    """The ``number``-th cheap turn's text: one of :data:`CHEAP`, or with ``fresh`` the
+    same followed by the number, so no text repeats and the services' answers kept by
+    text (docs/performance.md, "Half the CPU") are never found."""
+    text = CHEAP[number % len(CHEAP)]
+    return f"{text} {number}" if fresh else text
 
 
 def wait_up(url: str, process: subprocess.Popen[bytes], seconds: float = 90.0) -> None:
@@ -342,7 +351,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def agent_cost(repo: Path, turns: int) -> dict[str, Any]:
+def agent_cost(repo: Path, turns: int, fresh: bool = False) -> dict[str, Any]:
     """The served agent's memory and its CPU per cheap turn (LLM off), one turn at a time
     as JSON, each a new user every :data:`CHEAP` round (a first conversation's turns)."""
     with served(repo, None, False) as (client, pid):
@@ -354,13 +363,17 @@ def agent_cost(repo: Path, turns: int) -> dict[str, Any]:
         for number in range(turns):
             answer = client.post(
                 "/",
-                json={"user_id": f"user-{number // len(CHEAP)}", "payload": CHEAP[number % 3]},
+                json={
+                    "user_id": f"user-{number // len(CHEAP)}",
+                    "payload": cheap_text(number, fresh),
+                },
             )
             skills.add(answer.raise_for_status().json().get("active_skill", ""))
         spent = cpu_seconds(pid) - before
         return {
             "turns": turns,
             "texts": CHEAP,
+            "fresh": fresh,
             "answered_by": sorted(skills),
             "agent_cpu_ms_per_turn": round(1000 * spent / turns, 2),
             "rss_warm_mib": round(idle, 1),
@@ -374,7 +387,9 @@ def agent_cost(repo: Path, turns: int) -> dict[str, Any]:
         }
 
 
-def cheap_block(client: httpx.Client, pid: int, first: int, turns: int) -> tuple[float, float]:
+def cheap_block(
+    client: httpx.Client, pid: int, first: int, turns: int, fresh: bool = False
+) -> tuple[float, float]:
     """``turns`` cheap turns from user number ``first // 3`` on: the agent's CPU per turn
     and the p50 of message -> answer, both in ms."""
     before = cpu_seconds(pid)
@@ -382,14 +397,17 @@ def cheap_block(client: httpx.Client, pid: int, first: int, turns: int) -> tuple
     for number in range(first, first + turns):
         sent = time.perf_counter()
         answer = client.post(
-            "/", json={"user_id": f"user-{number // len(CHEAP)}", "payload": CHEAP[number % 3]}
+            "/",
+            json={"user_id": f"user-{number // len(CHEAP)}", "payload": cheap_text(number, fresh)},
         )
         answer.raise_for_status()
         took.append(time.perf_counter() - sent)
     return 1000 * (cpu_seconds(pid) - before) / turns, 1000 * statistics.median(took)
 
 
-def agent_cost_compare(repo: Path, other: Path, blocks: int, turns: int) -> dict[str, Any]:
+def agent_cost_compare(
+    repo: Path, other: Path, blocks: int, turns: int, fresh: bool = False
+) -> dict[str, Any]:
     """Both checkouts' served agents at once, ``turns`` cheap turns each per block, in
     alternation (module docstring)."""
     load_before = [round(x, 2) for x in os.getloadavg()]
@@ -404,12 +422,13 @@ def agent_cost_compare(repo: Path, other: Path, blocks: int, turns: int) -> dict
             order = list(sides) if block % 2 == 0 else list(reversed(sides))
             for side in order:
                 client, pid = sides[side]
-                spent, latency = cheap_block(client, pid, block * turns, turns)
+                spent, latency = cheap_block(client, pid, block * turns, turns, fresh)
                 cpu[side].append(round(spent, 2))
                 p50[side].append(round(latency, 2))
     return {
         "blocks": blocks,
         "turns_per_block": turns,
+        "fresh": fresh,
         **{
             side: {
                 "agent_cpu_ms_per_turn": round(statistics.median(cpu[side]), 2),
@@ -446,11 +465,14 @@ def main(argv: list[str] | None = None) -> int:
         "--other", type=Path, help="with --agent-cost: a checkout to compare, in alternation"
     )
     parser.add_argument("--blocks", type=int, default=10, help="with --other: blocks of turns")
+    parser.add_argument(
+        "--fresh", action="store_true", help="with --agent-cost: cheap texts that never repeat"
+    )
     args = parser.parse_args(argv)
     repo = args.repo.resolve()
     if args.agent_cost and args.other is not None:
         compared = agent_cost_compare(
-            repo, args.other.resolve(), args.blocks, max(args.turns // args.blocks, 1)
+            repo, args.other.resolve(), args.blocks, max(args.turns // args.blocks, 1), args.fresh
         )
         RESULTS.mkdir(parents=True, exist_ok=True)
         out = RESULTS / f"agent_cost_compare-{args.label}.json"
@@ -458,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(compared, indent=2))
         return 0
     if args.agent_cost:
-        cost = agent_cost(repo, args.turns)
+        cost = agent_cost(repo, args.turns, args.fresh)
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / f"agent_cost-{args.label}.json").write_text(json.dumps(cost, indent=2) + "\n")
         print(json.dumps(cost, indent=2))

@@ -7,8 +7,11 @@ pipeline entry ``"connector": {"module": "annotators.intents.app"}`` calls that 
 :class:`~agent.sdk.service.Service` directly instead. The service is the same code a
 container runs, and it sees what it would over HTTP: each call gets its own copy of the
 views, validated as the service's server validates a request (so a handler cannot change
-the agent's state through the objects it is given), and the agent keeps its answer as JSON
-values in containers of its own.
+the agent's state through the objects it is given), unless its service promises to only
+read them (``Service(..., never_changes_view=True)``, as the shipped ones do): it is then
+shown the turn's views themselves, its promise checked on a few calls
+(:mod:`agent.connectors.shared_views`). The agent keeps its answer as JSON values in
+containers of its own.
 
 Its failures are recorded as they would be over HTTP: an ``HTTPException`` the handler
 raises as the status it sets, a broken contract as a bad response; any other exception is
@@ -70,6 +73,7 @@ from agent.connectors.http import (
 from agent.connectors.lifespan import ServiceLifespan
 from agent.connectors.loop_watch import WATCH, Held, LoopWatch
 from agent.connectors.quick_calls import SyncCalls
+from agent.connectors.shared_views import SharedViews
 from agent.sdk.contracts import ContractError
 from agent.sdk.errors import ConfigError
 from agent.sdk.models import DialogView
@@ -172,6 +176,8 @@ class InProcessConnector(Connector[DialogView]):
         self.timeout = timeout
         self.threads = HandlerThreads(name, threads)
         self.sync = SyncCalls(self.threads, may_inline=service.never_blocks)
+        self.views = SharedViews(name, promised=service.never_changes_view)
+        self._async = service.is_async
         self.breaker = breaker
         self._max_bytes = max_response_bytes
         self._watch = watch
@@ -213,11 +219,12 @@ class InProcessConnector(Connector[DialogView]):
                 "which would have ended the agent",
             ) from None
 
-    @staticmethod
-    def _request(views: list[DialogView]) -> list[DialogView]:
-        """The views as the service would parse them, in containers of their own: a view
-        shares its annotations and attributes with the turn's state."""
-        return [DialogView.model_validate(view.model_dump()) for view in views]
+    def _shown(self, views: list[DialogView]) -> tuple[list[DialogView], list[Any] | None]:
+        """What the service is shown (:mod:`agent.connectors.shared_views`): the views
+        themselves when it promised not to change them and its handler runs on the loop
+        for one dialog, else copies."""
+        on_loop = len(views) == 1 and (self._async or self.sync.inline)
+        return self.views.shown(views, on_loop=on_loop)
 
     async def _answer(self, dialog: DialogView) -> Any:
         """One dialog's answer; in a task of its own for a batch, so an exit is contained
@@ -227,7 +234,7 @@ class InProcessConnector(Connector[DialogView]):
 
     async def call(self, views: list[DialogView]) -> list[Any]:
         await self._lifespan.ready()
-        dialogs = self._request(views)
+        dialogs, checked = self._shown(views)
         steps = [Held(self._answer(d), self.name, self.timeout, self._watch) for d in dialogs]
         started = time.perf_counter()
         try:
@@ -235,6 +242,7 @@ class InProcessConnector(Connector[DialogView]):
             outputs = [await steps[0]] if len(steps) == 1 else await asyncio.gather(*steps)
         finally:  # a cancellation on its way goes on; the breaker hears of the hold
             longest = self._held(max(step.longest for step in steps))
+            self.views.check(dialogs, checked)
         self._in_time(started, longest)
         return list(_as_sent(self.name, outputs, self._max_bytes))
 
@@ -270,38 +278,42 @@ class InProcessConnector(Connector[DialogView]):
             yield "end", output
             return
         await self._lifespan.ready()
-        (dialog,) = self._request([view])
-        started = time.perf_counter()
-        longest = 0.0
-        size = pieces = since_bytes = 0
-        async with aclosing(self.service.lines(dialog)) as lines:
-            while True:
-                step = Held(_next(lines), self.name, self.timeout, self._watch)
-                try:
-                    with self._as_over_http():
-                        got = await step
-                finally:
-                    longest = max(longest, self._held(step.longest))
-                if got is None:
-                    break
-                key, value = got
-                if key == "end":
-                    self._in_time(started, longest)
-                    yield key, _as_sent(self.name, value, self._max_bytes)
-                    return
-                if key == "token":
-                    size += len(value) + _TOKEN_LINE_BYTES
-                    since_bytes += len(value) + _TOKEN_LINE_BYTES
-                    if size > self._max_bytes:
-                        raise BadServiceResponse(
-                            self.name, f"answer is over the {self._max_bytes} bytes limit"
-                        )
-                pieces += 1
-                if pieces >= YIELD_EVERY_LINES or since_bytes >= YIELD_EVERY_BYTES:
-                    pieces = since_bytes = 0
-                    await asyncio.sleep(0)  # other users' requests run between pieces
-                yield key, value
-        raise BadServiceResponse(self.name, "the streamed answer ended without its end line")
+        shown, checked = self._shown([view])
+        dialog = shown[0]
+        try:
+            started = time.perf_counter()
+            longest = 0.0
+            size = pieces = since_bytes = 0
+            async with aclosing(self.service.lines(dialog)) as lines:
+                while True:
+                    step = Held(_next(lines), self.name, self.timeout, self._watch)
+                    try:
+                        with self._as_over_http():
+                            got = await step
+                    finally:
+                        longest = max(longest, self._held(step.longest))
+                    if got is None:
+                        break
+                    key, value = got
+                    if key == "end":
+                        self._in_time(started, longest)
+                        yield key, _as_sent(self.name, value, self._max_bytes)
+                        return
+                    if key == "token":
+                        size += len(value) + _TOKEN_LINE_BYTES
+                        since_bytes += len(value) + _TOKEN_LINE_BYTES
+                        if size > self._max_bytes:
+                            raise BadServiceResponse(
+                                self.name, f"answer is over the {self._max_bytes} bytes limit"
+                            )
+                    pieces += 1
+                    if pieces >= YIELD_EVERY_LINES or since_bytes >= YIELD_EVERY_BYTES:
+                        pieces = since_bytes = 0
+                        await asyncio.sleep(0)  # other users' requests run between pieces
+                    yield key, value
+            raise BadServiceResponse(self.name, "the streamed answer ended without its end line")
+        finally:
+            self.views.check(shown, checked)
 
 
 async def _next(lines: AsyncIterator[tuple[LineKey, Any]]) -> tuple[LineKey, Any] | None:

@@ -120,6 +120,7 @@ class Service:
         description: str = "",
         tracer_provider: TracerProvider | None = None,
         never_blocks: bool = False,
+        never_changes_view: bool = False,
     ) -> None:
         self.name = name
         self.description = description
@@ -129,6 +130,13 @@ class Service:
         #: handler that broke it would hold every turn of the agent; over HTTP it changes
         #: nothing.
         self.never_blocks = never_blocks
+        #: The author's promise that the handler only reads the view it is given: sets no
+        #: field, adds to or takes from none of its lists and dicts, keeps no part of it
+        #: past the call. The agent, calling it in its process, may then show it the
+        #: turn's views themselves rather than a copy of each
+        #: (agent/connectors/shared_views.py). A handler that broke it would change the
+        #: turn's state; over HTTP it changes nothing.
+        self.never_changes_view = never_changes_view
         #: Traces the service's requests, continuing the agent's trace; by default the
         #: standard ``OTEL_*`` variables decide (off unless they name an exporter).
         self.tracer_provider = tracer_provider
@@ -202,6 +210,14 @@ class Service:
     def role(self) -> Role | None:
         """The role its handler plays (None until a function is decorated)."""
         return self._role
+
+    @property
+    def is_async(self) -> bool:
+        """Whether the handler runs on the event loop (an ``async def`` or an async
+        generator), not in a worker thread."""
+        return inspect.iscoroutinefunction(self._handler) or inspect.isasyncgenfunction(
+            self._handler
+        )
 
     @property
     def streams(self) -> bool:

@@ -36,7 +36,11 @@ def check(text: str) -> BadWords:
     return BadWords(toxic=bool(words), words=words)
 
 
-service = Service("badwords", description="Profanity and insults in the newest utterance.")
+service = Service(
+    "badwords",
+    description="Profanity and insults in the newest utterance.",
+    never_changes_view=True,
+)
 
 
 @service.annotator

@@ -370,6 +370,7 @@ def classify_turn(text: str, opening: bool) -> Intent:
 service = Service(
     "intents",
     description="Intent of the newest utterance: patterns, then similarity to examples.",
+    never_changes_view=True,
 )
 
 

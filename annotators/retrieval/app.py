@@ -206,7 +206,11 @@ def answer(engine: Retriever, question: str, previous: str | None, k: int) -> Re
 
 
 def create_service(engine: Retriever, top_k: int = TOP_K) -> Service:
-    service = Service("retrieval", description="The knowledge base's passages for the turn.")
+    service = Service(
+        "retrieval",
+        description="The knowledge base's passages for the turn.",
+        never_changes_view=True,
+    )
     spelling.warm()  # the spelling dictionary loaded now, not on the first turn
 
     @service.annotator

@@ -63,7 +63,9 @@ def score(text: str) -> Sentiment:
     )
 
 
-service = Service("sentiment", description="Sentiment of the newest utterance (VADER).")
+service = Service(
+    "sentiment", description="Sentiment of the newest utterance (VADER).", never_changes_view=True
+)
 
 
 @service.annotator

@@ -31,7 +31,9 @@ def segment(text: str) -> Tokens:
     return Tokens(sentences=sentences, tokens=_TOKEN.findall(text))
 
 
-service = Service("tokens", description="Sentence segmentation and tokens.")
+service = Service(
+    "tokens", description="Sentence segmentation and tokens.", never_changes_view=True
+)
 
 
 @service.annotator

@@ -30,7 +30,11 @@ class Toxicity(BaseModel):
     words: list[str]
 
 
-service = Service("toxicity", description="Flags skill hypotheses that contain bad words.")
+service = Service(
+    "toxicity",
+    description="Flags skill hypotheses that contain bad words.",
+    never_changes_view=True,
+)
 
 
 @service.candidate_annotator

@@ -176,6 +176,7 @@ service = Service(
     "confidence",
     description="Chooses the most confident hypothesis, "
     "holding back toxic ones and repeats of the bot's previous utterance.",
+    never_changes_view=True,
 )
 
 

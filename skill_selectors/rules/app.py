@@ -165,6 +165,7 @@ def build_service(rules: Rules) -> Service:
         "rules",
         description="Chooses the skills to run from intent and "
         "toxicity annotations, by the rules in rules.json.",
+        never_changes_view=True,
     )
 
     @service.skill_selector

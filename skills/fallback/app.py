@@ -43,7 +43,9 @@ CALM_ANSWERS = (
 CONFIDENCE = 0.1
 CALM_CONFIDENCE = 0.3
 
-service = Service("fallback", description="A safe answer with low confidence.")
+service = Service(
+    "fallback", description="A safe answer with low confidence.", never_changes_view=True
+)
 
 
 def is_toxic(annotations: Mapping[str, Any]) -> bool:

@@ -198,7 +198,9 @@ def answer(text: str, annotations: Mapping[str, Any] | None = None) -> FaqHypoth
     return calibrated(hypothesis, "faq", "retrieval", annotations)
 
 
-service = Service("faq", description="Answers questions about Chorus from faq.json.")
+service = Service(
+    "faq", description="Answers questions about Chorus from faq.json.", never_changes_view=True
+)
 
 
 @service.skill

@@ -542,7 +542,9 @@ def _scripted(
     return None
 
 
-service = Service("greeting", description="Greets, asks the user's name, remembers it.")
+service = Service(
+    "greeting", description="Greets, asks the user's name, remembers it.", never_changes_view=True
+)
 
 
 @service.skill

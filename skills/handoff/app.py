@@ -35,7 +35,11 @@ TEXT = "I can't reach a person from here, sorry; I'll do my best to help myself.
 #: Why, for the operator to read.
 REASON = "the user asked for a person"
 
-service = Service("handoff", description="Hands the dialog to a person when the user asks for one.")
+service = Service(
+    "handoff",
+    description="Hands the dialog to a person when the user asks for one.",
+    never_changes_view=True,
+)
 
 
 def asks_for_person(text: str) -> bool:

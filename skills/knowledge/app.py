@@ -238,7 +238,10 @@ def answer(dialog: DialogView) -> SkillHypothesis | None:
 # Its handler reads only memory (the turn's passages, the embedding table): in the agent's
 # process its quick calls may run on the event loop.
 service = Service(
-    "knowledge", description="Answers from the knowledge base, citing it.", never_blocks=True
+    "knowledge",
+    description="Answers from the knowledge base, citing it.",
+    never_blocks=True,
+    never_changes_view=True,
 )
 
 

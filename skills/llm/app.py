@@ -476,7 +476,9 @@ def create_service(settings: LLMSettings | None = None) -> Service:
     """The skill for ``settings`` (default: from the environment)."""
     settings = settings or load_settings()
     model = ChatModel(settings) if settings.enabled else None
-    service = Service("llm", description="Answers with an OpenAI-compatible chat model.")
+    service = Service(
+        "llm", description="Answers with an OpenAI-compatible chat model.", never_changes_view=True
+    )
 
     @service.skill
     async def llm(dialog: DialogView) -> AsyncIterator[StreamStart | str | StreamEnd]:
@@ -528,7 +530,9 @@ def create_app(settings: LLMSettings | None = None) -> FastAPI:
 def misconfigured_service(problem: str) -> Service:
     """A healthy skill that refuses every turn with ``problem`` (503): the agent records it
     as this skill's error and the rest of the pipeline answers."""
-    service = Service("llm", description="Answers with an OpenAI-compatible chat model.")
+    service = Service(
+        "llm", description="Answers with an OpenAI-compatible chat model.", never_changes_view=True
+    )
 
     @service.skill
     async def llm(dialog: DialogView) -> list[SkillHypothesis]:

@@ -778,7 +778,11 @@ def _respond(
     )
 
 
-service = Service("smalltalk", description="Small talk in the voice of the bot's persona.")
+service = Service(
+    "smalltalk",
+    description="Small talk in the voice of the bot's persona.",
+    never_changes_view=True,
+)
 
 
 @service.skill

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.llm_turns import SCRIPT, figures
+from bench.llm_turns import CHEAP, SCRIPT, cheap_text, figures
 
 
 def llm_turn(sent: float, received: float, piece: float, token: float) -> dict[str, Any]:
@@ -58,3 +58,11 @@ def test_the_spread_is_reported_around_the_median() -> None:
     assert spread["n"] == 8
     # no direct probe: nothing is taken out
     assert result["llm_first_token_behind_direct_client"]["p50_ms"] == spread["p50_ms"]
+
+
+def test_fresh_cheap_turns_never_repeat_a_text_and_plain_ones_cycle_the_three() -> None:
+    """``--agent-cost --fresh`` measures turns no service has kept an answer for."""
+    fresh = [cheap_text(number, fresh=True) for number in range(300)]
+    assert len(set(fresh)) == 300
+    assert fresh[:3] == ["hi 0", "thanks 1", "my name is Ann 2"]
+    assert [cheap_text(number, fresh=False) for number in range(6)] == CHEAP * 2
