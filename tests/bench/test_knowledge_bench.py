@@ -147,46 +147,26 @@ def test_the_llm_is_given_the_passages_its_floor_lets_through(tmp_path: Path) ->
     assert (figures["file_recall_at_3"], figures["llm_given_a_right_file"]) == (1.0, 0.0)
 
 
-def test_a_floor_the_llm_skill_refuses_is_refused_before_anything_runs(
-    capsys: pytest.CaptureFixture[str],
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--llm-floor", "1.5"], "--llm-floor: 1.5; LLM_KNOWLEDGE_MIN_CONFIDENCE takes 0 to 1"),
+        (["--docs", "{tmp}/nowhere"], "--docs: {tmp}/nowhere is not a folder"),
+        (["--top-k", "0"], "--top-k: 0 passages; KNOWLEDGE_TOP_K takes 1 to 20"),
+        (["--fit", "--features", "overlap,lead"], "--features: lead not of overlap, cosine"),
+    ],
+    ids=["llm-floor", "docs", "top-k", "features"],
+)
+def test_a_setting_the_benchmark_cannot_use_is_refused_before_anything_runs(
+    arguments: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Its ``main`` in the test's process: the refusal is argparse's exit 2, naming what to
+    fix, before any index is built (a run as its user starts it is above)."""
     with pytest.raises(SystemExit) as refused:
-        knowledge.main(["--llm-floor", "1.5"])
+        knowledge.main([argument.format(tmp=tmp_path) for argument in arguments])
 
     assert refused.value.code == 2
-    assert "--llm-floor: 1.5; LLM_KNOWLEDGE_MIN_CONFIDENCE takes 0 to 1" in capsys.readouterr().err
-
-
-def test_a_docs_folder_that_is_not_one_is_refused_before_anything_runs(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit) as refused:
-        knowledge.main(["--docs", str(tmp_path / "nowhere")])
-
-    assert refused.value.code == 2
-    assert f"--docs: {tmp_path / 'nowhere'} is not a folder" in capsys.readouterr().err
-
-
-def test_a_top_k_the_annotator_refuses_is_refused_before_anything_runs(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    with pytest.raises(SystemExit) as refused:
-        knowledge.main(["--top-k", "0"])
-
-    assert refused.value.code == 2
-    assert "--top-k: 0 passages; KNOWLEDGE_TOP_K takes 1 to 20" in capsys.readouterr().err
-
-
-def test_a_sign_the_confidence_does_not_know_is_named_before_anything_runs(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """Its ``main`` in the test's process: the refusal is argparse's exit 2, before any index
-    is built (a run as its user starts it is the test above)."""
-    with pytest.raises(SystemExit) as refused:
-        knowledge.main(["--fit", "--features", "overlap,lead"])
-
-    assert refused.value.code == 2
-    assert "--features: lead not of overlap, cosine" in capsys.readouterr().err
+    assert message.format(tmp=tmp_path) in capsys.readouterr().err
 
 
 def test_the_benchmark_counts_an_answer_as_the_skill_gives_it() -> None:
