@@ -190,7 +190,8 @@ class HttpConnector(Connector[DialogView]):
                 status, headers, raw = await transport.post(
                     self.url, body, outgoing_headers(_JSON), self._timeout, self._max_bytes
                 )
-                self._check_size(headers.get(b"content-length"), raw)
+                declared = headers.get(b"content-length")
+                self._check_size(int(declared) if declared and declared.isdigit() else None, raw)
                 broken_contract = _CONTRACT_HEADER in headers
             else:
                 request = Request(self.url, body, outgoing_headers(_JSON))
@@ -207,22 +208,18 @@ class HttpConnector(Connector[DialogView]):
         return raw
 
     async def _read_bounded(self, response: Reply) -> bytes:
-        declared = response.content_length
+        self._check_size(response.content_length, b"")  # refused before it is read
+        raw = await response.read(self._max_bytes + 1)
+        self._check_size(None, raw)
+        return raw
+
+    def _check_size(self, declared: int | None, raw: bytes) -> None:
+        """An answer that declares, or holds, more than the bytes limit is refused: read
+        through a :class:`Reply` (:meth:`_read_bounded`) or whole by the wire
+        (:meth:`WireTransport.post`)."""
         if declared is not None and declared > self._max_bytes:
             raise BadServiceResponse(
                 self.name, f"answer of {declared} bytes is over the {self._max_bytes} limit"
-            )
-        raw = await response.read(self._max_bytes + 1)
-        if len(raw) > self._max_bytes:
-            raise BadServiceResponse(self.name, f"answer is over the {self._max_bytes} bytes limit")
-        return raw
-
-    def _check_size(self, declared: bytes | None, raw: bytes) -> None:
-        """:meth:`_read_bounded`'s checks of an answer the wire read whole
-        (:meth:`WireTransport.post`)."""
-        if declared is not None and declared.isdigit() and int(declared) > self._max_bytes:
-            raise BadServiceResponse(
-                self.name, f"answer of {int(declared)} bytes is over the {self._max_bytes} limit"
             )
         if len(raw) > self._max_bytes:
             raise BadServiceResponse(self.name, f"answer is over the {self._max_bytes} bytes limit")

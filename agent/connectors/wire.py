@@ -267,6 +267,15 @@ class _Reply:
             await connection.more()
 
 
+def _limit_timer(
+    loop: asyncio.AbstractEventLoop, deadline: float, connection: _Connection
+) -> asyncio.TimerHandle | None:
+    """The timer that ends ``connection``'s exchange at ``deadline``, unless the call is
+    already cut off by then: the executor's own limit on the call (started first, for the
+    same seconds) cancels it in time, and no second timer is set for every service call."""
+    return None if bounded_by(deadline) else loop.call_at(deadline, connection.time_out)
+
+
 class _Exchange:
     """One request on a pooled connection: the answer on entering, the connection back
     to the pool (or closed, when the answer was not read to its end) on leaving."""
@@ -287,10 +296,7 @@ class _Exchange:
         target = pool.target(request.url)
         connection = await pool.checkout(target, deadline)
         self._connection = connection
-        if not bounded_by(deadline):
-            # the executor's own limit on the call (started first, for the same seconds)
-            # cancels it in time otherwise: no second timer for every service call
-            self._timer = loop.call_at(deadline, connection.time_out)
+        self._timer = _limit_timer(loop, deadline, connection)
         try:
             connection.send(target.head(request), request.body)
             while not connection.headers_done:
@@ -386,9 +392,7 @@ class WireTransport:
         deadline = loop.time() + time_limit
         target = self.target(url)
         connection = await self.checkout(target, deadline)
-        # the executor's own limit on the call (started first, for the same seconds)
-        # cancels it in time otherwise: no second timer for every service call
-        timer = None if bounded_by(deadline) else loop.call_at(deadline, connection.time_out)
+        timer = _limit_timer(loop, deadline, connection)
         try:
             connection.send(target.head_of(headers, len(body)), body)
             while not connection.headers_done:
