@@ -178,8 +178,8 @@ def _layout(speller: SymSpell, words: Words) -> Layout:
     """The deletes of ``words``, derived the way symspellpy derives them. A word's deletes
     are its prefix's (symspellpy cuts the word to ``prefix_length`` letters first), and many
     words share a prefix: each prefix's deletes are derived once, and every word's entries
-    are its prefix's, laid out with NumPy. This is about a second of CPU, which is why
-    :func:`compact` keeps its result in a file."""
+    are its prefix's, laid out with NumPy. It is most of the dictionary's build, which is
+    why :func:`compact` keeps its result in a file."""
     numbers: dict[str, int] = {}  # each delete's number
     prefixes: dict[str, int] = {}  # each prefix's number
     prefix_deletes = array("i")  # the prefixes' delete numbers, one prefix after another
@@ -219,9 +219,10 @@ def compact(speller: SymSpell, load: Callable[[], bool], saved: Path | None = No
     ``speller`` afterwards (its dictionary is read-only).
 
     With ``saved``, a file another process wrote for the same dictionary and settings is
-    read instead of running ``load`` (tens of milliseconds instead of about two seconds of
-    CPU, in every service process that reads spelling), and the file is written when it is
-    missing or unreadable; a file that cannot be written leaves the speller as built."""
+    read instead of running ``load`` and building the index (every service process that
+    reads spelling would build the same; docs/performance.md, "Built once per machine"),
+    and the file is written when it is missing or unreadable; a file that cannot be written
+    leaves the speller as built."""
     if saved is not None and _restore(speller, saved):
         return True
     speller._edits_prefix = _no_deletes
@@ -230,12 +231,13 @@ def compact(speller: SymSpell, load: Callable[[], bool], saved: Path | None = No
     finally:
         del speller._edits_prefix  # the class's own again
     counts = speller.words
-    words = Words("\n".join(counts), np.fromiter(counts.values(), np.int64, len(counts)))
+    lines = "\n".join(counts)
+    words = Words(lines, np.fromiter(counts.values(), np.int64, len(counts)))
     speller._words = words
     layout = _layout(speller, words)
     speller._deletes = Deletes(speller, words, layout)
     if loaded and saved is not None:
-        _save(saved, speller, words, layout)
+        _save(saved, speller, lines, words, layout)
     return loaded
 
 
@@ -243,14 +245,19 @@ def compact(speller: SymSpell, load: Callable[[], bool], saved: Path | None = No
 _FORMAT = 1
 
 
-def _save(path: Path, speller: SymSpell, words: Words, layout: Layout) -> None:
+def _save(path: Path, speller: SymSpell, lines: str, words: Words, layout: Layout) -> None:
     """Write ``path`` whole or not at all (a temporary file renamed over it), so processes
-    starting together may each write it and every reader sees one complete file."""
+    starting together may each write it and every reader sees one complete file.
+    ``lines``: the words, one a line, as :class:`Words` was made of them."""
     import tempfile  # only the process that builds the dictionary writes it
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as out:
+        handle, name = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    except OSError:
+        return  # no cache here: the next process builds the dictionary too
+    try:
+        with os.fdopen(handle, "wb") as out:
             np.savez(
                 out,
                 format=np.int64(_FORMAT),
@@ -259,17 +266,17 @@ def _save(path: Path, speller: SymSpell, words: Words, layout: Layout) -> None:
                 ),
                 max_length=np.int64(speller._max_length),
                 sizes=np.array([len(words), len(layout.starts) - 1], np.int64),
-                words=np.frombuffer("\n".join(words).encode(), dtype=np.uint8),
+                words=np.frombuffer(lines.encode(), dtype=np.uint8),
                 counts=words._counts,
                 deletes=np.frombuffer(layout.deletes.encode(), dtype=np.uint8),
                 owners=layout.owners,
                 starts=layout.starts,
             )
-        os.chmod(out.name, 0o644)  # readable by the machine's other users, as a cache is
-        os.replace(out.name, path)
+        os.chmod(name, 0o644)  # readable by the machine's other users, as a cache is
+        os.replace(name, path)
     except OSError:
-        with contextlib.suppress(OSError, UnboundLocalError):
-            os.unlink(out.name)
+        with contextlib.suppress(OSError):
+            os.unlink(name)
 
 
 def _restore(speller: SymSpell, path: Path) -> bool:

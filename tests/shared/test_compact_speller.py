@@ -188,3 +188,17 @@ def test_a_damaged_or_foreign_saved_file_is_built_again(tmp_path: Path) -> None:
     assert loads == [1, 2, 2]
     speller_loaded(2)
     assert loads == [1, 2, 2]  # the damaged file was replaced
+
+
+def test_a_cache_folder_that_cannot_be_made_leaves_the_speller_as_built(tmp_path: Path) -> None:
+    """No cache where it cannot be written (a file stands where its folder would): the
+    dictionary is built and corrects as always, and nothing is left behind."""
+    listed = tmp_path / "words.txt"
+    listed.write_text("hello 50\nhelp 40\nhelmet 9\n")
+    blocker = tmp_path / "cache"
+    blocker.write_text("not a folder")
+    speller = SymSpell(max_dictionary_edit_distance=1, prefix_length=7)
+
+    assert compact(speller, lambda: speller.load_dictionary(str(listed), 0, 1), blocker / "x.npz")
+    assert found(speller, "helmt", Verbosity.CLOSEST, 1) == [("helmet", 1, 9)]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["cache", "words.txt"]
