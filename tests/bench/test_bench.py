@@ -88,12 +88,10 @@ def test_the_http_engine_comparison_measures_each_engine(tmp_path: Path) -> None
 COMPARE_WITH_SHORT_ROUNDS = "import bench.compare as c; c.ROUND_TURNS = {1: 20, 8: 24}; c.main()"
 
 
-@STACK
-@pytest.mark.timeout(300)
-def test_the_comparison_gives_both_checkouts_every_round(tmp_path: Path) -> None:
-    command = [sys.executable, "-c", COMPARE_WITH_SHORT_ROUNDS, "--other", str(REPOSITORY)]
-    done = subprocess.run(
-        [*command, "--rounds", "2"],
+def compare(*arguments: str) -> subprocess.CompletedProcess[str]:
+    """``bench.compare`` of this checkout against itself, with short rounds."""
+    return subprocess.run(
+        [sys.executable, "-c", COMPARE_WITH_SHORT_ROUNDS, "--other", str(REPOSITORY), *arguments],
         cwd=REPOSITORY,
         env=unmeasured_environment(),
         capture_output=True,
@@ -101,6 +99,12 @@ def test_the_comparison_gives_both_checkouts_every_round(tmp_path: Path) -> None
         timeout=280,
         check=False,
     )
+
+
+@STACK
+@pytest.mark.timeout(300)
+def test_the_comparison_gives_both_checkouts_every_round(tmp_path: Path) -> None:
+    done = compare("--rounds", "2")
     assert done.returncode == 0, done.stderr
     assert "round 2/2 done" in done.stderr  # progress, apart from the report
     report = json.loads(done.stdout)
@@ -116,16 +120,7 @@ def test_the_comparison_gives_both_checkouts_every_round(tmp_path: Path) -> None
 @STACK
 @pytest.mark.timeout(300)
 def test_an_interleaved_comparison_gives_both_checkouts_each_round_at_once() -> None:
-    command = [sys.executable, "-c", COMPARE_WITH_SHORT_ROUNDS, "--other", str(REPOSITORY)]
-    done = subprocess.run(
-        [*command, "--rounds", "1", "--interleave"],
-        cwd=REPOSITORY,
-        env=unmeasured_environment(),
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-    )
+    done = compare("--rounds", "1", "--interleave")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["interleaved"] is True

@@ -85,16 +85,21 @@ def test_the_passages_a_turn_are_chosen_as_knowledge_top_k_would_be(
     assert f"recall_at_{TOP_K}_given_to_llm" not in figures
 
 
+def one_page_docs(folder: Path) -> Path:
+    """A docs folder of one page, backup.md, whose section answers ``QUESTIONS[0]``."""
+    folder.mkdir()
+    (folder / "backup.md").write_text(
+        "# Backup and restore\n\n## What to export\n\n"
+        "`chorus export` writes every dialog to a file; back up the conversations with it.\n"
+    )
+    return folder
+
+
 def test_another_version_of_the_docs_is_searched_in_their_place(tmp_path: Path) -> None:
     """``--docs DIR`` measures the same questions over another corpus (docs/ with a page
     trimmed): DIR's files are named docs/... as the labels name them, so a question whose
     page is there is found, and the index holds DIR's passages, not the shipped docs'."""
-    trimmed = tmp_path / "trimmed"
-    trimmed.mkdir()
-    (trimmed / "backup.md").write_text(
-        "# Backup and restore\n\n## What to export\n\n"
-        "`chorus export` writes every dialog to a file; back up the conversations with it.\n"
-    )
+    trimmed = one_page_docs(tmp_path / "trimmed")
     questions = tmp_path / "questions.jsonl"
     questions.write_text("".join(json.dumps(q) + "\n" for q in (QUESTIONS[0], QUESTIONS[2])))
     out = tmp_path / "knowledge.json"
@@ -120,12 +125,7 @@ def test_another_version_of_the_docs_is_searched_in_their_place(tmp_path: Path) 
 def test_the_llm_is_given_the_passages_its_floor_lets_through(tmp_path: Path) -> None:
     """``--llm-floor`` measures another ``LLM_KNOWLEDGE_MIN_CONFIDENCE``: at 1 no passage is
     sure enough, so the LLM is given none, though a right file is among the three best."""
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    (folder / "backup.md").write_text(
-        "# Backup and restore\n\n## What to export\n\n"
-        "`chorus export` writes every dialog to a file; back up the conversations with it.\n"
-    )
+    folder = one_page_docs(tmp_path / "docs")
     questions = tmp_path / "questions.jsonl"
     questions.write_text(json.dumps(QUESTIONS[0]) + "\n")
     out = tmp_path / "knowledge.json"

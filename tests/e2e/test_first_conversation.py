@@ -153,7 +153,7 @@ def test_an_ordinary_first_conversation_falls_back_at_most_three_times(
     assert len(fallbacks) <= MAX_ORDINARY_FALLBACKS, shown
     wrong = []
     for (text, skill, about), answer, utterance in zip(ORDINARY, answers, asked, strict=True):
-        if answer["active_skill"] == "fallback" != skill:
+        if answer["active_skill"] == "fallback" and skill != "fallback":
             # the fallback may stand in for a skill, at most MAX_ORDINARY_FALLBACKS times in
             # all: after some of the jokes (picked at random) the reading of "What do you
             # think about computers?" leans to the LLM, and without one the fallback answers
