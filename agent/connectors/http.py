@@ -184,24 +184,15 @@ class HttpConnector(Connector[DialogView]):
         return self._parse(await self._post(json.dumps(payload).encode()))
 
     async def _post(self, body: bytes) -> bytes:
-        transport = self._transport
         try:
-            if isinstance(transport, WireTransport):  # the agent's own: one call
-                status, headers, raw = await transport.post(
-                    self.url, body, outgoing_headers(_JSON), self._timeout, self._max_bytes
-                )
-                declared = headers.get(b"content-length")
-                self._check_size(int(declared) if declared and declared.isdigit() else None, raw)
-                broken_contract = _CONTRACT_HEADER in headers
-            else:
-                request = Request(self.url, body, outgoing_headers(_JSON))
-                async with transport.send(request, self._timeout) as response:
-                    raw = await self._read_bounded(response)
-                    status = response.status
-                    broken_contract = CONTRACT_HEADER in response.headers
+            status, headers, raw = await self._transport.post(
+                self.url, body, outgoing_headers(_JSON), self._timeout, self._max_bytes
+            )
         except OSError as exc:
             raise self._transport_error(exc) from None
-        if broken_contract:
+        declared = headers.get(b"content-length")
+        self._check_size(int(declared) if declared and declared.isdigit() else None, raw)
+        if _CONTRACT_HEADER in headers:
             raise BadServiceResponse(self.name, _contract_message(raw))
         if not 200 <= status < 300:
             raise BadServiceStatus(self.name, status, raw.decode("utf-8", "replace"))
@@ -215,8 +206,8 @@ class HttpConnector(Connector[DialogView]):
 
     def _check_size(self, declared: int | None, raw: bytes) -> None:
         """An answer that declares, or holds, more than the bytes limit is refused: read
-        through a :class:`Reply` (:meth:`_read_bounded`) or whole by the wire
-        (:meth:`WireTransport.post`)."""
+        through a :class:`Reply` (:meth:`_read_bounded`) or whole by the transport
+        (:meth:`~agent.connectors.transport.Transport.post`)."""
         if declared is not None and declared > self._max_bytes:
             raise BadServiceResponse(
                 self.name, f"answer of {declared} bytes is over the {self._max_bytes} limit"

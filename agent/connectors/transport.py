@@ -58,10 +58,29 @@ class Reply(Protocol):
         ...
 
 
+#: What :meth:`Transport.post` returns: the status, the headers (names in lower case, as
+#: bytes) and the body, or its first ``max_bytes + 1`` bytes when it is longer.
+Answer = tuple[int, Mapping[bytes, bytes], bytes]
+
+
 class Transport(Protocol):
     def send(self, request: Request, time_limit: float) -> AbstractAsyncContextManager[Reply]:
         """Open the exchange; the answer must be read within ``time_limit`` seconds, or
         ``TimeoutError``. A failed connection raises ``OSError``."""
+        ...
+
+    async def post(
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        time_limit: float,
+        max_bytes: int,
+    ) -> Answer:
+        """``send`` and a read of the whole answer in one call, for the answers a connector
+        reads whole (every service call but a stream): a transport may then make no
+        request or reply object. An answer that declares more than ``max_bytes`` is
+        returned with an empty body, unread. The same errors as ``send``'s."""
         ...
 
 
@@ -118,3 +137,23 @@ class MockTransport:
             answer = self.handler(request)
             response = answer if isinstance(answer, Response) else await answer
         yield response
+
+    async def post(
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        time_limit: float,
+        max_bytes: int,
+    ) -> Answer:
+        async with self.send(Request(url, body, headers), time_limit) as response:
+            lowered = {
+                key.lower().encode("latin-1"): value.encode("latin-1")
+                for key, value in response.headers.items()
+            }
+            declared = response.content_length
+            if declared is not None:  # as a server says it on the wire
+                lowered.setdefault(b"content-length", b"%d" % declared)
+            if declared is not None and declared > max_bytes:
+                return response.status, lowered, b""
+            return response.status, lowered, await response.read(max_bytes + 1)

@@ -14,7 +14,12 @@ from typing import Any
 import pytest
 
 from agent.connectors.breaker import CircuitBreaker, GuardedConnector
-from agent.connectors.errors import BadServiceStatus, ServiceTimeout, ServiceUnavailable
+from agent.connectors.errors import (
+    BadServiceResponse,
+    BadServiceStatus,
+    ServiceTimeout,
+    ServiceUnavailable,
+)
 from agent.connectors.http import HttpConnector
 from agent.connectors.transport import MockTransport, Request, Response
 from agent.dream.connectors import BREAKER_THRESHOLD, make_dream_connectors
@@ -59,6 +64,17 @@ async def test_faults_are_the_service_errors_http_gives() -> None:
         )
     with pytest.raises(Exception, match="handler returned 2 items for 1 dialog"):
         await HttpConnector("skill", URL, MockTransport(broken_contract), 5).call([dialog()])
+
+
+async def test_an_answer_over_the_size_limit_is_refused_as_over_http() -> None:
+    """The bound a connector puts on an answer holds whatever carries it: the same
+    messages as over the wire (tests/connectors/test_wire.py)."""
+    big = Response.of_json([[{"text": "x" * 5000, "confidence": 0.5}]])
+    connector = HttpConnector(
+        "skill", URL, MockTransport(lambda r: big), 5, max_response_bytes=1000
+    )
+    with pytest.raises(BadServiceResponse, match=r"answer of \d+ bytes is over the 1000 limit"):
+        await connector.call([dialog()])
 
 
 async def test_a_handler_that_never_answers_times_out() -> None:
