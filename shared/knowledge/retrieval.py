@@ -61,12 +61,12 @@ FEATURES: tuple[str, ...] = (
 WEIGHTS = (-4.68, 1.02, 1.4, 0.78, 2.47, 0.61, 1.56, 1.02)
 
 #: The passages a turn's retrieval returns (``KNOWLEDGE_TOP_K``). The knowledge skill quotes
-#: only the first; the LLM is given every one over its floor (``LLM_KNOWLEDGE_MIN_CONFIDENCE``)
-#: and cites them. Six: the first three are the search's three best, and the later ones
-#: more often hold a passage of the file a stranger's question is about; from five to six
-#: no question set lost one and three gained, for one passage more in the LLM's prompt,
-#: while seven and eight gained no further file on the sets the choice was made on
-#: (docs/performance.md, "Knowledge base").
+#: only the first; the LLM is given them all when the first is over its floor
+#: (``LLM_KNOWLEDGE_MIN_CONFIDENCE``) and cites them. Six: the first three are the search's
+#: three best, and the later ones more often hold a passage of the file a stranger's
+#: question is about; from five to six no question set lost one and three gained, for one
+#: passage more in the LLM's prompt, while seven and eight gained no further file on the
+#: sets the choice was made on (docs/performance.md, "Knowledge base").
 TOP_K = 6
 
 #: A question that opens with a joining word continues the one before it ("and only the
