@@ -83,6 +83,7 @@ from shared.knowledge.retrieval import (  # noqa: E402
     confidence,
     follow_up_context,
     quotes,
+    read,
     signs,
 )
 from skills.knowledge.app import (  # noqa: E402
@@ -231,14 +232,15 @@ def ask(
     asked = []
     previous: str | None = None
     for position, question in enumerate(questions):
-        context = follow_up_context(question.question, previous)
-        previous = question.question
+        text = read(question.question, index.knows)  # as the retrieval annotator reads it
+        context = follow_up_context(text, previous)
+        previous = text
         intent = CATCHER.classify(question.question)
         asked.append(
             Asked(
                 question=question,
                 position=position,
-                hits=index.search(question.question, k=top_k, context=context),
+                hits=index.search(text, k=top_k, context=context),
                 chat=intent.intent is not None and intent.confidence >= INTENT_CONFIDENCE,
                 read_as_follow_up=context is not None,
                 llm_floor=llm_floor,
