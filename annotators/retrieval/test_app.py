@@ -216,7 +216,10 @@ def test_careless_typing_is_read_the_careful_way_but_not_the_docs_own_words(
     with ServiceClient(create_service(engine_for(RetrievalSettings(index=out))).app) as client:
         found = ask(client, "how do i bakup my dialogs under uvicorn?")
         follow_up = ask(client, "what runs uvicorn?", "The agent.", "and can it restart it?")
+        # the marks the reading sets known words aside with, typed by the user: read whole
+        odd = ask(client, "uvicorn \x000\x00 bakup")
     assert found["query"] == "how do i backup my dialogs under uvicorn?"
+    assert odd["query"].endswith("\x000\x00 backup")
     assert {p["source"] for p in found["passages"][:2]} == {
         "handbook/backup.md",
         "handbook/serving.md",

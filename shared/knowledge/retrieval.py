@@ -68,7 +68,8 @@ WEIGHTS = (-4.68, 1.02, 1.4, 0.78, 2.47, 0.61, 1.56, 1.02)
 #: three best, and the later ones more often hold a passage of the file a stranger's
 #: question is about; from five to six no question set lost one and three gained, for one
 #: passage more in the LLM's prompt, while seven and eight gained no further file on the
-#: sets the choice was made on (docs/performance.md, "Knowledge base").
+#: sets the choice was made on (with the floor judging the turn by its best passage, eight
+#: gained one, for two passages more; bench/journal/knowledge.md).
 TOP_K = 6
 
 #: A question that opens with a joining word continues the one before it ("and only the
@@ -167,8 +168,9 @@ def read(text: str, knows: Callable[[str], bool] | None = None) -> str:
     and read them "unicorn", "allover" and "tiring": 27 of the 556 questions of the
     question sets were read otherwise, and the knowledge skill lost four answers of them
     (bench/journal/knowledge.md). A contraction or chat abbreviation ("whats", "thx") is
-    rewritten as before, known or not."""
-    if knows is None:
+    rewritten as before, known or not. The known words are set aside while the spelling
+    reads the rest, each as a numbered mark without letters, which it leaves alone."""
+    if knows is None or "\x00" in text:  # a text holding the mark itself: read it whole
         return spelling.normalise(text)
     kept: list[str] = []
 
