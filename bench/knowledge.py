@@ -7,10 +7,11 @@ README.md answer, each with its source and section, and questions they do not):
   source and section, or one of ``also``) among the three best the retrieval annotator
   returns, and **file recall@3**, a passage of a right *file* among them;
 - **the LLM's passages**: the share of answerable questions with a passage of a right file
-  among those the LLM skill is given (all the annotator returns, :data:`TOP_K`, at or over
-  its floor, ``LLM_KNOWLEDGE_MIN_CONFIDENCE``), which its answer cites: the issue's "right
-  source cited" with an LLM, as the share of the skill's answers citing a right source is
-  without one; and recall@k, a right section among them;
+  among those the LLM skill is given (all the annotator returns, :data:`TOP_K`, when the
+  best is at or over its floor, ``LLM_KNOWLEDGE_MIN_CONFIDENCE``), which its answer cites:
+  the issue's "right source cited" with an LLM, as the share of the skill's answers citing
+  a right source is without one; recall@k, a right section among them; and the prompt's
+  size, the passages and characters given a turn on average;
 - **cited right source**: the share of answerable questions the knowledge skill answers
   (its best passage's confidence at least the skill's threshold, and no small-talk intent
   from the intents annotator) citing a right source;
@@ -82,6 +83,7 @@ from shared.knowledge.retrieval import (  # noqa: E402
     confidence,
     follow_up_context,
     quotes,
+    read,
     signs,
 )
 from skills.knowledge.app import (  # noqa: E402
@@ -90,7 +92,7 @@ from skills.knowledge.app import (  # noqa: E402
     MIN_COSINE,
     THRESHOLD,
 )
-from skills.llm.app import LLMSettings  # noqa: E402
+from skills.llm.app import LLMSettings, given  # noqa: E402
 
 QUESTIONS = ROOT / "bench" / "data" / "knowledge" / "questions.jsonl"
 RESULTS = ROOT / "bench" / "results" / "knowledge.json"
@@ -164,15 +166,14 @@ class Asked:
         return any(h.passage.source in self.question.sources() for h in self.hits[:3])
 
     def given_to_llm(self) -> list[Hit]:
-        """The passages the LLM skill is given: every one the annotator returns at or over
-        its floor (:data:`LLM_FLOOR` as shipped; a passage quoting the question scores 0,
-        :func:`quotes`)."""
-        return [
-            h
+        """The passages the LLM skill is given, as it chooses them (:func:`given`): every
+        one the annotator returns when the best is at or over its floor (:data:`LLM_FLOOR`
+        as shipped), a passage quoting the question (:func:`quotes`) left out."""
+        sure = [
+            0.0 if quotes(h.passage.text, self.question.question) else round(confidence(h), 4)
             for h in self.hits
-            if not quotes(h.passage.text, self.question.question)
-            and confidence(h) >= self.llm_floor
         ]
+        return [self.hits[at] for at in given(sure, self.llm_floor)]
 
     def found_by_llm(self) -> bool:
         """Whether a right section is among the LLM's passages."""
@@ -231,14 +232,15 @@ def ask(
     asked = []
     previous: str | None = None
     for position, question in enumerate(questions):
-        context = follow_up_context(question.question, previous)
-        previous = question.question
+        text = read(question.question, index.knows)  # as the retrieval annotator reads it
+        context = follow_up_context(text, previous)
+        previous = text
         intent = CATCHER.classify(question.question)
         asked.append(
             Asked(
                 question=question,
                 position=position,
-                hits=index.search(question.question, k=top_k, context=context),
+                hits=index.search(text, k=top_k, context=context),
                 chat=intent.intent is not None and intent.confidence >= INTENT_CONFIDENCE,
                 read_as_follow_up=context is not None,
                 llm_floor=llm_floor,
@@ -263,6 +265,9 @@ def figures(
     def share(part: list[Asked], whole: list[Asked]) -> float | None:
         return round(len(part) / len(whole), 3) if whole else None
 
+    def mean(values: list[int]) -> float | None:
+        return round(statistics.fmean(values), 1) if values else None
+
     return {
         "answerable": len(answerable),
         "unanswerable": len(unanswerable),
@@ -274,6 +279,11 @@ def figures(
         "llm_given_a_right_file": share([a for a in answerable if a.llm_right_file()], answerable),
         "unanswerable_given_passages": share(
             [a for a in unanswerable if a.given_to_llm()], unanswerable
+        ),
+        # the prompt's size: the passages, and their characters, the LLM is given a turn
+        "llm_passages_a_turn": mean([len(a.given_to_llm()) for a in asked]),
+        "llm_characters_a_turn": mean(
+            [sum(len(h.passage.text) for h in a.given_to_llm()) for a in asked]
         ),
         "answered": share(answered, answerable),
         "cited_right_source": share(cited_right, answerable),

@@ -29,6 +29,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -44,6 +45,7 @@ from shared.knowledge.retrieval import (
     Retrieved,
     Retriever,
     follow_up_context,
+    read,
     retrieve,
 )
 
@@ -142,6 +144,12 @@ class ReloadingIndex:
     def search(self, query: str, k: int = 3, context: str | None = None) -> list[Hit]:
         return self.current().search(query, k=k, context=context)
 
+    def knows(self, word: str) -> bool:
+        """Whether the index loaded last writes ``word`` (none while there is no index);
+        no look at the file, which the turn's search makes."""
+        engine = self._engine
+        return isinstance(engine, KnowledgeIndex) and engine.knows(word)
+
     def kept(self, question: str, previous: str | None, k: int) -> Retrieved | None:
         """:meth:`answer`'s annotation when it is kept for the file served now, or None
         (without searching): a repeated question needs no thread (:func:`create_service`)."""
@@ -185,9 +193,10 @@ def engine_for(settings: RetrievalSettings) -> Retriever:
     return index
 
 
-def previous_human(dialog: DialogView) -> str | None:
-    """The human's utterance before the newest one, if the window holds it."""
-    humans = [spelling.normalise(u.text) for u in dialog.utterances if u.speaker == "human"]
+def previous_human(dialog: DialogView, knows: Callable[[str], bool] | None = None) -> str | None:
+    """The human's utterance before the newest one, if the window holds it, read as the
+    question is (:func:`shared.knowledge.retrieval.read`)."""
+    humans = [read(u.text, knows) for u in dialog.utterances if u.speaker == "human"]
     return humans[-2] if len(humans) > 1 else None
 
 
@@ -215,9 +224,11 @@ def create_service(engine: Retriever, top_k: int = TOP_K) -> Service:
 
     @service.annotator
     async def annotate(dialog: DialogView) -> Retrieved:
-        # "how do i bakup chorus": careless typing read the careful way (shared/spelling.py)
-        question = spelling.normalise(dialog.human_utterance.text)
-        previous = previous_human(dialog)
+        # "how do i bakup chorus": careless typing read the careful way (shared/spelling.py),
+        # the words the knowledge base writes ("uvicorn", "failover") as typed
+        knows = engine.knows if isinstance(engine, ReloadingIndex) else None
+        question = read(dialog.human_utterance.text, knows)
+        previous = previous_human(dialog, knows)
         # A question searched before is answered at once, on the event loop. A new one is
         # CPU work (or a Qdrant request): searched in a worker thread, so the other
         # annotators' turns go on meanwhile. A thread's hand-off, on every turn, was what

@@ -431,6 +431,12 @@ class KnowledgeIndex:
     def __len__(self) -> int:
         return len(self.passages)
 
+    def knows(self, word: str) -> bool:
+        """Whether the knowledge base writes ``word``: its :func:`terms` (none for a stop
+        word) are all in BM25's vocabulary."""
+        found = terms(word)
+        return bool(found) and all(term in self._vocabulary for term in found)
+
     # --- search -----------------------------------------------------------------------
 
     def _lexical_scores(self, query_terms: list[str]) -> np.ndarray:

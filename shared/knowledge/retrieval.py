@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Protocol
 
 from pydantic import BaseModel, Field
 
+from shared import spelling
 from shared.knowledge.index import Hit
 
 #: Every sign of a hit the confidence can weigh (:func:`signs`); :data:`FEATURES` are
@@ -61,12 +63,13 @@ FEATURES: tuple[str, ...] = (
 WEIGHTS = (-4.68, 1.02, 1.4, 0.78, 2.47, 0.61, 1.56, 1.02)
 
 #: The passages a turn's retrieval returns (``KNOWLEDGE_TOP_K``). The knowledge skill quotes
-#: only the first; the LLM is given every one over its floor (``LLM_KNOWLEDGE_MIN_CONFIDENCE``)
-#: and cites them. Six: the first three are the search's three best, and the later ones
-#: more often hold a passage of the file a stranger's question is about; from five to six
-#: no question set lost one and three gained, for one passage more in the LLM's prompt,
-#: while seven and eight gained no further file on the sets the choice was made on
-#: (docs/performance.md, "Knowledge base").
+#: only the first; the LLM is given them all when the first is over its floor
+#: (``LLM_KNOWLEDGE_MIN_CONFIDENCE``) and cites them. Six: the first three are the search's
+#: three best, and the later ones more often hold a passage of the file a stranger's
+#: question is about; from five to six no question set lost one and three gained, for one
+#: passage more in the LLM's prompt, while seven and eight gained no further file on the
+#: sets the choice was made on (with the floor judging the turn by its best passage, eight
+#: gained one, for two passages more; bench/journal/knowledge.md).
 TOP_K = 6
 
 #: A question that opens with a joining word continues the one before it ("and only the
@@ -149,6 +152,37 @@ def quotes(text: str, question: str) -> bool:
         return False
     pattern = rf"[\"“'`]\s*{re.escape(asked)}[?!.]?\s*[\"”'`]"
     return re.search(pattern, " ".join(text.lower().split())) is not None
+
+
+#: A word as :func:`shared.spelling.normalise` reads one: letters, an inner apostrophe.
+_LETTERS = re.compile(r"(?<!\w)[A-Za-z]+(?:['\u2019][A-Za-z]+)*(?!\w)")
+#: A word :func:`read` set aside, by its number: no letters, so the spelling leaves it.
+_SET_ASIDE = re.compile(r"\x00(\d+)\x00")
+
+
+def read(text: str, knows: Callable[[str], bool] | None = None) -> str:
+    """``text`` as the search reads it: careless chat typing read the careful way
+    (:func:`shared.spelling.normalise`, "how do i bakup chorus"), except the words the
+    knowledge base writes itself (``knows``), which are its terms, not typos. The
+    spelling's English dictionary knows neither "uvicorn" nor "failover" nor "tiering",
+    and read them "unicorn", "allover" and "tiring": 27 of the 556 questions of the
+    question sets were read otherwise, and the knowledge skill lost four answers of them
+    (bench/journal/knowledge.md). A contraction or chat abbreviation ("whats", "thx") is
+    rewritten as before, known or not. The known words are set aside while the spelling
+    reads the rest, each as a numbered mark without letters, which it leaves alone."""
+    if knows is None or "\x00" in text:  # a text holding the mark itself: read it whole
+        return spelling.normalise(text)
+    kept: list[str] = []
+
+    def set_aside(match: re.Match[str]) -> str:
+        word = match.group()
+        if spelling.unabbreviate(word) != word or not knows(word):
+            return word
+        kept.append(word)
+        return f"\x00{len(kept) - 1}\x00"
+
+    hidden = _LETTERS.sub(set_aside, text)
+    return _SET_ASIDE.sub(lambda found: kept[int(found.group(1))], spelling.normalise(hidden))
 
 
 def follow_up_context(question: str, previous: str | None) -> str | None:

@@ -320,7 +320,9 @@ def test_retrieved_passages_go_into_the_prompt_and_citations_resolve(
     annotations = retrieval(
         ("docs/backup.md", "Exporting", 0.6),
         ("docs/backup.md", "Restoring", 0.9),
-        ("docs/storage.md", "MongoDB", 0.1),  # under LLM_KNOWLEDGE_MIN_CONFIDENCE: left out
+        ("docs/api.md", "Examples", 0.0),  # quotes the question: never given
+        # under LLM_KNOWLEDGE_MIN_CONFIDENCE, but the turn's best passage is over it
+        ("docs/storage.md", "MongoDB", 0.1),
     )
     dialog = view("How do I restore a backup?", annotations=annotations)
     with llm_against(fake, monkeypatch, LLM_STREAM="false") as skill:
@@ -328,7 +330,8 @@ def test_retrieved_passages_go_into_the_prompt_and_citations_resolve(
     system = fake.requests[0][1]["messages"][0]["content"]
     assert "[1] docs/backup.md, Doc > Exporting:\nWhat Exporting says." in system
     assert "[2] docs/backup.md, Doc > Restoring:\nWhat Restoring says." in system
-    assert "docs/storage.md" not in system
+    assert "[3] docs/storage.md, Doc > MongoDB:\nWhat MongoDB says." in system
+    assert "docs/api.md" not in system
     assert "say that you do not know" in system
     assert hypothesis["text"] == "Run chorus import [2], after an export [1][2]."
     # In order of first citation, each once.
@@ -348,11 +351,14 @@ def test_a_citation_of_no_given_passage_resolves_to_nothing(
     assert "citations" not in hypothesis
 
 
-def test_without_confident_passages_the_prompt_is_the_usual_one(
+def test_without_a_confident_best_passage_the_prompt_is_the_usual_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The floor judges the turn by its best passage: a later one over it does not make
+    small talk a question about the docs."""
     fake = FakeOpenAI()
-    dialog = view("Tell me a joke", annotations=retrieval(("docs/api.md", "Jokes", 0.05)))
+    annotations = retrieval(("docs/api.md", "Jokes", 0.05), ("docs/skills.md", "Humour", 0.3))
+    dialog = view("Tell me a joke", annotations=annotations)
     with llm_against(fake, monkeypatch, LLM_STREAM="false") as skill:
         (hypothesis,) = respond(skill, dialog).json()[0]
     assert fake.requests[0][1]["messages"][0]["content"] == DEFAULT_SYSTEM_PROMPT

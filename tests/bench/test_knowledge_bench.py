@@ -194,10 +194,10 @@ def test_the_benchmark_counts_an_answer_as_the_skill_gives_it() -> None:
     assert asked(MIN_COSINE - 0.1, follow_up=True).considered()
 
 
-def test_the_llms_passages_are_those_over_its_floor() -> None:
-    """A right file among the passages the LLM is given counts only when that passage is
-    trusted enough to be given (``LLM_KNOWLEDGE_MIN_CONFIDENCE``): a right file in the
-    three best the LLM never sees does not."""
+def test_the_llm_is_given_the_turns_passages_when_the_best_clears_its_floor() -> None:
+    """The LLM skill's floor (``LLM_KNOWLEDGE_MIN_CONFIDENCE``) judges the turn by its best
+    passage: over it, a right file is given however unsure its own passage is; under it,
+    the LLM is given nothing, though a right file is among the three best."""
     question = Question.model_validate(QUESTIONS[0])
     other = Passage(source="docs/api.md", headings=["Routes"], text="GET /api/dialogs")
     backup = Passage(source="docs/backup.md", headings=["What to export"], text="chorus export")
@@ -217,13 +217,14 @@ def test_the_llms_passages_are_those_over_its_floor() -> None:
             text_overlap=level,
         )
 
-    def asked(second_sure: bool) -> Asked:
-        hits = [hit(other, True, 0), hit(backup, second_sure, 1)]
+    def asked(first_sure: bool) -> Asked:
+        hits = [hit(other, first_sure, 0), hit(backup, False, 1)]
         return Asked(question, 0, hits, chat=False, read_as_follow_up=False)
 
-    trusted, doubted = asked(second_sure=True), asked(second_sure=False)
+    trusted, doubted = asked(first_sure=True), asked(first_sure=False)
     assert trusted.file_in_3() and doubted.file_in_3()
     assert not trusted.right_source()  # the skill would quote the other page
+    assert [h.passage.source for h in trusted.given_to_llm()] == ["docs/api.md", "docs/backup.md"]
     assert trusted.llm_right_file() and trusted.found_by_llm()
-    assert [h.passage.source for h in doubted.given_to_llm()] == ["docs/api.md"]
+    assert doubted.given_to_llm() == []
     assert not doubted.llm_right_file()
