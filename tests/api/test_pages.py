@@ -7,6 +7,7 @@ happened, and it is guarded by the API key like the dialogs.
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -50,10 +51,18 @@ def pipeline(services: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def shared_client(shared_services: Any, shared_agent: AgentFactory) -> httpx.Client:
+def served_pipeline(shared_services: Any) -> dict[str, Any]:
+    """:func:`pipeline` on services started once for the module: they keep nothing between
+    calls (what the tests count, the agent counts), so each test's own agent may call the
+    same ones, instead of 7 servers started for each test."""
+    return pipeline(shared_services)
+
+
+@pytest.fixture(scope="module")
+def shared_client(served_pipeline: dict[str, Any], shared_agent: AgentFactory) -> httpx.Client:
     """An agent on :func:`pipeline`, shared by the tests that only read its pages and its
     description."""
-    return shared_agent(pipeline(shared_services))
+    return shared_agent(served_pipeline)
 
 
 def say(client: httpx.Client, text: str) -> dict[str, Any]:
@@ -83,8 +92,10 @@ def test_pages_and_everything_they_load_are_served(shared_client: httpx.Client) 
     assert client.get("/pages/missing.js").status_code == 404
 
 
-def test_a_browser_at_the_root_lands_on_the_chat(services: Any, agent: AgentFactory) -> None:
-    client = agent(pipeline(services))
+def test_a_browser_at_the_root_lands_on_the_chat(
+    served_pipeline: dict[str, Any], agent: AgentFactory
+) -> None:
+    client = agent(served_pipeline)
     root = client.get("/")
     assert root.status_code == 307 and root.headers["location"] == "/chat"
     assert say(client, "Hello!")["active_skill"] == "greeting"  # POST / is still the chat
@@ -146,8 +157,10 @@ def test_the_pipeline_is_described_stage_by_stage(shared_client: httpx.Client) -
     assert "==>" in mermaid and "-.->" in mermaid
 
 
-def test_pipeline_stats_count_calls_errors_and_timeouts(services: Any, agent: AgentFactory) -> None:
-    client = agent(pipeline(services))
+def test_pipeline_stats_count_calls_errors_and_timeouts(
+    served_pipeline: dict[str, Any], agent: AgentFactory
+) -> None:
+    client = agent(served_pipeline)
     before = client.get("/api/pipeline").json()
     assert before["turns"] == 0
     assert before["stats"]["broken"] == {
@@ -201,9 +214,9 @@ def test_a_service_skipped_for_a_failed_requirement_is_counted_as_skipped(
 
 @pytest.mark.parametrize("path", ["/api/pipeline", "/api/dialogs/0123abcd"])
 def test_the_json_the_pages_read_needs_the_key(
-    services: Any, agent: AgentFactory, path: str
+    served_pipeline: dict[str, Any], agent: AgentFactory, path: str
 ) -> None:
-    client = agent(pipeline(services), api_key=KEY)
+    client = agent(served_pipeline, api_key=KEY)
     missing = client.get(path)
     assert missing.status_code == 401
     assert "X-API-Key" in missing.json()["message"]
@@ -214,8 +227,10 @@ def test_the_json_the_pages_read_needs_the_key(
     assert client.get("/inspect/0123abcd").status_code == 200
 
 
-def test_an_unknown_dialog_is_a_404_with_a_message(services: Any, agent: AgentFactory) -> None:
-    client = agent(pipeline(services))
+def test_an_unknown_dialog_is_a_404_with_a_message(
+    served_pipeline: dict[str, Any], agent: AgentFactory
+) -> None:
+    client = agent(served_pipeline)
     missing = client.get("/api/dialogs/0123abcd")
     assert missing.status_code == 404
     assert "0123abcd" in missing.json()["message"]
@@ -225,10 +240,10 @@ def test_an_unknown_dialog_is_a_404_with_a_message(services: Any, agent: AgentFa
 
 @pytest.mark.store_agnostic
 def test_a_disabled_service_is_shown_as_disabled_with_why(
-    services: Any, agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
+    served_pipeline: dict[str, Any], agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("LLM_BASE_URL", raising=False)
-    config = pipeline(services)
+    config = copy.deepcopy(served_pipeline)
     skills = config["services"]["skills"]
     skills["llm"] = service_entry("http://127.0.0.1:9/respond", requires_env=["LLM_BASE_URL"])
     skills["retired"] = service_entry("http://127.0.0.1:9/respond", is_enabled=False)

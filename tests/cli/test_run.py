@@ -38,19 +38,28 @@ def wait_for(url: str, process: subprocess.Popen[bytes], timeout: float = STARTU
     raise AssertionError(f"{url} not ready within {timeout}s")
 
 
-def shipped_pipeline_file(tmp_path: Path, over_http: bool) -> tuple[Path, list[int]]:
+#: The services of a greeting's turn, which the first case of the shipped stack's test runs
+#: each as its own process: the tokens, intents and badwords annotators, the rules, the
+#: greeting skill and the response selector. The others stay in the agent, as shipped
+#: (each shipped service's module is also run in a fresh interpreter of its own, and
+#: answers /health and /respond, in tests/deploy/test_compose.py's image checks): every
+#: service as a process was 13 processes, most of the test's CPU.
+GREETING_PATH = frozenset({"tokens", "intents", "badwords", "rules", "greeting", "confidence"})
+
+
+def shipped_pipeline_file(tmp_path: Path, over_http: frozenset[str]) -> tuple[Path, list[int]]:
     """The shipped pipeline.json, and the ports of the services `chorus run` starts (the
-    LLM skill stays off: no endpoint). ``over_http``: every service on a free port, as
-    its own process, instead of in the agent where the file names its module. The
+    LLM skill stays off: no endpoint). ``over_http``: the services put on a free port, each
+    as its own process, instead of in the agent where the file names its module. The
     shipped timeouts are a deployment's; a busy machine misses them, so the services get
     the tests' own."""
     shipped = json.loads(Path("pipeline.json").read_text())
     ports = []
     for group in shipped["services"].values():
-        for service in group.values():
+        for name, service in group.items():
             connector = service["connector"]
             connector["timeout"] = SERVICE_TIMEOUT
-            if over_http or "module" not in connector:
+            if name in over_http or "module" not in connector:
                 port = free_port()
                 connector.pop("module", None)
                 connector["url"] = f"http://127.0.0.1:{port}/respond"
@@ -72,14 +81,15 @@ UNREACHABLE_LLM = "http://127.0.0.1:9/v1"
 @pytest.mark.one_at_a_time("stack")
 @pytest.mark.parametrize(
     ("stop_signal", "over_http"),
-    [(signal.SIGINT, True), (signal.SIGTERM, False)],
+    [(signal.SIGINT, GREETING_PATH), (signal.SIGTERM, frozenset())],
     ids=["services-as-processes-sigint", "as-shipped-sigterm-misconfigured-llm"],
 )
 def test_run_starts_every_local_service_and_the_agent_then_stops_them(
-    tmp_path: Path, stop_signal: signal.Signals, over_http: bool
+    tmp_path: Path, stop_signal: signal.Signals, over_http: frozenset[str]
 ) -> None:
-    """The whole shipped stack up, a greeting answered, every service's port up, then down
-    at the signal. As shipped (its services in the agent), the stack also runs with only
+    """The whole shipped stack up, a greeting answered, the port of every service started
+    as a process up (the services of a greeting's turn, the others in the agent), then all
+    down at the signal. As shipped (its services in the agent), the stack also runs with only
     LLM_BASE_URL set (no LLM_MODEL): it still comes up and answers, the llm skill's
     one-line reason is in the turn's errors, and nothing prints a traceback (one stack for
     both: starting the shipped one is most of either's time)."""

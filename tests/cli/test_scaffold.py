@@ -98,13 +98,20 @@ def copy_docs_index(into: Path) -> None:
 runner = CliRunner()
 
 
-def chorus(repo: Path, *args: str) -> Result:
-    """`chorus ...` as run in the copy's root, with no CHORUS_* setting from outside."""
+def chorus(repo: Path, *args: str, typed: str | None = None) -> Result:
+    """`chorus ...` as run in the copy's root, with no CHORUS_* setting from outside, and
+    ``typed`` as its input."""
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(repo)
         for key in [k for k in os.environ if k.startswith("CHORUS_")]:
             patch.delenv(key)
-        return runner.invoke(chorus_app, list(args))
+        return runner.invoke(chorus_app, list(args), input=typed)
+
+
+def succeeded(result: Result) -> str:
+    """What a command run with :func:`chorus` printed, once it succeeded."""
+    assert result.exit_code == 0, result.output
+    return result.stdout
 
 
 def texts(repo: Path) -> dict[Path, str]:
@@ -636,15 +643,17 @@ def test_a_moved_stack_takes_a_new_skill_without_hand_edits(tmp_path: Path) -> N
         **unmeasured_environment("CHORUS_", "LLM_"),  # a copy of the repository
         "CHORUS_DB_URL": f"sqlite:///{tmp_path}/chorus.db",
     }
-    bin_dir = Path(sys.executable).parent
     agent_port, dice_port = free_port(), free_port()
 
+    # The stack as `make run` starts it, in a process; `chorus chat` and `chorus new skill`
+    # in this one (their own code, run in the copy's root, as the other tests here run
+    # them): a `chorus` process is a second and a half of CPU importing the agent.
     stack_process = start_stack(repo, agent_port, env)
     try:
-        hello = run_in(repo, env, str(bin_dir / "chorus"), "chat", typed="Hello!\n")
+        hello = succeeded(chorus(repo, "chat", typed="Hello!\n"))
         assert "bot [greeting]:" in hello, "chat found the moved agent without --url"
-        run_in(repo, env, str(bin_dir / "chorus"), "new", "skill", "dice", "--port", str(dice_port))
-        run_in(repo, env, str(bin_dir / "chorus"), "new", "skill", "coin", "--in-process")
+        succeeded(chorus(repo, "new", "skill", "dice", "--port", str(dice_port)))
+        succeeded(chorus(repo, "new", "skill", "coin", "--in-process"))
         # The dice skill answers at random before its generated test runs: that test must
         # pass on it unedited; the coin skill's passes on its generated app, unedited.
         (repo / "skills" / "dice" / "app.py").write_text(RANDOM_DICE)
@@ -665,7 +674,7 @@ def test_a_moved_stack_takes_a_new_skill_without_hand_edits(tmp_path: Path) -> N
 
     stack_process = start_stack(repo, agent_port, env)
     try:
-        chat = run_in(repo, env, str(bin_dir / "chorus"), "chat", typed="roll the dice\ncoin?\n")
+        chat = succeeded(chorus(repo, "chat", typed="roll the dice\ncoin?\n"))
     finally:
         out = stop_stack(stack_process)
     assert f"  dice                 http://127.0.0.1:{dice_port}\n" in out

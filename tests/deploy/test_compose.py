@@ -25,6 +25,7 @@ import shlex
 import shutil
 import tomllib
 from pathlib import Path, PurePosixPath
+from subprocess import CompletedProcess
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -84,16 +85,25 @@ def dockerfile_of(service: str) -> Dockerfile:
 # -- (a) the file is valid Compose -----------------------------------------------------------
 
 
-def test_docker_compose_config_accepts_the_file() -> None:
-    result = run_docker_compose("config", "-q")
-    assert result.returncode == 0, f"docker-compose config -q:\n{result.stderr}"
-    assert "variable is not set" not in result.stderr, result.stderr
+@pytest.fixture(scope="module")
+def compose_config() -> CompletedProcess[str]:
+    """``docker-compose config``, run once for the tests that read it: it validates the file
+    as ``config -q`` does, and prints it resolved (a docker-compose process is most of a
+    second of CPU)."""
+    return run_docker_compose("config")
 
 
-def test_docker_compose_reads_the_file_as_this_test_does() -> None:
+def test_docker_compose_config_accepts_the_file(compose_config: CompletedProcess[str]) -> None:
+    assert compose_config.returncode == 0, f"docker-compose config:\n{compose_config.stderr}"
+    assert "variable is not set" not in compose_config.stderr, compose_config.stderr
+
+
+def test_docker_compose_reads_the_file_as_this_test_does(
+    compose_config: CompletedProcess[str],
+) -> None:
     """The other tests read the YAML with PyYAML (anchors and ``<<`` merges resolved); the
     services and their shared settings must come out the same as docker-compose reads them."""
-    result = run_docker_compose("config")
+    result = compose_config
     assert result.returncode == 0, f"docker-compose config:\n{result.stderr}"
     resolved = yaml.safe_load(result.stdout)["services"]
     assert sorted(resolved) == sorted(SERVICES)

@@ -289,9 +289,10 @@ def test_the_compose_override_puts_every_replica_behind_the_load_balancer() -> N
     assert f"./{SITE.relative_to(ROOT)}:/etc/nginx/conf.d/default.conf:ro" in balancer["volumes"]
 
 
-def compose_config(*options: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def both_files_config() -> subprocess.CompletedProcess[str]:
     """``docker-compose config`` of the main file and the override together, as an operator
-    runs them."""
+    runs them: once for the tests that read it (it validates them as ``config -q`` does)."""
     from tests.support.compose import docker_compose, required_variables
 
     return subprocess.run(
@@ -304,7 +305,6 @@ def compose_config(*options: str) -> subprocess.CompletedProcess[str]:
             "--project-directory",
             str(ROOT),
             "config",
-            *options,
         ],
         cwd=ROOT,
         env={**os.environ, **required_variables()},
@@ -315,16 +315,20 @@ def compose_config(*options: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_docker_compose_accepts_the_override_with_the_main_file() -> None:
-    result = compose_config("-q")
-    assert result.returncode == 0, f"docker-compose config -q:\n{result.stderr}"
+def test_docker_compose_accepts_the_override_with_the_main_file(
+    both_files_config: subprocess.CompletedProcess[str],
+) -> None:
+    result = both_files_config
+    assert result.returncode == 0, f"docker-compose config:\n{result.stderr}"
     assert "variable is not set" not in result.stderr, result.stderr
 
 
-def test_the_override_publishes_only_on_this_hosts_loopback() -> None:
+def test_the_override_publishes_only_on_this_hosts_loopback(
+    both_files_config: subprocess.CompletedProcess[str],
+) -> None:
     """README and docs/deployment.md promise nothing is published beyond 127.0.0.1: the
     ports as docker-compose resolves the two files together say so too."""
-    result = compose_config()
+    result = both_files_config
     assert result.returncode == 0, f"docker-compose config:\n{result.stderr}"
     services = yaml.safe_load(result.stdout)["services"]
     published = {
