@@ -146,16 +146,33 @@ class FittedTfidf:
     ``transform`` spends milliseconds a call on checks and sparse-matrix set-up (most of
     the annotator's time, and the annotator is on every turn's path to the skills): the
     analyser (lowercasing, n-grams), the vocabulary and idf weights, ``1 + log(count)``
-    and the L2 norm give the same vector, and the examples' rows, kept dense (a few hundred
-    features by ~100 examples), are indexed by the text's features directly.
+    and the L2 norm give the same vector.
+
+    The examples' rows are kept as compressed columns (each feature's examples and
+    values), not dense: the other languages' greetings have 4,770 character n-grams over
+    298 statements, 99 % of them zeros, and dense in float64 they were 14 MB of the served
+    agent (docs/performance.md, "The served agent's memory"). A call lays out the text's
+    own features' rows densely, the same figures in the same places, and multiplies them
+    as before, so the cosines are the same numbers.
     """
 
     def __init__(self, tfidf: Tfidf) -> None:
         self._analyze = tfidf.analyse
         self._vocabulary: dict[str, int] = tfidf.vocabulary
         self._idf: np.ndarray = tfidf.idf
-        #: feature x example
-        self._examples: np.ndarray = np.ascontiguousarray(tfidf.dense().T)
+        self._examples: int = tfidf.shape[0]
+        #: feature ``f``'s examples ``indices[indptr[f]:indptr[f + 1]]``, values in ``data``
+        self._indptr, self._indices, self._data = tfidf.by_column()
+
+    def _rows(self, features: np.ndarray) -> np.ndarray:
+        """The dense feature x example rows of ``features`` (distinct feature numbers)."""
+        starts = self._indptr[features]
+        lengths = self._indptr[features + 1] - starts
+        rows = np.zeros((len(features), self._examples))
+        ends = np.cumsum(lengths)
+        taken = np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]))
+        rows[np.repeat(np.arange(len(features)), lengths), self._indices[taken]] = self._data[taken]
+        return rows
 
     def cosines(self, text: str) -> np.ndarray:
         counts = Counter(
@@ -164,13 +181,13 @@ class FittedTfidf:
             if feature in self._vocabulary
         )
         if not counts:
-            return np.zeros(self._examples.shape[1])
+            return np.zeros(self._examples)
         features = np.fromiter(counts.keys(), dtype=np.intp, count=len(counts))
         weights = (np.log(np.fromiter(counts.values(), dtype=np.float64)) + 1.0) * self._idf[
             features
         ]
         weights /= np.linalg.norm(weights)
-        cosines: np.ndarray = weights @ self._examples[features]
+        cosines: np.ndarray = weights @ self._rows(features)
         return cosines
 
 
