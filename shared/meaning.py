@@ -13,6 +13,8 @@ SDK's: services that use this module list them in their own ``requirements.txt``
 from __future__ import annotations
 
 import importlib
+import json
+import mmap
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,7 +30,22 @@ if TYPE_CHECKING:
 
 
 class _Model(Protocol):
+    embedding: np.ndarray
+
     def embed(self, texts: Sequence[str], norm: bool = ...) -> np.ndarray: ...
+
+
+#: The model's file of weights in the ``wordllama`` package, and its table's name there.
+WEIGHTS = Path("weights") / "l2_supercat_256.safetensors"
+TABLE = "embedding.weight"
+#: The longest header of such a file read (the package's is 88 bytes).
+HEADER_MOST = 1 << 20
+#: A batch of this many texts or more is a service fitting its examples at start-up (the
+#: FAQ's 30 questions, the intents' 107 examples, small talk's corpus): it gives back the
+#: mapped table's pages it read (:func:`_pages_released`). A turn's texts (its utterance,
+#: the knowledge skill's few sentences of a passage) keep theirs: reading pages given back
+#: again cost 0.7 ms for five sentences.
+RELEASE_FROM = 16
 
 
 @cache
@@ -41,14 +58,62 @@ def _model() -> _Model:
         import wordllama
         from wordllama import WordLlama
 
-    model = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
+    folder = Path(wordllama.__file__).parent
+    model = WordLlama.load(cache_dir=folder, disable_download=True)
     # The package widens its float16 table (32,000 tokens x 256) to float32: 32 MB held
-    # for 16 MB of figures. Kept narrow, each row is the same number, and the pooling
-    # multiplies it by a float32 mask, so the sums are float32 as before, figure for
-    # figure; the served agent holds 16 MB less (docs/performance.md, "Half the CPU").
-    model.embedding = model.embedding.astype(np.float16)
+    # for 16 MB of figures. The table is read instead where the package's file holds it,
+    # mapped read-only (:func:`mapped_table`): the same float16 figures, of which a
+    # process holds only the pages of the tokens it has embedded, pages the system may
+    # take back and every process mapping the file shares. Where the file is not as
+    # expected, a float16 copy in memory. Either way each row is the same number, and the
+    # pooling multiplies it by a float32 mask, so the sums are float32 as before, figure
+    # for figure (docs/performance.md, "The served agent's memory").
+    table = mapped_table(folder / WEIGHTS, model.embedding.shape)
+    model.embedding = table if table is not None else model.embedding.astype(np.float16)
     narrow: _Model = model
     return narrow
+
+
+def mapped_table(path: Path, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The float16 table ``TABLE`` of the safetensors file ``path``, mapped read-only (a
+    plain array over the file's pages), or None when the file is missing or unreadable, or
+    holds no float16 table of ``shape`` (another version of the package)."""
+    try:
+        with path.open("rb") as file:
+            size = int.from_bytes(file.read(8), "little")
+            if not 0 < size <= HEADER_MOST:
+                return None
+            header = json.loads(file.read(size))
+            entry = header[TABLE]
+            begin, end = (int(offset) for offset in entry["data_offsets"])
+            rows, columns = shape
+            if entry["dtype"] != "F16" or tuple(entry["shape"]) != (rows, columns):
+                return None
+            if end - begin != rows * columns * 2:
+                return None
+            pages = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        start = 8 + size + begin
+        if len(pages) < start + end - begin:
+            return None
+        table = np.frombuffer(pages, dtype="<f2", count=rows * columns, offset=start)
+        return table.reshape(rows, columns)
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return None
+
+
+def _pages_released(table: np.ndarray) -> None:
+    """The pages of a mapped table (:func:`mapped_table`) taken out of the process
+    (``MADV_DONTNEED``): the services' examples embedded at start-up read nearly every
+    page of it (14 of its 16 MB), and a turn then reads the rows of its few tokens, which
+    come back from the system's cache of the file on their first read, unchanged (the
+    file is mapped read-only). After every such batch, not only the last service's: which
+    service fits last depends on the pipeline. A table in memory, or a system without the
+    call: nothing."""
+    base: object = table
+    while isinstance(base, np.ndarray | memoryview):
+        base = base.base if isinstance(base, np.ndarray) else base.obj
+    if isinstance(base, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        base.madvise(mmap.MADV_DONTNEED)
 
 
 class _Deferred(ModuleType):
@@ -93,7 +158,10 @@ def _embedded(texts: Sequence[str]) -> np.ndarray:
         return np.zeros((0, 256), dtype=np.float32)
     # Lowercased: the model's tokens are case-sensitive ("how are you" and "How are you?"
     # score 0.26 as typed, 0.77 lowercased), and people type chat carelessly.
-    rows: np.ndarray = _model().embed([text.lower() for text in texts], norm=False)
+    model = _model()
+    rows: np.ndarray = model.embed([text.lower() for text in texts], norm=False)
+    if len(texts) >= RELEASE_FROM:
+        _pages_released(model.embedding)
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     # A text with no known token (empty, or only symbols) has no meaning: a zero row,
     # similar to nothing, instead of the package's division by zero.

@@ -137,6 +137,10 @@ class Intent(BaseModel):
     reading: dict[str, float] | None = Field(default=None, exclude_if=lambda r: r is None)
 
 
+#: The most bytes a fit's rows are kept dense in (:class:`FittedTfidf`).
+DENSE_MOST = 2_000_000
+
+
 class FittedTfidf:
     """TF-IDF fitted on the examples (:mod:`shared.tfidf`, as scikit-learn's
     ``TfidfVectorizer`` with ``sublinear_tf``): the cosine of a text with each example, as
@@ -146,16 +150,43 @@ class FittedTfidf:
     ``transform`` spends milliseconds a call on checks and sparse-matrix set-up (most of
     the annotator's time, and the annotator is on every turn's path to the skills): the
     analyser (lowercasing, n-grams), the vocabulary and idf weights, ``1 + log(count)``
-    and the L2 norm give the same vector, and the examples' rows, kept dense (a few hundred
-    features by ~100 examples), are indexed by the text's features directly.
+    and the L2 norm give the same vector.
+
+    Rows that would take more than :data:`DENSE_MOST` dense are kept as compressed
+    columns (each feature's examples and values): the other languages' greetings have
+    4,770 character n-grams over 298 statements, 99 % of them zeros, and dense in float64
+    they were 14 MB of the served agent (docs/performance.md, "The served agent's
+    memory"). A call lays out the text's own features' rows densely, the same figures in
+    the same places, and multiplies them as before, so the cosines are the same numbers.
+    Smaller fits (the English examples', 1.3 MB) stay dense: laying the rows out cost their
+    cosines 10-75 us more a text.
     """
 
     def __init__(self, tfidf: Tfidf) -> None:
         self._analyze = tfidf.analyse
         self._vocabulary: dict[str, int] = tfidf.vocabulary
         self._idf: np.ndarray = tfidf.idf
-        #: feature x example
-        self._examples: np.ndarray = np.ascontiguousarray(tfidf.dense().T)
+        self._examples: int = tfidf.shape[0]
+        self._dense: np.ndarray | None = None
+        if tfidf.shape[0] * tfidf.shape[1] * 8 <= DENSE_MOST:
+            #: feature x example
+            self._dense = np.ascontiguousarray(tfidf.dense().T)
+            return
+        #: feature ``f``'s examples ``indices[indptr[f]:indptr[f + 1]]``, values in ``data``
+        self._indptr, self._indices, self._data = tfidf.by_column()
+
+    def _rows(self, features: np.ndarray) -> np.ndarray:
+        """The dense feature x example rows of ``features`` (distinct feature numbers)."""
+        if self._dense is not None:
+            kept: np.ndarray = self._dense[features]
+            return kept
+        starts = self._indptr[features]
+        lengths = self._indptr[features + 1] - starts
+        rows = np.zeros((len(features), self._examples))
+        ends = np.cumsum(lengths)
+        taken = np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]))
+        rows[np.repeat(np.arange(len(features)), lengths), self._indices[taken]] = self._data[taken]
+        return rows
 
     def cosines(self, text: str) -> np.ndarray:
         counts = Counter(
@@ -164,13 +195,13 @@ class FittedTfidf:
             if feature in self._vocabulary
         )
         if not counts:
-            return np.zeros(self._examples.shape[1])
+            return np.zeros(self._examples)
         features = np.fromiter(counts.keys(), dtype=np.intp, count=len(counts))
         weights = (np.log(np.fromiter(counts.values(), dtype=np.float64)) + 1.0) * self._idf[
             features
         ]
         weights /= np.linalg.norm(weights)
-        cosines: np.ndarray = weights @ self._examples[features]
+        cosines: np.ndarray = weights @ self._rows(features)
         return cosines
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from agent.sdk.testing import ServiceClient, view
+from annotators.intents import app as intents_app
 from annotators.intents.app import (
     CATCHER,
     INTENTS_FILE,
@@ -209,10 +210,15 @@ def test_questions_about_other_things_are_no_intent_however_alike_their_words() 
     ],
     ids=["word", "char"],
 )
-def test_the_wording_similarity_is_scikit_learns(settings: dict[str, Any]) -> None:
+@pytest.mark.parametrize("dense_most", [intents_app.DENSE_MOST, 0], ids=["dense", "compressed"])
+def test_the_wording_similarity_is_scikit_learns(
+    settings: dict[str, Any], dense_most: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Fitted without scikit-learn and the utterance weighted without ``transform``: the
     cosines must be scikit-learn's own, repeated words, unknown words and text with no
-    known n-gram included."""
+    known n-gram included, whether the fit's rows are kept dense or compressed (as the
+    other languages' greetings are: :data:`DENSE_MOST`)."""
+    monkeypatch.setattr(intents_app, "DENSE_MOST", dense_most)
     # scikit-learn imported here, not at the top: every pytest worker imports each test module
     # as it collects, and scikit-learn costs each about a second of CPU (docs/development.md).
     from sklearn.feature_extraction.text import TfidfVectorizer

@@ -51,3 +51,35 @@ def test_an_index_of_the_operators_own_is_left_alone(
     root = checkout(tmp_path / "repo")
     assert ensure_docs_index(root) is None
     assert not (root / DEFAULT_OUT).exists()
+
+
+def test_the_docs_index_is_built_in_a_process_of_its_own(tmp_path: Path) -> None:
+    """``chorus run`` goes on to serve in the process that asked for the build: the
+    build's model, passages and libraries stay out of it (docs/performance.md, "The served
+    agent's memory"), and the index it serves is built all the same."""
+    import subprocess
+    import sys
+
+    root = checkout(tmp_path)
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from agent.cli.knowledge import ensure_docs_index\n"
+        f"print(ensure_docs_index(Path({str(root)!r})))\n"
+        "print(sorted(m for m in ('wordllama', 'bm25s', 'shared.knowledge.index') "
+        "if m in sys.modules))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "KNOWLEDGE_INDEX"}
+    repo = Path(__file__).resolve().parents[2]
+    ran = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    done, loaded = ran.stdout.splitlines()
+    assert "built from docs/ and README.md: 2 passages, 2 embedded" in done
+    assert loaded == "[]"
+    assert len(KnowledgeIndex.load(root / DEFAULT_OUT)) == 2
