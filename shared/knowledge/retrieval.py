@@ -143,15 +143,31 @@ def confidence(
     return 1.0 / (1.0 + math.exp(-z))
 
 
+#: The marks a quoted question opens and closes with, and those it may end with.
+_OPENING = frozenset("\"“'`")
+_CLOSING = frozenset("\"”'`")
+_ENDS = frozenset("?!.")
+
+
 def quotes(text: str, question: str) -> bool:
     """Whether ``text`` quotes ``question`` word for word ("ask `"What is 17 times
     23?"`"): documentation quotes what users say as examples, and a passage that shows the
-    question as an example does not answer it."""
+    question as an example does not answer it. A scan for the question, not a pattern
+    made of it: a pattern would be compiled anew for every question a user asks."""
     asked = " ".join(question.lower().split()).rstrip("?!. ")
     if len(asked) < 3:
         return False
-    pattern = rf"[\"“'`]\s*{re.escape(asked)}[?!.]?\s*[\"”'`]"
-    return re.search(pattern, " ".join(text.lower().split())) is not None
+    flat = " ".join(text.lower().split())
+    start = flat.find(asked)
+    while start != -1:
+        before = start - 1 if start and flat[start - 1] == " " else start
+        after = start + len(asked)
+        after += flat[after : after + 1] in _ENDS
+        after += flat[after : after + 1] == " "
+        if before and flat[before - 1] in _OPENING and flat[after : after + 1] in _CLOSING:
+            return True
+        start = flat.find(asked, start + 1)
+    return False
 
 
 #: A word as :func:`shared.spelling.normalise` reads one: letters, an inner apostrophe.

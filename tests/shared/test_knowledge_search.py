@@ -4,9 +4,11 @@ definition of a term among a glossary's others."""
 
 from __future__ import annotations
 
+import pytest
+
 from shared.knowledge.index import build_index, definitions
 from shared.knowledge.passages import Passage, markdown_passages
-from shared.knowledge.retrieval import confidence
+from shared.knowledge.retrieval import confidence, quotes
 
 # A settings table long enough to be cut into several passages: the row that answers
 # lies far from the header that says what its cells mean.
@@ -233,3 +235,22 @@ def test_the_terms_a_knowledge_base_defines() -> None:
 
     assert set(defined) == {frozenset({"turn"}), frozenset({"dream", "group"}), frozenset({"view"})}
     assert defined[frozenset({"turn"})] == [0]
+
+
+@pytest.mark.parametrize(
+    ("text", "question", "quoted"),
+    [
+        ('Ask "What is 17 times 23?" and the LLM answers.', "what is 17 times 23", True),
+        ("Try `“what is a tier”` in the chat.", "What is a  tier?", True),
+        ("Ask 'How do I restore a backup'. It answers.", "How do I restore a backup?", True),
+        ("What is a tier? A tier is a group of skills.", "What is a tier?", False),
+        ('Ask "What is 17 times 23 and 4?"', "what is 17 times 23", False),
+        ('Ask "hi"', "hi", False),
+    ],
+)
+def test_a_passage_that_shows_the_question_as_an_example_is_told_apart(
+    text: str, question: str, quoted: bool
+) -> None:
+    """Docs quote what users say as examples; such a passage does not answer the question
+    (its confidence is 0), while one that merely uses the same words may."""
+    assert quotes(text, question) is quoted
