@@ -87,14 +87,29 @@ def previous_lines(turns: Sequence[Observed]) -> list[str | None]:
     ]
 
 
+def previous_skills(turns: Sequence[Observed]) -> list[str | None]:
+    """The skill that said the bot's line before each turn, as the run answered the turn
+    before (None on the first turn)."""
+    answered = {(t.conversation, t.place): t.skill for t in turns}
+    return [answered.get((t.conversation, t.place - 1)) for t in turns]
+
+
 def turn_rows(turns: Sequence[Observed]) -> tuple[np.ndarray, list[str]]:
     """Every turn's features, and the intents they name."""
     from shared import spelling
 
     classify, names = intents_catcher()
     rows = [
-        features(spelling.normalise(t.text), previous, classify(t.text, previous is None), names)
-        for t, previous in zip(turns, previous_lines(turns), strict=True)
+        features(
+            spelling.normalise(t.text),
+            previous,
+            classify(t.text, previous is None),
+            names,
+            skill,
+        )
+        for t, previous, skill in zip(
+            turns, previous_lines(turns), previous_skills(turns), strict=True
+        )
     ]
     return np.vstack(rows) if rows else np.zeros((0, feature_count(names))), names
 

@@ -119,9 +119,8 @@ def load_set(path: Path) -> list[Conversation]:
     return conversations
 
 
-#: The sets called by name: ``dev``, ``train``, ``train2`` and ``train3`` are fitted on,
-#: ``train4`` is a fifth training set (fitted on once the fitting sets name it),
-#: ``holdout`` only reported.
+#: The sets called by name: ``dev``, ``train``, ``train2``, ``train3`` and ``train4`` are
+#: fitted on, ``holdout`` only reported.
 NAMED_SETS = frozenset({"dev", "train", "train2", "train3", "train4", "holdout"})
 
 
