@@ -71,6 +71,10 @@ ANSWER_FROM = 0.6
 #: from 0.25 since, K-fold on dev, train and train2 asked the LLM on 0.5 points fewer
 #: turns with no more wrong cheap answers (0.2 added one, docs/performance.md).
 AGREE_FROM = 0.25
+#: A pattern's reading under this confidence explains only part of the turn and is no
+#: intent to agree with ("can you help me write a birthday message for my grandma?" is
+#: ``abilities`` beside a task of its own: the intents annotator's partial 0.6).
+SURE = 0.7
 #: The skills that answer by the reading when their matcher is silent, each with the
 #: intents annotator's intents that choose its answer: the reading says whose turn it is,
 #: the intent which of that skill's lines (smalltalk's persona line for the intent). A
@@ -339,7 +343,8 @@ def answer_by_reading(
     if question:
         agreeing = agreeing - STATEMENTS_ONLY
     sure = intent.get("intent")
-    if isinstance(sure, str) and sure in agreeing:
+    partial = intent.get("method") == "pattern" and float(intent.get("confidence") or 0) < SURE
+    if isinstance(sure, str) and sure in agreeing and not partial:
         return float(p), sure
     nearest, likeness = intent.get("nearest"), intent.get("likeness")
     if (

@@ -384,6 +384,19 @@ def test_a_turn_the_reading_is_sure_of_gets_the_persona_line_of_the_annotators_i
     assert sure[0]["confidence"] == 0.85
     assert sure[0]["routing"]["kind"] == "by_reading"
     assert unsure == elsewhere == []
+    # a pattern that read only part of the turn ("can you help" beside a task of its own)
+    # is no intent to agree with: the abilities line does not answer the task
+    task = "can you help me write a birthday message for my grandma?"
+    partial = {"intent": "abilities", "confidence": 0.6, "method": "pattern"}
+    whole = {"intent": "abilities", "confidence": 1.0, "method": "pattern"}
+    sure_reading = {"smalltalk": 0.85, "llm": 0.1}
+    on_task, on_help = ask(
+        client,
+        dialog(task, annotations={"intents": {**partial, "reading": sure_reading}}),
+        dialog("can you help me?", annotations={"intents": {**whole, "reading": sure_reading}}),
+    )
+    assert on_task == []
+    assert on_help[0]["smalltalk_topic"] == "abilities"
 
 
 def test_a_reply_to_its_own_question_is_acknowledged_when_the_reading_agrees(
