@@ -7,9 +7,10 @@ pipeline without the LLM, every skill's raw score):
 - the **reading**: per label (each cheap skill the set names, and ``llm``), a logistic
   regression (scikit-learn, at fitting time only: the served agent keeps the weights and
   numpy) of "this label fits the turn" on :func:`shared.reading.features` of the turn:
-  the utterance as the intents annotator read it, the bot's line before it, and the
-  annotator's scores. Features are standardised for the fit and the scaling folded into
-  the weights, so the served side multiplies and adds;
+  the utterance as the intents annotator read it, the bot's line before it and the skill
+  that said it (the run's winner of the turn before: the fallback where the LLM would
+  have answered), and the annotator's scores. Features are standardised for the fit
+  and the scaling folded into the weights, so the served side multiplies and adds;
 - the **combiner** (:class:`shared.reading.Combiner`): a logistic regression of "the
   answer fitted" on the log-odds of the answer's calibrated chance and of the reading's
   probability for its skill. Both must come from curves and a reading that had not seen

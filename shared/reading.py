@@ -4,8 +4,9 @@ The skills' curves (:mod:`shared.calibration`) tell how often *one kind of answe
 at a raw score: a pattern's hit, a retrieval's cosine. They do not see the turn as a whole,
 and rules and curves fitted on one writer's conversations read another writer's turns
 poorly. The reading looks at the turn itself: what the user said (its embedding,
-:mod:`shared.meaning`), the bot's previous line (its embedding, and whether it asked
-something), and the intents annotator's scores. A logistic regression per label, fitted on
+:mod:`shared.meaning`), the bot's previous line (its embedding, whether it asked
+something, and its kind: the LLM's, read by its kind alone, or a cheap skill's question,
+:func:`line_kind`), and the intents annotator's scores. A logistic regression per label, fitted on
 a labelled set's turns (``fits``: which cheap skill may answer, or only the LLM) by
 :mod:`bench.calibrate`, gives each label's probability; the weights live in
 ``reading.json`` beside this module (a few thousand numbers: numpy only, no model
