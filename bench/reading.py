@@ -7,9 +7,10 @@ pipeline without the LLM, every skill's raw score):
 - the **reading**: per label (each cheap skill the set names, and ``llm``), a logistic
   regression (scikit-learn, at fitting time only: the served agent keeps the weights and
   numpy) of "this label fits the turn" on :func:`shared.reading.features` of the turn:
-  the utterance as the intents annotator read it, the bot's line before it, and the
-  annotator's scores. Features are standardised for the fit and the scaling folded into
-  the weights, so the served side multiplies and adds;
+  the utterance as the intents annotator read it, the bot's line before it and the skill
+  that said it (the run's winner of the turn before: the fallback where the LLM would
+  have answered), and the annotator's scores. Features are standardised for the fit
+  and the scaling folded into the weights, so the served side multiplies and adds;
 - the **combiner** (:class:`shared.reading.Combiner`): a logistic regression of "the
   answer fitted" on the log-odds of the answer's calibrated chance and of the reading's
   probability for its skill. Both must come from curves and a reading that had not seen
@@ -87,14 +88,29 @@ def previous_lines(turns: Sequence[Observed]) -> list[str | None]:
     ]
 
 
+def previous_skills(turns: Sequence[Observed]) -> list[str | None]:
+    """The skill that said the bot's line before each turn, as the run answered the turn
+    before (None on the first turn)."""
+    answered = {(t.conversation, t.place): t.skill for t in turns}
+    return [answered.get((t.conversation, t.place - 1)) for t in turns]
+
+
 def turn_rows(turns: Sequence[Observed]) -> tuple[np.ndarray, list[str]]:
     """Every turn's features, and the intents they name."""
     from shared import spelling
 
     classify, names = intents_catcher()
     rows = [
-        features(spelling.normalise(t.text), previous, classify(t.text, previous is None), names)
-        for t, previous in zip(turns, previous_lines(turns), strict=True)
+        features(
+            spelling.normalise(t.text),
+            previous,
+            classify(t.text, previous is None),
+            names,
+            skill,
+        )
+        for t, previous, skill in zip(
+            turns, previous_lines(turns), previous_skills(turns), strict=True
+        )
     ]
     return np.vstack(rows) if rows else np.zeros((0, feature_count(names))), names
 

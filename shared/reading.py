@@ -4,8 +4,9 @@ The skills' curves (:mod:`shared.calibration`) tell how often *one kind of answe
 at a raw score: a pattern's hit, a retrieval's cosine. They do not see the turn as a whole,
 and rules and curves fitted on one writer's conversations read another writer's turns
 poorly. The reading looks at the turn itself: what the user said (its embedding,
-:mod:`shared.meaning`), the bot's previous line (its embedding, and whether it asked
-something), and the intents annotator's scores. A logistic regression per label, fitted on
+:mod:`shared.meaning`), the bot's previous line (its embedding, whether it asked
+something, and its kind: the LLM's, read by its kind alone, or a cheap skill's question,
+:func:`line_kind`), and the intents annotator's scores. A logistic regression per label, fitted on
 a labelled set's turns (``fits``: which cheap skill may answer, or only the LLM) by
 :mod:`bench.calibrate`, gives each label's probability; the weights live in
 ``reading.json`` beside this module (a few thousand numbers: numpy only, no model
@@ -71,6 +72,10 @@ ANSWER_FROM = 0.6
 #: from 0.25 since, K-fold on dev, train and train2 asked the LLM on 0.5 points fewer
 #: turns with no more wrong cheap answers (0.2 added one, docs/performance.md).
 AGREE_FROM = 0.25
+#: A pattern's reading under this confidence explains only part of the turn and is no
+#: intent to agree with ("can you help me write a birthday message for my grandma?" is
+#: ``abilities`` beside a task of its own: the intents annotator's partial 0.6).
+SURE = 0.7
 #: The skills that answer by the reading when their matcher is silent, each with the
 #: intents annotator's intents that choose its answer: the reading says whose turn it is,
 #: the intent which of that skill's lines (smalltalk's persona line for the intent). A
@@ -169,7 +174,24 @@ def feature_count(intents: Sequence[str]) -> int:
     return 2 * WIDTH + 2 * len(intents) + _CHEAP
 
 
-_CHEAP = 5
+_CHEAP = 7
+#: The skills whose line before a turn is the LLM's kind of answer: the LLM's own, and the
+#: fallback's, which stands for it where no LLM runs (the training sets are run without
+#: one, so a feature that told them apart would learn nothing a served turn has).
+LLM_KIND = frozenset({"llm", "fallback", "fallback_response"})
+
+
+def line_kind(previous: str | None, previous_skill: str | None) -> tuple[float, float]:
+    """What kind of line the turn answers, as two features: the LLM's (or the fallback's,
+    :data:`LLM_KIND`), or a cheap skill's question ("What's your name?", "Do you have a
+    hobby?"). A user carries on the LLM's thread ("tell me more", "we were together four
+    years") where a cheap skill's question invites a reply it may take. Unknown (None)
+    reads as neither."""
+    if not previous or previous_skill is None:
+        return 0.0, 0.0
+    if previous_skill in LLM_KIND:
+        return 1.0, 0.0
+    return 0.0, 1.0 if "?" in previous else 0.0
 
 
 def features(
@@ -177,19 +199,24 @@ def features(
     previous: str | None,
     intent: Mapping[str, Any],
     intents: Sequence[str],
+    previous_skill: str | None = None,
 ) -> np.ndarray:
     """The reading's features of one turn: ``text`` as the annotator read it (spelling
-    normalised), the bot's last line (None on the first turn), and the intents annotator's
-    reading (``intent``, ``confidence``, ``nearest``, ``likeness``) over the ``intents``
-    the model names."""
+    normalised), the bot's last line (None on the first turn) and the skill that said it
+    (:func:`line_kind`), and the intents annotator's reading (``intent``, ``confidence``,
+    ``nearest``, ``likeness``) over the ``intents`` the model names."""
     import numpy as np
 
     from shared import meaning  # wordllama: only where a reading is made
 
     said = np.asarray(meaning.meaning_of(text), dtype=np.float32)
+    kind = line_kind(previous, previous_skill)
+    # the LLM's line is read by its kind alone: the training sets are run without the LLM,
+    # so its words there are the fallback's few lines, and a served turn's are the LLM's
+    # own, which a reading fitted on the fallback's words would read as noise
     before = (
         np.asarray(meaning.meaning_of(previous), dtype=np.float32)
-        if previous
+        if previous and not kind[0]
         else np.zeros(WIDTH, dtype=np.float32)
     )
     read = np.zeros(len(intents), dtype=np.float32)
@@ -207,6 +234,7 @@ def features(
             1.0 if not previous else 0.0,
             min(words, 20) / 10.0,
             1.0 if intent.get("method") == "pattern" else 0.0,
+            *kind,
         ],
         dtype=np.float32,
     )
@@ -239,12 +267,17 @@ def shipped() -> ReadingModel | None:
     return load(path) if path.exists() or chosen else None
 
 
-def read(text: str, previous: str | None, intent: Mapping[str, Any]) -> dict[str, float] | None:
+def read(
+    text: str,
+    previous: str | None,
+    intent: Mapping[str, Any],
+    previous_skill: str | None = None,
+) -> dict[str, float] | None:
     """The shipped reading of one turn, or None without a reading file."""
     model = shipped()
     if model is None:
         return None
-    return probabilities(model, features(text, previous, intent, model.intents))
+    return probabilities(model, features(text, previous, intent, model.intents, previous_skill))
 
 
 def of(annotations: Mapping[str, Any] | None) -> Mapping[str, float] | None:
@@ -311,7 +344,8 @@ def answer_by_reading(
     if question:
         agreeing = agreeing - STATEMENTS_ONLY
     sure = intent.get("intent")
-    if isinstance(sure, str) and sure in agreeing:
+    partial = intent.get("method") == "pattern" and float(intent.get("confidence") or 0) < SURE
+    if isinstance(sure, str) and sure in agreeing and not partial:
         return float(p), sure
     nearest, likeness = intent.get("nearest"), intent.get("likeness")
     if (

@@ -81,6 +81,37 @@ _ASKS_AFTER = re.compile(
     r"|(?:can|could|would|should)\s+(?:you|u|i)\b)",
     re.IGNORECASE,
 )
+#: What a greeting's rest may ask and still be the greeting's company, not a question of
+#: its own: whether anyone is there ("Hello, is anybody there?" is most like a greeting),
+#: how the bot is, who it is ("hi, is this the help bot?").
+GREETINGS_COMPANY = frozenset({"greeting", "how_are_you", "bot_identity"})
+#: ... read by likeness from here (the nearest examples of "is this the help bot?" and
+#: "is anyone there" are 0.44 and 0.58 alike; of "what's a good name for a bakery?" 0.2).
+COMPANY_LIKENESS = 0.35
+#: A request in the rest, wherever it stands: "can you recommend a podcast...", "i need a
+#: caption for my beach pic", "i need some advice: ...".
+_REQUESTS_AFTER = re.compile(
+    r"\b(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+)?(?:help|recommend|suggest|tell|give"
+    r"|write|make|explain|find|show|translate|plan|check|teach)\b"
+    r"|\bi\s+(?:need|want|would\s+like)\s+(?:a|an|some|help|advice|ideas?|tips?)\b",
+    re.IGNORECASE,
+)
+#: Intents whose pattern is a small part of a turn that may ask a question of its own
+#: beside it, though not one about the bot.
+PARTLY_ASKED = frozenset({"how_are_you"})
+#: ... and intents that ask for help, whose rest may name a task of its own (three words
+#: or more, greetings aside: "me write a cover letter", "with my homework").
+TASKED = frozenset({"abilities"})
+_BOT = re.compile(r"\b(?:you|your|yours|yourself|u|ur|chorus)\b", re.IGNORECASE)
+_GREETINGS = re.compile(r"^\W*(?:hi|hello|hey|hiya|howdy|yo|greetings)\b", re.IGNORECASE)
+
+
+def asks_of_its_own(rest: str) -> bool:
+    """The rest of a turn beside an intent's pattern asks something of its own: a question
+    (with or without its mark) or a request."""
+    return "?" in rest or bool(_ASKS_AFTER.search(rest) or _REQUESTS_AFTER.search(rest))
+
+
 #: Letters typed three times or more ("hiii", "heyyy"): read as one.
 _ELONGATED = re.compile(r"(\w)\1{2,}")
 _WORDS = re.compile(r"\w+")
@@ -245,11 +276,22 @@ class IntentCatcher:
             matched, span = found
             also = self.also_by_pattern(text, matched)
             rest = text[: span[0]] + " " + text[span[1] :]
-            partial = (
-                matched in SOCIAL_INTENTS
-                and ("?" in rest or _ASKS_AFTER.search(rest) is not None)
-                and len(_WORDS.findall(rest)) >= PARTIAL_WORDS
+            partial = len(_WORDS.findall(rest)) >= PARTIAL_WORDS and (
+                (matched in SOCIAL_INTENTS and asks_of_its_own(rest))
+                # "sup, should i get an iphone or a samsung": a question beside "how are
+                # you" that is not about the bot ("what's your favourite film" is)
+                or (matched in PARTLY_ASKED and asks_of_its_own(rest) and not _BOT.search(rest))
+                # "can you help me write a cover letter": help with a task of its own
+                or (matched in TASKED and len(_WORDS.findall(_GREETINGS.sub(" ", rest))) >= 3)
             )
+            company = self.greetings_company(rest) if partial and matched == "greeting" else None
+            if company is not None:
+                # "hiya chorus, how's your day been?", "Hello, is anybody there?": the rest
+                # asks how the bot is, who it is or whether it is there, which is no
+                # question of its own but a greeting's usual company
+                if company == "greeting":
+                    return Intent(intent="greeting", confidence=1.0, method="pattern", also=also)
+                return Intent(intent=company, confidence=1.0, method="pattern", also=["greeting"])
             confidence = PARTIAL_CONFIDENCE if partial else 1.0
             return Intent(intent=matched, confidence=confidence, method="pattern", also=also)
         intent, similarity, close_in_meaning = self.most_similar(text)
@@ -265,6 +307,18 @@ class IntentCatcher:
         return Intent(
             intent=None, confidence=similarity, method=None, nearest=nearest, likeness=similarity
         )
+
+    def greetings_company(self, rest: str) -> str | None:
+        """The intent of what a greeting's ``rest`` asks, when it is a greeting's usual
+        company: how the bot is, who it is, or whether anyone is there (its last clause,
+        "chorus, how's your day been?", read surely or, from :data:`COMPANY_LIKENESS`, by
+        likeness); else None: the rest is a question of its own."""
+        asked = self.classify(re.split(r"[,;:.!]", rest)[-1])
+        if asked.intent in GREETINGS_COMPANY:
+            return asked.intent
+        if asked.nearest in GREETINGS_COMPANY and asked.likeness >= COMPANY_LIKENESS:
+            return asked.nearest
+        return None
 
     def by_pattern(self, text: str) -> tuple[str, tuple[int, int]] | None:
         """The intent whose pattern matches the longest span (file order breaks ties), and
@@ -394,8 +448,29 @@ def classify_turn(text: str, opening: bool) -> Intent:
     if opening and found.intent is None and found.likeness < languages.ENGLISH_NEAR:
         found = OTHER_LANGUAGES.greeting(text) or found
     if opening:
-        return short_opening(text, found) or found
+        return asks_how_first(short_opening(text, found) or found)
     return found
+
+
+#: Intents that greet when they open a conversation: "sup", "how's your day been?" said
+#: first is how a person says hello.
+GREETS_FIRST = frozenset({"how_are_you"})
+
+
+def asks_how_first(found: Intent) -> Intent:
+    """``found``, read on the conversation's opening turn, with ``greeting`` among the
+    intents it also has when it surely asks how the bot is ("sup", "wassup chorus",
+    "hiya, how's your day been?"): the greeting's script opens (it asks the user's name,
+    which people then give, whatever the bot answered), as for "hi, how are you?"."""
+    if found.intent not in GREETS_FIRST or found.confidence < GREETS_FIRST_FROM:
+        return found
+    if "greeting" in found.also:
+        return found
+    return found.model_copy(update={"also": [*found.also, "greeting"]})
+
+
+#: How sure the reading of such an intent must be: the skill selector's floor.
+GREETS_FIRST_FROM = 0.7
 
 
 service = Service(
@@ -408,13 +483,16 @@ service = Service(
 @service.annotator
 async def annotate(dialog: DialogView) -> Intent:
     before = dialog.bot_utterance
-    return annotation(dialog.last_utterance.text, None if before is None else before.text)
+    if before is None:
+        return annotation(dialog.last_utterance.text, None)
+    return annotation(dialog.last_utterance.text, before.text, before.active_skill)
 
 
 @lru_cache(maxsize=KEPT)
-def annotation(said: str, line: str | None) -> Intent:
-    """The annotation of ``said`` after the bot's ``line``: a function of the two texts
-    alone, so the last :data:`KEPT` are kept (read-only: the SDK sends a copy)."""
+def annotation(said: str, line: str | None, skill: str | None = None) -> Intent:
+    """The annotation of ``said`` after the bot's ``line``, said by ``skill``: a function
+    of the three alone, so the last :data:`KEPT` are kept (read-only: the SDK sends a
+    copy)."""
     # careless chat typing read the careful way first ("whats ur name", shared/spelling.py)
     text = spelling.normalise(said)
     # the conversation's opening turn is the one the bot has not yet answered
@@ -422,7 +500,7 @@ def annotation(said: str, line: str | None) -> Intent:
     if text.strip():
         # one reading of the turn every skill's confidence takes (shared/reading.py); it
         # weighs a reply by the bot's line it answers
-        found.reading = reading.read(text, line, found.model_dump())
+        found.reading = reading.read(text, line, found.model_dump(), skill)
     return found
 
 

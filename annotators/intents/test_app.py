@@ -65,12 +65,35 @@ def test_the_longest_pattern_match_wins() -> None:
     assert [a["intent"] for a in answer] == ["how_are_you", "no", "no"]
 
 
+def later(text: str) -> dict[str, Any]:
+    """The annotation of ``text`` said after the bot's first line (not an opening turn)."""
+    with ServiceClient(app) as client:
+        (answer,) = client.post(
+            "/respond", json={"dialogs": [view("hello", "Hi! What's your name?", text)]}
+        ).json()
+    found: dict[str, Any] = answer
+    return found
+
+
 def test_the_other_intents_a_pattern_found_are_named_too() -> None:
     """ "hi, how are you?" is how_are_you, and a greeting as well: the skills of both may
     answer it. A turn with one intent's pattern only names no other."""
-    both, one = classify("hi, how are you?", "how are you?")
+    (both,) = classify("hi, how are you?")
     assert (both["intent"], both["also"]) == ("how_are_you", ["greeting"])
-    assert "also" not in one
+    assert "also" not in later("how are you?")
+
+
+def test_asking_how_the_bot_is_first_greets() -> None:
+    """A conversation opened by asking how the bot is ("sup", "how's your day been?")
+    is greeted: the greeting's script opens, as for "hi, how are you?"; later in the
+    conversation the same question is only how_are_you."""
+    first, sup, hiya = classify("how are you doing?", "sup", "hiya chorus, how's your day been?")
+    assert (first["intent"], first["also"]) == ("how_are_you", ["greeting"])
+    assert (sup["intent"], sup["also"]) == ("how_are_you", ["greeting"])
+    # a greeting whose rest asks how the bot is: no question of its own
+    assert (hiya["intent"], hiya["confidence"], hiya["also"]) == ("how_are_you", 1.0, ["greeting"])
+    assert later("how are you doing?")["intent"] == "how_are_you"
+    assert "also" not in later("how are you doing?")
 
 
 def test_a_paraphrase_no_pattern_covers_is_caught_by_similarity() -> None:
@@ -135,6 +158,49 @@ def test_the_turn_is_read_for_the_skills_with_the_bots_last_line() -> None:
     assert likeliest == ["greeting", "smalltalk", "llm", "smalltalk"]
     assert set(answers[0]["reading"]) == {"faq", "greeting", "knowledge", "smalltalk", "llm"}
     assert answers[0]["reading"]["greeting"] > 0.9
+
+
+def test_a_greeting_or_a_plea_for_help_beside_a_task_of_its_own_is_not_sure() -> None:
+    """ "hi, can you help me write a cover letter?" asks for a task, not what the bot can
+    do; "sup, should i get an iphone or a samsung" a question beside "how are you" that is
+    not about the bot: under the floor, no script takes them. Help with nothing named, and
+    a question about the bot beside a greeting, are still sure."""
+    task, hello_task, sup, plain, about_bot = classify(
+        "hi, can you help me write a cover letter?",
+        "hello chorus, can you recommend a podcast for a long drive",
+        "sup, should i get an iphone or a samsung",
+        "hi, can you help me?",
+        "hi, how are you? what's your favourite film?",
+    )
+    assert (task["intent"], task["confidence"]) == ("abilities", 0.6)
+    assert (hello_task["intent"], hello_task["confidence"]) == ("greeting", 0.6)
+    assert (sup["intent"], sup["confidence"]) == ("how_are_you", 0.6)
+    assert (plain["intent"], plain["confidence"]) == ("abilities", 1.0)
+    assert (about_bot["intent"], about_bot["confidence"]) == ("how_are_you", 1.0)
+
+
+def test_the_llms_line_is_read_by_its_kind_not_its_words() -> None:
+    """After an LLM answer the reading is the same whatever the LLM said (the training
+    sets, run without an LLM, hold the fallback's words there): a user carrying on its
+    thread reads as carrying on the LLM's; after a cheap skill's question the reply reads
+    otherwise."""
+
+    def after(line: str, skill: str) -> dict[str, Any]:
+        built = view("hi", line, "we were together four years")
+        built["utterances"][1]["active_skill"] = skill
+        return built
+
+    dialogs = [
+        after("Breakups are hard, and it is normal to miss them.", "llm"),
+        after("Heat pumps move heat rather than make it.", "llm"),
+        after("Do you have a hobby?", "smalltalk"),
+    ]
+    with ServiceClient(app) as client:
+        first, second, cheap = (
+            a["reading"] for a in client.post("/respond", json={"dialogs": dialogs}).json()
+        )
+    assert first == second
+    assert first != cheap
 
 
 def test_health() -> None:

@@ -298,6 +298,26 @@ def first_name_in(words: list[str]) -> str | None:
     return None
 
 
+def name_on_opening(text: str) -> str | None:
+    """The name a user gives in the turn that opens the conversation with a greeting, in
+    any language ("ciao! mi chiamo Giulia", "hola soy Marta", "hi im ravi"): said as one
+    in English (:func:`extract_name`, "Hi, I'm Ravi", or a lowercase first name after
+    "I'm"), or a capitalised first name of some language (:mod:`shared.first_names`)
+    further into the turn than the word after its first: that word is who the greeting
+    is for ("Hi Anna", "hey Buddy"), not who greets."""
+    said = extract_name(text, bare_word_ok=False)
+    if said is not None:
+        return said
+    maybe = _MAYBE_NAME.search(text)
+    if maybe is not None:
+        word = maybe.group(1)
+        if word.lower() in first_names.first_names() and not is_common_word(word):
+            return _name(word)
+    words = re.findall(r"[A-Za-zÀ-ÿ'-]{2,30}|\S+", text.rstrip(".!"))
+    words = [word for word in words if re.fullmatch(_WORD, word)]
+    return first_name_in(words[1:]) if len(words) > 2 else None
+
+
 #: Words after which a capitalised word is a place, not the user's name.
 _PLACES_AFTER = frozenset({"from", "in", "at", "to", "near", "of", "de", "aus", "di", "da"})
 
@@ -336,6 +356,10 @@ WHY_ASK_SCORES = {"why": 0.95, "puts_off": 0.9, "asks_back": 0.7, "asks_you": 0.
 _ABOUT_THE_QUESTION = _ABOUT_ASKING - {"you"}
 #: The script's answer to a reply that declines the name question.
 WHY_ASK_LINE = "Just so I know what to call you. You don't have to tell me, though."
+#: What the script asks once it knows what to call the user.
+TOPIC_QUESTION = "What would you like to talk about?"
+#: ... and to a reply that keeps the name back once the bot said why it asked.
+LET_GO_LINE = "That's fine, no name needed. What would you like to talk about?"
 
 
 #: A reply that says it keeps the name back, whatever else it holds ("I'll pass on the
@@ -429,6 +453,29 @@ def greeting_by_likeness(annotations: Mapping[str, Any]) -> float | None:
     return float(likeness)
 
 
+#: The script's first line, and the same when the greeting also asks how the bot is ("hi,
+#: how are you?", "sup"): answered before the name is asked.
+GREET = "Hi! I'm Chorus. What's your name?"
+GREET_ASKED_HOW = "Hi! I'm doing well, thanks. I'm Chorus. What's your name?"
+
+
+def asks_how(annotations: Mapping[str, Any]) -> bool:
+    """The greeting is the intents annotator's ``how_are_you`` too ("hi, how's it
+    going?")."""
+    intents = annotations.get("intents")
+    return isinstance(intents, Mapping) and intents.get("intent") == "how_are_you"
+
+
+def greets(text: str, annotations: Mapping[str, Any]) -> bool:
+    """The user greets, however the intents annotator read it: surely, as a short opening
+    turn nothing else reads, or by likeness to its greetings."""
+    return (
+        says_hello(text, annotations)
+        or opening_greeting(annotations) is not None
+        or greeting_by_likeness(annotations) is not None
+    )
+
+
 def asks_name(text: str, annotations: Mapping[str, Any]) -> bool:
     """The user asks what their name is: the intents annotator's ``ask_name`` when it ran,
     else this skill's own pattern."""
@@ -451,15 +498,18 @@ def respond(
     annotations: Mapping[str, Any] | None = None,
     asked: bool = True,
     explained: bool = False,
+    opening: bool = False,
 ) -> SkillHypothesis | None:
     """The greeting's answer to ``text``, or None.
 
     A bare reply is read as a name only right after the bot asked for one (``asked``: the
     bot's last line is the question, and the script is at ``asked_name``), and not when the
     intents annotator is sure it says something else ("Thanks!", "Yes", "Bye"); or right
-    after the bot said why it asked (``explained``).
+    after the bot said why it asked (``explained``). On the conversation's ``opening``
+    turn, a greeting that also gives the name in any language is greeted by that name
+    (:func:`name_on_opening`).
     """
-    found = _scripted(text, attributes, annotations or {}, asked, explained)
+    found = _scripted(text, attributes, annotations or {}, asked, explained, opening)
     if found is None:
         return None
     answer_type, hypothesis = found
@@ -472,6 +522,7 @@ def _scripted(
     annotations: Mapping[str, Any],
     asked: bool,
     explained: bool = False,
+    opening: bool = False,
 ) -> tuple[str, SkillHypothesis] | None:
     """The script's line for ``text`` and which line it is (its calibration answer type), with
     the script's own certainty as the raw confidence. ``explained``: the bot's last line said
@@ -489,6 +540,20 @@ def _scripted(
             text=WHY_ASK_LINE,
             confidence=declined,
             human_attributes={"greeting_stage": "done"},
+        )
+    if opening and not name and greets(text, annotations):
+        given = name_on_opening(text)
+        if given is not None:
+            # "ciao! mi chiamo Giulia": greeted by the name, which is not asked again
+            return "greet_named", SkillHypothesis(
+                text=f"Hi {given}, nice to meet you! I'm Chorus. {TOPIC_QUESTION}",
+                confidence=0.9,
+                human_attributes={"name": given, "greeting_stage": "done"},
+            )
+    if stage == "done" and explained and not name and _KEEPS_IT.search(text):
+        # "ok, I'd rather not share it" after the bot said why it asked: the name let go
+        return "name_let_go", SkillHypothesis(
+            text=LET_GO_LINE, confidence=WHY_ASK_SCORES["puts_off"]
         )
     invited = (stage == "asked_name" and asked) or (stage == "done" and explained)
     if invited and recognised_intent(annotations) is None:
@@ -514,20 +579,20 @@ def _scripted(
             confidence=0.9,
             human_attributes={"greeting_stage": "asked_name"},
         )
-    opening = opening_greeting(annotations)
-    if opening is not None:
+    short = opening_greeting(annotations)
+    if short is not None:
         # a short opening turn nothing else reads ("konnichiwa!", "helo"): the script's
         # first line, calibrated apart (answer type greet_opening)
         return "greet_opening", SkillHypothesis(
-            text="Hi! I'm Chorus. What's your name?",
-            confidence=opening,
+            text=GREET,
+            confidence=short,
             human_attributes={"greeting_stage": "asked_name"},
         )
     if says_hello(text, annotations):
         if name:
             return "greet_again", SkillHypothesis(text=f"Hello again, {name}!", confidence=0.9)
         return "greet", SkillHypothesis(
-            text="Hi! I'm Chorus. What's your name?",
+            text=GREET_ASKED_HOW if asks_how(annotations) else GREET,
             confidence=0.9,
             human_attributes={"greeting_stage": "asked_name"},
         )
@@ -553,7 +618,9 @@ async def greet(dialog: DialogView) -> list[SkillHypothesis]:
     human = dialog.human_utterance
     asked = not said or bool(_ASKED.search(said[-1]))
     explained = bool(said) and said[-1] == WHY_ASK_LINE
-    hypothesis = respond(human.text, dialog.human.attributes, human.annotations, asked, explained)
+    hypothesis = respond(
+        human.text, dialog.human.attributes, human.annotations, asked, explained, not said
+    )
     return [hypothesis] if hypothesis else []
 
 

@@ -113,20 +113,24 @@ def test_after_asking_a_lowercase_introduction_is_a_name() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "name"),
+    ("text", "answer"),
     [
-        ("im Oskar", "Oskar"),
-        ("hey im Oskar", "Oskar"),
-        ("Im Oskar", "Oskar"),
-        ("u can call me Oskar", "Oskar"),
+        ("im Oskar", "Nice to meet you, Oskar!"),
+        # a greeting that gives the name opens the conversation: greeted by the name
+        (
+            "hey im Oskar",
+            "Hi Oskar, nice to meet you! I'm Chorus. What would you like to talk about?",
+        ),
+        ("Im Oskar", "Nice to meet you, Oskar!"),
+        ("u can call me Oskar", "Nice to meet you, Oskar!"),
     ],
 )
-def test_a_name_typed_carelessly_is_remembered_as_typed(text: str, name: str) -> None:
+def test_a_name_typed_carelessly_is_remembered_as_typed(text: str, answer: str) -> None:
     """ "im", "u" read as "I'm", "you" (shared/spelling.py); the name is the one
     the user typed, never a spelling correction of it."""
     (hypothesis,) = ask(text)
-    assert hypothesis["human_attributes"] == {"name": name, "greeting_stage": "done"}
-    assert hypothesis["text"] == f"Nice to meet you, {name}!"
+    assert hypothesis["human_attributes"] == {"name": "Oskar", "greeting_stage": "done"}
+    assert hypothesis["text"] == answer
 
 
 def test_a_lowercase_name_after_asking_is_not_spelling_corrected() -> None:
@@ -281,7 +285,7 @@ def test_a_greeting_that_also_asks_how_the_bot_is_gets_the_greeting() -> None:
     opens; the same question without a greeting is small talk's alone."""
     asked = {"intents": {**greeted_as("how_are_you")["intents"], "also": ["greeting"]}}
     (hypothesis,) = ask("Hi, how's it going?", annotations=asked)
-    assert hypothesis["text"] == "Hi! I'm Chorus. What's your name?"
+    assert hypothesis["text"] == "Hi! I'm doing well, thanks. I'm Chorus. What's your name?"
     assert hypothesis["routing"]["kind"] == "greet"
     assert ask("how's it going?", annotations=greeted_as("how_are_you")) == []
     # a greeting beside a question of its own is no sure intent: not the script's
@@ -419,3 +423,45 @@ def test_a_short_opening_turn_read_only_as_short_is_greeted_as_its_own_kind() ->
     (hello,) = ask("konnichiwa!", annotations=opening)
     assert hello["text"] == "Hi! I'm Chorus. What's your name?"
     assert hello["routing"]["kind"] == "greet_opening"
+
+
+@pytest.mark.parametrize(
+    ("opening", "name"),
+    [
+        ("ciao! mi chiamo Giulia", "Giulia"),
+        ("hola soy Marta", "Marta"),
+        ("hi im ravi", "Ravi"),
+        ("Hallo! Ich bin Jonas", "Jonas"),
+    ],
+)
+def test_a_greeting_that_gives_the_name_in_any_language_is_greeted_by_it(
+    opening: str, name: str
+) -> None:
+    """The opening turn greets and says who greets: the bot greets by that name and does
+    not ask it again."""
+    greeting = {"intents": {"intent": "greeting", "confidence": 1.0, "method": "pattern"}}
+    (hello,) = ask(opening, annotations=greeting)
+    assert hello["text"].startswith(f"Hi {name}, nice to meet you!")
+    assert "name?" not in hello["text"]
+    assert hello["human_attributes"] == {"name": name, "greeting_stage": "done"}
+    assert hello["routing"]["kind"] == "greet_named"
+
+
+def test_a_greeting_to_someone_is_no_name() -> None:
+    """The word right after the greeting is who it is for ("Hi Anna"), and later in the
+    conversation a greeting with a name in it opens no such reading."""
+    greeting = {"intents": {"intent": "greeting", "confidence": 1.0, "method": "pattern"}}
+    (hello,) = ask("Hi Anna", annotations=greeting)
+    assert hello["text"] == "Hi! I'm Chorus. What's your name?"
+    later = ask("hi", "Hello!", "hola soy Marta", annotations=greeting, greeting_stage="done")
+    assert all("Marta" not in h["text"] for h in later)
+
+
+def test_a_name_kept_back_after_the_bot_said_why_it_asked_is_let_go() -> None:
+    """ "ok, I'd rather not share it" after the explanation: the bot lets the name go
+    instead of explaining again, and takes none."""
+    explained = ("hi", WHY_ASK_LINE)
+    (kept,) = ask(*explained, "ok, I'd rather not share it", greeting_stage="done")
+    assert kept["text"].startswith("That's fine, no name needed.")
+    assert kept["human_attributes"] == {}
+    assert kept["routing"]["kind"] == "name_let_go"

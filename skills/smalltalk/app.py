@@ -296,6 +296,11 @@ def favourite_key(thing: str, favourites: Mapping[str, str]) -> str | None:
 CLOSERS: frozenset[str] = frozenset({"farewell", "thanks"})
 
 
+#: A pattern's reading under this confidence explains only part of the turn (the intents
+#: annotator's ``PARTIAL_CONFIDENCE``, under the skill selector's floor).
+PARTIAL_BELOW = 0.7
+
+
 def match_intent(annotations: Mapping[str, Any]) -> Match | None:
     """A smalltalk intent from the intents annotator, scored by its confidence."""
     intents = annotations.get("intents")
@@ -303,6 +308,10 @@ def match_intent(annotations: Mapping[str, Any]) -> Match | None:
         return None
     certainty = intents.get("confidence")
     certainty = float(certainty) if isinstance(certainty, int | float) else 0.0
+    if intents.get("method") == "pattern" and certainty < PARTIAL_BELOW:
+        # a pattern that explains only part of the turn, beside a question of its own
+        # ("sup, should i get an iphone or a samsung"): under every floor, no intent
+        return None
     certainty = min(1.0, max(0.0, certainty))
     return Match(
         intents["intent"],
@@ -357,8 +366,8 @@ def match_mood(text: str, annotations: Mapping[str, Any]) -> Match | None:
     """Empathy for a bad mood; for good news about the user, gladness; for anything else
     the user tells of themselves, interest. Only for a statement: a question ("How do I
     stop my cats scratching the sofa?") asks for an answer, whatever its mood."""
-    if _ASKS.search(text):
-        return None
+    if _ASKS.search(text) or not unread.mostly_english(text):
+        return None  # a question; or words VADER and the first person pattern cannot read
     label = mood(annotations)
     if label == "negative":
         return Match("empathy", empathy_evidence(text, annotations))
@@ -633,6 +642,20 @@ def gives_way(
     return loose(chosen, answer_type)
 
 
+#: The answer types read from the mood alone, calibrated apart right after the LLM's
+#: answer (answer type ``<type>_after_llm``): there a statement often carries on the LLM's
+#: thread ("my neighbour just got one", "no onions tho, i hate them"), which only the LLM
+#: can answer (label rule 9), where after small talk's own question it is a reply.
+AFTER_LLM_APART = frozenset({"about_user", "empathy", "glad"})
+AFTER_LLM = "_after_llm"
+
+
+def after_llm(skill: str | None) -> bool:
+    """The bot's last line was the LLM's kind of answer (the LLM's, or the fallback's,
+    which stands for it where no LLM runs: :data:`shared.reading.LLM_KIND`)."""
+    return skill in reading.LLM_KIND
+
+
 def respond(dialog: DialogView) -> SkillHypothesis | None:
     persona, store = persona_of(dialog.bot)
     said = recently_said(dialog)
@@ -652,6 +675,11 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
             # a line of the bot's profile fits a question about the bot better than a
             # line of the science file fits a question of fact: one curve per file
             answer_type = f"corpus:{chosen.corpus_category}"
+        last = dialog.bot_utterance
+        if answer_type in AFTER_LLM_APART and last is not None and after_llm(last.active_skill):
+            # a guess from the mood right after the LLM's answer: the user may be carrying
+            # on its thread ("we were together four years"), calibrated apart
+            answer_type = f"{answer_type}{AFTER_LLM}"
         if gives_way(chosen, answer_type, beyond, persona):
             return None  # a question of fact, a task, memory: the LLM's (or the fallback's)
         chosen = calibrated(chosen, "smalltalk", answer_type, dialog.human_utterance.annotations)

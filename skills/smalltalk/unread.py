@@ -59,6 +59,20 @@ def unknown_share(text: str, opening: bool) -> float | None:
     return round(unknown / len(words), 4)
 
 
+def mostly_english(text: str) -> bool:
+    """Whether at least half the words of ``text`` are in the English dictionary: the
+    sentiment annotator (VADER) and small talk's first-person pattern read English only,
+    and "me siento un poco sola aquí" is neither a statement about "me" nor neutral; a
+    remark wholly in another language is the LLM's to read."""
+    words = [w.lower() for w in _WORD.findall(spelling.unabbreviate(text.replace("\u2019", "'")))]
+    words = [w for w in words if w not in _NEUTRAL]
+    unknown = sum(
+        not spelling.is_english(word) and not spelling.is_english(word.split("'")[0])
+        for word in words
+    )
+    return 2 * unknown < len(words) or not words
+
+
 #: A bid for something, however glad.
 _PLEASE = re.compile(r"\b(?:please|pls|plz)\b", re.IGNORECASE)
 #: A reaction is this short ("haha brilliant", "nice one", "cool cool").

@@ -61,8 +61,8 @@ class Conversation(BaseModel):
 #: set name -> (id prefix, the fewest turns it holds); ``fresh`` is the set written after
 #: the others had been run many times, in other voices, and never run before it was
 #: complete (README.md there); ``fresh2`` is a fourth, written the same way once ``fresh``
-#: had been run too, and ``fresh3`` a fifth once ``fresh2`` had; ``train``, ``train2`` and
-#: ``train3`` are more sets to fit on, beside dev
+#: had been run too, and ``fresh3`` a fifth once ``fresh2`` had; ``train``, ``train2``,
+#: ``train3`` and ``train4`` are more sets to fit on, beside dev
 MINIMUMS = {
     "dev": ("dev-", 420),
     "holdout": ("holdout-", 220),
@@ -72,8 +72,9 @@ MINIMUMS = {
     "train": ("train-", 650),
     "train2": ("train2-", 550),
     "train3": ("train3-", 550),
+    "train4": ("train4-", 550),
 }
-#: Every set of the folder: the eight above and ``typed``, the careless-typing set, which
+#: Every set of the folder: the nine above and ``typed``, the careless-typing set, which
 #: keeps no size or mix of the issue's (README.md there).
 ALL_SETS = [*sorted(MINIMUMS), "typed"]
 
@@ -131,6 +132,21 @@ def test_each_set_keeps_its_size_and_mix(name: str) -> None:
         (
             "train3",
             ["dev", "train", "train2", "holdout", "typed", "fresh", "fresh2", "fresh3"],
+        ),
+        # the fifth: nor one of the four training sets before it
+        (
+            "train4",
+            [
+                "dev",
+                "train",
+                "train2",
+                "train3",
+                "holdout",
+                "typed",
+                "fresh",
+                "fresh2",
+                "fresh3",
+            ],
         ),
     ],
 )
