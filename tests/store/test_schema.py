@@ -10,6 +10,7 @@ store and the raw database.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import closing
@@ -236,16 +237,17 @@ def test_a_database_of_a_build_before_1_0_is_refused_naming_its_version(
 
 
 async def test_a_store_of_version_1_is_upgraded_to_hold_handoffs_and_keeps_its_data(
-    db_url: str, monkeypatch: pytest.MonkeyPatch
+    db_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Version 2, the first real upgrade: a database 1.0.0 wrote gets the handoffs of
-    dialogs to people, and its dialogs can be handed off at once."""
+    dialogs to people, and its dialogs can be handed off at once; the log says so."""
     monkeypatch.setattr(sqlite_base, "UPGRADES", ())
     monkeypatch.setattr(mongo_migrations, "UPGRADES", ())
     await _with_store(db_url, _say_hello)
     assert _recorded_version(db_url) == _version(db_url, 1)
     monkeypatch.setattr(sqlite_base, "UPGRADES", REAL_SQLITE)
     monkeypatch.setattr(mongo_migrations, "UPGRADES", REAL_MONGODB)
+    caplog.set_level(logging.INFO, logger="chorus.store")
 
     async def hand_off(store: Store) -> tuple[list[str], Handoff | None]:
         (dialog,) = await store.reader.user_dialogs("ann") or []
@@ -263,3 +265,15 @@ async def test_a_store_of_version_1_is_upgraded_to_hold_handoffs_and_keeps_its_d
     assert texts == ["hello"]
     assert handoff is not None and handoff.state == "waiting"
     assert _recorded_version(db_url) == _version(db_url, 2)
+    assert sum("schema from version 1 to 2" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_a_new_database_is_made_up_to_date_without_news_of_an_upgrade(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A first start makes the latest schema: a log line "upgrading from version 1" there
+    would tell a new user of data that never existed."""
+    caplog.set_level(logging.INFO, logger="chorus.store")
+    await _with_store(db_url, _say_hello)
+    assert _recorded_version(db_url) == _version(db_url, len(REAL_SQLITE) + 1)
+    assert not [r.getMessage() for r in caplog.records if "upgrading" in r.getMessage()]

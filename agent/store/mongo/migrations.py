@@ -80,11 +80,13 @@ async def migrate(db: AsyncDatabase[Doc]) -> None:
     """Check the database's version (refusing one this build cannot read), record version 1
     on a new database, and run the upgrades it lacks, recording each version reached."""
     version = await stored_version(db)
+    new = version is None
     if version is None:
         version = FIRST_VERSION
         await _record(db, version)
     for step in UPGRADES[version - FIRST_VERSION :]:
-        log.info("upgrading the MongoDB schema from version %d to %d", version, version + 1)
+        if not new:  # a new database is brought up to date at once: no news to anyone
+            log.info("upgrading the MongoDB schema from version %d to %d", version, version + 1)
         await step(db)
         version += 1
         await _record(db, version)

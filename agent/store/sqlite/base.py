@@ -199,6 +199,7 @@ def migrate(db: sqlite3.Connection, where: str) -> None:
     db.execute("BEGIN IMMEDIATE")
     try:
         version = stored_version(db, where)
+        new = version is None
         if version is None:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
@@ -206,7 +207,10 @@ def migrate(db: sqlite3.Connection, where: str) -> None:
             db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             version = FIRST_VERSION
         for step in UPGRADES[version - FIRST_VERSION :]:
-            log.info("upgrading the SQLite schema from version %d to %d", version, version + 1)
+            # A new database is made at the first version and brought up to date at once:
+            # "upgrading" is news only to the operator of one that held data.
+            if not new:
+                log.info("upgrading the SQLite schema from version %d to %d", version, version + 1)
             step(db)
             version += 1
         db.execute(f"PRAGMA user_version = {version}")
