@@ -64,7 +64,7 @@ lint: install
 	$(BIN)/ruff format --check $(PYTHON_DIRS)
 
 typecheck: install
-	$(BIN)/mypy
+	$(CHECKS_NICE) $(BIN)/mypy
 
 # FerretDB (the MongoDB wire-protocol server of the tests) is built once, before pytest,
 # so its first, two-minute compile is not charged to a test's timeout.
@@ -123,8 +123,13 @@ COVERAGE_CORE ?= $(shell $(PYTHON) -c 'import sys; print("sysmon" if sys.version
 # running have ended. (Writing the tests' bytecode once before pytest, for its workers to
 # read, was measured and dropped: a worker's collection 14.0 -> 9.4 s of CPU, the step
 # itself 12.9 s.)
+# mypy runs niced there (CHECKS_NICE): its 25 s of one CPU yield to the tests and fill the
+# time their waits leave free, instead of slowing the tests they share the two CPUs with.
 test:
-	@$(MAKE) --no-print-directory -j 8 --output-sync=line lint typecheck test-suite
+	@$(MAKE) --no-print-directory -j 8 --output-sync=line lint typecheck test-suite \
+		CHECKS_NICE="nice -n 15"
+
+CHECKS_NICE ?=
 
 # The project's bytecode written as the tests import it, even where the environment says
 # not to (PYTHONDONTWRITEBYTECODE=1 on some machines): the suite starts hundreds of
