@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,13 +73,8 @@ def test_the_passages_a_turn_are_chosen_as_knowledge_top_k_would_be(
     """``--top-k`` measures what the LLM would be given with another ``KNOWLEDGE_TOP_K``: the
     figures name it, and the LLM's passages are at most that many. Through ``main`` (the
     command as its user starts it is the test above)."""
-    questions = tmp_path / "questions.jsonl"
-    questions.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
-    out = tmp_path / "knowledge.json"
-    arguments = ["--questions", str(questions), "--sizes", "--top-k", "1", "--out", str(out)]
-    assert knowledge.main(arguments) == 0
+    figures = measure(tmp_path, QUESTIONS, "--top-k", "1")
     assert "top_k: 1" in capsys.readouterr().out
-    figures = json.loads(out.read_text())
     assert figures["top_k"] == 1
     # the LLM's passages are scored as one a turn, not the shipped six
     assert "recall_at_1_given_to_llm" in figures
@@ -95,54 +91,37 @@ def one_page_docs(folder: Path) -> Path:
     return folder
 
 
-def test_another_version_of_the_docs_is_searched_in_their_place(tmp_path: Path) -> None:
+def measure(tmp_path: Path, questions: list[dict[str, Any]], *options: str) -> dict[str, Any]:
+    """The figures the benchmark writes for ``questions`` with ``options``, run through its
+    ``main`` in the test's process (the command as its user starts it is the first test)."""
+    asked = tmp_path / "questions.jsonl"
+    asked.write_text("".join(json.dumps(q) + "\n" for q in questions))
+    out = tmp_path / "knowledge.json"
+    assert knowledge.main(["--questions", str(asked), "--sizes", *options, "--out", str(out)]) == 0
+    figures: dict[str, Any] = json.loads(out.read_text())
+    return figures
+
+
+def test_another_version_of_the_docs_is_searched_in_their_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``--docs DIR`` measures the same questions over another corpus (docs/ with a page
     trimmed): DIR's files are named docs/... as the labels name them, so a question whose
     page is there is found, and the index holds DIR's passages, not the shipped docs'."""
     trimmed = one_page_docs(tmp_path / "trimmed")
-    questions = tmp_path / "questions.jsonl"
-    questions.write_text("".join(json.dumps(q) + "\n" for q in (QUESTIONS[0], QUESTIONS[2])))
-    out = tmp_path / "knowledge.json"
-    result = run_module(
-        "bench.knowledge",
-        "--questions",
-        str(questions),
-        "--sizes",
-        "--docs",
-        str(trimmed),
-        "--out",
-        str(out),
-    )
-    assert result.returncode == 0, result.stderr
-    figures = json.loads(out.read_text())
+    figures = measure(tmp_path, [QUESTIONS[0], QUESTIONS[2]], "--docs", str(trimmed))
     assert figures["docs"] == str(trimmed)
     # the folder's one page and README.md, not the shipped docs' thousand passages and more
     assert figures["passages"] < 200
     assert figures["recall_at_3"] == 1.0  # found as docs/backup.md, the label's name
-    assert f"index of {trimmed} (as docs/) and README.md" in result.stdout
+    assert f"index of {trimmed} (as docs/) and README.md" in capsys.readouterr().out
 
 
 def test_the_llm_is_given_the_passages_its_floor_lets_through(tmp_path: Path) -> None:
     """``--llm-floor`` measures another ``LLM_KNOWLEDGE_MIN_CONFIDENCE``: at 1 no passage is
     sure enough, so the LLM is given none, though a right file is among the three best."""
     folder = one_page_docs(tmp_path / "docs")
-    questions = tmp_path / "questions.jsonl"
-    questions.write_text(json.dumps(QUESTIONS[0]) + "\n")
-    out = tmp_path / "knowledge.json"
-    result = run_module(
-        "bench.knowledge",
-        "--questions",
-        str(questions),
-        "--sizes",
-        "--docs",
-        str(folder),
-        "--llm-floor",
-        "1",
-        "--out",
-        str(out),
-    )
-    assert result.returncode == 0, result.stderr
-    figures = json.loads(out.read_text())
+    figures = measure(tmp_path, [QUESTIONS[0]], "--docs", str(folder), "--llm-floor", "1")
     assert figures["llm_floor"] == 1.0
     assert (figures["file_recall_at_3"], figures["llm_given_a_right_file"]) == (1.0, 0.0)
 
