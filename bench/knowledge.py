@@ -72,6 +72,7 @@ sys.path.insert(0, str(ROOT))
 
 from agent.cli.knowledge import DOCS, build  # noqa: E402
 from annotators.intents.app import CATCHER  # noqa: E402
+from shared import spelling  # noqa: E402
 from shared.calibration import SILENT_BELOW, chance  # noqa: E402
 from shared.knowledge.index import Hit, KnowledgeIndex  # noqa: E402
 from shared.knowledge.passages import Passage  # noqa: E402
@@ -83,7 +84,6 @@ from shared.knowledge.retrieval import (  # noqa: E402
     confidence,
     follow_up_context,
     quotes,
-    read,
     signs,
 )
 from skills.knowledge.app import (  # noqa: E402
@@ -232,7 +232,7 @@ def ask(
     asked = []
     previous: str | None = None
     for position, question in enumerate(questions):
-        text = read(question.question, index.knows)  # as the retrieval annotator reads it
+        text = spelling.normalise(question.question, index.knows)  # as the annotator reads it
         context = follow_up_context(text, previous)
         previous = text
         intent = CATCHER.classify(question.question)

@@ -43,6 +43,7 @@ import importlib.util
 import json
 import os
 import re
+from collections.abc import Callable
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
@@ -224,11 +225,13 @@ def _unabbreviated(typed: str, after: str) -> str | None:
     return None
 
 
-def _word(match: re.Match[str]) -> str:
+def _word(match: re.Match[str], keep: Callable[[str], bool] | None = None) -> str:
     typed = match.group()
     found = _unabbreviated(typed, match.string[match.end() :])
     if found is not None:
         return found
+    if keep is not None and keep(typed):
+        return typed
     if (
         typed[0].isupper()
         and typed[1:].islower()
@@ -245,14 +248,25 @@ def _abbreviation(match: re.Match[str]) -> str:
     return _unabbreviated(typed, match.string[match.end() :]) or typed
 
 
-@lru_cache(maxsize=1024)
-def normalise(text: str) -> str:
+def normalise(text: str, keep: Callable[[str], bool] | None = None) -> str:
     """``text`` with careless chat spelling rewritten word by word; everything between the
     words (spaces, punctuation, emoji) and every known word is kept as typed.
+
+    ``keep`` names more words to keep: a knowledge base's own terms, which the English
+    dictionary does not know ("uvicorn", "failover" and "tiering" would read "unicorn",
+    "allover" and "tiring"); a contraction or chat abbreviation is rewritten all the same.
+    What it keeps may change (an index reloaded), so a reading with it is not cached.
 
     >>> normalise("hey im oskar, whats ur fav colour? thx")
     "hey i'm oscar, what's your fav colour? thanks"
     """
+    if keep is None:
+        return _normalised(text)
+    return _WORD.sub(lambda match: _word(match, keep), text)
+
+
+@lru_cache(maxsize=1024)
+def _normalised(text: str) -> str:
     return _WORD.sub(_word, text)
 
 

@@ -45,7 +45,6 @@ from shared.knowledge.retrieval import (
     Retrieved,
     Retriever,
     follow_up_context,
-    read,
     retrieve,
 )
 
@@ -195,8 +194,8 @@ def engine_for(settings: RetrievalSettings) -> Retriever:
 
 def previous_human(dialog: DialogView, knows: Callable[[str], bool] | None = None) -> str | None:
     """The human's utterance before the newest one, if the window holds it, read as the
-    question is (:func:`shared.knowledge.retrieval.read`)."""
-    humans = [read(u.text, knows) for u in dialog.utterances if u.speaker == "human"]
+    question is (:func:`shared.spelling.normalise`, keeping the words ``knows``)."""
+    humans = [spelling.normalise(u.text, knows) for u in dialog.utterances if u.speaker == "human"]
     return humans[-2] if len(humans) > 1 else None
 
 
@@ -227,7 +226,7 @@ def create_service(engine: Retriever, top_k: int = TOP_K) -> Service:
         # "how do i bakup chorus": careless typing read the careful way (shared/spelling.py),
         # the words the knowledge base writes ("uvicorn", "failover") as typed
         knows = engine.knows if isinstance(engine, ReloadingIndex) else None
-        question = read(dialog.human_utterance.text, knows)
+        question = spelling.normalise(dialog.human_utterance.text, knows)
         previous = previous_human(dialog, knows)
         # A question searched before is answered at once, on the event loop. A new one is
         # CPU work (or a Qdrant request): searched in a worker thread, so the other

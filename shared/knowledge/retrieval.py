@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
 from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from shared import spelling
 from shared.knowledge.index import Hit
 
 #: Every sign of a hit the confidence can weigh (:func:`signs`); :data:`FEATURES` are
@@ -168,37 +166,6 @@ def quotes(text: str, question: str) -> bool:
             return True
         start = flat.find(asked, start + 1)
     return False
-
-
-#: A word as :func:`shared.spelling.normalise` reads one: letters, an inner apostrophe.
-_LETTERS = re.compile(r"(?<!\w)[A-Za-z]+(?:['\u2019][A-Za-z]+)*(?!\w)")
-#: A word :func:`read` set aside, by its number: no letters, so the spelling leaves it.
-_SET_ASIDE = re.compile(r"\x00(\d+)\x00")
-
-
-def read(text: str, knows: Callable[[str], bool] | None = None) -> str:
-    """``text`` as the search reads it: careless chat typing read the careful way
-    (:func:`shared.spelling.normalise`, "how do i bakup chorus"), except the words the
-    knowledge base writes itself (``knows``), which are its terms, not typos. The
-    spelling's English dictionary knows neither "uvicorn" nor "failover" nor "tiering",
-    and read them "unicorn", "allover" and "tiring": 27 of the 556 questions of the
-    question sets were read otherwise, and the knowledge skill lost four answers of them
-    (bench/journal/knowledge.md). A contraction or chat abbreviation ("whats", "thx") is
-    rewritten as before, known or not. The known words are set aside while the spelling
-    reads the rest, each as a numbered mark without letters, which it leaves alone."""
-    if knows is None or "\x00" in text:  # a text holding the mark itself: read it whole
-        return spelling.normalise(text)
-    kept: list[str] = []
-
-    def set_aside(match: re.Match[str]) -> str:
-        word = match.group()
-        if spelling.unabbreviate(word) != word or not knows(word):
-            return word
-        kept.append(word)
-        return f"\x00{len(kept) - 1}\x00"
-
-    hidden = _LETTERS.sub(set_aside, text)
-    return _SET_ASIDE.sub(lambda found: kept[int(found.group(1))], spelling.normalise(hidden))
 
 
 def follow_up_context(question: str, previous: str | None) -> str | None:

@@ -61,3 +61,12 @@ def test_the_unsafe_contractions_are_the_packages_own() -> None:
 
     assert contractions.safety_keys == spelling.UNSAFE
     assert spelling.normalise("its fine, we were there") == "its fine, we were there"
+
+
+def test_words_a_caller_keeps_are_left_as_typed_and_the_rest_read_as_usual() -> None:
+    """A knowledge base's own terms are no typos ("uvicorn" would read "unicorn"), while
+    the typos and abbreviations around them are read as always."""
+    terms = {"uvicorn", "failover"}
+    assert spelling.normalise("uvicorn failover") == "unicorn allover"
+    kept = spelling.normalise("whats ur uvicorn failover bakup thx", keep=terms.__contains__)
+    assert kept == "what's your uvicorn failover backup thanks"
