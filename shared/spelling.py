@@ -180,6 +180,7 @@ def _rewrites() -> dict[str, str]:
     return rewrites
 
 
+@lru_cache(maxsize=4096)
 def _corrected(word: str) -> str:
     """``word`` as the dictionary spells it, or as typed when it is known, short, has a
     capital letter, or the dictionary's guess is not clear."""
@@ -230,8 +231,6 @@ def _word(match: re.Match[str], keep: Callable[[str], bool] | None = None) -> st
     found = _unabbreviated(typed, match.string[match.end() :])
     if found is not None:
         return found
-    if keep is not None and keep(typed):
-        return typed
     if (
         typed[0].isupper()
         and typed[1:].islower()
@@ -239,8 +238,11 @@ def _word(match: re.Match[str], keep: Callable[[str], bool] | None = None) -> st
     ):
         # a capital that only starts a sentence: "Colud you ..." is a typo, not a name
         corrected = _corrected(typed.lower())
-        return typed if corrected == typed.lower() else corrected.capitalize()
-    return _corrected(typed)
+        read = typed if corrected == typed.lower() else corrected.capitalize()
+    else:
+        read = _corrected(typed)
+    # the caller's words asked about only when the reading would change one
+    return typed if read != typed and keep is not None and keep(typed) else read
 
 
 def _abbreviation(match: re.Match[str]) -> str:
