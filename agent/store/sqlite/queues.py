@@ -23,10 +23,11 @@ class SqliteQueues(SqliteBase):
     """:class:`agent.store.QueueStore` on SQLite."""
 
     async def take_place(self, user_id: str, lease_until: datetime) -> Place:
-        # One statement: the place after the user's last, and whether it is first (no
-        # place before it still served), returned by the insert itself (:data:`_TAKE`).
-        ((number, first),) = await self.write(
-            (_TAKE, [user_id, user_id, lease_until.timestamp(), user_id])
+        # One statement, so its own transaction (no BEGIN and COMMIT of ours: an insert
+        # takes the write lock before it reads): the place after the user's last, and
+        # whether it is first (no place before it still served) (:data:`_TAKE`).
+        (number, first), *_ = await self.fetch_all(
+            _TAKE, [user_id, user_id, lease_until.timestamp(), user_id]
         )
         return Place(user_id, number, bool(first), lease_until - utc_now())
 
