@@ -273,17 +273,12 @@ app = service.app
 #: `chorus run` as the installed script runs it, with :data:`agent.cli.stack.PATIENCE` (after
 #: which a service not answering yet is said to be starting) at half a second instead of 10:
 #: the test waits for that line, and the 10 seconds were most of its time. What is said,
-#: and the wait after it, are the command's own. Ctrl-C is what it is at a terminal
-#: (Python's KeyboardInterrupt), whatever started the tests: a signal ignored is inherited,
-#: and Python installs its handler only over SIGINT's default. A background job of a
-#: non-interactive shell (`make test &` in a script, some CI runners) ignores SIGINT and
-#: SIGQUIT, so its `chorus run --services-only`, which has no uvicorn of its own to catch
-#: the signal as the agent's server does, never saw the test's SIGINT: the test then waited
-#: its whole 180 s for the process to end (it hung once so, at a load of 8; reproduced by
-#: running the file as `pytest ... &` from a script, never under `timeout`, which restores
-#: SIGINT's default for what it runs).
+#: and the wait after it, are the command's own, and so is stopping at Ctrl-C whatever
+#: started the tests: a background job of a non-interactive shell (`make test &` in a
+#: script, some CI runners) inherits SIGINT ignored, and `chorus run --services-only`, which
+#: has no uvicorn of its own to catch it, once never saw the test's SIGINT: the test waited
+#: its whole 180 s for the process to end. The command now sets Ctrl-C's handler itself.
 CHORUS_WITH_SHORT_PATIENCE = (
-    "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
     "from agent.cli import stack; stack.PATIENCE = 0.5; from agent.cli.main import app; app()"
 )
 
