@@ -120,86 +120,24 @@ def test_each_set_keeps_its_size_and_mix(name: str) -> None:
     assert 0.35 <= llm_only <= 0.45, f"{llm_only:.1%} of {name}'s turns are the LLM's alone"
 
 
-@pytest.mark.parametrize(
-    ("name", "earlier"),
-    [
-        ("holdout", ["dev"]),
-        ("fresh", ["dev", "holdout"]),
-        ("fresh2", ["dev", "holdout", "typed", "fresh"]),
-        ("fresh3", ["dev", "holdout", "typed", "fresh", "fresh2", "train"]),
-        # the sixth held-out set, written after every set above: none of their sentences
-        (
-            "fresh4",
-            [
-                "dev",
-                "train",
-                "train2",
-                "train3",
-                "train4",
-                "holdout",
-                "typed",
-                "fresh",
-                "fresh2",
-                "fresh3",
-            ],
-        ),
-        # the second set to fit on: fitting it must not fit a held-out set's sentence
-        ("train", ["dev", "holdout", "typed", "fresh", "fresh2", "fresh3", "fresh4"]),
-        # the third: nor may it repeat a sentence of the two training sets before it
-        (
-            "train2",
-            ["dev", "train", "holdout", "typed", "fresh", "fresh2", "fresh3", "fresh4"],
-        ),
-        # the fourth: nor one of the three training sets before it
-        (
-            "train3",
-            [
-                "dev",
-                "train",
-                "train2",
-                "holdout",
-                "typed",
-                "fresh",
-                "fresh2",
-                "fresh3",
-                "fresh4",
-            ],
-        ),
-        # the fifth: nor one of the four training sets before it
-        (
-            "train4",
-            [
-                "dev",
-                "train",
-                "train2",
-                "train3",
-                "holdout",
-                "typed",
-                "fresh",
-                "fresh2",
-                "fresh3",
-                "fresh4",
-            ],
-        ),
-        # the sixth: nor one of the five training sets before it
-        (
-            "train5",
-            [
-                "dev",
-                "train",
-                "train2",
-                "train3",
-                "train4",
-                "holdout",
-                "typed",
-                "fresh",
-                "fresh2",
-                "fresh3",
-                "fresh4",
-            ],
-        ),
-    ],
-)
+#: The held-out sets in the order they were written, each after the ones before it.
+HELD_OUT = ["holdout", "typed", "fresh", "fresh2", "fresh3", "fresh4"]
+#: The sets to fit on, in the order they were written.
+TRAINING = ["dev", "train", "train2", "train3", "train4", "train5"]
+#: set -> the sets none of whose sentences it may hold: a held-out set was written apart
+#: from the sets before it (the first three knew only dev; fresh3 also knew train), and a
+#: training set must not fit a held-out set's sentence nor repeat an earlier training set's
+EARLIER: dict[str, list[str]] = {
+    "holdout": ["dev"],
+    "fresh": ["dev", "holdout"],
+    "fresh2": ["dev", "holdout", "typed", "fresh"],
+    "fresh3": ["dev", "holdout", "typed", "fresh", "fresh2", "train"],
+    "fresh4": [*TRAINING[:5], *HELD_OUT[:5]],
+    **{name: [*TRAINING[:i], *HELD_OUT] for i, name in enumerate(TRAINING) if i > 0},
+}
+
+
+@pytest.mark.parametrize(("name", "earlier"), list(EARLIER.items()))
 def test_a_later_set_repeats_no_sentence_of_an_earlier_one(name: str, earlier: list[str]) -> None:
     """Each held-out set was written separately: beyond short openers ("hi", "thx", "bye"),
     no turn of it appears in a set written before it, so tuning on those cannot fit it."""
