@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from agent.sdk import DialogView, Service, SkillHypothesis
 from shared import meaning, spelling
+from shared.asking import asks
 from shared.calibration import calibrated
 from shared.tfidf import ENGLISH_STOP_WORDS, Tfidf
 
@@ -46,15 +47,6 @@ MEANING_FLOOR = 0.5
 MAX_CONFIDENCE = 0.95
 
 _NOT_WORD = re.compile(r"[^\w\s]+")
-#: A question or a request, by its question mark or a question word among its first few
-#: words ("so what are you good for then", "like what can u do tho"): the FAQ answers
-#: those. A line that only names the bot ("Goodnight, Chorus", "evening chorus") shares
-#: the characters of "What is Chorus?" and asks nothing.
-_ASKS = re.compile(
-    r"\?|^\W*(?:\w+\W+){0,2}?(?:what|what's|whats|who|who's|whom|whose|why|how|when|where"
-    r"|which|can|could|would|will|should|shall|is|are|am|do|does|did|tell|explain|show|list)\b",
-    re.IGNORECASE,
-)
 #: The bot's name said to it, not asked about: after a comma or a greeting or closing word
 #: ("Hi Chorus, how's life?", "how old are you, chorus?", "evening chorus, you good?"), or
 #: opening the turn before a comma ("Chorus, what can you do?"). Its
@@ -155,11 +147,6 @@ INDEX = FaqIndex(load_faq(FAQ_FILE))
 def content_words(text: str) -> set[str]:
     """The words of ``text`` that are not English stop words ("what", "can", "you", "do")."""
     return set(normalise(text).split()) - _STOP_WORDS
-
-
-def asks(text: str) -> bool:
-    """Whether ``text`` asks something (:data:`_ASKS`): only then may the FAQ answer it."""
-    return _ASKS.search(text) is not None
 
 
 def unaddressed(text: str) -> str:
