@@ -12,9 +12,11 @@ probability calibrated like every other skill's (:mod:`shared.calibration`, answ
 conversations. So it competes fairly with the other skills' and, as a cheap answer, keeps a
 tiered LLM from running only when it is likely to fit (docs/turns.md, "How the tiers
 decide"); under an even chance it is not given. An utterance the intents annotator reads
-as small talk ("how are you?") is left to the skills for it, and so is a follow-up ("are
-they noisy?", "who wrote it?") to a question the docs did not answer: the retrieval
-annotator searched it with that question, whose subject is not the docs'.
+as small talk ("how are you?") is left to the skills for it, and so is one that asks
+nothing (:func:`shared.asking.asks`: a name, a remark, "add a docstring"), and a
+follow-up ("are they noisy?", "who wrote it?") to a question the docs did not answer: the
+retrieval annotator searched it with that question, whose subject is not the docs'
+(unless that question was about the docs all the same: :data:`FOLLOWED_FROM`).
 
 The sentences quoted are the passage's closest to the question: pysbd splits the passage
 into sentences, each is scored by the question's words it holds and its meaning's
