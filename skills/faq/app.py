@@ -59,6 +59,10 @@ _VOCATIVE = re.compile(
 )
 #: scikit-learn's English stop words, typed (scikit-learn ships no types).
 _STOP_WORDS: frozenset[str] = ENGLISH_STOP_WORDS
+#: Words of emphasis that change nothing of what is asked ("What exactly can you do?",
+#: "so what can you actually do for me?"): a question made of stop words still answers
+#: a turn whose only other words are these.
+_EMPHASIS = frozenset({"actually", "exactly", "really", "even", "just", "anyway", "tho", "though"})
 _APOSTROPHES = ("'", "\u2019")
 
 
@@ -146,7 +150,7 @@ INDEX = FaqIndex(load_faq(FAQ_FILE))
 
 def content_words(text: str) -> set[str]:
     """The words of ``text`` that are not English stop words ("what", "can", "you", "do")."""
-    return set(normalise(text).split()) - _STOP_WORDS
+    return set(normalise(text).split()) - _STOP_WORDS - _EMPHASIS
 
 
 def unaddressed(text: str) -> str:
