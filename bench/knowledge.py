@@ -73,6 +73,7 @@ sys.path.insert(0, str(ROOT))
 from agent.cli.knowledge import DOCS, build  # noqa: E402
 from annotators.intents.app import CATCHER  # noqa: E402
 from shared import spelling  # noqa: E402
+from shared.asking import asks  # noqa: E402
 from shared.calibration import SILENT_BELOW, chance  # noqa: E402
 from shared.knowledge.index import Hit, KnowledgeIndex  # noqa: E402
 from shared.knowledge.passages import Passage  # noqa: E402
@@ -196,11 +197,13 @@ class Asked:
     def considered(
         self, weights: tuple[float, ...] = WEIGHTS, names: tuple[str, ...] = FEATURES
     ) -> bool:
-        """Whether the knowledge skill answers before its calibration has its say: over the
-        retrieval's threshold, not small talk, not a quote, and its meaning close enough to
-        the passage's unless it is a follow-up."""
+        """Whether the knowledge skill answers before its calibration has its say: a turn
+        that asks something (:func:`shared.asking.asks`), over the retrieval's threshold,
+        not small talk, not a quote, and its meaning close enough to the passage's unless
+        it is a follow-up."""
         return (
             bool(self.hits)
+            and asks(spelling.normalise(self.question.question))
             and self.raw(weights, names) >= THRESHOLD
             and not self.chat
             and (self.read_as_follow_up or self.hits[0].cosine >= MIN_COSINE)

@@ -187,6 +187,18 @@ def test_a_follow_up_is_searched_with_the_question_before_it(client: ServiceClie
     fresh = ask(client, "How much is the Pro plan?", "20 euros.", "How do I restore a backup?")
     assert fresh["context"] is None
     assert fresh["passages"][0]["section"] == "Restoring"
+    # Nor is one that asks whether something exists, counts one of many or names the bot
+    # it is talking to: it points back at nothing said before.
+    for own in (
+        "is there a backup command?",
+        "what happens when one of the plans ends?",
+        "does this bot keep a backup?",
+    ):
+        assert ask(client, "How much is the Pro plan?", "20 euros.", own)["context"] is None
+    # "it", "there" and "one" on their own still point back.
+    for back in ("would one suit a team?", "is it cheaper up there?", "can I pay for it yearly?"):
+        found = ask(client, "How much is the Pro plan?", "20 euros.", back)
+        assert found["context"] == "How much is the Pro plan?", back
 
 
 def test_a_repeated_follow_up_is_searched_with_whichever_question_came_before(

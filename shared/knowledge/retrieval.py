@@ -73,10 +73,18 @@ TOP_K = 6
 #: A question that opens with a joining word continues the one before it ("and only the
 #: ones after January?", "but on SQLite?").
 _JOINED = re.compile(r"^(and|also|but|so|then|or|plus|what about|how about|what if)\b", re.I)
-#: Words that point back at something named before ("can it export over gRPC?").
+#: Words that point back at something named before ("can it export over gRPC?"). Not
+#: "there" in "is there ...?", which says that something exists ("is there a Helm
+#: chart?"), "one of ...", which counts ("when one of the skills crashes"), nor "this"
+#: naming the bot or the software the user is talking to ("does this bot keep what I
+#: say?"): those questions are about the docs' subject on their own, and read with an
+#: unrelated question before them they were searched with its words.
 _POINTS_BACK = re.compile(
-    r"\b(it|its|it's|itself|that|this|they|them|their|theirs|those|these|there|one|ones|"
-    r"he|she|him|her)\b",
+    r"\b(?:it|its|it's|itself|that|they|them|their|theirs|those|these|ones|he|she|him|her)\b"
+    r"|(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )\bthere\b"
+    r"|\bone\b(?!\s+of\b)"
+    r"|\bthis\b(?!\s+(?:bot|chatbot|assistant|agent|service|project|software|app|thing|chat"
+    r"|conversation)\b)",
     re.IGNORECASE,
 )
 #: A question that opens with a joining word is read with the one before it up to this

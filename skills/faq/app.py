@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from agent.sdk import DialogView, Service, SkillHypothesis
 from shared import meaning, spelling
+from shared.asking import asks
 from shared.calibration import calibrated
 from shared.tfidf import ENGLISH_STOP_WORDS, Tfidf
 
@@ -48,15 +49,6 @@ BEST_KEPT = 1024
 MAX_CONFIDENCE = 0.95
 
 _NOT_WORD = re.compile(r"[^\w\s]+")
-#: A question or a request, by its question mark or a question word among its first few
-#: words ("so what are you good for then", "like what can u do tho"): the FAQ answers
-#: those. A line that only names the bot ("Goodnight, Chorus", "evening chorus") shares
-#: the characters of "What is Chorus?" and asks nothing.
-_ASKS = re.compile(
-    r"\?|^\W*(?:\w+\W+){0,2}?(?:what|what's|whats|who|who's|whom|whose|why|how|when|where"
-    r"|which|can|could|would|will|should|shall|is|are|am|do|does|did|tell|explain|show|list)\b",
-    re.IGNORECASE,
-)
 #: The bot's name said to it, not asked about: after a comma or a greeting or closing word
 #: ("Hi Chorus, how's life?", "how old are you, chorus?", "evening chorus, you good?"), or
 #: opening the turn before a comma ("Chorus, what can you do?"). Its
@@ -69,6 +61,10 @@ _VOCATIVE = re.compile(
 )
 #: scikit-learn's English stop words, typed (scikit-learn ships no types).
 _STOP_WORDS: frozenset[str] = ENGLISH_STOP_WORDS
+#: Words of emphasis that change nothing of what is asked ("What exactly can you do?",
+#: "so what can you actually do for me?"): a question made of stop words still answers
+#: a turn whose only other words are these.
+_EMPHASIS = frozenset({"actually", "exactly", "really", "even", "just", "anyway", "tho", "though"})
 _APOSTROPHES = ("'", "\u2019")
 
 
@@ -165,12 +161,7 @@ INDEX = FaqIndex(load_faq(FAQ_FILE))
 
 def content_words(text: str) -> set[str]:
     """The words of ``text`` that are not English stop words ("what", "can", "you", "do")."""
-    return set(normalise(text).split()) - _STOP_WORDS
-
-
-def asks(text: str) -> bool:
-    """Whether ``text`` asks something (:data:`_ASKS`): only then may the FAQ answer it."""
-    return _ASKS.search(text) is not None
+    return set(normalise(text).split()) - _STOP_WORDS - _EMPHASIS
 
 
 def unaddressed(text: str) -> str:

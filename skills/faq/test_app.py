@@ -78,17 +78,20 @@ def test_stays_silent_off_topic(client: ServiceClient) -> None:
 def test_what_the_bot_can_do_is_answered_and_not_confused_with_small_talk(
     client: ServiceClient,
 ) -> None:
-    can_do, for_me, book, sing = ask(
+    can_do, for_me, exactly, book, sing, really_sing = ask(
         client,
         "What can you do?",
         "what can you do for me",
+        "What exactly can you do?",
         "Can you recommend a good book?",
         "Can you sing?",
+        "Can you really sing?",
     )
     assert can_do[0]["faq_question"] == for_me[0]["faq_question"] == "What can you do?"
+    assert exactly[0]["faq_question"] == "What can you do?"  # emphasis asks nothing more
     assert "joke" in str(can_do[0]["text"])
     # "What can you do?" is all stop words: it shares "can you" with everything.
-    assert book == sing == []
+    assert book == sing == really_sing == []
 
 
 def test_health_and_bad_body(client: ServiceClient) -> None:

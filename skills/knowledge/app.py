@@ -12,9 +12,11 @@ probability calibrated like every other skill's (:mod:`shared.calibration`, answ
 conversations. So it competes fairly with the other skills' and, as a cheap answer, keeps a
 tiered LLM from running only when it is likely to fit (docs/turns.md, "How the tiers
 decide"); under an even chance it is not given. An utterance the intents annotator reads
-as small talk ("how are you?") is left to the skills for it, and so is a follow-up ("are
-they noisy?", "who wrote it?") to a question the docs did not answer: the retrieval
-annotator searched it with that question, whose subject is not the docs'.
+as small talk ("how are you?") is left to the skills for it, and so is one that asks
+nothing (:func:`shared.asking.asks`: a name, a remark, "add a docstring"), and a
+follow-up ("are they noisy?", "who wrote it?") to a question the docs did not answer: the
+retrieval annotator searched it with that question, whose subject is not the docs'
+(unless that question was about the docs all the same: :data:`FOLLOWED_FROM`).
 
 The sentences quoted are the passage's closest to the question: pysbd splits the passage
 into sentences, each is scored by the question's words it holds and its meaning's
@@ -33,6 +35,7 @@ from pydantic import ValidationError
 
 from agent.sdk import DialogView, Service, SkillHypothesis
 from shared import spelling
+from shared.asking import asks
 from shared.calibration import SILENT_BELOW, calibrated, chance
 from shared.knowledge.index import embed_texts, terms
 from shared.knowledge.retrieval import Retrieved, RetrievedPassage
@@ -62,6 +65,18 @@ INTENT_CONFIDENCE = 0.5
 #: A follow-up's cosine is its own words', which say little ("and on SQLite?"), so it is
 #: not held to this.
 MIN_COSINE = 0.25
+#: A follow-up to a question the skill would not have answered is still answered when
+#: that question was about the docs, its best passage at least this sure (a docs
+#: question whose passage fell short: "how does a response get chosen?" before "is
+#: there a Helm chart for it?"), and the follow-up's own words are near its passage
+#: (:data:`FOLLOW_UP_COSINE`). A general question's follow-up ("are they noisy?" after
+#: heat pumps, "can i freeze it") has a first question the docs know little of, and own
+#: words far from the passage its context found.
+FOLLOWED_FROM = 0.3
+#: The least cosine of a follow-up's own words with its passage, for
+#: :data:`FOLLOWED_FROM`: a little over :data:`MIN_COSINE`, since its passage was found
+#: with the question before it.
+FOLLOW_UP_COSINE = 0.3
 #: Sentences quoted from the passage.
 MAX_SENTENCES = 2
 #: The most characters quoted; a longer sentence is cut at a word.
@@ -175,8 +190,10 @@ def follows_other_subject(dialog: DialogView, found: Retrieved) -> bool:
     """Whether the retrieval annotator read the utterance as a follow-up (it searched it
     with the question before) and that question had no passage the skill would answer: "are they
     noisy?" after a question on heat pumps is about heat pumps, whatever the docs say about
-    noise. Needs the previous human utterance in the window (``context_window`` 3); without
-    it nothing is known and the follow-up is answered on its own merits."""
+    noise. A question about the docs whose passage fell short (:data:`FOLLOWED_FROM`) still
+    leads a follow-up whose own words are near its passage (:data:`FOLLOW_UP_COSINE`) to
+    the docs. Needs the previous human utterance in the window (``context_window`` 3);
+    without it nothing is known and the follow-up is answered on its own merits."""
     if found.context is None:
         return False
     humans = [u for u in dialog.utterances if u.speaker == "human"]
@@ -189,7 +206,14 @@ def follows_other_subject(dialog: DialogView, found: Retrieved) -> bool:
         before = Retrieved.model_validate(previous)
     except ValidationError:
         return False
-    return not any(answerable(p.confidence) for p in before.passages[:1])
+    if not before.passages:
+        return True
+    first = before.passages[0].confidence
+    if answerable(first):
+        return False
+    own = found.passages[0].cosine if found.passages else None
+    near = own is not None and own >= FOLLOW_UP_COSINE
+    return not (first >= FOLLOWED_FROM and near)
 
 
 def off_subject(found: Retrieved) -> bool:
@@ -207,10 +231,12 @@ def answerable(raw: float) -> bool:
 
 def answer(dialog: DialogView) -> SkillHypothesis | None:
     """The extractive answer, or None when retrieval is not confident enough, the
-    utterance is small talk, its meaning is far from the passage's (:func:`off_subject`)
+    utterance asks nothing (:func:`shared.asking.asks`: "Marek", "add a docstring") or is
+    small talk, its meaning is far from the passage's (:func:`off_subject`)
     or it follows a question the docs did not answer, or the calibrated chance that it
     fits is under an even one."""
-    if small_talk(dialog):
+    said = spelling.normalise(dialog.human_utterance.text)
+    if small_talk(dialog) or not asks(said):
         return None
     found = retrieved(dialog)
     if found is None or not found.passages:
@@ -219,7 +245,7 @@ def answer(dialog: DialogView) -> SkillHypothesis | None:
     if best.confidence < THRESHOLD or off_subject(found) or follows_other_subject(dialog, found):
         return None
     where = f"{best.source}, {best.section}" if best.section else best.source
-    quote = best_sentences(spelling.normalise(dialog.human_utterance.text), best.text)
+    quote = best_sentences(said, best.text)
     hypothesis = calibrated(
         SkillHypothesis(
             text=f"From {where}: {quote}",

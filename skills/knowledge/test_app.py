@@ -9,6 +9,8 @@ from agent.sdk.testing import ServiceClient, view
 from shared.calibration import SILENT_BELOW, chance, curve_of
 from skills.knowledge.app import (
     ANSWER_TYPE,
+    FOLLOW_UP_COSINE,
+    FOLLOWED_FROM,
     MAX_CONFIDENCE,
     MIN_COSINE,
     THRESHOLD,
@@ -90,11 +92,13 @@ def test_an_unsure_passage_leaves_the_turn_to_other_skills() -> None:
     assert SILENT_BELOW <= hypothesis["confidence"] == expected
 
 
-def conversation(previous_confidence: float, context: str | None) -> dict[str, Any]:
+def conversation(previous_confidence: float, context: str | None, **fields: Any) -> dict[str, Any]:
     """A follow-up ("are they noisy?") after a question whose best passage had
-    ``previous_confidence``; ``context`` is what the retrieval annotator searched it with."""
+    ``previous_confidence``; ``context`` is what the retrieval annotator searched it with;
+    ``fields`` go on the follow-up's passage."""
     before = "Do heat pumps work in a cold climate?"
-    retrieval = {"query": "are they noisy?", "context": context, "passages": [passage(0.95)]}
+    found = [passage(0.95, **fields)]
+    retrieval = {"query": "are they noisy?", "context": context, "passages": found}
     dialog = view(before, "They do.", "are they noisy?", annotations={"retrieval": retrieval})
     dialog["utterances"][0]["annotations"] = {
         "retrieval": {"query": before, "passages": [passage(previous_confidence)]}
@@ -120,10 +124,43 @@ def test_a_follow_up_to_a_question_the_docs_did_not_answer_is_not_theirs() -> No
     assert answers[2][0]["text"].startswith("From docs/backup.md, Restoring: ")
 
 
+def test_a_follow_up_to_a_docs_question_whose_passage_fell_short_is_answered() -> None:
+    """ "is there a Helm chart for it?" after "how does a response get chosen?", whose
+    passage was under the threshold: the question before was about the docs, and the
+    follow-up's own words are near its passage. After a general question ("are they
+    noisy?" after heat pumps) or with its own words far from the passage, it is not."""
+    before = "Do heat pumps work in a cold climate?"
+    near, far = FOLLOW_UP_COSINE + 0.1, FOLLOW_UP_COSINE - 0.1
+    with ServiceClient(app) as client:
+        answers = client.post(
+            "/respond",
+            json={
+                "dialogs": [
+                    conversation(FOLLOWED_FROM + 0.1, before, cosine=near),
+                    conversation(FOLLOWED_FROM + 0.1, before, cosine=far),
+                    conversation(FOLLOWED_FROM - 0.1, before, cosine=near),
+                ]
+            },
+        ).json()
+    assert answers[0][0]["text"].startswith("From docs/backup.md, Restoring: ")
+    assert answers[1] == []
+    assert answers[2] == []
+
+
+def test_a_turn_that_asks_nothing_is_left_to_other_skills() -> None:
+    """A statement or a request for work shares the docs' words as a question does: a
+    name, a remark, "add a docstring" get no passage however sure it is."""
+    sure = passage(0.95, cosine=0.6)
+    for said in ("Marek", "ending test", "add a docstring", "send me the last 5 dialogs"):
+        assert ask(said, sure) == [], said
+    for asked in ("How do I restore a backup?", "restoring a backup?", "explain restoring"):
+        assert ask(asked, sure)[0]["citations"], asked
+
+
 def test_a_turn_whose_meaning_is_far_from_the_passage_is_left_to_other_skills() -> None:
-    # "can't complain" matched a passage quoting it: sure of the words, not of the subject
+    # "what do you like?" matched a passage quoting it: sure of the words, not of the subject
     far = passage(0.95, cosine=MIN_COSINE - 0.2)
-    assert ask("can't complain", far) == []
+    assert ask("what do you like?", far) == []
     (hypothesis,) = ask("How do I restore a backup?", passage(0.95, cosine=MIN_COSINE + 0.3))
     assert hypothesis["text"].startswith("From docs/backup.md, Restoring: ")
     # an annotator that does not say the cosine is answered as before
