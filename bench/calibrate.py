@@ -267,9 +267,13 @@ def beyond(turns: Sequence[Observed]) -> list[bool]:
     """Whether each turn asks for what no small-talk line holds, as small talk reads it
     before answering by the reading (:func:`skills.smalltalk.asks.beyond_small_talk`)."""
     from shared import spelling
+    from shared.reading import LLM_KIND
     from skills.smalltalk.asks import beyond_small_talk
 
-    return [beyond_small_talk(spelling.normalise(t.text)) is not None for t in turns]
+    return [
+        beyond_small_talk(spelling.normalise(t.text), after_llm=skill in LLM_KIND) is not None
+        for t, skill in zip(turns, reading.previous_skills(turns), strict=True)
+    ]
 
 
 def ran(skill: str, intent: Mapping[str, Any]) -> bool:

@@ -661,7 +661,10 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
     said = recently_said(dialog)
     chosen = _respond(dialog, persona, store, said)
     text = spelling.normalise(dialog.human_utterance.text)
-    beyond = asks.beyond_small_talk(text)
+    last = dialog.bot_utterance
+    beyond = asks.beyond_small_talk(
+        text, after_llm=last is not None and after_llm(last.active_skill)
+    )
     if chosen is not None:
         # the confidence as the chance that such an answer fits (shared/calibration.py)
         answer_type = str(getattr(chosen, "smalltalk_topic", ""))
@@ -675,7 +678,6 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
             # a line of the bot's profile fits a question about the bot better than a
             # line of the science file fits a question of fact: one curve per file
             answer_type = f"corpus:{chosen.corpus_category}"
-        last = dialog.bot_utterance
         if answer_type in AFTER_LLM_APART and last is not None and after_llm(last.active_skill):
             # a guess from the mood right after the LLM's answer: the user may be carrying
             # on its thread ("we were together four years"), calibrated apart
