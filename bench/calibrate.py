@@ -555,8 +555,8 @@ def main(argv: list[str] | None = None) -> int:
         "--set",
         nargs="+",
         default=["dev", "train", "train2", "train3", "train4"],
-        help="the sets fitted on together: dev, train, train2, train3, train4 or set files' "
-        "paths (one or more; 'dev+train' is two sets as one, for --across)",
+        help="the sets fitted on together: dev, train, train2, train3, train4, train5 or set "
+        "files' paths (one or more; 'dev+train' is two sets as one, for --across)",
     )
     parser.add_argument("--out", type=Path, default=CALIBRATION_FILE)
     parser.add_argument(

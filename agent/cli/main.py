@@ -115,6 +115,10 @@ def run(
     # it kills this process outright, and uvicorn re-raises it after its own shutdown, so
     # the `finally` below would never run. As an exception, it unwinds like Ctrl-C.
     signal.signal(signal.SIGTERM, _terminate)
+    # Ctrl-C (SIGINT) too, whatever started the stack: a background job of a script's shell
+    # inherits SIGINT ignored, and Python installs its own handler only over the default,
+    # so `chorus run --services-only &` (no uvicorn of its own to catch it) never stopped.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     local = pipeline.local_services(root)
     services = list(local.startable)
     for name, reason in local.off:

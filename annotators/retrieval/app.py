@@ -195,8 +195,9 @@ def engine_for(settings: RetrievalSettings) -> Retriever:
 def previous_human(dialog: DialogView, knows: Callable[[str], bool] | None = None) -> str | None:
     """The human's utterance before the newest one, if the window holds it, read as the
     question is (:func:`shared.spelling.normalise`, keeping the words ``knows``)."""
-    humans = [spelling.normalise(u.text, knows) for u in dialog.utterances if u.speaker == "human"]
-    return humans[-2] if len(humans) > 1 else None
+    humans = [u.text for u in dialog.utterances if u.speaker == "human"]
+    # only that one read: the newest is the question, which the caller has read already
+    return spelling.normalise(humans[-2], knows) if len(humans) > 1 else None
 
 
 def kept(engine: Retriever, question: str, previous: str | None, k: int) -> Retrieved | None:

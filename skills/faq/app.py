@@ -16,7 +16,7 @@ short text and takes one dot product per question.
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,8 @@ THRESHOLD = 0.6
 #: paraphrases score 0.6 and up ("where is my data stored?" ~ "Where are my dialogs
 #: stored?" 0.60, "how can I add a skill" ~ "How do I add a new skill?" 0.85).
 MEANING_FLOOR = 0.5
+#: How many texts' closest entries :meth:`FaqIndex.best` keeps.
+BEST_KEPT = 1024
 #: Highest confidence the skill claims, even for an exact match.
 MAX_CONFIDENCE = 0.95
 
@@ -123,6 +125,7 @@ class FaqIndex:
         self._idf = tfidf.idf
         #: the questions' meanings, embedded at the first question asked
         self._meanings: np.ndarray | None = None
+        self._best: OrderedDict[str, tuple[FaqEntry, float]] = OrderedDict()
 
     def similarities(self, text: str) -> np.ndarray:
         """Cosine similarity of ``text`` to every question (0..1)."""
@@ -143,10 +146,18 @@ class FaqIndex:
         return max(0.0, float(meaning.similarities(text, self._meanings)[index]))
 
     def best(self, text: str) -> tuple[FaqEntry, float]:
-        """The closest entry to ``text`` and its cosine similarity."""
+        """The closest entry to ``text`` and its cosine similarity; kept by ``text`` for the
+        last :data:`BEST_KEPT` texts (the weighing of its character n-grams was most of
+        the skill's CPU, and the index never changes while the service runs)."""
+        if text in self._best:
+            self._best.move_to_end(text)
+            return self._best[text]
         similarities = self.similarities(text)
         index = int(similarities.argmax())
-        return self.entries[index], float(similarities[index])
+        found = self._best[text] = (self.entries[index], float(similarities[index]))
+        if len(self._best) > BEST_KEPT:
+            self._best.popitem(last=False)
+        return found
 
 
 INDEX = FaqIndex(load_faq(FAQ_FILE))

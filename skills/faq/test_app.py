@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from agent.sdk.testing import ServiceClient, view
 from shared import tfidf
 from shared.calibration import raw_confidence
+from skills.faq import app as faq_app
 from skills.faq.app import (
     FAQ_FILE,
     INDEX,
@@ -54,6 +55,20 @@ def test_every_shipped_question_answers_itself_with_capped_confidence(
     assert [a[0]["faq_question"] for a in answers] == questions
     assert {raw_confidence(a[0]) for a in answers} == {MAX_CONFIDENCE}
     assert [a[0]["text"] for a in answers] == [entry.answer for entry in INDEX.entries]
+
+
+def test_a_question_asked_again_gets_the_answer_it_got_first(
+    client: ServiceClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The closest question is kept by text (and the oldest let go): asked again, after
+    others or after its search was let go, a question finds the same answer."""
+    monkeypatch.setattr(faq_app, "BEST_KEPT", 2)
+    asked = ["how can I delete my data", "what are annotators?", "what is love"]
+    first = ask(client, *asked)
+    again = ask(client, *reversed(asked), *asked)
+    assert again == [*reversed(first), *first]
+    assert first[0][0]["faq_question"] == "How do I delete my data?"
+    assert first[2] == []
 
 
 def test_stays_silent_off_topic(client: ServiceClient) -> None:

@@ -362,6 +362,10 @@ class ChatModel:
     def __init__(self, settings: LLMSettings) -> None:
         self.settings = settings
         self._http: httpx.AsyncClient | None = None
+        # parsed once: httpx parses a URL given as text on every request, checking it
+        # character by character, which was the largest part of the skill's CPU before
+        # its request left (docs/performance.md, "The services in the agent's process")
+        self._endpoint = httpx.URL(settings.endpoint)
 
     def _body(self, messages: list[ChatMessage], max_tokens: int | None) -> dict[str, Any]:
         """The request; ``max_tokens``: the agent's budget for the call, when below ours."""
@@ -420,7 +424,7 @@ class ChatModel:
         deadline = time.monotonic() + timeout
         started = False
         try:
-            async with self._http.stream("POST", self.settings.endpoint, json=body) as response:
+            async with self._http.stream("POST", self._endpoint, json=body) as response:
                 if not response.is_success:
                     await response.aread()
                     raise LLMError(f"answered HTTP {response.status_code}: {_excerpt(response)}")
@@ -473,7 +477,7 @@ class ChatModel:
         try:
             # httpx's timeout bounds each phase; this one bounds the whole exchange.
             async with asyncio.timeout(timeout):
-                response = await self._http.post(self.settings.endpoint, json=body)
+                response = await self._http.post(self._endpoint, json=body)
         except (TimeoutError, httpx.TimeoutException):
             raise LLMError(f"no answer within {timeout:g}s (LLM_TIMEOUT)") from None
         except httpx.HTTPError as exc:

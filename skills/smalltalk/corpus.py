@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib.resources
 import itertools
 import re
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -65,6 +65,8 @@ CATEGORIES: tuple[str, ...] = (
 #: ("my favourite color is blue" 0.66 -> "Blue", "Do you like to travel?" 0.49 -> "What do
 #: you like to do?", "What's the weather like in Paris?" 0.39 -> "What's up?").
 THRESHOLD = 0.67
+#: How many texts' searches :meth:`CorpusIndex.best` keeps.
+BEST_KEPT = 1024
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
@@ -173,6 +175,7 @@ class CorpusIndex:
         self.content = _Tfidf(statements, content_words)
         self._stop_words_only = np.array([not content_words(s) for s in statements])
         self._meanings = meaning.embed(statements)
+        self._best: OrderedDict[str, tuple[Entry, float] | None] = OrderedDict()
 
     def wording(self, text: str) -> np.ndarray:
         """How close each statement's words are to ``text`` (0..1)."""
@@ -190,7 +193,21 @@ class CorpusIndex:
         return scores
 
     def best(self, text: str) -> tuple[Entry, float] | None:
-        """The closest statement and its similarity, or None below :data:`THRESHOLD`."""
+        """The closest statement and its similarity, or None below :data:`THRESHOLD`.
+
+        Kept by ``text`` for the last :data:`BEST_KEPT` texts: the search (two TF-IDF
+        weighings and the meanings' product) was most of the skill's CPU on a turn it
+        answers, and chat repeats itself ("hi", "how are you?")."""
+        if text in self._best:
+            self._best.move_to_end(text)
+            return self._best[text]
+        found = self._best[text] = self._search(text)
+        if len(self._best) > BEST_KEPT:
+            self._best.popitem(last=False)
+        return found
+
+    def _search(self, text: str) -> tuple[Entry, float] | None:
+        """:meth:`best`, searched."""
         if not whole_text(text):
             return None
         similarities = self.similarities(text)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import logging
 import string
+from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticSerializationError, to_json
 
 from agent.sdk import BotView
 from skills.smalltalk.topics import TopicSpec
@@ -95,9 +97,42 @@ def load_persona(path: Path) -> Persona:
 FILE_PERSONA = load_persona(PERSONA_FILE)
 
 
+#: The last personas made by :func:`customised`, by their base and override's JSON.
+#: Each keeps its base, so that the base's ``id`` in the key is never another's.
+_MADE: OrderedDict[tuple[int, bytes], tuple[Persona, Persona]] = OrderedDict()
+#: How many :data:`_MADE` keeps: a deployment's bots share one persona or a few.
+MADE_KEPT = 8
+
+
 def customised(base: Persona, override: Mapping[str, Any]) -> Persona:
     """``base`` with the keys of ``override`` replacing its own, templates and topics one
-    by one."""
+    by one.
+
+    Once small talk has stored the persona in the bot's attributes, every later turn comes
+    here with it, and making the persona again (its dumps, and each template's
+    placeholders checked) cost more than the rest of the skill's answer together. The
+    personas made last are kept by the override's JSON (pydantic's serializer: exact, so
+    ``1`` and ``true`` stay apart, and a fraction of the making). The persona kept is
+    shared by the calls that find it: the skill only reads it, as it reads
+    :data:`FILE_PERSONA`.
+    """
+    try:
+        key = (id(base), to_json(override))
+    except PydanticSerializationError:  # not JSON: made, not kept (a bad one raises)
+        return _made(base, override)
+    kept = _MADE.get(key)
+    if kept is not None and kept[0] is base:
+        _MADE.move_to_end(key)
+        return kept[1]
+    persona = _made(base, override)
+    _MADE[key] = (base, persona)
+    if len(_MADE) > MADE_KEPT:
+        _MADE.popitem(last=False)
+    return persona
+
+
+def _made(base: Persona, override: Mapping[str, Any]) -> Persona:
+    """The persona :func:`customised` returns, made (a bad override raises)."""
     merged = base.model_dump() | dict(override)
     for key in ("templates", "topics"):
         replaced = override.get(key) or {}

@@ -70,6 +70,26 @@ def test_the_persona_in_the_bot_attributes_is_used_and_kept(client: ServiceClien
     assert "persona" not in identity[0]["bot_attributes"]
 
 
+def test_each_bot_speaks_as_its_own_persona_turn_after_turn(client: ServiceClient) -> None:
+    """The personas made are kept between calls: one bot's never answers for another's,
+    nor a persona stored once for the same persona changed since."""
+    asked = [
+        {"name": "Robo", "lives": "on the moon"},
+        {"name": "Ada", "lives": "in a lighthouse"},
+        {"name": "Robo", "lives": "on the moon"},
+        {"name": "Robo", "lives": "on Mars"},
+    ]
+    homes = ask(
+        client, *(dialog("Where are you from?", bot_attributes={"persona": p}) for p in asked)
+    )
+    assert [home[0]["text"] for home in homes] == [
+        "I live on the moon.",
+        "I live in a lighthouse.",
+        "I live on the moon.",
+        "I live on Mars.",
+    ]
+
+
 def test_a_persona_in_bot_persona_customises_and_is_stored(client: ServiceClient) -> None:
     (hypothesis,) = ask(client, dialog("what's your name?", bot_persona={"name": "Ada"}))[0]
     assert hypothesis["text"].startswith("I'm Ada,")

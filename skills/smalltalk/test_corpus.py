@@ -8,6 +8,7 @@ import pytest
 
 from agent.sdk.testing import ServiceClient, view
 from shared import calibration
+from skills.smalltalk import corpus
 from skills.smalltalk.app import CORPUS, app
 from skills.smalltalk.corpus import (
     CATEGORIES,
@@ -53,6 +54,26 @@ def test_content_words_must_match_not_just_the_small_ones() -> None:
     assert index.best("?!") is None
     assert CORPUS.best("tell me about trains") is None
     assert CORPUS.best("What is 17 times 23?") is None
+
+
+def test_a_text_asked_again_finds_what_it_found_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Searches are kept by text (and the oldest let go): asking again, after others or
+    after the first answer was let go, finds the same statement."""
+    monkeypatch.setattr(corpus, "BEST_KEPT", 2)
+    index = CorpusIndex(load_entries([("test", SMALL)]))
+    asked = ["how are you", "How old are you?", "How big are you?", "how are you"]
+    found = [index.best(text) for text in [*asked, *reversed(asked)]]
+    statements = [None if f is None else f[0].statement for f in found]
+    assert statements == [
+        "How are you?",
+        "How old are you?",
+        None,
+        "How are you?",
+        "How are you?",
+        None,
+        "How old are you?",
+        "How are you?",
+    ]
 
 
 def test_the_installed_corpus_is_loaded_whole() -> None:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import schemathesis
 from hypothesis import HealthCheck, given, settings
 
 from agent.api.app import create_app
@@ -20,6 +19,11 @@ from tests.support.servers import serving
 
 @pytest.fixture(scope="module")
 def agent_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    # Imported here, not with the module: every pytest worker imports every test module as
+    # it collects, and schemathesis (beyond hypothesis, which other modules import) cost
+    # each of them half a second of CPU for the one worker that runs this test.
+    import schemathesis
+
     tmp = tmp_path_factory.mktemp("fuzz")
     with serving(greeting_app) as skill:
         pipeline = tmp / "pipeline.json"

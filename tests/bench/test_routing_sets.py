@@ -61,20 +61,23 @@ class Conversation(BaseModel):
 #: set name -> (id prefix, the fewest turns it holds); ``fresh`` is the set written after
 #: the others had been run many times, in other voices, and never run before it was
 #: complete (README.md there); ``fresh2`` is a fourth, written the same way once ``fresh``
-#: had been run too, and ``fresh3`` a fifth once ``fresh2`` had; ``train``, ``train2``,
-#: ``train3`` and ``train4`` are more sets to fit on, beside dev
+#: had been run too, ``fresh3`` a fifth once ``fresh2`` had, and ``fresh4`` a sixth once
+#: all of those had been run several times; ``train``, ``train2``, ``train3``, ``train4``
+#: and ``train5`` are more sets to fit on, beside dev
 MINIMUMS = {
     "dev": ("dev-", 420),
     "holdout": ("holdout-", 220),
     "fresh": ("fresh-", 300),
     "fresh2": ("fresh2-", 320),
     "fresh3": ("fresh3-", 360),
+    "fresh4": ("fresh4-", 360),
     "train": ("train-", 650),
     "train2": ("train2-", 550),
     "train3": ("train3-", 550),
     "train4": ("train4-", 550),
+    "train5": ("train5-", 550),
 }
-#: Every set of the folder: the nine above and ``typed``, the careless-typing set, which
+#: Every set of the folder: the eleven above and ``typed``, the careless-typing set, which
 #: keeps no size or mix of the issue's (README.md there).
 ALL_SETS = [*sorted(MINIMUMS), "typed"]
 
@@ -124,14 +127,43 @@ def test_each_set_keeps_its_size_and_mix(name: str) -> None:
         ("fresh", ["dev", "holdout"]),
         ("fresh2", ["dev", "holdout", "typed", "fresh"]),
         ("fresh3", ["dev", "holdout", "typed", "fresh", "fresh2", "train"]),
+        # the sixth held-out set, written after every set above: none of their sentences
+        (
+            "fresh4",
+            [
+                "dev",
+                "train",
+                "train2",
+                "train3",
+                "train4",
+                "holdout",
+                "typed",
+                "fresh",
+                "fresh2",
+                "fresh3",
+            ],
+        ),
         # the second set to fit on: fitting it must not fit a held-out set's sentence
-        ("train", ["dev", "holdout", "typed", "fresh", "fresh2", "fresh3"]),
+        ("train", ["dev", "holdout", "typed", "fresh", "fresh2", "fresh3", "fresh4"]),
         # the third: nor may it repeat a sentence of the two training sets before it
-        ("train2", ["dev", "train", "holdout", "typed", "fresh", "fresh2", "fresh3"]),
+        (
+            "train2",
+            ["dev", "train", "holdout", "typed", "fresh", "fresh2", "fresh3", "fresh4"],
+        ),
         # the fourth: nor one of the three training sets before it
         (
             "train3",
-            ["dev", "train", "train2", "holdout", "typed", "fresh", "fresh2", "fresh3"],
+            [
+                "dev",
+                "train",
+                "train2",
+                "holdout",
+                "typed",
+                "fresh",
+                "fresh2",
+                "fresh3",
+                "fresh4",
+            ],
         ),
         # the fifth: nor one of the four training sets before it
         (
@@ -146,6 +178,24 @@ def test_each_set_keeps_its_size_and_mix(name: str) -> None:
                 "fresh",
                 "fresh2",
                 "fresh3",
+                "fresh4",
+            ],
+        ),
+        # the sixth: nor one of the five training sets before it
+        (
+            "train5",
+            [
+                "dev",
+                "train",
+                "train2",
+                "train3",
+                "train4",
+                "holdout",
+                "typed",
+                "fresh",
+                "fresh2",
+                "fresh3",
+                "fresh4",
             ],
         ),
     ],

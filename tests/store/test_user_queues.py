@@ -36,6 +36,18 @@ async def test_places_follow_arrival_and_only_the_first_may_start(store: Store) 
     assert not await store.queues.first_in_queue(third, utc_now())
 
 
+async def test_a_place_behind_a_running_one_is_not_first_whatever_left_before(
+    store: Store,
+) -> None:
+    """Only places still served count: one left before the running one does not."""
+    first, second = await take(store, "ann"), await take(store, "ann")
+    await store.queues.leave(first)
+    third = await take(store, "ann")
+    assert (third.number, third.first) == (2, False)
+    await store.queues.leave(second)
+    assert await store.queues.first_in_queue(third, utc_now())
+
+
 async def test_users_have_queues_of_their_own(store: Store) -> None:
     await take(store, "ann")
     assert (await take(store, "bob")).first

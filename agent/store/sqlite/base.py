@@ -229,12 +229,18 @@ def leaving(place: Place) -> list[Statement]:
             "UPDATE lines SET done = 1 WHERE user_id = ? AND place = ?",
             [place.user_id, place.number],
         ),
-        (
-            "DELETE FROM lines WHERE user_id = ? AND done = 1 AND place < (SELECT MAX(place) "
-            "FROM lines WHERE user_id = ?)",
-            [place.user_id, place.user_id],
-        ),
+        left_behind(place),
     ]
+
+
+def left_behind(place: Place) -> Statement:
+    """The second half of :func:`leaving`, once ``place`` is done: the user's done places
+    below the newest deleted."""
+    return (
+        "DELETE FROM lines WHERE user_id = ? AND done = 1 AND place < (SELECT MAX(place) "
+        "FROM lines WHERE user_id = ?)",
+        [place.user_id, place.user_id],
+    )
 
 
 def note(place: Place, utt_id: str) -> Statement:

@@ -8,21 +8,28 @@ from agent.state.models import utc_now
 from agent.store.base import Place, RunningTurn
 from agent.store.sqlite.base import SqliteBase, leaving, note
 
+#: Take the place after the user's last one; it is first when no place before it is still
+#: served (a row's changes are made before its ``RETURNING`` values are read, so the new
+#: place itself is left out by its number, the highest).
+_TAKE = (
+    "INSERT INTO lines (user_id, place, done, alive_until) VALUES (?, (SELECT "
+    "COALESCE(MAX(place), -1) + 1 FROM lines WHERE user_id = ?), 0, ?) "
+    "RETURNING place, NOT EXISTS (SELECT 1 FROM lines AS other WHERE other.user_id = ? "
+    "AND other.done = 0 AND other.place < lines.place)"
+)
+
 
 class SqliteQueues(SqliteBase):
     """:class:`agent.store.QueueStore` on SQLite."""
 
     async def take_place(self, user_id: str, lease_until: datetime) -> Place:
-        busy, (number,) = await self.write(
-            ("SELECT EXISTS (SELECT 1 FROM lines WHERE user_id = ? AND done = 0)", [user_id]),
-            (
-                "INSERT INTO lines (user_id, place, done, alive_until) VALUES (?, (SELECT "
-                "COALESCE(MAX(place), -1) + 1 FROM lines WHERE user_id = ?), 0, ?) "
-                "RETURNING place",
-                [user_id, user_id, lease_until.timestamp()],
-            ),
+        # One statement, so its own transaction (no BEGIN and COMMIT of ours: an insert
+        # takes the write lock before it reads): the place after the user's last, and
+        # whether it is first (no place before it still served) (:data:`_TAKE`).
+        (number, first), *_ = await self.fetch_all(
+            _TAKE, [user_id, user_id, lease_until.timestamp(), user_id]
         )
-        return Place(user_id, number, not busy[0], lease_until - utc_now())
+        return Place(user_id, number, bool(first), lease_until - utc_now())
 
     async def first_in_queue(self, place: Place, now: datetime) -> bool:
         await self.write(

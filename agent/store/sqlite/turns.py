@@ -29,9 +29,16 @@ from agent.store.sqlite.base import (
     insert_utterance,
     json_text,
     leaving,
+    left_behind,
     merge_statements,
     note,
     utterance_of,
+)
+
+#: A user and their open dialog, if any (one index lookup each): what a turn reads first.
+_USER_AND_DIALOG = (
+    "SELECT users.doc, dialogs.doc FROM users LEFT JOIN dialogs ON dialogs.human_id = "
+    "users.id AND dialogs.active = 1 WHERE users.user_id = ?"
 )
 
 
@@ -47,9 +54,18 @@ class SqliteTurns(SqliteBase):
         *,
         seen: Mapping[str, Any] | None = None,
     ) -> TurnStart:
-        """(``seen`` is not needed here: reading the user again costs no round trip.)"""
-        human = await self.user(user_id)
-        dialog = await self._active_dialog(human, channel_type, arm)
+        """(``seen`` is not needed here: reading the user again costs no round trip.) The
+        user and the open dialog are read in one statement; a new user or dialog is made
+        as :meth:`user` and :meth:`_active_dialog` make them."""
+        row = await self.fetch_one(_USER_AND_DIALOG, [user_id])
+        if row is None:
+            human = await self.user(user_id)
+        else:
+            human = Human.model_validate_json(row[0])
+        if row is not None and row[1] is not None:
+            dialog = DialogHead.model_validate_json(row[1])
+        else:
+            dialog = await self._active_dialog(human, channel_type, arm)
         return TurnStart(human, dialog, await self._recent_utterances(dialog.dialog_id, limit))
 
     async def _active_dialog(
@@ -150,12 +166,24 @@ class SqliteTurns(SqliteBase):
             await self.write(*statements)
             return
         # Fenced: stored only while the place is still served, in the same transaction.
-        held = await self.write_if(
-            (
+        # A turn that leaves its place marks it done in the fence itself (the rest of
+        # leaving it follows); one that keeps it only looks.
+        if place is not None:
+            check: Statement = (
+                "UPDATE lines SET done = 1 WHERE user_id = ? AND place = ? AND done = 0 "
+                "RETURNING 1",
+                [place.user_id, place.number],
+            )
+            then = [*statements, left_behind(place)]
+        else:
+            check = (
                 "SELECT 1 FROM lines WHERE user_id = ? AND place = ? AND done = 0",
                 [fence.user_id, fence.number],
-            ),
-            [*statements, *(leaving(place) if place is not None else [])],
+            )
+            then = statements
+        held = await self.write_if(
+            check,
+            then,
             lambda: [
                 (
                     "UPDATE utterances SET doc = ? WHERE utt_id = ? AND speaker = 'human'",
