@@ -24,8 +24,8 @@ it strongly agrees with may stand where the curve alone would have asked the LLM
 A skill the file has no combiner for is left as it was, its calibrated chance alone: a
 deployment's own skill before anyone labelled its turns, and a skill whose answers on the
 labelled set were too few, or too uniformly right, to say what the reading adds to its
-curve (the shipped FAQ: too few of its answers on the labelled sets did not fit;
-bench/reading.py's ``MIN_EACH``). An operator refits the file on
+curve (the shipped FAQ until train5: too few of its answers on the labelled sets did
+not fit; bench/reading.py's ``MIN_EACH``). An operator refits the file on
 their own labelled set (``python -m bench.calibrate --set mine.jsonl``; docs/turns.md).
 """
 
