@@ -1,5 +1,6 @@
 """Fits the skills' confidence curves (``shared/calibration.json``) and the turn's reading
-(``shared/reading.json``) on the training sets, dev, train, train2, train3 and train4.
+(``shared/reading.json``) on the training sets, dev, train, train2, train3, train4 and
+train5.
 
 Runs the sets' conversations through the shipped pipeline without the LLM and without any
 calibration (``SKILL_CALIBRATION=off``: every skill's raw score, and the answers a curve
@@ -16,13 +17,14 @@ Every conversation of the sets is used: what the curves are worth on conversatio
 never saw is estimated by ``--folds`` and ``--across`` (below), and measured on the
 held-out sets.
 
-    .venv/bin/python -m bench.calibrate                # the five training sets -> shared/*.json
+    .venv/bin/python -m bench.calibrate                # the six training sets -> shared/*.json
     .venv/bin/python -m bench.calibrate --set my.jsonl --out /tmp/mine.json
     .venv/bin/python -m bench.calibrate --folds 5      # the out-of-sample estimate, no file
     .venv/bin/python -m bench.calibrate --folds 5 --noise 0.5   # the same, typed carelessly
     .venv/bin/python -m bench.calibrate --set dev train --across   # fit on dev, measure train
     .venv/bin/python -m bench.calibrate --set dev+train+train2 train3 --across  # a stranger's voice
     .venv/bin/python -m bench.calibrate --set dev+train+train2+train3 train4 --across
+    .venv/bin/python -m bench.calibrate --set dev+train+train2+train3+train4 train5 --across
     .venv/bin/python -m bench.calibrate --folds 5 --misses  # ... and list what went wrong
     .venv/bin/python -m bench.calibrate --turns bench/results/calibrate-dev.json \
         bench/results/calibrate-train.json           # replay saved runs: no new run
@@ -101,6 +103,11 @@ from bench.routing import (
     without_llm,
 )
 from bench.run import RESULTS
+from response_selectors.confidence.app import (
+    FALLBACK_BELOW,
+    FALLBACK_BELOW_VARIABLE,
+    WEAK_PENALTY,
+)
 from shared.calibration import CALIBRATION_FILE, CALIBRATION_VARIABLE, SILENT_BELOW, Curve
 from shared.reading import (
     ANSWERS_BY_READING,
@@ -206,6 +213,9 @@ class Read:
     intent: Mapping[str, Any] = field(default_factory=dict)
     #: the turn is a statement right after small talk's own question, as the run had it
     replying: bool = False
+    #: the turn is a few words of a statement late in the conversation, not right after
+    #: the greeting's line, as the run had it (:func:`skills.smalltalk.app.nods_by_reading`)
+    nodding: bool = False
     #: the turn asks for what no small-talk line holds (a question of fact, a task,
     #: memory: :func:`skills.smalltalk.asks.beyond_small_talk`), where small talk does not
     #: answer by the reading either
@@ -244,13 +254,28 @@ def replies(turns: Sequence[Observed]) -> list[bool]:
     return found
 
 
+def nods(turns: Sequence[Observed]) -> list[bool]:
+    """Whether each turn is one small talk nods to when the reading is sure, as the run
+    answered the turn before (:func:`skills.smalltalk.app.nods_by_reading`)."""
+    from skills.smalltalk.app import nods_by_reading  # loads its corpus: fitting only
+
+    return [
+        skill is not None and nods_by_reading(t.text, skill)
+        for t, skill in zip(turns, reading.previous_skills(turns), strict=True)
+    ]
+
+
 def beyond(turns: Sequence[Observed]) -> list[bool]:
     """Whether each turn asks for what no small-talk line holds, as small talk reads it
     before answering by the reading (:func:`skills.smalltalk.asks.beyond_small_talk`)."""
     from shared import spelling
+    from shared.reading import LLM_KIND
     from skills.smalltalk.asks import beyond_small_talk
 
-    return [beyond_small_talk(spelling.normalise(t.text)) is not None for t in turns]
+    return [
+        beyond_small_talk(spelling.normalise(t.text), after_llm=skill in LLM_KIND) is not None
+        for t, skill in zip(turns, reading.previous_skills(turns), strict=True)
+    ]
 
 
 def ran(skill: str, intent: Mapping[str, Any]) -> bool:
@@ -268,21 +293,23 @@ def decide(
     curves: Mapping[str, Mapping[str, Curve]],
     run_below: float,
     read: Read | None = None,
+    fallback_below: float = FALLBACK_BELOW,
 ) -> Decided:
     """The answer ``turn`` would get with ``curves`` (and its reading): the most confident
-    cheap hypothesis (ties to the pipeline's order) without the LLM; with it, the LLM when
-    the selectors let it run and no cheap hypothesis reached ``run_below``. The repeat
-    penalty and a change of the later turns' state (a name taken or not) are not
-    replayed."""
+    cheap hypothesis (ties to the pipeline's order) without the LLM, where a calibrated
+    one under ``fallback_below`` gives way to any other (the fallback's, as the response
+    selector's weak penalty does); with it, the LLM when the selectors let it run and no
+    cheap hypothesis reached ``run_below``. The repeat penalty and a change of the later
+    turns' state (a name taken or not) are not replayed."""
     scored = [
-        (value, -i, h.skill)
+        (value, -i, h.skill, h.answer_type is not None)
         for i, h in enumerate(turn.hypotheses)
         if h.skill != LLM and (value := confidence_of(h, curves, read)) is not None
     ]
     if read is not None:
         # a skill whose own answers all stayed silent answers by the reading when it is
         # sure (as smalltalk's by_reading does; the skill selector runs such a skill)
-        answered = {skill for _, _, skill in scored}
+        answered = {skill for _, _, skill, _ in scored}
         for place, skill in enumerate(ANSWERS_BY_READING):
             found = answer_by_reading(
                 skill,
@@ -292,14 +319,19 @@ def decide(
                 "?" in turn.text,
                 # the replay knows small talk's questions only (the shipped replier)
                 read.replying and skill == "smalltalk",
+                read.nodding and skill == "smalltalk",
             )
             # small talk reads first whether the turn asks what its lines cannot give
             if read.beyond and skill == "smalltalk":
                 continue
             if skill not in answered and found is not None and ran(skill, read.intent):
-                scored.append((found[0], -len(turn.hypotheses) - place, skill))
-    winner = max(scored)[2] if scored else "fallback_response"
-    asked = turn.llm_selected and not any(value >= run_below for value, _, _ in scored)
+                scored.append((found[0], -len(turn.hypotheses) - place, skill, True))
+    ranked = [
+        (value - (WEAK_PENALTY if calibrated and value < fallback_below else 0.0), order, skill)
+        for value, order, skill, calibrated in scored
+    ]
+    winner = max(ranked)[2] if ranked else "fallback_response"
+    asked = turn.llm_selected and not any(value >= run_below for value, *_ in scored)
     return Decided(skill=winner, llm_asked=asked)
 
 
@@ -341,12 +373,20 @@ def cross_validate(
 
     said = reading.turn_intents(turns)
     replying = replies(turns)
+    nodding = nods(turns)
     asks_beyond = beyond(turns)
 
     def with_reading(model: ReadingModel | None, i: int) -> Read | None:
         if model is None:
             return None
-        return Read(probabilities(model, rows[i]), model, said[i], replying[i], asks_beyond[i])
+        return Read(
+            probabilities(model, rows[i]),
+            model,
+            said[i],
+            replying[i],
+            nodding[i],
+            asks_beyond[i],
+        )
 
     order = list(dict.fromkeys(t.conversation for t in turns))
     fold_of = {c: i % folds for i, c in enumerate(order)}
@@ -391,6 +431,7 @@ def across(
     rows, intents = reading.turn_rows([*fitted_on, *measured])
     said = reading.turn_intents(measured)
     replying = replies(measured)
+    nodding = nods(measured)
     asks_beyond = beyond(measured)
     curves = as_curves(fit(fitted_on, extra))
     model = reading.fit(
@@ -413,6 +454,7 @@ def across(
                 model,
                 said[i],
                 replying[i],
+                nodding[i],
                 asks_beyond[i],
             ),
         )
@@ -468,10 +510,14 @@ def print_estimate(figures: dict[str, dict[str, Any]]) -> None:
 
 
 def run(conversations: Sequence[Conversation], name: str) -> list[Observed]:
-    """The conversations through the shipped pipeline, LLM off, every skill's raw score;
-    the turns are kept in ``bench/results/calibrate-NAME.json`` for ``--turns``."""
+    """The conversations through the shipped pipeline, LLM off, every skill's raw score
+    (the response selector's weak penalty off: a raw score is no chance); the turns are
+    kept in ``bench/results/calibrate-NAME.json`` for ``--turns``."""
     os.environ[CALIBRATION_VARIABLE] = "off"
     os.environ[READING_VARIABLE] = "off"
+    # raw scores are no chances: the response selector's weak penalty stays off, and each
+    # turn is answered by its most confident raw hypothesis, as the curves were first fitted
+    os.environ[FALLBACK_BELOW_VARIABLE] = "0"
     with stack(ROOT, None, False) as off:
         turns = [t for c in conversations for t in converse(off, c, "calibrate")]
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -510,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--set",
         nargs="+",
-        default=["dev", "train", "train2", "train3", "train4"],
+        default=["dev", "train", "train2", "train3", "train4", "train5"],
         help="the sets fitted on together: dev, train, train2, train3, train4, train5 or set "
         "files' paths (one or more; 'dev+train' is two sets as one, for --across)",
     )

@@ -7,6 +7,11 @@ annotations and the window, so a skill needs no change to be held back:
   in 0..1, so a toxic hypothesis never wins over a clean one.
 - :data:`REPEAT_PENALTY` when its text repeats the bot's previous utterance (ignoring case
   and spacing): saying the same thing twice in a row reads as a stuck bot.
+- :data:`WEAK_PENALTY` when it is a calibrated cheap answer (its ``routing`` says how
+  likely it is to fit) under :data:`FALLBACK_BELOW` (``SELECTOR_FALLBACK_BELOW``, the
+  LLM's ``run_below`` in the shipped pipeline.json): such an answer is the LLM's turn,
+  and with the LLM answering it loses anyway; without it (off, down, late) the fallback's
+  honest "I can't answer that" wins over a cheap skill pretending to know.
 
 A skill's confidence is the chance that its answer fits the turn (calibrated per skill and
 kind of answer: ``shared/calibration.py``), so the comparison is fair between skills, and
@@ -23,23 +28,56 @@ The reason is stored on the bot utterance (``attributes.selector_reason``).
 
 from __future__ import annotations
 
+import os
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from fastapi import HTTPException
 
 from agent.sdk import DialogView, HypothesisView, Selection, Service
+from agent.sdk.errors import ConfigError
 
 #: Larger than any confidence: a clean hypothesis always beats a toxic one.
 TOXIC_PENALTY = 1.0
 #: Enough to let a slightly less confident fresh answer win over a repeated one.
 REPEAT_PENALTY = 0.2
+#: As much as a toxic answer's: any answer that is not weak wins over a weak one (the
+#: fallback's 0.1 included), and among weak ones the most confident.
+WEAK_PENALTY = 1.0
+#: The environment variable of :data:`FALLBACK_BELOW`; ``0`` turns the penalty off.
+FALLBACK_BELOW_VARIABLE = "SELECTOR_FALLBACK_BELOW"
+#: The chance of fitting under which a calibrated cheap answer gives way to the fallback:
+#: the LLM's ``run_below`` in the shipped pipeline.json, so without the LLM a turn gets
+#: what it would have got with it from a cheap skill, or the honest fallback. Measured on
+#: the five training sets out of fold (bench/calibrate.py, LLM off): 8 fewer turns only
+#: the LLM fits answered by a cheap skill (51 -> 43 of 1,489), 1.5 points more fallbacks
+#: on turns a cheap skill fits (13.3 -> 14.8 %, under the 15 % bound of issue #46).
+DEFAULT_FALLBACK_BELOW = 0.6
+
+
+def fallback_below(environ: Mapping[str, str]) -> float:
+    """:data:`FALLBACK_BELOW` from ``environ``: a chance from 0 to 1."""
+    raw = environ.get(FALLBACK_BELOW_VARIABLE, "").strip()
+    if not raw:
+        return DEFAULT_FALLBACK_BELOW
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{FALLBACK_BELOW_VARIABLE}: {raw!r} is not a chance from 0 to 1")
+    return value
+
+
+FALLBACK_BELOW = fallback_below(os.environ)
+
 #: Scores are rounded before comparing so that float noise (0.9 - 0.2 vs 0.7) cannot
 #: break a tie against the earlier hypothesis.
 _SCORE_DIGITS = 6
 
-PenaltyKind = Literal["toxic", "repeat"]
+PenaltyKind = Literal["toxic", "repeat", "weak"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +123,14 @@ def _is_toxic(hypothesis: HypothesisView) -> bool:
     return isinstance(note, dict) and note.get("toxic") is True
 
 
+def is_weak(hypothesis: HypothesisView, below: float) -> bool:
+    """A calibrated answer (its ``routing`` names its answer type: the confidence is a
+    chance of fitting, shared/calibration.py) under ``below``. An uncalibrated one (the
+    LLM's, the fallback's, a deployment's skill before anyone fitted it) is never weak."""
+    routing = (hypothesis.model_extra or {}).get("routing")
+    return isinstance(routing, dict) and "kind" in routing and hypothesis.confidence < below
+
+
 def penalties(hypothesis: HypothesisView, previous: str | None) -> tuple[Penalty, ...]:
     found: list[Penalty] = []
     if _is_toxic(hypothesis):
@@ -110,11 +156,13 @@ def calibration_of(hypothesis: HypothesisView) -> str | None:
 
 
 def score_all(dialog: DialogView) -> list[Scored]:
-    """Every hypothesis scored; a skill with several is named ``skill#index``."""
+    """Every hypothesis scored; a skill with several is named ``skill#index``. The weak
+    penalty (:func:`is_weak`) is given only when a weak answer would otherwise win: beside
+    an LLM's answer it loses anyway, and the reason does not mention it."""
     hypotheses = dialog.human_utterance.hypotheses
     previous = previous_bot_text(dialog)
     per_skill = Counter(h.skill_name for h in hypotheses)
-    return [
+    scored = [
         Scored(
             index=i,
             confidence=h.confidence,
@@ -124,6 +172,20 @@ def score_all(dialog: DialogView) -> list[Scored]:
         )
         for i, h in enumerate(hypotheses)
     ]
+    if scored and is_weak(hypotheses[best(scored).index], FALLBACK_BELOW):
+        weak = Penalty("weak", WEAK_PENALTY)
+        scored = [
+            replace(s, penalties=(*s.penalties, weak))
+            if is_weak(hypotheses[s.index], FALLBACK_BELOW)
+            else s
+            for s in scored
+        ]
+    return scored
+
+
+def best(scored: list[Scored]) -> Scored:
+    """The highest score; ties to the earlier hypothesis."""
+    return max(scored, key=lambda s: (s.score, -s.index))
 
 
 def _others(count: int) -> str:
@@ -185,7 +247,7 @@ async def choose(dialog: DialogView) -> Selection:
     scored = score_all(dialog)
     if not scored:  # the agent skips the selector then; a direct caller gets told why
         raise HTTPException(422, "the newest human utterance has no hypotheses to choose from")
-    winner = max(scored, key=lambda s: (s.score, -s.index))
+    winner = best(scored)
     return Selection(index=winner.index, reason=reason(winner, scored))
 
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from agent.sdk.errors import ConfigError
 from agent.sdk.testing import ServiceClient, view
-from response_selectors.confidence.app import app
+from response_selectors.confidence.app import app, fallback_below
 
 
 @pytest.fixture(scope="module")
@@ -195,3 +196,52 @@ def test_the_reason_says_what_the_turns_reading_made_of_a_beaten_answer(
     assert answer["reason"].endswith(
         "it beat smalltalk: corpus, scored 0.66, curve 55 %, read 8 %, fits 31 %"
     )
+
+
+def calibrated_hyp(skill: str, confidence: float, kind: str = "empathy") -> dict[str, Any]:
+    return {**hyp(skill, confidence), "routing": {"skill": skill, "kind": kind, "raw": 0.7}}
+
+
+def test_without_the_llm_a_weak_cheap_answer_gives_way_to_the_fallback(
+    client: ServiceClient,
+) -> None:
+    """A cheap answer under the LLM's run_below is the LLM's turn; with no LLM to answer
+    it, the fallback's honest line wins over a skill pretending to know."""
+    (answer,) = choose(
+        client,
+        view(
+            "yeah that's the part that stresses me out",
+            hypotheses=[calibrated_hyp("smalltalk", 0.55), hyp("fallback", 0.1)],
+        ),
+    )
+    assert answer["index"] == 1
+    assert answer["reason"].startswith(
+        "fallback won with score 0.10 (confidence 0.10) over 1 other hypothesis; "
+        "penalised: smalltalk weak (-1.00)"
+    )
+
+
+def test_a_cheap_answer_from_the_llms_run_below_is_given(client: ServiceClient) -> None:
+    (answer,) = choose(
+        client,
+        view("I feel rotten", hypotheses=[calibrated_hyp("smalltalk", 0.6), hyp("fallback", 0.1)]),
+    )
+    assert answer == {
+        "index": 0,
+        "reason": "smalltalk had the highest confidence (0.60) of 2 hypotheses",
+    }
+
+
+def test_among_weak_answers_alone_the_most_confident_answers(client: ServiceClient) -> None:
+    (answer,) = choose(
+        client,
+        view("hm", hypotheses=[calibrated_hyp("faq", 0.52), calibrated_hyp("smalltalk", 0.57)]),
+    )
+    assert answer["index"] == 1
+
+
+def test_a_bad_fallback_below_names_the_variable() -> None:
+    assert fallback_below({}) == 0.6
+    assert fallback_below({"SELECTOR_FALLBACK_BELOW": "0"}) == 0.0
+    with pytest.raises(ConfigError, match="SELECTOR_FALLBACK_BELOW: 'high' is not a chance"):
+        fallback_below({"SELECTOR_FALLBACK_BELOW": "high"})

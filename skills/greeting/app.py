@@ -47,8 +47,9 @@ _NAMES_SAYS = re.compile(rf"(?:^|[.!?,;]\s*)(?:the\s+)?names\s+{_WORD}\W*$", re.
 _MAYBE_NAME = re.compile(
     rf"(?:^|[.!?,;]\s*|\b(?:and|hi|hello|hey|ok|okay|oh|fine|well|so)\s+)"
     rf"(?:i am|i'm|im|it's|its|this is)\s+{_WORD}(?:\s+(?:here|then))?"
-    # the clause ends there: punctuation, an emoji, "and ..." or nothing
-    rf"\s*(?=$|[^\w\s'-]|and\b)",
+    # the clause ends there: punctuation, an emoji, "and ...", "btw", "by the way",
+    # "from ..." (a capitalised first name only: "I'm Elsa from Stockholm") or nothing
+    rf"\s*(?=$|[^\w\s'-]|and\b|btw\b|by\s+the\s+way\b|from\b)",
     re.I,
 )
 _ASK_NAME = re.compile(r"\b(what'?s|what is|do you (know|remember)) my name\b", re.I)
@@ -241,7 +242,13 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
     if name_known:
         return None
     maybe = _MAYBE_NAME.search(text)
-    if maybe:
+    if maybe and text[maybe.end() :].lower().startswith("from"):
+        # "I'm Elsa from Stockholm", "this is Priti from the platform team", but "I'm back
+        # from work": a capitalised first name of some language before "from"
+        word = maybe.group(1)
+        if word[0].isupper() and word.lower() in first_names.first_names():
+            return _name(word)
+    elif maybe:
         word = maybe.group(1)
         if word[0].isupper() or (bare_word_ok and not is_common_word(word)):
             return _name(word)

@@ -59,12 +59,23 @@ def test_a_name_in_words_the_skill_does_not_read_is_the_first_name_in_the_reply(
     assert extract_name("mi chiamo Giulia", bare_word_ok=False) is None
 
 
+def test_a_name_said_in_passing_ends_its_clause_with_btw_or_from() -> None:
+    """Unasked, "I'm Josh btw", "oh I'm Nadia by the way" and "I'm Elsa from Stockholm"
+    give the name; "I'm back from work" and "I'm tired btw" do not."""
+    assert extract_name("I'm Josh btw", bare_word_ok=False) == "Josh"
+    assert extract_name("oh I'm Nadia by the way", bare_word_ok=False) == "Nadia"
+    assert extract_name("I'm Elsa from Stockholm", bare_word_ok=False) == "Elsa"
+    assert extract_name("im back from work", bare_word_ok=True) is None
+    assert extract_name("I'm tired btw", bare_word_ok=False) is None
+
+
 @pytest.mark.parametrize(
     "text",
     [
         "I'm feeling sad",
         "I'm feeling a bit sad today",
         "I'm from Berlin",
+        "I'm Back from the shops",
         "I'm good",
         "I'm 25",
         "i'm tired",

@@ -661,7 +661,10 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
     said = recently_said(dialog)
     chosen = _respond(dialog, persona, store, said)
     text = spelling.normalise(dialog.human_utterance.text)
-    beyond = asks.beyond_small_talk(text)
+    last = dialog.bot_utterance
+    beyond = asks.beyond_small_talk(
+        text, after_llm=last is not None and after_llm(last.active_skill)
+    )
     if chosen is not None:
         # the confidence as the chance that such an answer fits (shared/calibration.py)
         answer_type = str(getattr(chosen, "smalltalk_topic", ""))
@@ -675,7 +678,6 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
             # a line of the bot's profile fits a question about the bot better than a
             # line of the science file fits a question of fact: one curve per file
             answer_type = f"corpus:{chosen.corpus_category}"
-        last = dialog.bot_utterance
         if answer_type in AFTER_LLM_APART and last is not None and after_llm(last.active_skill):
             # a guess from the mood right after the LLM's answer: the user may be carrying
             # on its thread ("we were together four years"), calibrated apart
@@ -705,6 +707,23 @@ def replies_to_own_question(text: str, last_line: str, last_skill: str | None) -
     )
 
 
+def nods_by_reading(text: str, last_skill: str | None) -> bool:
+    """The user's ``text`` is a few words of a statement late in the conversation
+    (:func:`skills.smalltalk.unread.few_words`: no question, no name), not right after
+    the greeting's line (a reply to it is the greeting's): the turn small talk nods to
+    when the turn's reading is sure it is small talk's ("cheerio for now, my friend",
+    "huh TIL", "tack så mycket!"). A question or a bid opening it ("tell me...") is no
+    such turn. ``last_skill`` is the skill that said the bot's last line (None on the
+    opening turn)."""
+    return (
+        last_skill is not None
+        and last_skill != "greeting"
+        and _ASKS.search(text) is None
+        and _ASKS.search(spelling.normalise(text)) is None
+        and unread.few_words(text)
+    )
+
+
 #: The answer type of a line chosen by the turn's reading (:func:`by_reading`).
 BY_READING = "by_reading"
 
@@ -730,12 +749,16 @@ def by_reading(
         question="?" in dialog.human_utterance.text,
         replying=last is not None
         and replies_to_own_question(dialog.human_utterance.text, last.text, last.active_skill),
+        nodding=last is not None
+        and nods_by_reading(dialog.human_utterance.text, last.active_skill or "unknown"),
     )
     if found is None:
         return None
     chance, intent = found
     if intent == reading.REPLY:  # a reply to small talk's own question: tell me more
         intent = "about_user"
+    elif intent == reading.NOD:  # a few words of thanks, goodbye or reaction: a nod
+        intent = "unread"
     elif intent not in INTENT_TOPICS:  # a deployment's reading naming intents of its own
         return None
     topic = cast(Topic, intent)

@@ -461,6 +461,47 @@ def test_a_reply_to_its_own_question_is_acknowledged_when_the_reading_agrees(
     assert silent == [[], [], []]
 
 
+def test_a_few_words_the_reading_is_sure_of_get_a_nod(client: ServiceClient) -> None:
+    """ "cheerio for now, my friend" late in a conversation: no pattern, intent or corpus
+    line of the skill reads it, and its words are English. When the turn's reading is sure
+    the turn is small talk's, the skill nods (the persona's ``unread`` line), as sure as the
+    reading. A question, a name, a reply to the greeting's line, a longer statement or an
+    unsure reading get no nod."""
+
+    def said(text: str, smalltalk: float = 0.85, after: str = "smalltalk") -> dict[str, Any]:
+        built = dialog(
+            "hi",
+            "Glad you think so!",
+            text,
+            annotations={
+                "intents": {
+                    "intent": None,
+                    "confidence": 0.1,
+                    "method": None,
+                    "nearest": "ask_name",
+                    "likeness": 0.1,
+                    "reading": {"smalltalk": smalltalk, "llm": 0.1},
+                }
+            },
+        )
+        built["utterances"][-2]["active_skill"] = after
+        return built
+
+    (nod,), *silent = ask(
+        client,
+        said("cheerio for now, my friend"),
+        said("cheerio for now, my friend", smalltalk=0.65),
+        said("cheerio for now, my friend", after="greeting"),
+        said("Jack. Jack from Leeds"),
+        said("any tips for parallel parking"),
+        said("cheerio for now then, it was fun, my friend"),
+    )
+    assert nod["text"] in FILE_LINES.unread
+    assert nod["confidence"] == 0.85
+    assert nod["routing"]["kind"] == "by_reading"
+    assert silent == [[], [], [], [], []]
+
+
 def test_an_intent_read_by_similarity_alone_is_calibrated_apart(client: ServiceClient) -> None:
     """ "Are you a person or a program?" is most like the annotator's "who are you?"
     without any pattern saying so: a weaker reading than a pattern's, with an answer type of

@@ -50,3 +50,25 @@ def test_turns_only_the_llm_has_an_answer_for(text: str, beyond: str) -> None:
 )
 def test_small_talk_s_own_turns_are_not(text: str) -> None:
     assert beyond_small_talk(text) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "narrowing"),
+    [
+        ("nah something funnier", True),
+        ("ok but like nutritionally", True),
+        ("and a dessert that is not too sweet", True),
+        ("less apologetic", True),
+        ("something I can do alone", True),
+        ("thanks, that helps a lot", False),
+        ("haha brilliant", False),
+        ("I really miss her", False),
+    ],
+)
+def test_a_fragment_narrowing_a_request_is_the_llms_only_right_after_its_answer(
+    text: str, narrowing: bool
+) -> None:
+    """Right after the LLM's answer, "nah something funnier" narrows what the user asked
+    the LLM for; after small talk's line the same words are left to small talk."""
+    assert beyond_small_talk(text, after_llm=True) == ("narrows" if narrowing else None)
+    assert beyond_small_talk(text) is None

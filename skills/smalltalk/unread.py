@@ -59,6 +59,31 @@ def unknown_share(text: str, opening: bool) -> float | None:
     return round(unknown / len(words), 4)
 
 
+#: A statement of at most this many words may get the nod by the turn's reading
+#: (:func:`few_words`): thanks, goodbyes and reactions are short, in any language.
+NOD_WORDS = 6
+
+
+def few_words(text: str) -> bool:
+    """Whether ``text`` is a few words (:data:`NOD_WORDS` at most) with no question mark
+    and no name in them (no capitalised word after the first, no first name that is not
+    an English word: "Jack. Jack from Leeds", "Ahmed" are the greeting's), in any
+    language: a turn small talk may nod to when the turn's reading is sure it is small
+    talk's (:data:`shared.reading.NOD`)."""
+    if "?" in text:
+        return False
+    typed = _LETTERS.findall(text)
+    if any(word[0].isupper() for word in typed[1:] if word.lower() not in _NEUTRAL):
+        return False
+    words = [w.lower() for w in _WORD.findall(spelling.unabbreviate(text.replace("\u2019", "'")))]
+    if not 0 < len(words) <= NOD_WORDS:
+        return False
+    names = first_names.first_names()
+    if len(words) == 1 and words[0] in names:
+        return False  # a bare name ("kev"), the greeting's
+    return not any(w in names and not spelling.is_english(w) for w in words)
+
+
 def mostly_english(text: str) -> bool:
     """Whether at least half the words of ``text`` are in the English dictionary: the
     sentiment annotator (VADER) and small talk's first-person pattern read English only,

@@ -191,7 +191,8 @@ FACTS = [
 def test_an_operators_skill_learns_its_turns_from_their_labels_through_the_reading() -> None:
     """An operator's weather skill answers every turn with the same raw score: its curve
     alone cannot tell a forecast question from a question of fact, so it keeps asking the
-    LLM and, without one, pretends on every question of fact. Labelled turns of theirs
+    LLM and, without one, its answers (an even chance, under the LLM's run_below) give way
+    to the fallback on every turn, forecasts too. Labelled turns of theirs
     refit the reading with a label for the skill (bench.calibrate, 5 folds by
     conversation: each judged by a reading fitted on the others): the forecasts are
     answered without the LLM and the questions of fact left to it."""
@@ -227,9 +228,10 @@ def test_an_operators_skill_learns_its_turns_from_their_labels_through_the_readi
     figures = cross_validate(turns, 5, run_below=0.6)
     alone, read = figures["5-fold"], figures["5-fold+read"]
     # the curve alone: half the answers fitted, so every turn goes to the LLM, and
-    # without it the skill answers every question of fact
+    # without it the fallback answers every turn (the response selector's weak penalty)
     assert alone["llm_on"]["llm_asked"] == 1.0
-    assert alone["llm_off"]["cheap_pretended_on_llm_only"] == 20
+    assert alone["llm_off"]["cheap_pretended_on_llm_only"] == 0
+    assert alone["llm_off"]["fallback_on_cheap_labelled"] == 1.0
     # read: the forecasts are the skill's, the questions of fact the LLM's
     assert read["llm_on"]["llm_asked"] <= 0.6
     assert read["llm_on"]["wrong_cheap"] <= 0.05
