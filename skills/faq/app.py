@@ -15,8 +15,9 @@ short text and takes one dot product per question.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -121,7 +122,7 @@ class FaqIndex:
         self._idf = tfidf.idf
         #: the questions' meanings, embedded at the first question asked
         self._meanings: np.ndarray | None = None
-        self._best: OrderedDict[str, tuple[FaqEntry, float]] = OrderedDict()
+        self._kept = functools.lru_cache(maxsize=BEST_KEPT)(self._closest)
 
     def similarities(self, text: str) -> np.ndarray:
         """Cosine similarity of ``text`` to every question (0..1)."""
@@ -145,15 +146,13 @@ class FaqIndex:
         """The closest entry to ``text`` and its cosine similarity; kept by ``text`` for the
         last :data:`BEST_KEPT` texts (the weighing of its character n-grams was most of
         the skill's CPU, and the index never changes while the service runs)."""
-        if text in self._best:
-            self._best.move_to_end(text)
-            return self._best[text]
+        return self._kept(text)
+
+    def _closest(self, text: str) -> tuple[FaqEntry, float]:
+        """:meth:`best`, searched."""
         similarities = self.similarities(text)
         index = int(similarities.argmax())
-        found = self._best[text] = (self.entries[index], float(similarities[index]))
-        if len(self._best) > BEST_KEPT:
-            self._best.popitem(last=False)
-        return found
+        return self.entries[index], float(similarities[index])
 
 
 INDEX = FaqIndex(load_faq(FAQ_FILE))

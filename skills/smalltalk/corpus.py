@@ -24,10 +24,11 @@ else.
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import itertools
 import re
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -175,7 +176,7 @@ class CorpusIndex:
         self.content = _Tfidf(statements, content_words)
         self._stop_words_only = np.array([not content_words(s) for s in statements])
         self._meanings = meaning.embed(statements)
-        self._best: OrderedDict[str, tuple[Entry, float] | None] = OrderedDict()
+        self._kept = functools.lru_cache(maxsize=BEST_KEPT)(self._search)
 
     def wording(self, text: str) -> np.ndarray:
         """How close each statement's words are to ``text`` (0..1)."""
@@ -198,13 +199,7 @@ class CorpusIndex:
         Kept by ``text`` for the last :data:`BEST_KEPT` texts: the search (two TF-IDF
         weighings and the meanings' product) was most of the skill's CPU on a turn it
         answers, and chat repeats itself ("hi", "how are you?")."""
-        if text in self._best:
-            self._best.move_to_end(text)
-            return self._best[text]
-        found = self._best[text] = self._search(text)
-        if len(self._best) > BEST_KEPT:
-            self._best.popitem(last=False)
-        return found
+        return self._kept(text)
 
     def _search(self, text: str) -> tuple[Entry, float] | None:
         """:meth:`best`, searched."""
