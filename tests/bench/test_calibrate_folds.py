@@ -58,15 +58,18 @@ def test_the_replay_decides_as_the_tiers_do() -> None:
     sure, unsure, silent = (
         turn("c", i, ["weather"], weather(r)) for i, r in enumerate((0.9, 0.6, 0.2))
     )
-    # a sure answer keeps the LLM out; one under run_below answers only without the LLM
+    # a sure answer keeps the LLM out; one under run_below asks the LLM, and without the
+    # LLM gives way to the fallback as the response selector's weak penalty does, unless
+    # that floor is off (SELECTOR_FALLBACK_BELOW=0)
     assert (decide(sure, curves, 0.6).skill, decide(sure, curves, 0.6).llm_asked) == (
         "weather",
         False,
     )
     assert (decide(unsure, curves, 0.6).skill, decide(unsure, curves, 0.6).llm_asked) == (
-        "weather",
+        "fallback",
         True,
     )
+    assert decide(unsure, curves, 0.6, fallback_below=0.0).skill == "weather"
     # under an even chance the skill says nothing: the fallback answers
     assert decide(silent, curves, 0.6).skill == "fallback"
     # a skill selector that leaves the LLM out keeps it out

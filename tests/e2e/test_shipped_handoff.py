@@ -85,12 +85,13 @@ def test_without_an_operator_key_the_handoff_skill_is_off_and_the_turn_answered_
     off = {d["name"]: d["reason"] for d in info["disabled"]}
     assert off["handoff"] == "requires_env: CHORUS_OPERATOR_KEY not set"
 
-    # As before: the same turn on the pipeline without the handoff skill and section.
+    # As before: the same turn on the pipeline without the handoff skill and section, a
+    # first turn too (the two agents share the store: another user's)
     before = shipped_pipeline(services)
     del before["services"]["skills"]["handoff"], before["handoff"]
     earlier = agent(before)
 
-    asked, expected = post(client, ASK), post(earlier, ASK)
+    asked, expected = post(client, ASK), post(earlier, ASK, user="lee")
     assert asked.status_code == expected.status_code == 200, asked.text
     assert "handoff" not in asked.json()
     # The same skill answers (its words may vary: the small talk draws among its own).
