@@ -41,7 +41,10 @@ USERS = 32
 #: still has turns to send through it and after it (6 a user proved no more than 4, and
 #: cost half as many turns again on a worker's CPU).
 TURNS = 4
-#: How long one message may take to be answered, retries included (a restart takes ~2 s).
+#: How long one message may take to be answered, retries included, counted from when it
+#: was first sent or, if later, from when the crashed part was back (a restart takes ~2 s;
+#: on a busy machine, while other test workers start, it once took most of a minute, and a
+#: wait counted from the message alone failed a run that lost nothing).
 PATIENCE = 60.0
 
 
@@ -74,6 +77,16 @@ class Talk:
     wrong: list[str] = field(default_factory=list)
     halfway: asyncio.Event = field(default_factory=asyncio.Event)
     failed_once: asyncio.Event = field(default_factory=asyncio.Event)
+    #: When the crashed part was back (the loop's clock), once it is.
+    back_at: float | None = None
+
+    def deadline(self, sent_at: float) -> float | None:
+        """Until when a message sent at ``sent_at`` may wait: :data:`PATIENCE` after it was
+        sent or after the crashed part came back; None while it is still down (a restart
+        that never comes back fails the crash's own call)."""
+        if self.answered_at_crash is not None and self.back_at is None:
+            return None
+        return max(sent_at, self.back_at or 0.0) + PATIENCE
 
 
 def payload(user: str, turn: int) -> str:
@@ -85,9 +98,18 @@ async def user(talk: Talk, client: httpx.AsyncClient, name: str, keyed: bool) ->
     for turn in range(TURNS):
         body = {"user_id": name, "payload": payload(name, turn)}
         headers = {"Idempotency-Key": f"{name}-{turn}"} if keyed else {}
-        deadline = asyncio.get_running_loop().time() + PATIENCE
+        sent_at = asyncio.get_running_loop().time()
         while True:
-            assert asyncio.get_running_loop().time() < deadline, f"{name} never got turn {turn}"
+            deadline = talk.deadline(sent_at)
+            now = asyncio.get_running_loop().time()
+            back = (
+                ""
+                if talk.back_at is None
+                else f", the crashed part back {now - talk.back_at:.1f} s"
+            )
+            assert deadline is None or now < deadline, (
+                f"{name} never got turn {turn}: sent {now - sent_at:.1f} s ago{back}"
+            )
             try:
                 response = await client.post(f"{talk.base}/", json=body, headers=headers)
             except httpx.TransportError:
@@ -118,6 +140,7 @@ async def converse(talk: Talk, crash: Callable[[Talk], None], keyed: Callable[[i
             await talk.halfway.wait()
             talk.answered_at_crash = talk.answered
             await asyncio.to_thread(crash, talk)
+            talk.back_at = asyncio.get_running_loop().time()
 
         await asyncio.gather(*users, crash_halfway())
 
