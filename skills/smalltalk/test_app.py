@@ -419,6 +419,30 @@ def test_a_turn_the_reading_is_sure_of_gets_the_persona_line_of_the_annotators_i
     assert on_help[0]["smalltalk_topic"] == "abilities"
 
 
+def read_after(
+    bot_line: str, text: str, reading: dict[str, float], *, nearest: str, said_by: str
+) -> dict[str, Any]:
+    """A dialog whose newest turn, ``text`` after ``said_by``'s ``bot_line``, no intent
+    reads (``nearest`` only faintly) and the turn's reading reads as ``reading``."""
+    built = dialog(
+        "hi",
+        bot_line,
+        text,
+        annotations={
+            "intents": {
+                "intent": None,
+                "confidence": 0.1,
+                "method": None,
+                "nearest": nearest,
+                "likeness": 0.1,
+                "reading": reading,
+            }
+        },
+    )
+    built["utterances"][-2]["active_skill"] = said_by
+    return built
+
+
 def test_a_reply_to_its_own_question_is_acknowledged_when_the_reading_agrees(
     client: ServiceClient,
 ) -> None:
@@ -429,23 +453,13 @@ def test_a_reply_to_its_own_question_is_acknowledged_when_the_reading_agrees(
     user's own, or an unsure reading leave the turn to others."""
 
     def replied(text: str, asked_by: str = "smalltalk", smalltalk: float = 0.85) -> dict[str, Any]:
-        built = dialog(
-            "hi",
+        return read_after(
             "In my free time I enjoy reading. Do you have a hobby?",
             text,
-            annotations={
-                "intents": {
-                    "intent": None,
-                    "confidence": 0.1,
-                    "method": None,
-                    "nearest": "thanks",
-                    "likeness": 0.1,
-                    "reading": {"smalltalk": smalltalk, "llm": 0.2},
-                }
-            },
+            {"smalltalk": smalltalk, "llm": 0.2},
+            nearest="thanks",
+            said_by=asked_by,
         )
-        built["utterances"][-2]["active_skill"] = asked_by
-        return built
 
     reply = "mostly crime novels, the darker the better"
     (acknowledged,), *silent = ask(
@@ -469,23 +483,13 @@ def test_a_few_words_the_reading_is_sure_of_get_a_nod(client: ServiceClient) -> 
     unsure reading get no nod."""
 
     def said(text: str, smalltalk: float = 0.85, after: str = "smalltalk") -> dict[str, Any]:
-        built = dialog(
-            "hi",
+        return read_after(
             "Glad you think so!",
             text,
-            annotations={
-                "intents": {
-                    "intent": None,
-                    "confidence": 0.1,
-                    "method": None,
-                    "nearest": "ask_name",
-                    "likeness": 0.1,
-                    "reading": {"smalltalk": smalltalk, "llm": 0.1},
-                }
-            },
+            {"smalltalk": smalltalk, "llm": 0.1},
+            nearest="ask_name",
+            said_by=after,
         )
-        built["utterances"][-2]["active_skill"] = after
-        return built
 
     (nod,), *silent = ask(
         client,
