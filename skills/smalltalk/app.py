@@ -713,11 +713,10 @@ def nods_by_reading(text: str, last_skill: str | None) -> bool:
     the greeting's line (a reply to it is the greeting's): the turn small talk nods to
     when the turn's reading is sure it is small talk's ("cheerio for now, my friend",
     "huh TIL", "tack så mycket!"). A question or a bid opening it ("tell me...") is no
-    such turn. ``last_skill`` is the skill that said the bot's last line (None on the
-    opening turn)."""
+    such turn. The caller asks only after a bot's line (never on the opening turn);
+    ``last_skill`` is the skill that said it (None when the stored line does not say)."""
     return (
-        last_skill is not None
-        and last_skill != "greeting"
+        last_skill != "greeting"
         and _ASKS.search(text) is None
         and _ASKS.search(spelling.normalise(text)) is None
         and unread.few_words(text)
@@ -750,7 +749,7 @@ def by_reading(
         replying=last is not None
         and replies_to_own_question(dialog.human_utterance.text, last.text, last.active_skill),
         nodding=last is not None
-        and nods_by_reading(dialog.human_utterance.text, last.active_skill or "unknown"),
+        and nods_by_reading(dialog.human_utterance.text, last.active_skill),
     )
     if found is None:
         return None
