@@ -60,7 +60,10 @@ class MongoTurns(MongoBase):
         ``arm``) when none is."""
         head = open_head_of(user)
         if head is not None:
-            return head, int(user["dialog"].get("count", 0))
+            count = int(user["dialog"].get("count", 0))
+            if count == 0:  # opened by a turn that has not ended: its document may be missing
+                await self._store_head(head)
+            return head, count
         human_id = str(user["_id"])
         head = DialogHead(
             dialog_id=new_id(),
@@ -77,10 +80,20 @@ class MongoTurns(MongoBase):
         if not opened.matched_count:  # another message opened one first: use theirs
             raced = open_head_of(await self._users.find_one({"_id": human_id}) or {})
             if raced is not None:
+                await self._store_head(raced)
                 return raced, 0
             return await self._open_dialog({"_id": human_id}, channel_type, arm)
-        await self._dialogs.insert_one(dialog_doc(head))
+        await self._store_head(head)
         return head, 0
+
+    async def _store_head(self, head: DialogHead) -> None:
+        """The dialog's own document, written once whoever writes it. The user's document
+        names the dialog first (so two messages cannot open two dialogs), and the
+        database may go away before this second write: the turn fails, and the client's
+        retry, finding the dialog open and never counted, writes it then. Without it the
+        dialog's utterances would be stored and the dialog never listed."""
+        doc = dialog_doc(head)
+        await self._dialogs.update_one({"_id": doc.pop("_id")}, {"$setOnInsert": doc}, upsert=True)
 
     @unavailable_when_unreachable
     async def open_turn(
