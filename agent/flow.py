@@ -39,7 +39,13 @@ from agent.idempotency import IdempotencyKeys, KeyClaim, KeyForgotten, KeySupers
 from agent.metrics import Metrics
 from agent.queues import TurnInterrupted, TurnOvertaken, UserQueues
 from agent.state.handoff import HANDOFF_SKILL, Handoff
-from agent.state.models import FALLBACK_SKILL, BotUtterance, HumanUtterance, Utterance
+from agent.state.models import (
+    FALLBACK_SKILL,
+    BotUtterance,
+    HumanUtterance,
+    Utterance,
+    utc_now,
+)
 from agent.store.base import (
     Place,
     PlaceLost,
@@ -190,9 +196,21 @@ class _Outcome:
     handoff: Handoff | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class InDoubt:
+    """A turn in doubt (:class:`EndsInDoubt`)."""
+
+    #: its human utterance's id
+    utt_id: str
+    #: for a ``close_after`` message whose end was stored and whose close was cut short:
+    #: its dialog and its stored turn, sent again if the close landed all the same
+    closing: tuple[str, TurnResult] | None = None
+
+
 class EndsInDoubt:
     """The turns whose end this agent gave up writing (the database stayed away for
-    ``END_RETRY``) and whose client it told 503, by user: the human utterance's id.
+    ``END_RETRY``), or whose dialog it failed to close after it (``close_after``), and
+    whose client it told 503, by user.
 
     Why: the write that was cut short may have reached the database before the
     connection died ("the write reached the server, the reply did not"), so the whole
@@ -208,19 +226,23 @@ class EndsInDoubt:
 
     def __init__(self, kept: int = IN_DOUBT_KEPT) -> None:
         self._kept = kept
-        self._turns: dict[str, str] = {}
+        self._turns: dict[str, InDoubt] = {}
 
-    def add(self, user_id: str, human_utt_id: str) -> None:
+    def add(self, user_id: str, turn: InDoubt) -> None:
         self._turns.pop(user_id, None)
         if len(self._turns) >= self._kept:
             del self._turns[next(iter(self._turns))]
-        self._turns[user_id] = human_utt_id
+        self._turns[user_id] = turn
 
     def __contains__(self, user_id: object) -> bool:
         return user_id in self._turns
 
-    def take(self, user_id: str) -> str | None:
-        """The id of the user's turn in doubt, forgotten."""
+    def get(self, user_id: str) -> InDoubt | None:
+        """The user's turn in doubt, kept."""
+        return self._turns.get(user_id)
+
+    def take(self, user_id: str) -> InDoubt | None:
+        """The user's turn in doubt, forgotten."""
         return self._turns.pop(user_id, None)
 
 
@@ -363,6 +385,9 @@ class MessageFlow:
         """Open the user's dialog and store the message once, however often it is sent:
         the turn to run; or the turn's end at once, when an earlier attempt of the message
         was answered, or the dialog is with a person."""
+        closed = await self._answered_before_close(incoming, retried)
+        if closed is not None:  # nothing opened: the user's next message opens a dialog
+            return await self._resent(incoming, closed[0], None, closed[1], closing=False)
         read = max(self._executor.history_window, 1)
         # a keyed message, or one that may repeat a turn in doubt, reads the last turn
         last_turn = incoming.key is not None or incoming.user_id in self.in_doubt
@@ -373,7 +398,8 @@ class MessageFlow:
             arm=self._executor.arm_for(incoming.user_id),
             seen=place.seen,
         )
-        in_doubt = self.in_doubt.take(incoming.user_id)
+        doubt = self.in_doubt.take(incoming.user_id)
+        in_doubt = None if doubt is None else doubt.utt_id
         dialog = start.dialog
         utterance = HumanUtterance(
             text=incoming.text,
@@ -444,7 +470,14 @@ class MessageFlow:
             handoff = await self._hand_off(handoffs, incoming.user_id, turn, result, asked)
         await self._store_end(turn, result, place, leave=not incoming.close_after)
         if incoming.close_after:
-            await self._store.close_active_dialog(incoming.user_id)
+            try:
+                await self._store.close_active_dialog(incoming.user_id)
+            except StoreUnavailable:
+                # the turn is stored and its client told 503: its retry is answered from
+                # the store, and closes the dialog then
+                closing = (turn.dialog_id, result)
+                self.in_doubt.add(incoming.user_id, InDoubt(turn.utterance.utt_id, closing))
+                raise
             if self.handoffs is not None:
                 await self.handoffs.dialog_closed(turn.dialog_id)
                 handoff = None
@@ -473,9 +506,17 @@ class MessageFlow:
         return handoff
 
     async def _resent(
-        self, incoming: Incoming, dialog_id: str, arm: str | None, answered: TurnResult
+        self,
+        incoming: Incoming,
+        dialog_id: str,
+        arm: str | None,
+        answered: TurnResult,
+        *,
+        closing: bool = True,
     ) -> _Outcome:
-        """An earlier attempt's stored answer, sent again; nothing is stored twice."""
+        """An earlier attempt's stored answer, sent again; nothing is stored twice.
+        ``closing``: the answer is in the open dialog, which a ``close_after`` message
+        closes now (its attempt may have been cut short before it did)."""
         log.warning(
             "dialog %s: message %s was answered before but its reply was not recorded; "
             "sending the stored answer again",
@@ -483,9 +524,50 @@ class MessageFlow:
             printable(repr(incoming.key)),
         )
         incoming.events.emit("accepted", dialog_id=dialog_id, utt_id=answered.utterance.utt_id)
-        if incoming.close_after:
+        if incoming.close_after and closing:
             await self._store.close_active_dialog(incoming.user_id)
         return _Outcome(dialog_id, arm, answered)
+
+    async def _answered_before_close(
+        self, incoming: Incoming, retried: bool
+    ) -> tuple[str, TurnResult] | None:
+        """An earlier attempt of this message stored in the user's dialog closed last, and
+        its stored turn: a ``close_after`` message whose dialog was closed before its client
+        got the answer (the database went away in between). Looked for before the turn
+        opens a dialog, so that its retry opens none; only for a keyed message whose
+        earlier attempt did not finish, or the repeat of an unkeyed one whose close this
+        agent gave up on."""
+        if incoming.key is not None:
+            return await self._keyed_before_close(incoming.user_id, incoming.key, retried)
+        doubt = self.in_doubt.get(incoming.user_id)
+        if doubt is None or doubt.closing is None:
+            return None
+        dialog_id, stored = doubt.closing
+        human = stored.utterance
+        repeats = (
+            human.text == incoming.text
+            and human.attributes == incoming.attributes
+            and utc_now() - human.date_time <= self._retry_window
+        )
+        if repeats and await self._store.last_closed_dialog(incoming.user_id) == dialog_id:
+            self.in_doubt.take(incoming.user_id)
+            return dialog_id, stored
+        return None  # not a repeat, or the close did not land: the turn is in the open dialog
+
+    async def _keyed_before_close(
+        self, user_id: str, key: str, retried: bool
+    ) -> tuple[str, TurnResult] | None:
+        """(:meth:`_answered_before_close` for a keyed message.) :class:`KeySuperseded` when
+        it is stored there unanswered: that dialog is closed, so it never will be."""
+        closed = await self._store.last_closed_dialog(user_id) if retried else None
+        found = [] if closed is None else await self._store.keyed_turn(closed, key)
+        if closed is None or not found:
+            return None
+        if len(found) == 2:
+            human, after = found
+            if isinstance(human, HumanUtterance) and isinstance(after, BotUtterance):
+                return closed, stored_turn(human, after)
+        raise KeySuperseded(key)
 
     async def _rate_previous(
         self, history: list[Utterance], incoming: Incoming, arm: str | None
@@ -609,7 +691,7 @@ class MessageFlow:
             except StoreUnavailable as exc:
                 if time.monotonic() + pause > deadline:
                     # The end may be stored all the same: its retry must find it.
-                    self.in_doubt.add(place.user_id, turn.utterance.utt_id)
+                    self.in_doubt.add(place.user_id, InDoubt(turn.utterance.utt_id))
                     raise
                 log.warning(
                     "dialog %s: the database went away while the turn's end was written "

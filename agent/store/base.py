@@ -236,6 +236,12 @@ class TurnStore(Protocol):
         so it may cost a scan of the dialog."""
         ...
 
+    async def last_closed_dialog(self, user_id: str) -> str | None:
+        """The id of the user's dialog closed last, or None: where a keyed message that
+        closed its dialog (``close_after``) is stored, when its client's retry comes after
+        the close and before its key recorded the answer. Only read then."""
+        ...
+
     async def add_utterance(
         self, dialog_id: str, utterance: HumanUtterance, place: Place | None = None
     ) -> None:

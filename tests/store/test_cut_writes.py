@@ -1,9 +1,11 @@
-"""The database going away at each write of a user's first turns on MongoDB, one write at a
-time: the connection is cut before the write reaches the server, or after the server
-applied it and before its reply came back. The client is told 503 and sends the same
-message again (with an idempotency key or without); whatever the cut-short write had
-stored, the user's dialog reads back whole: each message once, its answer once, listed
-under the user. (SQLite writes a turn's parts in transactions: nothing is half-stored.)"""
+"""The database going away at each write of a user's first dialog on MongoDB (its opening,
+a turn, a rating, its close, the next dialog's opening), one write at a time: the
+connection is cut before the write reaches the server, or after the server applied it and
+before its reply came back. The client is told 503 and sends the same message again (with
+an idempotency key or without); whatever the cut-short write had stored, the user's
+dialogs read back whole: each message once, its answer once, the rating kept, the first
+dialog closed, both listed under the user. (SQLite writes each of those in one
+transaction: nothing is half-stored.)"""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from pymongo.errors import AutoReconnect
 from agent.flow import Incoming, MessageFlow
 from agent.idempotency import IdempotencyKeys, KeyInFlight, fingerprint
 from agent.queues import UserQueues
+from agent.state.models import BotUtterance
 from agent.store.base import Store, StoreUnavailable
 from agent.store.mongo import MongoStore
 from tests.turn.test_direct import chorus, executor_of, loaded
@@ -136,6 +139,12 @@ async def cut_store(store_url: str) -> AsyncIterator[tuple[Store, Cut]]:
         await opened.close()
 
 
+async def said(store: Store, user_id: str) -> list[str]:
+    dialogs = await store.reader.user_dialogs(user_id)
+    assert dialogs is not None
+    return [u.text for d in dialogs for u in d.utterances]
+
+
 async def reply_until_answered(flow: MessageFlow, incoming: Incoming) -> str:
     """The client's retries: a 503 is sent again at once (the cut happens once), a 409 (a
     claim whose reply was cut, held until its lease runs out) after a client's back-off."""
@@ -156,7 +165,7 @@ async def reply_until_answered(flow: MessageFlow, incoming: Incoming) -> str:
 @pytest.mark.parametrize("store_url", ["mongodb", "mongodb-8"], indirect=True)
 @pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
 @pytest.mark.parametrize("before", [True, False], ids=["write-lost", "reply-lost"])
-async def test_a_cut_at_any_write_of_the_first_turns_loses_and_doubles_nothing(
+async def test_a_cut_at_any_write_of_a_dialog_loses_and_doubles_nothing(
     tmp_path: Path, cut_store: tuple[Store, Cut], keyed: bool, before: bool
 ) -> None:
     store, cut = cut_store
@@ -188,14 +197,22 @@ async def test_a_cut_at_any_write_of_the_first_turns_loses_and_doubles_nothing(
 
             cut.arm(at, before=before)
             first = await reply_until_answered(flow, message("hi", 0))
-            second = await reply_until_answered(flow, message("and you?", 1))
+            # rates the first answer and closes the dialog once answered
+            second = await reply_until_answered(
+                flow, message("bye", 1, reward=1.0, close_after=True)
+            )
+            third = await reply_until_answered(flow, message("hello again", 2))
             reached = cut.at is not None  # the cut was never due: past the last write
             cut.at = None
             dialogs = await store.reader.user_dialogs(user)
             assert dialogs is not None
             assert [[u.text for u in d.utterances] for d in dialogs] == [
-                ["hi", first, "and you?", second]
+                ["hi", first, "bye", second],
+                ["hello again", third],
             ], f"cut at write {at}"
+            assert [d.date_finish is not None for d in dialogs] == [True, False]
+            ratings = [u.rating for u in dialogs[0].utterances if isinstance(u, BotUtterance)]
+            assert ratings == [1.0, None], f"cut at write {at}"
             if reached:
                 break
             at += 1

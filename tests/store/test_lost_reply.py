@@ -2,22 +2,24 @@
 reply did, and the database stayed away longer than the flow writes the end again: the
 client is told 503 and sends the same message again, without an idempotency key (the way
 test_crash_under_load.py's unkeyed users do). The message is stored and answered once,
-whatever of the end the cut-short write had stored, on every store."""
+whatever of the end the cut-short write had stored, on every store. And a message that
+closes its dialog whose key's record of the answer was cut short in the same way."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from agent.flow import Incoming, MessageFlow
-from agent.idempotency import IdempotencyKeys
+from agent.idempotency import IdempotencyKeys, KeyInFlight, fingerprint
 from agent.queues import UserQueues
 from agent.state.models import HumanUtterance, Utterance
-from agent.store.base import Place, Store, StoreUnavailable, TurnEnd, TurnStart
+from agent.store.base import KeyStore, Place, Store, StoreUnavailable, TurnEnd, TurnStart
 from tests.turn.services import CALLS
 from tests.turn.test_direct import chorus, executor_of, loaded
 
@@ -46,6 +48,9 @@ class LostReplies:
 
     async def keyed_turn(self, dialog_id: str, key: str) -> list[Utterance]:
         return await self._turns.keyed_turn(dialog_id, key)
+
+    async def last_closed_dialog(self, user_id: str) -> str | None:
+        return await self._turns.last_closed_dialog(user_id)
 
     async def add_utterance(
         self, dialog_id: str, utterance: HumanUtterance, place: Place | None = None
@@ -113,3 +118,67 @@ async def test_a_message_sent_again_after_a_lost_turn_end_is_stored_once(
         await flow.reply(Incoming("ann", "how are you"))
         again = await said(store, "ann")
         assert again[4:] == ["how are you", f"echo: how are you (after {again[3]})"]
+
+
+class LostRecords:
+    """The keys' store, with the reply to the first record of an answer lost: applied
+    (``applied``) or not, the connection dies before its reply."""
+
+    def __init__(self, keys: KeyStore, *, applied: bool) -> None:
+        self._keys = keys
+        self.applied = applied
+        self.lost = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._keys, name)
+
+    async def complete_key(self, user_id: str, key: str, reply: dict[str, Any]) -> None:
+        if self.lost:
+            await self._keys.complete_key(user_id, key, reply)
+            return
+        self.lost = True
+        if self.applied:
+            await self._keys.complete_key(user_id, key, reply)
+        raise StoreUnavailable("connection closed")
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["record-stored", "record-lost"])
+async def test_a_closing_message_whose_answer_was_not_recorded_is_answered_once(
+    tmp_path: Path, store: Store, applied: bool
+) -> None:
+    """A keyed message that closes its dialog (``close_after``): the turn is stored and the
+    dialog closed, then the database goes away before the key records the answer. The
+    client's retry (409 until the claim's lease runs out) gets the stored answer, and
+    opens no dialog: the user's next message does."""
+    async with AsyncExitStack() as closing:
+        executor = await executor_of(loaded(tmp_path, "p", chorus("echo")), closing)
+        queues = UserQueues(store.queues)
+        keys = IdempotencyKeys(cast(KeyStore, LostRecords(store.keys, applied=applied)), lease=1.0)
+        closing.push_async_callback(queues.aclose)
+        closing.push_async_callback(keys.aclose)
+        flow = MessageFlow(
+            store.turns, executor, "http_client", ratings=store.ratings, queues=queues, keys=keys
+        )
+        body = {"user_id": "ann", "payload": "bye", "close_after": True}
+        bye = Incoming("ann", "bye", key="chat:1", fingerprint=fingerprint(body), close_after=True)
+        await flow.reply(Incoming("ann", "hi"))
+        with pytest.raises(StoreUnavailable):
+            await flow.reply(bye)
+        calls = CALLS["echo"]
+        while True:  # the client's retries
+            try:
+                answer = await flow.reply(bye)
+                break
+            except KeyInFlight:
+                await asyncio.sleep(0.05)  # a client's back-off before its retry
+        assert answer.result is not None
+        assert answer.result.bot_utterance.text == "echo: bye (after echo: hi (after -))"
+        assert CALLS["echo"] == calls  # sent back, not answered again
+        await flow.reply(Incoming("ann", "hello again"))
+        dialogs = await store.reader.user_dialogs("ann")
+        assert dialogs is not None
+        assert [[u.text for u in d.utterances] for d in dialogs] == [
+            ["hi", "echo: hi (after -)", "bye", "echo: bye (after echo: hi (after -))"],
+            ["hello again", "echo: hello again (after -)"],
+        ]
+        assert [d.date_finish is not None for d in dialogs] == [True, False]

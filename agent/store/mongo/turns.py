@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
+from pymongo import DESCENDING
 from pymongo.errors import DuplicateKeyError
 
 from agent.state.models import Bot, HumanUtterance, Utterance, new_id, utc_now
@@ -138,6 +139,21 @@ class MongoTurns(MongoBase):
             {"dialog_id": dialog_id, "seq": int(human["seq"]) + 1}
         )
         return [utterance_from(doc) for doc in (human, after) if doc is not None]
+
+    @unavailable_when_unreachable
+    async def last_closed_dialog(self, user_id: str) -> str | None:
+        """(A dialog whose document says closed while the user's still names it is half
+        closed, and not counted: the close was cut short, and closing it again ends it.)"""
+        human_id = human_id_for(user_id)
+        user = await self._users.find_one({"_id": human_id}, projection={"dialog.id": 1})
+        head = (user or {}).get("dialog")
+        still_open = head.get("id") if isinstance(head, dict) else None
+        doc = await self._dialogs.find_one(
+            {"human_id": human_id, "active": False, "_id": {"$ne": still_open}},
+            projection={"_id": 1},
+            sort=[("date_finish", DESCENDING)],
+        )
+        return None if doc is None else str(doc["_id"])
 
     @unavailable_when_unreachable
     async def add_utterance(

@@ -116,6 +116,14 @@ class SqliteTurns(SqliteBase):
         )
         return [utterance_of.validate_json(row[0]) for row in rows]
 
+    async def last_closed_dialog(self, user_id: str) -> str | None:
+        row = await self.fetch_one(
+            "SELECT id FROM dialogs WHERE active = 0 AND human_id = (SELECT id FROM users "
+            "WHERE user_id = ?) ORDER BY json_extract(doc, '$.date_finish') DESC LIMIT 1",
+            [user_id],
+        )
+        return None if row is None else str(row[0])
+
     async def add_utterance(
         self, dialog_id: str, utterance: HumanUtterance, place: Place | None = None
     ) -> None:
