@@ -259,13 +259,17 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
         words = re.findall(r"[A-Za-zÀ-ÿ'-]{2,30}|\S+", text.rstrip(".!"))
         if len(words) == 1 and re.fullmatch(_WORD, words[0]) and not is_common_word(words[0]):
             return _name(words[0])
-        return name_first(text) or first_name_in(words)
+        return name_first(text) or first_name_in(words) or unknown_word_first(words)
     return None
 
 
 #: A reply that opens on a word and a clause break: "Danny, from Leeds", "Tom. Quick one",
-#: "zoe :)", "lily!! whats urs".
-_NAME_FIRST = re.compile(rf"^\W*{_WORD}\s*(?:[,.!;:]|$)")
+#: "zoe :)", "lily!! whats urs", "Sam (she/her)", or where the user is from ("Ines from
+#: Porto").
+_NAME_FIRST = re.compile(rf"^\W*{_WORD}\s*(?:[,.!;:(]|from\b|$)", re.I)
+_VOWEL = re.compile(r"[aeiouyà-ÿ]")
+#: Titles before a name ("Mr. Patel"): the name is the word after.
+_TITLES = frozenset({"mr", "mrs", "ms", "miss", "mx", "dr", "prof", "sir", "madam"})
 
 
 def name_first(text: str) -> str | None:
@@ -297,12 +301,46 @@ def first_name_in(words: list[str]) -> str | None:
     if not 1 < len(words) <= NAMED_WORDS:
         return None
     names = first_names.first_names()
-    for before, word in itertools.pairwise(words):
-        if before.lower() in _PLACES_AFTER:
-            continue  # "I'm from India", "I live in Paris": a place, though a name too
-        if word[0].isupper() and word.lower() in names and not is_common_word(word):
+    later = [
+        word
+        for before, word in itertools.pairwise(words)
+        # "I'm from India", "I live in Paris": a place, though a name too
+        if before.lower() not in _PLACES_AFTER and word[0].isupper()
+    ]
+    for word in later:
+        if word.lower() in names and not is_common_word(word):
             return _name(word)
-    return None
+    # then a name the lists lack: "mera naam Sunil hai", "igama lami ngu Thandi"
+    return next((_name(word) for word in later if unknown_capitalised(word)), None)
+
+
+def unknown_capitalised(word: str) -> bool:
+    """A capitalised word that no English dictionary holds and is no common word or title:
+    in a reply to the name question, a name of some language that the first-name lists
+    lack ("Jógvan", "Haruto", "Thandi"), as a bare unknown word is."""
+    lowered = word.lower()
+    return (
+        word[0].isupper()
+        and _VOWEL.search(lowered) is not None  # "Pfft", "Hmm", "Smh": a sound or letters
+        # "Mine's": an English word with its ending, not a name
+        and not spelling.is_english(word.split("'")[0])
+        and not is_common_word(word)
+        and lowered not in _TITLES
+        and spelling.unabbreviate(lowered) == lowered  # "Tbh", "Idk": chat abbreviations
+    )
+
+
+def unknown_word_first(words: list[str]) -> str | None:
+    """In a short reply to the name question, its first word when that is a name the
+    lists lack (:func:`unknown_capitalised`): "Haruto desu", "Jógvan, up north"; after a
+    title, the word after it ("Mr. Patel")."""
+    words = [word for word in words if re.fullmatch(_WORD, word)]
+    if not 1 < len(words) <= NAMED_WORDS:
+        return None
+    if words[0].lower() in _TITLES:
+        title = words[1]
+        return None if not title[0].isupper() or is_common_word(title) else _name(title)
+    return _name(words[0]) if unknown_capitalised(words[0]) else None
 
 
 def name_on_opening(text: str) -> str | None:

@@ -251,6 +251,40 @@ def test_a_name_given_in_reply_to_the_question_is_taken(reply: str, name: str) -
     assert hypothesis["text"].startswith(f"Nice to meet you, {name}!")
 
 
+@pytest.mark.parametrize(
+    ("reply", "name"),
+    [
+        ("Haruto desu", "Haruto"),  # a name no first-name list holds, opening the reply
+        ("Jógvan. From Klaksvík, up north", "Jógvan"),
+        ("mera naam Sunil hai", "Sunil"),  # ... or further into it, capitalised
+        ("igama lami ngu Thandi", "Thandi"),
+        ("Ines from Porto", "Ines"),  # a first name, then where the user is from
+        ("Sam (she/her)", "Sam"),
+        ("Mr. Patel", "Patel"),  # the word after a title
+    ],
+)
+def test_a_name_the_lists_lack_is_a_capitalised_word_no_english_dictionary_holds(
+    reply: str, name: str
+) -> None:
+    (hypothesis,) = ask(*ASKED, reply, greeting_stage="asked_name")
+    assert hypothesis["human_attributes"] == {"name": name, "greeting_stage": "done"}
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Pfft, whatever",
+        "Tbh I forget",
+        "Idk man",
+        "Kinda busy rn",
+        "I live in Kyoto",
+        "Haha fair enough. Mine's been busy",
+    ],
+)
+def test_a_sound_an_abbreviation_or_a_place_after_asking_is_no_name(reply: str) -> None:
+    assert extract_name(reply, bare_word_ok=True) is None
+
+
 def test_a_reply_the_intents_annotator_reads_as_something_else_is_no_name() -> None:
     thanks = {"intents": {"intent": "thanks", "confidence": 0.9, "method": "similarity"}}
     assert ask(*ASKED, "Cheerio", annotations=thanks, greeting_stage="asked_name") == []
