@@ -116,6 +116,7 @@ from shared.reading import (
     ReadingModel,
     answer_by_reading,
     probabilities,
+    reply_by_reading,
     weigh,
 )
 
@@ -216,6 +217,12 @@ class Read:
     #: the turn is a few words of a statement late in the conversation, not right after
     #: the greeting's line, as the run had it (:func:`skills.smalltalk.app.nods_by_reading`)
     nodding: bool = False
+    #: the turn is a statement late in the conversation, not right after the greeting's
+    #: line, as the run had it (:func:`skills.smalltalk.app.states_by_reading`)
+    stating: bool = False
+    #: the turn replies to the greeting's name question, as the run had it
+    #: (:func:`skills.greeting.app.replies_to_name_question`)
+    naming: bool = False
     #: the turn asks for what no small-talk line holds (a question of fact, a task,
     #: memory: :func:`skills.smalltalk.asks.beyond_small_talk`), where small talk does not
     #: answer by the reading either
@@ -265,6 +272,31 @@ def nods(turns: Sequence[Observed]) -> list[bool]:
     ]
 
 
+def states(turns: Sequence[Observed]) -> list[bool]:
+    """Whether each turn is a statement small talk answers by its mood when the reading is
+    sure, as the run answered the turn before (:func:`skills.smalltalk.app.states_by_reading`)."""
+    from skills.smalltalk.app import states_by_reading  # loads its corpus: fitting only
+
+    return [
+        skill is not None and states_by_reading(t.text, skill)
+        for t, skill in zip(turns, reading.previous_skills(turns), strict=True)
+    ]
+
+
+def name_replies(turns: Sequence[Observed]) -> list[bool]:
+    """Whether each turn replies to the greeting's name question, as the run answered the
+    turn before (:func:`skills.greeting.app.replies_to_name_question`: its stage is
+    taken to wait for the name whenever its last line asked it)."""
+    from skills.greeting.app import asked_name
+
+    return [
+        skill == "greeting" and line is not None and asked_name(line)
+        for skill, line in zip(
+            reading.previous_skills(turns), reading.previous_lines(turns), strict=True
+        )
+    ]
+
+
 def beyond(turns: Sequence[Observed]) -> list[bool]:
     """Whether each turn asks for what no small-talk line holds, as small talk reads it
     before answering by the reading (:func:`skills.smalltalk.asks.beyond_small_talk`)."""
@@ -286,6 +318,14 @@ def ran(skill: str, intent: Mapping[str, Any]) -> bool:
 
     chosen = select(RULES, {"intents": dict(intent)}, {})
     return not chosen.skills or skill in chosen.skills or skill not in (chosen.decides or [])
+
+
+def may_answer_by_reading(text: str, annotations: Mapping[str, Any]) -> bool:
+    """Whether the greeting may answer a reply to its name question by the reading
+    (:func:`skills.greeting.app.may_answer_by_reading`)."""
+    from skills.greeting.app import may_answer_by_reading as may
+
+    return may(text, annotations)
 
 
 def decide(
@@ -320,12 +360,25 @@ def decide(
                 # the replay knows small talk's questions only (the shipped replier)
                 read.replying and skill == "smalltalk",
                 read.nodding and skill == "smalltalk",
+                read.stating and skill == "smalltalk",
             )
             # small talk reads first whether the turn asks what its lines cannot give
             if read.beyond and skill == "smalltalk":
                 continue
             if skill not in answered and found is not None and ran(skill, read.intent):
                 scored.append((found[0], -len(turn.hypotheses) - place, skill, True))
+        # a reply to the greeting's name question no pattern read (its by_reading)
+        replied = (
+            reply_by_reading("greeting", read.probabilities, read.model)
+            if read.naming
+            and "greeting" not in answered
+            and may_answer_by_reading(turn.text, {"intents": dict(read.intent)})
+            else None
+        )
+        if replied is not None and ran("greeting", read.intent):
+            scored.append(
+                (replied, -len(turn.hypotheses) - len(ANSWERS_BY_READING), "greeting", True)
+            )
     ranked = [
         (value - (WEAK_PENALTY if calibrated and value < fallback_below else 0.0), order, skill)
         for value, order, skill, calibrated in scored
@@ -374,6 +427,8 @@ def cross_validate(
     said = reading.turn_intents(turns)
     replying = replies(turns)
     nodding = nods(turns)
+    stating = states(turns)
+    naming = name_replies(turns)
     asks_beyond = beyond(turns)
 
     def with_reading(model: ReadingModel | None, i: int) -> Read | None:
@@ -385,6 +440,8 @@ def cross_validate(
             said[i],
             replying[i],
             nodding[i],
+            stating[i],
+            naming[i],
             asks_beyond[i],
         )
 
@@ -432,6 +489,8 @@ def across(
     said = reading.turn_intents(measured)
     replying = replies(measured)
     nodding = nods(measured)
+    stating = states(measured)
+    naming = name_replies(measured)
     asks_beyond = beyond(measured)
     curves = as_curves(fit(fitted_on, extra))
     model = reading.fit(
@@ -455,6 +514,8 @@ def across(
                 said[i],
                 replying[i],
                 nodding[i],
+                stating[i],
+                naming[i],
                 asks_beyond[i],
             ),
         )

@@ -94,8 +94,10 @@ STATEMENTS_ONLY = frozenset({"thanks", "farewell"})
 REPLY = "reply"
 #: The reading's probability from which such a reply is the skill's: the bot's question
 #: and the reading's agreement stand for the intent a reply has none of. From 0.6 or 0.7
-#: it answered a reply only the LLM fitted, fitted on dev and measured on train.
-REPLY_FROM = 0.8
+#: it answered a reply only the LLM fitted, fitted on dev and measured on train; since the
+#: reading is fitted on six sets, 0.6 answered six more replies out of fold on them, each
+#: small talk's, and none only the LLM fits (K-fold, 4,678 turns, docs/performance.md).
+REPLY_FROM = 0.6
 #: What :func:`answer_by_reading` names when the turn is a few words of a statement late
 #: in a conversation that no matcher of the skill read ("cheerio for now, my friend",
 #: "huh TIL", "laters, gotta dash", "tack så mycket!"): no intent says which line, and the
@@ -106,6 +108,25 @@ NOD = "nod"
 #: turns the LLM was asked for (a fitting cheap answer each) and one only the LLM fits;
 #: from 0.6 two more only the LLM fits.
 NOD_FROM = 0.7
+#: What :func:`answer_by_reading` names when the turn is a statement of any length late in
+#: a conversation, neither a reply to the greeting's line nor a question, bid or name, that
+#: no matcher of the skill read or read surely ("it's pouring with rain here", "knackered
+#: tbh, been at work since six", "lol same, im always on my laptop"): no intent says which
+#: line, the statement's mood does (small talk's empathy, gladness or interest).
+STATE = "state"
+#: The reading's probability from which such a statement is the skill's: out of fold on
+#: the six training sets (K-fold, 4,678 turns), from 0.7 it answered turns small talk fits
+#: and none only the LLM fits; from 0.65 and 0.6, one and two more only the LLM fits.
+STATE_FROM = 0.7
+#: The skills that answer a reply to their own question by the reading alone, where their
+#: matcher is silent, each with the reading's probability from which they do
+#: (:func:`reply_by_reading`): right after the greeting asked the user's name, a reply no
+#: pattern of it read ("Haruto desu", "Ines from Porto", "not really in the mood for
+#: names", "nah skip that") is the greeting's from 0.9. Out of fold on the six training
+#: sets, the replies to the name question left to the LLM held no turn only the LLM fits
+#: from 0.85 up, and two of small talk's ("what's your name?" back, which the intents
+#: annotator reads for itself) from 0.9 (docs/performance.md).
+REPLIES_BY_READING: dict[str, float] = {"greeting": 0.9}
 #: The embedding's width (:mod:`shared.meaning`).
 WIDTH = 256
 _WORDS = re.compile(r"\w+")
@@ -334,6 +355,7 @@ def answer_by_reading(
     question: bool = False,
     replying: bool = False,
     nodding: bool = False,
+    stating: bool = False,
 ) -> tuple[float, str] | None:
     """The reading's probability for ``skill`` and the intent that chooses its answer, when
     ``skill`` may answer this turn by the reading alone (its own matcher silent): the
@@ -346,14 +368,14 @@ def answer_by_reading(
     :data:`REPLY_FROM` or more: then the intent named is :data:`REPLY`; or the turn is
     ``nodding`` (a few words of a statement, late in a conversation, that no matcher of the
     skill read) and the reading gives the skill :data:`NOD_FROM` or more: then the intent
-    named is :data:`NOD`. None otherwise:
+    named is :data:`NOD`; or the turn is ``stating`` (a statement late in a conversation,
+    of any length) and the reading gives the skill :data:`STATE_FROM` or more: then the
+    intent named is :data:`STATE`. None otherwise:
     two readings that disagree leave the turn to others. ``model`` is the reading in use
     (:func:`shipped`; a fold's in bench/calibrate.py)."""
     agreeing = ANSWERS_BY_READING.get(skill)
-    if agreeing is None or model is None or probabilities is None:
-        return None
-    p = probabilities.get(skill)
-    if not isinstance(p, int | float) or p < ANSWER_FROM or model.combiner_for(skill) is None:
+    p = None if agreeing is None else _weighed_from(skill, probabilities, model, ANSWER_FROM)
+    if agreeing is None or p is None:
         return None
     if question:
         agreeing = agreeing - STATEMENTS_ONLY
@@ -373,4 +395,36 @@ def answer_by_reading(
         return float(p), REPLY
     if nodding and not question and p >= NOD_FROM:
         return float(p), NOD
+    if stating and not question and p >= STATE_FROM:
+        return float(p), STATE
     return None
+
+
+def reply_by_reading(
+    skill: str, probabilities: Mapping[str, float] | None, model: ReadingModel | None
+) -> float | None:
+    """The reading's probability for ``skill`` when ``skill`` may answer a reply to its own
+    question by the reading alone (:data:`REPLIES_BY_READING`): the reading gives it that
+    skill's floor or more, and its answers were weighed (a combiner). The caller says
+    whether the turn is such a reply (the greeting: right after its name question). None
+    otherwise. ``model`` is the reading in use (:func:`shipped`; a fold's in
+    bench/calibrate.py)."""
+    floor = REPLIES_BY_READING.get(skill)
+    return None if floor is None else _weighed_from(skill, probabilities, model, floor)
+
+
+def _weighed_from(
+    skill: str,
+    probabilities: Mapping[str, float] | None,
+    model: ReadingModel | None,
+    floor: float,
+) -> float | None:
+    """The reading's probability for ``skill`` when it is ``floor`` or more and the skill's
+    answers were weighed (a combiner: the labelled set said what the reading is worth for
+    it); else None."""
+    if model is None or probabilities is None:
+        return None
+    p = probabilities.get(skill)
+    if not isinstance(p, int | float) or p < floor or model.combiner_for(skill) is None:
+        return None
+    return float(p)

@@ -19,7 +19,7 @@ from typing import Any
 from vaderSentiment.vaderSentiment import BOOSTER_DICT, NEGATE, SentimentIntensityAnalyzer
 
 from agent.sdk import DialogView, Service, SkillHypothesis
-from shared import first_names, spelling
+from shared import first_names, reading, spelling
 from shared.calibration import calibrated
 
 #: Only when no intents annotator ran: with one, its reading of the utterance decides
@@ -652,6 +652,101 @@ def _scripted(
     return None
 
 
+def asked_name(line: str) -> bool:
+    """Whether the bot's ``line`` asked the user's name ("What's your name?")."""
+    return bool(_ASKED.search(line))
+
+
+def replies_to_name_question(dialog: DialogView) -> bool:
+    """The turn answers the script's own name question: the bot's last line was this
+    skill's and asked it, and the script still waits for the name."""
+    last = dialog.bot_utterance
+    return (
+        dialog.human.attributes.get("greeting_stage") == "asked_name"
+        and last is not None
+        and last.active_skill == "greeting"
+        and asked_name(last.text)
+    )
+
+
+def name_anywhere(text: str) -> str | None:
+    """In a short reply to the name question, a word that is a first name of some language
+    (:mod:`shared.first_names`) wherever it stands, not a common word nor a place ("Ines
+    from Porto", "Aiko desu"): capitalised, or not an English word ("oskar is the name");
+    else a capitalised word that is no English word ("Haruto desu", "mera naam Sunil
+    hai"). Only where the turn's reading is sure the reply is the greeting's
+    (:func:`by_reading`): elsewhere the first word is any sentence's capital."""
+    found = list(re.finditer(r"[A-Za-zÀ-ÿ'-]{2,30}(\.?)", text))
+    words = [m.group(0).rstrip(".") for m in found]
+    # a short word with a full stop is a title or an abbreviation ("Mr. Patel", "Dr."), no name
+    titles = {m.group(0).rstrip(".") for m in found if m.group(1) and len(m.group(0)) <= 4}
+    if not 0 < len(words) <= NAMED_WORDS:
+        return None
+    names = first_names.first_names()
+    kept = [
+        word
+        for place, word in enumerate(words)
+        # "from Porto", "in Paris": a place, though a name too
+        if not (place and words[place - 1].lower() in _PLACES_AFTER) and not is_common_word(word)
+    ]
+    for word in kept:
+        if word.lower() in names and (word[0].isupper() or not spelling.is_english(word)):
+            return _name(word)
+    # a name faker's locales lack, written as one: capitalised, and no English word
+    # ("mera naam Sunil hai", "Haruto desu")
+    for word in kept:
+        if unknown_capitalised(word) and word not in titles:
+            return _name(word)
+    return None
+
+
+def may_answer_by_reading(text: str, annotations: Mapping[str, Any]) -> bool:
+    """Whether a reply to the name question may be read as the greeting's by the reading
+    (:func:`by_reading`): the intents annotator reads no intent in it but a "no" (a dodge:
+    "nope, you first"), it does not ask the bot how it is back, and it does not say how
+    the user is ("I'm bored": "I'm" before a
+    common word, which :func:`extract_name` reads as no name either)."""
+    if recognised_intent(annotations) not in (None, "no") or _ASKS_HOW_BACK.search(text):
+        return False  # another intent; how the user is, asked back ("jól, köszi. you?")
+    maybe = _MAYBE_NAME.search(spelling.unabbreviate(text))
+    return maybe is None or not is_common_word(maybe.group(1))
+
+
+#: The answer type of a reply to the name question answered by the turn's reading.
+BY_READING = "by_reading"
+
+
+def by_reading(text: str, annotations: Mapping[str, Any]) -> SkillHypothesis | None:
+    """Right after the script asked the user's name, a reply none of its patterns read,
+    when the turn's reading is sure it is the greeting's (:func:`shared.reading.
+    reply_by_reading`) and the intents annotator reads no other intent in it: the name,
+    if a first name of some language is in it (:func:`name_anywhere`: "Haruto desu",
+    "Ines from Porto"); else a dodge ("not really in the mood for names", "nah skip
+    that"), answered with why the bot asks. The confidence is the reading's probability,
+    already a chance fitted on labelled turns (no curve of its own); ``routing`` says so
+    for the inspector (``kind`` ``by_reading``)."""
+    if not may_answer_by_reading(text, annotations):
+        return None
+    chance = reading.reply_by_reading("greeting", reading.of(annotations), reading.shipped())
+    if chance is None:
+        return None
+    name = name_anywhere(spelling.unabbreviate(text))
+    hypothesis = (
+        SkillHypothesis(
+            text=f"Nice to meet you, {name}! {TOPIC_QUESTION}",
+            confidence=chance,
+            human_attributes={"name": name, "greeting_stage": "done"},
+        )
+        if name
+        else SkillHypothesis(
+            text=WHY_ASK_LINE, confidence=chance, human_attributes={"greeting_stage": "done"}
+        )
+    )
+    routing = {"skill": "greeting", "kind": BY_READING, "raw": chance, "read": chance}
+    setattr(hypothesis, "routing", routing)  # noqa: B010
+    return hypothesis
+
+
 service = Service(
     "greeting", description="Greets, asks the user's name, remembers it.", never_changes_view=True
 )
@@ -666,6 +761,9 @@ async def greet(dialog: DialogView) -> list[SkillHypothesis]:
     hypothesis = respond(
         human.text, dialog.human.attributes, human.annotations, asked, explained, not said
     )
+    if hypothesis is None and said and asked and replies_to_name_question(dialog):
+        # a reply to the name question no pattern read: the reading may still say
+        hypothesis = by_reading(human.text, human.annotations)
     return [hypothesis] if hypothesis else []
 
 

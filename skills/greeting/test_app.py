@@ -510,3 +510,49 @@ def test_a_name_kept_back_after_the_bot_said_why_it_asked_is_let_go() -> None:
     assert kept["text"].startswith("That's fine, no name needed.")
     assert kept["human_attributes"] == {}
     assert kept["routing"]["kind"] == "name_let_go"
+
+
+def test_a_reply_to_the_name_question_the_reading_is_sure_of_is_the_greetings() -> None:
+    """Right after the script asked the name, a reply none of its patterns reads is the
+    greeting's when the turn's reading is sure of it (shared/reading.py's
+    ``REPLIES_BY_READING``), as sure as the reading: the first name in it is taken
+    ("oskar is the name": a first name in lowercase, which no pattern takes; "mera naam
+    Sunil hai" is read without the reading, a capitalised word no English dictionary holds),
+    or, with none, the bot says why it asks ("not really in the mood for names"). An
+    unsure reading, another skill's question, "I'm bored" (how the user is) and a reply
+    asking how the bot is back get nothing from the greeting."""
+
+    def replied(text: str, greeting: float = 0.95, said_by: str = "greeting") -> dict[str, Any]:
+        reading = {"greeting": greeting, "smalltalk": 0.05, "llm": 0.02}
+        intents = {"intent": None, "confidence": 0.1, "method": None}
+        near = {"nearest": "tell_name", "likeness": 0.2, "reading": reading}
+        dialog = view(
+            "hi",
+            "Hi! I'm Chorus. What's your name?",
+            text,
+            human_attributes={"greeting_stage": "asked_name"},
+            annotations={"intents": {**intents, **near}},
+        )
+        dialog["utterances"][-2]["active_skill"] = said_by
+        return dialog
+
+    dialogs = [
+        replied("oskar is the name"),
+        replied("mera naam Sunil hai"),
+        replied("not really in the mood for names"),
+        replied("oskar is the name", greeting=0.8),
+        replied("oskar is the name", said_by="smalltalk"),
+        replied("I'm bored"),
+        replied("jól, köszi. you?"),
+    ]
+    with ServiceClient(app) as client:
+        answers = client.post("/respond", json={"dialogs": dialogs}).json()
+    (oskar,), (sunil,), (dodged,), *silent = answers
+    assert oskar["text"].startswith("Nice to meet you, Oskar!")
+    assert oskar["human_attributes"] == {"name": "Oskar", "greeting_stage": "done"}
+    assert oskar["confidence"] == 0.95
+    assert oskar["routing"]["kind"] == "by_reading"
+    assert sunil["human_attributes"]["name"] == "Sunil"
+    assert dodged["text"] == WHY_ASK_LINE
+    assert dodged["human_attributes"] == {"greeting_stage": "done"}
+    assert silent == [[], [], [], []]

@@ -723,6 +723,35 @@ def nods_by_reading(text: str, last_skill: str | None) -> bool:
     )
 
 
+def states_by_reading(text: str, last_skill: str | None) -> bool:
+    """The user's ``text`` is a statement of their own late in the conversation, of any
+    length: no question or bid, no name given or said (:func:`unread.names_someone`), not
+    right after the greeting's line (a reply to it is the greeting's). Small talk answers
+    it by its mood when the turn's reading is sure the turn is small talk's
+    (:data:`shared.reading.STATE`): "it's pouring with rain here", "knackered tbh, been at
+    work since six", "lol same, im always on my laptop". The caller asks only after a
+    bot's line (never on the opening turn)."""
+    return (
+        last_skill != "greeting"
+        and _ASKS.search(text) is None
+        and _ASKS.search(spelling.normalise(text)) is None
+        and _INTRODUCES.search(text) is None
+        and not unread.names_someone(text)
+    )
+
+
+def stated_line(text: str, annotations: Mapping[str, Any]) -> Topic:
+    """The line a statement small talk answers by the reading gets, by its mood: sympathy
+    for a bad one, gladness for a good one, interest otherwise; a nod to words the
+    sentiment annotator cannot read (another language: "nzuri sana, asante")."""
+    if not unread.mostly_english(text):
+        return "unread"
+    label = mood(annotations)
+    if label == "negative":
+        return "empathy"
+    return "glad" if label == "positive" else "about_user"
+
+
 #: The answer type of a line chosen by the turn's reading (:func:`by_reading`).
 BY_READING = "by_reading"
 
@@ -750,6 +779,8 @@ def by_reading(
         and replies_to_own_question(dialog.human_utterance.text, last.text, last.active_skill),
         nodding=last is not None
         and nods_by_reading(dialog.human_utterance.text, last.active_skill),
+        stating=last is not None
+        and states_by_reading(dialog.human_utterance.text, last.active_skill),
     )
     if found is None:
         return None
@@ -758,6 +789,8 @@ def by_reading(
         intent = "about_user"
     elif intent == reading.NOD:  # a few words of thanks, goodbye or reaction: a nod
         intent = "unread"
+    elif intent == reading.STATE:  # a statement of the user's own: a line for its mood
+        intent = stated_line(dialog.human_utterance.text, annotations)
     elif intent not in INTENT_TOPICS:  # a deployment's reading naming intents of its own
         return None
     topic = cast(Topic, intent)

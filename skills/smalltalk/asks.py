@@ -81,9 +81,10 @@ _REQUEST = re.compile(
 )
 #: What is asked is the bot itself: "tell me about yourself".
 _ABOUT_BOT = re.compile(r"\babout\s+(?:you|yourself|u)\b", _I)
-#: Content on a subject the user names: "one about cats", "a joke about calendars".
+#: Content on a subject the user names: "one about cats", "a joke about calendars", "a
+#: fun fact about sharks" (the persona's facts have no subject: label rule 2's kin).
 _ON_A_SUBJECT = re.compile(
-    r"\b(?:one|joke|jokes|story|poem|song|something|more)\s+(?:about|on)\s+"
+    r"\b(?:one|joke|jokes|story|poem|song|something|more|fact|facts)\s+(?:about|on)\s+"
     r"(?!you\b|yourself\b|u\b)\w+",
     _I,
 )

@@ -467,7 +467,7 @@ def test_a_reply_to_its_own_question_is_acknowledged_when_the_reading_agrees(
         replied(reply),
         replied(reply, asked_by="greeting"),
         replied("what do you read?"),
-        replied(reply, smalltalk=0.7),
+        replied(reply, smalltalk=0.55),
     )
     assert acknowledged["text"] in FILE_LINES.about_user
     assert acknowledged["confidence"] == 0.85
@@ -491,19 +491,59 @@ def test_a_few_words_the_reading_is_sure_of_get_a_nod(client: ServiceClient) -> 
             said_by=after,
         )
 
-    (nod,), *silent = ask(
+    (nod,), (longer,), *silent = ask(
         client,
         said("cheerio for now, my friend"),
+        said("cheerio for now then, it was fun, my friend"),
         said("cheerio for now, my friend", smalltalk=0.65),
         said("cheerio for now, my friend", after="greeting"),
         said("Jack. Jack from Leeds"),
         said("any tips for parallel parking"),
-        said("cheerio for now then, it was fun, my friend"),
     )
     assert nod["text"] in FILE_LINES.unread
     assert nod["confidence"] == 0.85
     assert nod["routing"]["kind"] == "by_reading"
-    assert silent == [[], [], [], [], []]
+    # a longer statement is answered by its mood, not nodded to (the next test)
+    assert longer["text"] not in FILE_LINES.unread
+    assert silent == [[], [], [], []]
+
+
+def test_a_statement_the_reading_is_sure_of_gets_a_line_for_its_mood(
+    client: ServiceClient,
+) -> None:
+    """ "the kids are finally asleep and the house is quiet" late in a conversation: no
+    pattern, intent or corpus line of the skill reads it. When the turn's reading is sure
+    the turn is small talk's (``STATE_FROM``), the skill answers by its mood, as sure as
+    the reading: interest where the sentiment annotator finds none, a nod to words it
+    cannot read (another language). A question, a name, a reply to the greeting's line
+    and an unsure reading get nothing."""
+
+    def said(text: str, smalltalk: float = 0.85, after: str = "smalltalk") -> dict[str, Any]:
+        built = read_after(
+            "Glad you think so!",
+            text,
+            {"smalltalk": smalltalk, "llm": 0.1},
+            nearest="ask_name",
+            said_by=after,
+        )
+        built["utterances"][-1]["annotations"]["sentiment"] = {"label": "neutral"}
+        return built
+
+    statement = "the kids are finally asleep and the house is quiet"
+    (interest,), (foreign,), *silent = ask(
+        client,
+        said(statement),
+        said("nzuri sana asante rafiki yangu wa zamani"),
+        said(statement, smalltalk=0.65),
+        said(statement, after="greeting"),
+        said("are the kids finally asleep and the house quiet"),
+        said("the kids are asleep, Lena and Tom"),
+    )
+    assert interest["text"] in FILE_LINES.about_user
+    assert interest["confidence"] == 0.85
+    assert interest["routing"]["kind"] == "by_reading"
+    assert foreign["text"] in FILE_LINES.unread
+    assert silent == [[], [], [], []]
 
 
 def test_an_intent_read_by_similarity_alone_is_calibrated_apart(client: ServiceClient) -> None:

@@ -72,16 +72,24 @@ def few_words(text: str) -> bool:
     talk's (:data:`shared.reading.NOD`)."""
     if "?" in text:
         return False
+    words = _WORD.findall(spelling.unabbreviate(text.replace("\u2019", "'")))
+    return 0 < len(words) <= NOD_WORDS and not names_someone(text)
+
+
+def names_someone(text: str) -> bool:
+    """Whether ``text`` holds a name, as the greeting would read one: a capitalised word
+    after the first ("Jack. Jack from Leeds"), a bare first name ("kev", "Steve"), or a
+    first name that is not an English word ("zoe :)"). Such a turn is the greeting's, not
+    one small talk answers by the reading. "I" is no name ("pasta mostly, I make it
+    fresh")."""
     typed = _LETTERS.findall(text)
-    if any(word[0].isupper() for word in typed[1:] if word.lower() not in _NEUTRAL):
-        return False
+    if any(word[0].isupper() for word in typed[1:] if word.lower() not in _NEUTRAL | {"i"}):
+        return True
     words = [w.lower() for w in _WORD.findall(spelling.unabbreviate(text.replace("\u2019", "'")))]
-    if not 0 < len(words) <= NOD_WORDS:
-        return False
     names = first_names.first_names()
     if len(words) == 1 and words[0] in names:
-        return False  # a bare name ("kev"), the greeting's
-    return not any(w in names and not spelling.is_english(w) for w in words)
+        return True  # a bare name ("kev"), the greeting's
+    return any(w in names and not spelling.is_english(w) for w in words)
 
 
 def mostly_english(text: str) -> bool:

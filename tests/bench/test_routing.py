@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
+from bench.routing import Observed
 from bench.routing_store import export
 from tests.conftest import agents, service_entry
 from tests.support.processes import run_module, unmeasured_environment
@@ -238,6 +239,23 @@ def test_an_operators_skill_learns_its_turns_from_their_labels_through_the_readi
     assert read["llm_off"]["cheap_pretended_on_llm_only"] <= 2
 
 
+def silent_turn(text: str, fits: str) -> Observed:
+    """A later turn, labelled for ``fits``, on which only the fallback said anything."""
+    from bench.routing import Hypothesis, Observed
+
+    return Observed(
+        conversation="c",
+        place=2,
+        text=text,
+        fits=[fits],
+        skill="",
+        answer="",
+        llm_asked=False,
+        llm_selected=True,
+        hypotheses=[Hypothesis(skill="fallback", confidence=0.1, text="Hm.")],
+    )
+
+
 def test_the_replay_lets_small_talk_answer_by_the_reading_where_it_ran_and_the_intent_agrees() -> (
     None
 ):
@@ -247,7 +265,6 @@ def test_the_replay_lets_small_talk_answer_by_the_reading_where_it_ran_and_the_i
     an unsure reading, or a sure intent whose rule does not run small talk leave the turn
     to the fallback and the LLM."""
     from bench.calibrate import Read, decide
-    from bench.routing import Hypothesis, Observed
     from shared.reading import shipped
 
     model = shipped()
@@ -256,17 +273,7 @@ def test_the_replay_lets_small_talk_answer_by_the_reading_where_it_ran_and_the_i
     def replayed(
         text: str, smalltalk: float, intent: dict[str, Any], beyond: bool = False
     ) -> tuple[str, bool]:
-        turn = Observed(
-            conversation="c",
-            place=2,
-            text=text,
-            fits=["smalltalk"],
-            skill="",
-            answer="",
-            llm_asked=False,
-            llm_selected=True,
-            hypotheses=[Hypothesis(skill="fallback", confidence=0.1, text="Hm.")],
-        )
+        turn = silent_turn(text, "smalltalk")
         read = Read({"smalltalk": smalltalk, "llm": 0.1}, model, intent, beyond=beyond)
         decided = decide(turn, {}, 0.6, read)
         return decided.skill, decided.llm_asked
@@ -284,3 +291,27 @@ def test_the_replay_lets_small_talk_answer_by_the_reading_where_it_ran_and_the_i
     # a turn that asks for what no small-talk line holds (skills/smalltalk/asks.py): small
     # talk does not answer it by the reading either
     assert replayed("what's a healthy lunch I can take to work?", 0.85, identity, True)[1] is True
+
+
+def test_the_replay_lets_the_greeting_take_a_reply_to_its_name_question_by_the_reading() -> None:
+    """bench.calibrate's replay of a reply to the greeting's name question on which the
+    greeting said nothing ("Haruto desu"): a reading sure it is the greeting's answers
+    with the greeting without the LLM, as the skill does; an unsure reading, a turn that is
+    no such reply, or one saying how the user is ("I'm bored") leave it to the LLM."""
+    from bench.calibrate import Read, decide
+    from shared.reading import shipped
+
+    model = shipped()
+    assert model is not None
+
+    def replayed(text: str, greeting: float, naming: bool = True) -> tuple[str, bool]:
+        turn = silent_turn(text, "greeting")
+        intent = {"intent": None, "confidence": 0.1, "nearest": "tell_name", "likeness": 0.2}
+        read = Read({"greeting": greeting, "llm": 0.05}, model, intent, naming=naming)
+        decided = decide(turn, {}, 0.6, read)
+        return decided.skill, decided.llm_asked
+
+    assert replayed("Haruto desu", 0.95) == ("greeting", False)
+    assert replayed("Haruto desu", 0.8)[1] is True
+    assert replayed("Haruto desu", 0.95, naming=False)[1] is True
+    assert replayed("I'm bored", 0.95)[1] is True
