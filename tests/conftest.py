@@ -123,12 +123,58 @@ def starts_servers(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test that starts a real server or process ``sockets``: ``pytest -m "not
     sockets"`` (``make test-fast``) runs the in-process tier alone (docs/development.md,
-    "Test tiers")."""
+    "Test tiers"). In a run with ``--dist worksteal``, the ``one_at_a_time`` tests go
+    first, each name's to a worker of its own (``heaviest_first``)."""
     for item in items:
         if "tests/browser/" in item.nodeid:  # Chromium opens the agent's pages at its URL
             item.add_marker(pytest.mark.served)
         if starts_servers(item):
             item.add_marker(pytest.mark.sockets)
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is not None and workerinput.get("dist") == "worksteal":
+        items[:] = heaviest_first(items, int(workerinput["workercount"]))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist's, in the controller: each worker is told the run's ``--dist`` mode,
+    which :func:`pytest_collection_modifyitems` orders its collection by. A worker's own
+    ``--dist`` option reads ``no`` (xdist sets it so, as the worker runs its tests in one
+    process): asked there, the order was never changed, and the chains ran where the
+    collection put them (the ``stack`` chain's benchmarks last, 34 s with a worker idle)."""
+    node.workerinput["dist"] = node.config.getoption("dist")
+
+
+def heaviest_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """``items`` reordered for pytest-xdist's worksteal: the tests marked ``one_at_a_time``
+    with one name (a chain that runs one test at a time: together they take longer than
+    the rest of a worker's share) at the start of one worker's share, each name's at
+    another's. worksteal hands the workers consecutive shares of the collection, in order,
+    and a worker that runs out takes tests from the end of another's: so each chain runs
+    from the run's start, on one worker, without waiting for another worker's test of its
+    name, instead of starting where the collection put it, late, into a tail with the
+    other workers idle. Every worker collects the same order (xdist checks), as
+    ``workers`` is the same for all."""
+    chains: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        mark = item.get_closest_marker("one_at_a_time")
+        if mark is not None:
+            chains.setdefault(mark.args[0], []).append(item)
+    if workers < 2 or not chains:
+        return items
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for share, chain in zip(shares, sorted(chains.values(), key=len, reverse=True), strict=False):
+        share.extend(chain)  # more names than workers: the rest stay where they are
+    first = {id(item) for share in shares for item in share}
+    rest = iter(item for item in items if id(item) not in first)
+    left = len(items)
+    for index, share in enumerate(shares):
+        size = left // (workers - index)  # the share worksteal hands this worker
+        left -= size
+        if len(share) > size:  # a chain longer than a share: no order helps
+            return items
+        share.extend(itertools.islice(rest, size - len(share)))
+    return [item for share in shares for item in share]
 
 
 @pytest.fixture

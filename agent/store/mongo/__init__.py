@@ -96,6 +96,7 @@ class MongoStore:
         bulk_write: bool = False,
     ) -> None:
         self._m = m = MongoDb(client, db, point_reads=point_reads, bulk_write=bulk_write)
+        self._outage = m.outage
         numbering = Numbering(m)
         self.turns = MongoTurns(m, numbering)
         self.reader = MongoReads(m, numbering)
@@ -219,4 +220,5 @@ class MongoStore:
         await self._m.db.command("ping")
 
     async def close(self) -> None:
+        await self._m.outage.aclose()
         await self._m.client.close()

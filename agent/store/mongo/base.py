@@ -11,6 +11,7 @@ from pymongo.errors import WriteError
 
 from agent.store.mongo.codec import literal
 from agent.store.mongo.errors import Doc
+from agent.store.mongo.outage import Outage
 
 #: Ids looked up per ``find`` (:meth:`MongoBase._by_id`).
 _IDS_PER_FIND = 100
@@ -39,6 +40,8 @@ class MongoDb:
         self.dialogs: AsyncCollection[Doc] = db["dialogs"]
         self.utterances: AsyncCollection[Doc] = db["utterances"]
         self.keys: AsyncCollection[Doc] = db["idempotency_keys"]
+        #: whether the server is away, for every part's calls to wait on
+        self.outage = Outage(client)
 
 
 class MongoBase:
@@ -53,6 +56,7 @@ class MongoBase:
         self._dialogs = m.dialogs
         self._utterances = m.utterances
         self._keys = m.keys
+        self._outage = m.outage
 
     async def _update(
         self, collection: AsyncCollection[Doc], statements: list[Doc]

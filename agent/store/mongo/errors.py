@@ -10,6 +10,7 @@ from bson.errors import InvalidDocument
 from pymongo.errors import ConnectionFailure, DocumentTooLarge, DuplicateKeyError, WriteError
 
 from agent.store.base import StoreUnavailable, StoreWriteRefused
+from agent.store.mongo.outage import Outage
 
 Doc = dict[str, Any]
 P = ParamSpec("P")
@@ -23,13 +24,22 @@ def unavailable_when_unreachable(
     network timeout: all :class:`ConnectionFailure`) into :class:`StoreUnavailable`, and a
     document refused for its content (over 16 MB, not encodable as BSON, a write error
     other than a duplicate key) into :class:`StoreWriteRefused`, so callers handle one
-    exception per outcome whatever the backend."""
+    exception per outcome whatever the backend.
+
+    A method of a part of the store (its ``_outage``, :class:`~.outage.Outage`) waits,
+    once a call has failed to reach the server, until one probe has reached it again,
+    instead of going to the driver meanwhile (the outage's docstring says why)."""
 
     @functools.wraps(method)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        outage = getattr(args[0], "_outage", None) if args else None
+        if isinstance(outage, Outage):
+            await outage.passed()
         try:
             return await method(*args, **kwargs)
         except ConnectionFailure as exc:
+            if isinstance(outage, Outage):
+                outage.began()
             raise StoreUnavailable(f"MongoDB store: {exc}") from exc
         except DuplicateKeyError:
             raise
