@@ -20,12 +20,11 @@ from pymongo import AsyncMongoClient
 from pymongo.errors import AutoReconnect
 
 from agent.flow import Incoming, MessageFlow
-from agent.idempotency import IdempotencyKeys, KeyInFlight, fingerprint
-from agent.queues import UserQueues
+from agent.idempotency import KeyInFlight, fingerprint
 from agent.state.models import BotUtterance
 from agent.store.base import Store, StoreUnavailable
 from agent.store.mongo import MongoStore
-from tests.turn.test_direct import chorus, executor_of, loaded
+from tests.store.test_lost_reply import echo_flow
 
 #: The queue's and the keys' lease (``CHORUS_QUEUE_LEASE``): a place or a claim whose
 #: write was applied and whose reply was cut is held that long by nobody.
@@ -170,20 +169,7 @@ async def test_a_cut_at_any_write_of_a_dialog_loses_and_doubles_nothing(
 ) -> None:
     store, cut = cut_store
     async with AsyncExitStack() as closing:
-        executor = await executor_of(loaded(tmp_path, "p", chorus("echo")), closing)
-        queues = UserQueues(store.queues, lease=LEASE)
-        keys = IdempotencyKeys(store.keys, lease=LEASE)
-        closing.push_async_callback(queues.aclose)
-        closing.push_async_callback(keys.aclose)
-        flow = MessageFlow(
-            store.turns,
-            executor,
-            "http_client",
-            ratings=store.ratings,
-            queues=queues,
-            keys=keys,
-            end_retry=0,  # the database stays away longer than the end is written again
-        )
+        flow = await echo_flow(tmp_path, store, closing, lease=LEASE, end_retry=0)
         at = 0
         while True:
             user = f"user{at}"

@@ -15,11 +15,19 @@ from typing import Any, cast
 
 import pytest
 
-from agent.flow import Incoming, MessageFlow
+from agent.flow import END_RETRY, Incoming, MessageFlow
 from agent.idempotency import IdempotencyKeys, KeyInFlight, fingerprint
 from agent.queues import UserQueues
 from agent.state.models import HumanUtterance, Utterance
-from agent.store.base import KeyStore, Place, Store, StoreUnavailable, TurnEnd, TurnStart
+from agent.store.base import (
+    KeyStore,
+    Place,
+    Store,
+    StoreUnavailable,
+    TurnEnd,
+    TurnStart,
+    TurnStore,
+)
 from tests.turn.services import CALLS
 from tests.turn.test_direct import chorus, executor_of, loaded
 
@@ -72,6 +80,35 @@ class LostReplies:
         return await self._turns.close_active_dialog(user_id)
 
 
+async def echo_flow(
+    tmp_path: Path,
+    store: Store,
+    closing: AsyncExitStack,
+    *,
+    turns: TurnStore | None = None,
+    keys: KeyStore | None = None,
+    lease: float = 10.0,
+    end_retry: float = END_RETRY,
+) -> MessageFlow:
+    """The message flow over ``store`` (its ``turns`` and ``keys`` when given instead: a
+    store with lost replies) and an echo skill, its queue's and keys' lease ``lease``;
+    ``end_retry`` 0: the database stays away longer than the end is written again."""
+    executor = await executor_of(loaded(tmp_path, "p", chorus("echo")), closing)
+    queues = UserQueues(store.queues, lease=lease)
+    claims = IdempotencyKeys(keys or store.keys, lease=lease)
+    closing.push_async_callback(queues.aclose)
+    closing.push_async_callback(claims.aclose)
+    return MessageFlow(
+        turns or store.turns,
+        executor,
+        "http_client",
+        ratings=store.ratings,
+        queues=queues,
+        keys=claims,
+        end_retry=end_retry,
+    )
+
+
 async def said(store: Store, user_id: str) -> list[str]:
     dialogs = await store.reader.user_dialogs(user_id)
     assert dialogs is not None
@@ -83,20 +120,8 @@ async def test_a_message_sent_again_after_a_lost_turn_end_is_stored_once(
     tmp_path: Path, store: Store, applied: bool
 ) -> None:
     async with AsyncExitStack() as closing:
-        executor = await executor_of(loaded(tmp_path, "p", chorus("echo")), closing)
-        queues, keys = UserQueues(store.queues), IdempotencyKeys(store.keys)
-        closing.push_async_callback(queues.aclose)
-        closing.push_async_callback(keys.aclose)
         turns = LostReplies(store, applied=applied)
-        flow = MessageFlow(
-            turns,
-            executor,
-            "http_client",
-            ratings=store.ratings,
-            queues=queues,
-            keys=keys,
-            end_retry=0,  # the database stays away longer than the end is written again
-        )
+        flow = await echo_flow(tmp_path, store, closing, turns=turns, end_retry=0)
         await flow.reply(Incoming("ann", "hi"))
         turns.down = True
         with pytest.raises(StoreUnavailable):
@@ -151,14 +176,8 @@ async def test_a_closing_message_whose_answer_was_not_recorded_is_answered_once(
     client's retry (409 until the claim's lease runs out) gets the stored answer, and
     opens no dialog: the user's next message does."""
     async with AsyncExitStack() as closing:
-        executor = await executor_of(loaded(tmp_path, "p", chorus("echo")), closing)
-        queues = UserQueues(store.queues)
-        keys = IdempotencyKeys(cast(KeyStore, LostRecords(store.keys, applied=applied)), lease=1.0)
-        closing.push_async_callback(queues.aclose)
-        closing.push_async_callback(keys.aclose)
-        flow = MessageFlow(
-            store.turns, executor, "http_client", ratings=store.ratings, queues=queues, keys=keys
-        )
+        lost = LostRecords(store.keys, applied=applied)
+        flow = await echo_flow(tmp_path, store, closing, keys=cast(KeyStore, lost), lease=1.0)
         body = {"user_id": "ann", "payload": "bye", "close_after": True}
         bye = Incoming("ann", "bye", key="chat:1", fingerprint=fingerprint(body), close_after=True)
         await flow.reply(Incoming("ann", "hi"))
