@@ -31,7 +31,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from agent.handoff import HandoffConflict, Handoffs
@@ -543,12 +543,7 @@ class MessageFlow:
         if doubt is None or doubt.closing is None:
             return None
         dialog_id, stored = doubt.closing
-        human = stored.utterance
-        repeats = (
-            human.text == incoming.text
-            and human.attributes == incoming.attributes
-            and utc_now() - human.date_time <= self._retry_window
-        )
+        repeats = self._said_again(stored.utterance, incoming.text, incoming.attributes, utc_now())
         if repeats and await self._store.last_closed_dialog(incoming.user_id) == dialog_id:
             self.in_doubt.take(incoming.user_id)
             return dialog_id, stored
@@ -560,8 +555,10 @@ class MessageFlow:
         """(:meth:`_answered_before_close` for a keyed message.) :class:`KeySuperseded` when
         it is stored there unanswered: that dialog is closed, so it never will be."""
         closed = await self._store.last_closed_dialog(user_id) if retried else None
-        found = [] if closed is None else await self._store.keyed_turn(closed, key)
-        if closed is None or not found:
+        if closed is None:
+            return None
+        found = await self._store.keyed_turn(closed, key)
+        if not found:
             return None
         if len(found) == 2:
             human, after = found
@@ -666,10 +663,17 @@ class MessageFlow:
         when neither has one, the same text and attributes within the retry window."""
         if stored.message_key is not None or utterance.message_key is not None:
             return stored.message_key == utterance.message_key
+        return self._said_again(stored, utterance.text, utterance.attributes, utterance.date_time)
+
+    def _said_again(
+        self, stored: HumanUtterance, text: str, attributes: dict[str, Any], at: datetime
+    ) -> bool:
+        """Whether a message without a key, said at ``at``, repeats ``stored``: the same text
+        and attributes within the retry window."""
         return (
-            stored.text == utterance.text
-            and stored.attributes == utterance.attributes
-            and utterance.date_time - stored.date_time <= self._retry_window
+            stored.text == text
+            and stored.attributes == attributes
+            and at - stored.date_time <= self._retry_window
         )
 
     async def _store_end(
