@@ -399,6 +399,37 @@ def replayed(turns: Sequence[Observed], decided: Sequence[Decided]) -> dict[str,
     return {"llm_on": with_llm(on), "llm_off": without_llm(off)}
 
 
+def reader(
+    turns: Sequence[Observed],
+) -> Callable[[ReadingModel | None, np.ndarray, int], Read | None]:
+    """What the reading reads of ``turns``: for a model (None: no reading), a turn's
+    feature row and its place in ``turns``, the :class:`Read` that :func:`decide` weighs,
+    with what the turn's own text and the bot's line before it say (computed once for all
+    the turns, whichever model reads them)."""
+    said = reading.turn_intents(turns)
+    replying = replies(turns)
+    nodding = nods(turns)
+    stating = states(turns)
+    naming = name_replies(turns)
+    asks_beyond = beyond(turns)
+
+    def read(model: ReadingModel | None, row: np.ndarray, i: int) -> Read | None:
+        if model is None:
+            return None
+        return Read(
+            probabilities(model, row),
+            model,
+            said[i],
+            replying[i],
+            nodding[i],
+            stating[i],
+            naming[i],
+            asks_beyond[i],
+        )
+
+    return read
+
+
 def as_curves(fitted: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, dict[str, Curve]]:
     return {
         s: {k: Curve.model_validate(c) for k, c in types.items()} for s, types in fitted.items()
@@ -424,26 +455,10 @@ def cross_validate(
     def fit_curves(some: Sequence[Observed]) -> dict[str, dict[str, Curve]]:
         return as_curves(fit(some, extra))
 
-    said = reading.turn_intents(turns)
-    replying = replies(turns)
-    nodding = nods(turns)
-    stating = states(turns)
-    naming = name_replies(turns)
-    asks_beyond = beyond(turns)
+    read_of = reader(turns)
 
     def with_reading(model: ReadingModel | None, i: int) -> Read | None:
-        if model is None:
-            return None
-        return Read(
-            probabilities(model, rows[i]),
-            model,
-            said[i],
-            replying[i],
-            nodding[i],
-            stating[i],
-            naming[i],
-            asks_beyond[i],
-        )
+        return read_of(model, rows[i], i)
 
     order = list(dict.fromkeys(t.conversation for t in turns))
     fold_of = {c: i % folds for i, c in enumerate(order)}
@@ -486,12 +501,7 @@ def across(
     ``fitted_on`` alone (another set: a stranger's turns, as the hidden set's will be),
     the curves alone and with the reading; and the decisions with the reading."""
     rows, intents = reading.turn_rows([*fitted_on, *measured])
-    said = reading.turn_intents(measured)
-    replying = replies(measured)
-    nodding = nods(measured)
-    stating = states(measured)
-    naming = name_replies(measured)
-    asks_beyond = beyond(measured)
+    read_of = reader(measured)
     curves = as_curves(fit(fitted_on, extra))
     model = reading.fit(
         rows[: len(fitted_on)],
@@ -502,23 +512,7 @@ def across(
     )
     alone = [decide(t, curves, run_below) for t in measured]
     read = [
-        decide(
-            t,
-            curves,
-            run_below,
-            None
-            if model is None
-            else Read(
-                probabilities(model, rows[len(fitted_on) + i]),
-                model,
-                said[i],
-                replying[i],
-                nodding[i],
-                stating[i],
-                naming[i],
-                asks_beyond[i],
-            ),
-        )
+        decide(t, curves, run_below, read_of(model, rows[len(fitted_on) + i], i))
         for i, t in enumerate(measured)
     ]
     figures = {"curves": replayed(measured, alone), "curves+read": replayed(measured, read)}
