@@ -33,7 +33,7 @@ def unavailable_when_unreachable(
     @functools.wraps(method)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         outage = getattr(args[0], "_outage", None) if args else None
-        if isinstance(outage, Outage):
+        if isinstance(outage, Outage) and outage.away:  # no coroutine while it is there
             await outage.passed()
         try:
             return await method(*args, **kwargs)
