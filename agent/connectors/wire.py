@@ -396,7 +396,18 @@ class WireTransport:
         try:
             connection.send(target.head_of(headers, len(body)), body)
             while not connection.headers_done:
-                await connection.more()
+                if connection.error is not None or connection._paused:
+                    await connection.more()  # raises the error, or reads on
+                    continue
+                # what ``more`` does, written out: an answer that comes whole wakes its
+                # call once, here, and a frame less is a frame less on every service call
+                waiter = connection._waiter = loop.create_future()
+                try:
+                    await waiter
+                finally:
+                    connection._waiter = None
+                if connection.error is not None:
+                    raise connection.error
             declared = connection.header_items.get(b"content-length")
             if declared is not None and declared.isdigit() and int(declared) > max_bytes:
                 return connection.status, connection.header_items, b""

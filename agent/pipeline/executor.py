@@ -35,7 +35,7 @@ from agent.state.models import (
 )
 from agent.state.storage_limits import StorageLimits
 from agent.state.write_once import KeyWrittenTwice, WriteOnce
-from agent.telemetry import service_call_span
+from agent.telemetry import NO_SPAN, service_call_span
 from agent.turn.calls import Skip, TurnTrace, contained
 from agent.turn.limits import RefusedOutput, TurnLimits
 from agent.turn.schedule import Schedule
@@ -234,16 +234,22 @@ class Executor:
         or called; a call the deadline cancels is recorded as cut off."""
         start = self._clock()
         try:
-            await run.schedule.after(self._waits[node.name])
-            start = self._clock()
+            waits = self._waits[node.name]
+            if waits:
+                await run.schedule.after(waits)
+                start = self._clock()
             skip = self.skip(run, node)
             if skip is not None:
                 run.trace.skipped(node.name, node.role, start, skip)
                 return
-            with service_call_span(node.name, node.role, run.utterance):
-                if node.config.speculative:
+            span = service_call_span(node.name, node.role, run.utterance)
+            if node.config.speculative:
+                with span:
                     await self._speculate(run, node, start)
-                else:
+            elif span is NO_SPAN:  # no tracing: no context entered around every call
+                await self._call(run, node, start)
+            else:
+                with span:
                     await self._call(run, node, start)
         except asyncio.CancelledError:
             message = f"turn deadline of {self.pipeline.turn_timeout}s reached"
@@ -252,8 +258,10 @@ class Executor:
             raise
         finally:
             run.schedule.finished(node.name)
-            self._settle(run, node)
-            self._release(run)
+            if node.config.budget is not None:  # (only a budget's call holds or counts)
+                self._settle(run, node)
+            if run.streams:
+                self._release(run)
 
     def _settle(self, run: _Run, node: ServiceNode) -> None:
         """Count what the call spent, however it ended, and release its budget's hold: its
@@ -325,7 +333,7 @@ class Executor:
     async def _call(self, run: _Run, node: ServiceNode, start: float) -> None:
         timeout = node.config.connector.timeout
         with contained(node.name, lambda: f"no answer within {timeout}s") as end:
-            async with time_limit(timeout):
+            with time_limit(timeout):
                 reservation = run.reservations.get(node.name)
                 view = run.view(node, reservation.allowance if reservation else None)
                 if node.config.stream:
