@@ -397,7 +397,7 @@ class Executor:
     def _release(self, run: _Run) -> None:
         """Let each streaming skill whose answer has become certain pass its tokens on."""
         for name, stream in list(run.streams.items()):
-            if run.done[name].is_set() and all(
+            if name in run.done and all(
                 h.skill_name != name for h in run.utterance.hypotheses
             ):
                 del run.streams[name]  # its answer was lost: its tokens are not sent
@@ -444,7 +444,7 @@ class Executor:
         for other in self.pipeline.services_of("skills"):
             if other.name == node.name:
                 continue
-            if run.done[other.name].is_set():
+            if other.name in run.done:
                 # Below the run_below that called this skill in, a lower tier's answer is
                 # not a rival: it is why this one runs.
                 bar = node.config.run_below if other.config.tier < node.config.tier else None
