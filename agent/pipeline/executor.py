@@ -64,7 +64,7 @@ class _Run:
         self.utterance: HumanUtterance = turn.utterance
         self.trace = TurnTrace(turn.utterance, clock, turn.events)
         self.started = self.trace.started
-        self.schedule = Schedule(node.name for node in pipeline)
+        self.schedule = Schedule([node.name for node in pipeline])
         self.done = self.schedule.done
         self.ok: set[str] = set()
         self.selected: set[str] = set()
@@ -397,9 +397,7 @@ class Executor:
     def _release(self, run: _Run) -> None:
         """Let each streaming skill whose answer has become certain pass its tokens on."""
         for name, stream in list(run.streams.items()):
-            if name in run.done and all(
-                h.skill_name != name for h in run.utterance.hypotheses
-            ):
+            if name in run.done and all(h.skill_name != name for h in run.utterance.hypotheses):
                 del run.streams[name]  # its answer was lost: its tokens are not sent
                 continue
             if stream.events.listened and not stream.sure:
@@ -500,7 +498,7 @@ class Executor:
                 hypotheses = outputs.skill_hypotheses(node.name, output)
                 utterance.hypotheses.extend(hypotheses)
                 utterance.hypotheses.sort(key=lambda h: run.skill_order[h.skill_name])
-                used = sum(h.tokens_used() for h in hypotheses)
+                used = sum([h.tokens_used() for h in hypotheses])
                 if used:
                     run.tokens[node.name] = run.tokens.get(node.name, 0) + used
                 self._drop_outrun(run)
