@@ -36,7 +36,7 @@ from agent.state.models import (
 from agent.state.storage_limits import StorageLimits
 from agent.state.write_once import KeyWrittenTwice, WriteOnce
 from agent.telemetry import NO_SPAN, service_call_span
-from agent.turn.calls import Skip, TurnTrace, contained
+from agent.turn.calls import CallEnd, Skip, TurnTrace, failure_of
 from agent.turn.limits import RefusedOutput, TurnLimits
 from agent.turn.schedule import Schedule
 from agent.turn.value import Turn, TurnResult
@@ -332,7 +332,8 @@ class Executor:
 
     async def _call(self, run: _Run, node: ServiceNode, start: float) -> None:
         timeout = node.config.connector.timeout
-        with contained(node.name, lambda: f"no answer within {timeout}s") as end:
+        end = CallEnd()
+        try:  # (what ``contained`` does, without a with block's calls on every call)
             with time_limit(timeout):
                 reservation = run.reservations.get(node.name)
                 view = run.view(node, reservation.allowance if reservation else None)
@@ -345,6 +346,8 @@ class Executor:
                     else:
                         output, end.batch = await batcher.submit(view)
             self._apply(run, node, output, view)
+        except Exception as exc:  # a cancellation goes on up
+            end.failure = failure_of(node.name, exc, lambda: f"no answer within {timeout}s")
         if end.failure is None:
             run.ok.add(node.name)
         run.trace.ended(node.name, node.role, start, end)
