@@ -83,7 +83,7 @@ async def _front(app: ChorusApp, scope: Scope, receive: Receive, send: Send) -> 
     started = False
     try:
         body = await _body(receive)
-        answered = await plain_reply(request, body, headers)
+        answered = await plain_reply(request, body, headers, components)
         if answered is not None:
             started = True
             if isinstance(answered, AgentReply):

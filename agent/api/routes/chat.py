@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
 from agent.api.chat_turn import incoming
+from agent.api.composition import Components
 from agent.api.deps import DoubleTextingQuery, IdempotencyHeader, components_of, is_json
 from agent.api.schemas import MESSAGE_ID_PATTERN, AgentMessage, AgentReply
 from agent.api.security import ChatParts, chat_gate, holds_key
@@ -75,23 +76,23 @@ async def _plain(request: Request) -> Response | None:
     headers = dict(raw_headers)
     if len(headers) != len(raw_headers):  # a header given twice: FastAPI's to read
         return None
-    answered = await plain_reply(request, body, headers)
+    answered = await plain_reply(request, body, headers, components_of(request))
     if isinstance(answered, AgentReply):
         return Response(REPLY_JSON(answered), media_type="application/json")
     return answered
 
 
 async def plain_reply(
-    request: Request, body: bytes, headers: dict[bytes, bytes]
+    request: Request, body: bytes, headers: dict[bytes, bytes], components: Components
 ) -> AgentReply | Response | None:
     """The reply to a plain request whose ``body`` was read, or None when FastAPI must
-    take it; ``headers``: the request's, by lowered name (each name once). Shared by
+    take it; ``headers``: the request's, by lowered name (each name once); ``components``:
+    the app's parts (:func:`~agent.api.deps.components_of`). Shared by
     :class:`LeanChatRoute` and the app's front (:mod:`agent.api.front`), which answers
     ``POST /`` before FastAPI's layers."""
     content_type = headers.get(b"content-type", b"").decode("latin-1")
     if not body or not is_json(content_type) or _EVENTS in headers.get(b"accept", b"").lower():
         return None
-    components = components_of(request)
     settings = components.settings
     if settings.protect_chat:
         given = headers.get(b"x-api-key")
