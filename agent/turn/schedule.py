@@ -34,6 +34,8 @@ class Schedule:
         missing = {name for name in names if name not in done}
         if not missing:
             return
+        if not missing <= self.names:  # never done: a name the turn has no service for
+            raise KeyError(", ".join(sorted(missing - self.names)))
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting[waiter] = missing
         try:
