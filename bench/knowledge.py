@@ -39,8 +39,9 @@ written after the confidence's signs of the answer's file were first chosen, and
 ``fresh3.jsonl``, a fourth, before they were chosen again and kept).
 ``--fit --features a,b,c`` fits other signs of :data:`shared.knowledge.retrieval.SIGNS`;
 ``--fit --conversations dev train ...`` fits on the routing training sets' turns too
-(:func:`conversation_rows`: a question about Chorus is 1, any other turn 0), as the shipped
-weights were.
+(:func:`conversation_rows`: a question about Chorus is 1, any other turn 0); weights so
+fitted were measured and not shipped (bench/journal/knowledge.md, "The probability fitted
+on conversations too").
 ``--top-k N`` measures another ``KNOWLEDGE_TOP_K`` (the LLM's passages; the three best and
 the knowledge skill's answers do not depend on it), ``--llm-floor F`` another
 ``LLM_KNOWLEDGE_MIN_CONFIDENCE`` (the LLM skill's least confidence of a passage it is
@@ -367,8 +368,7 @@ def conversation_rows(
     intents annotator, its meaning is near its passage unless it is a follow-up, and the
     passage does not quote it. The question set alone taught the probability what a
     question written to the docs looks like; a conversation's questions about Chorus are
-    shorter ("is there a docker setup?") and sit among turns about anything else, and
-    fitted on that set alone a third of them fell under the skill's threshold."""
+    shorter ("is there a docker setup?") and sit among turns about anything else."""
     from bench.routing import load_set, set_path
 
     rows: list[tuple[list[float], int]] = []
