@@ -37,7 +37,11 @@ does not lose), and ``--questions bench/data/knowledge/fresh.jsonl`` measures a 
 written after the tuning, out of sample for everything (``fresh2.jsonl``, a third, was
 written after the confidence's signs of the answer's file were first chosen, and
 ``fresh3.jsonl``, a fourth, before they were chosen again and kept).
-``--fit --features a,b,c`` fits other signs of :data:`shared.knowledge.retrieval.SIGNS`.
+``--fit --features a,b,c`` fits other signs of :data:`shared.knowledge.retrieval.SIGNS`;
+``--fit --conversations dev train ...`` fits on the routing training sets' turns too
+(:func:`conversation_rows`: a question about Chorus is 1, any other turn 0); weights so
+fitted were measured and not shipped (bench/journal/knowledge.md, "The probability fitted
+on conversations too").
 ``--top-k N`` measures another ``KNOWLEDGE_TOP_K`` (the LLM's passages; the three best and
 the knowledge skill's answers do not depend on it), ``--llm-floor F`` another
 ``LLM_KNOWLEDGE_MIN_CONFIDENCE`` (the LLM skill's least confidence of a passage it is
@@ -344,6 +348,53 @@ def training_rows(
     ]
 
 
+#: The routing sets ``--fit --conversations`` may search: the training sets alone (the
+#: held-out ones, bench/data/routing/README.md, are never read here).
+TRAINING_SETS = ("dev", "train", "train2", "train3", "train4", "train5")
+#: The conversations' turns, all together, weigh this many times the question set's rows
+#: in the fit: 1, of 0.25 to 4 (bench/journal/knowledge.md, "The probability fitted on
+#: conversations too").
+CONVERSATIONS_WEIGHT = 1.0
+
+
+def conversation_rows(
+    index: KnowledgeIndex, sets: list[str], names: tuple[str, ...] = FEATURES
+) -> list[tuple[list[float], int]]:
+    """The routing training sets' turns the knowledge skill weighs, each as its best
+    passage's features and 1 when the turn is labelled ``knowledge`` (a question about
+    Chorus the docs answer), 0 for any other turn. Searched as the annotator does (the
+    spelling read with the docs' words, a follow-up with the turn before it); kept when
+    the skill would look at its confidence: it asks something, is not small talk to the
+    intents annotator, its meaning is near its passage unless it is a follow-up, and the
+    passage does not quote it. The question set alone taught the probability what a
+    question written to the docs looks like; a conversation's questions about Chorus are
+    shorter ("is there a docker setup?") and sit among turns about anything else."""
+    from bench.routing import load_set, set_path
+
+    rows: list[tuple[list[float], int]] = []
+    for name in sets:
+        if name not in TRAINING_SETS:
+            raise ValueError(f"{name}: not a training set ({', '.join(TRAINING_SETS)})")
+        for conversation in load_set(set_path(name)):
+            previous: str | None = None
+            for turn in conversation.turns:
+                text = spelling.normalise(turn.user, index.knows)
+                context = follow_up_context(text, previous)
+                previous = text
+                if turn.fits is None or not asks(spelling.normalise(turn.user)):
+                    continue
+                intent = CATCHER.classify(turn.user)
+                if intent.intent is not None and intent.confidence >= INTENT_CONFIDENCE:
+                    continue
+                hits = index.search(text, k=TOP_K, context=context)
+                if not hits or quotes(hits[0].passage.text, turn.user):
+                    continue
+                if context is None and hits[0].cosine < MIN_COSINE:
+                    continue
+                rows.append((features(hits[0], names), int("knowledge" in turn.fits)))
+    return rows
+
+
 def synthetic(index: KnowledgeIndex, size: int, seed: int = 7) -> KnowledgeIndex:
     """``size`` passages of the docs' sentences shuffled, with jittered docs embeddings."""
     rng = random.Random(seed)
@@ -369,15 +420,26 @@ def p50_ms(index: KnowledgeIndex, questions: list[str], top_k: int = TOP_K) -> f
     return round(statistics.median(times) * 1000, 2)
 
 
-def fit(rows: list[tuple[list[float], int]]) -> tuple[float, ...]:
+def fit(
+    rows: list[tuple[list[float], int]],
+    turns: list[tuple[list[float], int]] | None = None,
+    weight: float = CONVERSATIONS_WEIGHT,
+) -> tuple[float, ...]:
+    """The logistic weights over ``rows`` (the question set's) and ``turns`` (the
+    conversations', :func:`conversation_rows`), those weighing ``weight`` times the
+    question set's rows all together: several times as many, they would otherwise decide
+    alone what a question written to the docs is worth."""
     from sklearn.linear_model import LogisticRegression
 
-    x = np.array([r[0] for r in rows])
-    y = np.array([r[1] for r in rows])
+    turns = turns or []
+    x = np.array([r[0] for r in rows + turns])
+    y = np.array([r[1] for r in rows + turns])
+    each = weight * len(rows) / len(turns) if turns else 1.0
+    sample = np.array([1.0] * len(rows) + [each] * len(turns))
     # C = 1 (scikit-learn's default regularisation): of C in 0.3, 1, 10, 100, the one whose
     # weights declined at least 0.9 of the unanswerable questions of the fitting two thirds
     # and answered the most of the rest; 10 fitted steeper weights that declined 0.85.
-    model = LogisticRegression(C=1.0, max_iter=1000).fit(x, y)
+    model = LogisticRegression(C=1.0, max_iter=2000).fit(x, y, sample_weight=sample)
     return (round(float(model.intercept_[0]), 2), *(round(float(w), 2) for w in model.coef_[0]))
 
 
@@ -390,6 +452,21 @@ def main(argv: list[str] | None = None) -> int:
         "--features",
         default=",".join(FEATURES),
         help=f"with --fit: the signs to weigh, comma-separated, of {', '.join(SIGNS)}",
+    )
+    parser.add_argument(
+        "--conversations",
+        nargs="*",
+        default=[],
+        metavar="SET",
+        help=f"with --fit: routing training sets whose turns are fitted on too (of "
+        f"{', '.join(TRAINING_SETS)})",
+    )
+    parser.add_argument(
+        "--conversations-weight",
+        type=float,
+        default=CONVERSATIONS_WEIGHT,
+        help="with --conversations: their turns' weight against the question set's, all "
+        f"together ({CONVERSATIONS_WEIGHT} as shipped)",
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the figures go")
     parser.add_argument(
@@ -422,6 +499,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if not 0 <= args.llm_floor <= 1:
         parser.error(f"--llm-floor: {args.llm_floor}; LLM_KNOWLEDGE_MIN_CONFIDENCE takes 0 to 1")
+    if bad := [s for s in args.conversations if s not in TRAINING_SETS]:
+        parser.error(f"--conversations: {', '.join(bad)} not of {', '.join(TRAINING_SETS)}")
     if args.docs is not None and not args.docs.is_dir():
         parser.error(f"--docs: {args.docs} is not a folder")
 
@@ -433,7 +512,17 @@ def main(argv: list[str] | None = None) -> int:
     quality = figures(asked, top_k=args.top_k)
     held = figures([a for a in asked if held_out(a.position)], top_k=args.top_k)
     if args.fit:
-        fitted = fit(training_rows([a for a in asked if not held_out(a.position)], names))
+        turns = conversation_rows(index, args.conversations, names)
+        fitted = fit(
+            training_rows([a for a in asked if not held_out(a.position)], names),
+            turns,
+            args.conversations_weight,
+        )
+        if turns:
+            print(
+                f"with {len(turns)} turns of {', '.join(args.conversations)} "
+                f"({sum(y for _, y in turns)} about Chorus)"
+            )
         print(f"FEATURES = {names}")
         print(f"WEIGHTS = {fitted}  # intercept, then one per feature")
         print("  (fitted on two thirds of the questions; on the held-out third with them:")

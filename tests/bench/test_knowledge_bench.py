@@ -133,8 +133,10 @@ def test_the_llm_is_given_the_passages_its_floor_lets_through(tmp_path: Path) ->
         (["--docs", "{tmp}/nowhere"], "--docs: {tmp}/nowhere is not a folder"),
         (["--top-k", "0"], "--top-k: 0 passages; KNOWLEDGE_TOP_K takes 1 to 20"),
         (["--fit", "--features", "overlap,lead"], "--features: lead not of overlap, cosine"),
+        # a held-out routing set is never searched, let alone fitted on
+        (["--fit", "--conversations", "dev", "holdout"], "--conversations: holdout not of dev"),
     ],
-    ids=["llm-floor", "docs", "top-k", "features"],
+    ids=["llm-floor", "docs", "top-k", "features", "held-out-set"],
 )
 def test_a_setting_the_benchmark_cannot_use_is_refused_before_anything_runs(
     arguments: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -207,3 +209,30 @@ def test_the_llm_is_given_the_turns_passages_when_the_best_clears_its_floor() ->
     assert trusted.llm_right_file() and trusted.found_by_llm()
     assert doubted.given_to_llm() == []
     assert not doubted.llm_right_file()
+
+
+def test_a_conversations_turns_teach_the_probability_what_is_about_chorus() -> None:
+    """``--fit --conversations``: the dev set's turns the skill weighs join the fit, a
+    question about Chorus as 1 and any other turn as 0, and weighed against the question
+    set's rows, the fitted probability is higher for the turns about Chorus than for the
+    rest; a held-out set is refused before anything is searched."""
+    import math
+
+    from bench.knowledge import conversation_rows, docs_index, fit
+
+    index, _ = docs_index()
+    with pytest.raises(ValueError, match="holdout: not a training set"):
+        conversation_rows(index, ["holdout"])
+    rows = conversation_rows(index, ["dev"])
+    assert 0 < sum(label for _, label in rows) < len(rows)
+    # the question set's rows here say nothing either way: what is learnt is the turns'
+    neutral = [([0.5] * len(rows[0][0]), 1), ([0.5] * len(rows[0][0]), 0)] * 5
+    weights = fit(neutral, rows, 10.0)
+
+    def probability(x: list[float]) -> float:
+        z = weights[0] + sum(w * v for w, v in zip(weights[1:], x, strict=True))
+        return 1 / (1 + math.exp(-z))
+
+    about = [probability(x) for x, label in rows if label]
+    other = [probability(x) for x, label in rows if not label]
+    assert sum(about) / len(about) > sum(other) / len(other) + 0.1
