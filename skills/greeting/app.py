@@ -723,20 +723,8 @@ def by_reading(text: str, annotations: Mapping[str, Any]) -> SkillHypothesis | N
     if chance is None:
         return None
     name = name_anywhere(spelling.unabbreviate(text))
-    hypothesis = (
-        SkillHypothesis(
-            text=f"Nice to meet you, {name}! {TOPIC_QUESTION}",
-            confidence=chance,
-            human_attributes={"name": name, "greeting_stage": "done"},
-        )
-        if name
-        else SkillHypothesis(
-            text=WHY_ASK_LINE, confidence=chance, human_attributes={"greeting_stage": "done"}
-        )
-    )
-    routing = {"skill": "greeting", "kind": BY_READING, "raw": chance, "read": chance}
-    setattr(hypothesis, "routing", routing)  # noqa: B010
-    return hypothesis
+    named = f"Nice to meet you, {name}! {TOPIC_QUESTION}"
+    return _read(chance, name, named, WHY_ASK_LINE, {"greeting_stage": "done"})
 
 
 def opens_by_reading(text: str, annotations: Mapping[str, Any]) -> SkillHypothesis | None:
@@ -756,16 +744,24 @@ def opens_by_reading(text: str, annotations: Mapping[str, Any]) -> SkillHypothes
     if chance is None:
         return None
     given = name_on_opening(spelling.unabbreviate(text))
+    named = f"Hi {given}, nice to meet you! I'm Chorus. {TOPIC_QUESTION}"
+    return _read(chance, given, named, GREET, {"greeting_stage": "asked_name"})
+
+
+def _read(
+    chance: float, name: str | None, named: str, line: str, attributes: dict[str, str]
+) -> SkillHypothesis:
+    """An answer by the turn's reading, as sure as the reading: the ``named`` line, the
+    ``name`` remembered, when the turn gives one; else ``line``, with ``attributes``.
+    ``routing`` says so for the inspector (``kind`` ``by_reading``)."""
     hypothesis = (
         SkillHypothesis(
-            text=f"Hi {given}, nice to meet you! I'm Chorus. {TOPIC_QUESTION}",
+            text=named,
             confidence=chance,
-            human_attributes={"name": given, "greeting_stage": "done"},
+            human_attributes={"name": name, "greeting_stage": "done"},
         )
-        if given
-        else SkillHypothesis(
-            text=GREET, confidence=chance, human_attributes={"greeting_stage": "asked_name"}
-        )
+        if name
+        else SkillHypothesis(text=line, confidence=chance, human_attributes=attributes)
     )
     routing = {"skill": "greeting", "kind": BY_READING, "raw": chance, "read": chance}
     setattr(hypothesis, "routing", routing)  # noqa: B010

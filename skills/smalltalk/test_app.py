@@ -484,23 +484,25 @@ def test_a_reply_to_its_own_question_is_acknowledged_when_the_reading_agrees(
     assert silent == [[], [], []]
 
 
+def said_late(
+    text: str, smalltalk: float = 0.85, after: str = "smalltalk", line: str = "Glad you think so!"
+) -> dict[str, Any]:
+    """``text`` late in a conversation, after ``line`` said by ``after``, with the turn's
+    reading giving small talk ``smalltalk`` and no intent read."""
+    return read_after(
+        line, text, {"smalltalk": smalltalk, "llm": 0.1}, nearest="ask_name", said_by=after
+    )
+
+
 def test_a_few_words_the_reading_is_sure_of_get_a_nod(client: ServiceClient) -> None:
     """ "cheerio for now, my friend" late in a conversation: no pattern, intent or corpus
     line of the skill reads it, and its words are English. When the turn's reading is sure
     the turn is small talk's, the skill nods (the persona's ``unread`` line), as sure as the
-    reading. A question, a name, a reply to the greeting's line, a longer statement or an
-    unsure reading get no nod."""
+    reading, after the greeting's line once the name is known too. A question, a name, a
+    reply to the greeting's name question, a longer statement or an unsure reading get no
+    nod."""
 
-    def said(
-        text: str,
-        smalltalk: float = 0.85,
-        after: str = "smalltalk",
-        line: str = "Glad you think so!",
-    ) -> dict[str, Any]:
-        return read_after(
-            line, text, {"smalltalk": smalltalk, "llm": 0.1}, nearest="ask_name", said_by=after
-        )
-
+    said = said_late
     (nod,), (longer,), (after_greeted,), *silent = ask(
         client,
         said("cheerio for now, my friend"),
@@ -528,18 +530,12 @@ def test_a_statement_the_reading_is_sure_of_gets_a_line_for_its_mood(
     pattern, intent or corpus line of the skill reads it. When the turn's reading is sure
     the turn is small talk's (``STATE_FROM``), the skill answers by its mood, as sure as
     the reading: interest where the sentiment annotator finds none, a nod to words it
-    cannot read (another language). A question, a name, a reply to the greeting's line
-    and an unsure reading get nothing."""
+    cannot read (another language), after the greeting's line once the name is known too.
+    A question, a name, a reply to the greeting's name question or to why it asks, and an
+    unsure reading get nothing."""
 
-    def said(
-        text: str,
-        smalltalk: float = 0.85,
-        after: str = "smalltalk",
-        line: str = "Glad you think so!",
-    ) -> dict[str, Any]:
-        built = read_after(
-            line, text, {"smalltalk": smalltalk, "llm": 0.1}, nearest="ask_name", said_by=after
-        )
+    def said(text: str, **how: Any) -> dict[str, Any]:
+        built = said_late(text, **how)
         built["utterances"][-1]["annotations"]["sentiment"] = {"label": "neutral"}
         return built
 
