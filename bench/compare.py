@@ -14,6 +14,11 @@ read over the same seconds. A busy machine's minute-to-minute changes then fall 
 halves of every round, not only on both sides of the median.
 
     python -m bench.compare --other ../chorus-at-v1.0 [--store sqlite] [--rounds 5] [--interleave]
+        [--served]
+
+``--served`` serves both agents as the image does (``python -m agent.api.serve``: uvicorn
+with the agent's own HTTP protocol class, its connection limits and its one write of a
+reply), where by default uvicorn serves them with its own protocol, as ``make bench`` does.
 """
 
 from __future__ import annotations
@@ -45,13 +50,22 @@ ROUND_TURNS = {1: 240, 8: 240}
 
 
 @contextlib.contextmanager
-def agent(root: Path, pipeline_file: Path, db_url: str) -> Iterator[tuple[str, int]]:
-    """The agent of the checkout at ``root``: its base URL and pid."""
+def agent(
+    root: Path, pipeline_file: Path, db_url: str, served: bool = False
+) -> Iterator[tuple[str, int]]:
+    """The agent of the checkout at ``root``: its base URL and pid. ``served``: by the
+    checkout's ``python -m agent.api.serve``, as the image serves it (uvicorn with the
+    agent's own HTTP protocol class and its connection limits), not by uvicorn's own."""
     port = free_port()
-    # as `chorus serve` makes it: the agent its process's one app (its heap settled)
-    args = [sys.executable, "-m", "uvicorn", "--factory", "agent.api.serve:served_app"]
-    args += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-    args += ["--no-access-log", "--app-dir", str(root)]
+    if served:
+        # -P: the checkout's packages (PYTHONPATH), not the ones of the directory it runs in
+        args = [sys.executable, "-P", "-m", "agent.api.serve"]
+        args += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    else:
+        # as `chorus serve` makes it: the agent its process's one app (its heap settled)
+        args = [sys.executable, "-m", "uvicorn", "--factory", "agent.api.serve:served_app"]
+        args += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+        args += ["--no-access-log", "--app-dir", str(root)]
     env = {
         "CHORUS_PIPELINE": str(pipeline_file),
         "CHORUS_DB_URL": db_url,
@@ -123,7 +137,11 @@ def interleaved_round(
 
 
 def compare(
-    other: Path, db_url_of: Callable[[str, str], str], rounds: int, interleave: bool = False
+    other: Path,
+    db_url_of: Callable[[str, str], str],
+    rounds: int,
+    interleave: bool = False,
+    served: bool = False,
 ) -> dict[str, Any]:
     sides = {"this": ROOT, "other": other.resolve()}
     stub_port = free_port()
@@ -136,7 +154,7 @@ def compare(
         pipeline_file.write_text(json.dumps(pipeline(stub_port, 3)))
         stack.enter_context(process(stubs, f"http://127.0.0.1:{stub_port}/health"))
         agents = {
-            side: stack.enter_context(agent(root, pipeline_file, db_url_of(tmp, side)))
+            side: stack.enter_context(agent(root, pipeline_file, db_url_of(tmp, side), served))
             for side, root in sides.items()
         }
         for side, (base, _) in agents.items():  # warm-up, not counted
@@ -160,6 +178,7 @@ def compare(
         "rounds": rounds,
         "turns_per_round": ROUND_TURNS,
         "interleaved": interleave,
+        "served": served,
         "levels": {},
     }
     for level in ROUND_TURNS:
@@ -200,6 +219,12 @@ def main() -> None:
         action="store_true",
         help="give both agents each round's turns at once, one by one in alternation",
     )
+    parser.add_argument(
+        "--served",
+        action="store_true",
+        help="serve each agent as the image does (python -m agent.api.serve), not by "
+        "uvicorn's own HTTP protocol",
+    )
     args = parser.parse_args()
     if not (args.other / "agent" / "api" / "app.py").is_file():
         parser.error(f"--other: {args.other} is not a Chorus checkout (no agent/api/app.py)")
@@ -213,7 +238,7 @@ def main() -> None:
             base, _, query = server.partition("?")
             return f"{base.rsplit('/', 1)[0]}/bench_compare_{side}" + (f"?{query}" if query else "")
 
-        report = compare(args.other, db_url_of, args.rounds, args.interleave)
+        report = compare(args.other, db_url_of, args.rounds, args.interleave, args.served)
     print(json.dumps(report, indent=2))
 
 

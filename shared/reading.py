@@ -6,9 +6,10 @@ and rules and curves fitted on one writer's conversations read another writer's 
 poorly. The reading looks at the turn itself: what the user said (its embedding,
 :mod:`shared.meaning`), the bot's previous line (its embedding, whether it asked
 something, and its kind: the LLM's, read by its kind alone, or a cheap skill's question,
-:func:`line_kind`), and the intents annotator's scores. A logistic regression per label, fitted on
-a labelled set's turns (``fits``: which cheap skill may answer, or only the LLM) by
-:mod:`bench.calibrate`, gives each label's probability; the weights live in
+:func:`line_kind`; one of the bot's jokes is read without its words too), and the intents
+annotator's scores. A logistic regression per label, fitted on a labelled set's turns
+(``fits``: which cheap skill may answer, or only the LLM) by :mod:`bench.calibrate`, gives
+each label's probability; the weights live in
 ``reading.json`` beside this module (a few thousand numbers: numpy only, no model
 library in the served agent).
 
@@ -248,15 +249,18 @@ def features(
     import numpy as np
 
     from shared import meaning  # wordllama: only where a reading is made
+    from shared.jokes import is_joke  # pyjokes: the same
 
     said = np.asarray(meaning.meaning_of(text), dtype=np.float32)
     kind = line_kind(previous, previous_skill)
     # the LLM's line is read by its kind alone: the training sets are run without the LLM,
     # so its words there are the fallback's few lines, and a served turn's are the LLM's
-    # own, which a reading fitted on the fallback's words would read as noise
+    # own, which a reading fitted on the fallback's words would read as noise; so is one
+    # of the bot's jokes, whose words (a shower, a bankruptcy) say nothing of the reply
+    # (shared/jokes.py)
     before = (
         np.asarray(meaning.meaning_of(previous), dtype=np.float32)
-        if previous and not kind[0]
+        if previous and not kind[0] and not is_joke(previous)
         else np.zeros(WIDTH, dtype=np.float32)
     )
     read = np.zeros(len(intents), dtype=np.float32)

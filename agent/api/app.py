@@ -31,6 +31,7 @@ from opentelemetry.sdk.trace import TracerProvider
 import agent
 from agent.api.composition import assembled
 from agent.api.errors import ERROR_RESPONSES, install_error_handlers
+from agent.api.front import ChorusApp
 from agent.api.readiness import required_services
 from agent.api.request_limits import BodySizeLimit
 from agent.api.routes import (
@@ -184,7 +185,7 @@ def create_app(
         json_logs=settings.log_format == "json",
         user_id_key=settings.trace_id_key_bytes(),
     )
-    app = FastAPI(
+    app = ChorusApp(
         title="Chorus agent",
         version=agent.__version__,
         description="Dialogue-state orchestration: a message in, annotators and skills over "

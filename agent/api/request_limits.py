@@ -116,15 +116,21 @@ class BodySizeLimit:
                 await self._refuse(send)
 
     async def _refuse(self, send: Send) -> None:
-        body = json.dumps(envelope(413, _message(self.max_bytes))).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await refuse_too_large(send, self.max_bytes)
+
+
+async def refuse_too_large(send: Send, max_bytes: int) -> None:
+    """The 413 of a body over ``max_bytes``, sent before it is read (also by the app's
+    front, :mod:`agent.api.front`)."""
+    body = json.dumps(envelope(413, _message(max_bytes))).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

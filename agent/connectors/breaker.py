@@ -159,7 +159,9 @@ class GuardedConnector(Connector[Payload]):
         :class:`_Verdict` does for a stream, written out (and the first attempt made
         here), as every service call of every turn comes through here."""
         breaker = self.breaker
-        trial = breaker.before_call()
+        # a closed circuit with no failure counted, as nearly every call finds it, is
+        # read here, and left as it is by a success: no call of the breaker's for either
+        trial = breaker.before_call() if breaker._opened_at is not None else False
         try:
             try:
                 result = await self.inner.call(payloads)
@@ -173,7 +175,8 @@ class GuardedConnector(Connector[Payload]):
             elif trial:  # no verdict: the next call is the trial
                 breaker.release()
             raise
-        breaker.record(ok=True)
+        if trial or breaker._failures or breaker._opened_at is not None:
+            breaker.record(ok=True)
         return result
 
     async def _retried(self, payloads: list[Payload], attempt: int) -> list[Any]:

@@ -38,7 +38,9 @@ class time_limit:
         self._cancelling = 0
         self._token: Token[time_limit | None] | None = None
 
-    async def __aenter__(self) -> None:
+    def __enter__(self) -> None:
+        """Entered as a plain ``with`` inside the task: nothing in it awaits, and the
+        executor enters one per service call (no coroutine made to enter and leave it)."""
         task = asyncio.current_task()
         if task is None:
             raise RuntimeError("time_limit should be used inside a task")
@@ -48,6 +50,9 @@ class time_limit:
         self.deadline = loop.time() + self._seconds
         self._handle = loop.call_at(self.deadline, self._on_timeout)
         self._token = _LIMIT.set(self)
+
+    async def __aenter__(self) -> None:
+        self.__enter__()
 
     def _on_timeout(self) -> None:
         assert self._task is not None
@@ -60,6 +65,14 @@ class time_limit:
         return self._expired
 
     async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.__exit__(kind, error, trace)
+
+    def __exit__(
         self,
         kind: type[BaseException] | None,
         error: BaseException | None,

@@ -86,12 +86,17 @@ class _Connection(asyncio.Protocol):
     def _reset(self) -> None:
         self.status = 0
         self.header_items: dict[bytes, bytes] = {}
-        self.headers = _Headers(self.header_items)
         self.body = bytearray()
         self.headers_done = False
         self.complete = False
         self.keep_alive = False
         self.error: BaseException | None = None
+
+    @property
+    def headers(self) -> _Headers:
+        """The answer's headers by name (made when asked: a whole answer's are read
+        from :attr:`header_items`)."""
+        return _Headers(self.header_items)
 
     # asyncio.Protocol
 
@@ -117,8 +122,8 @@ class _Connection(asyncio.Protocol):
             return
         if (
             self.headers_done
-            and "content-length" not in self.headers
-            and "transfer-encoding" not in self.headers
+            and b"content-length" not in self.header_items
+            and b"transfer-encoding" not in self.header_items
         ):
             # an answer whose end is the connection's end (HTTP/1.0's way)
             self.complete = True
@@ -202,10 +207,6 @@ class _Connection(asyncio.Protocol):
             self._waiter = None
         if self.error is not None:
             raise self.error
-
-    @property
-    def reusable(self) -> bool:
-        return self.complete and self.keep_alive and self.error is None and not self.closed
 
 
 class _Reply:
@@ -390,13 +391,24 @@ class WireTransport:
         (docs/performance.md, "Half the CPU"). The same errors as ``send``'s."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + time_limit
-        target = self.target(url)
+        target = self._targets.get(url) or self.target(url)
         connection = await self.checkout(target, deadline)
-        timer = _limit_timer(loop, deadline, connection)
+        timer = None if bounded_by(deadline) else loop.call_at(deadline, connection.time_out)
         try:
             connection.send(target.head_of(headers, len(body)), body)
             while not connection.headers_done:
-                await connection.more()
+                if connection.error is not None or connection._paused:
+                    await connection.more()  # raises the error, or reads on
+                    continue
+                # what ``more`` does, written out: an answer that comes whole wakes its
+                # call once, here, and a frame less is a frame less on every service call
+                waiter = connection._waiter = loop.create_future()
+                try:
+                    await waiter
+                finally:
+                    connection._waiter = None
+                if connection.error is not None:
+                    raise connection.error
             declared = connection.header_items.get(b"content-length")
             if declared is not None and declared.isdigit() and int(declared) > max_bytes:
                 return connection.status, connection.header_items, b""
@@ -457,7 +469,12 @@ class WireTransport:
 
     def checkin(self, connection: _Connection) -> None:
         """Keep ``connection`` for the next request to its host, or close it."""
-        if not connection.reusable:
+        if not (  # reusable: its answer read whole, kept alive, not broken or closed
+            connection.complete
+            and connection.keep_alive
+            and connection.error is None
+            and not connection.closed
+        ):
             self._drop(connection)
             return
         connection.idle_since = asyncio.get_running_loop().time()

@@ -35,8 +35,8 @@ from agent.state.models import (
 )
 from agent.state.storage_limits import StorageLimits
 from agent.state.write_once import KeyWrittenTwice, WriteOnce
-from agent.telemetry import service_call_span
-from agent.turn.calls import Skip, TurnTrace, contained
+from agent.telemetry import NO_SPAN, service_call_span
+from agent.turn.calls import CallEnd, Skip, TurnTrace, failure_of
 from agent.turn.limits import RefusedOutput, TurnLimits
 from agent.turn.schedule import Schedule
 from agent.turn.value import Turn, TurnResult
@@ -64,7 +64,7 @@ class _Run:
         self.utterance: HumanUtterance = turn.utterance
         self.trace = TurnTrace(turn.utterance, clock, turn.events)
         self.started = self.trace.started
-        self.schedule = Schedule(node.name for node in pipeline)
+        self.schedule = Schedule([node.name for node in pipeline])
         self.done = self.schedule.done
         self.ok: set[str] = set()
         self.selected: set[str] = set()
@@ -234,16 +234,22 @@ class Executor:
         or called; a call the deadline cancels is recorded as cut off."""
         start = self._clock()
         try:
-            await run.schedule.after(self._waits[node.name])
-            start = self._clock()
+            waits = self._waits[node.name]
+            if waits:
+                await run.schedule.after(waits)
+                start = self._clock()
             skip = self.skip(run, node)
             if skip is not None:
                 run.trace.skipped(node.name, node.role, start, skip)
                 return
-            with service_call_span(node.name, node.role, run.utterance):
-                if node.config.speculative:
+            span = service_call_span(node.name, node.role, run.utterance)
+            if node.config.speculative:
+                with span:
                     await self._speculate(run, node, start)
-                else:
+            elif span is NO_SPAN:  # no tracing: no context entered around every call
+                await self._call(run, node, start)
+            else:
+                with span:
                     await self._call(run, node, start)
         except asyncio.CancelledError:
             message = f"turn deadline of {self.pipeline.turn_timeout}s reached"
@@ -252,8 +258,10 @@ class Executor:
             raise
         finally:
             run.schedule.finished(node.name)
-            self._settle(run, node)
-            self._release(run)
+            if node.config.budget is not None:  # (only a budget's call holds or counts)
+                self._settle(run, node)
+            if run.streams:
+                self._release(run)
 
     def _settle(self, run: _Run, node: ServiceNode) -> None:
         """Count what the call spent, however it ended, and release its budget's hold: its
@@ -324,8 +332,9 @@ class Executor:
 
     async def _call(self, run: _Run, node: ServiceNode, start: float) -> None:
         timeout = node.config.connector.timeout
-        with contained(node.name, lambda: f"no answer within {timeout}s") as end:
-            async with time_limit(timeout):
+        end = CallEnd()
+        try:  # (what ``contained`` does, without a with block's calls on every call)
+            with time_limit(timeout):
                 reservation = run.reservations.get(node.name)
                 view = run.view(node, reservation.allowance if reservation else None)
                 if node.config.stream:
@@ -337,6 +346,8 @@ class Executor:
                     else:
                         output, end.batch = await batcher.submit(view)
             self._apply(run, node, output, view)
+        except Exception as exc:  # a cancellation goes on up
+            end.failure = failure_of(node.name, exc, lambda: f"no answer within {timeout}s")
         if end.failure is None:
             run.ok.add(node.name)
         run.trace.ended(node.name, node.role, start, end)
@@ -389,9 +400,7 @@ class Executor:
     def _release(self, run: _Run) -> None:
         """Let each streaming skill whose answer has become certain pass its tokens on."""
         for name, stream in list(run.streams.items()):
-            if run.done[name].is_set() and all(
-                h.skill_name != name for h in run.utterance.hypotheses
-            ):
+            if name in run.done and all(h.skill_name != name for h in run.utterance.hypotheses):
                 del run.streams[name]  # its answer was lost: its tokens are not sent
                 continue
             if stream.events.listened and not stream.sure:
@@ -436,7 +445,7 @@ class Executor:
         for other in self.pipeline.services_of("skills"):
             if other.name == node.name:
                 continue
-            if run.done[other.name].is_set():
+            if other.name in run.done:
                 # Below the run_below that called this skill in, a lower tier's answer is
                 # not a rival: it is why this one runs.
                 bar = node.config.run_below if other.config.tier < node.config.tier else None
@@ -492,7 +501,7 @@ class Executor:
                 hypotheses = outputs.skill_hypotheses(node.name, output)
                 utterance.hypotheses.extend(hypotheses)
                 utterance.hypotheses.sort(key=lambda h: run.skill_order[h.skill_name])
-                used = sum(h.tokens_used() for h in hypotheses)
+                used = sum([h.tokens_used() for h in hypotheses])
                 if used:
                     run.tokens[node.name] = run.tokens.get(node.name, 0) + used
                 self._drop_outrun(run)

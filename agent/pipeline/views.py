@@ -123,7 +123,11 @@ def dialog_view(
     budget. ``known``: views already made of utterances that no longer change, by ``id()``
     (a turn's history: each of its service calls shows them again)."""
     shown = list(window)[-context_window:]
-    newest_human = next((u for u in reversed(shown) if isinstance(u, HumanUtterance)), None)
+    newest_human = None
+    for u in reversed(shown):
+        if isinstance(u, HumanUtterance):
+            newest_human = u
+            break
     views = []
     for u in shown:
         made = None if known is None or u is newest_human else known.get(id(u))

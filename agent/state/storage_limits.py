@@ -143,6 +143,13 @@ class _Walk:
         self.items = 0
 
     def visit(self, value: Any, depth: int) -> int:
+        kind = type(value)
+        if kind is dict or kind is list:  # what a service's output is, and holds
+            return self._container(value, depth + 1)
+        if kind is int:
+            if not _INT64_MIN <= value <= _INT64_MAX:
+                raise _Problem("an integer is outside the 64-bit range")
+            return _SCALAR_BYTES
         if isinstance(value, str):
             return _check_text(value)
         if value is None or isinstance(value, bool):

@@ -16,6 +16,7 @@ from agent.sdk.tracing import TelemetryConfigError, TraceRequests, tracer_provid
 from agent.telemetry.logs import configure_logging, printable, root_logger_kept
 from agent.telemetry.store import traced_store
 from agent.telemetry.turns import (
+    NO_SPAN,
     Telemetry,
     outgoing_headers,
     service_call_span,
@@ -24,6 +25,7 @@ from agent.telemetry.turns import (
 )
 
 __all__ = [
+    "NO_SPAN",
     "Telemetry",
     "TelemetryConfigError",
     "TraceRequests",

@@ -40,6 +40,9 @@ from agent.state.models import HumanUtterance
 UserIds = Literal["hash", "omit"]
 
 _NULL: AbstractContextManager[None] = nullcontext()
+#: What :func:`service_call_span` returns while no tracer is set: a caller may skip
+#: entering it (every service call of a turn asks).
+NO_SPAN = _NULL
 
 
 @dataclass(slots=True)

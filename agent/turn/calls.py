@@ -80,22 +80,29 @@ class contained:
     ) -> bool:
         if exc is None or not isinstance(exc, Exception):  # a cancellation goes on up
             return False
-        service, end = self._service, self._end
-        if isinstance(exc, TimeoutError):
-            message = self._timeout_message
-            end.failure = ServiceFailure(
-                service=service,
-                kind="timeout",
-                message=message if isinstance(message, str) else message(),
-            )
-        elif isinstance(exc, ServiceError):
-            end.failure = ServiceFailure(service=service, kind=exc.kind, message=exc.message)
-        else:  # a bug in a built-in or formatter must not cost the turn
-            log_agent_failure(service, exc)
-            end.failure = ServiceFailure(
-                service=service, kind=ServiceError.kind, message=f"{type(exc).__name__}: {exc}"
-            )
+        self._end.failure = failure_of(self._service, exc, self._timeout_message)
         return True
+
+
+def failure_of(
+    service: str, exc: Exception, timeout_message: str | Callable[[], str]
+) -> ServiceFailure:
+    """What a call of ``service`` that raised ``exc`` (short of a cancellation) failed
+    with, as :class:`contained` records it; the executor's step catches its call's
+    exception itself and asks here (a ``with`` block a call is three calls of its own)."""
+    if isinstance(exc, TimeoutError):
+        return ServiceFailure(
+            service=service,
+            kind="timeout",
+            message=timeout_message if isinstance(timeout_message, str) else timeout_message(),
+        )
+    if isinstance(exc, ServiceError):
+        return ServiceFailure(service=service, kind=exc.kind, message=exc.message)
+    # a bug in a built-in or formatter must not cost the turn
+    log_agent_failure(service, exc)
+    return ServiceFailure(
+        service=service, kind=ServiceError.kind, message=f"{type(exc).__name__}: {exc}"
+    )
 
 
 class TurnTrace:

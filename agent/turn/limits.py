@@ -35,17 +35,14 @@ class TurnLimits:
     def __init__(self, storage: StorageLimits) -> None:
         self.storage = storage
 
-    def measure_output(self, service: str, output: Any) -> int:
-        """The output's size as JSON, or :class:`RefusedOutput` saying which bound it broke."""
-        try:
-            return self.storage.measure(output, "output")
-        except UnstorableValue as exc:
-            raise RefusedOutput(service, f"cannot be stored: {exc}") from None
-
     def charge(self, service: str, output: Any, spent: int) -> int:
         """The turn's stored bytes once ``output`` is added, or :class:`RefusedOutput` when
-        it could not be stored or would take the utterance over its document budget."""
-        size = self.measure_output(service, output)
+        it could not be stored (saying which bound it broke) or would take the utterance
+        over its document budget."""
+        try:
+            size = self.storage.measure(output, "output")
+        except UnstorableValue as exc:
+            raise RefusedOutput(service, f"cannot be stored: {exc}") from None
         budget = self.storage.max_document_bytes
         if spent + size > budget:
             raise RefusedOutput(

@@ -1,4 +1,4 @@
-"""One turn's schedule, shared by both pipeline kinds: a ``done`` event per service, and the
+"""One turn's schedule, shared by both pipeline kinds: which services are done, and the
 running of the turn's steps together until the deadline (or an early stop), when whatever
 is still running is cancelled.
 
@@ -15,19 +15,41 @@ from typing import Any
 
 
 class Schedule:
-    """One turn's ``done`` event per service, and the running of a set of them."""
+    """One turn's record of the services done, and the running of a set of them."""
 
     def __init__(self, names: Iterable[str]) -> None:
-        self.done = {name: asyncio.Event() for name in names}
+        #: the turn's services
+        self.names = frozenset(names)
+        #: The services done this turn, whichever way each ended.
+        self.done: set[str] = set()
+        #: Each step waiting in :meth:`after`: its future, and the services it still
+        #: waits for. One future a waiting step, not an ``asyncio.Event`` a service and a
+        #: wait on each (their futures, waiter lists and loop look-ups were a good part of
+        #: a turn's calls: docs/performance.md, "Half the CPU").
+        self._waiting: dict[asyncio.Future[None], set[str]] = {}
 
     async def after(self, names: Iterable[str]) -> None:
         """Return once every service named is done."""
-        for name in names:
-            await self.done[name].wait()
+        done = self.done
+        missing = {name for name in names if name not in done}
+        if not missing:
+            return
+        if not missing <= self.names:  # never done: a name the turn has no service for
+            raise KeyError(", ".join(sorted(missing - self.names)))
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting[waiter] = missing
+        try:
+            await waiter
+        finally:
+            del self._waiting[waiter]
 
     def finished(self, name: str) -> None:
         """The service is done, whichever way it ended: those waiting for it go on."""
-        self.done[name].set()
+        self.done.add(name)
+        for waiter, missing in self._waiting.items():
+            missing.discard(name)
+            if not missing and not waiter.done():
+                waiter.set_result(None)
 
     async def run(
         self,

@@ -1,8 +1,7 @@
 """Jokes, when the user asks for one, and another one when they ask for more.
 
-The jokes are ``pyjokes``' (a package on PyPI, BSD-licensed, kept since 2014): one-line
-jokes about programming and computers, which suit a bot made of services. Its "neutral"
-category only, in English. The open corpus's "Tell me a joke" has answers too, but among
+The jokes are ``pyjokes``' neutral one-liners (:mod:`shared.jokes`, which the turn's
+reading shares). The open corpus's "Tell me a joke" has answers too, but among
 them are a quotation ("It is better to be silent and be thought a fool...") and refusals
 ("I'm a not a comedian."), so a request for a joke is answered here and never from it.
 
@@ -18,20 +17,7 @@ import random
 import re
 from collections.abc import Collection
 
-import pyjokes
-
-from shared.lexicon import BADWORDS_FILE, Lexicon
-
-_BAD_WORDS = Lexicon.from_file(BADWORDS_FILE)
-#: pyjokes' neutral jokes less the few the toxicity annotator flags ("ASCII stupid question,
-#: get a stupid ANSI."): the response selector puts a flagged answer below every clean one,
-#: so such a joke lost to the fallback's canned line.
-JOKES: tuple[str, ...] = tuple(
-    joke
-    for joke in dict.fromkeys(pyjokes.get_jokes(language="en", category="neutral"))
-    if not _BAD_WORDS.find(joke)
-)
-_KNOWN = frozenset(JOKES)
+from shared.jokes import JOKES, is_joke
 
 _I = re.IGNORECASE
 #: "Tell me a joke", "Do you know any jokes?", "Got a joke for me?", "Joke please",
@@ -96,10 +82,6 @@ def on_a_subject(text: str) -> bool:
     if ON_A_SUBJECT.search(text):
         return True
     return any(word.lower() not in _ANY_JOKE for word in _BEFORE_JOKE.findall(text))
-
-
-def is_joke(line: str) -> bool:
-    return line in _KNOWN
 
 
 def wanted(

@@ -7,9 +7,9 @@ import pytest
 
 from agent.sdk.testing import ServiceClient, view
 from shared.calibration import raw_confidence
+from shared.jokes import JOKES
 from shared.lexicon import BADWORDS_FILE, Lexicon
 from skills.smalltalk.app import app
-from skills.smalltalk.jokes import JOKES
 
 
 @pytest.fixture(scope="module")

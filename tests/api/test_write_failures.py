@@ -281,6 +281,35 @@ def test_an_unexpected_error_closes_the_connection_and_the_next_request_works(
         assert client.post("/", json={"user_id": "u", "payload": "hi"}).status_code == 200
 
 
+def test_a_write_the_database_refuses_is_a_500_that_says_so_and_closes_the_connection_sqlite(
+    services: Services,
+    tmp_path: Path,
+) -> None:
+    """The utterances' table dropped under the running agent (an operator's mistake):
+    ``POST /`` gets the 500 that says the turn was not stored, on a connection then closed,
+    and the agent still answers what does not write."""
+    from tests.support.services import fixed_skill
+
+    skill = services(fixed_skill("echo", "ok", 0.5))
+    database = tmp_path / "chorus.db"
+    pipeline = write_pipeline(tmp_path / "pipeline.json", {"echo": service_entry(skill.url)})
+    app = create_app(Settings(db_url=f"sqlite:///{database}", pipeline=Path(pipeline)))
+    with serving(app) as agent, httpx.Client(base_url=agent.url, timeout=30) as client:
+        assert client.post("/", json={"user_id": "u", "payload": "hi"}).status_code == 200
+        with contextlib.closing(sqlite3.connect(database)) as operator:
+            operator.execute("DROP TABLE utterances")
+            operator.commit()
+        refused = client.post("/", json={"user_id": "u", "payload": "hi again"})
+        assert refused.status_code == 500
+        assert refused.json() == {
+            "error": "internal_error",
+            "message": "the database refused to store this turn; it was not stored",
+            "fields": [],
+        }
+        assert refused.headers["connection"] == "close"
+        assert client.get("/ping").status_code == 200
+
+
 def test_the_served_agent_closes_a_connection_that_never_sends_a_request(
     services: Services,
     tmp_path: Path,

@@ -120,10 +120,11 @@ def test_the_comparison_gives_both_checkouts_every_round(tmp_path: Path) -> None
 @STACK
 @pytest.mark.timeout(300)
 def test_an_interleaved_comparison_gives_both_checkouts_each_round_at_once() -> None:
-    done = compare("--rounds", "1", "--interleave")
+    """Each agent served as the image serves it (``--served``), at once."""
+    done = compare("--rounds", "1", "--interleave", "--served")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert report["interleaved"] is True
+    assert report["interleaved"] is True and report["served"] is True
     for level in ("1", "8"):
         row = report["levels"][level]
         for side in ("this", "other"):

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import pytest
 from fastapi import FastAPI
 
-from skills.smalltalk.jokes import JOKES
+from shared.jokes import JOKES
 from tests.conftest import AgentFactory
 from tests.e2e.test_default_pipeline import say, shipped_pipeline
 from tests.support.servers import ServerThread

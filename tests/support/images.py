@@ -195,6 +195,9 @@ print(json.dumps({
     "module_file": module.__file__,
     "agent_file": getattr(sys.modules.get("agent"), "__file__", None),
     "app_type": None if app is None else f"{type(app).__module__}.{type(app).__qualname__}",
+    # the app's class and those it derives from (the agent's is FastAPI's own subclass)
+    "app_types": [] if app is None else [f"{c.__module__}.{c.__qualname__}"
+                                         for c in type(app).__mro__],
     "answers": answers,
     "imported": sorted(set(sys.modules) - baseline),
     "files": {name: getattr(sys.modules[name], "__file__", None)

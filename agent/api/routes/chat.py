@@ -20,10 +20,11 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
 from agent.api.chat_turn import incoming
+from agent.api.composition import Components
 from agent.api.deps import DoubleTextingQuery, IdempotencyHeader, components_of, is_json
 from agent.api.schemas import MESSAGE_ID_PATTERN, AgentMessage, AgentReply
 from agent.api.security import ChatParts, chat_gate, holds_key
-from agent.api.sse import stream_turn, wants_events
+from agent.api.sse import EVENT_STREAM, stream_turn, wants_events
 from agent.flow import CLOSED, Answer, Incoming
 from agent.settings import Settings
 from agent.turn.config import Dialect, DoubleTexting
@@ -32,7 +33,10 @@ from agent.turn.config import Dialect, DoubleTexting
 #: part (anything else, FastAPI checks).
 _PLAIN_KEY = re.compile(MESSAGE_ID_PATTERN, re.ASCII)
 _POLICIES = frozenset(get_args(DoubleTexting))
-_REPLY_JSON = AgentReply.__pydantic_serializer__.to_json
+#: ``AgentReply`` written straight to JSON bytes, as FastAPI would answer it
+REPLY_JSON = AgentReply.__pydantic_serializer__.to_json
+#: ``Accept``'s media type that asks for the turn's events (lowered, as bytes)
+_EVENTS = EVENT_STREAM.encode()
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
 
@@ -68,14 +72,34 @@ async def _plain(request: Request) -> Response | None:
         raise
     except Exception as exc:  # as FastAPI answers a body it could not read
         raise HTTPException(400, "There was an error parsing the body") from exc
-    headers = request.headers
-    if not body or not is_json(headers.get("content-type", "")) or wants_events(request):
+    raw_headers = request.scope["headers"]
+    headers = dict(raw_headers)
+    if len(headers) != len(raw_headers):  # a header given twice: FastAPI's to read
         return None
-    components = components_of(request)
+    answered = await plain_reply(request, body, headers, components_of(request))
+    if isinstance(answered, AgentReply):
+        return Response(REPLY_JSON(answered), media_type="application/json")
+    return answered
+
+
+async def plain_reply(
+    request: Request, body: bytes, headers: dict[bytes, bytes], components: Components
+) -> AgentReply | Response | None:
+    """The reply to a plain request whose ``body`` was read, or None when FastAPI must
+    take it; ``headers``: the request's, by lowered name (each name once); ``components``:
+    the app's parts (:func:`~agent.api.deps.components_of`). Shared by
+    :class:`LeanChatRoute` and the app's front (:mod:`agent.api.front`), which answers
+    ``POST /`` before FastAPI's layers."""
+    content_type = headers.get(b"content-type", b"").decode("latin-1")
+    if not body or not is_json(content_type) or _EVENTS in headers.get(b"accept", b"").lower():
+        return None
     settings = components.settings
-    if settings.protect_chat and not holds_key(settings, headers.get("x-api-key") or None):
-        return None
-    key = headers.get("idempotency-key")
+    if settings.protect_chat:
+        given = headers.get(b"x-api-key")
+        if not holds_key(settings, given.decode("latin-1") if given else None):
+            return None
+    raw_key = headers.get(b"idempotency-key")
+    key = None if raw_key is None else raw_key.decode("latin-1")
     if key is not None and _PLAIN_KEY.fullmatch(key) is None:
         return None
     double_texting: Any = None
@@ -88,10 +112,7 @@ async def _plain(request: Request) -> Response | None:
     except ValidationError:
         return None
     parts = ChatParts(components.flow, settings, components.pipeline)
-    answered = await respond(parts, message, request, key, double_texting)
-    if isinstance(answered, AgentReply):
-        return Response(_REPLY_JSON(answered), media_type="application/json")
-    return answered
+    return await respond(parts, message, request, key, double_texting)
 
 
 def checked(

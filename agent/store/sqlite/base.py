@@ -118,7 +118,7 @@ def merge_statements(
     it replaces its stored copy rather than adding another one."""
     plain = [(key, value) for key, value in updates.items() if not needs_escaping(key)]
     escaped = {key: value for key, value in updates.items() if needs_escaping(key)}
-    prefix = "$" + "".join(f".{part}" for part in path)
+    prefix = "$" + "".join([f".{part}" for part in path])
     statements: list[Statement] = []
     for start in range(0, len(plain), _KEYS_PER_CALL):
         chunk = plain[start : start + _KEYS_PER_CALL]
