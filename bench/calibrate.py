@@ -115,6 +115,7 @@ from shared.reading import (
     READING_VARIABLE,
     ReadingModel,
     answer_by_reading,
+    opens_by_reading,
     probabilities,
     reply_by_reading,
     weigh,
@@ -215,10 +216,11 @@ class Read:
     #: the turn is a statement right after small talk's own question, as the run had it
     replying: bool = False
     #: the turn is a few words of a statement late in the conversation, not right after
-    #: the greeting's line, as the run had it (:func:`skills.smalltalk.app.nods_by_reading`)
+    #: the greeting's name question, as the run had it
+    #: (:func:`skills.smalltalk.app.nods_by_reading`)
     nodding: bool = False
     #: the turn is a statement late in the conversation, not right after the greeting's
-    #: line, as the run had it (:func:`skills.smalltalk.app.states_by_reading`)
+    #: name question, as the run had it (:func:`skills.smalltalk.app.states_by_reading`)
     stating: bool = False
     #: the turn replies to the greeting's name question, as the run had it
     #: (:func:`skills.greeting.app.replies_to_name_question`)
@@ -227,6 +229,8 @@ class Read:
     #: memory: :func:`skills.smalltalk.asks.beyond_small_talk`), where small talk does not
     #: answer by the reading either
     beyond: bool = False
+    #: the turn opens its conversation (no bot line before it)
+    opening: bool = False
 
 
 def confidence_of(
@@ -267,8 +271,10 @@ def nods(turns: Sequence[Observed]) -> list[bool]:
     from skills.smalltalk.app import nods_by_reading  # loads its corpus: fitting only
 
     return [
-        skill is not None and nods_by_reading(t.text, skill)
-        for t, skill in zip(turns, reading.previous_skills(turns), strict=True)
+        skill is not None and nods_by_reading(t.text, skill, line)
+        for t, skill, line in zip(
+            turns, reading.previous_skills(turns), reading.previous_lines(turns), strict=True
+        )
     ]
 
 
@@ -278,8 +284,10 @@ def states(turns: Sequence[Observed]) -> list[bool]:
     from skills.smalltalk.app import states_by_reading  # loads its corpus: fitting only
 
     return [
-        skill is not None and states_by_reading(t.text, skill)
-        for t, skill in zip(turns, reading.previous_skills(turns), strict=True)
+        skill is not None and states_by_reading(t.text, skill, line)
+        for t, skill, line in zip(
+            turns, reading.previous_skills(turns), reading.previous_lines(turns), strict=True
+        )
     ]
 
 
@@ -287,7 +295,7 @@ def name_replies(turns: Sequence[Observed]) -> list[bool]:
     """Whether each turn replies to the greeting's name question, as the run answered the
     turn before (:func:`skills.greeting.app.replies_to_name_question`: its stage is
     taken to wait for the name whenever its last line asked it)."""
-    from skills.greeting.app import asked_name
+    from shared.asking import asked_name
 
     return [
         skill == "greeting" and line is not None and asked_name(line)
@@ -379,6 +387,16 @@ def decide(
             scored.append(
                 (replied, -len(turn.hypotheses) - len(ANSWERS_BY_READING), "greeting", True)
             )
+        # an opening turn no pattern of the greeting read (its opens_by_reading)
+        opened = (
+            opens_by_reading("greeting", read.probabilities, read.intent, read.model)
+            if read.opening and "greeting" not in answered
+            else None
+        )
+        if opened is not None and ran("greeting", read.intent):
+            scored.append(
+                (opened, -len(turn.hypotheses) - len(ANSWERS_BY_READING), "greeting", True)
+            )
     ranked = [
         (value - (WEAK_PENALTY if calibrated and value < fallback_below else 0.0), order, skill)
         for value, order, skill, calibrated in scored
@@ -412,6 +430,7 @@ def reader(
     stating = states(turns)
     naming = name_replies(turns)
     asks_beyond = beyond(turns)
+    opening = [line is None for line in reading.previous_lines(turns)]
 
     def read(model: ReadingModel | None, row: np.ndarray, i: int) -> Read | None:
         if model is None:
@@ -425,6 +444,7 @@ def reader(
             stating[i],
             naming[i],
             asks_beyond[i],
+            opening[i],
         )
 
     return read

@@ -27,3 +27,25 @@ _ASKS = re.compile(
 def asks(text: str) -> bool:
     """Whether ``text`` asks something (:data:`_ASKS`)."""
     return _ASKS.search(text) is not None
+
+
+#: A bot's line that asked the user's name ("Hi! I'm Chorus. What's your name?", "And
+#: your name, what is it?").
+_ASKED_NAME = re.compile(r"\bname\b[^.!]*\?\s*$|\bwhat is it\?\s*$", re.IGNORECASE)
+#: A bot's line that said why it asked the name ("Just so I know what to call you."),
+#: which invites the name as the question did.
+_WHY_NAME = re.compile(r"\bwhat to call you\b", re.IGNORECASE)
+
+
+def asked_name(line: str) -> bool:
+    """Whether the bot's ``line`` asked the user's name."""
+    return _ASKED_NAME.search(line) is not None
+
+
+def awaits_name(line: str) -> bool:
+    """Whether the bot's ``line`` leaves the user's name to come: it asked the name, or
+    said why it asked (:func:`asked_name`, :data:`_WHY_NAME`). A reply to such a line is
+    the greeting's to read; after the greeting's other lines ("Nice to meet you, Ana!
+    What would you like to talk about?", "Hello again, Ana!") the script waits for
+    nothing, and the turn is anyone's."""
+    return asked_name(line) or _WHY_NAME.search(line) is not None

@@ -128,6 +128,15 @@ STATE_FROM = 0.7
 #: from 0.85 up, and two of small talk's ("what's your name?" back, which the intents
 #: annotator reads for itself) from 0.9 (docs/performance.md).
 REPLIES_BY_READING: dict[str, float] = {"greeting": 0.9}
+#: The skills that answer a conversation's opening turn by the reading alone, where their
+#: matcher is silent and the intents annotator reads no intent in it at all (only a
+#: nearest one), each with the reading's probability from which they do
+#: (:func:`opens_by_reading`): "heyo bot", "hallo there bot", "oi little bot", "ola, sou
+#: a Inês" are greetings no pattern reads (their "bot" is nearest the bot-identity
+#: examples), and the greeting opens its script from 0.7. Out of fold on the six
+#: training sets, such opening turns left to the LLM held nine greetings from 0.7 and no
+#: turn only the LLM fits (docs/performance.md).
+OPENS_BY_READING: dict[str, float] = {"greeting": 0.7}
 #: The embedding's width (:mod:`shared.meaning`).
 WIDTH = 256
 _WORDS = re.compile(r"\w+")
@@ -415,6 +424,24 @@ def reply_by_reading(
     bench/calibrate.py)."""
     floor = REPLIES_BY_READING.get(skill)
     return None if floor is None else _weighed_from(skill, probabilities, model, floor)
+
+
+def opens_by_reading(
+    skill: str,
+    probabilities: Mapping[str, float] | None,
+    intent: Mapping[str, Any],
+    model: ReadingModel | None,
+) -> float | None:
+    """The reading's probability for ``skill`` when it may answer a conversation's opening
+    turn by the reading alone (:data:`OPENS_BY_READING`): the intents annotator read no
+    intent in it (a greeting read in part, with a question of its own, "hi, what's a good
+    name for a bakery?", is one: the turn is not the script's), the reading gives the
+    skill its floor or more, and its answers were weighed. The caller says whether the
+    turn opens the conversation. None otherwise."""
+    floor = OPENS_BY_READING.get(skill)
+    if floor is None or intent.get("intent"):
+        return None
+    return _weighed_from(skill, probabilities, model, floor)
 
 
 def _weighed_from(

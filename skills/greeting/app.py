@@ -20,6 +20,7 @@ from vaderSentiment.vaderSentiment import BOOSTER_DICT, NEGATE, SentimentIntensi
 
 from agent.sdk import DialogView, Service, SkillHypothesis
 from shared import first_names, reading, spelling
+from shared.asking import asked_name
 from shared.calibration import calibrated
 
 #: Only when no intents annotator ran: with one, its reading of the utterance decides
@@ -533,10 +534,6 @@ def asks_name(text: str, annotations: Mapping[str, Any]) -> bool:
     return bool(_ASK_NAME.search(text))
 
 
-#: The bot's line just asked for the user's name ("What's your name?", "What is it?").
-_ASKED = re.compile(r"\bname\b[^.!]*\?\s*$|\bwhat is it\?\s*$", re.I)
-
-
 def respond(
     text: str,
     attributes: Mapping[str, object],
@@ -652,11 +649,6 @@ def _scripted(
     return None
 
 
-def asked_name(line: str) -> bool:
-    """Whether the bot's ``line`` asked the user's name ("What's your name?")."""
-    return bool(_ASKED.search(line))
-
-
 def replies_to_name_question(dialog: DialogView) -> bool:
     """The turn answers the script's own name question: the bot's last line was this
     skill's and asked it, and the script still waits for the name."""
@@ -731,16 +723,45 @@ def by_reading(text: str, annotations: Mapping[str, Any]) -> SkillHypothesis | N
     if chance is None:
         return None
     name = name_anywhere(spelling.unabbreviate(text))
+    named = f"Nice to meet you, {name}! {TOPIC_QUESTION}"
+    return _read(chance, name, named, WHY_ASK_LINE, {"greeting_stage": "done"})
+
+
+def opens_by_reading(text: str, annotations: Mapping[str, Any]) -> SkillHypothesis | None:
+    """A conversation's opening turn none of the script's patterns read, when the turn's
+    reading is sure it is the greeting's and the intents annotator reads no intent in it
+    (:func:`shared.reading.opens_by_reading`: "heyo bot", "hallo there bot", "ola, sou a
+    Inês"): the script's first line, or a greeting by the name when the turn holds one
+    (:func:`name_on_opening`). The confidence is the reading's probability; ``routing``
+    says so for the inspector (``kind`` ``by_reading``)."""
+    intents = annotations.get("intents")
+    chance = reading.opens_by_reading(
+        "greeting",
+        reading.of(annotations),
+        intents if isinstance(intents, Mapping) else {},
+        reading.shipped(),
+    )
+    if chance is None:
+        return None
+    given = name_on_opening(spelling.unabbreviate(text))
+    named = f"Hi {given}, nice to meet you! I'm Chorus. {TOPIC_QUESTION}"
+    return _read(chance, given, named, GREET, {"greeting_stage": "asked_name"})
+
+
+def _read(
+    chance: float, name: str | None, named: str, line: str, attributes: dict[str, str]
+) -> SkillHypothesis:
+    """An answer by the turn's reading, as sure as the reading: the ``named`` line, the
+    ``name`` remembered, when the turn gives one; else ``line``, with ``attributes``.
+    ``routing`` says so for the inspector (``kind`` ``by_reading``)."""
     hypothesis = (
         SkillHypothesis(
-            text=f"Nice to meet you, {name}! {TOPIC_QUESTION}",
+            text=named,
             confidence=chance,
             human_attributes={"name": name, "greeting_stage": "done"},
         )
         if name
-        else SkillHypothesis(
-            text=WHY_ASK_LINE, confidence=chance, human_attributes={"greeting_stage": "done"}
-        )
+        else SkillHypothesis(text=line, confidence=chance, human_attributes=attributes)
     )
     routing = {"skill": "greeting", "kind": BY_READING, "raw": chance, "read": chance}
     setattr(hypothesis, "routing", routing)  # noqa: B010
@@ -756,7 +777,7 @@ service = Service(
 async def greet(dialog: DialogView) -> list[SkillHypothesis]:
     said = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
     human = dialog.human_utterance
-    asked = not said or bool(_ASKED.search(said[-1]))
+    asked = not said or asked_name(said[-1])
     explained = bool(said) and said[-1] == WHY_ASK_LINE
     hypothesis = respond(
         human.text, dialog.human.attributes, human.annotations, asked, explained, not said
@@ -764,6 +785,9 @@ async def greet(dialog: DialogView) -> list[SkillHypothesis]:
     if hypothesis is None and said and asked and replies_to_name_question(dialog):
         # a reply to the name question no pattern read: the reading may still say
         hypothesis = by_reading(human.text, human.annotations)
+    if hypothesis is None and not said:
+        # an opening turn no pattern read: the reading may still say it greets
+        hypothesis = opens_by_reading(human.text, human.annotations)
     return [hypothesis] if hypothesis else []
 
 

@@ -556,3 +556,45 @@ def test_a_reply_to_the_name_question_the_reading_is_sure_of_is_the_greetings() 
     assert dodged["text"] == WHY_ASK_LINE
     assert dodged["human_attributes"] == {"greeting_stage": "done"}
     assert silent == [[], [], [], []]
+
+
+def test_an_opening_turn_the_reading_is_sure_of_opens_the_script() -> None:
+    """ "heyo bot" opens a conversation: no pattern of the script reads it, and the
+    intents annotator reads no intent in it (its "bot" is nearest the bot-identity
+    examples). When the turn's reading is sure it is the greeting's
+    (shared/reading.py's ``OPENS_BY_READING``), the script opens as for "Hi", as sure as
+    the reading, and a name in it is greeted ("ola, sou a Inês"). An unsure reading, a
+    greeting read in part with a question of its own, and the same words later in a
+    conversation get nothing from the greeting."""
+
+    def opened(
+        text: str, greeting: float = 0.85, intent: str | None = None, later: bool = False
+    ) -> dict[str, Any]:
+        reading = {"greeting": greeting, "smalltalk": 0.05, "llm": 0.05}
+        intents = {"intent": intent, "confidence": 0.6 if intent else 0.45, "method": None}
+        near = {"nearest": None if intent else "bot_identity", "likeness": 0.45}
+        texts = ("hi", "Hi! I'm Chorus. What's your name?", "Ann", "Nice to meet you, Ann!")
+        return view(
+            *(texts if later else ()),
+            text,
+            human_attributes={"name": "Ann", "greeting_stage": "done"} if later else {},
+            annotations={"intents": {**intents, **near, "reading": reading}},
+        )
+
+    dialogs = [
+        opened("heyo bot"),
+        opened("ola, sou a Inês"),
+        opened("heyo bot", greeting=0.6),
+        opened("hi, what's a good name for a bakery?", intent="greeting"),
+        opened("heyo bot", later=True),
+    ]
+    with ServiceClient(app) as client:
+        answers = client.post("/respond", json={"dialogs": dialogs}).json()
+    (heyo,), (ines,), *silent = answers
+    assert heyo["text"] == "Hi! I'm Chorus. What's your name?"
+    assert heyo["human_attributes"] == {"greeting_stage": "asked_name"}
+    assert heyo["confidence"] == 0.85
+    assert heyo["routing"]["kind"] == "by_reading"
+    assert ines["text"].startswith("Hi Inês, nice to meet you!")
+    assert ines["human_attributes"] == {"name": "Inês", "greeting_stage": "done"}
+    assert silent == [[], [], []]

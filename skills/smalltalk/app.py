@@ -39,6 +39,7 @@ from typing import Any, Literal, cast
 
 from agent.sdk import DialogView, Service, SkillHypothesis
 from shared import reading, spelling
+from shared.asking import awaits_name
 from shared.calibration import calibrated
 from skills.smalltalk import asks, jokes, things, topics, unread
 from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
@@ -707,32 +708,45 @@ def replies_to_own_question(text: str, last_line: str, last_skill: str | None) -
     )
 
 
-def nods_by_reading(text: str, last_skill: str | None) -> bool:
+def after_greeting_question(last_line: str | None, last_skill: str | None) -> bool:
+    """Whether the bot's last line is the greeting's and leaves the name to come
+    (:func:`shared.asking.awaits_name`: it asked the name, or said why it asks): a reply
+    to it is the greeting's. After the greeting's other lines ("Nice to meet you, Ana!
+    What would you like to talk about?") the script waits for nothing, and a statement
+    there ("ça va bien, merci", "honestly having a rough week") is small talk's as
+    anywhere later. A greeting's line not known (None) counts as asking."""
+    return last_skill == "greeting" and (last_line is None or awaits_name(last_line))
+
+
+def nods_by_reading(text: str, last_skill: str | None, last_line: str | None = None) -> bool:
     """The user's ``text`` is a few words of a statement late in the conversation
     (:func:`skills.smalltalk.unread.few_words`: no question, no name), not right after
-    the greeting's line (a reply to it is the greeting's): the turn small talk nods to
+    the greeting's question (:func:`after_greeting_question`; a reply to it is the
+    greeting's): the turn small talk nods to
     when the turn's reading is sure it is small talk's ("cheerio for now, my friend",
     "huh TIL", "tack så mycket!"). A question or a bid opening it ("tell me...") is no
     such turn. The caller asks only after a bot's line (never on the opening turn);
-    ``last_skill`` is the skill that said it (None when the stored line does not say)."""
+    ``last_skill`` is the skill that said it (None when the stored line does not say),
+    ``last_line`` what it said."""
     return (
-        last_skill != "greeting"
+        not after_greeting_question(last_line, last_skill)
         and _ASKS.search(text) is None
         and _ASKS.search(spelling.normalise(text)) is None
         and unread.few_words(text)
     )
 
 
-def states_by_reading(text: str, last_skill: str | None) -> bool:
+def states_by_reading(text: str, last_skill: str | None, last_line: str | None = None) -> bool:
     """The user's ``text`` is a statement of their own late in the conversation, of any
     length: no question or bid, no name given or said (:func:`unread.names_someone`), not
-    right after the greeting's line (a reply to it is the greeting's). Small talk answers
+    right after the greeting's question (:func:`after_greeting_question`; a reply to it
+    is the greeting's). Small talk answers
     it by its mood when the turn's reading is sure the turn is small talk's
     (:data:`shared.reading.STATE`): "it's pouring with rain here", "knackered tbh, been at
     work since six", "lol same, im always on my laptop". The caller asks only after a
     bot's line (never on the opening turn)."""
     return (
-        last_skill != "greeting"
+        not after_greeting_question(last_line, last_skill)
         and _ASKS.search(text) is None
         and _ASKS.search(spelling.normalise(text)) is None
         and _INTRODUCES.search(text) is None
@@ -778,9 +792,9 @@ def by_reading(
         replying=last is not None
         and replies_to_own_question(dialog.human_utterance.text, last.text, last.active_skill),
         nodding=last is not None
-        and nods_by_reading(dialog.human_utterance.text, last.active_skill),
+        and nods_by_reading(dialog.human_utterance.text, last.active_skill, last.text),
         stating=last is not None
-        and states_by_reading(dialog.human_utterance.text, last.active_skill),
+        and states_by_reading(dialog.human_utterance.text, last.active_skill, last.text),
     )
     if found is None:
         return None

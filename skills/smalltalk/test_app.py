@@ -419,6 +419,14 @@ def test_a_turn_the_reading_is_sure_of_gets_the_persona_line_of_the_annotators_i
     assert on_help[0]["smalltalk_topic"] == "abilities"
 
 
+#: The greeting's lines a statement may follow: its name question and why it asks leave
+#: the name to come (the reply is the greeting's); its line once the name is known waits
+#: for nothing.
+NAME_QUESTION = "Hi! I'm Chorus. What's your name?"
+WHY_ASK = "Just so I know what to call you. You don't have to tell me, though."
+GREETED = "Nice to meet you, Ana! What would you like to talk about?"
+
+
 def read_after(
     bot_line: str, text: str, reading: dict[str, float], *, nearest: str, said_by: str
 ) -> dict[str, Any]:
@@ -452,20 +460,21 @@ def test_a_reply_to_its_own_question_is_acknowledged_when_the_reading_agrees(
     sure as the reading. The same words after another skill's question, a question of the
     user's own, or an unsure reading leave the turn to others."""
 
-    def replied(text: str, asked_by: str = "smalltalk", smalltalk: float = 0.85) -> dict[str, Any]:
+    def replied(
+        text: str,
+        asked_by: str = "smalltalk",
+        smalltalk: float = 0.85,
+        asked: str = "In my free time I enjoy reading. Do you have a hobby?",
+    ) -> dict[str, Any]:
         return read_after(
-            "In my free time I enjoy reading. Do you have a hobby?",
-            text,
-            {"smalltalk": smalltalk, "llm": 0.2},
-            nearest="thanks",
-            said_by=asked_by,
+            asked, text, {"smalltalk": smalltalk, "llm": 0.2}, nearest="thanks", said_by=asked_by
         )
 
     reply = "mostly crime novels, the darker the better"
     (acknowledged,), *silent = ask(
         client,
         replied(reply),
-        replied(reply, asked_by="greeting"),
+        replied(reply, asked_by="greeting", asked=NAME_QUESTION),
         replied("what do you read?"),
         replied(reply, smalltalk=0.55),
     )
@@ -475,34 +484,40 @@ def test_a_reply_to_its_own_question_is_acknowledged_when_the_reading_agrees(
     assert silent == [[], [], []]
 
 
+def said_late(
+    text: str, smalltalk: float = 0.85, after: str = "smalltalk", line: str = "Glad you think so!"
+) -> dict[str, Any]:
+    """``text`` late in a conversation, after ``line`` said by ``after``, with the turn's
+    reading giving small talk ``smalltalk`` and no intent read."""
+    return read_after(
+        line, text, {"smalltalk": smalltalk, "llm": 0.1}, nearest="ask_name", said_by=after
+    )
+
+
 def test_a_few_words_the_reading_is_sure_of_get_a_nod(client: ServiceClient) -> None:
     """ "cheerio for now, my friend" late in a conversation: no pattern, intent or corpus
     line of the skill reads it, and its words are English. When the turn's reading is sure
     the turn is small talk's, the skill nods (the persona's ``unread`` line), as sure as the
-    reading. A question, a name, a reply to the greeting's line, a longer statement or an
-    unsure reading get no nod."""
+    reading, after the greeting's line once the name is known too. A question, a name, a
+    reply to the greeting's name question, a longer statement or an unsure reading get no
+    nod."""
 
-    def said(text: str, smalltalk: float = 0.85, after: str = "smalltalk") -> dict[str, Any]:
-        return read_after(
-            "Glad you think so!",
-            text,
-            {"smalltalk": smalltalk, "llm": 0.1},
-            nearest="ask_name",
-            said_by=after,
-        )
-
-    (nod,), (longer,), *silent = ask(
+    said = said_late
+    (nod,), (longer,), (after_greeted,), *silent = ask(
         client,
         said("cheerio for now, my friend"),
         said("cheerio for now then, it was fun, my friend"),
+        said("cheerio for now, my friend", after="greeting", line=GREETED),
         said("cheerio for now, my friend", smalltalk=0.65),
-        said("cheerio for now, my friend", after="greeting"),
+        said("cheerio for now, my friend", after="greeting", line=NAME_QUESTION),
         said("Jack. Jack from Leeds"),
         said("any tips for parallel parking"),
     )
     assert nod["text"] in FILE_LINES.unread
     assert nod["confidence"] == 0.85
     assert nod["routing"]["kind"] == "by_reading"
+    # the greeting's line that waits for nothing leaves the turn to small talk
+    assert after_greeted["text"] in FILE_LINES.unread
     # a longer statement is answered by its mood, not nodded to (the next test)
     assert longer["text"] not in FILE_LINES.unread
     assert silent == [[], [], [], []]
@@ -515,27 +530,24 @@ def test_a_statement_the_reading_is_sure_of_gets_a_line_for_its_mood(
     pattern, intent or corpus line of the skill reads it. When the turn's reading is sure
     the turn is small talk's (``STATE_FROM``), the skill answers by its mood, as sure as
     the reading: interest where the sentiment annotator finds none, a nod to words it
-    cannot read (another language). A question, a name, a reply to the greeting's line
-    and an unsure reading get nothing."""
+    cannot read (another language), after the greeting's line once the name is known too.
+    A question, a name, a reply to the greeting's name question or to why it asks, and an
+    unsure reading get nothing."""
 
-    def said(text: str, smalltalk: float = 0.85, after: str = "smalltalk") -> dict[str, Any]:
-        built = read_after(
-            "Glad you think so!",
-            text,
-            {"smalltalk": smalltalk, "llm": 0.1},
-            nearest="ask_name",
-            said_by=after,
-        )
+    def said(text: str, **how: Any) -> dict[str, Any]:
+        built = said_late(text, **how)
         built["utterances"][-1]["annotations"]["sentiment"] = {"label": "neutral"}
         return built
 
     statement = "the kids are finally asleep and the house is quiet"
-    (interest,), (foreign,), *silent = ask(
+    (interest,), (foreign,), (after_greeted,), *silent = ask(
         client,
         said(statement),
         said("nzuri sana asante rafiki yangu wa zamani"),
+        said(statement, after="greeting", line=GREETED),
         said(statement, smalltalk=0.65),
-        said(statement, after="greeting"),
+        said(statement, after="greeting", line=NAME_QUESTION),
+        said(statement, after="greeting", line=WHY_ASK),
         said("are the kids finally asleep and the house quiet"),
         said("the kids are asleep, Lena and Tom"),
     )
@@ -543,7 +555,8 @@ def test_a_statement_the_reading_is_sure_of_gets_a_line_for_its_mood(
     assert interest["confidence"] == 0.85
     assert interest["routing"]["kind"] == "by_reading"
     assert foreign["text"] in FILE_LINES.unread
-    assert silent == [[], [], [], []]
+    assert after_greeted["text"] in FILE_LINES.about_user
+    assert silent == [[], [], [], [], []]
 
 
 def test_an_intent_read_by_similarity_alone_is_calibrated_apart(client: ServiceClient) -> None:
