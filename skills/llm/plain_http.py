@@ -55,7 +55,9 @@ class Endpoint:
 
     @property
     def authority(self) -> str:
-        return self.host if self.port == 80 else f"{self.host}:{self.port}"
+        """The ``Host`` header: an IPv6 address in brackets, the port unless 80."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == 80 else f"{host}:{self.port}"
 
 
 class _Connection:
