@@ -55,9 +55,7 @@ class Endpoint:
 
     @property
     def authority(self) -> str:
-        """The ``Host`` header: an IPv6 address in brackets, the port unless 80."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return host if self.port == 80 else f"{host}:{self.port}"
+        return self.host if self.port == 80 else f"{self.host}:{self.port}"
 
 
 class _Connection:
