@@ -30,20 +30,16 @@ One ``httpx.AsyncClient`` serves the skill's whole life, held open by the servic
 lifespan: it opens when the server starts (or the agent, when its pipeline calls the skill
 in its own process) and closes when it stops, in the event loop that uses it. A client
 created lazily on the first request would never be closed and would stay bound to the loop
-that first used it. A streamed request to a plain-http endpoint with no proxy set goes
-through the skill's own lean client instead (:mod:`skills.llm.plain_http`), held open the
-same way; both keep their connections from one request to the next.
+that first used it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import re
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -54,7 +50,6 @@ from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validat
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent.sdk import BotView, DialogView, Service, SkillHypothesis, StreamEnd, StreamStart
-from skills.llm.plain_http import Answer, Endpoint, PlainHttp, PlainHttpError, PlainTimeout
 
 logger = logging.getLogger(__name__)
 
@@ -367,42 +362,15 @@ async def _read_to_end(lines: AsyncIterator[str]) -> None:
     connect, and an accept by the endpoint's server, before its request was written). An
     endpoint that keeps its body open past ``[DONE]`` is hung up on after
     :data:`DONE_LINGER` seconds, as before."""
-    with contextlib.suppress(TimeoutError, httpx.HTTPError, PlainHttpError, PlainTimeout):
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
         async with asyncio.timeout(DONE_LINGER):
             async for _ in lines:
                 pass
 
 
-def _excerpt(body: bytes) -> str:
-    text = body.decode("utf-8", "replace").strip().replace("\n", " ")
+def _excerpt(response: httpx.Response) -> str:
+    text = response.text.strip().replace("\n", " ")
     return text[:EXCERPT_CHARS] + ("…" if len(text) > EXCERPT_CHARS else "")
-
-
-class _HttpxAnswer:
-    """An httpx response as :class:`~skills.llm.plain_http.Answer` gives an answer."""
-
-    def __init__(self, response: httpx.Response) -> None:
-        self.status = response.status_code
-        self.content_type = response.headers.get("content-type", "")
-        self._response = response
-
-    async def read(self) -> bytes:
-        return await self._response.aread()
-
-    def lines(self) -> AsyncIterator[str]:
-        return self._response.aiter_lines()
-
-
-def _json_bytes(body: dict[str, Any]) -> bytes:
-    """The request's body as httpx writes it."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-
-
-def _no_proxy_for_http() -> bool:
-    """Whether no proxy is set for plain-http requests (``HTTP_PROXY``, ``ALL_PROXY``, in
-    either case), which httpx would honour."""
-    proxies = urllib.request.getproxies_environment()
-    return not (proxies.get("http") or proxies.get("all"))
 
 
 class ChatModel:
@@ -411,8 +379,6 @@ class ChatModel:
     def __init__(self, settings: LLMSettings) -> None:
         self.settings = settings
         self._http: httpx.AsyncClient | None = None
-        #: the streamed requests' client for a plain-http endpoint (:mod:`.plain_http`)
-        self._plain: PlainHttp | None = None
         # parsed once: httpx parses a URL given as text on every request, checking it
         # character by character, which was the largest part of the skill's CPU before
         # its request left (docs/performance.md, "The services in the agent's process")
@@ -434,25 +400,17 @@ class ChatModel:
         headers = {"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}
         async with httpx.AsyncClient(timeout=self.settings.timeout, headers=headers) as http:
             self._http = http
-            url = self._endpoint
-            if url.scheme == "http" and _no_proxy_for_http():
-                target = url.raw_path.decode("ascii")
-                where = Endpoint(url.host, url.port or 80, target)
-                self._plain = PlainHttp(where, list(headers.items()), self.settings.timeout)
             try:
                 yield
             finally:
                 self._http = None
-                if self._plain is not None:
-                    self._plain.close()
-                    self._plain = None
 
     async def complete(
         self, messages: list[ChatMessage], max_tokens: int | None = None, usage: Usage | None = None
     ) -> str | None:
         """The model's reply (None when it is empty); :class:`LLMError` when the call fails.
         ``usage`` is filled with what the endpoint reports."""
-        completion = self._parse((await self._post(self._body(messages, max_tokens))).content)
+        completion = self._parse(await self._post(self._body(messages, max_tokens)))
         if usage is not None and completion.usage is not None:
             _copy_usage(completion.usage, usage)
         content = completion.choices[0].message.content
@@ -474,6 +432,8 @@ class ChatModel:
             if whole:
                 yield whole
             return
+        if self._http is None:
+            raise RuntimeError("the LLM client is not open: run the app with its lifespan")
         body = {**self._body(messages, max_tokens), "stream": True}
         if self.settings.stream_usage:
             body["stream_options"] = {"include_usage": True}
@@ -481,21 +441,20 @@ class ChatModel:
         deadline = time.monotonic() + timeout
         started = False
         try:
-            async with self._answer(body) as answer:
-                if not 200 <= answer.status < 300:
-                    raise LLMError(
-                        f"answered HTTP {answer.status}: {_excerpt(await answer.read())}"
-                    )
-                if "text/event-stream" not in answer.content_type:
-                    # a whole completion: the endpoint does not stream
-                    completion = self._parse(await answer.read())
+            async with self._http.stream("POST", self._endpoint, json=body) as response:
+                if not response.is_success:
+                    await response.aread()
+                    raise LLMError(f"answered HTTP {response.status_code}: {_excerpt(response)}")
+                if "text/event-stream" not in response.headers.get("content-type", ""):
+                    await response.aread()  # a whole completion: the endpoint does not stream
+                    completion = self._parse(response)
                     if usage is not None and completion.usage is not None:
                         _copy_usage(completion.usage, usage)
                     content = completion.choices[0].message.content
                     if content and content.strip():
                         yield content.strip()
                     return
-                lines = answer.lines()
+                lines = response.aiter_lines()
                 async for event_line in lines:
                     if time.monotonic() > deadline:
                         raise LLMError(f"reply not complete within {timeout:g}s (LLM_TIMEOUT)")
@@ -511,25 +470,10 @@ class ChatModel:
                     if piece:
                         started = True
                         yield piece
-        except (httpx.TimeoutException, PlainTimeout):
+        except httpx.TimeoutException:
             raise LLMError(f"no answer within {timeout:g}s (LLM_TIMEOUT)") from None
         except httpx.HTTPError as exc:
             raise LLMError(f"unreachable: {type(exc).__name__}: {exc}") from None
-        except PlainHttpError as exc:
-            raise LLMError(f"unreachable: {exc.kind}: {exc}") from None
-
-    @asynccontextmanager
-    async def _answer(self, body: dict[str, Any]) -> AsyncIterator[Answer | _HttpxAnswer]:
-        """The endpoint's answer to a streamed request: through :mod:`.plain_http` to a
-        plain-http endpoint, else (TLS, a proxy) through httpx."""
-        if self._plain is not None:
-            async with self._plain.post(_json_bytes(body)) as answer:
-                yield answer
-            return
-        if self._http is None:
-            raise RuntimeError("the LLM client is not open: run the app with its lifespan")
-        async with self._http.stream("POST", self._endpoint, json=body) as response:
-            yield _HttpxAnswer(response)
 
     @staticmethod
     def _piece(data: str, usage: Usage | None = None) -> str:
@@ -558,17 +502,18 @@ class ChatModel:
         except httpx.HTTPError as exc:
             raise LLMError(f"unreachable: {type(exc).__name__}: {exc}") from None
         if not response.is_success:
-            raise LLMError(f"answered HTTP {response.status_code}: {_excerpt(response.content)}")
+            raise LLMError(f"answered HTTP {response.status_code}: {_excerpt(response)}")
         return response
 
     @staticmethod
-    def _parse(body: bytes) -> ChatCompletion:
+    def _parse(response: httpx.Response) -> ChatCompletion:
         try:
-            return ChatCompletion.model_validate_json(body)
+            return ChatCompletion.model_validate_json(response.content)
         except ValidationError as exc:
             problem = exc.errors()[0]["msg"]
             raise LLMError(
-                f"answered something that is not a chat completion ({problem}): {_excerpt(body)}"
+                f"answered something that is not a chat completion ({problem}): "
+                f"{_excerpt(response)}"
             ) from None
 
 

@@ -42,8 +42,7 @@ class StreamingOpenAI:
     shows as one address). ``fail_after``: the stream breaks (a chunk that is not JSON)
     after that many tokens; ``hold``: every stream waits for that event before its first
     token; ``linger``: every stream's body stays open after its ``[DONE]`` until that
-    event; ``newline``: what ends each line of the stream (``\r\n`` as some servers
-    write)."""
+    event."""
 
     def __init__(
         self,
@@ -52,14 +51,12 @@ class StreamingOpenAI:
         fail_after: int | None = None,
         hold: threading.Event | None = None,
         linger: threading.Event | None = None,
-        newline: bytes = b"\n",
     ) -> None:
         self.tokens = tokens
         self.interval = interval
         self.fail_after = fail_after
         self.hold = hold
         self.linger = linger
-        self.newline = newline
         self.requests: list[dict[str, Any]] = []
         self.peers: list[tuple[str, int] | None] = []
         self.app = FastAPI()
@@ -80,13 +77,10 @@ class StreamingOpenAI:
                 }
             )
         with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        events = self._events(usage["completion_tokens"], usage if with_usage else None)
-        return StreamingResponse(self._ended(events), media_type="text/event-stream")
-
-    async def _ended(self, events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        """The events with each line's end :attr:`newline`."""
-        async for written in events:
-            yield written.replace(b"\n", self.newline) if self.newline != b"\n" else written
+        return StreamingResponse(
+            self._events(usage["completion_tokens"], usage if with_usage else None),
+            media_type="text/event-stream",
+        )
 
     def usage(self, body: dict[str, Any]) -> dict[str, int]:
         """What the answer to ``body`` costs: a token per message in, per token out
