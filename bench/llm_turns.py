@@ -262,10 +262,14 @@ def direct_overhead(llm: str, probes: int) -> list[float]:
     call: the client's request -> first piece, less the handler's own request -> first
     piece (what :func:`figures` takes out of each turn). Uvicorn's parsing before the
     handler's clock starts and the piece's write after it belong to the LLM, not to
-    Chorus. Each probe reads the first piece only and hangs up."""
+    Chorus. Each probe asks for one piece and reads its answer to the end, so that the
+    next goes over the same connection, as the LLM skill's requests do (a probe that
+    hung up after its first piece opened a new connection each time, whose connect and
+    accept were counted as the server's)."""
     body = {
         "model": "bench",
         "stream": True,
+        "max_tokens": 1,
         "messages": [{"role": "user", "content": "Explain why the sky is blue."}],
     }
     overhead: list[float] = []
@@ -275,9 +279,8 @@ def direct_overhead(llm: str, probes: int) -> list[float]:
             sent = got = time.monotonic()
             with client.stream("POST", "/v1/chat/completions", json=body) as response:
                 for line in response.iter_lines():
-                    if line.startswith("data:"):
+                    if line.startswith("data:") and got == sent:
                         got = time.monotonic()
-                        break
             request = client.get("/log").json()[seen]
             overhead.append((got - sent) - (request["pieces"][0] - request["received"]))
     return overhead[1:]

@@ -1,6 +1,7 @@
 """A slow OpenAI-compatible chat-completions endpoint for :mod:`bench.llm_turns`: every
 answer is ``PIECES`` pieces ``INTERVAL`` seconds apart (3 s in all, as a hosted model
-answering a few sentences), streamed as ``data:`` events when asked with ``stream: true``.
+answering a few sentences), or fewer when the request's ``max_tokens`` says so (as at a
+real endpoint), streamed as ``data:`` events when asked with ``stream: true``.
 
 It keeps, for each request, when it arrived and when each piece was sent, on the
 system-wide monotonic clock (``time.monotonic``, the same in every process of the
@@ -42,14 +43,15 @@ async def complete(request: Request) -> Response:
     body = await request.json()
     record: dict[str, Any] = {"received": time.monotonic(), "pieces": []}
     log.append(record)
-    words = (WORDS * PIECES)[:PIECES]
+    pieces = min(PIECES, int(body.get("max_tokens") or PIECES))
+    words = (WORDS * PIECES)[:pieces]
     usage = {
         "prompt_tokens": len(body.get("messages", [])) * 20,
-        "completion_tokens": PIECES,
-        "total_tokens": len(body.get("messages", [])) * 20 + PIECES,
+        "completion_tokens": pieces,
+        "total_tokens": len(body.get("messages", [])) * 20 + pieces,
     }
     if not body.get("stream"):
-        await asyncio.sleep(PIECES * INTERVAL)
+        await asyncio.sleep(pieces * INTERVAL)
         message = {"role": "assistant", "content": "".join(words)}
         return JSONResponse({"choices": [{"index": 0, "message": message}], "usage": usage})
 

@@ -36,6 +36,7 @@ that first used it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import time
@@ -60,6 +61,9 @@ DEFAULT_SYSTEM_PROMPT = (
 STYLE = "Stay in character and answer in one to three short sentences."
 #: How much of a failing endpoint's body goes into the error message.
 EXCERPT_CHARS = 200
+#: Seconds a stream's body may go on after its ``[DONE]`` before the skill hangs up
+#: (:func:`_read_to_end`); an endpoint ends it at once.
+DONE_LINGER = 0.2
 
 
 class SettingsError(ValueError):
@@ -351,6 +355,19 @@ def _copy_usage(reported: Usage, into: Usage) -> None:
     into.total_tokens = reported.total_tokens or reported.prompt_tokens + reported.completion_tokens
 
 
+async def _read_to_end(lines: AsyncIterator[str]) -> None:
+    """What follows a stream's ``[DONE]`` read (its body's last, empty chunk), so that the
+    client's pool keeps the connection for the next request: httpx closes a connection
+    whose response is closed before its end, and then every request opened a new one (a
+    connect, and an accept by the endpoint's server, before its request was written). An
+    endpoint that keeps its body open past ``[DONE]`` is hung up on after
+    :data:`DONE_LINGER` seconds, as before."""
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with asyncio.timeout(DONE_LINGER):
+            async for _ in lines:
+                pass
+
+
 def _excerpt(response: httpx.Response) -> str:
     text = response.text.strip().replace("\n", " ")
     return text[:EXCERPT_CHARS] + ("…" if len(text) > EXCERPT_CHARS else "")
@@ -437,13 +454,15 @@ class ChatModel:
                     if content and content.strip():
                         yield content.strip()
                     return
-                async for event_line in response.aiter_lines():
+                lines = response.aiter_lines()
+                async for event_line in lines:
                     if time.monotonic() > deadline:
                         raise LLMError(f"reply not complete within {timeout:g}s (LLM_TIMEOUT)")
                     data = event_line.removeprefix("data:").strip()
                     if not event_line.startswith("data:") or not data:
                         continue
                     if data == "[DONE]":
+                        await _read_to_end(lines)
                         return
                     piece = self._piece(data, usage)
                     if not started:

@@ -3,6 +3,7 @@ against a local server speaking that protocol (the real one is a cloud API)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -66,6 +67,28 @@ def test_the_reply_is_streamed_token_by_token_and_ends_with_the_whole_hypothesis
     (hypothesis,) = lines[-1][1]
     assert lines[-1][0] == "end"
     assert hypothesis["text"] == "".join(TOKENS) and hypothesis["llm_model"] == "test-model"
+
+
+def test_replies_one_after_another_share_one_connection_to_the_endpoint() -> None:
+    fake = StreamingOpenAI(TOKENS)
+    with skill_against(fake) as url:
+        replies = [streamed(url, text) for text in ("Tell me a joke", "Another one")]
+    assert [[value for key, value in lines if key == "token"] for lines in replies] == [TOKENS] * 2
+    assert len(fake.peers) == 2 and fake.peers[0] is not None
+    assert fake.peers[1] == fake.peers[0]  # no new connection (and TLS handshake) a request
+
+
+def test_a_stream_held_open_after_its_done_still_ends_the_reply() -> None:
+    never = threading.Event()
+    fake = StreamingOpenAI(TOKENS, linger=never)
+    try:
+        # LLM_TIMEOUT past the client's 10 s: the skill hangs up soon after [DONE]
+        with skill_against(fake, timeout=60) as url:
+            lines = streamed(url, "Tell me a joke")
+    finally:
+        never.set()
+    assert [value for key, value in lines if key == "token"] == TOKENS
+    assert lines[-1][0] == "end" and lines[-1][1][0]["text"] == "".join(TOKENS)
 
 
 def test_a_json_caller_gets_the_same_hypothesis_whole() -> None:

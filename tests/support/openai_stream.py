@@ -37,9 +37,12 @@ HOLD_TIMEOUT = 60.0
 
 
 class StreamingOpenAI:
-    """Answers ``tokens`` one every ``interval`` seconds; records the request bodies.
-    ``fail_after``: the stream breaks (a chunk that is not JSON) after that many tokens;
-    ``hold``: every stream waits for that event before its first token."""
+    """Answers ``tokens`` one every ``interval`` seconds; records the request bodies and
+    the client's address of each (``peers``: one connection kept for several requests
+    shows as one address). ``fail_after``: the stream breaks (a chunk that is not JSON)
+    after that many tokens; ``hold``: every stream waits for that event before its first
+    token; ``linger``: every stream's body stays open after its ``[DONE]`` until that
+    event."""
 
     def __init__(
         self,
@@ -47,18 +50,23 @@ class StreamingOpenAI:
         interval: float = 0.0,
         fail_after: int | None = None,
         hold: threading.Event | None = None,
+        linger: threading.Event | None = None,
     ) -> None:
         self.tokens = tokens
         self.interval = interval
         self.fail_after = fail_after
         self.hold = hold
+        self.linger = linger
         self.requests: list[dict[str, Any]] = []
+        self.peers: list[tuple[str, int] | None] = []
         self.app = FastAPI()
         self.app.post("/v1/chat/completions")(self.complete)
 
     async def complete(self, request: Request) -> Response:
         body = await request.json()
         self.requests.append(body)
+        client = request.client
+        self.peers.append(None if client is None else (client.host, client.port))
         usage = self.usage(body)
         if not body.get("stream"):
             text = "".join(self.tokens[: usage["completion_tokens"]])
@@ -108,3 +116,5 @@ class StreamingOpenAI:
             yield b"data: " + json.dumps({**chunk(None), "choices": [], "usage": usage}).encode()
             yield b"\n\n"
         yield b"data: [DONE]\n\n"
+        if self.linger is not None:
+            await asyncio.to_thread(self.linger.wait, HOLD_TIMEOUT)
