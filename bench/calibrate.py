@@ -375,27 +375,18 @@ def decide(
                 continue
             if skill not in answered and found is not None and ran(skill, read.intent):
                 scored.append((found[0], -len(turn.hypotheses) - place, skill, True))
-        # a reply to the greeting's name question no pattern read (its by_reading)
-        replied = (
-            reply_by_reading("greeting", read.probabilities, read.model)
-            if read.naming
-            and "greeting" not in answered
-            and may_answer_by_reading(turn.text, {"intents": dict(read.intent)})
-            else None
-        )
-        if replied is not None and ran("greeting", read.intent):
+        # the greeting by the reading where no pattern of it read the turn: a reply to its
+        # name question (its by_reading) or a conversation's opening turn (its
+        # opens_by_reading); a turn is never both (the one follows a line, the other none)
+        greeted = None
+        if "greeting" not in answered:
+            if read.naming and may_answer_by_reading(turn.text, {"intents": dict(read.intent)}):
+                greeted = reply_by_reading("greeting", read.probabilities, read.model)
+            elif read.opening:
+                greeted = opens_by_reading("greeting", read.probabilities, read.intent, read.model)
+        if greeted is not None and ran("greeting", read.intent):
             scored.append(
-                (replied, -len(turn.hypotheses) - len(ANSWERS_BY_READING), "greeting", True)
-            )
-        # an opening turn no pattern of the greeting read (its opens_by_reading)
-        opened = (
-            opens_by_reading("greeting", read.probabilities, read.intent, read.model)
-            if read.opening and "greeting" not in answered
-            else None
-        )
-        if opened is not None and ran("greeting", read.intent):
-            scored.append(
-                (opened, -len(turn.hypotheses) - len(ANSWERS_BY_READING), "greeting", True)
+                (greeted, -len(turn.hypotheses) - len(ANSWERS_BY_READING), "greeting", True)
             )
     ranked = [
         (value - (WEAK_PENALTY if calibrated and value < fallback_below else 0.0), order, skill)
