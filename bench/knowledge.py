@@ -38,7 +38,9 @@ written after the tuning, out of sample for everything (``fresh2.jsonl``, a thir
 written after the confidence's signs of the answer's file were first chosen, and
 ``fresh3.jsonl``, a fourth, before they were chosen again and kept).
 ``--fit --features a,b,c`` fits other signs of :data:`shared.knowledge.retrieval.SIGNS`;
-``--fit --conversations dev train ...`` fits on the routing training sets' turns too
+``--conversations dev train ...`` counts the routing training sets' turns the knowledge
+skill would consider (:func:`reach`: about Chorus, and not, over its threshold and where its
+curve answers), and with ``--fit`` fits on those turns too
 (:func:`conversation_rows`: a question about Chorus is 1, any other turn 0); weights so
 fitted were measured and not shipped (bench/journal/knowledge.md, "The probability fitted
 on conversations too").
@@ -58,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import shutil
 import statistics
@@ -395,6 +398,34 @@ def conversation_rows(
     return rows
 
 
+def reach(rows: list[tuple[list[float], int]]) -> dict[str, int]:
+    """How many of the conversations' turns (:func:`conversation_rows` of :data:`FEATURES`)
+    the shipped probability lets the knowledge skill consider: about Chorus and not, at
+    its threshold (:data:`THRESHOLD`) and at its curve's even chance (``SILENT_BELOW``),
+    where the served skill answers. A change of the search that finds a spoken question's
+    section moves the first count of each pair; the second is what it costs."""
+    raws = [
+        (
+            1
+            / (
+                1
+                + math.exp(-(WEIGHTS[0] + sum(w * x for w, x in zip(WEIGHTS[1:], xs, strict=True))))
+            ),
+            y,
+        )
+        for xs, y in rows
+    ]
+    answered = [
+        (raw, y) for raw, y in raws if chance("knowledge", ANSWER_TYPE, raw) >= SILENT_BELOW
+    ]
+    return {
+        "about_chorus_over_threshold": sum(y for raw, y in raws if raw >= THRESHOLD),
+        "others_over_threshold": sum(1 - y for raw, y in raws if raw >= THRESHOLD),
+        "about_chorus_answered": sum(y for _, y in answered),
+        "others_answered": sum(1 - y for _, y in answered),
+    }
+
+
 def synthetic(index: KnowledgeIndex, size: int, seed: int = 7) -> KnowledgeIndex:
     """``size`` passages of the docs' sentences shuffled, with jittered docs embeddings."""
     rng = random.Random(seed)
@@ -458,8 +489,8 @@ def main(argv: list[str] | None = None) -> int:
         nargs="*",
         default=[],
         metavar="SET",
-        help=f"with --fit: routing training sets whose turns are fitted on too (of "
-        f"{', '.join(TRAINING_SETS)})",
+        help=f"routing training sets whose turns about Chorus and others the skill would "
+        f"consider are counted, and with --fit fitted on too (of {', '.join(TRAINING_SETS)})",
     )
     parser.add_argument(
         "--conversations-weight",
@@ -511,6 +542,12 @@ def main(argv: list[str] | None = None) -> int:
     asked = ask(index, questions, args.top_k, args.llm_floor)
     quality = figures(asked, top_k=args.top_k)
     held = figures([a for a in asked if held_out(a.position)], top_k=args.top_k)
+    if args.conversations:
+        reached = reach(conversation_rows(index, args.conversations))
+        print(
+            f"turns of {', '.join(args.conversations)}: "
+            + ", ".join(f"{k} {v}" for k, v in reached.items())
+        )
     if args.fit:
         turns = conversation_rows(index, args.conversations, names)
         fitted = fit(

@@ -236,3 +236,22 @@ def test_a_conversations_turns_teach_the_probability_what_is_about_chorus() -> N
     about = [probability(x) for x, label in rows if label]
     other = [probability(x) for x, label in rows if not label]
     assert sum(about) / len(about) > sum(other) / len(other) + 0.1
+
+
+def test_the_conversations_turns_the_skill_would_consider_are_counted() -> None:
+    """``--conversations`` without ``--fit``: a turn whose best passage is sure counts for
+    its label, about Chorus or not, at the threshold and where the served curve answers;
+    one whose passage is unsure counts for neither."""
+    from bench.knowledge import reach
+    from shared.knowledge.retrieval import FEATURES
+
+    sure, unsure = [1.0] * len(FEATURES), [0.0] * len(FEATURES)
+
+    counted = reach([(sure, 1), (sure, 0), (sure, 1), (unsure, 1), (unsure, 0)])
+
+    assert counted == {
+        "about_chorus_over_threshold": 2,
+        "others_over_threshold": 1,
+        "about_chorus_answered": 2,
+        "others_answered": 1,
+    }
