@@ -220,19 +220,17 @@ def test_careless_typing_is_read_the_careful_way_but_not_the_docs_own_words(
 ) -> None:
     """A typo is searched as the word it means, while a word the knowledge base writes
     and the English dictionary does not know is its term, searched as typed ("uvicorn"
-    would read "unicorn", and find nothing). The question is long enough for both of its
-    subjects to lead: a short one's ranking is led by the title closest to it too
-    (docs/knowledge.md, "How answers are chosen")."""
+    would read "unicorn", and find nothing)."""
     folder = write_base(tmp_path / "handbook")
     (folder / "serving.md").write_text("# Serving\n\nThe agent runs under uvicorn.\n")
     out = tmp_path / "handbook.npz"
     build(folder, out)
     with ServiceClient(create_service(engine_for(RetrievalSettings(index=out))).app) as client:
-        found = ask(client, "how do i bakup my dialogs while the agent runs under uvicorn?")
+        found = ask(client, "how do i bakup my dialogs under uvicorn?")
         follow_up = ask(client, "what runs uvicorn?", "The agent.", "and can it restart it?")
         # the marks the reading sets known words aside with, typed by the user: read whole
         odd = ask(client, "uvicorn \x000\x00 bakup")
-    assert found["query"] == "how do i backup my dialogs while the agent runs under uvicorn?"
+    assert found["query"] == "how do i backup my dialogs under uvicorn?"
     assert odd["query"].endswith("\x000\x00 backup")
     assert {p["source"] for p in found["passages"][:2]} == {
         "handbook/backup.md",

@@ -71,18 +71,6 @@ EMBED_BATCH = 256
 #: (:meth:`KnowledgeIndex.defining`; 0.3, 0.5, 0.7 and 1.0 were measured on two thirds of
 #: the question set, docs/performance.md "Knowledge base").
 DEFINITION_WEIGHT = 0.5
-#: How much the cosine of a short question with a passage's title (its file's name and
-#: heading path, :attr:`Passage.title`) counts in the fused score, beside the passage's
-#: own cosine (:data:`DENSE_WEIGHT`): a question said in a few words ("is there a docker
-#: setup?", "where are the prometheus metrics?") names what a section is about, as its
-#: headings do, while the passage's embedding averages several paragraphs of other words.
-#: 0.2 to 1.0 measured, on the question set and the routing training sets' turns about
-#: Chorus (bench/journal/knowledge.md, "Short questions and the section's title").
-TITLE_WEIGHT = 0.6
-#: A question with at most this many :func:`terms` is short (:data:`TITLE_WEIGHT`): the
-#: question set's, written to the docs, mostly have more, and the title's cosine counted
-#: on every question lost some of their sections (3 to 5 measured).
-TITLE_TERMS = 4
 
 _PASSAGES = TypeAdapter(list[Passage])
 _WORD = re.compile(r"(?u)\b\w\w+\b")
@@ -347,32 +335,6 @@ def definitions(passages: Sequence[Passage]) -> dict[frozenset[str], list[int]]:
     return defined
 
 
-def _titles(passages: Sequence[Passage]) -> tuple[np.ndarray, np.ndarray]:
-    """The embeddings of the passages' distinct titles (:attr:`Passage.title`), and each
-    passage's row among them. Made when the index loads rather than kept in its file: a
-    section's passages share one title, so they are far fewer than the passages (the
-    shipped docs: a few hundred, milliseconds), and an index file of any age serves."""
-    titles = [p.title for p in passages]
-    rows = numbered(titles)
-    distinct = list(dict.fromkeys(titles))
-    vectors = embed_texts(distinct) if distinct else np.zeros((0, 256), np.float32)
-    return np.ascontiguousarray(vectors, dtype=np.float32), rows
-
-
-def with_title(
-    dense: np.ndarray, titles: np.ndarray, vector: np.ndarray, wanted: frozenset[str]
-) -> np.ndarray:
-    """The dense half the fusion weighs: the candidates' cosines (``dense``, with the
-    query ``vector``), and for a short question (at most :data:`TITLE_TERMS` terms in
-    ``wanted``) their titles' cosines (``titles``, their embeddings) at
-    :data:`TITLE_WEIGHT` too. Only the ranking: a hit's ``cosine``, which the confidence
-    and the knowledge skill weigh, stays the passage's own."""
-    if not TITLE_WEIGHT or not wanted or len(wanted) > TITLE_TERMS or not len(dense):
-        return dense
-    titled: np.ndarray = dense + TITLE_WEIGHT * (titles @ vector)
-    return titled
-
-
 def numbered(values: Sequence[Any]) -> np.ndarray:
     """Each value's number among the distinct values (their order of first appearance)."""
     numbers: dict[Any, int] = {}
@@ -442,7 +404,6 @@ class KnowledgeIndex:
         self._sources = numbered([p.source for p in passages])
         self._sections = numbered([(p.source, tuple(p.headings)) for p in passages])
         self._bm25 = self._lexical([p.searchable for p in passages])
-        self._titles, self._title_of = _titles(passages)
         self._definitions = definitions(passages)
 
     def _lexical(self, texts: list[str]) -> Any:
@@ -510,12 +471,11 @@ class KnowledgeIndex:
 
     def candidates(
         self, query: str, context: str | None = None, defined: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The rows worth fusing (BM25's best :data:`DEPTH`, the dense search's and the
         passages defining the term asked about, :meth:`defining`) with their BM25 scores
-        and dense cosines, and the dense query. A follow-up's ``context`` adds its own
-        words' BM25 at :data:`CONTEXT_WEIGHT`, and its meaning joins the question's in the
-        dense query."""
+        and dense cosines. A follow-up's ``context`` adds its own words' BM25 at
+        :data:`CONTEXT_WEIGHT`, and its meaning joins the question's in the dense query."""
         lexical = self._lexical_scores(terms(query) + joined(query))
         if context:
             lexical = lexical + CONTEXT_WEIGHT * self._lexical_scores(
@@ -530,7 +490,7 @@ class KnowledgeIndex:
         if defined is None:
             defined = self.defining(query, context)
         rows = np.union1d(rows, defined)
-        return rows, lexical[rows], self.embeddings[rows] @ vector, vector
+        return rows, lexical[rows], self.embeddings[rows] @ vector
 
     def search(self, query: str, k: int = 3, context: str | None = None) -> list[Hit]:
         """The ``k`` best passages for ``query``, one per section. ``context`` (the
@@ -592,17 +552,13 @@ class KnowledgeIndex:
 
     def _search(self, query: str, k: int, context: str | None) -> list[Hit]:
         defined = self.defining(query, context)
-        rows, lexical, dense, vector = self.candidates(query, context, defined)
+        rows, lexical, dense = self.candidates(query, context, defined)
         own = self.embeddings[rows] @ embed_texts([query])[0] if context else dense
         wanted = frozenset(terms(query))
         # "iPhone" in "How do I restore a backup of my iPhone?" is in no document: the
         # strongest sign that a question is about something else, however close its words.
         known = len([t for t in wanted if t in self._vocabulary]) / len(wanted) if wanted else 0.0
-        # a question asking what a term is has its definitions (:meth:`defining`), whose
-        # glossary's title names no term: the title would put the pages using it first
-        titles = self._titles[self._title_of[rows]]
-        titled = dense if len(defined) else with_title(dense, titles, vector, wanted)
-        fused = self._with_definition(rows, lexical, titled, k, defined)
+        fused = self._with_definition(rows, lexical, dense, k, defined)
         chosen = {
             f.at: self.closest_in_section(int(rows[f.at]), rows, lexical, wanted) for f in fused
         }

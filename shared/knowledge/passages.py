@@ -59,17 +59,11 @@ class Passage(BaseModel):
         return hashlib.sha256(self.searchable.encode()).hexdigest()[:32]
 
     @property
-    def title(self) -> str:
-        """The file's name and the heading path ("backup. Backup and restore >
-        Restoring"): what the section is about, in a few words."""
-        name = Path(self.source).stem.replace("-", " ").replace("_", " ")
-        return f"{name}. {' > '.join(self.headings)}"
-
-    @property
     def searchable(self) -> str:
         """The text searched: the file's name and headings say what a section is about
         as much as its words ("backup.md", "Restoring")."""
-        return f"{self.title}. {self.text}"
+        name = Path(self.source).stem.replace("-", " ").replace("_", " ")
+        return f"{name}. {' > '.join(self.headings)}. {self.text}"
 
     @property
     def link(self) -> str:

@@ -25,7 +25,6 @@ import numpy as np
 from shared.knowledge.index import (
     CONTEXT_WEIGHT,
     DEPTH,
-    TITLE_TERMS,
     Hit,
     KnowledgeIndex,
     combine,
@@ -35,7 +34,6 @@ from shared.knowledge.index import (
     numbered,
     rank_in,
     terms,
-    with_title,
 )
 from shared.knowledge.passages import Passage
 
@@ -155,14 +153,6 @@ class QdrantRetriever:
         own_vector = embed_texts([query])[0] if context else vector
         passages = [Passage.model_validate(candidates[key].payload["passage"]) for key in keys]
         wanted = frozenset(terms(query))
-        titled = dense_array
-        if len(wanted) <= TITLE_TERMS:
-            # the candidates' titles, embedded here: the collection keeps the passages'
-            distinct = list(dict.fromkeys(p.title for p in passages))
-            vectors = embed_texts(distinct)
-            at = {title: row for row, title in enumerate(distinct)}
-            titles = vectors[[at[p.title] for p in passages]]
-            titled = with_title(dense_array, titles, vector, wanted)
         # The collection's vocabulary is the engine's: a term is known when a candidate
         # holds it (the sparse query returns the passages that hold its terms).
         held = frozenset().union(*(terms(p.searchable) for p in passages))
@@ -181,7 +171,7 @@ class QdrantRetriever:
             )
             for f in combine(
                 lexical_array,
-                titled,
+                dense_array,
                 numbered([p.source for p in passages]),
                 numbered([(p.source, tuple(p.headings)) for p in passages]),
                 k,

@@ -1,13 +1,11 @@
 """What the embedded index finds for questions worded unlike the docs: a value in the
-middle of a long table, a word the question splits that the docs write joined, the
-definition of a term among a glossary's others, and the section a short spoken question
-names by its heading."""
+middle of a long table, a word the question splits that the docs write joined, and the
+definition of a term among a glossary's others."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.knowledge import index as index_module
 from shared.knowledge.index import build_index, definitions
 from shared.knowledge.passages import Passage, markdown_passages
 from shared.knowledge.retrieval import confidence, quotes
@@ -106,68 +104,6 @@ TIMEOUTS = f"""\
 
 The agent listens on port 4242.
 """
-
-
-# A page whose sections say what they are about in their headings, and a neighbour whose
-# text shares a short question's words ("endpoint") without being about it.
-OPERATIONS = """\
-# Running it
-
-## Storing conversations
-
-Every dialog goes to SQLite, one file under `.cache/`, or to MongoDB when
-`CHORUS_MONGO_URL` is set.
-
-## Monitoring with Prometheus
-
-`GET /metrics` answers counters of turns and errors, scraped every fifteen seconds.
-
-## Readiness
-
-The readiness endpoint says not ready while the store is unreachable; a load balancer
-then sends no new turns, and the endpoint's answer names the store.
-
-## Deploying with Docker
-
-`docker compose up` starts the agent and every service, each from its image.
-"""
-
-
-def test_a_short_question_finds_the_section_its_heading_names(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A question said in a few words names what a section is about, as its heading does:
-    the title's meaning puts that section first, where the passage's words alone put the
-    neighbour that writes the question's word twice."""
-    index, _ = build_index(list(markdown_passages("docs/operations.md", OPERATIONS)))
-    question = "is there an endpoint for monitoring?"
-
-    best = index.search(question, k=2)[0]
-    with monkeypatch.context() as patched:
-        patched.setattr(index_module, "TITLE_WEIGHT", 0.0)
-        without = index.search(question, k=2)[0]
-
-    assert best.passage.section == "Monitoring with Prometheus"
-    assert without.passage.section == "Readiness"
-
-
-def test_the_title_moves_only_a_short_questions_ranking(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A longer question, written to the docs, is told by its own words: its fused scores
-    are as without the title. A short one's hits keep their passage's own cosine, which
-    the confidence and the knowledge skill weigh."""
-    index, _ = build_index(list(markdown_passages("docs/operations.md", OPERATIONS)))
-    long = "Which command starts the agent and every service in containers from their images?"
-    short = "is there a docker setup?"
-
-    titled = {q: index.search(q, k=3) for q in (long, short)}
-    with monkeypatch.context() as patched:
-        patched.setattr(index_module, "TITLE_WEIGHT", 0.0)
-        plain = {q: index.search(q, k=3) for q in (long, short)}
-
-    assert [h.score for h in titled[long]] == [h.score for h in plain[long]]
-    assert titled[short][0].score > plain[short][0].score
-    assert titled[short][0].passage == plain[short][0].passage
-    assert titled[short][0].cosine == pytest.approx(plain[short][0].cosine)
 
 
 def test_the_answer_is_the_sections_passage_holding_the_questions_row() -> None:
