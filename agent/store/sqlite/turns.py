@@ -39,8 +39,8 @@ from agent.store.sqlite.base import (
 #: A dialog's last utterances, newest first: whole, or lean (the fields no service is shown
 #: of a past utterance taken out by SQLite's JSON, before Python parses any of it).
 _RECENT = "SELECT {} FROM utterances WHERE dialog_id = ? ORDER BY seq DESC LIMIT ?"
-_RECENT_WHOLE = _RECENT.format("doc")
-_RECENT_LEAN = _RECENT.format(
+RECENT_WHOLE = _RECENT.format("doc")
+RECENT_LEAN = _RECENT.format(
     "json_remove(doc, {})".format(", ".join(f"'$.{name}'" for name in LEAN_LEFT_OUT))
 )
 #: A user and their open dialog, if any (one index lookup each): what a turn reads first.
@@ -112,7 +112,7 @@ class SqliteTurns(SqliteBase):
     async def _recent_utterances(self, dialog_id: str, limit: int, lean: bool) -> list[Utterance]:
         """The dialog's last ``limit`` utterances, oldest first (``lean``: see
         :meth:`open_turn`)."""
-        rows = await self.fetch_all(_RECENT_LEAN if lean else _RECENT_WHOLE, [dialog_id, limit])
+        rows = await self.fetch_all(RECENT_LEAN if lean else RECENT_WHOLE, [dialog_id, limit])
         return [utterance_of.validate_json(row[0]) for row in reversed(rows)]
 
     async def utterances(self, utt_ids: Sequence[str]) -> list[Utterance]:
