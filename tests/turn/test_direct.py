@@ -242,6 +242,34 @@ async def test_arms_split_users_and_keep_each_dialog_on_its_arm(
     assert {experiment.arm_for(user) for user in users} == {"a", "b"}
 
 
+async def test_an_experiment_with_a_dp_agent_arm_shows_its_formatters_past_turns_whole(
+    tmp_path: Path, store: Store, closing: AsyncExitStack
+) -> None:
+    """A Chorus arm's turns read their window lean; a dp-agent arm's formatters still see
+    each past utterance as stored, hypotheses and all."""
+    recalling = dream(failing=False)
+    skill = recalling["services"]["skills"]["echo"]
+    skill["dialog_formatter"] = "tests.dream.formatters:previous_hypotheses"
+    pipelines = {
+        "a": loaded(tmp_path, "a", chorus("echo")),
+        "b": loaded(tmp_path, "b", recalling),
+    }
+    experiment = Experiment(
+        "recall",
+        tuple(Arm(name, 1, tmp_path / f"{name}.json", p) for name, p in pipelines.items()),
+        tmp_path / "experiment.json",
+    )
+    chooser = ArmChooser(
+        experiment, {name: await executor_of(p, closing) for name, p in pipelines.items()}
+    )
+    flow = await flow_of(store, chooser, closing)
+    user = next(f"user-{n}" for n in range(100) if experiment.arm_for(f"user-{n}") == "b")
+    first, _ = await flow.run_turn(Incoming(user, "hey"))
+    second, _ = await flow.run_turn(Incoming(user, "again"))
+    assert first.bot_utterance.text == "echo: -"
+    assert second.bot_utterance.text == "echo: echo: -"  # the first turn's hypothesis
+
+
 def dream(*, failing: bool) -> dict[str, Any]:
     """A dp-agent pipeline of python senders: an annotator (down, or absent), a skill
     saying the text back, dp-agent's built-in confidence selector."""
