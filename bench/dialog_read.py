@@ -17,7 +17,7 @@ FerretDB's own work in its process, the CPU only the agent's.
     .venv/bin/python -m bench.dialog_read
     .venv/bin/python -m bench.dialog_read --mongo --reads 100
 
-The figures go to ``bench/results/dialog_read.json``.
+The figures go to ``bench/results/dialog_read.json`` (``--out``: elsewhere).
 """
 
 from __future__ import annotations
@@ -160,10 +160,11 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=300, help="reads a block (FerretDB: 1/10)")
     parser.add_argument("--blocks", type=int, default=6, help="blocks each, alternating")
     parser.add_argument("--mongo", action="store_true", help="a FerretDB too")
+    parser.add_argument("--out", type=Path, default=RESULTS / "dialog_read.json")
     args = parser.parse_args()
     result = asyncio.run(measure(args))
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "dialog_read.json").write_text(json.dumps(result, indent=2))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 
 
