@@ -397,7 +397,7 @@ class MessageFlow:
             max(read, 2) if last_turn else read,
             arm=self._executor.arm_for(incoming.user_id),
             seen=place.seen,
-            lean=not self._executor.whole_history,
+            whole=self._executor.whole_history,
         )
         doubt = self.in_doubt.take(incoming.user_id)
         in_doubt = None if doubt is None else doubt.utt_id
@@ -616,7 +616,7 @@ class MessageFlow:
         or, without keys, the same message's when the store just completed that turn's end
         (the attempt died before its client got the reply), or when that turn is the one
         ``in_doubt`` (:class:`EndsInDoubt`: its end was stored, but its client told 503).
-        Sent again as it is stored: a history read lean is read whole for it."""
+        Sent again as it is stored: a history read as shown is read whole for it."""
         history = start.history
         if len(history) < 2:
             return None
@@ -632,10 +632,11 @@ class MessageFlow:
         )
         if not (retry and self._repeats(human, utterance)):
             return None
-        if not self._executor.whole_history:  # read lean: the turn's two utterances whole
+        if not self._executor.whole_history:  # read as shown: the turn's two utterances whole
             match await self._store.utterances([human.utt_id, bot.utt_id]):
                 case [HumanUtterance() as stored_human, BotUtterance() as stored_bot]:
                     human, bot = stored_human, stored_bot
+                # (else erased since they were read: what the read as shown gave is all left)
         return stored_turn(human, bot)
 
     async def _answered_earlier(self, start: TurnStart, key: str) -> TurnResult | None:

@@ -1,4 +1,4 @@
-"""The dialog read a turn starts with (``TurnStore.open_turn``), whole and lean, on SQLite
+"""The dialog read a turn starts with (``TurnStore.open_turn``), whole and as shown, on SQLite
 and on a FerretDB: what a stored dialog of the shipped pipeline weighs, and what reading
 its window costs the agent.
 
@@ -8,7 +8,7 @@ transport, SQLite; the LLM skill off, as it is without ``LLM_BASE_URL``), so eac
 utterance carries the retrieval annotator's passages, the turn's trace and hypotheses, and
 each bot utterance the bot's attributes as its profile snapshot. Its window (the shipped
 pipeline's widest ``context_window``, 12) is then read in alternating blocks, whole and
-lean (:data:`agent.state.models.LEAN_LEFT_OUT` left out by the database), and each
+as shown (:data:`agent.state.models.NOT_SHOWN` left out by the database), and each
 block's wall time and the process's CPU per read are reported, with their medians. With
 ``--mongo`` the same turns are stored on a FerretDB (``tests.support.mongo_server``) through
 the store's own turn operations and read the same way there; the wall time then includes
@@ -66,13 +66,13 @@ async def stored_dialog(folder: Path) -> str:
     return url
 
 
-def window_bytes(folder: Path, lean: bool) -> list[int]:
+def window_bytes(folder: Path, whole: bool) -> list[int]:
     """The stored window's documents' sizes, as SQLite hands them to the parse."""
-    from agent.store.sqlite.turns import RECENT_LEAN, RECENT_WHOLE
+    from agent.store.sqlite.turns import RECENT_AS_SHOWN, RECENT_WHOLE
 
     with sqlite3.connect(folder / "chorus.db") as db:
         (dialog_id,) = db.execute("SELECT id FROM dialogs WHERE active = 1").fetchone()
-        rows = db.execute(RECENT_LEAN if lean else RECENT_WHOLE, [dialog_id, WINDOW])
+        rows = db.execute(RECENT_WHOLE if whole else RECENT_AS_SHOWN, [dialog_id, WINDOW])
         return [len(row[0].encode()) for row in rows]
 
 
@@ -96,17 +96,17 @@ async def timed(store: Store, reads: int, blocks: int) -> dict[str, Any]:
     """Per read, in alternating blocks (who goes first alternates too): wall and CPU."""
     figures: dict[str, dict[str, list[float]]] = {
         "whole": {"wall_us": [], "cpu_us": []},
-        "lean": {"wall_us": [], "cpu_us": []},
+        "as_shown": {"wall_us": [], "cpu_us": []},
     }
-    for lean in (False, True):  # warm both paths
-        await store.turns.open_turn(USER, "http_client", WINDOW, lean=lean)
+    for whole in (True, False):  # warm both paths
+        await store.turns.open_turn(USER, "http_client", WINDOW, whole=whole)
     for block in range(blocks):
-        order = (False, True) if block % 2 == 0 else (True, False)
-        for lean in order:
+        order = (True, False) if block % 2 == 0 else (False, True)
+        for whole in order:
             wall, cpu = time.perf_counter(), time.process_time()
             for _ in range(reads):
-                await store.turns.open_turn(USER, "http_client", WINDOW, lean=lean)
-            side = figures["lean" if lean else "whole"]
+                await store.turns.open_turn(USER, "http_client", WINDOW, whole=whole)
+            side = figures["whole" if whole else "as_shown"]
             side["wall_us"].append((time.perf_counter() - wall) / reads * 1e6)
             side["cpu_us"].append((time.process_time() - cpu) / reads * 1e6)
     summary: dict[str, Any] = {}
@@ -117,8 +117,8 @@ async def timed(store: Store, reads: int, blocks: int) -> dict[str, Any]:
             "median_wall_us": round(statistics.median(side["wall_us"])),
             "median_cpu_us": round(statistics.median(side["cpu_us"])),
         }
-    summary["lean_over_whole_cpu"] = round(
-        summary["lean"]["median_cpu_us"] / summary["whole"]["median_cpu_us"], 3
+    summary["as_shown_over_whole_cpu"] = round(
+        summary["as_shown"]["median_cpu_us"] / summary["whole"]["median_cpu_us"], 3
     )
     return summary
 
@@ -130,8 +130,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         result: dict[str, Any] = {
             "load_average_before": os.getloadavg()[0],
             "window_bytes": {
-                "whole": window_bytes(folder, lean=False),
-                "lean": window_bytes(folder, lean=True),
+                "whole": window_bytes(folder, whole=True),
+                "as_shown": window_bytes(folder, whole=False),
             },
         }
         sqlite_store = await open_store(url)

@@ -167,7 +167,7 @@ class TurnExecutor(Protocol):
     @property
     def whole_history(self) -> bool:
         """Whether a turn's services may be shown its past utterances whole (a dp-agent
-        pipeline's formatters are); False: the flow reads them lean
+        pipeline's formatters are); False: the flow reads them as shown
         (:meth:`agent.store.base.TurnStore.open_turn`)."""
         ...
 

@@ -51,9 +51,11 @@ class LostReplies:
         arm: str | None = None,
         *,
         seen: Mapping[str, Any] | None = None,
-        lean: bool = False,
+        whole: bool = True,
     ) -> TurnStart:
-        return await self._turns.open_turn(user_id, channel_type, limit, arm, seen=seen, lean=lean)
+        return await self._turns.open_turn(
+            user_id, channel_type, limit, arm, seen=seen, whole=whole
+        )
 
     async def utterances(self, utt_ids: Sequence[str]) -> list[Utterance]:
         return await self._turns.utterances(utt_ids)

@@ -250,7 +250,7 @@ async def test_arms_split_users_and_keep_each_dialog_on_its_arm(
 async def test_an_experiment_with_a_dp_agent_arm_shows_its_formatters_past_turns_whole(
     tmp_path: Path, store: Store, closing: AsyncExitStack
 ) -> None:
-    """A Chorus arm's turns read their window lean; a dp-agent arm's formatters still see
+    """A Chorus arm's turns read their window as shown; a dp-agent arm's formatters still see
     each past utterance as stored, hypotheses and all."""
     recalling = dream(failing=False)
     skill = recalling["services"]["skills"]["echo"]

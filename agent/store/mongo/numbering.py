@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pymongo import DESCENDING
 from pymongo.errors import DuplicateKeyError
 
-from agent.state.models import LEAN_LEFT_OUT, BotUtterance, HumanUtterance
+from agent.state.models import NOT_SHOWN, BotUtterance, HumanUtterance
 from agent.store.mongo.base import MongoBase, MongoDb
 from agent.store.mongo.codec import literal
 from agent.store.mongo.documents import utterance_doc, utterance_id
@@ -27,9 +27,9 @@ from agent.store.mongo.errors import Doc
 ATTEMPTS = 64
 #: Numbers kept at most (see the module's docstring).
 KEPT = 4096
-#: The projection of a lean read: the fields of :data:`LEAN_LEFT_OUT` left out by the
+#: The projection of a read as shown: the fields of :data:`NOT_SHOWN` left out by the
 #: database, so that they are neither sent, decoded, unescaped nor validated.
-LEAN: Doc = {name: 0 for name in LEAN_LEFT_OUT}
+AS_SHOWN: Doc = {name: 0 for name in NOT_SHOWN}
 
 
 class Numbering(MongoBase):
@@ -56,7 +56,7 @@ class Numbering(MongoBase):
     async def by_ids(self, ids: list[str], projection: Doc | None = None) -> list[Doc]:
         """Utterances by ``_id``, in no particular order: one ``$in`` on MongoDB, point
         reads on FerretDB (which scans the whole collection for any other filter).
-        ``projection``: the fields left out (:data:`LEAN`), or None: whole."""
+        ``projection``: the fields left out (:data:`AS_SHOWN`), or None: whole."""
         if not ids:
             return []
         if self._point_reads:
@@ -82,7 +82,7 @@ class Numbering(MongoBase):
         return doc is not None and doc.get("dialog_id") != dialog_id
 
     async def window(
-        self, dialog_id: str, count: int, limit: int, *, lean: bool = False
+        self, dialog_id: str, count: int, limit: int, *, whole: bool = True
     ) -> list[Doc]:
         """The documents of the dialog's last ``limit`` utterances, and of those stored past
         ``count``. ``count`` is the number the user's document holds, raised when a turn
@@ -91,12 +91,12 @@ class Numbering(MongoBase):
         before the next message); one that stored its answer too and then failed left that
         at ``count + 1``, read too where the human one is. Utterances whose ids are not the
         dialog's numbers (a restored backup keeps each utterance's id) are read by their
-        ``(dialog_id, seq)`` index instead. ``lean``: each read without the fields of
-        :data:`LEAN` (:meth:`agent.store.base.TurnStore.open_turn`)."""
+        ``(dialog_id, seq)`` index instead. ``whole`` False: each read as shown, without
+        the fields :data:`AS_SHOWN` leaves out (:meth:`agent.store.base.TurnStore.open_turn`)."""
         if limit <= 0:
             self.keep(dialog_id, count)
             return []
-        projection = LEAN if lean else None
+        projection = None if whole else AS_SHOWN
         seqs = range(max(0, count - limit), count + 1)
         # MongoDB reads one more id in the same command; point reads (FerretDB) read it
         # only when an unfinished turn's human utterance is there.

@@ -105,7 +105,7 @@ class MongoTurns(MongoBase):
         arm: str | None = None,
         *,
         seen: Mapping[str, Any] | None = None,
-        lean: bool = False,
+        whole: bool = True,
     ) -> TurnStart:
         """The user's document as taking the place in the queue returned it (``seen``, no
         read), else read; then the window, by ids computed from the dialog's utterance count. A last
@@ -113,7 +113,7 @@ class MongoTurns(MongoBase):
         completed first (:func:`~agent.store.mongo.documents.turn_end_of`)."""
         user = dict(seen) if seen is not None else await self._user_doc(user_id)
         head, count = await self._open_dialog(user, channel_type, arm)
-        docs = await self._numbering.window(head.dialog_id, count, limit, lean=lean)
+        docs = await self._numbering.window(head.dialog_id, count, limit, whole=whole)
         answer = next((d for d in docs if d["seq"] == count + 1 and d["speaker"] == "bot"), None)
         if answer is not None:
             completed = await complete_end(

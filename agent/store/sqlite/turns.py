@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent.state.models import (
-    LEAN_LEFT_OUT,
+    NOT_SHOWN,
     Bot,
     Human,
     HumanUtterance,
@@ -36,12 +36,12 @@ from agent.store.sqlite.base import (
     utterance_of,
 )
 
-#: A dialog's last utterances, newest first: whole, or lean (the fields no service is shown
+#: A dialog's last utterances, newest first: whole, or as shown (the fields no service is shown
 #: of a past utterance taken out by SQLite's JSON, before Python parses any of it).
 _RECENT = "SELECT {} FROM utterances WHERE dialog_id = ? ORDER BY seq DESC LIMIT ?"
 RECENT_WHOLE = _RECENT.format("doc")
-RECENT_LEAN = _RECENT.format(
-    "json_remove(doc, {})".format(", ".join(f"'$.{name}'" for name in LEAN_LEFT_OUT))
+RECENT_AS_SHOWN = _RECENT.format(
+    "json_remove(doc, {})".format(", ".join(f"'$.{name}'" for name in NOT_SHOWN))
 )
 #: A user and their open dialog, if any (one index lookup each): what a turn reads first.
 _USER_AND_DIALOG = (
@@ -61,7 +61,7 @@ class SqliteTurns(SqliteBase):
         arm: str | None = None,
         *,
         seen: Mapping[str, Any] | None = None,
-        lean: bool = False,
+        whole: bool = True,
     ) -> TurnStart:
         """(``seen`` is not needed here: reading the user again costs no round trip.) The
         user and the open dialog are read in one statement; a new user or dialog is made
@@ -75,7 +75,7 @@ class SqliteTurns(SqliteBase):
             dialog = DialogHead.model_validate_json(row[1])
         else:
             dialog = await self._active_dialog(human, channel_type, arm)
-        history = await self._recent_utterances(dialog.dialog_id, limit, lean)
+        history = await self._recent_utterances(dialog.dialog_id, limit, whole)
         return TurnStart(human, dialog, history)
 
     async def _active_dialog(
@@ -109,10 +109,10 @@ class SqliteTurns(SqliteBase):
             return DialogHead.model_validate_json(row[0])
         return head
 
-    async def _recent_utterances(self, dialog_id: str, limit: int, lean: bool) -> list[Utterance]:
-        """The dialog's last ``limit`` utterances, oldest first (``lean``: see
+    async def _recent_utterances(self, dialog_id: str, limit: int, whole: bool) -> list[Utterance]:
+        """The dialog's last ``limit`` utterances, oldest first (``whole``: see
         :meth:`open_turn`)."""
-        rows = await self.fetch_all(RECENT_LEAN if lean else RECENT_WHOLE, [dialog_id, limit])
+        rows = await self.fetch_all(RECENT_WHOLE if whole else RECENT_AS_SHOWN, [dialog_id, limit])
         return [utterance_of.validate_json(row[0]) for row in reversed(rows)]
 
     async def utterances(self, utt_ids: Sequence[str]) -> list[Utterance]:

@@ -1,12 +1,12 @@
-"""A turn's window read lean (:meth:`TurnStore.open_turn` with ``lean``), on every store: all
-of each utterance but the fields of :data:`LEAN_LEFT_OUT`, which no service of a Chorus
+"""A turn's window read as shown (:meth:`TurnStore.open_turn` with ``whole`` False), on every
+store: all of each utterance but the fields of :data:`NOT_SHOWN`, which no service of a Chorus
 pipeline is shown of a past utterance; and the same utterances read whole by their ids,
 as a message answered before is sent again."""
 
 from __future__ import annotations
 
 from agent.state.models import (
-    LEAN_LEFT_OUT,
+    NOT_SHOWN,
     BotUtterance,
     HumanUtterance,
     Hypothesis,
@@ -19,7 +19,7 @@ from agent.store.base import TurnEnd
 
 
 async def _answered_turn(store: Store, user: str) -> tuple[HumanUtterance, BotUtterance]:
-    """A turn stored with every field a lean read leaves out filled in."""
+    """A turn stored with every field a read as shown leaves out filled in."""
     start = await store.turns.open_turn(user, "http_client", 0)
     utterance = HumanUtterance(
         text="why is the sky blue?",
@@ -52,21 +52,21 @@ async def _answered_turn(store: Store, user: str) -> tuple[HumanUtterance, BotUt
     return utterance, bot
 
 
-async def test_a_lean_window_holds_all_but_what_no_service_is_shown(store: Store) -> None:
+async def test_a_window_as_shown_holds_all_but_what_no_service_is_shown(store: Store) -> None:
     human, bot = await _answered_turn(store, "ann")
     whole = (await store.turns.open_turn("ann", "http_client", 4)).history
-    lean = (await store.turns.open_turn("ann", "http_client", 4, lean=True)).history
+    shown = (await store.turns.open_turn("ann", "http_client", 4, whole=False)).history
     assert whole == [human, bot]
-    left_out = set(LEAN_LEFT_OUT)
-    assert [u.model_dump(exclude=left_out) for u in lean] == [
+    left_out = set(NOT_SHOWN)
+    assert [u.model_dump(exclude=left_out) for u in shown] == [
         u.model_dump(exclude=left_out) for u in whole
     ]
-    lean_human, lean_bot = lean
-    assert isinstance(lean_human, HumanUtterance) and isinstance(lean_bot, BotUtterance)
-    assert (lean_human.user, lean_human.hypotheses, lean_human.trace) == ({}, [], [])
-    assert (lean_human.errors, lean_human.skill_selection, lean_bot.user) == ([], [], {})
+    shown_human, shown_bot = shown
+    assert isinstance(shown_human, HumanUtterance) and isinstance(shown_bot, BotUtterance)
+    assert (shown_human.user, shown_human.hypotheses, shown_human.trace) == ({}, [], [])
+    assert (shown_human.errors, shown_human.skill_selection, shown_bot.user) == ([], [], {})
     # what the turn checks of its last utterances is all there
-    assert lean_human.message_key == "chat:k-1" and lean_bot.orig_text == "Scattering."
+    assert shown_human.message_key == "chat:k-1" and shown_bot.orig_text == "Scattering."
 
 
 async def test_utterances_are_read_whole_by_their_ids(store: Store) -> None:
