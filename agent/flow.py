@@ -397,6 +397,7 @@ class MessageFlow:
             max(read, 2) if last_turn else read,
             arm=self._executor.arm_for(incoming.user_id),
             seen=place.seen,
+            whole=self._executor.whole_history,
         )
         doubt = self.in_doubt.take(incoming.user_id)
         in_doubt = None if doubt is None else doubt.utt_id
@@ -407,7 +408,7 @@ class MessageFlow:
             attributes=incoming.attributes,
             message_key=incoming.key,
         )
-        answered = self._answered(start, utterance, in_doubt)
+        answered = await self._answered(start, utterance, in_doubt)
         if answered is None and retried and incoming.key is not None:
             # an earlier attempt did not finish: it may be anywhere in the dialog
             answered = await self._answered_earlier(start, incoming.key)
@@ -608,13 +609,14 @@ class MessageFlow:
         self.handoffs.kept(handoff, utterance)
         return _Outcome(dialog_id, start.dialog.arm, kept=utterance, handoff=handoff)
 
-    def _answered(
+    async def _answered(
         self, start: TurnStart, utterance: HumanUtterance, in_doubt: str | None = None
     ) -> TurnResult | None:
         """The stored last turn of this message's earlier attempt, if it is one: its key's,
         or, without keys, the same message's when the store just completed that turn's end
         (the attempt died before its client got the reply), or when that turn is the one
-        ``in_doubt`` (:class:`EndsInDoubt`: its end was stored, but its client told 503)."""
+        ``in_doubt`` (:class:`EndsInDoubt`: its end was stored, but its client told 503).
+        Sent again as it is stored: a history read as shown is read whole for it."""
         history = start.history
         if len(history) < 2:
             return None
@@ -628,9 +630,14 @@ class MessageFlow:
             or start.completed_last_turn
             or (in_doubt is not None and human.utt_id == in_doubt)
         )
-        if retry and self._repeats(human, utterance):
-            return stored_turn(human, bot)
-        return None
+        if not (retry and self._repeats(human, utterance)):
+            return None
+        if not self._executor.whole_history:  # read as shown: the turn's two utterances whole
+            match await self._store.utterances([human.utt_id, bot.utt_id]):
+                case [HumanUtterance() as stored_human, BotUtterance() as stored_bot]:
+                    human, bot = stored_human, stored_bot
+                # (else erased since they were read: what the read as shown gave is all left)
+        return stored_turn(human, bot)
 
     async def _answered_earlier(self, start: TurnStart, key: str) -> TurnResult | None:
         """An earlier attempt of this keyed message, wherever the dialog holds it: its

@@ -95,6 +95,8 @@ class DreamExecutor:
         self._names = pipeline.listed_names()
         self._limits = TurnLimits(limits or StorageLimits())
         self.history_window = pipeline.history_window
+        #: a dp-agent formatter is shown past utterances whole
+        self.whole_history = True
 
     def arm_for(self, user_id: str) -> None:
         """No experiment: one pipeline answers every dialog."""

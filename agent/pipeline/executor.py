@@ -190,6 +190,8 @@ class Executor:
             for node in pipeline
         }
         self.history_window = pipeline.history_window
+        #: a service is shown of a past utterance only what a read as shown keeps (views.py)
+        self.whole_history = False
 
     def arm_for(self, user_id: str) -> None:
         """No experiment: one pipeline answers every dialog."""

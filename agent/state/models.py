@@ -291,6 +291,15 @@ class BotUtterance(BaseModel):
 
 Utterance = Annotated[HumanUtterance | BotUtterance, Field(discriminator="speaker")]
 
+#: The fields a read of a turn's history as shown (``TurnStore.open_turn(whole=False)``)
+#: leaves out of each past utterance, which then holds their defaults: the profile snapshot
+#: (``user``: the bot's is its whole attributes), and the human's hypotheses, errors,
+#: trace and skill selection. A Chorus pipeline's services are shown none of them of a past
+#: utterance (:func:`agent.pipeline.views.utterance_view`: hypotheses on the turn's own
+#: utterance only), and the turn checks none of them; they are most of a stored
+#: utterance's parse (docs/performance.md, "The first token, hop by hop").
+NOT_SHOWN = ("user", "hypotheses", "errors", "trace", "skill_selection")
+
 
 class Dialog(BaseModel):
     """A whole dialog: what ``GET /api/dialogs/{id}`` answers."""

@@ -11,7 +11,7 @@ write. No record grows with the dialog (one record per utterance).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -151,7 +151,8 @@ class TurnStart:
     human: Human
     dialog: DialogHead
     #: the dialog's last utterances, oldest first (an unanswered human utterance left by
-    #: an attempt that failed mid-turn included)
+    #: an attempt that failed mid-turn included); read as shown, each without the fields of
+    #: :data:`~agent.state.models.NOT_SHOWN`, unless the turn asked for them whole
     history: list[Utterance]
     #: the last turn's answer was stored but the rest of its end was not (the database or
     #: the agent died in between): the store completed that end just now, so the last
@@ -222,11 +223,21 @@ class TurnStore(Protocol):
         arm: str | None = None,
         *,
         seen: Mapping[str, Any] | None = None,
+        whole: bool = True,
     ) -> TurnStart:
         """The user (created on first contact), the open dialog (opened when there is
         none, on experiment arm ``arm``) and its last ``limit`` utterances, read together.
         ``seen``: the user as taking the place in the queue read them (:attr:`Place.seen`),
-        used instead of reading them again."""
+        used instead of reading them again. ``whole`` False: the utterances are read as shown,
+        without the fields of :data:`~agent.state.models.NOT_SHOWN` (left at their
+        defaults), which a Chorus pipeline's services are never shown of a past utterance;
+        :meth:`utterances` reads them whole again."""
+        ...
+
+    async def utterances(self, utt_ids: Sequence[str]) -> list[Utterance]:
+        """The utterances of these ids, whole, in the order asked (an id not stored is
+        left out): a turn read as shown that turns out to answer a message again
+        (:func:`agent.flow.stored_turn`) reads its stored turn so."""
         ...
 
     async def keyed_turn(self, dialog_id: str, key: str) -> list[Utterance]:

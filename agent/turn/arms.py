@@ -151,6 +151,7 @@ class ArmChooser:
         self._executors = executors
         self._default = executors[experiment.default.name]
         self._window = max(e.history_window for e in executors.values())
+        self._whole = any(e.whole_history for e in executors.values())
 
     @property
     def pipeline(self) -> PipelineGraph:
@@ -161,6 +162,12 @@ class ArmChooser:
     def history_window(self) -> int:
         """The longest of the arms' windows: a dialog's arm is known once it is read."""
         return self._window
+
+    @property
+    def whole_history(self) -> bool:
+        """Whether any arm shows past utterances whole: a dialog's arm is known once it
+        is read."""
+        return self._whole
 
     def arm_for(self, user_id: str) -> str:
         return self.experiment.arm_for(user_id)

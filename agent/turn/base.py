@@ -164,6 +164,13 @@ class TurnExecutor(Protocol):
         """How many stored utterances the flow reads for a turn of any dialog."""
         ...
 
+    @property
+    def whole_history(self) -> bool:
+        """Whether a turn's services may be shown its past utterances whole (a dp-agent
+        pipeline's formatters are); False: the flow reads them as shown
+        (:meth:`agent.store.base.TurnStore.open_turn`)."""
+        ...
+
     def arm_for(self, user_id: str) -> str | None:
         """The experiment arm a new dialog of this user is stored with; None: no
         experiment runs (:class:`agent.turn.arms.ArmChooser` draws one)."""

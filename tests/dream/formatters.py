@@ -35,6 +35,14 @@ def dff_like(dialog: dict[str, Any], skill: str = "counter") -> list[dict[str, A
     ]
 
 
+def previous_hypotheses(dialog: dict[str, Any]) -> list[dict[str, Any]]:
+    """The texts of the previous human utterance's hypotheses (``-``: none), as a formatter
+    that reads the history whole sees them."""
+    humans = dialog["human_utterances"]
+    texts = [h["text"] for h in humans[-2]["hypotheses"]] if len(humans) > 1 else []
+    return [{"sentences": [" | ".join(texts) or "-"]}]
+
+
 def full_dialog(dialog: dict[str, Any]) -> list[dict[str, Any]]:
     """Dream's ``full_dialog``: the whole dict, under ``dialogs``."""
     return [{"dialogs": [dialog]}]

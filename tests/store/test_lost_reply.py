@@ -8,7 +8,7 @@ closes its dialog whose key's record of the answer was cut short in the same way
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, cast
@@ -51,8 +51,14 @@ class LostReplies:
         arm: str | None = None,
         *,
         seen: Mapping[str, Any] | None = None,
+        whole: bool = True,
     ) -> TurnStart:
-        return await self._turns.open_turn(user_id, channel_type, limit, arm, seen=seen)
+        return await self._turns.open_turn(
+            user_id, channel_type, limit, arm, seen=seen, whole=whole
+        )
+
+    async def utterances(self, utt_ids: Sequence[str]) -> list[Utterance]:
+        return await self._turns.utterances(utt_ids)
 
     async def keyed_turn(self, dialog_id: str, key: str) -> list[Utterance]:
         return await self._turns.keyed_turn(dialog_id, key)

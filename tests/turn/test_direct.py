@@ -209,20 +209,25 @@ async def test_the_queue_serves_a_users_messages_in_order_and_a_rejecting_one_is
     assert log == ["first in", "first out", "second in"]
 
 
+async def split(
+    tmp_path: Path, name: str, arms: dict[str, dict[str, Any]], closing: AsyncExitStack
+) -> tuple[Experiment, ArmChooser]:
+    """An experiment of these pipelines, one arm each, weighed alike, and its executor."""
+    pipelines = {arm: loaded(tmp_path, arm, document) for arm, document in arms.items()}
+    experiment = Experiment(
+        name,
+        tuple(Arm(arm, 1, tmp_path / f"{arm}.json", p) for arm, p in pipelines.items()),
+        tmp_path / "experiment.json",
+    )
+    executors = {arm: await executor_of(p, closing) for arm, p in pipelines.items()}
+    return experiment, ArmChooser(experiment, executors)
+
+
 async def test_arms_split_users_and_keep_each_dialog_on_its_arm(
     tmp_path: Path, store: Store, closing: AsyncExitStack
 ) -> None:
-    pipelines = {
-        "a": loaded(tmp_path, "a", chorus("echo")),
-        "b": loaded(tmp_path, "b", chorus("shout")),
-    }
-    experiment = Experiment(
-        "split",
-        tuple(Arm(name, 1, tmp_path / f"{name}.json", p) for name, p in pipelines.items()),
-        tmp_path / "experiment.json",
-    )
-    chooser = ArmChooser(
-        experiment, {name: await executor_of(p, closing) for name, p in pipelines.items()}
+    experiment, chooser = await split(
+        tmp_path, "split", {"a": chorus("echo"), "b": chorus("shout")}, closing
     )
     flow = await flow_of(store, chooser, closing)
     users = [f"user-{n}" for n in range(12)]
@@ -240,6 +245,25 @@ async def test_arms_split_users_and_keep_each_dialog_on_its_arm(
         )
         assert [first.bot_utterance.text, second.bot_utterance.text] == expected
     assert {experiment.arm_for(user) for user in users} == {"a", "b"}
+
+
+async def test_an_experiment_with_a_dp_agent_arm_shows_its_formatters_past_turns_whole(
+    tmp_path: Path, store: Store, closing: AsyncExitStack
+) -> None:
+    """A Chorus arm's turns read their window as shown; a dp-agent arm's formatters still see
+    each past utterance as stored, hypotheses and all."""
+    recalling = dream(failing=False)
+    skill = recalling["services"]["skills"]["echo"]
+    skill["dialog_formatter"] = "tests.dream.formatters:previous_hypotheses"
+    experiment, chooser = await split(
+        tmp_path, "recall", {"a": chorus("echo"), "b": recalling}, closing
+    )
+    flow = await flow_of(store, chooser, closing)
+    user = next(f"user-{n}" for n in range(100) if experiment.arm_for(f"user-{n}") == "b")
+    first, _ = await flow.run_turn(Incoming(user, "hey"))
+    second, _ = await flow.run_turn(Incoming(user, "again"))
+    assert first.bot_utterance.text == "echo: -"
+    assert second.bot_utterance.text == "echo: echo: -"  # the first turn's hypothesis
 
 
 def dream(*, failing: bool) -> dict[str, Any]:

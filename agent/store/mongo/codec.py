@@ -70,13 +70,26 @@ def escape(value: Any, in_list: bool = False) -> Any:
     return value
 
 
+#: What :func:`unescape` walks into; anything else is a leaf, kept as it is.
+_CONTAINERS = (dict, list)
+
+
 def unescape(value: Any) -> Any:
+    """The value as it was before :func:`escape`. Every stored document read goes through
+    it, so it calls itself only for containers and looks a key up only when it holds a
+    ``%``: a leaf or a plain key costs no call of its own (docs/performance.md, the
+    dialog read)."""
     if isinstance(value, dict):
         if len(value) == 1 and _LIST_IN_LIST in value:
             return [unescape(v) for v in value[_LIST_IN_LIST]]
-        return {unescape_key(k): unescape(v) for k, v in value.items()}
+        plain = {}
+        for key, item in value.items():
+            if isinstance(item, _CONTAINERS):
+                item = unescape(item)
+            plain[unescape_key(key) if "%" in key else key] = item
+        return plain
     if isinstance(value, list):
-        return [unescape(v) for v in value]
+        return [unescape(v) if isinstance(v, _CONTAINERS) else v for v in value]
     return value
 
 

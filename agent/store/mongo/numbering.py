@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pymongo import DESCENDING
 from pymongo.errors import DuplicateKeyError
 
-from agent.state.models import BotUtterance, HumanUtterance
+from agent.state.models import NOT_SHOWN, BotUtterance, HumanUtterance
 from agent.store.mongo.base import MongoBase, MongoDb
 from agent.store.mongo.codec import literal
 from agent.store.mongo.documents import utterance_doc, utterance_id
@@ -27,6 +27,9 @@ from agent.store.mongo.errors import Doc
 ATTEMPTS = 64
 #: Numbers kept at most (see the module's docstring).
 KEPT = 4096
+#: The projection of a read as shown: the fields of :data:`NOT_SHOWN` left out by the
+#: database, so that they are neither sent, decoded, unescaped nor validated.
+AS_SHOWN: Doc = {name: 0 for name in NOT_SHOWN}
 
 
 class Numbering(MongoBase):
@@ -50,21 +53,24 @@ class Numbering(MongoBase):
         """The number kept for the dialog, forgotten."""
         return self._next_seqs.pop(dialog_id, None)
 
-    async def by_ids(self, ids: list[str]) -> list[Doc]:
+    async def by_ids(self, ids: list[str], projection: Doc | None = None) -> list[Doc]:
         """Utterances by ``_id``, in no particular order: one ``$in`` on MongoDB, point
-        reads on FerretDB (which scans the whole collection for any other filter)."""
+        reads on FerretDB (which scans the whole collection for any other filter).
+        ``projection``: the fields left out (:data:`AS_SHOWN`), or None: whole."""
         if not ids:
             return []
         if self._point_reads:
-            found = [await self._utterances.find_one({"_id": i}) for i in ids]
+            found = [await self._utterances.find_one({"_id": i}, projection) for i in ids]
             return [doc for doc in found if doc is not None]
-        return await self._utterances.find({"_id": {"$in": ids}}).to_list()
+        return await self._utterances.find({"_id": {"$in": ids}}, projection).to_list()
 
-    async def numbered(self, dialog_id: str, seqs: Sequence[int]) -> list[Doc]:
+    async def numbered(
+        self, dialog_id: str, seqs: Sequence[int], projection: Doc | None = None
+    ) -> list[Doc]:
         """The dialog's utterances at these numbers, read by their ids: an id of the
         dialog's numbering that another dialog holds (a restored backup can carry any id)
         is not one of them."""
-        docs = await self.by_ids([utterance_id(dialog_id, s) for s in seqs])
+        docs = await self.by_ids([utterance_id(dialog_id, s) for s in seqs], projection)
         return [doc for doc in docs if doc.get("dialog_id") == dialog_id]
 
     async def held_elsewhere(self, dialog_id: str, seq: int) -> bool:
@@ -75,7 +81,9 @@ class Numbering(MongoBase):
         )
         return doc is not None and doc.get("dialog_id") != dialog_id
 
-    async def window(self, dialog_id: str, count: int, limit: int) -> list[Doc]:
+    async def window(
+        self, dialog_id: str, count: int, limit: int, *, whole: bool = True
+    ) -> list[Doc]:
         """The documents of the dialog's last ``limit`` utterances, and of those stored past
         ``count``. ``count`` is the number the user's document holds, raised when a turn
         finishes: an attempt that stored its human utterance and then failed left it at
@@ -83,20 +91,26 @@ class Numbering(MongoBase):
         before the next message); one that stored its answer too and then failed left that
         at ``count + 1``, read too where the human one is. Utterances whose ids are not the
         dialog's numbers (a restored backup keeps each utterance's id) are read by their
-        ``(dialog_id, seq)`` index instead."""
+        ``(dialog_id, seq)`` index instead. ``whole`` False: each read as shown, without
+        the fields :data:`AS_SHOWN` leaves out (:meth:`agent.store.base.TurnStore.open_turn`)."""
         if limit <= 0:
             self.keep(dialog_id, count)
             return []
+        projection = None if whole else AS_SHOWN
         seqs = range(max(0, count - limit), count + 1)
         # MongoDB reads one more id in the same command; point reads (FerretDB) read it
         # only when an unfinished turn's human utterance is there.
-        docs = await self.numbered(dialog_id, seqs if self._point_reads else [*seqs, count + 1])
+        ids = seqs if self._point_reads else [*seqs, count + 1]
+        docs = await self.numbered(dialog_id, ids, projection)
         if self._point_reads and any(doc["seq"] == count for doc in docs):
-            docs += await self.numbered(dialog_id, [count + 1])
+            docs += await self.numbered(dialog_id, [count + 1], projection)
         docs.sort(key=lambda doc: int(doc["seq"]))
         if [doc["seq"] for doc in docs if doc["seq"] < count] != list(seqs)[:-1]:
             cursor = self._utterances.find(
-                {"dialog_id": literal(dialog_id)}, sort=[("seq", DESCENDING)], limit=limit + 2
+                {"dialog_id": literal(dialog_id)},
+                projection,
+                sort=[("seq", DESCENDING)],
+                limit=limit + 2,
             )
             docs = list(reversed(await cursor.to_list()))
         if not any(d["seq"] == count and d.get("speaker") == "human" for d in docs):

@@ -4,7 +4,7 @@ dialog opened when none is, and the window (see :mod:`agent.store.mongo`)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pymongo import DESCENDING
@@ -105,6 +105,7 @@ class MongoTurns(MongoBase):
         arm: str | None = None,
         *,
         seen: Mapping[str, Any] | None = None,
+        whole: bool = True,
     ) -> TurnStart:
         """The user's document as taking the place in the queue returned it (``seen``, no
         read), else read; then the window, by ids computed from the dialog's utterance count. A last
@@ -112,7 +113,7 @@ class MongoTurns(MongoBase):
         completed first (:func:`~agent.store.mongo.documents.turn_end_of`)."""
         user = dict(seen) if seen is not None else await self._user_doc(user_id)
         head, count = await self._open_dialog(user, channel_type, arm)
-        docs = await self._numbering.window(head.dialog_id, count, limit)
+        docs = await self._numbering.window(head.dialog_id, count, limit, whole=whole)
         answer = next((d for d in docs if d["seq"] == count + 1 and d["speaker"] == "bot"), None)
         if answer is not None:
             completed = await complete_end(
@@ -127,6 +128,11 @@ class MongoTurns(MongoBase):
                 head, _ = await self._open_dialog(user, channel_type)
         history = [utterance_from(doc) for doc in docs[-limit:]] if limit > 0 else []
         return TurnStart(human_of(user), head, history, completed_last_turn=answer is not None)
+
+    @unavailable_when_unreachable
+    async def utterances(self, utt_ids: Sequence[str]) -> list[Utterance]:
+        found = {doc["_id"]: doc for doc in await self._numbering.by_ids(list(utt_ids))}
+        return [utterance_from(found[i]) for i in utt_ids if i in found]
 
     @unavailable_when_unreachable
     async def keyed_turn(self, dialog_id: str, key: str) -> list[Utterance]:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent.state.models import (
+    NOT_SHOWN,
     Bot,
     Human,
     HumanUtterance,
@@ -35,6 +36,13 @@ from agent.store.sqlite.base import (
     utterance_of,
 )
 
+#: A dialog's last utterances, newest first: whole, or as shown (the fields no service is shown
+#: of a past utterance taken out by SQLite's JSON, before Python parses any of it).
+_RECENT = "SELECT {} FROM utterances WHERE dialog_id = ? ORDER BY seq DESC LIMIT ?"
+RECENT_WHOLE = _RECENT.format("doc")
+RECENT_AS_SHOWN = _RECENT.format(
+    "json_remove(doc, {})".format(", ".join(f"'$.{name}'" for name in NOT_SHOWN))
+)
 #: A user and their open dialog, if any (one index lookup each): what a turn reads first.
 _USER_AND_DIALOG = (
     "SELECT users.doc, dialogs.doc FROM users LEFT JOIN dialogs ON dialogs.human_id = "
@@ -53,6 +61,7 @@ class SqliteTurns(SqliteBase):
         arm: str | None = None,
         *,
         seen: Mapping[str, Any] | None = None,
+        whole: bool = True,
     ) -> TurnStart:
         """(``seen`` is not needed here: reading the user again costs no round trip.) The
         user and the open dialog are read in one statement; a new user or dialog is made
@@ -66,7 +75,8 @@ class SqliteTurns(SqliteBase):
             dialog = DialogHead.model_validate_json(row[1])
         else:
             dialog = await self._active_dialog(human, channel_type, arm)
-        return TurnStart(human, dialog, await self._recent_utterances(dialog.dialog_id, limit))
+        history = await self._recent_utterances(dialog.dialog_id, limit, whole)
+        return TurnStart(human, dialog, history)
 
     async def _active_dialog(
         self, human: Human, channel_type: str, arm: str | None = None
@@ -99,13 +109,21 @@ class SqliteTurns(SqliteBase):
             return DialogHead.model_validate_json(row[0])
         return head
 
-    async def _recent_utterances(self, dialog_id: str, limit: int) -> list[Utterance]:
-        """The dialog's last ``limit`` utterances, oldest first."""
-        rows = await self.fetch_all(
-            "SELECT doc FROM utterances WHERE dialog_id = ? ORDER BY seq DESC LIMIT ?",
-            [dialog_id, limit],
-        )
+    async def _recent_utterances(self, dialog_id: str, limit: int, whole: bool) -> list[Utterance]:
+        """The dialog's last ``limit`` utterances, oldest first (``whole``: see
+        :meth:`open_turn`)."""
+        rows = await self.fetch_all(RECENT_WHOLE if whole else RECENT_AS_SHOWN, [dialog_id, limit])
         return [utterance_of.validate_json(row[0]) for row in reversed(rows)]
+
+    async def utterances(self, utt_ids: Sequence[str]) -> list[Utterance]:
+        if not utt_ids:
+            return []
+        marks = ", ".join("?" * len(utt_ids))
+        rows = await self.fetch_all(
+            f"SELECT utt_id, doc FROM utterances WHERE utt_id IN ({marks})", list(utt_ids)
+        )
+        found = {row[0]: row[1] for row in rows}
+        return [utterance_of.validate_json(found[i]) for i in utt_ids if i in found]
 
     async def keyed_turn(self, dialog_id: str, key: str) -> list[Utterance]:
         rows = await self.fetch_all(
