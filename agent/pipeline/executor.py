@@ -376,7 +376,10 @@ class Executor:
                         stream.sure = True
                     self._release(run)
                 elif part == "token" and value:
-                    stream.offer(value)
+                    if stream.offer(value):
+                        # the client's write first: reading the next piece goes down the
+                        # connector's and the skill's layers to a socket that has nothing
+                        await asyncio.sleep(0)
                 elif part == "end":
                     output = value
         except BaseException:

@@ -36,12 +36,15 @@ class Streaming:
     sure: bool = False
     held: list[str] = field(default_factory=list)
 
-    def offer(self, text: str) -> None:
+    def offer(self, text: str) -> bool:
+        """Hold ``text`` for the listener, or pass it on with those held when the answer
+        is sure; whether it was passed on."""
         if not self.events.listened:
-            return
+            return False
         self.held.append(text)
         if self.sure:
             self.flush()
+        return self.sure
 
     def flush(self) -> None:
         for text in self.held:

@@ -18,11 +18,21 @@ The events, by name (docs/api.md has the wire form):
 - ``token``: a piece of the answer's text, from a skill whose answer is certain to be
   chosen (``text``, ``skill``);
 - ``answer`` / ``error``: the channel's own last event, the reply or the failure.
+
+``accepted`` and ``progress``, which tell how the turn goes rather than what it answers,
+are passed on in batches: each waits at most :data:`PROGRESS_BATCH` seconds, or until a
+``token``, the turn's end or its last event comes, and then goes to the channel with every
+other one held, in the order they happened. The channel's response starts at the first
+(``accepted``), and a stage of in-process services ends a dozen calls within a
+millisecond: a channel woken for each would start its response and write them while the
+turn's next step (an LLM's request above all) waits for the event loop behind it. Held,
+they go out after it (docs/performance.md, "The first token, hop by hop").
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
@@ -31,6 +41,13 @@ from typing import Any, Literal, Protocol, TypeVar
 EventName = Literal["accepted", "progress", "token", "answer", "error"]
 
 T = TypeVar("T")
+
+#: The events that tell how the turn goes rather than what it answers: held for a batch.
+HELD = frozenset({"accepted", "progress"})
+#: Seconds an event of :data:`HELD` may wait before the channel is given it (module
+#: docstring): long enough for a turn's in-process stages to reach their next call, far
+#: shorter than a person watching the services being ticked off could tell.
+PROGRESS_BATCH = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +79,28 @@ class TurnEvents:
 
     def __init__(self) -> None:
         self._queue: asyncio.Queue[TurnEvent | None] = asyncio.Queue()
+        #: events of :data:`HELD` not yet given to the channel, and the timer that gives them
+        self._held: deque[TurnEvent] = deque()
+        self._timer: asyncio.TimerHandle | None = None
 
     def emit(self, name: EventName, **data: Any) -> None:
-        """Tell the turn's listener that ``name`` happened."""
+        """Tell the turn's listener that ``name`` happened: at once, or for an event of
+        :data:`HELD` within :data:`PROGRESS_BATCH` seconds (module docstring)."""
+        if name in HELD:
+            self._held.append(TurnEvent(name, data))
+            if self._timer is None:
+                self._timer = asyncio.get_running_loop().call_later(PROGRESS_BATCH, self._release)
+            return
+        self._release()
         self._queue.put_nowait(TurnEvent(name, data))
+
+    def _release(self) -> None:
+        """Give the channel the events held, in order."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        while self._held:
+            self._queue.put_nowait(self._held.popleft())
 
     @property
     def queued(self) -> bool:
@@ -80,6 +115,7 @@ class TurnEvents:
             try:
                 return await work
             finally:
+                self._release()
                 self._queue.put_nowait(None)
 
         return asyncio.create_task(run())

@@ -3,14 +3,16 @@ HTTP against the agent with real services."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
 
-from agent.sdk import DialogView, Service, SkillHypothesis
+from agent.sdk import DialogView, Service, SkillHypothesis, StreamStart
 from annotators.tokens.app import app as tokens_app
 from response_selectors.confidence.app import app as confidence_app
 from skills.fallback.app import app as fallback_app
@@ -18,7 +20,7 @@ from skills.greeting.app import app as greeting_app
 from skills.llm.app import LLMSettings
 from skills.llm.app import create_app as llm_app
 from tests.conftest import AgentFactory, service_entry
-from tests.support.events import follow, names
+from tests.support.events import events_of, follow, names
 from tests.support.openai_stream import StreamingOpenAI
 from tests.support.services import (
     choosing_skill_selector,
@@ -157,6 +159,45 @@ def test_a_chosen_streaming_skill_streams_its_tokens_before_the_turn_ends(
     assert order[-1] == "answer"
     answer = events[-1][1]
     assert answer["response"] == "".join(PIECES) and answer["active_skill"] == "story"
+
+
+def test_the_services_done_reach_the_client_while_a_slow_skill_is_still_thinking(
+    services: Any, agent: AgentFactory
+) -> None:
+    """The ``accepted`` and ``progress`` events are passed on in batches, never held until
+    the answer's first token: a client watching the turn sees the services ticked off
+    while a skill (an LLM) has not written a word."""
+    gate = threading.Event()
+    thinker = Service("thinker")
+
+    @thinker.skill
+    async def think(dialog: DialogView) -> AsyncIterator[StreamStart | str]:
+        told = await asyncio.to_thread(gate.wait, 5)
+        yield StreamStart(confidence=0.9)
+        yield "Ready." if told else "Nobody saw the turn go on while I thought."
+
+    client = agent(
+        pipeline(services, thinker=service_entry(services(thinker.app).url, 10.0, stream=True))
+    )
+    seen: list[str] = []
+    try:
+        with client.stream(
+            "POST",
+            "/",
+            json={"user_id": "bob", "payload": "Think about it"},
+            headers={"Accept": "text/event-stream"},
+        ) as response:
+            for kind, data in events_of(response.iter_lines()):
+                seen.append(kind if kind != "progress" else f"progress {data['service']}")
+                if kind == "progress" and data["service"] == "tokens":
+                    gate.set()  # the annotator's end reached the client: the skill goes on
+                if kind == "answer":
+                    answer = data
+    finally:
+        gate.set()
+    assert seen[:2] == ["accepted", "progress tokens"]
+    assert seen.index("progress tokens") < seen.index("token")
+    assert answer["response"] == "Ready." and answer["active_skill"] == "thinker"
 
 
 def test_a_streaming_skill_that_may_not_be_chosen_sends_no_tokens(
