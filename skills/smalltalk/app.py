@@ -628,13 +628,14 @@ def gives_way(
     """Whether ``chosen`` is left out because the turn asks for what small talk has no
     line for (``beyond``): any answer to a question on the user's own past (memory), a
     loose answer to the rest. A persona topic whose own examples are requests ("tell me a
-    fun fact") still answers a request."""
+    fun fact") still answers a request, and a question on the LLM's answer ("got another
+    fact?")."""
     if beyond is None:
         return False
     if beyond == "asks_own_past":
         return True
     if (
-        beyond == "requests"
+        beyond in ("requests", "follows_up")
         and isinstance(chosen, TopicHypothesis)
         and chosen.topic in persona.topics
         and any(asks.requests(e) for e in persona.topics[chosen.topic].examples)
@@ -795,6 +796,7 @@ def by_reading(
         and nods_by_reading(dialog.human_utterance.text, last.active_skill, last.text),
         stating=last is not None
         and states_by_reading(dialog.human_utterance.text, last.active_skill, last.text),
+        after_llm=last is not None and after_llm(last.active_skill),
     )
     if found is None:
         return None
