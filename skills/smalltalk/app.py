@@ -142,7 +142,9 @@ PATTERNS: tuple[tuple[Topic, re.Pattern[str]], ...] = (
         "favourite",
         re.compile(
             r"\b(?:what(?:'?s|\s+is|\s+are)\s+)?(?:your|you\s+have\s+an?|you\s+got\s+an?)"
-            r"\s+fav(?:ou?rite|e)\s+([a-z]+)",
+            r"\s+fav(?:ou?rite|e)\s+([a-z]+)"
+            # the same asked in a few words, the bot understood: "got a favourite colour?"
+            r"|^\W*(?:got\s+)?(?:an?\s+|any\s+)?fav(?:ou?rite|e)\s+([a-z]+)\s*\?\s*$",
             _I,
         ),
     ),
@@ -152,7 +154,11 @@ PATTERNS: tuple[tuple[Topic, re.Pattern[str]], ...] = (
         "favourite",
         re.compile(
             r"\b(?:do\s+you\s+(?:like|love|enjoy)|recommend\s+(?:me\s+)?(?:a|an|some|any)"
-            r"\s+(?:good\s+|nice\s+)?)\s*([a-z]+)",
+            r"\s+(?:good\s+|nice\s+)?|(?:are|r)\s+(?:you|u)\s+into)\s*([a-z]+)"
+            # which of a kind the bot likes: "which season do you like best?", "what kind of
+            # books do you like?"
+            r"|\b(?:which|what)\s+(?:(?:kind|sort|type)\s+of\s+)?([a-z]+)\s+do\s+(?:you|u)"
+            r"\s+(?:like|love|prefer|enjoy)\b",
             _I,
         ),
     ),
@@ -274,7 +280,7 @@ def match_pattern(text: str, favourites: Mapping[str, str]) -> Match | None:
             continue
         confidence = _coverage_confidence(found, text)
         if topic == "favourite":
-            thing = found.group(1).lower()
+            thing = next(g for g in found.groups() if g).lower()
             known = favourite_key(thing, favourites)
             if known is None and "fav" not in found.group().lower():
                 continue

@@ -113,6 +113,29 @@ def test_favourite_things_from_the_persona(client: ServiceClient) -> None:
     assert car[0]["smalltalk_topic"] == "no_favourite"
 
 
+def test_a_favourite_asked_in_other_words_gets_the_persona_s(client: ServiceClient) -> None:
+    """A favourite asked in a few words ("got a favourite colour?"), as which of a kind
+    the bot likes ("which season do you like best?", "what kind of books do you like?") or
+    whether it is into a thing: the persona's favourite of that thing. A kind the persona
+    has no favourite of ("which laptop do you like best for coding?") is left to others,
+    and so is the user's own favourite ("favourite colour is blue")."""
+    colour, season, books, music, *others = ask(
+        client,
+        dialog("Got a favourite colour?"),
+        dialog("which season do you like best?"),
+        dialog("What kind of books do you like?"),
+        dialog("are you into music at all?"),
+        dialog("which laptop do you like best for coding?"),
+        dialog("favourite colour is blue"),
+    )
+    favourites = FILE_PERSONA.favourites
+    assert colour[0]["text"] == f"My favourite color is {favourites['color']}. What's yours?"
+    for (hypothesis,), thing in ((season, "season"), (books, "book"), (music, "music")):
+        assert hypothesis["smalltalk_topic"] == "favourite"
+        assert favourites[thing] in hypothesis["text"]
+    assert all(not any(h["smalltalk_topic"] == "favourite" for h in found) for found in others)
+
+
 def test_the_intents_annotation_is_understood_and_agreement_is_most_confident(
     client: ServiceClient,
 ) -> None:
