@@ -70,10 +70,11 @@ _AUX_LATER = re.compile(
     r"(?!you\b|u\b|ya\b|ye\b|yourself\b)\w+[^?.!]*\?",
     _I,
 )
-#: ... or with its question mark dropped, after a lead of its own and a comma ("ok honest
-#: opinion, should i cut a fringe"): the auxiliary then has a subject of its own.
+#: ... or with its question mark dropped, after a lead of its own and a comma or a "but"
+#: ("ok honest opinion, should i cut a fringe", "random question but is it rude to..."):
+#: the auxiliary then has a subject of its own.
 _AUX_AFTER_COMMA = re.compile(
-    r",\s*(?:is|are|was|were|can|could|should|does|did)\s+(?:i|it|he|she|we|they|this|that"
+    r"(?:,|\bbut)\s*(?:is|are|was|were|can|could|should|does|did)\s+(?:i|it|he|she|we|they|this|that"
     r"|there|the|a|an|my|his|her|their|our)\b",
     _I,
 )
