@@ -125,7 +125,13 @@ _HYPOTHETICAL = re.compile(
     r"\bwould\s+(?:you|u)\s+rather\b|\bif\s+(?:you|u)\s+(?:could|were|had|was)\b", _I
 )
 #: What is asked is the bot itself: "tell me about yourself".
-_ABOUT_BOT = re.compile(r"\babout\s+(?:you|yourself|u)\b", _I)
+_ABOUT_BOT = re.compile(
+    r"\babout\s+(?:you|yourself|u)\b"
+    # ... or the bot's own, asked first: "can you tell me your name?", "tell me what you like"
+    r"|" + _LEAD + r"(?:(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+)?)?"
+    r"(?:tell|say|show)\s+(?:me|us)\s+(?:your|ur|what\s+(?:you|u)|who\s+(?:you|u))\b",
+    _I,
+)
 #: Content on a subject the user names: "one about cats", "a joke about calendars", "a
 #: fun fact about sharks" (the persona's facts have no subject: label rule 2's kin).
 _ON_A_SUBJECT = re.compile(

@@ -55,6 +55,8 @@ def test_turns_only_the_llm_has_an_answer_for(text: str, beyond: str) -> None:
         "got any pets?",  # asks the bot
         "haha, what a joke",
         "can you help me?",  # what the bot can do
+        "can you tell me your name?",  # the bot's own
+        "tell me what you like",
         "would you like to hear about my day?",
     ],
 )
