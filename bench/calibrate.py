@@ -111,6 +111,7 @@ from response_selectors.confidence.app import (
 from shared.calibration import CALIBRATION_FILE, CALIBRATION_VARIABLE, SILENT_BELOW, Curve
 from shared.reading import (
     ANSWERS_BY_READING,
+    LLM_KIND,
     READING_FILE,
     READING_VARIABLE,
     ReadingModel,
@@ -231,6 +232,8 @@ class Read:
     beyond: bool = False
     #: the turn opens its conversation (no bot line before it)
     opening: bool = False
+    #: the bot's line before the turn was the LLM's kind (the fallback's in a run)
+    after_llm: bool = False
 
 
 def confidence_of(
@@ -309,7 +312,6 @@ def beyond(turns: Sequence[Observed]) -> list[bool]:
     """Whether each turn asks for what no small-talk line holds, as small talk reads it
     before answering by the reading (:func:`skills.smalltalk.asks.beyond_small_talk`)."""
     from shared import spelling
-    from shared.reading import LLM_KIND
     from skills.smalltalk.asks import beyond_small_talk
 
     return [
@@ -369,6 +371,7 @@ def decide(
                 read.replying and skill == "smalltalk",
                 read.nodding and skill == "smalltalk",
                 read.stating and skill == "smalltalk",
+                read.after_llm,
             )
             # small talk reads first whether the turn asks what its lines cannot give
             if read.beyond and skill == "smalltalk":
@@ -422,6 +425,7 @@ def reader(
     naming = name_replies(turns)
     asks_beyond = beyond(turns)
     opening = [line is None for line in reading.previous_lines(turns)]
+    after_llm = [skill in LLM_KIND for skill in reading.previous_skills(turns)]
 
     def read(model: ReadingModel | None, row: np.ndarray, i: int) -> Read | None:
         if model is None:
@@ -436,6 +440,7 @@ def reader(
             naming[i],
             asks_beyond[i],
             opening[i],
+            after_llm[i],
         )
 
     return read

@@ -107,8 +107,10 @@ NOD = "nod"
 #: The reading's probability from which such a short statement is the skill's. Out of
 #: fold on the five training sets (K-fold, 3,990 turns), from 0.7 the nod answered 26
 #: turns the LLM was asked for (a fitting cheap answer each) and one only the LLM fits;
-#: from 0.6 two more only the LLM fits.
-NOD_FROM = 0.7
+#: from 0.6 two more only the LLM fits. 0.6 since small talk reads more requests and
+#: questions on the LLM's answer as beyond it (skills/smalltalk/asks.py): out of fold on
+#: the six training sets, 0.6 answered eight more turns, all small talk's.
+NOD_FROM = 0.6
 #: What :func:`answer_by_reading` names when the turn is a statement of any length late in
 #: a conversation, neither a reply to the greeting's line nor a question, bid or name, that
 #: no matcher of the skill read or read surely ("it's pouring with rain here", "knackered
@@ -118,7 +120,19 @@ STATE = "state"
 #: The reading's probability from which such a statement is the skill's: out of fold on
 #: the six training sets (K-fold, 4,678 turns), from 0.7 it answered turns small talk fits
 #: and none only the LLM fits; from 0.65 and 0.6, one and two more only the LLM fits.
-STATE_FROM = 0.7
+#: 0.6 since small talk reads more requests and questions on the LLM's answer as beyond
+#: it: out of fold, nine more turns, all small talk's (docs/performance.md).
+STATE_FROM = 0.6
+#: A statement the reading is less sure of is still the skill's where the reading weighs
+#: it against the LLM's and finds it much the likelier of the two: from a reading of
+#: :data:`STATE_AGREE_FROM` for the skill, when its share of the two probabilities (the
+#: skill's, and "only the LLM"'s) is :data:`STATE_SHARE_FROM` or more, and not right after
+#: the LLM's line (there a statement often carries on its thread, label rule 9, which the
+#: two readings tell apart worse). That share is then the answer's chance: out of fold on
+#: the six training sets such statements held small talk's turns and none only the LLM
+#: fits (docs/performance.md).
+STATE_AGREE_FROM = 0.4
+STATE_SHARE_FROM = 0.6
 #: The skills that answer a reply to their own question by the reading alone, where their
 #: matcher is silent, each with the reading's probability from which they do
 #: (:func:`reply_by_reading`): right after the greeting asked the user's name, a reply no
@@ -137,6 +151,8 @@ REPLIES_BY_READING: dict[str, float] = {"greeting": 0.9}
 #: training sets, such opening turns left to the LLM held nine greetings from 0.7 and no
 #: turn only the LLM fits (docs/performance.md).
 OPENS_BY_READING: dict[str, float] = {"greeting": 0.7}
+#: The reading's label for turns only the LLM fits (bench/reading.py's labels).
+LLM_LABEL = "llm"
 #: The embedding's width (:mod:`shared.meaning`).
 WIDTH = 256
 _WORDS = re.compile(r"\w+")
@@ -369,6 +385,7 @@ def answer_by_reading(
     replying: bool = False,
     nodding: bool = False,
     stating: bool = False,
+    after_llm: bool = False,
 ) -> tuple[float, str] | None:
     """The reading's probability for ``skill`` and the intent that chooses its answer, when
     ``skill`` may answer this turn by the reading alone (its own matcher silent): the
@@ -383,13 +400,28 @@ def answer_by_reading(
     skill read) and the reading gives the skill :data:`NOD_FROM` or more: then the intent
     named is :data:`NOD`; or the turn is ``stating`` (a statement late in a conversation,
     of any length) and the reading gives the skill :data:`STATE_FROM` or more: then the
-    intent named is :data:`STATE`. None otherwise:
+    intent named is :data:`STATE`; or, not ``after_llm`` (the bot's last line the LLM's
+    kind), the reading gives it :data:`STATE_AGREE_FROM` or more and its share beside the
+    LLM's reading is :data:`STATE_SHARE_FROM` or more (:func:`share_beside_llm`): the
+    intent named is :data:`STATE`, its chance that share. None otherwise:
     two readings that disagree leave the turn to others. ``model`` is the reading in use
     (:func:`shipped`; a fold's in bench/calibrate.py)."""
     agreeing = ANSWERS_BY_READING.get(skill)
-    p = None if agreeing is None else _weighed_from(skill, probabilities, model, ANSWER_FROM)
-    if agreeing is None or p is None:
+    if agreeing is None:
         return None
+    # a statement much likelier the skill's than the LLM's, away from the LLM's thread
+    share = (
+        share_beside_llm(skill, probabilities, model)
+        if stating
+        and not question
+        and not after_llm
+        and _weighed_from(skill, probabilities, model, STATE_AGREE_FROM) is not None
+        else None
+    )
+    shared_state = None if share is None or share < STATE_SHARE_FROM else share
+    p = _weighed_from(skill, probabilities, model, ANSWER_FROM)
+    if p is None:
+        return None if shared_state is None else (shared_state, STATE)
     if question:
         agreeing = agreeing - STATEMENTS_ONLY
     sure = intent.get("intent")
@@ -410,7 +442,21 @@ def answer_by_reading(
         return float(p), NOD
     if stating and not question and p >= STATE_FROM:
         return float(p), STATE
-    return None
+    return None if shared_state is None else (max(shared_state, float(p)), STATE)
+
+
+def share_beside_llm(
+    skill: str, probabilities: Mapping[str, float] | None, model: ReadingModel | None
+) -> float | None:
+    """``skill``'s share of its own and the LLM's probabilities (``p / (p + p_llm)``): how
+    much likelier the reading finds the turn the skill's than the LLM's alone. None when the
+    reading has no LLM label or the skill's answers were not weighed."""
+    if model is None or probabilities is None or model.combiner_for(skill) is None:
+        return None
+    p, p_llm = probabilities.get(skill), probabilities.get(LLM_LABEL)
+    if not isinstance(p, int | float) or not isinstance(p_llm, int | float) or p + p_llm <= 0:
+        return None
+    return round(float(p) / float(p + p_llm), DIGITS)
 
 
 def reply_by_reading(

@@ -75,10 +75,13 @@ PARTIAL_WORDS = 3
 SOCIAL_INTENTS = frozenset({"greeting", "farewell", "thanks", "yes", "no"})
 #: The rest asks a question without its question mark, as careless typing drops it ("hi,
 #: whats a good name for a bakery"): it opens with a question word ("thanks, what a day"
-#: exclaims).
+#: exclaims), or with an auxiliary whose subject is not the bot ("hi, is Lisbon or Porto
+#: better for a first trip"; "is anybody there" is a greeting's company, read below).
 _ASKS_AFTER = re.compile(
     r"^\W*(?:(?:what|what's|whats|who|who's|why|how|when|where|which)\b(?!\s+an?\b)"
-    r"|(?:can|could|would|should)\s+(?:you|u|i)\b)",
+    r"|(?:can|could|would|should)\s+(?:you|u|i)\b"
+    r"|(?:is|are|was|were|does|do|did|should)\s+"
+    r"(?!you\b|u\b|ya\b|ye\b|yourself\b|any(?:one|body)\b|some(?:one|body)\b)\w+\s+\w+)",
     re.IGNORECASE,
 )
 #: What a greeting's rest may ask and still be the greeting's company, not a question of

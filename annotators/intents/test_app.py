@@ -318,6 +318,8 @@ def test_a_pattern_that_leaves_a_question_unexplained_is_not_sure() -> None:
         "How do I say goodbye in French?",
         "hi, whats a good name for a bakery",
         "thanks, what a day",
+        "hi, is Lisbon or Porto better for a first trip",
+        "hi! does anyone read this",
     )
     assert [(a["intent"], a["confidence"]) for a in answers] == [
         ("greeting", 1.0),
@@ -327,6 +329,8 @@ def test_a_pattern_that_leaves_a_question_unexplained_is_not_sure() -> None:
         ("farewell", 0.6),
         ("greeting", 0.6),  # the question without its question mark is still one
         ("thanks", 1.0),  # "what a day" exclaims
+        ("greeting", 0.6),  # a yes-or-no question of its own, its mark dropped too
+        ("greeting", 1.0),  # whether anyone is there: a greeting's company
     ]
 
 

@@ -142,7 +142,9 @@ PATTERNS: tuple[tuple[Topic, re.Pattern[str]], ...] = (
         "favourite",
         re.compile(
             r"\b(?:what(?:'?s|\s+is|\s+are)\s+)?(?:your|you\s+have\s+an?|you\s+got\s+an?)"
-            r"\s+fav(?:ou?rite|e)\s+([a-z]+)",
+            r"\s+fav(?:ou?rite|e)\s+([a-z]+)"
+            # the same asked in a few words, the bot understood: "got a favourite colour?"
+            r"|^\W*(?:got\s+)?(?:an?\s+|any\s+)?fav(?:ou?rite|e)\s+([a-z]+)\s*\?\s*$",
             _I,
         ),
     ),
@@ -152,7 +154,11 @@ PATTERNS: tuple[tuple[Topic, re.Pattern[str]], ...] = (
         "favourite",
         re.compile(
             r"\b(?:do\s+you\s+(?:like|love|enjoy)|recommend\s+(?:me\s+)?(?:a|an|some|any)"
-            r"\s+(?:good\s+|nice\s+)?)\s*([a-z]+)",
+            r"\s+(?:good\s+|nice\s+)?|(?:are|r)\s+(?:you|u)\s+into)\s*([a-z]+)"
+            # which of a kind the bot likes: "which season do you like best?", "what kind of
+            # books do you like?"
+            r"|\b(?:which|what)\s+(?:(?:kind|sort|type)\s+of\s+)?([a-z]+)\s+do\s+(?:you|u)"
+            r"\s+(?:like|love|prefer|enjoy)\b",
             _I,
         ),
     ),
@@ -274,7 +280,7 @@ def match_pattern(text: str, favourites: Mapping[str, str]) -> Match | None:
             continue
         confidence = _coverage_confidence(found, text)
         if topic == "favourite":
-            thing = found.group(1).lower()
+            thing = next(g for g in found.groups() if g).lower()
             known = favourite_key(thing, favourites)
             if known is None and "fav" not in found.group().lower():
                 continue
@@ -628,13 +634,14 @@ def gives_way(
     """Whether ``chosen`` is left out because the turn asks for what small talk has no
     line for (``beyond``): any answer to a question on the user's own past (memory), a
     loose answer to the rest. A persona topic whose own examples are requests ("tell me a
-    fun fact") still answers a request."""
+    fun fact") still answers a request, and a question on the LLM's answer ("got another
+    fact?")."""
     if beyond is None:
         return False
     if beyond == "asks_own_past":
         return True
     if (
-        beyond == "requests"
+        beyond in ("requests", "follows_up")
         and isinstance(chosen, TopicHypothesis)
         and chosen.topic in persona.topics
         and any(asks.requests(e) for e in persona.topics[chosen.topic].examples)
@@ -795,6 +802,7 @@ def by_reading(
         and nods_by_reading(dialog.human_utterance.text, last.active_skill, last.text),
         stating=last is not None
         and states_by_reading(dialog.human_utterance.text, last.active_skill, last.text),
+        after_llm=last is not None and after_llm(last.active_skill),
     )
     if found is None:
         return None

@@ -14,10 +14,12 @@ a curve can learn: each is in the turn's grammar, read here:
 
 - :func:`asks_the_world`: a question that does not address the bot: it opens with a
   question word, or with an auxiliary whose subject is not "you" ("is the film...",
-  "where can i...", "why does it..."), or asks one after a clause of its own; or help
-  asked with "any" ("any idea why", "any good horror movies for a sleepover");
-- :func:`requests`: an imperative ("add...", "write...", "give me 5 ideas"), unless what
-  is asked is the bot itself ("tell me about yourself");
+  "where can i...", "why does it..."), or asks one after a clause of its own ("wait, is
+  that actually true?"); or help asked with "any" or named first ("any idea why", "tips
+  to sleep better after night shift");
+- :func:`requests`: an imperative ("add...", "write...", "give me 5 ideas") or the same
+  asked politely ("can you translate..."), unless what is asked is the bot itself ("tell
+  me about yourself");
 - :func:`on_a_subject`: "one about cats", "a joke about calendars": content on a subject
   the user names;
 - :func:`asks_own_past`: a question on what the user said or has ("what did I...", "what's
@@ -25,6 +27,10 @@ a curve can learn: each is in the turn's grammar, read here:
   LLM's for the rest;
 - who made the bot ("who actually built you?", "who's behind this?"): the FAQ's and the
   docs' answer, not the persona's identity line;
+- a question of imagination about the bot ("would you rather be a cat or a dog", "if you
+  could..."), which needs what no persona line holds;
+- :func:`follows_up`: right after the LLM's answer, a question that does not address the
+  bot ("biggest city?");
 - :func:`narrows`: right after the LLM's answer, a fragment that narrows what the user
   asked for ("nah something funnier", "ok but like nutritionally", "and a dessert that is
   not too sweet", "less apologetic"): it opens on an indefinite pronoun, a comparative or
@@ -44,7 +50,7 @@ _I = re.IGNORECASE
 #: Words a turn may open with before what it asks ("ok so why does it...").
 _LEAD = r"^\W*(?:(?:and|so|but|ok|okay|oh|well|hey|then|now|also|no|right|please|pls|just)\W+)*"
 #: The bot addressed: a question with it is about the bot, which small talk answers.
-_ADDRESSES_BOT = re.compile(r"\b(?:you|your|yours|yourself|u|ur|ya|chorus)\b", _I)
+_ADDRESSES_BOT = re.compile(r"\b(?:you|your|yours|yourself|u|ur|urs|ya|chorus)\b", _I)
 #: A question word opening the turn; "what a day" and "how lovely" exclaim.
 _WH = re.compile(
     _LEAD + r"(?:what|what's|whats|who|who's|whom|whose|why|how|how's|when|where|where's|which)"
@@ -57,11 +63,34 @@ _WH_LATER = re.compile(
     r"[,;:]\s*(?:what|what's|whats|who|who's|why|how|when|where|which)\b(?!\s+an?\b)[^?]*\?\s*$",
     _I,
 )
+#: A yes-or-no question after a clause of its own, its subject not the bot ("wait, is that
+#: actually true?"): the auxiliary opens the clause that the question mark closes.
+_AUX_LATER = re.compile(
+    r"[,;:.!?]\s*(?:is|are|was|were|can|could|would|will|should|do|does|did)\s+"
+    r"(?!you\b|u\b|ya\b|ye\b|yourself\b)\w+[^?.!]*\?",
+    _I,
+)
+#: ... or with its question mark dropped, after a lead of its own and a comma or a "but"
+#: ("ok honest opinion, should i cut a fringe", "random question but is it rude to..."):
+#: the auxiliary then has a subject of its own.
+_AUX_AFTER_COMMA = re.compile(
+    r"(?:,|\bbut)\s*(?:is|are|was|were|can|could|should|does|did)\s+(?:i|it|he|she|we|they|this|that"
+    r"|there|the|a|an|my|his|her|their|our)\b",
+    _I,
+)
+#: A question word opening a sentence after one of its own ("really? where does that come
+#: from", "wait, is that true? how?").
+_WH_NEXT = re.compile(
+    r"[.!?]\s*(?:what|what's|whats|who|who's|why|how|when|where|which)\b(?!\s+an?\b)", _I
+)
 #: Help asked with "any": "any idea why", "any tips?", "any good horror movies for a
-#: sleepover" (a recommendation).
+#: sleepover" (a recommendation); or named first, as a heading ("tips to sleep better
+#: after night shift", "ideas for a first date").
 _ANY_HELP = re.compile(
     r"(?:^|[,;:.!?]\s*)(?:(?:so|and|ok|okay|also|or)\s+)?(?:got\s+)?any\s+"
-    r"(?:ideas?|tips?|advice|suggestions?|recommendations?|good|gud|decent|nice)\b",
+    r"(?:ideas?|tips?|advice|suggestions?|recommendations?|good|gud|decent|nice)\b"
+    r"|^\W*(?:(?:so|and|ok|okay|also|some)\s+)?(?:tips?|ideas?|advice|suggestions?"
+    r"|recommendations?)\s+(?:for|to|on|about|how)\b",
     _I,
 )
 #: An auxiliary opening the turn, its subject not the bot ("is the film any good?",
@@ -76,11 +105,33 @@ _REQUEST = re.compile(
     _LEAD + r"(?:tell|give|write|make|add|ignore|translate|explain|help|show|list|find|teach"
     r"|recommend|suggest|create|plan|draft|compose|summari[sz]e|convert|calculate|compute"
     r"|describe|send|print|repeat|book|remind|fix|correct|check|compare|rewrite|generate"
-    r"|put|change|count|spell|define|pretend|imagine|say)\b",
+    r"|put|change|count|spell|define|pretend|imagine|say|reply|respond|turn|rephrase|prove)\b",
     _I,
 )
+#: The same task asked politely ("can you translate ... into mandarin", "could u write a
+#: poem"): a modal, the bot, and a verb of the task; "can you help me?" asks what the bot
+#: can do, so "help" is left to the imperative.
+_POLITE_REQUEST = re.compile(
+    _LEAD + r"(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+|pls\s+)?"
+    r"(?:tell|give|write|make|add|translate|explain|show|list|find|teach|recommend|suggest"
+    r"|create|plan|draft|compose|summari[sz]e|convert|calculate|compute|describe|send|print"
+    r"|repeat|book|remind|fix|correct|check|compare|rewrite|generate|put|change|count|spell"
+    r"|define|say)\b",
+    _I,
+)
+#: A question of imagination about the bot ("would you rather be a cat or a dog", "if you
+#: could go anywhere..."): label rule 8 gives it the LLM; no persona line imagines.
+_HYPOTHETICAL = re.compile(
+    r"\bwould\s+(?:you|u)\s+rather\b|\bif\s+(?:you|u)\s+(?:could|were|had|was)\b", _I
+)
 #: What is asked is the bot itself: "tell me about yourself".
-_ABOUT_BOT = re.compile(r"\babout\s+(?:you|yourself|u)\b", _I)
+_ABOUT_BOT = re.compile(
+    r"\babout\s+(?:you|yourself|u)\b"
+    # ... or the bot's own, asked first: "can you tell me your name?", "tell me what you like"
+    r"|" + _LEAD + r"(?:(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+)?)?"
+    r"(?:tell|say|show)\s+(?:me|us)\s+(?:your|ur|what\s+(?:you|u)|who\s+(?:you|u))\b",
+    _I,
+)
 #: Content on a subject the user names: "one about cats", "a joke about calendars", "a
 #: fun fact about sharks" (the persona's facts have no subject: label rule 2's kin).
 _ON_A_SUBJECT = re.compile(
@@ -113,22 +164,38 @@ _NARROWS = re.compile(
 )
 
 Beyond = Literal[
-    "asks_the_world", "requests", "on_a_subject", "asks_own_past", "asks_the_maker", "narrows"
+    "asks_the_world",
+    "requests",
+    "on_a_subject",
+    "asks_own_past",
+    "asks_the_maker",
+    "narrows",
+    "imagines",
+    "follows_up",
 ]
 
 
 def asks_the_world(text: str) -> bool:
     """A question that does not address the bot ("who invented the skateboard?"), or help
-    asked with "any" ("my wifi keeps dropping, any idea why")."""
+    asked with "any" ("my wifi keeps dropping, any idea why"). A question after a clause
+    of its own is read alone: "hi chorus! how far is the moon?" names the bot before it."""
     if _ANY_HELP.search(text):
         return True
-    asked = _WH.search(text) or _AUX.search(text) or _WH_LATER.search(text)
-    return bool(asked) and not _ADDRESSES_BOT.search(text)
+    if (_WH.search(text) or _AUX.search(text)) and not _ADDRESSES_BOT.search(text):
+        return True
+    later = (
+        _WH_LATER.search(text)
+        or _AUX_LATER.search(text)
+        or _AUX_AFTER_COMMA.search(text)
+        or _WH_NEXT.search(text)
+    )
+    return later is not None and not _ADDRESSES_BOT.search(text[later.start() :])
 
 
 def requests(text: str) -> bool:
     """An imperative, unless the bot itself is what is asked ("tell me about yourself")."""
-    return bool(_REQUEST.search(text)) and not _ABOUT_BOT.search(text)
+    asked = _REQUEST.search(text) or _POLITE_REQUEST.search(text)
+    return bool(asked) and not _ABOUT_BOT.search(text)
 
 
 def on_a_subject(text: str) -> bool:
@@ -151,21 +218,35 @@ def narrows(text: str) -> bool:
     return bool(_NARROWS.search(text))
 
 
+def follows_up(text: str) -> bool:
+    """A question that does not address the bot ("biggest city?", "so it's not because
+    they're hungry?"): right after the LLM's answer, a question on what it said, the LLM's
+    to answer (label rule 9). On the six training sets, 66 such turns after the LLM's (or
+    the fallback's) line were labelled for the LLM alone, 4 for small talk (jokes and facts
+    asked for, which small talk's specific answers keep)."""
+    return "?" in text and not _ADDRESSES_BOT.search(text)
+
+
 def beyond_small_talk(text: str, after_llm: bool = False) -> Beyond | None:
     """Which of the kinds of turn no small-talk line answers ``text`` is (spelling
     normalised, :func:`shared.spelling.normalise`), or None. ``after_llm``: the bot's last
     line was the LLM's kind of answer (:data:`shared.reading.LLM_KIND`), after which a
-    fragment that narrows a request (:func:`narrows`) is the LLM's too."""
+    fragment that narrows a request (:func:`narrows`) and a question on its answer
+    (:func:`follows_up`) are the LLM's too."""
     if asks_own_past(text):
         return "asks_own_past"
     if _MAKER.search(text):
         return "asks_the_maker"
     if asks_the_world(text):
         return "asks_the_world"
+    if on_a_subject(text):  # before a request: "can you tell me a fun fact about sharks"
+        return "on_a_subject"
     if requests(text):
         return "requests"
-    if on_a_subject(text):
-        return "on_a_subject"
+    if _HYPOTHETICAL.search(text):
+        return "imagines"
     if after_llm and narrows(text):
         return "narrows"
+    if after_llm and follows_up(text):
+        return "follows_up"
     return None

@@ -21,8 +21,8 @@ from shared.jokes import JOKES, is_joke
 
 _I = re.IGNORECASE
 #: "Tell me a joke", "Do you know any jokes?", "Got a joke for me?", "Joke please",
-#: "Make me laugh", "Do you like jokes?" (the answer is one). Not "I have a joke for you"
-#: or "That's a bad joke": the user asks the bot for one.
+#: "Make me laugh", "say something funny", "Do you like jokes?" (the answer is one). Not
+#: "I have a joke for you" or "That's a bad joke": the user asks the bot for one.
 ASKS = re.compile(
     r"\btell\s+(?:me|us)\b[^.?!]*\bjokes?\b"
     r"|\b(?:tell|say|share|give\s+me)\s+(?:a|an|another|one\s+more|some|any)\b[^.?!]*\bjokes?\b"
@@ -31,7 +31,8 @@ ASKS = re.compile(
     r"|\b(?:want|need|wanna)\s+(?:to\s+hear\s+)?(?:a|another|some)\s+(?:\w+\s+)?jokes?\b"
     r"|^\W*(?:a\s+|another\s+|one\s+more\s+)?jokes?(?:\s+please|\s+pls)?\W*$"
     r"|\bdo\s+(?:you|u)\s+(?:like|love|enjoy)\s+jokes\b"
-    r"|\bjoke\s+(?:please|pls)\b|\bmake\s+me\s+laugh\b|\b(?:tell|say)\s+me\s+something\s+funny\b"
+    r"|\bjoke\s+(?:please|pls)\b|\bmake\s+me\s+laugh\b"
+    r"|\b(?:tell|say)\s+(?:me\s+|us\s+)?(?:something|smth|sth)\s+(?:funny|hilarious)\b"
     r"|^\W*(?:can|could|would|will)\s+(?:you|u)\b[^.?!]*\b(?:a|another|some)\s+(?:\w+\s+)?jokes?\b",
     _I,
 )

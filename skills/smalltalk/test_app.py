@@ -113,6 +113,29 @@ def test_favourite_things_from_the_persona(client: ServiceClient) -> None:
     assert car[0]["smalltalk_topic"] == "no_favourite"
 
 
+def test_a_favourite_asked_in_other_words_gets_the_persona_s(client: ServiceClient) -> None:
+    """A favourite asked in a few words ("got a favourite colour?"), as which of a kind
+    the bot likes ("which season do you like best?", "what kind of books do you like?") or
+    whether it is into a thing: the persona's favourite of that thing. A kind the persona
+    has no favourite of ("which laptop do you like best for coding?") is left to others,
+    and so is the user's own favourite ("favourite colour is blue")."""
+    colour, season, books, music, *others = ask(
+        client,
+        dialog("Got a favourite colour?"),
+        dialog("which season do you like best?"),
+        dialog("What kind of books do you like?"),
+        dialog("are you into music at all?"),
+        dialog("which laptop do you like best for coding?"),
+        dialog("favourite colour is blue"),
+    )
+    favourites = FILE_PERSONA.favourites
+    assert colour[0]["text"] == f"My favourite color is {favourites['color']}. What's yours?"
+    for (hypothesis,), thing in ((season, "season"), (books, "book"), (music, "music")):
+        assert hypothesis["smalltalk_topic"] == "favourite"
+        assert favourites[thing] in hypothesis["text"]
+    assert all(not any(h["smalltalk_topic"] == "favourite" for h in found) for found in others)
+
+
 def test_the_intents_annotation_is_understood_and_agreement_is_most_confident(
     client: ServiceClient,
 ) -> None:
@@ -465,9 +488,10 @@ def test_a_reply_to_its_own_question_is_acknowledged_when_the_reading_agrees(
         asked_by: str = "smalltalk",
         smalltalk: float = 0.85,
         asked: str = "In my free time I enjoy reading. Do you have a hobby?",
+        llm: float = 0.2,
     ) -> dict[str, Any]:
         return read_after(
-            asked, text, {"smalltalk": smalltalk, "llm": 0.2}, nearest="thanks", said_by=asked_by
+            asked, text, {"smalltalk": smalltalk, "llm": llm}, nearest="thanks", said_by=asked_by
         )
 
     reply = "mostly crime novels, the darker the better"
@@ -476,7 +500,7 @@ def test_a_reply_to_its_own_question_is_acknowledged_when_the_reading_agrees(
         replied(reply),
         replied(reply, asked_by="greeting", asked=NAME_QUESTION),
         replied("what do you read?"),
-        replied(reply, smalltalk=0.55),
+        replied(reply, smalltalk=0.55, llm=0.45),
     )
     assert acknowledged["text"] in FILE_LINES.about_user
     assert acknowledged["confidence"] == 0.85
@@ -485,12 +509,16 @@ def test_a_reply_to_its_own_question_is_acknowledged_when_the_reading_agrees(
 
 
 def said_late(
-    text: str, smalltalk: float = 0.85, after: str = "smalltalk", line: str = "Glad you think so!"
+    text: str,
+    smalltalk: float = 0.85,
+    after: str = "smalltalk",
+    line: str = "Glad you think so!",
+    llm: float = 0.1,
 ) -> dict[str, Any]:
     """``text`` late in a conversation, after ``line`` said by ``after``, with the turn's
-    reading giving small talk ``smalltalk`` and no intent read."""
+    reading giving small talk ``smalltalk``, the LLM alone ``llm``, and no intent read."""
     return read_after(
-        line, text, {"smalltalk": smalltalk, "llm": 0.1}, nearest="ask_name", said_by=after
+        line, text, {"smalltalk": smalltalk, "llm": llm}, nearest="ask_name", said_by=after
     )
 
 
@@ -508,7 +536,7 @@ def test_a_few_words_the_reading_is_sure_of_get_a_nod(client: ServiceClient) -> 
         said("cheerio for now, my friend"),
         said("cheerio for now then, it was fun, my friend"),
         said("cheerio for now, my friend", after="greeting", line=GREETED),
-        said("cheerio for now, my friend", smalltalk=0.65),
+        said("cheerio for now, my friend", smalltalk=0.55, llm=0.5),
         said("cheerio for now, my friend", after="greeting", line=NAME_QUESTION),
         said("Jack. Jack from Leeds"),
         said("any tips for parallel parking"),
@@ -545,7 +573,7 @@ def test_a_statement_the_reading_is_sure_of_gets_a_line_for_its_mood(
         said(statement),
         said("nzuri sana asante rafiki yangu wa zamani"),
         said(statement, after="greeting", line=GREETED),
-        said(statement, smalltalk=0.65),
+        said(statement, smalltalk=0.55, llm=0.5),
         said(statement, after="greeting", line=NAME_QUESTION),
         said(statement, after="greeting", line=WHY_ASK),
         said("are the kids finally asleep and the house quiet"),
@@ -557,6 +585,35 @@ def test_a_statement_the_reading_is_sure_of_gets_a_line_for_its_mood(
     assert foreign["text"] in FILE_LINES.unread
     assert after_greeted["text"] in FILE_LINES.about_user
     assert silent == [[], [], [], [], []]
+
+
+def test_a_statement_much_likelier_small_talks_than_the_llms_gets_a_line(
+    client: ServiceClient,
+) -> None:
+    """ "the kids are finally asleep and the house is quiet" with a reading under
+    ``STATE_FROM`` for small talk (0.45) but a fifth of that for the LLM alone: the reading
+    finds the turn far likelier small talk's than the LLM's, so the skill answers by its
+    mood, as sure as that share (0.45 / (0.45 + 0.09) = 0.83). Right after the LLM's line
+    (a statement there may carry on its thread), with a reading as likely the LLM's, or
+    under ``STATE_AGREE_FROM``, it answers nothing."""
+
+    def said(text: str, **how: Any) -> dict[str, Any]:
+        built = said_late(text, **how)
+        built["utterances"][-1]["annotations"]["sentiment"] = {"label": "neutral"}
+        return built
+
+    statement = "the kids are finally asleep and the house is quiet"
+    (shared,), *silent = ask(
+        client,
+        said(statement, smalltalk=0.45, llm=0.09),
+        said(statement, smalltalk=0.45, llm=0.09, after="llm", line="Here is a poem."),
+        said(statement, smalltalk=0.45, llm=0.45),
+        said(statement, smalltalk=0.3, llm=0.01),
+    )
+    assert shared["text"] in FILE_LINES.about_user
+    assert shared["confidence"] == 0.8333
+    assert shared["routing"]["kind"] == "by_reading"
+    assert silent == [[], [], []]
 
 
 def test_an_intent_read_by_similarity_alone_is_calibrated_apart(client: ServiceClient) -> None:

@@ -59,6 +59,8 @@ def test_no_joke_told_is_one_the_toxicity_annotator_flags(client: ServiceClient)
         "Make me laugh",
         "Do you like jokes?",
         "Can you cheer me up with a joke?",
+        "say something funny",  # something funny asked for is a joke
+        "tell us something hilarious",
     ],
 )
 def test_ways_to_ask_for_a_joke(client: ServiceClient, text: str) -> None:
