@@ -1,21 +1,24 @@
 """The agent's app, with a front that answers ``POST /``'s plain requests before FastAPI's
 and Starlette's layers.
 
-Nearly every request the agent serves is ``POST /`` with a plain JSON message, and
-:class:`~agent.api.routes.chat.LeanChatRoute` already answers it without FastAPI's request
-machinery. What stood around it was the middleware stack (the server-error catcher,
-FastAPI's telemetry and body-limit wrappers, the agent's body-size limit, the exception
-handlers' catcher, the dependencies' exit stack) and the router's walk over every route
-to find it: each a frame or two on the way in and on the way out, and a wrapper of
-``send`` for every message of the answer (docs/performance.md, "Half the CPU").
+Nearly every request the agent serves is ``POST /`` with a plain JSON message, answered
+with one JSON reply or, for a client that asks for them (the chat page, ``chorus chat``),
+with the turn's events, and :class:`~agent.api.routes.chat.LeanChatRoute` already answers
+both without FastAPI's request machinery. What stood around it was the middleware stack
+(the server-error catcher, FastAPI's telemetry and body-limit wrappers, the agent's
+body-size limit, the exception handlers' catcher, the dependencies' exit stack) and the
+router's walk over every route to find it: each a frame or two on the way in and on the
+way out, and a wrapper of ``send`` for every message of the answer (docs/performance.md,
+"Half the CPU").
 
 :class:`ChorusApp` takes such a request first and keeps what each layer gave it: the body
 limit's 413, the app's exception handlers answering what the turn raises (found by the
 exception's class as Starlette finds them), the server error's 500 for anything else,
-raised on to the server as Starlette raises it. Anything it would not answer exactly as
-the layers do goes through them: a request that is not plain (the route's own checks), a
-body without a declared length or sent in chunks, a header given twice, an app with
-other middleware (CORS, tracing) or a root path, an app not started yet.
+raised on to the server as Starlette raises it (a streamed turn refused before its first
+event included: its events' response has not started then). Anything it would not answer
+exactly as the layers do goes through them: a request that is not plain (the route's own
+checks), a body without a declared length or sent in chunks, a header given twice, an app
+with other middleware (CORS, tracing) or a root path, an app not started yet.
 """
 
 from __future__ import annotations

@@ -287,7 +287,8 @@ def test_a_write_the_database_refuses_is_a_500_that_says_so_and_closes_the_conne
 ) -> None:
     """The utterances' table dropped under the running agent (an operator's mistake):
     ``POST /`` gets the 500 that says the turn was not stored, on a connection then closed,
-    and the agent still answers what does not write."""
+    whether it asked for one reply or for the turn's events, and the agent still answers
+    what does not write."""
     from tests.support.services import fixed_skill
 
     skill = services(fixed_skill("echo", "ok", 0.5))
@@ -307,6 +308,14 @@ def test_a_write_the_database_refuses_is_a_500_that_says_so_and_closes_the_conne
             "fields": [],
         }
         assert refused.headers["connection"] == "close"
+        streamed = client.post(
+            "/",
+            json={"user_id": "u", "payload": "hi, streamed"},
+            headers={"Accept": "text/event-stream"},
+        )  # refused before its first event: the same 500, not a stream
+        assert streamed.status_code == 500
+        assert streamed.json() == refused.json()
+        assert streamed.headers["connection"] == "close"
         assert client.get("/ping").status_code == 200
 
 

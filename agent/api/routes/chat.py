@@ -1,11 +1,12 @@
 """``POST /``: DeepPavlov Agent's chat endpoint, so its clients work unchanged.
 
 FastAPI describes the route (its body, parameters and answers in the OpenAPI document) and
-answers every request that is not plain: one that fails a check, asks for the turn's
-events, or has a body or a parameter to refuse. A plain one, nearly every turn, is taken
-by :class:`LeanChatRoute`: its body parsed and checked once by ``AgentMessage``'s own
-validator, its answer written once by ``AgentReply``'s serializer (docs/performance.md,
-"Half the CPU")."""
+answers every request that is not plain: one that fails a check, or has a body or a
+parameter to refuse. A plain one, nearly every turn, is taken by :class:`LeanChatRoute`:
+its body parsed and checked once by ``AgentMessage``'s own validator, its answer written
+once by ``AgentReply``'s serializer, or followed as the turn's events when it asks for
+them (``Accept: text/event-stream``, as the chat page, ``chorus chat`` and streaming
+clients ask; docs/performance.md, "Half the CPU")."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from agent.api.composition import Components
 from agent.api.deps import DoubleTextingQuery, IdempotencyHeader, components_of, is_json
 from agent.api.schemas import MESSAGE_ID_PATTERN, AgentMessage, AgentReply
 from agent.api.security import ChatParts, chat_gate, holds_key
-from agent.api.sse import EVENT_STREAM, stream_turn, wants_events
+from agent.api.sse import stream_turn, wants_events
 from agent.flow import CLOSED, Answer, Incoming
 from agent.settings import Settings
 from agent.turn.config import Dialect, DoubleTexting
@@ -35,8 +36,6 @@ _PLAIN_KEY = re.compile(MESSAGE_ID_PATTERN, re.ASCII)
 _POLICIES = frozenset(get_args(DoubleTexting))
 #: ``AgentReply`` written straight to JSON bytes, as FastAPI would answer it
 REPLY_JSON = AgentReply.__pydantic_serializer__.to_json
-#: ``Accept``'s media type that asks for the turn's events (lowered, as bytes)
-_EVENTS = EVENT_STREAM.encode()
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
 
@@ -85,13 +84,14 @@ async def _plain(request: Request) -> Response | None:
 async def plain_reply(
     request: Request, body: bytes, headers: dict[bytes, bytes], components: Components
 ) -> AgentReply | Response | None:
-    """The reply to a plain request whose ``body`` was read, or None when FastAPI must
-    take it; ``headers``: the request's, by lowered name (each name once); ``components``:
-    the app's parts (:func:`~agent.api.deps.components_of`). Shared by
-    :class:`LeanChatRoute` and the app's front (:mod:`agent.api.front`), which answers
-    ``POST /`` before FastAPI's layers."""
+    """The reply to a plain request whose ``body`` was read (a response for one that asks
+    for the turn's events, its turn started), or None when FastAPI must take it;
+    ``headers``: the request's, by lowered name (each name once); ``components``: the app's
+    parts (:func:`~agent.api.deps.components_of`). Shared by :class:`LeanChatRoute` and the
+    app's front (:mod:`agent.api.front`), which answers ``POST /`` before FastAPI's
+    layers."""
     content_type = headers.get(b"content-type", b"").decode("latin-1")
-    if not body or not is_json(content_type) or _EVENTS in headers.get(b"accept", b"").lower():
+    if not body or not is_json(content_type):
         return None
     settings = components.settings
     if settings.protect_chat:
