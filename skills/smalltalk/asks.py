@@ -100,23 +100,24 @@ _AUX = re.compile(
     r"(?!you\b|u\b|ya\b|ye\b|yourself\b)\w+",
     _I,
 )
-#: An imperative opening the turn: a task for the bot.
+#: The verbs of a task for the bot, asked as an imperative or politely.
+_TASK = (
+    r"tell|give|write|make|add|translate|explain|show|list|find|teach|recommend|suggest"
+    r"|create|plan|draft|compose|summari[sz]e|convert|calculate|compute|describe|send|print"
+    r"|repeat|book|remind|fix|correct|check|compare|rewrite|generate|put|change|count|spell"
+    r"|define|say"
+)
+#: An imperative opening the turn: a task for the bot, or a few verbs that only an
+#: imperative asks with ("help me...", "pretend...", "reply with...").
 _REQUEST = re.compile(
-    _LEAD + r"(?:tell|give|write|make|add|ignore|translate|explain|help|show|list|find|teach"
-    r"|recommend|suggest|create|plan|draft|compose|summari[sz]e|convert|calculate|compute"
-    r"|describe|send|print|repeat|book|remind|fix|correct|check|compare|rewrite|generate"
-    r"|put|change|count|spell|define|pretend|imagine|say|reply|respond|turn|rephrase|prove)\b",
+    _LEAD + r"(?:" + _TASK + r"|ignore|help|pretend|imagine|reply|respond|turn|rephrase|prove)\b",
     _I,
 )
 #: The same task asked politely ("can you translate ... into mandarin", "could u write a
 #: poem"): a modal, the bot, and a verb of the task; "can you help me?" asks what the bot
 #: can do, so "help" is left to the imperative.
 _POLITE_REQUEST = re.compile(
-    _LEAD + r"(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+|pls\s+)?"
-    r"(?:tell|give|write|make|add|translate|explain|show|list|find|teach|recommend|suggest"
-    r"|create|plan|draft|compose|summari[sz]e|convert|calculate|compute|describe|send|print"
-    r"|repeat|book|remind|fix|correct|check|compare|rewrite|generate|put|change|count|spell"
-    r"|define|say)\b",
+    _LEAD + r"(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+|pls\s+)?(?:" + _TASK + r")\b",
     _I,
 )
 #: A question of imagination about the bot ("would you rather be a cat or a dog", "if you
