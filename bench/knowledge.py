@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import shutil
 import statistics
@@ -91,6 +90,7 @@ from shared.knowledge.retrieval import (  # noqa: E402
     WEIGHTS,
     confidence,
     follow_up_context,
+    probability,
     quotes,
     signs,
 )
@@ -404,17 +404,7 @@ def reach(rows: list[tuple[list[float], int]]) -> dict[str, int]:
     its threshold (:data:`THRESHOLD`) and at its curve's even chance (``SILENT_BELOW``),
     where the served skill answers. A change of the search that finds a spoken question's
     section moves the first count of each pair; the second is what it costs."""
-    raws = [
-        (
-            1
-            / (
-                1
-                + math.exp(-(WEIGHTS[0] + sum(w * x for w, x in zip(WEIGHTS[1:], xs, strict=True))))
-            ),
-            y,
-        )
-        for xs, y in rows
-    ]
+    raws = [(probability(xs), y) for xs, y in rows]
     answered = [
         (raw, y) for raw, y in raws if chance("knowledge", ANSWER_TYPE, raw) >= SILENT_BELOW
     ]

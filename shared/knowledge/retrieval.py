@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Protocol
 
 from pydantic import BaseModel, Field
@@ -145,7 +146,13 @@ def confidence(
 ) -> float:
     """The probability ``hit`` answers its question (:data:`WEIGHTS` over :data:`FEATURES`,
     or the benchmark's candidates)."""
-    z = weights[0] + sum(w * x for w, x in zip(weights[1:], signs(hit, names), strict=True))
+    return probability(signs(hit, names), weights)
+
+
+def probability(values: Sequence[float], weights: tuple[float, ...] = WEIGHTS) -> float:
+    """The logistic of ``weights`` (the intercept, then one per sign) over a hit's signs'
+    ``values`` (:func:`signs`): what :func:`confidence` gives, for signs already read."""
+    z = weights[0] + sum(w * x for w, x in zip(weights[1:], values, strict=True))
     return 1.0 / (1.0 + math.exp(-z))
 
 
