@@ -10,12 +10,15 @@ each bot utterance the bot's attributes as its profile snapshot. Its window (the
 pipeline's widest ``context_window``, 12) is then read in alternating blocks, whole and
 as shown (:data:`agent.state.models.NOT_SHOWN` left out by the database), and each
 block's wall time and the process's CPU per read are reported, with their medians. With
-``--mongo`` the same turns are stored on a FerretDB (``tests.support.mongo_server``) through
-the store's own turn operations and read the same way there; the wall time then includes
-FerretDB's own work in its process, the CPU only the agent's.
+``--mongo`` the same turns are stored on a MongoDB server (``--mongodb-url``, else
+``MONGODB_URL``, else a FerretDB started for the run: :func:`bench.servers.mongodb_server`),
+in a database of its own, through the store's own turn operations and read the same way
+there; the wall time then includes the server's own work in its process, the CPU only the
+agent's.
 
     .venv/bin/python -m bench.dialog_read
     .venv/bin/python -m bench.dialog_read --mongo --reads 100
+    .venv/bin/python -m bench.dialog_read --mongodb-url mongodb://127.0.0.1:27017/
 
 The figures go to ``bench/results/dialog_read.json`` (``--out``: elsewhere).
 """
@@ -40,6 +43,7 @@ from agent.store import Store, open_store
 from agent.store.base import TurnEnd
 from bench.llm_turns import SCRIPT
 from bench.run import RESULTS
+from bench.servers import mongodb_server, new_database
 
 ROOT = Path(__file__).resolve().parents[1]
 USER = "reader"
@@ -137,14 +141,12 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         sqlite_store = await open_store(url)
         try:
             result["sqlite"] = await timed(sqlite_store, args.reads, args.blocks)
-            if args.mongo:
-                from tests.support.mongo_server import running_ferretdb
-
-                with running_ferretdb() as server:
-                    mongo_store = await open_store(server.url)
+            if args.mongo or args.mongodb_url:
+                with mongodb_server(args.mongodb_url, "dialog_read") as server:
+                    mongo_store = await open_store(new_database(server))
                     try:
                         await copied_to(sqlite_store, mongo_store)
-                        result["ferretdb"] = await timed(
+                        result["mongodb"] = await timed(
                             mongo_store, max(args.reads // 10, 10), args.blocks
                         )
                     finally:
@@ -159,7 +161,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reads", type=int, default=300, help="reads a block (FerretDB: 1/10)")
     parser.add_argument("--blocks", type=int, default=6, help="blocks each, alternating")
-    parser.add_argument("--mongo", action="store_true", help="a FerretDB too")
+    parser.add_argument(
+        "--mongo", action="store_true", help="a MongoDB too: MONGODB_URL's, else a FerretDB's"
+    )
+    parser.add_argument("--mongodb-url", help="the MongoDB server to read on (implies --mongo)")
     parser.add_argument("--out", type=Path, default=RESULTS / "dialog_read.json")
     args = parser.parse_args()
     result = asyncio.run(measure(args))

@@ -27,4 +27,4 @@ def test_the_benchmark_reads_the_window_whole_and_as_shown_and_writes_its_figure
     for way in ("whole", "as_shown"):
         assert len(figures["sqlite"][way]["blocks_cpu_us"]) == 2
         assert figures["sqlite"][way]["median_wall_us"] > 0
-    assert "ferretdb" not in figures  # asked for with --mongo only
+    assert "mongodb" not in figures  # asked for with --mongo only
