@@ -143,10 +143,6 @@ def load_questions(path: Path = QUESTIONS) -> list[Question]:
     return [Question.model_validate_json(line) for line in path.read_text().splitlines() if line]
 
 
-def features(hit: Hit, names: tuple[str, ...] = FEATURES) -> list[float]:
-    return signs(hit, names)
-
-
 def held_out(position: int) -> bool:
     """Whether the question at ``position`` (0-based, in the file) is in the held-out third:
     every third one. ``--fit`` fits the weights on the other two thirds, so the figures on
@@ -345,7 +341,7 @@ def training_rows(
     """Each question's best passage: its features, and 1 when it is from a right source
     of an answerable question (0 for an unanswerable one)."""
     return [
-        (features(a.hits[0], names), int(a.question.answerable and a.right_source()))
+        (signs(a.hits[0], names), int(a.question.answerable and a.right_source()))
         for a in asked
         if a.hits
     ]
@@ -394,7 +390,7 @@ def conversation_rows(
                     continue
                 if context is None and hits[0].cosine < MIN_COSINE:
                     continue
-                rows.append((features(hits[0], names), int("knowledge" in turn.fits)))
+                rows.append((signs(hits[0], names), int("knowledge" in turn.fits)))
     return rows
 
 
