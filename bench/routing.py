@@ -32,6 +32,7 @@ measured as well (the LLM-on run), and the report prints both.
     .venv/bin/python -m bench.routing --set train3       # the fourth
     .venv/bin/python -m bench.routing --set train4       # the fifth
     .venv/bin/python -m bench.routing --set train5       # the sixth
+    .venv/bin/python -m bench.routing --set train7       # the seventh, ordinary, written blind
     .venv/bin/python -m bench.routing --set my.jsonl     # any set, e.g. from --store
     .venv/bin/python -m bench.routing --store sqlite:///chorus.db --export mine.jsonl
 
@@ -120,9 +121,11 @@ def load_set(path: Path) -> list[Conversation]:
     return conversations
 
 
-#: The sets called by name: ``dev``, ``train``, ``train2``, ``train3``, ``train4`` and
-#: ``train5`` may be fitted on, ``holdout`` only reported.
-NAMED_SETS = frozenset({"dev", "train", "train2", "train3", "train4", "train5", "holdout"})
+#: The sets called by name: ``dev``, ``train``, ``train2``, ``train3``, ``train4``,
+#: ``train5`` and ``train7`` may be fitted on, ``holdout`` only reported.
+NAMED_SETS = frozenset(
+    {"dev", "train", "train2", "train3", "train4", "train5", "train7", "holdout"}
+)
 
 
 def set_path(name: str) -> Path:
@@ -453,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--set",
         default="dev",
-        help="dev, train, train2, train3, train4, train5, holdout, or a set file's path",
+        help="dev, train, train2, train3, train4, train5, train7, holdout, or a set file's path",
     )
     parser.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure")
     parser.add_argument("--store", help="a store's URL: its labelled and rated turns as the set")
