@@ -1,6 +1,6 @@
 """Fits the skills' confidence curves (``shared/calibration.json``) and the turn's reading
 (``shared/reading.json``) on the training sets, dev, train, train2, train3, train4, train5
-and train7.
+and train6.
 
 Runs the sets' conversations through the shipped pipeline without the LLM and without any
 calibration (``SKILL_CALIBRATION=off``: every skill's raw score, and the answers a curve
@@ -25,7 +25,7 @@ held-out sets.
     .venv/bin/python -m bench.calibrate --set dev+train+train2 train3 --across  # a stranger's voice
     .venv/bin/python -m bench.calibrate --set dev+train+train2+train3 train4 --across
     .venv/bin/python -m bench.calibrate --set dev+train+train2+train3+train4 train5 --across
-    .venv/bin/python -m bench.calibrate --set dev+train+train2+train3+train4+train5 train7 \
+    .venv/bin/python -m bench.calibrate --set dev+train+train2+train3+train4+train5 train6 \
         --across                                       # ordinary voices, written blind
     .venv/bin/python -m bench.calibrate --folds 5 --misses  # ... and list what went wrong
     .venv/bin/python -m bench.calibrate --turns bench/results/calibrate-dev.json \
@@ -629,8 +629,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--set",
         nargs="+",
-        default=["dev", "train", "train2", "train3", "train4", "train5", "train7"],
-        help="the sets fitted on together: dev, train, train2, train3, train4, train5, train7 "
+        default=["dev", "train", "train2", "train3", "train4", "train5", "train6"],
+        help="the sets fitted on together: dev, train, train2, train3, train4, train5, train6 "
         "or set files' paths (one or more; 'dev+train' is two sets as one, for --across)",
     )
     parser.add_argument("--out", type=Path, default=CALIBRATION_FILE)
