@@ -349,7 +349,17 @@ def training_rows(
 
 #: The routing sets ``--fit --conversations`` may search: the training sets alone (the
 #: held-out ones, bench/data/routing/README.md, are never read here).
-TRAINING_SETS = ("dev", "train", "train2", "train3", "train4", "train5", "train6", "train7")
+TRAINING_SETS = (
+    "dev",
+    "train",
+    "train2",
+    "train3",
+    "train4",
+    "train5",
+    "train6",
+    "train7",
+    "train8",
+)
 #: The conversations' turns, all together, weigh this many times the question set's rows
 #: in the fit: 1, of 0.25 to 4 (bench/journal/knowledge.md, "The probability fitted on
 #: conversations too").

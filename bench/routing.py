@@ -34,6 +34,7 @@ measured as well (the LLM-on run), and the report prints both.
     .venv/bin/python -m bench.routing --set train5       # the sixth
     .venv/bin/python -m bench.routing --set train6       # the seventh, ordinary, written blind
     .venv/bin/python -m bench.routing --set train7       # the eighth, ordinary, another writer
+    .venv/bin/python -m bench.routing --set train8       # the ninth, ordinary, written blind
     .venv/bin/python -m bench.routing --set my.jsonl     # any set, e.g. from --store
     .venv/bin/python -m bench.routing --store sqlite:///chorus.db --export mine.jsonl
 
@@ -123,9 +124,21 @@ def load_set(path: Path) -> list[Conversation]:
 
 
 #: The sets called by name: ``dev``, ``train``, ``train2``, ``train3``, ``train4``,
-#: ``train5``, ``train6`` and ``train7`` may be fitted on, ``holdout`` only reported.
+#: ``train5``, ``train6``, ``train7`` and ``train8`` may be fitted on, ``holdout`` only
+#: reported.
 NAMED_SETS = frozenset(
-    {"dev", "train", "train2", "train3", "train4", "train5", "train6", "train7", "holdout"}
+    {
+        "dev",
+        "train",
+        "train2",
+        "train3",
+        "train4",
+        "train5",
+        "train6",
+        "train7",
+        "train8",
+        "holdout",
+    }
 )
 
 
@@ -457,8 +470,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--set",
         default="dev",
-        help="dev, train, train2, train3, train4, train5, train6, train7, holdout, or a set file's "
-        "path",
+        help="dev, train, train2, train3, train4, train5, train6, train7, train8, holdout, or a "
+        "set file's path",
     )
     parser.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure")
     parser.add_argument("--store", help="a store's URL: its labelled and rated turns as the set")
