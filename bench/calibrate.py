@@ -111,7 +111,6 @@ from response_selectors.confidence.app import (
 from shared.calibration import CALIBRATION_FILE, CALIBRATION_VARIABLE, SILENT_BELOW, Curve
 from shared.reading import (
     ANSWERS_BY_READING,
-    LLM_KIND,
     READING_FILE,
     READING_VARIABLE,
     ReadingModel,
@@ -232,7 +231,9 @@ class Read:
     beyond: bool = False
     #: the turn opens its conversation (no bot line before it)
     opening: bool = False
-    #: the bot's line before the turn was the LLM's kind (the fallback's in a run)
+    #: the turn carries on the LLM's thread: the bot's line before it was the LLM's kind
+    #: (the fallback's in a run), or only small talk's guesses from the mood stand between
+    #: them (:func:`threads`)
     after_llm: bool = False
 
 
@@ -254,17 +255,39 @@ def confidence_of(
     return None if value < SILENT_BELOW else value
 
 
+def threads(turns: Sequence[Observed]) -> list[bool]:
+    """Whether each turn carries on the LLM's thread, as the run answered the turns before
+    (:func:`skills.smalltalk.app.on_llm_thread`, with the shipped persona's lines)."""
+    from skills.smalltalk.app import THREAD_LINES, on_llm_thread  # loads its corpus
+    from skills.smalltalk.persona import FILE_PERSONA
+
+    answered = {(t.conversation, t.place): t for t in turns}
+    found = []
+    for t in turns:
+        lines: list[tuple[str | None, str]] = []
+        for back in range(1, THREAD_LINES + 1):
+            before = answered.get((t.conversation, t.place - back))
+            if before is None:
+                break
+            lines.append((before.skill, before.answer))
+        found.append(on_llm_thread(lines, FILE_PERSONA))
+    return found
+
+
 def replies(turns: Sequence[Observed]) -> list[bool]:
     """Whether each turn is a statement right after small talk's own question, as the run
-    answered the turn before (:func:`skills.smalltalk.app.replies_to_own_question`)."""
+    answered the turn before (:func:`skills.smalltalk.app.replies_to_own_question`), not
+    on the LLM's thread (:func:`threads`)."""
     from skills.smalltalk.app import replies_to_own_question  # loads its corpus: fitting only
 
     answered = {(t.conversation, t.place): t for t in turns}
     found = []
-    for t, line in zip(turns, reading.previous_lines(turns), strict=True):
+    for t, line, thread in zip(turns, reading.previous_lines(turns), threads(turns), strict=True):
         before = answered.get((t.conversation, t.place - 1))
         skill = before.skill if before is not None else None
-        found.append(line is not None and replies_to_own_question(t.text, line, skill))
+        found.append(
+            line is not None and not thread and replies_to_own_question(t.text, line, skill)
+        )
     return found
 
 
@@ -315,8 +338,8 @@ def beyond(turns: Sequence[Observed]) -> list[bool]:
     from skills.smalltalk.asks import beyond_small_talk
 
     return [
-        beyond_small_talk(spelling.normalise(t.text), after_llm=skill in LLM_KIND) is not None
-        for t, skill in zip(turns, reading.previous_skills(turns), strict=True)
+        beyond_small_talk(spelling.normalise(t.text), after_llm=thread) is not None
+        for t, thread in zip(turns, threads(turns), strict=True)
     ]
 
 
@@ -425,7 +448,7 @@ def reader(
     naming = name_replies(turns)
     asks_beyond = beyond(turns)
     opening = [line is None for line in reading.previous_lines(turns)]
-    after_llm = [skill in LLM_KIND for skill in reading.previous_skills(turns)]
+    after_llm = threads(turns)
 
     def read(model: ReadingModel | None, row: np.ndarray, i: int) -> Read | None:
         if model is None:
@@ -562,7 +585,7 @@ def misses(turns: Sequence[Observed], decided: Sequence[Decided]) -> list[str]:
 
 def print_estimate(figures: dict[str, dict[str, Any]]) -> None:
     def pct(value: float | None) -> str:
-        return "n/a" if value is None else f"{100 * value:.1f} %"
+        return "n/a" if value is None else f"{100 * value:.2f} %"
 
     rows = [
         ("LLM on: wrong cheap answers", "llm_on", "wrong_cheap"),

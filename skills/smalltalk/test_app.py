@@ -634,6 +634,40 @@ def test_an_intent_read_by_similarity_alone_is_calibrated_apart(client: ServiceC
     assert guessed["text"].startswith("I'm Chorus") or guessed["text"].startswith("My name is")
 
 
+def test_a_statement_on_the_llms_thread_gets_no_guess_from_the_mood(
+    client: ServiceClient,
+) -> None:
+    """The LLM answered a question about a laptop; small talk then guessed from the mood
+    ("Oh, tell me more! How did that come about?") at the user's next statement. The
+    statement after that still carries on the LLM's thread: small talk's guess answered
+    how the user felt, not what they were on about, so its own "tell me more" there is
+    calibrated as a guess right after the LLM's answer (seldom fitting: silent). After a
+    question of small talk's own matter ("Do you have a hobby?") or the greeting's line,
+    the thread is over, and the same statement is a reply small talk acknowledges."""
+
+    def after(skill: str, line: str) -> dict[str, Any]:
+        built = dialog(
+            "can you help me pick a laptop for video editing?",
+            "For video editing, look for 32 GB of memory and a good graphics card.",
+            "i mostly cut wedding videos",
+            line,
+            "my cousin swears by the big desktop towers",
+        )
+        built["utterances"][1]["active_skill"] = "llm"
+        built["utterances"][3]["active_skill"] = skill
+        return built
+
+    on_thread, (hobby,), (greeted,) = ask(
+        client,
+        after("smalltalk", FILE_LINES.about_user[0]),
+        after("smalltalk", "Do you have a hobby?"),
+        after("greeting", GREETED),
+    )
+    assert on_thread == []
+    assert hobby["routing"]["kind"] == greeted["routing"]["kind"] == "about_user"
+    assert hobby["text"] in FILE_LINES.about_user
+
+
 #: The sentiment annotator's reading of a sad statement.
 SAD = {"sentiment": {"label": "negative", "compound": -0.7, "negative": 0.7}}
 
