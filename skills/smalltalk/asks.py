@@ -15,11 +15,14 @@ a curve can learn: each is in the turn's grammar, read here:
 - :func:`asks_the_world`: a question that does not address the bot: it opens with a
   question word, or with an auxiliary whose subject is not "you" ("is the film...",
   "where can i...", "why does it..."), or asks one after a clause of its own ("wait, is
-  that actually true?"); or help asked with "any" or named first ("any idea why", "tips
-  to sleep better after night shift");
+  that actually true?"); help asked with "any", named first or said to be needed ("any
+  idea why", "tips to sleep better after night shift", "I need some advice about my
+  landlord"); the bot's view asked on the world ("do you think the bus will be late",
+  "who do you reckon will win");
 - :func:`requests`: an imperative ("add...", "write...", "give me 5 ideas") or the same
-  asked politely ("can you translate..."), unless what is asked is the bot itself ("tell
-  me about yourself");
+  asked politely ("can you translate..."), opening the turn or a later sentence or
+  clause ("my essay is on bees, write me an intro"), unless what is asked is the bot
+  itself ("tell me about yourself");
 - :func:`on_a_subject`: "one about cats", "a joke about calendars": content on a subject
   the user names;
 - :func:`asks_own_past`: a question on what the user said or has ("what did I...", "what's
@@ -120,6 +123,35 @@ _POLITE_REQUEST = re.compile(
     _LEAD + r"(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+|pls\s+)?(?:" + _TASK + r")\b",
     _I,
 )
+#: The same, opening a later sentence or clause ("I need a name for my knitting shop. Give
+#: me 5 ideas.", "my topic is social media, give me an outline", "I need a strong password
+#: idea, can you make one", "hello, can you help me with my homework?"): a task is a task
+#: wherever the turn asks it; "hi, can you help me?" asks what the bot can do.
+_REQUEST_LATER = re.compile(
+    r"[.!?,;:]\s*(?:(?:and|so|now|then|just|please|pls|ok|okay)\s+)*(?:(?:can|could|would|will)"
+    r"\s+(?:you|u)\s+(?:please\s+|pls\s+)?)?(?:(?:" + _TASK + r")\b|help\s+me\s+\w)",
+    _I,
+)
+#: Help the user says they need ("I need some advice: my flatmate never cleans", "need
+#: help with my order", "looking for tips on..."): content the bot does not hold (label
+#: rule 1), in whatever form it is asked.
+_NEEDS_HELP = re.compile(
+    r"\b(?:need|needs|needed|want|wanted|looking\s+for|could\s+use)\s+(?:some\s+|a\s+|an\s+"
+    r"|your\s+|ur\s+|a\s+bit\s+of\s+|more\s+)?(?:advice|tips?|help|ideas?|suggestions?"
+    r"|recommendations?)\b",
+    _I,
+)
+#: The bot's view asked on something beyond it ("do you think free will actually exists?",
+#: "do u think thats fair?", "do you reckon it's gonna be a cold winter", "who do you
+#: reckon wins the world cup"): a judgement of the world, the LLM's (label rules 1 and 8);
+#: an opinion on a thing ("what do you think about cats?", "do you like board games?") is
+#: not asked so.
+_ASKS_VIEW = re.compile(
+    r"\b(?:do|did|d|don't|dont)\W*(?:you|u|ya)\s+(?:really\s+|honestly\s+)?"
+    r"(?:think|reckon)\b(?!\s+(?:about|of|so)\b)(?=\s+\w)"
+    r"|\b(?:who|which|what)\s+(?:\w+\s+)?(?:do|would)\s+(?:you|u|ya)\s+reckon\b",
+    _I,
+)
 #: A question of imagination about the bot ("would you rather be a cat or a dog", "if you
 #: could go anywhere..."): label rule 8 gives it the LLM; no persona line imagines.
 _HYPOTHETICAL = re.compile(
@@ -180,7 +212,7 @@ def asks_the_world(text: str) -> bool:
     """A question that does not address the bot ("who invented the skateboard?"), or help
     asked with "any" ("my wifi keeps dropping, any idea why"). A question after a clause
     of its own is read alone: "hi chorus! how far is the moon?" names the bot before it."""
-    if _ANY_HELP.search(text):
+    if _ANY_HELP.search(text) or _NEEDS_HELP.search(text) or _ASKS_VIEW.search(text):
         return True
     if (_WH.search(text) or _AUX.search(text)) and not _ADDRESSES_BOT.search(text):
         return True
@@ -195,7 +227,7 @@ def asks_the_world(text: str) -> bool:
 
 def requests(text: str) -> bool:
     """An imperative, unless the bot itself is what is asked ("tell me about yourself")."""
-    asked = _REQUEST.search(text) or _POLITE_REQUEST.search(text)
+    asked = _REQUEST.search(text) or _POLITE_REQUEST.search(text) or _REQUEST_LATER.search(text)
     return bool(asked) and not _ABOUT_BOT.search(text)
 
 
