@@ -118,6 +118,7 @@ from shared.reading import (
     opens_by_reading,
     probabilities,
     reply_by_reading,
+    stands_on_thread,
     weigh,
 )
 
@@ -361,6 +362,21 @@ def may_answer_by_reading(text: str, annotations: Mapping[str, Any]) -> bool:
     return may(text, annotations)
 
 
+def guesses_off_thread(h: Hypothesis, read: Read | None) -> bool:
+    """Whether small talk leaves out ``h``, a guess from the mood on the LLM's thread that
+    the reading finds no surer small talk's than the LLM's
+    (:func:`shared.reading.stands_on_thread`, as small talk's ``respond`` does)."""
+    from skills.smalltalk.app import AFTER_LLM  # loads its corpus: fitting only
+
+    return (
+        read is not None
+        and read.after_llm
+        and h.skill == "smalltalk"
+        and (h.answer_type or "").endswith(AFTER_LLM)
+        and not stands_on_thread("smalltalk", read.probabilities, read.model)
+    )
+
+
 def decide(
     turn: Observed,
     curves: Mapping[str, Mapping[str, Curve]],
@@ -377,7 +393,9 @@ def decide(
     scored = [
         (value, -i, h.skill, h.answer_type is not None)
         for i, h in enumerate(turn.hypotheses)
-        if h.skill != LLM and (value := confidence_of(h, curves, read)) is not None
+        if h.skill != LLM
+        and not guesses_off_thread(h, read)
+        and (value := confidence_of(h, curves, read)) is not None
     ]
     if read is not None:
         # a skill whose own answers all stayed silent answers by the reading when it is
