@@ -676,7 +676,7 @@ _FEELS = re.compile(
 def states_a_feeling(text: str) -> bool:
     """Whether ``text`` states the user's own feeling (:data:`_FEELS`). On the six training
     sets, of small talk's guesses from the mood for a feeling on the LLM's thread, such
-    turns were small talk's in 13 of 15; the others there, only the LLM's in 35 of 64."""
+    turns were small talk's in 13 of 15; the others there, only the LLM's in 35 of 67."""
     return _FEELS.search(text) is not None
 
 
