@@ -32,6 +32,9 @@ a curve can learn: each is in the turn's grammar, read here:
   docs' answer, not the persona's identity line;
 - a question of imagination about the bot ("would you rather be a cat or a dog", "if you
   could..."), which needs what no persona line holds;
+- the bot set beside something else, asked ("are you smarter than siri?", "How are you
+  different from a search engine?"): knowledge of the other thing, which silences every
+  answer of small talk, its patterns' too ("how are you" is not asked there);
 - :func:`follows_up`: right after the LLM's answer, a question that does not address the
   bot ("biggest city?");
 - :func:`narrows`: right after the LLM's answer, a fragment that narrows what the user
@@ -152,6 +155,14 @@ _ASKS_VIEW = re.compile(
     r"|\b(?:who|which|what)\s+(?:\w+\s+)?(?:do|would)\s+(?:you|u|ya)\s+reckon\b",
     _I,
 )
+#: The bot set beside something else, asked ("are you smarter than siri?", "How are you
+#: different from a search engine?"): knowledge of the other thing, label rule 8; "older
+#: than you lol, 34" says, and asks nothing.
+_COMPARES = re.compile(
+    r"^\W*(?:(?:so|and|but|ok|okay|honestly|seriously|really)\W+)*(?:are|r|is|how|what|in\s+what)"
+    r"\b[^?]*\b(?:you|u|chorus)\b[^?]*\b(?:than|different\s+from|compared\s+to|better\s+at)\b",
+    _I,
+)
 #: A question of imagination about the bot ("would you rather be a cat or a dog", "if you
 #: could go anywhere..."): label rule 8 gives it the LLM; no persona line imagines.
 _HYPOTHETICAL = re.compile(
@@ -204,6 +215,7 @@ Beyond = Literal[
     "asks_the_maker",
     "narrows",
     "imagines",
+    "compares",
     "follows_up",
 ]
 
@@ -268,6 +280,8 @@ def beyond_small_talk(text: str, after_llm: bool = False) -> Beyond | None:
     (:func:`follows_up`) are the LLM's too."""
     if asks_own_past(text):
         return "asks_own_past"
+    if _COMPARES.search(text):
+        return "compares"
     if _MAKER.search(text):
         return "asks_the_maker"
     if asks_the_world(text):

@@ -31,6 +31,8 @@ from skills.smalltalk.asks import beyond_small_talk
         ("ok now a fun fact about sharks", "on_a_subject"),
         ("What did I tell you my hobby was?", "asks_own_past"),
         ("do you remember what my dog is called?", "asks_own_past"),
+        ("are you any smarter than a calculator?", "compares"),
+        ("so how are you different from an encyclopedia", "compares"),
         ("who actually built you?", "asks_the_maker"),
         ("Who made you?", "asks_the_maker"),
         # a task opening a later sentence or clause, or asked politely there
@@ -66,6 +68,8 @@ def test_turns_only_the_llm_has_an_answer_for(text: str, beyond: str) -> None:
         "got any pets?",  # asks the bot
         "haha, what a joke",
         "can you help me?",  # what the bot can do
+        "haha I'm 40, so older than you",  # says, asks nothing
+        "how are you today?",
         "hi, can you help me?",
         "great advice, thanks!",  # thanks for the help, not help asked
         "what do you think about cats?",  # an opinion asked of the bot
