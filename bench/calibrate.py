@@ -117,7 +117,6 @@ from response_selectors.confidence.app import (
 from shared.calibration import CALIBRATION_FILE, CALIBRATION_VARIABLE, SILENT_BELOW, Curve
 from shared.reading import (
     ANSWERS_BY_READING,
-    LLM_KIND,
     READING_FILE,
     READING_VARIABLE,
     ReadingModel,
@@ -125,6 +124,7 @@ from shared.reading import (
     opens_by_reading,
     probabilities,
     reply_by_reading,
+    stands_on_thread,
     weigh,
 )
 
@@ -238,7 +238,9 @@ class Read:
     beyond: bool = False
     #: the turn opens its conversation (no bot line before it)
     opening: bool = False
-    #: the bot's line before the turn was the LLM's kind (the fallback's in a run)
+    #: the turn carries on the LLM's thread: the bot's line before it was the LLM's kind
+    #: (the fallback's in a run), or only small talk's guesses from the mood stand between
+    #: them (:func:`threads`)
     after_llm: bool = False
 
 
@@ -260,17 +262,39 @@ def confidence_of(
     return None if value < SILENT_BELOW else value
 
 
+def threads(turns: Sequence[Observed]) -> list[bool]:
+    """Whether each turn carries on the LLM's thread, as the run answered the turns before
+    (:func:`skills.smalltalk.app.on_llm_thread`, with the shipped persona's lines)."""
+    from skills.smalltalk.app import THREAD_LINES, on_llm_thread  # loads its corpus
+    from skills.smalltalk.persona import FILE_PERSONA
+
+    answered = {(t.conversation, t.place): t for t in turns}
+    found = []
+    for t in turns:
+        lines: list[tuple[str | None, str]] = []
+        for back in range(1, THREAD_LINES + 1):
+            before = answered.get((t.conversation, t.place - back))
+            if before is None:
+                break
+            lines.append((before.skill, before.answer))
+        found.append(on_llm_thread(lines, FILE_PERSONA))
+    return found
+
+
 def replies(turns: Sequence[Observed]) -> list[bool]:
     """Whether each turn is a statement right after small talk's own question, as the run
-    answered the turn before (:func:`skills.smalltalk.app.replies_to_own_question`)."""
+    answered the turn before (:func:`skills.smalltalk.app.replies_to_own_question`), not
+    on the LLM's thread (:func:`threads`)."""
     from skills.smalltalk.app import replies_to_own_question  # loads its corpus: fitting only
 
     answered = {(t.conversation, t.place): t for t in turns}
     found = []
-    for t, line in zip(turns, reading.previous_lines(turns), strict=True):
+    for t, line, thread in zip(turns, reading.previous_lines(turns), threads(turns), strict=True):
         before = answered.get((t.conversation, t.place - 1))
         skill = before.skill if before is not None else None
-        found.append(line is not None and replies_to_own_question(t.text, line, skill))
+        found.append(
+            line is not None and not thread and replies_to_own_question(t.text, line, skill)
+        )
     return found
 
 
@@ -321,8 +345,8 @@ def beyond(turns: Sequence[Observed]) -> list[bool]:
     from skills.smalltalk.asks import beyond_small_talk
 
     return [
-        beyond_small_talk(spelling.normalise(t.text), after_llm=skill in LLM_KIND) is not None
-        for t, skill in zip(turns, reading.previous_skills(turns), strict=True)
+        beyond_small_talk(spelling.normalise(t.text), after_llm=thread) is not None
+        for t, thread in zip(turns, threads(turns), strict=True)
     ]
 
 
@@ -344,6 +368,21 @@ def may_answer_by_reading(text: str, annotations: Mapping[str, Any]) -> bool:
     return may(text, annotations)
 
 
+def guesses_off_thread(h: Hypothesis, read: Read | None) -> bool:
+    """Whether small talk leaves out ``h``, a guess from the mood on the LLM's thread that
+    the reading finds no surer small talk's than the LLM's
+    (:func:`shared.reading.stands_on_thread`, as small talk's ``respond`` does)."""
+    from skills.smalltalk.app import AFTER_LLM  # loads its corpus: fitting only
+
+    return (
+        read is not None
+        and read.after_llm
+        and h.skill == "smalltalk"
+        and (h.answer_type or "").endswith(AFTER_LLM)
+        and not stands_on_thread("smalltalk", read.probabilities, read.model)
+    )
+
+
 def decide(
     turn: Observed,
     curves: Mapping[str, Mapping[str, Curve]],
@@ -360,7 +399,9 @@ def decide(
     scored = [
         (value, -i, h.skill, h.answer_type is not None)
         for i, h in enumerate(turn.hypotheses)
-        if h.skill != LLM and (value := confidence_of(h, curves, read)) is not None
+        if h.skill != LLM
+        and not guesses_off_thread(h, read)
+        and (value := confidence_of(h, curves, read)) is not None
     ]
     if read is not None:
         # a skill whose own answers all stayed silent answers by the reading when it is
@@ -431,7 +472,7 @@ def reader(
     naming = name_replies(turns)
     asks_beyond = beyond(turns)
     opening = [line is None for line in reading.previous_lines(turns)]
-    after_llm = [skill in LLM_KIND for skill in reading.previous_skills(turns)]
+    after_llm = threads(turns)
 
     def read(model: ReadingModel | None, row: np.ndarray, i: int) -> Read | None:
         if model is None:
@@ -568,7 +609,7 @@ def misses(turns: Sequence[Observed], decided: Sequence[Decided]) -> list[str]:
 
 def print_estimate(figures: dict[str, dict[str, Any]]) -> None:
     def pct(value: float | None) -> str:
-        return "n/a" if value is None else f"{100 * value:.1f} %"
+        return "n/a" if value is None else f"{100 * value:.2f} %"
 
     rows = [
         ("LLM on: wrong cheap answers", "llm_on", "wrong_cheap"),

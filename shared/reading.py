@@ -133,6 +133,13 @@ STATE_FROM = 0.6
 #: fits (docs/performance.md).
 STATE_AGREE_FROM = 0.4
 STATE_SHARE_FROM = 0.6
+#: On the LLM's thread (the bot's last line the LLM's kind, or only the skill's guesses
+#: since: ``after_llm``), a guess from the mood stands only where the reading finds the
+#: turn far likelier the skill's than the LLM's: the skill's share of the two
+#: probabilities (:func:`share_beside_llm`) this or more (:func:`stands_on_thread`). There
+#: a statement mostly carries on what the LLM was asked (label rule 9), and the reading's
+#: probability for the skill alone, raised by the combiner, kept such guesses.
+THREAD_SHARE_FROM = 0.7
 #: The skills that answer a reply to their own question by the reading alone, where their
 #: matcher is silent, each with the reading's probability from which they do
 #: (:func:`reply_by_reading`): right after the greeting asked the user's name, a reply no
@@ -399,11 +406,13 @@ def answer_by_reading(
     ``nodding`` (a few words of a statement, late in a conversation, that no matcher of the
     skill read) and the reading gives the skill :data:`NOD_FROM` or more: then the intent
     named is :data:`NOD`; or the turn is ``stating`` (a statement late in a conversation,
-    of any length) and the reading gives the skill :data:`STATE_FROM` or more: then the
-    intent named is :data:`STATE`; or, not ``after_llm`` (the bot's last line the LLM's
-    kind), the reading gives it :data:`STATE_AGREE_FROM` or more and its share beside the
-    LLM's reading is :data:`STATE_SHARE_FROM` or more (:func:`share_beside_llm`): the
-    intent named is :data:`STATE`, its chance that share. None otherwise:
+    of any length) and the reading gives the skill :data:`STATE_FROM` or more (on the
+    LLM's thread, ``after_llm``: the bot's last line the LLM's kind, or only the skill's
+    guesses since, only where :func:`stands_on_thread`): then the intent named is
+    :data:`STATE`; or, not ``after_llm``, the reading gives it :data:`STATE_AGREE_FROM` or
+    more and its share beside the LLM's reading is :data:`STATE_SHARE_FROM` or more
+    (:func:`share_beside_llm`): the intent named is :data:`STATE`, its chance that share.
+    None otherwise:
     two readings that disagree leave the turn to others. ``model`` is the reading in use
     (:func:`shipped`; a fold's in bench/calibrate.py)."""
     agreeing = ANSWERS_BY_READING.get(skill)
@@ -440,7 +449,12 @@ def answer_by_reading(
         return float(p), REPLY
     if nodding and not question and p >= NOD_FROM:
         return float(p), NOD
-    if stating and not question and p >= STATE_FROM:
+    if (
+        stating
+        and not question
+        and p >= STATE_FROM
+        and (not after_llm or stands_on_thread(skill, probabilities, model))
+    ):
         return float(p), STATE
     return None if shared_state is None else (max(shared_state, float(p)), STATE)
 
@@ -457,6 +471,16 @@ def share_beside_llm(
     if not isinstance(p, int | float) or not isinstance(p_llm, int | float) or p + p_llm <= 0:
         return None
     return round(float(p) / float(p + p_llm), DIGITS)
+
+
+def stands_on_thread(
+    skill: str, probabilities: Mapping[str, float] | None, model: ReadingModel | None
+) -> bool:
+    """Whether a guess of ``skill``'s from the mood may answer a turn on the LLM's thread:
+    its share beside the LLM's reading is :data:`THREAD_SHARE_FROM` or more, or the reading
+    cannot say (no reading, no LLM label, the skill's answers not weighed)."""
+    share = share_beside_llm(skill, probabilities, model)
+    return share is None or share >= THREAD_SHARE_FROM
 
 
 def reply_by_reading(

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -632,13 +632,14 @@ def gives_way(
     chosen: SkillHypothesis, answer_type: str, beyond: asks.Beyond | None, persona: Persona
 ) -> bool:
     """Whether ``chosen`` is left out because the turn asks for what small talk has no
-    line for (``beyond``): any answer to a question on the user's own past (memory), a
-    loose answer to the rest. A persona topic whose own examples are requests ("tell me a
-    fun fact") still answers a request, and a question on the LLM's answer ("got another
-    fact?")."""
+    line for (``beyond``): any answer to a question on the user's own past (memory) or one
+    setting the bot beside something else ("How are you different from a search
+    engine?" is no "how are you"), a loose answer to the rest. A persona topic whose own
+    examples are requests ("tell me a fun fact") still answers a request, and a question
+    on the LLM's answer ("got another fact?")."""
     if beyond is None:
         return False
-    if beyond == "asks_own_past":
+    if beyond in ("asks_own_past", "compares"):
         return True
     if (
         beyond in ("requests", "follows_up")
@@ -654,8 +655,30 @@ def gives_way(
 #: answer (answer type ``<type>_after_llm``): there a statement often carries on the LLM's
 #: thread ("my neighbour just got one", "no onions tho, i hate them"), which only the LLM
 #: can answer (label rule 9), where after small talk's own question it is a reply.
-AFTER_LLM_APART = frozenset({"about_user", "empathy", "glad"})
+AFTER_LLM_APART: frozenset[Topic] = frozenset({"about_user", "empathy", "glad"})
 AFTER_LLM = "_after_llm"
+#: The guesses from the mood that answer a feeling: a feeling the user states of themselves
+#: is small talk's wherever it comes (label rule 7), on the LLM's thread too.
+FEELINGS: frozenset[Topic] = frozenset({"empathy", "glad"})
+#: The user stating their own feeling, opening the turn or a clause of it: "im so stressed
+#: about this exam", "idk im kinda scared about the whole thing", "third time. im so
+#: useless", "I feel rotten honestly"; not what they are ("I'm a nurse") nor what they do
+#: ("I'm going..."), nor a feeling put on what was said ("that's what worries me").
+_FEELS = re.compile(
+    r"(?:^|[.!?,;:]\s*)\W*(?:(?:idk|ok|okay|honestly|tbh|well|so|and|but|just|still|yeah|no"
+    r"|oh|ugh|lol|sorry)\W+)*(?:i'm|im|i am|i feel|i'm feeling|im feeling|feeling)\s+"
+    r"(?:(?:so|really|kinda|kind of|a bit|a little|pretty|quite|just|very|too|bit|still"
+    r"|getting|not)\s+)*(?!(?:a|an|the|from|in|at|on|with|here|back|off|out|going|gonna|"
+    r"trying|looking|thinking|about|not)\b)(?!\w+ing\b)[a-z]+",
+    re.IGNORECASE,
+)
+
+
+def states_a_feeling(text: str) -> bool:
+    """Whether ``text`` states the user's own feeling (:data:`_FEELS`). On the six training
+    sets, of small talk's guesses from the mood for a feeling on the LLM's thread, such
+    turns were small talk's in 13 of 15; the others there, only the LLM's in 35 of 67."""
+    return _FEELS.search(text) is not None
 
 
 def after_llm(skill: str | None) -> bool:
@@ -664,15 +687,60 @@ def after_llm(skill: str | None) -> bool:
     return skill in reading.LLM_KIND
 
 
+#: How many of the bot's latest lines :func:`on_llm_thread` looks back through.
+THREAD_LINES = 3
+
+
+def guess_lines(persona: Persona) -> frozenset[str]:
+    """Every line small talk answers a statement with by likeness or from the mood: its
+    guesses from the mood (:data:`AFTER_LLM_APART`: "Oh, tell me more! How did that come
+    about?", "I'm sorry to hear that. ...") and its persona topics' lines ("No pets for
+    me, though a python would suit me...")."""
+    mood = (
+        line for topic in sorted(AFTER_LLM_APART) for line in render(persona, Match(topic, 0.0))
+    )
+    spoken = (line for spec in persona.topics.values() for line in spec.lines)
+    return frozenset([*mood, *spoken])
+
+
+def on_llm_thread(lines: Sequence[tuple[str | None, str]], persona: Persona) -> bool:
+    """Whether the user's turn carries on the LLM's thread: the bot's last line was the
+    LLM's kind (:func:`after_llm`), or only small talk's guesses (:func:`guess_lines`)
+    stand between the turn and the LLM's line ("budget is about 1000 pounds" went to the
+    LLM, "i mostly use premiere" got "Oh, tell me more! How did that come about?", and "my
+    friend said macbooks are overpriced" is still about the laptop). Such a guess answered
+    how the user's statement felt, or a word in it, not what it was about, so the user goes
+    on with what the LLM was asked; a line of small talk's own matter (thanks, a nod, a
+    joke, a favourite, its questions) or any other skill's ends the thread. ``lines``: the
+    bot's lines, newest first, each with the skill that said it; up to
+    :data:`THREAD_LINES` are read. On the six training sets, small talk's guesses from the
+    mood two lines after the LLM's kind held 21 turns only the LLM fits and 6 of small
+    talk's where a guess from the mood stood between."""
+    guesses: frozenset[str] | None = None  # made only when small talk's line is read
+    for skill, line in lines[:THREAD_LINES]:
+        if after_llm(skill):
+            return True
+        if skill != "smalltalk":
+            return False
+        guesses = guess_lines(persona) if guesses is None else guesses
+        if line not in guesses:
+            return False
+    return False
+
+
+def thread_of(dialog: DialogView, persona: Persona) -> bool:
+    """:func:`on_llm_thread` of the bot's lines in ``dialog``'s window."""
+    lines = [(u.active_skill, u.text) for u in reversed(dialog.utterances) if u.speaker == "bot"]
+    return on_llm_thread(lines, persona)
+
+
 def respond(dialog: DialogView) -> SkillHypothesis | None:
     persona, store = persona_of(dialog.bot)
     said = recently_said(dialog)
     chosen = _respond(dialog, persona, store, said)
     text = spelling.normalise(dialog.human_utterance.text)
-    last = dialog.bot_utterance
-    beyond = asks.beyond_small_talk(
-        text, after_llm=last is not None and after_llm(last.active_skill)
-    )
+    thread = thread_of(dialog, persona)
+    beyond = asks.beyond_small_talk(text, after_llm=thread)
     if chosen is not None:
         # the confidence as the chance that such an answer fits (shared/calibration.py)
         answer_type = str(getattr(chosen, "smalltalk_topic", ""))
@@ -686,15 +754,25 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
             # a line of the bot's profile fits a question about the bot better than a
             # line of the science file fits a question of fact: one curve per file
             answer_type = f"corpus:{chosen.corpus_category}"
-        if answer_type in AFTER_LLM_APART and last is not None and after_llm(last.active_skill):
-            # a guess from the mood right after the LLM's answer: the user may be carrying
-            # on its thread ("we were together four years"), calibrated apart
+        if (
+            answer_type in AFTER_LLM_APART
+            and thread
+            and not (answer_type in FEELINGS and states_a_feeling(text))
+        ):
+            # a guess from the mood on the LLM's thread: the user may be carrying on what
+            # it was asked ("we were together four years"), calibrated apart; a feeling
+            # the user states ("im so stressed about this exam") is small talk's there too
             answer_type = f"{answer_type}{AFTER_LLM}"
         if gives_way(chosen, answer_type, beyond, persona):
             return None  # a question of fact, a task, memory: the LLM's (or the fallback's)
-        chosen = calibrated(chosen, "smalltalk", answer_type, dialog.human_utterance.annotations)
+        annotations = dialog.human_utterance.annotations
+        if answer_type.endswith(AFTER_LLM) and not reading.stands_on_thread(
+            "smalltalk", reading.of(annotations), reading.shipped()
+        ):
+            return None  # a guess on the LLM's thread the reading finds no surer than its
+        chosen = calibrated(chosen, "smalltalk", answer_type, annotations)
     if chosen is None and beyond is None:  # own matcher silent: the reading may still say
-        chosen = by_reading(dialog, persona, store, said)
+        chosen = by_reading(dialog, persona, store, said, thread)
     if chosen is not None:  # remembered only if this answer is the one the bot gives
         recent = [line for line in said if line != chosen.text][-(RECENT_KEPT - 1) :]
         chosen.bot_attributes = {**chosen.bot_attributes, RECENT: [*recent, chosen.text]}
@@ -778,7 +856,7 @@ BY_READING = "by_reading"
 
 
 def by_reading(
-    dialog: DialogView, persona: Persona, store: bool, said: list[str]
+    dialog: DialogView, persona: Persona, store: bool, said: list[str], thread: bool = False
 ) -> SkillHypothesis | None:
     """The persona's line for the intent the intents annotator reads (sure, or nearest),
     when the turn's reading is sure the turn is small talk's and that intent is one of
@@ -796,13 +874,15 @@ def by_reading(
         intents if isinstance(intents, Mapping) else {},
         reading.shipped(),
         question="?" in dialog.human_utterance.text,
+        # a reply to one of small talk's guesses on the LLM's thread is the LLM's thread
         replying=last is not None
+        and not thread
         and replies_to_own_question(dialog.human_utterance.text, last.text, last.active_skill),
         nodding=last is not None
         and nods_by_reading(dialog.human_utterance.text, last.active_skill, last.text),
         stating=last is not None
         and states_by_reading(dialog.human_utterance.text, last.active_skill, last.text),
-        after_llm=last is not None and after_llm(last.active_skill),
+        after_llm=thread,
     )
     if found is None:
         return None

@@ -15,11 +15,14 @@ a curve can learn: each is in the turn's grammar, read here:
 - :func:`asks_the_world`: a question that does not address the bot: it opens with a
   question word, or with an auxiliary whose subject is not "you" ("is the film...",
   "where can i...", "why does it..."), or asks one after a clause of its own ("wait, is
-  that actually true?"); or help asked with "any" or named first ("any idea why", "tips
-  to sleep better after night shift");
+  that actually true?"); help asked with "any", named first or said to be needed ("any
+  idea why", "tips to sleep better after night shift", "I need some advice about my
+  landlord"); the bot's view asked on the world ("do you think the bus will be late",
+  "who do you reckon will win");
 - :func:`requests`: an imperative ("add...", "write...", "give me 5 ideas") or the same
-  asked politely ("can you translate..."), unless what is asked is the bot itself ("tell
-  me about yourself");
+  asked politely ("can you translate..."), opening the turn or a later sentence or
+  clause ("my essay is on bees, write me an intro"), unless what is asked is the bot
+  itself ("tell me about yourself");
 - :func:`on_a_subject`: "one about cats", "a joke about calendars": content on a subject
   the user names;
 - :func:`asks_own_past`: a question on what the user said or has ("what did I...", "what's
@@ -29,6 +32,9 @@ a curve can learn: each is in the turn's grammar, read here:
   docs' answer, not the persona's identity line;
 - a question of imagination about the bot ("would you rather be a cat or a dog", "if you
   could..."), which needs what no persona line holds;
+- the bot set beside something else, asked ("are you smarter than siri?", "How are you
+  different from a search engine?"): knowledge of the other thing, which silences every
+  answer of small talk, its patterns' too ("how are you" is not asked there);
 - :func:`follows_up`: right after the LLM's answer, a question that does not address the
   bot ("biggest city?");
 - :func:`narrows`: right after the LLM's answer, a fragment that narrows what the user
@@ -120,6 +126,43 @@ _POLITE_REQUEST = re.compile(
     _LEAD + r"(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+|pls\s+)?(?:" + _TASK + r")\b",
     _I,
 )
+#: The same, opening a later sentence or clause ("I need a name for my knitting shop. Give
+#: me 5 ideas.", "my topic is social media, give me an outline", "I need a strong password
+#: idea, can you make one", "hello, can you help me with my homework?"): a task is a task
+#: wherever the turn asks it; "hi, can you help me?" asks what the bot can do.
+_REQUEST_LATER = re.compile(
+    r"[.!?,;:]\s*(?:(?:and|so|now|then|just|please|pls|ok|okay)\s+)*(?:(?:can|could|would|will)"
+    r"\s+(?:you|u)\s+(?:please\s+|pls\s+)?)?(?:(?:" + _TASK + r")\b|help\s+me\s+\w)",
+    _I,
+)
+#: Help the user says they need ("I need some advice: my flatmate never cleans", "need
+#: help with my order", "looking for tips on..."): content the bot does not hold (label
+#: rule 1), in whatever form it is asked.
+_NEEDS_HELP = re.compile(
+    r"\b(?:need|needs|needed|want|wanted|looking\s+for|could\s+use)\s+(?:some\s+|a\s+|an\s+"
+    r"|your\s+|ur\s+|a\s+bit\s+of\s+|more\s+)?(?:advice|tips?|help|ideas?|suggestions?"
+    r"|recommendations?)\b",
+    _I,
+)
+#: The bot's view asked on something beyond it ("do you think free will actually exists?",
+#: "do u think thats fair?", "do you reckon it's gonna be a cold winter", "who do you
+#: reckon wins the world cup"): a judgement of the world, the LLM's (label rules 1 and 8);
+#: an opinion on a thing ("what do you think about cats?", "do you like board games?") is
+#: not asked so.
+_ASKS_VIEW = re.compile(
+    r"\b(?:do|did|d|don't|dont)\W*(?:you|u|ya)\s+(?:really\s+|honestly\s+)?"
+    r"(?:think|reckon)\b(?!\s+(?:about|of|so)\b)(?=\s+\w)"
+    r"|\b(?:who|which|what)\s+(?:\w+\s+)?(?:do|would)\s+(?:you|u|ya)\s+reckon\b",
+    _I,
+)
+#: The bot set beside something else, asked ("are you smarter than siri?", "How are you
+#: different from a search engine?"): knowledge of the other thing, label rule 8; "older
+#: than you lol, 34" says, and asks nothing.
+_COMPARES = re.compile(
+    r"^\W*(?:(?:so|and|but|ok|okay|honestly|seriously|really)\W+)*(?:are|r|is|how|what|in\s+what)"
+    r"\b[^?]*\b(?:you|u|chorus)\b[^?]*\b(?:than|different\s+from|compared\s+to|better\s+at)\b",
+    _I,
+)
 #: A question of imagination about the bot ("would you rather be a cat or a dog", "if you
 #: could go anywhere..."): label rule 8 gives it the LLM; no persona line imagines.
 _HYPOTHETICAL = re.compile(
@@ -172,6 +215,7 @@ Beyond = Literal[
     "asks_the_maker",
     "narrows",
     "imagines",
+    "compares",
     "follows_up",
 ]
 
@@ -180,7 +224,7 @@ def asks_the_world(text: str) -> bool:
     """A question that does not address the bot ("who invented the skateboard?"), or help
     asked with "any" ("my wifi keeps dropping, any idea why"). A question after a clause
     of its own is read alone: "hi chorus! how far is the moon?" names the bot before it."""
-    if _ANY_HELP.search(text):
+    if _ANY_HELP.search(text) or _NEEDS_HELP.search(text) or _ASKS_VIEW.search(text):
         return True
     if (_WH.search(text) or _AUX.search(text)) and not _ADDRESSES_BOT.search(text):
         return True
@@ -195,7 +239,7 @@ def asks_the_world(text: str) -> bool:
 
 def requests(text: str) -> bool:
     """An imperative, unless the bot itself is what is asked ("tell me about yourself")."""
-    asked = _REQUEST.search(text) or _POLITE_REQUEST.search(text)
+    asked = _REQUEST.search(text) or _POLITE_REQUEST.search(text) or _REQUEST_LATER.search(text)
     return bool(asked) and not _ABOUT_BOT.search(text)
 
 
@@ -236,6 +280,8 @@ def beyond_small_talk(text: str, after_llm: bool = False) -> Beyond | None:
     (:func:`follows_up`) are the LLM's too."""
     if asks_own_past(text):
         return "asks_own_past"
+    if _COMPARES.search(text):
+        return "compares"
     if _MAKER.search(text):
         return "asks_the_maker"
     if asks_the_world(text):

@@ -634,8 +634,89 @@ def test_an_intent_read_by_similarity_alone_is_calibrated_apart(client: ServiceC
     assert guessed["text"].startswith("I'm Chorus") or guessed["text"].startswith("My name is")
 
 
-#: The sentiment annotator's reading of a sad statement.
+def test_a_statement_on_the_llms_thread_gets_no_guess_from_the_mood(
+    client: ServiceClient,
+) -> None:
+    """The LLM answered a question about a laptop; small talk then guessed from the mood
+    ("Oh, tell me more! How did that come about?") at the user's next statement. The
+    statement after that still carries on the LLM's thread: small talk's guess answered
+    how the user felt, not what they were on about, so its own "tell me more" there is
+    calibrated as a guess right after the LLM's answer (seldom fitting: silent). After a
+    question of small talk's own matter ("Do you have a hobby?") or the greeting's line,
+    the thread is over, and the same statement is a reply small talk acknowledges."""
+
+    def after(skill: str, line: str) -> dict[str, Any]:
+        built = dialog(
+            "can you help me pick a laptop for video editing?",
+            "For video editing, look for 32 GB of memory and a good graphics card.",
+            "i mostly cut wedding videos",
+            line,
+            "my cousin swears by the big desktop towers",
+        )
+        built["utterances"][1]["active_skill"] = "llm"
+        built["utterances"][3]["active_skill"] = skill
+        return built
+
+    on_thread, (hobby,), (greeted,) = ask(
+        client,
+        after("smalltalk", FILE_LINES.about_user[0]),
+        after("smalltalk", "Do you have a hobby?"),
+        after("greeting", GREETED),
+    )
+    assert on_thread == []
+    assert hobby["routing"]["kind"] == greeted["routing"]["kind"] == "about_user"
+    assert hobby["text"] in FILE_LINES.about_user
+
+
+def test_on_the_llms_thread_a_guess_needs_a_reading_far_surer_than_the_llms(
+    client: ServiceClient,
+) -> None:
+    """Right after the LLM's answer, a sad statement ("the examiner said my mirror checks
+    were sloppy") may carry on what the LLM was asked: small talk's sympathy answers only
+    where the turn's reading finds it far likelier small talk's than the LLM's
+    (``THREAD_SHARE_FROM``), and is calibrated as a guess on the thread. A feeling the
+    user states of themselves ("im so stressed about this exam") is small talk's there
+    too: calibrated as sympathy anywhere, which the same unsure reading leaves standing."""
+
+    def after_llm(
+        text: str, smalltalk: float, llm: float, mood: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        built = read_after(
+            "Examiners mostly look for steady mirror checks.",
+            text,
+            {"smalltalk": smalltalk, "llm": llm},
+            nearest="ask_name",
+            said_by="llm",
+        )
+        built["utterances"][-1]["annotations"] |= mood or SAD
+        return built
+
+    fact = "the examiner said my mirror checks were sloppy"
+    unsure, (sure,), (feeling,) = ask(
+        client,
+        after_llm(fact, smalltalk=0.6, llm=0.3),
+        after_llm(fact, smalltalk=0.9, llm=0.05),
+        after_llm("im so stressed about this exam", smalltalk=0.6, llm=0.3),
+    )
+    assert unsure == []
+    assert sure["routing"]["kind"] == "empathy_after_llm"
+    assert feeling["routing"]["kind"] == "empathy"
+    assert sure["text"] in FILE_LINES.empathy and feeling["text"] in FILE_LINES.empathy
+    # a statement no matcher reads, answered by the reading's line for its mood: the same
+    # rule (shared.reading.stands_on_thread)
+    stated = "the test centre is across town anyway"
+    by_unsure, (by_sure,) = ask(
+        client,
+        after_llm(stated, smalltalk=0.65, llm=0.35, mood=NEUTRAL),
+        after_llm(stated, smalltalk=0.9, llm=0.05, mood=NEUTRAL),
+    )
+    assert by_unsure == []
+    assert by_sure["routing"]["kind"] == "by_reading"
+
+
+#: The sentiment annotator's reading of a sad statement, and of one of no mood.
 SAD = {"sentiment": {"label": "negative", "compound": -0.7, "negative": 0.7}}
+NEUTRAL = {"sentiment": {"label": "neutral"}}
 
 
 def test_a_question_of_fact_a_task_or_memory_gets_no_loose_answer(client: ServiceClient) -> None:

@@ -31,8 +31,21 @@ from skills.smalltalk.asks import beyond_small_talk
         ("ok now a fun fact about sharks", "on_a_subject"),
         ("What did I tell you my hobby was?", "asks_own_past"),
         ("do you remember what my dog is called?", "asks_own_past"),
+        ("are you any smarter than a calculator?", "compares"),
+        ("so how are you different from an encyclopedia", "compares"),
         ("who actually built you?", "asks_the_maker"),
         ("Who made you?", "asks_the_maker"),
+        # a task opening a later sentence or clause, or asked politely there
+        ("we're hosting twelve people on saturday. Plan a menu for us", "requests"),
+        ("my essay is on bees, write me an intro", "requests"),
+        ("I have a job interview friday, could you help me practise?", "requests"),
+        # help the user says they need, whatever the form
+        ("I need some advice about my landlord", "asks_the_world"),
+        ("could use a few tips on growing tomatoes", "asks_the_world"),
+        # the bot's view asked on something beyond it
+        ("do you think the bus will be late tonight", "asks_the_world"),
+        ("do u reckon it'll snow this weekend", "asks_the_world"),
+        ("who do you reckon will win the league", "asks_the_world"),
     ],
 )
 def test_turns_only_the_llm_has_an_answer_for(text: str, beyond: str) -> None:
@@ -55,6 +68,12 @@ def test_turns_only_the_llm_has_an_answer_for(text: str, beyond: str) -> None:
         "got any pets?",  # asks the bot
         "haha, what a joke",
         "can you help me?",  # what the bot can do
+        "haha I'm 40, so older than you",  # says, asks nothing
+        "how are you today?",
+        "hi, can you help me?",
+        "great advice, thanks!",  # thanks for the help, not help asked
+        "what do you think about cats?",  # an opinion asked of the bot
+        "I don't think so, no",
         "can you tell me your name?",  # the bot's own
         "tell me what you like",
         "would you like to hear about my day?",
