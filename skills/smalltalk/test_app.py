@@ -192,18 +192,28 @@ def mood_of(compound: float) -> dict[str, Any]:
     }
 
 
+#: The shipped pipeline's LLM answers a turn no cheap hypothesis is this sure of
+#: (pipeline.json's ``run_below``).
+LLM_RUN_BELOW = json.loads((Path(__file__).parents[2] / "pipeline.json").read_text())["services"][
+    "skills"
+]["llm"]["run_below"]
+
+
 def test_empathy_is_as_sure_as_the_user_s_own_bad_mood_reads() -> None:
     """The empathy line's raw score grows with how negative the statement is and whether
     the user speaks of themselves, so its calibration (shared/calibration.json) tells the
-    user's bad day from a sad word in a story about someone else, which gets no empathy."""
+    user's bad day, which small talk answers before any LLM, from a sad word in a story
+    about someone else, whose empathy (if the training sets find it fitting often enough to
+    say at all) is too unsure to keep the LLM out."""
     with ServiceClient(app) as client:
         own, other = ask(
             client,
             dialog("I feel awful, I failed my exam", annotations=mood_of(-0.8)),
             dialog("she's into true crime podcasts", annotations=mood_of(-0.3)),
         )
-    assert own[0]["smalltalk_topic"] == "empathy" and own[0]["confidence"] >= 0.6
-    assert not [h for h in other if h.get("smalltalk_topic") == "empathy"]
+    assert own[0]["smalltalk_topic"] == "empathy" and own[0]["confidence"] >= LLM_RUN_BELOW
+    story = [h["confidence"] for h in other if h.get("smalltalk_topic") == "empathy"]
+    assert all(c < LLM_RUN_BELOW and c < own[0]["confidence"] for c in story)
 
 
 HOW_ARE_YOU = ("Hi!", FILE_LINES.how_are_you[0])
