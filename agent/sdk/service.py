@@ -142,6 +142,9 @@ class Service:
         self.tracer_provider = tracer_provider
         self._role: Role | None = None
         self._handler: Handler | None = None
+        #: what kind of function the handler is, read once (an agent calls it a dozen
+        #: times a turn, and ``inspect`` unwraps it anew each time it is asked)
+        self._coroutine = self._generator = False
         self._app: FastAPI | None = None
         self._resources: list[Callable[[], AbstractAsyncContextManager[Any]]] = []
 
@@ -151,6 +154,8 @@ class Service:
             raise RuntimeError(f"service {self.name!r} already has a handler")
         check_signature(self.name, role, fn)
         self._role, self._handler = role, fn
+        self._coroutine = inspect.iscoroutinefunction(fn)
+        self._generator = inspect.isasyncgenfunction(fn)
 
     def annotator(self, fn: _Annotator) -> _Annotator:
         """``fn(dialog) -> JSON``: stored under ``annotations[<service name>]``."""
@@ -202,7 +207,7 @@ class Service:
 
     async def _call(self, run_sync: RunSync, *args: Any) -> Any:
         assert self._handler is not None
-        if inspect.iscoroutinefunction(self._handler):
+        if self._coroutine:
             return await self._handler(*args)
         return await run_sync(self._handler, *args)
 
@@ -215,14 +220,12 @@ class Service:
     def is_async(self) -> bool:
         """Whether the handler runs on the event loop (an ``async def`` or an async
         generator), not in a worker thread."""
-        return inspect.iscoroutinefunction(self._handler) or inspect.isasyncgenfunction(
-            self._handler
-        )
+        return self._coroutine or self._generator
 
     @property
     def streams(self) -> bool:
         """Whether the handler streams its text (an async generator skill)."""
-        return self._role == "skills" and inspect.isasyncgenfunction(self._handler)
+        return self._role == "skills" and self._generator
 
     async def _pieces(self, dialog: DialogView) -> AsyncIterator[StreamStart | str | StreamEnd]:
         """A streaming skill's yields, checked: a :class:`StreamStart` first, then text,
