@@ -98,6 +98,7 @@ from bench.noise import noisy
 from bench.routing import (
     LLM,
     ROOT,
+    TRAINING_SETS,
     Conversation,
     Hypothesis,
     Observed,
@@ -674,20 +675,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--set",
         nargs="+",
-        default=[
-            "dev",
-            "train",
-            "train2",
-            "train3",
-            "train4",
-            "train5",
-            "train6",
-            "train7",
-            "train8",
-        ],
-        help="the sets fitted on together: dev, train, train2, train3, train4, train5, train6, "
-        "train7, train8 or set files' paths (one or more; 'dev+train' is two sets as one, for "
-        "--across)",
+        default=list(TRAINING_SETS),
+        help=f"the sets fitted on together: {', '.join(TRAINING_SETS)} or set files' paths (one "
+        "or more; 'dev+train' is two sets as one, for --across)",
     )
     parser.add_argument("--out", type=Path, default=CALIBRATION_FILE)
     parser.add_argument(

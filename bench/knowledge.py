@@ -78,6 +78,7 @@ sys.path.insert(0, str(ROOT))
 
 from agent.cli.knowledge import DOCS, build  # noqa: E402
 from annotators.intents.app import CATCHER  # noqa: E402
+from bench.routing import TRAINING_SETS  # noqa: E402
 from shared import spelling  # noqa: E402
 from shared.asking import asks  # noqa: E402
 from shared.calibration import SILENT_BELOW, chance  # noqa: E402
@@ -347,19 +348,6 @@ def training_rows(
     ]
 
 
-#: The routing sets ``--fit --conversations`` may search: the training sets alone (the
-#: held-out ones, bench/data/routing/README.md, are never read here).
-TRAINING_SETS = (
-    "dev",
-    "train",
-    "train2",
-    "train3",
-    "train4",
-    "train5",
-    "train6",
-    "train7",
-    "train8",
-)
 #: The conversations' turns, all together, weigh this many times the question set's rows
 #: in the fit: 1, of 0.25 to 4 (bench/journal/knowledge.md, "The probability fitted on
 #: conversations too").

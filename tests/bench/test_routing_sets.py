@@ -15,6 +15,8 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from bench.routing import TRAINING_SETS
+
 SETS = Path(__file__).resolve().parents[2] / "bench" / "data" / "routing"
 
 Label = Literal["greeting", "faq", "smalltalk", "knowledge", "llm"]
@@ -142,17 +144,7 @@ HELD_OUT = [
     "fresh7",
 ]
 #: The sets to fit on, in the order they were written.
-TRAINING = [
-    "dev",
-    "train",
-    "train2",
-    "train3",
-    "train4",
-    "train5",
-    "train6",
-    "train7",
-    "train8",
-]
+TRAINING = list(TRAINING_SETS)
 #: set -> the sets none of whose sentences it may hold: a held-out set was written apart
 #: from the sets before it (the first three knew only dev; fresh3 also knew train), and a
 #: training set must not fit a held-out set's sentence nor repeat an earlier training set's
