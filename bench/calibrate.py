@@ -265,9 +265,9 @@ def confidence_of(
 
 def threads(turns: Sequence[Observed]) -> list[bool]:
     """Whether each turn carries on the LLM's thread, as the run answered the turns before
-    (:func:`skills.smalltalk.app.on_llm_thread`, with the shipped persona's lines)."""
-    from skills.smalltalk.app import THREAD_LINES, on_llm_thread  # loads its corpus
+    (:func:`skills.smalltalk.thread.on_llm_thread`, with the shipped persona's lines)."""
     from skills.smalltalk.persona import FILE_PERSONA
+    from skills.smalltalk.thread import THREAD_LINES, on_llm_thread
 
     answered = {(t.conversation, t.place): t for t in turns}
     found = []
@@ -373,7 +373,7 @@ def guesses_off_thread(h: Hypothesis, read: Read | None) -> bool:
     """Whether small talk leaves out ``h``, a guess from the mood on the LLM's thread that
     the reading finds no surer small talk's than the LLM's
     (:func:`shared.reading.stands_on_thread`, as small talk's ``respond`` does)."""
-    from skills.smalltalk.app import AFTER_LLM  # loads its corpus: fitting only
+    from skills.smalltalk.thread import AFTER_LLM
 
     return (
         read is not None

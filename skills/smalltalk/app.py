@@ -33,8 +33,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Literal, cast
 
 from agent.sdk import DialogView, Service, SkillHypothesis
@@ -43,30 +42,15 @@ from shared.asking import awaits_name
 from shared.calibration import calibrated
 from skills.smalltalk import asks, jokes, things, topics, unread
 from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
+from skills.smalltalk.lines import Match, Topic, pick, render
 from skills.smalltalk.persona import Persona, persona_of
-
-Topic = Literal[
-    "how_are_you",
-    "doing_well",
-    "thanks",
-    "farewell",
-    "bot_identity",
-    "abilities",
-    "likes",
-    "hobbies",
-    "home",
-    "favourite",
-    "no_favourite",
-    "empathy",
-    "glad",
-    "opinion",
-    "user_likes",
-    "laughed",
-    "about_user",
-    "unread",
-    "reaction",
-    "asked_back",
-]
+from skills.smalltalk.thread import (
+    AFTER_LLM,
+    AFTER_LLM_APART,
+    FEELINGS,
+    states_a_feeling,
+    thread_of,
+)
 
 #: Intent names of ``annotations["intents"]`` that are small talk.
 INTENT_TOPICS: frozenset[str] = frozenset(
@@ -245,24 +229,6 @@ THING_ALIASES = {
     "pet": "animal",
 }
 _WORD = re.compile(r"\w+(?:'\w+)*")
-
-
-@dataclass(frozen=True)
-class Match:
-    """What the user's utterance is about, and how sure the skill is."""
-
-    topic: Topic
-    confidence: float
-    thing: str | None = None
-    #: Found by an intent only: a close corpus match may know better.
-    intent_only: bool = False
-    #: Read by likeness to an intent's examples, under the annotator's floor: calibrated
-    #: apart (answer type ``<topic>_by_likeness``).
-    by_likeness: bool = False
-    #: Read from the annotator's intent by similarity to its examples, no pattern: a
-    #: weaker reading than a pattern's ("Who made you?" is most like "who are you?"),
-    #: calibrated apart (answer type ``<topic>_by_similarity``).
-    by_similarity: bool = False
 
 
 def _coverage_confidence(match: re.Match[str], text: str) -> float:
@@ -453,36 +419,6 @@ def understand(
     )
 
 
-def join_words(items: list[str]) -> str:
-    """["a", "b", "c"] -> "a, b and c"."""
-    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
-
-
-def render(persona: Persona, match: Match) -> list[str]:
-    """Every alternative line of the matched topic, in the persona's words."""
-    thing = match.thing or ""
-    values = {
-        "name": persona.name,
-        "description": persona.description,
-        "lives": persona.lives,
-        "likes": join_words(persona.likes),
-        "hobbies": join_words(persona.hobbies),
-        "thing": thing,
-        "favourite": persona.favourites.get(thing, ""),
-    }
-    lines: list[str] = getattr(persona.templates, match.topic)
-    return [line.format_map(values) for line in lines]
-
-
-def pick(lines: list[str], said: list[str]) -> str | None:
-    """The first line the bot has not said in the window; else one unlike its last line."""
-    fresh = [line for line in lines if line not in said]
-    if fresh:
-        return fresh[0]
-    last = said[-1] if said else None
-    return next((line for line in lines if line != last), None)
-
-
 class SmallTalkHypothesis(SkillHypothesis):
     """A hypothesis that says which smalltalk topic it answers."""
 
@@ -649,89 +585,6 @@ def gives_way(
     ):
         return False
     return loose(chosen, answer_type)
-
-
-#: The answer types read from the mood alone, calibrated apart right after the LLM's
-#: answer (answer type ``<type>_after_llm``): there a statement often carries on the LLM's
-#: thread ("my neighbour just got one", "no onions tho, i hate them"), which only the LLM
-#: can answer (label rule 9), where after small talk's own question it is a reply.
-AFTER_LLM_APART: frozenset[Topic] = frozenset({"about_user", "empathy", "glad"})
-AFTER_LLM = "_after_llm"
-#: The guesses from the mood that answer a feeling: a feeling the user states of themselves
-#: is small talk's wherever it comes (label rule 7), on the LLM's thread too.
-FEELINGS: frozenset[Topic] = frozenset({"empathy", "glad"})
-#: The user stating their own feeling, opening the turn or a clause of it: "im so stressed
-#: about this exam", "idk im kinda scared about the whole thing", "third time. im so
-#: useless", "I feel rotten honestly"; not what they are ("I'm a nurse") nor what they do
-#: ("I'm going..."), nor a feeling put on what was said ("that's what worries me").
-_FEELS = re.compile(
-    r"(?:^|[.!?,;:]\s*)\W*(?:(?:idk|ok|okay|honestly|tbh|well|so|and|but|just|still|yeah|no"
-    r"|oh|ugh|lol|sorry)\W+)*(?:i'm|im|i am|i feel|i'm feeling|im feeling|feeling)\s+"
-    r"(?:(?:so|really|kinda|kind of|a bit|a little|pretty|quite|just|very|too|bit|still"
-    r"|getting|not)\s+)*(?!(?:a|an|the|from|in|at|on|with|here|back|off|out|going|gonna|"
-    r"trying|looking|thinking|about|not)\b)(?!\w+ing\b)[a-z]+",
-    re.IGNORECASE,
-)
-
-
-def states_a_feeling(text: str) -> bool:
-    """Whether ``text`` states the user's own feeling (:data:`_FEELS`). On the six training
-    sets, of small talk's guesses from the mood for a feeling on the LLM's thread, such
-    turns were small talk's in 13 of 15; the others there, only the LLM's in 35 of 67."""
-    return _FEELS.search(text) is not None
-
-
-def after_llm(skill: str | None) -> bool:
-    """The bot's last line was the LLM's kind of answer (the LLM's, or the fallback's,
-    which stands for it where no LLM runs: :data:`shared.reading.LLM_KIND`)."""
-    return skill in reading.LLM_KIND
-
-
-#: How many of the bot's latest lines :func:`on_llm_thread` looks back through.
-THREAD_LINES = 3
-
-
-def guess_lines(persona: Persona) -> frozenset[str]:
-    """Every line small talk answers a statement with by likeness or from the mood: its
-    guesses from the mood (:data:`AFTER_LLM_APART`: "Oh, tell me more! How did that come
-    about?", "I'm sorry to hear that. ...") and its persona topics' lines ("No pets for
-    me, though a python would suit me...")."""
-    mood = (
-        line for topic in sorted(AFTER_LLM_APART) for line in render(persona, Match(topic, 0.0))
-    )
-    spoken = (line for spec in persona.topics.values() for line in spec.lines)
-    return frozenset([*mood, *spoken])
-
-
-def on_llm_thread(lines: Sequence[tuple[str | None, str]], persona: Persona) -> bool:
-    """Whether the user's turn carries on the LLM's thread: the bot's last line was the
-    LLM's kind (:func:`after_llm`), or only small talk's guesses (:func:`guess_lines`)
-    stand between the turn and the LLM's line ("budget is about 1000 pounds" went to the
-    LLM, "i mostly use premiere" got "Oh, tell me more! How did that come about?", and "my
-    friend said macbooks are overpriced" is still about the laptop). Such a guess answered
-    how the user's statement felt, or a word in it, not what it was about, so the user goes
-    on with what the LLM was asked; a line of small talk's own matter (thanks, a nod, a
-    joke, a favourite, its questions) or any other skill's ends the thread. ``lines``: the
-    bot's lines, newest first, each with the skill that said it; up to
-    :data:`THREAD_LINES` are read. On the six training sets, small talk's guesses from the
-    mood two lines after the LLM's kind held 21 turns only the LLM fits and 6 of small
-    talk's where a guess from the mood stood between."""
-    guesses: frozenset[str] | None = None  # made only when small talk's line is read
-    for skill, line in lines[:THREAD_LINES]:
-        if after_llm(skill):
-            return True
-        if skill != "smalltalk":
-            return False
-        guesses = guess_lines(persona) if guesses is None else guesses
-        if line not in guesses:
-            return False
-    return False
-
-
-def thread_of(dialog: DialogView, persona: Persona) -> bool:
-    """:func:`on_llm_thread` of the bot's lines in ``dialog``'s window."""
-    lines = [(u.active_skill, u.text) for u in reversed(dialog.utterances) if u.speaker == "bot"]
-    return on_llm_thread(lines, persona)
 
 
 def respond(dialog: DialogView) -> SkillHypothesis | None:
