@@ -282,19 +282,19 @@ def threads(turns: Sequence[Observed]) -> list[bool]:
     return found
 
 
-def replies(turns: Sequence[Observed]) -> list[bool]:
+def replies(turns: Sequence[Observed], thread: Sequence[bool]) -> list[bool]:
     """Whether each turn is a statement right after small talk's own question, as the run
     answered the turn before (:func:`skills.smalltalk.app.replies_to_own_question`), not
-    on the LLM's thread (:func:`threads`)."""
+    on the LLM's thread (``thread``: :func:`threads` of ``turns``)."""
     from skills.smalltalk.app import replies_to_own_question  # loads its corpus: fitting only
 
     answered = {(t.conversation, t.place): t for t in turns}
     found = []
-    for t, line, thread in zip(turns, reading.previous_lines(turns), threads(turns), strict=True):
+    for t, line, on_thread in zip(turns, reading.previous_lines(turns), thread, strict=True):
         before = answered.get((t.conversation, t.place - 1))
         skill = before.skill if before is not None else None
         found.append(
-            line is not None and not thread and replies_to_own_question(t.text, line, skill)
+            line is not None and not on_thread and replies_to_own_question(t.text, line, skill)
         )
     return found
 
@@ -339,15 +339,16 @@ def name_replies(turns: Sequence[Observed]) -> list[bool]:
     ]
 
 
-def beyond(turns: Sequence[Observed]) -> list[bool]:
+def beyond(turns: Sequence[Observed], thread: Sequence[bool]) -> list[bool]:
     """Whether each turn asks for what no small-talk line holds, as small talk reads it
-    before answering by the reading (:func:`skills.smalltalk.asks.beyond_small_talk`)."""
+    before answering by the reading (:func:`skills.smalltalk.asks.beyond_small_talk`; on
+    the LLM's thread, ``thread``: :func:`threads` of ``turns``)."""
     from shared import spelling
     from skills.smalltalk.asks import beyond_small_talk
 
     return [
-        beyond_small_talk(spelling.normalise(t.text), after_llm=thread) is not None
-        for t, thread in zip(turns, threads(turns), strict=True)
+        beyond_small_talk(spelling.normalise(t.text), after_llm=on_thread) is not None
+        for t, on_thread in zip(turns, thread, strict=True)
     ]
 
 
@@ -467,13 +468,13 @@ def reader(
     with what the turn's own text and the bot's line before it say (computed once for all
     the turns, whichever model reads them)."""
     said = reading.turn_intents(turns)
-    replying = replies(turns)
+    after_llm = threads(turns)
+    replying = replies(turns, after_llm)
     nodding = nods(turns)
     stating = states(turns)
     naming = name_replies(turns)
-    asks_beyond = beyond(turns)
+    asks_beyond = beyond(turns, after_llm)
     opening = [line is None for line in reading.previous_lines(turns)]
-    after_llm = threads(turns)
 
     def read(model: ReadingModel | None, row: np.ndarray, i: int) -> Read | None:
         if model is None:
