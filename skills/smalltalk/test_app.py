@@ -783,6 +783,41 @@ def test_a_few_words_it_cannot_read_late_in_a_conversation_get_a_nod(
         assert not other or other[0]["text"] not in FILE_LINES.unread
 
 
+def test_a_figure_is_no_word_of_another_language(client: ServiceClient) -> None:
+    """ "im 80kg" or "5mg" late in a conversation: "kg" and "mg" are words no English
+    dictionary holds, but a figure is a detail of what the user asked, not thanks or a
+    goodbye in another language, and gets no nod; shorthand with a digit inside a word
+    ("l8r") is still nodded to."""
+    before = ("tell me something", "That sounds like a story. How did it go?")
+    weight, dose, later = ask(
+        client,
+        dialog(*before, "im 80kg"),
+        dialog(*before, "They're amlodipine, 5mg."),
+        dialog(*before, "l8r"),
+    )
+    for figure in (weight, dose):
+        assert not figure or figure[0]["text"] not in FILE_LINES.unread
+    assert later[0]["text"] in FILE_LINES.unread
+
+
+def test_a_name_given_in_any_clause_is_the_greetings(client: ServiceClient) -> None:
+    """ "Good thanks. I'm Aisha", "Thanks for asking, I'm Graham.": the user gives their
+    name after saying how they are or thanking the bot. The name is the greeting skill's to
+    take, so small talk's thanks or "glad to hear it" stays out; a word in capitals is no
+    name ("I'm SO happy today")."""
+    thanks = {"intents": {"intent": "thanks", "confidence": 1.0, "method": "pattern"}}
+    glad = {"sentiment": {"label": "positive", "compound": 0.8, "positive": 0.8}}
+    before = ("hi", "Hi! I'm doing well, thanks. I'm Chorus. What's your name?")
+    good, asking, happy = ask(
+        client,
+        dialog(*before, "Good thanks. I'm Aisha", annotations=thanks),
+        dialog(*before, "Thanks for asking, I'm Graham.", annotations=thanks),
+        dialog("I'm SO happy today, I passed my driving test!!", annotations=glad),
+    )
+    assert good == asking == []
+    assert happy[0]["smalltalk_topic"] == "glad"
+
+
 def test_how_the_user_is_asked_back_in_any_words_gets_how_the_bot_is(
     client: ServiceClient,
 ) -> None:
