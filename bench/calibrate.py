@@ -225,10 +225,10 @@ class Read:
     replying: bool = False
     #: the turn is a few words of a statement late in the conversation, not right after
     #: the greeting's name question, as the run had it
-    #: (:func:`skills.smalltalk.app.nods_by_reading`)
+    #: (:func:`skills.smalltalk.matchers.nods_by_reading`)
     nodding: bool = False
     #: the turn is a statement late in the conversation, not right after the greeting's
-    #: name question, as the run had it (:func:`skills.smalltalk.app.states_by_reading`)
+    #: name question, as the run had it (:func:`skills.smalltalk.matchers.states_by_reading`)
     stating: bool = False
     #: the turn replies to the greeting's name question, as the run had it
     #: (:func:`skills.greeting.app.replies_to_name_question`)
@@ -284,9 +284,9 @@ def threads(turns: Sequence[Observed]) -> list[bool]:
 
 def replies(turns: Sequence[Observed], thread: Sequence[bool]) -> list[bool]:
     """Whether each turn is a statement right after small talk's own question, as the run
-    answered the turn before (:func:`skills.smalltalk.app.replies_to_own_question`), not
+    answered the turn before (:func:`skills.smalltalk.matchers.replies_to_own_question`), not
     on the LLM's thread (``thread``: :func:`threads` of ``turns``)."""
-    from skills.smalltalk.app import replies_to_own_question  # loads its corpus: fitting only
+    from skills.smalltalk.matchers import replies_to_own_question
 
     answered = {(t.conversation, t.place): t for t in turns}
     found = []
@@ -301,8 +301,8 @@ def replies(turns: Sequence[Observed], thread: Sequence[bool]) -> list[bool]:
 
 def nods(turns: Sequence[Observed]) -> list[bool]:
     """Whether each turn is one small talk nods to when the reading is sure, as the run
-    answered the turn before (:func:`skills.smalltalk.app.nods_by_reading`)."""
-    from skills.smalltalk.app import nods_by_reading  # loads its corpus: fitting only
+    answered the turn before (:func:`skills.smalltalk.matchers.nods_by_reading`)."""
+    from skills.smalltalk.matchers import nods_by_reading
 
     return [
         skill is not None and nods_by_reading(t.text, skill, line)
@@ -314,8 +314,9 @@ def nods(turns: Sequence[Observed]) -> list[bool]:
 
 def states(turns: Sequence[Observed]) -> list[bool]:
     """Whether each turn is a statement small talk answers by its mood when the reading is
-    sure, as the run answered the turn before (:func:`skills.smalltalk.app.states_by_reading`)."""
-    from skills.smalltalk.app import states_by_reading  # loads its corpus: fitting only
+    sure, as the run answered the turn before
+    (:func:`skills.smalltalk.matchers.states_by_reading`)."""
+    from skills.smalltalk.matchers import states_by_reading
 
     return [
         skill is not None and states_by_reading(t.text, skill, line)
