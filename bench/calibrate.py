@@ -370,6 +370,14 @@ def may_answer_by_reading(text: str, annotations: Mapping[str, Any]) -> bool:
     return may(text, annotations)
 
 
+def may_open_by_reading(text: str) -> bool:
+    """Whether the greeting may open the script on an opening turn by the reading
+    (:func:`skills.greeting.app.may_open_by_reading`)."""
+    from skills.greeting.app import may_open_by_reading as may
+
+    return may(text)
+
+
 def guesses_off_thread(h: Hypothesis, read: Read | None) -> bool:
     """Whether small talk leaves out ``h``, a guess from the mood on the LLM's thread that
     the reading finds no surer small talk's than the LLM's
@@ -434,7 +442,7 @@ def decide(
         if "greeting" not in answered:
             if read.naming and may_answer_by_reading(turn.text, {"intents": dict(read.intent)}):
                 greeted = reply_by_reading("greeting", read.probabilities, read.model)
-            elif read.opening:
+            elif read.opening and may_open_by_reading(turn.text):
                 greeted = opens_by_reading("greeting", read.probabilities, read.intent, read.model)
         if greeted is not None and ran("greeting", read.intent):
             scored.append(
