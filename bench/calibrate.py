@@ -126,6 +126,7 @@ from shared.reading import (
     passage_by_reading,
     probabilities,
     reply_by_reading,
+    rules_out,
     stands_on_thread,
     weigh,
 )
@@ -257,6 +258,8 @@ def confidence_of(
         return h.confidence
     if h.answer_type == BY_READING:
         return by_reading(h, read)
+    if read is not None and rules_out(h.skill, read.probabilities):
+        return None  # the skill leaves a turn the reading is sure is the LLM's alone
     known = curves.get(h.skill, {}).get(h.answer_type)
     if known is None:
         return float(h.raw)

@@ -525,6 +525,27 @@ def opens_by_reading(
     return _weighed_from(skill, probabilities, model, floor)
 
 
+#: The skills whose answers the reading rules out where it is sure the turn is the LLM's
+#: alone and finds the skill unlikely: (the skill's probability under which, the LLM's
+#: from which) (:func:`rules_out`). A passage over the knowledge skill's threshold on a
+#: general question ("how to answer 'what is your weakness'?", "how do i work it out in
+#: my head") was weighed down by a reading of 0.1-0.15 for the docs and still left over
+#: an even chance by the combiner, which is fitted on every skill's answers.
+RULED_OUT_BY_READING: dict[str, tuple[float, float]] = {"knowledge": (0.2, 0.7)}
+
+
+def rules_out(skill: str, probabilities: Mapping[str, float] | None) -> bool:
+    """Whether the reading rules out ``skill``'s answer (:data:`RULED_OUT_BY_READING`): it
+    gives the skill less than its floor and "only the LLM" its ceiling or more."""
+    bounds = RULED_OUT_BY_READING.get(skill)
+    if bounds is None or probabilities is None:
+        return False
+    own, llm = probabilities.get(skill), probabilities.get(LLM_LABEL)
+    if not isinstance(own, int | float) or not isinstance(llm, int | float):
+        return False
+    return own < bounds[0] and llm >= bounds[1]
+
+
 def passage_by_reading(
     skill: str, probabilities: Mapping[str, float] | None, model: ReadingModel | None
 ) -> float | None:

@@ -243,7 +243,9 @@ def answer(dialog: DialogView) -> SkillHypothesis | None:
     for work (:func:`shared.asking.bids_for_work`: "can you write me a skill that tells the
     weather?", "show me the last error in the logs") or is small talk, its meaning is far
     from the passage's (:func:`off_subject`) or it follows a question the docs did not
-    answer, or the calibrated chance that it fits is under an even one; where only the
+    answer, or the turn's reading is sure it is the LLM's and not the docs'
+    (:func:`shared.reading.rules_out`), or the calibrated chance that it fits is under an
+    even one; where only the
     passage's confidence or meaning falls short, the turn's reading may still answer it
     (:func:`by_reading`)."""
     said = spelling.normalise(dialog.human_utterance.text)
@@ -258,6 +260,8 @@ def answer(dialog: DialogView) -> SkillHypothesis | None:
     annotations = dialog.human_utterance.annotations
     if best.confidence < THRESHOLD or off_subject(found):
         return by_reading(said, best, annotations)
+    if reading.rules_out("knowledge", reading.of(annotations)):
+        return None  # the reading is sure the turn is the LLM's, and not the docs'
     hypothesis = calibrated(
         quoted(said, best, best.confidence), "knowledge", ANSWER_TYPE, annotations
     )

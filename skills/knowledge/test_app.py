@@ -303,3 +303,26 @@ def test_a_bid_for_work_is_left_to_other_skills_however_sure_the_passage() -> No
     assert ask("show me the last error in the logs", passage(0.93)) == []
     (asked,) = ask("can you explain how a restore works?", passage(0.93))
     assert asked["text"].startswith("From docs/backup.md, Restoring: ")
+
+
+def test_a_sure_passage_is_left_to_the_llm_where_the_reading_rules_the_docs_out() -> None:
+    """ "how to answer 'what is your weakness'?" shares the docs' words: where the turn's
+    reading is sure it is the LLM's alone and finds the docs unlikely
+    (shared/reading.py's ``RULED_OUT_BY_READING``), the passage is not given; a reading
+    less sure of the LLM leaves the answer to its curve."""
+    question = "how to answer 'what is your weakness'?"
+
+    def asked(knowledge: float, llm: float) -> dict[str, Any]:
+        reading = {"knowledge": knowledge, "faq": 0.1, "llm": llm}
+        annotations = {
+            "retrieval": {"query": question, "passages": [passage(0.95)]},
+            "intents": {"intent": None, "confidence": 0.2, "reading": reading},
+        }
+        return view(question, annotations=annotations)
+
+    with ServiceClient(app) as client:
+        ruled_out, weighed = client.post(
+            "/respond", json={"dialogs": [asked(0.1, 0.9), asked(0.5, 0.4)]}
+        ).json()
+    assert ruled_out == []
+    assert weighed[0]["routing"]["kind"] == ANSWER_TYPE
