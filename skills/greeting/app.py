@@ -541,12 +541,11 @@ def declines_by_shape(text: str) -> float | None:
     shape, not its phrases: short (:data:`SHAPE_WORDS` words at most), with no name in it
     (:func:`name_anywhere`), and either asking back (:data:`_ASKS_BACK`) about the question
     (:data:`_POINTS_AT_THE_QUESTION`) with few words of its own (the words that are not
-    English stop words nor the question's own), or a
-    refusal: a negation of VADER's or a word that puts the question off, in
-    :data:`DODGE_WORDS` words at most, with one word of its own at most and no feeling
-    (VADER's lexicon: "not great to be honest", "ya not bad" say how the user is). The
-    raw score says which (:data:`SHAPE_SCORES`); its curve and the turn's reading say how
-    sure each is."""
+    English stop words nor the question's own), or a refusal: a negation of VADER's or a
+    word that puts the question off, in :data:`DODGE_WORDS` words at most, with one word
+    of its own at most and no feeling (VADER's lexicon: "not great to be honest", "ya not
+    bad" say how the user is). The raw score says which (:data:`SHAPE_SCORES`); its curve
+    and the turn's reading say how sure each is."""
     words = re.findall(r"[\w']+", text.lower())
     if not 0 < len(words) <= SHAPE_WORDS or _ASKS_HOW_BACK.search(text) or name_anywhere(text):
         return None  # how the user is, asked back ("gut, danke! and you?"); a name in it
