@@ -123,8 +123,10 @@ from shared.reading import (
     ReadingModel,
     answer_by_reading,
     opens_by_reading,
+    passage_by_reading,
     probabilities,
     reply_by_reading,
+    rules_out,
     stands_on_thread,
     weigh,
 )
@@ -168,7 +170,8 @@ def samples(
     found: dict[tuple[str, str], list[Sample]] = defaultdict(list)
     for turn in turns:
         for h in turn.hypotheses:
-            if h.answer_type is not None and h.raw is not None:
+            # an answer by the reading has no curve: the reading is its chance
+            if h.answer_type not in (None, BY_READING) and h.raw is not None:
                 found[(h.skill, h.answer_type)].append((float(h.raw), h.skill in turn.fits))
     for key, more in (extra or {}).items():
         found[key].extend(more)
@@ -253,6 +256,10 @@ def confidence_of(
     silent."""
     if h.answer_type is None or h.raw is None:
         return h.confidence
+    if h.answer_type == BY_READING:
+        return by_reading(h, read)
+    if read is not None and rules_out(h.skill, read.probabilities):
+        return None  # the skill leaves a turn the reading is sure is the LLM's alone
     known = curves.get(h.skill, {}).get(h.answer_type)
     if known is None:
         return float(h.raw)
@@ -371,6 +378,33 @@ def may_answer_by_reading(text: str, annotations: Mapping[str, Any]) -> bool:
     return may(text, annotations)
 
 
+#: The answer type of an answer by the turn's reading, recorded in a run where the skill
+#: would have answered by it (the knowledge skill's passage by the reading).
+BY_READING = "by_reading"
+
+
+def by_reading(h: Hypothesis, read: Read | None) -> float | None:
+    """The chance of ``h``, an answer the run recorded by the reading (the knowledge
+    skill's weaker passage, :func:`skills.knowledge.app.by_reading`), as the skill gives
+    it with this turn's reading: the reading's probability from its floor
+    (:func:`shared.reading.passage_by_reading`), capped as the skill caps it; None (silent)
+    without a reading or under the floor."""
+    from skills.knowledge.app import MAX_CONFIDENCE
+
+    if read is None:
+        return None
+    chance = passage_by_reading(h.skill, read.probabilities, read.model)
+    return None if chance is None else min(chance, MAX_CONFIDENCE)
+
+
+def may_open_by_reading(text: str) -> bool:
+    """Whether the greeting may open the script on an opening turn by the reading
+    (:func:`skills.greeting.app.may_open_by_reading`)."""
+    from skills.greeting.app import may_open_by_reading as may
+
+    return may(text)
+
+
 def guesses_off_thread(h: Hypothesis, read: Read | None) -> bool:
     """Whether small talk leaves out ``h``, a guess from the mood on the LLM's thread that
     the reading finds no surer small talk's than the LLM's
@@ -435,7 +469,7 @@ def decide(
         if "greeting" not in answered:
             if read.naming and may_answer_by_reading(turn.text, {"intents": dict(read.intent)}):
                 greeted = reply_by_reading("greeting", read.probabilities, read.model)
-            elif read.opening:
+            elif read.opening and may_open_by_reading(turn.text):
                 greeted = opens_by_reading("greeting", read.probabilities, read.intent, read.model)
         if greeted is not None and ran("greeting", read.intent):
             scored.append(

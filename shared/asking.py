@@ -29,6 +29,24 @@ def asks(text: str) -> bool:
     return _ASKS.search(text) is not None
 
 
+#: A bid for the bot to make or do something, opening the turn or a later clause: "can
+#: you generate the pipeline.json for me", "could u write me a skill that ...", "show me
+#: the last three turns", "what tools do I need, make me a list": asked as a question, it
+#: wants work, not what the docs say. Telling, explaining and helping are what a question
+#: asks for ("can you explain how a backup works?").
+_BIDS_FOR_WORK = re.compile(
+    r"(?:^|[,;:.!?]\s)\W*(?:(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+)?"
+    r"(?!tell\b|explain\b|help\b)\w+|(?:show|give|send|write|make)\s+me\b)",
+    re.IGNORECASE,
+)
+
+
+def bids_for_work(text: str) -> bool:
+    """Whether ``text`` opens with a bid for the bot to make or do something
+    (:data:`_BIDS_FOR_WORK`)."""
+    return _BIDS_FOR_WORK.search(text) is not None
+
+
 #: A bot's line that asked the user's name ("Hi! I'm Chorus. What's your name?", "And
 #: your name, what is it?").
 _ASKED_NAME = re.compile(r"\bname\b[^.!]*\?\s*$|\bwhat is it\?\s*$", re.IGNORECASE)

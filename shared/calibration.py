@@ -107,6 +107,14 @@ def _shipped() -> dict[str, dict[str, Curve]]:
     return load(path) if path.exists() or chosen else {}
 
 
+def recording() -> bool:
+    """Whether the skills run uncalibrated to record their raw scores (``SKILL_CALIBRATION=
+    off``, as ``bench/calibrate.py`` runs the labelled sets): a skill that answers by the
+    turn's reading then records what it would have answered from (its answer type
+    ``by_reading``), for the replay to weigh with each fold's reading."""
+    return os.environ.get(CALIBRATION_VARIABLE, "") == "off"
+
+
 def curve_of(skill: str, answer_type: str) -> Curve | None:
     return _shipped().get(skill, {}).get(answer_type)
 

@@ -162,6 +162,17 @@ REPLIES_BY_READING: dict[str, float] = {"greeting": 0.9}
 #: training sets, such opening turns left to the LLM held nine greetings from 0.7 and no
 #: turn only the LLM fits (docs/performance.md).
 OPENS_BY_READING: dict[str, float] = {"greeting": 0.7}
+#: The skills that answer from a weaker passage by the reading alone, where their own
+#: gates are silent (the passage under their threshold, or far in meaning from the
+#: question), each with the reading's probability from which they do
+#: (:func:`passage_by_reading`): "how do I connect it to OpenAI?", "whos behind this
+#: bot?", "which env variable sets the model?" are questions about Chorus asked loosely,
+#: whose best passage the retrieval is unsure of. Of the training sets' turns that ask
+#: something, the reading's probability for the knowledge skill (out of fold) told those
+#: labelled for it from the others better than any of the retrieval's scores (ROC AUC
+#: 0.97, against 0.90 for the passage's cosine and 0.85 for its confidence;
+#: bench/journal/routing.md).
+PASSAGES_BY_READING: dict[str, float] = {"knowledge": 0.6}
 #: The reading's label for turns only the LLM fits (bench/reading.py's labels).
 LLM_LABEL = "llm"
 #: The embedding's width (:mod:`shared.meaning`).
@@ -557,6 +568,38 @@ def opens_by_reading(
     if floor is None or intent.get("intent"):
         return None
     return _weighed_from(skill, probabilities, model, floor)
+
+
+#: The skills whose answers the reading rules out where it is sure the turn is the LLM's
+#: alone and finds the skill unlikely: (the skill's probability under which, the LLM's
+#: from which) (:func:`rules_out`). A passage over the knowledge skill's threshold on a
+#: general question ("how to answer 'what is your weakness'?", "how do i work it out in
+#: my head") was weighed down by a reading of 0.1-0.15 for the docs and still left over
+#: an even chance by the combiner, which is fitted on every skill's answers.
+RULED_OUT_BY_READING: dict[str, tuple[float, float]] = {"knowledge": (0.2, 0.7)}
+
+
+def rules_out(skill: str, probabilities: Mapping[str, float] | None) -> bool:
+    """Whether the reading rules out ``skill``'s answer (:data:`RULED_OUT_BY_READING`): it
+    gives the skill less than its floor and "only the LLM" its ceiling or more."""
+    bounds = RULED_OUT_BY_READING.get(skill)
+    if bounds is None or probabilities is None:
+        return False
+    own, llm = probabilities.get(skill), probabilities.get(LLM_LABEL)
+    if not isinstance(own, int | float) or not isinstance(llm, int | float):
+        return False
+    return own < bounds[0] and llm >= bounds[1]
+
+
+def passage_by_reading(
+    skill: str, probabilities: Mapping[str, float] | None, model: ReadingModel | None
+) -> float | None:
+    """The reading's probability for ``skill`` when it may answer from a weaker passage by
+    the reading alone (:data:`PASSAGES_BY_READING`): the reading gives it that skill's
+    floor or more, and its answers were weighed. The caller says whether the skill's own
+    gates were silent and a passage was found. None otherwise."""
+    floor = PASSAGES_BY_READING.get(skill)
+    return None if floor is None else _weighed_from(skill, probabilities, model, floor)
 
 
 def _weighed_from(

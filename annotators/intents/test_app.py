@@ -268,6 +268,16 @@ def test_questions_about_other_things_are_no_intent_however_alike_their_words() 
     assert [answer["intent"] for answer in classify(*texts)] == [None] * len(texts)
 
 
+def test_the_bots_name_is_no_greeting() -> None:
+    """A question naming the bot is not like a greeting for the name's sake ("who maintains
+    chorus?"), nor a greeting beside it sure ("hi. what is a tier in chorus?"): no example
+    of a greeting holds the bot's name."""
+    named, greeted = classify("who maintains chorus?", "hi. what is a tier in chorus?")
+    assert named["intent"] != "greeting"
+    assert greeted["intent"] == "greeting"
+    assert greeted["confidence"] < 0.7
+
+
 @pytest.mark.parametrize(
     "settings",
     [

@@ -20,8 +20,9 @@ from vaderSentiment.vaderSentiment import BOOSTER_DICT, NEGATE, SentimentIntensi
 
 from agent.sdk import DialogView, Service, SkillHypothesis
 from shared import first_names, reading, spelling
-from shared.asking import asked_name
+from shared.asking import asked_name, asks
 from shared.calibration import calibrated
+from shared.tfidf import ENGLISH_STOP_WORDS
 
 #: Only when no intents annotator ran: with one, its reading of the utterance decides
 #: (:func:`says_hello`), so that the annotator, the skill selector and this skill cannot
@@ -214,6 +215,28 @@ def recognised_intent(annotations: Mapping[str, Any]) -> str | None:
     return intent if isinstance(confidence, int | float) and confidence >= INTENT_FLOOR else None
 
 
+def reads_as_name(word: str) -> bool:
+    """Whether a bare word, the whole reply to the name question, reads as a name: not a
+    common word (:func:`is_common_word`), nor, in lowercase, a verb with its final "g"
+    dropped ("chillin", "nothin": the speller's dictionary holds it with the "g"), unless
+    it is a first name of some language (:mod:`shared.first_names`: "kevin", "robin")."""
+    if is_common_word(word):
+        return False
+    lowered = word.lower()
+    if word[0].isupper() or lowered in first_names.first_names():
+        return True
+    return not (lowered.endswith("in") and spelling.is_english(lowered + "g"))
+
+
+def uncapitalised(text: str) -> str:
+    """``text`` in lowercase when it is all capitals and more than one word ("IM SO HAPPY I
+    PASSED MY DRIVING TEST", read as "I'm SO HAPPY ..."): there a capital marks no name,
+    and the name readings that look for one ("MY" after "I PASSED") would find any word."""
+    letters = [c for c in text if c.isalpha()]
+    shouted = len(text.split()) > 1 and sum(c.isupper() for c in letters) >= 0.8 * len(letters)
+    return text.lower() if shouted else text
+
+
 def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> str | None:
     """The name the user gives, if they give one.
 
@@ -225,7 +248,7 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
     only when it is not a common word (:func:`is_common_word`): "Thanks!", "Cool", "Why?" and
     "Nope" are not names. A reply that asks something back ("Ann?", "Why?") gives none.
     """
-    text = text.replace("\u2019", "'").strip()
+    text = uncapitalised(text.replace("\u2019", "'").strip())
     says = _SAYS_NAME.search(text)
     if says:
         word, phrase = says.group(2), says.group(1).lower()
@@ -258,7 +281,7 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
         return _name(placed.group(1))
     if bare_word_ok and not text.endswith("?"):
         words = re.findall(r"[A-Za-zÀ-ÿ'-]{2,30}|\S+", text.rstrip(".!"))
-        if len(words) == 1 and re.fullmatch(_WORD, words[0]) and not is_common_word(words[0]):
+        if len(words) == 1 and re.fullmatch(_WORD, words[0]) and reads_as_name(words[0]):
             return _name(words[0])
         return name_first(text) or first_name_in(words) or unknown_word_first(words)
     return None
@@ -342,6 +365,37 @@ def unknown_word_first(words: list[str]) -> str | None:
         title = words[1]
         return None if not title[0].isupper() or is_common_word(title) else _name(title)
     return _name(words[0]) if unknown_capitalised(words[0]) else None
+
+
+#: A reply that opens on a word and ends there, or at a clause break or a word that only
+#: places it ("Brenda", "Tom. Quick one", "Chloé by the way", "Jan here, from Amsterdam").
+_PLAIN = re.compile(rf"^\W*{_WORD}\s*(?:[,.!;:(]|(?:from|here|btw|by\s+the\s+way)\b|$)", re.I)
+#: The longest line read as a name given plainly (:func:`plain_name`).
+PLAIN_WORDS = 6
+
+
+def plain_name(text: str) -> str | None:
+    """A name given plainly, when the bot did not ask for one and none is known: a short
+    line (:data:`PLAIN_WORDS` words at most, asking nothing) shaped as a name, a
+    capitalised first name of some language (:mod:`shared.first_names`) opening it and
+    ending its clause ("Brenda", "Sam, short for Samantha", "Chloé by the way"), or
+    "I'm"/"it's" before a first name in any case ("im zoe btw", "fine. its kat"). How
+    often such a line was a name is its curve's (answer type ``name_plain``)."""
+    text = uncapitalised(text)
+    if len(text.split()) > PLAIN_WORDS or asks(text):
+        return None
+    names = first_names.first_names()
+    opens = _PLAIN.match(text)
+    if opens is not None:
+        word = opens.group(1)
+        if word[0].isupper() and word.lower() in names and not is_common_word(word):
+            return _name(word)
+    maybe = _MAYBE_NAME.search(text)
+    if maybe is not None:
+        word = maybe.group(1)
+        if word.lower() in names and not is_common_word(word):
+            return _name(word)
+    return None
 
 
 def name_on_opening(text: str) -> str | None:
@@ -450,6 +504,63 @@ def declines(text: str, annotations: Mapping[str, Any], name_known: bool) -> flo
     # with "you" in it, which a question about the bot ("are you alive?") also has
     if text.rstrip().endswith("?") and set(words) & _ABOUT_ASKING:
         return WHY_ASK_SCORES["asks_back" if set(words) & _ABOUT_THE_QUESTION else "asks_you"]
+    return None
+
+
+#: The longest reply to the name question read by its shape as declining it
+#: (:func:`declines_by_shape`).
+SHAPE_WORDS = 8
+#: Words a reply to the name question may hold and still have no subject of its own: the
+#: question's own ("name") and whom it is asked of ("bot", the bot's name), and forms of
+#: "do" that scikit-learn's stop words lack ("does it matter").
+_THE_QUESTIONS_WORDS = frozenset({"name", "names", "bot", "chorus", "does", "did", "doing"})
+#: Words that point at the question itself ("does it matter", "what's that to you", "why
+#: does a bot need a name", "what do you need my name for"; not "what should I name my
+#: puppy?"). A question back with none points at the bot ("who is this", "can you hear
+#: me", "ARE YOU WORKING") or elsewhere, and is not the greeting's.
+_POINTS_AT_THE_QUESTION = re.compile(r"\b(?:it|that|(?:my|a|the)\s+name)\b", re.IGNORECASE)
+#: How sure each shape of declining is, as the raw score its curve (answer type
+#: ``declined_by_shape``) reads: a question back on the question with one word of its own
+#: at most says what it is; with two ("do i need to say it", "why do you need to know
+#: that") it is a guess; a refusal ("Nope, not yet", "none of ur business", "take a
+#: guess") nearly says what it is.
+SHAPE_SCORES = {"asks_back": 0.8, "refuses": 0.7, "asks_more": 0.65}
+#: A question: its mark, or a question word or an auxiliary opening it ("does it matter",
+#: "why does a bot need a name"); "oskar is the name" has its "is" further in.
+_ASKS_BACK = re.compile(
+    r"\?|^\W*(?:what|what's|whats|why|how|who|whom|whose|when|where|which|do|does|did|is|are"
+    r"|was|can|could|would|will|should|must)\b",
+    re.IGNORECASE,
+)
+#: VADER's negations, as typed with or without their apostrophe.
+_NEGATIONS = frozenset(n.replace("'", "") for n in NEGATE)
+
+
+def declines_by_shape(text: str) -> float | None:
+    """A reply to the name question that gives no name (the caller read none), read by its
+    shape, not its phrases: short (:data:`SHAPE_WORDS` words at most), with no name in it
+    (:func:`name_anywhere`), and either asking back (:data:`_ASKS_BACK`) about the question
+    (:data:`_POINTS_AT_THE_QUESTION`) with few words of its own (the words that are not
+    English stop words nor the question's own), or a refusal: a negation of VADER's or a
+    word that puts the question off, in :data:`DODGE_WORDS` words at most, with one word
+    of its own at most and no feeling (VADER's lexicon: "not great to be honest", "ya not
+    bad" say how the user is). The raw score says which (:data:`SHAPE_SCORES`); its curve
+    and the turn's reading say how sure each is."""
+    words = re.findall(r"[\w']+", text.lower())
+    if not 0 < len(words) <= SHAPE_WORDS or _ASKS_HOW_BACK.search(text) or name_anywhere(text):
+        return None  # how the user is, asked back ("gut, danke! and you?"); a name in it
+    own = {w.split("'")[0] for w in words} - ENGLISH_STOP_WORDS - _THE_QUESTIONS_WORDS
+    if _ASKS_BACK.search(text):
+        if not _POINTS_AT_THE_QUESTION.search(text):
+            return None  # "who is this", "what should I name my puppy?": not about the question
+        if len(own) <= 1:
+            return SHAPE_SCORES["asks_back"]
+        return SHAPE_SCORES["asks_more"] if len(own) == 2 else None
+    flat = {w.replace("'", "") for w in words}
+    refuses = flat & _NEGATIONS or set(words) & _PUTS_OFF - {"you", "first"}
+    feeling = (own - _NEGATIONS) & FEELING_WORDS
+    if refuses and len(words) <= DODGE_WORDS and len(own - _NEGATIONS) <= 1 and not feeling:
+        return SHAPE_SCORES["refuses"]
     return None
 
 
@@ -600,18 +711,35 @@ def _scripted(
     invited = (stage == "asked_name" and asked) or (stage == "done" and explained)
     if invited and recognised_intent(annotations) is None:
         found = extract_name(text, bare_word_ok=True, name_known=bool(name))
+        found = found or (None if name else plain_name(text))
         if found:
             return "name_after_asking", SkillHypothesis(
                 text=f"Nice to meet you, {found}! What would you like to talk about?",
                 confidence=0.95,
                 human_attributes={"name": found, "greeting_stage": "done"},
             )
+    shape = None
+    if stage == "asked_name" and asked and recognised_intent(annotations) in (None, "no"):
+        shape = declines_by_shape(text)
+    if shape is not None:
+        # "does it matter", "dont care": no name, and a question back or a refusal
+        return "declined_by_shape", SkillHypothesis(
+            text=WHY_ASK_LINE, confidence=shape, human_attributes={"greeting_stage": "done"}
+        )
     found = extract_name(text, bare_word_ok=False, name_known=bool(name))
     if found and found != name:
         return "name_given", SkillHypothesis(
             text=f"Nice to meet you, {found}!",
             confidence=0.9,
             human_attributes={"name": found, "greeting_stage": "done"},
+        )
+    plain = None if name or invited or opening else plain_name(text)
+    if plain is not None:
+        # "Brenda", "im zoe btw" later in the conversation: a name given unasked
+        return "name_plain", SkillHypothesis(
+            text=f"Nice to meet you, {plain}!",
+            confidence=0.8,
+            human_attributes={"name": plain, "greeting_stage": "done"},
         )
     if asks_name(text, annotations):
         if name:
@@ -639,7 +767,7 @@ def _scripted(
             human_attributes={"greeting_stage": "asked_name"},
         )
     likeness = greeting_by_likeness(annotations)
-    if likeness is not None:
+    if likeness is not None and not asks_of_its_own(text):
         # the same lines, as sure as the reading: calibrated apart (answer type greet_by_likeness)
         return "greet_by_likeness", SkillHypothesis(
             text=f"Hello again, {name}!" if name else "Hi! I'm Chorus. What's your name?",
@@ -668,7 +796,7 @@ def name_anywhere(text: str) -> str | None:
     else a capitalised word that is no English word ("Haruto desu", "mera naam Sunil
     hai"). Only where the turn's reading is sure the reply is the greeting's
     (:func:`by_reading`): elsewhere the first word is any sentence's capital."""
-    found = list(re.finditer(r"[A-Za-zÀ-ÿ'-]{2,30}(\.?)", text))
+    found = list(re.finditer(r"[A-Za-zÀ-ÿ'-]{2,30}(\.?)", uncapitalised(text)))
     words = [m.group(0).rstrip(".") for m in found]
     # a short word with a full stop is a title or an abbreviation ("Mr. Patel", "Dr."), no name
     titles = {m.group(0).rstrip(".") for m in found if m.group(1) and len(m.group(0)) <= 4}
@@ -727,6 +855,35 @@ def by_reading(text: str, annotations: Mapping[str, Any]) -> SkillHypothesis | N
     return _read(chance, name, named, WHY_ASK_LINE, {"greeting_stage": "done"})
 
 
+#: English words a question holds, besides stop words and feelings, from which it asks
+#: something of its own (:func:`asks_of_its_own`).
+OWN_WORDS = 2
+
+
+def asks_of_its_own(text: str) -> bool:
+    """Whether ``text`` asks (:func:`shared.asking.asks`) about a subject of its own: it
+    holds :data:`OWN_WORDS` or more English words of four letters or more (the speller's
+    dictionary) that are not stop words, feelings (VADER's lexicon) nor the bot's name
+    ("morning! what's the capital of australia"). A greeting's usual company asks none
+    ("Olá, tudo bem?", "evening chorus, you good?", "How far, Chorus?")."""
+    if not asks(spelling.normalise(text)):
+        return False
+    # the words as typed (no guess at a word the dictionary lacks: "kabar" is no typo)
+    typed = spelling.unabbreviate(text).lower()
+    words = {w.split("'")[0] for w in re.findall(r"[a-z']+", typed)}
+    own = words - ENGLISH_STOP_WORDS - FEELING_WORDS - _THE_QUESTIONS_WORDS
+    # words under four letters are as often another language's ("dey", "bem", "far")
+    return sum(len(w) >= 4 and spelling.is_english(w) for w in own) >= OWN_WORDS
+
+
+def may_open_by_reading(text: str) -> bool:
+    """Whether an opening turn may be read as a greeting by the reading
+    (:func:`opens_by_reading`): it asks nothing of its own (:func:`asks_of_its_own`). A
+    greeting with a question of its own ("morning! what's the capital of australia") is
+    the question's, whatever the reading finds greeting-like in it."""
+    return not asks_of_its_own(text)
+
+
 def opens_by_reading(text: str, annotations: Mapping[str, Any]) -> SkillHypothesis | None:
     """A conversation's opening turn none of the script's patterns read, when the turn's
     reading is sure it is the greeting's and the intents annotator reads no intent in it
@@ -734,6 +891,8 @@ def opens_by_reading(text: str, annotations: Mapping[str, Any]) -> SkillHypothes
     Inês"): the script's first line, or a greeting by the name when the turn holds one
     (:func:`name_on_opening`). The confidence is the reading's probability; ``routing``
     says so for the inspector (``kind`` ``by_reading``)."""
+    if not may_open_by_reading(text):
+        return None
     intents = annotations.get("intents")
     chance = reading.opens_by_reading(
         "greeting",

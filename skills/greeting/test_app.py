@@ -443,9 +443,9 @@ def test_the_turns_reading_weighs_the_answer_and_raises_it_only_when_sure() -> N
 
     (plain,) = ask("Hello!")
     (against,) = ask("Hello!", annotations=read(0.01))
-    (sure,) = ask("Hello!", annotations=read(0.995))
+    (sure,) = ask("Hello!", annotations=read(0.999))
     (unsure,) = ask("Hello!", annotations=read(0.5))
-    assert against["confidence"] < plain["confidence"] < sure["confidence"] <= 0.995
+    assert against["confidence"] < plain["confidence"] < sure["confidence"] <= 0.999
     assert unsure["confidence"] <= plain["confidence"]
     assert against["routing"]["chance"] == plain["confidence"]
     assert against["routing"]["read"] == 0.01
@@ -587,6 +587,8 @@ def test_an_opening_turn_the_reading_is_sure_of_opens_the_script() -> None:
         opened("heyo bot", greeting=0.6),
         opened("hi, what's a good name for a bakery?", intent="greeting"),
         opened("heyo bot", later=True),
+        # a question of its own beside the greeting, however sure the reading
+        opened("morning! what's the capital of australia", greeting=0.9),
     ]
     with ServiceClient(app) as client:
         answers = client.post("/respond", json={"dialogs": dialogs}).json()
@@ -597,4 +599,70 @@ def test_an_opening_turn_the_reading_is_sure_of_opens_the_script() -> None:
     assert heyo["routing"]["kind"] == "by_reading"
     assert ines["text"].startswith("Hi Inês, nice to meet you!")
     assert ines["human_attributes"] == {"name": "Inês", "greeting_stage": "done"}
-    assert silent == [[], [], []]
+    assert silent == [[], [], [], []]
+
+
+@pytest.mark.parametrize(
+    ("reply", "raw"),
+    [
+        ("does it matter", 0.8),
+        ("why does a bot need a name", 0.8),
+        ("what do you need my name for", 0.8),
+        ("do i need to say it", 0.65),
+        ("none of ur business", 0.7),
+        ("Nope, not yet", 0.7),
+    ],
+)
+def test_a_question_back_or_a_refusal_is_read_by_its_shape(reply: str, raw: float) -> None:
+    """Right after the name question, a short reply with no name that asks back with few
+    words of its own, or refuses (a negation, a word that puts the question off), is
+    answered with why the bot asks, its raw score saying which shape it has."""
+    (answer,) = ask("hi", "Hi! I'm Chorus. What's your name?", reply, greeting_stage="asked_name")
+    assert answer["text"] == WHY_ASK_LINE
+    assert answer["routing"] == {"skill": "greeting", "kind": "declined_by_shape", "raw": raw}
+    assert answer["human_attributes"] == {"greeting_stage": "done"}
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "oskar is the name",
+        "gut, danke! and you?",
+        "what should I get my sister for her 30th?",
+        "not great to be honest",
+    ],
+)
+def test_a_name_how_the_user_is_or_a_question_of_its_own_is_no_refusal(reply: str) -> None:
+    """A name in the reply, how the user is asked back, or a question with words of its
+    own about something else does not decline the name question."""
+    found = ask("hi", "Hi! I'm Chorus. What's your name?", reply, greeting_stage="asked_name")
+    assert all(h["text"] != WHY_ASK_LINE for h in found)
+
+
+@pytest.mark.parametrize("reply", ["chillin", "IM SO HAPPY I PASSED MY DRIVING TEST"])
+def test_a_reply_that_does_not_read_as_a_name_is_none(reply: str) -> None:
+    """After the name question, a lowercase verb with its final "g" dropped, and a line in
+    capitals (where a capital marks nothing), give no name; a short nickname does."""
+    found = ask("hi", "Hi! I'm Chorus. What's your name?", reply, greeting_stage="asked_name")
+    assert all("name" not in h["human_attributes"] for h in found)
+    (kev,) = ask("hi", "Hi! I'm Chorus. What's your name?", "kev", greeting_stage="asked_name")
+    assert kev["human_attributes"]["name"] == "Kev"
+
+
+@pytest.mark.parametrize(
+    ("line", "name"),
+    [("Brenda", "Brenda"), ("Sam, short for Samantha", "Sam"), ("im zoe btw", "Zoe")],
+)
+def test_a_name_given_plainly_later_is_taken(line: str, name: str) -> None:
+    """Later in a conversation, with no name known and the bot asking none, a short line
+    shaped as a name (a first name of some language opening it, ending its clause) is
+    one, its own kind of answer."""
+    (answer,) = ask("hello?", "I'm not sure I follow.", line)
+    assert answer["text"] == f"Nice to meet you, {name}!"
+    assert answer["human_attributes"] == {"name": name, "greeting_stage": "done"}
+    assert answer["routing"]["kind"] == "name_plain"
+
+
+def test_a_plain_name_is_not_taken_once_a_name_is_known_or_in_a_question() -> None:
+    assert ask("hello?", "I'm not sure I follow.", "Brenda", name="Ann") == []
+    assert ask("hello?", "I'm not sure I follow.", "Brenda, is that you?") == []

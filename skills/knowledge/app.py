@@ -34,9 +34,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent.sdk import DialogView, Service, SkillHypothesis
-from shared import spelling
-from shared.asking import asks
-from shared.calibration import SILENT_BELOW, calibrated, chance
+from shared import reading, spelling
+from shared.asking import asks, bids_for_work
+from shared.calibration import SILENT_BELOW, calibrated, chance, recording
 from shared.knowledge.index import embed_texts, terms
 from shared.knowledge.retrieval import Retrieved, RetrievedPassage
 
@@ -77,6 +77,14 @@ FOLLOWED_FROM = 0.3
 #: :data:`FOLLOWED_FROM`: a little over :data:`MIN_COSINE`, since its passage was found
 #: with the question before it.
 FOLLOW_UP_COSINE = 0.3
+#: The least confidence of a passage answered by the turn's reading where the skill's own
+#: gates are silent (:func:`by_reading`): the LLM skill's own floor for the passages it
+#: is given (``LLM_KNOWLEDGE_MIN_CONFIDENCE``). Of the training sets' turns that ask
+#: something, with a reading of 0.6 or more for the skill and such a passage, 66 more
+#: were labelled for it and 6 were not (bench/journal/routing.md).
+READ_PASSAGE_FROM = 0.2
+#: The answer type of an answer by the turn's reading (its chance is the reading's).
+BY_READING = "by_reading"
 #: Sentences quoted from the passage.
 MAX_SENTENCES = 2
 #: The most characters quoted; a longer sentence is cut at a word.
@@ -231,33 +239,72 @@ def answerable(raw: float) -> bool:
 
 def answer(dialog: DialogView) -> SkillHypothesis | None:
     """The extractive answer, or None when retrieval is not confident enough, the
-    utterance asks nothing (:func:`shared.asking.asks`: "Marek", "add a docstring") or is
-    small talk, its meaning is far from the passage's (:func:`off_subject`)
-    or it follows a question the docs did not answer, or the calibrated chance that it
-    fits is under an even one."""
+    utterance asks nothing (:func:`shared.asking.asks`: "Marek", "add a docstring"), bids
+    for work (:func:`shared.asking.bids_for_work`: "can you write me a skill that tells the
+    weather?", "show me the last error in the logs") or is small talk, its meaning is far
+    from the passage's (:func:`off_subject`) or it follows a question the docs did not
+    answer, or the turn's reading is sure it is the LLM's and not the docs'
+    (:func:`shared.reading.rules_out`), or the calibrated chance that it fits is under an
+    even one; where only the
+    passage's confidence or meaning falls short, the turn's reading may still answer it
+    (:func:`by_reading`)."""
     said = spelling.normalise(dialog.human_utterance.text)
-    if small_talk(dialog) or not asks(said):
+    if small_talk(dialog) or not asks(said) or bids_for_work(said):
         return None
     found = retrieved(dialog)
     if found is None or not found.passages:
         return None
     best = found.passages[0]
-    if best.confidence < THRESHOLD or off_subject(found) or follows_other_subject(dialog, found):
+    if follows_other_subject(dialog, found):
         return None
-    where = f"{best.source}, {best.section}" if best.section else best.source
-    quote = best_sentences(said, best.text)
+    annotations = dialog.human_utterance.annotations
+    if best.confidence < THRESHOLD or off_subject(found):
+        return by_reading(said, best, annotations)
+    if reading.rules_out("knowledge", reading.of(annotations)):
+        return None  # the reading is sure the turn is the LLM's, and not the docs'
     hypothesis = calibrated(
-        SkillHypothesis(
-            text=f"From {where}: {quote}",
-            confidence=best.confidence,
-            citations=[citation(1, best)],
-        ),
-        "knowledge",
-        ANSWER_TYPE,
-        dialog.human_utterance.annotations,
+        quoted(said, best, best.confidence), "knowledge", ANSWER_TYPE, annotations
     )
     if hypothesis is not None:
         hypothesis.confidence = min(hypothesis.confidence, MAX_CONFIDENCE)
+    return hypothesis
+
+
+def quoted(said: str, best: RetrievedPassage, confidence: float) -> SkillHypothesis:
+    """The answer from ``best``: its sentences closest to ``said``, and where they come from."""
+    where = f"{best.source}, {best.section}" if best.section else best.source
+    return SkillHypothesis(
+        text=f"From {where}: {best_sentences(said, best.text)}",
+        confidence=confidence,
+        citations=[citation(1, best)],
+    )
+
+
+def by_reading(
+    said: str, best: RetrievedPassage, annotations: dict[str, Any]
+) -> SkillHypothesis | None:
+    """Where the skill's own gates are silent (the passage under :data:`THRESHOLD`, or far
+    in meaning from the question), the passage when it is :data:`READ_PASSAGE_FROM` sure
+    and the turn's reading is sure the turn is the skill's
+    (:func:`shared.reading.passage_by_reading`): a question about Chorus asked loosely
+    ("how do I connect it to OpenAI?", "whos behind this bot?"). As sure as the reading,
+    capped at :data:`MAX_CONFIDENCE`; ``routing`` says so (``kind`` ``by_reading``).
+
+    Recording a run for the calibration (:func:`shared.calibration.recording`, no reading
+    there), the answer is kept with no confidence (it never wins the run) and the
+    passage's as its raw score, for the replay to weigh with each fold's reading."""
+    if best.confidence < READ_PASSAGE_FROM:
+        return None
+    if recording():
+        hypothesis = quoted(said, best, 0.0)
+        routing = {"skill": "knowledge", "kind": BY_READING, "raw": best.confidence}
+    else:
+        chance = reading.passage_by_reading("knowledge", reading.of(annotations), reading.shipped())
+        if chance is None:
+            return None
+        hypothesis = quoted(said, best, round(min(chance, MAX_CONFIDENCE), 4))
+        routing = {"skill": "knowledge", "kind": BY_READING, "raw": chance, "read": chance}
+    setattr(hypothesis, "routing", routing)  # noqa: B010
     return hypothesis
 
 

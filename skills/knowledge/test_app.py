@@ -13,6 +13,7 @@ from skills.knowledge.app import (
     FOLLOWED_FROM,
     MAX_CONFIDENCE,
     MIN_COSINE,
+    READ_PASSAGE_FROM,
     THRESHOLD,
     app,
     best_sentences,
@@ -251,3 +252,77 @@ def test_a_sentence_that_runs_over_a_line_break_is_quoted_whole() -> None:
 
     assert sentences(wrapped) == [" ".join(wrapped.split())]
     assert best_sentences("How do I restore a backup?", wrapped).endswith("history elsewhere.")
+
+
+def test_a_weaker_passage_is_answered_when_the_turns_reading_is_sure() -> None:
+    """ "how do I connect it to OpenAI?": a question about Chorus asked loosely, whose best
+    passage the retrieval is unsure of. Where the skill's own gates are silent, the
+    passage is answered when the turn's reading is sure the turn is the skill's
+    (shared/reading.py's ``PASSAGES_BY_READING``), as sure as the reading, capped; an
+    unsure reading, a passage under its floor, or a bid for work leaves the turn to
+    others."""
+
+    def asked(
+        confidence: float, knowledge: float, question: str = "how do I connect it to OpenAI?"
+    ) -> dict[str, Any]:
+        reading = {"knowledge": knowledge, "faq": 0.5, "llm": 0.1}
+        annotations = {
+            "retrieval": {"query": question, "passages": [passage(confidence)]},
+            "intents": {"intent": None, "confidence": 0.2, "reading": reading},
+        }
+        return view(question, annotations=annotations)
+
+    dialogs = [
+        asked(0.3, 0.95),
+        asked(0.3, 0.7),
+        asked(0.3, 0.4),
+        asked(READ_PASSAGE_FROM - 0.05, 0.95),
+        # a bid for work, however sure the reading
+        asked(0.3, 0.95, "can you generate the pipeline.json for me with three skills"),
+    ]
+    with ServiceClient(app) as client:
+        answers = client.post("/respond", json={"dialogs": dialogs}).json()
+    (sure,), (likely,), *silent = answers
+    assert sure["text"].startswith("From docs/backup.md, Restoring: ")
+    assert sure["confidence"] == MAX_CONFIDENCE
+    assert sure["routing"] == {
+        "skill": "knowledge",
+        "kind": "by_reading",
+        "raw": 0.95,
+        "read": 0.95,
+    }
+    assert sure["citations"][0]["source"] == "docs/backup.md"
+    assert likely["confidence"] == 0.7
+    assert silent == [[], [], []]
+
+
+def test_a_bid_for_work_is_left_to_other_skills_however_sure_the_passage() -> None:
+    """ "can you write me a skill that tells the weather?" wants something made, not what
+    the docs say; "can you explain how a restore works?" asks."""
+    assert ask("can you write me a skill that tells the weather?", passage(0.93)) == []
+    assert ask("show me the last error in the logs", passage(0.93)) == []
+    (asked,) = ask("can you explain how a restore works?", passage(0.93))
+    assert asked["text"].startswith("From docs/backup.md, Restoring: ")
+
+
+def test_a_sure_passage_is_left_to_the_llm_where_the_reading_rules_the_docs_out() -> None:
+    """ "how to answer 'what is your weakness'?" shares the docs' words: where the turn's
+    reading is sure it is the LLM's alone and finds the docs unlikely
+    (shared/reading.py's ``RULED_OUT_BY_READING``), the passage is not given; a reading
+    less sure of the LLM leaves the answer to its curve."""
+    question = "how to answer 'what is your weakness'?"
+
+    def asked(knowledge: float, llm: float) -> dict[str, Any]:
+        reading = {"knowledge": knowledge, "faq": 0.1, "llm": llm}
+        annotations = {
+            "retrieval": {"query": question, "passages": [passage(0.95)]},
+            "intents": {"intent": None, "confidence": 0.2, "reading": reading},
+        }
+        return view(question, annotations=annotations)
+
+    with ServiceClient(app) as client:
+        ruled_out, weighed = client.post(
+            "/respond", json={"dialogs": [asked(0.1, 0.9), asked(0.5, 0.4)]}
+        ).json()
+    assert ruled_out == []
+    assert weighed[0]["routing"]["kind"] == ANSWER_TYPE

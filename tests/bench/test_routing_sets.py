@@ -65,8 +65,9 @@ class Conversation(BaseModel):
 #: complete (README.md there); ``fresh2`` is a fourth, written the same way once ``fresh``
 #: had been run too, ``fresh3`` a fifth once ``fresh2`` had, ``fresh4`` a sixth once
 #: all of those had been run several times, ``fresh5`` a seventh once ``fresh4`` had
-#: been too, ``fresh6`` an eighth once every one of them had, and ``fresh7`` a ninth, in
-#: ordinary voices, once ``fresh6`` had been run too; ``train``, ``train2``, ``train3``,
+#: been too, ``fresh6`` an eighth once every one of them had, ``fresh7`` a ninth, in
+#: ordinary voices, once ``fresh6`` had been run too, and ``fresh8`` a tenth, ordinary
+#: too, once ``fresh7`` had been run many times; ``train``, ``train2``, ``train3``,
 #: ``train4``, ``train5``, ``train6``, ``train7`` and ``train8`` (the last three in ordinary
 #: voices, each written blind) are more sets to fit on, beside dev
 MINIMUMS = {
@@ -79,6 +80,7 @@ MINIMUMS = {
     "fresh5": ("fresh5-", 520),
     "fresh6": ("fresh6-", 520),
     "fresh7": ("fresh7-", 520),
+    "fresh8": ("fresh8-", 560),
     "train": ("train-", 650),
     "train2": ("train2-", 550),
     "train3": ("train3-", 550),
@@ -88,7 +90,7 @@ MINIMUMS = {
     "train7": ("train7-", 620),
     "train8": ("train8-", 620),
 }
-#: Every set of the folder: the sixteen above and ``typed``, the careless-typing set, which
+#: Every set of the folder: the seventeen above and ``typed``, the careless-typing set, which
 #: keeps no size or mix of the issue's (README.md there).
 ALL_SETS = [*sorted(MINIMUMS), "typed"]
 
@@ -142,6 +144,7 @@ HELD_OUT = [
     "fresh5",
     "fresh6",
     "fresh7",
+    "fresh8",
 ]
 #: The sets to fit on, in the order they were written.
 TRAINING = list(TRAINING_SETS)
@@ -157,6 +160,7 @@ EARLIER: dict[str, list[str]] = {
     "fresh5": [*TRAINING, *HELD_OUT[:6]],
     "fresh6": [*TRAINING, *HELD_OUT[:7]],
     "fresh7": [*TRAINING, *HELD_OUT[:8]],
+    "fresh8": [*TRAINING, *HELD_OUT[:9]],
     **{name: [*TRAINING[:i], *HELD_OUT] for i, name in enumerate(TRAINING) if i > 0},
 }
 
