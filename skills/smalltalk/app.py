@@ -221,14 +221,15 @@ def gives_way(
     chosen: SkillHypothesis, answer_type: str, beyond: asks.Beyond | None, persona: Persona
 ) -> bool:
     """Whether ``chosen`` is left out because the turn asks for what small talk has no
-    line for (``beyond``): any answer to a question on the user's own past (memory) or one
+    line for (``beyond``): any answer to a turn that gives the user's name (the
+    greeting's), to a question on the user's own past (memory) or one
     setting the bot beside something else ("How are you different from a search
     engine?" is no "how are you"), a loose answer to the rest. A persona topic whose own
     examples are requests ("tell me a fun fact") still answers a request, and a question
     on the LLM's answer ("got another fact?")."""
     if beyond is None:
         return False
-    if beyond in ("asks_own_past", "compares"):
+    if beyond in ("asks_own_past", "compares", "introduces"):
         return True
     if (
         beyond in ("requests", "follows_up")

@@ -52,6 +52,8 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from skills.smalltalk.matchers import introduces
+
 _I = re.IGNORECASE
 #: Words a turn may open with before what it asks ("ok so why does it...").
 _LEAD = r"^\W*(?:(?:and|so|but|ok|okay|oh|well|hey|then|now|also|no|right|please|pls|just)\W+)*"
@@ -217,6 +219,7 @@ Beyond = Literal[
     "imagines",
     "compares",
     "follows_up",
+    "introduces",
 ]
 
 
@@ -278,6 +281,8 @@ def beyond_small_talk(text: str, after_llm: bool = False) -> Beyond | None:
     line was the LLM's kind of answer (:data:`shared.reading.LLM_KIND`), after which a
     fragment that narrows a request (:func:`narrows`) and a question on its answer
     (:func:`follows_up`) are the LLM's too."""
+    if introduces(text):  # a name, in any clause: the greeting's
+        return "introduces"
     if asks_own_past(text):
         return "asks_own_past"
     if _COMPARES.search(text):

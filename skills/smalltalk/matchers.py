@@ -73,6 +73,22 @@ _INTRODUCES = re.compile(
     r"^\W*(?:(?:ok|okay|oh|well|so|fine|and)\W+)*(?:[Ii]'?m|[Ii] am|[Ii] go by|[Ii]t'?s|[Tt]his is)"
     r"\s+[A-Z]"
 )
+#: The user giving their name, opening the turn or a later sentence or clause: "its Ty
+#: lol", "Good thanks. I'm Aisha", "Thanks for asking, I'm Graham.", "I'm good too,
+#: thanks! I'm Olivia"; a word in capitals ("I'm SO happy today") is no name. On the nine
+#: training sets every such turn was the greeting's (a name in any form), and small
+#: talk's thanks in some of them answered the turn instead of the greeting.
+_GIVES_NAME = re.compile(
+    r"(?:^|[.!?,;:])\s*(?:(?:ok|okay|oh|well|so|fine|and)\W+)*"
+    r"(?:[Ii]'?m|[Ii] am|[Ii] go by|[Ii]t'?s|[Tt]his is)\s+[A-Z](?![A-Z])"
+)
+
+
+def introduces(text: str) -> bool:
+    """Whether the user gives their name, opening the turn or a later clause
+    (:data:`_GIVES_NAME`): the greeting's to take, whatever else the turn says."""
+    return bool(_GIVES_NAME.search(text.replace("\u2019", "'")))
+
 
 _I = re.IGNORECASE
 #: Checked in this order: the most specific question first ("thanks! what's your favourite

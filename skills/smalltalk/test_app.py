@@ -603,9 +603,10 @@ def test_a_statement_much_likelier_small_talks_than_the_llms_gets_a_line(
     """ "the kids are finally asleep and the house is quiet" with a reading under
     ``STATE_FROM`` for small talk (0.45) but a fifth of that for the LLM alone: the reading
     finds the turn far likelier small talk's than the LLM's, so the skill answers by its
-    mood, as sure as that share (0.45 / (0.45 + 0.09) = 0.83). Right after the LLM's line
-    (a statement there may carry on its thread), with a reading as likely the LLM's, or
-    under ``STATE_AGREE_FROM``, it answers nothing."""
+    mood, as sure as that share (0.45 / (0.45 + 0.09) = 0.83), right after the LLM's line
+    too. There a statement may carry on the LLM's thread, so a share under
+    ``THREAD_SHARE_FROM`` (0.45 / (0.45 + 0.25) = 0.64) answers nothing; nor, anywhere, a
+    reading as likely the LLM's, or one under ``STATE_AGREE_FROM``."""
 
     def said(text: str, **how: Any) -> dict[str, Any]:
         built = said_late(text, **how)
@@ -613,16 +614,18 @@ def test_a_statement_much_likelier_small_talks_than_the_llms_gets_a_line(
         return built
 
     statement = "the kids are finally asleep and the house is quiet"
-    (shared,), *silent = ask(
+    poem = {"after": "llm", "line": "Here is a poem."}
+    (shared,), (on_thread,), *silent = ask(
         client,
         said(statement, smalltalk=0.45, llm=0.09),
-        said(statement, smalltalk=0.45, llm=0.09, after="llm", line="Here is a poem."),
+        said(statement, smalltalk=0.45, llm=0.09, **poem),
+        said(statement, smalltalk=0.45, llm=0.25, **poem),
         said(statement, smalltalk=0.45, llm=0.45),
-        said(statement, smalltalk=0.3, llm=0.01),
+        said(statement, smalltalk=0.25, llm=0.01),
     )
     assert shared["text"] in FILE_LINES.about_user
-    assert shared["confidence"] == 0.8333
-    assert shared["routing"]["kind"] == "by_reading"
+    assert shared["confidence"] == on_thread["confidence"] == 0.8333
+    assert shared["routing"]["kind"] == on_thread["routing"]["kind"] == "by_reading"
     assert silent == [[], [], []]
 
 
@@ -781,6 +784,41 @@ def test_a_few_words_it_cannot_read_late_in_a_conversation_get_a_nod(
     assert tschuss[0]["text"] in FILE_LINES.unread
     for other in (name, question, longer, opening):
         assert not other or other[0]["text"] not in FILE_LINES.unread
+
+
+def test_a_figure_is_no_word_of_another_language(client: ServiceClient) -> None:
+    """ "im 80kg" or "5mg" late in a conversation: "kg" and "mg" are words no English
+    dictionary holds, but a figure is a detail of what the user asked, not thanks or a
+    goodbye in another language, and gets no nod; shorthand with a digit inside a word
+    ("l8r") is still nodded to."""
+    before = ("tell me something", "That sounds like a story. How did it go?")
+    weight, dose, later = ask(
+        client,
+        dialog(*before, "im 80kg"),
+        dialog(*before, "They're amlodipine, 5mg."),
+        dialog(*before, "l8r"),
+    )
+    for figure in (weight, dose):
+        assert not figure or figure[0]["text"] not in FILE_LINES.unread
+    assert later[0]["text"] in FILE_LINES.unread
+
+
+def test_a_name_given_in_any_clause_is_the_greetings(client: ServiceClient) -> None:
+    """ "Good thanks. I'm Aisha", "Thanks for asking, I'm Graham.": the user gives their
+    name after saying how they are or thanking the bot. The name is the greeting skill's to
+    take, so small talk's thanks or "glad to hear it" stays out; a word in capitals is no
+    name ("I'm SO happy today")."""
+    thanks = {"intents": {"intent": "thanks", "confidence": 1.0, "method": "pattern"}}
+    glad = {"sentiment": {"label": "positive", "compound": 0.8, "positive": 0.8}}
+    before = ("hi", "Hi! I'm doing well, thanks. I'm Chorus. What's your name?")
+    good, asking, happy = ask(
+        client,
+        dialog(*before, "Good thanks. I'm Aisha", annotations=thanks),
+        dialog(*before, "Thanks for asking, I'm Graham.", annotations=thanks),
+        dialog("I'm SO happy today, I passed my driving test!!", annotations=glad),
+    )
+    assert good == asking == []
+    assert happy[0]["smalltalk_topic"] == "glad"
 
 
 def test_how_the_user_is_asked_back_in_any_words_gets_how_the_bot_is(

@@ -46,6 +46,10 @@ from skills.smalltalk.asks import beyond_small_talk
         ("do you think the bus will be late tonight", "asks_the_world"),
         ("do u reckon it'll snow this weekend", "asks_the_world"),
         ("who do you reckon will win the league", "asks_the_world"),
+        # the user's name, opening the turn or a later clause: the greeting's
+        ("Good thanks. I'm Aisha", "introduces"),
+        ("I'm good too, thanks! I'm Olivia", "introduces"),
+        ("its Ty lol", "introduces"),
     ],
 )
 def test_turns_only_the_llm_has_an_answer_for(text: str, beyond: str) -> None:
@@ -77,6 +81,7 @@ def test_turns_only_the_llm_has_an_answer_for(text: str, beyond: str) -> None:
         "can you tell me your name?",  # the bot's own
         "tell me what you like",
         "would you like to hear about my day?",
+        "I'm SO happy today",  # capitals, no name
     ],
 )
 def test_small_talk_s_own_turns_are_not(text: str) -> None:

@@ -27,6 +27,8 @@ MOST_WORDS = 4
 #: Words counted as neither English nor not: the bot's own name said to it.
 _NEUTRAL = frozenset({"chorus"})
 _LETTERS = re.compile(r"[^\W\d_]+")
+#: A figure: a word that opens with a digit ("80kg", "22"; not "l8r").
+_FIGURE = re.compile(r"(?<![^\W\d_])\d")
 #: A word with its apostrophes ("didn't", "t'es"): a contraction is read whole.
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*")
 
@@ -38,8 +40,8 @@ def unknown_share(text: str, opening: bool) -> float | None:
     word after the first and no bare first name (a name: "ik ben Sanne", "Aoife" are the
     greeting's), and at least half of
     its words unknown. Else None."""
-    if opening or "?" in text:
-        return None
+    if opening or "?" in text or _FIGURE.search(text):
+        return None  # a figure ("im 80kg", "5mg") is a detail, no word of another language
     typed = _LETTERS.findall(text)
     if any(word[0].isupper() for word in typed[1:] if word.lower() not in _NEUTRAL):
         return None
