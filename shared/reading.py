@@ -126,16 +126,12 @@ STATE_FROM = 0.6
 #: A statement the reading is less sure of is still the skill's where the reading weighs
 #: it against the LLM's and finds it much the likelier of the two: from a reading of
 #: :data:`STATE_AGREE_FROM` for the skill, when its share of the two probabilities (the
-#: skill's, and "only the LLM"'s) is :data:`STATE_SHARE_FROM` or more; on the LLM's
-#: thread (there a statement often carries on what was asked, label rule 9, which the two
-#: readings tell apart worse) from :data:`THREAD_SHARE_FROM`, as a guess from the mood
-#: there. That share is then the answer's chance: out of fold on the six training sets
-#: such statements held small talk's turns and none only the LLM fits. Since the reading
-#: sees who a turn speaks of (:func:`turn_form`), the share rule on the thread and from
-#: 0.3 (0.4 before) answered more small talk's turns out of fold on the nine sets for no
-#: more wrong ones (0.2: one turn more; a thread floor of 0.65: five more wrong;
-#: docs/performance.md).
-STATE_AGREE_FROM = 0.3
+#: skill's, and "only the LLM"'s) is :data:`STATE_SHARE_FROM` or more, and not right after
+#: the LLM's line (there a statement often carries on its thread, label rule 9, which the
+#: two readings tell apart worse). That share is then the answer's chance: out of fold on
+#: the six training sets such statements held small talk's turns and none only the LLM
+#: fits (docs/performance.md).
+STATE_AGREE_FROM = 0.4
 STATE_SHARE_FROM = 0.6
 #: On the LLM's thread (the bot's last line the LLM's kind, or only the skill's guesses
 #: since: ``after_llm``), a guess from the mood stands only where the reading finds the
@@ -253,43 +249,7 @@ def feature_count(intents: Sequence[str]) -> int:
     return 2 * WIDTH + 2 * len(intents) + _CHEAP
 
 
-_CHEAP = 7 + 2 * 5
-#: Who a turn speaks of, by the word that opens it after a spoken lead ("ok", "oh",
-#: "haha"): the user (``I``), someone or something already spoken of (``she``, ``it``,
-#: ``the``, ``we``: "she's 14", "it's on a balcony", a detail that carries on what was
-#: asked, label rule 9), or the bot (``you``); whether it holds a figure ("500 words");
-#: and whether it is a bare reaction, a few words of none of these ("huh never knew that",
-#: "mind blown"). Each is a feature of its own and again beside the LLM's line before it
-#: (:func:`turn_form`): right after the LLM's answer a detail carries on its thread, where
-#: the user speaking of themselves or reacting to it is small talk's, and a linear reading
-#: cannot multiply the two itself. "my" is none of them: "my friend said macbooks are
-#: overpriced" is someone else's say.
-_LEAD = r"^\W*(?:(?:ok|okay|oh|ooh|well|so|and|but|yeah|yes|no|nah|haha|lol|hmm|ah|right)\W+)*"
-_USER = re.compile(_LEAD + r"(?:i|i'm|i've|i'd|i'll)\b", re.IGNORECASE)
-_SPOKEN_OF = re.compile(
-    _LEAD + r"(?:he|she|it|it's|its|they|they're|we|we're|we've|his|her|their|our|the|"
-    r"he's|she's|there's|this|these|those)\b",
-    re.IGNORECASE,
-)
-_BOT = re.compile(_LEAD + r"(?:you|you're|you've|your|u|ur)\b", re.IGNORECASE)
-_FIGURE = re.compile(r"\d")
-#: A bare reaction's words at most (:func:`turn_form`).
-_BARE_WORDS = 4
-
-
-def turn_form(text: str) -> tuple[float, float, float, float, float]:
-    """Whether ``text`` speaks of the user, of someone or something spoken of, of the bot,
-    holds a figure, or is a bare reaction (:data:`_USER` and the rest above)."""
-    found = (
-        1.0 if _USER.search(text) else 0.0,
-        1.0 if _SPOKEN_OF.search(text) else 0.0,
-        1.0 if _BOT.search(text) else 0.0,
-        1.0 if _FIGURE.search(text) else 0.0,
-    )
-    bare = not any(found) and len(_WORDS.findall(text)) <= _BARE_WORDS
-    return (*found, 1.0 if bare else 0.0)
-
-
+_CHEAP = 7
 #: The skills whose line before a turn is the LLM's kind of answer: the LLM's own, and the
 #: fallback's, which stands for it where no LLM runs (the training sets are run without
 #: one, so a feature that told them apart would learn nothing a served turn has).
@@ -345,7 +305,6 @@ def features(
     if intent.get("nearest") in index:
         near[index[intent["nearest"]]] = float(intent.get("likeness") or 0.0)
     words = len(_WORDS.findall(text))
-    form = turn_form(text)
     cheap = np.array(
         [
             1.0 if "?" in text else 0.0,
@@ -354,8 +313,6 @@ def features(
             min(words, 20) / 10.0,
             1.0 if intent.get("method") == "pattern" else 0.0,
             *kind,
-            *form,
-            *(kind[0] * f for f in form),
         ],
         dtype=np.float32,
     )
@@ -463,10 +420,9 @@ def answer_by_reading(
     of any length) and the reading gives the skill :data:`STATE_FROM` or more (on the
     LLM's thread, ``after_llm``: the bot's last line the LLM's kind, or only the skill's
     guesses since, only where :func:`stands_on_thread`): then the intent named is
-    :data:`STATE`; or the reading gives it :data:`STATE_AGREE_FROM` or more and its share
-    beside the LLM's reading is :data:`STATE_SHARE_FROM` or more
-    (:func:`share_beside_llm`; ``after_llm``, :data:`THREAD_SHARE_FROM`): the intent named
-    is :data:`STATE`, its chance that share.
+    :data:`STATE`; or, not ``after_llm``, the reading gives it :data:`STATE_AGREE_FROM` or
+    more and its share beside the LLM's reading is :data:`STATE_SHARE_FROM` or more
+    (:func:`share_beside_llm`): the intent named is :data:`STATE`, its chance that share.
     None otherwise:
     two readings that disagree leave the turn to others. ``model`` is the reading in use
     (:func:`shipped`; a fold's in bench/calibrate.py)."""
@@ -478,12 +434,11 @@ def answer_by_reading(
         share_beside_llm(skill, probabilities, model)
         if stating
         and not question
+        and not after_llm
         and _weighed_from(skill, probabilities, model, STATE_AGREE_FROM) is not None
         else None
     )
-    # on the LLM's thread, only as far likelier the skill's as a guess there must be
-    floor = THREAD_SHARE_FROM if after_llm else STATE_SHARE_FROM
-    shared_state = None if share is None or share < floor else share
+    shared_state = None if share is None or share < STATE_SHARE_FROM else share
     p = _weighed_from(skill, probabilities, model, ANSWER_FROM)
     if p is None:
         return None if shared_state is None else (shared_state, STATE)

@@ -603,10 +603,9 @@ def test_a_statement_much_likelier_small_talks_than_the_llms_gets_a_line(
     """ "the kids are finally asleep and the house is quiet" with a reading under
     ``STATE_FROM`` for small talk (0.45) but a fifth of that for the LLM alone: the reading
     finds the turn far likelier small talk's than the LLM's, so the skill answers by its
-    mood, as sure as that share (0.45 / (0.45 + 0.09) = 0.83), right after the LLM's line
-    too. There a statement may carry on the LLM's thread, so a share under
-    ``THREAD_SHARE_FROM`` (0.45 / (0.45 + 0.25) = 0.64) answers nothing; nor, anywhere, a
-    reading as likely the LLM's, or one under ``STATE_AGREE_FROM``."""
+    mood, as sure as that share (0.45 / (0.45 + 0.09) = 0.83). Right after the LLM's line
+    (a statement there may carry on its thread), with a reading as likely the LLM's, or
+    under ``STATE_AGREE_FROM``, it answers nothing."""
 
     def said(text: str, **how: Any) -> dict[str, Any]:
         built = said_late(text, **how)
@@ -614,18 +613,16 @@ def test_a_statement_much_likelier_small_talks_than_the_llms_gets_a_line(
         return built
 
     statement = "the kids are finally asleep and the house is quiet"
-    poem = {"after": "llm", "line": "Here is a poem."}
-    (shared,), (on_thread,), *silent = ask(
+    (shared,), *silent = ask(
         client,
         said(statement, smalltalk=0.45, llm=0.09),
-        said(statement, smalltalk=0.45, llm=0.09, **poem),
-        said(statement, smalltalk=0.45, llm=0.25, **poem),
+        said(statement, smalltalk=0.45, llm=0.09, after="llm", line="Here is a poem."),
         said(statement, smalltalk=0.45, llm=0.45),
-        said(statement, smalltalk=0.25, llm=0.01),
+        said(statement, smalltalk=0.3, llm=0.01),
     )
     assert shared["text"] in FILE_LINES.about_user
-    assert shared["confidence"] == on_thread["confidence"] == 0.8333
-    assert shared["routing"]["kind"] == on_thread["routing"]["kind"] == "by_reading"
+    assert shared["confidence"] == 0.8333
+    assert shared["routing"]["kind"] == "by_reading"
     assert silent == [[], [], []]
 
 
