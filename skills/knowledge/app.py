@@ -28,7 +28,7 @@ copies into the reply's attributes and /chat shows as a link.
 from __future__ import annotations
 
 import re
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from pydantic import ValidationError
@@ -142,6 +142,14 @@ def readable(sentence: str) -> str:
     return f"`{sentence}`"
 
 
+#: Quotes kept by question and passage: embedding a passage's sentences is the costly part
+#: of an answer (milliseconds), and the same questions come back ("what is chorus?"); a
+#: call that long also sends the skill's calls off the event loop for a while
+#: (agent/connectors/quick_calls.py), where every later call waits on a thread.
+QUOTES_KEPT = 512
+
+
+@lru_cache(maxsize=QUOTES_KEPT)
 def best_sentences(question: str, passage: str) -> str:
     """The :data:`MAX_SENTENCES` sentences of ``passage`` closest to ``question``, in order:
     sentences of prose when there are any."""
