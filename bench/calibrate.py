@@ -118,6 +118,7 @@ from response_selectors.confidence.app import (
 from shared.calibration import CALIBRATION_FILE, CALIBRATION_VARIABLE, SILENT_BELOW, Curve
 from shared.reading import (
     ANSWERS_BY_READING,
+    BY_READING,
     READING_FILE,
     READING_VARIABLE,
     ReadingModel,
@@ -240,7 +241,9 @@ class Read:
     #: memory: :func:`skills.smalltalk.asks.beyond_small_talk`), where small talk does not
     #: answer by the reading either
     beyond: bool = False
-    #: the turn opens its conversation (no bot line before it)
+    #: the turn opens its conversation (no bot line before it) asking nothing of its own,
+    #: so that the greeting may open the script by the reading
+    #: (:func:`skills.greeting.app.may_open_by_reading`)
     opening: bool = False
     #: the turn carries on the LLM's thread: the bot's line before it was the LLM's kind
     #: (the fallback's in a run), or only small talk's guesses from the mood stand between
@@ -378,11 +381,6 @@ def may_answer_by_reading(text: str, annotations: Mapping[str, Any]) -> bool:
     return may(text, annotations)
 
 
-#: The answer type of an answer by the turn's reading, recorded in a run where the skill
-#: would have answered by it (the knowledge skill's passage by the reading).
-BY_READING = "by_reading"
-
-
 def by_reading(h: Hypothesis, read: Read | None) -> float | None:
     """The chance of ``h``, an answer the run recorded by the reading (the knowledge
     skill's weaker passage, :func:`skills.knowledge.app.by_reading`), as the skill gives
@@ -395,14 +393,6 @@ def by_reading(h: Hypothesis, read: Read | None) -> float | None:
         return None
     chance = passage_by_reading(h.skill, read.probabilities, read.model)
     return None if chance is None else min(chance, MAX_CONFIDENCE)
-
-
-def may_open_by_reading(text: str) -> bool:
-    """Whether the greeting may open the script on an opening turn by the reading
-    (:func:`skills.greeting.app.may_open_by_reading`)."""
-    from skills.greeting.app import may_open_by_reading as may
-
-    return may(text)
 
 
 def guesses_off_thread(h: Hypothesis, read: Read | None) -> bool:
@@ -469,7 +459,7 @@ def decide(
         if "greeting" not in answered:
             if read.naming and may_answer_by_reading(turn.text, {"intents": dict(read.intent)}):
                 greeted = reply_by_reading("greeting", read.probabilities, read.model)
-            elif read.opening and may_open_by_reading(turn.text):
+            elif read.opening:
                 greeted = opens_by_reading("greeting", read.probabilities, read.intent, read.model)
         if greeted is not None and ran("greeting", read.intent):
             scored.append(
@@ -495,6 +485,18 @@ def replayed(turns: Sequence[Observed], decided: Sequence[Decided]) -> dict[str,
     return {"llm_on": with_llm(on), "llm_off": without_llm(off)}
 
 
+def openings(turns: Sequence[Observed]) -> list[bool]:
+    """Whether each turn opens its conversation asking nothing of its own, where the
+    greeting may open the script by the reading
+    (:func:`skills.greeting.app.may_open_by_reading`)."""
+    from skills.greeting.app import may_open_by_reading
+
+    return [
+        line is None and may_open_by_reading(t.text)
+        for t, line in zip(turns, reading.previous_lines(turns), strict=True)
+    ]
+
+
 def reader(
     turns: Sequence[Observed],
 ) -> Callable[[ReadingModel | None, np.ndarray, int], Read | None]:
@@ -509,7 +511,7 @@ def reader(
     stating = states(turns)
     naming = name_replies(turns)
     asks_beyond = beyond(turns, after_llm)
-    opening = [line is None for line in reading.previous_lines(turns)]
+    opening = openings(turns)
 
     def read(model: ReadingModel | None, row: np.ndarray, i: int) -> Read | None:
         if model is None:

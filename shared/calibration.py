@@ -100,9 +100,9 @@ def load(path: Path) -> dict[str, dict[str, Curve]]:
 def _shipped() -> dict[str, dict[str, Curve]]:
     """The curves in use, read once per process: a bad file stops the first turn's
     skill with a message naming it (and the service's tests catch it first)."""
-    chosen = os.environ.get(CALIBRATION_VARIABLE, "")
-    if chosen == "off":
+    if recording():
         return {}
+    chosen = os.environ.get(CALIBRATION_VARIABLE, "")
     path = Path(chosen) if chosen else CALIBRATION_FILE
     return load(path) if path.exists() or chosen else {}
 

@@ -171,6 +171,11 @@ OPENS_BY_READING: dict[str, float] = {"greeting": 0.7}
 PASSAGES_BY_READING: dict[str, float] = {"knowledge": 0.6}
 #: The reading's label for turns only the LLM fits (bench/reading.py's labels).
 LLM_LABEL = "llm"
+#: The answer type (and the ``routing`` kind the inspector shows) of a skill's answer
+#: chosen by the turn's reading rather than by its own matcher or score: the greeting's
+#: reply to its name question, small talk's line for the intent read, the knowledge
+#: skill's weaker passage. Its chance is the reading's; bench/calibrate.py replays it.
+BY_READING = "by_reading"
 #: The embedding's width (:mod:`shared.meaning`).
 WIDTH = 256
 _WORDS = re.compile(r"\w+")

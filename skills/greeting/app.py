@@ -767,7 +767,7 @@ def _scripted(
             human_attributes={"greeting_stage": "asked_name"},
         )
     likeness = greeting_by_likeness(annotations)
-    if likeness is not None and not asks_of_its_own(text):
+    if likeness is not None and not asks_about_a_subject(text):
         # the same lines, as sure as the reading: calibrated apart (answer type greet_by_likeness)
         return "greet_by_likeness", SkillHypothesis(
             text=f"Hello again, {name}!" if name else "Hi! I'm Chorus. What's your name?",
@@ -832,10 +832,6 @@ def may_answer_by_reading(text: str, annotations: Mapping[str, Any]) -> bool:
     return maybe is None or not is_common_word(maybe.group(1))
 
 
-#: The answer type of a reply to the name question answered by the turn's reading.
-BY_READING = "by_reading"
-
-
 def by_reading(text: str, annotations: Mapping[str, Any]) -> SkillHypothesis | None:
     """Right after the script asked the user's name, a reply none of its patterns read,
     when the turn's reading is sure it is the greeting's (:func:`shared.reading.
@@ -856,11 +852,11 @@ def by_reading(text: str, annotations: Mapping[str, Any]) -> SkillHypothesis | N
 
 
 #: English words a question holds, besides stop words and feelings, from which it asks
-#: something of its own (:func:`asks_of_its_own`).
+#: something of its own (:func:`asks_about_a_subject`).
 OWN_WORDS = 2
 
 
-def asks_of_its_own(text: str) -> bool:
+def asks_about_a_subject(text: str) -> bool:
     """Whether ``text`` asks (:func:`shared.asking.asks`) about a subject of its own: it
     holds :data:`OWN_WORDS` or more English words of four letters or more (the speller's
     dictionary) that are not stop words, feelings (VADER's lexicon) nor the bot's name
@@ -878,10 +874,10 @@ def asks_of_its_own(text: str) -> bool:
 
 def may_open_by_reading(text: str) -> bool:
     """Whether an opening turn may be read as a greeting by the reading
-    (:func:`opens_by_reading`): it asks nothing of its own (:func:`asks_of_its_own`). A
+    (:func:`opens_by_reading`): it asks nothing of its own (:func:`asks_about_a_subject`). A
     greeting with a question of its own ("morning! what's the capital of australia") is
     the question's, whatever the reading finds greeting-like in it."""
-    return not asks_of_its_own(text)
+    return not asks_about_a_subject(text)
 
 
 def opens_by_reading(text: str, annotations: Mapping[str, Any]) -> SkillHypothesis | None:
@@ -922,7 +918,7 @@ def _read(
         if name
         else SkillHypothesis(text=line, confidence=chance, human_attributes=attributes)
     )
-    routing = {"skill": "greeting", "kind": BY_READING, "raw": chance, "read": chance}
+    routing = {"skill": "greeting", "kind": reading.BY_READING, "raw": chance, "read": chance}
     setattr(hypothesis, "routing", routing)  # noqa: B010
     return hypothesis
 

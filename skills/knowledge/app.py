@@ -83,8 +83,6 @@ FOLLOW_UP_COSINE = 0.3
 #: something, with a reading of 0.6 or more for the skill and such a passage, 66 more
 #: were labelled for it and 6 were not (bench/journal/routing.md).
 READ_PASSAGE_FROM = 0.2
-#: The answer type of an answer by the turn's reading (its chance is the reading's).
-BY_READING = "by_reading"
 #: Sentences quoted from the passage.
 MAX_SENTENCES = 2
 #: The most characters quoted; a longer sentence is cut at a word.
@@ -305,13 +303,13 @@ def by_reading(
         return None
     if recording():
         hypothesis = quoted(said, best, 0.0)
-        routing = {"skill": "knowledge", "kind": BY_READING, "raw": best.confidence}
+        routing = {"skill": "knowledge", "kind": reading.BY_READING, "raw": best.confidence}
     else:
         chance = reading.passage_by_reading("knowledge", reading.of(annotations), reading.shipped())
         if chance is None:
             return None
         hypothesis = quoted(said, best, round(min(chance, MAX_CONFIDENCE), 4))
-        routing = {"skill": "knowledge", "kind": BY_READING, "raw": chance, "read": chance}
+        routing = {"skill": "knowledge", "kind": reading.BY_READING, "raw": chance, "read": chance}
     setattr(hypothesis, "routing", routing)  # noqa: B010
     return hypothesis
 

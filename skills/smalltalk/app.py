@@ -286,10 +286,6 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
     return chosen
 
 
-#: The answer type of a line chosen by the turn's reading (:func:`by_reading`).
-BY_READING = "by_reading"
-
-
 def by_reading(
     dialog: DialogView, persona: Persona, store: bool, said: list[str], thread: bool = False
 ) -> SkillHypothesis | None:
@@ -340,7 +336,7 @@ def by_reading(
         smalltalk_topic=topic,
         bot_attributes={"persona": persona.model_dump(mode="json")} if store else {},
     )
-    routing = {"skill": "smalltalk", "kind": BY_READING, "raw": chance, "read": chance}
+    routing = {"skill": "smalltalk", "kind": reading.BY_READING, "raw": chance, "read": chance}
     setattr(hypothesis, "routing", routing)  # noqa: B010
     return hypothesis
 

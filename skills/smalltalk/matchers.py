@@ -68,20 +68,20 @@ _FIRST_PERSON = re.compile(
     r"(?:i|i'm|im|i've|i'd|i'll|my|mine|me|we|we're|we've|our|just)\b",
     re.IGNORECASE,
 )
-#: "I'm Sam", "I go by Lu": a name, which is the greeting skill's to take.
-_INTRODUCES = re.compile(
-    r"^\W*(?:(?:ok|okay|oh|well|so|fine|and)\W+)*(?:[Ii]'?m|[Ii] am|[Ii] go by|[Ii]t'?s|[Tt]his is)"
+#: What gives a name: "I'm", "it's", "this is" or "I go by" before a capital, after a few
+#: words that only lead in ("ok", "well").
+_NAME_GIVEN = (
+    r"(?:(?:ok|okay|oh|well|so|fine|and)\W+)*(?:[Ii]'?m|[Ii] am|[Ii] go by|[Ii]t'?s|[Tt]his is)"
     r"\s+[A-Z]"
 )
+#: "I'm Sam", "I go by Lu" opening the turn: a name, which is the greeting skill's to take.
+_INTRODUCES = re.compile(r"^\W*" + _NAME_GIVEN)
 #: The user giving their name, opening the turn or a later sentence or clause: "its Ty
 #: lol", "Good thanks. I'm Aisha", "Thanks for asking, I'm Graham.", "I'm good too,
 #: thanks! I'm Olivia"; a word in capitals ("I'm SO happy today") is no name. On the nine
 #: training sets every such turn was the greeting's (a name in any form), and small
 #: talk's thanks in some of them answered the turn instead of the greeting.
-_GIVES_NAME = re.compile(
-    r"(?:^|[.!?,;:])\s*(?:(?:ok|okay|oh|well|so|fine|and)\W+)*"
-    r"(?:[Ii]'?m|[Ii] am|[Ii] go by|[Ii]t'?s|[Tt]his is)\s+[A-Z](?![A-Z])"
-)
+_GIVES_NAME = re.compile(r"(?:^|[.!?,;:])\s*" + _NAME_GIVEN + r"(?![A-Z])")
 
 
 def introduces(text: str) -> bool:
