@@ -157,7 +157,10 @@ class _Connection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         # asked here: once the callback returns, the parser is ready for the next answer
         # and no longer tells
-        self.keep_alive = self._parser.should_keep_alive()
+        # nor after a server error: uvicorn closes the connection when the app raised
+        # after its 500 was sent, and a call that took it from the pool before the close
+        # arrived failed as reset though the service was up
+        self.keep_alive = self._parser.should_keep_alive() and self.status < 500
         self.complete = True
         waiter = self._waiter
         if waiter is not None and not waiter.done():

@@ -13,7 +13,12 @@ from contextlib import asynccontextmanager
 import pytest
 
 from agent.connectors.batching import Batcher
-from agent.connectors.errors import BadServiceResponse, ServiceTimeout, ServiceUnavailable
+from agent.connectors.errors import (
+    BadServiceResponse,
+    BadServiceStatus,
+    ServiceTimeout,
+    ServiceUnavailable,
+)
 from agent.connectors.http import HttpConnector
 from agent.connectors.time_limit import time_limit
 from agent.connectors.wire import WireTransport
@@ -246,6 +251,34 @@ async def test_an_answer_declaring_more_than_the_limit_is_refused_unread_and_not
             with pytest.raises(BadServiceResponse, match="answer of 5000000 bytes is over the"):
                 await connector.call([dialog()])
     assert skill.connections == 2  # the half-read answer's connection was not reused
+
+
+async def test_a_connection_that_answered_a_server_error_is_not_reused() -> None:
+    """uvicorn closes a connection after an app that raised past its 500; a call that took
+    it from the pool before the close arrived failed as reset though the service was up.
+    Here the server keeps it open, so only the pool's own rule opens a second one."""
+    hypotheses = [[{"text": "hello", "confidence": 0.9}]]
+    ok = json_answer(hypotheses)
+    answered = 0
+
+    async def fails_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal answered
+        answered += 1
+        if answered > 1:
+            await ok(reader, writer)
+            return
+        writer.write(
+            b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\n"
+            b"Content-Length: 21\r\n\r\nInternal Server Error"
+        )
+        await writer.drain()
+
+    async with service(fails_once) as skill, transport() as carrier:
+        connector = HttpConnector("skill", skill.url, carrier, timeout=5)
+        with pytest.raises(BadServiceStatus):
+            await connector.call([dialog("one")])
+        assert await connector.call([dialog("two")]) == hypotheses
+    assert skill.connections == 2
 
 
 async def test_a_service_saying_its_handler_broke_its_contract_is_a_bad_answer() -> None:
