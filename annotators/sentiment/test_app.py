@@ -46,6 +46,24 @@ def test_negation_flips_the_label() -> None:
     assert [a["label"] for a in answer] == ["positive", "negative"]
 
 
+def test_a_word_typed_as_an_intensifier_strengthens_the_next_one() -> None:
+    """ "pretty", "super", "damn" are feelings of their own in VADER's lexicon; before a
+    feeling word they only say how much of it there is."""
+    texts = [
+        "I'm pretty anxious about my exam",
+        "pretty bad day honestly",
+        "SUPER tired",
+        "damn good coffee",
+        "she looks pretty",
+        "a pretty dress",
+    ]
+    with ServiceClient(app) as client:
+        answer = client.post("/respond", json={"dialogs": [view(t) for t in texts]}).json()
+    labels = [a["label"] for a in answer]
+    assert labels == ["negative", "negative", "negative", "positive", "positive", "positive"]
+    assert answer[3]["compound"] > 0.4  # VADER alone: +0.05, "damn" counted against it
+
+
 def test_health() -> None:
     with ServiceClient(app) as client:
         health = client.get("/health").json()

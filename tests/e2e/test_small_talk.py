@@ -74,3 +74,30 @@ def test_ordinary_questions_get_answers_on_their_topic_and_no_line_twice(
     assert on_topic >= MIN_ON_TOPIC, shown
     responses = [a["response"] for a in answers]
     assert len(set(responses)) == len(responses), shown
+
+
+#: Low moods as people type them, with a word VADER scores as a feeling of its own before
+#: the feeling ("pretty" +2.2: "I'm pretty anxious about my exam" read as good news).
+LOW_MOODS = [
+    "I'm pretty anxious about my exam",
+    "super tired today, long week at work",
+    "im pretty sad tbh",
+]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_low_mood_said_with_an_intensifier_gets_sympathy_not_gladness(
+    agent: AgentFactory,
+    services: Callable[[FastAPI], ServerThread],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("LLM_BASE_URL", raising=False)
+    client = agent(shipped_pipeline(services))
+    for n, text in enumerate(LOW_MOODS):
+        answer = say(client, text, user=f"low-{n}")
+        (dialog,) = client.get(f"/api/user/low-{n}").json()
+        (asked,) = [u for u in dialog["utterances"] if u["speaker"] == "human"]
+        chosen = [h for h in asked["hypotheses"] if h["text"] == answer["response"]]
+        assert answer["active_skill"] == "smalltalk", (text, answer)
+        assert chosen[0].get("smalltalk_topic") == "empathy", (text, chosen)
+        assert asked["annotations"]["sentiment"]["label"] == "negative", (text, asked)
