@@ -48,6 +48,7 @@ from skills.smalltalk.matchers import (
     replies_to_own_question,
     stated_line,
     states_by_reading,
+    tells_of_their_own,
     understand,
 )
 from skills.smalltalk.persona import Persona, persona_of
@@ -357,7 +358,11 @@ def _respond(
     )
     if match is None or match.topic in WEAK_TOPICS or match.intent_only:
         # what the corpus or a persona topic says, when a pattern did not decide
-        found = [h for h in (from_corpus(dialog, said), from_topics(dialog, persona, said)) if h]
+        # the persona's likes are no answer to bad news of the user's own ("my cat is sick":
+        # "No pets for me... Do you have one?"): there sympathy stands
+        bad_news = match is not None and match.topic == "empathy" and tells_of_their_own(human.text)
+        topic = None if bad_news else from_topics(dialog, persona, said)
+        found = [h for h in (from_corpus(dialog, said), topic) if h]
         best = max(found, key=lambda h: h.confidence, default=None)
         if best is not None and (
             match is None or match.topic in WEAK_TOPICS or best.confidence > match.confidence

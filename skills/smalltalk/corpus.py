@@ -20,6 +20,11 @@ you think about cats?" no longer finds "do you think hal" (wording 0.62, meaning
 "I have a dog named Max" a line about namespaces. Below :data:`THRESHOLD` the corpus has
 nothing to say, and the skill leaves the turn to others rather than answer about something
 else.
+
+A statement must also speak of the same person as the utterance (:func:`spoken_of`):
+"I'm bored" is close in words and meaning to "Are you bored?", whose answer ("Bots like
+myself are not able to feel boredom") tells the user of the bot's feelings when they spoke
+of their own. Such a statement is passed over for the closest one that agrees.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import yaml
@@ -70,6 +76,12 @@ THRESHOLD = 0.67
 BEST_KEPT = 1024
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+#: Words for the one spoken to, and for the speaker, as chat types them ("me" left out:
+#: "tell me a joke" asks of the one spoken to).
+_ADDRESSEE = frozenset({"you", "your", "yours", "yourself", "you're", "youre", "you've", "u", "ur"})
+_SPEAKER = frozenset({"i", "i'm", "im", "i've", "ive", "i'd", "my", "mine", "myself"})
+
+Person = Literal["speaker", "addressee"]
 
 
 def words(text: str) -> list[str]:
@@ -78,6 +90,16 @@ def words(text: str) -> list[str]:
 
 def whole_text(text: str) -> str:
     return " ".join(words(text))
+
+
+def spoken_of(text: str) -> Person | None:
+    """Whom ``text`` speaks of, when it is one of the two only: the speaker ("I'm bored")
+    or the one spoken to ("Are you bored?"); None for both ("I like you") or neither."""
+    said = set(words(text))
+    speaker, addressee = bool(said & _SPEAKER), bool(said & _ADDRESSEE)
+    if speaker == addressee:
+        return None
+    return "speaker" if speaker else "addressee"
 
 
 def content_words(text: str) -> str:
@@ -175,6 +197,9 @@ class CorpusIndex:
         self.whole = _Tfidf(statements, whole_text)
         self.content = _Tfidf(statements, content_words)
         self._stop_words_only = np.array([not content_words(s) for s in statements])
+        persons = [spoken_of(s) for s in statements]
+        self._of_speaker = np.array([p == "speaker" for p in persons])
+        self._of_addressee = np.array([p == "addressee" for p in persons])
         self._meanings = meaning.embed(statements)
         self._kept = functools.lru_cache(maxsize=BEST_KEPT)(self._search)
 
@@ -206,6 +231,11 @@ class CorpusIndex:
         if not whole_text(text):
             return None
         similarities = self.similarities(text)
+        person = spoken_of(text)
+        if person is not None:
+            # a statement about the other person answers another question
+            other = self._of_addressee if person == "speaker" else self._of_speaker
+            similarities = np.where(other, 0.0, similarities)
         index = int(similarities.argmax())
         similarity = float(similarities[index])
         return (self.entries[index], similarity) if similarity >= THRESHOLD else None

@@ -303,8 +303,13 @@ def empathy_evidence(text: str, annotations: Mapping[str, Any]) -> float:
     sentiment = annotations.get("sentiment")
     compound = sentiment.get("compound") if isinstance(sentiment, Mapping) else None
     strength = min(1.0, abs(float(compound))) if isinstance(compound, int | float) else 0.5
-    own = bool(_FIRST_PERSON.search(text) or _OWN.search(text))
+    own = tells_of_their_own(text)
     return round(EMPATHY_BASE + EMPATHY_SPAN * strength + (EMPATHY_OWN if own else 0.0), 3)
+
+
+def tells_of_their_own(text: str) -> bool:
+    """Whether the user speaks of themselves or theirs ("I feel awful", "my cat is sick")."""
+    return bool(_FIRST_PERSON.search(text) or _OWN.search(text))
 
 
 def match_mood(text: str, annotations: Mapping[str, Any]) -> Match | None:

@@ -729,6 +729,19 @@ SAD = {"sentiment": {"label": "negative", "compound": -0.7, "negative": 0.7}}
 NEUTRAL = {"sentiment": {"label": "neutral"}}
 
 
+def test_bad_news_of_the_users_own_gets_sympathy_not_the_personas_likes(
+    client: ServiceClient,
+) -> None:
+    """ "my cat is sick" is near the persona's pets topic, whose line ("No pets for me ...
+    Do you have one?") does not answer it; a pet the user only likes still gets it."""
+    sick, loves = ask(
+        client, dialog("my cat is sick", annotations=SAD), dialog("I love dogs", annotations=GLAD)
+    )
+    assert sick[0]["smalltalk_topic"] == "empathy", sick
+    assert sick[0]["text"] in FILE_LINES.empathy
+    assert loves[0]["smalltalk_topic"] == "topic", loves
+
+
 def test_a_question_of_fact_a_task_or_memory_gets_no_loose_answer(client: ServiceClient) -> None:
     """Small talk's loose answers (a corpus line, a persona topic by likeness, a guess
     from the mood, an answer by the reading) answered turns only the LLM fits: a question

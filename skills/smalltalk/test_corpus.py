@@ -115,6 +115,19 @@ def test_the_corpus_answers_what_its_statements_say(client: ServiceClient) -> No
     assert answer[0]["corpus_category"] in {"emotion", "botprofile", "ai"}
 
 
+@pytest.mark.usefixtures("uncalibrated")
+def test_a_statement_about_the_user_finds_no_question_about_the_bot(client: ServiceClient) -> None:
+    """ "I'm bored" is close in words and meaning to "Are you bored?", whose answer tells of
+    the bot's feelings; asked of the bot, it is still found."""
+    assert corpus.spoken_of("I'm bored") == "speaker"
+    assert corpus.spoken_of("Are you bored?") == "addressee"
+    assert corpus.spoken_of("tell me a joke") is None  # "me" asks, it is no topic
+    bored, asked = ask(client, view("I'm bored"), view("are you bored?"))
+    assert not [h for h in bored if h["smalltalk_topic"] == "corpus"], bored
+    assert asked[0]["smalltalk_topic"] == "corpus", asked
+    assert asked[0]["corpus_statement"] == "Are you bored?"
+
+
 def test_i_am_good_thanks_answers_how_are_you_not_thanks(client: ServiceClient) -> None:
     for text in ("I'm good, thanks", "Fine, thank you. And you?", "not bad"):
         (answer,) = ask(client, view("How are you?", "Pretty well! And you?", text))
