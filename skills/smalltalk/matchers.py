@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from shared import spelling
+from shared import reading, spelling
 from shared.asking import awaits_name
 from skills.smalltalk import things, unread
 from skills.smalltalk.lines import Match, Topic
@@ -331,15 +331,20 @@ def match_mood(text: str, annotations: Mapping[str, Any]) -> Match | None:
 #: From this likeness to a goodbye's or a thank-you's examples, the intent the utterance is
 #: most like is offered as a reading of its own (answer type ``<topic>_by_likeness``, the
 #: likeness as its raw score): "later!", "right, I'm off, take it easy!" are like no
-#: pattern, and their calibration says how often such readings were right.
-CLOSER_LIKENESS = 0.4
+#: pattern, and their calibration says how often such readings were right. The reading's
+#: own bar for a closer, so that the two cannot disagree on what a goodbye is.
+CLOSER_LIKENESS = reading.CLOSER_FROM
 
 
 def closer_by_likeness(text: str, annotations: Mapping[str, Any]) -> Match | None:
     """A goodbye or thanks read by likeness alone (the intents annotator's ``nearest``
-    and ``likeness`` under its floor), never for a question."""
+    and ``likeness`` under its floor), never for a question nor for a bad mood: "bit
+    nervous, got a job interview tomorrow" and "actually not that good, rough night at
+    work" are near the goodbyes and are no goodbye."""
     intents = annotations.get("intents")
     if not isinstance(intents, Mapping) or text.rstrip().endswith("?") or _ASKS.search(text):
+        return None
+    if mood(annotations) == "negative":
         return None
     nearest, likeness = intents.get("nearest"), intents.get("likeness")
     if nearest not in CLOSERS or not isinstance(likeness, int | float):
@@ -377,6 +382,10 @@ def understand(
     if text.rstrip().endswith("?"):  # a goodbye or thanks asked about is the question's subject
         by_intent = None if by_intent and by_intent.topic in CLOSERS else by_intent
         by_pattern = None if by_pattern and by_pattern.topic in CLOSERS else by_pattern
+    if by_intent and by_intent.by_similarity and by_intent.topic in CLOSERS and _ASKS.search(text):
+        # near a goodbye's example, asked without a question mark: "do you sleep at night
+        # or what" is like "good night, sleep well" and asks the bot something
+        by_intent = None
     if (
         by_intent
         and by_pattern

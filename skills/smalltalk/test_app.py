@@ -240,7 +240,9 @@ def test_a_short_reply_to_how_are_you_says_how_the_user_is() -> None:
 
 def test_a_goodbye_read_by_likeness_is_its_own_answer_type() -> None:
     """An utterance the intents annotator finds most like a goodbye, under its floor, gets
-    the farewell line as ``farewell_by_likeness``, calibrated apart; a question does not."""
+    the farewell line as ``farewell_by_likeness``, calibrated apart; a question, a bad
+    mood near the goodbyes ("bit nervous, got a job interview tomorrow") and a question
+    asked without its mark near a goodbye's example do not."""
     like_bye = {
         "intents": {
             "intent": None,
@@ -250,15 +252,23 @@ def test_a_goodbye_read_by_likeness_is_its_own_answer_type() -> None:
             "likeness": 0.55,
         }
     }
+    nervous = {**like_bye, **SAD}
+    # the intents annotator's reading of "do you sleep at night or what": near "good night,
+    # sleep well" in wording and meaning, a sure intent by similarity
+    sleep = {"intents": {"intent": "farewell", "confidence": 0.73, "method": "similarity"}}
     with ServiceClient(app) as client:
-        later, asked = ask(
+        later, asked, news, unmarked = ask(
             client,
             dialog("right, I'm off. take it easy", annotations=like_bye),
             dialog("where are you off to later?", annotations=like_bye),
+            dialog("bit nervous, got a job interview tomorrow", annotations=nervous),
+            dialog("do you sleep at night or what", annotations=sleep),
         )
     assert later[0]["routing"]["kind"] == "farewell_by_likeness"
     assert later[0]["text"] in FILE_LINES.farewell
-    assert not [h for h in asked if h.get("smalltalk_topic") == "farewell"]
+    for answer in (asked, news, unmarked):
+        assert not [h for h in answer if h.get("smalltalk_topic") == "farewell"], answer
+    assert news[0]["smalltalk_topic"] == "empathy", news
 
 
 GLAD = {
@@ -422,14 +432,15 @@ def test_a_turn_the_reading_is_sure_of_gets_the_persona_line_of_the_annotators_i
         reading = {"smalltalk": smalltalk, "llm": 0.1}
         return dialog(text, annotations={"intents": {**intents, **near, "reading": reading}})
 
-    # a goodbye's line answers a statement nearest the goodbyes, never a question
-    (leaving,), asking = ask(
+    # a goodbye is guessed from one likeness on every path (shared.reading.CLOSER_FROM, as
+    # small talk's own reading by likeness), and never to a question: under it the reading
+    # says whose turn it is, not that the user is leaving
+    leaving, asking = ask(
         client,
-        asked(0.85, "farewell", "right, I'm heading out now"),
+        asked(0.85, "farewell", "honestly exhausted, just finished a 12 hour night shift"),
         asked(0.85, "farewell", "What's the weather like today?"),
     )
-    assert leaving["text"] in FILE_LINES.farewell
-    assert leaving["routing"]["kind"] == "by_reading"
+    assert not [h for h in leaving if h["text"] in FILE_LINES.farewell], leaving
     assert asking == []
     sure, unsure, elsewhere = ask(client, asked(0.85), asked(0.4), asked(0.85, "ask_name"))
     assert sure[0]["text"].startswith("I'm Chorus, a friendly chatbot")  # the identity line
