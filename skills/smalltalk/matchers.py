@@ -467,11 +467,16 @@ def states_by_reading(text: str, last_skill: str | None, last_line: str | None =
 
 def stated_line(text: str, annotations: Mapping[str, Any]) -> Topic:
     """The line a statement small talk answers by the reading gets, by its mood: sympathy
-    for a bad one, gladness for a good one, interest otherwise; a nod to words the
-    sentiment annotator cannot read (another language: "nzuri sana, asante")."""
+    for a bad one, gladness for a good one, interest in a longer one with none, a nod to
+    a few words with none and to words the sentiment annotator cannot read (another
+    language: "nzuri sana, asante")."""
     if not unread.mostly_english(text):
         return "unread"
     label = mood(annotations)
     if label == "negative":
         return "empathy"
-    return "glad" if label == "positive" else "about_user"
+    if label == "positive":
+        return "glad"
+    # a few words with no feeling ("ok that makes sense", "lol same") tell no story to ask
+    # about: a nod
+    return "unread" if unread.few_words(text) else "about_user"

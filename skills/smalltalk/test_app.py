@@ -753,6 +753,37 @@ def test_bad_news_of_the_users_own_gets_sympathy_not_the_personas_likes(
     assert loves[0]["smalltalk_topic"] == "topic", loves
 
 
+def test_a_statement_nearest_a_question_to_the_bot_gets_a_line_for_a_statement(
+    client: ServiceClient,
+) -> None:
+    """ "Had a really rough day" and "ok that makes sense" are nearest the how-are-you
+    examples (under the annotator's floor); the reading is sure they are small talk's, but
+    "I'm doing great, thanks for asking! How are you?" answers neither: sympathy for the
+    bad mood, a nod to a few words with no feeling. Asked as a question, the nearest
+    intent's line stands."""
+
+    def near_how(text: str, mood: dict[str, Any]) -> dict[str, Any]:
+        intents = {"intent": None, "confidence": 0.33, "method": None}
+        near = {"nearest": "how_are_you", "likeness": 0.33, "reading": {"smalltalk": 0.85}}
+        return dialog(
+            "Nice to meet you! What would you like to talk about?",
+            text,
+            annotations={"intents": {**intents, **near}, **mood},
+        )
+
+    rough, sense, asked = ask(
+        client,
+        near_how("Had a really rough day", SAD),
+        near_how("ok that makes sense", NEUTRAL),
+        near_how("all good with you?", NEUTRAL),
+    )
+    assert rough[0]["smalltalk_topic"] == "empathy", rough
+    assert sense[0]["smalltalk_topic"] == "unread", sense
+    assert sense[0]["text"] in FILE_LINES.unread
+    assert asked[0]["smalltalk_topic"] == "how_are_you", asked
+    assert {a[0]["routing"]["kind"] for a in (sense, asked)} == {"by_reading"}
+
+
 def test_a_question_of_fact_a_task_or_memory_gets_no_loose_answer(client: ServiceClient) -> None:
     """Small talk's loose answers (a corpus line, a persona topic by likeness, a guess
     from the mood, an answer by the reading) answered turns only the LLM fits: a question
