@@ -6,7 +6,7 @@ them are a quotation ("It is better to be silent and be thought a fool...") and 
 ("I'm a not a comedian."), so a request for a joke is answered here and never from it.
 
 "Another one?", "one more" or "again" are a request for a joke only right after one: the
-bot's last line is a joke of this list, or its offer of another ("Glad you liked it! Want
+bot's last line is a joke of this list, or its offer of another ("Ha! Want
 another one?"), which a "yes" takes up too. Laughter right after a joke ("Haha", "That's
 funny") is answered by that offer (the persona's ``laughed`` lines).
 """
