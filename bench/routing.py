@@ -35,6 +35,8 @@ measured as well (the LLM-on run), and the report prints both.
     .venv/bin/python -m bench.routing --set train6       # the seventh, ordinary, written blind
     .venv/bin/python -m bench.routing --set train7       # the eighth, ordinary, another writer
     .venv/bin/python -m bench.routing --set train8       # the ninth, ordinary, written blind
+    .venv/bin/python -m bench.routing --set train9       # the tenth, ordinary, written blind
+    .venv/bin/python -m bench.routing --set train10      # the eleventh, written beside it
     .venv/bin/python -m bench.routing --set my.jsonl     # any set, e.g. from --store
     .venv/bin/python -m bench.routing --store sqlite:///chorus.db --export mine.jsonl
 
@@ -135,6 +137,7 @@ TRAINING_SETS: tuple[str, ...] = (
     "train6",
     "train7",
     "train8",
+    "train9",
 )
 #: The sets called by name: the training sets may be fitted on, ``holdout`` only reported.
 NAMED_SETS = frozenset({*TRAINING_SETS, "holdout"})
