@@ -68,8 +68,8 @@ class Conversation(BaseModel):
 #: been too, ``fresh6`` an eighth once every one of them had, ``fresh7`` a ninth, in
 #: ordinary voices, once ``fresh6`` had been run too, and ``fresh8`` a tenth, ordinary
 #: too, once ``fresh7`` had been run many times; ``train``, ``train2``, ``train3``,
-#: ``train4``, ``train5``, ``train6``, ``train7`` and ``train8`` (the last three in ordinary
-#: voices, each written blind) are more sets to fit on, beside dev
+#: ``train4``, ``train5``, ``train6``, ``train7``, ``train8`` and ``train10`` (the last four in
+#: ordinary voices, each written blind) are more sets to fit on, beside dev
 MINIMUMS = {
     "dev": ("dev-", 420),
     "holdout": ("holdout-", 220),
@@ -89,6 +89,7 @@ MINIMUMS = {
     "train6": ("train6-", 620),
     "train7": ("train7-", 620),
     "train8": ("train8-", 620),
+    "train10": ("train10-", 620),
 }
 #: Every set of the folder: the seventeen above and ``typed``, the careless-typing set, which
 #: keeps no size or mix of the issue's (README.md there).
@@ -162,6 +163,8 @@ EARLIER: dict[str, list[str]] = {
     "fresh7": [*TRAINING, *HELD_OUT[:8]],
     "fresh8": [*TRAINING, *HELD_OUT[:9]],
     **{name: [*TRAINING[:i], *HELD_OUT] for i, name in enumerate(TRAINING) if i > 0},
+    # written blind beside the nine sets to fit on, before it was one of them
+    "train10": [*TRAINING, *HELD_OUT],
 }
 
 
