@@ -35,6 +35,7 @@ measured as well (the LLM-on run), and the report prints both.
     .venv/bin/python -m bench.routing --set train6       # the seventh, ordinary, written blind
     .venv/bin/python -m bench.routing --set train7       # the eighth, ordinary, another writer
     .venv/bin/python -m bench.routing --set train8       # the ninth, ordinary, written blind
+    .venv/bin/python -m bench.routing --set train10      # the eleventh, ordinary, written blind
     .venv/bin/python -m bench.routing --set my.jsonl     # any set, e.g. from --store
     .venv/bin/python -m bench.routing --store sqlite:///chorus.db --export mine.jsonl
 
@@ -135,6 +136,8 @@ TRAINING_SETS: tuple[str, ...] = (
     "train6",
     "train7",
     "train8",
+    "train9",
+    "train10",
 )
 #: The sets called by name: the training sets may be fitted on, ``holdout`` only reported.
 NAMED_SETS = frozenset({*TRAINING_SETS, "holdout"})

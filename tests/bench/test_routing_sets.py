@@ -163,8 +163,6 @@ EARLIER: dict[str, list[str]] = {
     "fresh7": [*TRAINING, *HELD_OUT[:8]],
     "fresh8": [*TRAINING, *HELD_OUT[:9]],
     **{name: [*TRAINING[:i], *HELD_OUT] for i, name in enumerate(TRAINING) if i > 0},
-    # written blind beside the nine sets to fit on, before it was one of them
-    "train10": [*TRAINING, *HELD_OUT],
 }
 
 
