@@ -17,7 +17,7 @@ Every conversation of the sets is used: what the curves are worth on conversatio
 never saw is estimated by ``--folds`` and ``--across`` (below), and measured on the
 held-out sets.
 
-    .venv/bin/python -m bench.calibrate                # the training sets -> shared/*.json
+    .venv/bin/python -m bench.calibrate                # the eleven training sets -> shared/*.json
     .venv/bin/python -m bench.calibrate --set my.jsonl --out /tmp/mine.json
     .venv/bin/python -m bench.calibrate --folds 5      # the out-of-sample estimate, no file
     .venv/bin/python -m bench.calibrate --folds 5 --noise 0.5   # the same, typed carelessly
@@ -33,6 +33,9 @@ held-out sets.
         --set dev+train+train2+train3+train4+train5+train6+train7 train8 --across  # a third
     .venv/bin/python -m bench.calibrate \
         --set dev+train+train2+train3+train4+train5+train6+train7+train8 train9 --across
+    .venv/bin/python -m bench.calibrate \
+        --set dev+train+train2+train3+train4+train5+train6+train7+train8+train9 train10 \
+        --across                                       # the eleventh, written blind beside train9
     .venv/bin/python -m bench.calibrate --folds 5 --misses  # ... and list what went wrong
     .venv/bin/python -m bench.calibrate --turns bench/results/calibrate-dev.json \
         bench/results/calibrate-train.json           # replay saved runs: no new run

@@ -138,6 +138,7 @@ TRAINING_SETS: tuple[str, ...] = (
     "train7",
     "train8",
     "train9",
+    "train10",
 )
 #: The sets called by name: the training sets may be fitted on, ``holdout`` only reported.
 NAMED_SETS = frozenset({*TRAINING_SETS, "holdout"})

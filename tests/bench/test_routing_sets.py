@@ -68,8 +68,8 @@ class Conversation(BaseModel):
 #: been too, ``fresh6`` an eighth once every one of them had, ``fresh7`` a ninth, in
 #: ordinary voices, once ``fresh6`` had been run too, and ``fresh8`` a tenth, ordinary
 #: too, once ``fresh7`` had been run many times; ``train``, ``train2``, ``train3``,
-#: ``train4``, ``train5``, ``train6``, ``train7``, ``train8`` and ``train9`` (the last four
-#: in ordinary voices, each written blind) are more sets to fit on, beside dev
+#: ``train4``, ``train5``, ``train6``, ``train7``, ``train8``, ``train9`` and ``train10`` (the
+#: last five in ordinary voices, each written blind) are more sets to fit on, beside dev
 MINIMUMS = {
     "dev": ("dev-", 420),
     "holdout": ("holdout-", 220),
@@ -90,6 +90,7 @@ MINIMUMS = {
     "train7": ("train7-", 620),
     "train8": ("train8-", 620),
     "train9": ("train9-", 620),
+    "train10": ("train10-", 620),
 }
 #: Every set of the folder: the eighteen above and ``typed``, the careless-typing set, which
 #: keeps no size or mix of the issue's (README.md there).
