@@ -118,6 +118,12 @@ def test_unrelated_text_has_no_intent_but_reports_its_best_similarity() -> None:
     }
 
 
+def test_chat_shorthand_for_leaving_is_a_goodbye() -> None:
+    """"gtg" (got to go) is a goodbye as "ttyl" is; small talk nodded to "ok gtg"."""
+    answer = classify("ok gtg", "g2g!", "gtg bye")
+    assert [a["intent"] for a in answer] == ["farewell", "farewell", "farewell"]
+
+
 def test_a_reading_under_the_threshold_still_names_the_intent_it_is_most_like() -> None:
     """ "later!" is no sure farewell, but it is most like one: a skill may answer such a
     reading as sure as its calibration found them (the greeting does, answer type
