@@ -67,7 +67,8 @@ class Conversation(BaseModel):
 #: all of those had been run several times, ``fresh5`` a seventh once ``fresh4`` had
 #: been too, ``fresh6`` an eighth once every one of them had, ``fresh7`` a ninth, in
 #: ordinary voices, once ``fresh6`` had been run too, and ``fresh8`` a tenth, ordinary
-#: too, once ``fresh7`` had been run many times; ``train``, ``train2``, ``train3``,
+#: too, once ``fresh7`` had been run many times, and ``fresh9`` an eleventh, ordinary
+#: too, once ``fresh8`` had been run many times; ``train``, ``train2``, ``train3``,
 #: ``train4``, ``train5``, ``train6``, ``train7``, ``train8``, ``train9`` and ``train10`` (the
 #: last five in ordinary voices, each written blind) are more sets to fit on, beside dev
 MINIMUMS = {
@@ -81,6 +82,7 @@ MINIMUMS = {
     "fresh6": ("fresh6-", 520),
     "fresh7": ("fresh7-", 520),
     "fresh8": ("fresh8-", 560),
+    "fresh9": ("fresh9-", 600),
     "train": ("train-", 650),
     "train2": ("train2-", 550),
     "train3": ("train3-", 550),
@@ -92,7 +94,7 @@ MINIMUMS = {
     "train9": ("train9-", 620),
     "train10": ("train10-", 620),
 }
-#: Every set of the folder: the eighteen above and ``typed``, the careless-typing set, which
+#: Every set of the folder: the twenty-one above and ``typed``, the careless-typing set, which
 #: keeps no size or mix of the issue's (README.md there).
 ALL_SETS = [*sorted(MINIMUMS), "typed"]
 
@@ -147,6 +149,7 @@ HELD_OUT = [
     "fresh6",
     "fresh7",
     "fresh8",
+    "fresh9",
 ]
 #: The sets to fit on, in the order they were written.
 TRAINING = list(TRAINING_SETS)
@@ -163,6 +166,8 @@ EARLIER: dict[str, list[str]] = {
     "fresh6": [*TRAINING, *HELD_OUT[:7]],
     "fresh7": [*TRAINING, *HELD_OUT[:8]],
     "fresh8": [*TRAINING, *HELD_OUT[:9]],
+    # written once every other set was, blind to them all: none of any other set
+    "fresh9": [name for name in ALL_SETS if name != "fresh9"],
     **{name: [*TRAINING[:i], *HELD_OUT] for i, name in enumerate(TRAINING) if i > 0},
     # written blind beside train10, and fitted on only once written: none of any other set
     "train9": [name for name in ALL_SETS if name != "train9"],
