@@ -119,7 +119,7 @@ def test_unrelated_text_has_no_intent_but_reports_its_best_similarity() -> None:
 
 
 def test_chat_shorthand_for_leaving_is_a_goodbye() -> None:
-    """"gtg" (got to go) is a goodbye as "ttyl" is; small talk nodded to "ok gtg"."""
+    """ "gtg" (got to go) is a goodbye as "ttyl" is; small talk nodded to "ok gtg"."""
     answer = classify("ok gtg", "g2g!", "gtg bye")
     assert [a["intent"] for a in answer] == ["farewell", "farewell", "farewell"]
 
