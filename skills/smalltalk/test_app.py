@@ -111,6 +111,10 @@ def test_favourite_things_from_the_persona(client: ServiceClient) -> None:
     assert colour[0]["text"] == f"My favourite color is {teal}. What's yours?"
     assert car[0]["text"] == "I don't have a favourite car, to be honest. What's yours?"
     assert car[0]["smalltalk_topic"] == "no_favourite"
+    # "fav", as chat types it (the LLM was asked "whats ur fav food")
+    (food,) = ask(client, dialog("whats ur fav food"))
+    assert food[0]["smalltalk_topic"] == "favourite", food
+    assert FILE_PERSONA.favourites["food"] in food[0]["text"]
 
 
 def test_a_favourite_asked_in_other_words_gets_the_persona_s(client: ServiceClient) -> None:
