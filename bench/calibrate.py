@@ -436,6 +436,8 @@ def decide(
         and (value := confidence_of(h, curves, read)) is not None
     ]
     if read is not None:
+        from skills.smalltalk.matchers import asks_something
+
         # a skill whose own answers all stayed silent answers by the reading when it is
         # sure (as smalltalk's by_reading does; the skill selector runs such a skill)
         answered = {skill for _, _, skill, _ in scored}
@@ -445,7 +447,7 @@ def decide(
                 read.probabilities,
                 read.intent,
                 read.model,
-                "?" in turn.text,
+                asks_something(turn.text) if skill == "smalltalk" else "?" in turn.text,
                 # the replay knows small talk's questions only (the shipped replier)
                 read.replying and skill == "smalltalk",
                 read.nodding and skill == "smalltalk",

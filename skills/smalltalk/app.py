@@ -44,6 +44,7 @@ from skills.smalltalk.lines import Match, Topic, pick, render
 from skills.smalltalk.matchers import (
     INTENT_TOPICS,
     WEAK_TOPICS,
+    asks_something,
     nods_by_reading,
     replies_to_own_question,
     stated_line,
@@ -305,7 +306,7 @@ def by_reading(
         reading.of(annotations),
         intents if isinstance(intents, Mapping) else {},
         reading.shipped(),
-        question="?" in dialog.human_utterance.text,
+        question=asks_something(dialog.human_utterance.text),
         # a reply to one of small talk's guesses on the LLM's thread is the LLM's thread
         replying=last is not None
         and not thread

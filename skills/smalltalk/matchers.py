@@ -429,6 +429,17 @@ def after_greeting_question(last_line: str | None, last_skill: str | None) -> bo
     return last_skill == "greeting" and (last_line is None or awaits_name(last_line))
 
 
+def asks_something(text: str) -> bool:
+    """Whether the turn asks something, with its question mark or without ("what games do
+    you like", "how do i install you"): for the turn's reading, a question, to which no
+    goodbye answers and whose nearest question to the bot may give its line."""
+    return (
+        "?" in text
+        or _ASKS.search(text) is not None
+        or _ASKS.search(spelling.normalise(text)) is not None
+    )
+
+
 def nods_by_reading(text: str, last_skill: str | None, last_line: str | None = None) -> bool:
     """The user's ``text`` is a few words of a statement late in the conversation
     (:func:`skills.smalltalk.unread.few_words`: no question, no name), not right after

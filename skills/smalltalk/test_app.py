@@ -786,6 +786,12 @@ def test_a_statement_nearest_a_question_to_the_bot_gets_a_line_for_a_statement(
     assert sense[0]["text"] in FILE_LINES.unread
     assert asked[0]["smalltalk_topic"] == "how_are_you", asked
     assert {a[0]["routing"]["kind"] for a in (sense, asked)} == {"by_reading"}
+    # a question typed without its mark is still a question ("how do i install you" got a
+    # nod when only the mark counted)
+    unmarked = near_how("how do i install you", NEUTRAL)
+    unmarked["utterances"][-1]["annotations"]["intents"]["nearest"] = "abilities"
+    (install,) = ask(client, unmarked)
+    assert install[0]["smalltalk_topic"] == "abilities", install
 
 
 def test_a_question_of_fact_a_task_or_memory_gets_no_loose_answer(client: ServiceClient) -> None:
