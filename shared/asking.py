@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import re
 
+from shared import spelling
+from shared.tfidf import ENGLISH_STOP_WORDS
+
 #: A question or a request to tell, by its question mark or a question word among its
 #: first few words.
 _ASKS = re.compile(
@@ -67,3 +70,23 @@ def awaits_name(line: str) -> bool:
     What would you like to talk about?", "Hello again, Ana!") the script waits for
     nothing, and the turn is anyone's."""
     return asked_name(line) or _WHY_NAME.search(line) is not None
+
+
+#: Words a turn may hold and still ask about no subject of its own: whom it is asked of
+#: (the bot, its name) and forms of "do" that scikit-learn's stop words lack.
+BOTS_WORDS = frozenset({"bot", "chorus", "does", "did", "doing"})
+#: English words a question holds, besides stop words, from which it asks about a subject
+#: of its own (:func:`subject_words`).
+SUBJECT_WORDS = 2
+
+
+def subject_words(text: str, besides: frozenset[str] = frozenset()) -> int:
+    """How many words of a subject of its own ``text`` holds: English words (the speller's
+    dictionary) of four letters or more that are not stop words, the bot's
+    (:data:`BOTS_WORDS`) nor ``besides``. Shorter words are as often another language's
+    ("dey", "bem", "far"); "do you think AI can be conscious" has two ("think",
+    "conscious"), "is this the help bot" one, "how's your day been" none: a greeting's
+    usual company asks about the bot, not about a subject."""
+    words = {w.split("'")[0] for w in re.findall(r"[a-z']+", text.lower())}
+    own = words - ENGLISH_STOP_WORDS - BOTS_WORDS - besides
+    return sum(len(w) >= 4 and spelling.is_english(w) for w in own)

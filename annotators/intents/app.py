@@ -50,6 +50,7 @@ from pydantic import (
 from agent.sdk import DialogView, Service
 from annotators.intents import languages
 from shared import meaning, reading, spelling
+from shared.asking import SUBJECT_WORDS, subject_words
 from shared.tfidf import Tfidf
 
 INTENTS_FILE = Path(__file__).parent / "intents.json"
@@ -74,12 +75,18 @@ PARTIAL_WORDS = 3
 #: name, do you remember?" is ask_name through and through).
 SOCIAL_INTENTS = frozenset({"greeting", "farewell", "thanks", "yes", "no"})
 #: The rest asks a question without its question mark, as careless typing drops it ("hi,
-#: whats a good name for a bakery"): it opens with a question word ("thanks, what a day"
-#: exclaims), or with an auxiliary whose subject is not the bot ("hi, is Lisbon or Porto
-#: better for a first trip"; "is anybody there" is a greeting's company, read below).
+#: whats a good name for a bakery"): a clause of it (the rest's start, or after a stop, a
+#: comma or a dash: "hi chorus quick q - do you ship a helm chart") opens with a question
+#: word ("thanks, what a day" exclaims), with a modal before its subject ("can chorus run
+#: it"), with "do" before the bot and a verb of its own ("do you ship a helm chart": what
+#: the product does), or with an auxiliary whose subject is not the bot ("hi, is Lisbon or
+#: Porto better for a first trip"; "is anybody there", "are you a bot" ask what a greeting
+#: usually comes with, read below).
 _ASKS_AFTER = re.compile(
-    r"^\W*(?:(?:what|what's|whats|who|who's|why|how|when|where|which)\b(?!\s+an?\b)"
-    r"|(?:can|could|would|should)\s+(?:you|u|i)\b"
+    r"(?:^|[,;:.!?]|\s[-\u2013\u2014]+\s)\W*"
+    r"(?:(?:what|what's|whats|who|who's|why|how|when|where|which)\b(?!\s+an?\b)"
+    r"|(?:can|could|would|will|should)\s+(?:you|u|i|we|chorus|it)\b"
+    r"|(?:does|do|did)\s+(?:you|u|chorus|it)\s+(?!remember\b)\w+"
     r"|(?:is|are|was|were|does|do|did|should)\s+"
     r"(?!you\b|u\b|ya\b|ye\b|yourself\b|any(?:one|body)\b|some(?:one|body)\b)\w+\s+\w+)",
     re.IGNORECASE,
@@ -92,11 +99,13 @@ GREETINGS_COMPANY = frozenset({"greeting", "how_are_you", "bot_identity"})
 #: "is anyone there" are 0.44 and 0.58 alike; of "what's a good name for a bakery?" 0.2).
 COMPANY_LIKENESS = 0.35
 #: A request in the rest, wherever it stands: "can you recommend a podcast...", "i need a
-#: caption for my beach pic", "i need some advice: ...".
+#: caption for my beach pic", "i need some advice: ...", and a want of something to do
+#: ("I'd like to add our company FAQ to the bot", "i want to know ...").
 _REQUESTS_AFTER = re.compile(
     r"\b(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+)?(?:help|recommend|suggest|tell|give"
     r"|write|make|explain|find|show|translate|plan|check|teach)\b"
-    r"|\bi\s+(?:need|want|would\s+like)\s+(?:a|an|some|help|advice|ideas?|tips?)\b",
+    r"|\bi(?:'?d\s+like|\s+(?:need|want|would\s+like|wanna))\s+(?:a|an|some|help|advice|ideas?|tips?"
+    r"|to\s+(?!say\b|chat\b|talk\b)\w+)\b",
     re.IGNORECASE,
 )
 #: Intents whose pattern is a small part of a turn that may ask a question of its own
@@ -315,10 +324,15 @@ class IntentCatcher:
         """The intent of what a greeting's ``rest`` asks, when it is a greeting's usual
         company: how the bot is, who it is, or whether anyone is there (its last clause,
         "chorus, how's your day been?", read surely or, from :data:`COMPANY_LIKENESS`, by
-        likeness); else None: the rest is a question of its own."""
-        asked = self.classify(re.split(r"[,;:.!]", rest)[-1])
+        likeness when it asks about no subject of its own: "do you think AI can be
+        conscious?" is like "are you an AI" but asks about AI, :func:`shared.asking.
+        subject_words`); else None: the rest is a question of its own."""
+        clause = re.split(r"[,;:.!]", rest)[-1]
+        asked = self.classify(clause)
         if asked.intent in GREETINGS_COMPANY:
             return asked.intent
+        if subject_words(clause) >= SUBJECT_WORDS:
+            return None  # "do you think AI can be conscious?": a subject's, not the bot's
         if asked.nearest in GREETINGS_COMPANY and asked.likeness >= COMPANY_LIKENESS:
             return asked.nearest
         return None

@@ -402,3 +402,33 @@ def test_a_short_opening_turn_nothing_reads_is_a_greeting() -> None:
             json={"dialogs": [view("hi", "Hi! I'm Chorus. What's your name?", "konnichiwa!")]},
         ).json()
     assert again["method"] != "opening"
+
+
+def test_a_greeting_with_a_question_or_a_want_of_its_own_further_in_is_not_sure() -> None:
+    """A greeting whose rest asks about the product after a clause break ("quick q - do you
+    ship a helm chart", "..., can chorus run it"), says a want of something to do ("I'd
+    like to add our company FAQ to the bot"), or asks the bot's view of a subject ("do you
+    think AI can be conscious?", like "are you an AI" in its words) is the question's:
+    under the floor. A greeting's usual company and a greeting with a statement stay sure."""
+    answers = classify(
+        "hi chorus quick q - do you ship a helm chart",
+        "hello, we run a dp-agent pipeline, can chorus run it",
+        "Hello! I'd like to add our company FAQ to the bot",
+        "hi! quick one, do you think AI can be conscious?",
+        "hi, how are you?",
+        "hello, is anybody there?",
+        "hi, are you a bot?",
+        "hey chorus, who made you?",
+        "hi im the best man at my brothers wedding and i'm bricking it",
+    )
+    assert [(a["intent"], a["confidence"], a.get("also", [])) for a in answers] == [
+        ("greeting", 0.6, []),
+        ("greeting", 0.6, []),
+        ("greeting", 0.6, []),
+        ("greeting", 0.6, []),
+        ("how_are_you", 1.0, ["greeting"]),
+        ("greeting", 1.0, []),
+        ("bot_identity", 1.0, ["greeting"]),
+        ("bot_identity", 1.0, ["greeting"]),
+        ("greeting", 1.0, []),
+    ]

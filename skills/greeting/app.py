@@ -20,7 +20,7 @@ from vaderSentiment.vaderSentiment import BOOSTER_DICT, NEGATE, SentimentIntensi
 
 from agent.sdk import DialogView, Service, SkillHypothesis
 from shared import first_names, reading, spelling
-from shared.asking import asked_name, asks
+from shared.asking import SUBJECT_WORDS, asked_name, asks, subject_words
 from shared.calibration import calibrated
 from shared.tfidf import ENGLISH_STOP_WORDS
 
@@ -501,8 +501,13 @@ def declines(text: str, annotations: Mapping[str, Any], name_known: bool) -> flo
     if set(words) <= _PUTS_OFF:  # only words that put it off ("guess", "you first")
         return WHY_ASK_SCORES["puts_off"]
     # a question back ("Is that important?"), about the question ("that", "it") or only
-    # with "you" in it, which a question about the bot ("are you alive?") also has
-    if text.rstrip().endswith("?") and set(words) & _ABOUT_ASKING:
+    # with "you" in it, which a question about the bot ("are you alive?") also has; not
+    # one about a subject of its own ("Does it expose Prometheus metrics?")
+    if (
+        text.rstrip().endswith("?")
+        and set(words) & _ABOUT_ASKING
+        and subject_words(text, _ABOUT_ASKING | _THE_QUESTIONS_WORDS) < SUBJECT_WORDS
+    ):
         return WHY_ASK_SCORES["asks_back" if set(words) & _ABOUT_THE_QUESTION else "asks_you"]
     return None
 
@@ -820,14 +825,33 @@ def name_anywhere(text: str) -> str | None:
     return None
 
 
+def asks_of_its_own(text: str) -> bool:
+    """Whether a reply to the name question asks a question of the user's own instead: it
+    asks (:func:`shared.asking.asks`), gives no name (:func:`name_anywhere`), and does not
+    point at the bot's question (:data:`_POINTS_AT_THE_QUESTION`: "does it matter", "why
+    do you need my name") or asks about a subject besides (:func:`shared.asking.
+    subject_words`: "Does it expose Prometheus metrics?"). Such a question is about the
+    bot ("who is this", "what do i call you again", "whom am I speaking with?": small
+    talk's line on who the bot is) or about anything else ("what should I get my sister
+    for her 30th?"), and is for the skill or the LLM that answers it."""
+    typed = spelling.unabbreviate(text)
+    if not asks(spelling.normalise(text)) or name_anywhere(typed) is not None:
+        return False
+    about = _THE_QUESTIONS_WORDS | _ABOUT_ASKING
+    return not _POINTS_AT_THE_QUESTION.search(typed) or subject_words(typed, about) >= SUBJECT_WORDS
+
+
 def may_answer_by_reading(text: str, annotations: Mapping[str, Any]) -> bool:
     """Whether a reply to the name question may be read as the greeting's by the reading
     (:func:`by_reading`): the intents annotator reads no intent in it but a "no" (a dodge:
-    "nope, you first"), it does not ask the bot how it is back, and it does not say how
-    the user is ("I'm bored": "I'm" before a
-    common word, which :func:`extract_name` reads as no name either)."""
+    "nope, you first"), it does not ask the bot how it is back nor a question of the
+    user's own (:func:`asks_of_its_own`), and it does not say how the user is ("I'm
+    bored": "I'm" before a common word, which :func:`extract_name` reads as no name
+    either)."""
     if recognised_intent(annotations) not in (None, "no") or _ASKS_HOW_BACK.search(text):
         return False  # another intent; how the user is, asked back ("jól, köszi. you?")
+    if asks_of_its_own(text):
+        return False  # "who is this", "what should I get my sister for her 30th?"
     maybe = _MAYBE_NAME.search(spelling.unabbreviate(text))
     return maybe is None or not is_common_word(maybe.group(1))
 
@@ -851,25 +875,18 @@ def by_reading(text: str, annotations: Mapping[str, Any]) -> SkillHypothesis | N
     return _read(chance, name, named, WHY_ASK_LINE, {"greeting_stage": "done"})
 
 
-#: English words a question holds, besides stop words and feelings, from which it asks
-#: something of its own (:func:`asks_about_a_subject`).
-OWN_WORDS = 2
-
-
 def asks_about_a_subject(text: str) -> bool:
     """Whether ``text`` asks (:func:`shared.asking.asks`) about a subject of its own: it
-    holds :data:`OWN_WORDS` or more English words of four letters or more (the speller's
-    dictionary) that are not stop words, feelings (VADER's lexicon) nor the bot's name
-    ("morning! what's the capital of australia"). A greeting's usual company asks none
-    ("Olá, tudo bem?", "evening chorus, you good?", "How far, Chorus?")."""
+    holds :data:`shared.asking.SUBJECT_WORDS` or more English words of four letters or
+    more that are not stop words, feelings (VADER's lexicon) nor the bot's name
+    (:func:`shared.asking.subject_words`: "morning! what's the capital of australia"). A
+    greeting's usual company asks none ("Olá, tudo bem?", "evening chorus, you good?", "How
+    far, Chorus?")."""
     if not asks(spelling.normalise(text)):
         return False
     # the words as typed (no guess at a word the dictionary lacks: "kabar" is no typo)
-    typed = spelling.unabbreviate(text).lower()
-    words = {w.split("'")[0] for w in re.findall(r"[a-z']+", typed)}
-    own = words - ENGLISH_STOP_WORDS - FEELING_WORDS - _THE_QUESTIONS_WORDS
-    # words under four letters are as often another language's ("dey", "bem", "far")
-    return sum(len(w) >= 4 and spelling.is_english(w) for w in own) >= OWN_WORDS
+    typed = spelling.unabbreviate(text)
+    return subject_words(typed, FEELING_WORDS | _THE_QUESTIONS_WORDS) >= SUBJECT_WORDS
 
 
 def may_open_by_reading(text: str) -> bool:

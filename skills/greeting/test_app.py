@@ -512,6 +512,24 @@ def test_a_name_kept_back_after_the_bot_said_why_it_asked_is_let_go() -> None:
     assert kept["routing"]["kind"] == "name_let_go"
 
 
+def replied(text: str, greeting: float = 0.95, said_by: str = "greeting") -> dict[str, Any]:
+    """A dialog where ``text`` replies to the name question ``said_by`` asked, which the
+    turn's reading gives to the greeting with probability ``greeting`` and the intents
+    annotator reads as no intent."""
+    reading = {"greeting": greeting, "smalltalk": 0.05, "llm": 0.02}
+    intents = {"intent": None, "confidence": 0.1, "method": None}
+    near = {"nearest": "tell_name", "likeness": 0.2, "reading": reading}
+    dialog = view(
+        "hi",
+        "Hi! I'm Chorus. What's your name?",
+        text,
+        human_attributes={"greeting_stage": "asked_name"},
+        annotations={"intents": {**intents, **near}},
+    )
+    dialog["utterances"][-2]["active_skill"] = said_by
+    return dialog
+
+
 def test_a_reply_to_the_name_question_the_reading_is_sure_of_is_the_greetings() -> None:
     """Right after the script asked the name, a reply none of its patterns reads is the
     greeting's when the turn's reading is sure of it (shared/reading.py's
@@ -521,20 +539,6 @@ def test_a_reply_to_the_name_question_the_reading_is_sure_of_is_the_greetings() 
     or, with none, the bot says why it asks ("not really in the mood for names"). An
     unsure reading, another skill's question, "I'm bored" (how the user is) and a reply
     asking how the bot is back get nothing from the greeting."""
-
-    def replied(text: str, greeting: float = 0.95, said_by: str = "greeting") -> dict[str, Any]:
-        reading = {"greeting": greeting, "smalltalk": 0.05, "llm": 0.02}
-        intents = {"intent": None, "confidence": 0.1, "method": None}
-        near = {"nearest": "tell_name", "likeness": 0.2, "reading": reading}
-        dialog = view(
-            "hi",
-            "Hi! I'm Chorus. What's your name?",
-            text,
-            human_attributes={"greeting_stage": "asked_name"},
-            annotations={"intents": {**intents, **near}},
-        )
-        dialog["utterances"][-2]["active_skill"] = said_by
-        return dialog
 
     dialogs = [
         replied("oskar is the name"),
@@ -666,3 +670,32 @@ def test_a_name_given_plainly_later_is_taken(line: str, name: str) -> None:
 def test_a_plain_name_is_not_taken_once_a_name_is_known_or_in_a_question() -> None:
     assert ask("hello?", "I'm not sure I follow.", "Brenda", name="Ann") == []
     assert ask("hello?", "I'm not sure I follow.", "Brenda, is that you?") == []
+
+
+def test_a_question_of_the_users_own_after_the_name_question_is_not_the_greetings() -> None:
+    """Right after the script asked the name, a question that is not about that question
+    is the user's own, however sure the turn's reading is that the reply is the
+    greeting's: about the bot ("who is this", "wait what do i call you again": small talk
+    says who it is) or about anything else ("what should I get my sister for her 30th?");
+    a short one on "it" with a subject of its own ("Does it expose Prometheus metrics?")
+    does not decline the name either. A question on the question itself still does."""
+
+    own = [
+        "who is this",
+        "wait what do i call you again",
+        "And whom, exactly, am I speaking with?",
+        "what should I get my sister for her 30th?",
+        "Does it expose Prometheus metrics?",
+    ]
+    about_the_question = [
+        "does it matter",
+        "Is that important?",
+        "not really in the mood for names",
+    ]
+    with ServiceClient(app) as client:
+        answers = client.post(
+            "/respond", json={"dialogs": [replied(t) for t in own + about_the_question]}
+        ).json()
+    assert answers[: len(own)] == [[]] * len(own)
+    for text, answer in zip(about_the_question, answers[len(own) :], strict=True):
+        assert [h["text"] for h in answer] == [WHY_ASK_LINE], text
