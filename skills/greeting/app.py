@@ -825,7 +825,7 @@ def name_anywhere(text: str) -> str | None:
     return None
 
 
-def asks_of_its_own(text: str) -> bool:
+def asks_instead_of_answering(text: str) -> bool:
     """Whether a reply to the name question asks a question of the user's own instead: it
     asks (:func:`shared.asking.asks`), gives no name (:func:`name_anywhere`), and does not
     point at the bot's question (:data:`_POINTS_AT_THE_QUESTION`: "does it matter", "why
@@ -845,12 +845,12 @@ def may_answer_by_reading(text: str, annotations: Mapping[str, Any]) -> bool:
     """Whether a reply to the name question may be read as the greeting's by the reading
     (:func:`by_reading`): the intents annotator reads no intent in it but a "no" (a dodge:
     "nope, you first"), it does not ask the bot how it is back nor a question of the
-    user's own (:func:`asks_of_its_own`), and it does not say how the user is ("I'm
-    bored": "I'm" before a common word, which :func:`extract_name` reads as no name
+    user's own (:func:`asks_instead_of_answering`), and it does not say how the user is
+    ("I'm bored": "I'm" before a common word, which :func:`extract_name` reads as no name
     either)."""
     if recognised_intent(annotations) not in (None, "no") or _ASKS_HOW_BACK.search(text):
         return False  # another intent; how the user is, asked back ("jól, köszi. you?")
-    if asks_of_its_own(text):
+    if asks_instead_of_answering(text):
         return False  # "who is this", "what should I get my sister for her 30th?"
     maybe = _MAYBE_NAME.search(spelling.unabbreviate(text))
     return maybe is None or not is_common_word(maybe.group(1))
