@@ -254,6 +254,9 @@ class Read:
     #: (the fallback's in a run), or only small talk's guesses from the mood stand between
     #: them (:func:`threads`)
     after_llm: bool = False
+    #: the turn asks something, with its mark or without, as small talk reads it before
+    #: answering by the reading (:func:`skills.smalltalk.matchers.asks_something`)
+    asking: bool = False
 
 
 def confidence_of(
@@ -436,8 +439,6 @@ def decide(
         and (value := confidence_of(h, curves, read)) is not None
     ]
     if read is not None:
-        from skills.smalltalk.matchers import asks_something
-
         # a skill whose own answers all stayed silent answers by the reading when it is
         # sure (as smalltalk's by_reading does; the skill selector runs such a skill)
         answered = {skill for _, _, skill, _ in scored}
@@ -447,7 +448,7 @@ def decide(
                 read.probabilities,
                 read.intent,
                 read.model,
-                asks_something(turn.text) if skill == "smalltalk" else "?" in turn.text,
+                read.asking if skill == "smalltalk" else "?" in turn.text,
                 # the replay knows small talk's questions only (the shipped replier)
                 read.replying and skill == "smalltalk",
                 read.nodding and skill == "smalltalk",
@@ -504,6 +505,14 @@ def openings(turns: Sequence[Observed]) -> list[bool]:
     ]
 
 
+def questions(turns: Sequence[Observed]) -> list[bool]:
+    """Whether each turn asks something, with its mark or without, as small talk reads it
+    before answering by the reading (:func:`skills.smalltalk.matchers.asks_something`)."""
+    from skills.smalltalk.matchers import asks_something
+
+    return [asks_something(t.text) for t in turns]
+
+
 def reader(
     turns: Sequence[Observed],
 ) -> Callable[[ReadingModel | None, np.ndarray, int], Read | None]:
@@ -519,6 +528,7 @@ def reader(
     naming = name_replies(turns)
     asks_beyond = beyond(turns, after_llm)
     opening = openings(turns)
+    asking = questions(turns)
 
     def read(model: ReadingModel | None, row: np.ndarray, i: int) -> Read | None:
         if model is None:
@@ -534,6 +544,7 @@ def reader(
             asks_beyond[i],
             opening[i],
             after_llm[i],
+            asking[i],
         )
 
     return read

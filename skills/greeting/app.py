@@ -20,7 +20,7 @@ from vaderSentiment.vaderSentiment import BOOSTER_DICT, NEGATE, SentimentIntensi
 
 from agent.sdk import DialogView, Service, SkillHypothesis
 from shared import first_names, reading, spelling
-from shared.asking import SUBJECT_WORDS, asked_name, asks, subject_words
+from shared.asking import BOTS_WORDS, SUBJECT_WORDS, asked_name, asks, subject_words
 from shared.calibration import calibrated
 from shared.tfidf import ENGLISH_STOP_WORDS
 
@@ -518,7 +518,7 @@ SHAPE_WORDS = 8
 #: Words a reply to the name question may hold and still have no subject of its own: the
 #: question's own ("name") and whom it is asked of ("bot", the bot's name), and forms of
 #: "do" that scikit-learn's stop words lack ("does it matter").
-_THE_QUESTIONS_WORDS = frozenset({"name", "names", "bot", "chorus", "does", "did", "doing"})
+_THE_QUESTIONS_WORDS = BOTS_WORDS | {"name", "names"}
 #: Words that point at the question itself ("does it matter", "what's that to you", "why
 #: does a bot need a name", "what do you need my name for"; not "what should I name my
 #: puppy?"). A question back with none points at the bot ("who is this", "can you hear

@@ -429,15 +429,18 @@ def after_greeting_question(last_line: str | None, last_skill: str | None) -> bo
     return last_skill == "greeting" and (last_line is None or awaits_name(last_line))
 
 
+def asks_outright(text: str) -> bool:
+    """Whether ``text`` opens as a question or a bid, or ends on a question mark
+    (:data:`_ASKS`), as typed or read carefully (:func:`shared.spelling.normalise`)."""
+    return _ASKS.search(text) is not None or _ASKS.search(spelling.normalise(text)) is not None
+
+
 def asks_something(text: str) -> bool:
-    """Whether the turn asks something, with its question mark or without ("what games do
-    you like", "how do i install you"): for the turn's reading, a question, to which no
-    goodbye answers and whose nearest question to the bot may give its line."""
-    return (
-        "?" in text
-        or _ASKS.search(text) is not None
-        or _ASKS.search(spelling.normalise(text)) is not None
-    )
+    """Whether the turn asks something, with its question mark anywhere or without one
+    ("what games do you like", "how do i install you"): for the turn's reading, a
+    question, to which no goodbye answers and whose nearest question to the bot may give
+    its line."""
+    return "?" in text or asks_outright(text)
 
 
 def nods_by_reading(text: str, last_skill: str | None, last_line: str | None = None) -> bool:
@@ -452,8 +455,7 @@ def nods_by_reading(text: str, last_skill: str | None, last_line: str | None = N
     ``last_line`` what it said."""
     return (
         not after_greeting_question(last_line, last_skill)
-        and _ASKS.search(text) is None
-        and _ASKS.search(spelling.normalise(text)) is None
+        and not asks_outright(text)
         and unread.few_words(text)
     )
 
@@ -469,8 +471,7 @@ def states_by_reading(text: str, last_skill: str | None, last_line: str | None =
     bot's line (never on the opening turn)."""
     return (
         not after_greeting_question(last_line, last_skill)
-        and _ASKS.search(text) is None
-        and _ASKS.search(spelling.normalise(text)) is None
+        and not asks_outright(text)
         and _INTRODUCES.search(text) is None
         and not unread.names_someone(text)
     )

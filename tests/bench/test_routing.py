@@ -264,7 +264,7 @@ def test_the_replay_lets_small_talk_answer_by_the_reading_where_it_ran_and_the_i
     with small talk without the LLM (as the skill does); a goodbye's intent on a question,
     an unsure reading, or a sure intent whose rule does not run small talk leave the turn
     to the fallback and the LLM."""
-    from bench.calibrate import Read, decide
+    from bench.calibrate import Read, decide, questions
     from shared.reading import shipped
 
     model = shipped()
@@ -274,7 +274,10 @@ def test_the_replay_lets_small_talk_answer_by_the_reading_where_it_ran_and_the_i
         text: str, smalltalk: float, intent: dict[str, Any], beyond: bool = False
     ) -> tuple[str, bool]:
         turn = silent_turn(text, "smalltalk")
-        read = Read({"smalltalk": smalltalk, "llm": 0.1}, model, intent, beyond=beyond)
+        (asking,) = questions([turn])  # as the replay's reader reads the turn
+        read = Read(
+            {"smalltalk": smalltalk, "llm": 0.1}, model, intent, beyond=beyond, asking=asking
+        )
         decided = decide(turn, {}, 0.6, read)
         return decided.skill, decided.llm_asked
 
