@@ -13,7 +13,9 @@ matches their topic, and no line comes back in the conversation.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI
 
@@ -45,22 +47,34 @@ SCRIPT: list[tuple[str, str, str]] = [
 MIN_ON_TOPIC = 2
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-def test_ordinary_questions_get_answers_on_their_topic_and_no_line_twice(
+@pytest.fixture
+def bot(
     agent: AgentFactory,
     services: Callable[[FastAPI], ServerThread],
     monkeypatch: pytest.MonkeyPatch,
+) -> httpx.Client:
+    """The default bot, as `make run` starts it without an LLM endpoint."""
+    monkeypatch.delenv("LLM_BASE_URL", raising=False)
+    return agent(shipped_pipeline(services))
+
+
+def human_turns(client: httpx.Client, user: str) -> list[dict[str, Any]]:
+    """The user's stored utterances, each with its annotations and every hypothesis."""
+    (dialog,) = client.get(f"/api/user/{user}").json()
+    return [u for u in dialog["utterances"] if u["speaker"] == "human"]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_ordinary_questions_get_answers_on_their_topic_and_no_line_twice(
+    bot: httpx.Client,
 ) -> None:
-    monkeypatch.delenv("LLM_BASE_URL", raising=False)  # as in `make run` without an endpoint
-    client = agent(shipped_pipeline(services))
-    answers = [say(client, text, user="tom") for text, _, _ in SCRIPT]
+    answers = [say(bot, text, user="tom") for text, _, _ in SCRIPT]
     shown = "\n".join(
         f"{text!r} -> [{a['active_skill']}] {a['response']!r}"
         for (text, _, _), a in zip(SCRIPT, answers, strict=True)
     )
 
-    (dialog,) = client.get("/api/user/tom").json()
-    asked = [u for u in dialog["utterances"] if u["speaker"] == "human"]  # with hypotheses
+    asked = human_turns(bot, "tom")
     got = []
     for answer, utterance in zip(answers, asked, strict=True):
         topics = [
@@ -86,17 +100,10 @@ LOW_MOODS = [
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-def test_a_low_mood_said_with_an_intensifier_gets_sympathy_not_gladness(
-    agent: AgentFactory,
-    services: Callable[[FastAPI], ServerThread],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("LLM_BASE_URL", raising=False)
-    client = agent(shipped_pipeline(services))
+def test_a_low_mood_said_with_an_intensifier_gets_sympathy_not_gladness(bot: httpx.Client) -> None:
     for n, text in enumerate(LOW_MOODS):
-        answer = say(client, text, user=f"low-{n}")
-        (dialog,) = client.get(f"/api/user/low-{n}").json()
-        (asked,) = [u for u in dialog["utterances"] if u["speaker"] == "human"]
+        answer = say(bot, text, user=f"low-{n}")
+        (asked,) = human_turns(bot, f"low-{n}")
         chosen = [h for h in asked["hypotheses"] if h["text"] == answer["response"]]
         assert answer["active_skill"] == "smalltalk", (text, answer)
         assert chosen[0].get("smalltalk_topic") == "empathy", (text, chosen)
