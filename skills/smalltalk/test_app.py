@@ -826,6 +826,38 @@ def test_a_question_of_fact_a_task_or_memory_gets_no_loose_answer(client: Servic
     assert (pets[0]["smalltalk_topic"], pets[0]["topic"]) == ("topic", "pets")
 
 
+def test_a_closer_a_question_asks_about_gets_no_closers_line(client: ServiceClient) -> None:
+    """ "how do you say thank you in japanese" and "can you translate 'see you next week'
+    into mandarin" hold a thank-you's and a goodbye's words, typed without a question mark:
+    "You're welcome!" or "Goodbye!" answers neither. A wish that opens like a question
+    ("have a good night!"), which the annotator is sure is a goodbye, still gets one."""
+    sure_farewell = {"intent": "farewell", "confidence": 1.0, "method": "pattern"}
+    japanese, mandarin, night = ask(
+        client,
+        dialog("how do you say thank you in japanese"),
+        dialog('can you translate "see you next week" into mandarin'),
+        dialog("have a good night!", annotations={"intents": sure_farewell}),
+    )
+    assert japanese == [] and mandarin == [], (japanese, mandarin)
+    assert night[0]["smalltalk_topic"] == "farewell", night
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["be honest is taylor swift overrated", "ok so what do you do", "haha how did you know"],
+)
+def test_a_question_after_a_few_leading_words_gets_no_nod(client: ServiceClient, text: str) -> None:
+    """A question typed without its mark after words that only lead into it ("be honest",
+    "ok so", "haha") is a question: the nod for a few words of a statement ("Mm, I see.")
+    does not answer it, however sure the reading is that the turn is small talk's."""
+    before = ("I like music", "Anything with a good chorus, naturally! What do you like?")
+    intents = {"intent": None, "confidence": 0.0, "method": None, "reading": {"smalltalk": 0.95}}
+    (asked,) = ask(client, dialog(*before, text, annotations={"intents": intents}))
+    assert all(h["smalltalk_topic"] != "unread" for h in asked), asked
+    (said,) = ask(client, dialog(*before, "ok cool", annotations={"intents": intents}))
+    assert said and said[0]["smalltalk_topic"] == "unread", said
+
+
 def test_a_few_words_it_cannot_read_late_in_a_conversation_get_a_nod(
     client: ServiceClient,
 ) -> None:
