@@ -173,7 +173,7 @@ EARLIER: dict[str, list[str]] = {
     **{name: [*TRAINING[:i], *HELD_OUT] for i, name in enumerate(TRAINING) if i > 0},
     # written blind beside train10, and fitted on only once written: none of any other set
     "train9": [name for name in ALL_SETS if name != "train9"],
-    # written blind once every other set was: none of any other set
+    # written blind beside train11, in ordinary voices: none of any other set
     "train12": [name for name in ALL_SETS if name != "train12"],
 }
 
