@@ -38,6 +38,7 @@ measured as well (the LLM-on run), and the report prints both.
     .venv/bin/python -m bench.routing --set train9       # the tenth, ordinary, written blind
     .venv/bin/python -m bench.routing --set train10      # the eleventh, written beside it
     .venv/bin/python -m bench.routing --set train11      # the twelfth, ordinary, written blind
+    .venv/bin/python -m bench.routing --set train12      # the thirteenth, written beside it
     .venv/bin/python -m bench.routing --set my.jsonl     # any set, e.g. from --store
     .venv/bin/python -m bench.routing --store sqlite:///chorus.db --export mine.jsonl
 

@@ -70,8 +70,8 @@ class Conversation(BaseModel):
 #: too, once ``fresh7`` had been run many times, and ``fresh9`` an eleventh, ordinary
 #: too, once ``fresh8`` had been run many times; ``train``, ``train2``, ``train3``,
 #: ``train4``, ``train5``, ``train6``, ``train7``, ``train8``, ``train9``, ``train10`` and
-#: ``train11`` (the last six in ordinary voices, each written blind) are more sets to fit
-#: on, beside dev
+#: ``train11`` and ``train12`` (the last seven in ordinary voices, each written blind) are more
+#: sets to fit on, beside dev
 MINIMUMS = {
     "dev": ("dev-", 420),
     "holdout": ("holdout-", 220),
@@ -95,8 +95,9 @@ MINIMUMS = {
     "train9": ("train9-", 620),
     "train10": ("train10-", 620),
     "train11": ("train11-", 620),
+    "train12": ("train12-", 620),
 }
-#: Every set of the folder: the twenty-one above and ``typed``, the careless-typing set, which
+#: Every set of the folder: the twenty-two above and ``typed``, the careless-typing set, which
 #: keeps no size or mix of the issue's (README.md there).
 ALL_SETS = [*sorted(MINIMUMS), "typed"]
 
@@ -175,6 +176,8 @@ EARLIER: dict[str, list[str]] = {
     "train9": [name for name in ALL_SETS if name != "train9"],
     # written blind beside train12, in ordinary voices: none of any other set
     "train11": [name for name in ALL_SETS if name != "train11"],
+    # written blind beside train11, in ordinary voices: none of any other set
+    "train12": [name for name in ALL_SETS if name != "train12"],
 }
 
 
