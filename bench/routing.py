@@ -37,6 +37,7 @@ measured as well (the LLM-on run), and the report prints both.
     .venv/bin/python -m bench.routing --set train8       # the ninth, ordinary, written blind
     .venv/bin/python -m bench.routing --set train9       # the tenth, ordinary, written blind
     .venv/bin/python -m bench.routing --set train10      # the eleventh, written beside it
+    .venv/bin/python -m bench.routing --set train13      # the fourteenth, ordinary, blind
     .venv/bin/python -m bench.routing --set my.jsonl     # any set, e.g. from --store
     .venv/bin/python -m bench.routing --store sqlite:///chorus.db --export mine.jsonl
 
@@ -139,6 +140,9 @@ TRAINING_SETS: tuple[str, ...] = (
     "train8",
     "train9",
     "train10",
+    "train11",
+    "train12",
+    "train13",
 )
 #: The sets called by name: the training sets may be fitted on, ``holdout`` only reported.
 NAMED_SETS = frozenset({*TRAINING_SETS, "holdout"})

@@ -70,8 +70,8 @@ class Conversation(BaseModel):
 #: too, once ``fresh7`` had been run many times, and ``fresh9`` an eleventh, ordinary
 #: too, once ``fresh8`` had been run many times; ``train``, ``train2``, ``train3``,
 #: ``train4``, ``train5``, ``train6``, ``train7``, ``train8``, ``train9`` and ``train10`` (the
-#: last five in ordinary voices, each written blind) are more sets to fit on, beside dev;
-#: ``train13``, ordinary and blind too, is written to be one of them
+#: last five in ordinary voices, each written blind), and ``train13`` (ordinary and blind
+#: too) are more sets to fit on, beside dev
 MINIMUMS = {
     "dev": ("dev-", 420),
     "holdout": ("holdout-", 220),
@@ -173,8 +173,8 @@ EARLIER: dict[str, list[str]] = {
     **{name: [*TRAINING[:i], *HELD_OUT] for i, name in enumerate(TRAINING) if i > 0},
     # written blind beside train10, and fitted on only once written: none of any other set
     "train9": [name for name in ALL_SETS if name != "train9"],
-    # written blind beside train11 and train12, before it was a set to fit on: none of any
-    # other set
+    # written blind beside train11 and train12, and fitted on only once written: none of
+    # any other set
     "train13": [name for name in ALL_SETS if name != "train13"],
 }
 
