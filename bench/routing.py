@@ -39,6 +39,7 @@ measured as well (the LLM-on run), and the report prints both.
     .venv/bin/python -m bench.routing --set train10      # the eleventh, written beside it
     .venv/bin/python -m bench.routing --set train11      # the twelfth, ordinary, written blind
     .venv/bin/python -m bench.routing --set train12      # the thirteenth, written beside it
+    .venv/bin/python -m bench.routing --set train13      # the fourteenth, ordinary, blind
     .venv/bin/python -m bench.routing --set my.jsonl     # any set, e.g. from --store
     .venv/bin/python -m bench.routing --store sqlite:///chorus.db --export mine.jsonl
 
@@ -143,6 +144,7 @@ TRAINING_SETS: tuple[str, ...] = (
     "train10",
     "train11",
     "train12",
+    "train13",
 )
 #: The sets called by name: the training sets may be fitted on, ``holdout`` only reported.
 NAMED_SETS = frozenset({*TRAINING_SETS, "holdout"})

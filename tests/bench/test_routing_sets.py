@@ -69,9 +69,9 @@ class Conversation(BaseModel):
 #: ordinary voices, once ``fresh6`` had been run too, and ``fresh8`` a tenth, ordinary
 #: too, once ``fresh7`` had been run many times, and ``fresh9`` an eleventh, ordinary
 #: too, once ``fresh8`` had been run many times; ``train``, ``train2``, ``train3``,
-#: ``train4``, ``train5``, ``train6``, ``train7``, ``train8``, ``train9``, ``train10`` and
-#: ``train11`` and ``train12`` (the last seven in ordinary voices, each written blind) are more
-#: sets to fit on, beside dev
+#: ``train4``, ``train5``, ``train6``, ``train7``, ``train8``, ``train9``, ``train10``,
+#: ``train11``, ``train12`` and ``train13`` (the last eight in ordinary voices, each written
+#: blind) are more sets to fit on, beside dev
 MINIMUMS = {
     "dev": ("dev-", 420),
     "holdout": ("holdout-", 220),
@@ -96,8 +96,9 @@ MINIMUMS = {
     "train10": ("train10-", 620),
     "train11": ("train11-", 620),
     "train12": ("train12-", 620),
+    "train13": ("train13-", 620),
 }
-#: Every set of the folder: the twenty-two above and ``typed``, the careless-typing set, which
+#: Every set of the folder: the twenty-five above and ``typed``, the careless-typing set, which
 #: keeps no size or mix of the issue's (README.md there).
 ALL_SETS = [*sorted(MINIMUMS), "typed"]
 
@@ -178,6 +179,9 @@ EARLIER: dict[str, list[str]] = {
     "train11": [name for name in ALL_SETS if name != "train11"],
     # written blind beside train11, in ordinary voices: none of any other set
     "train12": [name for name in ALL_SETS if name != "train12"],
+    # written blind beside train11 and train12, and fitted on only once written: none of
+    # any other set
+    "train13": [name for name in ALL_SETS if name != "train13"],
 }
 
 
