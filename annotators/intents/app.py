@@ -85,7 +85,10 @@ SOCIAL_INTENTS = frozenset({"greeting", "farewell", "thanks", "yes", "no"})
 _ASKS_AFTER = re.compile(
     r"(?:^|[,;:.!?]|\s[-\u2013\u2014]+\s)\W*"
     r"(?:(?:what|what's|whats|who|who's|why|how|when|where|which)\b(?!\s+an?\b)"
-    r"|(?:can|could|would|will|should)\s+(?:you|u|i|we|chorus|it)\b"
+    r"|(?:can|could|would|will|should)\s+(?:you|u|i|we|chorus|it|this|that|they)\b"
+    # a bid opening a clause: "yo recommend me a show", "hey, tell me a fun fact"
+    r"|(?:recommend|suggest|tell|give|show|find|help|explain|write|make|teach|translate|list)"
+    r"\s+(?:me|us|a|an|some|the|my)\b"
     r"|(?:does|do|did)\s+(?:you|u|chorus|it)\s+(?!remember\b)\w+"
     r"|(?:is|are|was|were|does|do|did|should)\s+"
     r"(?!you\b|u\b|ya\b|ye\b|yourself\b|any(?:one|body)\b|some(?:one|body)\b)\w+\s+\w+)",
@@ -99,13 +102,16 @@ GREETINGS_COMPANY = frozenset({"greeting", "how_are_you", "bot_identity"})
 #: "is anyone there" are 0.44 and 0.58 alike; of "what's a good name for a bakery?" 0.2).
 COMPANY_LIKENESS = 0.35
 #: A request in the rest, wherever it stands: "can you recommend a podcast...", "i need a
-#: caption for my beach pic", "i need some advice: ...", and a want of something to do
-#: ("I'd like to add our company FAQ to the bot", "i want to know ...").
+#: caption for my beach pic", "i need some advice: ...", a want of something to do
+#: ("I'd like to add our company FAQ to the bot", "i want to know ..."), and another's need
+#: of help told for them.
 _REQUESTS_AFTER = re.compile(
     r"\b(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+)?(?:help|recommend|suggest|tell|give"
     r"|write|make|explain|find|show|translate|plan|check|teach)\b"
     r"|\bi(?:'?d\s+like|\s+(?:need|want|would\s+like|wanna))\s+(?:a|an|some|help|advice|ideas?|tips?"
-    r"|to\s+(?!say\b|chat\b|talk\b)\w+)\b",
+    r"|to\s+(?!say\b|chat\b|talk\b)\w+)\b"
+    # someone's need of help: "hi my son needs help with fractions"
+    r"|\b(?:needs|wants)\s+(?:help|advice|ideas?|tips?)\b",
     re.IGNORECASE,
 )
 #: Intents whose pattern is a small part of a turn that may ask a question of its own

@@ -336,6 +336,10 @@ def test_a_pattern_that_leaves_a_question_unexplained_is_not_sure() -> None:
         "thanks, what a day",
         "hi, is Lisbon or Porto better for a first trip",
         "hi! does anyone read this",
+        "yo recommend me a show",
+        "hi. can this answer questions from our own documentation",
+        "hi my son needs help with fractions",
+        "hey there chorus",
     )
     assert [(a["intent"], a["confidence"]) for a in answers] == [
         ("greeting", 1.0),
@@ -347,6 +351,10 @@ def test_a_pattern_that_leaves_a_question_unexplained_is_not_sure() -> None:
         ("thanks", 1.0),  # "what a day" exclaims
         ("greeting", 0.6),  # a yes-or-no question of its own, its mark dropped too
         ("greeting", 1.0),  # whether anyone is there: a greeting's company
+        ("greeting", 0.6),  # a bid opening the rest
+        ("greeting", 0.6),  # a modal before "this", the product asked about
+        ("greeting", 0.6),  # a need of help told for someone else
+        ("greeting", 1.0),
     ]
 
 
