@@ -35,6 +35,17 @@ def test_uses_the_remembered_name() -> None:
     assert ask("hi", name="Ann")[0]["text"] == "Hello again, Ann!"
 
 
+def test_a_question_on_someone_elses_name_is_not_the_users_name_recalled() -> None:
+    """ "what did i say her name was" (the cat's) is like "what did i say my name was" to
+    the intents annotator's examples; "Your name is Ann." answers neither the question
+    nor the user."""
+    similar = {"intents": {"intent": "ask_name", "confidence": 0.82, "method": "similarity"}}
+    cat = ask("what did i say her name was lol", annotations=similar, name="Ann")
+    assert cat == []
+    own = ask("what did i say my name was", annotations=similar, name="Ann")
+    assert own[0]["text"] == "Your name is Ann."
+
+
 def test_stays_silent_off_script() -> None:
     assert ask("tell me about trains", name="Ann", greeting_stage="done") == []
 

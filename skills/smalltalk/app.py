@@ -126,6 +126,17 @@ def tell_joke(dialog: DialogView, persona: Persona, said: list[str]) -> SkillHyp
     return None
 
 
+def after_a_joke(dialog: DialogView, persona: Persona) -> bool:
+    """Whether the bot's last line was a joke or its offer of another: there "another
+    football one" asks for a joke of a kind."""
+    last = dialog.bot_utterance
+    if last is None:
+        return False
+    return jokes.is_joke(last.text) or last.text in render(
+        persona, Match("laughed", JOKE_CONFIDENCE)
+    )
+
+
 class CorpusHypothesis(SkillHypothesis):
     """A hypothesis from the corpus: which statement it answers, from which topic file."""
 
@@ -253,7 +264,7 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
     if chosen is not None:
         # the confidence as the chance that such an answer fits (shared/calibration.py)
         answer_type = str(getattr(chosen, "smalltalk_topic", ""))
-        if answer_type == "joke" and jokes.on_a_subject(text):
+        if answer_type == "joke" and jokes.on_a_subject(text, after_a_joke(dialog, persona)):
             answer_type = "joke_on_a_subject"  # the shipped jokes seldom fit one
         if getattr(chosen, "by_likeness", False):
             answer_type = f"{answer_type}_by_likeness"

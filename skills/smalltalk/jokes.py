@@ -19,6 +19,8 @@ from collections.abc import Collection
 
 from shared.jokes import JOKES, is_joke
 
+__all__ = ["JOKES", "is_joke"]
+
 _I = re.IGNORECASE
 #: "Tell me a joke", "Do you know any jokes?", "Got a joke for me?", "Joke please",
 #: "Make me laugh", "say something funny", "Do you like jokes?" (the answer is one). Not
@@ -26,7 +28,7 @@ _I = re.IGNORECASE
 ASKS = re.compile(
     r"\btell\s+(?:me|us)\b[^.?!]*\bjokes?\b"
     r"|\b(?:tell|say|share|give\s+me)\s+(?:a|an|another|one\s+more|some|any)\b[^.?!]*\bjokes?\b"
-    r"|\b(?:you|u)\s+(?:know|have|got)\b[^.?!]*\bjokes?\b"
+    r"|\b(?:you|u)\s+(?:know|have|got)\b[^.?!]*\b(?:jokes?|puns?)\b"
     r"|\b(?:got|know)\s+(?:any|a|another)\b[^.?!]*\bjokes?\b"
     r"|\b(?:want|need|wanna)\s+(?:to\s+hear\s+)?(?:a|another|some)\s+(?:\w+\s+)?jokes?\b"
     r"|^\W*(?:a\s+|another\s+|one\s+more\s+)?jokes?(?:\s+please|\s+pls)?\W*$"
@@ -41,7 +43,7 @@ ASKS = re.compile(
 MORE = re.compile(
     r"^\W*(?:[^?]{0,40}?[,!.]\s*)?(?:(?:ha(?:ha)*|lol|lmao|nice|good\s+one|ok(?:ay)?|funny)\W+)*"
     r"(?:(?:tell\s+me\s+|give\s+me\s+|how\s+about\s+|and\s+)?"
-    r"(?:another(?:\s+one)?|one\s+more|more|again|some\s+more)"
+    r"(?:another(?:\s+one)?|one\s+more|more|again|(?:some|any)\s+more)"
     r"|(?:tell|say)\s+(?:it|one)\s+again)(?:\s+please|\s+pls)?\W*$",
     _I,
 )
@@ -65,24 +67,32 @@ LAUGH = re.compile(
 #: A joke asked on a subject or of a form ("a joke about Spanish food", "a knock-knock
 #: joke"): the shipped jokes are about programming, so such a request is told one that
 #: seldom fits (its own calibration answer type, see skills/smalltalk/app.py).
-ON_A_SUBJECT = re.compile(r"\bjokes?\s+(?:about|on|with|for)\s+\w|\bknock[\s-]*knock\b", _I)
+ON_A_SUBJECT = re.compile(
+    r"\b(?:jokes?|ones?|any|some)\s+(?:about|on|with|for)\s+\w|\bknock[\s-]*knock\b|\bpuns?\b", _I
+)
 #: The word between an article and "joke" names a kind of joke ("a dad joke") unless it is
 #: one of these ("a good joke").
 _ANY_JOKE = frozenset(
     [
         *("a", "an", "another", "some", "any", "more", "the", "one", "of", "me", "us"),
         *("good", "funny", "your", "best", "favourite", "favorite", "great", "short"),
-        *("quick", "new", "different", "bad"),
+        *("quick", "new", "different", "bad", "really", "very", "super", "proper", "decent"),
+        *("clean", "silly", "little", "nice", "fun", "random", "real", "actual", "cool"),
     ]
 )
-_BEFORE_JOKE = re.compile(r"\b(?:a|an|some|any|another)\s+([\w-]+)\s+jokes?\b", _I)
+#: Up to two words between an article and "joke" ("any good dad jokes"); after a joke,
+#: "one" stands for it ("another football one", "a knock knock one this time").
+_BEFORE_JOKE = re.compile(r"\b(?:a|an|some|any|another)\s+([\w-]+(?:\s+[\w-]+)?)\s+jokes?\b", _I)
+_BEFORE_ONE = re.compile(r"\b(?:a|an|some|any|another)\s+([\w-]+(?:\s+[\w-]+)?)\s+ones?\b", _I)
 
 
-def on_a_subject(text: str) -> bool:
-    """A joke asked on a subject or of a kind, not any joke."""
+def on_a_subject(text: str, after_joke: bool = False) -> bool:
+    """A joke asked on a subject or of a kind, not any joke; ``after_joke`` (the bot's
+    last line was one), "one" stands for a joke too."""
     if ON_A_SUBJECT.search(text):
         return True
-    return any(word.lower() not in _ANY_JOKE for word in _BEFORE_JOKE.findall(text))
+    kinds = _BEFORE_JOKE.findall(text) + (_BEFORE_ONE.findall(text) if after_joke else [])
+    return any(word.lower() not in _ANY_JOKE for words in kinds for word in words.split())
 
 
 def wanted(
@@ -98,7 +108,7 @@ def wanted(
     last = bot_lines[-1] if bot_lines else None
     if last is None:
         return False
-    if is_joke(last) and MORE.search(text):
+    if (is_joke(last) or last in offers) and (MORE.search(text) or asks_of_a_kind(text)):
         return True
     return last in offers and bool(agrees or MORE.search(text) or YES.search(text))
 
@@ -110,10 +120,25 @@ REACTION_WORDS = 6
 _REQUEST = re.compile(r"\b(?:tell|give|say|show|make|write|explain|what|how|why)\b", _I)
 
 
+#: Right after a joke: another of a kind asked for ("haha another knock knock one", "got
+#: any about football", "a plane joke?"), which no laugh answers.
+_OF_A_KIND = re.compile(
+    r"\b(?:another|any|some|one)\s+(?:[\w-]+\s+){0,3}?(?:ones?|jokes?)\b"
+    r"|\b(?:any|some|one|ones)\s+(?:about|on|with)\s+\w|\ba\s+(?:[\w-]+\s+){1,2}(?:one|joke)\b",
+    _I,
+)
+
+
+def asks_of_a_kind(text: str) -> bool:
+    """Whether a reply to a joke asks for another of a kind (:data:`_OF_A_KIND`), which
+    :func:`on_a_subject` then reads as on a subject."""
+    return _OF_A_KIND.search(text) is not None and on_a_subject(text, after_joke=True)
+
+
 def laughs(text: str, bot_lines: list[str]) -> bool:
     """Whether the user reacts to the joke the bot just told: laughter, or a short word
-    on it."""
-    if not bot_lines or not is_joke(bot_lines[-1]):
+    on it; not when the reply asks for another of a kind."""
+    if not bot_lines or not is_joke(bot_lines[-1]) or asks_of_a_kind(text):
         return False
     short = len(re.findall(r"\w+", text)) <= REACTION_WORDS and "?" not in text
     return bool(LAUGH.search(text)) or (short and not _REQUEST.search(text))

@@ -135,6 +135,31 @@ def test_a_joke_on_a_subject_is_its_own_answer_type_and_the_shipped_jokes_seldom
     assert subject == []
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "haha another knock knock one",
+        "got any about football",
+        "a knock knock one this time",
+        "another dinosaur one",
+        "got any good dad jokes",
+        "do you know any puns",
+    ],
+)
+def test_another_joke_of_a_kind_right_after_one_gets_neither_laugh_nor_any_joke(
+    client: ServiceClient, text: str
+) -> None:
+    """Right after a joke, "another football one" asks for a joke of a kind the shipped
+    programming jokes seldom are: no "Ha! Want another one?" (a laugh's answer), and the
+    joke it would tell is under the line where the skill answers at all, as one asked on a
+    subject is."""
+    (joke,) = ask(client, view("Tell me a joke"))
+    (answer,) = ask(client, view("Tell me a joke", joke[0]["text"], text))
+    assert answer == [], answer
+    (laughed,) = ask(client, view("Tell me a joke", joke[0]["text"], "haha that was a good one"))
+    assert laughed[0]["smalltalk_topic"] == "laughed", laughed
+
+
 def test_the_offer_of_another_joke_is_taken_up_by_any_yes_the_annotator_reads(
     client: ServiceClient,
 ) -> None:
