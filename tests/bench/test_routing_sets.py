@@ -67,8 +67,9 @@ class Conversation(BaseModel):
 #: all of those had been run several times, ``fresh5`` a seventh once ``fresh4`` had
 #: been too, ``fresh6`` an eighth once every one of them had, ``fresh7`` a ninth, in
 #: ordinary voices, once ``fresh6`` had been run too, and ``fresh8`` a tenth, ordinary
-#: too, once ``fresh7`` had been run many times, and ``fresh9`` an eleventh, ordinary
-#: too, once ``fresh8`` had been run many times; ``train``, ``train2``, ``train3``,
+#: too, once ``fresh7`` had been run many times, ``fresh9`` an eleventh, ordinary
+#: too, once ``fresh8`` had been run many times, and ``fresh10`` a twelfth, ordinary too,
+#: once ``fresh9`` had been run many times; ``train``, ``train2``, ``train3``,
 #: ``train4``, ``train5``, ``train6``, ``train7``, ``train8``, ``train9``, ``train10``,
 #: ``train11``, ``train12`` and ``train13`` (the last eight in ordinary voices, each written
 #: blind) are more sets to fit on, beside dev
@@ -84,6 +85,7 @@ MINIMUMS = {
     "fresh7": ("fresh7-", 520),
     "fresh8": ("fresh8-", 560),
     "fresh9": ("fresh9-", 600),
+    "fresh10": ("fresh10-", 600),
     "train": ("train-", 650),
     "train2": ("train2-", 550),
     "train3": ("train3-", 550),
@@ -98,7 +100,7 @@ MINIMUMS = {
     "train12": ("train12-", 620),
     "train13": ("train13-", 620),
 }
-#: Every set of the folder: the twenty-five above and ``typed``, the careless-typing set, which
+#: Every set of the folder: the twenty-six above and ``typed``, the careless-typing set, which
 #: keeps no size or mix of the issue's (README.md there).
 ALL_SETS = [*sorted(MINIMUMS), "typed"]
 
@@ -154,6 +156,7 @@ HELD_OUT = [
     "fresh7",
     "fresh8",
     "fresh9",
+    "fresh10",
 ]
 #: The sets to fit on, in the order they were written.
 TRAINING = list(TRAINING_SETS)
@@ -172,6 +175,8 @@ EARLIER: dict[str, list[str]] = {
     "fresh8": [*TRAINING, *HELD_OUT[:9]],
     # written once every other set was, blind to them all: none of any other set
     "fresh9": [name for name in ALL_SETS if name != "fresh9"],
+    # written blind like fresh9, once every other set was: none of any other set
+    "fresh10": [name for name in ALL_SETS if name != "fresh10"],
     **{name: [*TRAINING[:i], *HELD_OUT] for i, name in enumerate(TRAINING) if i > 0},
     # written blind beside train10, and fitted on only once written: none of any other set
     "train9": [name for name in ALL_SETS if name != "train9"],
