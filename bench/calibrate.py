@@ -258,7 +258,7 @@ class Read:
     #: them (:func:`threads`)
     after_llm: bool = False
     #: the turn asks something, with its mark or without, as small talk reads it before
-    #: answering by the reading (:func:`skills.smalltalk.matchers.asks_something`)
+    #: answering by the reading (:func:`shared.asking.asks_something`)
     asking: bool = False
 
 
@@ -510,8 +510,8 @@ def openings(turns: Sequence[Observed]) -> list[bool]:
 
 def questions(turns: Sequence[Observed]) -> list[bool]:
     """Whether each turn asks something, with its mark or without, as small talk reads it
-    before answering by the reading (:func:`skills.smalltalk.matchers.asks_something`)."""
-    from skills.smalltalk.matchers import asks_something
+    before answering by the reading (:func:`shared.asking.asks_something`)."""
+    from shared.asking import asks_something
 
     return [asks_something(t.text) for t in turns]
 

@@ -32,6 +32,42 @@ def asks(text: str) -> bool:
     return _ASKS.search(text) is not None
 
 
+#: A question or a bid opening the turn, or its question mark at the end: what the user
+#: wants is an answer, not a reply to their mood (small talk) nor an invitation to go on
+#: (the fallback). Stricter than :data:`_ASKS`: a question word must open the turn, a
+#: clause after a comma, or follow a few words that only lead into it.
+QUESTION_OR_BID = re.compile(
+    r"\?\s*$|^\W*(?:what|who|whom|whose|why|how|when|where|which|can|could|would|will|should"
+    r"|shall|is|are|am|was|were|do|does|did|have|has|tell|give|help|explain|make|write"
+    r"|recommend|suggest|show|list|find|teach)\b"
+    # a question after a clause of its own: "my tomato plants have yellow leaves, whats wrong"
+    r"|[,;:]\s*(?:what|what's|whats|why|how|is|are|should|can|could|do|does)\s+\w+\s+\w+"
+    # a question after a few words that only lead into it: "be honest is taylor swift
+    # overrated", "ok so what do you do", "haha how did you know"
+    r"|^\W*(?:(?:ok|okay|so|and|but|also|btw|lol|haha+|hmm+|well|right|oh|wait|hey|um+|uh+"
+    r"|anyway|then|honestly|seriously|real\s+talk|be\s+honest|(?:quick|random)\s+question)\W+){1,3}"
+    r"(?:(?:what|what's|whats|who|why|how|when|where|which)\b(?!\s+an?\b)"
+    r"|(?:is|are|was|were|can|could|would|will|should|do|does|did)\s+\w+\s+\w+)",
+    re.IGNORECASE,
+)
+
+
+def asks_outright(text: str) -> bool:
+    """Whether ``text`` opens as a question or a bid, or ends on a question mark
+    (:data:`QUESTION_OR_BID`), as typed or read carefully (:func:`spelling.normalise`)."""
+    return (
+        QUESTION_OR_BID.search(text) is not None
+        or QUESTION_OR_BID.search(spelling.normalise(text)) is not None
+    )
+
+
+def asks_something(text: str) -> bool:
+    """Whether the turn asks something, with its question mark anywhere or without one
+    ("what games do you like", "how do i install you", "be honest is taylor swift
+    overrated")."""
+    return "?" in text or asks_outright(text)
+
+
 #: A bid for the bot to make or do something, opening the turn or a later clause: "can
 #: you generate the pipeline.json for me", "could u write me a skill that ...", "show me
 #: the last three turns", "what tools do I need, make me a list": asked as a question, it

@@ -2,6 +2,8 @@
 
 from typing import Any
 
+import pytest
+
 from agent.sdk.testing import ServiceClient, view
 from skills.fallback.app import ANSWERS, CALM_ANSWERS, QUESTION_ANSWERS, app
 
@@ -29,6 +31,18 @@ def test_answers_everything_with_low_confidence() -> None:
 def test_a_question_is_told_the_bot_does_not_know() -> None:
     (answer,) = respond(view("What is 17 times 23?"))
     assert answer[0]["text"] in QUESTION_ANSWERS
+
+
+@pytest.mark.parametrize(
+    "text", ["how do you say thank you in japanese", "be honest is taylor swift overrated"]
+)
+def test_a_question_typed_without_its_mark_is_told_the_bot_does_not_know(text: str) -> None:
+    """ "I see. And how do you feel about that?" answered "how do you say thank you in
+    japanese": a question is one with or without its mark."""
+    (answer,) = respond(view(text))
+    assert answer[0]["text"] in QUESTION_ANSWERS
+    (said,) = respond(view("i went hiking yesterday"))
+    assert said[0]["text"] in ANSWERS
 
 
 def test_the_answers_vary_and_never_repeat_the_window() -> None:

@@ -37,6 +37,7 @@ from typing import Any, Literal, cast
 
 from agent.sdk import DialogView, Service, SkillHypothesis
 from shared import reading, spelling
+from shared.asking import asks_something
 from shared.calibration import calibrated
 from skills.smalltalk import asks, jokes, topics, unread
 from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
@@ -44,7 +45,6 @@ from skills.smalltalk.lines import Match, Topic, pick, render
 from skills.smalltalk.matchers import (
     INTENT_TOPICS,
     WEAK_TOPICS,
-    asks_something,
     nods_by_reading,
     replies_to_own_question,
     stated_line,

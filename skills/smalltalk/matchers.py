@@ -14,8 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from shared import reading, spelling
-from shared.asking import awaits_name
+from shared import reading
+from shared.asking import QUESTION_OR_BID, asks_outright, awaits_name
 from skills.smalltalk import things, unread
 from skills.smalltalk.lines import Match, Topic
 
@@ -283,21 +283,9 @@ def match_opinion(text: str) -> Match | None:
     return Match("user_likes", USER_LIKES_CONFIDENCE, liked) if liked is not None else None
 
 
-#: A question or a request: what the user wants is an answer, not a reply to their mood.
-_ASKS = re.compile(
-    r"\?\s*$|^\W*(?:what|who|whom|whose|why|how|when|where|which|can|could|would|will|should"
-    r"|shall|is|are|am|was|were|do|does|did|have|has|tell|give|help|explain|make|write"
-    r"|recommend|suggest|show|list|find|teach)\b"
-    # a question after a clause of its own: "my tomato plants have yellow leaves, whats wrong"
-    r"|[,;:]\s*(?:what|what's|whats|why|how|is|are|should|can|could|do|does)\s+\w+\s+\w+"
-    # a question after a few words that only lead into it: "be honest is taylor swift
-    # overrated", "ok so what do you do", "haha how did you know"
-    r"|^\W*(?:(?:ok|okay|so|and|but|also|btw|lol|haha+|hmm+|well|right|oh|wait|hey|um+|uh+"
-    r"|anyway|then|honestly|seriously|real\s+talk|be\s+honest|(?:quick|random)\s+question)\W+){1,3}"
-    r"(?:(?:what|what's|whats|who|why|how|when|where|which)\b(?!\s+an?\b)"
-    r"|(?:is|are|was|were|can|could|would|will|should|do|does|did)\s+\w+\s+\w+)",
-    _I,
-)
+#: A question or a request: what the user wants is an answer, not a reply to their mood
+#: (:data:`shared.asking.QUESTION_OR_BID`).
+_ASKS = QUESTION_OR_BID
 
 
 def empathy_evidence(text: str, annotations: Mapping[str, Any]) -> float:
@@ -449,20 +437,6 @@ def after_greeting_question(last_line: str | None, last_skill: str | None) -> bo
     there ("ça va bien, merci", "honestly having a rough week") is small talk's as
     anywhere later. A greeting's line not known (None) counts as asking."""
     return last_skill == "greeting" and (last_line is None or awaits_name(last_line))
-
-
-def asks_outright(text: str) -> bool:
-    """Whether ``text`` opens as a question or a bid, or ends on a question mark
-    (:data:`_ASKS`), as typed or read carefully (:func:`shared.spelling.normalise`)."""
-    return _ASKS.search(text) is not None or _ASKS.search(spelling.normalise(text)) is not None
-
-
-def asks_something(text: str) -> bool:
-    """Whether the turn asks something, with its question mark anywhere or without one
-    ("what games do you like", "how do i install you"): for the turn's reading, a
-    question, to which no goodbye answers and whose nearest question to the bot may give
-    its line."""
-    return "?" in text or asks_outright(text)
 
 
 def nods_by_reading(text: str, last_skill: str | None, last_line: str | None = None) -> bool:
