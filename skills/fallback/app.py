@@ -7,7 +7,7 @@ so the bot neither echoes the abuse nor pretends it was not there.
 
 Its ordinary lines come in two sets: for a question it cannot answer ("What is 17 times
 23?", and typed without its mark: "how do you say thank you in japanese",
-:func:`shared.asking.asks_something`) it says so and offers what it can talk about; for a
+:func:`shared.questions.asks_as_typed`) it says so and offers what it can talk about; for a
 statement ("I went hiking yesterday") it invites the user to go on. It picks a line the
 bot has not said in the window, varied per dialog (seeded by the dialog id and the
 window, so a replay answers the same).
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.sdk import DialogView, Service, SkillHypothesis
-from shared.asking import asks_something
+from shared.questions import asks_as_typed
 
 ANSWERS = (
     "I'm not sure I follow. Could you tell me a bit more?",
@@ -81,7 +81,7 @@ async def last_chance(dialog: DialogView) -> SkillHypothesis:
     human = dialog.human_utterance
     if is_toxic(human.annotations):
         return SkillHypothesis(text=pick(CALM_ANSWERS, dialog), confidence=CALM_CONFIDENCE)
-    lines = QUESTION_ANSWERS if asks_something(human.text) else ANSWERS
+    lines = QUESTION_ANSWERS if asks_as_typed(human.text) else ANSWERS
     text = pick(lines, dialog)
     kept = dialog.bot.attributes.get(RECENT)
     earlier = [line for line in kept if isinstance(line, str)] if isinstance(kept, list) else []
