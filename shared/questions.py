@@ -12,6 +12,8 @@ import re
 #: clause after a comma, or follow a few words that only lead into it.
 QUESTION_OR_BID = re.compile(
     r"\?\s*$|^\W*(?:what|who|whom|whose|why|how|when|where|which|can|could|would|will|should"
+    # the same words typed carelessly, for a reader that reads the text as typed alone
+    r"|whats|wats|wat|hows|whos|wheres|whys"
     r"|shall|is|are|am|was|were|do|does|did|have|has|tell|give|help|explain|make|write"
     r"|recommend|suggest|show|list|find|teach)\b"
     # a question after a clause of its own: "my tomato plants have yellow leaves, whats wrong"

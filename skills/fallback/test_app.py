@@ -34,7 +34,12 @@ def test_a_question_is_told_the_bot_does_not_know() -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["how do you say thank you in japanese", "be honest is taylor swift overrated"]
+    "text",
+    [
+        "how do you say thank you in japanese",
+        "be honest is taylor swift overrated",
+        "whats 3/4 + 1/8",
+    ],
 )
 def test_a_question_typed_without_its_mark_is_told_the_bot_does_not_know(text: str) -> None:
     """ "I see. And how do you feel about that?" answered "how do you say thank you in
