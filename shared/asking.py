@@ -32,24 +32,21 @@ def asks(text: str) -> bool:
     return _ASKS.search(text) is not None
 
 
-#: A question or a bid opening the turn (:data:`shared.questions.QUESTION_OR_BID`).
-QUESTION_OR_BID = questions.QUESTION_OR_BID
-
-
 def asks_outright(text: str) -> bool:
     """Whether ``text`` opens as a question or a bid, or ends on a question mark
-    (:data:`QUESTION_OR_BID`), as typed or read carefully (:func:`spelling.normalise`)."""
+    (:data:`shared.questions.QUESTION_OR_BID`), as typed or read carefully
+    (:func:`spelling.normalise`)."""
     return (
-        QUESTION_OR_BID.search(text) is not None
-        or QUESTION_OR_BID.search(spelling.normalise(text)) is not None
+        questions.QUESTION_OR_BID.search(text) is not None
+        or questions.QUESTION_OR_BID.search(spelling.normalise(text)) is not None
     )
 
 
 def asks_something(text: str) -> bool:
     """Whether the turn asks something, with its question mark anywhere or without one
     ("what games do you like", "how do i install you", "be honest is taylor swift
-    overrated")."""
-    return "?" in text or asks_outright(text)
+    overrated"): :func:`shared.questions.asks_as_typed`, or the same read carefully."""
+    return questions.asks_as_typed(text) or asks_outright(text)
 
 
 #: A bid for the bot to make or do something, opening the turn or a later clause: "can

@@ -641,13 +641,14 @@ def greets(text: str, annotations: Mapping[str, Any]) -> bool:
 #: Someone else's name: "what did i say her name was" is like "what did i say my name
 #: was" to the annotator's examples, and asks for the cat's.
 _OTHERS_NAME = re.compile(r"\b(?:her|his|their|its|our|your|ur|\w+'s)\s+names?\b", re.IGNORECASE)
+_MY_NAME = re.compile(r"\bmy\s+name\b", re.IGNORECASE)
 
 
 def asks_name(text: str, annotations: Mapping[str, Any]) -> bool:
     """The user asks what their name is: the intents annotator's ``ask_name`` when it ran,
     else this skill's own pattern; not when they ask for someone else's and not theirs
     (:data:`_OTHERS_NAME`)."""
-    if _OTHERS_NAME.search(text) and not re.search(r"\bmy\s+name\b", text, re.IGNORECASE):
+    if _OTHERS_NAME.search(text) and not _MY_NAME.search(text):
         return False
     intents = annotations.get("intents")
     if isinstance(intents, Mapping) and "intent" in intents:

@@ -39,6 +39,7 @@ from agent.sdk import DialogView, Service, SkillHypothesis
 from shared import reading, spelling
 from shared.asking import asks_something
 from shared.calibration import calibrated
+from shared.jokes import is_joke
 from skills.smalltalk import asks, jokes, topics, unread
 from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
 from skills.smalltalk.lines import Match, Topic, pick, render
@@ -113,7 +114,7 @@ def tell_joke(dialog: DialogView, persona: Persona, said: list[str]) -> SkillHyp
     yes to the offer of another); the offer of another when they laugh at one."""
     text = spelling.normalise(dialog.human_utterance.text)
     earlier = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
-    offers = render(persona, Match("laughed", JOKE_CONFIDENCE))
+    offers = joke_offers(persona)
     if jokes.wanted(text, earlier, offers, agrees(dialog.human_utterance.annotations)):
         seed = f"{dialog.dialog_id}:{dialog.human_utterance.utt_id}"
         return JokeHypothesis(text=jokes.pick(said, seed), confidence=JOKE_CONFIDENCE)
@@ -126,15 +127,16 @@ def tell_joke(dialog: DialogView, persona: Persona, said: list[str]) -> SkillHyp
     return None
 
 
+def joke_offers(persona: Persona) -> list[str]:
+    """The persona's offers of another joke (its ``laughed`` lines)."""
+    return render(persona, Match("laughed", JOKE_CONFIDENCE))
+
+
 def after_a_joke(dialog: DialogView, persona: Persona) -> bool:
     """Whether the bot's last line was a joke or its offer of another: there "another
     football one" asks for a joke of a kind."""
     last = dialog.bot_utterance
-    if last is None:
-        return False
-    return jokes.is_joke(last.text) or last.text in render(
-        persona, Match("laughed", JOKE_CONFIDENCE)
-    )
+    return last is not None and (is_joke(last.text) or last.text in joke_offers(persona))
 
 
 class CorpusHypothesis(SkillHypothesis):

@@ -19,8 +19,6 @@ from collections.abc import Collection
 
 from shared.jokes import JOKES, is_joke
 
-__all__ = ["JOKES", "is_joke"]
-
 _I = re.IGNORECASE
 #: "Tell me a joke", "Do you know any jokes?", "Got a joke for me?", "Joke please",
 #: "Make me laugh", "say something funny", "Do you like jokes?" (the answer is one). Not

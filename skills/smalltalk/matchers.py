@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared import reading
-from shared.asking import QUESTION_OR_BID, asks_outright, awaits_name
+from shared.asking import asks_outright, awaits_name
+from shared.questions import QUESTION_OR_BID
 from skills.smalltalk import things, unread
 from skills.smalltalk.lines import Match, Topic
 
@@ -283,11 +284,6 @@ def match_opinion(text: str) -> Match | None:
     return Match("user_likes", USER_LIKES_CONFIDENCE, liked) if liked is not None else None
 
 
-#: A question or a request: what the user wants is an answer, not a reply to their mood
-#: (:data:`shared.asking.QUESTION_OR_BID`).
-_ASKS = QUESTION_OR_BID
-
-
 def empathy_evidence(text: str, annotations: Mapping[str, Any]) -> float:
     """How much a negative statement reads as the user's own bad mood, as the raw score of
     the empathy line (its calibration, answer type empathy, says what each score is worth):
@@ -310,7 +306,7 @@ def match_mood(text: str, annotations: Mapping[str, Any]) -> Match | None:
     """Empathy for a bad mood; for good news about the user, gladness; for anything else
     the user tells of themselves, interest. Only for a statement: a question ("How do I
     stop my cats scratching the sofa?") asks for an answer, whatever its mood."""
-    if _ASKS.search(text) or not unread.mostly_english(text):
+    if QUESTION_OR_BID.search(text) or not unread.mostly_english(text):
         return None  # a question; or words VADER and the first person pattern cannot read
     label = mood(annotations)
     if label == "negative":
@@ -336,7 +332,7 @@ def closer_by_likeness(text: str, annotations: Mapping[str, Any]) -> Match | Non
     nervous, got a job interview tomorrow" and "actually not that good, rough night at
     work" are near the goodbyes and are no goodbye."""
     intents = annotations.get("intents")
-    if not isinstance(intents, Mapping) or text.rstrip().endswith("?") or _ASKS.search(text):
+    if not isinstance(intents, Mapping) or QUESTION_OR_BID.search(text):
         return None
     if mood(annotations) == "negative":
         return None
@@ -367,7 +363,7 @@ def answers_how_are_you(text: str, annotations: Mapping[str, Any]) -> Match | No
     good actually", "meh, long day"): how they are, whatever its words. A bad mood gets
     the empathy line, a good one the persona's ``doing_well``; one with no feeling in it
     ("i'm jay") is not read as how they are."""
-    if _ASKS.search(text) or len(_WORD.findall(text)) > REPLY_WORDS:
+    if QUESTION_OR_BID.search(text) or len(_WORD.findall(text)) > REPLY_WORDS:
         return None
     label = mood(annotations)
     if label == "negative":
@@ -392,7 +388,12 @@ def understand(
         by_pattern = None if by_pattern and by_pattern.topic in CLOSERS else by_pattern
     if by_pattern and by_pattern.topic in CLOSERS and mentions_closer(text, by_intent):
         by_pattern = None
-    if by_intent and by_intent.by_similarity and by_intent.topic in CLOSERS and _ASKS.search(text):
+    if (
+        by_intent
+        and by_intent.by_similarity
+        and by_intent.topic in CLOSERS
+        and QUESTION_OR_BID.search(text)
+    ):
         # near a goodbye's example, asked without a question mark: "do you sleep at night
         # or what" is like "good night, sleep well" and asks the bot something
         by_intent = None
@@ -424,7 +425,7 @@ def replies_to_own_question(text: str, last_line: str, last_skill: str | None) -
     return (
         last_skill == "smalltalk"
         and last_line.rstrip().endswith("?")
-        and _ASKS.search(text) is None
+        and QUESTION_OR_BID.search(text) is None
         and _INTRODUCES.search(text) is None
     )
 
