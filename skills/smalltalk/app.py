@@ -112,10 +112,21 @@ def agrees(annotations: Mapping[str, Any]) -> bool:
 def tell_joke(dialog: DialogView, persona: Persona, said: list[str]) -> SkillHypothesis | None:
     """A joke not told lately when the user asks for one (or for more after one, or says
     yes to the offer of another); the offer of another when they laugh at one."""
-    text = spelling.normalise(dialog.human_utterance.text)
+    typed = dialog.human_utterance.text
+    text = spelling.normalise(typed)
     earlier = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
     offers = joke_offers(persona)
-    if jokes.wanted(text, earlier, offers, agrees(dialog.human_utterance.annotations)):
+    said_before = [
+        spelling.unabbreviate(u.text) for u in dialog.utterances[:-1] if u.speaker == "human"
+    ]
+    yes = agrees(dialog.human_utterance.annotations)
+    lately = jokes.asked_lately(said_before)
+    # read as typed too: the speller takes chat shorthand it does not know for a word
+    # ("say smth funny" reads "say smith funny")
+    if any(
+        jokes.wanted(said, earlier, offers, yes, lately)
+        for said in dict.fromkeys((text, spelling.unabbreviate(typed)))
+    ):
         seed = f"{dialog.dialog_id}:{dialog.human_utterance.utt_id}"
         return JokeHypothesis(text=jokes.pick(said, seed), confidence=JOKE_CONFIDENCE)
     if jokes.laughs(text, earlier):

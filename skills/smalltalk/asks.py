@@ -57,8 +57,31 @@ from skills.smalltalk.matchers import introduces
 _I = re.IGNORECASE
 #: Words a turn may open with before what it asks ("ok so why does it...").
 _LEAD = r"^\W*(?:(?:and|so|but|ok|okay|oh|well|hey|then|now|also|no|right|please|pls|just)\W+)*"
-#: The bot addressed: a question with it is about the bot, which small talk answers.
-_ADDRESSES_BOT = re.compile(r"\b(?:you|your|yours|yourself|u|ur|urs|ya|chorus)\b", _I)
+#: The kinds of thing a user wonders the bot is, in the third person ("is this a real
+#: person", "is this an ai thing", "being a bot").
+_AGENT = (
+    r"(?:real\s+)?(?:person|human|people|bot|robot|ai|chat\s?bot|computer|machine"
+    r"|program(?:me)?|chat\s?gpt|gpt)\b"
+)
+#: The bot addressed: a question with it is about the bot, which small talk answers. It
+#: is addressed in the second person, by its name, or in the third person as whoever is
+#: at the other end of the chat: "is this a real person typing?", "who am I talking to",
+#: "whos on the other end of this", "is someone there", "what's it like being a bot",
+#: "who is this". Those ask who the bot is, not about the world.
+_ADDRESSES_BOT = re.compile(
+    r"\b(?:you|your|yours|yourself|u|ur|urs|ya|chorus)\b"
+    r"|\b(?:am\s+i|i'?m|i\s+am|are\s+we)\s+(?:talking|speaking|chatting|writing|texting)"
+    r"\s+(?:to|with)\b"
+    r"|\bother\s+end\b"
+    r"|\b(?:any|some)\s?(?:one|body)\s+(?:(?:there|here)\b(?!\s+(?:to|who|that|at|in|with)\b)|(?:reading|typing|answering)\b)"
+    r"|\b(?:person|human|some\s?(?:one|body))\s+(?:reading|typing|answering|replying)\b"
+    r"|\bthis\s+(?:an?\s+)?"
+    + _AGENT
+    + r"|\bbeing\s+an?\s+"
+    + _AGENT
+    + r"|^\W*(?:\w+\W+)?(?:who|what)(?:'?s|\s+is)\s+this\W*$",
+    _I,
+)
 #: A question word opening the turn; "what a day" and "how lovely" exclaim.
 _WH = re.compile(
     _LEAD + r"(?:what|what's|whats|who|who's|whom|whose|why|how|how's|when|where|where's|which)"

@@ -21,7 +21,8 @@ from shared.jokes import JOKES, is_joke
 
 _I = re.IGNORECASE
 #: "Tell me a joke", "Do you know any jokes?", "Got a joke for me?", "Joke please",
-#: "Make me laugh", "say something funny", "Do you like jokes?" (the answer is one). Not
+#: "Make me laugh", "say something funny", "got anything that'll make me giggle", "Do you
+#: like jokes?" (the answer is one). Not
 #: "I have a joke for you" or "That's a bad joke": the user asks the bot for one.
 ASKS = re.compile(
     r"\btell\s+(?:me|us)\b[^.?!]*\bjokes?\b"
@@ -31,16 +32,18 @@ ASKS = re.compile(
     r"|\b(?:want|need|wanna)\s+(?:to\s+hear\s+)?(?:a|another|some)\s+(?:\w+\s+)?jokes?\b"
     r"|^\W*(?:a\s+|another\s+|one\s+more\s+)?jokes?(?:\s+please|\s+pls)?\W*$"
     r"|\bdo\s+(?:you|u)\s+(?:like|love|enjoy)\s+jokes\b"
-    r"|\bjoke\s+(?:please|pls)\b|\bmake\s+me\s+laugh\b"
-    r"|\b(?:tell|say)\s+(?:me\s+|us\s+)?(?:something|smth|sth)\s+(?:funny|hilarious)\b"
+    r"|\bjoke\s+(?:please|pls)\b|\bmake\s+me\s+(?:laugh|lol|giggle|chuckle)\b"
+    # something funny asked for: "say sum funny", "got anything that'll make me giggle"
+    r"|(?:\b(?:tell|say)\s+(?:me\s+|us\s+)?|(?:^\W*|\b(?:you|u)\s+)(?:got|have|know)\s+)"
+    r"(?:something|anything|smth|sth|sum)\b[^.?!]{0,30}?\b(?:funny|hilarious|laugh|giggle)\b"
     r"|^\W*(?:can|could|would|will)\s+(?:you|u)\b[^.?!]*\b(?:a|another|some)\s+(?:\w+\s+)?jokes?\b",
     _I,
 )
-#: "Another one?", "One more!", "haha, more please", "again", "ok that's good, another!": a
-#: joke only after a joke.
+#: "Another one?", "One more!", "haha, more please", "again", "ok that's good, another!",
+#: "go on one more": a joke only after a joke.
 MORE = re.compile(
     r"^\W*(?:[^?]{0,40}?[,!.]\s*)?(?:(?:ha(?:ha)*|lol|lmao|nice|good\s+one|ok(?:ay)?|funny)\W+)*"
-    r"(?:(?:tell\s+me\s+|give\s+me\s+|how\s+about\s+|and\s+)?"
+    r"(?:(?:go\s+on\W+(?:then\W+)?(?:do\s+)?|tell\s+me\s+|give\s+me\s+|how\s+about\s+|and\s+)?"
     r"(?:another(?:\s+one)?|one\s+more|more|again|(?:some|any)\s+more)"
     r"|(?:tell|say)\s+(?:it|one)\s+again)(?:\s+please|\s+pls)?\W*$",
     _I,
@@ -93,13 +96,34 @@ def on_a_subject(text: str, after_joke: bool = False) -> bool:
     return any(word.lower() not in _ANY_JOKE for words in kinds for word in words.split())
 
 
+#: How many of the user's turns before this one may have asked for the joke that "one
+#: more" asks again for: "tell me a joke", then "lol", then "go on one more".
+ASKED_WITHIN = 2
+
+
+def asked_lately(user_lines: list[str]) -> bool:
+    """Whether one of the user's last :data:`ASKED_WITHIN` turns before this one asked for
+    a joke (:data:`ASKS`), any joke, whoever told it: with an LLM in the pipeline the LLM
+    may have, in words no list here knows. One on a subject ("a joke about dinosaurs")
+    is not counted: "another" is then one more on it."""
+    return any(
+        ASKS.search(line) and not on_a_subject(line)  # "another" of a kind is the LLM's
+        for line in (line.replace("\u2019", "'") for line in user_lines[-ASKED_WITHIN:])
+    )
+
+
 def wanted(
-    text: str, bot_lines: list[str], offers: Collection[str] = (), agrees: bool = False
+    text: str,
+    bot_lines: list[str],
+    offers: Collection[str] = (),
+    agrees: bool = False,
+    asked_before: bool = False,
 ) -> bool:
-    """Whether the user asks for a joke: outright, for more right after one, or by taking
-    up the bot's offer of another (``offers``: the lines that make it), in words of
-    :data:`MORE` or :data:`YES` or any the intents annotator reads as a yes (``agrees``:
-    "yeah go on then", "yes pls")."""
+    """Whether the user asks for a joke: outright, for more right after one (the bot's
+    last line is one, or ``asked_before``: the user asked for one lately,
+    :func:`asked_lately`), or by taking up the bot's offer of another (``offers``: the
+    lines that make it), in words of :data:`MORE` or :data:`YES` or any the intents
+    annotator reads as a yes (``agrees``: "yeah go on then", "yes pls")."""
     text = text.replace("\u2019", "'")
     if ASKS.search(text):
         return True
@@ -107,6 +131,8 @@ def wanted(
     if last is None:
         return False
     if (is_joke(last) or last in offers) and (MORE.search(text) or asks_of_a_kind(text)):
+        return True
+    if asked_before and MORE.search(text):
         return True
     return last in offers and bool(agrees or MORE.search(text) or YES.search(text))
 
