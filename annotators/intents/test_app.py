@@ -65,6 +65,42 @@ def test_the_longest_pattern_match_wins() -> None:
     assert [a["intent"] for a in answer] == ["how_are_you", "no", "no"]
 
 
+def test_the_bot_asked_about_as_whoever_is_at_the_other_end_is_bot_identity() -> None:
+    """People check who or what they are chatting with in the third person ("is this a
+    real person typing?", "who am I talking to") and by the names of other bots; a
+    question about someone else is no such check."""
+    found = [
+        (a["intent"], a["method"])
+        for a in classify(
+            "are you chatgpt",
+            "r u chatgpt or something",
+            "Is this a real person typing?",
+            "so who exactly am I talking to",
+            "whos on the other end of this",
+            "Is there a person reading this?",
+            "can u hear me ok",
+            "who is this",
+        )
+    ]
+    assert found == [("bot_identity", "pattern")] * 8
+    other = classify("who is this guy", "is there a person who can fix my boiler near me")
+    assert [a["intent"] for a in other] == [None, None]
+
+
+def test_goodbyes_after_a_clause_and_in_other_words_are_farewells() -> None:
+    said = [
+        "aight im out, later",
+        "right off to cook, night!",
+        "Right, second half starting. Ta-ra",
+        "Right, I'll try it after supper. Cheerio dear.",
+        "later dude",
+        "peace",
+    ]
+    assert [a["intent"] for a in classify(*said)] == ["farewell"] * len(said)
+    not_yet = classify("maybe later", "im off work today")
+    assert [a["intent"] for a in not_yet] == [None, None]
+
+
 def later(text: str) -> dict[str, Any]:
     """The annotation of ``text`` said after the bot's first line (not an opening turn)."""
     with ServiceClient(app) as client:

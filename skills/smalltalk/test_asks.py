@@ -18,6 +18,9 @@ from skills.smalltalk.asks import beyond_small_talk
         ("tips to sleep better after night shift", "asks_the_world"),  # help named first
         ("wait, is that actually true? how?", "asks_the_world"),  # after a clause of its own
         ("really? where does that come from", "asks_the_world"),
+        ("who is this guy", "asks_the_world"),  # "this" is no bot here
+        ("is this a good film", "asks_the_world"),
+        ("is someone there to help at the store", "asks_the_world"),
         ('can you translate "see you next week" into mandarin', "requests"),  # politely
         ("would you rather be a cat or a dog", "imagines"),
         ("if you were human for a day", "imagines"),
@@ -82,6 +85,13 @@ def test_turns_only_the_llm_has_an_answer_for(text: str, beyond: str) -> None:
         "tell me what you like",
         "would you like to hear about my day?",
         "I'm SO happy today",  # capitals, no name
+        # the bot asked about in the third person, as whoever is at the other end
+        "is this a real person typing?",
+        "so who exactly am I talking to",
+        "whos on the other end of this",
+        "what's it like being a bot",
+        "is anyone there?",
+        "who is this",
     ],
 )
 def test_small_talk_s_own_turns_are_not(text: str) -> None:

@@ -61,6 +61,10 @@ def test_no_joke_told_is_one_the_toxicity_annotator_flags(client: ServiceClient)
         "Can you cheer me up with a joke?",
         "say something funny",  # something funny asked for is a joke
         "tell us something hilarious",
+        "say smth funny",  # shorthand the speller would read as "smith": read as typed too
+        "say sum funny",
+        "got anything that'll make me giggle",
+        "make me lol",
     ],
 )
 def test_ways_to_ask_for_a_joke(client: ServiceClient, text: str) -> None:
@@ -69,7 +73,14 @@ def test_ways_to_ask_for_a_joke(client: ServiceClient, text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["I have a joke for you", "That's a bad joke", "You are a joke", "Another one?"]
+    "text",
+    [
+        "I have a joke for you",
+        "That's a bad joke",
+        "You are a joke",
+        "Another one?",
+        "i have something funny to tell you",
+    ],
 )
 def test_what_is_not_a_request_for_a_joke(client: ServiceClient, text: str) -> None:
     (answer,) = ask(client, view(text))
@@ -174,3 +185,23 @@ def test_the_offer_of_another_joke_is_taken_up_by_any_yes_the_annotator_reads(
     assert again["smalltalk_topic"] == "joke" and again["text"] in JOKES
     (elsewhere,) = ask(client, view("How are you?", "Fine!", "yeah go on then", annotations=yes))
     assert not [h for h in elsewhere if h["smalltalk_topic"] in {"joke", "laughed"}]
+
+
+def test_one_more_after_the_users_own_request_gets_a_joke_whoever_told_the_first(
+    client: ServiceClient,
+) -> None:
+    """With an LLM in the pipeline the first joke may be the LLM's, in words no list holds:
+    "go on one more" a turn or two after the user asked for a joke is a request for one
+    all the same. After a joke asked on a subject, "another" is one more on it: the
+    shipped jokes have none, so no joke."""
+    asked = (
+        "got anything that'll make me giggle",
+        "Why did the chicken join a band? It had the drumsticks.",
+        "lol",
+        "😄",
+    )
+    subject = ("a joke about dinosaurs pls", "What do you call a sleeping dinosaur? A dino-snore.")
+    ((more,),) = ask(client, view(*asked, "go on one more"))
+    (after_subject,) = ask(client, view(*subject, "another"))
+    assert more["smalltalk_topic"] == "joke" and more["text"] in JOKES, more
+    assert not any(a.get("smalltalk_topic") == "joke" for a in after_subject), after_subject

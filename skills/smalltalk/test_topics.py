@@ -22,6 +22,9 @@ ON_TOPIC = [
     ("How old were you last year?", "age"),
     ("Where would you go if you could go anywhere?", "travel"),
     ("Do you ever sleep?", "nature"),
+    ("do you sleep", "nature"),
+    ("r u a girl or a boy", "nature"),
+    ("u ever dream?", "nature"),
     ("Where are you located?", "home"),
 ]
 #: Questions on none of the topics: a line about pets or music would be about something else.
