@@ -68,8 +68,9 @@ class Conversation(BaseModel):
 #: been too, ``fresh6`` an eighth once every one of them had, ``fresh7`` a ninth, in
 #: ordinary voices, once ``fresh6`` had been run too, and ``fresh8`` a tenth, ordinary
 #: too, once ``fresh7`` had been run many times, ``fresh9`` an eleventh, ordinary
-#: too, once ``fresh8`` had been run many times, and ``fresh10`` a twelfth, ordinary too,
-#: once ``fresh9`` had been run many times; ``train``, ``train2``, ``train3``,
+#: too, once ``fresh8`` had been run many times, ``fresh10`` a twelfth, ordinary too,
+#: once ``fresh9`` had been run many times, and ``fresh11`` a thirteenth, ordinary too,
+#: once ``fresh10`` had been run many times; ``train``, ``train2``, ``train3``,
 #: ``train4``, ``train5``, ``train6``, ``train7``, ``train8``, ``train9``, ``train10``,
 #: ``train11``, ``train12`` and ``train13`` (the last eight in ordinary voices, each written
 #: blind) are more sets to fit on, beside dev
@@ -86,6 +87,7 @@ MINIMUMS = {
     "fresh8": ("fresh8-", 560),
     "fresh9": ("fresh9-", 600),
     "fresh10": ("fresh10-", 600),
+    "fresh11": ("fresh11-", 600),
     "train": ("train-", 650),
     "train2": ("train2-", 550),
     "train3": ("train3-", 550),
@@ -100,7 +102,7 @@ MINIMUMS = {
     "train12": ("train12-", 620),
     "train13": ("train13-", 620),
 }
-#: Every set of the folder: the twenty-six above and ``typed``, the careless-typing set, which
+#: Every set of the folder: the twenty-seven above and ``typed``, the careless-typing set, which
 #: keeps no size or mix of the issue's (README.md there).
 ALL_SETS = [*sorted(MINIMUMS), "typed"]
 
@@ -157,6 +159,7 @@ HELD_OUT = [
     "fresh8",
     "fresh9",
     "fresh10",
+    "fresh11",
 ]
 #: The sets to fit on, in the order they were written.
 TRAINING = list(TRAINING_SETS)
@@ -177,6 +180,8 @@ EARLIER: dict[str, list[str]] = {
     "fresh9": [name for name in ALL_SETS if name != "fresh9"],
     # written blind like fresh9, once every other set was: none of any other set
     "fresh10": [name for name in ALL_SETS if name != "fresh10"],
+    # written blind like fresh10, once every other set was: none of any other set
+    "fresh11": [name for name in ALL_SETS if name != "fresh11"],
     **{name: [*TRAINING[:i], *HELD_OUT] for i, name in enumerate(TRAINING) if i > 0},
     # written blind beside train10, and fitted on only once written: none of any other set
     "train9": [name for name in ALL_SETS if name != "train9"],
