@@ -101,6 +101,34 @@ def test_goodbyes_after_a_clause_and_in_other_words_are_farewells() -> None:
     assert [a["intent"] for a in not_yet] == [None, None]
 
 
+def test_openings_typed_loosely_greet_with_their_usual_company() -> None:
+    """A greeting stretched or in its dialect spelling ("hii bot", "hallo there bot", "evening
+    chorus") is a greeting; what comes with it asks how the bot is ("what's good", "hows
+    things") or whether it is there ("you awake?", "is this working"), which is no
+    question of its own."""
+    found = [
+        (a["intent"], a["confidence"], a.get("also", []))
+        for a in classify(
+            "hii bot",
+            "hallo there bot",
+            "evening chorus, hows things",
+            "yo whats good",
+            "Hey bot, you awake?",
+            "Hello, is this working",
+        )
+    ]
+    assert found == [
+        ("greeting", 1.0, []),
+        ("greeting", 1.0, []),
+        ("how_are_you", 1.0, ["greeting"]),
+        ("how_are_you", 1.0, ["greeting"]),
+        ("bot_identity", 1.0, ["greeting"]),
+        ("bot_identity", 1.0, ["greeting"]),
+    ]
+    elsewhere = classify("evening classes are hard", "how is life in japan", "hill walking is fun")
+    assert [a["intent"] for a in elsewhere] == [None, None, None]
+
+
 def later(text: str) -> dict[str, Any]:
     """The annotation of ``text`` said after the bot's first line (not an opening turn)."""
     with ServiceClient(app) as client:

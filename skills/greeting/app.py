@@ -47,11 +47,12 @@ _NAMES_SAYS = re.compile(rf"(?:^|[.!?,;]\s*)(?:the\s+)?names\s+{_WORD}\W*$", re.
 #: Phrases that introduce a name or anything else ("I'm from Berlin", "I'm feeling sad"):
 #: a name only when one word ends the clause (see :func:`extract_name`).
 _MAYBE_NAME = re.compile(
-    rf"(?:^|[.!?,;]\s*|\b(?:and|hi|hello|hey|ok|okay|oh|fine|well|so)\s+)"
+    rf"(?:^|[.!?,;]\s*|\b(?:and|hi|hello|hey|ok|okay|oh|fine|well|so|lol|haha|sorry)\s+)"
     rf"(?:i am|i'm|im|it's|its|this is)\s+{_WORD}(?:\s+(?:here|then))?"
-    # the clause ends there: punctuation, an emoji, "and ...", "btw", "by the way",
-    # "from ..." (a capitalised first name only: "I'm Elsa from Stockholm") or nothing
-    rf"\s*(?=$|[^\w\s'-]|and\b|btw\b|by\s+the\s+way\b|from\b)",
+    # the clause ends there: punctuation, an emoji, "and ...", "btw", "by the way", a laugh
+    # ("its ellie lol"), "from ..." (a capitalised first name only: "I'm Elsa from
+    # Stockholm") or nothing
+    rf"\s*(?=$|[^\w\s'-]|and\b|btw\b|by\s+the\s+way\b|lol\b|haha\b|lmao\b|from\b)",
     re.I,
 )
 _ASK_NAME = re.compile(r"\b(what'?s|what is|do you (know|remember)) my name\b", re.I)
@@ -283,17 +284,42 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
         words = re.findall(r"[A-Za-zÀ-ÿ'-]{2,30}|\S+", text.rstrip(".!"))
         if len(words) == 1 and re.fullmatch(_WORD, words[0]) and reads_as_name(words[0]):
             return _name(words[0])
-        return name_first(text) or first_name_in(words) or unknown_word_first(words)
+        return (
+            name_first(text) or name_last(text) or first_name_in(words) or unknown_word_first(words)
+        )
     return None
 
 
 #: A reply that opens on a word and a clause break: "Danny, from Leeds", "Tom. Quick one",
-#: "zoe :)", "lily!! whats urs", "Sam (she/her)", or where the user is from ("Ines from
-#: Porto").
-_NAME_FIRST = re.compile(rf"^\W*{_WORD}\s*(?:[,.!;:(]|from\b|$)", re.I)
+#: "zoe :)", "Beth 🙂", "lily!! whats urs", "Sam (she/her)", or where the user is from
+#: ("Ines from Porto").
+_NAME_FIRST = re.compile(rf"^\W*{_WORD}\s*(?:[^\w\s'-]|from\b|$)", re.I)
 _VOWEL = re.compile(r"[aeiouyà-ÿ]")
 #: Titles before a name ("Mr. Patel"): the name is the word after.
 _TITLES = frozenset({"mr", "mrs", "ms", "miss", "mx", "dr", "prof", "sir", "madam"})
+
+
+#: A reply to the name question that opens on a word or two of assent or mood and ends on
+#: one more: "fine. dave", "good. marcus", "fair enough. dave", "oh sorry, Priya".
+_LEAD_THEN_NAME = re.compile(
+    rf"^\W*(?:(?:ok|okay|fine|good|sure|alright|oh|sorry|yeah|yes|well|lol|haha|hmm|fair\s+enough)"
+    rf"\W+){{1,3}}{_WORD}\W*$",
+    re.I,
+)
+
+
+def name_last(text: str) -> str | None:
+    """In a reply to the name question, a first name of some language
+    (:mod:`shared.first_names`), in any case, after a word or two of assent or mood
+    (:data:`_LEAD_THEN_NAME`): the user gives in after the bot said why it asks ("fine.
+    dave") or says how they are first ("good. marcus"). Not a common word ("ok, thanks")."""
+    found = _LEAD_THEN_NAME.match(text)
+    if found is None:
+        return None
+    word = found.group(1)
+    if word.lower() not in first_names.first_names() or is_common_word(word):
+        return None
+    return _name(word)
 
 
 def name_first(text: str) -> str | None:
@@ -456,6 +482,16 @@ WHY_ASK_SCORES = {"why": 0.95, "puts_off": 0.9, "asks_back": 0.7, "asks_you": 0.
 _ABOUT_THE_QUESTION = _ABOUT_ASKING - {"you"}
 #: The script's answer to a reply that declines the name question.
 WHY_ASK_LINE = "Just so I know what to call you. You don't have to tell me, though."
+#: A reply to the name question that asks the bot's name back: "whats yours", "what's ur
+#: name first", "you tell me yours first", "and yours?", "you first".
+_ASKS_NAME_BACK = re.compile(
+    r"^\W*(?:(?:and|but|ok|okay|so|well|hmm|lol)\W+)?"
+    r"(?:(?:what'?s|what\s+is|tell\s+me|(?:you|u)\s+tell\s+me)\s+(?:yours|urs|your\s+name|ur\s+name)"
+    r"|(?:yours|urs)|(?:you|u))(?:\s+first)?\W*$",
+    re.I,
+)
+#: ... the script's answer to it: its name, and the question again.
+NAME_BACK_LINE = "I'm Chorus! And what's your name?"
 #: What the script asks once it knows what to call the user.
 TOPIC_QUESTION = "What would you like to talk about?"
 #: ... and to a reply that keeps the name back once the bot said why it asked.
@@ -701,6 +737,9 @@ def _scripted(
     # "im oskar", "y do u ask": contractions and chat abbreviations read carefully, every
     # other word as typed, so the name said back is the one the user typed (shared/spelling.py)
     text = spelling.unabbreviate(text)
+    if stage == "asked_name" and asked and _ASKS_NAME_BACK.search(text):
+        # "whats yours", "you tell me yours first": the bot's name, and the question again
+        return "name_asked_back", SkillHypothesis(text=NAME_BACK_LINE, confidence=0.9)
     declined = declines(text, annotations, bool(name)) if stage == "asked_name" and asked else None
     if declined is not None:
         return "why_ask", SkillHypothesis(

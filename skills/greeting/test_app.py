@@ -387,7 +387,7 @@ def test_names_given_as_names_and_the_question_why_after_asking() -> None:
     for dodge in (
         "Why do you ask?",
         "why do you want to know?",
-        "you first",
+        "guess",
         "why do u need my name",
         "ok, I'd rather not share it",
         "I'll pass on the name, thanks",
@@ -400,18 +400,57 @@ def test_names_given_as_names_and_the_question_why_after_asking() -> None:
         assert why["human_attributes"] == {"greeting_stage": "done"}
 
 
+def test_the_name_asked_back_gets_the_bots_and_the_question_again() -> None:
+    """ "whats yours", "you tell me yours first": the user will trade names. The bot says
+    its own and asks again, and the script still waits for the name, which the next
+    reply gives ("fine. dave": a first name after a word of assent, in any case)."""
+    for back in ("whats yours", "you tell me yours first", "whats ur name first", "and yours?"):
+        (asked,) = ask(
+            "Hello!", "Hi! I'm Chorus. What's your name?", back, greeting_stage="asked_name"
+        )
+        assert asked["text"] == "I'm Chorus! And what's your name?", back
+        assert "greeting_stage" not in asked.get("human_attributes", {}), back
+    (dave,) = ask(
+        "Hello!",
+        "Hi! I'm Chorus. What's your name?",
+        "whats yours",
+        "I'm Chorus! And what's your name?",
+        "fine. dave",
+        greeting_stage="asked_name",
+    )
+    assert dave["human_attributes"] == {"name": "Dave", "greeting_stage": "done"}
+
+
+def test_a_name_after_a_word_of_assent_a_laugh_or_an_emoji_is_taken() -> None:
+    for said, name in (
+        ("good. marcus", "Marcus"),
+        ("oh sorry, Priya", "Priya"),
+        ("lol its tash", "Tash"),
+        ("its ellie lol", "Ellie"),
+        ("Beth 🙂", "Beth"),
+    ):
+        (given,) = ask(
+            "Hello!", "Hi! I'm Chorus. What's your name?", said, greeting_stage="asked_name"
+        )
+        assert given["human_attributes"] == {"name": name, "greeting_stage": "done"}, said
+    tired = ask(
+        "Hello!", "Hi! I'm Chorus. What's your name?", "good. tired", greeting_stage="asked_name"
+    )
+    assert not [h for h in tired if "name" in h.get("human_attributes", {})], tired
+
+
 def test_a_reply_that_declines_the_name_is_as_sure_as_its_way_of_declining() -> None:
     """Asking why says what it is; a short question back ("is that important?") is a
     guess, and one with only "you" in it ("are you alive?") a weaker one, which its
     calibrated chance leaves unsaid: the question is as often about the bot."""
     raws = {}
-    for dodge in ("Why do you ask?", "you first", "Is that important?"):
+    for dodge in ("Why do you ask?", "guess", "Is that important?"):
         (why,) = ask(
             "Hello!", "Hi! I'm Chorus. What's your name?", dodge, greeting_stage="asked_name"
         )
         assert why["routing"]["kind"] == "why_ask", dodge
         raws[dodge] = why["routing"]["raw"]
-    assert raws["Why do you ask?"] > raws["you first"] > raws["Is that important?"]
+    assert raws["Why do you ask?"] > raws["guess"] > raws["Is that important?"]
     assert chance("greeting", "why_ask", raws["Why do you ask?"]) >= chance(
         "greeting", "why_ask", raws["Is that important?"]
     )
