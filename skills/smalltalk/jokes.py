@@ -34,8 +34,13 @@ ASKS = re.compile(
     r"|\bdo\s+(?:you|u)\s+(?:like|love|enjoy)\s+jokes\b"
     r"|\bjoke\s+(?:please|pls)\b|\bmake\s+me\s+(?:laugh|lol|giggle|chuckle)\b"
     # something funny asked for: "say sum funny", "got anything that'll make me giggle"
-    r"|(?:\b(?:tell|say)\s+(?:me\s+|us\s+)?|(?:^\W*|\b(?:you|u)\s+)(?:got|have|know)\s+)"
-    r"(?:something|anything|smth|sth|sum)\b[^.?!]{0,30}?\b(?:funny|hilarious|laugh|giggle)\b"
+    r"|(?:\b(?:tell|say|gimme|give\s+me|cheer\s+me\s+up\s+(?:with|w))\s+(?:me\s+|us\s+)?"
+    r"|(?:^\W*|\b(?:you|u)\s+)(?:got|have|know)\s+)"
+    r"(?:something|anything|smth|sth|sum)\b[^.?!]{0,30}?\b(?:funny|hilarious|laugh|giggle|smile)\b"
+    # "hit me with a joke", "crack a joke"; a plain one after one of a kind ("ok just a
+    # normal joke then")
+    r"|\b(?:hit\s+(?:me|us)\s+with|crack|gimme)\b[^.?!]*\bjokes?\b"
+    r"|\b(?:a|another|just\s+a)\s+(?:normal|regular|plain|ordinary)\s+joke\b"
     r"|^\W*(?:can|could|would|will)\s+(?:you|u)\b[^.?!]*\b(?:a|another|some)\s+(?:\w+\s+)?jokes?\b",
     _I,
 )
@@ -79,6 +84,7 @@ _ANY_JOKE = frozenset(
         *("good", "funny", "your", "best", "favourite", "favorite", "great", "short"),
         *("quick", "new", "different", "bad", "really", "very", "super", "proper", "decent"),
         *("clean", "silly", "little", "nice", "fun", "random", "real", "actual", "cool"),
+        *("normal", "regular", "plain", "ordinary"),
     ]
 )
 #: Up to two words between an article and "joke" ("any good dad jokes"); after a joke,

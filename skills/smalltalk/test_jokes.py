@@ -65,6 +65,10 @@ def test_no_joke_told_is_one_the_toxicity_annotator_flags(client: ServiceClient)
         "say sum funny",
         "got anything that'll make me giggle",
         "make me lol",
+        "hit me with a joke then",
+        "cheer me up w something funny pls",
+        "got anything to make me smile",
+        "ok just a normal joke then",  # plain, after one of a kind
     ],
 )
 def test_ways_to_ask_for_a_joke(client: ServiceClient, text: str) -> None:
@@ -80,6 +84,7 @@ def test_ways_to_ask_for_a_joke(client: ServiceClient, text: str) -> None:
         "You are a joke",
         "Another one?",
         "i have something funny to tell you",
+        "i cracked a joke at work",
     ],
 )
 def test_what_is_not_a_request_for_a_joke(client: ServiceClient, text: str) -> None:
