@@ -40,6 +40,7 @@ measured as well (the LLM-on run), and the report prints both.
     .venv/bin/python -m bench.routing --set train11      # the twelfth, ordinary, written blind
     .venv/bin/python -m bench.routing --set train12      # the thirteenth, written beside it
     .venv/bin/python -m bench.routing --set train13      # the fourteenth, ordinary, blind
+    .venv/bin/python -m bench.routing --set train14      # the fifteenth, ordinary, blind
     .venv/bin/python -m bench.routing --set my.jsonl     # any set, e.g. from --store
     .venv/bin/python -m bench.routing --store sqlite:///chorus.db --export mine.jsonl
 
@@ -145,6 +146,7 @@ TRAINING_SETS: tuple[str, ...] = (
     "train11",
     "train12",
     "train13",
+    "train14",
 )
 #: The sets called by name: the training sets may be fitted on, ``holdout`` only reported.
 NAMED_SETS = frozenset({*TRAINING_SETS, "holdout"})

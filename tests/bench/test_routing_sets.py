@@ -72,8 +72,8 @@ class Conversation(BaseModel):
 #: once ``fresh9`` had been run many times, and ``fresh11`` a thirteenth, ordinary too,
 #: once ``fresh10`` had been run many times; ``train``, ``train2``, ``train3``,
 #: ``train4``, ``train5``, ``train6``, ``train7``, ``train8``, ``train9``, ``train10``,
-#: ``train11``, ``train12`` and ``train13`` (the last eight in ordinary voices, each written
-#: blind) are more sets to fit on, beside dev
+#: ``train11``, ``train12``, ``train13`` and ``train14`` (the last nine in ordinary voices,
+#: each written blind) are more sets to fit on, beside dev
 MINIMUMS = {
     "dev": ("dev-", 420),
     "holdout": ("holdout-", 220),
@@ -101,6 +101,7 @@ MINIMUMS = {
     "train11": ("train11-", 620),
     "train12": ("train12-", 620),
     "train13": ("train13-", 620),
+    "train14": ("train14-", 620),
 }
 #: Every set of the folder: the twenty-seven above and ``typed``, the careless-typing set, which
 #: keeps no size or mix of the issue's (README.md there).
@@ -192,6 +193,9 @@ EARLIER: dict[str, list[str]] = {
     # written blind beside train11 and train12, and fitted on only once written: none of
     # any other set
     "train13": [name for name in ALL_SETS if name != "train13"],
+    # written blind, in ordinary voices, and fitted on only once written: none of any
+    # other set
+    "train14": [name for name in ALL_SETS if name != "train14"],
 }
 
 
