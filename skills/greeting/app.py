@@ -483,11 +483,13 @@ _ABOUT_THE_QUESTION = _ABOUT_ASKING - {"you"}
 #: The script's answer to a reply that declines the name question.
 WHY_ASK_LINE = "Just so I know what to call you. You don't have to tell me, though."
 #: A reply to the name question that asks the bot's name back: "whats yours", "what's ur
-#: name first", "you tell me yours first", "and yours?", "you first".
+#: name first", "you tell me yours first", "and yours?", "you first". A plain "what's your
+#: name?" is small talk's question about the bot, which its identity line answers.
 _ASKS_NAME_BACK = re.compile(
     r"^\W*(?:(?:and|but|ok|okay|so|well|hmm|lol)\W+)?"
-    r"(?:(?:what'?s|what\s+is|tell\s+me|(?:you|u)\s+tell\s+me)\s+(?:yours|urs|your\s+name|ur\s+name)"
-    r"|(?:yours|urs)|(?:you|u))(?:\s+first)?\W*$",
+    r"(?:(?:(?:what'?s|what\s+is|tell\s+me|(?:you|u)\s+tell\s+me)\s+)?(?:yours|urs)(?:\s+first)?"
+    r"|(?:what'?s|what\s+is|tell\s+me|(?:you|u)\s+tell\s+me)\s+(?:your|ur)\s+name\s+first"
+    r"|(?:you|u)\s+first)\W*$",
     re.I,
 )
 #: ... the script's answer to it: its name, and the question again.
