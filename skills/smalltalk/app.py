@@ -367,6 +367,35 @@ def by_reading(
     return hypothesis
 
 
+#: How many of the bot's last lines may hold the topic's line that "one more" asks more of:
+#: "tell me a fun fact", the fact, "wow", a smile, "one more please".
+MORE_WITHIN = 2
+
+
+def more_of_a_topic(
+    dialog: DialogView, persona: Persona, said: list[str]
+) -> SkillHypothesis | None:
+    """Another line of the persona's topic one of the bot's last two lines was from, when
+    the user asks for more ("another", "one more please", :data:`jokes.MORE`) and the
+    topic is one people ask for more of (its examples are requests: "tell me a fun
+    fact"). The same topic read surely: a line of it at the top of its score, calibrated
+    as the topic's. Without this, "another" got a nod by the reading, or the LLM."""
+    lately = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"][-MORE_WITHIN:]
+    text = spelling.unabbreviate(dialog.human_utterance.text)
+    if not lately or not jokes.MORE.search(text):
+        return None
+    for name, spec in persona.topics.items():
+        told = [line for line in lately if line in spec.lines]
+        if told and any(asks.requests(e) for e in spec.examples):
+            line = pick([line for line in spec.lines if line not in told], said)
+            if line is None:
+                return None
+            return TopicHypothesis(
+                text=line, confidence=TOPIC_BASE + TOPIC_SPAN, topic=name, similarity=1.0
+            )
+    return None
+
+
 def _respond(
     dialog: DialogView, persona: Persona, store: bool, said: list[str]
 ) -> SkillHypothesis | None:
@@ -374,6 +403,9 @@ def _respond(
     joke = tell_joke(dialog, persona, said)
     if joke is not None:
         return joke
+    more = more_of_a_topic(dialog, persona, said)
+    if more is not None:
+        return more
     # contractions and chat abbreviations read carefully; other words as typed, since a
     # thing the user names may be said back (shared/spelling.py)
     earlier = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]

@@ -440,6 +440,16 @@ def after_greeting_question(last_line: str | None, last_skill: str | None) -> bo
     return last_skill == "greeting" and (last_line is None or awaits_name(last_line))
 
 
+#: A few words that bid for more rather than react: "please" in them ("Nothing too sad
+#: please"), or opening on "now" or "another" ("ok now a pun about cheese", "now a shorter
+#: version for the card", "ha. another cheese one"): the next thing asked for, no thanks.
+_BIDS = re.compile(
+    r"\b(?:please|pls|plz)\b"
+    r"|^\W*(?:(?:ok|okay|ha|haha|and|oh|right)\W+)*(?:now|another)\b(?!\s+(?:i|i'm|im|we)\b)",
+    re.IGNORECASE,
+)
+
+
 def nods_by_reading(text: str, last_skill: str | None, last_line: str | None = None) -> bool:
     """The user's ``text`` is a few words of a statement late in the conversation
     (:func:`skills.smalltalk.unread.few_words`: no question, no name), not right after
@@ -447,12 +457,14 @@ def nods_by_reading(text: str, last_skill: str | None, last_line: str | None = N
     greeting's): the turn small talk nods to
     when the turn's reading is sure it is small talk's ("cheerio for now, my friend",
     "huh TIL", "tack så mycket!"). A question or a bid opening it ("tell me...") is no
-    such turn. The caller asks only after a bot's line (never on the opening turn);
+    such turn, nor a bid for more (:data:`_BIDS`). The caller asks only after a bot's
+    line (never on the opening turn);
     ``last_skill`` is the skill that said it (None when the stored line does not say),
     ``last_line`` what it said."""
     return (
         not after_greeting_question(last_line, last_skill)
         and not asks_outright(text)
+        and _BIDS.search(text) is None
         and unread.few_words(text)
     )
 
@@ -461,8 +473,8 @@ def states_by_reading(text: str, last_skill: str | None, last_line: str | None =
     """The user's ``text`` is a statement of their own late in the conversation, of any
     length: no question or bid, no name given or said (:func:`unread.names_someone`), not
     right after the greeting's question (:func:`after_greeting_question`; a reply to it
-    is the greeting's). Small talk answers
-    it by its mood when the turn's reading is sure the turn is small talk's
+    is the greeting's), nor a bid for more (:data:`_BIDS`). Small talk answers it by its
+    mood when the turn's reading is sure the turn is small talk's
     (:data:`shared.reading.STATE`): "it's pouring with rain here", "knackered tbh, been at
     work since six", "lol same, im always on my laptop". The caller asks only after a
     bot's line (never on the opening turn)."""
@@ -470,6 +482,7 @@ def states_by_reading(text: str, last_skill: str | None, last_line: str | None =
         not after_greeting_question(last_line, last_skill)
         and not asks_outright(text)
         and _INTRODUCES.search(text) is None
+        and _BIDS.search(text) is None
         and not unread.names_someone(text)
     )
 

@@ -552,8 +552,8 @@ def test_a_few_words_the_reading_is_sure_of_get_a_nod(client: ServiceClient) -> 
     line of the skill reads it, and its words are English. When the turn's reading is sure
     the turn is small talk's, the skill nods (the persona's ``unread`` line), as sure as the
     reading, after the greeting's line once the name is known too. A question, a name, a
-    reply to the greeting's name question, a longer statement or an unsure reading get no
-    nod."""
+    reply to the greeting's name question, a longer statement, an unsure reading or a bid
+    for more ("nothing too sad please", "ok now a pun about cheese") get no nod."""
 
     said = said_late
     (nod,), (longer,), (after_greeted,), *silent = ask(
@@ -565,6 +565,9 @@ def test_a_few_words_the_reading_is_sure_of_get_a_nod(client: ServiceClient) -> 
         said("cheerio for now, my friend", after="greeting", line=NAME_QUESTION),
         said("Jack. Jack from Leeds"),
         said("any tips for parallel parking"),
+        # a bid for the next thing is no thanks nor reaction, however sure the reading
+        said("nothing too sad please"),
+        said("ok now a pun about cheese"),
     )
     assert nod["text"] in FILE_LINES.unread
     assert nod["confidence"] == 0.85
@@ -573,7 +576,7 @@ def test_a_few_words_the_reading_is_sure_of_get_a_nod(client: ServiceClient) -> 
     assert after_greeted["text"] in FILE_LINES.unread
     # a longer statement is answered by its mood, not nodded to (the next test)
     assert longer["text"] not in FILE_LINES.unread
-    assert silent == [[], [], [], []]
+    assert silent == [[], [], [], [], [], []]
 
 
 def test_a_statement_the_reading_is_sure_of_gets_a_line_for_its_mood(

@@ -89,3 +89,19 @@ def test_a_line_said_before_the_window_does_not_come_back_while_others_remain() 
             attributes = {**attributes, **answer["bot_attributes"]}
     assert said[0] != said[1]
     assert attributes[RECENT][-2:] == said
+
+
+def test_another_after_a_fun_fact_gets_another_fact_and_after_other_lines_none() -> None:
+    """ "another" or "one more please" a line or two after a fun fact asks for another
+    fact, a topic people ask for more of; after the bot's home ("I live on a server...")
+    it asks for nothing the persona holds."""
+    fact = FILE_PERSONA.topics["facts"].lines[0]
+    home = FILE_PERSONA.topics["home"].lines[0]
+    with TestClient(app) as client:
+        another = respond(client, view("tell me a fun fact", fact, "another"))
+        later = respond(client, view("tell me a fun fact", fact, "wow", "😄", "one more please"))
+        after_home = respond(client, view("where do you live", home, "another"))
+    for answer in (another, later):
+        assert answer is not None and answer["topic"] == "facts", answer
+        assert answer["text"] in FILE_PERSONA.topics["facts"].lines and answer["text"] != fact
+    assert after_home is None or after_home.get("topic") != "home", after_home
