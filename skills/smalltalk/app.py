@@ -45,6 +45,7 @@ from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
 from skills.smalltalk.lines import Match, Topic, pick, render
 from skills.smalltalk.matchers import (
     INTENT_TOPICS,
+    PARTIAL_BELOW,
     WEAK_TOPICS,
     nods_by_reading,
     replies_to_own_question,
@@ -109,6 +110,18 @@ def agrees(annotations: Mapping[str, Any]) -> bool:
     )
 
 
+def says_goodbye(annotations: Mapping[str, Any]) -> bool:
+    """The intents annotator is sure the user says goodbye ("aight im out, later"; a whole
+    pattern's reading, not a part's): right after a joke that is no reaction to it,
+    whatever its few words."""
+    intents = annotations.get("intents")
+    return (
+        isinstance(intents, Mapping)
+        and intents.get("intent") == "farewell"
+        and float(intents.get("confidence") or 0.0) >= PARTIAL_BELOW
+    )
+
+
 def tell_joke(dialog: DialogView, persona: Persona, said: list[str]) -> SkillHypothesis | None:
     """A joke not told lately when the user asks for one (or for more after one, or says
     yes to the offer of another); the offer of another when they laugh at one."""
@@ -129,7 +142,7 @@ def tell_joke(dialog: DialogView, persona: Persona, said: list[str]) -> SkillHyp
     ):
         seed = f"{dialog.dialog_id}:{dialog.human_utterance.utt_id}"
         return JokeHypothesis(text=jokes.pick(said, seed), confidence=JOKE_CONFIDENCE)
-    if jokes.laughs(text, earlier):
+    if jokes.laughs(text, earlier) and not says_goodbye(dialog.human_utterance.annotations):
         line = pick(offers, said)
         if line is not None:
             return SmallTalkHypothesis(

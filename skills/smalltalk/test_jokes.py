@@ -210,3 +210,14 @@ def test_one_more_after_the_users_own_request_gets_a_joke_whoever_told_the_first
     (after_subject,) = ask(client, view(*subject, "another"))
     assert more["smalltalk_topic"] == "joke" and more["text"] in JOKES, more
     assert not any(a.get("smalltalk_topic") == "joke" for a in after_subject), after_subject
+
+
+def test_a_goodbye_right_after_a_joke_is_no_laugh(client: ServiceClient) -> None:
+    """A few words after a joke are read as a reaction to it, but not a goodbye the intents
+    annotator is sure of: "aight im out, later" got "Ha! Want another one?"."""
+    joke = JOKES[0]
+    bye = {"intents": {"intent": "farewell", "confidence": 1.0, "method": "pattern"}}
+    ((laugh,),) = ask(client, view("tell me a joke", joke, "lol ok"))
+    (after_bye,) = ask(client, view("tell me a joke", joke, "aight im out, later", annotations=bye))
+    assert laugh["smalltalk_topic"] == "laughed"
+    assert [a.get("smalltalk_topic") for a in after_bye] != ["laughed"], after_bye

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from shared.jokes import JOKES
 from tests.conftest import AgentFactory
 from tests.e2e.test_default_pipeline import say, shipped_pipeline
 from tests.support.servers import ServerThread
@@ -108,3 +109,39 @@ def test_a_low_mood_said_with_an_intensifier_gets_sympathy_not_gladness(bot: htt
         assert answer["active_skill"] == "smalltalk", (text, answer)
         assert chosen[0].get("smalltalk_topic") == "empathy", (text, chosen)
         assert asked["annotations"]["sentiment"]["label"] == "negative", (text, asked)
+
+
+#: A first conversation in loose typing, through the default bot without an LLM: each turn
+#: is a cheap skill's, which it heard before only in other words (what the user says, the
+#: skill that answers, words its answer holds).
+LOOSE: list[tuple[str, str, str]] = [
+    ("hii bot", "greeting", "What's your name?"),
+    ("whats yours", "greeting", "I'm Chorus! And what's your name?"),
+    ("fine. dave", "greeting", "Nice to meet you, Dave!"),
+    ("cool. what else can you do", "smalltalk", "I can chat"),
+    ("is this a real person typing?", "smalltalk", "Chorus"),
+    ("say smth funny", "smalltalk", ""),
+    ("go on one more", "smalltalk", ""),
+    ("aight im out, later", "smalltalk", ""),
+]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_first_conversation_typed_loosely_is_heard_by_its_cheap_skills(
+    bot: httpx.Client,
+) -> None:
+    """The bot asked about in the third person, what it can do asked after a word of its
+    own (the rules run small talk beside the FAQ for it), a joke asked as something funny
+    and one more, a name given after a word of assent and the name asked back, a greeting
+    stretched and a goodbye after a clause: none reaches the fallback."""
+    answers = [say(bot, text, user="dave") for text, _, _ in LOOSE]
+    shown = "\n".join(
+        f"{text!r} -> [{a['active_skill']}] {a['response']!r}"
+        for (text, _, _), a in zip(LOOSE, answers, strict=True)
+    )
+    got = [(a["active_skill"], a["response"]) for a in answers]
+    for (_, skill, words), (active, response) in zip(LOOSE, got, strict=True):
+        assert active == skill and words in response, shown
+    joke, more = got[5][1], got[6][1]
+    assert joke in JOKES and more in JOKES and joke != more, shown
+    assert "bye" in got[7][1].lower() or "see you" in got[7][1].lower(), shown
