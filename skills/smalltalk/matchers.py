@@ -404,6 +404,11 @@ def understand(
         and by_intent.confidence >= SURE_INTENT
     ):
         return Match(by_pattern.topic, AGREEMENT_CONFIDENCE, by_pattern.thing)
+    if by_pattern and by_intent and by_intent.by_similarity and by_intent.topic != by_pattern.topic:
+        # a pattern read the turn's own words; an intent found only by likeness to other
+        # examples is the looser reading: "What do you do for fun?" is the hobbies'
+        # pattern, though like "what do you know how to do" (abilities, 0.55)
+        return by_pattern
     candidates = [m for m in (by_pattern, by_intent) if m is not None]
     if candidates:
         return max(candidates, key=lambda m: m.confidence)

@@ -158,6 +158,15 @@ def test_the_intents_annotation_is_understood_and_agreement_is_most_confident(
     assert other_intent == []
 
 
+def test_a_pattern_wins_over_another_intent_read_only_by_likeness(client: ServiceClient) -> None:
+    """ "What do you do for fun?" holds the hobbies' words; the intents annotator finds it
+    like "what do you know how to do" (abilities, by similarity): the turn's own words
+    decide. A sure intent of the annotator still stands beside a pattern."""
+    likeness = {"intents": {"intent": "abilities", "confidence": 0.75, "method": "similarity"}}
+    ((fun,),) = ask(client, dialog("What do you do for fun?", annotations=likeness))
+    assert fun["smalltalk_topic"] == "hobbies", fun
+
+
 def test_a_longer_utterance_matches_less_confidently(client: ServiceClient) -> None:
     short, long = ask(client, dialog("how are you"), dialog("hey, how are you doing today?"))
     assert 0.6 <= raw_confidence(long[0]) < raw_confidence(short[0]) <= 0.85

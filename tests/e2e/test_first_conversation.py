@@ -49,7 +49,7 @@ SCRIPT: list[tuple[str, str, str]] = [
     ("Do you eat?", "smalltalk", ""),
     ("Do you play soccer?", "smalltalk", ""),
     ("Do you have any hobbies?", "smalltalk", ""),
-    ("What do you do for fun?", "smalltalk", ""),
+    ("What do you do for fun?", "smalltalk", "reading dialogs back"),
     ("Where do you live?", "smalltalk", ""),
     ("Do you have feelings?", "smalltalk", ""),
     ("Are you happy?", "smalltalk", ""),

@@ -118,7 +118,6 @@ LOOSE: list[tuple[str, str, str]] = [
     ("hii bot", "greeting", "What's your name?"),
     ("whats yours", "greeting", "I'm Chorus! And what's your name?"),
     ("fine. dave", "greeting", "Nice to meet you, Dave!"),
-    ("cool. what else can you do", "smalltalk", "I can chat"),
     ("is this a real person typing?", "smalltalk", "Chorus"),
     ("say smth funny", "smalltalk", ""),
     ("go on one more", "smalltalk", ""),
@@ -130,10 +129,10 @@ LOOSE: list[tuple[str, str, str]] = [
 def test_a_first_conversation_typed_loosely_is_heard_by_its_cheap_skills(
     bot: httpx.Client,
 ) -> None:
-    """The bot asked about in the third person, what it can do asked after a word of its
-    own (the rules run small talk beside the FAQ for it), a joke asked as something funny
-    and one more, a name given after a word of assent and the name asked back, a greeting
-    stretched and a goodbye after a clause: none reaches the fallback."""
+    """The bot asked about in the third person, a joke asked as something funny and one
+    more, a name given after a word of assent and the name asked back, a greeting
+    stretched and a goodbye after a clause (right after a joke: no laugh): none reaches
+    the fallback."""
     answers = [say(bot, text, user="dave") for text, _, _ in LOOSE]
     shown = "\n".join(
         f"{text!r} -> [{a['active_skill']}] {a['response']!r}"
@@ -142,6 +141,6 @@ def test_a_first_conversation_typed_loosely_is_heard_by_its_cheap_skills(
     got = [(a["active_skill"], a["response"]) for a in answers]
     for (_, skill, words), (active, response) in zip(LOOSE, got, strict=True):
         assert active == skill and words in response, shown
-    joke, more = got[5][1], got[6][1]
+    joke, more = got[4][1], got[5][1]
     assert joke in JOKES and more in JOKES and joke != more, shown
-    assert "bye" in got[7][1].lower() or "see you" in got[7][1].lower(), shown
+    assert "bye" in got[6][1].lower() or "see you" in got[6][1].lower(), shown
