@@ -222,7 +222,8 @@ def test_empathy_is_as_sure_as_the_user_s_own_bad_mood_reads() -> None:
         own, other = ask(
             client,
             dialog("I feel awful, I failed my exam", annotations=mood_of(-0.8)),
-            dialog("she's into true crime podcasts", annotations=mood_of(-0.3)),
+            # VADER's own score for it ("crime" against "true")
+            dialog("she's into true crime podcasts", annotations=mood_of(-0.18)),
         )
     assert own[0]["smalltalk_topic"] == "empathy" and own[0]["confidence"] >= LLM_RUN_BELOW
     story = [h["confidence"] for h in other if h.get("smalltalk_topic") == "empathy"]
