@@ -76,6 +76,9 @@ class FaqEntry(BaseModel):
 
     question: str = Field(min_length=1)
     answer: str = Field(min_length=1)
+    #: the intents annotator's intent this entry answers ("abilities"): a turn the
+    #: annotator is sure of it gets this entry, however the user words it
+    intent: str | None = None
 
 
 class FaqHypothesis(SkillHypothesis):
@@ -148,6 +151,16 @@ class FaqIndex:
         the skill's CPU, and the index never changes while the service runs)."""
         return self._kept(text)
 
+    def best_of(self, text: str, intent: str) -> tuple[FaqEntry, float] | None:
+        """Among the entries that answer ``intent``, the closest to ``text`` and its cosine
+        similarity; None when no entry answers it."""
+        named = [i for i, entry in enumerate(self.entries) if entry.intent == intent]
+        if not named:
+            return None
+        similarities = self.similarities(text)
+        index = max(named, key=lambda i: float(similarities[i]))
+        return self.entries[index], float(similarities[index])
+
     def _closest(self, text: str) -> tuple[FaqEntry, float]:
         """:meth:`best`, searched."""
         similarities = self.similarities(text)
@@ -169,6 +182,43 @@ def unaddressed(text: str) -> str:
     return _VOCATIVE.sub(lambda found: found.group("before") or "", text)
 
 
+#: The intents annotator's confidence from which its intent is sure (the skill selector's
+#: floor, from which the rules send a turn to the skills of its intent alone).
+SURE_INTENT = 0.7
+
+
+def sure_intent(annotations: Mapping[str, Any] | None) -> str | None:
+    """The intent the intents annotator is sure of, or None."""
+    intents = (annotations or {}).get("intents")
+    if not isinstance(intents, Mapping) or not isinstance(intents.get("intent"), str):
+        return None
+    sure = float(intents.get("confidence") or 0.0) >= SURE_INTENT
+    return str(intents["intent"]) if sure else None
+
+
+def answer_by_intent(text: str, annotations: Mapping[str, Any] | None) -> FaqHypothesis | None:
+    """The answer of an entry that names the intent the intents annotator is sure of
+    (``intent`` in faq.json: "What can you do?" answers ``abilities``), the nearest of
+    them in wording when several do. The annotator read the turn's kind already, so a
+    word of the user's own around it ("cool. what else can you do", "what exactly are you
+    capable of?") and the embedding's doubt do not make it another question; the raw
+    confidence is the wording's similarity, calibrated apart (kind
+    ``retrieval_by_intent``)."""
+    intent = sure_intent(annotations)
+    if intent is None:
+        return None
+    found = INDEX.best_of(text, intent)
+    if found is None:
+        return None
+    entry, similarity = found
+    hypothesis = FaqHypothesis(
+        text=entry.answer,
+        confidence=round(min(MAX_CONFIDENCE, similarity), 4),
+        faq_question=entry.question,
+    )
+    return calibrated(hypothesis, "faq", "retrieval_by_intent", annotations)
+
+
 def answer(text: str, annotations: Mapping[str, Any] | None = None) -> FaqHypothesis | None:
     """The FAQ answer to ``text``, or None when no question is close enough.
 
@@ -178,6 +228,9 @@ def answer(text: str, annotations: Mapping[str, Any] | None = None) -> FaqHypoth
     it answers only utterances that are stop words too ("what can you do for me").
     """
     text = unaddressed(text)
+    by_intent = answer_by_intent(text, annotations) if text.strip() else None
+    if by_intent is not None:
+        return by_intent  # "help", "cool. what else can you do": the annotator read it
     if not text.strip() or not asks(text):
         return None
     entry, similarity = INDEX.best(text)

@@ -96,6 +96,38 @@ def test_what_the_bot_can_do_is_answered_and_not_confused_with_small_talk(
     assert book == sing == really_sing == []
 
 
+def test_a_turn_the_annotator_reads_as_asking_what_the_bot_can_do_gets_that_entry(
+    client: ServiceClient,
+) -> None:
+    """The intents annotator is sure these ask what the bot can do; a word of the user's own
+    around it ("cool.", "exactly ... capable") kept the stop-word question from answering,
+    and the rules send such a turn to the FAQ alone. The entries that name the intent
+    (``intent`` in faq.json) answer it, calibrated apart; without the annotator's sure
+    reading the same turns get nothing, and an unsure one (a task beside it, 0.6) too."""
+    sure = {"intents": {"intent": "abilities", "confidence": 1.0, "method": "pattern"}}
+    unsure = {"intents": {"intent": "abilities", "confidence": 0.6, "method": "pattern"}}
+    texts = ["cool. what else can you do", "what exactly are you capable of?", "help"]
+    dialogs = [view(text, annotations=sure) for text in texts]
+    dialogs += [view(text) for text in texts]
+    dialogs += [view("can you help me write a cover letter", annotations=unsure)]
+    response = client.post("/respond", json={"dialogs": dialogs})
+    response.raise_for_status()
+    answers = response.json()
+    for found in answers[:3]:
+        assert found and found[0]["faq_question"] in ("What can you do?", "How can you help me?")
+        assert found[0]["routing"]["kind"] == "retrieval_by_intent", found
+    assert answers[3:] == [[], [], [], []]
+
+
+def test_a_faq_without_intents_answers_by_retrieval_alone(tmp_path: Path) -> None:
+    """A deployment's own faq.json need not name intents: then no entry answers by the
+    annotator's intent, and retrieval decides as before."""
+    own = tmp_path / "faq.json"
+    own.write_text('[{"question": "What can you do?", "answer": "Plenty."}]')
+    index = FaqIndex(load_faq(own))
+    assert index.best_of("cool. what else can you do", "abilities") is None
+
+
 def test_health_and_bad_body(client: ServiceClient) -> None:
     health = client.get("/health").json()
     refused = client.post("/respond", json={"dialog": [view("hi")]})
