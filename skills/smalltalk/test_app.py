@@ -875,21 +875,27 @@ def test_a_few_words_it_cannot_read_late_in_a_conversation_get_a_nod(
     client: ServiceClient,
 ) -> None:
     """Thanks, goodbyes and laughs in another language or shorthand ("gracias!",
-    "tschüss") get the persona's nod; a bare name, a question, a longer turn and the
-    opening turn do not."""
+    "tschüss") get the persona's nod, and so do those with a capitalised word that is no
+    first name (German capitalises its nouns: "Auf Wiedersehen!", "Vielen Dank"); a bare
+    name, a first name after the first word ("ik ben Sanne"), a question, a longer turn
+    and the opening turn do not."""
     before = ("hi", "Hi! I'm Chorus. What's your name?")
-    gracias, tschuss, name, question, longer, opening = ask(
+    gracias, tschuss, wiedersehen, dank, name, sanne, question, longer, opening = ask(
         client,
         dialog(*before, "gracias!"),
         dialog(*before, "tschüss"),
+        dialog(*before, "Auf Wiedersehen!"),
+        dialog(*before, "Vielen Dank"),
         dialog(*before, "Aoife"),
+        dialog(*before, "ik ben Sanne"),
         dialog(*before, "¿qué hora es?"),
         dialog(*before, "aquí todo muy tranquilo hoy, nada nuevo"),
         dialog("gracias!"),
     )
     assert gracias[0]["text"] in FILE_LINES.unread and gracias[0]["smalltalk_topic"] == "unread"
-    assert tschuss[0]["text"] in FILE_LINES.unread
-    for other in (name, question, longer, opening):
+    for nodded in (tschuss, wiedersehen, dank):
+        assert nodded and nodded[0]["text"] in FILE_LINES.unread, nodded
+    for other in (name, sanne, question, longer, opening):
         assert not other or other[0]["text"] not in FILE_LINES.unread
 
 

@@ -33,17 +33,31 @@ _FIGURE = re.compile(r"(?<![^\W\d_])\d")
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*")
 
 
+def capitalised_name(words: list[str]) -> bool:
+    """Whether one of ``words`` (a turn's words after its first) is capitalised and a first
+    name of some language (:mod:`shared.first_names`): "ik ben Sanne", "Jack. Jack from
+    Leeds". Other capitalised words are no name: German capitalises its nouns ("Auf
+    Wiedersehen!", "Vielen Dank"), and a word after a stop opens a sentence ("Grazie
+    mille! Ciao")."""
+    names = first_names.first_names()
+    return any(
+        word[0].isupper() and word.lower() in names
+        for word in words
+        if word.lower() not in _NEUTRAL | {"i"}
+    )
+
+
 def unknown_share(text: str, opening: bool) -> float | None:
     """The share of the words of ``text`` the English dictionary does not hold, when the
     turn is read this way: not the conversation's opening turn (the greeting's), a few
     words, no question mark (a question in another language is the LLM's), no capitalised
-    word after the first and no bare first name (a name: "ik ben Sanne", "Aoife" are the
-    greeting's), and at least half of
+    first name after the first word and no bare first name (a name: "ik ben Sanne",
+    "Aoife" are the greeting's), and at least half of
     its words unknown. Else None."""
     if opening or "?" in text or _FIGURE.search(text):
         return None  # a figure ("im 80kg", "5mg") is a detail, no word of another language
     typed = _LETTERS.findall(text)
-    if any(word[0].isupper() for word in typed[1:] if word.lower() not in _NEUTRAL):
+    if capitalised_name(typed[1:]):
         return None
     words = [w.lower() for w in _WORD.findall(spelling.unabbreviate(text.replace("\u2019", "'")))]
     words = [w for w in words if w not in _NEUTRAL]
@@ -68,8 +82,8 @@ NOD_WORDS = 6
 
 def few_words(text: str) -> bool:
     """Whether ``text`` is a few words (:data:`NOD_WORDS` at most) with no question mark
-    and no name in them (no capitalised word after the first, no first name that is not
-    an English word: "Jack. Jack from Leeds", "Ahmed" are the greeting's), in any
+    and no name in them (no capitalised first name after the first word, no first name
+    that is not an English word: "Jack. Jack from Leeds", "Ahmed" are the greeting's), in any
     language: a turn small talk may nod to when the turn's reading is sure it is small
     talk's (:data:`shared.reading.NOD`)."""
     if "?" in text:
@@ -79,13 +93,13 @@ def few_words(text: str) -> bool:
 
 
 def names_someone(text: str) -> bool:
-    """Whether ``text`` holds a name, as the greeting would read one: a capitalised word
-    after the first ("Jack. Jack from Leeds"), a bare first name ("kev", "Steve"), or a
+    """Whether ``text`` holds a name, as the greeting would read one: a capitalised first
+    name after the first word ("Jack. Jack from Leeds"), a bare first name ("kev", "Steve"), or a
     first name that is not an English word ("zoe :)"). Such a turn is the greeting's, not
     one small talk answers by the reading. "I" is no name ("pasta mostly, I make it
     fresh")."""
     typed = _LETTERS.findall(text)
-    if any(word[0].isupper() for word in typed[1:] if word.lower() not in _NEUTRAL | {"i"}):
+    if capitalised_name(typed[1:]):
         return True
     words = [w.lower() for w in _WORD.findall(spelling.unabbreviate(text.replace("\u2019", "'")))]
     names = first_names.first_names()
