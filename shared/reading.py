@@ -379,6 +379,19 @@ def read(
     return probabilities(model, features(text, previous, intent, model.intents, previous_skill))
 
 
+def sure_intent(annotations: Mapping[str, Any] | None) -> str | None:
+    """The intent the intents annotator is sure the turn has (:data:`SURE` or more: the
+    skill selector's floor, from which its rules send the turn to that intent's skills),
+    or None: the one reading of a turn's intent the selector and the skills share."""
+    note = (annotations or {}).get("intents")
+    if not isinstance(note, Mapping):
+        return None
+    intent, confidence = note.get("intent"), note.get("confidence")
+    if not isinstance(intent, str) or not isinstance(confidence, int | float):
+        return None
+    return intent if confidence >= SURE else None
+
+
 def of(annotations: Mapping[str, Any] | None) -> Mapping[str, float] | None:
     """The reading the intents annotator published for this turn, if any."""
     note = (annotations or {}).get("intents")

@@ -26,7 +26,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from agent.sdk import DialogView, Service, SkillHypothesis
-from shared import meaning, spelling
+from shared import meaning, reading, spelling
 from shared.asking import asks
 from shared.calibration import calibrated
 from shared.tfidf import ENGLISH_STOP_WORDS, Tfidf
@@ -182,20 +182,6 @@ def unaddressed(text: str) -> str:
     return _VOCATIVE.sub(lambda found: found.group("before") or "", text)
 
 
-#: The intents annotator's confidence from which its intent is sure (the skill selector's
-#: floor, from which the rules send a turn to the skills of its intent alone).
-SURE_INTENT = 0.7
-
-
-def sure_intent(annotations: Mapping[str, Any] | None) -> str | None:
-    """The intent the intents annotator is sure of, or None."""
-    intents = (annotations or {}).get("intents")
-    if not isinstance(intents, Mapping) or not isinstance(intents.get("intent"), str):
-        return None
-    sure = float(intents.get("confidence") or 0.0) >= SURE_INTENT
-    return str(intents["intent"]) if sure else None
-
-
 def answer_by_intent(text: str, annotations: Mapping[str, Any] | None) -> FaqHypothesis | None:
     """The answer of an entry that names the intent the intents annotator is sure of
     (``intent`` in faq.json: "What can you do?" answers ``abilities``), the nearest of
@@ -204,7 +190,7 @@ def answer_by_intent(text: str, annotations: Mapping[str, Any] | None) -> FaqHyp
     capable of?") and the embedding's doubt do not make it another question; the raw
     confidence is the wording's similarity, calibrated apart (kind
     ``retrieval_by_intent``)."""
-    intent = sure_intent(annotations)
+    intent = reading.sure_intent(annotations)
     if intent is None:
         return None
     found = INDEX.best_of(text, intent)

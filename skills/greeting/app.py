@@ -186,8 +186,9 @@ NAMES_IN_LEXICON: frozenset[str] = frozenset(
     }
 )
 #: An intent the intents annotator is this sure of ("Thanks!" is thanks, "Yes" is yes)
-#: means the reply is not a bare name. The skill selector's own floor.
-INTENT_FLOOR = 0.7
+#: means the reply is not a bare name (:func:`recognised_intent`). The skill selector's own
+#: floor, as every skill reads a sure intent (:func:`shared.reading.sure_intent`).
+INTENT_FLOOR = reading.SURE
 #: Under this likeness to the nearest intent's examples the annotator's guess is no reading
 #: at all: what a reading above it is worth is the calibration's (answer type greet_by_likeness).
 LIKENESS_FLOOR = 0.4
@@ -207,13 +208,8 @@ def is_common_word(word: str) -> bool:
 
 def recognised_intent(annotations: Mapping[str, Any]) -> str | None:
     """The intent the intents annotator is sure the utterance has, other than giving a name."""
-    intents = annotations.get("intents")
-    if not isinstance(intents, Mapping):
-        return None
-    intent, confidence = intents.get("intent"), intents.get("confidence")
-    if not isinstance(intent, str) or intent == "tell_name":
-        return None
-    return intent if isinstance(confidence, int | float) and confidence >= INTENT_FLOOR else None
+    intent = reading.sure_intent(annotations)
+    return None if intent == "tell_name" else intent
 
 
 def reads_as_name(word: str) -> bool:
@@ -308,12 +304,11 @@ _LEAD_THEN_NAME = re.compile(
 )
 
 
-def name_last(text: str) -> str | None:
-    """In a reply to the name question, a first name of some language
-    (:mod:`shared.first_names`), in any case, after a word or two of assent or mood
-    (:data:`_LEAD_THEN_NAME`): the user gives in after the bot said why it asks ("fine.
-    dave") or says how they are first ("good. marcus"). Not a common word ("ok, thanks")."""
-    found = _LEAD_THEN_NAME.match(text)
+def first_name_matched(pattern: re.Pattern[str], text: str) -> str | None:
+    """The word ``pattern`` (matched at the start of ``text``) holds in its group, as a
+    name, when it is a first name of some language (:mod:`shared.first_names`), in any
+    case, and not a common word ("Sure, ...", "ok, thanks")."""
+    found = pattern.match(text)
     if found is None:
         return None
     word = found.group(1)
@@ -322,18 +317,19 @@ def name_last(text: str) -> str | None:
     return _name(word)
 
 
+def name_last(text: str) -> str | None:
+    """In a reply to the name question, a first name after a word or two of assent or mood
+    (:data:`_LEAD_THEN_NAME`, :func:`first_name_matched`): the user gives in after the bot
+    said why it asks ("fine. dave") or says how they are first ("good. marcus")."""
+    return first_name_matched(_LEAD_THEN_NAME, text)
+
+
 def name_first(text: str) -> str | None:
     """In a reply to the name question, a first name opening it and ended by a clause
     break ("Danny, from Leeds", "Gerald, retired engineer", "zoe :)"): a first name of
     some language (:mod:`shared.first_names`), in any case, and not a common word
     ("Sure, ...", "Nope, not yet")."""
-    opens = _NAME_FIRST.match(text)
-    if opens is None:
-        return None
-    word = opens.group(1)
-    if word.lower() not in first_names.first_names() or is_common_word(word):
-        return None
-    return _name(word)
+    return first_name_matched(_NAME_FIRST, text)
 
 
 #: A reply to the name question this long or shorter may give the name in words the skill

@@ -45,7 +45,6 @@ from skills.smalltalk.corpus import THRESHOLD, CorpusIndex, build_index
 from skills.smalltalk.lines import Match, Topic, pick, render
 from skills.smalltalk.matchers import (
     INTENT_TOPICS,
-    PARTIAL_BELOW,
     WEAK_TOPICS,
     nods_by_reading,
     replies_to_own_question,
@@ -114,12 +113,7 @@ def says_goodbye(annotations: Mapping[str, Any]) -> bool:
     """The intents annotator is sure the user says goodbye ("aight im out, later"; a whole
     pattern's reading, not a part's): right after a joke that is no reaction to it,
     whatever its few words."""
-    intents = annotations.get("intents")
-    return (
-        isinstance(intents, Mapping)
-        and intents.get("intent") == "farewell"
-        and float(intents.get("confidence") or 0.0) >= PARTIAL_BELOW
-    )
+    return reading.sure_intent(annotations) == "farewell"
 
 
 def tell_joke(dialog: DialogView, persona: Persona, said: list[str]) -> SkillHypothesis | None:
@@ -129,11 +123,11 @@ def tell_joke(dialog: DialogView, persona: Persona, said: list[str]) -> SkillHyp
     text = spelling.normalise(typed)
     earlier = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
     offers = joke_offers(persona)
-    said_before = [
-        spelling.unabbreviate(u.text) for u in dialog.utterances[:-1] if u.speaker == "human"
-    ]
+    humans = [u.text for u in dialog.utterances[:-1] if u.speaker == "human"]
     yes = agrees(dialog.human_utterance.annotations)
-    lately = jokes.asked_lately(said_before)
+    lately = jokes.asked_lately(
+        [spelling.unabbreviate(line) for line in humans[-jokes.ASKED_WITHIN :]]
+    )
     # read as typed too: the speller takes chat shorthand it does not know for a word
     # ("say smth funny" reads "say smith funny")
     if any(
@@ -386,14 +380,15 @@ MORE_WITHIN = 2
 
 
 def more_of_a_topic(
-    dialog: DialogView, persona: Persona, said: list[str]
+    dialog: DialogView, persona: Persona, said: list[str], earlier: list[str]
 ) -> SkillHypothesis | None:
     """Another line of the persona's topic one of the bot's last two lines was from, when
     the user asks for more ("another", "one more please", :data:`jokes.MORE`) and the
     topic is one people ask for more of (its examples are requests: "tell me a fun
     fact"). The same topic read surely: a line of it at the top of its score, calibrated
-    as the topic's. Without this, "another" got a nod by the reading, or the LLM."""
-    lately = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"][-MORE_WITHIN:]
+    as the topic's. Without this, "another" got a nod by the reading, or the LLM.
+    ``earlier``: the bot's lines before this turn, oldest first."""
+    lately = earlier[-MORE_WITHIN:]
     text = spelling.unabbreviate(dialog.human_utterance.text)
     if not lately or not jokes.MORE.search(text):
         return None
@@ -416,12 +411,12 @@ def _respond(
     joke = tell_joke(dialog, persona, said)
     if joke is not None:
         return joke
-    more = more_of_a_topic(dialog, persona, said)
+    earlier = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
+    more = more_of_a_topic(dialog, persona, said, earlier)
     if more is not None:
         return more
     # contractions and chat abbreviations read carefully; other words as typed, since a
     # thing the user names may be said back (shared/spelling.py)
-    earlier = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
     asked_how = bool(earlier) and earlier[-1] in render(persona, Match("how_are_you", 0.0))
     match = understand(
         spelling.unabbreviate(human.text), human.annotations, persona.favourites, asked_how

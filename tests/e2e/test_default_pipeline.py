@@ -65,6 +65,17 @@ def say(client: httpx.Client, text: str, user: str = "ann") -> dict[str, Any]:
     return answer
 
 
+def converse(client: httpx.Client, texts: list[str], user: str) -> tuple[list[dict[str, Any]], str]:
+    """Each text said in turn by ``user``: the answers, and the transcript a failing
+    assertion shows ("'hi' -> [greeting] 'Hi! ...'", a line a turn)."""
+    answers = [say(client, text, user=user) for text in texts]
+    shown = "\n".join(
+        f"{text!r} -> [{a['active_skill']}] {a['response']!r}"
+        for text, a in zip(texts, answers, strict=True)
+    )
+    return answers, shown
+
+
 def test_a_conversation_through_the_default_pipeline(
     agent: AgentFactory,
     services: Callable[[FastAPI], ServerThread],

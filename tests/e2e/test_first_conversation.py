@@ -22,7 +22,7 @@ from fastapi import FastAPI
 
 from shared.jokes import JOKES
 from tests.conftest import AgentFactory
-from tests.e2e.test_default_pipeline import say, shipped_pipeline
+from tests.e2e.test_default_pipeline import converse, say, shipped_pipeline
 from tests.support.servers import ServerThread
 
 MAX_FALLBACK_RATE = 0.30
@@ -140,11 +140,7 @@ def test_an_ordinary_first_conversation_falls_back_at_most_three_times(
 ) -> None:
     monkeypatch.delenv("LLM_BASE_URL", raising=False)  # as in `make run` without an endpoint
     client = agent(shipped_pipeline(services))
-    answers = [say(client, text, user="marta") for text, _, _ in ORDINARY]
-    shown = "\n".join(
-        f"{text!r} -> [{a['active_skill']}] {a['response']!r}"
-        for (text, _, _), a in zip(ORDINARY, answers, strict=True)
-    )
+    answers, shown = converse(client, [text for text, _, _ in ORDINARY], user="marta")
     (dialog,) = client.get("/api/user/marta").json()
     asked = [u for u in dialog["utterances"] if u["speaker"] == "human"]
 

@@ -21,7 +21,7 @@ from fastapi import FastAPI
 
 from shared.jokes import JOKES
 from tests.conftest import AgentFactory
-from tests.e2e.test_default_pipeline import say, shipped_pipeline
+from tests.e2e.test_default_pipeline import converse, say, shipped_pipeline
 from tests.support.servers import ServerThread
 
 #: (what the user says, the skill that must answer, the persona topic of the answer or "").
@@ -69,11 +69,7 @@ def human_turns(client: httpx.Client, user: str) -> list[dict[str, Any]]:
 def test_ordinary_questions_get_answers_on_their_topic_and_no_line_twice(
     bot: httpx.Client,
 ) -> None:
-    answers = [say(bot, text, user="tom") for text, _, _ in SCRIPT]
-    shown = "\n".join(
-        f"{text!r} -> [{a['active_skill']}] {a['response']!r}"
-        for (text, _, _), a in zip(SCRIPT, answers, strict=True)
-    )
+    answers, shown = converse(bot, [text for text, _, _ in SCRIPT], user="tom")
 
     asked = human_turns(bot, "tom")
     got = []
@@ -133,11 +129,7 @@ def test_a_first_conversation_typed_loosely_is_heard_by_its_cheap_skills(
     more, a name given after a word of assent and the name asked back, a greeting
     stretched and a goodbye after a clause (right after a joke: no laugh): none reaches
     the fallback."""
-    answers = [say(bot, text, user="dave") for text, _, _ in LOOSE]
-    shown = "\n".join(
-        f"{text!r} -> [{a['active_skill']}] {a['response']!r}"
-        for (text, _, _), a in zip(LOOSE, answers, strict=True)
-    )
+    answers, shown = converse(bot, [text for text, _, _ in LOOSE], user="dave")
     got = [(a["active_skill"], a["response"]) for a in answers]
     for (_, skill, words), (active, response) in zip(LOOSE, got, strict=True):
         assert active == skill and words in response, shown
