@@ -18,6 +18,11 @@ QUESTION_OR_BID = re.compile(
     r"|recommend|suggest|show|list|find|teach)\b"
     # a question after a clause of its own: "my tomato plants have yellow leaves, whats wrong"
     r"|[,;:]\s*(?:what|what's|whats|why|how|is|are|should|can|could|do|does)\s+\w+\s+\w+"
+    # a question tagged on at the end: "my monstera leaves keep going yellow, why", "my
+    # toddler wont sleep past 5am any tips"
+    r"|[,;:.!]\s*(?:but\s+)?(?:why|how\s+come)\W*$"
+    r"|(?:^\W*|[,;:.!]\s*|\s)(?:any|got\s+any)\s+(?:good\s+)?"
+    r"(?:tips|ideas|advice|suggestions|recommendations|recs)\W*$"
     # a question after a few words that only lead into it: "be honest is taylor swift
     # overrated", "ok so what do you do", "haha how did you know"
     r"|^\W*(?:(?:ok|okay|so|and|but|also|btw|lol|haha+|hmm+|well|right|oh|wait|hey|um+|uh+"

@@ -468,6 +468,8 @@ def test_a_short_opening_turn_nothing_reads_is_a_greeting() -> None:
     assert konnichiwa["method"] == "opening" and konnichiwa["confidence"] == 0.7
     assert later["intent"] is None and later["nearest"] == "farewell"
     assert what["method"] != "opening" and joke["intent"] is None
+    # a question in a few words is no greeting, whatever its words
+    assert [a["method"] for a in classify("fav colour??", "any good jokes?")] != ["opening"] * 2
     with ServiceClient(app) as client:
         (again,) = client.post(
             "/respond",
@@ -501,6 +503,24 @@ def test_a_greeting_with_a_question_or_a_want_of_its_own_further_in_is_not_sure(
         ("how_are_you", 1.0, ["greeting"]),
         ("greeting", 1.0, []),
         ("bot_identity", 1.0, ["greeting"]),
-        ("bot_identity", 1.0, ["greeting"]),
+        ("creator", 1.0, ["greeting"]),
         ("greeting", 1.0, []),
     ]
+
+
+def test_who_made_the_bot_is_its_own_intent() -> None:
+    """Who made, built, owns or runs the bot is asked in many words, and the FAQ has the
+    answer: its own intent (``creator``), which the FAQ's entry names. Who made a thing of
+    the user's is not."""
+    answers = classify(
+        "who built you then?",
+        "who programmed u",
+        "And who runs you, some company?",
+        "nice. whos behind this project anyway",
+        "which company made you?",
+        "who made this cake",
+        "who are you",
+    )
+    intents = [(a["intent"], a["confidence"]) for a in answers]
+    assert intents[:5] == [("creator", 1.0)] * 5, intents
+    assert [i for i, _ in intents[5:]] == [None, "bot_identity"], intents

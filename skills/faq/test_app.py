@@ -119,6 +119,19 @@ def test_a_turn_the_annotator_reads_as_asking_what_the_bot_can_do_gets_that_entr
     assert answers[3:] == [[], [], [], []]
 
 
+def test_who_made_the_bot_in_any_words_gets_the_entry_naming_that_intent(
+    client: ServiceClient,
+) -> None:
+    """ "who built u", "And who runs you, some company?" are far from "Who made you?" in
+    characters; the annotator reads them as ``creator`` and that entry names it."""
+    sure = {"intents": {"intent": "creator", "confidence": 1.0, "method": "pattern"}}
+    texts = ["who built u", "And who runs you, some company?"]
+    response = client.post("/respond", json={"dialogs": [view(t, annotations=sure) for t in texts]})
+    response.raise_for_status()
+    for found in response.json():
+        assert found and found[0]["faq_question"] == "Who made you?", found
+
+
 def test_a_faq_without_intents_answers_by_retrieval_alone(tmp_path: Path) -> None:
     """A deployment's own faq.json need not name intents: then no entry answers by the
     annotator's intent, and retrieval decides as before."""

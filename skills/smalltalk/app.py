@@ -412,6 +412,8 @@ def _respond(
     if joke is not None:
         return joke
     earlier = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
+    if jokes.asks_after_a_joke(spelling.unabbreviate(human.text), earlier):
+        return None  # "i dont get it lol", "something cleaner": no mood or nod answers it
     more = more_of_a_topic(dialog, persona, said, earlier)
     if more is not None:
         return more

@@ -31,6 +31,8 @@ ASKS = re.compile(
     r"|\b(?:got|know)\s+(?:any|a|another)\b[^.?!]*\bjokes?\b"
     r"|\b(?:want|need|wanna)\s+(?:to\s+hear\s+)?(?:a|another|some)\s+(?:\w+\s+)?jokes?\b"
     r"|^\W*(?:a\s+|another\s+|one\s+more\s+)?jokes?(?:\s+please|\s+pls)?\W*$"
+    # asked in a few words: "any good jokes?", "got any funny ones?" is a joke's only after one
+    r"|^\W*(?:ok(?:ay)?\W+|so\W+)?(?:got\s+)?any\s+(?:\w+\s+)?jokes?(?:\s+for\s+(?:me|us))?\W*$"
     r"|\bdo\s+(?:you|u)\s+(?:like|love|enjoy)\s+jokes\b"
     r"|\bjoke\s+(?:please|pls)\b|\bmake\s+me\s+(?:laugh|lol|giggle|chuckle)\b"
     # something funny asked for: "say sum funny", "got anything that'll make me giggle"
@@ -74,7 +76,9 @@ LAUGH = re.compile(
 #: joke"): the shipped jokes are about programming, so such a request is told one that
 #: seldom fits (its own calibration answer type, see skills/smalltalk/app.py).
 ON_A_SUBJECT = re.compile(
-    r"\b(?:jokes?|ones?|any|some)\s+(?:about|on|with|for)\s+\w|\bknock[\s-]*knock\b|\bpuns?\b", _I
+    r"\b(?:jokes?|ones?|any|some)\s+(?:about|on|with|for(?!\s+(?:me|us|you|u)\b))\s+\w"
+    r"|\bknock[\s-]*knock\b|\bpuns?\b",
+    _I,
 )
 #: The word between an article and "joke" names a kind of joke ("a dad joke") unless it is
 #: one of these ("a good joke").
@@ -84,7 +88,7 @@ _ANY_JOKE = frozenset(
         *("good", "funny", "your", "best", "favourite", "favorite", "great", "short"),
         *("quick", "new", "different", "bad", "really", "very", "super", "proper", "decent"),
         *("clean", "silly", "little", "nice", "fun", "random", "real", "actual", "cool"),
-        *("normal", "regular", "plain", "ordinary"),
+        *("normal", "regular", "plain", "ordinary", "old"),
     ]
 )
 #: Up to two words between an article and "joke" ("any good dad jokes"); after a joke,
@@ -148,13 +152,22 @@ def wanted(
 REACTION_WORDS = 6
 #: A reply that asks for something ("Now tell me one about penguins") is no reaction.
 _REQUEST = re.compile(r"\b(?:tell|give|say|show|make|write|explain|what|how|why)\b", _I)
+#: Right after a joke, a reply that asks about it or for something else: the joke not
+#: understood ("i dont get it lol", "didn't get that one"), something else asked for
+#: ("something cleaner", "anything less nerdy"). No laugh, and no line of small talk's,
+#: answers it: the LLM can explain or oblige.
+_ASKS_AFTER = re.compile(
+    r"\b(?:don'?t|do\s+not|didn'?t|did\s+not)\s+(?:\w+\s+)?(?:get|understand)\b"
+    r"|^\W*(?:\w+\W+)?(?:something|anything)\b",
+    _I,
+)
 
 
 #: Right after a joke: another of a kind asked for ("haha another knock knock one", "got
 #: any about football", "a plane joke?"), which no laugh answers.
 _OF_A_KIND = re.compile(
-    r"\b(?:another|any|some|one)\s+(?:[\w-]+\s+){0,3}?(?:ones?|jokes?)\b"
-    r"|\b(?:any|some|one|ones)\s+(?:about|on|with)\s+\w|\ba\s+(?:[\w-]+\s+){1,2}(?:one|joke)\b",
+    r"\b(?:another|any|some|one)\s+(?:[\w-]+\s+){0,3}?(?:ones?|jokes?|puns?)\b"
+    r"|\b(?:any|some|one|ones)\s+(?:about|on|with)\s+\w|\ba\s+(?:[\w-]+\s+){1,2}(?:one|joke|pun)\b",
     _I,
 )
 
@@ -165,10 +178,18 @@ def asks_of_a_kind(text: str) -> bool:
     return _OF_A_KIND.search(text) is not None and on_a_subject(text, after_joke=True)
 
 
+def asks_after_a_joke(text: str, bot_lines: list[str]) -> bool:
+    """Whether the user, right after the bot's joke, asks about it or for something else
+    (:data:`_ASKS_AFTER`), or for another of a kind (:func:`asks_of_a_kind`)."""
+    if not bot_lines or not is_joke(bot_lines[-1]):
+        return False
+    return _ASKS_AFTER.search(text) is not None or asks_of_a_kind(text)
+
+
 def laughs(text: str, bot_lines: list[str]) -> bool:
     """Whether the user reacts to the joke the bot just told: laughter, or a short word
     on it; not when the reply asks for another of a kind."""
-    if not bot_lines or not is_joke(bot_lines[-1]) or asks_of_a_kind(text):
+    if not bot_lines or not is_joke(bot_lines[-1]) or asks_after_a_joke(text, bot_lines):
         return False
     short = len(re.findall(r"\w+", text)) <= REACTION_WORDS and "?" not in text
     return bool(LAUGH.search(text)) or (short and not _REQUEST.search(text))

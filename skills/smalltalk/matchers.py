@@ -99,9 +99,10 @@ PATTERNS: tuple[tuple[Topic, re.Pattern[str]], ...] = (
         "favourite",
         re.compile(
             r"\b(?:what(?:'?s|\s+is|\s+are)\s+)?(?:your|you\s+have\s+an?|you\s+got\s+an?)"
-            r"\s+fav(?:ou?rite|e)?\s+([a-z]+)"
+            # "your all-time fave book", "your favrite movie" (its common misspellings)
+            r"\s+(?:all[\s-]+time\s+|very\s+|absolute\s+|top\s+)?fav(?:o?u?r?ite|e)?\s+([a-z]+)"
             # the same asked in a few words, the bot understood: "got a favourite colour?"
-            r"|^\W*(?:got\s+)?(?:an?\s+|any\s+)?fav(?:ou?rite|e)?\s+([a-z]+)\s*\?\s*$",
+            r"|^\W*(?:got\s+)?(?:an?\s+|any\s+)?fav(?:o?u?r?ite|e)?\s+([a-z]+)\s*\?+\s*$",
             _I,
         ),
     ),

@@ -117,6 +117,24 @@ def test_favourite_things_from_the_persona(client: ServiceClient) -> None:
     assert FILE_PERSONA.favourites["food"] in food[0]["text"]
 
 
+@pytest.mark.parametrize(
+    ("text", "thing"),
+    [
+        ("whats your all time fave book", "book"),
+        ("do u have a favrite movie", "movie"),
+        ("fav colour??", "color"),
+    ],
+)
+def test_a_favourite_asked_as_people_type_it_gets_the_persona_s(
+    client: ServiceClient, text: str, thing: str
+) -> None:
+    """ "all time" before the favourite, its common misspellings and a doubled question mark
+    are still the question the persona has a line for."""
+    ((answer,),) = ask(client, dialog(text))
+    assert answer["smalltalk_topic"] == "favourite", answer
+    assert FILE_PERSONA.favourites[thing] in answer["text"]
+
+
 def test_a_favourite_asked_in_other_words_gets_the_persona_s(client: ServiceClient) -> None:
     """A favourite asked in a few words ("got a favourite colour?"), as which of a kind
     the bot likes ("which season do you like best?", "what kind of books do you like?") or
@@ -330,6 +348,7 @@ def test_gladness_is_only_for_what_the_user_says_of_themselves(client: ServiceCl
         ("How do you feel about modern art?", "modern art"),
         ("are you into chess", "chess"),
         ("What's your opinion on my haircut?", "your haircut"),
+        ("u like taylor swift?", "taylor swift"),  # the auxiliary dropped as people type
     ],
 )
 def test_an_opinion_on_a_thing_it_has_nothing_on_is_honest_and_names_it(
@@ -399,15 +418,19 @@ def test_stays_silent_off_topic(client: ServiceClient) -> None:
 
 
 def test_what_the_user_tells_of_themselves_gets_interest(client: ServiceClient) -> None:
-    told, named, asked = ask(
+    """A statement of the user's own gets interest; a name, a question and a question
+    tagged on at the end ("..., why", "... any tips") do not."""
+    told, named, asked, why, tips = ask(
         client,
         dialog("my favourite color is blue"),
         dialog("I'm Sam"),  # a name: the greeting skill's
         dialog("my tomato plants have yellow leaves, what's wrong with them?"),
+        dialog("my monstera leaves keep going yellow, why"),
+        dialog("my toddler wont sleep past 5am any tips"),
     )
     assert told[0]["smalltalk_topic"] == "about_user"
     assert told[0]["text"] in FILE_LINES.about_user
-    assert named == asked == []
+    assert named == asked == why == tips == []
 
 
 def test_health_and_bad_body(client: ServiceClient) -> None:

@@ -69,6 +69,9 @@ def test_no_joke_told_is_one_the_toxicity_annotator_flags(client: ServiceClient)
         "cheer me up w something funny pls",
         "got anything to make me smile",
         "ok just a normal joke then",  # plain, after one of a kind
+        "any good jokes?",
+        "got any good jokes for me",  # for the asker: no subject
+        "ok just tell me any old joke",
     ],
 )
 def test_ways_to_ask_for_a_joke(client: ServiceClient, text: str) -> None:
@@ -221,3 +224,18 @@ def test_a_goodbye_right_after_a_joke_is_no_laugh(client: ServiceClient) -> None
     (after_bye,) = ask(client, view("tell me a joke", joke, "aight im out, later", annotations=bye))
     assert laugh["smalltalk_topic"] == "laughed"
     assert [a.get("smalltalk_topic") for a in after_bye] != ["laughed"], after_bye
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["i dont get it lol", "didn't understand that one", "something cleaner", "now a cheese pun"],
+)
+def test_a_joke_not_understood_or_something_else_asked_for_gets_no_line(
+    client: ServiceClient, text: str
+) -> None:
+    """Right after a joke, a few words that say it was not understood or ask for something
+    else are no laugh ("Ha! Want another one?") and no mood to answer ("i dont get it lol"
+    read as bad news got "I'm sorry to hear that"): small talk leaves them to the LLM."""
+    joke = JOKES[0]
+    (answer,) = ask(client, view("tell me a joke", joke, text))
+    assert answer == [], answer
