@@ -902,13 +902,25 @@ def may_answer_by_reading(text: str, annotations: Mapping[str, Any]) -> bool:
     return maybe is None or not is_common_word(maybe.group(1))
 
 
-def by_reading(text: str, annotations: Mapping[str, Any]) -> SkillHypothesis | None:
+def asked_how_before(dialog: DialogView) -> bool:
+    """Whether the user's turn before this one asked how the bot is ("hi how are you"),
+    which the script answered with its name question: the reply may say how the user is
+    instead ("im ok i guess"), which is small talk's."""
+    humans = [u for u in dialog.utterances[:-1] if u.speaker == "human"]
+    return bool(humans) and reading.sure_intent(humans[-1].annotations) == "how_are_you"
+
+
+def by_reading(
+    text: str, annotations: Mapping[str, Any], asked_how: bool = False
+) -> SkillHypothesis | None:
     """Right after the script asked the user's name, a reply none of its patterns read,
     when the turn's reading is sure it is the greeting's (:func:`shared.reading.
     reply_by_reading`) and the intents annotator reads no other intent in it: the name,
     if a first name of some language is in it (:func:`name_anywhere`: "Haruto desu",
     "Ines from Porto"); else a dodge ("not really in the mood for names", "nah skip
-    that"), answered with why the bot asks. The confidence is the reading's probability,
+    that"), answered with why the bot asks; not after the user asked how the bot is
+    (``asked_how``), where a reply with no name says how the user is. The confidence is
+    the reading's probability,
     already a chance fitted on labelled turns (no curve of its own); ``routing`` says so
     for the inspector (``kind`` ``by_reading``)."""
     if not may_answer_by_reading(text, annotations):
@@ -917,6 +929,8 @@ def by_reading(text: str, annotations: Mapping[str, Any]) -> SkillHypothesis | N
     if chance is None:
         return None
     name = name_anywhere(spelling.unabbreviate(text))
+    if name is None and asked_how:
+        return None  # no name, after "how are you?" answered: how the user is, small talk's
     named = f"Nice to meet you, {name}! {TOPIC_QUESTION}"
     return _read(chance, name, named, WHY_ASK_LINE, {"greeting_stage": "done"})
 
@@ -1002,7 +1016,7 @@ async def greet(dialog: DialogView) -> list[SkillHypothesis]:
     )
     if hypothesis is None and said and asked and replies_to_name_question(dialog):
         # a reply to the name question no pattern read: the reading may still say
-        hypothesis = by_reading(human.text, human.annotations)
+        hypothesis = by_reading(human.text, human.annotations, asked_how_before(dialog))
     if hypothesis is None and not said:
         # an opening turn no pattern read: the reading may still say it greets
         hypothesis = opens_by_reading(human.text, human.annotations)

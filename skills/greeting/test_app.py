@@ -612,6 +612,22 @@ def test_a_reply_to_the_name_question_the_reading_is_sure_of_is_the_greetings() 
     assert silent == [[], [], [], []]
 
 
+def test_after_how_are_you_a_reply_with_no_name_is_not_the_greetings_by_reading() -> None:
+    """ "hi how are you" got the name question with the script's "I'm doing well"; "im ok i
+    guess" then says how the user is, which small talk answers: the greeting says no
+    "Just so I know what to call you" there, though the reading finds it the greeting's.
+    A name in such a reply is still taken."""
+    asked_how = {"intents": {"intent": "how_are_you", "confidence": 1.0, "method": "pattern"}}
+    dialogs = [replied("im ok i guess"), replied("im ok i guess"), replied("oskar is the name")]
+    for dialog in dialogs[1:]:
+        dialog["utterances"][0]["annotations"] = asked_how
+    with ServiceClient(app) as client:
+        plain, how, named = client.post("/respond", json={"dialogs": dialogs}).json()
+    assert [h["text"] for h in plain] == [WHY_ASK_LINE]
+    assert how == []
+    assert named[0]["human_attributes"]["name"] == "Oskar"
+
+
 def test_an_opening_turn_the_reading_is_sure_of_opens_the_script() -> None:
     """ "heyo bot" opens a conversation: no pattern of the script reads it, and the
     intents annotator reads no intent in it (its "bot" is nearest the bot-identity

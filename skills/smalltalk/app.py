@@ -404,6 +404,22 @@ def more_of_a_topic(
     return None
 
 
+def greeted_how_asked(dialog: DialogView) -> bool:
+    """Whether the user's turn before this one asked how the bot is ("hi how are you") and
+    the greeting answered it ("Hi! I'm doing well, thanks. I'm Chorus. What's your
+    name?"): people tell how they are next ("ya not bad", "im ok i guess") as often as
+    their name, and a reply that says how they are is small talk's, as after its own
+    "How are you?"."""
+    last = dialog.bot_utterance
+    humans = [u for u in dialog.utterances[:-1] if u.speaker == "human"]
+    return (
+        last is not None
+        and last.active_skill == "greeting"
+        and bool(humans)
+        and reading.sure_intent(humans[-1].annotations) == "how_are_you"
+    )
+
+
 def _respond(
     dialog: DialogView, persona: Persona, store: bool, said: list[str]
 ) -> SkillHypothesis | None:
@@ -419,7 +435,9 @@ def _respond(
         return more
     # contractions and chat abbreviations read carefully; other words as typed, since a
     # thing the user names may be said back (shared/spelling.py)
-    asked_how = bool(earlier) and earlier[-1] in render(persona, Match("how_are_you", 0.0))
+    asked_how = bool(earlier) and (
+        earlier[-1] in render(persona, Match("how_are_you", 0.0)) or greeted_how_asked(dialog)
+    )
     match = understand(
         spelling.unabbreviate(human.text), human.annotations, persona.favourites, asked_how
     )

@@ -270,6 +270,30 @@ def test_a_short_reply_to_how_are_you_says_how_the_user_is() -> None:
     assert not [h for h in unasked if h.get("smalltalk_topic") == "doing_well"]
 
 
+def test_how_the_user_is_after_the_greeting_answered_how_are_you_is_small_talk_s() -> None:
+    """ "hi how are you" is answered by the greeting, which asks the name ("Hi! I'm doing
+    well, thanks. I'm Chorus. What's your name?"); people often say how they are next. A
+    reply with a feeling in it gets small talk's line for it there, as after its own "How
+    are you?"; after the greeting's plain name question ("hi") it does not."""
+    asked = {"intents": {"intent": "how_are_you", "confidence": 1.0, "method": "pattern"}}
+    greeted_how = "Hi! I'm doing well, thanks. I'm Chorus. What's your name?"
+
+    def after(opener: str, line: str, annotations: dict[str, Any]) -> dict[str, Any]:
+        built = dialog(opener, line, "ya not bad", annotations=mood_of(0.43))
+        built["utterances"][0]["annotations"] = annotations
+        built["utterances"][1]["active_skill"] = "greeting"
+        return built
+
+    with ServiceClient(app) as client:
+        told, plain = ask(
+            client,
+            after("hi how are you", greeted_how, asked),
+            after("hi", "Hi! I'm Chorus. What's your name?", {}),
+        )
+    assert told and told[0]["smalltalk_topic"] == "doing_well", told
+    assert not [h for h in plain if h.get("smalltalk_topic") == "doing_well"], plain
+
+
 def test_a_goodbye_read_by_likeness_is_its_own_answer_type() -> None:
     """An utterance the intents annotator finds most like a goodbye, under its floor, gets
     the farewell line as ``farewell_by_likeness``, calibrated apart; a question, a bad
