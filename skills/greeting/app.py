@@ -501,7 +501,12 @@ LET_GO_LINE = "That's fine, no name needed. What would you like to talk about?"
 #: mood in it does not make it small talk's.
 _KEEPS_IT = re.compile(
     r"\b(?:(?:i'?d|i\s+would)\s+rather\s+not|prefer\s+not|not\s+(?:telling|saying|sharing)"
-    r"|won'?t\s+(?:tell|say|share)|pass\s+on\s+(?:the|my)\s+name|keep\s+(?:it|that|my\s+name)\s+to\s+myself)\b",
+    r"|won'?t\s+(?:tell|say|share)|pass\s+on\s+(?:the|my)\s+name|keep\s+(?:it|that|my\s+name)\s+to\s+myself)\b"
+    # "Rather not, it's a work account", "I'd prefer to stay anonymous", "dont really want to
+    # say", "do i have to say"
+    r"|^\W*rather\s+not\b|\b(?:stay|remain|be)\s+anonymous\b"
+    r"|\b(?:don'?t|do\s+not)\s+(?:really\s+)?(?:want|wanna|need)\s+to\s+(?:say|tell|share|give)\b"
+    r"|^\W*(?:do|must)\s+i\s+have\s+to\s+(?:say|tell|share)(?:\s+(?:you|u))?\W*$",
     re.I,
 )
 

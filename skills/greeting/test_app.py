@@ -392,6 +392,10 @@ def test_names_given_as_names_and_the_question_why_after_asking() -> None:
         "ok, I'd rather not share it",
         "I'll pass on the name, thanks",
         "not telling u lol",
+        "Rather not, it's a work account",
+        "I'd prefer to stay anonymous for now",
+        "dont really want to say",
+        "do i have to say",
     ):
         (why,) = ask(
             "Hello!", "Hi! I'm Chorus. What's your name?", dodge, greeting_stage="asked_name"
