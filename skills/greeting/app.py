@@ -34,6 +34,9 @@ _SAYS_NAME = re.compile(
     rf"(?:\b|^)(my name is|my name's|(?:the )?name's|call me|you can call me|i go by)\s+{_WORD}",
     re.I,
 )
+#: An initial for a name, after a phrase that only introduces one: "you can call me J",
+#: "just call me K." (a capital letter alone, ending the clause).
+_INITIAL = re.compile(r"(?i:\b(?:call\s+me|i\s+go\s+by))\s+([A-Z])\.?\s*(?:[,.!;:)]|$)")
 #: "Ingrid's my name", "Ingrid is my name": the name before the phrase that says it is one.
 _NAME_IS_MINE = re.compile(rf"^\W*{_WORD}(?:'s|\s+is)\s+my\s+name\b", re.I)
 #: "Marta here", "Callum then": a bare reply with a word that only places it, which
@@ -237,7 +240,8 @@ def uncapitalised(text: str) -> str:
 def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> str | None:
     """The name the user gives, if they give one.
 
-    "My name is Ann" always does; "call me Ann" too, but not "call me later"; "I go by Lu"
+    "My name is Ann" always does; "call me Ann" too (and "call me J", an initial), but not
+    "call me later"; "I go by Lu"
     when the name is capitalised ("I go by bus" is not one). "I'm Ann"
     does only while no name is known, when "Ann" ends the clause ("I'm from Berlin", "I'm
     feeling sad" do not) and is capitalised, or right after the bot asked (``bare_word_ok``,
@@ -246,6 +250,9 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
     "Nope" are not names. A reply that asks something back ("Ann?", "Why?") gives none.
     """
     text = uncapitalised(text.replace("\u2019", "'").strip())
+    initial = _INITIAL.search(text)
+    if initial:
+        return initial.group(1)
     says = _SAYS_NAME.search(text)
     if says:
         word, phrase = says.group(2), says.group(1).lower()

@@ -382,6 +382,9 @@ def test_names_given_as_names_and_the_question_why_after_asking() -> None:
         (given,) = ask(said)
         assert given["human_attributes"] == {"name": name, "greeting_stage": "done"}, said
     assert ask("I go by bus") == []  # a name after "go by" is capitalised
+    (initial,) = ask("you can call me J")  # an initial for a name
+    assert initial["human_attributes"] == {"name": "J", "greeting_stage": "done"}
+    assert not extract_name("call me a taxi", bare_word_ok=True)
     (jess,) = ask("ok fine its Jess")  # after a word that opens the reply
     assert jess["human_attributes"] == {"name": "Jess", "greeting_stage": "done"}
     for dodge in (
