@@ -129,6 +129,16 @@ def test_openings_typed_loosely_greet_with_their_usual_company() -> None:
     assert [a["intent"] for a in elsewhere] == [None, None, None]
 
 
+def test_how_the_bot_is_asked_in_everyday_words() -> None:
+    """ "how ru", "how's your evening going?", "having a good day?" and "you good?" ask how
+    the bot is; "you good at maths?" asks something else."""
+    asked = classify(
+        "how ru", "how's your evening going?", "having a good day?", "evening chorus, you good?"
+    )
+    assert [a["intent"] for a in asked] == ["how_are_you"] * 4
+    assert classify("you good at maths?")[0]["intent"] != "how_are_you"
+
+
 def later(text: str) -> dict[str, Any]:
     """The annotation of ``text`` said after the bot's first line (not an opening turn)."""
     with ServiceClient(app) as client:

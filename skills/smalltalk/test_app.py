@@ -370,7 +370,7 @@ def test_gladness_is_only_for_what_the_user_says_of_themselves(client: ServiceCl
         ("Do you like gardening?", "gardening"),
         ("What do you think about cars?", "cars"),
         ("How do you feel about modern art?", "modern art"),
-        ("are you into chess", "chess"),
+        ("are you into knitting", "knitting"),
         ("What's your opinion on my haircut?", "your haircut"),
         ("u like taylor swift?", "taylor swift"),  # the auxiliary dropped as people type
     ],

@@ -26,6 +26,10 @@ ON_TOPIC = [
     ("r u a girl or a boy", "nature"),
     ("u ever dream?", "nature"),
     ("Where are you located?", "home"),
+    ("do u ever play computer games", "games"),
+    ("are you any good at chess?", "games"),
+    ("so what do you get up to all day", "days"),
+    ("do you have friends you talk to?", "days"),
 ]
 #: Questions on none of the topics: a line about pets or music would be about something else.
 OFF_TOPIC = [
@@ -35,6 +39,7 @@ OFF_TOPIC = [
     "Who won the world cup?",
     "What is 2 plus 2?",
     "Where are my dialogs stored?",
+    "who won the chess world championship",
 ]
 
 
