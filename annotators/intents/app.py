@@ -452,8 +452,6 @@ def short_opening(text: str, found: Intent) -> Intent | None:
         return None  # near another intent's examples ("later!" is most like a goodbye)
     if _ASKS_OR_BIDS.search(text) or _PLEASE.search(text):
         return None
-    if len(words) > 1 and text.rstrip().endswith("?"):
-        return None  # a question in a few words ("fav colour??", "any good jokes?")
     return Intent(
         intent="greeting",
         confidence=OPENING_CONFIDENCE,

@@ -478,8 +478,6 @@ def test_a_short_opening_turn_nothing_reads_is_a_greeting() -> None:
     assert konnichiwa["method"] == "opening" and konnichiwa["confidence"] == 0.7
     assert later["intent"] is None and later["nearest"] == "farewell"
     assert what["method"] != "opening" and joke["intent"] is None
-    # a question in a few words is no greeting, whatever its words
-    assert [a["method"] for a in classify("fav colour??", "any good jokes?")] != ["opening"] * 2
     with ServiceClient(app) as client:
         (again,) = client.post(
             "/respond",
