@@ -1,6 +1,6 @@
 """Fits the skills' confidence curves (``shared/calibration.json``) and the turn's reading
 (``shared/reading.json``) on the training sets, dev, train, train2, train3, train4, train5,
-train6, train7, train8, train9, train10, train11, train12, train13 and train14.
+train6, train7, train8, train9, train10, train11, train12, train13, train14 and train15.
 
 Runs the sets' conversations through the shipped pipeline without the LLM and without any
 calibration (``SKILL_CALIBRATION=off``: every skill's raw score, and the answers a curve
@@ -17,7 +17,7 @@ Every conversation of the sets is used: what the curves are worth on conversatio
 never saw is estimated by ``--folds`` and ``--across`` (below), and measured on the
 held-out sets.
 
-    .venv/bin/python -m bench.calibrate                # the fifteen training sets -> shared/*.json
+    .venv/bin/python -m bench.calibrate                # the sixteen training sets -> shared/*.json
     .venv/bin/python -m bench.calibrate --set my.jsonl --out /tmp/mine.json
     .venv/bin/python -m bench.calibrate --folds 5      # the out-of-sample estimate, no file
     .venv/bin/python -m bench.calibrate --folds 5 --noise 0.5   # the same, typed carelessly
@@ -42,6 +42,8 @@ held-out sets.
     .venv/bin/python -m bench.calibrate --set dev+train+...+train13 train14 --across
                                                        # the fifteenth, blind after them
                                                        # ("..." being train2 to train12)
+    .venv/bin/python -m bench.calibrate --set dev+train+...+train14 train15 --across
+                                                       # the sixteenth, unusual voices, blind
     .venv/bin/python -m bench.calibrate --folds 5 --misses  # ... and list what went wrong
     .venv/bin/python -m bench.calibrate --turns bench/results/calibrate-dev.json \
         bench/results/calibrate-train.json           # replay saved runs: no new run

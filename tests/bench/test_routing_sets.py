@@ -72,8 +72,9 @@ class Conversation(BaseModel):
 #: once ``fresh9`` had been run many times, and ``fresh11`` a thirteenth, ordinary too,
 #: once ``fresh10`` had been run many times; ``train``, ``train2``, ``train3``,
 #: ``train4``, ``train5``, ``train6``, ``train7``, ``train8``, ``train9``, ``train10``,
-#: ``train11``, ``train12``, ``train13`` and ``train14`` (the last nine in ordinary voices,
-#: each written blind) are more sets to fit on, beside dev
+#: ``train11``, ``train12``, ``train13``, ``train14`` (train6 to train14 in ordinary voices,
+#: each written blind) and ``train15`` (unusual voices, written blind) are more sets to fit
+#: on, beside dev
 MINIMUMS = {
     "dev": ("dev-", 420),
     "holdout": ("holdout-", 220),
@@ -102,8 +103,9 @@ MINIMUMS = {
     "train12": ("train12-", 620),
     "train13": ("train13-", 620),
     "train14": ("train14-", 620),
+    "train15": ("train15-", 620),
 }
-#: Every set of the folder: the twenty-seven above and ``typed``, the careless-typing set, which
+#: Every set of the folder: the twenty-eight above and ``typed``, the careless-typing set, which
 #: keeps no size or mix of the issue's (README.md there).
 ALL_SETS = [*sorted(MINIMUMS), "typed"]
 
@@ -196,6 +198,9 @@ EARLIER: dict[str, list[str]] = {
     # written blind, in ordinary voices, and fitted on only once written: none of any
     # other set
     "train14": [name for name in ALL_SETS if name != "train14"],
+    # written blind, in unusual voices and many languages, and fitted on only once
+    # written: none of any other set
+    "train15": [name for name in ALL_SETS if name != "train15"],
 }
 
 
