@@ -35,6 +35,8 @@ a curve can learn: each is in the turn's grammar, read here:
 - the bot set beside something else, asked ("are you smarter than siri?", "How are you
   different from a search engine?"): knowledge of the other thing, which silences every
   answer of small talk, its patterns' too ("how are you" is not asked there);
+- something of the user's that does not work ("my laptop wont turn on"), which asks for
+  help however it is said;
 - :func:`follows_up`: right after the LLM's answer, a question that does not address the
   bot ("biggest city?");
 - :func:`narrows`: right after the LLM's answer, a fragment that narrows what the user
@@ -221,6 +223,18 @@ _MAKER = re.compile(
     _I,
 )
 
+#: Something of the user's that does not work ("my laptop wont turn on", "my phone keeps
+#: saying storage full", "tried counting sheep, doesnt work"): help is wanted, which no
+#: line of interest or sympathy gives. Not a person's trouble ("cant sleep", "she stopped
+#: eating"), which small talk's sympathy fits.
+_TROUBLE = re.compile(
+    r"\b(?:won'?t|wont|doesn'?t|doesnt|does\s+not|isn'?t|isnt|is\s+not|can'?t|cant)\s+(?:\w+\s+)?"
+    r"(?:turn(?:ing)?\s+on|charg\w*|load\w*|boot\w*|connect\w*|start\w*|open\w*|work(?:ing|s)?)\b"
+    r"|\bkeeps?\s+(?:crash|freez|drop|say|show|restart|flash|beep|disconnect|buffer)\w*"
+    r"|\b(?:stopped|stops)\s+working\b|\bnot\s+working\b",
+    _I,
+)
+
 #: A fragment narrowing a request: an indefinite pronoun ("something funnier", "one
 #: without nuts"), a comparative ("less apologetic", "more chill ones"), "not too ...", or
 #: a conjunction adding to the request ("and a dessert...", "but like nutritionally"),
@@ -240,6 +254,7 @@ Beyond = Literal[
     "asks_the_maker",
     "narrows",
     "imagines",
+    "reports_trouble",
     "compares",
     "follows_up",
     "introduces",
@@ -320,6 +335,8 @@ def beyond_small_talk(text: str, after_llm: bool = False) -> Beyond | None:
         return "requests"
     if _HYPOTHETICAL.search(text):
         return "imagines"
+    if _TROUBLE.search(text):
+        return "reports_trouble"
     if after_llm and narrows(text):
         return "narrows"
     if after_llm and follows_up(text):

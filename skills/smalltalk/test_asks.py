@@ -53,6 +53,9 @@ from skills.smalltalk.asks import beyond_small_talk
         ("Good thanks. I'm Aisha", "introduces"),
         ("I'm good too, thanks! I'm Olivia", "introduces"),
         ("its Ty lol", "introduces"),
+        # something of the user's that does not work: help wanted
+        ("my laptop wont turn on", "reports_trouble"),
+        ("the printer keeps crashing lol", "reports_trouble"),
     ],
 )
 def test_turns_only_the_llm_has_an_answer_for(text: str, beyond: str) -> None:
@@ -92,6 +95,8 @@ def test_turns_only_the_llm_has_an_answer_for(text: str, beyond: str) -> None:
         "what's it like being a bot",
         "is anyone there?",
         "who is this",
+        "cant sleep, its 3am",  # a person's trouble: sympathy fits
+        "she stopped eating two days ago",
     ],
 )
 def test_small_talk_s_own_turns_are_not(text: str) -> None:
