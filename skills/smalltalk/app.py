@@ -199,7 +199,13 @@ class TopicHypothesis(SkillHypothesis):
 
 def from_topics(dialog: DialogView, persona: Persona, said: list[str]) -> TopicHypothesis | None:
     """The persona's line on the topic closest in meaning, one not said lately."""
-    found = topics.closest(spelling.normalise(dialog.human_utterance.text), persona.topics)
+    typed = dialog.human_utterance.text
+    asked = asks_something(typed) or unread.bids(typed)
+    found = topics.closest(
+        spelling.normalise(typed),
+        persona.topics,
+        topics.ASKED_FROM if asked else topics.THRESHOLD,
+    )
     if found is None:
         return None
     name, similarity = found

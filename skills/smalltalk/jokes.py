@@ -47,11 +47,11 @@ ASKS = re.compile(
     _I,
 )
 #: "Another one?", "One more!", "haha, more please", "again", "ok that's good, another!",
-#: "go on one more": a joke only after a joke.
+#: "go on one more", "another 1": a joke only after a joke.
 MORE = re.compile(
     r"^\W*(?:[^?]{0,40}?[,!.]\s*)?(?:(?:ha(?:ha)*|lol|lmao|nice|good\s+one|ok(?:ay)?|funny)\W+)*"
     r"(?:(?:go\s+on\W+(?:then\W+)?(?:do\s+)?|tell\s+me\s+|give\s+me\s+|how\s+about\s+|and\s+)?"
-    r"(?:another(?:\s+one)?|one\s+more|more|again|(?:some|any)\s+more)"
+    r"(?:another(?:\s+(?:one|1))?|(?:one|1)\s+more|more|again|(?:some|any)\s+more)"
     r"|(?:tell|say)\s+(?:it|one)\s+again)(?:\s+please|\s+pls)?\W*$",
     _I,
 )

@@ -97,7 +97,14 @@ def test_what_is_not_a_request_for_a_joke(client: ServiceClient, text: str) -> N
 
 @pytest.mark.parametrize(
     "more",
-    ["Another one?", "one more", "Haha, another!", "More please", "Ha! Give me another one"],
+    [
+        "Another one?",
+        "one more",
+        "Haha, another!",
+        "More please",
+        "Ha! Give me another one",
+        "another 1",
+    ],
 )
 def test_another_one_after_a_joke_gets_another_joke(client: ServiceClient, more: str) -> None:
     ((first,),) = ask(client, view("Tell me a joke"))

@@ -4,8 +4,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from agent.sdk import DialogView
 from agent.sdk.testing import view
-from skills.smalltalk.app import RECENT, app
+from skills.smalltalk.app import RECENT, app, from_topics
 from skills.smalltalk.persona import FILE_PERSONA
 from skills.smalltalk.topics import TopicSpec, closest
 
@@ -110,3 +111,18 @@ def test_another_after_a_fun_fact_gets_another_fact_and_after_other_lines_none()
         assert answer is not None and answer["topic"] == "facts", answer
         assert answer["text"] in FILE_PERSONA.topics["facts"].lines and answer["text"] != fact
     assert after_home is None or after_home.get("topic") != "home", after_home
+
+
+def test_a_question_in_peoples_own_words_is_offered_a_little_further_out() -> None:
+    """ "ever tried baking?" and "fun fact pls" fall just under the topic's threshold in
+    meaning; asked (a question, a bid), the skill offers the topic's line, for the topic's
+    curve to weigh. A statement as near is the user's own news ("I really love old films!"
+    is near "what movies do you watch"), and no line about the bot is offered for it."""
+
+    def offered(text: str) -> str | None:
+        dialog = DialogView.model_validate(view(text))
+        found = from_topics(dialog, FILE_PERSONA, [])
+        return found.topic if found is not None else None
+
+    assert [offered("ever tried baking?"), offered("fun fact pls")] == ["cooking", "facts"]
+    assert offered("I really love old films!") is None

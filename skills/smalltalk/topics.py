@@ -21,9 +21,14 @@ from shared import meaning
 
 #: Lowest meaning similarity to a topic's nearest example that answers: paraphrases of an
 #: example score 0.7 and up ("Where would you like to go on vacation?" ~ "where would you
-#: like to travel" 0.84), questions on other things below ("What's the weather like in
-#: Paris?" ~ "have you ever been to paris" 0.55).
+#: like to travel" 0.84), questions on other things far below ("what is the capital of
+#: france" 0.27, "is it going to rain" 0.10).
 THRESHOLD = 0.55
+#: ... for a question or a bid: people's own wording of an example's question falls just
+#: under (“any good at baking?” ~ "do you bake" 0.53, "fun fact pls" ~ "tell me a fun fact"
+#: 0.55), while a statement that near is the user's own news ("I really love old films!"
+#: is near "what movies do you watch"), which a line about the bot does not answer.
+ASKED_FROM = 0.5
 
 
 class TopicSpec(BaseModel):
@@ -42,9 +47,11 @@ def _index(examples: tuple[tuple[str, str], ...]) -> tuple[list[str], np.ndarray
     return [topic for topic, _ in examples], meaning.embed([text for _, text in examples])
 
 
-def closest(text: str, topics: Mapping[str, TopicSpec]) -> tuple[str, float] | None:
+def closest(
+    text: str, topics: Mapping[str, TopicSpec], threshold: float = THRESHOLD
+) -> tuple[str, float] | None:
     """The topic whose example is nearest in meaning to ``text`` and the similarity, or
-    None below :data:`THRESHOLD`."""
+    None below ``threshold`` (:data:`ASKED_FROM` for a question or a bid)."""
     pairs = tuple((name, example) for name, spec in topics.items() for example in spec.examples)
     if not pairs or not text.strip():
         return None
@@ -52,4 +59,4 @@ def closest(text: str, topics: Mapping[str, TopicSpec]) -> tuple[str, float] | N
     similarities = meaning.similarities(text, rows)
     best = int(similarities.argmax())
     similarity = float(similarities[best])
-    return (labels[best], similarity) if similarity >= THRESHOLD else None
+    return (labels[best], similarity) if similarity >= threshold else None

@@ -124,6 +124,13 @@ def mostly_english(text: str) -> bool:
 
 #: A bid for something, however glad.
 _PLEASE = re.compile(r"\b(?:please|pls|plz)\b", re.IGNORECASE)
+
+
+def bids(text: str) -> bool:
+    """Whether ``text`` asks for something politely ("fun fact pls", "shorter, please")."""
+    return _PLEASE.search(text) is not None
+
+
 #: A reaction is this short ("haha brilliant", "nice one", "cool cool").
 REACTION_WORDS = 4
 #: ... and at least this much of it is the sentiment annotator's positive words (VADER's
