@@ -478,6 +478,8 @@ def test_a_short_opening_turn_nothing_reads_is_a_greeting() -> None:
     assert konnichiwa["method"] == "opening" and konnichiwa["confidence"] == 0.7
     assert later["intent"] is None and later["nearest"] == "farewell"
     assert what["method"] != "opening" and joke["intent"] is None
+    # nothing to thank for yet: an opener only like a thank-you in words greets
+    assert [a["intent"] for a in classify("oi mate", "g'day mate")] == ["greeting", "greeting"]
     with ServiceClient(app) as client:
         (again,) = client.post(
             "/respond",

@@ -247,7 +247,8 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
     feeling sad" do not) and is capitalised, or right after the bot asked (``bare_word_ok``,
     when a bare "Ann" does too). After asking, a lowercase "i'm ..." or a bare word is a name
     only when it is not a common word (:func:`is_common_word`): "Thanks!", "Cool", "Why?" and
-    "Nope" are not names. A reply that asks something back ("Ann?", "Why?") gives none.
+    "Nope" are not names. A reply that asks something back ("Ann?", "Why?"), or any
+    question ("how much fuel a Bajaj Boxer uses"), gives none by its bare words.
     """
     text = uncapitalised(text.replace("\u2019", "'").strip())
     initial = _INITIAL.search(text)
@@ -283,7 +284,8 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
     placed = _PLACED.search(text) if bare_word_ok else None
     if placed and not is_common_word(placed.group(1)):
         return _name(placed.group(1))
-    if bare_word_ok and not text.endswith("?"):
+    if bare_word_ok and not text.endswith("?") and not asks(spelling.normalise(text)):
+        # a question gives no name ("how much fuel a Bajaj Boxer uses for 100km")
         words = re.findall(r"[A-Za-zÀ-ÿ'-]{2,30}|\S+", text.rstrip(".!"))
         if len(words) == 1 and re.fullmatch(_WORD, words[0]) and reads_as_name(words[0]):
             return _name(words[0])
@@ -583,6 +585,9 @@ _ASKS_BACK = re.compile(
     r"|was|can|could|would|will|should|must)\b",
     re.IGNORECASE,
 )
+#: Questions of place, time or choice ask about the world, not about the name question
+#: ("where do the operators see it"), whatever "it" they hold.
+_ASKS_ELSEWHERE = re.compile(r"^\W*(?:where|when|which|whose)\b", re.IGNORECASE)
 #: VADER's negations, as typed with or without their apostrophe.
 _NEGATIONS = frozenset(n.replace("'", "") for n in NEGATE)
 
@@ -602,7 +607,7 @@ def declines_by_shape(text: str) -> float | None:
         return None  # how the user is, asked back ("gut, danke! and you?"); a name in it
     own = {w.split("'")[0] for w in words} - ENGLISH_STOP_WORDS - _THE_QUESTIONS_WORDS
     if _ASKS_BACK.search(text):
-        if not _POINTS_AT_THE_QUESTION.search(text):
+        if not _POINTS_AT_THE_QUESTION.search(text) or _ASKS_ELSEWHERE.search(text):
             return None  # "who is this", "what should I name my puppy?": not about the question
         if len(own) <= 1:
             return SHAPE_SCORES["asks_back"]

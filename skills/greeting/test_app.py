@@ -707,6 +707,7 @@ def test_a_question_back_or_a_refusal_is_read_by_its_shape(reply: str, raw: floa
         "gut, danke! and you?",
         "what should I get my sister for her 30th?",
         "not great to be honest",
+        "where do the operators see it",  # a question of place: about the world
     ],
 )
 def test_a_name_how_the_user_is_or_a_question_of_its_own_is_no_refusal(reply: str) -> None:
@@ -716,10 +717,18 @@ def test_a_name_how_the_user_is_or_a_question_of_its_own_is_no_refusal(reply: st
     assert all(h["text"] != WHY_ASK_LINE for h in found)
 
 
-@pytest.mark.parametrize("reply", ["chillin", "IM SO HAPPY I PASSED MY DRIVING TEST"])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "chillin",
+        "IM SO HAPPY I PASSED MY DRIVING TEST",
+        "how much fuel a Bajaj Boxer uses for 100km",
+    ],
+)
 def test_a_reply_that_does_not_read_as_a_name_is_none(reply: str) -> None:
-    """After the name question, a lowercase verb with its final "g" dropped, and a line in
-    capitals (where a capital marks nothing), give no name; a short nickname does."""
+    """After the name question, a lowercase verb with its final "g" dropped, a line in
+    capitals (where a capital marks nothing) and a question (whatever capitalised make of
+    motorbike it names) give no name; a short nickname does."""
     found = ask("hi", "Hi! I'm Chorus. What's your name?", reply, greeting_stage="asked_name")
     assert all("name" not in h["human_attributes"] for h in found)
     (kev,) = ask("hi", "Hi! I'm Chorus. What's your name?", "kev", greeting_stage="asked_name")
