@@ -418,6 +418,8 @@ CATCHER = load(INTENTS_FILE)
 OTHER_LANGUAGES = OtherLanguages(languages.corpus_greetings(), CATCHER)
 
 
+#: How a user addresses the bot in an opener: "shalom robot", "heyo bot", "hola chorus".
+_ADDRESS = re.compile(r"\b(?:little\s+)?(?:ro)?bot\b|\bchorus\b", re.IGNORECASE)
 #: Intents that close a conversation: on its opening turn, one read only by likeness is no
 #: reading (:func:`classify_turn`).
 NOTHING_YET = frozenset({"thanks", "farewell"})
@@ -471,6 +473,14 @@ def classify_turn(text: str, opening: bool) -> Intent:
     goodbyes, and some of the corpus's greetings files hold a goodbye too ("Tot later!").
     A short opening turn nothing reads is a greeting all the same (:func:`short_opening`)."""
     found = CATCHER.classify(text)
+    if opening and found.method != "pattern":
+        # the bot addressed as "bot" or "robot" says nothing of what the opener is: "shalom
+        # robot", "heyo bot" are near "are you a robot" in words only
+        bare = _ADDRESS.sub(" ", text).strip()
+        if bare and bare != text.strip():
+            alone = classify_turn(bare, opening=True)
+            if alone.intent == "greeting":
+                return alone
     if opening and found.intent is None and found.likeness < languages.ENGLISH_NEAR:
         found = OTHER_LANGUAGES.greeting(text) or found
     if opening and found.method == "similarity" and found.intent in NOTHING_YET:

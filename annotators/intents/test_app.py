@@ -480,6 +480,9 @@ def test_a_short_opening_turn_nothing_reads_is_a_greeting() -> None:
     assert what["method"] != "opening" and joke["intent"] is None
     # nothing to thank for yet: an opener only like a thank-you in words greets
     assert [a["intent"] for a in classify("oi mate", "g'day mate")] == ["greeting", "greeting"]
+    # the bot addressed as "robot" is no question about what it is
+    robot, asked = classify("shalom robot", "are you a robot")
+    assert (robot["intent"], asked["intent"]) == ("greeting", "bot_identity")
     with ServiceClient(app) as client:
         (again,) = client.post(
             "/respond",

@@ -198,7 +198,10 @@ LIKENESS_FLOOR = 0.4
 
 
 def _name(word: str) -> str | None:
-    if word.lower() in _NOT_NAMES:
+    """``word`` as a name: capitalised, without a quote or dash at its ends ("Robert'"),
+    and none that is no name or a title ("I'm Dr. Okafor": "Dr" is not what to call them)."""
+    word = word.strip("'-")
+    if len(word) < 2 or word.lower() in _NOT_NAMES or word.lower() in _TITLES:
         return None
     return word[0].upper() + word[1:]
 

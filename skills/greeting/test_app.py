@@ -382,6 +382,13 @@ def test_names_given_as_names_and_the_question_why_after_asking() -> None:
         (given,) = ask(said)
         assert given["human_attributes"] == {"name": name, "greeting_stage": "done"}, said
     assert ask("I go by bus") == []  # a name after "go by" is capitalised
+    (robert,) = ask("my name is Robert'); DROP TABLE users;--")  # no quote in the name
+    assert robert["human_attributes"]["name"] == "Robert"
+    assert not [
+        h
+        for h in ask("I'm Dr. Okafor, I run the platform team")
+        if "name" in h.get("human_attributes", {}) and h["human_attributes"]["name"] == "Dr"
+    ]
     (initial,) = ask("you can call me J")  # an initial for a name
     assert initial["human_attributes"] == {"name": "J", "greeting_stage": "done"}
     assert not extract_name("call me a taxi", bare_word_ok=True)

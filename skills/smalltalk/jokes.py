@@ -85,7 +85,7 @@ ON_A_SUBJECT = re.compile(
 _ANY_JOKE = frozenset(
     [
         *("a", "an", "another", "some", "any", "more", "the", "one", "of", "me", "us"),
-        *("good", "funny", "your", "best", "favourite", "favorite", "great", "short"),
+        *("good", "funny", "your", "best", "worst", "favourite", "favorite", "great", "short"),
         *("quick", "new", "different", "bad", "really", "very", "super", "proper", "decent"),
         *("clean", "silly", "little", "nice", "fun", "random", "real", "actual", "cool"),
         *("normal", "regular", "plain", "ordinary", "old"),
@@ -93,7 +93,9 @@ _ANY_JOKE = frozenset(
 )
 #: Up to two words between an article and "joke" ("any good dad jokes"); after a joke,
 #: "one" stands for it ("another football one", "a knock knock one this time").
-_BEFORE_JOKE = re.compile(r"\b(?:a|an|some|any|another)\s+([\w-]+(?:\s+[\w-]+)?)\s+jokes?\b", _I)
+_BEFORE_JOKE = re.compile(
+    r"\b(?:a|an|some|any|another|your|ur|ya)\s+([\w-]+(?:\s+[\w-]+)?)\s+jokes?\b", _I
+)
 _BEFORE_ONE = re.compile(r"\b(?:a|an|some|any|another)\s+([\w-]+(?:\s+[\w-]+)?)\s+ones?\b", _I)
 
 

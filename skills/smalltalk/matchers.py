@@ -212,11 +212,30 @@ def _coverage_confidence(match: re.Match[str], text: str) -> float:
     return round(PATTERN_BASE + PATTERN_SPAN * share, 3)
 
 
+#: A hobby of the user's, or one asked for ("whats a good hobby that costs nothing", "what
+#: hobbies can i start at 72", "what did I tell you my hobby was?"): not the bot's, which
+#: the persona's hobbies line answers. On the sixteen training sets every turn naming
+#: hobbies that was small talk's asked the bot's, never with these words.
+_USERS_HOBBY = re.compile(r"\b(?:i|my|me|someone|somebody)\b|\b(?:a|good|new|cheap)\s+hobb", _I)
+#: ... unless the bot's are asked too ("do you have any hobbies? i like hiking").
+_BOTS_HOBBY = re.compile(r"\b(?:your|yourself|ur|bots?|(?:you|u)\s+(?:have|got))\b", _I)
+
+
+def users_hobby(found: re.Match[str], text: str) -> bool:
+    """Whether the hobbies the pattern ``found`` names are the user's or asked for, not the
+    bot's (:data:`_USERS_HOBBY`)."""
+    return (
+        "hobb" in found.group().lower()
+        and _USERS_HOBBY.search(text) is not None
+        and _BOTS_HOBBY.search(text) is None
+    )
+
+
 def match_pattern(text: str, favourites: Mapping[str, str]) -> Match | None:
     """The first of :data:`PATTERNS` found in ``text``."""
     for topic, pattern in PATTERNS:
         found = pattern.search(text)
-        if found is None:
+        if found is None or (topic == "hobbies" and users_hobby(found, text)):
             continue
         confidence = _coverage_confidence(found, text)
         if topic == "favourite":

@@ -373,6 +373,7 @@ def test_gladness_is_only_for_what_the_user_says_of_themselves(client: ServiceCl
         ("are you into knitting", "knitting"),
         ("What's your opinion on my haircut?", "your haircut"),
         ("u like taylor swift?", "taylor swift"),  # the auxiliary dropped as people type
+        ("what you think about spicy food", "spicy food"),
     ],
 )
 def test_an_opinion_on_a_thing_it_has_nothing_on_is_honest_and_names_it(
@@ -1033,3 +1034,21 @@ def test_an_intent_read_from_part_of_the_turn_gets_no_line(client: ServiceClient
     )
     assert iphone == []
     assert sup[0]["smalltalk_topic"] == "how_are_you"
+
+
+def test_the_bots_hobbies_are_asked_the_users_or_one_asked_for_are_not(
+    client: ServiceClient,
+) -> None:
+    """ "got any hobbies yourself?" asks the bot's, which the persona's hobbies line answers;
+    "whats a good hobby that costs nothing" and "what hobbies can i start at 72" ask for
+    one for the user (the LLM's), and "do you have any hobbies? i like hiking" the bot's
+    again."""
+    bots, cheap, start, both = ask(
+        client,
+        dialog("got any hobbies yourself?"),
+        dialog("whats a good hobby that costs nothing"),
+        dialog("what hobbies can i start at 72"),
+        dialog("do you have any hobbies? i like hiking"),
+    )
+    assert [h["smalltalk_topic"] for h in bots + both] == ["hobbies", "hobbies"]
+    assert not [h for h in cheap + start if h["smalltalk_topic"] == "hobbies"]

@@ -170,6 +170,7 @@ def test_a_joke_on_a_subject_is_its_own_answer_type_and_the_shipped_jokes_seldom
         "another dinosaur one",
         "got any good dad jokes",
         "do you know any puns",
+        "bit, hit me with ur worst dad joke",  # a kind, after "your"
     ],
 )
 def test_another_joke_of_a_kind_right_after_one_gets_neither_laugh_nor_any_joke(

@@ -17,8 +17,10 @@ _I = re.IGNORECASE
 #: jazz?", "Are you into chess?": the thing asked about ends the question.
 OPINION = re.compile(
     r"^\W*(?:so|and|but|well|hey|ok(?:ay)?)?\W*"
-    # the auxiliary dropped as people type: "u like taylor swift?"
-    r"(?:(?:do\s+)?(?:you|u)\s+(?:like|love|enjoy)|what\s+do\s+(?:you|u)\s+think\s+(?:about|of)"
+    # the auxiliary dropped as people type: "u like taylor swift?", "yuh like reggae?",
+    # "what you think about spicy food"
+    r"(?:(?:do\s+)?(?:you|u|ya|yuh)\s+(?:like|love|enjoy)"
+    r"|what\s+(?:do\s+)?(?:you|u)\s+think\s+(?:about|of)"
     r"|how\s+do\s+(?:you|u)\s+feel\s+about|are\s+(?:you|u)\s+(?:into|a\s+fan\s+of)"
     r"|what(?:'?s|\s+is)\s+your\s+(?:opinion|view|take)\s+(?:on|of|about))"
     r"\s+(?P<thing>[a-z][a-z'-]*(?:\s+[a-z][a-z'-]*){0,3})\s*[?.!]*\s*$",
