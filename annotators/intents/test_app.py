@@ -483,6 +483,9 @@ def test_a_short_opening_turn_nothing_reads_is_a_greeting() -> None:
     # the bot addressed as "robot" is no question about what it is
     robot, asked = classify("shalom robot", "are you a robot")
     assert (robot["intent"], asked["intent"]) == ("greeting", "bot_identity")
+    computer, store = classify("HELLO IS THIS THE COMPUTER", "is this the computer store?")
+    assert (computer["intent"], computer.get("also")) == ("bot_identity", ["greeting"])
+    assert store["intent"] != "bot_identity"
     with ServiceClient(app) as client:
         (again,) = client.post(
             "/respond",

@@ -145,6 +145,14 @@ def tell_joke(dialog: DialogView, persona: Persona, said: list[str]) -> SkillHyp
     return None
 
 
+def asks_after_joke(dialog: DialogView) -> bool:
+    """Whether the user, right after the bot's joke, says it was not understood or asks
+    for something else (:func:`jokes.asks_after_a_joke`): no line of small talk's answers
+    that, neither its matchers' nor the reading's ("i dont get it lol" got sympathy)."""
+    earlier = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
+    return jokes.asks_after_a_joke(spelling.unabbreviate(dialog.human_utterance.text), earlier)
+
+
 def joke_offers(persona: Persona) -> list[str]:
     """The persona's offers of another joke (its ``laughed`` lines)."""
     return render(persona, Match("laughed", JOKE_CONFIDENCE))
@@ -317,7 +325,8 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
         ):
             return None  # a guess on the LLM's thread the reading finds no surer than its
         chosen = calibrated(chosen, "smalltalk", answer_type, annotations)
-    if chosen is None and beyond is None:  # own matcher silent: the reading may still say
+    if chosen is None and beyond is None and not asks_after_joke(dialog):
+        # own matcher silent: the reading may still say
         chosen = by_reading(dialog, persona, store, said, thread)
     if chosen is not None:  # remembered only if this answer is the one the bot gives
         recent = [line for line in said if line != chosen.text][-(RECENT_KEPT - 1) :]
@@ -434,7 +443,7 @@ def _respond(
     if joke is not None:
         return joke
     earlier = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
-    if jokes.asks_after_a_joke(spelling.unabbreviate(human.text), earlier):
+    if asks_after_joke(dialog):
         return None  # "i dont get it lol", "something cleaner": no mood or nod answers it
     more = more_of_a_topic(dialog, persona, said, earlier)
     if more is not None:
