@@ -30,7 +30,7 @@ ON_TOPIC = [
     ("do u ever play computer games", "games"),
     ("are you any good at chess?", "games"),
     ("so what do you get up to all day", "days"),
-    ("do you have friends you talk to?", "days"),
+    ("do you ever feel lonely", "days"),
 ]
 #: Questions on none of the topics: a line about pets or music would be about something else.
 OFF_TOPIC = [
