@@ -993,17 +993,20 @@ def test_how_the_user_is_asked_back_in_any_words_gets_how_the_bot_is(
 
 def test_a_short_glad_reaction_gets_a_nod(client: ServiceClient) -> None:
     """ "haha brilliant" after a line of the bot's: a nod, as the sentiment annotator
-    reads it glad; one it does not read glad gets none."""
+    reads it glad; one it does not read glad gets none, and nor does news of a person in
+    glad words ("he loved fishing")."""
     before = ("tell me something", "A day on Venus is longer than its year.")
     glad = {"sentiment": {"label": "positive", "compound": 0.78, "positive": 1.0}}
     sour = {"sentiment": {"label": "neutral", "compound": 0.0, "positive": 0.0}}
-    brilliant, sketchy = ask(
+    brilliant, sketchy, fishing = ask(
         client,
         dialog(*before, "haha brilliant", annotations=glad),
         dialog(*before, "that was a bit sketchy", annotations=sour),
+        dialog(*before, "he loved fishing", annotations=glad),
     )
     assert brilliant[0]["text"] in FILE_LINES.reaction
     assert not sketchy or sketchy[0]["text"] not in FILE_LINES.reaction
+    assert not fishing or fishing[0]["text"] not in FILE_LINES.reaction
 
 
 def test_a_remark_in_another_language_gets_no_guess_from_the_mood(client: ServiceClient) -> None:

@@ -131,6 +131,14 @@ def bids(text: str) -> bool:
     return _PLEASE.search(text) is not None
 
 
+#: Someone else doing something ("He loved his garden", "she spends, I save", "He supports
+#: Arsenal"): news of a person, not a reaction to what the bot said, however glad its words
+#: ("she's so cute" still is one).
+_SOMEONE_DOES = re.compile(
+    r"^\W*(?:(?:ha+|haha+|lol|oh|ah|ooh|wow|yeah|ok)\W+)?(?:he|she|they|we|his|her|their|our)"
+    r"\s+(?!(?:is|are|was|were|so|really|very)\b)[a-z]+\b(?!')",
+    re.IGNORECASE,
+)
 #: A reaction is this short ("haha brilliant", "nice one", "cool cool").
 REACTION_WORDS = 4
 #: ... and at least this much of it is the sentiment annotator's positive words (VADER's
@@ -149,6 +157,8 @@ def reaction(text: str, annotations: Mapping[str, Any], opening: bool) -> float 
         return None
     if _PLEASE.search(text):
         return None  # a bid ("Shorter, please"), not a reaction
+    if _SOMEONE_DOES.search(text.replace("\u2019", "'")):
+        return None  # news of a person ("he loved fishing"), not a reaction
     names = first_names.first_names()
     if any(w in names and not spelling.is_english(w) for w in words):
         return None  # a name with a smile ("zoe :)"), the greeting's
