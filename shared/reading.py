@@ -52,6 +52,8 @@ from pydantic import (
 if TYPE_CHECKING:
     import numpy as np
 
+    from agent.sdk import DialogView
+
 READING_FILE = Path(__file__).with_name("reading.json")
 #: The environment variable naming another reading file, or ``off``: no reading, every
 #: skill's calibrated chance alone (as :mod:`bench.calibrate` needs to fit it again).
@@ -390,6 +392,14 @@ def sure_intent(annotations: Mapping[str, Any] | None) -> str | None:
     if not isinstance(intent, str) or not isinstance(confidence, int | float):
         return None
     return intent if confidence >= SURE else None
+
+
+def sure_intent_before(dialog: DialogView) -> str | None:
+    """:func:`sure_intent` of the user's turn before this one, or None: what the user had
+    just asked, as skills that read a reply to the bot's answer need it ("hi how are you",
+    answered with the greeting's name question, then "ya not bad")."""
+    humans = [u for u in dialog.utterances[:-1] if u.speaker == "human"]
+    return sure_intent(humans[-1].annotations) if humans else None
 
 
 def of(annotations: Mapping[str, Any] | None) -> Mapping[str, float] | None:

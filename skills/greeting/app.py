@@ -926,8 +926,7 @@ def asked_how_before(dialog: DialogView) -> bool:
     """Whether the user's turn before this one asked how the bot is ("hi how are you"),
     which the script answered with its name question: the reply may say how the user is
     instead ("im ok i guess"), which is small talk's."""
-    humans = [u for u in dialog.utterances[:-1] if u.speaker == "human"]
-    return bool(humans) and reading.sure_intent(humans[-1].annotations) == "how_are_you"
+    return reading.sure_intent_before(dialog) == "how_are_you"
 
 
 def by_reading(

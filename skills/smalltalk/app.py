@@ -291,7 +291,9 @@ def gives_way(
 def respond(dialog: DialogView) -> SkillHypothesis | None:
     persona, store = persona_of(dialog.bot)
     said = recently_said(dialog)
-    chosen = _respond(dialog, persona, store, said)
+    # "i dont get it lol" right after a joke: no line of small talk's, by the reading neither
+    puzzled = asks_after_joke(dialog)
+    chosen = _respond(dialog, persona, store, said, puzzled)
     text = spelling.normalise(dialog.human_utterance.text)
     thread = thread_of(dialog, persona)
     beyond = asks.beyond_small_talk(text, after_llm=thread)
@@ -325,7 +327,7 @@ def respond(dialog: DialogView) -> SkillHypothesis | None:
         ):
             return None  # a guess on the LLM's thread the reading finds no surer than its
         chosen = calibrated(chosen, "smalltalk", answer_type, annotations)
-    if chosen is None and beyond is None and not asks_after_joke(dialog):
+    if chosen is None and beyond is None and not puzzled:
         # own matcher silent: the reading may still say
         chosen = by_reading(dialog, persona, store, said, thread)
     if chosen is not None:  # remembered only if this answer is the one the bot gives
@@ -426,24 +428,25 @@ def greeted_how_asked(dialog: DialogView) -> bool:
     their name, and a reply that says how they are is small talk's, as after its own
     "How are you?"."""
     last = dialog.bot_utterance
-    humans = [u for u in dialog.utterances[:-1] if u.speaker == "human"]
     return (
         last is not None
         and last.active_skill == "greeting"
-        and bool(humans)
-        and reading.sure_intent(humans[-1].annotations) == "how_are_you"
+        and reading.sure_intent_before(dialog) == "how_are_you"
     )
 
 
 def _respond(
-    dialog: DialogView, persona: Persona, store: bool, said: list[str]
+    dialog: DialogView, persona: Persona, store: bool, said: list[str], puzzled: bool
 ) -> SkillHypothesis | None:
+    """Small talk's own answer, before its curve. ``puzzled``: right after a joke the user
+    says it was not understood or asks for something else (:func:`asks_after_joke`); then
+    only a joke they ask for is answered."""
     human = dialog.human_utterance
     joke = tell_joke(dialog, persona, said)
     if joke is not None:
         return joke
     earlier = [u.text for u in dialog.utterances[:-1] if u.speaker == "bot"]
-    if asks_after_joke(dialog):
+    if puzzled:
         return None  # "i dont get it lol", "something cleaner": no mood or nod answers it
     more = more_of_a_topic(dialog, persona, said, earlier)
     if more is not None:

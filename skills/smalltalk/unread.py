@@ -155,7 +155,7 @@ def reaction(text: str, annotations: Mapping[str, Any], opening: bool) -> float 
     words = [w.lower() for w in _LETTERS.findall(text)]
     if opening or "?" in text or not 0 < len(words) <= REACTION_WORDS:
         return None
-    if _PLEASE.search(text):
+    if bids(text):
         return None  # a bid ("Shorter, please"), not a reaction
     if _SOMEONE_DOES.search(text.replace("\u2019", "'")):
         return None  # news of a person ("he loved fishing"), not a reaction
