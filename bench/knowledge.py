@@ -95,9 +95,9 @@ from shared.knowledge.retrieval import (  # noqa: E402
     quotes,
     signs,
 )
+from shared.reading import SURE  # noqa: E402
 from skills.knowledge.app import (  # noqa: E402
     ANSWER_TYPE,
-    INTENT_CONFIDENCE,
     MIN_COSINE,
     THRESHOLD,
 )
@@ -248,7 +248,7 @@ def ask(
                 question=question,
                 position=position,
                 hits=index.search(text, k=top_k, context=context),
-                chat=intent.intent is not None and intent.confidence >= INTENT_CONFIDENCE,
+                chat=intent.intent is not None and intent.confidence >= SURE,
                 read_as_follow_up=context is not None,
                 llm_floor=llm_floor,
             )
@@ -381,7 +381,7 @@ def conversation_rows(
                 if turn.fits is None or not asks(spelling.normalise(turn.user)):
                     continue
                 intent = CATCHER.classify(turn.user)
-                if intent.intent is not None and intent.confidence >= INTENT_CONFIDENCE:
+                if intent.intent is not None and intent.confidence >= SURE:
                     continue
                 hits = index.search(text, k=TOP_K, context=context)
                 if not hits or quotes(hits[0].passage.text, turn.user):

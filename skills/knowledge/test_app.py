@@ -7,10 +7,12 @@ from typing import Any
 
 from agent.sdk.testing import ServiceClient, view
 from shared.calibration import SILENT_BELOW, chance, curve_of
+from shared.reading import SURE
 from skills.knowledge.app import (
     ANSWER_TYPE,
     FOLLOW_UP_COSINE,
     FOLLOWED_FROM,
+    FOLLOWS_DOCS_FROM,
     MAX_CONFIDENCE,
     MIN_COSINE,
     READ_PASSAGE_FROM,
@@ -148,6 +150,21 @@ def test_a_follow_up_to_a_docs_question_whose_passage_fell_short_is_answered() -
     assert answers[2] == []
 
 
+def test_a_follow_up_to_a_question_the_reading_took_for_the_docs_is_answered() -> None:
+    """ "and slack?" after "Does it work with Telegram out of the box?": the question's
+    passage fell short, but the turn's reading took it for the docs', so the follow-up is
+    theirs too. The same follow-up after a question the reading gave the LLM is not."""
+    dialogs = []
+    for p in (FOLLOWS_DOCS_FROM + 0.1, FOLLOWS_DOCS_FROM - 0.1):
+        dialog = conversation(0.1, "Do heat pumps work in a cold climate?")
+        dialog["utterances"][0]["annotations"]["intents"] = {"reading": {"knowledge": p}}
+        dialogs.append(dialog)
+    with ServiceClient(app) as client:
+        answers = client.post("/respond", json={"dialogs": dialogs}).json()
+    assert answers[0][0]["text"].startswith("From docs/backup.md, Restoring: ")
+    assert answers[1] == []
+
+
 def test_a_turn_that_asks_nothing_is_left_to_other_skills() -> None:
     """A statement or a request for work shares the docs' words as a question does: a
     name, a remark, "add a docstring" get no passage however sure it is."""
@@ -189,6 +206,22 @@ def test_small_talk_is_left_to_its_skills_however_sure_the_passage() -> None:
     with ServiceClient(app) as client:
         dialogs = [view(question, annotations=annotations)]
         assert client.post("/respond", json={"dialogs": dialogs}).json() == [[]]
+
+
+def test_an_intent_read_only_by_likeness_leaves_the_question_to_the_docs() -> None:
+    """ "hi, how do I restore a backup?" opens with a greeting, and "can a human agent take
+    over a conversation?" is near "are you a human": the intents annotator reads them by
+    likeness, under the skill selector's floor, and the docs answer them."""
+    question = "hi, how do I restore a backup?"
+    for confidence, answered in ((SURE - 0.1, True), (SURE, False)):
+        annotations = {
+            "retrieval": {"query": question, "passages": [passage(0.95)]},
+            "intents": {"intent": "greeting", "confidence": confidence, "method": "likeness"},
+        }
+        with ServiceClient(app) as client:
+            dialogs = [view(question, annotations=annotations)]
+            (found,) = client.post("/respond", json={"dialogs": dialogs}).json()
+        assert bool(found) is answered, confidence
 
 
 def test_no_passages_or_no_annotation_is_silence() -> None:
