@@ -287,31 +287,33 @@ def test_a_sentence_that_runs_over_a_line_break_is_quoted_whole() -> None:
     assert best_sentences("How do I restore a backup?", wrapped).endswith("history elsewhere.")
 
 
-def test_a_weaker_passage_is_answered_when_the_turns_reading_is_sure() -> None:
-    """ "how do I connect it to OpenAI?": a question about Chorus asked loosely, whose best
-    passage the retrieval is unsure of. Where the skill's own gates are silent, the
-    passage is answered when the turn's reading is sure the turn is the skill's
-    (shared/reading.py's ``PASSAGES_BY_READING``), as sure as the reading, capped; an
-    unsure reading, a passage under its floor, or a bid for work leaves the turn to
-    others."""
+def test_a_sure_passage_far_in_meaning_is_answered_when_the_turns_reading_is_sure() -> None:
+    """ "whos behind this bot?": a question about Chorus whose sure passage is far from it
+    in meaning. Where the skill's own gates are silent, the passage is answered when the
+    turn's reading is sure the turn is the skill's (shared/reading.py's
+    ``PASSAGES_BY_READING``), as sure as the reading, capped; an unsure reading, a passage
+    under its floor (the skill's threshold: an unsure passage is often another section's),
+    or a bid for work leaves the turn to others."""
+    far = MIN_COSINE - 0.1
 
     def asked(
-        confidence: float, knowledge: float, question: str = "how do I connect it to OpenAI?"
+        confidence: float, knowledge: float, question: str = "whos behind this bot?"
     ) -> dict[str, Any]:
         reading = {"knowledge": knowledge, "faq": 0.5, "llm": 0.1}
         annotations = {
-            "retrieval": {"query": question, "passages": [passage(confidence)]},
+            "retrieval": {"query": question, "passages": [passage(confidence, cosine=far)]},
             "intents": {"intent": None, "confidence": 0.2, "reading": reading},
         }
         return view(question, annotations=annotations)
 
+    assert READ_PASSAGE_FROM == THRESHOLD
     dialogs = [
-        asked(0.3, 0.95),
-        asked(0.3, 0.7),
-        asked(0.3, 0.4),
+        asked(0.9, 0.95),
+        asked(0.9, 0.7),
+        asked(0.9, 0.4),
         asked(READ_PASSAGE_FROM - 0.05, 0.95),
         # a bid for work, however sure the reading
-        asked(0.3, 0.95, "can you generate the pipeline.json for me with three skills"),
+        asked(0.9, 0.95, "can you generate the pipeline.json for me with three skills"),
     ]
     with ServiceClient(app) as client:
         answers = client.post("/respond", json={"dialogs": dialogs}).json()
