@@ -72,9 +72,9 @@ FOLLOWED_FROM = 0.3
 #: The reading of the question before a follow-up (its probability for this skill) from
 #: which that question was about the docs, whatever its passage: on the training sets,
 #: of the follow-ups the passage's gate had left unanswered, 49 after such a question were
-#: labelled for the docs and 22 were not (thanks and requests the skill's other gates
-#: leave alone), and none of them were the general questions the gate is for
-#: (bench/journal/routing.md).
+#: labelled for the docs and 22 were not: mostly thanks and requests, which the skill's
+#: other gates leave alone, and a few questions of another subject ("How does it compare
+#: to Rasa honestly?"), which its threshold and curve weigh (bench/journal/routing.md).
 FOLLOWS_DOCS_FROM = 0.5
 #: The least cosine of a follow-up's own words with its passage, for
 #: :data:`FOLLOWED_FROM`: a little over :data:`MIN_COSINE`, since its passage was found
