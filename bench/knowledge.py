@@ -16,6 +16,12 @@ README.md answer, each with its source and section, and questions they do not):
   (its best passage's confidence at least the skill's threshold, and no small-talk intent
   from the intents annotator) citing a right source;
 - **declined**: the share of unanswerable questions it leaves to other skills;
+- with ``--served``, the same four as **the shipped bot** gives them: the questions asked
+  of ``chorus run`` (no LLM), each a new user's, a follow-up after its question, and the
+  knowledge skill's answer and its cited source read off the reply. Every gate of the
+  skill counts there (the turn's reading, which lifts or demotes a passage, its answers
+  by the reading, the other skills), where the figures above weigh the search and the
+  skill's own threshold alone;
 - **p50 of a retrieval** at 1,000 and 100,000 passages, one question at a time.
 
 Each question is asked after the one before it in the file, as in a conversation: a
@@ -54,6 +60,7 @@ page trimmed, to measure what the corpus itself does to the search.
 
     .venv/bin/python -m bench.knowledge            # writes bench/results/knowledge.json
     .venv/bin/python -m bench.knowledge --fit
+    .venv/bin/python -m bench.knowledge --served   # ... and as the shipped bot answers
 """
 
 from __future__ import annotations
@@ -95,9 +102,9 @@ from shared.knowledge.retrieval import (  # noqa: E402
     quotes,
     signs,
 )
+from shared.reading import SURE  # noqa: E402
 from skills.knowledge.app import (  # noqa: E402
     ANSWER_TYPE,
-    INTENT_CONFIDENCE,
     MIN_COSINE,
     THRESHOLD,
 )
@@ -248,7 +255,7 @@ def ask(
                 question=question,
                 position=position,
                 hits=index.search(text, k=top_k, context=context),
-                chat=intent.intent is not None and intent.confidence >= INTENT_CONFIDENCE,
+                chat=intent.intent is not None and intent.confidence >= SURE,
                 read_as_follow_up=context is not None,
                 llm_floor=llm_floor,
             )
@@ -303,6 +310,66 @@ def figures(
             a.read_as_follow_up and not a.question.follows for a in asked
         ),
         "missed_at_3": [a.question.id for a in answerable if not a.found_in_3()],
+    }
+
+
+class Served(BaseModel):
+    """One question as the shipped bot answered it: whether the knowledge skill did, and
+    the source its answer cites."""
+
+    question: Question
+    position: int
+    source: str | None
+
+    @property
+    def answered(self) -> bool:
+        return self.source is not None
+
+    def right_source(self) -> bool:
+        return self.source in self.question.sources()
+
+
+def serve(questions: list[Question], repo: Path = ROOT) -> list[Served]:
+    """The questions through the shipped pipeline (``chorus run`` of ``repo``, no LLM), each
+    a new user's first turn, a follow-up after its question: what a user of the bot sees,
+    every gate of the skill included (the turn's reading, its answers by the reading, the
+    other skills), where :func:`figures` weighs the search and the skill's own threshold
+    alone."""
+    from bench.llm_turns import stack  # the served stack only for --served
+
+    served: list[Served] = []
+    user = ""
+    with stack(repo, None, False) as client:
+        for position, question in enumerate(questions):
+            if question.follows is None:
+                user = f"knowledge-{question.id}"
+            response = client.post("/", json={"user_id": user, "payload": question.question})
+            response.raise_for_status()
+            answer = response.json()
+            cited = (answer.get("attributes") or {}).get("citations") or [{}]
+            knows = answer.get("active_skill") == "knowledge"
+            source = cited[0].get("source") if knows else None
+            served.append(Served(question=question, position=position, source=source))
+    return served
+
+
+def served_figures(served: list[Served]) -> dict[str, Any]:
+    """What the shipped bot's knowledge skill did with ``served``: the share of answerable
+    questions it answered, and answered citing a right source, the right share of its
+    answers, and the share of unanswerable questions it left to other skills."""
+    answerable = [s for s in served if s.question.answerable]
+    unanswerable = [s for s in served if not s.question.answerable]
+    answered = [s for s in answerable if s.answered]
+    right = [s for s in answered if s.right_source()]
+
+    def share(part: list[Served], whole: list[Served]) -> float | None:
+        return round(len(part) / len(whole), 3) if whole else None
+
+    return {
+        "answered": share(answered, answerable),
+        "cited_right_source": share(right, answerable),
+        "right_source_of_answers": share(right, answered),
+        "declined": share([s for s in unanswerable if not s.answered], unanswerable),
     }
 
 
@@ -381,7 +448,7 @@ def conversation_rows(
                 if turn.fits is None or not asks(spelling.normalise(turn.user)):
                     continue
                 intent = CATCHER.classify(turn.user)
-                if intent.intent is not None and intent.confidence >= INTENT_CONFIDENCE:
+                if intent.intent is not None and intent.confidence >= SURE:
                     continue
                 hits = index.search(text, k=TOP_K, context=context)
                 if not hits or quotes(hits[0].passage.text, turn.user):
@@ -483,6 +550,11 @@ def main(argv: list[str] | None = None) -> int:
         help="with --conversations: their turns' weight against the question set's, all "
         f"together ({CONVERSATIONS_WEIGHT} as shipped)",
     )
+    parser.add_argument(
+        "--served",
+        action="store_true",
+        help="also ask the questions of the shipped bot (no LLM), every gate included",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the figures go")
     parser.add_argument(
         "--llm-floor",
@@ -518,6 +590,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--conversations: {', '.join(bad)} not of {', '.join(TRAINING_SETS)}")
     if args.docs is not None and not args.docs.is_dir():
         parser.error(f"--docs: {args.docs} is not a folder")
+    if args.served and args.docs is not None:
+        parser.error("--served: the shipped bot searches docs/ itself; leave out --docs")
 
     questions = load_questions(args.questions)
     index, seconds = docs_index(args.docs)
@@ -556,6 +630,11 @@ def main(argv: list[str] | None = None) -> int:
         timings[f"p50_ms_at_{size}"] = p50_ms(large, texts, args.top_k)
     timings["p50_ms_at_docs"] = p50_ms(index, texts, args.top_k)
     held.pop("missed_at_3")
+    served: dict[str, Any] = {}
+    if args.served:
+        answers = serve(questions)
+        served["served"] = served_figures(answers)
+        served["served_held_out"] = served_figures([s for s in answers if held_out(s.position)])
     result = {
         "docs": str(args.docs) if args.docs else "docs",
         "passages": len(index),
@@ -565,11 +644,15 @@ def main(argv: list[str] | None = None) -> int:
         **quality,
         "held_out": held,
         **timings,
+        **served,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     for key, value in result.items():
-        if key == "held_out":
+        if key in ("served", "served_held_out"):
+            label = "served" if key == "served" else "served, held-out third"
+            print(f"{label:>34}: " + ", ".join(f"{k} {v}" for k, v in value.items()))
+        elif key == "held_out":
             print(f"{'held-out third':>26}: " + ", ".join(f"{k} {v}" for k, v in value.items()))
         elif key != "missed_at_3":
             print(f"{key:>34}: {value}")

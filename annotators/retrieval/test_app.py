@@ -201,6 +201,17 @@ def test_a_follow_up_is_searched_with_the_question_before_it(client: ServiceClie
         assert found["context"] == "How much is the Pro plan?", back
 
 
+def test_a_turn_after_one_that_asked_nothing_is_no_follow_up(client: ServiceClient) -> None:
+    """After a greeting, a name or a remark, "it" is the bot the user came to ask about:
+    "Hello, I'm evaluating this for our team" then "can I cancel it?" is searched alone,
+    not with the greeting's words."""
+    for said in ("Hello, I'm evaluating this for our team.", "Marek", "nice, thanks"):
+        found = ask(client, said, "Hi! What's your name?", "and can I cancel it?")
+        assert found["context"] is None, said
+    asked = ask(client, "what does the Pro plan cost", "20 euros.", "and can I cancel it?")
+    assert asked["context"] == "what does the Pro plan cost"
+
+
 def test_a_repeated_follow_up_is_searched_with_whichever_question_came_before(
     client: ServiceClient,
 ) -> None:

@@ -24,6 +24,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
+from shared.asking import asks_something
 from shared.knowledge.index import Hit
 
 #: Every sign of a hit the confidence can weigh (:func:`signs`); :data:`FEATURES` are
@@ -186,8 +187,11 @@ def quotes(text: str, question: str) -> bool:
 def follow_up_context(question: str, previous: str | None) -> str | None:
     """The previous question when ``question`` continues it: it opens with a joining word
     ("and ...", "what about ...") and has at most :data:`JOINED_WORDS` words, or it points
-    back ("it", "them", "those") and has at most :data:`FOLLOW_UP_WORDS`."""
-    if not previous:
+    back ("it", "them", "those") and has at most :data:`FOLLOW_UP_WORDS`. A previous turn
+    that asked nothing is no question to continue (:func:`shared.asking.asks_something`):
+    after "Hello. I'm evaluating Chorus for our team" or a name, "does it expose
+    Prometheus metrics?" speaks of the bot, and the greeting's words only blur its search."""
+    if not previous or not asks_something(previous):
         return None
     words = len(question.split())
     if _JOINED.search(question.strip()) and words <= JOINED_WORDS:

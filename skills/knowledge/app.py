@@ -51,10 +51,6 @@ ANSWER_TYPE = "passage"
 #: the user wants, and a scripted skill sure of its own case (a joke asked for, a greeting)
 #: answers it.
 MAX_CONFIDENCE = 0.8
-#: The intents annotator's conversational intents ("how are you?", "hi", "thanks") are
-#: small talk's to answer, however many of their words the docs hold ("How are you?" is in
-#: the README's examples): at this confidence the skill leaves them alone.
-INTENT_CONFIDENCE = 0.5
 #: The least cosine between the question's meaning and the best passage's for a question
 #: that is not a follow-up. A conversation's turns that are not about the docs at all
 #: (small talk, a film to watch, a general fact) reached a raw 0.74-0.90 on passages that
@@ -73,16 +69,27 @@ MIN_COSINE = 0.25
 #: heat pumps, "can i freeze it") has a first question the docs know little of, and own
 #: words far from the passage its context found.
 FOLLOWED_FROM = 0.3
+#: The reading of the question before a follow-up (its probability for this skill) from
+#: which that question was about the docs, whatever its passage: on the training sets,
+#: of the follow-ups the passage's gate had left unanswered, 49 after such a question were
+#: labelled for the docs and 22 were not: mostly thanks and requests, which the skill's
+#: other gates leave alone, and a few questions of another subject ("How does it compare
+#: to Rasa honestly?"), which its threshold and curve weigh (bench/journal/routing.md).
+FOLLOWS_DOCS_FROM = 0.5
 #: The least cosine of a follow-up's own words with its passage, for
 #: :data:`FOLLOWED_FROM`: a little over :data:`MIN_COSINE`, since its passage was found
 #: with the question before it.
 FOLLOW_UP_COSINE = 0.3
 #: The least confidence of a passage answered by the turn's reading where the skill's own
-#: gates are silent (:func:`by_reading`): the LLM skill's own floor for the passages it
-#: is given (``LLM_KNOWLEDGE_MIN_CONFIDENCE``). Of the training sets' turns that ask
-#: something, with a reading of 0.6 or more for the skill and such a passage, 66 more
-#: were labelled for it and 6 were not (bench/journal/routing.md).
-READ_PASSAGE_FROM = 0.2
+#: gates are silent (:func:`by_reading`): the skill's own :data:`THRESHOLD`, so the
+#: reading answers a sure passage far in meaning from the question ("whos behind this
+#: bot?"), never an unsure one. From the LLM skill's floor (0.2) up, asked of the shipped
+#: bot (``bench.knowledge --served``), such answers cited a right file for 31 of the
+#: question set's questions, a wrong one for 21, and answered 17 of its 72 questions the
+#: docs do not answer ("How do I configure the NLU pipeline in Rasa's config.yml?"): the
+#: turn's reading takes a technical question for the docs' by its shape. A right section
+#: is what the routing sets' labels cannot see (bench/journal/routing.md).
+READ_PASSAGE_FROM = THRESHOLD
 #: Sentences quoted from the passage.
 MAX_SENTENCES = 2
 #: The most characters quoted; a longer sentence is cut at a word.
@@ -192,12 +199,13 @@ def retrieved(dialog: DialogView) -> Retrieved | None:
 
 
 def small_talk(dialog: DialogView) -> bool:
-    """Whether the intents annotator heard a conversational intent."""
-    intent = dialog.human_utterance.annotations.get("intents")
-    if not isinstance(intent, dict) or not intent.get("intent"):
-        return False
-    level = intent.get("confidence")
-    return isinstance(level, int | float) and level >= INTENT_CONFIDENCE
+    """Whether the intents annotator is sure of a conversational intent
+    (:func:`shared.reading.sure_intent`): "how are you?", "hi" and "thanks" are small
+    talk's to answer, however many of their words the docs hold ("How are you?" is in the
+    README's examples). An intent read only by likeness is not enough: "hi, is there a
+    REST API for the bot?" opens with a greeting and "can a human agent take over a
+    conversation?" is near "are you a human", and both ask the docs."""
+    return reading.sure_intent(dialog.human_utterance.annotations) is not None
 
 
 def follows_other_subject(dialog: DialogView, found: Retrieved) -> bool:
@@ -207,7 +215,9 @@ def follows_other_subject(dialog: DialogView, found: Retrieved) -> bool:
     noise. A question about the docs whose passage fell short (:data:`FOLLOWED_FROM`) still
     leads a follow-up whose own words are near its passage (:data:`FOLLOW_UP_COSINE`) to
     the docs. Needs the previous human utterance in the window (``context_window`` 3);
-    without it nothing is known and the follow-up is answered on its own merits."""
+    without it nothing is known and the follow-up is answered on its own merits. After a
+    question the turn's reading took for the docs' (:func:`about_the_docs`), the
+    follow-up is the docs' too."""
     if found.context is None:
         return False
     humans = [u for u in dialog.utterances if u.speaker == "human"]
@@ -220,6 +230,8 @@ def follows_other_subject(dialog: DialogView, found: Retrieved) -> bool:
         before = Retrieved.model_validate(previous)
     except ValidationError:
         return False
+    if about_the_docs(humans[-2].annotations):
+        return False
     if not before.passages:
         return True
     first = before.passages[0].confidence
@@ -228,6 +240,16 @@ def follows_other_subject(dialog: DialogView, found: Retrieved) -> bool:
     own = found.passages[0].cosine if found.passages else None
     near = own is not None and own >= FOLLOW_UP_COSINE
     return not (first >= FOLLOWED_FROM and near)
+
+
+def about_the_docs(annotations: dict[str, Any]) -> bool:
+    """Whether the turn's reading gives the skill :data:`FOLLOWS_DOCS_FROM` or more: a
+    question about Chorus whose passage fell short ("Does it work with Telegram out of
+    the box?"), whose follow-up ("and slack?", "which ones matter for alerting") is about
+    Chorus too."""
+    read = reading.of(annotations)
+    p = read.get("knowledge") if read is not None else None
+    return isinstance(p, int | float) and p >= FOLLOWS_DOCS_FROM
 
 
 def off_subject(found: Retrieved) -> bool:

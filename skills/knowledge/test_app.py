@@ -7,10 +7,12 @@ from typing import Any
 
 from agent.sdk.testing import ServiceClient, view
 from shared.calibration import SILENT_BELOW, chance, curve_of
+from shared.reading import SURE
 from skills.knowledge.app import (
     ANSWER_TYPE,
     FOLLOW_UP_COSINE,
     FOLLOWED_FROM,
+    FOLLOWS_DOCS_FROM,
     MAX_CONFIDENCE,
     MIN_COSINE,
     READ_PASSAGE_FROM,
@@ -148,6 +150,21 @@ def test_a_follow_up_to_a_docs_question_whose_passage_fell_short_is_answered() -
     assert answers[2] == []
 
 
+def test_a_follow_up_to_a_question_the_reading_took_for_the_docs_is_answered() -> None:
+    """ "and slack?" after "Does it work with Telegram out of the box?": the question's
+    passage fell short, but the turn's reading took it for the docs', so the follow-up is
+    theirs too. The same follow-up after a question the reading gave the LLM is not."""
+    dialogs = []
+    for p in (FOLLOWS_DOCS_FROM + 0.1, FOLLOWS_DOCS_FROM - 0.1):
+        dialog = conversation(0.1, "Do heat pumps work in a cold climate?")
+        dialog["utterances"][0]["annotations"]["intents"] = {"reading": {"knowledge": p}}
+        dialogs.append(dialog)
+    with ServiceClient(app) as client:
+        answers = client.post("/respond", json={"dialogs": dialogs}).json()
+    assert answers[0][0]["text"].startswith("From docs/backup.md, Restoring: ")
+    assert answers[1] == []
+
+
 def test_a_turn_that_asks_nothing_is_left_to_other_skills() -> None:
     """A statement or a request for work shares the docs' words as a question does: a
     name, a remark, "add a docstring" get no passage however sure it is."""
@@ -189,6 +206,22 @@ def test_small_talk_is_left_to_its_skills_however_sure_the_passage() -> None:
     with ServiceClient(app) as client:
         dialogs = [view(question, annotations=annotations)]
         assert client.post("/respond", json={"dialogs": dialogs}).json() == [[]]
+
+
+def test_an_intent_read_only_by_likeness_leaves_the_question_to_the_docs() -> None:
+    """ "hi, how do I restore a backup?" opens with a greeting, and "can a human agent take
+    over a conversation?" is near "are you a human": the intents annotator reads them by
+    likeness, under the skill selector's floor, and the docs answer them."""
+    question = "hi, how do I restore a backup?"
+    for confidence, answered in ((SURE - 0.1, True), (SURE, False)):
+        annotations = {
+            "retrieval": {"query": question, "passages": [passage(0.95)]},
+            "intents": {"intent": "greeting", "confidence": confidence, "method": "likeness"},
+        }
+        with ServiceClient(app) as client:
+            dialogs = [view(question, annotations=annotations)]
+            (found,) = client.post("/respond", json={"dialogs": dialogs}).json()
+        assert bool(found) is answered, confidence
 
 
 def test_no_passages_or_no_annotation_is_silence() -> None:
@@ -254,31 +287,33 @@ def test_a_sentence_that_runs_over_a_line_break_is_quoted_whole() -> None:
     assert best_sentences("How do I restore a backup?", wrapped).endswith("history elsewhere.")
 
 
-def test_a_weaker_passage_is_answered_when_the_turns_reading_is_sure() -> None:
-    """ "how do I connect it to OpenAI?": a question about Chorus asked loosely, whose best
-    passage the retrieval is unsure of. Where the skill's own gates are silent, the
-    passage is answered when the turn's reading is sure the turn is the skill's
-    (shared/reading.py's ``PASSAGES_BY_READING``), as sure as the reading, capped; an
-    unsure reading, a passage under its floor, or a bid for work leaves the turn to
-    others."""
+def test_a_sure_passage_far_in_meaning_is_answered_when_the_turns_reading_is_sure() -> None:
+    """ "whos behind this bot?": a question about Chorus whose sure passage is far from it
+    in meaning. Where the skill's own gates are silent, the passage is answered when the
+    turn's reading is sure the turn is the skill's (shared/reading.py's
+    ``PASSAGES_BY_READING``), as sure as the reading, capped; an unsure reading, a passage
+    under its floor (the skill's threshold: an unsure passage is often another section's),
+    or a bid for work leaves the turn to others."""
+    far = MIN_COSINE - 0.1
 
     def asked(
-        confidence: float, knowledge: float, question: str = "how do I connect it to OpenAI?"
+        confidence: float, knowledge: float, question: str = "whos behind this bot?"
     ) -> dict[str, Any]:
         reading = {"knowledge": knowledge, "faq": 0.5, "llm": 0.1}
         annotations = {
-            "retrieval": {"query": question, "passages": [passage(confidence)]},
+            "retrieval": {"query": question, "passages": [passage(confidence, cosine=far)]},
             "intents": {"intent": None, "confidence": 0.2, "reading": reading},
         }
         return view(question, annotations=annotations)
 
+    assert READ_PASSAGE_FROM == THRESHOLD
     dialogs = [
-        asked(0.3, 0.95),
-        asked(0.3, 0.7),
-        asked(0.3, 0.4),
+        asked(0.9, 0.95),
+        asked(0.9, 0.7),
+        asked(0.9, 0.4),
         asked(READ_PASSAGE_FROM - 0.05, 0.95),
         # a bid for work, however sure the reading
-        asked(0.3, 0.95, "can you generate the pipeline.json for me with three skills"),
+        asked(0.9, 0.95, "can you generate the pipeline.json for me with three skills"),
     ]
     with ServiceClient(app) as client:
         answers = client.post("/respond", json={"dialogs": dialogs}).json()

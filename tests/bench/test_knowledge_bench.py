@@ -135,8 +135,10 @@ def test_the_llm_is_given_the_passages_its_floor_lets_through(tmp_path: Path) ->
         (["--fit", "--features", "overlap,lead"], "--features: lead not of overlap, cosine"),
         # a held-out routing set is never searched, let alone fitted on
         (["--fit", "--conversations", "dev", "holdout"], "--conversations: holdout not of dev"),
+        # the shipped bot's own index is of docs/: another corpus would not be the one asked
+        (["--served", "--docs", "{tmp}"], "--served: the shipped bot searches docs/ itself"),
     ],
-    ids=["llm-floor", "docs", "top-k", "features", "held-out-set"],
+    ids=["llm-floor", "docs", "top-k", "features", "held-out-set", "served-docs"],
 )
 def test_a_setting_the_benchmark_cannot_use_is_refused_before_anything_runs(
     arguments: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -254,4 +256,35 @@ def test_the_conversations_turns_the_skill_would_consider_are_counted() -> None:
         "others_over_threshold": 1,
         "about_chorus_answered": 2,
         "others_answered": 1,
+    }
+
+
+def test_served_the_questions_are_asked_of_the_shipped_bot(tmp_path: Path) -> None:
+    """``--served`` asks the shipped bot itself (``chorus run``, no LLM), every gate of
+    the skill included: which questions its knowledge skill answered, citing what."""
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    out = tmp_path / "knowledge.json"
+    argv = ["--questions", str(questions), "--sizes", "--served", "--out", str(out)]
+    assert knowledge.main(argv) == 0
+    served = json.loads(out.read_text())["served"]
+    assert served["declined"] == 1.0  # pancakes are the LLM's or the fallback's
+    assert served["answered"] == 1.0  # both questions about the docs
+    assert served["cited_right_source"] == served["right_source_of_answers"] == 1.0
+
+
+def test_a_served_answer_counts_only_the_knowledge_skills_cited_source() -> None:
+    asked, other = (Question.model_validate(q) for q in QUESTIONS[:2])
+    pancakes = Question.model_validate(QUESTIONS[2])
+    served = [
+        knowledge.Served(question=asked, position=0, source="docs/backup.md"),
+        knowledge.Served(question=other, position=1, source="docs/backup.md"),  # wrong file
+        knowledge.Served(question=pancakes, position=2, source=None),
+    ]
+    figures = knowledge.served_figures(served)
+    assert figures == {
+        "answered": 1.0,
+        "cited_right_source": 0.5,
+        "right_source_of_answers": 0.5,
+        "declined": 1.0,
     }

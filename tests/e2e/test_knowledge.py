@@ -67,6 +67,20 @@ def test_questions_about_the_docs_get_cited_answers_without_an_llm(bot: httpx.Cl
     assert answer["attributes"]["citations"][0]["source"].startswith("docs/")
 
 
+def test_a_question_after_a_greeting_or_a_remark_is_the_docs(bot: httpx.Client) -> None:
+    """A greeting in front of the question, or a remark before it, does not hide it: "it"
+    after a remark is the bot the user came to ask about, not the remark's subject."""
+    answer = say(bot, "hello, can I deploy this on kubernetes?", user="ops")
+    assert answer["active_skill"] == "knowledge", answer
+    assert answer["attributes"]["citations"][0]["source"] == "docs/deployment.md"
+
+    say(bot, "Hi, I'm Sam", user="sam")
+    say(bot, "We run a support desk and want a bot for it.", user="sam")
+    answer = say(bot, "can I deploy it on kubernetes?", user="sam")
+    assert answer["active_skill"] == "knowledge", answer
+    assert answer["attributes"]["citations"][0]["source"] == "docs/deployment.md"
+
+
 def test_small_talk_and_the_faq_still_answer_as_before(bot: httpx.Client) -> None:
     for text, skill in [
         ("Hello!", "greeting"),
