@@ -107,3 +107,23 @@ def subject_words(text: str, besides: frozenset[str] = frozenset()) -> int:
     words = {w.split("'")[0] for w in re.findall(r"[a-z']+", text.lower())}
     own = words - ENGLISH_STOP_WORDS - BOTS_WORDS - besides
     return sum(len(w) >= 4 and spelling.is_english(w) for w in own)
+
+
+#: A greeting opening a turn: "hi", "hello", "hey", "hiya", "howdy", "yo", "greetings".
+GREETING = re.compile(r"^\W*(?:hi|hello|hey|hiya|howdy|yo|greetings)\b", re.IGNORECASE)
+#: ... with the words that keep it company before the turn's own ("hi there,", "hello
+#: chorus!", "hey bot -", "hi again."), up to the punctuation that ends it.
+_GREETING_AND_COMPANY = re.compile(
+    GREETING.pattern
+    + r"(?:\s+(?:there|again|all|everyone|chorus|bot|robot))*"
+    + r"\s*[,.!:;\-\u2013\u2014]*\s*",
+    re.IGNORECASE,
+)
+
+
+def without_greeting(text: str) -> str:
+    """``text`` with the greeting that opens it left out ("hi, is there a REST API?" -> "is
+    there a REST API?"): a search for what the turn asks is not a search for "hi". A
+    greeting alone is kept whole, for there is nothing else to read."""
+    rest = _GREETING_AND_COMPANY.sub("", text, count=1)
+    return rest if rest.strip() else text

@@ -50,7 +50,7 @@ from pydantic import (
 from agent.sdk import DialogView, Service
 from annotators.intents import languages
 from shared import meaning, reading, spelling
-from shared.asking import SUBJECT_WORDS, subject_words
+from shared.asking import GREETING, SUBJECT_WORDS, subject_words
 from shared.tfidf import Tfidf
 
 INTENTS_FILE = Path(__file__).parent / "intents.json"
@@ -121,7 +121,6 @@ PARTLY_ASKED = frozenset({"how_are_you"})
 #: or more, greetings aside: "me write a cover letter", "with my homework").
 TASKED = frozenset({"abilities"})
 _BOT = re.compile(r"\b(?:you|your|yours|yourself|u|ur|chorus)\b", re.IGNORECASE)
-_GREETINGS = re.compile(r"^\W*(?:hi|hello|hey|hiya|howdy|yo|greetings)\b", re.IGNORECASE)
 
 
 def asks_of_its_own(rest: str) -> bool:
@@ -300,7 +299,7 @@ class IntentCatcher:
                 # you" that is not about the bot ("what's your favourite film" is)
                 or (matched in PARTLY_ASKED and asks_of_its_own(rest) and not _BOT.search(rest))
                 # "can you help me write a cover letter": help with a task of its own
-                or (matched in TASKED and len(_WORDS.findall(_GREETINGS.sub(" ", rest))) >= 3)
+                or (matched in TASKED and len(_WORDS.findall(GREETING.sub(" ", rest))) >= 3)
             )
             company = self.greetings_company(rest) if partial and matched == "greeting" else None
             if company is not None:

@@ -38,6 +38,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent.sdk import DialogView, Service
 from shared import spelling
+from shared.asking import without_greeting
 from shared.knowledge.index import Hit, IndexError_, KnowledgeIndex, build_index
 from shared.knowledge.passages import read_folder
 from shared.knowledge.retrieval import (
@@ -192,12 +193,19 @@ def engine_for(settings: RetrievalSettings) -> Retriever:
     return index
 
 
+def read_as_asked(text: str, knows: Callable[[str], bool] | None = None) -> str:
+    """``text`` as it is searched: without the greeting that opens it ("hi, is there a REST
+    API for the bot?", :func:`shared.asking.without_greeting`), careless typing read the
+    careful way (:func:`shared.spelling.normalise`, keeping the words ``knows``)."""
+    return spelling.normalise(without_greeting(text), knows)
+
+
 def previous_human(dialog: DialogView, knows: Callable[[str], bool] | None = None) -> str | None:
     """The human's utterance before the newest one, if the window holds it, read as the
-    question is (:func:`shared.spelling.normalise`, keeping the words ``knows``)."""
+    question is (:func:`read_as_asked`)."""
     humans = [u.text for u in dialog.utterances if u.speaker == "human"]
     # only that one read: the newest is the question, which the caller has read already
-    return spelling.normalise(humans[-2], knows) if len(humans) > 1 else None
+    return read_as_asked(humans[-2], knows) if len(humans) > 1 else None
 
 
 def kept(engine: Retriever, question: str, previous: str | None, k: int) -> Retrieved | None:
@@ -227,7 +235,7 @@ def create_service(engine: Retriever, top_k: int = TOP_K) -> Service:
         # "how do i bakup chorus": careless typing read the careful way (shared/spelling.py),
         # the words the knowledge base writes ("uvicorn", "failover") as typed
         knows = engine.knows if isinstance(engine, ReloadingIndex) else None
-        question = spelling.normalise(dialog.human_utterance.text, knows)
+        question = read_as_asked(dialog.human_utterance.text, knows)
         previous = previous_human(dialog, knows)
         # A question searched before is answered at once, on the event loop. A new one is
         # CPU work (or a Qdrant request): searched in a worker thread, so the other

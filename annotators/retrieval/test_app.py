@@ -212,6 +212,16 @@ def test_a_turn_after_one_that_asked_nothing_is_no_follow_up(client: ServiceClie
     assert asked["context"] == "what does the Pro plan cost"
 
 
+def test_a_greeting_in_front_of_the_question_is_not_searched(client: ServiceClient) -> None:
+    """ "hi, how much is the Pro plan?" finds what "how much is the Pro plan?" finds: the
+    greeting's words are nobody's subject, and only weakened the search."""
+    alone = ask(client, "How much is the Pro plan?")
+    for greeted in ("hi, How much is the Pro plan?", "hello there! How much is the Pro plan?"):
+        found = ask(client, greeted)
+        assert found["query"] == "How much is the Pro plan?", greeted
+        assert found["passages"] == alone["passages"], greeted
+
+
 def test_a_repeated_follow_up_is_searched_with_whichever_question_came_before(
     client: ServiceClient,
 ) -> None:

@@ -73,6 +73,9 @@ def test_a_question_after_a_greeting_or_a_remark_is_the_docs(bot: httpx.Client) 
     answer = say(bot, "hello, can I deploy this on kubernetes?", user="ops")
     assert answer["active_skill"] == "knowledge", answer
     assert answer["attributes"]["citations"][0]["source"] == "docs/deployment.md"
+    answer = say(bot, "hi, how do I restore a backup?", user="backups")
+    assert answer["active_skill"] == "knowledge", answer
+    assert answer["attributes"]["citations"][0]["source"] == "docs/backup.md"
 
     say(bot, "Hi, I'm Sam", user="sam")
     say(bot, "We run a support desk and want a bot for it.", user="sam")

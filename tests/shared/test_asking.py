@@ -1,7 +1,8 @@
 """Whether a bot's line leaves the user's name to come (shared/asking.py): the greeting reads
-the reply to such a line, and small talk leaves it alone."""
+the reply to such a line, and small talk leaves it alone. And what a turn asks, without the
+greeting that opens it, as the docs are searched for it."""
 
-from shared.asking import asked_name, awaits_name
+from shared.asking import asked_name, awaits_name, without_greeting
 
 
 def test_the_greetings_name_question_and_why_it_asks_leave_the_name_to_come() -> None:
@@ -19,3 +20,17 @@ def test_the_greetings_other_lines_wait_for_nothing() -> None:
     assert not awaits_name("Hello again, Ana!")
     assert not awaits_name("Your name is Ana.")
     assert not asked_name("What a lovely name!")
+
+
+def test_a_turns_opening_greeting_is_left_out_of_what_it_asks() -> None:
+    for said, asked in [
+        ("hi, is there a REST API for the bot?", "is there a REST API for the bot?"),
+        ("hello there! how do I restore a backup?", "how do I restore a backup?"),
+        ("hey bot - can it run on kubernetes", "can it run on kubernetes"),
+        ("Hi. Where are conversations stored?", "Where are conversations stored?"),
+        ("yo what model are you running on", "what model are you running on"),
+    ]:
+        assert without_greeting(said) == asked, said
+    # a greeting alone is all there is to read; a word that only starts like one is kept
+    for kept in ("hello", "hi!", "Hiya", "history of rome", "hypothermia symptoms"):
+        assert without_greeting(kept) == kept, kept
