@@ -589,8 +589,13 @@ _ASKS_BACK = re.compile(
     re.IGNORECASE,
 )
 #: Questions of place, time or choice ask about the world, not about the name question
-#: ("where do the operators see it"), whatever "it" they hold.
-_ASKS_ELSEWHERE = re.compile(r"^\W*(?:where|when|which|whose)\b", re.IGNORECASE)
+#: ("where do the operators see it"), whatever "it" they hold; so do questions of manner
+#: and of what one can do ("how do I back it up?", "can I deploy it on kubernetes?"),
+#: which no reply declining the name of the training sets opened with. "how come" asks
+#: why.
+_ASKS_ELSEWHERE = re.compile(
+    r"^\W*(?:where|when|which|whose|how(?!\s+come\b)|can|could)\b", re.IGNORECASE
+)
 #: VADER's negations, as typed with or without their apostrophe.
 _NEGATIONS = frozenset(n.replace("'", "") for n in NEGATE)
 

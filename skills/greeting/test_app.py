@@ -690,6 +690,7 @@ def test_an_opening_turn_the_reading_is_sure_of_opens_the_script() -> None:
     ("reply", "raw"),
     [
         ("does it matter", 0.8),
+        ("how come you need it", 0.65),  # "how come" asks why
         ("why does a bot need a name", 0.8),
         ("what do you need my name for", 0.8),
         ("do i need to say it", 0.65),
@@ -715,6 +716,8 @@ def test_a_question_back_or_a_refusal_is_read_by_its_shape(reply: str, raw: floa
         "what should I get my sister for her 30th?",
         "not great to be honest",
         "where do the operators see it",  # a question of place: about the world
+        "How do I back it up?",  # of manner
+        "can I deploy it on kubernetes?",  # of what one can do
     ],
 )
 def test_a_name_how_the_user_is_or_a_question_of_its_own_is_no_refusal(reply: str) -> None:

@@ -77,6 +77,12 @@ def test_a_question_after_a_greeting_or_a_remark_is_the_docs(bot: httpx.Client) 
     assert answer["active_skill"] == "knowledge", answer
     assert answer["attributes"]["citations"][0]["source"] == "docs/backup.md"
 
+    # right after the greeting's name question: a question of the user's own, not a refusal
+    say(bot, "Hello, I'm evaluating Chorus for our support team.", user="eval")
+    answer = say(bot, "can I deploy it on kubernetes?", user="eval")
+    assert answer["active_skill"] == "knowledge", answer
+    assert answer["attributes"]["citations"][0]["source"] == "docs/deployment.md"
+
     say(bot, "Hi, I'm Sam", user="sam")
     say(bot, "We run a support desk and want a bot for it.", user="sam")
     answer = say(bot, "can I deploy it on kubernetes?", user="sam")
