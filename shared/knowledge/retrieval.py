@@ -191,14 +191,14 @@ def follow_up_context(question: str, previous: str | None) -> str | None:
     that asked nothing is no question to continue (:func:`shared.asking.asks_something`):
     after "Hello. I'm evaluating Chorus for our team" or a name, "does it expose
     Prometheus metrics?" speaks of the bot, and the greeting's words only blur its search."""
-    if not previous or not asks_something(previous):
+    if not previous:
         return None
     words = len(question.split())
-    if _JOINED.search(question.strip()) and words <= JOINED_WORDS:
-        return previous
-    if _POINTS_BACK.search(question) and words <= FOLLOW_UP_WORDS:
-        return previous
-    return None
+    joined = _JOINED.search(question.strip()) is not None and words <= JOINED_WORDS
+    points_back = _POINTS_BACK.search(question) is not None and words <= FOLLOW_UP_WORDS
+    # the previous turn read (the speller's work) only for a question that would continue
+    # it: most turns do not, and this runs on every turn, twice on a search not kept
+    return previous if (joined or points_back) and asks_something(previous) else None
 
 
 def retrieve(
