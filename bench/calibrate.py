@@ -80,11 +80,12 @@ questions and cited fewer right files on the held-out third and the fresh sets t
 shipped curve (docs/performance.md, "Knowledge base"), so the shipped curve stays.
 
 Beside the curves, the turn's reading (:mod:`shared.reading`, ``shared/reading.json``)
-is fitted on the same turns (:mod:`bench.reading`): a logistic regression per label over
-the turn's features, and the combiner that weighs its probability with each answer's
-curve. ``--folds`` prints the figures of the curves alone and of the curves with the
-reading (``K-fold+read``: the reading fitted on the other folds too), so the reading is
-judged out of sample like the curves; ``--strength`` sets its penalty.
+is fitted on the same turns (:mod:`bench.reading`): a network of one hidden layer over the
+turn's features with a logistic output per label, and the combiner that weighs its
+probability with each answer's curve. ``--folds`` prints the figures of the curves
+alone and of the curves with the reading (``K-fold+read``: the reading fitted on the
+other folds too), so the reading is judged out of sample like the curves;
+``--strength`` sets its penalty.
 
 A deployment's own skills get curves the same way: they return ``routing`` (with
 :func:`shared.calibration.calibrated`), and a labelled set of their turns is run here.
@@ -779,7 +780,7 @@ def main(argv: list[str] | None = None) -> int:
         "--strength",
         type=float,
         default=reading.STRENGTH,
-        help="the reading's inverse L2 penalty (bench/reading.py)",
+        help="the strength of the reading's L2 penalty, scikit-learn's alpha (bench/reading.py)",
     )
     parser.add_argument(
         "--reading-out",

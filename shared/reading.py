@@ -7,11 +7,17 @@ poorly. The reading looks at the turn itself: what the user said (its embedding,
 :mod:`shared.meaning`), the bot's previous line (its embedding, whether it asked
 something, and its kind: the LLM's, read by its kind alone, or a cheap skill's question,
 :func:`line_kind`; one of the bot's jokes is read without its words too), and the intents
-annotator's scores. A logistic regression per label, fitted on a labelled set's turns
-(``fits``: which cheap skill may answer, or only the LLM) by :mod:`bench.calibrate`, gives
-each label's probability; the weights live in
-``reading.json`` beside this module (a few thousand numbers: numpy only, no model
-library in the served agent).
+annotator's scores. A small network, one hidden layer shared by the labels and a
+logistic output per label, fitted on a labelled set's turns (``fits``: which cheap skill
+may answer, or only the LLM) by :mod:`bench.calibrate`, gives each label's probability.
+A logistic regression per label, the reading before it, weighed each feature on its own;
+the hidden layer can weigh them together (the same words after the bot's question and on
+the LLM's thread), and with each training set left out in turn it told small talk's
+turns from the LLM's better on every one of them (bench/journal/routing.md). The
+weights live in ``reading.json`` beside this module (some 35,000 numbers: numpy only, no
+model library in the served agent; two products of a matrix and a vector per turn). A
+file without a hidden layer, as readings fitted before it were, is read as a logistic
+regression per label.
 
 The intents annotator computes the reading once per turn (it has the utterance's
 embedding and its own scores already) and publishes it under ``annotations["intents"]
@@ -217,29 +223,45 @@ class Combiner(BaseModel):
 
 
 class ReadingModel(BaseModel):
-    """``reading.json``: the labels, the intents the features name, one row of weights
-    per label (over :func:`features`) and its bias, and the combiner of each skill whose
-    answers were enough to weigh the reading against its curve; a skill with none keeps
-    its curve's chance alone."""
+    """``reading.json``: the labels, the intents the features name, the hidden layer (one
+    row of weights per unit, over :func:`features`, and its bias), one row of weights per
+    label (over the hidden units; over the features in a file without a hidden layer)
+    and its bias, and the combiner of each skill whose answers were enough to weigh the
+    reading against its curve; a skill with none keeps its curve's chance alone."""
 
     model_config = ConfigDict(extra="forbid")
 
     labels: list[str] = Field(min_length=1)
     intents: list[str]
+    hidden: list[list[float]] | None = None
+    hidden_bias: list[float] | None = None
     weights: list[list[float]]
     bias: list[float]
     combiners: dict[str, Combiner]
     #: how many labelled turns it was fitted on
     turns: int = Field(ge=0)
     _matrix: Any = PrivateAttr(default=None)
+    _hidden_matrix: Any = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _shape(self) -> ReadingModel:
-        width = feature_count(self.intents)
+        features = feature_count(self.intents)
+        if (self.hidden is None) != (self.hidden_bias is None):
+            raise ValueError("hidden and hidden_bias come together, or neither")
+        if self.hidden is not None and self.hidden_bias is not None:
+            if not self.hidden or len(self.hidden_bias) != len(self.hidden):
+                raise ValueError("hidden needs at least one unit, and hidden_bias one per unit")
+            if any(len(row) != features for row in self.hidden):
+                raise ValueError(f"each row of hidden needs {features} values (the features)")
         if len(self.weights) != len(self.labels) or len(self.bias) != len(self.labels):
             raise ValueError("weights and bias need one entry per label")
+        width, of = (
+            (features, "the features")
+            if self.hidden is None
+            else (len(self.hidden), "the hidden units")
+        )
         if any(len(row) != width for row in self.weights):
-            raise ValueError(f"each row of weights needs {width} values (the features)")
+            raise ValueError(f"each row of weights needs {width} values ({of})")
         return self
 
     def combiner_for(self, skill: str) -> Combiner | None:
@@ -254,6 +276,21 @@ class ReadingModel(BaseModel):
 
             self._matrix = np.asarray(self.weights, dtype=np.float32)
         made: np.ndarray = self._matrix
+        return made
+
+    def hidden_layer(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The hidden layer's weights and bias as arrays, made once per model; None for a
+        reading without one."""
+        if self.hidden is None or self.hidden_bias is None:
+            return None
+        if self._hidden_matrix is None:
+            import numpy as np
+
+            self._hidden_matrix = (
+                np.asarray(self.hidden, dtype=np.float32),
+                np.asarray(self.hidden_bias, dtype=np.float32),
+            )
+        made: tuple[np.ndarray, np.ndarray] = self._hidden_matrix
         return made
 
 
@@ -346,6 +383,10 @@ def probabilities(model: ReadingModel, row: np.ndarray) -> dict[str, float]:
     """Each label's probability for one turn's features."""
     import numpy as np
 
+    layer = model.hidden_layer()
+    if layer is not None:  # rectified units, as the network was fitted
+        weights, bias = layer
+        row = np.maximum(weights @ row + bias, 0.0)
     z = model.matrix() @ row + np.asarray(model.bias, dtype=np.float32)
     p = 1.0 / (1.0 + np.exp(-z.astype(np.float64)))
     return {label: round(float(v), DIGITS) for label, v in zip(model.labels, p, strict=True)}

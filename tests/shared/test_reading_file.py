@@ -1,0 +1,111 @@
+"""The reading's file (shared/reading.json): what the served side reads from it.
+
+The reading became a network of one hidden layer; an operator's file refitted before
+that (a logistic regression per label, no hidden layer) must keep reading the same after
+an upgrade, and a file of the wrong shape must say which field is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.reading import fit_reading
+from bench.routing import Observed
+from shared.reading import BadReading, feature_count, load, probabilities
+
+INTENTS = ["greeting", "thanks"]
+WIDTH = feature_count(INTENTS)
+
+
+def test_a_file_fitted_before_the_hidden_layer_reads_as_a_regression_per_label(
+    tmp_path: Path,
+) -> None:
+    weights = [[0.0] * WIDTH, [0.0] * WIDTH]
+    weights[0][0], weights[1][3] = 2.0, -1.5
+    path = tmp_path / "reading.json"
+    path.write_text(
+        json.dumps(
+            {
+                "labels": ["smalltalk", "llm"],
+                "intents": INTENTS,
+                "weights": weights,
+                "bias": [0.5, -0.25],
+                "combiners": {},
+                "turns": 40,
+            }
+        )
+    )
+    row = np.zeros(WIDTH, dtype=np.float32)
+    row[0], row[3] = 1.0, 2.0
+    read = probabilities(load(path), row)
+    assert read["smalltalk"] == pytest.approx(1 / (1 + math.exp(-2.5)), abs=1e-4)
+    assert read["llm"] == pytest.approx(1 / (1 + math.exp(3.25)), abs=1e-4)
+
+
+def test_a_hidden_layer_of_the_wrong_width_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "reading.json"
+    path.write_text(
+        json.dumps(
+            {
+                "labels": ["llm"],
+                "intents": INTENTS,
+                "hidden": [[0.0] * (WIDTH - 1)],
+                "hidden_bias": [0.0],
+                "weights": [[1.0]],
+                "bias": [0.0],
+                "combiners": {},
+                "turns": 1,
+            }
+        )
+    )
+    with pytest.raises(BadReading, match=f"each row of hidden needs {WIDTH} values"):
+        load(path)
+
+
+def test_the_served_network_reads_what_it_learned_including_what_two_features_say_together(
+    tmp_path: Path,
+) -> None:
+    """The label is small talk's where two features agree (both on or both off), the LLM's
+    where they differ: no weight per feature says that, a hidden layer does. Served from
+    the file (the standardisation folded into its weights), the reading tells them apart
+    on turns it was not fitted on."""
+    generator = np.random.default_rng(7)
+
+    def turns_and_rows(count: int, start: int) -> tuple[list[Observed], np.ndarray]:
+        rows = np.full((count, WIDTH), 3.0, dtype=np.float32)  # a feature that never moves
+        first = generator.integers(0, 2, size=count)
+        second = generator.integers(0, 2, size=count)
+        rows[:, 0] = 10.0 + 4.0 * first  # far from 0 and 1: the scaling must be folded in
+        rows[:, 1] = -2.0 + 0.1 * second
+        turns = [
+            Observed(
+                conversation=f"c{start + i}",
+                place=1,
+                text="",
+                fits=["smalltalk" if a == b else "llm"],
+                skill="",
+                answer="",
+                llm_asked=False,
+                hypotheses=[],
+            )
+            for i, (a, b) in enumerate(zip(first, second, strict=True))
+        ]
+        return turns, rows
+
+    fitted_turns, fitted_rows = turns_and_rows(600, 0)
+    model = fit_reading(fitted_rows, fitted_turns, INTENTS)
+    assert model is not None and model.hidden is not None
+    path = tmp_path / "reading.json"
+    path.write_text(model.model_dump_json())
+    served = load(path)
+    new_turns, new_rows = turns_and_rows(200, 600)
+    right = sum(
+        (probabilities(served, row)["smalltalk"] > 0.5) == ("smalltalk" in turn.fits)
+        for turn, row in zip(new_turns, new_rows, strict=True)
+    )
+    assert right >= 0.9 * len(new_turns)
