@@ -1,6 +1,7 @@
 """Fits the skills' confidence curves (``shared/calibration.json``) and the turn's reading
 (``shared/reading.json``) on the training sets, dev, train, train2, train3, train4, train5,
-train6, train7, train8, train9, train10, train11, train12, train13, train14 and train15.
+train6, train7, train8, train9, train10, train11, train12, train13, train14, train15,
+train16 and train17.
 
 Runs the sets' conversations through the shipped pipeline without the LLM and without any
 calibration (``SKILL_CALIBRATION=off``: every skill's raw score, and the answers a curve
@@ -17,7 +18,7 @@ Every conversation of the sets is used: what the curves are worth on conversatio
 never saw is estimated by ``--folds`` and ``--across`` (below), and measured on the
 held-out sets.
 
-    .venv/bin/python -m bench.calibrate                # the sixteen training sets -> shared/*.json
+    .venv/bin/python -m bench.calibrate                # the eighteen training sets -> shared/*.json
     .venv/bin/python -m bench.calibrate --set my.jsonl --out /tmp/mine.json
     .venv/bin/python -m bench.calibrate --folds 5      # the out-of-sample estimate, no file
     .venv/bin/python -m bench.calibrate --folds 5 --noise 0.5   # the same, typed carelessly

@@ -42,6 +42,7 @@ measured as well (the LLM-on run), and the report prints both.
     .venv/bin/python -m bench.routing --set train13      # the fourteenth, ordinary, blind
     .venv/bin/python -m bench.routing --set train14      # the fifteenth, ordinary, blind
     .venv/bin/python -m bench.routing --set train15      # the sixteenth, unusual voices, blind
+    .venv/bin/python -m bench.routing --set train17      # the eighteenth, unusual voices, blind
     .venv/bin/python -m bench.routing --set my.jsonl     # any set, e.g. from --store
     .venv/bin/python -m bench.routing --store sqlite:///chorus.db --export mine.jsonl
 
@@ -149,6 +150,8 @@ TRAINING_SETS: tuple[str, ...] = (
     "train13",
     "train14",
     "train15",
+    "train16",
+    "train17",
 )
 #: The sets called by name: the training sets may be fitted on, ``holdout`` only reported.
 NAMED_SETS = frozenset({*TRAINING_SETS, "holdout"})

@@ -73,8 +73,8 @@ class Conversation(BaseModel):
 #: once ``fresh10`` had been run many times; ``train``, ``train2``, ``train3``,
 #: ``train4``, ``train5``, ``train6``, ``train7``, ``train8``, ``train9``, ``train10``,
 #: ``train11``, ``train12``, ``train13``, ``train14`` (train6 to train14 in ordinary voices,
-#: each written blind) and ``train15`` (unusual voices, written blind) are more sets to fit
-#: on, beside dev
+#: each written blind), ``train15``, ``train16`` and ``train17`` (unusual voices, each
+#: written blind) are more sets to fit on, beside dev
 MINIMUMS = {
     "dev": ("dev-", 420),
     "holdout": ("holdout-", 220),
@@ -104,8 +104,10 @@ MINIMUMS = {
     "train13": ("train13-", 620),
     "train14": ("train14-", 620),
     "train15": ("train15-", 620),
+    "train16": ("train16-", 620),
+    "train17": ("train17-", 620),
 }
-#: Every set of the folder: the twenty-eight above and ``typed``, the careless-typing set, which
+#: Every set of the folder: the thirty above and ``typed``, the careless-typing set, which
 #: keeps no size or mix of the issue's (README.md there).
 ALL_SETS = [*sorted(MINIMUMS), "typed"]
 
@@ -201,6 +203,10 @@ EARLIER: dict[str, list[str]] = {
     # written blind, in unusual voices and many languages, and fitted on only once
     # written: none of any other set
     "train15": [name for name in ALL_SETS if name != "train15"],
+    # written blind beside each other, in unusual voices and many languages, and fitted on
+    # only once written: none of any other set
+    "train16": [name for name in ALL_SETS if name != "train16"],
+    "train17": [name for name in ALL_SETS if name != "train17"],
 }
 
 
