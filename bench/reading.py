@@ -46,9 +46,10 @@ from shared.reading import (
 
 #: The strength of the reading's L2 penalty (scikit-learn's ``alpha``), on standardised
 #: features, with :data:`HIDDEN` units and :data:`ROUNDS` passes over the turns: chosen by
-#: the labels' log loss with each of the sixteen training sets left out in turn, which
-#: told small talk's turns from the LLM's best (1 and 5 worse, 32 units worse, 128 no
-#: better, stopping early on a tenth held back worse; bench/journal/routing.md).
+#: the labels' log loss with each of the sixteen training sets left out in turn (L2 5 and
+#: 32 units worse; by 5 folds, L2 1 and 10 and 128 units no better, stopping early on a
+#: tenth held back worse). On the eighteen, L2 2 read the labels a little better but only
+#: moved the decisions along the curve (bench/journal/routing.md).
 STRENGTH = 3.0
 HIDDEN = 64
 ROUNDS = 200
@@ -162,8 +163,8 @@ def fit_reading(
     target = np.array([[label in t.fits for label in labels] for t in turns], dtype=int)
     network = MLPClassifier((HIDDEN,), alpha=strength, max_iter=ROUNDS, random_state=SEED)
     with warnings.catch_warnings():
-        # the passes are a choice like the penalty (more fitted the training turns
-        # closer and read the left-out sets worse), not a fit cut short
+        # the passes are a choice like the penalty (the measured one: stopping early
+        # read the left-out turns worse), not a fit cut short
         warnings.simplefilter("ignore", ConvergenceWarning)
         # one label is a column scikit-learn reads as a binary target: same network
         network.fit(standard, target if len(labels) > 1 else target[:, 0])
