@@ -56,6 +56,10 @@ ROUNDS = 200
 #: The network's start, fixed so that a refit on the same turns gives the same file on
 #: the same machine (another count of BLAS threads sums in another order).
 SEED = 0
+#: The log-odds of a label that fitted every turn of the set, or none: a certainty, where
+#: the penalised network would read an operator's set whose turns all fit one skill as
+#: 0.84 ("every turn or none" is all the set can say of that label).
+CONSTANT_LOGIT = 8.0
 #: Folds for the combiner's out-of-sample answers.
 INNER_FOLDS = 5
 #: A skill's answers are weighed with the reading when there were this many, this many
@@ -172,6 +176,10 @@ def fit_reading(
     inner_bias, outer_bias = network.intercepts_
     hidden = inner.T / scale  # the standardisation folded into the hidden layer
     hidden_bias = inner_bias - hidden @ mean
+    for j, column in enumerate(target.T):
+        if column.min() == column.max():  # every turn or none: a constant, not a penalised guess
+            outer[:, j] = 0.0
+            outer_bias[j] = CONSTANT_LOGIT if column[0] else -CONSTANT_LOGIT
     return ReadingModel(
         labels=labels,
         intents=intents,

@@ -109,3 +109,27 @@ def test_the_served_network_reads_what_it_learned_including_what_two_features_sa
         for turn, row in zip(new_turns, new_rows, strict=True)
     )
     assert right >= 0.9 * len(new_turns)
+
+
+def test_a_label_every_turn_fits_is_read_as_sure() -> None:
+    """An operator's set whose every turn fits their skill says nothing else of it: the
+    reading is sure of it on any turn, as the regression per label was, not the
+    penalised network's guess."""
+    rows = np.full((60, WIDTH), 3.0, dtype=np.float32)
+    rows[:, 0] = np.random.default_rng(3).normal(size=60)
+    turns = [
+        Observed(
+            conversation=f"c{i}",
+            place=1,
+            text="",
+            fits=["weather", "faq"] if i % 2 else ["weather"],
+            skill="",
+            answer="",
+            llm_asked=False,
+            hypotheses=[],
+        )
+        for i in range(60)
+    ]
+    model = fit_reading(rows, turns, INTENTS)
+    assert model is not None and model.labels == ["faq", "weather"]
+    assert probabilities(model, rows[0])["weather"] > 0.999
