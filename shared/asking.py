@@ -35,18 +35,27 @@ def asks(text: str) -> bool:
 def asks_outright(text: str) -> bool:
     """Whether ``text`` opens as a question or a bid, or ends on a question mark
     (:data:`shared.questions.QUESTION_OR_BID`), as typed or read carefully
-    (:func:`spelling.normalise`)."""
-    return (
+    (:func:`spelling.normalise`). An English question word opening a turn mostly in
+    another language is that language's word: "do widzenia" is Polish for goodbye
+    (:func:`spelling.mostly_english`); its question mark still asks."""
+    if _ENDS_ASKING.search(text):
+        return True
+    opens = (
         questions.QUESTION_OR_BID.search(text) is not None
         or questions.QUESTION_OR_BID.search(spelling.normalise(text)) is not None
     )
+    return opens and spelling.mostly_english(text)
+
+
+#: A question mark ending the turn.
+_ENDS_ASKING = re.compile(r"\?\s*$")
 
 
 def asks_something(text: str) -> bool:
     """Whether the turn asks something, with its question mark anywhere or without one
     ("what games do you like", "how do i install you", "be honest is taylor swift
-    overrated"): :func:`shared.questions.asks_as_typed`, or the same read carefully."""
-    return questions.asks_as_typed(text) or asks_outright(text)
+    overrated"): its question mark, or :func:`asks_outright`."""
+    return "?" in text or asks_outright(text)
 
 
 #: A bid for the bot to make or do something, opening the turn or a later clause: "can

@@ -294,3 +294,22 @@ def is_english(word: str) -> bool:
     """Whether ``word`` (any case) is one of the English dictionary's 82,765 words, the one
     the speller corrects by: "gracias", "tschüss" and "asante" are not."""
     return word.lower() in _speller().words
+
+
+#: Words counted as neither English nor not: the bot's own name said to it.
+NOT_FOREIGN = frozenset({"chorus"})
+#: A word with its apostrophes ("didn't", "t'es"): a contraction is read whole.
+_WORD_OF_ANY_LANGUAGE = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*")
+
+
+def mostly_english(text: str) -> bool:
+    """Whether at least half the words of ``text`` are in the English dictionary. English
+    patterns read English only: "me siento un poco sola aquí" is no statement about "me",
+    and "do widzenia" (Polish for goodbye) no question opened by "do"; a remark wholly in
+    another language is the LLM's to read, or a nod's."""
+    words = [
+        w.lower() for w in _WORD_OF_ANY_LANGUAGE.findall(unabbreviate(text.replace("\u2019", "'")))
+    ]
+    words = [w for w in words if w not in NOT_FOREIGN]
+    unknown = sum(not is_english(word) and not is_english(word.split("'")[0]) for word in words)
+    return 2 * unknown < len(words) or not words

@@ -54,6 +54,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from shared import spelling
 from skills.smalltalk.matchers import introduces
 
 _I = re.IGNORECASE
@@ -267,7 +268,13 @@ def asks_the_world(text: str) -> bool:
     of its own is read alone: "hi chorus! how far is the moon?" names the bot before it."""
     if _ANY_HELP.search(text) or _NEEDS_HELP.search(text) or _ASKS_VIEW.search(text):
         return True
-    if (_WH.search(text) or _AUX.search(text)) and not _ADDRESSES_BOT.search(text):
+    if (
+        (_WH.search(text) or _AUX.search(text))
+        and not _ADDRESSES_BOT.search(text)
+        # an English question word opening another language's words is theirs: "do
+        # widzenia" (Polish for goodbye) asks nothing
+        and ("?" in text or spelling.mostly_english(text))
+    ):
         return True
     later = (
         _WH_LATER.search(text)

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from shared import reading
+from shared import reading, spelling
 from shared.asking import asks_outright, awaits_name
 from shared.questions import QUESTION_OR_BID
 from skills.smalltalk import things, unread
@@ -326,7 +326,7 @@ def match_mood(text: str, annotations: Mapping[str, Any]) -> Match | None:
     """Empathy for a bad mood; for good news about the user, gladness; for anything else
     the user tells of themselves, interest. Only for a statement: a question ("How do I
     stop my cats scratching the sofa?") asks for an answer, whatever its mood."""
-    if QUESTION_OR_BID.search(text) or not unread.mostly_english(text):
+    if QUESTION_OR_BID.search(text) or not spelling.mostly_english(text):
         return None  # a question; or words VADER and the first person pattern cannot read
     label = mood(annotations)
     if label == "negative":
@@ -517,7 +517,7 @@ def stated_line(text: str, annotations: Mapping[str, Any]) -> Topic:
     for a bad one, gladness for a good one, interest in a longer one with none, a nod to
     a few words with none and to words the sentiment annotator cannot read (another
     language: "nzuri sana, asante")."""
-    if not unread.mostly_english(text):
+    if not spelling.mostly_english(text):
         return "unread"
     label = mood(annotations)
     if label == "negative":

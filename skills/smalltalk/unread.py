@@ -24,8 +24,6 @@ from shared import first_names, spelling
 #: A turn of at most this many words may be read this way: thanks, goodbyes and laughs are
 #: short; longer turns in another language say something the LLM should read.
 MOST_WORDS = 4
-#: Words counted as neither English nor not: the bot's own name said to it.
-_NEUTRAL = frozenset({"chorus"})
 _LETTERS = re.compile(r"[^\W\d_]+")
 #: A figure: a word that opens with a digit ("80kg", "22"; not "l8r").
 _FIGURE = re.compile(r"(?<![^\W\d_])\d")
@@ -43,7 +41,7 @@ def capitalised_name(words: list[str]) -> bool:
     return any(
         word[0].isupper() and word.lower() in names
         for word in words
-        if word.lower() not in _NEUTRAL | {"i"}
+        if word.lower() not in spelling.NOT_FOREIGN | {"i"}
     )
 
 
@@ -60,7 +58,7 @@ def unknown_share(text: str, opening: bool) -> float | None:
     if capitalised_name(typed[1:]):
         return None
     words = [w.lower() for w in _WORD.findall(spelling.unabbreviate(text.replace("\u2019", "'")))]
-    words = [w for w in words if w not in _NEUTRAL]
+    words = [w for w in words if w not in spelling.NOT_FOREIGN]
     if not 0 < len(words) <= MOST_WORDS:
         return None
     if len(words) == 1 and words[0] in first_names.first_names():
@@ -106,20 +104,6 @@ def names_someone(text: str) -> bool:
     if len(words) == 1 and words[0] in names:
         return True  # a bare name ("kev"), the greeting's
     return any(w in names and not spelling.is_english(w) for w in words)
-
-
-def mostly_english(text: str) -> bool:
-    """Whether at least half the words of ``text`` are in the English dictionary: the
-    sentiment annotator (VADER) and small talk's first-person pattern read English only,
-    and "me siento un poco sola aquí" is neither a statement about "me" nor neutral; a
-    remark wholly in another language is the LLM's to read."""
-    words = [w.lower() for w in _WORD.findall(spelling.unabbreviate(text.replace("\u2019", "'")))]
-    words = [w for w in words if w not in _NEUTRAL]
-    unknown = sum(
-        not spelling.is_english(word) and not spelling.is_english(word.split("'")[0])
-        for word in words
-    )
-    return 2 * unknown < len(words) or not words
 
 
 #: A bid for something, however glad.

@@ -136,3 +136,15 @@ def test_a_first_conversation_typed_loosely_is_heard_by_its_cheap_skills(
     joke, more = got[4][1], got[5][1]
     assert joke in JOKES and more in JOKES and joke != more, shown
     assert "bye" in got[6][1].lower() or "see you" in got[6][1].lower(), shown
+
+
+def test_a_goodbye_in_a_slavic_language_is_no_question_opened_by_do(bot: httpx.Client) -> None:
+    """ "do widzenia" (Polish) and "do svidaniya" (Russian) say goodbye: their first word is
+    no English "do" opening a question beyond small talk, so small talk nods to them as to
+    a goodbye in any other language, where without an LLM the fallback's "I don't know"
+    answered them."""
+    for user, farewell in (("ola", "do widzenia"), ("anton", "do svidaniya")):
+        answers, shown = converse(
+            bot, ["hello", f"{user} here", "how are you?", farewell], user=user
+        )
+        assert answers[-1]["active_skill"] == "smalltalk", shown

@@ -2,6 +2,7 @@
 the reply to such a line, and small talk leaves it alone. And what a turn asks, without the
 greeting that opens it, as the docs are searched for it."""
 
+from shared import asking
 from shared.asking import asked_name, awaits_name, without_greeting
 
 
@@ -34,3 +35,13 @@ def test_a_turns_opening_greeting_is_left_out_of_what_it_asks() -> None:
     # a greeting alone is all there is to read; a word that only starts like one is kept
     for kept in ("hello", "hi!", "Hiya", "history of rome", "hypothermia symptoms"):
         assert without_greeting(kept) == kept, kept
+
+
+def test_an_english_question_word_opening_another_language_asks_nothing() -> None:
+    """ "do widzenia" is Polish for goodbye, not a question opened by "do"; with its
+    question mark, or in English, it asks."""
+    assert not asking.asks_something("do widzenia")
+    assert not asking.asks_outright("Do widzenia!")
+    assert asking.asks_something("do widzenia?")
+    assert asking.asks_something("do you like dogs")
+    assert asking.asks_outright("how mony o them tae a kilo")
