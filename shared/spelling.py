@@ -298,8 +298,16 @@ def is_english(word: str) -> bool:
 
 #: Words counted as neither English nor not: the bot's own name said to it.
 NOT_FOREIGN = frozenset({"chorus"})
-#: A word with its apostrophes ("didn't", "t'es"): a contraction is read whole.
-_WORD_OF_ANY_LANGUAGE = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*")
+#: A word of any language with its apostrophes ("didn't", "t'es"): a contraction is read
+#: whole.
+WORD_OF_ANY_LANGUAGE = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*")
+
+
+def words_of(text: str) -> list[str]:
+    """The words of ``text`` in any language, as typed (:data:`WORD_OF_ANY_LANGUAGE`), its
+    curly apostrophes made straight and chat abbreviations written out
+    (:func:`unabbreviate`: "im" is "i'm")."""
+    return WORD_OF_ANY_LANGUAGE.findall(unabbreviate(text.replace("\u2019", "'")))
 
 
 def mostly_english(text: str) -> bool:
@@ -307,9 +315,7 @@ def mostly_english(text: str) -> bool:
     patterns read English only: "me siento un poco sola aquí" is no statement about "me",
     and "do widzenia" (Polish for goodbye) no question opened by "do"; a remark wholly in
     another language is the LLM's to read, or a nod's."""
-    words = [
-        w.lower() for w in _WORD_OF_ANY_LANGUAGE.findall(unabbreviate(text.replace("\u2019", "'")))
-    ]
+    words = [w.lower() for w in words_of(text)]
     words = [w for w in words if w not in NOT_FOREIGN]
     unknown = sum(not is_english(word) and not is_english(word.split("'")[0]) for word in words)
     return 2 * unknown < len(words) or not words

@@ -38,7 +38,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent.sdk import DialogView, Service
 from shared import spelling
-from shared.asking import without_greeting
 from shared.knowledge.index import Hit, IndexError_, KnowledgeIndex, build_index
 from shared.knowledge.passages import read_folder
 from shared.knowledge.retrieval import (
@@ -46,6 +45,7 @@ from shared.knowledge.retrieval import (
     Retrieved,
     Retriever,
     follow_up_context,
+    read_as_asked,
     retrieve,
 )
 
@@ -193,16 +193,9 @@ def engine_for(settings: RetrievalSettings) -> Retriever:
     return index
 
 
-def read_as_asked(text: str, knows: Callable[[str], bool] | None = None) -> str:
-    """``text`` as it is searched: without the greeting that opens it ("hi, is there a REST
-    API for the bot?", :func:`shared.asking.without_greeting`), careless typing read the
-    careful way (:func:`shared.spelling.normalise`, keeping the words ``knows``)."""
-    return spelling.normalise(without_greeting(text), knows)
-
-
 def previous_human(dialog: DialogView, knows: Callable[[str], bool] | None = None) -> str | None:
     """The human's utterance before the newest one, if the window holds it, read as the
-    question is (:func:`read_as_asked`)."""
+    question is (:func:`shared.knowledge.retrieval.read_as_asked`)."""
     humans = [u.text for u in dialog.utterances if u.speaker == "human"]
     # only that one read: the newest is the question, which the caller has read already
     return read_as_asked(humans[-2], knows) if len(humans) > 1 else None

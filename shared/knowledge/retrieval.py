@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from shared.asking import asks_something
+from shared import spelling
+from shared.asking import asks_something, without_greeting
 from shared.knowledge.index import Hit
 
 #: Every sign of a hit the confidence can weigh (:func:`signs`); :data:`FEATURES` are
@@ -182,6 +183,14 @@ def quotes(text: str, question: str) -> bool:
             return True
         start = flat.find(asked, start + 1)
     return False
+
+
+def read_as_asked(text: str, knows: Callable[[str], bool] | None = None) -> str:
+    """``text`` as it is searched, by the retrieval annotator and read by the knowledge
+    skill alike: without the greeting that opens it ("hi, is there a REST API for the
+    bot?", :func:`shared.asking.without_greeting`), careless typing read the careful way
+    (:func:`shared.spelling.normalise`, keeping the words ``knows``)."""
+    return spelling.normalise(without_greeting(text), knows)
 
 
 def follow_up_context(question: str, previous: str | None) -> str | None:

@@ -35,10 +35,10 @@ from pydantic import ValidationError
 
 from agent.sdk import DialogView, Service, SkillHypothesis
 from shared import reading, spelling
-from shared.asking import asks, bids_for_work, without_greeting
+from shared.asking import asks, bids_for_work
 from shared.calibration import SILENT_BELOW, calibrated, chance, recording
 from shared.knowledge.index import embed_texts, terms
-from shared.knowledge.retrieval import Retrieved, RetrievedPassage
+from shared.knowledge.retrieval import Retrieved, RetrievedPassage, read_as_asked
 
 #: The least probability of fitting that still answers. A wrong answer costs more than
 #: silence (another skill, or the LLM, answers then); what it answers and declines on the
@@ -276,7 +276,7 @@ def answer(dialog: DialogView) -> SkillHypothesis | None:
     even one; where only the
     passage's confidence or meaning falls short, the turn's reading may still answer it
     (:func:`by_reading`)."""
-    said = spelling.normalise(without_greeting(dialog.human_utterance.text))
+    said = read_as_asked(dialog.human_utterance.text)
     if small_talk(dialog) or not asks(said) or bids_for_work(said):
         return None
     found = retrieved(dialog)

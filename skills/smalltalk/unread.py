@@ -27,8 +27,6 @@ MOST_WORDS = 4
 _LETTERS = re.compile(r"[^\W\d_]+")
 #: A figure: a word that opens with a digit ("80kg", "22"; not "l8r").
 _FIGURE = re.compile(r"(?<![^\W\d_])\d")
-#: A word with its apostrophes ("didn't", "t'es"): a contraction is read whole.
-_WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*")
 
 
 def capitalised_name(words: list[str]) -> bool:
@@ -57,7 +55,7 @@ def unknown_share(text: str, opening: bool) -> float | None:
     typed = _LETTERS.findall(text)
     if capitalised_name(typed[1:]):
         return None
-    words = [w.lower() for w in _WORD.findall(spelling.unabbreviate(text.replace("\u2019", "'")))]
+    words = [w.lower() for w in spelling.words_of(text)]
     words = [w for w in words if w not in spelling.NOT_FOREIGN]
     if not 0 < len(words) <= MOST_WORDS:
         return None
@@ -86,7 +84,7 @@ def few_words(text: str) -> bool:
     talk's (:data:`shared.reading.NOD`)."""
     if "?" in text:
         return False
-    words = _WORD.findall(spelling.unabbreviate(text.replace("\u2019", "'")))
+    words = spelling.words_of(text)
     return 0 < len(words) <= NOD_WORDS and not names_someone(text)
 
 
@@ -99,7 +97,7 @@ def names_someone(text: str) -> bool:
     typed = _LETTERS.findall(text)
     if capitalised_name(typed[1:]):
         return True
-    words = [w.lower() for w in _WORD.findall(spelling.unabbreviate(text.replace("\u2019", "'")))]
+    words = [w.lower() for w in spelling.words_of(text)]
     names = first_names.first_names()
     if len(words) == 1 and words[0] in names:
         return True  # a bare name ("kev"), the greeting's
@@ -174,7 +172,7 @@ def asks_back(text: str, opening: bool) -> float | None:
     found = _ASKS_BACK.search(text)
     if opening or found is None:
         return None
-    words = [w.lower() for w in _WORD.findall(text[: found.start()])]
+    words = [w.lower() for w in spelling.WORD_OF_ANY_LANGUAGE.findall(text[: found.start()])]
     if not 0 < len(words) <= ASKS_BACK_WORDS:
         return None
     return round(sum(not spelling.is_english(w) for w in words) / len(words), 4)
