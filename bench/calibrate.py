@@ -580,7 +580,7 @@ def cross_validate(
     scored on itself) for comparison: the curves alone, then with the reading.
     ``decided``, when given, is filled with each turn's out-of-fold decision with the
     reading."""
-    rows, intents = reading.turn_rows(turns)
+    rows, intents = reading.turn_rows(turns, progress)
 
     def fit_curves(some: Sequence[Observed]) -> dict[str, dict[str, Curve]]:
         return as_curves(fit(some, extra))
@@ -595,10 +595,11 @@ def cross_validate(
     alone: list[Decided | None] = [None] * len(turns)
     read: list[Decided | None] = [None] * len(turns)
     for k in range(folds):
+        progress(f"fold {k + 1} of {folds}")
         inside = [i for i, t in enumerate(turns) if fold_of[t.conversation] != k]
         kept = [turns[i] for i in inside]
         curves = fit_curves(kept)
-        model = reading.fit(rows[inside], kept, intents, fit_curves, strength)
+        model = reading.fit(rows[inside], kept, intents, fit_curves, strength, progress)
         for i, t in enumerate(turns):
             if fold_of[t.conversation] == k:
                 alone[i] = decide(t, curves, run_below)
@@ -606,7 +607,8 @@ def cross_validate(
     if decided is not None:  # the out-of-fold decisions with the reading, for --misses
         decided[:] = [d for d in read if d is not None]
     everywhere = fit_curves(turns)
-    model = reading.fit(rows, turns, intents, fit_curves, strength)
+    progress("every turn, in sample")
+    model = reading.fit(rows, turns, intents, fit_curves, strength, progress)
     if model is not None:
         print(f"reading fitted on every turn: {model.labels}, combiners {model.combiners}")
     return {
@@ -630,7 +632,7 @@ def across(
     """The figures of ``measured``'s turns decided by curves and a reading fitted on
     ``fitted_on`` alone (another set: a stranger's turns, as the hidden set's will be),
     the curves alone and with the reading; and the decisions with the reading."""
-    rows, intents = reading.turn_rows([*fitted_on, *measured])
+    rows, intents = reading.turn_rows([*fitted_on, *measured], progress)
     read_of = reader(measured)
     curves = as_curves(fit(fitted_on, extra))
     model = reading.fit(
@@ -639,6 +641,7 @@ def across(
         intents,
         lambda some: as_curves(fit(some, extra)),
         strength,
+        progress,
     )
     alone = [decide(t, curves, run_below) for t in measured]
     read = [
@@ -694,6 +697,11 @@ def print_estimate(figures: dict[str, dict[str, Any]]) -> None:
         print(f"{label:38}" + "".join(f"{v:>12}" for v in shown))
 
 
+def progress(line: str) -> None:
+    """How far a long run or fit is, on stderr: the figures stay alone on stdout."""
+    print(f"bench.calibrate: {line}", file=sys.stderr, flush=True)
+
+
 def run(conversations: Sequence[Conversation], name: str) -> list[Observed]:
     """The conversations through the shipped pipeline, LLM off, every skill's raw score
     (the response selector's weak penalty off: a raw score is no chance); the turns are
@@ -703,6 +711,8 @@ def run(conversations: Sequence[Conversation], name: str) -> list[Observed]:
     # raw scores are no chances: the response selector's weak penalty stays off, and each
     # turn is answered by its most confident raw hypothesis, as the curves were first fitted
     os.environ[FALLBACK_BELOW_VARIABLE] = "0"
+    turns_in = sum(len(c.turns) for c in conversations)
+    progress(f"running {name}: {len(conversations)} conversations, {turns_in} turns, LLM off")
     with stack(ROOT, None, False) as off:
         turns = [t for c in conversations for t in converse(off, c, "calibrate")]
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -832,9 +842,9 @@ def main(argv: list[str] | None = None) -> int:
             own = len(extra.get((skill, answer_type), ()))
             count = f"{c['answers']:4} answers" + (f" ({own} of its own set)" if own else "")
             print(f"{skill:10} {answer_type:18} {count}  {c['raw']} -> {c['fit']}")
-    rows, intents = reading.turn_rows(turns)
+    rows, intents = reading.turn_rows(turns, progress)
     model = reading.fit(
-        rows, turns, intents, lambda some: as_curves(fit(some, extra)), args.strength
+        rows, turns, intents, lambda some: as_curves(fit(some, extra)), args.strength, progress
     )
     if model is None:
         print(f"no label has {reading.MIN_TURNS} turns: no reading written")

@@ -7,7 +7,9 @@ pipeline without the LLM, every skill's raw score):
 - the **reading**: a network of one hidden layer (:data:`HIDDEN` rectified units) and a
   logistic output per label (each cheap skill the set names, and ``llm``), scikit-learn's
   multi-label perceptron (at fitting time only: the served agent keeps the weights and
-  numpy), of "this label fits the turn" on :func:`shared.reading.features` of the turn:
+  numpy), fitted from each of :data:`SEEDS` and the networks' log-odds averaged (so that
+  a refit does not hang on one random start), of "this label fits the turn" on
+  :func:`shared.reading.features` of the turn:
   the utterance as the intents annotator read it, the bot's line before it and the skill
   that said it (the run's winner of the turn before: the fallback where the LLM would
   have answered), and the annotator's scores. Features are standardised for the fit and
@@ -32,6 +34,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.neural_network import MLPClassifier
+from threadpoolctl import threadpool_limits
 
 from bench.routing import LLM, Hypothesis, Observed
 from shared.calibration import Curve
@@ -53,9 +56,14 @@ from shared.reading import (
 STRENGTH = 3.0
 HIDDEN = 64
 ROUNDS = 200
-#: The network's start, fixed so that a refit on the same turns gives the same file on
-#: the same machine (another count of BLAS threads sums in another order).
-SEED = 0
+#: The networks' starts: one network per start, their log-odds averaged (the file's one
+#: hidden layer holds them side by side, :data:`HIDDEN` units each, the output weights
+#: divided by their count). A single network's start moved the thirteen held-out sets'
+#: pooled wrong cheap answers by up to 15 between refits of one recording (93-108); two
+#: averages of three (starts 0-2 and 3-5) were 4 apart (98, 102). Out of fold they read
+#: the turns no better than one network: the average buys a steadier refit, not a better
+#: one. Fixed, so that a refit on the same turns gives the same file.
+SEEDS = (0, 1, 2)
 #: The log-odds of a label that fitted every turn of the set, or none: a certainty, where
 #: the penalised network would read an operator's set whose turns all fit one skill as
 #: 0.84 ("every turn or none" is all the set can say of that label).
@@ -72,6 +80,14 @@ MIN_ANSWERS = 20
 MIN_EACH = 10
 #: A label seen on fewer turns than this gets no row: its skill is left to its curve.
 MIN_TURNS = 8
+
+
+#: Told how far a long fit is, a line at a time (bench.calibrate prints them on stderr).
+Progress = Callable[[str], None]
+
+
+def quiet(_: str) -> None:
+    """Progress nobody reads."""
 
 
 @dataclass(frozen=True)
@@ -113,9 +129,13 @@ def previous_skills(turns: Sequence[Observed]) -> list[str | None]:
     return [answered.get((t.conversation, t.place - 1)) for t in turns]
 
 
-def turn_rows(turns: Sequence[Observed]) -> tuple[np.ndarray, list[str]]:
+def turn_rows(
+    turns: Sequence[Observed], progress: Progress = quiet
+) -> tuple[np.ndarray, list[str]]:
     """Every turn's features, and the intents they name."""
     from shared import spelling
+
+    progress(f"the features of {len(turns):,} turns, as the intents annotator reads them")
 
     classify, names = intents_catcher()
     rows = [
@@ -154,9 +174,14 @@ def labels_of(turns: Sequence[Observed]) -> list[str]:
 
 
 def fit_reading(
-    rows: np.ndarray, turns: Sequence[Observed], intents: list[str], strength: float = STRENGTH
+    rows: np.ndarray,
+    turns: Sequence[Observed],
+    intents: list[str],
+    strength: float = STRENGTH,
+    seeds: Sequence[int] = SEEDS,
 ) -> ReadingModel | None:
-    """The reading's network, or None when no label has :data:`MIN_TURNS` turns."""
+    """The reading: a network from each of ``seeds``, their log-odds averaged; None when no
+    label has :data:`MIN_TURNS` turns."""
     labels = labels_of(turns)
     if not labels:
         return None
@@ -165,28 +190,40 @@ def fit_reading(
     scale[scale < 1e-6] = 1.0
     standard = (rows - mean) / scale
     target = np.array([[label in t.fits for label in labels] for t in turns], dtype=int)
-    network = MLPClassifier((HIDDEN,), alpha=strength, max_iter=ROUNDS, random_state=SEED)
-    with warnings.catch_warnings():
-        # the passes are a choice like the penalty (the measured one: stopping early
-        # read the left-out turns worse), not a fit cut short
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        # one label is a column scikit-learn reads as a binary target: same network
-        network.fit(standard, target if len(labels) > 1 else target[:, 0])
-    inner, outer = network.coefs_
-    inner_bias, outer_bias = network.intercepts_
-    hidden = inner.T / scale  # the standardisation folded into the hidden layer
-    hidden_bias = inner_bias - hidden @ mean
+    hidden, hidden_bias, outer, outer_bias = [], [], [], []
+    for seed in seeds:
+        network = MLPClassifier((HIDDEN,), alpha=strength, max_iter=ROUNDS, random_state=seed)
+        # one BLAS thread: the network's products are small (a batch of 200 turns), and a
+        # second thread waiting for a busy core made a fit several times slower (a test's
+        # 32 turns: 7.5 s against 0.7 s beside two other processes; the shipped sets'
+        # refit: 10 min for one network against under 4 for three); and the sums come in
+        # one order, whatever threads the machine gives BLAS
+        with warnings.catch_warnings(), threadpool_limits(1, user_api="blas"):
+            # the passes are a choice like the penalty (the measured one: stopping early
+            # read the left-out turns worse), not a fit cut short
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            # one label is a column scikit-learn reads as a binary target: same network
+            network.fit(standard, target if len(labels) > 1 else target[:, 0])
+        inner, out = network.coefs_
+        inner_bias, out_bias = network.intercepts_
+        units = inner.T / scale  # the standardisation folded into the hidden layer
+        hidden.append(units)
+        hidden_bias.append(inner_bias - units @ mean)
+        outer.append(out / len(seeds))  # the mean of the networks' log-odds
+        outer_bias.append(out_bias / len(seeds))
+    weights = np.vstack(outer)
+    bias = np.sum(outer_bias, axis=0)
     for j, column in enumerate(target.T):
         if column.min() == column.max():  # every turn or none: a constant, not a penalised guess
-            outer[:, j] = 0.0
-            outer_bias[j] = CONSTANT_LOGIT if column[0] else -CONSTANT_LOGIT
+            weights[:, j] = 0.0
+            bias[j] = CONSTANT_LOGIT if column[0] else -CONSTANT_LOGIT
     return ReadingModel(
         labels=labels,
         intents=intents,
-        hidden=[[round(float(v), 5) for v in unit] for unit in hidden],
-        hidden_bias=[round(float(v), 5) for v in hidden_bias],
-        weights=[[round(float(v), 5) for v in row] for row in outer.T],
-        bias=[round(float(v), 5) for v in outer_bias],
+        hidden=[[round(float(v), 5) for v in unit] for unit in np.vstack(hidden)],
+        hidden_bias=[round(float(v), 5) for v in np.concatenate(hidden_bias)],
+        weights=[[round(float(v), 5) for v in row] for row in weights.T],
+        bias=[round(float(v), 5) for v in bias],
         combiners={},
         turns=len(turns),
     )
@@ -212,6 +249,7 @@ def fit_combiners(
     intents: list[str],
     fit_curves: CurveFitter,
     strength: float = STRENGTH,
+    progress: Progress = quiet,
 ) -> dict[str, Combiner]:
     """The combiner, on answers scored by curves and a reading fitted without them, for
     each skill with :data:`MIN_ANSWERS` such answers, :data:`MIN_EACH` of them fitting and
@@ -220,6 +258,7 @@ def fit_combiners(
     fold_of = {c: i % INNER_FOLDS for i, c in enumerate(order)}
     found: dict[str, list[tuple[float, float, int]]] = {}
     for k in range(INNER_FOLDS):
+        progress(f"the combiner's answers, read without them: part {k + 1} of {INNER_FOLDS}")
         inside = [i for i, t in enumerate(turns) if fold_of[t.conversation] != k]
         kept = [turns[i] for i in inside]
         curves = fit_curves(kept)
@@ -267,11 +306,13 @@ def fit(
     intents: list[str],
     fit_curves: CurveFitter,
     strength: float = STRENGTH,
+    progress: Progress = quiet,
 ) -> ReadingModel | None:
     """The reading on every turn, with its combiner fitted out of sample; None when no
     label has :data:`MIN_TURNS` turns (every skill is left to its curve)."""
+    progress(f"the reading: {len(SEEDS)} networks on {len(turns):,} turns")
     model = fit_reading(rows, turns, intents, strength)
     if model is None:
         return None
-    combiners = fit_combiners(rows, turns, intents, fit_curves, strength)
+    combiners = fit_combiners(rows, turns, intents, fit_curves, strength, progress)
     return model.model_copy(update={"combiners": combiners})

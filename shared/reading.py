@@ -13,9 +13,12 @@ may answer, or only the LLM) by :mod:`bench.calibrate`, gives each label's proba
 A logistic regression per label, the reading before it, weighed each feature on its own;
 the hidden layer can weigh them together (the same words after the bot's question and on
 the LLM's thread), and with each training set left out in turn it told small talk's
-turns from the LLM's better on every one of them (bench/journal/routing.md). The
-weights live in ``reading.json`` beside this module (some 35,000 numbers: numpy only, no
-model library in the served agent; two products of a matrix and a vector per turn). A
+turns from the LLM's better on every one of them (bench/journal/routing.md). Three such
+networks from different random starts are fitted and their log-odds averaged, which one
+wider hidden layer holds exactly (their units side by side, the output weights divided
+by three): one start alone moved the held-out figures between refits. The weights live
+in ``reading.json`` beside this module (some 105,000 numbers: numpy only, no model
+library in the served agent; two products of a matrix and a vector per turn). A
 file without a hidden layer, as readings fitted before it were, is read as a logistic
 regression per label.
 

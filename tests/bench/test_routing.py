@@ -189,14 +189,17 @@ FACTS = [
 ]
 
 
-def test_an_operators_skill_learns_its_turns_from_their_labels_through_the_reading() -> None:
+def test_an_operators_skill_learns_its_turns_from_their_labels_through_the_reading(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """An operator's weather skill answers every turn with the same raw score: its curve
     alone cannot tell a forecast question from a question of fact, so it keeps asking the
     LLM and, without one, its answers (an even chance, under the LLM's run_below) give way
     to the fallback on every turn, forecasts too. Labelled turns of theirs
     refit the reading with a label for the skill (bench.calibrate, 5 folds by
     conversation: each judged by a reading fitted on the others): the forecasts are
-    answered without the LLM and the questions of fact left to it."""
+    answered without the LLM and the questions of fact left to it. The fit says how far
+    it is while it works, on stderr (a refit on a large set takes minutes)."""
     from bench.calibrate import cross_validate
     from bench.routing import Hypothesis, Observed
 
@@ -227,6 +230,9 @@ def test_an_operators_skill_learns_its_turns_from_their_labels_through_the_readi
                 )
             )
     figures = cross_validate(turns, 5, run_below=0.6)
+    told = capsys.readouterr().err
+    assert all(f"bench.calibrate: fold {k} of 5" in told for k in range(1, 6))
+    assert "the reading: 3 networks on 32 turns" in told
     alone, read = figures["5-fold"], figures["5-fold+read"]
     # the curve alone: half the answers fitted, so every turn goes to the LLM, and
     # without it the fallback answers every turn (the response selector's weak penalty)

@@ -1,8 +1,9 @@
 """The reading's file (shared/reading.json): what the served side reads from it.
 
-The reading became a network of one hidden layer; an operator's file refitted before
-that (a logistic regression per label, no hidden layer) must keep reading the same after
-an upgrade, and a file of the wrong shape must say which field is wrong.
+The reading became a network of one hidden layer, then three of them averaged; an
+operator's file refitted before that (a logistic regression per label, no hidden layer)
+must keep reading the same after an upgrade, and a file of the wrong shape must say which
+field is wrong.
 """
 
 from __future__ import annotations
@@ -133,3 +134,66 @@ def test_a_label_every_turn_fits_is_read_as_sure() -> None:
     model = fit_reading(rows, turns, INTENTS)
     assert model is not None and model.labels == ["faq", "weather"]
     assert probabilities(model, rows[0])["weather"] > 0.999
+
+
+def noisy_turns(count: int, start: int) -> tuple[list[Observed], np.ndarray]:
+    """Turns whose label follows two features but one in five times not: the kind of set
+    on which two random starts of a network end in different readings."""
+    generator = np.random.default_rng(start)
+    rows = generator.normal(size=(count, WIDTH)).astype(np.float32)
+    said = (rows[:, 0] + rows[:, 1] > 0) != (generator.random(count) < 0.2)
+    turns = [
+        Observed(
+            conversation=f"c{start + i}",
+            place=1,
+            text="",
+            fits=["smalltalk" if fits else "llm"],
+            skill="",
+            answer="",
+            llm_asked=False,
+            hypotheses=[],
+        )
+        for i, fits in enumerate(said)
+    ]
+    return turns, rows
+
+
+def test_the_served_reading_is_its_networks_log_odds_averaged(tmp_path: Path) -> None:
+    """One file holds every start's network, and what it serves is their average."""
+    turns, rows = noisy_turns(150, 0)
+    _, new_rows = noisy_turns(50, 1000)
+    together = fit_reading(rows, turns, INTENTS, seeds=(0, 1, 2))
+    alone = [fit_reading(rows, turns, INTENTS, seeds=(seed,)) for seed in (0, 1, 2)]
+    assert together is not None and all(model is not None for model in alone)
+    path = tmp_path / "reading.json"
+    path.write_text(together.model_dump_json())
+    served = load(path)
+    for row in new_rows:
+        read = probabilities(served, row)["smalltalk"]
+        each = [probabilities(model, row)["smalltalk"] for model in alone if model is not None]
+        mean_log_odds = sum(math.log(p / (1 - p)) for p in each) / len(each)
+        assert math.log(read / (1 - read)) == pytest.approx(mean_log_odds, abs=0.02)
+
+
+def test_a_refit_from_other_starts_reads_new_turns_closer_than_one_network_does() -> None:
+    """Why several starts: refitted on the same turns from other random starts, the
+    averaged reading changes less than its networks do one by one, so a refit's figures
+    say more about the set than about its luck."""
+    turns, rows = noisy_turns(150, 0)
+    _, new_rows = noisy_turns(200, 1000)
+
+    def spread(first: tuple[int, ...], second: tuple[int, ...]) -> float:
+        a = fit_reading(rows, turns, INTENTS, seeds=first)
+        b = fit_reading(rows, turns, INTENTS, seeds=second)
+        assert a is not None and b is not None
+        return float(
+            np.mean(
+                [
+                    abs(probabilities(a, r)["smalltalk"] - probabilities(b, r)["smalltalk"])
+                    for r in new_rows
+                ]
+            )
+        )
+
+    one_by_one = np.mean([spread((seed,), (seed + 3,)) for seed in (0, 1, 2)])
+    assert spread((0, 1, 2), (3, 4, 5)) < 0.8 * one_by_one
