@@ -97,3 +97,23 @@ def test_a_noisy_set_is_the_same_turns_typed_carelessly_and_the_same_each_time()
     assert all(t.fits == ["smalltalk"] for t in once.turns)
     (tidy,) = noisy([conversation], 0.0)
     assert [t.user for t in tidy.turns] == [said] * 12
+
+
+def test_a_refit_keeps_greeting_a_returning_user() -> None:
+    """The routing sets' conversations are one dialog each, so a "Hello again, NAME!" in
+    them answers a second "hi" within the conversation, which seldom fits. A curve fitted
+    on those would silence the greeting of a user who comes back in a new dialog, which
+    no set holds: a refit leaves that answer its raw score, and fits the others."""
+    from bench.calibrate import fit
+
+    again = Hypothesis(
+        skill="greeting",
+        confidence=0.9,
+        text="Hello again, Ann!",
+        raw=0.9,
+        answer_type="greet_again",
+    )
+    turns = [turn("c", i, ["smalltalk"], again, weather(0.9)) for i in range(12)]
+    curves = fit(turns)
+    assert "greet_again" not in curves.get("greeting", {})
+    assert curves["weather"]["forecast"]["answers"] == 12
