@@ -23,6 +23,21 @@ INTENTS = ["greeting", "thanks"]
 WIDTH = feature_count(INTENTS)
 
 
+def labelled(conversation: str, fits: list[str]) -> Observed:
+    """A conversation's one turn and the labels that fit it: all a fit reads of a turn
+    beside its features."""
+    return Observed(
+        conversation=conversation,
+        place=1,
+        text="",
+        fits=fits,
+        skill="",
+        answer="",
+        llm_asked=False,
+        hypotheses=[],
+    )
+
+
 def test_a_file_fitted_before_the_hidden_layer_reads_as_a_regression_per_label(
     tmp_path: Path,
 ) -> None:
@@ -84,16 +99,7 @@ def test_the_served_network_reads_what_it_learned_including_what_two_features_sa
         rows[:, 0] = 10.0 + 4.0 * first  # far from 0 and 1: the scaling must be folded in
         rows[:, 1] = -2.0 + 0.1 * second
         turns = [
-            Observed(
-                conversation=f"c{start + i}",
-                place=1,
-                text="",
-                fits=["smalltalk" if a == b else "llm"],
-                skill="",
-                answer="",
-                llm_asked=False,
-                hypotheses=[],
-            )
+            labelled(f"c{start + i}", ["smalltalk" if a == b else "llm"])
             for i, (a, b) in enumerate(zip(first, second, strict=True))
         ]
         return turns, rows
@@ -118,19 +124,7 @@ def test_a_label_every_turn_fits_is_read_as_sure() -> None:
     penalised network's guess."""
     rows = np.full((60, WIDTH), 3.0, dtype=np.float32)
     rows[:, 0] = np.random.default_rng(3).normal(size=60)
-    turns = [
-        Observed(
-            conversation=f"c{i}",
-            place=1,
-            text="",
-            fits=["weather", "faq"] if i % 2 else ["weather"],
-            skill="",
-            answer="",
-            llm_asked=False,
-            hypotheses=[],
-        )
-        for i in range(60)
-    ]
+    turns = [labelled(f"c{i}", ["weather", "faq"] if i % 2 else ["weather"]) for i in range(60)]
     model = fit_reading(rows, turns, INTENTS)
     assert model is not None and model.labels == ["faq", "weather"]
     assert probabilities(model, rows[0])["weather"] > 0.999
@@ -143,17 +137,7 @@ def noisy_turns(count: int, start: int) -> tuple[list[Observed], np.ndarray]:
     rows = generator.normal(size=(count, WIDTH)).astype(np.float32)
     said = (rows[:, 0] + rows[:, 1] > 0) != (generator.random(count) < 0.2)
     turns = [
-        Observed(
-            conversation=f"c{start + i}",
-            place=1,
-            text="",
-            fits=["smalltalk" if fits else "llm"],
-            skill="",
-            answer="",
-            llm_asked=False,
-            hypotheses=[],
-        )
-        for i, fits in enumerate(said)
+        labelled(f"c{start + i}", ["smalltalk" if fits else "llm"]) for i, fits in enumerate(said)
     ]
     return turns, rows
 
