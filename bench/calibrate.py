@@ -78,7 +78,11 @@ sample; an unanswerable question the skill would answer is a sample that did not
 is not the default: fitted that way (182 answers, 140 of the question set), the curve put
 raw 0.61-0.65 at exactly an even chance, which answers, and declined fewer unanswerable
 questions and cited fewer right files on the held-out third and the fresh sets than the
-shipped curve (docs/performance.md, "Knowledge base"), so the shipped curve stays.
+shipped curve (docs/performance.md, "Knowledge base"), so the shipped curve stays: without
+``--own-sets``, a fit takes such a skill's curve from the calibration file it replaces
+(:func:`kept_curves`), in its folds too, and fits the others. ``--refit-kept`` fits it on
+the set's turns as any other, which a change of the skill's raw score needs (the same
+passage scores otherwise, and the kept curve no longer maps it).
 
 Beside the curves, the turn's reading (:mod:`shared.reading`, ``shared/reading.json``)
 is fitted on the same turns (:mod:`bench.reading`): a network of one hidden layer over the
@@ -184,6 +188,29 @@ def labelled_samples() -> dict[tuple[str, str], list[Sample]]:
     return {key: source() for key, source in LABELLED_SOURCES.items()}
 
 
+#: (skill, answer type) -> a curve taken as it is (the calibration file's form), not
+#: fitted on the conversations.
+Kept = Mapping[tuple[str, str], Mapping[str, Any]]
+
+
+def kept_curves(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """The curves of :data:`LABELLED_SOURCES`'s answer types in the calibration file at
+    ``path``, which a refit keeps: each was chosen on its skill's own labelled set, against
+    that skill's own targets (the knowledge skill's: declining what the docs do not hold,
+    docs/knowledge.md), which no routing set measures. Fitted on the conversations alone,
+    the knowledge curve answers every passage from a raw 0.6, and would have replaced it at
+    every refit. A type the file lacks is fitted as any other."""
+    try:
+        shipped = json.loads(path.read_text()) if path.exists() else {}
+    except json.JSONDecodeError as error:
+        raise SystemExit(f"{path}: not a calibration file ({error}); pass --out another") from None
+    return {
+        (skill, answer_type): dict(shipped[skill][answer_type])
+        for skill, answer_type in LABELLED_SOURCES
+        if answer_type in shipped.get(skill, {})
+    }
+
+
 def samples(
     turns: Sequence[Observed], extra: Extra | None = None
 ) -> dict[tuple[str, str], list[Sample]]:
@@ -223,11 +250,20 @@ def curve(points: list[tuple[float, bool]], prior: float) -> dict[str, object]:
 
 
 def fit(
-    turns: Sequence[Observed], extra: Extra | None = None
+    turns: Sequence[Observed], extra: Extra | None = None, kept: Kept | None = None
 ) -> dict[str, dict[str, dict[str, object]]]:
+    """Each answer type's curve fitted on ``turns`` (and ``extra``), but ``kept``'s, taken
+    as they are."""
+    kept = kept or {}
+    found = {
+        key: curve(points, PRIOR)
+        for key, points in samples(turns, extra).items()
+        if key not in kept
+    }
+    found.update({key: dict(c) for key, c in kept.items()})
     curves: dict[str, dict[str, dict[str, object]]] = defaultdict(dict)
-    for (skill, answer_type), points in sorted(samples(turns, extra).items()):
-        curves[skill][answer_type] = curve(points, PRIOR)
+    for (skill, answer_type), c in sorted(found.items()):
+        curves[skill][answer_type] = c
     return dict(curves)
 
 
@@ -582,17 +618,18 @@ def cross_validate(
     extra: Extra | None = None,
     strength: float = reading.STRENGTH,
     decided: list[Decided] | None = None,
+    kept: Kept | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The figures with each conversation's turns decided by curves (and a reading)
     fitted on the other folds' conversations (dealt in the set's order) and ``extra``
-    (every fold's), beside the in-sample figures (fitted on every conversation, the set
-    scored on itself) for comparison: the curves alone, then with the reading.
-    ``decided``, when given, is filled with each turn's out-of-fold decision with the
-    reading."""
+    (every fold's), with ``kept``'s curves as they are in every fold, beside the in-sample
+    figures (fitted on every conversation, the set scored on itself) for comparison: the
+    curves alone, then with the reading. ``decided``, when given, is filled with each
+    turn's out-of-fold decision with the reading."""
     rows, intents = reading.turn_rows(turns, progress)
 
     def fit_curves(some: Sequence[Observed]) -> dict[str, dict[str, Curve]]:
-        return as_curves(fit(some, extra))
+        return as_curves(fit(some, extra, kept))
 
     read_of = reader(turns)
 
@@ -606,9 +643,9 @@ def cross_validate(
     for k in range(folds):
         progress(f"fold {k + 1} of {folds}")
         inside = [i for i, t in enumerate(turns) if fold_of[t.conversation] != k]
-        kept = [turns[i] for i in inside]
-        curves = fit_curves(kept)
-        model = reading.fit(rows[inside], kept, intents, fit_curves, strength, progress)
+        others = [turns[i] for i in inside]
+        curves = fit_curves(others)
+        model = reading.fit(rows[inside], others, intents, fit_curves, strength, progress)
         for i, t in enumerate(turns):
             if fold_of[t.conversation] == k:
                 alone[i] = decide(t, curves, run_below)
@@ -637,18 +674,19 @@ def across(
     run_below: float,
     extra: Extra | None = None,
     strength: float = reading.STRENGTH,
+    kept: Kept | None = None,
 ) -> tuple[dict[str, dict[str, Any]], list[Decided]]:
     """The figures of ``measured``'s turns decided by curves and a reading fitted on
     ``fitted_on`` alone (another set: a stranger's turns, as the hidden set's will be),
     the curves alone and with the reading; and the decisions with the reading."""
     rows, intents = reading.turn_rows([*fitted_on, *measured], progress)
     read_of = reader(measured)
-    curves = as_curves(fit(fitted_on, extra))
+    curves = as_curves(fit(fitted_on, extra, kept))
     model = reading.fit(
         rows[: len(fitted_on)],
         fitted_on,
         intents,
-        lambda some: as_curves(fit(some, extra)),
+        lambda some: as_curves(fit(some, extra, kept)),
         strength,
         progress,
     )
@@ -797,6 +835,12 @@ def main(argv: list[str] | None = None) -> int:
         help="add the skills' own labelled sets (LABELLED_SOURCES) to the set's turns",
     )
     parser.add_argument(
+        "--refit-kept",
+        action="store_true",
+        help="fit the curves a refit keeps (LABELLED_SOURCES') on the set's turns too, as "
+        "after a change of what such a skill scores",
+    )
+    parser.add_argument(
         "--strength",
         type=float,
         default=reading.STRENGTH,
@@ -821,10 +865,13 @@ def main(argv: list[str] | None = None) -> int:
     turns = [t for some in by_set for t in some]
     conversations = len({t.conversation for t in turns})
     extra = labelled_samples() if args.own_sets else {}
+    # what the refit replaces keeps the curves chosen on their skills' own sets
+    kept_from = args.out if args.out.exists() else CALIBRATION_FILE
+    kept = {} if args.own_sets or args.refit_kept else kept_curves(kept_from)
     run_below = shipped_run_below(ROOT)
     if args.across:
         for name, measured in zip(args.set[1:], by_set[1:], strict=True):
-            figures, crossed = across(by_set[0], measured, run_below, extra, args.strength)
+            figures, crossed = across(by_set[0], measured, run_below, extra, args.strength, kept)
             print(
                 f"fitted on {args.set[0]} ({len(by_set[0])} turns), measured on {name} "
                 f"({len(measured)} turns)"
@@ -835,7 +882,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.folds:
         decided: list[Decided] = []
-        figures = cross_validate(turns, args.folds, run_below, extra, args.strength, decided)
+        figures = cross_validate(turns, args.folds, run_below, extra, args.strength, decided, kept)
         print(
             f"{' + '.join(args.set)}: {conversations} conversations, {len(turns)} turns, "
             f"{args.folds} folds by conversation"
@@ -844,16 +891,23 @@ def main(argv: list[str] | None = None) -> int:
         if args.misses:
             print("\n".join(misses(turns, decided)))
         return 0
-    curves = fit(turns, extra)
+    curves = fit(turns, extra, kept)
     args.out.write_text(json.dumps(curves, indent=1) + "\n")
     for skill, answer_types in curves.items():
         for answer_type, c in answer_types.items():
             own = len(extra.get((skill, answer_type), ()))
             count = f"{c['answers']:4} answers" + (f" ({own} of its own set)" if own else "")
+            if (skill, answer_type) in kept:
+                count += f" (kept from {kept_from})"
             print(f"{skill:10} {answer_type:18} {count}  {c['raw']} -> {c['fit']}")
     rows, intents = reading.turn_rows(turns, progress)
     model = reading.fit(
-        rows, turns, intents, lambda some: as_curves(fit(some, extra)), args.strength, progress
+        rows,
+        turns,
+        intents,
+        lambda some: as_curves(fit(some, extra, kept)),
+        args.strength,
+        progress,
     )
     if model is None:
         print(f"no label has {reading.MIN_TURNS} turns: no reading written")

@@ -3,7 +3,14 @@ the other conversations, as a fresh user's would be, and the decision replays th
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import pytest
+
 from bench.routing import Hypothesis, Observed
+from shared.calibration import Curve
 
 # bench.calibrate is imported by each test that uses it, not here: it loads scikit-learn,
 # about 3 s of CPU that every pytest worker paid collecting this module, whether or not it
@@ -117,3 +124,54 @@ def test_a_refit_keeps_greeting_a_returning_user() -> None:
     curves = fit(turns)
     assert "greet_again" not in curves.get("greeting", {})
     assert curves["weather"]["forecast"]["answers"] == 12
+
+
+def test_a_refit_keeps_the_knowledge_curve_chosen_on_its_question_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The knowledge skill's curve is chosen on its own question set, to decline what the
+    docs do not hold, which no routing set measures. An operator's refit into the file
+    keeps it as it was, where fitted on their conversations it would answer every passage
+    they saw fit (here at a raw 0.65, which the shipped curve leaves silent), and fits
+    their own skill's curve as before."""
+    from bench.calibrate import main
+    from shared.calibration import CALIBRATION_FILE
+
+    shipped = json.loads(CALIBRATION_FILE.read_text())
+    out = tmp_path / "calibration.json"
+    out.write_text(CALIBRATION_FILE.read_text())
+    passage = Hypothesis(
+        skill="knowledge",
+        confidence=0.65,
+        text="From docs/backup.md: ...",
+        raw=0.65,
+        answer_type="passage",
+    )
+    conversations, saved = [], []
+    for c in range(10):
+        said = [("how do I back up the store?", "knowledge"), ("will it rain?", "weather")]
+        conversations.append(
+            {"id": f"op-{c}", "turns": [{"user": text, "fits": [label]} for text, label in said]}
+        )
+        for place, (text, label) in enumerate(said, start=1):
+            t = turn(f"op-{c}", place, [label], passage, weather(0.8))
+            saved.append(asdict(replace(t, text=text)))
+    (tmp_path / "mine.jsonl").write_text("\n".join(json.dumps(c) for c in conversations) + "\n")
+    (tmp_path / "runs.json").write_text(json.dumps(saved))
+    main(
+        [
+            "--set",
+            str(tmp_path / "mine.jsonl"),
+            "--turns",
+            str(tmp_path / "runs.json"),
+            "--out",
+            str(out),
+            "--reading-out",
+            str(tmp_path / "reading.json"),
+        ]
+    )
+    refit = json.loads(out.read_text())
+    assert refit["knowledge"]["passage"] == shipped["knowledge"]["passage"]
+    assert Curve.model_validate(refit["knowledge"]["passage"])(0.65) < 0.5
+    assert refit["weather"]["forecast"]["answers"] == 20
+    assert f"kept from {out}" in capsys.readouterr().out
