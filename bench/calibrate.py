@@ -626,7 +626,8 @@ def cross_validate(
     figures (fitted on every conversation, the set scored on itself) for comparison: the
     curves alone, then with the reading. ``decided``, when given, is filled with each
     turn's out-of-fold decision with the reading."""
-    rows, intents = reading.turn_rows(turns, progress)
+    grams = reading.choose_grams(turns)
+    rows, intents = reading.turn_rows(turns, progress, grams)
 
     def fit_curves(some: Sequence[Observed]) -> dict[str, dict[str, Curve]]:
         return as_curves(fit(some, extra, kept))
@@ -645,7 +646,7 @@ def cross_validate(
         inside = [i for i, t in enumerate(turns) if fold_of[t.conversation] != k]
         others = [turns[i] for i in inside]
         curves = fit_curves(others)
-        model = reading.fit(rows[inside], others, intents, fit_curves, strength, progress)
+        model = reading.fit(rows[inside], others, intents, fit_curves, strength, progress, grams)
         for i, t in enumerate(turns):
             if fold_of[t.conversation] == k:
                 alone[i] = decide(t, curves, run_below)
@@ -654,7 +655,7 @@ def cross_validate(
         decided[:] = [d for d in read if d is not None]
     everywhere = fit_curves(turns)
     progress("every turn, in sample")
-    model = reading.fit(rows, turns, intents, fit_curves, strength, progress)
+    model = reading.fit(rows, turns, intents, fit_curves, strength, progress, grams)
     if model is not None:
         print(f"reading fitted on every turn: {model.labels}, combiners {model.combiners}")
     return {
@@ -679,7 +680,8 @@ def across(
     """The figures of ``measured``'s turns decided by curves and a reading fitted on
     ``fitted_on`` alone (another set: a stranger's turns, as the hidden set's will be),
     the curves alone and with the reading; and the decisions with the reading."""
-    rows, intents = reading.turn_rows([*fitted_on, *measured], progress)
+    grams = reading.choose_grams(fitted_on)
+    rows, intents = reading.turn_rows([*fitted_on, *measured], progress, grams)
     read_of = reader(measured)
     curves = as_curves(fit(fitted_on, extra, kept))
     model = reading.fit(
@@ -689,6 +691,7 @@ def across(
         lambda some: as_curves(fit(some, extra, kept)),
         strength,
         progress,
+        grams,
     )
     alone = [decide(t, curves, run_below) for t in measured]
     read = [
@@ -900,7 +903,8 @@ def main(argv: list[str] | None = None) -> int:
             if (skill, answer_type) in kept:
                 count += f" (kept from {kept_from})"
             print(f"{skill:10} {answer_type:18} {count}  {c['raw']} -> {c['fit']}")
-    rows, intents = reading.turn_rows(turns, progress)
+    grams = reading.choose_grams(turns)
+    rows, intents = reading.turn_rows(turns, progress, grams)
     model = reading.fit(
         rows,
         turns,
@@ -908,6 +912,7 @@ def main(argv: list[str] | None = None) -> int:
         lambda some: as_curves(fit(some, extra, kept)),
         args.strength,
         progress,
+        grams,
     )
     if model is None:
         print(f"no label has {reading.MIN_TURNS} turns: no reading written")

@@ -12,9 +12,10 @@ pipeline without the LLM, every skill's raw score):
   :func:`shared.reading.features` of the turn:
   the utterance as the intents annotator read it, the bot's line before it and the skill
   that said it (the run's winner of the turn before: the fallback where the LLM would
-  have answered), and the annotator's scores. Features are standardised for the fit and
-  the scaling folded into the hidden layer's weights, so the served side multiplies and
-  adds;
+  have answered), the annotator's scores, and which of the set's :data:`GRAMS` most
+  common words and pairs of words the utterance holds (:func:`choose_grams`). Features
+  are standardised for the fit and the scaling folded into the hidden layer's weights,
+  so the served side multiplies and adds;
 - the **combiner** (:class:`shared.reading.Combiner`): a logistic regression of "the
   answer fitted" on the log-odds of the answer's calibrated chance and of the reading's
   probability for its skill. Both must come from curves and a reading that had not seen
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -43,6 +45,7 @@ from shared.reading import (
     ReadingModel,
     feature_count,
     features,
+    grams_of,
     logit,
     probabilities,
 )
@@ -80,6 +83,10 @@ MIN_ANSWERS = 20
 MIN_EACH = 10
 #: A label seen on fewer turns than this gets no row: its skill is left to its curve.
 MIN_TURNS = 8
+#: The words and pairs of words (:func:`shared.reading.grams_of`) a reading weighs: the
+#: ones the most turns of the set hold. Measured out of fold on the eighteen sets
+#: (bench/journal/routing.md).
+GRAMS = 400
 
 
 #: Told how far a long fit is, a line at a time (bench.calibrate prints them on stderr).
@@ -129,15 +136,27 @@ def previous_skills(turns: Sequence[Observed]) -> list[str | None]:
     return [answered.get((t.conversation, t.place - 1)) for t in turns]
 
 
+def choose_grams(turns: Sequence[Observed], count: int = GRAMS) -> list[str]:
+    """The ``count`` words and pairs of words the most of ``turns`` hold (as the intents
+    annotator reads them, spelling normalised), ties in alphabetical order. Chosen by how
+    common they are, not by the labels, so choosing them on every turn of a set leaves its
+    folds' labels out of sample."""
+    from shared import spelling
+
+    held = Counter(g for t in turns for g in grams_of(spelling.normalise(t.text)))
+    return [g for g, _ in sorted(held.items(), key=lambda kv: (-kv[1], kv[0]))[:count]]
+
+
 def turn_rows(
-    turns: Sequence[Observed], progress: Progress = quiet
+    turns: Sequence[Observed], progress: Progress = quiet, grams: Sequence[str] = ()
 ) -> tuple[np.ndarray, list[str]]:
-    """Every turn's features, and the intents they name."""
+    """Every turn's features (with ``grams``), and the intents they name."""
     from shared import spelling
 
     progress(f"the features of {len(turns):,} turns, as the intents annotator reads them")
 
     classify, names = intents_catcher()
+    index = {g: i for i, g in enumerate(grams)}
     rows = [
         features(
             spelling.normalise(t.text),
@@ -145,12 +164,13 @@ def turn_rows(
             classify(t.text, previous is None),
             names,
             skill,
+            index,
         )
         for t, previous, skill in zip(
             turns, previous_lines(turns), previous_skills(turns), strict=True
         )
     ]
-    return np.vstack(rows) if rows else np.zeros((0, feature_count(names))), names
+    return np.vstack(rows) if rows else np.zeros((0, feature_count(names, grams))), names
 
 
 def turn_intents(turns: Sequence[Observed]) -> list[dict[str, object]]:
@@ -179,6 +199,7 @@ def fit_reading(
     intents: list[str],
     strength: float = STRENGTH,
     seeds: Sequence[int] = SEEDS,
+    grams: Sequence[str] = (),
 ) -> ReadingModel | None:
     """The reading: a network from each of ``seeds``, their log-odds averaged; None when no
     label has :data:`MIN_TURNS` turns."""
@@ -226,6 +247,7 @@ def fit_reading(
         bias=[round(float(v), 5) for v in bias],
         combiners={},
         turns=len(turns),
+        grams=list(grams),
     )
 
 
@@ -250,6 +272,7 @@ def fit_combiners(
     fit_curves: CurveFitter,
     strength: float = STRENGTH,
     progress: Progress = quiet,
+    grams: Sequence[str] = (),
 ) -> dict[str, Combiner]:
     """The combiner, on answers scored by curves and a reading fitted without them, for
     each skill with :data:`MIN_ANSWERS` such answers, :data:`MIN_EACH` of them fitting and
@@ -262,7 +285,7 @@ def fit_combiners(
         inside = [i for i, t in enumerate(turns) if fold_of[t.conversation] != k]
         kept = [turns[i] for i in inside]
         curves = fit_curves(kept)
-        model = fit_reading(rows[inside], kept, intents, strength) if kept else None
+        model = fit_reading(rows[inside], kept, intents, strength, grams=grams) if kept else None
         if model is None:
             continue
         for i, t in enumerate(turns):
@@ -307,12 +330,14 @@ def fit(
     fit_curves: CurveFitter,
     strength: float = STRENGTH,
     progress: Progress = quiet,
+    grams: Sequence[str] = (),
 ) -> ReadingModel | None:
-    """The reading on every turn, with its combiner fitted out of sample; None when no
-    label has :data:`MIN_TURNS` turns (every skill is left to its curve)."""
+    """The reading on every turn (``rows`` made with ``grams``, :func:`turn_rows`), with
+    its combiner fitted out of sample; None when no label has :data:`MIN_TURNS` turns
+    (every skill is left to its curve)."""
     progress(f"the reading: {len(SEEDS)} networks on {len(turns):,} turns")
-    model = fit_reading(rows, turns, intents, strength)
+    model = fit_reading(rows, turns, intents, strength, grams=grams)
     if model is None:
         return None
-    combiners = fit_combiners(rows, turns, intents, fit_curves, strength, progress)
+    combiners = fit_combiners(rows, turns, intents, fit_curves, strength, progress, grams)
     return model.model_copy(update={"combiners": combiners})

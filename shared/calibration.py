@@ -2,7 +2,7 @@
 
 Each skill measures its certainty its own way: a regex's coverage, a TF-IDF cosine, a
 constant per scripted line. The agent compares those numbers with each other and with
-the LLM's ``run_below``, so 0.6 must mean the same thing whoever says it. Here it does:
+the LLM's ``run_below``, so 0.7 must mean the same thing whoever says it. Here it does:
 a skill names which of its ways of answering a hypothesis comes from (its *answer type*:
 a pattern topic, a corpus retrieval, a scripted line) and the score it measured (*raw*),
 and :func:`calibrated` turns them into the share of such answers that fitted their turn
@@ -12,8 +12,8 @@ train3) and stored in
 ``calibration.json`` beside this module.
 
 So a skill's confidence reads as a probability, and the pipeline's thresholds as
-decisions about risk: the LLM's ``run_below`` of 0.6 asks the LLM whenever no cheap answer
-fits with at least a 60 % chance. An answer under :data:`SILENT_BELOW` is more likely
+decisions about risk: the LLM's ``run_below`` of 0.7 asks the LLM whenever no cheap answer
+fits with at least a 70 % chance. An answer under :data:`SILENT_BELOW` is more likely
 wrong than any use, and the skill stays silent: without the LLM the fallback's honest
 "I don't know" is better than a confident misfit. A skill or answer type the file does not know
 keeps its raw score, so a new skill runs before anyone calibrates it.

@@ -6,10 +6,13 @@ and rules and curves fitted on one writer's conversations read another writer's 
 poorly. The reading looks at the turn itself: what the user said (its embedding,
 :mod:`shared.meaning`), the bot's previous line (its embedding, whether it asked
 something, and its kind: the LLM's, read by its kind alone, or a cheap skill's question,
-:func:`line_kind`; one of the bot's jokes is read without its words too), and the intents
-annotator's scores. A small network, one hidden layer shared by the labels and a
-logistic output per label, fitted on a labelled set's turns (``fits``: which cheap skill
-may answer, or only the LLM) by :mod:`bench.calibrate`, gives each label's probability.
+:func:`line_kind`; one of the bot's jokes is read without its words too), the intents
+annotator's scores, and which of the set's most common words and pairs of words the
+utterance holds (:func:`grams_of`: the averaged embedding loses the order of the words,
+which tells "is it ok to ..." from "it is ok to ..."). A small network, one hidden layer
+shared by the labels and a logistic output per label, fitted on a labelled set's turns
+(``fits``: which cheap skill may answer, or only the LLM) by :mod:`bench.calibrate`,
+gives each label's probability.
 A logistic regression per label, the reading before it, weighed each feature on its own;
 the hidden layer can weigh them together (the same words after the bot's question and on
 the LLM's thread), and with each training set left out in turn it told small talk's
@@ -17,7 +20,7 @@ turns from the LLM's better on every one of them (bench/journal/routing.md). Thr
 networks from different random starts are fitted and their log-odds averaged, which one
 wider hidden layer holds exactly (their units side by side, the output weights divided
 by three): one start alone moved the held-out figures between refits. The weights live
-in ``reading.json`` beside this module (some 105,000 numbers: numpy only, no model
+in ``reading.json`` beside this module (some 185,000 numbers: numpy only, no model
 library in the served agent; two products of a matrix and a vector per turn). A
 file without a hidden layer, as readings fitted before it were, is read as a logistic
 regression per label.
@@ -206,6 +209,9 @@ BY_READING = "by_reading"
 #: The embedding's width (:mod:`shared.meaning`).
 WIDTH = 256
 _WORDS = re.compile(r"\w+")
+#: A word of :func:`grams_of` (lowercase letters, digits, an apostrophe), or a question or
+#: exclamation mark, which a pair of words keeps in place ("? </s>").
+_GRAM = re.compile(r"[a-z0-9']+|[?!]")
 
 
 class Combiner(BaseModel):
@@ -243,12 +249,18 @@ class ReadingModel(BaseModel):
     combiners: dict[str, Combiner]
     #: how many labelled turns it was fitted on
     turns: int = Field(ge=0)
+    #: the words and pairs of words (:func:`grams_of`) whose presence in the utterance is
+    #: a feature each, after the others; none in a file fitted before they were
+    grams: list[str] = Field(default_factory=list)
     _matrix: Any = PrivateAttr(default=None)
     _hidden_matrix: Any = PrivateAttr(default=None)
+    _gram_index: dict[str, int] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _shape(self) -> ReadingModel:
-        features = feature_count(self.intents)
+        if len(set(self.grams)) != len(self.grams):
+            raise ValueError("grams holds each word or pair once")
+        features = feature_count(self.intents, self.grams)
         if (self.hidden is None) != (self.hidden_bias is None):
             raise ValueError("hidden and hidden_bias come together, or neither")
         if self.hidden is not None and self.hidden_bias is not None:
@@ -266,6 +278,12 @@ class ReadingModel(BaseModel):
         if any(len(row) != width for row in self.weights):
             raise ValueError(f"each row of weights needs {width} values ({of})")
         return self
+
+    def gram_index(self) -> dict[str, int]:
+        """Each of :attr:`grams` and its place among them, made once per model."""
+        if self._gram_index is None:
+            self._gram_index = {gram: i for i, gram in enumerate(self.grams)}
+        return self._gram_index
 
     def combiner_for(self, skill: str) -> Combiner | None:
         """The combiner of ``skill``'s answers, or None: its curve alone."""
@@ -306,10 +324,22 @@ def logit(p: float) -> float:
     return math.log(p / (1.0 - p))
 
 
-def feature_count(intents: Sequence[str]) -> int:
+def feature_count(intents: Sequence[str], grams: Sequence[str] = ()) -> int:
     """The embeddings of the utterance and of the bot's last line, each intent's score as
-    read and as nearest, and :data:`_CHEAP` cheap features."""
-    return 2 * WIDTH + 2 * len(intents) + _CHEAP
+    read and as nearest, :data:`_CHEAP` cheap features, and one per word or pair of
+    ``grams``."""
+    return 2 * WIDTH + 2 * len(intents) + _CHEAP + len(grams)
+
+
+def grams_of(text: str) -> set[str]:
+    """The words of ``text`` and its pairs of neighbouring words, the start and the end
+    marked ("<s> how", "? </s>"). The embedding averages the words' meanings, so it
+    cannot tell "is it weird to ..." (a question only the LLM answers) from a statement of
+    the same words, nor where a word stands; the pairs keep the opening and the order that
+    say what kind of turn it is."""
+    words = _GRAM.findall(text.lower())
+    pairs = zip(["<s>", *words], [*words, "</s>"], strict=True)
+    return {*words, *(f"{a} {b}" for a, b in pairs)}
 
 
 _CHEAP = 7
@@ -338,11 +368,13 @@ def features(
     intent: Mapping[str, Any],
     intents: Sequence[str],
     previous_skill: str | None = None,
+    grams: Mapping[str, int] | None = None,
 ) -> np.ndarray:
     """The reading's features of one turn: ``text`` as the annotator read it (spelling
     normalised), the bot's last line (None on the first turn) and the skill that said it
-    (:func:`line_kind`), and the intents annotator's reading (``intent``, ``confidence``,
-    ``nearest``, ``likeness``) over the ``intents`` the model names."""
+    (:func:`line_kind`), the intents annotator's reading (``intent``, ``confidence``,
+    ``nearest``, ``likeness``) over the ``intents`` the model names, and which of the
+    model's ``grams`` (each with its place, :meth:`ReadingModel.gram_index`) the text holds."""
     import numpy as np
 
     from shared import meaning  # wordllama: only where a reading is made
@@ -379,7 +411,10 @@ def features(
         ],
         dtype=np.float32,
     )
-    return np.concatenate([said, before, read, near, cheap])
+    held = np.zeros(len(grams or {}), dtype=np.float32)
+    if grams:
+        held[[grams[g] for g in grams_of(text) if g in grams]] = 1.0
+    return np.concatenate([said, before, read, near, cheap, held])
 
 
 def probabilities(model: ReadingModel, row: np.ndarray) -> dict[str, float]:
@@ -422,7 +457,10 @@ def read(
     model = shipped()
     if model is None:
         return None
-    return probabilities(model, features(text, previous, intent, model.intents, previous_skill))
+    return probabilities(
+        model,
+        features(text, previous, intent, model.intents, previous_skill, model.gram_index()),
+    )
 
 
 def sure_intent(annotations: Mapping[str, Any] | None) -> str | None:

@@ -224,11 +224,11 @@ def test_without_the_llm_a_weak_cheap_answer_gives_way_to_the_fallback(
 def test_a_cheap_answer_from_the_llms_run_below_is_given(client: ServiceClient) -> None:
     (answer,) = choose(
         client,
-        view("I feel rotten", hypotheses=[calibrated_hyp("smalltalk", 0.6), hyp("fallback", 0.1)]),
+        view("I feel rotten", hypotheses=[calibrated_hyp("smalltalk", 0.7), hyp("fallback", 0.1)]),
     )
     assert answer == {
         "index": 0,
-        "reason": "smalltalk had the highest confidence (0.60) of 2 hypotheses",
+        "reason": "smalltalk had the highest confidence (0.70) of 2 hypotheses",
     }
 
 
@@ -241,7 +241,7 @@ def test_among_weak_answers_alone_the_most_confident_answers(client: ServiceClie
 
 
 def test_a_bad_fallback_below_names_the_variable() -> None:
-    assert fallback_below({}) == 0.6
+    assert fallback_below({}) == 0.7
     assert fallback_below({"SELECTOR_FALLBACK_BELOW": "0"}) == 0.0
     with pytest.raises(ConfigError, match="SELECTOR_FALLBACK_BELOW: 'high' is not a chance"):
         fallback_below({"SELECTOR_FALLBACK_BELOW": "high"})

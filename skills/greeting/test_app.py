@@ -506,13 +506,13 @@ def test_the_turns_reading_weighs_the_answer_and_raises_it_only_when_sure() -> N
         return {"intents": {**intents, "reading": {"greeting": greeting, "llm": 0.1}}}
 
     (plain,) = ask("Hello!")
-    (against,) = ask("Hello!", annotations=read(0.01))
+    (against,) = ask("Hello!", annotations=read(0.1))
     (sure,) = ask("Hello!", annotations=read(0.999))
     (unsure,) = ask("Hello!", annotations=read(0.5))
     assert against["confidence"] < plain["confidence"] < sure["confidence"] <= 0.999
     assert unsure["confidence"] <= plain["confidence"]
     assert against["routing"]["chance"] == plain["confidence"]
-    assert against["routing"]["read"] == 0.01
+    assert against["routing"]["read"] == 0.1
     assert "read" not in plain["routing"]
 
 

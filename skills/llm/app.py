@@ -83,7 +83,7 @@ class LLMSettings(BaseSettings):
     model: str | None = Field(default=None, min_length=1, description="e.g. gpt-4o-mini")
     api_key: SecretStr | None = Field(default=None, description="sent as a Bearer token")
     timeout: float = Field(default=8.0, gt=0, le=300, description="seconds per request")
-    confidence: float = Field(default=0.6, ge=0, le=1, description="of every hypothesis")
+    confidence: float = Field(default=0.7, ge=0, le=1, description="of every hypothesis")
     max_tokens: int = Field(default=200, ge=1, le=100_000)
     temperature: float = Field(default=0.7, ge=0, le=2)
     stream: bool = Field(default=True, description="ask the endpoint for stream: true")

@@ -202,7 +202,7 @@ def test_a_batch_answers_in_order_with_each_bots_persona(monkeypatch: pytest.Mon
             skill, with_bot(view("first"), persona={"name": "Ada"}), view("second")
         ).json()
     assert [a[0]["text"] for a in answer] == ["echo: first", "echo: second"]
-    assert all(a[0]["confidence"] == 0.6 for a in answer)
+    assert all(a[0]["confidence"] == 0.7 for a in answer)
     prompts = {
         body["messages"][-1]["content"]: body["messages"][0]["content"] for _, body in fake.requests
     }

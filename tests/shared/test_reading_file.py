@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -181,3 +182,64 @@ def test_a_refit_from_other_starts_reads_new_turns_closer_than_one_network_does(
 
     one_by_one = np.mean([spread((seed,), (seed + 3,)) for seed in (0, 1, 2)])
     assert spread((0, 1, 2), (3, 4, 5)) < 0.8 * one_by_one
+
+
+def test_the_reading_tells_word_order_apart_through_its_pairs_of_words(tmp_path: Path) -> None:
+    """ "is it ok to nap" asks what only the LLM can weigh; "it is ok to nap" says
+    something small talk can take. Their words are the same, so their averaged meanings
+    are too, and a reading of the meaning alone reads them alike; the pairs of words
+    ("<s> is", "it is") tell them apart, in the served file, on verbs it never saw."""
+    from shared.reading import features, grams_of
+
+    verbs = [
+        "nap", "run", "swim", "cook", "bake", "draw", "read", "knit", "paint", "dance",
+        "cycle", "hike", "fish", "ski", "skate", "surf", "sew", "garden", "camp", "climb",
+    ]  # fmt: skip
+    said = [(f"is it ok to {v}", "llm") for v in verbs] + [
+        (f"it is ok to {v}", "smalltalk") for v in verbs
+    ]
+    turns = [labelled(f"c{i}", [label]) for i, (_, label) in enumerate(said)]
+    grams = sorted({g for text, _ in said for g in grams_of(text)})
+    index = {g: i for i, g in enumerate(grams)}
+
+    def served(with_grams: bool) -> Callable[[str], dict[str, float]]:
+        rows = np.vstack(
+            [features(text, None, {}, INTENTS, None, index if with_grams else None)
+             for text, _ in said]
+        )  # fmt: skip
+        model = fit_reading(rows, turns, INTENTS, grams=grams if with_grams else ())
+        assert model is not None
+        path = tmp_path / f"reading-{with_grams}.json"
+        path.write_text(model.model_dump_json())
+        loaded = load(path)
+        return lambda text: probabilities(
+            loaded, features(text, None, {}, INTENTS, None, loaded.gram_index())
+        )
+
+    read = served(with_grams=True)
+    asked, stated = read("is it ok to sing"), read("it is ok to sing")
+    assert asked["llm"] > 0.5 > stated["llm"]
+    assert stated["smalltalk"] > 0.5 > asked["smalltalk"]
+    alike = served(with_grams=False)
+    assert alike("is it ok to sing") == alike("it is ok to sing")
+
+
+def test_a_file_naming_a_word_twice_is_refused(tmp_path: Path) -> None:
+    """Each word of ``grams`` is one feature: a file holding one twice would read the
+    features after it one place off."""
+    path = tmp_path / "reading.json"
+    path.write_text(
+        json.dumps(
+            {
+                "labels": ["llm"],
+                "intents": INTENTS,
+                "weights": [[0.0] * (WIDTH + 2)],
+                "bias": [0.0],
+                "combiners": {},
+                "turns": 1,
+                "grams": ["<s> is", "<s> is"],
+            }
+        )
+    )
+    with pytest.raises(BadReading, match="grams holds each word or pair once"):
+        load(path)
