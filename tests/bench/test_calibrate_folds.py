@@ -30,10 +30,13 @@ def turn(conversation: str, place: int, fits: list[str], *hypotheses: Hypothesis
     )
 
 
+def answer(skill: str, answer_type: str, raw: float, text: str) -> Hypothesis:
+    """A calibrated skill's answer: its raw score, and the confidence it was served with."""
+    return Hypothesis(skill=skill, confidence=raw, text=text, raw=raw, answer_type=answer_type)
+
+
 def weather(raw: float) -> Hypothesis:
-    return Hypothesis(
-        skill="weather", confidence=raw, text="Sunny.", raw=raw, answer_type="forecast"
-    )
+    return answer("weather", "forecast", raw, "Sunny.")
 
 
 def test_an_answer_type_that_fits_only_one_users_phrasing_shows_out_of_sample() -> None:
@@ -113,13 +116,7 @@ def test_a_refit_keeps_greeting_a_returning_user() -> None:
     no set holds: a refit leaves that answer its raw score, and fits the others."""
     from bench.calibrate import fit
 
-    again = Hypothesis(
-        skill="greeting",
-        confidence=0.9,
-        text="Hello again, Ann!",
-        raw=0.9,
-        answer_type="greet_again",
-    )
+    again = answer("greeting", "greet_again", 0.9, "Hello again, Ann!")
     turns = [turn("c", i, ["smalltalk"], again, weather(0.9)) for i in range(12)]
     curves = fit(turns)
     assert "greet_again" not in curves.get("greeting", {})
@@ -140,13 +137,7 @@ def test_a_refit_keeps_the_knowledge_curve_chosen_on_its_question_set(
     shipped = json.loads(CALIBRATION_FILE.read_text())
     out = tmp_path / "calibration.json"
     out.write_text(CALIBRATION_FILE.read_text())
-    passage = Hypothesis(
-        skill="knowledge",
-        confidence=0.65,
-        text="From docs/backup.md: ...",
-        raw=0.65,
-        answer_type="passage",
-    )
+    passage = answer("knowledge", "passage", 0.65, "From docs/backup.md: ...")
     conversations, saved = [], []
     for c in range(10):
         said = [("how do I back up the store?", "knowledge"), ("will it rain?", "weather")]
