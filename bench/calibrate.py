@@ -134,7 +134,14 @@ from response_selectors.confidence.app import (
     FALLBACK_BELOW_VARIABLE,
     WEAK_PENALTY,
 )
-from shared.calibration import CALIBRATION_FILE, CALIBRATION_VARIABLE, SILENT_BELOW, Curve
+from shared.calibration import (
+    CALIBRATION_FILE,
+    CALIBRATION_VARIABLE,
+    SILENT_BELOW,
+    BadCalibration,
+    Curve,
+)
+from shared.calibration import load as load_calibration
 from shared.reading import (
     ANSWERS_BY_READING,
     BY_READING,
@@ -201,11 +208,11 @@ def kept_curves(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
     the knowledge curve answers every passage from a raw 0.6, and would have replaced it at
     every refit. A type the file lacks is fitted as any other."""
     try:
-        shipped = json.loads(path.read_text()) if path.exists() else {}
-    except json.JSONDecodeError as error:
-        raise SystemExit(f"{path}: not a calibration file ({error}); pass --out another") from None
+        shipped = load_calibration(path) if path.exists() else {}
+    except BadCalibration as error:
+        raise SystemExit(f"{error}; pass --out another") from None
     return {
-        (skill, answer_type): dict(shipped[skill][answer_type])
+        (skill, answer_type): shipped[skill][answer_type].model_dump()
         for skill, answer_type in LABELLED_SOURCES
         if answer_type in shipped.get(skill, {})
     }
