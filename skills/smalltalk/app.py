@@ -111,9 +111,15 @@ def agrees(annotations: Mapping[str, Any]) -> bool:
 
 def says_goodbye(annotations: Mapping[str, Any]) -> bool:
     """The intents annotator is sure the user says goodbye ("aight im out, later"; a whole
-    pattern's reading, not a part's): right after a joke that is no reaction to it,
-    whatever its few words."""
-    return reading.sure_intent(annotations) == "farewell"
+    pattern's reading, not a part's), or sure of another intent with a goodbye beside it
+    ("thanks, bye" reads as thanks, a farewell also): right after a joke that is no
+    reaction to it, whatever its few words."""
+    sure = reading.sure_intent(annotations)
+    if sure == "farewell":
+        return True
+    note = annotations.get("intents")
+    also = note.get("also") if isinstance(note, Mapping) else None
+    return sure is not None and isinstance(also, list) and "farewell" in also
 
 
 def tell_joke(dialog: DialogView, persona: Persona, said: list[str]) -> SkillHypothesis | None:

@@ -234,6 +234,24 @@ def test_a_goodbye_right_after_a_joke_is_no_laugh(client: ServiceClient) -> None
     assert [a.get("smalltalk_topic") for a in after_bye] != ["laughed"], after_bye
 
 
+def test_thanks_and_a_goodbye_right_after_a_joke_get_the_goodbye(client: ServiceClient) -> None:
+    """ "thanks, bye" after a joke is a few words, as a laugh is, and the intents annotator
+    reads it as thanks with a farewell also: it got "Ha! Want another one?", and now the
+    goodbye it gets anywhere else."""
+    joke = JOKES[0]
+    closing = {
+        "intents": {
+            "intent": "thanks",
+            "confidence": 1.0,
+            "method": "pattern",
+            "also": ["farewell"],
+        }
+    }
+    ((elsewhere,),) = ask(client, view("How are you?", "Fine!", "thanks, bye", annotations=closing))
+    ((after_joke,),) = ask(client, view("tell me a joke", joke, "thanks, bye", annotations=closing))
+    assert after_joke["smalltalk_topic"] == elsewhere["smalltalk_topic"] != "laughed", after_joke
+
+
 @pytest.mark.parametrize(
     "text",
     ["i dont get it lol", "didn't understand that one", "something cleaner"],
