@@ -50,12 +50,14 @@ import re
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     PrivateAttr,
     ValidationError,
     model_validator,
@@ -214,6 +216,49 @@ _WORDS = re.compile(r"\w+")
 _GRAM = re.compile(r"[a-z0-9']+|[?!]")
 
 
+#: The decimals a fitted weight is written with (bench/reading.py rounds to them).
+WEIGHT_DIGITS = 5
+
+
+def _numbers(value: Any, dimensions: int) -> np.ndarray:
+    """A list of numbers (``dimensions`` 1) or of rows of them (2) as one array of
+    float64, which holds every number the file wrote exactly: 182,000 weights as Python
+    floats in lists took 13 MB of each process that reads the file, as an array 1.5 MB."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        array = value.astype(np.float64, copy=False)
+    else:
+        try:
+            array = np.array(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            array = None
+    what = "a list of numbers" if dimensions == 1 else "a list of rows of numbers, all as long"
+    if array is None or array.ndim != dimensions or not np.isfinite(array).all():
+        raise ValueError(f"needs {what}")
+    return array
+
+
+def _written(array: np.ndarray) -> list[Any]:
+    """The array as the file holds it: lists of numbers of :data:`WEIGHT_DIGITS` decimals."""
+    import numpy as np
+
+    listed: list[Any] = np.round(array, WEIGHT_DIGITS).tolist()
+    return listed
+
+
+if TYPE_CHECKING:
+    Vector = np.ndarray
+    Matrix = np.ndarray
+else:
+    Vector = Annotated[
+        Any, BeforeValidator(lambda v: _numbers(v, 1)), PlainSerializer(_written, return_type=list)
+    ]
+    Matrix = Annotated[
+        Any, BeforeValidator(lambda v: _numbers(v, 2)), PlainSerializer(_written, return_type=list)
+    ]
+
+
 class Combiner(BaseModel):
     """The chance that a skill's answer fits, from its calibrated chance ``c`` and the
     reading's probability ``p`` for that skill: ``sigmoid(chance * logit(c) + reading *
@@ -242,10 +287,10 @@ class ReadingModel(BaseModel):
 
     labels: list[str] = Field(min_length=1)
     intents: list[str]
-    hidden: list[list[float]] | None = None
-    hidden_bias: list[float] | None = None
-    weights: list[list[float]]
-    bias: list[float]
+    hidden: Matrix | None = None
+    hidden_bias: Vector | None = None
+    weights: Matrix
+    bias: Vector
     combiners: dict[str, Combiner]
     #: how many labelled turns it was fitted on
     turns: int = Field(ge=0)
@@ -254,6 +299,7 @@ class ReadingModel(BaseModel):
     grams: list[str] = Field(default_factory=list)
     _matrix: Any = PrivateAttr(default=None)
     _hidden_matrix: Any = PrivateAttr(default=None)
+    _bias: Any = PrivateAttr(default=None)
     _gram_index: dict[str, int] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
@@ -264,9 +310,9 @@ class ReadingModel(BaseModel):
         if (self.hidden is None) != (self.hidden_bias is None):
             raise ValueError("hidden and hidden_bias come together, or neither")
         if self.hidden is not None and self.hidden_bias is not None:
-            if not self.hidden or len(self.hidden_bias) != len(self.hidden):
+            if not len(self.hidden) or len(self.hidden_bias) != len(self.hidden):
                 raise ValueError("hidden needs at least one unit, and hidden_bias one per unit")
-            if any(len(row) != features for row in self.hidden):
+            if self.hidden.shape[1] != features:
                 raise ValueError(f"each row of hidden needs {features} values (the features)")
         if len(self.weights) != len(self.labels) or len(self.bias) != len(self.labels):
             raise ValueError("weights and bias need one entry per label")
@@ -275,7 +321,7 @@ class ReadingModel(BaseModel):
             if self.hidden is None
             else (len(self.hidden), "the hidden units")
         )
-        if any(len(row) != width for row in self.weights):
+        if self.weights.shape[1] != width:
             raise ValueError(f"each row of weights needs {width} values ({of})")
         return self
 
@@ -290,26 +336,29 @@ class ReadingModel(BaseModel):
         return self.combiners.get(skill)
 
     def matrix(self) -> np.ndarray:
-        """The weights as an array, made once per model (numpy imported here: a skill that
-        only combines, as the greeting, needs no numpy)."""
+        """The weights in float32, made once per model: the products a turn's reading
+        takes (the file's float64 is for writing it again as it was)."""
         if self._matrix is None:
-            import numpy as np
-
-            self._matrix = np.asarray(self.weights, dtype=np.float32)
+            self._matrix = self.weights.astype("float32")
         made: np.ndarray = self._matrix
         return made
 
+    def output_bias(self) -> np.ndarray:
+        """The bias of each label in float32, made once per model."""
+        if self._bias is None:
+            self._bias = self.bias.astype("float32")
+        made: np.ndarray = self._bias
+        return made
+
     def hidden_layer(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """The hidden layer's weights and bias as arrays, made once per model; None for a
+        """The hidden layer's weights and bias in float32, made once per model; None for a
         reading without one."""
         if self.hidden is None or self.hidden_bias is None:
             return None
         if self._hidden_matrix is None:
-            import numpy as np
-
             self._hidden_matrix = (
-                np.asarray(self.hidden, dtype=np.float32),
-                np.asarray(self.hidden_bias, dtype=np.float32),
+                self.hidden.astype("float32"),
+                self.hidden_bias.astype("float32"),
             )
         made: tuple[np.ndarray, np.ndarray] = self._hidden_matrix
         return made
@@ -425,7 +474,7 @@ def probabilities(model: ReadingModel, row: np.ndarray) -> dict[str, float]:
     if layer is not None:  # rectified units, as the network was fitted
         weights, bias = layer
         row = np.maximum(weights @ row + bias, 0.0)
-    z = model.matrix() @ row + np.asarray(model.bias, dtype=np.float32)
+    z = model.matrix() @ row + model.output_bias()
     p = 1.0 / (1.0 + np.exp(-z.astype(np.float64)))
     return {label: round(float(v), DIGITS) for label, v in zip(model.labels, p, strict=True)}
 

@@ -18,7 +18,7 @@ import pytest
 
 from bench.reading import fit_reading
 from bench.routing import Observed
-from shared.reading import BadReading, feature_count, load, probabilities
+from shared.reading import READING_FILE, BadReading, feature_count, load, probabilities
 
 INTENTS = ["greeting", "thanks"]
 WIDTH = feature_count(INTENTS)
@@ -82,6 +82,49 @@ def test_a_hidden_layer_of_the_wrong_width_is_named(tmp_path: Path) -> None:
     )
     with pytest.raises(BadReading, match=f"each row of hidden needs {WIDTH} values"):
         load(path)
+
+
+@pytest.mark.parametrize(
+    ("hidden", "named"),
+    [
+        ([[0.0] * WIDTH, [0.0] * (WIDTH - 1)], "hidden"),  # one row shorter
+        ([[0.0] * (WIDTH - 1) + ["x"]], "hidden"),  # a word among the numbers
+        ([[0.0] * (WIDTH - 1) + [float("nan")]], "hidden"),
+        ([0.0] * WIDTH, "hidden"),  # a row, not rows
+    ],
+)
+def test_weights_that_are_no_table_of_numbers_are_refused_naming_the_field(
+    tmp_path: Path, hidden: list[object], named: str
+) -> None:
+    path = tmp_path / "reading.json"
+    units = len(hidden) if isinstance(hidden[0], list) else 1
+    path.write_text(
+        json.dumps(
+            {
+                "labels": ["llm"],
+                "intents": INTENTS,
+                "hidden": hidden,
+                "hidden_bias": [0.0] * units,
+                "weights": [[1.0] * units],
+                "bias": [0.0],
+                "combiners": {},
+                "turns": 1,
+            }
+        )
+    )
+    with pytest.raises(BadReading, match=f"{named}\n.*needs a list of rows of numbers"):
+        load(path)
+
+
+def test_the_shipped_file_read_and_written_again_is_the_same_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    """The served reading holds its weights as arrays, not as lists of Python floats (13 MB
+    of each process that reads the file, 6 MB now): a refit that writes the same weights
+    gives the same file, as ``bench.calibrate`` promises."""
+    path = tmp_path / "reading.json"
+    path.write_text(load(READING_FILE).model_dump_json() + "\n")
+    assert path.read_bytes() == READING_FILE.read_bytes()
 
 
 def test_the_served_network_reads_what_it_learned_including_what_two_features_say_together(
