@@ -16,6 +16,12 @@ are, in chat, mostly intensifiers of the next word ("pretty anxious", "super tir
 good news (+0.30) and small talk was glad for it. Before a word VADER scores, they are
 read as its own intensifier "really" (:func:`as_vader_should_read`); alone or before any
 other word ("she's pretty", "a pretty dress") they keep their score.
+
+A second: "feeling" is in VADER's lexicon as a good thing (+0.5), so "im feeling kinda
+down today" read as good news (+0.13; "down" is no feeling to VADER) and small talk
+answered "That's great to hear!". "feeling" is read as "feel", which VADER does not
+score, and where the user says how they feel (:data:`FEELS`) a mood VADER's lexicon does
+not hold as one (:data:`MOODS`: "down", "blue") as the word it does ("low", "sad").
 """
 
 from __future__ import annotations
@@ -66,10 +72,30 @@ _INTENSIFIED = re.compile(
 )
 
 
+#: Moods said with a word VADER's lexicon does not score, read as the word it does.
+MOODS: dict[str, str] = {"down": "low", "blue": "sad"}
+#: The user saying how they feel: the verb, any of VADER's own intensifiers, a mood of
+#: :data:`MOODS`.
+FEELS = re.compile(
+    r"\b(feel(?:s|ing)?|felt)((?:\s+(?:kinda|kind of|a bit|a little|so|really|very|quite"
+    r"|pretty|super|bit|just|still|all))*\s+)(" + "|".join(MOODS) + r")\b",
+    re.IGNORECASE,
+)
+#: The one form of the verb VADER scores (+0.5, as if "a feeling" were good news).
+_FEELING = re.compile(r"\bfeeling\b", re.IGNORECASE)
+
+
+def _mood(match: re.Match[str]) -> str:
+    verb, between, mood = match.groups()
+    read = MOODS[mood.lower()]
+    return verb + between + (read.upper() if mood.isupper() else read)
+
+
 def as_vader_should_read(text: str) -> str:
     """``text`` with each of :data:`INTENSIFIERS` that comes before a word VADER scores
     written as VADER's own intensifier "really" (in capitals where it was: VADER reads
-    capitals as emphasis)."""
+    capitals as emphasis), "feeling" as "feel", and a mood VADER does not score after the
+    verb (:data:`FEELS`) as one it does."""
 
     def booster(match: re.Match[str]) -> str:
         word, space, scored = match.groups()
@@ -77,7 +103,7 @@ def as_vader_should_read(text: str) -> str:
             return match.group(0)
         return ("REALLY" if word.isupper() else "really") + space + scored
 
-    return _INTENSIFIED.sub(booster, text)
+    return _FEELING.sub("feel", FEELS.sub(_mood, _INTENSIFIED.sub(booster, text)))
 
 
 class Sentiment(BaseModel):

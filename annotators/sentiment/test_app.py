@@ -64,6 +64,23 @@ def test_a_word_typed_as_an_intensifier_strengthens_the_next_one() -> None:
     assert answer[3]["compound"] > 0.4  # VADER alone: +0.05, "damn" counted against it
 
 
+def test_saying_how_one_feels_is_read_by_the_mood_not_by_the_word_feeling() -> None:
+    """VADER scores "feeling" as good news and knows no "down" or "blue": "im feeling
+    kinda down today" read as positive and small talk answered "That's great to hear!"."""
+    texts = [
+        "im feeling kinda down today",
+        "Feeling blue tonight",
+        "I FEEL DOWN",
+        "im feeling great",
+        "how are you feeling?",
+        "the price went down",
+    ]
+    with ServiceClient(app) as client:
+        answer = client.post("/respond", json={"dialogs": [view(t) for t in texts]}).json()
+    labels = [a["label"] for a in answer]
+    assert labels == ["negative", "negative", "negative", "positive", "neutral", "neutral"]
+
+
 def test_health() -> None:
     with ServiceClient(app) as client:
         health = client.get("/health").json()

@@ -279,8 +279,14 @@ def match_intent(annotations: Mapping[str, Any]) -> Match | None:
         # ("sup, should i get an iphone or a samsung"): under every floor, no intent
         return None
     certainty = min(1.0, max(0.0, certainty))
+    topic = intents["intent"]
+    also = intents.get("also")
+    if topic == "thanks" and isinstance(also, list) and "farewell" in also:
+        # "thanks, bye", "thanks so much, see you tomorrow": the goodbye ends the
+        # conversation, and "You're welcome!" left it open
+        topic = "farewell"
     return Match(
-        intents["intent"],
+        topic,
         round(INTENT_BASE + INTENT_SPAN * certainty, 3),
         intent_only=True,
         by_similarity=intents.get("method") == "similarity",
@@ -407,6 +413,10 @@ def understand(
         by_intent = None if by_intent and by_intent.topic in CLOSERS else by_intent
         by_pattern = None if by_pattern and by_pattern.topic in CLOSERS else by_pattern
     if by_pattern and by_pattern.topic in CLOSERS and mentions_closer(text, by_intent):
+        by_pattern = None
+    if by_pattern and by_pattern.topic == "doing_well" and not asked_how and by_intent:
+        # "ok thanks!" is "I'm good, thanks" only to "how are you?"; after anything else it
+        # is what the intents annotator reads ("Glad to hear it!" answered a thank-you)
         by_pattern = None
     if (
         by_intent

@@ -270,6 +270,25 @@ def test_a_short_reply_to_how_are_you_says_how_the_user_is() -> None:
     assert not [h for h in unasked if h.get("smalltalk_topic") == "doing_well"]
 
 
+def test_ok_thanks_is_how_the_user_is_only_after_how_are_you() -> None:
+    """ "ok thanks!" matches "I'm good, thanks", a reply to "how are you?"; after another
+    line ("That sounds like a story. How did it go?") it is thanks, as the intents
+    annotator reads it: it got "Glad to hear it! What would you like to talk about?"."""
+    thanks = {
+        "intents": {"intent": "thanks", "confidence": 1.0, "method": "pattern"},
+        **mood_of(0.49),
+    }
+    story = "That sounds like a story. How did it go?"
+    with ServiceClient(app) as client:
+        asked, told = ask(
+            client,
+            dialog(*HOW_ARE_YOU, "ok thanks!", annotations=thanks),
+            dialog("never seen it. is it good", story, "ok thanks!", annotations=thanks),
+        )
+    assert asked[0]["smalltalk_topic"] == "doing_well", asked
+    assert told[0]["smalltalk_topic"] == "thanks" and told[0]["text"] in FILE_LINES.thanks, told
+
+
 def test_how_the_user_is_after_the_greeting_answered_how_are_you_is_small_talk_s() -> None:
     """ "hi how are you" is answered by the greeting, which asks the name ("Hi! I'm doing
     well, thanks. I'm Chorus. What's your name?"); people often say how they are next. A
