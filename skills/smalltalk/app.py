@@ -46,6 +46,7 @@ from skills.smalltalk.lines import Match, Topic, pick, render
 from skills.smalltalk.matchers import (
     INTENT_TOPICS,
     WEAK_TOPICS,
+    mood,
     nods_by_reading,
     replies_to_own_question,
     stated_line,
@@ -122,6 +123,17 @@ def says_goodbye(annotations: Mapping[str, Any]) -> bool:
     return sure is not None and isinstance(also, list) and "farewell" in also
 
 
+def tells_bad_news(text: str, annotations: Mapping[str, Any]) -> bool:
+    """The user tells bad news of their own ("my dog died last week"), with no laugh in it:
+    a few words right after a joke, as a laugh is, but no reaction to it; they got "Ha! Want
+    another one?", and get small talk's sympathy now."""
+    return (
+        not jokes.LAUGHTER.search(text)
+        and tells_of_their_own(text)
+        and mood(annotations) == "negative"
+    )
+
+
 def tell_joke(dialog: DialogView, persona: Persona, said: list[str]) -> SkillHypothesis | None:
     """A joke not told lately when the user asks for one (or for more after one, or says
     yes to the offer of another); the offer of another when they laugh at one."""
@@ -142,7 +154,12 @@ def tell_joke(dialog: DialogView, persona: Persona, said: list[str]) -> SkillHyp
     ):
         seed = f"{dialog.dialog_id}:{dialog.human_utterance.utt_id}"
         return JokeHypothesis(text=jokes.pick(said, seed), confidence=JOKE_CONFIDENCE)
-    if jokes.laughs(text, earlier) and not says_goodbye(dialog.human_utterance.annotations):
+    annotations = dialog.human_utterance.annotations
+    if (
+        jokes.laughs(text, earlier)
+        and not says_goodbye(annotations)
+        and not tells_bad_news(text, annotations)
+    ):
         line = pick(offers, said)
         if line is not None:
             return SmallTalkHypothesis(

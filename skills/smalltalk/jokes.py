@@ -71,6 +71,9 @@ LAUGH = re.compile(
     _I,
 )
 
+#: Laughter anywhere in the turn ("lol my head hurts"): whatever else it says, a reaction.
+LAUGHTER = re.compile(r"\b(?:ha(?:ha)+|he(?:he)+|lol|lmao|rofl|xd)\b", _I)
+
 
 #: A joke asked on a subject or of a form ("a joke about Spanish food", "a knock-knock
 #: joke"): the shipped jokes are about programming, so such a request is told one that

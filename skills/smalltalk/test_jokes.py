@@ -234,6 +234,25 @@ def test_a_goodbye_right_after_a_joke_is_no_laugh(client: ServiceClient) -> None
     assert [a.get("smalltalk_topic") for a in after_bye] != ["laughed"], after_bye
 
 
+def test_bad_news_of_the_users_own_right_after_a_joke_gets_sympathy_not_another_joke(
+    client: ServiceClient,
+) -> None:
+    """ "my dog died last week" is a few words, as a laugh is: right after a joke it got
+    "Ha! Want another one?". Bad news of the user's own is no reaction to the joke; a groan
+    at it ("ugh that was terrible") still is, and so is a laugh beside bad news."""
+    joke = JOKES[0]
+    sad = {"sentiment": {"label": "negative", "compound": -0.56}}
+
+    def after_joke(text: str) -> dict[str, object]:
+        ((answer,),) = ask(client, view("tell me a joke", joke, text, annotations=sad))
+        return answer
+
+    news = after_joke("my dog died last week")
+    groan, laugh = after_joke("ugh that was terrible"), after_joke("lol my head hurts")
+    assert news["smalltalk_topic"] == "empathy", news
+    assert groan["smalltalk_topic"] == laugh["smalltalk_topic"] == "laughed", (groan, laugh)
+
+
 def test_thanks_and_a_goodbye_right_after_a_joke_get_the_goodbye(client: ServiceClient) -> None:
     """ "thanks, bye" after a joke is a few words, as a laugh is, and the intents annotator
     reads it as thanks with a farewell also: it got "Ha! Want another one?", and elsewhere
