@@ -223,7 +223,8 @@ WEIGHT_DIGITS = 5
 def _numbers(value: Any, dimensions: int) -> np.ndarray:
     """A list of numbers (``dimensions`` 1) or of rows of them (2) as one array of
     float64, which holds every number the file wrote exactly: 182,000 weights as Python
-    floats in lists took 13 MB of each process that reads the file, as an array 1.5 MB."""
+    floats in lists took 13 MB of each process that reads the file, as an array 1.5 MB
+    (docs/performance.md, "The served agent's memory")."""
     import numpy as np
 
     if isinstance(value, np.ndarray):
