@@ -10,7 +10,9 @@ Its ordinary lines come in two sets: for a question it cannot answer ("What is 1
 :func:`shared.questions.asks_as_typed`) it says so and offers what it can talk about; for a
 statement ("I went hiking yesterday") it invites the user to go on. It picks a line the
 bot has not said in the window, varied per dialog (seeded by the dialog id and the
-window, so a replay answers the same).
+window, so a replay answers the same). Without an LLM a third or more of an ordinary
+conversation's turns are the LLM's (bench/data/routing), most of them questions: twelve
+lines for them, so that a conversation of twenty turns seldom hears one twice.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ QUESTION_ANSWERS = (
     "I can't look that up, I'm afraid: I only know what my skills know. Anything else?",
     "No clue, to be honest! Ask me about music, pets or travel instead?",
     "That's outside what I know. Want to hear a fun fact instead?",
+    "I wish I knew! Ask me about my favourite films or books, or for a joke.",
+    "Sorry, that's not something I can answer. What else is on your mind?",
+    "That's beyond my skills, I'm afraid. Want to tell me about your day instead?",
+    "I can't help with that one. I'm better at a chat, a joke, or questions about Chorus.",
 )
 CALM_ANSWERS = (
     "I'd rather keep our conversation friendly. Shall we talk about something else?",
