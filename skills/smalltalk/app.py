@@ -46,6 +46,7 @@ from skills.smalltalk.lines import Match, Topic, pick, render
 from skills.smalltalk.matchers import (
     INTENT_TOPICS,
     WEAK_TOPICS,
+    goodbye_also,
     mood,
     nods_by_reading,
     replies_to_own_question,
@@ -116,11 +117,10 @@ def says_goodbye(annotations: Mapping[str, Any]) -> bool:
     ("thanks, bye" reads as thanks, a farewell also): right after a joke that is no
     reaction to it, whatever its few words."""
     sure = reading.sure_intent(annotations)
-    if sure == "farewell":
-        return True
     note = annotations.get("intents")
-    also = note.get("also") if isinstance(note, Mapping) else None
-    return sure is not None and isinstance(also, list) and "farewell" in also
+    return sure == "farewell" or (
+        sure is not None and isinstance(note, Mapping) and goodbye_also(note)
+    )
 
 
 def tells_bad_news(text: str, annotations: Mapping[str, Any]) -> bool:

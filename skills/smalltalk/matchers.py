@@ -267,6 +267,13 @@ CLOSERS: frozenset[str] = frozenset({"farewell", "thanks"})
 PARTIAL_BELOW = 0.7
 
 
+def goodbye_also(intents: Mapping[str, Any]) -> bool:
+    """Whether the intents annotator found a goodbye beside the intent it read ("thanks,
+    bye" is thanks, a farewell also)."""
+    also = intents.get("also")
+    return isinstance(also, list) and "farewell" in also
+
+
 def match_intent(annotations: Mapping[str, Any]) -> Match | None:
     """A smalltalk intent from the intents annotator, scored by its confidence."""
     intents = annotations.get("intents")
@@ -280,8 +287,7 @@ def match_intent(annotations: Mapping[str, Any]) -> Match | None:
         return None
     certainty = min(1.0, max(0.0, certainty))
     topic = intents["intent"]
-    also = intents.get("also")
-    if topic == "thanks" and isinstance(also, list) and "farewell" in also:
+    if topic == "thanks" and goodbye_also(intents):
         # "thanks, bye", "thanks so much, see you tomorrow": the goodbye ends the
         # conversation, and "You're welcome!" left it open
         topic = "farewell"
