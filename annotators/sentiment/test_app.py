@@ -1,5 +1,7 @@
 """The sentiment annotator over real HTTP."""
 
+from typing import Any
+
 from agent.sdk.testing import ServiceClient, view
 from annotators.sentiment.app import app
 
@@ -46,6 +48,15 @@ def test_negation_flips_the_label() -> None:
     assert [a["label"] for a in answer] == ["positive", "negative"]
 
 
+def scored(texts: list[str]) -> list[dict[str, Any]]:
+    """The annotator's answer for each text, as the newest utterance of its own dialog."""
+    with ServiceClient(app) as client:
+        answer: list[dict[str, Any]] = client.post(
+            "/respond", json={"dialogs": [view(t) for t in texts]}
+        ).json()
+    return answer
+
+
 def test_a_word_typed_as_an_intensifier_strengthens_the_next_one() -> None:
     """ "pretty", "super", "damn" are feelings of their own in VADER's lexicon; before a
     feeling word they only say how much of it there is."""
@@ -57,8 +68,7 @@ def test_a_word_typed_as_an_intensifier_strengthens_the_next_one() -> None:
         "she looks pretty",
         "a pretty dress",
     ]
-    with ServiceClient(app) as client:
-        answer = client.post("/respond", json={"dialogs": [view(t) for t in texts]}).json()
+    answer = scored(texts)
     labels = [a["label"] for a in answer]
     assert labels == ["negative", "negative", "negative", "positive", "positive", "positive"]
     assert answer[3]["compound"] > 0.4  # VADER alone: +0.05, "damn" counted against it
@@ -75,9 +85,7 @@ def test_saying_how_one_feels_is_read_by_the_mood_not_by_the_word_feeling() -> N
         "how are you feeling?",
         "the price went down",
     ]
-    with ServiceClient(app) as client:
-        answer = client.post("/respond", json={"dialogs": [view(t) for t in texts]}).json()
-    labels = [a["label"] for a in answer]
+    labels = [a["label"] for a in scored(texts)]
     assert labels == ["negative", "negative", "negative", "positive", "neutral", "neutral"]
 
 
