@@ -51,6 +51,7 @@ from agent.sdk import DialogView, Service
 from annotators.intents import languages
 from shared import meaning, reading, spelling
 from shared.asking import GREETING, SUBJECT_WORDS, subject_words
+from shared.questions import asks_as_typed
 from shared.tfidf import Tfidf
 
 INTENTS_FILE = Path(__file__).parent / "intents.json"
@@ -121,6 +122,19 @@ PARTLY_ASKED = frozenset({"how_are_you"})
 #: or more, greetings aside: "me write a cover letter", "with my homework").
 TASKED = frozenset({"abilities"})
 _BOT = re.compile(r"\b(?:you|your|yours|yourself|u|ur|chorus)\b", re.IGNORECASE)
+
+
+#: The bot addressed: "you", "your", as chat types them too.
+_YOU = re.compile(r"\b(?:you|your|yours|u|ur|ya)\b", re.IGNORECASE)
+
+
+def tells_how_they_are(text: str, intent: str) -> bool:
+    """A statement of the user's own state that is only like asking how the bot is: "I
+    feel down today" is 0.67 like "how do you feel today?" and was read as ``how_are_you``
+    (small talk answered "I'm doing great, thanks for asking! How are you?"). It asks
+    nothing (:func:`shared.questions.asks_as_typed`) and does not address the bot, so it is
+    no such question; its likeness stays as the nearest intent."""
+    return intent == "how_are_you" and not asks_as_typed(text) and not _YOU.search(text)
 
 
 def asks_of_its_own(rest: str) -> bool:
@@ -313,7 +327,11 @@ class IntentCatcher:
             return Intent(intent=matched, confidence=confidence, method="pattern", also=also)
         intent, similarity, close_in_meaning = self.most_similar(text)
         nearest = intent if similarity > 0.0 else None
-        if similarity >= SIMILARITY_THRESHOLD and close_in_meaning >= MEANING_FLOOR:
+        if (
+            similarity >= SIMILARITY_THRESHOLD
+            and close_in_meaning >= MEANING_FLOOR
+            and not tells_how_they_are(text, intent)
+        ):
             return Intent(
                 intent=intent,
                 confidence=similarity,

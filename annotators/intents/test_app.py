@@ -179,6 +179,20 @@ def test_a_paraphrase_no_pattern_covers_is_caught_by_similarity() -> None:
     assert SIMILARITY_THRESHOLD <= answer["confidence"] < 1.0
 
 
+def test_how_the_user_is_is_no_question_of_how_the_bot_is_however_alike() -> None:
+    """ "I feel down today" is 0.67 like "how do you feel today?": read as how_are_you,
+    small talk told the user how the bot was. A statement of one's own state is no
+    question to the bot; asked, or said to "you", it still is one."""
+    told, great, asked, doing = (
+        later(text)
+        for text in ("I feel down today", "i feel great today", "doing well?", "how you doing")
+    )
+    assert told["intent"] is None and told["nearest"] == "how_are_you", told
+    assert told["likeness"] >= SIMILARITY_THRESHOLD  # as like it as before, for the reading
+    assert great["intent"] is None, great
+    assert asked["intent"] == doing["intent"] == "how_are_you", (asked, doing)
+
+
 def test_unrelated_text_has_no_intent_but_reports_its_best_similarity() -> None:
     answer = classify("The train to Berlin leaves at noon.", "")
     assert answer[0]["intent"] is None and answer[0]["method"] is None

@@ -87,17 +87,22 @@ def test_ordinary_questions_get_answers_on_their_topic_and_no_line_twice(
     assert len(set(responses)) == len(responses), shown
 
 
-#: Low moods as people type them, with a word VADER scores as a feeling of its own before
-#: the feeling ("pretty" +2.2: "I'm pretty anxious about my exam" read as good news).
+#: Low moods as people type them: with a word VADER scores as a feeling of its own before
+#: the feeling ("pretty" +2.2: "I'm pretty anxious about my exam" read as good news), or
+#: said as a feeling VADER does not know ("feeling" +0.5, "down" nothing: "im feeling kinda
+#: down today" read as good news), which is also like asking how the bot feels ("I feel
+#: down today" got "I'm doing great, thanks for asking! How are you?").
 LOW_MOODS = [
     "I'm pretty anxious about my exam",
     "super tired today, long week at work",
     "im pretty sad tbh",
+    "im feeling kinda down today",
+    "I feel down today",
 ]
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-def test_a_low_mood_said_with_an_intensifier_gets_sympathy_not_gladness(bot: httpx.Client) -> None:
+def test_a_low_mood_gets_sympathy_not_gladness_nor_how_the_bot_is(bot: httpx.Client) -> None:
     for n, text in enumerate(LOW_MOODS):
         answer = say(bot, text, user=f"low-{n}")
         (asked,) = human_turns(bot, f"low-{n}")
