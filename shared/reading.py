@@ -227,13 +227,10 @@ def _numbers(value: Any, dimensions: int) -> np.ndarray:
     (docs/performance.md, "The served agent's memory")."""
     import numpy as np
 
-    if isinstance(value, np.ndarray):
-        array = value.astype(np.float64, copy=False)
-    else:
-        try:
-            array = np.array(value, dtype=np.float64)
-        except (TypeError, ValueError):
-            array = None
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        array = None
     what = "a list of numbers" if dimensions == 1 else "a list of rows of numbers, all as long"
     if array is None or array.ndim != dimensions or not np.isfinite(array).all():
         raise ValueError(f"needs {what}")

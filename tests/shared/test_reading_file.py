@@ -12,6 +12,7 @@ import json
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -64,40 +65,11 @@ def test_a_file_fitted_before_the_hidden_layer_reads_as_a_regression_per_label(
     assert read["llm"] == pytest.approx(1 / (1 + math.exp(3.25)), abs=1e-4)
 
 
-def test_a_hidden_layer_of_the_wrong_width_is_named(tmp_path: Path) -> None:
-    path = tmp_path / "reading.json"
-    path.write_text(
-        json.dumps(
-            {
-                "labels": ["llm"],
-                "intents": INTENTS,
-                "hidden": [[0.0] * (WIDTH - 1)],
-                "hidden_bias": [0.0],
-                "weights": [[1.0]],
-                "bias": [0.0],
-                "combiners": {},
-                "turns": 1,
-            }
-        )
-    )
-    with pytest.raises(BadReading, match=f"each row of hidden needs {WIDTH} values"):
-        load(path)
-
-
-@pytest.mark.parametrize(
-    ("hidden", "named"),
-    [
-        ([[0.0] * WIDTH, [0.0] * (WIDTH - 1)], "hidden"),  # one row shorter
-        ([[0.0] * (WIDTH - 1) + ["x"]], "hidden"),  # a word among the numbers
-        ([[0.0] * (WIDTH - 1) + [float("nan")]], "hidden"),
-        ([0.0] * WIDTH, "hidden"),  # a row, not rows
-    ],
-)
-def test_weights_that_are_no_table_of_numbers_are_refused_naming_the_field(
-    tmp_path: Path, hidden: list[object], named: str
-) -> None:
-    path = tmp_path / "reading.json"
+def hidden_layer_file(tmp_path: Path, hidden: list[Any]) -> Path:
+    """A reading file of one label whose hidden layer is ``hidden``, its other weights
+    sized to ``hidden``'s units (one for a bare row)."""
     units = len(hidden) if isinstance(hidden[0], list) else 1
+    path = tmp_path / "reading.json"
     path.write_text(
         json.dumps(
             {
@@ -112,8 +84,29 @@ def test_weights_that_are_no_table_of_numbers_are_refused_naming_the_field(
             }
         )
     )
-    with pytest.raises(BadReading, match=f"{named}\n.*needs a list of rows of numbers"):
+    return path
+
+
+def test_a_hidden_layer_of_the_wrong_width_is_named(tmp_path: Path) -> None:
+    path = hidden_layer_file(tmp_path, [[0.0] * (WIDTH - 1)])
+    with pytest.raises(BadReading, match=f"each row of hidden needs {WIDTH} values"):
         load(path)
+
+
+@pytest.mark.parametrize(
+    "hidden",
+    [
+        [[0.0] * WIDTH, [0.0] * (WIDTH - 1)],  # one row shorter
+        [[0.0] * (WIDTH - 1) + ["x"]],  # a word among the numbers
+        [[0.0] * (WIDTH - 1) + [float("nan")]],
+        [0.0] * WIDTH,  # a row, not rows
+    ],
+)
+def test_weights_that_are_no_table_of_numbers_are_refused_naming_the_field(
+    tmp_path: Path, hidden: list[Any]
+) -> None:
+    with pytest.raises(BadReading, match=r"hidden\n.*needs a list of rows of numbers"):
+        load(hidden_layer_file(tmp_path, hidden))
 
 
 def test_the_shipped_file_read_and_written_again_is_the_same_byte_for_byte(
