@@ -1,5 +1,6 @@
 """The FAQ skill over real HTTP: paraphrases find their question, off-topic lines find none."""
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from skills.faq.app import (
     INDEX,
     MAX_CONFIDENCE,
     MEANING_FLOOR,
+    SIMILARITY_FLOOR,
     FaqIndex,
     answer,
     app,
@@ -222,3 +224,78 @@ def test_the_bots_name_said_to_it_is_not_asked_about(client: ServiceClient) -> N
     assert life == age == evening == []
     assert what[0]["faq_question"] == "What is Chorus?"
     assert can[0]["faq_question"] == "What can you do?"
+
+
+def test_a_newcomers_questions_about_what_chorus_offers_find_their_entries(
+    client: ServiceClient,
+) -> None:
+    """What people ask before they adopt a bot platform (its channels, its database, its
+    chart, how long it keeps conversations, ratings) has entries of its own: without them
+    these questions got nothing from the FAQ and went to the LLM, or to the fallback."""
+    asked = {
+        "does chorus support telegram?": "Does Chorus work with Telegram?",
+        "is there a helm chart?": "Is there a Helm chart for Kubernetes?",
+        "how long do you keep the conversations?": "How long are conversations kept?",
+        "which database does it use?": "Which database does Chorus use?",
+        "can people rate the bot's answers?": "Can users rate the answers?",
+    }
+    answers = ask(client, *asked)
+    assert [found[0]["faq_question"] if found else None for found in answers] == list(
+        asked.values()
+    )
+    assert "chorus telegram" in str(answers[0][0]["text"])
+
+
+def test_a_question_near_in_meaning_needs_less_of_the_wording(client: ServiceClient) -> None:
+    """The wording's cosine depends on the file (each entry weighs every n-gram anew):
+    "which port is chorus on?" is 0.50 from "What port does Chorus listen on?" in
+    characters and 0.85 in meaning, and is answered, the two's geometric mean over
+    THRESHOLD. A line as near in wording and far in meaning ("how do I run a marathon?",
+    0.52 from "How do I run Chorus?", 0.49 in meaning) is not."""
+    port, marathon, sum_ = ask(
+        client, "which port is chorus on?", "how do I run a marathon?", "what is 17 times 23?"
+    )
+    assert port[0]["faq_question"] == "What port does Chorus listen on?"
+    assert SIMILARITY_FLOOR <= raw_confidence(port[0]) < MAX_CONFIDENCE
+    assert marathon == sum_ == []
+
+
+def test_the_faqs_own_words_are_kept_as_typed(client: ServiceClient) -> None:
+    """The English dictionary knows no "helpdesk" nor "dialogs", and careless typing's
+    correction read them as "helpless" and "dialog": the FAQ keeps the words it writes
+    itself, as the retrieval annotator keeps the knowledge base's."""
+    assert INDEX.knows("helpdesk") and INDEX.knows("Dialogs") and not INDEX.knows("helpless")
+    helpdesk, kept = ask(
+        client, "does chorus hand chats to a helpdesk?", "where are my dialogs kept?"
+    )
+    assert (
+        helpdesk[0]["faq_question"]
+        == "Can Chorus hand conversations to our helpdesk, like Zendesk?"
+    )
+    assert kept[0]["faq_question"] == "Where are my dialogs stored?"
+
+
+#: What an answer may name that a reader would look for: a page or file of the repository,
+#: and a setting.
+_PATH = re.compile(r"\b(?:docs|deploy)/[\w./-]*\w|(?<![\w/.-])[\w.-]+\.(?:yml|md)\b")
+_SETTING = re.compile(r"\b(?:CHORUS|LLM|KNOWLEDGE)_[A-Z_]*[A-Z]\b")
+
+
+def test_every_page_and_setting_an_answer_names_exists() -> None:
+    """An answer that sends the user to a page, a file or a setting that is not there
+    (renamed, never written) is worse than none: each is checked against the checkout and
+    the settings' reference."""
+    root = Path(__file__).resolve().parents[2]
+    reference = (root / "docs" / "configuration.md").read_text(encoding="utf-8")
+    named = [(e.question, found) for e in INDEX.entries for found in _PATH.findall(e.answer)]
+    missing = [
+        (question, path)
+        for question, path in named
+        if not (root / path).exists()
+        and not (root / "docs" / path).exists()
+        and not any(root.glob(f"**/{path}"))
+    ]
+    settings = [(e.question, s) for e in INDEX.entries for s in _SETTING.findall(e.answer)]
+    undocumented = [(question, s) for question, s in settings if s not in reference]
+    assert len(named) >= 15 and len(settings) >= 8
+    assert missing == [] and undocumented == []
