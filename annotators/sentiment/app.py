@@ -74,8 +74,9 @@ _INTENSIFIED = re.compile(
 
 #: Moods said with a word VADER's lexicon does not score, read as the word it does.
 MOODS: dict[str, str] = {"down": "low", "blue": "sad"}
-#: The user saying how they feel: the verb, any of VADER's own intensifiers, a mood of
-#: :data:`MOODS`.
+#: The user saying how they feel: the verb, words of degree as chat types them between
+#: (some of VADER's boosters, "pretty" and "super" of :data:`INTENSIFIERS`, fillers such
+#: as "just" and "still"), a mood of :data:`MOODS`.
 FEELS = re.compile(
     r"\b(feel(?:s|ing)?|felt)((?:\s+(?:kinda|kind of|a bit|a little|so|really|very|quite"
     r"|pretty|super|bit|just|still|all))*\s+)(" + "|".join(MOODS) + r")\b",

@@ -16,6 +16,7 @@ short text and takes one dot product per question.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections import Counter
 from collections.abc import Mapping
@@ -244,14 +245,14 @@ def answer(text: str, annotations: Mapping[str, Any] | None = None) -> FaqHypoth
     if found is None:
         return None
     entry, similarity, close = found
-    if np.sqrt(similarity * close) < THRESHOLD or close < MEANING_FLOOR:
+    both = math.sqrt(similarity * close)  # the wording and the meaning: their geometric mean
+    if both < THRESHOLD or close < MEANING_FLOOR:
         return None
     if not content_words(entry.question) and content_words(text):
         return None
     hypothesis = FaqHypothesis(
         text=entry.answer,
-        # both the wording and the meaning: their geometric mean
-        confidence=round(min(MAX_CONFIDENCE, float(np.sqrt(similarity * close))), 4),
+        confidence=round(min(MAX_CONFIDENCE, both), 4),
         faq_question=entry.question,
     )
     # the confidence as the chance that such an answer fits (shared/calibration.py)
