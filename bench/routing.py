@@ -25,8 +25,9 @@ LLM-off run's hypotheses tell, for any ``run_below``, which turns would have gon
 LLM and what would have answered the others. The point at the shipped ``run_below`` is
 measured as well (the LLM-on run), and the report prints both.
 
-    .venv/bin/python -m bench.routing                    # the dev set
-    .venv/bin/python -m bench.routing --set holdout      # the set never tuned on
+    .venv/bin/python -m bench.routing                    # dev, then holdout (never tuned on)
+    .venv/bin/python -m bench.routing --set holdout      # the set never tuned on alone
+    .venv/bin/python -m bench.routing --set dev train    # several sets, one after another
     .venv/bin/python -m bench.routing --set train        # the second set to fit on
     .venv/bin/python -m bench.routing --set train2       # the third
     .venv/bin/python -m bench.routing --set train3       # the fourth
@@ -155,6 +156,9 @@ TRAINING_SETS: tuple[str, ...] = (
 )
 #: The sets called by name: the training sets may be fitted on, ``holdout`` only reported.
 NAMED_SETS = frozenset({*TRAINING_SETS, "holdout"})
+#: What a bare ``python -m bench.routing`` runs: the first set the shipped files were
+#: fitted on, and the set nothing was tuned on, each reported on its own.
+DEFAULT_SETS = ("dev", "holdout")
 
 
 def set_path(name: str) -> Path:
@@ -484,8 +488,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--set",
-        default="dev",
-        help=f"{', '.join(TRAINING_SETS)}, holdout, or a set file's path",
+        nargs="+",
+        default=list(DEFAULT_SETS),
+        help=f"one or more of {', '.join(TRAINING_SETS)}, holdout, or a set file's path; "
+        f"by default {' and '.join(DEFAULT_SETS)}: a set the files were fitted on, and one "
+        "nothing was tuned on",
     )
     parser.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure")
     parser.add_argument("--store", help="a store's URL: its labelled and rated turns as the set")
@@ -500,20 +507,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{count} labelled turns of {args.store} written to {target}")
         if args.export:
             return 0
-        args.set = str(target)
-    path = set_path(args.set)
-    try:
-        conversations = load_set(path)
-    except (BadSet, OSError) as error:
-        print(f"bench.routing: {error}", file=sys.stderr)
-        return 2
-    name = args.set if args.set in NAMED_SETS else path.stem
+        args.set = [str(target)]
+    # every set read first: a bad file is named before minutes are spent on the others
+    chosen: list[tuple[str, list[Conversation]]] = []
+    for asked in args.set:
+        path = set_path(asked)
+        try:
+            chosen.append((asked if asked in NAMED_SETS else path.stem, load_set(path)))
+        except (BadSet, OSError) as error:
+            print(f"bench.routing: {error}", file=sys.stderr)
+            return 2
     repo = args.repo.resolve()
-    on, off, requests = measure(repo, conversations, name)
-    result = report(name, on, off, requests, shipped_run_below(repo))
-    stem = save(result, on, off, args.out)
-    print(table(result))
-    print(f"every turn: {stem.with_suffix('.json')}; the curve: {stem.with_suffix('.png')}")
+    for place, (name, conversations) in enumerate(chosen, start=1):
+        if len(chosen) > 1:
+            print(f"bench.routing: set {place} of {len(chosen)}, {name}", file=sys.stderr)
+        on, off, requests = measure(repo, conversations, name)
+        result = report(name, on, off, requests, shipped_run_below(repo))
+        stem = save(result, on, off, args.out)
+        print(table(result))
+        print(f"every turn: {stem.with_suffix('.json')}; the curve: {stem.with_suffix('.png')}")
     return 0
 
 

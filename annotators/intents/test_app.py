@@ -554,3 +554,26 @@ def test_who_made_the_bot_is_its_own_intent() -> None:
     intents = [(a["intent"], a["confidence"]) for a in answers]
     assert intents[:5] == [("creator", 1.0)] * 5, intents
     assert [i for i, _ in intents[5:]] == [None, "bot_identity"], intents
+
+
+def test_a_greeting_named_in_a_question_later_on_is_no_greeting() -> None:
+    """ "how do you say good morning properly" after the opening names a greeting: no
+    intent (its likeness kept, as for any reading under the floor), where the same words
+    opening a conversation, or a greeting opening a later turn and asking after it, greet."""
+    later = [
+        view("hi", "Hi! I'm Chorus. What's your name?", text)
+        for text in (
+            "how do you say good morning properly",
+            "what about good morning",
+            "morning again, you there?",
+        )
+    ]
+    with ServiceClient(app) as client:
+        named, about, again, opening = client.post(
+            "/respond", json={"dialogs": [*later, view("olá, tudo bem?")]}
+        ).json()
+    for answer in (named, about):
+        assert answer["intent"] is None
+        assert answer["nearest"] == "greeting" and answer["likeness"] > SIMILARITY_THRESHOLD
+    assert again["intent"] == "greeting"
+    assert opening["intent"] == "greeting"

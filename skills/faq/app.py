@@ -191,6 +191,19 @@ class FaqIndex:
 
 
 INDEX = FaqIndex(load_faq(FAQ_FILE))
+#: Readings of careless typing kept, by utterance (:func:`read_as_typed`): chat repeats
+#: itself ("hi", "thanks", "ok"), and the intents annotator and small talk keep theirs.
+READINGS_KEPT = 1024
+
+
+@functools.lru_cache(maxsize=READINGS_KEPT)
+def read_as_typed(text: str) -> str:
+    """``text`` with careless typing read the careful way, the words the FAQ writes kept
+    as typed (:meth:`FaqIndex.knows`: "helpdesk" is not "helpless"). :mod:`shared.spelling`
+    keeps no reading made with a keep-list, which may change (an index reloaded); the
+    FAQ's is read once, at import, so its readings are kept here: every turn is read by
+    the FAQ, the intents annotator and small talk, and a repeated one was read again."""
+    return spelling.normalise(text, INDEX.knows)
 
 
 def content_words(text: str) -> set[str]:
@@ -268,7 +281,7 @@ service = Service(
 @service.skill
 async def faq(dialog: DialogView) -> list[SkillHypothesis]:
     human = dialog.human_utterance
-    hypothesis = answer(spelling.normalise(human.text, INDEX.knows), human.annotations)
+    hypothesis = answer(read_as_typed(human.text), human.annotations)
     return [hypothesis] if hypothesis else []
 
 

@@ -791,3 +791,19 @@ def test_a_question_of_the_users_own_after_the_name_question_is_not_the_greeting
     assert answers[: len(own)] == [[]] * len(own)
     for text, answer in zip(about_the_question, answers[len(own) :], strict=True):
         assert [h["text"] for h in answer] == [WHY_ASK_LINE], text
+
+
+def test_a_greeting_named_in_a_question_is_not_said_back() -> None:
+    """ "how do you say good morning properly", asked of a user whose name is known, got
+    "Hello again, Nadia!": the intents annotator read a greeting in it by likeness. The
+    annotator's own reading of the turn (as the pipeline runs it) leaves it to others."""
+    from annotators.intents.app import annotation
+
+    line = "Nice to meet you, Nadia! What would you like to talk about?"
+    for text in ("how do you say good morning properly", "what about good morning"):
+        read = {"intents": annotation(text, line, "greeting").model_dump()}
+        answers = ask("hi", line, text, annotations=read, name="Nadia", greeting_stage="done")
+        assert [a["text"] for a in answers] == []
+    hello = {"intents": annotation("good morning!", line, "greeting").model_dump()}
+    answers = ask("hi", line, "good morning!", annotations=hello, name="Nadia")
+    assert answers[0]["text"] == "Hello again, Nadia!"

@@ -114,6 +114,14 @@ def test_a_set_with_a_bad_label_is_refused_naming_the_line(tmp_path: Path) -> No
     assert done.returncode == 2
     assert f"{path}, line 2" in done.stderr and '"llm" is a label alone' in done.stderr
     assert not (tmp_path / "routing-bad.json").exists()
+    # several sets are all read before any runs: a bad one after a good one stops the run
+    # at once, naming it, and the good one is not measured first
+    good = tmp_path / "good.jsonl"
+    good.write_text(json.dumps(lines[0]) + "\n")
+    done = run_module("bench.routing", "--set", str(good), str(path), "--out", str(tmp_path))
+    assert done.returncode == 2
+    assert f"{path}, line 2" in done.stderr
+    assert not (tmp_path / "routing-good.json").exists()
 
 
 def test_labelled_and_rated_turns_of_a_store_become_a_set(
