@@ -450,7 +450,10 @@ def features(
     cheap = np.array(
         [
             1.0 if "?" in text else 0.0,
-            1.0 if previous and "?" in previous else 0.0,
+            # whether the bot's line asked, for a line read by its words only: the LLM's
+            # kind of line is its kind alone (the fallback's twelve lines, some asking,
+            # picked at random, made the same turn read two ways from one run to the next)
+            1.0 if previous and not kind[0] and "?" in previous else 0.0,
             1.0 if not previous else 0.0,
             min(words, 20) / 10.0,
             1.0 if intent.get("method") == "pattern" else 0.0,

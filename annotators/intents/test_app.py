@@ -297,6 +297,31 @@ def test_the_llms_line_is_read_by_its_kind_not_its_words() -> None:
     assert first != cheap
 
 
+def test_the_fallbacks_lines_read_alike_whichever_was_picked() -> None:
+    """The fallback picks one of its lines at random, some asking, some not: the turn after
+    it is read the same after any of them (it read two ways, and a cheap answer at the
+    selector's edge was given in one run and not the next). After a cheap skill's line,
+    whether it asked still counts."""
+
+    def after(line: str, skill: str) -> dict[str, Any]:
+        built = view("hi", line, "we were together four years")
+        built["utterances"][1]["active_skill"] = skill
+        return built
+
+    dialogs = [
+        after("I don't know, sorry. Is there something else you'd like to talk about?", "fallback"),
+        after("That one stumps me. Try asking me about myself, or what Chorus is.", "fallback"),
+        after("I'm listening. What happened next?", "fallback"),
+        after("Do you have a hobby?", "smalltalk"),
+        after("I have a hobby.", "smalltalk"),
+    ]
+    with ServiceClient(app) as client:
+        read = [a["reading"] for a in client.post("/respond", json={"dialogs": dialogs}).json()]
+    asking, telling, listening, cheap_asking, cheap_telling = read
+    assert asking == telling == listening
+    assert cheap_asking != cheap_telling
+
+
 def test_health() -> None:
     with ServiceClient(app) as client:
         health = client.get("/health").json()
