@@ -273,21 +273,23 @@ def test_a_greeting_or_a_plea_for_help_beside_a_task_of_its_own_is_not_sure() ->
     assert (about_bot["intent"], about_bot["confidence"]) == ("how_are_you", 1.0)
 
 
+def reply_after(line: str, skill: str) -> dict[str, Any]:
+    """A dialog where ``skill`` said ``line`` after a hello, and the user replies to it."""
+    built = view("hi", line, "we were together four years")
+    built["utterances"][1]["active_skill"] = skill
+    return built
+
+
 def test_the_llms_line_is_read_by_its_kind_not_its_words() -> None:
     """After an LLM answer the reading is the same whatever the LLM said (the training
     sets, run without an LLM, hold the fallback's words there): a user carrying on its
     thread reads as carrying on the LLM's; after a cheap skill's question the reply reads
     otherwise."""
 
-    def after(line: str, skill: str) -> dict[str, Any]:
-        built = view("hi", line, "we were together four years")
-        built["utterances"][1]["active_skill"] = skill
-        return built
-
     dialogs = [
-        after("Breakups are hard, and it is normal to miss them.", "llm"),
-        after("Heat pumps move heat rather than make it.", "llm"),
-        after("Do you have a hobby?", "smalltalk"),
+        reply_after("Breakups are hard, and it is normal to miss them.", "llm"),
+        reply_after("Heat pumps move heat rather than make it. Want to know more?", "llm"),
+        reply_after("Do you have a hobby?", "smalltalk"),
     ]
     with ServiceClient(app) as client:
         first, second, cheap = (
@@ -303,17 +305,16 @@ def test_the_fallbacks_lines_read_alike_whichever_was_picked() -> None:
     selector's edge was given in one run and not the next). After a cheap skill's line,
     whether it asked still counts."""
 
-    def after(line: str, skill: str) -> dict[str, Any]:
-        built = view("hi", line, "we were together four years")
-        built["utterances"][1]["active_skill"] = skill
-        return built
-
     dialogs = [
-        after("I don't know, sorry. Is there something else you'd like to talk about?", "fallback"),
-        after("That one stumps me. Try asking me about myself, or what Chorus is.", "fallback"),
-        after("I'm listening. What happened next?", "fallback"),
-        after("Do you have a hobby?", "smalltalk"),
-        after("I have a hobby.", "smalltalk"),
+        reply_after(
+            "I don't know, sorry. Is there something else you'd like to talk about?", "fallback"
+        ),
+        reply_after(
+            "That one stumps me. Try asking me about myself, or what Chorus is.", "fallback"
+        ),
+        reply_after("I'm listening. What happened next?", "fallback"),
+        reply_after("Do you have a hobby?", "smalltalk"),
+        reply_after("I have a hobby.", "smalltalk"),
     ]
     with ServiceClient(app) as client:
         read = [a["reading"] for a in client.post("/respond", json={"dialogs": dialogs}).json()]
