@@ -29,9 +29,13 @@ from shared.tfidf import ENGLISH_STOP_WORDS
 #: disagree on what a greeting is ("Hiya!" was the annotator's and not this pattern's).
 _GREETING = re.compile(r"^\s*(hi|hello|hey|good (morning|afternoon|evening)|howdy)\b", re.I)
 _WORD = r"([A-Za-zÀ-ÿ'-]{2,30})"
+#: Whose name "name's" gives when another's is said before it ("his name's Ben", "my
+#: dog's name's Rex"): theirs, not the user's.
+_OTHERS = r"(?<!\bhis )(?<!\bher )(?<!\btheir )(?<!\bits )(?<!\byour )(?<!\bour )(?<!'s )"
 #: Phrases that can only introduce a name: they also change a name already known.
 _SAYS_NAME = re.compile(
-    rf"(?:\b|^)(my name is|my name's|(?:the )?name's|call me|you can call me|i go by)\s+{_WORD}",
+    rf"(?:\b|^)(my name is|my name's|(?:the )?{_OTHERS}name's|call me|you can call me|i go by)"
+    rf"\s+{_WORD}",
     re.I,
 )
 #: An initial for a name, after a phrase that only introduces one: "you can call me J",

@@ -807,3 +807,21 @@ def test_a_greeting_named_in_a_question_is_not_said_back() -> None:
     hello = {"intents": annotation("good morning!", line, "greeting").model_dump()}
     answers = ask("hi", line, "good morning!", annotations=hello, name="Nadia")
     assert answers[0]["text"] == "Hello again, Nadia!"
+
+
+def test_a_name_someone_else_has_is_not_taken_for_the_users() -> None:
+    """ "his name's Ben and he met his wife at a climbing gym" renamed the user Ben: a name
+    is stored for good, and "name's" changes one already known. Another's name ("his",
+    "her", "my dog's") is theirs; the user's own "name's Oskar" still counts."""
+    for text in (
+        "his name's Ben and he met his wife at a climbing gym",
+        "my dog's name's Rex",
+        "her name's Lily, she's three",
+    ):
+        assert extract_name(text, bare_word_ok=False) is None
+        answers = ask("hi", "Hello again, Ann!", text, name="Ann", greeting_stage="done")
+        assert all("name" not in a.get("human_attributes", {}) for a in answers)
+    for text, name in (("name's Oskar", "Oskar"), ("hey name's oskar", "Oskar")):
+        assert extract_name(text, bare_word_ok=False) == name
+    (renamed,) = ask("hi", "Hello again, Ann!", "the name's Bond", name="Ann")
+    assert renamed["human_attributes"]["name"] == "Bond"
