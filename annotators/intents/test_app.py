@@ -314,7 +314,7 @@ def test_the_fallbacks_lines_read_alike_whichever_was_picked() -> None:
         ),
         reply_after("I'm listening. What happened next?", "fallback"),
         reply_after("Do you have a hobby?", "smalltalk"),
-        reply_after("I have a hobby.", "smalltalk"),
+        reply_after("Do you have a hobby.", "smalltalk"),
     ]
     with ServiceClient(app) as client:
         read = [a["reading"] for a in client.post("/respond", json={"dialogs": dialogs}).json()]
