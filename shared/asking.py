@@ -2,7 +2,8 @@
 base) answer only those.
 
 A question mark, or a question word among the first three words ("so what are you good
-for then", "like what can u do tho", "explain how a backup works"). A statement shares
+for then", "like what can u do tho", "explain how a backup works"), or opening a later
+clause ("thanks, how do i back it up"). A statement shares
 words with the docs as often as a question does ("Marek", "i failed my driving theory
 test again", "ending test"), and a request for something to be made or done ("add a
 docstring", "send me the last 5 dialogs as csv", "restart the smalltalk service") asks for
@@ -27,9 +28,24 @@ _ASKS = re.compile(
 )
 
 
+#: A question word opening a later clause, after a comma, a semicolon or a colon and a
+#: word that joins clauses ("ok thanks, what about slack?" without its mark, "im new
+#: here, so how do i add a skill"), or "any" and a noun opening the turn ("any plans to
+#: support slack", "any docs on backups"): a question as plain as one opening the turn.
+#: "any more", "any time", "any way" and "any day" open statements as often.
+_ASKS_LATER = re.compile(
+    r"[,;:]\s*(?:(?:and|so|but|ok|okay|then|now|also|or)\s+)?"
+    r"(?:what|what's|whats|who|who's|whom|whose|why|how|when|where|which|can|could"
+    r"|would|should|is|are|does|did|tell|explain)\b"
+    r"|^\W*any\s+(?!more\b|time\b|way\b|day\b)\w+",
+    re.IGNORECASE,
+)
+
+
 def asks(text: str) -> bool:
-    """Whether ``text`` asks something (:data:`_ASKS`)."""
-    return _ASKS.search(text) is not None
+    """Whether ``text`` asks something: :data:`_ASKS` opening it, or
+    :data:`_ASKS_LATER`."""
+    return _ASKS.search(text) is not None or _ASKS_LATER.search(text) is not None
 
 
 def asks_outright(text: str) -> bool:

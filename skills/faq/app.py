@@ -37,8 +37,11 @@ FAQ_FILE = Path(__file__).parent / "faq.json"
 #: The least similarity in wording (the cosine of character n-grams) for an entry to be
 #: weighed at all: off-topic lines that share only "what is" or "where are" with a
 #: question reach 0.47-0.56 ("where is paris", "what is love"), and the meaning sends them
-#: away (:data:`MEANING_FLOOR`).
-SIMILARITY_FLOOR = 0.5
+#: away (:data:`MEANING_FLOOR`). A paraphrase in other words can fall below 0.5 in
+#: wording while near in meaning ("does it have to be python?" from "Can I write a skill
+#: in a language other than Python?"); from 0.45 the meaning decides, and the geometric
+#: mean (:data:`THRESHOLD`) still asks the two together for as much as before.
+SIMILARITY_FLOOR = 0.45
 #: The least geometric mean of the wording's similarity and the meaning's that answers:
 #: the least the former floors allowed (0.6 in wording, 0.5 in meaning), so the raw
 #: confidences stay in the range the calibration was fitted on. The wording alone was held

@@ -230,7 +230,8 @@ def test_a_newcomers_questions_about_what_chorus_offers_find_their_entries(
     client: ServiceClient,
 ) -> None:
     """What people ask before they adopt a bot platform (its channels, its database, its
-    chart, how long it keeps conversations, ratings) has entries of its own: without them
+    chart, how long it keeps conversations, ratings, the hardware it needs, its price)
+    has entries of its own: without them
     these questions got nothing from the FAQ and went to the LLM, or to the fallback."""
     asked = {
         "does chorus support telegram?": "Does Chorus work with Telegram?",
@@ -238,6 +239,8 @@ def test_a_newcomers_questions_about_what_chorus_offers_find_their_entries(
         "how long do you keep the conversations?": "How long are conversations kept?",
         "which database does it use?": "Which database does Chorus use?",
         "can people rate the bot's answers?": "Can users rate the answers?",
+        "Does it need a GPU?": "What hardware does Chorus need? Do I need a GPU?",
+        "is chorus free?": "Is Chorus free to use?",
     }
     answers = ask(client, *asked)
     assert [found[0]["faq_question"] if found else None for found in answers] == list(
@@ -258,6 +261,23 @@ def test_a_question_near_in_meaning_needs_less_of_the_wording(client: ServiceCli
     assert port[0]["faq_question"] == "What port does Chorus listen on?"
     assert SIMILARITY_FLOOR <= raw_confidence(port[0]) < MAX_CONFIDENCE
     assert marathon == sum_ == []
+
+
+def test_a_paraphrase_far_in_characters_and_near_in_meaning_finds_its_entry(
+    client: ServiceClient,
+) -> None:
+    """A question in other words than its entry's can fall under 0.5 in wording while
+    its meaning is close: it is answered, and the answer does not open on a "Yes" that
+    only the entry's own question asks for."""
+    wording = "which languages can skills be written in?"
+    found = INDEX.best(wording)
+    assert found is not None
+    entry, similarity, close = found
+    assert SIMILARITY_FLOOR <= similarity < 0.5 and close >= MEANING_FLOOR
+    (hypothesis,) = ask(client, wording)[0]
+    assert hypothesis["faq_question"] == entry.question
+    assert "any other language" in str(hypothesis["text"])
+    assert not str(hypothesis["text"]).startswith("Yes")
 
 
 def test_the_faqs_own_words_are_kept_as_typed(client: ServiceClient) -> None:

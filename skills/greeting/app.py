@@ -32,10 +32,12 @@ _WORD = r"([A-Za-zÀ-ÿ'-]{2,30})"
 #: Whose name "name's" gives when another's is said before it ("his name's Ben", "my
 #: dog's name's Rex"): theirs, not the user's.
 _OTHERS = r"(?<!\bhis )(?<!\bher )(?<!\btheir )(?<!\bits )(?<!\byour )(?<!\bour )(?<!'s )"
-#: Phrases that can only introduce a name: they also change a name already known.
+#: Phrases that can only introduce a name: they also change a name already known. "name
+#: is" does where it opens the line or a clause ("Name is Walt.", "ok good. name is
+#: Vikram"), no word of whose name before it ("his name is Ben").
 _SAYS_NAME = re.compile(
-    rf"(?:\b|^)(my name is|my name's|(?:the )?{_OTHERS}name's|call me|you can call me|i go by)"
-    rf"\s+{_WORD}",
+    rf"(?:\b|^)(my name is|my name's|(?:the )?{_OTHERS}name's|call me|you can call me|i go by"
+    rf"|(?<![\w'] )(?<![\w'])name is)\s+{_WORD}",
     re.I,
 )
 #: An initial for a name, after a phrase that only introduces one: "you can call me J",
@@ -52,10 +54,13 @@ _PLACED = re.compile(rf"^\W*{_WORD}\s+(?:here|then)\W*$", re.I)
 #: after it, and "I like the names" none.
 _NAMES_SAYS = re.compile(rf"(?:^|[.!?,;]\s*)(?:the\s+)?names\s+{_WORD}\W*$", re.I)
 #: Phrases that introduce a name or anything else ("I'm from Berlin", "I'm feeling sad"):
-#: a name only when one word ends the clause (see :func:`extract_name`).
+#: a name only when one word ends the clause (see :func:`extract_name`), after a title
+#: if one is said ("I am Miss Hyacinth, 84").
 _MAYBE_NAME = re.compile(
     rf"(?:^|[.!?,;]\s*|\b(?:and|hi|hello|hey|ok|okay|oh|fine|well|so|lol|haha|sorry)\s+)"
-    rf"(?:i am|i'm|im|it's|its|this is)\s+{_WORD}(?:\s+(?:here|then))?"
+    rf"(?:i am|i'm|im|it's|its|this is)\s+(?:(?:mr|mrs|ms|miss|dr)\.?\s+)?{_WORD}"
+    # a word that only places it ("Marta here", "This is Harold speaking")
+    rf"(?:\s+(?:here|then|speaking))?"
     # the clause ends there: punctuation, an emoji, "and ...", "btw", "by the way", a laugh
     # ("its ellie lol"), "from ..." (a capitalised first name only: "I'm Elsa from
     # Stockholm") or nothing
@@ -266,6 +271,8 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
         word, phrase = says.group(2), says.group(1).lower()
         if phrase == "i go by" and not (word[0].isupper() or bare_word_ok):
             return None  # "I go by bus": a name after "go by" is written as one, or asked for
+        if phrase == "name is" and not word[0].isupper() and is_common_word(word):
+            return None  # "name is not important": a word that is no name
         if "name" in phrase or not is_common_word(word):
             return _name(word)
         return None
@@ -410,6 +417,12 @@ def unknown_word_first(words: list[str]) -> str | None:
 _PLAIN = re.compile(rf"^\W*{_WORD}\s*(?:[,.!;:(]|(?:from|here|btw|by\s+the\s+way)\b|$)", re.I)
 #: The longest line read as a name given plainly (:func:`plain_name`).
 PLAIN_WORDS = 6
+#: The longest line opening on a first name and a clause break that is read as the user
+#: introducing themselves ("Shannon, art centre coordinator out near Alice"): what they
+#: say of themselves after their name takes more words than a name alone.
+INTRODUCED_WORDS = 16
+#: A first name opening the line and ending its clause at a mark.
+_INTRODUCED = re.compile(rf"^\W*{_WORD}\s*[,.!;:(\u2013\u2014-]")
 
 
 def plain_name(text: str) -> str | None:
@@ -418,16 +431,21 @@ def plain_name(text: str) -> str | None:
     capitalised first name of some language (:mod:`shared.first_names`) opening it and
     ending its clause ("Brenda", "Sam, short for Samantha", "Chloé by the way"), or
     "I'm"/"it's" before a first name in any case ("im zoe btw", "fine. its kat"). How
-    often such a line was a name is its curve's (answer type ``name_plain``)."""
+    often such a line was a name is its curve's (answer type ``name_plain``). A line
+    opening on the name and a mark may go on about the user
+    (:data:`INTRODUCED_WORDS`)."""
     text = uncapitalised(text)
-    if len(text.split()) > PLAIN_WORDS or asks(text):
+    words = len(text.split())
+    if words > INTRODUCED_WORDS or asks(text):
         return None
     names = first_names.first_names()
-    opens = _PLAIN.match(text)
+    opens = _PLAIN.match(text) if words <= PLAIN_WORDS else _INTRODUCED.match(text)
     if opens is not None:
         word = opens.group(1)
         if word[0].isupper() and word.lower() in names and not is_common_word(word):
             return _name(word)
+    if words > PLAIN_WORDS:
+        return None
     maybe = _MAYBE_NAME.search(text)
     if maybe is not None:
         word = maybe.group(1)

@@ -759,6 +759,32 @@ def test_a_name_given_plainly_later_is_taken(line: str, name: str) -> None:
     assert answer["routing"]["kind"] == "name_plain"
 
 
+def test_a_name_with_what_the_user_does_after_it_is_taken() -> None:
+    """A first name opening a longer line and ending its clause is the user introducing
+    themselves, with what they do after it; the same words with no name first are not."""
+    line = "Shannon, art centre coordinator out near Alice"
+    (answer,) = ask("hello?", "I'm not sure I follow.", line)
+    assert answer["human_attributes"] == {"name": "Shannon", "greeting_stage": "done"}
+    assert ask("hello?", "I'm not sure I follow.", "art centre coordinator out near Alice") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("Name is Walt.", "Walt"),
+        ("ok good. name is Vikram", "Vikram"),
+        ("I am Miss Hyacinth, 84 and still sharp", "Hyacinth"),
+        ("This is Harold speaking.", "Harold"),
+    ],
+)
+def test_a_name_said_as_name_is_after_a_title_or_speaking_is_taken(text: str, name: str) -> None:
+    (hypothesis,) = ask(text)
+    assert hypothesis["human_attributes"] == {"name": name, "greeting_stage": "done"}
+    # someone else's name, or a word that is none, is not the user's
+    assert extract_name("his name is Ben", bare_word_ok=False) is None
+    assert extract_name("name is not important", bare_word_ok=False) is None
+
+
 def test_a_plain_name_is_not_taken_once_a_name_is_known_or_in_a_question() -> None:
     assert ask("hello?", "I'm not sure I follow.", "Brenda", name="Ann") == []
     assert ask("hello?", "I'm not sure I follow.", "Brenda, is that you?") == []

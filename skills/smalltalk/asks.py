@@ -127,11 +127,15 @@ _ANY_HELP = re.compile(
     r"|recommendations?)\s+(?:for|to|on|about|how)\b",
     _I,
 )
-#: An auxiliary opening the turn, its subject not the bot ("is the film any good?",
-#: "can i..."). "have a nice day" wishes, so "have" is left out.
+#: The bot's kind named as a subject ("do bots get tired", "can robots dream", "are
+#: chatbots lonely"): a question on the bot's nature, which the persona answers. "AI" is
+#: left out: "can AI replace doctors" asks about the world.
+_BOTS_KIND = r"(?:an?\s+)?(?:bots?|robots?|chat\s?bots?)\b"
+#: An auxiliary opening the turn, its subject not the bot nor its kind ("is the film any
+#: good?", "can i..."). "have a nice day" wishes, so "have" is left out.
 _AUX = re.compile(
     _LEAD + r"(?:is|are|was|were|can|could|would|will|should|shall|do|does|did|am)\s+"
-    r"(?!you\b|u\b|ya\b|ye\b|yourself\b)\w+",
+    r"(?!you\b|u\b|ya\b|ye\b|yourself\b|" + _BOTS_KIND + r")\w+",
     _I,
 )
 #: The verbs of a task for the bot, asked as an imperative or politely.

@@ -1074,3 +1074,12 @@ def test_the_bots_hobbies_are_asked_the_users_or_one_asked_for_are_not(
     )
     assert [h["smalltalk_topic"] for h in bots + both] == ["hobbies", "hobbies"]
     assert not [h for h in cheap + start if h["smalltalk_topic"] == "hobbies"]
+
+
+def test_a_question_on_the_nature_of_bots_gets_the_personas_line(client: ServiceClient) -> None:
+    """ "do bots get tired" asks about the bot's kind, as "do you get tired" asks about
+    the bot: the persona's word on its nature answers, where a question about the world
+    ("can AI replace doctors?") gets nothing from small talk."""
+    tired, doctors = ask(client, dialog("do bots get tired"), dialog("can AI replace doctors?"))
+    assert [h["text"] for h in tired] and tired[0]["text"] in FILE_PERSONA.topics["nature"].lines
+    assert doctors == []

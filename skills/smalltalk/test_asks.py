@@ -48,6 +48,8 @@ from skills.smalltalk.asks import beyond_small_talk
         # the bot's view asked on something beyond it
         ("do you think the bus will be late tonight", "asks_the_world"),
         ("do u reckon it'll snow this weekend", "asks_the_world"),
+        ("can AI replace doctors?", "asks_the_world"),  # "AI" is the world's, not the bot's
+        ("does the tooth fairy come to robots?", "asks_the_world"),
         ("who do you reckon will win the league", "asks_the_world"),
         # the user's name, opening the turn or a later clause: the greeting's
         ("Good thanks. I'm Aisha", "introduces"),
@@ -78,6 +80,9 @@ def test_turns_only_the_llm_has_an_answer_for(text: str, beyond: str) -> None:
         "got any pets?",  # asks the bot
         "haha, what a joke",
         "can you help me?",  # what the bot can do
+        "do bots get tired",  # the bot's kind: its nature, the persona's
+        "can robots dream?",
+        "are chatbots lonely",
         "haha I'm 40, so older than you",  # says, asks nothing
         "how are you today?",
         "hi, can you help me?",

@@ -45,3 +45,13 @@ def test_an_english_question_word_opening_another_language_asks_nothing() -> Non
     assert asking.asks_something("do widzenia?")
     assert asking.asks_something("do you like dogs")
     assert asking.asks_outright("how mony o them tae a kilo")
+
+
+def test_a_question_after_a_clause_of_its_own_asks() -> None:
+    """A question word opening a later clause asks as one opening the turn does, and
+    "any" with a noun opening the turn asks; a statement with the same words does not."""
+    assert asking.asks("ok thanks, what about slack")
+    assert asking.asks("im new here, so how do i add a skill")
+    assert asking.asks("any plans to support whatsapp")
+    assert not asking.asks("any more and i'd have given up")
+    assert not asking.asks("thanks, that helped a lot")
