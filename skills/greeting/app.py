@@ -33,8 +33,8 @@ _WORD = r"([A-Za-zÀ-ÿ'-]{2,30})"
 #: dog's name's Rex"): theirs, not the user's.
 _OTHERS = r"(?<!\bhis )(?<!\bher )(?<!\btheir )(?<!\bits )(?<!\byour )(?<!\bour )(?<!'s )"
 #: Phrases that can only introduce a name: they also change a name already known. "name
-#: is" does where it opens the line or a clause ("Name is Walt.", "ok good. name is
-#: Vikram"), no word of whose name before it ("his name is Ben").
+#: is" does too where it opens the line or a clause ("Name is Walt.", "ok good. name is
+#: Vikram"); after a word it may be anyone's ("his name is Ben").
 _SAYS_NAME = re.compile(
     rf"(?:\b|^)(my name is|my name's|(?:the )?{_OTHERS}name's|call me|you can call me|i go by"
     rf"|(?<![\w'] )(?<![\w'])name is)\s+{_WORD}",
