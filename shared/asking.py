@@ -19,11 +19,15 @@ import re
 from shared import questions, spelling
 from shared.tfidf import ENGLISH_STOP_WORDS
 
+#: The question words proper.
+_WH = r"what|what's|whats|who|who's|whom|whose|why|how|when|where|which"
+#: The auxiliaries and verbs that ask wherever they open a clause; "will", "shall", "am",
+#: "do", "show" and "list" ask only opening the turn (", do that", ", show me" tell).
+_ASKING_VERBS = r"can|could|would|should|is|are|does|did|tell|explain"
 #: A question or a request to tell, by its question mark or a question word among its
 #: first few words.
 _ASKS = re.compile(
-    r"\?|^\W*(?:\w+\W+){0,2}?(?:what|what's|whats|who|who's|whom|whose|why|how|when|where"
-    r"|which|can|could|would|will|should|shall|is|are|am|do|does|did|tell|explain|show|list)\b",
+    rf"\?|^\W*(?:\w+\W+){{0,2}}?(?:{_WH}|{_ASKING_VERBS}|will|shall|am|do|show|list)\b",
     re.IGNORECASE,
 )
 
@@ -34,9 +38,7 @@ _ASKS = re.compile(
 #: support slack", "any docs on backups"): a question as plain as one opening the turn.
 #: "any more", "any time", "any way" and "any day" open statements as often.
 _ASKS_LATER = re.compile(
-    r"[,;:]\s*(?:(?:and|so|but|ok|okay|then|now|also|or)\s+)?"
-    r"(?:what|what's|whats|who|who's|whom|whose|why|how|when|where|which|can|could"
-    r"|would|should|is|are|does|did|tell|explain)\b"
+    rf"[,;:]\s*(?:(?:and|so|but|ok|okay|then|now|also|or)\s+)?(?:{_WH}|{_ASKING_VERBS})\b"
     r"|^\W*any\s+(?!more\b|time\b|way\b|day\b)\w+",
     re.IGNORECASE,
 )
