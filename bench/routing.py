@@ -27,30 +27,23 @@ measured as well (the LLM-on run), and the report prints both.
 
     .venv/bin/python -m bench.routing                    # dev, then holdout (never tuned on)
     .venv/bin/python -m bench.routing --set holdout      # the set never tuned on alone
-    .venv/bin/python -m bench.routing --set dev train    # several sets, one after another
-    .venv/bin/python -m bench.routing --set train        # the second set to fit on
-    .venv/bin/python -m bench.routing --set train2       # the third
-    .venv/bin/python -m bench.routing --set train3       # the fourth
-    .venv/bin/python -m bench.routing --set train4       # the fifth
-    .venv/bin/python -m bench.routing --set train5       # the sixth
-    .venv/bin/python -m bench.routing --set train6       # the seventh, ordinary, written blind
-    .venv/bin/python -m bench.routing --set train7       # the eighth, ordinary, another writer
-    .venv/bin/python -m bench.routing --set train8       # the ninth, ordinary, written blind
-    .venv/bin/python -m bench.routing --set train9       # the tenth, ordinary, written blind
-    .venv/bin/python -m bench.routing --set train10      # the eleventh, written beside it
-    .venv/bin/python -m bench.routing --set train11      # the twelfth, ordinary, written blind
-    .venv/bin/python -m bench.routing --set train12      # the thirteenth, written beside it
-    .venv/bin/python -m bench.routing --set train13      # the fourteenth, ordinary, blind
-    .venv/bin/python -m bench.routing --set train14      # the fifteenth, ordinary, blind
-    .venv/bin/python -m bench.routing --set train15      # the sixteenth, unusual voices, blind
-    .venv/bin/python -m bench.routing --set train17      # the eighteenth, unusual voices, blind
+    .venv/bin/python -m bench.routing --set dev train    # several sets, then pooled
+    .venv/bin/python -m bench.routing --set training     # every set fitted on, pooled too
+    .venv/bin/python -m bench.routing --set heldout      # every set nobody tuned on, pooled
     .venv/bin/python -m bench.routing --set my.jsonl     # any set, e.g. from --store
     .venv/bin/python -m bench.routing --store sqlite:///chorus.db --export mine.jsonl
+
+The named sets are ``TRAINING_SETS`` (dev, train, train2 ... train17) and
+``HELD_OUT_SETS`` (holdout, typed, fresh, fresh2 ... fresh11); bench/data/routing/README.md
+says who wrote each and how. Several sets are reported one by one and then pooled: every
+turn of them all in one report (``routing-training``, ``routing-heldout``, or
+``routing-pooled`` for another choice), the figures docs/performance.md gives.
 
 ``--store DB_URL`` turns the labelled and rated turns of a store into a set
 (:mod:`bench.routing_store`) and, with ``--export``, writes it instead of running it.
 Figures go to ``bench/results/routing-NAME.json`` (every turn with its hypotheses, for
-:mod:`bench.calibrate`) and ``bench/results/routing-NAME.png`` (the curve).
+:mod:`bench.calibrate`) and ``bench/results/routing-NAME.png`` (the curve); a pooled
+report's JSON holds its figures and the sets it pooled, not their turns again.
 """
 
 from __future__ import annotations
@@ -154,8 +147,20 @@ TRAINING_SETS: tuple[str, ...] = (
     "train16",
     "train17",
 )
-#: The sets called by name: the training sets may be fitted on, ``holdout`` only reported.
-NAMED_SETS = frozenset({*TRAINING_SETS, "holdout"})
+#: The sets nobody tuned on, in the order they were written: each was run as a check and
+#: only its figures read, never its turns (bench/data/routing/README.md).
+HELD_OUT_SETS: tuple[str, ...] = (
+    "holdout",
+    "typed",
+    "fresh",
+    *(f"fresh{number}" for number in range(2, 12)),
+)
+#: The sets called by name: the training sets may be fitted on, the held-out ones only
+#: reported.
+NAMED_SETS = frozenset({*TRAINING_SETS, *HELD_OUT_SETS})
+#: Names that stand for several sets: each is run and reported on its own, then all their
+#: turns pooled into one report, as docs/performance.md gives the figures.
+GROUPS: dict[str, tuple[str, ...]] = {"training": TRAINING_SETS, "heldout": HELD_OUT_SETS}
 #: What a bare ``python -m bench.routing`` runs: the first set the shipped files were
 #: fitted on, and the set nothing was tuned on, each reported on its own.
 DEFAULT_SETS = ("dev", "holdout")
@@ -295,6 +300,7 @@ def with_llm(turns: Sequence[Observed]) -> dict[str, Any]:
         "turns": n,
         "fitting_cheap": share(sum(t.cheap and not t.wrong_cheap for t in turns), n),
         "wrong_cheap": share(sum(t.wrong_cheap for t in turns), n),
+        "wrong_cheap_turns": sum(t.wrong_cheap for t in turns),
         "llm_asked": share(sum(t.llm_asked for t in turns), n),
         "llm_answered": share(sum(t.skill == LLM for t in turns), n),
         "fallback": share(sum(t.fallback for t in turns), n),
@@ -412,7 +418,8 @@ def table(result: dict[str, Any]) -> str:
         f"for the LLM); the LLM's run_below {result['run_below']:g}",
         "LLM on:",
         f"  answered by a fitting cheap skill   {pct(on['fitting_cheap'])}",
-        f"  wrong cheap answers                 {pct(on['wrong_cheap'])}",
+        f"  wrong cheap answers                 {pct(on['wrong_cheap'])} "
+        f"({on['wrong_cheap_turns']} of {on['turns']})",
         f"  LLM asked                           {pct(on['llm_asked'])} "
         f"({result['llm_requests_counted_by_the_llm']} requests counted by the LLM)",
         f"  answered by the LLM                 {pct(on['llm_answered'])}",
@@ -489,10 +496,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--set",
         nargs="+",
-        default=list(DEFAULT_SETS),
-        help=f"one or more of {', '.join(TRAINING_SETS)}, holdout, or a set file's path; "
-        f"by default {' and '.join(DEFAULT_SETS)}: a set the files were fitted on, and one "
-        "nothing was tuned on",
+        help=f"one or more of {', '.join(TRAINING_SETS)} (all of them: training), "
+        f"{', '.join(HELD_OUT_SETS)} (all of them: heldout), or a set file's path; by "
+        f"default {' and '.join(DEFAULT_SETS)}: a set the files were fitted on, and one "
+        "nothing was tuned on, each on its own",
     )
     parser.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure")
     parser.add_argument("--store", help="a store's URL: its labelled and rated turns as the set")
@@ -508,25 +515,86 @@ def main(argv: list[str] | None = None) -> int:
         if args.export:
             return 0
         args.set = [str(target)]
+    # the default's two sets are of two kinds, fitted on and never tuned on: not pooled
+    pools = pooled_names(args.set or DEFAULT_SETS, pool=args.set is not None)
     # every set read first: a bad file is named before minutes are spent on the others
-    chosen: list[tuple[str, list[Conversation]]] = []
-    for asked in args.set:
+    chosen: dict[str, list[Conversation]] = {}
+    for asked in dict.fromkeys(name for names in pools.values() for name in names):
         path = set_path(asked)
         try:
-            chosen.append((asked if asked in NAMED_SETS else path.stem, load_set(path)))
+            chosen[asked if asked in NAMED_SETS else path.stem] = load_set(path)
         except (BadSet, OSError) as error:
             print(f"bench.routing: {error}", file=sys.stderr)
             return 2
     repo = args.repo.resolve()
-    for place, (name, conversations) in enumerate(chosen, start=1):
+    run_below = shipped_run_below(repo)
+    results: dict[str, tuple[dict[str, Any], list[Observed], list[Observed]]] = {}
+    for place, (name, conversations) in enumerate(chosen.items(), start=1):
         if len(chosen) > 1:
             print(f"bench.routing: set {place} of {len(chosen)}, {name}", file=sys.stderr)
         on, off, requests = measure(repo, conversations, name)
-        result = report(name, on, off, requests, shipped_run_below(repo))
+        result = report(name, on, off, requests, run_below)
+        results[name] = (result, on, off)
         stem = save(result, on, off, args.out)
         print(table(result))
         print(f"every turn: {stem.with_suffix('.json')}; the curve: {stem.with_suffix('.png')}")
+    for pool, names in pools.items():
+        if pool is None:
+            continue
+        stems = [set_name(name) for name in names]
+        result = pooled(pool, [results[stem] for stem in stems], run_below)
+        stem = save_pooled(result, args.out)
+        print(table(result))
+        print(
+            f"{len(stems)} sets pooled: {stem.with_suffix('.json')}; the curve: "
+            f"{stem.with_suffix('.png')}"
+        )
     return 0
+
+
+def set_name(asked: str) -> str:
+    """The name a set is reported under: its own, or its file's stem."""
+    return asked if asked in NAMED_SETS else set_path(asked).stem
+
+
+def pooled_names(asked: Sequence[str], pool: bool = True) -> dict[str | None, list[str]]:
+    """The sets to run, by the pooled report each belongs to: a group's name
+    (:data:`GROUPS`) stands for its sets, pooled under that name; other sets, when more
+    than one was asked, are pooled as ``pooled``. Under None, the sets no pool takes
+    (one set alone, or ``pool`` false)."""
+    pools: dict[str | None, list[str]] = {}
+    rest = [name for name in asked if name not in GROUPS]
+    for name in asked:
+        if name in GROUPS:
+            pools[name] = list(GROUPS[name])
+    if rest:
+        pools["pooled" if pool and len(rest) > 1 else None] = rest
+    return pools
+
+
+def pooled(
+    name: str,
+    runs: Sequence[tuple[dict[str, Any], list[Observed], list[Observed]]],
+    run_below: float,
+) -> dict[str, Any]:
+    """One report over every turn of several sets' runs: each turn weighs the same,
+    whichever set it came from."""
+    on = [turn for _, turns, _ in runs for turn in turns]
+    off = [turn for _, _, turns in runs for turn in turns]
+    requests = sum(result["llm_requests_counted_by_the_llm"] for result, _, _ in runs)
+    result = report(name, on, off, requests, run_below)
+    result["conversations"] = sum(each["conversations"] for each, _, _ in runs)
+    result["sets"] = [each["set"] for each, _, _ in runs]
+    return result
+
+
+def save_pooled(result: dict[str, Any], folder: Path) -> Path:
+    """A pooled report's figures and the sets it pooled; their turns are in each set's file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = folder / f"routing-{result['set']}"
+    stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    draw(result, stem.with_suffix(".png"))
+    return stem
 
 
 if __name__ == "__main__":

@@ -121,14 +121,24 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False, default=str)
 
 
+#: HTTP clients that log each request at INFO: a service in the agent's process calling out
+#: (the LLM skill, a retrieval API) would add a line per call, its full URL included (some
+#: vendors take the key in the query), to what the agent's own lines and traces say.
+_CLIENT_LOGGERS = ("httpx", "httpcore")
+
+
 def configure_logging(level: str, log_format: LogFormat) -> None:
     """The root logger at ``level``, writing to stderr in ``log_format``; in JSON mode the
     server's own lines (uvicorn's) become JSON too, so every line of the process parses.
-    The server's lines never carry the API key (:class:`RedactKeys`).
+    The server's lines never carry the API key (:class:`RedactKeys`), and the HTTP clients'
+    request lines show from DEBUG only (:data:`_CLIENT_LOGGERS`).
 
     The handler holds ``level`` too, so a module that turns the root logger (or its own) to
     DEBUG later, as Dream's connectors do, still adds no line below it."""
     redact_server_logs()
+    quiet = logging.DEBUG if logging.getLevelName(level) == logging.DEBUG else logging.WARNING
+    for name in _CLIENT_LOGGERS:
+        logging.getLogger(name).setLevel(quiet)
     handler = logging.StreamHandler()
     handler.setLevel(level)
     if log_format == "text":

@@ -12,7 +12,16 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
-from bench.routing import Observed
+from bench.routing import (
+    DEFAULT_SETS,
+    HELD_OUT_SETS,
+    SETS,
+    TRAINING_SETS,
+    Observed,
+    pooled,
+    pooled_names,
+    report,
+)
 from bench.routing_store import export
 from tests.conftest import agents, service_entry
 from tests.support.processes import run_module, unmeasured_environment
@@ -332,3 +341,53 @@ def test_the_replay_lets_the_greeting_take_a_reply_to_its_name_question_by_the_r
     assert replayed("Haruto desu", 0.8)[1] is True
     assert replayed("Haruto desu", 0.95, naming=False)[1] is True
     assert replayed("I'm bored", 0.95)[1] is True
+
+
+def observed(conversation: str, text: str, fits: list[str], skill: str) -> Observed:
+    return Observed(
+        conversation=conversation,
+        place=1,
+        text=text,
+        fits=fits,
+        skill=skill,
+        answer="...",
+        llm_asked=skill == "llm",
+    )
+
+
+def test_several_sets_are_pooled_turn_by_turn_and_a_group_names_its_sets() -> None:
+    """``--set training`` runs every training set and reports them pooled: each turn
+    counts once, whichever set it came from, so a small set weighs no more than a large
+    one; the default run reports its two sets (one fitted on, one never tuned on) apart."""
+    small_on = [observed("a-1", "hello", ["greeting"], "smalltalk")]
+    large_on = [
+        observed("b-1", "hi", ["greeting"], "greeting"),
+        observed("b-1", "why is the sky blue", ["llm"], "llm"),
+        observed("b-2", "what is chorus", ["faq"], "faq"),
+    ]
+    small_off = [observed("a-1", "hello", ["greeting"], "greeting")]
+    large_off = [
+        *large_on[:1],
+        observed("b-1", "why is the sky blue", ["llm"], "smalltalk"),
+        large_on[2],
+    ]
+    runs = [
+        (report("small", small_on, small_off, 0, 0.7), small_on, small_off),
+        (report("large", large_on, large_off, 1, 0.7), large_on, large_off),
+    ]
+    result = pooled("mine", runs, 0.7)
+    assert result["sets"] == ["small", "large"] and result["conversations"] == 3
+    assert result["llm_on"]["turns"] == 4
+    assert result["llm_on"]["wrong_cheap"] == 0.25  # 1 of 4 turns, not the sets' mean 0.5
+    assert result["llm_on"]["llm_asked"] == 0.25
+    assert result["llm_requests_counted_by_the_llm"] == 1
+    assert result["llm_off"]["cheap_pretended_on_llm_only"] == 1
+
+    assert pooled_names(["training"]) == {"training": list(TRAINING_SETS)}
+    assert pooled_names(["heldout", "mine.jsonl"]) == {
+        "heldout": list(HELD_OUT_SETS),
+        None: ["mine.jsonl"],
+    }
+    assert pooled_names(["dev", "mine.jsonl"]) == {"pooled": ["dev", "mine.jsonl"]}
+    assert pooled_names(DEFAULT_SETS, pool=False) == {None: list(DEFAULT_SETS)}
+    assert all((SETS / f"{name}.jsonl").is_file() for name in (*TRAINING_SETS, *HELD_OUT_SETS))

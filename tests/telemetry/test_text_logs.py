@@ -5,6 +5,8 @@ a reader (or a log shipper) takes for one the agent wrote."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -93,3 +95,28 @@ def test_no_line_of_the_text_log_is_forged_by_what_a_service_sends(
     assert "answered HTTP 500: x\\nFORGED chorus: all fine\\r\\nFORGED again\\u2028" in text
     if pipeline is dream_pipeline:
         assert "x\\nFORGED chorus: all fine\\r\\nFORGED again\\u2028FORGED once more: human" in text
+
+
+#: What an in-process service's HTTP client logs for one call, and one of the agent's lines.
+CLIENT_LINES = """
+import logging, sys
+from agent.telemetry import configure_logging
+configure_logging(sys.argv[1], "text")
+logging.getLogger("httpx").info('HTTP Request: POST https://llm.example/v1?key=s3cret "200 OK"')
+logging.getLogger("chorus").info("agent line")
+"""
+
+
+@pytest.mark.parametrize(("level", "shown"), [("INFO", False), ("DEBUG", True)])
+def test_an_http_clients_request_lines_show_only_at_debug(level: str, shown: bool) -> None:
+    """At INFO the agent's log has its own lines but not one per call an in-process
+    service makes (its URL may hold a vendor's key); at DEBUG it has both."""
+    done = subprocess.run(
+        [sys.executable, "-c", CLIENT_LINES, level],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "agent line" in done.stderr
+    assert ("s3cret" in done.stderr) is shown, done.stderr
