@@ -521,6 +521,14 @@ def main(argv: list[str] | None = None) -> int:
     chosen: dict[str, list[Conversation]] = {}
     for asked in dict.fromkeys(name for names in pools.values() for name in names):
         path = set_path(asked)
+        if not path.exists():
+            print(
+                f"bench.routing: {asked} is no set's name and no file: name a group "
+                f"({' or '.join(GROUPS)}), a set ({', '.join((*TRAINING_SETS, *HELD_OUT_SETS))})"
+                ", or a set file's path",
+                file=sys.stderr,
+            )
+            return 2
         try:
             chosen[asked if asked in NAMED_SETS else path.stem] = load_set(path)
         except (BadSet, OSError) as error:

@@ -123,6 +123,10 @@ def test_a_set_with_a_bad_label_is_refused_naming_the_line(tmp_path: Path) -> No
     assert done.returncode == 2
     assert f"{path}, line 2" in done.stderr and '"llm" is a label alone' in done.stderr
     assert not (tmp_path / "routing-bad.json").exists()
+    # a name that is neither a set's nor a file's is refused, naming what may be given
+    done = run_module("bench.routing", "--set", "heldot", "--out", str(tmp_path))
+    assert done.returncode == 2
+    assert "heldot is no set's name and no file" in done.stderr and "heldout" in done.stderr
     # several sets are all read before any runs: a bad one after a good one stops the run
     # at once, naming it, and the good one is not measured first
     good = tmp_path / "good.jsonl"
