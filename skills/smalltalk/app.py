@@ -399,6 +399,17 @@ def by_reading(
         intent = stated_line(dialog.human_utterance.text, annotations)
     elif intent not in INTENT_TOPICS:  # a deployment's reading naming intents of its own
         return None
+    routing = {"skill": "smalltalk", "kind": reading.BY_READING, "raw": chance, "read": chance}
+    nearer = nearer_topic(dialog.human_utterance.text, persona, annotations, intent)
+    if nearer is not None:
+        line = pick(persona.topics[nearer[0]].lines, said)
+        if line is None:
+            return None
+        on_topic = TopicHypothesis(
+            text=line, confidence=chance, topic=nearer[0], similarity=round(nearer[1], 3)
+        )
+        setattr(on_topic, "routing", routing)  # noqa: B010
+        return on_topic
     topic = cast(Topic, intent)
     text = pick(render(persona, Match(topic, chance)), said)
     if text is None:
@@ -409,9 +420,35 @@ def by_reading(
         smalltalk_topic=topic,
         bot_attributes={"persona": persona.model_dump(mode="json")} if store else {},
     )
-    routing = {"skill": "smalltalk", "kind": reading.BY_READING, "raw": chance, "read": chance}
     setattr(hypothesis, "routing", routing)  # noqa: B010
     return hypothesis
+
+
+def nearer_topic(
+    text: str, persona: Persona, annotations: Mapping[str, Any], intent: str
+) -> tuple[str, float] | None:
+    """The persona's topic to answer a question to the bot with, where the reading gave
+    it one of the intents that answer such a question (how the bot is, who it is, what it
+    can do: :data:`shared.reading.QUESTIONS_ONLY`) only as the nearest, and a topic's
+    examples are as near in meaning as that intent's are (its likeness) or nearer, and at
+    least :data:`topics.NEARER_FROM`: "have you ever been anywhere?" was told "I'm doing
+    great, thanks for asking! How are you?", "does talking to people all day bore you?"
+    who the bot is. The
+    intent's line answers only its own question; of two near readings, the line whose
+    question the user's is nearer to fits better. None where the intent was read surely,
+    the turn asks nothing, or no topic is as near."""
+    if intent not in reading.QUESTIONS_ONLY or reading.sure_intent(annotations) == intent:
+        return None
+    if not asks_something(text):
+        return None
+    note = annotations.get("intents")
+    if not isinstance(note, Mapping) or note.get("nearest") != intent:
+        return None
+    likeness = note.get("likeness")
+    if not isinstance(likeness, int | float):
+        return None
+    floor = max(float(likeness), topics.NEARER_FROM)
+    return topics.closest(spelling.normalise(text), persona.topics, floor)
 
 
 #: How many of the bot's last lines may hold the topic's line that "one more" asks more of:

@@ -544,6 +544,41 @@ def test_a_turn_the_reading_is_sure_of_gets_the_persona_line_of_the_annotators_i
     assert on_help[0]["smalltalk_topic"] == "abilities"
 
 
+def test_a_question_only_near_how_the_bot_is_gets_the_persona_topic_it_is_nearer(
+    client: ServiceClient,
+) -> None:
+    """The reading is sure the turn is small talk's, and the intents annotator finds it only
+    faintly like "how are you" (or "what can you do"): a question on the bot's nature or
+    travels gets the persona's line on that topic, whose examples are nearer in meaning,
+    not "I'm doing great, thanks for asking!". A question that is near the intent's own
+    examples, or one the annotator is sure of, keeps the intent's line."""
+
+    def asked(text: str, nearest: str, likeness: float, intent: str | None = None) -> Any:
+        note = {
+            "intent": intent,
+            "confidence": 1.0 if intent else 0.0,
+            "method": "pattern" if intent else None,
+            "nearest": nearest,
+            "likeness": likeness,
+            "reading": {"smalltalk": 0.95, "llm": 0.02},
+        }
+        return dialog(text, annotations={"intents": note})
+
+    sea, bored, side, good, sure = ask(
+        client,
+        asked("have you ever been anywhere nice?", "how_are_you", 0.3),
+        asked("does talking to people all day bore you?", "bot_identity", 0.42),
+        asked("how is your side today?", "how_are_you", 0.48),
+        asked("all good with you?", "how_are_you", 0.3),  # films 0.37: under NEARER_FROM
+        asked("how are you doing?", "how_are_you", 0.9, intent="how_are_you"),
+    )
+    travel, days = FILE_PERSONA.topics["travel"].lines, FILE_PERSONA.topics["days"].lines
+    assert sea[0]["text"] in travel and sea[0]["topic"] == "travel"
+    assert bored[0]["text"] in days
+    assert sea[0]["routing"]["kind"] == "by_reading" and sea[0]["confidence"] == 0.95
+    assert {h[0]["smalltalk_topic"] for h in (side, good, sure)} == {"how_are_you"}
+
+
 #: The greeting's lines a statement may follow: its name question and why it asks leave
 #: the name to come (the reply is the greeting's); its line once the name is known waits
 #: for nothing.
