@@ -530,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         try:
-            chosen[asked if asked in NAMED_SETS else path.stem] = load_set(path)
+            chosen[set_name(asked)] = load_set(path)
         except (BadSet, OSError) as error:
             print(f"bench.routing: {error}", file=sys.stderr)
             return 2
@@ -589,7 +589,7 @@ def pooled(
     whichever set it came from."""
     on = [turn for _, turns, _ in runs for turn in turns]
     off = [turn for _, _, turns in runs for turn in turns]
-    requests = sum(result["llm_requests_counted_by_the_llm"] for result, _, _ in runs)
+    requests = sum(each["llm_requests_counted_by_the_llm"] for each, _, _ in runs)
     result = report(name, on, off, requests, run_below)
     result["conversations"] = sum(each["conversations"] for each, _, _ in runs)
     result["sets"] = [each["set"] for each, _, _ in runs]

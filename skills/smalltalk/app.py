@@ -240,15 +240,21 @@ def from_topics(dialog: DialogView, persona: Persona, said: list[str]) -> TopicH
     if found is None:
         return None
     name, similarity = found
+    share = (similarity - topics.THRESHOLD) / (1.0 - topics.THRESHOLD)
+    confidence = round(TOPIC_BASE + TOPIC_SPAN * min(1.0, share), 3)
+    return on_topic(persona, name, similarity, confidence, said)
+
+
+def on_topic(
+    persona: Persona, name: str, similarity: float, confidence: float, said: list[str]
+) -> TopicHypothesis | None:
+    """A line of the persona's topic ``name`` not said lately, found at ``similarity``;
+    None when every line was."""
     text = pick(persona.topics[name].lines, said)
     if text is None:
         return None
-    share = (similarity - topics.THRESHOLD) / (1.0 - topics.THRESHOLD)
     return TopicHypothesis(
-        text=text,
-        confidence=round(TOPIC_BASE + TOPIC_SPAN * min(1.0, share), 3),
-        topic=name,
-        similarity=round(similarity, 3),
+        text=text, confidence=confidence, topic=name, similarity=round(similarity, 3)
     )
 
 
@@ -402,14 +408,10 @@ def by_reading(
     routing = {"skill": "smalltalk", "kind": reading.BY_READING, "raw": chance, "read": chance}
     nearer = nearer_topic(dialog.human_utterance.text, persona, annotations, intent)
     if nearer is not None:
-        line = pick(persona.topics[nearer[0]].lines, said)
-        if line is None:
-            return None
-        on_topic = TopicHypothesis(
-            text=line, confidence=chance, topic=nearer[0], similarity=round(nearer[1], 3)
-        )
-        setattr(on_topic, "routing", routing)  # noqa: B010
-        return on_topic
+        answer = on_topic(persona, *nearer, chance, said)
+        if answer is not None:
+            setattr(answer, "routing", routing)  # noqa: B010
+        return answer
     topic = cast(Topic, intent)
     text = pick(render(persona, Match(topic, chance)), said)
     if text is None:
@@ -433,10 +435,9 @@ def nearer_topic(
     examples are as near in meaning as that intent's are (its likeness) or nearer, and at
     least :data:`topics.NEARER_FROM`: "have you ever been anywhere?" was told "I'm doing
     great, thanks for asking! How are you?", "does talking to people all day bore you?"
-    who the bot is. The
-    intent's line answers only its own question; of two near readings, the line whose
-    question the user's is nearer to fits better. None where the intent was read surely,
-    the turn asks nothing, or no topic is as near."""
+    who the bot is. The intent's line answers only its own question; of two near
+    readings, the line whose question the user's is nearer to fits better. None where the
+    intent was read surely, the turn asks nothing, or no topic is as near."""
     if intent not in reading.QUESTIONS_ONLY or reading.sure_intent(annotations) == intent:
         return None
     if not asks_something(text):
