@@ -319,6 +319,9 @@ class Read:
     #: the turn asks something, with its mark or without, as small talk reads it before
     #: answering by the reading (:func:`shared.asking.asks_something`)
     asking: bool = False
+    #: the turn asks something of the bot (:func:`shared.asking.asks_the_bot`), which small
+    #: talk answers by the reading with its line on its own life
+    asking_bot: bool = False
 
 
 def confidence_of(
@@ -516,6 +519,7 @@ def decide(
                 read.nodding and skill == "smalltalk",
                 read.stating and skill == "smalltalk",
                 read.after_llm,
+                read.asking_bot and skill == "smalltalk",
             )
             # small talk reads first whether the turn asks what its lines cannot give
             if read.beyond and skill == "smalltalk":
@@ -575,6 +579,13 @@ def questions(turns: Sequence[Observed]) -> list[bool]:
     return [asks_something(t.text) for t in turns]
 
 
+def questions_to_the_bot(turns: Sequence[Observed]) -> list[bool]:
+    """Whether each turn asks something of the bot (:func:`shared.asking.asks_the_bot`)."""
+    from shared.asking import asks_the_bot
+
+    return [asks_the_bot(t.text) for t in turns]
+
+
 def reader(
     turns: Sequence[Observed],
 ) -> Callable[[ReadingModel | None, np.ndarray, int], Read | None]:
@@ -591,6 +602,7 @@ def reader(
     asks_beyond = beyond(turns, after_llm)
     opening = openings(turns)
     asking = questions(turns)
+    asking_bot = questions_to_the_bot(turns)
 
     def read(model: ReadingModel | None, row: np.ndarray, i: int) -> Read | None:
         if model is None:
@@ -607,6 +619,7 @@ def reader(
             opening[i],
             after_llm[i],
             asking[i],
+            asking_bot[i],
         )
 
     return read

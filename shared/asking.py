@@ -76,6 +76,36 @@ def asks_something(text: str) -> bool:
     return "?" in text or asks_outright(text)
 
 
+#: Words that name the bot a turn is addressed to: the second person, as typed or read
+#: carefully (``u``, ``ur``, ``ya``), and the bot as a kind ("do bots get sore"). Not the
+#: product's name: "does chorus work with mongo" asks about the software.
+_THE_BOT = re.compile(r"\b(?:you|your|yours|yourself|u|ur|ya|you're|youre|bots?)\b", re.IGNORECASE)
+#: What makes a question to the bot more than a yes or no on its own life: a question word
+#: ("what do you even say at a funeral", "so which one are you": the bot's view, advice, a
+#: choice), a bid for what it can do ("can you do a practice question with me", "could u
+#: ..."), or a word pointing back at what was said before ("have u watched it", "did you
+#: like that one"): the subject is the conversation's, not the bot's.
+_MORE_THAN_ITS_LIFE = re.compile(
+    rf"\b(?:{_WH})\b|\b(?:can|could|will|would)\s+(?:you|u)\b"
+    r"|\b(?:it|its|that|this|these|those|them|they|one|ones)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_the_bot(text: str) -> bool:
+    """Whether ``text`` asks the bot a yes or no about its own life: it asks something
+    (:func:`asks_something`), names the bot (:data:`_THE_BOT`), and holds no question
+    word, bid or word pointing back (:data:`_MORE_THAN_ITS_LIFE`): "do u have a doggy",
+    "you ever tried kava?" and "do bots get sore" are such questions; "can you recommend
+    a book?", "what did you do today" and "have u watched it" are not. Whether one is
+    small talk's is the turn's reading's to say, not this."""
+    return (
+        asks_something(text)
+        and _THE_BOT.search(text) is not None
+        and _MORE_THAN_ITS_LIFE.search(text) is None
+    )
+
+
 #: A bid for the bot to make or do something, opening the turn or a later clause: "can
 #: you generate the pipeline.json for me", "could u write me a skill that ...", "show me
 #: the last three turns", "what tools do I need, make me a list": asked as a question, it

@@ -165,6 +165,17 @@ STATE_FROM = 0.6
 #: fits (docs/performance.md).
 STATE_AGREE_FROM = 0.4
 STATE_SHARE_FROM = 0.6
+#: What :func:`answer_by_reading` names when the turn is a question put to the bot about
+#: itself (the caller says: ``asking_bot``, :func:`shared.asking.asks_the_bot`) in which
+#: the intents annotator reads no intent at all: "do u have a doggy", "you ever tried
+#: kava?", "do you ever get bored waiting for people". No intent's line answers it and no
+#: persona topic may be near enough; the skill answers with its line on its own life.
+ASKED = "asked"
+#: The reading's probability from which such a question is the skill's. Out of fold on
+#: the eighteen training sets (``bench.calibrate --folds 5``), from 0.9 it answered 20
+#: turns the LLM had been asked for, and 4 more it did not fit ("you speak french?", "do
+#: you only know computer jokes?"); from 0.8, 26 and 8 (bench/journal/routing.md).
+ASKED_FROM = 0.9
 #: On the LLM's thread (the bot's last line the LLM's kind, or only the skill's guesses
 #: since: ``after_llm``), a guess from the mood stands only where the reading finds the
 #: turn far likelier the skill's than the LLM's: the skill's share of the two
@@ -580,6 +591,7 @@ def answer_by_reading(
     nodding: bool = False,
     stating: bool = False,
     after_llm: bool = False,
+    asking_bot: bool = False,
 ) -> tuple[float, str] | None:
     """The reading's probability for ``skill`` and the intent that chooses its answer, when
     ``skill`` may answer this turn by the reading alone (its own matcher silent): the
@@ -600,8 +612,10 @@ def answer_by_reading(
     guesses since, only where :func:`stands_on_thread`): then the intent named is
     :data:`STATE`; or, not ``after_llm``, the reading gives it :data:`STATE_AGREE_FROM` or
     more and its share beside the LLM's reading is :data:`STATE_SHARE_FROM` or more
-    (:func:`share_beside_llm`): the intent named is :data:`STATE`, its chance that share.
-    None otherwise:
+    (:func:`share_beside_llm`): the intent named is :data:`STATE`, its chance that share;
+    or the turn is a question ``asking_bot`` about its own life in which the annotator
+    reads no intent, and the reading gives the skill :data:`ASKED_FROM` or more: then the
+    intent named is :data:`ASKED`. None otherwise:
     two readings that disagree leave the turn to others. ``model`` is the reading in use
     (:func:`shipped`; a fold's in bench/calibrate.py)."""
     agreeing = ANSWERS_BY_READING.get(skill)
@@ -635,6 +649,8 @@ def answer_by_reading(
     ):
         # a statement nearest a question to the bot: the skill's, but no such question
         return float(p), nearest if question or nearest not in QUESTIONS_ONLY else STATE
+    if asking_bot and question and sure is None and p >= ASKED_FROM:
+        return float(p), ASKED
     if replying and not question and p >= REPLY_FROM:
         return float(p), REPLY
     if nodding and not question and p >= NOD_FROM:

@@ -37,7 +37,7 @@ from typing import Any, Literal, cast
 
 from agent.sdk import DialogView, Service, SkillHypothesis
 from shared import reading, spelling
-from shared.asking import asks_something
+from shared.asking import asks_something, asks_the_bot
 from shared.calibration import calibrated
 from shared.jokes import is_joke
 from skills.smalltalk import asks, jokes, topics, unread
@@ -393,6 +393,7 @@ def by_reading(
         stating=last is not None
         and states_by_reading(dialog.human_utterance.text, last.active_skill, last.text),
         after_llm=thread,
+        asking_bot=asks_the_bot(dialog.human_utterance.text),
     )
     if found is None:
         return None
@@ -403,6 +404,8 @@ def by_reading(
         intent = "unread"
     elif intent == reading.STATE:  # a statement of the user's own: a line for its mood
         intent = stated_line(dialog.human_utterance.text, annotations)
+    elif intent == reading.ASKED:  # a question on the bot's own life: its topic, or its life
+        intent = "own_life"
     elif intent not in INTENT_TOPICS:  # a deployment's reading naming intents of its own
         return None
     routing = {"skill": "smalltalk", "kind": reading.BY_READING, "raw": chance, "read": chance}
@@ -437,7 +440,11 @@ def nearer_topic(
     great, thanks for asking! How are you?", "does talking to people all day bore you?"
     who the bot is. The intent's line answers only its own question; of two near
     readings, the line whose question the user's is nearer to fits better. None where the
-    intent was read surely, the turn asks nothing, or no topic is as near."""
+    intent was read surely, the turn asks nothing, or no topic is as near. A question on
+    the bot's own life (``own_life``: no intent read at all) takes the nearest topic from
+    :data:`topics.NEARER_FROM`: "you eat biryani?" is the cooking topic's."""
+    if intent == "own_life":
+        return topics.closest(spelling.normalise(text), persona.topics, topics.NEARER_FROM)
     if intent not in reading.QUESTIONS_ONLY or reading.sure_intent(annotations) == intent:
         return None
     if not asks_something(text):

@@ -34,6 +34,7 @@ Topic = Literal[
     "unread",
     "reaction",
     "asked_back",
+    "own_life",
 ]
 
 

@@ -66,6 +66,9 @@ class Templates(BaseModel):
     reaction: Lines = Field(min_length=1)
     #: how the user is, in any words, asked back ("tutto bene grazie, and you?")
     asked_back: Lines = Field(min_length=1)
+    #: a question about the bot's own life that no topic holds ("do u have a doggy", "you
+    #: ever tried kava?"), answered by the turn's reading
+    own_life: Lines = Field(min_length=1)
 
     @field_validator("*")
     @classmethod

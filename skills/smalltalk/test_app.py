@@ -579,6 +579,44 @@ def test_a_question_only_near_how_the_bot_is_gets_the_persona_topic_it_is_nearer
     assert {h[0]["smalltalk_topic"] for h in (side, good, sure)} == {"how_are_you"}
 
 
+def test_a_question_on_the_bots_own_life_gets_its_line_when_the_reading_is_sure(
+    client: ServiceClient,
+) -> None:
+    """A question put to the bot about itself that no intent reads ("do u have a doggy":
+    no pattern, nothing alike among the intents' examples, no persona topic as near as
+    :data:`topics.NEARER_FROM`) is small talk's when the turn's reading is sure of it
+    (``shared.reading.ASKED_FROM``): the persona's line on its own life answers, as sure as
+    the reading, and a topic near enough ("you eat biryani?", cooking) answers with its
+    own line. An unsure reading, a question that does not name the bot, and a statement
+    leave it to others."""
+
+    def asked(text: str, smalltalk: float = 0.95) -> dict[str, Any]:
+        note = {
+            "intent": None,
+            "confidence": 0.0,
+            "method": None,
+            "nearest": "abilities",
+            "likeness": 0.2,
+            "reading": {"smalltalk": smalltalk, "llm": 0.02},
+        }
+        return dialog("hi", GREETED, text, annotations={"intents": note})
+
+    doggy, biryani, unsure, unnamed = ask(
+        client,
+        asked("do u have a doggy"),
+        asked("you eat biryani?"),
+        asked("do u have a doggy", smalltalk=0.85),
+        asked("is it going to rain tomorrow?"),
+    )
+    assert doggy[0]["text"] in [line.format(name="Chorus") for line in FILE_LINES.own_life]
+    assert doggy[0]["smalltalk_topic"] == "own_life"
+    assert doggy[0]["routing"]["kind"] == "by_reading" and doggy[0]["confidence"] == 0.95
+    assert biryani[0]["text"] in FILE_PERSONA.topics["cooking"].lines
+    assert unsure == unnamed == []
+    (stated,) = ask(client, asked("you have a lovely voice"))
+    assert not [h for h in stated if h.get("smalltalk_topic") == "own_life"]
+
+
 #: The greeting's lines a statement may follow: its name question and why it asks leave
 #: the name to come (the reply is the greeting's); its line once the name is known waits
 #: for nothing.

@@ -55,3 +55,19 @@ def test_a_question_after_a_clause_of_its_own_asks() -> None:
     assert asking.asks("any plans to support whatsapp")
     assert not asking.asks("any more and i'd have given up")
     assert not asking.asks("thanks, that helped a lot")
+
+
+def test_a_yes_or_no_on_the_bots_own_life_asks_the_bot() -> None:
+    """A question that names the bot and asks a yes or no of it is one on its own life;
+    a question word, a bid for what it can do or a word pointing back at what was said
+    makes the subject another's, and a statement asks nothing."""
+    for own in ("do u have a doggy", "you ever tried kava?", "do bots get sore", "Do you knit?"):
+        assert asking.asks_the_bot(own), own
+    for other in (
+        "what did you do today",
+        "can you recommend a book?",
+        "have u watched it",
+        "is it going to rain tomorrow?",
+        "you have a lovely voice",
+    ):
+        assert not asking.asks_the_bot(other), other
