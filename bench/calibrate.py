@@ -579,11 +579,12 @@ def questions(turns: Sequence[Observed]) -> list[bool]:
     return [asks_something(t.text) for t in turns]
 
 
-def questions_to_the_bot(turns: Sequence[Observed]) -> list[bool]:
-    """Whether each turn asks something of the bot (:func:`shared.asking.asks_the_bot`)."""
-    from shared.asking import asks_the_bot
+def questions_to_the_bot(turns: Sequence[Observed], asking: Sequence[bool]) -> list[bool]:
+    """Whether each turn asks the bot about its own life (:func:`shared.asking.asks_the_bot`),
+    given whether it asks at all (:func:`questions`), as small talk reads it."""
+    from shared.asking import on_its_own_life
 
-    return [asks_the_bot(t.text) for t in turns]
+    return [asks and on_its_own_life(t.text) for t, asks in zip(turns, asking, strict=True)]
 
 
 def reader(
@@ -602,7 +603,7 @@ def reader(
     asks_beyond = beyond(turns, after_llm)
     opening = openings(turns)
     asking = questions(turns)
-    asking_bot = questions_to_the_bot(turns)
+    asking_bot = questions_to_the_bot(turns, asking)
 
     def read(model: ReadingModel | None, row: np.ndarray, i: int) -> Read | None:
         if model is None:

@@ -9,6 +9,8 @@ import re
 from functools import cache
 from pathlib import Path
 
+from shared.knowledge.passages import slug
+
 ROOT = Path(__file__).resolve().parents[1]
 #: Folders that hold no page of the project's own: installed packages, caches, tools' state.
 SKIPPED = frozenset({"node_modules", "results"})
@@ -38,16 +40,17 @@ def prose(path: Path) -> list[tuple[int, str]]:
 
 @cache
 def anchors(path: Path) -> frozenset[str]:
-    """The anchors a Markdown renderer gives the page's headings, as GitHub makes them:
-    lower case, punctuation dropped, spaces as hyphens, a repeated one numbered."""
+    """The anchors a Markdown renderer gives the page's headings, as GitHub makes them
+    (:func:`shared.knowledge.passages.slug`, as the knowledge base's citations link
+    them), a repeated one numbered."""
     found: set[str] = set()
     seen: dict[str, int] = {}
     for _, line in prose(path):
         if heading := _HEADING.match(line):
-            slug = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower()).replace(" ", "-")
-            count = seen.get(slug, 0)
-            seen[slug] = count + 1
-            found.add(slug if count == 0 else f"{slug}-{count}")
+            anchor = slug(heading.group(1))
+            count = seen.get(anchor, 0)
+            seen[anchor] = count + 1
+            found.add(anchor if count == 0 else f"{anchor}-{count}")
     return frozenset(found)
 
 

@@ -37,7 +37,7 @@ from typing import Any, Literal, cast
 
 from agent.sdk import DialogView, Service, SkillHypothesis
 from shared import reading, spelling
-from shared.asking import asks_something, asks_the_bot
+from shared.asking import asks_something, on_its_own_life
 from shared.calibration import calibrated
 from shared.jokes import is_joke
 from skills.smalltalk import asks, jokes, topics, unread
@@ -378,12 +378,13 @@ def by_reading(
     annotations = dialog.human_utterance.annotations
     intents = annotations.get("intents")
     last = dialog.bot_utterance
+    question = asks_something(dialog.human_utterance.text)
     found = reading.answer_by_reading(
         "smalltalk",
         reading.of(annotations),
         intents if isinstance(intents, Mapping) else {},
         reading.shipped(),
-        question=asks_something(dialog.human_utterance.text),
+        question=question,
         # a reply to one of small talk's guesses on the LLM's thread is the LLM's thread
         replying=last is not None
         and not thread
@@ -393,7 +394,8 @@ def by_reading(
         stating=last is not None
         and states_by_reading(dialog.human_utterance.text, last.active_skill, last.text),
         after_llm=thread,
-        asking_bot=asks_the_bot(dialog.human_utterance.text),
+        # a question on the bot's own life (shared.asking.asks_the_bot), its asking read once
+        asking_bot=question and on_its_own_life(dialog.human_utterance.text),
     )
     if found is None:
         return None
