@@ -322,6 +322,9 @@ class Read:
     #: the turn asks something of the bot (:func:`shared.asking.asks_the_bot`), which small
     #: talk answers by the reading with its line on its own life
     asking_bot: bool = False
+    #: the turn is a statement right after the greeting's name question, as the run had it
+    #: (:func:`skills.smalltalk.matchers.states_after_name_question`)
+    greeted: bool = False
 
 
 def confidence_of(
@@ -403,6 +406,20 @@ def states(turns: Sequence[Observed]) -> list[bool]:
 
     return [
         skill is not None and states_by_reading(t.text, skill, line)
+        for t, skill, line in zip(
+            turns, reading.previous_skills(turns), reading.previous_lines(turns), strict=True
+        )
+    ]
+
+
+def greeted_states(turns: Sequence[Observed]) -> list[bool]:
+    """Whether each turn is a statement right after the greeting's name question, which
+    small talk answers by its mood when the reading is surer still, as the run answered
+    the turn before (:func:`skills.smalltalk.matchers.states_after_name_question`)."""
+    from skills.smalltalk.matchers import states_after_name_question
+
+    return [
+        skill is not None and states_after_name_question(t.text, skill, line)
         for t, skill, line in zip(
             turns, reading.previous_skills(turns), reading.previous_lines(turns), strict=True
         )
@@ -520,6 +537,7 @@ def decide(
                 read.stating and skill == "smalltalk",
                 read.after_llm,
                 read.asking_bot and skill == "smalltalk",
+                read.greeted and skill == "smalltalk",
             )
             # small talk reads first whether the turn asks what its lines cannot give
             if read.beyond and skill == "smalltalk":
@@ -604,6 +622,7 @@ def reader(
     opening = openings(turns)
     asking = questions(turns)
     asking_bot = questions_to_the_bot(turns, asking)
+    greeted = greeted_states(turns)
 
     def read(model: ReadingModel | None, row: np.ndarray, i: int) -> Read | None:
         if model is None:
@@ -621,6 +640,7 @@ def reader(
             after_llm[i],
             asking[i],
             asking_bot[i],
+            greeted[i],
         )
 
     return read

@@ -14,7 +14,10 @@ QUESTION_OR_BID = re.compile(
     r"\?\s*$|^\W*(?:what|who|whom|whose|why|how|when|where|which|can|could|would|will|should"
     # the same words typed carelessly, for a reader that reads the text as typed alone
     r"|whats|wats|wat|hows|whos|wheres|whys"
-    r"|shall|is|are|am|was|were|do|does|did|have|has|tell|give|help|explain|make|write"
+    # "am" asks with its subject after it ("am i late"); without one it is chat's "I am"
+    # dropped ("am good bro", "am bricking it"), a statement
+    r"|shall|is|are|am(?=\s+i\b)|was|were|do|does|did|have|has|tell|give|help|explain|make"
+    r"|write"
     r"|recommend|suggest|show|list|find|teach)\b"
     # a question after a clause of its own: "my tomato plants have yellow leaves, whats wrong"
     r"|[,;:]\s*(?:what|what's|whats|why|how|is|are|should|can|could|do|does)\s+\w+\s+\w+"

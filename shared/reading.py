@@ -176,6 +176,14 @@ ASKED = "asked"
 #: turns the LLM had been asked for, and 4 more it did not fit ("you speak french?", "do
 #: you only know computer jokes?"); from 0.8, 26 and 8 (bench/journal/routing.md).
 ASKED_FROM = 0.9
+#: The reading's probability from which a statement right after the greeting's name
+#: question (the caller says: ``greeted``,
+#: :func:`skills.smalltalk.matchers.states_after_name_question`) is the skill's, answered
+#: as a statement (:data:`STATE`): how the user is, told where the greeting asked the name
+#: after a "wassup" ("nm just chillin", "am good bro, tired little"). Most replies there
+#: are names no pattern reads, the greeting's, so the floor is higher than
+#: :data:`STATE_FROM`'s.
+GREETED_FROM = 0.8
 #: On the LLM's thread (the bot's last line the LLM's kind, or only the skill's guesses
 #: since: ``after_llm``), a guess from the mood stands only where the reading finds the
 #: turn far likelier the skill's than the LLM's: the skill's share of the two
@@ -592,6 +600,7 @@ def answer_by_reading(
     stating: bool = False,
     after_llm: bool = False,
     asking_bot: bool = False,
+    greeted: bool = False,
 ) -> tuple[float, str] | None:
     """The reading's probability for ``skill`` and the intent that chooses its answer, when
     ``skill`` may answer this turn by the reading alone (its own matcher silent): the
@@ -615,7 +624,9 @@ def answer_by_reading(
     (:func:`share_beside_llm`): the intent named is :data:`STATE`, its chance that share;
     or the turn is a question ``asking_bot`` about its own life in which the annotator
     reads no intent, and the reading gives the skill :data:`ASKED_FROM` or more: then the
-    intent named is :data:`ASKED`. None otherwise:
+    intent named is :data:`ASKED`; or the turn is a statement ``greeted`` (right after the
+    greeting's name question) and the reading gives the skill :data:`GREETED_FROM` or
+    more: the intent named is :data:`STATE`. None otherwise:
     two readings that disagree leave the turn to others. ``model`` is the reading in use
     (:func:`shipped`; a fold's in bench/calibrate.py)."""
     agreeing = ANSWERS_BY_READING.get(skill)
@@ -651,6 +662,8 @@ def answer_by_reading(
         return float(p), nearest if question or nearest not in QUESTIONS_ONLY else STATE
     if asking_bot and question and sure is None and p >= ASKED_FROM:
         return float(p), ASKED
+    if greeted and not question and p >= GREETED_FROM:
+        return float(p), STATE
     if replying and not question and p >= REPLY_FROM:
         return float(p), REPLY
     if nodding and not question and p >= NOD_FROM:

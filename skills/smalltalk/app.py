@@ -51,6 +51,7 @@ from skills.smalltalk.matchers import (
     nods_by_reading,
     replies_to_own_question,
     stated_line,
+    states_after_name_question,
     states_by_reading,
     tells_of_their_own,
     understand,
@@ -396,6 +397,8 @@ def by_reading(
         after_llm=thread,
         # a question on the bot's own life (shared.asking.asks_the_bot), its asking read once
         asking_bot=question and on_its_own_life(dialog.human_utterance.text),
+        greeted=last is not None
+        and states_after_name_question(dialog.human_utterance.text, last.active_skill, last.text),
     )
     if found is None:
         return None

@@ -519,9 +519,28 @@ def states_by_reading(text: str, last_skill: str | None, last_line: str | None =
     (:data:`shared.reading.STATE`): "it's pouring with rain here", "knackered tbh, been at
     work since six", "lol same, im always on my laptop". The caller asks only after a
     bot's line (never on the opening turn)."""
+    return not after_greeting_question(last_line, last_skill) and _states(text)
+
+
+def states_after_name_question(
+    text: str, last_skill: str | None, last_line: str | None = None
+) -> bool:
+    """The user's ``text`` is a statement of their own, as :func:`states_by_reading`
+    reads one, right after the greeting's name question (:func:`after_greeting_question`):
+    how they are, where the greeting asked the name after a "wassup" ("nm just chillin",
+    "am good bro, tired little", "mi gud nomo"), or news of their own ("turning 30 eek").
+    A name is the greeting's, and no name is in such a turn (:func:`unread.names_someone`,
+    :data:`_INTRODUCES`); small talk answers it by its mood only where the turn's reading
+    is surer still that it is small talk's (:data:`shared.reading.GREETED_FROM`), since
+    most replies there are names in forms no pattern reads."""
+    return after_greeting_question(last_line, last_skill) and _states(text)
+
+
+def _states(text: str) -> bool:
+    """``text`` is a statement of the user's own: no question or bid, no name given or
+    said, no bid for more."""
     return (
-        not after_greeting_question(last_line, last_skill)
-        and not asks_outright(text)
+        not asks_outright(text)
         and _INTRODUCES.search(text) is None
         and _BIDS.search(text) is None
         and not unread.names_someone(text)

@@ -673,7 +673,8 @@ def test_a_reply_to_its_own_question_is_acknowledged_when_the_reading_agrees(
     (acknowledged,), *silent = ask(
         client,
         replied(reply),
-        replied(reply, asked_by="greeting", asked=NAME_QUESTION),
+        # under GREETED_FROM, a statement after the greeting's name question is its
+        replied(reply, asked_by="greeting", asked=NAME_QUESTION, smalltalk=0.75, llm=0.1),
         replied("what do you read?"),
         replied(reply, smalltalk=0.55, llm=0.45),
     )
@@ -706,13 +707,15 @@ def test_a_few_words_the_reading_is_sure_of_get_a_nod(client: ServiceClient) -> 
     for more ("nothing too sad please", "ok now a pun about cheese") get no nod."""
 
     said = said_late
-    (nod,), (longer,), (after_greeted,), *silent = ask(
+    (nod,), (longer,), (after_greeted,), (interjected,), *silent = ask(
         client,
         said("cheerio for now, my friend"),
         said("cheerio for now then, it was fun, my friend"),
         said("cheerio for now, my friend", after="greeting", line=GREETED),
+        # "ah" is a first name in some lists; two letters among other words are chat's
+        said("ah ok then, cheerio"),
         said("cheerio for now, my friend", smalltalk=0.55, llm=0.5),
-        said("cheerio for now, my friend", after="greeting", line=NAME_QUESTION),
+        said("cheerio for now, my friend", smalltalk=0.75, after="greeting", line=NAME_QUESTION),
         said("Jack. Jack from Leeds"),
         said("any tips for parallel parking"),
         # a bid for the next thing is no thanks nor reaction, however sure the reading
@@ -724,6 +727,7 @@ def test_a_few_words_the_reading_is_sure_of_get_a_nod(client: ServiceClient) -> 
     assert nod["routing"]["kind"] == "by_reading"
     # the greeting's line that waits for nothing leaves the turn to small talk
     assert after_greeted["text"] in FILE_LINES.unread
+    assert interjected["text"] in FILE_LINES.unread
     # a longer statement is answered by its mood, not nodded to (the next test)
     assert longer["text"] not in FILE_LINES.unread
     assert silent == [[], [], [], [], [], []]
@@ -752,8 +756,9 @@ def test_a_statement_the_reading_is_sure_of_gets_a_line_for_its_mood(
         said("nzuri sana asante rafiki yangu wa zamani"),
         said(statement, after="greeting", line=GREETED),
         said(statement, smalltalk=0.55, llm=0.5),
-        said(statement, after="greeting", line=NAME_QUESTION),
-        said(statement, after="greeting", line=WHY_ASK),
+        # a reply to the greeting's name question, or to why it asks, under GREETED_FROM
+        said(statement, smalltalk=0.75, after="greeting", line=NAME_QUESTION),
+        said(statement, smalltalk=0.75, after="greeting", line=WHY_ASK),
         said("are the kids finally asleep and the house quiet"),
         said("the kids are asleep, Lena and Tom"),
     )
@@ -763,6 +768,38 @@ def test_a_statement_the_reading_is_sure_of_gets_a_line_for_its_mood(
     assert foreign["text"] in FILE_LINES.unread
     assert after_greeted["text"] in FILE_LINES.about_user
     assert silent == [[], [], [], [], []]
+
+
+def test_how_the_user_is_after_the_greetings_name_question_gets_a_line_when_surer(
+    client: ServiceClient,
+) -> None:
+    """ "the kids are finally asleep and the house is quiet" right after the greeting asked
+    the name (it answered a "wassup" with "Hi! I'm doing well, thanks. I'm Chorus. What's
+    your name?"): the user said how they are instead, in words no matcher of small talk
+    reads.
+    Where the turn's reading is surer than elsewhere that the turn is small talk's
+    (``GREETED_FROM``, 0.8: most replies there are names no pattern reads), small talk
+    answers it by its mood. Under that floor, a name ("Jack. Jack from Leeds"), "I'm Ana"
+    and a question get nothing: the greeting's, or the LLM's."""
+
+    def said(text: str, **how: Any) -> dict[str, Any]:
+        built = said_late(text, after="greeting", line=NAME_QUESTION, **how)
+        built["utterances"][-1]["annotations"]["sentiment"] = {"label": "neutral"}
+        return built
+
+    told = "the kids are finally asleep and the house is quiet"
+    (chillin,), *silent = ask(
+        client,
+        said(told, smalltalk=0.85),
+        said(told, smalltalk=0.75),
+        said("Jack. Jack from Leeds", smalltalk=0.85),
+        said("I'm Ana, the kids are finally asleep", smalltalk=0.85),
+        said("are the kids finally asleep", smalltalk=0.85),
+    )
+    assert chillin["text"] in FILE_LINES.about_user
+    assert chillin["confidence"] == 0.85
+    assert chillin["routing"]["kind"] == "by_reading"
+    assert silent == [[], [], [], []]
 
 
 def test_a_statement_much_likelier_small_talks_than_the_llms_gets_a_line(

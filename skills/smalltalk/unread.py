@@ -91,7 +91,8 @@ def few_words(text: str) -> bool:
 def names_someone(text: str) -> bool:
     """Whether ``text`` holds a name, as the greeting would read one: a capitalised first
     name after the first word ("Jack. Jack from Leeds"), a bare first name ("kev", "Steve"), or a
-    first name that is not an English word ("zoe :)"). Such a turn is the greeting's, not
+    first name of three letters or more that is not an English word ("zoe :)", not "ah
+    nice one"). Such a turn is the greeting's, not
     one small talk answers by the reading. "I" is no name ("pasta mostly, I make it
     fresh")."""
     typed = _LETTERS.findall(text)
@@ -101,7 +102,9 @@ def names_someone(text: str) -> bool:
     names = first_names.first_names()
     if len(words) == 1 and words[0] in names:
         return True  # a bare name ("kev"), the greeting's
-    return any(w in names and not spelling.is_english(w) for w in words)
+    # a word of two letters among others is chat's sooner than a name: "ah nice one",
+    # "cool ty" ("Ah" and "Ty" are names in some lists); a name of two, the greeting reads
+    return any(len(w) > 2 and w in names and not spelling.is_english(w) for w in words)
 
 
 #: A bid for something, however glad.

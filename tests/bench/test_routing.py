@@ -347,6 +347,41 @@ def test_the_replay_lets_the_greeting_take_a_reply_to_its_name_question_by_the_r
     assert replayed("I'm bored", 0.95)[1] is True
 
 
+def test_the_replay_lets_small_talk_answer_how_the_user_is_after_the_name_question() -> None:
+    """bench.calibrate's replay of a statement right after the greeting's name question
+    ("the kids are finally asleep and the house is quiet" after "Hi! I'm doing well,
+    thanks. I'm Chorus. What's your name?"): read as such from the turn before it, it is
+    small talk's by the reading from ``GREETED_FROM`` (0.8), as the skill answers it; under
+    that floor, and for a name given there, the LLM is asked."""
+    from dataclasses import replace
+
+    from bench.calibrate import Read, decide, greeted_states
+    from shared.reading import shipped
+
+    model = shipped()
+    assert model is not None
+    asked = replace(
+        silent_turn("wassup", "greeting"),
+        place=1,
+        skill="greeting",
+        answer="Hi! I'm doing well, thanks. I'm Chorus. What's your name?",
+    )
+    told = silent_turn("the kids are finally asleep and the house is quiet", "smalltalk")
+    named = replace(told, text="Jack. Jack from Leeds")
+    assert greeted_states([asked, told]) == [False, True]
+    assert greeted_states([asked, named]) == [False, False]
+
+    def replayed(smalltalk: float, greeted: bool = True) -> tuple[str, bool]:
+        intent = {"intent": None, "confidence": 0.1, "nearest": "ask_name", "likeness": 0.1}
+        read = Read({"smalltalk": smalltalk, "llm": 0.05}, model, intent, greeted=greeted)
+        decided = decide(told, {}, 0.6, read)
+        return decided.skill, decided.llm_asked
+
+    assert replayed(0.85) == ("smalltalk", False)
+    assert replayed(0.75)[1] is True
+    assert replayed(0.85, greeted=False)[1] is True
+
+
 def observed(conversation: str, text: str, fits: list[str], skill: str) -> Observed:
     return Observed(
         conversation=conversation,

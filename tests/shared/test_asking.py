@@ -57,6 +57,16 @@ def test_a_question_after_a_clause_of_its_own_asks() -> None:
     assert not asking.asks("thanks, that helped a lot")
 
 
+def test_am_asks_only_before_its_subject() -> None:
+    """ "am i late" asks; "am good bro, tired little" is chat's "I am" with the "I"
+    dropped, and "I am Fatima" tells: neither asks, however "am" opens them."""
+    assert asking.asks_something("am i late")
+    assert asking.asks("Am I talking to a bot")
+    for told in ("am good bro, tired little", "am bricking it", "I am Fatima"):
+        assert not asking.asks_something(told), told
+        assert not asking.asks(told), told
+
+
 def test_a_yes_or_no_on_the_bots_own_life_asks_the_bot() -> None:
     """A question that names the bot and asks a yes or no of it is one on its own life;
     a question word, a bid for what it can do or a word pointing back at what was said
