@@ -15,7 +15,7 @@ QUESTION_OR_BID = re.compile(
     # the same words typed carelessly, for a reader that reads the text as typed alone
     r"|whats|wats|wat|hows|whos|wheres|whys"
     # "am" asks with its subject after it ("am i late"); without one it is chat's "I am"
-    # dropped ("am good bro", "am bricking it"), a statement
+    # with the "I" left out ("am good bro", "am bricking it"), a statement
     r"|shall|is|are|am(?=\s+i\b)|was|were|do|does|did|have|has|tell|give|help|explain|make"
     r"|write"
     r"|recommend|suggest|show|list|find|teach)\b"
