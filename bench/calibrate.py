@@ -319,7 +319,7 @@ class Read:
     #: the turn asks something, with its mark or without, as small talk reads it before
     #: answering by the reading (:func:`shared.asking.asks_something`)
     asking: bool = False
-    #: the turn asks something of the bot (:func:`shared.asking.asks_the_bot`), which small
+    #: the turn asks something of the bot (:func:`shared.asking.on_its_own_life`), which small
     #: talk answers by the reading with its line on its own life
     asking_bot: bool = False
     #: the turn is a statement right after the greeting's name question, as the run had it
@@ -598,7 +598,7 @@ def questions(turns: Sequence[Observed]) -> list[bool]:
 
 
 def questions_to_the_bot(turns: Sequence[Observed], asking: Sequence[bool]) -> list[bool]:
-    """Whether each turn asks the bot about its own life (:func:`shared.asking.asks_the_bot`),
+    """Whether each turn asks the bot about its own life (:func:`shared.asking.on_its_own_life`),
     given whether it asks at all (:func:`questions`), as small talk reads it."""
     from shared.asking import on_its_own_life
 

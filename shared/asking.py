@@ -93,20 +93,14 @@ _MORE_THAN_ITS_LIFE = re.compile(
 )
 
 
-def asks_the_bot(text: str) -> bool:
-    """Whether ``text`` asks the bot a yes or no about its own life: it asks something
-    (:func:`asks_something`) and reads as such a question (:func:`on_its_own_life`).
-    Whether one is small talk's is the turn's reading's to say, not this."""
-    return asks_something(text) and on_its_own_life(text)
-
-
 def on_its_own_life(text: str) -> bool:
-    """Whether ``text``, if it asks, asks the bot a yes or no about its own life: it names
-    the bot (:data:`_THE_BOT`) and holds no question word, bid or word pointing back
-    (:data:`_MORE_THAN_ITS_LIFE`): "do u have a doggy", "you ever tried kava?" and "do
-    bots get sore" are such questions; "can you recommend a book?", "what did you do
-    today" and "have u watched it" are not. For a caller that knows already whether the
-    turn asks (:func:`asks_something` reads it carefully, the costlier part)."""
+    """Whether ``text``, if it asks (:func:`asks_something`, which the caller has read
+    already: it reads the turn carefully, the costlier part), asks the bot a yes or no
+    about its own life: it names the bot (:data:`_THE_BOT`) and holds no question word,
+    bid or word pointing back (:data:`_MORE_THAN_ITS_LIFE`): "do u have a doggy", "you
+    ever tried kava?" and "do bots get sore" are such questions; "can you recommend a
+    book?", "what did you do today" and "have u watched it" are not. Whether one is
+    small talk's is the turn's reading's to say, not this."""
     return _THE_BOT.search(text) is not None and _MORE_THAN_ITS_LIFE.search(text) is None
 
 

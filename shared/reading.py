@@ -166,7 +166,7 @@ STATE_FROM = 0.6
 STATE_AGREE_FROM = 0.4
 STATE_SHARE_FROM = 0.6
 #: What :func:`answer_by_reading` names when the turn is a question put to the bot about
-#: itself (the caller says: ``asking_bot``, :func:`shared.asking.asks_the_bot`) in which
+#: itself (the caller says: ``asking_bot``, :func:`shared.asking.on_its_own_life`) in which
 #: the intents annotator reads no intent at all: "do u have a doggy", "you ever tried
 #: kava?", "do you ever get bored waiting for people". No intent's line answers it and no
 #: persona topic may be near enough; the skill answers with its line on its own life.

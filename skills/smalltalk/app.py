@@ -395,7 +395,7 @@ def by_reading(
         stating=last is not None
         and states_by_reading(dialog.human_utterance.text, last.active_skill, last.text),
         after_llm=thread,
-        # a question on the bot's own life (shared.asking.asks_the_bot), its asking read once
+        # a question on the bot's own life (shared.asking.on_its_own_life), its asking read once
         asking_bot=question and on_its_own_life(dialog.human_utterance.text),
         greeted=last is not None
         and states_after_name_question(dialog.human_utterance.text, last.active_skill, last.text),
