@@ -23,12 +23,13 @@ from shared.tfidf import ENGLISH_STOP_WORDS
 _WH = r"what|what's|whats|who|who's|whom|whose|why|how|when|where|which"
 #: The auxiliaries and verbs that ask wherever they open a clause; "will", "shall", "am",
 #: "do", "show" and "list" ask only opening the turn (", do that", ", show me" tell), and
-#: "am" only before its subject ("am i late"): "I am Fatima", "am good bro" tell.
+#: "am" only before its subject (:data:`shared.questions.AM_ASKING`: "I am Fatima" tells).
 _ASKING_VERBS = r"can|could|would|should|is|are|does|did|tell|explain"
 #: A question or a request to tell, by its question mark or a question word among its
 #: first few words.
 _ASKS = re.compile(
-    rf"\?|^\W*(?:\w+\W+){{0,2}}?(?:{_WH}|{_ASKING_VERBS}|will|shall|am(?=\s+i\b)|do|show|list)\b",
+    rf"\?|^\W*(?:\w+\W+){{0,2}}?"
+    rf"(?:{_WH}|{_ASKING_VERBS}|will|shall|{questions.AM_ASKING}|do|show|list)\b",
     re.IGNORECASE,
 )
 

@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import re
 
+#: "am" as it asks: before its subject ("am i late"). Without one it is chat's "I am" with
+#: the "I" left out ("am good bro", "am bricking it"), a statement. Every reader of
+#: questions (here, :mod:`shared.asking`, small talk's ``asks``) takes it from here.
+AM_ASKING = r"am(?=\s+i\b)"
+
 #: A question or a bid opening the turn, or its question mark at the end: what the user
 #: wants is an answer, not a reply to their mood (small talk) nor an invitation to go on
 #: (the fallback). Stricter than :func:`shared.asking.asks`: a question word must open the turn, a
@@ -14,9 +19,7 @@ QUESTION_OR_BID = re.compile(
     r"\?\s*$|^\W*(?:what|who|whom|whose|why|how|when|where|which|can|could|would|will|should"
     # the same words typed carelessly, for a reader that reads the text as typed alone
     r"|whats|wats|wat|hows|whos|wheres|whys"
-    # "am" asks with its subject after it ("am i late"); without one it is chat's "I am"
-    # with the "I" left out ("am good bro", "am bricking it"), a statement
-    r"|shall|is|are|am(?=\s+i\b)|was|were|do|does|did|have|has|tell|give|help|explain|make"
+    rf"|shall|is|are|{AM_ASKING}|was|were|do|does|did|have|has|tell|give|help|explain|make"
     r"|write"
     r"|recommend|suggest|show|list|find|teach)\b"
     # a question after a clause of its own: "my tomato plants have yellow leaves, whats wrong"

@@ -55,6 +55,7 @@ import re
 from typing import Literal
 
 from shared import spelling
+from shared.questions import AM_ASKING
 from skills.smalltalk.matchers import introduces
 
 _I = re.IGNORECASE
@@ -134,8 +135,11 @@ _BOTS_KIND = r"(?:an?\s+)?(?:bots?|robots?|chat\s?bots?)\b"
 #: An auxiliary opening the turn, its subject not the bot nor its kind ("is the film any
 #: good?", "can i..."). "have a nice day" wishes, so "have" is left out.
 _AUX = re.compile(
-    # "am" before its subject only: "am good bro" is chat's "I am" with the "I" left out
-    _LEAD + r"(?:is|are|was|were|can|could|would|will|should|shall|do|does|did|am(?=\s+i\b))\s+"
+    _LEAD
+    + r"(?:is|are|was|were|can|could|would|will|should|shall|do|does|did|"
+    # "am" before its subject only: "am good bro" tells
+    + AM_ASKING
+    + r")\s+"
     r"(?!you\b|u\b|ya\b|ye\b|yourself\b|" + _BOTS_KIND + r")\w+",
     _I,
 )
