@@ -22,6 +22,11 @@ down today" read as good news (+0.13; "down" is no feeling to VADER) and small t
 answered "That's great to hear!". "feeling" is read as "feel", which VADER does not
 score, and where the user says how they feel (:data:`FEELS`) a mood VADER's lexicon does
 not hold as one (:data:`MOODS`: "down", "blue") as the word it does ("low", "sad").
+
+A third: words of stance VADER scores as good things ("honestly", "truly", :data:`STANCE`)
+say how frankly the user speaks, not how they feel: "honestly a bit lonely so far" read as
+good news (+0.13). Before a word VADER scores they are read as "really"; elsewhere as no
+word.
 """
 
 from __future__ import annotations
@@ -72,6 +77,15 @@ _INTENSIFIED = re.compile(
 )
 
 
+#: Words of stance in VADER's lexicon as good things of their own ("honestly" +2.0,
+#: "truly", "sincerely", "clearly", "surely"), which chat types to say how frankly it
+#: speaks, not what it feels: "honestly a bit lonely so far" read as good news (+0.13),
+#: and small talk smiled at it. Before a word VADER scores they intensify it, as
+#: :data:`INTENSIFIERS` do ("truly awful"); elsewhere they are read as no word.
+STANCE: frozenset[str] = frozenset({"honestly", "truly", "sincerely", "clearly", "surely"})
+_STANCE = re.compile(r"\b(" + "|".join(sorted(STANCE)) + r")\b(,?\s*)", re.IGNORECASE)
+
+
 #: Moods said with a word VADER's lexicon does not score, read as the word it does.
 MOODS: dict[str, str] = {"down": "low", "blue": "sad"}
 #: The user saying how they feel: the verb, words of degree as chat types them between
@@ -95,7 +109,8 @@ def _mood(match: re.Match[str]) -> str:
 def as_vader_should_read(text: str) -> str:
     """``text`` with each of :data:`INTENSIFIERS` that comes before a word VADER scores
     written as VADER's own intensifier "really" (in capitals where it was: VADER reads
-    capitals as emphasis), "feeling" as "feel", and a mood VADER does not score after the
+    capitals as emphasis), so is a word of :data:`STANCE` before one (elsewhere it is
+    left out), "feeling" as "feel", and a mood VADER does not score after the
     verb (:data:`FEELS`) as one it does."""
 
     def booster(match: re.Match[str]) -> str:
@@ -104,7 +119,14 @@ def as_vader_should_read(text: str) -> str:
             return match.group(0)
         return ("REALLY" if word.isupper() else "really") + space + scored
 
-    return _FEELING.sub("feel", FEELS.sub(_mood, _INTENSIFIED.sub(booster, text)))
+    def stance(match: re.Match[str]) -> str:
+        after = text[match.end() :].split(maxsplit=1)
+        if after and after[0].lower().strip(".,!?") in _ANALYZER.lexicon:
+            return ("REALLY" if match.group(1).isupper() else "really") + match.group(2)
+        return ""
+
+    intensified = _STANCE.sub(stance, _INTENSIFIED.sub(booster, text))
+    return _FEELING.sub("feel", FEELS.sub(_mood, intensified))
 
 
 class Sentiment(BaseModel):

@@ -89,6 +89,20 @@ def test_saying_how_one_feels_is_read_by_the_mood_not_by_the_word_feeling() -> N
     assert labels == ["negative", "negative", "negative", "positive", "neutral", "neutral"]
 
 
+def test_a_word_of_stance_says_how_frankly_not_how_one_feels() -> None:
+    """VADER scores "honestly" and "truly" as good news: "honestly a bit lonely so far" read
+    as positive and small talk smiled at it. Before a feeling word they strengthen it."""
+    texts = [
+        "honestly a bit lonely so far",
+        "Honestly, the food was great",
+        "truly awful day",
+        "honestly just got home",
+    ]
+    answer = scored(texts)
+    assert [a["label"] for a in answer] == ["negative", "positive", "negative", "neutral"]
+    assert answer[2]["compound"] < -0.5  # "truly" read as "really": VADER alone, -0.03
+
+
 def test_health() -> None:
     with ServiceClient(app) as client:
         health = client.get("/health").json()

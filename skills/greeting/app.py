@@ -37,7 +37,9 @@ _OTHERS = r"(?<!\bhis )(?<!\bher )(?<!\btheir )(?<!\bits )(?<!\byour )(?<!\bour 
 #: Vikram"); after a word it may be anyone's ("his name is Ben").
 _SAYS_NAME = re.compile(
     rf"(?:\b|^)(my name is|my name's|(?:the )?{_OTHERS}name's|call me|you can call me|i go by"
-    rf"|(?<![\w'] )(?<![\w'])name is)\s+{_WORD}",
+    rf"|(?<![\w'] )(?<![\w'])name is)\s+"
+    # after a title if one is said ("My name is Mr. Adeyemi": what to call them is the name)
+    rf"(?:(?:mr|mrs|ms|miss|mx|dr|prof)\.?\s+)?{_WORD}",
     re.I,
 )
 #: An initial for a name, after a phrase that only introduces one: "you can call me J",
@@ -48,6 +50,9 @@ _NAME_IS_MINE = re.compile(rf"^\W*{_WORD}(?:'s|\s+is)\s+my\s+name\b", re.I)
 #: "Marta here", "Callum then": a bare reply with a word that only places it, which
 #: counts as the bare name after the bot asked for one.
 _PLACED = re.compile(rf"^\W*{_WORD}\s+(?:here|then)\W*$", re.I)
+#: ... and such a reply going on after a clause break ("Marta here. I teach maths to 12
+#: year olds"), where the word is a name only written as one (:func:`extract_name`).
+_PLACED_THEN_MORE = re.compile(rf"^\W*{_WORD}\s+here\s*[,.!;:]\s*\w", re.I)
 #: "names oskar", "the names Connor": "name's" typed without its apostrophe, which the
 #: spelling reading leaves as typed ("names" is a word of its own). Only where it opens the
 #: utterance or a clause, as "name's" does: "the names are hard" has a word that is no name
@@ -298,6 +303,11 @@ def extract_name(text: str, *, bare_word_ok: bool, name_known: bool = False) -> 
     placed = _PLACED.search(text) if bare_word_ok else None
     if placed and not is_common_word(placed.group(1)):
         return _name(placed.group(1))
+    going_on = _PLACED_THEN_MORE.search(text) if bare_word_ok else None
+    if going_on and going_on.group(1)[0].isupper():
+        word = going_on.group(1)
+        if word.lower() in first_names.first_names() and not is_common_word(word):
+            return _name(word)
     if bare_word_ok and not text.endswith("?") and not asks(spelling.normalise(text)):
         # a question gives no name ("how much fuel a Bajaj Boxer uses for 100km")
         words = re.findall(r"[A-Za-zÀ-ÿ'-]{2,30}|\S+", text.rstrip(".!"))
@@ -887,25 +897,37 @@ def replies_to_name_question(dialog: DialogView) -> bool:
     )
 
 
+#: A word in a reply, in any alphabet ("Rūta", "Līga", "Šani"), ending on a full stop when it
+#: has one (:func:`name_anywhere`).
+_ANY_WORD = re.compile(r"((?:[^\W\d_]|['-]){2,30})(\.?)")
+#: Where a reply's first clause ends (:func:`first_clause_name`).
+_CLAUSE_ENDS = re.compile(r"[,.!?;:(\u2013\u2014]")
+
+
 def name_anywhere(text: str) -> str | None:
     """In a short reply to the name question, a word that is a first name of some language
     (:mod:`shared.first_names`) wherever it stands, not a common word nor a place ("Ines
     from Porto", "Aiko desu"): capitalised, or not an English word ("oskar is the name");
     else a capitalised word that is no English word ("Haruto desu", "mera naam Sunil
-    hai"). Only where the turn's reading is sure the reply is the greeting's
+    hai"). A word of grammar that goes on into its clause is the sentence's ("My name is
+    ...": "My" is a first name in some lists), though alone it may be a name ("Will.").
+    Only where the turn's reading is sure the reply is the greeting's
     (:func:`by_reading`): elsewhere the first word is any sentence's capital."""
-    found = list(re.finditer(r"[A-Za-zÀ-ÿ'-]{2,30}(\.?)", uncapitalised(text)))
-    words = [m.group(0).rstrip(".") for m in found]
+    text = uncapitalised(text)
+    found = list(_ANY_WORD.finditer(text))
+    words = [m.group(1) for m in found]
     # a short word with a full stop is a title or an abbreviation ("Mr. Patel", "Dr."), no name
-    titles = {m.group(0).rstrip(".") for m in found if m.group(1) and len(m.group(0)) <= 4}
+    titles = {m.group(1) for m in found if m.group(2) and len(m.group(0)) <= 4}
     if not 0 < len(words) <= NAMED_WORDS:
         return None
     names = first_names.first_names()
     kept = [
         word
-        for place, word in enumerate(words)
+        for place, (word, match) in enumerate(zip(words, found, strict=True))
         # "from Porto", "in Paris": a place, though a name too
-        if not (place and words[place - 1].lower() in _PLACES_AFTER) and not is_common_word(word)
+        if not (place and words[place - 1].lower() in _PLACES_AFTER)
+        and not is_common_word(word)
+        and not (word.lower() in ENGLISH_STOP_WORDS and _GOES_ON.match(text, match.end()))
     ]
     for word in kept:
         if word.lower() in names and (word[0].isupper() or not spelling.is_english(word)):
@@ -916,6 +938,23 @@ def name_anywhere(text: str) -> str | None:
         if unknown_capitalised(word) and word not in titles:
             return _name(word)
     return None
+
+
+#: After a word, another in the same clause.
+_GOES_ON = re.compile(r"\s+\w")
+
+
+def first_clause_name(text: str) -> str | None:
+    """In a longer reply to the name question, the name its first clause gives
+    (:func:`name_anywhere` on it): what the user says of themselves after their name takes
+    more words than :func:`name_anywhere` reads whole ("Rūta, I make amber jewellery in the
+    old town", "Sipho. night guard at a mall in joburg, dead quiet in here", "ravi teja
+    here. QA, night shift for US client"); up to :data:`INTRODUCED_WORDS`. Only the first
+    clause: a later one names places and people as often ("working Dubai construction").
+    Only where the turn's reading is sure the reply is the greeting's (:func:`by_reading`)."""
+    if len(text.split()) > INTRODUCED_WORDS:
+        return None
+    return name_anywhere(_CLAUSE_ENDS.split(text, maxsplit=1)[0])
 
 
 def asks_instead_of_answering(text: str) -> bool:
@@ -945,8 +984,45 @@ def may_answer_by_reading(text: str, annotations: Mapping[str, Any]) -> bool:
         return False  # another intent; how the user is, asked back ("jól, köszi. you?")
     if asks_instead_of_answering(text):
         return False  # "who is this", "what should I get my sister for her 30th?"
-    maybe = _MAYBE_NAME.search(spelling.unabbreviate(text))
-    return maybe is None or not is_common_word(maybe.group(1))
+    typed = spelling.unabbreviate(text)
+    maybe = _MAYBE_NAME.search(typed)
+    if maybe is not None and is_common_word(maybe.group(1)):
+        return False
+    return not says_how_they_are(typed)
+
+
+#: A reply that opens on "I'm" and the two words after it.
+_I_AM_THEN = re.compile(
+    r"^\W*(?:i\s+am|i'm|im)\s+((?:[^\W\d_]|['-])+)(?:\s+((?:[^\W\d_]|['-])+))?", re.I
+)
+#: A reply that opens on "I'm" or "it's" and the word after it.
+_I_AM_OR_ITS = re.compile(r"^\W*(?:i\s+am|i'm|im|it's|its)\s+((?:[^\W\d_]|['-])+)", re.I)
+
+
+def first_name_after_i_am(text: str) -> str | None:
+    """In a reply to the name question, the first name of some language that "I'm" or
+    "it's" opens it with, in any case and whatever follows ("im bob ross", "its rob mate",
+    "im ella im 7"): words that are English too ("bob", "rob"), which :func:`name_anywhere`
+    takes only capitalised, and not a common word ("im happy", "its fine"). Only where the
+    turn's reading is sure the reply is the greeting's (:func:`by_reading`)."""
+    return first_name_matched(_I_AM_OR_ITS, uncapitalised(text))
+
+
+def says_how_they_are(text: str) -> bool:
+    """Whether a reply to the name question opens on how the user is and gives no name: "I'm"
+    and, in the next two words, a feeling or an intensifier of VADER's (not a negation: "im
+    not telling" puts the name off), none of them a first name ("I'm pretty anxious about my
+    exam", "im so tired today", but "im ella im 7", "im bob ross"), and no name found
+    elsewhere (:func:`name_anywhere`, :func:`first_clause_name`). Small talk's, or the LLM's."""
+    opens = _I_AM_THEN.match(text)
+    if opens is None:
+        return False
+    names = first_names.first_names()
+    said = [word.lower() for word in opens.groups() if word]
+    if said[0] in names:
+        return False
+    feeling = any(w in FEELING_WORDS and w not in _NEGATIONS and w not in names for w in said)
+    return feeling and name_anywhere(text) is None and first_clause_name(text) is None
 
 
 def asked_how_before(dialog: DialogView) -> bool:
@@ -974,7 +1050,8 @@ def by_reading(
     chance = reading.reply_by_reading("greeting", reading.of(annotations), reading.shipped())
     if chance is None:
         return None
-    name = name_anywhere(spelling.unabbreviate(text))
+    typed = spelling.unabbreviate(text)
+    name = name_anywhere(typed) or first_clause_name(typed) or first_name_after_i_am(typed)
     if name is None and asked_how:
         return None  # no name, after "how are you?" answered: how the user is, small talk's
     named = f"Nice to meet you, {name}! {TOPIC_QUESTION}"

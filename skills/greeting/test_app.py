@@ -6,7 +6,7 @@ import pytest
 
 from agent.sdk.testing import ServiceClient, view
 from shared.calibration import SILENT_BELOW, chance, curve_of
-from skills.greeting.app import WHY_ASK_LINE, app, extract_name
+from skills.greeting.app import TOPIC_QUESTION, WHY_ASK_LINE, app, extract_name
 
 
 def ask(
@@ -632,7 +632,7 @@ def test_after_how_are_you_a_reply_with_no_name_is_not_the_greetings_by_reading(
     "Just so I know what to call you" there, though the reading finds it the greeting's.
     A name in such a reply is still taken."""
     asked_how = {"intents": {"intent": "how_are_you", "confidence": 1.0, "method": "pattern"}}
-    dialogs = [replied("im ok i guess"), replied("im ok i guess"), replied("oskar is the name")]
+    dialogs = [replied("ok i guess"), replied("ok i guess"), replied("oskar is the name")]
     for dialog in dialogs[1:]:
         dialog["utterances"][0]["annotations"] = asked_how
     with ServiceClient(app) as client:
@@ -640,6 +640,38 @@ def test_after_how_are_you_a_reply_with_no_name_is_not_the_greetings_by_reading(
     assert [h["text"] for h in plain] == [WHY_ASK_LINE]
     assert how == []
     assert named[0]["human_attributes"]["name"] == "Oskar"
+
+
+def test_a_reply_to_the_name_question_is_read_for_the_name_it_gives_or_how_the_user_is() -> None:
+    """Replies to the name question that the reading gives the greeting: a name opening a
+    longer introduction, in any alphabet ("Rūta, I make amber jewellery in the old town",
+    "Sipho. night guard at a mall ..."), is taken where the bot used to answer "Just so I
+    know what to call you"; "My name is Mr. Adeyemi" gives "Adeyemi", not the title nor
+    "My" (a first name in some lists); "im bob ross" gives "Bob", a first name that is an
+    English word too, after "I'm"; and "I'm pretty anxious about my exam" says how the
+    user is, no name, so the greeting leaves it to small talk or the LLM, where it used
+    to say why it asks."""
+    dialogs = [
+        replied("Rūta, I make amber jewellery in the old town"),
+        replied("Sipho. night guard at a mall in joburg, dead quiet in here"),
+        replied("My name is Mr. Adeyemi"),
+        replied("im bob ross"),
+        replied("I'm pretty anxious about my exam"),
+        replied("im so tired today"),
+        replied("im not gonna tell u my name"),
+    ]
+    with ServiceClient(app) as client:
+        answers = client.post("/respond", json={"dialogs": dialogs}).json()
+    ruta, sipho, adeyemi, bob, anxious, tired, dodged = answers
+    assert [a[0]["human_attributes"].get("name") for a in (ruta, sipho, adeyemi, bob)] == [
+        "Rūta",
+        "Sipho",
+        "Adeyemi",
+        "Bob",
+    ]
+    assert ruta[0]["text"] == f"Nice to meet you, Rūta! {TOPIC_QUESTION}"
+    assert anxious == [] and tired == []
+    assert [h["text"] for h in dodged] == [WHY_ASK_LINE]
 
 
 def test_an_opening_turn_the_reading_is_sure_of_opens_the_script() -> None:

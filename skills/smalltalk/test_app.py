@@ -406,7 +406,16 @@ def test_an_opinion_on_a_thing_it_has_nothing_on_is_honest_and_names_it(
 
 @pytest.mark.parametrize(
     ("text", "thing"),
-    [("I like pizza", "pizza"), ("I really love old films!", "old films"), ("i enjoy Go", "Go")],
+    [
+        ("I like pizza", "pizza"),
+        ("I really love old films!", "old films"),
+        ("i enjoy Go", "Go"),
+        # how much or how often is not the thing ("What do you like most about hiking mostly?")
+        ("I like hiking mostly", "hiking"),
+        ("i love waking up early", "waking up"),
+        ("I like knitting a lot", "knitting"),
+        ("I love italy", "italy"),
+    ],
 )
 def test_something_the_user_likes_gets_interest_in_it(
     client: ServiceClient, text: str, thing: str

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from shared import spelling
+
 _I = re.IGNORECASE
 
 #: "Do you like sports?", "What do you think about computers?", "How do you feel about
@@ -72,10 +74,39 @@ USER_LIKES = re.compile(
 )
 
 
+#: Words after the thing that say how much or how often, besides adverbs in "-ly" ("really",
+#: "mostly"): "too", "a lot", "so much", "very much".
+_DEGREE = frozenset({"too", "though", "anyway", "much", "so", "very", "more"})
+
+
+def _tail_of_degree(lowered: list[str]) -> int:
+    """How many of the last words say how much or how often, not what: :data:`_DEGREE`
+    ("too", "a lot", "so much"), and adverbs made of an English word and "-ly" ("mostly",
+    "usually"; not "italy" nor "family"). "I like hiking mostly" is about hiking: "What
+    do you like most about hiking mostly?" was the line."""
+    end = len(lowered)
+    while end:
+        word = lowered[end - 1]
+        if word == "lot" and end > 1 and lowered[end - 2] == "a":
+            end -= 2
+        elif word in _DEGREE or (
+            word.endswith("ly") and len(word) > 4 and spelling.is_english(word[:-2])
+        ):
+            end -= 1
+        else:
+            break
+    return len(lowered) - end
+
+
 def _thing(words: str) -> str | None:
-    """The thing as the user wrote it, "my" made "your"; None when it is the bot, the user
-    or a verb ("you", "me", "to dance"), which the lines would not fit."""
+    """The thing as the user wrote it, "my" made "your", without words of degree after it
+    (:func:`_tail_of_degree`); None when it is the bot, the user or a verb ("you", "me",
+    "to dance"), which the lines would not fit."""
     split = words.split()
+    tail = _tail_of_degree([w.lower() for w in split])
+    split = split[: len(split) - tail]
+    if not split:
+        return None
     lowered = [w.lower() for w in split]
     if lowered[0] in _NOT_THINGS or any(w in {"you", "your", "yourself", "u"} for w in lowered):
         return None
