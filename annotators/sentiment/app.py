@@ -106,6 +106,12 @@ def _mood(match: re.Match[str]) -> str:
     return verb + between + (read.upper() if mood.isupper() else read)
 
 
+def _really(word: str) -> str:
+    """VADER's own intensifier in place of ``word``, in capitals where it was (VADER reads
+    capitals as emphasis)."""
+    return "REALLY" if word.isupper() else "really"
+
+
 def as_vader_should_read(text: str) -> str:
     """``text`` with each of :data:`INTENSIFIERS` that comes before a word VADER scores
     written as VADER's own intensifier "really" (in capitals where it was: VADER reads
@@ -117,12 +123,14 @@ def as_vader_should_read(text: str) -> str:
         word, space, scored = match.groups()
         if scored.lower() not in _ANALYZER.lexicon:
             return match.group(0)
-        return ("REALLY" if word.isupper() else "really") + space + scored
+        return _really(word) + space + scored
 
     def stance(match: re.Match[str]) -> str:
-        after = text[match.end() :].split(maxsplit=1)
+        # the words after it in the text being rewritten, not in ``text``: the intensifiers
+        # before it may have changed its length ("crazy" -> "really")
+        after = match.string[match.end() :].split(maxsplit=1)
         if after and after[0].lower().strip(".,!?") in _ANALYZER.lexicon:
-            return ("REALLY" if match.group(1).isupper() else "really") + match.group(2)
+            return _really(match.group(1)) + match.group(2)
         return ""
 
     intensified = _STANCE.sub(stance, _INTENSIFIED.sub(booster, text))

@@ -3,7 +3,7 @@
 from typing import Any
 
 from agent.sdk.testing import ServiceClient, view
-from annotators.sentiment.app import app
+from annotators.sentiment.app import app, as_vader_should_read
 
 
 def test_labels_each_dialog_in_order() -> None:
@@ -101,6 +101,8 @@ def test_a_word_of_stance_says_how_frankly_not_how_one_feels() -> None:
     answer = scored(texts)
     assert [a["label"] for a in answer] == ["negative", "positive", "negative", "neutral"]
     assert answer[2]["compound"] < -0.5  # "truly" read as "really": VADER alone, -0.03
+    # after an intensifier read as "really", which is longer than "crazy" or "super"
+    assert as_vader_should_read("super tired and honestly sad") == "really tired and really sad"
 
 
 def test_health() -> None:
