@@ -897,9 +897,12 @@ def replies_to_name_question(dialog: DialogView) -> bool:
     )
 
 
-#: A word in a reply, in any alphabet ("Rūta", "Līga", "Šani"), ending on a full stop when it
-#: has one (:func:`name_anywhere`).
-_ANY_WORD = re.compile(r"((?:[^\W\d_]|['-]){2,30})(\.?)")
+#: A letter of any alphabet ("Rūta", "Līga", "Šani"), or a quote or dash inside a word.
+_LETTER = r"(?:[^\W\d_]|['-])"
+#: A word in a reply, ending on a full stop when it has one (:func:`name_anywhere`).
+_ANY_WORD = re.compile(rf"({_LETTER}{{2,30}})(\.?)")
+#: After a word, another in the same clause.
+_GOES_ON = re.compile(r"\s+\w")
 #: Where a reply's first clause ends (:func:`first_clause_name`).
 _CLAUSE_ENDS = re.compile(r"[,.!?;:(\u2013\u2014]")
 
@@ -938,10 +941,6 @@ def name_anywhere(text: str) -> str | None:
         if unknown_capitalised(word) and word not in titles:
             return _name(word)
     return None
-
-
-#: After a word, another in the same clause.
-_GOES_ON = re.compile(r"\s+\w")
 
 
 def first_clause_name(text: str) -> str | None:
@@ -992,11 +991,9 @@ def may_answer_by_reading(text: str, annotations: Mapping[str, Any]) -> bool:
 
 
 #: A reply that opens on "I'm" and the two words after it.
-_I_AM_THEN = re.compile(
-    r"^\W*(?:i\s+am|i'm|im)\s+((?:[^\W\d_]|['-])+)(?:\s+((?:[^\W\d_]|['-])+))?", re.I
-)
+_I_AM_THEN = re.compile(rf"^\W*(?:i\s+am|i'm|im)\s+({_LETTER}+)(?:\s+({_LETTER}+))?", re.I)
 #: A reply that opens on "I'm" or "it's" and the word after it.
-_I_AM_OR_ITS = re.compile(r"^\W*(?:i\s+am|i'm|im|it's|its)\s+((?:[^\W\d_]|['-])+)", re.I)
+_I_AM_OR_ITS = re.compile(rf"^\W*(?:i\s+am|i'm|im|it's|its)\s+({_LETTER}+)", re.I)
 
 
 def first_name_after_i_am(text: str) -> str | None:
@@ -1008,12 +1005,20 @@ def first_name_after_i_am(text: str) -> str | None:
     return first_name_matched(_I_AM_OR_ITS, uncapitalised(text))
 
 
+def name_in_reply(text: str) -> str | None:
+    """The name a reply to the name question gives, where the turn's reading is sure the
+    reply is the greeting's: anywhere in a short one (:func:`name_anywhere`), in a longer
+    one's first clause (:func:`first_clause_name`), or after "I'm" or "it's"
+    (:func:`first_name_after_i_am`)."""
+    return name_anywhere(text) or first_clause_name(text) or first_name_after_i_am(text)
+
+
 def says_how_they_are(text: str) -> bool:
     """Whether a reply to the name question opens on how the user is and gives no name: "I'm"
     and, in the next two words, a feeling or an intensifier of VADER's (not a negation: "im
     not telling" puts the name off), none of them a first name ("I'm pretty anxious about my
     exam", "im so tired today", but "im ella im 7", "im bob ross"), and no name found
-    elsewhere (:func:`name_anywhere`, :func:`first_clause_name`). Small talk's, or the LLM's."""
+    elsewhere (:func:`name_in_reply`). Small talk's, or the LLM's."""
     opens = _I_AM_THEN.match(text)
     if opens is None:
         return False
@@ -1022,7 +1027,7 @@ def says_how_they_are(text: str) -> bool:
     if said[0] in names:
         return False
     feeling = any(w in FEELING_WORDS and w not in _NEGATIONS and w not in names for w in said)
-    return feeling and name_anywhere(text) is None and first_clause_name(text) is None
+    return feeling and name_in_reply(text) is None
 
 
 def asked_how_before(dialog: DialogView) -> bool:
@@ -1050,8 +1055,7 @@ def by_reading(
     chance = reading.reply_by_reading("greeting", reading.of(annotations), reading.shipped())
     if chance is None:
         return None
-    typed = spelling.unabbreviate(text)
-    name = name_anywhere(typed) or first_clause_name(typed) or first_name_after_i_am(typed)
+    name = name_in_reply(spelling.unabbreviate(text))
     if name is None and asked_how:
         return None  # no name, after "how are you?" answered: how the user is, small talk's
     named = f"Nice to meet you, {name}! {TOPIC_QUESTION}"

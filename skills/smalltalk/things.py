@@ -103,11 +103,11 @@ def _thing(words: str) -> str | None:
     (:func:`_tail_of_degree`); None when it is the bot, the user or a verb ("you", "me",
     "to dance"), which the lines would not fit."""
     split = words.split()
-    tail = _tail_of_degree([w.lower() for w in split])
-    split = split[: len(split) - tail]
-    if not split:
-        return None
     lowered = [w.lower() for w in split]
+    kept = len(split) - _tail_of_degree(lowered)
+    if not kept:
+        return None
+    split, lowered = split[:kept], lowered[:kept]
     if lowered[0] in _NOT_THINGS or any(w in {"you", "your", "yourself", "u"} for w in lowered):
         return None
     return " ".join("your" if w == "my" else word for word, w in zip(split, lowered, strict=True))
